@@ -1,0 +1,18 @@
+"""
+stompbroker: a STOMP 1.0/1.1/1.2 message broker on Twisted.
+
+The embedding API::
+
+    broker = Broker(reactor)
+    broker.startService()
+    endpoint.listen(stomp_server_factory(broker))
+    broker.publish("/topic/news", "hello")
+"""
+
+__version__ = "0.1.0"
+
+from stompbroker.broker.service import Broker, Limits  # noqa: E402
+from stompbroker.protocol.session import SessionConfig  # noqa: E402
+from stompbroker.transport.tcp import stomp_server_factory  # noqa: E402
+
+__all__ = ["Broker", "Limits", "SessionConfig", "stomp_server_factory", "__version__"]

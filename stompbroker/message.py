@@ -1,0 +1,36 @@
+"""
+A published message as the broker holds it.
+
+The broker never sees bytes, but the delivery path must not encode the same
+message once per subscriber: a message therefore carries a small cache, filled
+by the first session that encodes it, of the wire bytes that every subscription
+shares (everything after the ``subscription`` header), one entry per escaping
+style.
+"""
+
+from __future__ import annotations
+
+from attrs import define, field
+
+from stompbroker.protocol.frames import Headers
+
+
+@define(slots=True, eq=False)
+class Message:
+    """
+    One message on its way through the broker.
+
+    :ivar destination: where it was sent, e.g. ``/topic/prices.eur``.
+    :ivar message_id: broker-unique id, sent as ``message-id``.
+    :ivar headers: the SEND's user headers, without ``destination``, hop headers
+        (``receipt``, ``transaction``) and ``content-length``, in wire order.
+    :ivar body: the payload.
+    :ivar wire: encoded shared tails, keyed by escaping style; see
+        :func:`stompbroker.protocol.encoder.message_tail`.
+    """
+
+    destination: str
+    message_id: str
+    headers: Headers
+    body: bytes
+    wire: dict = field(factory=dict, repr=False)

@@ -1,0 +1,83 @@
+"""
+Exceptions of the protocol layer.
+
+Each carries a ``message`` short enough for the ``message`` header of an ERROR
+frame and a ``detail`` for its body, so the edge that catches it can tell the
+client exactly what was wrong without knowing where it was raised.
+"""
+
+from __future__ import annotations
+
+
+class ProtocolError(Exception):
+    """
+    The peer broke the STOMP protocol; the connection must end with an ERROR frame.
+
+    :param message: a one-line description, used as the ERROR frame's ``message`` header.
+    :param detail: a longer explanation for the ERROR frame's body.
+    :param receipt_id: the ``receipt`` of the offending frame, if it had one.
+    """
+
+    def __init__(
+        self, message: str, detail: str = "", receipt_id: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail or message
+        self.receipt_id = receipt_id
+
+
+#: The name the style guide uses; the same class.
+StompProtocolError = ProtocolError
+
+
+class MalformedFrame(ProtocolError):
+    """The bytes are not a STOMP frame: a bad header line, escape or terminator."""
+
+
+class FrameTooLarge(ProtocolError):
+    """A frame is larger than ``max_frame_size``."""
+
+
+class TooManyHeaders(ProtocolError):
+    """A frame has more headers than ``max_headers``."""
+
+
+class HeaderTooLong(ProtocolError):
+    """A header line is longer than ``max_header_length``."""
+
+
+class UnknownCommand(ProtocolError):
+    """A frame names a command that STOMP does not have."""
+
+
+class MissingHeader(ProtocolError):
+    """A frame lacks a header its command requires (``destination``, ``id``, ...)."""
+
+
+class UnexpectedFrame(ProtocolError):
+    """A valid frame arrived in a state that does not allow it (e.g. SEND before CONNECT)."""
+
+
+class VersionMismatch(ProtocolError):
+    """The client accepts no version we speak."""
+
+
+class NotSupported(ProtocolError):
+    """A frame asks for something the broker does not do."""
+
+
+class InvalidDestination(ProtocolError):
+    """A destination is not one the broker serves, or has a wildcard where none is allowed."""
+
+
+class DuplicateSubscription(ProtocolError):
+    """A SUBSCRIBE reuses an ``id`` (or, in 1.0, a destination) the connection already has."""
+
+
+class UnknownSubscription(ProtocolError):
+    """An UNSUBSCRIBE names a subscription the connection does not have."""
+
+
+class LimitExceeded(ProtocolError):
+    """A configured limit (connections, subscriptions, ...) would be exceeded."""

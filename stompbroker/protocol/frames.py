@@ -1,0 +1,75 @@
+"""
+STOMP frames as immutable values, and the protocol's vocabulary.
+
+A frame keeps its headers as an ordered tuple of pairs, exactly as they came off
+the wire, because STOMP gives meaning to order: when a header is repeated, the
+first occurrence wins (STOMP 1.2, "Repeated Header Entries").
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from attrs import field, frozen
+
+#: Versions we speak, best first.
+SUPPORTED_VERSIONS: tuple[str, ...] = ("1.2", "1.1", "1.0")
+
+#: Commands a client may send.
+CLIENT_COMMANDS: frozenset[str] = frozenset(
+    {
+        "CONNECT",
+        "STOMP",
+        "SEND",
+        "SUBSCRIBE",
+        "UNSUBSCRIBE",
+        "ACK",
+        "NACK",
+        "BEGIN",
+        "COMMIT",
+        "ABORT",
+        "DISCONNECT",
+    }
+)
+
+#: Commands a server sends.
+SERVER_COMMANDS: frozenset[str] = frozenset({"CONNECTED", "MESSAGE", "RECEIPT", "ERROR"})
+
+#: Frames whose headers are never escaped, in any version (STOMP 1.2, "Value Encoding").
+UNESCAPED_COMMANDS: frozenset[str] = frozenset({"CONNECT", "CONNECTED", "STOMP"})
+
+Headers = tuple[tuple[str, str], ...]
+
+
+@frozen
+class Frame:
+    """
+    One STOMP frame.
+
+    :ivar command: the command line, e.g. ``"SEND"``.
+    :ivar headers: ``(name, value)`` pairs in wire order; repeats are kept.
+    :ivar body: the body bytes, which may contain NUL when ``content-length`` is given.
+    """
+
+    command: str
+    headers: Headers = ()
+    body: bytes = field(default=b"")
+
+    def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
+        """
+        :returns: the first value of header ``name``, or ``default``.
+        """
+        for key, value in self.headers:
+            if key == name:
+                return value
+        return default
+
+    def header_dict(self) -> dict[str, str]:
+        """
+        :returns: the headers as a dict in which the first of repeated headers wins.
+        """
+        result: dict[str, str] = {}
+        for key, value in self.headers:
+            if key not in result:
+                result[key] = value
+        return result

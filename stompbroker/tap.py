@@ -1,0 +1,171 @@
+"""
+``twistd stompbroker``: command-line options, and the one place that wires the broker.
+
+:class:`Options` only parses; :func:`makeService` builds the broker and one
+listening service per ``--listen`` endpoint, all feeding that broker.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from twisted.application.internet import StreamServerEndpointService
+from twisted.application.service import MultiService
+from twisted.internet import endpoints
+from twisted.python import usage
+
+from stompbroker import __version__
+from stompbroker.broker.service import Broker, Limits
+from stompbroker.logs import LEVELS, set_level
+from stompbroker.protocol.session import SessionConfig
+from stompbroker.transport.tcp import stomp_server_factory
+
+DEFAULT_PORT = 61613
+DEFAULT_LISTEN = f"tcp:{DEFAULT_PORT}:interface=127.0.0.1"
+DEFAULTS = SessionConfig()
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError(f"must be 0 or more, got {text!r}")
+    return value
+
+
+def parse_heartbeat(text: str) -> tuple[int, int]:
+    """
+    :param text: ``"SEND,RECV"`` in milliseconds.
+    :returns: the pair of integers.
+    :raises usage.UsageError: when the text is not two non-negative integers.
+    """
+    try:
+        send, receive = (int(part) for part in text.split(","))
+    except ValueError:
+        raise usage.UsageError(f"--heartbeat takes SEND,RECV in ms, got {text!r}") from None
+    if send < 0 or receive < 0:
+        raise usage.UsageError(f"--heartbeat values must be 0 or more, got {text!r}")
+    return (send, receive)
+
+
+class Options(usage.Options):
+    """The options of ``twistd stompbroker``."""
+
+    synopsis = "[options]"
+    longdesc = (
+        "Run a STOMP 1.0/1.1/1.2 broker. Without --port or --listen it listens on "
+        f"{DEFAULT_LISTEN}. Every listener feeds the same broker."
+    )
+
+    optParameters = [
+        [
+            "max-frame-size",
+            None,
+            DEFAULTS.max_frame_size,
+            "Largest frame accepted, headers and body, in bytes.",
+            _positive,
+        ],
+        [
+            "max-header-length",
+            None,
+            DEFAULTS.max_header_length,
+            "Longest header line accepted, in bytes.",
+            _positive,
+        ],
+        [
+            "max-headers",
+            None,
+            DEFAULTS.max_headers,
+            "Most headers accepted in one frame.",
+            _positive,
+        ],
+        [
+            "heartbeat",
+            None,
+            "{},{}".format(*DEFAULTS.heartbeat),
+            "The server's heart-beat offer SEND,RECV in ms: how often it can send, "
+            "and how often it wants to hear from clients (0 = never).",
+        ],
+        [
+            "max-connections",
+            None,
+            0,
+            "Most client connections open at once (0 = no limit).",
+            _non_negative,
+        ],
+        [
+            "log-level",
+            None,
+            "info",
+            f"Lowest level of the broker's log events: {', '.join(LEVELS)}.",
+        ],
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self["listen"] = []
+
+    def opt_port(self, port: str) -> None:
+        """Listen on this TCP port on 127.0.0.1 (shorthand for --listen tcp:PORT:interface=127.0.0.1)."""
+        if not port.isdigit():
+            raise usage.UsageError(f"--port takes a port number, got {port!r}")
+        self["listen"].append(f"tcp:{port}:interface=127.0.0.1")
+
+    opt_p = opt_port
+
+    def opt_listen(self, description: str) -> None:
+        """Listen on a Twisted server endpoint, e.g. tcp:61613, ssl:61614:privateKey=key.pem:certKey=cert.pem (repeatable)."""
+        self["listen"].append(description)
+
+    def opt_version(self) -> None:
+        """Print the version and exit."""
+        print(f"stompbroker {__version__}")
+        raise SystemExit(0)
+
+    def postOptions(self) -> None:
+        self["heartbeat"] = parse_heartbeat(self["heartbeat"])
+        if self["log-level"] not in LEVELS:
+            raise usage.UsageError(
+                f"--log-level must be one of {', '.join(LEVELS)}, got {self['log-level']!r}"
+            )
+        if not self["listen"]:
+            self["listen"] = [DEFAULT_LISTEN]
+
+
+def makeService(options: Options, reactor: Optional[Any] = None) -> MultiService:
+    """
+    Build the broker and its listeners from parsed options.
+
+    :param options: parsed :class:`Options`.
+    :param reactor: the reactor to listen on and time with; the global one by default.
+    :returns: a service holding the broker and one listening service per endpoint.
+    """
+    if reactor is None:
+        from twisted.internet import reactor as global_reactor
+
+        reactor = global_reactor
+    set_level(options["log-level"])
+    top = MultiService()
+    broker = Broker(reactor, limits=Limits(max_connections=options["max-connections"]))
+    broker.setServiceParent(top)
+    config = SessionConfig(
+        server_name=f"stompbroker/{__version__}",
+        heartbeat=options["heartbeat"],
+        max_frame_size=options["max-frame-size"],
+        max_headers=options["max-headers"],
+        max_header_length=options["max-header-length"],
+    )
+    factory = stomp_server_factory(broker, reactor, config)
+    for description in options["listen"]:
+        endpoint = endpoints.serverFromString(reactor, description)
+        listener = StreamServerEndpointService(endpoint, factory)
+        listener._raiseSynchronously = True
+        listener.setName(f"stomp {description}")
+        listener.setServiceParent(top)
+    return top

@@ -1,0 +1,1 @@
+"""Adapters between Twisted (or Autobahn) connections and :class:`StompSession`."""

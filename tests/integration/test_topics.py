@@ -1,0 +1,280 @@
+"""
+The real broker (``twistd -n stompbroker``) driven by ``stomp.py`` and raw sockets.
+
+Every bad-input case checks that the offender gets an ERROR and a close while a
+second, well-behaved client on the same broker keeps receiving.
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from stompbroker.protocol.frames import Frame
+from tests.integration.broker_process import BrokerProcess, subprocess_env
+from tests.integration.clients import RawClient, connect
+
+VERSIONS = ["1.0", "1.1", "1.2"]
+
+
+def unique(prefix: str = "/topic/t") -> str:
+    return f"{prefix}.{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def bystander(broker: BrokerProcess) -> Iterator[Any]:
+    """A well-behaved subscriber whose deliveries must survive other clients' mistakes."""
+    connection, collector = connect(broker.address)
+    destination = unique("/topic/bystander")
+    connection.subscribe(destination, id="watch")
+    counter = itertools.count()
+
+    def still_receiving() -> bool:
+        token = f"ping-{next(counter)}".encode()
+        publisher, _ = connect(broker.address)
+        publisher.send(destination, token, receipt="sent")
+        publisher.disconnect()
+        return collector.wait_for(lambda: token in collector.bodies())
+
+    yield still_receiving
+    connection.disconnect()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_subscribe_send_receive(broker: BrokerProcess, version: str) -> None:
+    """A stomp.py client of each version receives what another sends, with all headers."""
+    subscriber, inbox = connect(broker.address, version)
+    publisher, publisher_events = connect(broker.address, version)
+    destination = unique()
+    if version == "1.0":
+        subscriber.subscribe(destination, receipt="subscribed")
+    else:
+        subscriber.subscribe(destination, id="s1", receipt="subscribed")
+    assert inbox.wait_for(lambda: "subscribed" in inbox.receipts)
+    body = b"hello \x00 world" if version != "1.0" else b"hello world"
+    publisher.send(
+        destination, body, content_type="application/octet-stream", headers={"x-k": "v"}, receipt="r1"
+    )
+    assert inbox.wait_for(lambda: len(inbox.messages) == 1)
+    assert publisher_events.wait_for(lambda: "r1" in publisher_events.receipts)
+    message = inbox.messages[0]
+    assert message.body == body
+    assert message.headers["destination"] == destination
+    assert message.headers["x-k"] == "v"
+    assert message.headers["content-type"] == "application/octet-stream"
+    assert message.headers["message-id"]
+    assert message.headers["subscription"] == ("s1" if version != "1.0" else destination)
+    assert "receipt" not in message.headers
+    subscriber.disconnect()
+    publisher.disconnect()
+
+
+def test_wildcards(broker: BrokerProcess) -> None:
+    """`*` matches one segment, `#` and `>` any trailing segments, with `/` or `.` separators."""
+    base = unique("/topic/w")
+    subscriber, inbox = connect(broker.address)
+    subscriber.subscribe(f"{base}.*", id="star")
+    subscriber.subscribe(f"{base}.#", id="hash")
+    subscriber.subscribe(f"{base}/>", id="gt", receipt="ready")
+    assert inbox.wait_for(lambda: "ready" in inbox.receipts)
+    publisher, _ = connect(broker.address)
+    for suffix in ("", ".one", "/one/two"):
+        publisher.send(base + suffix, suffix.encode() or b"base")
+    expected = {
+        ("hash", b"base"),
+        ("gt", b"base"),
+        ("star", b".one"),
+        ("hash", b".one"),
+        ("gt", b".one"),
+        ("hash", b"/one/two"),
+        ("gt", b"/one/two"),
+    }
+    assert inbox.wait_for(lambda: len(inbox.messages) >= len(expected))
+    time.sleep(0.2)
+    got = {(m.headers["subscription"], m.body) for m in inbox.messages}
+    assert got == expected
+    assert len(inbox.messages) == len(expected)
+    subscriber.disconnect()
+    publisher.disconnect()
+
+
+def test_unsubscribe_stops_delivery(broker: BrokerProcess) -> None:
+    """After UNSUBSCRIBE with a receipt, nothing more arrives for that subscription."""
+    destination = unique()
+    subscriber, inbox = connect(broker.address)
+    subscriber.subscribe(destination, id="1", receipt="s")
+    assert inbox.wait_for(lambda: "s" in inbox.receipts)
+    subscriber.unsubscribe(id="1", receipt="u")
+    assert inbox.wait_for(lambda: "u" in inbox.receipts)
+    publisher, events = connect(broker.address)
+    publisher.send(destination, b"late", receipt="r")
+    assert events.wait_for(lambda: "r" in events.receipts)
+    time.sleep(0.2)
+    assert inbox.messages == []
+    subscriber.disconnect()
+    publisher.disconnect()
+
+
+def test_heartbeats_kept(broker: BrokerProcess) -> None:
+    """A client that heart-beats stays connected, and receives the broker's heart-beats."""
+    connection, events = connect(broker.address, "1.2", heartbeats=(500, 500))
+    assert events.wait_for(lambda: events.heartbeats >= 3, timeout=5)
+    assert connection.is_connected()
+    assert not events.errors
+    connection.disconnect()
+
+
+def test_heartbeats_missed(broker: BrokerProcess, bystander: Any) -> None:
+    """A client that promised heart-beats and stays silent gets an ERROR and is closed."""
+    client = RawClient(broker.address)
+    client.connect(heart_beat="500,0")
+    started = time.monotonic()
+    frames = client.read_frames(count=10, timeout=5)
+    elapsed = time.monotonic() - started
+    assert frames and frames[-1].command == "ERROR"
+    assert frames[-1].get("message") == "heart-beat timeout"
+    assert 0.9 <= elapsed < 3.0
+    assert client.closed_by_peer()
+    assert bystander()
+
+
+def test_disconnect_with_receipt(broker: BrokerProcess) -> None:
+    """DISCONNECT gets its RECEIPT, then the broker closes the connection."""
+    client = RawClient(broker.address)
+    client.connect()
+    client.send(b"DISCONNECT\nreceipt:bye\n\n\x00")
+    assert client.read_frames() == [Frame("RECEIPT", (("receipt-id", "bye"),))]
+    assert client.closed_by_peer()
+
+
+BAD_INPUTS = [
+    pytest.param(
+        b"SEND\ndestination:/topic/x\nreceipt:r0\n\nbody\x00",
+        "expected CONNECT",
+        False,
+        id="frame-before-connect",
+    ),
+    pytest.param(b"FROB\nreceipt:r1\n\n\x00", "unknown command", True, id="unknown-command"),
+    pytest.param(b"SEND\nreceipt:r2\n\nbody\x00", "missing destination header", True, id="no-destination"),
+    pytest.param(
+        b"SUBSCRIBE\ndestination:/topic/x\nreceipt:r3\n\n\x00", "missing id header", True, id="no-id"
+    ),
+    pytest.param(b"SEND\ndestination /topic/x\n\nbody\x00", "malformed frame", True, id="no-colon"),
+    pytest.param(
+        b"SEND\ndestination:/topic/x\ncontent-length:2\n\nbody\x00",
+        "malformed frame",
+        True,
+        id="content-length-lies",
+    ),
+    pytest.param(b"SEND\ndestination:/topic/a\\tb\n\n\x00", "malformed frame", True, id="bad-escape"),
+    pytest.param(
+        b"SEND\ndestination:/topic/x.*\nreceipt:r4\n\n\x00",
+        "wildcard in SEND destination",
+        True,
+        id="wildcard-send",
+    ),
+    pytest.param(b"SEND\ndestination:/nowhere\n\n\x00", "unknown destination", True, id="unknown-dest"),
+    pytest.param(
+        b"SEND\ndestination:/topic/x\n\n" + b"x" * (5 * 1024 * 1024),
+        "frame too large",
+        True,
+        id="oversized-body",
+    ),
+    pytest.param(
+        b"SEND\ndestination:/topic/x\nx-big:" + b"y" * 20000 + b"\n\n\x00",
+        "header too long",
+        True,
+        id="long-header",
+    ),
+    pytest.param(
+        b"SEND\ndestination:/topic/x\n" + b"h:v\n" * 1001 + b"\n\x00",
+        "too many headers",
+        True,
+        id="many-headers",
+    ),
+]
+
+
+@pytest.mark.parametrize("data, message, needs_connect", BAD_INPUTS)
+def test_bad_input_gets_error_and_close(
+    broker: BrokerProcess, bystander: Any, data: bytes, message: str, needs_connect: bool
+) -> None:
+    """Each kind of bad input gets an ERROR naming the problem, then a close; others carry on."""
+    client = RawClient(broker.address)
+    if needs_connect:
+        client.connect()
+    try:
+        client.send(data)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the broker may close before a huge frame is all sent
+    frames = client.read_frames()
+    assert frames, "no ERROR frame arrived"
+    error = frames[-1]
+    assert error.command == "ERROR"
+    assert message in error.get("message", ""), error
+    assert error.body, "the ERROR body should explain the problem"
+    if b"receipt:" in data[:200]:
+        assert error.get("receipt-id") is not None
+    assert client.closed_by_peer()
+    client.close()
+    assert bystander()
+
+
+def test_client_vanishing_mid_frame(broker: BrokerProcess, bystander: Any) -> None:
+    """A client that disconnects half-way through a frame affects no one."""
+    client = RawClient(broker.address)
+    client.connect()
+    client.send(b"SEND\ndestination:/topic/x\ncontent-length:100\n\nhalf")
+    client.close()
+    assert bystander()
+
+
+def test_max_connections(tmp_path: Any) -> None:
+    """With --max-connections N the next client gets an ERROR naming the limit."""
+    broker = BrokerProcess(tmp_path, "--max-connections", "2")
+    try:
+        # The port probe in BrokerProcess has closed by now; give the broker a moment to see it.
+        time.sleep(0.2)
+        first, second = RawClient(broker.address), RawClient(broker.address)
+        first.connect()
+        second.connect()
+        third = RawClient(broker.address)
+        [error] = third.read_frames()
+        assert error.get("message") == "too many connections"
+        assert third.closed_by_peer()
+        second.close()
+        time.sleep(0.2)
+        fourth = RawClient(broker.address)
+        assert fourth.connect().command == "CONNECTED"
+    finally:
+        broker.stop()
+
+
+def test_help_documents_every_option() -> None:
+    """``twistd stompbroker --help`` lists every option the issue names."""
+    output = subprocess.run(
+        [sys.executable, "-m", "twisted", "stompbroker", "--help"],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    for option in (
+        "--port",
+        "--listen",
+        "--max-frame-size",
+        "--max-header-length",
+        "--max-headers",
+        "--heartbeat",
+        "--max-connections",
+        "--log-level",
+    ):
+        assert option in output
