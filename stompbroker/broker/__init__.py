@@ -1,0 +1,1 @@
+"""The broker: destinations, subscriptions, queues and the message store, behind one ``Service``."""
