@@ -23,7 +23,11 @@ from twisted.internet.interfaces import IReactorTime
 from stompbroker.logs import logger
 from zope.interface import implementer
 
-from stompbroker.broker.subscriptions import SubscriptionTree, is_wildcard, validate_pattern
+from stompbroker.broker.subscriptions import (
+    SubscriptionTree,
+    validate_destination,
+    validate_pattern,
+)
 from stompbroker.interfaces import IBroker
 from stompbroker.message import Message
 from stompbroker.protocol.errors import InvalidDestination, LimitExceeded
@@ -117,11 +121,7 @@ class Broker(Service):
         """
         if not destination.startswith(TOPIC_PREFIX):
             raise self._unknown(destination)
-        if is_wildcard(destination):
-            raise InvalidDestination(
-                "wildcard in SEND destination",
-                f"wildcards may be used in SUBSCRIBE only, not in SEND to {destination!r}",
-            )
+        validate_destination(destination)
         message = Message(destination, f"{self._node}-{next(self._message_ids)}", headers, body)
         for subscriber in self.topics.match(destination):
             subscriber.deliver(message)

@@ -96,7 +96,7 @@ def _segments(destination: str, what: str) -> list[str]:
         if segments == [""]:
             raise InvalidDestination(f"Empty {what}")
         raise InvalidDestination(
-            f"Empty segment in {what} {destination!r}",
+            f"empty segment in {what} {destination!r}",
             f"The {what} {destination!r} has an empty segment: separators ('/' or '.')"
             " must not be doubled or trail, and only one may lead.",
         )
@@ -129,7 +129,7 @@ def validate_pattern(pattern: str) -> None:
         if segment in TRAILING_SEGMENTS:
             if index != last:
                 raise InvalidDestination(
-                    f"Wildcard {segment!r} must be the last segment",
+                    f"wildcard {segment!r} must be the last segment",
                     f"In {pattern!r}, {segment!r} (zero or more trailing segments)"
                     " is followed by more segments; it may appear only at the end.",
                 )
@@ -148,7 +148,7 @@ def validate_destination(destination: str) -> None:
     for segment in _segments(destination, "destination"):
         if segment in _WILDCARDS:
             raise InvalidDestination(
-                "Wildcards are not allowed here",
+                "wildcard in SEND destination",
                 f"The destination {destination!r} holds the wildcard {segment!r};"
                 " wildcards are allowed only in SUBSCRIBE.",
             )
@@ -164,7 +164,7 @@ def _reject_reserved(segment: str, destination: str, what: str) -> None:
     for character in _RESERVED_CHARACTERS:
         if character in segment:
             raise InvalidDestination(
-                f"Partial wildcard {segment!r} in {what}",
+                f"partial wildcard {segment!r} in {what}",
                 f"The {what} {destination!r} has the segment {segment!r}; {character!r}"
                 " is a wildcard and must be a whole segment.",
             )

@@ -20,6 +20,14 @@ from typing import Optional
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def twistd_command() -> list[str]:
+    """:returns: the argv that runs this interpreter's ``twistd``."""
+    script = Path(sys.executable).parent / "twistd"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "from twisted.scripts.twistd import run; run()"]
+
+
 def free_port() -> int:
     """:returns: a TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as probe:
@@ -62,9 +70,7 @@ class BrokerProcess:
         self.log_path = workdir / "broker.log"
         self._log = open(self.log_path, "wb")
         command = [
-            sys.executable,
-            "-m",
-            "twisted",
+            *twistd_command(),
             "--nodaemon",
             "--pidfile=",
             "--logfile=-",
