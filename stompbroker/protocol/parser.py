@@ -1,0 +1,518 @@
+"""
+The incremental STOMP frame parser: bytes in, :class:`~stompbroker.protocol.frames.Frame` out.
+
+Theory of operation
+-------------------
+A STOMP stream is a sequence of frames, each optionally preceded by end-of-line
+heart-beats (STOMP 1.2, "Heart-beating")::
+
+    command EOL (header-name ":" header-value EOL)* EOL body NUL
+
+where EOL is LF or CRLF (STOMP 1.2, "Augmented BNF").  The body is exactly
+``content-length`` bytes when that header is present, and runs to the first NUL
+otherwise (STOMP 1.2, "Header content-length").
+
+:class:`FrameParser` is fed whatever the transport read, in any chunking.  It is
+on the hot path of every message, so it works the way h11's receive buffer does:
+
+* all searching is done by C code (``bytes.find`` and two precompiled regular
+  expressions) over the whole buffer, never by a Python loop per byte;
+* the offset where a search gave up is remembered, so that a large frame fed one
+  byte at a time is scanned once, not once per byte (parsing stays O(n));
+* consumed bytes are dropped once per :meth:`FrameParser.receive_data` call, not
+  once per frame, and when nothing was left over from the previous call the
+  incoming ``bytes`` object is parsed in place, without being copied at all;
+* each limit is checked as soon as it can be: a peer that streams megabytes
+  without a NUL, or announces a body that cannot fit, is refused without the
+  parser holding more than ``max_frame_size`` bytes.
+
+Header escaping (STOMP 1.2, "Value Encoding") depends on the negotiated version,
+which the session sets in :attr:`FrameParser.version`; CONNECT, STOMP and
+CONNECTED frames are never unescaped.
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import repeat
+
+from stompbroker.protocol.errors import (
+    FrameTooLarge,
+    HeaderTooLong,
+    MalformedFrame,
+    ProtocolError,
+    TooManyHeaders,
+)
+from stompbroker.protocol.frames import SUPPORTED_VERSIONS, UNESCAPED_COMMANDS, Frame, Headers
+
+__all__ = ["FrameParser", "unescape"]
+
+#: The end of a header section: the EOL ending the last line, then an empty line.
+_HEADER_SECTION_END = re.compile(rb"\n\r?\n")
+#: Heart-beats: any number of EOLs between frames.
+_EOLS = re.compile(rb"(?:\r?\n)+")
+#: One backslash escape, with whatever follows it (nothing, for a trailing backslash).
+_ESCAPE_SEQUENCE = re.compile(r"\\(.?)", re.DOTALL)
+_UNESCAPES = {"r": "\r", "n": "\n", "c": ":", "\\": "\\"}
+
+#: What the parser is waiting for.
+_IDLE = 0  # the first byte of a frame; EOLs here are heart-beats
+_HEADERS = 1  # the empty line that ends the header section
+_BODY_LENGTH = 2  # content-length body bytes and their NUL
+_BODY_NUL = 3  # the NUL that ends a body without content-length
+
+_CR = 0x0D
+_SHOWN_LINE_LENGTH = 60
+
+
+def _replace_escape(match: re.Match[str]) -> str:
+    replacement = _UNESCAPES.get(match.group(1))
+    if replacement is None:
+        raise MalformedFrame(
+            f"undefined escape sequence {match.group(0)!r} in a header",
+            "STOMP 1.2, Value Encoding: a backslash in a header may only be followed by"
+            " r, n, c or another backslash; any other escape is a fatal protocol error.",
+        )
+    return replacement
+
+
+def unescape(text: str, version: str = "1.2") -> str:
+    """
+    Decode the escape sequences of a header name or value as read off the wire.
+
+    STOMP 1.0 has no escaping.  1.1 and 1.2 decode ``\\r``, ``\\n``, ``\\c`` and
+    ``\\\\``; ``\\r`` is accepted in 1.1 too, leniently (STOMP 1.2, "Value Encoding").
+
+    :param text: the raw name or value.
+    :param version: the negotiated protocol version.
+    :returns: the decoded text.
+    :raises MalformedFrame: on any other backslash sequence, a trailing lone
+        backslash included.
+    """
+    if version == "1.0" or "\\" not in text:
+        return text
+    return _ESCAPE_SEQUENCE.sub(_replace_escape, text)
+
+
+def _shown_line(line: str) -> str:
+    if len(line) > _SHOWN_LINE_LENGTH:
+        line = line[:_SHOWN_LINE_LENGTH] + "..."
+    return repr(line)
+
+
+def _receipt_of(headers: Headers) -> str | None:
+    for name, value in headers:
+        if name == "receipt":
+            return value
+    return None
+
+
+def _negotiated_version(command: str, headers: Headers) -> str | None:
+    """
+    The version a CONNECT, STOMP or CONNECTED frame will most likely settle on.
+
+    :returns: the best supported version offered by ``accept-version`` (CONNECT,
+        STOMP) or named by ``version`` (CONNECTED), ``"1.0"`` when the header is
+        absent (STOMP 1.2, "Protocol Negotiation"), or ``None`` when nothing
+        offered is supported.
+    """
+    wanted = "version" if command == "CONNECTED" else "accept-version"
+    offered = None
+    for name, value in headers:
+        if name == wanted:
+            offered = value
+            break
+    if offered is None:
+        return "1.0"
+    accepted = {version.strip() for version in offered.split(",")}
+    for version in SUPPORTED_VERSIONS:
+        if version in accepted:
+            return version
+    return None
+
+
+_contains = str.__contains__
+_COLONS = repeat(":")
+
+
+def _no_colon(lines: list[str]) -> MalformedFrame:
+    line = next(line for line in lines if ":" not in line)
+    return MalformedFrame(
+        f"header line without a colon: {_shown_line(line)}",
+        "STOMP 1.2, Augmented BNF: every header line is name:value.",
+    )
+
+
+def _content_length_error(message: str, headers: Headers) -> MalformedFrame:
+    return MalformedFrame(
+        message,
+        "STOMP 1.2, Header content-length: the value is a non-negative decimal number"
+        " of octets, and exactly that many body octets are followed by a NUL.",
+        _receipt_of(headers),
+    )
+
+
+def _not_utf8(error: UnicodeDecodeError) -> MalformedFrame:
+    return MalformedFrame(
+        "header section is not valid UTF-8",
+        f"The command and headers must be UTF-8 (STOMP 1.2, Value Encoding): {error}.",
+    )
+
+
+class FrameParser:
+    """
+    Turns a STOMP byte stream, chunked in any way, into frames.
+
+    Limits are counted in bytes.  The size of a frame is that of its header
+    section (command line, header lines and the empty line, EOLs included) plus
+    its body; the terminating NUL and heart-beat EOLs before the frame do not
+    count.
+
+    :param max_frame_size: the largest frame accepted.
+    :param max_headers: the most header lines a frame may have.
+    :param max_header_length: the longest line, command line included and EOL
+        excluded, that a header section may have.
+
+    :ivar version: the negotiated STOMP version, ``"1.0"``, ``"1.1"`` or
+        ``"1.2"`` (the default); it decides header unescaping.  The session sets
+        it after negotiation.  The parser also adopts on its own the version that
+        a CONNECT or STOMP frame's ``accept-version`` (or a CONNECTED frame's
+        ``version``) points to, so that frames pipelined behind the CONNECT, in
+        the same chunk, are unescaped right although the session has not seen
+        the CONNECT yet.
+    """
+
+    __slots__ = (
+        "max_frame_size",
+        "max_headers",
+        "max_header_length",
+        "_version",
+        "_unescaping",
+        "_buffer",
+        "_error",
+        "_state",
+        "_scan",
+        "_line_start",
+        "_line_count",
+        "_body_start",
+        "_content_length",
+        "_command",
+        "_headers",
+    )
+
+    def __init__(
+        self,
+        max_frame_size: int = 4 * 1024 * 1024,
+        max_headers: int = 1000,
+        max_header_length: int = 10240,
+    ) -> None:
+        self.max_frame_size = max_frame_size
+        self.max_headers = max_headers
+        self.max_header_length = max_header_length
+        self._version = "1.2"
+        self._unescaping = True
+        # Unconsumed input; when parsing stops inside a frame, that frame starts
+        # at offset 0 and every offset below is relative to it.
+        self._buffer = bytearray()
+        self._error: ProtocolError | None = None
+        self._state = _IDLE
+        # _HEADERS: where the search for the end of the header section gave up,
+        # where the current (incomplete) line starts, and how many lines are complete.
+        # _BODY_NUL: where the search for the NUL gave up.
+        self._scan = 0
+        self._line_start = 0
+        self._line_count = 0
+        # _BODY_LENGTH and _BODY_NUL: the frame parsed so far.
+        self._body_start = 0
+        self._content_length = 0
+        self._command = ""
+        self._headers: Headers = ()
+
+    @property
+    def version(self) -> str:
+        """The STOMP version whose escaping rules apply to the next frame."""
+        return self._version
+
+    @version.setter
+    def version(self, version: str) -> None:
+        if version not in SUPPORTED_VERSIONS:
+            raise ValueError(f"unsupported STOMP version {version!r}")
+        self._version = version
+        self._unescaping = version != "1.0"
+
+    def receive_data(self, data: bytes) -> list[Frame]:
+        """
+        Parse more of the stream.
+
+        ``data`` may hold any part of the stream: a byte, a frame split anywhere
+        (inside a CRLF too), many frames.  Bytes of an incomplete frame are kept
+        until the rest arrives.
+
+        After a :class:`ProtocolError` the parser is dead: the stream can no
+        longer be resynchronised, so the caller must send an ERROR frame and
+        close the connection; any further call raises the same error again.
+
+        :param data: the bytes just read (any bytes-like object is copied to ``bytes``).
+        :returns: the frames completed by ``data``, in stream order (possibly none).
+        :raises FrameTooLarge: a frame is larger than ``max_frame_size``.
+        :raises TooManyHeaders: a frame has more than ``max_headers`` headers.
+        :raises HeaderTooLong: a header section line is longer than ``max_header_length``.
+        :raises MalformedFrame: a header line without a colon, an undefined escape,
+            a bad ``content-length``, a missing NUL after a ``content-length``
+            body, or a header section that is not UTF-8.
+        """
+        if self._error is not None:
+            raise self._error
+        if type(data) is not bytes:
+            data = bytes(data)  # a bytearray or memoryview the caller may reuse
+        buffer = self._buffer
+        source: bytes | bytearray
+        if not buffer:
+            source = data
+        elif len(buffer) < len(data):
+            # Joining copies the short leftover once; the result is immutable
+            # bytes, whose slices are the frames' bodies without another copy.
+            source = b"".join((buffer, data))
+        else:
+            # A large frame arriving in small pieces: append in place, so that
+            # one-byte-at-a-time feeding stays O(n).
+            buffer += data
+            source = buffer
+        try:
+            frames, consumed = self._parse(source)
+        except ProtocolError as error:
+            self._error = error
+            self._buffer = bytearray()
+            raise
+        if source is buffer:
+            del buffer[:consumed]
+        elif consumed < len(source):
+            buffer.clear()
+            buffer += memoryview(source)[consumed:]
+        elif buffer:
+            buffer.clear()
+        return frames
+
+    def _parse(self, source: bytes | bytearray) -> tuple[list[Frame], int]:
+        """
+        Parse the frames in ``source``, which starts at the current frame (or
+        between frames), and save the state reached.
+
+        The common case, a whole frame with LF line ends, runs straight through
+        this one function with everything it needs in local variables; the
+        unusual (CRLF, escapes, limits nearly hit, errors) is left to helpers.
+
+        :returns: the frames, and how many bytes of ``source`` they consumed.
+        """
+        frames: list[Frame] = []
+        append = frames.append
+        end = len(source)
+        copy_bodies = type(source) is not bytes
+        max_frame_size = self.max_frame_size
+        max_header_length = self.max_header_length
+        max_headers = self.max_headers
+        state = self._state
+        position = 0  # the start of the current frame, or the first unconsumed byte
+        scan = self._scan
+        line_start = self._line_start
+        line_count = self._line_count
+        body_start = self._body_start
+        content_length = self._content_length
+        command = self._command
+        headers = self._headers
+        # The header section's separator is at most three bytes long: resume the
+        # search for it two bytes before where the last one gave up.
+        search_from = scan - 2 if scan > 2 else 0
+        while True:
+            if state == _IDLE:
+                if position == end:
+                    break
+                if source[position] in b"\r\n":
+                    match = _EOLS.match(source, position)
+                    if match is not None:
+                        position = match.end()
+                    if position == end:
+                        break
+                    if position + 1 == end and source[position] == _CR:
+                        break  # perhaps the first half of a CRLF heart-beat
+                state = _HEADERS
+                search_from = scan = line_start = position
+                line_count = 0
+
+            if state == _HEADERS:
+                match = _HEADER_SECTION_END.search(source, search_from)
+                if match is None:
+                    if end - position > max_frame_size:
+                        raise self._frame_too_large()
+                    line_start, line_count = self._check_partial_header(
+                        source, scan, end, line_start, line_count
+                    )
+                    scan = end
+                    break
+                last_eol, body_start = match.span()
+                if (
+                    body_start - position > max_frame_size
+                    or last_eol - position > max_header_length
+                ):
+                    self._check_header_section_size(source, position, last_eol, body_start)
+                try:
+                    text = source[position:last_eol].decode("utf-8")
+                except UnicodeDecodeError as error:
+                    raise _not_utf8(error) from None
+                if "\r" in text:
+                    # CRLF line ends: drop each CR that ends a line (the last line's
+                    # LF is not part of the text).
+                    text = text.replace("\r\n", "\n")
+                    if text[-1] == "\r":
+                        text = text[:-1]
+                lines = text.split("\n")
+                command = lines[0]
+                del lines[0]
+                if len(lines) > max_headers:
+                    raise self._too_many_headers()
+                # all() over map() with a shared, endless repeat(":") tests every
+                # line for a colon without a Python-level loop.
+                if not all(map(_contains, lines, _COLONS)):
+                    raise _no_colon(lines)
+                headers = tuple([line.partition(":")[::2] for line in lines])
+                if command in UNESCAPED_COMMANDS:
+                    self._adopt_version(command, headers)
+                elif "\\" in text and self._unescaping:
+                    headers = tuple([(unescape(name), unescape(value)) for name, value in headers])
+                # No escape yields a digit or a character of "content-length", so
+                # the raw text tells the first content-length header and its value.
+                content_length = text.find("\ncontent-length:")
+                if content_length < 0:
+                    state = _BODY_NUL
+                    scan = body_start
+                else:
+                    content_length += 16
+                    value_end = text.find("\n", content_length)
+                    if value_end < 0:
+                        value_end = len(text)
+                    value = text[content_length:value_end]
+                    if not (value.isdigit() and value.isascii()):
+                        raise _content_length_error(
+                            f"invalid content-length: {_shown_line(value)}", headers
+                        )
+                    content_length = int(value)
+                    if body_start - position + content_length > max_frame_size:
+                        raise self._frame_too_large(headers)
+                    state = _BODY_LENGTH
+
+            if state == _BODY_LENGTH:
+                terminator = body_start + content_length
+                if terminator >= end:
+                    break
+                if source[terminator]:
+                    raise _content_length_error(
+                        "frame body is not terminated by NUL after content-length"
+                        f" {content_length}",
+                        headers,
+                    )
+            else:
+                # The NUL may not lie beyond max_frame_size: bounding the search
+                # also keeps it from reading other frames' bytes for nothing.
+                terminator = source.find(b"\0", scan, position + max_frame_size + 1)
+                if terminator < 0:
+                    if end - position > max_frame_size:
+                        raise self._frame_too_large(headers)
+                    scan = end
+                    break
+            if copy_bodies:
+                append(Frame(command, headers, bytes(source[body_start:terminator])))
+            else:  # source is bytes: its slice is the body, copied once
+                body: bytes = source[body_start:terminator]  # type: ignore[assignment]
+                append(Frame(command, headers, body))
+            position = terminator + 1
+            state = _IDLE
+
+        self._state = state
+        if state == _HEADERS:
+            self._scan = scan - position
+            self._line_start = line_start - position
+            self._line_count = line_count
+        elif state != _IDLE:
+            self._scan = scan - position
+            self._body_start = body_start - position
+            self._content_length = content_length
+            self._command = command
+            self._headers = headers
+        return frames, position
+
+    def _check_partial_header(
+        self, source: bytes | bytearray, scan: int, end: int, line_start: int, line_count: int
+    ) -> tuple[int, int]:
+        """
+        Check the lines of a header section that is not complete yet, from
+        ``scan`` (where the last check stopped) to ``end``, so that a peer
+        streaming an endless line, or endless headers, is refused as soon as it
+        breaks a limit rather than when its frame is complete.
+
+        :param line_start: where the last, incomplete, line starts.
+        :param line_count: how many lines are complete.
+        :returns: the new ``line_start`` and ``line_count``.
+        """
+        newline = source.find(b"\n", scan, end)
+        while newline >= 0:
+            self._check_line_length(source, line_start, newline)
+            line_count += 1
+            if line_count - 1 > self.max_headers:
+                raise self._too_many_headers()
+            line_start = newline + 1
+            newline = source.find(b"\n", line_start, end)
+        # The incomplete line may end with the CR of its CRLF: check it as a line.
+        self._check_line_length(source, line_start, end)
+        return line_start, line_count
+
+    def _check_line_length(self, source: bytes | bytearray, start: int, stop: int) -> None:
+        """
+        :raises HeaderTooLong: if ``source[start:stop]``, without a final CR, is
+            longer than ``max_header_length``.
+        """
+        length = stop - start
+        if length > self.max_header_length and (
+            length > self.max_header_length + 1 or source[stop - 1] != _CR
+        ):
+            raise HeaderTooLong(
+                f"header line too long: more than {self.max_header_length} bytes",
+                f"A line of the header section has more than {self.max_header_length} bytes.",
+            )
+
+    def _check_header_section_size(
+        self, source: bytes | bytearray, start: int, last_eol: int, body_start: int
+    ) -> None:
+        """
+        Check a complete header section that is large enough to break a limit;
+        ``source[start:last_eol]`` is the command line and the header lines,
+        without the last EOL.
+        """
+        if body_start - start > self.max_frame_size:
+            raise self._frame_too_large()
+        for line in source[start:last_eol].split(b"\n"):
+            self._check_line_length(line, 0, len(line))
+
+    def _adopt_version(self, command: str, headers: Headers) -> None:
+        """Switch to the version a CONNECT, STOMP or CONNECTED frame points to."""
+        version = _negotiated_version(command, headers)
+        if version is not None:
+            self.version = version
+
+    def _frame_too_large(self, headers: Headers = ()) -> FrameTooLarge:
+        return FrameTooLarge(
+            f"frame too large: more than {self.max_frame_size} bytes",
+            f"The frame (headers and body) is larger than {self.max_frame_size} bytes.",
+            _receipt_of(headers),
+        )
+
+    def _too_many_headers(self) -> TooManyHeaders:
+        return TooManyHeaders(
+            f"too many headers: more than {self.max_headers}",
+            f"A frame may have at most {self.max_headers} headers.",
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"<FrameParser version={self._version!r} buffered={len(self._buffer)}"
+            f" dead={self._error is not None}>"
+        )

@@ -1,0 +1,292 @@
+"""
+Tests for :mod:`stompbroker.protocol.encoder`: ``encode``, escaping, the MESSAGE
+delivery fast path and ERROR frames.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from stompbroker.message import Message
+from stompbroker.protocol.encoder import (
+    encode,
+    error_frame,
+    escape,
+    message_prefix,
+    message_tail,
+    unescape,
+)
+from stompbroker.protocol.frames import Frame
+from stompbroker.protocol.parser import FrameParser
+
+
+def parse(data: bytes, version: str = "1.2") -> list[Frame]:
+    parser = FrameParser()
+    parser.version = version
+    return parser.receive_data(data)
+
+
+# -- encode ------------------------------------------------------------------------
+
+
+def test_encode_writes_command_headers_blank_line_body_and_nul() -> None:
+    """
+    A frame is its command, its headers in order, an empty line, the body and NUL (STOMP 1.2,
+    Augmented BNF).
+    """
+    frame = Frame("SEND", (("destination", "/queue/a"), ("foo", "1"), ("foo", "2")), b"hi")
+    assert encode(frame) == b"SEND\ndestination:/queue/a\nfoo:1\nfoo:2\n\nhi\0"
+
+
+def test_encode_without_headers_or_body() -> None:
+    """A frame with neither headers nor body is its command and two LFs, then NUL."""
+    assert encode(Frame("DISCONNECT")) == b"DISCONNECT\n\n\0"
+
+
+def test_encode_adds_no_headers() -> None:
+    """encode() writes exactly the frame's headers: no content-length of its own."""
+    assert encode(Frame("SEND", (), b"body")) == b"SEND\n\nbody\0"
+
+
+@pytest.mark.parametrize(
+    "version, expected",
+    [
+        ("1.2", b"SEND\na\\cb\\\\:c\\nd\\re\\cf\n\n\0"),
+        ("1.1", b"SEND\na\\cb\\\\:c\\nd\\re\\cf\n\n\0"),
+    ],
+)
+def test_encode_escapes_headers_in_1_1_and_1_2(version: str, expected: bytes) -> None:
+    """Backslash, CR, LF and colon are escaped in names and values (STOMP 1.2, Value Encoding)."""
+    frame = Frame("SEND", (("a:b\\", "c\nd\re:f"),))
+    assert encode(frame, version) == expected
+
+
+def test_encode_does_not_escape_in_1_0() -> None:
+    """STOMP 1.0 has no escaping: backslashes and colons in values go out as they are."""
+    frame = Frame("SEND", (("a\\b", "c:d\\n"),))
+    assert encode(frame, "1.0") == b"SEND\na\\b:c:d\\n\n\n\0"
+
+
+@pytest.mark.parametrize("command", ["CONNECT", "STOMP", "CONNECTED"])
+def test_encode_never_escapes_connect_frames(command: str) -> None:
+    """
+    CONNECT, STOMP and CONNECTED headers are never escaped, in any version (STOMP 1.2, Value
+    Encoding).
+    """
+    frame = Frame(command, (("passcode", "a:b\\c"),))
+    assert encode(frame, "1.2") == command.encode() + b"\npasscode:a:b\\c\n\n\0"
+
+
+@pytest.mark.parametrize(
+    "frame, version",
+    [
+        (Frame("SEND", (("a:b", "c"),)), "1.0"),
+        (Frame("SEND", (("a\nb", "c"),)), "1.0"),
+        (Frame("SEND", (("a\rb", "c"),)), "1.0"),
+        (Frame("SEND", (("a", "b\nc"),)), "1.0"),
+        (Frame("SEND", (("a", "b\r"),)), "1.0"),
+        (Frame("CONNECT", (("login", "a\nb"),)), "1.2"),
+        (Frame("CONNECTED", (("a:b", "c"),)), "1.1"),
+    ],
+)
+def test_encode_refuses_headers_that_cannot_be_sent_unescaped(frame: Frame, version: str) -> None:
+    """
+    A header with a line break (or a name with a colon) cannot be sent where escaping is off, so
+    encode() refuses it.
+    """
+    with pytest.raises(ValueError):
+        encode(frame, version)
+
+
+@pytest.mark.parametrize("command", ["", "SE\nND", "SEND\r"])
+def test_encode_refuses_invalid_command(command: str) -> None:
+    """
+    A command that is empty or holds a line break would not parse back, so encode() refuses it.
+    """
+    with pytest.raises(ValueError, match="invalid command"):
+        encode(Frame(command))
+
+
+def test_encode_refuses_unknown_version() -> None:
+    """Only the versions STOMP defines can be encoded for."""
+    with pytest.raises(ValueError, match="unsupported STOMP version"):
+        encode(Frame("SEND"), "1.3")
+
+
+def test_encode_refuses_nul_in_body_without_content_length() -> None:
+    """
+    A body holding NUL needs a content-length, or the frame would end early (STOMP 1.2, Header
+    content-length).
+    """
+    with pytest.raises(ValueError, match="content-length"):
+        encode(Frame("SEND", (), b"a\0b"))
+
+
+@pytest.mark.parametrize("length", ["2", "4", "x", ""])
+def test_encode_refuses_content_length_that_does_not_match_the_body(length: str) -> None:
+    """A content-length other than the body's length would desynchronise the peer's parser."""
+    with pytest.raises(ValueError, match="content-length"):
+        encode(Frame("SEND", (("content-length", length),), b"abc"))
+
+
+def test_encode_keeps_body_with_nul_when_content_length_given() -> None:
+    """
+    With a content-length, a body holding NUL is written as it is and parses back (STOMP 1.2,
+    Header content-length).
+    """
+    frame = Frame("SEND", (("content-length", "3"),), b"a\0b")
+    assert encode(frame) == b"SEND\ncontent-length:3\n\na\0b\0"
+    assert parse(encode(frame)) == [frame]
+
+
+# -- escape / unescape helpers ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, version, expected",
+    [
+        ("a:b\\c\nd\re", "1.2", "a\\cb\\\\c\\nd\\re"),
+        ("a:b\\c\nd\re", "1.1", "a\\cb\\\\c\\nd\\re"),
+        ("a:b\\c", "1.0", "a:b\\c"),
+        ("plain", "1.2", "plain"),
+    ],
+)
+def test_escape_and_unescape_are_inverse(text: str, version: str, expected: str) -> None:
+    """
+    escape() writes the version's escapes and unescape() reads them back (STOMP 1.2, Value
+    Encoding).
+    """
+    assert escape(text, version) == expected
+    assert unescape(expected, version) == text
+
+
+def test_escape_refuses_line_break_in_1_0() -> None:
+    """A 1.0 header cannot hold a line break, so escape() refuses one."""
+    with pytest.raises(ValueError):
+        escape("a\nb", "1.0")
+
+
+# -- the MESSAGE fast path ---------------------------------------------------------------
+
+
+def sample_message() -> Message:
+    return Message(
+        destination="/topic/prices.eur",
+        message_id="m-1",
+        headers=(("content-type", "text/plain"), ("note", "a:b")),
+        body=b"1.0825\0",
+    )
+
+
+def test_message_tail_holds_everything_after_subscription() -> None:
+    """
+    The tail is message-id, destination, the user headers, content-length, the body and NUL,
+    escaped for the version.
+    """
+    assert message_tail(sample_message(), "1.2") == (
+        b"message-id:m-1\ndestination:/topic/prices.eur\ncontent-type:text/plain\n"
+        b"note:a\\cb\ncontent-length:7\n\n1.0825\0\0"
+    )
+    assert message_tail(sample_message(), "1.0") == (
+        b"message-id:m-1\ndestination:/topic/prices.eur\ncontent-type:text/plain\n"
+        b"note:a:b\ncontent-length:7\n\n1.0825\0\0"
+    )
+
+
+def test_message_tail_is_cached_per_version() -> None:
+    """
+    A message is encoded once per escaping style; later deliveries get the very same bytes from
+    message.wire.
+    """
+    message = sample_message()
+    first = message_tail(message, "1.2")
+    assert message.wire["1.2"] is first
+    assert message_tail(message, "1.2") is first
+    assert message_tail(message, "1.1") is first
+    assert message.wire["1.1"] is first
+    assert message_tail(message, "1.0") is message.wire["1.0"]
+    assert message.wire["1.0"] != first
+
+
+def test_message_tail_refuses_unrepresentable_header_in_1_0() -> None:
+    """A header with a line break cannot reach a 1.0 subscriber, so message_tail() refuses it."""
+    message = Message("/topic/a", "m-1", (("note", "two\nlines"),), b"")
+    with pytest.raises(ValueError):
+        message_tail(message, "1.0")
+
+
+def test_message_prefix_holds_command_subscription_and_extra_headers() -> None:
+    """
+    The prefix is MESSAGE, the subscription header and any per-subscription headers, escaped
+    (STOMP 1.2, MESSAGE).
+    """
+    assert message_prefix("sub:1", "1.2") == b"MESSAGE\nsubscription:sub\\c1\n"
+    assert message_prefix("sub-1", "1.2", (("ack", "a:1"),)) == (
+        b"MESSAGE\nsubscription:sub-1\nack:a\\c1\n"
+    )
+    assert message_prefix("sub:1", "1.0") == b"MESSAGE\nsubscription:sub:1\n"
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.1", "1.2"])
+def test_prefix_and_tail_equal_encoded_message_frame(version: str) -> None:
+    """
+    message_prefix() + message_tail() is byte for byte encode() of the same MESSAGE, and parses
+    back to it.
+    """
+    message = sample_message()
+    frame = Frame(
+        "MESSAGE",
+        (
+            ("subscription", "s-1"),
+            ("ack", "s-1:m-1"),
+            ("message-id", "m-1"),
+            ("destination", "/topic/prices.eur"),
+            ("content-type", "text/plain"),
+            ("note", "a:b"),
+            ("content-length", "7"),
+        ),
+        b"1.0825\0",
+    )
+    data = message_prefix("s-1", version, (("ack", "s-1:m-1"),)) + message_tail(message, version)
+    assert data == encode(frame, version)
+    assert parse(data, version) == [frame]
+
+
+# -- ERROR frames ------------------------------------------------------------------------------
+
+
+def test_error_frame_has_message_type_length_receipt_and_extra_headers() -> None:
+    """
+    An ERROR carries message, content-type, content-length, receipt-id, then extra headers
+    (STOMP 1.2, ERROR).
+    """
+    frame = error_frame("bad frame", "détails", receipt_id="r-1", extra=(("version", "1.2"),))
+    assert frame == Frame(
+        "ERROR",
+        (
+            ("message", "bad frame"),
+            ("content-type", "text/plain"),
+            ("content-length", "8"),
+            ("receipt-id", "r-1"),
+            ("version", "1.2"),
+        ),
+        "détails".encode(),
+    )
+
+
+def test_error_frame_without_receipt_or_detail() -> None:
+    """Without a receipt there is no receipt-id header, and without detail the body is empty."""
+    frame = error_frame("bye")
+    assert frame.headers == (
+        ("message", "bye"),
+        ("content-type", "text/plain"),
+        ("content-length", "0"),
+    )
+    assert frame.body == b""
+
+
+def test_error_frame_message_is_one_line_for_every_version() -> None:
+    """Line breaks in the message become spaces, so the ERROR can be sent to a 1.0 client too."""
+    frame = error_frame("one\ntwo\r\nthree\rfour")
+    assert frame.get("message") == "one two three four"
+    assert parse(encode(frame, "1.0"), "1.0") == [frame]

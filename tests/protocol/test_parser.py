@@ -1,0 +1,651 @@
+"""
+Tests for :class:`stompbroker.protocol.parser.FrameParser`.
+
+Every table case is fed three ways (STYLE §10): whole, split in two at every
+index, and one byte at a time, because a transport may cut the stream anywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from stompbroker.protocol.errors import (
+    FrameTooLarge,
+    HeaderTooLong,
+    MalformedFrame,
+    ProtocolError,
+    TooManyHeaders,
+)
+from stompbroker.protocol.frames import Frame
+from stompbroker.protocol.parser import FrameParser, unescape
+
+MiB = 1024 * 1024
+KiB = 1024
+
+
+def chunkings(data: bytes) -> Iterator[list[bytes]]:
+    """``data`` whole, split in two at every index, and one byte at a time."""
+    yield [data]
+    for index in range(1, len(data)):
+        yield [data[:index], data[index:]]
+    yield [data[index : index + 1] for index in range(len(data))]
+
+
+def parse_chunks(chunks: list[bytes], version: str | None = None, **limits: int) -> list[Frame]:
+    parser = FrameParser(**limits)
+    if version is not None:
+        parser.version = version
+    frames: list[Frame] = []
+    for chunk in chunks:
+        frames.extend(parser.receive_data(chunk))
+    return frames
+
+
+def assert_parses(data: bytes, expected: list[Frame], **options: object) -> None:
+    for chunks in chunkings(data):
+        frames = parse_chunks(chunks, **options)  # type: ignore[arg-type]
+        assert frames == expected, f"fed as {chunks!r}"
+        assert all(type(frame.body) is bytes for frame in frames)
+
+
+def assert_rejects(
+    data: bytes, error_type: type[ProtocolError], match: str | None, **options: object
+) -> ProtocolError:
+    """:returns: the error raised when ``data`` is fed whole."""
+    errors = []
+    for chunks in chunkings(data):
+        with pytest.raises(error_type, match=match) as caught:
+            parse_chunks(chunks, **options)  # type: ignore[arg-type]
+        errors.append(caught.value)
+    return errors[0]
+
+
+# -- well-formed input ------------------------------------------------------------
+
+SEND = Frame("SEND", (("destination", "/queue/a"),), b"hello")
+
+WELL_FORMED = [
+    pytest.param(b"SEND\ndestination:/queue/a\n\nhello\0", [SEND], {}, id="lf"),
+    pytest.param(b"SEND\r\ndestination:/queue/a\r\n\r\nhello\0", [SEND], {}, id="crlf"),
+    pytest.param(b"SEND\ndestination:/queue/a\r\n\nhello\0", [SEND], {}, id="mixed-eols"),
+    pytest.param(b"DISCONNECT\n\n\0", [Frame("DISCONNECT")], {}, id="no-headers"),
+    pytest.param(b"DISCONNECT\r\n\r\n\0", [Frame("DISCONNECT")], {}, id="no-headers-crlf"),
+    pytest.param(
+        b"\n\r\n\nSEND\ndestination:/queue/a\n\nhello\0", [SEND], {}, id="eols-before-first"
+    ),
+    pytest.param(
+        b"SEND\ndestination:/queue/a\n\nhello\0\n\r\n\nDISCONNECT\n\n\0\n\n",
+        [SEND, Frame("DISCONNECT")],
+        {},
+        id="eols-between-and-after",
+    ),
+    pytest.param(
+        b"A\n\n\0B\nx:1\n\n2\0C\r\n\r\n3\0",
+        [Frame("A"), Frame("B", (("x", "1"),), b"2"), Frame("C", (), b"3")],
+        {},
+        id="several-frames",
+    ),
+    pytest.param(b"\n\r\n\n", [], {}, id="heart-beats-only"),
+    pytest.param(
+        b"SEND\ncontent-length:7\n\na\0b\n\nc\0\0",
+        [Frame("SEND", (("content-length", "7"),), b"a\0b\n\nc\0")],
+        {},
+        id="content-length-body-with-nul",
+    ),
+    pytest.param(
+        b"SEND\ncontent-length:0\n\n\0",
+        [Frame("SEND", (("content-length", "0"),), b"")],
+        {},
+        id="content-length-zero",
+    ),
+    pytest.param(
+        b"SEND\ncontent-length:007\n\n1234567\0",
+        [Frame("SEND", (("content-length", "007"),), b"1234567")],
+        {},
+        id="content-length-leading-zeros",
+    ),
+    pytest.param(
+        b"SEND\ncontent-length:2\ncontent-length:5\n\nab\0",
+        [Frame("SEND", (("content-length", "2"), ("content-length", "5")), b"ab")],
+        {},
+        id="first-content-length-wins",
+    ),
+    pytest.param(
+        b"SEND\n\nline 1\nline 2\r\n\nx:y\n\0",
+        [Frame("SEND", (), b"line 1\nline 2\r\n\nx:y\n")],
+        {},
+        id="body-to-first-nul",
+    ),
+    pytest.param(
+        b"SEND\nfoo:1\nbar:2\nfoo:3\n\n\0",
+        [Frame("SEND", (("foo", "1"), ("bar", "2"), ("foo", "3")))],
+        {},
+        id="repeated-headers-keep-order",
+    ),
+    pytest.param(
+        b"SEND\nurl:tcp://host:61613/a\n\n\0",
+        [Frame("SEND", (("url", "tcp://host:61613/a"),))],
+        {"version": "1.0"},
+        id="colon-in-value",
+    ),
+    pytest.param(
+        b"SEND\nfoo:\n:bar\n\n\0",
+        [Frame("SEND", (("foo", ""), ("", "bar")))],
+        {},
+        id="empty-value-and-name",
+    ),
+    pytest.param(
+        "SEND\nключ:значение ✓\n\n\0".encode(),
+        [Frame("SEND", (("ключ", "значение ✓"),))],
+        {},
+        id="utf-8-headers",
+    ),
+    pytest.param(
+        b"SEND\na\\cb\\\\:c\\nd\\re\\\\f\\c\n\n\0",
+        [Frame("SEND", (("a:b\\", "c\nd\re\\f:"),))],
+        {"version": "1.2"},
+        id="escapes-1.2",
+    ),
+    pytest.param(
+        b"SEND\na\\cb:c\\nd\\re\\\\f\n\n\0",
+        [Frame("SEND", (("a:b", "c\nd\re\\f"),))],
+        {"version": "1.1"},
+        id="escapes-1.1-with-lenient-cr",
+    ),
+    pytest.param(
+        b"SEND\na\\cb:c\\nd\\t\\\n\n\0",
+        [Frame("SEND", (("a\\cb", "c\\nd\\t\\"),))],
+        {"version": "1.0"},
+        id="no-escapes-1.0",
+    ),
+    pytest.param(
+        b"CONNECT\naccept-version:1.2\nlogin:a\\cb\\t\n\n\0",
+        [Frame("CONNECT", (("accept-version", "1.2"), ("login", "a\\cb\\t")))],
+        {"version": "1.2"},
+        id="no-escapes-connect",
+    ),
+    pytest.param(
+        b"STOMP\naccept-version:1.2\npasscode:\\\n\n\0",
+        [Frame("STOMP", (("accept-version", "1.2"), ("passcode", "\\")))],
+        {"version": "1.2"},
+        id="no-escapes-stomp",
+    ),
+    pytest.param(
+        b"CONNECTED\nversion:1.2\nserver:a\\nb\n\n\0",
+        [Frame("CONNECTED", (("version", "1.2"), ("server", "a\\nb")))],
+        {"version": "1.2"},
+        id="no-escapes-connected",
+    ),
+    pytest.param(
+        b"SEND\nfoo:a\rb\n\n\0",
+        [Frame("SEND", (("foo", "a\rb"),))],
+        {"version": "1.0"},
+        id="cr-inside-a-line-is-kept",
+    ),
+]
+
+
+@pytest.mark.parametrize("data, expected, options", WELL_FORMED)
+def test_well_formed_stream_parses_in_any_chunking(
+    data: bytes, expected: list[Frame], options: dict[str, object]
+) -> None:
+    """
+    Each well-formed stream yields the same frames however it is chunked (STOMP 1.2, Augmented
+    BNF).
+    """
+    assert_parses(data, expected, **options)
+
+
+def test_repeated_header_first_value_wins() -> None:
+    """
+    Repeated headers are all kept, and lookup returns the first (STOMP 1.2, Repeated Header
+    Entries).
+    """
+    [frame] = FrameParser().receive_data(b"MESSAGE\nfoo:World\nfoo:Hello\n\n\0")
+    assert frame.headers == (("foo", "World"), ("foo", "Hello"))
+    assert frame.get("foo") == "World"
+
+
+def test_incomplete_frame_is_kept_until_completed() -> None:
+    """Bytes of an unfinished frame are buffered and yield nothing until its NUL arrives."""
+    parser = FrameParser()
+    assert parser.receive_data(b"SEND\ndestination:/queue/a\n\nhel") == []
+    assert parser.receive_data(b"lo") == []
+    assert parser.receive_data(b"\0SEND") == [SEND]
+    assert parser.receive_data(b"\n\n\0") == [Frame("SEND")]
+
+
+def test_bytes_like_input_is_copied_before_the_caller_reuses_it() -> None:
+    """A bytearray the transport refills after the call does not change the frames or the buffer."""
+    parser = FrameParser()
+    chunk = bytearray(b"SEND\n\nab\0SEND\n\ncd")
+    [first] = parser.receive_data(chunk)
+    chunk[:] = b"\0" * len(chunk)
+    assert parser.receive_data(memoryview(b"e\0")) == [Frame("SEND", (), b"cde")]
+    assert first == Frame("SEND", (), b"ab")
+
+
+def test_large_body_fed_one_byte_at_a_time_parses() -> None:
+    """A 64 KiB body fed a byte per call parses to the same frame as when fed whole."""
+    body = bytes(range(1, 256)) * 257
+    data = b"SEND\ndestination:/queue/a\n\n" + body + b"\0"
+    parser = FrameParser()
+    frames = []
+    for index in range(len(data)):
+        frames += parser.receive_data(data[index : index + 1])
+    assert frames == [Frame("SEND", (("destination", "/queue/a"),), body)]
+
+
+# -- versions ------------------------------------------------------------------------
+
+
+def test_version_defaults_to_1_2_and_rejects_unknown_versions() -> None:
+    """
+    The parser starts out unescaping as STOMP 1.2 does, and refuses to be set to a version STOMP
+    does not have.
+    """
+    parser = FrameParser()
+    assert parser.version == "1.2"
+    with pytest.raises(ValueError):
+        parser.version = "2.0"
+
+
+@pytest.mark.parametrize(
+    "connect, version",
+    [
+        (b"CONNECT\naccept-version:1.0,1.1\nhost:a\n\n\0", "1.1"),
+        (b"STOMP\naccept-version:1.2, 1.0\nhost:a\n\n\0", "1.2"),
+        (b"CONNECT\nhost:a\n\n\0", "1.0"),
+        (b"CONNECTED\nversion:1.1\n\n\0", "1.1"),
+        (b"CONNECTED\n\n\0", "1.0"),
+        (b"CONNECT\naccept-version:2.0\n\n\0", "1.2"),
+    ],
+)
+def test_connect_frame_sets_version_for_pipelined_frames(connect: bytes, version: str) -> None:
+    """
+    Frames sent right behind a CONNECT, in the same chunk, are unescaped by the version it will
+    most likely negotiate (STOMP 1.2, Protocol Negotiation).
+    """
+    parser = FrameParser()
+    frames = parser.receive_data(connect + b"SEND\nfoo:a\\\\b\n\n\0")
+    assert parser.version == version
+    expected = "a\\\\b" if version == "1.0" else "a\\b"
+    assert frames[1].headers == (("foo", expected),)
+
+
+# -- limits ----------------------------------------------------------------------------
+
+LIMITS = [
+    # max_frame_size counts the header section and the body: b"SEND\n\n" is 6 bytes.
+    pytest.param(
+        b"SEND\n\n" + b"x" * 10 + b"\0", {"max_frame_size": 16}, None, id="frame-at-limit"
+    ),
+    pytest.param(
+        b"SEND\n\n" + b"x" * 11 + b"\0",
+        {"max_frame_size": 16},
+        FrameTooLarge,
+        id="frame-over-limit",
+    ),
+    pytest.param(
+        b"SEND\ncontent-length:10\n\n" + b"x" * 10 + b"\0",
+        {"max_frame_size": 34},
+        None,
+        id="content-length-frame-at-limit",
+    ),
+    pytest.param(
+        b"SEND\ncontent-length:10\n\n" + b"x" * 10 + b"\0",
+        {"max_frame_size": 33},
+        FrameTooLarge,
+        id="content-length-frame-over-limit",
+    ),
+    pytest.param(
+        b"SEND\r\n\r\n" + b"x" * 8 + b"\0",
+        {"max_frame_size": 16},
+        None,
+        id="crlf-frame-at-limit",
+    ),
+    pytest.param(b"SEND\na:1\nb:2\nc:3\n\n\0", {"max_headers": 3}, None, id="headers-at-limit"),
+    pytest.param(
+        b"SEND\na:1\nb:2\nc:3\nd:4\n\n\0",
+        {"max_headers": 3},
+        TooManyHeaders,
+        id="headers-over-limit",
+    ),
+    pytest.param(
+        b"SEND\nfoo:" + b"x" * 16 + b"\n\n\0",
+        {"max_header_length": 20},
+        None,
+        id="header-line-at-limit",
+    ),
+    pytest.param(
+        b"SEND\nfoo:" + b"x" * 16 + b"\r\n\r\n\0",
+        {"max_header_length": 20},
+        None,
+        id="crlf-header-line-at-limit",
+    ),
+    pytest.param(
+        b"SEND\nfoo:" + b"x" * 17 + b"\n\n\0",
+        {"max_header_length": 20},
+        HeaderTooLong,
+        id="header-line-over-limit",
+    ),
+    pytest.param(
+        b"SEND\nfoo:" + b"x" * 17 + b"\r\n\r\n\0",
+        {"max_header_length": 20},
+        HeaderTooLong,
+        id="crlf-header-line-over-limit",
+    ),
+    pytest.param(b"C" * 20 + b"\n\n\0", {"max_header_length": 20}, None, id="command-at-limit"),
+    pytest.param(
+        b"C" * 21 + b"\n\n\0",
+        {"max_header_length": 20},
+        HeaderTooLong,
+        id="command-over-limit",
+    ),
+]
+
+LIMIT_MESSAGES = {
+    FrameTooLarge: r"^frame too large: more than \d+ bytes$",
+    TooManyHeaders: r"^too many headers: more than \d+$",
+    HeaderTooLong: r"^header line too long: more than \d+ bytes$",
+}
+
+
+@pytest.mark.parametrize("data, limits, error", LIMITS)
+def test_limit_passes_at_boundary_and_fails_one_over(
+    data: bytes, limits: dict[str, int], error: type[ProtocolError] | None
+) -> None:
+    """
+    A frame exactly at a limit parses, one byte or header over it fails with an ERROR-ready
+    message.
+    """
+    if error is None:
+        assert len(parse_chunks([data], **limits)) == 1
+        assert_parses(data, parse_chunks([data], **limits), **limits)
+    else:
+        assert_rejects(data, error, LIMIT_MESSAGES[error], **limits)
+
+
+def feed_until_error(parser: FrameParser, chunks: Iterator[bytes]) -> tuple[ProtocolError, int]:
+    """:returns: the error the parser raised, and how many bytes it had been fed by then."""
+    fed = 0
+    for chunk in chunks:
+        fed += len(chunk)
+        try:
+            parser.receive_data(chunk)
+        except ProtocolError as error:
+            return error, fed
+    raise AssertionError("the parser never failed")
+
+
+def test_body_without_nul_fails_as_soon_as_over_the_limit() -> None:
+    """
+    A peer streaming megabytes with no NUL is refused as soon as the frame exceeds
+    max_frame_size, not buffered.
+    """
+    parser = FrameParser()
+    chunks = iter([b"SEND\ndestination:/queue/a\n\n"] + [b"x" * (64 * KiB)] * 200)
+    error, fed = feed_until_error(parser, chunks)
+    assert isinstance(error, FrameTooLarge)
+    assert 4 * MiB < fed <= 4 * MiB + 64 * KiB
+
+
+def test_header_section_without_end_fails_as_soon_as_over_the_frame_limit() -> None:
+    """Megabytes of header lines with no empty line fail once over max_frame_size."""
+    parser = FrameParser(max_headers=10**9)
+    lines = (b"x:" + b"y" * 1021 + b"\n") * 64
+    chunks = iter([b"SEND\n"] + [lines] * 200)
+    error, fed = feed_until_error(parser, chunks)
+    assert isinstance(error, FrameTooLarge)
+    assert 4 * MiB < fed <= 4 * MiB + 64 * KiB
+
+
+def test_endless_header_line_fails_as_soon_as_over_the_line_limit() -> None:
+    """
+    A header line that never ends is refused once max_header_length bytes are buffered without a
+    newline.
+    """
+    parser = FrameParser()
+    chunks = iter([b"SEND\nfoo:"] + [b"x" * KiB] * 100)
+    error, fed = feed_until_error(parser, chunks)
+    assert isinstance(error, HeaderTooLong)
+    assert 10 * KiB < fed <= 11 * KiB + 9
+
+
+def test_line_over_the_limit_fails_before_its_header_section_ends() -> None:
+    """
+    A complete but too long header line is refused even while the header section is still open.
+    """
+    parser = FrameParser(max_header_length=20)
+    parser.receive_data(b"SEND\n")
+    with pytest.raises(HeaderTooLong):
+        parser.receive_data(b"foo:" + b"x" * 30 + b"\nbar:1\n")
+
+
+def test_endless_headers_fail_as_soon_as_over_the_header_limit() -> None:
+    """Header lines beyond max_headers are refused before the header section ends."""
+    parser = FrameParser(max_headers=10)
+    assert parser.receive_data(b"SEND\n" + b"x:y\n" * 10) == []
+    with pytest.raises(TooManyHeaders):
+        parser.receive_data(b"x:y\n")
+
+
+def test_huge_content_length_fails_at_once() -> None:
+    """
+    A content-length announcing a body that cannot fit is refused before any of the body
+    arrives.
+    """
+    parser = FrameParser()
+    with pytest.raises(FrameTooLarge, match="^frame too large: more than 4194304 bytes$"):
+        parser.receive_data(b"SEND\ndestination:/queue/a\ncontent-length:1000000000\n\n")
+
+
+# -- malformed input ---------------------------------------------------------------
+
+MALFORMED = [
+    pytest.param(
+        b"SEND\nfoo\n\n\0",
+        MalformedFrame,
+        r"^header line without a colon: 'foo'$",
+        {},
+        id="no-colon",
+    ),
+    pytest.param(
+        b"SEND\r\ndestination:/a\r\nfoo\r\n\r\n\0",
+        MalformedFrame,
+        r"^header line without a colon: 'foo'$",
+        {},
+        id="no-colon-crlf",
+    ),
+    pytest.param(
+        b"SEND\n" + b"y" * 100 + b"\n\n\0",
+        MalformedFrame,
+        r"^header line without a colon: 'y{60}\.\.\.'$",
+        {},
+        id="no-colon-long-line-truncated",
+    ),
+    pytest.param(
+        b"SEND\nfoo:a\\tb\n\n\0",
+        MalformedFrame,
+        r"^undefined escape sequence '\\\\t' in a header$",
+        {"version": "1.2"},
+        id="undefined-escape-1.2",
+    ),
+    pytest.param(
+        b"SEND\nfoo\\x:a\n\n\0",
+        MalformedFrame,
+        r"^undefined escape sequence",
+        {"version": "1.1"},
+        id="undefined-escape-in-name-1.1",
+    ),
+    pytest.param(
+        b"SEND\nfoo:a\\\n\n\0",
+        MalformedFrame,
+        r"^undefined escape sequence '\\\\' in a header$",
+        {},
+        id="trailing-backslash",
+    ),
+    pytest.param(
+        b"SEND\ncontent-length:abc\n\nabc\0",
+        MalformedFrame,
+        r"^invalid content-length: 'abc'$",
+        {},
+        id="content-length-not-a-number",
+    ),
+    pytest.param(
+        b"SEND\ncontent-length:-1\n\n\0",
+        MalformedFrame,
+        r"^invalid content-length: '-1'$",
+        {},
+        id="content-length-negative",
+    ),
+    pytest.param(
+        b"SEND\ncontent-length:\n\n\0",
+        MalformedFrame,
+        r"^invalid content-length: ''$",
+        {},
+        id="content-length-empty",
+    ),
+    pytest.param(
+        b"SEND\ncontent-length: 1\n\na\0",
+        MalformedFrame,
+        r"^invalid content-length: ' 1'$",
+        {},
+        id="content-length-with-space",
+    ),
+    pytest.param(
+        "SEND\ncontent-length:١\n\na\0".encode(),
+        MalformedFrame,
+        r"^invalid content-length",
+        {},
+        id="content-length-non-ascii-digit",
+    ),
+    pytest.param(
+        b"SEND\ncontent-length:3\n\nabcd\0",
+        MalformedFrame,
+        r"^frame body is not terminated by NUL after content-length 3$",
+        {},
+        id="no-nul-after-content-length",
+    ),
+    pytest.param(
+        b"SEND\nfoo:\xff\xfe\n\n\0",
+        MalformedFrame,
+        r"^header section is not valid UTF-8$",
+        {},
+        id="invalid-utf-8-header",
+    ),
+    pytest.param(
+        b"\xc3\n\n\0",
+        MalformedFrame,
+        r"^header section is not valid UTF-8$",
+        {},
+        id="invalid-utf-8-command",
+    ),
+]
+
+
+@pytest.mark.parametrize("data, error, match, options", MALFORMED)
+def test_malformed_frame_is_rejected_with_readable_message(
+    data: bytes, error: type[ProtocolError], match: str, options: dict[str, object]
+) -> None:
+    """
+    Each kind of malformed frame raises its own error class with a message fit for an ERROR
+    frame (STOMP 1.2, ERROR).
+    """
+    raised = assert_rejects(data, error, match, **options)
+    assert raised.detail
+
+
+def test_body_may_hold_invalid_utf_8() -> None:
+    """Bodies are bytes, never decoded, so any octets are accepted (STOMP 1.2, Body)."""
+    assert_parses(b"SEND\n\n\xff\xfe\0", [Frame("SEND", (), b"\xff\xfe")])
+
+
+RECEIPTED = [
+    pytest.param(
+        b"SEND\nreceipt:r-1\ncontent-length:3\n\nabcd\0",
+        MalformedFrame,
+        {},
+        id="no-nul-after-content-length",
+    ),
+    pytest.param(
+        b"SEND\nreceipt:r-1\ncontent-length:x\n\n\0", MalformedFrame, {}, id="bad-content-length"
+    ),
+    pytest.param(
+        b"SEND\nreceipt:r-1\ncontent-length:100\n\n",
+        FrameTooLarge,
+        {"max_frame_size": 50},
+        id="content-length-too-large",
+    ),
+    pytest.param(
+        b"SEND\nreceipt:r-1\n\n" + b"x" * 60,
+        FrameTooLarge,
+        {"max_frame_size": 50},
+        id="body-too-large",
+    ),
+]
+
+
+@pytest.mark.parametrize("data, error, limits", RECEIPTED)
+def test_error_after_headers_carries_receipt_id(
+    data: bytes, error: type[ProtocolError], limits: dict[str, int]
+) -> None:
+    """
+    An error found once the headers are parsed names the frame's receipt, for the ERROR's
+    receipt-id (STOMP 1.2, ERROR).
+    """
+    raised = assert_rejects(data, error, None, **limits)
+    assert raised.receipt_id == "r-1"
+
+
+def test_receipt_id_is_unescaped() -> None:
+    """
+    The receipt_id of an error is the receipt header's decoded value (STOMP 1.2, Value
+    Encoding).
+    """
+    with pytest.raises(MalformedFrame) as caught:
+        FrameParser().receive_data(b"SEND\nreceipt:r\\c1\ncontent-length:1\n\nab\0")
+    assert caught.value.receipt_id == "r:1"
+
+
+def test_parser_stays_dead_after_an_error() -> None:
+    """
+    After a protocol error every further call raises the same error, since the stream cannot be
+    resynchronised.
+    """
+    parser = FrameParser()
+    with pytest.raises(MalformedFrame) as first:
+        parser.receive_data(b"SEND\nfoo\n\n\0")
+    with pytest.raises(MalformedFrame) as second:
+        parser.receive_data(b"SEND\n\n\0")
+    assert second.value is first.value
+
+
+# -- unescape ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw, version, expected",
+    [
+        ("a\\cb\\nc\\rd\\\\e", "1.2", "a:b\nc\rd\\e"),
+        ("a\\cb\\nc\\rd\\\\e", "1.1", "a:b\nc\rd\\e"),
+        ("a\\cb\\t\\", "1.0", "a\\cb\\t\\"),
+        ("plain", "1.2", "plain"),
+        ("\\\\n", "1.2", "\\n"),
+    ],
+)
+def test_unescape_decodes_the_version_s_escapes(raw: str, version: str, expected: str) -> None:
+    """unescape() decodes exactly the escapes the version defines (STOMP 1.2, Value Encoding)."""
+    assert unescape(raw, version) == expected
+
+
+@pytest.mark.parametrize("raw", ["\\t", "a\\", "\\C", "\\ "])
+def test_unescape_rejects_undefined_escape(raw: str) -> None:
+    """
+    An undefined escape, or a trailing lone backslash, is a fatal protocol error (STOMP 1.2,
+    Value Encoding).
+    """
+    with pytest.raises(MalformedFrame, match="undefined escape sequence"):
+        unescape(raw, "1.2")
