@@ -53,6 +53,18 @@ def _raw_name(text: str) -> str:
     return text
 
 
+def _representable_raw(name: str, value: str) -> bool:
+    return not (
+        ":" in name or "\n" in name or "\r" in name or "\n" in value or "\r" in value
+    )
+
+
+def _flattened(text: str) -> str:
+    if "\n" in text or "\r" in text:
+        return text.replace("\r", " ").replace("\n", " ")
+    return text
+
+
 _Escaper = Callable[[str], str]
 
 #: For each version: the ``Message.wire`` keys its tail is cached under, and
@@ -150,14 +162,20 @@ def message_tail(message: Message, version: str) -> bytes:
         ``destination``, ``message-id`` or ``subscription`` (the caller's promise).
     :param version: the subscriber's protocol version.
     :returns: the tail; a whole frame is ``message_prefix(...) + message_tail(...)``.
-    :raises ValueError: in 1.0, if a header cannot be represented unescaped; or
-        for an unknown version.
+    :raises ValueError: for an unknown version.  A message published over 1.1 or
+        1.2 may hold headers that STOMP 1.0 cannot carry (CR or LF in a value, a
+        colon in a name); delivery must not fail over them, so for 1.0 such a
+        header is left out and CR or LF in the destination become spaces.
     """
     tail = message.wire.get(version)
     if tail is None:
         keys, escape_name, escape_value = _escaping(version)
         body = message.body
-        lines = _header_lines(message.headers, escape_name, escape_value)
+        headers = message.headers
+        if version == "1.0":
+            escape_value = _flattened
+            headers = tuple(pair for pair in headers if _representable_raw(*pair))
+        lines = _header_lines(headers, escape_name, escape_value)
         lines.insert(0, "destination:" + escape_value(message.destination))
         lines.insert(0, "message-id:" + escape_value(message.message_id))
         lines.append(f"content-length:{len(body)}\n\n")

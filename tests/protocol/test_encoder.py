@@ -208,11 +208,13 @@ def test_message_tail_is_cached_per_version() -> None:
     assert message.wire["1.0"] != first
 
 
-def test_message_tail_refuses_unrepresentable_header_in_1_0() -> None:
-    """A header with a line break cannot reach a 1.0 subscriber, so message_tail() refuses it."""
-    message = Message("/topic/a", "m-1", (("note", "two\nlines"),), b"")
-    with pytest.raises(ValueError):
-        message_tail(message, "1.0")
+def test_message_tail_leaves_out_unrepresentable_headers_in_1_0() -> None:
+    """A header STOMP 1.0 cannot carry is left out of a 1.0 subscriber's MESSAGE; delivery never fails."""
+    message = Message(
+        "/topic/a\nb", "m-1", (("note", "two\nlines"), ("a:b", "c"), ("ok", "yes")), b""
+    )
+    tail = message_tail(message, "1.0")
+    assert tail == b"message-id:m-1\ndestination:/topic/a b\nok:yes\ncontent-length:0\n\n\x00"
 
 
 def test_message_prefix_holds_command_subscription_and_extra_headers() -> None:

@@ -518,3 +518,21 @@ def test_disconnect_cancels_heartbeat_timers() -> None:
     assert clock.getDelayedCalls()
     session.receive_data(frame("DISCONNECT"))
     assert clock.getDelayedCalls() == []
+
+
+def test_stomp_1_0_subscriber_gets_messages_with_unrepresentable_headers() -> None:
+    """A header a 1.0 client cannot parse (LF in the value) is left out of its MESSAGE, not fatal."""
+    broker = RecordingBroker()
+    old, old_transport, _, _ = make_session(broker)
+    old.receive_data(frame("CONNECT"))
+    old.receive_data(frame("SUBSCRIBE", ("destination", "/topic/a"), version="1.0"))
+    new, new_transport, _, _ = make_session(broker)
+    new.receive_data(frame("CONNECT", ("accept-version", "1.2")))
+    new.receive_data(
+        frame("SEND", ("destination", "/topic/a"), ("x-multi", "a\nb"), ("x-ok", "fine"), body=b"hi")
+    )
+    [_, message] = old_transport.frames("1.0")
+    assert message.get("x-multi") is None
+    assert message.get("x-ok") == "fine"
+    assert message.body == b"hi"
+    assert not old_transport.closed and not new_transport.closed
