@@ -1,0 +1,93 @@
+"""
+Tests of ``twistd stompbroker``'s options and service wiring, on a MemoryReactorClock.
+"""
+
+from __future__ import annotations
+
+import pytest
+from twisted.internet.testing import MemoryReactorClock
+from twisted.python import usage
+
+from stompbroker.broker.service import Broker
+from stompbroker.logs import _predicate, set_level
+from stompbroker.tap import DEFAULT_LISTEN, Options, makeService
+from stompbroker.transport.tcp import StompServerFactory
+
+
+def parse(*argv: str) -> Options:
+    options = Options()
+    options.parseOptions(list(argv))
+    return options
+
+
+def test_defaults_listen_on_loopback_61613() -> None:
+    """Without --port or --listen the broker listens on 127.0.0.1:61613."""
+    assert parse()["listen"] == [DEFAULT_LISTEN] == ["tcp:61613:interface=127.0.0.1"]
+
+
+def test_port_is_shorthand_for_loopback_tcp_endpoint() -> None:
+    """--port N means --listen tcp:N:interface=127.0.0.1, because serverFromString rejects bare digits."""
+    assert parse("--port", "7000", "--listen", "tcp:7001")["listen"] == [
+        "tcp:7000:interface=127.0.0.1",
+        "tcp:7001",
+    ]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--port", "x"],
+        ["--heartbeat", "10"],
+        ["--heartbeat", "1,-1"],
+        ["--max-frame-size", "0"],
+        ["--max-connections", "-1"],
+        ["--log-level", "loud"],
+    ],
+)
+def test_bad_option_values_are_usage_errors(argv: list[str]) -> None:
+    """Each option refuses values it cannot use, with a usage error rather than a traceback."""
+    with pytest.raises((usage.UsageError, ValueError)):
+        parse(*argv)
+
+
+def test_make_service_listens_on_every_endpoint_with_one_broker() -> None:
+    """Every --listen endpoint gets a listener, and all feed the same broker with the given limits."""
+    reactor = MemoryReactorClock()
+    options = parse(
+        "--port",
+        "7000",
+        "--listen",
+        "tcp:7001:interface=127.0.0.1",
+        "--max-frame-size",
+        "1000",
+        "--max-headers",
+        "7",
+        "--max-header-length",
+        "99",
+        "--heartbeat",
+        "100,200",
+        "--max-connections",
+        "5",
+        "--log-level",
+        "warn",
+    )
+    service = makeService(options, reactor=reactor)
+    service.startService()
+    try:
+        ports = [(port, factory) for port, factory, *_ in reactor.tcpServers]
+        assert [port for port, _ in ports] == [7000, 7001]
+        factories = {id(factory) for _, factory in ports}
+        assert len(factories) == 1
+        factory = ports[0][1]
+        assert isinstance(factory, StompServerFactory)
+        assert isinstance(factory.broker, Broker)
+        assert factory.broker is service.getServiceNamed("broker")
+        assert factory.broker.limits.max_connections == 5
+        config = factory.config
+        assert (config.max_frame_size, config.max_headers, config.max_header_length) == (1000, 7, 99)
+        assert config.heartbeat == (100, 200)
+        assert config.server_name.startswith("stompbroker/")
+        assert _predicate.logLevelForNamespace("stompbroker.broker").name == "warn"
+    finally:
+        service.stopService()
+        set_level("info")
