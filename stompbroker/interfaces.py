@@ -25,12 +25,29 @@ class ISubscriber(Interface):
     destination = Attribute("The destination pattern subscribed to; may hold wildcards.")
     ack_mode = Attribute("``auto``, ``client`` or ``client-individual``.")
     connection = Attribute("The :class:`IConnection` this subscription belongs to.")
+    prefetch = Attribute(
+        "Most messages it may hold unacknowledged (``prefetch-count``); 0 for the"
+        " broker's default.  Ignored for ``auto``."
+    )
+    max_redeliveries = Attribute(
+        "How often a message it returns may be redelivered before it is"
+        " dead-lettered (``max-redeliveries``); ``-1`` for no limit, ``None`` for the"
+        " broker's default."
+    )
+    durable = Attribute(
+        "``(client-id, name)`` of the durable topic subscription it consumes, or"
+        " ``None``; the client-id is ``\"\"`` when the client gave none."
+    )
 
     def deliver(message):  # type: ignore[no-untyped-def]
         """
         Hand one message to the subscriber.
 
         Called on the hot path: it must not raise, log or create a Deferred.
+        A subscriber that consumes from a queue is expected to tell the client how
+        to settle the message: ``redelivered``/``redelivery-count`` when
+        ``message.redeliveries`` is not 0, and for client acknowledgement an
+        ``ack`` id that leads back to this subscriber and ``message.message_id``.
 
         :param message: a :class:`stompbroker.message.Message`.
         """
@@ -54,7 +71,10 @@ class IBroker(Interface):
         """
 
     def close_connection(connection):  # type: ignore[no-untyped-def]
-        """Forget a connection; its subscriptions must already be removed."""
+        """
+        Forget a connection: abort its open transactions and delete its temporary
+        queues.  Its subscriptions should already be removed.
+        """
 
     def new_session_id():  # type: ignore[no-untyped-def]
         """:returns: a fresh broker-unique session id."""
@@ -68,18 +88,81 @@ class IBroker(Interface):
         """
 
     def unsubscribe(subscriber):  # type: ignore[no-untyped-def]
-        """Stop delivering to a subscriber; unknown subscribers are ignored."""
+        """
+        Stop delivering to a subscriber; unknown subscribers are ignored.  What it
+        holds unacknowledged returns to its queue for redelivery.
+        """
 
-    def send(destination, headers, body):  # type: ignore[no-untyped-def]
+    def remove_durable(durable):  # type: ignore[no-untyped-def]
+        """
+        Delete a durable subscription and what it has collected.
+
+        :param durable: ``(client-id, name)``.
+        :raises stompbroker.protocol.errors.UnknownSubscription: if there is none.
+        """
+
+    def send(destination, headers, body, *, connection=None, transaction=None):  # type: ignore[no-untyped-def]
         """
         Publish one message.
 
         :param destination: a destination without wildcards.
         :param headers: user headers as ``(name, value)`` pairs, hop headers removed.
         :param body: the payload bytes.
+        :param connection: the sending :class:`IConnection`; it owns
+            the ``/temp-queue/`` destinations it names.
+        :param transaction: hold the message until this transaction of
+            ``connection`` commits.
         :returns: the :class:`stompbroker.message.Message` that was routed.
         :raises stompbroker.protocol.errors.InvalidDestination: for a destination
             with a wildcard, or one the broker does not serve.
+        :raises stompbroker.protocol.errors.MalformedFrame: for an ``expires`` or
+            ``expiration`` header that is not a number of milliseconds.
+        :raises stompbroker.protocol.errors.UnknownTransaction: if the transaction
+            is not open.
+        """
+
+    def ack(connection, message_id, *, subscriber=None, transaction=None):  # type: ignore[no-untyped-def]
+        """
+        Acknowledge a message delivered to ``connection`` (in ``client`` mode, and
+        every earlier one of its subscription).
+
+        :param message_id: the MESSAGE's ``message-id``.
+        :param subscriber: the :class:`ISubscriber` it went to;
+            ``None`` to look through all of the connection's.
+        :param transaction: take effect when this transaction commits.
+        :raises stompbroker.protocol.errors.UnknownAck: if the message is not
+            awaiting acknowledgement there.
+        :raises stompbroker.protocol.errors.UnknownTransaction: if the transaction
+            is not open.
+        """
+
+    def nack(connection, message_id, *, subscriber=None, requeue=True, transaction=None):  # type: ignore[no-untyped-def]
+        """
+        Refuse a message, as :meth:`ack` accepts one.
+
+        :param requeue: redeliver it (up to the redelivery limit) if true,
+            dead-letter it at once if false.
+        """
+
+    def begin(connection, transaction):  # type: ignore[no-untyped-def]
+        """
+        Open a transaction.
+
+        :raises stompbroker.protocol.errors.DuplicateTransaction: if it is open already.
+        """
+
+    def commit(connection, transaction):  # type: ignore[no-untyped-def]
+        """
+        Perform what a transaction holds, at once and in order.
+
+        :raises stompbroker.protocol.errors.UnknownTransaction: if it is not open.
+        """
+
+    def abort(connection, transaction):  # type: ignore[no-untyped-def]
+        """
+        Discard what a transaction holds.
+
+        :raises stompbroker.protocol.errors.UnknownTransaction: if it is not open.
         """
 
 

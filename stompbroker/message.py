@@ -25,6 +25,12 @@ class Message:
     :ivar headers: the SEND's user headers, without ``destination``, hop headers
         (``receipt``, ``transaction``) and ``content-length``, in wire order.
     :ivar body: the payload.
+    :ivar expires: when it expires, in seconds of the broker's clock; ``0.0`` for
+        never.  See :mod:`stompbroker.broker.expiry`.
+    :ivar redeliveries: how many times it has been returned to its queue for
+        another delivery; sent as ``redelivery-count`` (with ``redelivered:true``)
+        when more than 0.  A queue makes a copy to count a redelivery, so the same
+        published message can be at different counts in different subscriptions.
     :ivar wire: encoded shared tails, keyed by escaping style; see
         :func:`stompbroker.protocol.encoder.message_tail`.
     """
@@ -33,4 +39,6 @@ class Message:
     message_id: str
     headers: Headers
     body: bytes
+    expires: float = 0.0
+    redeliveries: int = 0
     wire: dict = field(factory=dict, repr=False)

@@ -81,3 +81,45 @@ class UnknownSubscription(ProtocolError):
 
 class LimitExceeded(ProtocolError):
     """A configured limit (connections, subscriptions, ...) would be exceeded."""
+
+
+class LoginFailed(ProtocolError):
+    """
+    CONNECT's ``login`` and ``passcode`` were not accepted.
+
+    The ERROR says that and nothing more: whether the user exists, or which
+    check refused it, would help a guesser.
+    """
+
+    def __init__(self, receipt_id: str | None = None) -> None:
+        super().__init__("login failed", receipt_id=receipt_id)
+
+
+class AccessDenied(ProtocolError):
+    """
+    The client may not use a destination this way: its identity lacks a right there.
+
+    :param right: the missing right, ``read``, ``write`` or ``admin``.
+    :param destination: the destination or subscription pattern, as the client sent it.
+    :param detail: who was refused and why, for the ERROR body.
+    """
+
+    def __init__(
+        self, right: str, destination: str, detail: str = "", receipt_id: str | None = None
+    ) -> None:
+        shown = destination if len(destination) <= 80 else destination[:80] + "..."
+        super().__init__(f"access denied: no {right} right on {shown!r}", detail, receipt_id)
+        self.right = right
+        self.destination = destination
+
+
+class UnknownAck(ProtocolError):
+    """An ACK or NACK names a message that is not awaiting acknowledgement on this connection."""
+
+
+class UnknownTransaction(ProtocolError):
+    """A frame names a transaction that is not open on this connection."""
+
+
+class DuplicateTransaction(ProtocolError):
+    """A BEGIN names a transaction that is already open on this connection."""

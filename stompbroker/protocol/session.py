@@ -23,12 +23,21 @@ Theory of operation:
   No other connection can notice.
 - The delivery path (:meth:`SessionSubscription.deliver`) is one dict lookup,
   one concatenation and one write: the bytes every subscriber shares are encoded
-  once per message and cached on it.
+  once per message and cached on it.  Subscriptions that take from a queue (queues,
+  and topic subscriptions with client acknowledgements or a durable name) are
+  :class:`TrackedSubscription` objects, whose MESSAGE frames also carry ``ack``
+  (STOMP 1.2) and, for a redelivery, ``redelivered`` and ``redelivery-count``.
+- Acknowledgements and transactions are the broker's business: the session finds
+  which subscription and message an ACK or NACK names and passes the
+  ``transaction`` header along.  A 1.2 ``ack`` id is ``NUMBER.MESSAGE-ID``, where
+  NUMBER is the subscription's number on this connection, so the id alone names
+  both.
 """
 
 from __future__ import annotations
 
 import enum
+import itertools
 from typing import Any, Callable, Optional
 
 from attrs import frozen
@@ -40,9 +49,9 @@ from stompbroker.protocol.errors import (
     DuplicateSubscription,
     MalformedFrame,
     MissingHeader,
-    NotSupported,
     ProtocolError,
     UnexpectedFrame,
+    UnknownAck,
     UnknownCommand,
     UnknownSubscription,
     VersionMismatch,
@@ -65,6 +74,21 @@ HOP_HEADERS: frozenset[str] = frozenset(
 )
 
 ACK_MODES: frozenset[str] = frozenset({"auto", "client", "client-individual"})
+
+#: Topic destinations; an auto-ack subscription to one is delivered to directly.
+TOPIC_PREFIX = "/topic/"
+#: A connection's own queues; ``reply-to`` naming one subscribes the sender to it.
+TEMP_QUEUE_PREFIX = "/temp-queue/"
+
+#: SUBSCRIBE headers that set a subscription's window, in order of preference
+#: (RabbitMQ's, then ActiveMQ's).
+PREFETCH_HEADERS = ("prefetch-count", "activemq.prefetchSize")
+#: SUBSCRIBE/UNSUBSCRIBE headers that name a durable subscription, which is then
+#: keyed by the CONNECT ``client-id`` and this name (ActiveMQ's, then Artemis's).
+DURABLE_NAME_HEADERS = ("activemq.subscriptionName", "durable-subscription-name")
+#: SUBSCRIBE/UNSUBSCRIBE headers that, set to ``true``, make the subscription's
+#: ``id`` the name of a durable subscription (RabbitMQ's).
+DURABLE_FLAG_HEADERS = ("durable", "persistent")
 
 #: One heart-beat: an EOL, which every version's parser skips between frames.
 HEARTBEAT = b"\n"
@@ -102,6 +126,24 @@ class SessionConfig:
     max_frame_size: int = 4 * 1024 * 1024
     max_headers: int = 1000
     max_header_length: int = 10240
+
+
+def _integer(name: str, value: str, minimum: int) -> int:
+    """
+    Read an integer header.
+
+    :raises MalformedFrame: if ``value`` is not an integer of at least ``minimum``.
+    """
+    try:
+        number = int(value)
+    except ValueError:
+        number = minimum - 1
+    if number < minimum:
+        raise MalformedFrame(
+            f"invalid {name} header",
+            f"{name} must be an integer of at least {minimum}, got {value!r}",
+        )
+    return number
 
 
 def negotiate_version(accept_version: Optional[str], ours: tuple[str, ...]) -> str:
@@ -170,6 +212,10 @@ class SessionSubscription:
         "ack_mode",
         "connection",
         "headers",
+        "number",
+        "prefetch",
+        "max_redeliveries",
+        "durable",
         "_prefix",
         "_style",
         "_write",
@@ -182,12 +228,20 @@ class SessionSubscription:
         destination: str,
         ack_mode: str,
         headers: dict[str, str],
+        number: int = 0,
+        prefetch: int = 0,
+        max_redeliveries: Optional[int] = None,
+        durable: Optional[tuple[str, str]] = None,
     ) -> None:
         self.subscription_id = subscription_id
         self.destination = destination
         self.ack_mode = ack_mode
         self.connection = session
         self.headers = headers
+        self.number = number
+        self.prefetch = prefetch
+        self.max_redeliveries = max_redeliveries
+        self.durable = durable
         self._style = session.version
         self._prefix = message_prefix(subscription_id, session.version)
         self._write = session.write
@@ -205,9 +259,44 @@ class SessionSubscription:
 
     def __repr__(self) -> str:
         return (
-            f"<SessionSubscription {self.subscription_id!r} on {self.destination!r}"
+            f"<{type(self).__name__} {self.subscription_id!r} on {self.destination!r}"
             f" of {self.connection.session_id!r}>"
         )
+
+
+class TrackedSubscription(SessionSubscription):
+    """
+    A subscription that takes from a queue, whose MESSAGE frames say how to settle them.
+
+    Each frame gets, after ``subscription``: ``ack:NUMBER.MESSAGE-ID`` when the
+    client must acknowledge (STOMP 1.2 only: older versions acknowledge by
+    ``message-id``), and ``redelivered:true`` with ``redelivery-count`` when the
+    message has come back to its queue before.  Both are ours to write (a number
+    and a broker-made id), so they need no escaping.
+    """
+
+    __slots__ = ("_ack_prefix",)
+
+    def __init__(self, session: "StompSession", *args: Any, **kwargs: Any) -> None:
+        super().__init__(session, *args, **kwargs)
+        acknowledged = self.ack_mode != "auto" and session.version == "1.2"
+        self._ack_prefix = f"ack:{self.number}." if acknowledged else ""
+
+    def deliver(self, message: Any) -> None:
+        """
+        Send one MESSAGE frame to the client, with its ``ack`` and redelivery headers.
+
+        :param message: a :class:`stompbroker.message.Message`.
+        """
+        tail = message.wire.get(self._style)
+        if tail is None:
+            tail = message_tail(message, self._style)
+        head = self._prefix
+        if self._ack_prefix:
+            head += (self._ack_prefix + message.message_id + "\n").encode("utf-8")
+        if message.redeliveries:
+            head += b"redelivered:true\nredelivery-count:%d\n" % message.redeliveries
+        self._write(head + tail)
 
 
 @implementer(IConnection)
@@ -237,7 +326,12 @@ class StompSession:
         self.version = "1.2"
         self.state = State.AWAITING_CONNECT
         self.heartbeat = (0, 0)
+        #: The CONNECT frame's ``client-id``, which scopes durable subscription names.
+        self.client_id: Optional[str] = None
         self.subscriptions: dict[str, SessionSubscription] = {}
+        #: str(subscription number) -> subscription, to resolve 1.2 ack ids.
+        self._numbered: dict[str, SessionSubscription] = {}
+        self._numbers = itertools.count(1)
         self.frames_received = 0
         #: The error that ended the session, if one did; adapters log it.
         self.error: Optional[ProtocolError] = None
@@ -354,6 +448,7 @@ class StompSession:
                 timer.cancel()
         self._send_timer = self._receive_timer = None
         subscriptions, self.subscriptions = self.subscriptions, {}
+        self._numbered = {}
         for subscription in subscriptions.values():
             self.broker.unsubscribe(subscription)
         if self._registered:
@@ -424,6 +519,7 @@ class StompSession:
         if self.version != "1.0":
             self.heartbeat = negotiate_heartbeat(frame.get("heart-beat"), self.config.heartbeat)
         self.session_id = self.broker.new_session_id()
+        self.client_id = frame.get("client-id")
         headers = [
             ("version", self.version),
             ("session", self.session_id),
@@ -438,11 +534,6 @@ class StompSession:
 
     def _on_send(self, frame: Frame) -> None:
         destination = self._required(frame, "destination")
-        if frame.get("transaction") is not None:
-            raise NotSupported(
-                "transactions are not supported yet",
-                "this broker does not implement BEGIN/COMMIT/ABORT yet",
-            )
         seen: set[str] = set()
         headers = []
         for name, value in frame.headers:
@@ -450,8 +541,39 @@ class StompSession:
                 continue
             seen.add(name)
             headers.append((name, value))
-        self.broker.send(destination, tuple(headers), frame.body)
+        reply_to = frame.get("reply-to")
+        if reply_to is not None and reply_to.startswith(TEMP_QUEUE_PREFIX):
+            self._subscribe_to_replies(reply_to)
+        self.broker.send(
+            destination,
+            tuple(headers),
+            frame.body,
+            connection=self,
+            transaction=frame.get("transaction"),
+        )
         self._receipt(frame)
+
+    def _subscribe_to_replies(self, temp_queue: str) -> None:
+        """
+        Make sure replies to ``temp_queue`` reach this client, as RabbitMQ does.
+
+        Unless the client subscribed to it itself, the session subscribes with
+        ``auto`` acknowledgement and the temporary queue's name as subscription id,
+        which is what the replies' ``subscription`` header will say.
+        """
+        if temp_queue in self.subscriptions:
+            return
+        for subscription in self.subscriptions.values():
+            if subscription.destination == temp_queue:
+                return
+        self._add_subscription(
+            TrackedSubscription(self, temp_queue, temp_queue, "auto", {}, next(self._numbers))
+        )
+
+    def _add_subscription(self, subscription: SessionSubscription) -> None:
+        self.broker.subscribe(subscription)
+        self.subscriptions[subscription.subscription_id] = subscription
+        self._numbered[str(subscription.number)] = subscription
 
     def _on_subscribe(self, frame: Frame) -> None:
         destination = self._required(frame, "destination")
@@ -473,12 +595,59 @@ class StompSession:
                 "invalid ack mode",
                 f"ack must be auto, client or client-individual, got {ack_mode!r}",
             )
-        subscription = SessionSubscription(
-            self, subscription_id, destination, ack_mode, frame.header_dict()
+        prefetch = 0
+        for name in PREFETCH_HEADERS:
+            value = frame.get(name)
+            if value is not None:
+                prefetch = _integer(name, value, minimum=0)
+                break
+        max_redeliveries = frame.get("max-redeliveries")
+        durable = None
+        if destination.startswith(TOPIC_PREFIX):
+            durable = self._durable_name(frame, subscription_id)
+        cls = SessionSubscription
+        if ack_mode != "auto" or durable is not None or not destination.startswith(TOPIC_PREFIX):
+            cls = TrackedSubscription
+        self._add_subscription(
+            cls(
+                self,
+                subscription_id,
+                destination,
+                ack_mode,
+                frame.header_dict(),
+                next(self._numbers),
+                prefetch,
+                None
+                if max_redeliveries is None
+                else _integer("max-redeliveries", max_redeliveries, minimum=-1),
+                durable,
+            )
         )
-        self.broker.subscribe(subscription)
-        self.subscriptions[subscription_id] = subscription
         self._receipt(frame)
+
+    def _durable_name(self, frame: Frame, subscription_id: str) -> Optional[tuple[str, str]]:
+        """
+        Read a SUBSCRIBE's or UNSUBSCRIBE's durable subscription name, if it has one.
+
+        :returns: ``(client-id, name)``: ActiveMQ's and Artemis's name headers need
+            the CONNECT ``client-id``; RabbitMQ's ``durable:true`` (or
+            ``persistent:true``) names it by the subscription id, and the
+            client-id is ``""`` when CONNECT gave none.
+        :raises MissingHeader: for a name header on a connection without client-id.
+        """
+        for header in DURABLE_NAME_HEADERS:
+            name = frame.get(header)
+            if name:
+                if self.client_id is None:
+                    raise MissingHeader(
+                        "missing client-id header",
+                        f"a durable subscription named by {header} needs a client-id"
+                        " header on CONNECT",
+                    )
+                return (self.client_id, name)
+        if any(frame.get(header) == "true" for header in DURABLE_FLAG_HEADERS):
+            return (self.client_id or "", subscription_id)
+        return None
 
     def _on_unsubscribe(self, frame: Frame) -> None:
         subscription_id = frame.get("id")
@@ -486,13 +655,22 @@ class StompSession:
             if self.version != "1.0" or frame.get("destination") is None:
                 self._required(frame, "id")
             subscription_id = self._by_destination(frame.get("destination", ""))
+        # With a durable header, UNSUBSCRIBE also deletes the durable subscription,
+        # which need not be active on this connection (ActiveMQ, RabbitMQ).
+        durable = self._durable_name(frame, subscription_id)
         subscription = self.subscriptions.pop(subscription_id, None)
         if subscription is None:
-            raise UnknownSubscription(
-                "unknown subscription",
-                f"this connection has no subscription with id {subscription_id!r}",
-            )
-        self.broker.unsubscribe(subscription)
+            if durable is None:
+                raise UnknownSubscription(
+                    "unknown subscription",
+                    f"this connection has no subscription with id {subscription_id!r}",
+                )
+            self.broker.remove_durable(durable)
+        else:
+            del self._numbered[str(subscription.number)]
+            self.broker.unsubscribe(subscription)
+            if durable is not None:
+                self.broker.remove_durable(subscription.durable or durable)
         self._receipt(frame)
 
     def _by_destination(self, destination: str) -> str:
@@ -501,11 +679,81 @@ class StompSession:
                 return subscription_id
         return destination
 
-    def _on_unsupported(self, frame: Frame) -> None:
-        raise NotSupported(
-            f"{frame.command} is not supported yet",
-            "acknowledgements and transactions are not implemented by this broker yet",
+    def _on_ack(self, frame: Frame) -> None:
+        subscription, message_id = self._acknowledged(frame)
+        self.broker.ack(
+            self, message_id, subscriber=subscription, transaction=frame.get("transaction")
         )
+        self._receipt(frame)
+
+    def _on_nack(self, frame: Frame) -> None:
+        requeue = frame.get("requeue", "true")
+        if requeue not in ("true", "false"):
+            raise MalformedFrame(
+                "invalid requeue header", f"requeue must be true or false, got {requeue!r}"
+            )
+        subscription, message_id = self._acknowledged(frame)
+        self.broker.nack(
+            self,
+            message_id,
+            subscriber=subscription,
+            requeue=requeue == "true",
+            transaction=frame.get("transaction"),
+        )
+        self._receipt(frame)
+
+    def _acknowledged(self, frame: Frame) -> tuple[Optional[SessionSubscription], str]:
+        """
+        Find the message an ACK or NACK names, and the subscription it was delivered to.
+
+        STOMP 1.2 names it by ``id``, the MESSAGE's ``ack`` header; 1.1 by
+        ``message-id`` and ``subscription``; 1.0 by ``message-id`` alone.  An
+        ``id`` that is not one of our ack ids is taken for a message-id (ActiveMQ's
+        ack ids are message ids, and clients ported from it send those).
+
+        :returns: the subscription, or ``None`` to look through all of this
+            connection's, and the message id.
+        :raises MissingHeader: if the frame names no message.
+        :raises UnknownAck: for an ack id of a subscription this connection does not have.
+        :raises UnknownSubscription: for a ``subscription`` this connection does not have.
+        """
+        ack_id = frame.get("id") if self.version == "1.2" else None
+        if ack_id is not None:
+            number, dot, message_id = ack_id.partition(".")
+            if dot and number.isdigit():
+                subscription = self._numbered.get(number)
+                if subscription is None:
+                    raise UnknownAck(
+                        "unknown message to acknowledge",
+                        f"ack id {ack_id!r} belongs to no subscription of this connection",
+                    )
+                return subscription, message_id
+            return None, ack_id
+        message_id = frame.get("message-id")
+        if message_id is None:
+            self._required(frame, "id" if self.version == "1.2" else "message-id")
+        subscription_id = frame.get("subscription")
+        if subscription_id is None:
+            return None, message_id  # type: ignore[return-value]
+        found = self.subscriptions.get(subscription_id)
+        if found is None:
+            raise UnknownSubscription(
+                "unknown subscription",
+                f"this connection has no subscription with id {subscription_id!r}",
+            )
+        return found, message_id  # type: ignore[return-value]
+
+    def _on_begin(self, frame: Frame) -> None:
+        self.broker.begin(self, self._required(frame, "transaction"))
+        self._receipt(frame)
+
+    def _on_commit(self, frame: Frame) -> None:
+        self.broker.commit(self, self._required(frame, "transaction"))
+        self._receipt(frame)
+
+    def _on_abort(self, frame: Frame) -> None:
+        self.broker.abort(self, self._required(frame, "transaction"))
+        self._receipt(frame)
 
     def _on_disconnect(self, frame: Frame) -> None:
         # STOMP 1.2, "DISCONNECT": the receipt goes out, then the connection closes
@@ -524,11 +772,11 @@ HANDLERS: dict[State, dict[str, Callable[[StompSession, Frame], None]]] = {
         "SEND": StompSession._on_send,
         "SUBSCRIBE": StompSession._on_subscribe,
         "UNSUBSCRIBE": StompSession._on_unsubscribe,
-        "ACK": StompSession._on_unsupported,
-        "NACK": StompSession._on_unsupported,
-        "BEGIN": StompSession._on_unsupported,
-        "COMMIT": StompSession._on_unsupported,
-        "ABORT": StompSession._on_unsupported,
+        "ACK": StompSession._on_ack,
+        "NACK": StompSession._on_nack,
+        "BEGIN": StompSession._on_begin,
+        "COMMIT": StompSession._on_commit,
+        "ABORT": StompSession._on_abort,
         "DISCONNECT": StompSession._on_disconnect,
     },
     State.CLOSING: {},

@@ -60,14 +60,57 @@ class RecordingBroker:
         self.calls.append(("unsubscribe", subscriber))
         self.subscribers.remove(subscriber)
 
-    def send(self, destination: str, headers: Any, body: bytes) -> Message:
+    def remove_durable(self, durable: tuple[str, str]) -> None:
+        self.calls.append(("remove_durable", durable))
+
+    def send(
+        self,
+        destination: str,
+        headers: Any,
+        body: bytes,
+        *,
+        connection: Any = None,
+        transaction: Optional[str] = None,
+    ) -> Message:
         self._ids += 1
         message = Message(destination, f"m{self._ids}", headers, body)
         self.calls.append(("send", message))
+        if transaction is not None:
+            self.calls.append(("send-in", (transaction, message)))
+            return message
         for subscriber in self.subscribers:
             if subscriber.destination == destination:
                 subscriber.deliver(message)
         return message
+
+    def ack(
+        self, connection: Any, message_id: str, *, subscriber: Any = None, transaction: Any = None
+    ) -> None:
+        self.calls.append(("ack", (message_id, subscriber, transaction)))
+
+    def nack(
+        self,
+        connection: Any,
+        message_id: str,
+        *,
+        subscriber: Any = None,
+        requeue: bool = True,
+        transaction: Any = None,
+    ) -> None:
+        self.calls.append(("nack", (message_id, subscriber, requeue, transaction)))
+
+    def begin(self, connection: Any, transaction: str) -> None:
+        self.calls.append(("begin", transaction))
+
+    def commit(self, connection: Any, transaction: str) -> None:
+        self.calls.append(("commit", transaction))
+
+    def abort(self, connection: Any, transaction: str) -> None:
+        self.calls.append(("abort", transaction))
+
+    def named(self, call: str) -> list[Any]:
+        """:returns: the arguments of every recorded call of that name, in order."""
+        return [argument for name, argument in self.calls if name == call]
 
 
 class FakeTransport:
@@ -290,11 +333,9 @@ def test_full_broker_rejects_the_connection() -> None:
     assert error_of(transport).get("message") == "too many connections"
 
 
-def test_acknowledgements_are_not_supported_yet() -> None:
-    """ACK is refused with an ERROR until worker queues land (issue 3)."""
-    session, transport, _, _ = connected()
-    session.receive_data(frame("ACK", ("id", "1")))
-    assert "not supported" in error_of(transport).get("message", "")
+def test_recording_broker_provides_ibroker() -> None:
+    """The fake broker these tests use offers everything a session may ask of a broker."""
+    verifyObject(IBroker, RecordingBroker())
 
 
 # -- subscriptions, delivery and receipts -----------------------------------

@@ -1,0 +1,111 @@
+"""
+The kinds of destination the broker serves, and the names it derives from them.
+
+A destination's prefix says what it is, as in RabbitMQ's and ActiveMQ's STOMP
+support:
+
+- ``/topic/NAME``: publish-subscribe; every matching subscription gets a copy.
+- ``/queue/NAME``: a worker queue; each message goes to one consumer.  Created on
+  first use.
+- ``/temp-queue/NAME``: a queue private to one connection; NAME is that
+  connection's own name for it.
+- ``/reply-queue/ID``: the broker-unique name a temporary queue is known by to
+  other connections (a ``reply-to:/temp-queue/NAME`` header is rewritten to it).
+  Others may SEND to it; nobody may subscribe to it.
+
+Anything else is an error, as it is in RabbitMQ.  Queue names are compared
+exactly as written; topic names go through the subscription tree, where ``/``
+and ``.`` are one separator.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from stompbroker.broker.subscriptions import is_wildcard, validate_destination
+from stompbroker.protocol.errors import InvalidDestination
+
+TOPIC_PREFIX = "/topic/"
+QUEUE_PREFIX = "/queue/"
+TEMP_QUEUE_PREFIX = "/temp-queue/"
+REPLY_QUEUE_PREFIX = "/reply-queue/"
+
+
+class Kind(enum.Enum):
+    """What a destination is, by its prefix."""
+
+    TOPIC = TOPIC_PREFIX
+    QUEUE = QUEUE_PREFIX
+    TEMP_QUEUE = TEMP_QUEUE_PREFIX
+    REPLY_QUEUE = REPLY_QUEUE_PREFIX
+
+
+_KINDS = tuple(Kind)
+
+
+def kind_of(destination: str) -> Kind:
+    """
+    Tell what a destination is.
+
+    :param destination: as the client sent it.
+    :returns: its :class:`Kind`.
+    :raises InvalidDestination: for a prefix the broker does not serve.
+    """
+    for kind in _KINDS:
+        if destination.startswith(kind.value):
+            return kind
+    raise InvalidDestination(
+        "unknown destination",
+        f"{destination!r} is not a destination this broker serves; use /topic/NAME,"
+        " /queue/NAME or /temp-queue/NAME",
+    )
+
+
+def name_of(destination: str) -> str:
+    """
+    :param destination: a destination of a served kind.
+    :returns: the part after its kind's prefix, e.g. ``orders`` for ``/queue/orders``.
+    """
+    return destination[len(kind_of(destination).value) :]
+
+
+def validate_queue(destination: str) -> None:
+    """
+    Check a queue destination, for SEND and SUBSCRIBE alike.
+
+    Queues have no wildcards: a consumer takes messages from one queue.
+
+    :param destination: ``/queue/NAME``, ``/temp-queue/NAME`` or ``/reply-queue/ID``.
+    :raises InvalidDestination: for an empty name, an empty segment or a wildcard.
+    """
+    if is_wildcard(destination):
+        raise InvalidDestination(
+            "wildcard in queue destination",
+            f"The destination {destination!r} holds a wildcard; wildcards are allowed"
+            " only in topic subscriptions.",
+        )
+    if not name_of(destination):
+        raise InvalidDestination(
+            "empty queue name", f"The destination {destination!r} names no queue."
+        )
+    validate_destination(destination)
+
+
+def dead_letter_destination(origin: str, prefix: str) -> str:
+    """
+    Name the dead-letter queue for messages that failed on their way from ``origin``.
+
+    :param origin: the destination the message was sent to, e.g. ``/queue/orders``
+        or ``/topic/prices.eur``.
+    :param prefix: the ``--dead-letter-prefix``, e.g. ``DLQ.``.
+    :returns: e.g. ``/queue/DLQ.orders``.
+    """
+    return QUEUE_PREFIX + prefix + name_of(origin)
+
+
+def is_dead_letter_queue(destination: str, prefix: str) -> bool:
+    """
+    :returns: whether ``destination`` is a dead-letter queue under ``prefix``, whose
+        failed messages are discarded rather than dead-lettered again.
+    """
+    return destination.startswith(QUEUE_PREFIX + prefix)

@@ -1,0 +1,327 @@
+"""
+Worker queues: messages wait in order, and each goes to one consumer.
+
+Pure logic with an injected clock (``seconds`` and ``callLater``): no I/O, no
+reactor import, tested with ``twisted.internet.task.Clock``.
+
+Theory of operation
+-------------------
+A :class:`WorkerQueue` holds its pending messages in a deque and its
+:class:`~stompbroker.broker.delivery.Consumer` objects in a list.  Whenever
+something can change who gets what (a message arrives, a consumer arrives or
+acknowledges, messages come back), :meth:`WorkerQueue.dispatch` hands pending
+messages out, head first, round-robin among the consumers whose window has room:
+the consumer after the one last served is asked first.  So each consumer sees its
+messages in queue order, and a consumer with a full window is skipped until it
+acknowledges.
+
+Messages that come back (NACK, UNSUBSCRIBE, a lost connection) go to the head of
+the queue in the order they were delivered, each as a copy whose
+``redeliveries`` is one higher; a message that has been redelivered as often as
+the returning consumer allows goes to the dead-letter queue instead.
+
+Expiry is checked when a message reaches the head of the queue, so an expired
+message is never delivered.  Messages that expire while nobody consumes are
+found by a sweep, scheduled for the earliest expiry among pending messages but
+at most once per ``sweep_interval``, so that a long queue of short-lived
+messages costs one pass a second rather than one pass per message.
+
+Every change of a message's state is one method (:meth:`~WorkerQueue.enqueue`,
+:meth:`~WorkerQueue.dispatch`, :meth:`~WorkerQueue.acknowledge`,
+:meth:`~WorkerQueue.requeue`, :meth:`~WorkerQueue.dead_letter`,
+:meth:`~WorkerQueue.expire`), which is where a message store hooks in.
+
+What a queue does not decide: where dead letters go.  It hands them, with a
+reason, to the ``dead_letter`` callable it was made with.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Callable, Optional
+
+from attrs import evolve
+
+from stompbroker.broker.delivery import Consumer, DeliveryCounters, DeliveryPolicy
+from stompbroker.message import Message
+
+#: Why a message was dead-lettered, as sent in the ``dead-letter-reason`` header.
+REJECTED = "rejected"
+DELIVERY_LIMIT = "delivery-limit"
+EXPIRED = "expired"
+
+DeadLetter = Callable[[Message, str], None]
+
+
+class WorkerQueue:
+    """
+    One queue: ``/queue/NAME``, a temporary queue, or a topic subscription's own.
+
+    :param destination: the queue's destination, or for a topic subscription's
+        queue the subscription's pattern.
+    :param clock: ``seconds()`` and ``callLater()``; a reactor or a ``task.Clock``.
+    :param policy: the broker's :class:`DeliveryPolicy`.
+    :param counters: the broker-wide :class:`DeliveryCounters` to count in.
+    :param dead_letter: called with ``(message, reason)`` for each message that
+        must leave the queue for a dead-letter queue; it counts what it does.
+    :param sweep_interval: least time in seconds between two sweeps for expired
+        messages.
+    """
+
+    __slots__ = (
+        "destination",
+        "pending",
+        "consumers",
+        "_clock",
+        "_policy",
+        "_counters",
+        "_dead_letter",
+        "_sweep_interval",
+        "_next",
+        "_dispatching",
+        "_sweep",
+        "_sweep_at",
+        "_last_sweep",
+    )
+
+    def __init__(
+        self,
+        destination: str,
+        clock: Any,
+        policy: DeliveryPolicy,
+        counters: DeliveryCounters,
+        dead_letter: DeadLetter,
+        sweep_interval: float = 1.0,
+    ) -> None:
+        self.destination = destination
+        self.pending: deque[Message] = deque()
+        self.consumers: list[Consumer] = []
+        self._clock = clock
+        self._policy = policy
+        self._counters = counters
+        self._dead_letter = dead_letter
+        self._sweep_interval = sweep_interval
+        #: Index in ``consumers`` of the one to ask first for the next message.
+        self._next = 0
+        self._dispatching = False
+        self._sweep: Any = None
+        self._sweep_at = 0.0
+        self._last_sweep = float("-inf")
+
+    def __repr__(self) -> str:
+        return (
+            f"<WorkerQueue {self.destination!r}: {len(self.pending)} pending,"
+            f" {len(self.consumers)} consumers>"
+        )
+
+    def is_idle(self) -> bool:
+        """:returns: whether the queue holds nothing and nobody consumes from it."""
+        return not self.pending and not self.consumers
+
+    # -- consumers ------------------------------------------------------------
+
+    def add_consumer(
+        self, subscriber: Any, window: int, max_redeliveries: int
+    ) -> Consumer:
+        """
+        Start handing messages to a subscriber.
+
+        :param subscriber: an :class:`~stompbroker.interfaces.ISubscriber`.
+        :param window: most messages it may hold unacknowledged.
+        :param max_redeliveries: its limit on redeliveries; ``-1`` for none.
+        :returns: its :class:`Consumer`, for acknowledgements.
+        """
+        consumer = Consumer(subscriber, self, window, max_redeliveries)
+        self.consumers.append(consumer)
+        self.dispatch()
+        return consumer
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        """
+        Stop handing messages to a consumer; what it holds goes back to the queue.
+
+        :param consumer: one of this queue's consumers, or one it dropped when closed.
+        """
+        if consumer not in self.consumers:
+            return
+        index = self.consumers.index(consumer)
+        del self.consumers[index]
+        if index < self._next:
+            self._next -= 1
+        if self._next >= len(self.consumers):
+            self._next = 0
+        self.requeue(consumer, consumer.take_all())
+
+    # -- the state changes of a message ------------------------------------------
+
+    def enqueue(self, message: Message) -> None:
+        """
+        Add a message at the tail, and deliver it if a consumer has room.
+
+        :param message: a routed message.
+        """
+        self._counters.enqueued += 1
+        self.pending.append(message)
+        if self.consumers:
+            self.dispatch()
+        if message.expires and self.pending:
+            self._watch_expiry(message.expires)
+
+    #: Topic fan-out reaches a subscription's queue as it reaches any subscriber.
+    deliver = enqueue
+
+    def dispatch(self) -> None:
+        """
+        Hand pending messages, head first, to consumers with room, round-robin.
+
+        Expired messages met at the head are expired, never delivered.  A call
+        made while a dispatch is running (a consumer acknowledging from inside a
+        delivery) returns at once: the running loop sees the change.
+        """
+        if self._dispatching:
+            return
+        self._dispatching = True
+        try:
+            pending = self.pending
+            consumers = self.consumers
+            while pending and consumers:
+                count = len(consumers)
+                start = self._next
+                for step in range(count):
+                    index = (start + step) % count
+                    consumer = consumers[index]
+                    if consumer.has_room():
+                        break
+                else:
+                    return
+                message = pending.popleft()
+                if message.expires and message.expires <= self._clock.seconds():
+                    self.expire(message)
+                    continue
+                self._next = (index + 1) % count
+                self._counters.delivered += 1
+                consumer.deliver(message)
+        finally:
+            self._dispatching = False
+
+    def acknowledge(self, consumer: Consumer, messages: list[Message]) -> None:
+        """
+        Forget messages a consumer has acknowledged, and give it more.
+
+        :param consumer: the consumer that held them.
+        :param messages: what its ACK settled (see :meth:`Consumer.settle`).
+        """
+        self._counters.acknowledged += len(messages)
+        self.dispatch()
+
+    def requeue(self, consumer: Consumer, messages: list[Message]) -> None:
+        """
+        Return messages to the head of the queue, in the order given, for redelivery.
+
+        Each comes back as a copy with ``redeliveries`` one higher, except one that
+        has been redelivered as often as ``consumer`` allows: that one is
+        dead-lettered.
+
+        :param consumer: the consumer that held them; its limit applies.
+        :param messages: in delivery order.
+        """
+        limit = consumer.max_redeliveries
+        returning = []
+        for message in messages:
+            if 0 <= limit <= message.redeliveries:
+                self.dead_letter(message, DELIVERY_LIMIT)
+            else:
+                returning.append(evolve(message, redeliveries=message.redeliveries + 1))
+        if returning:
+            self._counters.redelivered += len(returning)
+            self.pending.extendleft(reversed(returning))
+            self.dispatch()
+
+    def reject(self, messages: list[Message]) -> None:
+        """
+        Dead-letter messages a consumer refused for good (NACK ``requeue:false``).
+
+        :param messages: what the NACK settled.
+        """
+        for message in messages:
+            self.dead_letter(message, REJECTED)
+        self.dispatch()
+
+    def dead_letter(self, message: Message, reason: str) -> None:
+        """
+        Take a message out of circulation for good, through the ``dead_letter`` callable.
+
+        :param message: the message.
+        :param reason: :data:`REJECTED`, :data:`DELIVERY_LIMIT` or :data:`EXPIRED`.
+        """
+        self._dead_letter(message, reason)
+
+    def expire(self, message: Message) -> None:
+        """
+        Count an expired message, and drop or dead-letter it as the policy says.
+
+        :param message: a message taken from the queue whose expiry has passed.
+        """
+        self._counters.expired += 1
+        if self._policy.expired == "dead-letter":
+            self.dead_letter(message, EXPIRED)
+
+    def close(self) -> None:
+        """
+        Delete the queue: discard what it holds, drop its consumers, stop its sweep.
+
+        Used for queues that end with their owner: a topic subscription's own queue,
+        a temporary queue, a durable subscription that is removed.
+        """
+        held = sum(len(consumer.unacked) for consumer in self.consumers)
+        self._counters.discarded += len(self.pending) + held
+        for consumer in self.consumers:
+            consumer.unacked.clear()
+        self.consumers.clear()
+        self.pending.clear()
+        self._cancel_sweep()
+
+    # -- expiry sweep ---------------------------------------------------------------
+
+    def _watch_expiry(self, expires: float) -> None:
+        """Make sure a sweep runs soon after ``expires``, but not more often than allowed."""
+        at = max(expires, self._last_sweep + self._sweep_interval)
+        if self._sweep is not None:
+            if self._sweep_at <= at:
+                return
+            self._sweep.cancel()
+        self._sweep_at = at
+        self._sweep = self._clock.callLater(max(at - self._clock.seconds(), 0.0), self.sweep)
+
+    def _cancel_sweep(self) -> None:
+        if self._sweep is not None and self._sweep.active():
+            self._sweep.cancel()
+        self._sweep = None
+
+    def sweep(self) -> None:
+        """
+        Expire every pending message whose time has come; schedule the next sweep.
+
+        One pass over the pending messages, which keep their order.
+        """
+        self._sweep = None
+        now = self._last_sweep = self._clock.seconds()
+        kept: deque[Message] = deque()
+        expired = []
+        earliest: Optional[float] = None
+        for message in self.pending:
+            expires = message.expires
+            if not expires:
+                kept.append(message)
+            elif expires <= now:
+                expired.append(message)
+            else:
+                kept.append(message)
+                if earliest is None or expires < earliest:
+                    earliest = expires
+        self.pending.clear()
+        self.pending.extend(kept)
+        for message in expired:
+            self.expire(message)
+        if earliest is not None:
+            self._watch_expiry(earliest)

@@ -1,0 +1,114 @@
+"""
+Transactions: work held back until COMMIT, thrown away by ABORT (STOMP 1.2, "BEGIN").
+
+A transaction is a list of held actions, in the order the client sent the frames.
+The broker checks each frame when it arrives (so a bad SEND or an ACK of an
+unknown message is an ERROR at once, not at COMMIT) and holds only the effect:
+publishing a message, settling an acknowledgement.  COMMIT runs every held action
+in order, in one go, so no other client's frame can come between them; ABORT and
+the end of the connection discard them.
+
+Transaction ids belong to a connection; one may be reused once its transaction
+has ended.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from stompbroker.protocol.errors import DuplicateTransaction, UnknownTransaction
+
+
+class Transaction:
+    """
+    One open transaction: the actions it holds.
+
+    :param transaction_id: the client's ``transaction`` header.
+    """
+
+    __slots__ = ("transaction_id", "_held")
+
+    def __init__(self, transaction_id: str) -> None:
+        self.transaction_id = transaction_id
+        self._held: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+
+    def __len__(self) -> int:
+        """:returns: how many actions are held."""
+        return len(self._held)
+
+    def hold(self, action: Callable[..., None], *args: Any) -> None:
+        """
+        Keep ``action(*args)`` for COMMIT.
+
+        :param action: the effect of one frame, already checked.
+        """
+        self._held.append((action, args))
+
+    def run(self) -> None:
+        """Perform every held action, in order; the transaction then holds none."""
+        held, self._held = self._held, []
+        for action, args in held:
+            action(*args)
+
+
+class TransactionTable:
+    """The open transactions of one connection."""
+
+    __slots__ = ("_open",)
+
+    def __init__(self) -> None:
+        self._open: dict[str, Transaction] = {}
+
+    def __len__(self) -> int:
+        """:returns: how many transactions are open."""
+        return len(self._open)
+
+    def begin(self, transaction_id: str) -> Transaction:
+        """
+        Open a transaction.
+
+        :raises DuplicateTransaction: if one with this id is open already.
+        """
+        if transaction_id in self._open:
+            raise DuplicateTransaction(
+                "transaction already open",
+                f"this connection already has an open transaction {transaction_id!r}",
+            )
+        transaction = self._open[transaction_id] = Transaction(transaction_id)
+        return transaction
+
+    def get(self, transaction_id: str) -> Transaction:
+        """
+        :returns: the open transaction with this id.
+        :raises UnknownTransaction: if there is none.
+        """
+        transaction = self._open.get(transaction_id)
+        if transaction is None:
+            raise UnknownTransaction(
+                "unknown transaction",
+                f"this connection has no open transaction {transaction_id!r}",
+            )
+        return transaction
+
+    def commit(self, transaction_id: str) -> None:
+        """
+        End a transaction by performing what it holds.
+
+        :raises UnknownTransaction: if it is not open.
+        """
+        transaction = self.get(transaction_id)
+        del self._open[transaction_id]
+        transaction.run()
+
+    def abort(self, transaction_id: str) -> None:
+        """
+        End a transaction by discarding what it holds.
+
+        :raises UnknownTransaction: if it is not open.
+        """
+        self.get(transaction_id)
+        del self._open[transaction_id]
+
+    def abort_all(self) -> None:
+        """Discard every open transaction, as when the connection ends."""
+        self._open.clear()
