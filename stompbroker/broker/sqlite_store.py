@@ -1,0 +1,672 @@
+"""
+The durable message store: SQLite in WAL mode, written by one thread, with group commit.
+
+Theory of operation.  Every operation is turned, in the reactor thread, into a
+small function of the database connection and appended to a pending list; its
+sequence number (the recovery order) is assigned right there, so the order of
+calls is the order on disk.  One writer thread takes the whole pending list as a
+*group*, applies it inside one transaction and commits it, with one fsync; each
+operation's Deferred fires in the reactor thread once its group is committed.
+While the writer works, new operations gather into the next group, so the busier
+the broker, the more messages share each fsync.  The reactor thread never touches
+the disk after :meth:`SQLiteStore.open`.
+
+``sync`` chooses the trade-off:
+
+``always``
+    ``PRAGMA synchronous=FULL``.  A group is written as soon as the writer is
+    free (after the current reactor turn), so a lone message waits for one
+    commit and one fsync.  Acknowledged means on disk: it survives the broker
+    being killed and the machine losing power.
+``batch`` (the default)
+    The same promise as ``always``.  The writer waits up to ``batch_delay``
+    (2 ms) after the first operation, or until ``max_batch`` operations are
+    pending, before it commits: latency grows by at most that delay, and fsyncs
+    per message shrink when many clients send at once.
+``off``
+    ``PRAGMA synchronous=OFF``.  Operations are acknowledged when they are
+    called, before they are written; the writer commits them as soon as it can
+    without fsync.  A broker crash loses what was acknowledged but not yet
+    committed (at most a group or so); an operating-system crash or power loss
+    can lose more, or damage the database.
+
+The data directory holds ``messages.sqlite3`` (with SQLite's ``-wal`` and
+``-shm`` files) and ``lock``, which the store holds with ``flock`` for as long
+as it is open, so two brokers can never share a directory.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import functools
+import json
+import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from attrs import define, frozen
+from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.threads import deferToThreadPool
+from twisted.python.failure import Failure
+from twisted.python.threadpool import ThreadPool
+from zope.interface import implementer
+
+from stompbroker.broker.store import (
+    DurableSubscription,
+    IMessageStore,
+    MessageFields,
+    RecoveredState,
+    StoreDamaged,
+    StoredMessage,
+    StoreError,
+    StoreIncompatible,
+    StoreLocked,
+    StoreNotOpen,
+    StoreUnavailable,
+    StoreWriteFailed,
+    duplicate_error,
+    stored_message,
+    with_headers,
+)
+from stompbroker.logs import logger
+from stompbroker.protocol.frames import Headers
+
+log = logger("stompbroker.store")
+
+_T = TypeVar("_T")
+
+#: How ``sync`` may be set; see the module docstring.
+SYNC_MODES: tuple[str, ...] = ("always", "batch", "off")
+DATABASE_NAME = "messages.sqlite3"
+LOCK_NAME = "lock"
+#: The schema this code writes, kept in ``PRAGMA user_version``.
+SCHEMA_VERSION = 1
+
+_SCHEMA = (
+    """
+    CREATE TABLE messages (
+        sequence INTEGER PRIMARY KEY,
+        queue TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        destination TEXT NOT NULL,
+        headers TEXT NOT NULL,
+        body BLOB NOT NULL,
+        expires REAL NOT NULL,
+        delivered INTEGER NOT NULL DEFAULT 0,
+        redelivery_count INTEGER NOT NULL DEFAULT 0,
+        UNIQUE (queue, message_id)
+    )
+    """,
+    """
+    CREATE TABLE subscriptions (
+        name TEXT PRIMARY KEY,
+        destination TEXT NOT NULL,
+        headers TEXT NOT NULL
+    )
+    """,
+    f"PRAGMA user_version = {SCHEMA_VERSION}",
+)
+
+#: Runs a function on the writer and returns a Deferred of its result.
+Executor = Callable[[Callable[[], Any]], Deferred]
+#: One operation, as the writer applies it.
+Apply = Callable[[sqlite3.Connection], Any]
+
+
+@define
+class StoreStats:
+    """
+    What the writer has done, for statistics and for tests of group commit.
+
+    :ivar commits: transactions committed.
+    :ivar operations: operations those transactions held.
+    """
+
+    commits: int = 0
+    operations: int = 0
+
+
+@frozen
+class _Operation:
+    """One pending operation: what the writer does, and whom to tell."""
+
+    apply: Apply
+    deferred: Deferred
+
+
+@implementer(IMessageStore)
+class SQLiteStore:
+    """
+    Persistent messages in ``data_dir/messages.sqlite3``.
+
+    :param data_dir: the data directory; made if missing.
+    :param reactor: provides ``callLater`` and ``callFromThread``.
+    :param sync: ``always``, ``batch`` or ``off``; see the module docstring.
+    :param batch_delay: in ``batch`` mode, the longest an operation waits for
+        others to share its commit, in seconds.
+    :param max_batch: most operations in one transaction; in ``batch`` mode,
+        this many pending operations are committed without waiting.
+    :param executor: runs the writer's work and returns a Deferred of its result;
+        by default one thread of a private ``ThreadPool``.  Tests pass a
+        synchronous one.
+    :raises ValueError: for an unknown ``sync`` or a limit below its minimum.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        *,
+        reactor: Any,
+        sync: str = "batch",
+        batch_delay: float = 0.002,
+        max_batch: int = 1000,
+        executor: Executor | None = None,
+    ) -> None:
+        if sync not in SYNC_MODES:
+            raise ValueError(f"sync must be one of {', '.join(SYNC_MODES)}, not {sync!r}")
+        if batch_delay < 0:
+            raise ValueError(f"batch_delay must be >= 0, not {batch_delay}")
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, not {max_batch}")
+        self.data_dir = Path(data_dir)
+        self.path = self.data_dir / DATABASE_NAME
+        self.sync = sync
+        self.stats = StoreStats()
+        self._reactor = reactor
+        self._delay = batch_delay if sync == "batch" else 0.0
+        self._max_batch = max_batch
+        self._executor = executor
+        self._pool: ThreadPool | None = None
+        self._lock_fd: int | None = None
+        self._connection: sqlite3.Connection | None = None
+        self._state = "new"
+        self._next_sequence = 1
+        self._pending: list[_Operation] = []
+        self._timer: Any = None
+        self._writing = False
+        self._closed: list[Deferred[None]] = []
+
+    # -- life cycle ----------------------------------------------------------
+
+    def open(self) -> None:
+        """
+        Lock the data directory, open the database and check that it is ours.
+
+        Blocks on disk, once, at start-up: a broker must not start on a store it
+        cannot use.  A no-op if the store is open already.
+
+        :raises StoreLocked: another process (or store) holds the directory.
+        :raises StoreDamaged: the database file is not a stompbroker store.
+        :raises StoreIncompatible: a newer stompbroker wrote it.
+        :raises StoreUnavailable: the directory cannot be made, locked or written.
+        :raises StoreNotOpen: the store was closed; make a new one.
+        """
+        if self._state == "open":
+            return
+        if self._state != "new":
+            raise StoreNotOpen("this message store has been closed; make a new one")
+        self._lock_fd = self._lock()
+        try:
+            self._connection = self._connect()
+        except BaseException:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+            raise
+        if self._executor is None:
+            self._pool = ThreadPool(minthreads=1, maxthreads=1, name="stompbroker-store")
+            self._pool.start()
+            pool = self._pool
+            self._executor = lambda work: deferToThreadPool(self._reactor, pool, work)
+        self._state = "open"
+        log.info("message store {path} open, sync {sync}", path=str(self.path), sync=self.sync)
+
+    def close(self) -> Deferred[None]:
+        """
+        Commit what is pending, close the database and release the directory.
+
+        :returns: a Deferred that fires when all that is done.
+        """
+        if self._state in ("new", "closed"):
+            self._state = "closed"
+            return succeed(None)
+        done: Deferred[None] = Deferred()
+        self._closed.append(done)
+        if self._state == "open":
+            self._state = "closing"
+            if not self._writing:
+                self._write_group()
+        return done
+
+    def _lock(self) -> int:
+        """
+        Make the data directory if need be and take its lock.
+
+        :returns: the lock file's descriptor; closing it releases the lock.
+        """
+        lock_path = self.data_dir / LOCK_NAME
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as error:
+            raise self._unavailable(error.strerror or str(error)) from error
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            holder = os.pread(descriptor, 32, 0).decode("ascii", "replace").strip()
+            os.close(descriptor)
+            if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise self._unavailable(error.strerror or str(error)) from error
+            raise StoreLocked(
+                f"the data directory {self.data_dir} is in use by another broker"
+                f" (process {holder or 'unknown'}); stop that broker, or give this one"
+                " another data directory (--data-dir)"
+            ) from error
+        os.ftruncate(descriptor, 0)
+        os.pwrite(descriptor, f"{os.getpid()}\n".encode(), 0)
+        return descriptor
+
+    def _connect(self) -> sqlite3.Connection:
+        """
+        Open the database, set it up for this ``sync`` mode and check its schema.
+
+        :returns: a connection for the writer thread.
+        """
+        try:
+            connection = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as error:
+            raise self._translate(error, StoreUnavailable) from error
+        try:
+            self._prepare(connection)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _prepare(self, connection: sqlite3.Connection) -> None:
+        """
+        Switch to WAL, create the schema of a new store and find the next sequence.
+
+        :raises StoreError: as :meth:`open` documents.
+        """
+        try:
+            connection.execute("PRAGMA busy_timeout = 5000")
+            (mode,) = connection.execute("PRAGMA journal_mode = WAL").fetchone()
+            if mode != "wal":
+                raise self._unavailable(
+                    f"SQLite cannot use write-ahead logging there (journal mode {mode})"
+                )
+            synchronous = "OFF" if self.sync == "off" else "FULL"
+            connection.execute(f"PRAGMA synchronous = {synchronous}")
+            (version,) = connection.execute("PRAGMA user_version").fetchone()
+            tables = {
+                name
+                for (name,) in connection.execute(
+                    "SELECT name FROM sqlite_schema WHERE type = 'table'"
+                )
+            }
+            if version > SCHEMA_VERSION:
+                raise StoreIncompatible(
+                    f"{self.path} was written by a newer stompbroker (schema {version};"
+                    f" this one reads {SCHEMA_VERSION}); run that version, or move the"
+                    " file away to start with an empty store"
+                )
+            if version == 0 and tables:
+                raise self._damaged("it holds tables that are not a stompbroker store")
+            if version == 0:
+                connection.execute("BEGIN IMMEDIATE")
+                for statement in _SCHEMA:
+                    connection.execute(statement)
+                connection.execute("COMMIT")
+            (last,) = connection.execute("SELECT max(sequence) FROM messages").fetchone()
+        except sqlite3.Error as error:
+            raise self._translate(error, StoreUnavailable) from error
+        self._next_sequence = (last or 0) + 1
+
+    # -- operations ----------------------------------------------------------
+
+    def recover(self) -> Deferred[RecoveredState]:
+        """:returns: see :meth:`IMessageStore.recover`; read after every write called before."""
+        return self._submit(_read_all)
+
+    def add(self, queue: str, message: MessageFields) -> Deferred[StoredMessage]:
+        """:returns: see :meth:`IMessageStore.add`."""
+        record = stored_message(queue, self._next_sequence, message)
+        return self._write(functools.partial(_insert, record), record, advance=True)
+
+    def remove(self, queue: str, message_id: str) -> Deferred[None]:
+        """:returns: see :meth:`IMessageStore.remove`."""
+        return self._write(
+            functools.partial(_execute, _DELETE, (queue, message_id)), None
+        )
+
+    def mark_delivered(self, queue: str, message_id: str) -> Deferred[None]:
+        """:returns: see :meth:`IMessageStore.mark_delivered`."""
+        return self._write(
+            functools.partial(_execute, _MARK_DELIVERED, (queue, message_id)), None
+        )
+
+    def move(
+        self, from_queue: str, to_queue: str, message_id: str, extra_headers: Headers = ()
+    ) -> Deferred[None]:
+        """:returns: see :meth:`IMessageStore.move`."""
+        work = functools.partial(
+            _move, from_queue, to_queue, message_id, tuple(extra_headers), self._next_sequence
+        )
+        return self._write(work, None, advance=True)
+
+    def add_subscription(
+        self, name: str, destination: str, headers: Headers = ()
+    ) -> Deferred[None]:
+        """:returns: see :meth:`IMessageStore.add_subscription`."""
+        parameters = (name, destination, _encode_headers(headers))
+        return self._write(functools.partial(_execute, _UPSERT_SUBSCRIPTION, parameters), None)
+
+    def remove_subscription(self, name: str) -> Deferred[None]:
+        """:returns: see :meth:`IMessageStore.remove_subscription`."""
+        return self._write(functools.partial(_remove_subscription, name), None)
+
+    # -- group commit ----------------------------------------------------------
+
+    def _write(self, apply: Apply, early: Any, *, advance: bool = False) -> Deferred:
+        """
+        Queue a write; in ``off`` mode, acknowledge it at once.
+
+        :param early: what the Deferred fires with in ``off`` mode.
+        :param advance: whether the write used up :attr:`_next_sequence`.
+        """
+        done = self._submit(apply)
+        if self._state == "open" and advance:
+            self._next_sequence += 1
+        if self.sync != "off" or self._state != "open":
+            return done
+        done.addErrback(self._lost)
+        return succeed(early)
+
+    def _submit(self, apply: Apply) -> Deferred:
+        """
+        Append an operation to the pending group and see that it gets written.
+
+        :returns: a Deferred that fires with ``apply``'s result once its group is committed.
+        """
+        if self._state != "open":
+            return fail(StoreNotOpen(f"the message store {self.path} is not open"))
+        done: Deferred = Deferred()
+        self._pending.append(_Operation(apply, done))
+        if self._writing:
+            return done
+        if len(self._pending) >= self._max_batch:
+            self._write_group()
+        elif self._timer is None:
+            self._timer = self._reactor.callLater(self._delay, self._write_group)
+        return done
+
+    def _write_group(self) -> None:
+        """Hand the pending operations to the writer as one group, or finish closing."""
+        if self._timer is not None:
+            if self._timer.active():
+                self._timer.cancel()
+            self._timer = None
+        if not self._pending:
+            if self._state == "closing":
+                self._finish_closing()
+            return
+        group = self._pending[: self._max_batch]
+        del self._pending[: self._max_batch]
+        self._writing = True
+        assert self._executor is not None
+        written = self._executor(functools.partial(self._commit, [op.apply for op in group]))
+        written.addBoth(self._group_done, group)
+
+    def _commit(self, work: list[Apply]) -> list[tuple[bool, Any]]:
+        """
+        In the writer thread: apply a group in one transaction and commit it.
+
+        An operation that fails with a :class:`StoreError` fails alone (it wrote
+        nothing); an SQLite error fails the whole group, which is rolled back.
+
+        :returns: ``(succeeded, result or error)`` per operation.
+        """
+        connection = self._connection
+        assert connection is not None
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            for apply in work:
+                try:
+                    outcomes.append((True, apply(connection)))
+                except StoreError as error:
+                    outcomes.append((False, error))
+            connection.execute("COMMIT")
+        except sqlite3.Error as error:
+            failure = self._translate(error, StoreWriteFailed)
+            try:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+            except sqlite3.Error as rollback_error:
+                raise self._translate(rollback_error, StoreWriteFailed) from error
+            raise failure from error
+        return outcomes
+
+    def _group_done(self, outcomes: Any, group: list[_Operation]) -> None:
+        """In the reactor thread: fire the group's Deferreds, then start the next group."""
+        self._writing = False
+        if isinstance(outcomes, Failure):
+            for operation in group:
+                operation.deferred.errback(outcomes)
+        else:
+            self.stats.commits += 1
+            self.stats.operations += len(group)
+            for operation, (succeeded, result) in zip(group, outcomes, strict=True):
+                if succeeded:
+                    operation.deferred.callback(result)
+                else:
+                    operation.deferred.errback(Failure(result))
+        if not self._writing and (self._pending or self._state == "closing"):
+            self._write_group()
+
+    def _finish_closing(self) -> None:
+        """Close the connection on the writer, then stop it and release the lock."""
+        assert self._executor is not None and self._connection is not None
+        self._writing = True
+        self._executor(self._connection.close).addBoth(self._released)
+
+    def _released(self, result: Any) -> None:
+        """Stop the writer thread, release the lock and tell whoever waits on :meth:`close`."""
+        if self._pool is not None:
+            self._pool.stop()
+            self._pool = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+        self._connection = None
+        self._writing = False
+        self._state = "closed"
+        waiting, self._closed = self._closed, []
+        for done in waiting:
+            if isinstance(result, Failure):
+                done.errback(result)
+            else:
+                done.callback(None)
+
+    def _lost(self, failure: Failure) -> None:
+        """In ``off`` mode, nobody waits for a write: report its failure here."""
+        log.failure(
+            "write to message store {path} failed after it was acknowledged",
+            failure,
+            path=str(self.path),
+        )
+
+    # -- errors ----------------------------------------------------------------
+
+    def _translate(self, error: sqlite3.Error, fallback: type[StoreError]) -> StoreError:
+        """
+        Name an SQLite error by what the operator must do about it.
+
+        :param fallback: the kind for errors that say nothing more specific.
+        """
+        name = getattr(error, "sqlite_errorname", "")
+        if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
+            return self._damaged(str(error))
+        if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+            return StoreLocked(
+                f"{self.path} is locked by another program ({error}); stop it and try again"
+            )
+        if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")):
+            return self._unavailable(str(error))
+        if fallback is StoreWriteFailed:
+            return StoreWriteFailed(
+                f"cannot write to the message store {self.path}: {error}; nothing of this"
+                " group is stored (is the disk full?)"
+            )
+        return self._unavailable(str(error))
+
+    def _damaged(self, reason: str) -> StoreDamaged:
+        return StoreDamaged(
+            f"{self.path} is not a readable stompbroker store ({reason}); restore it from"
+            " a backup, or move it away to start with an empty store"
+        )
+
+    def _unavailable(self, reason: str) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"cannot use {self.data_dir} as the data directory: {reason}; make it a"
+            " directory the broker's user can write, or choose another (--data-dir)"
+        )
+
+
+# -- what the writer thread runs ---------------------------------------------
+
+_INSERT = (
+    "INSERT OR IGNORE INTO messages (sequence, queue, message_id, destination, headers,"
+    " body, expires) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_DELETE = "DELETE FROM messages WHERE queue = ? AND message_id = ?"
+# SQLite evaluates every right-hand side with the row's old values.
+_MARK_DELIVERED = (
+    "UPDATE messages SET redelivery_count = redelivery_count + delivered, delivered = 1"
+    " WHERE queue = ? AND message_id = ?"
+)
+_UPSERT_SUBSCRIPTION = (
+    "INSERT INTO subscriptions (name, destination, headers) VALUES (?, ?, ?)"
+    " ON CONFLICT (name) DO UPDATE SET destination = excluded.destination,"
+    " headers = excluded.headers"
+)
+_SELECT_MESSAGE = "SELECT headers FROM messages WHERE queue = ? AND message_id = ?"
+
+
+def _encode_headers(headers: Headers) -> str:
+    """:returns: the headers as a JSON list of pairs, which keeps order and repeats."""
+    return json.dumps([[name, value] for name, value in headers])
+
+
+def _decode_headers(text: str) -> Headers:
+    """:returns: the headers :func:`_encode_headers` encoded."""
+    return tuple((name, value) for name, value in json.loads(text))
+
+
+def _execute(statement: str, parameters: tuple[Any, ...], connection: sqlite3.Connection) -> None:
+    """Run one statement whose effect needs no checking."""
+    connection.execute(statement, parameters)
+
+
+def _insert(record: StoredMessage, connection: sqlite3.Connection) -> StoredMessage:
+    """
+    :returns: ``record``, once inserted.
+    :raises DuplicateMessage: if its key holds its id already; nothing is written.
+    """
+    cursor = connection.execute(
+        _INSERT,
+        (
+            record.sequence,
+            record.queue,
+            record.message_id,
+            record.destination,
+            _encode_headers(record.headers),
+            record.body,
+            record.expires,
+        ),
+    )
+    if cursor.rowcount == 0:
+        raise duplicate_error(record.queue, record.message_id)
+    return record
+
+
+def _move(
+    from_queue: str,
+    to_queue: str,
+    message_id: str,
+    extra_headers: Headers,
+    sequence: int,
+    connection: sqlite3.Connection,
+) -> None:
+    """
+    Refile one message, as :meth:`IMessageStore.move` describes, with one UPDATE.
+
+    :raises DuplicateMessage: if ``to_queue`` holds the id; nothing is written.
+    """
+    row = connection.execute(_SELECT_MESSAGE, (from_queue, message_id)).fetchone()
+    if row is None:
+        return
+    if from_queue == to_queue:
+        raise duplicate_error(to_queue, message_id)
+    cursor = connection.execute(
+        "UPDATE OR IGNORE messages SET queue = ?, sequence = ?, headers = ?, delivered = 0,"
+        " redelivery_count = 0 WHERE queue = ? AND message_id = ?",
+        (
+            to_queue,
+            sequence,
+            _encode_headers(with_headers(_decode_headers(row[0]), extra_headers)),
+            from_queue,
+            message_id,
+        ),
+    )
+    if cursor.rowcount == 0:
+        raise duplicate_error(to_queue, message_id)
+
+
+def _remove_subscription(name: str, connection: sqlite3.Connection) -> None:
+    """Delete a durable subscription and its backlog (one transaction holds both)."""
+    connection.execute("DELETE FROM subscriptions WHERE name = ?", (name,))
+    connection.execute("DELETE FROM messages WHERE queue = ?", (name,))
+
+
+def _read_all(connection: sqlite3.Connection) -> RecoveredState:
+    """:returns: every message in sequence order and every subscription in creation order."""
+    messages = (
+        StoredMessage(
+            queue=queue,
+            sequence=sequence,
+            message_id=message_id,
+            destination=destination,
+            headers=_decode_headers(headers),
+            body=body,
+            expires=expires,
+            delivered=bool(delivered),
+            redelivery_count=redelivery_count,
+        )
+        for (
+            sequence,
+            queue,
+            message_id,
+            destination,
+            headers,
+            body,
+            expires,
+            delivered,
+            redelivery_count,
+        ) in connection.execute(
+            "SELECT sequence, queue, message_id, destination, headers, body, expires,"
+            " delivered, redelivery_count FROM messages ORDER BY sequence"
+        )
+    )
+    subscriptions = (
+        DurableSubscription(name, destination, _decode_headers(headers))
+        for name, destination, headers in connection.execute(
+            "SELECT name, destination, headers FROM subscriptions ORDER BY rowid"
+        )
+    )
+    return RecoveredState.from_records(messages, list(subscriptions))

@@ -1,0 +1,468 @@
+"""
+Where persistent messages live between SEND and ACK: the message store.
+
+A worker queue (or a durable topic subscription) keeps its messages in memory
+for delivery; for the ones that must survive a crash it also tells a store, at a
+few well-defined moments:
+
+- :meth:`IMessageStore.add` when a persistent message is enqueued; its Deferred
+  fires once the record is durable, and only then may the broker answer the
+  SEND's receipt;
+- :meth:`IMessageStore.mark_delivered` when the message is handed to a consumer,
+  so that after a crash it comes back with ``redelivered:true``;
+- :meth:`IMessageStore.remove` when it is acknowledged or expires;
+- :meth:`IMessageStore.move` when it is dead-lettered, in one atomic step;
+- :meth:`IMessageStore.add_subscription` and
+  :meth:`IMessageStore.remove_subscription` when a durable subscription is
+  created or dropped;
+- :meth:`IMessageStore.recover` once at start, to rebuild every queue and
+  durable subscription in its original order.
+
+Messages are filed under a *key*: a queue's destination (``/queue/orders``) or a
+durable subscription's name.  Both share one namespace, so the broker must name
+durable subscriptions so that they cannot be mistaken for queues.  A message
+that goes to several durable subscriptions is stored once under each.
+
+This module holds the interface, the records, the errors and
+:class:`MemoryStore`, which keeps everything in memory (for tests, and for a
+broker that runs without a data directory); :mod:`stompbroker.broker.sqlite_store`
+holds the durable one.  Every operation returns a Deferred so that callers do
+not care which one they talk to.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from typing import Protocol
+
+from attrs import evolve, frozen
+from twisted.internet.defer import Deferred, fail, succeed
+from zope.interface import Interface, implementer
+
+from stompbroker.protocol.frames import Headers
+
+
+class StoreError(Exception):
+    """The message store cannot do what was asked; the message says what to do about it."""
+
+
+class StoreLocked(StoreError):
+    """Another broker (or another store in this process) is using the data directory."""
+
+
+class StoreDamaged(StoreError):
+    """The database in the data directory is not a readable stompbroker store."""
+
+
+class StoreIncompatible(StoreError):
+    """The database was written by a newer stompbroker, with a schema this one cannot read."""
+
+
+class StoreUnavailable(StoreError):
+    """The data directory cannot be created, opened or written (permissions, not a directory)."""
+
+
+class StoreWriteFailed(StoreError):
+    """A group of writes could not be committed (disk full, I/O error); none of it is durable."""
+
+
+class StoreNotOpen(StoreError):
+    """An operation was asked of a store that has not been opened, or has been closed."""
+
+
+class DuplicateMessage(StoreError):
+    """A key already holds a message with that id; the store was left unchanged."""
+
+
+class MessageFields(Protocol):
+    """
+    What :meth:`IMessageStore.add` needs of a message: fields that
+    :class:`stompbroker.message.Message` and :class:`StoredMessage` both carry.
+    """
+
+    @property
+    def destination(self) -> str: ...
+
+    @property
+    def message_id(self) -> str: ...
+
+    @property
+    def headers(self) -> Headers: ...
+
+    @property
+    def body(self) -> bytes: ...
+
+    @property
+    def expires(self) -> float: ...
+
+
+@frozen
+class StoredMessage:
+    """
+    One message as the store holds it, under one key.
+
+    Its fields are named as those of :class:`stompbroker.message.Message`, so turning
+    one into the other is a matter of passing them along; see :attr:`redeliveries`.
+
+    :ivar queue: the key it is filed under: a queue destination or a durable
+        subscription name.
+    :ivar sequence: store-wide, assigned when it was added (or moved); recovery
+        returns messages in this order.
+    :ivar message_id: the broker-unique ``message-id``; unique within a key.
+    :ivar destination: where it was sent, e.g. ``/topic/prices`` for a durable
+        subscription's copy.
+    :ivar headers: the SEND's user headers, in wire order.
+    :ivar body: the payload.
+    :ivar expires: when it expires, in the broker clock's seconds; ``0.0`` means
+        never.  The store never drops expired messages itself: the broker does,
+        and tells it with :meth:`IMessageStore.remove`.
+    :ivar delivered: whether it has been handed to a consumer at least once, so
+        that its next delivery carries ``redelivered:true``.
+    :ivar redelivery_count: how many deliveries followed the first one.
+    """
+
+    queue: str
+    sequence: int
+    message_id: str
+    destination: str
+    headers: Headers
+    body: bytes
+    expires: float = 0.0
+    delivered: bool = False
+    redelivery_count: int = 0
+
+    @property
+    def redeliveries(self) -> int:
+        """
+        How many times the message has gone back to its queue for another delivery,
+        counting the crash that interrupted a delivery: what
+        :attr:`stompbroker.message.Message.redeliveries` counts.  More than 0
+        means its next delivery carries ``redelivered:true``.
+        """
+        return self.redelivery_count + self.delivered
+
+
+@frozen
+class DurableSubscription:
+    """
+    A durable topic subscription, kept so that it outlives its client and the broker.
+
+    :ivar name: its key; its backlog is filed under the same key.
+    :ivar destination: the topic pattern it subscribes to.
+    :ivar headers: what the broker needs to recreate it (``selector``, ``ack``, ...).
+    """
+
+    name: str
+    destination: str
+    headers: Headers = ()
+
+
+@frozen
+class RecoveredState:
+    """
+    Everything a store holds, as :meth:`IMessageStore.recover` returns it.
+
+    :ivar queues: each key that is not a durable subscription and holds messages,
+        mapped to its messages in sequence order; keys come in the order of their
+        oldest message.
+    :ivar subscriptions: the durable subscriptions, in the order they were created.
+    :ivar backlogs: every durable subscription's name mapped to its messages in
+        sequence order (an empty tuple when it has none).
+    """
+
+    queues: Mapping[str, tuple[StoredMessage, ...]]
+    subscriptions: tuple[DurableSubscription, ...]
+    backlogs: Mapping[str, tuple[StoredMessage, ...]]
+
+    @classmethod
+    def from_records(
+        cls,
+        messages: Iterable[StoredMessage],
+        subscriptions: Iterable[DurableSubscription],
+    ) -> RecoveredState:
+        """
+        Sort a store's contents into queues and backlogs.
+
+        :param messages: every stored message, in sequence order.
+        :param subscriptions: every durable subscription, in creation order.
+        :returns: the state, with each key's messages in the order given.
+        """
+        subscriptions = tuple(subscriptions)
+        backlogs: dict[str, list[StoredMessage]] = {s.name: [] for s in subscriptions}
+        queues: dict[str, list[StoredMessage]] = {}
+        for message in messages:
+            backlog = backlogs.get(message.queue)
+            if backlog is None:
+                backlog = queues.setdefault(message.queue, [])
+            backlog.append(message)
+        return cls(
+            queues={key: tuple(found) for key, found in queues.items()},
+            subscriptions=subscriptions,
+            backlogs={key: tuple(found) for key, found in backlogs.items()},
+        )
+
+
+def with_headers(headers: Headers, extra_headers: Headers) -> Headers:
+    """
+    Add headers to a message, replacing any it already has of the same names.
+
+    Used when a message is dead-lettered; replacing rather than appending matters
+    because of STOMP's "first header wins" rule.
+
+    :param headers: the message's headers.
+    :param extra_headers: headers to set, e.g. the reason for dead-lettering.
+    :returns: ``headers`` without the names in ``extra_headers``, then ``extra_headers``.
+    """
+    extra = tuple((name, value) for name, value in extra_headers)
+    replaced = {name for name, _ in extra}
+    return tuple(pair for pair in headers if pair[0] not in replaced) + extra
+
+
+def stored_message(queue: str, sequence: int, message: MessageFields) -> StoredMessage:
+    """
+    Make the record :meth:`IMessageStore.add` files.
+
+    :returns: an undelivered :class:`StoredMessage` with ``message``'s fields.
+    """
+    return StoredMessage(
+        queue=queue,
+        sequence=sequence,
+        message_id=message.message_id,
+        destination=message.destination,
+        headers=tuple((name, value) for name, value in message.headers),
+        body=bytes(message.body),
+        expires=message.expires,
+    )
+
+
+class IMessageStore(Interface):
+    """
+    Durable (or not) storage for persistent messages and durable subscriptions.
+
+    Every operation but :meth:`open` returns a Deferred and takes effect in the
+    order the operations were called.  An operation on a store that is not open
+    fails with :class:`StoreNotOpen`.  Removing, marking or moving a message the
+    key does not hold is not an error: it may have been removed already, and the
+    broker's memory is what decides.
+    """
+
+    def open():  # type: ignore[no-untyped-def]
+        """
+        Claim the store, before the broker serves anyone.
+
+        This is synchronous on purpose: it runs at start-up, and a store that
+        cannot be used must stop the start with an error rather than leave an
+        empty broker running.
+
+        :raises StoreLocked: if another broker uses it.
+        :raises StoreDamaged: if it holds something that is not a readable store.
+        :raises StoreIncompatible: if a newer version wrote it.
+        :raises StoreUnavailable: if it cannot be created or written.
+        """
+
+    def close():  # type: ignore[no-untyped-def]
+        """
+        Write what is pending, then release the store.
+
+        :returns: a Deferred that fires once everything called before is durable
+            and the store is released; later operations fail with
+            :class:`StoreNotOpen`.
+        """
+
+    def recover():  # type: ignore[no-untyped-def]
+        """
+        Read back everything the store holds, after every operation called before.
+
+        :returns: a Deferred firing with a :class:`RecoveredState`, or failing
+            with a :class:`StoreError` if the store cannot be read.
+        """
+
+    def add(queue, message):  # type: ignore[no-untyped-def]
+        """
+        File a message under a key.
+
+        :param queue: the key: a queue destination or a durable subscription name.
+        :param message: anything with ``destination``, ``message_id``, ``headers``,
+            ``body`` and ``expires`` (see :class:`MessageFields`), such as a
+            :class:`stompbroker.message.Message`.
+        :returns: a Deferred firing with the :class:`StoredMessage` once it is as
+            durable as the store promises; only then may the SEND be acknowledged.
+            It fails with :class:`DuplicateMessage` if the key holds that id.
+        """
+
+    def remove(queue, message_id):  # type: ignore[no-untyped-def]
+        """
+        Forget a message: it was acknowledged or has expired.
+
+        :returns: a Deferred firing with ``None`` once the removal is durable.
+        """
+
+    def mark_delivered(queue, message_id):  # type: ignore[no-untyped-def]
+        """
+        Record one delivery of a message to a consumer.
+
+        The first delivery sets :attr:`StoredMessage.delivered`; each later one
+        adds one to :attr:`StoredMessage.redelivery_count`.
+
+        :returns: a Deferred firing with ``None`` once the mark is durable.
+        """
+
+    def move(from_queue, to_queue, message_id, extra_headers=()):  # type: ignore[no-untyped-def]
+        """
+        Move a message to another key in one atomic step: dead-lettering.
+
+        The message gets a new sequence (it goes to the end of ``to_queue``), the
+        ``extra_headers`` (replacing headers of the same names), and a clean
+        delivery record: its life in the new queue starts afresh.
+
+        :returns: a Deferred firing with ``None`` once the move is durable; it
+            fails with :class:`DuplicateMessage`, leaving both keys unchanged, if
+            ``to_queue`` already holds that id.
+        """
+
+    def add_subscription(name, destination, headers=()):  # type: ignore[no-untyped-def]
+        """
+        Record a durable subscription, or update the destination and headers of
+        one with that name (its backlog and place in the order stay).
+
+        :returns: a Deferred firing with ``None`` once it is durable.
+        """
+
+    def remove_subscription(name):  # type: ignore[no-untyped-def]
+        """
+        Drop a durable subscription and its whole backlog, in one atomic step.
+
+        :returns: a Deferred firing with ``None`` once it is durable.
+        """
+
+
+@implementer(IMessageStore)
+class MemoryStore:
+    """
+    A store that keeps everything in this process's memory.
+
+    It keeps every promise of :class:`IMessageStore` except surviving the
+    process: its Deferreds have fired by the time the call returns.
+    """
+
+    def __init__(self) -> None:
+        self._open = False
+        self._closed = False
+        self._sequence = itertools.count(1)
+        self._queues: dict[str, dict[str, StoredMessage]] = {}
+        self._subscriptions: dict[str, DurableSubscription] = {}
+
+    def open(self) -> None:
+        """
+        Make the store usable.
+
+        :raises StoreNotOpen: if it was closed; a closed store stays closed.
+        """
+        if self._closed:
+            raise StoreNotOpen("this message store has been closed; make a new one")
+        self._open = True
+
+    def close(self) -> Deferred[None]:
+        """:returns: a fired Deferred; the contents are dropped."""
+        self._open = False
+        self._closed = True
+        self._queues.clear()
+        self._subscriptions.clear()
+        return succeed(None)
+
+    def recover(self) -> Deferred[RecoveredState]:
+        """:returns: a fired Deferred with the store's contents."""
+        if not self._open:
+            return _not_open()
+        messages = sorted(
+            (message for queue in self._queues.values() for message in queue.values()),
+            key=lambda message: message.sequence,
+        )
+        return succeed(RecoveredState.from_records(messages, self._subscriptions.values()))
+
+    def add(self, queue: str, message: MessageFields) -> Deferred[StoredMessage]:
+        """:returns: a fired Deferred with the stored record; see :meth:`IMessageStore.add`."""
+        if not self._open:
+            return _not_open()
+        messages = self._queues.setdefault(queue, {})
+        if message.message_id in messages:
+            return fail(duplicate_error(queue, message.message_id))
+        record = stored_message(queue, next(self._sequence), message)
+        messages[record.message_id] = record
+        return succeed(record)
+
+    def remove(self, queue: str, message_id: str) -> Deferred[None]:
+        """:returns: a fired Deferred; see :meth:`IMessageStore.remove`."""
+        if not self._open:
+            return _not_open()
+        messages = self._queues.get(queue)
+        if messages is not None:
+            messages.pop(message_id, None)
+            if not messages:
+                del self._queues[queue]
+        return succeed(None)
+
+    def mark_delivered(self, queue: str, message_id: str) -> Deferred[None]:
+        """:returns: a fired Deferred; see :meth:`IMessageStore.mark_delivered`."""
+        if not self._open:
+            return _not_open()
+        messages = self._queues.get(queue, {})
+        record = messages.get(message_id)
+        if record is not None:
+            messages[message_id] = evolve(
+                record,
+                delivered=True,
+                redelivery_count=record.redelivery_count + record.delivered,
+            )
+        return succeed(None)
+
+    def move(
+        self, from_queue: str, to_queue: str, message_id: str, extra_headers: Headers = ()
+    ) -> Deferred[None]:
+        """:returns: a fired Deferred; see :meth:`IMessageStore.move`."""
+        if not self._open:
+            return _not_open()
+        record = self._queues.get(from_queue, {}).get(message_id)
+        if record is None:
+            return succeed(None)
+        if message_id in self._queues.get(to_queue, {}):
+            return fail(duplicate_error(to_queue, message_id))
+        self.remove(from_queue, message_id)
+        self._queues.setdefault(to_queue, {})[message_id] = evolve(
+            record,
+            queue=to_queue,
+            sequence=next(self._sequence),
+            headers=with_headers(record.headers, extra_headers),
+            delivered=False,
+            redelivery_count=0,
+        )
+        return succeed(None)
+
+    def add_subscription(
+        self, name: str, destination: str, headers: Headers = ()
+    ) -> Deferred[None]:
+        """:returns: a fired Deferred; see :meth:`IMessageStore.add_subscription`."""
+        if not self._open:
+            return _not_open()
+        pairs = tuple((key, value) for key, value in headers)
+        self._subscriptions[name] = DurableSubscription(name, destination, pairs)
+        return succeed(None)
+
+    def remove_subscription(self, name: str) -> Deferred[None]:
+        """:returns: a fired Deferred; see :meth:`IMessageStore.remove_subscription`."""
+        if not self._open:
+            return _not_open()
+        self._subscriptions.pop(name, None)
+        self._queues.pop(name, None)
+        return succeed(None)
+
+
+def _not_open() -> Deferred:
+    """:returns: a failed Deferred for an operation on a store that is not open."""
+    return fail(StoreNotOpen("the message store is not open"))
+
+
+def duplicate_error(queue: str, message_id: str) -> DuplicateMessage:
+    """:returns: the error for a second message with one id under one key."""
+    return DuplicateMessage(f"{queue!r} already holds a message with id {message_id!r}")

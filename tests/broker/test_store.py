@@ -1,0 +1,410 @@
+"""
+The contract of :class:`stompbroker.broker.store.IMessageStore`, run against every store.
+
+The same tests run against :class:`MemoryStore` and :class:`SQLiteStore` (in its
+two durable sync modes), as crossbar runs one wildcard suite against two
+implementations.  The SQLite store runs here without a thread: its writer is a
+synchronous executor and its timers a ``task.Clock``, so every test is
+deterministic; ``test_sqlite_store.py`` covers what only SQLite does, including the
+real writer thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from attrs import define, frozen
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from twisted.internet import task
+from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.python.failure import Failure
+from zope.interface.verify import verifyObject
+
+from stompbroker.broker.sqlite_store import SQLiteStore
+from stompbroker.broker.store import (
+    DuplicateMessage,
+    DurableSubscription,
+    IMessageStore,
+    MemoryStore,
+    RecoveredState,
+    StoredMessage,
+    StoreNotOpen,
+    with_headers,
+)
+from stompbroker.protocol.frames import Headers
+
+
+@frozen
+class Sent:
+    """A message as a queue would hand it to the store: the fields of ``Message``."""
+
+    destination: str
+    message_id: str
+    headers: Headers = ()
+    body: bytes = b""
+    expires: float = 0.0
+
+
+def sent(message_id: str, destination: str = "/queue/orders", **fields: Any) -> Sent:
+    """:returns: a message with a body that names it."""
+    fields.setdefault("body", message_id.encode())
+    return Sent(destination, message_id, **fields)
+
+
+def run_now(work: Any) -> Deferred:
+    """An executor for :class:`SQLiteStore` that runs the writer's work in the caller's thread."""
+    return maybeDeferred(work)
+
+
+def result_of(deferred: Deferred) -> Any:
+    """
+    :returns: what a fired Deferred fired with.
+    :raises: the exception it failed with.
+    """
+    outcome: list[Any] = []
+    deferred.addBoth(outcome.append)
+    assert outcome, "the Deferred has not fired"
+    if isinstance(outcome[0], Failure):
+        outcome[0].raiseException()
+    return outcome[0]
+
+
+def open_sqlite(
+    data_dir: Path, clock: task.Clock, sync: str = "batch", **options: Any
+) -> SQLiteStore:
+    """:returns: an open SQLite store on ``data_dir`` whose writer runs synchronously."""
+    store = SQLiteStore(data_dir, reactor=clock, sync=sync, executor=run_now, **options)
+    store.open()
+    return store
+
+
+@define
+class Harness:
+    """
+    One store under test, and the way to let its pending work finish.
+
+    :ivar clock: the SQLite store's clock; ``None`` for the memory store.
+    """
+
+    store: Any
+    clock: task.Clock | None
+
+    def settle(self, deferred: Deferred) -> Any:
+        """Let the store commit what is pending, then return what ``deferred`` fired with."""
+        if self.clock is not None:
+            self.clock.advance(1)
+        return result_of(deferred)
+
+    def recover(self) -> RecoveredState:
+        """:returns: the store's contents."""
+        return self.settle(self.store.recover())
+
+    def add(self, queue: str, *messages: Sent) -> list[StoredMessage]:
+        """Add messages to one key and wait for them to be stored."""
+        pending = [self.store.add(queue, message) for message in messages]
+        return [self.settle(deferred) for deferred in pending]
+
+
+@pytest.fixture(params=["memory", "sqlite-batch", "sqlite-always"])
+def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
+    """Every store that keeps the whole contract, opened."""
+    if request.param == "memory":
+        under_test = Harness(MemoryStore(), None)
+        under_test.store.open()
+    else:
+        clock = task.Clock()
+        sync = request.param.split("-")[1]
+        under_test = Harness(open_sqlite(tmp_path / "data", clock, sync), clock)
+    yield under_test
+    closing = under_test.store.close()
+    under_test.settle(closing)
+
+
+def message_ids(messages: tuple[StoredMessage, ...]) -> list[str]:
+    """:returns: the ids of ``messages``, in order."""
+    return [message.message_id for message in messages]
+
+
+def test_stores_provide_the_interface(harness: Harness) -> None:
+    """Each store implements every method of IMessageStore."""
+    assert verifyObject(IMessageStore, harness.store)
+
+
+def test_new_store_recovers_nothing(harness: Harness) -> None:
+    """A store that was never written to recovers no queue and no subscription."""
+    assert harness.recover() == RecoveredState(queues={}, subscriptions=(), backlogs={})
+
+
+def test_add_fires_with_the_stored_record(harness: Harness) -> None:
+    """add() fires with the message as filed: its fields, a sequence, and no delivery yet."""
+    message = Sent("/queue/orders", "m-1", (("a", "1"), ("a", "2")), b"\x00body", 1700.5)
+    (stored,) = harness.add("/queue/orders", message)
+    assert stored == StoredMessage(
+        queue="/queue/orders",
+        sequence=stored.sequence,
+        message_id="m-1",
+        destination="/queue/orders",
+        headers=(("a", "1"), ("a", "2")),
+        body=b"\x00body",
+        expires=1700.5,
+    )
+    assert (stored.delivered, stored.redelivery_count, stored.redeliveries) == (False, 0, 0)
+    assert harness.recover().queues == {"/queue/orders": (stored,)}
+
+
+def test_recovery_returns_each_queue_in_insertion_order(harness: Harness) -> None:
+    """Recovery gives each key its messages in the order they were added, however interleaved."""
+    pending = []
+    for index in range(30):
+        queue = f"/queue/q{index % 3}"
+        pending.append(harness.store.add(queue, sent(f"m-{index}", queue)))
+    for deferred in pending:
+        harness.settle(deferred)
+    recovered = harness.recover()
+    assert list(recovered.queues) == ["/queue/q0", "/queue/q1", "/queue/q2"]
+    for offset in range(3):
+        expected = [f"m-{index}" for index in range(offset, 30, 3)]
+        assert message_ids(recovered.queues[f"/queue/q{offset}"]) == expected
+
+
+def test_sequences_increase_in_call_order(harness: Harness) -> None:
+    """Each message gets a higher sequence than the one added before it, under any key."""
+    stored = harness.add("/queue/a", sent("m-1")) + harness.add("/queue/b", sent("m-2"))
+    assert stored[0].sequence < stored[1].sequence
+
+
+def test_remove_forgets_only_that_message(harness: Harness) -> None:
+    """remove() (an ACK or an expiry) deletes one message and keeps the rest in order."""
+    harness.add("/queue/orders", sent("m-1"), sent("m-2"), sent("m-3"))
+    harness.settle(harness.store.remove("/queue/orders", "m-2"))
+    assert message_ids(harness.recover().queues["/queue/orders"]) == ["m-1", "m-3"]
+
+
+def test_a_queue_without_messages_is_not_recovered(harness: Harness) -> None:
+    """A key whose last message was removed is absent from the recovered queues."""
+    harness.add("/queue/orders", sent("m-1"))
+    harness.settle(harness.store.remove("/queue/orders", "m-1"))
+    assert harness.recover().queues == {}
+
+
+def test_operations_on_unknown_messages_change_nothing(harness: Harness) -> None:
+    """Removing, marking or moving a message the key does not hold is not an error."""
+    harness.add("/queue/orders", sent("m-1"))
+    before = harness.recover()
+    assert harness.settle(harness.store.remove("/queue/orders", "m-9")) is None
+    assert harness.settle(harness.store.remove("/queue/other", "m-1")) is None
+    assert harness.settle(harness.store.mark_delivered("/queue/orders", "m-9")) is None
+    assert harness.settle(harness.store.move("/queue/orders", "/queue/DLQ", "m-9")) is None
+    assert harness.recover() == before
+
+
+def test_mark_delivered_sets_delivered_then_counts_redeliveries(harness: Harness) -> None:
+    """The first delivery sets the delivered flag; each later one counts a redelivery."""
+    harness.add("/queue/orders", sent("m-1"), sent("m-2"))
+    harness.settle(harness.store.mark_delivered("/queue/orders", "m-1"))
+    (first, untouched) = harness.recover().queues["/queue/orders"]
+    assert (first.delivered, first.redelivery_count, first.redeliveries) == (True, 0, 1)
+    assert (untouched.delivered, untouched.redelivery_count) == (False, 0)
+    harness.settle(harness.store.mark_delivered("/queue/orders", "m-1"))
+    harness.settle(harness.store.mark_delivered("/queue/orders", "m-1"))
+    (first, _) = harness.recover().queues["/queue/orders"]
+    assert (first.delivered, first.redelivery_count, first.redeliveries) == (True, 2, 3)
+
+
+def test_marking_keeps_the_order(harness: Harness) -> None:
+    """A delivered message keeps its place in its queue."""
+    harness.add("/queue/orders", sent("m-1"), sent("m-2"))
+    harness.settle(harness.store.mark_delivered("/queue/orders", "m-1"))
+    assert message_ids(harness.recover().queues["/queue/orders"]) == ["m-1", "m-2"]
+
+
+def test_move_dead_letters_to_the_end_of_the_other_queue(harness: Harness) -> None:
+    """move() refiles a message at the end of its new key, with a clean delivery record."""
+    harness.add("/queue/DLQ.orders", sent("old", "/queue/other"))
+    (original,) = harness.add("/queue/orders", sent("m-1", headers=(("k", "v"),)))
+    harness.settle(harness.store.mark_delivered("/queue/orders", "m-1"))
+    harness.settle(harness.store.mark_delivered("/queue/orders", "m-1"))
+    harness.settle(
+        harness.store.move(
+            "/queue/orders", "/queue/DLQ.orders", "m-1", (("dead-letter-reason", "rejected"),)
+        )
+    )
+    recovered = harness.recover()
+    assert "/queue/orders" not in recovered.queues
+    (old, moved) = recovered.queues["/queue/DLQ.orders"]
+    assert old.message_id == "old"
+    assert moved.sequence > original.sequence
+    assert moved == StoredMessage(
+        queue="/queue/DLQ.orders",
+        sequence=moved.sequence,
+        message_id="m-1",
+        destination="/queue/orders",
+        headers=(("k", "v"), ("dead-letter-reason", "rejected")),
+        body=b"m-1",
+    )
+
+
+def test_move_replaces_headers_of_the_same_name(harness: Harness) -> None:
+    """Extra headers of move() replace same-named ones, since the first repeated header wins."""
+    harness.add("/queue/orders", sent("m-1", headers=(("reason", "old"), ("k", "v"))))
+    harness.settle(harness.store.move("/queue/orders", "/queue/DLQ", "m-1", (("reason", "new"),)))
+    (moved,) = harness.recover().queues["/queue/DLQ"]
+    assert moved.headers == (("k", "v"), ("reason", "new"))
+
+
+def test_move_onto_a_key_that_holds_the_id_fails_and_changes_nothing(harness: Harness) -> None:
+    """move() to a key already holding the id fails with DuplicateMessage and leaves both keys."""
+    harness.add("/queue/orders", sent("m-1"))
+    harness.add("/queue/DLQ", sent("m-1", body=b"other"))
+    before = harness.recover()
+    with pytest.raises(DuplicateMessage):
+        harness.settle(harness.store.move("/queue/orders", "/queue/DLQ", "m-1"))
+    with pytest.raises(DuplicateMessage):
+        harness.settle(harness.store.move("/queue/orders", "/queue/orders", "m-1"))
+    assert harness.recover() == before
+
+
+def test_duplicate_id_under_one_key_fails_and_keeps_the_first(harness: Harness) -> None:
+    """A second add() of one id to one key fails with DuplicateMessage; the first copy stays."""
+    harness.add("/queue/orders", sent("m-1"))
+    with pytest.raises(DuplicateMessage, match="m-1"):
+        harness.settle(harness.store.add("/queue/orders", sent("m-1", body=b"again")))
+    (kept,) = harness.recover().queues["/queue/orders"]
+    assert kept.body == b"m-1"
+
+
+def test_a_failed_add_does_not_disturb_its_neighbours(harness: Harness) -> None:
+    """Adds called together with a duplicate are stored although the duplicate fails."""
+    harness.add("/queue/orders", sent("m-1"))
+    pending = [
+        harness.store.add("/queue/orders", sent("m-0")),
+        harness.store.add("/queue/orders", sent("m-1")),
+        harness.store.add("/queue/orders", sent("m-2")),
+    ]
+    harness.settle(pending[0])
+    with pytest.raises(DuplicateMessage):
+        harness.settle(pending[1])
+    harness.settle(pending[2])
+    assert message_ids(harness.recover().queues["/queue/orders"]) == ["m-1", "m-0", "m-2"]
+
+
+def test_one_id_under_two_keys_is_two_messages(harness: Harness) -> None:
+    """A topic message for two durable subscriptions is stored once under each key."""
+    harness.add("sub-a", sent("m-1", "/topic/prices"))
+    harness.add("sub-b", sent("m-1", "/topic/prices"))
+    harness.settle(harness.store.remove("sub-a", "m-1"))
+    recovered = harness.recover()
+    assert list(recovered.queues) == ["sub-b"]
+    assert message_ids(recovered.queues["sub-b"]) == ["m-1"]
+
+
+def test_durable_subscriptions_recover_with_their_backlogs(harness: Harness) -> None:
+    """Durable subscriptions come back in creation order, their messages apart from the queues."""
+    harness.settle(harness.store.add_subscription("sub-b", "/topic/b.#", (("selector", "x"),)))
+    harness.settle(harness.store.add_subscription("sub-a", "/topic/a"))
+    harness.add("sub-a", sent("m-1", "/topic/a"), sent("m-2", "/topic/a"))
+    harness.add("/queue/orders", sent("m-3"))
+    recovered = harness.recover()
+    assert recovered.subscriptions == (
+        DurableSubscription("sub-b", "/topic/b.#", (("selector", "x"),)),
+        DurableSubscription("sub-a", "/topic/a"),
+    )
+    assert {name: message_ids(found) for name, found in recovered.backlogs.items()} == {
+        "sub-b": [],
+        "sub-a": ["m-1", "m-2"],
+    }
+    assert list(recovered.queues) == ["/queue/orders"]
+
+
+def test_adding_a_subscription_again_updates_it_in_place(harness: Harness) -> None:
+    """add_subscription() for a known name changes its destination and headers, not its backlog."""
+    harness.settle(harness.store.add_subscription("sub-a", "/topic/a"))
+    harness.settle(harness.store.add_subscription("sub-b", "/topic/b"))
+    harness.add("sub-a", sent("m-1", "/topic/a"))
+    harness.settle(harness.store.add_subscription("sub-a", "/topic/c", (("ack", "client"),)))
+    recovered = harness.recover()
+    assert recovered.subscriptions == (
+        DurableSubscription("sub-a", "/topic/c", (("ack", "client"),)),
+        DurableSubscription("sub-b", "/topic/b"),
+    )
+    assert message_ids(recovered.backlogs["sub-a"]) == ["m-1"]
+
+
+def test_remove_subscription_drops_its_backlog(harness: Harness) -> None:
+    """remove_subscription() deletes the subscription and every message filed under it."""
+    harness.settle(harness.store.add_subscription("sub-a", "/topic/a"))
+    harness.add("sub-a", sent("m-1", "/topic/a"), sent("m-2", "/topic/a"))
+    harness.add("/queue/orders", sent("m-1"))
+    harness.settle(harness.store.remove_subscription("sub-a"))
+    harness.settle(harness.store.remove_subscription("never-made"))
+    recovered = harness.recover()
+    assert (recovered.subscriptions, recovered.backlogs) == ((), {})
+    assert message_ids(recovered.queues["/queue/orders"]) == ["m-1"]
+
+
+def test_operations_on_a_closed_store_fail(harness: Harness) -> None:
+    """After close(), every operation fails with StoreNotOpen, and open() does not revive it."""
+    harness.settle(harness.store.close())
+    operations = [
+        harness.store.recover(),
+        harness.store.add("/queue/orders", sent("m-1")),
+        harness.store.remove("/queue/orders", "m-1"),
+        harness.store.mark_delivered("/queue/orders", "m-1"),
+        harness.store.move("/queue/orders", "/queue/DLQ", "m-1"),
+        harness.store.add_subscription("sub-a", "/topic/a"),
+        harness.store.remove_subscription("sub-a"),
+    ]
+    for deferred in operations:
+        with pytest.raises(StoreNotOpen):
+            harness.settle(deferred)
+    with pytest.raises(StoreNotOpen):
+        harness.store.open()
+    assert harness.settle(harness.store.close()) is None
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_operations_before_open_fail(kind: str, tmp_path: Path) -> None:
+    """A store must be opened before use: an operation on a new store fails with StoreNotOpen."""
+    if kind == "memory":
+        store: Any = MemoryStore()
+    else:
+        store = SQLiteStore(tmp_path, reactor=task.Clock(), executor=run_now)
+    with pytest.raises(StoreNotOpen):
+        result_of(store.add("/queue/orders", sent("m-1")))
+    assert result_of(store.close()) is None
+
+
+def test_with_headers_replaces_by_name_and_appends() -> None:
+    """with_headers() drops every header named in the extra ones and appends those."""
+    headers = (("a", "1"), ("b", "2"), ("a", "3"))
+    assert with_headers(headers, [["a", "9"], ["c", "4"]]) == (
+        ("b", "2"),
+        ("a", "9"),
+        ("c", "4"),
+    )
+
+
+HEADER_TEXT = st.text(max_size=20)
+
+
+def test_any_headers_and_body_come_back_as_they_went_in(harness: Harness) -> None:
+    """Header text (any Unicode, colons, newlines, repeats) and body bytes survive storage."""
+    count = iter(range(10**6))
+
+    @settings(max_examples=50)
+    @given(
+        headers=st.lists(st.tuples(HEADER_TEXT, HEADER_TEXT), max_size=5).map(tuple),
+        body=st.binary(max_size=200),
+        destination=HEADER_TEXT,
+    )
+    def round_trip(headers: Headers, body: bytes, destination: str) -> None:
+        queue = f"/queue/{next(count)}"
+        harness.add(queue, Sent(destination, "m", headers, body))
+        (stored,) = harness.recover().queues[queue]
+        assert (stored.destination, stored.headers, stored.body) == (destination, headers, body)
+
+    round_trip()
