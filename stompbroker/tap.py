@@ -19,9 +19,14 @@ from stompbroker.broker.service import Broker, Limits
 from stompbroker.logs import LEVELS, set_level
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.transport.tcp import stomp_server_factory
+from stompbroker.transport.websocket import WebSocketConfig
+from stompbroker.web import WebSite, web_root
 
 DEFAULT_PORT = 61613
 DEFAULT_LISTEN = f"tcp:{DEFAULT_PORT}:interface=127.0.0.1"
+#: The web port (WebSocket, health, demo page): RabbitMQ Web-STOMP's, which its users know.
+DEFAULT_HTTP = "tcp:15674:interface=127.0.0.1"
+WEBSOCKET_DEFAULTS = WebSocketConfig()
 DEFAULTS = SessionConfig()
 
 
@@ -36,6 +41,13 @@ def _non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
         raise ValueError(f"must be 0 or more, got {text!r}")
+    return value
+
+
+def _non_negative_seconds(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < float("inf"):
+        raise ValueError(f"must be 0 or more seconds, got {text!r}")
     return value
 
 
@@ -60,7 +72,8 @@ class Options(usage.Options):
     synopsis = "[options]"
     longdesc = (
         "Run a STOMP 1.0/1.1/1.2 broker. Without --port or --listen it listens on "
-        f"{DEFAULT_LISTEN}. Every listener feeds the same broker."
+        f"{DEFAULT_LISTEN}; without --http its web port (STOMP over WebSocket, health, "
+        f"a demo page) is {DEFAULT_HTTP}. Every listener feeds the same broker."
     )
 
     optParameters = [
@@ -100,6 +113,20 @@ class Options(usage.Options):
             _non_negative,
         ],
         [
+            "ws-ping-interval",
+            None,
+            WEBSOCKET_DEFAULTS.ping_interval,
+            "Seconds between the server's WebSocket pings (0 = no pings).",
+            _non_negative_seconds,
+        ],
+        [
+            "ws-ping-timeout",
+            None,
+            WEBSOCKET_DEFAULTS.ping_timeout,
+            "Seconds a WebSocket client has to answer a ping before it is dropped (0 = forever).",
+            _non_negative_seconds,
+        ],
+        [
             "log-level",
             None,
             "info",
@@ -110,6 +137,7 @@ class Options(usage.Options):
     def __init__(self) -> None:
         super().__init__()
         self["listen"] = []
+        self["http"] = []
 
     def opt_port(self, port: str) -> None:
         """Listen on this TCP port on 127.0.0.1 (shorthand for --listen tcp:PORT:interface=127.0.0.1)."""
@@ -122,6 +150,10 @@ class Options(usage.Options):
     def opt_listen(self, description: str) -> None:
         """Listen on a Twisted server endpoint, e.g. tcp:61613, ssl:61614:privateKey=key.pem:certKey=cert.pem (repeatable)."""
         self["listen"].append(description)
+
+    def opt_http(self, description: str) -> None:
+        """Serve the web port (STOMP over WebSocket at /ws and /stomp, /healthz, a demo page at /) on a Twisted server endpoint, e.g. tcp:15674 or ssl:15673:privateKey=key.pem:certKey=cert.pem (repeatable; 'none' turns it off)."""
+        self["http"].append(description)
 
     def opt_version(self) -> None:
         """Print the version and exit."""
@@ -136,15 +168,23 @@ class Options(usage.Options):
             )
         if not self["listen"]:
             self["listen"] = [DEFAULT_LISTEN]
+        if not self["http"]:
+            self["http"] = [DEFAULT_HTTP]
+        elif "none" in self["http"]:
+            if len(self["http"]) > 1:
+                raise usage.UsageError("--http none turns the web port off; it takes no other --http")
+            self["http"] = []
 
 
 def makeService(options: Options, reactor: Optional[Any] = None) -> MultiService:
     """
-    Build the broker and its listeners from parsed options.
+    Build the broker, its STOMP listeners and its web port from parsed options.
 
     :param options: parsed :class:`Options`.
     :param reactor: the reactor to listen on and time with; the global one by default.
-    :returns: a service holding the broker and one listening service per endpoint.
+    :returns: a service holding the broker and one listening service per
+        ``--listen`` and per ``--http`` endpoint; the web ones are named
+        ``http ENDPOINT`` and serve one :class:`~stompbroker.web.WebSite`.
     """
     if reactor is None:
         from twisted.internet import reactor as global_reactor
@@ -163,9 +203,21 @@ def makeService(options: Options, reactor: Optional[Any] = None) -> MultiService
     )
     factory = stomp_server_factory(broker, reactor, config)
     for description in options["listen"]:
-        endpoint = endpoints.serverFromString(reactor, description)
-        listener = StreamServerEndpointService(endpoint, factory)
-        listener._raiseSynchronously = True
-        listener.setName(f"stomp {description}")
-        listener.setServiceParent(top)
+        _listen(top, reactor, f"stomp {description}", description, factory)
+    if options["http"]:
+        websocket = WebSocketConfig(
+            ping_interval=options["ws-ping-interval"], ping_timeout=options["ws-ping-timeout"]
+        )
+        site = WebSite(web_root(broker, reactor, config, websocket=websocket), reactor=reactor)
+        for description in options["http"]:
+            _listen(top, reactor, f"http {description}", description, site)
     return top
+
+
+def _listen(top: MultiService, reactor: Any, name: str, description: str, factory: Any) -> None:
+    """Add a service to ``top`` that listens on the endpoint ``description`` with ``factory``."""
+    endpoint = endpoints.serverFromString(reactor, description)
+    listener = StreamServerEndpointService(endpoint, factory)
+    listener._raiseSynchronously = True
+    listener.setName(name)
+    listener.setServiceParent(top)

@@ -70,6 +70,8 @@ def test_make_service_listens_on_every_endpoint_with_one_broker() -> None:
         "5",
         "--log-level",
         "warn",
+        "--http",
+        "none",
     )
     service = makeService(options, reactor=reactor)
     service.startService()

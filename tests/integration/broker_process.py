@@ -62,10 +62,18 @@ class BrokerProcess:
 
     :param workdir: its working directory (logs land in ``broker.log`` there).
     :param args: extra options after ``stompbroker``.
+    :param http: the ``--http`` endpoint, with ``{port}`` standing for
+        :attr:`http_port`, a free port (never the default 15674, which parallel
+        brokers would fight over); ``None`` turns the web port off.
     """
 
-    def __init__(self, workdir: Path, *args: str) -> None:
+    def __init__(
+        self, workdir: Path, *args: str, http: Optional[str] = "tcp:{port}:interface=127.0.0.1"
+    ) -> None:
         self.port = free_port()
+        self.http_port = free_port()
+        while self.http_port == self.port:
+            self.http_port = free_port()
         self.workdir = workdir
         self.log_path = workdir / "broker.log"
         self._log = open(self.log_path, "wb")
@@ -77,6 +85,8 @@ class BrokerProcess:
             "stompbroker",
             "--port",
             str(self.port),
+            "--http",
+            "none" if http is None else http.format(port=self.http_port),
             *args,
         ]
         self.process = subprocess.Popen(
@@ -88,6 +98,8 @@ class BrokerProcess:
         )
         try:
             wait_for_port(self.port, process=self.process)
+            if http is not None:
+                wait_for_port(self.http_port, process=self.process)
         except BaseException:
             self.stop()
             raise

@@ -1,0 +1,350 @@
+"""
+STOMP over WebSocket (RFC 6455): the transport browsers use.
+
+:class:`StompWebSocketProtocol` is an Autobahn ``WebSocketServerProtocol`` that
+presents itself to a :class:`~stompbroker.protocol.session.StompSession` as a
+transport (``write`` and ``close``), exactly as the TCP adapter does, so both
+paths share every line above the socket.  It holds no protocol logic.
+
+Wire-level behaviour:
+
+- **Handshake.** A client may offer the subprotocols ``v12.stomp``,
+  ``v11.stomp`` and ``v10.stomp``; the newest one offered (among the versions
+  the listener speaks) is chosen, and the session will not agree on a newer
+  STOMP version than that: a client that got ``v11.stomp`` speaks 1.1 even if
+  its CONNECT also accepts 1.2.  A client offering no subprotocol is served as
+  on TCP (its CONNECT's ``accept-version`` decides, 1.2 when it offers it).  A
+  client offering only other subprotocols gets HTTP 400, a request that is not a
+  WebSocket upgrade gets 426, any other bad handshake another HTTP error.
+- **Messages in.** Every WebSocket message, text or binary, is a chunk of the
+  STOMP byte stream.  One message may hold any number of frames, one frame may
+  span several messages, and a fragmented message is fed to the session
+  fragment by fragment as it arrives: nothing is reassembled here, the parser
+  keeps the incomplete frame as it does for TCP.
+- **Messages out.** One WebSocket message per session write (one frame, or one
+  heart-beat EOL), of the kind of the client's first message (text until the
+  client has sent one).  A frame that is not valid UTF-8 (a binary body) goes
+  out as a binary message even to a text client: RFC 6455 forbids it in a text
+  message, and browsers fail the connection on it.
+- **Limits.** A message longer than ``max_frame_size`` + 1 (one largest frame
+  and its NUL) is refused as soon as its length is announced, before its
+  payload is read: the client gets an ERROR frame, then a close with code 1009
+  (message too big).  A frame over ``max_frame_size`` spread over several
+  messages is caught by the parser and ends the same way.
+- **Liveness.** STOMP heart-beats work as on TCP (a server heart-beat is a
+  one-byte message).  The server also pings every ``ping_interval`` seconds and
+  drops a client that has not answered within ``ping_timeout``.  A pong, like
+  any other traffic from the client, counts as hearing from it, for the STOMP
+  heart-beat check too: browsers throttle timers in background tabs, so a
+  tab's heart-beats can come late while the browser still answers pings.
+- **Close.** When the session closes (after DISCONNECT's RECEIPT, or an
+  ERROR), a close frame follows everything written: code 1000, or 1009 after a
+  frame too large.  The TCP connection ends at the client's close reply, or
+  after one second without one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from attrs import evolve, frozen
+from autobahn.twisted.resource import WebSocketResource
+from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
+from autobahn.websocket.protocol import WebSocketProtocol
+from autobahn.websocket.types import ConnectionDeny, ConnectionRequest
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+
+from stompbroker.logs import logger
+from stompbroker.protocol.encoder import error_frame
+from stompbroker.protocol.errors import FrameTooLarge
+from stompbroker.protocol.session import SessionConfig, StompSession
+
+log = logger("stompbroker.transport.websocket")
+
+#: The STOMP subprotocols (STOMP 1.2, "Protocol Negotiation" applied to RFC 6455
+#: section 1.9), newest first, with the version each one stands for.
+SUBPROTOCOLS: tuple[tuple[str, str], ...] = (
+    ("v12.stomp", "1.2"),
+    ("v11.stomp", "1.1"),
+    ("v10.stomp", "1.0"),
+)
+
+CLOSE_NORMAL = WebSocketProtocol.CLOSE_STATUS_CODE_NORMAL
+CLOSE_MESSAGE_TOO_BIG = WebSocketProtocol.CLOSE_STATUS_CODE_MESSAGE_TOO_BIG
+_OPEN = WebSocketProtocol.STATE_OPEN
+
+
+@frozen
+class WebSocketConfig:
+    """
+    Settings of the WebSocket transport, shared by all its connections.
+
+    :ivar ping_interval: seconds between the server's pings; 0 sends none.
+    :ivar ping_timeout: seconds a client has to answer a ping before it is
+        dropped; 0 waits forever.
+    """
+
+    ping_interval: float = 10.0
+    ping_timeout: float = 10.0
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _ignore(data: bytes) -> None:
+    """Stands in for the session's ``receive_data`` once a connection is being refused."""
+
+
+class StompWebSocketProtocol(WebSocketServerProtocol):
+    """
+    One STOMP connection over WebSocket.
+
+    It is the session's transport (``write``/``close``) and nothing else; its
+    factory is a :class:`StompWebSocketFactory`.
+    """
+
+    factory: "StompWebSocketFactory"
+    session: Optional[StompSession] = None
+    #: The kind of the client's first message; ``None`` (text) until it sends one.
+    _binary: Optional[bool] = None
+    _session_config: SessionConfig
+    _message_size = 0
+    _send: Callable[..., None]
+
+    def onConnect(self, request: ConnectionRequest) -> Optional[str]:
+        """
+        Choose the subprotocol, and with it the STOMP versions this connection may use.
+
+        :param request: the client's opening handshake.
+        :returns: the chosen subprotocol, or ``None`` when the client offered none.
+        :raises ConnectionDeny: when the client offers only subprotocols we do not speak.
+        """
+        subprotocol, self._session_config = self.factory.choose_subprotocol(request.protocols)
+        return subprotocol
+
+    def onOpen(self) -> None:
+        factory = self.factory
+        _set_nodelay_under_tls(self.transport)
+        peer = self.transport.getPeer()
+        address = f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
+        self._send = self.sendMessage
+        self._max_message_size = factory.max_message_size
+        self.session = StompSession(
+            factory.broker, self, factory.clock, self._session_config, address
+        )
+        self.onMessageFrameData = self.session.receive_data  # type: ignore[method-assign]
+        self.session.connection_made()
+
+    # -- the session's transport ---------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        """
+        Send one frame (or heart-beat) as one WebSocket message.
+
+        Writes after the WebSocket has started closing are dropped, as a closed
+        TCP transport drops them: the session may still be delivering to this
+        connection in the reactor turn that saw the client's close frame.
+        """
+        if self.state == _OPEN:
+            self._send(data, self._binary or not (data.isascii() or _is_utf8(data)))
+
+    def close(self) -> None:
+        """Close once everything written is flushed: code 1009 after a frame too large, else 1000."""
+        session = self.session
+        too_big = session is not None and isinstance(session.error, FrameTooLarge)
+        # sendCloseFrame, because sendClose refuses the codes the protocol reserves
+        # for itself, 1009 among them.
+        self.sendCloseFrame(CLOSE_MESSAGE_TOO_BIG if too_big else CLOSE_NORMAL)
+
+    # -- messages in: streamed into the session --------------------------------
+
+    def onMessageBegin(self, isBinary: bool) -> None:
+        self._message_size = 0
+        if self._binary is None:
+            self._binary = isBinary
+
+    def onMessageFrameBegin(self, length: int) -> None:
+        self._message_size += length
+        if self._message_size > self._max_message_size:
+            self._refuse_message(self._message_size)
+
+    def onMessageFrameData(self, payload: bytes) -> None:
+        """Replaced per instance in ``onOpen`` by the session's ``receive_data``."""
+
+    def onMessageFrameEnd(self) -> None:
+        """Nothing to do: the fragment's bytes went to the session as they arrived."""
+
+    def onMessageEnd(self) -> None:
+        """Nothing to do: message boundaries mean nothing to STOMP."""
+
+    def _refuse_message(self, size: int) -> None:
+        """Answer a message over the limit with an ERROR frame and a close with code 1009."""
+        session = self.session
+        if session is None or self.state != _OPEN:
+            return
+        self.onMessageFrameData = _ignore  # type: ignore[method-assign]
+        limit = self._max_message_size - 1
+        error = FrameTooLarge(
+            f"frame too large: more than {limit} bytes",
+            f"A WebSocket message may carry at most {limit} bytes and the NUL that ends"
+            f" a frame; this one announced {size} bytes.",
+        )
+        session.send_frame(error_frame(error.message, error.detail))
+        log.info(
+            "closing {peer}: WebSocket message of {size} bytes over the limit",
+            peer=session.peer,
+            size=size,
+        )
+        self.sendCloseFrame(CLOSE_MESSAGE_TOO_BIG)
+
+    # -- liveness ----------------------------------------------------------------
+
+    def onPing(self, payload: bytes) -> None:
+        super().onPing(payload)
+        self._heard_from_client()
+
+    def onPong(self, payload: bytes) -> None:
+        self._heard_from_client()
+
+    def _heard_from_client(self) -> None:
+        # An empty read is the session's way of hearing from the client
+        # without bytes: it resets the heart-beat check and parses nothing.
+        if self.session is not None:
+            self.session.receive_data(b"")
+
+    def onClose(self, wasClean: bool, code: Optional[int], reason: Optional[str]) -> None:
+        session = self.session
+        if session is not None:
+            session.connection_lost()
+            error = session.error
+            if error is not None:
+                log.info(
+                    "closed {peer} (WebSocket close code {code}) after ERROR: {message}",
+                    peer=session.peer,
+                    code=code,
+                    message=error.message,
+                )
+
+
+def _set_nodelay_under_tls(transport: Any) -> None:
+    """
+    Set ``TCP_NODELAY`` beneath TLS.
+
+    Autobahn sets it on a plain TCP transport itself; under TLS the TCP
+    transport is one level down.  Frames are small and latency matters more
+    than the packets Nagle's algorithm would save.
+    """
+    tcp = getattr(transport, "transport", None)
+    set_nodelay = getattr(tcp, "setTcpNoDelay", None)
+    if set_nodelay is not None:
+        try:
+            set_nodelay(True)
+        except OSError:
+            return
+
+
+@frozen
+class _ClockTimer:
+    """
+    The timer Autobahn's factory schedules handshake timeouts and pings with.
+
+    Autobahn's own batches calls on txaio's global reactor; this one uses the
+    injected clock, so pings and heart-beats run on the same clock (and tests
+    can drive both with ``task.Clock``).
+    """
+
+    clock: IReactorTime
+
+    def call_later(self, delay: float, function: Any, *args: Any, **kwargs: Any) -> IDelayedCall:
+        return self.clock.callLater(delay, function, *args, **kwargs)
+
+
+class StompWebSocketFactory(WebSocketServerFactory):
+    """
+    Makes a :class:`StompWebSocketProtocol` for each connection, all feeding one broker.
+
+    :param broker: the :class:`~stompbroker.broker.service.Broker`.
+    :param clock: times heart-beats, pings and handshakes; the reactor.
+    :param config: per-connection STOMP settings.
+    :param websocket: the WebSocket transport's own settings.
+    """
+
+    protocol = StompWebSocketProtocol
+
+    def __init__(
+        self,
+        broker: Any,
+        clock: IReactorTime,
+        config: SessionConfig,
+        websocket: WebSocketConfig,
+    ) -> None:
+        super().__init__(server=config.server_name, reactor=clock)
+        self.broker = broker
+        self.clock = clock
+        self.config = config
+        self.websocket = websocket
+        self.max_message_size = config.max_frame_size + 1
+        self._subprotocols = [
+            (name, evolve(config, versions=tuple(v for v in config.versions if v <= version)))
+            for name, version in SUBPROTOCOLS
+            if version in config.versions
+        ]
+        self.setProtocolOptions(
+            # Answer a plain GET with 426 rather than Autobahn's status page,
+            # whose ?redirect= parameter is an open redirect.
+            webStatus=False,
+            # Close with a close frame (e.g. 1009), not by dropping TCP.
+            failByDrop=False,
+            autoPingInterval=websocket.ping_interval,
+            autoPingTimeout=websocket.ping_timeout,
+            autoPingRestartOnAnyTraffic=True,
+        )
+        self._batched_timer = _ClockTimer(clock)
+
+    def choose_subprotocol(self, offered: list[str]) -> tuple[Optional[str], SessionConfig]:
+        """
+        :param offered: the subprotocols the client offered, in its order.
+        :returns: the newest STOMP subprotocol offered (``None`` when none was
+            offered), and the session settings that go with it.
+        :raises ConnectionDeny: when the client offered only others.
+        """
+        if not offered:
+            return None, self.config
+        for name, config in self._subprotocols:
+            if name in offered:
+                return name, config
+        ours = ", ".join(name for name, _ in self._subprotocols)
+        raise ConnectionDeny(
+            ConnectionDeny.BAD_REQUEST,
+            f"no supported subprotocol offered; this server speaks {ours}",
+        )
+
+
+def stomp_websocket_resource(
+    broker: Any,
+    reactor: Optional[IReactorTime] = None,
+    config: Optional[SessionConfig] = None,
+    *,
+    websocket: Optional[WebSocketConfig] = None,
+) -> WebSocketResource:
+    """
+    The ``twisted.web`` resource that serves STOMP over WebSocket, for embedding.
+
+    Put it at any path of any site (``root.putChild(b"ws", resource)``); every
+    connection feeds ``broker``.
+
+    :param broker: the :class:`~stompbroker.broker.service.Broker` to feed.
+    :param reactor: the reactor that times heart-beats and pings; the broker's clock by default.
+    :param config: per-connection STOMP settings; defaults otherwise.
+    :param websocket: ping settings; defaults otherwise.
+    :returns: a leaf resource that takes over the connection of each upgrade request.
+    """
+    factory = StompWebSocketFactory(
+        broker, reactor or broker.clock, config or SessionConfig(), websocket or WebSocketConfig()
+    )
+    return WebSocketResource(factory)
