@@ -1,0 +1,66 @@
+"""Recording stand-ins for the session side of the broker, for tests without sockets."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from zope.interface import implementer
+
+from stompbroker.interfaces import IConnection, ISubscriber
+from stompbroker.message import Message
+
+
+@implementer(IConnection)
+class FakeConnection:
+    """A client connection as the broker sees it."""
+
+    def __init__(self, session_id: str = "c1") -> None:
+        self.session_id = session_id
+        self.peer = "127.0.0.1:1"
+
+    def __repr__(self) -> str:
+        return f"<FakeConnection {self.session_id}>"
+
+
+@implementer(ISubscriber)
+class Inbox:
+    """A subscriber that keeps what it is given, in order."""
+
+    def __init__(
+        self,
+        destination: str = "/queue/q",
+        ack_mode: str = "client-individual",
+        *,
+        subscription_id: str = "s",
+        connection: Any = None,
+        prefetch: int = 0,
+        max_redeliveries: Optional[int] = None,
+        durable: Optional[tuple[str, str]] = None,
+    ) -> None:
+        self.destination = destination
+        self.ack_mode = ack_mode
+        self.subscription_id = subscription_id
+        self.connection = connection if connection is not None else FakeConnection()
+        self.prefetch = prefetch
+        self.max_redeliveries = max_redeliveries
+        self.durable = durable
+        self.received: list[Message] = []
+
+    def deliver(self, message: Message) -> None:
+        self.received.append(message)
+
+    def bodies(self) -> list[bytes]:
+        return [message.body for message in self.received]
+
+    def take(self) -> list[Message]:
+        """:returns: what arrived since the last call."""
+        received, self.received = self.received, []
+        return received
+
+    def __repr__(self) -> str:
+        return f"<Inbox {self.subscription_id}>"
+
+
+def message(body: bytes = b"m", message_id: Optional[str] = None, expires: float = 0.0) -> Message:
+    """A message for a queue; its id defaults to its body."""
+    return Message("/queue/q", message_id or body.decode(), (), body, expires)
