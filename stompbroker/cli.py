@@ -1,0 +1,151 @@
+"""
+The ``stompbroker`` command: tools that run beside the broker, not the broker itself.
+
+``twistd stompbroker`` runs the broker; this command manages its files::
+
+    stompbroker passwd FILE USER [--group G ...] [--stdin] [--cost N]
+    stompbroker passwd FILE USER --delete
+
+``passwd`` adds a user to a password file for ``--auth passwd:FILE`` (creating
+the file, readable by its owner only), or gives an existing user a new password;
+without ``--group`` an existing user keeps their groups.  The password is asked
+for twice on the terminal, or read as one line from standard input with
+``--stdin``, so that it never appears in the process list or shell history.  A
+running broker picks the change up at the next login.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from stompbroker.auth import (
+    DEFAULT_SCRYPT,
+    PasswordFileError,
+    ScryptParams,
+    check_names,
+    delete_user,
+    set_password,
+)
+
+__all__ = ["main"]
+
+
+class _CommandError(Exception):
+    """A mistake the user can fix; its message is printed, and the exit status is 1."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stompbroker", description="Manage the files of a stompbroker installation."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    passwd = commands.add_parser(
+        "passwd",
+        help="add, change or remove a user in a password file (--auth passwd:FILE)",
+        description="Add a user to a password file, or change their password or groups.",
+    )
+    passwd.add_argument("file", metavar="FILE", help="the password file; created if missing")
+    passwd.add_argument("user", metavar="USER", help="the user name (the CONNECT login)")
+    passwd.add_argument(
+        "--group",
+        dest="groups",
+        action="append",
+        metavar="G",
+        help="a group of the user (repeatable); replaces the user's groups",
+    )
+    passwd.add_argument(
+        "--stdin",
+        action="store_true",
+        help="read the password as one line from standard input instead of the terminal",
+    )
+    passwd.add_argument(
+        "--cost",
+        type=int,
+        default=DEFAULT_SCRYPT.n,
+        metavar="N",
+        help=f"the scrypt cost N, a power of two (default {DEFAULT_SCRYPT.n})",
+    )
+    passwd.add_argument("--delete", action="store_true", help="remove the user instead")
+    return parser
+
+
+def _read_password(user: str, from_stdin: bool, stdin: TextIO) -> str:
+    """
+    :raises _CommandError: for an empty password, or two entries that differ.
+    """
+    if from_stdin:
+        password = stdin.readline().removesuffix("\n").removesuffix("\r")
+    else:
+        password = getpass.getpass(f"Password for {user}: ")
+        if getpass.getpass("Again: ") != password:
+            raise _CommandError("the passwords differ; nothing was changed")
+    if not password:
+        raise _CommandError("the password is empty; nothing was changed")
+    return password
+
+
+def _passwd(arguments: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> None:
+    """
+    :raises _CommandError: for anything the user must fix.
+    """
+    if arguments.delete:
+        try:
+            deleted = delete_user(arguments.file, arguments.user)
+        except OSError as error:
+            raise _CommandError(f"cannot write {arguments.file}: {error.strerror}") from None
+        if not deleted:
+            raise _CommandError(f"{arguments.file} has no user {arguments.user!r}")
+        print(f"removed {arguments.user} from {arguments.file}", file=stdout)
+        return
+    params = ScryptParams(arguments.cost, DEFAULT_SCRYPT.r, DEFAULT_SCRYPT.p)
+    try:
+        check_names(arguments.user, arguments.groups or ())
+        params.check()
+    except ValueError as error:
+        raise _CommandError(str(error)) from None
+    password = _read_password(arguments.user, arguments.stdin, stdin)
+    try:
+        entry = set_password(arguments.file, arguments.user, password, arguments.groups, params)
+    except OSError as error:
+        raise _CommandError(f"cannot write {arguments.file}: {error.strerror}") from None
+    except ValueError as error:
+        raise _CommandError(str(error)) from None
+    groups = ", ".join(entry.groups) or "no groups"
+    print(f"set the password of {entry.user} ({groups}) in {arguments.file}", file=stdout)
+
+
+#: The function behind each subcommand.
+_COMMANDS = {"passwd": _passwd}
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """
+    Run the command line.
+
+    :param argv: the arguments after the program name; ``sys.argv[1:]`` by default.
+    :param stdin: where ``--stdin`` reads; ``sys.stdin`` by default.
+    :param stdout: where reports go; ``sys.stdout`` by default.
+    :param stderr: where errors go; ``sys.stderr`` by default.
+    :returns: the exit status: 0 on success, 1 for an error the user can fix
+        (argparse exits with 2 for bad arguments).
+    """
+    arguments = _parser().parse_args(argv)
+    try:
+        _COMMANDS[arguments.command](arguments, stdin or sys.stdin, stdout or sys.stdout)
+    except (_CommandError, PasswordFileError) as error:
+        print(f"stompbroker {arguments.command}: {error}", file=stderr or sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
