@@ -69,6 +69,8 @@ class StartedBroker:
         args = ["--port", str(self.port)]
         if has_http_listener():
             http_port = free_port()
+            while http_port == self.port:
+                http_port = free_port()
             ports.append(http_port)
             args += ["--http", f"tcp:{http_port}:interface=127.0.0.1"]
             self.ws_url = f"ws://127.0.0.1:{http_port}{WEBSOCKET_PATH}"
