@@ -72,27 +72,40 @@ def close_payload(code: int) -> bytes:
     return struct.pack("!H", code)
 
 
-def server_frames(data: bytes) -> list[tuple[int, bytes]]:
+def split_server_frames(data: bytes) -> tuple[list[tuple[int, bytes]], bytes]:
     """
     Split what a server sent into ``(opcode, payload)`` pairs; server frames are unmasked.
 
-    :raises AssertionError: when ``data`` ends inside a frame.
+    :returns: the complete frames, and the bytes of an incomplete one at the end.
     """
     frames = []
     position = 0
-    while position < len(data):
+    while len(data) - position >= 2:
+        start = position
         opcode = data[position] & 0x0F
         length = data[position + 1] & 0x7F
         position += 2
         if length == 126:
+            if len(data) - position < 2:
+                return frames, data[start:]
             (length,) = struct.unpack_from("!H", data, position)
             position += 2
         elif length == 127:
+            if len(data) - position < 8:
+                return frames, data[start:]
             (length,) = struct.unpack_from("!Q", data, position)
             position += 8
-        assert position + length <= len(data), "truncated frame"
+        if position + length > len(data):
+            return frames, data[start:]
         frames.append((opcode, data[position : position + length]))
         position += length
+    return frames, data[position:]
+
+
+def server_frames(data: bytes) -> list[tuple[int, bytes]]:
+    """:returns: the frames in ``data``, which must end at a frame boundary."""
+    frames, rest = split_server_frames(data)
+    assert rest == b"", "truncated frame"
     return frames
 
 

@@ -1,0 +1,229 @@
+"""
+The web port of the real broker over plain sockets: bad handshakes, input no
+real client sends, and the site's HTTP resources.
+
+:class:`RawWebSocket` is a blocking client built from the hand-made frames of
+``tests/transport/test_websocket.py``; the TLS tests use it too.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import ssl
+import struct
+import time
+from typing import Optional
+
+import pytest
+
+from stompbroker.protocol.frames import Frame
+from stompbroker.protocol.parser import FrameParser
+from stompbroker.web import STATIC
+from tests.integration.broker_process import BrokerProcess
+from tests.transport.test_websocket import (
+    OPCODE_BINARY,
+    OPCODE_CLOSE,
+    OPCODE_TEXT,
+    client_frame,
+    handshake_request,
+    split_response,
+    split_server_frames,
+)
+
+
+class RawWebSocket:
+    """
+    A blocking WebSocket client on a plain (or TLS) socket, for bytes no real client would send.
+
+    :param address: the web port.
+    :param request: the opening handshake to send, as bytes.
+    :param tls: wrap the socket in TLS with this context first.
+    """
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        request: bytes = handshake_request(),
+        tls: Optional[ssl.SSLContext] = None,
+    ) -> None:
+        raw = socket.create_connection(address, timeout=5)
+        self.socket = tls.wrap_socket(raw, server_hostname=address[0]) if tls else raw
+        self.socket.sendall(request)
+        self.buffer = b""
+        while b"\r\n\r\n" not in self.buffer:
+            data = self.socket.recv(65536)
+            if not data:
+                break
+            self.buffer += data
+        self.status, self.headers, self.buffer = split_response(self.buffer)
+        self.parser = FrameParser(max_frame_size=1 << 30)
+
+    def send(self, payload: bytes, opcode: int = OPCODE_TEXT) -> None:
+        self.socket.sendall(client_frame(payload, opcode))
+
+    def _complete_frames(self) -> list[tuple[int, bytes]]:
+        complete, self.buffer = split_server_frames(self.buffer)
+        return complete
+
+    def _receive(self, deadline: float) -> bool:
+        """Read more bytes; :returns: ``False`` once the server closed or time ran out."""
+        self.socket.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            data = self.socket.recv(65536)
+        except (socket.timeout, ConnectionResetError):
+            return False
+        self.buffer += data
+        return bool(data)
+
+    def read_frames(self, timeout: float = 5.0) -> list[tuple[int, bytes]]:
+        """Read WebSocket frames until a close frame arrives, the server closes, or time runs out."""
+        frames: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            frames.extend(self._complete_frames())
+            if any(opcode == OPCODE_CLOSE for opcode, _ in frames) or not self._receive(deadline):
+                return frames + self._complete_frames()
+
+    def stomp(self, frames: list[tuple[int, bytes]]) -> list[Frame]:
+        """:returns: the STOMP frames carried by the data messages among ``frames``."""
+        data = b"".join(p for opcode, p in frames if opcode in (OPCODE_TEXT, OPCODE_BINARY))
+        return self.parser.receive_data(data)
+
+    def read_stomp(self, count: int, timeout: float = 5.0) -> list[Frame]:
+        """Read until ``count`` STOMP frames have arrived, the server closes, or time runs out."""
+        received: list[Frame] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            received.extend(self.stomp(self._complete_frames()))
+            if len(received) >= count or not self._receive(deadline):
+                return received + self.stomp(self._complete_frames())
+
+    def closed_by_peer(self, timeout: float = 5.0) -> bool:
+        """:returns: whether the server ends the TCP connection within ``timeout``."""
+        self.socket.settimeout(timeout)
+        try:
+            while self.socket.recv(65536):
+                continue
+        except socket.timeout:
+            return False
+        except ConnectionResetError:
+            return True
+        return True
+
+    def close(self) -> None:
+        self.socket.close()
+
+
+def read_response(address: tuple[str, int], request: bytes) -> bytes:
+    """Send raw bytes to the web port and read the answer until the server closes."""
+    with socket.create_connection(address, timeout=5) as sock:
+        sock.sendall(request)
+        chunks = []
+        while True:
+            try:
+                data = sock.recv(65536)
+            except ConnectionResetError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+    return b"".join(chunks)
+
+
+@pytest.fixture(scope="module")
+def web(broker: BrokerProcess) -> tuple[str, int]:
+    return ("127.0.0.1", broker.http_port)
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (handshake_request(upgrade=False), 426),
+        (handshake_request(version="12"), 400),
+        (handshake_request(protocols="mqtt"), 400),
+        (handshake_request(method="POST"), 405),
+        (handshake_request().replace(b"Sec-WebSocket-Key", b"X-Key"), 400),
+        (handshake_request(path="/stomp", protocols="wamp.2.json"), 400),
+    ],
+    ids=["no-upgrade", "version-12", "unknown-subprotocol", "post", "no-key", "stomp-path"],
+)
+def test_bad_handshake_gets_http_error_without_traceback(
+    broker: BrokerProcess, web: tuple[str, int], request_bytes: bytes, status: int
+) -> None:
+    """A request that is no valid STOMP WebSocket upgrade gets an HTTP error status, and nothing raises in the broker."""
+    response = read_response(web, request_bytes)
+    code, _, body = split_response(response)
+    assert code == status
+    assert b"Traceback" not in body
+    assert "Traceback" not in broker.log()
+
+
+def test_unknown_subprotocol_response_names_ours(web: tuple[str, int]) -> None:
+    """The refusal of a client offering only other subprotocols tells it which ones to offer."""
+    response = read_response(web, handshake_request(protocols="mqtt"))
+    assert response.startswith(
+        b"HTTP/1.1 400 no supported subprotocol offered; this server speaks"
+        b" v12.stomp, v11.stomp, v10.stomp\r\n"
+    )
+
+
+def test_announced_oversize_message_is_refused_before_its_payload(
+    broker: BrokerProcess, web: tuple[str, int]
+) -> None:
+    """A frame header announcing 1 GiB gets ERROR and close 1009 at once, with no payload sent."""
+    client = RawWebSocket(web)
+    try:
+        assert client.status == 101
+        client.send(b"CONNECT\naccept-version:1.2\nhost:/\n\n\x00")
+        client.socket.sendall(client_frame(b"", length=1 << 30))
+        frames = client.read_frames()
+        [connected, error] = client.stomp(frames)
+        assert (connected.command, error.command) == ("CONNECTED", "ERROR")
+        assert error.get("message") == "frame too large: more than 4194304 bytes"
+        assert frames[-1] == (OPCODE_CLOSE, struct.pack("!H", 1009))
+    finally:
+        client.close()
+
+
+def test_unmasked_client_frame_is_a_websocket_protocol_error(web: tuple[str, int]) -> None:
+    """RFC 6455 section 5.1: a server closes a connection whose client sends an unmasked frame."""
+    client = RawWebSocket(web)
+    try:
+        payload = b"CONNECT\naccept-version:1.2\n\n\x00"
+        client.socket.sendall(bytes([0x81, len(payload)]) + payload)
+        frames = client.read_frames()
+        assert frames[-1][0] == OPCODE_CLOSE
+        assert struct.unpack("!H", frames[-1][1][:2]) == (1002,)
+        assert client.closed_by_peer()
+    finally:
+        client.close()
+
+
+def get(web: tuple[str, int], path: str) -> tuple[int, dict[str, str], bytes]:
+    connection = http.client.HTTPConnection(*web, timeout=5)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        connection.close()
+
+
+def test_healthz_says_ok(web: tuple[str, int]) -> None:
+    """/healthz answers 200 with a JSON status while the broker runs."""
+    status, headers, body = get(web, "/healthz")
+    assert (status, json.loads(body)) == (200, {"status": "ok"})
+    assert headers["content-type"] == "application/json"
+
+
+def test_demo_page_and_vendored_stompjs_are_served(web: tuple[str, int]) -> None:
+    """/ is the demo page, and the stompjs release it loads is served byte for byte as JavaScript."""
+    status, headers, page = get(web, "/")
+    assert status == 200 and headers["content-type"].startswith("text/html")
+    assert b"static/vendor/stompjs/stomp.umd.min.js" in page
+    status, headers, script = get(web, "/static/vendor/stompjs/stomp.umd.min.js")
+    assert status == 200 and headers["content-type"].startswith("text/javascript")
+    assert script == (STATIC / "vendor/stompjs/stomp.umd.min.js").read_bytes()
+    assert get(web, "/static/")[0] == 404
