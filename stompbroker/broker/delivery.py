@@ -97,7 +97,15 @@ class Consumer:
     :param max_redeliveries: its limit on redeliveries; ``-1`` for none.
     """
 
-    __slots__ = ("subscriber", "queue", "auto", "cumulative", "window", "max_redeliveries", "unacked")
+    __slots__ = (
+        "subscriber",
+        "queue",
+        "auto",
+        "cumulative",
+        "window",
+        "max_redeliveries",
+        "unacked",
+    )
 
     def __init__(self, subscriber: Any, queue: Any, window: int, max_redeliveries: int) -> None:
         self.subscriber = subscriber

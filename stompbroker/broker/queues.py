@@ -120,9 +120,7 @@ class WorkerQueue:
 
     # -- consumers ------------------------------------------------------------
 
-    def add_consumer(
-        self, subscriber: Any, window: int, max_redeliveries: int
-    ) -> Consumer:
+    def add_consumer(self, subscriber: Any, window: int, max_redeliveries: int) -> Consumer:
         """
         Start handing messages to a subscriber.
 

@@ -264,7 +264,11 @@ class Broker(Service):
             )
         self.topics.remove(queue.destination, queue)
         queue.close()
-        log.info("removed durable subscription {name} on {pattern}", name=durable[1], pattern=queue.destination)
+        log.info(
+            "removed durable subscription {name} on {pattern}",
+            name=durable[1],
+            pattern=queue.destination,
+        )
 
     def _durable_queue(self, durable: tuple[str, str], pattern: str) -> WorkerQueue:
         """
@@ -286,7 +290,9 @@ class Broker(Service):
         if queue is None:
             queue = self.durable[durable] = self._new_queue(pattern)
             self.topics.add(pattern, queue)
-            log.info("created durable subscription {name} on {pattern}", name=durable[1], pattern=pattern)
+            log.info(
+                "created durable subscription {name} on {pattern}", name=durable[1], pattern=pattern
+            )
         return queue
 
     # -- queues ----------------------------------------------------------------
@@ -419,7 +425,11 @@ class Broker(Service):
         for name, value in headers:
             if name in _ACTED_ON and name not in found:
                 found[name] = value
-                if name == "reply-to" and value.startswith(TEMP_QUEUE_PREFIX) and connection is not None:
+                if (
+                    name == "reply-to"
+                    and value.startswith(TEMP_QUEUE_PREFIX)
+                    and connection is not None
+                ):
                     value = self._temp_queue(connection, value).destination
             rewritten.append((name, value))
         expires = expiry_time(

@@ -19,7 +19,9 @@ from tests.broker.fakes import Inbox, message
 class Harness:
     """A queue on a ``task.Clock`` whose dead letters are recorded."""
 
-    def __init__(self, policy: DeliveryPolicy = DeliveryPolicy(), sweep_interval: float = 1.0) -> None:
+    def __init__(
+        self, policy: DeliveryPolicy = DeliveryPolicy(), sweep_interval: float = 1.0
+    ) -> None:
         self.clock = Clock()
         self.counters = DeliveryCounters()
         self.dead: list[tuple[Message, str]] = []
@@ -32,7 +34,9 @@ class Harness:
             sweep_interval=sweep_interval,
         )
 
-    def consumer(self, window: int = 10, max_redeliveries: int = 6, **kwargs: Any) -> tuple[Consumer, Inbox]:
+    def consumer(
+        self, window: int = 10, max_redeliveries: int = 6, **kwargs: Any
+    ) -> tuple[Consumer, Inbox]:
         inbox = Inbox(**kwargs)
         return self.queue.add_consumer(inbox, window, max_redeliveries), inbox
 

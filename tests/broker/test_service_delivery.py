@@ -43,20 +43,31 @@ class World:
         return self.connections[name]
 
     def subscribe(
-        self, destination: str = "/queue/q", ack_mode: str = "client-individual", *, on: str = "c1", **kwargs: Any
+        self,
+        destination: str = "/queue/q",
+        ack_mode: str = "client-individual",
+        *,
+        on: str = "c1",
+        **kwargs: Any,
     ) -> Inbox:
         inbox = Inbox(destination, ack_mode, connection=self.connection(on), **kwargs)
         self.broker.subscribe(inbox)
         return inbox
 
-    def send(self, destination: str = "/queue/q", *bodies: bytes, headers: Any = (), **kwargs: Any) -> list[Any]:
+    def send(
+        self, destination: str = "/queue/q", *bodies: bytes, headers: Any = (), **kwargs: Any
+    ) -> list[Any]:
         return [self.broker.send(destination, tuple(headers), body, **kwargs) for body in bodies]
 
     def ack(self, inbox: Inbox, index: int = -1, **kwargs: Any) -> None:
-        self.broker.ack(inbox.connection, inbox.received[index].message_id, subscriber=inbox, **kwargs)
+        self.broker.ack(
+            inbox.connection, inbox.received[index].message_id, subscriber=inbox, **kwargs
+        )
 
     def nack(self, inbox: Inbox, index: int = -1, **kwargs: Any) -> None:
-        self.broker.nack(inbox.connection, inbox.received[index].message_id, subscriber=inbox, **kwargs)
+        self.broker.nack(
+            inbox.connection, inbox.received[index].message_id, subscriber=inbox, **kwargs
+        )
 
     def queue_bodies(self, destination: str) -> list[bytes]:
         return [message.body for message in self.broker.queues[destination].pending]
@@ -524,8 +535,18 @@ def test_reply_to_temp_queue_is_rewritten_and_replies_reach_the_requester() -> N
 def test_temp_queue_names_are_private_to_a_connection() -> None:
     """Two connections using the same temp-queue name get different queues."""
     world = World()
-    first = world.send("/queue/rpc", b"1", headers=[("reply-to", "/temp-queue/r")], connection=world.connection("a"))
-    second = world.send("/queue/rpc", b"2", headers=[("reply-to", "/temp-queue/r")], connection=world.connection("b"))
+    first = world.send(
+        "/queue/rpc",
+        b"1",
+        headers=[("reply-to", "/temp-queue/r")],
+        connection=world.connection("a"),
+    )
+    second = world.send(
+        "/queue/rpc",
+        b"2",
+        headers=[("reply-to", "/temp-queue/r")],
+        connection=world.connection("b"),
+    )
     names = {dict(message.headers)["reply-to"] for message in first + second}
     assert len(names) == 2
 
@@ -534,7 +555,9 @@ def test_temp_queue_is_deleted_when_its_connection_closes() -> None:
     """A temporary queue ends with its connection; later replies to it are discarded and counted."""
     world = World()
     requester = world.connection("requester")
-    [request] = world.send("/queue/rpc", b"ask", headers=[("reply-to", "/temp-queue/r")], connection=requester)
+    [request] = world.send(
+        "/queue/rpc", b"ask", headers=[("reply-to", "/temp-queue/r")], connection=requester
+    )
     reply_to = dict(request.headers)["reply-to"]
     world.broker.close_connection(requester)
     assert reply_to not in world.broker.queues

@@ -1,0 +1,439 @@
+"""
+Tests of how the session turns ACK, NACK, BEGIN, COMMIT, ABORT and the delivery
+headers of SUBSCRIBE, UNSUBSCRIBE and SEND into broker calls, against the
+recording fake broker; and of the MESSAGE frames a queue subscription writes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from attrs import evolve
+
+from stompbroker.message import Message
+from stompbroker.protocol.frames import Frame
+from stompbroker.protocol.session import SessionSubscription, TrackedSubscription
+from tests.protocol.test_session import connected, error_of, frame, make_session
+
+
+def subscribe(session: Any, transport: Any, *headers: tuple[str, str], version: str = "1.2") -> Any:
+    """SUBSCRIBE, and return the subscription the broker was given."""
+    session.receive_data(frame("SUBSCRIBE", *headers, version=version))
+    assert not transport.closed, transport.frames(version)
+    return session.broker.subscribers[-1]
+
+
+def queue_message(message_id: str = "m-1", redeliveries: int = 0) -> Message:
+    return Message("/queue/q", message_id, (("x", "y"),), b"body", redeliveries=redeliveries)
+
+
+# -- the MESSAGE frames of a queue subscription --------------------------------------
+
+
+def test_client_ack_message_carries_ack_id_naming_subscription_and_message() -> None:
+    """STOMP 1.2, "MESSAGE": with client acks the frame has an ack header, which ACK's id repeats."""
+    session, transport, _, broker = connected()
+    subscription = subscribe(
+        session, transport, ("id", "s"), ("destination", "/queue/q"), ("ack", "client")
+    )
+    subscription.deliver(queue_message())
+    [message] = transport.frames()
+    assert message.headers[:2] == (("subscription", "s"), ("ack", f"{subscription.number}.m-1"))
+    session.receive_data(frame("ACK", ("id", message.get("ack"))))
+    assert broker.named("ack") == [("m-1", subscription, None)]
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.1"])
+def test_older_versions_get_no_ack_header(version: str) -> None:
+    """STOMP 1.0 and 1.1 acknowledge by message-id, so their MESSAGE frames carry no ack header."""
+    session, transport, _, _ = connected(version=version)
+    subscription = subscribe(
+        session,
+        transport,
+        ("id", "s"),
+        ("destination", "/queue/q"),
+        ("ack", "client"),
+        version=version,
+    )
+    subscription.deliver(queue_message())
+    [message] = transport.frames(version)
+    assert message.get("ack") is None
+    assert message.get("message-id") == "m-1"
+
+
+def test_redelivered_message_says_so_with_count() -> None:
+    """A message that came back to its queue arrives with redelivered:true and redelivery-count."""
+    session, transport, _, _ = connected()
+    subscription = subscribe(session, transport, ("id", "s"), ("destination", "/queue/q"))
+    subscription.deliver(queue_message(redeliveries=2))
+    [message] = transport.frames()
+    assert message.get("redelivered") == "true"
+    assert message.get("redelivery-count") == "2"
+    assert message.get("ack") is None, "auto subscriptions are not asked to acknowledge"
+
+
+def test_first_delivery_has_no_redelivery_headers() -> None:
+    """A message delivered for the first time has neither redelivered nor redelivery-count."""
+    session, transport, _, _ = connected()
+    subscription = subscribe(
+        session, transport, ("id", "s"), ("destination", "/queue/q"), ("ack", "client-individual")
+    )
+    original = queue_message()
+    subscription.deliver(original)
+    subscription.deliver(evolve(original, redeliveries=1))
+    first, second = transport.frames()
+    assert first.get("redelivered") is None and first.get("redelivery-count") is None
+    assert second.get("redelivered") == "true"
+    assert first.body == second.body == b"body"
+
+
+@pytest.mark.parametrize(
+    "headers, tracked",
+    [
+        ((("destination", "/topic/a"),), False),
+        ((("destination", "/topic/a"), ("ack", "client")), True),
+        ((("destination", "/topic/a"), ("durable", "true")), True),
+        ((("destination", "/queue/a"),), True),
+        ((("destination", "/temp-queue/a"),), True),
+    ],
+    ids=["auto-topic", "client-topic", "durable-topic", "queue", "temp-queue"],
+)
+def test_only_auto_topic_subscriptions_take_the_fast_path(headers: Any, tracked: bool) -> None:
+    """Auto-ack topic subscriptions keep the plain delivery path; queue-backed ones add ack/redelivery headers."""
+    session, transport, _, _ = connected()
+    subscription = subscribe(session, transport, ("id", "s"), *headers)
+    assert type(subscription) is (TrackedSubscription if tracked else SessionSubscription)
+
+
+# -- SUBSCRIBE headers ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "header, value, prefetch",
+    [("prefetch-count", "5", 5), ("activemq.prefetchSize", "7", 7), ("prefetch-count", "0", 0)],
+)
+def test_prefetch_headers_set_the_window(header: str, value: str, prefetch: int) -> None:
+    """RabbitMQ's prefetch-count and ActiveMQ's activemq.prefetchSize both set the window; 0 means the default."""
+    session, transport, _, _ = connected()
+    subscription = subscribe(
+        session,
+        transport,
+        ("id", "s"),
+        ("destination", "/queue/q"),
+        ("ack", "client"),
+        (header, value),
+    )
+    assert subscription.prefetch == prefetch
+
+
+def test_subscription_without_prefetch_uses_the_default() -> None:
+    """A subscription that asks for no window gets the broker's (prefetch 0), and the default redelivery limit."""
+    session, transport, _, _ = connected()
+    subscription = subscribe(session, transport, ("id", "s"), ("destination", "/queue/q"))
+    assert (subscription.prefetch, subscription.max_redeliveries, subscription.durable) == (
+        0,
+        None,
+        None,
+    )
+
+
+def test_max_redeliveries_header() -> None:
+    """max-redeliveries on SUBSCRIBE sets the subscription's redelivery limit; -1 means none."""
+    session, transport, _, _ = connected()
+    limited = subscribe(
+        session, transport, ("id", "a"), ("destination", "/queue/q"), ("max-redeliveries", "3")
+    )
+    unlimited = subscribe(
+        session, transport, ("id", "b"), ("destination", "/queue/q"), ("max-redeliveries", "-1")
+    )
+    assert (limited.max_redeliveries, unlimited.max_redeliveries) == (3, -1)
+
+
+@pytest.mark.parametrize(
+    "header, value",
+    [
+        ("prefetch-count", "many"),
+        ("prefetch-count", "-1"),
+        ("activemq.prefetchSize", "1.5"),
+        ("max-redeliveries", "-2"),
+        ("max-redeliveries", "x"),
+    ],
+)
+def test_invalid_delivery_headers_are_errors(header: str, value: str) -> None:
+    """A window or redelivery limit that is not a suitable integer gets an ERROR naming the header."""
+    session, transport, _, _ = connected()
+    session.receive_data(
+        frame("SUBSCRIBE", ("id", "s"), ("destination", "/queue/q"), (header, value))
+    )
+    assert error_of(transport).get("message") == f"invalid {header} header"
+
+
+@pytest.mark.parametrize(
+    "connect_client_id, headers, durable",
+    [
+        (None, [("durable", "true")], ("", "sub-1")),
+        ("app", [("persistent", "true")], ("app", "sub-1")),
+        ("app", [("activemq.subscriptionName", "prices")], ("app", "prices")),
+        ("app", [("durable-subscription-name", "prices")], ("app", "prices")),
+        (None, [("durable", "false")], None),
+    ],
+    ids=["rabbitmq-durable", "rabbitmq-persistent", "activemq", "artemis", "not-durable"],
+)
+def test_durable_subscription_names(connect_client_id: Any, headers: list, durable: Any) -> None:
+    """RabbitMQ's durable/persistent (named by id), ActiveMQ's and Artemis's name headers (with client-id)."""
+    session, transport, _, _ = connected()
+    session.client_id = connect_client_id
+    subscription = subscribe(
+        session, transport, ("id", "sub-1"), ("destination", "/topic/p"), *headers
+    )
+    assert subscription.durable == durable
+
+
+def test_connect_client_id_is_kept() -> None:
+    """The CONNECT frame's client-id scopes the connection's durable subscription names."""
+    session, transport, _, _ = make_session()
+    session.receive_data(frame("CONNECT", ("accept-version", "1.2"), ("client-id", "app-7")))
+    assert session.client_id == "app-7"
+    assert connected()[0].client_id is None
+
+
+def test_named_durable_subscription_needs_client_id() -> None:
+    """ActiveMQ's activemq.subscriptionName without a client-id on CONNECT is an error, as in ActiveMQ."""
+    session, transport, _, _ = connected()
+    session.receive_data(
+        frame(
+            "SUBSCRIBE",
+            ("id", "s"),
+            ("destination", "/topic/p"),
+            ("activemq.subscriptionName", "n"),
+        )
+    )
+    assert error_of(transport).get("message") == "missing client-id header"
+
+
+def test_durable_header_on_a_queue_is_ignored() -> None:
+    """Queues keep their messages anyway: durable headers on a queue subscription change nothing."""
+    session, transport, _, _ = connected()
+    subscription = subscribe(
+        session, transport, ("id", "s"), ("destination", "/queue/q"), ("durable", "true")
+    )
+    assert subscription.durable is None
+
+
+# -- UNSUBSCRIBE of durable subscriptions -----------------------------------------------
+
+
+def test_unsubscribe_without_durable_header_keeps_the_durable_subscription() -> None:
+    """A plain UNSUBSCRIBE detaches from a durable subscription, which keeps collecting."""
+    session, transport, _, broker = connected()
+    subscription = subscribe(
+        session, transport, ("id", "s"), ("destination", "/topic/t"), ("durable", "true")
+    )
+    session.receive_data(frame("UNSUBSCRIBE", ("id", "s")))
+    assert broker.named("unsubscribe") == [subscription]
+    assert broker.named("remove_durable") == []
+
+
+def test_unsubscribe_with_durable_header_removes_it() -> None:
+    """UNSUBSCRIBE with durable:true ends the subscription and deletes the durable one."""
+    session, transport, _, broker = connected()
+    subscribe(session, transport, ("id", "s"), ("destination", "/topic/t"), ("durable", "true"))
+    session.receive_data(frame("UNSUBSCRIBE", ("id", "s"), ("durable", "true"), ("receipt", "r")))
+    assert broker.named("remove_durable") == [("", "s")]
+    assert transport.frames() == [Frame("RECEIPT", (("receipt-id", "r"),))]
+
+
+def test_inactive_durable_subscription_can_be_removed_by_name() -> None:
+    """ActiveMQ style: UNSUBSCRIBE naming a durable subscription this connection is not consuming removes it."""
+    session, transport, _, broker = connected()
+    session.client_id = "app"
+    session.receive_data(frame("UNSUBSCRIBE", ("id", "x"), ("activemq.subscriptionName", "prices")))
+    assert broker.named("remove_durable") == [("app", "prices")]
+    assert not transport.closed
+
+
+# -- ACK and NACK -------------------------------------------------------------------------
+
+
+def test_ack_1_1_names_message_and_subscription() -> None:
+    """STOMP 1.1, "ACK": message-id and subscription name the message."""
+    session, transport, _, broker = connected(version="1.1")
+    subscription = subscribe(
+        session,
+        transport,
+        ("id", "s"),
+        ("destination", "/queue/q"),
+        ("ack", "client"),
+        version="1.1",
+    )
+    session.receive_data(frame("ACK", ("subscription", "s"), ("message-id", "m-9"), version="1.1"))
+    assert broker.named("ack") == [("m-9", subscription, None)]
+
+
+def test_ack_1_0_names_only_the_message() -> None:
+    """STOMP 1.0, "ACK": message-id alone; the broker looks through the connection's subscriptions."""
+    session, transport, _, broker = connected(version="1.0")
+    session.receive_data(frame("ACK", ("message-id", "m-9"), ("receipt", "r"), version="1.0"))
+    assert broker.named("ack") == [("m-9", None, None)]
+    assert transport.frames("1.0") == [Frame("RECEIPT", (("receipt-id", "r"),))]
+
+
+def test_ack_1_2_with_a_message_id_for_id_is_looked_up() -> None:
+    """A 1.2 ACK whose id is a message-id (as ActiveMQ clients send) is taken for one."""
+    session, transport, _, broker = connected()
+    session.receive_data(frame("ACK", ("id", "f00d-17")))
+    assert broker.named("ack") == [("f00d-17", None, None)]
+
+
+def test_ack_id_of_an_unknown_subscription_is_an_error() -> None:
+    """An ack id whose subscription this connection does not have is an ERROR."""
+    session, transport, _, _ = connected()
+    session.receive_data(frame("ACK", ("id", "99.m-1"), ("receipt", "r")))
+    error = error_of(transport)
+    assert error.get("message") == "unknown message to acknowledge"
+    assert error.get("receipt-id") == "r"
+
+
+def test_ack_of_an_ended_subscription_is_an_error() -> None:
+    """After UNSUBSCRIBE, the subscription's ack ids name nothing."""
+    session, transport, _, _ = connected()
+    subscription = subscribe(
+        session, transport, ("id", "s"), ("destination", "/queue/q"), ("ack", "client")
+    )
+    session.receive_data(frame("UNSUBSCRIBE", ("id", "s")))
+    session.receive_data(frame("ACK", ("id", f"{subscription.number}.m-1")))
+    assert error_of(transport).get("message") == "unknown message to acknowledge"
+
+
+def test_ack_1_1_of_an_unknown_subscription_is_an_error() -> None:
+    """STOMP 1.1: an ACK naming a subscription this connection does not have is an ERROR."""
+    session, transport, _, _ = connected(version="1.1")
+    session.receive_data(frame("ACK", ("subscription", "nope"), ("message-id", "m"), version="1.1"))
+    assert error_of(transport, "1.1").get("message") == "unknown subscription"
+
+
+@pytest.mark.parametrize(
+    "version, missing", [("1.2", "id"), ("1.1", "message-id"), ("1.0", "message-id")]
+)
+def test_ack_naming_no_message_is_an_error(version: str, missing: str) -> None:
+    """An ACK without the header its version names the message by gets an ERROR naming it."""
+    session, transport, _, _ = connected(version=version)
+    session.receive_data(frame("ACK", version=version))
+    assert error_of(transport, version).get("message") == f"missing {missing} header"
+
+
+def test_nack_requeues_by_default_and_not_with_requeue_false() -> None:
+    """NACK redelivers by default; requeue:false (RabbitMQ) asks for dead-lettering at once."""
+    session, transport, _, broker = connected()
+    subscription = subscribe(
+        session, transport, ("id", "s"), ("destination", "/queue/q"), ("ack", "client")
+    )
+    number = subscription.number
+    session.receive_data(frame("NACK", ("id", f"{number}.m-1")))
+    session.receive_data(frame("NACK", ("id", f"{number}.m-2"), ("requeue", "false")))
+    assert broker.named("nack") == [
+        ("m-1", subscription, True, None),
+        ("m-2", subscription, False, None),
+    ]
+
+
+def test_invalid_requeue_header_is_an_error() -> None:
+    """requeue must be true or false."""
+    session, transport, _, _ = connected()
+    session.receive_data(frame("NACK", ("id", "1.m"), ("requeue", "maybe")))
+    assert error_of(transport).get("message") == "invalid requeue header"
+
+
+# -- transactions ---------------------------------------------------------------------------
+
+
+def test_transaction_frames_reach_the_broker_with_receipts() -> None:
+    """BEGIN, COMMIT and ABORT are passed to the broker and answered with their receipts."""
+    session, transport, _, broker = connected()
+    for command, transaction in [("BEGIN", "a"), ("COMMIT", "a"), ("BEGIN", "b"), ("ABORT", "b")]:
+        session.receive_data(
+            frame(command, ("transaction", transaction), ("receipt", command + transaction))
+        )
+    assert [call for call in broker.calls if call[0] in {"begin", "commit", "abort"}] == [
+        ("begin", "a"),
+        ("commit", "a"),
+        ("begin", "b"),
+        ("abort", "b"),
+    ]
+    assert [f.get("receipt-id") for f in transport.frames()] == [
+        "BEGINa",
+        "COMMITa",
+        "BEGINb",
+        "ABORTb",
+    ]
+
+
+@pytest.mark.parametrize("command", ["BEGIN", "COMMIT", "ABORT"])
+def test_transaction_frame_without_transaction_header_is_an_error(command: str) -> None:
+    """STOMP 1.2: BEGIN, COMMIT and ABORT require a transaction header."""
+    session, transport, _, _ = connected()
+    session.receive_data(frame(command))
+    assert error_of(transport).get("message") == "missing transaction header"
+
+
+def test_transaction_header_is_passed_with_send_ack_and_nack() -> None:
+    """SEND, ACK and NACK in a transaction name it to the broker, which holds them until COMMIT."""
+    session, transport, _, broker = connected()
+    subscription = subscribe(
+        session, transport, ("id", "s"), ("destination", "/queue/q"), ("ack", "client")
+    )
+    session.receive_data(frame("SEND", ("destination", "/queue/q"), ("transaction", "t")))
+    session.receive_data(frame("ACK", ("id", f"{subscription.number}.m-1"), ("transaction", "t")))
+    session.receive_data(frame("NACK", ("id", f"{subscription.number}.m-2"), ("transaction", "t")))
+    [(transaction, sent)] = broker.named("send-in")
+    assert transaction == "t"
+    assert ("transaction", "t") not in sent.headers
+    assert broker.named("ack") == [("m-1", subscription, "t")]
+    assert broker.named("nack") == [("m-2", subscription, True, "t")]
+
+
+# -- reply-to a temporary queue --------------------------------------------------------
+
+
+def test_reply_to_temp_queue_subscribes_the_sender_once() -> None:
+    """SEND with reply-to:/temp-queue/NAME subscribes the sender to it (id = the name), as RabbitMQ does."""
+    session, transport, _, broker = connected()
+    for _ in range(2):
+        session.receive_data(
+            frame("SEND", ("destination", "/queue/rpc"), ("reply-to", "/temp-queue/r"))
+        )
+    [replies] = broker.subscribers
+    assert (replies.subscription_id, replies.destination, replies.ack_mode) == (
+        "/temp-queue/r",
+        "/temp-queue/r",
+        "auto",
+    )
+    assert [name for name, _ in broker.calls if name in {"subscribe", "send"}] == [
+        "subscribe",
+        "send",
+        "send",
+    ]
+
+
+def test_reply_to_a_temp_queue_already_subscribed_adds_nothing() -> None:
+    """A client that subscribed to its temporary queue itself keeps its own subscription."""
+    session, transport, _, broker = connected()
+    subscribe(
+        session, transport, ("id", "mine"), ("destination", "/temp-queue/r"), ("ack", "client")
+    )
+    session.receive_data(
+        frame("SEND", ("destination", "/queue/rpc"), ("reply-to", "/temp-queue/r"))
+    )
+    assert [s.subscription_id for s in broker.subscribers] == ["mine"]
+
+
+def test_reply_to_elsewhere_subscribes_nothing() -> None:
+    """A reply-to that is not a temporary queue is only passed on."""
+    session, transport, _, broker = connected()
+    session.receive_data(
+        frame("SEND", ("destination", "/queue/rpc"), ("reply-to", "/queue/answers"))
+    )
+    assert broker.subscribers == []
+    [sent] = broker.named("send")
+    assert ("reply-to", "/queue/answers") in sent.headers
