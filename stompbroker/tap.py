@@ -15,6 +15,7 @@ from twisted.internet import endpoints
 from twisted.python import usage
 
 from stompbroker import __version__
+from stompbroker.broker.delivery import EXPIRED_ACTIONS, DeliveryPolicy
 from stompbroker.broker.service import Broker, Limits
 from stompbroker.logs import LEVELS, set_level
 from stompbroker.protocol.session import SessionConfig
@@ -28,6 +29,7 @@ DEFAULT_LISTEN = f"tcp:{DEFAULT_PORT}:interface=127.0.0.1"
 DEFAULT_HTTP = "tcp:15674:interface=127.0.0.1"
 WEBSOCKET_DEFAULTS = WebSocketConfig()
 DEFAULTS = SessionConfig()
+POLICY = DeliveryPolicy()
 
 
 def _positive(text: str) -> int:
@@ -41,6 +43,13 @@ def _non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
         raise ValueError(f"must be 0 or more, got {text!r}")
+    return value
+
+
+def _redelivery_limit(text: str) -> int:
+    value = int(text)
+    if value < -1:
+        raise ValueError(f"must be 0 or more, or -1 for no limit, got {text!r}")
     return value
 
 
@@ -127,6 +136,41 @@ class Options(usage.Options):
             _non_negative_seconds,
         ],
         [
+            "prefetch",
+            None,
+            POLICY.prefetch,
+            "Window of a client-ack subscription that sets no prefetch-count: most "
+            "messages it holds unacknowledged.",
+            _positive,
+        ],
+        [
+            "max-redeliveries",
+            None,
+            POLICY.max_redeliveries,
+            "Times a message may be redelivered before it goes to its dead-letter queue "
+            "(-1 = no limit); a subscription may set its own with max-redeliveries.",
+            _redelivery_limit,
+        ],
+        [
+            "dead-letter-prefix",
+            None,
+            POLICY.dead_letter_prefix,
+            "Dead letters of /queue/NAME (or /topic/NAME) go to /queue/PREFIXNAME.",
+        ],
+        [
+            "expired",
+            None,
+            POLICY.expired,
+            f"What happens to expired messages: {' or '.join(EXPIRED_ACTIONS)}.",
+        ],
+        [
+            "ttl",
+            None,
+            POLICY.ttl,
+            "Time to live in ms of messages that set no expires or expiration (0 = none).",
+            _non_negative,
+        ],
+        [
             "log-level",
             None,
             "info",
@@ -166,6 +210,15 @@ class Options(usage.Options):
             raise usage.UsageError(
                 f"--log-level must be one of {', '.join(LEVELS)}, got {self['log-level']!r}"
             )
+        if self["expired"] not in EXPIRED_ACTIONS:
+            raise usage.UsageError(
+                f"--expired must be {' or '.join(EXPIRED_ACTIONS)}, got {self['expired']!r}"
+            )
+        prefix = self["dead-letter-prefix"]
+        if not prefix or "/" in prefix:
+            raise usage.UsageError(
+                f"--dead-letter-prefix must be non-empty and hold no '/', got {prefix!r}"
+            )
         if not self["listen"]:
             self["listen"] = [DEFAULT_LISTEN]
         if not self["http"]:
@@ -192,7 +245,16 @@ def makeService(options: Options, reactor: Optional[Any] = None) -> MultiService
         reactor = global_reactor
     set_level(options["log-level"])
     top = MultiService()
-    broker = Broker(reactor, limits=Limits(max_connections=options["max-connections"]))
+    policy = DeliveryPolicy(
+        prefetch=options["prefetch"],
+        max_redeliveries=options["max-redeliveries"],
+        dead_letter_prefix=options["dead-letter-prefix"],
+        expired=options["expired"],
+        ttl=options["ttl"],
+    )
+    broker = Broker(
+        reactor, limits=Limits(max_connections=options["max-connections"]), policy=policy
+    )
     broker.setServiceParent(top)
     config = SessionConfig(
         server_name=f"stompbroker/{__version__}",
