@@ -225,7 +225,9 @@ class Options(usage.Options):
             self["http"] = [DEFAULT_HTTP]
         elif "none" in self["http"]:
             if len(self["http"]) > 1:
-                raise usage.UsageError("--http none turns the web port off; it takes no other --http")
+                raise usage.UsageError(
+                    "--http none turns the web port off; it takes no other --http"
+                )
             self["http"] = []
 
 

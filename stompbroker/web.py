@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from twisted.internet.interfaces import IReactorTime
+from twisted.web.http import Request
 from twisted.web.pages import notFound
 from twisted.web.resource import IResource, Resource
-from twisted.web.server import Request, Site
+from twisted.web.server import Site
 from twisted.web.static import File
 
 from stompbroker.logs import logger

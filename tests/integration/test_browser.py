@@ -84,7 +84,10 @@ def received_rows(page: Page) -> Any:
 
 
 def test_demo_page_talks_to_a_tcp_client_both_ways(web_broker: BrokerProcess, page: Page) -> None:
-    """The demo page connects over ws://, receives what stomp.py sends over TCP, sends back, and binary bodies with NUL bytes survive both ways."""
+    """
+    The demo page connects over ws://, receives what stomp.py sends over TCP, sends back, and binary
+    bodies with NUL bytes survive both ways.
+    """
     page.goto(f"http://127.0.0.1:{web_broker.http_port}/")
     expect(page.locator("#url")).to_have_value(f"ws://127.0.0.1:{web_broker.http_port}/ws")
     page.click("#connect")

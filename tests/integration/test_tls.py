@@ -35,7 +35,7 @@ def make_certificate(directory: Path) -> tuple[Path, Path]:
     """
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     certificate = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -113,7 +113,9 @@ def test_stomp_over_tls_listener(tls_broker: TLSBroker) -> None:
 
 
 def test_wss_and_https_on_the_tls_web_port(tls_broker: TLSBroker) -> None:
-    """--http ssl: serves wss:// to a verifying client, which shares a topic with a TLS STOMP client."""
+    """
+    --http ssl: serves wss:// to a verifying client, which shares a topic with a TLS STOMP client.
+    """
     websocket = RawWebSocket(tls_broker.web, tls=tls_broker.context)
     connection, _ = stomp_over_tls(tls_broker)
     try:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from autobahn.twisted.websocket import WebSocketClientFactory, WebSocketClientProtocol
 from autobahn.websocket.types import ConnectionResponse
@@ -30,6 +31,7 @@ WAIT = 5.0
 MAX_FRAME_SIZE = 2000
 PING_INTERVAL = 0.2
 PING_TIMEOUT = 0.4
+STOMP_SUBPROTOCOLS = ("v12.stomp", "v11.stomp", "v10.stomp")
 
 
 class RecordingClient(WebSocketClientProtocol):
@@ -77,7 +79,9 @@ class RecordingClient(WebSocketClientProtocol):
         self._waiting = still
 
     def wait_for(self, condition: Callable[[], bool]) -> defer.Deferred[None]:
-        """:returns: a Deferred that fires once ``condition()`` holds, or fails after :data:`WAIT` s."""
+        """
+        :returns: a Deferred that fires once ``condition()`` holds, or fails after :data:`WAIT` s.
+        """
         waiter: defer.Deferred[None] = defer.Deferred()
         if condition():
             waiter.callback(None)
@@ -89,7 +93,9 @@ class RecordingClient(WebSocketClientProtocol):
     def commands(self) -> list[str]:
         return [frame.command for frame in self.frames]
 
-    def send_stomp(self, data: bytes, binary: bool = False, fragment_size: Optional[int] = None) -> None:
+    def send_stomp(
+        self, data: bytes, binary: bool = False, fragment_size: Optional[int] = None
+    ) -> None:
         self.sendMessage(data, isBinary=binary, fragmentSize=fragment_size)
 
     @defer.inlineCallbacks
@@ -134,7 +140,7 @@ class WebSocketTests(unittest.TestCase):
         shutil.rmtree(cls.workdir, ignore_errors=True)
 
     @defer.inlineCallbacks
-    def open(self, protocols: tuple[str, ...] = ("v12.stomp", "v11.stomp", "v10.stomp"), path: str = "/ws") -> Any:
+    def open(self, protocols: tuple[str, ...] = STOMP_SUBPROTOCOLS, path: str = "/ws") -> Any:
         """Open a WebSocket to the broker; it is closed when the test ends."""
         port = self.broker.http_port
         factory = WebSocketClientFactory(f"ws://127.0.0.1:{port}{path}", protocols=list(protocols))
@@ -154,8 +160,11 @@ class WebSocketTests(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_each_subprotocol_speaks_its_version(self) -> Any:
-        """Each of v12.stomp, v11.stomp and v10.stomp is accepted and fixes the STOMP version of the session."""
-        for subprotocol, version in [("v12.stomp", "1.2"), ("v11.stomp", "1.1"), ("v10.stomp", "1.0")]:
+        """
+        Each of v12.stomp, v11.stomp and v10.stomp is accepted and fixes the STOMP version of the
+        session.
+        """
+        for subprotocol, version in zip(STOMP_SUBPROTOCOLS, ("1.2", "1.1", "1.0")):
             client = yield self.open((subprotocol,))
             self.assertEqual(client.subprotocol, subprotocol)
             connected = yield client.stomp_connect("1.0,1.1,1.2")
@@ -175,7 +184,10 @@ class WebSocketTests(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_batched_split_and_fragmented_frames(self) -> Any:
-        """Many frames in one message, one frame over three messages, and a fragmented message all work."""
+        """
+        Many frames in one message, one frame over three messages, and a fragmented message all
+        work.
+        """
         client = yield self.open()
         yield client.stomp_connect()
         client.send_stomp(
@@ -193,7 +205,9 @@ class WebSocketTests(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_binary_client_gets_binary_and_nul_bodies_intact(self) -> Any:
-        """A client speaking binary messages hears binary, and a body with NUL bytes crosses intact."""
+        """
+        A client speaking binary messages hears binary, and a body with NUL bytes crosses intact.
+        """
         client = yield self.open()
         client.send_stomp(b"CONNECT\naccept-version:1.2\nhost:/\n\n\x00", binary=True)
         body = b"\x00\x01 nul \x00\xff"
@@ -229,7 +243,9 @@ class WebSocketTests(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_message_over_the_limit_gets_error_and_close_1009(self) -> Any:
-        """A message bigger than --max-frame-size gets an ERROR frame, then WebSocket close code 1009."""
+        """
+        A message bigger than --max-frame-size gets an ERROR frame, then WebSocket close code 1009.
+        """
         client = yield self.open()
         yield client.stomp_connect()
         client.send_stomp(b"SEND\ndestination:/topic/big\n\n" + b"x" * MAX_FRAME_SIZE + b"\x00")
@@ -252,7 +268,9 @@ class WebSocketTests(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_client_that_stops_answering_is_dropped(self) -> Any:
-        """A client that answers no ping is dropped once --ws-ping-timeout has passed after a ping."""
+        """
+        A client that answers no ping is dropped once --ws-ping-timeout has passed after a ping.
+        """
         client = yield self.open()
         yield client.stomp_connect()
         answered = client.pings

@@ -72,13 +72,15 @@ class RawWebSocket:
         self.socket.settimeout(max(0.01, deadline - time.monotonic()))
         try:
             data = self.socket.recv(65536)
-        except (socket.timeout, ConnectionResetError):
+        except (TimeoutError, ConnectionResetError):
             return False
         self.buffer += data
         return bool(data)
 
     def read_frames(self, timeout: float = 5.0) -> list[tuple[int, bytes]]:
-        """Read WebSocket frames until a close frame arrives, the server closes, or time runs out."""
+        """
+        Read WebSocket frames until a close frame arrives, the server closes, or time runs out.
+        """
         frames: list[tuple[int, bytes]] = []
         deadline = time.monotonic() + timeout
         while True:
@@ -106,7 +108,7 @@ class RawWebSocket:
         try:
             while self.socket.recv(65536):
                 continue
-        except socket.timeout:
+        except TimeoutError:
             return False
         except ConnectionResetError:
             return True
@@ -152,7 +154,10 @@ def web(broker: BrokerProcess) -> tuple[str, int]:
 def test_bad_handshake_gets_http_error_without_traceback(
     broker: BrokerProcess, web: tuple[str, int], request_bytes: bytes, status: int
 ) -> None:
-    """A request that is no valid STOMP WebSocket upgrade gets an HTTP error status, and nothing raises in the broker."""
+    """
+    A request that is no valid STOMP WebSocket upgrade gets an HTTP error status, and nothing raises
+    in the broker.
+    """
     response = read_response(web, request_bytes)
     code, _, body = split_response(response)
     assert code == status
@@ -219,7 +224,9 @@ def test_healthz_says_ok(web: tuple[str, int]) -> None:
 
 
 def test_demo_page_and_vendored_stompjs_are_served(web: tuple[str, int]) -> None:
-    """/ is the demo page, and the stompjs release it loads is served byte for byte as JavaScript."""
+    """
+    / is the demo page, and the stompjs release it loads is served byte for byte as JavaScript.
+    """
     status, headers, page = get(web, "/")
     assert status == 200 and headers["content-type"].startswith("text/html")
     assert b"static/vendor/stompjs/stomp.umd.min.js" in page

@@ -25,6 +25,7 @@ from stompbroker.protocol.session import SessionConfig
 from stompbroker.transport.websocket import (
     StompWebSocketFactory,
     WebSocketConfig,
+    server_frame,
 )
 
 OPCODE_CONTINUATION = 0x0
@@ -133,7 +134,9 @@ def expected_accept() -> str:
 
 
 def split_response(data: bytes) -> tuple[int, dict[str, str], bytes]:
-    """:returns: an HTTP response's status code, headers (lower-case names) and the bytes after them."""
+    """
+    :returns: an HTTP response's status code, headers (lower-case names) and the bytes after them.
+    """
     head, _, rest = data.partition(b"\r\n\r\n")
     status, *lines = head.decode("latin-1").split("\r\n")
     headers = {}
@@ -154,7 +157,10 @@ class SocketLikeTransport(StringTransportWithDisconnection):
 
 
 class UnclosedTransport(SocketLikeTransport):
-    """A transport whose connection stays open after ``loseConnection``, as a socket's does until flushed."""
+    """
+    A transport whose connection stays open after ``loseConnection``, as a socket's does until
+    flushed.
+    """
 
     def loseConnection(self) -> None:
         self.disconnecting = True
@@ -196,7 +202,7 @@ class Client:
 
     def stomp(self, frames: list[tuple[int, bytes]]) -> list[Frame]:
         """The STOMP frames carried by data messages among ``frames``."""
-        data = b"".join(payload for opcode, payload in frames if opcode in (OPCODE_TEXT, OPCODE_BINARY))
+        data = b"".join(p for opcode, p in frames if opcode in (OPCODE_TEXT, OPCODE_BINARY))
         return self.parser.receive_data(data)
 
     def connect(self, connect: bytes = CONNECT) -> Frame:
@@ -209,11 +215,16 @@ class Client:
         return not self.transport.disconnecting and getattr(self.transport, "connected", True)
 
 
+#: No heart-beats and no pings unless a test asks for them.
+QUIET = SessionConfig(heartbeat=(0, 0))
+NO_PINGS = WebSocketConfig(ping_interval=0, ping_timeout=0)
+
+
 def make_factory(
     clock: Clock,
     broker: Optional[Broker] = None,
-    config: SessionConfig = SessionConfig(heartbeat=(0, 0)),
-    websocket: WebSocketConfig = WebSocketConfig(ping_interval=0, ping_timeout=0),
+    config: SessionConfig = QUIET,
+    websocket: WebSocketConfig = NO_PINGS,
 ) -> StompWebSocketFactory:
     return StompWebSocketFactory(broker or Broker(clock), clock, config, websocket)
 
@@ -239,7 +250,10 @@ def clock() -> Clock:
 def test_newest_offered_subprotocol_is_chosen_and_caps_the_version(
     clock: Clock, offered: str, chosen: str, version: str
 ) -> None:
-    """The newest STOMP subprotocol offered wins, and the session speaks no newer version (STOMP 1.2, "Protocol Negotiation")."""
+    """
+    The newest STOMP subprotocol offered wins, and the session speaks no newer version (STOMP 1.2,
+    "Protocol Negotiation").
+    """
     client = Client(make_factory(clock), protocols=offered)
     assert client.status == 101
     assert client.headers["sec-websocket-accept"] == expected_accept()
@@ -249,7 +263,10 @@ def test_newest_offered_subprotocol_is_chosen_and_caps_the_version(
 
 
 def test_client_offering_no_subprotocol_is_served_as_on_tcp(clock: Clock) -> None:
-    """Without Sec-WebSocket-Protocol the handshake succeeds and CONNECT's accept-version decides (1.2)."""
+    """
+    Without Sec-WebSocket-Protocol the handshake succeeds and CONNECT's accept-version decides
+    (1.2).
+    """
     client = Client(make_factory(clock), protocols=None)
     assert client.status == 101
     assert "sec-websocket-protocol" not in client.headers
@@ -269,7 +286,8 @@ def test_subprotocols_follow_the_versions_the_listener_speaks(clock: Clock) -> N
     """A listener configured for 1.2 only refuses a client that offers v10.stomp alone."""
     factory = make_factory(clock, config=SessionConfig(versions=("1.2",), heartbeat=(0, 0)))
     assert Client(factory, protocols="v10.stomp").status == 400
-    assert Client(factory, protocols="v10.stomp, v12.stomp").headers["sec-websocket-protocol"] == "v12.stomp"
+    accepted = Client(factory, protocols="v10.stomp, v12.stomp")
+    assert accepted.headers["sec-websocket-protocol"] == "v12.stomp"
 
 
 @pytest.mark.parametrize(
@@ -281,7 +299,10 @@ def test_subprotocols_follow_the_versions_the_listener_speaks(clock: Clock) -> N
     ],
 )
 def test_bad_handshake_gets_an_http_error(clock: Clock, request_bytes: bytes, status: int) -> None:
-    """A request that is not a valid RFC 6455 upgrade gets an HTTP error status, then the connection closes."""
+    """
+    A request that is not a valid RFC 6455 upgrade gets an HTTP error status, then the connection
+    closes.
+    """
     factory = make_factory(clock)
     protocol = factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 1))
     transport = SocketLikeTransport()
@@ -308,7 +329,9 @@ def test_server_answers_in_the_kind_the_client_used(clock: Clock, opcode: int) -
 
 
 def test_one_message_may_carry_many_frames_and_one_frame_many_messages(clock: Clock) -> None:
-    """STOMP frames are a byte stream across WebSocket messages: batched and split frames both parse."""
+    """
+    STOMP frames are a byte stream across WebSocket messages: batched and split frames both parse.
+    """
     client = Client(make_factory(clock))
     client.connect()
     stream = b"SUBSCRIBE\nid:0\ndestination:/topic/a\n\n\x00SEND\ndestination:/topic/a\n\none\x00\n"
@@ -322,7 +345,9 @@ def test_one_message_may_carry_many_frames_and_one_frame_many_messages(clock: Cl
 
 
 def test_fragmented_message_is_fed_fragment_by_fragment(clock: Clock) -> None:
-    """A message in several WebSocket fragments (RFC 6455 section 5.4) works, and needs no reassembly."""
+    """
+    A message in several WebSocket fragments (RFC 6455 section 5.4) works, and needs no reassembly.
+    """
     client = Client(make_factory(clock))
     client.send(CONNECT[:10], OPCODE_TEXT, fin=False)
     client.send(CONNECT[10:20], OPCODE_CONTINUATION, fin=False)
@@ -335,7 +360,10 @@ def test_fragmented_message_is_fed_fragment_by_fragment(clock: Clock) -> None:
 
 
 def test_bodies_with_nul_cross_between_websocket_clients(clock: Clock) -> None:
-    """A body with NUL bytes, framed by content-length, arrives intact (STOMP 1.2, "Header content-length")."""
+    """
+    A body with NUL bytes, framed by content-length, arrives intact (STOMP 1.2, "Header content-
+    length").
+    """
     factory = make_factory(clock)
     subscriber = Client(factory, port=1)
     publisher = Client(factory, port=2)
@@ -353,7 +381,10 @@ def test_bodies_with_nul_cross_between_websocket_clients(clock: Clock) -> None:
 
 
 def test_frame_that_is_not_utf8_goes_to_a_text_client_as_binary(clock: Clock) -> None:
-    """RFC 6455 section 5.6 allows only UTF-8 in text messages, so a binary body travels in a binary one."""
+    """
+    RFC 6455 section 5.6 allows only UTF-8 in text messages, so a binary body travels in a binary
+    one.
+    """
     factory = make_factory(clock)
     subscriber = Client(factory, port=1)
     publisher = Client(factory, port=2)
@@ -367,6 +398,19 @@ def test_frame_that_is_not_utf8_goes_to_a_text_client_as_binary(clock: Clock) ->
     assert [f.body for f in subscriber.stomp(frames)] == ["héllo".encode(), b"\xff\x00"]
 
 
+@pytest.mark.parametrize("length", [0, 1, 125, 126, 65535, 65536, 70000])
+@pytest.mark.parametrize("binary", [False, True])
+def test_adapter_frames_messages_as_autobahn_does(clock: Clock, length: int, binary: bool) -> None:
+    """
+    The adapter's own framing of outgoing messages is byte for byte Autobahn's, at every
+    length encoding (RFC 6455 section 5.2).
+    """
+    client = Client(make_factory(clock))
+    payload = bytes(index % 251 for index in range(length))
+    client.protocol.sendMessage(payload, isBinary=binary)
+    assert server_frame(payload, OPCODE_BINARY if binary else OPCODE_TEXT) == client.take()
+
+
 # -- limits --------------------------------------------------------------------
 
 
@@ -378,7 +422,9 @@ def close_code(frames: list[tuple[int, bytes]]) -> Optional[int]:
 
 
 def test_message_over_the_limit_gets_error_then_close_1009(clock: Clock) -> None:
-    """A message longer than one largest frame is refused from its header: ERROR, then close 1009."""
+    """
+    A message longer than one largest frame is refused from its header: ERROR, then close 1009.
+    """
     broker = Broker(clock)
     factory = make_factory(clock, broker, SessionConfig(heartbeat=(0, 0), max_frame_size=100))
     client = Client(factory)
@@ -407,7 +453,9 @@ def test_largest_frame_fits_in_one_message(clock: Clock) -> None:
 
 
 def test_frame_over_the_limit_across_messages_gets_error_then_close_1009(clock: Clock) -> None:
-    """A frame too large, sent in small messages, is caught by the parser and ends with close 1009 too."""
+    """
+    A frame too large, sent in small messages, is caught by the parser and ends with close 1009 too.
+    """
     factory = make_factory(clock, config=SessionConfig(heartbeat=(0, 0), max_frame_size=100))
     client = Client(factory)
     client.connect()
@@ -433,7 +481,9 @@ def test_session_close_sends_close_1000_after_receipt(clock: Clock) -> None:
 
 
 def test_full_broker_refuses_with_error_and_close(clock: Clock) -> None:
-    """A WebSocket over max-connections gets an ERROR (as text) and a close, as a TCP client does."""
+    """
+    A WebSocket over max-connections gets an ERROR (as text) and a close, as a TCP client does.
+    """
     factory = make_factory(clock, Broker(clock, limits=Limits(max_connections=1)))
     Client(factory, port=1)
     refused = Client(factory, port=2)
@@ -448,7 +498,10 @@ def test_full_broker_refuses_with_error_and_close(clock: Clock) -> None:
 
 
 def test_client_close_releases_the_session(clock: Clock) -> None:
-    """A close frame from the client is answered, and the broker forgets the connection and its subscriptions."""
+    """
+    A close frame from the client is answered, and the broker forgets the connection and its
+    subscriptions.
+    """
     broker = Broker(clock)
     client = Client(make_factory(clock, broker))
     client.connect()
@@ -461,7 +514,9 @@ def test_client_close_releases_the_session(clock: Clock) -> None:
 
 
 def test_deliveries_after_the_client_closed_are_dropped(clock: Clock) -> None:
-    """Between the client's close frame and connectionLost, a delivery is dropped rather than raising."""
+    """
+    Between the client's close frame and connectionLost, a delivery is dropped rather than raising.
+    """
     broker = Broker(clock)
     transport = UnclosedTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", 3))
     client = Client(make_factory(clock, broker), transport=transport)
@@ -477,7 +532,9 @@ def test_deliveries_after_the_client_closed_are_dropped(clock: Clock) -> None:
 
 
 def test_server_pings_and_drops_a_client_that_does_not_answer(clock: Clock) -> None:
-    """Pings go out every ping_interval; without a pong within ping_timeout the connection is dropped."""
+    """
+    Pings go out every ping_interval; without a pong within ping_timeout the connection is dropped.
+    """
     broker = Broker(clock)
     websocket = WebSocketConfig(ping_interval=1.0, ping_timeout=2.0)
     client = Client(make_factory(clock, broker, websocket=websocket))
@@ -505,7 +562,10 @@ def test_pongs_keep_a_client_alive(clock: Clock) -> None:
 
 
 def test_pongs_count_as_heart_beats(clock: Clock) -> None:
-    """A pong counts as hearing from the client, so a throttled tab that answers pings keeps its session (STOMP 1.2, "Heart-beating")."""
+    """
+    A pong counts as hearing from the client, so a throttled tab that answers pings keeps its
+    session (STOMP 1.2, "Heart-beating").
+    """
     config = SessionConfig(heartbeat=(0, 1000))
     websocket = WebSocketConfig(ping_interval=0.5, ping_timeout=0)
     client = Client(make_factory(clock, config=config, websocket=websocket))

@@ -49,7 +49,10 @@ def test_healthz_reports_whether_the_broker_runs() -> None:
 
 @pytest.mark.parametrize("path", ["ws", "stomp"])
 def test_websocket_endpoint_answers_plain_http_with_426(path: str) -> None:
-    """/ws and /stomp are the WebSocket endpoint: a request without an upgrade gets 426 Upgrade Required."""
+    """
+    /ws and /stomp are the WebSocket endpoint: a request without an upgrade gets 426 Upgrade
+    Required.
+    """
     treq = StubTreq(web_root(Broker(Clock())))
     response, _ = get(treq, f"http://localhost/{path}")
     assert response.code == 426
@@ -65,7 +68,9 @@ def test_websocket_endpoint_answers_plain_http_with_426(path: str) -> None:
     ],
 )
 def test_demo_page_and_its_scripts_are_served_from_the_package(path: bytes, expected: Any) -> None:
-    """The demo page, its script, and the vendored stompjs with its licence are files of the package."""
+    """
+    The demo page, its script, and the vendored stompjs with its licence are files of the package.
+    """
     resource = getChildForRequest(web_root(Broker(Clock())), DummyRequest(path.split(b"/")[1:]))
     assert resource.path == str(expected)
     assert expected.is_file()
@@ -127,7 +132,10 @@ def test_bad_web_options_are_usage_errors(argv: list[str]) -> None:
 
 
 def test_every_http_endpoint_serves_one_site_feeding_the_broker() -> None:
-    """Each --http endpoint listens with the same site, whose WebSocket endpoint feeds the one broker with the listener's limits."""
+    """
+    Each --http endpoint listens with the same site, whose WebSocket endpoint feeds the one broker
+    with the listener's limits.
+    """
     reactor = MemoryReactorClock()
     options = parse(
         "--port",
