@@ -25,7 +25,7 @@ def json_line(result: dict[str, Any]) -> str:
 
 def headline(result: dict[str, Any]) -> tuple[str, float | None]:
     """:returns: the name and value of the figure the result's scenario is judged by."""
-    name, _ = HEADLINE[result["scenario"]]
+    name, _ = HEADLINE[result["scenario"]][0]
     return name, result.get(name)
 
 
@@ -43,6 +43,8 @@ def _cell(value: Any, decimals: int = 3) -> str:
 def _status(result: dict[str, Any]) -> str:
     if result.get("ok"):
         return "ok"
+    if result.get("skipped"):
+        return f"skipped: {result['skipped']}"
     return f"FAILED: {result.get('error') or result.get('drain') or 'lost or duplicated'}"
 
 
@@ -84,7 +86,7 @@ def print_table(results: list[dict[str, Any]], out: TextIO) -> None:
 
 def print_ratios(results: list[dict[str, Any]], ours: str, other: str, out: TextIO) -> None:
     """
-    Print, per case, the median headline figure of each broker and their ratio.
+    Print, per case and figure, the median of each broker's ok runs and their ratio.
 
     :param ours: the name of the broker the ratio is of.
     :param other: the name of the broker it is compared with.
@@ -93,20 +95,22 @@ def print_ratios(results: list[dict[str, Any]], ours: str, other: str, out: Text
     cases = list(dict.fromkeys(result["case"] for result in results))
     for case in cases:
         of_case = [result for result in results if result["case"] == case]
-        name, more_is_better = HEADLINE[of_case[0]["scenario"]]
-        medians = []
-        for target in (ours, other):
-            values = [
-                result.get(name)
-                for result in of_case
-                if result["target"] == target and result.get("ok") and result.get(name) is not None
-            ]
-            medians.append(statistics.median(values) if values else None)
-        ratio = None
-        if medians[0] is not None and medians[1]:
-            ratio = round(medians[0] / medians[1], 2)
-        label = name if more_is_better else f"{name} (lower is better)"
-        rows.append((case, label, _cell(medians[0]), _cell(medians[1]), _cell(ratio)))
+        for name, more_is_better in HEADLINE[of_case[0]["scenario"]]:
+            medians = []
+            for target in (ours, other):
+                values = [
+                    result[name]
+                    for result in of_case
+                    if result["target"] == target
+                    and result.get("ok")
+                    and result.get(name) is not None
+                ]
+                medians.append(statistics.median(values) if values else None)
+            ratio = None
+            if medians[0] is not None and medians[1]:
+                ratio = round(medians[0] / medians[1], 2)
+            label = name if more_is_better else f"{name} (lower is better)"
+            rows.append((case, label, _cell(medians[0]), _cell(medians[1]), _cell(ratio, 2)))
     _print_rows(rows, out)
 
 

@@ -463,3 +463,11 @@ def test_unreachable_broker_is_reported_not_raised() -> None:
     target = Target("nobody", Endpoint("127.0.0.1", _free_port_closed()))
     result = run_case(Case("fanout", subscribers=1), target, Settings(setup_timeout=2.0))
     assert not result["ok"] and "cannot connect" in result["error"]
+
+
+def test_websocket_case_is_skipped_for_a_broker_without_an_endpoint() -> None:
+    """A broker with no WebSocket URL skips the WebSocket fan-out instead of failing the run."""
+    result = run_case(
+        Case("ws-fanout", subscribers=1), Target("tcp-only", Endpoint("127.0.0.1", 1)), TINY
+    )
+    assert result["skipped"] and not result["ok"] and "error" not in result
