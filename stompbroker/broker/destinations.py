@@ -40,7 +40,7 @@ class Kind(enum.Enum):
     REPLY_QUEUE = REPLY_QUEUE_PREFIX
 
 
-_KINDS = tuple(Kind)
+_PREFIXES = tuple((kind.value, kind) for kind in Kind)
 
 
 def kind_of(destination: str) -> Kind:
@@ -51,8 +51,8 @@ def kind_of(destination: str) -> Kind:
     :returns: its :class:`Kind`.
     :raises InvalidDestination: for a prefix the broker does not serve.
     """
-    for kind in _KINDS:
-        if destination.startswith(kind.value):
+    for prefix, kind in _PREFIXES:
+        if destination.startswith(prefix):
             return kind
     raise InvalidDestination(
         "unknown destination",

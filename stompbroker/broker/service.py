@@ -71,6 +71,10 @@ log = logger("stompbroker.broker")
 #: SEND headers the broker acts on; a SEND without any of them skips that work.
 _ACTED_ON: frozenset[str] = EXPIRY_HEADERS | {"reply-to"}
 
+#: How many destinations' checked kinds :meth:`Broker.send` remembers; like the
+#: subscription tree's match cache, it is cleared rather than trimmed when full.
+MAX_CHECKED_DESTINATIONS = 4096
+
 #: Headers a dead-lettered message gets, saying where it came from and why.
 DEAD_LETTER_HEADERS = ("original-destination", "original-message-id", "dead-letter-reason")
 
@@ -134,6 +138,8 @@ class Broker(Service):
         self.durable: dict[tuple[str, str], WorkerQueue] = {}
         self.counters = DeliveryCounters()
         self._states: dict[Any, _ConnectionState] = {}
+        #: SEND destinations already validated -> their kind.
+        self._checked: dict[str, Kind] = {}
         self._node = secrets.token_hex(4)
         self._message_ids = itertools.count(1)
         self._session_ids = itertools.count(1)
@@ -379,29 +385,46 @@ class Broker(Service):
             not a number of milliseconds.
         :raises UnknownTransaction: if ``transaction`` is not open on ``connection``.
         """
-        kind = kind_of(destination)
+        kind = self._checked.get(destination)
+        if kind is None:
+            kind = self._check(destination)
         route: Callable[[Message], None]
         if kind is Kind.TOPIC:
-            validate_destination(destination)
             route = self._publish_topic
         elif kind is Kind.QUEUE:
-            validate_queue(destination)
             route = self._publish_queue
         elif kind is Kind.TEMP_QUEUE:
             route = self._temp_queue(connection, destination).enqueue
         else:
-            validate_queue(destination)
             route = self._publish_reply
         held = None
         if transaction is not None:
             held = self._transactions(connection).get(transaction)
         headers, expires = self._prepare(headers, connection)
-        message = Message(destination, self._new_message_id(), headers, body, expires)
+        message = Message(
+            destination, f"{self._node}-{next(self._message_ids)}", headers, body, expires
+        )
         if held is not None:
             held.hold(route, message)
         else:
             route(message)
         return message
+
+    def _check(self, destination: str) -> Kind:
+        """
+        Validate a SEND destination once, and remember its kind.
+
+        :raises InvalidDestination: for a wildcard or an unknown kind of destination.
+        """
+        kind = kind_of(destination)
+        if kind is Kind.TOPIC:
+            validate_destination(destination)
+        else:
+            validate_queue(destination)
+        if len(self._checked) >= MAX_CHECKED_DESTINATIONS:
+            self._checked.clear()
+        self._checked[destination] = kind
+        return kind
 
     def _new_message_id(self) -> str:
         return f"{self._node}-{next(self._message_ids)}"

@@ -12,7 +12,7 @@ import pytest
 from twisted.internet.task import Clock
 
 from stompbroker.broker.delivery import DeliveryPolicy
-from stompbroker.broker.service import Broker
+from stompbroker.broker.service import MAX_CHECKED_DESTINATIONS, Broker
 from stompbroker.protocol.errors import (
     DuplicateSubscription,
     DuplicateTransaction,
@@ -122,6 +122,18 @@ def test_unknown_destination_kinds_are_errors(destination: str) -> None:
         world.send(destination, b"x")
     with pytest.raises(InvalidDestination):
         world.subscribe(destination)
+
+
+def test_checked_destinations_are_remembered_within_a_bound() -> None:
+    """Each SEND destination is validated once, and the memory of checked ones stays bounded."""
+    world = World()
+    for n in range(MAX_CHECKED_DESTINATIONS + 10):
+        world.send(f"/topic/t{n}", b"x")
+    assert 0 < len(world.broker._checked) <= MAX_CHECKED_DESTINATIONS
+    with pytest.raises(InvalidDestination):
+        world.send("/topic/a.*", b"x")
+    with pytest.raises(InvalidDestination):
+        world.send("/topic/a.*", b"x")
 
 
 def test_idle_queue_is_forgotten_when_its_last_consumer_leaves() -> None:
