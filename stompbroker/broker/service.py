@@ -133,7 +133,7 @@ class Broker(Service):
         self.limits = limits
         self.policy = policy
         self.connections: set[Any] = set()
-        self.topics = SubscriptionTree()
+        self.topics: SubscriptionTree[Any] = SubscriptionTree()
         self.queues: dict[str, WorkerQueue] = {}
         self.durable: dict[tuple[str, str], WorkerQueue] = {}
         self.counters = DeliveryCounters()

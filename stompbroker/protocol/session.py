@@ -719,7 +719,7 @@ class StompSession:
         """
         ack_id = frame.get("id") if self.version == "1.2" else None
         if ack_id is not None:
-            number, dot, message_id = ack_id.partition(".")
+            number, dot, acked = ack_id.partition(".")
             if dot and number.isdigit():
                 subscription = self._numbered.get(number)
                 if subscription is None:
@@ -727,21 +727,22 @@ class StompSession:
                         "unknown message to acknowledge",
                         f"ack id {ack_id!r} belongs to no subscription of this connection",
                     )
-                return subscription, message_id
+                return subscription, acked
             return None, ack_id
         message_id = frame.get("message-id")
         if message_id is None:
-            self._required(frame, "id" if self.version == "1.2" else "message-id")
+            # Raises: 1.2 names the message by id, older versions by message-id.
+            message_id = self._required(frame, "id" if self.version == "1.2" else "message-id")
         subscription_id = frame.get("subscription")
         if subscription_id is None:
-            return None, message_id  # type: ignore[return-value]
+            return None, message_id
         found = self.subscriptions.get(subscription_id)
         if found is None:
             raise UnknownSubscription(
                 "unknown subscription",
                 f"this connection has no subscription with id {subscription_id!r}",
             )
-        return found, message_id  # type: ignore[return-value]
+        return found, message_id
 
     def _on_begin(self, frame: Frame) -> None:
         self.broker.begin(self, self._required(frame, "transaction"))
