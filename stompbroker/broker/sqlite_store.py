@@ -143,7 +143,9 @@ class SQLiteStore:
     Persistent messages in ``data_dir/messages.sqlite3``.
 
     :param data_dir: the data directory; made if missing.
-    :param reactor: provides ``callLater`` and ``callFromThread``.
+    :param reactor: provides ``callLater``; with the default executor also
+        ``callFromThread`` and ``addSystemEventTrigger``: the store closes itself
+        before the reactor shuts down.
     :param sync: ``always``, ``batch`` or ``off``; see the module docstring.
     :param batch_delay: in ``batch`` mode, the longest an operation waits for
         others to share its commit, in seconds.
@@ -180,6 +182,7 @@ class SQLiteStore:
         self._max_batch = max_batch
         self._executor = executor
         self._pool: ThreadPool | None = None
+        self._shutdown_trigger: Any = None
         self._lock_fd: int | None = None
         self._connection: sqlite3.Connection | None = None
         self._state = "new"
@@ -220,6 +223,12 @@ class SQLiteStore:
             self._pool.start()
             pool = self._pool
             self._executor = lambda work: deferToThreadPool(self._reactor, pool, work)
+            # The writer thread would keep the process alive after the reactor
+            # stops, and what is pending must be committed: close at shutdown,
+            # which waits for the Deferred, unless closed before.
+            self._shutdown_trigger = self._reactor.addSystemEventTrigger(
+                "before", "shutdown", self._close_at_shutdown
+            )
         self._state = "open"
         log.info("message store {path} open, sync {sync}", path=str(self.path), sync=self.sync)
 
@@ -239,6 +248,11 @@ class SQLiteStore:
             if not self._writing:
                 self._write_group()
         return done
+
+    def _close_at_shutdown(self) -> Deferred[None]:
+        """The reactor is stopping: close, and let shutdown wait until that is done."""
+        self._shutdown_trigger = None
+        return self.close()
 
     def _lock(self) -> int:
         """
@@ -480,6 +494,9 @@ class SQLiteStore:
         if self._pool is not None:
             self._pool.stop()
             self._pool = None
+        if self._shutdown_trigger is not None:
+            self._reactor.removeSystemEventTrigger(self._shutdown_trigger)
+            self._shutdown_trigger = None
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None

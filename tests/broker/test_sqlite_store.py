@@ -11,7 +11,8 @@ also provides when run as ``python -m tests.broker.test_sqlite_store MODE ...``:
   logging every acknowledged operation to ``LOG``, until killed;
 - ``hold DATA_DIR``: open the store, print ``held``, and keep it open until stdin
   closes;
-- ``open DATA_DIR``: try to open the store and print what happened.
+- ``open DATA_DIR``: try to open the store and print what happened;
+- ``stop DATA_DIR``: add messages and stop the reactor at once, without closing.
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ from tests.integration.broker_process import ROOT, subprocess_env
 #: Concurrent writers in the crash child, each waiting for its last add (as a
 #: producer waits for its receipt) before the next.
 CRASH_WRITERS = 8
-CRASH_ROUNDS = 3
+CRASH_ROUNDS = 2
+#: Messages the ``stop`` child leaves pending when it stops the reactor.
+STOP_MESSAGES = 50
 #: Longest wait for a child process to be ready, or to end.
 CHILD_TIMEOUT = 20.0
 
@@ -378,6 +381,24 @@ def child_command(*arguments: str) -> list[str]:
     return [sys.executable, "-m", "tests.broker.test_sqlite_store", *arguments]
 
 
+def run_child(*arguments: str, **options: Any) -> subprocess.CompletedProcess[str]:
+    """
+    Run this module as a child to its end, within :data:`CHILD_TIMEOUT`.
+
+    :param options: more arguments for :func:`subprocess.run`.
+    :returns: the finished child, with its output as text.
+    """
+    return subprocess.run(
+        child_command(*arguments),
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+        **options,
+    )
+
+
 def test_a_read_only_data_directory_is_unavailable(tmp_path: Path) -> None:
     """A data directory the broker may not write stops open() with StoreUnavailable."""
     data_dir = tmp_path / "data"
@@ -388,15 +409,7 @@ def test_a_read_only_data_directory_is_unavailable(tmp_path: Path) -> None:
             with pytest.raises(StoreUnavailable, match="the broker's user can write"):
                 SQLiteStore(data_dir, reactor=task.Clock(), executor=run_now).open()
         else:
-            child = subprocess.run(
-                child_command("open", str(data_dir)),
-                cwd=ROOT,
-                env=subprocess_env(),
-                preexec_fn=drop_file_permission_override,
-                capture_output=True,
-                text=True,
-                timeout=CHILD_TIMEOUT,
-            )
+            child = run_child("open", str(data_dir), preexec_fn=drop_file_permission_override)
             assert child.stdout.startswith("StoreUnavailable:"), child.stdout + child.stderr
             assert "the broker's user can write" in child.stdout
     finally:
@@ -441,6 +454,15 @@ def test_bad_options_are_refused(tmp_path: Path) -> None:
             SQLiteStore(tmp_path, reactor=task.Clock(), **options)
 
 
+def test_stopping_the_reactor_commits_pending_writes_and_ends_the_thread(tmp_path: Path) -> None:
+    """At reactor shutdown a store commits what is pending and lets the process end."""
+    child = run_child("stop", str(tmp_path))
+    assert child.returncode == 0, child.stderr
+    assert ids_by_queue(recover_from(tmp_path)) == {
+        "/queue/orders": [f"m-{index}" for index in range(STOP_MESSAGES)]
+    }
+
+
 # -- crash ------------------------------------------------------------------------
 
 
@@ -478,7 +500,7 @@ def test_every_acknowledged_write_survives_sigkill(sync: str, tmp_path: Path) ->
 
     Issue 5, "The rule": what the store acknowledged is on disk.  A child adds,
     removes and marks messages on the real writer thread, logging each operation
-    whose Deferred fired; it is SIGKILLed at a random moment, three times on one
+    whose Deferred fired; it is SIGKILLed at a random moment, twice on one
     directory, and a fresh store must then hold every logged add that was not
     logged as removed, none that was, and the logged marks, in the order added.
     (A message whose removal was asked for but not acknowledged may be either.)
@@ -593,6 +615,22 @@ def hold_child(data_dir: str) -> None:
     result_of(store.close())
 
 
+def stop_child(data_dir: str) -> None:
+    """Add :data:`STOP_MESSAGES` messages in batch mode and stop the reactor straight away."""
+    from twisted.internet import reactor
+
+    store = SQLiteStore(data_dir, reactor=reactor, sync="batch", batch_delay=60.0)
+    store.open()
+
+    def add_and_stop() -> None:
+        for index in range(STOP_MESSAGES):
+            store.add("/queue/orders", sent(f"m-{index}"))
+        reactor.stop()  # type: ignore[attr-defined]
+
+    reactor.callWhenRunning(add_and_stop)  # type: ignore[attr-defined]
+    reactor.run()  # type: ignore[attr-defined]
+
+
 def open_child(data_dir: str) -> None:
     """Try to open a store; print ``opened``, or the error's kind and message."""
     store = SQLiteStore(data_dir, reactor=task.Clock(), executor=run_now)
@@ -610,5 +648,6 @@ if __name__ == "__main__":
         "crash": crash_child,
         "hold": hold_child,
         "open": open_child,
+        "stop": stop_child,
     }
     children[sys.argv[1]](*sys.argv[2:])
