@@ -234,12 +234,15 @@ class StompWebSocketProtocol(WebSocketServerProtocol):
             return
         self.onMessageFrameData = _ignore  # type: ignore[method-assign,assignment]
         limit = self._max_message_size - 1
-        error = FrameTooLarge(
-            f"frame too large: more than {limit} bytes",
-            f"A WebSocket message may carry at most {limit} bytes and the NUL that ends"
-            f" a frame; this one announced {size} bytes.",
+        # The same ERROR the parser's FrameTooLarge gives, so that clients see
+        # one message for one limit whichever way they broke it.
+        session.send_frame(
+            error_frame(
+                f"frame too large: more than {limit} bytes",
+                f"A WebSocket message may carry at most {limit} bytes and the NUL that"
+                f" ends a frame; this one announced {size} bytes.",
+            )
         )
-        session.send_frame(error_frame(error.message, error.detail))
         log.info(
             "closing {peer}: WebSocket message of {size} bytes over the limit",
             peer=session.peer,

@@ -133,3 +133,6 @@ def test_demo_page_talks_to_a_tcp_client_both_ways(web_broker: BrokerProcess, pa
     expect(page.locator("#log")).to_contain_text("sent 4 bytes to /topic/browser")
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "browser-demo.png"), full_page=True)
+
+    page.click("#disconnect")
+    expect(page.locator("#status")).to_have_text("disconnected (WebSocket close code 1000)")
