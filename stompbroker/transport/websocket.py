@@ -24,9 +24,9 @@ Wire-level behaviour:
 - **Messages out.** One WebSocket message per session write (one frame, or one
   heart-beat EOL), of the kind of the client's first message (text until the
   client has sent one), framed by :func:`server_frame` and written straight to
-  the transport: this is the delivery hot path.  A frame that is not valid UTF-8 (a binary body) goes
-  out as a binary message even to a text client: RFC 6455 forbids it in a text
-  message, and browsers fail the connection on it.
+  the transport: this is the delivery hot path.  A frame that is not valid
+  UTF-8 (a binary body) goes out as a binary message even to a text client:
+  RFC 6455 forbids it in a text message, and browsers fail the connection on it.
 - **Limits.** A message longer than ``max_frame_size`` + 1 (one largest frame
   and its NUL) is refused as soon as its length is announced, before its
   payload is read: the client gets an ERROR frame, then a close with code 1009

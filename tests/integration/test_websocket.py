@@ -164,7 +164,7 @@ class WebSocketTests(unittest.TestCase):
         Each of v12.stomp, v11.stomp and v10.stomp is accepted and fixes the STOMP version of the
         session.
         """
-        for subprotocol, version in zip(STOMP_SUBPROTOCOLS, ("1.2", "1.1", "1.0")):
+        for subprotocol, version in zip(STOMP_SUBPROTOCOLS, ("1.2", "1.1", "1.0"), strict=True):
             client = yield self.open((subprotocol,))
             self.assertEqual(client.subprotocol, subprotocol)
             connected = yield client.stomp_connect("1.0,1.1,1.2")
