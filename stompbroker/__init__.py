@@ -12,6 +12,7 @@ The embedding API::
 
 __version__ = "0.1.0"
 
+from stompbroker.broker.delivery import DeliveryPolicy  # noqa: E402
 from stompbroker.broker.service import Broker, Limits  # noqa: E402
 from stompbroker.protocol.session import SessionConfig  # noqa: E402
 from stompbroker.transport.tcp import stomp_server_factory  # noqa: E402
@@ -22,6 +23,7 @@ from stompbroker.transport.websocket import (  # noqa: E402
 
 __all__ = [
     "Broker",
+    "DeliveryPolicy",
     "Limits",
     "SessionConfig",
     "WebSocketConfig",
