@@ -69,7 +69,6 @@ from stompbroker.broker.store import (
     StoreWriteFailed,
     duplicate_error,
     stored_message,
-    with_headers,
 )
 from stompbroker.logs import logger
 from stompbroker.protocol.frames import Headers
@@ -365,13 +364,12 @@ class SQLiteStore:
         )
 
     def move(
-        self, from_queue: str, to_queue: str, message_id: str, extra_headers: Headers = ()
-    ) -> Deferred[None]:
+        self, from_queue: str, message_id: str, to_queue: str, message: MessageFields
+    ) -> Deferred[StoredMessage]:
         """:returns: see :meth:`IMessageStore.move`."""
-        work = functools.partial(
-            _move, from_queue, to_queue, message_id, tuple(extra_headers), self._next_sequence
-        )
-        return self._write(work, None, advance=True)
+        record = stored_message(to_queue, self._next_sequence, message)
+        work = functools.partial(_move, from_queue, message_id, record)
+        return self._write(work, record, advance=True)
 
     def add_subscription(
         self, name: str, destination: str, headers: Headers = ()
@@ -572,7 +570,6 @@ _UPSERT_SUBSCRIPTION = (
     " ON CONFLICT (name) DO UPDATE SET destination = excluded.destination,"
     " headers = excluded.headers"
 )
-_SELECT_MESSAGE = "SELECT headers FROM messages WHERE queue = ? AND message_id = ?"
 
 
 def _encode_headers(headers: Headers) -> str:
@@ -613,36 +610,17 @@ def _insert(record: StoredMessage, connection: sqlite3.Connection) -> StoredMess
 
 
 def _move(
-    from_queue: str,
-    to_queue: str,
-    message_id: str,
-    extra_headers: Headers,
-    sequence: int,
-    connection: sqlite3.Connection,
-) -> None:
+    from_queue: str, message_id: str, record: StoredMessage, connection: sqlite3.Connection
+) -> StoredMessage:
     """
-    Refile one message, as :meth:`IMessageStore.move` describes, with one UPDATE.
+    Add the dead-letter copy, then delete the original: one transaction holds both.
 
-    :raises DuplicateMessage: if ``to_queue`` holds the id; nothing is written.
+    :returns: ``record``, once stored.
+    :raises DuplicateMessage: if ``record``'s key holds its id; nothing is written.
     """
-    row = connection.execute(_SELECT_MESSAGE, (from_queue, message_id)).fetchone()
-    if row is None:
-        return
-    if from_queue == to_queue:
-        raise duplicate_error(to_queue, message_id)
-    cursor = connection.execute(
-        "UPDATE OR IGNORE messages SET queue = ?, sequence = ?, headers = ?, delivered = 0,"
-        " redelivery_count = 0 WHERE queue = ? AND message_id = ?",
-        (
-            to_queue,
-            sequence,
-            _encode_headers(with_headers(_decode_headers(row[0]), extra_headers)),
-            from_queue,
-            message_id,
-        ),
-    )
-    if cursor.rowcount == 0:
-        raise duplicate_error(to_queue, message_id)
+    _insert(record, connection)
+    connection.execute(_DELETE, (from_queue, message_id))
+    return record
 
 
 def _remove_subscription(name: str, connection: sqlite3.Connection) -> None:

@@ -11,7 +11,9 @@ few well-defined moments:
 - :meth:`IMessageStore.mark_delivered` when the message is handed to a consumer,
   so that after a crash it comes back with ``redelivered:true``;
 - :meth:`IMessageStore.remove` when it is acknowledged or expires;
-- :meth:`IMessageStore.move` when it is dead-lettered, in one atomic step;
+- :meth:`IMessageStore.move` when it is dead-lettered: the message leaves its
+  key and the dead-letter copy the broker makes of it joins another, in one
+  atomic step;
 - :meth:`IMessageStore.add_subscription` and
   :meth:`IMessageStore.remove_subscription` when a durable subscription is
   created or dropped;
@@ -203,22 +205,6 @@ class RecoveredState:
         )
 
 
-def with_headers(headers: Headers, extra_headers: Headers) -> Headers:
-    """
-    Add headers to a message, replacing any it already has of the same names.
-
-    Used when a message is dead-lettered; replacing rather than appending matters
-    because of STOMP's "first header wins" rule.
-
-    :param headers: the message's headers.
-    :param extra_headers: headers to set, e.g. the reason for dead-lettering.
-    :returns: ``headers`` without the names in ``extra_headers``, then ``extra_headers``.
-    """
-    extra = tuple((name, value) for name, value in extra_headers)
-    replaced = {name for name, _ in extra}
-    return tuple(pair for pair in headers if pair[0] not in replaced) + extra
-
-
 def stored_message(queue: str, sequence: int, message: MessageFields) -> StoredMessage:
     """
     Make the record :meth:`IMessageStore.add` files.
@@ -308,17 +294,24 @@ class IMessageStore(Interface):
         :returns: a Deferred firing with ``None`` once the mark is durable.
         """
 
-    def move(from_queue, to_queue, message_id, extra_headers=()):  # type: ignore[no-untyped-def]
+    def move(from_queue, message_id, to_queue, message):  # type: ignore[no-untyped-def]
         """
-        Move a message to another key in one atomic step: dead-lettering.
+        Dead-letter a message: remove it from one key and add its dead-letter copy
+        to another, in one atomic step.
 
-        The message gets a new sequence (it goes to the end of ``to_queue``), the
-        ``extra_headers`` (replacing headers of the same names), and a clean
-        delivery record: its life in the new queue starts afresh.
+        The broker makes a new message for the dead-letter queue (its own id and
+        destination, headers saying whence and why); that is what ``message`` is.
+        It is filed as :meth:`add` files it, at the end of ``to_queue`` with a
+        clean delivery record, even if ``from_queue`` no longer holds
+        ``message_id``.
 
-        :returns: a Deferred firing with ``None`` once the move is durable; it
-            fails with :class:`DuplicateMessage`, leaving both keys unchanged, if
-            ``to_queue`` already holds that id.
+        :param from_queue: the key the failed message is filed under.
+        :param message_id: its id there.
+        :param to_queue: the dead-letter queue's key.
+        :param message: the dead-letter copy (see :class:`MessageFields`).
+        :returns: a Deferred firing with the copy's :class:`StoredMessage` once
+            the move is durable; it fails with :class:`DuplicateMessage`, leaving
+            both keys unchanged, if ``to_queue`` already holds the copy's id.
         """
 
     def add_subscription(name, destination, headers=()):  # type: ignore[no-untyped-def]
@@ -418,26 +411,15 @@ class MemoryStore:
         return succeed(None)
 
     def move(
-        self, from_queue: str, to_queue: str, message_id: str, extra_headers: Headers = ()
-    ) -> Deferred[None]:
-        """:returns: a fired Deferred; see :meth:`IMessageStore.move`."""
+        self, from_queue: str, message_id: str, to_queue: str, message: MessageFields
+    ) -> Deferred[StoredMessage]:
+        """:returns: a fired Deferred with the copy; see :meth:`IMessageStore.move`."""
         if not self._open:
             return _not_open()
-        record = self._queues.get(from_queue, {}).get(message_id)
-        if record is None:
-            return succeed(None)
-        if message_id in self._queues.get(to_queue, {}):
-            return fail(duplicate_error(to_queue, message_id))
+        if message.message_id in self._queues.get(to_queue, {}):
+            return fail(duplicate_error(to_queue, message.message_id))
         self.remove(from_queue, message_id)
-        self._queues.setdefault(to_queue, {})[message_id] = evolve(
-            record,
-            queue=to_queue,
-            sequence=next(self._sequence),
-            headers=with_headers(record.headers, extra_headers),
-            delivered=False,
-            redelivery_count=0,
-        )
-        return succeed(None)
+        return self.add(to_queue, message)
 
     def add_subscription(
         self, name: str, destination: str, headers: Headers = ()

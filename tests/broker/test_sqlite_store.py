@@ -26,12 +26,12 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from twisted.internet import task
 from twisted.internet.defer import Deferred, maybeDeferred
-from twisted.logger import LogEvent, globalLogPublisher
+from twisted.logger import ILogObserver, LogEvent, globalLogPublisher
 
 from stompbroker.broker.sqlite_store import DATABASE_NAME, SQLiteStore
 from stompbroker.broker.store import (
@@ -178,13 +178,14 @@ def test_off_logs_a_write_that_failed_after_it_was_acknowledged(tmp_path: Path) 
     clock = task.Clock()
     store = open_sqlite(tmp_path, clock, "off")
     events: list[LogEvent] = []
-    globalLogPublisher.addObserver(events.append)
+    observer = cast(ILogObserver, events.append)
+    globalLogPublisher.addObserver(observer)
     try:
         store.add("/queue/orders", sent("m-1"))
         assert result_of(store.add("/queue/orders", sent("m-1"))).message_id == "m-1"
         clock.advance(0)
     finally:
-        globalLogPublisher.removeObserver(events.append)
+        globalLogPublisher.removeObserver(observer)
     (failed,) = [event for event in events if "log_failure" in event]
     assert failed["log_failure"].check(DuplicateMessage)
     assert failed["log_namespace"] == "stompbroker.store"
@@ -228,7 +229,7 @@ def test_everything_survives_close_and_reopen(tmp_path: Path) -> None:
     store.remove("/queue/orders", "m-2")
     store.mark_delivered("/queue/orders", "m-3")
     store.mark_delivered("/queue/orders", "m-3")
-    store.move("/queue/orders", "/queue/DLQ.orders", "m-4", (("dead-letter-reason", "expired"),))
+    store.move("/queue/orders", "m-4", "/queue/DLQ.orders", sent("d-4", "/queue/DLQ.orders"))
     recovering = store.recover()
     clock.advance(0.002)
     before = result_of(recovering)
@@ -236,7 +237,7 @@ def test_everything_survives_close_and_reopen(tmp_path: Path) -> None:
     assert recover_from(tmp_path) == before
     assert ids_by_queue(before) == {
         "/queue/orders": ["m-0", "m-1", "m-3", "m-5"],
-        "/queue/DLQ.orders": ["m-4"],
+        "/queue/DLQ.orders": ["d-4"],
     }
 
 

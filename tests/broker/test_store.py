@@ -33,7 +33,6 @@ from stompbroker.broker.store import (
     RecoveredState,
     StoredMessage,
     StoreNotOpen,
-    with_headers,
 )
 from stompbroker.protocol.frames import Headers
 
@@ -192,13 +191,12 @@ def test_a_queue_without_messages_is_not_recovered(harness: Harness) -> None:
 
 
 def test_operations_on_unknown_messages_change_nothing(harness: Harness) -> None:
-    """Removing, marking or moving a message the key does not hold is not an error."""
+    """Removing or marking a message the key does not hold is not an error."""
     harness.add("/queue/orders", sent("m-1"))
     before = harness.recover()
     assert harness.settle(harness.store.remove("/queue/orders", "m-9")) is None
     assert harness.settle(harness.store.remove("/queue/other", "m-1")) is None
     assert harness.settle(harness.store.mark_delivered("/queue/orders", "m-9")) is None
-    assert harness.settle(harness.store.move("/queue/orders", "/queue/DLQ", "m-9")) is None
     assert harness.recover() == before
 
 
@@ -222,49 +220,57 @@ def test_marking_keeps_the_order(harness: Harness) -> None:
     assert message_ids(harness.recover().queues["/queue/orders"]) == ["m-1", "m-2"]
 
 
-def test_move_dead_letters_to_the_end_of_the_other_queue(harness: Harness) -> None:
-    """move() refiles a message at the end of its new key, with a clean delivery record."""
-    harness.add("/queue/DLQ.orders", sent("old", "/queue/other"))
-    (original,) = harness.add("/queue/orders", sent("m-1", headers=(("k", "v"),)))
+#: The dead-letter copy the broker makes of ``m-1`` from ``/queue/orders``.
+DEAD_LETTER = Sent(
+    "/queue/DLQ.orders",
+    "d-1",
+    (("original-message-id", "m-1"), ("dead-letter-reason", "rejected")),
+    b"m-1",
+)
+
+
+def test_move_swaps_a_message_for_its_dead_letter_copy(harness: Harness) -> None:
+    """move() removes the original and files the copy at the end of its key, undelivered."""
+    harness.add("/queue/DLQ.orders", sent("old", "/queue/DLQ.orders"))
+    (original, kept) = harness.add("/queue/orders", sent("m-1"), sent("m-2"))
     harness.settle(harness.store.mark_delivered("/queue/orders", "m-1"))
     harness.settle(harness.store.mark_delivered("/queue/orders", "m-1"))
-    harness.settle(
-        harness.store.move(
-            "/queue/orders", "/queue/DLQ.orders", "m-1", (("dead-letter-reason", "rejected"),)
-        )
-    )
-    recovered = harness.recover()
-    assert "/queue/orders" not in recovered.queues
-    (old, moved) = recovered.queues["/queue/DLQ.orders"]
-    assert old.message_id == "old"
-    assert moved.sequence > original.sequence
+    moving = harness.store.move("/queue/orders", "m-1", "/queue/DLQ.orders", DEAD_LETTER)
+    moved = harness.settle(moving)
     assert moved == StoredMessage(
         queue="/queue/DLQ.orders",
         sequence=moved.sequence,
-        message_id="m-1",
-        destination="/queue/orders",
-        headers=(("k", "v"), ("dead-letter-reason", "rejected")),
+        message_id="d-1",
+        destination="/queue/DLQ.orders",
+        headers=DEAD_LETTER.headers,
         body=b"m-1",
     )
+    assert moved.sequence > kept.sequence > original.sequence
+    recovered = harness.recover()
+    assert message_ids(recovered.queues["/queue/orders"]) == ["m-2"]
+    assert recovered.queues["/queue/DLQ.orders"][1] == moved
+    assert message_ids(recovered.queues["/queue/DLQ.orders"]) == ["old", "d-1"]
 
 
-def test_move_replaces_headers_of_the_same_name(harness: Harness) -> None:
-    """Extra headers of move() replace same-named ones, since the first repeated header wins."""
-    harness.add("/queue/orders", sent("m-1", headers=(("reason", "old"), ("k", "v"))))
-    harness.settle(harness.store.move("/queue/orders", "/queue/DLQ", "m-1", (("reason", "new"),)))
-    (moved,) = harness.recover().queues["/queue/DLQ"]
-    assert moved.headers == (("k", "v"), ("reason", "new"))
+def test_move_files_the_copy_even_if_the_original_is_gone(harness: Harness) -> None:
+    """A dead-letter copy is never lost because its original was removed already."""
+    harness.settle(harness.store.move("/queue/orders", "m-1", "/queue/DLQ.orders", DEAD_LETTER))
+    recovered = harness.recover()
+    assert list(recovered.queues) == ["/queue/DLQ.orders"]
+    assert message_ids(recovered.queues["/queue/DLQ.orders"]) == ["d-1"]
 
 
 def test_move_onto_a_key_that_holds_the_id_fails_and_changes_nothing(harness: Harness) -> None:
-    """move() to a key already holding the id fails with DuplicateMessage and leaves both keys."""
+    """move() to a key already holding the copy's id fails with DuplicateMessage; nothing moves."""
     harness.add("/queue/orders", sent("m-1"))
-    harness.add("/queue/DLQ", sent("m-1", body=b"other"))
+    harness.add("/queue/DLQ.orders", DEAD_LETTER)
     before = harness.recover()
     with pytest.raises(DuplicateMessage):
-        harness.settle(harness.store.move("/queue/orders", "/queue/DLQ", "m-1"))
+        harness.settle(
+            harness.store.move("/queue/orders", "m-1", "/queue/DLQ.orders", DEAD_LETTER)
+        )
     with pytest.raises(DuplicateMessage):
-        harness.settle(harness.store.move("/queue/orders", "/queue/orders", "m-1"))
+        harness.settle(harness.store.move("/queue/orders", "m-1", "/queue/orders", sent("m-1")))
     assert harness.recover() == before
 
 
@@ -354,7 +360,7 @@ def test_operations_on_a_closed_store_fail(harness: Harness) -> None:
         harness.store.add("/queue/orders", sent("m-1")),
         harness.store.remove("/queue/orders", "m-1"),
         harness.store.mark_delivered("/queue/orders", "m-1"),
-        harness.store.move("/queue/orders", "/queue/DLQ", "m-1"),
+        harness.store.move("/queue/orders", "m-1", "/queue/DLQ.orders", DEAD_LETTER),
         harness.store.add_subscription("sub-a", "/topic/a"),
         harness.store.remove_subscription("sub-a"),
     ]
@@ -376,16 +382,6 @@ def test_operations_before_open_fail(kind: str, tmp_path: Path) -> None:
     with pytest.raises(StoreNotOpen):
         result_of(store.add("/queue/orders", sent("m-1")))
     assert result_of(store.close()) is None
-
-
-def test_with_headers_replaces_by_name_and_appends() -> None:
-    """with_headers() drops every header named in the extra ones and appends those."""
-    headers = (("a", "1"), ("b", "2"), ("a", "3"))
-    assert with_headers(headers, [["a", "9"], ["c", "4"]]) == (
-        ("b", "2"),
-        ("a", "9"),
-        ("c", "4"),
-    )
 
 
 HEADER_TEXT = st.text(max_size=20)
