@@ -278,6 +278,6 @@ class WebSocketTests(unittest.TestCase):
         yield client.wait_for(lambda: client.pings > answered)
         started = reactor.seconds()
         code = yield client.closed.addTimeout(WAIT, reactor)
-        self.assertLess(reactor.seconds() - started, PING_TIMEOUT + 1.0)
+        self.assertLess(reactor.seconds() - started, PING_TIMEOUT + 2.0)
         self.assertEqual(client.pings, answered + 1)
         self.assertEqual(code, 1006)
