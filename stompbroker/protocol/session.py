@@ -393,6 +393,25 @@ class StompSession:
             if self.state is not State.CONNECTED:
                 return
 
+    def keep_alive(self) -> None:
+        """
+        The client showed life without sending bytes (a WebSocket pong, say).
+
+        It counts as heard from for the heart-beat check, exactly as data does.
+        """
+        self._last_received = self._clock.seconds()
+
+    def fail(self, error: ProtocolError) -> None:
+        """
+        End the session with an ERROR, for a fault the transport found itself
+        (a WebSocket message over the size limit, say).
+
+        :param error: what to tell the client.
+        """
+        if self.state is State.CLOSING or self.state is State.CLOSED:
+            return
+        self._fail(error)
+
     def connection_lost(self) -> None:
         """The connection is gone, for whatever reason: let go of everything it held."""
         self.state = State.CLOSED

@@ -58,7 +58,6 @@ from autobahn.websocket.types import ConnectionDeny, ConnectionRequest
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 
 from stompbroker.logs import logger
-from stompbroker.protocol.encoder import error_frame
 from stompbroker.protocol.errors import FrameTooLarge
 from stompbroker.protocol.session import SessionConfig, StompSession
 
@@ -235,9 +234,10 @@ class StompWebSocketProtocol(WebSocketServerProtocol):
         self.onMessageFrameData = _ignore  # type: ignore[method-assign,assignment]
         limit = self._max_message_size - 1
         # The same ERROR the parser's FrameTooLarge gives, so that clients see
-        # one message for one limit whichever way they broke it.
-        session.send_frame(
-            error_frame(
+        # one message for one limit whichever way they broke it; the session's
+        # close then picks code 1009 for it.
+        session.fail(
+            FrameTooLarge(
                 f"frame too large: more than {limit} bytes",
                 f"A WebSocket message may carry at most {limit} bytes and the NUL that"
                 f" ends a frame; this one announced {size} bytes.",
@@ -248,7 +248,6 @@ class StompWebSocketProtocol(WebSocketServerProtocol):
             peer=session.peer,
             size=size,
         )
-        self.sendCloseFrame(CLOSE_MESSAGE_TOO_BIG)
 
     # -- liveness ----------------------------------------------------------------
 
@@ -260,10 +259,8 @@ class StompWebSocketProtocol(WebSocketServerProtocol):
         self._heard_from_client()
 
     def _heard_from_client(self) -> None:
-        # An empty read is the session's way of hearing from the client
-        # without bytes: it resets the heart-beat check and parses nothing.
         if self.session is not None:
-            self.session.receive_data(b"")
+            self.session.keep_alive()
 
     def onClose(self, wasClean: bool, code: Optional[int], reason: Optional[str]) -> None:
         session = self.session
