@@ -201,7 +201,7 @@ class AccessPolicy:
             f"{who} may not {_ACTIONS[right]} {destination!r}: the access file gives"
             f" no {right} right on it"
         )
-        if is_wildcard(destination):
+        if right == READ and is_wildcard(destination):
             detail += ", and a wildcard subscription needs one rule that covers all of it"
         raise AccessDenied(right, destination, detail + ".")
 

@@ -479,6 +479,7 @@ def _text(value: str | bytes) -> str:
 
 
 def _in_thread(function: Callable[..., Any], *args: Any) -> Deferred[Any]:
+    """Run in the global reactor's thread pool, imported late: strcred gives no reactor."""
     from twisted.internet.threads import deferToThread
 
     return deferToThread(function, *args)
@@ -612,7 +613,7 @@ class _FirstAccepting:
                 )
             except UnauthorizedLogin:
                 continue
-            except Exception as error:  # noqa: BLE001
+            except Exception as error:
                 # A checker plug-in may fail in any way (the unix one cannot read
                 # /etc/shadow without privileges): the client must just get "login
                 # failed" and the next checker its chance.  Only the error's type is
