@@ -211,6 +211,12 @@ class Link:
         stream, self._stream = self._stream, b""
         return stream
 
+    def __enter__(self) -> Link:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def close(self) -> None:
         """Close the socket, without a DISCONNECT: the broker must cope, and it is faster."""
         self.sock.close()

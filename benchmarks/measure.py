@@ -58,6 +58,19 @@ def process_fd_count(pid: int) -> int | None:
         return None
 
 
+def process_fd_limit(pid: int) -> int | None:
+    """:returns: the process's soft limit on open files, or ``None`` if unreadable or unlimited."""
+    try:
+        with open(f"/proc/{pid}/limits", "rb") as limits:
+            for line in limits:
+                if line.startswith(b"Max open files"):
+                    soft = line.split()[3]
+                    return int(soft) if soft.isdigit() else None
+    except OSError:
+        return None
+    return None
+
+
 def machine_cpu_ticks() -> tuple[int, int]:
     """:returns: ``(busy, total)`` clock ticks of all CPUs since boot, from ``/proc/stat``."""
     with open("/proc/stat", "rb") as stat:

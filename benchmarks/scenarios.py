@@ -21,7 +21,7 @@ import time
 from array import array
 from typing import Any
 
-from attrs import asdict, frozen
+from attrs import frozen
 
 from benchmarks.connection import Endpoint, Link
 from benchmarks.crew import Crew
@@ -32,6 +32,7 @@ from benchmarks.measure import (
     merge_seen,
     percentiles,
     process_fd_count,
+    process_fd_limit,
     process_rss_kb,
 )
 from benchmarks.wire import SendTemplate
@@ -419,25 +420,50 @@ def _judge(figures: dict[str, Any]) -> dict[str, Any]:
     return figures
 
 
+#: The share of a broker's free file descriptors the idle scenario may use.
+FD_HEADROOM = 0.8
+
+
+def fd_headroom(pid: int) -> int | None:
+    """:returns: how many connections the idle scenario may open to the broker ``pid``, if known."""
+    limit = process_fd_limit(pid)
+    used = process_fd_count(pid)
+    if limit is None or used is None:
+        return None
+    return max(0, int((limit - used) * FD_HEADROOM))
+
+
 def _run_idle(target: Target, settings: Settings) -> dict[str, Any]:
     """
     Open ``settings.connections`` subscribed connections, hold them, measure the broker, probe them.
 
     Every connection subscribes to one topic; after the hold, one message sent
     there must reach each of them: a connection counts as held only if it does.
+    When the broker's pid is known, the run opens no more connections than
+    :data:`FD_HEADROOM` of the file descriptors it has free (and says so in
+    ``capped_to``): some brokers do not survive running out (RabbitMQ 3.10 loses
+    its memory monitor), and would then spoil every later run.  The connection
+    that sends the probe is opened first, so that the probe cannot be the one
+    connection too many.
     """
     run_id = secrets.token_hex(4)
     destination = f"/topic/bench.idle.{run_id}"
     pid = target.pid
     requested = settings.connections
+    capped_to = fd_headroom(pid) if pid else None
+    if capped_to is not None and capped_to < requested:
+        requested = capped_to
+    else:
+        capped_to = None
     procs = max(1, min(settings.procs, requested))
     shares = [requested // procs + (1 if slot < requested % procs else 0) for slot in range(procs)]
     rss_before = process_rss_kb(pid) if pid else None
+    probe = Link(target.endpoint, timeout=settings.setup_timeout)
     started = time.monotonic()
     setup_bound = settings.setup_timeout + requested * 0.01
     deadline = started + 2 * setup_bound + settings.hold + 30
-    figures: dict[str, Any] = {"requested": requested, "hold_s": settings.hold}
-    with Crew() as crew:
+    errors: list[str] = []
+    with probe, Crew() as crew:
         progress = crew.shared_counts(procs)
         holders = [
             crew.start(
@@ -460,38 +486,35 @@ def _run_idle(target: Target, settings: Settings) -> dict[str, Any]:
         time.sleep(settings.hold)
         rss_held = process_rss_kb(pid) if pid else None
         fds = process_fd_count(pid) if pid else None
-        probe = Link(target.endpoint, timeout=settings.setup_timeout)
         try:
             probe.sock.sendall(
                 probe.pack(SendTemplate(destination, b"probe").frames(range(1), True))
             )
             probe.read_frames(1, settings.setup_timeout)
-        finally:
-            probe.close()
+        except (BenchmarkError, OSError) as error:
+            errors.append(f"probe: {error}")
         crew.tell(holders, "probe")
         held_reports = crew.gather(holders, time.monotonic() + settings.setup_timeout)
-    errors = [answer["error"] for answer in ready if answer.get("error")]
+    errors += [answer["error"] for answer in ready if answer.get("error")]
     if len([answer for answer in ready if answer]) < len(holders):
         errors.append("a connection holder did not get ready in time")
     held = sum(report["held"] for report in held_reports if report)
-    figures.update(
-        opened=opened,
-        held=held,
-        failures=sum(answer.get("failures", 0) for answer in ready),
-        setup_s=round(setup_s, 3),
-        connections_per_s=round(opened / setup_s, 1) if setup_s else 0.0,
-        generator_fd_limit=min((answer.get("fd_limit", 0) for answer in ready), default=0),
-        rss_before_kb=rss_before,
-        rss_held_kb=rss_held,
-        broker_fds=fds,
-        error="; ".join(dict.fromkeys(errors)) or None,
-    )
+    figures: dict[str, Any] = {
+        "requested": settings.connections,
+        "capped_to": capped_to,
+        "hold_s": settings.hold,
+        "opened": opened,
+        "held": held,
+        "failures": sum(answer.get("failures", 0) for answer in ready),
+        "setup_s": round(setup_s, 3),
+        "connections_per_s": round(opened / setup_s, 1) if setup_s else 0.0,
+        "generator_fd_limit": min((answer.get("fd_limit", 0) for answer in ready), default=0),
+        "rss_before_kb": rss_before,
+        "rss_held_kb": rss_held,
+        "broker_fds": fds,
+        "error": "; ".join(dict.fromkeys(errors)) or None,
+    }
     if rss_before is not None and rss_held is not None and opened:
         figures["rss_per_conn_kb"] = round((rss_held - rss_before) / opened, 2)
     figures["ok"] = held == requested and not figures["error"]
     return figures
-
-
-def describe(settings: Settings) -> dict[str, Any]:
-    """:returns: the settings as a dict, for the JSON header line."""
-    return asdict(settings)

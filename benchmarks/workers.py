@@ -436,50 +436,31 @@ def run_idle(spec: IdleSpec, pipe: Connection, progress: Any) -> None:
     """
     Open and subscribe ``spec.count`` connections, hold them, and check they still deliver.
 
+    Connections are set up a batch at a time, each batch within one
+    ``setup_timeout``, and the process gives up once more than 1% of them (at
+    least 10) have failed: a broker out of file descriptors stops accepting,
+    and waiting out every connect would take minutes.
+
     :param spec: the process's work.
     :param pipe: to the parent.
     :param progress: shared array: how many connections this process has subscribed.
     """
     limit = raise_fd_limit()
     links: list[Link] = []
-    failures = 0
-    first_error: str | None = None
+    failures: list[str] = []
     cpu_before = own_cpu_seconds()
     for batch_start in range(0, spec.count, spec.batch):
-        if time.monotonic() > spec.deadline or failures > max(10, spec.count // 100):
+        if time.monotonic() > spec.deadline or len(failures) > max(10, spec.count // 100):
             break
-        batch: list[Link] = []
-        for _ in range(min(spec.batch, spec.count - batch_start)):
-            try:
-                batch.append(Link(spec.endpoint, timeout=spec.setup_timeout, wait=False))
-            except BenchmarkError as error:
-                failures += 1
-                first_error = first_error or str(error)
-        subscribed = []
-        for index, link in enumerate(batch):
-            try:
-                link.expect_connected(spec.setup_timeout)
-                link.sock.sendall(subscribe_frame(spec.destination, f"idle-{index}", "auto"))
-                subscribed.append(link)
-            except (BenchmarkError, OSError) as error:
-                failures += 1
-                first_error = first_error or str(error)
-                link.close()
-        for link in subscribed:
-            try:
-                link.read_frames(1, spec.setup_timeout)
-                links.append(link)
-            except BenchmarkError as error:
-                failures += 1
-                first_error = first_error or str(error)
-                link.close()
+        size = min(spec.batch, spec.count - batch_start)
+        links += _open_batch(spec, size, time.monotonic() + spec.setup_timeout, failures)
         progress[spec.slot] = len(links)
     _report(
         pipe,
         {
             "ready": len(links),
-            "failures": failures,
-            "error": first_error,
+            "failures": len(failures),
+            "error": failures[0] if failures else None,
             "fd_limit": limit,
             "setup_cpu_s": own_cpu_seconds() - cpu_before,
         },
@@ -489,6 +470,45 @@ def run_idle(spec: IdleSpec, pipe: Connection, progress: Any) -> None:
         _report(pipe, {"held": held})
     for link in links:
         link.close()
+
+
+def _open_batch(spec: IdleSpec, size: int, deadline: float, failures: list[str]) -> list[Link]:
+    """
+    Set up ``size`` subscribed connections in three round trips: connect and
+    CONNECT all, then SUBSCRIBE all, then read all the receipts.
+
+    :param deadline: ``time.monotonic()`` by which the whole batch must be set up.
+    :param failures: what went wrong is appended here, one entry per failed connection.
+    :returns: the connections that are subscribed.
+    """
+
+    def remaining() -> float:
+        return max(0.1, deadline - time.monotonic())
+
+    opened: list[Link] = []
+    for _ in range(size):
+        try:
+            opened.append(Link(spec.endpoint, timeout=remaining(), wait=False))
+        except BenchmarkError as error:
+            failures.append(str(error))
+    subscribed = []
+    for index, link in enumerate(opened):
+        try:
+            link.expect_connected(remaining())
+            link.sock.sendall(subscribe_frame(spec.destination, f"idle-{index}", "auto"))
+            subscribed.append(link)
+        except (BenchmarkError, OSError) as error:
+            failures.append(str(error))
+            link.close()
+    ready = []
+    for link in subscribed:
+        try:
+            link.read_frames(1, remaining())
+            ready.append(link)
+        except BenchmarkError as error:
+            failures.append(str(error))
+            link.close()
+    return ready
 
 
 def _count_probed(links: list[Link], deadline: float) -> int:

@@ -10,6 +10,8 @@ duplicated, not how fast anything is.
 from __future__ import annotations
 
 import json
+import os
+import resource
 import socket
 import socketserver
 import struct
@@ -27,7 +29,7 @@ from hypothesis import strategies as st
 from benchmarks.cli import build_parser, cases_from, main, settings_from
 from benchmarks.connection import Endpoint
 from benchmarks.measure import merge_seen, percentiles
-from benchmarks.scenarios import Case, Settings, Target, run_case
+from benchmarks.scenarios import Case, Settings, Target, fd_headroom, run_case
 from benchmarks.websocket import FrameDecoder, client_frame, unmask
 from benchmarks.wire import Inbox, SendTemplate, split_frames
 from stompbroker.protocol.parser import FrameParser
@@ -471,3 +473,11 @@ def test_websocket_case_is_skipped_for_a_broker_without_an_endpoint() -> None:
         Case("ws-fanout", subscribers=1), Target("tcp-only", Endpoint("127.0.0.1", 1)), TINY
     )
     assert result["skipped"] and not result["ok"] and "error" not in result
+
+
+def test_idle_connections_stay_within_the_brokers_free_descriptors() -> None:
+    """The idle scenario opens at most 80% of the descriptors a process has free, read from /proc."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    open_now = len(os.listdir("/proc/self/fd"))
+    headroom = fd_headroom(os.getpid())
+    assert headroom is not None and abs(headroom - int((soft - open_now) * 0.8)) <= 2
