@@ -476,7 +476,7 @@ def test_websocket_case_is_skipped_for_a_broker_without_an_endpoint() -> None:
 
 
 def test_idle_connections_stay_within_the_brokers_free_descriptors() -> None:
-    """The idle scenario opens at most 80% of the descriptors a process has free, read from /proc."""
+    """The idle scenario opens at most 80% of the descriptors a process has free (from /proc)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     open_now = len(os.listdir("/proc/self/fd"))
     headroom = fd_headroom(os.getpid())
