@@ -240,6 +240,11 @@ class FrameParser:
         self._version = version
         self._unescaping = version != "1.0"
 
+    @property
+    def error(self) -> ProtocolError | None:
+        """The fault that killed the parser, or ``None`` while it is alive."""
+        return self._error
+
     def receive_data(self, data: bytes) -> list[Frame]:
         """
         Parse more of the stream.
@@ -251,6 +256,10 @@ class FrameParser:
         After a :class:`ProtocolError` the parser is dead: the stream can no
         longer be resynchronised, so the caller must send an ERROR frame and
         close the connection; any further call raises the same error again.
+        When ``data`` completes frames before the fault, those frames are
+        returned and the fault is left in :attr:`error` (the caller acts on
+        the frames, then on the fault), so what a client sent correctly never
+        depends on how the network cut its bytes.
 
         :param data: the bytes just read (any bytes-like object is copied to ``bytes``).
         :returns: the frames completed by ``data``, in stream order (possibly none).
@@ -278,12 +287,18 @@ class FrameParser:
             # one-byte-at-a-time feeding stays O(n).
             buffer += data
             source = buffer
+        frames: list[Frame] = []
         try:
-            frames, consumed = self._parse(source)
+            consumed = self._parse(source, frames)
         except ProtocolError as error:
             self._error = error
             self._buffer = bytearray()
-            raise
+            if not frames:
+                raise
+            # Frames completed before the fault are the client's accepted work:
+            # hand them over; the caller finds the fault in ``error`` and the
+            # next call raises it.
+            return frames
         if source is buffer:
             del buffer[:consumed]
         elif consumed < len(source):
@@ -293,7 +308,7 @@ class FrameParser:
             buffer.clear()
         return frames
 
-    def _parse(self, source: bytes | bytearray) -> tuple[list[Frame], int]:
+    def _parse(self, source: bytes | bytearray, frames: list[Frame]) -> int:
         """
         Parse the frames in ``source``, which starts at the current frame (or
         between frames), and save the state reached.
@@ -302,9 +317,10 @@ class FrameParser:
         this one function with everything it needs in local variables; the
         unusual (CRLF, escapes, limits nearly hit, errors) is left to helpers.
 
-        :returns: the frames, and how many bytes of ``source`` they consumed.
+        :param frames: the list the completed frames are appended to, which keeps
+            them for the caller when a later frame in ``source`` is at fault.
+        :returns: how many bytes of ``source`` the completed frames consumed.
         """
-        frames: list[Frame] = []
         append = frames.append
         end = len(source)
         copy_bodies = type(source) is not bytes
@@ -438,7 +454,7 @@ class FrameParser:
             self._content_length = content_length
             self._command = command
             self._headers = headers
-        return frames, position
+        return position
 
     def _check_partial_header(
         self, source: bytes | bytearray, scan: int, end: int, line_start: int, line_count: int

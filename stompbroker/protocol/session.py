@@ -392,6 +392,9 @@ class StompSession:
                 return
             if self.state is not State.CONNECTED:
                 return
+        fault = self._parser.error
+        if fault is not None:
+            self._fail(fault)
 
     def keep_alive(self) -> None:
         """

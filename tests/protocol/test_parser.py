@@ -649,3 +649,21 @@ def test_unescape_rejects_undefined_escape(raw: str) -> None:
     """
     with pytest.raises(MalformedFrame, match="undefined escape sequence"):
         unescape(raw, "1.2")
+
+
+def test_frames_before_a_fault_in_the_same_chunk_are_returned() -> None:
+    """A good frame followed by a bad one in one chunk is returned; the fault waits in ``error``."""
+    parser = FrameParser()
+    good = b"SEND\ndestination:/queue/a\n\nkept\x00"
+    frames = parser.receive_data(good + b"SEND\nno colon\n\n\x00")
+    assert frames == [Frame("SEND", (("destination", "/queue/a"),), b"kept")]
+    assert isinstance(parser.error, MalformedFrame)
+    with pytest.raises(MalformedFrame):
+        parser.receive_data(b"")
+
+
+def test_error_is_none_while_the_parser_is_alive() -> None:
+    """``error`` stays ``None`` until a fault."""
+    parser = FrameParser()
+    parser.receive_data(b"SEND\ndestination:/queue/a\n\n")
+    assert parser.error is None

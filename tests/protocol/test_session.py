@@ -577,3 +577,13 @@ def test_stomp_1_0_subscriber_gets_messages_with_unrepresentable_headers() -> No
     assert message.get("x-ok") == "fine"
     assert message.body == b"hi"
     assert not old_transport.closed and not new_transport.closed
+
+
+def test_frame_before_a_malformed_one_in_the_same_chunk_is_acted_on() -> None:
+    """A SEND that arrived whole is published even when a malformed frame follows it in the same read."""
+    session, transport, _, broker = connected()
+    session.receive_data(
+        frame("SEND", ("destination", "/topic/a"), body=b"kept") + b"SEND\nno colon here\n\n\x00"
+    )
+    assert [arg.body for call, arg in broker.calls if call == "send"] == [b"kept"]
+    assert "no colon" in error_of(transport).get("message", "")
