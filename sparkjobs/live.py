@@ -1,0 +1,191 @@
+"""
+The streaming job: per-minute aggregates that follow the stats directory.
+
+Usage::
+
+    python -m sparkjobs.live --input STATS_DIR --output OUT_DIR --checkpoint CHECKPOINT_DIR
+    python -m sparkjobs.live ... --once        # process what is there now, then stop
+
+Structured Streaming watches ``STATS_DIR`` for newly published files and keeps
+three Parquet tables in ``OUT_DIR``, appending as data arrives:
+
+- ``destination_per_minute`` and ``broker_per_minute``: the same aggregates,
+  by the same code, as the batch report's tables of those names.  A minute is
+  written once, when the watermark (``--watermark``, default 2 minutes of
+  event time) has passed its end; records older than the watermark by then
+  are dropped by Spark, as late data.
+- ``bad_records``: every record that is malformed or invalid, with its file.
+
+Read the tables with Spark (``spark.read.parquet``), which honours the
+``_spark_metadata`` log the file sink keeps, so a half-written batch is never
+seen.  ``CHECKPOINT_DIR`` holds the progress: restarting with the same
+checkpoint resumes where the job stopped, without counting a file twice.
+
+The broker publishes a stats file when its hour is over (see
+:mod:`stompbroker.stats_export`), so the tables trail the broker by up to an
+hour plus ``--trigger-seconds``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+
+from sparkjobs import transforms
+from sparkjobs.stats_io import build_session, job_parser, read_stats_stream, table_path
+
+DEFAULT_WATERMARK = "2 minutes"
+DEFAULT_TRIGGER_SECONDS = 10
+DEFAULT_STATE_PARTITIONS = 4
+
+
+def live_tables(stats: DataFrame, watermark: str = DEFAULT_WATERMARK) -> dict[str, DataFrame]:
+    """
+    The streaming job's outputs, as streaming DataFrames (no I/O).
+
+    :param stats: :func:`sparkjobs.stats_io.read_stats_stream`'s DataFrame.
+    :param watermark: how late, in event time, a record may arrive and still count.
+    :returns: table name to streaming DataFrame.
+    """
+    checked = transforms.with_problem(stats)
+    good = transforms.good_records(checked)
+
+    def of_kind(kind: str) -> DataFrame:
+        return transforms.of_kind(good, kind).withWatermark("ts", watermark)
+
+    return {
+        "destination_per_minute": transforms.destination_per_minute(of_kind("destination")),
+        "broker_per_minute": transforms.broker_per_minute(of_kind("broker")),
+        "bad_records": transforms.bad_records(checked),
+    }
+
+
+def start_queries(
+    spark: SparkSession,
+    input_path: str,
+    output_path: str,
+    checkpoint_path: str,
+    *,
+    once: bool = False,
+    trigger_seconds: float = DEFAULT_TRIGGER_SECONDS,
+    watermark: str = DEFAULT_WATERMARK,
+    max_files_per_trigger: int | None = None,
+    state_partitions: int = DEFAULT_STATE_PARTITIONS,
+) -> list[StreamingQuery]:
+    """
+    Start one streaming query per table of :func:`live_tables`.
+
+    :param once: process the files present now (``availableNow``) and stop,
+        instead of polling every ``trigger_seconds``.
+    :param state_partitions: partitions of the aggregation state.  Spark's
+        default of 200 costs 200 small tasks and state stores per micro-batch,
+        minutes per batch on a small machine, for what is a few rows per minute;
+        the number is fixed when a checkpoint is created.
+    :returns: the running queries, named after their tables.
+    """
+    # A session of its own, so the setting does not leak into the caller's.
+    spark = spark.newSession()
+    spark.conf.set("spark.sql.shuffle.partitions", str(state_partitions))
+    tables = live_tables(read_stats_stream(spark, input_path, max_files_per_trigger), watermark)
+    queries = []
+    for name, frame in tables.items():
+        writer = (
+            frame.writeStream.queryName(name)
+            .format("parquet")
+            .outputMode("append")
+            .option("path", table_path(output_path, name))
+            .option("checkpointLocation", table_path(checkpoint_path, name))
+        )
+        if once:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
+        queries.append(writer.start())
+    return queries
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """:returns: the parsed command line; exits with status 2 on a usage error."""
+    parser = job_parser(
+        "python -m sparkjobs.live",
+        "Maintain per-minute stats aggregates from a stompbroker --stats-dir.",
+        "where the Parquet tables grow",
+    )
+    parser.add_argument("--checkpoint", required=True, help="the streaming checkpoint directory")
+    parser.add_argument(
+        "--once", action="store_true", help="process the files present now, then stop"
+    )
+    parser.add_argument(
+        "--trigger-seconds",
+        type=float,
+        default=DEFAULT_TRIGGER_SECONDS,
+        help="how often to look for new files",
+    )
+    parser.add_argument(
+        "--watermark",
+        default=DEFAULT_WATERMARK,
+        help="how late a record may arrive, e.g. '5 minutes'",
+    )
+    parser.add_argument(
+        "--max-files-per-trigger", type=int, help="read at most this many new files per batch"
+    )
+    parser.add_argument(
+        "--state-partitions",
+        type=int,
+        default=DEFAULT_STATE_PARTITIONS,
+        help="partitions of the aggregation state (fixed once a checkpoint exists)",
+    )
+    args = parser.parse_args(argv)
+    if args.state_partitions < 1:
+        parser.error("--state-partitions must be 1 or more")
+    if args.trigger_seconds <= 0:
+        parser.error("--trigger-seconds must be more than 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """
+    Run the streaming job from the command line until it is stopped (or, with
+    ``--once``, until the files present at start are processed).
+
+    A SparkSession that is already active is used and left running; one this
+    function creates is stopped at the end.
+
+    :returns: the exit status.
+    """
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    owns_session = SparkSession.getActiveSession() is None
+    spark = build_session("stompbroker-live", args.master)
+    queries: list[StreamingQuery] = []
+    try:
+        queries = start_queries(
+            spark,
+            args.input,
+            args.output,
+            args.checkpoint,
+            once=args.once,
+            trigger_seconds=args.trigger_seconds,
+            watermark=args.watermark,
+            max_files_per_trigger=args.max_files_per_trigger,
+            state_partitions=args.state_partitions,
+        )
+        if args.once:
+            for query in queries:
+                query.awaitTermination()
+        else:
+            spark.streams.awaitAnyTermination()
+    except KeyboardInterrupt:
+        print("stopping", file=sys.stderr)
+    finally:
+        for query in queries:
+            query.stop()
+        if owns_session:
+            spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

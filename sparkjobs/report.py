@@ -1,0 +1,177 @@
+"""
+The batch report: what the broker did over the stats it exported.
+
+Usage::
+
+    python -m sparkjobs.report --input STATS_DIR --output REPORT_DIR [--master URL] [--top N]
+    spark-submit --master URL sparkjobs/report.py --input ... --output ...
+
+Reads every published file of a ``--stats-dir`` (see
+:mod:`stompbroker.stats_export`), and writes into ``REPORT_DIR`` one Parquet
+table per question (``destination_per_minute``, ``broker_per_minute``,
+``destination_summary``, ``top_destinations``, ``bad_records``, ``summary``;
+docs/monitoring.md lists their columns) and ``dashboard.html``, a
+self-contained page with charts.  Bad records are counted, kept in
+``bad_records`` and left out of every figure; they never fail the job.
+
+Without ``--master`` it runs where it is launched: ``local[*]`` under plain
+``python``, the cluster ``spark-submit`` was given otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from attrs import frozen
+from pyspark.sql import DataFrame, Row, SparkSession
+
+from sparkjobs import transforms
+from sparkjobs.dashboard import write_dashboard
+from sparkjobs.stats_io import build_session, job_parser, read_stats, write_table
+
+DEFAULT_TOP = 10
+
+
+@frozen
+class ReportTables:
+    """The report's DataFrames, each written as the Parquet table of its name."""
+
+    summary: DataFrame
+    destination_per_minute: DataFrame
+    broker_per_minute: DataFrame
+    destination_summary: DataFrame
+    top_destinations: DataFrame
+    bad_records: DataFrame
+
+    def named(self) -> dict[str, DataFrame]:
+        """:returns: table name to DataFrame, in writing order."""
+        return {
+            "summary": self.summary,
+            "destination_per_minute": self.destination_per_minute,
+            "broker_per_minute": self.broker_per_minute,
+            "destination_summary": self.destination_summary,
+            "top_destinations": self.top_destinations,
+            "bad_records": self.bad_records,
+        }
+
+
+def build_report(stats: DataFrame, top: int = DEFAULT_TOP) -> ReportTables:
+    """
+    Transform the raw stats into the report's tables (no I/O).
+
+    :param stats: rows as :func:`sparkjobs.stats_io.read_stats` gives them.
+    :param top: how many destinations ``top_destinations`` keeps.
+    """
+    checked = transforms.with_problem(stats)
+    good = transforms.good_records(checked)
+    destinations = transforms.of_kind(good, "destination")
+    summary_by_destination = transforms.destination_summary(destinations)
+    return ReportTables(
+        summary=transforms.report_summary(checked),
+        destination_per_minute=transforms.destination_per_minute(destinations),
+        broker_per_minute=transforms.broker_per_minute(transforms.of_kind(good, "broker")),
+        destination_summary=summary_by_destination,
+        top_destinations=transforms.top_destinations(summary_by_destination, top),
+        bad_records=transforms.bad_records(checked),
+    )
+
+
+@frozen
+class ReportResult:
+    """What a run of the report tells its caller, beyond the files it wrote."""
+
+    summary: Row
+    bad_record_counts: list[Row]
+
+
+def run_report(
+    spark: SparkSession,
+    input_path: str,
+    output_path: str,
+    *,
+    top: int = DEFAULT_TOP,
+    dashboard_path: str | None = None,
+) -> ReportResult:
+    """
+    Read, transform, write: the whole job, in a session the caller owns.
+
+    The input is cached for the run, since every table reads it, and
+    released at the end: a cached read would otherwise answer a later run in
+    the same session with the files of this one.
+
+    :param input_path: the stats directory.
+    :param output_path: where the Parquet tables go (any path Spark can write).
+    :param dashboard_path: a local file for the HTML; ``OUTPUT/dashboard.html`` by default.
+    :returns: the headline figures.
+    """
+    stats = read_stats(spark, input_path).cache()
+    try:
+        tables = build_report(stats, top)
+        for name, frame in tables.named().items():
+            write_table(frame, output_path, name)
+        write_dashboard(tables, dashboard_path or str(Path(output_path) / "dashboard.html"))
+        (summary,) = tables.summary.collect()  # an aggregate without grouping: one row
+        return ReportResult(
+            summary=summary,
+            bad_record_counts=transforms.bad_record_counts(tables.bad_records).collect(),
+        )
+    finally:
+        stats.unpersist()
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """:returns: the parsed command line; exits with status 2 on a usage error."""
+    parser = job_parser(
+        "python -m sparkjobs.report",
+        "Report on the stats a stompbroker exported with --stats-dir.",
+        "where to write the tables",
+    )
+    parser.add_argument(
+        "--top", type=int, default=DEFAULT_TOP, help="destinations in top_destinations"
+    )
+    parser.add_argument(
+        "--dashboard", help="local path of the HTML page (default: OUTPUT/dashboard.html)"
+    )
+    args = parser.parse_args(argv)
+    if "://" in args.output and not args.dashboard:
+        parser.error("--output is not a local directory: give --dashboard a local file path")
+    if "://" not in args.input and not Path(args.input).is_dir():
+        parser.error(f"--input {args.input!r} is not a directory")
+    if args.top < 1:
+        parser.error("--top must be 1 or more")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """
+    Run the report from the command line.
+
+    A SparkSession that is already active (a test's, a notebook's) is used and
+    left running; one this function creates is stopped at the end.
+
+    :returns: the exit status: 0 when the report was written, bad records or not.
+    """
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    owns_session = SparkSession.getActiveSession() is None
+    spark = build_session("stompbroker-report", args.master)
+    try:
+        result = run_report(
+            spark, args.input, args.output, top=args.top, dashboard_path=args.dashboard
+        )
+    finally:
+        if owns_session:
+            spark.stop()
+    summary = result.summary
+    print(
+        f"{summary['records']} records, {summary['bad_records']} bad, "
+        f"{summary['destinations']} destinations; tables in {args.output}"
+    )
+    for row in result.bad_record_counts:
+        print(f"  bad records: {row['records']} {row['problem']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

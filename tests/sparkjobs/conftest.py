@@ -1,0 +1,40 @@
+"""
+One small local SparkSession for every sparkjobs test.
+
+Starting a JVM costs seconds, so the session is shared by the whole run:
+``local[1]`` and one shuffle partition keep each job a handful of tasks, and
+the UI and progress bars are off so nothing listens on a port or scribbles on
+the terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """A ``local[1]`` SparkSession in UTC, stopped when the test run ends."""
+    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+        pytest.fail("the Spark tests need Java 17: apt-get install openjdk-17-jre-headless")
+    session = (
+        SparkSession.builder.master("local[1]")
+        .appName("stompbroker-tests")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.default.parallelism", "1")
+        .config("spark.driver.memory", "512m")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
