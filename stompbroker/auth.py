@@ -82,6 +82,7 @@ from stompbroker.protocol.errors import LoginFailed
 
 __all__ = [
     "ANONYMOUS_IDENTITY",
+    "Authenticator",
     "DEFAULT_SCRYPT",
     "FAILED_LOGIN_DELAY",
     "IGroupSource",
@@ -727,6 +728,55 @@ def authenticate(
         .addCallback(_identity_of)
         .addErrback(_refused, clock, failure_delay)
     )
+
+
+@frozen
+class Authenticator:
+    """
+    What a session calls with CONNECT's ``login`` and ``passcode``: :func:`authenticate`
+    through one portal, with the outcome logged.
+
+    The session module imports no Twisted, so it is handed this callable (as
+    ``SessionConfig.authenticator``) rather than the portal.  Each outcome is
+    logged with the client's address and the user name it gave, never the passcode.
+
+    :ivar portal: from :func:`make_portal`.
+    :ivar clock: schedules the answer to a refused login.
+    :ivar failure_delay: seconds between a refusal and its answer.
+    """
+
+    portal: Portal
+    clock: IReactorTime
+    failure_delay: float = FAILED_LOGIN_DELAY
+
+    def __call__(self, login: str | None, passcode: str | None, peer: str) -> Deferred[Identity]:
+        """
+        :param login: the CONNECT ``login`` header.
+        :param passcode: the CONNECT ``passcode`` header.
+        :param peer: the client's address, for the log.
+        :returns: as :func:`authenticate`.
+        """
+        return authenticate(
+            self.portal, login, passcode, clock=self.clock, failure_delay=self.failure_delay
+        ).addCallbacks(_logged_in, _login_refused, callbackArgs=(peer,), errbackArgs=(login, peer))
+
+
+def _logged_in(identity: Identity, peer: str) -> Identity:
+    if identity.anonymous:
+        log.debug("anonymous login from {peer}", peer=peer)
+    else:
+        log.info("login of {user} from {peer}", user=identity.name, peer=peer)
+    return identity
+
+
+def _login_refused(failure: Failure, login: str | None, peer: str) -> Failure:
+    if failure.check(LoginFailed):
+        log.info(
+            "login failed for {user} from {peer}",
+            user=login if login else "(anonymous)",
+            peer=peer,
+        )
+    return failure
 
 
 def _identity_of(result: tuple[Any, Any, Any]) -> Identity:

@@ -2,9 +2,13 @@
 Delivery bookkeeping: the broker's delivery policy, its counters, and consumers.
 
 A :class:`Consumer` is one subscription's place on a queue: its window (how many
-messages it may hold unacknowledged) and the messages it holds.  The window is
-the one place that decides whether a consumer gets more (:meth:`Consumer.has_room`);
-back-pressure from slow transports belongs there too.
+messages it may hold unacknowledged) and the messages it holds.
+:meth:`Consumer.has_room` is the one place that decides whether a consumer gets
+more: not while its window is full, and not while its connection's socket
+cannot keep up (:attr:`Consumer.paused`, set by the broker when the transport
+pauses the session).  A paused consumer's messages wait in its queue, where
+other consumers with room may take them, instead of piling up in a transport
+buffer.
 
 Acknowledgement modes (STOMP 1.2, "SUBSCRIBE ack Header"):
 
@@ -76,6 +80,10 @@ class DeliveryCounters:
     :ivar expired: messages that expired before delivery.
     :ivar discarded: messages thrown away: failed in a dead-letter queue, sent to a
         reply queue that no longer exists, or left in a queue that was deleted.
+    :ivar dropped: topic messages a slow ``auto``-ack subscriber never got: dropped
+        by the ``drop-oldest`` policy, or discarded with a subscriber disconnected
+        by the ``disconnect`` policy.
+    :ivar slow_disconnects: subscribers disconnected for being too slow.
     """
 
     enqueued: int = 0
@@ -85,6 +93,8 @@ class DeliveryCounters:
     dead_lettered: int = 0
     expired: int = 0
     discarded: int = 0
+    dropped: int = 0
+    slow_disconnects: int = 0
 
 
 class Consumer:
@@ -105,6 +115,7 @@ class Consumer:
         "window",
         "max_redeliveries",
         "unacked",
+        "paused",
     )
 
     def __init__(self, subscriber: Any, queue: Any, window: int, max_redeliveries: int) -> None:
@@ -116,10 +127,15 @@ class Consumer:
         self.max_redeliveries = max_redeliveries
         #: message-id -> message, in delivery order.
         self.unacked: OrderedDict[str, Message] = OrderedDict()
+        #: Whether its connection's socket is behind: it gets nothing until resumed.
+        self.paused = False
 
     def has_room(self) -> bool:
-        """:returns: whether the consumer may be given another message now."""
-        return self.auto or len(self.unacked) < self.window
+        """
+        :returns: whether the consumer may be given another message now: its
+            connection keeps up, and (unless ``auto``) its window has room.
+        """
+        return not self.paused and (self.auto or len(self.unacked) < self.window)
 
     def deliver(self, message: Message) -> None:
         """

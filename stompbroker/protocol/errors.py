@@ -83,6 +83,10 @@ class LimitExceeded(ProtocolError):
     """A configured limit (connections, subscriptions, ...) would be exceeded."""
 
 
+class ShuttingDown(ProtocolError):
+    """The broker is stopping: every connection gets this ERROR, then a close."""
+
+
 class LoginFailed(ProtocolError):
     """
     CONNECT's ``login`` and ``passcode`` were not accepted.

@@ -7,28 +7,84 @@ to ``transport.write``, which Twisted buffers and flushes when the socket is
 writable, so many frames written in one reactor turn leave in few syscalls.
 ``TCP_NODELAY`` is set: STOMP frames are small and latency matters more than
 the few packets Nagle's algorithm would save.  When the session closes, the
-connection is closed after everything written has been flushed.
+connection is closed after everything written has been flushed, or dropped if
+the client has not taken it within :data:`CLOSE_TIMEOUT` seconds.
+
+Back-pressure, both ways, with Twisted's producer/consumer API:
+
+- The protocol registers itself with the transport as a streaming producer.
+  When the transport's buffer passes its mark (64 KiB), the transport calls
+  ``pauseProducing`` and the session stops writing to it (its backlog and
+  slow-consumer policy take over); ``resumeProducing``, once the buffer has
+  drained, lets it write again.
+- When the session (for a login in progress, or the broker, for memory or a
+  slow subscriber) asks to read no more, the protocol pauses the transport
+  (``transport.pauseProducing``): the kernel's buffers fill and the client's
+  sends block, until it resumes.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet.interfaces import IPushProducer, IReactorTime
 from twisted.internet.protocol import Factory, Protocol
 from twisted.python.failure import Failure
+from zope.interface import implementer
+
 from stompbroker.logs import logger
 
 from stompbroker.protocol.session import SessionConfig, StompSession
 
 log = logger("stompbroker.transport.tcp")
 
+#: Seconds a closing connection has to take what was written to it before it is dropped.
+CLOSE_TIMEOUT = 10.0
 
-class StompProtocol(Protocol):
+
+@implementer(IPushProducer)
+class SessionFlowControl:
+    """
+    Back-pressure as both adapters do it (mixed into each).
+
+    To the Twisted transport, the adapter is the streaming producer of what
+    the session writes: ``pauseProducing`` when the transport's buffer is full,
+    ``resumeProducing`` when it has drained.  To the session, it pauses and
+    resumes reading from the transport.
+    """
+
+    session: Optional[StompSession]
+    transport: Any
+
+    def pause_reading(self) -> None:
+        """Read nothing more from the client until :meth:`resume_reading`."""
+        self.transport.pauseProducing()
+
+    def resume_reading(self) -> None:
+        """Read from the client again."""
+        self.transport.resumeProducing()
+
+    def pauseProducing(self) -> None:
+        """The transport's buffer is full: the session writes to it no more for now."""
+        if self.session is not None:
+            self.session.pause_writing()
+
+    def resumeProducing(self) -> None:
+        """The transport has flushed its buffer: the session may write again."""
+        if self.session is not None:
+            self.session.resume_writing()
+
+    def stopProducing(self) -> None:
+        """The connection is going; the adapter's connection-lost hook releases the session."""
+
+
+class StompProtocol(SessionFlowControl, Protocol):
     """
     One STOMP connection over a stream transport.
 
-    It is the session's transport (``write``/``close``) and nothing else.
+    It is the session's transport (``write``, ``close``, ``pause_reading``,
+    ``resume_reading``) and, to the Twisted transport, the producer of what
+    the session writes; nothing else.
     """
 
     def __init__(self, broker: Any, clock: IReactorTime, config: SessionConfig) -> None:
@@ -36,6 +92,7 @@ class StompProtocol(Protocol):
         self._clock = clock
         self._config = config
         self.session: Optional[StompSession] = None
+        self._abort: Any = None
 
     def connectionMade(self) -> None:
         _set_nodelay(self.transport)
@@ -44,6 +101,7 @@ class StompProtocol(Protocol):
         self.write = self.transport.write  # type: ignore[method-assign]
         self.session = StompSession(self._broker, self, self._clock, self._config, address)
         self.dataReceived = self.session.receive_data  # type: ignore[method-assign]
+        self.transport.registerProducer(self, True)
         self.session.connection_made()
 
     def dataReceived(self, data: bytes) -> None:
@@ -53,10 +111,19 @@ class StompProtocol(Protocol):
         """Replaced per instance in ``connectionMade`` by the transport's ``write``."""
 
     def close(self) -> None:
-        """Close once everything written is flushed."""
-        self.transport.loseConnection()
+        """Close once everything written is flushed, or drop the connection after :data:`CLOSE_TIMEOUT`."""
+        transport = self.transport
+        if self._abort is None:
+            self._abort = self._clock.callLater(CLOSE_TIMEOUT, transport.abortConnection)
+        # A registered producer would keep the transport open after it flushed.
+        transport.unregisterProducer()
+        transport.loseConnection()
 
     def connectionLost(self, reason: Failure = Failure(ConnectionError())) -> None:
+        if self._abort is not None:
+            if self._abort.active():
+                self._abort.cancel()
+            self._abort = None
         session = self.session
         if session is None:
             return

@@ -38,6 +38,11 @@ Wire-level behaviour:
   any other traffic from the client, counts as hearing from it, for the STOMP
   heart-beat check too: browsers throttle timers in background tabs, so a
   tab's heart-beats can come late while the browser still answers pings.
+- **Back-pressure.** As on TCP: the protocol is the TCP transport's streaming
+  producer, so when the socket's buffer passes its mark the session stops
+  writing (its backlog and slow-consumer policy take over) until it drains;
+  and when the session asks to read no more (a login in progress, memory, a
+  slow subscriber), the TCP transport is paused.
 - **Close.** When the session closes (after DISCONNECT's RECEIPT, or an
   ERROR), a close frame follows everything written: code 1000, or 1009 after a
   frame too large.  The TCP connection ends at the client's close reply, or
@@ -60,6 +65,7 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import FrameTooLarge
 from stompbroker.protocol.session import SessionConfig, StompSession
+from stompbroker.transport.tcp import SessionFlowControl
 
 log = logger("stompbroker.transport.websocket")
 
@@ -138,12 +144,13 @@ def _ignore(data: bytes) -> None:
     """Stands in for the session's ``receive_data`` once a connection is being refused."""
 
 
-class StompWebSocketProtocol(WebSocketServerProtocol):
+class StompWebSocketProtocol(SessionFlowControl, WebSocketServerProtocol):
     """
     One STOMP connection over WebSocket.
 
-    It is the session's transport (``write``/``close``) and nothing else; its
-    factory is a :class:`StompWebSocketFactory`.
+    It is the session's transport (``write``, ``close``, ``pause_reading``,
+    ``resume_reading``) and, to the TCP transport, the producer of what the
+    session writes; nothing else.  Its factory is a :class:`StompWebSocketFactory`.
     """
 
     factory: StompWebSocketFactory
@@ -177,6 +184,8 @@ class StompWebSocketProtocol(WebSocketServerProtocol):
             factory.broker, self, factory.clock, self._session_config, address
         )
         self.onMessageFrameData = self.session.receive_data  # type: ignore[method-assign,assignment]
+        # Autobahn's dropConnection unregisters it, so closing is not held up.
+        self.registerProducer(self, True)
         self.session.connection_made()
 
     # -- the session's transport ---------------------------------------------
