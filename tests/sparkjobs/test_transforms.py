@@ -13,12 +13,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.testing import assertDataFrameEqual
 
 from sparkjobs import transforms
-from sparkjobs.dashboard import chart_bucket
 from sparkjobs.stats_io import read_stats
 from stompbroker.stats_schema import BrokerRecord, DestinationRecord, StatsRecord
 
@@ -256,14 +254,3 @@ def test_destination_series_coarsens_minutes_into_buckets(
                 messages_delivered_per_second=0.0, depth_max=9, lag_seconds=70.0),
         ],
     )
-
-
-@pytest.mark.parametrize(
-    ("span_seconds", "bucket"),
-    [(0, "1 minute"), (150 * 60, "1 minute"), (151 * 60, "5 minutes"),
-     (24 * 3600, "15 minutes"), (6 * 86400, "1 hour"), (7 * 86400, "2 hours"),
-     (10 * 365 * 86400, "1 day")],
-)
-def test_chart_bucket_keeps_lines_short(span_seconds: float, bucket: str) -> None:
-    """Charts stay readable: a few hours are drawn by the minute, a week in 2-hour steps."""
-    assert chart_bucket(span_seconds) == bucket
