@@ -107,7 +107,9 @@ def print_ratios(results: list[dict[str, Any]], ours: str, other: str, out: Text
                 ]
                 medians.append(statistics.median(values) if values else None)
             ratio = None
-            if medians[0] is not None and medians[1]:
+            # A broker that gave memory back during a run can show a negative
+            # growth; a ratio with it would mean nothing.
+            if medians[0] is not None and medians[1] is not None and min(medians) > 0:
                 ratio = round(medians[0] / medians[1], 2)
             label = name if more_is_better else f"{name} (lower is better)"
             rows.append((case, label, _cell(medians[0]), _cell(medians[1]), _cell(ratio, 2)))
