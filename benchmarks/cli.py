@@ -267,7 +267,8 @@ def our_target(args: argparse.Namespace, log_path: Path) -> Iterator[Target]:
     """
     Yield stompbroker as a :class:`Target`: the one given, or one started for the run.
 
-    :param log_path: where a started broker logs.
+    :param log_path: where a started broker logs; a directory of its own, which
+        becomes the broker's working directory.
     """
     credentials: dict[str, Any] = {
         "login": args.login,
@@ -327,7 +328,7 @@ class Runner:
         if case.scenario == "idle" and target.name == OURS and not self.args.target:
             self._fresh += 1
             with our_target(
-                self.args, self.workdir / f"stompbroker-idle-{self._fresh}.log"
+                self.args, self.workdir / f"idle-{self._fresh}" / "stompbroker.log"
             ) as fresh:
                 result = run_case(case, fresh, self.settings)
         else:
@@ -359,7 +360,7 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="stompbench-") as workdir:
         runner = Runner(args, settings_from(args), Path(workdir))
         try:
-            with our_target(args, Path(workdir) / "stompbroker.log") as ours:
+            with our_target(args, Path(workdir) / "main" / "stompbroker.log") as ours:
                 targets = [ours]
                 if args.compare:
                     host, port = args.compare

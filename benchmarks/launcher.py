@@ -45,7 +45,7 @@ class StartedBroker:
     """
     A ``twistd -n stompbroker`` child, stopped by :meth:`stop`.
 
-    :param log_path: where its output goes.
+    :param log_path: where its output goes; its directory is the broker's working directory.
     :param extra_args: more options after ``stompbroker``.
     :param reactor: a twistd reactor name (``epoll``, ``asyncio``...), or the default.
     :param timeout: how long it may take to listen.
@@ -89,9 +89,13 @@ class StartedBroker:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         self.log_path = log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log_path, "wb")
+        # Its own working directory: files the broker keeps relative to it (the
+        # default data directory of its message store) must not be shared with
+        # another broker running from the checkout.
         self.process = subprocess.Popen(
-            command, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT
+            command, cwd=log_path.parent, env=env, stdout=self._log, stderr=subprocess.STDOUT
         )
         self.pid = self.process.pid
         try:
