@@ -353,7 +353,7 @@ def main(argv: list[str]) -> int:
 
     :param argv: the command line, without the program name.
     :returns: the exit status: 0 when every run that was not skipped was ok,
-        1 otherwise, 2 for bad options.
+        1 otherwise, 2 for bad options, 130 when interrupted by Ctrl-C.
     """
     args = build_parser().parse_args(argv)
     cases = cases_from(args)
@@ -372,6 +372,11 @@ def main(argv: list[str]) -> int:
                     for repeat in range(args.repeat):
                         for target in targets:
                             runner.run(case, target, repeat)
+        except KeyboardInterrupt:
+            print("# interrupted: the tables show the runs that finished", file=sys.stderr)
+            interrupted = True
+        else:
+            interrupted = False
         finally:
             runner.close()
     results = runner.results
@@ -380,4 +385,6 @@ def main(argv: list[str]) -> int:
     if args.compare:
         print()
         print_ratios(results, OURS, args.compare_name, sys.stdout)
+    if interrupted:
+        return 130
     return 0 if all(result.get("ok") for result in results if not result.get("skipped")) else 1

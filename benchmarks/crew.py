@@ -5,11 +5,13 @@ Workers are forked (the parent holds no threads, so that is safe, and it
 starts them in milliseconds) and marked daemonic, and :meth:`Crew.close`
 joins each one, then terminates and finally kills any that linger, by its own
 process handle: a run never leaves a process behind, however it ends.
+Workers ignore Ctrl-C, which the parent turns into that same clean-up.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
@@ -17,6 +19,17 @@ from types import TracebackType
 from typing import Any
 
 CONTEXT = multiprocessing.get_context("fork")
+
+
+def _worker(body: Callable[..., None], *args: Any) -> None:
+    """
+    Run a worker's body with Ctrl-C ignored.
+
+    Ctrl-C reaches the whole process group; the parent alone handles it, and
+    ends its workers through :meth:`Crew.close`.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    body(*args)
 
 
 class Crew:
@@ -34,7 +47,8 @@ class Crew:
         value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self.close()
+        # After a failure or Ctrl-C there is nothing to wait for.
+        self.close(grace=5.0 if kind is None else 0.0)
 
     def shared_counts(self, size: int) -> Any:
         """:returns: an array of ``size`` 64-bit counters the workers can write without locks."""
@@ -50,7 +64,7 @@ class Crew:
         :returns: the parent's end of the worker's pipe.
         """
         ours, theirs = CONTEXT.Pipe()
-        process = CONTEXT.Process(target=body, args=(spec, theirs, *shared), daemon=True)
+        process = CONTEXT.Process(target=_worker, args=(body, spec, theirs, *shared), daemon=True)
         process.start()
         theirs.close()
         self._processes.append(process)
