@@ -29,10 +29,13 @@ hour plus ``--trigger-seconds``.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+from types import FrameType
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming.query import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery, StreamingQueryManager
 
 from sparkjobs import transforms
 from sparkjobs.stats_io import build_session, job_parser, read_stats_stream, table_path
@@ -40,6 +43,7 @@ from sparkjobs.stats_io import build_session, job_parser, read_stats_stream, tab
 DEFAULT_WATERMARK = "2 minutes"
 DEFAULT_TRIGGER_SECONDS = 10
 DEFAULT_STATE_PARTITIONS = 4
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def live_tables(stats: DataFrame, watermark: str = DEFAULT_WATERMARK) -> dict[str, DataFrame]:
@@ -107,6 +111,33 @@ def start_queries(
     return queries
 
 
+def wait_until_stopped(streams: StreamingQueryManager, poll_seconds: int = 1) -> None:
+    """
+    Block until a query ends or the process gets SIGINT or SIGTERM.
+
+    A signal only sets a flag, and the wait polls it between short waits on
+    the JVM: an exception raised inside a Py4J call (what PySpark's own
+    SIGINT handler does) breaks the gateway, and the queries could then not
+    be stopped cleanly.  The previous handlers are restored on return.
+
+    :param streams: ``spark.streams``.
+    :raises pyspark.errors.StreamingQueryException: when a query failed.
+    """
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {number: signal.signal(number, request_stop) for number in STOP_SIGNALS}
+    try:
+        while not stop.is_set():
+            if streams.awaitAnyTermination(poll_seconds):
+                return
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """:returns: the parsed command line; exits with status 2 on a usage error."""
     parser = job_parser(
@@ -148,8 +179,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     """
-    Run the streaming job from the command line until it is stopped (or, with
-    ``--once``, until the files present at start are processed).
+    Run the streaming job from the command line until SIGINT or SIGTERM (or,
+    with ``--once``, until the files present at start are processed).
 
     A SparkSession that is already active is used and left running; one this
     function creates is stopped at the end.
@@ -176,9 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             for query in queries:
                 query.awaitTermination()
         else:
-            spark.streams.awaitAnyTermination()
-    except KeyboardInterrupt:
-        print("stopping", file=sys.stderr)
+            wait_until_stopped(spark.streams)
     finally:
         for query in queries:
             query.stop()

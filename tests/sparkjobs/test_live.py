@@ -8,6 +8,7 @@ without counting a file twice.
 
 from __future__ import annotations
 
+import signal
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -97,3 +98,35 @@ def test_usage_errors_exit_with_status_2(
         live.parse_args(required + arguments)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+class SignallingStreams:
+    """A stand-in for ``spark.streams`` whose waits see a signal arrive, or a query end."""
+
+    def __init__(self, signal_number: int | None, ends_after: int = 1000) -> None:
+        self.signal_number = signal_number
+        self.ends_after = ends_after
+        self.waits: list[int] = []
+
+    def awaitAnyTermination(self, timeout: int) -> bool:  # noqa: N802 (PySpark's name)
+        self.waits.append(timeout)
+        if self.signal_number is not None and len(self.waits) == 2:
+            signal.raise_signal(self.signal_number)
+        return len(self.waits) >= self.ends_after
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_ends_the_wait_between_polls(signal_number: int) -> None:
+    """SIGINT or SIGTERM stops the continuous job after the current poll, then handlers revert."""
+    before = signal.getsignal(signal_number)
+    streams = SignallingStreams(signal_number)
+    live.wait_until_stopped(streams)  # type: ignore[arg-type]
+    assert streams.waits == [1, 1]
+    assert signal.getsignal(signal_number) is before
+
+
+def test_the_wait_ends_when_a_query_ends() -> None:
+    """With no signal, the wait lasts until Spark reports a query terminated."""
+    streams = SignallingStreams(None, ends_after=3)
+    live.wait_until_stopped(streams, poll_seconds=5)  # type: ignore[arg-type]
+    assert streams.waits == [5, 5, 5]
