@@ -172,10 +172,9 @@ class _RecordMethods:
         :raises StatsRecordError: for another schema version or kind, a missing
             field, or a value of the wrong type.
         """
-        if data.get("schema_version") != SCHEMA_VERSION:
-            raise StatsRecordError(
-                f"schema_version must be {SCHEMA_VERSION}, got {data.get('schema_version')!r}"
-            )
+        version = data.get("schema_version")
+        if type(version) is not int or version != SCHEMA_VERSION:
+            raise StatsRecordError(f"schema_version must be {SCHEMA_VERSION}, got {version!r}")
         if data.get("kind") != cls.kind:
             raise StatsRecordError(f"kind must be {cls.kind!r}, got {data.get('kind')!r}")
         names = [attribute.name for attribute in attrs.fields(cls)]  # type: ignore[arg-type]

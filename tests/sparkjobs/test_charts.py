@@ -17,9 +17,15 @@ NOON = datetime(2024, 5, 1, 12, tzinfo=UTC)
 
 @pytest.mark.parametrize(
     ("span_seconds", "bucket"),
-    [(0, "1 minute"), (150 * 60, "1 minute"), (151 * 60, "5 minutes"),
-     (24 * 3600, "15 minutes"), (6 * 86400, "1 hour"), (7 * 86400, "2 hours"),
-     (10 * 365 * 86400, "1 day")],
+    [
+        (0, "1 minute"),
+        (150 * 60, "1 minute"),
+        (151 * 60, "5 minutes"),
+        (24 * 3600, "15 minutes"),
+        (6 * 86400, "1 hour"),
+        (7 * 86400, "2 hours"),
+        (10 * 365 * 86400, "1 day"),
+    ],
 )
 def test_chart_bucket_keeps_lines_short(span_seconds: float, bucket: str) -> None:
     """Charts stay readable: a few hours are drawn by the minute, a week in 2-hour steps."""
@@ -50,8 +56,12 @@ def test_connections_and_traffic_charts_label_their_series() -> None:
     """The churn chart names opened, closed and open; the traffic chart names its destinations."""
     rows = [
         {"bucket": NOON, "connections_max": 5, "connections_opened": 2, "connections_closed": 1},
-        {"bucket": NOON + timedelta(minutes=5), "connections_max": 4, "connections_opened": 0,
-         "connections_closed": 1},
+        {
+            "bucket": NOON + timedelta(minutes=5),
+            "connections_max": 4,
+            "connections_opened": 0,
+            "connections_closed": 1,
+        },
     ]
     churn = connections_chart(rows, "5 minutes")
     assert "opened per 5 minutes" in churn and "open (peak)" in churn

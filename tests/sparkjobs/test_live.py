@@ -25,12 +25,17 @@ from tests.sparkjobs.traffic import START, export, make_traffic
 def run_once(base: Path) -> int:
     return live.main(
         [
-            "--input", str(base / "stats"),
-            "--output", str(base / "live"),
-            "--checkpoint", str(base / "checkpoint"),
+            "--input",
+            str(base / "stats"),
+            "--output",
+            str(base / "live"),
+            "--checkpoint",
+            str(base / "checkpoint"),
             "--once",
-            "--watermark", "1 minute",
-            "--state-partitions", "1",
+            "--watermark",
+            "1 minute",
+            "--state-partitions",
+            "1",
         ]
     )
 

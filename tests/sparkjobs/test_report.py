@@ -91,8 +91,9 @@ def test_destination_totals_equal_the_traffic_that_went_in(
     """Each destination's summed counters equal the sums of the exported records."""
     expected = flow_totals(run.intervals)
     summary = run.table(spark, "destination_summary")
-    assert {row.destination: {n: row[n] for n in transforms.FLOW_COUNTERS}
-            for row in summary.collect()} == expected
+    assert {
+        row.destination: {n: row[n] for n in transforms.FLOW_COUNTERS} for row in summary.collect()
+    } == expected
 
 
 def test_per_minute_throughput_adds_up_to_the_same_totals(
@@ -112,9 +113,11 @@ def test_per_minute_throughput_adds_up_to_the_same_totals(
 def test_connection_churn_adds_up(spark: SparkSession, run: ReportRun) -> None:
     """broker_per_minute's opened and closed connections add up to the broker records'."""
     brokers = [r for r in records(run.intervals) if isinstance(r, BrokerRecord)]
-    row = run.table(spark, "broker_per_minute").agg(
-        {"connections_opened": "sum", "connections_closed": "sum", "churn": "sum"}
-    ).first()
+    row = (
+        run.table(spark, "broker_per_minute")
+        .agg({"connections_opened": "sum", "connections_closed": "sum", "churn": "sum"})
+        .first()
+    )
     opened = sum(r.connections_opened for r in brokers)
     closed = sum(r.connections_closed for r in brokers)
     assert (row["sum(connections_opened)"], row["sum(connections_closed)"]) == (opened, closed)
@@ -140,10 +143,16 @@ def test_bad_records_are_kept_with_their_file(spark: SparkSession, run: ReportRu
         [
             Row(problem="malformed", source_file=DAMAGED_FILE, line=run.bad_lines[0]),
             Row(problem="malformed", source_file=DAMAGED_FILE, line=run.bad_lines[1]),
-            Row(problem="unsupported schema_version", source_file=DAMAGED_FILE,
-                line=json.dumps(json.loads(run.bad_lines[2]), separators=(",", ":"))),
-            Row(problem="unknown kind", source_file=DAMAGED_FILE,
-                line=json.dumps(json.loads(run.bad_lines[3]), separators=(",", ":"))),
+            Row(
+                problem="unsupported schema_version",
+                source_file=DAMAGED_FILE,
+                line=json.dumps(json.loads(run.bad_lines[2]), separators=(",", ":")),
+            ),
+            Row(
+                problem="unknown kind",
+                source_file=DAMAGED_FILE,
+                line=json.dumps(json.loads(run.bad_lines[3]), separators=(",", ":")),
+            ),
         ],
     )
 
@@ -175,9 +184,17 @@ def test_dashboard_is_one_self_contained_page(run: ReportRun) -> None:
 def test_dashboard_renders_without_any_records() -> None:
     """A report over an empty stats directory still gives a page, with empty charts."""
     summary = {
-        "records": 0, "bad_records": 0, "destinations": 0, "first_ts": None, "last_ts": None,
-        "messages_in": 0, "messages_delivered": 0, "bytes_in": 0, "bytes_out": 0,
-        "connections_opened": 0, "connections_closed": 0,
+        "records": 0,
+        "bad_records": 0,
+        "destinations": 0,
+        "first_ts": None,
+        "last_ts": None,
+        "messages_in": 0,
+        "messages_delivered": 0,
+        "bytes_in": 0,
+        "bytes_out": 0,
+        "connections_opened": 0,
+        "connections_closed": 0,
     }
     page = render_dashboard(
         DashboardData(summary, [], [], [], [], [], "1 minute", datetime(2024, 5, 1, tzinfo=UTC))

@@ -57,7 +57,11 @@ def test_destination_record_round_trips_through_a_json_line() -> None:
 def test_broker_record_round_trips_through_a_json_line() -> None:
     """A broker record read back from its JSON line equals the record."""
     record = BrokerRecord(
-        ts=MOMENT, interval_s=10, uptime_s=61.5, connections=4, rss_bytes=1 << 26,
+        ts=MOMENT,
+        interval_s=10,
+        uptime_s=61.5,
+        connections=4,
+        rss_bytes=1 << 26,
         messages_per_second=12.5,
     )
     assert record_from_json_line(record.to_json_line()) == record
@@ -108,6 +112,7 @@ def test_invalid_values_are_refused_on_construction(changes: dict, message: str)
     ("changes", "message"),
     [
         ({"schema_version": 2}, "schema_version must be 1"),
+        ({"schema_version": True}, "schema_version must be 1"),
         ({"kind": "queue"}, "kind must be one of"),
         ({"ts": "yesterday"}, "ts must be an ISO-8601 timestamp"),
         ({"ts": "2024-05-01T12:00:00"}, "ts must carry a UTC offset"),

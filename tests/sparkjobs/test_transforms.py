@@ -81,15 +81,17 @@ def test_each_kind_of_bad_record_is_named(spark: SparkSession, tmp_path: Path) -
         json.dumps({k: v for k, v in sample.to_dict().items() if k != "producers"}),
     ]
     checked = load(spark, tmp_path, lines)
-    expected = [None, None] + [transforms.MALFORMED] * 5 + [
-        transforms.UNSUPPORTED_VERSION,
-        transforms.UNKNOWN_KIND,
-        transforms.UNKNOWN_KIND,
-        transforms.MISSING_FIELD,
-    ]
-    assert_rows(
-        checked.select(transforms.PROBLEM_COLUMN), [Row(problem=p) for p in expected]
+    expected = (
+        [None, None]
+        + [transforms.MALFORMED] * 5
+        + [
+            transforms.UNSUPPORTED_VERSION,
+            transforms.UNKNOWN_KIND,
+            transforms.UNKNOWN_KIND,
+            transforms.MISSING_FIELD,
+        ]
     )
+    assert_rows(checked.select(transforms.PROBLEM_COLUMN), [Row(problem=p) for p in expected])
 
 
 def test_bad_records_keep_the_raw_line_and_its_file(spark: SparkSession, tmp_path: Path) -> None:
@@ -126,19 +128,50 @@ def test_destination_per_minute_sums_flows_and_summarizes_gauges(
     per_minute = transforms.destination_per_minute(destinations)
     assert_rows(
         per_minute.select(
-            "minute", "destination", "seconds", "messages_in", "messages_acked", "depth_max",
-            "depth_avg", "messages_in_per_second", "lag_seconds",
+            "minute",
+            "destination",
+            "seconds",
+            "messages_in",
+            "messages_acked",
+            "depth_max",
+            "depth_avg",
+            "messages_in_per_second",
+            "lag_seconds",
         ),
         [
-            Row(minute=at(0), destination="/queue/a", seconds=20.0, messages_in=10,
-                messages_acked=5, depth_max=8, depth_avg=6.0, messages_in_per_second=0.5,
-                lag_seconds=24.0),
-            Row(minute=at(60), destination="/queue/a", seconds=10.0, messages_in=9,
-                messages_acked=0, depth_max=5, depth_avg=5.0, messages_in_per_second=0.9,
-                lag_seconds=None),
-            Row(minute=at(0), destination="/queue/b", seconds=10.0, messages_in=1,
-                messages_acked=1, depth_max=0, depth_avg=0.0, messages_in_per_second=0.1,
-                lag_seconds=0.0),
+            Row(
+                minute=at(0),
+                destination="/queue/a",
+                seconds=20.0,
+                messages_in=10,
+                messages_acked=5,
+                depth_max=8,
+                depth_avg=6.0,
+                messages_in_per_second=0.5,
+                lag_seconds=24.0,
+            ),
+            Row(
+                minute=at(60),
+                destination="/queue/a",
+                seconds=10.0,
+                messages_in=9,
+                messages_acked=0,
+                depth_max=5,
+                depth_avg=5.0,
+                messages_in_per_second=0.9,
+                lag_seconds=None,
+            ),
+            Row(
+                minute=at(0),
+                destination="/queue/b",
+                seconds=10.0,
+                messages_in=1,
+                messages_acked=1,
+                depth_max=0,
+                depth_avg=0.0,
+                messages_in_per_second=0.1,
+                lag_seconds=0.0,
+            ),
         ],
     )
 
@@ -153,14 +186,33 @@ def test_broker_per_minute_counts_churn(spark: SparkSession, tmp_path: Path) -> 
     per_minute = transforms.broker_per_minute(good(load(spark, tmp_path, lines), "broker"))
     assert_rows(
         per_minute.select(
-            "minute", "connections_max", "connections_opened", "connections_closed", "churn",
-            "rss_bytes_max", "messages_per_second_avg",
+            "minute",
+            "connections_max",
+            "connections_opened",
+            "connections_closed",
+            "churn",
+            "rss_bytes_max",
+            "messages_per_second_avg",
         ),
         [
-            Row(minute=at(0), connections_max=3, connections_opened=4, connections_closed=2,
-                churn=6, rss_bytes_max=300, messages_per_second_avg=0.0),
-            Row(minute=at(60), connections_max=2, connections_opened=0, connections_closed=0,
-                churn=0, rss_bytes_max=200, messages_per_second_avg=4.0),
+            Row(
+                minute=at(0),
+                connections_max=3,
+                connections_opened=4,
+                connections_closed=2,
+                churn=6,
+                rss_bytes_max=300,
+                messages_per_second_avg=0.0,
+            ),
+            Row(
+                minute=at(60),
+                connections_max=2,
+                connections_opened=0,
+                connections_closed=0,
+                churn=0,
+                rss_bytes_max=200,
+                messages_per_second_avg=4.0,
+            ),
         ],
     )
 
@@ -170,23 +222,52 @@ def test_destination_summary_gives_peak_and_p95_depth_and_ratios(
 ) -> None:
     """Peak and exact 95th percentile of depth, and redelivery and dead-letter ratios."""
     lines = [
-        dest(10 * i, messages_in=10, messages_delivered=5, messages_redelivered=1,
-             messages_dead_lettered=2 if i == 0 else 0, messages_acked=5, depth=i)
+        dest(
+            10 * i,
+            messages_in=10,
+            messages_delivered=5,
+            messages_redelivered=1,
+            messages_dead_lettered=2 if i == 0 else 0,
+            messages_acked=5,
+            depth=i,
+        )
         for i in range(20)
     ]
     lines.append(dest(10, "/topic/quiet", depth=3))
     summary = transforms.destination_summary(good(load(spark, tmp_path, lines), "destination"))
     assert_rows(
         summary.select(
-            "destination", "messages_in", "traffic", "depth_peak", "depth_p95",
-            "redelivery_ratio", "dead_letter_ratio", "lag_seconds",
+            "destination",
+            "messages_in",
+            "traffic",
+            "depth_peak",
+            "depth_p95",
+            "redelivery_ratio",
+            "dead_letter_ratio",
+            "lag_seconds",
         ),
         [
             # p95 of 0..19 interpolates between 18 and 19; lag = mean depth 9.5 / 0.5 acks/s.
-            Row(destination="/queue/a", messages_in=200, traffic=300, depth_peak=19,
-                depth_p95=18.05, redelivery_ratio=0.2, dead_letter_ratio=0.01, lag_seconds=19.0),
-            Row(destination="/topic/quiet", messages_in=0, traffic=0, depth_peak=3,
-                depth_p95=3.0, redelivery_ratio=None, dead_letter_ratio=None, lag_seconds=None),
+            Row(
+                destination="/queue/a",
+                messages_in=200,
+                traffic=300,
+                depth_peak=19,
+                depth_p95=18.05,
+                redelivery_ratio=0.2,
+                dead_letter_ratio=0.01,
+                lag_seconds=19.0,
+            ),
+            Row(
+                destination="/topic/quiet",
+                messages_in=0,
+                traffic=0,
+                depth_peak=3,
+                depth_p95=3.0,
+                redelivery_ratio=None,
+                dead_letter_ratio=None,
+                lag_seconds=None,
+            ),
         ],
     )
 
@@ -227,11 +308,31 @@ def test_report_summary_totals_only_good_records(spark: SparkSession, tmp_path: 
     summary = transforms.report_summary(load(spark, tmp_path, lines))
     assert_rows(
         summary.select(
-            "records", "bad_records", "destination_records", "broker_records", "destinations",
-            "first_ts", "last_ts", "messages_in", "bytes_in", "connections_opened",
+            "records",
+            "bad_records",
+            "destination_records",
+            "broker_records",
+            "destinations",
+            "first_ts",
+            "last_ts",
+            "messages_in",
+            "bytes_in",
+            "connections_opened",
         ),
-        [Row(records=4, bad_records=1, destination_records=2, broker_records=1, destinations=2,
-             first_ts=at(10), last_ts=at(20), messages_in=7, bytes_in=70, connections_opened=2)],
+        [
+            Row(
+                records=4,
+                bad_records=1,
+                destination_records=2,
+                broker_records=1,
+                destinations=2,
+                first_ts=at(10),
+                last_ts=at(20),
+                messages_in=7,
+                bytes_in=70,
+                connections_opened=2,
+            )
+        ],
     )
 
 
@@ -239,8 +340,10 @@ def test_destination_series_coarsens_minutes_into_buckets(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     """Chart buckets sum the flows and recompute rates over the seconds they cover."""
-    lines = [dest(60 * minute + 10, messages_in=minute, messages_acked=1, depth=minute)
-             for minute in range(10)]
+    lines = [
+        dest(60 * minute + 10, messages_in=minute, messages_acked=1, depth=minute)
+        for minute in range(10)
+    ]
     lines.append(dest(10, "/queue/other", messages_in=99))
     destinations = good(load(spark, tmp_path, lines), "destination")
     per_minute = transforms.destination_per_minute(destinations)
@@ -248,9 +351,21 @@ def test_destination_series_coarsens_minutes_into_buckets(
     assert_rows(
         series,
         [
-            Row(bucket=at(0), destination="/queue/a", messages_in_per_second=0.2,
-                messages_delivered_per_second=0.0, depth_max=4, lag_seconds=20.0),
-            Row(bucket=at(300), destination="/queue/a", messages_in_per_second=0.7,
-                messages_delivered_per_second=0.0, depth_max=9, lag_seconds=70.0),
+            Row(
+                bucket=at(0),
+                destination="/queue/a",
+                messages_in_per_second=0.2,
+                messages_delivered_per_second=0.0,
+                depth_max=4,
+                lag_seconds=20.0,
+            ),
+            Row(
+                bucket=at(300),
+                destination="/queue/a",
+                messages_in_per_second=0.7,
+                messages_delivered_per_second=0.0,
+                depth_max=9,
+                lag_seconds=70.0,
+            ),
         ],
     )
