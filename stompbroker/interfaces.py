@@ -112,7 +112,13 @@ class IBroker(Interface):
             the ``/temp-queue/`` destinations it names.
         :param transaction: hold the message until this transaction of
             ``connection`` commits.
-        :returns: the :class:`stompbroker.message.Message` that was routed.
+        :returns: ``None`` when nothing needs waiting for (every non-persistent
+            message); for a persistent message the broker's store keeps, a
+            Deferred that fires once it is durable, or fails with a
+            :class:`~stompbroker.protocol.errors.ProtocolError` to send as an
+            ERROR if it cannot be stored.  The message is routed either way; the
+            session holds the SEND's RECEIPT (without one, the client's next
+            frame) until the Deferred fires.
         :raises stompbroker.protocol.errors.InvalidDestination: for a destination
             with a wildcard, or one the broker does not serve.
         :raises stompbroker.protocol.errors.MalformedFrame: for an ``expires`` or
@@ -125,6 +131,10 @@ class IBroker(Interface):
         """
         Acknowledge a message delivered to ``connection`` (in ``client`` mode, and
         every earlier one of its subscription).
+
+        :returns: as :meth:`send`: ``None``, or for persistent messages a Deferred
+            that fires once their removal from the store is durable, on which the
+            session holds the ACK's RECEIPT.
 
         :param message_id: the MESSAGE's ``message-id``.
         :param subscriber: the :class:`ISubscriber` it went to;
@@ -140,6 +150,8 @@ class IBroker(Interface):
         """
         Refuse a message, as :meth:`ack` accepts one.
 
+        :returns: as :meth:`ack`, for the dead-letter moves it makes.
+
         :param requeue: redeliver it (up to the redelivery limit) if true,
             dead-letter it at once if false.
         """
@@ -154,6 +166,9 @@ class IBroker(Interface):
     def commit(connection, transaction):  # type: ignore[no-untyped-def]
         """
         Perform what a transaction holds, at once and in order.
+
+        :returns: as :meth:`send`: ``None``, or a Deferred for the persistent
+            messages it sent, on which the session holds the COMMIT's RECEIPT.
 
         :raises stompbroker.protocol.errors.UnknownTransaction: if it is not open.
         """
@@ -174,6 +189,12 @@ class ISessionTransport(Interface):
 
     def close():  # type: ignore[no-untyped-def]
         """Close once everything written so far has been flushed."""
+
+    def pause_reading():  # type: ignore[no-untyped-def]
+        """Read nothing more from the peer until :meth:`resume_reading`."""
+
+    def resume_reading():  # type: ignore[no-untyped-def]
+        """Read from the peer again."""
 
 
 class IClock(Interface):

@@ -31,6 +31,11 @@ class Message:
         another delivery; sent as ``redelivery-count`` (with ``redelivered:true``)
         when more than 0.  A queue makes a copy to count a redelivery, so the same
         published message can be at different counts in different subscriptions.
+    :ivar persistent: whether the message store keeps it until it is settled:
+        a ``persistent:true`` SEND (or any queue SEND under ``--persistent-queues``)
+        to a queue, or to a topic for its durable subscriptions.  Queues tell the
+        store what becomes of such a message; every other message costs the store
+        nothing.
     :ivar wire: encoded shared tails, keyed by escaping style; see
         :func:`stompbroker.protocol.encoder.message_tail`.
     """
@@ -41,4 +46,5 @@ class Message:
     body: bytes
     expires: float = 0.0
     redeliveries: int = 0
+    persistent: bool = False
     wire: dict = field(factory=dict, repr=False)

@@ -2,22 +2,32 @@
 ``twistd stompbroker``: command-line options, and the one place that wires the broker.
 
 :class:`Options` only parses; :func:`makeService` builds the broker and one
-listening service per ``--listen`` endpoint, all feeding that broker.
+listening service per ``--listen`` endpoint, all feeding that broker, under a
+:class:`BrokerService` that starts the listeners only once the broker has
+recovered its persistent messages from the data directory.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import atexit
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Optional
 
 from twisted.application.internet import StreamServerEndpointService
-from twisted.application.service import MultiService
+from twisted.application.service import MultiService, Service
 from twisted.internet import endpoints
+from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
 from twisted.python import usage
+from twisted.python.failure import Failure
 
 from stompbroker import __version__
 from stompbroker.broker.delivery import EXPIRED_ACTIONS, DeliveryPolicy
 from stompbroker.broker.service import Broker, Limits
-from stompbroker.logs import LEVELS, set_level
+from stompbroker.broker.sqlite_store import SYNC_MODES, SQLiteStore
+from stompbroker.broker.store import StoreError
+from stompbroker.logs import LEVELS, logger, set_level
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.transport.tcp import stomp_server_factory
 from stompbroker.transport.websocket import WebSocketConfig
@@ -28,6 +38,11 @@ DEFAULT_LISTEN = f"tcp:{DEFAULT_PORT}:interface=127.0.0.1"
 #: The web port (WebSocket, health, demo page): RabbitMQ Web-STOMP's, which its users know.
 DEFAULT_HTTP = "tcp:15674:interface=127.0.0.1"
 WEBSOCKET_DEFAULTS = WebSocketConfig()
+#: Where persistent messages are kept, relative to the directory twistd starts in.
+DEFAULT_DATA_DIR = "stompbroker-data"
+DEFAULT_SYNC = "batch"
+
+log = logger("stompbroker.tap")
 DEFAULTS = SessionConfig()
 POLICY = DeliveryPolicy()
 
@@ -171,10 +186,34 @@ class Options(usage.Options):
             _non_negative,
         ],
         [
+            "data-dir",
+            None,
+            DEFAULT_DATA_DIR,
+            "Directory of the message store (SQLite), which keeps persistent messages and "
+            "durable subscriptions across restarts; made if missing; 'none' keeps "
+            "everything in memory only.",
+        ],
+        [
+            "sync",
+            None,
+            DEFAULT_SYNC,
+            "How the message store reaches the disk: always (commit each group as soon "
+            "as the writer is free), batch (the same promise, fuller groups under load) "
+            "or off (acknowledge before writing; a crash can lose the last moments).",
+        ],
+        [
             "log-level",
             None,
             "info",
             f"Lowest level of the broker's log events: {', '.join(LEVELS)}.",
+        ],
+    ]
+
+    optFlags = [
+        [
+            "persistent-queues",
+            None,
+            "Make every message sent to a /queue/ persistent, whatever its persistent header says.",
         ],
     ]
 
@@ -214,6 +253,16 @@ class Options(usage.Options):
             raise usage.UsageError(
                 f"--expired must be {' or '.join(EXPIRED_ACTIONS)}, got {self['expired']!r}"
             )
+        if self["sync"] not in SYNC_MODES:
+            raise usage.UsageError(
+                f"--sync must be one of {', '.join(SYNC_MODES)}, got {self['sync']!r}"
+            )
+        if not self["data-dir"]:
+            raise usage.UsageError("--data-dir needs a directory, or none")
+        if self["data-dir"] == "none" and self["persistent-queues"]:
+            raise usage.UsageError(
+                "--persistent-queues needs a message store; it cannot go with --data-dir none"
+            )
         prefix = self["dead-letter-prefix"]
         if not prefix or "/" in prefix:
             raise usage.UsageError(
@@ -237,16 +286,17 @@ def makeService(options: Options, reactor: Optional[Any] = None) -> MultiService
 
     :param options: parsed :class:`Options`.
     :param reactor: the reactor to listen on and time with; the global one by default.
-    :returns: a service holding the broker and one listening service per
-        ``--listen`` and per ``--http`` endpoint; the web ones are named
-        ``http ENDPOINT`` and serve one :class:`~stompbroker.web.WebSite`.
+    :returns: a :class:`BrokerService` holding the broker and one listening
+        service per ``--listen`` and per ``--http`` endpoint; the web ones are
+        named ``http ENDPOINT`` and serve one :class:`~stompbroker.web.WebSite`.
+        Nothing touches the data directory until the service starts (after
+        twistd has daemonized).
     """
     if reactor is None:
         from twisted.internet import reactor as global_reactor
 
         reactor = global_reactor
     set_level(options["log-level"])
-    top = MultiService()
     policy = DeliveryPolicy(
         prefetch=options["prefetch"],
         max_redeliveries=options["max-redeliveries"],
@@ -254,10 +304,18 @@ def makeService(options: Options, reactor: Optional[Any] = None) -> MultiService
         expired=options["expired"],
         ttl=options["ttl"],
     )
+    store = None
+    if options["data-dir"] != "none":
+        data_dir = Path(options["data-dir"]).absolute()
+        store = SQLiteStore(data_dir, reactor=reactor, sync=options["sync"])
     broker = Broker(
-        reactor, limits=Limits(max_connections=options["max-connections"]), policy=policy
+        reactor,
+        limits=Limits(max_connections=options["max-connections"]),
+        policy=policy,
+        store=store,
+        persistent_queues=options["persistent-queues"],
     )
-    broker.setServiceParent(top)
+    top = BrokerService(broker, on_failure=lambda failure: exit_with_error(reactor, failure))
     config = SessionConfig(
         server_name=f"stompbroker/{__version__}",
         heartbeat=options["heartbeat"],
@@ -276,6 +334,80 @@ def makeService(options: Options, reactor: Optional[Any] = None) -> MultiService
         for description in options["http"]:
             _listen(top, reactor, f"http {description}", description, site)
     return top
+
+
+class BrokerService(MultiService):
+    """
+    The broker and the services that serve it: the broker starts first, the
+    others (its listeners) once it has recovered what its store holds, so that
+    no client sees a half-rebuilt broker.
+
+    :param broker: the :class:`~stompbroker.broker.service.Broker`; it becomes
+        the first child, named ``broker``.
+    :param on_failure: called with the Failure when the broker cannot recover,
+        or a listener cannot start after it; twistd's stops the process.
+    :raises SystemExit: from :meth:`startService`, with the store's message, when
+        the data directory cannot be used (locked, damaged, not writable).
+    """
+
+    def __init__(self, broker: Broker, on_failure: Callable[[Failure], None]) -> None:
+        super().__init__()
+        self.broker = broker
+        self._on_failure = on_failure
+        broker.setServiceParent(self)
+
+    def privilegedStartService(self) -> None:
+        """
+        Do nothing for the listeners yet: they bind in :meth:`startService`, once
+        the broker is ready (so a port below 1024 needs a user that may bind it).
+        """
+        Service.privilegedStartService(self)
+        self.broker.privilegedStartService()
+
+    def startService(self) -> None:
+        """Start the broker; start the others once it is ready."""
+        Service.startService(self)
+        try:
+            self.broker.startService()
+        except StoreError as error:
+            log.critical("cannot use the message store: {error}", error=str(error))
+            raise SystemExit(f"stompbroker: {error}") from error
+        ready: Deferred[None] = self.broker.when_ready()
+        ready.addCallback(self._start_the_others).addErrback(self._on_failure)
+
+    def _start_the_others(self, ready: None) -> None:
+        if not self.running:
+            return
+        for service in self:
+            if service is not self.broker:
+                service.startService()
+
+    def stopService(self) -> Deferred[Any]:
+        """Stop, in reverse order, every child that was started; the broker last."""
+        Service.stopService(self)
+        stopping = [
+            maybeDeferred(service.stopService) for service in reversed(list(self)) if service.running
+        ]
+        return DeferredList(stopping)
+
+
+def exit_with_error(reactor: Any, failure: Failure) -> None:
+    """
+    Stop twistd with exit status 1, after logging why.
+
+    twistd has no exit status of its own once its reactor runs: the process ends
+    with 1 from an ``atexit`` hook, after twistd has cleaned up as usual.
+    """
+    log.critical("stompbroker cannot start: {error}", error=str(failure.value))
+    atexit.register(_exit, 1)
+    reactor.callWhenRunning(reactor.stop)
+
+
+def _exit(status: int) -> None:
+    """End the process with ``status``, once what it printed is out."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def _listen(top: MultiService, reactor: Any, name: str, description: str, factory: Any) -> None:

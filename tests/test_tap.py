@@ -72,6 +72,8 @@ def test_make_service_listens_on_every_endpoint_with_one_broker() -> None:
         "warn",
         "--http",
         "none",
+        "--data-dir",
+        "none",
     )
     service = makeService(options, reactor=reactor)
     service.startService()

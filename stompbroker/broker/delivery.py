@@ -25,8 +25,8 @@ names it among what the consumer holds.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from typing import Any
+from collections import OrderedDict, deque
+from typing import Any, Optional
 
 from attrs import Attribute, define, field, frozen
 from attrs.validators import ge, in_
@@ -116,6 +116,7 @@ class Consumer:
         "max_redeliveries",
         "unacked",
         "paused",
+        "unwritten",
     )
 
     def __init__(self, subscriber: Any, queue: Any, window: int, max_redeliveries: int) -> None:
@@ -129,6 +130,9 @@ class Consumer:
         self.unacked: OrderedDict[str, Message] = OrderedDict()
         #: Whether its connection's socket is behind: it gets nothing until resumed.
         self.paused = False
+        #: Messages handed over but not yet written, each with whether it may be
+        #: written now, in delivery order; ``None`` when there are none.
+        self.unwritten: Optional[deque[list[Any]]] = None
 
     def has_room(self) -> bool:
         """
@@ -137,15 +141,40 @@ class Consumer:
         """
         return not self.paused and (self.auto or len(self.unacked) < self.window)
 
-    def deliver(self, message: Message) -> None:
+    def deliver(self, message: Message, recorded: Any = None) -> None:
         """
         Hand a message to the subscriber, keeping it until settled unless ``auto``.
 
         :param message: a message the queue has chosen this consumer for.
+        :param recorded: for a persistent message, the Deferred of the store's
+            record of this delivery (a delivery mark, or for ``auto`` the
+            removal): the message is written to the subscriber once it fires, and
+            no message goes before one handed over earlier.
         """
         if not self.auto:
             self.unacked[message.message_id] = message
-        self.subscriber.deliver(message)
+        unwritten = self.unwritten
+        if recorded is None and unwritten is None:
+            self.subscriber.deliver(message)
+            return
+        entry = [message, recorded is None]
+        if unwritten is None:
+            unwritten = self.unwritten = deque()
+        unwritten.append(entry)
+        if recorded is not None:
+            recorded.addCallback(self._recorded, entry)
+
+    def _recorded(self, result: Any, entry: list[Any]) -> None:
+        """A delivery is recorded: write what may be written now, in order."""
+        entry[1] = True
+        unwritten = self.unwritten
+        if unwritten is None:
+            # Taken back (unsubscribed, or its queue closed) meanwhile.
+            return
+        while unwritten and unwritten[0][1]:
+            self.subscriber.deliver(unwritten.popleft()[0])
+        if not unwritten and self.unwritten is unwritten:
+            self.unwritten = None
 
     def holds(self, message_id: str) -> bool:
         """:returns: whether the message is delivered to this consumer and not settled."""
@@ -173,9 +202,15 @@ class Consumer:
                 return settled
 
     def take_all(self) -> list[Message]:
-        """:returns: every message held, in delivery order; the consumer then holds none."""
+        """
+        :returns: every message held, in delivery order (for ``auto``, those not
+            written yet); the consumer then holds none, and writes none of them.
+        """
         messages = list(self.unacked.values())
+        if self.auto and self.unwritten:
+            messages = [entry[0] for entry in self.unwritten]
         self.unacked.clear()
+        self.unwritten = None
         return messages
 
     def __repr__(self) -> str:

@@ -32,7 +32,26 @@ Every change of a message's state is one method (:meth:`~WorkerQueue.enqueue`,
 :meth:`~WorkerQueue.expire`), which is where a message store hooks in.
 
 What a queue does not decide: where dead letters go.  It hands them, with a
-reason, to the ``dead_letter`` callable it was made with.
+reason and its store key, to the ``dead_letter`` callable it was made with.
+
+Persistent messages
+-------------------
+A queue whose messages the store keeps (a ``/queue/`` destination, a durable
+topic subscription) has a ``journal`` and a ``store_key``.  The broker files a
+persistent message before it enqueues it; from then on the queue tells the
+journal what becomes of it: handed to a consumer (``mark_delivered``, or
+``remove`` for ``auto``, which counts as acknowledged on delivery), acknowledged
+or expired (``remove``), dead-lettered (``move``, which the ``dead_letter``
+callable does).  A message going back to the queue needs no write: its delivery
+mark already says that its next delivery is a redelivery.  Non-persistent
+messages, and queues without a journal, skip all of this with one test.
+
+The consumer writes a persistent message to its client only once the store has
+recorded the delivery (see :meth:`Consumer.deliver`), so that no client sees a
+message that a crash would bring back unmarked.  The methods that settle
+messages (:meth:`~WorkerQueue.acknowledge`, :meth:`~WorkerQueue.requeue`,
+:meth:`~WorkerQueue.reject`) return the store writes they caused, for the
+client's RECEIPT to wait on.
 """
 
 from __future__ import annotations
@@ -50,7 +69,10 @@ REJECTED = "rejected"
 DELIVERY_LIMIT = "delivery-limit"
 EXPIRED = "expired"
 
-DeadLetter = Callable[[Message, str], None]
+#: ``(message, reason, store_key)``: ``store_key`` is the key of the queue the
+#: message leaves when the store keeps it there, and ``None`` otherwise.  It
+#: returns the store write it made (a Deferred), or ``None``.
+DeadLetter = Callable[[Message, str, Optional[str]], Any]
 
 
 class WorkerQueue:
@@ -62,10 +84,14 @@ class WorkerQueue:
     :param clock: ``seconds()`` and ``callLater()``; a reactor or a ``task.Clock``.
     :param policy: the broker's :class:`DeliveryPolicy`.
     :param counters: the broker-wide :class:`DeliveryCounters` to count in.
-    :param dead_letter: called with ``(message, reason)`` for each message that
-        must leave the queue for a dead-letter queue; it counts what it does.
+    :param dead_letter: called with ``(message, reason, store_key)`` for each
+        message that must leave the queue for a dead-letter queue; it counts what
+        it does.
     :param sweep_interval: least time in seconds between two sweeps for expired
         messages.
+    :param journal: the :class:`~stompbroker.broker.persistence.Journal` that keeps
+        this queue's persistent messages, or ``None`` if the store keeps none of them.
+    :param store_key: this queue's key in the store; required with ``journal``.
     """
 
     __slots__ = (
@@ -82,6 +108,8 @@ class WorkerQueue:
         "_sweep",
         "_sweep_at",
         "_last_sweep",
+        "journal",
+        "store_key",
     )
 
     def __init__(
@@ -92,8 +120,14 @@ class WorkerQueue:
         counters: DeliveryCounters,
         dead_letter: DeadLetter,
         sweep_interval: float = 1.0,
+        journal: Any = None,
+        store_key: Optional[str] = None,
     ) -> None:
+        if journal is not None and store_key is None:
+            raise ValueError("a queue with a journal needs a store_key")
         self.destination = destination
+        self.journal = journal
+        self.store_key = store_key if journal is not None else None
         self.pending: deque[Message] = deque()
         self.consumers: list[Consumer] = []
         self._clock = clock
@@ -198,21 +232,36 @@ class WorkerQueue:
                     continue
                 self._next = (index + 1) % count
                 self._counters.delivered += 1
-                consumer.deliver(message)
+                if message.persistent and self.journal is not None:
+                    if consumer.auto:
+                        recorded = self.journal.remove(self.store_key, message.message_id)
+                    else:
+                        recorded = self.journal.delivered(self.store_key, message.message_id)
+                    consumer.deliver(message, recorded)
+                else:
+                    consumer.deliver(message)
         finally:
             self._dispatching = False
 
-    def acknowledge(self, consumer: Consumer, messages: list[Message]) -> None:
+    def acknowledge(self, consumer: Consumer, messages: list[Message]) -> list[Any]:
         """
         Forget messages a consumer has acknowledged, and give it more.
 
         :param consumer: the consumer that held them.
         :param messages: what its ACK settled (see :meth:`Consumer.settle`).
+        :returns: the store's removals of the persistent ones (Deferreds).
         """
         self._counters.acknowledged += len(messages)
+        written = []
+        journal = self.journal
+        if journal is not None:
+            for message in messages:
+                if message.persistent:
+                    written.append(journal.remove(self.store_key, message.message_id))
         self.dispatch()
+        return written
 
-    def requeue(self, consumer: Consumer, messages: list[Message]) -> None:
+    def requeue(self, consumer: Consumer, messages: list[Message]) -> list[Any]:
         """
         Return messages to the head of the queue, in the order given, for redelivery.
 
@@ -222,37 +271,48 @@ class WorkerQueue:
 
         :param consumer: the consumer that held them; its limit applies.
         :param messages: in delivery order.
+        :returns: the store writes that dead-lettering made (Deferreds).
         """
         limit = consumer.max_redeliveries
         returning = []
+        written = []
         for message in messages:
             if 0 <= limit <= message.redeliveries:
-                self.dead_letter(message, DELIVERY_LIMIT)
+                moved = self.dead_letter(message, DELIVERY_LIMIT)
+                if moved is not None:
+                    written.append(moved)
             else:
                 returning.append(evolve(message, redeliveries=message.redeliveries + 1))
         if returning:
             self._counters.redelivered += len(returning)
             self.pending.extendleft(reversed(returning))
             self.dispatch()
+        return written
 
-    def reject(self, messages: list[Message]) -> None:
+    def reject(self, messages: list[Message]) -> list[Any]:
         """
         Dead-letter messages a consumer refused for good (NACK ``requeue:false``).
 
         :param messages: what the NACK settled.
+        :returns: the store writes that dead-lettering made (Deferreds).
         """
+        written = []
         for message in messages:
-            self.dead_letter(message, REJECTED)
+            moved = self.dead_letter(message, REJECTED)
+            if moved is not None:
+                written.append(moved)
         self.dispatch()
+        return written
 
-    def dead_letter(self, message: Message, reason: str) -> None:
+    def dead_letter(self, message: Message, reason: str) -> Any:
         """
         Take a message out of circulation for good, through the ``dead_letter`` callable.
 
         :param message: the message.
         :param reason: :data:`REJECTED`, :data:`DELIVERY_LIMIT` or :data:`EXPIRED`.
+        :returns: what the callable returns: the store write, or ``None``.
         """
-        self._dead_letter(message, reason)
+        return self._dead_letter(message, reason, self.store_key)
 
     def expire(self, message: Message) -> None:
         """
@@ -263,18 +323,22 @@ class WorkerQueue:
         self._counters.expired += 1
         if self._policy.expired == "dead-letter":
             self.dead_letter(message, EXPIRED)
+        elif message.persistent and self.journal is not None:
+            self.journal.remove(self.store_key, message.message_id)
 
     def close(self) -> None:
         """
         Delete the queue: discard what it holds, drop its consumers, stop its sweep.
 
         Used for queues that end with their owner: a topic subscription's own queue,
-        a temporary queue, a durable subscription that is removed.
+        a temporary queue, a durable subscription that is removed (whose backlog
+        the broker drops from the store with the subscription), an idle queue
+        (which holds nothing).
         """
         held = sum(len(consumer.unacked) for consumer in self.consumers)
         self._counters.discarded += len(self.pending) + held
         for consumer in self.consumers:
-            consumer.unacked.clear()
+            consumer.take_all()
         self.consumers.clear()
         self.pending.clear()
         self._cancel_sweep()

@@ -21,6 +21,16 @@ Where a subscription takes its messages from:
 Routing a SEND to a topic costs one lookup in the tree (cached per destination)
 and one ``deliver`` per matching subscription; nothing on that path logs, raises
 or creates a Deferred.
+
+Persistent messages (see :mod:`stompbroker.broker.persistence`): with a message
+store, a ``persistent:true`` SEND to a queue (every queue SEND with
+``persistent_queues``), or to a topic with durable subscriptions, is filed in the
+store under each key that keeps it and enqueued in memory at once;
+:meth:`Broker.send` returns the Deferred of those writes, on which the session
+holds the RECEIPT.  Every other SEND returns ``None``.  At start
+(:meth:`Broker.startService`) the broker rebuilds its queues and durable
+subscriptions from the store; :meth:`Broker.when_ready` says when that is done,
+and only then should clients be let in.
 """
 
 from __future__ import annotations
@@ -31,11 +41,14 @@ from typing import Any, Callable, Iterable, Optional
 
 from attrs import Factory, define, frozen
 from twisted.application.service import Service
+from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
+from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from stompbroker.broker.delivery import Consumer, DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.destinations import (
+    QUEUE_PREFIX,
     REPLY_QUEUE_PREFIX,
     TEMP_QUEUE_PREFIX,
     TOPIC_PREFIX,
@@ -46,7 +59,15 @@ from stompbroker.broker.destinations import (
     validate_queue,
 )
 from stompbroker.broker.expiry import EXPIRY_HEADERS, expiry_time
+from stompbroker.broker.persistence import (
+    Journal,
+    all_done,
+    durable_key,
+    parse_durable_key,
+    settled,
+)
 from stompbroker.broker.queues import EXPIRED, WorkerQueue
+from stompbroker.broker.store import RecoveredState, StoredMessage
 from stompbroker.broker.subscriptions import (
     SubscriptionTree,
     validate_destination,
@@ -70,6 +91,8 @@ log = logger("stompbroker.broker")
 
 #: SEND headers the broker acts on; a SEND without any of them skips that work.
 _ACTED_ON: frozenset[str] = EXPIRY_HEADERS | {"reply-to"}
+#: ... and with a message store, ``persistent`` too.
+_ACTED_ON_WITH_STORE: frozenset[str] = _ACTED_ON | {"persistent"}
 
 #: How many destinations' checked kinds :meth:`Broker.send` remembers; like the
 #: subscription tree's match cache, it is cleared rather than trimmed when full.
@@ -114,10 +137,18 @@ class Broker(Service):
     :param clock: the reactor (or a ``task.Clock``) that times the broker's work.
     :param limits: broker-wide :class:`Limits`.
     :param policy: how messages are delivered, redelivered, dead-lettered and expired.
+    :param store: an open :class:`~stompbroker.broker.store.IMessageStore` that
+        keeps persistent messages and durable subscriptions, and from which
+        :meth:`startService` recovers them; ``None`` keeps every message in
+        memory only, and ignores ``persistent`` headers.
+    :param persistent_queues: with a store, treat every SEND to a ``/queue/`` as
+        persistent, whatever its ``persistent`` header says.
 
     :ivar queues: ``/queue/`` and ``/reply-queue/`` destinations -> their queues.
     :ivar durable: ``(client-id, name)`` -> the queue of that durable subscription.
     :ivar counters: what happened to queued messages, broker-wide.
+    :ivar journal: the :class:`~stompbroker.broker.persistence.Journal` over
+        ``store``, or ``None``.
     """
 
     name = "broker"
@@ -128,10 +159,19 @@ class Broker(Service):
         *,
         limits: Limits = Limits(),
         policy: DeliveryPolicy = DeliveryPolicy(),
+        store: Any = None,
+        persistent_queues: bool = False,
     ) -> None:
         self.clock = clock
         self.limits = limits
         self.policy = policy
+        self.store = store
+        self.journal = Journal(store) if store is not None else None
+        self.persistent_queues = persistent_queues and store is not None
+        self._acted_on = _ACTED_ON_WITH_STORE if store is not None else _ACTED_ON
+        #: How recovery ended: ``None`` until it has, then ``True`` or its Failure.
+        self._recovery: Optional[bool | Failure] = None
+        self._ready_waiters: list[Deferred[None]] = []
         self.connections: set[Any] = set()
         self.topics: SubscriptionTree[Any] = SubscriptionTree()
         self.queues: dict[str, WorkerQueue] = {}
@@ -144,6 +184,150 @@ class Broker(Service):
         self._message_ids = itertools.count(1)
         self._session_ids = itertools.count(1)
         self._temp_ids = itertools.count(1)
+
+    # -- life cycle: recovery from the message store ----------------------------
+
+    def startService(self) -> None:
+        """
+        Start: open the store, if there is one, and rebuild queues and durable
+        subscriptions from it.
+
+        Opening is synchronous, so that a store that cannot be used stops the
+        start; recovery is not (the store reads in its writer thread): let
+        clients in once :meth:`when_ready` fires.
+
+        :raises stompbroker.broker.store.StoreError: if the store cannot be
+            opened (locked, damaged, unavailable); the broker is then not running.
+        """
+        if self.store is not None:
+            self.store.open()
+        super().startService()
+        if self.store is None:
+            self._recovery_ended(None)
+            return
+        self.store.recover().addCallback(self._recover).addBoth(self._recovery_ended)
+
+    def stopService(self) -> Optional[Deferred[None]]:
+        """
+        Stop: close the store once everything written before is durable.
+
+        :returns: the store's ``close()`` Deferred, or ``None`` without a store.
+        """
+        super().stopService()
+        if self.journal is None:
+            return None
+        self.journal.stopping = True
+        closing: Deferred[None] = self.journal.store.close()
+        return closing
+
+    def when_ready(self) -> Deferred[None]:
+        """
+        :returns: a Deferred that fires once :meth:`startService` has rebuilt
+            everything the store holds, or fails with what stopped it (a
+            :class:`~stompbroker.broker.store.StoreError`, say); let clients in
+            only after it fires.
+        """
+        waiter: Deferred[None] = Deferred()
+        if self._recovery is None:
+            self._ready_waiters.append(waiter)
+        elif isinstance(self._recovery, Failure):
+            waiter.errback(self._recovery)
+        else:
+            waiter.callback(None)
+        return waiter
+
+    def _recovery_ended(self, outcome: Any) -> None:
+        """Remember how recovery ended, and tell whoever waits in :meth:`when_ready`."""
+        if isinstance(outcome, Failure):
+            log.critical(
+                "cannot recover persistent messages from the message store: {error}",
+                error=str(outcome.value),
+            )
+            self._recovery = outcome
+        else:
+            self._recovery = True
+        waiters, self._ready_waiters = self._ready_waiters, []
+        for waiter in waiters:
+            if isinstance(outcome, Failure):
+                waiter.errback(outcome)
+            else:
+                waiter.callback(None)
+
+    def _recover(self, state: RecoveredState) -> None:
+        """
+        Refill queues and rebuild durable subscriptions from what the store holds.
+
+        Each queue gets its messages back in their original order, without writing
+        them again; one that had been delivered comes back with its delivery count,
+        so its next delivery says ``redelivered:true``.  Messages that expired
+        while the broker was down are expired (dropped or dead-lettered, through
+        the store) once everything is back, so that a dead-letter queue gets them
+        after what it held already.
+        """
+        expired: list[tuple[WorkerQueue, Message]] = []
+        restored = 0
+        for subscription in state.subscriptions:
+            durable = parse_durable_key(subscription.name)
+            if durable is None:
+                log.warn(
+                    "ignoring stored subscription {name}: not a durable subscription key",
+                    name=subscription.name,
+                )
+                continue
+            queue = self._new_queue(subscription.destination, subscription.name)
+            self.durable[durable] = queue
+            self.topics.add(subscription.destination, queue)
+            restored += self._refill(queue, state.backlogs.get(subscription.name, ()), expired)
+        for key, records in state.queues.items():
+            if not key.startswith(QUEUE_PREFIX):
+                log.warn(
+                    "ignoring {count} stored messages under {key}: no queue or durable"
+                    " subscription has that key",
+                    count=len(records),
+                    key=key,
+                )
+                continue
+            restored += self._refill(self._shared_queue(key), records, expired)
+        for queue, message in expired:
+            queue.expire(message)
+        log.info(
+            "recovered {messages} persistent messages ({expired} expired) in {queues}"
+            " queues and {subscriptions} durable subscriptions",
+            messages=restored,
+            expired=len(expired),
+            queues=len(state.queues),
+            subscriptions=len(self.durable),
+        )
+
+    def _refill(
+        self,
+        queue: WorkerQueue,
+        records: Iterable[StoredMessage],
+        expired: list[tuple[WorkerQueue, Message]],
+    ) -> int:
+        """
+        Enqueue stored messages again, in order, and collect those that have expired.
+
+        :returns: how many records there were.
+        """
+        now = self.clock.seconds()
+        count = 0
+        for record in records:
+            count += 1
+            message = Message(
+                record.destination,
+                record.message_id,
+                record.headers,
+                record.body,
+                record.expires,
+                record.redeliveries,
+                True,
+            )
+            if message.expires and message.expires <= now:
+                expired.append((queue, message))
+            else:
+                queue.enqueue(message)
+        return count
 
     # -- connections -----------------------------------------------------------
 
@@ -270,6 +454,8 @@ class Broker(Service):
             )
         self.topics.remove(queue.destination, queue)
         queue.close()
+        if self.journal is not None:
+            self.journal.remove_subscription(durable_key(durable))
         log.info(
             "removed durable subscription {name} on {pattern}",
             name=durable[1],
@@ -294,8 +480,11 @@ class Broker(Service):
             self.remove_durable(durable)
             queue = None
         if queue is None:
-            queue = self.durable[durable] = self._new_queue(pattern)
+            key = durable_key(durable)
+            queue = self.durable[durable] = self._new_queue(pattern, key)
             self.topics.add(pattern, queue)
+            if self.journal is not None:
+                self.journal.add_subscription(key, pattern)
             log.info(
                 "created durable subscription {name} on {pattern}", name=durable[1], pattern=pattern
             )
@@ -303,14 +492,27 @@ class Broker(Service):
 
     # -- queues ----------------------------------------------------------------
 
-    def _new_queue(self, destination: str) -> WorkerQueue:
-        return WorkerQueue(destination, self.clock, self.policy, self.counters, self._dead_letter)
+    def _new_queue(self, destination: str, store_key: Optional[str] = None) -> WorkerQueue:
+        """
+        :param store_key: the queue's key in the store, if the store keeps its
+            persistent messages.
+        """
+        journal = self.journal if store_key is not None else None
+        return WorkerQueue(
+            destination,
+            self.clock,
+            self.policy,
+            self.counters,
+            self._dead_letter,
+            journal=journal,
+            store_key=store_key,
+        )
 
     def _shared_queue(self, destination: str) -> WorkerQueue:
         """:returns: the queue of a ``/queue/`` destination, made on first use."""
         queue = self.queues.get(destination)
         if queue is None:
-            queue = self.queues[destination] = self._new_queue(destination)
+            queue = self.queues[destination] = self._new_queue(destination, destination)
         return queue
 
     def _temp_queue(self, connection: Any, destination: str) -> WorkerQueue:
@@ -333,17 +535,26 @@ class Broker(Service):
             state.temp_queues[destination] = queue
         return queue
 
-    def _dead_letter(self, message: Message, reason: str) -> None:
+    def _dead_letter(
+        self, message: Message, reason: str, store_key: Optional[str] = None
+    ) -> Optional[Deferred[bool]]:
         """
         Move a message to the dead-letter queue of the destination it was sent to.
 
         A message that fails in a dead-letter queue is discarded, not dead-lettered
-        again, so that nothing circulates for ever.
+        again, so that nothing circulates for ever.  A message the store keeps
+        under ``store_key`` leaves it too, for its copy in the dead-letter queue,
+        in one atomic step; any other message's copy lives in memory only.
+
+        :returns: that store write, or ``None``.
         """
         prefix = self.policy.dead_letter_prefix
+        journal = self.journal if message.persistent else None
         if is_dead_letter_queue(message.destination, prefix):
             self.counters.discarded += 1
-            return
+            if journal is not None and store_key is not None:
+                return journal.remove(store_key, message.message_id)
+            return None
         target = dead_letter_destination(message.destination, prefix)
         headers = tuple(pair for pair in message.headers if pair[0] not in DEAD_LETTER_HEADERS)
         headers += (
@@ -359,9 +570,13 @@ class Broker(Service):
             target=target,
             reason=reason,
         )
-        self._shared_queue(target).enqueue(
-            Message(target, self._new_message_id(), headers, message.body)
-        )
+        stored = journal is not None and store_key is not None
+        copy = Message(target, self._new_message_id(), headers, message.body, persistent=stored)
+        moved = None
+        if journal is not None and store_key is not None:
+            moved = journal.move(store_key, message.message_id, target, copy)
+        self._shared_queue(target).enqueue(copy)
+        return moved
 
     # -- publishing ------------------------------------------------------------
 
@@ -373,18 +588,32 @@ class Broker(Service):
         *,
         connection: Any = None,
         transaction: Optional[str] = None,
-    ) -> Message:
+    ) -> Optional[Deferred[None]]:
         """
         Route one message: to every matching topic subscription, or onto a queue.
 
         :param connection: the sending connection, which owns its ``/temp-queue/``
             destinations and transactions; ``None`` for a message from Python code.
         :param transaction: hold the message until this transaction commits.
+        :returns: ``None``; or, for a persistent message that the store keeps, a
+            Deferred that fires once it is durable (it is enqueued already), or
+            fails with :class:`~stompbroker.broker.persistence.MessageNotStored`.
         :raises InvalidDestination: for a wildcard or an unknown kind of destination.
         :raises MalformedFrame: for an ``expires`` or ``expiration`` header that is
             not a number of milliseconds.
         :raises UnknownTransaction: if ``transaction`` is not open on ``connection``.
         """
+        return self._send(destination, headers, body, connection, transaction)[1]
+
+    def _send(
+        self,
+        destination: str,
+        headers: Headers,
+        body: bytes,
+        connection: Any,
+        transaction: Optional[str],
+    ) -> tuple[Message, Optional[Deferred[None]]]:
+        """:returns: the routed message, and what :meth:`send` returns."""
         kind = self._checked.get(destination)
         if kind is None:
             kind = self._check(destination)
@@ -400,15 +629,54 @@ class Broker(Service):
         held = None
         if transaction is not None:
             held = self._transactions(connection).get(transaction)
-        headers, expires = self._prepare(headers, connection)
+        headers, expires, persistent = self._prepare(headers, connection, kind)
         message = Message(
-            destination, f"{self._node}-{next(self._message_ids)}", headers, body, expires
+            destination,
+            f"{self._node}-{next(self._message_ids)}",
+            headers,
+            body,
+            expires,
+            0,
+            persistent,
         )
+        waiting = None
         if held is not None:
-            held.hold(route, message)
+            if persistent:
+                held.hold(self._store_and_route, route, message)
+            else:
+                held.hold(route, message)
+        elif persistent:
+            waiting = self._store_and_route(route, message)
         else:
             route(message)
-        return message
+        return message, waiting
+
+    def _store_and_route(
+        self, route: Callable[[Message], None], message: Message
+    ) -> Optional[Deferred[None]]:
+        """
+        File a persistent message under every key that keeps it, then route it.
+
+        The keys are its queue, or the durable subscriptions its topic matches now.
+        The store takes writes in the order they are asked for, so the adds come
+        before any delivery mark that routing leads to.  A message that has
+        expired already is routed (to be expired) without being filed.
+
+        :returns: the adds' Deferred, or ``None`` if nothing keeps the message.
+        """
+        assert self.journal is not None
+        destination = message.destination
+        keys: list[str] = []
+        if not (message.expires and message.expires <= self.clock.seconds()):
+            if destination.startswith(TOPIC_PREFIX):
+                for subscriber in self.topics.match(destination):
+                    if isinstance(subscriber, WorkerQueue) and subscriber.store_key is not None:
+                        keys.append(subscriber.store_key)
+            else:
+                keys.append(destination)
+        waiting = self.journal.add(keys, message)
+        route(message)
+        return waiting
 
     def _check(self, destination: str) -> Kind:
         """
@@ -429,24 +697,31 @@ class Broker(Service):
     def _new_message_id(self) -> str:
         return f"{self._node}-{next(self._message_ids)}"
 
-    def _prepare(self, headers: Headers, connection: Any) -> tuple[Headers, float]:
+    def _prepare(
+        self, headers: Headers, connection: Any, kind: Kind
+    ) -> tuple[Headers, float, bool]:
         """
-        Read a SEND's expiry and rewrite its temporary ``reply-to``.
+        Read a SEND's expiry and persistence, and rewrite its temporary ``reply-to``.
 
-        :returns: the headers to deliver, and the expiry in clock seconds (0 for never).
+        :param kind: the kind of its destination; only queues and topics keep
+            persistent messages (temporary queues end with their connection).
+        :returns: the headers to deliver, the expiry in clock seconds (0 for
+            never), and whether the message is persistent.
         """
         ttl = self.policy.ttl
+        acted_on = self._acted_on
         for name, _ in headers:
-            if name in _ACTED_ON:
+            if name in acted_on:
                 break
         else:
+            persistent = self.persistent_queues and kind is Kind.QUEUE
             if ttl:
-                return headers, self.clock.seconds() + ttl / 1000.0
-            return headers, 0.0
+                return headers, self.clock.seconds() + ttl / 1000.0, persistent
+            return headers, 0.0, persistent
         found: dict[str, str] = {}
         rewritten = []
         for name, value in headers:
-            if name in _ACTED_ON and name not in found:
+            if name in acted_on and name not in found:
                 found[name] = value
                 if (
                     name == "reply-to"
@@ -458,7 +733,11 @@ class Broker(Service):
         expires = expiry_time(
             found.get("expires"), found.get("expiration"), self.clock.seconds(), ttl
         )
-        return tuple(rewritten), expires
+        if kind is Kind.QUEUE:
+            persistent = self.persistent_queues or found.get("persistent") == "true"
+        else:
+            persistent = kind is Kind.TOPIC and found.get("persistent") == "true"
+        return tuple(rewritten), expires, persistent
 
     def _publish_topic(self, message: Message) -> None:
         if message.expires and message.expires <= self.clock.seconds():
@@ -499,7 +778,9 @@ class Broker(Service):
         :param destination: e.g. ``/topic/prices`` or ``/queue/jobs``.
         :param body: the payload; text is encoded as UTF-8 and gets a
             ``content-type`` of ``text/plain;charset=utf-8`` unless one is given.
-        :param headers: extra ``(name, value)`` headers for subscribers.
+        :param headers: extra ``(name, value)`` headers for subscribers;
+            ``persistent:true`` files it in the store as a client's SEND would be,
+            but nothing waits for that (a failure is logged).
         :returns: the routed message.
         """
         pairs = list(headers or ())
@@ -507,7 +788,11 @@ class Broker(Service):
             body = body.encode("utf-8")
             if not any(name == "content-type" for name, _ in pairs):
                 pairs.append(("content-type", "text/plain;charset=utf-8"))
-        return self.send(destination, tuple(pairs), body)
+        message, waiting = self._send(destination, tuple(pairs), body, None, None)
+        if waiting is not None:
+            # The journal has logged the failure; nobody else is there to hear of it.
+            waiting.addErrback(lambda failure: None)
+        return message
 
     # -- acknowledgements ------------------------------------------------------
 
@@ -518,7 +803,7 @@ class Broker(Service):
         *,
         subscriber: Any = None,
         transaction: Optional[str] = None,
-    ) -> None:
+    ) -> Optional[Deferred[None]]:
         """
         Acknowledge a message (and, in ``client`` mode, every earlier one).
 
@@ -527,6 +812,10 @@ class Broker(Service):
         :param subscriber: the subscription it was delivered to; ``None`` to look
             through all of the connection's (STOMP 1.0 names no subscription).
         :param transaction: take effect when this transaction commits.
+        :returns: ``None``; or, when it settles persistent messages, a Deferred
+            that fires once their removal is durable (so that they cannot come
+            back after a crash), or fails with
+            :class:`~stompbroker.broker.persistence.MessageNotStored`.
         :raises UnknownAck: if the message is not awaiting acknowledgement there.
         :raises UnknownTransaction: if ``transaction`` is not open.
         """
@@ -535,8 +824,8 @@ class Broker(Service):
             self._transactions(connection).get(transaction).hold(
                 self._acknowledge, consumer, message_id
             )
-        else:
-            self._acknowledge(consumer, message_id)
+            return None
+        return self._acknowledge(consumer, message_id)
 
     def nack(
         self,
@@ -546,12 +835,13 @@ class Broker(Service):
         subscriber: Any = None,
         requeue: bool = True,
         transaction: Optional[str] = None,
-    ) -> None:
+    ) -> Optional[Deferred[None]]:
         """
         Refuse a message (and, in ``client`` mode, every earlier one).
 
         :param requeue: return it to its queue for redelivery (up to the
             redelivery limit); ``False`` dead-letters it at once.
+        :returns: as :meth:`ack`, for the dead-letter moves it makes.
         :raises UnknownAck: if the message is not awaiting acknowledgement there.
         :raises UnknownTransaction: if ``transaction`` is not open.
 
@@ -562,8 +852,8 @@ class Broker(Service):
             self._transactions(connection).get(transaction).hold(
                 self._refuse, consumer, message_id, requeue
             )
-        else:
-            self._refuse(consumer, message_id, requeue)
+            return None
+        return self._refuse(consumer, message_id, requeue)
 
     def _holder(self, connection: Any, message_id: str, subscriber: Any) -> Consumer:
         """
@@ -587,20 +877,20 @@ class Broker(Service):
         )
 
     @staticmethod
-    def _acknowledge(consumer: Consumer, message_id: str) -> None:
-        settled = consumer.settle(message_id)
-        if settled:
-            consumer.queue.acknowledge(consumer, settled)
+    def _acknowledge(consumer: Consumer, message_id: str) -> Optional[Deferred[None]]:
+        found = consumer.settle(message_id)
+        if not found:
+            return None
+        return settled(consumer.queue.acknowledge(consumer, found))
 
     @staticmethod
-    def _refuse(consumer: Consumer, message_id: str, requeue: bool) -> None:
-        settled = consumer.settle(message_id)
-        if not settled:
-            return
+    def _refuse(consumer: Consumer, message_id: str, requeue: bool) -> Optional[Deferred[None]]:
+        found = consumer.settle(message_id)
+        if not found:
+            return None
         if requeue:
-            consumer.queue.requeue(consumer, settled)
-        else:
-            consumer.queue.reject(settled)
+            return settled(consumer.queue.requeue(consumer, found))
+        return settled(consumer.queue.reject(found))
 
     # -- transactions ------------------------------------------------------------
 
@@ -619,13 +909,17 @@ class Broker(Service):
         """
         self._transactions(connection).begin(transaction)
 
-    def commit(self, connection: Any, transaction: str) -> None:
+    def commit(self, connection: Any, transaction: str) -> Optional[Deferred[None]]:
         """
         Perform, in order and at once, the SENDs, ACKs and NACKs a transaction holds.
 
+        Its persistent messages are filed in the store now, at COMMIT.
+
+        :returns: ``None``, or a Deferred that fires once the persistent messages
+            it sent are durable, as :meth:`send` returns.
         :raises UnknownTransaction: if it is not open.
         """
-        self._transactions(connection).commit(transaction)
+        return all_done(self._transactions(connection).commit(transaction))
 
     def abort(self, connection: Any, transaction: str) -> None:
         """

@@ -6,7 +6,9 @@ The broker checks each frame when it arrives (so a bad SEND or an ACK of an
 unknown message is an ERROR at once, not at COMMIT) and holds only the effect:
 publishing a message, settling an acknowledgement.  COMMIT runs every held action
 in order, in one go, so no other client's frame can come between them; ABORT and
-the end of the connection discard them.
+the end of the connection discard them.  A held action may return something to
+wait for (the store writes of a persistent SEND); COMMIT hands those back, so
+that its RECEIPT waits for them.
 
 Transaction ids belong to a connection; one may be reused once its transaction
 has ended.
@@ -30,25 +32,34 @@ class Transaction:
 
     def __init__(self, transaction_id: str) -> None:
         self.transaction_id = transaction_id
-        self._held: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+        self._held: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
 
     def __len__(self) -> int:
         """:returns: how many actions are held."""
         return len(self._held)
 
-    def hold(self, action: Callable[..., None], *args: Any) -> None:
+    def hold(self, action: Callable[..., Any], *args: Any) -> None:
         """
         Keep ``action(*args)`` for COMMIT.
 
-        :param action: the effect of one frame, already checked.
+        :param action: the effect of one frame, already checked; it returns
+            ``None``, or something the COMMIT must wait for.
         """
         self._held.append((action, args))
 
-    def run(self) -> None:
-        """Perform every held action, in order; the transaction then holds none."""
+    def run(self) -> list[Any]:
+        """
+        Perform every held action, in order; the transaction then holds none.
+
+        :returns: what the actions returned other than ``None``, in order.
+        """
         held, self._held = self._held, []
+        waiting = []
         for action, args in held:
-            action(*args)
+            result = action(*args)
+            if result is not None:
+                waiting.append(result)
+        return waiting
 
 
 class TransactionTable:
@@ -90,15 +101,16 @@ class TransactionTable:
             )
         return transaction
 
-    def commit(self, transaction_id: str) -> None:
+    def commit(self, transaction_id: str) -> list[Any]:
         """
         End a transaction by performing what it holds.
 
+        :returns: what its actions gave to wait for, as :meth:`Transaction.run`.
         :raises UnknownTransaction: if it is not open.
         """
         transaction = self.get(transaction_id)
         del self._open[transaction_id]
-        transaction.run()
+        return transaction.run()
 
     def abort(self, transaction_id: str) -> None:
         """

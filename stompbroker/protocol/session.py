@@ -27,6 +27,14 @@ Theory of operation:
   and topic subscriptions with client acknowledgements or a durable name) are
   :class:`TrackedSubscription` objects, whose MESSAGE frames also carry ``ack``
   (STOMP 1.2) and, for a redelivery, ``redelivered`` and ``redelivery-count``.
+- Persistent messages: a SEND (or COMMIT) whose message the broker must store
+  first, and an ACK or NACK that settles stored messages, get back something to
+  wait on (a Deferred, though this module never names Twisted).  Its RECEIPT
+  waits for it, and so does every RECEIPT after it, so that receipts keep the
+  order of the frames they answer; a SEND or COMMIT without a receipt, and a
+  DISCONNECT, also stop the session from handling any further frame until
+  everything waited on is stored.  Frames that arrive meanwhile are
+  held; past ``max_held_bytes`` of them, the session stops reading.
 - Acknowledgements and transactions are the broker's business: the session finds
   which subscription and message an ACK or NACK names and passes the
   ``transaction`` header along.  A 1.2 ``ack`` id is ``NUMBER.MESSAGE-ID``, where
@@ -38,9 +46,10 @@ from __future__ import annotations
 
 import enum
 import itertools
+from collections import deque
 from typing import Any, Callable, Optional
 
-from attrs import frozen
+from attrs import define, frozen
 from zope.interface import implementer
 
 from stompbroker.interfaces import IConnection, ISubscriber
@@ -117,6 +126,10 @@ class SessionConfig:
     :ivar max_frame_size: largest frame accepted, in bytes, headers and body.
     :ivar max_headers: most headers in one frame.
     :ivar max_header_length: longest header line, in bytes.
+    :ivar max_held_bytes: most bytes of frames (headers and bodies) a session
+        holds unhandled while it waits for a persistent message to be stored;
+        past it, the session reads nothing more from the client until the store
+        has caught up.
     """
 
     server_name: str = "stompbroker"
@@ -126,6 +139,7 @@ class SessionConfig:
     max_frame_size: int = 4 * 1024 * 1024
     max_headers: int = 1000
     max_header_length: int = 10240
+    max_held_bytes: int = 32 * 1024 * 1024
 
 
 def _integer(name: str, value: str, minimum: int) -> int:
@@ -194,6 +208,19 @@ def negotiate_heartbeat(client: Optional[str], server: tuple[int, int]) -> tuple
     send = max(sx, cy) if sx and cy else 0
     receive = max(cx, sy) if cx and sy else 0
     return (send, receive)
+
+
+@define(slots=True)
+class _Reply:
+    """
+    A RECEIPT in the session's queue of replies, which go out in order.
+
+    :ivar receipt: the receipt id, or ``None`` for a frame that asked for none.
+    :ivar done: whether what it waits for (storing a persistent message) is done.
+    """
+
+    receipt: Optional[str]
+    done: bool = False
 
 
 @implementer(ISubscriber)
@@ -348,6 +375,17 @@ class StompSession:
         self._send_timer: Any = None
         self._receive_timer: Any = None
         self._registered = False
+        #: Replies waiting, in order, for a persistent message to be stored.
+        self._replies: deque[_Reply] = deque()
+        #: Frames received but not handled while the session waits for the
+        #: store; ``None`` when it is not waiting.
+        self._held: Optional[deque[Frame]] = None
+        self._held_bytes = 0
+        #: Whether reading stopped because too much was held.
+        self._reading_paused = False
+        #: Whether frames are being handled now (a store write that is done
+        #: at once must not start handling held frames from inside a handler).
+        self._handling = False
 
     # -- the transport's side ------------------------------------------------
 
@@ -378,23 +416,58 @@ class StompSession:
         except ProtocolError as error:
             self._fail(error)
             return
-        for frame in frames:
-            self.frames_received += 1
-            handler = HANDLERS[self.state].get(frame.command)
-            try:
-                if handler is None:
-                    self._reject(frame)
-                handler(self, frame)  # type: ignore[misc]
-            except ProtocolError as error:
-                if error.receipt_id is None:
-                    error.receipt_id = frame.get("receipt")
-                self._fail(error)
-                return
-            if self.state is not State.CONNECTED:
-                return
+        self.frames_received += len(frames)
+        if self._held is not None:
+            self._hold(frames)
+            return
+        self._handle(frames)
+
+    def _handle(self, frames: list[Frame]) -> None:
+        """
+        Handle frames in order; stop if the session ends or starts waiting for
+        the store, holding the rest.  A fault the parser found after them is
+        reported once they are all handled.
+        """
+        handling, self._handling = self._handling, True
+        try:
+            for position, frame in enumerate(frames):
+                handler = HANDLERS[self.state].get(frame.command)
+                try:
+                    if handler is None:
+                        self._reject(frame)
+                    handler(self, frame)  # type: ignore[misc]
+                except ProtocolError as error:
+                    if error.receipt_id is None:
+                        error.receipt_id = frame.get("receipt")
+                    self._fail(error)
+                    return
+                if self.state is not State.CONNECTED:
+                    return
+                if self._held is not None:
+                    self._hold(frames[position + 1 :])
+                    return
+        finally:
+            self._handling = handling
         fault = self._parser.error
         if fault is not None:
             self._fail(fault)
+
+    def _hold(self, frames: list[Frame]) -> None:
+        """
+        Keep frames for later, while the session waits for the store.
+
+        Once they come to more than ``max_held_bytes``, read nothing more from
+        the client until they have been handled.
+        """
+        assert self._held is not None
+        for frame in frames:
+            self._held.append(frame)
+            self._held_bytes += len(frame.body) + len(frame.command)
+            for name, value in frame.headers:
+                self._held_bytes += len(name) + len(value) + 2
+        if self._held_bytes > self.config.max_held_bytes and not self._reading_paused:
+            self._reading_paused = True
+            self._transport.pause_reading()
 
     def keep_alive(self) -> None:
         """
@@ -441,8 +514,69 @@ class StompSession:
 
     def _receipt(self, frame: Frame) -> None:
         receipt = frame.get("receipt")
-        if receipt is not None:
-            self.send_frame(Frame("RECEIPT", (("receipt-id", receipt),)))
+        if receipt is None:
+            return
+        if self._replies:
+            # An earlier RECEIPT waits for the store: this one goes out after it.
+            self._replies.append(_Reply(receipt, done=True))
+            return
+        self.send_frame(Frame("RECEIPT", (("receipt-id", receipt),)))
+
+    def _receipt_when_stored(self, waiting: Any, frame: Frame, pause: bool = True) -> None:
+        """
+        Answer a frame whose effect the broker is writing to its store.
+
+        :param waiting: what the broker returned: ``None`` if it writes nothing,
+            otherwise a Deferred that fires once the writes are durable.
+        :param pause: without a receipt, handle no further frame until then
+            (for SEND and COMMIT: a persistent message must be stored before the
+            broker acts on the client's next frame); an ACK or NACK without
+            receipt only keeps later receipts behind it.
+        """
+        if waiting is None:
+            self._receipt(frame)
+            return
+        reply = _Reply(frame.get("receipt"))
+        self._replies.append(reply)
+        if reply.receipt is None and pause:
+            # STOMP gives a frame without receipt no answer, so the rule is kept
+            # by handling nothing more of this client's until it is stored.
+            self._held = deque()
+        waiting.addCallbacks(
+            self._stored, self._not_stored, callbackArgs=(reply,), errbackArgs=(frame,)
+        )
+
+    def _stored(self, result: Any, reply: _Reply) -> None:
+        """A store write finished: send the replies it held up, and go on if it paused us."""
+        reply.done = True
+        if self.state is not State.CONNECTED:
+            return
+        replies = self._replies
+        while replies and replies[0].done:
+            receipt = replies.popleft().receipt
+            if receipt is not None:
+                self.send_frame(Frame("RECEIPT", (("receipt-id", receipt),)))
+        if not replies and self._held is not None:
+            held, self._held = self._held, None
+            self._held_bytes = 0
+            if self._reading_paused:
+                self._reading_paused = False
+                self._transport.resume_reading()
+            # Unless this runs inside the handler that asked (it was stored at
+            # once), whose loop goes on by itself, handle what was held.
+            if held or not self._handling:
+                self._handle(list(held))
+
+    def _not_stored(self, failure: Any, frame: Frame) -> None:
+        """A persistent message could not be stored: the client gets an ERROR, not a RECEIPT."""
+        if self.state is not State.CONNECTED:
+            return
+        error = failure.value
+        if not isinstance(error, ProtocolError):
+            error = ProtocolError("message not stored", str(error))
+        if error.receipt_id is None:
+            error.receipt_id = frame.get("receipt")
+        self._fail(error)
 
     def _fail(self, error: ProtocolError) -> None:
         """Tell the client what went wrong, then close (STOMP 1.2, "ERROR")."""
@@ -566,14 +700,14 @@ class StompSession:
         reply_to = frame.get("reply-to")
         if reply_to is not None and reply_to.startswith(TEMP_QUEUE_PREFIX):
             self._subscribe_to_replies(reply_to)
-        self.broker.send(
+        waiting = self.broker.send(
             destination,
             tuple(headers),
             frame.body,
             connection=self,
             transaction=frame.get("transaction"),
         )
-        self._receipt(frame)
+        self._receipt_when_stored(waiting, frame)
 
     def _subscribe_to_replies(self, temp_queue: str) -> None:
         """
@@ -703,10 +837,10 @@ class StompSession:
 
     def _on_ack(self, frame: Frame) -> None:
         subscription, message_id = self._acknowledged(frame)
-        self.broker.ack(
+        waiting = self.broker.ack(
             self, message_id, subscriber=subscription, transaction=frame.get("transaction")
         )
-        self._receipt(frame)
+        self._receipt_when_stored(waiting, frame, pause=False)
 
     def _on_nack(self, frame: Frame) -> None:
         requeue = frame.get("requeue", "true")
@@ -715,14 +849,14 @@ class StompSession:
                 "invalid requeue header", f"requeue must be true or false, got {requeue!r}"
             )
         subscription, message_id = self._acknowledged(frame)
-        self.broker.nack(
+        waiting = self.broker.nack(
             self,
             message_id,
             subscriber=subscription,
             requeue=requeue == "true",
             transaction=frame.get("transaction"),
         )
-        self._receipt(frame)
+        self._receipt_when_stored(waiting, frame, pause=False)
 
     def _acknowledged(self, frame: Frame) -> tuple[Optional[SessionSubscription], str]:
         """
@@ -771,14 +905,19 @@ class StompSession:
         self._receipt(frame)
 
     def _on_commit(self, frame: Frame) -> None:
-        self.broker.commit(self, self._required(frame, "transaction"))
-        self._receipt(frame)
+        waiting = self.broker.commit(self, self._required(frame, "transaction"))
+        self._receipt_when_stored(waiting, frame)
 
     def _on_abort(self, frame: Frame) -> None:
         self.broker.abort(self, self._required(frame, "transaction"))
         self._receipt(frame)
 
     def _on_disconnect(self, frame: Frame) -> None:
+        if self._replies:
+            # Receipts of earlier frames wait for the store: DISCONNECT is handled
+            # again once they are out, so its own receipt still comes last.
+            self._held = deque([frame])
+            return
         # STOMP 1.2, "DISCONNECT": the receipt goes out, then the connection closes
         # once the transport has flushed it.
         self._receipt(frame)

@@ -15,7 +15,7 @@ from stompbroker.tap import Options, makeService
 
 def broker_policy(*argv: str) -> DeliveryPolicy:
     options = Options()
-    options.parseOptions([*argv, "--http", "none"])
+    options.parseOptions([*argv, "--http", "none", "--data-dir", "none"])
     return makeService(options, reactor=MemoryReactorClock()).getServiceNamed("broker").policy
 
 

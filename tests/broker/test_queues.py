@@ -30,7 +30,7 @@ class Harness:
             self.clock,
             policy,
             self.counters,
-            lambda dead, reason: self.dead.append((dead, reason)),
+            lambda dead, reason, store_key: self.dead.append((dead, reason)),
             sweep_interval=sweep_interval,
         )
 

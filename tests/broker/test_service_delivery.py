@@ -56,8 +56,9 @@ class World:
 
     def send(
         self, destination: str = "/queue/q", *bodies: bytes, headers: Any = (), **kwargs: Any
-    ) -> list[Any]:
-        return [self.broker.send(destination, tuple(headers), body, **kwargs) for body in bodies]
+    ) -> None:
+        for body in bodies:
+            assert self.broker.send(destination, tuple(headers), body, **kwargs) is None
 
     def ack(self, inbox: Inbox, index: int = -1, **kwargs: Any) -> None:
         self.broker.ack(
@@ -237,7 +238,8 @@ def test_message_past_redelivery_limit_goes_to_dead_letter_queue_with_headers() 
     """After --max-redeliveries a message moves to /queue/DLQ.NAME, with headers saying whence and why."""
     world = World(DeliveryPolicy(max_redeliveries=1))
     inbox = world.subscribe("/queue/orders")
-    [sent] = world.send("/queue/orders", b"poison", headers=[("x-k", "v")])
+    world.send("/queue/orders", b"poison", headers=[("x-k", "v")])
+    sent = inbox.received[0]
     world.nack(inbox)
     world.nack(inbox)
     assert len(inbox.received) == 2
@@ -547,19 +549,15 @@ def test_reply_to_temp_queue_is_rewritten_and_replies_reach_the_requester() -> N
 def test_temp_queue_names_are_private_to_a_connection() -> None:
     """Two connections using the same temp-queue name get different queues."""
     world = World()
-    first = world.send(
-        "/queue/rpc",
-        b"1",
-        headers=[("reply-to", "/temp-queue/r")],
-        connection=world.connection("a"),
-    )
-    second = world.send(
-        "/queue/rpc",
-        b"2",
-        headers=[("reply-to", "/temp-queue/r")],
-        connection=world.connection("b"),
-    )
-    names = {dict(message.headers)["reply-to"] for message in first + second}
+    worker = world.subscribe("/queue/rpc", "auto", on="worker")
+    for name in ("a", "b"):
+        world.send(
+            "/queue/rpc",
+            name.encode(),
+            headers=[("reply-to", "/temp-queue/r")],
+            connection=world.connection(name),
+        )
+    names = {dict(message.headers)["reply-to"] for message in worker.received}
     assert len(names) == 2
 
 
@@ -567,10 +565,11 @@ def test_temp_queue_is_deleted_when_its_connection_closes() -> None:
     """A temporary queue ends with its connection; later replies to it are discarded and counted."""
     world = World()
     requester = world.connection("requester")
-    [request] = world.send(
+    worker = world.subscribe("/queue/rpc", "auto", on="worker")
+    world.send(
         "/queue/rpc", b"ask", headers=[("reply-to", "/temp-queue/r")], connection=requester
     )
-    reply_to = dict(request.headers)["reply-to"]
+    reply_to = dict(worker.received[0].headers)["reply-to"]
     world.broker.close_connection(requester)
     assert reply_to not in world.broker.queues
     world.send(reply_to, b"late")

@@ -99,15 +99,36 @@ def ids_by_queue(state: RecoveredState) -> dict[str, list[str]]:
 # -- group commit ----------------------------------------------------------------
 
 
-def test_adds_called_together_share_one_commit(tmp_path: Path) -> None:
-    """In batch mode, adds from many clients within batch_delay are one transaction."""
+@pytest.mark.parametrize("sync", ["batch", "always"])
+def test_adds_called_together_share_one_commit(sync: str, tmp_path: Path) -> None:
+    """Adds from many clients in one reactor turn are one transaction, written when the turn ends."""
     clock = task.Clock()
-    store = open_sqlite(tmp_path, clock, "batch", batch_delay=0.002)
+    store = open_sqlite(tmp_path, clock, sync, batch_delay=0.002)
     adds = [store.add(f"/queue/q{index % 7}", sent(f"m-{index}")) for index in range(100)]
-    clock.advance(0.0019)
     assert (fired(adds), store.stats.commits) == (0, 0)
-    clock.advance(0.0001)
+    clock.advance(0)
     assert (fired(adds), store.stats.commits, store.stats.operations) == (100, 1, 100)
+
+
+@pytest.mark.parametrize("sync", ["batch", "always"])
+def test_a_lone_producer_waits_for_nothing_but_its_commit(sync: str, tmp_path: Path) -> None:
+    """
+    A producer that waits for each add before the next one gets each committed at
+    the end of its reactor turn, in batch mode as in always: batch gathers only
+    behind a commit in flight, so it is never slower for it.
+    """
+    clock = task.Clock()
+    writer = ManualExecutor()
+    store = SQLiteStore(tmp_path, reactor=clock, sync=sync, executor=writer, batch_delay=0.002)
+    store.open()
+    for index in range(3):
+        add = store.add("/queue/orders", sent(f"m-{index}"))
+        clock.advance(0)
+        assert len(writer.waiting) == 1
+        writer.run_one()
+        assert add.called
+        assert clock.getDelayedCalls() == []
+    assert (clock.seconds(), store.stats.commits) == (0, 3)
 
 
 def test_max_batch_pending_operations_commit_without_waiting(tmp_path: Path) -> None:
@@ -130,22 +151,51 @@ def test_always_commits_as_soon_as_the_reactor_turn_ends(tmp_path: Path) -> None
     assert (fired(adds), store.stats.commits) == (5, 1)
 
 
-def test_operations_during_a_commit_form_the_next_group(tmp_path: Path) -> None:
-    """What arrives while the writer commits is committed next, as one group, without delay."""
+@pytest.mark.parametrize("sync", ["batch", "always"])
+def test_operations_during_a_commit_form_the_next_group(sync: str, tmp_path: Path) -> None:
+    """
+    What arrives while the writer commits is committed next, as one group: at
+    once in always mode; in batch mode once batch_delay has passed since the
+    first of it arrived, so that more can join.
+    """
     clock = task.Clock()
     writer = ManualExecutor()
-    store = SQLiteStore(tmp_path, reactor=clock, sync="batch", executor=writer)
+    store = SQLiteStore(tmp_path, reactor=clock, sync=sync, executor=writer, batch_delay=0.002)
     store.open()
     first = [store.add("/queue/orders", sent(f"m-{index}")) for index in range(3)]
-    clock.advance(0.002)
+    clock.advance(0)
     assert len(writer.waiting) == 1
     second = [store.add("/queue/orders", sent(f"n-{index}")) for index in range(4)]
     assert (len(writer.waiting), clock.getDelayedCalls()) == (1, [])
+    clock.advance(0.0005)
     writer.run_one()
-    assert (fired(first), fired(second), len(writer.waiting)) == (3, 0, 1)
+    assert (fired(first), fired(second)) == (3, 0)
+    if sync == "batch":
+        assert len(writer.waiting) == 0
+        late = store.add("/queue/orders", sent("n-late"))
+        clock.advance(0.0014)
+        assert len(writer.waiting) == 0
+        clock.advance(0.0001)
+        second.append(late)
+    assert len(writer.waiting) == 1
     writer.run_one()
-    assert fired(second) == 4
-    assert (store.stats.commits, store.stats.operations) == (2, 7)
+    assert fired(second) == len(second)
+    assert (store.stats.commits, store.stats.operations) == (2, 3 + len(second))
+
+
+def test_batch_commits_a_full_group_without_waiting(tmp_path: Path) -> None:
+    """In batch mode, max_batch operations gathered behind a commit go as soon as it ends."""
+    clock = task.Clock()
+    writer = ManualExecutor()
+    store = SQLiteStore(tmp_path, reactor=clock, sync="batch", executor=writer, max_batch=5)
+    store.open()
+    store.add("/queue/orders", sent("m-0"))
+    clock.advance(0)
+    gathered = [store.add("/queue/orders", sent(f"n-{index}")) for index in range(5)]
+    writer.run_one()
+    assert (len(writer.waiting), clock.getDelayedCalls()) == (1, [])
+    writer.run_one()
+    assert fired(gathered) == 5
 
 
 def test_recovery_sees_the_writes_called_before_it(tmp_path: Path) -> None:

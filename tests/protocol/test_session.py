@@ -71,17 +71,16 @@ class RecordingBroker:
         *,
         connection: Any = None,
         transaction: Optional[str] = None,
-    ) -> Message:
+    ) -> None:
         self._ids += 1
         message = Message(destination, f"m{self._ids}", headers, body)
         self.calls.append(("send", message))
         if transaction is not None:
             self.calls.append(("send-in", (transaction, message)))
-            return message
+            return
         for subscriber in self.subscribers:
             if subscriber.destination == destination:
                 subscriber.deliver(message)
-        return message
 
     def ack(
         self, connection: Any, message_id: str, *, subscriber: Any = None, transaction: Any = None

@@ -108,7 +108,9 @@ def test_web_port_defaults_to_loopback_15674() -> None:
 def test_http_none_turns_the_web_port_off() -> None:
     """--http none leaves only the STOMP listeners."""
     reactor = MemoryReactorClock()
-    service = makeService(parse("--port", "7000", "--http", "none"), reactor=reactor)
+    service = makeService(
+        parse("--port", "7000", "--http", "none", "--data-dir", "none"), reactor=reactor
+    )
     service.startService()
     try:
         assert [port for port, *_ in reactor.tcpServers] == [7000]
@@ -150,6 +152,8 @@ def test_every_http_endpoint_serves_one_site_feeding_the_broker() -> None:
         "3",
         "--ws-ping-timeout",
         "4.5",
+        "--data-dir",
+        "none",
     )
     service = makeService(options, reactor=reactor)
     service.startService()
