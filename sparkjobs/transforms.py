@@ -22,21 +22,12 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from sparkjobs.stats_io import CORRUPT_COLUMN, SOURCE_COLUMN
-from stompbroker.stats_schema import SCHEMA_VERSION, column_types, columns_by_kind
-
-FLOW_COUNTERS = (
-    "messages_in",
-    "messages_delivered",
-    "messages_acked",
-    "messages_nacked",
-    "messages_redelivered",
-    "messages_expired",
-    "messages_dead_lettered",
-    "messages_dropped",
-    "bytes_in",
-    "bytes_out",
+from stompbroker.stats_schema import (
+    FLOW_COUNTERS,
+    SCHEMA_VERSION,
+    column_types,
+    columns_by_kind,
 )
-"""Destination counters that are deltas over the interval: they add up."""
 
 PROBLEM_COLUMN = "problem"
 

@@ -246,6 +246,13 @@ class BrokerRecord(_RecordMethods):
     )
 
 
+FLOW_COUNTERS: tuple[str, ...] = tuple(
+    attribute.name
+    for attribute in attrs.fields(DestinationRecord)
+    if attribute.name.startswith(("messages_", "bytes_"))
+)
+"""The destination record's flow counters, in field order: deltas that add up over intervals."""
+
 StatsRecord = DestinationRecord | BrokerRecord
 RECORD_TYPES: tuple[type[DestinationRecord], type[BrokerRecord]] = (DestinationRecord, BrokerRecord)
 _BY_KIND = {record_type.kind: record_type for record_type in RECORD_TYPES}

@@ -29,6 +29,14 @@ from stompbroker.broker.sqlite_store import SYNC_MODES, SQLiteStore
 from stompbroker.broker.store import StoreError
 from stompbroker.logs import LEVELS, logger, set_level
 from stompbroker.protocol.session import SessionConfig
+from stompbroker.stats import StatsModel
+from stompbroker.stats_export import StatsExporter
+from stompbroker.stats_service import (
+    DEFAULT_MONITOR_INTERVAL,
+    DEFAULT_STATS_INTERVAL,
+    LiveStats,
+    StatsExport,
+)
 from stompbroker.transport.tcp import stomp_server_factory
 from stompbroker.transport.websocket import WebSocketConfig
 from stompbroker.web import WebSite, web_root
@@ -65,6 +73,13 @@ def _redelivery_limit(text: str) -> int:
     value = int(text)
     if value < -1:
         raise ValueError(f"must be 0 or more, or -1 for no limit, got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = float(text)
+    if not 0 < value < float("inf"):
+        raise ValueError(f"must be more than 0 seconds, got {text!r}")
     return value
 
 
@@ -202,6 +217,28 @@ class Options(usage.Options):
             "or off (acknowledge before writing; a crash can lose the last moments).",
         ],
         [
+            "stats-dir",
+            None,
+            None,
+            "Directory to append the broker's statistics to, as hourly JSON Lines files for "
+            "the Spark jobs (sparkjobs/); made if missing (default: no export).",
+        ],
+        [
+            "stats-interval",
+            None,
+            DEFAULT_STATS_INTERVAL,
+            "Seconds between two exported statistics records of each destination.",
+            _positive_seconds,
+        ],
+        [
+            "monitor-interval",
+            None,
+            DEFAULT_MONITOR_INTERVAL,
+            "Seconds between two stats snapshots on /topic/stompbroker.stats and "
+            "/queue/monitor, and the span of the rates of /stats and /metrics.",
+            _positive_seconds,
+        ],
+        [
             "log-level",
             None,
             "info",
@@ -326,11 +363,13 @@ def makeService(options: Options, reactor: Optional[Any] = None) -> MultiService
     factory = stomp_server_factory(broker, reactor, config)
     for description in options["listen"]:
         _listen(top, reactor, f"stomp {description}", description, factory)
+    live = _add_stats(top, broker, reactor, options)
     if options["http"]:
         websocket = WebSocketConfig(
             ping_interval=options["ws-ping-interval"], ping_timeout=options["ws-ping-timeout"]
         )
-        site = WebSite(web_root(broker, reactor, config, websocket=websocket), reactor=reactor)
+        root = web_root(broker, reactor, config, websocket=websocket, stats=live)
+        site = WebSite(root, reactor=reactor)
         for description in options["http"]:
             _listen(top, reactor, f"http {description}", description, site)
     return top
@@ -408,6 +447,21 @@ def _exit(status: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
+
+
+def _add_stats(top: MultiService, broker: Broker, reactor: Any, options: Options) -> LiveStats:
+    """
+    Add the statistics services to ``top``: the live one, and with ``--stats-dir`` the export.
+
+    :returns: the live service, which the web port's stats pages read.
+    """
+    model = StatsModel(broker, reactor)
+    live = LiveStats(model, options["monitor-interval"])
+    live.setServiceParent(top)
+    if options["stats-dir"] is not None:
+        exporter = StatsExporter(Path(options["stats-dir"]).absolute(), reactor.seconds)
+        StatsExport(model, exporter, options["stats-interval"]).setServiceParent(top)
+    return live
 
 
 def _listen(top: MultiService, reactor: Any, name: str, description: str, factory: Any) -> None:

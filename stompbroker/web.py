@@ -1,19 +1,24 @@
 """
-The broker's web site: one HTTP port for browsers, health checks and, later, statistics.
+The broker's web site: one HTTP port for browsers, health checks and statistics.
 
-=============  ==================================================================
-path           what it serves
-=============  ==================================================================
-``/``          a demo page: connect, subscribe, send, watch messages arrive
-``/static/``   the demo's script and the vendored ``@stomp/stompjs`` release
-``/ws``        STOMP over WebSocket (:mod:`stompbroker.transport.websocket`)
-``/stomp``     the same endpoint, under the name some clients expect
-``/healthz``   ``200 {"status": "ok"}`` while the broker runs, ``503`` otherwise
-=============  ==================================================================
+==============  =================================================================
+path            what it serves
+==============  =================================================================
+``/``           a demo page: connect, subscribe, send, watch messages arrive
+``/static/``    the pages' scripts, and the vendored ``@stomp/stompjs`` and uPlot
+``/ws``         STOMP over WebSocket (:mod:`stompbroker.transport.websocket`)
+``/stomp``      the same endpoint, under the name some clients expect
+``/healthz``    ``200 {"status": "ok"}`` while the broker runs, ``503`` otherwise
+``/stats``      the stats model as JSON (:func:`stompbroker.stats.stats_document`)
+``/metrics``    the same in the Prometheus exposition format
+``/dashboard``  live charts, fed by ``/topic/stompbroker.stats`` over ``/ws``
+==============  =================================================================
 
-:func:`web_root` builds a plain ``twisted.web`` resource tree, so that later
-features (``/stats``, ``/metrics``, ``/dashboard``) hang their own resources
-on it with ``putChild``; :class:`WebSite` serves any such tree.
+:func:`web_root` builds a plain ``twisted.web`` resource tree, so that an
+application embedding the broker can hang its own resources on it with
+``putChild``; :class:`WebSite` serves any such tree.  The statistics pages are
+there when :func:`web_root` is given the broker's
+:class:`~stompbroker.stats_service.LiveStats`.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
+from prometheus_client.exposition import choose_encoder
 from twisted.internet.interfaces import IReactorTime
 from twisted.web.http import Request
 from twisted.web.pages import notFound
@@ -29,8 +35,12 @@ from twisted.web.resource import IResource, Resource
 from twisted.web.server import Site
 from twisted.web.static import File
 
+from stompbroker import __version__
 from stompbroker.logs import logger
 from stompbroker.protocol.session import SessionConfig
+from stompbroker.stats import stats_document
+from stompbroker.stats_metrics import metrics_registry
+from stompbroker.stats_service import LiveStats
 from stompbroker.transport.websocket import WebSocketConfig, stomp_websocket_resource
 
 log = logger("stompbroker.web")
@@ -72,12 +82,60 @@ class HealthCheck(Resource):
         return json.dumps({"status": "ok" if running else "stopped"}).encode("ascii")
 
 
+class StatsPage(Resource):
+    """
+    ``/stats``: the stats model as JSON, read at each request.
+
+    :param live: the broker's :class:`~stompbroker.stats_service.LiveStats`.
+    """
+
+    isLeaf = True
+
+    def __init__(self, live: LiveStats) -> None:
+        super().__init__()
+        self._live = live
+
+    def render_GET(self, request: Request) -> bytes:
+        document = stats_document(self._live.model, self._live.latest, f"stompbroker/{__version__}")
+        request.setHeader(b"content-type", b"application/json")
+        request.setHeader(b"cache-control", b"no-store")
+        return json.dumps(document, indent=1).encode("utf-8")
+
+
+class MetricsPage(Resource):
+    """
+    ``/metrics``: the stats model in the Prometheus exposition format (or
+    OpenMetrics, when the scraper asks for it).
+
+    ``prometheus_client.twisted.MetricsResource`` is not used: it renders in the
+    reactor's thread pool, where reading the broker's dicts would race the
+    reactor that changes them.  This page renders on the reactor thread; a
+    scrape is one pass over the destinations.
+
+    :param live: the broker's :class:`~stompbroker.stats_service.LiveStats`.
+    """
+
+    isLeaf = True
+
+    def __init__(self, live: LiveStats) -> None:
+        super().__init__()
+        self.registry = metrics_registry(live)
+
+    def render_GET(self, request: Request) -> bytes:
+        accept = request.getHeader(b"accept")
+        encoder, content_type = choose_encoder(accept.decode("latin-1") if accept else "")
+        request.setHeader(b"content-type", content_type.encode("ascii"))
+        request.setHeader(b"cache-control", b"no-store")
+        return encoder(self.registry)
+
+
 def web_root(
     broker: Any,
     reactor: Optional[IReactorTime] = None,
     config: Optional[SessionConfig] = None,
     *,
     websocket: Optional[WebSocketConfig] = None,
+    stats: Optional[LiveStats] = None,
 ) -> Resource:
     """
     The resource tree of the broker's web port.
@@ -86,6 +144,8 @@ def web_root(
     :param reactor: times heart-beats and pings; the broker's clock by default.
     :param config: per-connection STOMP settings for WebSocket clients.
     :param websocket: ping settings of the WebSocket endpoint.
+    :param stats: the broker's :class:`~stompbroker.stats_service.LiveStats`,
+        for ``/stats``, ``/metrics`` and ``/dashboard``; ``None`` leaves them out.
     :returns: the root; add more pages with ``putChild``.
     """
     root = Resource()
@@ -95,6 +155,10 @@ def web_root(
     for path in WEBSOCKET_PATHS:
         root.putChild(path, endpoint)
     root.putChild(b"healthz", HealthCheck(broker))
+    if stats is not None:
+        root.putChild(b"stats", StatsPage(stats))
+        root.putChild(b"metrics", MetricsPage(stats))
+        root.putChild(b"dashboard", StaticFiles(str(STATIC / "dashboard.html")))
     return root
 
 

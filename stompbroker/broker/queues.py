@@ -62,6 +62,7 @@ from typing import Any, Callable, Optional
 from attrs import evolve
 
 from stompbroker.broker.delivery import Consumer, DeliveryCounters, DeliveryPolicy
+from stompbroker.broker.traffic import Traffic
 from stompbroker.message import Message
 
 #: Why a message was dead-lettered, as sent in the ``dead-letter-reason`` header.
@@ -92,6 +93,9 @@ class WorkerQueue:
     :param journal: the :class:`~stompbroker.broker.persistence.Journal` that keeps
         this queue's persistent messages, or ``None`` if the store keeps none of them.
     :param store_key: this queue's key in the store; required with ``journal``.
+    :param traffic: the broker's :class:`~stompbroker.broker.traffic.Traffic`
+        counters, which hold the queue while it lives and count, per destination,
+        what it does with messages; a queue of its own counts in counters of its own.
     """
 
     __slots__ = (
@@ -110,6 +114,7 @@ class WorkerQueue:
         "_last_sweep",
         "journal",
         "store_key",
+        "_traffic",
     )
 
     def __init__(
@@ -122,6 +127,7 @@ class WorkerQueue:
         sweep_interval: float = 1.0,
         journal: Any = None,
         store_key: Optional[str] = None,
+        traffic: Optional[Traffic] = None,
     ) -> None:
         if journal is not None and store_key is None:
             raise ValueError("a queue with a journal needs a store_key")
@@ -141,6 +147,8 @@ class WorkerQueue:
         self._sweep: Any = None
         self._sweep_at = 0.0
         self._last_sweep = float("-inf")
+        self._traffic = traffic if traffic is not None else Traffic()
+        self._traffic.queues.add(self)
 
     def __repr__(self) -> str:
         return (
@@ -202,6 +210,16 @@ class WorkerQueue:
     #: Topic fan-out reaches a subscription's queue as it reaches any subscriber.
     deliver = enqueue
 
+    def publish(self, message: Message) -> None:
+        """
+        Enqueue a message sent to this queue (not one that comes to it from a topic,
+        a dead letter or the store), counting it in.
+
+        :param message: a routed message.
+        """
+        self._traffic.published(message)
+        self.enqueue(message)
+
     def dispatch(self) -> None:
         """
         Hand pending messages, head first, to consumers with room, round-robin.
@@ -232,6 +250,7 @@ class WorkerQueue:
                     continue
                 self._next = (index + 1) % count
                 self._counters.delivered += 1
+                self._traffic.delivered(message, consumer.auto)
                 if message.persistent and self.journal is not None:
                     if consumer.auto:
                         recorded = self.journal.remove(self.store_key, message.message_id)
@@ -252,6 +271,7 @@ class WorkerQueue:
         :returns: the store's removals of the persistent ones (Deferreds).
         """
         self._counters.acknowledged += len(messages)
+        self._traffic.count(messages, "messages_acked")
         written = []
         journal = self.journal
         if journal is not None:
@@ -321,6 +341,7 @@ class WorkerQueue:
         :param message: a message taken from the queue whose expiry has passed.
         """
         self._counters.expired += 1
+        self._traffic.count((message,), "messages_expired")
         if self._policy.expired == "dead-letter":
             self.dead_letter(message, EXPIRED)
         elif message.persistent and self.journal is not None:
@@ -337,6 +358,10 @@ class WorkerQueue:
         """
         held = sum(len(consumer.unacked) for consumer in self.consumers)
         self._counters.discarded += len(self.pending) + held
+        self._traffic.count(self.pending, "messages_dropped")
+        for consumer in self.consumers:
+            self._traffic.count(consumer.unacked.values(), "messages_dropped")
+        self._traffic.queues.discard(self)
         for consumer in self.consumers:
             consumer.take_all()
         self.consumers.clear()

@@ -68,11 +68,8 @@ from stompbroker.broker.persistence import (
 )
 from stompbroker.broker.queues import EXPIRED, WorkerQueue
 from stompbroker.broker.store import RecoveredState, StoredMessage
-from stompbroker.broker.subscriptions import (
-    SubscriptionTree,
-    validate_destination,
-    validate_pattern,
-)
+from stompbroker.broker.subscriptions import validate_destination, validate_pattern
+from stompbroker.broker.traffic import TopicTree, Traffic
 from stompbroker.broker.transactions import TransactionTable
 from stompbroker.interfaces import IBroker
 from stompbroker.logs import logger
@@ -173,7 +170,9 @@ class Broker(Service):
         self._recovery: Optional[bool | Failure] = None
         self._ready_waiters: list[Deferred[None]] = []
         self.connections: set[Any] = set()
-        self.topics: SubscriptionTree[Any] = SubscriptionTree()
+        self.topics: TopicTree = TopicTree(WorkerQueue)
+        #: What routing counts, per destination, for statistics (see stompbroker.stats).
+        self.traffic = Traffic()
         self.queues: dict[str, WorkerQueue] = {}
         self.durable: dict[tuple[str, str], WorkerQueue] = {}
         self.counters = DeliveryCounters()
@@ -344,13 +343,16 @@ class Broker(Service):
                 f"the broker allows at most {limit} connections (max-connections)",
             )
         self.connections.add(connection)
+        self.traffic.connections_opened += 1
         self._states[connection] = _ConnectionState()
 
     def close_connection(self, connection: Any) -> None:
         """
         Forget a connection: abort its open transactions, delete its temporary queues.
         """
-        self.connections.discard(connection)
+        if connection in self.connections:
+            self.connections.discard(connection)
+            self.traffic.connections_closed += 1
         state = self._states.get(connection)
         if state is None:
             return
@@ -506,6 +508,7 @@ class Broker(Service):
             self._dead_letter,
             journal=journal,
             store_key=store_key,
+            traffic=self.traffic,
         )
 
     def _shared_queue(self, destination: str) -> WorkerQueue:
@@ -552,6 +555,7 @@ class Broker(Service):
         journal = self.journal if message.persistent else None
         if is_dead_letter_queue(message.destination, prefix):
             self.counters.discarded += 1
+            self.traffic.count((message,), "messages_dropped")
             if journal is not None and store_key is not None:
                 return journal.remove(store_key, message.message_id)
             return None
@@ -563,6 +567,7 @@ class Broker(Service):
             ("dead-letter-reason", reason),
         )
         self.counters.dead_lettered += 1
+        self.traffic.count((message,), "messages_dead_lettered")
         log.debug(
             "dead-lettered {message_id} from {origin} to {target}: {reason}",
             message_id=message.message_id,
@@ -623,7 +628,7 @@ class Broker(Service):
         elif kind is Kind.QUEUE:
             route = self._publish_queue
         elif kind is Kind.TEMP_QUEUE:
-            route = self._temp_queue(connection, destination).enqueue
+            route = self._temp_queue(connection, destination).publish
         else:
             route = self._publish_reply
         held = None
@@ -649,6 +654,10 @@ class Broker(Service):
             waiting = self._store_and_route(route, message)
         else:
             route(message)
+        traffic = self.traffic
+        if traffic.sampling:
+            counted = traffic.destinations.get(destination) or traffic.of(destination)
+            counted.producers[connection] = traffic.generation
         return message, waiting
 
     def _store_and_route(
@@ -740,26 +749,41 @@ class Broker(Service):
         return tuple(rewritten), expires, persistent
 
     def _publish_topic(self, message: Message) -> None:
+        # Counted once per SEND, not per delivery (see stompbroker.broker.traffic).
+        traffic = self.traffic.destinations.get(message.destination)
+        if traffic is None:
+            traffic = self.traffic.of(message.destination)
+        size = len(message.body)
+        traffic.messages_in += 1
+        traffic.bytes_in += size
         if message.expires and message.expires <= self.clock.seconds():
             self._expired(message)
             return
-        for subscriber in self.topics.match(message.destination):
+        matches = self.topics.match(message.destination)
+        for subscriber in matches:
             subscriber.deliver(message)
+        direct = self.topics.direct(matches)
+        traffic.messages_delivered += direct
+        traffic.messages_acked += direct
+        traffic.bytes_out += direct * size
 
     def _publish_queue(self, message: Message) -> None:
-        self._shared_queue(message.destination).enqueue(message)
+        self._shared_queue(message.destination).publish(message)
 
     def _publish_reply(self, message: Message) -> None:
         queue = self.queues.get(message.destination)
         if queue is None:
             # The requester has gone: its replies have nowhere to go (as in RabbitMQ).
             self.counters.discarded += 1
+            self.traffic.published(message)
+            self.traffic.count((message,), "messages_dropped")
             return
-        queue.enqueue(message)
+        queue.publish(message)
 
     def _expired(self, message: Message) -> None:
         """Count a message that expired before any queue took it; drop or dead-letter it."""
         self.counters.expired += 1
+        self.traffic.count((message,), "messages_expired")
         if self.policy.expired == "dead-letter":
             self._dead_letter(message, EXPIRED)
 
@@ -883,11 +907,13 @@ class Broker(Service):
             return None
         return settled(consumer.queue.acknowledge(consumer, found))
 
-    @staticmethod
-    def _refuse(consumer: Consumer, message_id: str, requeue: bool) -> Optional[Deferred[None]]:
+    def _refuse(
+        self, consumer: Consumer, message_id: str, requeue: bool
+    ) -> Optional[Deferred[None]]:
         found = consumer.settle(message_id)
         if not found:
             return None
+        self.traffic.count(found, "messages_nacked")
         if requeue:
             return settled(consumer.queue.requeue(consumer, found))
         return settled(consumer.queue.reject(found))

@@ -360,6 +360,12 @@ class StompSession:
         self._numbered: dict[str, SessionSubscription] = {}
         self._numbers = itertools.count(1)
         self.frames_received = 0
+        #: For statistics: bytes read, frames and bytes written (to the socket or
+        #: the backlog; heart-beats aside), and when the connection was made.
+        self.bytes_received = 0
+        self.frames_sent = 0
+        self.bytes_sent = 0
+        self.connected_at: float = clock.seconds()
         #: The error that ended the session, if one did; adapters log it.
         self.error: Optional[ProtocolError] = None
         self._transport = transport
@@ -387,6 +393,11 @@ class StompSession:
         #: at once must not start handling held frames from inside a handler).
         self._handling = False
 
+    @property
+    def transport(self) -> Any:
+        """The :class:`~stompbroker.interfaces.ISessionTransport` beneath, for statistics."""
+        return self._transport
+
     # -- the transport's side ------------------------------------------------
 
     def connection_made(self) -> None:
@@ -411,6 +422,7 @@ class StompSession:
         if self.state is State.CLOSING or self.state is State.CLOSED:
             return
         self._last_received = self._clock.seconds()
+        self.bytes_received += len(data)
         try:
             frames = self._parser.receive_data(data)
         except ProtocolError as error:
@@ -502,6 +514,8 @@ class StompSession:
         :param data: encoded frames.
         """
         self._wrote = True
+        self.frames_sent += 1
+        self.bytes_sent += len(data)
         self._transport_write(data)
 
     def send_frame(self, frame: Frame) -> None:

@@ -1,0 +1,569 @@
+"""
+The broker's statistics: one model that every surface reads.
+
+What is counted, and where: the broker and its queues count per destination as
+messages move (:mod:`stompbroker.broker.traffic`), and each session counts its
+own frames and bytes (:class:`~stompbroker.protocol.session.StompSession`).
+This module counts nothing; :class:`StatsModel` reads those counters, and the
+queues and connections themselves, when someone asks:
+
+- :meth:`StatsModel.snapshot` gives a :class:`Snapshot`: every counter since
+  the broker started and every gauge (depth, in flight, consumers, connections,
+  RSS) at one moment;
+- a :class:`Sampler` turns consecutive snapshots into the records of the
+  interval between them (:class:`~stompbroker.stats_schema.DestinationRecord`
+  and :class:`~stompbroker.stats_schema.BrokerRecord`): flow counters are
+  differences, ``interval_s`` is the clock time between the two, gauges are the
+  later values, and ``producers`` the connections that sent during it;
+- :meth:`StatsModel.connections` describes each client connection.
+
+The surfaces are views of these: :func:`stats_document` (``/stats``),
+:func:`live_document` (``/topic/stompbroker.stats``), :func:`monitor_text`
+(``/queue/monitor``), :mod:`stompbroker.stats_metrics` (``/metrics``), and the
+JSON Lines export (:mod:`stompbroker.stats_service`).  docs/monitoring.md
+defines every figure.
+
+Gauges and names: a destination's flow counters are those of the messages sent
+to it.  Its depth and in-flight come from the queues of that name; a topic
+subscription with client acknowledgements or a durable name has a queue of its
+own, whose depth and in-flight count under the subscription's pattern.  A
+queue's consumers are the subscriptions taking from it; a topic's, the
+subscriptions a message sent to it reaches now (wildcards included), counting
+what takes from each subscription's queue.
+
+Forgetting: a destination whose counters have not moved for
+:data:`FORGET_AFTER` seconds, which has no queue, and whose latest counts every
+sampler has seen, is forgotten, so that short-lived destinations (replies to
+temporary queues, say) do not accumulate.  If it comes back its counters start
+again from zero, which readers take as a counter reset.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+from attrs import frozen
+from autobahn.twisted.websocket import WebSocketServerProtocol
+from twisted.internet.interfaces import ISSLTransport
+
+from stompbroker.broker.destinations import QUEUE_PREFIX, TOPIC_PREFIX
+from stompbroker.broker.flow import resident_bytes
+from stompbroker.broker.queues import WorkerQueue
+from stompbroker.broker.subscriptions import is_wildcard
+from stompbroker.stats_schema import (
+    FLOW_COUNTERS,
+    SCHEMA_VERSION,
+    BrokerRecord,
+    DestinationRecord,
+    StatsRecord,
+    format_timestamp,
+    to_timestamp,
+)
+
+#: Seconds a destination without queues may stay idle before it is forgotten.
+FORGET_AFTER = 600.0
+
+_NO_TRAFFIC = (0,) * len(FLOW_COUNTERS)
+_MESSAGES_IN = FLOW_COUNTERS.index("messages_in")
+_MESSAGES_DELIVERED = FLOW_COUNTERS.index("messages_delivered")
+#: Keys of an export record that a live document states once, not per record.
+_PER_DOCUMENT = ("schema_version", "kind", "ts", "interval_s")
+
+
+def rss_bytes() -> int:
+    """
+    :returns: the broker process's resident set size now; where ``/proc`` is
+        missing (not Linux), the peak, which is all ``getrusage`` knows.
+    """
+    if os.path.exists("/proc/self/statm"):
+        return resident_bytes()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+def transport_name(adapter: Any) -> str:
+    """
+    :param adapter: a session's transport (:attr:`StompSession.transport`).
+    :returns: ``tcp``, ``tls``, ``ws`` or ``wss``.
+    """
+    beneath = getattr(adapter, "transport", None)
+    secure = beneath is not None and ISSLTransport.providedBy(beneath)
+    if isinstance(adapter, WebSocketServerProtocol):
+        return "wss" if secure else "ws"
+    return "tls" if secure else "tcp"
+
+
+@frozen
+class DestinationState:
+    """
+    One destination at one moment.
+
+    :ivar totals: its flow counters since the broker started (or since it was
+        last forgotten), in the order of :data:`~stompbroker.stats_schema.FLOW_COUNTERS`.
+    :ivar depth: messages waiting to be delivered.
+    :ivar in_flight: messages delivered and not yet acknowledged.
+    :ivar consumers: subscriptions consuming (see the module notes).
+    """
+
+    totals: tuple[int, ...] = _NO_TRAFFIC
+    depth: int = 0
+    in_flight: int = 0
+    consumers: int = 0
+
+    def counters(self) -> dict[str, int]:
+        """:returns: the flow counters by name."""
+        return dict(zip(FLOW_COUNTERS, self.totals, strict=True))
+
+
+@frozen
+class Snapshot:
+    """
+    The whole broker at one moment: counters since it started, and gauges.
+
+    :ivar seconds: when, on the broker's clock (epoch seconds on a reactor).
+    :ivar uptime_s: seconds since the model was made, with the broker.
+    :ivar destinations: destination -> its :class:`DestinationState`.
+    :ivar connections: client connections open.
+    :ivar connections_opened: connections admitted since the broker started.
+    :ivar connections_closed: admitted connections closed since.
+    :ivar rss_bytes: the process's resident set size.
+    """
+
+    seconds: float
+    uptime_s: float
+    destinations: Mapping[str, DestinationState]
+    connections: int
+    connections_opened: int
+    connections_closed: int
+    rss_bytes: int
+
+    def total(self, counter: str) -> int:
+        """:returns: a flow counter summed over every destination."""
+        index = FLOW_COUNTERS.index(counter)
+        return sum(state.totals[index] for state in self.destinations.values())
+
+
+@frozen
+class Interval:
+    """
+    What happened between two snapshots, as export records.
+
+    :ivar start: the earlier snapshot.
+    :ivar end: the later one; the records' ``ts``.
+    :ivar destinations: one record per destination that had traffic, producers
+        or a gauge above zero.
+    :ivar broker: the broker's record.
+    """
+
+    start: Snapshot
+    end: Snapshot
+    destinations: tuple[DestinationRecord, ...]
+    broker: BrokerRecord
+
+    def records(self) -> list[StatsRecord]:
+        """:returns: every record of the interval, the broker's last."""
+        return [*self.destinations, self.broker]
+
+    def by_destination(self) -> dict[str, DestinationRecord]:
+        """:returns: the destination records by destination."""
+        return {record.destination: record for record in self.destinations}
+
+
+@frozen
+class ConnectionStats:
+    """
+    One client connection, as ``/stats`` shows it.
+
+    :ivar session: the broker-unique session id (empty before CONNECTED).
+    :ivar address: the client's ``HOST:PORT``.
+    :ivar user: the login it authenticated as; ``None`` when anonymous, or
+        without ``--auth``.
+    :ivar version: the STOMP version negotiated; ``None`` before CONNECTED.
+    :ivar transport: ``tcp``, ``tls``, ``ws`` or ``wss``.
+    :ivar frames_in: frames received.
+    :ivar frames_out: frames sent (written to the socket, or queued for it).
+    :ivar bytes_in: bytes received.
+    :ivar bytes_out: bytes of frames sent.
+    :ivar subscriptions: subscriptions open now.
+    :ivar connected_since: when the connection was made, in clock seconds.
+    """
+
+    session: str
+    address: str
+    user: str | None
+    version: str | None
+    transport: str
+    frames_in: int
+    frames_out: int
+    bytes_in: int
+    bytes_out: int
+    subscriptions: int
+    connected_since: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """:returns: the JSON object, ``connected_since`` as ISO-8601 text."""
+        values = attrs.asdict(self)
+        values["connected_since"] = format_timestamp(to_timestamp(self.connected_since))
+        return values
+
+
+def describe_connection(connection: Any) -> ConnectionStats:
+    """
+    :param connection: one of the broker's connections: a
+        :class:`~stompbroker.protocol.session.StompSession` (another
+        :class:`~stompbroker.interfaces.IConnection`, as an embedding may use,
+        shows zeros).
+    :returns: its statistics now.
+    """
+    session_id = getattr(connection, "session_id", "")
+    identity = getattr(connection, "identity", None)
+    user = None
+    if identity is not None and not getattr(identity, "anonymous", False):
+        user = getattr(identity, "name", None)
+    return ConnectionStats(
+        session=session_id,
+        address=connection.peer,
+        user=user,
+        version=getattr(connection, "version", None) if session_id else None,
+        transport=transport_name(getattr(connection, "transport", None)),
+        frames_in=getattr(connection, "frames_received", 0),
+        frames_out=getattr(connection, "frames_sent", 0),
+        bytes_in=getattr(connection, "bytes_received", 0),
+        bytes_out=getattr(connection, "bytes_sent", 0),
+        subscriptions=len(getattr(connection, "subscriptions", ())),
+        connected_since=getattr(connection, "connected_at", 0.0),
+    )
+
+
+class StatsModel:
+    """
+    Reads the broker's statistics: snapshots, per-interval records, connections.
+
+    :param broker: the :class:`~stompbroker.broker.service.Broker`.
+    :param clock: ``seconds()`` for timestamps and intervals; the broker's clock
+        by default.
+    :param rss: returns the process's resident set size in bytes.
+    :param forget_after: see :data:`FORGET_AFTER`.
+    :ivar started: when the model was made, in clock seconds: the start of ``uptime_s``.
+    """
+
+    def __init__(
+        self,
+        broker: Any,
+        clock: Any = None,
+        rss: Callable[[], int] = rss_bytes,
+        forget_after: float = FORGET_AFTER,
+    ) -> None:
+        self.broker = broker
+        self.clock = clock if clock is not None else broker.clock
+        self.started: float = self.clock.seconds()
+        self._rss = rss
+        self._forget_after = forget_after
+        self._samplers: list[Sampler] = []
+        #: destination -> (its totals when last seen to change, when that was).
+        self._changed: dict[str, tuple[tuple[int, ...], float]] = {}
+
+    def sampler(self) -> Sampler:
+        """:returns: a new :class:`Sampler`, whose intervals start at its first sample."""
+        sampler = Sampler(self)
+        self._samplers.append(sampler)
+        self.broker.traffic.sampling = True
+        return sampler
+
+    def snapshot(self) -> Snapshot:
+        """
+        Read every counter and gauge now, and forget destinations long idle.
+
+        :returns: the :class:`Snapshot`.
+        """
+        now = self.clock.seconds()
+        traffic = self.broker.traffic
+        gauges: dict[str, list[int]] = {}
+        for queue in traffic.queues:
+            name = queue.destination
+            gauge = gauges.get(name)
+            if gauge is None:
+                gauge = gauges[name] = [0, 0, 0]
+            gauge[0] += len(queue.pending)
+            gauge[1] += sum(len(consumer.unacked) for consumer in queue.consumers)
+            if not name.startswith(TOPIC_PREFIX) or is_wildcard(name):
+                gauge[2] += len(queue.consumers)
+        self._forget_idle(now, gauges)
+        destinations: dict[str, DestinationState] = {}
+        for name in sorted(set(traffic.destinations) | set(gauges)):
+            counted = traffic.destinations.get(name)
+            depth, in_flight, consumers = gauges.get(name, (0, 0, 0))
+            if name.startswith(TOPIC_PREFIX) and not is_wildcard(name):
+                consumers = self._topic_consumers(name)
+            destinations[name] = DestinationState(
+                counted.totals() if counted is not None else _NO_TRAFFIC,
+                depth,
+                in_flight,
+                consumers,
+            )
+        return Snapshot(
+            seconds=now,
+            uptime_s=max(now - self.started, 0.0),
+            destinations=destinations,
+            connections=len(self.broker.connections),
+            connections_opened=traffic.connections_opened,
+            connections_closed=traffic.connections_closed,
+            rss_bytes=self._rss(),
+        )
+
+    def connections(self) -> list[ConnectionStats]:
+        """:returns: every client connection's statistics, oldest first."""
+        described = [describe_connection(connection) for connection in self.broker.connections]
+        described.sort(key=lambda stats: (stats.connected_since, stats.address))
+        return described
+
+    def _topic_consumers(self, destination: str) -> int:
+        consumers = 0
+        for subscriber in self.broker.topics.match(destination):
+            if isinstance(subscriber, WorkerQueue):
+                consumers += len(subscriber.consumers)
+            else:
+                consumers += 1
+        return consumers
+
+    def _forget_idle(self, now: float, gauges: Mapping[str, Any]) -> None:
+        """Forget destinations idle for ``forget_after``, without queues, fully sampled."""
+        traffic = self.broker.traffic
+        changed = self._changed
+        for name, counted in list(traffic.destinations.items()):
+            totals = counted.totals()
+            seen = changed.get(name)
+            if seen is None or seen[0] != totals:
+                changed[name] = (totals, now)
+                continue
+            if now - seen[1] < self._forget_after or name in gauges:
+                continue
+            if any(sampler.seen(name) not in (None, totals) for sampler in self._samplers):
+                continue
+            if any(sampler.counts_producers_of(counted) for sampler in self._samplers):
+                continue
+            del traffic.destinations[name]
+            del changed[name]
+            for sampler in self._samplers:
+                sampler.forget(name)
+
+    def prune_producers(self) -> None:
+        """Drop producer stamps older than every sampler's current interval."""
+        oldest = min(sampler.since for sampler in self._samplers)
+        for counted in self.broker.traffic.destinations.values():
+            producers = counted.producers
+            if producers:
+                stale = [connection for connection, stamp in producers.items() if stamp < oldest]
+                for connection in stale:
+                    del producers[connection]
+
+
+class Sampler:
+    """
+    Turns the model's snapshots into records, one interval at a time.
+
+    Each sampler keeps its own previous snapshot, so the export, the live topic
+    and anything else can sample at intervals of their own.  Make one with
+    :meth:`StatsModel.sampler`.
+    """
+
+    def __init__(self, model: StatsModel) -> None:
+        self._model = model
+        self._previous: Snapshot | None = None
+        #: The first producer generation of the interval now running.
+        self.since = model.broker.traffic.generation
+
+    def sample(self) -> Interval | None:
+        """
+        Take a snapshot, and describe the interval since the previous one.
+
+        :returns: the :class:`Interval`, or ``None`` at the first call, which
+            only starts the first interval.
+        """
+        model = self._model
+        snapshot = model.snapshot()
+        previous, self._previous = self._previous, snapshot
+        interval = None
+        if previous is not None:
+            interval = self._interval(previous, snapshot)
+        self.since = model.broker.traffic.new_generation()
+        model.prune_producers()
+        return interval
+
+    def seen(self, destination: str) -> tuple[int, ...] | None:
+        """:returns: a destination's totals at this sampler's latest snapshot, if it was there."""
+        if self._previous is None:
+            return None
+        state = self._previous.destinations.get(destination)
+        return None if state is None else state.totals
+
+    def counts_producers_of(self, counted: Any) -> bool:
+        """:returns: whether connections sent to that destination in the interval now running."""
+        return counted.producers_since(self.since) > 0
+
+    def forget(self, destination: str) -> None:
+        """Forget a destination the model has forgotten, so that it may come back from zero."""
+        if self._previous is not None and destination in self._previous.destinations:
+            kept = {
+                name: state
+                for name, state in self._previous.destinations.items()
+                if name != destination
+            }
+            self._previous = attrs.evolve(self._previous, destinations=kept)
+
+    def _interval(self, start: Snapshot, end: Snapshot) -> Interval:
+        seconds = max(end.seconds - start.seconds, 0.0)
+        traffic = self._model.broker.traffic
+        records = []
+        messages_in = 0
+        for name, state in end.destinations.items():
+            before = start.destinations.get(name)
+            earlier = before.totals if before is not None else _NO_TRAFFIC
+            # A counter below its earlier value was forgotten and started again.
+            deltas = tuple(
+                now - then if now >= then else now
+                for now, then in zip(state.totals, earlier, strict=True)
+            )
+            counted = traffic.destinations.get(name)
+            producers = counted.producers_since(self.since) if counted is not None else 0
+            messages_in += deltas[_MESSAGES_IN]
+            if not (any(deltas) or producers or state.depth or state.in_flight or state.consumers):
+                continue
+            records.append(
+                DestinationRecord(
+                    ts=end.seconds,
+                    destination=name,
+                    interval_s=seconds,
+                    depth=state.depth,
+                    in_flight=state.in_flight,
+                    consumers=state.consumers,
+                    producers=producers,
+                    **dict(zip(FLOW_COUNTERS, deltas, strict=True)),
+                )
+            )
+        broker = BrokerRecord(
+            ts=end.seconds,
+            interval_s=seconds,
+            uptime_s=end.uptime_s,
+            connections=end.connections,
+            connections_opened=_delta(end.connections_opened, start.connections_opened),
+            connections_closed=_delta(end.connections_closed, start.connections_closed),
+            rss_bytes=end.rss_bytes,
+            messages_per_second=messages_in / seconds if seconds else 0.0,
+        )
+        return Interval(start, end, tuple(records), broker)
+
+
+def _delta(now: int, then: int) -> int:
+    return now - then if now >= then else now
+
+
+def _rate(count: int, seconds: float) -> float:
+    return count / seconds if seconds else 0.0
+
+
+def stats_document(
+    model: StatsModel, latest: Interval | None, server: str = "stompbroker"
+) -> dict[str, Any]:
+    """
+    The ``/stats`` JSON: counters since the start, gauges now, rates over the
+    latest live interval, and every connection.
+
+    :param model: the stats model.
+    :param latest: the latest live interval, for rates and producers; ``None``
+        before there is one (they are then 0).
+    :param server: the server's name and version.
+    :returns: a JSON-ready dict (see docs/monitoring.md).
+    """
+    snapshot = model.snapshot()
+    recent = latest.by_destination() if latest is not None else {}
+    seconds = latest.broker.interval_s if latest is not None else 0.0
+    destinations = {}
+    for name, state in snapshot.destinations.items():
+        record = recent.get(name)
+        entry: dict[str, Any] = state.counters()
+        entry.update(depth=state.depth, in_flight=state.in_flight, consumers=state.consumers)
+        entry["producers"] = record.producers if record is not None else 0
+        entry["messages_in_per_second"] = (
+            _rate(record.messages_in, seconds) if record is not None else 0.0
+        )
+        entry["messages_delivered_per_second"] = (
+            _rate(record.messages_delivered, seconds) if record is not None else 0.0
+        )
+        destinations[name] = entry
+    counters = model.broker.counters
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "ts": format_timestamp(to_timestamp(snapshot.seconds)),
+        "server": server,
+        "broker": {
+            "uptime_s": snapshot.uptime_s,
+            "connections": snapshot.connections,
+            "connections_opened": snapshot.connections_opened,
+            "connections_closed": snapshot.connections_closed,
+            "rss_bytes": snapshot.rss_bytes,
+            "messages_in": snapshot.total("messages_in"),
+            "messages_delivered": snapshot.total("messages_delivered"),
+            "messages_per_second": latest.broker.messages_per_second if latest else 0.0,
+            "deliveries_per_second": _rate(
+                sum(record.messages_delivered for record in recent.values()), seconds
+            ),
+            "interval_s": seconds,
+            "slow_consumer_drops": counters.dropped,
+            "slow_consumer_disconnects": counters.slow_disconnects,
+        },
+        "destinations": destinations,
+        "connections": [connection.to_dict() for connection in model.connections()],
+    }
+
+
+def live_document(interval: Interval) -> dict[str, Any]:
+    """
+    The JSON published on ``/topic/stompbroker.stats``: one interval's export
+    records, with what they share stated once.
+
+    :returns: ``schema_version``, ``ts``, ``interval_s``, ``broker`` (the
+        broker record's fields) and ``destinations`` (a list of destination
+        records' fields), as docs/monitoring.md describes.
+    """
+    broker = interval.broker.to_dict()
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "ts": broker["ts"],
+        "interval_s": broker["interval_s"],
+        "broker": _fields(broker),
+        "destinations": [_fields(record.to_dict()) for record in interval.destinations],
+    }
+
+
+def _fields(values: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in values.items() if name not in _PER_DOCUMENT}
+
+
+def monitor_text(snapshot: Snapshot) -> str:
+    """
+    The body of a ``/queue/monitor`` message, in stompserver's format: for each
+    queue a ``Queue:`` line, then ``size``, ``dequeued`` and ``enqueued`` as
+    header lines, and a blank line.
+
+    ``size`` is the depth, ``enqueued`` the messages sent to the queue and
+    ``dequeued`` the messages delivered from it (redeliveries included), both
+    since the broker started.
+
+    :returns: the text; empty when there are no queues.
+    """
+    parts = []
+    for name, state in snapshot.destinations.items():
+        if not name.startswith(QUEUE_PREFIX):
+            continue
+        parts.append(
+            f"Queue: {name}\nsize: {state.depth}\n"
+            f"dequeued: {state.totals[_MESSAGES_DELIVERED]}\n"
+            f"enqueued: {state.totals[_MESSAGES_IN]}\n\n"
+        )
+    return "".join(parts)

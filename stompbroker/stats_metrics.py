@@ -1,0 +1,163 @@
+"""
+The stats model in Prometheus's terms, for ``/metrics``.
+
+:class:`StatsCollector` is a custom ``prometheus_client`` collector: nothing is
+counted twice, the collector reads the model at scrape time
+(:meth:`~stompbroker.stats.StatsModel.snapshot`), so a scrape costs one pass
+over the destinations and the hot path pays nothing for Prometheus.
+
+Metric families (``destination`` label on the per-destination ones):
+
+- counters ``stompbroker_destination_<counter>_total``, one per flow counter
+  of the export schema (``messages_in``, ``messages_delivered``, ... ``bytes_out``);
+- gauges ``stompbroker_destination_depth``, ``..._in_flight``,
+  ``..._consumers``, and ``..._producers`` (distinct publishing connections
+  over the latest live interval);
+- ``stompbroker_connections`` (gauge, by ``transport``),
+  ``stompbroker_connections_opened_total``, ``stompbroker_connections_closed_total``,
+  ``stompbroker_uptime_seconds``, ``stompbroker_resident_memory_bytes``,
+  ``stompbroker_messages_per_second`` (over the latest live interval),
+  ``stompbroker_slow_consumer_drops_total``, ``stompbroker_slow_consumer_disconnects_total``;
+- the standard ``process_*`` and ``python_info`` families.
+
+:func:`metrics_registry` gives a registry of its own per broker, never
+``prometheus_client``'s global one, so that two brokers in one process (or two
+tests) do not share metrics.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from stompbroker.stats_schema import FLOW_COUNTERS, DestinationRecord
+from stompbroker.stats_service import LiveStats
+
+PREFIX = "stompbroker"
+#: Each flow counter's help text: the export schema's definition, capitalized.
+_HELP = {
+    field.name: field.metadata["doc"][:1].upper() + field.metadata["doc"][1:]
+    for field in attrs.fields(DestinationRecord)
+}
+
+
+class StatsCollector(Collector):
+    """
+    Reads the stats model at scrape time.
+
+    :param live: the :class:`~stompbroker.stats_service.LiveStats` service, whose
+        model is read and whose latest interval gives rates and producers.
+    """
+
+    def __init__(self, live: LiveStats) -> None:
+        self._live = live
+
+    def collect(self) -> Iterator[Metric]:
+        """:returns: every metric family, read now."""
+        model = self._live.model
+        snapshot = model.snapshot()
+        destinations = snapshot.destinations
+        for index, name in enumerate(FLOW_COUNTERS):
+            counter = CounterMetricFamily(
+                f"{PREFIX}_destination_{name}",
+                _HELP[name],
+                labels=["destination"],
+            )
+            for destination, state in destinations.items():
+                counter.add_metric([destination], state.totals[index])
+            yield counter
+        gauges = {
+            "depth": GaugeMetricFamily(
+                f"{PREFIX}_destination_depth",
+                "Messages waiting to be delivered",
+                labels=["destination"],
+            ),
+            "in_flight": GaugeMetricFamily(
+                f"{PREFIX}_destination_in_flight",
+                "Messages delivered and not yet acknowledged",
+                labels=["destination"],
+            ),
+            "consumers": GaugeMetricFamily(
+                f"{PREFIX}_destination_consumers",
+                "Subscriptions consuming from the destination",
+                labels=["destination"],
+            ),
+        }
+        for destination, state in destinations.items():
+            gauges["depth"].add_metric([destination], state.depth)
+            gauges["in_flight"].add_metric([destination], state.in_flight)
+            gauges["consumers"].add_metric([destination], state.consumers)
+        yield from gauges.values()
+        latest = self._live.latest
+        producers = GaugeMetricFamily(
+            f"{PREFIX}_destination_producers",
+            "Distinct connections that published to the destination over the latest live interval",
+            labels=["destination"],
+        )
+        if latest is not None:
+            for record in latest.destinations:
+                producers.add_metric([record.destination], record.producers)
+        yield producers
+        yield from self._broker_metrics(snapshot, latest)
+
+    def _broker_metrics(self, snapshot: Any, latest: Any) -> Iterator[Metric]:
+        by_transport = Counter(stats.transport for stats in self._live.model.connections())
+        connections = GaugeMetricFamily(
+            f"{PREFIX}_connections", "Client connections open", labels=["transport"]
+        )
+        for transport in ("tcp", "tls", "ws", "wss"):
+            connections.add_metric([transport], by_transport.get(transport, 0))
+        yield connections
+        yield CounterMetricFamily(
+            f"{PREFIX}_connections_opened",
+            "Connections accepted since the broker started",
+            value=snapshot.connections_opened,
+        )
+        yield CounterMetricFamily(
+            f"{PREFIX}_connections_closed",
+            "Connections closed since the broker started",
+            value=snapshot.connections_closed,
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_uptime_seconds", "Seconds since the broker started", value=snapshot.uptime_s
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_resident_memory_bytes",
+            "Resident set size of the broker process",
+            value=snapshot.rss_bytes,
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_messages_per_second",
+            "Messages published per second over the latest live interval",
+            value=latest.broker.messages_per_second if latest is not None else 0.0,
+        )
+        counters = self._live.model.broker.counters
+        yield CounterMetricFamily(
+            f"{PREFIX}_slow_consumer_drops",
+            "Topic messages slow subscribers never got (drop-oldest, or dropped with a disconnect)",
+            value=counters.dropped,
+        )
+        yield CounterMetricFamily(
+            f"{PREFIX}_slow_consumer_disconnects",
+            "Subscribers disconnected for being too slow",
+            value=counters.slow_disconnects,
+        )
+
+
+def metrics_registry(live: LiveStats) -> CollectorRegistry:
+    """
+    :param live: the broker's :class:`~stompbroker.stats_service.LiveStats`.
+    :returns: a registry of the broker's metrics and the process's.
+    """
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StatsCollector(live))
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    return registry
