@@ -57,7 +57,21 @@ class IConnection(Interface):
     """A client connection as the broker sees it, for limits, statistics and cleanup."""
 
     session_id = Attribute("Broker-unique id sent in CONNECTED's ``session`` header.")
-    peer = Attribute("The client's address, as text.")
+    peer = Attribute("The client's address, as text: ``HOST:PORT``.")
+
+    def pause_reading():  # type: ignore[no-untyped-def]
+        """Read nothing more from the client (memory is short, or it feeds a slow subscriber)."""
+
+    def resume_reading():  # type: ignore[no-untyped-def]
+        """Read from the client again."""
+
+    def shut_down(on_closed):  # type: ignore[no-untyped-def]
+        """
+        The broker is stopping: tell the client with an ERROR, and close.
+
+        :param on_closed: called with the connection once it is gone, what was
+            written to it flushed.
+        """
 
 
 class IBroker(Interface):
@@ -78,6 +92,32 @@ class IBroker(Interface):
 
     def new_session_id():  # type: ignore[no-untyped-def]
         """:returns: a fresh broker-unique session id."""
+
+    def pause_consumers(connection):  # type: ignore[no-untyped-def]
+        """
+        The connection's socket has fallen behind: deliver nothing more to its
+        queue subscriptions (their messages wait in their queues).
+        """
+
+    def resume_consumers(connection):  # type: ignore[no-untyped-def]
+        """
+        The connection's socket has caught up: its queue subscriptions get
+        messages again, and publishers it blocked go on.
+        """
+
+    def block_sender(subscriber):  # type: ignore[no-untyped-def]
+        """
+        Under the ``block`` slow-consumer policy: pause the publisher of the
+        message being delivered until the connection ``subscriber`` catches up
+        (calls :meth:`resume_consumers`) or closes.
+        """
+
+    def count_dropped(connection, count, disconnected=False):  # type: ignore[no-untyped-def]
+        """
+        Count topic messages a slow subscriber will never get.
+
+        :param disconnected: the connection is being closed for being slow.
+        """
 
     def subscribe(subscriber):  # type: ignore[no-untyped-def]
         """

@@ -15,20 +15,29 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+import resource
+import signal
+import types
+
 from twisted.application.internet import StreamServerEndpointService
 from twisted.application.service import MultiService, Service
+from twisted.cred import strcred
+from twisted.cred.credentials import IAnonymous, IUsernamePassword
 from twisted.internet import endpoints
 from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
 from twisted.python import usage
 from twisted.python.failure import Failure
 
 from stompbroker import __version__
+from stompbroker.access import AccessControl, AccessFileError
+from stompbroker.auth import Authenticator, make_portal
 from stompbroker.broker.delivery import EXPIRED_ACTIONS, DeliveryPolicy
-from stompbroker.broker.service import Broker, Limits
+from stompbroker.broker.flow import physical_memory
+from stompbroker.broker.service import MEMORY_HIGH_SHARE, Broker, Limits
 from stompbroker.broker.sqlite_store import SYNC_MODES, SQLiteStore
 from stompbroker.broker.store import StoreError
 from stompbroker.logs import LEVELS, logger, set_level
-from stompbroker.protocol.session import SessionConfig
+from stompbroker.protocol.session import SLOW_CONSUMER_POLICIES, SessionConfig
 from stompbroker.stats import StatsModel
 from stompbroker.stats_export import StatsExporter
 from stompbroker.stats_service import (
@@ -53,6 +62,10 @@ DEFAULT_SYNC = "batch"
 log = logger("stompbroker.tap")
 DEFAULTS = SessionConfig()
 POLICY = DeliveryPolicy()
+LIMITS = Limits(memory_high=0)
+#: Files the broker may need open besides its client connections.
+SPARE_DESCRIPTORS = 256
+_SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 
 def _positive(text: str) -> int:
@@ -90,6 +103,33 @@ def _non_negative_seconds(text: str) -> float:
     return value
 
 
+def parse_size(text: str, option: str) -> int:
+    """
+    :param text: bytes, with an optional unit ``K``, ``M``, ``G`` or ``T`` (powers
+        of 1024), or a percentage of the machine's memory such as ``40%``.
+    :param option: the option's name, for the error message.
+    :returns: the size in bytes.
+    :raises usage.UsageError: for anything else.
+    """
+    cleaned = text.strip().upper().removesuffix("B").removesuffix("I")
+    try:
+        if cleaned.endswith("%"):
+            share = float(cleaned[:-1]) / 100
+            if not 0 <= share <= 1:
+                raise ValueError(text)
+            return int(physical_memory() * share)
+        unit = cleaned[-1:] if cleaned[-1:] in _SIZE_UNITS else ""
+        value = float(cleaned[: len(cleaned) - len(unit)])
+        if not 0 <= value < float("inf"):
+            raise ValueError(text)
+        return int(value * _SIZE_UNITS[unit])
+    except ValueError:
+        raise usage.UsageError(
+            f"--{option} takes bytes (with K, M, G or T) or a share of memory such as 40%,"
+            f" got {text!r}"
+        ) from None
+
+
 def parse_heartbeat(text: str) -> tuple[int, int]:
     """
     :param text: ``"SEND,RECV"`` in milliseconds.
@@ -105,8 +145,10 @@ def parse_heartbeat(text: str) -> tuple[int, int]:
     return (send, receive)
 
 
-class Options(usage.Options):
-    """The options of ``twistd stompbroker``."""
+class Options(usage.Options, strcred.AuthOptionMixin):
+    """The options of ``twistd stompbroker``; ``--auth`` comes from ``strcred``."""
+
+    supportedInterfaces = (IUsernamePassword, IAnonymous)
 
     synopsis = "[options]"
     longdesc = (
@@ -147,9 +189,93 @@ class Options(usage.Options):
         [
             "max-connections",
             None,
-            0,
+            LIMITS.max_connections,
             "Most client connections open at once (0 = no limit).",
             _non_negative,
+        ],
+        [
+            "max-connections-per-address",
+            None,
+            LIMITS.max_connections_per_address,
+            "Most client connections open at once from one client address (0 = no limit).",
+            _non_negative,
+        ],
+        [
+            "max-subscriptions",
+            None,
+            DEFAULTS.max_subscriptions,
+            "Most subscriptions one connection may have (0 = no limit).",
+            _non_negative,
+        ],
+        [
+            "max-transactions",
+            None,
+            LIMITS.max_transactions,
+            "Most transactions one connection may have open (0 = no limit).",
+            _non_negative,
+        ],
+        [
+            "max-transaction-frames",
+            None,
+            LIMITS.max_transaction_frames,
+            "Most SEND, ACK and NACK frames one transaction may hold (0 = no limit).",
+            _non_negative,
+        ],
+        [
+            "connect-timeout",
+            None,
+            DEFAULTS.connect_timeout,
+            "Seconds a client has after connecting to complete its CONNECT (0 = for ever).",
+            _non_negative_seconds,
+        ],
+        [
+            "frame-timeout",
+            None,
+            DEFAULTS.frame_timeout,
+            "Seconds a client has to complete a frame it has begun (0 = for ever).",
+            _non_negative_seconds,
+        ],
+        [
+            "slow-consumer",
+            None,
+            DEFAULTS.slow_consumer_policy,
+            "What happens when a client does not read its topic messages fast enough and "
+            f"its buffer is full: {', '.join(SLOW_CONSUMER_POLICIES)}.",
+        ],
+        [
+            "slow-consumer-buffer",
+            None,
+            str(DEFAULTS.slow_consumer_buffer),
+            "Bytes of topic messages kept for a client that does not read fast enough "
+            "(K, M, G allowed).",
+        ],
+        [
+            "memory-high",
+            None,
+            f"{MEMORY_HIGH_SHARE:.0%}",
+            "Memory in use above which the broker stops reading from publishers: bytes "
+            "(K, M, G allowed) or a share of the machine's memory (0 = off).",
+        ],
+        [
+            "memory-low",
+            None,
+            None,
+            "Memory in use below which it reads from them again (default: 80% of --memory-high).",
+        ],
+        [
+            "shutdown-timeout",
+            None,
+            LIMITS.shutdown_timeout,
+            "Most seconds a graceful stop (SIGTERM) waits for clients to take their last "
+            "frames.",
+            _non_negative_seconds,
+        ],
+        [
+            "access",
+            None,
+            None,
+            "A TOML access file giving users and groups read, write and admin rights on "
+            "destinations; reloaded on SIGHUP (default: everything allowed).",
         ],
         [
             "ws-ping-interval",
@@ -275,13 +401,50 @@ class Options(usage.Options):
         """Serve the web port (STOMP over WebSocket at /ws and /stomp, /healthz, a demo page at /) on a Twisted server endpoint, e.g. tcp:15674 or ssl:15673:privateKey=key.pem:certKey=cert.pem (repeatable; 'none' turns it off)."""
         self["http"].append(description)
 
+    def _check_security(self) -> None:
+        """Check --auth, --allow-anonymous and --access, and read the access file."""
+        self.setdefault("allow-anonymous", False)
+        if self["allow-anonymous"] and not self.get("credCheckers"):
+            raise usage.UsageError(
+                "--allow-anonymous goes with --auth; without --auth everyone is let in"
+            )
+        self["access-control"] = None
+        if self["access"] is not None:
+            try:
+                self["access-control"] = AccessControl(self["access"])
+            except AccessFileError as error:
+                raise usage.UsageError(f"--access: {error}") from None
+
+    def _check_limits(self) -> None:
+        """Check the slow-consumer policy, and read the sizes."""
+        if self["slow-consumer"] not in SLOW_CONSUMER_POLICIES:
+            raise usage.UsageError(
+                f"--slow-consumer must be one of {', '.join(SLOW_CONSUMER_POLICIES)},"
+                f" got {self['slow-consumer']!r}"
+            )
+        buffer = parse_size(self["slow-consumer-buffer"], "slow-consumer-buffer")
+        if buffer < 1:
+            raise usage.UsageError("--slow-consumer-buffer must be at least 1 byte")
+        self["slow-consumer-buffer"] = buffer
+        self["memory-high"] = parse_size(self["memory-high"], "memory-high")
+        low = self["memory-low"]
+        self["memory-low"] = 0 if low is None else parse_size(low, "memory-low")
+        if self["memory-low"] and self["memory-low"] >= self["memory-high"]:
+            raise usage.UsageError("--memory-low must be below --memory-high")
+
     def opt_version(self) -> None:
         """Print the version and exit."""
         print(f"stompbroker {__version__}")
         raise SystemExit(0)
 
+    def opt_allow_anonymous(self) -> None:
+        """With --auth, also let in clients that send no login."""
+        self["allow-anonymous"] = True
+
     def postOptions(self) -> None:
         self["heartbeat"] = parse_heartbeat(self["heartbeat"])
+        self._check_security()
+        self._check_limits()
         if self["log-level"] not in LEVELS:
             raise usage.UsageError(
                 f"--log-level must be one of {', '.join(LEVELS)}, got {self['log-level']!r}"
@@ -347,7 +510,15 @@ def makeService(options: Options, reactor: Optional[Any] = None) -> MultiService
         store = SQLiteStore(data_dir, reactor=reactor, sync=options["sync"])
     broker = Broker(
         reactor,
-        limits=Limits(max_connections=options["max-connections"]),
+        limits=Limits(
+            max_connections=options["max-connections"],
+            max_connections_per_address=options["max-connections-per-address"],
+            max_transactions=options["max-transactions"],
+            max_transaction_frames=options["max-transaction-frames"],
+            memory_high=options["memory-high"],
+            memory_low=options["memory-low"],
+            shutdown_timeout=options["shutdown-timeout"],
+        ),
         policy=policy,
         store=store,
         persistent_queues=options["persistent-queues"],
@@ -359,7 +530,17 @@ def makeService(options: Options, reactor: Optional[Any] = None) -> MultiService
         max_frame_size=options["max-frame-size"],
         max_headers=options["max-headers"],
         max_header_length=options["max-header-length"],
+        authenticator=_authenticator(options, reactor),
+        access=options["access-control"],
+        max_subscriptions=options["max-subscriptions"],
+        connect_timeout=options["connect-timeout"],
+        frame_timeout=options["frame-timeout"],
+        slow_consumer_policy=options["slow-consumer"],
+        slow_consumer_buffer=options["slow-consumer-buffer"],
     )
+    if options["access-control"] is not None:
+        ReloadOnHangup(options["access-control"], reactor).setServiceParent(top)
+    raise_descriptor_limit(options["max-connections"])
     factory = stomp_server_factory(broker, reactor, config)
     for description in options["listen"]:
         _listen(top, reactor, f"stomp {description}", description, factory)
@@ -447,6 +628,80 @@ def _exit(status: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
+
+
+def _authenticator(options: Options, reactor: Any) -> Optional[Authenticator]:
+    """
+    :returns: what sessions log clients in with: a portal over the ``--auth``
+        checkers, or with ``--access`` alone one that lets everyone in
+        anonymously (the access file's ``[anonymous]`` rules then apply);
+        ``None`` without either, so that CONNECT costs nothing more.
+    """
+    checkers = options.get("credCheckers", [])
+    if not checkers and options["access-control"] is None:
+        return None
+    return Authenticator(make_portal(checkers, options["allow-anonymous"]), reactor)
+
+
+class ReloadOnHangup(Service):
+    """
+    Reloads the access file on SIGHUP; a file that became invalid is logged and
+    the rules in force stay.
+
+    :param access: the :class:`~stompbroker.access.AccessControl` sessions check.
+    :param reactor: runs the reload in the reactor thread, not in the signal handler.
+    """
+
+    name = "access reload"
+
+    def __init__(self, access: AccessControl, reactor: Any) -> None:
+        self.access = access
+        self._reactor = reactor
+        self._previous: Any = None
+
+    def startService(self) -> None:
+        super().startService()
+        self._previous = signal.signal(signal.SIGHUP, self._hangup)
+
+    def stopService(self) -> None:
+        super().stopService()
+        signal.signal(signal.SIGHUP, self._previous or signal.SIG_DFL)
+
+    def _hangup(self, signum: int, frame: Optional[types.FrameType]) -> None:
+        self._reactor.callFromThread(self.reload)
+
+    def reload(self) -> None:
+        """Read the access file again, keeping the old rules if it is invalid."""
+        try:
+            self.access.reload()
+        except AccessFileError as error:
+            log.error("access file not reloaded, the old rules stay: {error}", error=str(error))
+            return
+        log.info("access file {path} reloaded", path=self.access.path)
+
+
+def raise_descriptor_limit(connections: int) -> int:
+    """
+    Let the process open enough files for ``connections`` clients, up to the hard limit.
+
+    :param connections: the most client connections; 0 means as many as allowed.
+    :returns: the soft limit now in force.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if not connections else connections + SPARE_DESCRIPTORS
+    if hard != resource.RLIM_INFINITY:
+        wanted = min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and wanted > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        soft = wanted
+    if connections and soft != resource.RLIM_INFINITY and soft < connections + SPARE_DESCRIPTORS:
+        log.warn(
+            "the process may open {limit} files: fewer than --max-connections {connections}"
+            " will fit",
+            limit=soft,
+            connections=connections,
+        )
+    return soft
 
 
 def _add_stats(top: MultiService, broker: Broker, reactor: Any, options: Options) -> LiveStats:

@@ -27,7 +27,8 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 #: What one pymalloc block is taken to cost, arena and pool overhead included.
 #: Blocks hold the small objects (up to 512 bytes) of which messages are made.
@@ -54,7 +55,7 @@ class _MallInfo2(ctypes.Structure):
     ]
 
 
-def _glibc_mallinfo2() -> Optional[Callable[[], _MallInfo2]]:
+def _glibc_mallinfo2() -> Callable[[], _MallInfo2] | None:
     """:returns: glibc's ``mallinfo2``, or ``None`` where the C library has none."""
     try:
         function = ctypes.CDLL(None).mallinfo2
@@ -87,7 +88,7 @@ def resident_bytes() -> int:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def memory_gauge() -> tuple[Optional[Callable[[], int]], str]:
+def memory_gauge() -> tuple[Callable[[], int] | None, str]:
     """
     Choose how to measure the memory the broker uses.
 

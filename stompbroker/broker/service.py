@@ -39,9 +39,9 @@ import itertools
 import secrets
 from typing import Any, Callable, Iterable, Optional
 
-from attrs import Factory, define, frozen
+from attrs import Factory, define, field, frozen
 from twisted.application.service import Service
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -59,6 +59,7 @@ from stompbroker.broker.destinations import (
     validate_queue,
 )
 from stompbroker.broker.expiry import EXPIRY_HEADERS, expiry_time
+from stompbroker.broker.flow import MEMORY, MemoryWatch, Throttle, memory_gauge, physical_memory
 from stompbroker.broker.persistence import (
     Journal,
     all_done,
@@ -70,7 +71,7 @@ from stompbroker.broker.queues import EXPIRED, WorkerQueue
 from stompbroker.broker.store import RecoveredState, StoredMessage
 from stompbroker.broker.subscriptions import validate_destination, validate_pattern
 from stompbroker.broker.traffic import TopicTree, Traffic
-from stompbroker.broker.transactions import TransactionTable
+from stompbroker.broker.transactions import Transaction, TransactionTable
 from stompbroker.interfaces import IBroker
 from stompbroker.logs import logger
 from stompbroker.message import Message
@@ -78,6 +79,7 @@ from stompbroker.protocol.errors import (
     DuplicateSubscription,
     InvalidDestination,
     LimitExceeded,
+    ShuttingDown,
     UnknownAck,
     UnknownSubscription,
     UnknownTransaction,
@@ -99,15 +101,56 @@ MAX_CHECKED_DESTINATIONS = 4096
 DEAD_LETTER_HEADERS = ("original-destination", "original-message-id", "dead-letter-reason")
 
 
+#: The default high memory mark, as a share of the machine's memory.
+MEMORY_HIGH_SHARE = 0.4
+#: The default low memory mark, as a share of the high one.
+MEMORY_LOW_SHARE = 0.8
+
+
+def _default_memory_high() -> int:
+    return int(physical_memory() * MEMORY_HIGH_SHARE)
+
+
+def _host_of(connection: Any) -> str:
+    """:returns: the host part of a connection's ``peer`` (``HOST:PORT``)."""
+    peer: str = connection.peer
+    host, colon, _ = peer.rpartition(":")
+    return host if colon else peer
+
+
 @frozen
 class Limits:
     """
-    Broker-wide limits.
+    Broker-wide limits, with defaults that protect a small machine; each is a twistd option.
 
     :ivar max_connections: most connections open at once; 0 means no limit.
+    :ivar max_connections_per_address: most connections open at once from one
+        client address (the host, without the port); 0 means no limit.
+    :ivar max_transactions: most transactions one connection may have open; 0
+        means no limit.
+    :ivar max_transaction_frames: most SEND, ACK and NACK frames one transaction
+        may hold; 0 means no limit.
+    :ivar memory_high: bytes of memory in use (see :mod:`stompbroker.broker.flow`)
+        above which the broker stops reading from connections that publish; 0
+        turns the watermark off.  Defaults to 40% of the machine's memory.
+    :ivar memory_low: bytes below which it reads from them again; 0 means 80% of
+        ``memory_high``.
+    :ivar shutdown_timeout: most seconds a graceful stop waits for clients to
+        take their last frames before it drops them.
     """
 
-    max_connections: int = 0
+    max_connections: int = 10000
+    max_connections_per_address: int = 0
+    max_transactions: int = 100
+    max_transaction_frames: int = 10000
+    memory_high: int = field(factory=_default_memory_high)
+    memory_low: int = 0
+    shutdown_timeout: float = 10.0
+
+    @property
+    def memory_low_mark(self) -> int:
+        """:returns: the low memory mark in bytes, the default applied."""
+        return self.memory_low or int(self.memory_high * MEMORY_LOW_SHARE)
 
 
 @define(eq=False)
@@ -176,6 +219,20 @@ class Broker(Service):
         self.queues: dict[str, WorkerQueue] = {}
         self.durable: dict[tuple[str, str], WorkerQueue] = {}
         self.counters = DeliveryCounters()
+        #: Publishers whose reading is paused, and why (memory, slow subscribers).
+        self.throttle = Throttle()
+        #: Measures the memory in use for the watermark; tests replace it.
+        self.memory_gauge, self.memory_gauge_kind = memory_gauge()
+        self._memory_watch: Optional[MemoryWatch] = None
+        #: Whether the SEND being routed must pause its sender (see :meth:`send`).
+        self._pausing = False
+        #: Connections per client host, for ``max_connections_per_address``.
+        self._per_host: dict[str, int] = {}
+        #: Slow subscribers that the message being routed reached under ``block``.
+        self._blocked_by: list[Any] = []
+        #: Slow subscribers dropping messages now, so that each episode is logged once.
+        self._dropping: set[Any] = set()
+        self._stopping = False
         self._states: dict[Any, _ConnectionState] = {}
         #: SEND destinations already validated -> their kind.
         self._checked: dict[str, Kind] = {}
@@ -193,7 +250,8 @@ class Broker(Service):
 
         Opening is synchronous, so that a store that cannot be used stops the
         start; recovery is not (the store reads in its writer thread): let
-        clients in once :meth:`when_ready` fires.
+        clients in once :meth:`when_ready` fires.  The memory watermark starts
+        watching too.
 
         :raises stompbroker.broker.store.StoreError: if the store cannot be
             opened (locked, damaged, unavailable); the broker is then not running.
@@ -201,6 +259,8 @@ class Broker(Service):
         if self.store is not None:
             self.store.open()
         super().startService()
+        self._stopping = False
+        self._watch_memory()
         if self.store is None:
             self._recovery_ended(None)
             return
@@ -208,16 +268,83 @@ class Broker(Service):
 
     def stopService(self) -> Optional[Deferred[None]]:
         """
-        Stop: close the store once everything written before is durable.
+        Stop gracefully: shut every client connection down (see
+        :meth:`_shut_down_connections`), and close the store once everything
+        written before is durable.
 
-        :returns: the store's ``close()`` Deferred, or ``None`` without a store.
+        :returns: a Deferred that fires when both are done.
         """
         super().stopService()
+        drained = self._shut_down_connections()
         if self.journal is None:
-            return None
-        self.journal.stopping = True
-        closing: Deferred[None] = self.journal.store.close()
-        return closing
+            return drained
+        journal = self.journal
+        journal.stopping = True
+        # What the clients did while they were being shut down gets stored too.
+        return drained.addCallback(lambda _: journal.store.close())
+
+    def _shut_down_connections(self) -> Deferred[None]:
+        """
+        Refuse new connections, and tell every client that the broker is shutting down.
+
+        Each connection gets an ERROR and closes once what was written to it is
+        flushed.
+
+        :returns: a Deferred that fires when they all have closed, or after
+            ``shutdown_timeout`` seconds, whichever comes first: connections still
+            open then are dropped when the reactor stops.
+        """
+        self._stopping = True
+        if self._memory_watch is not None:
+            self._memory_watch.stop()
+            self._memory_watch = None
+        closing = set(self.connections)
+        if not closing:
+            return succeed(None)
+        drained: Deferred[None] = Deferred()
+        log.info(
+            "shutting down: telling {count} clients, waiting at most {timeout} s",
+            count=len(closing),
+            timeout=self.limits.shutdown_timeout,
+        )
+
+        def give_up() -> None:
+            log.warn(
+                "shutting down: {count} connections did not close within {timeout} s",
+                count=len(closing),
+                timeout=self.limits.shutdown_timeout,
+            )
+            drained.callback(None)
+
+        deadline = self.clock.callLater(self.limits.shutdown_timeout, give_up)
+
+        def closed(connection: Any) -> None:
+            closing.discard(connection)
+            if not closing and deadline.active():
+                deadline.cancel()
+                drained.callback(None)
+
+        for connection in list(closing):
+            connection.shut_down(closed)
+        return drained
+
+    def _watch_memory(self) -> None:
+        """Start the memory watermark, unless it is off or memory cannot be measured here."""
+        high = self.limits.memory_high
+        if not high or self._memory_watch is not None:
+            return
+        if self.memory_gauge is None:
+            log.warn("memory watermark off: memory in use cannot be measured on this system")
+            return
+        self._memory_watch = MemoryWatch(
+            self.clock,
+            self.memory_gauge,
+            high,
+            self.limits.memory_low_mark,
+            self._memory_high,
+            self._memory_low,
+        )
+        self._memory_watch.start()
 
     def when_ready(self) -> Deferred[None]:
         """
@@ -334,14 +461,29 @@ class Broker(Service):
         """
         Admit a connection.
 
-        :raises LimitExceeded: when ``max_connections`` are already open.
+        :raises LimitExceeded: when ``max_connections`` are already open, or
+            ``max_connections_per_address`` from the connection's host.
+        :raises ShuttingDown: once the broker is stopping.
         """
+        if self._stopping:
+            raise ShuttingDown(
+                "broker shutting down", "the broker is stopping and takes no new connections"
+            )
         limit = self.limits.max_connections
         if limit and len(self.connections) >= limit:
             raise LimitExceeded(
                 "too many connections",
                 f"the broker allows at most {limit} connections (max-connections)",
             )
+        host = _host_of(connection)
+        per_host = self.limits.max_connections_per_address
+        if per_host and self._per_host.get(host, 0) >= per_host:
+            raise LimitExceeded(
+                "too many connections from this address",
+                f"the broker allows at most {per_host} connections from one address"
+                " (max-connections-per-address)",
+            )
+        self._per_host[host] = self._per_host.get(host, 0) + 1
         self.connections.add(connection)
         self.traffic.connections_opened += 1
         self._states[connection] = _ConnectionState()
@@ -353,6 +495,14 @@ class Broker(Service):
         if connection in self.connections:
             self.connections.discard(connection)
             self.traffic.connections_closed += 1
+            host = _host_of(connection)
+            remaining = self._per_host[host] - 1
+            if remaining:
+                self._per_host[host] = remaining
+            else:
+                del self._per_host[host]
+        self.throttle.forget(connection)
+        self._dropping.discard(connection)
         state = self._states.get(connection)
         if state is None:
             return
@@ -373,6 +523,114 @@ class Broker(Service):
         if state is None:
             state = self._states[connection] = _ConnectionState()
         return state
+
+    # -- flow control --------------------------------------------------------------
+
+    def pause_consumers(self, connection: Any) -> None:
+        """
+        A connection's socket has fallen behind: give its queue consumers nothing more.
+
+        Their messages wait in their queues (:meth:`Consumer.has_room`) until
+        :meth:`resume_consumers`.
+        """
+        state = self._states.get(connection)
+        if state is not None:
+            for consumer in state.consumers.values():
+                consumer.paused = True
+
+    def resume_consumers(self, connection: Any) -> None:
+        """
+        A connection's socket has caught up: its queue consumers get messages again.
+
+        Its blocked publishers go on too, and a drop episode ends (see :meth:`block_sender`).
+        """
+        if connection in self._dropping:
+            self._dropping.discard(connection)
+            log.info("slow consumer {peer} caught up", peer=connection.peer)
+        self.throttle.release(connection)
+        state = self._states.get(connection)
+        if state is None:
+            return
+        consumers = list(state.consumers.values())
+        for consumer in consumers:
+            consumer.paused = False
+        for consumer in consumers:
+            if consumer.paused:
+                # Handing out messages filled the socket's buffer again.
+                break
+            consumer.queue.dispatch()
+
+    def block_sender(self, subscriber: Any) -> None:
+        """
+        Pause the publisher of the message being routed until ``subscriber`` catches up.
+
+        Called by a slow subscriber's connection under the ``block`` policy for
+        each message it takes over its buffer limit.  The publisher is paused
+        once its SEND (or COMMIT) has been routed, and resumes when every
+        connection it waits for has called :meth:`resume_consumers` or closed.
+
+        :param subscriber: the slow subscriber's connection.
+        """
+        self._blocked_by.append(subscriber)
+        self._pausing = True
+
+    def count_dropped(self, connection: Any, count: int, disconnected: bool = False) -> None:
+        """
+        Count topic messages a slow subscriber will never get.
+
+        :param connection: the slow subscriber's connection.
+        :param count: how many were dropped.
+        :param disconnected: whether the connection is being closed for being slow.
+        """
+        self.counters.dropped += count
+        if disconnected:
+            self.counters.slow_disconnects += 1
+            # What still comes for it until it is closed is counted, not logged.
+            self._dropping.add(connection)
+            log.warn(
+                "disconnecting slow consumer {peer}: its buffer is full;"
+                " {count} messages dropped with it",
+                peer=connection.peer,
+                count=count,
+            )
+        elif connection not in self._dropping:
+            self._dropping.add(connection)
+            log.warn("slow consumer {peer}: dropping its oldest messages", peer=connection.peer)
+
+    def _pause_sender(self, connection: Any) -> None:
+        """
+        Pause reading from ``connection``, whose SEND (or COMMIT) was just routed:
+        memory is over the high mark, or its message reached subscribers that block.
+        """
+        blocked_by, self._blocked_by = self._blocked_by, []
+        memory = self._memory_watch is not None and self._memory_watch.over
+        self._pausing = memory
+        if connection is None or connection not in self.connections:
+            # Python code published it, or the sender is closing already.
+            return
+        for subscriber in blocked_by:
+            if subscriber in self.connections:
+                self.throttle.hold(connection, subscriber)
+        if memory:
+            self.throttle.hold(connection, MEMORY)
+
+    def _memory_high(self, used: int) -> None:
+        log.warn(
+            "memory in use {used} bytes is over the high mark {high}: pausing publishers",
+            used=used,
+            high=self.limits.memory_high,
+        )
+        self._pausing = True
+
+    def _memory_low(self, used: int) -> None:
+        log.info(
+            "memory in use {used} bytes is under the low mark {low}: resuming {count} publishers",
+            used=used,
+            low=self.limits.memory_low_mark,
+            count=len(self.throttle),
+        )
+        self._pausing = bool(self._blocked_by)
+        self.throttle.release(MEMORY)
 
     # -- subscriptions ---------------------------------------------------------
 
@@ -633,7 +891,7 @@ class Broker(Service):
             route = self._publish_reply
         held = None
         if transaction is not None:
-            held = self._transactions(connection).get(transaction)
+            held = self._held_in(connection, transaction)
         headers, expires, persistent = self._prepare(headers, connection, kind)
         message = Message(
             destination,
@@ -650,10 +908,13 @@ class Broker(Service):
                 held.hold(self._store_and_route, route, message)
             else:
                 held.hold(route, message)
-        elif persistent:
-            waiting = self._store_and_route(route, message)
         else:
-            route(message)
+            if persistent:
+                waiting = self._store_and_route(route, message)
+            else:
+                route(message)
+            if self._pausing:
+                self._pause_sender(connection)
         traffic = self.traffic
         if traffic.sampling:
             counted = traffic.destinations.get(destination) or traffic.of(destination)
@@ -845,9 +1106,7 @@ class Broker(Service):
         """
         consumer = self._holder(connection, message_id, subscriber)
         if transaction is not None:
-            self._transactions(connection).get(transaction).hold(
-                self._acknowledge, consumer, message_id
-            )
+            self._held_in(connection, transaction).hold(self._acknowledge, consumer, message_id)
             return None
         return self._acknowledge(consumer, message_id)
 
@@ -873,7 +1132,7 @@ class Broker(Service):
         """
         consumer = self._holder(connection, message_id, subscriber)
         if transaction is not None:
-            self._transactions(connection).get(transaction).hold(
+            self._held_in(connection, transaction).hold(
                 self._refuse, consumer, message_id, requeue
             )
             return None
@@ -932,8 +1191,32 @@ class Broker(Service):
         Open a transaction on a connection.
 
         :raises DuplicateTransaction: if one of that id is open there already.
+        :raises LimitExceeded: if ``max_transactions`` are open there already.
         """
-        self._transactions(connection).begin(transaction)
+        table = self._transactions(connection)
+        limit = self.limits.max_transactions
+        if limit and len(table) >= limit:
+            raise LimitExceeded(
+                "too many transactions",
+                f"a connection may have at most {limit} transactions open (max-transactions)",
+            )
+        table.begin(transaction)
+
+    def _held_in(self, connection: Any, transaction: str) -> Transaction:
+        """
+        :returns: the open transaction that is to hold one more frame.
+        :raises UnknownTransaction: if it is not open.
+        :raises LimitExceeded: if it holds ``max_transaction_frames`` already.
+        """
+        held = self._transactions(connection).get(transaction)
+        limit = self.limits.max_transaction_frames
+        if limit and len(held) >= limit:
+            raise LimitExceeded(
+                "transaction too large",
+                f"a transaction may hold at most {limit} SEND, ACK and NACK frames"
+                " (max-transaction-frames)",
+            )
+        return held
 
     def commit(self, connection: Any, transaction: str) -> Optional[Deferred[None]]:
         """
@@ -945,7 +1228,10 @@ class Broker(Service):
             it sent are durable, as :meth:`send` returns.
         :raises UnknownTransaction: if it is not open.
         """
-        return all_done(self._transactions(connection).commit(transaction))
+        waiting = all_done(self._transactions(connection).commit(transaction))
+        if self._pausing:
+            self._pause_sender(connection)
+        return waiting
 
     def abort(self, connection: Any, transaction: str) -> None:
         """

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
+from typing import Any
 
 #: Blanked entries tolerated before a sweep, whatever the live count.
 _SWEEP_AFTER = 64
@@ -34,14 +35,28 @@ class Backlog:
     Bytes waiting for a client, in order, topic messages apart.
 
     :ivar active: whether the session writes here rather than to the transport.
+    :ivar full: whether the transport has asked for no more writes and not yet
+        for more (between its ``pauseProducing`` and ``resumeProducing``).
+    :ivar closing: the timer that closes a client disconnected for slowness, if any.
     :ivar message_bytes: bytes of topic messages waiting.
     :ivar other_bytes: bytes of everything else waiting.
     """
 
-    __slots__ = ("active", "message_bytes", "other_bytes", "_entries", "_messages", "_blanks")
+    __slots__ = (
+        "active",
+        "full",
+        "closing",
+        "message_bytes",
+        "other_bytes",
+        "_entries",
+        "_messages",
+        "_blanks",
+    )
 
     def __init__(self) -> None:
         self.active = False
+        self.full = False
+        self.closing: Any = None
         self.message_bytes = 0
         self.other_bytes = 0
         #: ``[data, is_message]`` in write order; ``data`` is ``None`` once dropped.

@@ -35,6 +35,29 @@ Theory of operation:
   DISCONNECT, also stop the session from handling any further frame until
   everything waited on is stored.  Frames that arrive meanwhile are
   held; past ``max_held_bytes`` of them, the session stops reading.
+- Authentication (when ``SessionConfig.authenticator`` is set): CONNECT's
+  ``login`` and ``passcode`` go to the authenticator, which answers with an
+  identity or fails with :class:`~stompbroker.protocol.errors.LoginFailed`,
+  maybe later (a Deferred, though this module never names Twisted).
+  Meanwhile the session is AUTHENTICATING: it reads nothing more from the
+  socket, and frames that came with the CONNECT are held until the answer.
+- Authorization (when ``SessionConfig.access`` is set): every SEND needs the
+  ``write`` right on its destination and every SUBSCRIBE the ``read`` right on
+  its pattern, checked frame by frame, so that a reloaded access file applies
+  to connected clients at once.
+- Limits: subscriptions per connection, a connect timeout (a socket that sends
+  no CONNECT is closed), and a frame timeout (a frame begun must be complete
+  within it).  Each breach is a
+  :class:`~stompbroker.protocol.errors.LimitExceeded` naming the limit.
+- Slow clients: when the transport's buffer is full it tells the session
+  (:meth:`StompSession.pause_writing`); until it has drained
+  (:meth:`StompSession.resume_writing`), writes go to the session's backlog
+  and the broker gives its queue subscriptions nothing.  ``auto``-ack topic
+  messages are the only ones that keep coming; when they fill
+  ``slow_consumer_buffer``, the ``slow_consumer_policy`` decides: ``block``
+  the publishers, ``drop-oldest``, or ``disconnect``.  The switch is made by
+  rebinding the session's write functions, so a delivery to a client that
+  keeps up costs nothing more.
 - Acknowledgements and transactions are the broker's business: the session finds
   which subscription and message an ACK or NACK names and passes the
   ``transaction`` header along.  A 1.2 ``ack`` id is ``NUMBER.MESSAGE-ID``, where
@@ -49,16 +72,21 @@ import itertools
 from collections import deque
 from typing import Any, Callable, Optional
 
-from attrs import define, frozen
+from attrs import define, field, frozen
+from attrs.validators import in_
 from zope.interface import implementer
 
 from stompbroker.interfaces import IConnection, ISubscriber
+from stompbroker.protocol.backlog import Backlog
 from stompbroker.protocol.encoder import encode, error_frame, message_prefix, message_tail
 from stompbroker.protocol.errors import (
     DuplicateSubscription,
+    LimitExceeded,
+    LoginFailed,
     MalformedFrame,
     MissingHeader,
     ProtocolError,
+    ShuttingDown,
     UnexpectedFrame,
     UnknownAck,
     UnknownCommand,
@@ -102,11 +130,39 @@ DURABLE_FLAG_HEADERS = ("durable", "persistent")
 #: One heart-beat: an EOL, which every version's parser skips between frames.
 HEARTBEAT = b"\n"
 
+#: What happens when a slow client's buffer of topic messages is full.
+BLOCK = "block"
+DROP_OLDEST = "drop-oldest"
+DISCONNECT = "disconnect"
+SLOW_CONSUMER_POLICIES = (BLOCK, DROP_OLDEST, DISCONNECT)
+
+#: The rights the session checks (see :mod:`stompbroker.access`).
+READ = "read"
+WRITE = "write"
+
+#: Why a session has stopped reading from its socket.
+_BY_BROKER = "broker"
+_BY_LOGIN = "login"
+_BY_BACKLOG = "backlog"
+#: ... because it holds ``max_held_bytes`` of frames it cannot handle yet.
+_BY_HELD = "held"
+
+
+class _Parser(FrameParser):
+    """The frame parser, telling the session whether a frame has begun and not ended."""
+
+    __slots__ = ()
+
+    def in_frame(self) -> bool:
+        """:returns: whether bytes of an incomplete frame are waiting for the rest."""
+        return bool(self._buffer)
+
 
 class State(enum.Enum):
     """Where a session is in its life."""
 
     AWAITING_CONNECT = "awaiting-connect"
+    AUTHENTICATING = "authenticating"
     CONNECTED = "connected"
     CLOSING = "closing"
     CLOSED = "closed"
@@ -130,6 +186,27 @@ class SessionConfig:
         holds unhandled while it waits for a persistent message to be stored;
         past it, the session reads nothing more from the client until the store
         has caught up.
+    :ivar authenticator: called with CONNECT's ``login``, ``passcode`` and the
+        client's address; returns a Deferred of the client's identity, which fails
+        with :class:`~stompbroker.protocol.errors.LoginFailed` for a refused
+        login (:class:`stompbroker.auth.Authenticator`).  ``None`` lets every
+        client in without an identity.
+    :ivar access: checks rights, ``check(identity, right, destination)`` raising
+        :class:`~stompbroker.protocol.errors.AccessDenied`
+        (:class:`stompbroker.access.AccessControl`); ``None`` allows everything.
+        It needs an ``authenticator``, which gives the identities it checks.
+    :ivar max_subscriptions: most subscriptions one connection may have; 0 means
+        no limit.
+    :ivar connect_timeout: seconds a client has, from the moment it connects,
+        to complete its CONNECT (login included); 0 means for ever.
+    :ivar frame_timeout: seconds a client has to complete a frame once its first
+        byte has arrived; 0 means for ever.
+    :ivar slow_consumer_policy: what happens when ``auto``-ack topic messages for a
+        client that does not read fast enough fill ``slow_consumer_buffer``:
+        ``block`` the publishers, ``drop-oldest`` messages, or ``disconnect`` it.
+    :ivar slow_consumer_buffer: bytes of topic messages kept for a client whose
+        socket cannot take them yet; as many bytes of other frames (receipts,
+        queue messages) may wait too before the session stops reading from it.
     """
 
     server_name: str = "stompbroker"
@@ -140,6 +217,21 @@ class SessionConfig:
     max_headers: int = 1000
     max_header_length: int = 10240
     max_held_bytes: int = 32 * 1024 * 1024
+    authenticator: Optional[Callable[[Optional[str], Optional[str], str], Any]] = None
+    access: Any = field(default=None)
+    max_subscriptions: int = 1000
+    connect_timeout: float = 10.0
+    frame_timeout: float = 60.0
+    slow_consumer_policy: str = field(default=DISCONNECT, validator=in_(SLOW_CONSUMER_POLICIES))
+    slow_consumer_buffer: int = 8 * 1024 * 1024
+
+    @access.validator
+    def _access_needs_identities(self, attribute: Any, value: Any) -> None:
+        if value is not None and self.authenticator is None:
+            raise ValueError(
+                "access rules need an authenticator to give identities; one over a"
+                " portal without checkers lets everyone in anonymously"
+            )
 
 
 def _integer(name: str, value: str, minimum: int) -> int:
@@ -271,7 +363,9 @@ class SessionSubscription:
         self.durable = durable
         self._style = session.version
         self._prefix = message_prefix(subscription_id, session.version)
-        self._write = session.write
+        # Only auto-ack topic subscriptions are this class; their messages are
+        # the ones a slow client's buffer may drop (see StompSession.write_message).
+        self._write = session.write_message
 
     def deliver(self, message: Any) -> None:
         """
@@ -306,6 +400,7 @@ class TrackedSubscription(SessionSubscription):
 
     def __init__(self, session: "StompSession", *args: Any, **kwargs: Any) -> None:
         super().__init__(session, *args, **kwargs)
+        self._write = session.write
         acknowledged = self.ack_mode != "auto" and session.version == "1.2"
         self._ack_prefix = f"ack:{self.number}." if acknowledged else ""
 
@@ -368,10 +463,15 @@ class StompSession:
         self.connected_at: float = clock.seconds()
         #: The error that ended the session, if one did; adapters log it.
         self.error: Optional[ProtocolError] = None
+        #: Who the client logged in as (see ``SessionConfig.authenticator``).
+        self.identity: Any = None
         self._transport = transport
+        #: Where frames go: the transport, or the backlog while it is full.
         self._transport_write: Callable[[bytes], None] = transport.write
+        #: Where auto-ack topic messages go: the same, but droppable while behind.
+        self._message_write: Callable[[bytes], None] = transport.write
         self._clock = clock
-        self._parser = FrameParser(
+        self._parser = _Parser(
             max_frame_size=config.max_frame_size,
             max_headers=config.max_headers,
             max_header_length=config.max_header_length,
@@ -387,11 +487,21 @@ class StompSession:
         #: store; ``None`` when it is not waiting.
         self._held: Optional[deque[Frame]] = None
         self._held_bytes = 0
-        #: Whether reading stopped because too much was held.
-        self._reading_paused = False
         #: Whether frames are being handled now (a store write that is done
         #: at once must not start handling held frames from inside a handler).
         self._handling = False
+        self._login: Any = None
+        self._connect_timer: Any = None
+        self._frame_timer: Any = None
+        #: When the frame now incomplete began, or ``None``.
+        self._frame_started: Optional[float] = None
+        #: Why reading from the socket is paused; empty while it is not.  A
+        #: frozenset, replaced on change, so that idle sessions share the empty one.
+        self._read_pauses: frozenset[str] = frozenset()
+        #: Called with this session once its connection is gone (graceful stop).
+        self._on_closed: Optional[Callable[[Any], None]] = None
+        #: What waits for the client while its socket is full; made the first time.
+        self._backlog: Optional[Backlog] = None
 
     @property
     def transport(self) -> Any:
@@ -412,6 +522,9 @@ class StompSession:
             self._fail(error)
             return
         self._registered = True
+        timeout = self.config.connect_timeout
+        if timeout:
+            self._connect_timer = self._clock.callLater(timeout, self._connect_timed_out)
 
     def receive_data(self, data: bytes) -> None:
         """
@@ -428,6 +541,11 @@ class StompSession:
         except ProtocolError as error:
             self._fail(error)
             return
+        if self._parser.in_frame():
+            if self._frame_started is None:
+                self._start_frame_clock()
+        else:
+            self._frame_started = None
         self.frames_received += len(frames)
         if self._held is not None:
             self._hold(frames)
@@ -453,10 +571,10 @@ class StompSession:
                         error.receipt_id = frame.get("receipt")
                     self._fail(error)
                     return
-                if self.state is not State.CONNECTED:
-                    return
                 if self._held is not None:
                     self._hold(frames[position + 1 :])
+                    return
+                if self.state is not State.CONNECTED:
                     return
         finally:
             self._handling = handling
@@ -466,7 +584,7 @@ class StompSession:
 
     def _hold(self, frames: list[Frame]) -> None:
         """
-        Keep frames for later, while the session waits for the store.
+        Keep frames for later, while the session waits (for the store, or a login).
 
         Once they come to more than ``max_held_bytes``, read nothing more from
         the client until they have been handled.
@@ -477,9 +595,8 @@ class StompSession:
             self._held_bytes += len(frame.body) + len(frame.command)
             for name, value in frame.headers:
                 self._held_bytes += len(name) + len(value) + 2
-        if self._held_bytes > self.config.max_held_bytes and not self._reading_paused:
-            self._reading_paused = True
-            self._transport.pause_reading()
+        if self._held_bytes > self.config.max_held_bytes and _BY_HELD not in self._read_pauses:
+            self._pause_reading(_BY_HELD)
 
     def keep_alive(self) -> None:
         """
@@ -504,6 +621,137 @@ class StompSession:
         """The connection is gone, for whatever reason: let go of everything it held."""
         self.state = State.CLOSED
         self._release()
+        if self._backlog is not None:
+            self._backlog.clear()
+        on_closed, self._on_closed = self._on_closed, None
+        if on_closed is not None:
+            on_closed(self)
+
+    def shut_down(self, on_closed: Callable[[Any], None]) -> None:
+        """
+        The broker is stopping: tell the client with an ERROR, then close.
+
+        :param on_closed: called with this session once the connection is gone,
+            after what was written to it has been flushed.
+        """
+        self._on_closed = on_closed
+        self.fail(ShuttingDown("broker shutting down", "the broker is stopping; connect again later"))
+
+    # -- flow control ------------------------------------------------------------
+
+    def pause_writing(self) -> None:
+        """
+        The transport's buffer is full (its ``pauseProducing``): write to it no more.
+
+        Frames wait in the backlog, and the broker gives this connection's queue
+        subscriptions nothing until :meth:`resume_writing`.
+        """
+        backlog = self._backlog
+        if backlog is None:
+            backlog = self._backlog = Backlog()
+        backlog.full = True
+        if backlog.active or self.state is State.CLOSED:
+            return
+        backlog.active = True
+        self._transport_write = self._keep
+        self._message_write = self._keep_message
+        self.broker.pause_consumers(self)
+
+    def resume_writing(self) -> None:
+        """
+        The transport has flushed its buffer (its ``resumeProducing``): send the
+        backlog, and once it is empty write straight through again.
+        """
+        backlog = self._backlog
+        if backlog is None:
+            return
+        backlog.full = False
+        if not backlog.active:
+            return
+        write = self._transport.write
+        for data in backlog.drain():
+            write(data)
+            if backlog.full:
+                return
+        backlog.active = False
+        self._transport_write = self._message_write = write
+        if self.state is State.CLOSED or self.state is State.CLOSING:
+            return
+        if _BY_BACKLOG in self._read_pauses:
+            self._resume_reading(_BY_BACKLOG)
+        self.broker.resume_consumers(self)
+
+    def _keep(self, data: bytes) -> None:
+        """Write while behind: keep any frame but a topic message, which must not be lost."""
+        if self._backlog.keep(data) > self.config.slow_consumer_buffer:  # type: ignore[union-attr]
+            # The client sends frames whose answers it does not read: read no more.
+            if _BY_BACKLOG not in self._read_pauses:
+                self._pause_reading(_BY_BACKLOG)
+
+    def _keep_message(self, data: bytes) -> None:
+        """Write an auto-ack topic message while behind; the policy decides when the buffer is full."""
+        backlog: Any = self._backlog
+        if backlog.keep_message(data) <= self.config.slow_consumer_buffer:
+            return
+        policy = self.config.slow_consumer_policy
+        if policy == BLOCK:
+            self.broker.block_sender(self)
+        elif policy == DROP_OLDEST:
+            self.broker.count_dropped(self, backlog.drop_oldest(self.config.slow_consumer_buffer))
+        else:
+            self._disconnect_slow(backlog)
+
+    def _disconnect_slow(self, backlog: Backlog) -> None:
+        """
+        Drop the topic messages waiting for this client, and close it with an ERROR.
+
+        The close happens in a moment (``callLater(0)``): this runs inside the
+        broker's fan-out, which closing the session from here would change under it.
+        """
+        dropped = backlog.drop_oldest(0)
+        self._message_write = self._count_dropped
+        self.broker.count_dropped(self, dropped, disconnected=True)
+        limit = self.config.slow_consumer_buffer
+        backlog.closing = self._clock.callLater(
+            0,
+            self._fail,
+            LimitExceeded(
+                "slow consumer",
+                f"the client did not read its messages fast enough: more than {limit}"
+                f" bytes of them waited for it (slow-consumer-buffer); {dropped} were"
+                " dropped",
+            ),
+        )
+
+    def _count_dropped(self, data: bytes) -> None:
+        """Stands in for writing topic messages to a client being disconnected for slowness."""
+        self.broker.count_dropped(self, 1)
+
+    def pause_reading(self) -> None:
+        """The broker asks: read no more from this client (memory, or a slow subscriber)."""
+        self._pause_reading(_BY_BROKER)
+
+    def resume_reading(self) -> None:
+        """The broker asks: read from this client again."""
+        self._resume_reading(_BY_BROKER)
+
+    def _pause_reading(self, reason: str) -> None:
+        if not self._read_pauses:
+            self._transport.pause_reading()
+        self._read_pauses = self._read_pauses | {reason}
+
+    def _resume_reading(self, reason: str) -> None:
+        if reason not in self._read_pauses:
+            return
+        self._read_pauses = self._read_pauses - {reason}
+        if self._read_pauses or self.state is State.CLOSED or self.state is State.CLOSING:
+            return
+        # Silence while we did not read is ours: the client's clocks start again.
+        now = self._clock.seconds()
+        self._last_received = now
+        if self._frame_started is not None:
+            self._frame_started = now
+        self._transport.resume_reading()
 
     # -- output ----------------------------------------------------------------
 
@@ -517,6 +765,18 @@ class StompSession:
         self.frames_sent += 1
         self.bytes_sent += len(data)
         self._transport_write(data)
+
+    def write_message(self, data: bytes) -> None:
+        """
+        Send an auto-ack topic MESSAGE: as :meth:`write`, but while the client is
+        behind, such messages are the ones its slow-consumer policy may drop.
+
+        :param data: one encoded MESSAGE frame.
+        """
+        self._wrote = True
+        self.frames_sent += 1
+        self.bytes_sent += len(data)
+        self._message_write(data)
 
     def send_frame(self, frame: Frame) -> None:
         """
@@ -573,9 +833,7 @@ class StompSession:
         if not replies and self._held is not None:
             held, self._held = self._held, None
             self._held_bytes = 0
-            if self._reading_paused:
-                self._reading_paused = False
-                self._transport.resume_reading()
+            self._resume_reading(_BY_HELD)
             # Unless this runs inside the handler that asked (it was stored at
             # once), whose loop goes on by itself, handle what was held.
             if held or not self._handling:
@@ -608,15 +866,36 @@ class StompSession:
 
     def _close(self) -> None:
         self.state = State.CLOSING
+        self._held = None
         self._release()
+        backlog = self._backlog
+        if backlog is not None and backlog.active:
+            # Closing waits for the transport to flush, so what waited goes there now.
+            write = self._transport.write
+            for data in backlog.drain():
+                write(data)
         self._transport.close()
 
     def _release(self) -> None:
         """Drop subscriptions, timers and the broker's record of us; safe to repeat."""
-        for timer in (self._send_timer, self._receive_timer):
+        backlog = self._backlog
+        timers = (
+            self._send_timer,
+            self._receive_timer,
+            self._connect_timer,
+            self._frame_timer,
+            backlog.closing if backlog is not None else None,
+        )
+        for timer in timers:
             if timer is not None and timer.active():
                 timer.cancel()
-        self._send_timer = self._receive_timer = None
+        self._send_timer = self._receive_timer = self._connect_timer = None
+        self._frame_timer = None
+        if backlog is not None:
+            backlog.closing = None
+        login, self._login = self._login, None
+        if login is not None:
+            login.cancel()
         subscriptions, self.subscriptions = self.subscriptions, {}
         self._numbered = {}
         for subscription in subscriptions.values():
@@ -638,7 +917,7 @@ class StompSession:
             )
 
     def _send_beat(self) -> None:
-        if not self._wrote:
+        if not self._wrote and (self._backlog is None or not self._backlog.active):
             self._transport_write(HEARTBEAT)
         self._wrote = False
         self._send_timer = self._clock.callLater(self.heartbeat[0] / 2000.0, self._send_beat)
@@ -646,6 +925,10 @@ class StompSession:
     def _check_beat(self) -> None:
         allowed = self.heartbeat[1] * self.config.heartbeat_grace / 1000.0
         silent = self._clock.seconds() - self._last_received
+        if self._read_pauses:
+            # We are not reading from the client: its silence is not its fault.
+            self._receive_timer = self._clock.callLater(allowed, self._check_beat)
+            return
         if silent >= allowed:
             self._receive_timer = None
             self._fail(
@@ -657,6 +940,47 @@ class StompSession:
             )
             return
         self._receive_timer = self._clock.callLater(allowed - silent, self._check_beat)
+
+    # -- timeouts ----------------------------------------------------------------
+
+    def _connect_timed_out(self) -> None:
+        self._connect_timer = None
+        timeout = self.config.connect_timeout
+        self._fail(
+            LimitExceeded(
+                "connect timeout",
+                f"no CONNECT frame was completed within {timeout:g} s of connecting"
+                " (connect-timeout)",
+            )
+        )
+
+    def _start_frame_clock(self) -> None:
+        self._frame_started = self._clock.seconds()
+        timeout = self.config.frame_timeout
+        if timeout and self._frame_timer is None:
+            self._frame_timer = self._clock.callLater(timeout, self._check_frame)
+
+    def _check_frame(self) -> None:
+        self._frame_timer = None
+        started = self._frame_started
+        if started is None:
+            return
+        timeout = self.config.frame_timeout
+        waited = self._clock.seconds() - started
+        if self._read_pauses:
+            # We are not reading from the client: it cannot finish its frame.
+            self._frame_timer = self._clock.callLater(timeout, self._check_frame)
+            return
+        if waited < timeout:
+            self._frame_timer = self._clock.callLater(timeout - waited, self._check_frame)
+            return
+        self._fail(
+            LimitExceeded(
+                "frame timeout",
+                f"a frame was begun and not completed within {timeout:g} s"
+                " (frame-timeout)",
+            )
+        )
 
     # -- frames ----------------------------------------------------------------
 
@@ -688,8 +1012,59 @@ class StompSession:
         self._parser.version = self.version
         if self.version != "1.0":
             self.heartbeat = negotiate_heartbeat(frame.get("heart-beat"), self.config.heartbeat)
-        self.session_id = self.broker.new_session_id()
         self.client_id = frame.get("client-id")
+        authenticator = self.config.authenticator
+        if authenticator is None:
+            self._open()
+            return
+        self.state = State.AUTHENTICATING
+        # Frames that came with the CONNECT wait for the answer.
+        self._held = deque()
+        login = authenticator(frame.get("login"), frame.get("passcode"), self.peer)
+        login.addCallbacks(self._logged_in, self._login_refused, errbackArgs=(frame,))
+        if self.state is State.AUTHENTICATING:
+            # No answer yet (a password is being checked): keep the wait, to
+            # cancel it if the client goes, and read nothing more meanwhile.
+            self._login = login
+            self._pause_reading(_BY_LOGIN)
+
+    def _logged_in(self, identity: Any) -> None:
+        """The authenticator let the client in: answer CONNECTED, then handle what waited."""
+        self._login = None
+        if self.state is not State.AUTHENTICATING:
+            return
+        self.identity = identity
+        held, self._held = self._held, None
+        self._held_bytes = 0
+        self._resume_reading(_BY_LOGIN)
+        self._open()
+        if not self._handling:
+            self._handle(list(held or ()))
+
+    def _login_refused(self, failure: Any, frame: Frame) -> None:
+        """
+        The authenticator refused the client (after its delay), or the wait was cancelled.
+
+        The client gets "login failed" and nothing more (the authenticator has
+        logged why), then the connection closes.
+        """
+        self._login = None
+        if self.state is not State.AUTHENTICATING:
+            return
+        error = failure.value
+        if not isinstance(error, LoginFailed):
+            error = LoginFailed()
+        if error.receipt_id is None:
+            error.receipt_id = frame.get("receipt")
+        self._held = None
+        self._fail(error)
+
+    def _open(self) -> None:
+        """Answer a CONNECT whose client is let in: CONNECTED, heart-beats, no more timeout."""
+        self.session_id = self.broker.new_session_id()
+        if self._connect_timer is not None:
+            self._connect_timer.cancel()
+            self._connect_timer = None
         headers = [
             ("version", self.version),
             ("session", self.session_id),
@@ -704,6 +1079,9 @@ class StompSession:
 
     def _on_send(self, frame: Frame) -> None:
         destination = self._required(frame, "destination")
+        access = self.config.access
+        if access is not None:
+            access.check(self.identity, WRITE, destination)
         seen: set[str] = set()
         headers = []
         for name, value in frame.headers:
@@ -741,12 +1119,21 @@ class StompSession:
         )
 
     def _add_subscription(self, subscription: SessionSubscription) -> None:
+        limit = self.config.max_subscriptions
+        if limit and len(self.subscriptions) >= limit:
+            raise LimitExceeded(
+                "too many subscriptions",
+                f"a connection may have at most {limit} subscriptions (max-subscriptions)",
+            )
         self.broker.subscribe(subscription)
         self.subscriptions[subscription.subscription_id] = subscription
         self._numbered[str(subscription.number)] = subscription
 
     def _on_subscribe(self, frame: Frame) -> None:
         destination = self._required(frame, "destination")
+        access = self.config.access
+        if access is not None:
+            access.check(self.identity, READ, destination)
         subscription_id = frame.get("id")
         if subscription_id is None:
             if self.version != "1.0":

@@ -25,7 +25,7 @@ Back-pressure, both ways, with Twisted's producer/consumer API:
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from twisted.internet.interfaces import IPushProducer, IReactorTime
 from twisted.internet.protocol import Factory, Protocol
@@ -33,7 +33,6 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from stompbroker.logs import logger
-
 from stompbroker.protocol.session import SessionConfig, StompSession
 
 log = logger("stompbroker.transport.tcp")
@@ -53,7 +52,7 @@ class SessionFlowControl:
     resumes reading from the transport.
     """
 
-    session: Optional[StompSession]
+    session: StompSession | None
     transport: Any
 
     def pause_reading(self) -> None:
@@ -91,7 +90,7 @@ class StompProtocol(SessionFlowControl, Protocol):
         self._broker = broker
         self._clock = clock
         self._config = config
-        self.session: Optional[StompSession] = None
+        self.session: StompSession | None = None
         self._abort: Any = None
 
     def connectionMade(self) -> None:
@@ -111,7 +110,7 @@ class StompProtocol(SessionFlowControl, Protocol):
         """Replaced per instance in ``connectionMade`` by the transport's ``write``."""
 
     def close(self) -> None:
-        """Close once everything written is flushed, or drop the connection after :data:`CLOSE_TIMEOUT`."""
+        """Close once what was written is flushed; drop it after :data:`CLOSE_TIMEOUT` seconds."""
         transport = self.transport
         if self._abort is None:
             self._abort = self._clock.callLater(CLOSE_TIMEOUT, transport.abortConnection)
@@ -171,7 +170,7 @@ class StompServerFactory(Factory):
 
 
 def stomp_server_factory(
-    broker: Any, reactor: Optional[IReactorTime] = None, config: Optional[SessionConfig] = None
+    broker: Any, reactor: IReactorTime | None = None, config: SessionConfig | None = None
 ) -> StompServerFactory:
     """
     The factory to listen with, for embedding the broker in an application.

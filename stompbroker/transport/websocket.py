@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any
 
 from attrs import evolve, frozen
 from autobahn.twisted.resource import WebSocketResource
@@ -154,14 +154,14 @@ class StompWebSocketProtocol(SessionFlowControl, WebSocketServerProtocol):
     """
 
     factory: StompWebSocketFactory
-    session: Optional[StompSession] = None
+    session: StompSession | None = None
     #: The kind of the client's first message; ``None`` (text) until it sends one.
-    _binary: Optional[bool] = None
+    _binary: bool | None = None
     _session_config: SessionConfig
     _message_size = 0
     _write_to_socket: Callable[[bytes], None]
 
-    def onConnect(self, request: ConnectionRequest) -> Optional[str]:
+    def onConnect(self, request: ConnectionRequest) -> str | None:
         """
         Choose the subprotocol, and with it the STOMP versions this connection may use.
 
@@ -271,7 +271,7 @@ class StompWebSocketProtocol(SessionFlowControl, WebSocketServerProtocol):
         if self.session is not None:
             self.session.keep_alive()
 
-    def onClose(self, wasClean: bool, code: Optional[int], reason: Optional[str]) -> None:
+    def onClose(self, wasClean: bool, code: int | None, reason: str | None) -> None:
         session = self.session
         if session is not None:
             session.connection_lost()
@@ -360,7 +360,7 @@ class StompWebSocketFactory(WebSocketServerFactory):
         )
         self._batched_timer = _ClockTimer(clock)
 
-    def choose_subprotocol(self, offered: list[str]) -> tuple[Optional[str], SessionConfig]:
+    def choose_subprotocol(self, offered: list[str]) -> tuple[str | None, SessionConfig]:
         """
         :param offered: the subprotocols the client offered, in its order.
         :returns: the newest STOMP subprotocol offered (``None`` when none was
@@ -381,10 +381,10 @@ class StompWebSocketFactory(WebSocketServerFactory):
 
 def stomp_websocket_resource(
     broker: Any,
-    reactor: Optional[IReactorTime] = None,
-    config: Optional[SessionConfig] = None,
+    reactor: IReactorTime | None = None,
+    config: SessionConfig | None = None,
     *,
-    websocket: Optional[WebSocketConfig] = None,
+    websocket: WebSocketConfig | None = None,
 ) -> WebSocketResource:
     """
     The ``twisted.web`` resource that serves STOMP over WebSocket, for embedding.

@@ -107,6 +107,18 @@ class RecordingBroker:
     def abort(self, connection: Any, transaction: str) -> None:
         self.calls.append(("abort", transaction))
 
+    def pause_consumers(self, connection: Any) -> None:
+        self.calls.append(("pause_consumers", connection))
+
+    def resume_consumers(self, connection: Any) -> None:
+        self.calls.append(("resume_consumers", connection))
+
+    def block_sender(self, subscriber: Any) -> None:
+        self.calls.append(("block_sender", subscriber))
+
+    def count_dropped(self, connection: Any, count: int, disconnected: bool = False) -> None:
+        self.calls.append(("count_dropped", (count, disconnected)))
+
     def named(self, call: str) -> list[Any]:
         """:returns: the arguments of every recorded call of that name, in order."""
         return [argument for name, argument in self.calls if name == call]
