@@ -266,7 +266,6 @@ def _run_flow(case: Case, target: Target, settings: Settings) -> dict[str, Any]:
                     receipt_every=shape["receipt_every"],
                     window=shape["window"],
                     rate=rate,
-                    timed=timed,
                     stall=settings.stall,
                     setup_timeout=settings.setup_timeout,
                     deadline=deadline,

@@ -103,8 +103,8 @@ class PublisherSpec:
     :ivar receipt_every: a receipt is asked for on every this-many-th SEND.
     :ivar window: the most receipts outstanding; with ``receipt_every`` it
         bounds the frames in flight.
-    :ivar rate: messages per second, paced; 0 sends as fast as the window allows.
-    :ivar timed: put the time of writing in a ``ts`` header.
+    :ivar rate: messages per second, paced, each with the time of writing in a
+        ``ts`` header; 0 sends as fast as the window allows, without ``ts``.
     :ivar stall: seconds without a receipt (while waiting for one) that end the run.
     :ivar setup_timeout: bound on connecting.
     :ivar deadline: ``time.monotonic()`` by which the process ends, whatever happens.
@@ -122,7 +122,6 @@ class PublisherSpec:
     receipt_every: int = 100
     window: int = 4
     rate: int = 0
-    timed: bool = False
     stall: float = 5.0
     setup_timeout: float = 10.0
     deadline: float = 0.0
