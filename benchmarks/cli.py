@@ -254,7 +254,10 @@ def cases_from(args: argparse.Namespace) -> list[Case]:
                 for mode in args.ack
             ]
         elif scenario == "persistent":
-            cases.append(Case("persistent"))
+            cases += [
+                Case("persistent", producers=args.producers, consumers=args.consumers, ack=mode)
+                for mode in args.ack
+            ]
         elif scenario == "latency":
             cases.append(Case("latency"))
         else:

@@ -507,7 +507,10 @@ def makeService(options: Options, reactor: Optional[Any] = None) -> MultiService
     store = None
     if options["data-dir"] != "none":
         data_dir = Path(options["data-dir"]).absolute()
-        store = SQLiteStore(data_dir, reactor=reactor, sync=options["sync"])
+        # The broker closes the store when twistd stops it, after its clients.
+        store = SQLiteStore(
+            data_dir, reactor=reactor, sync=options["sync"], close_at_shutdown=False
+        )
     broker = Broker(
         reactor,
         limits=Limits(

@@ -238,8 +238,8 @@ def test_merge_seen_counts_distinct_and_overlapping_seqs() -> None:
 
 def test_cli_defaults_give_the_issue_cases() -> None:
     """
-    Without options the suite runs fan-out to 10 and 75, 4x4 queues in each ack mode, 117-byte
-    bodies, 10 000 msg/s latency.
+    Without options the suite runs fan-out to 10 and 75, 4x4 queues (plain and persistent) in
+    each ack mode, 117-byte bodies, 10 000 msg/s latency.
     """
     args = build_parser().parse_args([])
     labels = [case.label for case in cases_from(args)]
@@ -251,7 +251,9 @@ def test_cli_defaults_give_the_issue_cases() -> None:
         "queue 4x4 auto",
         "queue 4x4 client",
         "queue 4x4 client-individual",
-        "persistent 1x1 auto",
+        "persistent 4x4 auto",
+        "persistent 4x4 client",
+        "persistent 4x4 client-individual",
         "latency 1 sub",
     ]
     settings = settings_from(args)

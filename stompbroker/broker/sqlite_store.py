@@ -157,6 +157,9 @@ class SQLiteStore:
     :param executor: runs the writer's work and returns a Deferred of its result;
         by default one thread of a private ``ThreadPool``.  Tests pass a
         synchronous one.
+    :param close_at_shutdown: with the default executor, close the store before
+        the reactor shuts down, in case nobody else does.  twistd's broker closes
+        it itself, after its clients have been shut down, and turns this off.
     :raises ValueError: for an unknown ``sync`` or a limit below its minimum.
     """
 
@@ -169,6 +172,7 @@ class SQLiteStore:
         batch_delay: float = 0.002,
         max_batch: int = 1000,
         executor: Executor | None = None,
+        close_at_shutdown: bool = True,
     ) -> None:
         if sync not in SYNC_MODES:
             raise ValueError(f"sync must be one of {', '.join(SYNC_MODES)}, not {sync!r}")
@@ -186,6 +190,7 @@ class SQLiteStore:
         self._executor = executor
         self._pool: ThreadPool | None = None
         self._shutdown_trigger: Any = None
+        self.close_at_shutdown = close_at_shutdown
         self._lock_fd: int | None = None
         self._connection: sqlite3.Connection | None = None
         self._state = "new"
@@ -236,9 +241,10 @@ class SQLiteStore:
             # The writer thread would keep the process alive after the reactor
             # stops, and what is pending must be committed: close at shutdown,
             # which waits for the Deferred, unless closed before.
-            self._shutdown_trigger = self._reactor.addSystemEventTrigger(
-                "before", "shutdown", self._close_at_shutdown
-            )
+            if self.close_at_shutdown:
+                self._shutdown_trigger = self._reactor.addSystemEventTrigger(
+                    "before", "shutdown", self._close_at_shutdown
+                )
         self._state = "open"
         log.info("message store {path} open, sync {sync}", path=str(self.path), sync=self.sync)
 

@@ -53,6 +53,8 @@ def test_persistence_options_reach_the_store_and_broker(tmp_path: Path) -> None:
     broker = makeService(parsed, reactor=MemoryReactorClock()).getServiceNamed("broker")
     assert (broker.store.data_dir, broker.store.sync) == (tmp_path / "d", "always")
     assert broker.persistent_queues
+    # twistd stops the broker, which closes the store after shutting its clients down.
+    assert not broker.store.close_at_shutdown
 
 
 def test_data_dir_none_keeps_everything_in_memory() -> None:

@@ -101,7 +101,7 @@ def ids_by_queue(state: RecoveredState) -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("sync", ["batch", "always"])
 def test_adds_called_together_share_one_commit(sync: str, tmp_path: Path) -> None:
-    """Adds from many clients in one reactor turn are one transaction, written when the turn ends."""
+    """Adds from many clients in one reactor turn are one transaction, written at the turn's end."""
     clock = task.Clock()
     store = open_sqlite(tmp_path, clock, sync, batch_delay=0.002)
     adds = [store.add(f"/queue/q{index % 7}", sent(f"m-{index}")) for index in range(100)]
@@ -496,6 +496,17 @@ def test_another_process_holding_the_directory_locks_it_until_it_dies(tmp_path: 
         holder.kill()
         holder.wait(CHILD_TIMEOUT)
     result_of(open_sqlite(tmp_path, task.Clock()).close())
+
+
+def test_a_reactor_without_threads_needs_an_executor(tmp_path: Path) -> None:
+    """
+    Without threads in its reactor the writer could never report back: open() refuses, and
+    touches nothing.
+    """
+    store = SQLiteStore(tmp_path / "data", reactor=task.Clock())
+    with pytest.raises(StoreUnavailable, match="IReactorThreads"):
+        store.open()
+    assert not (tmp_path / "data").exists()
 
 
 def test_bad_options_are_refused(tmp_path: Path) -> None:
