@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import random
 import sys
 import tempfile
@@ -464,6 +465,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--dir", type=Path, help="keep data directories and logs here")
     parser.add_argument("--json-out", type=Path, help="also append the JSON lines to FILE")
     args = parser.parse_args(argv)
+    # stomp.py logs every frame it cannot send to the killed broker: expected here.
+    logging.getLogger("stomp.py").setLevel(logging.CRITICAL)
     shape = Shape(args.producers, args.consumers, args.seconds, args.size, args.window)
     first_seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     reports = []
