@@ -433,6 +433,51 @@ class StompSession:
     :param peer: the client's address, for logs and statistics.
     """
 
+    # One session per connection: slots keep an idle one small (about 1.3 kB
+    # less than with a dict) and attribute access on the delivery path fast.
+    # Every attribute a session has must be named here.
+    __slots__ = (
+        "broker",
+        "bytes_received",
+        "bytes_sent",
+        "client_id",
+        "config",
+        "connected_at",
+        "error",
+        "frames_received",
+        "frames_sent",
+        "heartbeat",
+        "identity",
+        "peer",
+        "session_id",
+        "state",
+        "subscriptions",
+        "version",
+        "_backlog",
+        "_clock",
+        "_connect_timer",
+        "_frame_started",
+        "_frame_timer",
+        "_handling",
+        "_held",
+        "_held_bytes",
+        "_last_received",
+        "_login",
+        "_message_write",
+        "_numbered",
+        "_numbers",
+        "_on_closed",
+        "_parser",
+        "_read_pauses",
+        "_receive_timer",
+        "_registered",
+        "_replies",
+        "_send_timer",
+        "_transport",
+        "_transport_write",
+        "_wrote",
+    )
+
     def __init__(
         self,
         broker: Any,
