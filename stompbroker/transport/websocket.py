@@ -184,7 +184,10 @@ class StompWebSocketProtocol(SessionFlowControl, WebSocketServerProtocol):
             factory.broker, self, factory.clock, self._session_config, address
         )
         self.onMessageFrameData = self.session.receive_data  # type: ignore[method-assign,assignment]
-        # Autobahn's dropConnection unregisters it, so closing is not held up.
+        # Behind twisted.web, the HTTPChannel that served the upgrade is still the
+        # transport's producer after Autobahn took the connection over: it goes.
+        # Autobahn's dropConnection unregisters ours, so closing is not held up.
+        self.unregisterProducer()
         self.registerProducer(self, True)
         self.session.connection_made()
 

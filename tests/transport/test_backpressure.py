@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from twisted.internet.address import IPv4Address
 from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
 
 from stompbroker.broker.delivery import Consumer
 from stompbroker.broker.flow import MEMORY, MemoryWatch, Throttle, allocated_bytes_with
@@ -21,6 +23,8 @@ from stompbroker.broker.service import Broker, Limits
 from stompbroker.protocol.backlog import Backlog
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.transport.tcp import stomp_server_factory
+from stompbroker.transport.websocket import StompWebSocketProtocol
+from stompbroker.web import WebSite, web_root
 from tests.broker.fakes import Inbox
 from tests.test_limits import NO_WATERMARK, Client
 from tests.transport import test_websocket as ws
@@ -352,3 +356,20 @@ def test_websocket_clients_get_the_same_back_pressure(policy: str) -> None:
     assert subscriber.received() == []
     subscriber.protocol.resumeProducing()
     assert [frame.body for frame in subscriber.stomp(subscriber.received())] == [b"one", b"two"]
+
+
+def test_websocket_behind_the_web_site_takes_over_back_pressure() -> None:
+    """Through twisted.web's upgrade, the session is admitted and becomes the transport's producer."""
+    clock = Clock()
+    broker = Broker(clock, limits=NO_WATERMARK)
+    site = WebSite(web_root(broker, clock, SessionConfig(heartbeat=(0, 0))), reactor=clock)
+    channel = site.buildProtocol(IPv4Address("TCP", "127.0.0.1", 40000))
+    transport = StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", 40000))
+    transport.protocol = channel  # as a TCP transport has it, for Autobahn's takeover
+    channel.makeConnection(transport)
+    assert transport.producer is not None  # twisted.web's HTTPChannel
+    channel.dataReceived(ws.handshake_request())
+    protocol = transport.producer
+    assert isinstance(protocol, StompWebSocketProtocol)
+    assert protocol.session in broker.connections
+    assert ws.split_response(transport.value())[0] == 101
