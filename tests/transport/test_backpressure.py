@@ -359,7 +359,7 @@ def test_websocket_clients_get_the_same_back_pressure(policy: str) -> None:
 
 
 def test_websocket_behind_the_web_site_takes_over_back_pressure() -> None:
-    """Through twisted.web's upgrade, the session is admitted and becomes the transport's producer."""
+    """Through twisted.web's upgrade the session is admitted and becomes the producer."""
     clock = Clock()
     broker = Broker(clock, limits=NO_WATERMARK)
     site = WebSite(web_root(broker, clock, SessionConfig(heartbeat=(0, 0))), reactor=clock)
