@@ -283,6 +283,7 @@ class StatsModel:
         """
         now = self.clock.seconds()
         traffic = self.broker.traffic
+        traffic.report_deliveries(self.broker.topics)
         gauges: dict[str, list[int]] = {}
         for queue in traffic.queues:
             name = queue.destination
@@ -318,6 +319,7 @@ class StatsModel:
 
     def connections(self) -> list[ConnectionStats]:
         """:returns: every client connection's statistics, oldest first."""
+        self.broker.traffic.report_deliveries(self.broker.topics)
         described = [describe_connection(connection) for connection in self.broker.connections]
         described.sort(key=lambda stats: (stats.connected_since, stats.address))
         return described

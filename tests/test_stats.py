@@ -7,6 +7,8 @@ sampler makes of them, forgetting, and the views (``/stats``, the live topic,
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -15,6 +17,7 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from zope.interface import directlyProvides
 
+import stompbroker
 from stompbroker.broker.delivery import DeliveryPolicy
 from stompbroker.broker.queues import WorkerQueue
 from stompbroker.broker.service import Broker
@@ -35,6 +38,7 @@ from stompbroker.stats_schema import FLOW_COUNTERS, BrokerRecord, DestinationRec
 from stompbroker.transport.websocket import StompWebSocketProtocol
 from tests.broker import test_service_delivery as delivery
 from tests.broker.fakes import FakeConnection, Inbox
+from tests.integration.broker_process import subprocess_env
 
 EPOCH = delivery.EPOCH
 RSS = 50_000_000
@@ -481,6 +485,42 @@ def test_connection_stats_count_frames_and_bytes_each_way() -> None:
     }
 
 
+def connected(world: World, name: str, version: str, *subscribe: str) -> tuple[StompSession, Wire]:
+    """A session of ``version`` over a Wire, connected and subscribed to each pattern given."""
+    wire = Wire()
+    session = StompSession(world.broker, wire, world.clock, SessionConfig(), f"10.0.0.1:{name}")
+    session.connection_made()
+    frames = f"CONNECT\naccept-version:{version}\nhost:h\n\n\x00"
+    for number, pattern in enumerate(subscribe):
+        frames += f"SUBSCRIBE\nid:{number}\ndestination:{pattern}\n\n\x00"
+    session.receive_data(frames.encode())
+    return session, wire
+
+
+def test_topic_deliveries_reach_each_connections_counters_exactly() -> None:
+    """
+    Frames and bytes out of auto-ack topic subscribers, counted per SEND and reported in batches,
+    equal what each connection was written, while subscriptions come and go between messages.
+    """
+    world = World()
+    wild, wild_wire = connected(world, "wild", "1.2", "/topic/a.*")
+    exact, exact_wire = connected(world, "exact", "1.1", "/topic/a.b")
+    world.send_from("/topic/a.b", b"x:1", b"x\n2", b"3", on=None)
+    world.send_from("/topic/a.c", b"c1", b"c2", on=None)
+    late, late_wire = connected(world, "late", "1.0", "/topic/a.b")
+    world.send_from("/topic/a.b", b"all three", on=None)
+    exact.receive_data(b"UNSUBSCRIBE\nid:0\n\n\x00")
+    world.send_from("/topic/a.b", b"wild and late", headers=(("k", "v:w"),), on=None)
+    by_address = {stats.address: stats for stats in world.model.connections()}
+    for session, wire in ((wild, wild_wire), (exact, exact_wire), (late, late_wire)):
+        stats = by_address[session.peer]
+        assert (stats.frames_out, stats.bytes_out) == (
+            len(wire.written),
+            sum(len(data) for data in wire.written),
+        )
+    assert by_address[wild.peer].frames_out == 1 + 7
+
+
 def test_transport_names_tell_tls_and_websocket_apart() -> None:
     """
     A connection's transport is tcp, tls, ws or wss, read from the adapter and the socket beneath
@@ -497,3 +537,21 @@ def test_transport_names_tell_tls_and_websocket_apart() -> None:
     tls.transport = secure
     names = [transport_name(adapter) for adapter in (plain, tls, websocket, secure_websocket)]
     assert names == ["tcp", "tls", "ws", "wss"]
+
+
+def test_the_schema_module_loads_no_twisted() -> None:
+    """
+    Importing stompbroker.stats_schema (as the Spark drivers do) loads neither Twisted nor the
+    broker: the package imports its embedding API lazily.
+    """
+    check = (
+        "import sys, stompbroker.stats_schema, stompbroker.stats_export; "
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('twisted', 'autobahn')"
+        " or m.startswith('stompbroker.broker')); "
+        "print(loaded); sys.exit(1 if loaded else 0)"
+    )
+    finished = subprocess.run(
+        [sys.executable, "-c", check], env=subprocess_env(), capture_output=True, timeout=60
+    )
+    assert finished.returncode == 0, finished.stdout
+    assert stompbroker.Broker is Broker

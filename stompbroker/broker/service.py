@@ -213,9 +213,9 @@ class Broker(Service):
         self._recovery: Optional[bool | Failure] = None
         self._ready_waiters: list[Deferred[None]] = []
         self.connections: set[Any] = set()
-        self.topics: TopicTree = TopicTree(WorkerQueue)
         #: What routing counts, per destination, for statistics (see stompbroker.stats).
         self.traffic = Traffic()
+        self.topics: TopicTree = TopicTree(WorkerQueue, self.traffic)
         self.queues: dict[str, WorkerQueue] = {}
         self.durable: dict[tuple[str, str], WorkerQueue] = {}
         self.counters = DeliveryCounters()
@@ -1023,10 +1023,13 @@ class Broker(Service):
         matches = self.topics.match(message.destination)
         for subscriber in matches:
             subscriber.deliver(message)
-        direct = self.topics.direct(matches)
-        traffic.messages_delivered += direct
-        traffic.messages_acked += direct
-        traffic.bytes_out += direct * size
+        topics = self.topics
+        direct = topics.direct(matches) if topics.queues else len(matches)
+        if direct:
+            traffic.messages_delivered += direct
+            traffic.messages_acked += direct
+            traffic.bytes_out += direct * size
+            self.traffic.routed_directly(message.destination, traffic, message)
 
     def _publish_queue(self, message: Message) -> None:
         self._shared_queue(message.destination).publish(message)

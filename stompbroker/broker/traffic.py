@@ -18,6 +18,14 @@ Theory of operation
   their deliveries themselves, when they hand a message out; so that routing can
   tell them apart without looking at every match, :class:`TopicTree` counts the
   queues it holds, and while it holds none every match is a direct delivery.
+- The connections of direct topic subscriptions count the frames and bytes
+  they were sent without any work per delivery: a SEND notes, per destination,
+  one more message and the length of each encoded tail its subscribers share
+  (:meth:`Traffic.routed_directly`), and the subscriptions are told in batches
+  (:meth:`Traffic.report_deliveries`): whenever statistics are read, and just
+  before a direct subscription matching the destination is added or removed, so
+  that the subscriptions the tree matches are always those the noted messages
+  went to.
 - ``producers`` needs distinct connections per interval, for readers that each
   read at their own pace.  While someone samples (:attr:`Traffic.sampling`),
   each SEND stamps its connection with the current *generation*; a reader starts
@@ -55,9 +63,12 @@ class DestinationTraffic:
 
     :ivar producers: connection -> the generation of its latest SEND here
         (``None`` stands for Python code publishing in the broker's process).
+    :ivar unreported_messages: messages routed to direct subscriptions whose
+        connections have not been told yet (see the module notes).
+    :ivar unreported_tails: escaping style -> bytes of those messages' encoded tails.
     """
 
-    __slots__ = FLOW_COUNTERS + ("producers",)
+    __slots__ = FLOW_COUNTERS + ("producers", "unreported_messages", "unreported_tails")
 
     def __init__(self) -> None:
         self.messages_in = 0
@@ -71,6 +82,8 @@ class DestinationTraffic:
         self.bytes_in = 0
         self.bytes_out = 0
         self.producers: dict[Any, int] = {}
+        self.unreported_messages = 0
+        self.unreported_tails: dict[str, int] = {}
 
     def totals(self) -> tuple[int, ...]:
         """:returns: the counters, in the order of :data:`FLOW_COUNTERS`."""
@@ -107,6 +120,8 @@ class Traffic:
     :ivar queues: every queue alive, whatever its kind.
     :ivar sampling: whether a reader samples these counters (and so forgets
         what it no longer needs); SENDs stamp producers only then.
+    :ivar unreported: destinations whose direct deliveries are not yet reported
+        to their subscriptions.
     """
 
     __slots__ = (
@@ -116,10 +131,12 @@ class Traffic:
         "connections_closed",
         "queues",
         "sampling",
+        "unreported",
     )
 
     def __init__(self) -> None:
         self.destinations: dict[str, DestinationTraffic] = {}
+        self.unreported: dict[str, DestinationTraffic] = {}
         self.generation = 0
         self.sampling = False
         self.connections_opened = 0
@@ -132,6 +149,7 @@ class Traffic:
         if traffic is None:
             if not self.sampling and len(self.destinations) >= UNREAD_LIMIT:
                 self.destinations.clear()
+                self.unreported.clear()
             traffic = self.destinations[destination] = DestinationTraffic()
         return traffic
 
@@ -157,6 +175,52 @@ class Traffic:
             traffic.messages_acked += 1
         if message.redeliveries:
             traffic.messages_redelivered += 1
+
+    def routed_directly(
+        self, destination: str, counted: DestinationTraffic, message: Message
+    ) -> None:
+        """
+        Note a topic SEND that reached direct subscriptions, for their connections'
+        frames and bytes out, which :meth:`report_deliveries` tells them later.
+
+        :param counted: the counters of ``destination``.
+        :param message: the message, its tails encoded by the deliveries.
+        """
+        if not counted.unreported_messages:
+            self.unreported[destination] = counted
+        counted.unreported_messages += 1
+        tails = counted.unreported_tails
+        for style, tail in message.wire.items():
+            tails[style] = tails.get(style, 0) + len(tail)
+
+    def report_deliveries(self, topics: SubscriptionTree[Any], pattern: str | None = None) -> None:
+        """
+        Tell direct topic subscriptions what was delivered to them since they were last told.
+
+        Each subscriber with a ``count_deliveries(count, tails)`` method (a
+        session's auto-ack subscription) is told how many messages it was sent,
+        and the bytes of their tails by escaping style.
+
+        :param topics: the topic tree, as it was when those messages were routed.
+        :param pattern: report only destinations this pattern matches (a
+            subscription to it is about to change); every destination by default.
+        """
+        if not self.unreported:
+            return
+        probe: SubscriptionTree[bool] | None = None
+        if pattern is not None:
+            probe = SubscriptionTree(max_cache_size=0)
+            probe.add(pattern, True)
+        for destination, counted in list(self.unreported.items()):
+            if probe is not None and not probe.match(destination):
+                continue
+            del self.unreported[destination]
+            count, tails = counted.unreported_messages, counted.unreported_tails
+            counted.unreported_messages, counted.unreported_tails = 0, {}
+            for subscriber in topics.match(destination):
+                told = getattr(subscriber, "count_deliveries", None)
+                if told is not None:
+                    told(count, tails)
 
     def count(self, messages: Iterable[Message], counter: str) -> None:
         """
@@ -189,28 +253,37 @@ class TopicTree(SubscriptionTree[Any]):
     :param queue_type: the class of queues
         (:class:`~stompbroker.broker.queues.WorkerQueue`; a parameter because the
         queues count in this module's counters, so it cannot import theirs).
+    :param traffic: the counters whose direct deliveries are reported to the
+        subscriptions a change is about to affect; ``None`` for none.
     :ivar queues: how many registrations are of a ``queue_type``.
     """
 
-    __slots__ = ("queues", "_queue_type")
+    __slots__ = ("queues", "_queue_type", "_traffic")
 
-    def __init__(self, queue_type: type) -> None:
+    def __init__(self, queue_type: type, traffic: Traffic | None = None) -> None:
         super().__init__()
         self.queues = 0
         self._queue_type = queue_type
+        self._traffic = traffic
 
     def add(self, pattern: str, subscriber: Any) -> None:
         """As :meth:`SubscriptionTree.add`, counting queues."""
+        is_queue = isinstance(subscriber, self._queue_type)
+        if not is_queue and self._traffic is not None:
+            self._traffic.report_deliveries(self, pattern)
         before = len(self)
         super().add(pattern, subscriber)
-        if len(self) > before and isinstance(subscriber, self._queue_type):
+        if len(self) > before and is_queue:
             self.queues += 1
 
     def remove(self, pattern: str, subscriber: Any) -> None:
         """As :meth:`SubscriptionTree.remove`, counting queues."""
+        is_queue = isinstance(subscriber, self._queue_type)
+        if not is_queue and self._traffic is not None:
+            self._traffic.report_deliveries(self, pattern)
         before = len(self)
         super().remove(pattern, subscriber)
-        if len(self) < before and isinstance(subscriber, self._queue_type):
+        if len(self) < before and is_queue:
             self.queues -= 1
 
     def direct(self, matches: tuple[Any, ...]) -> int:
