@@ -87,15 +87,20 @@ class LiveStats(TimerService):
         stompserver sent its status to every subscriber of the queue, not to one
         in turn, so the message goes to the consumers directly rather than
         through the queue; one with client acknowledgement holds it until it
-        acknowledges, as any message.
+        acknowledges, as any message.  Each copy counts as a message in and
+        delivered on ``/queue/monitor``, as if sent there.
         """
         if not text:
             return
         body = text.encode("utf-8")
+        traffic = self.model.broker.traffic
         for consumer in list(queue.consumers):
             if consumer.has_room():
                 message_id = f"monitor-{self._node}-{next(self._monitor_ids)}"
-                consumer.deliver(Message(queue.destination, message_id, (), body))
+                message = Message(queue.destination, message_id, (), body)
+                traffic.published(message)
+                traffic.delivered(message, consumer.auto)
+                consumer.deliver(message)
 
 
 class StatsExport(TimerService):

@@ -99,6 +99,8 @@ def test_every_monitor_queue_subscriber_gets_the_status(clock: Clock, broker: Br
     clock.advance(5.0)
     assert (len(watcher.received), len(careful.received)) == (2, 2)
     live.stopService()
+    counted = broker.traffic.destinations[MONITOR_QUEUE]
+    assert (counted.messages_in, counted.messages_delivered, counted.messages_acked) == (4, 4, 3)
 
 
 def exported(directory: Path) -> list[Any]:
