@@ -39,7 +39,7 @@ Theory of operation
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from stompbroker.broker.subscriptions import SubscriptionTree
@@ -268,23 +268,21 @@ class TopicTree(SubscriptionTree[Any]):
 
     def add(self, pattern: str, subscriber: Any) -> None:
         """As :meth:`SubscriptionTree.add`, counting queues."""
-        is_queue = isinstance(subscriber, self._queue_type)
-        if not is_queue and self._traffic is not None:
-            self._traffic.report_deliveries(self, pattern)
-        before = len(self)
-        super().add(pattern, subscriber)
-        if len(self) > before and is_queue:
-            self.queues += 1
+        self._change(super().add, pattern, subscriber)
 
     def remove(self, pattern: str, subscriber: Any) -> None:
         """As :meth:`SubscriptionTree.remove`, counting queues."""
+        self._change(super().remove, pattern, subscriber)
+
+    def _change(self, change: Callable[[str, Any], None], pattern: str, subscriber: Any) -> None:
+        """Report direct deliveries the change affects, make it, and count queues."""
         is_queue = isinstance(subscriber, self._queue_type)
         if not is_queue and self._traffic is not None:
             self._traffic.report_deliveries(self, pattern)
         before = len(self)
-        super().remove(pattern, subscriber)
-        if len(self) < before and is_queue:
-            self.queues -= 1
+        change(pattern, subscriber)
+        if is_queue:
+            self.queues += len(self) - before
 
     def direct(self, matches: tuple[Any, ...]) -> int:
         """
