@@ -37,6 +37,7 @@ class Backlog:
     :ivar active: whether the session writes here rather than to the transport.
     :ivar full: whether the transport has asked for no more writes and not yet
         for more (between its ``pauseProducing`` and ``resumeProducing``).
+    :ivar grace: bytes the session may still write straight to the full transport.
     :ivar closing: the timer that closes a client disconnected for slowness, if any.
     :ivar message_bytes: bytes of topic messages waiting.
     :ivar other_bytes: bytes of everything else waiting.
@@ -45,6 +46,7 @@ class Backlog:
     __slots__ = (
         "active",
         "full",
+        "grace",
         "closing",
         "message_bytes",
         "other_bytes",
@@ -56,6 +58,7 @@ class Backlog:
     def __init__(self) -> None:
         self.active = False
         self.full = False
+        self.grace = 0
         self.closing: Any = None
         self.message_bytes = 0
         self.other_bytes = 0

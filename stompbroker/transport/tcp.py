@@ -14,9 +14,9 @@ Back-pressure, both ways, with Twisted's producer/consumer API:
 
 - The protocol registers itself with the transport as a streaming producer.
   When the transport's buffer passes its mark (64 KiB), the transport calls
-  ``pauseProducing`` and the session stops writing to it (its backlog and
-  slow-consumer policy take over); ``resumeProducing``, once the buffer has
-  drained, lets it write again.
+  ``pauseProducing``; the session writes on for a grace that absorbs bursts of
+  fan-out, then stops writing to it (its backlog and slow-consumer policy take
+  over); ``resumeProducing``, once the buffer has drained, lets it write again.
 - When the session (for a login in progress, or the broker, for memory or a
   slow subscriber) asks to read no more, the protocol pauses the transport
   (``transport.pauseProducing``): the kernel's buffers fill and the client's

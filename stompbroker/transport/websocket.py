@@ -39,8 +39,9 @@ Wire-level behaviour:
   heart-beat check too: browsers throttle timers in background tabs, so a
   tab's heart-beats can come late while the browser still answers pings.
 - **Back-pressure.** As on TCP: the protocol is the TCP transport's streaming
-  producer, so when the socket's buffer passes its mark the session stops
-  writing (its backlog and slow-consumer policy take over) until it drains;
+  producer, so when the socket's buffer passes its mark the session, after a
+  grace for bursts, stops writing (its backlog and slow-consumer policy take
+  over) until it drains;
   and when the session asks to read no more (a login in progress, memory, a
   slow subscriber), the TCP transport is paused.
 - **Close.** When the session closes (after DISCONNECT's RECEIPT, or an

@@ -199,8 +199,9 @@ class SessionMachine(RuleBasedStateMachine):
         policy=st.sampled_from(SLOW_CONSUMER_POLICIES),
         secured=st.booleans(),
         buffer=st.integers(1, 400),
+        grace=st.sampled_from([0, 0, 150]),
     )
-    def configure(self, policy: str, secured: bool, buffer: int) -> None:
+    def configure(self, policy: str, secured: bool, buffer: int, grace: int) -> None:
         authenticator: Authenticator | None = None
         access: AccessControl | None = None
         if secured:
@@ -218,6 +219,7 @@ class SessionMachine(RuleBasedStateMachine):
             frame_timeout=3,
             slow_consumer_policy=policy,
             slow_consumer_buffer=buffer,
+            write_grace=grace,
             authenticator=authenticator,
             access=access,
         )

@@ -38,8 +38,9 @@ def world(
 ) -> tuple[Clock, Broker, Any]:
     clock = Clock()
     broker = Broker(clock, limits=limits)
+    # No grace: a transport that says it is full means behind at once.
     config = SessionConfig(
-        heartbeat=(0, 0), slow_consumer_policy=policy, slow_consumer_buffer=buffer
+        heartbeat=(0, 0), slow_consumer_policy=policy, slow_consumer_buffer=buffer, write_grace=0
     )
     return clock, broker, stomp_server_factory(broker, clock, config)
 
@@ -195,6 +196,27 @@ def test_topic_messages_wait_while_the_socket_is_full_and_follow_in_order() -> N
     assert frames[-1].command == "RECEIPT"
 
 
+def test_a_burst_within_the_grace_goes_straight_to_the_transport() -> None:
+    """A transport full for a burst is still written to, up to write_grace; then the slow path."""
+    clock = Clock()
+    broker = Broker(clock, limits=NO_WATERMARK)
+    config = SessionConfig(heartbeat=(0, 0), write_grace=2000, slow_consumer_buffer=1 << 20)
+    factory = stomp_server_factory(broker, clock, config)
+    subscriber = subscribed(factory)
+    publisher = Client(factory, port=2)
+    publisher.connect()
+    subscriber.frames()
+    subscriber.protocol.pauseProducing()
+    publish(publisher, 10)
+    assert len(bodies(subscriber)) == 10
+    assert subscriber.session._backlog.grace < 2000 and not subscriber.session._backlog.active
+    publish(publisher, 20, start=10)
+    assert subscriber.session._backlog.active
+    written = bodies(subscriber)
+    subscriber.protocol.resumeProducing()
+    assert written + bodies(subscriber) == list(range(10, 30))
+
+
 def test_flush_stops_when_the_transport_fills_again() -> None:
     """A transport that fills while the backlog is sent stops the flush; the rest waits its turn."""
     _, _, subscriber, _, publisher = slow_and_quick(buffer=1 << 20)
@@ -343,7 +365,7 @@ def test_websocket_clients_get_the_same_back_pressure(policy: str) -> None:
     clock = Clock()
     broker = Broker(clock, limits=NO_WATERMARK)
     config = SessionConfig(
-        heartbeat=(0, 0), slow_consumer_policy=policy, slow_consumer_buffer=1 << 20
+        heartbeat=(0, 0), slow_consumer_policy=policy, slow_consumer_buffer=1 << 20, write_grace=0
     )
     factory = ws.make_factory(clock, broker, config)
     subscriber = ws.Client(factory)
