@@ -8,7 +8,7 @@ turns into an ERROR frame and a close), never any other exception; it must
 never hold more than ``max_frame_size`` bytes of input; every frame it returns
 must be within the limits; and the chunking must not change the outcome.  Small
 limits make the mutated streams run into every limit.  The session's stateful
-fuzzing comes with the wiring of authentication into the session.
+fuzzing is in ``tests/protocol/test_session_fuzz.py``.
 """
 
 from __future__ import annotations
