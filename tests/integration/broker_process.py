@@ -65,10 +65,15 @@ class BrokerProcess:
     :param http: the ``--http`` endpoint, with ``{port}`` standing for
         :attr:`http_port`, a free port (never the default 15674, which parallel
         brokers would fight over); ``None`` turns the web port off.
+    :param reactor: twistd's ``--reactor``; ``None`` for twistd's default.
     """
 
     def __init__(
-        self, workdir: Path, *args: str, http: Optional[str] = "tcp:{port}:interface=127.0.0.1"
+        self,
+        workdir: Path,
+        *args: str,
+        http: Optional[str] = "tcp:{port}:interface=127.0.0.1",
+        reactor: Optional[str] = None,
     ) -> None:
         self.port = free_port()
         self.http_port = free_port()
@@ -82,6 +87,7 @@ class BrokerProcess:
             "--nodaemon",
             "--pidfile=",
             "--logfile=-",
+            *([f"--reactor={reactor}"] if reactor else []),
             "stompbroker",
             "--port",
             str(self.port),

@@ -1,0 +1,58 @@
+"""
+``twistd -r uvloop``: the plugin names the reactor, the module installs it.
+
+Installing a reactor is once per process, so each check runs in a child.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from twisted.application.reactors import getReactorTypes
+
+from tests.integration.broker_process import subprocess_env
+
+
+def run_child(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_twistd_knows_the_uvloop_reactor() -> None:
+    found = {installer.shortName: installer for installer in getReactorTypes()}
+    assert found["uvloop"].moduleName == "stompbroker.uvloop_reactor"
+
+
+def test_install_runs_the_asyncio_reactor_on_a_uvloop_loop() -> None:
+    pytest.importorskip("uvloop")
+    child = run_child(
+        "from stompbroker import uvloop_reactor\n"
+        "uvloop_reactor.install()\n"
+        "from twisted.internet import reactor\n"
+        "reactor.callLater(0.01, reactor.stop)\n"
+        "reactor.run()\n"
+        "print(type(reactor).__name__, type(reactor._asyncioEventloop).__module__)\n"
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.split() == ["AsyncioSelectorReactor", "uvloop"]
+
+
+def test_without_uvloop_install_says_how_to_get_it() -> None:
+    child = run_child(
+        "import sys\n"
+        "sys.modules['uvloop'] = None\n"
+        "from stompbroker import uvloop_reactor\n"
+        "try:\n"
+        "    uvloop_reactor.install()\n"
+        "except uvloop_reactor.UvloopMissing as error:\n"
+        "    print(error)\n"
+    )
+    assert child.returncode == 0, child.stderr
+    assert "pip install 'stompbroker[uvloop]'" in child.stdout
