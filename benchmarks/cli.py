@@ -115,7 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     brokers.add_argument(
         "--reactor",
-        help="twistd reactor for the stompbroker the suite starts (e.g. epoll, asyncio)",
+        default="uvloop",
+        help="twistd reactor for the stompbroker the suite starts, as the README runs it"
+        " (default: uvloop; also epoll, asyncio)",
     )
     shape = parser.add_argument_group("load")
     shape.add_argument("--size", type=int, default=117, help="body bytes (default: 117)")

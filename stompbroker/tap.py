@@ -36,6 +36,7 @@ from stompbroker.broker.flow import physical_memory
 from stompbroker.broker.service import MEMORY_HIGH_SHARE, Broker, Limits
 from stompbroker.broker.sqlite_store import SYNC_MODES, SQLiteStore
 from stompbroker.broker.store import StoreError
+from stompbroker.gc_tuning import DEFAULT_THRESHOLD, CollectorTuning
 from stompbroker.logs import LEVELS, logger, set_level
 from stompbroker.protocol.session import SLOW_CONSUMER_POLICIES, SessionConfig
 from stompbroker.stats import StatsModel
@@ -365,6 +366,15 @@ class Options(usage.Options, strcred.AuthOptionMixin):
             _positive_seconds,
         ],
         [
+            "gc-threshold",
+            None,
+            DEFAULT_THRESHOLD,
+            "Net allocations between two runs of Python's garbage collector on its youngest "
+            "generation (Python's own default is 700); 0 keeps Python's settings. See "
+            "docs/performance.md.",
+            _non_negative,
+        ],
+        [
             "log-level",
             None,
             "info",
@@ -548,6 +558,9 @@ def makeService(options: Options, reactor: Optional[Any] = None) -> MultiService
     for description in options["listen"]:
         _listen(top, reactor, f"stomp {description}", description, factory)
     live = _add_stats(top, broker, reactor, options)
+    if options["gc-threshold"]:
+        # A child like the listeners: it starts once recovery is over.
+        CollectorTuning(options["gc-threshold"]).setServiceParent(top)
     if options["http"]:
         websocket = WebSocketConfig(
             ping_interval=options["ws-ping-interval"], ping_timeout=options["ws-ping-timeout"]

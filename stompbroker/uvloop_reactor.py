@@ -4,9 +4,10 @@ Twisted's asyncio reactor running on uvloop: ``twistd -r uvloop stompbroker``.
 Twisted's ``asyncio`` reactor takes whatever event loop asyncio makes, which
 is the pure-Python selector loop.  uvloop is a drop-in event loop on libuv;
 this module makes one and hands it to the asyncio reactor, so that
-``twistd -r uvloop`` needs no code in the application.  uvloop is optional
-(``pip install 'stompbroker[uvloop]'``); which reactor is faster for this
-broker, and by how much, is in docs/performance.md.
+``twistd -r uvloop`` needs no code in the application.  It is the reactor the
+README runs the broker on, because it measured a few per cent faster than
+epoll (docs/performance.md, "Reactors"); uvloop is a dependency of the package
+wherever it builds (not on Windows).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def install() -> None:
         import uvloop
     except ImportError as error:
         raise UvloopMissing(
-            "the uvloop reactor needs uvloop: pip install 'stompbroker[uvloop]'"
+            "the uvloop reactor needs uvloop: pip install uvloop"
         ) from error
     asyncioreactor.install(eventloop=uvloop.new_event_loop())
 

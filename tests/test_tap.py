@@ -95,3 +95,32 @@ def test_make_service_listens_on_every_endpoint_with_one_broker() -> None:
     finally:
         service.stopService()
         set_level("info")
+
+
+def test_gc_threshold_tunes_the_collector_while_the_broker_runs() -> None:
+    """--gc-threshold sets the youngest generation's threshold and freezes startup objects; stopping puts both back."""
+    import gc
+
+    before = gc.get_threshold()
+    service = makeService(
+        parse("--gc-threshold", "12345", "--http", "none", "--data-dir", "none"),
+        reactor=MemoryReactorClock(),
+    )
+    service.startService()
+    try:
+        assert gc.get_threshold() == (12345, 50, 100)
+        assert gc.get_freeze_count() > 0
+    finally:
+        service.stopService()
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+
+
+def test_gc_threshold_zero_keeps_pythons_settings() -> None:
+    """--gc-threshold 0 leaves the collector alone, and the default is 50 000."""
+    assert parse()["gc-threshold"] == 50_000
+    service = makeService(
+        parse("--gc-threshold", "0", "--http", "none", "--data-dir", "none"),
+        reactor=MemoryReactorClock(),
+    )
+    assert "gc tuning" not in {child.name for child in service}
