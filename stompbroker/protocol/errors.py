@@ -76,7 +76,7 @@ class DuplicateSubscription(ProtocolError):
 
 
 class UnknownSubscription(ProtocolError):
-    """An UNSUBSCRIBE names a subscription the connection does not have."""
+    """An UNSUBSCRIBE, ACK or NACK names a subscription the connection does not have."""
 
 
 class LimitExceeded(ProtocolError):

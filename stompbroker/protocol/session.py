@@ -442,6 +442,14 @@ class TrackedSubscription(SessionSubscription):
         self._write(head + tail)
 
 
+def _unknown_subscription(subscription_id: str) -> UnknownSubscription:
+    """The error for an UNSUBSCRIBE, ACK or NACK naming a subscription the connection lacks."""
+    return UnknownSubscription(
+        "unknown subscription",
+        f"this connection has no subscription with id {subscription_id!r}",
+    )
+
+
 @implementer(IConnection)
 class StompSession:
     """
@@ -1326,10 +1334,7 @@ class StompSession:
         subscription = self.subscriptions.pop(subscription_id, None)
         if subscription is None:
             if durable is None:
-                raise UnknownSubscription(
-                    "unknown subscription",
-                    f"this connection has no subscription with id {subscription_id!r}",
-                )
+                raise _unknown_subscription(subscription_id)
             self.broker.remove_durable(durable)
         else:
             del self._numbered[str(subscription.number)]
@@ -1403,10 +1408,7 @@ class StompSession:
             return None, message_id
         found = self.subscriptions.get(subscription_id)
         if found is None:
-            raise UnknownSubscription(
-                "unknown subscription",
-                f"this connection has no subscription with id {subscription_id!r}",
-            )
+            raise _unknown_subscription(subscription_id)
         return found, message_id
 
     def _on_begin(self, frame: Frame) -> None:
