@@ -49,6 +49,10 @@ class Frame:
     :ivar command: the command line, e.g. ``"SEND"``.
     :ivar headers: ``(name, value)`` pairs in wire order; repeats are kept.
     :ivar body: the body bytes, which may contain NUL when ``content-length`` is given.
+
+    The parser, which makes one frame per message received, fills the three
+    slots of a bare instance instead of calling ``__init__``: a field added here,
+    or a validator or converter, must be handled there too.
     """
 
     command: str

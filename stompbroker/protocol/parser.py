@@ -15,8 +15,9 @@ otherwise (STOMP 1.2, "Header content-length").
 :class:`FrameParser` is fed whatever the transport read, in any chunking.  It is
 on the hot path of every message, so it works the way h11's receive buffer does:
 
-* all searching is done by C code (``bytes.find`` and two precompiled regular
-  expressions) over the whole buffer, never by a Python loop per byte;
+* all searching is done by C code (``bytes.find`` and precompiled regular
+  expressions) over the whole buffer, never by a Python loop per byte or per
+  header line: one ``findall`` splits every header line of a frame;
 * the offset where a search gave up is remembered, so that a large frame fed one
   byte at a time is scanned once, not once per byte (parsing stays O(n));
 * consumed bytes are dropped once per :meth:`FrameParser.receive_data` call, not
@@ -34,7 +35,6 @@ CONNECTED frames are never unescaped.
 from __future__ import annotations
 
 import re
-from itertools import repeat
 
 from stompbroker.protocol.errors import (
     FrameTooLarge,
@@ -49,6 +49,9 @@ __all__ = ["FrameParser", "unescape"]
 
 #: The end of a header section: the EOL ending the last line, then an empty line.
 _HEADER_SECTION_END = re.compile(rb"\n\r?\n")
+#: A header line, from the LF before it, split at its first colon (as
+#: ``str.partition`` would) into name and value.
+_HEADER_LINE = re.compile(r"\n([^:\n]*):([^\n]*)")
 #: Heart-beats: any number of EOLs between frames.
 _EOLS = re.compile(rb"(?:\r?\n)+")
 #: One backslash escape, with whatever follows it (nothing, for a trailing backslash).
@@ -131,12 +134,20 @@ def _negotiated_version(command: str, headers: Headers) -> str | None:
     return None
 
 
-_contains = str.__contains__
-_COLONS = repeat(":")
+# Frame(command, headers, body) runs attrs' frozen __init__, a Python-level call
+# that sets each field through object.__setattr__; setting the slots of a bare
+# instance makes the same, equal, frame in about half the time.  This is right
+# while Frame's fields are exactly these three, none validated or converted
+# (test_parser.py checks that).
+_new_frame = object.__new__
+_set_command = vars(Frame)["command"].__set__
+_set_headers = vars(Frame)["headers"].__set__
+_set_body = vars(Frame)["body"].__set__
 
 
-def _no_colon(lines: list[str]) -> MalformedFrame:
-    line = next(line for line in lines if ":" not in line)
+def _no_colon(text: str) -> MalformedFrame:
+    """:param text: a header section, command line first, with a header line that has no colon."""
+    line = next(line for line in text.split("\n")[1:] if ":" not in line)
     return MalformedFrame(
         f"header line without a colon: {_shown_line(line)}",
         "STOMP 1.2, Augmented BNF: every header line is name:value.",
@@ -339,6 +350,8 @@ class FrameParser:
         # The header section's separator is at most three bytes long: resume the
         # search for it two bytes before where the last one gave up.
         search_from = scan - 2 if scan > 2 else 0
+        next_cr = -1
+        crlf_line_ends = False
         while True:
             if state == _IDLE:
                 if position == end:
@@ -356,16 +369,34 @@ class FrameParser:
                 line_count = 0
 
             if state == _HEADERS:
-                match = _HEADER_SECTION_END.search(source, search_from)
-                if match is None:
-                    if end - position > max_frame_size:
-                        raise self._frame_too_large()
-                    line_start, line_count = self._check_partial_header(
-                        source, scan, end, line_start, line_count
-                    )
-                    scan = end
-                    break
-                last_eol, body_start = match.span()
+                # An LF header section ends at the first "\n\n" when no CR comes
+                # before it (only a CR can put a "\n\r\n" first), and bytes.find
+                # finds that sooner than the regex, which decides everything else:
+                # CRLF, a stray CR, an incomplete section.  next_cr, the first CR
+                # at or after search_from (or end), is kept while it lies ahead, so
+                # a stream without CR is searched for one once per call; once a
+                # section ends with CRLF, the next ones most likely do too.
+                last_eol = -1
+                if not crlf_line_ends:
+                    if next_cr < search_from:
+                        next_cr = source.find(b"\r", search_from)
+                        if next_cr < 0:
+                            next_cr = end
+                    last_eol = source.find(b"\n\n", search_from, next_cr)
+                if last_eol >= 0:
+                    body_start = last_eol + 2
+                else:
+                    match = _HEADER_SECTION_END.search(source, search_from)
+                    if match is None:
+                        if end - position > max_frame_size:
+                            raise self._frame_too_large()
+                        line_start, line_count = self._check_partial_header(
+                            source, scan, end, line_start, line_count
+                        )
+                        scan = end
+                        break
+                    last_eol, body_start = match.span()
+                    crlf_line_ends = body_start - last_eol == 3
                 if (
                     body_start - position > max_frame_size
                     or last_eol - position > max_header_length
@@ -381,16 +412,16 @@ class FrameParser:
                     text = text.replace("\r\n", "\n")
                     if text[-1] == "\r":
                         text = text[:-1]
-                lines = text.split("\n")
-                command = lines[0]
-                del lines[0]
-                if len(lines) > max_headers:
+                header_count = text.count("\n")
+                if header_count > max_headers:
                     raise self._too_many_headers()
-                # all() over map() with a shared, endless repeat(":") tests every
-                # line for a colon without a Python-level loop.
-                if not all(map(_contains, lines, _COLONS)):
-                    raise _no_colon(lines)
-                headers = tuple([line.partition(":")[::2] for line in lines])
+                # One C-level pass pairs every header line's name and value; a
+                # line without a colon yields no pair, so it shows in the count.
+                pairs = _HEADER_LINE.findall(text)
+                if len(pairs) != header_count:
+                    raise _no_colon(text)
+                headers = tuple(pairs)
+                command = text.partition("\n")[0]
                 if command in UNESCAPED_COMMANDS:
                     self._adopt_version(command, headers)
                 elif "\\" in text and self._unescaping:
@@ -435,11 +466,14 @@ class FrameParser:
                         raise self._frame_too_large(headers)
                     scan = end
                     break
+            frame = _new_frame(Frame)
+            _set_command(frame, command)
+            _set_headers(frame, headers)
             if copy_bodies:
-                append(Frame(command, headers, bytes(source[body_start:terminator])))
+                _set_body(frame, bytes(source[body_start:terminator]))
             else:  # source is bytes: its slice is the body, copied once
-                body: bytes = source[body_start:terminator]  # type: ignore[assignment]
-                append(Frame(command, headers, body))
+                _set_body(frame, source[body_start:terminator])
+            append(frame)
             position = terminator + 1
             state = _IDLE
 

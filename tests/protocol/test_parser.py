@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import attrs
 import pytest
 
 from stompbroker.protocol.errors import (
@@ -667,3 +668,53 @@ def test_error_is_none_while_the_parser_is_alive() -> None:
     parser = FrameParser()
     parser.receive_data(b"SEND\ndestination:/queue/a\n\n")
     assert parser.error is None
+
+
+# -- where a header section ends -------------------------------------------------------
+
+SECTION_ENDS = [
+    pytest.param(
+        b"SEND\r\nx:1\r\n\r\na\0SEND\nx:2\n\nb\0",
+        [Frame("SEND", (("x", "1"),), b"a"), Frame("SEND", (("x", "2"),), b"b")],
+        id="lf-frame-after-crlf-frame",
+    ),
+    pytest.param(
+        b"A\r\n\r\n\0B\r\nx:1\n\n\0",
+        [Frame("A"), Frame("B", (("x", "1"),))],
+        id="crlf-command-line-then-lf-lf-after-crlf-frame",
+    ),
+    pytest.param(
+        b"SEND\r\nx:1\r\n\r\na\n\nb\0",
+        [Frame("SEND", (("x", "1"),), b"a\n\nb")],
+        id="crlf-section-then-lf-lf-in-body",
+    ),
+    pytest.param(
+        b"SEND\n\na\rb\0SEND\nx:1\n\n\0",
+        [Frame("SEND", (), b"a\rb"), Frame("SEND", (("x", "1"),))],
+        id="cr-in-a-body-then-lf-frame",
+    ),
+    pytest.param(
+        b"SEND\nx:1\n\r\n\nb\0",
+        [Frame("SEND", (("x", "1"),), b"\nb")],
+        id="lf-crlf-before-lf-lf",
+    ),
+]
+
+
+@pytest.mark.parametrize("data, expected", SECTION_ENDS)
+def test_header_section_ends_at_its_first_empty_line(data: bytes, expected: list[Frame]) -> None:
+    """
+    A header section ends at its first empty line, whether LF or CRLF ends it and whatever
+    line ends the frames before it used (STOMP 1.2, Augmented BNF).
+    """
+    assert_parses(data, expected)
+
+
+def test_frame_has_only_the_fields_the_parser_sets() -> None:
+    """
+    The parser builds frames by setting command, headers and body directly, which is right only
+    while Frame has exactly those fields and validates or converts none of them.
+    """
+    fields = attrs.fields(Frame)
+    assert [field.name for field in fields] == ["command", "headers", "body"]
+    assert all(field.validator is None and field.converter is None for field in fields)
