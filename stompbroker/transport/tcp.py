@@ -2,9 +2,11 @@
 STOMP over a stream connection: TCP, TLS, or any Twisted stream endpoint.
 
 Wire-level behaviour: bytes read from the socket go to the session as they
-arrive, in whatever chunks the kernel hands over; what the session writes goes
-to ``transport.write``, which Twisted buffers and flushes when the socket is
-writable, so many frames written in one reactor turn leave in few syscalls.
+arrive, in whatever chunks the kernel hands over.  What the session writes
+while the broker handles a read (of this connection or any other) is gathered
+and handed to ``transport.write`` once, when that read has been handled
+(:mod:`stompbroker.transport.coalesce`); other writes go to it straight away.
+Twisted buffers them and flushes when the socket is writable.
 ``TCP_NODELAY`` is set: STOMP frames are small and latency matters more than
 the few packets Nagle's algorithm would save.  When the session closes, the
 connection is closed after everything written has been flushed, or dropped if
@@ -25,6 +27,7 @@ Back-pressure, both ways, with Twisted's producer/consumer API:
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from twisted.internet.interfaces import IPushProducer, IReactorTime
@@ -34,6 +37,7 @@ from zope.interface import implementer
 
 from stompbroker.logs import logger
 from stompbroker.protocol.session import SessionConfig, StompSession
+from stompbroker.transport.coalesce import COALESCER, CoalescedWrite, WriteCoalescer
 
 log = logger("stompbroker.transport.tcp")
 
@@ -86,32 +90,42 @@ class StompProtocol(SessionFlowControl, Protocol):
     the session writes; nothing else.
     """
 
+    #: Gathers writes while a read is handled; the process's one by default.
+    coalescer: WriteCoalescer = COALESCER
+
     def __init__(self, broker: Any, clock: IReactorTime, config: SessionConfig) -> None:
         self._broker = broker
         self._clock = clock
         self._config = config
         self.session: StompSession | None = None
         self._abort: Any = None
+        self._writer: CoalescedWrite | None = None
 
     def connectionMade(self) -> None:
         _set_nodelay(self.transport)
         peer = self.transport.getPeer()
         address = f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
-        self.write = self.transport.write  # type: ignore[method-assign]
+        self.write = self._writer = CoalescedWrite(  # type: ignore[method-assign]
+            self.transport.write, self.coalescer
+        )
         self.session = StompSession(self._broker, self, self._clock, self._config, address)
-        self.dataReceived = self.session.receive_data  # type: ignore[method-assign]
+        self.dataReceived = partial(  # type: ignore[method-assign]
+            self.coalescer.handle, self.session.receive_data
+        )
         self.transport.registerProducer(self, True)
         self.session.connection_made()
 
     def dataReceived(self, data: bytes) -> None:
-        """Replaced per instance in ``connectionMade`` by the session's ``receive_data``."""
+        """Replaced per instance in ``connectionMade``: the session's ``receive_data``, coalesced."""
 
     def write(self, data: bytes) -> None:
-        """Replaced per instance in ``connectionMade`` by the transport's ``write``."""
+        """Replaced per instance in ``connectionMade`` by a :class:`CoalescedWrite`."""
 
     def close(self) -> None:
         """Close once what was written is flushed; drop it after :data:`CLOSE_TIMEOUT` seconds."""
         transport = self.transport
+        if self._writer is not None:
+            self._writer.flush()
         if self._abort is None:
             self._abort = self._clock.callLater(CLOSE_TIMEOUT, transport.abortConnection)
         # A registered producer would keep the transport open after it flushed.

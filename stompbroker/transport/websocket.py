@@ -23,8 +23,11 @@ Wire-level behaviour:
   keeps the incomplete frame as it does for TCP.
 - **Messages out.** One WebSocket message per session write (one frame, or one
   heart-beat EOL), of the kind of the client's first message (text until the
-  client has sent one), framed by :func:`server_frame` and written straight to
-  the transport: this is the delivery hot path.  A frame that is not valid
+  client has sent one), framed by :func:`server_frame` and written to the
+  transport: this is the delivery hot path.  As on TCP, the messages written
+  while the broker handles a read are gathered and go to the transport in one
+  write when it ends (:mod:`stompbroker.transport.coalesce`); the close frame
+  never overtakes them.  A frame that is not valid
   UTF-8 (a binary body) goes out as a binary message even to a text client:
   RFC 6455 forbids it in a text message, and browsers fail the connection on it.
 - **Limits.** A message longer than ``max_frame_size`` + 1 (one largest frame
@@ -66,6 +69,7 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import FrameTooLarge
 from stompbroker.protocol.session import SessionConfig, StompSession
+from stompbroker.transport.coalesce import COALESCER, CoalescedWrite, WriteCoalescer
 from stompbroker.transport.tcp import SessionFlowControl
 
 log = logger("stompbroker.transport.websocket")
@@ -161,6 +165,21 @@ class StompWebSocketProtocol(SessionFlowControl, WebSocketServerProtocol):
     _session_config: SessionConfig
     _message_size = 0
     _write_to_socket: Callable[[bytes], None]
+    #: Gathers writes while a read is handled; the process's one by default.
+    coalescer: WriteCoalescer = COALESCER
+    _writer: CoalescedWrite | None = None
+
+    def dataReceived(self, data: bytes) -> None:
+        """Autobahn's reading, with this read's writes gathered (see the module docstring)."""
+        self.coalescer.handle(super().dataReceived, data)
+
+    def sendCloseFrame(
+        self, code: int | None = None, reasonUtf8: bytes | None = None, isReply: bool = False
+    ) -> None:
+        """Send the close frame after every message gathered so far, never before one."""
+        if self._writer is not None:
+            self._writer.flush()
+        super().sendCloseFrame(code, reasonUtf8, isReply)
 
     def onConnect(self, request: ConnectionRequest) -> str | None:
         """
@@ -179,7 +198,7 @@ class StompWebSocketProtocol(SessionFlowControl, WebSocketServerProtocol):
         _set_nodelay_under_tls(transport)
         peer = transport.getPeer()
         address = f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
-        self._write_to_socket = transport.write
+        self._write_to_socket = self._writer = CoalescedWrite(transport.write, self.coalescer)
         self._max_message_size = factory.max_message_size
         self.session = StompSession(
             factory.broker, self, factory.clock, self._session_config, address

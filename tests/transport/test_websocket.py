@@ -591,3 +591,48 @@ def test_server_heart_beats_are_one_byte_messages(clock: Clock) -> None:
     clock.pump([0.5, 0.5])
     assert client.received() == [(OPCODE_BINARY, b"\n")]
 
+
+
+# -- writes gathered per read ------------------------------------------------------
+
+
+class CountingTransport(SocketLikeTransport):
+    """Counts the calls to ``write`` (the handshake's included)."""
+
+    writes = 0
+
+    def write(self, data: bytes) -> None:
+        self.writes += 1
+        super().write(data)
+
+
+def test_fan_out_of_one_read_is_one_socket_write_per_subscriber(clock: Clock) -> None:
+    """Twenty SENDs in one message reach a WebSocket subscriber in one socket write, as twenty messages."""
+    broker = Broker(clock)
+    factory = make_factory(clock, broker)
+    transport = CountingTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", 7))
+    subscriber = Client(factory, transport=transport, port=7)
+    subscriber.connect()
+    subscriber.send(b"SUBSCRIBE\nid:0\ndestination:/topic/a\n\n\x00")
+    publisher = Client(factory, port=8)
+    publisher.connect()
+    transport.writes = 0
+    publisher.send(b"".join(b"SEND\ndestination:/topic/a\n\n%d\x00" % n for n in range(20)))
+    assert transport.writes == 1
+    frames = subscriber.received()
+    assert [opcode for opcode, _ in frames] == [OPCODE_TEXT] * 20
+    assert [frame.body for frame in subscriber.stomp(frames)] == [b"%d" % n for n in range(20)]
+
+
+def test_a_receipt_answered_in_the_read_that_brings_the_close_goes_first(clock: Clock) -> None:
+    """A RECEIPT made by the same read as the client's close frame precedes the close reply (RFC 6455 5.5.1)."""
+    client = Client(make_factory(clock))
+    client.connect()
+    client.protocol.dataReceived(
+        client_frame(b"SEND\ndestination:/queue/q\nreceipt:r\n\nx\x00", OPCODE_TEXT, True)
+        + client_frame(close_payload(1000), OPCODE_CLOSE, True)
+    )
+    frames = client.received()
+    [receipt] = client.stomp(frames)
+    assert receipt.get("receipt-id") == "r"
+    assert frames[-1][0] == OPCODE_CLOSE and close_code(frames) == 1000
