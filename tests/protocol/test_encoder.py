@@ -292,3 +292,30 @@ def test_error_frame_message_is_one_line_for_every_version() -> None:
     frame = error_frame("one\ntwo\r\nthree\rfour")
     assert frame.get("message") == "one two three four"
     assert parse(encode(frame, "1.0"), "1.0") == [frame]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        (),
+        (("plain", "value"),),
+        (("a", "1"), ("b", "2"), ("c", "")),
+        (("colon:name", "v"),),
+        (("n", "value:with:colons"),),
+        (("n", "line\nfeed"),),
+        (("n", "carriage\rreturn"),),
+        (("n", "back\\slash"),),
+        (("a", "1"), ("n", "x\ny"), ("b", "2")),
+    ],
+)
+def test_message_tail_escapes_each_header_as_escape_does(headers: tuple) -> None:
+    """Every name and value in a tail is escaped as escape() does, and parses back the same (STOMP 1.2, "Value Encoding")."""
+    message = Message(destination="/queue/q", message_id="m-2", headers=headers, body=b"x")
+    expected = "".join(f"{escape(name)}:{escape(value)}\n" for name, value in headers)
+    assert message_tail(message, "1.2") == (
+        b"message-id:m-2\ndestination:/queue/q\n"
+        + expected.encode()
+        + b"content-length:1\n\nx\0"
+    )
+    [frame] = FrameParser().receive_data(message_prefix("s", "1.2") + message_tail(message, "1.2"))
+    assert frame.headers[3:-1] == tuple(headers)
