@@ -109,6 +109,7 @@ class WorkerQueue:
         "_sweep_interval",
         "_next",
         "_dispatching",
+        "_stalled",
         "_sweep",
         "_sweep_at",
         "_last_sweep",
@@ -144,6 +145,10 @@ class WorkerQueue:
         #: Index in ``consumers`` of the one to ask first for the next message.
         self._next = 0
         self._dispatching = False
+        #: Whether the last dispatch stopped because no consumer had room: a new
+        #: message then cannot be handed out either, and is only appended.
+        #: Whatever makes room (an ACK, NACK, a resumed or new consumer) dispatches.
+        self._stalled = False
         self._sweep: Any = None
         self._sweep_at = 0.0
         self._last_sweep = float("-inf")
@@ -202,7 +207,7 @@ class WorkerQueue:
         """
         self._counters.enqueued += 1
         self.pending.append(message)
-        if self.consumers:
+        if self.consumers and not self._stalled:
             self.dispatch()
         if message.expires and self.pending:
             self._watch_expiry(message.expires)
@@ -231,6 +236,7 @@ class WorkerQueue:
         if self._dispatching:
             return
         self._dispatching = True
+        self._stalled = False
         try:
             pending = self.pending
             consumers = self.consumers
@@ -243,6 +249,7 @@ class WorkerQueue:
                     if consumer.has_room():
                         break
                 else:
+                    self._stalled = True
                     return
                 message = pending.popleft()
                 if message.expires and message.expires <= self._clock.seconds():
@@ -306,7 +313,8 @@ class WorkerQueue:
         if returning:
             self._counters.redelivered += len(returning)
             self.pending.extendleft(reversed(returning))
-            self.dispatch()
+        # Even when every message was dead-lettered, the consumer has room again.
+        self.dispatch()
         return written
 
     def reject(self, messages: list[Message]) -> list[Any]:

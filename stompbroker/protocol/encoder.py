@@ -168,6 +168,8 @@ def message_tail(message: Message, version: str) -> bytes:
         header is left out and CR or LF in the destination become spaces.
     """
     tail = message.wire.get(version)
+    if tail is None and (version == "1.2" or version == "1.1"):
+        tail = _plain_tail(message)
     if tail is None:
         keys, escape_name, escape_value = _escaping(version)
         body = message.body
@@ -182,6 +184,36 @@ def message_tail(message: Message, version: str) -> bytes:
         tail = "\n".join(lines).encode("utf-8") + body + b"\0"
         for key in keys:
             message.wire[key] = tail
+    return tail
+
+
+def _plain_tail(message: Message) -> bytes | None:
+    """
+    The 1.1/1.2 tail of a message none of whose header text needs escaping, or
+    ``None`` if some does.
+
+    Nearly every message is such, and a queued one is encoded once per
+    delivery, so this is on the per-message path: the lines are joined raw,
+    then checked at once.  Each ``name:value`` line brings one colon and each
+    join one LF, so counts that match those, and no backslash or CR, mean that
+    no name or value holds a character to escape.
+    """
+    headers = message.headers
+    text = f"message-id:{message.message_id}\ndestination:{message.destination}"
+    for name, value in headers:
+        text += f"\n{name}:{value}"
+    lines = len(headers) + 2
+    if (
+        text.count(":") != lines
+        or text.count("\n") != lines - 1
+        or "\\" in text
+        or "\r" in text
+    ):
+        return None
+    body = message.body
+    tail = f"{text}\ncontent-length:{len(body)}\n\n".encode() + body + b"\0"
+    wire = message.wire
+    wire["1.1"] = wire["1.2"] = tail
     return tail
 
 

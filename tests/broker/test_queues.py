@@ -207,6 +207,43 @@ def test_reject_dead_letters_at_once_and_makes_room() -> None:
     assert inbox.bodies() == [b"1", b"2"]
 
 
+def test_dead_lettering_at_the_limit_makes_room_for_the_next_message() -> None:
+    """A NACK that dead-letters a message at its redelivery limit frees the window at once."""
+    harness = Harness()
+    consumer, inbox = harness.consumer(window=1, max_redeliveries=0)
+    harness.send(b"poison", b"next")
+    assert inbox.bodies() == [b"poison"]
+    harness.queue.requeue(consumer, consumer.settle("poison"))
+    assert [reason for _, reason in harness.dead] == [DELIVERY_LIMIT]
+    assert inbox.bodies() == [b"poison", b"next"]
+
+
+def test_backlog_behind_full_windows_flows_again_when_room_appears() -> None:
+    """
+    Messages sent while every consumer is full or paused pile up, in order, and
+    flow again as soon as an ACK or a resume makes room, from either consumer.
+    """
+    harness = Harness()
+    first, first_inbox = harness.consumer(window=1, subscription_id="first")
+    second, second_inbox = harness.consumer(window=1, subscription_id="second")
+    harness.send(*(str(n).encode() for n in range(6)))
+    assert first_inbox.bodies() == [b"0"] and second_inbox.bodies() == [b"1"]
+    second.paused = True
+    harness.queue.acknowledge(second, second.settle("1"))
+    harness.send(b"6")
+    assert second_inbox.bodies() == [b"1"]
+    second.paused = False
+    harness.queue.dispatch()
+    assert second_inbox.bodies() == [b"1", b"2"]
+    harness.queue.acknowledge(first, first.settle("0"))
+    assert first_inbox.bodies() == [b"0", b"3"]
+    harness.queue.acknowledge(second, second.settle("2"))
+    harness.queue.acknowledge(first, first.settle("3"))
+    assert second_inbox.bodies() == [b"1", b"2", b"4"]
+    assert first_inbox.bodies() == [b"0", b"3", b"5"]
+    assert [m.body for m in harness.queue.pending] == [b"6"]
+
+
 def test_expired_message_at_the_head_is_never_delivered() -> None:
     """A message whose expiry has passed is expired when it reaches the head, not delivered."""
     harness = Harness()
