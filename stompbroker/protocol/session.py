@@ -633,9 +633,16 @@ class StompSession:
         reported once they are all handled.
         """
         handling, self._handling = self._handling, True
+        # The table is looked up again only when the state changes (Enum hashing
+        # is a Python call, once per frame otherwise).
+        state = self.state
+        handlers = HANDLERS[state]
         try:
             for position, frame in enumerate(frames):
-                handler = HANDLERS[self.state].get(frame.command)
+                if self.state is not state:
+                    state = self.state
+                    handlers = HANDLERS[state]
+                handler = handlers.get(frame.command)
                 try:
                     if handler is None:
                         self._reject(frame)
@@ -904,8 +911,10 @@ class StompSession:
 
     def _receipt(self, frame: Frame) -> None:
         receipt = frame.get("receipt")
-        if receipt is None:
-            return
+        if receipt is not None:
+            self._send_receipt(receipt)
+
+    def _send_receipt(self, receipt: str) -> None:
         if self._replies:
             # An earlier RECEIPT waits for the store: this one goes out after it.
             self._replies.append(_Reply(receipt, done=True))
@@ -1194,18 +1203,32 @@ class StompSession:
         self._start_heartbeats()
 
     def _on_send(self, frame: Frame) -> None:
-        destination = self._required(frame, "destination")
+        # One pass over the headers finds what the session acts on and keeps the
+        # first of each user header: a SEND is the commonest frame.
+        destination = transaction = receipt = reply_to = None
+        seen: set[str] = set()
+        headers = []
+        for pair in frame.headers:
+            name = pair[0]
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in HOP_HEADERS:
+                if name == "destination":
+                    destination = pair[1]
+                elif name == "receipt":
+                    receipt = pair[1]
+                elif name == "transaction":
+                    transaction = pair[1]
+                continue
+            if name == "reply-to":
+                reply_to = pair[1]
+            headers.append(pair)
+        if destination is None:
+            destination = self._required(frame, "destination")
         access = self.config.access
         if access is not None:
             access.check(self.identity, WRITE, destination)
-        seen: set[str] = set()
-        headers = []
-        for name, value in frame.headers:
-            if name in HOP_HEADERS or name in seen:
-                continue
-            seen.add(name)
-            headers.append((name, value))
-        reply_to = frame.get("reply-to")
         if reply_to is not None and reply_to.startswith(TEMP_QUEUE_PREFIX):
             self._subscribe_to_replies(reply_to)
         waiting = self.broker.send(
@@ -1213,9 +1236,12 @@ class StompSession:
             tuple(headers),
             frame.body,
             connection=self,
-            transaction=frame.get("transaction"),
+            transaction=transaction,
         )
-        self._receipt_when_stored(waiting, frame)
+        if waiting is not None:
+            self._receipt_when_stored(waiting, frame)
+        elif receipt is not None:
+            self._send_receipt(receipt)
 
     def _subscribe_to_replies(self, temp_queue: str) -> None:
         """
@@ -1354,7 +1380,10 @@ class StompSession:
         waiting = self.broker.ack(
             self, message_id, subscriber=subscription, transaction=frame.get("transaction")
         )
-        self._receipt_when_stored(waiting, frame, pause=False)
+        if waiting is None:
+            self._receipt(frame)
+        else:
+            self._receipt_when_stored(waiting, frame, pause=False)
 
     def _on_nack(self, frame: Frame) -> None:
         requeue = frame.get("requeue", "true")
