@@ -242,12 +242,19 @@ class WorkerQueue:
             consumers = self.consumers
             while pending and consumers:
                 count = len(consumers)
-                start = self._next
-                for step in range(count):
-                    index = (start + step) % count
+                index = self._next
+                if index >= count:
+                    index = 0
+                for _ in range(count):
                     consumer = consumers[index]
-                    if consumer.has_room():
+                    # Consumer.has_room, inlined: this loop runs per delivery.
+                    if not consumer.paused and (
+                        consumer.auto or len(consumer.unacked) < consumer.window
+                    ):
                         break
+                    index += 1
+                    if index == count:
+                        index = 0
                 else:
                     self._stalled = True
                     return
@@ -255,7 +262,7 @@ class WorkerQueue:
                 if message.expires and message.expires <= self._clock.seconds():
                     self.expire(message)
                     continue
-                self._next = (index + 1) % count
+                self._next = index + 1 if index + 1 < count else 0
                 self._counters.delivered += 1
                 self._traffic.delivered(message, consumer.auto)
                 if message.persistent and self.journal is not None:
@@ -278,7 +285,7 @@ class WorkerQueue:
         :returns: the store's removals of the persistent ones (Deferreds).
         """
         self._counters.acknowledged += len(messages)
-        self._traffic.count(messages, "messages_acked")
+        self._traffic.acked(messages)
         written = []
         journal = self.journal
         if journal is not None:

@@ -222,6 +222,18 @@ class Traffic:
                 if told is not None:
                     told(count, tails)
 
+    def acked(self, messages: Iterable[Message]) -> None:
+        """
+        Count acknowledged messages: :meth:`count` of ``messages_acked``,
+        spelled out, as it runs once per message a client acknowledges.
+        """
+        destinations = self.destinations
+        for message in messages:
+            traffic = destinations.get(message.destination)
+            if traffic is None:
+                traffic = self.of(message.destination)
+            traffic.messages_acked += 1
+
     def count(self, messages: Iterable[Message], counter: str) -> None:
         """
         Add one to a counter of each message's destination, for the rarer events

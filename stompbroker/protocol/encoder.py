@@ -211,7 +211,7 @@ def _plain_tail(message: Message) -> bytes | None:
     ):
         return None
     body = message.body
-    tail = f"{text}\ncontent-length:{len(body)}\n\n".encode() + body + b"\0"
+    tail = b"%b\ncontent-length:%d\n\n%b\0" % (text.encode(), len(body), body)
     wire = message.wire
     wire["1.1"] = wire["1.2"] = tail
     return tail
