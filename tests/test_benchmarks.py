@@ -26,6 +26,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from benchmarks import queue_cost
 from benchmarks.cli import build_parser, cases_from, main, settings_from
 from benchmarks.connection import Endpoint
 from benchmarks.measure import merge_seen, percentiles
@@ -483,3 +484,29 @@ def test_idle_connections_stay_within_the_brokers_free_descriptors() -> None:
     open_now = len(os.listdir("/proc/self/fd"))
     headroom = fd_headroom(os.getpid())
     assert headroom is not None and abs(headroom - int((soft - open_now) * 0.8)) <= 2
+
+
+def test_queue_cost_moves_every_message_once_and_prints_its_cost(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """benchmarks.queue_cost runs each ack mode through real sessions and prints a JSON line per mode."""
+    assert queue_cost.main(["--messages", "2000", "--repeat", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    records = [json.loads(line) for line in lines if line.startswith("{")]
+    assert [record["ack"] for record in records] == list(queue_cost.ACK_MODES)
+    for record in records:
+        assert record["messages"] == 2000
+        assert record["us_per_message"] > 0
+        assert record["msgs_per_s_one_core"] == pytest.approx(1e6 / record["us_per_message"], 1e-3)
+
+
+def test_queue_cost_refuses_a_run_that_lost_or_duplicated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose messages do not arrive exactly once is an error, not a figure."""
+    original = queue_cost.Run._batch
+
+    def same_seq_twice(start: int) -> bytes:
+        return original(start).replace(b"seq:%d\n" % (start + 1), b"seq:%d\n" % start)
+
+    monkeypatch.setattr(queue_cost.Run, "_batch", staticmethod(same_seq_twice))
+    with pytest.raises(RuntimeError, match="1 lost, 1 duplicated"):
+        queue_cost.measure("client-individual", 100, 1)
