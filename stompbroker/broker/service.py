@@ -1115,8 +1115,7 @@ class Broker(Service):
             if consumer is not None:
                 found = consumer.settle(message_id)
                 if found:
-                    written = consumer.queue.acknowledge(consumer, found)
-                    return settled(written) if written else None
+                    return settled(consumer.queue.acknowledge(consumer, found))
         consumer = self._holder(connection, message_id, subscriber)
         if transaction is not None:
             self._held_in(connection, transaction).hold(self._acknowledge, consumer, message_id)

@@ -1380,10 +1380,7 @@ class StompSession:
         waiting = self.broker.ack(
             self, message_id, subscriber=subscription, transaction=frame.get("transaction")
         )
-        if waiting is None:
-            self._receipt(frame)
-        else:
-            self._receipt_when_stored(waiting, frame, pause=False)
+        self._receipt_when_stored(waiting, frame, pause=False)
 
     def _on_nack(self, frame: Frame) -> None:
         requeue = frame.get("requeue", "true")
