@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.connection import Endpoint, parse_address
-from benchmarks.launcher import StartedBroker
+from benchmarks.launcher import DEFAULT_REACTOR, StartedBroker
 from benchmarks.report import json_line, print_ratios, print_table
 from benchmarks.scenarios import ACK_MODES, SCENARIOS, Case, Settings, Target, run_case
 
@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     brokers.add_argument(
         "--reactor",
-        default="uvloop",
+        default=DEFAULT_REACTOR,
         help="twistd reactor for the stompbroker the suite starts, as the README runs it"
         " (default: uvloop; also epoll, asyncio)",
     )

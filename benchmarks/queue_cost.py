@@ -34,7 +34,9 @@ from typing import Any
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
+from benchmarks.wire import SEQ_PATTERN
 from stompbroker.broker.service import Broker
+from stompbroker.gc_tuning import DEFAULT_THRESHOLD, CollectorTuning
 from stompbroker.transport.tcp import stomp_server_factory
 
 ACK_MODES = ("auto", "client", "client-individual")
@@ -44,7 +46,6 @@ BATCH = 100
 PREFETCH = 100
 BODY = b"x" * 117
 _ACK_ID = re.compile(rb"\nack:([^\n]+)")
-_SEQ = re.compile(rb"\nseq:(\d+)")
 
 
 class Run:
@@ -99,7 +100,7 @@ class Run:
             if not data:
                 continue
             transport.clear()
-            for seq in _SEQ.findall(data):
+            for seq in SEQ_PATTERN.findall(data):
                 number = int(seq)
                 if number in self.seen:
                     self.duplicated += 1
@@ -146,17 +147,15 @@ def measure(ack: str, messages: int, repeat: int) -> dict[str, Any]:
     costs = []
     for _ in range(repeat):
         run = Run(ack, messages)
-        # As the twistd plugin runs the broker (see --gc-threshold): the setup's
-        # objects frozen, young collections rare.
+        # As the twistd plugin runs the broker (--gc-threshold's default): the
+        # setup's objects frozen, young collections rare.
+        tuning = CollectorTuning(DEFAULT_THRESHOLD)
         gc.collect()
-        gc.freeze()
-        threshold = gc.get_threshold()
-        gc.set_threshold(50_000, 50, 100)
+        tuning.startService()
         try:
             elapsed = run.run()
         finally:
-            gc.set_threshold(*threshold)
-            gc.unfreeze()
+            tuning.stopService()
         lost = run.sent - len(run.seen)
         if lost or run.duplicated:
             raise RuntimeError(f"{ack}: {lost} lost, {run.duplicated} duplicated")

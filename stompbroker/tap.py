@@ -154,8 +154,8 @@ class Options(usage.Options, strcred.AuthOptionMixin):
     synopsis = "[options]"
     longdesc = (
         "Run a STOMP 1.0/1.1/1.2 broker. Without --port or --listen it listens on "
-        f"{DEFAULT_LISTEN}; without --http its web port (STOMP over WebSocket, health, "
-        f"a demo page) is {DEFAULT_HTTP}. Every listener feeds the same broker."
+        f"{DEFAULT_LISTEN}; without --http its web port (STOMP over WebSocket, health, statistics, "
+        f"a dashboard, a demo page) is {DEFAULT_HTTP}. Every listener feeds the same broker."
     )
 
     optParameters = [
@@ -408,7 +408,7 @@ class Options(usage.Options, strcred.AuthOptionMixin):
         self["listen"].append(description)
 
     def opt_http(self, description: str) -> None:
-        """Serve the web port (STOMP over WebSocket at /ws and /stomp, /healthz, a demo page at /) on a Twisted server endpoint, e.g. tcp:15674 or ssl:15673:privateKey=key.pem:certKey=cert.pem (repeatable; 'none' turns it off)."""
+        """Serve the web port (STOMP over WebSocket at /ws and /stomp, /healthz, /stats, /metrics, /dashboard, a demo page at /) on a Twisted server endpoint, e.g. tcp:15674 or ssl:15673:privateKey=key.pem:certKey=cert.pem (repeatable; 'none' turns it off)."""
         self["http"].append(description)
 
     def _check_security(self) -> None:

@@ -26,10 +26,11 @@ from stompbroker.access import AccessControl
 from stompbroker.auth import FAILED_LOGIN_DELAY, Authenticator, Identity, make_portal
 from stompbroker.broker.service import Broker
 from stompbroker.protocol.session import SessionConfig, State
-from stompbroker.tap import Options, ReloadOnHangup, makeService
+from stompbroker.tap import ReloadOnHangup, makeService
 from stompbroker.transport.tcp import StompServerFactory, stomp_server_factory
 from tests.test_auth import log_events
 from tests.test_limits import NO_WATERMARK, Client
+from tests.test_tap import parse
 
 __all__ = ["log_events"]
 
@@ -258,12 +259,6 @@ def test_sighup_reloads_through_the_reactor(access_file: Path) -> None:
 
 
 # -- options -------------------------------------------------------------------------
-
-
-def parse(*argv: str) -> Options:
-    options = Options()
-    options.parseOptions(list(argv))
-    return options
 
 
 def stomp_config(service: Any) -> SessionConfig:

@@ -26,11 +26,13 @@ def run_child(code: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_twistd_knows_the_uvloop_reactor() -> None:
+    """twistd lists -r uvloop, from the package's reactor plugin."""
     found = {installer.shortName: installer for installer in getReactorTypes()}
     assert found["uvloop"].moduleName == "stompbroker.uvloop_reactor"
 
 
 def test_install_runs_the_asyncio_reactor_on_a_uvloop_loop() -> None:
+    """Installing the uvloop reactor gives Twisted's asyncio reactor, running on a uvloop event loop."""
     pytest.importorskip("uvloop")
     child = run_child(
         "from stompbroker import uvloop_reactor\n"
@@ -45,6 +47,7 @@ def test_install_runs_the_asyncio_reactor_on_a_uvloop_loop() -> None:
 
 
 def test_without_uvloop_install_says_how_to_get_it() -> None:
+    """Without uvloop, installing the reactor fails with a message that says how to install it."""
     child = run_child(
         "import sys\n"
         "sys.modules['uvloop'] = None\n"

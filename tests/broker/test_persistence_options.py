@@ -21,12 +21,11 @@ from stompbroker.broker.sqlite_store import SQLiteStore
 from stompbroker.broker.store import MemoryStore, StoreDamaged
 from stompbroker.tap import BrokerService, Options, makeService
 from tests.broker.test_store import result_of, run_now
+from tests.test_tap import parse
 
 
 def options(*argv: str) -> Options:
-    parsed = Options()
-    parsed.parseOptions([*argv, "--http", "none"])
-    return parsed
+    return parse(*argv, "--http", "none")
 
 
 def test_defaults_keep_persistent_messages_in_stompbroker_data_with_batch_sync(

@@ -222,7 +222,7 @@ def test_a_session_gone_while_waiting_gets_nothing_more(world: World) -> None:
     assert "/queue/later" not in world.broker.queues
 
 
-def test_a_store_that_answers_at_once_is_handled_inside_the_frame(tmp_path: Path) -> None:
+def test_a_store_that_answers_at_once_is_handled_inside_the_frame() -> None:
     """
     With a memory store the write is done by the time send() returns: nothing waits, nothing is
     held.

@@ -14,21 +14,13 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from benchmarks.measure import process_rss_kb
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.clients import RawClient, connect
-
-
-def rss_kb(pid: int) -> int:
-    """:returns: a process's resident set size, from ``/proc``."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 @pytest.fixture(scope="module")
@@ -188,7 +180,8 @@ def test_client_that_never_reads_is_dropped_while_others_are_served(
 
     reading = threading.Thread(target=read_everything, daemon=True)
     reading.start()
-    before = rss_kb(hostile_broker.process.pid)
+    before = process_rss_kb(hostile_broker.process.pid)
+    assert before is not None
     publisher = RawClient(hostile_broker.address)
     publisher.connect()
     frame = f"SEND\ndestination:{destination}\n\n".encode() + body + b"\x00"
@@ -198,7 +191,9 @@ def test_client_that_never_reads_is_dropped_while_others_are_served(
     assert publisher.read_frames(count=1, timeout=30)[0].command == "RECEIPT"
     reading.join(timeout=30)
     assert received[0] == messages
-    growth_mb = (rss_kb(hostile_broker.process.pid) - before) / 1024
+    after = process_rss_kb(hostile_broker.process.pid)
+    assert after is not None
+    growth_mb = (after - before) / 1024
     assert growth_mb < 40, f"the broker grew by {growth_mb:.0f} MB for 100 MB published"
     assert "disconnecting slow consumer" in hostile_broker.log()
     for client in (stalled, reader, publisher):

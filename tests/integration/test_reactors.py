@@ -39,6 +39,7 @@ def reactor_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[B
 
 
 def test_topic_queue_and_bad_input_on_each_reactor(reactor_broker: BrokerProcess) -> None:
+    """On epoll, asyncio and uvloop alike, topics fan out, queues take acks, and a bad frame gets an ERROR."""
     address = reactor_broker.address
     topic = f"/topic/reactors.{uuid.uuid4().hex[:8]}"
     queue = f"/queue/reactors.{uuid.uuid4().hex[:8]}"
