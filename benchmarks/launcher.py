@@ -35,7 +35,7 @@ def free_port() -> int:
 def has_http_listener() -> bool:
     """:returns: whether this checkout's ``twistd stompbroker`` accepts ``--http``."""
     try:
-        from stompbroker.tap import Options
+        from stompbroker.app.tap import Options
     except ImportError:
         return False
     return hasattr(Options, "opt_http")

@@ -35,8 +35,8 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
 from benchmarks.wire import SEQ_PATTERN
+from stompbroker.app.gc_tuning import DEFAULT_THRESHOLD, CollectorTuning
 from stompbroker.broker.service import Broker
-from stompbroker.gc_tuning import DEFAULT_THRESHOLD, CollectorTuning
 from stompbroker.transport.tcp import stomp_server_factory
 
 ACK_MODES = ("auto", "client", "client-individual")

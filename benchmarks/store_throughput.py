@@ -31,7 +31,7 @@ from typing import Any
 from attrs import Factory, define, frozen
 from twisted.internet import defer, task
 
-from stompbroker.broker.sqlite_store import SYNC_MODES, SQLiteStore
+from stompbroker.broker.store.sqlite import SYNC_MODES, SQLiteStore
 from stompbroker.protocol.frames import Headers
 
 

@@ -7,6 +7,6 @@ PySpark jobs over the statistics a stompbroker exports with ``--stats-dir``.
 - :mod:`sparkjobs.stats_io`: the SparkSession, reading the export, writing tables.
 - :mod:`sparkjobs.dashboard`: the HTML page.
 
-Of the broker, the jobs import only :mod:`stompbroker.stats_schema`.  They use
+Of the broker, the jobs import only :mod:`stompbroker.stats.schema`.  They use
 no Python UDFs, so Spark executors need no Python packages of ours.
 """

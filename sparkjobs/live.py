@@ -22,7 +22,7 @@ seen.  ``CHECKPOINT_DIR`` holds the progress: restarting with the same
 checkpoint resumes where the job stopped, without counting a file twice.
 
 The broker publishes a stats file when its hour is over (see
-:mod:`stompbroker.stats_export`), so the tables trail the broker by up to an
+:mod:`stompbroker.stats.export`), so the tables trail the broker by up to an
 hour plus ``--trigger-seconds``.
 """
 

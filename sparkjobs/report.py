@@ -7,7 +7,7 @@ Usage::
     spark-submit --master URL sparkjobs/report.py --input ... --output ...
 
 Reads every published file of a ``--stats-dir`` (see
-:mod:`stompbroker.stats_export`), and writes into ``REPORT_DIR`` one Parquet
+:mod:`stompbroker.stats.export`), and writes into ``REPORT_DIR`` one Parquet
 table per question (``destination_per_minute``, ``broker_per_minute``,
 ``destination_summary``, ``top_destinations``, ``bad_records``, ``summary``;
 docs/monitoring.md lists their columns) and ``dashboard.html``, a

@@ -1,9 +1,9 @@
 """
 Where the jobs meet the outside: the SparkSession, the stats files, the Parquet tables.
 
-Reading follows the contract of :mod:`stompbroker.stats_schema`: an explicit
+Reading follows the contract of :mod:`stompbroker.stats.schema`: an explicit
 schema (never inference, which would guess types from whatever the first
-files hold), only published files (:data:`~stompbroker.stats_schema.FILE_GLOB`;
+files hold), only published files (:data:`~stompbroker.stats.schema.FILE_GLOB`;
 in-progress files are hidden anyway), and ``PERMISSIVE`` mode, which turns a
 truncated line or a value of the wrong type into a row whose
 :data:`CORRUPT_COLUMN` holds the raw text instead of failing the job.
@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from stompbroker.stats_schema import FILE_GLOB, SPARK_TIMESTAMP_FORMAT, spark_schema
+from stompbroker.stats.schema import FILE_GLOB, SPARK_TIMESTAMP_FORMAT, spark_schema
 
 CORRUPT_COLUMN = "_corrupt_record"
 SOURCE_COLUMN = "source_file"

@@ -7,7 +7,7 @@ definitions: :func:`destination_per_minute` and :func:`broker_per_minute` are
 valid on streaming DataFrames too (the caller adds the watermark), the others
 are batch-only (percentiles, rankings).
 
-Counter semantics come from :mod:`stompbroker.stats_schema`: flow counters are
+Counter semantics come from :mod:`stompbroker.stats.schema`: flow counters are
 deltas over ``interval_s`` and are summed; gauges are sampled at ``ts`` and
 are summarized by peak, mean or percentile.  Rates divide by the seconds the
 records actually cover (the sum of their ``interval_s``), not by a nominal
@@ -22,7 +22,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from sparkjobs.stats_io import CORRUPT_COLUMN, SOURCE_COLUMN
-from stompbroker.stats_schema import (
+from stompbroker.stats.schema import (
     FLOW_COUNTERS,
     SCHEMA_VERSION,
     column_types,

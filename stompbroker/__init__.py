@@ -11,7 +11,7 @@ The embedding API::
 
 The names above are imported on first use (a module ``__getattr__``), so that
 importing a module of the package that needs no Twisted, such as
-:mod:`stompbroker.stats_schema` on a Spark driver, does not load the broker.
+:mod:`stompbroker.stats.schema` on a Spark driver, does not load the broker.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ class ISubscriber(Interface):
         ``message.redeliveries`` is not 0, and for client acknowledgement an
         ``ack`` id that leads back to this subscriber and ``message.message_id``.
 
-        :param message: a :class:`stompbroker.message.Message`.
+        :param message: a :class:`stompbroker.protocol.message.Message`.
         """
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from twisted.logger import (
     FilteringLogObserver,
+    Logger,
     LogLevel,
     LogLevelFilterPredicate,
-    Logger,
     globalLogPublisher,
 )
 

@@ -13,8 +13,8 @@ from itertools import pairwise
 
 from hypothesis import strategies as st
 
-from stompbroker.message import Message
 from stompbroker.protocol.frames import UNESCAPED_COMMANDS, Frame
+from stompbroker.protocol.message import Message
 
 #: Headers the MESSAGE encoder writes itself; a Message's user headers never hold them.
 MESSAGE_OWN_HEADERS = frozenset({"content-length", "destination", "message-id", "subscription"})

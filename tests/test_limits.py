@@ -17,14 +17,14 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransportWithDisconnection
 from twisted.python import usage
 
+from stompbroker.app.tap import parse_size
 from stompbroker.broker.service import Broker, Limits
 from stompbroker.protocol.encoder import encode
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.parser import FrameParser
 from stompbroker.protocol.session import SessionConfig, State
-from stompbroker.tap import parse_size
 from stompbroker.transport.tcp import CLOSE_TIMEOUT, stomp_server_factory
-from tests.test_tap import parse
+from tests.app.test_tap import parse
 
 #: A session configuration without heart-beats, so that only the limit under test acts.
 QUIET = SessionConfig(heartbeat=(0, 0))

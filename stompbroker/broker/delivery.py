@@ -26,12 +26,12 @@ names it among what the consumer holds.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from typing import Any, Optional
+from typing import Any
 
 from attrs import Attribute, define, field, frozen
 from attrs.validators import ge, in_
 
-from stompbroker.message import Message
+from stompbroker.protocol.message import Message
 
 #: What happens to an expired message: dropped, or moved to a dead-letter queue.
 EXPIRED_ACTIONS = ("drop", "dead-letter")
@@ -132,7 +132,7 @@ class Consumer:
         self.paused = False
         #: Messages handed over but not yet written, each with whether it may be
         #: written now, in delivery order; ``None`` when there are none.
-        self.unwritten: Optional[deque[list[Any]]] = None
+        self.unwritten: deque[list[Any]] | None = None
 
     def has_room(self) -> bool:
         """

@@ -15,8 +15,6 @@ means never; a message is expired once the clock reaches it.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from stompbroker.protocol.errors import MalformedFrame
 
 #: The headers that set a message's expiry.
@@ -36,7 +34,7 @@ def _milliseconds(name: str, value: str) -> int:
 
 
 def expiry_time(
-    expires: Optional[str], expiration: Optional[str], now: float, ttl_ms: int
+    expires: str | None, expiration: str | None, now: float, ttl_ms: int
 ) -> float:
     """
     Work out when a message expires.

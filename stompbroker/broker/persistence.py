@@ -23,7 +23,7 @@ from typing import Any
 from twisted.internet.defer import Deferred, FirstError, gatherResults
 from twisted.python.failure import Failure
 
-from stompbroker.broker.store import StoreNotOpen
+from stompbroker.broker.store.base import StoreNotOpen
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import ProtocolError
 
@@ -98,7 +98,7 @@ class Journal:
     """
     The message store as the broker's queues use it.
 
-    :param store: an :class:`~stompbroker.broker.store.IMessageStore`; the broker opens it.
+    :param store: an :class:`~stompbroker.broker.store.base.IMessageStore`; the broker opens it.
 
     :ivar stopping: set when the broker stops: writes refused by the closed
         store are then expected and not logged.
@@ -113,7 +113,7 @@ class Journal:
         File a persistent message under each key that keeps it.
 
         :param keys: queue destinations and durable subscription keys.
-        :param message: a :class:`stompbroker.message.Message`.
+        :param message: a :class:`stompbroker.protocol.message.Message`.
         :returns: ``None`` if there is no key; otherwise a Deferred that fires with
             ``None`` once every add is durable, or fails with
             :class:`MessageNotStored`.

@@ -57,13 +57,14 @@ client's RECEIPT to wait on.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from attrs import evolve
 
 from stompbroker.broker.delivery import Consumer, DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.traffic import Traffic
-from stompbroker.message import Message
+from stompbroker.protocol.message import Message
 
 #: Why a message was dead-lettered, as sent in the ``dead-letter-reason`` header.
 REJECTED = "rejected"
@@ -73,7 +74,7 @@ EXPIRED = "expired"
 #: ``(message, reason, store_key)``: ``store_key`` is the key of the queue the
 #: message leaves when the store keeps it there, and ``None`` otherwise.  It
 #: returns the store write it made (a Deferred), or ``None``.
-DeadLetter = Callable[[Message, str, Optional[str]], Any]
+DeadLetter = Callable[[Message, str, str | None], Any]
 
 
 class WorkerQueue:
@@ -127,8 +128,8 @@ class WorkerQueue:
         dead_letter: DeadLetter,
         sweep_interval: float = 1.0,
         journal: Any = None,
-        store_key: Optional[str] = None,
-        traffic: Optional[Traffic] = None,
+        store_key: str | None = None,
+        traffic: Traffic | None = None,
     ) -> None:
         if journal is not None and store_key is None:
             raise ValueError("a queue with a journal needs a store_key")
@@ -410,7 +411,7 @@ class WorkerQueue:
         now = self._last_sweep = self._clock.seconds()
         kept: deque[Message] = deque()
         expired = []
-        earliest: Optional[float] = None
+        earliest: float | None = None
         for message in self.pending:
             expires = message.expires
             if not expires:

@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import itertools
 import secrets
-from typing import Any, Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from attrs import Factory, define, field, frozen
 from twisted.application.service import Service
@@ -68,13 +69,12 @@ from stompbroker.broker.persistence import (
     settled,
 )
 from stompbroker.broker.queues import EXPIRED, WorkerQueue
-from stompbroker.broker.store import RecoveredState, StoredMessage
+from stompbroker.broker.store.base import RecoveredState, StoredMessage
 from stompbroker.broker.subscriptions import validate_destination, validate_pattern
 from stompbroker.broker.traffic import TopicTree, Traffic
 from stompbroker.broker.transactions import Transaction, TransactionTable
 from stompbroker.interfaces import IBroker
 from stompbroker.logs import logger
-from stompbroker.message import Message
 from stompbroker.protocol.errors import (
     DuplicateSubscription,
     InvalidDestination,
@@ -85,6 +85,7 @@ from stompbroker.protocol.errors import (
     UnknownTransaction,
 )
 from stompbroker.protocol.frames import Headers
+from stompbroker.protocol.message import Message
 
 log = logger("stompbroker.broker")
 
@@ -177,7 +178,7 @@ class Broker(Service):
     :param clock: the reactor (or a ``task.Clock``) that times the broker's work.
     :param limits: broker-wide :class:`Limits`.
     :param policy: how messages are delivered, redelivered, dead-lettered and expired.
-    :param store: an open :class:`~stompbroker.broker.store.IMessageStore` that
+    :param store: an open :class:`~stompbroker.broker.store.base.IMessageStore` that
         keeps persistent messages and durable subscriptions, and from which
         :meth:`startService` recovers them; ``None`` keeps every message in
         memory only, and ignores ``persistent`` headers.
@@ -210,10 +211,10 @@ class Broker(Service):
         self.persistent_queues = persistent_queues and store is not None
         self._acted_on = _ACTED_ON_WITH_STORE if store is not None else _ACTED_ON
         #: How recovery ended: ``None`` until it has, then ``True`` or its Failure.
-        self._recovery: Optional[bool | Failure] = None
+        self._recovery: bool | Failure | None = None
         self._ready_waiters: list[Deferred[None]] = []
         self.connections: set[Any] = set()
-        #: What routing counts, per destination, for statistics (see stompbroker.stats).
+        #: What routing counts, per destination, for statistics (see stompbroker.stats.model).
         self.traffic = Traffic()
         self.topics: TopicTree = TopicTree(WorkerQueue, self.traffic)
         self.queues: dict[str, WorkerQueue] = {}
@@ -223,7 +224,7 @@ class Broker(Service):
         self.throttle = Throttle()
         #: Measures the memory in use for the watermark; tests replace it.
         self.memory_gauge, self.memory_gauge_kind = memory_gauge()
-        self._memory_watch: Optional[MemoryWatch] = None
+        self._memory_watch: MemoryWatch | None = None
         #: Whether the SEND being routed must pause its sender (see :meth:`send`).
         self._pausing = False
         #: Connections per client host, for ``max_connections_per_address``.
@@ -253,7 +254,7 @@ class Broker(Service):
         clients in once :meth:`when_ready` fires.  The memory watermark starts
         watching too.
 
-        :raises stompbroker.broker.store.StoreError: if the store cannot be
+        :raises stompbroker.broker.store.base.StoreError: if the store cannot be
             opened (locked, damaged, unavailable); the broker is then not running.
         """
         if self.store is not None:
@@ -266,7 +267,7 @@ class Broker(Service):
             return
         self.store.recover().addCallback(self._recover).addBoth(self._recovery_ended)
 
-    def stopService(self) -> Optional[Deferred[None]]:
+    def stopService(self) -> Deferred[None] | None:
         """
         Stop gracefully: shut every client connection down (see
         :meth:`_shut_down_connections`), and close the store once everything
@@ -350,7 +351,7 @@ class Broker(Service):
         """
         :returns: a Deferred that fires once :meth:`startService` has rebuilt
             everything the store holds, or fails with what stopped it (a
-            :class:`~stompbroker.broker.store.StoreError`, say); let clients in
+            :class:`~stompbroker.broker.store.base.StoreError`, say); let clients in
             only after it fires.
         """
         waiter: Deferred[None] = Deferred()
@@ -752,7 +753,7 @@ class Broker(Service):
 
     # -- queues ----------------------------------------------------------------
 
-    def _new_queue(self, destination: str, store_key: Optional[str] = None) -> WorkerQueue:
+    def _new_queue(self, destination: str, store_key: str | None = None) -> WorkerQueue:
         """
         :param store_key: the queue's key in the store, if the store keeps its
             persistent messages.
@@ -797,8 +798,8 @@ class Broker(Service):
         return queue
 
     def _dead_letter(
-        self, message: Message, reason: str, store_key: Optional[str] = None
-    ) -> Optional[Deferred[bool]]:
+        self, message: Message, reason: str, store_key: str | None = None
+    ) -> Deferred[bool] | None:
         """
         Move a message to the dead-letter queue of the destination it was sent to.
 
@@ -850,8 +851,8 @@ class Broker(Service):
         body: bytes,
         *,
         connection: Any = None,
-        transaction: Optional[str] = None,
-    ) -> Optional[Deferred[None]]:
+        transaction: str | None = None,
+    ) -> Deferred[None] | None:
         """
         Route one message: to every matching topic subscription, or onto a queue.
 
@@ -874,8 +875,8 @@ class Broker(Service):
         headers: Headers,
         body: bytes,
         connection: Any,
-        transaction: Optional[str],
-    ) -> tuple[Message, Optional[Deferred[None]]]:
+        transaction: str | None,
+    ) -> tuple[Message, Deferred[None] | None]:
         """:returns: the routed message, and what :meth:`send` returns."""
         kind = self._checked.get(destination)
         if kind is None:
@@ -923,7 +924,7 @@ class Broker(Service):
 
     def _store_and_route(
         self, route: Callable[[Message], None], message: Message
-    ) -> Optional[Deferred[None]]:
+    ) -> Deferred[None] | None:
         """
         File a persistent message under every key that keeps it, then route it.
 
@@ -1055,7 +1056,7 @@ class Broker(Service):
         self,
         destination: str,
         body: bytes | str,
-        headers: Optional[Iterable[tuple[str, str]]] = None,
+        headers: Iterable[tuple[str, str]] | None = None,
     ) -> Message:
         """
         Publish a message from Python code in the broker's process.
@@ -1090,8 +1091,8 @@ class Broker(Service):
         message_id: str,
         *,
         subscriber: Any = None,
-        transaction: Optional[str] = None,
-    ) -> Optional[Deferred[None]]:
+        transaction: str | None = None,
+    ) -> Deferred[None] | None:
         """
         Acknowledge a message (and, in ``client`` mode, every earlier one).
 
@@ -1129,8 +1130,8 @@ class Broker(Service):
         *,
         subscriber: Any = None,
         requeue: bool = True,
-        transaction: Optional[str] = None,
-    ) -> Optional[Deferred[None]]:
+        transaction: str | None = None,
+    ) -> Deferred[None] | None:
         """
         Refuse a message (and, in ``client`` mode, every earlier one).
 
@@ -1172,7 +1173,7 @@ class Broker(Service):
         )
 
     @staticmethod
-    def _acknowledge(consumer: Consumer, message_id: str) -> Optional[Deferred[None]]:
+    def _acknowledge(consumer: Consumer, message_id: str) -> Deferred[None] | None:
         found = consumer.settle(message_id)
         if not found:
             return None
@@ -1180,7 +1181,7 @@ class Broker(Service):
 
     def _refuse(
         self, consumer: Consumer, message_id: str, requeue: bool
-    ) -> Optional[Deferred[None]]:
+    ) -> Deferred[None] | None:
         found = consumer.settle(message_id)
         if not found:
             return None
@@ -1230,7 +1231,7 @@ class Broker(Service):
             )
         return held
 
-    def commit(self, connection: Any, transaction: str) -> Optional[Deferred[None]]:
+    def commit(self, connection: Any, transaction: str) -> Deferred[None] | None:
         """
         Perform, in order and at once, the SENDs, ACKs and NACKs a transaction holds.
 

@@ -2,7 +2,7 @@
 Traffic counters: what the broker's routing paths count, per destination, for statistics.
 
 The broker and its queues add to these counters as messages move, and
-:mod:`stompbroker.stats` reads them when it takes a snapshot; nothing else
+:mod:`stompbroker.stats.model` reads them when it takes a snapshot; nothing else
 reads them, and counting never logs, raises or allocates on the common paths.
 
 Theory of operation
@@ -43,8 +43,8 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from stompbroker.broker.subscriptions import SubscriptionTree
-from stompbroker.message import Message
-from stompbroker.stats_schema import FLOW_COUNTERS
+from stompbroker.protocol.message import Message
+from stompbroker.stats.schema import FLOW_COUNTERS
 
 if TYPE_CHECKING:
     from stompbroker.broker.queues import WorkerQueue
@@ -58,8 +58,8 @@ class DestinationTraffic:
     What happened to the messages sent to one destination, since the broker started.
 
     Each attribute named in the export schema's
-    :data:`~stompbroker.stats_schema.FLOW_COUNTERS` is a count that only grows
-    (:class:`~stompbroker.stats_schema.DestinationRecord` says what each counts).
+    :data:`~stompbroker.stats.schema.FLOW_COUNTERS` is a count that only grows
+    (:class:`~stompbroker.stats.schema.DestinationRecord` says what each counts).
 
     :ivar producers: connection -> the generation of its latest SEND here
         (``None`` stands for Python code publishing in the broker's process).

@@ -16,7 +16,8 @@ has ended.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from stompbroker.protocol.errors import DuplicateTransaction, UnknownTransaction
 

@@ -1,7 +1,11 @@
 """
-The STOMP protocol, sans I/O.
+The STOMP protocol, sans I/O: frames, the parser, the encoder, the message the
+broker carries, and the session state machine of one client connection.
 
-Rule 1: nothing in this package imports Twisted or Autobahn (``tests/test_layering.py``
-enforces it).  Rule 2: nothing here reads a clock or a socket of its own; time and
-output are handed in by whoever drives the code.
+May import: the standard library, attrs, zope.interface and
+:mod:`stompbroker.interfaces`; nothing else of the package.
+
+Rule 1: nothing in this package imports Twisted, Autobahn or Redis
+(``tests/test_layering.py`` enforces it).  Rule 2: nothing here reads a clock or
+a socket of its own; time and output are handed in by whoever drives the code.
 """

@@ -8,8 +8,6 @@ first occurrence wins (STOMP 1.2, "Repeated Header Entries").
 
 from __future__ import annotations
 
-from typing import Optional
-
 from attrs import field, frozen
 
 #: Versions we speak, best first.
@@ -59,7 +57,7 @@ class Frame:
     headers: Headers = ()
     body: bytes = field(default=b"")
 
-    def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
+    def get(self, name: str, default: str | None = None) -> str | None:
         """
         :returns: the first value of header ``name``, or ``default``.
         """

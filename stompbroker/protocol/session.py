@@ -71,7 +71,8 @@ from __future__ import annotations
 import enum
 import itertools
 from collections import deque
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from attrs import define, field, frozen
 from attrs.validators import in_
@@ -137,7 +138,7 @@ DROP_OLDEST = "drop-oldest"
 DISCONNECT = "disconnect"
 SLOW_CONSUMER_POLICIES = (BLOCK, DROP_OLDEST, DISCONNECT)
 
-#: The rights the session checks (see :mod:`stompbroker.access`).
+#: The rights the session checks (see :mod:`stompbroker.security.access`).
 READ = "read"
 WRITE = "write"
 
@@ -190,11 +191,11 @@ class SessionConfig:
     :ivar authenticator: called with CONNECT's ``login``, ``passcode`` and the
         client's address; returns a Deferred of the client's identity, which fails
         with :class:`~stompbroker.protocol.errors.LoginFailed` for a refused
-        login (:class:`stompbroker.auth.Authenticator`).  ``None`` lets every
+        login (:class:`stompbroker.security.auth.Authenticator`).  ``None`` lets every
         client in without an identity.
     :ivar access: checks rights, ``check(identity, right, destination)`` raising
         :class:`~stompbroker.protocol.errors.AccessDenied`
-        (:class:`stompbroker.access.AccessControl`); ``None`` allows everything.
+        (:class:`stompbroker.security.access.AccessControl`); ``None`` allows everything.
         It needs an ``authenticator``, which gives the identities it checks.
     :ivar max_subscriptions: most subscriptions one connection may have; 0 means
         no limit.
@@ -224,7 +225,7 @@ class SessionConfig:
     max_headers: int = 1000
     max_header_length: int = 10240
     max_held_bytes: int = 32 * 1024 * 1024
-    authenticator: Optional[Callable[[Optional[str], Optional[str], str], Any]] = None
+    authenticator: Callable[[str | None, str | None, str], Any] | None = None
     access: Any = field(default=None)
     max_subscriptions: int = 1000
     connect_timeout: float = 10.0
@@ -260,7 +261,7 @@ def _integer(name: str, value: str, minimum: int) -> int:
     return number
 
 
-def negotiate_version(accept_version: Optional[str], ours: tuple[str, ...]) -> str:
+def negotiate_version(accept_version: str | None, ours: tuple[str, ...]) -> str:
     """
     Pick the protocol version for a connection (STOMP 1.2, "Protocol Negotiation").
 
@@ -282,7 +283,7 @@ def negotiate_version(accept_version: Optional[str], ours: tuple[str, ...]) -> s
     )
 
 
-def negotiate_heartbeat(client: Optional[str], server: tuple[int, int]) -> tuple[int, int]:
+def negotiate_heartbeat(client: str | None, server: tuple[int, int]) -> tuple[int, int]:
     """
     Agree heart-beat intervals (STOMP 1.2, "Heart-beating").
 
@@ -319,7 +320,7 @@ class _Reply:
     :ivar done: whether what it waits for (storing a persistent message) is done.
     """
 
-    receipt: Optional[str]
+    receipt: str | None
     done: bool = False
 
 
@@ -350,15 +351,15 @@ class SessionSubscription:
 
     def __init__(
         self,
-        session: "StompSession",
+        session: StompSession,
         subscription_id: str,
         destination: str,
         ack_mode: str,
         headers: dict[str, str],
         number: int = 0,
         prefetch: int = 0,
-        max_redeliveries: Optional[int] = None,
-        durable: Optional[tuple[str, str]] = None,
+        max_redeliveries: int | None = None,
+        durable: tuple[str, str] | None = None,
     ) -> None:
         self.subscription_id = subscription_id
         self.destination = destination
@@ -379,7 +380,7 @@ class SessionSubscription:
         """
         Send one MESSAGE frame to the client.
 
-        :param message: a :class:`stompbroker.message.Message`.
+        :param message: a :class:`stompbroker.protocol.message.Message`.
         """
         tail = message.wire.get(self._style)
         if tail is None:
@@ -419,7 +420,7 @@ class TrackedSubscription(SessionSubscription):
 
     __slots__ = ("_ack_prefix",)
 
-    def __init__(self, session: "StompSession", *args: Any, **kwargs: Any) -> None:
+    def __init__(self, session: StompSession, *args: Any, **kwargs: Any) -> None:
         super().__init__(session, *args, **kwargs)
         self._write = session.write
         acknowledged = self.ack_mode != "auto" and session.version == "1.2"
@@ -429,7 +430,7 @@ class TrackedSubscription(SessionSubscription):
         """
         Send one MESSAGE frame to the client, with its ``ack`` and redelivery headers.
 
-        :param message: a :class:`stompbroker.message.Message`.
+        :param message: a :class:`stompbroker.protocol.message.Message`.
         """
         tail = message.wire.get(self._style)
         if tail is None:
@@ -523,7 +524,7 @@ class StompSession:
         self.state = State.AWAITING_CONNECT
         self.heartbeat = (0, 0)
         #: The CONNECT frame's ``client-id``, which scopes durable subscription names.
-        self.client_id: Optional[str] = None
+        self.client_id: str | None = None
         self.subscriptions: dict[str, SessionSubscription] = {}
         #: str(subscription number) -> subscription, to resolve 1.2 ack ids.
         self._numbered: dict[str, SessionSubscription] = {}
@@ -536,7 +537,7 @@ class StompSession:
         self.bytes_sent = 0
         self.connected_at: float = clock.seconds()
         #: The error that ended the session, if one did; adapters log it.
-        self.error: Optional[ProtocolError] = None
+        self.error: ProtocolError | None = None
         #: Who the client logged in as (see ``SessionConfig.authenticator``).
         self.identity: Any = None
         self._transport = transport
@@ -559,7 +560,7 @@ class StompSession:
         self._replies: deque[_Reply] = deque()
         #: Frames received but not handled while the session waits for the
         #: store; ``None`` when it is not waiting.
-        self._held: Optional[deque[Frame]] = None
+        self._held: deque[Frame] | None = None
         self._held_bytes = 0
         #: Whether frames are being handled now (a store write that is done
         #: at once must not start handling held frames from inside a handler).
@@ -568,14 +569,14 @@ class StompSession:
         self._connect_timer: Any = None
         self._frame_timer: Any = None
         #: When the frame now incomplete began, or ``None``.
-        self._frame_started: Optional[float] = None
+        self._frame_started: float | None = None
         #: Why reading from the socket is paused; empty while it is not.  A
         #: frozenset, replaced on change, so that idle sessions share the empty one.
         self._read_pauses: frozenset[str] = frozenset()
         #: Called with this session once its connection is gone (graceful stop).
-        self._on_closed: Optional[Callable[[Any], None]] = None
+        self._on_closed: Callable[[Any], None] | None = None
         #: What waits for the client while its socket is full; made the first time.
-        self._backlog: Optional[Backlog] = None
+        self._backlog: Backlog | None = None
 
     @property
     def transport(self) -> Any:
@@ -1324,7 +1325,7 @@ class StompSession:
         )
         self._receipt(frame)
 
-    def _durable_name(self, frame: Frame, subscription_id: str) -> Optional[tuple[str, str]]:
+    def _durable_name(self, frame: Frame, subscription_id: str) -> tuple[str, str] | None:
         """
         Read a SUBSCRIBE's or UNSUBSCRIBE's durable subscription name, if it has one.
 
@@ -1398,7 +1399,7 @@ class StompSession:
         )
         self._receipt_when_stored(waiting, frame, pause=False)
 
-    def _acknowledged(self, frame: Frame) -> tuple[Optional[SessionSubscription], str]:
+    def _acknowledged(self, frame: Frame) -> tuple[SessionSubscription | None, str]:
         """
         Find the message an ACK or NACK names, and the subscription it was delivered to.
 

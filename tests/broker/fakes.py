@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from zope.interface import implementer
 
 from stompbroker.interfaces import IConnection, ISubscriber
-from stompbroker.message import Message
+from stompbroker.protocol.message import Message
 
 
 @implementer(IConnection)
@@ -34,8 +34,8 @@ class Inbox:
         subscription_id: str = "s",
         connection: Any = None,
         prefetch: int = 0,
-        max_redeliveries: Optional[int] = None,
-        durable: Optional[tuple[str, str]] = None,
+        max_redeliveries: int | None = None,
+        durable: tuple[str, str] | None = None,
     ) -> None:
         self.destination = destination
         self.ack_mode = ack_mode
@@ -61,6 +61,6 @@ class Inbox:
         return f"<Inbox {self.subscription_id}>"
 
 
-def message(body: bytes = b"m", message_id: Optional[str] = None, expires: float = 0.0) -> Message:
+def message(body: bytes = b"m", message_id: str | None = None, expires: float = 0.0) -> Message:
     """A message for a queue; its id defaults to its body."""
     return Message("/queue/q", message_id or body.decode(), (), body, expires)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pytest
 
 from stompbroker.broker.expiry import expiry_time, is_expired
@@ -40,7 +38,7 @@ NOW = 1_700_000_000.0
     ],
 )
 def test_expiry_time(
-    expires: Optional[str], expiration: Optional[str], ttl: int, expected: float
+    expires: str | None, expiration: str | None, ttl: int, expected: float
 ) -> None:
     """expires is absolute ms (ActiveMQ), expiration relative ms (RabbitMQ); the earlier counts; --ttl fills in."""
     assert expiry_time(expires, expiration, NOW, ttl) == pytest.approx(expected)

@@ -26,9 +26,10 @@ from stompbroker.broker.persistence import (
     parse_durable_key,
 )
 from stompbroker.broker.service import Broker
-from stompbroker.broker.sqlite_store import DATABASE_NAME, SQLiteStore
-from stompbroker.broker.store import MemoryStore, RecoveredState, StoreDamaged, StoreLocked
-from stompbroker.message import Message
+from stompbroker.broker.store.base import RecoveredState, StoreDamaged, StoreLocked
+from stompbroker.broker.store.memory import MemoryStore
+from stompbroker.broker.store.sqlite import DATABASE_NAME, SQLiteStore
+from stompbroker.protocol.message import Message
 from tests.broker.fakes import FakeConnection, Inbox
 from tests.broker.test_store import result_of, run_now
 

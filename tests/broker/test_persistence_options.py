@@ -1,6 +1,6 @@
 """
 ``twistd stompbroker``'s persistence options (``--data-dir``, ``--sync``,
-``--persistent-queues``) and the :class:`~stompbroker.tap.BrokerService` that lets
+``--persistent-queues``) and the :class:`~stompbroker.app.tap.BrokerService` that lets
 clients in only once the broker has recovered, on a MemoryReactorClock.
 """
 
@@ -16,12 +16,13 @@ from twisted.internet.testing import MemoryReactorClock
 from twisted.python import usage
 from twisted.python.failure import Failure
 
+from stompbroker.app.tap import BrokerService, Options, makeService
 from stompbroker.broker.service import Broker
-from stompbroker.broker.sqlite_store import SQLiteStore
-from stompbroker.broker.store import MemoryStore, StoreDamaged
-from stompbroker.tap import BrokerService, Options, makeService
+from stompbroker.broker.store.base import StoreDamaged
+from stompbroker.broker.store.memory import MemoryStore
+from stompbroker.broker.store.sqlite import SQLiteStore
+from tests.app.test_tap import parse
 from tests.broker.test_store import result_of, run_now
-from tests.test_tap import parse
 
 
 def options(*argv: str) -> Options:

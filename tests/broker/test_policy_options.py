@@ -9,8 +9,8 @@ import pytest
 from twisted.internet.testing import MemoryReactorClock
 from twisted.python import usage
 
+from stompbroker.app.tap import Options, makeService
 from stompbroker.broker.delivery import DeliveryPolicy
-from stompbroker.tap import Options, makeService
 
 
 def broker_policy(*argv: str) -> DeliveryPolicy:

@@ -12,7 +12,7 @@ from twisted.internet.task import Clock
 
 from stompbroker.broker.delivery import Consumer, DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.queues import DELIVERY_LIMIT, EXPIRED, REJECTED, WorkerQueue
-from stompbroker.message import Message
+from stompbroker.protocol.message import Message
 from tests.broker.fakes import Inbox, message
 
 

@@ -16,8 +16,8 @@ import pytest
 from twisted.internet.task import Clock
 
 from stompbroker.broker.service import Broker
-from stompbroker.broker.sqlite_store import SQLiteStore
-from stompbroker.broker.store import MemoryStore
+from stompbroker.broker.store.memory import MemoryStore
+from stompbroker.broker.store.sqlite import SQLiteStore
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.session import SessionConfig
 from tests.broker.test_session_flows import Client as SessionClient

@@ -1,5 +1,5 @@
 """
-What only :class:`stompbroker.broker.sqlite_store.SQLiteStore` does: group commit,
+What only :class:`stompbroker.broker.store.sqlite.SQLiteStore` does: group commit,
 durability across a close or a crash, and refusing a damaged or busy data directory.
 
 The contract every store keeps is tested in ``test_store.py``.  Here, too, most
@@ -33,8 +33,7 @@ from twisted.internet import task
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.logger import ILogObserver, LogEvent, globalLogPublisher
 
-from stompbroker.broker.sqlite_store import DATABASE_NAME, SQLiteStore
-from stompbroker.broker.store import (
+from stompbroker.broker.store.base import (
     DuplicateMessage,
     RecoveredState,
     StoreDamaged,
@@ -45,6 +44,7 @@ from stompbroker.broker.store import (
     StoreUnavailable,
     StoreWriteFailed,
 )
+from stompbroker.broker.store.sqlite import DATABASE_NAME, SQLiteStore
 from tests.broker.test_store import Sent, open_sqlite, result_of, run_now, sent
 from tests.integration.broker_process import ROOT, subprocess_env
 

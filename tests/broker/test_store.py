@@ -1,5 +1,5 @@
 """
-The contract of :class:`stompbroker.broker.store.IMessageStore`, run against every store.
+The contract of :class:`stompbroker.broker.store.base.IMessageStore`, run against every store.
 
 The same tests run against :class:`MemoryStore` and :class:`SQLiteStore` (in its
 two durable sync modes), as crossbar runs one wildcard suite against two
@@ -24,16 +24,16 @@ from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.python.failure import Failure
 from zope.interface.verify import verifyObject
 
-from stompbroker.broker.sqlite_store import SQLiteStore
-from stompbroker.broker.store import (
+from stompbroker.broker.store.base import (
     DuplicateMessage,
     DurableSubscription,
     IMessageStore,
-    MemoryStore,
     RecoveredState,
     StoredMessage,
     StoreNotOpen,
 )
+from stompbroker.broker.store.memory import MemoryStore
+from stompbroker.broker.store.sqlite import SQLiteStore
 from stompbroker.protocol.frames import Headers
 
 

@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +34,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def wait_for_port(port: int, timeout: float = 15.0, process: Optional[subprocess.Popen] = None) -> None:
+def wait_for_port(port: int, timeout: float = 15.0, process: subprocess.Popen | None = None) -> None:
     """Wait until something accepts connections on ``port``, or fail."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -72,8 +71,8 @@ class BrokerProcess:
         self,
         workdir: Path,
         *args: str,
-        http: Optional[str] = "tcp:{port}:interface=127.0.0.1",
-        reactor: Optional[str] = None,
+        http: str | None = "tcp:{port}:interface=127.0.0.1",
+        reactor: str | None = None,
     ) -> None:
         self.port = free_port()
         self.http_port = free_port()

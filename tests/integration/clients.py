@@ -5,7 +5,8 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import stomp
 
@@ -95,7 +96,7 @@ class RawClient:
             self.socket.settimeout(max(0.01, deadline - time.monotonic()))
             try:
                 data = self.socket.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 break
             if not data:
                 break
@@ -109,7 +110,7 @@ class RawClient:
             self.socket.settimeout(max(0.01, deadline - time.monotonic()))
             try:
                 data = self.socket.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 return False
             except ConnectionResetError:
                 return True

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
-from typing import Any, Callable, Optional
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import stomp
@@ -64,7 +64,7 @@ class Worker(Collector):
         self,
         connection: Any,
         version: str,
-        decide: Optional[Callable[[Any], bool]] = None,
+        decide: Callable[[Any], bool] | None = None,
     ) -> None:
         super().__init__()
         self.connection = connection
@@ -80,7 +80,7 @@ def worker(
     broker: BrokerProcess,
     destination: str,
     version: str = "1.2",
-    decide: Optional[Callable[[Any], bool]] = None,
+    decide: Callable[[Any], bool] | None = None,
     **subscribe_headers: str,
 ) -> tuple[Any, Worker]:
     """Connect, subscribe with client-individual acks, and settle every message as it comes."""
@@ -308,7 +308,7 @@ def test_expired_messages_never_arrive(broker: BrokerProcess) -> None:
         connection.disconnect()
 
 
-def durable_client(broker: BrokerProcess, client_id: Optional[str]) -> tuple[Any, Collector]:
+def durable_client(broker: BrokerProcess, client_id: str | None) -> tuple[Any, Collector]:
     connection = stomp.Connection12([broker.address], auto_decode=False)
     inbox = Collector()
     connection.set_listener("inbox", inbox)
@@ -327,7 +327,7 @@ def durable_client(broker: BrokerProcess, client_id: Optional[str]) -> tuple[Any
     ids=["rabbitmq", "activemq", "artemis"],
 )
 def test_durable_subscriber_gets_what_it_missed(
-    broker: BrokerProcess, client_id: Optional[str], headers: dict[str, str]
+    broker: BrokerProcess, client_id: str | None, headers: dict[str, str]
 ) -> None:
     """A durable topic subscriber that disconnects and reconnects gets the messages published meanwhile."""
     token = uuid.uuid4().hex[:8]

@@ -3,7 +3,7 @@ The broker on each reactor docs/performance.md compares: ``twistd -r NAME stompb
 
 epoll is twistd's default on Linux; ``asyncio`` is Twisted's reactor on the
 standard event loop; ``uvloop`` is that reactor on uvloop, installed by
-:mod:`stompbroker.uvloop_reactor` through the plugin in
+:mod:`stompbroker.app.uvloop_reactor` through the plugin in
 ``twisted/plugins/stompbroker_reactors.py``.  Each must run the broker the same:
 topic fan-out, a client-individual queue, and a bad frame answered by an ERROR.
 """

@@ -17,7 +17,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from sparkjobs import report
-from stompbroker.stats_schema import (
+from stompbroker.stats.schema import (
     FILE_GLOB,
     FLOW_COUNTERS,
     BrokerRecord,

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from autobahn.twisted.websocket import WebSocketClientFactory, WebSocketClientProtocol
 from autobahn.websocket.types import ConnectionResponse
@@ -43,9 +43,9 @@ class RecordingClient(WebSocketClientProtocol):
         self.kinds: list[bool] = []
         self.pings = 0
         self.answer_pings = True
-        self.subprotocol: Optional[str] = None
+        self.subprotocol: str | None = None
         self.opened: defer.Deferred[None] = defer.Deferred()
-        self.closed: defer.Deferred[Optional[int]] = defer.Deferred()
+        self.closed: defer.Deferred[int | None] = defer.Deferred()
         self._parser = FrameParser(max_frame_size=1 << 30)
         self._waiting: list[tuple[Callable[[], bool], defer.Deferred[None]]] = []
 
@@ -66,7 +66,7 @@ class RecordingClient(WebSocketClientProtocol):
             super().onPing(payload)
         self._changed()
 
-    def onClose(self, wasClean: bool, code: Optional[int], reason: Optional[str]) -> None:
+    def onClose(self, wasClean: bool, code: int | None, reason: str | None) -> None:
         self.closed.callback(code)
 
     def _changed(self) -> None:
@@ -94,7 +94,7 @@ class RecordingClient(WebSocketClientProtocol):
         return [frame.command for frame in self.frames]
 
     def send_stomp(
-        self, data: bytes, binary: bool = False, fragment_size: Optional[int] = None
+        self, data: bytes, binary: bool = False, fragment_size: int | None = None
     ) -> None:
         self.sendMessage(data, isBinary=binary, fragmentSize=fragment_size)
 

@@ -14,13 +14,12 @@ import socket
 import ssl
 import struct
 import time
-from typing import Optional
 
 import pytest
 
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.parser import FrameParser
-from stompbroker.web import STATIC
+from stompbroker.web.site import STATIC
 from tests.integration.broker_process import BrokerProcess
 from tests.transport.test_websocket import (
     OPCODE_BINARY,
@@ -46,7 +45,7 @@ class RawWebSocket:
         self,
         address: tuple[str, int],
         request: bytes = handshake_request(),
-        tls: Optional[ssl.SSLContext] = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         raw = socket.create_connection(address, timeout=5)
         self.socket = tls.wrap_socket(raw, server_hostname=address[0]) if tls else raw

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from stompbroker.message import Message
 from stompbroker.protocol.encoder import (
     encode,
     error_frame,
@@ -17,6 +16,7 @@ from stompbroker.protocol.encoder import (
     unescape,
 )
 from stompbroker.protocol.frames import Frame
+from stompbroker.protocol.message import Message
 from stompbroker.protocol.parser import FrameParser
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stompbroker.message import Message
 from stompbroker.protocol.encoder import encode, escape, message_prefix, message_tail, unescape
 from stompbroker.protocol.frames import Frame
+from stompbroker.protocol.message import Message
 from stompbroker.protocol.parser import FrameParser
 from tests import strategies
 

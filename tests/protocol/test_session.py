@@ -6,7 +6,7 @@ No sockets and no reactor: time is a ``task.Clock``.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 from twisted.internet.task import Clock
@@ -14,10 +14,10 @@ from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
 from stompbroker.interfaces import IBroker, IConnection, ISubscriber
-from stompbroker.message import Message
 from stompbroker.protocol.encoder import encode
 from stompbroker.protocol.errors import LimitExceeded
 from stompbroker.protocol.frames import Frame
+from stompbroker.protocol.message import Message
 from stompbroker.protocol.parser import FrameParser
 from stompbroker.protocol.session import (
     SessionConfig,
@@ -70,7 +70,7 @@ class RecordingBroker:
         body: bytes,
         *,
         connection: Any = None,
-        transaction: Optional[str] = None,
+        transaction: str | None = None,
     ) -> None:
         self._ids += 1
         message = Message(destination, f"m{self._ids}", headers, body)
@@ -148,7 +148,7 @@ class FakeTransport:
 
 
 def make_session(
-    broker: Optional[RecordingBroker] = None, config: SessionConfig = SessionConfig()
+    broker: RecordingBroker | None = None, config: SessionConfig = SessionConfig()
 ) -> tuple[StompSession, FakeTransport, Clock, RecordingBroker]:
     broker = broker or RecordingBroker()
     transport = FakeTransport()
@@ -189,7 +189,7 @@ def error_of(transport: FakeTransport, version: str = "1.2") -> Frame:
     "accept, expected",
     [(None, "1.0"), ("1.0", "1.0"), ("1.1", "1.1"), ("1.0,1.1,1.2", "1.2"), ("1.1, 1.0", "1.1")],
 )
-def test_version_negotiation_picks_highest_common(accept: Optional[str], expected: str) -> None:
+def test_version_negotiation_picks_highest_common(accept: str | None, expected: str) -> None:
     """STOMP 1.2, "Protocol Negotiation": the highest version both sides accept wins; none means 1.0."""
     assert negotiate_version(accept, ("1.2", "1.1", "1.0")) == expected
 
@@ -205,7 +205,7 @@ def test_version_negotiation_picks_highest_common(accept: Optional[str], expecte
         ("1000,1000", (0, 0), (0, 0)),
     ],
 )
-def test_heartbeat_negotiation(client: Optional[str], server: tuple[int, int], expected) -> None:
+def test_heartbeat_negotiation(client: str | None, server: tuple[int, int], expected) -> None:
     """STOMP 1.2, "Heart-beating": each direction is the larger of the two offers, or off when either is 0."""
     assert negotiate_heartbeat(client, server) == expected
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from attrs import evolve
 
-from stompbroker.message import Message
 from stompbroker.protocol.frames import Frame
+from stompbroker.protocol.message import Message
 from stompbroker.protocol.session import SessionSubscription, TrackedSubscription
 from tests.protocol.test_session import connected, error_of, frame, make_session
 

@@ -28,11 +28,11 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from twisted.cred import strcred
 from twisted.internet.task import Clock
 
-from stompbroker.access import AccessControl, parse_policy
-from stompbroker.auth import Authenticator, make_portal
 from stompbroker.protocol.frames import CLIENT_COMMANDS, Frame
 from stompbroker.protocol.parser import FrameParser
 from stompbroker.protocol.session import SLOW_CONSUMER_POLICIES, SessionConfig, State, StompSession
+from stompbroker.security.access import AccessControl, parse_policy
+from stompbroker.security.auth import Authenticator, make_portal
 from tests.protocol.test_session import FakeTransport, RecordingBroker
 
 RULES = """

@@ -22,7 +22,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from sparkjobs import report, transforms
 from sparkjobs.dashboard import DashboardData, render_dashboard
-from stompbroker.stats_schema import BrokerRecord, DestinationRecord
+from stompbroker.stats.schema import BrokerRecord, DestinationRecord
 from tests.sparkjobs.traffic import DESTINATIONS, Interval, export, make_traffic, records
 
 DAMAGED_FILE = "stats-2024050112-1.jsonl"

@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from stompbroker.stats_export import StatsExporter, final_name, hour_stamp, in_progress_name
-from stompbroker.stats_schema import FILE_GLOB, DestinationRecord, record_from_json_line
+from stompbroker.stats.export import StatsExporter, final_name, hour_stamp, in_progress_name
+from stompbroker.stats.schema import FILE_GLOB, DestinationRecord, record_from_json_line
 from tests.sparkjobs.traffic import ManualClock
 
 NOON = datetime(2024, 5, 1, 12, tzinfo=UTC).timestamp()

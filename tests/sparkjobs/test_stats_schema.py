@@ -19,7 +19,7 @@ from pyspark.sql.types import DoubleType, LongType, StringType, TimestampType
 from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
 
 from sparkjobs.stats_io import CORRUPT_COLUMN, SOURCE_COLUMN, read_schema, read_stats
-from stompbroker.stats_schema import (
+from stompbroker.stats.schema import (
     SCHEMA_VERSION,
     BrokerRecord,
     DestinationRecord,
@@ -170,7 +170,7 @@ def test_spark_schema_has_one_column_per_field_with_the_matching_type() -> None:
 def test_importing_the_schema_does_not_import_pyspark() -> None:
     """The broker imports the schema module, and must not need PySpark for it."""
     code = (
-        "import sys, stompbroker.stats_schema, stompbroker.stats_export; "
+        "import sys, stompbroker.stats.schema, stompbroker.stats.export; "
         "sys.exit('pyspark' in sys.modules)"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=60)

@@ -18,7 +18,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from sparkjobs import transforms
 from sparkjobs.stats_io import read_stats
-from stompbroker.stats_schema import BrokerRecord, DestinationRecord, StatsRecord
+from stompbroker.stats.schema import BrokerRecord, DestinationRecord, StatsRecord
 
 NOON = datetime(2024, 5, 1, 12, tzinfo=UTC)
 _directories = itertools.count()

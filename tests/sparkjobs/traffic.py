@@ -4,7 +4,7 @@ Known traffic, as the stats records a broker would export for it.
 The sparkjobs tests need input whose totals they know.  :func:`make_traffic`
 builds, interval by interval, the records of a few destinations and the
 broker with counts that follow simple formulas, and :func:`export` writes
-them through the real :class:`~stompbroker.stats_export.StatsExporter`, its
+them through the real :class:`~stompbroker.stats.export.StatsExporter`, its
 clock stepped to each interval's end, so the files are exactly what the
 broker's export would leave.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 
 from attrs import define, frozen
 
-from stompbroker.stats_export import StatsExporter
-from stompbroker.stats_schema import BrokerRecord, DestinationRecord, StatsRecord
+from stompbroker.stats.export import StatsExporter
+from stompbroker.stats.schema import BrokerRecord, DestinationRecord, StatsRecord
 
 START = datetime(2024, 5, 1, 11, 58, tzinfo=UTC).timestamp()
 """Two minutes before an hour boundary, so the default traffic spans two files."""

@@ -24,7 +24,7 @@ from stompbroker.protocol.backlog import Backlog
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.transport.tcp import stomp_server_factory
 from stompbroker.transport.websocket import StompWebSocketProtocol
-from stompbroker.web import WebSite, web_root
+from stompbroker.web.site import WebSite, web_root
 from tests.broker.fakes import Inbox
 from tests.test_limits import NO_WATERMARK, Client
 from tests.transport import test_websocket as ws

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import struct
-from typing import Optional
 
 import pytest
 from twisted.internet.address import IPv4Address
@@ -49,7 +48,7 @@ def client_frame(
     opcode: int = OPCODE_TEXT,
     fin: bool = True,
     mask: bytes = b"\x37\xfa\x21\x3d",
-    length: Optional[int] = None,
+    length: int | None = None,
 ) -> bytes:
     """
     One masked client-to-server frame (RFC 6455 section 5.2).
@@ -112,7 +111,7 @@ def server_frames(data: bytes) -> list[tuple[int, bytes]]:
 
 def handshake_request(
     path: str = "/ws",
-    protocols: Optional[str] = "v12.stomp, v11.stomp, v10.stomp",
+    protocols: str | None = "v12.stomp, v11.stomp, v10.stomp",
     version: str = "13",
     method: str = "GET",
     host: str = "127.0.0.1",
@@ -172,8 +171,8 @@ class Client:
     def __init__(
         self,
         factory: StompWebSocketFactory,
-        protocols: Optional[str] = "v12.stomp, v11.stomp, v10.stomp",
-        transport: Optional[StringTransport] = None,
+        protocols: str | None = "v12.stomp, v11.stomp, v10.stomp",
+        transport: StringTransport | None = None,
         port: int = 40000,
     ) -> None:
         self.protocol = factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", port))
@@ -222,7 +221,7 @@ NO_PINGS = WebSocketConfig(ping_interval=0, ping_timeout=0)
 
 def make_factory(
     clock: Clock,
-    broker: Optional[Broker] = None,
+    broker: Broker | None = None,
     config: SessionConfig = QUIET,
     websocket: WebSocketConfig = NO_PINGS,
 ) -> StompWebSocketFactory:
@@ -414,7 +413,7 @@ def test_adapter_frames_messages_as_autobahn_does(clock: Clock, length: int, bin
 # -- limits --------------------------------------------------------------------
 
 
-def close_code(frames: list[tuple[int, bytes]]) -> Optional[int]:
+def close_code(frames: list[tuple[int, bytes]]) -> int | None:
     for opcode, payload in frames:
         if opcode == OPCODE_CLOSE:
             return struct.unpack("!H", payload[:2])[0]

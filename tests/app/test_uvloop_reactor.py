@@ -28,14 +28,14 @@ def run_child(code: str) -> subprocess.CompletedProcess[str]:
 def test_twistd_knows_the_uvloop_reactor() -> None:
     """twistd lists -r uvloop, from the package's reactor plugin."""
     found = {installer.shortName: installer for installer in getReactorTypes()}
-    assert found["uvloop"].moduleName == "stompbroker.uvloop_reactor"
+    assert found["uvloop"].moduleName == "stompbroker.app.uvloop_reactor"
 
 
 def test_install_runs_the_asyncio_reactor_on_a_uvloop_loop() -> None:
     """Installing the uvloop reactor gives Twisted's asyncio reactor, running on a uvloop event loop."""
     pytest.importorskip("uvloop")
     child = run_child(
-        "from stompbroker import uvloop_reactor\n"
+        "from stompbroker.app import uvloop_reactor\n"
         "uvloop_reactor.install()\n"
         "from twisted.internet import reactor\n"
         "reactor.callLater(0.01, reactor.stop)\n"
@@ -51,7 +51,7 @@ def test_without_uvloop_install_says_how_to_get_it() -> None:
     child = run_child(
         "import sys\n"
         "sys.modules['uvloop'] = None\n"
-        "from stompbroker import uvloop_reactor\n"
+        "from stompbroker.app import uvloop_reactor\n"
         "try:\n"
         "    uvloop_reactor.install()\n"
         "except uvloop_reactor.UvloopMissing as error:\n"

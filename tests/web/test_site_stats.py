@@ -18,14 +18,14 @@ from twisted.python import usage
 from twisted.web.resource import getChildForRequest
 from twisted.web.test.requesthelper import DummyRequest
 
+from stompbroker.app.tap import makeService
 from stompbroker.broker.service import Broker
-from stompbroker.stats import StatsModel
-from stompbroker.stats_service import LiveStats, StatsExport
-from stompbroker.tap import makeService
-from stompbroker.web import STATIC, MetricsPage, web_root
+from stompbroker.stats.model import StatsModel
+from stompbroker.stats.services import LiveStats, StatsExport
+from stompbroker.web.site import STATIC, MetricsPage, web_root
+from tests.app.test_tap import parse
 from tests.broker.fakes import FakeConnection, Inbox
-from tests.test_tap import parse
-from tests.transport.test_websocket_site import get
+from tests.web.test_websocket_site import get
 
 
 class Site:

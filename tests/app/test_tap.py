@@ -8,9 +8,9 @@ import pytest
 from twisted.internet.testing import MemoryReactorClock
 from twisted.python import usage
 
+from stompbroker.app.tap import DEFAULT_LISTEN, Options, makeService
 from stompbroker.broker.service import Broker
 from stompbroker.logs import _predicate, set_level
-from stompbroker.tap import DEFAULT_LISTEN, Options, makeService
 from stompbroker.transport.tcp import StompServerFactory
 
 

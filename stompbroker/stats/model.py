@@ -11,16 +11,16 @@ queues and connections themselves, when someone asks:
   the broker started and every gauge (depth, in flight, consumers, connections,
   RSS) at one moment;
 - a :class:`Sampler` turns consecutive snapshots into the records of the
-  interval between them (:class:`~stompbroker.stats_schema.DestinationRecord`
-  and :class:`~stompbroker.stats_schema.BrokerRecord`): flow counters are
+  interval between them (:class:`~stompbroker.stats.schema.DestinationRecord`
+  and :class:`~stompbroker.stats.schema.BrokerRecord`): flow counters are
   differences, ``interval_s`` is the clock time between the two, gauges are the
   later values, and ``producers`` the connections that sent during it;
 - :meth:`StatsModel.connections` describes each client connection.
 
 The surfaces are views of these: :func:`stats_document` (``/stats``),
 :func:`live_document` (``/topic/stompbroker.stats``), :func:`monitor_text`
-(``/queue/monitor``), :mod:`stompbroker.stats_metrics` (``/metrics``), and the
-JSON Lines export (:mod:`stompbroker.stats_service`).  docs/monitoring.md
+(``/queue/monitor``), :mod:`stompbroker.stats.metrics` (``/metrics``), and the
+JSON Lines export (:mod:`stompbroker.stats.services`).  docs/monitoring.md
 defines every figure.
 
 Gauges and names: a destination's flow counters are those of the messages sent
@@ -55,7 +55,7 @@ from stompbroker.broker.destinations import QUEUE_PREFIX, TOPIC_PREFIX
 from stompbroker.broker.flow import resident_bytes
 from stompbroker.broker.queues import WorkerQueue
 from stompbroker.broker.subscriptions import is_wildcard
-from stompbroker.stats_schema import (
+from stompbroker.stats.schema import (
     FLOW_COUNTERS,
     SCHEMA_VERSION,
     BrokerRecord,
@@ -104,7 +104,7 @@ class DestinationState:
     One destination at one moment.
 
     :ivar totals: its flow counters since the broker started (or since it was
-        last forgotten), in the order of :data:`~stompbroker.stats_schema.FLOW_COUNTERS`.
+        last forgotten), in the order of :data:`~stompbroker.stats.schema.FLOW_COUNTERS`.
     :ivar depth: messages waiting to be delivered.
     :ivar in_flight: messages delivered and not yet acknowledged.
     :ivar consumers: subscriptions consuming (see the module notes).

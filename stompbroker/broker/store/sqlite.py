@@ -58,7 +58,7 @@ from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 from zope.interface import implementer
 
-from stompbroker.broker.store import (
+from stompbroker.broker.store.base import (
     DurableSubscription,
     IMessageStore,
     MessageFields,

@@ -4,7 +4,7 @@ Spark jobs that read it.
 
 Every ``--stats-interval`` the broker writes one :class:`DestinationRecord` per
 destination and one :class:`BrokerRecord` as JSON Lines (see
-:mod:`stompbroker.stats_export`).  ``sparkjobs/`` imports this module, and
+:mod:`stompbroker.stats.export`).  ``sparkjobs/`` imports this module, and
 nothing else of the broker, so this file is the whole contract between them:
 field names, Python types, the JSON text of a timestamp, the Spark
 ``StructType`` (:func:`spark_schema`) and the names of the exported files.

@@ -22,9 +22,9 @@ from stompbroker.broker.delivery import DeliveryPolicy
 from stompbroker.broker.queues import WorkerQueue
 from stompbroker.broker.service import Broker
 from stompbroker.broker.traffic import UNREAD_LIMIT, TopicTree, Traffic
-from stompbroker.message import Message
+from stompbroker.protocol.message import Message
 from stompbroker.protocol.session import SessionConfig, StompSession
-from stompbroker.stats import (
+from stompbroker.stats.model import (
     FORGET_AFTER,
     Interval,
     Sampler,
@@ -34,7 +34,7 @@ from stompbroker.stats import (
     stats_document,
     transport_name,
 )
-from stompbroker.stats_schema import FLOW_COUNTERS, BrokerRecord, DestinationRecord
+from stompbroker.stats.schema import FLOW_COUNTERS, BrokerRecord, DestinationRecord
 from stompbroker.transport.websocket import StompWebSocketProtocol
 from tests.broker import test_service_delivery as delivery
 from tests.broker.fakes import FakeConnection, Inbox
@@ -541,11 +541,11 @@ def test_transport_names_tell_tls_and_websocket_apart() -> None:
 
 def test_the_schema_module_loads_no_twisted() -> None:
     """
-    Importing stompbroker.stats_schema (as the Spark drivers do) loads neither Twisted nor the
+    Importing stompbroker.stats.schema (as the Spark drivers do) loads neither Twisted nor the
     broker: the package imports its embedding API lazily.
     """
     check = (
-        "import sys, stompbroker.stats_schema, stompbroker.stats_export; "
+        "import sys, stompbroker.stats.schema, stompbroker.stats.export; "
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('twisted', 'autobahn')"
         " or m.startswith('stompbroker.broker')); "
         "print(loaded); sys.exit(1 if loaded else 0)"

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import atexit
 import os
-import sys
-from pathlib import Path
-from typing import Any, Callable, Optional
-
 import resource
 import signal
+import sys
 import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from twisted.application.internet import StreamServerEndpointService
 from twisted.application.service import MultiService, Service
@@ -29,19 +29,19 @@ from twisted.python import usage
 from twisted.python.failure import Failure
 
 from stompbroker import __version__
-from stompbroker.access import AccessControl, AccessFileError
-from stompbroker.auth import Authenticator, make_portal
+from stompbroker.app.gc_tuning import DEFAULT_THRESHOLD, CollectorTuning
 from stompbroker.broker.delivery import EXPIRED_ACTIONS, DeliveryPolicy
 from stompbroker.broker.flow import physical_memory
 from stompbroker.broker.service import MEMORY_HIGH_SHARE, Broker, Limits
-from stompbroker.broker.sqlite_store import SYNC_MODES, SQLiteStore
-from stompbroker.broker.store import StoreError
-from stompbroker.gc_tuning import DEFAULT_THRESHOLD, CollectorTuning
+from stompbroker.broker.store.base import StoreError
+from stompbroker.broker.store.sqlite import SYNC_MODES, SQLiteStore
 from stompbroker.logs import LEVELS, logger, set_level
 from stompbroker.protocol.session import SLOW_CONSUMER_POLICIES, SessionConfig
-from stompbroker.stats import StatsModel
-from stompbroker.stats_export import StatsExporter
-from stompbroker.stats_service import (
+from stompbroker.security.access import AccessControl, AccessFileError
+from stompbroker.security.auth import Authenticator, make_portal
+from stompbroker.stats.export import StatsExporter
+from stompbroker.stats.model import StatsModel
+from stompbroker.stats.services import (
     DEFAULT_MONITOR_INTERVAL,
     DEFAULT_STATS_INTERVAL,
     LiveStats,
@@ -49,7 +49,7 @@ from stompbroker.stats_service import (
 )
 from stompbroker.transport.tcp import stomp_server_factory
 from stompbroker.transport.websocket import WebSocketConfig
-from stompbroker.web import WebSite, web_root
+from stompbroker.web.site import WebSite, web_root
 
 DEFAULT_PORT = 61613
 DEFAULT_LISTEN = f"tcp:{DEFAULT_PORT}:interface=127.0.0.1"
@@ -60,7 +60,7 @@ WEBSOCKET_DEFAULTS = WebSocketConfig()
 DEFAULT_DATA_DIR = "stompbroker-data"
 DEFAULT_SYNC = "batch"
 
-log = logger("stompbroker.tap")
+log = logger("stompbroker.app.tap")
 DEFAULTS = SessionConfig()
 POLICY = DeliveryPolicy()
 LIMITS = Limits(memory_high=0)
@@ -490,7 +490,7 @@ class Options(usage.Options, strcred.AuthOptionMixin):
             self["http"] = []
 
 
-def makeService(options: Options, reactor: Optional[Any] = None) -> MultiService:
+def makeService(options: Options, reactor: Any | None = None) -> MultiService:
     """
     Build the broker, its STOMP listeners and its web port from parsed options.
 
@@ -498,7 +498,7 @@ def makeService(options: Options, reactor: Optional[Any] = None) -> MultiService
     :param reactor: the reactor to listen on and time with; the global one by default.
     :returns: a :class:`BrokerService` holding the broker and one listening
         service per ``--listen`` and per ``--http`` endpoint; the web ones are
-        named ``http ENDPOINT`` and serve one :class:`~stompbroker.web.WebSite`.
+        named ``http ENDPOINT`` and serve one :class:`~stompbroker.web.site.WebSite`.
         Nothing touches the data directory until the service starts (after
         twistd has daemonized).
     """
@@ -646,7 +646,7 @@ def _exit(status: int) -> None:
     os._exit(status)
 
 
-def _authenticator(options: Options, reactor: Any) -> Optional[Authenticator]:
+def _authenticator(options: Options, reactor: Any) -> Authenticator | None:
     """
     :returns: what sessions log clients in with: a portal over the ``--auth``
         checkers, or with ``--access`` alone one that lets everyone in
@@ -664,7 +664,7 @@ class ReloadOnHangup(Service):
     Reloads the access file on SIGHUP; a file that became invalid is logged and
     the rules in force stay.
 
-    :param access: the :class:`~stompbroker.access.AccessControl` sessions check.
+    :param access: the :class:`~stompbroker.security.access.AccessControl` sessions check.
     :param reactor: runs the reload in the reactor thread, not in the signal handler.
     """
 
@@ -683,7 +683,7 @@ class ReloadOnHangup(Service):
         super().stopService()
         signal.signal(signal.SIGHUP, self._previous or signal.SIG_DFL)
 
-    def _hangup(self, signum: int, frame: Optional[types.FrameType]) -> None:
+    def _hangup(self, signum: int, frame: types.FrameType | None) -> None:
         self._reactor.callFromThread(self.reload)
 
     def reload(self) -> None:

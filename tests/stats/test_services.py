@@ -16,10 +16,10 @@ from twisted.internet.task import Clock
 from twisted.logger import formatEvent, globalLogPublisher
 
 from stompbroker.broker.service import Broker
-from stompbroker.stats import StatsModel
-from stompbroker.stats_export import StatsExporter
-from stompbroker.stats_schema import FILE_GLOB, DestinationRecord, record_from_json_line
-from stompbroker.stats_service import MONITOR_QUEUE, STATS_TOPIC, LiveStats, StatsExport
+from stompbroker.stats.export import StatsExporter
+from stompbroker.stats.model import StatsModel
+from stompbroker.stats.schema import FILE_GLOB, DestinationRecord, record_from_json_line
+from stompbroker.stats.services import MONITOR_QUEUE, STATS_TOPIC, LiveStats, StatsExport
 from tests.broker.fakes import FakeConnection, Inbox
 
 EPOCH = 1_700_000_000.0

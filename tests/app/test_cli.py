@@ -1,8 +1,8 @@
 """
-Tests for the ``stompbroker`` command (:mod:`stompbroker.cli`): ``passwd`` writes
+Tests for the ``stompbroker`` command (:mod:`stompbroker.app.cli`): ``passwd`` writes
 password files that the ``passwd`` checker accepts.
 
-The command runs in-process through :func:`stompbroker.cli.main` with its streams
+The command runs in-process through :func:`stompbroker.app.cli.main` with its streams
 passed in, and once as a real process to show that ``--stdin`` reads a pipe.
 ``--cost 16`` keeps hashing cheap where cost is not what is tested.
 """
@@ -20,8 +20,8 @@ import pytest
 from twisted.cred.credentials import UsernamePassword
 from twisted.internet.defer import maybeDeferred
 
-from stompbroker import cli
-from stompbroker.auth import PasswordFileChecker, read_password_file
+from stompbroker.app import cli
+from stompbroker.security.auth import PasswordFileChecker, read_password_file
 
 CHEAP = ["--cost", "16"]
 
@@ -182,7 +182,7 @@ def test_command_reads_the_password_from_a_pipe(tmp_path: Path) -> None:
     path = tmp_path / "users.txt"
     environment = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     completed = subprocess.run(
-        [sys.executable, "-m", "stompbroker.cli", "passwd", str(path), "carol", "--stdin", *CHEAP],
+        [sys.executable, "-m", "stompbroker.app.cli", "passwd", str(path), "carol", "--stdin", *CHEAP],
         input="piped secret\n",
         capture_output=True,
         text=True,

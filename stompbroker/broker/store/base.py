@@ -25,22 +25,21 @@ durable subscription's name.  Both share one namespace, so the broker must name
 durable subscriptions so that they cannot be mistaken for queues.  A message
 that goes to several durable subscriptions is stored once under each.
 
-This module holds the interface, the records, the errors and
-:class:`MemoryStore`, which keeps everything in memory (for tests, and for a
-broker that runs without a data directory); :mod:`stompbroker.broker.sqlite_store`
-holds the durable one.  Every operation returns a Deferred so that callers do
+This module holds the interface, the records and the errors;
+:mod:`stompbroker.broker.store.memory` keeps everything in memory (for tests,
+and for a broker that runs without a data directory), and
+:mod:`stompbroker.broker.store.sqlite` is the durable one.  Every operation returns a Deferred so that callers do
 not care which one they talk to.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from attrs import evolve, frozen
-from twisted.internet.defer import Deferred, fail, succeed
-from zope.interface import Interface, implementer
+from attrs import frozen
+from twisted.internet.defer import Deferred, fail
+from zope.interface import Interface
 
 from stompbroker.protocol.frames import Headers
 
@@ -80,7 +79,7 @@ class DuplicateMessage(StoreError):
 class MessageFields(Protocol):
     """
     What :meth:`IMessageStore.add` needs of a message: fields that
-    :class:`stompbroker.message.Message` and :class:`StoredMessage` both carry.
+    :class:`stompbroker.protocol.message.Message` and :class:`StoredMessage` both carry.
     """
 
     @property
@@ -104,7 +103,7 @@ class StoredMessage:
     """
     One message as the store holds it, under one key.
 
-    Its fields are named as those of :class:`stompbroker.message.Message`, so turning
+    Its fields are named as those of :class:`stompbroker.protocol.message.Message`, so turning
     one into the other is a matter of passing them along; see :attr:`redeliveries`.
 
     :ivar queue: the key it is filed under: a queue destination or a durable
@@ -139,7 +138,7 @@ class StoredMessage:
         """
         How many times the message has gone back to its queue for another delivery,
         counting the crash that interrupted a delivery: what
-        :attr:`stompbroker.message.Message.redeliveries` counts.  More than 0
+        :attr:`stompbroker.protocol.message.Message.redeliveries` counts.  More than 0
         means its next delivery carries ``redelivered:true``.
         """
         return self.redelivery_count + self.delivered
@@ -271,7 +270,7 @@ class IMessageStore(Interface):
         :param queue: the key: a queue destination or a durable subscription name.
         :param message: anything with ``destination``, ``message_id``, ``headers``,
             ``body`` and ``expires`` (see :class:`MessageFields`), such as a
-            :class:`stompbroker.message.Message`.
+            :class:`stompbroker.protocol.message.Message`.
         :returns: a Deferred firing with the :class:`StoredMessage` once it is as
             durable as the store promises; only then may the SEND be acknowledged.
             It fails with :class:`DuplicateMessage` if the key holds that id.
@@ -328,116 +327,6 @@ class IMessageStore(Interface):
 
         :returns: a Deferred firing with ``None`` once it is durable.
         """
-
-
-@implementer(IMessageStore)
-class MemoryStore:
-    """
-    A store that keeps everything in this process's memory.
-
-    It keeps every promise of :class:`IMessageStore` except surviving the
-    process: its Deferreds have fired by the time the call returns.
-    """
-
-    def __init__(self) -> None:
-        self._open = False
-        self._closed = False
-        self._sequence = itertools.count(1)
-        self._queues: dict[str, dict[str, StoredMessage]] = {}
-        self._subscriptions: dict[str, DurableSubscription] = {}
-
-    def open(self) -> None:
-        """
-        Make the store usable.
-
-        :raises StoreNotOpen: if it was closed; a closed store stays closed.
-        """
-        if self._closed:
-            raise StoreNotOpen("this message store has been closed; make a new one")
-        self._open = True
-
-    def close(self) -> Deferred[None]:
-        """:returns: a fired Deferred; the contents are dropped."""
-        self._open = False
-        self._closed = True
-        self._queues.clear()
-        self._subscriptions.clear()
-        return succeed(None)
-
-    def recover(self) -> Deferred[RecoveredState]:
-        """:returns: a fired Deferred with the store's contents."""
-        if not self._open:
-            return _not_open()
-        messages = sorted(
-            (message for queue in self._queues.values() for message in queue.values()),
-            key=lambda message: message.sequence,
-        )
-        return succeed(RecoveredState.from_records(messages, self._subscriptions.values()))
-
-    def add(self, queue: str, message: MessageFields) -> Deferred[StoredMessage]:
-        """:returns: a fired Deferred with the stored record; see :meth:`IMessageStore.add`."""
-        if not self._open:
-            return _not_open()
-        messages = self._queues.setdefault(queue, {})
-        if message.message_id in messages:
-            return fail(duplicate_error(queue, message.message_id))
-        record = stored_message(queue, next(self._sequence), message)
-        messages[record.message_id] = record
-        return succeed(record)
-
-    def remove(self, queue: str, message_id: str) -> Deferred[None]:
-        """:returns: a fired Deferred; see :meth:`IMessageStore.remove`."""
-        if not self._open:
-            return _not_open()
-        messages = self._queues.get(queue)
-        if messages is not None:
-            messages.pop(message_id, None)
-            if not messages:
-                del self._queues[queue]
-        return succeed(None)
-
-    def mark_delivered(self, queue: str, message_id: str) -> Deferred[None]:
-        """:returns: a fired Deferred; see :meth:`IMessageStore.mark_delivered`."""
-        if not self._open:
-            return _not_open()
-        messages = self._queues.get(queue, {})
-        record = messages.get(message_id)
-        if record is not None:
-            messages[message_id] = evolve(
-                record,
-                delivered=True,
-                redelivery_count=record.redelivery_count + record.delivered,
-            )
-        return succeed(None)
-
-    def move(
-        self, from_queue: str, message_id: str, to_queue: str, message: MessageFields
-    ) -> Deferred[StoredMessage]:
-        """:returns: a fired Deferred with the copy; see :meth:`IMessageStore.move`."""
-        if not self._open:
-            return _not_open()
-        if message.message_id in self._queues.get(to_queue, {}):
-            return fail(duplicate_error(to_queue, message.message_id))
-        self.remove(from_queue, message_id)
-        return self.add(to_queue, message)
-
-    def add_subscription(
-        self, name: str, destination: str, headers: Headers = ()
-    ) -> Deferred[None]:
-        """:returns: a fired Deferred; see :meth:`IMessageStore.add_subscription`."""
-        if not self._open:
-            return _not_open()
-        pairs = tuple((key, value) for key, value in headers)
-        self._subscriptions[name] = DurableSubscription(name, destination, pairs)
-        return succeed(None)
-
-    def remove_subscription(self, name: str) -> Deferred[None]:
-        """:returns: a fired Deferred; see :meth:`IMessageStore.remove_subscription`."""
-        if not self._open:
-            return _not_open()
-        self._subscriptions.pop(name, None)
-        self._queues.pop(name, None)
-        return succeed(None)
 
 
 def _not_open() -> Deferred:

@@ -101,7 +101,7 @@ __all__ = [
     "set_password",
 ]
 
-log = logger("stompbroker.auth")
+log = logger("stompbroker.security.auth")
 
 #: Seconds between a refused login and its answer, to slow down guessing.
 FAILED_LOGIN_DELAY = 1.0

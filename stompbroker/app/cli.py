@@ -22,7 +22,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from stompbroker.auth import (
+from stompbroker.security.auth import (
     DEFAULT_SCRYPT,
     PasswordFileError,
     ScryptParams,

@@ -15,10 +15,10 @@ from twisted.python import usage
 from twisted.web.resource import getChildForRequest
 from twisted.web.test.requesthelper import DummyRequest
 
+from stompbroker.app.tap import DEFAULT_HTTP, Options, makeService
 from stompbroker.broker.service import Broker
-from stompbroker.tap import DEFAULT_HTTP, Options, makeService
 from stompbroker.transport.tcp import StompServerFactory
-from stompbroker.web import STATIC, WebSite, web_root
+from stompbroker.web.site import STATIC, WebSite, web_root
 
 
 def get(treq: StubTreq, url: str) -> tuple[Any, bytes]:

@@ -1,10 +1,10 @@
 """
 Tests of authentication and authorization as the broker applies them, without sockets.
 
-Logins go through the real portal (:func:`stompbroker.auth.make_portal` over
-strcred's ``memory`` checker) and :class:`stompbroker.auth.Authenticator`;
+Logins go through the real portal (:func:`stompbroker.security.auth.make_portal` over
+strcred's ``memory`` checker) and :class:`stompbroker.security.auth.Authenticator`;
 the failure delay runs on a ``task.Clock``; rights come from a real access file
-(:class:`stompbroker.access.AccessControl`).  Connections are the real TCP
+(:class:`stompbroker.security.access.AccessControl`).  Connections are the real TCP
 adapter, session and broker on string transports (:class:`tests.test_limits.Client`).
 """
 
@@ -22,15 +22,15 @@ from twisted.internet.testing import MemoryReactorClock
 from twisted.logger import formatEvent
 from twisted.python import usage
 
-from stompbroker.access import AccessControl
-from stompbroker.auth import FAILED_LOGIN_DELAY, Authenticator, Identity, make_portal
+from stompbroker.app.tap import ReloadOnHangup, makeService
 from stompbroker.broker.service import Broker
 from stompbroker.protocol.session import SessionConfig, State
-from stompbroker.tap import ReloadOnHangup, makeService
+from stompbroker.security.access import AccessControl
+from stompbroker.security.auth import FAILED_LOGIN_DELAY, Authenticator, Identity, make_portal
 from stompbroker.transport.tcp import StompServerFactory, stomp_server_factory
-from tests.test_auth import log_events
+from tests.app.test_tap import parse
+from tests.security.test_auth import log_events
 from tests.test_limits import NO_WATERMARK, Client
-from tests.test_tap import parse
 
 __all__ = ["log_events"]
 

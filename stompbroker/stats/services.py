@@ -8,7 +8,7 @@ answers subscriptions to ``/queue/monitor`` as stompserver did: each consumer of
 that queue gets every status message, in stompserver's text format.
 
 :class:`StatsExport` samples every ``--stats-interval`` and appends the records
-to the hourly JSON Lines files of :class:`~stompbroker.stats_export.StatsExporter`;
+to the hourly JSON Lines files of :class:`~stompbroker.stats.export.StatsExporter`;
 when it stops (SIGTERM, say), it writes the last, shorter interval and publishes
 the open file, so a stopped broker leaves nothing half-written.  A failing disk
 is logged, not raised: a raise would end the timer's loop for good.
@@ -29,9 +29,9 @@ from twisted.application.internet import TimerService
 
 from stompbroker.broker.queues import WorkerQueue
 from stompbroker.logs import logger
-from stompbroker.message import Message
-from stompbroker.stats import Interval, Sampler, StatsModel, live_document, monitor_text
-from stompbroker.stats_export import StatsExporter
+from stompbroker.protocol.message import Message
+from stompbroker.stats.export import StatsExporter
+from stompbroker.stats.model import Interval, Sampler, StatsModel, live_document, monitor_text
 
 log = logger("stompbroker.stats")
 
@@ -50,9 +50,9 @@ class LiveStats(TimerService):
     """
     Samples the model every ``interval`` seconds, for the live surfaces.
 
-    :param model: the :class:`~stompbroker.stats.StatsModel`.
+    :param model: the :class:`~stompbroker.stats.model.StatsModel`.
     :param interval: seconds between samples.
-    :ivar latest: the latest :class:`~stompbroker.stats.Interval`, or ``None``
+    :ivar latest: the latest :class:`~stompbroker.stats.model.Interval`, or ``None``
         before the second sample.
     """
 
@@ -107,8 +107,8 @@ class StatsExport(TimerService):
     """
     Samples the model every ``interval`` seconds and appends the records to the export.
 
-    :param model: the :class:`~stompbroker.stats.StatsModel`.
-    :param exporter: the :class:`~stompbroker.stats_export.StatsExporter` of
+    :param model: the :class:`~stompbroker.stats.model.StatsModel`.
+    :param exporter: the :class:`~stompbroker.stats.export.StatsExporter` of
         the stats directory.
     :param interval: seconds between samples (``--stats-interval``).
     """

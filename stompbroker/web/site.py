@@ -9,7 +9,7 @@ path            what it serves
 ``/ws``         STOMP over WebSocket (:mod:`stompbroker.transport.websocket`)
 ``/stomp``      the same endpoint, under the name some clients expect
 ``/healthz``    ``200 {"status": "ok"}`` while the broker runs, ``503`` otherwise
-``/stats``      the stats model as JSON (:func:`stompbroker.stats.stats_document`)
+``/stats``      the stats model as JSON (:func:`stompbroker.stats.model.stats_document`)
 ``/metrics``    the same in the Prometheus exposition format
 ``/dashboard``  live charts, fed by ``/topic/stompbroker.stats`` over ``/ws``
 ==============  =================================================================
@@ -18,14 +18,14 @@ path            what it serves
 application embedding the broker can hang its own resources on it with
 ``putChild``; :class:`WebSite` serves any such tree.  The statistics pages are
 there when :func:`web_root` is given the broker's
-:class:`~stompbroker.stats_service.LiveStats`.
+:class:`~stompbroker.stats.services.LiveStats`.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from prometheus_client.exposition import choose_encoder
 from twisted.internet.interfaces import IReactorTime
@@ -38,12 +38,12 @@ from twisted.web.static import File
 from stompbroker import __version__
 from stompbroker.logs import logger
 from stompbroker.protocol.session import SessionConfig
-from stompbroker.stats import stats_document
-from stompbroker.stats_metrics import metrics_registry
-from stompbroker.stats_service import LiveStats
+from stompbroker.stats.metrics import metrics_registry
+from stompbroker.stats.model import stats_document
+from stompbroker.stats.services import LiveStats
 from stompbroker.transport.websocket import WebSocketConfig, stomp_websocket_resource
 
-log = logger("stompbroker.web")
+log = logger("stompbroker.web.site")
 
 #: The package's static files: the demo page and the vendored stompjs.
 STATIC = Path(__file__).parent / "static"
@@ -86,7 +86,7 @@ class StatsPage(Resource):
     """
     ``/stats``: the stats model as JSON, read at each request.
 
-    :param live: the broker's :class:`~stompbroker.stats_service.LiveStats`.
+    :param live: the broker's :class:`~stompbroker.stats.services.LiveStats`.
     """
 
     isLeaf = True
@@ -112,7 +112,7 @@ class MetricsPage(Resource):
     reactor that changes them.  This page renders on the reactor thread; a
     scrape is one pass over the destinations.
 
-    :param live: the broker's :class:`~stompbroker.stats_service.LiveStats`.
+    :param live: the broker's :class:`~stompbroker.stats.services.LiveStats`.
     """
 
     isLeaf = True
@@ -131,11 +131,11 @@ class MetricsPage(Resource):
 
 def web_root(
     broker: Any,
-    reactor: Optional[IReactorTime] = None,
-    config: Optional[SessionConfig] = None,
+    reactor: IReactorTime | None = None,
+    config: SessionConfig | None = None,
     *,
-    websocket: Optional[WebSocketConfig] = None,
-    stats: Optional[LiveStats] = None,
+    websocket: WebSocketConfig | None = None,
+    stats: LiveStats | None = None,
 ) -> Resource:
     """
     The resource tree of the broker's web port.
@@ -144,7 +144,7 @@ def web_root(
     :param reactor: times heart-beats and pings; the broker's clock by default.
     :param config: per-connection STOMP settings for WebSocket clients.
     :param websocket: ping settings of the WebSocket endpoint.
-    :param stats: the broker's :class:`~stompbroker.stats_service.LiveStats`,
+    :param stats: the broker's :class:`~stompbroker.stats.services.LiveStats`,
         for ``/stats``, ``/metrics`` and ``/dashboard``; ``None`` leaves them out.
     :returns: the root; add more pages with ``putChild``.
     """

@@ -10,7 +10,7 @@ Layout of the stats directory (all names in UTC)::
 
 Records are appended to a hidden in-progress file, which Spark's file sources
 skip (they ignore names starting with ``.`` or ``_``), and the file is renamed
-to its final name, which matches :data:`stompbroker.stats_schema.FILE_GLOB`,
+to its final name, which matches :data:`stompbroker.stats.schema.FILE_GLOB`,
 when the hour rolls over or the exporter closes.  A rename within one
 directory is atomic, so a reader sees either no file or the whole file, never
 half of one.  A final name is never reused (Spark's streaming source would
@@ -41,7 +41,7 @@ from typing import BinaryIO
 
 from attrs import define, field
 
-from stompbroker.stats_schema import FILE_PREFIX, FILE_SUFFIX, StatsRecord
+from stompbroker.stats.schema import FILE_PREFIX, FILE_SUFFIX, StatsRecord
 
 IN_PROGRESS_PREFIX = "."
 IN_PROGRESS_SUFFIX = ".inprogress"

@@ -3,7 +3,7 @@ The stats model in Prometheus's terms, for ``/metrics``.
 
 :class:`StatsCollector` is a custom ``prometheus_client`` collector: nothing is
 counted twice, the collector reads the model at scrape time
-(:meth:`~stompbroker.stats.StatsModel.snapshot`), so a scrape costs one pass
+(:meth:`~stompbroker.stats.model.StatsModel.snapshot`), so a scrape costs one pass
 over the destinations and the hot path pays nothing for Prometheus.
 
 Metric families (``destination`` label on the per-destination ones):
@@ -37,8 +37,8 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from stompbroker.stats_schema import FLOW_COUNTERS, DestinationRecord
-from stompbroker.stats_service import LiveStats
+from stompbroker.stats.schema import FLOW_COUNTERS, DestinationRecord
+from stompbroker.stats.services import LiveStats
 
 PREFIX = "stompbroker"
 #: Each flow counter's help text: the export schema's definition, capitalized.
@@ -52,7 +52,7 @@ class StatsCollector(Collector):
     """
     Reads the stats model at scrape time.
 
-    :param live: the :class:`~stompbroker.stats_service.LiveStats` service, whose
+    :param live: the :class:`~stompbroker.stats.services.LiveStats` service, whose
         model is read and whose latest interval gives rates and producers.
     """
 
@@ -153,7 +153,7 @@ class StatsCollector(Collector):
 
 def metrics_registry(live: LiveStats) -> CollectorRegistry:
     """
-    :param live: the broker's :class:`~stompbroker.stats_service.LiveStats`.
+    :param live: the broker's :class:`~stompbroker.stats.services.LiveStats`.
     :returns: a registry of the broker's metrics and the process's.
     """
     registry = CollectorRegistry(auto_describe=False)

@@ -1,5 +1,5 @@
 """
-Tests for :mod:`stompbroker.access`: rights of users, groups and anonymous clients
+Tests for :mod:`stompbroker.security.access`: rights of users, groups and anonymous clients
 on destination patterns, wildcard coverage for SUBSCRIBE, the access file and reloads.
 
 Coverage is checked twice: in tables of chosen cases, and by Hypothesis against a
@@ -18,7 +18,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stompbroker.access import (
+from stompbroker.protocol.errors import AccessDenied, InvalidDestination, ProtocolError
+from stompbroker.security.access import (
     ADMIN,
     READ,
     WRITE,
@@ -28,8 +29,7 @@ from stompbroker.access import (
     load_policy,
     parse_policy,
 )
-from stompbroker.auth import ANONYMOUS_IDENTITY, Identity
-from stompbroker.protocol.errors import AccessDenied, InvalidDestination, ProtocolError
+from stompbroker.security.auth import ANONYMOUS_IDENTITY, Identity
 from tests.broker.test_subscriptions import SEGMENTS, patterns, reference_regex
 
 ACCESS = """

@@ -1,5 +1,5 @@
 """
-Tests for :mod:`stompbroker.auth`: password entries and files, the ``passwd``
+Tests for :mod:`stompbroker.security.auth`: password entries and files, the ``passwd``
 checker and its strcred plugin, the portal and :func:`authenticate`.
 
 No sockets and no reactor: hashing runs synchronously through the checker's
@@ -29,7 +29,8 @@ from twisted.python import usage
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import Interface, implementer
 
-from stompbroker.auth import (
+from stompbroker.protocol.errors import LoginFailed, ProtocolError
+from stompbroker.security.auth import (
     ANONYMOUS_IDENTITY,
     DEFAULT_SCRYPT,
     FAILED_LOGIN_DELAY,
@@ -45,7 +46,6 @@ from stompbroker.auth import (
     read_password_file,
     set_password,
 )
-from stompbroker.protocol.errors import LoginFailed, ProtocolError
 
 #: Cheap parameters: the tests are about behaviour, not cost.
 FAST = ScryptParams(n=16, r=1, p=1)

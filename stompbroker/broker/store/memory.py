@@ -1,0 +1,135 @@
+"""
+:class:`MemoryStore`: every promise of :class:`~stompbroker.broker.store.base.IMessageStore`
+but surviving the process, for tests and for a broker run without a data directory.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from attrs import evolve
+from twisted.internet.defer import Deferred, fail, succeed
+from zope.interface import implementer
+
+from stompbroker.broker.store.base import (
+    DurableSubscription,
+    IMessageStore,
+    MessageFields,
+    RecoveredState,
+    StoredMessage,
+    StoreNotOpen,
+    _not_open,
+    duplicate_error,
+    stored_message,
+)
+from stompbroker.protocol.frames import Headers
+
+
+@implementer(IMessageStore)
+class MemoryStore:
+    """
+    A store that keeps everything in this process's memory.
+
+    It keeps every promise of :class:`IMessageStore` except surviving the
+    process: its Deferreds have fired by the time the call returns.
+    """
+
+    def __init__(self) -> None:
+        self._open = False
+        self._closed = False
+        self._sequence = itertools.count(1)
+        self._queues: dict[str, dict[str, StoredMessage]] = {}
+        self._subscriptions: dict[str, DurableSubscription] = {}
+
+    def open(self) -> None:
+        """
+        Make the store usable.
+
+        :raises StoreNotOpen: if it was closed; a closed store stays closed.
+        """
+        if self._closed:
+            raise StoreNotOpen("this message store has been closed; make a new one")
+        self._open = True
+
+    def close(self) -> Deferred[None]:
+        """:returns: a fired Deferred; the contents are dropped."""
+        self._open = False
+        self._closed = True
+        self._queues.clear()
+        self._subscriptions.clear()
+        return succeed(None)
+
+    def recover(self) -> Deferred[RecoveredState]:
+        """:returns: a fired Deferred with the store's contents."""
+        if not self._open:
+            return _not_open()
+        messages = sorted(
+            (message for queue in self._queues.values() for message in queue.values()),
+            key=lambda message: message.sequence,
+        )
+        return succeed(RecoveredState.from_records(messages, self._subscriptions.values()))
+
+    def add(self, queue: str, message: MessageFields) -> Deferred[StoredMessage]:
+        """:returns: a fired Deferred with the stored record; see :meth:`IMessageStore.add`."""
+        if not self._open:
+            return _not_open()
+        messages = self._queues.setdefault(queue, {})
+        if message.message_id in messages:
+            return fail(duplicate_error(queue, message.message_id))
+        record = stored_message(queue, next(self._sequence), message)
+        messages[record.message_id] = record
+        return succeed(record)
+
+    def remove(self, queue: str, message_id: str) -> Deferred[None]:
+        """:returns: a fired Deferred; see :meth:`IMessageStore.remove`."""
+        if not self._open:
+            return _not_open()
+        messages = self._queues.get(queue)
+        if messages is not None:
+            messages.pop(message_id, None)
+            if not messages:
+                del self._queues[queue]
+        return succeed(None)
+
+    def mark_delivered(self, queue: str, message_id: str) -> Deferred[None]:
+        """:returns: a fired Deferred; see :meth:`IMessageStore.mark_delivered`."""
+        if not self._open:
+            return _not_open()
+        messages = self._queues.get(queue, {})
+        record = messages.get(message_id)
+        if record is not None:
+            messages[message_id] = evolve(
+                record,
+                delivered=True,
+                redelivery_count=record.redelivery_count + record.delivered,
+            )
+        return succeed(None)
+
+    def move(
+        self, from_queue: str, message_id: str, to_queue: str, message: MessageFields
+    ) -> Deferred[StoredMessage]:
+        """:returns: a fired Deferred with the copy; see :meth:`IMessageStore.move`."""
+        if not self._open:
+            return _not_open()
+        if message.message_id in self._queues.get(to_queue, {}):
+            return fail(duplicate_error(to_queue, message.message_id))
+        self.remove(from_queue, message_id)
+        return self.add(to_queue, message)
+
+    def add_subscription(
+        self, name: str, destination: str, headers: Headers = ()
+    ) -> Deferred[None]:
+        """:returns: a fired Deferred; see :meth:`IMessageStore.add_subscription`."""
+        if not self._open:
+            return _not_open()
+        pairs = tuple((key, value) for key, value in headers)
+        self._subscriptions[name] = DurableSubscription(name, destination, pairs)
+        return succeed(None)
+
+    def remove_subscription(self, name: str) -> Deferred[None]:
+        """:returns: a fired Deferred; see :meth:`IMessageStore.remove_subscription`."""
+        if not self._open:
+            return _not_open()
+        self._subscriptions.pop(name, None)
+        self._queues.pop(name, None)
+        return succeed(None)
