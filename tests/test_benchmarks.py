@@ -34,7 +34,7 @@ from benchmarks.scenarios import Case, Settings, Target, fd_headroom, run_case
 from benchmarks.websocket import FrameDecoder, client_frame, unmask
 from benchmarks.wire import Inbox, SendTemplate, split_frames
 from stompbroker.protocol.parser import FrameParser
-from tests.integration.broker_process import BrokerProcess
+from tests.support.process import BrokerProcess
 
 BODY = b"x" * 117
 
@@ -287,10 +287,8 @@ TINY = Settings(
 @pytest.fixture(scope="module")
 def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     """One real broker, with its WebSocket port, for the scenario tests of this module."""
-    broker = BrokerProcess(tmp_path_factory.mktemp("bench-broker"))
-    ws_url = f"ws://127.0.0.1:{broker.http_port}/ws"
-    yield Target("stompbroker", Endpoint("127.0.0.1", broker.port, ws_url), broker.process.pid)
-    broker.stop()
+    with BrokerProcess(tmp_path_factory.mktemp("bench-broker")) as broker:
+        yield Target("stompbroker", Endpoint(*broker.address, broker.ws_url), broker.pid)
 
 
 COMMON_FIELDS = {

@@ -46,7 +46,7 @@ from stompbroker.broker.store.base import (
 )
 from stompbroker.broker.store.sqlite import DATABASE_NAME, SQLiteStore
 from tests.broker.test_store import Sent, open_sqlite, result_of, run_now, sent
-from tests.integration.broker_process import ROOT, subprocess_env
+from tests.support.process import ROOT, subprocess_env
 
 #: Concurrent writers in the crash child, each waiting for its last add (as a
 #: producer waits for its receipt) before the next.

@@ -19,51 +19,21 @@ from typing import Any
 import pytest
 
 from benchmarks.measure import process_rss_kb
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.clients import RawClient, connect
+from tests.support.clients import Bystander, RawClient
+from tests.support.process import BrokerProcess, module_broker
 
-
-@pytest.fixture(scope="module")
-def hostile_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(
-        tmp_path_factory.mktemp("hostile"),
-        "--heartbeat",
-        "0,0",
-        "--connect-timeout",
-        "1",
-        "--frame-timeout",
-        "1",
-        "--max-subscriptions",
-        "500",
-        "--slow-consumer-buffer",
-        "1M",
-        "--data-dir",
-        "none",
-        http=None,
-    )
-    yield process
-    process.stop()
+TIMEOUTS = ("--heartbeat", "0,0", "--connect-timeout", "1", "--frame-timeout", "1")
+LIMITS = ("--max-subscriptions", "500", "--slow-consumer-buffer", "1M")
+hostile_broker = module_broker(
+    "hostile_broker", *TIMEOUTS, *LIMITS, "--data-dir", "none", http=None
+)
 
 
 @pytest.fixture
 def bystander(hostile_broker: BrokerProcess) -> Iterator[Any]:
     """:returns: a check that a well-behaved subscriber still gets what is published to it."""
-    connection, collector = connect(hostile_broker.address)
-    destination = f"/topic/bystander.{uuid.uuid4().hex[:8]}"
-    connection.subscribe(destination, id="watch", receipt="watching")
-    assert collector.wait_for(lambda: "watching" in collector.receipts)
-    publisher, _ = connect(hostile_broker.address)
-    count = [0]
-
-    def still_receiving() -> bool:
-        count[0] += 1
-        token = f"ping-{count[0]}".encode()
-        publisher.send(destination, token)
-        return collector.wait_for(lambda: token in collector.bodies())
-
-    yield still_receiving
-    publisher.disconnect()
-    connection.disconnect()
+    with Bystander(hostile_broker.address) as watcher:
+        yield watcher.still_receiving
 
 
 def ended_with(client: RawClient, message: str, timeout: float = 5.0) -> bool:
@@ -161,12 +131,10 @@ def test_client_that_never_reads_is_dropped_while_others_are_served(
     stalled = RawClient(hostile_broker.address)
     stalled.connect()
     stalled.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-    stalled.send(f"SUBSCRIBE\nid:0\ndestination:{destination}\nreceipt:s\n\n\x00".encode())
-    assert stalled.read_frames(count=1)[0].command == "RECEIPT"
+    assert stalled.subscribe(destination).command == "RECEIPT"
     reader = RawClient(hostile_broker.address)
     reader.connect()
-    reader.send(f"SUBSCRIBE\nid:0\ndestination:{destination}\nreceipt:s\n\n\x00".encode())
-    assert reader.read_frames(count=1)[0].command == "RECEIPT"
+    assert reader.subscribe(destination).command == "RECEIPT"
     messages, body = 10000, b"x" * 10000
     received = [0]
 

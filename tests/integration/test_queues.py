@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import stomp
 
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.clients import CONNECTIONS, Collector, RawClient, connect
+from tests.support.clients import CONNECTIONS, Collector, RawClient, connect
+from tests.support.process import BrokerProcess
 
 MAX_REDELIVERIES = 2
 

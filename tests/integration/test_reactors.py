@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.clients import RawClient, connect
+from tests.support.clients import RawClient, connect
+from tests.support.process import BrokerProcess
 
 REACTOR_CLASSES = {
     "epoll": "twisted.internet.epollreactor.EPollReactor",

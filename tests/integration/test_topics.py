@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from stompbroker.protocol.frames import Frame
-from tests.integration.broker_process import BrokerProcess, subprocess_env, twistd_command
-from tests.integration.clients import RawClient, connect
+from tests.support.clients import RawClient, connect
+from tests.support.process import BrokerProcess, subprocess_env, twistd_command
 
 VERSIONS = ["1.0", "1.1", "1.2"]
 

@@ -20,7 +20,7 @@ import pytest
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.parser import FrameParser
 from stompbroker.web.site import STATIC
-from tests.integration.broker_process import BrokerProcess
+from tests.support.process import BrokerProcess
 from tests.transport.test_websocket import (
     OPCODE_BINARY,
     OPCODE_CLOSE,

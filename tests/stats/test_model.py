@@ -7,8 +7,6 @@ sampler makes of them, forgetting, and the views (``/stats``, the live topic,
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -38,7 +36,7 @@ from stompbroker.stats.schema import FLOW_COUNTERS, BrokerRecord, DestinationRec
 from stompbroker.transport.websocket import StompWebSocketProtocol
 from tests.broker import test_service_delivery as delivery
 from tests.broker.fakes import FakeConnection, Inbox
-from tests.integration.broker_process import subprocess_env
+from tests.support.process import run_python
 
 EPOCH = delivery.EPOCH
 RSS = 50_000_000
@@ -550,8 +548,6 @@ def test_the_schema_module_loads_no_twisted() -> None:
         " or m.startswith('stompbroker.broker')); "
         "print(loaded); sys.exit(1 if loaded else 0)"
     )
-    finished = subprocess.run(
-        [sys.executable, "-c", check], env=subprocess_env(), capture_output=True, timeout=60
-    )
+    finished = run_python("-c", check)
     assert finished.returncode == 0, finished.stdout
     assert stompbroker.Broker is Broker

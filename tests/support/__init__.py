@@ -1,0 +1,21 @@
+"""
+Helpers that more than one test module uses, so that none of them keeps a copy.
+
+- :mod:`tests.support.process`: the real broker as a child process (the launcher
+  that the benchmarks use too), twistd and Python children that run to their end,
+  and fixtures that share one broker among the tests of a module or class;
+- :mod:`tests.support.clients`: ``stomp.py`` connections with the headers a test
+  needs, a listener that records what arrives, a raw socket client, and the
+  marker that proves nothing more is on its way;
+- :mod:`tests.support.store`: messages for the message store, a synchronous
+  writer, Deferred results, and the ways a test damages a store on disk;
+- :mod:`tests.support.seeds`: the seed of a test that draws random numbers,
+  logged and fixed on request;
+- :mod:`tests.support.spark` and :mod:`tests.support.browser`: the ``spark`` and
+  ``page`` fixtures.
+
+What it may import: ``stompbroker``, ``benchmarks`` and the test dependencies;
+never a test module (``tests/*/test_*.py``) nor a ``conftest.py``, so that every
+test module can import it.  The session pair with a recording broker is
+:mod:`tests.support.session`.
+"""
