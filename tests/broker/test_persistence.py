@@ -28,10 +28,10 @@ from stompbroker.broker.persistence import (
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.base import RecoveredState, StoreDamaged, StoreLocked
 from stompbroker.broker.store.memory import MemoryStore
-from stompbroker.broker.store.sqlite import DATABASE_NAME, SQLiteStore
+from stompbroker.broker.store.sqlite import SQLiteStore
 from stompbroker.protocol.message import Message
 from tests.broker.fakes import FakeConnection, Inbox
-from tests.broker.test_store import result_of, run_now
+from tests.support.store import FILLING, damage_pages, result_of, run_now
 
 EPOCH = 1_700_000_000.0
 PERSISTENT = (("persistent", "true"),)
@@ -517,12 +517,11 @@ def test_a_store_that_cannot_be_read_fails_when_ready(tmp_path: Path) -> None:
     A damaged page found while recovering fails the start, rather than leaving an empty broker.
     """
     setup = Setup("sqlite", tmp_path)
-    send(setup.broker(), "/queue/q", *[b"x" * 500 for _ in range(200)])
+    count, size = FILLING
+    send(setup.broker(), "/queue/q", *[b"x" * size for _ in range(count)])
     setup.settle()
     result_of(setup.store.close())
-    with open(tmp_path / DATABASE_NAME, "r+b") as database:
-        database.seek(3 * 4096)
-        database.write(b"\xff" * 8192)
+    damage_pages(tmp_path)
     store = SQLiteStore(tmp_path, reactor=setup.clock, executor=run_now)
     again = Broker(setup.clock, store=store)
     again.startService()

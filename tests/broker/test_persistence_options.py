@@ -22,7 +22,7 @@ from stompbroker.broker.store.base import StoreDamaged
 from stompbroker.broker.store.memory import MemoryStore
 from stompbroker.broker.store.sqlite import SQLiteStore
 from tests.app.test_tap import parse
-from tests.broker.test_store import result_of, run_now
+from tests.support.store import result_of, run_now
 
 
 def options(*argv: str) -> Options:

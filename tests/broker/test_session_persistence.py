@@ -21,7 +21,7 @@ from stompbroker.broker.store.sqlite import SQLiteStore
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.session import SessionConfig
 from tests.broker.test_session_flows import Client as SessionClient
-from tests.broker.test_store import result_of, run_now
+from tests.support.store import result_of, run_now
 
 
 class Client(SessionClient):
