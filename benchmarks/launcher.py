@@ -25,8 +25,8 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
-from types import TracebackType
 
 from attrs import define
 
@@ -116,7 +116,7 @@ def sigkill(process: subprocess.Popen) -> None:
     process.wait(timeout=STOP_TIMEOUT)
 
 
-class BrokerProcess:
+class BrokerProcess(AbstractContextManager["BrokerProcess"]):
     """
     A ``twistd -n stompbroker`` child, listening once constructed; a context
     manager that stops it.
@@ -164,10 +164,8 @@ class BrokerProcess:
         try:
             for port in [self.port] if http is None else [self.port, self.http_port]:
                 wait_for_port(port, timeout, self.process)
-        except BrokerStartFailed as failure:
-            self.stop()
-            raise BrokerStartFailed(f"stompbroker: {failure}; see {self.log_path}") from failure
-        except BaseException:
+        except BaseException as failure:
+            failure.add_note(f"the broker's log: {self.log_path}")
             self.stop()
             raise
 
@@ -195,15 +193,7 @@ class BrokerProcess:
                 self.kill()
         self._log.close()
 
-    def __enter__(self) -> BrokerProcess:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *failure: object) -> None:
         self.stop()
 
 

@@ -136,6 +136,19 @@ def test_durable_subscription_and_its_backlog_survive_sigkill(
         broker.stop()
 
 
+def start_refused(workdir: Path, data: Path, *phrases: str) -> int:
+    """
+    Run twistd on ``data``, a start that must fail, saying each of ``phrases``.
+
+    :returns: twistd's exit status.
+    """
+    finished = run_broker_to_its_end(workdir, "--data-dir", str(data))
+    assert finished.returncode != 0, finished.stdout
+    for phrase in phrases:
+        assert phrase in finished.stdout, finished.stdout
+    return finished.returncode
+
+
 def _client_with_id(broker: BrokerProcess) -> tuple[Any, Collector]:
     return connect(broker.address, headers={"client-id": "auditor"})
 
@@ -144,10 +157,7 @@ def test_a_damaged_data_directory_stops_twistd_with_a_clear_message(tmp_path: Pa
     """Issue 5: a file that is not a store ends the start with an error, never an empty broker."""
     data = tmp_path / "data"
     write_garbage(data)
-    finished = run_broker_to_its_end(tmp_path, "--data-dir", str(data))
-    assert finished.returncode != 0, finished.stdout
-    assert "is not a readable stompbroker store" in finished.stdout
-    assert "restore it from a backup" in finished.stdout
+    start_refused(tmp_path, data, "is not a readable stompbroker store", "restore it from a backup")
 
 
 def test_a_store_whose_pages_are_damaged_stops_twistd_after_reading_them(
@@ -160,10 +170,8 @@ def test_a_store_whose_pages_are_damaged_stops_twistd_after_reading_them(
     send(broker, "/queue/big", ["x" * size] * count, **PERSISTENT)
     broker.stop()
     damage_pages(data)
-    finished = run_broker_to_its_end(tmp_path, "--data-dir", str(data))
-    assert finished.returncode == 1, finished.stdout
-    assert "stompbroker cannot start" in finished.stdout
-    assert "restore it from a backup" in finished.stdout
+    advice = ("stompbroker cannot start", "restore it from a backup")
+    assert start_refused(tmp_path, data, *advice) == 1
 
 
 def test_a_locked_data_directory_stops_a_second_broker(
@@ -173,9 +181,6 @@ def test_a_locked_data_directory_stops_a_second_broker(
     data = tmp_path / "data"
     broker = start(data)
     try:
-        finished = run_broker_to_its_end(tmp_path, "--data-dir", str(data))
-        assert finished.returncode != 0, finished.stdout
-        assert "is in use by another broker" in finished.stdout
-        assert f"process {broker.process.pid}" in finished.stdout
+        start_refused(tmp_path, data, "is in use by another broker", f"process {broker.pid}")
     finally:
         broker.stop()

@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from types import TracebackType
+from contextlib import AbstractContextManager
 from typing import Any
 
 import stomp
@@ -143,7 +143,7 @@ def flush_deliveries(
     assert inbox.wait_for(lambda: token in inbox.markers, timeout), "the marker never arrived"
 
 
-class Bystander:
+class Bystander(AbstractContextManager["Bystander"]):
     """
     A well-behaved subscriber, and its publisher, on a broker that other tests'
     clients misuse: their mistakes must never reach it.
@@ -163,15 +163,7 @@ class Bystander:
         self.publisher.send(self.destination, token)
         return self.inbox.wait_for(lambda: token in self.inbox.bodies())
 
-    def __enter__(self) -> Bystander:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *failure: object) -> None:
         self.publisher.disconnect()
         self.connection.disconnect()
 
@@ -185,6 +177,13 @@ class RawClient:
 
     def send(self, data: bytes) -> None:
         self.socket.sendall(data)
+
+    def send_until_closed(self, data: bytes) -> None:
+        """Send ``data``, or as much of it as the broker reads before it closes the connection."""
+        try:
+            self.send(data)
+        except (BrokenPipeError, ConnectionResetError):
+            return
 
     def connect(self, version: str = "1.2", heart_beat: str = "0,0") -> Frame:
         self.send(
