@@ -18,7 +18,13 @@ from typing import Any
 import pytest
 import stomp
 
-from tests.support.clients import Collector, RawClient, connect, flush_deliveries, is_marker
+from tests.support.clients import (
+    Collector,
+    connect,
+    flush_deliveries,
+    is_marker,
+    raw_connect,
+)
 from tests.support.process import BrokerProcess, module_broker
 
 MAX_REDELIVERIES = 2
@@ -149,8 +155,7 @@ def test_dead_consumers_messages_are_redelivered_to_the_others(broker: BrokerPro
     others.
     """
     destination = unique()
-    dying = RawClient(broker.address)
-    dying.connect()
+    dying = raw_connect(broker.address)
     assert dying.subscribe(destination, "ack:client", "prefetch-count:5").command == "RECEIPT"
     send_all(broker, destination, [f"job {n}".encode() for n in range(5)])
     held = dying.read_frames(5)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.clients import RawClient, connect, flush_deliveries
+from tests.support.clients import connect, flush_deliveries, raw_connect
 from tests.support.process import BrokerProcess
 
 REACTOR_CLASSES = {
@@ -80,8 +80,7 @@ def test_topic_queue_and_bad_input_on_each_reactor(reactor_broker: BrokerProcess
     flush_deliveries(again, later)
     assert later.messages == []
 
-    offender = RawClient(address)
-    offender.connect()
+    offender = raw_connect(address)
     offender.send(b"BOGUS\n\n\0")
     error = offender.read_frames()[0]
     assert error.command == "ERROR"

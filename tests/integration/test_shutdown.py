@@ -10,7 +10,7 @@ import socket
 import time
 from pathlib import Path
 
-from tests.support.clients import RawClient
+from tests.support.clients import RawClient, raw_connect
 from tests.support.process import BrokerProcess
 
 #: twistd ends by raising the signal that stopped it again, once it has shut down cleanly.
@@ -21,11 +21,9 @@ def test_sigterm_tells_clients_flushes_and_exits(tmp_path: Path) -> None:
     """Each client gets ERROR "broker shutting down" after what was sent to it, then EOF."""
     broker = BrokerProcess(tmp_path, "--data-dir", "none", http=None)
     try:
-        subscriber = RawClient(broker.address)
-        subscriber.connect()
+        subscriber = raw_connect(broker.address)
         assert subscriber.subscribe("/topic/last").command == "RECEIPT"
-        publisher = RawClient(broker.address)
-        publisher.connect()
+        publisher = raw_connect(broker.address)
         publisher.send(b"SEND\ndestination:/topic/last\nreceipt:p\n\nlast words\x00")
         assert publisher.read_frames(count=1)[0].command == "RECEIPT"
         broker.process.send_signal(signal.SIGTERM)
@@ -67,8 +65,7 @@ def test_shutdown_timeout_bounds_a_stop_held_up_by_a_client_that_does_not_read(
         stalled.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         stalled.connect()
         assert stalled.subscribe("/topic/full").command == "RECEIPT"
-        publisher = RawClient(broker.address)
-        publisher.connect()
+        publisher = raw_connect(broker.address)
         frame = b"SEND\ndestination:/topic/full\n\n" + b"x" * 60000 + b"\x00"
         publisher.socket.settimeout(5)
         for _ in range(200):

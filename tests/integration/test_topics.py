@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from stompbroker.protocol.frames import Frame
-from tests.support.clients import Bystander, RawClient, connect, flush_deliveries
+from tests.support.clients import Bystander, RawClient, connect, flush_deliveries, raw_connect
 from tests.support.process import BrokerProcess, run_twistd
 
 VERSIONS = ["1.0", "1.1", "1.2"]
@@ -122,8 +122,7 @@ def test_heartbeats_kept(broker: BrokerProcess) -> None:
 
 def test_heartbeats_missed(broker: BrokerProcess, bystander: Any) -> None:
     """A client that promised heart-beats and stays silent gets an ERROR and is closed."""
-    client = RawClient(broker.address)
-    client.connect(heart_beat="500,0")
+    client = raw_connect(broker.address, heart_beat="500,0")
     started = time.monotonic()
     frames = client.read_frames(count=10, timeout=5)
     elapsed = time.monotonic() - started
@@ -136,8 +135,7 @@ def test_heartbeats_missed(broker: BrokerProcess, bystander: Any) -> None:
 
 def test_disconnect_with_receipt(broker: BrokerProcess) -> None:
     """DISCONNECT gets its RECEIPT, then the broker closes the connection."""
-    client = RawClient(broker.address)
-    client.connect()
+    client = raw_connect(broker.address)
     client.send(b"DISCONNECT\nreceipt:bye\n\n\x00")
     assert client.read_frames() == [Frame("RECEIPT", (("receipt-id", "bye"),))]
     assert client.closed_by_peer()
@@ -209,8 +207,7 @@ def test_bad_input_gets_error_and_close(
 
 def test_client_vanishing_mid_frame(broker: BrokerProcess, bystander: Any) -> None:
     """A client that disconnects half-way through a frame affects no one."""
-    client = RawClient(broker.address)
-    client.connect()
+    client = raw_connect(broker.address)
     client.send(b"SEND\ndestination:/topic/x\ncontent-length:100\n\nhalf")
     client.close()
     assert bystander()

@@ -235,3 +235,12 @@ class RawClient:
 
     def close(self) -> None:
         self.socket.close()
+
+
+def raw_connect(
+    address: tuple[str, int], version: str = "1.2", heart_beat: str = "0,0"
+) -> RawClient:
+    """:returns: a :class:`RawClient` that has sent CONNECT and read the answer."""
+    client = RawClient(address)
+    client.connect(version, heart_beat)
+    return client
