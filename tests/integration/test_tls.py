@@ -22,9 +22,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from tests.integration.test_websocket_handshake import RawWebSocket
 from tests.support.clients import Collector, connect
 from tests.support.process import BrokerProcess, free_port, wait_for_port
+from tests.support.websocket import RawWebSocket
 
 
 def make_certificate(directory: Path) -> tuple[Path, Path]:
