@@ -22,7 +22,7 @@ from stompbroker.broker.store.base import StoreDamaged
 from stompbroker.broker.store.memory import MemoryStore
 from stompbroker.broker.store.sqlite import SQLiteStore
 from tests.app.test_tap import parse
-from tests.support.store import result_of, run_now
+from tests.support.store import result_of, run_now, sqlite_store
 
 
 def options(*argv: str) -> Options:
@@ -161,7 +161,7 @@ def test_a_locked_data_directory_stops_twistd_with_its_message(tmp_path: Path) -
     """
     A data directory another broker holds ends the start with SystemExit and the store's advice.
     """
-    holder = SQLiteStore(tmp_path, reactor=MemoryReactorClock(), executor=run_now)
+    holder = sqlite_store(tmp_path, MemoryReactorClock())
     holder.open()
     try:
         top, listener, _, failures = broker_service(tmp_path, run_now)

@@ -39,8 +39,8 @@ from tests.support.store import (
     open_sqlite,
     recover_from,
     result_of,
-    run_now,
     sent,
+    sqlite_store,
     write_garbage,
 )
 
@@ -330,7 +330,7 @@ def test_a_backup_taken_while_the_store_is_open_recovers(tmp_path: Path) -> None
 def test_a_garbage_file_is_damaged(tmp_path: Path) -> None:
     """A database file that is not SQLite stops open() with StoreDamaged, and releases the lock."""
     write_garbage(tmp_path)
-    store = SQLiteStore(tmp_path, reactor=task.Clock(), executor=run_now)
+    store = sqlite_store(tmp_path)
     with pytest.raises(StoreDamaged, match="restore it from a backup, or move it away"):
         store.open()
     assert (tmp_path / DATABASE_NAME).read_bytes() == GARBAGE
@@ -359,7 +359,7 @@ def test_a_foreign_database_is_damaged(tmp_path: Path) -> None:
     """An SQLite database that is not a stompbroker store is refused, not written to."""
     with sqlite3.connect(tmp_path / DATABASE_NAME) as foreign:
         foreign.execute("CREATE TABLE accounts (id INTEGER)")
-    store = SQLiteStore(tmp_path, reactor=task.Clock(), executor=run_now)
+    store = sqlite_store(tmp_path)
     with pytest.raises(StoreDamaged, match="not a stompbroker store"):
         store.open()
 
@@ -369,7 +369,7 @@ def test_a_newer_schema_is_incompatible(tmp_path: Path) -> None:
     result_of(open_sqlite(tmp_path, task.Clock()).close())
     with sqlite3.connect(tmp_path / DATABASE_NAME) as newer:
         newer.execute("PRAGMA user_version = 99")
-    store = SQLiteStore(tmp_path, reactor=task.Clock(), executor=run_now)
+    store = sqlite_store(tmp_path)
     with pytest.raises(StoreIncompatible, match="newer stompbroker"):
         store.open()
 
@@ -377,7 +377,7 @@ def test_a_newer_schema_is_incompatible(tmp_path: Path) -> None:
 def test_a_file_in_place_of_the_directory_is_unavailable(tmp_path: Path) -> None:
     """A data directory path that names a file stops open() with StoreUnavailable."""
     (tmp_path / "data").write_text("")
-    store = SQLiteStore(tmp_path / "data", reactor=task.Clock(), executor=run_now)
+    store = sqlite_store(tmp_path / "data")
     with pytest.raises(StoreUnavailable, match="choose another"):
         store.open()
 
@@ -386,7 +386,7 @@ def test_a_second_store_on_one_directory_is_locked(tmp_path: Path) -> None:
     """Two stores, even in one process, never share a data directory; close() frees it."""
     first = open_sqlite(tmp_path, task.Clock())
     with pytest.raises(StoreLocked, match=f"process {os.getpid()}"):
-        SQLiteStore(tmp_path, reactor=task.Clock(), executor=run_now).open()
+        sqlite_store(tmp_path).open()
     result_of(first.close())
     result_of(open_sqlite(tmp_path, task.Clock()).close())
 

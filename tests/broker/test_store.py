@@ -32,9 +32,8 @@ from stompbroker.broker.store.base import (
     StoreNotOpen,
 )
 from stompbroker.broker.store.memory import MemoryStore
-from stompbroker.broker.store.sqlite import SQLiteStore
 from stompbroker.protocol.frames import Headers
-from tests.support.store import Sent, open_sqlite, result_of, run_now, sent
+from tests.support.store import Sent, open_sqlite, result_of, sent, sqlite_store
 
 
 @define
@@ -334,7 +333,7 @@ def test_operations_before_open_fail(kind: str, tmp_path: Path) -> None:
     if kind == "memory":
         store: Any = MemoryStore()
     else:
-        store = SQLiteStore(tmp_path, reactor=task.Clock(), executor=run_now)
+        store = sqlite_store(tmp_path)
     with pytest.raises(StoreNotOpen):
         result_of(store.add("/queue/orders", sent("m-1")))
     assert result_of(store.close()) is None

@@ -17,11 +17,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from twisted.internet import task
-
 from stompbroker.broker.store.base import RecoveredState, StoreError
 from stompbroker.broker.store.sqlite import SQLiteStore
-from tests.support.store import Sent, result_of, run_now, sent
+from tests.support.store import Sent, result_of, sent, sqlite_store
 
 #: Concurrent writers in the crash child, each waiting for its last add (as a
 #: producer waits for its receipt) before the next.
@@ -82,7 +80,7 @@ def crash_child(data_dir: str, sync: str, round_number: str, log_path: str) -> N
 
 def hold_child(data_dir: str) -> None:
     """Open a store, say ``held``, and keep it open until stdin closes."""
-    store = SQLiteStore(data_dir, reactor=task.Clock(), executor=run_now)
+    store = sqlite_store(data_dir)
     store.open()
     print("held", flush=True)
     sys.stdin.read()
@@ -107,7 +105,7 @@ def stop_child(data_dir: str) -> None:
 
 def open_child(data_dir: str) -> None:
     """Try to open a store; print ``opened``, or the error's kind and message."""
-    store = SQLiteStore(data_dir, reactor=task.Clock(), executor=run_now)
+    store = sqlite_store(data_dir)
     try:
         store.open()
     except StoreError as error:

@@ -23,11 +23,16 @@ import pytest
 from twisted.internet import task
 
 from stompbroker.broker.store.base import StoreLocked, StoreUnavailable
-from stompbroker.broker.store.sqlite import SQLiteStore
 from tests.integration.store_children import STOP_MESSAGES
 from tests.support.process import ROOT, run_python, sigkill, subprocess_env
 from tests.support.seeds import chosen_seed
-from tests.support.store import ids_by_queue, open_sqlite, recover_from, result_of, run_now
+from tests.support.store import (
+    ids_by_queue,
+    open_sqlite,
+    recover_from,
+    result_of,
+    sqlite_store,
+)
 
 #: Rounds of writing and SIGKILL on one data directory.
 CRASH_ROUNDS = 2
@@ -75,7 +80,7 @@ def test_a_read_only_data_directory_is_unavailable(tmp_path: Path) -> None:
     try:
         if os.geteuid() != 0:
             with pytest.raises(StoreUnavailable, match="the broker's user can write"):
-                SQLiteStore(data_dir, reactor=task.Clock(), executor=run_now).open()
+                sqlite_store(data_dir).open()
         else:
             child = run_child("open", str(data_dir), preexec_fn=drop_file_permission_override)
             assert child.stdout.startswith("StoreUnavailable:"), child.stdout + child.stderr
@@ -99,7 +104,7 @@ def test_another_process_holding_the_directory_locks_it_until_it_dies(tmp_path: 
         assert holder.stdout.readline() == "held\n"
         in_use = f"in use by another broker \\(process {holder.pid}\\)"
         with pytest.raises(StoreLocked, match=in_use):
-            SQLiteStore(tmp_path, reactor=task.Clock(), executor=run_now).open()
+            sqlite_store(tmp_path).open()
     finally:
         sigkill(holder)
     result_of(open_sqlite(tmp_path, task.Clock()).close())

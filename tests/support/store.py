@@ -60,11 +60,21 @@ def result_of(deferred: Deferred) -> Any:
     return outcome[0]
 
 
+def sqlite_store(data_dir: Path, clock: Any = None, **options: Any) -> SQLiteStore:
+    """
+    :param clock: its reactor; a fresh ``task.Clock`` by default.
+    :param options: more of :class:`SQLiteStore`'s options (``sync``, ``batch_delay``).
+    :returns: an SQLite store on ``data_dir``, not opened yet, whose writer runs synchronously.
+    """
+    clock = task.Clock() if clock is None else clock
+    return SQLiteStore(data_dir, reactor=clock, executor=run_now, **options)
+
+
 def open_sqlite(
     data_dir: Path, clock: task.Clock, sync: str = "batch", **options: Any
 ) -> SQLiteStore:
     """:returns: an open SQLite store on ``data_dir`` whose writer runs synchronously."""
-    store = SQLiteStore(data_dir, reactor=clock, sync=sync, executor=run_now, **options)
+    store = sqlite_store(data_dir, clock, sync=sync, **options)
     store.open()
     return store
 
