@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.clients import Collector, connect, flush_deliveries
+from tests.support.clients import Collector, connect, flush_deliveries, publish
 from tests.support.process import BrokerProcess, BrokerStarter, run_broker_to_its_end
 from tests.support.store import FILLING, damage_pages, write_garbage
 
@@ -22,15 +22,6 @@ PERSISTENT = {"persistent": "true"}
 def start(tmp_path: Path) -> BrokerStarter:
     """Starts brokers on a data directory, each start logging in a directory of its own."""
     return BrokerStarter(tmp_path)
-
-
-def send(broker: BrokerProcess, destination: str, bodies: list[str], **headers: str) -> None:
-    """Send each body with a receipt, and wait for all the receipts."""
-    connection, collector = connect(broker.address)
-    for index, body in enumerate(bodies):
-        connection.send(destination, body, headers=dict(headers), receipt=f"r{index}")
-    assert collector.wait_for(lambda: len(collector.receipts) == len(bodies))
-    connection.disconnect()
 
 
 def drain(broker: BrokerProcess, destination: str, count: int, **headers: str) -> list[Any]:
@@ -55,8 +46,8 @@ def test_persistent_messages_survive_a_restart_and_others_do_not(
     """
     data = tmp_path / "data"
     broker = start(data)
-    send(broker, "/queue/orders", ["1", "2", "3"], **PERSISTENT)
-    send(broker, "/queue/orders", ["memory only"])
+    publish(broker.address, "/queue/orders", ["1", "2", "3"], **PERSISTENT)
+    publish(broker.address, "/queue/orders", ["memory only"])
     broker.stop()
     broker = start(data)
     try:
@@ -76,7 +67,7 @@ def test_delivered_unacknowledged_messages_come_back_redelivered_after_sigkill(
     """
     data = tmp_path / "data"
     broker = start(data)
-    send(broker, "/queue/jobs", ["acked", "held", "waiting"], **PERSISTENT)
+    publish(broker.address, "/queue/jobs", ["acked", "held", "waiting"], **PERSISTENT)
     connection, collector = connect(broker.address)
     connection.subscribe(
         "/queue/jobs", id="s", ack="client-individual", headers={"prefetch-count": "2"}
@@ -102,7 +93,7 @@ def test_persistent_queues_option_keeps_every_queue_message(
     """--persistent-queues stores queue messages that carry no persistent header."""
     data = tmp_path / "data"
     broker = start(data, "--persistent-queues", "--sync", "always")
-    send(broker, "/queue/plain", ["kept"])
+    publish(broker.address, "/queue/plain", ["kept"])
     broker.kill()
     broker = start(data, "--persistent-queues")
     try:
@@ -121,8 +112,8 @@ def test_durable_subscription_and_its_backlog_survive_sigkill(
     connection, collector = _client_with_id(broker)
     connection.subscribe("/topic/events.*", id="d", ack="client", headers=durable)
     connection.disconnect(receipt="bye")
-    send(broker, "/topic/events.login", ["kept"], **PERSISTENT)
-    send(broker, "/topic/events.login", ["not kept"])
+    publish(broker.address, "/topic/events.login", ["kept"], **PERSISTENT)
+    publish(broker.address, "/topic/events.login", ["not kept"])
     broker.kill()
     broker = start(data)
     try:
@@ -167,7 +158,7 @@ def test_a_store_whose_pages_are_damaged_stops_twistd_after_reading_them(
     data = tmp_path / "data"
     broker = start(data)
     count, size = FILLING
-    send(broker, "/queue/big", ["x" * size] * count, **PERSISTENT)
+    publish(broker.address, "/queue/big", ["x" * size] * count, **PERSISTENT)
     broker.stop()
     damage_pages(data)
     advice = ("stompbroker cannot start", "restore it from a backup")

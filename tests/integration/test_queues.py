@@ -23,6 +23,7 @@ from tests.support.clients import (
     connect,
     flush_deliveries,
     is_marker,
+    publish,
     raw_connect,
 )
 from tests.support.process import BrokerProcess, module_broker
@@ -94,16 +95,6 @@ def worker(
     return connection, inbox
 
 
-def send_all(broker: BrokerProcess, destination: str, bodies: list[bytes], **headers: str) -> None:
-    """Publish bodies in order, and wait for the broker's receipt of the last."""
-    connection, events = connect(broker.address)
-    for body in bodies[:-1]:
-        connection.send(destination, body, headers=dict(headers))
-    connection.send(destination, bodies[-1], headers=dict(headers, receipt="sent"))
-    assert events.wait_for(lambda: "sent" in events.receipts)
-    connection.disconnect()
-
-
 def eventually(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
     """
     Poll until ``condition()`` holds or ``timeout`` passes, for conditions that span
@@ -130,7 +121,7 @@ def test_competing_consumers_share_a_queue_without_loss_or_duplicates(
         for version in ("1.0", "1.1", "1.2", "1.2")
     ]
     bodies = [f"job {n}".encode() for n in range(400)]
-    send_all(broker, destination, bodies)
+    publish(broker.address, destination, bodies)
     inboxes = [inbox for _, inbox in workers]
 
     def total() -> int:
@@ -157,11 +148,11 @@ def test_dead_consumers_messages_are_redelivered_to_the_others(broker: BrokerPro
     destination = unique()
     dying = raw_connect(broker.address)
     assert dying.subscribe(destination, "ack:client", "prefetch-count:5").command == "RECEIPT"
-    send_all(broker, destination, [f"job {n}".encode() for n in range(5)])
+    publish(broker.address, destination, [f"job {n}".encode() for n in range(5)])
     held = dying.read_frames(5)
     assert [frame.body for frame in held] == [f"job {n}".encode() for n in range(5)]
     survivors = [worker(broker, destination) for _ in range(2)]
-    send_all(broker, destination, [b"job 5"])
+    publish(broker.address, destination, [b"job 5"])
     dying.socket.close()
     inboxes = [inbox for _, inbox in survivors]
     assert eventually(lambda: sum(len(i.messages) for i in inboxes) >= 6)
@@ -188,7 +179,7 @@ def test_poison_message_reaches_the_dead_letter_queue(broker: BrokerProcess) -> 
     watcher.subscribe(f"/queue/DLQ.{name}", id="dlq", receipt="watching")
     assert dead.wait_for(lambda: "watching" in dead.receipts)
     consumer, inbox = worker(broker, destination, decide=lambda frame: frame.body != b"poison")
-    send_all(broker, destination, [b"ok 1", b"poison", b"ok 2"])
+    publish(broker.address, destination, [b"ok 1", b"poison", b"ok 2"])
     assert dead.wait_for(lambda: len(dead.messages) == 1, timeout=10)
     [letter] = dead.messages
     assert letter.body == b"poison"
@@ -209,7 +200,7 @@ def test_nack_without_requeue_dead_letters_at_once(broker: BrokerProcess) -> Non
     name = destination.split("/")[-1]
     consumer, inbox = connect(broker.address)
     consumer.subscribe(destination, id="s", ack="client-individual")
-    send_all(broker, destination, [b"reject me"])
+    publish(broker.address, destination, [b"reject me"])
     assert inbox.wait_for(lambda: len(inbox.messages) == 1)
     consumer.nack(inbox.messages[0].headers["ack"], requeue="false")
     watcher, dead = connect(broker.address)
@@ -259,7 +250,7 @@ def test_acks_in_an_aborted_transaction_are_undone(broker: BrokerProcess) -> Non
     consumer.subscribe(
         destination, id="s", ack="client-individual", headers={"prefetch-count": "1"}
     )
-    send_all(broker, destination, [b"first", b"second"])
+    publish(broker.address, destination, [b"first", b"second"])
     assert inbox.wait_for(lambda: len(inbox.messages) == 1)
     ack = inbox.messages[0].headers["ack"]
     aborted = consumer.begin()
@@ -283,9 +274,9 @@ def test_expired_messages_never_arrive(broker: BrokerProcess) -> None:
     destination = unique()
     name = destination.split("/")[-1]
     past = str(int(time.time() * 1000) - 1000)
-    send_all(broker, destination, [b"short-lived"], expiration="100")
-    send_all(broker, destination, [b"already expired"], expires=past)
-    send_all(broker, destination, [b"long-lived"], expiration="60000")
+    publish(broker.address, destination, [b"short-lived"], expiration="100")
+    publish(broker.address, destination, [b"already expired"], expires=past)
+    publish(broker.address, destination, [b"long-lived"], expiration="60000")
     time.sleep(0.3)
     consumer, inbox = connect(broker.address)
     consumer.subscribe(destination, id="s")
@@ -301,8 +292,8 @@ def test_expired_messages_never_arrive(broker: BrokerProcess) -> None:
     topic = unique("topic")
     topic_subscriber.subscribe(topic, id="t", receipt="ready")
     assert topic_inbox.wait_for(lambda: "ready" in topic_inbox.receipts)
-    send_all(broker, topic, [b"stale news"], expires=past)
-    send_all(broker, topic, [b"news"])
+    publish(broker.address, topic, [b"stale news"], expires=past)
+    publish(broker.address, topic, [b"news"])
     assert topic_inbox.wait_for(lambda: len(topic_inbox.messages) == 1)
     flush_deliveries(topic_subscriber, topic_inbox)
     assert topic_inbox.bodies() == [b"news"]
@@ -343,11 +334,11 @@ def test_durable_subscriber_gets_what_it_missed(
 
     first, inbox = durable_client(broker, client_id)
     subscribe(first, inbox, "s1")
-    send_all(broker, topic, [b"seen"])
+    publish(broker.address, topic, [b"seen"])
     assert inbox.wait_for(lambda: len(inbox.messages) == 1)
     first.ack(inbox.messages[0].headers["ack"])
     first.disconnect()
-    send_all(broker, topic, [b"missed 1", b"missed 2"])
+    publish(broker.address, topic, [b"missed 1", b"missed 2"])
     second, again = durable_client(broker, client_id)
     subscribe(second, again, "s2")
     assert again.wait_for(lambda: len(again.messages) == 2)
@@ -356,7 +347,7 @@ def test_durable_subscriber_gets_what_it_missed(
     second.unsubscribe(subscription_id, headers=dict(headers, receipt="removed"))
     assert again.wait_for(lambda: "removed" in again.receipts)
     second.disconnect()
-    send_all(broker, topic, [b"nobody keeps this"])
+    publish(broker.address, topic, [b"nobody keeps this"])
     third, last = durable_client(broker, client_id)
     subscribe(third, last, "s3")
     flush_deliveries(third, last)

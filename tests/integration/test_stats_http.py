@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from tests.support.clients import connect
+from tests.support.clients import connect, publish
 from tests.support.process import SharedBroker
 
 #: Seconds between two live snapshots of the broker under test.
@@ -49,14 +49,7 @@ class LiveStatsTests(SharedBroker, unittest.TestCase):
 
     def send(self, destination: str, count: int) -> None:
         """Send ``count`` messages with stomp.py, and wait until the broker has them all."""
-        connection, inbox = connect(self.broker.address)
-        try:
-            for number in range(count):
-                receipt = {"receipt": "last"} if number == count - 1 else {}
-                connection.send(destination, b"payload", headers=receipt)
-            self.assertTrue(inbox.wait_for(lambda: "last" in inbox.receipts, WAIT))
-        finally:
-            connection.disconnect()
+        publish(self.broker.address, destination, [b"payload"] * count)
 
     def receive(self, destination: str, count: int) -> list[Any]:
         """Subscribe with stomp.py until ``count`` messages have come; :returns: them."""

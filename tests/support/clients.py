@@ -117,6 +117,18 @@ def connect(
     return connection, collector
 
 
+def publish(address: tuple[str, int], destination: str, bodies: list[Any], **headers: str) -> None:
+    """
+    Send ``bodies`` in order on a connection of their own, each with ``headers`` and a
+    receipt, and wait for every receipt (for a persistent message: until it is stored).
+    """
+    connection, events = connect(address)
+    for index, body in enumerate(bodies):
+        connection.send(destination, body, headers=dict(headers), receipt=f"sent-{index}")
+    assert events.wait_for(lambda: len(events.receipts) == len(bodies)), events.receipts
+    connection.disconnect()
+
+
 def flush_deliveries(
     connection: Any, inbox: Collector, sender: Any = None, timeout: float = WAIT
 ) -> None:
