@@ -24,7 +24,7 @@ from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.parser import FrameParser
 from stompbroker.protocol.session import SessionConfig, State
 from stompbroker.transport.tcp import CLOSE_TIMEOUT, stomp_server_factory
-from tests.app.test_tap import parse
+from tests.support.options import parse
 
 #: A session configuration without heart-beats, so that only the limit under test acts.
 QUIET = SessionConfig(heartbeat=(0, 0))

@@ -21,7 +21,7 @@ from stompbroker.broker.service import Broker
 from stompbroker.broker.store.base import StoreDamaged
 from stompbroker.broker.store.memory import MemoryStore
 from stompbroker.broker.store.sqlite import SQLiteStore
-from tests.app.test_tap import parse
+from tests.support.options import parse
 from tests.support.store import result_of, run_now, sqlite_store
 
 

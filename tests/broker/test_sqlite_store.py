@@ -14,12 +14,11 @@ import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from twisted.internet import task
 from twisted.internet.defer import Deferred, maybeDeferred
-from twisted.logger import ILogObserver, LogEvent, globalLogPublisher
 
 from stompbroker.broker.store.base import (
     DuplicateMessage,
@@ -194,20 +193,16 @@ def test_off_acknowledges_before_writing(tmp_path: Path) -> None:
     assert ids_by_queue(recover_from(tmp_path)) == {"/queue/orders": ["m-1"]}
 
 
-def test_off_logs_a_write_that_failed_after_it_was_acknowledged(tmp_path: Path) -> None:
+def test_off_logs_a_write_that_failed_after_it_was_acknowledged(
+    tmp_path: Path, log_events: list[dict[str, Any]]
+) -> None:
     """In off mode nobody waits for a write, so its failure goes to the log."""
     clock = task.Clock()
     store = open_sqlite(tmp_path, clock, "off")
-    events: list[LogEvent] = []
-    observer = cast(ILogObserver, events.append)
-    globalLogPublisher.addObserver(observer)
-    try:
-        store.add("/queue/orders", sent("m-1"))
-        assert result_of(store.add("/queue/orders", sent("m-1"))).message_id == "m-1"
-        clock.advance(0)
-    finally:
-        globalLogPublisher.removeObserver(observer)
-    (failed,) = [event for event in events if "log_failure" in event]
+    store.add("/queue/orders", sent("m-1"))
+    assert result_of(store.add("/queue/orders", sent("m-1"))).message_id == "m-1"
+    clock.advance(0)
+    (failed,) = [event for event in log_events if "log_failure" in event]
     assert failed["log_failure"].check(DuplicateMessage)
     assert failed["log_namespace"] == "stompbroker.store"
 

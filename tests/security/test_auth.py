@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import os
 import pwd
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from twisted.cred.credentials import IUsernamePassword, UsernamePassword
 from twisted.cred.error import UnauthorizedLogin
 from twisted.internet.defer import CancelledError, Deferred, fail, maybeDeferred
 from twisted.internet.task import Clock
-from twisted.logger import formatEvent, globalLogPublisher
+from twisted.logger import formatEvent
 from twisted.python import usage
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import Interface, implementer
@@ -76,15 +76,6 @@ def users_file(tmp_path: Path) -> Path:
     return write_users(
         tmp_path / "users.txt", ("alice", "wonderland", ("traders", "ops")), ("bob", "builder", ())
     )
-
-
-@pytest.fixture
-def log_events() -> Iterator[list[dict[str, Any]]]:
-    """Every log event published while the test runs."""
-    events: list[dict[str, Any]] = []
-    globalLogPublisher.addObserver(events.append)
-    yield events
-    globalLogPublisher.removeObserver(events.append)
 
 
 def login(

@@ -28,11 +28,8 @@ from stompbroker.protocol.session import SessionConfig, State
 from stompbroker.security.access import AccessControl
 from stompbroker.security.auth import FAILED_LOGIN_DELAY, Authenticator, Identity, make_portal
 from stompbroker.transport.tcp import StompServerFactory, stomp_server_factory
-from tests.app.test_tap import parse
-from tests.security.test_auth import log_events
+from tests.support.options import parse
 from tests.test_limits import NO_WATERMARK, Client
-
-__all__ = ["log_events"]
 
 ACCESS = """
 [anonymous]

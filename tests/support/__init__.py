@@ -14,8 +14,10 @@ Helpers that more than one test module uses, so that none of them keeps a copy.
   on a real socket;
 - :mod:`tests.support.seeds`: the seed of a test that draws random numbers,
   logged and fixed on request;
-- :mod:`tests.support.spark` and :mod:`tests.support.browser`: the ``spark`` and
-  ``page`` fixtures.
+- :mod:`tests.support.options`: twistd's options parsed from a command line;
+- :mod:`tests.support.spark`, :mod:`tests.support.browser` and
+  :mod:`tests.support.logs`: the ``spark``, ``page`` and ``log_events`` fixtures,
+  which the root ``conftest.py`` offers to every test.
 
 What it may import: ``stompbroker``, ``benchmarks`` and the test dependencies;
 never a test module (``tests/*/test_*.py``) nor a ``conftest.py``, so that every
