@@ -29,7 +29,7 @@ from stompbroker.security.access import AccessControl
 from stompbroker.security.auth import FAILED_LOGIN_DELAY, Authenticator, Identity, make_portal
 from stompbroker.transport.tcp import StompServerFactory, stomp_server_factory
 from tests.support.options import parse
-from tests.test_limits import NO_WATERMARK, Client
+from tests.support.tcp import NO_WATERMARK, Client
 
 ACCESS = """
 [anonymous]

@@ -27,7 +27,7 @@ from stompbroker.transport.websocket import StompWebSocketProtocol
 from stompbroker.web.site import WebSite, web_root
 from tests.broker.fakes import Inbox
 from tests.support import websocket as ws
-from tests.test_limits import NO_WATERMARK, Client
+from tests.support.tcp import NO_WATERMARK, Client
 
 #: Room for ten 100-byte messages, about; no heart-beats.
 SMALL_BUFFER = 1024
