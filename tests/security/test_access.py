@@ -30,7 +30,8 @@ from stompbroker.security.access import (
     parse_policy,
 )
 from stompbroker.security.auth import ANONYMOUS_IDENTITY, Identity
-from tests.broker.test_subscriptions import SEGMENTS, patterns, reference_regex
+from tests.strategies import SEGMENTS, patterns
+from tests.support.wildcards import reference_regex
 
 ACCESS = """
 [anonymous]
