@@ -25,7 +25,7 @@ from stompbroker.stats.services import LiveStats, StatsExport
 from stompbroker.web.site import STATIC, MetricsPage, web_root
 from tests.broker.fakes import FakeConnection, Inbox
 from tests.support.options import parse
-from tests.web.test_websocket_site import get
+from tests.support.web import get
 
 
 class Site:

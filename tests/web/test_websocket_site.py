@@ -19,18 +19,7 @@ from stompbroker.app.tap import DEFAULT_HTTP, Options, makeService
 from stompbroker.broker.service import Broker
 from stompbroker.transport.tcp import StompServerFactory
 from stompbroker.web.site import STATIC, WebSite, web_root
-
-
-def get(treq: StubTreq, url: str) -> tuple[Any, bytes]:
-    """:returns: the response to a GET and its body, with every Deferred already fired."""
-    responses: list[Any] = []
-    treq.get(url).addCallback(responses.append)
-    treq.flush()
-    [response] = responses
-    bodies: list[bytes] = []
-    treq.content(response).addCallback(bodies.append)
-    treq.flush()
-    return response, bodies[0]
+from tests.support.web import get
 
 
 def test_healthz_reports_whether_the_broker_runs() -> None:
