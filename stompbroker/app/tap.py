@@ -38,7 +38,7 @@ from stompbroker.broker.store.sqlite import SYNC_MODES, SQLiteStore
 from stompbroker.logs import LEVELS, logger, set_level
 from stompbroker.protocol.session import SLOW_CONSUMER_POLICIES, SessionConfig
 from stompbroker.security.access import AccessControl, AccessFileError
-from stompbroker.security.auth import Authenticator, make_portal
+from stompbroker.security.portal import Authenticator, make_portal
 from stompbroker.stats.export import StatsExporter
 from stompbroker.stats.model import StatsModel
 from stompbroker.stats.services import (

@@ -21,7 +21,8 @@ from twisted.cred.credentials import UsernamePassword
 from twisted.internet.defer import maybeDeferred
 
 from stompbroker.app import cli
-from stompbroker.security.auth import PasswordFileChecker, read_password_file
+from stompbroker.security.checkers import PasswordFileChecker
+from stompbroker.security.passwords import read_password_file
 
 CHEAP = ["--cost", "16"]
 
@@ -182,7 +183,16 @@ def test_command_reads_the_password_from_a_pipe(tmp_path: Path) -> None:
     path = tmp_path / "users.txt"
     environment = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     completed = subprocess.run(
-        [sys.executable, "-m", "stompbroker.app.cli", "passwd", str(path), "carol", "--stdin", *CHEAP],
+        [
+            sys.executable,
+            "-m",
+            "stompbroker.app.cli",
+            "passwd",
+            str(path),
+            "carol",
+            "--stdin",
+            *CHEAP,
+        ],
         input="piped secret\n",
         capture_output=True,
         text=True,

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 import stomp
 
-from stompbroker.security.auth import PasswordEntry, ScryptParams
+from stompbroker.security.passwords import PasswordEntry, ScryptParams
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.clients import Collector, RawClient
 

@@ -29,7 +29,7 @@ from stompbroker.security.access import (
     load_policy,
     parse_policy,
 )
-from stompbroker.security.auth import ANONYMOUS_IDENTITY, Identity
+from stompbroker.security.identity import ANONYMOUS_IDENTITY, Identity
 from tests.broker.test_subscriptions import SEGMENTS, patterns, reference_regex
 
 ACCESS = """
