@@ -17,7 +17,7 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransportWithDisconnection
 from twisted.python import usage
 
-from stompbroker.app.tap import parse_size
+from stompbroker.app.options import parse_size
 from stompbroker.broker.service import Broker, Limits
 from stompbroker.protocol.encoder import encode
 from stompbroker.protocol.frames import Frame

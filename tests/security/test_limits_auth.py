@@ -22,7 +22,8 @@ from twisted.internet.testing import MemoryReactorClock
 from twisted.logger import formatEvent
 from twisted.python import usage
 
-from stompbroker.app.tap import ReloadOnHangup, makeService
+from stompbroker.app.services import ReloadOnHangup
+from stompbroker.app.tap import makeService
 from stompbroker.broker.service import Broker
 from stompbroker.protocol.session import SessionConfig, State
 from stompbroker.security.access import AccessControl

@@ -15,7 +15,8 @@ from twisted.python import usage
 from twisted.web.resource import getChildForRequest
 from twisted.web.test.requesthelper import DummyRequest
 
-from stompbroker.app.tap import DEFAULT_HTTP, Options, makeService
+from stompbroker.app.options import DEFAULT_HTTP, Options
+from stompbroker.app.tap import makeService
 from stompbroker.broker.service import Broker
 from stompbroker.transport.tcp import StompServerFactory
 from stompbroker.web.site import STATIC, WebSite, web_root
