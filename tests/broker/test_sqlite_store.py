@@ -1,28 +1,19 @@
 """
 What only :class:`stompbroker.broker.store.sqlite.SQLiteStore` does: group commit,
-durability across a close or a crash, and refusing a damaged or busy data directory.
+durability across a close or a crash, and its own options.
 
-The contract every store keeps is tested in ``test_store.py``.  Here, too, most
-tests drive the writer synchronously (or one step at a time) on a
-``task.Clock``; the real writer thread runs in child processes, which this module
-also provides when run as ``python -m tests.broker.test_sqlite_store MODE ...``:
-
-- ``crash DATA_DIR SYNC ROUND LOG``: write as fast as the store acknowledges,
-  logging every acknowledged operation to ``LOG``, until killed;
-- ``hold DATA_DIR``: open the store, print ``held``, and keep it open until stdin
-  closes;
-- ``open DATA_DIR``: try to open the store and print what happened;
-- ``stop DATA_DIR``: add messages and stop the reactor at once, without closing.
+The contract every store keeps is tested in ``test_store.py``, the data directory
+in ``test_sqlite_files.py`` and the tables in ``test_sqlite_schema.py``.  Here,
+too, most tests drive the writer synchronously (or one step at a time) on a
+``task.Clock``; the real writer thread runs in the child processes of
+:mod:`tests.broker.sqlite_children`.
 """
 
 from __future__ import annotations
 
-import ctypes
-import os
 import random
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,26 +27,17 @@ from twisted.logger import ILogObserver, LogEvent, globalLogPublisher
 from stompbroker.broker.store.base import (
     DuplicateMessage,
     RecoveredState,
-    StoreDamaged,
-    StoreError,
-    StoreIncompatible,
-    StoreLocked,
     StoreNotOpen,
     StoreUnavailable,
     StoreWriteFailed,
 )
 from stompbroker.broker.store.sqlite import DATABASE_NAME, SQLiteStore
-from tests.broker.test_store import Sent, open_sqlite, result_of, run_now, sent
+from tests.broker.sqlite_children import CHILD_TIMEOUT, STOP_MESSAGES, child_command, run_child
+from tests.broker.test_store import open_sqlite, result_of, sent
 from tests.integration.broker_process import ROOT, subprocess_env
 
-#: Concurrent writers in the crash child, each waiting for its last add (as a
-#: producer waits for its receipt) before the next.
-CRASH_WRITERS = 8
+#: Times the crash test kills a writing child on one data directory.
 CRASH_ROUNDS = 2
-#: Messages the ``stop`` child leaves pending when it stops the reactor.
-STOP_MESSAGES = 50
-#: Longest wait for a child process to be ready, or to end.
-CHILD_TIMEOUT = 20.0
 
 
 class ManualExecutor:
@@ -353,151 +335,6 @@ def test_a_backup_taken_while_the_store_is_open_recovers(tmp_path: Path) -> None
     assert recover_from(tmp_path / "backup") == live
 
 
-# -- a data directory the store must refuse ----------------------------------------
-
-
-def test_a_garbage_file_is_damaged(tmp_path: Path) -> None:
-    """A database file that is not SQLite stops open() with StoreDamaged, and releases the lock."""
-    (tmp_path / DATABASE_NAME).write_bytes(b"this is not a database\n" * 200)
-    store = SQLiteStore(tmp_path, reactor=task.Clock(), executor=run_now)
-    with pytest.raises(StoreDamaged, match="restore it from a backup, or move it away"):
-        store.open()
-    assert (tmp_path / DATABASE_NAME).read_bytes().startswith(b"this is not")
-    (tmp_path / DATABASE_NAME).unlink()
-    open_sqlite(tmp_path, task.Clock())
-
-
-def test_a_damaged_page_fails_recovery_rather_than_recovering_less(tmp_path: Path) -> None:
-    """A store whose message pages are overwritten fails recover() with StoreDamaged."""
-    clock = task.Clock()
-    store = open_sqlite(tmp_path, clock)
-    for index in range(200):
-        store.add("/queue/orders", sent(f"m-{index}", body=b"x" * 500))
-    result_of(store.close())
-    with open(tmp_path / DATABASE_NAME, "r+b") as database:
-        database.seek(3 * 4096)
-        database.write(b"\xff" * 8192)
-    store = open_sqlite(tmp_path, clock)
-    recovering = store.recover()
-    clock.advance(0.002)
-    with pytest.raises(StoreDamaged, match="restore it from a backup"):
-        result_of(recovering)
-    result_of(store.close())
-
-
-def test_a_foreign_database_is_damaged(tmp_path: Path) -> None:
-    """An SQLite database that is not a stompbroker store is refused, not written to."""
-    with sqlite3.connect(tmp_path / DATABASE_NAME) as foreign:
-        foreign.execute("CREATE TABLE accounts (id INTEGER)")
-    store = SQLiteStore(tmp_path, reactor=task.Clock(), executor=run_now)
-    with pytest.raises(StoreDamaged, match="not a stompbroker store"):
-        store.open()
-
-
-def test_a_newer_schema_is_incompatible(tmp_path: Path) -> None:
-    """A store written by a newer stompbroker is refused with StoreIncompatible."""
-    result_of(open_sqlite(tmp_path, task.Clock()).close())
-    with sqlite3.connect(tmp_path / DATABASE_NAME) as newer:
-        newer.execute("PRAGMA user_version = 99")
-    store = SQLiteStore(tmp_path, reactor=task.Clock(), executor=run_now)
-    with pytest.raises(StoreIncompatible, match="newer stompbroker"):
-        store.open()
-
-
-def test_a_file_in_place_of_the_directory_is_unavailable(tmp_path: Path) -> None:
-    """A data directory path that names a file stops open() with StoreUnavailable."""
-    (tmp_path / "data").write_text("")
-    store = SQLiteStore(tmp_path / "data", reactor=task.Clock(), executor=run_now)
-    with pytest.raises(StoreUnavailable, match="choose another"):
-        store.open()
-
-
-def drop_file_permission_override() -> None:
-    """
-    In a child about to exec, drop root's power to write where permissions forbid.
-
-    Removing ``CAP_DAC_OVERRIDE`` (and its relatives) from the bounding set means
-    the program exec'd next does not get them, so a read-only directory is
-    read-only even to root.
-    """
-    libc = ctypes.CDLL(None, use_errno=True)
-    pr_capbset_drop = 24
-    for capability in (1, 2, 3):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER
-        if libc.prctl(pr_capbset_drop, capability, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
-
-
-def child_command(*arguments: str) -> list[str]:
-    """:returns: the argv that runs this module as a child with ``arguments``."""
-    return [sys.executable, "-m", "tests.broker.test_sqlite_store", *arguments]
-
-
-def run_child(*arguments: str, **options: Any) -> subprocess.CompletedProcess[str]:
-    """
-    Run this module as a child to its end, within :data:`CHILD_TIMEOUT`.
-
-    :param options: more arguments for :func:`subprocess.run`.
-    :returns: the finished child, with its output as text.
-    """
-    return subprocess.run(
-        child_command(*arguments),
-        cwd=ROOT,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT,
-        **options,
-    )
-
-
-def test_a_read_only_data_directory_is_unavailable(tmp_path: Path) -> None:
-    """A data directory the broker may not write stops open() with StoreUnavailable."""
-    data_dir = tmp_path / "data"
-    data_dir.mkdir()
-    data_dir.chmod(0o555)
-    try:
-        if os.geteuid() != 0:
-            with pytest.raises(StoreUnavailable, match="the broker's user can write"):
-                SQLiteStore(data_dir, reactor=task.Clock(), executor=run_now).open()
-        else:
-            child = run_child("open", str(data_dir), preexec_fn=drop_file_permission_override)
-            assert child.stdout.startswith("StoreUnavailable:"), child.stdout + child.stderr
-            assert "the broker's user can write" in child.stdout
-    finally:
-        data_dir.chmod(0o755)
-
-
-def test_a_second_store_on_one_directory_is_locked(tmp_path: Path) -> None:
-    """Two stores, even in one process, never share a data directory; close() frees it."""
-    first = open_sqlite(tmp_path, task.Clock())
-    with pytest.raises(StoreLocked, match=f"process {os.getpid()}"):
-        SQLiteStore(tmp_path, reactor=task.Clock(), executor=run_now).open()
-    result_of(first.close())
-    result_of(open_sqlite(tmp_path, task.Clock()).close())
-
-
-def test_another_process_holding_the_directory_locks_it_until_it_dies(tmp_path: Path) -> None:
-    """A directory open in another process is refused, and free once that process is killed."""
-    holder = subprocess.Popen(
-        child_command("hold", str(tmp_path)),
-        cwd=ROOT,
-        env=subprocess_env(),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None
-        assert holder.stdout.readline() == "held\n"
-        in_use = f"in use by another broker \\(process {holder.pid}\\)"
-        with pytest.raises(StoreLocked, match=in_use):
-            SQLiteStore(tmp_path, reactor=task.Clock(), executor=run_now).open()
-    finally:
-        holder.kill()
-        holder.wait(CHILD_TIMEOUT)
-    result_of(open_sqlite(tmp_path, task.Clock()).close())
-
-
 def test_a_reactor_without_threads_needs_an_executor(tmp_path: Path) -> None:
     """
     Without threads in its reactor the writer could never report back: open() refuses, and
@@ -613,103 +450,3 @@ def test_every_acknowledged_write_survives_sigkill(sync: str, tmp_path: Path) ->
     for queue, messages in recovered.items():
         order = [tuple(map(int, message.message_id.split("-"))) for message in messages]
         assert order == sorted(order), f"{queue} out of order {context}"
-
-
-# -- the child processes --------------------------------------------------------------
-
-
-def crash_child(data_dir: str, sync: str, round_number: str, log_path: str) -> None:
-    """
-    Write through a real :class:`SQLiteStore` until killed, logging what it acknowledged.
-
-    Each of :data:`CRASH_WRITERS` writers adds a message to its own queue, waits
-    for the add to be acknowledged, logs it, and adds the next; every third
-    message is then removed, every third marked delivered, each logged once
-    acknowledged.  Log lines are written with one ``write`` each, so a kill can
-    cut at most the last one short.
-    """
-    from twisted.internet import reactor
-
-    log = open(log_path, "a", buffering=1)
-    store = SQLiteStore(data_dir, reactor=reactor, sync=sync)
-    store.open()
-
-    def report(result: Any, line: str) -> None:
-        log.write(line + "\n")
-
-    def failed(failure: Any) -> None:
-        log.write(f"error {failure.getErrorMessage()!r}\n")
-
-    def produce(writer: int, index: int) -> None:
-        queue = f"/queue/w{writer}"
-        message = Sent(queue, f"{round_number}-{writer}-{index}", (("n", str(index)),), b"x" * 1024)
-        adding = store.add(queue, message)
-        adding.addCallback(report, f"added {queue} {message.message_id}")
-        adding.addCallback(lambda _: after(writer, index, queue, message.message_id))
-        adding.addErrback(failed)
-
-    def after(writer: int, index: int, queue: str, message_id: str) -> None:
-        if index % 3 == 0:
-            store.remove(queue, message_id).addCallbacks(
-                report, failed, (f"removed {queue} {message_id}",)
-            )
-        elif index % 3 == 1:
-            store.mark_delivered(queue, message_id).addCallbacks(
-                report, failed, (f"marked {queue} {message_id}",)
-            )
-        produce(writer, index + 1)
-
-    def start(state: RecoveredState) -> None:
-        log.write(f"ready {sum(len(found) for found in state.queues.values())}\n")
-        for writer in range(CRASH_WRITERS):
-            produce(writer, 0)
-
-    store.recover().addCallbacks(start, failed)
-    reactor.run()  # type: ignore[attr-defined]
-
-
-def hold_child(data_dir: str) -> None:
-    """Open a store, say ``held``, and keep it open until stdin closes."""
-    store = SQLiteStore(data_dir, reactor=task.Clock(), executor=run_now)
-    store.open()
-    print("held", flush=True)
-    sys.stdin.read()
-    result_of(store.close())
-
-
-def stop_child(data_dir: str) -> None:
-    """Add :data:`STOP_MESSAGES` messages in batch mode and stop the reactor straight away."""
-    from twisted.internet import reactor
-
-    store = SQLiteStore(data_dir, reactor=reactor, sync="batch", batch_delay=60.0)
-    store.open()
-
-    def add_and_stop() -> None:
-        for index in range(STOP_MESSAGES):
-            store.add("/queue/orders", sent(f"m-{index}"))
-        reactor.stop()  # type: ignore[attr-defined]
-
-    reactor.callWhenRunning(add_and_stop)  # type: ignore[attr-defined]
-    reactor.run()  # type: ignore[attr-defined]
-
-
-def open_child(data_dir: str) -> None:
-    """Try to open a store; print ``opened``, or the error's kind and message."""
-    store = SQLiteStore(data_dir, reactor=task.Clock(), executor=run_now)
-    try:
-        store.open()
-    except StoreError as error:
-        print(f"{type(error).__name__}: {error}")
-        return
-    print("opened")
-    result_of(store.close())
-
-
-if __name__ == "__main__":
-    children: dict[str, Callable[..., None]] = {
-        "crash": crash_child,
-        "hold": hold_child,
-        "open": open_child,
-        "stop": stop_child,
-    }
-    children[sys.argv[1]](*sys.argv[2:])
