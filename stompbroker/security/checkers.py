@@ -121,7 +121,9 @@ class PasswordFileChecker:
         self._entries = entries
         log.info("password file {path} reloaded: {users} users", path=self.path, users=len(entries))
 
-    def requestAvatarId(self, credentials: IUsernamePassword) -> Deferred[str]:
+    # Twisted annotates avatar ids as bytes; ours are text, as strcred's memory
+    # checker's are, and the realm takes both.
+    def requestAvatarId(self, credentials: IUsernamePassword) -> Deferred[str]:  # type: ignore[override]
         """
         :returns: a Deferred that fires with the user name, or fails with
             :class:`~twisted.cred.error.UnauthorizedLogin`.
@@ -178,7 +180,9 @@ class FirstAcceptingChecker:
     def __init__(self, checkers: Sequence[ICredentialsChecker]) -> None:
         self._checkers: tuple[Any, ...] = tuple(checkers)
 
-    def requestAvatarId(self, credentials: IUsernamePassword) -> Deferred[Identity]:
+    # Its avatar ids are identities, not the bytes Twisted's annotations expect:
+    # only StompRealm, which make_portal pairs it with, receives them.
+    def requestAvatarId(self, credentials: IUsernamePassword) -> Deferred[Identity]:  # type: ignore[override]
         """
         :returns: a Deferred that fires with the identity the first accepting checker
             makes, or fails with :class:`~twisted.cred.error.UnauthorizedLogin`.

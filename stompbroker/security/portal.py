@@ -207,7 +207,7 @@ def _refused(failure: Failure, clock: IReactorTime, delay: float) -> Deferred[Id
     if failure.check(CancelledError):
         return fail(failure)
     if not failure.check(UnauthorizedLogin, UnhandledCredentials):
-        log.error("login failed with {error_type}", error_type=failure.type.__name__)
+        log.error("login failed with {error_type}", error_type=type(failure.value).__name__)
     return deferLater(clock, delay, _raise_login_failed)
 
 
