@@ -216,6 +216,12 @@ class WorkerQueue:
     #: Topic fan-out reaches a subscription's queue as it reaches any subscriber.
     deliver = enqueue
 
+    def count_deliveries(self, count: int, tails: dict[str, int]) -> None:
+        """
+        Nothing to count: a queue in the topic tree counts its deliveries as it
+        hands messages out (see :mod:`stompbroker.broker.traffic`).
+        """
+
     def publish(self, message: Message) -> None:
         """
         Enqueue a message sent to this queue (not one that comes to it from a topic,
