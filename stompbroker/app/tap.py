@@ -32,7 +32,8 @@ from stompbroker import __version__
 from stompbroker.app.gc_tuning import DEFAULT_THRESHOLD, CollectorTuning
 from stompbroker.broker.delivery import EXPIRED_ACTIONS, DeliveryPolicy
 from stompbroker.broker.flow import physical_memory
-from stompbroker.broker.service import MEMORY_HIGH_SHARE, Broker, Limits
+from stompbroker.broker.limits import MEMORY_HIGH_SHARE, Limits
+from stompbroker.broker.service import Broker
 from stompbroker.broker.store.base import StoreError
 from stompbroker.broker.store.sqlite import SYNC_MODES, SQLiteStore
 from stompbroker.logs import LEVELS, logger, set_level

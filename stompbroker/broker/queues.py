@@ -61,8 +61,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from attrs import evolve
+from zope.interface import implementer
 
 from stompbroker.broker.delivery import Consumer, DeliveryCounters, DeliveryPolicy
+from stompbroker.broker.engine.base import IQueue
 from stompbroker.broker.traffic import Traffic
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
@@ -78,6 +80,7 @@ EXPIRED = "expired"
 DeadLetter = Callable[[Message, str, str | None], Any]
 
 
+@implementer(IQueue)
 class WorkerQueue:
     """
     One queue: ``/queue/NAME``, a temporary queue, or a topic subscription's own.
