@@ -6,6 +6,9 @@ The session (``stompbroker.protocol.session``) only ever talks to an
 each side is tested against a recording fake of the other.  An
 :class:`ISessionTransport` is all a session knows of its connection, so the same
 session runs over TCP, WebSocket or a test's list of bytes.
+
+What the broker asks of the engine that holds its destinations' state is in
+:mod:`stompbroker.broker.engine.base` (``IEngine``, ``IQueue``).
 """
 
 from __future__ import annotations
