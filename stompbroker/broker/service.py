@@ -20,9 +20,9 @@ of it.  It never sees bytes or transports, and holds no destination itself:
   rebuilt what its store holds, and dead letters
   (:mod:`stompbroker.broker.dead_letters`) go where the policy says.
 
-The hot methods, :meth:`Broker.send` and :meth:`Broker.ack`, are the router's
-and the consumers' own methods, bound once to the broker, so that a SEND or an
-ACK costs no call through this class.
+The methods a session calls per message (``send``, ``ack``, ``nack``, and a slow
+subscriber's ``block_sender`` and ``count_dropped``) are the parts' own methods,
+bound once to the broker, so that they cost no call through this class.
 
 Persistent messages (see :mod:`stompbroker.broker.persistence`): with a message
 store, a ``persistent:true`` SEND to a queue (every queue SEND with
@@ -94,12 +94,20 @@ class Broker(Service):
         :meth:`IBroker.send <stompbroker.interfaces.IBroker.send>` describes it.
     :ivar ack: :meth:`stompbroker.broker.consumers.Consumers.ack`, as
         :meth:`IBroker.ack <stompbroker.interfaces.IBroker.ack>` describes it.
+    :ivar nack: :meth:`stompbroker.broker.consumers.Consumers.nack`.
+    :ivar block_sender: :meth:`stompbroker.broker.backpressure.BackPressure.block_sender`.
+    :ivar count_dropped: :meth:`stompbroker.broker.backpressure.BackPressure.count_dropped`.
+    :ivar new_session_id: :meth:`stompbroker.broker.ids.Ids.new_session_id`.
     """
 
     name = "broker"
 
     send: Callable[..., Deferred[None] | None]
     ack: Callable[..., Deferred[None] | None]
+    nack: Callable[..., Deferred[None] | None]
+    block_sender: Callable[[Any], None]
+    count_dropped: Callable[..., None]
+    new_session_id: Callable[[], str]
 
     def __init__(
         self,
@@ -139,11 +147,15 @@ class Broker(Service):
         )
         self.consumers = Consumers(engine, self.registry, self.transactions, policy)
         self._readiness = Readiness()
-        # The hot paths, bound once: a session's SEND and ACK call them directly.
+        # The methods a session calls per message, bound once: its SEND, ACK and
+        # NACK, and a slow subscriber's signals, reach the part that does the work
+        # without a call through this class.
         self.send = self.router.send
         self.ack = self.consumers.ack
-        self.new_session_id = self.registry.new_session_id
+        self.nack = self.consumers.nack
         self.block_sender = self.backpressure.block_sender
+        self.count_dropped = self.backpressure.count_dropped
+        self.new_session_id = self.registry.new_session_id
 
     @property
     def store(self) -> Any:
@@ -253,16 +265,6 @@ class Broker(Service):
         self.backpressure.resume(connection)
         self.registry.resume_consumers(connection)
 
-    def count_dropped(self, connection: Any, count: int, disconnected: bool = False) -> None:
-        """
-        Count topic messages a slow subscriber will never get.
-
-        :param connection: the slow subscriber's connection.
-        :param count: how many were dropped.
-        :param disconnected: whether the connection is being closed for being slow.
-        """
-        self.backpressure.count_dropped(connection, count, disconnected)
-
     # -- subscriptions -----------------------------------------------------------------
 
     def subscribe(self, subscriber: Any) -> None:
@@ -293,7 +295,7 @@ class Broker(Service):
         """
         self.engine.remove_durable(durable)
 
-    # -- publishing and acknowledgements ----------------------------------------------------
+    # -- publishing -------------------------------------------------------------------
 
     def publish(
         self,
@@ -316,27 +318,6 @@ class Broker(Service):
         :returns: the routed message.
         """
         return self.router.publish(destination, body, headers)
-
-    def nack(
-        self,
-        connection: Any,
-        message_id: str,
-        *,
-        subscriber: Any = None,
-        requeue: bool = True,
-        transaction: str | None = None,
-    ) -> Deferred[None] | None:
-        """
-        Refuse a message (and, in ``client`` mode, every earlier one); see
-        :meth:`stompbroker.broker.consumers.Consumers.nack`.
-        """
-        return self.consumers.nack(
-            connection,
-            message_id,
-            subscriber=subscriber,
-            requeue=requeue,
-            transaction=transaction,
-        )
 
     # -- transactions ------------------------------------------------------------------
 

@@ -5,12 +5,9 @@ it pauses a sender, the memory marks on a ``task.Clock``, and slow subscribers' 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from twisted.internet.task import Clock
-from twisted.logger import globalLogPublisher
 
 from stompbroker.broker.backpressure import MEMORY_PRESSURE, BackPressure, Pressure
 from stompbroker.broker.delivery import DeliveryCounters
@@ -141,15 +138,6 @@ def test_the_watermark_is_off_without_a_high_mark_or_a_gauge() -> None:
     harness.pressure.memory_gauge = None
     harness.pressure.start()
     assert not harness.clock.getDelayedCalls()
-
-
-@pytest.fixture
-def logged() -> Iterator[list[Any]]:
-    """Every log event while the test runs."""
-    events: list[Any] = []
-    globalLogPublisher.addObserver(events.append)
-    yield events
-    globalLogPublisher.removeObserver(events.append)
 
 
 def test_drops_are_counted_and_logged_once_per_episode(logged: list[Any]) -> None:
