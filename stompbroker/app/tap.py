@@ -623,7 +623,9 @@ class BrokerService(MultiService):
         """Stop, in reverse order, every child that was started; the broker last."""
         Service.stopService(self)
         stopping = [
-            maybeDeferred(service.stopService) for service in reversed(list(self)) if service.running
+            maybeDeferred(service.stopService)
+            for service in reversed(list(self))
+            if service.running
         ]
         return DeferredList(stopping)
 
