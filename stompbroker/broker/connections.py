@@ -60,7 +60,7 @@ class ConnectionRegistry:
     :param limits: the broker's limits on connections.
     :param traffic: counts connections opened and closed.
     :param ids: gives session ids.
-    :param engine: the :class:`~stompbroker.interfaces.IEngine` that makes and
+    :param engine: the :class:`~stompbroker.broker.engine.base.IEngine` that makes and
         deletes temporary queues.
 
     :ivar connections: the connections open now.

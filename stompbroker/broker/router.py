@@ -8,15 +8,16 @@ its expiry in clock seconds, whether it is persistent, a temporary ``reply-to``
 rewritten to the broker-unique name other connections reach it by), and routes
 it by kind:
 
-- ``/topic/`` to the engine's fan-out (:meth:`~stompbroker.interfaces.IEngine.publish_topic`),
-  which expires it there if its time has passed;
-- ``/queue/`` onto that queue (:meth:`~stompbroker.interfaces.IEngine.publish_queue`);
+- ``/topic/`` to the engine's fan-out
+  (:meth:`~stompbroker.broker.engine.base.IEngine.publish_topic`), which expires
+  it there if its time has passed;
+- ``/queue/`` onto that queue (:meth:`~stompbroker.broker.engine.base.IEngine.publish_queue`);
 - ``/temp-queue/NAME`` onto the sender's own temporary queue of that name;
 - ``/reply-queue/`` onto the temporary queue of another connection, if it is
-  still there (:meth:`~stompbroker.interfaces.IEngine.publish_reply`).
+  still there (:meth:`~stompbroker.broker.engine.base.IEngine.publish_reply`).
 
 In a transaction the routing is held until COMMIT.  A persistent message is
-filed first (:meth:`~stompbroker.interfaces.IEngine.keep`) and routed at once;
+filed first (:meth:`~stompbroker.broker.engine.base.IEngine.keep`) and routed at once;
 ``send`` returns the Deferred of that write, on which the session holds the
 RECEIPT.  After routing, the router pauses the sender if back-pressure calls for
 it (:mod:`stompbroker.broker.backpressure`).
@@ -58,7 +59,7 @@ class Router:
     Routes SENDs, and messages from Python code, to the engine's destinations.
 
     :param clock: ``seconds()``, for expiry.
-    :param engine: the :class:`~stompbroker.interfaces.IEngine`.
+    :param engine: the :class:`~stompbroker.broker.engine.base.IEngine`.
     :param registry: the connections, which own their temporary queues.
     :param backpressure: what routing may call for.
     :param transactions: holds a transaction's SENDs until COMMIT.

@@ -5,7 +5,7 @@ The broker: the one service every listener of a process feeds.
 and answers :class:`stompbroker.interfaces.IBroker`, which is all a session asks
 of it.  It never sees bytes or transports, and holds no destination itself:
 
-- the **engine** (:class:`~stompbroker.interfaces.IEngine`; by default the
+- the **engine** (:class:`~stompbroker.broker.engine.base.IEngine`; by default the
   in-process :class:`~stompbroker.broker.engine.local.LocalEngine`) holds the
   topic subscriptions, queues, durable subscriptions and the message store;
 - the **router** (:mod:`stompbroker.broker.router`) routes each SEND to them;
@@ -76,7 +76,7 @@ class Broker(Service):
     :param persistent_queues: with a store, treat every SEND to a ``/queue/`` as
         persistent, whatever its ``persistent`` header says.
     :param engine: where destinations' state lives, an
-        :class:`~stompbroker.interfaces.IEngine`; by default a
+        :class:`~stompbroker.broker.engine.base.IEngine`; by default a
         :class:`~stompbroker.broker.engine.local.LocalEngine` on ``clock``,
         ``policy`` and ``store``.  An engine given here brings its own store:
         ``store`` must then be ``None``.
