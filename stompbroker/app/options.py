@@ -20,7 +20,7 @@ from stompbroker import __version__
 from stompbroker.app.gc_tuning import DEFAULT_THRESHOLD
 from stompbroker.broker.delivery import EXPIRED_ACTIONS, DeliveryPolicy
 from stompbroker.broker.flow import physical_memory
-from stompbroker.broker.service import MEMORY_HIGH_SHARE, Limits
+from stompbroker.broker.limits import MEMORY_HIGH_SHARE, Limits
 from stompbroker.broker.store.sqlite import SYNC_MODES
 from stompbroker.logs import LEVELS
 from stompbroker.protocol.session import SLOW_CONSUMER_POLICIES, SessionConfig

@@ -25,7 +25,8 @@ from stompbroker.app.limits import raise_descriptor_limit
 from stompbroker.app.options import Options
 from stompbroker.app.services import BrokerService, ReloadOnHangup, exit_with_error
 from stompbroker.broker.delivery import DeliveryPolicy
-from stompbroker.broker.service import Broker, Limits
+from stompbroker.broker.limits import Limits
+from stompbroker.broker.service import Broker
 from stompbroker.broker.store.sqlite import SQLiteStore
 from stompbroker.logs import set_level
 from stompbroker.protocol.session import SessionConfig

@@ -7,13 +7,12 @@ failing disk that must not stop the timer).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from twisted.internet.task import Clock
-from twisted.logger import formatEvent, globalLogPublisher
+from twisted.logger import formatEvent
 
 from stompbroker.broker.service import Broker
 from stompbroker.stats.export import StatsExporter
@@ -37,15 +36,6 @@ def broker(clock: Clock) -> Broker:
     broker = Broker(clock)
     broker.open_connection(FakeConnection())
     return broker
-
-
-@pytest.fixture
-def logged() -> Iterator[list[Any]]:
-    """Every log event while the test runs."""
-    events: list[Any] = []
-    globalLogPublisher.addObserver(events.append)
-    yield events
-    globalLogPublisher.removeObserver(events.append)
 
 
 def subscriber(broker: Broker, destination: str, ack_mode: str = "auto", name: str = "s") -> Inbox:
