@@ -6,6 +6,9 @@ The session (``stompbroker.protocol.session``) only ever talks to an
 each side is tested against a recording fake of the other.  An
 :class:`ISessionTransport` is all a session knows of its connection, so the same
 session runs over TCP, WebSocket or a test's list of bytes.
+
+What the broker asks of the engine that holds its destinations' state is in
+:mod:`stompbroker.broker.engine.base` (``IEngine``, ``IQueue``).
 """
 
 from __future__ import annotations
@@ -50,6 +53,26 @@ class ISubscriber(Interface):
         ``ack`` id that leads back to this subscriber and ``message.message_id``.
 
         :param message: a :class:`stompbroker.protocol.message.Message`.
+        """
+
+    def count_deliveries(count, tails):  # type: ignore[no-untyped-def]
+        """
+        Count messages the broker delivered here earlier, for the connection's
+        frames and bytes out.
+
+        Topic fan-out to a subscription that sits in the subscription tree itself
+        (``auto`` acknowledgement, no durable name) counts nothing per delivery:
+        the broker notes each SEND once, per destination, and tells the
+        subscriptions in batches (see :mod:`stompbroker.broker.traffic`): when
+        statistics are read, and just before a subscription matching the
+        destination comes or goes.  A subscription that takes from a queue is
+        never told, as its connection counts what it writes.  A subscriber that
+        keeps no such counts does nothing.
+
+        :param count: how many messages were delivered.
+        :param tails: escaping style (the session's STOMP version) -> the bytes
+            of those messages' encoded tails (``message.wire``), so that a
+            subscriber adds its own MESSAGE prefix's length per message.
         """
 
 
@@ -238,7 +261,10 @@ class ISessionTransport(Interface):
 
 
 class IClock(Interface):
-    """The subset of ``IReactorTime`` a session uses, so the protocol layer need not import Twisted."""
+    """
+    The subset of ``IReactorTime`` a session uses, so that the protocol layer need not
+    import Twisted.
+    """
 
     def seconds():  # type: ignore[no-untyped-def]
         """:returns: the current time in seconds."""

@@ -1,5 +1,6 @@
 """
-The layering rule of ARCHITECTURE.md: the protocol layer is sans-I/O.
+The layering rules of ARCHITECTURE.md: the protocol layer is sans-I/O, and the
+broker imports no layer above it.
 
 Nothing under ``stompbroker/protocol/`` may import Twisted or Autobahn, so that
 the parser, encoder and session run (and are tested) without a reactor.  The
@@ -12,14 +13,26 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import stompbroker.broker
 import stompbroker.protocol
 
 FORBIDDEN = ("twisted", "autobahn")
 PROTOCOL_DIRECTORY = Path(stompbroker.protocol.__file__).parent
+#: What the broker layer may not import: the layers above it.
+BROKER_FORBIDDEN = (
+    "stompbroker.transport",
+    "stompbroker.web",
+    "stompbroker.stats",
+    "stompbroker.app",
+)
+BROKER_DIRECTORY = Path(stompbroker.broker.__file__).parent
 
 
-def forbidden_imports(source: str, filename: str = "<source>") -> list[str]:
+def forbidden_imports(
+    source: str, filename: str = "<source>", forbidden: tuple[str, ...] = FORBIDDEN
+) -> list[str]:
     """
+    :param forbidden: packages (dotted, e.g. ``stompbroker.web``) that may not be imported.
     :returns: ``"line: module"`` for each import of a forbidden package in ``source``.
     """
     found = []
@@ -27,13 +40,21 @@ def forbidden_imports(source: str, filename: str = "<source>") -> list[str]:
         if isinstance(node, ast.Import):
             modules = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            modules = [node.module]
+            # ``from stompbroker import web`` imports stompbroker.web: the module is
+            # forbidden, or one of the names it imports as a submodule is.
+            named = [f"{node.module}.{alias.name}" for alias in node.names]
+            modules = [next((m for m in [node.module, *named] if _is_in(m, forbidden)), "")]
         else:
             continue
         for module in modules:
-            if module.split(".")[0] in FORBIDDEN:
+            if _is_in(module, forbidden):
                 found.append((node.lineno, module))
     return [f"{line}: {module}" for line, module in sorted(found)]
+
+
+def _is_in(module: str, packages: tuple[str, ...]) -> bool:
+    """:returns: whether ``module`` is one of ``packages`` or inside one."""
+    return any(module == name or module.startswith(name + ".") for name in packages)
 
 
 def test_protocol_layer_imports_neither_twisted_nor_autobahn() -> None:
@@ -50,10 +71,27 @@ def test_protocol_layer_imports_neither_twisted_nor_autobahn() -> None:
     assert violations == {}
 
 
+def test_broker_layer_imports_no_layer_above_it() -> None:
+    """
+    No module under stompbroker/broker/ imports transport/, web/, stats/ or app/
+    (ARCHITECTURE.md, Layers): the statistics read the broker, not the other way round.
+    """
+    violations = {
+        str(path.relative_to(BROKER_DIRECTORY)): imports
+        for path in sorted(BROKER_DIRECTORY.rglob("*.py"))
+        if (
+            imports := forbidden_imports(
+                path.read_text(encoding="utf-8"), str(path), BROKER_FORBIDDEN
+            )
+        )
+    }
+    assert violations == {}
+
+
 def test_import_check_sees_every_form_of_import() -> None:
     """
-    The check catches plain, dotted, from- and nested imports, and lets look-alike names
-    through.
+    The check catches plain, dotted, from- and nested imports and submodules a from-import
+    names, and lets look-alike names through.
     """
     source = (
         "import os, twisted.internet\n"
@@ -62,9 +100,15 @@ def test_import_check_sees_every_form_of_import() -> None:
         "    from twisted import logger\n"
         "import twistedish\n"
         "from . import frames\n"
+        "from stompbroker import web, protocol\n"
+        "from stompbroker.stats import schema\n"
     )
     assert forbidden_imports(source) == [
         "1: twisted.internet",
         "2: autobahn.twisted",
         "4: twisted",
+    ]
+    assert forbidden_imports(source, forbidden=BROKER_FORBIDDEN) == [
+        "7: stompbroker.web",
+        "8: stompbroker.stats",
     ]

@@ -16,7 +16,7 @@ import pytest
 from twisted.internet.task import Clock
 from twisted.python import usage
 
-from stompbroker.app.tap import parse_size
+from stompbroker.app.options import parse_size
 from stompbroker.broker.service import Broker, Limits
 from stompbroker.protocol.session import SessionConfig, State
 from stompbroker.transport.tcp import CLOSE_TIMEOUT, stomp_server_factory

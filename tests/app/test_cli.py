@@ -18,7 +18,8 @@ from twisted.cred.credentials import UsernamePassword
 from twisted.internet.defer import maybeDeferred
 
 from stompbroker.app import cli
-from stompbroker.security.auth import PasswordFileChecker, read_password_file
+from stompbroker.security.checkers import PasswordFileChecker
+from stompbroker.security.passwords import read_password_file
 from tests.support.process import run_python
 
 CHEAP = ["--cost", "16"]

@@ -45,9 +45,14 @@ class Inbox:
         self.max_redeliveries = max_redeliveries
         self.durable = durable
         self.received: list[Message] = []
+        #: What count_deliveries was told: (count, tails) per call.
+        self.counted: list[tuple[int, dict[str, int]]] = []
 
     def deliver(self, message: Message) -> None:
         self.received.append(message)
+
+    def count_deliveries(self, count: int, tails: dict[str, int]) -> None:
+        self.counted.append((count, dict(tails)))
 
     def bodies(self) -> list[bytes]:
         return [message.body for message in self.received]

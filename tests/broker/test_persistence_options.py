@@ -1,6 +1,6 @@
 """
 ``twistd stompbroker``'s persistence options (``--data-dir``, ``--sync``,
-``--persistent-queues``) and the :class:`~stompbroker.app.tap.BrokerService` that lets
+``--persistent-queues``) and the :class:`~stompbroker.app.services.BrokerService` that lets
 clients in only once the broker has recovered, on a MemoryReactorClock.
 """
 
@@ -16,7 +16,9 @@ from twisted.internet.testing import MemoryReactorClock
 from twisted.python import usage
 from twisted.python.failure import Failure
 
-from stompbroker.app.tap import BrokerService, Options, makeService
+from stompbroker.app.options import Options
+from stompbroker.app.services import BrokerService
+from stompbroker.app.tap import makeService
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.base import StoreDamaged
 from stompbroker.broker.store.memory import MemoryStore

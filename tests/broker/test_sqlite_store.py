@@ -1,16 +1,16 @@
 """
 What only :class:`stompbroker.broker.store.sqlite.SQLiteStore` does: group commit,
-durability across a close, and refusing a damaged or busy data directory.
+durability across a close, and its own options.
 
-The contract every store keeps is tested in ``test_store.py``.  Here every test
-drives the writer synchronously (or one step at a time) on a ``task.Clock``; the
-real writer thread, in child processes that other processes hold locks against,
-stop or kill, is tested in ``tests/integration/test_store_processes.py``.
+The contract every store keeps is tested in ``test_store.py``, the data directory
+in ``test_sqlite_files.py`` and the tables in ``test_sqlite_schema.py``.  Here every
+test drives the writer synchronously (or one step at a time) on a ``task.Clock``;
+the real writer thread, in child processes that other processes hold locks
+against, stop or kill, is tested in ``tests/integration/test_store_processes.py``.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -22,26 +22,12 @@ from twisted.internet.defer import Deferred, maybeDeferred
 
 from stompbroker.broker.store.base import (
     DuplicateMessage,
-    StoreDamaged,
-    StoreIncompatible,
-    StoreLocked,
     StoreNotOpen,
     StoreUnavailable,
     StoreWriteFailed,
 )
 from stompbroker.broker.store.sqlite import DATABASE_NAME, SQLiteStore
-from tests.support.store import (
-    FILLING,
-    GARBAGE,
-    damage_pages,
-    ids_by_queue,
-    open_sqlite,
-    recover_from,
-    result_of,
-    sent,
-    sqlite_store,
-    write_garbage,
-)
+from tests.support.store import ids_by_queue, open_sqlite, recover_from, result_of, sent
 
 
 class ManualExecutor:
@@ -319,71 +305,7 @@ def test_a_backup_taken_while_the_store_is_open_recovers(tmp_path: Path) -> None
     assert recover_from(tmp_path / "backup") == live
 
 
-# -- a data directory the store must refuse ----------------------------------------
-
-
-def test_a_garbage_file_is_damaged(tmp_path: Path) -> None:
-    """A database file that is not SQLite stops open() with StoreDamaged, and releases the lock."""
-    write_garbage(tmp_path)
-    store = sqlite_store(tmp_path)
-    with pytest.raises(StoreDamaged, match="restore it from a backup, or move it away"):
-        store.open()
-    assert (tmp_path / DATABASE_NAME).read_bytes() == GARBAGE
-    (tmp_path / DATABASE_NAME).unlink()
-    open_sqlite(tmp_path, task.Clock())
-
-
-def test_a_damaged_page_fails_recovery_rather_than_recovering_less(tmp_path: Path) -> None:
-    """A store whose message pages are overwritten fails recover() with StoreDamaged."""
-    clock = task.Clock()
-    store = open_sqlite(tmp_path, clock)
-    count, size = FILLING
-    for index in range(count):
-        store.add("/queue/orders", sent(f"m-{index}", body=b"x" * size))
-    result_of(store.close())
-    damage_pages(tmp_path)
-    store = open_sqlite(tmp_path, clock)
-    recovering = store.recover()
-    clock.advance(0.002)
-    with pytest.raises(StoreDamaged, match="restore it from a backup"):
-        result_of(recovering)
-    result_of(store.close())
-
-
-def test_a_foreign_database_is_damaged(tmp_path: Path) -> None:
-    """An SQLite database that is not a stompbroker store is refused, not written to."""
-    with sqlite3.connect(tmp_path / DATABASE_NAME) as foreign:
-        foreign.execute("CREATE TABLE accounts (id INTEGER)")
-    store = sqlite_store(tmp_path)
-    with pytest.raises(StoreDamaged, match="not a stompbroker store"):
-        store.open()
-
-
-def test_a_newer_schema_is_incompatible(tmp_path: Path) -> None:
-    """A store written by a newer stompbroker is refused with StoreIncompatible."""
-    result_of(open_sqlite(tmp_path, task.Clock()).close())
-    with sqlite3.connect(tmp_path / DATABASE_NAME) as newer:
-        newer.execute("PRAGMA user_version = 99")
-    store = sqlite_store(tmp_path)
-    with pytest.raises(StoreIncompatible, match="newer stompbroker"):
-        store.open()
-
-
-def test_a_file_in_place_of_the_directory_is_unavailable(tmp_path: Path) -> None:
-    """A data directory path that names a file stops open() with StoreUnavailable."""
-    (tmp_path / "data").write_text("")
-    store = sqlite_store(tmp_path / "data")
-    with pytest.raises(StoreUnavailable, match="choose another"):
-        store.open()
-
-
-def test_a_second_store_on_one_directory_is_locked(tmp_path: Path) -> None:
-    """Two stores, even in one process, never share a data directory; close() frees it."""
-    first = open_sqlite(tmp_path, task.Clock())
-    with pytest.raises(StoreLocked, match=f"process {os.getpid()}"):
-        sqlite_store(tmp_path).open()
-    result_of(first.close())
-    result_of(open_sqlite(tmp_path, task.Clock()).close())
+# -- its own options ---------------------------------------------------------------
 
 
 def test_a_reactor_without_threads_needs_an_executor(tmp_path: Path) -> None:

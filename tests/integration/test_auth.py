@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from stompbroker.security.auth import PasswordEntry, ScryptParams
+from stompbroker.security.passwords import PasswordEntry, ScryptParams
 from tests.support.clients import Collector, RawClient, connect
 from tests.support.process import BrokerProcess
 

@@ -32,7 +32,7 @@ from stompbroker.protocol.frames import CLIENT_COMMANDS, Frame
 from stompbroker.protocol.parser import FrameParser
 from stompbroker.protocol.session import SLOW_CONSUMER_POLICIES, SessionConfig, State, StompSession
 from stompbroker.security.access import AccessControl, parse_policy
-from stompbroker.security.auth import Authenticator, make_portal
+from stompbroker.security.portal import Authenticator, make_portal
 from tests.protocol.test_session import FakeTransport, RecordingBroker
 
 RULES = """

@@ -29,7 +29,7 @@ from stompbroker.security.access import (
     load_policy,
     parse_policy,
 )
-from stompbroker.security.auth import ANONYMOUS_IDENTITY, Identity
+from stompbroker.security.identity import ANONYMOUS_IDENTITY, Identity
 from tests.strategies import SEGMENTS, patterns
 from tests.support.wildcards import reference_regex
 

@@ -127,7 +127,7 @@ def test_a_failing_disk_is_logged_once_and_the_timer_goes_on(
     clock: Clock, broker: Broker, tmp_path: Path, log_events: list[Any]
 ) -> None:
     """
-    An OSError from the exporter is log_events, not raised, so the TimerService keeps looping and
+    An OSError from the exporter is logged, not raised, so the TimerService keeps looping and
     recovers.
     """
     blocked = tmp_path / "stats"

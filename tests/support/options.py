@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stompbroker.app.tap import Options
+from stompbroker.app.options import Options
 
 
 def parse(*argv: str) -> Options:

@@ -2,7 +2,7 @@
 The ``passwd`` strcred plugin: ``--auth passwd:FILE`` for any twistd plugin with ``--auth``.
 
 Only the factory lives here, so that twistd's plugin scan stays cheap; the
-checker is :class:`stompbroker.security.auth.PasswordFileChecker`.
+checker is :class:`stompbroker.security.checkers.PasswordFileChecker`.
 """
 
 from twisted.cred.credentials import IUsernamePassword
@@ -23,7 +23,7 @@ is re-read when it changes, so new users can log in without a restart.
 
 @implementer(ICheckerFactory, IPlugin)
 class PasswordFileCheckerFactory:
-    """Makes a :class:`stompbroker.security.auth.PasswordFileChecker` from ``passwd:FILE``."""
+    """Makes a :class:`stompbroker.security.checkers.PasswordFileChecker` from ``passwd:FILE``."""
 
     authType = "passwd"
     authHelp = _HELP
@@ -34,9 +34,10 @@ class PasswordFileCheckerFactory:
         """
         :param argstring: the password file's path.
         :raises ValueError: without a path.
-        :raises stompbroker.security.auth.PasswordFileError: if the file cannot be read or is invalid.
+        :raises stompbroker.security.passwords.PasswordFileError: if the file cannot be
+            read or is invalid.
         """
-        from stompbroker.security.auth import PasswordFileChecker
+        from stompbroker.security.checkers import PasswordFileChecker
 
         if not argstring:
             raise ValueError("passwd needs a file: --auth passwd:FILE")

@@ -1,0 +1,21 @@
+"""
+Fixtures of the security tests: a password file of two users. The log is the root
+conftest's ``log_events``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.security.helpers import write_users
+
+
+@pytest.fixture
+def users_file(tmp_path: Path) -> Path:
+    """alice (groups traders and ops) and bob (no groups), with cheap hashes."""
+    return write_users(
+        tmp_path / "users.txt", ("alice", "wonderland", ("traders", "ops")), ("bob", "builder", ())
+    )
+
