@@ -8,8 +8,6 @@ index, and one byte at a time, because a transport may cut the stream anywhere.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import attrs
 import pytest
 
@@ -20,44 +18,7 @@ from stompbroker.protocol.errors import (
 )
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.parser import FrameParser
-
-
-def chunkings(data: bytes) -> Iterator[list[bytes]]:
-    """``data`` whole, split in two at every index, and one byte at a time."""
-    yield [data]
-    for index in range(1, len(data)):
-        yield [data[:index], data[index:]]
-    yield [data[index : index + 1] for index in range(len(data))]
-
-
-def parse_chunks(chunks: list[bytes], version: str | None = None, **limits: int) -> list[Frame]:
-    parser = FrameParser(**limits)
-    if version is not None:
-        parser.version = version
-    frames: list[Frame] = []
-    for chunk in chunks:
-        frames.extend(parser.receive_data(chunk))
-    return frames
-
-
-def assert_parses(data: bytes, expected: list[Frame], **options: object) -> None:
-    for chunks in chunkings(data):
-        frames = parse_chunks(chunks, **options)  # type: ignore[arg-type]
-        assert frames == expected, f"fed as {chunks!r}"
-        assert all(type(frame.body) is bytes for frame in frames)
-
-
-def assert_rejects(
-    data: bytes, error_type: type[ProtocolError], match: str | None, **options: object
-) -> ProtocolError:
-    """:returns: the error raised when ``data`` is fed whole."""
-    errors = []
-    for chunks in chunkings(data):
-        with pytest.raises(error_type, match=match) as caught:
-            parse_chunks(chunks, **options)  # type: ignore[arg-type]
-        errors.append(caught.value)
-    return errors[0]
-
+from tests.support.parsing import assert_parses, assert_rejects
 
 # -- well-formed input ------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import pytest
 
 from stompbroker.protocol.errors import FrameTooLarge, HeaderTooLong, ProtocolError, TooManyHeaders
 from stompbroker.protocol.parser import FrameParser
-from tests.protocol.test_parser import assert_parses, assert_rejects, parse_chunks
+from tests.support.parsing import assert_parses, assert_rejects, parse_chunks
 
 MiB = 1024 * 1024
 KiB = 1024

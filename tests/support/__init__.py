@@ -18,6 +18,7 @@ Helpers that more than one test module uses, so that none of them keeps a copy.
 - :mod:`tests.support.wildcards`: a reference model of the wildcard rules;
 - :mod:`tests.support.web`: a GET of the web resources through ``StubTreq``;
 - :mod:`tests.support.options`: twistd's options parsed from a command line;
+- :mod:`tests.support.parsing`: the frame parser fed bytes cut every way;
 - :mod:`tests.support.spark`, :mod:`tests.support.browser` and
   :mod:`tests.support.logs`: the ``spark``, ``page`` and ``log_events`` fixtures,
   which the root ``conftest.py`` offers to every test.
