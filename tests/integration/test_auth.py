@@ -12,12 +12,9 @@ from typing import Any
 
 import pytest
 
-from stompbroker.security.passwords import PasswordEntry, ScryptParams
 from tests.support.clients import Collector, RawClient, connect
+from tests.support.passwords import write_users
 from tests.support.process import BrokerProcess
-
-#: Cheap hashes: the tests are about the wiring, not the cost.
-FAST = ScryptParams(n=16, r=1, p=1)
 
 ACCESS = """
 [users.alice]
@@ -33,12 +30,8 @@ read = ["/topic/#"]
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """A broker that lets in alice (password "wonderland") and bob, an auditor ("builder")."""
     workdir = tmp_path_factory.mktemp("secured")
-    users = workdir / "users.txt"
-    users.write_text(
-        PasswordEntry.create("alice", "wonderland", (), FAST).format()
-        + "\n"
-        + PasswordEntry.create("bob", "builder", ("auditors",), FAST).format()
-        + "\n"
+    users = write_users(
+        workdir / "users.txt", ("alice", "wonderland", ()), ("bob", "builder", ("auditors",))
     )
     (workdir / "access.toml").write_text(ACCESS)
     access = ("--access", str(workdir / "access.toml"))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.security.helpers import write_users
+from tests.support.passwords import write_users
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from twisted.python import usage
 
 from stompbroker.security.checkers import PasswordFileChecker
 from stompbroker.security.passwords import set_password
-from tests.security.helpers import FAST, checker_for, failure_result_of, success_result_of
+from tests.support.passwords import FAST, checker_for, failure_result_of, success_result_of
 
 
 def test_checker_accepts_the_right_password(users_file: Path) -> None:

@@ -18,7 +18,7 @@ from stompbroker.security.passwords import (
     ScryptParams,
     read_password_file,
 )
-from tests.security.helpers import FAST, write_users
+from tests.support.passwords import FAST, write_users
 
 
 def test_entry_verifies_its_password_and_no_other() -> None:

@@ -25,7 +25,7 @@ from zope.interface import Interface, implementer
 from stompbroker.protocol.errors import LoginFailed, ProtocolError
 from stompbroker.security.identity import ANONYMOUS_IDENTITY, Identity, IIdentity
 from stompbroker.security.portal import FAILED_LOGIN_DELAY, StompRealm, authenticate, make_portal
-from tests.security.helpers import (
+from tests.support.passwords import (
     assert_no_result,
     checker_for,
     failure_result_of,

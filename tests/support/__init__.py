@@ -19,6 +19,8 @@ Helpers that more than one test module uses, so that none of them keeps a copy.
 - :mod:`tests.support.web`: a GET of the web resources through ``StubTreq``;
 - :mod:`tests.support.options`: twistd's options parsed from a command line;
 - :mod:`tests.support.parsing`: the frame parser fed bytes cut every way;
+- :mod:`tests.support.passwords`: password files with cheap hashes, a checker
+  that hashes synchronously, and trial's Deferred assertions;
 - :mod:`tests.support.spark`, :mod:`tests.support.browser` and
   :mod:`tests.support.logs`: the ``spark``, ``page`` and ``log_events`` fixtures,
   which the root ``conftest.py`` offers to every test.

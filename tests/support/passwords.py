@@ -1,7 +1,8 @@
 """
-What the tests of passwords, checkers and the portal share: cheap scrypt parameters,
-password files written with them, a checker that hashes synchronously, and trial's
-Deferred assertions as plain functions.
+What the tests of passwords, checkers and the portal share, and the brokers the
+integration tests start with ``--auth passwd:``: cheap scrypt parameters, password
+files written with them, a checker that hashes synchronously, and trial's Deferred
+assertions as plain functions.
 """
 
 from __future__ import annotations
