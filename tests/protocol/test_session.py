@@ -6,181 +6,19 @@ No sockets and no reactor: time is a ``task.Clock``.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from twisted.internet.task import Clock
-from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
 from stompbroker.interfaces import IBroker, IConnection, ISubscriber
 from stompbroker.protocol.encoder import encode
-from stompbroker.protocol.errors import LimitExceeded
 from stompbroker.protocol.frames import Frame
-from stompbroker.protocol.message import Message
-from stompbroker.protocol.parser import FrameParser
 from stompbroker.protocol.session import (
     SessionConfig,
     State,
-    StompSession,
     negotiate_heartbeat,
     negotiate_version,
 )
-
-
-@implementer(IBroker)
-class RecordingBroker:
-    """A broker that records what sessions ask and routes SENDs to exact-match subscribers."""
-
-    def __init__(self, full: bool = False) -> None:
-        self.full = full
-        self.calls: list[tuple[str, Any]] = []
-        self.subscribers: list[Any] = []
-        self.connections: set[Any] = set()
-        self._ids = 0
-
-    def open_connection(self, connection: Any) -> None:
-        if self.full:
-            raise LimitExceeded("too many connections", "the broker is full")
-        self.connections.add(connection)
-
-    def close_connection(self, connection: Any) -> None:
-        self.calls.append(("close_connection", connection))
-        self.connections.discard(connection)
-
-    def new_session_id(self) -> str:
-        self._ids += 1
-        return f"s{self._ids}"
-
-    def subscribe(self, subscriber: Any) -> None:
-        self.calls.append(("subscribe", subscriber))
-        self.subscribers.append(subscriber)
-
-    def unsubscribe(self, subscriber: Any) -> None:
-        self.calls.append(("unsubscribe", subscriber))
-        self.subscribers.remove(subscriber)
-
-    def remove_durable(self, durable: tuple[str, str]) -> None:
-        self.calls.append(("remove_durable", durable))
-
-    def send(
-        self,
-        destination: str,
-        headers: Any,
-        body: bytes,
-        *,
-        connection: Any = None,
-        transaction: str | None = None,
-    ) -> None:
-        self._ids += 1
-        message = Message(destination, f"m{self._ids}", headers, body)
-        self.calls.append(("send", message))
-        if transaction is not None:
-            self.calls.append(("send-in", (transaction, message)))
-            return
-        for subscriber in self.subscribers:
-            if subscriber.destination == destination:
-                subscriber.deliver(message)
-
-    def ack(
-        self, connection: Any, message_id: str, *, subscriber: Any = None, transaction: Any = None
-    ) -> None:
-        self.calls.append(("ack", (message_id, subscriber, transaction)))
-
-    def nack(
-        self,
-        connection: Any,
-        message_id: str,
-        *,
-        subscriber: Any = None,
-        requeue: bool = True,
-        transaction: Any = None,
-    ) -> None:
-        self.calls.append(("nack", (message_id, subscriber, requeue, transaction)))
-
-    def begin(self, connection: Any, transaction: str) -> None:
-        self.calls.append(("begin", transaction))
-
-    def commit(self, connection: Any, transaction: str) -> None:
-        self.calls.append(("commit", transaction))
-
-    def abort(self, connection: Any, transaction: str) -> None:
-        self.calls.append(("abort", transaction))
-
-    def pause_consumers(self, connection: Any) -> None:
-        self.calls.append(("pause_consumers", connection))
-
-    def resume_consumers(self, connection: Any) -> None:
-        self.calls.append(("resume_consumers", connection))
-
-    def block_sender(self, subscriber: Any) -> None:
-        self.calls.append(("block_sender", subscriber))
-
-    def count_dropped(self, connection: Any, count: int, disconnected: bool = False) -> None:
-        self.calls.append(("count_dropped", (count, disconnected)))
-
-    def named(self, call: str) -> list[Any]:
-        """:returns: the arguments of every recorded call of that name, in order."""
-        return [argument for name, argument in self.calls if name == call]
-
-
-class FakeTransport:
-    """Collects what a session writes, and whether it closed."""
-
-    def __init__(self) -> None:
-        self.data = bytearray()
-        self.closed = False
-
-    def write(self, data: bytes) -> None:
-        self.data += data
-
-    def close(self) -> None:
-        self.closed = True
-
-    def take(self) -> bytes:
-        data, self.data = bytes(self.data), bytearray()
-        return data
-
-    def frames(self, version: str = "1.2") -> list[Frame]:
-        parser = FrameParser()
-        parser.version = version
-        return parser.receive_data(self.take())
-
-
-def make_session(
-    broker: RecordingBroker | None = None, config: SessionConfig = SessionConfig()
-) -> tuple[StompSession, FakeTransport, Clock, RecordingBroker]:
-    broker = broker or RecordingBroker()
-    transport = FakeTransport()
-    clock = Clock()
-    session = StompSession(broker, transport, clock, config, peer="127.0.0.1:5000")
-    session.connection_made()
-    return session, transport, clock, broker
-
-
-def frame(command: str, *headers: tuple[str, str], body: bytes = b"", version="1.2") -> bytes:
-    return encode(Frame(command, tuple(headers), body), version)
-
-
-def connected(
-    version: str = "1.2", heart_beat: str = "0,0", config: SessionConfig = SessionConfig()
-) -> tuple[StompSession, FakeTransport, Clock, RecordingBroker]:
-    session, transport, clock, broker = make_session(config=config)
-    headers = [("host", "/"), ("heart-beat", heart_beat)]
-    if version != "1.0":
-        headers.insert(0, ("accept-version", version))
-    session.receive_data(frame("CONNECT", *headers))
-    [reply] = transport.frames()
-    assert reply.command == "CONNECTED", reply
-    return session, transport, clock, broker
-
-
-def error_of(transport: FakeTransport, version: str = "1.2") -> Frame:
-    frames = transport.frames(version)
-    assert frames and frames[-1].command == "ERROR", frames
-    assert transport.closed
-    return frames[-1]
-
+from tests.support.session import RecordingBroker, connected, error_of, frame, make_session
 
 # -- negotiation --------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from attrs import evolve
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.message import Message
 from stompbroker.protocol.session import SessionSubscription, TrackedSubscription
-from tests.protocol.test_session import connected, error_of, frame, make_session
+from tests.support.session import connected, error_of, frame, make_session
 
 
 def subscribe(session: Any, transport: Any, *headers: tuple[str, str], version: str = "1.2") -> Any:
