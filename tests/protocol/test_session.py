@@ -12,12 +12,8 @@ from zope.interface.verify import verifyObject
 from stompbroker.interfaces import IBroker, IConnection, ISubscriber
 from stompbroker.protocol.encoder import encode
 from stompbroker.protocol.frames import Frame
-from stompbroker.protocol.session import (
-    SessionConfig,
-    State,
-    negotiate_heartbeat,
-    negotiate_version,
-)
+from stompbroker.protocol.negotiation import negotiate_heartbeat, negotiate_version
+from stompbroker.protocol.session import SessionConfig, State
 from tests.support.session import RecordingBroker, connected, error_of, frame, make_session
 
 # -- negotiation --------------------------------------------------------------

@@ -13,7 +13,7 @@ from attrs import evolve
 
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.message import Message
-from stompbroker.protocol.session import SessionSubscription, TrackedSubscription
+from stompbroker.protocol.subscriptions import SessionSubscription, TrackedSubscription
 from tests.support.session import connected, error_of, frame, make_session
 
 

@@ -28,9 +28,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from twisted.cred import strcred
 from twisted.internet.task import Clock
 
+from stompbroker.protocol.config import SLOW_CONSUMER_POLICIES
 from stompbroker.protocol.frames import CLIENT_COMMANDS, Frame
 from stompbroker.protocol.parser import FrameParser
-from stompbroker.protocol.session import SLOW_CONSUMER_POLICIES, SessionConfig, State, StompSession
+from stompbroker.protocol.session import SessionConfig, State, StompSession
 from stompbroker.security.access import AccessControl, parse_policy
 from stompbroker.security.auth import Authenticator, make_portal
 from tests.support.session import FakeTransport, RecordingBroker
