@@ -24,9 +24,11 @@ class ConnectionDescription:
     ``/metrics``).
 
     A connection that keeps no counters of its own (one that an application
-    embedding the broker made, say) describes itself by its address alone:
-    ``ConnectionDescription(address=peer)``.  Every other field's default says
-    nothing is known: no session, no user or version, ``tcp``, zeros.
+    embedding the broker made, say) describes itself by the two attributes
+    every :class:`IConnection` has:
+    ``ConnectionDescription(session=self.session_id, address=self.peer)``.
+    Every other field's default says nothing is known: no user or version,
+    ``tcp``, zeros.
 
     :ivar session: the broker-unique session id (empty before CONNECTED).
     :ivar address: the client's ``HOST:PORT``.
@@ -119,8 +121,8 @@ class IConnection(Interface):
     def describe():  # type: ignore[no-untyped-def]
         """
         :returns: a :class:`ConnectionDescription` of the connection now, for
-            statistics; ``ConnectionDescription(address=self.peer)`` for a
-            connection that counts nothing.
+            statistics; for a connection that counts nothing,
+            ``ConnectionDescription(session=self.session_id, address=self.peer)``.
         """
 
 
@@ -287,7 +289,7 @@ class ISessionTransport(Interface):
         """Read from the peer again."""
 
     def kind():  # type: ignore[no-untyped-def]
-        """:returns: what carries the connection, for statistics: ``tcp``, ``tls``, ``ws`` or ``wss``."""
+        """:returns: what carries the connection: ``tcp``, ``tls``, ``ws`` or ``wss``."""
 
 
 class IClock(Interface):
