@@ -12,7 +12,8 @@ without sockets or a reactor.
   it keeps what the session writes, and whether it closed or paused reading.
 - :func:`make_session` opens a session on them and a ``task.Clock``;
   :func:`connected` also completes its CONNECT; :func:`frame` encodes a client
-  frame; :func:`error_of` reads the ERROR a session ended with.
+  frame; :func:`subscribe` subscribes and returns the subscriber the broker got;
+  :func:`error_of` reads the ERROR a session ended with.
 """
 
 from __future__ import annotations
@@ -222,6 +223,15 @@ def connected(
     [reply] = transport.frames()
     assert reply.command == "CONNECTED", reply
     return session, transport, clock, broker
+
+
+def subscribe(
+    session: StompSession, transport: FakeTransport, *headers: tuple[str, str], version: str = "1.2"
+) -> Any:
+    """SUBSCRIBE, and return the subscription the broker was given."""
+    session.receive_data(frame("SUBSCRIBE", *headers, version=version))
+    assert not transport.closed, transport.frames(version)
+    return session.broker.subscribers[-1]
 
 
 def error_of(transport: FakeTransport, version: str = "1.2") -> Frame:
