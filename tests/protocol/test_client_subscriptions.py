@@ -17,12 +17,12 @@ from zope.interface.verify import verifyObject
 
 from stompbroker.interfaces import ISubscriber
 from stompbroker.protocol.encoder import encode
-from stompbroker.protocol.errors import AccessDenied
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.message import Message
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.protocol.subscriptions import SessionSubscription, TrackedSubscription
 from tests.support.session import (
+    RecordingAccess,
     RecordingBroker,
     connected,
     error_of,
@@ -169,19 +169,12 @@ def test_subscribe_needs_the_read_right() -> None:
     With access rules, SUBSCRIBE asks for the read right on its pattern, as the client logged
     in.
     """
-    checks: list[tuple[Any, str, str]] = []
-
-    class Access:
-        def check(self, identity: Any, right: str, destination: str) -> None:
-            checks.append((identity, right, destination))
-            if destination == "/topic/secret":
-                raise AccessDenied(right, destination)
-
-    config = SessionConfig(authenticator=lambda *_: succeed("who"), access=Access())
+    access = RecordingAccess(refused="/topic/secret")
+    config = SessionConfig(authenticator=lambda *_: succeed("who"), access=access)
     session, transport, _, broker = connected(config=config)
     subscribe(session, transport, ("id", "1"), ("destination", "/topic/a.*"))
     session.receive_data(frame("SUBSCRIBE", ("id", "2"), ("destination", "/topic/secret")))
-    assert checks == [("who", "read", "/topic/a.*"), ("who", "read", "/topic/secret")]
+    assert access.checks == [("who", "read", "/topic/a.*"), ("who", "read", "/topic/secret")]
     assert error_of(transport).get("message") == "access denied: no read right on '/topic/secret'"
     assert len(broker.named("subscribe")) == 1
 

@@ -6,15 +6,12 @@ against the recording fake broker.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from twisted.internet.defer import succeed
 
-from stompbroker.protocol.errors import AccessDenied
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.session import SessionConfig
-from tests.support.session import connected, error_of, frame, subscribe
+from tests.support.session import RecordingAccess, connected, error_of, frame, subscribe
 
 
 def test_send_is_delivered_with_user_headers_and_without_hop_headers() -> None:
@@ -100,19 +97,12 @@ def test_transaction_header_is_passed_with_send_ack_and_nack() -> None:
 
 def test_send_needs_the_write_right() -> None:
     """With access rules, every SEND asks for the write right on its destination, frame by frame."""
-    checks: list[tuple[Any, str, str]] = []
-
-    class Access:
-        def check(self, identity: Any, right: str, destination: str) -> None:
-            checks.append((identity, right, destination))
-            if destination == "/queue/secret":
-                raise AccessDenied(right, destination)
-
-    config = SessionConfig(authenticator=lambda *_: succeed("who"), access=Access())
+    access = RecordingAccess(refused="/queue/secret")
+    config = SessionConfig(authenticator=lambda *_: succeed("who"), access=access)
     session, transport, _, broker = connected(config=config)
     session.receive_data(frame("SEND", ("destination", "/queue/open"), body=b"1"))
     session.receive_data(frame("SEND", ("destination", "/queue/secret"), ("receipt", "r")))
-    assert checks == [("who", "write", "/queue/open"), ("who", "write", "/queue/secret")]
+    assert access.checks == [("who", "write", "/queue/open"), ("who", "write", "/queue/secret")]
     error = error_of(transport)
     assert (error.get("receipt-id"), len(broker.named("send"))) == ("r", 1)
 

@@ -8,6 +8,7 @@ without sockets or a reactor.
   destination.  With ``stores=True`` it answers SEND, ACK, NACK and COMMIT as a
   broker with a persistent store does, with a Deferred the test fires
   (:attr:`RecordingBroker.writes`).
+- :class:`RecordingAccess` stands for access rules, recording what is checked.
 - :class:`FakeTransport` provides :class:`~stompbroker.interfaces.ISessionTransport`:
   it keeps what the session writes, and whether it closed or paused reading.
 - :func:`make_session` opens a session on them and a ``task.Clock``;
@@ -26,7 +27,7 @@ from zope.interface import implementer
 
 from stompbroker.interfaces import IBroker, ISessionTransport
 from stompbroker.protocol.encoder import encode
-from stompbroker.protocol.errors import LimitExceeded
+from stompbroker.protocol.errors import AccessDenied, LimitExceeded
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.message import Message
 from stompbroker.protocol.parser import FrameParser
@@ -151,6 +152,25 @@ class RecordingBroker:
     def named(self, call: str) -> list[Any]:
         """:returns: the arguments of every recorded call of that name, in order."""
         return [argument for name, argument in self.calls if name == call]
+
+
+class RecordingAccess:
+    """
+    Access rules that record each check and refuse one destination
+    (``SessionConfig.access``, as :class:`stompbroker.security.access.AccessControl`).
+
+    :param refused: the destination every right is refused on.
+    """
+
+    def __init__(self, refused: str) -> None:
+        self.refused = refused
+        #: ``(identity, right, destination)`` of each check, in order.
+        self.checks: list[tuple[Any, str, str]] = []
+
+    def check(self, identity: Any, right: str, destination: str) -> None:
+        self.checks.append((identity, right, destination))
+        if destination == self.refused:
+            raise AccessDenied(right, destination)
 
 
 @implementer(ISessionTransport)
