@@ -46,11 +46,6 @@ class _Reply:
     done: bool = False
 
 
-def receipt_frame(receipt: str) -> Frame:
-    """:returns: the RECEIPT answering a frame whose ``receipt`` header was ``receipt``."""
-    return Frame("RECEIPT", (("receipt-id", receipt),))
-
-
 class ReceiptsMixin(SessionPart):
     """
     The session's receipts and held frames.  Mixed into
@@ -85,7 +80,7 @@ class ReceiptsMixin(SessionPart):
             # An earlier RECEIPT waits for the store: this one goes out after it.
             self._replies.append(_Reply(receipt, done=True))
             return
-        self.send_frame(receipt_frame(receipt))
+        self.send_frame(Frame("RECEIPT", (("receipt-id", receipt),)))
 
     def _receipt_when_stored(self, waiting: Any, frame: Frame, pause: bool = True) -> None:
         """
@@ -120,7 +115,7 @@ class ReceiptsMixin(SessionPart):
         while replies and replies[0].done:
             receipt = replies.popleft().receipt
             if receipt is not None:
-                self.send_frame(receipt_frame(receipt))
+                self.send_frame(Frame("RECEIPT", (("receipt-id", receipt),)))
         if not replies and self._held is not None:
             held = self._take_held()
             self._resume_reading(BY_HELD)
