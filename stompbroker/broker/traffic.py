@@ -189,9 +189,7 @@ class Traffic:
         if not counted.unreported_messages:
             self.unreported[destination] = counted
         counted.unreported_messages += 1
-        tails = counted.unreported_tails
-        for style, tail in message.wire.items():
-            tails[style] = tails.get(style, 0) + len(tail)
+        message.add_tail_sizes(counted.unreported_tails)
 
     def report_deliveries(self, topics: SubscriptionTree[Any], pattern: str | None = None) -> None:
         """

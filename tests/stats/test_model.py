@@ -10,10 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from twisted.internet.interfaces import ISSLTransport
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
-from zope.interface import directlyProvides
 
 import stompbroker
 from stompbroker.broker.delivery import DeliveryPolicy
@@ -30,10 +28,8 @@ from stompbroker.stats.model import (
     live_document,
     monitor_text,
     stats_document,
-    transport_name,
 )
 from stompbroker.stats.schema import FLOW_COUNTERS, BrokerRecord, DestinationRecord
-from stompbroker.transport.websocket import StompWebSocketProtocol
 from tests.broker import test_service_delivery as delivery
 from tests.broker.fakes import FakeConnection, Inbox
 from tests.support.process import run_python
@@ -451,6 +447,10 @@ class Wire:
     def resume_reading(self) -> None:
         """Nothing to resume."""
 
+    def kind(self) -> str:
+        """A plain TCP connection, as far as statistics know."""
+        return "tcp"
+
 
 def test_connection_stats_count_frames_and_bytes_each_way() -> None:
     """
@@ -517,24 +517,6 @@ def test_topic_deliveries_reach_each_connections_counters_exactly() -> None:
             sum(len(data) for data in wire.written),
         )
     assert by_address[wild.peer].frames_out == 1 + 7
-
-
-def test_transport_names_tell_tls_and_websocket_apart() -> None:
-    """
-    A connection's transport is tcp, tls, ws or wss, read from the adapter and the socket beneath
-    it.
-    """
-    secure = StringTransport()
-    directlyProvides(secure, ISSLTransport)
-    websocket = StompWebSocketProtocol()
-    websocket.transport = StringTransport()
-    secure_websocket = StompWebSocketProtocol()
-    secure_websocket.transport = secure
-    plain = Wire()
-    tls = Wire()
-    tls.transport = secure
-    names = [transport_name(adapter) for adapter in (plain, tls, websocket, secure_websocket)]
-    assert names == ["tcp", "tls", "ws", "wss"]
 
 
 def test_the_schema_module_loads_no_twisted() -> None:

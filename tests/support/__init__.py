@@ -27,6 +27,6 @@ Helpers that more than one test module uses, so that none of them keeps a copy.
 
 What it may import: ``stompbroker``, ``benchmarks`` and the test dependencies;
 never a test module (``tests/*/test_*.py``) nor a ``conftest.py``, so that every
-test module can import it.  The session pair with a recording broker is
-:mod:`tests.support.session`.
+test module can import it.  The session pair with a recording broker, its fake
+transport and recording access rules are :mod:`tests.support.session`.
 """
