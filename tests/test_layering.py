@@ -110,7 +110,9 @@ def test_a_layer_imports_only_from_the_layers_below_it(layer: str) -> None:
 
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN_LIBRARIES))
 def test_a_layer_imports_none_of_its_forbidden_libraries(layer: str) -> None:
-    """protocol/ imports no Twisted, Autobahn or Redis; no layer below transport/ imports Autobahn."""
+    """
+    protocol/ imports no Twisted, Autobahn or Redis; no layer below transport/ imports Autobahn.
+    """
     forbidden = FORBIDDEN_LIBRARIES[layer]
     violations = {}
     for path in modules_of(layer):
@@ -206,7 +208,9 @@ def test_the_stats_schema_loads_without_twisted() -> None:
 
 
 def test_import_check_sees_every_form_of_import() -> None:
-    """The check catches plain, dotted, from-, package-root and nested imports, and relative ones."""
+    """
+    The check catches plain, dotted, from-, package-root and nested imports, and relative ones.
+    """
     source = (
         "import os, twisted.internet\n"
         "from autobahn.twisted import websocket\n"

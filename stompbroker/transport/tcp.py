@@ -31,7 +31,7 @@ from functools import partial
 from typing import Any
 
 from twisted.internet.interfaces import IPushProducer, IReactorTime, ISSLTransport
-from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.protocol import Factory, Protocol, connectionDone
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
@@ -124,7 +124,7 @@ class StompProtocol(SessionFlowControl, Protocol):
         self.session.connection_made()
 
     def dataReceived(self, data: bytes) -> None:
-        """Replaced per instance in ``connectionMade``: the session's ``receive_data``, coalesced."""
+        """Replaced per instance in ``connectionMade``: ``session.receive_data``, coalesced."""
 
     def write(self, data: bytes) -> None:
         """Replaced per instance in ``connectionMade`` by a :class:`CoalescedWrite`."""
@@ -140,7 +140,7 @@ class StompProtocol(SessionFlowControl, Protocol):
         transport.unregisterProducer()
         transport.loseConnection()
 
-    def connectionLost(self, reason: Failure = Failure(ConnectionError())) -> None:
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         if self._abort is not None:
             if self._abort.active():
                 self._abort.cancel()

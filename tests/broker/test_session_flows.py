@@ -17,6 +17,7 @@ from stompbroker.protocol.parser import FrameParser
 from stompbroker.protocol.session import StompSession
 
 VERSIONS = ["1.0", "1.1", "1.2"]
+DEFAULT_POLICY = DeliveryPolicy()
 
 
 class Client:
@@ -68,7 +69,7 @@ class Client:
 
 
 class World:
-    def __init__(self, policy: DeliveryPolicy = DeliveryPolicy()) -> None:
+    def __init__(self, policy: DeliveryPolicy = DEFAULT_POLICY) -> None:
         self.clock = Clock()
         self.broker = Broker(self.clock, policy=policy)
 
@@ -78,7 +79,10 @@ class World:
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_client_individual_ack_and_nack_in_each_version(version: str) -> None:
-    """STOMP ACK/NACK by id (1.2), message-id and subscription (1.1) or message-id (1.0) settle the right message."""
+    """
+    STOMP ACK/NACK by id (1.2), message-id and subscription (1.1) or message-id (1.0) settle the
+    right message.
+    """
     world = World()
     consumer, producer = world.client(version), world.client()
     consumer.send_frame("SUBSCRIBE", id="s", destination="/queue/q", ack="client-individual")
@@ -100,7 +104,10 @@ def test_client_individual_ack_and_nack_in_each_version(version: str) -> None:
 
 
 def test_client_mode_ack_is_cumulative() -> None:
-    """STOMP 1.2, "SUBSCRIBE ack Header": an ACK in client mode also acknowledges every earlier message."""
+    """
+    STOMP 1.2, "SUBSCRIBE ack Header": an ACK in client mode also acknowledges every earlier
+    message.
+    """
     world = World()
     consumer = world.client()
     consumer.send_frame(
@@ -118,7 +125,9 @@ def test_client_mode_ack_is_cumulative() -> None:
 
 
 def test_lost_connection_returns_messages_to_another_consumer() -> None:
-    """A consumer that vanishes mid-work has its unacknowledged messages redelivered to the others."""
+    """
+    A consumer that vanishes mid-work has its unacknowledged messages redelivered to the others.
+    """
     world = World()
     crashing, steady = world.client(), world.client("1.1")
     crashing.send_frame(
@@ -137,7 +146,9 @@ def test_lost_connection_returns_messages_to_another_consumer() -> None:
 
 
 def test_poison_message_reaches_the_dead_letter_queue() -> None:
-    """A message NACKed past the redelivery limit lands in /queue/DLQ.NAME with its origin and reason."""
+    """
+    A message NACKed past the redelivery limit lands in /queue/DLQ.NAME with its origin and reason.
+    """
     world = World(DeliveryPolicy(max_redeliveries=2))
     consumer, watcher = world.client(), world.client()
     consumer.send_frame("SUBSCRIBE", id="s", destination="/queue/orders", ack="client-individual")
@@ -218,7 +229,10 @@ def test_connection_lost_with_open_transaction_publishes_nothing() -> None:
 
 
 def test_request_reply_through_a_temporary_queue() -> None:
-    """reply-to:/temp-queue/NAME is rewritten; the responder's reply reaches the requester under that name."""
+    """
+    reply-to:/temp-queue/NAME is rewritten; the responder's reply reaches the requester under that
+    name.
+    """
     world = World()
     requester, responder = world.client(), world.client("1.1")
     responder.send_frame("SUBSCRIBE", id="rpc", destination="/queue/rpc")
@@ -280,7 +294,10 @@ def test_durable_subscriber_gets_what_it_missed(
 
 
 def test_topic_client_ack_subscription_redelivers_after_nack() -> None:
-    """Topic subscriptions accept client acks: a NACKed topic message is redelivered to that subscription only."""
+    """
+    Topic subscriptions accept client acks: a NACKed topic message is redelivered to that
+    subscription only.
+    """
     world = World()
     nacking, other = world.client(), world.client()
     nacking.send_frame("SUBSCRIBE", id="a", destination="/topic/news.*", ack="client-individual")
@@ -307,7 +324,10 @@ def test_expired_message_never_arrives() -> None:
 
 
 def test_two_client_ack_subscriptions_on_one_connection_ack_separately() -> None:
-    """The same topic message held by two subscriptions of one connection is acknowledged in each by its ack id."""
+    """
+    The same topic message held by two subscriptions of one connection is acknowledged in each by
+    its ack id.
+    """
     world = World()
     client = world.client()
     client.send_frame("SUBSCRIBE", id="a", destination="/topic/t", ack="client-individual")
