@@ -46,11 +46,13 @@ log = logger("stompbroker.transport.tcp")
 CLOSE_TIMEOUT = 10.0
 
 
-@implementer(IPushProducer, ISessionTransport)
+@implementer(IPushProducer)
 class SessionFlowControl:
     """
     What both adapters are to the session besides ``write`` and ``close``
-    (mixed into each): back-pressure, and the kind of connection.
+    (mixed into each): back-pressure, and the kind of connection.  Each adapter
+    declares :class:`~stompbroker.interfaces.ISessionTransport`, since only
+    with its own ``write`` and ``close`` does it provide all of it.
 
     To the Twisted transport, the adapter is the streaming producer of what
     the session writes: ``pauseProducing`` when the transport's buffer is full,
@@ -89,6 +91,7 @@ class SessionFlowControl:
         """The connection is going; the adapter's connection-lost hook releases the session."""
 
 
+@implementer(ISessionTransport)
 class StompProtocol(SessionFlowControl, Protocol):
     """
     One STOMP connection over a stream transport.
