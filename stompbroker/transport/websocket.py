@@ -65,7 +65,9 @@ from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerPr
 from autobahn.websocket.protocol import WebSocketProtocol
 from autobahn.websocket.types import ConnectionDeny, ConnectionRequest
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from zope.interface import implementer
 
+from stompbroker.interfaces import ISessionTransport
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import FrameTooLarge
 from stompbroker.protocol.session import SessionConfig, StompSession
@@ -149,7 +151,11 @@ def _ignore(data: bytes) -> None:
     """Stands in for the session's ``receive_data`` once a connection is being refused."""
 
 
-class StompWebSocketProtocol(SessionFlowControl, WebSocketServerProtocol):
+# The ignore: Autobahn's Twisted and generic base classes annotate ``peer``
+# (``str | None`` against ``str``) and ``_transport_details`` incompatibly, which
+# mypy reports on any class that inherits both, as this one must.
+@implementer(ISessionTransport)
+class StompWebSocketProtocol(SessionFlowControl, WebSocketServerProtocol):  # type: ignore[misc]
     """
     One STOMP connection over WebSocket.
 
@@ -336,7 +342,7 @@ class _ClockTimer:
     can drive both with ``task.Clock``).
     """
 
-    clock: Any
+    clock: IReactorTime
 
     def call_later(self, delay: float, function: Any, *args: Any, **kwargs: Any) -> IDelayedCall:
         return self.clock.callLater(delay, function, *args, **kwargs)
