@@ -17,6 +17,7 @@ from twisted.cred.credentials import IAnonymous, IUsernamePassword
 from twisted.python import usage
 
 from stompbroker import __version__
+from stompbroker.app.engine_options import EngineOptions
 from stompbroker.app.gc_tuning import DEFAULT_THRESHOLD
 from stompbroker.broker.delivery import EXPIRED_ACTIONS, DeliveryPolicy
 from stompbroker.broker.flow import physical_memory
@@ -131,7 +132,7 @@ def parse_heartbeat(text: str) -> tuple[int, int]:
     return (send, receive)
 
 
-class Options(usage.Options, strcred.AuthOptionMixin):
+class Options(EngineOptions, strcred.AuthOptionMixin):
     """The options of ``twistd stompbroker``; ``--auth`` comes from ``strcred``."""
 
     supportedInterfaces = (IUsernamePassword, IAnonymous)
@@ -443,6 +444,7 @@ class Options(usage.Options, strcred.AuthOptionMixin):
         self["heartbeat"] = parse_heartbeat(self["heartbeat"])
         self._check_security()
         self._check_limits()
+        self.check_engine()
         if self["log-level"] not in LEVELS:
             raise usage.UsageError(
                 f"--log-level must be one of {', '.join(LEVELS)}, got {self['log-level']!r}"

@@ -21,6 +21,7 @@ from twisted.application.service import MultiService, Service
 from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
 from twisted.python.failure import Failure
 
+from stompbroker.broker.engine.base import EngineUnavailable
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.base import StoreError
 from stompbroker.logs import logger
@@ -64,6 +65,9 @@ class BrokerService(MultiService):
         Service.startService(self)
         try:
             self.broker.startService()
+        except EngineUnavailable as error:
+            log.critical("cannot start the engine: {error}", error=str(error))
+            raise SystemExit(f"stompbroker: {error}") from error
         except StoreError as error:
             log.critical("cannot use the message store: {error}", error=str(error))
             raise SystemExit(f"stompbroker: {error}") from error

@@ -66,7 +66,8 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         ttl=options["ttl"],
     )
     store = None
-    if options["data-dir"] != "none":
+    engine = _engine(options, reactor, policy)
+    if engine is None and options["data-dir"] != "none":
         data_dir = Path(options["data-dir"]).absolute()
         # The broker closes the store when twistd stops it, after its clients.
         store = SQLiteStore(
@@ -86,6 +87,7 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         policy=policy,
         store=store,
         persistent_queues=options["persistent-queues"],
+        engine=engine,
     )
     top = BrokerService(broker, on_failure=lambda failure: exit_with_error(reactor, failure))
     config = SessionConfig(
@@ -121,6 +123,19 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         for description in options["http"]:
             _listen(top, reactor, f"http {description}", description, site)
     return top
+
+
+def _engine(options: Options, reactor: Any, policy: DeliveryPolicy) -> Any:
+    """
+    :returns: the redis engine that ``--engine`` names, or ``None`` for the
+        broker's own (memory) engine; redis-py is imported only here.
+    """
+    url = options["engine-url"]
+    if url is None:
+        return None
+    from stompbroker.broker.engine.redis.engine import RedisEngine
+
+    return RedisEngine(reactor, url, policy=policy, node_timeout=options["node-timeout"])
 
 
 def _authenticator(options: Options, reactor: Any) -> Authenticator | None:

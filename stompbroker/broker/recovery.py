@@ -26,6 +26,7 @@ from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from stompbroker.broker.destinations import QUEUE_PREFIX
+from stompbroker.broker.engine.base import EngineUnavailable
 from stompbroker.broker.persistence import parse_durable_key
 from stompbroker.broker.store.base import RecoveredState, StoredMessage
 from stompbroker.logs import logger
@@ -70,10 +71,13 @@ class Readiness:
         :param outcome: a Failure if it failed; anything else means it succeeded.
         """
         if isinstance(outcome, Failure):
-            log.critical(
-                "cannot recover persistent messages from the message store: {error}",
-                error=str(outcome.value),
-            )
+            if outcome.check(EngineUnavailable):
+                log.critical("cannot start the engine: {error}", error=str(outcome.value))
+            else:
+                log.critical(
+                    "cannot recover persistent messages from the message store: {error}",
+                    error=str(outcome.value),
+                )
             self.outcome = outcome
         else:
             self.outcome = True

@@ -30,6 +30,17 @@ from __future__ import annotations
 
 from zope.interface import Attribute, Interface
 
+from stompbroker.broker.store.base import StoreError
+
+
+class EngineUnavailable(StoreError):
+    """
+    An engine cannot start (a remote engine's server is unreachable, refuses the
+    login, or is too old; the reactor cannot run its client): the message says
+    what to do.  A :class:`~stompbroker.broker.store.base.StoreError`, so that a
+    broker refuses to start on it as on a store it cannot use.
+    """
+
 
 class IQueue(Interface):
     """

@@ -1,0 +1,95 @@
+"""
+The options that choose where destinations' state lives: ``--engine``,
+``--engine-password-file``, ``--node-timeout`` and ``--workers``.
+
+:class:`EngineOptions` is a mixin of :class:`stompbroker.app.options.Options`
+(twistd gathers ``optParameters`` along the class hierarchy); it parses and
+checks, and :func:`stompbroker.app.tap.makeService` builds the engine.
+"""
+
+from __future__ import annotations
+
+from twisted.python import usage
+
+from stompbroker.broker.engine.redis.url import MEMORY, EngineURLError, parse_engine
+
+__all__ = ["DEFAULT_NODE_TIMEOUT", "EngineOptions"]
+
+#: Seconds; the redis engine's own default (kept here so that the options need no redis-py).
+DEFAULT_NODE_TIMEOUT = 10.0
+
+
+def _node_timeout(text: str) -> float:
+    value = float(text)
+    if not 0.5 <= value < float("inf"):
+        raise ValueError(f"must be 0.5 seconds or more, got {text!r}")
+    return value
+
+
+def _workers(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"must be 1 or more, got {text!r}")
+    return value
+
+
+class EngineOptions(usage.Options):
+    """``--engine`` and its companions; ``engine-url`` holds the parsed URL (or ``None``)."""
+
+    optParameters = [
+        [
+            "engine",
+            None,
+            MEMORY,
+            "Where destinations live: 'memory' (this process, persistent messages in "
+            "--data-dir) or redis://HOST:PORT/DB (rediss:// for TLS; a password as "
+            "redis://:PASSWORD@HOST or ?password_file=PATH): every broker started with the "
+            "same URL is one broker (docs/cluster.md). Needs -r uvloop or -r asyncio.",
+        ],
+        [
+            "engine-password-file",
+            None,
+            None,
+            "A file whose first line is the Redis password (instead of one in the URL).",
+        ],
+        [
+            "node-timeout",
+            None,
+            DEFAULT_NODE_TIMEOUT,
+            "With --engine redis: seconds after which a node that stopped answering counts "
+            "as dead, and what its consumers held goes to other nodes' consumers.",
+            _node_timeout,
+        ],
+        [
+            "workers",
+            None,
+            1,
+            "Broker processes on this machine behind the same ports (needs --engine redis).",
+            _workers,
+        ],
+    ]
+
+    def check_engine(self) -> None:
+        """
+        Read ``--engine`` into ``engine-url``, and refuse what it cannot go with.
+
+        :raises usage.UsageError: with what is wrong.
+        """
+        try:
+            url = parse_engine(self["engine"], self["engine-password-file"])
+        except EngineURLError as error:
+            raise usage.UsageError(str(error)) from None
+        self["engine-url"] = url
+        if url is None:
+            if self["workers"] > 1:
+                raise usage.UsageError(
+                    "--workers above 1 needs --engine redis://...: with the memory engine each"
+                    " process would be a broker of its own, with its own queues and topics"
+                )
+            return
+        if self["workers"] > 1:
+            raise usage.UsageError(
+                "--workers above 1 is not built yet for the redis engine: start one"
+                " twistd per core with the same --engine URL, on ports of their own"
+                " (docs/cluster.md)"
+            )

@@ -1,0 +1,105 @@
+"""
+How a message travels through Redis, and the names of the keys and channels.
+
+A message is one byte string, the same for a pub/sub ``PUBLISH`` and a stream
+entry's one field: a line of compact JSON with everything but the body, a
+newline, then the body as it is (no base64: bodies are often most of the
+bytes).  Compact JSON never holds a raw newline, so the first one ends it::
+
+    ["NODE","/queue/a","NODE-17",[["k","v"]],0.0,0,false]\\n<body bytes>
+
+The first field is the node that sent it, so that a node can skip its own
+messages when they come back from a channel.  The expiry is in the sending
+node's clock seconds, which are wall-clock seconds on a real reactor (nodes keep
+their clocks in step, as any cluster does).
+"""
+
+from __future__ import annotations
+
+import json
+
+from stompbroker.protocol.message import Message
+
+__all__ = ["Names", "decode", "encode"]
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_loads = json.loads
+
+
+def encode(origin: str, message: Message) -> bytes:
+    """
+    :param origin: the node token of the node that routes it.
+    :returns: the message as one byte string for Redis.
+    """
+    meta = _dumps(
+        [
+            origin,
+            message.destination,
+            message.message_id,
+            message.headers,
+            message.expires,
+            message.redeliveries,
+            message.persistent,
+        ]
+    )
+    return meta.encode("utf-8") + b"\n" + message.body
+
+
+def decode(payload: bytes) -> tuple[str, Message]:
+    """
+    :returns: the node that sent it, and the message.
+    :raises ValueError: for bytes that :func:`encode` did not make.
+    """
+    end = payload.index(b"\n")
+    origin, destination, message_id, headers, expires, redeliveries, persistent = _loads(
+        payload[:end]
+    )
+    message = Message(
+        destination,
+        message_id,
+        tuple(tuple(pair) for pair in headers),
+        payload[end + 1 :],
+        expires,
+        redeliveries,
+        bool(persistent),
+    )
+    return origin, message
+
+
+class Names:
+    """
+    The Redis names of one broker (one prefix): every key and channel starts with it.
+
+    :param prefix: the URL's ``prefix`` (``stompbroker`` by default).
+    """
+
+    __slots__ = ("prefix", "topics", "group", "_topic", "_queue")
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self._topic = f"{prefix}:t:"
+        self._queue = f"{prefix}:q:"
+        #: The pattern every node subscribes to: all topics (see docs/cluster.md).
+        self.topics = f"{prefix}:t:*"
+        #: The one consumer group of every queue's stream: the nodes.
+        self.group = "nodes"
+
+    def topic(self, destination: str) -> str:
+        """:returns: the pub/sub channel of a ``/topic/`` destination."""
+        return self._topic + destination
+
+    def queue(self, destination: str) -> str:
+        """:returns: the stream of a ``/queue/`` destination."""
+        return self._queue + destination
+
+    def inbox(self, node: str) -> str:
+        """:returns: the channel on which a node takes messages for its reply queues."""
+        return f"{self.prefix}:n:{node}"
+
+    def alive(self, node: str) -> str:
+        """:returns: the key that exists while a node lives (it expires with --node-timeout)."""
+        return f"{self.prefix}:alive:{node}"
+
+    def nodes(self) -> str:
+        """:returns: the pattern of every live node's key."""
+        return f"{self.prefix}:alive:*"

@@ -1,0 +1,251 @@
+"""
+The redis-py asyncio client on Twisted's asyncio reactor.
+
+Twisted's ``asyncio`` reactor (and ``uvloop``, the same reactor on uvloop's
+loop) runs an asyncio event loop, so redis-py's ``redis.asyncio`` client runs on
+the reactor's own thread: a coroutine is started with
+:func:`asyncio.ensure_future` and its result comes back as a Deferred
+(``Deferred.fromFuture``).  The engine's code, called from the reactor, and the
+coroutines, run by the loop, never run at the same time, so they share the
+broker's objects without locks.  Any other reactor is refused at start
+(:func:`check_reactor`).
+
+:class:`Writer` is the one path every write a message causes takes (``PUBLISH``,
+``XADD``, ``XACK``...): commands are queued in call order and sent as one
+pipeline per turn of the loop, one pipeline at a time, so Redis applies them in
+the order the broker asked for them (per publisher order) and a busy node pays
+one round trip for many messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
+from redis import asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import AuthenticationError, ConnectionError, RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeout
+from twisted.internet.defer import Deferred
+
+from stompbroker.broker.engine.base import EngineUnavailable
+from stompbroker.broker.engine.redis.url import EngineURL
+from stompbroker.logs import logger
+from stompbroker.protocol.errors import ProtocolError
+
+__all__ = [
+    "MINIMUM_VERSION",
+    "EngineUnavailable",
+    "RedisUnreachable",
+    "Writer",
+    "check_reactor",
+    "check_server",
+    "make_client",
+    "run",
+]
+
+log = logger("stompbroker.broker.engine.redis")
+
+#: The oldest server the engine works with: streams with ``XAUTOCLAIM``, ``GETDEL``.
+MINIMUM_VERSION = (6, 2)
+#: Back-off between reconnection attempts: from BACKOFF_BASE doubling to BACKOFF_CAP s.
+BACKOFF_BASE = 0.05
+BACKOFF_CAP = 2.0
+#: Errors that mean the server is away (rather than a command being wrong).
+CONNECTION_ERRORS = (ConnectionError, RedisTimeout, OSError)
+
+
+class RedisUnreachable(ProtocolError):
+    """
+    A frame needs the Redis server, and it is away: the client gets an ERROR
+    (the node reconnects by itself; the client may try again).
+    """
+
+
+def check_reactor(reactor: Any) -> asyncio.AbstractEventLoop:
+    """
+    :returns: the asyncio loop that ``reactor`` runs.
+    :raises EngineUnavailable: if ``reactor`` is not Twisted's asyncio reactor.
+    """
+    loop: asyncio.AbstractEventLoop | None = getattr(reactor, "_asyncioEventloop", None)
+    if loop is None:
+        raise EngineUnavailable(
+            "the redis engine runs on Twisted's asyncio reactor: start twistd with"
+            " -r uvloop (or -r asyncio)"
+        )
+    return loop
+
+
+def run(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, Any]) -> Deferred[Any]:
+    """:returns: a Deferred of the coroutine, run as a task on ``loop``."""
+    return Deferred.fromFuture(asyncio.ensure_future(coroutine, loop=loop))
+
+
+def make_client(url: EngineURL, *, forever: bool = False) -> aioredis.Redis:
+    """
+    :param forever: retry a command that lost its connection for ever, with the
+        back-off (for the pub/sub reader, which must come back by itself); by
+        default a few times, so that a writer learns the server is away.
+    :returns: a client for ``url`` (it connects on first use).
+    """
+    retry = Retry(ExponentialBackoff(cap=BACKOFF_CAP, base=BACKOFF_BASE), -1 if forever else 3)
+    return aioredis.Redis(
+        host=url.host,
+        port=url.port,
+        db=url.db,
+        username=url.username,
+        password=url.password,
+        ssl=url.tls,
+        retry=retry,
+        retry_on_error=[ConnectionError, RedisTimeout],
+        socket_connect_timeout=5,
+        health_check_interval=0,
+        decode_responses=False,
+    )
+
+
+async def check_server(client: aioredis.Redis, url: EngineURL) -> str:
+    """
+    Connect, log in, and check the server's version.
+
+    :returns: the server's version, as it says it.
+    :raises EngineUnavailable: with what to do about it, if the server cannot be
+        reached, refuses the password, or is older than :data:`MINIMUM_VERSION`.
+    """
+    try:
+        info: dict[Any, Any] = await client.info("server")
+    except AuthenticationError as error:
+        raise EngineUnavailable(
+            f"Redis at {url.masked} refused the login: {error}; check the password"
+            " (in the URL, ?password_file= or --engine-password-file)"
+        ) from None
+    except ResponseError as error:
+        if "NOAUTH" in str(error) or "WRONGPASS" in str(error):
+            raise EngineUnavailable(
+                f"Redis at {url.masked} needs a password: {error}"
+            ) from None
+        raise EngineUnavailable(f"Redis at {url.masked} answered: {error}") from None
+    except CONNECTION_ERRORS as error:
+        raise EngineUnavailable(f"cannot reach Redis at {url.masked}: {error}") from None
+    except RedisError as error:
+        raise EngineUnavailable(f"Redis at {url.masked}: {error}") from None
+    version = str(info.get("redis_version", info.get(b"redis_version", "0")))
+    numbers = tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
+    if numbers < MINIMUM_VERSION:
+        raise EngineUnavailable(
+            f"Redis at {url.masked} is version {version}; the redis engine needs"
+            f" {'.'.join(map(str, MINIMUM_VERSION))} or later (Redis 7 or Valkey 7/8)"
+        )
+    return version
+
+
+class Writer:
+    """
+    Sends commands to Redis in the order they were asked for, a pipeline at a time.
+
+    :param client: the redis-py asyncio client.
+    :param loop: the reactor's asyncio loop.
+
+    :ivar connected: whether the last pipeline reached the server.  While it is
+        ``False``, the engine refuses new messages (publishers get an ERROR);
+        what was accepted before stays queued here and is sent once the server
+        is back.
+    """
+
+    def __init__(self, client: aioredis.Redis, loop: asyncio.AbstractEventLoop) -> None:
+        self.client = client
+        self.connected = True
+        self._loop = loop
+        #: Commands not yet sent, each an args tuple.
+        self._commands: list[tuple[Any, ...]] = []
+        #: (index in _commands after which it fires, Deferred) for those who wait.
+        self._waiters: list[tuple[int, Deferred[Any]]] = []
+        self._running: asyncio.Task[None] | None = None
+        self._idle: asyncio.Event = asyncio.Event()
+        self._idle.set()
+
+    def command(self, *args: Any) -> None:
+        """Queue a command; nothing waits for it."""
+        self._commands.append(args)
+        if self._running is None:
+            self._start()
+
+    def command_waited(self, *args: Any) -> Deferred[Any]:
+        """
+        Queue a command.
+
+        :returns: a Deferred that fires with its reply once Redis has it, or
+            fails with :class:`RedisUnreachable` (the command stays queued).
+        """
+        waiter: Deferred[Any] = Deferred()
+        self._commands.append(args)
+        self._waiters.append((len(self._commands) - 1, waiter))
+        if self._running is None:
+            self._start()
+        return waiter
+
+    def _start(self) -> None:
+        self._idle.clear()
+        self._running = self._loop.create_task(self._send_all())
+
+    async def _send_all(self) -> None:
+        """Send what is queued, pipeline after pipeline, until nothing is left."""
+        delay = BACKOFF_BASE
+        try:
+            while self._commands:
+                commands, self._commands = self._commands, []
+                waiters, self._waiters = self._waiters, []
+                try:
+                    replies = await self._pipeline(commands)
+                except CONNECTION_ERRORS as error:
+                    # Keep them, in order, ahead of what came meanwhile; the waiters
+                    # (theirs and the newer ones) hear of it now.
+                    self._commands[:0] = commands
+                    self._waiters[:0] = waiters
+                    self._fail_waiters(error)
+                    if self.connected:
+                        log.error("lost Redis: {error}; reconnecting", error=str(error))
+                    self.connected = False
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, BACKOFF_CAP)
+                    continue
+                if not self.connected:
+                    log.info("Redis is back")
+                self.connected = True
+                delay = BACKOFF_BASE
+                for index, waiter in waiters:
+                    reply = replies[index]
+                    if isinstance(reply, Exception):
+                        waiter.errback(RedisUnreachable("not stored", f"Redis refused: {reply}"))
+                    else:
+                        waiter.callback(reply)
+                for reply in replies:
+                    if isinstance(reply, ResponseError):
+                        log.error("Redis refused a command: {error}", error=str(reply))
+        finally:
+            self._running = None
+            self._idle.set()
+
+    def _fail_waiters(self, error: Exception) -> None:
+        """Fail every waiter now (their commands stay queued and will still be sent)."""
+        waiters, self._waiters = self._waiters, []
+        for _, waiter in waiters:
+            waiter.errback(
+                RedisUnreachable(
+                    "message not stored",
+                    f"the broker's Redis server is unreachable ({error}); the broker is"
+                    " reconnecting: send again later",
+                )
+            )
+
+    async def _pipeline(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        pipe = self.client.pipeline(transaction=False)
+        for args in commands:
+            pipe.execute_command(*args)
+        return await pipe.execute(raise_on_error=False)
+
+    async def drained(self) -> None:
+        """Wait until everything queued has been sent (or the server is gone for good)."""
+        await self._idle.wait()

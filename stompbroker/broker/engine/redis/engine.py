@@ -1,0 +1,359 @@
+"""
+:class:`RedisEngine`: the state of destinations in a Redis server shared by
+every node (broker process) started with the same ``--engine`` URL.
+
+It is the local engine (:class:`~stompbroker.broker.engine.local.LocalEngine`)
+for everything that belongs to this node's connections (the topic tree of its
+subscribers, topic subscriptions' own queues, temporary queues) plus Redis for
+what the nodes share:
+
+- **topics**: a SEND is fanned out to this node's subscribers at once, exactly
+  as on one node, and ``PUBLISH``\\ ed on the destination's channel.  Every node
+  holds one pattern subscription to all topic channels, and fans what another
+  node published out to its own subscribers through the same local path; a node
+  without a subscriber for a destination drops it after one cached tree lookup.
+  One subscription per node means each message arrives once per node, in the
+  order each publisher sent (docs/cluster.md says why this beats one
+  subscription per pattern).
+- **queues**: a Redis stream each, shared through one consumer group
+  (:mod:`stompbroker.broker.engine.redis.queues`).
+- **reply queues**: a reply to another node's temporary queue goes to that
+  node's own channel, whose name the reply queue's name holds.
+- **liveness**: each node keeps a key alive (``SET ... PX --node-timeout``) and
+  looks, every half ``--node-timeout``, for queue entries held by nodes whose
+  key has expired, and takes them over.
+
+Not built yet, and refused with an ERROR that says so: durable topic
+subscriptions.  Statistics are this node's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.task import LoopingCall
+
+from stompbroker.broker.delivery import DeliveryCounters, DeliveryPolicy
+from stompbroker.broker.destinations import QUEUE_PREFIX, REPLY_QUEUE_PREFIX
+from stompbroker.broker.engine.local import DEFAULT_POLICY, LocalEngine
+from stompbroker.broker.engine.redis.codec import Names, decode, encode
+from stompbroker.broker.engine.redis.connection import (
+    BACKOFF_BASE,
+    BACKOFF_CAP,
+    CONNECTION_ERRORS,
+    RedisUnreachable,
+    Writer,
+    check_reactor,
+    check_server,
+    make_client,
+    run,
+)
+from stompbroker.broker.engine.redis.queues import StreamQueue
+from stompbroker.broker.engine.redis.url import EngineURL
+from stompbroker.broker.ids import Ids
+from stompbroker.broker.traffic import Traffic
+from stompbroker.logs import logger
+from stompbroker.protocol.errors import NotSupported
+from stompbroker.protocol.message import Message
+
+__all__ = ["DEFAULT_NODE_TIMEOUT", "RedisEngine"]
+
+log = logger("stompbroker.broker.engine.redis")
+
+#: Seconds after which a silent node counts as dead, and its messages go elsewhere.
+DEFAULT_NODE_TIMEOUT = 10.0
+#: The longest a stopping node waits for its last writes.
+STOP_TIMEOUT = 5.0
+
+
+def _nothing(result: Any) -> None:
+    return None
+
+
+class RedisEngine(LocalEngine):
+    """
+    Destinations shared with every node on the same Redis server and prefix.
+
+    :param clock: Twisted's asyncio reactor (any other is refused by :meth:`open`).
+    :param url: where Redis is (:func:`~stompbroker.broker.engine.redis.url.parse_engine`).
+    :param policy: as the local engine's.
+    :param node_timeout: seconds after which a node that stopped answering is
+        dead, and what its consumers held goes to other nodes' consumers.
+    :param ids: the broker's ids; their node token names this node in Redis.
+
+    :ivar names: the Redis key and channel names.
+    :ivar writer: the :class:`~stompbroker.broker.engine.redis.connection.Writer`
+        every write goes through (set by :meth:`open`).
+    """
+
+    def __init__(
+        self,
+        clock: Any,
+        url: EngineURL,
+        *,
+        policy: DeliveryPolicy = DEFAULT_POLICY,
+        node_timeout: float = DEFAULT_NODE_TIMEOUT,
+        ids: Ids | None = None,
+        traffic: Traffic | None = None,
+        counters: DeliveryCounters | None = None,
+    ) -> None:
+        super().__init__(clock, policy=policy, ids=ids, traffic=traffic, counters=counters)
+        # Redis keeps what it is given (AOF), so persistent headers mean something.
+        self.persistent = True
+        self.url = url
+        self.node_timeout = node_timeout
+        self.names = Names(url.prefix)
+        self.loop: Any = None
+        self.client: Any = None
+        self.writer: Any = None
+        self._subscriber: Any = None
+        self._listener: asyncio.Task[None] | None = None
+        self._loops: list[LoopingCall] = []
+        self._node_prefix = f'["{self.ids.node}"'.encode()
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    def open(self) -> None:
+        """
+        Check that the reactor runs asyncio, and make the clients (they connect in
+        :meth:`recover`).
+
+        :raises EngineUnavailable: on another reactor.
+        """
+        self.loop = check_reactor(self.clock)
+        self.client = make_client(self.url)
+        self._subscriber = make_client(self.url, forever=True)
+        self.writer = Writer(self.client, self.loop)
+
+    def recover(self) -> Deferred[None]:
+        """
+        Connect and check the server, subscribe to the topics, and announce this
+        node; queues' messages stay in Redis, and are read once consumers come.
+
+        :returns: a Deferred that fires once clients may be let in, or fails
+            with :class:`~stompbroker.broker.engine.redis.connection.EngineUnavailable`.
+        """
+        return run(self.loop, self._start())
+
+    async def _start(self) -> None:
+        version = await check_server(self.client, self.url)
+        pubsub = self._subscriber.pubsub()
+        await pubsub.psubscribe(self.names.topics)
+        await pubsub.subscribe(self.names.inbox(self.ids.node))
+        self._listener = self.loop.create_task(self._listen(pubsub))
+        await self._announce()
+        beat = LoopingCall(self._beat)
+        beat.clock = self.clock
+        beat.start(self.node_timeout / 3, now=False)
+        scan = LoopingCall(self._scan)
+        scan.clock = self.clock
+        scan.start(self.node_timeout / 2, now=False)
+        self._loops = [beat, scan]
+        log.info(
+            "redis engine: node {node} on {url} (Redis {version}), node timeout {timeout} s",
+            node=self.ids.node,
+            url=self.url.masked,
+            version=version,
+            timeout=self.node_timeout,
+        )
+
+    async def _announce(self) -> None:
+        await self.client.set(
+            self.names.alive(self.ids.node), b"1", px=int(self.node_timeout * 1000)
+        )
+
+    def _beat(self) -> None:
+        """Keep this node's liveness key alive."""
+        self.writer.command(
+            "SET", self.names.alive(self.ids.node), b"1", "PX", int(self.node_timeout * 1000)
+        )
+
+    def _scan(self) -> None:
+        """Look for what dead nodes held in the queues this node consumes from."""
+        for queue in list(self.queues.values()):
+            if isinstance(queue, StreamQueue) and queue.consumers:
+                claimed = run(self.loop, queue.claim_from_dead())
+                claimed.addErrback(self._scan_failed, queue.destination)
+
+    def _scan_failed(self, failure: Any, destination: str) -> None:
+        if failure.check(*CONNECTION_ERRORS):
+            return
+        log.failure("claiming {queue} from dead nodes failed", failure, queue=destination)
+
+    def stop(self, drained: Deferred[None]) -> Deferred[None]:
+        """
+        Once the connections are closed (what their consumers held is back in the
+        streams), send the last writes, leave, and disconnect.
+        """
+        if self.writer is None:
+            return drained
+        return drained.addCallback(lambda _: run(self.loop, self._stop()))
+
+    async def _stop(self) -> None:
+        if not self._loops:
+            # It never started (the server was not there, or refused us).
+            await self._subscriber.aclose()
+            await self.client.aclose()
+            return
+        for call in self._loops:
+            if call.running:
+                call.stop()
+        for queue in list(self.queues.values()):
+            if isinstance(queue, StreamQueue):
+                queue.close()
+        try:
+            await asyncio.wait_for(self.writer.drained(), STOP_TIMEOUT)
+            await self.client.delete(self.names.alive(self.ids.node))
+        except (TimeoutError, *CONNECTION_ERRORS) as error:
+            log.warn("left Redis without its last writes: {error}", error=str(error))
+        if self._listener is not None:
+            self._listener.cancel()
+        await self._subscriber.aclose()
+        await self.client.aclose()
+
+    # -- what other nodes send -----------------------------------------------------------
+
+    async def _listen(self, pubsub: Any) -> None:
+        """Fan out what other nodes publish to this node's subscribers."""
+        delay = BACKOFF_BASE
+        node_prefix = self._node_prefix
+        fan_out = LocalEngine.publish_topic
+        while True:
+            try:
+                response = await pubsub.parse_response(block=True)
+            except asyncio.CancelledError:
+                raise
+            except CONNECTION_ERRORS as error:
+                log.warn("lost Redis pub/sub: {error}; reconnecting", error=str(error))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, BACKOFF_CAP)
+                continue
+            delay = BACKOFF_BASE
+            kind = response[0]
+            if kind == b"pmessage":
+                payload = response[3]
+                if payload.startswith(node_prefix):
+                    continue
+                try:
+                    _, message = decode(payload)
+                    fan_out(self, message)
+                except Exception:
+                    log.failure("fanning out a message from Redis failed")
+            elif kind == b"message":
+                try:
+                    _, message = decode(response[2])
+                    LocalEngine.publish_reply(self, message)
+                except Exception:
+                    log.failure("delivering a reply from Redis failed")
+
+    # -- routing ---------------------------------------------------------------------------
+
+    def _check_connected(self) -> None:
+        if not self.writer.connected:
+            raise RedisUnreachable(
+                "broker unavailable",
+                "the broker's Redis server is unreachable; the broker is reconnecting:"
+                " send again later",
+            )
+
+    def publish_topic(self, message: Message) -> None:
+        """Fan a topic message out here, and publish it to the other nodes."""
+        if not self.writer.connected:
+            self._check_connected()
+        LocalEngine.publish_topic(self, message)
+        if not (message.expires and message.expires <= self.clock.seconds()):
+            self.writer.command(
+                "PUBLISH", self.names.topic(message.destination), encode(self.ids.node, message)
+            )
+
+    def publish_queue(self, message: Message) -> None:
+        """Add a message to its queue's stream (a persistent one is there already)."""
+        if not self.writer.connected:
+            self._check_connected()
+        self.traffic.published(message)
+        if not message.persistent:
+            self.writer.command(
+                "XADD",
+                self.names.queue(message.destination),
+                "*",
+                "m",
+                encode(self.ids.node, message),
+            )
+
+    def publish_reply(self, message: Message) -> None:
+        """Put a reply on its temporary queue, here or on the node that owns it."""
+        if message.destination in self.queues:
+            LocalEngine.publish_reply(self, message)
+            return
+        owner = _reply_queue_node(message.destination)
+        if owner is None or owner == self.ids.node:
+            LocalEngine.publish_reply(self, message)
+            return
+        self._check_connected()
+        self.traffic.published(message)
+        self.writer.command("PUBLISH", self.names.inbox(owner), encode(self.ids.node, message))
+
+    def keep(self, message: Message) -> Deferred[None] | None:
+        """
+        Add a persistent queue message to its stream before it is acknowledged.
+
+        :returns: a Deferred that fires once Redis has it (see docs/cluster.md for
+            what ``appendfsync`` then promises), or fails with
+            :class:`~stompbroker.broker.engine.redis.connection.RedisUnreachable`;
+            ``None`` for a topic message (no durable subscriptions here yet).
+        """
+        destination = message.destination
+        if not destination.startswith(QUEUE_PREFIX):
+            return None
+        self._check_connected()
+        if message.expires and message.expires <= self.clock.seconds():
+            return None
+        stored: Deferred[Any] = self.writer.command_waited(
+            "XADD", self.names.queue(destination), "*", "m", encode(self.ids.node, message)
+        )
+        return stored.addCallback(_nothing)
+
+    # -- queues ------------------------------------------------------------------------------
+
+    def queue(self, destination: str) -> Any:
+        """:returns: this node's handle on a ``/queue/`` destination's stream."""
+        queue = self.queues.get(destination)
+        if queue is None:
+            queue = self.queues[destination] = StreamQueue(destination, self)
+        return queue
+
+    def release_queue(self, queue: Any) -> None:
+        """
+        A consumer has left: drop this node's handle when it has no consumers left
+        (the queue lives on in Redis).
+        """
+        if isinstance(queue, StreamQueue):
+            if not queue.consumers:
+                self.queues.pop(queue.destination, None)
+                queue.close()
+            return
+        super().release_queue(queue)
+
+    # -- durable subscriptions -------------------------------------------------------------
+
+    def durable_queue(self, durable: tuple[str, str], pattern: str) -> Any:
+        """
+        :raises NotSupported: always, for now.
+        """
+        raise NotSupported(
+            "durable subscriptions are not supported by the redis engine yet",
+            "this broker runs on the redis engine, which has no durable topic subscriptions"
+            " yet (docs/cluster.md); subscribe without a durable name, or to a /queue/",
+        )
+
+
+def _reply_queue_node(destination: str) -> str | None:
+    """:returns: the node token in a ``/reply-queue/tmp-NODE-N`` name, or ``None``."""
+    name = destination[len(REPLY_QUEUE_PREFIX) :]
+    parts = name.split("-")
+    if len(parts) == 3 and parts[0] == "tmp":
+        return parts[1]
+    return None
+

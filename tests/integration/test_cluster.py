@@ -1,0 +1,148 @@
+"""
+The redis engine end to end: a real ``redis-server`` and two or three ``twistd``
+nodes sharing it, driven by ``stomp.py`` clients connected to different nodes
+(docs/cluster.md).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.clients import connect
+from tests.support.process import BrokerProcess
+from tests.support.redis import RedisServer, redis_server  # noqa: F401
+
+NODE_TIMEOUT = "2"
+
+
+def node(workdir: Path, server: RedisServer, *args: str) -> BrokerProcess:
+    """Start a broker node on ``server`` with a short node timeout."""
+    return BrokerProcess(
+        workdir,
+        "--engine",
+        server.url,
+        "--node-timeout",
+        NODE_TIMEOUT,
+        *args,
+        http=None,
+        reactor="uvloop",
+    )
+
+
+@pytest.fixture(scope="module")
+def nodes(
+    redis_server: RedisServer,  # noqa: F811
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[list[BrokerProcess]]:
+    """Three nodes, A, B and C, on one Redis server."""
+    started = [node(tmp_path_factory.mktemp(name), redis_server) for name in "abc"]
+    yield started
+    for process in started:
+        process.stop()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:8]}"
+
+
+def test_topic_send_reaches_subscribers_on_other_nodes_once_in_order(
+    nodes: list[BrokerProcess],
+) -> None:
+    """A SEND on node A reaches each matching subscription on B and C exactly once, in order."""
+    a, b, c = nodes
+    base = unique("/topic/cluster.")
+    subscriber_b, inbox_b = connect(b.address)
+    subscriber_b.subscribe(f"{base}.*", id="wild")
+    subscriber_b.subscribe(f"{base}.x", id="exact", receipt="subscribed")
+    assert inbox_b.wait_for(lambda: "subscribed" in inbox_b.receipts)
+    subscriber_c, inbox_c = connect(c.address)
+    subscriber_c.subscribe(f"{base}.#", id="all", receipt="subscribed")
+    assert inbox_c.wait_for(lambda: "subscribed" in inbox_c.receipts)
+    publisher, _ = connect(a.address)
+    bodies = [str(n).encode() for n in range(200)]
+    for body in bodies:
+        publisher.send(f"{base}.x", body)
+    assert inbox_b.wait_for(lambda: len(inbox_b.messages) >= 400, timeout=10)
+    assert inbox_c.wait_for(lambda: len(inbox_c.messages) >= 200, timeout=10)
+    time.sleep(0.3)
+    for subscription in ("wild", "exact"):
+        got = [m.body for m in inbox_b.messages if m.headers["subscription"] == subscription]
+        assert got == bodies
+    assert inbox_c.bodies() == bodies
+    for connection in (publisher, subscriber_b, subscriber_c):
+        connection.disconnect()
+
+
+def test_competing_consumers_across_nodes_get_each_message_once(
+    nodes: list[BrokerProcess],
+) -> None:
+    """Client-individual consumers on three nodes share a queue: no loss, no duplicate."""
+    queue = unique("/queue/jobs.")
+    consumers = []
+    for process in nodes:
+        connection, inbox = connect(process.address)
+        connection.subscribe(queue, id="s", ack="client-individual", headers={"prefetch-count": 5})
+        consumers.append((connection, inbox))
+    received: list[bytes] = []
+    lock = threading.Lock()
+
+    class Acker:
+        def __init__(self, connection: object) -> None:
+            self.connection = connection
+
+        def on_message(self, frame: object) -> None:
+            with lock:
+                received.append(frame.body)  # type: ignore[attr-defined]
+            self.connection.ack(frame.headers["ack"])  # type: ignore[attr-defined]
+
+    for connection, _ in consumers:
+        connection.set_listener("acker", Acker(connection))
+    publisher, publisher_inbox = connect(nodes[0].address)
+    count = 600
+    for n in range(count):
+        publisher.send(queue, str(n).encode())
+    publisher.send(queue, b"last", receipt="sent")
+    assert publisher_inbox.wait_for(lambda: "sent" in publisher_inbox.receipts)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and len(received) < count + 1:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    assert sorted(received) == sorted([str(n).encode() for n in range(count)] + [b"last"])
+    spread = [len(inbox.messages) for _, inbox in consumers]
+    assert sum(1 for got in spread if got) >= 2, spread
+    for connection, _ in consumers:
+        connection.disconnect()
+    publisher.disconnect()
+
+
+def test_durable_subscription_is_refused_with_a_clear_error(nodes: list[BrokerProcess]) -> None:
+    """A durable subscription gets an ERROR saying the redis engine has none yet."""
+    connection, inbox = connect(nodes[0].address)
+    connection.subscribe(
+        unique("/topic/durable."), id="d", headers={"durable": "true", "auto-delete": "false"}
+    )
+    assert inbox.wait_for(lambda: bool(inbox.errors))
+    assert "not supported by the redis engine" in inbox.errors[0].headers["message"]
+
+
+def test_reply_reaches_a_temporary_queue_on_another_node(nodes: list[BrokerProcess]) -> None:
+    """A reply sent on node B reaches the requester's temporary queue on node A."""
+    requester, requests = connect(nodes[0].address)
+    requester.subscribe("/temp-queue/answers", id="answers")
+    server, inbox = connect(nodes[1].address)
+    service = unique("/queue/service.")
+    server.subscribe(service, id="svc")
+    requester.send(service, b"question", headers={"reply-to": "/temp-queue/answers"})
+    assert inbox.wait_for(lambda: bool(inbox.messages), timeout=5)
+    reply_to = inbox.messages[0].headers["reply-to"]
+    assert reply_to.startswith("/reply-queue/")
+    server.send(reply_to, b"answer")
+    assert requests.wait_for(lambda: requests.bodies() == [b"answer"], timeout=5)
+    requester.disconnect()
+    server.disconnect()
