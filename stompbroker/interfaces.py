@@ -96,6 +96,16 @@ class IConnection(Interface):
             written to it flushed.
         """
 
+    def fail(error):  # type: ignore[no-untyped-def]
+        """
+        End the connection with an ERROR: the management API's close, with a
+        :class:`~stompbroker.protocol.errors.ClosedByOperator`.  A connection
+        that is closing already ignores it.
+
+        :param error: a :class:`~stompbroker.protocol.errors.ProtocolError`,
+            whose message and detail the client is told.
+        """
+
 
 class IBroker(Interface):
     """What a session may ask of the broker."""
