@@ -254,9 +254,7 @@ class Management:
         """
         connection = self._find(ident)
         info = self._describe(connection)
-        log.info(
-            "an operator closed connection {id} from {peer}", id=info.id, peer=info.peer
-        )
+        log.info("an operator closed connection {id} from {peer}", id=info.id, peer=info.peer)
         connection.fail(ClosedByOperator(reason))
         return info
 
@@ -351,8 +349,7 @@ class Management:
             )
         if queue is None:
             raise UnknownDestination(
-                f"no queue {name!r} now (a queue exists while it holds messages or has"
-                " consumers)"
+                f"no queue {name!r} now (a queue exists while it holds messages or has consumers)"
             )
         return queue
 

@@ -269,10 +269,10 @@ class ManagementApi(Resource):
         if action == "move":
             to = body.get("to")
             if not isinstance(to, str):
-                raise ApiError(400, "bad request", "move needs \"to\": a destination")
+                raise ApiError(400, "bad request", 'move needs "to": a destination')
             copy = body.get("copy", False)
             if not isinstance(copy, bool):
-                raise ApiError(400, "bad request", "\"copy\" must be true or false")
+                raise ApiError(400, "bad request", '"copy" must be true or false')
             check_target(to)
             self.guard.require(identity, WRITE, to)
             moved = management.move(name, to, count, copy)
@@ -290,7 +290,7 @@ class ManagementApi(Resource):
         if not isinstance(headers, dict) or not all(
             isinstance(key, str) and isinstance(value, str) for key, value in headers.items()
         ):
-            raise ApiError(400, "bad request", "\"headers\" must be an object of strings")
+            raise ApiError(400, "bad request", '"headers" must be an object of strings')
         for key in headers:
             if not key or any(character in key for character in ":\r\n"):
                 raise ApiError(400, "bad request", f"invalid header name {key!r}")
@@ -298,7 +298,7 @@ class ManagementApi(Resource):
         encoding = body.get("body_encoding", "utf-8")
         if not isinstance(text, str) or encoding not in ("utf-8", "base64"):
             raise ApiError(
-                400, "bad request", "\"body\" must be a string, \"body_encoding\" utf-8 or base64"
+                400, "bad request", '"body" must be a string, "body_encoding" utf-8 or base64'
             )
         try:
             if encoding == "base64":
@@ -306,7 +306,7 @@ class ManagementApi(Resource):
             else:
                 payload = text.encode("utf-8")
         except binascii.Error:
-            raise ApiError(400, "bad request", "\"body\" is not valid base64") from None
+            raise ApiError(400, "bad request", '"body" is not valid base64') from None
         message = self.management.publish(name, payload, tuple(headers.items()))
         return {"destination": name, "message_id": message.message_id}
 

@@ -234,4 +234,3 @@ def test_topic_detail_lists_direct_subscribers() -> None:
     broker.send("/topic/a.b", (), b"x")
     [consumer] = Management(broker).destination("/topic/a.b").subscribers
     assert (consumer.connection, consumer.subscription, consumer.ack) == ("c9", "7", "auto")
-
