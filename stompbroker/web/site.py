@@ -13,6 +13,7 @@ path            what it serves
 ``/metrics``    the same in the Prometheus exposition format
 ``/dashboard``  live charts, fed by ``/topic/stompbroker.stats`` over ``/ws``
 ``/api/``       the management API (:mod:`stompbroker.web.api`), JSON
+``/console``    the management console, a page over ``/api/``
 ==============  =================================================================
 
 :func:`web_root` builds a plain ``twisted.web`` resource tree, so that an
@@ -149,7 +150,7 @@ def web_root(
     :param stats: the broker's :class:`~stompbroker.stats.services.LiveStats`,
         for ``/stats``, ``/metrics`` and ``/dashboard``; ``None`` leaves them out.
     :param api: the management API (a :class:`~stompbroker.web.api.ManagementApi`),
-        served at ``/api/``; ``None`` leaves it out.
+        served at ``/api/`` with the console at ``/console``; ``None`` leaves both out.
     :returns: the root; add more pages with ``putChild``.
     """
     root = Resource()
@@ -165,6 +166,7 @@ def web_root(
         root.putChild(b"dashboard", StaticFiles(str(STATIC / "dashboard.html")))
     if api is not None:
         root.putChild(b"api", api)
+        root.putChild(b"console", StaticFiles(str(STATIC / "console.html")))
     return root
 
 
