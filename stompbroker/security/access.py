@@ -22,7 +22,7 @@ Access file
     admin = []
 
 ``read`` is needed to SUBSCRIBE, ``write`` to SEND, ``admin`` for the management
-operations that later versions add; no right implies another.  A pattern uses the
+API's changes (see :mod:`stompbroker.web.api_guard`); no right implies another.  A pattern uses the
 wildcards of subscriptions (``*`` one segment, ``#`` or ``>`` any trailing
 segments, ``/`` and ``.`` both separate segments).  An identity has a right on a
 destination if a pattern under that right matches it in the identity's user
