@@ -17,15 +17,7 @@ from tests.integration.clients import connect
 from tests.integration.management import managed_broker
 
 # test_browser skips the module when Chromium is missing, before it imports Playwright.
-from tests.integration.test_browser import (
-    ARTIFACTS,
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    PAGE_TIMEOUT_MS,
-    Page,
-    expect,
-    sync_playwright,
-)
+from tests.integration.test_browser import ARTIFACTS, Page, chromium_page, expect
 
 #: What Chromium logs for each refused call the test makes on purpose (a wrong password).
 REFUSED_CALL = "Failed to load resource: the server responded with a status of 401"
@@ -41,27 +33,8 @@ def console_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerP
 @pytest.fixture
 def page() -> Iterator[Page]:
     """A fresh page in headless Chromium; JavaScript errors but REFUSED_CALL fail the test."""
-    errors: list[str] = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
-        )
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.set_default_timeout(PAGE_TIMEOUT_MS)
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.on(
-                "console",
-                lambda message: (
-                    errors.append(message.text)
-                    if message.type == "error" and not message.text.startswith(REFUSED_CALL)
-                    else None
-                ),
-            )
-            yield page
-        finally:
-            browser.close()
-    assert errors == []
+    with chromium_page((REFUSED_CALL,)) as opened:
+        yield opened
 
 
 def confirm(page: Page, text: str) -> None:
