@@ -148,6 +148,22 @@ class IConnection(Interface):
             ``ConnectionDescription(session=self.session_id, address=self.peer)``.
         """
 
+    def subscribers():  # type: ignore[no-untyped-def]
+        """
+        :returns: the connection's subscriptions now, each an :class:`ISubscriber`,
+            for the management API; a connection that makes none returns ``()``.
+        """
+
+    def fail(error):  # type: ignore[no-untyped-def]
+        """
+        End the connection with an ERROR: the management API's close, with a
+        :class:`~stompbroker.protocol.errors.ClosedByOperator`.  A connection
+        that is closing already ignores it.
+
+        :param error: a :class:`~stompbroker.protocol.errors.ProtocolError`,
+            whose message and detail the client is told.
+        """
+
 
 class IBroker(Interface):
     """What a session may ask of the broker."""

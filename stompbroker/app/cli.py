@@ -22,6 +22,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
+from stompbroker.app import admin
 from stompbroker.security.passwords import (
     DEFAULT_SCRYPT,
     PasswordFileError,
@@ -40,7 +41,8 @@ class _CommandError(Exception):
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="stompbroker", description="Manage the files of a stompbroker installation."
+        prog="stompbroker",
+        description="Manage the files of a stompbroker installation, and a running broker.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     passwd = commands.add_parser(
@@ -70,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
         help=f"the scrypt cost N, a power of two (default {DEFAULT_SCRYPT.n})",
     )
     passwd.add_argument("--delete", action="store_true", help="remove the user instead")
+    admin.add_commands(commands)
     return parser
 
 
@@ -136,9 +139,14 @@ def main(
     :param stdout: where reports go; ``sys.stdout`` by default.
     :param stderr: where errors go; ``sys.stderr`` by default.
     :returns: the exit status: 0 on success, 1 for an error the user can fix
+        (or that the broker's API answered), 3 when the broker cannot be reached
         (argparse exits with 2 for bad arguments).
     """
     arguments = _parser().parse_args(argv)
+    if arguments.command in admin.COMMANDS:
+        return admin.run(
+            arguments, stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr
+        )
     try:
         _COMMANDS[arguments.command](arguments, stdin or sys.stdin, stdout or sys.stdout)
     except (_CommandError, PasswordFileError) as error:

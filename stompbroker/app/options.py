@@ -397,7 +397,7 @@ class Options(EngineOptions, strcred.AuthOptionMixin):
         self["listen"].append(description)
 
     def opt_http(self, description: str) -> None:
-        """Serve the web port (STOMP over WebSocket at /ws and /stomp, /healthz, /stats, /metrics, /dashboard, a demo page at /) on a Twisted server endpoint, e.g. tcp:15674 or ssl:15673:privateKey=key.pem:certKey=cert.pem (repeatable; 'none' turns it off)."""  # noqa: E501
+        """Serve the web port (STOMP over WebSocket at /ws and /stomp, /healthz, /stats, /metrics, /dashboard, the management API at /api/ and console at /console, a demo page at /) on a Twisted server endpoint, e.g. tcp:15674 or ssl:15673:privateKey=key.pem:certKey=cert.pem (repeatable; 'none' turns it off)."""  # noqa: E501
         self["http"].append(description)
 
     def _check_security(self) -> None:

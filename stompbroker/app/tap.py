@@ -17,6 +17,8 @@ from typing import Any
 
 from twisted.application.internet import StreamServerEndpointService
 from twisted.application.service import MultiService
+from twisted.cred.credentials import IUsernamePassword
+from twisted.cred.portal import Portal
 from twisted.internet import endpoints
 
 from stompbroker import __version__
@@ -26,6 +28,7 @@ from stompbroker.app.options import Options
 from stompbroker.app.services import BrokerService, ReloadOnHangup, exit_with_error
 from stompbroker.broker.delivery import DeliveryPolicy
 from stompbroker.broker.limits import Limits
+from stompbroker.broker.management import Management
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.sqlite import SQLiteStore
 from stompbroker.logs import set_level
@@ -36,6 +39,8 @@ from stompbroker.stats.model import StatsModel
 from stompbroker.stats.services import LiveStats, StatsExport
 from stompbroker.transport.tcp import stomp_server_factory
 from stompbroker.transport.websocket import WebSocketConfig
+from stompbroker.web.api import ManagementApi
+from stompbroker.web.api_guard import ApiGuard
 from stompbroker.web.site import WebSite, web_root
 
 __all__ = ["Options", "makeService"]
@@ -118,7 +123,12 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         websocket = WebSocketConfig(
             ping_interval=options["ws-ping-interval"], ping_timeout=options["ws-ping-timeout"]
         )
-        root = web_root(broker, reactor, config, websocket=websocket, stats=live)
+        api = ManagementApi(
+            Management(broker),
+            ApiGuard(_api_portal(options), options["access-control"], reactor),
+            live,
+        )
+        root = web_root(broker, reactor, config, websocket=websocket, stats=live, api=api)
         site = WebSite(root, reactor=reactor)
         for description in options["http"]:
             _listen(top, reactor, f"http {description}", description, site)
@@ -149,6 +159,20 @@ def _authenticator(options: Options, reactor: Any) -> Authenticator | None:
     if not checkers and options["access-control"] is None:
         return None
     return Authenticator(make_portal(checkers, options["allow-anonymous"]), reactor)
+
+
+def _api_portal(options: Options) -> Portal | None:
+    """
+    :returns: the portal the management API checks Basic credentials with: the
+        ``--auth`` password checkers (never anonymous access); ``None`` without
+        any, and the API then answers loopback clients only.
+    """
+    checkers = [
+        checker
+        for checker in options.get("credCheckers", [])
+        if IUsernamePassword in checker.credentialInterfaces
+    ]
+    return make_portal(checkers) if checkers else None
 
 
 def _add_stats(top: MultiService, broker: Broker, reactor: Any, options: Options) -> LiveStats:

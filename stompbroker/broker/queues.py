@@ -58,6 +58,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator
+from itertools import islice
 from typing import Any
 
 from attrs import evolve
@@ -169,6 +170,28 @@ class WorkerQueue:
     def is_idle(self) -> bool:
         """:returns: whether the queue holds nothing and nobody consumes from it."""
         return not self.pending and not self.consumers
+
+    # -- management -----------------------------------------------------------
+
+    def browse(self, count: int) -> list[Message]:
+        """:returns: the first ``count`` pending messages, left in place."""
+        return list(islice(self.pending, count))
+
+    def purge(self) -> int:
+        """
+        Discard every pending message, counted discarded; persistent ones leave the store.
+
+        :returns: how many were discarded.
+        """
+        purged = list(self.pending)
+        self.pending.clear()
+        self._counters.discarded += len(purged)
+        self._traffic.count(purged, "messages_dropped")
+        if self.journal is not None:
+            for message in purged:
+                if message.persistent:
+                    self.journal.remove(self.store_key, message.message_id)
+        return len(purged)
 
     # -- consumers ------------------------------------------------------------
 

@@ -87,6 +87,17 @@ class ShuttingDown(ProtocolError):
     """The broker is stopping: every connection gets this ERROR, then a close."""
 
 
+class ClosedByOperator(ProtocolError):
+    """
+    An operator closed this connection through the management API: the client
+    gets this ERROR, then a close, as with :class:`ShuttingDown`.
+    """
+
+    def __init__(self, reason: str = "") -> None:
+        detail = "an operator closed this connection"
+        super().__init__("closed by an operator", f"{detail}: {reason}" if reason else detail)
+
+
 class LoginFailed(ProtocolError):
     """
     CONNECT's ``login`` and ``passcode`` were not accepted.

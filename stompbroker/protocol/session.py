@@ -240,6 +240,10 @@ class StompSession(
             connected_since=self.connected_at,
         )
 
+    def subscribers(self) -> tuple[Any, ...]:
+        """:returns: this connection's subscriptions now (:meth:`IConnection.subscribers`)."""
+        return tuple(self.subscriptions.values())
+
     def _transition(self, event: Event) -> None:
         """
         Move to the state :data:`TRANSITIONS` gives for ``event``.

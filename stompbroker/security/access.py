@@ -22,9 +22,9 @@ Access file
     admin = []
 
 ``read`` is needed to SUBSCRIBE, ``write`` to SEND, ``admin`` for the management
-operations that later versions add; no right implies another.  A pattern uses the
-wildcards of subscriptions (``*`` one segment, ``#`` or ``>`` any trailing
-segments, ``/`` and ``.`` both separate segments).  An identity has a right on a
+API's changes (see :mod:`stompbroker.web.api_guard`); no right implies another.
+A pattern uses the wildcards of subscriptions (``*`` one segment, ``#`` or ``>``
+any trailing segments, ``/`` and ``.`` both separate segments).  An identity has a right on a
 destination if a pattern under that right matches it in the identity's user
 table, in the table of one of its groups, or, for an anonymous client, in
 ``[anonymous]`` (and only there, so a user named "anonymous" is not one).

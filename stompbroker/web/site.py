@@ -12,6 +12,8 @@ path            what it serves
 ``/stats``      the stats model as JSON (:func:`stompbroker.stats.model.stats_document`)
 ``/metrics``    the same in the Prometheus exposition format
 ``/dashboard``  live charts, fed by ``/topic/stompbroker.stats`` over ``/ws``
+``/api/``       the management API (:mod:`stompbroker.web.api`), JSON
+``/console``    the management console, a page over ``/api/``
 ==============  =================================================================
 
 :func:`web_root` builds a plain ``twisted.web`` resource tree, so that an
@@ -136,6 +138,7 @@ def web_root(
     *,
     websocket: WebSocketConfig | None = None,
     stats: LiveStats | None = None,
+    api: Resource | None = None,
 ) -> Resource:
     """
     The resource tree of the broker's web port.
@@ -146,6 +149,8 @@ def web_root(
     :param websocket: ping settings of the WebSocket endpoint.
     :param stats: the broker's :class:`~stompbroker.stats.services.LiveStats`,
         for ``/stats``, ``/metrics`` and ``/dashboard``; ``None`` leaves them out.
+    :param api: the management API (a :class:`~stompbroker.web.api.ManagementApi`),
+        served at ``/api/`` with the console at ``/console``; ``None`` leaves both out.
     :returns: the root; add more pages with ``putChild``.
     """
     root = Resource()
@@ -159,6 +164,9 @@ def web_root(
         root.putChild(b"stats", StatsPage(stats))
         root.putChild(b"metrics", MetricsPage(stats))
         root.putChild(b"dashboard", StaticFiles(str(STATIC / "dashboard.html")))
+    if api is not None:
+        root.putChild(b"api", api)
+        root.putChild(b"console", StaticFiles(str(STATIC / "console.html")))
     return root
 
 

@@ -38,6 +38,15 @@ class FakeConnection:
     def __init__(self, session_id: str = "c1") -> None:
         self.session_id = session_id
         self.peer = "127.0.0.1:1"
+        #: The errors :meth:`fail` was given, in order.
+        self.failed: list[Any] = []
+
+    def fail(self, error: Any) -> None:
+        self.failed.append(error)
+
+    def subscribers(self) -> tuple[Any, ...]:
+        """It makes no subscriptions of its own."""
+        return ()
 
     def describe(self) -> ConnectionDescription:
         """It counts nothing: the default description (see IConnection.describe)."""

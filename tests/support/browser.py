@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -57,12 +58,22 @@ def require_chromium() -> None:
     pytest.skip(reason, allow_module_level=True)
 
 
-@pytest.fixture
-def page() -> Iterator[Page]:
-    """A fresh page in headless Chromium; JavaScript errors on it fail the test."""
+@contextmanager
+def chromium_page(expected: tuple[str, ...] = ()) -> Iterator[Page]:
+    """
+    A fresh page in headless Chromium; JavaScript errors on it fail the test.
+
+    :param expected: starts of console errors the test causes on purpose (a
+        refused call, say).
+    """
     from playwright.sync_api import sync_playwright
 
     errors: list[str] = []
+
+    def console(message: Any) -> None:
+        if message.type == "error" and not message.text.startswith(expected):
+            errors.append(message.text)
+
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
@@ -71,11 +82,15 @@ def page() -> Iterator[Page]:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.set_default_timeout(PAGE_TIMEOUT_MS)
             page.on("pageerror", lambda error: errors.append(str(error)))
-            page.on(
-                "console",
-                lambda message: errors.append(message.text) if message.type == "error" else None,
-            )
+            page.on("console", console)
             yield page
         finally:
             browser.close()
     assert errors == []
+
+
+@pytest.fixture
+def page() -> Iterator[Page]:
+    """A fresh page in headless Chromium; JavaScript errors on it fail the test."""
+    with chromium_page() as opened:
+        yield opened

@@ -28,6 +28,7 @@ that the session holds the RECEIPT on.
 
 from __future__ import annotations
 
+from attrs import frozen
 from zope.interface import Attribute, Interface
 
 from stompbroker.broker.store.base import StoreError
@@ -40,6 +41,22 @@ class EngineUnavailable(StoreError):
     what to do.  A :class:`~stompbroker.broker.store.base.StoreError`, so that a
     broker refuses to start on it as on a store it cannot use.
     """
+
+
+@frozen
+class Node:
+    """
+    One broker process sharing an engine.
+
+    :ivar name: its node token (:attr:`~stompbroker.broker.ids.Ids.node`), in
+        every message id and session id it gives out.
+    :ivar here: whether it is the process answering.
+    :ivar engine: the engine's kind, ``local`` or ``redis``.
+    """
+
+    name: str
+    here: bool
+    engine: str
 
 
 class IQueue(Interface):
@@ -143,6 +160,30 @@ class IQueue(Interface):
 
     def is_idle():  # type: ignore[no-untyped-def]
         """:returns: whether the queue holds nothing and nobody here consumes from it."""
+
+    # -- management (stompbroker.broker.management): rare, may wait on a server
+
+    def browse(count):  # type: ignore[no-untyped-def]
+        """
+        Peek at the messages waiting for a consumer, head first, leaving them there.
+
+        Redis: ``XRANGE`` after the group's last-delivered id, ``COUNT count``.
+
+        :param count: most messages to return.
+        :returns: a list of :class:`~stompbroker.protocol.message.Message`
+            (locally), or a Deferred firing with one.
+        """
+
+    def purge():  # type: ignore[no-untyped-def]
+        """
+        Discard every message waiting for a consumer (not those delivered and not
+        yet acknowledged, which their consumers settle), counting them discarded;
+        persistent ones leave the store too.
+
+        Redis: ``XTRIM`` (or ``XDEL`` of the unread entries) in one ``MULTI``.
+
+        :returns: how many were discarded (locally), or a Deferred firing with it.
+        """
 
 
 class IEngine(Interface):
@@ -371,6 +412,41 @@ class IEngine(Interface):
         :returns: its :class:`IQueue`.
         :raises stompbroker.protocol.errors.DuplicateSubscription: if it is being
             consumed on another pattern.
+        """
+
+    def transfer(queue, count, route, copy):  # type: ignore[no-untyped-def]
+        """
+        Move (or copy) the first ``count`` messages waiting in ``queue`` elsewhere:
+        the management API's move, copy and dead-letter retry.
+
+        Each message goes as a new message (a new ``message-id``) to the
+        destination ``route`` names, with the headers it gives: to a ``/queue/``
+        as a SEND there would (counted in), to a ``/topic/`` through the fan-out.
+        A persistent message stays persistent: moved to a queue, it leaves its key
+        for the new one in one store step (the journal's ``move``, as a dead
+        letter does); copied, it is added; moved to a topic, it is filed under the
+        matching durable subscriptions' keys and removed from its own.  A message
+        ``route`` leaves (``None``) stays where it is.
+
+        Redis: ``XRANGE`` the unread entries, then per message ``XADD`` to the
+        target stream (or ``PUBLISH``) and, for a move, ``XDEL`` from the source,
+        in one ``MULTI``.
+
+        :param queue: an :class:`IQueue` of this engine.
+        :param count: most messages to take from its head.
+        :param route: ``message -> (destination, headers)`` or ``None``; the
+            destination is a ``/queue/`` or ``/topic/`` one, checked by the caller.
+        :param copy: leave the originals in place.
+        :returns: how many messages went (locally), or a Deferred firing with it.
+        """
+
+    def nodes():  # type: ignore[no-untyped-def]
+        """
+        The broker processes that share this engine's state, for ``GET /api/nodes``.
+
+        Local: this one.  Redis: every node whose liveness key is in the server.
+
+        :returns: a list of :class:`Node` (or a Deferred firing with one).
         """
 
     def remove_durable(durable):  # type: ignore[no-untyped-def]

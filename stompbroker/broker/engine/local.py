@@ -29,6 +29,8 @@ store (:mod:`stompbroker.broker.recovery`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from itertools import islice
 from typing import Any
 
 from twisted.internet.defer import Deferred, succeed
@@ -37,7 +39,7 @@ from zope.interface import implementer
 from stompbroker.broker.dead_letters import DeadLetters
 from stompbroker.broker.delivery import DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.destinations import QUEUE_PREFIX, TOPIC_PREFIX
-from stompbroker.broker.engine.base import IEngine
+from stompbroker.broker.engine.base import IEngine, Node
 from stompbroker.broker.ids import Ids
 from stompbroker.broker.persistence import Journal, durable_key
 from stompbroker.broker.queues import WorkerQueue
@@ -46,11 +48,16 @@ from stompbroker.broker.store.base import RecoveredState
 from stompbroker.broker.traffic import TopicTree, Traffic
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import DuplicateSubscription, UnknownSubscription
+from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
 log = logger("stompbroker.broker")
 
 DEFAULT_POLICY = DeliveryPolicy()
+
+
+def _ignore(failure: Any) -> None:
+    """Swallow a failure that has been logged where it happened."""
 
 
 @implementer(IEngine)
@@ -269,6 +276,65 @@ class LocalEngine:
         """:returns: how many messages wait in the queue of ``destination`` (0 for none)."""
         queue = self.queues.get(destination)
         return 0 if queue is None else len(queue.pending)
+
+    def transfer(
+        self,
+        queue: WorkerQueue,
+        count: int,
+        route: Callable[[Message], tuple[str, Headers] | None],
+        copy: bool = False,
+    ) -> int:
+        """
+        Move (or copy) the first ``count`` pending messages of ``queue`` where
+        ``route`` says, as new messages (see
+        :meth:`IEngine.transfer <stompbroker.broker.engine.base.IEngine.transfer>`).
+
+        :returns: how many went.
+        """
+        chosen = []
+        for message in islice(queue.pending, count):
+            target = route(message)
+            if target is not None:
+                chosen.append((message, *target))
+        if not copy and chosen:
+            gone = {id(message) for message, _, _ in chosen}
+            remaining = [message for message in queue.pending if id(message) not in gone]
+            queue.pending.clear()
+            queue.pending.extend(remaining)
+        journal = self.journal
+        for message, destination, headers in chosen:
+            persistent = message.persistent and journal is not None
+            new = Message(
+                destination,
+                self.ids.new_message_id(),
+                headers,
+                message.body,
+                message.expires,
+                0,
+                persistent,
+            )
+            source_key = None if copy or not persistent else queue.store_key
+            written = None
+            if destination.startswith(TOPIC_PREFIX):
+                if persistent:
+                    written = self.keep(new)
+                    if source_key is not None:
+                        journal.remove(source_key, message.message_id)  # type: ignore[union-attr]
+                self.publish_topic(new)
+            else:
+                if source_key is not None:
+                    journal.move(source_key, message.message_id, destination, new)  # type: ignore[union-attr]
+                elif persistent:
+                    written = journal.add([destination], new)  # type: ignore[union-attr]
+                self.queue(destination).publish(new)
+            if written is not None:
+                # The journal has logged a failure; nobody waits to hear of it.
+                written.addErrback(_ignore)
+        return len(chosen)
+
+    def nodes(self) -> list[Node]:
+        """:returns: this process, the only one sharing this engine's state."""
+        return [Node(self.ids.node, True, "local")]
 
     # -- topic subscriptions -------------------------------------------------------------
 

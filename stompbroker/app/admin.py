@@ -1,0 +1,296 @@
+"""
+The ``stompbroker`` subcommands that manage a running broker through its
+management API (docs/management.md), with the standard library's ``urllib``::
+
+    stompbroker overview | nodes | connections | queues
+    stompbroker close CONNECTION [--reason TEXT]
+    stompbroker browse DESTINATION [--count N]
+    stompbroker purge DESTINATION          stompbroker delete DESTINATION
+    stompbroker move DESTINATION TO [--count N] [--copy]
+    stompbroker dlq-retry DESTINATION [--count N]
+    stompbroker publish DESTINATION [BODY | -] [--header NAME=VALUE ...]
+
+Each takes ``--url`` (default ``$STOMPBROKER_URL``, else
+``http://127.0.0.1:15674``), credentials from ``--user`` and ``--password``,
+``$STOMPBROKER_USER`` and ``$STOMPBROKER_PASSWORD``, or ``--password-file``
+(its first line), and prints a table, or with ``--json`` the API's JSON.
+
+Exit status: 0 done; 1 the broker refused (an error from the API: not found,
+no right, bad input), its message printed; 2 a usage error; 3 the broker could
+not be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+from urllib.parse import quote
+
+__all__ = ["DEFAULT_URL", "add_commands", "run"]
+
+DEFAULT_URL = "http://127.0.0.1:15674"
+#: Seconds to wait for the broker.
+TIMEOUT = 30.0
+
+EXIT_REFUSED = 1
+EXIT_UNREACHABLE = 3
+
+
+class Refused(Exception):
+    """The API answered with an error; the message says what it was."""
+
+
+class Unreachable(Exception):
+    """The broker's web port could not be reached."""
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--url",
+        default=os.environ.get("STOMPBROKER_URL", DEFAULT_URL),
+        help="the broker's web port (default $STOMPBROKER_URL, else %(default)s)",
+    )
+    common.add_argument("--user", help="an --auth user (default $STOMPBROKER_USER)")
+    common.add_argument("--password", help="their password (default $STOMPBROKER_PASSWORD)")
+    common.add_argument(
+        "--password-file", metavar="FILE", help="read the password from the first line of FILE"
+    )
+    common.add_argument("--json", action="store_true", help="print the API's JSON")
+    return common
+
+
+def add_commands(commands: Any) -> None:
+    """Add the management subcommands to ``stompbroker``'s subparsers."""
+    common = _common()
+
+    def add(name: str, help: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = commands.add_parser(
+            name, help=help, description=help, parents=[common]
+        )
+        return parser
+
+    add("overview", "show the broker's overview (what /stats shows)")
+    add("nodes", "list the broker processes")
+    add("connections", "list the client connections")
+    add("queues", "list the destinations: queues, durable subscriptions, topics")
+    close = add("close", "close a client connection; the client gets an ERROR")
+    close.add_argument("connection", metavar="CONNECTION", help="its id (see connections)")
+    close.add_argument("--reason", default="", help="said in the client's ERROR")
+    browse = add("browse", "show the first messages waiting in a queue, leaving them")
+    browse.add_argument("destination", metavar="DESTINATION")
+    browse.add_argument("--count", type=int, default=10, help="how many (default 10)")
+    for name, text in (
+        ("purge", "discard what waits in a queue"),
+        ("delete", "delete a queue or durable subscription"),
+    ):
+        add(name, text).add_argument("destination", metavar="DESTINATION")
+    move = add("move", "move (or copy) waiting messages to another destination")
+    move.add_argument("destination", metavar="DESTINATION")
+    move.add_argument("to", metavar="TO")
+    move.add_argument("--count", type=int, help="how many (default all)")
+    move.add_argument("--copy", action="store_true", help="leave the originals")
+    retry = add("dlq-retry", "send a dead-letter queue's messages back where they were sent")
+    retry.add_argument("destination", metavar="DESTINATION")
+    retry.add_argument("--count", type=int, help="how many (default all)")
+    publish = add("publish", "publish a message (a testing aid)")
+    publish.add_argument("destination", metavar="DESTINATION")
+    publish.add_argument("body", nargs="?", default="", help="the body; - reads standard input")
+    publish.add_argument(
+        "--header", action="append", default=[], metavar="NAME=VALUE", help="repeatable"
+    )
+
+
+#: The management subcommands' names.
+COMMANDS = (
+    "overview nodes connections queues close browse purge delete move dlq-retry publish"
+).split()
+
+
+class Client:
+    """
+    The management API over ``urllib``.
+
+    :param url: the web port's base URL.
+    :param user: an ``--auth`` user, or ``None`` to send no credentials.
+    :param password: their password.
+    """
+
+    def __init__(self, url: str, user: str | None, password: str | None) -> None:
+        self.url = url.rstrip("/")
+        self._authorization = None
+        if user:
+            token = base64.b64encode(f"{user}:{password or ''}".encode()).decode("ascii")
+            self._authorization = f"Basic {token}"
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        """
+        :returns: the JSON answer.
+        :raises Refused: for an error answer, with its ``error`` and ``detail``.
+        :raises Unreachable: if the broker cannot be reached.
+        """
+        data = json.dumps(body).encode("utf-8") if body is not None else None
+        request = urllib.request.Request(f"{self.url}/api/{path}", data=data, method=method)
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        if self._authorization is not None:
+            request.add_header("Authorization", self._authorization)
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            try:
+                answer = json.loads(error.read())
+                message = f"{answer['error']}: {answer['detail']}"
+            except (ValueError, KeyError, TypeError):
+                message = error.reason
+            raise Refused(f"{error.code} {message}") from None
+        except (urllib.error.URLError, OSError) as error:
+            reason = getattr(error, "reason", error)
+            raise Unreachable(f"cannot reach {self.url}: {reason}") from None
+
+
+def _segment(destination: str) -> str:
+    return quote(destination, safe="")
+
+
+def _table(rows: list[dict[str, Any]], columns: Sequence[str], out: TextIO) -> None:
+    """Print rows as aligned columns under a header."""
+    cells = [[str(row.get(column, "")) for column in columns] for row in rows]
+    widths = [
+        max([len(column)] + [len(cell[i]) for cell in cells]) for i, column in enumerate(columns)
+    ]
+    for line in [list(columns), *cells]:
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip(),
+            file=out,
+        )
+
+
+def _credentials(arguments: argparse.Namespace) -> tuple[str | None, str | None]:
+    """:raises Refused: for a password file that cannot be read."""
+    user = arguments.user or os.environ.get("STOMPBROKER_USER")
+    password = arguments.password or os.environ.get("STOMPBROKER_PASSWORD")
+    if arguments.password_file:
+        try:
+            with open(arguments.password_file, encoding="utf-8") as file:
+                password = file.readline().rstrip("\r\n")
+        except OSError as error:
+            raise Refused(f"cannot read {arguments.password_file}: {error.strerror}") from None
+    return user, password
+
+
+def _do(arguments: argparse.Namespace, client: Client, stdin: TextIO) -> tuple[Any, Callable]:
+    """:returns: the API's answer, and how to print it as text."""
+    command = arguments.command
+    if command in ("overview", "nodes", "connections", "queues"):
+        answer = client.call("GET", "destinations" if command == "queues" else command)
+        if command == "overview":
+            return answer, lambda out: _table(
+                [answer.get("broker", answer)], ["connections", "messages_in", "uptime_s"], out
+            )
+        if command == "nodes":
+            return answer, lambda out: _table(answer, ["name", "engine", "here"], out)
+        if command == "connections":
+            rows = [dict(row, subscriptions=len(row["subscriptions"])) for row in answer]
+            columns = [
+                "id",
+                "peer",
+                "login",
+                "transport",
+                "version",
+                "subscriptions",
+                "frames_in",
+                "frames_out",
+                "connected_since",
+            ]
+            return answer, lambda out: _table(rows, columns, out)
+        columns = [
+            "destination",
+            "kind",
+            "depth",
+            "in_flight",
+            "consumers",
+            "messages_in_per_second",
+        ]
+        return answer, lambda out: _table(answer, columns, out)
+    path = f"destinations/{_segment(getattr(arguments, 'destination', ''))}"
+    if command == "close":
+        reason = f"?reason={quote(arguments.reason)}" if arguments.reason else ""
+        answer = client.call(
+            "DELETE", f"connections/{quote(arguments.connection, safe='')}" + reason
+        )
+        return answer, lambda out: print(f"closed {answer['id']} ({answer['peer']})", file=out)
+    if command == "browse":
+        answer = client.call("GET", f"{path}/messages?count={arguments.count}")
+        return answer, lambda out: _print_messages(answer, out)
+    if command == "purge":
+        answer = client.call("DELETE", f"{path}/messages")
+        return answer, lambda out: print(f"purged {answer['purged']} messages", file=out)
+    if command == "delete":
+        answer = client.call("DELETE", path)
+        return answer, lambda out: print(
+            f"deleted {arguments.destination} ({answer['discarded']} messages)", file=out
+        )
+    if command in ("move", "dlq-retry"):
+        body: dict[str, Any] = {} if arguments.count is None else {"count": arguments.count}
+        if command == "move":
+            body.update(to=arguments.to, copy=arguments.copy)
+            answer = client.call("POST", f"{path}/move", body)
+            verb = "copied" if arguments.copy else "moved"
+            return answer, lambda out: print(f"{verb} {answer['moved']} messages", file=out)
+        answer = client.call("POST", f"{path}/retry", body)
+        return answer, lambda out: print(
+            f"sent {answer['retried']} messages back; {answer['left']} without an"
+            " original-destination stayed",
+            file=out,
+        )
+    text = stdin.read() if arguments.body == "-" else arguments.body
+    headers = {}
+    for header in arguments.header:
+        name, equals, value = header.partition("=")
+        if not equals:
+            raise Refused(f"--header takes NAME=VALUE, got {header!r}")
+        headers[name] = value
+    answer = client.call("POST", f"{path}/publish", {"body": text, "headers": headers})
+    return answer, lambda out: print(f"published {answer['message_id']}", file=out)
+
+
+def _print_messages(messages: list[dict[str, Any]], out: TextIO) -> None:
+    for message in messages:
+        print(
+            f"--- {message['message_id']} ({message['size']} bytes, {message['body_encoding']})",
+            file=out,
+        )
+        for name, value in message["headers"].items():
+            print(f"{name}: {value}", file=out)
+        print(f"\n{message['body']}", file=out)
+
+
+def run(arguments: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    """
+    Run one management subcommand.
+
+    :returns: the exit status (see the module notes).
+    """
+    try:
+        user, password = _credentials(arguments)
+        answer, show = _do(arguments, Client(arguments.url, user, password), stdin)
+    except Refused as error:
+        print(f"stompbroker {arguments.command}: {error}", file=stderr)
+        return EXIT_REFUSED
+    except Unreachable as error:
+        print(f"stompbroker {arguments.command}: {error}", file=stderr)
+        return EXIT_UNREACHABLE
+    if arguments.json:
+        json.dump(answer, stdout, indent=1)
+        print(file=stdout)
+    else:
+        show(stdout)
+    return 0

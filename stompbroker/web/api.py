@@ -1,0 +1,355 @@
+"""
+The management API: ``/api/`` on the web port, JSON in and out.
+
+=====================================================  ======  =============================
+path                                                   method  what
+=====================================================  ======  =============================
+``/api/overview``                                      GET     what ``/stats`` shows
+``/api/connections``                                   GET     every client connection
+``/api/connections/{id}``                              GET     one, with its subscriptions
+``/api/connections/{id}?reason=...``                   DELETE  close it (an operator ERROR)
+``/api/destinations``                                  GET     queues, durables, topics
+``/api/destinations/{destination}``                    GET     one, with its consumers
+``/api/destinations/{destination}``                    DELETE  delete a queue or durable
+``/api/destinations/{destination}/messages?count=N``   GET     browse the first N waiting
+``/api/destinations/{destination}/messages``           DELETE  purge what waits
+``/api/destinations/{destination}/move``               POST    ``{"to", "count", "copy"}``
+``/api/destinations/{destination}/retry``              POST    ``{"count"}``: DLQ back home
+``/api/destinations/{destination}/publish``            POST    ``{"body", "headers"}``
+``/api/nodes``                                         GET     the broker processes
+=====================================================  ======  =============================
+
+The destination is one path segment, percent-encoded (``%2Fqueue%2Forders``).
+Who may call what is :mod:`stompbroker.web.api_guard`'s; the operations are
+:class:`~stompbroker.broker.management.Management`'s.  docs/management.md
+documents every call with a ``curl`` line.  Errors are JSON objects with
+``error`` and ``detail``; a refused call changes nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+import attrs
+from twisted.internet.defer import maybeDeferred
+from twisted.python.failure import Failure
+from twisted.web.resource import Resource
+from twisted.web.server import NOT_DONE_YET, Request
+
+from stompbroker import __version__
+from stompbroker.broker.management import (
+    MAX_COUNT,
+    InUse,
+    InvalidRequest,
+    Management,
+    UnknownConnection,
+    UnknownDestination,
+    check_target,
+)
+from stompbroker.logs import logger
+from stompbroker.protocol.message import Message
+from stompbroker.stats.model import stats_document
+from stompbroker.stats.schema import format_timestamp, to_timestamp
+from stompbroker.stats.services import LiveStats
+from stompbroker.web.api_guard import ADMIN, READ, WRITE, ApiError, ApiGuard
+
+__all__ = ["MAX_BODY", "ManagementApi", "message_document"]
+
+log = logger("stompbroker.web.api")
+
+#: Largest request body accepted, in bytes.
+MAX_BODY = 1024 * 1024
+#: How many messages a browse shows without ``?count=``.
+DEFAULT_BROWSE = 10
+
+#: The status and error of each refusal of the operations.
+_STATUS: dict[type[BaseException], tuple[int, str]] = {
+    UnknownConnection: (404, "unknown connection"),
+    UnknownDestination: (404, "unknown destination"),
+    InUse: (409, "destination in use"),
+    InvalidRequest: (400, "bad request"),
+}
+
+
+def message_document(message: Message) -> dict[str, Any]:
+    """
+    :returns: a message as JSON: its headers as an object (the first of a
+        repeated header wins, as in STOMP), its body as text when it is UTF-8,
+        else base64 (``body_encoding`` says which).
+    """
+    try:
+        body, encoding = message.body.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        body, encoding = base64.b64encode(message.body).decode("ascii"), "base64"
+    headers: dict[str, str] = {}
+    for name, value in message.headers:
+        headers.setdefault(name, value)
+    return {
+        "message_id": message.message_id,
+        "destination": message.destination,
+        "headers": headers,
+        "body": body,
+        "body_encoding": encoding,
+        "size": len(message.body),
+        "persistent": message.persistent,
+        "redeliveries": message.redeliveries,
+    }
+
+
+def _record(value: Any) -> Any:
+    """:returns: an attrs record as JSON, times in ISO-8601."""
+    document = attrs.asdict(value)
+    if "connected_since" in document:
+        document["connected_since"] = format_timestamp(to_timestamp(value.connected_since))
+    return document
+
+
+class ManagementApi(Resource):
+    """
+    ``/api/``: every call of the management API (see the module notes).
+
+    :param management: the broker's :class:`~stompbroker.broker.management.Management`.
+    :param guard: who may call what, from where.
+    :param live: the broker's live statistics, for the overview and rates;
+        ``None`` leaves them out.
+    """
+
+    isLeaf = True
+
+    def __init__(
+        self, management: Management, guard: ApiGuard, live: LiveStats | None = None
+    ) -> None:
+        super().__init__()
+        self.management = management
+        self.guard = guard
+        self.live = live
+
+    def render(self, request: Request) -> Any:
+        request.setHeader(b"content-type", b"application/json")
+        request.setHeader(b"cache-control", b"no-store")
+        request.setHeader(b"x-content-type-options", b"nosniff")
+        finished: list[bool] = []
+        request.notifyFinish().addBoth(lambda _: finished.append(True))
+        answer = maybeDeferred(self._answer, request)
+        answer.addCallbacks(
+            self._done,
+            self._failed,
+            callbackArgs=(request, finished),
+            errbackArgs=(request, finished),
+        )
+        return NOT_DONE_YET
+
+    def _answer(self, request: Request) -> Any:
+        self.guard.check_origin(request)
+        return self.guard.identify(request).addCallback(self._dispatch, request)
+
+    def _done(self, document: Any, request: Request, finished: list[bool]) -> None:
+        if not finished:
+            request.write(json.dumps(document, indent=1).encode("utf-8"))
+            request.finish()
+
+    def _failed(self, failure: Failure, request: Request, finished: list[bool]) -> None:
+        error = failure.value
+        if isinstance(error, tuple(_STATUS)):
+            error = ApiError(*_STATUS[type(error)], str(error))
+        if not isinstance(error, ApiError):
+            log.failure("management API call failed", failure)
+            error = ApiError(500, "internal error", "the broker's log says more")
+        if finished:
+            return
+        request.setResponseCode(error.code)
+        if error.code == 401:
+            self.guard.challenge(request)
+        request.write(json.dumps(error.document()).encode("utf-8"))
+        request.finish()
+
+    # -- dispatch ---------------------------------------------------------------------
+
+    def _dispatch(self, identity: Any, request: Request) -> Any:
+        path = [segment.decode("utf-8", "replace") for segment in request.postpath or ()]
+        if path and path[-1] == "" and len(path) > 1:
+            path.pop()
+        method = request.method.decode("ascii", "replace")
+        top = path[0] if path else ""
+        if top in ("overview", "nodes", "connections"):
+            need = ADMIN if method == "DELETE" else READ
+            one_connection = top == "connections" and len(path) == 2
+            self._allow(method, ("DELETE", "GET") if one_connection else ("GET",))
+            self.guard.require(identity, need)
+            if top == "overview":
+                return self._overview()
+            if top == "nodes":
+                return [_record(node) for node in self.management.nodes()]
+            if len(path) == 1:
+                return [_record(info) for info in self.management.connections()]
+            if len(path) == 2:
+                if method == "DELETE":
+                    reason = _query(request, "reason") or ""
+                    return _record(self.management.close_connection(path[1], reason))
+                return _record(self.management.connection(path[1]))
+        if top == "destinations":
+            if len(path) == 1:
+                self._allow(method, ("GET",))
+                return self._destinations(identity)
+            if len(path) in (2, 3):
+                return self._destination(identity, request, method, path[1], path[2:])
+        raise ApiError(404, "no such call", f"the management API has no /api/{'/'.join(path)}")
+
+    @staticmethod
+    def _allow(method: str, allowed: tuple[str, ...]) -> None:
+        if method not in allowed:
+            raise ApiError(405, "method not allowed", f"this path takes {', '.join(allowed)}")
+
+    def _overview(self) -> dict[str, Any]:
+        server = f"stompbroker/{__version__}"
+        if self.live is None:
+            return {"server": server, "connections": len(self.management.connections())}
+        return stats_document(self.live.model, self.live.latest, server)
+
+    def _destinations(self, identity: Any) -> list[dict[str, Any]]:
+        rates = self._rates()
+        rows = []
+        for info in self.management.destinations():
+            if not self.guard.allows(identity, READ, info.pattern or info.destination):
+                continue
+            row = _record(info)
+            del row["subscribers"]
+            row.update(rates.get(info.destination, _NO_RATES))
+            rows.append(row)
+        return rows
+
+    def _rates(self) -> dict[str, dict[str, float]]:
+        latest = self.live.latest if self.live is not None else None
+        if latest is None:
+            return {}
+        seconds = latest.broker.interval_s or 1.0
+        return {
+            name: {
+                "producers": record.producers,
+                "messages_in_per_second": record.messages_in / seconds,
+                "messages_delivered_per_second": record.messages_delivered / seconds,
+            }
+            for name, record in latest.by_destination().items()
+        }
+
+    def _destination(
+        self, identity: Any, request: Request, method: str, name: str, rest: list[str]
+    ) -> Any:
+        action = rest[0] if rest else ""
+        allowed = {
+            "": ("GET", "DELETE"),
+            "messages": ("GET", "DELETE"),
+            "move": ("POST",),
+            "retry": ("POST",),
+            "publish": ("POST",),
+        }.get(action)
+        if allowed is None:
+            raise ApiError(404, "no such call", f"destinations have no /{action}")
+        self._allow(method, allowed)
+        management = self.management
+        if action == "publish":
+            return self._publish(identity, request, name)
+        # The rights of a durable subscription are those of its topic pattern.
+        pattern = name
+        if name.startswith("durable:"):
+            pattern = management.destination(name).pattern or name
+        self.guard.require(identity, READ if method == "GET" else ADMIN, pattern)
+        if action == "":
+            if method == "GET":
+                return _record(management.destination(name))
+            return {"destination": name, "deleted": True, "discarded": management.delete(name)}
+        if action == "messages":
+            if method == "GET":
+                count = _count(_query(request, "count"), DEFAULT_BROWSE)
+                return [message_document(message) for message in management.browse(name, count)]
+            return {"destination": name, "purged": management.purge(name)}
+        body = _json_body(request, {"to", "count", "copy"} if action == "move" else {"count"})
+        count = _count(body.get("count"), MAX_COUNT)
+        if action == "move":
+            to = body.get("to")
+            if not isinstance(to, str):
+                raise ApiError(400, "bad request", 'move needs "to": a destination')
+            copy = body.get("copy", False)
+            if not isinstance(copy, bool):
+                raise ApiError(400, "bad request", '"copy" must be true or false')
+            check_target(to)
+            self.guard.require(identity, WRITE, to)
+            moved = management.move(name, to, count, copy)
+            return {"destination": name, "to": to, "copy": copy, "moved": moved}
+        for target in sorted(management.retry_targets(name, count)):
+            self.guard.require(identity, WRITE, target)
+        retried, left = management.retry(name, count)
+        return {"destination": name, "retried": retried, "left": left}
+
+    def _publish(self, identity: Any, request: Request, name: str) -> dict[str, Any]:
+        body = _json_body(request, {"body", "body_encoding", "headers"})
+        check_target(name)
+        self.guard.require(identity, WRITE, name)
+        headers = body.get("headers", {})
+        if not isinstance(headers, dict) or not all(
+            isinstance(key, str) and isinstance(value, str) for key, value in headers.items()
+        ):
+            raise ApiError(400, "bad request", '"headers" must be an object of strings')
+        for key in headers:
+            if not key or any(character in key for character in ":\r\n"):
+                raise ApiError(400, "bad request", f"invalid header name {key!r}")
+        text = body.get("body", "")
+        encoding = body.get("body_encoding", "utf-8")
+        if not isinstance(text, str) or encoding not in ("utf-8", "base64"):
+            raise ApiError(
+                400, "bad request", '"body" must be a string, "body_encoding" utf-8 or base64'
+            )
+        try:
+            if encoding == "base64":
+                payload = base64.b64decode(text, validate=True)
+            else:
+                payload = text.encode("utf-8")
+        except binascii.Error:
+            raise ApiError(400, "bad request", '"body" is not valid base64') from None
+        message = self.management.publish(name, payload, tuple(headers.items()))
+        return {"destination": name, "message_id": message.message_id}
+
+
+_NO_RATES = {"producers": 0, "messages_in_per_second": 0.0, "messages_delivered_per_second": 0.0}
+
+
+def _query(request: Request, name: str) -> str | None:
+    values = (request.args or {}).get(name.encode("ascii"))
+    return values[0].decode("utf-8", "replace") if values else None
+
+
+def _count(value: Any, default: int) -> int:
+    """:raises ApiError: for a count that is not a whole number from 1 to MAX_COUNT."""
+    if value is None:
+        return default
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
+        raise ApiError(400, "bad request", f"count must be a whole number from 1 to {MAX_COUNT}")
+    return value
+
+
+def _json_body(request: Request, known: set[str]) -> dict[str, Any]:
+    """
+    :returns: the request's JSON object.
+    :raises ApiError: 413 for a body over :data:`MAX_BODY`, 400 for one that is
+        not a JSON object or has a key not in ``known``.
+    """
+    content = request.content.read(MAX_BODY + 1) if request.content is not None else b""
+    if len(content) > MAX_BODY:
+        raise ApiError(413, "body too large", f"the API takes at most {MAX_BODY} bytes")
+    try:
+        document = json.loads(content or b"{}")
+    except ValueError as error:
+        raise ApiError(400, "bad request", f"the body is not JSON: {error}") from None
+    if not isinstance(document, dict):
+        raise ApiError(400, "bad request", "the body must be a JSON object")
+    unknown = sorted(set(document) - known)
+    if unknown:
+        raise ApiError(
+            400, "bad request", f"unknown field {unknown[0]!r}; expected {', '.join(sorted(known))}"
+        )
+    return document

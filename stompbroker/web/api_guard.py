@@ -1,0 +1,203 @@
+"""
+Who may call the management API, from where, and with which right.
+
+Every request passes three checks before :mod:`stompbroker.web.api` acts on it:
+
+1. **Origin.**  A request whose ``Origin`` header is not the broker's own
+   origin (``http://`` or ``https://`` and the request's ``Host``) is refused,
+   and a ``POST`` must carry ``Content-Type: application/json``.  The API sets
+   no cookie and answers no CORS preflight, so a page of another site can make
+   a browser send neither a JSON ``POST`` nor a ``DELETE`` (they need a
+   preflight) and cannot read an answer; the origin check stops the rest, such
+   as a form or an image that would reuse Basic credentials the browser
+   remembers.  A reverse proxy must therefore pass the ``Host`` the browser used.
+2. **Credentials.**  With ``--auth``, every request carries HTTP Basic
+   credentials, checked through the same portal as STOMP logins
+   (:func:`stompbroker.security.portal.authenticate`, with its delay on a
+   refusal).  Without ``--auth``, the API answers clients on a loopback
+   address only, as the broker's own operator (RabbitMQ's ``guest`` user is
+   likewise limited to localhost), and refuses every other client.
+3. **Rights**, from the access file (``--access``; without one, a logged-in
+   user has every right, as on STOMP): ``read`` on a destination to look at
+   it (describe, browse), ``admin`` to change it (purge, delete, move from
+   it, retry), ``write`` on where a publish, move or retry sends messages.
+   Broker-wide views and actions (the overview, connections, nodes, closing a
+   connection) need ``read``, or ``admin``, on every destination: a rule ``#``.
+   The list of destinations shows those the caller may read.
+
+A refused request gets a JSON error (:class:`ApiError`) and changes nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+from typing import Any
+
+from twisted.cred.portal import Portal
+from twisted.internet.defer import Deferred, fail, succeed
+from twisted.web.http import Request
+
+from stompbroker.protocol.errors import LoginFailed
+from stompbroker.security.access import ADMIN, READ, WRITE, AccessControl
+from stompbroker.security.identity import Identity
+from stompbroker.security.portal import FAILED_LOGIN_DELAY, authenticate
+
+__all__ = ["ADMIN", "EVERYTHING", "LOCAL_OPERATOR", "READ", "WRITE", "ApiError", "ApiGuard"]
+
+#: The pattern a broker-wide right must cover.
+EVERYTHING = "#"
+#: Who calls the API from this machine on a broker without ``--auth``.
+LOCAL_OPERATOR = Identity("local operator")
+#: What a console sends so that a 401 does not make the browser ask for a password.
+CONSOLE_HEADER = b"x-requested-with"
+
+
+class ApiError(Exception):
+    """
+    A request the API refuses: its status, a short error, and a detail naming the problem.
+
+    :param code: the HTTP status.
+    :param error: a short phrase, the JSON ``error``.
+    :param detail: what exactly was wrong, the JSON ``detail``.
+    """
+
+    def __init__(self, code: int, error: str, detail: str = "") -> None:
+        super().__init__(f"{code} {error}: {detail}")
+        self.code = code
+        self.error = error
+        self.detail = detail or error
+
+    def document(self) -> dict[str, Any]:
+        """:returns: the JSON body."""
+        return {"error": self.error, "detail": self.detail}
+
+
+def own_origin(request: Request) -> str:
+    """:returns: the origin a browser gives a page this broker served to ``request``."""
+    scheme = "https" if request.isSecure() else "http"
+    host = (request.getHeader(b"host") or b"").decode("latin-1")
+    return f"{scheme}://{host}"
+
+
+def is_loopback(request: Request) -> bool:
+    """:returns: whether the client connects from a loopback address."""
+    host = getattr(request.getClientAddress(), "host", None)
+    if host is None:
+        return False
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+class ApiGuard:
+    """
+    The checks of every API request (see the module notes).
+
+    :param portal: the portal of ``--auth``'s password checkers, or ``None``
+        without ``--auth`` (loopback clients only).
+    :param access: the access rules, or ``None`` for every right to everyone let in.
+    :param clock: times the answer to a refused login.
+    :param failure_delay: seconds between a refused login and its answer.
+    """
+
+    def __init__(
+        self,
+        portal: Portal | None,
+        access: AccessControl | None,
+        clock: Any,
+        failure_delay: float = FAILED_LOGIN_DELAY,
+    ) -> None:
+        self.portal = portal
+        self.access = access
+        self._clock = clock
+        self._failure_delay = failure_delay
+
+    def check_origin(self, request: Request) -> None:
+        """
+        :raises ApiError: 403 for a request from another origin, 415 for a
+            ``POST`` that is not JSON.
+        """
+        origin = request.getHeader(b"origin")
+        if origin is not None and origin.decode("latin-1") != own_origin(request):
+            raise ApiError(
+                403,
+                "cross-origin request refused",
+                f"the management API answers pages of {own_origin(request)} only,"
+                f" not of {origin.decode('latin-1')}",
+            )
+        if request.method == b"POST":
+            content_type = (request.getHeader(b"content-type") or b"").decode("latin-1")
+            if content_type.split(";")[0].strip().lower() != "application/json":
+                raise ApiError(
+                    415,
+                    "JSON expected",
+                    "a POST to the management API needs Content-Type: application/json",
+                )
+
+    def identify(self, request: Request) -> Deferred[Identity]:
+        """
+        :returns: a Deferred firing with who calls, or failing with an :class:`ApiError`
+            (403 from another machine without ``--auth``; 401 without valid credentials).
+        """
+        if self.portal is None:
+            if is_loopback(request):
+                return succeed(LOCAL_OPERATOR)
+            return fail(
+                ApiError(
+                    403,
+                    "management from this machine only",
+                    "this broker runs without --auth, so its management API answers"
+                    " clients on a loopback address only",
+                )
+            )
+        header = (request.getHeader(b"authorization") or b"").decode("latin-1")
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() != "basic":
+            detail = "the management API needs HTTP Basic credentials (an --auth user)"
+            if scheme.lower() == "bearer":
+                detail = "this broker has no token checker; use HTTP Basic credentials"
+            return fail(ApiError(401, "credentials required", detail))
+        try:
+            user, colon, password = base64.b64decode(value, validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            user, colon, password = "", "", ""
+        if not colon or not user:
+            return fail(ApiError(401, "credentials required", "malformed Basic credentials"))
+        checked = authenticate(
+            self.portal, user, password, clock=self._clock, failure_delay=self._failure_delay
+        )
+        return checked.addErrback(_login_failed)
+
+    def allows(self, identity: Identity, right: str, destination: str) -> bool:
+        """:returns: whether ``identity`` has ``right`` on ``destination`` (a pattern allowed)."""
+        if identity is LOCAL_OPERATOR or self.access is None:
+            return True
+        return self.access.policy.allows(identity, right, destination)
+
+    def require(self, identity: Identity, right: str, destination: str = EVERYTHING) -> None:
+        """
+        :param destination: what the right is needed on; every destination by default.
+        :raises ApiError: 403 naming the missing right.
+        """
+        if self.allows(identity, right, destination):
+            return
+        where = "every destination (a rule '#')" if destination == EVERYTHING else repr(destination)
+        raise ApiError(
+            403,
+            f"no {right} right",
+            f"user {identity.name!r} needs the {right} right on {where} for this",
+        )
+
+    @staticmethod
+    def challenge(request: Request) -> None:
+        """Ask a client for Basic credentials, unless it is the console (no browser prompt)."""
+        if request.getHeader(CONSOLE_HEADER) is None:
+            request.setHeader(b"www-authenticate", b'Basic realm="stompbroker", charset="UTF-8"')
+
+
+def _login_failed(failure: Any) -> Identity:
+    failure.trap(LoginFailed)
+    raise ApiError(401, "login failed", "the user name or password was not accepted")

@@ -1,0 +1,256 @@
+// The management console: tables over the management API (/api/), refreshed
+// every two seconds.  Credentials live in this page's memory only (no cookie, no
+// storage): every call carries them as HTTP Basic, with X-Requested-With so that
+// a refusal does not make the browser ask on its own.  Everything the broker
+// sends is shown with textContent, never parsed as HTML.  Destructive actions
+// (purge, delete, retry, close) wait for a confirmation in a <dialog>.
+"use strict";
+
+const REFRESH_MS = 2000;
+const BROWSE_COUNT = 20;
+let authorization = null;
+let timer = null;
+
+const $ = (id) => document.getElementById(id);
+
+function setStatus(state, text) {
+  $("status").dataset.state = state;
+  $("status").textContent = text;
+}
+
+class ApiError extends Error {
+  constructor(code, answer) {
+    super(`${code} ${answer.error}: ${answer.detail}`);
+    this.code = code;
+  }
+}
+
+async function api(method, path, body) {
+  const headers = { "X-Requested-With": "stompbroker-console" };
+  if (authorization) headers.Authorization = authorization;
+  const init = { method, headers, credentials: "omit", cache: "no-store" };
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const response = await fetch(`api/${path}`, init);
+  const answer = await response.json();
+  if (!response.ok) throw new ApiError(response.status, answer);
+  return answer;
+}
+
+const encode = (destination) => encodeURIComponent(destination);
+
+function cell(row, text) {
+  const td = document.createElement("td");
+  td.textContent = text === null || text === undefined ? "" : String(text);
+  row.appendChild(td);
+  return td;
+}
+
+function button(parent, label, action, danger) {
+  const element = document.createElement("button");
+  element.type = "button";
+  element.textContent = label;
+  if (danger) element.className = "danger";
+  element.addEventListener("click", action);
+  parent.appendChild(element);
+  return element;
+}
+
+function confirmAction(text) {
+  return new Promise((resolve) => {
+    const dialog = $("confirm");
+    $("confirm-text").textContent = text;
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
+    dialog.showModal();
+  });
+}
+
+function notice(text) {
+  $("notice").textContent = text;
+}
+
+async function act(question, call, done) {
+  if (question !== null && !(await confirmAction(question))) return;
+  try {
+    const answer = await call();
+    notice(done(answer));
+  } catch (error) {
+    notice(error.message);
+  }
+  await refresh();
+}
+
+function rate(value) {
+  return value ? value.toFixed(1) : "0";
+}
+
+function renderDestinations(rows) {
+  const body = $("destinations").tBodies[0];
+  body.replaceChildren();
+  for (const row of rows) {
+    const tr = document.createElement("tr");
+    tr.dataset.destination = row.destination;
+    cell(tr, row.destination);
+    cell(tr, row.kind);
+    cell(tr, row.depth).className = "depth";
+    cell(tr, row.in_flight);
+    cell(tr, row.consumers);
+    cell(tr, rate(row.messages_in_per_second));
+    cell(tr, rate(row.messages_delivered_per_second));
+    const actions = cell(tr, "");
+    actions.className = "actions";
+    if (row.kind !== "topic") {
+      const name = row.destination;
+      button(actions, "Browse", () => browse(name));
+      button(actions, "Purge", () => act(
+        `Purge every message waiting in ${name}?`,
+        () => api("DELETE", `destinations/${encode(name)}/messages`),
+        (answer) => `purged ${answer.purged} messages from ${name}`), true);
+      if (/^\/queue\/DLQ\./.test(name)) {
+        button(actions, "Retry", () => act(
+          `Send the messages of ${name} back to their original destinations?`,
+          () => api("POST", `destinations/${encode(name)}/retry`, {}),
+          (answer) => `sent ${answer.retried} messages back, ${answer.left} stayed`), true);
+      }
+      button(actions, "Delete", () => act(
+        `Delete ${name} and what waits in it?`,
+        () => api("DELETE", `destinations/${encode(name)}`),
+        (answer) => `deleted ${name} (${answer.discarded} messages)`), true);
+    }
+    body.appendChild(tr);
+  }
+}
+
+function renderConnections(rows) {
+  const body = $("connections").tBodies[0];
+  body.replaceChildren();
+  for (const row of rows) {
+    const tr = document.createElement("tr");
+    tr.dataset.connection = row.id;
+    for (const value of [row.id, row.peer, row.login, row.transport, row.version,
+                         row.subscriptions.length, row.frames_in, row.frames_out]) {
+      cell(tr, value);
+    }
+    const actions = cell(tr, "");
+    actions.className = "actions";
+    button(actions, "Close", () => act(
+      `Close connection ${row.id} from ${row.peer}? The client gets an ERROR.`,
+      () => api("DELETE", `connections/${encode(row.id)}?reason=closed+from+the+console`),
+      (answer) => `closed ${answer.id}`), true);
+    body.appendChild(tr);
+  }
+}
+
+function renderOverview(overview) {
+  const broker = overview.broker || {};
+  const figures = [
+    ["connections", broker.connections],
+    ["messages in", broker.messages_in],
+    ["delivered", broker.messages_delivered],
+    ["messages/s", rate(broker.messages_per_second)],
+    ["uptime", broker.uptime_s === undefined ? "" : `${Math.round(broker.uptime_s)} s`],
+  ];
+  const list = $("figures");
+  list.replaceChildren();
+  for (const [name, value] of figures) {
+    const div = document.createElement("div");
+    const dt = document.createElement("dt");
+    const dd = document.createElement("dd");
+    dt.textContent = name;
+    dd.textContent = value === undefined ? "" : String(value);
+    div.append(dt, dd);
+    list.appendChild(div);
+  }
+  $("updated").textContent = overview.ts ? `at ${overview.ts}` : "";
+}
+
+async function browse(name) {
+  try {
+    const messages = await api("GET", `destinations/${encode(name)}/messages?count=${BROWSE_COUNT}`);
+    $("browsed").textContent = name;
+    const list = $("messages");
+    list.replaceChildren();
+    for (const message of messages) {
+      const item = document.createElement("li");
+      item.className = "message";
+      const headers = document.createElement("div");
+      headers.className = "headers";
+      const lines = [`message-id: ${message.message_id}`,
+                     `${message.size} bytes, ${message.body_encoding}` +
+                     (message.persistent ? ", persistent" : "")];
+      for (const [key, value] of Object.entries(message.headers)) lines.push(`${key}: ${value}`);
+      headers.textContent = lines.join("\n");
+      const body = document.createElement("pre");
+      body.className = "body";
+      body.textContent = message.body;
+      item.append(headers, body);
+      list.appendChild(item);
+    }
+    $("browser").hidden = false;
+  } catch (error) {
+    notice(error.message);
+  }
+}
+
+async function refresh() {
+  try {
+    const [overview, destinations, connections] = await Promise.all([
+      api("GET", "overview"), api("GET", "destinations"), api("GET", "connections"),
+    ]);
+    renderOverview(overview);
+    renderDestinations(destinations);
+    renderConnections(connections);
+    setStatus("live", "live");
+  } catch (error) {
+    if (error.code === 401) {
+      signOut(error.message);
+    } else {
+      setStatus("error", error.message);
+    }
+  }
+}
+
+function signOut(message) {
+  clearInterval(timer);
+  timer = null;
+  authorization = null;
+  $("console").hidden = true;
+  $("login").hidden = false;
+  $("login-error").textContent = message || "";
+  setStatus("signed-out", "signed out");
+}
+
+async function signIn(event) {
+  event.preventDefault();
+  const user = $("user").value;
+  const password = $("password").value;
+  authorization = user ? "Basic " + btoa(String.fromCharCode(
+    ...new TextEncoder().encode(`${user}:${password}`))) : null;
+  $("password").value = "";
+  try {
+    await api("GET", "overview");
+  } catch (error) {
+    authorization = null;
+    $("login-error").textContent = error.message;
+    return;
+  }
+  $("login-error").textContent = "";
+  $("login").hidden = true;
+  $("console").hidden = false;
+  await refresh();
+  timer = setInterval(refresh, REFRESH_MS);
+}
+
+async function publish(event) {
+  event.preventDefault();
+  const name = $("publish-destination").value;
+  await act(null, () => api("POST", `destinations/${encode(name)}/publish`,
+                            { body: $("publish-body").value }),
+            (answer) => `published ${answer.message_id} to ${name}`);
+}
+
+$("login").addEventListener("submit", signIn);
+$("publish").addEventListener("submit", publish);
+$("close-browser").addEventListener("click", () => { $("browser").hidden = true; });

@@ -1,0 +1,96 @@
+"""
+The management console in a real browser: Debian's Chromium, headless, driven by
+Playwright, against a real broker with ``--auth``.  An operator signs in, sees a
+queue fill, browses it (a body that looks like HTML is shown as text), purges it
+and closes a connection, confirming each destructive step.  A screenshot is
+kept in ``test-artifacts/console.png``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.browser import ARTIFACTS, chromium_page, require_chromium
+from tests.support.clients import connect
+from tests.support.management import managed_broker
+from tests.support.process import BrokerProcess
+
+require_chromium()
+
+from playwright.sync_api import Page, expect  # noqa: E402
+
+#: What Chromium logs for each refused call the test makes on purpose (a wrong password).
+REFUSED_CALL = "Failed to load resource: the server responded with a status of 401"
+
+
+@pytest.fixture(scope="module")
+def console_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    process = managed_broker(tmp_path_factory.mktemp("console"))
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def page() -> Iterator[Page]:
+    """A fresh page in headless Chromium; JavaScript errors but REFUSED_CALL fail the test."""
+    with chromium_page((REFUSED_CALL,)) as opened:
+        yield opened
+
+
+def confirm(page: Page, text: str) -> None:
+    """Accept the console's confirmation dialog, which must say ``text``."""
+    expect(page.locator("#confirm-text")).to_contain_text(text)
+    page.click("#confirm-ok")
+
+
+def test_sign_in_watch_a_queue_fill_browse_purge_and_close(
+    console_broker: BrokerProcess,
+    page: Page,
+) -> None:
+    """The operator's round: sign in, a queue fills, browse it, purge it, close a connection."""
+    page.goto(f"http://127.0.0.1:{console_broker.http_port}/console")
+    expect(page.locator("#console")).to_be_hidden()
+    page.fill("#user", "admin")
+    page.fill("#password", "wrong")
+    page.click("#sign-in")
+    expect(page.locator("#login-error")).to_contain_text("login failed")
+    page.fill("#password", "secret")
+    page.click("#sign-in")
+    expect(page.locator("#status")).to_have_attribute("data-state", "live")
+    expect(page.locator("#login")).to_be_hidden()
+
+    connection, inbox = connect(console_broker.address)
+    try:
+        for body in ("first", "<b id=injected>bold</b>", "third"):
+            connection.send("/queue/console", body, headers={"persistent": "true"})
+        row = page.locator('#destinations tr[data-destination="/queue/console"]')
+        expect(row.locator("td.depth")).to_have_text("3")
+
+        row.get_by_role("button", name="Browse").click()
+        messages = page.locator("#messages li.message")
+        expect(messages).to_have_count(3)
+        expect(messages.nth(1).locator("pre.body")).to_have_text("<b id=injected>bold</b>")
+        expect(page.locator("#injected")).to_have_count(0)
+
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "console.png"), full_page=True)
+
+        row.get_by_role("button", name="Purge").click()
+        page.click("#confirm-cancel")
+        expect(row.locator("td.depth")).to_have_text("3")
+        row.get_by_role("button", name="Purge").click()
+        confirm(page, "Purge every message waiting in /queue/console")
+        expect(page.locator("#notice")).to_contain_text("purged 3 messages")
+        expect(row.locator("td.depth")).to_have_text("0")
+
+        client_rows = page.locator('#connections tr[data-connection^="session-"]')
+        expect(client_rows).to_have_count(1)
+        client_rows.get_by_role("button", name="Close").click()
+        confirm(page, "The client gets an ERROR")
+        assert inbox.wait_for(lambda: inbox.errors, 10.0)
+        assert inbox.errors[0].headers["message"] == "closed by an operator"
+        expect(client_rows).to_have_count(0)
+    finally:
+        connection.disconnect()

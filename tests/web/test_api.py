@@ -1,0 +1,287 @@
+"""
+The management API (:mod:`stompbroker.web.api`) without sockets, through
+``StubTreq``: each call's answer, the credentials, rights and origin checks, and
+for every refused call the JSON error that names the problem and the proof that
+nothing changed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from treq.testing import StubTreq
+from twisted.cred import strcred
+from twisted.internet.address import IPv4Address
+from twisted.internet.task import Clock
+from twisted.web.test.requesthelper import DummyRequest
+
+from stompbroker.broker.management import Management
+from stompbroker.broker.service import Broker
+from stompbroker.security.access import AccessControl, parse_policy
+from stompbroker.security.portal import make_portal
+from stompbroker.web.api import ManagementApi
+from stompbroker.web.api_guard import ApiGuard
+from stompbroker.web.site import web_root
+from tests.support.broker import FakeConnection, Inbox
+
+ORDERS = "%2Fqueue%2Forders"
+POLICY = """
+[users.reader]
+read = ["#"]
+[users.admin]
+read = ["#"]
+write = ["#"]
+admin = ["#"]
+[users.orders]
+read = ["/queue/orders"]
+admin = ["/queue/orders"]
+"""
+
+
+def basic(user: str, password: str = "secret") -> dict[str, str]:
+    """:returns: an Authorization header with HTTP Basic credentials."""
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
+class Api:
+    """A broker with a queue of three messages, its API behind StubTreq, and a clock to advance."""
+
+    def __init__(self, auth: bool = False) -> None:
+        self.clock = Clock()
+        self.broker = Broker(self.clock)
+        for body in ("one", "two", "three"):
+            self.broker.publish("/queue/orders", body)
+        portal = access = None
+        if auth:
+            users = ":".join(f"{user}:secret" for user in ("reader", "admin", "orders"))
+            portal = make_portal([strcred.makeChecker(f"memory:{users}")])
+            access = AccessControl()
+            access.policy = parse_policy(POLICY)
+        guard = ApiGuard(portal, access, self.clock)
+        api = ManagementApi(Management(self.broker), guard)
+        self.treq = StubTreq(web_root(self.broker, api=api))
+
+    def call(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, Any, Any]:
+        """:returns: the status, the JSON answer and the response of one call."""
+        headers = dict(headers or {})
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers.setdefault("Content-Type", "application/json")
+        responses: list[Any] = []
+        self.treq.request(
+            method, f"http://localhost/api/{path}", data=data, headers=headers
+        ).addCallback(responses.append)
+        self.treq.flush()
+        self.clock.advance(2)
+        self.treq.flush()
+        [response] = responses
+        content: list[bytes] = []
+        self.treq.content(response).addCallback(content.append)
+        self.treq.flush()
+        return response.code, json.loads(content[0]), response
+
+    def depth(self) -> int:
+        return len(self.broker.queues["/queue/orders"].pending)
+
+
+def test_browse_shows_the_head_of_a_queue_and_leaves_it() -> None:
+    """GET .../messages?count=N answers the first N messages, text bodies as text."""
+    api = Api()
+    code, messages, response = api.call("GET", f"destinations/{ORDERS}/messages?count=2")
+    assert code == 200
+    assert [message["body"] for message in messages] == ["one", "two"]
+    assert messages[0]["body_encoding"] == "utf-8"
+    assert response.headers.getRawHeaders("cache-control") == ["no-store"]
+    assert api.depth() == 3
+
+
+def test_binary_bodies_are_published_and_browsed_as_base64() -> None:
+    """A body that is not UTF-8 goes in and comes out base64, with body_encoding saying so."""
+    api = Api()
+    raw = base64.b64encode(b"\xff\x00\xfe").decode()
+    code, answer, _ = api.call(
+        "POST",
+        "destinations/%2Fqueue%2Fbinary/publish",
+        {"body": raw, "body_encoding": "base64", "headers": {"k": "v"}},
+    )
+    assert code == 200 and answer["message_id"]
+    code, [message], _ = api.call("GET", "destinations/%2Fqueue%2Fbinary/messages")
+    assert (message["body"], message["body_encoding"], message["headers"]) == (
+        raw,
+        "base64",
+        {"k": "v"},
+    )
+
+
+def test_destinations_list_and_detail() -> None:
+    """The list has destination, kind, depth, in_flight and consumers; the detail its consumers."""
+    api = Api()
+    connection = FakeConnection("c1")
+    api.broker.open_connection(connection)
+    api.broker.subscribe(Inbox("/queue/orders", connection=connection, prefetch=1))
+    code, rows, _ = api.call("GET", "destinations")
+    assert code == 200
+    [row] = rows
+    keys = ("destination", "kind", "depth", "in_flight", "consumers")
+    assert {key: row[key] for key in keys} == {
+        "destination": "/queue/orders",
+        "kind": "queue",
+        "depth": 2,
+        "in_flight": 1,
+        "consumers": 1,
+    }
+    code, detail, _ = api.call("GET", f"destinations/{ORDERS}")
+    assert detail["subscribers"][0]["connection"] == "c1"
+
+
+def test_purge_move_and_delete_change_the_queue() -> None:
+    """DELETE .../messages purges; move sends messages on; DELETE on the queue deletes it."""
+    api = Api()
+    code, moved, _ = api.call(
+        "POST", f"destinations/{ORDERS}/move", {"to": "/queue/other", "count": 1}
+    )
+    assert (code, moved["moved"]) == (200, 1)
+    assert api.call("DELETE", f"destinations/{ORDERS}/messages")[1]["purged"] == 2
+    assert api.call("DELETE", "destinations/%2Fqueue%2Fother")[1]["discarded"] == 1
+    assert "/queue/other" not in api.broker.queues
+
+
+def test_connections_are_listed_and_closed() -> None:
+    """GET lists connections; DELETE closes one with the operator's reason."""
+    api = Api()
+    connection = FakeConnection("c7")
+    api.broker.open_connection(connection)
+    code, [row], _ = api.call("GET", "connections")
+    assert (code, row["id"], row["peer"]) == (200, "c7", "127.0.0.1:1")
+    code, closed, _ = api.call("DELETE", "connections/c7?reason=bye")
+    assert code == 200 and closed["id"] == "c7"
+    [error] = connection.failed
+    assert error.message == "closed by an operator" and "bye" in error.detail
+
+
+def test_overview_and_nodes() -> None:
+    """The overview says how many connections there are; nodes lists this broker."""
+    api = Api()
+    assert api.call("GET", "overview")[1]["connections"] == 0
+    [node] = api.call("GET", "nodes")[1]
+    assert node == {"name": api.broker.engine.ids.node, "here": True, "engine": "local"}
+
+
+def refused(
+    api: Api,
+    method: str,
+    path: str,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, str]]:
+    """:returns: the status and error of a refused call, having checked that nothing changed."""
+    before = [message.body for message in api.broker.queues["/queue/orders"].pending]
+    code, error, _ = api.call(method, path, body, headers)
+    assert code >= 400 and set(error) == {"error", "detail"}
+    assert [message.body for message in api.broker.queues["/queue/orders"].pending] == before
+    assert set(api.broker.queues) == {"/queue/orders"}
+    return code, error
+
+
+def test_bad_input_is_refused_with_a_json_error_naming_it() -> None:
+    """Bad counts, fields, targets, paths and methods get a 4xx that says what was wrong."""
+    api = Api()
+    cases = [
+        ("GET", f"destinations/{ORDERS}/messages?count=0", None, 400, "count"),
+        ("POST", f"destinations/{ORDERS}/move", {"to": "/queue/x", "n": 1}, 400, "'n'"),
+        ("POST", f"destinations/{ORDERS}/move", {"to": "/queue/a.*"}, 400, "wildcard"),
+        ("POST", f"destinations/{ORDERS}/move", {"to": "/queue/orders"}, 400, "itself"),
+        ("POST", f"destinations/{ORDERS}/retry", {}, 400, "dead-letter"),
+        ("POST", "destinations/%2Fqueue%2Fx/publish", {"headers": {"a:b": "c"}}, 400, "a:b"),
+        ("DELETE", "destinations/%2Fqueue%2Fnone/messages", None, 404, "/queue/none"),
+        ("DELETE", "destinations/%2Ftopic%2Ft/messages", None, 400, "topic"),
+        ("DELETE", "connections/nobody", None, 404, "nobody"),
+        ("GET", "nothing", None, 404, "/api/nothing"),
+        ("POST", "destinations", {}, 405, "GET"),
+    ]
+    for method, path, body, code, named in cases:
+        status, error = refused(api, method, path, body)
+        assert status == code, (path, error)
+        assert named in error["detail"], (path, error)
+
+
+def test_a_queue_being_consumed_is_not_deleted() -> None:
+    """DELETE on a queue with consumers answers 409 and the queue stays."""
+    api = Api()
+    api.broker.subscribe(Inbox("/queue/orders", prefetch=1))
+    code, error = refused(api, "DELETE", f"destinations/{ORDERS}")
+    assert code == 409 and "consumers" in error["detail"]
+
+
+def test_a_post_that_is_not_json_is_refused() -> None:
+    """A POST without Content-Type: application/json (what a form sends) gets 415."""
+    api = Api()
+    code, error = refused(
+        api, "POST", f"destinations/{ORDERS}/move", None, {"Content-Type": "text/plain"}
+    )
+    assert code == 415
+
+
+def test_another_origin_is_refused() -> None:
+    """A request whose Origin is not the broker's own gets 403, whatever its credentials."""
+    api = Api()
+    code, error = refused(
+        api, "DELETE", f"destinations/{ORDERS}/messages", None, {"Origin": "http://evil.test"}
+    )
+    assert code == 403 and "evil.test" in error["detail"]
+    code, _, _ = api.call("GET", "destinations", headers={"Origin": "http://localhost"})
+    assert code == 200
+
+
+def test_with_auth_every_call_needs_valid_credentials() -> None:
+    """Without or with wrong credentials: 401 with a Basic challenge; the console gets none."""
+    api = Api(auth=True)
+    code, error = refused(api, "GET", "destinations")
+    assert code == 401
+    code, _, response = api.call("GET", "destinations")
+    assert response.headers.getRawHeaders("www-authenticate")[0].startswith("Basic")
+    code, _, response = api.call("GET", "connections", headers={"X-Requested-With": "console"})
+    assert code == 401 and response.headers.getRawHeaders("www-authenticate") is None
+    code, error = refused(api, "GET", "destinations", None, basic("admin", "wrong"))
+    assert (code, error["error"]) == (401, "login failed")
+    code, error = refused(api, "GET", "destinations", None, {"Authorization": "Bearer abc"})
+    assert code == 401 and "token" in error["detail"]
+    assert api.call("GET", "destinations", headers=basic("admin"))[0] == 200
+
+
+def test_read_looks_and_admin_changes() -> None:
+    """A reader browses but cannot purge; admin on one queue purges it but sees no connections."""
+    api = Api(auth=True)
+    assert api.call("GET", f"destinations/{ORDERS}/messages", headers=basic("reader"))[0] == 200
+    code, error = refused(api, "DELETE", f"destinations/{ORDERS}/messages", None, basic("reader"))
+    assert code == 403 and "admin" in error["detail"]
+    code, error = refused(api, "GET", "connections", None, basic("orders"))
+    assert code == 403 and "'#'" in error["detail"]
+    code, error = refused(
+        api, "POST", f"destinations/{ORDERS}/move", {"to": "/queue/x"}, basic("orders")
+    )
+    assert code == 403 and "write" in error["detail"]
+    code, answer, _ = api.call("DELETE", f"destinations/{ORDERS}/messages", headers=basic("orders"))
+    assert (code, answer["purged"]) == (200, 3)
+
+
+def test_without_auth_only_loopback_clients_are_answered() -> None:
+    """A broker without --auth refuses management from other machines."""
+    guard = ApiGuard(None, None, Clock())
+    remote = DummyRequest([b"api", b"destinations"])
+    remote.client = IPv4Address("TCP", "192.0.2.7", 4000)
+    failures: list[Any] = []
+    guard.identify(remote).addErrback(failures.append)
+    [failure] = failures
+    assert failure.value.code == 403 and "loopback" in failure.value.detail
+    local = DummyRequest([b"api"])
+    local.client = IPv4Address("TCP", "127.0.0.1", 4000)
+    identities: list[Any] = []
+    guard.identify(local).addCallback(identities.append)
+    assert identities[0].name == "local operator"
