@@ -1,7 +1,7 @@
 """
 Test configuration shared by the whole suite: the Hypothesis profile, and the
 fixtures of :mod:`tests.support` that tests in more than one package use
-(``spark``, ``page``, ``log_events``).
+(``spark``, ``page``, ``log_events``, and ``setup``: a broker on a store of each kind).
 
 Hypothesis runs derandomized, so that a failure on CI is a failure on every
 machine, and without deadlines or the slow-generation health check, which only
@@ -10,7 +10,12 @@ measure how busy the machine is.
 
 from hypothesis import HealthCheck, settings
 
-pytest_plugins = ["tests.support.spark", "tests.support.browser", "tests.support.logs"]
+pytest_plugins = [
+    "tests.support.spark",
+    "tests.support.browser",
+    "tests.support.logs",
+    "tests.support.persistence",
+]
 
 # Data generation is judged slow by wall-clock time, which on a shared two-core
 # machine measures the neighbours, not the strategy: that check would only flake.

@@ -153,8 +153,9 @@ class ManagementApi(Resource):
 
     def _failed(self, failure: Failure, request: Request, finished: list[bool]) -> None:
         error = failure.value
-        if isinstance(error, tuple(_STATUS)):
-            error = ApiError(*_STATUS[type(error)], str(error))
+        status = _STATUS.get(type(error)) if error is not None else None
+        if status is not None:
+            error = ApiError(*status, str(error))
         if not isinstance(error, ApiError):
             log.failure("management API call failed", failure)
             error = ApiError(500, "internal error", "the broker's log says more")

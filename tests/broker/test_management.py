@@ -19,8 +19,8 @@ from stompbroker.broker.management import (
 from stompbroker.broker.persistence import durable_key
 from stompbroker.broker.service import Broker
 from stompbroker.protocol.errors import ClosedByOperator
-from tests.broker.test_persistence import PERSISTENT, Setup, send, setup  # noqa: F401
 from tests.support.broker import FakeConnection, Inbox
+from tests.support.persistence import PERSISTENT, Setup, send
 
 
 def waiting(broker: Broker, destination: str) -> list[bytes]:
@@ -29,7 +29,7 @@ def waiting(broker: Broker, destination: str) -> list[bytes]:
 
 
 def test_connections_are_listed_described_and_closed_with_an_operator_error(
-    setup: Setup,  # noqa: F811
+    setup: Setup,
 ) -> None:
     """A connection shows its subscriptions and in flight; a close sends ClosedByOperator."""
     broker = setup.broker()
@@ -63,7 +63,7 @@ def test_closing_an_unknown_connection_is_refused_and_closes_nothing() -> None:
 
 
 def test_destinations_list_queues_durables_and_topics_with_their_gauges(
-    setup: Setup,  # noqa: F811
+    setup: Setup,
 ) -> None:
     """Each kind of destination is listed with its depth, in flight and consumers."""
     broker = setup.broker()
@@ -87,7 +87,7 @@ def test_destinations_list_queues_durables_and_topics_with_their_gauges(
 
 
 def test_browse_leaves_messages_and_purge_removes_them_from_memory_and_store(
-    setup: Setup,  # noqa: F811
+    setup: Setup,
 ) -> None:
     """Browsing peeks at the head; a purge empties the queue and the store's key."""
     broker = setup.broker()
@@ -156,7 +156,7 @@ def test_delete_removes_a_durable_subscription(setup: Setup) -> None:  # noqa: F
 
 
 def test_move_takes_messages_to_another_queue_in_memory_and_in_the_store(
-    setup: Setup,  # noqa: F811
+    setup: Setup,
 ) -> None:
     """Moved messages leave their queue for the other's tail, and their store key with them."""
     broker = setup.broker()
@@ -183,7 +183,7 @@ def test_copy_leaves_the_originals(setup: Setup) -> None:  # noqa: F811
 
 
 def test_retry_sends_dead_letters_back_without_their_dead_letter_headers(
-    setup: Setup,  # noqa: F811
+    setup: Setup,
 ) -> None:
     """A dead letter goes back to its original-destination, in memory and in the store."""
     broker = setup.broker()

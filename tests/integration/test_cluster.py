@@ -10,29 +10,12 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.support.clients import connect
 from tests.support.process import BrokerProcess
-from tests.support.redis import RedisServer, redis_server  # noqa: F401
-
-NODE_TIMEOUT = "2"
-
-
-def node(workdir: Path, server: RedisServer, *args: str) -> BrokerProcess:
-    """Start a broker node on ``server`` with a short node timeout."""
-    return BrokerProcess(
-        workdir,
-        "--engine",
-        server.url,
-        "--node-timeout",
-        NODE_TIMEOUT,
-        *args,
-        http=None,
-        reactor="uvloop",
-    )
+from tests.support.redis import RedisServer, node, redis_server  # noqa: F401
 
 
 @pytest.fixture(scope="module")

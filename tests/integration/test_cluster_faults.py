@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks.errors import BrokerStartFailed
-from tests.integration.test_cluster import NODE_TIMEOUT, node
 from tests.support.clients import connect
 from tests.support.process import BrokerProcess, subprocess_env, twistd_command
-from tests.support.redis import RedisServer, redis_server  # noqa: F401
+from tests.support.redis import NODE_TIMEOUT, RedisServer, node, redis_server  # noqa: F401
 
 
 def test_a_killed_nodes_unacknowledged_messages_go_to_another_node(

@@ -40,13 +40,15 @@ class FakeConnection:
         self.peer = "127.0.0.1:1"
         #: The errors :meth:`fail` was given, in order.
         self.failed: list[Any] = []
+        #: Subscription id -> subscriber, for what :meth:`subscribers` lists.
+        self.subscriptions: dict[str, Any] = {}
 
     def fail(self, error: Any) -> None:
         self.failed.append(error)
 
     def subscribers(self) -> tuple[Any, ...]:
-        """It makes no subscriptions of its own."""
-        return ()
+        """:returns: the subscribers a test put in :attr:`subscriptions`."""
+        return tuple(self.subscriptions.values())
 
     def describe(self) -> ConnectionDescription:
         """It counts nothing: the default description (see IConnection.describe)."""

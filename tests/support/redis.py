@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.process import free_port
+from tests.support.process import BrokerProcess, free_port
 
 REQUIRE = os.environ.get("STOMPBROKER_REQUIRE_REDIS") == "1"
 
@@ -113,3 +113,22 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server = RedisServer(tmp_path_factory.mktemp("redis"))
     yield server
     server.stop()
+
+
+#: The nodes' --node-timeout in the cluster tests, in seconds: short, so a dead
+#: node's messages come back quickly.
+NODE_TIMEOUT = "2"
+
+
+def node(workdir: Path, server: RedisServer, *args: str) -> BrokerProcess:
+    """Start a broker node on ``server`` with a short node timeout."""
+    return BrokerProcess(
+        workdir,
+        "--engine",
+        server.url,
+        "--node-timeout",
+        NODE_TIMEOUT,
+        *args,
+        http=None,
+        reactor="uvloop",
+    )
