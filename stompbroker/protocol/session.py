@@ -41,6 +41,8 @@ Theory of operation:
   maybe later (a Deferred, though this module never names Twisted).
   Meanwhile the session is AUTHENTICATING: it reads nothing more from the
   socket, and frames that came with the CONNECT are held until the answer.
+  A token login's expiry, and its renewal by a SEND to ``/control/credentials``,
+  are in :mod:`stompbroker.protocol.credentials`.
 - Authorization (when ``SessionConfig.access`` is set): every SEND needs the
   ``write`` right on its destination and every SUBSCRIBE the ``read`` right on
   its pattern, checked frame by frame, so that a reloaded access file applies
@@ -80,6 +82,7 @@ from zope.interface import implementer
 
 from stompbroker.interfaces import IConnection, ISubscriber
 from stompbroker.protocol.backlog import Backlog
+from stompbroker.protocol.credentials import CONTROL_PREFIX, CredentialsLifetime
 from stompbroker.protocol.encoder import encode, error_frame, message_prefix, message_tail
 from stompbroker.protocol.errors import (
     DuplicateSubscription,
@@ -452,7 +455,7 @@ def _unknown_subscription(subscription_id: str) -> UnknownSubscription:
 
 
 @implementer(IConnection)
-class StompSession:
+class StompSession(CredentialsLifetime):
     """
     The server side of one STOMP connection.
 
@@ -486,6 +489,7 @@ class StompSession:
         "_backlog",
         "_clock",
         "_connect_timer",
+        "_expiry_timer",
         "_frame_started",
         "_frame_timer",
         "_handling",
@@ -567,6 +571,8 @@ class StompSession:
         self._handling = False
         self._login: Any = None
         self._connect_timer: Any = None
+        #: Ends the connection when a token login's credentials expire.
+        self._expiry_timer: Any = None
         self._frame_timer: Any = None
         #: When the frame now incomplete began, or ``None``.
         self._frame_started: float | None = None
@@ -1022,6 +1028,7 @@ class StompSession:
         login, self._login = self._login, None
         if login is not None:
             login.cancel()
+        self._stop_expiry()
         subscriptions, self.subscriptions = self.subscriptions, {}
         self._numbered = {}
         for subscription in subscriptions.values():
@@ -1146,7 +1153,7 @@ class StompSession:
         self.state = State.AUTHENTICATING
         # Frames that came with the CONNECT wait for the answer.
         self._held = deque()
-        login = authenticator(frame.get("login"), frame.get("passcode"), self.peer)
+        login = self._authenticate_connect(authenticator, frame)
         login.addCallbacks(self._logged_in, self._login_refused, errbackArgs=(frame,))
         if self.state is State.AUTHENTICATING:
             # No answer yet (a password is being checked): keep the wait, to
@@ -1160,6 +1167,7 @@ class StompSession:
         if self.state is not State.AUTHENTICATING:
             return
         self.identity = identity
+        self._watch_expiry(identity)
         held, self._held = self._held, None
         self._held_bytes = 0
         self._resume_reading(_BY_LOGIN)
@@ -1227,6 +1235,9 @@ class StompSession:
             headers.append(pair)
         if destination is None:
             destination = self._required(frame, "destination")
+        if destination.startswith(CONTROL_PREFIX):
+            self._on_control(frame, destination)
+            return
         access = self.config.access
         if access is not None:
             access.check(self.identity, WRITE, destination)

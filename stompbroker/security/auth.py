@@ -64,7 +64,6 @@ from twisted.cred.checkers import (
     ICredentialsChecker,
 )
 from twisted.cred.credentials import (
-    Anonymous,
     IAnonymous,
     IUsernamePassword,
     UsernamePassword,
@@ -78,7 +77,14 @@ from twisted.python.failure import Failure
 from zope.interface import Attribute, Interface, implementer
 
 from stompbroker.logs import logger
+from stompbroker.protocol.credentials import LoginRefused
 from stompbroker.protocol.errors import LoginFailed
+from stompbroker.security.credentials import (
+    IBearerToken,
+    ICertificate,
+    InvalidCredentials,
+    connect_credentials,
+)
 
 __all__ = [
     "ANONYMOUS_IDENTITY",
@@ -139,11 +145,18 @@ class Identity:
     :ivar groups: the groups the accepting checker gives the user.
     :ivar anonymous: ``True`` for a client that sent no ``login``; such an
         identity gets only the access file's ``[anonymous]`` rules, whatever its name.
+    :ivar granted: the rights the identity carries itself (a token's scopes, a
+        :class:`~stompbroker.security.access.Grants`), which the access rules
+        consult instead of the access file; ``None`` for the others.
+    :ivar expires: when the credentials stop being valid (a token's ``exp``,
+        POSIX seconds); the session ends the connection then.  ``None``: never.
     """
 
     name: str
     groups: frozenset[str] = field(default=frozenset(), converter=frozenset)
     anonymous: bool = False
+    granted: Any = field(default=None, repr=False)
+    expires: float | None = None
 
 
 #: The identity of every client that did not log in.
@@ -607,11 +620,16 @@ class _FirstAccepting:
         return Deferred.fromCoroutine(self._first_accepting(credentials))
 
     async def _first_accepting(self, credentials: IUsernamePassword) -> Identity:
+        # The first reason a checker gave the client survives the checkers after it.
+        refusal: InvalidCredentials | None = None
         for checker in self._checkers:
             try:
                 avatar_id = await maybeDeferred(
                     checker.requestAvatarId, _credentials_for(checker, credentials)
                 )
+            except InvalidCredentials as error:
+                refusal = refusal or error
+                continue
             except UnauthorizedLogin:
                 continue
             except Exception as error:
@@ -625,10 +643,13 @@ class _FirstAccepting:
                     error_type=type(error).__name__,
                 )
                 continue
+            if isinstance(avatar_id, Identity):
+                # A token checker makes the whole identity: rights and expiry.
+                return avatar_id
             name = _avatar_name(avatar_id)
             groups = checker.groups_of(name) if IGroupSource.providedBy(checker) else ()
             return Identity(name, groups)
-        raise UnauthorizedLogin()
+        raise refusal or UnauthorizedLogin()
 
 
 @implementer(IRealm)
@@ -665,31 +686,42 @@ def make_portal(checkers: Sequence[ICredentialsChecker], allow_anonymous: bool =
 
     :param checkers: credentials checkers, usually ``--auth``'s (strcred's
         ``credCheckers``), tried in this order.  Each must check
-        ``IUsernamePassword`` or ``IAnonymous`` (``--auth anonymous``, which
-        allows anonymous access like ``allow_anonymous``).
+        ``IUsernamePassword``, ``IAnonymous`` (``--auth anonymous``, which
+        allows anonymous access like ``allow_anonymous``), or the bearer tokens
+        and client certificates of :mod:`stompbroker.security.credentials`.
     :param allow_anonymous: let a client that sends no ``login`` in, as
         :data:`ANONYMOUS_IDENTITY`.
-    :returns: the portal.  With no password checker at all there is no
-        authentication: every client is anonymous, whatever it sends.
-    :raises ValueError: for a checker that checks neither kind of credentials.
+    :returns: the portal.  With no password or certificate checker at all there
+        is no authentication: every client is anonymous, whatever it sends.
+    :raises ValueError: for a checker that checks no kind of credentials a client
+        can present.
     """
     password_checkers = []
+    # Bearer tokens and client certificates, each with its own chain of checkers.
+    other_checkers: dict[Any, list[ICredentialsChecker]] = {IBearerToken: [], ICertificate: []}
     for checker in checkers:
         interfaces = checker.credentialInterfaces
+        for interface, chain in other_checkers.items():
+            if interface in interfaces:
+                chain.append(checker)
         if IUsernamePassword in interfaces:
             password_checkers.append(checker)
         elif IAnonymous in interfaces:
             allow_anonymous = True
-        else:
+        elif ICertificate not in interfaces:
             raise ValueError(
                 f"{type(checker).__name__} checks neither user names and passwords"
                 " nor anonymous access, which is all STOMP's CONNECT carries"
             )
     portal = Portal(StompRealm())
-    if not password_checkers:
+    for interface, chain in other_checkers.items():
+        if chain:
+            portal.registerChecker(_FirstAccepting(chain), interface)
+    if not password_checkers and not other_checkers[ICertificate]:
         portal.registerChecker(AllowAnonymousAccess(), IAnonymous, IUsernamePassword)
         return portal
-    portal.registerChecker(_FirstAccepting(password_checkers), IUsernamePassword)
+    if password_checkers:
+        portal.registerChecker(_FirstAccepting(password_checkers), IUsernamePassword)
     if allow_anonymous:
         portal.registerChecker(AllowAnonymousAccess(), IAnonymous)
     return portal
@@ -702,27 +734,26 @@ def authenticate(
     *,
     clock: IReactorTime,
     failure_delay: float = FAILED_LOGIN_DELAY,
+    certificate: Any = None,
 ) -> Deferred[Identity]:
     """
     Log a client in with CONNECT's ``login`` and ``passcode`` headers.
 
     :param portal: from :func:`make_portal`.
-    :param login: the ``login`` header; ``None`` or empty means anonymous.
+    :param login: the ``login`` header; ``None`` or empty means anonymous,
+        unless ``passcode`` holds a bearer token or ``certificate`` is given
+        (:func:`~stompbroker.security.credentials.connect_credentials`).
     :param passcode: the ``passcode`` header; ``None`` counts as empty.
     :param clock: schedules the answer to a refused login.
     :param failure_delay: seconds between a refusal and its answer.
+    :param certificate: the client's verified TLS certificate, for ``--auth cert``.
     :returns: a Deferred that fires with the client's :class:`Identity`, or fails
         with :class:`~stompbroker.protocol.errors.LoginFailed` after
-        ``failure_delay``, whatever the reason.  Cancelling it (the client went
-        away) fails it with ``CancelledError`` at once.
+        ``failure_delay`` (a :class:`~stompbroker.protocol.credentials.LoginRefused`
+        naming the reason when a token or certificate checker gave one).
+        Cancelling it (the client went away) fails it with ``CancelledError`` at once.
     """
-    credentials: Any
-    if login:
-        # Text, not bytes as Twisted's annotations say: strcred's memory checker
-        # stores str, and _credentials_for encodes for the checkers that want bytes.
-        credentials = UsernamePassword(login, passcode or "")  # type: ignore[arg-type]
-    else:
-        credentials = Anonymous()
+    credentials = connect_credentials(portal.checkers, login, passcode, certificate)
     return (
         portal.login(credentials, None, IIdentity)
         .addCallback(_identity_of)
@@ -749,15 +780,23 @@ class Authenticator:
     clock: IReactorTime
     failure_delay: float = FAILED_LOGIN_DELAY
 
-    def __call__(self, login: str | None, passcode: str | None, peer: str) -> Deferred[Identity]:
+    def __call__(
+        self, login: str | None, passcode: str | None, peer: str, certificate: Any = None
+    ) -> Deferred[Identity]:
         """
         :param login: the CONNECT ``login`` header.
         :param passcode: the CONNECT ``passcode`` header.
         :param peer: the client's address, for the log.
+        :param certificate: the client's verified TLS certificate, if it has one.
         :returns: as :func:`authenticate`.
         """
         return authenticate(
-            self.portal, login, passcode, clock=self.clock, failure_delay=self.failure_delay
+            self.portal,
+            login,
+            passcode,
+            clock=self.clock,
+            failure_delay=self.failure_delay,
+            certificate=certificate,
         ).addCallbacks(_logged_in, _login_refused, callbackArgs=(peer,), errbackArgs=(login, peer))
 
 
@@ -772,9 +811,10 @@ def _logged_in(identity: Identity, peer: str) -> Identity:
 def _login_refused(failure: Failure, login: str | None, peer: str) -> Failure:
     if failure.check(LoginFailed):
         log.info(
-            "login failed for {user} from {peer}",
+            "login failed for {user} from {peer}{reason}",
             user=login if login else "(anonymous)",
             peer=peer,
+            reason=f": {failure.value.reason}" if failure.check(LoginRefused) else "",
         )
     return failure
 
@@ -789,8 +829,11 @@ def _refused(failure: Failure, clock: IReactorTime, delay: float) -> Deferred[Id
         return fail(failure)
     if not failure.check(UnauthorizedLogin, UnhandledCredentials):
         log.error("login failed with {error_type}", error_type=failure.type.__name__)
-    return deferLater(clock, delay, _raise_login_failed)
+    refusal = failure.value if failure.check(InvalidCredentials) else None
+    return deferLater(clock, delay, _raise_login_failed, refusal)
 
 
-def _raise_login_failed() -> Identity:
+def _raise_login_failed(refusal: InvalidCredentials | None = None) -> Identity:
+    if refusal is not None:
+        raise LoginRefused(refusal.reason, refusal.detail)
     raise LoginFailed()
