@@ -39,6 +39,7 @@ from stompbroker.logs import LEVELS, logger, set_level
 from stompbroker.protocol.session import SLOW_CONSUMER_POLICIES, SessionConfig
 from stompbroker.security.access import AccessControl, AccessFileError
 from stompbroker.security.auth import Authenticator, make_portal
+from stompbroker.security.credentials import IBearerToken, ICertificate
 from stompbroker.stats.export import StatsExporter
 from stompbroker.stats.model import StatsModel
 from stompbroker.stats.services import (
@@ -149,7 +150,7 @@ def parse_heartbeat(text: str) -> tuple[int, int]:
 class Options(usage.Options, strcred.AuthOptionMixin):
     """The options of ``twistd stompbroker``; ``--auth`` comes from ``strcred``."""
 
-    supportedInterfaces = (IUsernamePassword, IAnonymous)
+    supportedInterfaces = (IUsernamePassword, IAnonymous, ICertificate)
 
     synopsis = "[options]"
     longdesc = (
@@ -424,6 +425,12 @@ class Options(usage.Options, strcred.AuthOptionMixin):
                 self["access-control"] = AccessControl(self["access"])
             except AccessFileError as error:
                 raise usage.UsageError(f"--access: {error}") from None
+        checkers = self.get("credCheckers", [])
+        if self["access-control"] is None and any(
+            IBearerToken in checker.credentialInterfaces for checker in checkers
+        ):
+            # Tokens carry their rights (scopes), which hold even without an access file.
+            self["access-control"] = AccessControl()
 
     def _check_limits(self) -> None:
         """Check the slow-consumer policy, and read the sizes."""
@@ -551,7 +558,7 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         slow_consumer_policy=options["slow-consumer"],
         slow_consumer_buffer=options["slow-consumer-buffer"],
     )
-    if options["access-control"] is not None:
+    if options["access"] is not None:
         ReloadOnHangup(options["access-control"], reactor).setServiceParent(top)
     raise_descriptor_limit(options["max-connections"])
     factory = stomp_server_factory(broker, reactor, config)

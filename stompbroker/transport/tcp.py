@@ -38,6 +38,7 @@ from zope.interface import implementer
 from stompbroker.logs import logger
 from stompbroker.protocol.session import SessionConfig, StompSession
 from stompbroker.transport.coalesce import COALESCER, CoalescedWrite, WriteCoalescer
+from stompbroker.transport.credentials import PeerCredentials
 
 log = logger("stompbroker.transport.tcp")
 
@@ -81,7 +82,7 @@ class SessionFlowControl:
         """The connection is going; the adapter's connection-lost hook releases the session."""
 
 
-class StompProtocol(SessionFlowControl, Protocol):
+class StompProtocol(SessionFlowControl, PeerCredentials, Protocol):
     """
     One STOMP connection over a stream transport.
 

@@ -47,6 +47,10 @@ Wire-level behaviour:
   over) until it drains;
   and when the session asks to read no more (a login in progress, memory, a
   slow subscriber), the TCP transport is paused.
+- **Credentials.** An ``Authorization: Bearer TOKEN`` header in the handshake
+  stands in for a CONNECT without ``passcode`` (non-browser clients; browsers
+  cannot set it), and under TLS the client's certificate is offered for
+  ``--auth cert`` (:mod:`stompbroker.transport.credentials`).
 - **Close.** When the session closes (after DISCONNECT's RECEIPT, or an
   ERROR), a close frame follows everything written: code 1000, or 1009 after a
   frame too large.  The TCP connection ends at the client's close reply, or
@@ -70,6 +74,7 @@ from stompbroker.logs import logger
 from stompbroker.protocol.errors import FrameTooLarge
 from stompbroker.protocol.session import SessionConfig, StompSession
 from stompbroker.transport.coalesce import COALESCER, CoalescedWrite, WriteCoalescer
+from stompbroker.transport.credentials import PeerCredentials, bearer_token
 from stompbroker.transport.tcp import SessionFlowControl
 
 log = logger("stompbroker.transport.websocket")
@@ -149,7 +154,7 @@ def _ignore(data: bytes) -> None:
     """Stands in for the session's ``receive_data`` once a connection is being refused."""
 
 
-class StompWebSocketProtocol(SessionFlowControl, WebSocketServerProtocol):
+class StompWebSocketProtocol(SessionFlowControl, PeerCredentials, WebSocketServerProtocol):
     """
     One STOMP connection over WebSocket.
 
@@ -190,6 +195,7 @@ class StompWebSocketProtocol(SessionFlowControl, WebSocketServerProtocol):
         :raises ConnectionDeny: when the client offers only subprotocols we do not speak.
         """
         subprotocol, self._session_config = self.factory.choose_subprotocol(request.protocols)
+        self.bearer_token = bearer_token(request.headers)
         return subprotocol
 
     def onOpen(self) -> None:
