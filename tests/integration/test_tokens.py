@@ -17,16 +17,7 @@ import stomp
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.clients import Collector, RawClient
 from tests.integration.test_websocket_handshake import RawWebSocket
-from tests.security.token_fixtures import (
-    AUDIENCE,
-    ISSUER,
-    ec_key,
-    jwk,
-    make_token,
-    rsa_key,
-    unsigned_token,
-    write_jwks,
-)
+from tests.security import token_fixtures as tokens
 from tests.transport.test_websocket import handshake_request
 
 
@@ -34,11 +25,11 @@ from tests.transport.test_websocket import handshake_request
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """A broker that takes tokens from key r1 (RSA) and e1 (EC), and nothing else."""
     workdir = tmp_path_factory.mktemp("tokens")
-    keys = write_jwks(workdir / "jwks.json", jwk(rsa_key(), "r1"), jwk(ec_key(), "e1", "ES256"))
+    keys = tokens.key_set(workdir / "jwks.json")
     process = BrokerProcess(
         workdir,
         "--auth",
-        f"jwt:jwks={keys}:audience={AUDIENCE}:issuer={ISSUER}",
+        f"jwt:jwks={keys}:audience={tokens.AUDIENCE}:issuer={tokens.ISSUER}",
         "--data-dir",
         "none",
         "--heartbeat",
@@ -51,7 +42,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 def token(lifetime: float = 3600, **overrides: object) -> str:
     """A token for alice from key r1, issued now, valid for ``lifetime`` seconds."""
     now = time.time()
-    return make_token(now, kid="r1", exp=int(now + lifetime), **overrides)
+    return tokens.make_token(now, kid="r1", exp=int(now + lifetime), **overrides)
 
 
 def login(broker: BrokerProcess, passcode: str) -> tuple[stomp.Connection12, Collector]:
@@ -85,15 +76,15 @@ BAD_TOKENS: list[tuple[str, Callable[[], str], str]] = [
     ("wrong issuer", lambda: token(iss="https://evil.example"), "wrong issuer"),
     (
         "bad signature",
-        lambda: make_token(time.time(), rsa_key("forger"), kid="r1"),
+        lambda: tokens.make_token(time.time(), tokens.rsa_key("forger"), kid="r1"),
         "bad signature",
     ),
     (
         "unknown key id",
-        lambda: make_token(time.time(), rsa_key("forger"), kid="r9"),
+        lambda: tokens.make_token(time.time(), tokens.rsa_key("forger"), kid="r9"),
         "unknown key id",
     ),
-    ("alg none", lambda: unsigned_token(time.time()), "unsigned token"),
+    ("alg none", lambda: tokens.unsigned_token(time.time()), "unsigned token"),
 ]
 
 

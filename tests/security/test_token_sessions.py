@@ -25,34 +25,25 @@ from stompbroker.security.auth import FAILED_LOGIN_DELAY, Authenticator, make_po
 from stompbroker.security.tokens import make_checker
 from stompbroker.transport.tcp import stomp_server_factory
 from tests.app.test_tap import parse
+from tests.security.test_tokens import NOW, clock
 from tests.security.token_fixtures import (
     AUDIENCE,
     ISSUER,
-    ec_key,
-    jwk,
+    key_set,
     make_token,
     rsa_key,
     unsigned_token,
-    write_jwks,
 )
 from tests.test_limits import NO_WATERMARK, Client
 from tests.transport import test_websocket
 
-#: The clock's start: a fixed POSIX time, for the tokens' exp and nbf.
-NOW = 1_800_000_000.0
-
-
-@pytest.fixture
-def clock() -> Clock:
-    clock = Clock()
-    clock.advance(NOW)
-    return clock
+__all__ = ["clock"]
 
 
 @pytest.fixture
 def keys(tmp_path: Path) -> Path:
     """A key set with an RSA key ``r1`` and an EC key ``e1``."""
-    return write_jwks(tmp_path / "jwks.json", jwk(rsa_key(), "r1"), jwk(ec_key(), "e1", "ES256"))
+    return key_set(tmp_path / "jwks.json")
 
 
 @pytest.fixture

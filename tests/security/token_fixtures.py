@@ -67,6 +67,11 @@ def write_jwks(path: Path, *entries: dict[str, Any]) -> Path:
     return path
 
 
+def key_set(path: Path) -> Path:
+    """:returns: ``path``, a key set with an RSA key ``r1`` and an EC key ``e1`` (ES256)."""
+    return write_jwks(path, jwk(rsa_key(), "r1"), jwk(ec_key(), "e1", "ES256"))
+
+
 def claims(now: float, **overrides: Any) -> dict[str, Any]:
     """
     :returns: the claims of a valid token for alice, issued at ``now`` and valid
