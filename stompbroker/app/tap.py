@@ -405,7 +405,7 @@ class Options(usage.Options, strcred.AuthOptionMixin):
     opt_p = opt_port
 
     def opt_listen(self, description: str) -> None:
-        """Listen on a Twisted server endpoint, e.g. tcp:61613, ssl:61614:privateKey=key.pem:certKey=cert.pem (repeatable)."""
+        """Listen on a Twisted server endpoint, e.g. tcp:61613, ssl:61614:privateKey=key.pem:certKey=cert.pem, or mtls:...:caCerts=ca.pem to verify client certificates (for --auth cert) (repeatable)."""
         self["listen"].append(description)
 
     def opt_http(self, description: str) -> None:
