@@ -192,7 +192,10 @@ class SessionConfig:
         past it, the session reads nothing more from the client until the store
         has caught up.
     :ivar authenticator: called with CONNECT's ``login``, ``passcode`` and the
-        client's address; returns a Deferred of the client's identity, which fails
+        client's address (and ``certificate=``, the client's verified TLS
+        certificate, for a CONNECT with neither, see
+        :mod:`stompbroker.protocol.credentials`); returns a Deferred of the
+        client's identity, which fails
         with :class:`~stompbroker.protocol.errors.LoginFailed` for a refused
         login (:class:`stompbroker.security.auth.Authenticator`).  ``None`` lets every
         client in without an identity.
