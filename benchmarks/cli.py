@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.connection import Endpoint, parse_address
-from benchmarks.launcher import DEFAULT_REACTOR, StartedBroker
+from benchmarks.launcher import DEFAULT_REACTOR, BrokerProcess
 from benchmarks.report import json_line, print_ratios, print_table
 from benchmarks.scenarios import ACK_MODES, SCENARIOS, Case, Settings, Target, run_case
 
@@ -268,12 +268,11 @@ def cases_from(args: argparse.Namespace) -> list[Case]:
 
 
 @contextlib.contextmanager
-def our_target(args: argparse.Namespace, log_path: Path) -> Iterator[Target]:
+def our_target(args: argparse.Namespace, workdir: Path) -> Iterator[Target]:
     """
     Yield stompbroker as a :class:`Target`: the one given, or one started for the run.
 
-    :param log_path: where a started broker logs; a directory of its own, which
-        becomes the broker's working directory.
+    :param workdir: a started broker's working directory, of its own, where it logs.
     """
     credentials: dict[str, Any] = {
         "login": args.login,
@@ -284,7 +283,7 @@ def our_target(args: argparse.Namespace, log_path: Path) -> Iterator[Target]:
         host, port = args.target
         yield Target(OURS, Endpoint(host, port, args.ws, **credentials), args.pid)
         return
-    broker = StartedBroker(log_path, tuple(args.broker_arg), args.reactor)
+    broker = BrokerProcess(workdir, *args.broker_arg, reactor=args.reactor)
     try:
         print(
             f"# started stompbroker on 127.0.0.1:{broker.port}"
@@ -332,9 +331,7 @@ class Runner:
         )
         if case.scenario == "idle" and target.name == OURS and not self.args.target:
             self._fresh += 1
-            with our_target(
-                self.args, self.workdir / f"idle-{self._fresh}" / "stompbroker.log"
-            ) as fresh:
+            with our_target(self.args, self.workdir / f"idle-{self._fresh}") as fresh:
                 result = run_case(case, fresh, self.settings)
         else:
             result = run_case(case, target, self.settings)
@@ -365,7 +362,7 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="stompbench-") as workdir:
         runner = Runner(args, settings_from(args), Path(workdir))
         try:
-            with our_target(args, Path(workdir) / "main" / "stompbroker.log") as ours:
+            with our_target(args, Path(workdir) / "main") as ours:
                 targets = [ours]
                 if args.compare:
                     host, port = args.compare

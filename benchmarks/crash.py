@@ -49,6 +49,8 @@ import stomp
 from attrs import Factory, asdict, define, frozen
 from stomp.exception import StompException
 
+from benchmarks.launcher import DEFAULT_REACTOR, BrokerStarter
+
 #: How long to wait for a client to connect, or for the queue to drain.
 CONNECT_TIMEOUT = 10.0
 DRAIN_TIMEOUT = 60.0
@@ -385,44 +387,6 @@ def _drain(broker: Broker, destination: str, shape: Shape, ledger: Ledger) -> No
         _disconnect(consumer.connection)
 
 
-@define
-class _Launcher:
-    """
-    Starts ``twistd -n stompbroker`` through :mod:`benchmarks.launcher`, each
-    time with its log in a directory of its own under ``place``.
-    """
-
-    place: Path
-    sync: str
-    starts: int = 0
-
-    def __call__(self, data_dir: Path) -> Broker:
-        from benchmarks.launcher import StartedBroker
-
-        self.starts += 1
-        log = self.place / f"broker-{self.starts}" / "stompbroker.log"
-        options = ("--data-dir", str(data_dir), "--sync", self.sync)
-        return _StartedBroker(StartedBroker(log, options))
-
-
-@define
-class _StartedBroker:
-    """A broker started by the benchmark."""
-
-    started: Any
-
-    @property
-    def address(self) -> tuple[str, int]:
-        return ("127.0.0.1", self.started.port)
-
-    def kill(self) -> None:
-        self.started.process.kill()
-        self.started.process.wait(timeout=CONNECT_TIMEOUT)
-
-    def stop(self) -> None:
-        self.started.stop()
-
-
 @contextmanager
 def _workdir(keep: Path | None) -> Iterator[Path]:
     if keep is not None:
@@ -475,7 +439,8 @@ def main(argv: list[str]) -> int:
             seed = first_seed + round_number
             place = workdir / f"round-{seed}"
             print(f"# round {round_number + 1} of {args.rounds}, seed {seed}", file=sys.stderr)
-            report = run_round(_Launcher(place, args.sync), place / "data", shape, seed)
+            start = BrokerStarter(place, ("--sync", args.sync), DEFAULT_REACTOR)
+            report = run_round(start, place / "data", shape, seed)
             line = json.dumps({**report.as_dict(), "sync": args.sync, **_shape(shape)})
             print(line, flush=True)
             if args.json_out:

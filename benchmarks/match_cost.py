@@ -22,11 +22,11 @@ seconds.
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import timeit
 
+from benchmarks.report import print_results
 from stompbroker.broker.subscriptions import SubscriptionTree
 
 #: How many unrelated registrations each case adds.
@@ -114,14 +114,15 @@ def main(argv: list[str]) -> int:
                     "python": sys.version.split()[0],
                 }
             )
-    print(f"{'matching':<10}{'unrelated':>11}{'walk µs':>10}{'cached µs':>11}")
-    for result in results:
-        print(
-            f"{result['matching']:<10}{result['unrelated']:>11,}"
-            f"{result['walk_us']:>10.3f}{result['cached_us']:>11.3f}"
-        )
-    for result in results:
-        print(json.dumps(result))
+    print_results(
+        results,
+        (
+            ("matching", "matching", "<10"),
+            ("unrelated", "unrelated", ">11,"),
+            ("walk µs", "walk_us", ">10.3f"),
+            ("cached µs", "cached_us", ">11.3f"),
+        ),
+    )
     return 0
 
 

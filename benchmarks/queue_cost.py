@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import re
 import statistics
 import sys
@@ -34,6 +33,7 @@ from typing import Any
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
+from benchmarks.report import print_results
 from benchmarks.wire import SEQ_PATTERN
 from stompbroker.app.gc_tuning import DEFAULT_THRESHOLD, CollectorTuning
 from stompbroker.broker.service import Broker
@@ -196,14 +196,14 @@ def main(argv: list[str]) -> int:
             f"--ack takes {', '.join(ACK_MODES)}; --messages at least {BATCH}; --repeat at least 1"
         )
     results = [measure(mode, options.messages, options.repeat) for mode in modes]
-    print(f"{'ack':<19}{'µs/message':>11}{'msgs/s on one core':>20}")
-    for result in results:
-        print(
-            f"{result['ack']:<19}{result['us_per_message']:>11.2f}"
-            f"{result['msgs_per_s_one_core']:>20,}"
-        )
-    for result in results:
-        print(json.dumps(result))
+    print_results(
+        results,
+        (
+            ("ack", "ack", "<19"),
+            ("µs/message", "us_per_message", ">11.2f"),
+            ("msgs/s on one core", "msgs_per_s_one_core", ">20,"),
+        ),
+    )
     return 0
 
 

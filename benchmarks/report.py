@@ -1,5 +1,6 @@
 """
-What the suite prints: a table of every run, a table of ratios when comparing, and JSON lines.
+What the suite prints: a table of every run, a table of ratios when comparing, and JSON lines;
+and what a micro-benchmark prints (:func:`print_results`).
 
 The JSON lines carry every figure; the tables carry the headline figure of
 each scenario (see :data:`benchmarks.scenarios.HEADLINE`), whether nothing was
@@ -12,6 +13,7 @@ was busy during the run.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from typing import Any, TextIO
 
@@ -128,3 +130,26 @@ def _print_rows(rows: list[tuple[str, ...]], out: TextIO) -> None:
             )
             cells.append(text)
         print("  ".join(cells).rstrip(), file=out)
+
+
+def print_results(
+    results: list[dict[str, Any]], columns: tuple[tuple[str, str, str], ...]
+) -> None:
+    """
+    Print a micro-benchmark's results on stdout as a table, then each as a JSON line.
+
+    :param columns: ``(title, key, format spec)`` for each column of the table,
+        such as ``("walk µs", "walk_us", ">10.3f")``; the title takes the spec's
+        alignment and width.
+    """
+    print("".join(f"{title:{_width(spec)}}" for title, _, spec in columns))
+    for result in results:
+        print("".join(f"{result[key]:{spec}}" for _, key, spec in columns))
+    for result in results:
+        print(json.dumps(result))
+
+
+def _width(spec: str) -> str:
+    """:returns: the alignment and width of a format spec (``">10"`` of ``">10.3f"``)."""
+    found = re.match(r"[<>^]?\d*", spec)
+    return found.group() if found else ""

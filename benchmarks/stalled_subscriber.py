@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.launcher import StartedBroker
+from benchmarks.launcher import DEFAULT_REACTOR, BrokerProcess
 from benchmarks.measure import process_rss_kb
 
 #: A receipt every this many SENDs, and at most this many receipts outstanding.
@@ -168,18 +168,16 @@ def publish(
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    log_dir = Path(tempfile.mkdtemp(prefix="stalled-"))
-    broker = StartedBroker(
-        log_dir / "stompbroker.log",
-        (
-            "--slow-consumer",
-            args.policy,
-            "--slow-consumer-buffer",
-            args.buffer,
-            "--data-dir",
-            "none",
-            *args.broker_arg,
-        ),
+    broker = BrokerProcess(
+        Path(tempfile.mkdtemp(prefix="stalled-")),
+        "--slow-consumer",
+        args.policy,
+        "--slow-consumer-buffer",
+        args.buffer,
+        "--data-dir",
+        "none",
+        *args.broker_arg,
+        reactor=DEFAULT_REACTOR,
     )
     destination = "/topic/flood"
     try:
@@ -212,7 +210,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             client.close()
     finally:
         broker.stop()
-    log = (log_dir / "stompbroker.log").read_text(errors="replace")
+    log = broker.log()
     return {
         "benchmark": "stalled-subscriber",
         "policy": args.policy,

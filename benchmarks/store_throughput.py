@@ -21,7 +21,6 @@ acknowledgement), then one JSON line per case.  The defaults take about 20 s.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from typing import Any
 from attrs import Factory, define, frozen
 from twisted.internet import defer, task
 
+from benchmarks.report import print_results
 from stompbroker.broker.store.sqlite import SYNC_MODES, SQLiteStore
 from stompbroker.protocol.frames import Headers
 
@@ -133,18 +133,18 @@ def run_all(reactor: Any, options: argparse.Namespace) -> Any:
                 reactor, sync, writers, options.seconds, options.body_size, options.dir
             )
             results.append(result)
-    print(
-        f"{'sync':<8}{'writers':>8}{'adds/s':>10}{'commits/s':>11}{'ops/commit':>12}"
-        f"{'p50 ms':>9}{'p99 ms':>9}"
+    print_results(
+        results,
+        (
+            ("sync", "sync", "<8"),
+            ("writers", "writers", ">8"),
+            ("adds/s", "adds_per_s", ">10,"),
+            ("commits/s", "commits_per_s", ">11,"),
+            ("ops/commit", "ops_per_commit", ">12"),
+            ("p50 ms", "latency_p50_ms", ">9"),
+            ("p99 ms", "latency_p99_ms", ">9"),
+        ),
     )
-    for result in results:
-        print(
-            f"{result['sync']:<8}{result['writers']:>8}{result['adds_per_s']:>10,}"
-            f"{result['commits_per_s']:>11,}{result['ops_per_commit']:>12}"
-            f"{result['latency_p50_ms']:>9}{result['latency_p99_ms']:>9}"
-        )
-    for result in results:
-        print(json.dumps(result))
 
 
 def main(argv: list[str]) -> int:

@@ -23,7 +23,8 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from stompbroker.broker.delivery import DeliveryPolicy
-    from stompbroker.broker.service import Broker, Limits
+    from stompbroker.broker.limits import Limits
+    from stompbroker.broker.service import Broker
     from stompbroker.protocol.session import SessionConfig
     from stompbroker.transport.tcp import stomp_server_factory
     from stompbroker.transport.websocket import WebSocketConfig, stomp_websocket_resource
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "Broker": "stompbroker.broker.service",
     "DeliveryPolicy": "stompbroker.broker.delivery",
-    "Limits": "stompbroker.broker.service",
+    "Limits": "stompbroker.broker.limits",
     "SessionConfig": "stompbroker.protocol.session",
     "WebSocketConfig": "stompbroker.transport.websocket",
     "stomp_server_factory": "stompbroker.transport.tcp",

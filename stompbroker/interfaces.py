@@ -5,12 +5,60 @@ The session (``stompbroker.protocol.session``) only ever talks to an
 :class:`IBroker`, and the broker only ever delivers to an :class:`ISubscriber`;
 each side is tested against a recording fake of the other.  An
 :class:`ISessionTransport` is all a session knows of its connection, so the same
-session runs over TCP, WebSocket or a test's list of bytes.
+session runs over TCP, WebSocket or a test's list of bytes.  What a connection
+tells statistics about itself is a :class:`ConnectionDescription`, so that the
+statistics read it through :meth:`IConnection.describe` and need know nothing
+of sessions or transports.
+
+What the broker asks of the engine that holds its destinations' state is in
+:mod:`stompbroker.broker.engine.base` (``IEngine``, ``IQueue``).
 """
 
 from __future__ import annotations
 
+from attrs import frozen
 from zope.interface import Attribute, Interface
+
+
+@frozen(kw_only=True)
+class ConnectionDescription:
+    """
+    One client connection at one moment, as statistics show it (``/stats``,
+    ``/metrics``).
+
+    A connection that keeps no counters of its own (one that an application
+    embedding the broker made, say) describes itself by the two attributes
+    every :class:`IConnection` has:
+    ``ConnectionDescription(session=self.session_id, address=self.peer)``.
+    Every other field's default says nothing is known: no user or version,
+    ``tcp``, zeros.
+
+    :ivar session: the broker-unique session id (empty before CONNECTED).
+    :ivar address: the client's ``HOST:PORT``.
+    :ivar user: the login it authenticated as; ``None`` when anonymous, or
+        without authentication.
+    :ivar version: the STOMP version negotiated; ``None`` before CONNECTED.
+    :ivar transport: what carries it: ``tcp``, ``tls``, ``ws`` or ``wss``
+        (:meth:`ISessionTransport.kind`).
+    :ivar frames_in: frames received.
+    :ivar frames_out: frames sent (written to the socket, or queued for it).
+    :ivar bytes_in: bytes received.
+    :ivar bytes_out: bytes of frames sent.
+    :ivar subscriptions: subscriptions open now.
+    :ivar connected_since: when the connection was made, in clock seconds.
+    """
+
+    session: str = ""
+    address: str
+    user: str | None = None
+    version: str | None = None
+    transport: str = "tcp"
+    frames_in: int = 0
+    frames_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    subscriptions: int = 0
+    connected_since: float = 0.0
 
 
 class ISubscriber(Interface):
@@ -52,6 +100,26 @@ class ISubscriber(Interface):
         :param message: a :class:`stompbroker.protocol.message.Message`.
         """
 
+    def count_deliveries(count, tails):  # type: ignore[no-untyped-def]
+        """
+        Count messages the broker delivered here earlier, for the connection's
+        frames and bytes out.
+
+        Topic fan-out to a subscription that sits in the subscription tree itself
+        (``auto`` acknowledgement, no durable name) counts nothing per delivery:
+        the broker notes each SEND once, per destination, and tells the
+        subscriptions in batches (see :mod:`stompbroker.broker.traffic`): when
+        statistics are read, and just before a subscription matching the
+        destination comes or goes.  A subscription that takes from a queue is
+        never told, as its connection counts what it writes.  A subscriber that
+        keeps no such counts does nothing.
+
+        :param count: how many messages were delivered.
+        :param tails: escaping style (the session's STOMP version) -> the bytes
+            of those messages' encoded tails (``message.wire``), so that a
+            subscriber adds its own MESSAGE prefix's length per message.
+        """
+
 
 class IConnection(Interface):
     """A client connection as the broker sees it, for limits, statistics and cleanup."""
@@ -71,6 +139,13 @@ class IConnection(Interface):
 
         :param on_closed: called with the connection once it is gone, what was
             written to it flushed.
+        """
+
+    def describe():  # type: ignore[no-untyped-def]
+        """
+        :returns: a :class:`ConnectionDescription` of the connection now, for
+            statistics; for a connection that counts nothing,
+            ``ConnectionDescription(session=self.session_id, address=self.peer)``.
         """
 
 
@@ -242,9 +317,15 @@ class ISessionTransport(Interface):
     def resume_reading():  # type: ignore[no-untyped-def]
         """Read from the peer again."""
 
+    def kind():  # type: ignore[no-untyped-def]
+        """:returns: what carries the connection: ``tcp``, ``tls``, ``ws`` or ``wss``."""
+
 
 class IClock(Interface):
-    """The subset of ``IReactorTime`` a session uses, so the protocol layer need not import Twisted."""
+    """
+    The subset of ``IReactorTime`` a session uses, so that the protocol layer need not
+    import Twisted.
+    """
 
     def seconds():  # type: ignore[no-untyped-def]
         """:returns: the current time in seconds."""

@@ -1,5 +1,7 @@
 """
-Test configuration shared by the whole suite: the Hypothesis profile.
+Test configuration shared by the whole suite: the Hypothesis profile, and the
+fixtures of :mod:`tests.support` that tests in more than one package use
+(``spark``, ``page``, ``log_events``).
 
 Hypothesis runs derandomized, so that a failure on CI is a failure on every
 machine, and without deadlines or the slow-generation health check, which only
@@ -7,6 +9,8 @@ measure how busy the machine is.
 """
 
 from hypothesis import HealthCheck, settings
+
+pytest_plugins = ["tests.support.spark", "tests.support.browser", "tests.support.logs"]
 
 # Data generation is judged slow by wall-clock time, which on a shared two-core
 # machine measures the neighbours, not the strategy: that check would only flake.

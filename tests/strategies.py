@@ -1,5 +1,6 @@
 """
-Hypothesis strategies shared by the tests: STOMP frames, messages and streams.
+Hypothesis strategies shared by the tests: STOMP frames, messages and streams,
+and destination names and subscription patterns over a small alphabet.
 
 Text strategies deliberately favour the characters that escaping is about
 (colon, LF, CR, backslash) and reach far beyond ASCII; per-version strategies
@@ -118,3 +119,37 @@ def messages(draw: st.DrawFn, version: str = "1.2") -> Message:
         headers=tuple(headers),
         body=draw(st.binary(max_size=64)),
     )
+
+
+# -- destinations and subscription patterns --------------------------------------------
+
+#: The segments of destination names and patterns: few, so that patterns overlap often.
+SEGMENTS = ["a", "b", "c"]
+#: The two separators, which the wildcard rules treat alike.
+separators = st.sampled_from(["/", "."])
+
+
+@st.composite
+def spelled(draw: st.DrawFn, segments: list[str]) -> str:
+    """Join segments with random separators and an optional leading one."""
+    text = draw(st.sampled_from(["", "/", "."])) + segments[0]
+    for segment in segments[1:]:
+        text += draw(separators) + segment
+    return text
+
+
+@st.composite
+def patterns(draw: st.DrawFn) -> str:
+    """A valid pattern over a small alphabet, with ``*`` and an optional tail."""
+    body = draw(st.lists(st.sampled_from([*SEGMENTS, "*"]), max_size=3))
+    tail = draw(st.sampled_from([None, "#", ">"]))
+    segments = body + ([tail] if tail else [])
+    if not segments:
+        segments = [draw(st.sampled_from(SEGMENTS))]
+    return draw(spelled(segments))
+
+
+@st.composite
+def destinations(draw: st.DrawFn) -> str:
+    """A wildcard-free destination over the same alphabet."""
+    return draw(spelled(draw(st.lists(st.sampled_from(SEGMENTS), min_size=1, max_size=4))))

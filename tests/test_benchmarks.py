@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import socket
 import socketserver
 import struct
 import threading
@@ -34,7 +33,7 @@ from benchmarks.scenarios import Case, Settings, Target, fd_headroom, run_case
 from benchmarks.websocket import FrameDecoder, client_frame, unmask
 from benchmarks.wire import Inbox, SendTemplate, split_frames
 from stompbroker.protocol.parser import FrameParser
-from tests.integration.broker_process import BrokerProcess
+from tests.support.process import BrokerProcess, free_port
 
 BODY = b"x" * 117
 
@@ -287,10 +286,8 @@ TINY = Settings(
 @pytest.fixture(scope="module")
 def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     """One real broker, with its WebSocket port, for the scenario tests of this module."""
-    broker = BrokerProcess(tmp_path_factory.mktemp("bench-broker"))
-    ws_url = f"ws://127.0.0.1:{broker.http_port}/ws"
-    yield Target("stompbroker", Endpoint("127.0.0.1", broker.port, ws_url), broker.process.pid)
-    broker.stop()
+    with BrokerProcess(tmp_path_factory.mktemp("bench-broker")) as broker:
+        yield Target("stompbroker", Endpoint(*broker.address, broker.ws_url), broker.pid)
 
 
 COMMON_FIELDS = {
@@ -457,15 +454,9 @@ def test_unknown_scenario_is_refused() -> None:
     assert exit_info.value.code == 2
 
 
-def _free_port_closed() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_unreachable_broker_is_reported_not_raised() -> None:
     """A broker nobody listens for gives a result with an error, quickly."""
-    target = Target("nobody", Endpoint("127.0.0.1", _free_port_closed()))
+    target = Target("nobody", Endpoint("127.0.0.1", free_port()))
     result = run_case(Case("fanout", subscribers=1), target, Settings(setup_timeout=2.0))
     assert not result["ok"] and "cannot connect" in result["error"]
 
@@ -489,7 +480,9 @@ def test_idle_connections_stay_within_the_brokers_free_descriptors() -> None:
 def test_queue_cost_moves_every_message_once_and_prints_its_cost(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """benchmarks.queue_cost runs each ack mode through real sessions and prints a JSON line per mode."""
+    """
+    benchmarks.queue_cost runs each ack mode through real sessions and prints a JSON line per mode.
+    """
     assert queue_cost.main(["--messages", "2000", "--repeat", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     records = [json.loads(line) for line in lines if line.startswith("{")]

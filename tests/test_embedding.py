@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.broker_process import ROOT, free_port, subprocess_env, wait_for_port
-from tests.integration.clients import connect
+from tests.support.clients import connect
+from tests.support.process import ROOT, free_port, subprocess_env, wait_for_port
 
 
 def example_code() -> str:

@@ -1,70 +1,231 @@
 """
-The layering rule of ARCHITECTURE.md: the protocol layer is sans-I/O.
+The layer rules of ARCHITECTURE.md, each a test that fails when broken.
 
-Nothing under ``stompbroker/protocol/`` may import Twisted or Autobahn, so that
-the parser, encoder and session run (and are tested) without a reactor.  The
-check reads the source with :mod:`ast` instead of importing it, so it sees every
-import, including those inside functions or behind ``TYPE_CHECKING``.
+The packages form a stack; a module may import from its own package, from the
+packages below it, and from the two shared modules at the top
+(:mod:`stompbroker.interfaces` and :mod:`stompbroker.logs`), never from a package
+above it::
+
+    protocol  <  broker  <  security  <  transport  <  stats  <  web  <  app
+
+The checks read the source with :mod:`ast` instead of importing it, so they see
+every import, including those inside functions or behind ``TYPE_CHECKING``.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-import stompbroker.protocol
+import pytest
 
-FORBIDDEN = ("twisted", "autobahn")
-PROTOCOL_DIRECTORY = Path(stompbroker.protocol.__file__).parent
+import stompbroker
+
+PACKAGE = Path(stompbroker.__file__).parent
+ROOT = PACKAGE.parent
+
+#: The layers, lowest first.
+LAYERS = ("protocol", "broker", "security", "transport", "stats", "web", "app")
+
+#: Modules at the top of the package that every layer may import.
+SHARED = ("interfaces", "logs")
+
+#: Third-party packages each layer must not import.
+FORBIDDEN_LIBRARIES = {
+    "protocol": ("twisted", "autobahn", "redis"),
+    "broker": ("autobahn",),
+    "security": ("autobahn",),
+    "stats": ("autobahn",),
+}
+
+#: Built-ins that read or write an object's attributes by name.
+ATTRIBUTE_FISHING = ("getattr", "setattr", "hasattr")
 
 
-def forbidden_imports(source: str, filename: str = "<source>") -> list[str]:
+def imports_of(source: str, filename: str = "<source>") -> list[tuple[int, str]]:
     """
-    :returns: ``"line: module"`` for each import of a forbidden package in ``source``.
+    :returns: ``(line, module)`` for each absolute import in ``source``; a relative
+        import is reported as ``.``-prefixed so that it is never mistaken for another
+        package.
     """
     found = []
     for node in ast.walk(ast.parse(source, filename)):
         if isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            modules = [node.module]
-        else:
-            continue
-        for module in modules:
-            if module.split(".")[0] in FORBIDDEN:
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                prefix = "." * node.level + (f"{module}." if module else "")
+                found.extend((node.lineno, prefix + alias.name) for alias in node.names)
+            elif module == "stompbroker":
+                found.extend((node.lineno, f"stompbroker.{alias.name}") for alias in node.names)
+            else:
                 found.append((node.lineno, module))
-    return [f"{line}: {module}" for line, module in sorted(found)]
+    return sorted(found)
 
 
-def test_protocol_layer_imports_neither_twisted_nor_autobahn() -> None:
+def modules_of(layer: str) -> Iterator[Path]:
+    """:returns: every module of one layer's package."""
+    paths = sorted((PACKAGE / layer).rglob("*.py"))
+    assert paths, f"no modules under {PACKAGE / layer}"
+    return iter(paths)
+
+
+def layer_of(module: str) -> str | None:
+    """:returns: the layer a ``stompbroker.*`` module belongs to, or ``None``."""
+    parts = module.split(".")
+    if parts[0] != "stompbroker" or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+def upward_imports(layer: str) -> dict[str, list[str]]:
+    """:returns: per module of ``layer``, its imports of layers above it or of unknown ones."""
+    allowed = set(LAYERS[: LAYERS.index(layer) + 1]) | set(SHARED) | {"__version__"}
+    violations = {}
+    for path in modules_of(layer):
+        bad = [
+            f"{line}: {module}"
+            for line, module in imports_of(path.read_text(encoding="utf-8"), str(path))
+            if module.startswith(".")
+            or (layer_of(module) is not None and layer_of(module) not in allowed)
+        ]
+        if bad:
+            violations[str(path.relative_to(PACKAGE))] = bad
+    return violations
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_a_layer_imports_only_from_the_layers_below_it(layer: str) -> None:
     """
-    No module under stompbroker/protocol/ imports twisted or autobahn (ARCHITECTURE.md, Layers).
+    No module imports from a layer above its own, and none imports relatively
+    (ARCHITECTURE.md, "Layer rules"; broker/ imports nothing from transport/, web/
+    or app/).
     """
-    modules = sorted(PROTOCOL_DIRECTORY.rglob("*.py"))
-    assert modules, f"no modules found under {PROTOCOL_DIRECTORY}"
+    assert upward_imports(layer) == {}
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN_LIBRARIES))
+def test_a_layer_imports_none_of_its_forbidden_libraries(layer: str) -> None:
+    """protocol/ imports no Twisted, Autobahn or Redis; no layer below transport/ imports Autobahn."""
+    forbidden = FORBIDDEN_LIBRARIES[layer]
+    violations = {}
+    for path in modules_of(layer):
+        bad = [
+            f"{line}: {module}"
+            for line, module in imports_of(path.read_text(encoding="utf-8"), str(path))
+            if module.split(".")[0] in forbidden
+        ]
+        if bad:
+            violations[str(path.relative_to(PACKAGE))] = bad
+    assert violations == {}
+
+
+def test_nothing_outside_the_app_imports_it() -> None:
+    """app/ only wires: the layers import nothing from it (ARCHITECTURE.md, "app/ only wires")."""
+    violations = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.is_relative_to(PACKAGE / "app"):
+            continue
+        bad = [
+            f"{line}: {module}"
+            for line, module in imports_of(path.read_text(encoding="utf-8"), str(path))
+            if layer_of(module) == "app"
+        ]
+        if bad:
+            violations[str(path.relative_to(PACKAGE))] = bad
+    assert violations == {}
+
+
+def attribute_fishing(source: str, filename: str = "<source>") -> list[str]:
+    """:returns: ``"line: name"`` for each call of getattr, setattr or hasattr in ``source``."""
+    return [
+        f"{node.lineno}: {node.func.id}"
+        for node in ast.walk(ast.parse(source, filename))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ATTRIBUTE_FISHING
+    ]
+
+
+def test_stats_read_the_broker_through_methods() -> None:
+    """
+    stats/ never reaches into the broker or a session with getattr (ARCHITECTURE.md:
+    "stats/ reads the broker through methods").
+    """
     violations = {
-        str(path.relative_to(PROTOCOL_DIRECTORY)): imports
-        for path in modules
-        if (imports := forbidden_imports(path.read_text(encoding="utf-8"), str(path)))
+        str(path.relative_to(PACKAGE)): found
+        for path in modules_of("stats")
+        if (found := attribute_fishing(path.read_text(encoding="utf-8"), str(path)))
     }
     assert violations == {}
 
 
+def test_the_broker_delivers_to_subscribers_only_through_their_interface() -> None:
+    """
+    broker/ (engines included) never imports the session or a transport, so the only
+    way it reaches a subscriber is ISubscriber (ARCHITECTURE.md: "engines deliver to
+    local subscribers only through ISubscriber").
+    """
+    violations = {}
+    for path in modules_of("broker"):
+        bad = [
+            f"{line}: {module}"
+            for line, module in imports_of(path.read_text(encoding="utf-8"), str(path))
+            if module.startswith(("stompbroker.protocol.session", "stompbroker.transport"))
+        ]
+        if bad:
+            violations[str(path.relative_to(PACKAGE))] = bad
+    assert violations == {}
+
+
+def test_the_stats_schema_loads_without_twisted() -> None:
+    """
+    sparkjobs import stompbroker.stats.schema on a Spark driver: it loads no Twisted
+    or Autobahn, and of the broker only the Twisted-free counter names it shares.
+    """
+    program = (
+        "import sys, stompbroker.stats.schema\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('twisted', 'autobahn')"
+        " or m.startswith('stompbroker.')))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == str(
+        [
+            "stompbroker.broker",
+            "stompbroker.broker.counter_names",
+            "stompbroker.stats",
+            "stompbroker.stats.schema",
+        ]
+    )
+
+
 def test_import_check_sees_every_form_of_import() -> None:
-    """
-    The check catches plain, dotted, from- and nested imports, and lets look-alike names
-    through.
-    """
+    """The check catches plain, dotted, from-, package-root and nested imports, and relative ones."""
     source = (
         "import os, twisted.internet\n"
         "from autobahn.twisted import websocket\n"
         "def f():\n"
-        "    from twisted import logger\n"
-        "import twistedish\n"
+        "    from stompbroker.web import site\n"
+        "from stompbroker import app\n"
         "from . import frames\n"
     )
-    assert forbidden_imports(source) == [
-        "1: twisted.internet",
-        "2: autobahn.twisted",
-        "4: twisted",
+    assert imports_of(source) == [
+        (1, "os"),
+        (1, "twisted.internet"),
+        (2, "autobahn.twisted"),
+        (4, "stompbroker.web"),
+        (5, "stompbroker.app"),
+        (6, ".frames"),
     ]
+
+
+def test_attribute_fishing_is_seen() -> None:
+    """The stats check catches getattr, setattr and hasattr calls, not attribute access."""
+    source = "x = getattr(a, 'b')\nsetattr(a, 'b', 1)\nhasattr(a, 'c')\ny = a.getattr\n"
+    assert attribute_fishing(source) == ["1: getattr", "2: setattr", "3: hasattr"]

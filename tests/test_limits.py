@@ -2,7 +2,8 @@
 Tests of the broker's limits and timeouts, and of its graceful stop, without sockets.
 
 Each connection is the real TCP adapter, session and broker on a
-``StringTransportWithDisconnection``, with time on a ``task.Clock``.  Every
+``StringTransportWithDisconnection`` (:class:`tests.support.tcp.Client`), with time
+on a ``task.Clock``.  Every
 breach must end the same way: an ERROR whose ``message`` names the limit, then
 a close (STOMP 1.2, "ERROR").
 """
@@ -12,78 +13,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from twisted.internet.address import IPv4Address
 from twisted.internet.task import Clock
-from twisted.internet.testing import StringTransportWithDisconnection
 from twisted.python import usage
 
-from stompbroker.app.tap import parse_size
+from stompbroker.app.options import parse_size
 from stompbroker.broker.service import Broker, Limits
-from stompbroker.protocol.encoder import encode
-from stompbroker.protocol.frames import Frame
-from stompbroker.protocol.parser import FrameParser
 from stompbroker.protocol.session import SessionConfig, State
 from stompbroker.transport.tcp import CLOSE_TIMEOUT, stomp_server_factory
-from tests.app.test_tap import parse
+from tests.support.options import parse
+from tests.support.tcp import NO_WATERMARK, Client
 
 #: A session configuration without heart-beats, so that only the limit under test acts.
 QUIET = SessionConfig(heartbeat=(0, 0))
-#: Limits without the memory watermark, which would measure the test process.
-NO_WATERMARK = Limits(memory_high=0)
-
-
-class Client:
-    """
-    One connection to the broker through the real TCP adapter, on a string transport.
-
-    :param factory: the broker's protocol factory.
-    :param host: the client's address.
-    :param port: the client's port.
-    """
-
-    def __init__(self, factory: Any, host: str = "127.0.0.1", port: int = 40000) -> None:
-        address = IPv4Address("TCP", host, port)
-        self.protocol = factory.buildProtocol(address)
-        self.transport = StringTransportWithDisconnection(peerAddress=address)
-        self.transport.protocol = self.protocol
-        self.protocol.makeConnection(self.transport)
-        self._parser = FrameParser(max_frame_size=1 << 30)
-
-    @property
-    def session(self) -> Any:
-        return self.protocol.session
-
-    @property
-    def closed(self) -> bool:
-        return not self.transport.connected
-
-    def send(self, command: str, *headers: tuple[str, str], body: bytes = b"") -> None:
-        """Send one frame."""
-        self.protocol.dataReceived(encode(Frame(command, tuple(headers), body), "1.2"))
-
-    def send_bytes(self, data: bytes) -> None:
-        self.protocol.dataReceived(data)
-
-    def connect(self, *headers: tuple[str, str]) -> Frame:
-        """Send CONNECT; :returns: the broker's answer."""
-        self.send("CONNECT", ("accept-version", "1.2"), ("host", "/"), *headers)
-        [answer] = self.frames()
-        return answer
-
-    def frames(self) -> list[Frame]:
-        """:returns: the frames written to the client since the last call."""
-        data = self.transport.value()
-        self.transport.clear()
-        return self._parser.receive_data(data)
-
-    def error(self) -> Frame:
-        """:returns: the ERROR the broker ended the connection with."""
-        frames = self.frames()
-        assert frames and frames[-1].command == "ERROR", frames
-        assert self.closed
-        return frames[-1]
-
-
 def broker_and_factory(
     clock: Clock, limits: Limits = NO_WATERMARK, config: SessionConfig = QUIET
 ) -> tuple[Broker, Any]:

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from stompbroker.security.auth import (
+from stompbroker.security.passwords import (
     DEFAULT_SCRYPT,
     PasswordFileError,
     ScryptParams,

@@ -57,13 +57,16 @@ client's RECEIPT to wait on.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from attrs import evolve
+from zope.interface import implementer
 
 from stompbroker.broker.delivery import Consumer, DeliveryCounters, DeliveryPolicy
+from stompbroker.broker.engine.base import IQueue
 from stompbroker.broker.traffic import Traffic
+from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
 #: Why a message was dead-lettered, as sent in the ``dead-letter-reason`` header.
@@ -77,6 +80,7 @@ EXPIRED = "expired"
 DeadLetter = Callable[[Message, str, str | None], Any]
 
 
+@implementer(IQueue)
 class WorkerQueue:
     """
     One queue: ``/queue/NAME``, a temporary queue, or a topic subscription's own.
@@ -216,6 +220,12 @@ class WorkerQueue:
     #: Topic fan-out reaches a subscription's queue as it reaches any subscriber.
     deliver = enqueue
 
+    def count_deliveries(self, count: int, tails: dict[str, int]) -> None:
+        """
+        Nothing to count: a queue in the topic tree counts its deliveries as it
+        hands messages out (see :mod:`stompbroker.broker.traffic`).
+        """
+
     def publish(self, message: Message) -> None:
         """
         Enqueue a message sent to this queue (not one that comes to it from a topic,
@@ -225,6 +235,34 @@ class WorkerQueue:
         """
         self._traffic.published(message)
         self.enqueue(message)
+
+    def deliver_copies(self, body: bytes, headers: Headers, message_ids: Iterator[str]) -> int:
+        """
+        Give every consumer with room a copy of its own of a message, ahead of
+        what is pending: a status for each subscriber, as stompserver sent its
+        ``/queue/monitor`` messages, rather than one message for one of them.
+
+        Each copy counts as a message in and delivered here, as if it had been
+        sent to the queue (docs/monitoring.md, ``/queue/monitor``); one delivered
+        with client acknowledgement is held until acknowledged, as any message.
+        The copies are not persistent and do not count in the queue's enqueued
+        and delivered totals, which are what clients sent.
+
+        :param body: the payload of every copy.
+        :param headers: their headers.
+        :param message_ids: gives each copy's ``message-id``.
+        :returns: how many copies were handed out.
+        """
+        traffic = self._traffic
+        handed = 0
+        for consumer in list(self.consumers):
+            if consumer.has_room():
+                message = Message(self.destination, next(message_ids), headers, body)
+                traffic.published(message)
+                traffic.delivered(message, consumer.auto)
+                consumer.deliver(message)
+                handed += 1
+        return handed
 
     def dispatch(self) -> None:
         """

@@ -42,9 +42,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from stompbroker.broker.counter_names import FLOW_COUNTERS
 from stompbroker.broker.subscriptions import SubscriptionTree
 from stompbroker.protocol.message import Message
-from stompbroker.stats.schema import FLOW_COUNTERS
 
 if TYPE_CHECKING:
     from stompbroker.broker.queues import WorkerQueue
@@ -57,9 +57,9 @@ class DestinationTraffic:
     """
     What happened to the messages sent to one destination, since the broker started.
 
-    Each attribute named in the export schema's
-    :data:`~stompbroker.stats.schema.FLOW_COUNTERS` is a count that only grows
-    (:class:`~stompbroker.stats.schema.DestinationRecord` says what each counts).
+    Each attribute named in :data:`~stompbroker.broker.counter_names.FLOW_COUNTERS`
+    is a count that only grows (the export's
+    :class:`~stompbroker.stats.schema.DestinationRecord` says what each counts).
 
     :ivar producers: connection -> the generation of its latest SEND here
         (``None`` stands for Python code publishing in the broker's process).
@@ -189,17 +189,15 @@ class Traffic:
         if not counted.unreported_messages:
             self.unreported[destination] = counted
         counted.unreported_messages += 1
-        tails = counted.unreported_tails
-        for style, tail in message.wire.items():
-            tails[style] = tails.get(style, 0) + len(tail)
+        message.add_tail_sizes(counted.unreported_tails)
 
     def report_deliveries(self, topics: SubscriptionTree[Any], pattern: str | None = None) -> None:
         """
         Tell direct topic subscriptions what was delivered to them since they were last told.
 
-        Each subscriber with a ``count_deliveries(count, tails)`` method (a
-        session's auto-ack subscription) is told how many messages it was sent,
-        and the bytes of their tails by escaping style.
+        Each subscriber the tree matches is told, through
+        :meth:`~stompbroker.interfaces.ISubscriber.count_deliveries`, how many
+        messages it was sent and the bytes of their tails by escaping style.
 
         :param topics: the topic tree, as it was when those messages were routed.
         :param pattern: report only destinations this pattern matches (a
@@ -218,9 +216,7 @@ class Traffic:
             count, tails = counted.unreported_messages, counted.unreported_tails
             counted.unreported_messages, counted.unreported_tails = 0, {}
             for subscriber in topics.match(destination):
-                told = getattr(subscriber, "count_deliveries", None)
-                if told is not None:
-                    told(count, tails)
+                subscriber.count_deliveries(count, tails)
 
     def acked(self, messages: Iterable[Message]) -> None:
         """

@@ -11,15 +11,26 @@ wait for (the store writes of a persistent SEND); COMMIT hands those back, so
 that its RECEIPT waits for them.
 
 Transaction ids belong to a connection; one may be reused once its transaction
-has ended.
+has ended.  :class:`Transactions` is the broker's side: it keeps each
+connection's :class:`TransactionTable` within the limits of
+``max_transactions`` and ``max_transaction_frames``, and pauses a sender whose
+COMMIT calls for it (see :mod:`stompbroker.broker.backpressure`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from stompbroker.protocol.errors import DuplicateTransaction, UnknownTransaction
+from twisted.internet.defer import Deferred
+
+from stompbroker.broker.persistence import all_done
+from stompbroker.protocol.errors import DuplicateTransaction, LimitExceeded, UnknownTransaction
+
+if TYPE_CHECKING:
+    from stompbroker.broker.backpressure import BackPressure
+    from stompbroker.broker.connections import ConnectionRegistry
+    from stompbroker.broker.limits import Limits
 
 
 class Transaction:
@@ -125,3 +136,82 @@ class TransactionTable:
     def abort_all(self) -> None:
         """Discard every open transaction, as when the connection ends."""
         self._open.clear()
+
+
+class Transactions:
+    """
+    The transactions of every connection, within the broker's limits.
+
+    :param registry: the connections, whose states hold their transactions.
+    :param limits: ``max_transactions`` and ``max_transaction_frames``.
+    :param backpressure: applied to a connection whose COMMIT was just routed.
+    """
+
+    def __init__(
+        self, registry: ConnectionRegistry, limits: Limits, backpressure: BackPressure
+    ) -> None:
+        self._registry = registry
+        self._limits = limits
+        self._backpressure = backpressure
+
+    def _table(self, connection: Any) -> TransactionTable:
+        if connection is None:
+            raise UnknownTransaction(
+                "unknown transaction", "transactions belong to client connections"
+            )
+        return self._registry.state(connection).transactions
+
+    def begin(self, connection: Any, transaction: str) -> None:
+        """
+        Open a transaction on a connection.
+
+        :raises DuplicateTransaction: if one of that id is open there already.
+        :raises LimitExceeded: if ``max_transactions`` are open there already.
+        """
+        table = self._table(connection)
+        limit = self._limits.max_transactions
+        if limit and len(table) >= limit:
+            raise LimitExceeded(
+                "too many transactions",
+                f"a connection may have at most {limit} transactions open (max-transactions)",
+            )
+        table.begin(transaction)
+
+    def held_in(self, connection: Any, transaction: str) -> Transaction:
+        """
+        :returns: the open transaction that is to hold one more frame.
+        :raises UnknownTransaction: if it is not open.
+        :raises LimitExceeded: if it holds ``max_transaction_frames`` already.
+        """
+        held = self._table(connection).get(transaction)
+        limit = self._limits.max_transaction_frames
+        if limit and len(held) >= limit:
+            raise LimitExceeded(
+                "transaction too large",
+                f"a transaction may hold at most {limit} SEND, ACK and NACK frames"
+                " (max-transaction-frames)",
+            )
+        return held
+
+    def commit(self, connection: Any, transaction: str) -> Deferred[None] | None:
+        """
+        Perform, in order and at once, the SENDs, ACKs and NACKs a transaction holds.
+
+        Its persistent messages are filed in the store now, at COMMIT.
+
+        :returns: ``None``, or a Deferred that fires once the persistent messages
+            it sent are durable.
+        :raises UnknownTransaction: if it is not open.
+        """
+        waiting = all_done(self._table(connection).commit(transaction))
+        if self._backpressure.pending is not None:
+            self._backpressure.pause_sender(connection)
+        return waiting
+
+    def abort(self, connection: Any, transaction: str) -> None:
+        """
+        Discard what a transaction holds; messages it acknowledged stay unacknowledged.
+
+        :raises UnknownTransaction: if it is not open.
+        """
+        self._table(connection).abort(transaction)

@@ -20,7 +20,9 @@ The body is the new token (``client.publish({destination:
 the same authenticator as a CONNECT, and must be for the same user.  Accepted:
 the new identity (its rights and its expiry) applies from the next frame, and
 the SEND's RECEIPT, if it asked for one, says so.  Refused: an ERROR naming why
-(``credentials refused: token expired``) and a close.  The answer goes through
+(``credentials refused: token expired``) and a close (the events
+``CREDENTIALS_EXPIRED`` and ``CREDENTIALS_REFUSED`` of the session's
+``TRANSITIONS``, which only a connected session may meet).  The answer goes through
 the session's queue of replies, so receipts keep their order, and frames the
 client sends meanwhile wait for it unless the SEND asked for a receipt (then the
 old token's rights apply to them until the answer, which the broker's own token
@@ -30,13 +32,14 @@ checker gives at once).
 such destination), a SEND to anything else under it is an ERROR, and a SEND to
 ``/control/credentials`` needs no ``write`` right.
 
-:class:`CredentialsLifetime` holds this logic for
-:class:`~stompbroker.protocol.session.StompSession`, which inherits it.  It
-uses the session's clock, transport, authenticator and reply queue, and
-imports no Twisted (the authenticator's answer is a Deferred this module never
-names).  Like the session, it reads the transport's optional ``bearer_token``
-(a WebSocket's ``Authorization: Bearer``) and ``peer_certificate()`` (a TLS
-client certificate the listener verified), so any transport works without them.
+:class:`CredentialsMixin` holds this logic for
+:class:`~stompbroker.protocol.session.StompSession`, as its other parts do; its
+one slot is the expiry timer.  It uses the session's clock, transport,
+authenticator and reply queue, and imports no Twisted (the authenticator's
+answer is a Deferred this module never names).  Like the session, it reads
+the transport's optional ``bearer_token`` (a WebSocket's ``Authorization:
+Bearer``) and ``peer_certificate()`` (a TLS client certificate the listener
+verified), so any transport works without them.
 """
 
 from __future__ import annotations
@@ -53,12 +56,14 @@ from stompbroker.protocol.errors import (
     ProtocolError,
 )
 from stompbroker.protocol.frames import Frame
+from stompbroker.protocol.parts import SessionPart
+from stompbroker.protocol.states import Event, State
 
 __all__ = [
     "CONTROL_PREFIX",
     "CREDENTIALS_DESTINATION",
     "CredentialsExpired",
-    "CredentialsLifetime",
+    "CredentialsMixin",
     "LoginRefused",
     "RenewalRefused",
     "utc_text",
@@ -107,26 +112,26 @@ def utc_text(seconds: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class CredentialsLifetime:
+class CredentialsMixin(SessionPart):
     """
-    The session's part in logging in and staying logged in (see the module docstring).
-
-    A mixin of :class:`~stompbroker.protocol.session.StompSession`: the
-    attributes annotated here are the session's, and ``_expiry_timer`` is a slot
-    the session declares and sets to ``None``.
+    The session's part in logging in and staying logged in (see the module
+    docstring).  Mixed into :class:`~stompbroker.protocol.session.StompSession`,
+    as its other parts are.
     """
 
     __slots__ = ()
 
-    config: Any
-    identity: Any
-    peer: str
-    state: Any
-    _clock: Any
-    _transport: Any
+    #: The session's slots this part owns.
+    SLOTS: tuple[str, ...] = ("_expiry_timer",)
+
     _expiry_timer: Any
-    _fail: Callable[[ProtocolError], None]
-    _receipt_when_stored: Callable[[Any, Frame], None]
+    # Of the session's other parts.
+    identity: Any
+    _receipt_when_stored: Callable[..., None]
+
+    def _init_credentials(self) -> None:
+        #: Ends the connection when a token login's credentials expire.
+        self._expiry_timer = None
 
     # -- CONNECT ---------------------------------------------------------------
 
@@ -178,7 +183,8 @@ class CredentialsLifetime:
                 f"the token of {self.identity.name!r} expired at {utc_text(expires)}; a client"
                 f" stays connected by sending a new one to {CREDENTIALS_DESTINATION}"
                 " before its token expires",
-            )
+            ),
+            Event.CREDENTIALS_EXPIRED,
         )
 
     # -- renewal ---------------------------------------------------------------
@@ -221,37 +227,61 @@ class CredentialsLifetime:
                 f"a SEND to {CREDENTIALS_DESTINATION} carries the new token as its body",
             )
         answer = authenticator(None, token, self.peer)
-        self._receipt_when_stored(answer.addCallbacks(self._renewed, _renewal_refused), frame)
+        answer.addCallbacks(
+            self._renewed, self._renewal_refused, callbackArgs=(frame,), errbackArgs=(frame,)
+        )
+        if self.state is State.CONNECTED:
+            # Not refused at once: the answer takes its place among the receipts.
+            self._receipt_when_stored(answer, frame)
 
-    def _renewed(self, identity: Any) -> None:
+    def _renewed(self, identity: Any, frame: Frame) -> None:
         """
         The new token is valid: it must be the same user's; then its rights and
-        expiry apply.
-
-        :raises RenewalRefused: for another user's token, or credentials that do
-            not expire.
+        expiry apply.  Another user's token, or credentials that do not expire,
+        end the connection.
         """
-        if self.state.name != "CONNECTED":
+        if self.state is not State.CONNECTED:
             return
         if getattr(identity, "expires", None) is None:
-            raise RenewalRefused(
-                "not a token", f"{CREDENTIALS_DESTINATION} takes tokens, which expire"
+            self._refuse_renewal(
+                RenewalRefused(
+                    "not a token", f"{CREDENTIALS_DESTINATION} takes tokens, which expire"
+                ),
+                frame,
             )
-        if identity.name != self.identity.name:
-            raise RenewalRefused(
-                "another user",
-                f"the new token is for {identity.name!r}; this connection logged in as"
-                f" {self.identity.name!r}, and a connection keeps its user",
+        elif identity.name != self.identity.name:
+            self._refuse_renewal(
+                RenewalRefused(
+                    "another user",
+                    f"the new token is for {identity.name!r}; this connection logged in as"
+                    f" {self.identity.name!r}, and a connection keeps its user",
+                ),
+                frame,
             )
-        self.identity = identity
-        self._watch_expiry(identity)
+        else:
+            self.identity = identity
+            self._watch_expiry(identity)
 
+    def _renewal_refused(self, failure: Any, frame: Frame) -> Any:
+        """
+        The authenticator refused the new token (after its delay): say that it
+        was the renewal that failed, not a login.  Any other failure goes on to
+        the reply queue's, as a store's would.
+        """
+        error = failure.value
+        if isinstance(error, LoginRefused):
+            self._refuse_renewal(RenewalRefused(error.reason, error.detail), frame)
+        elif isinstance(error, LoginFailed):
+            self._refuse_renewal(
+                RenewalRefused("invalid token", "the new token was not accepted"), frame
+            )
+        else:
+            return failure
+        return None
 
-def _renewal_refused(failure: Any) -> Any:
-    """Say that it was the renewal that failed, not a login."""
-    error = failure.value
-    if isinstance(error, LoginRefused):
-        raise RenewalRefused(error.reason, error.detail)
-    if isinstance(error, LoginFailed):
-        raise RenewalRefused("invalid token", "the new token was not accepted")
-    return failure
+    def _refuse_renewal(self, error: RenewalRefused, frame: Frame) -> None:
+        """End the connection with the renewal's refusal, answering the SEND's receipt."""
+        if self.state is not State.CONNECTED:
+            return
+        error.receipt_id = frame.get("receipt")
+        self._fail(error, Event.CREDENTIALS_REFUSED)

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from stompbroker.protocol.frames import SUPPORTED_VERSIONS, UNESCAPED_COMMANDS, Frame, Headers
+from stompbroker.protocol.header_decoding import unescape
 from stompbroker.protocol.message import Message
-from stompbroker.protocol.parser import unescape
 
 __all__ = ["encode", "error_frame", "escape", "message_prefix", "message_tail", "unescape"]
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from attrs import field, frozen
 
+from stompbroker.protocol.errors import MissingHeader
+
 #: Versions we speak, best first.
 SUPPORTED_VERSIONS: tuple[str, ...] = ("1.2", "1.1", "1.0")
 
@@ -65,6 +67,19 @@ class Frame:
             if key == name:
                 return value
         return default
+
+    def required(self, name: str) -> str:
+        """
+        :returns: the first value of header ``name``, which the frame must have.
+        :raises MissingHeader: if it has not.
+        """
+        value = self.get(name)
+        if value is None:
+            raise MissingHeader(
+                f"missing {name} header",
+                f"a {self.command} frame must have a '{name}' header",
+            )
+        return value
 
     def header_dict(self) -> dict[str, str]:
         """

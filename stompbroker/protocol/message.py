@@ -5,7 +5,8 @@ The broker never sees bytes, but the delivery path must not encode the same
 message once per subscriber: a message therefore carries a small cache, filled
 by the first session that encodes it, of the wire bytes that every subscription
 shares (everything after the ``subscription`` header), one entry per escaping
-style.
+style.  The cache is the protocol layer's; the broker learns only how long its
+entries are (:meth:`Message.add_tail_sizes`), to count bytes out.
 """
 
 from __future__ import annotations
@@ -48,3 +49,15 @@ class Message:
     redeliveries: int = 0
     persistent: bool = False
     wire: dict = field(factory=dict, repr=False)
+
+    def add_tail_sizes(self, sizes: dict[str, int]) -> None:
+        """
+        Add the length of each encoded tail cached so far to ``sizes``, by
+        escaping style: what each delivery of the message wrote, but for its
+        subscription's own prefix.  One call per message routed, whatever the
+        number of subscribers (see :mod:`stompbroker.broker.traffic`).
+
+        :param sizes: escaping style (a STOMP version) -> bytes, added to in place.
+        """
+        for style, tail in self.wire.items():
+            sizes[style] = sizes.get(style, 0) + len(tail)

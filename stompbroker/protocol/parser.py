@@ -29,7 +29,8 @@ on the hot path of every message, so it works the way h11's receive buffer does:
 
 Header escaping (STOMP 1.2, "Value Encoding") depends on the negotiated version,
 which the session sets in :attr:`FrameParser.version`; CONNECT, STOMP and
-CONNECTED frames are never unescaped.
+CONNECTED frames are never unescaped.  The decoding itself, and the two headers
+the parser reads for itself, are in :mod:`stompbroker.protocol.header_decoding`.
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ from stompbroker.protocol.errors import (
     TooManyHeaders,
 )
 from stompbroker.protocol.frames import SUPPORTED_VERSIONS, UNESCAPED_COMMANDS, Frame, Headers
+from stompbroker.protocol.header_decoding import negotiated_version, receipt_of, unescape
 
-__all__ = ["FrameParser", "unescape"]
+__all__ = ["FrameParser"]
 
 #: The end of a header section: the EOL ending the last line, then an empty line.
 _HEADER_SECTION_END = re.compile(rb"\n\r?\n")
@@ -54,9 +56,6 @@ _HEADER_SECTION_END = re.compile(rb"\n\r?\n")
 _HEADER_LINE = re.compile(r"\n([^:\n]*):([^\n]*)")
 #: Heart-beats: any number of EOLs between frames.
 _EOLS = re.compile(rb"(?:\r?\n)+")
-#: One backslash escape, with whatever follows it (nothing, for a trailing backslash).
-_ESCAPE_SEQUENCE = re.compile(r"\\(.?)", re.DOTALL)
-_UNESCAPES = {"r": "\r", "n": "\n", "c": ":", "\\": "\\"}
 
 #: What the parser is waiting for.
 _IDLE = 0  # the first byte of a frame; EOLs here are heart-beats
@@ -68,70 +67,10 @@ _CR = 0x0D
 _SHOWN_LINE_LENGTH = 60
 
 
-def _replace_escape(match: re.Match[str]) -> str:
-    replacement = _UNESCAPES.get(match.group(1))
-    if replacement is None:
-        raise MalformedFrame(
-            f"undefined escape sequence {match.group(0)!r} in a header",
-            "STOMP 1.2, Value Encoding: a backslash in a header may only be followed by"
-            " r, n, c or another backslash; any other escape is a fatal protocol error.",
-        )
-    return replacement
-
-
-def unescape(text: str, version: str = "1.2") -> str:
-    """
-    Decode the escape sequences of a header name or value as read off the wire.
-
-    STOMP 1.0 has no escaping.  1.1 and 1.2 decode ``\\r``, ``\\n``, ``\\c`` and
-    ``\\\\``; ``\\r`` is accepted in 1.1 too, leniently (STOMP 1.2, "Value Encoding").
-
-    :param text: the raw name or value.
-    :param version: the negotiated protocol version.
-    :returns: the decoded text.
-    :raises MalformedFrame: on any other backslash sequence, a trailing lone
-        backslash included.
-    """
-    if version == "1.0" or "\\" not in text:
-        return text
-    return _ESCAPE_SEQUENCE.sub(_replace_escape, text)
-
-
 def _shown_line(line: str) -> str:
     if len(line) > _SHOWN_LINE_LENGTH:
         line = line[:_SHOWN_LINE_LENGTH] + "..."
     return repr(line)
-
-
-def _receipt_of(headers: Headers) -> str | None:
-    for name, value in headers:
-        if name == "receipt":
-            return value
-    return None
-
-
-def _negotiated_version(command: str, headers: Headers) -> str | None:
-    """
-    The version a CONNECT, STOMP or CONNECTED frame will most likely settle on.
-
-    :returns: the best supported version offered by ``accept-version`` (CONNECT,
-        STOMP) or named by ``version`` (CONNECTED), ``"1.0"`` when the header is
-        absent (STOMP 1.2, "Protocol Negotiation"), or ``None`` when nothing
-        offered is supported.
-    """
-    wanted = "version" if command == "CONNECTED" else "accept-version"
-    offered = None
-    for name, value in headers:
-        if name == wanted:
-            offered = value
-            break
-    if offered is None:
-        return "1.0"
-    accepted = {version.strip() for version in offered.split(",")}
-    for version in SUPPORTED_VERSIONS:
-        if version in accepted:
-            return version
-    return None
 
 
 # Frame(command, headers, body) runs attrs' frozen __init__, a Python-level call
@@ -159,7 +98,7 @@ def _content_length_error(message: str, headers: Headers) -> MalformedFrame:
         message,
         "STOMP 1.2, Header content-length: the value is a non-negative decimal number"
         " of octets, and exactly that many body octets are followed by a NUL.",
-        _receipt_of(headers),
+        receipt_of(headers),
     )
 
 
@@ -544,7 +483,7 @@ class FrameParser:
 
     def _adopt_version(self, command: str, headers: Headers) -> None:
         """Switch to the version a CONNECT, STOMP or CONNECTED frame points to."""
-        version = _negotiated_version(command, headers)
+        version = negotiated_version(command, headers)
         if version is not None:
             self.version = version
 
@@ -552,7 +491,7 @@ class FrameParser:
         return FrameTooLarge(
             f"frame too large: more than {self.max_frame_size} bytes",
             f"The frame (headers and body) is larger than {self.max_frame_size} bytes.",
-            _receipt_of(headers),
+            receipt_of(headers),
         )
 
     def _too_many_headers(self) -> TooManyHeaders:

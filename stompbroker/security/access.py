@@ -74,7 +74,7 @@ from stompbroker.broker.subscriptions import (
 from stompbroker.protocol.errors import AccessDenied, InvalidDestination
 
 if TYPE_CHECKING:
-    from stompbroker.security.auth import Identity
+    from stompbroker.security.identity import Identity
 
 __all__ = [
     "ADMIN",

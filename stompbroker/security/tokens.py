@@ -4,7 +4,7 @@ OAuth 2 bearer tokens: a ``twisted.cred`` checker of JSON Web Tokens (``--auth j
 A client logs in with a JWT as CONNECT's ``passcode`` (with any ``login``, or
 none), or in a WebSocket's ``Authorization: Bearer`` header.  The checker
 verifies it with PyJWT, against keys read from a file, and makes an
-:class:`~stompbroker.security.auth.Identity` that carries the token's rights
+:class:`~stompbroker.security.identity.Identity` that carries the token's rights
 and expiry.  Nothing here talks to the identity provider: the broker is an
 OAuth 2 resource server, as RabbitMQ's OAuth 2 plugin is.
 
@@ -76,8 +76,8 @@ from stompbroker.broker.subscriptions import validate_pattern
 from stompbroker.protocol.credentials import utc_text
 from stompbroker.protocol.errors import InvalidDestination
 from stompbroker.security.access import ADMIN, RIGHTS, Grants
-from stompbroker.security.auth import Identity
 from stompbroker.security.credentials import IBearerToken, InvalidCredentials
+from stompbroker.security.identity import Identity
 from stompbroker.security.token_keys import KEY_KINDS, KeyFile
 
 __all__ = [

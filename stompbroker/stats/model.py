@@ -48,13 +48,12 @@ from typing import Any
 
 import attrs
 from attrs import frozen
-from autobahn.twisted.websocket import WebSocketServerProtocol
-from twisted.internet.interfaces import ISSLTransport
 
 from stompbroker.broker.destinations import QUEUE_PREFIX, TOPIC_PREFIX
 from stompbroker.broker.flow import resident_bytes
 from stompbroker.broker.queues import WorkerQueue
 from stompbroker.broker.subscriptions import is_wildcard
+from stompbroker.interfaces import ConnectionDescription
 from stompbroker.stats.schema import (
     FLOW_COUNTERS,
     SCHEMA_VERSION,
@@ -84,18 +83,6 @@ def rss_bytes() -> int:
         return resident_bytes()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024
-
-
-def transport_name(adapter: Any) -> str:
-    """
-    :param adapter: a session's transport (:attr:`StompSession.transport`).
-    :returns: ``tcp``, ``tls``, ``ws`` or ``wss``.
-    """
-    beneath = getattr(adapter, "transport", None)
-    secure = beneath is not None and ISSLTransport.providedBy(beneath)
-    if isinstance(adapter, WebSocketServerProtocol):
-        return "wss" if secure else "ws"
-    return "tls" if secure else "tcp"
 
 
 @frozen
@@ -174,70 +161,29 @@ class Interval:
         return {record.destination: record for record in self.destinations}
 
 
-@frozen
-class ConnectionStats:
+@frozen(kw_only=True)
+class ConnectionStats(ConnectionDescription):
     """
-    One client connection, as ``/stats`` shows it.
-
-    :ivar session: the broker-unique session id (empty before CONNECTED).
-    :ivar address: the client's ``HOST:PORT``.
-    :ivar user: the login it authenticated as; ``None`` when anonymous, or
-        without ``--auth``.
-    :ivar version: the STOMP version negotiated; ``None`` before CONNECTED.
-    :ivar transport: ``tcp``, ``tls``, ``ws`` or ``wss``.
-    :ivar frames_in: frames received.
-    :ivar frames_out: frames sent (written to the socket, or queued for it).
-    :ivar bytes_in: bytes received.
-    :ivar bytes_out: bytes of frames sent.
-    :ivar subscriptions: subscriptions open now.
-    :ivar connected_since: when the connection was made, in clock seconds.
+    One client connection, as ``/stats`` shows it: what the connection says of
+    itself (:meth:`~stompbroker.interfaces.IConnection.describe`; the fields are
+    :class:`~stompbroker.interfaces.ConnectionDescription`'s), as JSON.
     """
 
-    session: str
-    address: str
-    user: str | None
-    version: str | None
-    transport: str
-    frames_in: int
-    frames_out: int
-    bytes_in: int
-    bytes_out: int
-    subscriptions: int
-    connected_since: float
+    @classmethod
+    def of(cls, connection: Any) -> ConnectionStats:
+        """
+        :param connection: an :class:`~stompbroker.interfaces.IConnection` of
+            the broker: a session, or a connection an embedding made, which
+            describes itself by its session id and address (and so shows zeros).
+        :returns: its statistics now.
+        """
+        return cls(**attrs.asdict(connection.describe(), recurse=False))
 
     def to_dict(self) -> dict[str, Any]:
         """:returns: the JSON object, ``connected_since`` as ISO-8601 text."""
         values = attrs.asdict(self)
         values["connected_since"] = format_timestamp(to_timestamp(self.connected_since))
         return values
-
-
-def describe_connection(connection: Any) -> ConnectionStats:
-    """
-    :param connection: one of the broker's connections: a
-        :class:`~stompbroker.protocol.session.StompSession` (another
-        :class:`~stompbroker.interfaces.IConnection`, as an embedding may use,
-        shows zeros).
-    :returns: its statistics now.
-    """
-    session_id = getattr(connection, "session_id", "")
-    identity = getattr(connection, "identity", None)
-    user = None
-    if identity is not None and not getattr(identity, "anonymous", False):
-        user = getattr(identity, "name", None)
-    return ConnectionStats(
-        session=session_id,
-        address=connection.peer,
-        user=user,
-        version=getattr(connection, "version", None) if session_id else None,
-        transport=transport_name(getattr(connection, "transport", None)),
-        frames_in=getattr(connection, "frames_received", 0),
-        frames_out=getattr(connection, "frames_sent", 0),
-        bytes_in=getattr(connection, "bytes_received", 0),
-        bytes_out=getattr(connection, "bytes_sent", 0),
-        subscriptions=len(getattr(connection, "subscriptions", ())),
-        connected_since=getattr(connection, "connected_at", 0.0),
-    )
 
 
 class StatsModel:
@@ -320,7 +266,7 @@ class StatsModel:
     def connections(self) -> list[ConnectionStats]:
         """:returns: every client connection's statistics, oldest first."""
         self.broker.traffic.report_deliveries(self.broker.topics)
-        described = [describe_connection(connection) for connection in self.broker.connections]
+        described = [ConnectionStats.of(connection) for connection in self.broker.connections]
         described.sort(key=lambda stats: (stats.connected_since, stats.address))
         return described
 

@@ -29,7 +29,9 @@ Choices that readers rely on:
 
 This module imports neither Twisted nor PySpark (the Spark types are built
 inside :func:`spark_schema`), so the broker never needs PySpark and the jobs
-need nothing of the broker's runtime.
+need nothing of the broker's runtime: of the broker it imports only the names of
+its flow counters (:data:`FLOW_COUNTERS`, from :mod:`stompbroker.broker.counter_names`,
+which imports nothing).
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 from attrs import field, frozen
+
+# The broker counts under these names; the record below has a field of each, in
+# this order (a test checks).  Re-exported: the jobs and the model read it here.
+from stompbroker.broker.counter_names import FLOW_COUNTERS as FLOW_COUNTERS
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -245,13 +251,6 @@ class BrokerRecord(_RecordMethods):
         "messages published per second over the interval", default=0.0
     )
 
-
-FLOW_COUNTERS: tuple[str, ...] = tuple(
-    attribute.name
-    for attribute in attrs.fields(DestinationRecord)
-    if attribute.name.startswith(("messages_", "bytes_"))
-)
-"""The destination record's flow counters, in field order: deltas that add up over intervals."""
 
 StatsRecord = DestinationRecord | BrokerRecord
 RECORD_TYPES: tuple[type[DestinationRecord], type[BrokerRecord]] = (DestinationRecord, BrokerRecord)

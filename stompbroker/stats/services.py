@@ -27,9 +27,7 @@ from typing import Any
 
 from twisted.application.internet import TimerService
 
-from stompbroker.broker.queues import WorkerQueue
 from stompbroker.logs import logger
-from stompbroker.protocol.message import Message
 from stompbroker.stats.export import StatsExporter
 from stompbroker.stats.model import Interval, Sampler, StatsModel, live_document, monitor_text
 
@@ -64,8 +62,8 @@ class LiveStats(TimerService):
         self.model = model
         self.latest: Interval | None = None
         self._sampler: Sampler = model.sampler()
-        self._node = secrets.token_hex(4)
-        self._monitor_ids = itertools.count(1)
+        node = secrets.token_hex(4)
+        self._monitor_ids = (f"monitor-{node}-{number}" for number in itertools.count(1))
 
     def tick(self) -> None:
         """Sample; publish the interval to whoever listens."""
@@ -78,29 +76,11 @@ class LiveStats(TimerService):
             broker.publish(STATS_TOPIC, json.dumps(live_document(interval)), JSON_HEADERS)
         monitor = broker.queues.get(MONITOR_QUEUE)
         if monitor is not None and monitor.consumers:
-            self._answer_monitor(monitor, monitor_text(interval.end))
-
-    def _answer_monitor(self, queue: WorkerQueue, text: str) -> None:
-        """
-        Give each consumer of ``/queue/monitor`` with room one status message.
-
-        stompserver sent its status to every subscriber of the queue, not to one
-        in turn, so the message goes to the consumers directly rather than
-        through the queue; one with client acknowledgement holds it until it
-        acknowledges, as any message.  Each copy counts as a message in and
-        delivered on ``/queue/monitor``, as if sent there.
-        """
-        if not text:
-            return
-        body = text.encode("utf-8")
-        traffic = self.model.broker.traffic
-        for consumer in list(queue.consumers):
-            if consumer.has_room():
-                message_id = f"monitor-{self._node}-{next(self._monitor_ids)}"
-                message = Message(queue.destination, message_id, (), body)
-                traffic.published(message)
-                traffic.delivered(message, consumer.auto)
-                consumer.deliver(message)
+            text = monitor_text(interval.end)
+            if text:
+                # stompserver sent its status to every subscriber of the queue, not
+                # to one in turn: each consumer with room gets a copy.
+                monitor.deliver_copies(text.encode("utf-8"), (), self._monitor_ids)
 
 
 class StatsExport(TimerService):

@@ -30,11 +30,12 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from twisted.internet.interfaces import IPushProducer, IReactorTime
+from twisted.internet.interfaces import IPushProducer, IReactorTime, ISSLTransport
 from twisted.internet.protocol import Factory, Protocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from stompbroker.interfaces import ISessionTransport
 from stompbroker.logs import logger
 from stompbroker.protocol.session import SessionConfig, StompSession
 from stompbroker.transport.coalesce import COALESCER, CoalescedWrite, WriteCoalescer
@@ -46,10 +47,11 @@ log = logger("stompbroker.transport.tcp")
 CLOSE_TIMEOUT = 10.0
 
 
-@implementer(IPushProducer)
+@implementer(IPushProducer, ISessionTransport)
 class SessionFlowControl:
     """
-    Back-pressure as both adapters do it (mixed into each).
+    What both adapters are to the session besides ``write`` and ``close``
+    (mixed into each): back-pressure, and the kind of connection.
 
     To the Twisted transport, the adapter is the streaming producer of what
     the session writes: ``pauseProducing`` when the transport's buffer is full,
@@ -59,6 +61,12 @@ class SessionFlowControl:
 
     session: StompSession | None
     transport: Any
+    #: What :meth:`kind` says over a plain connection, and over TLS.
+    kinds: tuple[str, str] = ("tcp", "tls")
+
+    def kind(self) -> str:
+        """:returns: what carries the connection, for statistics: TLS or not, beneath."""
+        return self.kinds[ISSLTransport.providedBy(self.transport)]
 
     def pause_reading(self) -> None:
         """Read nothing more from the client until :meth:`resume_reading`."""

@@ -165,6 +165,7 @@ class StompWebSocketProtocol(SessionFlowControl, PeerCredentials, WebSocketServe
 
     factory: StompWebSocketFactory
     session: StompSession | None = None
+    kinds = ("ws", "wss")
     #: The kind of the client's first message; ``None`` (text) until it sends one.
     _binary: bool | None = None
     _session_config: SessionConfig

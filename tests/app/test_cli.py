@@ -10,10 +10,7 @@ passed in, and once as a real process to show that ``--stdin`` reads a pipe.
 from __future__ import annotations
 
 import io
-import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +18,9 @@ from twisted.cred.credentials import UsernamePassword
 from twisted.internet.defer import maybeDeferred
 
 from stompbroker.app import cli
-from stompbroker.security.auth import PasswordFileChecker, read_password_file
+from stompbroker.security.checkers import PasswordFileChecker
+from stompbroker.security.passwords import read_password_file
+from tests.support.process import run_python
 
 CHEAP = ["--cost", "16"]
 
@@ -180,15 +179,7 @@ def test_bad_arguments_exit_with_usage() -> None:
 def test_command_reads_the_password_from_a_pipe(tmp_path: Path) -> None:
     """As a real process, ``stompbroker passwd --stdin`` reads the password from a pipe."""
     path = tmp_path / "users.txt"
-    environment = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    completed = subprocess.run(
-        [sys.executable, "-m", "stompbroker.app.cli", "passwd", str(path), "carol", "--stdin", *CHEAP],
-        input="piped secret\n",
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=60,
-        check=False,
-    )
+    command = ["-m", "stompbroker.app.cli", "passwd", str(path), "carol", "--stdin", *CHEAP]
+    completed = run_python(*command, input="piped secret\n")
     assert (completed.returncode, completed.stderr) == (0, "")
     assert accepts(path, "carol", "piped secret")

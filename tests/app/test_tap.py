@@ -1,57 +1,23 @@
 """
-Tests of ``twistd stompbroker``'s options and service wiring, on a MemoryReactorClock.
+Tests of ``twistd stompbroker``'s service wiring (:func:`stompbroker.app.tap.makeService`),
+on a MemoryReactorClock.
 """
 
 from __future__ import annotations
 
-import pytest
 from twisted.internet.testing import MemoryReactorClock
-from twisted.python import usage
 
-from stompbroker.app.tap import DEFAULT_LISTEN, Options, makeService
+from stompbroker.app.tap import makeService
 from stompbroker.broker.service import Broker
 from stompbroker.logs import _predicate, set_level
 from stompbroker.transport.tcp import StompServerFactory
-
-
-def parse(*argv: str) -> Options:
-    options = Options()
-    options.parseOptions(list(argv))
-    return options
-
-
-def test_defaults_listen_on_loopback_61613() -> None:
-    """Without --port or --listen the broker listens on 127.0.0.1:61613."""
-    assert parse()["listen"] == [DEFAULT_LISTEN] == ["tcp:61613:interface=127.0.0.1"]
-
-
-def test_port_is_shorthand_for_loopback_tcp_endpoint() -> None:
-    """--port N means --listen tcp:N:interface=127.0.0.1, because serverFromString rejects bare digits."""
-    assert parse("--port", "7000", "--listen", "tcp:7001")["listen"] == [
-        "tcp:7000:interface=127.0.0.1",
-        "tcp:7001",
-    ]
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["--port", "x"],
-        ["--heartbeat", "10"],
-        ["--heartbeat", "1,-1"],
-        ["--max-frame-size", "0"],
-        ["--max-connections", "-1"],
-        ["--log-level", "loud"],
-    ],
-)
-def test_bad_option_values_are_usage_errors(argv: list[str]) -> None:
-    """Each option refuses values it cannot use, with a usage error rather than a traceback."""
-    with pytest.raises(usage.UsageError):
-        parse(*argv)
+from tests.support.options import parse
 
 
 def test_make_service_listens_on_every_endpoint_with_one_broker() -> None:
-    """Every --listen endpoint gets a listener, and all feed the same broker with the given limits."""
+    """
+    Every --listen endpoint gets a listener, and all feed the same broker with the given limits.
+    """
     reactor = MemoryReactorClock()
     options = parse(
         "--port",
@@ -88,7 +54,8 @@ def test_make_service_listens_on_every_endpoint_with_one_broker() -> None:
         assert factory.broker is service.getServiceNamed("broker")
         assert factory.broker.limits.max_connections == 5
         config = factory.config
-        assert (config.max_frame_size, config.max_headers, config.max_header_length) == (1000, 7, 99)
+        limits = (config.max_frame_size, config.max_headers, config.max_header_length)
+        assert limits == (1000, 7, 99)
         assert config.heartbeat == (100, 200)
         assert config.server_name.startswith("stompbroker/")
         assert _predicate.logLevelForNamespace("stompbroker.broker").name == "warn"
@@ -98,7 +65,10 @@ def test_make_service_listens_on_every_endpoint_with_one_broker() -> None:
 
 
 def test_gc_threshold_tunes_the_collector_while_the_broker_runs() -> None:
-    """--gc-threshold sets the youngest generation's threshold and freezes startup objects; stopping puts both back."""
+    """
+    --gc-threshold sets the youngest generation's threshold and freezes startup objects;
+    stopping puts both back.
+    """
     import gc
 
     before = gc.get_threshold()

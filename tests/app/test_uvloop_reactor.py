@@ -6,23 +6,10 @@ Installing a reactor is once per process, so each check runs in a child.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 from twisted.application.reactors import getReactorTypes
 
-from tests.integration.broker_process import subprocess_env
-
-
-def run_child(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+from tests.support.process import run_python
 
 
 def test_twistd_knows_the_uvloop_reactor() -> None:
@@ -32,9 +19,12 @@ def test_twistd_knows_the_uvloop_reactor() -> None:
 
 
 def test_install_runs_the_asyncio_reactor_on_a_uvloop_loop() -> None:
-    """Installing the uvloop reactor gives Twisted's asyncio reactor, running on a uvloop event loop."""
+    """
+    Installing the uvloop reactor gives Twisted's asyncio reactor, running on a uvloop event loop.
+    """
     pytest.importorskip("uvloop")
-    child = run_child(
+    child = run_python(
+        "-c",
         "from stompbroker.app import uvloop_reactor\n"
         "uvloop_reactor.install()\n"
         "from twisted.internet import reactor\n"
@@ -48,7 +38,8 @@ def test_install_runs_the_asyncio_reactor_on_a_uvloop_loop() -> None:
 
 def test_without_uvloop_install_says_how_to_get_it() -> None:
     """Without uvloop, installing the reactor fails with a message that says how to install it."""
-    child = run_child(
+    child = run_python(
+        "-c",
         "import sys\n"
         "sys.modules['uvloop'] = None\n"
         "from stompbroker.app import uvloop_reactor\n"

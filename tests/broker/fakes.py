@@ -6,7 +6,7 @@ from typing import Any
 
 from zope.interface import implementer
 
-from stompbroker.interfaces import IConnection, ISubscriber
+from stompbroker.interfaces import ConnectionDescription, IConnection, ISubscriber
 from stompbroker.protocol.message import Message
 
 
@@ -17,6 +17,10 @@ class FakeConnection:
     def __init__(self, session_id: str = "c1") -> None:
         self.session_id = session_id
         self.peer = "127.0.0.1:1"
+
+    def describe(self) -> ConnectionDescription:
+        """It counts nothing: the default description (see IConnection.describe)."""
+        return ConnectionDescription(session=self.session_id, address=self.peer)
 
     def __repr__(self) -> str:
         return f"<FakeConnection {self.session_id}>"
@@ -45,9 +49,14 @@ class Inbox:
         self.max_redeliveries = max_redeliveries
         self.durable = durable
         self.received: list[Message] = []
+        #: What count_deliveries was told: (count, tails) per call.
+        self.counted: list[tuple[int, dict[str, int]]] = []
 
     def deliver(self, message: Message) -> None:
         self.received.append(message)
+
+    def count_deliveries(self, count: int, tails: dict[str, int]) -> None:
+        self.counted.append((count, dict(tails)))
 
     def bodies(self) -> list[bytes]:
         return [message.body for message in self.received]

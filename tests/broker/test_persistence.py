@@ -28,10 +28,9 @@ from stompbroker.broker.persistence import (
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.base import RecoveredState, StoreDamaged, StoreLocked
 from stompbroker.broker.store.memory import MemoryStore
-from stompbroker.broker.store.sqlite import DATABASE_NAME, SQLiteStore
 from stompbroker.protocol.message import Message
 from tests.broker.fakes import FakeConnection, Inbox
-from tests.broker.test_store import result_of, run_now
+from tests.support.store import FILLING, damage_pages, result_of, sqlite_store
 
 EPOCH = 1_700_000_000.0
 PERSISTENT = (("persistent", "true"),)
@@ -55,7 +54,7 @@ class Setup:
     def _new_store(self) -> Any:
         if self.kind == "memory":
             return MemoryStore()
-        return SQLiteStore(self.data_dir, reactor=self.clock, sync="always", executor=run_now)
+        return sqlite_store(self.data_dir, self.clock, sync="always")
 
     def broker(self, **options: Any) -> Broker:
         """:returns: a started broker on the store, recovered."""
@@ -501,7 +500,7 @@ def test_stored_messages_under_unknown_keys_are_left_alone(setup: Setup) -> None
 def test_when_ready_waits_for_recovery(tmp_path: Path) -> None:
     """Clients must wait: when_ready fires only once the store has been read back."""
     clock = Clock()
-    store = SQLiteStore(tmp_path, reactor=clock, executor=run_now)
+    store = sqlite_store(tmp_path, clock)
     broker = Broker(clock, store=store)
     broker.startService()
     ready = broker.when_ready()
@@ -517,13 +516,12 @@ def test_a_store_that_cannot_be_read_fails_when_ready(tmp_path: Path) -> None:
     A damaged page found while recovering fails the start, rather than leaving an empty broker.
     """
     setup = Setup("sqlite", tmp_path)
-    send(setup.broker(), "/queue/q", *[b"x" * 500 for _ in range(200)])
+    count, size = FILLING
+    send(setup.broker(), "/queue/q", *[b"x" * size for _ in range(count)])
     setup.settle()
     result_of(setup.store.close())
-    with open(tmp_path / DATABASE_NAME, "r+b") as database:
-        database.seek(3 * 4096)
-        database.write(b"\xff" * 8192)
-    store = SQLiteStore(tmp_path, reactor=setup.clock, executor=run_now)
+    damage_pages(tmp_path)
+    store = sqlite_store(tmp_path, setup.clock)
     again = Broker(setup.clock, store=store)
     again.startService()
     setup.settle()
@@ -536,9 +534,9 @@ def test_a_store_that_cannot_be_read_fails_when_ready(tmp_path: Path) -> None:
 def test_a_locked_store_stops_the_start(tmp_path: Path) -> None:
     """A data directory in use by another store makes startService raise, before anything runs."""
     clock = Clock()
-    holder = SQLiteStore(tmp_path, reactor=clock, executor=run_now)
+    holder = sqlite_store(tmp_path, clock)
     holder.open()
-    broker = Broker(clock, store=SQLiteStore(tmp_path, reactor=clock, executor=run_now))
+    broker = Broker(clock, store=sqlite_store(tmp_path, clock))
     with pytest.raises(StoreLocked):
         broker.startService()
     assert not broker.running

@@ -1,6 +1,6 @@
 """
 ``twistd stompbroker``'s persistence options (``--data-dir``, ``--sync``,
-``--persistent-queues``) and the :class:`~stompbroker.app.tap.BrokerService` that lets
+``--persistent-queues``) and the :class:`~stompbroker.app.services.BrokerService` that lets
 clients in only once the broker has recovered, on a MemoryReactorClock.
 """
 
@@ -16,13 +16,15 @@ from twisted.internet.testing import MemoryReactorClock
 from twisted.python import usage
 from twisted.python.failure import Failure
 
-from stompbroker.app.tap import BrokerService, Options, makeService
+from stompbroker.app.options import Options
+from stompbroker.app.services import BrokerService
+from stompbroker.app.tap import makeService
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.base import StoreDamaged
 from stompbroker.broker.store.memory import MemoryStore
 from stompbroker.broker.store.sqlite import SQLiteStore
-from tests.app.test_tap import parse
-from tests.broker.test_store import result_of, run_now
+from tests.support.options import parse
+from tests.support.store import result_of, run_now, sqlite_store
 
 
 def options(*argv: str) -> Options:
@@ -161,7 +163,7 @@ def test_a_locked_data_directory_stops_twistd_with_its_message(tmp_path: Path) -
     """
     A data directory another broker holds ends the start with SystemExit and the store's advice.
     """
-    holder = SQLiteStore(tmp_path, reactor=MemoryReactorClock(), executor=run_now)
+    holder = sqlite_store(tmp_path, MemoryReactorClock())
     holder.open()
     try:
         top, listener, _, failures = broker_service(tmp_path, run_now)

@@ -9,18 +9,22 @@ import pytest
 from twisted.internet.testing import MemoryReactorClock
 from twisted.python import usage
 
-from stompbroker.app.tap import Options, makeService
+from stompbroker.app.tap import makeService
 from stompbroker.broker.delivery import DeliveryPolicy
+from tests.support.options import parse
 
 
 def broker_policy(*argv: str) -> DeliveryPolicy:
-    options = Options()
-    options.parseOptions([*argv, "--http", "none", "--data-dir", "none"])
+    """:returns: the delivery policy of the broker that ``argv`` configures."""
+    options = parse(*argv, "--http", "none", "--data-dir", "none")
     return makeService(options, reactor=MemoryReactorClock()).getServiceNamed("broker").policy
 
 
 def test_defaults_are_the_documented_ones() -> None:
-    """Without delivery options the broker runs on DeliveryPolicy's defaults (prefetch 100, 6 redeliveries)."""
+    """
+    Without delivery options the broker runs on DeliveryPolicy's defaults (prefetch 100,
+    6 redeliveries).
+    """
     assert broker_policy() == DeliveryPolicy() == DeliveryPolicy(100, 6, "DLQ.", "drop", 0)
 
 
@@ -51,4 +55,4 @@ def test_every_delivery_option_reaches_the_policy() -> None:
 def test_invalid_delivery_options_are_usage_errors(argv: list[str]) -> None:
     """A delivery option that cannot work is refused before the broker starts."""
     with pytest.raises(usage.UsageError):
-        Options().parseOptions(argv)
+        parse(*argv)

@@ -12,15 +12,18 @@ from twisted.internet.task import Clock
 
 from stompbroker.broker.delivery import Consumer, DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.queues import DELIVERY_LIMIT, EXPIRED, REJECTED, WorkerQueue
+from stompbroker.broker.traffic import Traffic
 from stompbroker.protocol.message import Message
 from tests.broker.fakes import Inbox, message
+
+DEFAULT_POLICY = DeliveryPolicy()
 
 
 class Harness:
     """A queue on a ``task.Clock`` whose dead letters are recorded."""
 
     def __init__(
-        self, policy: DeliveryPolicy = DeliveryPolicy(), sweep_interval: float = 1.0
+        self, policy: DeliveryPolicy = DEFAULT_POLICY, sweep_interval: float = 1.0
     ) -> None:
         self.clock = Clock()
         self.counters = DeliveryCounters()
@@ -46,7 +49,10 @@ class Harness:
 
 
 def test_messages_wait_for_a_consumer_then_arrive_in_order() -> None:
-    """A queue keeps messages while nobody consumes, and delivers them in FIFO order to the first consumer."""
+    """
+    A queue keeps messages while nobody consumes, and delivers them in FIFO order to the first
+    consumer.
+    """
     harness = Harness()
     harness.send(b"1", b"2", b"3")
     assert len(harness.queue.pending) == 3
@@ -104,7 +110,10 @@ def test_auto_consumers_hold_nothing_and_have_no_window() -> None:
 
 
 def test_client_mode_settles_cumulatively() -> None:
-    """STOMP 1.2, "SUBSCRIBE ack Header": in client mode an ACK covers that message and every earlier one."""
+    """
+    STOMP 1.2, "SUBSCRIBE ack Header": in client mode an ACK covers that message and every
+    earlier one.
+    """
     harness = Harness()
     consumer, _ = harness.consumer(ack_mode="client")
     harness.send(b"1", b"2", b"3")
@@ -114,7 +123,10 @@ def test_client_mode_settles_cumulatively() -> None:
 
 
 def test_client_individual_mode_settles_one_message() -> None:
-    """STOMP 1.2, "SUBSCRIBE ack Header": in client-individual mode an ACK covers only that message."""
+    """
+    STOMP 1.2, "SUBSCRIBE ack Header": in client-individual mode an ACK covers only that
+    message.
+    """
     harness = Harness()
     consumer, _ = harness.consumer(ack_mode="client-individual")
     harness.send(b"1", b"2", b"3")
@@ -123,7 +135,10 @@ def test_client_individual_mode_settles_one_message() -> None:
 
 
 def test_requeued_messages_return_to_the_head_in_order_marked_redelivered() -> None:
-    """NACKed messages go back to the head of the queue in delivery order, with redeliveries counted."""
+    """
+    NACKed messages go back to the head of the queue in delivery order, with redeliveries
+    counted.
+    """
     harness = Harness()
     consumer, inbox = harness.consumer(window=2)
     harness.send(b"1", b"2", b"3")
@@ -269,7 +284,10 @@ def test_requeued_message_that_expired_is_not_redelivered() -> None:
 
 
 def test_sweep_expires_messages_nobody_consumes() -> None:
-    """Expired messages leave a queue without consumers when their time comes, keeping the rest in order."""
+    """
+    Expired messages leave a queue without consumers when their time comes, keeping the rest in
+    order.
+    """
     harness = Harness()
     harness.send(b"a", expires=2.0)
     harness.send(b"b")
@@ -283,7 +301,10 @@ def test_sweep_expires_messages_nobody_consumes() -> None:
 
 
 def test_sweeps_are_at_least_an_interval_apart() -> None:
-    """A stream of messages expiring at different times costs one sweep per interval, not one per message."""
+    """
+    A stream of messages expiring at different times costs one sweep per interval, not one per
+    message.
+    """
     harness = Harness(sweep_interval=1.0)
     for n in range(100):
         harness.send(str(n).encode(), expires=0.01 * (n + 1))
@@ -298,7 +319,10 @@ def test_sweeps_are_at_least_an_interval_apart() -> None:
 
 
 def test_expired_messages_dead_lettered_when_policy_says_so() -> None:
-    """With expired=dead-letter an expired message goes to the dead-letter callable, reason expired."""
+    """
+    With expired=dead-letter an expired message goes to the dead-letter callable, reason
+    expired.
+    """
     harness = Harness(DeliveryPolicy(expired="dead-letter"))
     harness.send(b"1", expires=1.0)
     harness.clock.advance(1)
@@ -370,3 +394,28 @@ def test_policy_rejects_invalid_settings(settings: dict[str, Any]) -> None:
     """A DeliveryPolicy refuses settings that cannot work, at construction."""
     with pytest.raises(ValueError):
         DeliveryPolicy(**settings)
+
+
+def test_deliver_copies_gives_each_consumer_with_room_its_own_copy() -> None:
+    """
+    deliver_copies hands every consumer with room a copy ahead of what is pending, skipping
+    one with a full window, and counts each copy as in and delivered (docs/monitoring.md).
+    """
+    traffic = Traffic()
+    queue = WorkerQueue(
+        "/queue/monitor", Clock(), DeliveryPolicy(), DeliveryCounters(), print, traffic=traffic
+    )
+    watcher = Inbox("/queue/monitor", "auto", subscription_id="w")
+    careful = Inbox("/queue/monitor", "client", subscription_id="c")
+    full = Inbox("/queue/monitor", "client-individual", subscription_id="f")
+    queue.add_consumer(full, 1, 6)
+    queue.enqueue(Message("/queue/monitor", "waiting", (), b"sent"))
+    queue.add_consumer(watcher, 10, 6)
+    holder = queue.add_consumer(careful, 10, 6)
+    ids = iter(["s1", "s2", "s3"])
+    assert queue.deliver_copies(b"status", (("k", "v"),), ids) == 2
+    assert [m.message_id for m in watcher.received + careful.received] == ["s1", "s2"]
+    assert careful.received[0].headers == (("k", "v"),) and holder.holds("s2")
+    assert full.bodies() == [b"sent"]
+    counted = traffic.destinations["/queue/monitor"]
+    assert (counted.messages_in, counted.messages_delivered, counted.messages_acked) == (2, 3, 1)

@@ -12,7 +12,8 @@ import pytest
 from twisted.internet.task import Clock
 
 from stompbroker.broker.delivery import DeliveryPolicy
-from stompbroker.broker.service import MAX_CHECKED_DESTINATIONS, Broker
+from stompbroker.broker.router import MAX_CHECKED_DESTINATIONS
+from stompbroker.broker.service import Broker
 from stompbroker.protocol.errors import (
     DuplicateSubscription,
     DuplicateTransaction,
@@ -27,10 +28,13 @@ from tests.broker.fakes import FakeConnection, Inbox
 EPOCH = 1_700_000_000.0
 
 
+DEFAULT_POLICY = DeliveryPolicy()
+
+
 class World:
     """A broker on a ``task.Clock`` and a few client connections."""
 
-    def __init__(self, policy: DeliveryPolicy = DeliveryPolicy()) -> None:
+    def __init__(self, policy: DeliveryPolicy = DEFAULT_POLICY) -> None:
         self.clock = Clock()
         self.clock.advance(EPOCH)
         self.broker = Broker(self.clock, policy=policy)
@@ -97,7 +101,10 @@ def test_competing_consumers_share_a_queue() -> None:
 
 
 def test_subscription_window_defaults_to_policy_and_follows_prefetch() -> None:
-    """A client-ack subscription holds at most its prefetch, or the broker's --prefetch when it sets none."""
+    """
+    A client-ack subscription holds at most its prefetch, or the broker's --prefetch when it
+    sets none.
+    """
     world = World(DeliveryPolicy(prefetch=3))
     default = world.subscribe("/queue/a")
     small = world.subscribe("/queue/b", prefetch=1)
@@ -117,7 +124,10 @@ def test_wildcard_queue_subscription_is_an_error() -> None:
 
 @pytest.mark.parametrize("destination", ["/exchange/x", "/nowhere"])
 def test_unknown_destination_kinds_are_errors(destination: str) -> None:
-    """Destinations other than /topic/, /queue/ and /temp-queue/ are refused, on SEND and SUBSCRIBE."""
+    """
+    Destinations other than /topic/, /queue/ and /temp-queue/ are refused, on SEND and
+    SUBSCRIBE.
+    """
     world = World()
     with pytest.raises(InvalidDestination):
         world.send(destination, b"x")
@@ -130,7 +140,7 @@ def test_checked_destinations_are_remembered_within_a_bound() -> None:
     world = World()
     for n in range(MAX_CHECKED_DESTINATIONS + 10):
         world.send(f"/topic/t{n}", b"x")
-    assert 0 < len(world.broker._checked) <= MAX_CHECKED_DESTINATIONS
+    assert 0 < world.broker.router.checked_destinations() <= MAX_CHECKED_DESTINATIONS
     with pytest.raises(InvalidDestination):
         world.send("/topic/a.*", b"x")
     with pytest.raises(InvalidDestination):
@@ -175,7 +185,9 @@ def test_ack_of_unknown_message_is_an_error() -> None:
 
 
 def test_auto_subscription_has_nothing_to_acknowledge() -> None:
-    """Messages delivered to an auto-ack subscription are settled already; acking one is an error."""
+    """
+    Messages delivered to an auto-ack subscription are settled already; acking one is an error.
+    """
     world = World()
     inbox = world.subscribe(ack_mode="auto")
     world.send("/queue/q", b"1")
@@ -235,7 +247,10 @@ def test_close_connection_releases_its_consumers() -> None:
 
 
 def test_message_past_redelivery_limit_goes_to_dead_letter_queue_with_headers() -> None:
-    """After --max-redeliveries a message moves to /queue/DLQ.NAME, with headers saying whence and why."""
+    """
+    After --max-redeliveries a message moves to /queue/DLQ.NAME, with headers saying whence and
+    why.
+    """
     world = World(DeliveryPolicy(max_redeliveries=1))
     inbox = world.subscribe("/queue/orders")
     world.send("/queue/orders", b"poison", headers=[("x-k", "v")])
@@ -267,7 +282,10 @@ def test_subscription_can_set_its_own_redelivery_limit() -> None:
 
 
 def test_nack_without_requeue_dead_letters_at_once() -> None:
-    """NACK with requeue:false sends the message straight to the dead-letter queue, reason rejected."""
+    """
+    NACK with requeue:false sends the message straight to the dead-letter queue, reason
+    rejected.
+    """
     world = World()
     inbox = world.subscribe("/queue/orders")
     world.send("/queue/orders", b"bad")
@@ -287,7 +305,10 @@ def test_dead_letter_prefix_is_configurable() -> None:
 
 
 def test_failures_in_a_dead_letter_queue_are_discarded() -> None:
-    """A message rejected from a dead-letter queue is discarded and counted, not dead-lettered again."""
+    """
+    A message rejected from a dead-letter queue is discarded and counted, not dead-lettered
+    again.
+    """
     world = World()
     inbox = world.subscribe("/queue/DLQ.orders")
     world.send("/queue/DLQ.orders", b"bad")
@@ -326,7 +347,9 @@ def test_auto_topic_subscription_is_delivered_directly() -> None:
 
 
 def test_client_ack_topic_subscription_redelivers_to_itself() -> None:
-    """A topic subscription with client acks gets its own queue: a NACKed message comes back to it."""
+    """
+    A topic subscription with client acks gets its own queue: a NACKed message comes back to it.
+    """
     world = World()
     first = world.subscribe("/topic/news", "client", subscription_id="a")
     second = world.subscribe("/topic/news", "client", subscription_id="b", on="c2")
@@ -422,7 +445,9 @@ def test_nack_in_transaction_takes_effect_at_commit() -> None:
 
 
 def test_commit_skips_acks_settled_meanwhile() -> None:
-    """A transactional ACK of a message acknowledged outside the transaction is a no-op at COMMIT."""
+    """
+    A transactional ACK of a message acknowledged outside the transaction is a no-op at COMMIT.
+    """
     world = World()
     inbox = world.subscribe()
     world.send("/queue/q", b"1")
@@ -451,7 +476,9 @@ def test_transaction_errors() -> None:
 
 
 def test_closing_a_connection_aborts_its_transactions() -> None:
-    """A connection that closes with open transactions aborts them: held SENDs are never published."""
+    """
+    A connection that closes with open transactions aborts them: held SENDs are never published.
+    """
     world = World()
     inbox = world.subscribe("/queue/q", "auto", on="consumer")
     publisher = world.connection("pub")
@@ -503,7 +530,9 @@ def test_expired_topic_message_reaches_nobody() -> None:
 
 
 def test_expired_messages_can_be_dead_lettered() -> None:
-    """With --expired dead-letter, expired messages move to the dead-letter queue, reason expired."""
+    """
+    With --expired dead-letter, expired messages move to the dead-letter queue, reason expired.
+    """
     world = World(DeliveryPolicy(expired="dead-letter"))
     world.send("/queue/q", b"1", headers=[("expiration", "100")])
     world.send("/topic/t", b"2", headers=[("expires", "1")])
@@ -534,7 +563,10 @@ def test_expiry_headers_are_delivered_unchanged() -> None:
 
 
 def test_reply_to_temp_queue_is_rewritten_and_replies_reach_the_requester() -> None:
-    """reply-to:/temp-queue/NAME becomes a unique /reply-queue/ name; SENDs to it reach the requester."""
+    """
+    reply-to:/temp-queue/NAME becomes a unique /reply-queue/ name; SENDs to it reach the
+    requester.
+    """
     world = World()
     requester = world.connection("requester")
     replies = world.subscribe("/temp-queue/r", "auto", on="requester")
@@ -601,7 +633,10 @@ def test_durable_subscription_collects_while_away_and_delivers_on_return() -> No
 
 
 def test_durable_subscription_returns_unacknowledged_messages_on_reconnect() -> None:
-    """Messages a durable subscriber held unacknowledged when it left are redelivered when it returns."""
+    """
+    Messages a durable subscriber held unacknowledged when it left are redelivered when it
+    returns.
+    """
     world = World()
     key = ("", "sub-1")
     first = world.subscribe("/topic/t", "client-individual", durable=key, on="before")
@@ -612,7 +647,10 @@ def test_durable_subscription_returns_unacknowledged_messages_on_reconnect() -> 
 
 
 def test_removing_a_durable_subscription_discards_what_it_collected() -> None:
-    """UNSUBSCRIBE with the durable header deletes the subscription: nothing is kept for it any more."""
+    """
+    UNSUBSCRIBE with the durable header deletes the subscription: nothing is kept for it any
+    more.
+    """
     world = World()
     key = ("c", "gone")
     inbox = world.subscribe("/topic/t", "auto", durable=key)
@@ -627,7 +665,10 @@ def test_removing_a_durable_subscription_discards_what_it_collected() -> None:
 
 
 def test_durable_subscription_moved_to_another_topic_starts_afresh() -> None:
-    """Subscribing a durable name to another topic replaces it, as in JMS; not while it is consumed."""
+    """
+    Subscribing a durable name to another topic replaces it, as in JMS; not while it is
+    consumed.
+    """
     world = World()
     key = ("c", "d")
     inbox = world.subscribe("/topic/a", "auto", durable=key)

@@ -17,11 +17,10 @@ from twisted.internet.task import Clock
 
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.memory import MemoryStore
-from stompbroker.broker.store.sqlite import SQLiteStore
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.session import SessionConfig
 from tests.broker.test_session_flows import Client as SessionClient
-from tests.broker.test_store import result_of, run_now
+from tests.support.store import result_of, sqlite_store
 
 
 class Client(SessionClient):
@@ -49,7 +48,7 @@ class World:
 
     def __init__(self, data_dir: Path) -> None:
         self.clock = Clock()
-        self.store = SQLiteStore(data_dir, reactor=self.clock, executor=run_now)
+        self.store = sqlite_store(data_dir, self.clock)
         self.broker = Broker(self.clock, store=self.store)
         self.broker.startService()
         self.clock.advance(0)

@@ -1,61 +1,33 @@
 """
 What only :class:`stompbroker.broker.store.sqlite.SQLiteStore` does: group commit,
-durability across a close or a crash, and refusing a damaged or busy data directory.
+durability across a close, and its own options.
 
-The contract every store keeps is tested in ``test_store.py``.  Here, too, most
-tests drive the writer synchronously (or one step at a time) on a
-``task.Clock``; the real writer thread runs in child processes, which this module
-also provides when run as ``python -m tests.broker.test_sqlite_store MODE ...``:
-
-- ``crash DATA_DIR SYNC ROUND LOG``: write as fast as the store acknowledges,
-  logging every acknowledged operation to ``LOG``, until killed;
-- ``hold DATA_DIR``: open the store, print ``held``, and keep it open until stdin
-  closes;
-- ``open DATA_DIR``: try to open the store and print what happened;
-- ``stop DATA_DIR``: add messages and stop the reactor at once, without closing.
+The contract every store keeps is tested in ``test_store.py``, the data directory
+in ``test_sqlite_files.py`` and the tables in ``test_sqlite_schema.py``.  Here every
+test drives the writer synchronously (or one step at a time) on a ``task.Clock``;
+the real writer thread, in child processes that other processes hold locks
+against, stop or kill, is tested in ``tests/integration/test_store_processes.py``.
 """
 
 from __future__ import annotations
 
-import ctypes
-import os
-import random
 import sqlite3
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from twisted.internet import task
 from twisted.internet.defer import Deferred, maybeDeferred
-from twisted.logger import ILogObserver, LogEvent, globalLogPublisher
 
 from stompbroker.broker.store.base import (
     DuplicateMessage,
-    RecoveredState,
-    StoreDamaged,
-    StoreError,
-    StoreIncompatible,
-    StoreLocked,
     StoreNotOpen,
     StoreUnavailable,
     StoreWriteFailed,
 )
 from stompbroker.broker.store.sqlite import DATABASE_NAME, SQLiteStore
-from tests.broker.test_store import Sent, open_sqlite, result_of, run_now, sent
-from tests.integration.broker_process import ROOT, subprocess_env
-
-#: Concurrent writers in the crash child, each waiting for its last add (as a
-#: producer waits for its receipt) before the next.
-CRASH_WRITERS = 8
-CRASH_ROUNDS = 2
-#: Messages the ``stop`` child leaves pending when it stops the reactor.
-STOP_MESSAGES = 50
-#: Longest wait for a child process to be ready, or to end.
-CHILD_TIMEOUT = 20.0
+from tests.support.store import ids_by_queue, open_sqlite, recover_from, result_of, sent
 
 
 class ManualExecutor:
@@ -78,22 +50,6 @@ class ManualExecutor:
 def fired(deferreds: list[Deferred]) -> int:
     """:returns: how many of ``deferreds`` have fired."""
     return sum(deferred.called for deferred in deferreds)
-
-
-def recover_from(data_dir: Path) -> RecoveredState:
-    """:returns: what a fresh store on ``data_dir`` recovers; it is closed again."""
-    clock = task.Clock()
-    store = open_sqlite(data_dir, clock)
-    recovering = store.recover()
-    clock.advance(1)
-    state = result_of(recovering)
-    result_of(store.close())
-    return state
-
-
-def ids_by_queue(state: RecoveredState) -> dict[str, list[str]]:
-    """:returns: each recovered queue's message ids, in order."""
-    return {queue: [m.message_id for m in found] for queue, found in state.queues.items()}
 
 
 # -- group commit ----------------------------------------------------------------
@@ -223,20 +179,16 @@ def test_off_acknowledges_before_writing(tmp_path: Path) -> None:
     assert ids_by_queue(recover_from(tmp_path)) == {"/queue/orders": ["m-1"]}
 
 
-def test_off_logs_a_write_that_failed_after_it_was_acknowledged(tmp_path: Path) -> None:
+def test_off_logs_a_write_that_failed_after_it_was_acknowledged(
+    tmp_path: Path, log_events: list[dict[str, Any]]
+) -> None:
     """In off mode nobody waits for a write, so its failure goes to the log."""
     clock = task.Clock()
     store = open_sqlite(tmp_path, clock, "off")
-    events: list[LogEvent] = []
-    observer = cast(ILogObserver, events.append)
-    globalLogPublisher.addObserver(observer)
-    try:
-        store.add("/queue/orders", sent("m-1"))
-        assert result_of(store.add("/queue/orders", sent("m-1"))).message_id == "m-1"
-        clock.advance(0)
-    finally:
-        globalLogPublisher.removeObserver(observer)
-    (failed,) = [event for event in events if "log_failure" in event]
+    store.add("/queue/orders", sent("m-1"))
+    assert result_of(store.add("/queue/orders", sent("m-1"))).message_id == "m-1"
+    clock.advance(0)
+    (failed,) = [event for event in log_events if "log_failure" in event]
     assert failed["log_failure"].check(DuplicateMessage)
     assert failed["log_namespace"] == "stompbroker.store"
 
@@ -353,149 +305,7 @@ def test_a_backup_taken_while_the_store_is_open_recovers(tmp_path: Path) -> None
     assert recover_from(tmp_path / "backup") == live
 
 
-# -- a data directory the store must refuse ----------------------------------------
-
-
-def test_a_garbage_file_is_damaged(tmp_path: Path) -> None:
-    """A database file that is not SQLite stops open() with StoreDamaged, and releases the lock."""
-    (tmp_path / DATABASE_NAME).write_bytes(b"this is not a database\n" * 200)
-    store = SQLiteStore(tmp_path, reactor=task.Clock(), executor=run_now)
-    with pytest.raises(StoreDamaged, match="restore it from a backup, or move it away"):
-        store.open()
-    assert (tmp_path / DATABASE_NAME).read_bytes().startswith(b"this is not")
-    (tmp_path / DATABASE_NAME).unlink()
-    open_sqlite(tmp_path, task.Clock())
-
-
-def test_a_damaged_page_fails_recovery_rather_than_recovering_less(tmp_path: Path) -> None:
-    """A store whose message pages are overwritten fails recover() with StoreDamaged."""
-    clock = task.Clock()
-    store = open_sqlite(tmp_path, clock)
-    for index in range(200):
-        store.add("/queue/orders", sent(f"m-{index}", body=b"x" * 500))
-    result_of(store.close())
-    with open(tmp_path / DATABASE_NAME, "r+b") as database:
-        database.seek(3 * 4096)
-        database.write(b"\xff" * 8192)
-    store = open_sqlite(tmp_path, clock)
-    recovering = store.recover()
-    clock.advance(0.002)
-    with pytest.raises(StoreDamaged, match="restore it from a backup"):
-        result_of(recovering)
-    result_of(store.close())
-
-
-def test_a_foreign_database_is_damaged(tmp_path: Path) -> None:
-    """An SQLite database that is not a stompbroker store is refused, not written to."""
-    with sqlite3.connect(tmp_path / DATABASE_NAME) as foreign:
-        foreign.execute("CREATE TABLE accounts (id INTEGER)")
-    store = SQLiteStore(tmp_path, reactor=task.Clock(), executor=run_now)
-    with pytest.raises(StoreDamaged, match="not a stompbroker store"):
-        store.open()
-
-
-def test_a_newer_schema_is_incompatible(tmp_path: Path) -> None:
-    """A store written by a newer stompbroker is refused with StoreIncompatible."""
-    result_of(open_sqlite(tmp_path, task.Clock()).close())
-    with sqlite3.connect(tmp_path / DATABASE_NAME) as newer:
-        newer.execute("PRAGMA user_version = 99")
-    store = SQLiteStore(tmp_path, reactor=task.Clock(), executor=run_now)
-    with pytest.raises(StoreIncompatible, match="newer stompbroker"):
-        store.open()
-
-
-def test_a_file_in_place_of_the_directory_is_unavailable(tmp_path: Path) -> None:
-    """A data directory path that names a file stops open() with StoreUnavailable."""
-    (tmp_path / "data").write_text("")
-    store = SQLiteStore(tmp_path / "data", reactor=task.Clock(), executor=run_now)
-    with pytest.raises(StoreUnavailable, match="choose another"):
-        store.open()
-
-
-def drop_file_permission_override() -> None:
-    """
-    In a child about to exec, drop root's power to write where permissions forbid.
-
-    Removing ``CAP_DAC_OVERRIDE`` (and its relatives) from the bounding set means
-    the program exec'd next does not get them, so a read-only directory is
-    read-only even to root.
-    """
-    libc = ctypes.CDLL(None, use_errno=True)
-    pr_capbset_drop = 24
-    for capability in (1, 2, 3):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER
-        if libc.prctl(pr_capbset_drop, capability, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
-
-
-def child_command(*arguments: str) -> list[str]:
-    """:returns: the argv that runs this module as a child with ``arguments``."""
-    return [sys.executable, "-m", "tests.broker.test_sqlite_store", *arguments]
-
-
-def run_child(*arguments: str, **options: Any) -> subprocess.CompletedProcess[str]:
-    """
-    Run this module as a child to its end, within :data:`CHILD_TIMEOUT`.
-
-    :param options: more arguments for :func:`subprocess.run`.
-    :returns: the finished child, with its output as text.
-    """
-    return subprocess.run(
-        child_command(*arguments),
-        cwd=ROOT,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT,
-        **options,
-    )
-
-
-def test_a_read_only_data_directory_is_unavailable(tmp_path: Path) -> None:
-    """A data directory the broker may not write stops open() with StoreUnavailable."""
-    data_dir = tmp_path / "data"
-    data_dir.mkdir()
-    data_dir.chmod(0o555)
-    try:
-        if os.geteuid() != 0:
-            with pytest.raises(StoreUnavailable, match="the broker's user can write"):
-                SQLiteStore(data_dir, reactor=task.Clock(), executor=run_now).open()
-        else:
-            child = run_child("open", str(data_dir), preexec_fn=drop_file_permission_override)
-            assert child.stdout.startswith("StoreUnavailable:"), child.stdout + child.stderr
-            assert "the broker's user can write" in child.stdout
-    finally:
-        data_dir.chmod(0o755)
-
-
-def test_a_second_store_on_one_directory_is_locked(tmp_path: Path) -> None:
-    """Two stores, even in one process, never share a data directory; close() frees it."""
-    first = open_sqlite(tmp_path, task.Clock())
-    with pytest.raises(StoreLocked, match=f"process {os.getpid()}"):
-        SQLiteStore(tmp_path, reactor=task.Clock(), executor=run_now).open()
-    result_of(first.close())
-    result_of(open_sqlite(tmp_path, task.Clock()).close())
-
-
-def test_another_process_holding_the_directory_locks_it_until_it_dies(tmp_path: Path) -> None:
-    """A directory open in another process is refused, and free once that process is killed."""
-    holder = subprocess.Popen(
-        child_command("hold", str(tmp_path)),
-        cwd=ROOT,
-        env=subprocess_env(),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None
-        assert holder.stdout.readline() == "held\n"
-        in_use = f"in use by another broker \\(process {holder.pid}\\)"
-        with pytest.raises(StoreLocked, match=in_use):
-            SQLiteStore(tmp_path, reactor=task.Clock(), executor=run_now).open()
-    finally:
-        holder.kill()
-        holder.wait(CHILD_TIMEOUT)
-    result_of(open_sqlite(tmp_path, task.Clock()).close())
+# -- its own options ---------------------------------------------------------------
 
 
 def test_a_reactor_without_threads_needs_an_executor(tmp_path: Path) -> None:
@@ -514,202 +324,3 @@ def test_bad_options_are_refused(tmp_path: Path) -> None:
     for options in ({"sync": "sometimes"}, {"batch_delay": -1.0}, {"max_batch": 0}):
         with pytest.raises(ValueError):
             SQLiteStore(tmp_path, reactor=task.Clock(), **options)
-
-
-def test_stopping_the_reactor_commits_pending_writes_and_ends_the_thread(tmp_path: Path) -> None:
-    """At reactor shutdown a store commits what is pending and lets the process end."""
-    child = run_child("stop", str(tmp_path))
-    assert child.returncode == 0, child.stderr
-    assert ids_by_queue(recover_from(tmp_path)) == {
-        "/queue/orders": [f"m-{index}" for index in range(STOP_MESSAGES)]
-    }
-
-
-# -- crash ------------------------------------------------------------------------
-
-
-def wait_for_ready(child: subprocess.Popen, log: Path) -> None:
-    """Wait until the crash child has recovered its store and started writing, or fail."""
-    deadline = time.monotonic() + CHILD_TIMEOUT
-    while time.monotonic() < deadline:
-        if log.exists() and log.read_text().startswith("ready"):
-            return
-        if child.poll() is not None:
-            raise AssertionError(f"crash child exited with {child.returncode}")
-        time.sleep(0.02)
-    raise AssertionError(f"crash child not ready after {CHILD_TIMEOUT} s")
-
-
-def acknowledged(log: Path) -> list[list[str]]:
-    """
-    :returns: the child's complete log lines, split; a line cut short by the kill
-        is not complete and does not count.
-    """
-    text = log.read_text()
-    complete = text[: text.rfind("\n") + 1]
-    return [line.split() for line in complete.splitlines()]
-
-
-def removal_issued(message_id: str) -> bool:
-    """:returns: whether the crash child removes this message once its add is acknowledged."""
-    return int(message_id.rsplit("-", 1)[1]) % 3 == 0
-
-
-@pytest.mark.parametrize("sync", ["batch", "always"])
-def test_every_acknowledged_write_survives_sigkill(sync: str, tmp_path: Path) -> None:
-    """
-    Killing the writing process at a random moment loses no acknowledged write.
-
-    Issue 5, "The rule": what the store acknowledged is on disk.  A child adds,
-    removes and marks messages on the real writer thread, logging each operation
-    whose Deferred fired; it is SIGKILLed at a random moment, twice on one
-    directory, and a fresh store must then hold every logged add that was not
-    logged as removed, none that was, and the logged marks, in the order added.
-    (A message whose removal was asked for but not acknowledged may be either.)
-    """
-    seed = random.randrange(2**32)
-    chance = random.Random(seed)
-    data_dir = tmp_path / "data"
-    added: dict[str, list[str]] = {}
-    removed: set[tuple[str, str]] = set()
-    marked: set[tuple[str, str]] = set()
-    for round_number in range(CRASH_ROUNDS):
-        log = tmp_path / f"round-{round_number}.log"
-        child = subprocess.Popen(
-            child_command("crash", str(data_dir), sync, str(round_number), str(log)),
-            cwd=ROOT,
-            env=subprocess_env(),
-        )
-        try:
-            wait_for_ready(child, log)
-            time.sleep(chance.uniform(0.05, 0.4))
-        finally:
-            child.kill()
-            child.wait(CHILD_TIMEOUT)
-        lines = acknowledged(log)
-        assert not [line for line in lines if line[0] == "error"], lines
-        assert any(line[0] == "added" for line in lines), f"round {round_number} added nothing"
-        for kind, *fields in lines[1:]:
-            if kind == "added":
-                added.setdefault(fields[0], []).append(fields[1])
-            elif kind == "removed":
-                removed.add((fields[0], fields[1]))
-            elif kind == "marked":
-                marked.add((fields[0], fields[1]))
-    recovered = recover_from(data_dir).queues
-    context = f"(seed {seed})"
-    for queue, message_ids in added.items():
-        held = {message.message_id: message for message in recovered.get(queue, ())}
-        for message_id in message_ids:
-            key = (queue, message_id)
-            if key in removed:
-                assert message_id not in held, f"{queue} {message_id} came back {context}"
-            elif removal_issued(message_id):
-                continue  # the kill may have come between the remove and its acknowledgement
-            else:
-                assert message_id in held, f"{queue} {message_id} was lost {context}"
-                if key in marked:
-                    assert held[message_id].delivered, f"{queue} {message_id} unmarked {context}"
-    for queue, messages in recovered.items():
-        order = [tuple(map(int, message.message_id.split("-"))) for message in messages]
-        assert order == sorted(order), f"{queue} out of order {context}"
-
-
-# -- the child processes --------------------------------------------------------------
-
-
-def crash_child(data_dir: str, sync: str, round_number: str, log_path: str) -> None:
-    """
-    Write through a real :class:`SQLiteStore` until killed, logging what it acknowledged.
-
-    Each of :data:`CRASH_WRITERS` writers adds a message to its own queue, waits
-    for the add to be acknowledged, logs it, and adds the next; every third
-    message is then removed, every third marked delivered, each logged once
-    acknowledged.  Log lines are written with one ``write`` each, so a kill can
-    cut at most the last one short.
-    """
-    from twisted.internet import reactor
-
-    log = open(log_path, "a", buffering=1)
-    store = SQLiteStore(data_dir, reactor=reactor, sync=sync)
-    store.open()
-
-    def report(result: Any, line: str) -> None:
-        log.write(line + "\n")
-
-    def failed(failure: Any) -> None:
-        log.write(f"error {failure.getErrorMessage()!r}\n")
-
-    def produce(writer: int, index: int) -> None:
-        queue = f"/queue/w{writer}"
-        message = Sent(queue, f"{round_number}-{writer}-{index}", (("n", str(index)),), b"x" * 1024)
-        adding = store.add(queue, message)
-        adding.addCallback(report, f"added {queue} {message.message_id}")
-        adding.addCallback(lambda _: after(writer, index, queue, message.message_id))
-        adding.addErrback(failed)
-
-    def after(writer: int, index: int, queue: str, message_id: str) -> None:
-        if index % 3 == 0:
-            store.remove(queue, message_id).addCallbacks(
-                report, failed, (f"removed {queue} {message_id}",)
-            )
-        elif index % 3 == 1:
-            store.mark_delivered(queue, message_id).addCallbacks(
-                report, failed, (f"marked {queue} {message_id}",)
-            )
-        produce(writer, index + 1)
-
-    def start(state: RecoveredState) -> None:
-        log.write(f"ready {sum(len(found) for found in state.queues.values())}\n")
-        for writer in range(CRASH_WRITERS):
-            produce(writer, 0)
-
-    store.recover().addCallbacks(start, failed)
-    reactor.run()  # type: ignore[attr-defined]
-
-
-def hold_child(data_dir: str) -> None:
-    """Open a store, say ``held``, and keep it open until stdin closes."""
-    store = SQLiteStore(data_dir, reactor=task.Clock(), executor=run_now)
-    store.open()
-    print("held", flush=True)
-    sys.stdin.read()
-    result_of(store.close())
-
-
-def stop_child(data_dir: str) -> None:
-    """Add :data:`STOP_MESSAGES` messages in batch mode and stop the reactor straight away."""
-    from twisted.internet import reactor
-
-    store = SQLiteStore(data_dir, reactor=reactor, sync="batch", batch_delay=60.0)
-    store.open()
-
-    def add_and_stop() -> None:
-        for index in range(STOP_MESSAGES):
-            store.add("/queue/orders", sent(f"m-{index}"))
-        reactor.stop()  # type: ignore[attr-defined]
-
-    reactor.callWhenRunning(add_and_stop)  # type: ignore[attr-defined]
-    reactor.run()  # type: ignore[attr-defined]
-
-
-def open_child(data_dir: str) -> None:
-    """Try to open a store; print ``opened``, or the error's kind and message."""
-    store = SQLiteStore(data_dir, reactor=task.Clock(), executor=run_now)
-    try:
-        store.open()
-    except StoreError as error:
-        print(f"{type(error).__name__}: {error}")
-        return
-    print("opened")
-    result_of(store.close())
-
-
-if __name__ == "__main__":
-    children: dict[str, Callable[..., None]] = {
-        "crash": crash_child,
-        "hold": hold_child,
-        "open": open_child,
-        "stop": stop_child,
-    }
-    children[sys.argv[1]](*sys.argv[2:])

@@ -16,12 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attrs import define, frozen
+from attrs import define
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from twisted.internet import task
-from twisted.internet.defer import Deferred, maybeDeferred
-from twisted.python.failure import Failure
+from twisted.internet.defer import Deferred
 from zope.interface.verify import verifyObject
 
 from stompbroker.broker.store.base import (
@@ -33,52 +32,8 @@ from stompbroker.broker.store.base import (
     StoreNotOpen,
 )
 from stompbroker.broker.store.memory import MemoryStore
-from stompbroker.broker.store.sqlite import SQLiteStore
 from stompbroker.protocol.frames import Headers
-
-
-@frozen
-class Sent:
-    """A message as a queue would hand it to the store: the fields of ``Message``."""
-
-    destination: str
-    message_id: str
-    headers: Headers = ()
-    body: bytes = b""
-    expires: float = 0.0
-
-
-def sent(message_id: str, destination: str = "/queue/orders", **fields: Any) -> Sent:
-    """:returns: a message with a body that names it."""
-    fields.setdefault("body", message_id.encode())
-    return Sent(destination, message_id, **fields)
-
-
-def run_now(work: Any) -> Deferred:
-    """An executor for :class:`SQLiteStore` that runs the writer's work in the caller's thread."""
-    return maybeDeferred(work)
-
-
-def result_of(deferred: Deferred) -> Any:
-    """
-    :returns: what a fired Deferred fired with.
-    :raises: the exception it failed with.
-    """
-    outcome: list[Any] = []
-    deferred.addBoth(outcome.append)
-    assert outcome, "the Deferred has not fired"
-    if isinstance(outcome[0], Failure):
-        outcome[0].raiseException()
-    return outcome[0]
-
-
-def open_sqlite(
-    data_dir: Path, clock: task.Clock, sync: str = "batch", **options: Any
-) -> SQLiteStore:
-    """:returns: an open SQLite store on ``data_dir`` whose writer runs synchronously."""
-    store = SQLiteStore(data_dir, reactor=clock, sync=sync, executor=run_now, **options)
-    store.open()
-    return store
+from tests.support.store import Sent, open_sqlite, result_of, sent, sqlite_store
 
 
 @define
@@ -378,7 +333,7 @@ def test_operations_before_open_fail(kind: str, tmp_path: Path) -> None:
     if kind == "memory":
         store: Any = MemoryStore()
     else:
-        store = SQLiteStore(tmp_path, reactor=task.Clock(), executor=run_now)
+        store = sqlite_store(tmp_path)
     with pytest.raises(StoreNotOpen):
         result_of(store.add("/queue/orders", sent("m-1")))
     assert result_of(store.close()) is None

@@ -21,6 +21,8 @@ from stompbroker.broker.subscriptions import (
     validate_pattern,
 )
 from stompbroker.protocol.errors import InvalidDestination
+from tests.strategies import destinations, patterns
+from tests.support.wildcards import reference_regex, reference_segments
 
 
 def tree_with(*registrations: tuple[str, object]) -> SubscriptionTree[object]:
@@ -383,54 +385,7 @@ def test_negative_cache_size_is_rejected() -> None:
         SubscriptionTree(max_cache_size=-1)
 
 
-# Against a brute-force reference.
-
-SEGMENTS = ["a", "b", "c"]
-separators = st.sampled_from(["/", "."])
-
-
-@st.composite
-def spelled(draw: st.DrawFn, segments: list[str]) -> str:
-    """Join segments with random separators and an optional leading one."""
-    text = draw(st.sampled_from(["", "/", "."])) + segments[0]
-    for segment in segments[1:]:
-        text += draw(separators) + segment
-    return text
-
-
-@st.composite
-def patterns(draw: st.DrawFn) -> str:
-    """A valid pattern over a small alphabet, with ``*`` and an optional tail."""
-    body = draw(st.lists(st.sampled_from([*SEGMENTS, "*"]), max_size=3))
-    tail = draw(st.sampled_from([None, "#", ">"]))
-    segments = body + ([tail] if tail else [])
-    if not segments:
-        segments = [draw(st.sampled_from(SEGMENTS))]
-    return draw(spelled(segments))
-
-
-@st.composite
-def destinations(draw: st.DrawFn) -> str:
-    """A wildcard-free destination over the same alphabet."""
-    return draw(spelled(draw(st.lists(st.sampled_from(SEGMENTS), min_size=1, max_size=4))))
-
-
-def reference_segments(pattern: str) -> tuple[str, ...]:
-    """Split a pattern at both separators, spelling ``>`` as ``#``, to tell equal patterns."""
-    segments = [segment for segment in re.split(r"[/.]", pattern) if segment]
-    return tuple("#" if segment == ">" else segment for segment in segments)
-
-
-def reference_regex(pattern: str) -> str:
-    """Translate a pattern into a regex over ``/``-joined segments, independently of the tree."""
-    segments = list(reference_segments(pattern))
-    trailing = segments[-1] == "#"
-    if trailing:
-        segments = segments[:-1]
-    body = "/".join("[^/]+" if segment == "*" else re.escape(segment) for segment in segments)
-    if trailing:
-        body = body + "(?:/[^/]+)*" if body else "[^/]+(?:/[^/]+)*"
-    return body
+# Against a brute-force reference (tests.support.wildcards).
 
 
 def reference_match(registrations: list[tuple[str, object]], destination: str) -> tuple:

@@ -8,16 +8,13 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-import stomp
 
-from stompbroker.security.auth import PasswordEntry, ScryptParams
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.clients import Collector, RawClient
-
-#: Cheap hashes: the tests are about the wiring, not the cost.
-FAST = ScryptParams(n=16, r=1, p=1)
+from tests.support.clients import Collector, RawClient, connect
+from tests.support.passwords import write_users
+from tests.support.process import BrokerProcess
 
 ACCESS = """
 [users.alice]
@@ -33,34 +30,19 @@ read = ["/topic/#"]
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """A broker that lets in alice (password "wonderland") and bob, an auditor ("builder")."""
     workdir = tmp_path_factory.mktemp("secured")
-    users = workdir / "users.txt"
-    users.write_text(
-        PasswordEntry.create("alice", "wonderland", (), FAST).format()
-        + "\n"
-        + PasswordEntry.create("bob", "builder", ("auditors",), FAST).format()
-        + "\n"
+    users = write_users(
+        workdir / "users.txt", ("alice", "wonderland", ()), ("bob", "builder", ("auditors",))
     )
     (workdir / "access.toml").write_text(ACCESS)
-    process = BrokerProcess(
-        workdir,
-        "--auth",
-        f"passwd:{users}",
-        "--access",
-        str(workdir / "access.toml"),
-        "--data-dir",
-        "none",
-        http=None,
-    )
-    yield process
-    process.stop()
+    access = ("--access", str(workdir / "access.toml"))
+    with BrokerProcess(
+        workdir, "--auth", f"passwd:{users}", *access, "--data-dir", "none", http=None
+    ) as process:
+        yield process
 
 
-def login(broker: BrokerProcess, user: str, password: str) -> tuple[stomp.Connection12, Collector]:
-    connection = stomp.Connection12([broker.address], auto_decode=False)
-    collector = Collector()
-    connection.set_listener("collector", collector)
-    connection.connect(user, password, wait=True)
-    return connection, collector
+def login(broker: BrokerProcess, user: str, password: str) -> tuple[Any, Collector]:
+    return connect(broker.address, login=user, passcode=password)
 
 
 def raw_login(broker: BrokerProcess, *headers: str) -> RawClient:

@@ -4,79 +4,23 @@ The demo page in a real browser: Debian's Chromium, headless, driven by Playwrig
 The page is loaded from the broker's web port and talks STOMP over ``ws://``
 with the vendored ``@stomp/stompjs``; a ``stomp.py`` client on the TCP port is
 on the other side of every message.  A screenshot of the page is kept in
-``test-artifacts/browser-demo.png``.
-
-``.ci/run`` installs ``chromium`` with apt-get and sets ``STOMPBROKER_REQUIRE_BROWSER``,
-so there a missing browser fails the test; elsewhere it is skipped, saying why.
-Playwright never downloads a browser here (no ``playwright install``).
+``test-artifacts/browser-demo.png``.  Without Chromium the module is skipped, or
+fails where it must run (:func:`tests.support.browser.require_chromium`).
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
+from tests.support.browser import ARTIFACTS, require_chromium
+from tests.support.clients import connect
+from tests.support.process import BrokerProcess, module_broker
 
-from tests.integration.broker_process import ROOT, BrokerProcess
-from tests.integration.clients import connect
+require_chromium()
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = ROOT / "test-artifacts"
-#: Bounded waits in the page, in milliseconds.
-PAGE_TIMEOUT_MS = 10_000
+from playwright.sync_api import Page, expect  # noqa: E402
 
-if not CHROMIUM.exists():
-    reason = (
-        f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium), as .ci/run"
-        " does; see issue 4 (STOMP over WebSocket, browser tests)"
-    )
-    if os.environ.get("STOMPBROKER_REQUIRE_BROWSER"):
-        raise RuntimeError(reason)
-    pytest.skip(reason, allow_module_level=True)
-
-from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def web_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("browser"))
-    yield process
-    process.stop()
-
-
-@pytest.fixture
-def page() -> Iterator[Page]:
-    """A fresh page in headless Chromium; JavaScript errors on it fail the test."""
-    errors: list[str] = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
-        )
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.set_default_timeout(PAGE_TIMEOUT_MS)
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.on(
-                "console",
-                lambda message: errors.append(message.text) if message.type == "error" else None,
-            )
-            yield page
-        finally:
-            browser.close()
-    assert errors == []
+web_broker = module_broker("web_broker")
 
 
 def received_rows(page: Page) -> Any:

@@ -15,9 +15,9 @@ import pytest
 import stomp
 from cryptography.x509.oid import NameOID
 
-from tests.integration.broker_process import BrokerProcess, free_port, wait_for_port
-from tests.integration.clients import Collector
-from tests.security.certificate_fixtures import Authority, name, write_certificate, write_pair
+from tests.support.certificates import Authority, name, write_certificate, write_pair
+from tests.support.clients import Collector
+from tests.support.process import BrokerProcess, free_port, wait_for_port
 
 ACCESS = """
 [users.alice]

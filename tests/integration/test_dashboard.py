@@ -1,7 +1,6 @@
 """
 The live dashboard in a real browser: Debian's Chromium, headless, driven by
-Playwright, as in :mod:`tests.integration.test_browser` (whose page fixture and
-skip rules this module shares).
+Playwright (the ``page`` fixture and the skip rules of :mod:`tests.support.browser`).
 
 The page is loaded from the broker's web port, subscribes to
 ``/topic/stompbroker.stats`` over ``ws://`` with the vendored ``@stomp/stompjs``,
@@ -16,9 +15,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.clients import connect
-from tests.integration.test_browser import ARTIFACTS, Page, expect, page  # noqa: F401
+from tests.support.browser import ARTIFACTS, require_chromium
+from tests.support.clients import connect
+from tests.support.process import BrokerProcess, module_broker
+
+require_chromium()
+
+from playwright.sync_api import Page, expect  # noqa: E402
 
 #: Seconds between two snapshots: short, so that the charts fill within the test.
 MONITOR_INTERVAL = 0.5
@@ -27,17 +30,9 @@ POINTS = 5
 DESTINATIONS = ("/topic/prices.eur", "/topic/prices.usd", "/queue/orders")
 
 
-@pytest.fixture(scope="module")
-def stats_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(
-        tmp_path_factory.mktemp("dashboard"),
-        "--data-dir",
-        "none",
-        "--monitor-interval",
-        str(MONITOR_INTERVAL),
-    )
-    yield process
-    process.stop()
+stats_broker = module_broker(
+    "stats_broker", "--data-dir", "none", "--monitor-interval", str(MONITOR_INTERVAL)
+)
 
 
 @pytest.fixture
@@ -75,7 +70,7 @@ def traffic(stats_broker: BrokerProcess) -> Iterator[None]:
 def test_dashboard_draws_live_charts_of_the_traffic(
     stats_broker: BrokerProcess,
     traffic: None,
-    page: Page,  # noqa: F811
+    page: Page,
 ) -> None:
     """
     /dashboard connects over ws://, follows the stats topic, and draws throughput, depth and

@@ -19,51 +19,21 @@ from typing import Any
 import pytest
 
 from benchmarks.measure import process_rss_kb
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.clients import RawClient, connect
+from tests.support.clients import Bystander, RawClient, raw_connect
+from tests.support.process import BrokerProcess, module_broker
 
-
-@pytest.fixture(scope="module")
-def hostile_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(
-        tmp_path_factory.mktemp("hostile"),
-        "--heartbeat",
-        "0,0",
-        "--connect-timeout",
-        "1",
-        "--frame-timeout",
-        "1",
-        "--max-subscriptions",
-        "500",
-        "--slow-consumer-buffer",
-        "1M",
-        "--data-dir",
-        "none",
-        http=None,
-    )
-    yield process
-    process.stop()
+TIMEOUTS = ("--heartbeat", "0,0", "--connect-timeout", "1", "--frame-timeout", "1")
+LIMITS = ("--max-subscriptions", "500", "--slow-consumer-buffer", "1M")
+hostile_broker = module_broker(
+    "hostile_broker", *TIMEOUTS, *LIMITS, "--data-dir", "none", http=None
+)
 
 
 @pytest.fixture
 def bystander(hostile_broker: BrokerProcess) -> Iterator[Any]:
     """:returns: a check that a well-behaved subscriber still gets what is published to it."""
-    connection, collector = connect(hostile_broker.address)
-    destination = f"/topic/bystander.{uuid.uuid4().hex[:8]}"
-    connection.subscribe(destination, id="watch", receipt="watching")
-    assert collector.wait_for(lambda: "watching" in collector.receipts)
-    publisher, _ = connect(hostile_broker.address)
-    count = [0]
-
-    def still_receiving() -> bool:
-        count[0] += 1
-        token = f"ping-{count[0]}".encode()
-        publisher.send(destination, token)
-        return collector.wait_for(lambda: token in collector.bodies())
-
-    yield still_receiving
-    publisher.disconnect()
-    connection.disconnect()
+    with Bystander(hostile_broker.address) as watcher:
+        yield watcher.still_receiving
 
 
 def ended_with(client: RawClient, message: str, timeout: float = 5.0) -> bool:
@@ -77,15 +47,9 @@ def test_megabytes_without_nul_end_at_the_frame_size_limit(
     hostile_broker: BrokerProcess, bystander: Any
 ) -> None:
     """A body that never ends is refused once it passes max-frame-size; no more is buffered."""
-    client = RawClient(hostile_broker.address)
-    client.connect()
+    client = raw_connect(hostile_broker.address)
     client.send(b"SEND\ndestination:/topic/void\n\n")
-    chunk = b"x" * 65536
-    try:
-        for _ in range(100):
-            client.send(chunk)
-    except (BrokenPipeError, ConnectionResetError):
-        pass
+    client.send_until_closed(b"x" * 65536 * 100)
     frames = client.read_frames(count=1, timeout=5)
     assert frames and frames[0].command == "ERROR"
     assert frames[0].get("message", "").startswith("frame too large")
@@ -95,8 +59,7 @@ def test_megabytes_without_nul_end_at_the_frame_size_limit(
 
 def test_header_without_colon_is_an_error(hostile_broker: BrokerProcess, bystander: Any) -> None:
     """STOMP 1.2, "Augmented BNF": a header line without a colon gets an ERROR and a close."""
-    client = RawClient(hostile_broker.address)
-    client.connect()
+    client = raw_connect(hostile_broker.address)
     client.send(b"SEND\ndestination:/topic/a\nno colon here\n\nbody\x00")
     assert ended_with(client, "header line without a colon: 'no colon here'")
     client.close()
@@ -107,8 +70,7 @@ def test_content_length_larger_than_the_body_then_silence(
     hostile_broker: BrokerProcess, bystander: Any
 ) -> None:
     """A frame announced longer than what comes, then silence, ends at the frame timeout."""
-    client = RawClient(hostile_broker.address)
-    client.connect()
+    client = raw_connect(hostile_broker.address)
     client.send(b"SEND\ndestination:/topic/a\ncontent-length:1000\n\nonly this much")
     started = time.monotonic()
     assert ended_with(client, "frame timeout")
@@ -135,16 +97,12 @@ def test_thousands_of_subscribes_stop_at_the_limit(
     hostile_broker: BrokerProcess, bystander: Any
 ) -> None:
     """A client subscribing without end is cut off at max-subscriptions; its subscriptions go."""
-    client = RawClient(hostile_broker.address)
-    client.connect()
+    client = raw_connect(hostile_broker.address)
     frames = b"".join(
         b"SUBSCRIBE\nid:%d\ndestination:/topic/many.%d\n\n\x00" % (number, number)
         for number in range(3000)
     )
-    try:
-        client.send(frames)
-    except (BrokenPipeError, ConnectionResetError):
-        pass
+    client.send_until_closed(frames)
     assert ended_with(client, "too many subscriptions")
     client.close()
     assert bystander()
@@ -158,15 +116,11 @@ def test_client_that_never_reads_is_dropped_while_others_are_served(
     stays bounded and another subscriber of the same topic gets every message.
     """
     destination = f"/topic/flood.{uuid.uuid4().hex[:8]}"
-    stalled = RawClient(hostile_broker.address)
-    stalled.connect()
+    stalled = raw_connect(hostile_broker.address)
     stalled.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-    stalled.send(f"SUBSCRIBE\nid:0\ndestination:{destination}\nreceipt:s\n\n\x00".encode())
-    assert stalled.read_frames(count=1)[0].command == "RECEIPT"
-    reader = RawClient(hostile_broker.address)
-    reader.connect()
-    reader.send(f"SUBSCRIBE\nid:0\ndestination:{destination}\nreceipt:s\n\n\x00".encode())
-    assert reader.read_frames(count=1)[0].command == "RECEIPT"
+    assert stalled.subscribe(destination).command == "RECEIPT"
+    reader = raw_connect(hostile_broker.address)
+    assert reader.subscribe(destination).command == "RECEIPT"
     messages, body = 10000, b"x" * 10000
     received = [0]
 
@@ -182,8 +136,7 @@ def test_client_that_never_reads_is_dropped_while_others_are_served(
     reading.start()
     before = process_rss_kb(hostile_broker.process.pid)
     assert before is not None
-    publisher = RawClient(hostile_broker.address)
-    publisher.connect()
+    publisher = raw_connect(hostile_broker.address)
     frame = f"SEND\ndestination:{destination}\n\n".encode() + body + b"\x00"
     for _ in range(messages // 100):
         publisher.send(frame * 100)

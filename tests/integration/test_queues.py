@@ -12,31 +12,29 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import stomp
 
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.clients import CONNECTIONS, Collector, RawClient, connect
+from tests.support.clients import (
+    Collector,
+    connect,
+    flush_deliveries,
+    is_marker,
+    publish,
+    raw_connect,
+)
+from tests.support.process import BrokerProcess, module_broker
 
 MAX_REDELIVERIES = 2
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A broker that dead-letters after two redeliveries and dead-letters expired messages."""
-    process = BrokerProcess(
-        tmp_path_factory.mktemp("queues"),
-        "--max-redeliveries",
-        str(MAX_REDELIVERIES),
-        "--expired",
-        "dead-letter",
-        http=None,
-    )
-    yield process
-    process.stop()
+#: A broker that dead-letters after two redeliveries and dead-letters expired messages.
+broker = module_broker(
+    "broker", "--max-redeliveries", str(MAX_REDELIVERIES), "--expired", "dead-letter", http=None
+)
 
 
 def unique(kind: str = "queue") -> str:
@@ -58,22 +56,23 @@ def settle(connection: Any, version: str, frame: Any, nack: bool = False, **head
 
 
 class Worker(Collector):
-    """A consumer that settles each message as it arrives: ``decide(frame)`` says ACK or NACK."""
+    """
+    A consumer that settles each message (markers aside) as it arrives: ``decide(frame)`` says
+    ACK or NACK.
 
-    def __init__(
-        self,
-        connection: Any,
-        version: str,
-        decide: Callable[[Any], bool] | None = None,
-    ) -> None:
+    :ivar connection: its connection, set once connected.
+    """
+
+    def __init__(self, version: str, decide: Callable[[Any], bool] | None = None) -> None:
         super().__init__()
-        self.connection = connection
+        self.connection: Any = None
         self.version = version
         self.decide = decide or (lambda frame: True)
 
     def on_message(self, frame: Any) -> None:
         super().on_message(frame)
-        settle(self.connection, self.version, frame, nack=not self.decide(frame))
+        if not is_marker(frame):
+            settle(self.connection, self.version, frame, nack=not self.decide(frame))
 
 
 def worker(
@@ -84,10 +83,8 @@ def worker(
     **subscribe_headers: str,
 ) -> tuple[Any, Worker]:
     """Connect, subscribe with client-individual acks, and settle every message as it comes."""
-    connection = CONNECTIONS[version]([broker.address], auto_decode=False)
-    inbox = Worker(connection, version, decide)
-    connection.set_listener("worker", inbox)
-    connection.connect(wait=True)
+    connection, inbox = connect(broker.address, version, collector=Worker(version, decide))
+    inbox.connection = connection
     connection.subscribe(
         destination,
         id=f"w-{uuid.uuid4().hex[:6]}",
@@ -96,16 +93,6 @@ def worker(
     )
     assert inbox.wait_for(lambda: "subscribed" in inbox.receipts)
     return connection, inbox
-
-
-def send_all(broker: BrokerProcess, destination: str, bodies: list[bytes], **headers: str) -> None:
-    """Publish bodies in order, and wait for the broker's receipt of the last."""
-    connection, events = connect(broker.address)
-    for body in bodies[:-1]:
-        connection.send(destination, body, headers=dict(headers))
-    connection.send(destination, bodies[-1], headers=dict(headers, receipt="sent"))
-    assert events.wait_for(lambda: "sent" in events.receipts)
-    connection.disconnect()
 
 
 def eventually(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
@@ -121,29 +108,28 @@ def eventually(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
     return True
 
 
-def quiet(seconds: float = 0.3) -> None:
-    """Give the broker time to deliver anything it (wrongly) would."""
-    time.sleep(seconds)
-
-
 def test_competing_consumers_share_a_queue_without_loss_or_duplicates(
     broker: BrokerProcess,
 ) -> None:
-    """Four consumers (STOMP 1.0, 1.1, 1.2, 1.2) on one queue get every message exactly once between them."""
+    """
+    Four consumers (STOMP 1.0, 1.1, 1.2, 1.2) on one queue get every message exactly once between
+    them.
+    """
     destination = unique()
     workers = [
         worker(broker, destination, version, prefetch_count="10")
         for version in ("1.0", "1.1", "1.2", "1.2")
     ]
     bodies = [f"job {n}".encode() for n in range(400)]
-    send_all(broker, destination, bodies)
+    publish(broker.address, destination, bodies)
     inboxes = [inbox for _, inbox in workers]
 
     def total() -> int:
         return sum(len(inbox.messages) for inbox in inboxes)
 
     assert eventually(lambda: total() >= len(bodies))
-    quiet()
+    for connection, inbox in workers:
+        flush_deliveries(connection, inbox)
     received = [body for inbox in inboxes for body in inbox.bodies()]
     assert sorted(received) == sorted(bodies)
     assert all(inbox.messages for inbox in inboxes), [len(inbox.messages) for inbox in inboxes]
@@ -155,23 +141,23 @@ def test_competing_consumers_share_a_queue_without_loss_or_duplicates(
 
 
 def test_dead_consumers_messages_are_redelivered_to_the_others(broker: BrokerProcess) -> None:
-    """A consumer that dies holding unacknowledged messages has them redelivered, marked, to the others."""
+    """
+    A consumer that dies holding unacknowledged messages has them redelivered, marked, to the
+    others.
+    """
     destination = unique()
-    dying = RawClient(broker.address)
-    dying.connect()
-    dying.send(
-        f"SUBSCRIBE\nid:d\ndestination:{destination}\nack:client\nprefetch-count:5\nreceipt:s\n\n\x00".encode()
-    )
-    assert dying.read_frames(1)[0].command == "RECEIPT"
-    send_all(broker, destination, [f"job {n}".encode() for n in range(5)])
+    dying = raw_connect(broker.address)
+    assert dying.subscribe(destination, "ack:client", "prefetch-count:5").command == "RECEIPT"
+    publish(broker.address, destination, [f"job {n}".encode() for n in range(5)])
     held = dying.read_frames(5)
     assert [frame.body for frame in held] == [f"job {n}".encode() for n in range(5)]
     survivors = [worker(broker, destination) for _ in range(2)]
-    send_all(broker, destination, [b"job 5"])
+    publish(broker.address, destination, [b"job 5"])
     dying.socket.close()
     inboxes = [inbox for _, inbox in survivors]
     assert eventually(lambda: sum(len(i.messages) for i in inboxes) >= 6)
-    quiet()
+    for connection, inbox in survivors:
+        flush_deliveries(connection, inbox)
     frames = [frame for inbox in inboxes for frame in inbox.messages]
     assert sorted(frame.body for frame in frames) == [f"job {n}".encode() for n in range(6)]
     redelivered = {frame.body for frame in frames if frame.headers.get("redelivered") == "true"}
@@ -193,7 +179,7 @@ def test_poison_message_reaches_the_dead_letter_queue(broker: BrokerProcess) -> 
     watcher.subscribe(f"/queue/DLQ.{name}", id="dlq", receipt="watching")
     assert dead.wait_for(lambda: "watching" in dead.receipts)
     consumer, inbox = worker(broker, destination, decide=lambda frame: frame.body != b"poison")
-    send_all(broker, destination, [b"ok 1", b"poison", b"ok 2"])
+    publish(broker.address, destination, [b"ok 1", b"poison", b"ok 2"])
     assert dead.wait_for(lambda: len(dead.messages) == 1, timeout=10)
     [letter] = dead.messages
     assert letter.body == b"poison"
@@ -214,21 +200,23 @@ def test_nack_without_requeue_dead_letters_at_once(broker: BrokerProcess) -> Non
     name = destination.split("/")[-1]
     consumer, inbox = connect(broker.address)
     consumer.subscribe(destination, id="s", ack="client-individual")
-    send_all(broker, destination, [b"reject me"])
+    publish(broker.address, destination, [b"reject me"])
     assert inbox.wait_for(lambda: len(inbox.messages) == 1)
     consumer.nack(inbox.messages[0].headers["ack"], requeue="false")
     watcher, dead = connect(broker.address)
     watcher.subscribe(f"/queue/DLQ.{name}", id="dlq")
     assert dead.wait_for(lambda: len(dead.messages) == 1)
     assert dead.messages[0].headers["dead-letter-reason"] == "rejected"
-    quiet(0.2)
+    flush_deliveries(consumer, inbox)
     assert len(inbox.messages) == 1
     consumer.disconnect()
     watcher.disconnect()
 
 
 def test_transactions_commit_and_abort(broker: BrokerProcess) -> None:
-    """SENDs in a transaction arrive only at COMMIT, all together and in order; ABORTed ones never."""
+    """
+    SENDs in a transaction arrive only at COMMIT, all together and in order; ABORTed ones never.
+    """
     destination = unique()
     consumer, inbox = connect(broker.address)
     consumer.subscribe(destination, id="s", receipt="ready")
@@ -242,7 +230,7 @@ def test_transactions_commit_and_abort(broker: BrokerProcess) -> None:
     producer.send(destination, b"outside", receipt="outside")
     assert events.wait_for(lambda: "outside" in events.receipts)
     assert inbox.wait_for(lambda: len(inbox.messages) == 1)
-    quiet()
+    flush_deliveries(consumer, inbox, sender=producer)
     assert inbox.bodies() == [b"outside"], "nothing of an open transaction is delivered"
     producer.abort(aborted)
     producer.commit(committed)
@@ -254,19 +242,21 @@ def test_transactions_commit_and_abort(broker: BrokerProcess) -> None:
 
 
 def test_acks_in_an_aborted_transaction_are_undone(broker: BrokerProcess) -> None:
-    """An ACK in an aborted transaction leaves the message unacknowledged; a committed one settles it."""
+    """
+    An ACK in an aborted transaction leaves the message unacknowledged; a committed one settles it.
+    """
     destination = unique()
     consumer, inbox = connect(broker.address)
     consumer.subscribe(
         destination, id="s", ack="client-individual", headers={"prefetch-count": "1"}
     )
-    send_all(broker, destination, [b"first", b"second"])
+    publish(broker.address, destination, [b"first", b"second"])
     assert inbox.wait_for(lambda: len(inbox.messages) == 1)
     ack = inbox.messages[0].headers["ack"]
     aborted = consumer.begin()
     consumer.ack(ack, transaction=aborted)
     consumer.abort(aborted)
-    quiet()
+    flush_deliveries(consumer, inbox)
     assert inbox.bodies() == [b"first"], "the window is still full"
     committed = consumer.begin()
     consumer.ack(ack, transaction=committed)
@@ -277,18 +267,21 @@ def test_acks_in_an_aborted_transaction_are_undone(broker: BrokerProcess) -> Non
 
 
 def test_expired_messages_never_arrive(broker: BrokerProcess) -> None:
-    """Messages past their expiration or expires time are not delivered; with --expired dead-letter they are moved."""
+    """
+    Messages past their expiration or expires time are not delivered; with --expired dead-letter
+    they are moved.
+    """
     destination = unique()
     name = destination.split("/")[-1]
     past = str(int(time.time() * 1000) - 1000)
-    send_all(broker, destination, [b"short-lived"], expiration="100")
-    send_all(broker, destination, [b"already expired"], expires=past)
-    send_all(broker, destination, [b"long-lived"], expiration="60000")
+    publish(broker.address, destination, [b"short-lived"], expiration="100")
+    publish(broker.address, destination, [b"already expired"], expires=past)
+    publish(broker.address, destination, [b"long-lived"], expiration="60000")
     time.sleep(0.3)
     consumer, inbox = connect(broker.address)
     consumer.subscribe(destination, id="s")
     assert inbox.wait_for(lambda: len(inbox.messages) == 1)
-    quiet()
+    flush_deliveries(consumer, inbox)
     assert inbox.bodies() == [b"long-lived"]
     watcher, dead = connect(broker.address)
     watcher.subscribe(f"/queue/DLQ.{name}", id="dlq")
@@ -299,22 +292,17 @@ def test_expired_messages_never_arrive(broker: BrokerProcess) -> None:
     topic = unique("topic")
     topic_subscriber.subscribe(topic, id="t", receipt="ready")
     assert topic_inbox.wait_for(lambda: "ready" in topic_inbox.receipts)
-    send_all(broker, topic, [b"stale news"], expires=past)
-    send_all(broker, topic, [b"news"])
+    publish(broker.address, topic, [b"stale news"], expires=past)
+    publish(broker.address, topic, [b"news"])
     assert topic_inbox.wait_for(lambda: len(topic_inbox.messages) == 1)
-    quiet()
+    flush_deliveries(topic_subscriber, topic_inbox)
     assert topic_inbox.bodies() == [b"news"]
     for connection in (consumer, watcher, topic_subscriber):
         connection.disconnect()
 
 
 def durable_client(broker: BrokerProcess, client_id: str | None) -> tuple[Any, Collector]:
-    connection = stomp.Connection12([broker.address], auto_decode=False)
-    inbox = Collector()
-    connection.set_listener("inbox", inbox)
-    headers = {"client-id": client_id} if client_id else {}
-    connection.connect(wait=True, headers=headers)
-    return connection, inbox
+    return connect(broker.address, headers={"client-id": client_id} if client_id else {})
 
 
 @pytest.mark.parametrize(
@@ -329,7 +317,10 @@ def durable_client(broker: BrokerProcess, client_id: str | None) -> tuple[Any, C
 def test_durable_subscriber_gets_what_it_missed(
     broker: BrokerProcess, client_id: str | None, headers: dict[str, str]
 ) -> None:
-    """A durable topic subscriber that disconnects and reconnects gets the messages published meanwhile."""
+    """
+    A durable topic subscriber that disconnects and reconnects gets the messages published
+    meanwhile.
+    """
     token = uuid.uuid4().hex[:8]
     client_id = client_id.format(token=token) if client_id else None
     topic = unique("topic")
@@ -343,11 +334,11 @@ def test_durable_subscriber_gets_what_it_missed(
 
     first, inbox = durable_client(broker, client_id)
     subscribe(first, inbox, "s1")
-    send_all(broker, topic, [b"seen"])
+    publish(broker.address, topic, [b"seen"])
     assert inbox.wait_for(lambda: len(inbox.messages) == 1)
     first.ack(inbox.messages[0].headers["ack"])
     first.disconnect()
-    send_all(broker, topic, [b"missed 1", b"missed 2"])
+    publish(broker.address, topic, [b"missed 1", b"missed 2"])
     second, again = durable_client(broker, client_id)
     subscribe(second, again, "s2")
     assert again.wait_for(lambda: len(again.messages) == 2)
@@ -356,16 +347,19 @@ def test_durable_subscriber_gets_what_it_missed(
     second.unsubscribe(subscription_id, headers=dict(headers, receipt="removed"))
     assert again.wait_for(lambda: "removed" in again.receipts)
     second.disconnect()
-    send_all(broker, topic, [b"nobody keeps this"])
+    publish(broker.address, topic, [b"nobody keeps this"])
     third, last = durable_client(broker, client_id)
     subscribe(third, last, "s3")
-    quiet()
+    flush_deliveries(third, last)
     assert last.messages == []
     third.disconnect()
 
 
 def test_request_reply_through_a_temporary_queue(broker: BrokerProcess) -> None:
-    """reply-to:/temp-queue/NAME is rewritten to a name a responder can SEND to; the reply reaches the requester."""
+    """
+    reply-to:/temp-queue/NAME is rewritten to a name a responder can SEND to; the reply reaches the
+    requester.
+    """
     service = unique()
     responder, requests = connect(broker.address, "1.1")
 

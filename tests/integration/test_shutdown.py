@@ -10,8 +10,8 @@ import socket
 import time
 from pathlib import Path
 
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.clients import RawClient
+from tests.support.clients import RawClient, raw_connect
+from tests.support.process import BrokerProcess
 
 #: twistd ends by raising the signal that stopped it again, once it has shut down cleanly.
 TERMINATED = -signal.SIGTERM
@@ -21,12 +21,9 @@ def test_sigterm_tells_clients_flushes_and_exits(tmp_path: Path) -> None:
     """Each client gets ERROR "broker shutting down" after what was sent to it, then EOF."""
     broker = BrokerProcess(tmp_path, "--data-dir", "none", http=None)
     try:
-        subscriber = RawClient(broker.address)
-        subscriber.connect()
-        subscriber.send(b"SUBSCRIBE\nid:0\ndestination:/topic/last\nreceipt:s\n\n\x00")
-        assert subscriber.read_frames(count=1)[0].command == "RECEIPT"
-        publisher = RawClient(broker.address)
-        publisher.connect()
+        subscriber = raw_connect(broker.address)
+        assert subscriber.subscribe("/topic/last").command == "RECEIPT"
+        publisher = raw_connect(broker.address)
         publisher.send(b"SEND\ndestination:/topic/last\nreceipt:p\n\nlast words\x00")
         assert publisher.read_frames(count=1)[0].command == "RECEIPT"
         broker.process.send_signal(signal.SIGTERM)
@@ -67,10 +64,8 @@ def test_shutdown_timeout_bounds_a_stop_held_up_by_a_client_that_does_not_read(
         stalled = RawClient(broker.address)
         stalled.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         stalled.connect()
-        stalled.send(b"SUBSCRIBE\nid:0\ndestination:/topic/full\nreceipt:s\n\n\x00")
-        assert stalled.read_frames(count=1)[0].command == "RECEIPT"
-        publisher = RawClient(broker.address)
-        publisher.connect()
+        assert stalled.subscribe("/topic/full").command == "RECEIPT"
+        publisher = raw_connect(broker.address)
         frame = b"SEND\ndestination:/topic/full\n\n" + b"x" * 60000 + b"\x00"
         publisher.socket.settimeout(5)
         for _ in range(200):

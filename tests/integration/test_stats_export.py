@@ -24,9 +24,8 @@ from stompbroker.stats.schema import (
     DestinationRecord,
     record_from_json_line,
 )
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.clients import connect
-from tests.sparkjobs.conftest import spark  # noqa: F401  (the session-wide SparkSession)
+from tests.support.clients import connect
+from tests.support.process import BrokerProcess
 
 ORDERS, PRICES, AUDIT = "/queue/orders", "/topic/prices.eur", "/queue/audit"
 #: Messages and body size sent to each destination.
@@ -104,20 +103,9 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     """
     workdir = tmp_path_factory.mktemp("stats-e2e")
     stats = workdir / "stats"
-    broker = BrokerProcess(
-        workdir,
-        "--data-dir",
-        "none",
-        "--stats-dir",
-        str(stats),
-        "--stats-interval",
-        "0.5",
-        http=None,
-    )
-    try:
+    options = ("--data-dir", "none", "--stats-dir", str(stats), "--stats-interval", "0.5")
+    with BrokerProcess(workdir, *options, http=None) as broker:
         connections = drive_traffic(broker.address)
-    finally:
-        broker.stop()
     assert "Server Shut Down" in broker.log()
     return stats, connections
 
@@ -141,7 +129,7 @@ def test_sigterm_publishes_the_last_file_and_the_records_add_up(
 
 def test_the_spark_report_totals_equal_the_traffic_sent(
     exported: tuple[Path, int],
-    spark: SparkSession,  # noqa: F811
+    spark: SparkSession,
     tmp_path: Path,
 ) -> None:
     """

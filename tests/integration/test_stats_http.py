@@ -5,15 +5,13 @@ real ``treq`` over its web port, and the STOMP destinations (``/queue/monitor``,
 
 These are ``twisted.trial`` test cases, which pytest runs: trial spins the reactor
 for each test until its Deferred fires, or fails it after :attr:`timeout` seconds.
-One broker (``twistd``, a subprocess) serves the whole class.
+One broker (``twistd``, a subprocess: :class:`tests.support.process.SharedBroker`)
+serves the whole class.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import treq
@@ -21,8 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.clients import connect
+from tests.support.clients import connect, publish
+from tests.support.process import SharedBroker
 
 #: Seconds between two live snapshots of the broker under test.
 MONITOR_INTERVAL = 0.3
@@ -30,30 +28,14 @@ MONITOR_INTERVAL = 0.3
 WAIT = 5.0
 
 
-class LiveStatsTests(unittest.TestCase):
+class LiveStatsTests(SharedBroker, unittest.TestCase):
     """The broker's live statistics, as an operator's tools see them."""
 
     timeout = 20
-    broker: BrokerProcess
-    workdir: str
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.workdir = tempfile.mkdtemp(prefix="stompbroker-stats-")
-        cls.broker = BrokerProcess(
-            Path(cls.workdir),
-            "--data-dir",
-            "none",
-            "--heartbeat",
-            "0,0",
-            "--monitor-interval",
-            str(MONITOR_INTERVAL),
-        )
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.broker.stop()
-        shutil.rmtree(cls.workdir, ignore_errors=True)
+    broker_args = (
+        *("--data-dir", "none", "--heartbeat", "0,0"),
+        *("--monitor-interval", str(MONITOR_INTERVAL)),
+    )
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.broker.http_port}{path}"
@@ -67,14 +49,7 @@ class LiveStatsTests(unittest.TestCase):
 
     def send(self, destination: str, count: int) -> None:
         """Send ``count`` messages with stomp.py, and wait until the broker has them all."""
-        connection, inbox = connect(self.broker.address)
-        try:
-            for number in range(count):
-                receipt = {"receipt": "last"} if number == count - 1 else {}
-                connection.send(destination, b"payload", headers=receipt)
-            self.assertTrue(inbox.wait_for(lambda: "last" in inbox.receipts, WAIT))
-        finally:
-            connection.disconnect()
+        publish(self.broker.address, destination, [b"payload"] * count)
 
     def receive(self, destination: str, count: int) -> list[Any]:
         """Subscribe with stomp.py until ``count`` messages have come; :returns: them."""

@@ -14,17 +14,17 @@ import ipaddress
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-import stomp
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from tests.integration.broker_process import BrokerProcess, free_port, wait_for_port
-from tests.integration.clients import Collector
-from tests.integration.test_websocket_handshake import RawWebSocket
+from tests.support.clients import Collector, connect
+from tests.support.process import BrokerProcess, free_port, wait_for_port
+from tests.support.websocket import RawWebSocket
 
 
 def make_certificate(directory: Path) -> tuple[Path, Path]:
@@ -91,14 +91,8 @@ def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TLSBroker]:
     broker.process.stop()
 
 
-def stomp_over_tls(broker: TLSBroker) -> tuple[stomp.Connection12, Collector]:
-    address = ("127.0.0.1", broker.stomp_port)
-    connection = stomp.Connection12([address], auto_decode=False)
-    connection.set_ssl(for_hosts=[address], ca_certs=str(broker.cert))
-    inbox = Collector()
-    connection.set_listener("inbox", inbox)
-    connection.connect(wait=True)
-    return connection, inbox
+def stomp_over_tls(broker: TLSBroker) -> tuple[Any, Collector]:
+    return connect(("127.0.0.1", broker.stomp_port), ca_certs=str(broker.cert))
 
 
 def test_stomp_over_tls_listener(tls_broker: TLSBroker) -> None:

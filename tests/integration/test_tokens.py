@@ -14,11 +14,10 @@ from collections.abc import Callable, Iterator
 import pytest
 import stomp
 
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.clients import Collector, RawClient
-from tests.integration.test_websocket_handshake import RawWebSocket
-from tests.security import token_fixtures as tokens
-from tests.transport.test_websocket import handshake_request
+from tests.support import tokens
+from tests.support.clients import Collector, RawClient
+from tests.support.process import BrokerProcess
+from tests.support.websocket import RawWebSocket, handshake_request
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +136,7 @@ def test_websocket_client_logs_in_with_a_token(broker: BrokerProcess) -> None:
     web = ("127.0.0.1", broker.http_port)
     by_passcode = RawWebSocket(web)
     by_passcode.send(f"CONNECT\naccept-version:1.2\nhost:/\npasscode:{token()}\n\n\x00".encode())
-    request = handshake_request()[:-2] + f"Authorization: Bearer {token()}\r\n\r\n".encode()
+    request = handshake_request(headers=(("Authorization", f"Bearer {token()}"),))
     by_header = RawWebSocket(web, request=request)
     by_header.send(b"CONNECT\naccept-version:1.2\nhost:/\n\n\x00")
     try:

@@ -7,8 +7,6 @@ second, well-behaved client on the same broker keeps receiving.
 
 from __future__ import annotations
 
-import itertools
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,8 +15,8 @@ from typing import Any
 import pytest
 
 from stompbroker.protocol.frames import Frame
-from tests.integration.broker_process import BrokerProcess, subprocess_env, twistd_command
-from tests.integration.clients import RawClient, connect
+from tests.support.clients import Bystander, RawClient, connect, flush_deliveries, raw_connect
+from tests.support.process import BrokerProcess, run_twistd
 
 VERSIONS = ["1.0", "1.1", "1.2"]
 
@@ -29,21 +27,9 @@ def unique(prefix: str = "/topic/t") -> str:
 
 @pytest.fixture
 def bystander(broker: BrokerProcess) -> Iterator[Any]:
-    """A well-behaved subscriber whose deliveries must survive other clients' mistakes."""
-    connection, collector = connect(broker.address)
-    destination = unique("/topic/bystander")
-    connection.subscribe(destination, id="watch")
-    counter = itertools.count()
-
-    def still_receiving() -> bool:
-        token = f"ping-{next(counter)}".encode()
-        publisher, _ = connect(broker.address)
-        publisher.send(destination, token, receipt="sent")
-        publisher.disconnect()
-        return collector.wait_for(lambda: token in collector.bodies())
-
-    yield still_receiving
-    connection.disconnect()
+    """:returns: a check that a well-behaved subscriber still gets what is published to it."""
+    with Bystander(broker.address) as watcher:
+        yield watcher.still_receiving
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -59,7 +45,11 @@ def test_subscribe_send_receive(broker: BrokerProcess, version: str) -> None:
     assert inbox.wait_for(lambda: "subscribed" in inbox.receipts)
     body = b"hello \x00 world" if version != "1.0" else b"hello world"
     publisher.send(
-        destination, body, content_type="application/octet-stream", headers={"x-k": "v"}, receipt="r1"
+        destination,
+        body,
+        content_type="application/octet-stream",
+        headers={"x-k": "v"},
+        receipt="r1",
     )
     assert inbox.wait_for(lambda: len(inbox.messages) == 1)
     assert publisher_events.wait_for(lambda: "r1" in publisher_events.receipts)
@@ -96,7 +86,7 @@ def test_wildcards(broker: BrokerProcess) -> None:
         ("gt", b"/one/two"),
     }
     assert inbox.wait_for(lambda: len(inbox.messages) >= len(expected))
-    time.sleep(0.2)
+    flush_deliveries(subscriber, inbox, sender=publisher)
     got = {(m.headers["subscription"], m.body) for m in inbox.messages}
     assert got == expected
     assert len(inbox.messages) == len(expected)
@@ -115,7 +105,7 @@ def test_unsubscribe_stops_delivery(broker: BrokerProcess) -> None:
     publisher, events = connect(broker.address)
     publisher.send(destination, b"late", receipt="r")
     assert events.wait_for(lambda: "r" in events.receipts)
-    time.sleep(0.2)
+    flush_deliveries(subscriber, inbox)
     assert inbox.messages == []
     subscriber.disconnect()
     publisher.disconnect()
@@ -132,8 +122,7 @@ def test_heartbeats_kept(broker: BrokerProcess) -> None:
 
 def test_heartbeats_missed(broker: BrokerProcess, bystander: Any) -> None:
     """A client that promised heart-beats and stays silent gets an ERROR and is closed."""
-    client = RawClient(broker.address)
-    client.connect(heart_beat="500,0")
+    client = raw_connect(broker.address, heart_beat="500,0")
     started = time.monotonic()
     frames = client.read_frames(count=10, timeout=5)
     elapsed = time.monotonic() - started
@@ -146,57 +135,50 @@ def test_heartbeats_missed(broker: BrokerProcess, bystander: Any) -> None:
 
 def test_disconnect_with_receipt(broker: BrokerProcess) -> None:
     """DISCONNECT gets its RECEIPT, then the broker closes the connection."""
-    client = RawClient(broker.address)
-    client.connect()
+    client = raw_connect(broker.address)
     client.send(b"DISCONNECT\nreceipt:bye\n\n\x00")
     assert client.read_frames() == [Frame("RECEIPT", (("receipt-id", "bye"),))]
     assert client.closed_by_peer()
 
 
+def bad(case: str, data: bytes, message: str, needs_connect: bool = True) -> Any:
+    """:returns: a case of :func:`test_bad_input_gets_error_and_close`, named ``case``."""
+    return pytest.param(data, message, needs_connect, id=case)
+
+
+SEND_FIRST = b"SEND\ndestination:/topic/x\nreceipt:r0\n\nbody\x00"
 BAD_INPUTS = [
-    pytest.param(
-        b"SEND\ndestination:/topic/x\nreceipt:r0\n\nbody\x00",
-        "expected CONNECT",
-        False,
-        id="frame-before-connect",
-    ),
-    pytest.param(b"FROB\nreceipt:r1\n\n\x00", "unknown command", True, id="unknown-command"),
-    pytest.param(b"SEND\nreceipt:r2\n\nbody\x00", "missing destination header", True, id="no-destination"),
-    pytest.param(
-        b"SUBSCRIBE\ndestination:/topic/x\nreceipt:r3\n\n\x00", "missing id header", True, id="no-id"
-    ),
-    pytest.param(b"SEND\ndestination /topic/x\n\nbody\x00", "header line without a colon", True, id="no-colon"),
-    pytest.param(
+    bad("frame-before-connect", SEND_FIRST, "expected CONNECT", needs_connect=False),
+    bad("unknown-command", b"FROB\nreceipt:r1\n\n\x00", "unknown command"),
+    bad("no-destination", b"SEND\nreceipt:r2\n\nbody\x00", "missing destination header"),
+    bad("no-id", b"SUBSCRIBE\ndestination:/topic/x\nreceipt:r3\n\n\x00", "missing id header"),
+    bad("no-colon", b"SEND\ndestination /topic/x\n\nbody\x00", "header line without a colon"),
+    bad(
+        "content-length-lies",
         b"SEND\ndestination:/topic/x\ncontent-length:2\n\nbody\x00",
         "not terminated by NUL",
-        True,
-        id="content-length-lies",
     ),
-    pytest.param(b"SEND\ndestination:/topic/a\\tb\n\n\x00", "undefined escape sequence", True, id="bad-escape"),
-    pytest.param(
+    bad("bad-escape", b"SEND\ndestination:/topic/a\\tb\n\n\x00", "undefined escape sequence"),
+    bad(
+        "wildcard-send",
         b"SEND\ndestination:/topic/x.*\nreceipt:r4\n\n\x00",
         "wildcard in SEND destination",
-        True,
-        id="wildcard-send",
     ),
-    pytest.param(b"SEND\ndestination:/nowhere\n\n\x00", "unknown destination", True, id="unknown-dest"),
-    pytest.param(
+    bad("unknown-dest", b"SEND\ndestination:/nowhere\n\n\x00", "unknown destination"),
+    bad(
+        "oversized-body",
         b"SEND\ndestination:/topic/x\n\n" + b"x" * (5 * 1024 * 1024),
         "frame too large",
-        True,
-        id="oversized-body",
     ),
-    pytest.param(
+    bad(
+        "long-header",
         b"SEND\ndestination:/topic/x\nx-big:" + b"y" * 20000 + b"\n\n\x00",
         "header line too long",
-        True,
-        id="long-header",
     ),
-    pytest.param(
+    bad(
+        "many-headers",
         b"SEND\ndestination:/topic/x\n" + b"h:v\n" * 1001 + b"\n\x00",
         "too many headers",
-        True,
-        id="many-headers",
     ),
 ]
 
@@ -209,10 +191,7 @@ def test_bad_input_gets_error_and_close(
     client = RawClient(broker.address)
     if needs_connect:
         client.connect()
-    try:
-        client.send(data)
-    except (BrokenPipeError, ConnectionResetError):
-        pass  # the broker may close before a huge frame is all sent
+    client.send_until_closed(data)  # the broker may close before a huge frame is all sent
     frames = client.read_frames()
     assert frames, "no ERROR frame arrived"
     error = frames[-1]
@@ -228,8 +207,7 @@ def test_bad_input_gets_error_and_close(
 
 def test_client_vanishing_mid_frame(broker: BrokerProcess, bystander: Any) -> None:
     """A client that disconnects half-way through a frame affects no one."""
-    client = RawClient(broker.address)
-    client.connect()
+    client = raw_connect(broker.address)
     client.send(b"SEND\ndestination:/topic/x\ncontent-length:100\n\nhalf")
     client.close()
     assert bystander()
@@ -237,8 +215,7 @@ def test_client_vanishing_mid_frame(broker: BrokerProcess, bystander: Any) -> No
 
 def test_max_connections(tmp_path: Any) -> None:
     """With --max-connections N the next client gets an ERROR naming the limit."""
-    broker = BrokerProcess(tmp_path, "--max-connections", "2")
-    try:
+    with BrokerProcess(tmp_path, "--max-connections", "2") as broker:
         # The port probe in BrokerProcess has closed by now; give the broker a moment to see it.
         time.sleep(0.2)
         first, second = RawClient(broker.address), RawClient(broker.address)
@@ -252,20 +229,13 @@ def test_max_connections(tmp_path: Any) -> None:
         time.sleep(0.2)
         fourth = RawClient(broker.address)
         assert fourth.connect().command == "CONNECTED"
-    finally:
-        broker.stop()
 
 
 def test_help_documents_every_option() -> None:
     """``twistd stompbroker --help`` lists every option the issue names."""
-    output = subprocess.run(
-        [*twistd_command(), "stompbroker", "--help"],
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+    finished = run_twistd("stompbroker", "--help")
+    assert finished.returncode == 0, finished.stdout
+    output = finished.stdout
     for option in (
         "--port",
         "--listen",

@@ -4,15 +4,13 @@ STOMP over WebSocket against the real broker, with Autobahn's Twisted client.
 These are ``twisted.trial`` test cases, which pytest runs: trial spins the
 reactor for each test until its Deferred fires, or fails it after
 :attr:`timeout` seconds, and fails a test that leaves timers or sockets behind.
-One broker (``twistd``, a subprocess) serves the whole class.
+One broker (``twistd``, a subprocess: :class:`tests.support.process.SharedBroker`)
+serves the whole class.
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from autobahn.twisted.websocket import WebSocketClientFactory, WebSocketClientProtocol
@@ -23,8 +21,8 @@ from twisted.trial import unittest
 
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.parser import FrameParser
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.clients import connect as stomp_connect
+from tests.support.clients import connect as stomp_connect
+from tests.support.process import SharedBroker
 
 #: Bounded waits: every Deferred a test waits on fails after this many seconds.
 WAIT = 5.0
@@ -112,32 +110,14 @@ class RecordingClient(WebSocketClientProtocol):
         return code
 
 
-class WebSocketTests(unittest.TestCase):
+class WebSocketTests(SharedBroker, unittest.TestCase):
     """The broker's /ws endpoint as Autobahn's client sees it."""
 
     timeout = 20
-    broker: BrokerProcess
-    workdir: str
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.workdir = tempfile.mkdtemp(prefix="stompbroker-ws-")
-        cls.broker = BrokerProcess(
-            Path(cls.workdir),
-            "--heartbeat",
-            "0,0",
-            "--max-frame-size",
-            str(MAX_FRAME_SIZE),
-            "--ws-ping-interval",
-            str(PING_INTERVAL),
-            "--ws-ping-timeout",
-            str(PING_TIMEOUT),
-        )
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.broker.stop()
-        shutil.rmtree(cls.workdir, ignore_errors=True)
+    broker_args = (
+        *("--heartbeat", "0,0", "--max-frame-size", str(MAX_FRAME_SIZE)),
+        *("--ws-ping-interval", str(PING_INTERVAL), "--ws-ping-timeout", str(PING_TIMEOUT)),
+    )
 
     @defer.inlineCallbacks
     def open(self, protocols: tuple[str, ...] = STOMP_SUBPROTOCOLS, path: str = "/ws") -> Any:

@@ -1,9 +1,7 @@
 """
 The web port of the real broker over plain sockets: bad handshakes, input no
-real client sends, and the site's HTTP resources.
-
-:class:`RawWebSocket` is a blocking client built from the hand-made frames of
-``tests/transport/test_websocket.py``; the TLS tests use it too.
+real client sends, and the site's HTTP resources, with
+:class:`tests.support.websocket.RawWebSocket`.
 """
 
 from __future__ import annotations
@@ -11,110 +9,19 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-import ssl
 import struct
-import time
 
 import pytest
 
-from stompbroker.protocol.frames import Frame
-from stompbroker.protocol.parser import FrameParser
 from stompbroker.web.site import STATIC
-from tests.integration.broker_process import BrokerProcess
-from tests.transport.test_websocket import (
-    OPCODE_BINARY,
+from tests.support.process import BrokerProcess
+from tests.support.websocket import (
     OPCODE_CLOSE,
-    OPCODE_TEXT,
+    RawWebSocket,
     client_frame,
     handshake_request,
     split_response,
-    split_server_frames,
 )
-
-
-class RawWebSocket:
-    """
-    A blocking WebSocket client on a plain (or TLS) socket, for bytes no real client would send.
-
-    :param address: the web port.
-    :param request: the opening handshake to send, as bytes.
-    :param tls: wrap the socket in TLS with this context first.
-    """
-
-    def __init__(
-        self,
-        address: tuple[str, int],
-        request: bytes = handshake_request(),
-        tls: ssl.SSLContext | None = None,
-    ) -> None:
-        raw = socket.create_connection(address, timeout=5)
-        self.socket = tls.wrap_socket(raw, server_hostname=address[0]) if tls else raw
-        self.socket.sendall(request)
-        self.buffer = b""
-        while b"\r\n\r\n" not in self.buffer:
-            data = self.socket.recv(65536)
-            if not data:
-                break
-            self.buffer += data
-        self.status, self.headers, self.buffer = split_response(self.buffer)
-        self.parser = FrameParser(max_frame_size=1 << 30)
-
-    def send(self, payload: bytes, opcode: int = OPCODE_TEXT) -> None:
-        self.socket.sendall(client_frame(payload, opcode))
-
-    def _complete_frames(self) -> list[tuple[int, bytes]]:
-        complete, self.buffer = split_server_frames(self.buffer)
-        return complete
-
-    def _receive(self, deadline: float) -> bool:
-        """Read more bytes; :returns: ``False`` once the server closed or time ran out."""
-        self.socket.settimeout(max(0.01, deadline - time.monotonic()))
-        try:
-            data = self.socket.recv(65536)
-        except (TimeoutError, ConnectionResetError):
-            return False
-        self.buffer += data
-        return bool(data)
-
-    def read_frames(self, timeout: float = 5.0) -> list[tuple[int, bytes]]:
-        """
-        Read WebSocket frames until a close frame arrives, the server closes, or time runs out.
-        """
-        frames: list[tuple[int, bytes]] = []
-        deadline = time.monotonic() + timeout
-        while True:
-            frames.extend(self._complete_frames())
-            if any(opcode == OPCODE_CLOSE for opcode, _ in frames) or not self._receive(deadline):
-                return frames + self._complete_frames()
-
-    def stomp(self, frames: list[tuple[int, bytes]]) -> list[Frame]:
-        """:returns: the STOMP frames carried by the data messages among ``frames``."""
-        data = b"".join(p for opcode, p in frames if opcode in (OPCODE_TEXT, OPCODE_BINARY))
-        return self.parser.receive_data(data)
-
-    def read_stomp(self, count: int, timeout: float = 5.0) -> list[Frame]:
-        """Read until ``count`` STOMP frames have arrived, the server closes, or time runs out."""
-        received: list[Frame] = []
-        deadline = time.monotonic() + timeout
-        while True:
-            received.extend(self.stomp(self._complete_frames()))
-            if len(received) >= count or not self._receive(deadline):
-                return received + self.stomp(self._complete_frames())
-
-    def closed_by_peer(self, timeout: float = 5.0) -> bool:
-        """:returns: whether the server ends the TCP connection within ``timeout``."""
-        self.socket.settimeout(timeout)
-        try:
-            while self.socket.recv(65536):
-                continue
-        except TimeoutError:
-            return False
-        except ConnectionResetError:
-            return True
-        return True
-
-    def close(self) -> None:
-        self.socket.close()
 
 
 def read_response(address: tuple[str, int], request: bytes) -> bytes:

@@ -11,19 +11,10 @@ from hypothesis import strategies as st
 from stompbroker.protocol.encoder import encode, escape, message_prefix, message_tail, unescape
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.message import Message
-from stompbroker.protocol.parser import FrameParser
 from tests import strategies
+from tests.support.parsing import parse_chunks
 
 VERSIONS = st.sampled_from(["1.0", "1.1", "1.2"])
-
-
-def parse_chunks(chunks: list[bytes], version: str) -> list[Frame]:
-    parser = FrameParser()
-    parser.version = version
-    frames: list[Frame] = []
-    for chunk in chunks:
-        frames.extend(parser.receive_data(chunk))
-    return frames
 
 
 @st.composite

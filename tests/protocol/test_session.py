@@ -1,251 +1,37 @@
 """
-Tests of the sans-I/O session, against a recording fake broker and a list of bytes.
+Tests of the session's state machine and edge, against a recording fake broker
+and a list of bytes: the states and what moves them, bad input, DISCONNECT and
+losing the connection, and what the session tells statistics.  Its parts have
+test modules of their own (test_negotiation, test_publishing,
+test_client_subscriptions, test_receipts, test_slow_consumer, test_timers).
 
 No sockets and no reactor: time is a ``task.Clock``.
 """
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from typing import Any
 
 import pytest
-from twisted.internet.task import Clock
-from zope.interface import implementer
+from twisted.internet.defer import Deferred
 from zope.interface.verify import verifyObject
 
-from stompbroker.interfaces import IBroker, IConnection, ISubscriber
-from stompbroker.protocol.encoder import encode
-from stompbroker.protocol.errors import LimitExceeded
+from stompbroker.interfaces import ConnectionDescription, IBroker, IConnection
+from stompbroker.protocol import session as session_module
+from stompbroker.protocol.errors import ProtocolError
 from stompbroker.protocol.frames import Frame
-from stompbroker.protocol.message import Message
-from stompbroker.protocol.parser import FrameParser
 from stompbroker.protocol.session import (
+    HANDLERS,
+    TRANSITIONS,
+    Event,
     SessionConfig,
+    SessionStateError,
     State,
-    StompSession,
-    negotiate_heartbeat,
-    negotiate_version,
 )
-
-
-@implementer(IBroker)
-class RecordingBroker:
-    """A broker that records what sessions ask and routes SENDs to exact-match subscribers."""
-
-    def __init__(self, full: bool = False) -> None:
-        self.full = full
-        self.calls: list[tuple[str, Any]] = []
-        self.subscribers: list[Any] = []
-        self.connections: set[Any] = set()
-        self._ids = 0
-
-    def open_connection(self, connection: Any) -> None:
-        if self.full:
-            raise LimitExceeded("too many connections", "the broker is full")
-        self.connections.add(connection)
-
-    def close_connection(self, connection: Any) -> None:
-        self.calls.append(("close_connection", connection))
-        self.connections.discard(connection)
-
-    def new_session_id(self) -> str:
-        self._ids += 1
-        return f"s{self._ids}"
-
-    def subscribe(self, subscriber: Any) -> None:
-        self.calls.append(("subscribe", subscriber))
-        self.subscribers.append(subscriber)
-
-    def unsubscribe(self, subscriber: Any) -> None:
-        self.calls.append(("unsubscribe", subscriber))
-        self.subscribers.remove(subscriber)
-
-    def remove_durable(self, durable: tuple[str, str]) -> None:
-        self.calls.append(("remove_durable", durable))
-
-    def send(
-        self,
-        destination: str,
-        headers: Any,
-        body: bytes,
-        *,
-        connection: Any = None,
-        transaction: str | None = None,
-    ) -> None:
-        self._ids += 1
-        message = Message(destination, f"m{self._ids}", headers, body)
-        self.calls.append(("send", message))
-        if transaction is not None:
-            self.calls.append(("send-in", (transaction, message)))
-            return
-        for subscriber in self.subscribers:
-            if subscriber.destination == destination:
-                subscriber.deliver(message)
-
-    def ack(
-        self, connection: Any, message_id: str, *, subscriber: Any = None, transaction: Any = None
-    ) -> None:
-        self.calls.append(("ack", (message_id, subscriber, transaction)))
-
-    def nack(
-        self,
-        connection: Any,
-        message_id: str,
-        *,
-        subscriber: Any = None,
-        requeue: bool = True,
-        transaction: Any = None,
-    ) -> None:
-        self.calls.append(("nack", (message_id, subscriber, requeue, transaction)))
-
-    def begin(self, connection: Any, transaction: str) -> None:
-        self.calls.append(("begin", transaction))
-
-    def commit(self, connection: Any, transaction: str) -> None:
-        self.calls.append(("commit", transaction))
-
-    def abort(self, connection: Any, transaction: str) -> None:
-        self.calls.append(("abort", transaction))
-
-    def pause_consumers(self, connection: Any) -> None:
-        self.calls.append(("pause_consumers", connection))
-
-    def resume_consumers(self, connection: Any) -> None:
-        self.calls.append(("resume_consumers", connection))
-
-    def block_sender(self, subscriber: Any) -> None:
-        self.calls.append(("block_sender", subscriber))
-
-    def count_dropped(self, connection: Any, count: int, disconnected: bool = False) -> None:
-        self.calls.append(("count_dropped", (count, disconnected)))
-
-    def named(self, call: str) -> list[Any]:
-        """:returns: the arguments of every recorded call of that name, in order."""
-        return [argument for name, argument in self.calls if name == call]
-
-
-class FakeTransport:
-    """Collects what a session writes, and whether it closed."""
-
-    def __init__(self) -> None:
-        self.data = bytearray()
-        self.closed = False
-
-    def write(self, data: bytes) -> None:
-        self.data += data
-
-    def close(self) -> None:
-        self.closed = True
-
-    def take(self) -> bytes:
-        data, self.data = bytes(self.data), bytearray()
-        return data
-
-    def frames(self, version: str = "1.2") -> list[Frame]:
-        parser = FrameParser()
-        parser.version = version
-        return parser.receive_data(self.take())
-
-
-def make_session(
-    broker: RecordingBroker | None = None, config: SessionConfig = SessionConfig()
-) -> tuple[StompSession, FakeTransport, Clock, RecordingBroker]:
-    broker = broker or RecordingBroker()
-    transport = FakeTransport()
-    clock = Clock()
-    session = StompSession(broker, transport, clock, config, peer="127.0.0.1:5000")
-    session.connection_made()
-    return session, transport, clock, broker
-
-
-def frame(command: str, *headers: tuple[str, str], body: bytes = b"", version="1.2") -> bytes:
-    return encode(Frame(command, tuple(headers), body), version)
-
-
-def connected(
-    version: str = "1.2", heart_beat: str = "0,0", config: SessionConfig = SessionConfig()
-) -> tuple[StompSession, FakeTransport, Clock, RecordingBroker]:
-    session, transport, clock, broker = make_session(config=config)
-    headers = [("host", "/"), ("heart-beat", heart_beat)]
-    if version != "1.0":
-        headers.insert(0, ("accept-version", version))
-    session.receive_data(frame("CONNECT", *headers))
-    [reply] = transport.frames()
-    assert reply.command == "CONNECTED", reply
-    return session, transport, clock, broker
-
-
-def error_of(transport: FakeTransport, version: str = "1.2") -> Frame:
-    frames = transport.frames(version)
-    assert frames and frames[-1].command == "ERROR", frames
-    assert transport.closed
-    return frames[-1]
-
-
-# -- negotiation --------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "accept, expected",
-    [(None, "1.0"), ("1.0", "1.0"), ("1.1", "1.1"), ("1.0,1.1,1.2", "1.2"), ("1.1, 1.0", "1.1")],
-)
-def test_version_negotiation_picks_highest_common(accept: str | None, expected: str) -> None:
-    """STOMP 1.2, "Protocol Negotiation": the highest version both sides accept wins; none means 1.0."""
-    assert negotiate_version(accept, ("1.2", "1.1", "1.0")) == expected
-
-
-@pytest.mark.parametrize(
-    "client, server, expected",
-    [
-        (None, (10000, 10000), (0, 0)),
-        ("0,0", (10000, 10000), (0, 0)),
-        ("4000,6000", (10000, 10000), (10000, 10000)),
-        ("20000,30000", (10000, 10000), (30000, 20000)),
-        ("1000,0", (10000, 10000), (0, 10000)),
-        ("1000,1000", (0, 0), (0, 0)),
-    ],
-)
-def test_heartbeat_negotiation(client: str | None, server: tuple[int, int], expected) -> None:
-    """STOMP 1.2, "Heart-beating": each direction is the larger of the two offers, or off when either is 0."""
-    assert negotiate_heartbeat(client, server) == expected
-
-
-def test_connected_frame_carries_version_session_server_heartbeat() -> None:
-    """STOMP 1.2, "CONNECTED Frame": version, session, server and heart-beat headers."""
-    session, transport, _, broker = make_session(
-        config=SessionConfig(server_name="stompbroker/test", heartbeat=(3000, 4000))
-    )
-    session.receive_data(frame("STOMP", ("accept-version", "1.1,1.2"), ("host", "/")))
-    [reply] = transport.frames()
-    assert reply.command == "CONNECTED"
-    assert reply.get("version") == "1.2"
-    assert reply.get("session") == "s1"
-    assert reply.get("server") == "stompbroker/test"
-    assert reply.get("heart-beat") == "3000,4000"
-    assert session.state is State.CONNECTED
-    assert session in broker.connections
-    verifyObject(IConnection, session)
-
-
-def test_connect_without_accept_version_is_1_0() -> None:
-    """STOMP 1.1, "Protocol Negotiation": a CONNECT without accept-version speaks 1.0."""
-    session, transport, _, _ = make_session()
-    session.receive_data(b"CONNECT\nlogin:guest\n\n\x00")
-    [reply] = transport.frames()
-    assert reply.get("version") == "1.0"
-    assert reply.get("heart-beat") is None
-    assert session.version == "1.0"
-
-
-def test_no_common_version_errors_with_version_header_and_closes() -> None:
-    """STOMP 1.2, "Protocol Negotiation": the ERROR lists the versions the server speaks."""
-    session, transport, _, _ = make_session()
-    session.receive_data(frame("CONNECT", ("accept-version", "2.0,3.1")))
-    error = error_of(transport)
-    assert error.get("version") == "1.2,1.1,1.0"
-    assert "version" in error.get("message", "")
-    assert b"2.0,3.1" in error.body
-
+from stompbroker.security.identity import ANONYMOUS_IDENTITY, Identity
+from tests.support.session import RecordingBroker, connected, error_of, frame, make_session
 
 # -- bad input ----------------------------------------------------------------
 
@@ -324,20 +110,6 @@ def test_frame_over_the_size_limit_is_an_error() -> None:
     assert b"1024" in error.body + error.get("message", "").encode()
 
 
-def test_invalid_ack_mode_is_an_error() -> None:
-    """SUBSCRIBE with an ack mode STOMP does not define is an error."""
-    session, transport, _, _ = connected()
-    session.receive_data(frame("SUBSCRIBE", ("id", "1"), ("destination", "/topic/a"), ("ack", "x")))
-    assert error_of(transport).get("message") == "invalid ack mode"
-
-
-def test_malformed_heartbeat_header_is_an_error() -> None:
-    """A heart-beat header that is not two integers is an error."""
-    session, transport, _, _ = make_session()
-    session.receive_data(frame("CONNECT", ("accept-version", "1.2"), ("heart-beat", "fast")))
-    assert error_of(transport).get("message") == "invalid heart-beat header"
-
-
 def test_full_broker_rejects_the_connection() -> None:
     """When the broker refuses a connection, the client gets an ERROR naming the limit."""
     session, transport, _, _ = make_session(broker=RecordingBroker(full=True))
@@ -347,118 +119,6 @@ def test_full_broker_rejects_the_connection() -> None:
 def test_recording_broker_provides_ibroker() -> None:
     """The fake broker these tests use offers everything a session may ask of a broker."""
     verifyObject(IBroker, RecordingBroker())
-
-
-# -- subscriptions, delivery and receipts -----------------------------------
-
-
-def test_send_is_delivered_with_user_headers_and_without_hop_headers() -> None:
-    """A MESSAGE carries destination, message-id, subscription and the SEND's own headers, not its receipt."""
-    session, transport, _, broker = connected()
-    session.receive_data(frame("SUBSCRIBE", ("id", "sub-1"), ("destination", "/topic/a")))
-    body = b"binary\x00body"
-    session.receive_data(
-        frame(
-            "SEND",
-            ("destination", "/topic/a"),
-            ("content-type", "application/octet-stream"),
-            ("content-length", str(len(body))),
-            ("receipt", "r1"),
-            ("x-custom", "a:b\nc"),
-            ("x-custom", "second"),
-            body=body,
-        )
-    )
-    message, receipt = transport.frames()
-    assert message.command == "MESSAGE"
-    assert message.get("subscription") == "sub-1"
-    assert message.get("destination") == "/topic/a"
-    assert message.get("message-id")
-    assert message.get("content-type") == "application/octet-stream"
-    assert message.get("content-length") == str(len(body))
-    assert message.get("x-custom") == "a:b\nc"
-    assert [v for k, v in message.headers if k == "x-custom"] == ["a:b\nc"]
-    assert message.get("receipt") is None
-    assert message.body == body
-    assert receipt == Frame("RECEIPT", (("receipt-id", "r1"),))
-    [send] = [arg for call, arg in broker.calls if call == "send"]
-    assert ("receipt", "r1") not in send.headers
-
-
-def test_subscribe_hands_broker_a_subscriber() -> None:
-    """SUBSCRIBE gives the broker an ISubscriber with id, destination and ack mode."""
-    session, transport, _, broker = connected()
-    session.receive_data(
-        frame("SUBSCRIBE", ("id", "7"), ("destination", "/topic/x.*"), ("receipt", "r"))
-    )
-    [subscriber] = broker.subscribers
-    verifyObject(ISubscriber, subscriber)
-    assert (subscriber.subscription_id, subscriber.destination, subscriber.ack_mode) == (
-        "7",
-        "/topic/x.*",
-        "auto",
-    )
-    assert subscriber.connection is session
-    assert transport.frames() == [Frame("RECEIPT", (("receipt-id", "r"),))]
-
-
-def test_duplicate_subscription_id_is_an_error() -> None:
-    """Two subscriptions with one id on one connection are an error."""
-    session, transport, _, _ = connected()
-    session.receive_data(frame("SUBSCRIBE", ("id", "1"), ("destination", "/topic/a")))
-    session.receive_data(frame("SUBSCRIBE", ("id", "1"), ("destination", "/topic/b")))
-    assert error_of(transport).get("message") == "duplicate subscription"
-
-
-def test_unsubscribe_by_id_stops_delivery() -> None:
-    """STOMP 1.2, "UNSUBSCRIBE": the id names the subscription to end."""
-    session, transport, _, broker = connected()
-    session.receive_data(frame("SUBSCRIBE", ("id", "1"), ("destination", "/topic/a")))
-    session.receive_data(frame("UNSUBSCRIBE", ("id", "1"), ("receipt", "u")))
-    session.receive_data(frame("SEND", ("destination", "/topic/a")))
-    assert transport.frames() == [Frame("RECEIPT", (("receipt-id", "u"),))]
-    assert broker.subscribers == []
-
-
-def test_unsubscribe_unknown_id_is_an_error() -> None:
-    """UNSUBSCRIBE of an id the connection does not have is an error."""
-    session, transport, _, _ = connected()
-    session.receive_data(frame("UNSUBSCRIBE", ("id", "nope")))
-    assert error_of(transport).get("message") == "unknown subscription"
-
-
-def test_stomp_1_0_subscription_without_id_uses_destination() -> None:
-    """STOMP 1.0: id is optional; the destination stands in, and UNSUBSCRIBE by destination works."""
-    session, transport, _, broker = connected(version="1.0")
-    session.receive_data(frame("SUBSCRIBE", ("destination", "/topic/a"), version="1.0"))
-    session.receive_data(frame("SEND", ("destination", "/topic/a"), body=b"hi", version="1.0"))
-    [message] = transport.frames("1.0")
-    assert message.get("subscription") == "/topic/a"
-    session.receive_data(frame("UNSUBSCRIBE", ("destination", "/topic/a"), version="1.0"))
-    assert broker.subscribers == []
-    assert not transport.closed
-
-
-def test_stomp_1_0_headers_are_not_escaped() -> None:
-    """STOMP 1.0 has no escaping: a backslash in a header passes through as it is."""
-    session, transport, _, _ = connected(version="1.0")
-    session.receive_data(frame("SUBSCRIBE", ("destination", "/topic/a"), version="1.0"))
-    session.receive_data(b"SEND\ndestination:/topic/a\nx-path:C:\\dir\n\nhi\x00")
-    [message] = transport.frames("1.0")
-    assert message.get("x-path") == "C:\\dir"
-    assert b"x-path:C:\\dir\n" in encode(message, "1.0")
-
-
-def test_message_shared_bytes_are_encoded_once_per_message() -> None:
-    """Delivering one message to many subscribers encodes its shared part once."""
-    session, transport, _, broker = connected()
-    for n in range(3):
-        session.receive_data(frame("SUBSCRIBE", ("id", str(n)), ("destination", "/topic/a")))
-    session.receive_data(frame("SEND", ("destination", "/topic/a"), body=b"x"))
-    [send] = [arg for call, arg in broker.calls if call == "send"]
-    assert "1.0" not in send.wire
-    assert len({id(tail) for tail in send.wire.values()}) == 1
-    assert [f.get("subscription") for f in transport.frames()] == ["0", "1", "2"]
 
 
 def test_frames_split_and_batched_are_all_handled() -> None:
@@ -483,7 +143,9 @@ def test_disconnect_sends_receipt_then_closes() -> None:
     """STOMP 1.2, "DISCONNECT": the RECEIPT is written before the connection closes."""
     session, transport, _, broker = connected()
     session.receive_data(frame("SUBSCRIBE", ("id", "1"), ("destination", "/topic/a")))
-    session.receive_data(frame("DISCONNECT", ("receipt", "bye")) + frame("SEND", ("destination", "/topic/a")))
+    session.receive_data(
+        frame("DISCONNECT", ("receipt", "bye")) + frame("SEND", ("destination", "/topic/a"))
+    )
     assert transport.frames() == [Frame("RECEIPT", (("receipt-id", "bye"),))]
     assert transport.closed
     assert broker.subscribers == []
@@ -503,98 +165,119 @@ def test_connection_lost_releases_subscriptions_once() -> None:
     assert session.state is State.CLOSED
 
 
-# -- heart-beats ---------------------------------------------------------------
-
-
-def test_server_sends_heartbeat_when_silent() -> None:
-    """STOMP 1.2, "Heart-beating": the server sends an EOL when it has sent nothing for the interval."""
-    session, transport, clock, _ = connected(
-        heart_beat="0,1000", config=SessionConfig(heartbeat=(1000, 0))
-    )
-    assert session.heartbeat == (1000, 0)
-    clock.advance(0.5)
-    clock.advance(0.5)
-    assert transport.take() == b"\n"
-    clock.advance(1.0)
-    assert transport.take() == b"\n"
-
-
-def test_server_skips_heartbeat_after_other_output() -> None:
-    """Any frame sent counts as a heart-beat, so no EOL follows it within the interval."""
-    session, transport, clock, _ = connected(
-        heart_beat="0,1000", config=SessionConfig(heartbeat=(1000, 0))
-    )
-    session.receive_data(frame("SUBSCRIBE", ("id", "1"), ("destination", "/topic/a"), ("receipt", "r")))
-    clock.advance(0.5)
-    assert [f.command for f in transport.frames()] == ["RECEIPT"]
-    clock.advance(0.5)
-    assert transport.take() == b"\n"
-
-
-def test_silent_client_is_closed_after_grace() -> None:
-    """A client that promised heart-beats and went silent past the grace period gets an ERROR and a close."""
-    session, transport, clock, broker = connected(
-        heart_beat="1000,0", config=SessionConfig(heartbeat=(0, 1000), heartbeat_grace=2.0)
-    )
-    assert session.heartbeat == (0, 1000)
-    clock.advance(1.9)
-    assert not transport.closed
-    clock.advance(0.2)
-    assert error_of(transport).get("message") == "heart-beat timeout"
-    assert session not in broker.connections
-    assert clock.getDelayedCalls() == []
-
-
-def test_client_heartbeats_keep_connection_alive() -> None:
-    """EOLs from the client count as life."""
-    session, transport, clock, _ = connected(
-        heart_beat="1000,0", config=SessionConfig(heartbeat=(0, 1000))
-    )
-    for _ in range(10):
-        clock.advance(1.0)
-        session.receive_data(b"\n")
-    assert not transport.closed
-    assert transport.take() == b""
-
-
-def test_stomp_1_0_has_no_heartbeats() -> None:
-    """STOMP 1.0 predates heart-beating: nothing is scheduled."""
-    session, transport, clock, _ = connected(version="1.0", heart_beat="1000,1000")
-    assert session.heartbeat == (0, 0)
-    assert clock.getDelayedCalls() == []
-
-
-def test_disconnect_cancels_heartbeat_timers() -> None:
-    """After DISCONNECT no timer of the session stays scheduled."""
-    session, transport, clock, _ = connected(heart_beat="1000,1000")
-    assert clock.getDelayedCalls()
-    session.receive_data(frame("DISCONNECT"))
-    assert clock.getDelayedCalls() == []
-
-
-def test_stomp_1_0_subscriber_gets_messages_with_unrepresentable_headers() -> None:
-    """A header a 1.0 client cannot parse (LF in the value) is left out of its MESSAGE, not fatal."""
-    broker = RecordingBroker()
-    old, old_transport, _, _ = make_session(broker)
-    old.receive_data(frame("CONNECT"))
-    old.receive_data(frame("SUBSCRIBE", ("destination", "/topic/a"), version="1.0"))
-    new, new_transport, _, _ = make_session(broker)
-    new.receive_data(frame("CONNECT", ("accept-version", "1.2")))
-    new.receive_data(
-        frame("SEND", ("destination", "/topic/a"), ("x-multi", "a\nb"), ("x-ok", "fine"), body=b"hi")
-    )
-    [_, message] = old_transport.frames("1.0")
-    assert message.get("x-multi") is None
-    assert message.get("x-ok") == "fine"
-    assert message.body == b"hi"
-    assert not old_transport.closed and not new_transport.closed
-
-
 def test_frame_before_a_malformed_one_in_the_same_chunk_is_acted_on() -> None:
-    """A SEND that arrived whole is published even when a malformed frame follows it in the same read."""
+    """
+    A SEND that arrived whole is published even when a malformed frame follows it in the same
+    read.
+    """
     session, transport, _, broker = connected()
     session.receive_data(
         frame("SEND", ("destination", "/topic/a"), body=b"kept") + b"SEND\nno colon here\n\n\x00"
     )
     assert [arg.body for call, arg in broker.calls if call == "send"] == [b"kept"]
     assert "no colon" in error_of(transport).get("message", "")
+
+
+# -- the state machine --------------------------------------------------------------
+
+
+def test_every_state_has_handlers_and_transitions() -> None:
+    """Both tables cover every state, so a lookup never fails for want of a row."""
+    assert set(HANDLERS) == set(State) == set(TRANSITIONS)
+
+
+def test_every_state_can_lose_its_connection() -> None:
+    """A transport may report its connection gone at any moment; the session is then CLOSED."""
+    for state in State:
+        assert TRANSITIONS[state][Event.CONNECTION_LOST] is State.CLOSED, state
+
+
+def test_a_session_moves_through_its_states_by_events() -> None:
+    """CONNECT with a login pending, its acceptance, DISCONNECT and the loss walk every state."""
+    login: Deferred[Any] = Deferred()
+    session, transport, _, _ = make_session(
+        config=SessionConfig(authenticator=lambda login_, passcode, peer: login)
+    )
+    assert session.state is State.AWAITING_CONNECT
+    session.receive_data(frame("CONNECT", ("accept-version", "1.2"), ("login", "u")))
+    assert session.state is State.AUTHENTICATING
+    login.callback(Identity("u"))
+    assert session.state is State.CONNECTED
+    session.receive_data(frame("DISCONNECT"))
+    assert session.state is State.CLOSING
+    session.connection_lost()
+    assert session.state is State.CLOSED
+
+
+def test_an_event_the_state_does_not_allow_is_a_bug_not_a_client_error() -> None:
+    """
+    An undefined transition raises SessionStateError, which is no ProtocolError: the client is
+    not blamed with an ERROR, and the state stays as it was.
+    """
+    session, transport, _, _ = connected()
+    with pytest.raises(SessionStateError, match="LOGIN_STARTED"):
+        session._transition(Event.LOGIN_STARTED)
+    assert not issubclass(SessionStateError, ProtocolError)
+    assert session.state is State.CONNECTED
+    assert transport.take() == b"" and not transport.closed
+
+
+def test_only_the_transition_function_assigns_the_state() -> None:
+    """
+    In the whole protocol package, ``.state`` is assigned in StompSession.__init__ (the first
+    state) and in _transition, nowhere else: TRANSITIONS is the only place the state changes.
+    """
+    assigning = set()
+    for path in sorted(Path(session_module.__file__).parent.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef):
+                continue
+            for node in ast.walk(function):
+                targets = []
+                if isinstance(node, ast.Assign):
+                    targets = node.targets
+                elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                    targets = [node.target]
+                if any(isinstance(t, ast.Attribute) and t.attr == "state" for t in targets):
+                    assigning.add((path.name, function.name))
+    assert assigning == {("session.py", "__init__"), ("session.py", "_transition")}
+
+
+# -- what statistics see -----------------------------------------------------------------
+
+
+def test_a_new_connection_describes_itself_without_session_or_version() -> None:
+    """Before CONNECTED there is no session id, no version and no user; the peer and clock are."""
+    session, transport, clock, _ = make_session()
+    verifyObject(IConnection, session)
+    assert session.describe() == ConnectionDescription(
+        session="",
+        address="127.0.0.1:5000",
+        version=None,
+        transport="tcp",
+        connected_since=clock.seconds(),
+    )
+
+
+def test_a_connected_session_describes_its_traffic() -> None:
+    """Frames and bytes each way, the subscriptions open, the version and the transport's kind."""
+    session, transport, _, _ = connected(version="1.1")
+    incoming = frame("SUBSCRIBE", ("id", "1"), ("destination", "/topic/a"), ("receipt", "r"))
+    session.receive_data(incoming)
+    described = session.describe()
+    assert (described.session, described.version, described.subscriptions) == ("s1", "1.1", 1)
+    assert (described.frames_in, described.frames_out) == (2, 2)
+    connect = frame("CONNECT", ("accept-version", "1.1"), ("host", "/"), ("heart-beat", "0,0"))
+    assert described.bytes_in == len(connect) + len(incoming)
+    assert described.bytes_out == session.bytes_sent > 0
+
+
+@pytest.mark.parametrize(
+    "identity, user", [(None, None), (Identity("alice"), "alice"), (ANONYMOUS_IDENTITY, None)]
+)
+def test_the_user_is_the_login_unless_anonymous(identity: Any, user: str | None) -> None:
+    """A client that logged in shows its user name; an anonymous one, or one without login, none."""
+    session, _, _, _ = connected()
+    session.identity = identity
+    assert session.describe().user == user

@@ -3,8 +3,9 @@ Tests of the session's part in credentials (``stompbroker.protocol.credentials``
 expiry on a live connection, renewal through ``/control/credentials``, and what
 a transport adds to a CONNECT (a bearer token, a client certificate).
 
-No sockets and no Twisted cred: a scripted authenticator answers, the broker is
-the recording fake of ``test_session``, and time is a ``task.Clock``.
+No sockets and no Twisted cred: a scripted authenticator answers, the broker and
+the access rules are the recording fakes of :mod:`tests.support.session`, and
+time is a ``task.Clock``.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.task import Clock
 
 from stompbroker.protocol.credentials import CREDENTIALS_DESTINATION, LoginRefused
-from stompbroker.protocol.errors import AccessDenied
-from stompbroker.protocol.session import SessionConfig, State
-from tests.protocol.test_session import FakeTransport, error_of, frame, make_session
+from stompbroker.protocol.session import TRANSITIONS, Event, SessionConfig, State
+from tests.support.session import FakeTransport, RecordingAccess, error_of, frame, make_session
 
 #: When the first token expires, on the test clock.
 EXPIRES = 60.0
@@ -56,19 +56,6 @@ class ScriptedAuthenticator:
         if isinstance(answer, Exception):
             return fail(answer)
         return succeed(answer)
-
-
-class RecordingAccess:
-    """Access rules that allow what the test says, and record whom they were asked about."""
-
-    def __init__(self, allowed: set[tuple[str, str, str]] | None = None) -> None:
-        self.allowed = allowed
-        self.asked: list[tuple[str, str, str]] = []
-
-    def check(self, identity: Any, right: str, destination: str) -> None:
-        self.asked.append((identity.name, right, destination))
-        if self.allowed is not None and (identity.name, right, destination) not in self.allowed:
-            raise AccessDenied(right, destination, "not in the test's list")
 
 
 def token_session(
@@ -147,11 +134,11 @@ def test_renewal_is_acknowledged_and_moves_the_expiry() -> None:
 
 def test_renewal_is_never_routed_and_needs_no_write_right() -> None:
     """A SEND to /control/credentials reaches neither the broker nor the access rules."""
-    access = RecordingAccess(allowed=set())
+    access = RecordingAccess(refused=CREDENTIALS_DESTINATION)
     session, transport, _, broker, _ = token_session(access=access)
     renew(session, "t2", ("receipt", "r1"))
     assert [f.command for f in transport.frames()] == ["RECEIPT"]
-    assert broker.named("send") == [] and access.asked == []
+    assert broker.named("send") == [] and access.checks == []
 
 
 def test_refused_renewal_ends_the_connection_naming_why() -> None:
@@ -166,6 +153,41 @@ def test_refused_renewal_ends_the_connection_naming_why() -> None:
     assert error.get("receipt-id") == "r1"
     assert error.body == b"it expired at noon"
     assert session.identity == Who("alice", EXPIRES)
+    assert session.state is State.CLOSING
+
+
+def test_expiry_and_renewal_refusal_happen_only_to_a_connected_session() -> None:
+    """The state table lets only a connected session's credentials expire or be refused."""
+    for event in (Event.CREDENTIALS_EXPIRED, Event.CREDENTIALS_REFUSED):
+        assert {state: moves[event] for state, moves in TRANSITIONS.items() if event in moves} == {
+            State.CONNECTED: State.CLOSING
+        }
+
+
+def test_frames_after_a_renewal_refused_at_once_are_not_handled() -> None:
+    """A renewal refused as soon as it is sent ends the connection before the frames after it."""
+    authenticator = ScriptedAuthenticator(t1=Who("alice", EXPIRES), bob=Who("bob", 999.0))
+    session, transport, _, broker, _ = token_session(authenticator)
+    session.receive_data(
+        frame("SEND", ("destination", CREDENTIALS_DESTINATION), body=b"bob")
+        + frame("SEND", ("destination", "/topic/a"), body=b"after")
+    )
+    assert error_of(transport).get("message") == "credentials refused: another user"
+    assert broker.named("send") == []
+    assert session.state is State.CLOSING
+
+
+def test_an_answer_after_the_connection_is_gone_changes_nothing() -> None:
+    """A renewal refused after the client went away writes nothing and leaves the session closed."""
+    session, transport, clock, _, authenticator = token_session(
+        ScriptedAuthenticator(t1=Who("alice", EXPIRES))
+    )
+    renew(session, "slow")
+    session.connection_lost()
+    authenticator.pending["slow"].errback(LoginRefused("token expired"))
+    assert transport.frames() == []
+    assert session.state is State.CLOSED
+    assert clock.getDelayedCalls() == []
 
 
 def test_a_token_for_another_user_is_refused() -> None:
@@ -180,7 +202,7 @@ def test_a_token_for_another_user_is_refused() -> None:
 
 def test_frames_after_a_renewal_wait_for_its_answer_and_get_the_new_rights() -> None:
     """Without a receipt, later frames wait until the new token is accepted, then use its rights."""
-    access = RecordingAccess()
+    access = RecordingAccess(refused="/topic/nowhere")
     authenticator = ScriptedAuthenticator(t1=Who("alice", EXPIRES))
     session, transport, _, broker, _ = token_session(authenticator, access)
     renew(session, "slow")
@@ -189,7 +211,7 @@ def test_frames_after_a_renewal_wait_for_its_answer_and_get_the_new_rights() -> 
     authenticator.pending["slow"].callback(Who("alice", 5000.0))
     assert [message.body for message in broker.named("send")] == [b"after"]
     assert session.identity.expires == 5000.0
-    assert access.asked == [("alice", "write", "/topic/a")]
+    assert access.checks == [(Who("alice", 5000.0), "write", "/topic/a")]
 
 
 @pytest.mark.parametrize(

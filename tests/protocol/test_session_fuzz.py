@@ -28,12 +28,13 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from twisted.cred import strcred
 from twisted.internet.task import Clock
 
+from stompbroker.protocol.config import SLOW_CONSUMER_POLICIES
 from stompbroker.protocol.frames import CLIENT_COMMANDS, Frame
 from stompbroker.protocol.parser import FrameParser
-from stompbroker.protocol.session import SLOW_CONSUMER_POLICIES, SessionConfig, State, StompSession
+from stompbroker.protocol.session import SessionConfig, State, StompSession
 from stompbroker.security.access import AccessControl, parse_policy
-from stompbroker.security.auth import Authenticator, make_portal
-from tests.protocol.test_session import FakeTransport, RecordingBroker
+from stompbroker.security.portal import Authenticator, make_portal
+from tests.support.session import FakeTransport, RecordingBroker
 
 RULES = """
 [anonymous]
@@ -156,20 +157,6 @@ STREAMS = st.one_of(
 )
 
 
-class ClosingTransport(FakeTransport):
-    """The fake transport of ``test_session``, which also records whether it is read from."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reading = True
-
-    def pause_reading(self) -> None:
-        self.reading = False
-
-    def resume_reading(self) -> None:
-        self.reading = True
-
-
 class SessionMachine(RuleBasedStateMachine):
     """Sessions under attack, a witness that must not notice, and a clock."""
 
@@ -177,7 +164,7 @@ class SessionMachine(RuleBasedStateMachine):
         super().__init__()
         self.clock = Clock()
         self.broker = RecordingBroker()
-        self.sessions: list[tuple[StompSession, ClosingTransport]] = []
+        self.sessions: list[tuple[StompSession, FakeTransport]] = []
         #: Sessions this machine dropped itself, which owe nobody an ERROR.
         self.dropped: set[int] = set()
         self.published = 0
@@ -189,8 +176,8 @@ class SessionMachine(RuleBasedStateMachine):
         self.publisher.receive_data(b"CONNECT\naccept-version:1.2\n\n\x00")
         self.witness_transport.take()
 
-    def _start(self, config: SessionConfig) -> tuple[StompSession, ClosingTransport]:
-        transport = ClosingTransport()
+    def _start(self, config: SessionConfig) -> tuple[StompSession, FakeTransport]:
+        transport = FakeTransport()
         session = StompSession(self.broker, transport, self.clock, config, peer="127.0.0.1:1")
         session.connection_made()
         return session, transport
@@ -341,7 +328,7 @@ class SessionMachine(RuleBasedStateMachine):
         assert self.broker.subscribers == []
 
 
-def last_command(transport: ClosingTransport) -> str:
+def last_command(transport: FakeTransport) -> str:
     """:returns: the command of the last frame written, read without unescaping."""
     parser = FrameParser(max_frame_size=1 << 20)
     parser.version = "1.0"

@@ -29,8 +29,9 @@ from stompbroker.security.access import (
     load_policy,
     parse_policy,
 )
-from stompbroker.security.auth import ANONYMOUS_IDENTITY, Identity
-from tests.broker.test_subscriptions import SEGMENTS, patterns, reference_regex
+from stompbroker.security.identity import ANONYMOUS_IDENTITY, Identity
+from tests.strategies import SEGMENTS, patterns
+from tests.support.wildcards import reference_regex
 
 ACCESS = """
 [anonymous]

@@ -22,13 +22,14 @@ from twisted.python import usage
 
 from stompbroker.protocol.credentials import LoginRefused
 from stompbroker.protocol.errors import LoginFailed
-from stompbroker.security.auth import Identity, authenticate, make_portal
 from stompbroker.security.certificates import CertificateChecker, make_checker, name_of
 from stompbroker.security.credentials import InvalidCredentials
+from stompbroker.security.identity import Identity
+from stompbroker.security.portal import authenticate, make_portal
 from stompbroker.transport.credentials import PeerCredentials, bearer_token
 from stompbroker.transport.mtls import read_certificates
-from tests.app.test_tap import parse
-from tests.security.certificate_fixtures import Authority, name, write_certificate, write_pair
+from tests.support.certificates import Authority, name, write_certificate, write_pair
+from tests.support.options import parse
 
 ALICE = name((NameOID.COMMON_NAME, "alice"), (NameOID.ORGANIZATION_NAME, "Example"))
 

@@ -1,11 +1,11 @@
 """
 Tests of authentication and authorization as the broker applies them, without sockets.
 
-Logins go through the real portal (:func:`stompbroker.security.auth.make_portal` over
-strcred's ``memory`` checker) and :class:`stompbroker.security.auth.Authenticator`;
+Logins go through the real portal (:func:`stompbroker.security.portal.make_portal` over
+strcred's ``memory`` checker) and :class:`stompbroker.security.portal.Authenticator`;
 the failure delay runs on a ``task.Clock``; rights come from a real access file
 (:class:`stompbroker.security.access.AccessControl`).  Connections are the real TCP
-adapter, session and broker on string transports (:class:`tests.test_limits.Client`).
+adapter, session and broker on string transports (:class:`tests.support.tcp.Client`).
 """
 
 from __future__ import annotations
@@ -22,17 +22,16 @@ from twisted.internet.testing import MemoryReactorClock
 from twisted.logger import formatEvent
 from twisted.python import usage
 
-from stompbroker.app.tap import ReloadOnHangup, makeService
+from stompbroker.app.services import ReloadOnHangup
+from stompbroker.app.tap import makeService
 from stompbroker.broker.service import Broker
 from stompbroker.protocol.session import SessionConfig, State
 from stompbroker.security.access import AccessControl
-from stompbroker.security.auth import FAILED_LOGIN_DELAY, Authenticator, Identity, make_portal
+from stompbroker.security.identity import Identity
+from stompbroker.security.portal import FAILED_LOGIN_DELAY, Authenticator, make_portal
 from stompbroker.transport.tcp import StompServerFactory, stomp_server_factory
-from tests.app.test_tap import parse
-from tests.security.test_auth import log_events
-from tests.test_limits import NO_WATERMARK, Client
-
-__all__ = ["log_events"]
+from tests.support.options import parse
+from tests.support.tcp import NO_WATERMARK, Client
 
 ACCESS = """
 [anonymous]

@@ -21,23 +21,21 @@ from stompbroker.app.tap import makeService
 from stompbroker.broker.service import Broker
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.security.access import AccessControl
-from stompbroker.security.auth import FAILED_LOGIN_DELAY, Authenticator, make_portal
+from stompbroker.security.portal import FAILED_LOGIN_DELAY, Authenticator, make_portal
 from stompbroker.security.tokens import make_checker
 from stompbroker.transport.tcp import stomp_server_factory
-from tests.app.test_tap import parse
-from tests.security.test_tokens import NOW, clock
-from tests.security.token_fixtures import (
+from tests.support import websocket as ws
+from tests.support.options import parse
+from tests.support.tcp import NO_WATERMARK, Client
+from tests.support.tokens import (
     AUDIENCE,
     ISSUER,
+    NOW,
     key_set,
     make_token,
     rsa_key,
     unsigned_token,
 )
-from tests.test_limits import NO_WATERMARK, Client
-from tests.transport import test_websocket
-
-__all__ = ["clock"]
 
 
 @pytest.fixture
@@ -165,21 +163,11 @@ def test_refused_renewal_names_the_reason(factory: Any, clock: Clock) -> None:
     )
 
 
-def test_websocket_authorization_header_logs_in(
-    config: SessionConfig, clock: Clock, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_websocket_authorization_header_logs_in(config: SessionConfig, clock: Clock) -> None:
     """A WebSocket handshake with Authorization: Bearer logs in a CONNECT without passcode."""
-    handshake = test_websocket.handshake_request
-
-    def with_bearer(**kwargs: Any) -> bytes:
-        request = handshake(**kwargs)
-        return request[:-2] + f"Authorization: Bearer {token()}\r\n\r\n".encode()
-
-    monkeypatch.setattr(test_websocket, "handshake_request", with_bearer)
-    websocket = test_websocket.Client(
-        test_websocket.make_factory(
-            clock, Broker(clock, limits=NO_WATERMARK), config, test_websocket.NO_PINGS
-        )
+    websocket = ws.Client(
+        ws.make_factory(clock, Broker(clock, limits=NO_WATERMARK), config, ws.NO_PINGS),
+        headers=(("Authorization", f"Bearer {token()}"),),
     )
     assert websocket.status == 101
     assert websocket.connect().command == "CONNECTED"

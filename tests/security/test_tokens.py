@@ -3,7 +3,8 @@ Tests of ``--auth jwt``: the token checker, its keys, its options and the scopes
 it maps to rights, without sockets.
 
 Tokens are made with PyJWT from keys generated here; time is a ``task.Clock``
-set to :data:`NOW`, which the checker reads instead of the system clock.
+set to :data:`~tests.support.tokens.NOW` (the ``clock`` fixture of this
+package's conftest), which the checker reads instead of the system clock.
 """
 
 from __future__ import annotations
@@ -20,17 +21,19 @@ from twisted.internet.task import Clock
 from stompbroker.protocol.credentials import LoginRefused
 from stompbroker.protocol.errors import AccessDenied, LoginFailed
 from stompbroker.security.access import AccessControl, Grants, parse_policy
-from stompbroker.security.auth import Identity, IIdentity, authenticate, make_portal
 from stompbroker.security.credentials import BearerToken, InvalidCredentials
+from stompbroker.security.identity import Identity, IIdentity
+from stompbroker.security.portal import authenticate, make_portal
 from stompbroker.security.tokens import (
     TokenChecker,
     grants_from_scopes,
     make_checker,
     parse_options,
 )
-from tests.security.token_fixtures import (
+from tests.support.tokens import (
     AUDIENCE,
     ISSUER,
+    NOW,
     SECRET,
     ec_key,
     hmac_with_public_key_token,
@@ -41,16 +44,6 @@ from tests.security.token_fixtures import (
     write_jwks,
     write_public_pem,
 )
-
-#: The checker's idea of now: a fixed POSIX time.
-NOW = 1_800_000_000.0
-
-
-@pytest.fixture
-def clock() -> Clock:
-    clock = Clock()
-    clock.advance(NOW)
-    return clock
 
 
 @pytest.fixture

@@ -7,13 +7,12 @@ failing disk that must not stop the timer).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from twisted.internet.task import Clock
-from twisted.logger import formatEvent, globalLogPublisher
+from twisted.logger import formatEvent
 
 from stompbroker.broker.service import Broker
 from stompbroker.stats.export import StatsExporter
@@ -37,15 +36,6 @@ def broker(clock: Clock) -> Broker:
     broker = Broker(clock)
     broker.open_connection(FakeConnection())
     return broker
-
-
-@pytest.fixture
-def logged() -> Iterator[list[Any]]:
-    """Every log event while the test runs."""
-    events: list[Any] = []
-    globalLogPublisher.addObserver(events.append)
-    yield events
-    globalLogPublisher.removeObserver(events.append)
 
 
 def subscriber(broker: Broker, destination: str, ack_mode: str = "auto", name: str = "s") -> Inbox:
@@ -134,7 +124,7 @@ def test_export_writes_each_interval_and_the_last_one_on_stop(
 
 
 def test_a_failing_disk_is_logged_once_and_the_timer_goes_on(
-    clock: Clock, broker: Broker, tmp_path: Path, logged: list[Any]
+    clock: Clock, broker: Broker, tmp_path: Path, log_events: list[Any]
 ) -> None:
     """
     An OSError from the exporter is logged, not raised, so the TimerService keeps looping and
@@ -151,7 +141,7 @@ def test_a_failing_disk_is_logged_once_and_the_timer_goes_on(
     broker.send("/queue/q", (), b"x")
     clock.advance(1.0)
     export.stopService()
-    texts = [formatEvent(event) for event in logged]
+    texts = [formatEvent(event) for event in log_events]
     assert sum("cannot write statistics" in text for text in texts) == 1
     assert any("writing statistics to" in text and "again" in text for text in texts)
     assert any(isinstance(r, DestinationRecord) for r in exported(blocked))

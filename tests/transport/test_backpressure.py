@@ -26,8 +26,8 @@ from stompbroker.transport.tcp import stomp_server_factory
 from stompbroker.transport.websocket import StompWebSocketProtocol
 from stompbroker.web.site import WebSite, web_root
 from tests.broker.fakes import Inbox
-from tests.test_limits import NO_WATERMARK, Client
-from tests.transport import test_websocket as ws
+from tests.support import websocket as ws
+from tests.support.tcp import NO_WATERMARK, Client
 
 #: Room for ten 100-byte messages, about; no heart-beats.
 SMALL_BUFFER = 1024

@@ -4,14 +4,16 @@ Tests of the TCP adapter with ``StringTransport`` and ``task.Clock``: no sockets
 
 from __future__ import annotations
 
-from twisted.internet.address import IPv4Address
+from typing import Any
+
+import pytest
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransportWithDisconnection
 
 from stompbroker.broker.service import Broker
-from stompbroker.protocol.parser import FrameParser
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.transport.tcp import StompProtocol, stomp_server_factory
+from tests.support.tcp import Client
 
 
 class NoDelayTransport(StringTransportWithDisconnection):
@@ -23,75 +25,70 @@ class NoDelayTransport(StringTransportWithDisconnection):
         self.nodelay = enabled
 
 
-def open_connection(factory, port: int = 40000):
-    protocol = factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", port))
-    transport = NoDelayTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", port))
-    transport.protocol = protocol
-    protocol.makeConnection(transport)
-    return protocol, transport
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
 
 
-def read(transport) -> list:
-    data = transport.value()
-    transport.clear()
-    return FrameParser().receive_data(data)
+@pytest.fixture
+def broker(clock: Clock) -> Broker:
+    return Broker(clock)
 
 
-def test_connection_feeds_session_and_sets_nodelay() -> None:
+def connection(broker: Broker, clock: Clock, port: int = 40000, **config: Any) -> Client:
+    """:returns: a connection through the TCP adapter, on a transport that records TCP_NODELAY."""
+    factory = stomp_server_factory(broker, clock, SessionConfig(**config))
+    return Client(factory, port=port, transport_type=NoDelayTransport)
+
+
+def test_connection_feeds_session_and_sets_nodelay(clock: Clock, broker: Broker) -> None:
     """Bytes in reach the session; frames out reach the transport; TCP_NODELAY is on."""
-    clock = Clock()
-    broker = Broker(clock)
-    factory = stomp_server_factory(broker, clock, SessionConfig(heartbeat=(0, 0)))
-    protocol, transport = open_connection(factory)
-    assert isinstance(protocol, StompProtocol)
-    assert transport.nodelay
-    protocol.dataReceived(b"CONNECT\naccept-version:1.2\n\n\x00")
-    [connected] = read(transport)
+    client = connection(broker, clock, heartbeat=(0, 0))
+    assert isinstance(client.protocol, StompProtocol)
+    assert client.transport.nodelay
+    client.send_bytes(b"CONNECT\naccept-version:1.2\n\n\x00")
+    [connected] = client.frames()
     assert connected.command == "CONNECTED"
-    assert protocol.session.peer == "127.0.0.1:40000"
+    assert client.session.peer == "127.0.0.1:40000"
 
 
-def test_two_connections_share_one_broker() -> None:
+def test_two_connections_share_one_broker(clock: Clock, broker: Broker) -> None:
     """A SEND on one connection is delivered on another through the shared broker."""
-    clock = Clock()
-    broker = Broker(clock)
-    factory = stomp_server_factory(broker, clock)
-    subscriber, sub_transport = open_connection(factory, 1)
-    publisher, pub_transport = open_connection(factory, 2)
-    subscriber.dataReceived(
+    subscriber, publisher = connection(broker, clock, 1), connection(broker, clock, 2)
+    subscriber.send_bytes(
         b"CONNECT\naccept-version:1.2\n\n\x00SUBSCRIBE\nid:0\ndestination:/topic/a\n\n\x00"
     )
-    publisher.dataReceived(b"CONNECT\naccept-version:1.2\n\n\x00SEND\ndestination:/topic/a\n\nhi\x00")
-    frames = read(sub_transport)
+    publisher.send_bytes(b"CONNECT\naccept-version:1.2\n\n\x00SEND\ndestination:/topic/a\n\nhi\x00")
+    frames = subscriber.frames()
     assert [f.command for f in frames] == ["CONNECTED", "MESSAGE"]
     assert frames[1].body == b"hi"
 
 
-def test_disconnect_closes_after_receipt_and_releases_subscriptions() -> None:
-    """DISCONNECT writes the RECEIPT and asks the transport to close; the broker forgets the client."""
-    clock = Clock()
-    broker = Broker(clock)
-    protocol, transport = open_connection(stomp_server_factory(broker, clock))
-    protocol.dataReceived(
+def test_disconnect_closes_after_receipt_and_releases_subscriptions(
+    clock: Clock, broker: Broker
+) -> None:
+    """
+    DISCONNECT writes the RECEIPT and asks the transport to close; the broker forgets the client.
+    """
+    client = connection(broker, clock)
+    client.send_bytes(
         b"CONNECT\naccept-version:1.2\n\n\x00SUBSCRIBE\nid:0\ndestination:/topic/a\n\n\x00"
         b"DISCONNECT\nreceipt:1\n\n\x00"
     )
-    assert [f.command for f in read(transport)] == ["CONNECTED", "RECEIPT"]
-    assert not transport.connected
+    assert [f.command for f in client.frames()] == ["CONNECTED", "RECEIPT"]
+    assert client.closed
     assert len(broker.topics) == 0
     assert broker.connections == set()
 
 
-def test_lost_connection_releases_everything() -> None:
+def test_lost_connection_releases_everything(clock: Clock, broker: Broker) -> None:
     """A connection lost mid-frame leaves no subscription and no timer behind."""
-    clock = Clock()
-    broker = Broker(clock)
-    protocol, transport = open_connection(stomp_server_factory(broker, clock))
-    protocol.dataReceived(
+    client = connection(broker, clock)
+    client.send_bytes(
         b"CONNECT\naccept-version:1.2\nheart-beat:1000,1000\n\n\x00"
         b"SUBSCRIBE\nid:0\ndestination:/topic/#\n\n\x00SEND\ndestination:/topic/a\n\nhal"
     )
-    transport.loseConnection()
+    client.transport.loseConnection()
     assert len(broker.topics) == 0
     assert broker.connections == set()
     assert clock.getDelayedCalls() == []

@@ -2,230 +2,42 @@
 Tests of the WebSocket adapter without sockets: hand-built RFC 6455 frames into
 a ``StringTransport``, time from a ``task.Clock``, a real broker and session above.
 
-The frame helpers here are shared with the integration tests that need input no
-real client would send.
+The hand-built frames and the in-memory client are :mod:`tests.support.websocket`,
+which the integration tests share.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import struct
 
 import pytest
 from twisted.internet.address import IPv4Address
 from twisted.internet.task import Clock
-from twisted.internet.testing import StringTransport, StringTransportWithDisconnection
 
 from stompbroker.broker.service import Broker, Limits
-from stompbroker.protocol.frames import Frame
-from stompbroker.protocol.parser import FrameParser
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.transport.websocket import (
-    StompWebSocketFactory,
     WebSocketConfig,
     server_frame,
 )
-
-OPCODE_CONTINUATION = 0x0
-OPCODE_TEXT = 0x1
-OPCODE_BINARY = 0x2
-OPCODE_CLOSE = 0x8
-OPCODE_PING = 0x9
-OPCODE_PONG = 0xA
-#: RFC 6455 section 1.3: the GUID the server hashes the client's key with.
-ACCEPT_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-CLIENT_KEY = base64.b64encode(b"stompbroker-test").decode()
-
-CONNECT = b"CONNECT\naccept-version:1.2\nhost:/\n\n\x00"
-
-
-# -- RFC 6455 by hand ---------------------------------------------------------
-
-
-def client_frame(
-    payload: bytes,
-    opcode: int = OPCODE_TEXT,
-    fin: bool = True,
-    mask: bytes = b"\x37\xfa\x21\x3d",
-    length: int | None = None,
-) -> bytes:
-    """
-    One masked client-to-server frame (RFC 6455 section 5.2).
-
-    :param length: the payload length to announce, when it must differ from the
-        payload's (to announce a message too large without building it).
-    """
-    announced = len(payload) if length is None else length
-    header = bytes([(0x80 if fin else 0) | opcode])
-    if announced < 126:
-        header += bytes([0x80 | announced])
-    elif announced < 1 << 16:
-        header += bytes([0x80 | 126]) + struct.pack("!H", announced)
-    else:
-        header += bytes([0x80 | 127]) + struct.pack("!Q", announced)
-    masked = bytes(byte ^ mask[index % 4] for index, byte in enumerate(payload))
-    return header + mask + masked
-
-
-def close_payload(code: int) -> bytes:
-    return struct.pack("!H", code)
-
-
-def split_server_frames(data: bytes) -> tuple[list[tuple[int, bytes]], bytes]:
-    """
-    Split what a server sent into ``(opcode, payload)`` pairs; server frames are unmasked.
-
-    :returns: the complete frames, and the bytes of an incomplete one at the end.
-    """
-    frames = []
-    position = 0
-    while len(data) - position >= 2:
-        start = position
-        opcode = data[position] & 0x0F
-        length = data[position + 1] & 0x7F
-        position += 2
-        if length == 126:
-            if len(data) - position < 2:
-                return frames, data[start:]
-            (length,) = struct.unpack_from("!H", data, position)
-            position += 2
-        elif length == 127:
-            if len(data) - position < 8:
-                return frames, data[start:]
-            (length,) = struct.unpack_from("!Q", data, position)
-            position += 8
-        if position + length > len(data):
-            return frames, data[start:]
-        frames.append((opcode, data[position : position + length]))
-        position += length
-    return frames, data[position:]
-
-
-def server_frames(data: bytes) -> list[tuple[int, bytes]]:
-    """:returns: the frames in ``data``, which must end at a frame boundary."""
-    frames, rest = split_server_frames(data)
-    assert rest == b"", "truncated frame"
-    return frames
-
-
-def handshake_request(
-    path: str = "/ws",
-    protocols: str | None = "v12.stomp, v11.stomp, v10.stomp",
-    version: str = "13",
-    method: str = "GET",
-    host: str = "127.0.0.1",
-    upgrade: bool = True,
-) -> bytes:
-    """An opening handshake (RFC 6455 section 4.1), with knobs to break it."""
-    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}"]
-    if upgrade:
-        lines += ["Upgrade: websocket", "Connection: Upgrade"]
-    lines += [f"Sec-WebSocket-Key: {CLIENT_KEY}", f"Sec-WebSocket-Version: {version}"]
-    if protocols is not None:
-        lines.append(f"Sec-WebSocket-Protocol: {protocols}")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
-
-
-def expected_accept() -> str:
-    digest = hashlib.sha1(CLIENT_KEY.encode("ascii") + ACCEPT_GUID).digest()
-    return base64.b64encode(digest).decode("ascii")
-
-
-def split_response(data: bytes) -> tuple[int, dict[str, str], bytes]:
-    """
-    :returns: an HTTP response's status code, headers (lower-case names) and the bytes after them.
-    """
-    head, _, rest = data.partition(b"\r\n\r\n")
-    status, *lines = head.decode("latin-1").split("\r\n")
-    headers = {}
-    for line in lines:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    return int(status.split()[1]), headers, rest
-
-
-# -- an in-memory connection ---------------------------------------------------
-
-
-class SocketLikeTransport(StringTransportWithDisconnection):
-    """A string transport that, like a real one, lets a protocol unregister no producer."""
-
-    def unregisterProducer(self) -> None:
-        self.producer = None
-
-
-class UnclosedTransport(SocketLikeTransport):
-    """
-    A transport whose connection stays open after ``loseConnection``, as a socket's does until
-    flushed.
-    """
-
-    def loseConnection(self) -> None:
-        self.disconnecting = True
-
-
-class Client:
-    """One WebSocket connection to the adapter, over a string transport."""
-
-    def __init__(
-        self,
-        factory: StompWebSocketFactory,
-        protocols: str | None = "v12.stomp, v11.stomp, v10.stomp",
-        transport: StringTransport | None = None,
-        port: int = 40000,
-    ) -> None:
-        self.protocol = factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", port))
-        address = IPv4Address("TCP", "127.0.0.1", port)
-        self.transport = transport or SocketLikeTransport(peerAddress=address)
-        self.transport.protocol = self.protocol
-        self.protocol.makeConnection(self.transport)
-        self.protocol.dataReceived(handshake_request(protocols=protocols))
-        self.response = self.take()
-        self.status, self.headers, rest = split_response(self.response)
-        self.pending = rest
-        self.parser = FrameParser(max_frame_size=1 << 30)
-
-    def take(self) -> bytes:
-        data = self.transport.value()
-        self.transport.clear()
-        return data
-
-    def send(self, payload: bytes, opcode: int = OPCODE_TEXT, fin: bool = True) -> None:
-        self.protocol.dataReceived(client_frame(payload, opcode, fin))
-
-    def received(self) -> list[tuple[int, bytes]]:
-        """The WebSocket frames the server sent since the last call."""
-        data, self.pending = self.pending + self.take(), b""
-        return server_frames(data)
-
-    def stomp(self, frames: list[tuple[int, bytes]]) -> list[Frame]:
-        """The STOMP frames carried by data messages among ``frames``."""
-        data = b"".join(p for opcode, p in frames if opcode in (OPCODE_TEXT, OPCODE_BINARY))
-        return self.parser.receive_data(data)
-
-    def connect(self, connect: bytes = CONNECT) -> Frame:
-        self.send(connect)
-        [connected] = self.stomp(self.received())
-        return connected
-
-    @property
-    def open(self) -> bool:
-        return not self.transport.disconnecting and getattr(self.transport, "connected", True)
-
-
-#: No heart-beats and no pings unless a test asks for them.
-QUIET = SessionConfig(heartbeat=(0, 0))
-NO_PINGS = WebSocketConfig(ping_interval=0, ping_timeout=0)
-
-
-def make_factory(
-    clock: Clock,
-    broker: Broker | None = None,
-    config: SessionConfig = QUIET,
-    websocket: WebSocketConfig = NO_PINGS,
-) -> StompWebSocketFactory:
-    return StompWebSocketFactory(broker or Broker(clock), clock, config, websocket)
+from tests.support.websocket import (
+    CONNECT,
+    OPCODE_BINARY,
+    OPCODE_CLOSE,
+    OPCODE_CONTINUATION,
+    OPCODE_PING,
+    OPCODE_PONG,
+    OPCODE_TEXT,
+    Client,
+    SocketLikeTransport,
+    UnclosedTransport,
+    client_frame,
+    close_payload,
+    expected_accept,
+    handshake_request,
+    make_factory,
+    split_response,
+)
 
 
 @pytest.fixture
@@ -606,7 +418,10 @@ class CountingTransport(SocketLikeTransport):
 
 
 def test_fan_out_of_one_read_is_one_socket_write_per_subscriber(clock: Clock) -> None:
-    """Twenty SENDs in one message reach a WebSocket subscriber in one socket write, as twenty messages."""
+    """
+    Twenty SENDs in one message reach a WebSocket subscriber in one socket write, as twenty
+    messages.
+    """
     broker = Broker(clock)
     factory = make_factory(clock, broker)
     transport = CountingTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", 7))
@@ -624,7 +439,10 @@ def test_fan_out_of_one_read_is_one_socket_write_per_subscriber(clock: Clock) ->
 
 
 def test_a_receipt_answered_in_the_read_that_brings_the_close_goes_first(clock: Clock) -> None:
-    """A RECEIPT made by the same read as the client's close frame precedes the close reply (RFC 6455 5.5.1)."""
+    """
+    A RECEIPT made by the same read as the client's close frame precedes the close reply (RFC 6455
+    5.5.1).
+    """
     client = Client(make_factory(clock))
     client.connect()
     client.protocol.dataReceived(

@@ -23,9 +23,9 @@ from stompbroker.broker.service import Broker
 from stompbroker.stats.model import StatsModel
 from stompbroker.stats.services import LiveStats, StatsExport
 from stompbroker.web.site import STATIC, MetricsPage, web_root
-from tests.app.test_tap import parse
 from tests.broker.fakes import FakeConnection, Inbox
-from tests.web.test_websocket_site import get
+from tests.support.options import parse
+from tests.support.web import get
 
 
 class Site:

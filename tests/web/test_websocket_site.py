@@ -15,22 +15,13 @@ from twisted.python import usage
 from twisted.web.resource import getChildForRequest
 from twisted.web.test.requesthelper import DummyRequest
 
-from stompbroker.app.tap import DEFAULT_HTTP, Options, makeService
+from stompbroker.app.options import DEFAULT_HTTP
+from stompbroker.app.tap import makeService
 from stompbroker.broker.service import Broker
 from stompbroker.transport.tcp import StompServerFactory
 from stompbroker.web.site import STATIC, WebSite, web_root
-
-
-def get(treq: StubTreq, url: str) -> tuple[Any, bytes]:
-    """:returns: the response to a GET and its body, with every Deferred already fired."""
-    responses: list[Any] = []
-    treq.get(url).addCallback(responses.append)
-    treq.flush()
-    [response] = responses
-    bodies: list[bytes] = []
-    treq.content(response).addCallback(bodies.append)
-    treq.flush()
-    return response, bodies[0]
+from tests.support.options import parse
+from tests.support.web import get
 
 
 def test_healthz_reports_whether_the_broker_runs() -> None:
@@ -92,12 +83,6 @@ def test_demo_page_uses_the_vendored_stompjs() -> None:
     script = (STATIC / "demo.js").read_text()
     assert "new StompJs.Client(" in script
     assert "Apache License" in (STATIC / "vendor/stompjs/LICENSE").read_text()
-
-
-def parse(*argv: str) -> Options:
-    options = Options()
-    options.parseOptions(list(argv))
-    return options
 
 
 def test_web_port_defaults_to_loopback_15674() -> None:

@@ -3,7 +3,7 @@ The strcred plugins for any twistd plugin with ``--auth``: ``passwd:FILE``,
 ``jwt:...`` (OAuth 2 bearer tokens) and ``cert`` (TLS client certificates).
 
 Only the factories live here, so that twistd's plugin scan stays cheap; the
-checkers are :class:`stompbroker.security.auth.PasswordFileChecker`,
+checkers are :class:`stompbroker.security.checkers.PasswordFileChecker`,
 :class:`stompbroker.security.tokens.TokenChecker` and
 :class:`stompbroker.security.certificates.CertificateChecker`.
 """
@@ -28,7 +28,7 @@ is re-read when it changes, so new users can log in without a restart.
 
 @implementer(ICheckerFactory, IPlugin)
 class PasswordFileCheckerFactory:
-    """Makes a :class:`stompbroker.security.auth.PasswordFileChecker` from ``passwd:FILE``."""
+    """Makes a :class:`stompbroker.security.checkers.PasswordFileChecker` from ``passwd:FILE``."""
 
     authType = "passwd"
     authHelp = _HELP
@@ -39,9 +39,10 @@ class PasswordFileCheckerFactory:
         """
         :param argstring: the password file's path.
         :raises ValueError: without a path.
-        :raises stompbroker.security.auth.PasswordFileError: if the file cannot be read or is invalid.
+        :raises stompbroker.security.passwords.PasswordFileError: if the file cannot be
+            read or is invalid.
         """
-        from stompbroker.security.auth import PasswordFileChecker
+        from stompbroker.security.checkers import PasswordFileChecker
 
         if not argstring:
             raise ValueError("passwd needs a file: --auth passwd:FILE")

@@ -3,6 +3,8 @@ The message store: where persistent messages and durable subscriptions live betw
 SEND and ACK.
 
 ``base`` holds the interface every store keeps, its records and its errors;
-``memory`` and ``sqlite`` are the two stores of the in-process engine.  Imports
+``memory`` and ``sqlite`` are the two stores of the in-process engine, the latter
+with its tables in ``sqlite_schema`` and its reads and writes of rows in
+``sqlite_records``.  Imports
 Twisted (stores answer with Deferreds) but nothing above the broker layer.
 """

@@ -35,20 +35,20 @@ the disk after :meth:`SQLiteStore.open`.
 
 The data directory holds ``messages.sqlite3`` (with SQLite's ``-wal`` and
 ``-shm`` files) and ``lock``, which the store holds with ``flock`` for as long
-as it is open, so two brokers can never share a directory.
+as it is open, so two brokers can never share a directory
+(:mod:`~stompbroker.broker.store.sqlite_files`).  The tables are
+:mod:`~stompbroker.broker.store.sqlite_schema`; what the writer runs for each
+operation, and the read at recovery, :mod:`~stompbroker.broker.store.sqlite_records`.
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import functools
-import json
 import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from attrs import define, frozen
 from twisted.internet.defer import Deferred, fail, succeed
@@ -58,61 +58,35 @@ from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 from zope.interface import implementer
 
+from stompbroker.broker.store import sqlite_records
 from stompbroker.broker.store.base import (
-    DurableSubscription,
     IMessageStore,
     MessageFields,
     RecoveredState,
-    StoreDamaged,
     StoredMessage,
     StoreError,
-    StoreIncompatible,
-    StoreLocked,
     StoreNotOpen,
     StoreUnavailable,
     StoreWriteFailed,
-    duplicate_error,
     stored_message,
 )
+from stompbroker.broker.store.sqlite_files import (
+    DATABASE_NAME,
+    lock_data_dir,
+    store_unavailable,
+    translate_error,
+)
+from stompbroker.broker.store.sqlite_schema import prepare_schema
 from stompbroker.logs import logger
 from stompbroker.protocol.frames import Headers
 
+__all__ = ["DATABASE_NAME", "SYNC_MODES", "SQLiteStore", "StoreStats"]
+
 log = logger("stompbroker.store")
 
-_T = TypeVar("_T")
 
 #: How ``sync`` may be set; see the module docstring.
 SYNC_MODES: tuple[str, ...] = ("always", "batch", "off")
-DATABASE_NAME = "messages.sqlite3"
-LOCK_NAME = "lock"
-#: The schema this code writes, kept in ``PRAGMA user_version``.
-SCHEMA_VERSION = 1
-
-_SCHEMA = (
-    """
-    CREATE TABLE messages (
-        sequence INTEGER PRIMARY KEY,
-        queue TEXT NOT NULL,
-        message_id TEXT NOT NULL,
-        destination TEXT NOT NULL,
-        headers TEXT NOT NULL,
-        body BLOB NOT NULL,
-        expires REAL NOT NULL,
-        delivered INTEGER NOT NULL DEFAULT 0,
-        redelivery_count INTEGER NOT NULL DEFAULT 0,
-        UNIQUE (queue, message_id)
-    )
-    """,
-    """
-    CREATE TABLE subscriptions (
-        name TEXT PRIMARY KEY,
-        destination TEXT NOT NULL,
-        headers TEXT NOT NULL
-    )
-    """,
-    f"PRAGMA user_version = {SCHEMA_VERSION}",
-)
-
 #: Runs a function on the writer and returns a Deferred of its result.
 Executor = Callable[[Callable[[], Any]], Deferred]
 #: One operation, as the writer applies it.
@@ -222,11 +196,12 @@ class SQLiteStore:
         if self._state != "new":
             raise StoreNotOpen("this message store has been closed; make a new one")
         if self._executor is None and not IReactorThreads.providedBy(self._reactor):
-            raise self._unavailable(
+            raise store_unavailable(
+                self.data_dir,
                 f"the reactor {self._reactor!r} cannot run the store's writer thread"
-                " (it does not provide IReactorThreads); pass an executor"
+                " (it does not provide IReactorThreads); pass an executor",
             )
-        self._lock_fd = self._lock()
+        self._lock_fd = lock_data_dir(self.data_dir)
         try:
             self._connection = self._connect()
         except BaseException:
@@ -270,34 +245,6 @@ class SQLiteStore:
         self._shutdown_trigger = None
         return self.close()
 
-    def _lock(self) -> int:
-        """
-        Make the data directory if need be and take its lock.
-
-        :returns: the lock file's descriptor; closing it releases the lock.
-        """
-        lock_path = self.data_dir / LOCK_NAME
-        try:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-            descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as error:
-            raise self._unavailable(error.strerror or str(error)) from error
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as error:
-            holder = os.pread(descriptor, 32, 0).decode("ascii", "replace").strip()
-            os.close(descriptor)
-            if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise self._unavailable(error.strerror or str(error)) from error
-            raise StoreLocked(
-                f"the data directory {self.data_dir} is in use by another broker"
-                f" (process {holder or 'unknown'}); stop that broker, or give this one"
-                " another data directory (--data-dir)"
-            ) from error
-        os.ftruncate(descriptor, 0)
-        os.pwrite(descriptor, f"{os.getpid()}\n".encode(), 0)
-        return descriptor
-
     def _connect(self) -> sqlite3.Connection:
         """
         Open the database, set it up for this ``sync`` mode and check its schema.
@@ -305,11 +252,9 @@ class SQLiteStore:
         :returns: a connection for the writer thread.
         """
         try:
-            connection = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False
-            )
+            connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as error:
-            raise self._translate(error, StoreUnavailable) from error
+            raise translate_error(error, StoreUnavailable, self.data_dir) from error
         try:
             self._prepare(connection)
         except BaseException:
@@ -319,7 +264,7 @@ class SQLiteStore:
 
     def _prepare(self, connection: sqlite3.Connection) -> None:
         """
-        Switch to WAL, create the schema of a new store and find the next sequence.
+        Switch to WAL, create or check the schema, and find the next sequence.
 
         :raises StoreError: as :meth:`open` documents.
         """
@@ -327,57 +272,40 @@ class SQLiteStore:
             connection.execute("PRAGMA busy_timeout = 5000")
             (mode,) = connection.execute("PRAGMA journal_mode = WAL").fetchone()
             if mode != "wal":
-                raise self._unavailable(
-                    f"SQLite cannot use write-ahead logging there (journal mode {mode})"
+                raise store_unavailable(
+                    self.data_dir,
+                    f"SQLite cannot use write-ahead logging there (journal mode {mode})",
                 )
             synchronous = "OFF" if self.sync == "off" else "FULL"
             connection.execute(f"PRAGMA synchronous = {synchronous}")
-            (version,) = connection.execute("PRAGMA user_version").fetchone()
-            tables = {
-                name
-                for (name,) in connection.execute(
-                    "SELECT name FROM sqlite_schema WHERE type = 'table'"
-                )
-            }
-            if version > SCHEMA_VERSION:
-                raise StoreIncompatible(
-                    f"{self.path} was written by a newer stompbroker (schema {version};"
-                    f" this one reads {SCHEMA_VERSION}); run that version, or move the"
-                    " file away to start with an empty store"
-                )
-            if version == 0 and tables:
-                raise self._damaged("it holds tables that are not a stompbroker store")
-            if version == 0:
-                connection.execute("BEGIN IMMEDIATE")
-                for statement in _SCHEMA:
-                    connection.execute(statement)
-                connection.execute("COMMIT")
-            (last,) = connection.execute("SELECT max(sequence) FROM messages").fetchone()
+            prepare_schema(connection, self.path)
+            self._next_sequence = sqlite_records.next_sequence(connection)
         except sqlite3.Error as error:
-            raise self._translate(error, StoreUnavailable) from error
-        self._next_sequence = (last or 0) + 1
+            raise translate_error(error, StoreUnavailable, self.data_dir) from error
 
     # -- operations ----------------------------------------------------------
 
     def recover(self) -> Deferred[RecoveredState]:
         """:returns: see :meth:`IMessageStore.recover`; read after every write called before."""
-        return self._submit(_read_all)
+        return self._submit(sqlite_records.read_all)
 
     def add(self, queue: str, message: MessageFields) -> Deferred[StoredMessage]:
         """:returns: see :meth:`IMessageStore.add`."""
         record = stored_message(queue, self._next_sequence, message)
-        return self._write(functools.partial(_insert, record), record, advance=True)
+        return self._write(
+            functools.partial(sqlite_records.insert_message, record), record, advance=True
+        )
 
     def remove(self, queue: str, message_id: str) -> Deferred[None]:
         """:returns: see :meth:`IMessageStore.remove`."""
         return self._write(
-            functools.partial(_execute, _DELETE, (queue, message_id)), None
+            functools.partial(sqlite_records.delete_message, queue, message_id), None
         )
 
     def mark_delivered(self, queue: str, message_id: str) -> Deferred[None]:
         """:returns: see :meth:`IMessageStore.mark_delivered`."""
         return self._write(
-            functools.partial(_execute, _MARK_DELIVERED, (queue, message_id)), None
+            functools.partial(sqlite_records.mark_delivered, queue, message_id), None
         )
 
     def move(
@@ -385,19 +313,24 @@ class SQLiteStore:
     ) -> Deferred[StoredMessage]:
         """:returns: see :meth:`IMessageStore.move`."""
         record = stored_message(to_queue, self._next_sequence, message)
-        work = functools.partial(_move, from_queue, message_id, record)
+        work = functools.partial(sqlite_records.move_message, from_queue, message_id, record)
         return self._write(work, record, advance=True)
 
     def add_subscription(
         self, name: str, destination: str, headers: Headers = ()
     ) -> Deferred[None]:
         """:returns: see :meth:`IMessageStore.add_subscription`."""
-        parameters = (name, destination, _encode_headers(headers))
-        return self._write(functools.partial(_execute, _UPSERT_SUBSCRIPTION, parameters), None)
+        work = functools.partial(
+            sqlite_records.save_subscription,
+            name,
+            destination,
+            sqlite_records.encode_headers(headers),
+        )
+        return self._write(work, None)
 
     def remove_subscription(self, name: str) -> Deferred[None]:
         """:returns: see :meth:`IMessageStore.remove_subscription`."""
-        return self._write(functools.partial(_remove_subscription, name), None)
+        return self._write(functools.partial(sqlite_records.remove_subscription, name), None)
 
     # -- group commit ----------------------------------------------------------
 
@@ -477,12 +410,12 @@ class SQLiteStore:
                     outcomes.append((False, error))
             connection.execute("COMMIT")
         except sqlite3.Error as error:
-            failure = self._translate(error, StoreWriteFailed)
+            failure = translate_error(error, StoreWriteFailed, self.data_dir)
             try:
                 if connection.in_transaction:
                     connection.execute("ROLLBACK")
             except sqlite3.Error as rollback_error:
-                raise self._translate(rollback_error, StoreWriteFailed) from error
+                raise translate_error(rollback_error, StoreWriteFailed, self.data_dir) from error
             raise failure from error
         return outcomes
 
@@ -545,153 +478,3 @@ class SQLiteStore:
             failure,
             path=str(self.path),
         )
-
-    # -- errors ----------------------------------------------------------------
-
-    def _translate(self, error: sqlite3.Error, fallback: type[StoreError]) -> StoreError:
-        """
-        Name an SQLite error by what the operator must do about it.
-
-        :param fallback: the kind for errors that say nothing more specific.
-        """
-        name = getattr(error, "sqlite_errorname", "")
-        if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
-            return self._damaged(str(error))
-        if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
-            return StoreLocked(
-                f"{self.path} is locked by another program ({error}); stop it and try again"
-            )
-        if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")):
-            return self._unavailable(str(error))
-        if fallback is StoreWriteFailed:
-            return StoreWriteFailed(
-                f"cannot write to the message store {self.path}: {error}; nothing of this"
-                " group is stored (is the disk full?)"
-            )
-        return self._unavailable(str(error))
-
-    def _damaged(self, reason: str) -> StoreDamaged:
-        return StoreDamaged(
-            f"{self.path} is not a readable stompbroker store ({reason}); restore it from"
-            " a backup, or move it away to start with an empty store"
-        )
-
-    def _unavailable(self, reason: str) -> StoreUnavailable:
-        return StoreUnavailable(
-            f"cannot use {self.data_dir} as the data directory: {reason}; make it a"
-            " directory the broker's user can write, or choose another (--data-dir)"
-        )
-
-
-# -- what the writer thread runs ---------------------------------------------
-
-_INSERT = (
-    "INSERT OR IGNORE INTO messages (sequence, queue, message_id, destination, headers,"
-    " body, expires) VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
-_DELETE = "DELETE FROM messages WHERE queue = ? AND message_id = ?"
-# SQLite evaluates every right-hand side with the row's old values.
-_MARK_DELIVERED = (
-    "UPDATE messages SET redelivery_count = redelivery_count + delivered, delivered = 1"
-    " WHERE queue = ? AND message_id = ?"
-)
-_UPSERT_SUBSCRIPTION = (
-    "INSERT INTO subscriptions (name, destination, headers) VALUES (?, ?, ?)"
-    " ON CONFLICT (name) DO UPDATE SET destination = excluded.destination,"
-    " headers = excluded.headers"
-)
-
-
-def _encode_headers(headers: Headers) -> str:
-    """:returns: the headers as a JSON list of pairs, which keeps order and repeats."""
-    return json.dumps([[name, value] for name, value in headers])
-
-
-def _decode_headers(text: str) -> Headers:
-    """:returns: the headers :func:`_encode_headers` encoded."""
-    return tuple((name, value) for name, value in json.loads(text))
-
-
-def _execute(statement: str, parameters: tuple[Any, ...], connection: sqlite3.Connection) -> None:
-    """Run one statement whose effect needs no checking."""
-    connection.execute(statement, parameters)
-
-
-def _insert(record: StoredMessage, connection: sqlite3.Connection) -> StoredMessage:
-    """
-    :returns: ``record``, once inserted.
-    :raises DuplicateMessage: if its key holds its id already; nothing is written.
-    """
-    cursor = connection.execute(
-        _INSERT,
-        (
-            record.sequence,
-            record.queue,
-            record.message_id,
-            record.destination,
-            _encode_headers(record.headers),
-            record.body,
-            record.expires,
-        ),
-    )
-    if cursor.rowcount == 0:
-        raise duplicate_error(record.queue, record.message_id)
-    return record
-
-
-def _move(
-    from_queue: str, message_id: str, record: StoredMessage, connection: sqlite3.Connection
-) -> StoredMessage:
-    """
-    Add the dead-letter copy, then delete the original: one transaction holds both.
-
-    :returns: ``record``, once stored.
-    :raises DuplicateMessage: if ``record``'s key holds its id; nothing is written.
-    """
-    _insert(record, connection)
-    connection.execute(_DELETE, (from_queue, message_id))
-    return record
-
-
-def _remove_subscription(name: str, connection: sqlite3.Connection) -> None:
-    """Delete a durable subscription and its backlog (one transaction holds both)."""
-    connection.execute("DELETE FROM subscriptions WHERE name = ?", (name,))
-    connection.execute("DELETE FROM messages WHERE queue = ?", (name,))
-
-
-def _read_all(connection: sqlite3.Connection) -> RecoveredState:
-    """:returns: every message in sequence order and every subscription in creation order."""
-    messages = (
-        StoredMessage(
-            queue=queue,
-            sequence=sequence,
-            message_id=message_id,
-            destination=destination,
-            headers=_decode_headers(headers),
-            body=body,
-            expires=expires,
-            delivered=bool(delivered),
-            redelivery_count=redelivery_count,
-        )
-        for (
-            sequence,
-            queue,
-            message_id,
-            destination,
-            headers,
-            body,
-            expires,
-            delivered,
-            redelivery_count,
-        ) in connection.execute(
-            "SELECT sequence, queue, message_id, destination, headers, body, expires,"
-            " delivered, redelivery_count FROM messages ORDER BY sequence"
-        )
-    )
-    subscriptions = (
-        DurableSubscription(name, destination, _decode_headers(headers))
-        for name, destination, headers in connection.execute(
-            "SELECT name, destination, headers FROM subscriptions ORDER BY rowid"
-        )
-    )
-    return RecoveredState.from_records(messages, list(subscriptions))

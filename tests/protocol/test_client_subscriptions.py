@@ -1,7 +1,9 @@
 """
-Tests of how the session turns ACK, NACK, BEGIN, COMMIT, ABORT and the delivery
-headers of SUBSCRIBE, UNSUBSCRIBE and SEND into broker calls, against the
-recording fake broker; and of the MESSAGE frames a queue subscription writes.
+The client's subscriptions (stompbroker.protocol.subscriptions): what SUBSCRIBE
+and UNSUBSCRIBE hand the broker and how they name subscriptions, the MESSAGE
+frames each kind of subscription writes, the SUBSCRIBE headers other brokers'
+clients rely on (windows, redelivery limits, durable names), and how ACK and
+NACK find what they settle; against the recording fake broker.
 """
 
 from __future__ import annotations
@@ -10,29 +12,199 @@ from typing import Any
 
 import pytest
 from attrs import evolve
+from twisted.internet.defer import succeed
+from zope.interface.verify import verifyObject
 
+from stompbroker.interfaces import ISubscriber
+from stompbroker.protocol.encoder import encode
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.message import Message
-from stompbroker.protocol.session import SessionSubscription, TrackedSubscription
-from tests.protocol.test_session import connected, error_of, frame, make_session
-
-
-def subscribe(session: Any, transport: Any, *headers: tuple[str, str], version: str = "1.2") -> Any:
-    """SUBSCRIBE, and return the subscription the broker was given."""
-    session.receive_data(frame("SUBSCRIBE", *headers, version=version))
-    assert not transport.closed, transport.frames(version)
-    return session.broker.subscribers[-1]
+from stompbroker.protocol.session import SessionConfig
+from stompbroker.protocol.subscriptions import SessionSubscription, TrackedSubscription
+from tests.support.session import (
+    RecordingAccess,
+    RecordingBroker,
+    connected,
+    error_of,
+    frame,
+    make_session,
+    subscribe,
+)
 
 
 def queue_message(message_id: str = "m-1", redeliveries: int = 0) -> Message:
     return Message("/queue/q", message_id, (("x", "y"),), b"body", redeliveries=redeliveries)
 
 
+# -- SUBSCRIBE and UNSUBSCRIBE ---------------------------------------------------------
+
+
+def test_subscribe_hands_broker_a_subscriber() -> None:
+    """SUBSCRIBE gives the broker an ISubscriber with id, destination and ack mode."""
+    session, transport, _, broker = connected()
+    session.receive_data(
+        frame("SUBSCRIBE", ("id", "7"), ("destination", "/topic/x.*"), ("receipt", "r"))
+    )
+    [subscriber] = broker.subscribers
+    verifyObject(ISubscriber, subscriber)
+    assert (subscriber.subscription_id, subscriber.destination, subscriber.ack_mode) == (
+        "7",
+        "/topic/x.*",
+        "auto",
+    )
+    assert subscriber.connection is session
+    assert transport.frames() == [Frame("RECEIPT", (("receipt-id", "r"),))]
+
+
+def test_duplicate_subscription_id_is_an_error() -> None:
+    """Two subscriptions with one id on one connection are an error."""
+    session, transport, _, _ = connected()
+    session.receive_data(frame("SUBSCRIBE", ("id", "1"), ("destination", "/topic/a")))
+    session.receive_data(frame("SUBSCRIBE", ("id", "1"), ("destination", "/topic/b")))
+    assert error_of(transport).get("message") == "duplicate subscription"
+
+
+def test_unsubscribe_by_id_stops_delivery() -> None:
+    """STOMP 1.2, "UNSUBSCRIBE": the id names the subscription to end."""
+    session, transport, _, broker = connected()
+    session.receive_data(frame("SUBSCRIBE", ("id", "1"), ("destination", "/topic/a")))
+    session.receive_data(frame("UNSUBSCRIBE", ("id", "1"), ("receipt", "u")))
+    session.receive_data(frame("SEND", ("destination", "/topic/a")))
+    assert transport.frames() == [Frame("RECEIPT", (("receipt-id", "u"),))]
+    assert broker.subscribers == []
+
+
+def test_unsubscribe_unknown_id_is_an_error() -> None:
+    """UNSUBSCRIBE of an id the connection does not have is an error."""
+    session, transport, _, _ = connected()
+    session.receive_data(frame("UNSUBSCRIBE", ("id", "nope")))
+    assert error_of(transport).get("message") == "unknown subscription"
+
+
+def test_stomp_1_0_subscription_without_id_uses_destination() -> None:
+    """
+    STOMP 1.0: id is optional; the destination stands in, and UNSUBSCRIBE by destination works.
+    """
+    session, transport, _, broker = connected(version="1.0")
+    session.receive_data(frame("SUBSCRIBE", ("destination", "/topic/a"), version="1.0"))
+    session.receive_data(frame("SEND", ("destination", "/topic/a"), body=b"hi", version="1.0"))
+    [message] = transport.frames("1.0")
+    assert message.get("subscription") == "/topic/a"
+    session.receive_data(frame("UNSUBSCRIBE", ("destination", "/topic/a"), version="1.0"))
+    assert broker.subscribers == []
+    assert not transport.closed
+
+
+def test_invalid_ack_mode_is_an_error() -> None:
+    """SUBSCRIBE with an ack mode STOMP does not define is an error."""
+    session, transport, _, _ = connected()
+    session.receive_data(
+        frame("SUBSCRIBE", ("id", "1"), ("destination", "/topic/a"), ("ack", "x"))
+    )
+    assert error_of(transport).get("message") == "invalid ack mode"
+
+
+def test_stomp_1_0_headers_are_not_escaped() -> None:
+    """STOMP 1.0 has no escaping: a backslash in a header passes through as it is."""
+    session, transport, _, _ = connected(version="1.0")
+    session.receive_data(frame("SUBSCRIBE", ("destination", "/topic/a"), version="1.0"))
+    session.receive_data(b"SEND\ndestination:/topic/a\nx-path:C:\\dir\n\nhi\x00")
+    [message] = transport.frames("1.0")
+    assert message.get("x-path") == "C:\\dir"
+    assert b"x-path:C:\\dir\n" in encode(message, "1.0")
+
+
+def test_message_shared_bytes_are_encoded_once_per_message() -> None:
+    """Delivering one message to many subscribers encodes its shared part once."""
+    session, transport, _, broker = connected()
+    for n in range(3):
+        session.receive_data(frame("SUBSCRIBE", ("id", str(n)), ("destination", "/topic/a")))
+    session.receive_data(frame("SEND", ("destination", "/topic/a"), body=b"x"))
+    [send] = [arg for call, arg in broker.calls if call == "send"]
+    assert "1.0" not in send.wire
+    assert len({id(tail) for tail in send.wire.values()}) == 1
+    assert [f.get("subscription") for f in transport.frames()] == ["0", "1", "2"]
+
+
+def test_stomp_1_0_subscriber_gets_messages_with_unrepresentable_headers() -> None:
+    """
+    A header a 1.0 client cannot parse (LF in the value) is left out of its MESSAGE, not fatal.
+    """
+    broker = RecordingBroker()
+    old, old_transport, _, _ = make_session(broker)
+    old.receive_data(frame("CONNECT"))
+    old.receive_data(frame("SUBSCRIBE", ("destination", "/topic/a"), version="1.0"))
+    new, new_transport, _, _ = make_session(broker)
+    new.receive_data(frame("CONNECT", ("accept-version", "1.2")))
+    new.receive_data(
+        frame(
+            "SEND",
+            ("destination", "/topic/a"),
+            ("x-multi", "a\nb"),
+            ("x-ok", "fine"),
+            body=b"hi",
+        )
+    )
+    [_, message] = old_transport.frames("1.0")
+    assert message.get("x-multi") is None
+    assert message.get("x-ok") == "fine"
+    assert message.body == b"hi"
+    assert not old_transport.closed and not new_transport.closed
+
+
+def test_subscriptions_past_the_limit_are_an_error() -> None:
+    """A connection may have max_subscriptions subscriptions; one more is refused, naming it."""
+    session, transport, _, broker = connected(config=SessionConfig(max_subscriptions=2))
+    for number in range(2):
+        subscribe(session, transport, ("id", str(number)), ("destination", "/topic/a"))
+    session.receive_data(frame("SUBSCRIBE", ("id", "2"), ("destination", "/topic/a")))
+    error = error_of(transport)
+    assert error.get("message") == "too many subscriptions"
+    assert b"max-subscriptions" in error.body
+    assert len(broker.named("subscribe")) == 2
+
+
+def test_subscribe_needs_the_read_right() -> None:
+    """
+    With access rules, SUBSCRIBE asks for the read right on its pattern, as the client logged
+    in.
+    """
+    access = RecordingAccess(refused="/topic/secret")
+    config = SessionConfig(authenticator=lambda *_: succeed("who"), access=access)
+    session, transport, _, broker = connected(config=config)
+    subscribe(session, transport, ("id", "1"), ("destination", "/topic/a.*"))
+    session.receive_data(frame("SUBSCRIBE", ("id", "2"), ("destination", "/topic/secret")))
+    assert access.checks == [("who", "read", "/topic/a.*"), ("who", "read", "/topic/secret")]
+    assert error_of(transport).get("message") == "access denied: no read right on '/topic/secret'"
+    assert len(broker.named("subscribe")) == 1
+
+
+def test_deliveries_counted_in_batches_add_up_to_what_was_written() -> None:
+    """
+    count_deliveries adds, per batch the broker reports, the frames and bytes an auto-ack
+    topic subscription wrote (see broker.traffic): the prefix per message, the tails by style.
+    """
+    session, transport, _, _ = connected(version="1.1")
+    subscription = subscribe(session, transport, ("id", "s"), ("destination", "/topic/a"))
+    before = (session.frames_sent, session.bytes_sent)
+    messages = [Message("/topic/a", f"m-{n}", (), b"x" * n) for n in range(3)]
+    tails: dict[str, int] = {}
+    for message in messages:
+        subscription.deliver(message)
+        message.add_tail_sizes(tails)
+    written = transport.take()
+    subscription.count_deliveries(len(messages), tails)
+    assert session.frames_sent - before[0] == 3
+    assert session.bytes_sent - before[1] == len(written)
+
+
 # -- the MESSAGE frames of a queue subscription --------------------------------------
 
 
 def test_client_ack_message_carries_ack_id_naming_subscription_and_message() -> None:
-    """STOMP 1.2, "MESSAGE": with client acks the frame has an ack header, which ACK's id repeats."""
+    """
+    STOMP 1.2, "MESSAGE": with client acks the frame has an ack header, which ACK's id repeats.
+    """
     session, transport, _, broker = connected()
     subscription = subscribe(
         session, transport, ("id", "s"), ("destination", "/queue/q"), ("ack", "client")
@@ -100,7 +272,10 @@ def test_first_delivery_has_no_redelivery_headers() -> None:
     ids=["auto-topic", "client-topic", "durable-topic", "queue", "temp-queue"],
 )
 def test_only_auto_topic_subscriptions_take_the_fast_path(headers: Any, tracked: bool) -> None:
-    """Auto-ack topic subscriptions keep the plain delivery path; queue-backed ones add ack/redelivery headers."""
+    """
+    Auto-ack topic subscriptions keep the plain delivery path; queue-backed ones add
+    ack/redelivery headers.
+    """
     session, transport, _, _ = connected()
     subscription = subscribe(session, transport, ("id", "s"), *headers)
     assert type(subscription) is (TrackedSubscription if tracked else SessionSubscription)
@@ -114,7 +289,10 @@ def test_only_auto_topic_subscriptions_take_the_fast_path(headers: Any, tracked:
     [("prefetch-count", "5", 5), ("activemq.prefetchSize", "7", 7), ("prefetch-count", "0", 0)],
 )
 def test_prefetch_headers_set_the_window(header: str, value: str, prefetch: int) -> None:
-    """RabbitMQ's prefetch-count and ActiveMQ's activemq.prefetchSize both set the window; 0 means the default."""
+    """
+    RabbitMQ's prefetch-count and ActiveMQ's activemq.prefetchSize both set the window; 0 means
+    the default.
+    """
     session, transport, _, _ = connected()
     subscription = subscribe(
         session,
@@ -128,7 +306,10 @@ def test_prefetch_headers_set_the_window(header: str, value: str, prefetch: int)
 
 
 def test_subscription_without_prefetch_uses_the_default() -> None:
-    """A subscription that asks for no window gets the broker's (prefetch 0), and the default redelivery limit."""
+    """
+    A subscription that asks for no window gets the broker's (prefetch 0), and the default
+    redelivery limit.
+    """
     session, transport, _, _ = connected()
     subscription = subscribe(session, transport, ("id", "s"), ("destination", "/queue/q"))
     assert (subscription.prefetch, subscription.max_redeliveries, subscription.durable) == (
@@ -161,7 +342,9 @@ def test_max_redeliveries_header() -> None:
     ],
 )
 def test_invalid_delivery_headers_are_errors(header: str, value: str) -> None:
-    """A window or redelivery limit that is not a suitable integer gets an ERROR naming the header."""
+    """
+    A window or redelivery limit that is not a suitable integer gets an ERROR naming the header.
+    """
     session, transport, _, _ = connected()
     session.receive_data(
         frame("SUBSCRIBE", ("id", "s"), ("destination", "/queue/q"), (header, value))
@@ -181,7 +364,10 @@ def test_invalid_delivery_headers_are_errors(header: str, value: str) -> None:
     ids=["rabbitmq-durable", "rabbitmq-persistent", "activemq", "artemis", "not-durable"],
 )
 def test_durable_subscription_names(connect_client_id: Any, headers: list, durable: Any) -> None:
-    """RabbitMQ's durable/persistent (named by id), ActiveMQ's and Artemis's name headers (with client-id)."""
+    """
+    RabbitMQ's durable/persistent (named by id), ActiveMQ's and Artemis's name headers (with
+    client-id).
+    """
     session, transport, _, _ = connected()
     session.client_id = connect_client_id
     subscription = subscribe(
@@ -190,16 +376,11 @@ def test_durable_subscription_names(connect_client_id: Any, headers: list, durab
     assert subscription.durable == durable
 
 
-def test_connect_client_id_is_kept() -> None:
-    """The CONNECT frame's client-id scopes the connection's durable subscription names."""
-    session, transport, _, _ = make_session()
-    session.receive_data(frame("CONNECT", ("accept-version", "1.2"), ("client-id", "app-7")))
-    assert session.client_id == "app-7"
-    assert connected()[0].client_id is None
-
-
 def test_named_durable_subscription_needs_client_id() -> None:
-    """ActiveMQ's activemq.subscriptionName without a client-id on CONNECT is an error, as in ActiveMQ."""
+    """
+    ActiveMQ's activemq.subscriptionName without a client-id on CONNECT is an error, as in
+    ActiveMQ.
+    """
     session, transport, _, _ = connected()
     session.receive_data(
         frame(
@@ -245,7 +426,10 @@ def test_unsubscribe_with_durable_header_removes_it() -> None:
 
 
 def test_inactive_durable_subscription_can_be_removed_by_name() -> None:
-    """ActiveMQ style: UNSUBSCRIBE naming a durable subscription this connection is not consuming removes it."""
+    """
+    ActiveMQ style: UNSUBSCRIBE naming a durable subscription this connection is not consuming
+    removes it.
+    """
     session, transport, _, broker = connected()
     session.client_id = "app"
     session.receive_data(frame("UNSUBSCRIBE", ("id", "x"), ("activemq.subscriptionName", "prices")))
@@ -272,7 +456,9 @@ def test_ack_1_1_names_message_and_subscription() -> None:
 
 
 def test_ack_1_0_names_only_the_message() -> None:
-    """STOMP 1.0, "ACK": message-id alone; the broker looks through the connection's subscriptions."""
+    """
+    STOMP 1.0, "ACK": message-id alone; the broker looks through the connection's subscriptions.
+    """
     session, transport, _, broker = connected(version="1.0")
     session.receive_data(frame("ACK", ("message-id", "m-9"), ("receipt", "r"), version="1.0"))
     assert broker.named("ack") == [("m-9", None, None)]
@@ -345,59 +531,14 @@ def test_invalid_requeue_header_is_an_error() -> None:
     assert error_of(transport).get("message") == "invalid requeue header"
 
 
-# -- transactions ---------------------------------------------------------------------------
-
-
-def test_transaction_frames_reach_the_broker_with_receipts() -> None:
-    """BEGIN, COMMIT and ABORT are passed to the broker and answered with their receipts."""
-    session, transport, _, broker = connected()
-    for command, transaction in [("BEGIN", "a"), ("COMMIT", "a"), ("BEGIN", "b"), ("ABORT", "b")]:
-        session.receive_data(
-            frame(command, ("transaction", transaction), ("receipt", command + transaction))
-        )
-    assert [call for call in broker.calls if call[0] in {"begin", "commit", "abort"}] == [
-        ("begin", "a"),
-        ("commit", "a"),
-        ("begin", "b"),
-        ("abort", "b"),
-    ]
-    assert [f.get("receipt-id") for f in transport.frames()] == [
-        "BEGINa",
-        "COMMITa",
-        "BEGINb",
-        "ABORTb",
-    ]
-
-
-@pytest.mark.parametrize("command", ["BEGIN", "COMMIT", "ABORT"])
-def test_transaction_frame_without_transaction_header_is_an_error(command: str) -> None:
-    """STOMP 1.2: BEGIN, COMMIT and ABORT require a transaction header."""
-    session, transport, _, _ = connected()
-    session.receive_data(frame(command))
-    assert error_of(transport).get("message") == "missing transaction header"
-
-
-def test_transaction_header_is_passed_with_send_ack_and_nack() -> None:
-    """SEND, ACK and NACK in a transaction name it to the broker, which holds them until COMMIT."""
-    session, transport, _, broker = connected()
-    subscription = subscribe(
-        session, transport, ("id", "s"), ("destination", "/queue/q"), ("ack", "client")
-    )
-    session.receive_data(frame("SEND", ("destination", "/queue/q"), ("transaction", "t")))
-    session.receive_data(frame("ACK", ("id", f"{subscription.number}.m-1"), ("transaction", "t")))
-    session.receive_data(frame("NACK", ("id", f"{subscription.number}.m-2"), ("transaction", "t")))
-    [(transaction, sent)] = broker.named("send-in")
-    assert transaction == "t"
-    assert ("transaction", "t") not in sent.headers
-    assert broker.named("ack") == [("m-1", subscription, "t")]
-    assert broker.named("nack") == [("m-2", subscription, True, "t")]
-
-
 # -- reply-to a temporary queue --------------------------------------------------------
 
 
 def test_reply_to_temp_queue_subscribes_the_sender_once() -> None:
-    """SEND with reply-to:/temp-queue/NAME subscribes the sender to it (id = the name), as RabbitMQ does."""
+    """
+    SEND with reply-to:/temp-queue/NAME subscribes the sender to it (id = the name), as RabbitMQ
+    does.
+    """
     session, transport, _, broker = connected()
     for _ in range(2):
         session.receive_data(

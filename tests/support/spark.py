@@ -1,5 +1,8 @@
 """
-One small local SparkSession for every sparkjobs test.
+The ``spark`` fixture: one small local SparkSession for every test that runs a
+Spark job (``tests/sparkjobs`` and the statistics export end to end).  The root
+``conftest.py`` offers it to the whole suite; PySpark is imported only when a
+test asks for it.
 
 Starting a JVM costs seconds, so the session is shared by the whole run:
 ``local[1]`` and one shuffle partition keep each job a handful of tasks, and
@@ -12,14 +15,19 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
-from pyspark.sql import SparkSession
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """A ``local[1]`` SparkSession in UTC, stopped when the test run ends."""
+    from pyspark.sql import SparkSession
+
     if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
         pytest.fail("the Spark tests need Java 17: apt-get install openjdk-17-jre-headless")
     session = (

@@ -1,0 +1,374 @@
+"""
+What the broker asks of an engine (:class:`IEngine`), and of the queues an engine
+hands out (:class:`IQueue`).
+
+The broker's router, consumers and connection registry reach destinations only
+through these; :class:`~stompbroker.broker.engine.local.LocalEngine` implements
+them in this process.  Each method says how an engine that keeps the state in a
+shared Redis server would do it, so that several broker processes act as one:
+
+- topics: Redis pub/sub, one channel per destination; each process keeps its own
+  subscribers in its :attr:`IEngine.topics` tree and (p)subscribes to the
+  channels they need, and fans what arrives out to them;
+- queues, durable subscriptions (and later streams): Redis Streams with one
+  consumer group per queue, so that every process's consumers compete for one
+  stream, each message read by one of them (``XREADGROUP``), settled with
+  ``XACK``, and claimed back (``XAUTOCLAIM``) from a process that died;
+- delivery, whatever the engine, only to this process's subscribers, through
+  :class:`~stompbroker.interfaces.ISubscriber`.
+
+The rule for results: a method that a remote engine would have to wait on the
+server for says so, and may return a Deferred; the local engine returns
+``None`` (or the value itself) on every path a message takes, so that its hot
+paths cost nothing for the remote case.  A method called per message never
+raises, logs or waits; what the broker must tell a client about (the storing of
+a persistent message, the durable settling of an ACK) comes back as a Deferred
+that the session holds the RECEIPT on.
+"""
+
+from __future__ import annotations
+
+from zope.interface import Attribute, Interface
+
+
+class IQueue(Interface):
+    """
+    One queue, as an engine hands it out: ``/queue/NAME``, a temporary queue, or
+    a topic subscription's own (client acknowledgement or a durable name).
+
+    :class:`~stompbroker.broker.queues.WorkerQueue` is the local one.  A Redis
+    engine's queue is a handle on a stream and its consumer group: it reads for
+    its local consumers (``XREADGROUP ... COUNT`` the room in their windows,
+    ``BLOCK`` while they have room and the stream is empty) and hands each
+    message to one of them.
+    """
+
+    destination = Attribute(
+        "The queue's destination, or for a topic subscription's queue its pattern."
+    )
+    consumers = Attribute(
+        "The :class:`~stompbroker.broker.delivery.Consumer` objects taking from it in this process."
+    )
+    pending = Attribute(
+        "The messages waiting here for a consumer with room, in order; for a remote"
+        " queue, those read from the server and not yet handed out."
+    )
+
+    def add_consumer(subscriber, window, max_redeliveries):  # type: ignore[no-untyped-def]
+        """
+        Start handing messages to a subscriber of this process.
+
+        Redis: start reading for it (the first local consumer starts the read loop).
+
+        :returns: its :class:`~stompbroker.broker.delivery.Consumer`.
+        """
+
+    def remove_consumer(consumer):  # type: ignore[no-untyped-def]
+        """
+        Stop handing messages to a consumer; what it holds goes back for redelivery.
+
+        Redis: what it holds is returned to the group's pending list for another
+        consumer (``XCLAIM`` to a local one with room, or left for ``XAUTOCLAIM``).
+        """
+
+    def publish(message):  # type: ignore[no-untyped-def]
+        """
+        Take a message sent to this queue, counting it in (a temporary queue's SEND).
+
+        Redis: ``XADD`` without waiting; local consumers are woken by their read.
+        """
+
+    def enqueue(message):  # type: ignore[no-untyped-def]
+        """
+        Take a message that comes from a topic, a dead letter or the store.
+
+        Redis: as :meth:`publish`, uncounted.
+        """
+
+    def dispatch():  # type: ignore[no-untyped-def]
+        """
+        Hand pending messages to consumers with room; called when room is made
+        (a consumer resumes).  Redis: read more for them.
+        """
+
+    def acknowledge(consumer, messages):  # type: ignore[no-untyped-def]
+        """
+        Forget messages a consumer has acknowledged.
+
+        Redis: ``XACK`` (and ``XDEL``), which must be durable before the ACK's RECEIPT.
+
+        :returns: a list of Deferreds, one per write that the ACK's RECEIPT waits
+            for; empty when there is nothing to wait for (the local engine's
+            non-persistent messages).
+        """
+
+    def requeue(consumer, messages):  # type: ignore[no-untyped-def]
+        """
+        Return messages for redelivery (NACK), or dead-letter those over the limit.
+
+        Redis: nothing to write for redelivery (the entry stays pending in the group,
+        its delivery count grows); a dead letter is an ``XADD`` to the
+        dead-letter stream and an ``XACK`` here, in one ``MULTI``.
+
+        :returns: as :meth:`acknowledge`, for the dead-letter moves.
+        """
+
+    def reject(messages):  # type: ignore[no-untyped-def]
+        """
+        Dead-letter messages refused for good (NACK ``requeue:false``).
+
+        :returns: as :meth:`acknowledge`.
+        """
+
+    def deliver_copies(body, headers, message_ids):  # type: ignore[no-untyped-def]
+        """
+        Give each local consumer with room a copy of its own of a message (the
+        ``/queue/monitor`` status), counted as in and delivered here.
+
+        Redis: local only; nothing is written to the stream.
+
+        :returns: how many copies were handed out.
+        """
+
+    def is_idle():  # type: ignore[no-untyped-def]
+        """:returns: whether the queue holds nothing and nobody here consumes from it."""
+
+
+class IEngine(Interface):
+    """
+    Where destinations' state lives: topic subscriptions, queues, durable
+    subscriptions and persistent messages.
+
+    The broker builds one engine per process and calls it from the reactor
+    thread only.  Queues are :class:`IQueue`; subscribers are
+    :class:`~stompbroker.interfaces.ISubscriber` objects of this process.
+    """
+
+    persistent = Attribute(
+        "Whether the engine keeps persistent messages (a message store, or a server"
+        " that persists); without, the broker ignores ``persistent`` headers."
+    )
+    store = Attribute(
+        "The :class:`~stompbroker.broker.store.base.IMessageStore` it keeps them in, or"
+        " ``None`` (no store, or a remote engine that keeps them in its server)."
+    )
+    journal = Attribute(
+        "The :class:`~stompbroker.broker.persistence.Journal` over :attr:`store`, or ``None``."
+    )
+    ids = Attribute(
+        "The broker's :class:`~stompbroker.broker.ids.Ids`: message ids, session ids, reply"
+        " queue names.  Its node token keeps names of processes sharing a server apart."
+    )
+    traffic = Attribute(
+        "This process's :class:`~stompbroker.broker.traffic.Traffic` counters, for"
+        " statistics; a remote engine counts what passes through this process."
+    )
+    counters = Attribute("This process's :class:`~stompbroker.broker.delivery.DeliveryCounters`.")
+    topics = Attribute(
+        "The :class:`~stompbroker.broker.traffic.TopicTree` of this process's topic"
+        " subscriptions: direct subscribers, and the queues of the others.  A remote"
+        " engine keeps one too, for its local fan-out."
+    )
+    queues = Attribute(
+        "``/queue/`` and ``/reply-queue/`` destinations -> the :class:`IQueue` handles"
+        " this process holds."
+    )
+    durable = Attribute(
+        "``(client-id, name)`` -> the :class:`IQueue` of each durable subscription known here."
+    )
+
+    # -- life cycle
+
+    def open():  # type: ignore[no-untyped-def]
+        """
+        Make ready what can fail at once, so that the broker does not start on it.
+
+        Local: open the store.  Redis: check the configuration and start connecting
+        (a refused connection is reported by :meth:`recover`).
+
+        :raises stompbroker.broker.store.base.StoreError: if the store cannot be used.
+        """
+
+    def recover():  # type: ignore[no-untyped-def]
+        """
+        Rebuild what outlives a restart: queues and durable subscriptions with the
+        messages they held.
+
+        Local: read the store back (:mod:`stompbroker.broker.recovery`).  Redis:
+        wait for the connection, load the registry of durable subscriptions (a
+        hash of key -> pattern) into :attr:`durable` and :attr:`topics`, and claim
+        the pending entries of consumers of this node that died
+        (``XAUTOCLAIM``); the messages stay in the server.
+
+        :returns: a Deferred that fires once clients may be let in, or fails with
+            what stopped it.
+        """
+
+    def stop(drained):  # type: ignore[no-untyped-def]
+        """
+        The broker is stopping: keep what its connections do until ``drained``
+        fires (they are all closed), then release the engine's resources.
+
+        Local: close the store after its last writes.  Redis: wait for the writes
+        in flight, unsubscribe, disconnect.
+
+        :returns: a Deferred that fires when that is done.
+        """
+
+    # -- routing (per message: no raising, no logging, no waiting)
+
+    def publish_topic(message):  # type: ignore[no-untyped-def]
+        """
+        Deliver a message sent to a topic to every subscription it matches now,
+        counting it in; one that has expired already is expired, not delivered.
+
+        Local: match the tree, call each subscriber's ``deliver``, synchronously.
+        Redis: check expiry here, ``PUBLISH`` to the destination's channel without
+        waiting, and fan out to local subscribers when the message comes back
+        from the channel, in every process alike (so that each process's
+        subscribers see one order); a subscription's queue (client acks,
+        durable) takes it from its stream instead, which :meth:`keep` or the
+        publish wrote.
+
+        :returns: ``None``.
+        """
+
+    def publish_queue(message):  # type: ignore[no-untyped-def]
+        """
+        Put a message sent to a ``/queue/`` on that queue, made on first use.
+
+        Local: the queue's ``publish``, which hands it to a consumer with room at
+        once.  Redis: ``XADD`` to the queue's stream without waiting (for a
+        persistent message :meth:`keep` has done it already).
+
+        :returns: ``None``.
+        """
+
+    def publish_reply(message):  # type: ignore[no-untyped-def]
+        """
+        Put a message sent to a ``/reply-queue/`` on that temporary queue, or drop
+        it (counted) if its connection has gone.
+
+        Redis: the reply queue may be another process's: ``XADD`` to its stream
+        if the registry of live reply queues has it (a key with the owning
+        connection's lifetime), else drop.
+
+        :returns: ``None``.
+        """
+
+    def keep(message):  # type: ignore[no-untyped-def]
+        """
+        File a persistent message under every key that keeps it (its queue, or the
+        durable subscriptions its topic matches), before it is routed.
+
+        Local: the journal's adds, in store order before any delivery mark.
+        Redis: ``XADD`` to the queue's stream (or to each matching durable
+        subscription's stream, in one ``MULTI``), with ``WAIT``/AOF as configured
+        for durability; routing then only wakes local readers.
+
+        :returns: ``None`` if nothing keeps it; else a Deferred that fires once it
+            is durable, or fails with
+            :class:`~stompbroker.broker.persistence.MessageNotStored`.
+        """
+
+    # -- queues
+
+    def queue(destination):  # type: ignore[no-untyped-def]
+        """
+        :returns: the :class:`IQueue` of a ``/queue/`` destination, made on first use.
+
+        Redis: a handle on the stream, made at once; the consumer group is created
+        (``XGROUP CREATE ... MKSTREAM``) in the background, and reading starts
+        once it exists.
+        """
+
+    def new_reply_queue():  # type: ignore[no-untyped-def]
+        """
+        :returns: a new temporary :class:`IQueue` under a broker-unique
+            ``/reply-queue/`` name (:meth:`~stompbroker.broker.ids.Ids.new_reply_queue`).
+
+        Redis: register the name with this process's liveness, so other processes
+        can reply to it.
+        """
+
+    def delete_queue(queue):  # type: ignore[no-untyped-def]
+        """
+        Delete a queue of :attr:`queues` and what it holds (a temporary queue ends
+        with its connection).  Redis: ``DEL`` its stream and registration, without
+        waiting.
+        """
+
+    def release_queue(queue):  # type: ignore[no-untyped-def]
+        """
+        A consumer has left ``queue``: forget it if it is an idle ``/queue/``, as
+        queues are made on first use.  Redis: drop the local handle only; the
+        stream stays for other processes.
+        """
+
+    def depth(destination):  # type: ignore[no-untyped-def]
+        """
+        :returns: how many messages wait in a queue's destination for a consumer:
+            an ``int`` locally; a Deferred firing with it from a remote engine
+            (``XLEN`` less the entries the group has read), so statistics that
+            read it must accept either.
+        """
+
+    # -- topic subscriptions
+
+    def add_subscriber(pattern, subscriber):  # type: ignore[no-untyped-def]
+        """
+        Deliver what topics matching ``pattern`` get to a direct subscriber
+        (``auto`` acknowledgement, no durable name).
+
+        Redis: add it to the local tree, and ``(P)SUBSCRIBE`` the pattern's
+        channel(s) if it is the pattern's first local subscriber.
+
+        :returns: ``None``, or a Deferred that fires once messages from other
+            processes will reach it (the server confirmed the subscription).
+        """
+
+    def remove_subscriber(pattern, subscriber):  # type: ignore[no-untyped-def]
+        """
+        Undo :meth:`add_subscriber`; an unknown subscriber is ignored.  Redis:
+        ``(P)UNSUBSCRIBE`` after the pattern's last local subscriber, without waiting.
+        """
+
+    def subscription_queue(pattern):  # type: ignore[no-untyped-def]
+        """
+        :returns: a new :class:`IQueue` that collects what topics matching
+            ``pattern`` get, for one non-durable subscription with client
+            acknowledgement.
+
+        Redis: a local queue fed by the local fan-out, as the local engine's (it
+        ends with its subscription, so it needs no stream).
+        """
+
+    def remove_subscription_queue(queue):  # type: ignore[no-untyped-def]
+        """Delete a queue of :meth:`subscription_queue` and what it holds."""
+
+    def durable_queue(durable, pattern):  # type: ignore[no-untyped-def]
+        """
+        Find or make the queue of a durable subscription; one subscribed again on
+        another pattern starts afresh, unless it is being consumed.
+
+        Redis: a stream per durable subscription with one consumer group, its
+        pattern in the registry of durable subscriptions (so that every process's
+        :meth:`keep` and fan-out write what matches into it); made in the
+        background, the handle returned at once.
+
+        :param durable: ``(client-id, name)``.
+        :returns: its :class:`IQueue`.
+        :raises stompbroker.protocol.errors.DuplicateSubscription: if it is being
+            consumed on another pattern.
+        """
+
+    def remove_durable(durable):  # type: ignore[no-untyped-def]
+        """
+        Delete a durable subscription and the messages it has collected.
+
+        Redis: remove it from the registry and ``DEL`` its stream, in one ``MULTI``.
+
+        :returns: ``None``, or a Deferred that fires once the removal is durable;
+            it never fails (a failure is logged).
+        :raises stompbroker.protocol.errors.UnknownSubscription: if there is none.
+        """

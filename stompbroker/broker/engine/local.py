@@ -1,0 +1,348 @@
+"""
+The in-process engine: destinations' state in this process's memory, persistent
+messages in a message store.
+
+Where a subscription takes its messages from:
+
+- an ``auto``-ack topic subscription sits in the :class:`TopicTree` itself, and a
+  SEND reaches it with one ``deliver`` call: no queue, no bookkeeping
+  (at-most-once);
+- every other subscription is a consumer of a
+  :class:`~stompbroker.broker.queues.WorkerQueue`: the named queue for
+  ``/queue/``, the connection's own for ``/temp-queue/``, and for a topic
+  subscription with client acknowledgements or a durable name a queue of its
+  own, which sits in the tree in its place and collects what the topic routes
+  to it.
+
+Routing a SEND to a topic costs one lookup in the tree (cached per destination)
+and one ``deliver`` per matching subscription; nothing on that path logs, raises
+or creates a Deferred, and every method the router calls per message returns
+``None`` but :meth:`LocalEngine.keep`.
+
+Persistent messages (see :mod:`stompbroker.broker.persistence`): with a store,
+the router files a persistent message with :meth:`LocalEngine.keep` under each
+key that keeps it (its queue, or the durable subscriptions its topic matches
+now), then routes it; the queues tell the store what becomes of it.  At start,
+:meth:`LocalEngine.recover` rebuilds queues and durable subscriptions from the
+store (:mod:`stompbroker.broker.recovery`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet.defer import Deferred, succeed
+from zope.interface import implementer
+
+from stompbroker.broker.dead_letters import DeadLetters
+from stompbroker.broker.delivery import DeliveryCounters, DeliveryPolicy
+from stompbroker.broker.destinations import QUEUE_PREFIX, TOPIC_PREFIX
+from stompbroker.broker.engine.base import IEngine
+from stompbroker.broker.ids import Ids
+from stompbroker.broker.persistence import Journal, durable_key
+from stompbroker.broker.queues import WorkerQueue
+from stompbroker.broker.recovery import rebuild
+from stompbroker.broker.store.base import RecoveredState
+from stompbroker.broker.traffic import TopicTree, Traffic
+from stompbroker.logs import logger
+from stompbroker.protocol.errors import DuplicateSubscription, UnknownSubscription
+from stompbroker.protocol.message import Message
+
+log = logger("stompbroker.broker")
+
+DEFAULT_POLICY = DeliveryPolicy()
+
+
+@implementer(IEngine)
+class LocalEngine:
+    """
+    Topics, queues, durable subscriptions and the store of one broker process.
+
+    :param clock: the reactor (or a ``task.Clock``) that times the queues' work.
+    :param policy: how messages are delivered, redelivered, dead-lettered and expired.
+    :param store: an :class:`~stompbroker.broker.store.base.IMessageStore`, not
+        yet open, that keeps persistent messages and durable subscriptions;
+        ``None`` keeps everything in memory only.
+    :param ids: the broker's :class:`~stompbroker.broker.ids.Ids`; new ones by default.
+    :param traffic: the per-destination counters; new ones by default.
+    :param counters: the broker-wide counters; new ones by default.
+
+    :ivar topics: the topic subscriptions: direct subscribers, and the queues of
+        the others.
+    :ivar queues: ``/queue/`` and ``/reply-queue/`` destinations -> their queues.
+    :ivar durable: ``(client-id, name)`` -> the queue of that durable subscription.
+    :ivar journal: the :class:`~stompbroker.broker.persistence.Journal` over
+        ``store``, or ``None``.
+    :ivar dead_letters: where the queues' failed messages go.
+    """
+
+    def __init__(
+        self,
+        clock: Any,
+        *,
+        policy: DeliveryPolicy = DEFAULT_POLICY,
+        store: Any = None,
+        ids: Ids | None = None,
+        traffic: Traffic | None = None,
+        counters: DeliveryCounters | None = None,
+    ) -> None:
+        self.clock = clock
+        self.policy = policy
+        self.store = store
+        self.journal = Journal(store) if store is not None else None
+        self.persistent = store is not None
+        self.ids = ids if ids is not None else Ids()
+        self.traffic = traffic if traffic is not None else Traffic()
+        self.counters = counters if counters is not None else DeliveryCounters()
+        self.topics: TopicTree = TopicTree(WorkerQueue, self.traffic)
+        self.queues: dict[str, WorkerQueue] = {}
+        self.durable: dict[tuple[str, str], WorkerQueue] = {}
+        self.dead_letters = DeadLetters(
+            policy, self.counters, self.traffic, self.ids, self.queue, self.journal
+        )
+        self._dead_letter = self.dead_letters.dead_letter
+        self._expired = self.dead_letters.expired
+
+    # -- life cycle ----------------------------------------------------------------
+
+    def open(self) -> None:
+        """
+        Open the store, if there is one.
+
+        :raises stompbroker.broker.store.base.StoreError: if it cannot be opened.
+        """
+        if self.store is not None:
+            self.store.open()
+
+    def recover(self) -> Deferred[None]:
+        """
+        Rebuild queues and durable subscriptions from the store (see
+        :mod:`stompbroker.broker.recovery`).
+
+        :returns: a Deferred that fires once they are back, or fails with what
+            stopped it; at once without a store.
+        """
+        if self.store is None:
+            return succeed(None)
+        recovered: Deferred[RecoveredState] = self.store.recover()
+        return recovered.addCallback(self._rebuild)
+
+    def _rebuild(self, state: RecoveredState) -> None:
+        rebuild(self, state)
+
+    def stop(self, drained: Deferred[None]) -> Deferred[None]:
+        """
+        Close the store once the connections are gone and what they did is written.
+
+        :param drained: fires when the broker's connections are closed.
+        :returns: a Deferred that fires once the store is closed.
+        """
+        journal = self.journal
+        if journal is None:
+            return drained
+        # Writes the closed store refuses from now on are expected, not news.
+        journal.stopping = True
+        return drained.addCallback(lambda _: journal.store.close())
+
+    # -- routing ---------------------------------------------------------------------
+
+    def publish_topic(self, message: Message) -> None:
+        """
+        Deliver a message sent to a topic to every subscription it matches now.
+
+        Counted once per SEND, not per delivery (see :mod:`stompbroker.broker.traffic`).
+        A message that has expired already is expired here, not delivered.
+        """
+        traffic = self.traffic.destinations.get(message.destination)
+        if traffic is None:
+            traffic = self.traffic.of(message.destination)
+        size = len(message.body)
+        traffic.messages_in += 1
+        traffic.bytes_in += size
+        if message.expires and message.expires <= self.clock.seconds():
+            self._expired(message)
+            return
+        topics = self.topics
+        matches = topics.match(message.destination)
+        for subscriber in matches:
+            subscriber.deliver(message)
+        direct = topics.direct(matches) if topics.queues else len(matches)
+        if direct:
+            traffic.messages_delivered += direct
+            traffic.messages_acked += direct
+            traffic.bytes_out += direct * size
+            self.traffic.routed_directly(message.destination, traffic, message)
+
+    def publish_queue(self, message: Message) -> None:
+        """Put a message sent to a ``/queue/`` on that queue, made on first use."""
+        queue = self.queues.get(message.destination)
+        if queue is None:
+            queue = self.queue(message.destination)
+        queue.publish(message)
+
+    def publish_reply(self, message: Message) -> None:
+        """
+        Put a message sent to a ``/reply-queue/`` on that temporary queue, or drop
+        it if the requester has gone (as RabbitMQ does).
+        """
+        queue = self.queues.get(message.destination)
+        if queue is None:
+            self.counters.discarded += 1
+            self.traffic.published(message)
+            self.traffic.count((message,), "messages_dropped")
+            return
+        queue.publish(message)
+
+    def keep(self, message: Message) -> Deferred[None] | None:
+        """
+        File a persistent message under every key that keeps it, before it is routed.
+
+        The keys are its queue's, or those of the durable subscriptions its topic
+        matches now.  The store takes writes in the order they are asked for, so
+        the adds come before any delivery mark that routing leads to.  A message
+        that has expired already is not filed (routing expires it).
+
+        :returns: the adds' Deferred (see
+            :meth:`~stompbroker.broker.persistence.Journal.add`), or ``None`` if
+            nothing keeps the message.
+        """
+        assert self.journal is not None
+        destination = message.destination
+        keys: list[str] = []
+        if not (message.expires and message.expires <= self.clock.seconds()):
+            if destination.startswith(TOPIC_PREFIX):
+                for subscriber in self.topics.match(destination):
+                    if isinstance(subscriber, WorkerQueue) and subscriber.store_key is not None:
+                        keys.append(subscriber.store_key)
+            else:
+                keys.append(destination)
+        return self.journal.add(keys, message)
+
+    # -- queues ----------------------------------------------------------------------
+
+    def new_queue(self, destination: str, store_key: str | None = None) -> WorkerQueue:
+        """
+        Make a queue, registered nowhere.
+
+        :param destination: its destination, or a topic subscription's pattern.
+        :param store_key: its key in the store, if the store keeps its persistent messages.
+        """
+        journal = self.journal if store_key is not None else None
+        return WorkerQueue(
+            destination,
+            self.clock,
+            self.policy,
+            self.counters,
+            self._dead_letter,
+            journal=journal,
+            store_key=store_key,
+            traffic=self.traffic,
+        )
+
+    def queue(self, destination: str) -> WorkerQueue:
+        """:returns: the queue of a ``/queue/`` destination, made on first use."""
+        queue = self.queues.get(destination)
+        if queue is None:
+            queue = self.queues[destination] = self.new_queue(destination, destination)
+        return queue
+
+    def new_reply_queue(self) -> WorkerQueue:
+        """:returns: a new temporary queue, under a broker-unique ``/reply-queue/`` name."""
+        name = self.ids.new_reply_queue()
+        queue = self.queues[name] = self.new_queue(name)
+        return queue
+
+    def delete_queue(self, queue: WorkerQueue) -> None:
+        """Delete a queue of :attr:`queues` and what it holds (a temporary queue's end)."""
+        del self.queues[queue.destination]
+        queue.close()
+
+    def release_queue(self, queue: WorkerQueue) -> None:
+        """
+        A consumer has left ``queue``: delete it if it is a ``/queue/`` that holds
+        nothing and has no consumers, as queues are made on first use.
+        """
+        if queue.is_idle() and queue.destination.startswith(QUEUE_PREFIX):
+            self.delete_queue(queue)
+
+    def depth(self, destination: str) -> int:
+        """:returns: how many messages wait in the queue of ``destination`` (0 for none)."""
+        queue = self.queues.get(destination)
+        return 0 if queue is None else len(queue.pending)
+
+    # -- topic subscriptions -------------------------------------------------------------
+
+    def add_subscriber(self, pattern: str, subscriber: Any) -> None:
+        """Deliver what a topic matching ``pattern`` gets to ``subscriber`` directly."""
+        self.topics.add(pattern, subscriber)
+
+    def remove_subscriber(self, pattern: str, subscriber: Any) -> None:
+        """Undo :meth:`add_subscriber`; an unknown subscriber is ignored."""
+        self.topics.remove(pattern, subscriber)
+
+    def subscription_queue(self, pattern: str) -> WorkerQueue:
+        """:returns: a new queue that collects what topics matching ``pattern`` get."""
+        queue = self.new_queue(pattern)
+        self.topics.add(pattern, queue)
+        return queue
+
+    def remove_subscription_queue(self, queue: WorkerQueue) -> None:
+        """Delete a queue of :meth:`subscription_queue` and what it holds."""
+        self.topics.remove(queue.destination, queue)
+        queue.close()
+
+    def durable_queue(self, durable: tuple[str, str], pattern: str) -> WorkerQueue:
+        """
+        Find or make the queue of a durable subscription.
+
+        A durable name subscribed again on another pattern starts afresh, as JMS
+        does, unless someone is consuming from it now.
+
+        :raises DuplicateSubscription: if it is being consumed on another pattern.
+        """
+        queue = self.durable.get(durable)
+        if queue is not None and queue.destination != pattern:
+            if queue.consumers:
+                raise DuplicateSubscription(
+                    "durable subscription in use",
+                    f"the durable subscription {durable[1]!r} is being consumed on"
+                    f" {queue.destination!r}; it cannot move to {pattern!r} now",
+                )
+            self.remove_durable(durable)
+            queue = None
+        if queue is None:
+            key = durable_key(durable)
+            queue = self.durable[durable] = self.new_queue(pattern, key)
+            self.topics.add(pattern, queue)
+            if self.journal is not None:
+                self.journal.add_subscription(key, pattern)
+            log.info(
+                "created durable subscription {name} on {pattern}", name=durable[1], pattern=pattern
+            )
+        return queue
+
+    def remove_durable(self, durable: tuple[str, str]) -> Deferred[bool] | None:
+        """
+        Delete a durable subscription and the messages it has collected.
+
+        :returns: the store's removal (which logs its own failure), or ``None``.
+        :raises UnknownSubscription: if there is no such durable subscription.
+        """
+        queue = self.durable.pop(durable, None)
+        if queue is None:
+            raise UnknownSubscription(
+                "unknown durable subscription",
+                f"there is no durable subscription named {durable[1]!r}"
+                + (f" for client-id {durable[0]!r}" if durable[0] else ""),
+            )
+        self.topics.remove(queue.destination, queue)
+        queue.close()
+        removed = None
+        if self.journal is not None:
+            removed = self.journal.remove_subscription(durable_key(durable))
+        log.info(
+            "removed durable subscription {name} on {pattern}",
+            name=durable[1],
+            pattern=queue.destination,
+        )
+        return removed

@@ -1,0 +1,292 @@
+"""
+The router: where a SEND goes.
+
+:meth:`Router.send` is what a session's SEND calls (the broker hands it over as
+its own ``send``).  It checks the destination once per destination, makes the
+:class:`~stompbroker.protocol.message.Message` (a broker-unique ``message-id``,
+its expiry in clock seconds, whether it is persistent, a temporary ``reply-to``
+rewritten to the broker-unique name other connections reach it by), and routes
+it by kind:
+
+- ``/topic/`` to the engine's fan-out
+  (:meth:`~stompbroker.broker.engine.base.IEngine.publish_topic`), which expires
+  it there if its time has passed;
+- ``/queue/`` onto that queue (:meth:`~stompbroker.broker.engine.base.IEngine.publish_queue`);
+- ``/temp-queue/NAME`` onto the sender's own temporary queue of that name;
+- ``/reply-queue/`` onto the temporary queue of another connection, if it is
+  still there (:meth:`~stompbroker.broker.engine.base.IEngine.publish_reply`).
+
+In a transaction the routing is held until COMMIT.  A persistent message is
+filed first (:meth:`~stompbroker.broker.engine.base.IEngine.keep`) and routed at once;
+``send`` returns the Deferred of that write, on which the session holds the
+RECEIPT.  After routing, the router pauses the sender if back-pressure calls for
+it (:mod:`stompbroker.broker.backpressure`).
+
+This is a hot path: a SEND costs a dict lookup for its destination's kind, one
+pass over its headers (none when it has no header the broker acts on), the
+message, and one call of the engine's; the route methods are bound once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from twisted.internet.defer import Deferred
+
+from stompbroker.broker.backpressure import BackPressure
+from stompbroker.broker.connections import ConnectionRegistry
+from stompbroker.broker.delivery import DeliveryPolicy
+from stompbroker.broker.destinations import TEMP_QUEUE_PREFIX, Kind, kind_of, validate_queue
+from stompbroker.broker.expiry import EXPIRY_HEADERS, expiry_time
+from stompbroker.broker.subscriptions import validate_destination
+from stompbroker.broker.transactions import Transactions
+from stompbroker.protocol.frames import Headers
+from stompbroker.protocol.message import Message
+
+#: SEND headers the broker acts on; a SEND without any of them skips that work.
+_ACTED_ON: frozenset[str] = EXPIRY_HEADERS | {"reply-to"}
+#: ... and with an engine that keeps persistent messages, ``persistent`` too.
+_ACTED_ON_WHEN_PERSISTENT: frozenset[str] = _ACTED_ON | {"persistent"}
+
+#: How many destinations' checked kinds :meth:`Router.send` remembers; like the
+#: subscription tree's match cache, it is cleared rather than trimmed when full.
+MAX_CHECKED_DESTINATIONS = 4096
+
+
+class Router:
+    """
+    Routes SENDs, and messages from Python code, to the engine's destinations.
+
+    :param clock: ``seconds()``, for expiry.
+    :param engine: the :class:`~stompbroker.broker.engine.base.IEngine`.
+    :param registry: the connections, which own their temporary queues.
+    :param backpressure: what routing may call for.
+    :param transactions: holds a transaction's SENDs until COMMIT.
+    :param policy: the broker's delivery policy, for the broker-wide TTL.
+    :param persistent_queues: treat every SEND to a ``/queue/`` as persistent,
+        if the engine keeps persistent messages.
+
+    :ivar persistent_queues: whether every SEND to a ``/queue/`` is persistent.
+    """
+
+    __slots__ = (
+        "persistent_queues",
+        "_clock",
+        "_registry",
+        "_backpressure",
+        "_held_in",
+        "_policy",
+        "_acted_on",
+        "_checked",
+        "_traffic",
+        "_node",
+        "_message_ids",
+        "_publish_topic",
+        "_publish_queue",
+        "_publish_reply",
+        "_keep",
+    )
+
+    def __init__(
+        self,
+        clock: Any,
+        engine: Any,
+        registry: ConnectionRegistry,
+        backpressure: BackPressure,
+        transactions: Transactions,
+        policy: DeliveryPolicy,
+        persistent_queues: bool = False,
+    ) -> None:
+        self.persistent_queues = persistent_queues and engine.persistent
+        self._clock = clock
+        self._registry = registry
+        self._backpressure = backpressure
+        self._held_in = transactions.held_in
+        self._policy = policy
+        self._acted_on = _ACTED_ON_WHEN_PERSISTENT if engine.persistent else _ACTED_ON
+        #: SEND destinations already validated -> their kind.
+        self._checked: dict[str, Kind] = {}
+        self._traffic = engine.traffic
+        self._node = engine.ids.node
+        self._message_ids = engine.ids.message_ids
+        self._publish_topic: Callable[[Message], None] = engine.publish_topic
+        self._publish_queue: Callable[[Message], None] = engine.publish_queue
+        self._publish_reply: Callable[[Message], None] = engine.publish_reply
+        self._keep: Callable[[Message], Deferred[None] | None] = engine.keep
+
+    def send(
+        self,
+        destination: str,
+        headers: Headers,
+        body: bytes,
+        *,
+        connection: Any = None,
+        transaction: str | None = None,
+    ) -> Deferred[None] | None:
+        """
+        Route one message: to every matching topic subscription, or onto a queue.
+
+        :param connection: the sending connection, which owns its ``/temp-queue/``
+            destinations and transactions; ``None`` for a message from Python code.
+        :param transaction: hold the message until this transaction commits.
+        :returns: ``None``; or, for a persistent message that the engine keeps, a
+            Deferred that fires once it is durable (it is enqueued already), or
+            fails with :class:`~stompbroker.broker.persistence.MessageNotStored`.
+        :raises InvalidDestination: for a wildcard or an unknown kind of destination.
+        :raises MalformedFrame: for an ``expires`` or ``expiration`` header that is
+            not a number of milliseconds.
+        :raises UnknownTransaction: if ``transaction`` is not open on ``connection``.
+        """
+        return self._send(destination, headers, body, connection, transaction)[1]
+
+    def publish(
+        self,
+        destination: str,
+        body: bytes | str,
+        headers: Iterable[tuple[str, str]] | None = None,
+    ) -> Message:
+        """
+        Publish a message from Python code in the broker's process, routed exactly
+        as a SEND from a client would be (see
+        :meth:`stompbroker.broker.service.Broker.publish`).
+
+        :returns: the routed message.
+        """
+        pairs = list(headers or ())
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+            if not any(name == "content-type" for name, _ in pairs):
+                pairs.append(("content-type", "text/plain;charset=utf-8"))
+        message, waiting = self._send(destination, tuple(pairs), body, None, None)
+        if waiting is not None:
+            # The journal has logged the failure; nobody else is there to hear of it.
+            waiting.addErrback(lambda failure: None)
+        return message
+
+    def _send(
+        self,
+        destination: str,
+        headers: Headers,
+        body: bytes,
+        connection: Any,
+        transaction: str | None,
+    ) -> tuple[Message, Deferred[None] | None]:
+        """:returns: the routed message, and what :meth:`send` returns."""
+        kind = self._checked.get(destination)
+        if kind is None:
+            kind = self._check(destination)
+        route: Callable[[Message], None]
+        if kind is Kind.TOPIC:
+            route = self._publish_topic
+        elif kind is Kind.QUEUE:
+            route = self._publish_queue
+        elif kind is Kind.TEMP_QUEUE:
+            route = self._registry.temp_queue(connection, destination).publish
+        else:
+            route = self._publish_reply
+        held = None
+        if transaction is not None:
+            held = self._held_in(connection, transaction)
+        headers, expires, persistent = self._prepare(headers, connection, kind)
+        message = Message(
+            destination,
+            f"{self._node}-{next(self._message_ids)}",
+            headers,
+            body,
+            expires,
+            0,
+            persistent,
+        )
+        waiting = None
+        if held is not None:
+            if persistent:
+                held.hold(self._keep_and_route, route, message)
+            else:
+                held.hold(route, message)
+        else:
+            if persistent:
+                waiting = self._keep_and_route(route, message)
+            else:
+                route(message)
+            if self._backpressure.pending is not None:
+                self._backpressure.pause_sender(connection)
+        traffic = self._traffic
+        if traffic.sampling:
+            counted = traffic.destinations.get(destination) or traffic.of(destination)
+            counted.producers[connection] = traffic.generation
+        return message, waiting
+
+    def _keep_and_route(
+        self, route: Callable[[Message], None], message: Message
+    ) -> Deferred[None] | None:
+        """
+        File a persistent message with the engine, then route it.
+
+        :returns: the filing's Deferred, or ``None`` if nothing keeps the message.
+        """
+        waiting = self._keep(message)
+        route(message)
+        return waiting
+
+    def _check(self, destination: str) -> Kind:
+        """
+        Validate a SEND destination once, and remember its kind.
+
+        :raises InvalidDestination: for a wildcard or an unknown kind of destination.
+        """
+        kind = kind_of(destination)
+        if kind is Kind.TOPIC:
+            validate_destination(destination)
+        else:
+            validate_queue(destination)
+        if len(self._checked) >= MAX_CHECKED_DESTINATIONS:
+            self._checked.clear()
+        self._checked[destination] = kind
+        return kind
+
+    def checked_destinations(self) -> int:
+        """:returns: how many destinations' kinds are remembered now."""
+        return len(self._checked)
+
+    def _prepare(
+        self, headers: Headers, connection: Any, kind: Kind
+    ) -> tuple[Headers, float, bool]:
+        """
+        Read a SEND's expiry and persistence, and rewrite its temporary ``reply-to``.
+
+        :param kind: the kind of its destination; only queues and topics keep
+            persistent messages (temporary queues end with their connection).
+        :returns: the headers to deliver, the expiry in clock seconds (0 for
+            never), and whether the message is persistent.
+        """
+        ttl = self._policy.ttl
+        acted_on = self._acted_on
+        for name, _ in headers:
+            if name in acted_on:
+                break
+        else:
+            persistent = self.persistent_queues and kind is Kind.QUEUE
+            if ttl:
+                return headers, self._clock.seconds() + ttl / 1000.0, persistent
+            return headers, 0.0, persistent
+        found: dict[str, str] = {}
+        rewritten = []
+        for name, value in headers:
+            if name in acted_on and name not in found:
+                found[name] = value
+                if (
+                    name == "reply-to"
+                    and value.startswith(TEMP_QUEUE_PREFIX)
+                    and connection is not None
+                ):
+                    value = self._registry.temp_queue(connection, value).destination
+            rewritten.append((name, value))
+        expires = expiry_time(
+            found.get("expires"), found.get("expiration"), self._clock.seconds(), ttl
+        )
+        if kind is Kind.QUEUE:
+            persistent = self.persistent_queues or found.get("persistent") == "true"
+        else:
+            persistent = kind is Kind.TOPIC and found.get("persistent") == "true"
+        return tuple(rewritten), expires, persistent

@@ -1,0 +1,174 @@
+"""
+Rows in and out of the SQLite store: what its writer thread runs for each operation,
+and the one read of everything at recovery.
+
+Each function takes the connection last, so that
+:class:`~stompbroker.broker.store.sqlite.SQLiteStore` binds the rest with
+``functools.partial`` in the reactor thread and its writer calls the result with
+the connection, inside the transaction of a group.  They raise a
+:class:`~stompbroker.broker.store.base.StoreError` only for a failure of their
+own operation, which then wrote nothing; an ``sqlite3.Error`` fails the whole
+group.  A message's headers are kept as a JSON list of pairs, which keeps their
+order and repeats (the tables are :mod:`stompbroker.broker.store.sqlite_schema`).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from stompbroker.broker.store.base import (
+    DurableSubscription,
+    RecoveredState,
+    StoredMessage,
+    duplicate_error,
+)
+from stompbroker.protocol.frames import Headers
+
+__all__ = [
+    "decode_headers",
+    "delete_message",
+    "encode_headers",
+    "insert_message",
+    "mark_delivered",
+    "move_message",
+    "next_sequence",
+    "read_all",
+    "remove_subscription",
+    "save_subscription",
+]
+
+_INSERT = (
+    "INSERT OR IGNORE INTO messages (sequence, queue, message_id, destination, headers,"
+    " body, expires) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_DELETE = "DELETE FROM messages WHERE queue = ? AND message_id = ?"
+# SQLite evaluates every right-hand side with the row's old values.
+_MARK_DELIVERED = (
+    "UPDATE messages SET redelivery_count = redelivery_count + delivered, delivered = 1"
+    " WHERE queue = ? AND message_id = ?"
+)
+_UPSERT_SUBSCRIPTION = (
+    "INSERT INTO subscriptions (name, destination, headers) VALUES (?, ?, ?)"
+    " ON CONFLICT (name) DO UPDATE SET destination = excluded.destination,"
+    " headers = excluded.headers"
+)
+
+
+def encode_headers(headers: Headers) -> str:
+    """:returns: the headers as a JSON list of pairs, which keeps order and repeats."""
+    return json.dumps([[name, value] for name, value in headers])
+
+
+def decode_headers(text: str) -> Headers:
+    """:returns: the headers :func:`encode_headers` encoded."""
+    return tuple((name, value) for name, value in json.loads(text))
+
+
+def insert_message(record: StoredMessage, connection: sqlite3.Connection) -> StoredMessage:
+    """
+    :returns: ``record``, once inserted.
+    :raises DuplicateMessage: if its key holds its id already; nothing is written.
+    """
+    cursor = connection.execute(
+        _INSERT,
+        (
+            record.sequence,
+            record.queue,
+            record.message_id,
+            record.destination,
+            encode_headers(record.headers),
+            record.body,
+            record.expires,
+        ),
+    )
+    if cursor.rowcount == 0:
+        raise duplicate_error(record.queue, record.message_id)
+    return record
+
+
+def delete_message(queue: str, message_id: str, connection: sqlite3.Connection) -> None:
+    """Delete a message, if its key holds it."""
+    connection.execute(_DELETE, (queue, message_id))
+
+
+def mark_delivered(queue: str, message_id: str, connection: sqlite3.Connection) -> None:
+    """Record a delivery: a message delivered before counts one more redelivery."""
+    connection.execute(_MARK_DELIVERED, (queue, message_id))
+
+
+def move_message(
+    from_queue: str, message_id: str, record: StoredMessage, connection: sqlite3.Connection
+) -> StoredMessage:
+    """
+    Add the dead-letter copy, then delete the original: one transaction holds both.
+
+    :returns: ``record``, once stored.
+    :raises DuplicateMessage: if ``record``'s key holds its id; nothing is written.
+    """
+    insert_message(record, connection)
+    connection.execute(_DELETE, (from_queue, message_id))
+    return record
+
+
+def save_subscription(
+    name: str, destination: str, encoded_headers: str, connection: sqlite3.Connection
+) -> None:
+    """
+    Create a durable subscription, or replace the one of that name.
+
+    :param encoded_headers: its headers, from :func:`encode_headers` called in the
+        reactor thread: headers JSON cannot hold then fail that call at once, not
+        the writer's whole group.
+    """
+    connection.execute(_UPSERT_SUBSCRIPTION, (name, destination, encoded_headers))
+
+
+def remove_subscription(name: str, connection: sqlite3.Connection) -> None:
+    """Delete a durable subscription and its backlog (one transaction holds both)."""
+    connection.execute("DELETE FROM subscriptions WHERE name = ?", (name,))
+    connection.execute("DELETE FROM messages WHERE queue = ?", (name,))
+
+
+def next_sequence(connection: sqlite3.Connection) -> int:
+    """:returns: the sequence number the next message stored gets."""
+    (last,) = connection.execute("SELECT max(sequence) FROM messages").fetchone()
+    return (last or 0) + 1
+
+
+def read_all(connection: sqlite3.Connection) -> RecoveredState:
+    """:returns: every message in sequence order and every subscription in creation order."""
+    messages = (
+        StoredMessage(
+            queue=queue,
+            sequence=sequence,
+            message_id=message_id,
+            destination=destination,
+            headers=decode_headers(headers),
+            body=body,
+            expires=expires,
+            delivered=bool(delivered),
+            redelivery_count=redelivery_count,
+        )
+        for (
+            sequence,
+            queue,
+            message_id,
+            destination,
+            headers,
+            body,
+            expires,
+            delivered,
+            redelivery_count,
+        ) in connection.execute(
+            "SELECT sequence, queue, message_id, destination, headers, body, expires,"
+            " delivered, redelivery_count FROM messages ORDER BY sequence"
+        )
+    )
+    subscriptions = (
+        DurableSubscription(name, destination, decode_headers(headers))
+        for name, destination, headers in connection.execute(
+            "SELECT name, destination, headers FROM subscriptions ORDER BY rowid"
+        )
+    )
+    return RecoveredState.from_records(messages, list(subscriptions))

@@ -1,0 +1,79 @@
+"""
+The tables of the SQLite store, and their version: its on-disk format.
+
+``messages`` holds one row per stored message, keyed by its ``sequence`` (the
+recovery order) and unique by ``(queue, message_id)``; ``subscriptions`` holds
+the durable subscriptions.  ``PRAGMA user_version`` records
+:data:`SCHEMA_VERSION`, so that a store written by a newer stompbroker is refused
+rather than misread, and a database that is not a stompbroker store at all is
+never written to.  A change to these tables is a change of the format every
+existing data directory holds: it needs a new version and a way to read the old.
+
+What goes in and out of the rows is :mod:`stompbroker.broker.store.sqlite_records`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from stompbroker.broker.store.base import StoreIncompatible
+from stompbroker.broker.store.sqlite_files import store_damaged
+
+__all__ = ["SCHEMA_VERSION", "prepare_schema"]
+
+#: The schema this code writes, kept in ``PRAGMA user_version``.
+SCHEMA_VERSION = 1
+
+_SCHEMA = (
+    """
+    CREATE TABLE messages (
+        sequence INTEGER PRIMARY KEY,
+        queue TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        destination TEXT NOT NULL,
+        headers TEXT NOT NULL,
+        body BLOB NOT NULL,
+        expires REAL NOT NULL,
+        delivered INTEGER NOT NULL DEFAULT 0,
+        redelivery_count INTEGER NOT NULL DEFAULT 0,
+        UNIQUE (queue, message_id)
+    )
+    """,
+    """
+    CREATE TABLE subscriptions (
+        name TEXT PRIMARY KEY,
+        destination TEXT NOT NULL,
+        headers TEXT NOT NULL
+    )
+    """,
+    f"PRAGMA user_version = {SCHEMA_VERSION}",
+)
+
+
+def prepare_schema(connection: sqlite3.Connection, path: Path) -> None:
+    """
+    Create the tables of a new (empty) database, or check that an existing one is
+    a stompbroker store this code can read.
+
+    :param connection: the store's connection, outside any transaction.
+    :param path: the database file, for the error messages.
+    :raises StoreIncompatible: a newer stompbroker wrote it.
+    :raises StoreDamaged: it holds tables, but is not a stompbroker store.
+    :raises sqlite3.Error: as SQLite reports it; the store names it for the operator.
+    """
+    (version,) = connection.execute("PRAGMA user_version").fetchone()
+    tables = connection.execute("SELECT name FROM sqlite_schema WHERE type = 'table'").fetchall()
+    if version > SCHEMA_VERSION:
+        raise StoreIncompatible(
+            f"{path} was written by a newer stompbroker (schema {version};"
+            f" this one reads {SCHEMA_VERSION}); run that version, or move the"
+            " file away to start with an empty store"
+        )
+    if version == 0 and tables:
+        raise store_damaged(path, "it holds tables that are not a stompbroker store")
+    if version == 0:
+        connection.execute("BEGIN IMMEDIATE")
+        for statement in _SCHEMA:
+            connection.execute(statement)
+        connection.execute("COMMIT")

@@ -1,0 +1,112 @@
+"""
+What the client publishes: SEND, and the transactions (BEGIN, COMMIT, ABORT)
+that group SENDs and acknowledgements.
+
+Authorization (when ``SessionConfig.access`` is set): every SEND needs the
+``write`` right on its destination, checked frame by frame, so that a reloaded
+access file applies to connected clients at once.  ``/control/`` is the
+broker's own: a SEND there never reaches the broker's routing
+(:mod:`stompbroker.protocol.credentials`).  A SEND with a ``reply-to``
+naming a temporary queue subscribes the sender to it, as RabbitMQ does.  What
+the broker must store before it acts on the client's next frame is waited for
+as :mod:`stompbroker.protocol.receipts` says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from stompbroker.protocol.config import WRITE
+from stompbroker.protocol.credentials import CONTROL_PREFIX
+from stompbroker.protocol.frames import Frame
+from stompbroker.protocol.parts import SessionPart
+from stompbroker.protocol.subscriptions import TEMP_QUEUE_PREFIX
+
+#: Headers of a SEND that concern the hop from client to broker, or that the
+#: broker writes itself; they are not forwarded to subscribers.
+HOP_HEADERS: frozenset[str] = frozenset(
+    {
+        "destination",
+        "receipt",
+        "transaction",
+        "content-length",
+        "message-id",
+        "subscription",
+        "ack",
+    }
+)
+
+
+class PublishingMixin(SessionPart):
+    """
+    The session's SEND, BEGIN, COMMIT and ABORT handlers.  Mixed into
+    :class:`~stompbroker.protocol.session.StompSession`, as its other parts are:
+    SEND is the commonest frame, and must cost no call between objects.
+    """
+
+    __slots__ = ()
+
+    # Of the session's other parts.
+    identity: Any
+    _receipt: Callable[[Frame], None]
+    _send_receipt: Callable[[str], None]
+    _receipt_when_stored: Callable[..., None]
+    _subscribe_to_replies: Callable[[str], None]
+    _on_control: Callable[[Frame, str], None]
+
+    def _on_send(self, frame: Frame) -> None:
+        # One pass over the headers finds what the session acts on and keeps the
+        # first of each user header: a SEND is the commonest frame.
+        destination = transaction = receipt = reply_to = None
+        seen: set[str] = set()
+        headers = []
+        for pair in frame.headers:
+            name = pair[0]
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in HOP_HEADERS:
+                if name == "destination":
+                    destination = pair[1]
+                elif name == "receipt":
+                    receipt = pair[1]
+                elif name == "transaction":
+                    transaction = pair[1]
+                continue
+            if name == "reply-to":
+                reply_to = pair[1]
+            headers.append(pair)
+        if destination is None:
+            destination = frame.required("destination")
+        if destination.startswith(CONTROL_PREFIX):
+            self._on_control(frame, destination)
+            return
+        access = self.config.access
+        if access is not None:
+            access.check(self.identity, WRITE, destination)
+        if reply_to is not None and reply_to.startswith(TEMP_QUEUE_PREFIX):
+            self._subscribe_to_replies(reply_to)
+        waiting = self.broker.send(
+            destination,
+            tuple(headers),
+            frame.body,
+            connection=self,
+            transaction=transaction,
+        )
+        if waiting is not None:
+            self._receipt_when_stored(waiting, frame)
+        elif receipt is not None:
+            self._send_receipt(receipt)
+
+    def _on_begin(self, frame: Frame) -> None:
+        self.broker.begin(self, frame.required("transaction"))
+        self._receipt(frame)
+
+    def _on_commit(self, frame: Frame) -> None:
+        waiting = self.broker.commit(self, frame.required("transaction"))
+        self._receipt_when_stored(waiting, frame)
+
+    def _on_abort(self, frame: Frame) -> None:
+        self.broker.abort(self, frame.required("transaction"))
+        self._receipt(frame)

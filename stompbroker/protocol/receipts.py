@@ -1,0 +1,162 @@
+"""
+RECEIPT frames, in order, and the frames a session holds while it waits for the
+broker's store.
+
+Theory of operation: a SEND (or COMMIT) whose message the broker must store
+first, and an ACK or NACK that settles stored messages, get back something to
+wait on (a Deferred, though this module never names Twisted).  Its RECEIPT
+waits for it, and so does every RECEIPT after it, so that receipts keep the
+order of the frames they answer: each waits as a :class:`_Reply` in the
+session's queue of replies until those before it are out.  A SEND or COMMIT
+without a receipt, and a DISCONNECT, also stop the session from handling any
+further frame until everything waited on is stored (STOMP gives such frames no
+answer, so the order is kept by handling nothing of the client's meanwhile).
+Frames that arrive meanwhile are held; past ``max_held_bytes`` of them, the
+session stops reading.  The same hold keeps the frames that came with a CONNECT
+while the authenticator decides.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from attrs import define
+
+from stompbroker.protocol.errors import ProtocolError
+from stompbroker.protocol.frames import Frame
+from stompbroker.protocol.parts import SessionPart
+from stompbroker.protocol.states import State
+
+#: Why a session has stopped reading: it holds ``max_held_bytes`` of frames it
+#: cannot handle yet.
+BY_HELD = "held"
+
+
+@define(slots=True)
+class _Reply:
+    """
+    A RECEIPT in the session's queue of replies, which go out in order.
+
+    :ivar receipt: the receipt id, or ``None`` for a frame that asked for none.
+    :ivar done: whether what it waits for (storing a persistent message) is done.
+    """
+
+    receipt: str | None
+    done: bool = False
+
+
+class ReceiptsMixin(SessionPart):
+    """
+    The session's receipts and held frames.  Mixed into
+    :class:`~stompbroker.protocol.session.StompSession`, whose slots hold its
+    state (:data:`SLOTS`), so that an ACK's receipt costs no call between objects.
+    """
+
+    __slots__ = ()
+
+    #: The session's slots this part owns.
+    SLOTS: tuple[str, ...] = ("_replies", "_held", "_held_bytes")
+
+    _replies: deque[_Reply]
+    _held: deque[Frame] | None
+    _held_bytes: int
+    def _init_receipts(self) -> None:
+        #: Replies waiting, in order, for a persistent message to be stored.
+        self._replies = deque()
+        #: Frames received but not handled while the session waits for the
+        #: store (or a login); ``None`` when it is not waiting.
+        self._held = None
+        self._held_bytes = 0
+
+    def _receipt(self, frame: Frame) -> None:
+        """Answer a frame whose effect is done, if it asked for a receipt."""
+        receipt = frame.get("receipt")
+        if receipt is not None:
+            self._send_receipt(receipt)
+
+    def _send_receipt(self, receipt: str) -> None:
+        if self._replies:
+            # An earlier RECEIPT waits for the store: this one goes out after it.
+            self._replies.append(_Reply(receipt, done=True))
+            return
+        self.send_frame(Frame("RECEIPT", (("receipt-id", receipt),)))
+
+    def _receipt_when_stored(self, waiting: Any, frame: Frame, pause: bool = True) -> None:
+        """
+        Answer a frame whose effect the broker is writing to its store.
+
+        :param waiting: what the broker returned: ``None`` if it writes nothing,
+            otherwise a Deferred that fires once the writes are durable.
+        :param pause: without a receipt, handle no further frame until then
+            (for SEND and COMMIT: a persistent message must be stored before the
+            broker acts on the client's next frame); an ACK or NACK without
+            receipt only keeps later receipts behind it.
+        """
+        if waiting is None:
+            self._receipt(frame)
+            return
+        reply = _Reply(frame.get("receipt"))
+        self._replies.append(reply)
+        if reply.receipt is None and pause:
+            # STOMP gives a frame without receipt no answer, so the rule is kept
+            # by handling nothing more of this client's until it is stored.
+            self._start_holding()
+        waiting.addCallbacks(
+            self._stored, self._not_stored, callbackArgs=(reply,), errbackArgs=(frame,)
+        )
+
+    def _stored(self, result: Any, reply: _Reply) -> None:
+        """A store write finished: send the replies it held up, and go on if it paused us."""
+        reply.done = True
+        if self.state is not State.CONNECTED:
+            return
+        replies = self._replies
+        while replies and replies[0].done:
+            receipt = replies.popleft().receipt
+            if receipt is not None:
+                self.send_frame(Frame("RECEIPT", (("receipt-id", receipt),)))
+        if not replies and self._held is not None:
+            held = self._take_held()
+            self._resume_reading(BY_HELD)
+            # Unless this runs inside the handler that asked (it was stored at
+            # once), whose loop goes on by itself, handle what was held.
+            if held or not self._handling:
+                self._handle(held)
+
+    def _not_stored(self, failure: Any, frame: Frame) -> None:
+        """A persistent message could not be stored: the client gets an ERROR, not a RECEIPT."""
+        if self.state is not State.CONNECTED:
+            return
+        error = failure.value
+        if not isinstance(error, ProtocolError):
+            error = ProtocolError("message not stored", str(error))
+        if error.receipt_id is None:
+            error.receipt_id = frame.get("receipt")
+        self._fail(error)
+
+    def _hold(self, frames: list[Frame]) -> None:
+        """
+        Keep frames for later, while the session waits (for the store, or a login).
+
+        Once they come to more than ``max_held_bytes``, read nothing more from
+        the client until they have been handled.
+        """
+        assert self._held is not None
+        for frame in frames:
+            self._held.append(frame)
+            self._held_bytes += len(frame.body) + len(frame.command)
+            for name, value in frame.headers:
+                self._held_bytes += len(name) + len(value) + 2
+        if self._held_bytes > self.config.max_held_bytes and BY_HELD not in self._read_pauses:
+            self._pause_reading(BY_HELD)
+
+    def _start_holding(self, frames: tuple[Frame, ...] = ()) -> None:
+        """Handle no more frames until :meth:`_take_held`; keep them, ``frames`` first."""
+        self._held = deque(frames)
+
+    def _take_held(self) -> list[Frame]:
+        """Stop holding: :returns: the frames held, in order, to handle now."""
+        held, self._held = self._held, None
+        self._held_bytes = 0
+        return list(held or ())

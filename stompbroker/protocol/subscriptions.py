@@ -1,0 +1,454 @@
+"""
+The client's side of subscriptions: what one SUBSCRIBE becomes, and how ACK and
+NACK find what they settle.  (The broker's side, which matches destinations to
+subscriptions, is :mod:`stompbroker.broker.subscriptions`.)
+
+- Each SUBSCRIBE becomes a :class:`SessionSubscription`, the
+  :class:`~stompbroker.interfaces.ISubscriber` the broker delivers to.  Its
+  delivery (:meth:`SessionSubscription.deliver`) is one dict lookup, one
+  concatenation and one write: the bytes every subscriber shares are encoded
+  once per message and cached on it.  Subscriptions that take from a queue
+  (queues, and topic subscriptions with client acknowledgements or a durable
+  name) are :class:`TrackedSubscription` objects, whose MESSAGE frames also
+  carry ``ack`` (STOMP 1.2) and, for a redelivery, ``redelivered`` and
+  ``redelivery-count``.
+- :class:`SubscriptionsMixin` is the session's bookkeeping of them: by ``id``,
+  and by number for ack ids.  A 1.2 ``ack`` id is ``NUMBER.MESSAGE-ID``, where
+  NUMBER is the subscription's number on this connection, so the id alone names
+  both.  Acknowledgements are the broker's business: the session finds which
+  subscription and message an ACK or NACK names and passes the ``transaction``
+  header along.
+- The SUBSCRIBE headers other brokers' clients rely on are read here: the
+  window (``prefetch-count``, ``activemq.prefetchSize``), ``max-redeliveries``,
+  and durable subscription names (ActiveMQ's, Artemis's and RabbitMQ's).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from zope.interface import implementer
+
+from stompbroker.interfaces import ISubscriber
+from stompbroker.protocol.config import READ
+from stompbroker.protocol.encoder import message_prefix, message_tail
+from stompbroker.protocol.errors import (
+    DuplicateSubscription,
+    LimitExceeded,
+    MalformedFrame,
+    MissingHeader,
+    UnknownAck,
+    UnknownSubscription,
+)
+from stompbroker.protocol.frames import Frame
+from stompbroker.protocol.parts import SessionPart
+
+if TYPE_CHECKING:
+    from stompbroker.protocol.session import StompSession
+
+ACK_MODES: frozenset[str] = frozenset({"auto", "client", "client-individual"})
+
+#: Topic destinations; an auto-ack subscription to one is delivered to directly.
+TOPIC_PREFIX = "/topic/"
+#: A connection's own queues; ``reply-to`` naming one subscribes the sender to it.
+TEMP_QUEUE_PREFIX = "/temp-queue/"
+
+#: SUBSCRIBE headers that set a subscription's window, in order of preference
+#: (RabbitMQ's, then ActiveMQ's).
+PREFETCH_HEADERS = ("prefetch-count", "activemq.prefetchSize")
+#: SUBSCRIBE/UNSUBSCRIBE headers that name a durable subscription, which is then
+#: keyed by the CONNECT ``client-id`` and this name (ActiveMQ's, then Artemis's).
+DURABLE_NAME_HEADERS = ("activemq.subscriptionName", "durable-subscription-name")
+#: SUBSCRIBE/UNSUBSCRIBE headers that, set to ``true``, make the subscription's
+#: ``id`` the name of a durable subscription (RabbitMQ's).
+DURABLE_FLAG_HEADERS = ("durable", "persistent")
+
+
+def integer_header(name: str, value: str, minimum: int) -> int:
+    """
+    Read an integer header.
+
+    :raises MalformedFrame: if ``value`` is not an integer of at least ``minimum``.
+    """
+    try:
+        number = int(value)
+    except ValueError:
+        number = minimum - 1
+    if number < minimum:
+        raise MalformedFrame(
+            f"invalid {name} header",
+            f"{name} must be an integer of at least {minimum}, got {value!r}",
+        )
+    return number
+
+
+def durable_name(
+    frame: Frame, subscription_id: str, client_id: str | None
+) -> tuple[str, str] | None:
+    """
+    Read a SUBSCRIBE's or UNSUBSCRIBE's durable subscription name, if it has one.
+
+    :param client_id: the CONNECT frame's ``client-id``.
+    :returns: ``(client-id, name)``: ActiveMQ's and Artemis's name headers need
+        the CONNECT ``client-id``; RabbitMQ's ``durable:true`` (or
+        ``persistent:true``) names it by the subscription id, and the
+        client-id is ``""`` when CONNECT gave none.
+    :raises MissingHeader: for a name header on a connection without client-id.
+    """
+    for header in DURABLE_NAME_HEADERS:
+        name = frame.get(header)
+        if name:
+            if client_id is None:
+                raise MissingHeader(
+                    "missing client-id header",
+                    f"a durable subscription named by {header} needs a client-id"
+                    " header on CONNECT",
+                )
+            return (client_id, name)
+    if any(frame.get(header) == "true" for header in DURABLE_FLAG_HEADERS):
+        return (client_id or "", subscription_id)
+    return None
+
+
+def unknown_subscription(subscription_id: str) -> UnknownSubscription:
+    """The error for an UNSUBSCRIBE, ACK or NACK naming a subscription the connection lacks."""
+    return UnknownSubscription(
+        "unknown subscription",
+        f"this connection has no subscription with id {subscription_id!r}",
+    )
+
+
+@implementer(ISubscriber)
+class SessionSubscription:
+    """
+    One SUBSCRIBE of one session: what the broker stores and delivers to.
+
+    It holds the encoded start of every MESSAGE it will send (``MESSAGE`` and the
+    ``subscription`` header), so a delivery costs one lookup of the message's
+    shared bytes, one concatenation and one write.
+    """
+
+    __slots__ = (
+        "subscription_id",
+        "destination",
+        "ack_mode",
+        "connection",
+        "headers",
+        "number",
+        "prefetch",
+        "max_redeliveries",
+        "durable",
+        "_prefix",
+        "_style",
+        "_write",
+    )
+
+    def __init__(
+        self,
+        session: StompSession,
+        subscription_id: str,
+        destination: str,
+        ack_mode: str,
+        headers: dict[str, str],
+        number: int = 0,
+        prefetch: int = 0,
+        max_redeliveries: int | None = None,
+        durable: tuple[str, str] | None = None,
+    ) -> None:
+        self.subscription_id = subscription_id
+        self.destination = destination
+        self.ack_mode = ack_mode
+        self.connection = session
+        self.headers = headers
+        self.number = number
+        self.prefetch = prefetch
+        self.max_redeliveries = max_redeliveries
+        self.durable = durable
+        self._style = session.version
+        self._prefix = message_prefix(subscription_id, session.version)
+        # Only auto-ack topic subscriptions are this class; their messages are
+        # the ones a slow client's buffer may drop (see StompSession.write_message).
+        self._write: Callable[[bytes], None] = session.write_message
+
+    def deliver(self, message: Any) -> None:
+        """
+        Send one MESSAGE frame to the client.
+
+        :param message: a :class:`stompbroker.protocol.message.Message`.
+        """
+        tail = message.wire.get(self._style)
+        if tail is None:
+            tail = message_tail(message, self._style)
+        self._write(self._prefix + tail)
+
+    def count_deliveries(self, count: int, tails: dict[str, int]) -> None:
+        """
+        Add MESSAGE frames the broker routed here to the connection's frames and
+        bytes out: counted per SEND and told in batches, so that a delivery costs
+        nothing more (see :mod:`stompbroker.broker.traffic`).
+
+        :param count: how many messages.
+        :param tails: bytes of their encoded tails, by escaping style.
+        """
+        connection = self.connection
+        connection.frames_sent += count
+        connection.bytes_sent += count * len(self._prefix) + tails.get(self._style, 0)
+
+    def __repr__(self) -> str:
+        return (
+            f"<{type(self).__name__} {self.subscription_id!r} on {self.destination!r}"
+            f" of {self.connection.session_id!r}>"
+        )
+
+
+class TrackedSubscription(SessionSubscription):
+    """
+    A subscription that takes from a queue, whose MESSAGE frames say how to settle them.
+
+    Each frame gets, after ``subscription``: ``ack:NUMBER.MESSAGE-ID`` when the
+    client must acknowledge (STOMP 1.2 only: older versions acknowledge by
+    ``message-id``), and ``redelivered:true`` with ``redelivery-count`` when the
+    message has come back to its queue before.  Both are ours to write (a number
+    and a broker-made id), so they need no escaping.
+    """
+
+    __slots__ = ("_ack_prefix",)
+
+    def __init__(self, session: StompSession, *args: Any, **kwargs: Any) -> None:
+        super().__init__(session, *args, **kwargs)
+        self._write = session.write
+        acknowledged = self.ack_mode != "auto" and session.version == "1.2"
+        self._ack_prefix = f"ack:{self.number}." if acknowledged else ""
+
+    def deliver(self, message: Any) -> None:
+        """
+        Send one MESSAGE frame to the client, with its ``ack`` and redelivery headers.
+
+        :param message: a :class:`stompbroker.protocol.message.Message`.
+        """
+        tail = message.wire.get(self._style)
+        if tail is None:
+            tail = message_tail(message, self._style)
+        head = self._prefix
+        if self._ack_prefix:
+            head += (self._ack_prefix + message.message_id + "\n").encode("utf-8")
+        if message.redeliveries:
+            head += b"redelivered:true\nredelivery-count:%d\n" % message.redeliveries
+        self._write(head + tail)
+
+
+class SubscriptionsMixin(SessionPart):
+    """
+    The session's subscriptions: SUBSCRIBE, UNSUBSCRIBE, and the ACK and NACK
+    that settle what they delivered.  Mixed into
+    :class:`~stompbroker.protocol.session.StompSession`, whose slots hold its
+    state (:data:`SLOTS`), so that an ACK costs no call between objects.
+    """
+
+    __slots__ = ()
+
+    #: The session's slots this part owns.
+    SLOTS: tuple[str, ...] = ("subscriptions", "_numbered", "_numbers")
+
+    subscriptions: dict[str, SessionSubscription]
+    _numbered: dict[str, SessionSubscription]
+    _numbers: Iterator[int]
+    # Of the session's other parts.
+    version: str
+    identity: Any
+    client_id: str | None
+    _receipt: Callable[[Frame], None]
+    _receipt_when_stored: Callable[..., None]
+
+    def _init_subscriptions(self) -> None:
+        self.subscriptions = {}
+        #: str(subscription number) -> subscription, to resolve 1.2 ack ids.
+        self._numbered = {}
+        self._numbers = itertools.count(1)
+
+    def _on_subscribe(self, frame: Frame) -> None:
+        destination = frame.required("destination")
+        access = self.config.access
+        if access is not None:
+            access.check(self.identity, READ, destination)
+        subscription_id = frame.get("id")
+        if subscription_id is None:
+            if self.version != "1.0":
+                frame.required("id")
+            # STOMP 1.0 made the id optional: the destination is a stable stand-in,
+            # and it is what a 1.0 UNSUBSCRIBE by destination names.
+            subscription_id = destination
+        if subscription_id in self.subscriptions:
+            raise DuplicateSubscription(
+                "duplicate subscription",
+                f"this connection already has a subscription with id {subscription_id!r}",
+            )
+        ack_mode = frame.get("ack", "auto")
+        if ack_mode not in ACK_MODES:
+            raise MalformedFrame(
+                "invalid ack mode",
+                f"ack must be auto, client or client-individual, got {ack_mode!r}",
+            )
+        prefetch = 0
+        for name in PREFETCH_HEADERS:
+            value = frame.get(name)
+            if value is not None:
+                prefetch = integer_header(name, value, minimum=0)
+                break
+        max_redeliveries = frame.get("max-redeliveries")
+        durable = None
+        if destination.startswith(TOPIC_PREFIX):
+            durable = durable_name(frame, subscription_id, self.client_id)
+        cls = SessionSubscription
+        if ack_mode != "auto" or durable is not None or not destination.startswith(TOPIC_PREFIX):
+            cls = TrackedSubscription
+        self._add_subscription(
+            cls(
+                self,  # type: ignore[arg-type]
+                subscription_id,
+                destination,
+                ack_mode,
+                frame.header_dict(),
+                next(self._numbers),
+                prefetch,
+                None
+                if max_redeliveries is None
+                else integer_header("max-redeliveries", max_redeliveries, minimum=-1),
+                durable,
+            )
+        )
+        self._receipt(frame)
+
+    def _add_subscription(self, subscription: SessionSubscription) -> None:
+        limit = self.config.max_subscriptions
+        if limit and len(self.subscriptions) >= limit:
+            raise LimitExceeded(
+                "too many subscriptions",
+                f"a connection may have at most {limit} subscriptions (max-subscriptions)",
+            )
+        self.broker.subscribe(subscription)
+        self.subscriptions[subscription.subscription_id] = subscription
+        self._numbered[str(subscription.number)] = subscription
+
+    def _subscribe_to_replies(self, temp_queue: str) -> None:
+        """
+        Make sure replies to ``temp_queue`` reach this client, as RabbitMQ does.
+
+        Unless the client subscribed to it itself, the session subscribes with
+        ``auto`` acknowledgement and the temporary queue's name as subscription id,
+        which is what the replies' ``subscription`` header will say.
+        """
+        if temp_queue in self.subscriptions:
+            return
+        for subscription in self.subscriptions.values():
+            if subscription.destination == temp_queue:
+                return
+        self._add_subscription(
+            TrackedSubscription(
+                self,  # type: ignore[arg-type]
+                temp_queue,
+                temp_queue,
+                "auto",
+                {},
+                next(self._numbers),
+            )
+        )
+
+    def _on_unsubscribe(self, frame: Frame) -> None:
+        subscription_id = frame.get("id")
+        if subscription_id is None:
+            destination = frame.get("destination")
+            if self.version != "1.0" or destination is None:
+                frame.required("id")
+            subscription_id = self._by_destination(destination or "")
+        # With a durable header, UNSUBSCRIBE also deletes the durable subscription,
+        # which need not be active on this connection (ActiveMQ, RabbitMQ).
+        durable = durable_name(frame, subscription_id, self.client_id)
+        subscription = self.subscriptions.pop(subscription_id, None)
+        if subscription is None:
+            if durable is None:
+                raise unknown_subscription(subscription_id)
+            self.broker.remove_durable(durable)
+        else:
+            del self._numbered[str(subscription.number)]
+            self.broker.unsubscribe(subscription)
+            if durable is not None:
+                self.broker.remove_durable(subscription.durable or durable)
+        self._receipt(frame)
+
+    def _by_destination(self, destination: str) -> str:
+        for subscription_id, subscription in self.subscriptions.items():
+            if subscription.destination == destination:
+                return subscription_id
+        return destination
+
+    def _drop_subscriptions(self) -> None:
+        """Give every subscription back to the broker (the session is ending)."""
+        subscriptions, self.subscriptions = self.subscriptions, {}
+        self._numbered = {}
+        for subscription in subscriptions.values():
+            self.broker.unsubscribe(subscription)
+
+    def _on_ack(self, frame: Frame) -> None:
+        subscription, message_id = self._acknowledged(frame)
+        waiting = self.broker.ack(
+            self, message_id, subscriber=subscription, transaction=frame.get("transaction")
+        )
+        self._receipt_when_stored(waiting, frame, pause=False)
+
+    def _on_nack(self, frame: Frame) -> None:
+        requeue = frame.get("requeue", "true")
+        if requeue not in ("true", "false"):
+            raise MalformedFrame(
+                "invalid requeue header", f"requeue must be true or false, got {requeue!r}"
+            )
+        subscription, message_id = self._acknowledged(frame)
+        waiting = self.broker.nack(
+            self,
+            message_id,
+            subscriber=subscription,
+            requeue=requeue == "true",
+            transaction=frame.get("transaction"),
+        )
+        self._receipt_when_stored(waiting, frame, pause=False)
+
+    def _acknowledged(self, frame: Frame) -> tuple[SessionSubscription | None, str]:
+        """
+        Find the message an ACK or NACK names, and the subscription it was delivered to.
+
+        STOMP 1.2 names it by ``id``, the MESSAGE's ``ack`` header; 1.1 by
+        ``message-id`` and ``subscription``; 1.0 by ``message-id`` alone.  An
+        ``id`` that is not one of our ack ids is taken for a message-id (ActiveMQ's
+        ack ids are message ids, and clients ported from it send those).
+
+        :returns: the subscription, or ``None`` to look through all of this
+            connection's, and the message id.
+        :raises MissingHeader: if the frame names no message.
+        :raises UnknownAck: for an ack id of a subscription this connection does not have.
+        :raises UnknownSubscription: for a ``subscription`` this connection does not have.
+        """
+        ack_id = frame.get("id") if self.version == "1.2" else None
+        if ack_id is not None:
+            number, dot, acked = ack_id.partition(".")
+            if dot and number.isdigit():
+                subscription = self._numbered.get(number)
+                if subscription is None:
+                    raise UnknownAck(
+                        "unknown message to acknowledge",
+                        f"ack id {ack_id!r} belongs to no subscription of this connection",
+                    )
+                return subscription, acked
+            return None, ack_id
+        message_id = frame.get("message-id")
+        if message_id is None:
+            # Raises: 1.2 names the message by id, older versions by message-id.
+            message_id = frame.required("id" if self.version == "1.2" else "message-id")
+        subscription_id = frame.get("subscription")
+        if subscription_id is None:
+            return None, message_id
+        found = self.subscriptions.get(subscription_id)
+        if found is None:
+            raise unknown_subscription(subscription_id)
+        return found, message_id

@@ -1,0 +1,63 @@
+"""
+Who a connected client is, once logged in: the avatar of the broker's ``twisted.cred`` realm.
+
+It lives apart from the checkers and the portal because all of them, and the
+access rules, speak of it: the checkers' chain makes identities, the realm hands
+them out, and :mod:`stompbroker.security.access` decides by them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attrs import field, frozen
+from zope.interface import Attribute, Interface, implementer
+
+__all__ = ["ANONYMOUS_IDENTITY", "IIdentity", "Identity", "avatar_name"]
+
+
+class IIdentity(Interface):
+    """The avatar the broker's realm gives an authenticated (or anonymous) client."""
+
+    name = Attribute("The user name; ``anonymous`` for an anonymous client.")
+    groups = Attribute("A frozenset of the groups the user belongs to.")
+    anonymous = Attribute("``True`` for a client that did not log in.")
+
+
+@implementer(IIdentity)
+@frozen
+class Identity:
+    """
+    Who a connected client is, as the access policy sees it.
+
+    :ivar name: the user name the checker accepted.
+    :ivar groups: the groups the accepting checker gives the user.
+    :ivar anonymous: ``True`` for a client that sent no ``login``; such an
+        identity gets only the access file's ``[anonymous]`` rules, whatever its name.
+    :ivar granted: the rights the identity carries itself (a token's scopes, a
+        :class:`~stompbroker.security.access.Grants`), which the access rules
+        consult instead of the access file; ``None`` for the others.
+    :ivar expires: when the credentials stop being valid (a token's ``exp``,
+        POSIX seconds); the session ends the connection then.  ``None``: never.
+    """
+
+    name: str
+    groups: frozenset[str] = field(default=frozenset(), converter=frozenset)
+    anonymous: bool = False
+    granted: Any = field(default=None, repr=False)
+    expires: float | None = None
+
+
+#: The identity of every client that did not log in.
+ANONYMOUS_IDENTITY = Identity("anonymous", anonymous=True)
+
+
+def avatar_name(avatar_id: str | bytes) -> str:
+    """
+    :param avatar_id: what a checker accepted: Twisted's own checkers give ``bytes``
+        or ``str``, depending on the checker.
+    :returns: the user name as text, undecodable bytes replaced.
+    """
+    if isinstance(avatar_id, bytes):
+        return avatar_id.decode("utf-8", errors="replace")
+    return avatar_id

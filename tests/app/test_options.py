@@ -1,0 +1,45 @@
+"""
+Tests of ``twistd stompbroker``'s options (:mod:`stompbroker.app.options`): defaults,
+shorthands, and the values each option refuses.
+"""
+
+from __future__ import annotations
+
+import pytest
+from twisted.python import usage
+
+from stompbroker.app.options import DEFAULT_LISTEN
+from tests.support.options import parse
+
+
+def test_defaults_listen_on_loopback_61613() -> None:
+    """Without --port or --listen the broker listens on 127.0.0.1:61613."""
+    assert parse()["listen"] == [DEFAULT_LISTEN] == ["tcp:61613:interface=127.0.0.1"]
+
+
+def test_port_is_shorthand_for_loopback_tcp_endpoint() -> None:
+    """
+    --port N means --listen tcp:N:interface=127.0.0.1, because serverFromString rejects bare
+    digits.
+    """
+    assert parse("--port", "7000", "--listen", "tcp:7001")["listen"] == [
+        "tcp:7000:interface=127.0.0.1",
+        "tcp:7001",
+    ]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--port", "x"],
+        ["--heartbeat", "10"],
+        ["--heartbeat", "1,-1"],
+        ["--max-frame-size", "0"],
+        ["--max-connections", "-1"],
+        ["--log-level", "loud"],
+    ],
+)
+def test_bad_option_values_are_usage_errors(argv: list[str]) -> None:
+    """Each option refuses values it cannot use, with a usage error rather than a traceback."""
+    with pytest.raises(usage.UsageError):
+        parse(*argv)

@@ -1,0 +1,148 @@
+"""
+The on-disk format of :class:`~stompbroker.broker.store.sqlite.SQLiteStore`
+(:mod:`stompbroker.broker.store.sqlite_schema`): the tables of schema 1, and
+refusing a database that is not a stompbroker store or was written by a newer one.
+
+Schema 1 is written out here by hand, not taken from the code, so that a change
+to the tables the code makes fails these tests instead of silently orphaning
+every data directory already in use.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from twisted.internet import task
+
+from stompbroker.broker.store.base import (
+    DurableSubscription,
+    StoreDamaged,
+    StoredMessage,
+    StoreIncompatible,
+)
+from stompbroker.broker.store.sqlite import DATABASE_NAME
+from tests.support.store import open_sqlite, result_of, sent, sqlite_store
+
+#: Schema 1, as docs/persistence.md and every data directory so far know it.
+SCHEMA_1 = """
+CREATE TABLE messages (
+    sequence INTEGER PRIMARY KEY,
+    queue TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    destination TEXT NOT NULL,
+    headers TEXT NOT NULL,
+    body BLOB NOT NULL,
+    expires REAL NOT NULL,
+    delivered INTEGER NOT NULL DEFAULT 0,
+    redelivery_count INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (queue, message_id)
+);
+CREATE TABLE subscriptions (
+    name TEXT PRIMARY KEY,
+    destination TEXT NOT NULL,
+    headers TEXT NOT NULL
+);
+PRAGMA user_version = 1;
+"""
+
+
+def table_layout(path: Path) -> dict[str, list[tuple[object, ...]]]:
+    """:returns: each table's columns (name, type, not null, default, key) and the version."""
+    with sqlite3.connect(path) as database:
+        layout = {
+            table: [tuple(column[1:]) for column in database.execute(f"PRAGMA table_info({table})")]
+            for table in ("messages", "subscriptions")
+        }
+        layout["user_version"] = database.execute("PRAGMA user_version").fetchall()
+    return layout
+
+
+def test_a_new_store_makes_the_tables_of_schema_1(tmp_path: Path) -> None:
+    """A new data directory gets exactly schema 1's tables, columns and version."""
+    result_of(open_sqlite(tmp_path / "new", task.Clock()).close())
+    (tmp_path / "by-hand").mkdir()
+    with sqlite3.connect(tmp_path / "by-hand" / DATABASE_NAME) as database:
+        database.executescript(SCHEMA_1)
+    made = table_layout(tmp_path / "new" / DATABASE_NAME)
+    assert made == table_layout(tmp_path / "by-hand" / DATABASE_NAME)
+    assert made["user_version"] == [(1,)]
+
+
+def test_a_schema_1_database_written_by_hand_is_recovered(tmp_path: Path) -> None:
+    """
+    Rows of schema 1 recover as they were written: headers as a JSON list of pairs (order
+    and repeats kept), delivery counts, subscriptions and their backlogs; sequences go on.
+    """
+    with sqlite3.connect(tmp_path / DATABASE_NAME) as database:
+        database.executescript(SCHEMA_1)
+        database.executemany(
+            "INSERT INTO messages (sequence, queue, message_id, destination, headers, body,"
+            " expires, delivered, redelivery_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (3, "sub-a", "m-2", "/topic/a", "[]", b"", 12.5, 0, 0),
+                (
+                    7,
+                    "/queue/orders",
+                    "m-1",
+                    "/queue/orders",
+                    '[["a", "1"], ["a", "2"]]',
+                    b"x",
+                    0,
+                    1,
+                    2,
+                ),
+            ],
+        )
+        database.execute(
+            "INSERT INTO subscriptions (name, destination, headers) VALUES (?, ?, ?)",
+            ("sub-a", "/topic/a", '[["ack", "client"]]'),
+        )
+    clock = task.Clock()
+    store = open_sqlite(tmp_path, clock)
+    recovering = store.recover()
+    clock.advance(1)
+    state = result_of(recovering)
+    assert state.queues == {
+        "/queue/orders": (
+            StoredMessage(
+                "/queue/orders",
+                7,
+                "m-1",
+                "/queue/orders",
+                (("a", "1"), ("a", "2")),
+                b"x",
+                0.0,
+                True,
+                2,
+            ),
+        )
+    }
+    assert state.subscriptions == (DurableSubscription("sub-a", "/topic/a", (("ack", "client"),)),)
+    assert state.backlogs == {
+        "sub-a": (StoredMessage("sub-a", 3, "m-2", "/topic/a", (), b"", 12.5),)
+    }
+    adding = store.add("/queue/orders", sent("m-3"))
+    clock.advance(1)
+    assert result_of(adding).sequence == 8
+    result_of(store.close())
+
+
+def test_a_foreign_database_is_damaged(tmp_path: Path) -> None:
+    """An SQLite database that is not a stompbroker store is refused, not written to."""
+    with sqlite3.connect(tmp_path / DATABASE_NAME) as foreign:
+        foreign.execute("CREATE TABLE accounts (id INTEGER)")
+    store = sqlite_store(tmp_path)
+    with pytest.raises(StoreDamaged, match="not a stompbroker store"):
+        store.open()
+
+
+def test_a_newer_schema_is_incompatible(tmp_path: Path) -> None:
+    """A store written by a newer stompbroker is refused with StoreIncompatible."""
+    result_of(open_sqlite(tmp_path, task.Clock()).close())
+    with sqlite3.connect(tmp_path / DATABASE_NAME) as newer:
+        newer.execute("PRAGMA user_version = 99")
+    store = sqlite_store(tmp_path)
+    with pytest.raises(StoreIncompatible, match="newer stompbroker"):
+        store.open()

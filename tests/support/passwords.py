@@ -1,0 +1,47 @@
+"""
+What the tests of passwords, checkers and the portal share, and the brokers the
+integration tests start with ``--auth passwd:``: cheap scrypt parameters, password
+files written with them, a checker that hashes synchronously, and trial's Deferred
+assertions as plain functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.trial.unittest import SynchronousTestCase
+
+from stompbroker.security.checkers import PasswordFileChecker
+from stompbroker.security.passwords import PasswordEntry, ScryptParams
+
+#: Cheap parameters: the tests are about behaviour, not cost.
+FAST = ScryptParams(n=16, r=1, p=1)
+
+_trial = SynchronousTestCase()
+success_result_of = _trial.successResultOf
+failure_result_of = _trial.failureResultOf
+assert_no_result = _trial.assertNoResult
+
+
+def write_users(path: Path, *entries: tuple[str, str, tuple[str, ...]]) -> Path:
+    """Write a password file of ``(user, password, groups)`` with cheap hashes."""
+    lines = [
+        PasswordEntry.create(user, password, groups, FAST).format()
+        for user, password, groups in entries
+    ]
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def checker_for(path: Path, calls: list[str] | None = None) -> PasswordFileChecker:
+    """A checker that hashes synchronously, recording the user of each hash it runs."""
+
+    def run_blocking(function: Callable[..., Any], *args: Any) -> Deferred[Any]:
+        if calls is not None:
+            calls.append(function.__self__.user)
+        return maybeDeferred(function, *args)
+
+    return PasswordFileChecker(str(path), run_blocking=run_blocking)
