@@ -25,7 +25,6 @@ the type of its error only, since an error's text may quote its input.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,6 +36,7 @@ from zope.interface import Interface, implementer
 
 from stompbroker.logs import logger
 from stompbroker.security.credentials import InvalidCredentials
+from stompbroker.security.file_watch import FileWatch
 from stompbroker.security.identity import Identity, avatar_name
 from stompbroker.security.passwords import PasswordEntry, PasswordFileError, read_password_file
 
@@ -87,26 +87,17 @@ class PasswordFileChecker:
     def __init__(self, path: str, run_blocking: Callable[..., Deferred[Any]] = _in_thread) -> None:
         self.path = path
         self._run_blocking = run_blocking
-        self._signature = self._stat()
+        self._watch = FileWatch(path)
         self._entries = read_password_file(path)
         # Checked in place of an unknown user's entry, so that it costs the same.
         self._decoy = PasswordEntry.decoy()
 
-    def _stat(self) -> tuple[int, int, int] | None:
-        """:returns: what tells that the file changed, or ``None`` if it cannot be read."""
-        try:
-            status = os.stat(self.path)
-        except OSError:
-            return None
-        return (status.st_ino, status.st_mtime_ns, status.st_size)
-
     def _refresh(self) -> None:
         """Re-read the file if it changed since it was last read; keep the old entries on error."""
-        signature = self._stat()
-        if signature == self._signature:
+        watch = self._watch
+        if not watch.changed():
             return
-        self._signature = signature
-        if signature is None:
+        if not watch.present:
             log.error(
                 "password file {path} cannot be read; keeping its last version", path=self.path
             )

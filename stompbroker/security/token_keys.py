@@ -16,7 +16,6 @@ file that became unreadable or invalid is logged, and the last good keys stay.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from stompbroker.logs import logger
 from stompbroker.security.credentials import InvalidCredentials
+from stompbroker.security.file_watch import FileWatch
 
 __all__ = ["MIN_SECRET_BYTES", "KEY_KINDS", "KeyFile", "TokenKey"]
 
@@ -163,15 +163,8 @@ class KeyFile:
         self.kind = kind
         self.path = path
         self._read = _READERS[kind]
-        self._signature = self._stat()
+        self._watch = FileWatch(path)
         self._keys = self._load()
-
-    def _stat(self) -> tuple[int, int, int] | None:
-        try:
-            status = os.stat(self.path)
-        except OSError:
-            return None
-        return (status.st_ino, status.st_mtime_ns, status.st_size)
 
     def _load(self) -> dict[str | None, TokenKey]:
         try:
@@ -190,9 +183,7 @@ class KeyFile:
             file), re-read first if the file changed; the last good ones if it
             became unreadable or invalid.
         """
-        signature = self._stat()
-        if signature != self._signature:
-            self._signature = signature
+        if self._watch.changed():
             try:
                 self._keys = self._load()
             except ValueError as error:
