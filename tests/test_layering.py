@@ -110,7 +110,9 @@ def test_a_layer_imports_only_from_the_layers_below_it(layer: str) -> None:
 
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN_LIBRARIES))
 def test_a_layer_imports_none_of_its_forbidden_libraries(layer: str) -> None:
-    """protocol/ imports no Twisted, Autobahn or Redis; no layer below transport/ imports Autobahn."""
+    """
+    protocol/ imports no Twisted, Autobahn or Redis; no layer below transport/ imports Autobahn.
+    """
     forbidden = FORBIDDEN_LIBRARIES[layer]
     violations = {}
     for path in modules_of(layer):
@@ -206,7 +208,9 @@ def test_the_stats_schema_loads_without_twisted() -> None:
 
 
 def test_import_check_sees_every_form_of_import() -> None:
-    """The check catches plain, dotted, from-, package-root and nested imports, and relative ones."""
+    """
+    The check catches plain, dotted, from-, package-root and nested imports, and relative ones.
+    """
     source = (
         "import os, twisted.internet\n"
         "from autobahn.twisted import websocket\n"
@@ -229,3 +233,46 @@ def test_attribute_fishing_is_seen() -> None:
     """The stats check catches getattr, setattr and hasattr calls, not attribute access."""
     source = "x = getattr(a, 'b')\nsetattr(a, 'b', 1)\nhasattr(a, 'c')\ny = a.getattr\n"
     assert attribute_fishing(source) == ["1: getattr", "2: setattr", "3: hasattr"]
+
+
+def imported_test_modules(source: str) -> list[str]:
+    """:returns: each test module (``tests.*.test_*``) that ``source`` imports, or imports from."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            module = node.module or ""
+            modules = [module] + [f"{module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found.extend(
+            module
+            for module in modules
+            if module.startswith("tests.") and module.rsplit(".", 1)[-1].startswith("test_")
+        )
+    return found
+
+
+def test_no_test_module_imports_another() -> None:
+    """Helpers that several test modules share live in tests/support/, not in a test module."""
+    violations = {
+        str(path.relative_to(ROOT)): imported_test_modules(path.read_text())
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+    }
+    assert {path: found for path, found in violations.items() if found} == {}
+
+
+def test_test_module_imports_are_seen() -> None:
+    """The check catches a test module imported whole, from its package, or a name from it."""
+    source = (
+        "import tests.broker.test_queues\n"
+        "from tests.broker import test_service_delivery as delivery\n"
+        "from tests.broker.test_session_flows import Client\n"
+        "from tests.support.broker import World\n"
+    )
+    assert imported_test_modules(source) == [
+        "tests.broker.test_queues",
+        "tests.broker.test_service_delivery",
+        "tests.broker.test_session_flows",
+    ]

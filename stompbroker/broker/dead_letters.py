@@ -27,6 +27,7 @@ from twisted.internet.defer import Deferred
 from stompbroker.broker.delivery import DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.destinations import dead_letter_destination, is_dead_letter_queue
 from stompbroker.broker.ids import Ids
+from stompbroker.broker.persistence import Journal
 from stompbroker.broker.queues import EXPIRED
 from stompbroker.broker.traffic import Traffic
 from stompbroker.logs import logger
@@ -59,7 +60,7 @@ class DeadLetters:
         traffic: Traffic,
         ids: Ids,
         queue_of: Callable[[str], Any],
-        journal: Any = None,
+        journal: Journal | None = None,
     ) -> None:
         self._policy = policy
         self._counters = counters

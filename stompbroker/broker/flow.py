@@ -53,6 +53,9 @@ class _MallInfo2(ctypes.Structure):
             "keepcost",
         )
     ]
+    # Declared for type checkers, which cannot read ``_fields_``.
+    hblkhd: int
+    uordblks: int
 
 
 def _glibc_mallinfo2() -> Callable[[], _MallInfo2] | None:

@@ -74,8 +74,9 @@ def _nothing(result: Any) -> None:
 
 def _first_error(failure: Failure) -> Failure:
     """:returns: the failure of the first Deferred that failed in a gathered list."""
-    if failure.check(FirstError):
-        return failure.value.subFailure
+    error = failure.value
+    if isinstance(error, FirstError):
+        return error.subFailure
     return failure
 
 

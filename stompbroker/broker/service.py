@@ -213,7 +213,8 @@ class Broker(Service):
         super().stopService()
         self.backpressure.stop()
         drained = self.registry.shut_down(self.clock)
-        return self.engine.stop(drained)
+        stopped: Deferred[None] | None = self.engine.stop(drained)
+        return stopped
 
     def when_ready(self) -> Deferred[None]:
         """

@@ -421,7 +421,7 @@ class SubscriptionTree(Generic[_S]):
                 return None
         assert node is not None
         attribute = "trailing" if last in TRAILING_SEGMENTS else "subscribers"
-        registry = getattr(node, attribute)
+        registry: dict[_S, int] | None = getattr(node, attribute)
         if registry is None and create:
             registry = {}
             setattr(node, attribute, registry)

@@ -118,7 +118,6 @@ class ReceiptsMixin(SessionPart):
                 self.send_frame(Frame("RECEIPT", (("receipt-id", receipt),)))
         if not replies and self._held is not None:
             held = self._take_held()
-            self._resume_reading(BY_HELD)
             # Unless this runs inside the handler that asked (it was stored at
             # once), whose loop goes on by itself, handle what was held.
             if held or not self._handling:
@@ -156,7 +155,13 @@ class ReceiptsMixin(SessionPart):
         self._held = deque(frames)
 
     def _take_held(self) -> list[Frame]:
-        """Stop holding: :returns: the frames held, in order, to handle now."""
+        """
+        Stop holding, and read again if holding had stopped reading: whoever takes
+        the frames (a store write, a login) is about to handle them.
+
+        :returns: the frames held, in order, to handle now.
+        """
         held, self._held = self._held, None
         self._held_bytes = 0
+        self._resume_reading(BY_HELD)
         return list(held or ())

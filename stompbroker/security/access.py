@@ -182,7 +182,7 @@ class AccessPolicy:
         :raises InvalidDestination: for an invalid wildcard pattern.
         :raises KeyError: for an unknown right.
         """
-        carried = identity.granted
+        carried: Grants | None = identity.granted
         if carried is not None:
             # A token's scopes are all its holder may do, whatever the file says.
             return carried.allows(right, destination)

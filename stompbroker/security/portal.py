@@ -217,12 +217,13 @@ def _logged_in(identity: Identity, peer: str) -> Identity:
 
 
 def _login_refused(failure: Failure, login: str | None, peer: str) -> Failure:
-    if failure.check(LoginFailed):
+    error = failure.value
+    if isinstance(error, LoginFailed):
         log.info(
             "login failed for {user} from {peer}{reason}",
             user=login if login else "(anonymous)",
             peer=peer,
-            reason=f": {failure.value.reason}" if failure.check(LoginRefused) else "",
+            reason=f": {error.reason}" if isinstance(error, LoginRefused) else "",
         )
     return failure
 
@@ -237,7 +238,7 @@ def _refused(failure: Failure, clock: IReactorTime, delay: float) -> Deferred[Id
         return fail(failure)
     if not failure.check(UnauthorizedLogin, UnhandledCredentials):
         log.error("login failed with {error_type}", error_type=type(failure.value).__name__)
-    refusal = failure.value if failure.check(InvalidCredentials) else None
+    refusal = failure.value if isinstance(failure.value, InvalidCredentials) else None
     return deferLater(clock, delay, _raise_login_failed, refusal)
 
 

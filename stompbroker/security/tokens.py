@@ -216,7 +216,9 @@ class TokenChecker:
             self._clock = reactor
         return float(self._clock.seconds())
 
-    def requestAvatarId(self, credentials: Any) -> Deferred[Identity]:
+    # Its avatar ids are identities, not the bytes Twisted's annotations expect:
+    # only the broker's realm, which passes them on whole, receives them.
+    def requestAvatarId(self, credentials: Any) -> Deferred[Identity]:  # type: ignore[override]
         """
         :returns: a Deferred that fires with the token's :class:`Identity` (an
             avatar id that the broker's portal passes on whole), or fails with

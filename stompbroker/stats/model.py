@@ -53,6 +53,7 @@ from stompbroker.broker.destinations import QUEUE_PREFIX, TOPIC_PREFIX
 from stompbroker.broker.flow import resident_bytes
 from stompbroker.broker.queues import WorkerQueue
 from stompbroker.broker.subscriptions import is_wildcard
+from stompbroker.broker.traffic import DestinationTraffic
 from stompbroker.interfaces import ConnectionDescription
 from stompbroker.stats.schema import (
     FLOW_COUNTERS,
@@ -350,7 +351,7 @@ class Sampler:
         state = self._previous.destinations.get(destination)
         return None if state is None else state.totals
 
-    def counts_producers_of(self, counted: Any) -> bool:
+    def counts_producers_of(self, counted: DestinationTraffic) -> bool:
         """:returns: whether connections sent to that destination in the interval now running."""
         return counted.producers_since(self.since) > 0
 

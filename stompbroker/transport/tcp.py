@@ -31,7 +31,7 @@ from functools import partial
 from typing import Any
 
 from twisted.internet.interfaces import IPushProducer, IReactorTime, ISSLTransport
-from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.protocol import Factory, Protocol, connectionDone
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
@@ -47,11 +47,13 @@ log = logger("stompbroker.transport.tcp")
 CLOSE_TIMEOUT = 10.0
 
 
-@implementer(IPushProducer, ISessionTransport)
+@implementer(IPushProducer)
 class SessionFlowControl:
     """
     What both adapters are to the session besides ``write`` and ``close``
-    (mixed into each): back-pressure, and the kind of connection.
+    (mixed into each): back-pressure, and the kind of connection.  Each adapter
+    declares :class:`~stompbroker.interfaces.ISessionTransport`, since only
+    with its own ``write`` and ``close`` does it provide all of it.
 
     To the Twisted transport, the adapter is the streaming producer of what
     the session writes: ``pauseProducing`` when the transport's buffer is full,
@@ -90,6 +92,7 @@ class SessionFlowControl:
         """The connection is going; the adapter's connection-lost hook releases the session."""
 
 
+@implementer(ISessionTransport)
 class StompProtocol(SessionFlowControl, PeerCredentials, Protocol):
     """
     One STOMP connection over a stream transport.
@@ -125,7 +128,7 @@ class StompProtocol(SessionFlowControl, PeerCredentials, Protocol):
         self.session.connection_made()
 
     def dataReceived(self, data: bytes) -> None:
-        """Replaced per instance in ``connectionMade``: the session's ``receive_data``, coalesced."""
+        """Replaced per instance in ``connectionMade``: ``session.receive_data``, coalesced."""
 
     def write(self, data: bytes) -> None:
         """Replaced per instance in ``connectionMade`` by a :class:`CoalescedWrite`."""
@@ -141,7 +144,7 @@ class StompProtocol(SessionFlowControl, PeerCredentials, Protocol):
         transport.unregisterProducer()
         transport.loseConnection()
 
-    def connectionLost(self, reason: Failure = Failure(ConnectionError())) -> None:
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         if self._abort is not None:
             if self._abort.active():
                 self._abort.cancel()

@@ -69,7 +69,9 @@ from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerPr
 from autobahn.websocket.protocol import WebSocketProtocol
 from autobahn.websocket.types import ConnectionDeny, ConnectionRequest
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from zope.interface import implementer
 
+from stompbroker.interfaces import ISessionTransport
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import FrameTooLarge
 from stompbroker.protocol.session import SessionConfig, StompSession
@@ -154,7 +156,13 @@ def _ignore(data: bytes) -> None:
     """Stands in for the session's ``receive_data`` once a connection is being refused."""
 
 
-class StompWebSocketProtocol(SessionFlowControl, PeerCredentials, WebSocketServerProtocol):
+# The ignore: Autobahn's Twisted and generic base classes annotate ``peer``
+# (``str | None`` against ``str``) and ``_transport_details`` incompatibly, which
+# mypy reports on any class that inherits both, as this one must.
+@implementer(ISessionTransport)
+class StompWebSocketProtocol(  # type: ignore[misc]
+    SessionFlowControl, PeerCredentials, WebSocketServerProtocol
+):
     """
     One STOMP connection over WebSocket.
 
@@ -342,7 +350,7 @@ class _ClockTimer:
     can drive both with ``task.Clock``).
     """
 
-    clock: Any
+    clock: IReactorTime
 
     def call_later(self, delay: float, function: Any, *args: Any, **kwargs: Any) -> IDelayedCall:
         return self.clock.callLater(delay, function, *args, **kwargs)

@@ -16,7 +16,7 @@ from stompbroker.broker.engine.local import LocalEngine
 from stompbroker.broker.limits import Limits
 from stompbroker.protocol.errors import InvalidDestination, LimitExceeded, ShuttingDown
 from stompbroker.protocol.message import Message
-from tests.broker.fakes import FakeConnection, Inbox
+from tests.support.broker import FakeConnection, Inbox
 
 
 class Peer(FakeConnection):

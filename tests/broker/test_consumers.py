@@ -20,7 +20,7 @@ from stompbroker.broker.queues import WorkerQueue
 from stompbroker.broker.transactions import Transactions
 from stompbroker.protocol.errors import InvalidDestination, UnknownAck
 from stompbroker.protocol.message import Message
-from tests.broker.fakes import FakeConnection, Inbox
+from tests.support.broker import FakeConnection, Inbox
 
 
 class World:

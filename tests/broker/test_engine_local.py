@@ -21,7 +21,7 @@ from stompbroker.broker.store.base import StoreNotOpen
 from stompbroker.broker.store.memory import MemoryStore
 from stompbroker.protocol.errors import DuplicateSubscription, UnknownSubscription
 from stompbroker.protocol.message import Message
-from tests.broker.fakes import Inbox
+from tests.support.broker import Inbox
 
 NOW = 1_700_000_000.0
 

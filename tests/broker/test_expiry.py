@@ -40,7 +40,10 @@ NOW = 1_700_000_000.0
 def test_expiry_time(
     expires: str | None, expiration: str | None, ttl: int, expected: float
 ) -> None:
-    """expires is absolute ms (ActiveMQ), expiration relative ms (RabbitMQ); the earlier counts; --ttl fills in."""
+    """
+    expires is absolute ms (ActiveMQ), expiration relative ms (RabbitMQ); the earlier counts; --ttl
+    fills in.
+    """
     assert expiry_time(expires, expiration, NOW, ttl) == pytest.approx(expected)
 
 

@@ -29,7 +29,7 @@ from stompbroker.broker.service import Broker
 from stompbroker.broker.store.base import RecoveredState, StoreDamaged, StoreLocked
 from stompbroker.broker.store.memory import MemoryStore
 from stompbroker.protocol.message import Message
-from tests.broker.fakes import FakeConnection, Inbox
+from tests.support.broker import FakeConnection, Inbox
 from tests.support.store import FILLING, damage_pages, result_of, sqlite_store
 
 EPOCH = 1_700_000_000.0

@@ -14,7 +14,7 @@ from stompbroker.broker.delivery import Consumer, DeliveryCounters, DeliveryPoli
 from stompbroker.broker.queues import DELIVERY_LIMIT, EXPIRED, REJECTED, WorkerQueue
 from stompbroker.broker.traffic import Traffic
 from stompbroker.protocol.message import Message
-from tests.broker.fakes import Inbox, message
+from tests.support.broker import Inbox, message
 
 DEFAULT_POLICY = DeliveryPolicy()
 

@@ -22,7 +22,7 @@ from stompbroker.broker.traffic import Traffic
 from stompbroker.broker.transactions import Transactions
 from stompbroker.protocol.errors import InvalidDestination, UnknownTransaction
 from stompbroker.protocol.message import Message
-from tests.broker.fakes import FakeConnection
+from tests.support.broker import FakeConnection
 
 EPOCH = 1_700_000_000.0
 

@@ -11,7 +11,7 @@ from stompbroker.broker.limits import Limits
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.memory import MemoryStore
 from stompbroker.interfaces import IBroker
-from tests.broker.fakes import FakeConnection, Inbox
+from tests.support.broker import FakeConnection, Inbox
 
 
 def test_the_broker_provides_ibroker_with_its_hot_methods_bound_once() -> None:

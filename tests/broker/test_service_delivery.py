@@ -6,14 +6,10 @@ transactions, expiry, temporary queues and durable subscriptions.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from twisted.internet.task import Clock
 
 from stompbroker.broker.delivery import DeliveryPolicy
 from stompbroker.broker.router import MAX_CHECKED_DESTINATIONS
-from stompbroker.broker.service import Broker
 from stompbroker.protocol.errors import (
     DuplicateSubscription,
     DuplicateTransaction,
@@ -23,60 +19,7 @@ from stompbroker.protocol.errors import (
     UnknownSubscription,
     UnknownTransaction,
 )
-from tests.broker.fakes import FakeConnection, Inbox
-
-EPOCH = 1_700_000_000.0
-
-
-DEFAULT_POLICY = DeliveryPolicy()
-
-
-class World:
-    """A broker on a ``task.Clock`` and a few client connections."""
-
-    def __init__(self, policy: DeliveryPolicy = DEFAULT_POLICY) -> None:
-        self.clock = Clock()
-        self.clock.advance(EPOCH)
-        self.broker = Broker(self.clock, policy=policy)
-        self.connections: dict[str, FakeConnection] = {}
-
-    def connection(self, name: str = "c1") -> FakeConnection:
-        if name not in self.connections:
-            connection = self.connections[name] = FakeConnection(name)
-            self.broker.open_connection(connection)
-        return self.connections[name]
-
-    def subscribe(
-        self,
-        destination: str = "/queue/q",
-        ack_mode: str = "client-individual",
-        *,
-        on: str = "c1",
-        **kwargs: Any,
-    ) -> Inbox:
-        inbox = Inbox(destination, ack_mode, connection=self.connection(on), **kwargs)
-        self.broker.subscribe(inbox)
-        return inbox
-
-    def send(
-        self, destination: str = "/queue/q", *bodies: bytes, headers: Any = (), **kwargs: Any
-    ) -> None:
-        for body in bodies:
-            assert self.broker.send(destination, tuple(headers), body, **kwargs) is None
-
-    def ack(self, inbox: Inbox, index: int = -1, **kwargs: Any) -> None:
-        self.broker.ack(
-            inbox.connection, inbox.received[index].message_id, subscriber=inbox, **kwargs
-        )
-
-    def nack(self, inbox: Inbox, index: int = -1, **kwargs: Any) -> None:
-        self.broker.nack(
-            inbox.connection, inbox.received[index].message_id, subscriber=inbox, **kwargs
-        )
-
-    def queue_bodies(self, destination: str) -> list[bytes]:
-        return [message.body for message in self.broker.queues[destination].pending]
-
+from tests.support.broker import EPOCH, World
 
 # -- queues -------------------------------------------------------------------------
 

@@ -11,74 +11,30 @@ from twisted.internet.task import Clock
 
 from stompbroker.broker.delivery import DeliveryPolicy
 from stompbroker.broker.service import Broker
-from stompbroker.protocol.encoder import encode
 from stompbroker.protocol.frames import Frame
-from stompbroker.protocol.parser import FrameParser
-from stompbroker.protocol.session import StompSession
+from tests.support.broker import SessionClient
 
 VERSIONS = ["1.0", "1.1", "1.2"]
-
-
-class Client:
-    """One session on the shared broker, with a transport that keeps what it writes."""
-
-    def __init__(self, broker: Broker, clock: Clock, version: str = "1.2", **connect: str) -> None:
-        self.version = version
-        self.output = bytearray()
-        self.closed = False
-        self.session = StompSession(broker, self, clock)
-        self.session.connection_made()
-        headers = dict(connect)
-        if version != "1.0":
-            headers["accept-version"] = version
-        self.send_frame("CONNECT", **headers)
-        [connected] = self.frames()
-        assert connected.command == "CONNECTED"
-
-    def write(self, data: bytes) -> None:
-        self.output += data
-
-    def close(self) -> None:
-        self.closed = True
-
-    def send_frame(self, command: str, body: bytes = b"", **headers: str) -> None:
-        pairs = tuple((name.replace("_", "-"), value) for name, value in headers.items())
-        self.session.receive_data(encode(Frame(command, pairs, body), self.version))
-
-    def frames(self) -> list[Frame]:
-        parser = FrameParser()
-        parser.version = self.version
-        data, self.output = bytes(self.output), bytearray()
-        return parser.receive_data(data)
-
-    def messages(self) -> list[Frame]:
-        frames = self.frames()
-        assert all(f.command == "MESSAGE" for f in frames), frames
-        return frames
-
-    def ack(self, message: Frame, command: str = "ACK", **headers: str) -> None:
-        """Settle a message the way this client's protocol version does."""
-        if self.version == "1.2":
-            headers["id"] = message.get("ack") or ""
-        else:
-            headers["message_id"] = message.get("message-id") or ""
-            if self.version == "1.1":
-                headers["subscription"] = message.get("subscription") or ""
-        self.send_frame(command, **headers)
+DEFAULT_POLICY = DeliveryPolicy()
 
 
 class World:
-    def __init__(self, policy: DeliveryPolicy = DeliveryPolicy()) -> None:
+    """A broker on a ``task.Clock`` whose clients are real sessions."""
+
+    def __init__(self, policy: DeliveryPolicy = DEFAULT_POLICY) -> None:
         self.clock = Clock()
         self.broker = Broker(self.clock, policy=policy)
 
-    def client(self, version: str = "1.2", **connect: str) -> Client:
-        return Client(self.broker, self.clock, version, **connect)
+    def client(self, version: str = "1.2", **connect: str) -> SessionClient:
+        return SessionClient(self.broker, self.clock, version, **connect)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_client_individual_ack_and_nack_in_each_version(version: str) -> None:
-    """STOMP ACK/NACK by id (1.2), message-id and subscription (1.1) or message-id (1.0) settle the right message."""
+    """
+    STOMP ACK/NACK by id (1.2), message-id and subscription (1.1) or message-id (1.0) settle the
+    right message.
+    """
     world = World()
     consumer, producer = world.client(version), world.client()
     consumer.send_frame("SUBSCRIBE", id="s", destination="/queue/q", ack="client-individual")
@@ -100,7 +56,10 @@ def test_client_individual_ack_and_nack_in_each_version(version: str) -> None:
 
 
 def test_client_mode_ack_is_cumulative() -> None:
-    """STOMP 1.2, "SUBSCRIBE ack Header": an ACK in client mode also acknowledges every earlier message."""
+    """
+    STOMP 1.2, "SUBSCRIBE ack Header": an ACK in client mode also acknowledges every earlier
+    message.
+    """
     world = World()
     consumer = world.client()
     consumer.send_frame(
@@ -118,7 +77,9 @@ def test_client_mode_ack_is_cumulative() -> None:
 
 
 def test_lost_connection_returns_messages_to_another_consumer() -> None:
-    """A consumer that vanishes mid-work has its unacknowledged messages redelivered to the others."""
+    """
+    A consumer that vanishes mid-work has its unacknowledged messages redelivered to the others.
+    """
     world = World()
     crashing, steady = world.client(), world.client("1.1")
     crashing.send_frame(
@@ -137,7 +98,9 @@ def test_lost_connection_returns_messages_to_another_consumer() -> None:
 
 
 def test_poison_message_reaches_the_dead_letter_queue() -> None:
-    """A message NACKed past the redelivery limit lands in /queue/DLQ.NAME with its origin and reason."""
+    """
+    A message NACKed past the redelivery limit lands in /queue/DLQ.NAME with its origin and reason.
+    """
     world = World(DeliveryPolicy(max_redeliveries=2))
     consumer, watcher = world.client(), world.client()
     consumer.send_frame("SUBSCRIBE", id="s", destination="/queue/orders", ack="client-individual")
@@ -218,7 +181,10 @@ def test_connection_lost_with_open_transaction_publishes_nothing() -> None:
 
 
 def test_request_reply_through_a_temporary_queue() -> None:
-    """reply-to:/temp-queue/NAME is rewritten; the responder's reply reaches the requester under that name."""
+    """
+    reply-to:/temp-queue/NAME is rewritten; the responder's reply reaches the requester under that
+    name.
+    """
     world = World()
     requester, responder = world.client(), world.client("1.1")
     responder.send_frame("SUBSCRIBE", id="rpc", destination="/queue/rpc")
@@ -280,7 +246,10 @@ def test_durable_subscriber_gets_what_it_missed(
 
 
 def test_topic_client_ack_subscription_redelivers_after_nack() -> None:
-    """Topic subscriptions accept client acks: a NACKed topic message is redelivered to that subscription only."""
+    """
+    Topic subscriptions accept client acks: a NACKed topic message is redelivered to that
+    subscription only.
+    """
     world = World()
     nacking, other = world.client(), world.client()
     nacking.send_frame("SUBSCRIBE", id="a", destination="/topic/news.*", ack="client-individual")
@@ -307,7 +276,10 @@ def test_expired_message_never_arrives() -> None:
 
 
 def test_two_client_ack_subscriptions_on_one_connection_ack_separately() -> None:
-    """The same topic message held by two subscriptions of one connection is acknowledged in each by its ack id."""
+    """
+    The same topic message held by two subscriptions of one connection is acknowledged in each by
+    its ack id.
+    """
     world = World()
     client = world.client()
     client.send_frame("SUBSCRIBE", id="a", destination="/topic/t", ack="client-individual")

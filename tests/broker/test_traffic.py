@@ -8,7 +8,7 @@ from stompbroker.broker.delivery import DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.queues import WorkerQueue
 from stompbroker.broker.traffic import TopicTree, Traffic
 from stompbroker.protocol.message import Message
-from tests.broker.fakes import Inbox
+from tests.support.broker import Inbox
 
 
 def routed(traffic: Traffic, destination: str, tails: dict[str, bytes]) -> None:

@@ -209,7 +209,9 @@ def test_message_tail_is_cached_per_version() -> None:
 
 
 def test_message_tail_leaves_out_unrepresentable_headers_in_1_0() -> None:
-    """A header STOMP 1.0 cannot carry is left out of a 1.0 subscriber's MESSAGE; delivery never fails."""
+    """
+    A header STOMP 1.0 cannot carry is left out of a 1.0 subscriber's MESSAGE; delivery never fails.
+    """
     message = Message(
         "/topic/a\nb", "m-1", (("note", "two\nlines"), ("a:b", "c"), ("ok", "yes")), b""
     )
@@ -309,7 +311,10 @@ def test_error_frame_message_is_one_line_for_every_version() -> None:
     ],
 )
 def test_message_tail_escapes_each_header_as_escape_does(headers: tuple) -> None:
-    """Every name and value in a tail is escaped as escape() does, and parses back the same (STOMP 1.2, "Value Encoding")."""
+    """
+    Every name and value in a tail is escaped as escape() does, and parses back the same (STOMP 1.2,
+    "Value Encoding").
+    """
     message = Message(destination="/queue/q", message_id="m-2", headers=headers, body=b"x")
     expected = "".join(f"{escape(name)}:{escape(value)}\n" for name, value in headers)
     assert message_tail(message, "1.2") == (

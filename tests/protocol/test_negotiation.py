@@ -174,6 +174,25 @@ def test_login_answered_at_once_goes_on_in_the_same_read() -> None:
     assert transport.reading
 
 
+def test_frames_held_past_the_limit_during_a_login_do_not_stop_reading_for_good() -> None:
+    """
+    Frames that came with CONNECT past max_held_bytes stop reading while the login is
+    checked, and reading starts again once the client is let in (it stayed stopped).
+    """
+    answer: Deferred[Any] = Deferred()
+    config = SessionConfig(authenticator=lambda login, passcode, peer: answer, max_held_bytes=50)
+    session, transport, _, _ = make_session(config=config)
+    session.receive_data(
+        frame("CONNECT", ("accept-version", "1.2"), ("login", "alice"))
+        + frame("SEND", ("destination", "/queue/a"), body=b"x" * 100)
+    )
+    assert not transport.reading
+    answer.callback(Identity("alice"))
+    assert transport.reading
+    session.receive_data(frame("SEND", ("destination", "/queue/a"), ("receipt", "r")))
+    assert [f.command for f in transport.frames()] == ["CONNECTED", "RECEIPT"]
+
+
 @pytest.mark.parametrize("refusal", [LoginFailed(), ValueError("checker broke")])
 def test_refused_login_is_login_failed_and_nothing_more(refusal: Exception) -> None:
     """

@@ -30,17 +30,16 @@ from stompbroker.stats.model import (
     stats_document,
 )
 from stompbroker.stats.schema import FLOW_COUNTERS, BrokerRecord, DestinationRecord
-from tests.broker import test_service_delivery as delivery
-from tests.broker.fakes import FakeConnection, Inbox
+from tests.support.broker import EPOCH, FakeConnection, Inbox
+from tests.support.broker import World as BrokerWorld
 from tests.support.process import run_python
 
-EPOCH = delivery.EPOCH
 RSS = 50_000_000
 DEFAULT_POLICY = DeliveryPolicy()
 
 
-class World(delivery.World):
-    """The delivery tests' broker on a clock, with a stats model whose sampler starts at once."""
+class World(BrokerWorld):
+    """The shared broker world on a clock, with a stats model whose sampler starts at once."""
 
     def __init__(self, policy: DeliveryPolicy = DEFAULT_POLICY) -> None:
         super().__init__(policy)

@@ -19,7 +19,7 @@ from stompbroker.stats.export import StatsExporter
 from stompbroker.stats.model import StatsModel
 from stompbroker.stats.schema import FILE_GLOB, DestinationRecord, record_from_json_line
 from stompbroker.stats.services import MONITOR_QUEUE, STATS_TOPIC, LiveStats, StatsExport
-from tests.broker.fakes import FakeConnection, Inbox
+from tests.support.broker import FakeConnection, Inbox
 
 EPOCH = 1_700_000_000.0
 

@@ -9,6 +9,9 @@ Helpers that more than one test module uses, so that none of them keeps a copy.
   marker that proves nothing more is on its way;
 - :mod:`tests.support.store`: messages for the message store, a synchronous
   writer, Deferred results, and the ways a test damages a store on disk;
+- :mod:`tests.support.broker`: the real broker on a ``task.Clock`` with fake
+  connections and recording subscribers, and a real session on it driven frame
+  by frame;
 - :mod:`tests.support.tcp`: a client of the TCP adapter over a string transport;
 - :mod:`tests.support.websocket`: RFC 6455 by hand (frames, handshakes), a
   client of the WebSocket adapter over a string transport, and a blocking one

@@ -25,8 +25,8 @@ from stompbroker.protocol.session import SessionConfig
 from stompbroker.transport.tcp import stomp_server_factory
 from stompbroker.transport.websocket import StompWebSocketProtocol
 from stompbroker.web.site import WebSite, web_root
-from tests.broker.fakes import Inbox
 from tests.support import websocket as ws
+from tests.support.broker import Inbox
 from tests.support.tcp import NO_WATERMARK, Client
 
 #: Room for ten 100-byte messages, about; no heart-beats.

@@ -89,7 +89,7 @@ def test_fan_out_of_one_read_is_one_write_per_subscriber() -> None:
     clock = Clock()
     factory = stomp_server_factory(Broker(clock), clock, SessionConfig(heartbeat=(0, 0)))
     subscribers = [open_connection(factory, port) for port in (1, 2)]
-    for number, (protocol, transport) in enumerate(subscribers):
+    for number, (protocol, _) in enumerate(subscribers):
         protocol.dataReceived(b"SUBSCRIBE\nid:%d\ndestination:/topic/t\n\n\x00" % number)
     publisher, publisher_transport = open_connection(factory, 3)
     publisher.dataReceived(
@@ -106,7 +106,9 @@ def test_fan_out_of_one_read_is_one_write_per_subscriber() -> None:
 
 
 def test_an_error_follows_what_the_same_read_answered_and_then_closes() -> None:
-    """A RECEIPT answered earlier in the read goes out before the ERROR, then the connection closes."""
+    """
+    A RECEIPT answered earlier in the read goes out before the ERROR, then the connection closes.
+    """
     clock = Clock()
     factory = stomp_server_factory(Broker(clock), clock, SessionConfig(heartbeat=(0, 0)))
     protocol, transport = open_connection(factory, 4)
@@ -116,7 +118,9 @@ def test_an_error_follows_what_the_same_read_answered_and_then_closes() -> None:
 
 
 def test_publishing_from_the_application_writes_at_once() -> None:
-    """Broker.publish outside any read (the embedding API) is on the subscriber's transport right away."""
+    """
+    Broker.publish outside any read (the embedding API) is on the subscriber's transport right away.
+    """
     clock = Clock()
     broker = Broker(clock)
     factory = stomp_server_factory(broker, clock, SessionConfig(heartbeat=(0, 0)))

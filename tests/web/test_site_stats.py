@@ -23,7 +23,7 @@ from stompbroker.broker.service import Broker
 from stompbroker.stats.model import StatsModel
 from stompbroker.stats.services import LiveStats, StatsExport
 from stompbroker.web.site import STATIC, MetricsPage, web_root
-from tests.broker.fakes import FakeConnection, Inbox
+from tests.support.broker import FakeConnection, Inbox
 from tests.support.options import parse
 from tests.support.web import get
 

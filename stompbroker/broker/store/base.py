@@ -28,8 +28,8 @@ that goes to several durable subscriptions is stored once under each.
 This module holds the interface, the records and the errors;
 :mod:`stompbroker.broker.store.memory` keeps everything in memory (for tests,
 and for a broker that runs without a data directory), and
-:mod:`stompbroker.broker.store.sqlite` is the durable one.  Every operation returns a Deferred so that callers do
-not care which one they talk to.
+:mod:`stompbroker.broker.store.sqlite` is the durable one.  Every operation
+returns a Deferred so that callers do not care which one they talk to.
 """
 
 from __future__ import annotations
