@@ -3,7 +3,7 @@ Tests of ``--auth cert`` and the ``mtls:`` listener, without sockets: the
 certificate checker, the portal with certificates, the endpoint's TLS settings
 and what the adapters tell the session.
 
-Certificates come from a CA made in the test (:mod:`tests.security.certificate_fixtures`).
+Certificates come from a CA made in the test (:mod:`tests.support.certificates`).
 """
 
 from __future__ import annotations
