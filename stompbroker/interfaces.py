@@ -313,7 +313,13 @@ class IBroker(Interface):
 
 
 class ISessionTransport(Interface):
-    """All a session knows of the connection beneath it."""
+    """
+    All a session knows of the connection beneath it.
+
+    A transport may also offer a ``bearer_token`` attribute and a
+    ``peer_certificate()`` method, which the session reads on CONNECT (see
+    :mod:`stompbroker.transport.credentials`); a transport without them works.
+    """
 
     def write(data):  # type: ignore[no-untyped-def]
         """Queue bytes for the peer.  Writes are buffered by the transport."""

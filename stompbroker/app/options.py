@@ -26,6 +26,7 @@ from stompbroker.broker.store.sqlite import SYNC_MODES
 from stompbroker.logs import LEVELS
 from stompbroker.protocol.session import SLOW_CONSUMER_POLICIES, SessionConfig
 from stompbroker.security.access import AccessControl, AccessFileError
+from stompbroker.security.credentials import IBearerToken, ICertificate
 from stompbroker.stats.services import DEFAULT_MONITOR_INTERVAL, DEFAULT_STATS_INTERVAL
 from stompbroker.transport.websocket import WebSocketConfig
 
@@ -135,7 +136,7 @@ def parse_heartbeat(text: str) -> tuple[int, int]:
 class Options(EngineOptions, strcred.AuthOptionMixin):
     """The options of ``twistd stompbroker``; ``--auth`` comes from ``strcred``."""
 
-    supportedInterfaces = (IUsernamePassword, IAnonymous)
+    supportedInterfaces = (IUsernamePassword, IAnonymous, ICertificate)
 
     synopsis = "[options]"
     longdesc = (
@@ -393,7 +394,7 @@ class Options(EngineOptions, strcred.AuthOptionMixin):
     opt_p = opt_port
 
     def opt_listen(self, description: str) -> None:
-        """Listen on a Twisted server endpoint, e.g. tcp:61613, ssl:61614:privateKey=key.pem:certKey=cert.pem (repeatable)."""  # noqa: E501
+        """Listen on a Twisted server endpoint, e.g. tcp:61613, ssl:61614:privateKey=key.pem:certKey=cert.pem, or mtls:...:caCerts=ca.pem to verify client certificates (for --auth cert) (repeatable)."""  # noqa: E501
         self["listen"].append(description)
 
     def opt_http(self, description: str) -> None:
@@ -413,6 +414,12 @@ class Options(EngineOptions, strcred.AuthOptionMixin):
                 self["access-control"] = AccessControl(self["access"])
             except AccessFileError as error:
                 raise usage.UsageError(f"--access: {error}") from None
+        checkers = self.get("credCheckers", [])
+        if self["access-control"] is None and any(
+            IBearerToken in checker.credentialInterfaces for checker in checkers
+        ):
+            # Tokens carry their rights (scopes), which hold even without an access file.
+            self["access-control"] = AccessControl()
 
     def _check_limits(self) -> None:
         """Check the slow-consumer policy, and read the sizes."""

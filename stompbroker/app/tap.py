@@ -109,7 +109,7 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         slow_consumer_policy=options["slow-consumer"],
         slow_consumer_buffer=options["slow-consumer-buffer"],
     )
-    if options["access-control"] is not None:
+    if options["access"] is not None:
         ReloadOnHangup(options["access-control"], reactor).setServiceParent(top)
     raise_descriptor_limit(options["max-connections"])
     factory = stomp_server_factory(broker, reactor, config)

@@ -48,8 +48,11 @@ class SessionConfig:
         past it, the session reads nothing more from the client until the store
         has caught up.
     :ivar authenticator: called with CONNECT's ``login``, ``passcode`` and the
-        client's address; returns a Deferred of the client's identity (with a
-        ``name`` and whether it is ``anonymous``, as
+        client's address (and ``certificate=``, the client's verified TLS
+        certificate, for a CONNECT with neither, see
+        :mod:`stompbroker.protocol.credentials`); returns a Deferred of the
+        client's identity (with a ``name``, whether it is ``anonymous``, and
+        when its credentials ``expires``, as
         :class:`stompbroker.security.identity.Identity`), which fails with
         :class:`~stompbroker.protocol.errors.LoginFailed` for a refused login
         (:class:`stompbroker.security.portal.Authenticator`).  ``None`` lets every

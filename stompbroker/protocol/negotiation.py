@@ -12,7 +12,9 @@ the client's login.
   with :class:`~stompbroker.protocol.errors.LoginFailed`, maybe later (a
   Deferred, though this module never names Twisted).  Meanwhile the session is
   AUTHENTICATING: it reads nothing more from the socket, and frames that came
-  with the CONNECT are held until the answer.
+  with the CONNECT are held until the answer.  What else a CONNECT may log in
+  with (a transport's bearer token or client certificate), and a token login's
+  expiry, are in :mod:`~stompbroker.protocol.credentials`.
 """
 
 from __future__ import annotations
@@ -129,6 +131,8 @@ class HandshakeMixin(SessionPart):
     _take_held: Callable[[], list[Frame]]
     _stop_connect_timer: Callable[[], None]
     _start_heartbeats: Callable[[], None]
+    _authenticate_connect: Callable[[Any, Frame], Any]
+    _watch_expiry: Callable[[Any], None]
 
     def _init_handshake(self) -> None:
         #: The broker-unique id sent in CONNECTED; empty until then.
@@ -157,7 +161,7 @@ class HandshakeMixin(SessionPart):
         self._transition(Event.LOGIN_STARTED)
         # Frames that came with the CONNECT wait for the answer.
         self._start_holding()
-        login = authenticator(frame.get("login"), frame.get("passcode"), self.peer)
+        login = self._authenticate_connect(authenticator, frame)
         login.addCallbacks(self._logged_in, self._login_refused, errbackArgs=(frame,))
         if self.state is State.AUTHENTICATING:
             # No answer yet (a password is being checked): keep the wait, to
@@ -171,6 +175,7 @@ class HandshakeMixin(SessionPart):
         if self.state is not State.AUTHENTICATING:
             return
         self.identity = identity
+        self._watch_expiry(identity)
         held = self._take_held()
         self._resume_reading(BY_LOGIN)
         self._open()
@@ -204,4 +209,3 @@ class HandshakeMixin(SessionPart):
             connected_frame(self.version, self.session_id, config.server_name, config.heartbeat)
         )
         self._start_heartbeats()
-

@@ -4,7 +4,9 @@ that group SENDs and acknowledgements.
 
 Authorization (when ``SessionConfig.access`` is set): every SEND needs the
 ``write`` right on its destination, checked frame by frame, so that a reloaded
-access file applies to connected clients at once.  A SEND with a ``reply-to``
+access file applies to connected clients at once.  ``/control/`` is the
+broker's own: a SEND there never reaches the broker's routing
+(:mod:`stompbroker.protocol.credentials`).  A SEND with a ``reply-to``
 naming a temporary queue subscribes the sender to it, as RabbitMQ does.  What
 the broker must store before it acts on the client's next frame is waited for
 as :mod:`stompbroker.protocol.receipts` says.
@@ -16,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from stompbroker.protocol.config import WRITE
+from stompbroker.protocol.credentials import CONTROL_PREFIX
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.parts import SessionPart
 from stompbroker.protocol.subscriptions import TEMP_QUEUE_PREFIX
@@ -50,6 +53,7 @@ class PublishingMixin(SessionPart):
     _send_receipt: Callable[[str], None]
     _receipt_when_stored: Callable[..., None]
     _subscribe_to_replies: Callable[[str], None]
+    _on_control: Callable[[Frame, str], None]
 
     def _on_send(self, frame: Frame) -> None:
         # One pass over the headers finds what the session acts on and keeps the
@@ -75,6 +79,9 @@ class PublishingMixin(SessionPart):
             headers.append(pair)
         if destination is None:
             destination = frame.required("destination")
+        if destination.startswith(CONTROL_PREFIX):
+            self._on_control(frame, destination)
+            return
         access = self.config.access
         if access is not None:
             access.check(self.identity, WRITE, destination)

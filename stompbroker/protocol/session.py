@@ -27,7 +27,8 @@ Theory of operation:
   No other connection can notice.
 - The session's other jobs are modules of their own, each a mixin of
   :class:`StompSession`: CONNECT, negotiation and login
-  (:mod:`~stompbroker.protocol.negotiation`), SEND and transactions
+  (:mod:`~stompbroker.protocol.negotiation`), a token login's expiry and
+  renewal (:mod:`~stompbroker.protocol.credentials`), SEND and transactions
   (:mod:`~stompbroker.protocol.publishing`), the client's subscriptions and ack
   ids (:mod:`~stompbroker.protocol.subscriptions`), receipts and held frames
   (:mod:`~stompbroker.protocol.receipts`), slow consumers
@@ -48,6 +49,7 @@ from zope.interface import implementer
 
 from stompbroker.interfaces import ConnectionDescription, IConnection
 from stompbroker.protocol.config import SLOW_CONSUMER_POLICIES, SessionConfig
+from stompbroker.protocol.credentials import CredentialsMixin
 from stompbroker.protocol.encoder import encode, error_frame
 from stompbroker.protocol.errors import (
     ProtocolError,
@@ -102,6 +104,9 @@ TRANSITIONS: dict[State, dict[Event, State]] = {
     },
     State.CONNECTED: {
         Event.ERROR: State.CLOSING,
+        # Only a connected session has credentials that expire or are renewed.
+        Event.CREDENTIALS_EXPIRED: State.CLOSING,
+        Event.CREDENTIALS_REFUSED: State.CLOSING,
         Event.DISCONNECT: State.CLOSING,
         Event.CONNECTION_LOST: State.CLOSED,
     },
@@ -128,6 +133,7 @@ class _Parser(FrameParser):
 @implementer(IConnection)
 class StompSession(
     HandshakeMixin,
+    CredentialsMixin,
     PublishingMixin,
     SubscriptionsMixin,
     ReceiptsMixin,
@@ -168,6 +174,7 @@ class StompSession(
             "_transport",
         )
         + HandshakeMixin.SLOTS
+        + CredentialsMixin.SLOTS
         + SubscriptionsMixin.SLOTS
         + ReceiptsMixin.SLOTS
         + SlowConsumerMixin.SLOTS
@@ -213,6 +220,7 @@ class StompSession(
         #: Called with this session once its connection is gone (graceful stop).
         self._on_closed: Callable[[Any], None] | None = None
         self._init_handshake()
+        self._init_credentials()
         self._init_subscriptions()
         self._init_receipts()
         self._init_slow_consumer(transport.write)
@@ -459,6 +467,7 @@ class StompSession(
         login, self._login = self._login, None
         if login is not None:
             login.cancel()
+        self._stop_expiry()
         self._drop_subscriptions()
         if self._registered:
             self._registered = False

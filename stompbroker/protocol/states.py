@@ -38,6 +38,10 @@ class Event(enum.Enum):
     LOGIN_REFUSED = "login-refused"
     #: The session sent an ERROR (the client's fault, a limit, a timeout, a shutdown).
     ERROR = "error"
+    #: The credentials of a token login expired; the client gets an ERROR.
+    CREDENTIALS_EXPIRED = "credentials-expired"
+    #: A new token sent to ``/control/credentials`` was refused; the client gets an ERROR.
+    CREDENTIALS_REFUSED = "credentials-refused"
     #: The client's DISCONNECT was handled, its receipt sent.
     DISCONNECT = "disconnect"
     #: The transport reports the connection gone, for whatever reason.

@@ -30,6 +30,11 @@ table, in the table of one of its groups, or, for an anonymous client, in
 ``[anonymous]`` (and only there, so a user named "anonymous" is not one).
 Everything else is denied; without an access file everything is allowed.
 
+An identity that carries its own rights (a token login: its scopes, as
+:class:`Grants` in ``Identity.granted``) has those and no others: the access
+file is not consulted for it, and neither is ``allow_all``.  Other identities
+pay one attribute read for this.
+
 A SUBSCRIBE with wildcards reads every destination its pattern matches, so it
 needs ``read`` on all of them: one rule of the identity must *cover* the
 subscription pattern, matching every destination the pattern matches.
@@ -79,6 +84,7 @@ __all__ = [
     "AccessControl",
     "AccessFileError",
     "AccessPolicy",
+    "Grants",
     "load_policy",
     "parse_policy",
 ]
@@ -176,14 +182,13 @@ class AccessPolicy:
         :raises InvalidDestination: for an invalid wildcard pattern.
         :raises KeyError: for an unknown right.
         """
+        carried: Grants | None = identity.granted
+        if carried is not None:
+            # A token's scopes are all its holder may do, whatever the file says.
+            return carried.allows(right, destination)
         if self.allow_all:
             return True
-        tree = self._trees[right]
-        granted: Collection[Rule]
-        if is_wildcard(destination):
-            granted = _covering(tree, destination)
-        else:
-            granted = tree.match(destination)
+        granted = _granting(self._trees[right], destination)
         principals = self.principals(identity)
         return any(principal in principals for principal, _ in granted)
 
@@ -197,16 +202,64 @@ class AccessPolicy:
         if self.allows(identity, right, destination):
             return
         who = "an anonymous client" if identity.anonymous else f"user {identity.name!r}"
-        detail = (
-            f"{who} may not {_ACTIONS[right]} {destination!r}: the access file gives"
-            f" no {right} right on it"
-        )
+        source = "the access file gives" if identity.granted is None else "the token's scopes give"
+        detail = f"{who} may not {_ACTIONS[right]} {destination!r}: {source} no {right} right on it"
         if right == READ and is_wildcard(destination):
             detail += ", and a wildcard subscription needs one rule that covers all of it"
         raise AccessDenied(right, destination, detail + ".")
 
 
-def _covering(tree: SubscriptionTree[Rule], pattern: str) -> set[Rule]:
+class Grants:
+    """
+    The rights an identity carries itself, such as a token's scopes: patterns per
+    right, checked as the access file's are (a wildcard subscription needs one
+    pattern that covers it), in place of the access file.
+
+    :param rights: right -> patterns; a right not named is not granted.
+    :raises InvalidDestination: for an invalid pattern.
+    :raises ValueError: for an unknown right.
+    """
+
+    __slots__ = ("rights", "_trees")
+
+    def __init__(self, rights: Mapping[str, Iterable[str]]) -> None:
+        self.rights = {right: tuple(patterns) for right, patterns in rights.items()}
+        self._trees: dict[str, SubscriptionTree[str]] = {
+            right: SubscriptionTree(max_cache_size=_GRANTS_CACHE) for right in RIGHTS
+        }
+        for right, patterns in self.rights.items():
+            if right not in self._trees:
+                raise ValueError(f"unknown right {right!r}; the rights are {RIGHTS}")
+            for pattern in patterns:
+                self._trees[right].add(pattern, pattern)
+
+    def allows(self, right: str, destination: str) -> bool:
+        """
+        :returns: ``True`` if ``right`` is granted on all of ``destination``.
+        :raises InvalidDestination: for an invalid wildcard pattern.
+        """
+        return bool(_granting(self._trees[right], destination))
+
+    def __repr__(self) -> str:
+        return f"Grants({self.rights!r})"
+
+
+#: Destinations whose matches one identity's grants remember: a connection uses few.
+_GRANTS_CACHE = 256
+
+
+def _granting(tree: SubscriptionTree[Any], destination: str) -> Collection[Any]:
+    """
+    :returns: the rules in ``tree`` that grant a right on all of ``destination``:
+        those that match it, or for a wildcard pattern, those that cover it.
+    :raises InvalidDestination: for an invalid wildcard pattern.
+    """
+    if is_wildcard(destination):
+        return _covering(tree, destination)
+    return tree.match(destination)
+
+
+def _covering(tree: SubscriptionTree[Any], pattern: str) -> set[Any]:
     """
     :param pattern: a subscription pattern with wildcards.
     :returns: the rules in ``tree`` that each match every destination

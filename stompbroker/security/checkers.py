@@ -25,7 +25,6 @@ the type of its error only, since an error's text may quote its input.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -36,6 +35,8 @@ from twisted.internet.defer import Deferred, fail, maybeDeferred
 from zope.interface import Interface, implementer
 
 from stompbroker.logs import logger
+from stompbroker.security.credentials import InvalidCredentials
+from stompbroker.security.file_watch import FileWatch
 from stompbroker.security.identity import Identity, avatar_name
 from stompbroker.security.passwords import PasswordEntry, PasswordFileError, read_password_file
 
@@ -86,26 +87,17 @@ class PasswordFileChecker:
     def __init__(self, path: str, run_blocking: Callable[..., Deferred[Any]] = _in_thread) -> None:
         self.path = path
         self._run_blocking = run_blocking
-        self._signature = self._stat()
+        self._watch = FileWatch(path)
         self._entries = read_password_file(path)
         # Checked in place of an unknown user's entry, so that it costs the same.
         self._decoy = PasswordEntry.decoy()
 
-    def _stat(self) -> tuple[int, int, int] | None:
-        """:returns: what tells that the file changed, or ``None`` if it cannot be read."""
-        try:
-            status = os.stat(self.path)
-        except OSError:
-            return None
-        return (status.st_ino, status.st_mtime_ns, status.st_size)
-
     def _refresh(self) -> None:
         """Re-read the file if it changed since it was last read; keep the old entries on error."""
-        signature = self._stat()
-        if signature == self._signature:
+        watch = self._watch
+        if not watch.changed():
             return
-        self._signature = signature
-        if signature is None:
+        if not watch.present:
             log.error(
                 "password file {path} cannot be read; keeping its last version", path=self.path
             )
@@ -166,13 +158,20 @@ def _credentials_for(checker: ICredentialsChecker, credentials: Any) -> Any:
 @implementer(ICredentialsChecker)
 class FirstAcceptingChecker:
     """
-    Tries password checkers in order; the first that accepts makes the identity.
+    Tries checkers of one kind of credentials in order; the first that accepts
+    makes the identity.  A checker that makes a whole
+    :class:`~stompbroker.security.identity.Identity` itself (a token's, with its
+    rights and expiry) gives it as is; and the first reason a checker gave for a
+    refusal (:class:`~stompbroker.security.credentials.InvalidCredentials`) is the
+    one the client is told, whatever the checkers after it say.
 
     Its avatar ids are :class:`~stompbroker.security.identity.Identity` objects,
     which only :class:`~stompbroker.security.portal.StompRealm` understands:
     :func:`~stompbroker.security.portal.make_portal` is what puts it in a portal.
 
-    :param checkers: credentials checkers of ``IUsernamePassword``, in order.
+    :param checkers: credentials checkers of ``IUsernamePassword`` (or of the
+        bearer tokens or client certificates of
+        :mod:`stompbroker.security.credentials`), in order.
     """
 
     credentialInterfaces = (IUsernamePassword,)
@@ -190,11 +189,16 @@ class FirstAcceptingChecker:
         return Deferred.fromCoroutine(self._first_accepting(credentials))
 
     async def _first_accepting(self, credentials: IUsernamePassword) -> Identity:
+        # The first reason a checker gave the client survives the checkers after it.
+        refusal: InvalidCredentials | None = None
         for checker in self._checkers:
             try:
                 avatar_id = await maybeDeferred(
                     checker.requestAvatarId, _credentials_for(checker, credentials)
                 )
+            except InvalidCredentials as error:
+                refusal = refusal or error
+                continue
             except UnauthorizedLogin:
                 continue
             except Exception as error:
@@ -208,7 +212,10 @@ class FirstAcceptingChecker:
                     error_type=type(error).__name__,
                 )
                 continue
+            if isinstance(avatar_id, Identity):
+                # A token checker makes the whole identity: rights and expiry.
+                return avatar_id
             name = avatar_name(avatar_id)
             groups = checker.groups_of(name) if IGroupSource.providedBy(checker) else ()
             return Identity(name, groups)
-        raise UnauthorizedLogin()
+        raise refusal or UnauthorizedLogin()

@@ -8,6 +8,8 @@ them out, and :mod:`stompbroker.security.access` decides by them.
 
 from __future__ import annotations
 
+from typing import Any
+
 from attrs import field, frozen
 from zope.interface import Attribute, Interface, implementer
 
@@ -32,11 +34,18 @@ class Identity:
     :ivar groups: the groups the accepting checker gives the user.
     :ivar anonymous: ``True`` for a client that sent no ``login``; such an
         identity gets only the access file's ``[anonymous]`` rules, whatever its name.
+    :ivar granted: the rights the identity carries itself (a token's scopes, a
+        :class:`~stompbroker.security.access.Grants`), which the access rules
+        consult instead of the access file; ``None`` for the others.
+    :ivar expires: when the credentials stop being valid (a token's ``exp``,
+        POSIX seconds); the session ends the connection then.  ``None``: never.
     """
 
     name: str
     groups: frozenset[str] = field(default=frozenset(), converter=frozenset)
     anonymous: bool = False
+    granted: Any = field(default=None, repr=False)
+    expires: float | None = None
 
 
 #: The identity of every client that did not log in.

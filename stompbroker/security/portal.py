@@ -10,6 +10,9 @@ puts them behind one :class:`~twisted.cred.portal.Portal` whose realm hands out
 :class:`~stompbroker.security.identity.Identity` avatars, chaining several
 checkers with :class:`~stompbroker.security.checkers.FirstAcceptingChecker`;
 :func:`authenticate` is all a session calls, through an :class:`Authenticator`.
+Bearer tokens and client certificates
+(:mod:`stompbroker.security.credentials`) get chains of their own, and a
+checker of them may tell the client why it refused.
 
 Without any checker there is no authentication: every client is anonymous,
 whatever ``login`` it sends, as before ``--auth`` existed.  With checkers,
@@ -25,7 +28,7 @@ from typing import Any
 
 from attrs import frozen
 from twisted.cred.checkers import ANONYMOUS, AllowAnonymousAccess, ICredentialsChecker
-from twisted.cred.credentials import Anonymous, IAnonymous, IUsernamePassword, UsernamePassword
+from twisted.cred.credentials import IAnonymous, IUsernamePassword
 from twisted.cred.error import UnauthorizedLogin, UnhandledCredentials
 from twisted.cred.portal import IRealm, Portal
 from twisted.internet.defer import CancelledError, Deferred, fail
@@ -35,8 +38,15 @@ from twisted.python.failure import Failure
 from zope.interface import Interface, implementer
 
 from stompbroker.logs import logger
+from stompbroker.protocol.credentials import LoginRefused
 from stompbroker.protocol.errors import LoginFailed
 from stompbroker.security.checkers import FirstAcceptingChecker
+from stompbroker.security.credentials import (
+    IBearerToken,
+    ICertificate,
+    InvalidCredentials,
+    connect_credentials,
+)
 from stompbroker.security.identity import ANONYMOUS_IDENTITY, Identity, IIdentity, avatar_name
 
 __all__ = ["FAILED_LOGIN_DELAY", "Authenticator", "StompRealm", "authenticate", "make_portal"]
@@ -83,31 +93,42 @@ def make_portal(checkers: Sequence[ICredentialsChecker], allow_anonymous: bool =
 
     :param checkers: credentials checkers, usually ``--auth``'s (strcred's
         ``credCheckers``), tried in this order.  Each must check
-        ``IUsernamePassword`` or ``IAnonymous`` (``--auth anonymous``, which
-        allows anonymous access like ``allow_anonymous``).
+        ``IUsernamePassword``, ``IAnonymous`` (``--auth anonymous``, which
+        allows anonymous access like ``allow_anonymous``), or the bearer tokens
+        and client certificates of :mod:`stompbroker.security.credentials`.
     :param allow_anonymous: let a client that sends no ``login`` in, as
         :data:`~stompbroker.security.identity.ANONYMOUS_IDENTITY`.
-    :returns: the portal.  With no password checker at all there is no
-        authentication: every client is anonymous, whatever it sends.
-    :raises ValueError: for a checker that checks neither kind of credentials.
+    :returns: the portal.  With no password or certificate checker at all there
+        is no authentication: every client is anonymous, whatever it sends.
+    :raises ValueError: for a checker that checks no kind of credentials a client
+        can present.
     """
     password_checkers = []
+    # Bearer tokens and client certificates, each with its own chain of checkers.
+    other_checkers: dict[Any, list[ICredentialsChecker]] = {IBearerToken: [], ICertificate: []}
     for checker in checkers:
         interfaces = checker.credentialInterfaces
+        for interface, chain in other_checkers.items():
+            if interface in interfaces:
+                chain.append(checker)
         if IUsernamePassword in interfaces:
             password_checkers.append(checker)
         elif IAnonymous in interfaces:
             allow_anonymous = True
-        else:
+        elif ICertificate not in interfaces:
             raise ValueError(
                 f"{type(checker).__name__} checks neither user names and passwords"
                 " nor anonymous access, which is all STOMP's CONNECT carries"
             )
     portal = Portal(StompRealm())
-    if not password_checkers:
+    for interface, chain in other_checkers.items():
+        if chain:
+            portal.registerChecker(FirstAcceptingChecker(chain), interface)
+    if not password_checkers and not other_checkers[ICertificate]:
         portal.registerChecker(AllowAnonymousAccess(), IAnonymous, IUsernamePassword)
         return portal
-    portal.registerChecker(FirstAcceptingChecker(password_checkers), IUsernamePassword)
+    if password_checkers:
+        portal.registerChecker(FirstAcceptingChecker(password_checkers), IUsernamePassword)
     if allow_anonymous:
         portal.registerChecker(AllowAnonymousAccess(), IAnonymous)
     return portal
@@ -120,28 +141,27 @@ def authenticate(
     *,
     clock: IReactorTime,
     failure_delay: float = FAILED_LOGIN_DELAY,
+    certificate: Any = None,
 ) -> Deferred[Identity]:
     """
     Log a client in with CONNECT's ``login`` and ``passcode`` headers.
 
     :param portal: from :func:`make_portal`.
-    :param login: the ``login`` header; ``None`` or empty means anonymous.
+    :param login: the ``login`` header; ``None`` or empty means anonymous,
+        unless ``passcode`` holds a bearer token or ``certificate`` is given
+        (:func:`~stompbroker.security.credentials.connect_credentials`).
     :param passcode: the ``passcode`` header; ``None`` counts as empty.
     :param clock: schedules the answer to a refused login.
     :param failure_delay: seconds between a refusal and its answer.
+    :param certificate: the client's verified TLS certificate, for ``--auth cert``.
     :returns: a Deferred that fires with the client's
         :class:`~stompbroker.security.identity.Identity`, or fails with
-        :class:`~stompbroker.protocol.errors.LoginFailed` after ``failure_delay``,
-        whatever the reason.  Cancelling it (the client went away) fails it with
-        ``CancelledError`` at once.
+        :class:`~stompbroker.protocol.errors.LoginFailed` after ``failure_delay``
+        (a :class:`~stompbroker.protocol.credentials.LoginRefused` naming the
+        reason when a token or certificate checker gave one).  Cancelling it (the
+        client went away) fails it with ``CancelledError`` at once.
     """
-    credentials: Any
-    if login:
-        # Text, not bytes as Twisted's annotations say: strcred's memory checker
-        # stores str, and the checkers' chain encodes for the checkers that want bytes.
-        credentials = UsernamePassword(login, passcode or "")  # type: ignore[arg-type]
-    else:
-        credentials = Anonymous()
+    credentials = connect_credentials(portal.checkers, login, passcode, certificate)
     return (
         portal.login(credentials, None, IIdentity)
         .addCallback(_identity_of)
@@ -168,15 +188,23 @@ class Authenticator:
     clock: IReactorTime
     failure_delay: float = FAILED_LOGIN_DELAY
 
-    def __call__(self, login: str | None, passcode: str | None, peer: str) -> Deferred[Identity]:
+    def __call__(
+        self, login: str | None, passcode: str | None, peer: str, certificate: Any = None
+    ) -> Deferred[Identity]:
         """
         :param login: the CONNECT ``login`` header.
         :param passcode: the CONNECT ``passcode`` header.
         :param peer: the client's address, for the log.
+        :param certificate: the client's verified TLS certificate, if it has one.
         :returns: as :func:`authenticate`.
         """
         return authenticate(
-            self.portal, login, passcode, clock=self.clock, failure_delay=self.failure_delay
+            self.portal,
+            login,
+            passcode,
+            clock=self.clock,
+            failure_delay=self.failure_delay,
+            certificate=certificate,
         ).addCallbacks(_logged_in, _login_refused, callbackArgs=(peer,), errbackArgs=(login, peer))
 
 
@@ -189,11 +217,13 @@ def _logged_in(identity: Identity, peer: str) -> Identity:
 
 
 def _login_refused(failure: Failure, login: str | None, peer: str) -> Failure:
-    if failure.check(LoginFailed):
+    error = failure.value
+    if isinstance(error, LoginFailed):
         log.info(
-            "login failed for {user} from {peer}",
+            "login failed for {user} from {peer}{reason}",
             user=login if login else "(anonymous)",
             peer=peer,
+            reason=f": {error.reason}" if isinstance(error, LoginRefused) else "",
         )
     return failure
 
@@ -208,8 +238,11 @@ def _refused(failure: Failure, clock: IReactorTime, delay: float) -> Deferred[Id
         return fail(failure)
     if not failure.check(UnauthorizedLogin, UnhandledCredentials):
         log.error("login failed with {error_type}", error_type=type(failure.value).__name__)
-    return deferLater(clock, delay, _raise_login_failed)
+    refusal = failure.value if isinstance(failure.value, InvalidCredentials) else None
+    return deferLater(clock, delay, _raise_login_failed, refusal)
 
 
-def _raise_login_failed() -> Identity:
+def _raise_login_failed(refusal: InvalidCredentials | None = None) -> Identity:
+    if refusal is not None:
+        raise LoginRefused(refusal.reason, refusal.detail)
     raise LoginFailed()

@@ -39,6 +39,7 @@ from stompbroker.interfaces import ISessionTransport
 from stompbroker.logs import logger
 from stompbroker.protocol.session import SessionConfig, StompSession
 from stompbroker.transport.coalesce import COALESCER, CoalescedWrite, WriteCoalescer
+from stompbroker.transport.credentials import PeerCredentials
 
 log = logger("stompbroker.transport.tcp")
 
@@ -92,7 +93,7 @@ class SessionFlowControl:
 
 
 @implementer(ISessionTransport)
-class StompProtocol(SessionFlowControl, Protocol):
+class StompProtocol(SessionFlowControl, PeerCredentials, Protocol):
     """
     One STOMP connection over a stream transport.
 

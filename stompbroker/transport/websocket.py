@@ -47,6 +47,10 @@ Wire-level behaviour:
   over) until it drains;
   and when the session asks to read no more (a login in progress, memory, a
   slow subscriber), the TCP transport is paused.
+- **Credentials.** An ``Authorization: Bearer TOKEN`` header in the handshake
+  stands in for a CONNECT without ``passcode`` (non-browser clients; browsers
+  cannot set it), and under TLS the client's certificate is offered for
+  ``--auth cert`` (:mod:`stompbroker.transport.credentials`).
 - **Close.** When the session closes (after DISCONNECT's RECEIPT, or an
   ERROR), a close frame follows everything written: code 1000, or 1009 after a
   frame too large.  The TCP connection ends at the client's close reply, or
@@ -72,6 +76,7 @@ from stompbroker.logs import logger
 from stompbroker.protocol.errors import FrameTooLarge
 from stompbroker.protocol.session import SessionConfig, StompSession
 from stompbroker.transport.coalesce import COALESCER, CoalescedWrite, WriteCoalescer
+from stompbroker.transport.credentials import PeerCredentials, bearer_token
 from stompbroker.transport.tcp import SessionFlowControl
 
 log = logger("stompbroker.transport.websocket")
@@ -155,7 +160,9 @@ def _ignore(data: bytes) -> None:
 # (``str | None`` against ``str``) and ``_transport_details`` incompatibly, which
 # mypy reports on any class that inherits both, as this one must.
 @implementer(ISessionTransport)
-class StompWebSocketProtocol(SessionFlowControl, WebSocketServerProtocol):  # type: ignore[misc]
+class StompWebSocketProtocol(  # type: ignore[misc]
+    SessionFlowControl, PeerCredentials, WebSocketServerProtocol
+):
     """
     One STOMP connection over WebSocket.
 
@@ -197,6 +204,7 @@ class StompWebSocketProtocol(SessionFlowControl, WebSocketServerProtocol):  # ty
         :raises ConnectionDeny: when the client offers only subprotocols we do not speak.
         """
         subprotocol, self._session_config = self.factory.choose_subprotocol(request.protocols)
+        self.bearer_token = bearer_token(request.headers)
         return subprotocol
 
     def onOpen(self) -> None:

@@ -24,6 +24,10 @@ Helpers that more than one test module uses, so that none of them keeps a copy.
 - :mod:`tests.support.parsing`: the frame parser fed bytes cut every way;
 - :mod:`tests.support.passwords`: password files with cheap hashes, a checker
   that hashes synchronously, and trial's Deferred assertions;
+- :mod:`tests.support.tokens`: keys, key sets and JWTs made as an identity
+  provider makes them, good and bad;
+- :mod:`tests.support.certificates`: a small certificate authority and the
+  certificates it issues, for client-certificate logins;
 - :mod:`tests.support.spark`, :mod:`tests.support.browser` and
   :mod:`tests.support.logs`: the ``spark``, ``page`` and ``log_events`` fixtures,
   which the root ``conftest.py`` offers to every test.

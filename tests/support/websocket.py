@@ -143,14 +143,20 @@ def handshake_request(
     method: str = "GET",
     host: str = "127.0.0.1",
     upgrade: bool = True,
+    headers: tuple[tuple[str, str], ...] = (),
 ) -> bytes:
-    """An opening handshake (RFC 6455 section 4.1), with knobs to break it."""
+    """
+    An opening handshake (RFC 6455 section 4.1), with knobs to break it.
+
+    :param headers: more header lines, such as ``Authorization``.
+    """
     lines = [f"{method} {path} HTTP/1.1", f"Host: {host}"]
     if upgrade:
         lines += ["Upgrade: websocket", "Connection: Upgrade"]
     lines += [f"Sec-WebSocket-Key: {CLIENT_KEY}", f"Sec-WebSocket-Version: {version}"]
     if protocols is not None:
         lines.append(f"Sec-WebSocket-Protocol: {protocols}")
+    lines += [f"{name}: {value}" for name, value in headers]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
 
 
@@ -201,13 +207,14 @@ class Client:
         protocols: str | None = "v12.stomp, v11.stomp, v10.stomp",
         transport: StringTransport | None = None,
         port: int = 40000,
+        headers: tuple[tuple[str, str], ...] = (),
     ) -> None:
         self.protocol = factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", port))
         address = IPv4Address("TCP", "127.0.0.1", port)
         self.transport = transport or SocketLikeTransport(peerAddress=address)
         self.transport.protocol = self.protocol
         self.protocol.makeConnection(self.transport)
-        self.protocol.dataReceived(handshake_request(protocols=protocols))
+        self.protocol.dataReceived(handshake_request(protocols=protocols, headers=headers))
         self.response = self.take()
         self.status, self.headers, rest = split_response(self.response)
         self.pending = rest

@@ -1,14 +1,19 @@
 """
-The ``passwd`` strcred plugin: ``--auth passwd:FILE`` for any twistd plugin with ``--auth``.
+The strcred plugins for any twistd plugin with ``--auth``: ``passwd:FILE``,
+``jwt:...`` (OAuth 2 bearer tokens) and ``cert`` (TLS client certificates).
 
-Only the factory lives here, so that twistd's plugin scan stays cheap; the
-checker is :class:`stompbroker.security.checkers.PasswordFileChecker`.
+Only the factories live here, so that twistd's plugin scan stays cheap; the
+checkers are :class:`stompbroker.security.checkers.PasswordFileChecker`,
+:class:`stompbroker.security.tokens.TokenChecker` and
+:class:`stompbroker.security.certificates.CertificateChecker`.
 """
 
 from twisted.cred.credentials import IUsernamePassword
 from twisted.cred.strcred import ICheckerFactory
 from twisted.plugin import IPlugin
 from zope.interface import implementer
+
+from stompbroker.security.credentials import IBearerToken, ICertificate
 
 _HELP = """
 Checks user names and passwords against a password file of salted scrypt
@@ -45,3 +50,62 @@ class PasswordFileCheckerFactory:
 
 
 passwordFileCheckerFactory = PasswordFileCheckerFactory()
+
+
+# -- jwt and cert: checkers of the credentials in stompbroker.security.credentials
+
+_JWT_HELP = """
+Checks OAuth 2 bearer tokens (JWTs), sent as CONNECT's passcode with any login
+or none, or in a WebSocket's Authorization: Bearer header. The signature is
+checked with a key file, the audience and issuer with the options; the token's
+scopes (PREFIX.read:PATTERN, PREFIX.write:PATTERN, PREFIX.admin) are its rights,
+and the connection ends when it expires unless the client sends a new one to
+/control/credentials. See docs/security.md.
+"""
+
+
+@implementer(ICheckerFactory, IPlugin)
+class TokenCheckerFactory:
+    """Makes a :class:`stompbroker.security.tokens.TokenChecker` from ``jwt:OPTIONS``."""
+
+    authType = "jwt"
+    authHelp = _JWT_HELP
+    argStringFormat = (
+        "key=FILE (PEM), jwks=FILE or secret=FILE (HS256), then audience=AUD, and"
+        " optionally issuer=ISS, prefix=SCOPE_PREFIX, algorithms=RS256,...,"
+        " leeway=SECONDS; colon-separated: jwt:key=k.pem:audience=stompbroker"
+    )
+
+    credentialInterfaces = (IUsernamePassword, IBearerToken)
+
+    def generateChecker(self, argstring: str) -> object:
+        """
+        :raises ValueError: for bad options, or a key file that cannot be used.
+        """
+        from stompbroker.security.tokens import make_checker
+
+        return make_checker(argstring)
+
+
+@implementer(ICheckerFactory, IPlugin)
+class CertificateCheckerFactory:
+    """Makes a :class:`stompbroker.security.certificates.CertificateChecker` from ``cert``."""
+
+    authType = "cert"
+    authHelp = """
+Logs in a client that sends CONNECT without login and passcode by the TLS
+client certificate its listener verified (--listen mtls:...:caCerts=ca.pem),
+as its subject's common name, or with cert:name=dn its distinguished name.
+"""
+    argStringFormat = "Nothing, name=cn (the default) or name=dn."
+    credentialInterfaces = (ICertificate,)
+
+    def generateChecker(self, argstring: str) -> object:
+        """:raises ValueError: for an option other than name=cn or name=dn."""
+        from stompbroker.security.certificates import make_checker
+
+        return make_checker(argstring)
+
+
+tokenCheckerFactory = TokenCheckerFactory()
+certificateCheckerFactory = CertificateCheckerFactory()

@@ -1,0 +1,287 @@
+"""
+Credentials on a live connection: what a CONNECT logs in with, when a token
+expires, and how a client renews it without reconnecting.
+
+Theory of operation
+-------------------
+A login with a token (``--auth jwt:...``) gives an identity that expires (its
+``expires``, the token's ``exp``).  The session schedules, on its clock, an
+ERROR ``credentials expired`` and a close for that moment.  Before then the
+client may send a fresh token::
+
+    SEND
+    destination:/control/credentials
+    receipt:renew-1
+
+    eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9...^@
+
+The body is the new token (``client.publish({destination:
+'/control/credentials', body: token})`` in ``@stomp/stompjs``).  It is checked by
+the same authenticator as a CONNECT, and must be for the same user.  Accepted:
+the new identity (its rights and its expiry) applies from the next frame, and
+the SEND's RECEIPT, if it asked for one, says so.  Refused: an ERROR naming why
+(``credentials refused: token expired``) and a close (the events
+``CREDENTIALS_EXPIRED`` and ``CREDENTIALS_REFUSED`` of the session's
+``TRANSITIONS``, which only a connected session may meet).  The answer goes through
+the session's queue of replies, so receipts keep their order, and frames the
+client sends meanwhile wait for it unless the SEND asked for a receipt (then the
+old token's rights apply to them until the answer, which the broker's own token
+checker gives at once).
+
+``/control/`` is reserved: no message is ever routed there (the broker serves no
+such destination), a SEND to anything else under it is an ERROR, and a SEND to
+``/control/credentials`` needs no ``write`` right.
+
+:class:`CredentialsMixin` holds this logic for
+:class:`~stompbroker.protocol.session.StompSession`, as its other parts do; its
+one slot is the expiry timer.  It uses the session's clock, transport,
+authenticator and reply queue, and imports no Twisted (the authenticator's
+answer is a Deferred this module never names).  Like the session, it reads
+the transport's optional ``bearer_token`` (a WebSocket's ``Authorization:
+Bearer``) and ``peer_certificate()`` (a TLS client certificate the listener
+verified), so any transport works without them.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from typing import Any
+
+from stompbroker.protocol.errors import (
+    InvalidDestination,
+    LoginFailed,
+    MalformedFrame,
+    NotSupported,
+    ProtocolError,
+)
+from stompbroker.protocol.frames import Frame
+from stompbroker.protocol.parts import SessionPart
+from stompbroker.protocol.states import Event, State
+
+__all__ = [
+    "CONTROL_PREFIX",
+    "CREDENTIALS_DESTINATION",
+    "CredentialsExpired",
+    "CredentialsMixin",
+    "LoginRefused",
+    "RenewalRefused",
+    "utc_text",
+]
+
+#: Destinations the broker reserves for messages to itself.
+CONTROL_PREFIX = "/control/"
+#: Where a client sends a fresh token.
+CREDENTIALS_DESTINATION = CONTROL_PREFIX + "credentials"
+
+
+class LoginRefused(LoginFailed):
+    """
+    A login refused for a reason the client may be told: an expired token, a
+    wrong audience, a certificate without a common name.
+
+    :param reason: a few words, after ``login failed:`` in the ERROR's ``message``.
+    :param detail: a sentence for the ERROR's body.
+    """
+
+    def __init__(self, reason: str, detail: str = "", receipt_id: str | None = None) -> None:
+        ProtocolError.__init__(self, f"login failed: {reason}", detail or reason, receipt_id)
+        self.reason = reason
+
+
+class RenewalRefused(ProtocolError):
+    """
+    A new token sent to ``/control/credentials`` was not accepted; the connection ends.
+
+    :param reason: a few words, after ``credentials refused:`` in the ERROR's ``message``.
+    :param detail: a sentence for the ERROR's body.
+    """
+
+    def __init__(self, reason: str, detail: str = "", receipt_id: str | None = None) -> None:
+        super().__init__(f"credentials refused: {reason}", detail or reason, receipt_id)
+        self.reason = reason
+
+
+class CredentialsExpired(ProtocolError):
+    """The connection's token expired before the client sent a new one."""
+
+
+def utc_text(seconds: float) -> str:
+    """:returns: POSIX ``seconds`` as an ISO 8601 UTC time, for error messages."""
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class CredentialsMixin(SessionPart):
+    """
+    The session's part in logging in and staying logged in (see the module
+    docstring).  Mixed into :class:`~stompbroker.protocol.session.StompSession`,
+    as its other parts are.
+    """
+
+    __slots__ = ()
+
+    #: The session's slots this part owns.
+    SLOTS: tuple[str, ...] = ("_expiry_timer",)
+
+    _expiry_timer: Any
+    # Of the session's other parts.
+    identity: Any
+    _receipt_when_stored: Callable[..., None]
+
+    def _init_credentials(self) -> None:
+        #: Ends the connection when a token login's credentials expire.
+        self._expiry_timer = None
+
+    # -- CONNECT ---------------------------------------------------------------
+
+    def _authenticate_connect(self, authenticator: Any, frame: Frame) -> Any:
+        """
+        Ask the authenticator about a CONNECT.
+
+        Without a ``passcode``, the transport's bearer token stands in for it; with
+        neither ``login`` nor ``passcode``, the client's verified TLS certificate
+        is offered, when it has one.
+
+        :returns: the authenticator's answer: a Deferred of the identity.
+        """
+        login = frame.get("login")
+        passcode = frame.get("passcode")
+        transport = self._transport
+        if not passcode:
+            passcode = getattr(transport, "bearer_token", None) or passcode
+        if not login and not passcode:
+            peer_certificate = getattr(transport, "peer_certificate", None)
+            certificate = peer_certificate() if peer_certificate is not None else None
+            if certificate is not None:
+                return authenticator(login, passcode, self.peer, certificate=certificate)
+        return authenticator(login, passcode, self.peer)
+
+    # -- expiry ----------------------------------------------------------------
+
+    def _watch_expiry(self, identity: Any) -> None:
+        """Schedule the end of the connection at the identity's expiry (none for most)."""
+        self._stop_expiry()
+        expires = getattr(identity, "expires", None)
+        if expires is None:
+            return
+        clock = self._clock
+        self._expiry_timer = clock.callLater(
+            max(0.0, expires - clock.seconds()), self._credentials_expired, expires
+        )
+
+    def _stop_expiry(self) -> None:
+        timer, self._expiry_timer = self._expiry_timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
+
+    def _credentials_expired(self, expires: float) -> None:
+        self._expiry_timer = None
+        self._fail(
+            CredentialsExpired(
+                "credentials expired",
+                f"the token of {self.identity.name!r} expired at {utc_text(expires)}; a client"
+                f" stays connected by sending a new one to {CREDENTIALS_DESTINATION}"
+                " before its token expires",
+            ),
+            Event.CREDENTIALS_EXPIRED,
+        )
+
+    # -- renewal ---------------------------------------------------------------
+
+    def _on_control(self, frame: Frame, destination: str) -> None:
+        """
+        Handle a SEND to ``/control/...``: a new token for ``/control/credentials``.
+
+        :raises InvalidDestination: for any other destination under ``/control/``.
+        :raises NotSupported: inside a transaction, or on a connection that did
+            not log in with a token.
+        :raises MalformedFrame: for a SEND without a token in its body.
+        """
+        if destination != CREDENTIALS_DESTINATION:
+            raise InvalidDestination(
+                "reserved destination",
+                f"{destination[:80]!r} is under {CONTROL_PREFIX}, which the broker keeps"
+                f" for messages to itself; the only one is {CREDENTIALS_DESTINATION}",
+            )
+        if frame.get("transaction") is not None:
+            raise NotSupported(
+                "credentials in a transaction",
+                f"a new token sent to {CREDENTIALS_DESTINATION} applies at once: send it"
+                " outside transactions",
+            )
+        authenticator = self.config.authenticator
+        if authenticator is None or getattr(self.identity, "expires", None) is None:
+            raise NotSupported(
+                "nothing to renew",
+                "this connection did not log in with a token, so its credentials do not"
+                f" expire; {CREDENTIALS_DESTINATION} takes new tokens for token logins",
+            )
+        try:
+            token = frame.body.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            token = ""
+        if not token:
+            raise MalformedFrame(
+                "no token",
+                f"a SEND to {CREDENTIALS_DESTINATION} carries the new token as its body",
+            )
+        answer = authenticator(None, token, self.peer)
+        answer.addCallbacks(
+            self._renewed, self._renewal_refused, callbackArgs=(frame,), errbackArgs=(frame,)
+        )
+        if self.state is State.CONNECTED:
+            # Not refused at once: the answer takes its place among the receipts.
+            self._receipt_when_stored(answer, frame)
+
+    def _renewed(self, identity: Any, frame: Frame) -> None:
+        """
+        The new token is valid: it must be the same user's; then its rights and
+        expiry apply.  Another user's token, or credentials that do not expire,
+        end the connection.
+        """
+        if self.state is not State.CONNECTED:
+            return
+        if getattr(identity, "expires", None) is None:
+            self._refuse_renewal(
+                RenewalRefused(
+                    "not a token", f"{CREDENTIALS_DESTINATION} takes tokens, which expire"
+                ),
+                frame,
+            )
+        elif identity.name != self.identity.name:
+            self._refuse_renewal(
+                RenewalRefused(
+                    "another user",
+                    f"the new token is for {identity.name!r}; this connection logged in as"
+                    f" {self.identity.name!r}, and a connection keeps its user",
+                ),
+                frame,
+            )
+        else:
+            self.identity = identity
+            self._watch_expiry(identity)
+
+    def _renewal_refused(self, failure: Any, frame: Frame) -> Any:
+        """
+        The authenticator refused the new token (after its delay): say that it
+        was the renewal that failed, not a login.  Any other failure goes on to
+        the reply queue's, as a store's would.
+        """
+        error = failure.value
+        if isinstance(error, LoginRefused):
+            self._refuse_renewal(RenewalRefused(error.reason, error.detail), frame)
+        elif isinstance(error, LoginFailed):
+            self._refuse_renewal(
+                RenewalRefused("invalid token", "the new token was not accepted"), frame
+            )
+        else:
+            return failure
+        return None
+
+    def _refuse_renewal(self, error: RenewalRefused, frame: Frame) -> None:
+        """End the connection with the renewal's refusal, answering the SEND's receipt."""
+        if self.state is not State.CONNECTED:
+            return
+        error.receipt_id = frame.get("receipt")
+        self._fail(error, Event.CREDENTIALS_REFUSED)
