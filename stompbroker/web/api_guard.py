@@ -39,8 +39,10 @@ from twisted.cred.portal import Portal
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.web.http import Request
 
+from stompbroker.protocol.credentials import LoginRefused
 from stompbroker.protocol.errors import LoginFailed
 from stompbroker.security.access import ADMIN, READ, WRITE, AccessControl
+from stompbroker.security.credentials import IBearerToken
 from stompbroker.security.identity import Identity
 from stompbroker.security.portal import FAILED_LOGIN_DELAY, authenticate
 
@@ -155,10 +157,19 @@ class ApiGuard:
             )
         header = (request.getHeader(b"authorization") or b"").decode("latin-1")
         scheme, _, value = header.partition(" ")
+        if scheme.lower() == "bearer":
+            if IBearerToken not in self.portal.checkers:
+                detail = "this broker has no token checker (--auth jwt:...); use HTTP Basic"
+                return fail(ApiError(401, "credentials required", detail))
+            token = value.strip()
+            if not token:
+                return fail(ApiError(401, "credentials required", "an empty bearer token"))
+            checked = authenticate(
+                self.portal, None, token, clock=self._clock, failure_delay=self._failure_delay
+            )
+            return checked.addErrback(_login_failed)
         if scheme.lower() != "basic":
-            detail = "the management API needs HTTP Basic credentials (an --auth user)"
-            if scheme.lower() == "bearer":
-                detail = "this broker has no token checker; use HTTP Basic credentials"
+            detail = "the management API needs HTTP Basic credentials or a bearer token"
             return fail(ApiError(401, "credentials required", detail))
         try:
             user, colon, password = base64.b64decode(value, validate=True).decode().partition(":")
@@ -200,4 +211,6 @@ class ApiGuard:
 
 def _login_failed(failure: Any) -> Identity:
     failure.trap(LoginFailed)
+    if isinstance(failure.value, LoginRefused):
+        raise ApiError(401, "login failed", failure.value.detail)
     raise ApiError(401, "login failed", "the user name or password was not accepted")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 from typing import Any
 
 from treq.testing import StubTreq
@@ -21,10 +22,12 @@ from stompbroker.broker.management import Management
 from stompbroker.broker.service import Broker
 from stompbroker.security.access import AccessControl, parse_policy
 from stompbroker.security.portal import make_portal
+from stompbroker.security.tokens import make_checker
 from stompbroker.web.api import ManagementApi
 from stompbroker.web.api_guard import ApiGuard
 from stompbroker.web.site import web_root
 from tests.support.broker import FakeConnection, Inbox
+from tests.support.tokens import AUDIENCE, NOW, SECRET, make_token
 
 ORDERS = "%2Fqueue%2Forders"
 POLICY = """
@@ -49,15 +52,21 @@ def basic(user: str, password: str = "secret") -> dict[str, str]:
 class Api:
     """A broker with a queue of three messages, its API behind StubTreq, and a clock to advance."""
 
-    def __init__(self, auth: bool = False) -> None:
+    def __init__(self, auth: bool = False, token_secret: Path | None = None) -> None:
         self.clock = Clock()
+        if token_secret is not None:
+            self.clock.advance(NOW)
         self.broker = Broker(self.clock)
         for body in ("one", "two", "three"):
             self.broker.publish("/queue/orders", body)
         portal = access = None
         if auth:
             users = ":".join(f"{user}:secret" for user in ("reader", "admin", "orders"))
-            portal = make_portal([strcred.makeChecker(f"memory:{users}")])
+            checkers = [strcred.makeChecker(f"memory:{users}")]
+            if token_secret is not None:
+                argstring = f"secret={token_secret}:audience={AUDIENCE}"
+                checkers.append(make_checker(argstring, clock=self.clock))
+            portal = make_portal(checkers)
             access = AccessControl()
             access.policy = parse_policy(POLICY)
         guard = ApiGuard(portal, access, self.clock)
@@ -251,8 +260,33 @@ def test_with_auth_every_call_needs_valid_credentials() -> None:
     code, error = refused(api, "GET", "destinations", None, basic("admin", "wrong"))
     assert (code, error["error"]) == (401, "login failed")
     code, error = refused(api, "GET", "destinations", None, {"Authorization": "Bearer abc"})
-    assert code == 401 and "token" in error["detail"]
+    assert code == 401 and "no token checker" in error["detail"]
     assert api.call("GET", "destinations", headers=basic("admin"))[0] == 200
+
+
+def test_a_bearer_token_is_checked_by_the_token_checker_and_its_scopes_apply(
+    tmp_path: Path,
+) -> None:
+    """
+    With --auth jwt:..., a bearer token logs in as its subject with its scopes' rights; an
+    expired token is refused naming why, and nothing is purged by a refused call.
+    """
+    secret = tmp_path / "secret"
+    secret.write_bytes(SECRET)
+    api = Api(auth=True, token_secret=secret)
+    reader = make_token(NOW, SECRET, "HS256", scope="stompbroker.read:/queue/#")
+    assert api.call("GET", f"destinations/{ORDERS}", headers=bearer(reader))[0] == 200
+    code, error = refused(api, "DELETE", f"destinations/{ORDERS}/messages", None, bearer(reader))
+    assert (code, error["error"]) == (403, "no admin right")
+    expired = make_token(NOW, SECRET, "HS256", exp=int(NOW) - 60)
+    code, error = refused(api, "DELETE", f"destinations/{ORDERS}/messages", None, bearer(expired))
+    assert (code, error["error"]) == (401, "login failed") and "expired" in error["detail"]
+    assert api.depth() == 3
+
+
+def bearer(token: str) -> dict[str, str]:
+    """:returns: an Authorization header with a bearer token."""
+    return {"Authorization": f"Bearer {token}"}
 
 
 def test_read_looks_and_admin_changes() -> None:
