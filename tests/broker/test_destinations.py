@@ -11,6 +11,7 @@ from stompbroker.broker.destinations import (
     kind_of,
     name_of,
     validate_queue,
+    validate_send_destination,
 )
 from stompbroker.protocol.errors import InvalidDestination
 
@@ -74,3 +75,24 @@ def test_dead_letter_destination(origin: str, prefix: str, expected: str) -> Non
     assert dead_letter_destination(origin, prefix) == expected
     assert is_dead_letter_queue(expected, prefix)
     assert not is_dead_letter_queue(origin, prefix)
+
+
+@pytest.mark.parametrize(
+    "destination, kind",
+    [
+        ("/topic/a.b", Kind.TOPIC),
+        ("/queue/jobs", Kind.QUEUE),
+        ("/temp-queue/r", Kind.TEMP_QUEUE),
+        ("/reply-queue/tmp-1", Kind.REPLY_QUEUE),
+    ],
+)
+def test_validate_send_destination_gives_the_kind(destination: str, kind: Kind) -> None:
+    """A destination a SEND may name is checked and its kind returned in one call."""
+    assert validate_send_destination(destination) is kind
+
+
+@pytest.mark.parametrize("destination", ["/topic/a.*", "/topic/#", "/queue/a/>", "/queue/", "/x/a"])
+def test_validate_send_destination_refuses_wildcards_and_unknown_kinds(destination: str) -> None:
+    """A SEND names one place: wildcards, empty queue names and unknown kinds are refused."""
+    with pytest.raises(InvalidDestination):
+        validate_send_destination(destination)
