@@ -22,12 +22,12 @@ from stompbroker.broker.selectors import compile_selector
 NAMES = ("a", "b", "c")
 VALUES = ("0", "1", "2", "-3", "10", "2.5", "x", "abc", "", "true", "FALSE")
 COMPARISONS = {
-    "=": operator.eq,
-    "<>": operator.ne,
-    "<": operator.lt,
-    ">": operator.gt,
-    "<=": operator.le,
-    ">=": operator.ge,
+    "=": lambda left, right: left == right,
+    "<>": lambda left, right: left != right,
+    "<": lambda left, right: left < right,
+    ">": lambda left, right: left > right,
+    "<=": lambda left, right: left <= right,
+    ">=": lambda left, right: left >= right,
 }
 
 # Precedence, loosest first: what each node needs of its children to go unparenthesised.

@@ -129,34 +129,14 @@ class _Compiler:
     # -- logic ------------------------------------------------------------------
 
     def _disjunction(self, node: Tree) -> _Operand:
-        parts = tuple(self.condition(child).evaluate for child in node.children)
-
-        def evaluate(get: Getter) -> bool | None:
-            unknown = False
-            for part in parts:
-                result = part(get)
-                if result is True:
-                    return True
-                if result is None:
-                    unknown = True
-            return None if unknown else False
-
-        return _Operand(_CONDITION, evaluate, column_of(node))
+        return self._junction(node, decisive=True)
 
     def _conjunction(self, node: Tree) -> _Operand:
+        return self._junction(node, decisive=False)
+
+    def _junction(self, node: Tree, decisive: bool) -> _Operand:
         parts = tuple(self.condition(child).evaluate for child in node.children)
-
-        def evaluate(get: Getter) -> bool | None:
-            unknown = False
-            for part in parts:
-                result = part(get)
-                if result is False:
-                    return False
-                if result is None:
-                    unknown = True
-            return None if unknown else True
-
-        return _Operand(_CONDITION, evaluate, column_of(node))
+        return _junction(parts, decisive, column_of(node))
 
     def _not(self, node: Tree) -> _Operand:
         return _negate(self.condition(node.children[0]), column_of(node))
@@ -245,18 +225,7 @@ class _Compiler:
         column = column_of(node)
         at_least = self._comparison(value, ">=", self.compile(low_node), column)
         at_most = self._comparison(value, "<=", self.compile(high_node), column)
-        low, high = at_least.evaluate, at_most.evaluate
-
-        def evaluate(get: Getter) -> bool | None:
-            first = low(get)
-            if first is False:
-                return False
-            second = high(get)
-            if second is False:
-                return False
-            return None if first is None or second is None else True
-
-        return _Operand(_CONDITION, evaluate, column)
+        return _junction((at_least.evaluate, at_most.evaluate), False, column)
 
     def _not_between(self, node: Tree) -> _Operand:
         return _negate(self._between(node), column_of(node))
@@ -448,6 +417,27 @@ class _Compiler:
 
     def _false(self, node: Tree) -> _Operand:
         return _constant(_CONDITION, False, column_of(node))
+
+
+def _junction(parts: tuple[Evaluate, ...], decisive: bool, column: int) -> _Operand:
+    """
+    OR (``decisive`` True) or AND (False) over conditions, in SQL's three-valued
+    logic: one decisive part decides, and stops the evaluation; otherwise any
+    unknown part makes the whole unknown.
+    """
+    otherwise = not decisive
+
+    def evaluate(get: Getter) -> bool | None:
+        unknown = False
+        for part in parts:
+            result = part(get)
+            if result is decisive:
+                return decisive
+            if result is None:
+                unknown = True
+        return None if unknown else otherwise
+
+    return _Operand(_CONDITION, evaluate, column)
 
 
 def _negate(operand: _Operand, column: int) -> _Operand:
