@@ -18,9 +18,10 @@ Headers (SUBSCRIBE), as ActiveMQ's and RabbitMQ's STOMP clients send them:
 
 The active consumer is the candidate of the highest priority, the earliest to
 subscribe among equals; it stays active until it leaves or a candidate of a
-strictly higher priority subscribes (as both brokers do with priorities).  The
-active consumer's messages wait while it is full: they are not handed to a
-standby consumer.
+strictly higher priority subscribes (so that priorities mean the same with and
+without exclusivity; an equal newcomer never takes over, which would move
+messages back and forth).  The active consumer's messages wait while it is
+full: they are not handed to a standby consumer.
 
 How it plugs in
 ---------------
