@@ -64,7 +64,9 @@ from attrs import evolve
 from zope.interface import implementer
 
 from stompbroker.broker.delivery import Consumer, DeliveryCounters, DeliveryPolicy
+from stompbroker.broker.dispatch import FeatureDispatch, needs_features
 from stompbroker.broker.engine.base import IQueue
+from stompbroker.broker.selectors import Selector
 from stompbroker.broker.traffic import Traffic
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
@@ -121,6 +123,7 @@ class WorkerQueue:
         "journal",
         "store_key",
         "_traffic",
+        "_features",
     )
 
     def __init__(
@@ -159,6 +162,9 @@ class WorkerQueue:
         self._last_sweep = float("-inf")
         self._traffic = traffic if traffic is not None else Traffic()
         self._traffic.queues.add(self)
+        #: The :class:`~stompbroker.broker.dispatch.FeatureDispatch` that dispatches
+        #: while a consumer asks for more than round-robin; ``None`` otherwise.
+        self._features: FeatureDispatch | None = None
 
     def __repr__(self) -> str:
         return (
@@ -172,17 +178,28 @@ class WorkerQueue:
 
     # -- consumers ------------------------------------------------------------
 
-    def add_consumer(self, subscriber: Any, window: int, max_redeliveries: int) -> Consumer:
+    def add_consumer(
+        self,
+        subscriber: Any,
+        window: int,
+        max_redeliveries: int,
+        *,
+        selector: Selector | None = None,
+    ) -> Consumer:
         """
         Start handing messages to a subscriber.
 
         :param subscriber: an :class:`~stompbroker.interfaces.ISubscriber`.
         :param window: most messages it may hold unacknowledged.
         :param max_redeliveries: its limit on redeliveries; ``-1`` for none.
+        :param selector: hand it only the messages this selects.
         :returns: its :class:`Consumer`, for acknowledgements.
         """
         consumer = Consumer(subscriber, self, window, max_redeliveries)
+        consumer.selector = selector
         self.consumers.append(consumer)
+        if self._features is None and needs_features(self):
+            self._features = FeatureDispatch(self)
         self.dispatch()
         return consumer
 
@@ -200,6 +217,8 @@ class WorkerQueue:
             self._next -= 1
         if self._next >= len(self.consumers):
             self._next = 0
+        if self._features is not None and not needs_features(self):
+            self._features = None
         self.requeue(consumer, consumer.take_all())
 
     # -- the state changes of a message ------------------------------------------
@@ -272,6 +291,9 @@ class WorkerQueue:
         made while a dispatch is running (a consumer acknowledging from inside a
         delivery) returns at once: the running loop sees the change.
         """
+        if self._features is not None:
+            self._features.dispatch()
+            return
         if self._dispatching:
             return
         self._dispatching = True

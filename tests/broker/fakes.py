@@ -40,8 +40,10 @@ class Inbox:
         prefetch: int = 0,
         max_redeliveries: int | None = None,
         durable: tuple[str, str] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.destination = destination
+        self.headers = headers if headers is not None else {}
         self.ack_mode = ack_mode
         self.subscription_id = subscription_id
         self.connection = connection if connection is not None else FakeConnection()
