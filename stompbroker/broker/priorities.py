@@ -89,6 +89,17 @@ def parse_priority(value: str | None) -> int:
     return min(int(value), HIGHEST_PRIORITY)
 
 
+def stored_priority(headers: Iterable[tuple[str, str]]) -> str | None:
+    """
+    :returns: the first ``priority`` header of a stored message's headers, or
+        ``None``: what :func:`parse_priority` reads when the store gives a message back.
+    """
+    for name, value in headers:
+        if name == PRIORITY_HEADER:
+            return value
+    return None
+
+
 class PendingMessages(Generic[_T]):
     """
     Messages waiting in a queue, handed out highest priority first, FIFO within one.

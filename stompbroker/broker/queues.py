@@ -66,6 +66,7 @@ from zope.interface import implementer
 from stompbroker.broker.delivery import Consumer, DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.dispatch import FeatureDispatch, needs_features
 from stompbroker.broker.engine.base import IQueue
+from stompbroker.broker.priorities import DEFAULT_PRIORITY, PendingMessages
 from stompbroker.broker.selectors import Selector
 from stompbroker.broker.traffic import Traffic
 from stompbroker.protocol.frames import Headers
@@ -143,7 +144,8 @@ class WorkerQueue:
         self.destination = destination
         self.journal = journal
         self.store_key = store_key if journal is not None else None
-        self.pending: deque[Message] = deque()
+        #: A deque until a message of other than the default priority comes.
+        self.pending: Any = deque()
         self.consumers: list[Consumer] = []
         self._clock = clock
         self._policy = policy
@@ -230,6 +232,9 @@ class WorkerQueue:
         :param message: a routed message.
         """
         self._counters.enqueued += 1
+        if message.priority != DEFAULT_PRIORITY and type(self.pending) is deque:
+            # The first message of another priority: ten levels from now on.
+            self.pending = PendingMessages(items=self.pending)
         self.pending.append(message)
         if self.consumers and not self._stalled:
             self.dispatch()

@@ -39,13 +39,14 @@ from stompbroker.broker.connections import ConnectionRegistry
 from stompbroker.broker.delivery import DeliveryPolicy
 from stompbroker.broker.destinations import TEMP_QUEUE_PREFIX, Kind, kind_of, validate_queue
 from stompbroker.broker.expiry import EXPIRY_HEADERS, expiry_time
+from stompbroker.broker.priorities import DEFAULT_PRIORITY, PRIORITY_HEADER, parse_priority
 from stompbroker.broker.subscriptions import validate_destination
 from stompbroker.broker.transactions import Transactions
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
 #: SEND headers the broker acts on; a SEND without any of them skips that work.
-_ACTED_ON: frozenset[str] = EXPIRY_HEADERS | {"reply-to"}
+_ACTED_ON: frozenset[str] = EXPIRY_HEADERS | {"reply-to", PRIORITY_HEADER}
 #: ... and with an engine that keeps persistent messages, ``persistent`` too.
 _ACTED_ON_WHEN_PERSISTENT: frozenset[str] = _ACTED_ON | {"persistent"}
 
@@ -188,7 +189,7 @@ class Router:
         held = None
         if transaction is not None:
             held = self._held_in(connection, transaction)
-        headers, expires, persistent = self._prepare(headers, connection, kind)
+        headers, expires, persistent, priority = self._prepare(headers, connection, kind)
         message = Message(
             destination,
             f"{self._node}-{next(self._message_ids)}",
@@ -197,6 +198,7 @@ class Router:
             expires,
             0,
             persistent,
+            priority,
         )
         waiting = None
         if held is not None:
@@ -251,14 +253,16 @@ class Router:
 
     def _prepare(
         self, headers: Headers, connection: Any, kind: Kind
-    ) -> tuple[Headers, float, bool]:
+    ) -> tuple[Headers, float, bool, int]:
         """
-        Read a SEND's expiry and persistence, and rewrite its temporary ``reply-to``.
+        Read a SEND's expiry, persistence and priority, and rewrite its temporary
+        ``reply-to``.
 
         :param kind: the kind of its destination; only queues and topics keep
             persistent messages (temporary queues end with their connection).
         :returns: the headers to deliver, the expiry in clock seconds (0 for
-            never), and whether the message is persistent.
+            never), whether the message is persistent, and its priority.
+        :raises MalformedFrame: for a ``priority`` that is not a number.
         """
         ttl = self._policy.ttl
         acted_on = self._acted_on
@@ -268,8 +272,8 @@ class Router:
         else:
             persistent = self.persistent_queues and kind is Kind.QUEUE
             if ttl:
-                return headers, self._clock.seconds() + ttl / 1000.0, persistent
-            return headers, 0.0, persistent
+                return headers, self._clock.seconds() + ttl / 1000.0, persistent, DEFAULT_PRIORITY
+            return headers, 0.0, persistent, DEFAULT_PRIORITY
         found: dict[str, str] = {}
         rewritten = []
         for name, value in headers:
@@ -289,4 +293,5 @@ class Router:
             persistent = self.persistent_queues or found.get("persistent") == "true"
         else:
             persistent = kind is Kind.TOPIC and found.get("persistent") == "true"
-        return tuple(rewritten), expires, persistent
+        priority = parse_priority(found.get(PRIORITY_HEADER))
+        return tuple(rewritten), expires, persistent, priority

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,3 +60,38 @@ def test_a_bad_selector_is_an_error(broker: BrokerProcess) -> None:
     connection.subscribe(unique("queue"), id="q", headers={"selector": "amount >"})
     assert collector.wait_for(lambda: collector.errors), "no ERROR"
     assert "column 9" in collector.errors[0].headers["message"]
+
+
+def drain(broker: BrokerProcess, destination: str, count: int) -> list[Any]:
+    """:returns: the first ``count`` messages of a queue, acknowledged, and no more."""
+    connection, collector = connect(broker.address)
+    connection.subscribe(destination, id="s", ack="client-individual")
+    assert collector.wait_for(lambda: len(collector.messages) >= count), collector.bodies()
+    for message in collector.messages:
+        connection.ack(message.headers["ack"])
+    flush_deliveries(connection, collector)
+    assert len(collector.messages) == count, collector.bodies()
+    connection.disconnect()
+    return collector.messages
+
+
+def test_priorities_order_a_queue_and_survive_a_sigkill(
+    start: BrokerStarter, tmp_path: Path
+) -> None:
+    """Persistent messages come back after SIGKILL in priority order, with their priority header."""
+    data = tmp_path / "data"
+    broker = start(data)
+    for body, priority in (("low", "1"), ("plain", "4"), ("high", "9"), ("mid", "6")):
+        publish(broker.address, "/queue/jobs", [body], priority=priority, **PERSISTENT)
+    broker.kill()
+    broker = start(data)
+    try:
+        messages = drain(broker, "/queue/jobs", 4)
+        assert [(m.body, m.headers["priority"]) for m in messages] == [
+            (b"high", "9"),
+            (b"mid", "6"),
+            (b"plain", "4"),
+            (b"low", "1"),
+        ]
+    finally:
+        broker.stop()
