@@ -95,3 +95,16 @@ def test_priorities_order_a_queue_and_survive_a_sigkill(
         ]
     finally:
         broker.stop()
+
+
+def test_a_composite_destination_reaches_a_queue_and_a_topic(broker: BrokerProcess) -> None:
+    """SEND to /queue/a,/topic/b delivers to the queue's consumer and the topic's subscriber."""
+    queue, topic = unique("queue"), unique("topic")
+    connection, collector = connect(broker.address)
+    connection.subscribe(queue, id="q")
+    connection.subscribe(topic, id="t")
+    flush_deliveries(connection, collector)
+    publish(broker.address, f"{queue},{topic}", ["both"])
+    assert collector.wait_for(lambda: len(collector.messages) == 2), collector.bodies()
+    assert sorted(m.headers["destination"] for m in collector.messages) == sorted([queue, topic])
+    connection.disconnect()
