@@ -20,7 +20,6 @@ subscriber got every message once.
 from __future__ import annotations
 
 import argparse
-import gc
 import statistics
 import sys
 import time
@@ -29,9 +28,9 @@ from typing import Any
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
+from benchmarks.in_process import connect, timed
 from benchmarks.report import print_results
 from benchmarks.wire import SEQ_PATTERN
-from stompbroker.app.gc_tuning import DEFAULT_THRESHOLD, CollectorTuning
 from stompbroker.broker.service import Broker
 from stompbroker.transport.tcp import stomp_server_factory
 
@@ -66,12 +65,7 @@ class Run:
         self.out_of_order = 0
 
     def _connect(self) -> tuple[Any, StringTransport]:
-        protocol = self._factory.buildProtocol(None)
-        transport = StringTransport()
-        protocol.makeConnection(transport)
-        protocol.dataReceived(b"CONNECT\naccept-version:1.2\nhost:/\n\n\0")
-        transport.clear()
-        return protocol, transport
+        return connect(self._factory)
 
     @staticmethod
     def _batch(start: int) -> bytes:
@@ -119,13 +113,7 @@ def measure(subscribers: int, messages: int, repeat: int) -> dict[str, Any]:
     costs = []
     for _ in range(repeat):
         run = Run(subscribers, messages)
-        tuning = CollectorTuning(DEFAULT_THRESHOLD)
-        gc.collect()
-        tuning.startService()
-        try:
-            elapsed = run.run()
-        finally:
-            tuning.stopService()
+        elapsed = timed(run.run)
         if run.out_of_order or any(count != run.sent for count in run.counts):
             raise RuntimeError(
                 f"{subscribers} subscribers: got {sorted(set(run.counts))} of {run.sent},"
