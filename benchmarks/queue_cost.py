@@ -23,7 +23,6 @@ resolve.  It checks that every message arrived exactly once.
 from __future__ import annotations
 
 import argparse
-import gc
 import re
 import statistics
 import sys
@@ -33,9 +32,9 @@ from typing import Any
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
+from benchmarks.in_process import connect, timed
 from benchmarks.report import print_results
 from benchmarks.wire import SEQ_PATTERN
-from stompbroker.app.gc_tuning import DEFAULT_THRESHOLD, CollectorTuning
 from stompbroker.broker.service import Broker
 from stompbroker.transport.tcp import stomp_server_factory
 
@@ -76,12 +75,7 @@ class Run:
         self.duplicated = 0
 
     def _connect(self) -> tuple[Any, StringTransport]:
-        protocol = self._factory.buildProtocol(None)
-        transport = StringTransport()
-        protocol.makeConnection(transport)
-        protocol.dataReceived(b"CONNECT\naccept-version:1.2\nhost:/\n\n\0")
-        transport.clear()
-        return protocol, transport
+        return connect(self._factory)
 
     @staticmethod
     def _batch(start: int) -> bytes:
@@ -147,15 +141,7 @@ def measure(ack: str, messages: int, repeat: int) -> dict[str, Any]:
     costs = []
     for _ in range(repeat):
         run = Run(ack, messages)
-        # As the twistd plugin runs the broker (--gc-threshold's default): the
-        # setup's objects frozen, young collections rare.
-        tuning = CollectorTuning(DEFAULT_THRESHOLD)
-        gc.collect()
-        tuning.startService()
-        try:
-            elapsed = run.run()
-        finally:
-            tuning.stopService()
+        elapsed = timed(run.run)
         lost = run.sent - len(run.seen)
         if lost or run.duplicated:
             raise RuntimeError(f"{ack}: {lost} lost, {run.duplicated} duplicated")

@@ -86,6 +86,11 @@ class ISubscriber(Interface):
         "``(client-id, name)`` of the durable topic subscription it consumes, or"
         " ``None``; the client-id is ``\"\"`` when the client gave none."
     )
+    headers = Attribute(
+        "The SUBSCRIBE frame's headers, name -> value (the first of a repeated"
+        " header): the broker reads the headers of its destination features there"
+        " (``selector``, consumer priorities, ``browser``).  ``{}`` for none."
+    )
 
     def deliver(message):  # type: ignore[no-untyped-def]
         """

@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchmarks import queue_cost
+from benchmarks import fanout_cost, queue_cost
 from benchmarks.cli import build_parser, cases_from, main, settings_from
 from benchmarks.connection import Endpoint
 from benchmarks.measure import merge_seen, percentiles
@@ -503,3 +503,31 @@ def test_queue_cost_refuses_a_run_that_lost_or_duplicated(monkeypatch: pytest.Mo
     monkeypatch.setattr(queue_cost.Run, "_batch", staticmethod(same_seq_twice))
     with pytest.raises(RuntimeError, match="1 lost, 1 duplicated"):
         queue_cost.measure("client-individual", 100, 1)
+
+
+def test_fanout_cost_delivers_every_message_to_every_subscriber_and_prints_its_cost(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """benchmarks.fanout_cost fans out through real sessions and prints a JSON line per count."""
+    assert fanout_cost.main(["--messages", "300", "--subscribers", "1,3", "--repeat", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    records = [json.loads(line) for line in lines if line.startswith("{")]
+    assert [record["subscribers"] for record in records] == [1, 3]
+    for record in records:
+        assert record["messages"] == 300
+        assert record["us_per_delivery"] > 0
+        assert record["deliveries_per_s_one_core"] == pytest.approx(
+            1e6 / record["us_per_delivery"], 1e-3
+        )
+
+
+def test_fanout_cost_refuses_a_run_that_lost_a_delivery(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run in which a subscriber missed a message is an error, not a figure."""
+    original = fanout_cost.Run._batch
+
+    def one_fewer(start: int) -> bytes:
+        return original(start).replace(b"seq:%d\n" % start, b"noseq:%d\n" % start)
+
+    monkeypatch.setattr(fanout_cost.Run, "_batch", staticmethod(one_fewer))
+    with pytest.raises(RuntimeError, match="got \\[99\\] of 100"):
+        fanout_cost.measure(2, 100, 1)

@@ -27,6 +27,7 @@ from stompbroker.broker.connections import ConnectionRegistry
 from stompbroker.broker.delivery import Consumer, DeliveryPolicy
 from stompbroker.broker.destinations import TOPIC_PREFIX, Kind, kind_of, validate_queue
 from stompbroker.broker.persistence import settled
+from stompbroker.broker.selecting import subscription_selector
 from stompbroker.broker.subscriptions import validate_pattern
 from stompbroker.broker.transactions import Transactions
 from stompbroker.protocol.errors import InvalidDestination, UnknownAck
@@ -65,19 +66,24 @@ class Consumers:
         :raises InvalidDestination: for a destination the broker does not serve,
             a queue destination with a wildcard, or a reply queue.
         :raises DuplicateSubscription: for a durable name in use on another topic.
+        :raises InvalidSelector: for a ``selector`` that does not compile, or one
+            on a durable subscription.
         """
         engine = self._engine
         destination = subscriber.destination
         kind = kind_of(destination)
+        selector = subscription_selector(subscriber)
         if kind is Kind.TOPIC:
             validate_pattern(destination)
             if subscriber.durable is not None:
                 queue = engine.durable_queue(subscriber.durable, destination)
             elif subscriber.ack_mode == "auto":
-                engine.add_subscriber(destination, subscriber)
+                engine.add_subscriber(destination, subscriber, selector)
                 return
             else:
-                queue = engine.subscription_queue(destination)
+                queue = engine.subscription_queue(destination, selector)
+            # The topic tree applies the selector before the queue.
+            selector = None
         elif kind is Kind.QUEUE:
             validate_queue(destination)
             queue = engine.queue(destination)
@@ -94,7 +100,10 @@ class Consumers:
             max_redeliveries = self._policy.max_redeliveries
         state = self._registry.state(subscriber.connection)
         state.consumers[subscriber] = queue.add_consumer(
-            subscriber, subscriber.prefetch or self._policy.prefetch, max_redeliveries
+            subscriber,
+            subscriber.prefetch or self._policy.prefetch,
+            max_redeliveries,
+            selector=selector,
         )
 
     def unsubscribe(self, subscriber: Any) -> None:

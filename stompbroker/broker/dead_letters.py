@@ -108,7 +108,14 @@ class DeadLetters:
             reason=reason,
         )
         stored = journal is not None and store_key is not None
-        copy = Message(target, self._ids.new_message_id(), headers, message.body, persistent=stored)
+        copy = Message(
+            target,
+            self._ids.new_message_id(),
+            headers,
+            message.body,
+            persistent=stored,
+            priority=message.priority,
+        )
         moved = None
         if journal is not None and store_key is not None:
             moved = journal.move(store_key, message.message_id, target, copy)

@@ -117,6 +117,7 @@ class Consumer:
         "unacked",
         "paused",
         "unwritten",
+        "selector",
     )
 
     def __init__(self, subscriber: Any, queue: Any, window: int, max_redeliveries: int) -> None:
@@ -133,6 +134,9 @@ class Consumer:
         #: Messages handed over but not yet written, each with whether it may be
         #: written now, in delivery order; ``None`` when there are none.
         self.unwritten: deque[list[Any]] | None = None
+        #: The :class:`~stompbroker.broker.selectors.Selector` of the messages it
+        #: takes, or ``None`` for all (see :mod:`stompbroker.broker.dispatch`).
+        self.selector: Any = None
 
     def has_room(self) -> bool:
         """

@@ -91,6 +91,23 @@ def validate_queue(destination: str) -> None:
     validate_destination(destination)
 
 
+def validate_send_destination(destination: str) -> Kind:
+    """
+    Check a destination a SEND may name: one topic or one queue, no wildcard.
+
+    :param destination: as the client sent it.
+    :returns: its :class:`Kind`.
+    :raises InvalidDestination: for an unknown kind, an empty name or segment, or a
+        wildcard.
+    """
+    kind = kind_of(destination)
+    if kind is Kind.TOPIC:
+        validate_destination(destination)
+    else:
+        validate_queue(destination)
+    return kind
+
+
 def dead_letter_destination(origin: str, prefix: str) -> str:
     """
     Name the dead-letter queue for messages that failed on their way from ``origin``.

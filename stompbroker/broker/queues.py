@@ -65,7 +65,10 @@ from attrs import evolve
 from zope.interface import implementer
 
 from stompbroker.broker.delivery import Consumer, DeliveryCounters, DeliveryPolicy
+from stompbroker.broker.dispatch import FeatureDispatch, needs_features
 from stompbroker.broker.engine.base import IQueue
+from stompbroker.broker.priorities import DEFAULT_PRIORITY, PendingMessages
+from stompbroker.broker.selectors import Selector
 from stompbroker.broker.traffic import Traffic
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
@@ -122,6 +125,7 @@ class WorkerQueue:
         "journal",
         "store_key",
         "_traffic",
+        "_features",
     )
 
     def __init__(
@@ -141,7 +145,8 @@ class WorkerQueue:
         self.destination = destination
         self.journal = journal
         self.store_key = store_key if journal is not None else None
-        self.pending: deque[Message] = deque()
+        #: A deque until a message of other than the default priority comes.
+        self.pending: Any = deque()
         self.consumers: list[Consumer] = []
         self._clock = clock
         self._policy = policy
@@ -160,6 +165,9 @@ class WorkerQueue:
         self._last_sweep = float("-inf")
         self._traffic = traffic if traffic is not None else Traffic()
         self._traffic.queues.add(self)
+        #: The :class:`~stompbroker.broker.dispatch.FeatureDispatch` that dispatches
+        #: while a consumer asks for more than round-robin; ``None`` otherwise.
+        self._features: FeatureDispatch | None = None
 
     def __repr__(self) -> str:
         return (
@@ -195,17 +203,28 @@ class WorkerQueue:
 
     # -- consumers ------------------------------------------------------------
 
-    def add_consumer(self, subscriber: Any, window: int, max_redeliveries: int) -> Consumer:
+    def add_consumer(
+        self,
+        subscriber: Any,
+        window: int,
+        max_redeliveries: int,
+        *,
+        selector: Selector | None = None,
+    ) -> Consumer:
         """
         Start handing messages to a subscriber.
 
         :param subscriber: an :class:`~stompbroker.interfaces.ISubscriber`.
         :param window: most messages it may hold unacknowledged.
         :param max_redeliveries: its limit on redeliveries; ``-1`` for none.
+        :param selector: hand it only the messages this selects.
         :returns: its :class:`Consumer`, for acknowledgements.
         """
         consumer = Consumer(subscriber, self, window, max_redeliveries)
+        consumer.selector = selector
         self.consumers.append(consumer)
+        if self._features is None and needs_features(self):
+            self._features = FeatureDispatch(self)
         self.dispatch()
         return consumer
 
@@ -223,6 +242,8 @@ class WorkerQueue:
             self._next -= 1
         if self._next >= len(self.consumers):
             self._next = 0
+        if self._features is not None and not needs_features(self):
+            self._features = None
         self.requeue(consumer, consumer.take_all())
 
     # -- the state changes of a message ------------------------------------------
@@ -234,6 +255,9 @@ class WorkerQueue:
         :param message: a routed message.
         """
         self._counters.enqueued += 1
+        if message.priority != DEFAULT_PRIORITY and type(self.pending) is deque:
+            # The first message of another priority: ten levels from now on.
+            self.pending = PendingMessages(items=self.pending)
         self.pending.append(message)
         if self.consumers and not self._stalled:
             self.dispatch()
@@ -295,6 +319,9 @@ class WorkerQueue:
         made while a dispatch is running (a consumer acknowledging from inside a
         delivery) returns at once: the running loop sees the change.
         """
+        if self._features is not None:
+            self._features.dispatch()
+            return
         if self._dispatching:
             return
         self._dispatching = True

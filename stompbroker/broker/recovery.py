@@ -28,6 +28,7 @@ from twisted.python.failure import Failure
 from stompbroker.broker.destinations import QUEUE_PREFIX
 from stompbroker.broker.engine.base import EngineUnavailable
 from stompbroker.broker.persistence import parse_durable_key
+from stompbroker.broker.priorities import parse_priority, stored_priority
 from stompbroker.broker.store.base import RecoveredState, StoredMessage
 from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
@@ -157,6 +158,8 @@ def _refill(
             record.expires,
             record.redeliveries,
             True,
+            # Derived from the stored headers, as the router derived it from the SEND's.
+            parse_priority(stored_priority(record.headers)),
         )
         if message.expires and message.expires <= now:
             expired.append((queue, message))

@@ -35,19 +35,24 @@ from typing import Any
 from twisted.internet.defer import Deferred
 
 from stompbroker.broker.backpressure import BackPressure
+from stompbroker.broker.composite import SEPARATOR, split_destination
 from stompbroker.broker.connections import ConnectionRegistry
 from stompbroker.broker.delivery import DeliveryPolicy
-from stompbroker.broker.destinations import TEMP_QUEUE_PREFIX, Kind, kind_of, validate_queue
+from stompbroker.broker.destinations import TEMP_QUEUE_PREFIX, Kind, validate_send_destination
 from stompbroker.broker.expiry import EXPIRY_HEADERS, expiry_time
-from stompbroker.broker.subscriptions import validate_destination
+from stompbroker.broker.persistence import all_done
+from stompbroker.broker.priorities import DEFAULT_PRIORITY, PRIORITY_HEADER, parse_priority
 from stompbroker.broker.transactions import Transactions
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
 #: SEND headers the broker acts on; a SEND without any of them skips that work.
-_ACTED_ON: frozenset[str] = EXPIRY_HEADERS | {"reply-to"}
+_ACTED_ON: frozenset[str] = EXPIRY_HEADERS | {"reply-to", PRIORITY_HEADER}
 #: ... and with an engine that keeps persistent messages, ``persistent`` too.
 _ACTED_ON_WHEN_PERSISTENT: frozenset[str] = _ACTED_ON | {"persistent"}
+
+#: What :meth:`Router._check` remembers for a composite destination, in place of a kind.
+COMPOSITE = "composite"
 
 #: How many destinations' checked kinds :meth:`Router.send` remembers; like the
 #: subscription tree's match cache, it is cleared rather than trimmed when full.
@@ -79,6 +84,7 @@ class Router:
         "_policy",
         "_acted_on",
         "_checked",
+        "_composites",
         "_traffic",
         "_node",
         "_message_ids",
@@ -106,7 +112,9 @@ class Router:
         self._policy = policy
         self._acted_on = _ACTED_ON_WHEN_PERSISTENT if engine.persistent else _ACTED_ON
         #: SEND destinations already validated -> their kind.
-        self._checked: dict[str, Kind] = {}
+        self._checked: dict[str, Kind | str] = {}
+        #: Composite SEND destinations already checked -> their parts.
+        self._composites: dict[str, tuple[tuple[str, Kind], ...]] = {}
         self._traffic = engine.traffic
         self._node = engine.ids.node
         self._message_ids = engine.ids.message_ids
@@ -183,12 +191,14 @@ class Router:
             route = self._publish_queue
         elif kind is Kind.TEMP_QUEUE:
             route = self._registry.temp_queue(connection, destination).publish
-        else:
+        elif kind is Kind.REPLY_QUEUE:
             route = self._publish_reply
+        else:
+            return self._send_composite(destination, headers, body, connection, transaction)
         held = None
         if transaction is not None:
             held = self._held_in(connection, transaction)
-        headers, expires, persistent = self._prepare(headers, connection, kind)
+        headers, expires, persistent, priority = self._prepare(headers, connection, kind)
         message = Message(
             destination,
             f"{self._node}-{next(self._message_ids)}",
@@ -197,6 +207,7 @@ class Router:
             expires,
             0,
             persistent,
+            priority,
         )
         waiting = None
         if held is not None:
@@ -217,6 +228,30 @@ class Router:
             counted.producers[connection] = traffic.generation
         return message, waiting
 
+    def _send_composite(
+        self,
+        destination: str,
+        headers: Headers,
+        body: bytes,
+        connection: Any,
+        transaction: str | None,
+    ) -> tuple[Message, Deferred[None] | None]:
+        """
+        Route a SEND to a composite destination: one message per part, each routed
+        as if sent to that part alone (see :mod:`stompbroker.broker.composite`).
+
+        :returns: the first part's message, and a Deferred of every part's store
+            writes, or ``None`` if there are none.
+        """
+        messages = []
+        writes = []
+        for part, _ in self._composites[destination]:
+            message, waiting = self._send(part, headers, body, connection, transaction)
+            messages.append(message)
+            if waiting is not None:
+                writes.append(waiting)
+        return messages[0], all_done(writes)
+
     def _keep_and_route(
         self, route: Callable[[Message], None], message: Message
     ) -> Deferred[None] | None:
@@ -229,19 +264,26 @@ class Router:
         route(message)
         return waiting
 
-    def _check(self, destination: str) -> Kind:
+    def _check(self, destination: str) -> Kind | str:
         """
-        Validate a SEND destination once, and remember its kind.
+        Validate a SEND destination once, and remember its kind, or its parts if
+        it is composite (:data:`COMPOSITE`).
 
-        :raises InvalidDestination: for a wildcard or an unknown kind of destination.
+        :raises InvalidDestination: for a wildcard or an unknown kind of
+            destination, or a composite destination with a bad or empty part.
+        :raises LimitExceeded: for a composite destination of too many parts.
         """
-        kind = kind_of(destination)
-        if kind is Kind.TOPIC:
-            validate_destination(destination)
+        kind: Kind | str
+        if SEPARATOR in destination:
+            parts = split_destination(destination)
+            kind = COMPOSITE
         else:
-            validate_queue(destination)
+            kind = validate_send_destination(destination)
         if len(self._checked) >= MAX_CHECKED_DESTINATIONS:
             self._checked.clear()
+            self._composites.clear()
+        if kind is COMPOSITE:
+            self._composites[destination] = parts
         self._checked[destination] = kind
         return kind
 
@@ -251,14 +293,16 @@ class Router:
 
     def _prepare(
         self, headers: Headers, connection: Any, kind: Kind
-    ) -> tuple[Headers, float, bool]:
+    ) -> tuple[Headers, float, bool, int]:
         """
-        Read a SEND's expiry and persistence, and rewrite its temporary ``reply-to``.
+        Read a SEND's expiry, persistence and priority, and rewrite its temporary
+        ``reply-to``.
 
         :param kind: the kind of its destination; only queues and topics keep
             persistent messages (temporary queues end with their connection).
         :returns: the headers to deliver, the expiry in clock seconds (0 for
-            never), and whether the message is persistent.
+            never), whether the message is persistent, and its priority.
+        :raises MalformedFrame: for a ``priority`` that is not a number.
         """
         ttl = self._policy.ttl
         acted_on = self._acted_on
@@ -268,8 +312,8 @@ class Router:
         else:
             persistent = self.persistent_queues and kind is Kind.QUEUE
             if ttl:
-                return headers, self._clock.seconds() + ttl / 1000.0, persistent
-            return headers, 0.0, persistent
+                return headers, self._clock.seconds() + ttl / 1000.0, persistent, DEFAULT_PRIORITY
+            return headers, 0.0, persistent, DEFAULT_PRIORITY
         found: dict[str, str] = {}
         rewritten = []
         for name, value in headers:
@@ -289,4 +333,5 @@ class Router:
             persistent = self.persistent_queues or found.get("persistent") == "true"
         else:
             persistent = kind is Kind.TOPIC and found.get("persistent") == "true"
-        return tuple(rewritten), expires, persistent
+        priority = parse_priority(found.get(PRIORITY_HEADER))
+        return tuple(rewritten), expires, persistent, priority

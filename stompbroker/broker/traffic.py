@@ -260,7 +260,8 @@ class TopicTree(SubscriptionTree[Any]):
 
     :param queue_type: the class of queues
         (:class:`~stompbroker.broker.queues.WorkerQueue`; a parameter because the
-        queues count in this module's counters, so it cannot import theirs).
+        queues count in this module's counters, so it cannot import theirs), or a
+        tuple of the classes of everything that counts its own deliveries.
     :param traffic: the counters whose direct deliveries are reported to the
         subscriptions a change is about to affect; ``None`` for none.
     :ivar queues: how many registrations are of a ``queue_type``.
@@ -268,7 +269,9 @@ class TopicTree(SubscriptionTree[Any]):
 
     __slots__ = ("queues", "_queue_type", "_traffic")
 
-    def __init__(self, queue_type: type, traffic: Traffic | None = None) -> None:
+    def __init__(
+        self, queue_type: type | tuple[type, ...], traffic: Traffic | None = None
+    ) -> None:
         super().__init__()
         self.queues = 0
         self._queue_type = queue_type

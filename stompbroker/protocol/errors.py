@@ -138,3 +138,26 @@ class UnknownTransaction(ProtocolError):
 
 class DuplicateTransaction(ProtocolError):
     """A BEGIN names a transaction that is already open on this connection."""
+
+
+class InvalidSelector(ProtocolError):
+    """
+    A SUBSCRIBE's ``selector`` is not a message selector the broker understands.
+
+    :param message: where and what went wrong, for the ERROR frame's ``message`` header.
+    :param detail: the selector with a caret under the fault, for the ERROR body.
+    :param column: the 1-based column of the fault in the selector.
+    :param expected: what would have been accepted there, in words.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        detail: str = "",
+        column: int = 0,
+        expected: tuple[str, ...] = (),
+        receipt_id: str | None = None,
+    ) -> None:
+        super().__init__(message, detail, receipt_id)
+        self.column = column
+        self.expected = expected

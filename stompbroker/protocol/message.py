@@ -37,6 +37,10 @@ class Message:
         to a queue, or to a topic for its durable subscriptions.  Queues tell the
         store what becomes of such a message; every other message costs the store
         nothing.
+    :ivar priority: 0 (lowest) to 9, from the SEND's ``priority`` header (4, JMS's
+        default, without one): a queue hands out higher priorities first (see
+        :mod:`stompbroker.broker.priorities`).  Derived from the headers, so a
+        message rebuilt from the store gets it back.
     :ivar wire: encoded shared tails, keyed by escaping style; see
         :func:`stompbroker.protocol.encoder.message_tail`.
     """
@@ -48,6 +52,7 @@ class Message:
     expires: float = 0.0
     redeliveries: int = 0
     persistent: bool = False
+    priority: int = 4
     wire: dict = field(factory=dict, repr=False)
 
     def add_tail_sizes(self, sizes: dict[str, int]) -> None:

@@ -3,7 +3,8 @@ What the client publishes: SEND, and the transactions (BEGIN, COMMIT, ABORT)
 that group SENDs and acknowledgements.
 
 Authorization (when ``SessionConfig.access`` is set): every SEND needs the
-``write`` right on its destination, checked frame by frame, so that a reloaded
+``write`` right on its destination (on each part of a composite destination,
+``/queue/a,/topic/b``), checked frame by frame, so that a reloaded
 access file applies to connected clients at once.  ``/control/`` is the
 broker's own: a SEND there never reaches the broker's routing
 (:mod:`stompbroker.protocol.credentials`).  A SEND with a ``reply-to``
@@ -84,7 +85,12 @@ class PublishingMixin(SessionPart):
             return
         access = self.config.access
         if access is not None:
-            access.check(self.identity, WRITE, destination)
+            if "," in destination:
+                # A composite destination: the right is needed on every part.
+                for part in destination.split(","):
+                    access.check(self.identity, WRITE, part.strip(" \t"))
+            else:
+                access.check(self.identity, WRITE, destination)
         if reply_to is not None and reply_to.startswith(TEMP_QUEUE_PREFIX):
             self._subscribe_to_replies(reply_to)
         waiting = self.broker.send(

@@ -11,6 +11,7 @@ from stompbroker.broker.destinations import (
     kind_of,
     name_of,
     validate_queue,
+    validate_send_destination,
 )
 from stompbroker.protocol.errors import InvalidDestination
 
@@ -25,8 +26,9 @@ from stompbroker.protocol.errors import InvalidDestination
     ],
 )
 def test_kind_is_told_by_prefix(destination: str, kind: Kind) -> None:
-    """Each served prefix names its kind of destination."""
+    """Each served prefix names its kind of destination, which a SEND's check returns too."""
     assert kind_of(destination) is kind
+    assert validate_send_destination(destination) is kind
 
 
 @pytest.mark.parametrize("destination", ["/exchange/x", "queue/a", "/queues/a", "", "/amq/queue/a"])
@@ -74,3 +76,10 @@ def test_dead_letter_destination(origin: str, prefix: str, expected: str) -> Non
     assert dead_letter_destination(origin, prefix) == expected
     assert is_dead_letter_queue(expected, prefix)
     assert not is_dead_letter_queue(origin, prefix)
+
+
+@pytest.mark.parametrize("destination", ["/topic/a.*", "/topic/#", "/queue/a/>", "/queue/", "/x/a"])
+def test_validate_send_destination_refuses_wildcards_and_unknown_kinds(destination: str) -> None:
+    """A SEND names one place: wildcards, empty queue names and unknown kinds are refused."""
+    with pytest.raises(InvalidDestination):
+        validate_send_destination(destination)

@@ -7,26 +7,12 @@ client has, in each protocol version where the version matters.
 from __future__ import annotations
 
 import pytest
-from twisted.internet.task import Clock
 
 from stompbroker.broker.delivery import DeliveryPolicy
-from stompbroker.broker.service import Broker
 from stompbroker.protocol.frames import Frame
-from tests.support.broker import SessionClient
+from tests.support.sessions import World
 
 VERSIONS = ["1.0", "1.1", "1.2"]
-DEFAULT_POLICY = DeliveryPolicy()
-
-
-class World:
-    """A broker on a ``task.Clock`` whose clients are real sessions."""
-
-    def __init__(self, policy: DeliveryPolicy = DEFAULT_POLICY) -> None:
-        self.clock = Clock()
-        self.broker = Broker(self.clock, policy=policy)
-
-    def client(self, version: str = "1.2", **connect: str) -> SessionClient:
-        return SessionClient(self.broker, self.clock, version, **connect)
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -19,11 +19,7 @@ from zope.interface import implementer
 from stompbroker.broker.delivery import DeliveryPolicy
 from stompbroker.broker.service import Broker
 from stompbroker.interfaces import ConnectionDescription, IConnection, ISubscriber
-from stompbroker.protocol.encoder import encode
-from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.message import Message
-from stompbroker.protocol.parser import FrameParser
-from stompbroker.protocol.session import StompSession
 
 #: Where a :class:`World`'s clock starts: a plausible Unix time, for expiry headers.
 EPOCH = 1_700_000_000.0
@@ -72,8 +68,10 @@ class Inbox:
         prefetch: int = 0,
         max_redeliveries: int | None = None,
         durable: tuple[str, str] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.destination = destination
+        self.headers = headers if headers is not None else {}
         self.ack_mode = ack_mode
         self.subscription_id = subscription_id
         self.connection = connection if connection is not None else FakeConnection()
@@ -153,50 +151,3 @@ class World:
     def queue_bodies(self, destination: str) -> list[bytes]:
         return [message.body for message in self.broker.queues[destination].pending]
 
-
-class SessionClient:
-    """One session on the shared broker, with a transport that keeps what it writes."""
-
-    def __init__(self, broker: Broker, clock: Clock, version: str = "1.2", **connect: str) -> None:
-        self.version = version
-        self.output = bytearray()
-        self.closed = False
-        self.session = StompSession(broker, self, clock)
-        self.session.connection_made()
-        headers = dict(connect)
-        if version != "1.0":
-            headers["accept-version"] = version
-        self.send_frame("CONNECT", **headers)
-        [connected] = self.frames()
-        assert connected.command == "CONNECTED"
-
-    def write(self, data: bytes) -> None:
-        self.output += data
-
-    def close(self) -> None:
-        self.closed = True
-
-    def send_frame(self, command: str, body: bytes = b"", **headers: str) -> None:
-        pairs = tuple((name.replace("_", "-"), value) for name, value in headers.items())
-        self.session.receive_data(encode(Frame(command, pairs, body), self.version))
-
-    def frames(self) -> list[Frame]:
-        parser = FrameParser()
-        parser.version = self.version
-        data, self.output = bytes(self.output), bytearray()
-        return parser.receive_data(data)
-
-    def messages(self) -> list[Frame]:
-        frames = self.frames()
-        assert all(f.command == "MESSAGE" for f in frames), frames
-        return frames
-
-    def ack(self, message: Frame, command: str = "ACK", **headers: str) -> None:
-        """Settle a message the way this client's protocol version does."""
-        if self.version == "1.2":
-            headers["id"] = message.get("ack") or ""
-        else:
-            headers["message_id"] = message.get("message-id") or ""
-            if self.version == "1.1":
-                headers["subscription"] = message.get("subscription") or ""
-        self.send_frame(command, **headers)

@@ -82,11 +82,21 @@ class IQueue(Interface):
         " queue, those read from the server and not yet handed out."
     )
 
-    def add_consumer(subscriber, window, max_redeliveries):  # type: ignore[no-untyped-def]
+    def add_consumer(subscriber, window, max_redeliveries, *, selector=None):  # type: ignore[no-untyped-def]
         """
         Start handing messages to a subscriber of this process.
 
         Redis: start reading for it (the first local consumer starts the read loop).
+
+        ``selector`` (a :class:`~stompbroker.broker.selectors.Selector`, or
+        ``None``): hand the consumer only messages it selects; a message that no
+        consumer with room selects waits without blocking those behind it
+        (:mod:`stompbroker.broker.dispatch`).  Redis: a consumer group cannot
+        skip an entry for one reader, so a remote engine either reads into a
+        local look-ahead and applies the same rule there (entries nobody here
+        selects are left pending for other processes, ``XCLAIM``-ed back), or
+        refuses a selector on a queue with
+        :class:`~stompbroker.protocol.errors.InvalidSelector`.
 
         :returns: its :class:`~stompbroker.broker.delivery.Consumer`.
         """
@@ -367,10 +377,13 @@ class IEngine(Interface):
 
     # -- topic subscriptions
 
-    def add_subscriber(pattern, subscriber):  # type: ignore[no-untyped-def]
+    def add_subscriber(pattern, subscriber, selector=None):  # type: ignore[no-untyped-def]
         """
         Deliver what topics matching ``pattern`` get to a direct subscriber
-        (``auto`` acknowledgement, no durable name).
+        (``auto`` acknowledgement, no durable name); with a ``selector``, only
+        what it selects (local fan-out puts a
+        :class:`~stompbroker.broker.selecting.SelectingSubscriber` in the tree;
+        a remote engine does the same in its local tree).
 
         Redis: add it to the local tree, and ``(P)SUBSCRIBE`` the pattern's
         channel(s) if it is the pattern's first local subscriber.
@@ -385,11 +398,11 @@ class IEngine(Interface):
         ``(P)UNSUBSCRIBE`` after the pattern's last local subscriber, without waiting.
         """
 
-    def subscription_queue(pattern):  # type: ignore[no-untyped-def]
+    def subscription_queue(pattern, selector=None):  # type: ignore[no-untyped-def]
         """
         :returns: a new :class:`IQueue` that collects what topics matching
-            ``pattern`` get, for one non-durable subscription with client
-            acknowledgement.
+            ``pattern`` get (only what ``selector`` selects, if given), for one
+            non-durable subscription with client acknowledgement.
 
         Redis: a local queue fed by the local fan-out, as the local engine's (it
         ends with its subscription, so it needs no stream).

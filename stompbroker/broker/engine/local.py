@@ -44,6 +44,7 @@ from stompbroker.broker.ids import Ids
 from stompbroker.broker.persistence import Journal, durable_key
 from stompbroker.broker.queues import WorkerQueue
 from stompbroker.broker.recovery import rebuild
+from stompbroker.broker.selecting import SelectingSubscriber
 from stompbroker.broker.store.base import RecoveredState
 from stompbroker.broker.traffic import TopicTree, Traffic
 from stompbroker.logs import logger
@@ -101,7 +102,10 @@ class LocalEngine:
         self.ids = ids if ids is not None else Ids()
         self.traffic = traffic if traffic is not None else Traffic()
         self.counters = counters if counters is not None else DeliveryCounters()
-        self.topics: TopicTree = TopicTree(WorkerQueue, self.traffic)
+        # Selecting subscribers count their own deliveries, as queues do.
+        self.topics: TopicTree = TopicTree((WorkerQueue, SelectingSubscriber), self.traffic)
+        #: What stands in the tree for a subscriber or queue with a selector.
+        self._selecting: dict[Any, SelectingSubscriber] = {}
         self.queues: dict[str, WorkerQueue] = {}
         self.durable: dict[tuple[str, str], WorkerQueue] = {}
         self.dead_letters = DeadLetters(
@@ -338,24 +342,42 @@ class LocalEngine:
 
     # -- topic subscriptions -------------------------------------------------------------
 
-    def add_subscriber(self, pattern: str, subscriber: Any) -> None:
-        """Deliver what a topic matching ``pattern`` gets to ``subscriber`` directly."""
-        self.topics.add(pattern, subscriber)
+    def add_subscriber(self, pattern: str, subscriber: Any, selector: Any = None) -> None:
+        """
+        Deliver what a topic matching ``pattern`` gets to ``subscriber`` directly.
+
+        :param selector: deliver only what this
+            :class:`~stompbroker.broker.selectors.Selector` selects.
+        """
+        self.topics.add(pattern, self._selecting_for(subscriber, selector, self.traffic))
 
     def remove_subscriber(self, pattern: str, subscriber: Any) -> None:
         """Undo :meth:`add_subscriber`; an unknown subscriber is ignored."""
-        self.topics.remove(pattern, subscriber)
+        self.topics.remove(pattern, self._selecting.pop(subscriber, subscriber))
 
-    def subscription_queue(self, pattern: str) -> WorkerQueue:
-        """:returns: a new queue that collects what topics matching ``pattern`` get."""
+    def subscription_queue(self, pattern: str, selector: Any = None) -> WorkerQueue:
+        """
+        :param selector: collect only what this
+            :class:`~stompbroker.broker.selectors.Selector` selects.
+        :returns: a new queue that collects what topics matching ``pattern`` get.
+        """
         queue = self.new_queue(pattern)
-        self.topics.add(pattern, queue)
+        self.topics.add(pattern, self._selecting_for(queue, selector, None))
         return queue
 
     def remove_subscription_queue(self, queue: WorkerQueue) -> None:
         """Delete a queue of :meth:`subscription_queue` and what it holds."""
-        self.topics.remove(queue.destination, queue)
+        self.topics.remove(queue.destination, self._selecting.pop(queue, queue))
         queue.close()
+
+    def _selecting_for(self, subscriber: Any, selector: Any, traffic: Traffic | None) -> Any:
+        """:returns: what stands in the tree for ``subscriber``: itself without a selector."""
+        if selector is None:
+            return subscriber
+        selecting = self._selecting[subscriber] = SelectingSubscriber(
+            subscriber, selector, traffic
+        )
+        return selecting
 
     def durable_queue(self, durable: tuple[str, str], pattern: str) -> WorkerQueue:
         """

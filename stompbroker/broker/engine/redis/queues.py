@@ -33,7 +33,9 @@ from stompbroker.broker.delivery import Consumer
 from stompbroker.broker.engine.redis.codec import decode, encode
 from stompbroker.broker.engine.redis.connection import BACKOFF_BASE, BACKOFF_CAP, CONNECTION_ERRORS
 from stompbroker.broker.queues import WorkerQueue
+from stompbroker.broker.selectors import Selector
 from stompbroker.logs import logger
+from stompbroker.protocol.errors import NotSupported
 from stompbroker.protocol.message import Message
 
 __all__ = ["StreamQueue"]
@@ -112,8 +114,27 @@ class StreamQueue(WorkerQueue):
 
     # -- consumers ------------------------------------------------------------------------
 
-    def add_consumer(self, subscriber: Any, window: int, max_redeliveries: int) -> Consumer:
-        """Start handing messages to a local subscriber; the first starts the reading."""
+    def add_consumer(
+        self,
+        subscriber: Any,
+        window: int,
+        max_redeliveries: int,
+        *,
+        selector: Selector | None = None,
+    ) -> Consumer:
+        """
+        Start handing messages to a local subscriber; the first starts the reading.
+
+        :raises NotSupported: for a selector: a node reads messages as its
+            consumers' windows allow, so one that no local selector accepts would
+            wait on this node while consumers elsewhere could take it.
+        """
+        if selector is not None:
+            raise NotSupported(
+                "selectors on queues are not supported by the redis engine yet",
+                "this broker runs on the redis engine, whose queues take no selector yet"
+                " (docs/cluster.md); selectors on topics work",
+            )
         consumer = super().add_consumer(subscriber, window, max_redeliveries)
         self._closed = False
         if self._reader is None:
