@@ -87,7 +87,7 @@ class SessionConfig:
     heartbeat: tuple[int, int] = (10000, 10000)
     heartbeat_min: tuple[int, int] = (1000, 1000)
     heartbeat_grace: float = 2.0
-    max_frame_size: int = 4 * 1024 * 1024
+    max_frame_size: int = 100 * 1024 * 1024
     max_headers: int = 1000
     max_header_length: int = 10240
     max_held_bytes: int = 32 * 1024 * 1024

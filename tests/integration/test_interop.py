@@ -6,12 +6,15 @@ started with no option that the issue's defaults concern.
 
 from __future__ import annotations
 
+import os
 import time
+import uuid
 
 from tests.support.clients import RawClient, connect
 from tests.support.process import BrokerProcess, module_broker
 
 defaults = module_broker("defaults")
+MiB = 1024 * 1024
 
 
 def test_heartbeats_at_the_clients_one_second_pace(defaults: BrokerProcess) -> None:
@@ -39,3 +42,66 @@ def test_silent_client_is_dropped_after_two_of_its_intervals(defaults: BrokerPro
     assert frames and frames[-1].get("message") == "heart-beat timeout"
     assert 1.5 <= elapsed < 3.5
     assert client.closed_by_peer()
+
+
+def test_a_4_mib_message_to_a_queue_passes_at_the_defaults(defaults: BrokerProcess) -> None:
+    """Issue 14: a 4 MiB body (a full 4 MiB frame was over the old limit) reaches a consumer."""
+    destination = f"/queue/large.{uuid.uuid4().hex[:8]}"
+    consumer, inbox = connect(defaults.address)
+    consumer.subscribe(destination, id="1", receipt="s")
+    assert inbox.wait_for(lambda: "s" in inbox.receipts)
+    body = os.urandom(4 * MiB)
+    publisher, events = connect(defaults.address)
+    publisher.send(destination, body, receipt="sent")
+    assert events.wait_for(lambda: "sent" in events.receipts, timeout=20)
+    assert inbox.wait_for(lambda: inbox.messages, timeout=20)
+    assert inbox.bodies() == [body]
+    assert not events.errors and not inbox.errors
+    publisher.disconnect()
+    consumer.disconnect()
+
+
+def test_a_16_mib_message_reaches_two_topic_subscribers(defaults: BrokerProcess) -> None:
+    """
+    Issue 14: a 16 MiB body, twice --slow-consumer-buffer, reaches both subscribers of a topic
+    at the defaults, neither of which is dropped as a slow consumer.
+    """
+    destination = f"/topic/large.{uuid.uuid4().hex[:8]}"
+    subscribers = [connect(defaults.address) for _ in range(2)]
+    for connection, inbox in subscribers:
+        connection.subscribe(destination, id="1", receipt="s")
+        assert inbox.wait_for(lambda inbox=inbox: "s" in inbox.receipts)
+    body = os.urandom(16 * MiB)
+    publisher, events = connect(defaults.address)
+    publisher.send(destination, body, receipt="sent")
+    assert events.wait_for(lambda: "sent" in events.receipts, timeout=30)
+    for connection, inbox in subscribers:
+        assert inbox.wait_for(lambda inbox=inbox: inbox.messages, timeout=30)
+        assert inbox.bodies() == [body]
+        assert not inbox.errors
+        assert connection.is_connected()
+        connection.disconnect()
+    publisher.disconnect()
+
+
+def test_small_messages_pass_while_a_large_frame_is_half_sent(defaults: BrokerProcess) -> None:
+    """A 16 MiB frame arriving slowly holds up no other client's small messages meanwhile."""
+    destination = f"/topic/small.{uuid.uuid4().hex[:8]}"
+    subscriber, inbox = connect(defaults.address)
+    subscriber.subscribe(destination, id="1", receipt="s")
+    assert inbox.wait_for(lambda: "s" in inbox.receipts)
+    large = RawClient(defaults.address)
+    large.connect()
+    size = 16 * MiB
+    large.send(b"SEND\ndestination:/topic/nobody\ncontent-length:%d\n\n" % size)
+    large.send(b"x" * (size // 2))
+    publisher, events = connect(defaults.address)
+    started = time.monotonic()
+    publisher.send(destination, b"small")
+    assert inbox.wait_for(lambda: inbox.bodies() == [b"small"], timeout=5)
+    assert time.monotonic() - started < 1.0
+    large.send(b"x" * (size - size // 2) + b"\0DISCONNECT\nreceipt:bye\n\n\0")
+    [receipt] = large.read_frames(count=1, timeout=20)
+    assert receipt.get("receipt-id") == "bye"
+    publisher.disconnect()
+    subscriber.disconnect()
