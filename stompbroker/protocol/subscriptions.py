@@ -421,13 +421,13 @@ class SubscriptionsMixin(SessionPart):
         STOMP 1.2 names it by ``id``, the MESSAGE's ``ack`` header; 1.1 by
         ``message-id`` and ``subscription``; 1.0 by ``message-id`` alone.  An
         ``id`` that is not one of our ack ids is taken for a message-id (ActiveMQ's
-        ack ids are message ids, and clients ported from it send those).
+        ack ids are message ids, and clients ported from it send those); so is a
+        1.1 ``subscription`` that names none of this connection's.
 
         :returns: the subscription, or ``None`` to look through all of this
             connection's, and the message id.
         :raises MissingHeader: if the frame names no message.
         :raises UnknownAck: for an ack id of a subscription this connection does not have.
-        :raises UnknownSubscription: for a ``subscription`` this connection does not have.
         """
         ack_id = frame.get("id") if self.version == "1.2" else None
         if ack_id is not None:
@@ -448,7 +448,7 @@ class SubscriptionsMixin(SessionPart):
         subscription_id = frame.get("subscription")
         if subscription_id is None:
             return None, message_id
-        found = self.subscriptions.get(subscription_id)
-        if found is None:
-            raise unknown_subscription(subscription_id)
-        return found, message_id
+        # A subscription this connection does not have (clients send the
+        # destination, or a stale id) is no error: the message-id is looked for
+        # through all of its subscriptions, as ActiveMQ and RabbitMQ do.
+        return self.subscriptions.get(subscription_id), message_id

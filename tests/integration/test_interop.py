@@ -10,7 +10,7 @@ import os
 import time
 import uuid
 
-from tests.support.clients import RawClient, connect
+from tests.support.clients import RawClient, connect, flush_deliveries, publish
 from tests.support.process import BrokerProcess, module_broker
 
 defaults = module_broker("defaults")
@@ -105,3 +105,34 @@ def test_small_messages_pass_while_a_large_frame_is_half_sent(defaults: BrokerPr
     assert receipt.get("receipt-id") == "bye"
     publisher.disconnect()
     subscriber.disconnect()
+
+
+def test_1_1_ack_with_a_foreign_subscription_header_settles(defaults: BrokerProcess) -> None:
+    """
+    Issue 14: a stomp.py 1.1 client that ACKs with a subscription header naming none of its
+    subscriptions (the destination) settles the message; no ERROR, and it is not redelivered.
+    """
+    destination = f"/queue/ack.{uuid.uuid4().hex[:8]}"
+    consumer, inbox = connect(defaults.address, "1.1")
+    consumer.subscribe(destination, id="s", ack="client", receipt="s")
+    assert inbox.wait_for(lambda: "s" in inbox.receipts)
+    publish(defaults.address, destination, [b"1", b"2", b"3"])
+    assert inbox.wait_for(lambda: len(inbox.messages) == 3)
+    second = inbox.messages[1]
+    consumer.nack(second.headers["message-id"], destination, receipt="nacked")
+    assert inbox.wait_for(lambda: "nacked" in inbox.receipts)
+    assert inbox.wait_for(lambda: len(inbox.messages) == 5)
+    assert inbox.bodies()[3:] == [b"1", b"2"]
+    for message in inbox.messages[2:]:
+        consumer.ack(message.headers["message-id"], destination, receipt="acked")
+    assert inbox.wait_for(lambda: inbox.receipts.count("acked") == 3)
+    consumer.unsubscribe(id="s")
+    flush_deliveries(consumer, inbox)
+    assert not inbox.errors
+    again, events = connect(defaults.address, "1.1")
+    again.subscribe(destination, id="t", receipt="t")
+    assert events.wait_for(lambda: "t" in events.receipts)
+    flush_deliveries(again, events)
+    assert events.messages == []
+    again.disconnect()
+    consumer.disconnect()

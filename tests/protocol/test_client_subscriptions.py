@@ -492,11 +492,19 @@ def test_ack_of_an_ended_subscription_is_an_error() -> None:
     assert error_of(transport).get("message") == "unknown message to acknowledge"
 
 
-def test_ack_1_1_of_an_unknown_subscription_is_an_error() -> None:
-    """STOMP 1.1: an ACK naming a subscription this connection does not have is an ERROR."""
-    session, transport, _, _ = connected(version="1.1")
+def test_ack_1_1_naming_an_unknown_subscription_is_looked_up_by_message_id() -> None:
+    """
+    Issue 14: a 1.1 ACK whose subscription header names none of the connection's (clients send
+    that) is looked for by its message-id through all of them, as ActiveMQ and RabbitMQ do.
+    """
+    session, transport, _, broker = connected(version="1.1")
     session.receive_data(frame("ACK", ("subscription", "nope"), ("message-id", "m"), version="1.1"))
-    assert error_of(transport, "1.1").get("message") == "unknown subscription"
+    session.receive_data(
+        frame("NACK", ("subscription", "/queue/q"), ("message-id", "n"), version="1.1")
+    )
+    assert broker.named("ack") == [("m", None, None)]
+    assert broker.named("nack") == [("n", None, True, None)]
+    assert not transport.closed
 
 
 @pytest.mark.parametrize(
