@@ -183,6 +183,22 @@ class SessionSubscription:
             tail = message_tail(message, self._style)
         self._write(self._prefix + tail)
 
+    def hold_writes(self) -> Callable[[], None]:
+        """
+        Keep this subscription's MESSAGE frames back until the returned function
+        is called, which writes them, in order, and writes straight on from then.
+        """
+        write = self._write
+        held: list[bytes] = []
+        self._write = held.append
+
+        def release() -> None:
+            self._write = write
+            for data in held:
+                write(data)
+
+        return release
+
     def count_deliveries(self, count: int, tails: dict[str, int]) -> None:
         """
         Add MESSAGE frames the broker routed here to the connection's frames and
@@ -261,6 +277,7 @@ class SubscriptionsMixin(SessionPart):
     client_id: str | None
     _receipt: Callable[[Frame], None]
     _receipt_when_stored: Callable[..., None]
+    _send_receipt: Callable[..., None]
 
     def _init_subscriptions(self) -> None:
         self.subscriptions = {}
@@ -304,22 +321,29 @@ class SubscriptionsMixin(SessionPart):
         cls = SessionSubscription
         if ack_mode != "auto" or durable is not None or not destination.startswith(TOPIC_PREFIX):
             cls = TrackedSubscription
-        self._add_subscription(
-            cls(
-                self,  # type: ignore[arg-type]
-                subscription_id,
-                destination,
-                ack_mode,
-                frame.header_dict(),
-                next(self._numbers),
-                prefetch,
-                None
-                if max_redeliveries is None
-                else integer_header("max-redeliveries", max_redeliveries, minimum=-1),
-                durable,
-            )
+        subscription = cls(
+            self,  # type: ignore[arg-type]
+            subscription_id,
+            destination,
+            ack_mode,
+            frame.header_dict(),
+            next(self._numbers),
+            prefetch,
+            None
+            if max_redeliveries is None
+            else integer_header("max-redeliveries", max_redeliveries, minimum=-1),
+            durable,
         )
-        self._receipt(frame)
+        receipt = frame.get("receipt")
+        if receipt is None:
+            self._add_subscription(subscription)
+            return
+        # Clients treat a subscription as live once its RECEIPT is in, and some
+        # read frames in that order: what it is sent before then (messages
+        # waiting in its queue) waits for the RECEIPT.
+        release = subscription.hold_writes()
+        self._add_subscription(subscription)
+        self._send_receipt(receipt, release)
 
     def _add_subscription(self, subscription: SessionSubscription) -> None:
         limit = self.config.max_subscriptions

@@ -159,6 +159,27 @@ def test_1_1_ack_or_nack_with_a_foreign_subscription_header_settles(command: str
     assert consumer.frames() == []
 
 
+@pytest.mark.parametrize("ack", ["auto", "client"])
+def test_subscribe_receipt_comes_before_the_messages_waiting_in_the_queue(ack: str) -> None:
+    """
+    Issue 14: the RECEIPT of a SUBSCRIBE goes out before the first MESSAGE of the subscription,
+    messages already waiting in its queue included; later ones follow as usual.
+    """
+    world = World()
+    for body in (b"1", b"2"):
+        world.broker.publish("/queue/q", body)
+    consumer = world.client()
+    consumer.send_frame("SUBSCRIBE", id="s", destination="/queue/q", ack=ack, receipt="live")
+    frames = consumer.frames()
+    assert [(f.command, f.get("receipt-id") or f.body) for f in frames] == [
+        ("RECEIPT", "live"),
+        ("MESSAGE", b"1"),
+        ("MESSAGE", b"2"),
+    ]
+    world.broker.publish("/queue/q", b"3")
+    assert [m.body for m in consumer.messages()] == [b"3"]
+
+
 def test_lost_connection_returns_messages_to_another_consumer() -> None:
     """A consumer that vanishes mid-work has its unacknowledged messages redelivered to the others."""
     world = World()

@@ -136,3 +136,20 @@ def test_1_1_ack_with_a_foreign_subscription_header_settles(defaults: BrokerProc
     assert events.messages == []
     again.disconnect()
     consumer.disconnect()
+
+
+def test_subscribe_receipt_arrives_before_waiting_messages(defaults: BrokerProcess) -> None:
+    """Issue 14: a SUBSCRIBE's RECEIPT is the first frame, before the messages already queued."""
+    destination = f"/queue/waiting.{uuid.uuid4().hex[:8]}"
+    publish(defaults.address, destination, [b"1", b"2", b"3"])
+    client = RawClient(defaults.address)
+    client.connect()
+    client.send(f"SUBSCRIBE\nid:0\ndestination:{destination}\nreceipt:live\n\n\0".encode())
+    frames = client.read_frames(count=4)
+    assert [(f.command, f.get("receipt-id") or f.body) for f in frames] == [
+        ("RECEIPT", "live"),
+        ("MESSAGE", b"1"),
+        ("MESSAGE", b"2"),
+        ("MESSAGE", b"3"),
+    ]
+    client.close()
