@@ -127,7 +127,11 @@ class SessionSubscription:
 
     It holds the encoded start of every MESSAGE it will send (``MESSAGE`` and the
     ``subscription`` header), so a delivery costs one lookup of the message's
-    shared bytes, one concatenation and one write.
+    shared bytes, one concatenation and one write.  A STOMP 1.0 SUBSCRIBE without
+    an ``id`` is not ``named``: its destination stands in for the id, and its
+    MESSAGE frames carry no ``subscription`` header, as ActiveMQ's do (1.0
+    clients match such messages by destination, and would look for a handler
+    of the stand-in id), for the same cost.
     """
 
     __slots__ = (
@@ -156,6 +160,7 @@ class SessionSubscription:
         prefetch: int = 0,
         max_redeliveries: int | None = None,
         durable: tuple[str, str] | None = None,
+        named: bool = True,
     ) -> None:
         self.subscription_id = subscription_id
         self.destination = destination
@@ -167,7 +172,7 @@ class SessionSubscription:
         self.max_redeliveries = max_redeliveries
         self.durable = durable
         self._style = session.version
-        self._prefix = message_prefix(subscription_id, session.version)
+        self._prefix = message_prefix(subscription_id if named else None, session.version)
         # Only auto-ack topic subscriptions are this class; their messages are
         # the ones a slow client's buffer may drop (see StompSession.write_message).
         self._write: Callable[[bytes], None] = session.write_message
@@ -295,7 +300,8 @@ class SubscriptionsMixin(SessionPart):
             if self.version != "1.0":
                 frame.required("id")
             # STOMP 1.0 made the id optional: the destination is a stable stand-in,
-            # and it is what a 1.0 UNSUBSCRIBE by destination names.
+            # and it is what a 1.0 UNSUBSCRIBE by destination names; the MESSAGE
+            # frames carry no subscription header (see SessionSubscription).
             subscription_id = destination
         if subscription_id in self.subscriptions:
             raise DuplicateSubscription(
@@ -333,6 +339,7 @@ class SubscriptionsMixin(SessionPart):
             if max_redeliveries is None
             else integer_header("max-redeliveries", max_redeliveries, minimum=-1),
             durable,
+            named=frame.get("id") is not None,
         )
         receipt = frame.get("receipt")
         if receipt is None:

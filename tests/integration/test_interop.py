@@ -153,3 +153,27 @@ def test_subscribe_receipt_arrives_before_waiting_messages(defaults: BrokerProce
         ("MESSAGE", b"3"),
     ]
     client.close()
+
+
+def test_stomp_1_0_subscription_without_id_gets_no_subscription_header(
+    defaults: BrokerProcess,
+) -> None:
+    """
+    Issue 14: a 1.0 client that subscribes without an id gets MESSAGE frames without a
+    subscription header, as from ActiveMQ, and unsubscribes by destination.
+    """
+    destination = f"/queue/old.{uuid.uuid4().hex[:8]}"
+    client = RawClient(defaults.address)
+    assert client.connect("1.0").get("version") == "1.0"
+    client.send(f"SUBSCRIBE\ndestination:{destination}\nreceipt:s\n\n\0".encode())
+    assert client.read_frames(count=1)[0].command == "RECEIPT"
+    publish(defaults.address, destination, [b"old"])
+    [message] = client.read_frames(count=1)
+    assert message.command == "MESSAGE"
+    assert message.get("subscription") is None
+    assert (message.get("destination"), message.body) == (destination, b"old")
+    client.send(f"UNSUBSCRIBE\ndestination:{destination}\nreceipt:u\n\n\0".encode())
+    assert client.read_frames(count=1)[0].get("receipt-id") == "u"
+    publish(defaults.address, destination, [b"later"])
+    assert client.read_frames(count=1, timeout=0.5) == []
+    client.close()

@@ -83,16 +83,30 @@ def test_unsubscribe_unknown_id_is_an_error() -> None:
 
 def test_stomp_1_0_subscription_without_id_uses_destination() -> None:
     """
-    STOMP 1.0: id is optional; the destination stands in, and UNSUBSCRIBE by destination works.
+    STOMP 1.0: id is optional; its MESSAGE frames carry no subscription header (issue 14, as
+    ActiveMQ's: 1.0 clients match them by destination), and UNSUBSCRIBE by destination works.
     """
     session, transport, _, broker = connected(version="1.0")
     session.receive_data(frame("SUBSCRIBE", ("destination", "/topic/a"), version="1.0"))
     session.receive_data(frame("SEND", ("destination", "/topic/a"), body=b"hi", version="1.0"))
     [message] = transport.frames("1.0")
-    assert message.get("subscription") == "/topic/a"
+    assert message.get("subscription") is None
+    assert (message.get("destination"), message.body) == ("/topic/a", b"hi")
     session.receive_data(frame("UNSUBSCRIBE", ("destination", "/topic/a"), version="1.0"))
     assert broker.subscribers == []
     assert not transport.closed
+
+
+@pytest.mark.parametrize("destination", ["/queue/a", "/topic/a"])
+def test_stomp_1_0_subscription_with_an_id_names_it(destination: str) -> None:
+    """A 1.0 SUBSCRIBE that does give an id gets it back in each MESSAGE's subscription header."""
+    session, transport, _, broker = connected(version="1.0")
+    session.receive_data(
+        frame("SUBSCRIBE", ("destination", destination), ("id", "mine"), version="1.0")
+    )
+    broker.subscribers[-1].deliver(Message(destination, "m-1", (), b"hi"))
+    [message] = transport.frames("1.0")
+    assert message.get("subscription") == "mine"
 
 
 def test_invalid_ack_mode_is_an_error() -> None:
