@@ -7,6 +7,7 @@ started with no option that the issue's defaults concern.
 from __future__ import annotations
 
 import os
+import random
 import time
 import uuid
 
@@ -177,3 +178,21 @@ def test_stomp_1_0_subscription_without_id_gets_no_subscription_header(
     publish(defaults.address, destination, [b"later"])
     assert client.read_frames(count=1, timeout=0.5) == []
     client.close()
+
+
+def test_random_bytes_get_an_error_at_once(defaults: BrokerProcess) -> None:
+    """
+    Issue 14: 4 KiB of random bytes from a connected client get an ERROR and a close within a
+    second, not at the frame timeout (60 s by default), though they hold no empty line.
+    """
+    garbage = random.Random(14).randbytes(4096)
+    assert b"\n\n" not in garbage and b"\n" in garbage
+    client = RawClient(defaults.address)
+    client.connect()
+    started = time.monotonic()
+    client.send(garbage)
+    frames = client.read_frames(count=1, timeout=1.0)
+    assert [frame.command for frame in frames] == ["ERROR"]
+    assert frames[0].get("message") in ("unknown command", "header section is not valid UTF-8")
+    assert time.monotonic() - started < 1.0
+    assert client.closed_by_peer()
