@@ -29,7 +29,7 @@ from benchmarks import fanout_cost, queue_cost
 from benchmarks.cli import build_parser, cases_from, main, settings_from
 from benchmarks.connection import Endpoint
 from benchmarks.measure import merge_seen, percentiles
-from benchmarks.scenarios import Case, Settings, Target, fd_headroom, run_case
+from benchmarks.scenarios import Case, Settings, Target, _flow_shape, fd_headroom, run_case
 from benchmarks.websocket import FrameDecoder, client_frame, unmask
 from benchmarks.wire import Inbox, SendTemplate, split_frames
 from stompbroker.protocol.parser import FrameParser
@@ -265,6 +265,19 @@ def test_cli_defaults_give_the_issue_cases() -> None:
     )
     shallow = settings_from(build_parser().parse_args(["--flow", "shallow"]))
     assert (shallow.receipt_every, shallow.window) == (8, 1)
+
+
+def test_cli_persistent_scenario_is_the_issues_persistent_case() -> None:
+    """
+    Issue 14's persistent case (persistent:true, a receipt on every SEND, 4x4,
+    client-individual, 1 KiB bodies) is ``persistent --ack client-individual --size 1024``.
+    """
+    args = build_parser().parse_args(["persistent", "--ack", "client-individual", "--size", "1024"])
+    [case] = cases_from(args)
+    assert case.label == "persistent 4x4 client-individual"
+    settings = settings_from(args)
+    assert settings.size == 1024
+    assert _flow_shape(case, settings)["receipt_every"] == 1
 
 
 # -- against the real broker ----------------------------------------------------

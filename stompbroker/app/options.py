@@ -118,18 +118,19 @@ def parse_size(text: str, option: str) -> int:
         ) from None
 
 
-def parse_heartbeat(text: str) -> tuple[int, int]:
+def parse_heartbeat(text: str, option: str = "heartbeat") -> tuple[int, int]:
     """
     :param text: ``"SEND,RECV"`` in milliseconds.
+    :param option: the option's name, for the error.
     :returns: the pair of integers.
     :raises usage.UsageError: when the text is not two non-negative integers.
     """
     try:
         send, receive = (int(part) for part in text.split(","))
     except ValueError:
-        raise usage.UsageError(f"--heartbeat takes SEND,RECV in ms, got {text!r}") from None
+        raise usage.UsageError(f"--{option} takes SEND,RECV in ms, got {text!r}") from None
     if send < 0 or receive < 0:
-        raise usage.UsageError(f"--heartbeat values must be 0 or more, got {text!r}")
+        raise usage.UsageError(f"--{option} values must be 0 or more, got {text!r}")
     return (send, receive)
 
 
@@ -171,8 +172,14 @@ class Options(EngineOptions, strcred.AuthOptionMixin):
             "heartbeat",
             None,
             "{},{}".format(*DEFAULTS.heartbeat),
-            "The server's heart-beat offer SEND,RECV in ms: how often it can send, "
-            "and how often it wants to hear from clients (0 = never).",
+            "Whether the server heart-beats, SEND,RECV: 0 turns a direction off; "
+            "otherwise it runs at the pace the client asks, down to --heartbeat-min.",
+        ],
+        [
+            "heartbeat-min",
+            None,
+            "{},{}".format(*DEFAULTS.heartbeat_min),
+            "Shortest heart-beat intervals SEND,RECV in ms that a client can ask for.",
         ],
         [
             "max-connections",
@@ -449,6 +456,7 @@ class Options(EngineOptions, strcred.AuthOptionMixin):
 
     def postOptions(self) -> None:
         self["heartbeat"] = parse_heartbeat(self["heartbeat"])
+        self["heartbeat-min"] = parse_heartbeat(self["heartbeat-min"], "heartbeat-min")
         self._check_security()
         self._check_limits()
         self.check_engine()

@@ -98,6 +98,7 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
     config = SessionConfig(
         server_name=f"stompbroker/{__version__}",
         heartbeat=options["heartbeat"],
+        heartbeat_min=options["heartbeat-min"],
         max_frame_size=options["max-frame-size"],
         max_headers=options["max-headers"],
         max_header_length=options["max-header-length"],

@@ -94,15 +94,21 @@ class Backlog:
         self.message_bytes += len(data)
         return self.message_bytes
 
-    def drop_oldest(self, limit: int) -> int:
+    @property
+    def message_count(self) -> int:
+        """How many topic messages wait (dropped ones excluded)."""
+        return len(self._messages)
+
+    def drop_oldest(self, limit: int, keep: int = 0) -> int:
         """
         Drop topic messages, oldest first, until at most ``limit`` bytes of them wait.
 
+        :param keep: the newest messages never dropped, whatever their size.
         :returns: how many were dropped.
         """
         dropped = 0
         messages = self._messages
-        while self.message_bytes > limit and messages:
+        while self.message_bytes > limit and len(messages) > keep:
             entry = messages.popleft()
             self.message_bytes -= len(entry[0])
             entry[0] = None

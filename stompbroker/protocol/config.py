@@ -36,8 +36,12 @@ class SessionConfig:
 
     :ivar server_name: sent as CONNECTED's ``server`` header.
     :ivar versions: the protocol versions offered, best first.
-    :ivar heartbeat: the server's heart-beat offer in ms, ``(send, receive)``: how
-        often it can send, and how often it wants to hear from the client; 0 means never.
+    :ivar heartbeat: whether the server heart-beats, ``(send, receive)`` in ms: 0
+        in a direction means never; otherwise that direction runs at the client's
+        pace (:func:`~stompbroker.protocol.negotiation.negotiate_heartbeat`).
+    :ivar heartbeat_min: the shortest intervals applied, ``(send, receive)`` in
+        ms: a client asking for beats more often gets them this often, and is
+        expected to beat this often.
     :ivar heartbeat_grace: a client is dead once silent for this many times the
         negotiated receive interval.
     :ivar max_frame_size: largest frame accepted, in bytes, headers and body.
@@ -84,8 +88,9 @@ class SessionConfig:
     server_name: str = "stompbroker"
     versions: tuple[str, ...] = SUPPORTED_VERSIONS
     heartbeat: tuple[int, int] = (10000, 10000)
+    heartbeat_min: tuple[int, int] = (1000, 1000)
     heartbeat_grace: float = 2.0
-    max_frame_size: int = 4 * 1024 * 1024
+    max_frame_size: int = 100 * 1024 * 1024
     max_headers: int = 1000
     max_header_length: int = 10240
     max_held_bytes: int = 32 * 1024 * 1024

@@ -217,13 +217,15 @@ def _plain_tail(message: Message) -> bytes | None:
     return tail
 
 
-def message_prefix(subscription_id: str, version: str, extra: Headers = ()) -> bytes:
+def message_prefix(subscription_id: str | None, version: str, extra: Headers = ()) -> bytes:
     """
     The per-subscription head of a MESSAGE frame: ``MESSAGE``, ``subscription``,
     then the ``extra`` header pairs (``ack`` in STOMP 1.2, for instance), escaped
     for ``version``.
 
-    :param subscription_id: the subscription's ``id``.
+    :param subscription_id: the subscription's ``id``; ``None`` for a STOMP 1.0
+        SUBSCRIBE that gave none, whose MESSAGE frames carry no ``subscription``
+        header (as ActiveMQ's: such clients match messages by destination).
     :param version: the subscriber's protocol version.
     :param extra: more ``(name, value)`` headers for this delivery.
     :returns: bytes to which :func:`message_tail` is appended.
@@ -231,7 +233,9 @@ def message_prefix(subscription_id: str, version: str, extra: Headers = ()) -> b
         for an unknown version.
     """
     escape_name, escape_value = _escaping(version)[1:]
-    head = "MESSAGE\nsubscription:" + escape_value(subscription_id) + "\n"
+    head = "MESSAGE\n"
+    if subscription_id is not None:
+        head += "subscription:" + escape_value(subscription_id) + "\n"
     for name, value in extra:
         head += escape_name(name) + ":" + escape_value(value) + "\n"
     return head.encode("utf-8")

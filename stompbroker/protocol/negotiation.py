@@ -53,12 +53,24 @@ def negotiate_version(accept_version: str | None, ours: tuple[str, ...]) -> str:
     )
 
 
-def negotiate_heartbeat(client: str | None, server: tuple[int, int]) -> tuple[int, int]:
+def negotiate_heartbeat(
+    client: str | None, server: tuple[int, int], floor: tuple[int, int] = (0, 0)
+) -> tuple[int, int]:
     """
-    Agree heart-beat intervals (STOMP 1.2, "Heart-beating").
+    Agree heart-beat intervals (STOMP 1.2, "Heart-beating") at the client's pace.
 
-    :param client: the CONNECT frame's ``heart-beat`` header, ``"cx,cy"``.
-    :param server: our offer ``(sx, sy)`` in ms.
+    The spec's rule takes the larger of the two offers, which made the server's
+    offer the floor of both directions: a browser asking for a beat every second
+    waited ten, and a dead one was noticed after twenty.  As RabbitMQ does, the
+    client's values are used instead, raised to ``floor`` so that a client cannot
+    make the broker beat or check more often than it is willing to.  The
+    server's values only say whether it beats (or checks) at all: 0 turns a
+    direction off, as does the client's 0.
+
+    :param client: the CONNECT frame's ``heart-beat`` header, ``"cx,cy"``; absent
+        means ``"0,0"``.
+    :param server: ``(sx, sy)`` in ms; 0 in a direction turns it off.
+    :param floor: the shortest intervals ``(send, receive)`` applied, in ms.
     :returns: ``(send_ms, receive_ms)``: how often we must send, and how often we
         expect to hear from the client; 0 means not at all.
     :raises MalformedFrame: when the header is not two non-negative integers.
@@ -76,8 +88,8 @@ def negotiate_heartbeat(client: str | None, server: tuple[int, int]) -> tuple[in
             f"heart-beat must be two non-negative integers 'cx,cy', got {client!r}",
         )
     sx, sy = server
-    send = max(sx, cy) if sx and cy else 0
-    receive = max(cx, sy) if cx and sy else 0
+    send = max(cy, floor[0]) if sx and cy else 0
+    receive = max(cx, floor[1]) if cx and sy else 0
     return (send, receive)
 
 
@@ -90,8 +102,9 @@ def connected_frame(
     :param version: the version negotiated.
     :param session_id: the broker-unique id of the session.
     :param server_name: the ``server`` header.
-    :param heartbeat: the server's offer ``(sx, sy)`` in ms; STOMP 1.0 has no
-        heart-beats, so a 1.0 CONNECTED does not carry it.
+    :param heartbeat: the intervals applied ``(send, receive)`` in ms, which the
+        client reads as the server's offer and so derives the same two; STOMP 1.0
+        has no heart-beats, so a 1.0 CONNECTED does not carry it.
     """
     headers = [("version", version), ("session", session_id), ("server", server_name)]
     if version != "1.0":
@@ -152,7 +165,10 @@ class HandshakeMixin(SessionPart):
         self.version = negotiate_version(frame.get("accept-version"), self.config.versions)
         self._parser.version = self.version
         if self.version != "1.0":
-            self.heartbeat = negotiate_heartbeat(frame.get("heart-beat"), self.config.heartbeat)
+            config = self.config
+            self.heartbeat = negotiate_heartbeat(
+                frame.get("heart-beat"), config.heartbeat, config.heartbeat_min
+            )
         self.client_id = frame.get("client-id")
         authenticator = self.config.authenticator
         if authenticator is None:
@@ -206,6 +222,6 @@ class HandshakeMixin(SessionPart):
         self._transition(Event.LOGIN_ACCEPTED)
         config = self.config
         self.send_frame(
-            connected_frame(self.version, self.session_id, config.server_name, config.heartbeat)
+            connected_frame(self.version, self.session_id, config.server_name, self.heartbeat)
         )
         self._start_heartbeats()

@@ -25,7 +25,16 @@ on the hot path of every message, so it works the way h11's receive buffer does:
   incoming ``bytes`` object is parsed in place, without being copied at all;
 * each limit is checked as soon as it can be: a peer that streams megabytes
   without a NUL, or announces a body that cannot fit, is refused without the
-  parser holding more than ``max_frame_size`` bytes.
+  parser holding more than ``max_frame_size`` bytes;
+* a frame that cannot be STOMP is refused as soon as the line that shows it is
+  complete, not when the frame would be: a command line that names no STOMP
+  command (of either direction), a header line without a colon or not UTF-8.
+  (Random bytes rarely hold the empty line that ends a header section, so a
+  peer sending garbage would otherwise get no answer until the frame timeout.)
+  Line by line, this runs only for a frame whose header section is incomplete
+  when a call ends, on the lines not checked yet; a whole header section is
+  judged as before, plus one lookup of its command, so that the outcome never
+  depends on how the stream was cut.
 
 Header escaping (STOMP 1.2, "Value Encoding") depends on the negotiated version,
 which the session sets in :attr:`FrameParser.version`; CONNECT, STOMP and
@@ -43,8 +52,16 @@ from stompbroker.protocol.errors import (
     MalformedFrame,
     ProtocolError,
     TooManyHeaders,
+    UnknownCommand,
 )
-from stompbroker.protocol.frames import SUPPORTED_VERSIONS, UNESCAPED_COMMANDS, Frame, Headers
+from stompbroker.protocol.frames import (
+    CLIENT_COMMANDS,
+    SERVER_COMMANDS,
+    SUPPORTED_VERSIONS,
+    UNESCAPED_COMMANDS,
+    Frame,
+    Headers,
+)
 from stompbroker.protocol.header_decoding import negotiated_version, receipt_of, unescape
 
 __all__ = ["FrameParser"]
@@ -64,6 +81,9 @@ _BODY_LENGTH = 2  # content-length body bytes and their NUL
 _BODY_NUL = 3  # the NUL that ends a body without content-length
 
 _CR = 0x0D
+#: Bodies longer than this are copied out of the buffer through a memoryview,
+#: which costs one copy instead of two but more than a slice for small ones.
+_COPY_THROUGH_VIEW = 64 * 1024
 _SHOWN_LINE_LENGTH = 60
 
 
@@ -90,6 +110,18 @@ def _no_colon(text: str) -> MalformedFrame:
     return MalformedFrame(
         f"header line without a colon: {_shown_line(line)}",
         "STOMP 1.2, Augmented BNF: every header line is name:value.",
+    )
+
+
+#: Every command line a STOMP frame may have, in either direction (the parser
+#: reads the server's frames in clients and tests too).
+_COMMANDS = CLIENT_COMMANDS | SERVER_COMMANDS
+
+
+def _unknown_command(command: str, headers: Headers = ()) -> UnknownCommand:
+    """:param command: a command line, decoded, that names no STOMP command."""
+    return UnknownCommand(
+        "unknown command", f"{command[:40]!r} is not a STOMP command", receipt_of(headers)
     )
 
 
@@ -152,7 +184,7 @@ class FrameParser:
 
     def __init__(
         self,
-        max_frame_size: int = 4 * 1024 * 1024,
+        max_frame_size: int = 100 * 1024 * 1024,
         max_headers: int = 1000,
         max_header_length: int = 10240,
     ) -> None:
@@ -363,6 +395,9 @@ class FrameParser:
                 command = text.partition("\n")[0]
                 if command in UNESCAPED_COMMANDS:
                     self._adopt_version(command, headers)
+                elif command not in _COMMANDS:
+                    # The second lookup of the same str reuses its cached hash.
+                    raise _unknown_command(command, headers)
                 elif "\\" in text and self._unescaping:
                     headers = tuple([(unescape(name), unescape(value)) for name, value in headers])
                 # No escape yields a digit or a character of "content-length", so
@@ -409,7 +444,12 @@ class FrameParser:
             _set_command(frame, command)
             _set_headers(frame, headers)
             if copy_bodies:
-                _set_body(frame, bytes(source[body_start:terminator]))
+                if terminator - body_start > _COPY_THROUGH_VIEW:
+                    # A bytearray's slice is a copy: through a view, a large
+                    # body (megabytes gathered over many reads) is copied once.
+                    _set_body(frame, bytes(memoryview(source)[body_start:terminator]))
+                else:
+                    _set_body(frame, bytes(source[body_start:terminator]))
             else:  # source is bytes: its slice is the body, copied once
                 _set_body(frame, source[body_start:terminator])
             append(frame)
@@ -445,6 +485,7 @@ class FrameParser:
         newline = source.find(b"\n", scan, end)
         while newline >= 0:
             self._check_line_length(source, line_start, newline)
+            self._check_line(bytes(source[line_start:newline]), line_count)
             line_count += 1
             if line_count - 1 > self.max_headers:
                 raise self._too_many_headers()
@@ -453,6 +494,28 @@ class FrameParser:
         # The incomplete line may end with the CR of its CRLF: check it as a line.
         self._check_line_length(source, line_start, end)
         return line_start, line_count
+
+    @staticmethod
+    def _check_line(line: bytes, number: int) -> None:
+        """
+        Judge one complete line of a header section that is not complete yet.
+
+        :param line: the line, without its LF (a CR before it is dropped here).
+        :param number: 0 for the command line, then 1, 2... for header lines.
+        :raises UnknownCommand: for a command line that names no STOMP command.
+        :raises MalformedFrame: for a header line without a colon, or not UTF-8.
+        """
+        if line[-1:] == b"\r":
+            line = line[:-1]
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise _not_utf8(error) from None
+        if number == 0:
+            if text not in _COMMANDS:
+                raise _unknown_command(text)
+        elif ":" not in text:
+            raise _no_colon("\n" + text)
 
     def _check_line_length(self, source: bytes | bytearray, start: int, stop: int) -> None:
         """

@@ -19,6 +19,7 @@ while the authenticator decides.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from attrs import define
@@ -40,10 +41,12 @@ class _Reply:
 
     :ivar receipt: the receipt id, or ``None`` for a frame that asked for none.
     :ivar done: whether what it waits for (storing a persistent message) is done.
+    :ivar then: called once the RECEIPT is out (a subscription's first messages).
     """
 
     receipt: str | None
     done: bool = False
+    then: Callable[[], None] | None = None
 
 
 class ReceiptsMixin(SessionPart):
@@ -75,12 +78,18 @@ class ReceiptsMixin(SessionPart):
         if receipt is not None:
             self._send_receipt(receipt)
 
-    def _send_receipt(self, receipt: str) -> None:
+    def _send_receipt(self, receipt: str, then: Callable[[], None] | None = None) -> None:
+        """
+        :param then: called right after the RECEIPT is written, which may be later
+            when an earlier RECEIPT waits for the store.
+        """
         if self._replies:
             # An earlier RECEIPT waits for the store: this one goes out after it.
-            self._replies.append(_Reply(receipt, done=True))
+            self._replies.append(_Reply(receipt, done=True, then=then))
             return
         self.send_frame(Frame("RECEIPT", (("receipt-id", receipt),)))
+        if then is not None:
+            then()
 
     def _receipt_when_stored(self, waiting: Any, frame: Frame, pause: bool = True) -> None:
         """
@@ -113,9 +122,11 @@ class ReceiptsMixin(SessionPart):
             return
         replies = self._replies
         while replies and replies[0].done:
-            receipt = replies.popleft().receipt
-            if receipt is not None:
-                self.send_frame(Frame("RECEIPT", (("receipt-id", receipt),)))
+            done = replies.popleft()
+            if done.receipt is not None:
+                self.send_frame(Frame("RECEIPT", (("receipt-id", done.receipt),)))
+            if done.then is not None:
+                done.then()
         if not replies and self._held is not None:
             held = self._take_held()
             # Unless this runs inside the handler that asked (it was stored at

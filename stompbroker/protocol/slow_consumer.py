@@ -8,7 +8,10 @@ fan-out (``write_grace``), and until the transport has drained
 :class:`~stompbroker.protocol.backlog.Backlog` and the broker gives its queue
 subscriptions nothing.  ``auto``-ack topic messages are the only ones that keep
 coming; when they fill ``slow_consumer_buffer``, the ``slow_consumer_policy``
-decides: ``block`` the publishers, ``drop-oldest``, or ``disconnect``.  Other
+decides: ``block`` the publishers, ``drop-oldest``, or ``disconnect``.  One
+message alone is never too many, however large: a message larger than the
+buffer waits whole for a client that keeps reading, and the policy acts only
+once another one waits behind it (``drop-oldest`` never drops the newest).  Other
 frames that fill as much (the client sends frames whose answers it does not
 read) stop the session from reading.
 
@@ -153,13 +156,17 @@ class SlowConsumerMixin(SessionPart):
     def _keep_message(self, data: bytes) -> None:
         """Write an auto-ack topic message while behind; past the buffer, the policy decides."""
         backlog: Any = self._backlog
-        if backlog.keep_message(data) <= self.config.slow_consumer_buffer:
+        if (
+            backlog.keep_message(data) <= self.config.slow_consumer_buffer
+            or backlog.message_count == 1
+        ):
             return
         policy = self.config.slow_consumer_policy
         if policy == BLOCK:
             self.broker.block_sender(self)
         elif policy == DROP_OLDEST:
-            self.broker.count_dropped(self, backlog.drop_oldest(self.config.slow_consumer_buffer))
+            dropped = backlog.drop_oldest(self.config.slow_consumer_buffer, keep=1)
+            self.broker.count_dropped(self, dropped)
         else:
             self._disconnect_slow(backlog)
 

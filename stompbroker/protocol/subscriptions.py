@@ -127,7 +127,11 @@ class SessionSubscription:
 
     It holds the encoded start of every MESSAGE it will send (``MESSAGE`` and the
     ``subscription`` header), so a delivery costs one lookup of the message's
-    shared bytes, one concatenation and one write.
+    shared bytes, one concatenation and one write.  A STOMP 1.0 SUBSCRIBE without
+    an ``id`` is not ``named``: its destination stands in for the id, and its
+    MESSAGE frames carry no ``subscription`` header, as ActiveMQ's do (1.0
+    clients match such messages by destination, and would look for a handler
+    of the stand-in id), for the same cost.
     """
 
     __slots__ = (
@@ -156,6 +160,7 @@ class SessionSubscription:
         prefetch: int = 0,
         max_redeliveries: int | None = None,
         durable: tuple[str, str] | None = None,
+        named: bool = True,
     ) -> None:
         self.subscription_id = subscription_id
         self.destination = destination
@@ -167,7 +172,7 @@ class SessionSubscription:
         self.max_redeliveries = max_redeliveries
         self.durable = durable
         self._style = session.version
-        self._prefix = message_prefix(subscription_id, session.version)
+        self._prefix = message_prefix(subscription_id if named else None, session.version)
         # Only auto-ack topic subscriptions are this class; their messages are
         # the ones a slow client's buffer may drop (see StompSession.write_message).
         self._write: Callable[[bytes], None] = session.write_message
@@ -182,6 +187,22 @@ class SessionSubscription:
         if tail is None:
             tail = message_tail(message, self._style)
         self._write(self._prefix + tail)
+
+    def hold_writes(self) -> Callable[[], None]:
+        """
+        Keep this subscription's MESSAGE frames back until the returned function
+        is called, which writes them, in order, and writes straight on from then.
+        """
+        write = self._write
+        held: list[bytes] = []
+        self._write = held.append
+
+        def release() -> None:
+            self._write = write
+            for data in held:
+                write(data)
+
+        return release
 
     def count_deliveries(self, count: int, tails: dict[str, int]) -> None:
         """
@@ -261,6 +282,7 @@ class SubscriptionsMixin(SessionPart):
     client_id: str | None
     _receipt: Callable[[Frame], None]
     _receipt_when_stored: Callable[..., None]
+    _send_receipt: Callable[..., None]
 
     def _init_subscriptions(self) -> None:
         self.subscriptions = {}
@@ -278,7 +300,8 @@ class SubscriptionsMixin(SessionPart):
             if self.version != "1.0":
                 frame.required("id")
             # STOMP 1.0 made the id optional: the destination is a stable stand-in,
-            # and it is what a 1.0 UNSUBSCRIBE by destination names.
+            # and it is what a 1.0 UNSUBSCRIBE by destination names; the MESSAGE
+            # frames carry no subscription header (see SessionSubscription).
             subscription_id = destination
         if subscription_id in self.subscriptions:
             raise DuplicateSubscription(
@@ -304,22 +327,30 @@ class SubscriptionsMixin(SessionPart):
         cls = SessionSubscription
         if ack_mode != "auto" or durable is not None or not destination.startswith(TOPIC_PREFIX):
             cls = TrackedSubscription
-        self._add_subscription(
-            cls(
-                self,  # type: ignore[arg-type]
-                subscription_id,
-                destination,
-                ack_mode,
-                frame.header_dict(),
-                next(self._numbers),
-                prefetch,
-                None
-                if max_redeliveries is None
-                else integer_header("max-redeliveries", max_redeliveries, minimum=-1),
-                durable,
-            )
+        subscription = cls(
+            self,  # type: ignore[arg-type]
+            subscription_id,
+            destination,
+            ack_mode,
+            frame.header_dict(),
+            next(self._numbers),
+            prefetch,
+            None
+            if max_redeliveries is None
+            else integer_header("max-redeliveries", max_redeliveries, minimum=-1),
+            durable,
+            named=frame.get("id") is not None,
         )
-        self._receipt(frame)
+        receipt = frame.get("receipt")
+        if receipt is None:
+            self._add_subscription(subscription)
+            return
+        # Clients treat a subscription as live once its RECEIPT is in, and some
+        # read frames in that order: what it is sent before then (messages
+        # waiting in its queue) waits for the RECEIPT.
+        release = subscription.hold_writes()
+        self._add_subscription(subscription)
+        self._send_receipt(receipt, release)
 
     def _add_subscription(self, subscription: SessionSubscription) -> None:
         limit = self.config.max_subscriptions
@@ -421,13 +452,13 @@ class SubscriptionsMixin(SessionPart):
         STOMP 1.2 names it by ``id``, the MESSAGE's ``ack`` header; 1.1 by
         ``message-id`` and ``subscription``; 1.0 by ``message-id`` alone.  An
         ``id`` that is not one of our ack ids is taken for a message-id (ActiveMQ's
-        ack ids are message ids, and clients ported from it send those).
+        ack ids are message ids, and clients ported from it send those); so is a
+        1.1 ``subscription`` that names none of this connection's.
 
         :returns: the subscription, or ``None`` to look through all of this
             connection's, and the message id.
         :raises MissingHeader: if the frame names no message.
         :raises UnknownAck: for an ack id of a subscription this connection does not have.
-        :raises UnknownSubscription: for a ``subscription`` this connection does not have.
         """
         ack_id = frame.get("id") if self.version == "1.2" else None
         if ack_id is not None:
@@ -448,7 +479,7 @@ class SubscriptionsMixin(SessionPart):
         subscription_id = frame.get("subscription")
         if subscription_id is None:
             return None, message_id
-        found = self.subscriptions.get(subscription_id)
-        if found is None:
-            raise unknown_subscription(subscription_id)
-        return found, message_id
+        # A subscription this connection does not have (clients send the
+        # destination, or a stale id) is no error: the message-id is looked for
+        # through all of its subscriptions, as ActiveMQ and RabbitMQ do.
+        return self.subscriptions.get(subscription_id), message_id

@@ -34,6 +34,7 @@ def test_port_is_shorthand_for_loopback_tcp_endpoint() -> None:
         ["--port", "x"],
         ["--heartbeat", "10"],
         ["--heartbeat", "1,-1"],
+        ["--heartbeat-min", "1000"],
         ["--max-frame-size", "0"],
         ["--max-connections", "-1"],
         ["--log-level", "loud"],

@@ -32,6 +32,8 @@ def test_make_service_listens_on_every_endpoint_with_one_broker() -> None:
         "99",
         "--heartbeat",
         "100,200",
+        "--heartbeat-min",
+        "50,60",
         "--max-connections",
         "5",
         "--log-level",
@@ -57,6 +59,7 @@ def test_make_service_listens_on_every_endpoint_with_one_broker() -> None:
         limits = (config.max_frame_size, config.max_headers, config.max_header_length)
         assert limits == (1000, 7, 99)
         assert config.heartbeat == (100, 200)
+        assert config.heartbeat_min == (50, 60)
         assert config.server_name.startswith("stompbroker/")
         assert _predicate.logLevelForNamespace("stompbroker.broker").name == "warn"
     finally:

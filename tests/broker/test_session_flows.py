@@ -62,6 +62,69 @@ def test_client_mode_ack_is_cumulative() -> None:
     assert error.get("message") == "unknown message to acknowledge"
 
 
+def test_client_mode_nack_is_cumulative() -> None:
+    """
+    Issue 14: in client mode a NACK, as an ACK, settles the named message and every earlier
+    unacknowledged one of the subscription: they all come back, redelivered.
+    """
+    world = World()
+    consumer = world.client()
+    consumer.send_frame("SUBSCRIBE", id="s", destination="/queue/q", ack="client")
+    for body in (b"1", b"2", b"3"):
+        world.broker.publish("/queue/q", body)
+    messages = consumer.messages()
+    consumer.ack(messages[1], "NACK")
+    again = consumer.messages()
+    assert [(m.body, m.get("redelivered")) for m in again] == [(b"1", "true"), (b"2", "true")]
+    consumer.ack(messages[2], receipt="r")
+    assert consumer.frames() == [Frame("RECEIPT", (("receipt-id", "r"),))]
+
+
+@pytest.mark.parametrize("command", ["ACK", "NACK"])
+def test_1_1_ack_or_nack_with_a_foreign_subscription_header_settles(command: str) -> None:
+    """
+    Issue 14: a 1.1 ACK or NACK whose subscription header names no subscription of the
+    connection (a destination, say) still settles the message-id the connection holds.
+    """
+    world = World()
+    consumer = world.client("1.1")
+    consumer.send_frame("SUBSCRIBE", id="s", destination="/queue/q", ack="client-individual")
+    world.broker.publish("/queue/q", b"1")
+    [message] = consumer.messages()
+    consumer.send_frame(
+        command,
+        message_id=message.get("message-id") or "",
+        subscription="/queue/q",
+        requeue="false",
+        receipt="r",
+    )
+    assert consumer.frames() == [Frame("RECEIPT", (("receipt-id", "r"),))]
+    consumer.send_frame("UNSUBSCRIBE", id="s")
+    consumer.send_frame("SUBSCRIBE", id="t", destination="/queue/q")
+    assert consumer.frames() == []
+
+
+@pytest.mark.parametrize("ack", ["auto", "client"])
+def test_subscribe_receipt_comes_before_the_messages_waiting_in_the_queue(ack: str) -> None:
+    """
+    Issue 14: the RECEIPT of a SUBSCRIBE goes out before the first MESSAGE of the subscription,
+    messages already waiting in its queue included; later ones follow as usual.
+    """
+    world = World()
+    for body in (b"1", b"2"):
+        world.broker.publish("/queue/q", body)
+    consumer = world.client()
+    consumer.send_frame("SUBSCRIBE", id="s", destination="/queue/q", ack=ack, receipt="live")
+    frames = consumer.frames()
+    assert [(f.command, f.get("receipt-id") or f.body) for f in frames] == [
+        ("RECEIPT", "live"),
+        ("MESSAGE", b"1"),
+        ("MESSAGE", b"2"),
+    ]
+    world.broker.publish("/queue/q", b"3")
+    assert [m.body for m in consumer.messages()] == [b"3"]
+
+
 def test_lost_connection_returns_messages_to_another_consumer() -> None:
     """
     A consumer that vanishes mid-work has its unacknowledged messages redelivered to the others.

@@ -244,3 +244,22 @@ def test_receipt_frames_are_plain_receipts(world: World) -> None:
     persistent_send(client, receipt="r1")
     world.settle()
     assert client.frames() == [Frame("RECEIPT", (("receipt-id", "r1"),))]
+
+
+def test_subscribe_receipt_behind_a_store_write_still_precedes_its_messages(world: World) -> None:
+    """
+    Issue 14: when a SUBSCRIBE's RECEIPT waits behind a persistent SEND's, the messages the
+    subscription is given meanwhile wait for it too: RECEIPTs first, in order, then the MESSAGE.
+    """
+    world.broker.publish("/queue/waiting", b"waiting")
+    client = world.client()
+    persistent_send(client, b"kept", receipt="stored")
+    client.send_frame("SUBSCRIBE", id="s", destination="/queue/waiting", receipt="live")
+    assert client.frames() == []
+    world.settle()
+    frames = client.frames()
+    assert [(f.command, f.get("receipt-id") or f.body) for f in frames] == [
+        ("RECEIPT", "stored"),
+        ("RECEIPT", "live"),
+        ("MESSAGE", b"waiting"),
+    ]

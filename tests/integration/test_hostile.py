@@ -24,6 +24,7 @@ from tests.support.process import BrokerProcess, module_broker
 
 TIMEOUTS = ("--heartbeat", "0,0", "--connect-timeout", "1", "--frame-timeout", "1")
 LIMITS = ("--max-subscriptions", "500", "--slow-consumer-buffer", "1M")
+LIMITS += ("--max-frame-size", str(4 << 20))
 hostile_broker = module_broker(
     "hostile_broker", *TIMEOUTS, *LIMITS, "--data-dir", "none", http=None
 )

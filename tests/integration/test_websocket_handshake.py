@@ -92,7 +92,7 @@ def test_announced_oversize_message_is_refused_before_its_payload(
         frames = client.read_frames()
         [connected, error] = client.stomp(frames)
         assert (connected.command, error.command) == ("CONNECTED", "ERROR")
-        assert error.get("message") == "frame too large: more than 4194304 bytes"
+        assert error.get("message") == "frame too large: more than 104857600 bytes"
         assert frames[-1] == (OPCODE_CLOSE, struct.pack("!H", 1009))
     finally:
         client.close()

@@ -83,16 +83,30 @@ def test_unsubscribe_unknown_id_is_an_error() -> None:
 
 def test_stomp_1_0_subscription_without_id_uses_destination() -> None:
     """
-    STOMP 1.0: id is optional; the destination stands in, and UNSUBSCRIBE by destination works.
+    STOMP 1.0: id is optional; its MESSAGE frames carry no subscription header (issue 14, as
+    ActiveMQ's: 1.0 clients match them by destination), and UNSUBSCRIBE by destination works.
     """
     session, transport, _, broker = connected(version="1.0")
     session.receive_data(frame("SUBSCRIBE", ("destination", "/topic/a"), version="1.0"))
     session.receive_data(frame("SEND", ("destination", "/topic/a"), body=b"hi", version="1.0"))
     [message] = transport.frames("1.0")
-    assert message.get("subscription") == "/topic/a"
+    assert message.get("subscription") is None
+    assert (message.get("destination"), message.body) == ("/topic/a", b"hi")
     session.receive_data(frame("UNSUBSCRIBE", ("destination", "/topic/a"), version="1.0"))
     assert broker.subscribers == []
     assert not transport.closed
+
+
+@pytest.mark.parametrize("destination", ["/queue/a", "/topic/a"])
+def test_stomp_1_0_subscription_with_an_id_names_it(destination: str) -> None:
+    """A 1.0 SUBSCRIBE that does give an id gets it back in each MESSAGE's subscription header."""
+    session, transport, _, broker = connected(version="1.0")
+    session.receive_data(
+        frame("SUBSCRIBE", ("destination", destination), ("id", "mine"), version="1.0")
+    )
+    broker.subscribers[-1].deliver(Message(destination, "m-1", (), b"hi"))
+    [message] = transport.frames("1.0")
+    assert message.get("subscription") == "mine"
 
 
 def test_invalid_ack_mode_is_an_error() -> None:
@@ -492,11 +506,19 @@ def test_ack_of_an_ended_subscription_is_an_error() -> None:
     assert error_of(transport).get("message") == "unknown message to acknowledge"
 
 
-def test_ack_1_1_of_an_unknown_subscription_is_an_error() -> None:
-    """STOMP 1.1: an ACK naming a subscription this connection does not have is an ERROR."""
-    session, transport, _, _ = connected(version="1.1")
+def test_ack_1_1_naming_an_unknown_subscription_is_looked_up_by_message_id() -> None:
+    """
+    Issue 14: a 1.1 ACK whose subscription header names none of the connection's (clients send
+    that) is looked for by its message-id through all of them, as ActiveMQ and RabbitMQ do.
+    """
+    session, transport, _, broker = connected(version="1.1")
     session.receive_data(frame("ACK", ("subscription", "nope"), ("message-id", "m"), version="1.1"))
-    assert error_of(transport, "1.1").get("message") == "unknown subscription"
+    session.receive_data(
+        frame("NACK", ("subscription", "/queue/q"), ("message-id", "n"), version="1.1")
+    )
+    assert broker.named("ack") == [("m", None, None)]
+    assert broker.named("nack") == [("n", None, True, None)]
+    assert not transport.closed
 
 
 @pytest.mark.parametrize(

@@ -231,6 +231,17 @@ def test_message_prefix_holds_command_subscription_and_extra_headers() -> None:
     assert message_prefix("sub:1", "1.0") == b"MESSAGE\nsubscription:sub:1\n"
 
 
+def test_message_prefix_without_a_subscription_id_has_no_subscription_header() -> None:
+    """
+    Issue 14: a 1.0 SUBSCRIBE without id gets MESSAGE frames without a subscription header, and
+    they share the message's cached tail like any other.
+    """
+    assert message_prefix(None, "1.0") == b"MESSAGE\n"
+    assert message_prefix(None, "1.0", (("redelivered", "true"),)) == (
+        b"MESSAGE\nredelivered:true\n"
+    )
+
+
 @pytest.mark.parametrize("version", ["1.0", "1.1", "1.2"])
 def test_prefix_and_tail_equal_encoded_message_frame(version: str) -> None:
     """

@@ -39,22 +39,27 @@ def test_version_negotiation_picks_highest_common(accept: str | None, expected: 
 
 
 @pytest.mark.parametrize(
-    "client, server, expected",
+    "client, server, floor, expected",
     [
-        (None, (10000, 10000), (0, 0)),
-        ("0,0", (10000, 10000), (0, 0)),
-        ("4000,6000", (10000, 10000), (10000, 10000)),
-        ("20000,30000", (10000, 10000), (30000, 20000)),
-        ("1000,0", (10000, 10000), (0, 10000)),
-        ("1000,1000", (0, 0), (0, 0)),
+        (None, (10000, 10000), (1000, 1000), (0, 0)),
+        ("0,0", (10000, 10000), (1000, 1000), (0, 0)),
+        ("1000,1000", (10000, 10000), (1000, 1000), (1000, 1000)),
+        ("4000,6000", (10000, 10000), (1000, 1000), (6000, 4000)),
+        ("20000,30000", (10000, 10000), (1000, 1000), (30000, 20000)),
+        ("100,200", (10000, 10000), (1000, 500), (1000, 500)),
+        ("1000,0", (10000, 10000), (1000, 1000), (0, 1000)),
+        ("1000,1000", (0, 0), (1000, 1000), (0, 0)),
+        ("1000,1000", (0, 10000), (0, 0), (0, 1000)),
     ],
 )
-def test_heartbeat_negotiation(client: str | None, server: tuple[int, int], expected) -> None:
+def test_heartbeat_negotiation_follows_the_client(
+    client: str | None, server: tuple[int, int], floor: tuple[int, int], expected
+) -> None:
     """
-    STOMP 1.2, "Heart-beating": each direction is the larger of the two offers, or off when
-    either is 0.
+    STOMP 1.2, "Heart-beating": each direction runs at the client's interval raised to the
+    floor, and is off when either side says 0 (issue 14, as RabbitMQ does).
     """
-    assert negotiate_heartbeat(client, server) == expected
+    assert negotiate_heartbeat(client, server, floor) == expected
 
 
 @pytest.mark.parametrize(
@@ -76,17 +81,25 @@ def test_connected_frame_offers_heart_beats_except_in_1_0(
 
 
 def test_connected_frame_carries_version_session_server_heartbeat() -> None:
-    """STOMP 1.2, "CONNECTED Frame": version, session, server and heart-beat headers."""
+    """
+    STOMP 1.2, "CONNECTED Frame": version, session, server, and heart-beat with the intervals
+    applied (send, then receive), the client's own raised to the floor.
+    """
     session, transport, _, broker = make_session(
-        config=SessionConfig(server_name="stompbroker/test", heartbeat=(3000, 4000))
+        config=SessionConfig(
+            server_name="stompbroker/test", heartbeat=(3000, 4000), heartbeat_min=(1500, 1000)
+        )
     )
-    session.receive_data(frame("STOMP", ("accept-version", "1.1,1.2"), ("host", "/")))
+    session.receive_data(
+        frame("STOMP", ("accept-version", "1.1,1.2"), ("host", "/"), ("heart-beat", "2000,1000"))
+    )
     [reply] = transport.frames()
     assert reply.command == "CONNECTED"
     assert reply.get("version") == "1.2"
     assert reply.get("session") == "s1"
     assert reply.get("server") == "stompbroker/test"
-    assert reply.get("heart-beat") == "3000,4000"
+    assert reply.get("heart-beat") == "1500,2000"
+    assert session.heartbeat == (1500, 2000)
     assert session.state is State.CONNECTED
     assert session in broker.connections
     verifyObject(IConnection, session)

@@ -40,8 +40,8 @@ WELL_FORMED = [
         id="eols-between-and-after",
     ),
     pytest.param(
-        b"A\n\n\0B\nx:1\n\n2\0C\r\n\r\n3\0",
-        [Frame("A"), Frame("B", (("x", "1"),), b"2"), Frame("C", (), b"3")],
+        b"ACK\n\n\0BEGIN\nx:1\n\n2\0COMMIT\r\n\r\n3\0",
+        [Frame("ACK"), Frame("BEGIN", (("x", "1"),), b"2"), Frame("COMMIT", (), b"3")],
         {},
         id="several-frames",
     ),
@@ -441,8 +441,8 @@ SECTION_ENDS = [
         id="lf-frame-after-crlf-frame",
     ),
     pytest.param(
-        b"A\r\n\r\n\0B\r\nx:1\n\n\0",
-        [Frame("A"), Frame("B", (("x", "1"),))],
+        b"ACK\r\n\r\n\0BEGIN\r\nx:1\n\n\0",
+        [Frame("ACK"), Frame("BEGIN", (("x", "1"),))],
         id="crlf-command-line-then-lf-lf-after-crlf-frame",
     ),
     pytest.param(

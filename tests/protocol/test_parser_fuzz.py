@@ -13,13 +13,20 @@ fuzzing is in ``tests/protocol/test_session_fuzz.py``.
 
 from __future__ import annotations
 
+import re
+
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from stompbroker.protocol.encoder import encode
-from stompbroker.protocol.errors import ProtocolError
-from stompbroker.protocol.frames import UNESCAPED_COMMANDS, Frame
+from stompbroker.protocol.errors import MalformedFrame, ProtocolError, UnknownCommand
+from stompbroker.protocol.frames import (
+    CLIENT_COMMANDS,
+    SERVER_COMMANDS,
+    UNESCAPED_COMMANDS,
+    Frame,
+)
 from stompbroker.protocol.parser import FrameParser
 from tests import strategies
 
@@ -127,7 +134,7 @@ def cut(draw: st.DrawFn, data: bytes) -> list[bytes]:
     return draw(strategies.split(data))
 
 
-#: Commands, some of them unescaped or unknown: the parser does not judge commands.
+#: Commands, some of them unescaped or unknown (the parser refuses those, in any chunking).
 COMMANDS = st.sampled_from(["SEND", "SUBSCRIBE", "MESSAGE", "CONNECT", "STOMP", "ACK", "X"])
 
 
@@ -229,3 +236,56 @@ def test_endless_heart_beats_hold_no_memory(beat: bytes) -> None:
     for _ in range(1000):
         assert parser.receive_data(beat * 7) == []
         assert buffered(parser) <= 1
+
+
+@pytest.mark.parametrize(
+    "data, error",
+    [
+        (b"FROB\n", UnknownCommand),
+        (b"\n\r\nFROB\r\n", UnknownCommand),
+        (b"\xc3\x28\n", MalformedFrame),
+        (b"SEND\ndestination:/queue/a\nno colon here\n", MalformedFrame),
+        (b"SEND\nx:\xff\xfe\n", MalformedFrame),
+    ],
+)
+def test_a_line_that_cannot_be_stomp_is_refused_when_its_eol_arrives(
+    data: bytes, error: type[ProtocolError]
+) -> None:
+    """
+    Issue 14: a command line that names no STOMP command, or a header line without a colon or
+    not UTF-8, is refused as soon as its EOL arrives, with no empty line ending the section.
+    """
+    with pytest.raises(error):
+        FrameParser().receive_data(data)
+
+
+@pytest.mark.parametrize(
+    "data", [b"SEN", b"SEND\ndestination:/que", b"SEND\nx:\xc3", b"\n\r\n", b"SEND\r", b"\r"]
+)
+def test_a_line_without_its_eol_yet_waits(data: bytes) -> None:
+    """A partial line, heart-beat EOLs, and a CR that may start a CRLF are judged later."""
+    parser = FrameParser()
+    assert parser.receive_data(data) == []
+    assert parser.error is None
+
+
+COMMAND_NAMES = CLIENT_COMMANDS | SERVER_COMMANDS
+LEADING_EOLS = re.compile(rb"^(?:\r?\n)+")
+
+
+@given(st.binary(min_size=1, max_size=4096))
+def test_random_bytes_after_connect_are_refused_within_the_read(garbage: bytes) -> None:
+    """
+    Issue 14: random bytes (with an EOL somewhere) after a CONNECT are refused by the read that
+    brings them, unless their first line is a STOMP command, rather than at the frame timeout.
+    """
+    stream = garbage + b"\n"
+    frame = LEADING_EOLS.sub(b"", stream)  # heart-beats before a frame are no fault
+    assume(frame)
+    first_line = frame.split(b"\n", 1)[0].removesuffix(b"\r")
+    assume(first_line.decode("utf-8", "replace") not in COMMAND_NAMES)
+    parser = FrameParser()
+    [connect] = parser.receive_data(b"CONNECT\naccept-version:1.2\nhost:/\n\n\0")
+    assert connect.command == "CONNECT"
+    with pytest.raises(ProtocolError):
+        parser.receive_data(stream)

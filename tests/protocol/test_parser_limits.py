@@ -77,7 +77,9 @@ LIMITS = [
         HeaderTooLong,
         id="crlf-header-line-over-limit",
     ),
-    pytest.param(b"C" * 20 + b"\n\n\0", {"max_header_length": 20}, None, id="command-at-limit"),
+    pytest.param(
+        b"UNSUBSCRIBE\n\n\0", {"max_header_length": 11}, None, id="command-at-limit"
+    ),
     pytest.param(
         b"C" * 21 + b"\n\n\0",
         {"max_header_length": 20},
@@ -125,7 +127,7 @@ def test_body_without_nul_fails_as_soon_as_over_the_limit() -> None:
     A peer streaming megabytes with no NUL is refused as soon as the frame exceeds
     max_frame_size, not buffered.
     """
-    parser = FrameParser()
+    parser = FrameParser(max_frame_size=4 * MiB)
     chunks = iter([b"SEND\ndestination:/queue/a\n\n"] + [b"x" * (64 * KiB)] * 200)
     error, fed = feed_until_error(parser, chunks)
     assert isinstance(error, FrameTooLarge)
@@ -134,7 +136,7 @@ def test_body_without_nul_fails_as_soon_as_over_the_limit() -> None:
 
 def test_header_section_without_end_fails_as_soon_as_over_the_frame_limit() -> None:
     """Megabytes of header lines with no empty line fail once over max_frame_size."""
-    parser = FrameParser(max_headers=10**9)
+    parser = FrameParser(max_frame_size=4 * MiB, max_headers=10**9)
     lines = (b"x:" + b"y" * 1021 + b"\n") * 64
     chunks = iter([b"SEND\n"] + [lines] * 200)
     error, fed = feed_until_error(parser, chunks)
@@ -178,5 +180,5 @@ def test_huge_content_length_fails_at_once() -> None:
     arrives.
     """
     parser = FrameParser()
-    with pytest.raises(FrameTooLarge, match="^frame too large: more than 4194304 bytes$"):
+    with pytest.raises(FrameTooLarge, match="^frame too large: more than 104857600 bytes$"):
         parser.receive_data(b"SEND\ndestination:/queue/a\ncontent-length:1000000000\n\n")

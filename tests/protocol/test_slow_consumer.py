@@ -151,3 +151,38 @@ def test_frames_other_than_topic_messages_are_kept_but_stop_reading() -> None:
     session.resume_writing()
     assert transport.reading
     assert [f.get("receipt-id") for f in transport.frames()] == [f"r{n}" for n in range(10)]
+
+
+def test_one_message_larger_than_the_buffer_waits_whole_for_a_reading_client() -> None:
+    """
+    Issue 14: a topic message larger than slow_consumer_buffer (a 16 MiB body against 8 MiB)
+    is kept for a client that is behind, and sent once it drains; the policy acts only when
+    another message waits behind it.
+    """
+    session, transport, clock, broker, subscription = topic_subscriber(
+        write_grace=0, slow_consumer_buffer=100, slow_consumer_policy="disconnect"
+    )
+    session.pause_writing()
+    deliver(subscription, 1)
+    clock.advance(0)
+    assert broker.named("count_dropped") == []
+    session.resume_writing()
+    assert delivered(transport) == ["m1"]
+    session.pause_writing()
+    deliver(subscription, 2, 3)
+    assert broker.named("count_dropped") == [(2, True)]
+    clock.advance(0)
+    assert error_of(transport).get("message") == "slow consumer"
+
+
+def test_drop_oldest_never_drops_the_newest_message_however_large() -> None:
+    """Under ``drop-oldest``, a message larger than the buffer is kept; the older ones go."""
+    session, transport, _, broker, subscription = topic_subscriber(
+        write_grace=0, slow_consumer_buffer=100, slow_consumer_policy="drop-oldest"
+    )
+    session.pause_writing()
+    deliver(subscription, 1, 2, 3)
+    assert sum(count for count, _ in broker.named("count_dropped")) == 2
+    session.resume_writing()
+    assert delivered(transport) == ["m3"]
+    assert not transport.closed

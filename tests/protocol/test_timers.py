@@ -59,6 +59,28 @@ def test_silent_client_is_closed_after_grace() -> None:
     assert clock.getDelayedCalls() == []
 
 
+def test_heartbeats_run_at_the_clients_one_second_pace_by_default() -> None:
+    """
+    Issue 14: a client asking for beats every second (stompjs in a browser) gets one every
+    second from the default settings, though --heartbeat offers 10 s, and is dropped after
+    about two of its own seconds of silence.
+    """
+    session, transport, clock, _ = connected(heart_beat="1000,1000", config=SessionConfig())
+    assert session.heartbeat == (1000, 1000)
+    clock.advance(0.5)
+    clock.advance(0.5)
+    assert transport.take() == b"\n"
+    session.receive_data(b"\n")
+    for _ in range(3):
+        clock.advance(0.5)
+    beats = transport.take()
+    assert beats and not beats.strip(b"\n")
+    clock.advance(0.4)
+    assert not transport.closed
+    clock.advance(0.2)
+    assert error_of(transport).get("message") == "heart-beat timeout"
+
+
 def test_client_heartbeats_keep_connection_alive() -> None:
     """EOLs from the client count as life."""
     session, transport, clock, _ = connected(
