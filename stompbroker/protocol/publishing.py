@@ -51,7 +51,7 @@ class PublishingMixin(SessionPart):
     # Of the session's other parts.
     identity: Any
     _receipt: Callable[[Frame], None]
-    _send_receipt: Callable[[str], None]
+    _send_receipt: Callable[..., None]
     _receipt_when_stored: Callable[..., None]
     _subscribe_to_replies: Callable[[str], None]
     _on_control: Callable[[Frame, str], None]
