@@ -43,7 +43,6 @@ from stompbroker.broker.destinations import (
     is_dead_letter_queue,
     validate_queue,
 )
-from stompbroker.broker.engine.base import Node
 from stompbroker.broker.management_records import (
     ConnectionInfo,
     ConsumerInfo,
@@ -438,9 +437,13 @@ class Management:
             raise InvalidRequest(error.detail) from None
         return routed
 
-    def nodes(self) -> list[Node]:
-        """:returns: the broker processes sharing the engine (this one alone, locally)."""
-        return list(self._engine.nodes())
+    def nodes(self) -> Any:
+        """
+        :returns: the broker processes sharing the engine, a list of
+            :class:`~stompbroker.broker.engine.base.Node` (this one alone, locally),
+            or a Deferred firing with one (the redis engine asks its server).
+        """
+        return self._engine.nodes()
 
 
 def _origin(message: Message) -> str | None:

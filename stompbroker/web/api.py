@@ -74,6 +74,11 @@ _STATUS: dict[type[BaseException], tuple[int, str]] = {
 }
 
 
+def _records(records: Any) -> list[Any]:
+    """:returns: each record as JSON."""
+    return [_record(record) for record in records]
+
+
 def message_document(message: Message) -> dict[str, Any]:
     """
     :returns: a message as JSON: its headers as an object (the first of a
@@ -183,7 +188,7 @@ class ManagementApi(Resource):
             if top == "overview":
                 return self._overview()
             if top == "nodes":
-                return [_record(node) for node in self.management.nodes()]
+                return maybeDeferred(self.management.nodes).addCallback(_records)
             if len(path) == 1:
                 return [_record(info) for info in self.management.connections()]
             if len(path) == 2:

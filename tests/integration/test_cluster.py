@@ -6,16 +6,18 @@ nodes sharing it, driven by ``stomp.py`` clients connected to different nodes
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.support.clients import connect
-from tests.support.process import BrokerProcess
-from tests.support.redis import RedisServer, node, redis_server  # noqa: F401
+from tests.support.process import BrokerProcess, run_python
+from tests.support.redis import NODE_TIMEOUT, RedisServer, node, redis_server  # noqa: F401
 
 
 @pytest.fixture(scope="module")
@@ -129,3 +131,32 @@ def test_reply_reaches_a_temporary_queue_on_another_node(nodes: list[BrokerProce
     assert requests.wait_for(lambda: requests.bodies() == [b"answer"], timeout=5)
     requester.disconnect()
     server.disconnect()
+
+
+def test_the_management_api_lists_every_node(
+    redis_server: RedisServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """
+    GET /api/nodes on a node of a Redis cluster lists every live node, itself first
+    (issue 18), as `stompbroker nodes --json` prints it.
+    """
+    # A prefix of its own: the module's other nodes share this Redis server.
+    url = f"{redis_server.url}?prefix=nodes-listed"
+    started = [
+        BrokerProcess(
+            tmp_path / name, "--engine", url, "--node-timeout", NODE_TIMEOUT, reactor="uvloop"
+        )
+        for name in ("a", "b")
+    ]
+    try:
+        url = f"http://127.0.0.1:{started[0].http_port}"
+        result = run_python("-m", "stompbroker.app.cli", "nodes", "--json", "--url", url)
+        assert result.returncode == 0, result.stderr
+        listed = json.loads(result.stdout)
+        assert len(listed) == 2
+        assert [entry["here"] for entry in listed] == [True, False]
+        assert {entry["engine"] for entry in listed} == {"redis"}
+    finally:
+        for process in started:
+            process.stop()

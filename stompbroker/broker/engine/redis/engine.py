@@ -37,6 +37,7 @@ from twisted.internet.task import LoopingCall
 
 from stompbroker.broker.delivery import DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.destinations import QUEUE_PREFIX, REPLY_QUEUE_PREFIX
+from stompbroker.broker.engine.base import Node
 from stompbroker.broker.engine.local import DEFAULT_POLICY, LocalEngine
 from stompbroker.broker.engine.redis.codec import Names, decode, encode
 from stompbroker.broker.engine.redis.connection import (
@@ -169,6 +170,25 @@ class RedisEngine(LocalEngine):
         self.writer.command(
             "SET", self.names.alive(self.ids.node), b"1", "PX", int(self.node_timeout * 1000)
         )
+
+    # A remote engine answers later: IEngine.nodes allows a Deferred.
+    def nodes(self) -> Deferred[list[Node]]:  # type: ignore[override]
+        """
+        :returns: a Deferred firing with every node whose liveness key is in the
+            server now (this one first), for ``GET /api/nodes``; a node killed
+            drops out within ``--node-timeout``.
+        """
+        return run(self.loop, self._live_nodes())
+
+    async def _live_nodes(self) -> list[Node]:
+        prefix = self.names.alive("")
+        names = [
+            (key.decode() if isinstance(key, bytes) else key)[len(prefix) :]
+            async for key in self.client.scan_iter(match=self.names.nodes(), count=100)
+        ]
+        here = self.ids.node
+        ordered = sorted(names, key=lambda name: (name != here, name))
+        return [Node(name, name == here, "redis") for name in ordered]
 
     def _scan(self) -> None:
         """Look for what dead nodes held in the queues this node consumes from."""
