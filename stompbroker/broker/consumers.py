@@ -27,10 +27,12 @@ from stompbroker.broker.connections import ConnectionRegistry
 from stompbroker.broker.delivery import Consumer, DeliveryPolicy
 from stompbroker.broker.destinations import TOPIC_PREFIX, Kind, kind_of, validate_queue
 from stompbroker.broker.persistence import settled
+from stompbroker.broker.retaining import retained_copies
 from stompbroker.broker.selecting import subscription_selector
 from stompbroker.broker.subscriptions import validate_pattern
 from stompbroker.broker.transactions import Transactions
 from stompbroker.protocol.errors import InvalidDestination, UnknownAck
+from stompbroker.protocol.message import Message
 
 
 class Consumers:
@@ -56,6 +58,7 @@ class Consumers:
         self._held_in = transactions.held_in
         self._policy = policy
         self._traffic = engine.traffic
+        self._retained = engine.retained
 
     # -- subscriptions -----------------------------------------------------------------
 
@@ -68,6 +71,10 @@ class Consumers:
         :raises DuplicateSubscription: for a durable name in use on another topic.
         :raises InvalidSelector: for a ``selector`` that does not compile, or one
             on a durable subscription.
+
+        A new topic subscription receives the retained messages of the topics it
+        matches first (:mod:`stompbroker.broker.retaining`); a durable one when
+        it is created, not when it resumes.
         """
         engine = self._engine
         destination = subscriber.destination
@@ -75,13 +82,24 @@ class Consumers:
         selector = subscription_selector(subscriber)
         if kind is Kind.TOPIC:
             validate_pattern(destination)
+            # Retained messages first, before anything published from now on.
+            retained: list[Message] = []
+            if self._retained is not None and (
+                subscriber.durable is None or subscriber.durable not in engine.durable
+            ):
+                now = engine.clock.seconds()
+                retained = retained_copies(self._retained, destination, selector, now)
             if subscriber.durable is not None:
                 queue = engine.durable_queue(subscriber.durable, destination)
             elif subscriber.ack_mode == "auto":
+                for message in retained:
+                    subscriber.deliver(message)
                 engine.add_subscriber(destination, subscriber, selector)
                 return
             else:
                 queue = engine.subscription_queue(destination, selector)
+            for message in retained:
+                queue.enqueue(message)
             # The topic tree applies the selector before the queue.
             selector = None
         elif kind is Kind.QUEUE:

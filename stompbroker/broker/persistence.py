@@ -124,6 +124,54 @@ class Journal:
             return None
         return done.addErrback(self._not_stored, message)
 
+    def schedule(self, record: Any, message: Any) -> Deferred[None]:
+        """
+        Keep a persistent scheduled message, as a SEND that waits for it.
+
+        :param record: its :class:`~stompbroker.broker.store.base.ScheduledRecord`.
+        :param message: the message, for the log.
+        :returns: a Deferred that fires once it is durable, or fails with
+            :class:`MessageNotStored`.
+        """
+        done: Deferred[None] = self.store.schedule(record)
+        return done.addErrback(self._not_stored, message)
+
+    def reschedule(self, record: Any) -> Deferred[bool]:
+        """
+        Update the schedule of a message that has fired and repeats.
+
+        :returns: see :meth:`_written`.
+        """
+        written = self.store.schedule(record)
+        return self._written(written, f"reschedule {record.message_id}", "scheduled")
+
+    def unschedule(self, message_id: str) -> Deferred[bool]:
+        """
+        Forget a scheduled message that has fired for the last time.
+
+        :returns: see :meth:`_written`.
+        """
+        written = self.store.unschedule(message_id)
+        return self._written(written, f"unschedule {message_id}", "scheduled")
+
+    def retain(self, topic: str, message: Any) -> Deferred[None]:
+        """
+        Keep a topic's persistent retained message, as a SEND that waits for it.
+
+        :returns: a Deferred that fires once it is durable, or fails with
+            :class:`MessageNotStored`.
+        """
+        done: Deferred[None] = self.store.retain(topic, message)
+        return done.addErrback(self._not_stored, message)
+
+    def unretain(self, topic: str) -> Deferred[bool]:
+        """
+        Forget a topic's retained message.
+
+        :returns: see :meth:`_written`.
+        """
+        return self._written(self.store.unretain(topic), "forget retained message", topic)
+
     def _not_stored(self, failure: Failure, message: Any) -> Failure:
         log.error(
             "persistent message {message_id} to {destination} not stored: {error}",

@@ -11,7 +11,10 @@ again.  A message that had been delivered comes back with its delivery count,
 so that its next delivery says ``redelivered:true``; messages that expired while
 the broker was down are expired (dropped or dead-lettered, through the store)
 once everything is back, so that a dead-letter queue gets them after what it
-held already.
+held already.  Persistent scheduled messages go back into the engine's scheduler,
+due when they were due (the broker arms its timer once recovery is done), and
+persistent retained messages back to their topics (expired ones are forgotten,
+in the store too).
 
 Clients must not get in before that: :class:`Readiness` remembers how recovery
 ended and answers :meth:`~stompbroker.broker.service.Broker.when_ready`.
@@ -28,8 +31,8 @@ from twisted.python.failure import Failure
 from stompbroker.broker.destinations import QUEUE_PREFIX
 from stompbroker.broker.engine.base import EngineUnavailable
 from stompbroker.broker.persistence import parse_durable_key
-from stompbroker.broker.priorities import parse_priority, stored_priority
-from stompbroker.broker.store.base import RecoveredState, StoredMessage
+from stompbroker.broker.priorities import DEFAULT_PRIORITY, parse_priority, stored_priority
+from stompbroker.broker.store.base import RecoveredState, ScheduledRecord, StoredMessage
 from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
 
@@ -126,6 +129,8 @@ def rebuild(engine: LocalEngine, state: RecoveredState) -> None:
         restored += _refill(engine.queue(key), records, now, expired)
     for queue, message in expired:
         queue.expire(message)
+    scheduled = _reschedule(engine, state.scheduled)
+    retained = _retain(engine, state.retained, now)
     log.info(
         "recovered {messages} persistent messages ({expired} expired) in {queues}"
         " queues and {subscriptions} durable subscriptions",
@@ -134,6 +139,71 @@ def rebuild(engine: LocalEngine, state: RecoveredState) -> None:
         queues=len(state.queues),
         subscriptions=len(engine.durable),
     )
+    if scheduled or retained:
+        log.info(
+            "recovered {scheduled} scheduled and {retained} retained persistent messages",
+            scheduled=scheduled,
+            retained=retained,
+        )
+
+
+def _reschedule(engine: LocalEngine, records: Iterable[ScheduledRecord]) -> int:
+    """
+    Put stored scheduled messages back in the engine's scheduler, due when they were due.
+
+    :returns: how many there were.
+    """
+    scheduler = engine.scheduled
+    count = 0
+    for record in records:
+        count += 1
+        if scheduler is None:
+            continue
+        message = Message(
+            record.destination,
+            record.message_id,
+            record.headers,
+            record.body,
+            0.0,
+            0,
+            True,
+            DEFAULT_PRIORITY,
+        )
+        scheduler.restore(
+            record.message_id, message, record.due, record.period, record.remaining, record.fired
+        )
+    return count
+
+
+def _retain(engine: LocalEngine, records: Iterable[StoredMessage], now: float) -> int:
+    """
+    Give stored retained messages back to their topics; forget the expired ones.
+
+    :returns: how many were given back.
+    """
+    retained = engine.retained
+    count = 0
+    for record in records:
+        if retained is None:
+            continue
+        if record.expires and record.expires <= now:
+            if engine.journal is not None:
+                engine.journal.unretain(record.queue)
+            continue
+        retained.set(
+            Message(
+                record.destination,
+                record.message_id,
+                record.headers,
+                record.body,
+                record.expires,
+                0,
+                True,
+                parse_priority(stored_priority(record.headers)),
+            )
+        )
+        count += 1
+    return count
 
 
 def _refill(

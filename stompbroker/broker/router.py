@@ -16,6 +16,14 @@ it by kind:
 - ``/reply-queue/`` onto the temporary queue of another connection, if it is
   still there (:meth:`~stompbroker.broker.engine.base.IEngine.publish_reply`).
 
+A SEND with a scheduling header (:mod:`stompbroker.broker.schedule`) is held
+by the broker's :class:`~stompbroker.broker.scheduling.Scheduling` instead, and
+routed by :meth:`Router.fire` when due; one with ``retain`` on a topic changes
+the topic's retained message (:mod:`stompbroker.broker.retaining`) and is routed.
+An engine without them (``scheduled`` or ``retained`` ``None``) refuses those
+headers.  Both headers are among those the one pass over the headers looks for,
+so a SEND without them pays nothing more.
+
 In a transaction the routing is held until COMMIT.  A persistent message is
 filed first (:meth:`~stompbroker.broker.engine.base.IEngine.keep`) and routed at once;
 ``send`` returns the Deferred of that write, on which the session holds the
@@ -29,9 +37,11 @@ message, and one call of the engine's; the route methods are bound once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import Any
 
+from attrs import evolve
 from twisted.internet.defer import Deferred
 
 from stompbroker.broker.backpressure import BackPressure
@@ -42,12 +52,24 @@ from stompbroker.broker.destinations import TEMP_QUEUE_PREFIX, Kind, validate_se
 from stompbroker.broker.expiry import EXPIRY_HEADERS, expiry_time
 from stompbroker.broker.persistence import all_done
 from stompbroker.broker.priorities import DEFAULT_PRIORITY, PRIORITY_HEADER, parse_priority
+from stompbroker.broker.retained import RETAIN_HEADER, parse_retain
+from stompbroker.broker.retaining import Retaining
+from stompbroker.broker.schedule import (
+    SCHEDULE_HEADERS,
+    ScheduledEntry,
+    fired_headers,
+    parse_schedule,
+)
+from stompbroker.broker.scheduling import Scheduling
 from stompbroker.broker.transactions import Transactions
+from stompbroker.protocol.errors import NotSupported
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
+#: SEND headers that schedule or retain a message: :meth:`Router._timed` reads them.
+_TIMING: frozenset[str] = SCHEDULE_HEADERS | {RETAIN_HEADER}
 #: SEND headers the broker acts on; a SEND without any of them skips that work.
-_ACTED_ON: frozenset[str] = EXPIRY_HEADERS | {"reply-to", PRIORITY_HEADER}
+_ACTED_ON: frozenset[str] = EXPIRY_HEADERS | {"reply-to", PRIORITY_HEADER} | _TIMING
 #: ... and with an engine that keeps persistent messages, ``persistent`` too.
 _ACTED_ON_WHEN_PERSISTENT: frozenset[str] = _ACTED_ON | {"persistent"}
 
@@ -73,10 +95,15 @@ class Router:
         if the engine keeps persistent messages.
 
     :ivar persistent_queues: whether every SEND to a ``/queue/`` is persistent.
+    :ivar scheduling: the broker's scheduled messages on ``clock``, or ``None``
+        if the engine cannot schedule.
+    :ivar retaining: what ``retain`` does, or ``None`` if the engine cannot retain.
     """
 
     __slots__ = (
         "persistent_queues",
+        "scheduling",
+        "retaining",
         "_clock",
         "_registry",
         "_backpressure",
@@ -122,6 +149,12 @@ class Router:
         self._publish_queue: Callable[[Message], None] = engine.publish_queue
         self._publish_reply: Callable[[Message], None] = engine.publish_reply
         self._keep: Callable[[Message], Deferred[None] | None] = engine.keep
+        self.scheduling: Scheduling | None = None
+        if engine.scheduled is not None:
+            self.scheduling = Scheduling(clock, engine.scheduled, engine.journal, self.fire)
+        self.retaining: Retaining | None = None
+        if engine.retained is not None:
+            self.retaining = Retaining(engine.retained, engine.journal)
 
     def send(
         self,
@@ -145,8 +178,25 @@ class Router:
         :raises MalformedFrame: for an ``expires`` or ``expiration`` header that is
             not a number of milliseconds.
         :raises UnknownTransaction: if ``transaction`` is not open on ``connection``.
+        :raises NotSupported: for scheduling headers or ``retain`` the engine cannot
+            honour, ``retain`` on anything but a topic, or ``AMQ_SCHEDULED_CRON``.
+        :raises LimitExceeded: for ``retain:set`` when too many topics retain one.
         """
         return self._send(destination, headers, body, connection, transaction)[1]
+
+    def fire(self, entry: ScheduledEntry[Message]) -> None:
+        """
+        Route a scheduled message that is due, as if just sent: without its
+        scheduling headers, with ``scheduledJobId``, its expiry counted from now.
+        The first delivery keeps the SEND's message-id; each repeat gets its own.
+        """
+        message = entry.item
+        headers = fired_headers(message.headers, entry.key)
+        message_id = entry.key if entry.fired == 1 else None
+        _, waiting = self._send(message.destination, headers, message.body, None, None, message_id)
+        if waiting is not None:
+            # The journal has logged the failure; nobody else is there to hear of it.
+            waiting.addErrback(lambda failure: None)
 
     def publish(
         self,
@@ -179,12 +229,16 @@ class Router:
         body: bytes,
         connection: Any,
         transaction: str | None,
+        message_id: str | None = None,
     ) -> tuple[Message, Deferred[None] | None]:
-        """:returns: the routed message, and what :meth:`send` returns."""
+        """
+        :param message_id: the message's id; a new one if ``None``.
+        :returns: the routed message, and what :meth:`send` returns.
+        """
         kind = self._checked.get(destination)
         if kind is None:
             kind = self._check(destination)
-        route: Callable[[Message], None]
+        route: Callable[[Message], Any]
         if kind is Kind.TOPIC:
             route = self._publish_topic
         elif kind is Kind.QUEUE:
@@ -198,10 +252,10 @@ class Router:
         held = None
         if transaction is not None:
             held = self._held_in(connection, transaction)
-        headers, expires, persistent, priority = self._prepare(headers, connection, kind)
+        headers, expires, persistent, priority, timing = self._prepare(headers, connection, kind)
         message = Message(
             destination,
-            f"{self._node}-{next(self._message_ids)}",
+            message_id or f"{self._node}-{next(self._message_ids)}",
             headers,
             body,
             expires,
@@ -209,6 +263,8 @@ class Router:
             persistent,
             priority,
         )
+        if timing is not None:
+            route, persistent = self._timed(route, message, kind, timing, connection, held)
         waiting = None
         if held is not None:
             if persistent:
@@ -219,7 +275,7 @@ class Router:
             if persistent:
                 waiting = self._keep_and_route(route, message)
             else:
-                route(message)
+                waiting = route(message)
             if self._backpressure.pending is not None:
                 self._backpressure.pause_sender(connection)
         traffic = self._traffic
@@ -253,14 +309,97 @@ class Router:
         return messages[0], all_done(writes)
 
     def _keep_and_route(
-        self, route: Callable[[Message], None], message: Message
+        self, route: Callable[[Message], Any], message: Message
     ) -> Deferred[None] | None:
         """
         File a persistent message with the engine, then route it.
 
-        :returns: the filing's Deferred, or ``None`` if nothing keeps the message.
+        :returns: the filing's Deferred (and the retained copy's), or ``None`` if
+            nothing keeps the message.
         """
         waiting = self._keep(message)
+        retaining: Deferred[None] | None = route(message)
+        if retaining is None:
+            return waiting
+        if waiting is None:
+            return retaining
+        return all_done([waiting, retaining])
+
+    def _timed(
+        self,
+        route: Callable[[Message], Any],
+        message: Message,
+        kind: Kind,
+        timing: Mapping[str, str],
+        connection: Any,
+        held: Any,
+    ) -> tuple[Callable[[Message], Any], bool]:
+        """
+        Read a SEND's scheduling and ``retain`` headers, refusing what cannot be done.
+
+        :param route: where the message would go now.
+        :param held: the transaction holding it, or ``None``.
+        :returns: where the message goes instead, and whether it is still to be
+            filed as a persistent message of its destination (a scheduled one is
+            filed by the scheduler, and its destination's copy when it fires).
+        :raises MalformedFrame: for a bad value.
+        :raises NotSupported: as :meth:`send` says.
+        """
+        action = None
+        if RETAIN_HEADER in timing:
+            if self.retaining is None:
+                raise NotSupported(
+                    "retain is not supported by this engine",
+                    "This broker's engine (Redis) does not keep retained messages;"
+                    " see docs/cluster.md.",
+                )
+            action = parse_retain(timing[RETAIN_HEADER], message.destination)
+        scheduling = self.scheduling
+        if not SCHEDULE_HEADERS.isdisjoint(timing):
+            if scheduling is None:
+                raise NotSupported(
+                    "scheduled delivery is not supported by this engine",
+                    "This broker's engine (Redis) does not hold scheduled messages;"
+                    " see docs/cluster.md.",
+                )
+            if parse_schedule(timing, scheduling.now_ms()) is not None:
+                if kind is Kind.TEMP_QUEUE:
+                    # Fired later, perhaps without its sender: by the name others reach it by.
+                    queue = self._registry.temp_queue(connection, message.destination)
+                    message = evolve(message, destination=queue.destination)
+                return partial(self._schedule, timing), False
+        if action is not None:
+            assert self.retaining is not None
+            return partial(self._retain_and_route, self.retaining.apply, action, route), (
+                message.persistent
+            )
+        return route, message.persistent
+
+    def _schedule(self, timing: Mapping[str, str], message: Message) -> Deferred[None] | None:
+        """
+        Hand a message to the scheduler, due from now (at COMMIT for a transaction's).
+
+        :returns: the Deferred of its filing, for a persistent message with a store.
+        """
+        assert self.scheduling is not None
+        schedule = parse_schedule(timing, self.scheduling.now_ms())
+        if schedule is None:
+            return None
+        return self.scheduling.add(message, schedule)
+
+    @staticmethod
+    def _retain_and_route(
+        apply: Callable[[str, Message], Deferred[None] | None],
+        action: str,
+        route: Callable[[Message], Any],
+        message: Message,
+    ) -> Deferred[None] | None:
+        """
+        Change the topic's retained message, then route the SEND as usual.
+
+        :returns: the Deferred of the retained copy's filing, or ``None``.
+        """
+        waiting = apply(action, message)
         route(message)
         return waiting
 
@@ -293,7 +432,7 @@ class Router:
 
     def _prepare(
         self, headers: Headers, connection: Any, kind: Kind
-    ) -> tuple[Headers, float, bool, int]:
+    ) -> tuple[Headers, float, bool, int, dict[str, str] | None]:
         """
         Read a SEND's expiry, persistence and priority, and rewrite its temporary
         ``reply-to``.
@@ -301,7 +440,9 @@ class Router:
         :param kind: the kind of its destination; only queues and topics keep
             persistent messages (temporary queues end with their connection).
         :returns: the headers to deliver, the expiry in clock seconds (0 for
-            never), whether the message is persistent, and its priority.
+            never), whether the message is persistent, its priority, and the
+            headers the broker acts on if it has a scheduling or ``retain``
+            header (``None`` otherwise).
         :raises MalformedFrame: for a ``priority`` that is not a number.
         """
         ttl = self._policy.ttl
@@ -312,8 +453,9 @@ class Router:
         else:
             persistent = self.persistent_queues and kind is Kind.QUEUE
             if ttl:
-                return headers, self._clock.seconds() + ttl / 1000.0, persistent, DEFAULT_PRIORITY
-            return headers, 0.0, persistent, DEFAULT_PRIORITY
+                expires = self._clock.seconds() + ttl / 1000.0
+                return headers, expires, persistent, DEFAULT_PRIORITY, None
+            return headers, 0.0, persistent, DEFAULT_PRIORITY, None
         found: dict[str, str] = {}
         rewritten = []
         for name, value in headers:
@@ -334,4 +476,5 @@ class Router:
         else:
             persistent = kind is Kind.TOPIC and found.get("persistent") == "true"
         priority = parse_priority(found.get(PRIORITY_HEADER))
-        return tuple(rewritten), expires, persistent, priority
+        timing = None if _TIMING.isdisjoint(found) else found
+        return tuple(rewritten), expires, persistent, priority, timing

@@ -195,12 +195,22 @@ class Broker(Service):
 
         :raises stompbroker.broker.store.base.StoreError: if the store cannot be
             opened (locked, damaged, unavailable); the broker is then not running.
+
+        Scheduled messages recovered from the store are timed once recovery is
+        done; the timer stops with the broker.
         """
         self.engine.open()
         super().startService()
         self.registry.stopping = False
         self.backpressure.start()
-        self.engine.recover().addBoth(self._readiness.ended)
+        recovered = self.engine.recover()
+        recovered.addCallback(self._arm_schedule)
+        recovered.addBoth(self._readiness.ended)
+
+    def _arm_schedule(self, result: None) -> None:
+        """Recovery has put the stored scheduled messages back: time them."""
+        if self.router.scheduling is not None:
+            self.router.scheduling.arm()
 
     def stopService(self) -> Deferred[None] | None:
         """
@@ -212,6 +222,8 @@ class Broker(Service):
         """
         super().stopService()
         self.backpressure.stop()
+        if self.router.scheduling is not None:
+            self.router.scheduling.stop()
         drained = self.registry.shut_down(self.clock)
         stopped: Deferred[None] | None = self.engine.stop(drained)
         return stopped

@@ -47,6 +47,9 @@ class RecordingEngine:
         self.ids = Ids("n0")
         self.calls: list[tuple[str, Any]] = []
         self.kept: Deferred[None] | None = None
+        # Neither schedules nor retains: those are tested in test_timing_routing.py.
+        self.scheduled = None
+        self.retained = None
         #: Called with each topic message, as a subscriber's delivery would be.
         self.on_topic: Any = None
 

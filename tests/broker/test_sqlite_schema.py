@@ -1,9 +1,10 @@
 """
 The on-disk format of :class:`~stompbroker.broker.store.sqlite.SQLiteStore`
-(:mod:`stompbroker.broker.store.sqlite_schema`): the tables of schema 1, and
-refusing a database that is not a stompbroker store or was written by a newer one.
+(:mod:`stompbroker.broker.store.sqlite_schema`): the tables of schemas 1 and 2,
+bringing a schema 1 database to schema 2, and refusing a database that is not a
+stompbroker store or was written by a newer one.
 
-Schema 1 is written out here by hand, not taken from the code, so that a change
+Schemas 1 and 2 are written out here by hand, not taken from the code, so that a change
 to the tables the code makes fails these tests instead of silently orphaning
 every data directory already in use.
 """
@@ -18,6 +19,7 @@ from twisted.internet import task
 
 from stompbroker.broker.store.base import (
     DurableSubscription,
+    ScheduledRecord,
     StoreDamaged,
     StoredMessage,
     StoreIncompatible,
@@ -47,27 +49,91 @@ CREATE TABLE subscriptions (
 PRAGMA user_version = 1;
 """
 
+#: What schema 2 added: persistent scheduled and retained messages.
+SCHEMA_2_ADDED = """
+CREATE TABLE scheduled (
+    message_id TEXT PRIMARY KEY,
+    destination TEXT NOT NULL,
+    headers TEXT NOT NULL,
+    body BLOB NOT NULL,
+    due INTEGER NOT NULL,
+    period INTEGER NOT NULL,
+    remaining INTEGER NOT NULL,
+    fired INTEGER NOT NULL
+);
+CREATE TABLE retained (
+    topic TEXT PRIMARY KEY,
+    message_id TEXT NOT NULL,
+    destination TEXT NOT NULL,
+    headers TEXT NOT NULL,
+    body BLOB NOT NULL,
+    expires REAL NOT NULL
+);
+PRAGMA user_version = 2;
+"""
+
 
 def table_layout(path: Path) -> dict[str, list[tuple[object, ...]]]:
     """:returns: each table's columns (name, type, not null, default, key) and the version."""
     with sqlite3.connect(path) as database:
         layout = {
             table: [tuple(column[1:]) for column in database.execute(f"PRAGMA table_info({table})")]
-            for table in ("messages", "subscriptions")
+            for table in ("messages", "subscriptions", "scheduled", "retained")
         }
         layout["user_version"] = database.execute("PRAGMA user_version").fetchall()
     return layout
 
 
-def test_a_new_store_makes_the_tables_of_schema_1(tmp_path: Path) -> None:
-    """A new data directory gets exactly schema 1's tables, columns and version."""
+def test_a_new_store_makes_the_tables_of_schema_2(tmp_path: Path) -> None:
+    """A new data directory gets exactly schema 2's tables, columns and version."""
     result_of(open_sqlite(tmp_path / "new", task.Clock()).close())
     (tmp_path / "by-hand").mkdir()
     with sqlite3.connect(tmp_path / "by-hand" / DATABASE_NAME) as database:
-        database.executescript(SCHEMA_1)
+        database.executescript(SCHEMA_1 + SCHEMA_2_ADDED)
     made = table_layout(tmp_path / "new" / DATABASE_NAME)
     assert made == table_layout(tmp_path / "by-hand" / DATABASE_NAME)
-    assert made["user_version"] == [(1,)]
+    assert made["user_version"] == [(2,)]
+
+
+def test_a_schema_1_store_is_brought_to_schema_2(tmp_path: Path) -> None:
+    """
+    A schema 1 data directory gets schema 2's two new tables and version when opened,
+    keeps its messages, and then keeps scheduled and retained messages across a reopen.
+    """
+    with sqlite3.connect(tmp_path / DATABASE_NAME) as database:
+        database.executescript(SCHEMA_1)
+        database.execute(
+            "INSERT INTO messages (sequence, queue, message_id, destination, headers, body,"
+            " expires) VALUES (1, '/queue/a', 'm-1', '/queue/a', '[]', x'', 0)"
+        )
+    (tmp_path / "by-hand").mkdir()
+    with sqlite3.connect(tmp_path / "by-hand" / DATABASE_NAME) as database:
+        database.executescript(SCHEMA_1 + SCHEMA_2_ADDED)
+    clock = task.Clock()
+    store = open_sqlite(tmp_path, clock)
+    assert table_layout(tmp_path / DATABASE_NAME) == table_layout(
+        tmp_path / "by-hand" / DATABASE_NAME
+    )
+    writes = [
+        store.schedule(ScheduledRecord("m-2", "/queue/a", (("x-delay", "5"),), b"s", 1000, 0, 0)),
+        store.retain("/topic/t", sent("m-3", "/topic/t")),
+    ]
+    clock.advance(1)
+    for write in writes:
+        result_of(write)
+    result_of(store.close())
+    reopened = open_sqlite(tmp_path, clock)
+    recovering = reopened.recover()
+    clock.advance(1)
+    state = result_of(recovering)
+    assert [record.message_id for record in state.queues["/queue/a"]] == ["m-1"]
+    assert state.scheduled == (
+        ScheduledRecord("m-2", "/queue/a", (("x-delay", "5"),), b"s", 1000, 0, 0),
+    )
+    assert [(record.queue, record.message_id) for record in state.retained] == [
+        ("/topic/t", "m-3")
+    ]
+    result_of(reopened.close())
 
 
 def test_a_schema_1_database_written_by_hand_is_recovered(tmp_path: Path) -> None:

@@ -238,6 +238,15 @@ class IEngine(Interface):
     durable = Attribute(
         "``(client-id, name)`` -> the :class:`IQueue` of each durable subscription known here."
     )
+    scheduled = Attribute(
+        "The :class:`~stompbroker.broker.schedule.Scheduler` of messages held for later"
+        " delivery, or ``None`` if the engine cannot schedule (the broker then refuses"
+        " the scheduling headers with an ERROR)."
+    )
+    retained = Attribute(
+        "The :class:`~stompbroker.broker.retained.RetainedMessages` of its topics, or"
+        " ``None`` if the engine cannot retain (the broker then refuses ``retain``)."
+    )
 
     # -- life cycle
 

@@ -44,6 +44,8 @@ from stompbroker.broker.ids import Ids
 from stompbroker.broker.persistence import Journal, durable_key
 from stompbroker.broker.queues import WorkerQueue
 from stompbroker.broker.recovery import rebuild
+from stompbroker.broker.retained import RetainedMessages
+from stompbroker.broker.schedule import Scheduler
 from stompbroker.broker.selecting import SelectingSubscriber
 from stompbroker.broker.store.base import RecoveredState
 from stompbroker.broker.traffic import TopicTree, Traffic
@@ -82,6 +84,9 @@ class LocalEngine:
     :ivar journal: the :class:`~stompbroker.broker.persistence.Journal` over
         ``store``, or ``None``.
     :ivar dead_letters: where the queues' failed messages go.
+    :ivar scheduled: the messages held for later delivery (the broker's
+        :class:`~stompbroker.broker.scheduling.Scheduling` times them).
+    :ivar retained: each topic's retained message.
     """
 
     def __init__(
@@ -108,6 +113,8 @@ class LocalEngine:
         self._selecting: dict[Any, SelectingSubscriber] = {}
         self.queues: dict[str, WorkerQueue] = {}
         self.durable: dict[tuple[str, str], WorkerQueue] = {}
+        self.scheduled: Scheduler[Message] | None = Scheduler()
+        self.retained: RetainedMessages | None = RetainedMessages()
         self.dead_letters = DeadLetters(
             policy, self.counters, self.traffic, self.ids, self.queue, self.journal
         )

@@ -17,8 +17,15 @@ few well-defined moments:
 - :meth:`IMessageStore.add_subscription` and
   :meth:`IMessageStore.remove_subscription` when a durable subscription is
   created or dropped;
+- :meth:`IMessageStore.schedule` and :meth:`IMessageStore.unschedule` when a
+  persistent message is scheduled for later delivery, fires again later, or has
+  fired for the last time (:mod:`stompbroker.broker.schedule`);
+- :meth:`IMessageStore.retain` and :meth:`IMessageStore.unretain` when a topic
+  keeps a persistent message as its last value, or forgets it
+  (:mod:`stompbroker.broker.retained`);
 - :meth:`IMessageStore.recover` once at start, to rebuild every queue and
-  durable subscription in its original order.
+  durable subscription in its original order, the schedule and the retained
+  messages.
 
 Messages are filed under a *key*: a queue's destination (``/queue/orders``) or a
 durable subscription's name.  Both share one namespace, so the broker must name
@@ -160,6 +167,34 @@ class DurableSubscription:
 
 
 @frozen
+class ScheduledRecord:
+    """
+    One persistent scheduled message as the store holds it, keyed by its ``message_id``.
+
+    Times are in ms since the epoch (wall time), so that a message is due at the
+    same time after a restart.
+
+    :ivar message_id: the message-id the broker gave the SEND: the schedule's key.
+    :ivar destination: where it goes when due.
+    :ivar headers: the SEND's headers, scheduling headers included.
+    :ivar body: the payload.
+    :ivar due: its next delivery.
+    :ivar period: ms between deliveries; 0 if it does not repeat.
+    :ivar remaining: deliveries after the next; -1 for no end.
+    :ivar fired: deliveries so far.
+    """
+
+    message_id: str
+    destination: str
+    headers: Headers
+    body: bytes
+    due: int
+    period: int = 0
+    remaining: int = 0
+    fired: int = 0
+
+
+@frozen
 class RecoveredState:
     """
     Everything a store holds, as :meth:`IMessageStore.recover` returns it.
@@ -170,23 +205,32 @@ class RecoveredState:
     :ivar subscriptions: the durable subscriptions, in the order they were created.
     :ivar backlogs: every durable subscription's name mapped to its messages in
         sequence order (an empty tuple when it has none).
+    :ivar scheduled: the persistent scheduled messages, in the order scheduled.
+    :ivar retained: the persistent retained messages, in the order retained;
+        each one's ``queue`` is the topic that retains it.
     """
 
     queues: Mapping[str, tuple[StoredMessage, ...]]
     subscriptions: tuple[DurableSubscription, ...]
     backlogs: Mapping[str, tuple[StoredMessage, ...]]
+    scheduled: tuple[ScheduledRecord, ...] = ()
+    retained: tuple[StoredMessage, ...] = ()
 
     @classmethod
     def from_records(
         cls,
         messages: Iterable[StoredMessage],
         subscriptions: Iterable[DurableSubscription],
+        scheduled: Iterable[ScheduledRecord] = (),
+        retained: Iterable[StoredMessage] = (),
     ) -> RecoveredState:
         """
         Sort a store's contents into queues and backlogs.
 
         :param messages: every stored message, in sequence order.
         :param subscriptions: every durable subscription, in creation order.
+        :param scheduled: every scheduled message, in the order scheduled.
+        :param retained: every retained message, in the order retained.
         :returns: the state, with each key's messages in the order given.
         """
         subscriptions = tuple(subscriptions)
@@ -201,6 +245,8 @@ class RecoveredState:
             queues={key: tuple(found) for key, found in queues.items()},
             subscriptions=subscriptions,
             backlogs={key: tuple(found) for key, found in backlogs.items()},
+            scheduled=tuple(scheduled),
+            retained=tuple(retained),
         )
 
 
@@ -326,6 +372,39 @@ class IMessageStore(Interface):
         Drop a durable subscription and its whole backlog, in one atomic step.
 
         :returns: a Deferred firing with ``None`` once it is durable.
+        """
+
+    def schedule(record):  # type: ignore[no-untyped-def]
+        """
+        Keep a scheduled message, or update the schedule of the one with its
+        ``message_id`` (after a delivery of a repeating one).
+
+        :param record: a :class:`ScheduledRecord`.
+        :returns: a Deferred firing with ``None`` once it is durable; only then
+            may the SEND be acknowledged.
+        """
+
+    def unschedule(message_id):  # type: ignore[no-untyped-def]
+        """
+        Forget a scheduled message: its last delivery has gone out.
+
+        :returns: a Deferred firing with ``None`` once the removal is durable.
+        """
+
+    def retain(topic, message):  # type: ignore[no-untyped-def]
+        """
+        Keep a message as a topic's retained message, replacing the one before.
+
+        :param topic: the topic, as the broker names it (one spelling of it).
+        :param message: see :class:`MessageFields`.
+        :returns: a Deferred firing with ``None`` once it is durable.
+        """
+
+    def unretain(topic):  # type: ignore[no-untyped-def]
+        """
+        Forget a topic's retained message, if it has one.
+
+        :returns: a Deferred firing with ``None`` once the removal is durable.
         """
 
 

@@ -16,6 +16,7 @@ from stompbroker.broker.store.base import (
     IMessageStore,
     MessageFields,
     RecoveredState,
+    ScheduledRecord,
     StoredMessage,
     StoreNotOpen,
     _not_open,
@@ -40,6 +41,8 @@ class MemoryStore:
         self._sequence = itertools.count(1)
         self._queues: dict[str, dict[str, StoredMessage]] = {}
         self._subscriptions: dict[str, DurableSubscription] = {}
+        self._scheduled: dict[str, ScheduledRecord] = {}
+        self._retained: dict[str, StoredMessage] = {}
 
     def open(self) -> None:
         """
@@ -57,6 +60,8 @@ class MemoryStore:
         self._closed = True
         self._queues.clear()
         self._subscriptions.clear()
+        self._scheduled.clear()
+        self._retained.clear()
         return succeed(None)
 
     def recover(self) -> Deferred[RecoveredState]:
@@ -67,7 +72,14 @@ class MemoryStore:
             (message for queue in self._queues.values() for message in queue.values()),
             key=lambda message: message.sequence,
         )
-        return succeed(RecoveredState.from_records(messages, self._subscriptions.values()))
+        return succeed(
+            RecoveredState.from_records(
+                messages,
+                self._subscriptions.values(),
+                self._scheduled.values(),
+                self._retained.values(),
+            )
+        )
 
     def add(self, queue: str, message: MessageFields) -> Deferred[StoredMessage]:
         """:returns: a fired Deferred with the stored record; see :meth:`IMessageStore.add`."""
@@ -132,4 +144,33 @@ class MemoryStore:
             return _not_open()
         self._subscriptions.pop(name, None)
         self._queues.pop(name, None)
+        return succeed(None)
+
+    def schedule(self, record: ScheduledRecord) -> Deferred[None]:
+        """:returns: a fired Deferred; see :meth:`IMessageStore.schedule`."""
+        if not self._open:
+            return _not_open()
+        self._scheduled[record.message_id] = record
+        return succeed(None)
+
+    def unschedule(self, message_id: str) -> Deferred[None]:
+        """:returns: a fired Deferred; see :meth:`IMessageStore.unschedule`."""
+        if not self._open:
+            return _not_open()
+        self._scheduled.pop(message_id, None)
+        return succeed(None)
+
+    def retain(self, topic: str, message: MessageFields) -> Deferred[None]:
+        """:returns: a fired Deferred; see :meth:`IMessageStore.retain`."""
+        if not self._open:
+            return _not_open()
+        self._retained.pop(topic, None)
+        self._retained[topic] = stored_message(topic, next(self._sequence), message)
+        return succeed(None)
+
+    def unretain(self, topic: str) -> Deferred[None]:
+        """:returns: a fired Deferred; see :meth:`IMessageStore.unretain`."""
+        if not self._open:
+            return _not_open()
+        self._retained.pop(topic, None)
         return succeed(None)

@@ -63,6 +63,7 @@ from stompbroker.broker.store.base import (
     IMessageStore,
     MessageFields,
     RecoveredState,
+    ScheduledRecord,
     StoredMessage,
     StoreError,
     StoreNotOpen,
@@ -331,6 +332,32 @@ class SQLiteStore:
     def remove_subscription(self, name: str) -> Deferred[None]:
         """:returns: see :meth:`IMessageStore.remove_subscription`."""
         return self._write(functools.partial(sqlite_records.remove_subscription, name), None)
+
+    def schedule(self, record: ScheduledRecord) -> Deferred[None]:
+        """:returns: see :meth:`IMessageStore.schedule`."""
+        work = functools.partial(
+            sqlite_records.save_scheduled, record, sqlite_records.encode_headers(record.headers)
+        )
+        return self._write(work, None)
+
+    def unschedule(self, message_id: str) -> Deferred[None]:
+        """:returns: see :meth:`IMessageStore.unschedule`."""
+        return self._write(functools.partial(sqlite_records.delete_scheduled, message_id), None)
+
+    def retain(self, topic: str, message: MessageFields) -> Deferred[None]:
+        """:returns: see :meth:`IMessageStore.retain`."""
+        record = stored_message(topic, 0, message)
+        work = functools.partial(
+            sqlite_records.save_retained,
+            topic,
+            record,
+            sqlite_records.encode_headers(record.headers),
+        )
+        return self._write(work, None)
+
+    def unretain(self, topic: str) -> Deferred[None]:
+        """:returns: see :meth:`IMessageStore.unretain`."""
+        return self._write(functools.partial(sqlite_records.delete_retained, topic), None)
 
     # -- group commit ----------------------------------------------------------
 

@@ -20,6 +20,7 @@ import sqlite3
 from stompbroker.broker.store.base import (
     DurableSubscription,
     RecoveredState,
+    ScheduledRecord,
     StoredMessage,
     duplicate_error,
 )
@@ -28,6 +29,8 @@ from stompbroker.protocol.frames import Headers
 __all__ = [
     "decode_headers",
     "delete_message",
+    "delete_retained",
+    "delete_scheduled",
     "encode_headers",
     "insert_message",
     "mark_delivered",
@@ -35,6 +38,8 @@ __all__ = [
     "next_sequence",
     "read_all",
     "remove_subscription",
+    "save_retained",
+    "save_scheduled",
     "save_subscription",
 ]
 
@@ -52,6 +57,17 @@ _UPSERT_SUBSCRIPTION = (
     "INSERT INTO subscriptions (name, destination, headers) VALUES (?, ?, ?)"
     " ON CONFLICT (name) DO UPDATE SET destination = excluded.destination,"
     " headers = excluded.headers"
+)
+
+_UPSERT_SCHEDULED = (
+    "INSERT INTO scheduled (message_id, destination, headers, body, due, period, remaining,"
+    " fired) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (message_id) DO UPDATE SET"
+    " due = excluded.due, period = excluded.period, remaining = excluded.remaining,"
+    " fired = excluded.fired"
+)
+_REPLACE_RETAINED = (
+    "INSERT OR REPLACE INTO retained (topic, message_id, destination, headers, body, expires)"
+    " VALUES (?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -130,6 +146,57 @@ def remove_subscription(name: str, connection: sqlite3.Connection) -> None:
     connection.execute("DELETE FROM messages WHERE queue = ?", (name,))
 
 
+def save_scheduled(
+    record: ScheduledRecord, encoded_headers: str, connection: sqlite3.Connection
+) -> None:
+    """
+    Keep a scheduled message, or update its schedule (it keeps its place in the order).
+
+    :param encoded_headers: its headers, from :func:`encode_headers`, as
+        :func:`save_subscription` takes them.
+    """
+    connection.execute(
+        _UPSERT_SCHEDULED,
+        (
+            record.message_id,
+            record.destination,
+            encoded_headers,
+            record.body,
+            record.due,
+            record.period,
+            record.remaining,
+            record.fired,
+        ),
+    )
+
+
+def delete_scheduled(message_id: str, connection: sqlite3.Connection) -> None:
+    """Forget a scheduled message, if it is kept."""
+    connection.execute("DELETE FROM scheduled WHERE message_id = ?", (message_id,))
+
+
+def save_retained(
+    topic: str, record: StoredMessage, encoded_headers: str, connection: sqlite3.Connection
+) -> None:
+    """Keep a topic's retained message, replacing the one before (it moves to the end)."""
+    connection.execute(
+        _REPLACE_RETAINED,
+        (
+            topic,
+            record.message_id,
+            record.destination,
+            encoded_headers,
+            record.body,
+            record.expires,
+        ),
+    )
+
+
+def delete_retained(topic: str, connection: sqlite3.Connection) -> None:
+    """Forget a topic's retained message, if it has one."""
+    connection.execute("DELETE FROM retained WHERE topic = ?", (topic,))
+
+
 def next_sequence(connection: sqlite3.Connection) -> int:
     """:returns: the sequence number the next message stored gets."""
     (last,) = connection.execute("SELECT max(sequence) FROM messages").fetchone()
@@ -171,4 +238,27 @@ def read_all(connection: sqlite3.Connection) -> RecoveredState:
             "SELECT name, destination, headers FROM subscriptions ORDER BY rowid"
         )
     )
-    return RecoveredState.from_records(messages, list(subscriptions))
+    scheduled = [
+        ScheduledRecord(
+            message_id, destination, decode_headers(headers), body, due, period, remaining, fired
+        )
+        for message_id, destination, headers, body, due, period, remaining, fired in (
+            connection.execute(
+                "SELECT message_id, destination, headers, body, due, period, remaining, fired"
+                " FROM scheduled ORDER BY rowid"
+            )
+        )
+    ]
+    retained = [
+        StoredMessage(
+            topic, sequence, message_id, destination, decode_headers(headers), body, expires
+        )
+        for sequence, (topic, message_id, destination, headers, body, expires) in enumerate(
+            connection.execute(
+                "SELECT topic, message_id, destination, headers, body, expires FROM retained"
+                " ORDER BY rowid"
+            ),
+            start=1,
+        )
+    ]
+    return RecoveredState.from_records(messages, list(subscriptions), scheduled, retained)

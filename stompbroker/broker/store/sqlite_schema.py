@@ -3,11 +3,16 @@ The tables of the SQLite store, and their version: its on-disk format.
 
 ``messages`` holds one row per stored message, keyed by its ``sequence`` (the
 recovery order) and unique by ``(queue, message_id)``; ``subscriptions`` holds
-the durable subscriptions.  ``PRAGMA user_version`` records
+the durable subscriptions; ``scheduled`` the persistent scheduled messages, by
+message-id, and ``retained`` each topic's persistent retained message (both
+since schema 2).  ``PRAGMA user_version`` records
 :data:`SCHEMA_VERSION`, so that a store written by a newer stompbroker is refused
 rather than misread, and a database that is not a stompbroker store at all is
 never written to.  A change to these tables is a change of the format every
-existing data directory holds: it needs a new version and a way to read the old.
+existing data directory holds: it needs a new version and a way to read the
+old: :func:`prepare_schema` brings a schema 1 database to schema 2 by adding
+the two tables schema 2 added (nothing else changed), in one transaction, when
+a newer stompbroker first opens it.
 
 What goes in and out of the rows is :mod:`stompbroker.broker.store.sqlite_records`.
 """
@@ -23,7 +28,33 @@ from stompbroker.broker.store.sqlite_files import store_damaged
 __all__ = ["SCHEMA_VERSION", "prepare_schema"]
 
 #: The schema this code writes, kept in ``PRAGMA user_version``.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+#: What schema 2 added to schema 1.
+_SCHEMA_2_TABLES = (
+    """
+    CREATE TABLE scheduled (
+        message_id TEXT PRIMARY KEY,
+        destination TEXT NOT NULL,
+        headers TEXT NOT NULL,
+        body BLOB NOT NULL,
+        due INTEGER NOT NULL,
+        period INTEGER NOT NULL,
+        remaining INTEGER NOT NULL,
+        fired INTEGER NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE retained (
+        topic TEXT PRIMARY KEY,
+        message_id TEXT NOT NULL,
+        destination TEXT NOT NULL,
+        headers TEXT NOT NULL,
+        body BLOB NOT NULL,
+        expires REAL NOT NULL
+    )
+    """,
+)
 
 _SCHEMA = (
     """
@@ -47,14 +78,18 @@ _SCHEMA = (
         headers TEXT NOT NULL
     )
     """,
+    *_SCHEMA_2_TABLES,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
+
+#: From schema 1 to schema 2.
+_MIGRATE_1_TO_2 = (*_SCHEMA_2_TABLES, "PRAGMA user_version = 2")
 
 
 def prepare_schema(connection: sqlite3.Connection, path: Path) -> None:
     """
     Create the tables of a new (empty) database, or check that an existing one is
-    a stompbroker store this code can read.
+    a stompbroker store this code can read, bringing a schema 1 one to schema 2.
 
     :param connection: the store's connection, outside any transaction.
     :param path: the database file, for the error messages.
@@ -73,7 +108,18 @@ def prepare_schema(connection: sqlite3.Connection, path: Path) -> None:
     if version == 0 and tables:
         raise store_damaged(path, "it holds tables that are not a stompbroker store")
     if version == 0:
-        connection.execute("BEGIN IMMEDIATE")
-        for statement in _SCHEMA:
+        _run(connection, _SCHEMA)
+    elif version == 1:
+        _run(connection, _MIGRATE_1_TO_2)
+
+
+def _run(connection: sqlite3.Connection, statements: tuple[str, ...]) -> None:
+    """Run statements in one transaction: a crash leaves the old schema or the new."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in statements:
             connection.execute(statement)
-        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")

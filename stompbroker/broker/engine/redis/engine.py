@@ -103,6 +103,9 @@ class RedisEngine(LocalEngine):
         super().__init__(clock, policy=policy, ids=ids, traffic=traffic, counters=counters)
         # Redis keeps what it is given (AOF), so persistent headers mean something.
         self.persistent = True
+        # Refused (docs/cluster.md): one node's memory would hold what every node must see.
+        self.scheduled = None
+        self.retained = None
         self.url = url
         self.node_timeout = node_timeout
         self.names = Names(url.prefix)
