@@ -363,11 +363,11 @@ class Router:
                     " see docs/cluster.md.",
                 )
             if parse_schedule(timing, scheduling.now_ms()) is not None:
+                destination = message.destination
                 if kind is Kind.TEMP_QUEUE:
                     # Fired later, perhaps without its sender: by the name others reach it by.
-                    queue = self._registry.temp_queue(connection, message.destination)
-                    message = evolve(message, destination=queue.destination)
-                return partial(self._schedule, timing), False
+                    destination = self._registry.temp_queue(connection, destination).destination
+                return partial(self._schedule, timing, destination), False
         if action is not None:
             assert self.retaining is not None
             return partial(self._retain_and_route, self.retaining.apply, action, route), (
@@ -375,13 +375,19 @@ class Router:
             )
         return route, message.persistent
 
-    def _schedule(self, timing: Mapping[str, str], message: Message) -> Deferred[None] | None:
+    def _schedule(
+        self, timing: Mapping[str, str], destination: str, message: Message
+    ) -> Deferred[None] | None:
         """
         Hand a message to the scheduler, due from now (at COMMIT for a transaction's).
 
+        :param destination: where it goes when due (a temporary queue's
+            ``/reply-queue/`` name for a SEND to ``/temp-queue/``).
         :returns: the Deferred of its filing, for a persistent message with a store.
         """
         assert self.scheduling is not None
+        if destination != message.destination:
+            message = evolve(message, destination=destination, wire={})
         schedule = parse_schedule(timing, self.scheduling.now_ms())
         if schedule is None:
             return None
