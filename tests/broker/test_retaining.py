@@ -151,7 +151,7 @@ def test_a_persistent_retained_message_survives_a_restart(setup: Setup) -> None:
 
 
 def test_a_non_persistent_replacement_or_a_remove_clears_the_stored_copy(setup: Setup) -> None:
-    """Once a persistent retained message is replaced or removed, a restart does not bring it back."""
+    """A persistent retained message replaced or removed does not come back after a restart."""
     broker = setup.broker()
     send(broker, "/topic/a", b"old", headers=PERSISTENT + SET)
     send(broker, "/topic/a", b"new", headers=SET)

@@ -71,7 +71,8 @@ def test_amq_scheduled_time_is_absolute() -> None:
     world.clock.advance(100)
     reader, producer = world.client(), world.client()
     reader.send_frame("SUBSCRIBE", id="q", destination="/queue/jobs")
-    producer.send_frame("SEND", b"at", (("AMQ_SCHEDULED_TIME", "103000"),), destination="/queue/jobs")
+    at = (("AMQ_SCHEDULED_TIME", "103000"),)
+    producer.send_frame("SEND", b"at", at, destination="/queue/jobs")
     world.clock.advance(2.9)
     assert reader.messages() == []
     world.clock.advance(0.1)

@@ -130,9 +130,7 @@ def test_a_schema_1_store_is_brought_to_schema_2(tmp_path: Path) -> None:
     assert state.scheduled == (
         ScheduledRecord("m-2", "/queue/a", (("x-delay", "5"),), b"s", 1000, 0, 0),
     )
-    assert [(record.queue, record.message_id) for record in state.retained] == [
-        ("/topic/t", "m-3")
-    ]
+    assert [(record.queue, record.message_id) for record in state.retained] == [("/topic/t", "m-3")]
     result_of(reopened.close())
 
 
