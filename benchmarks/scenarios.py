@@ -9,8 +9,8 @@ the parent then waits until every message has arrived, or deliveries stall,
 or ``drain`` seconds pass; and every process also has a hard deadline of its
 own.  The result is one flat dict, printed as one JSON line.
 
-Topic scenarios (``fanout``, ``ws-fanout``, ``latency``) check that every
-subscriber got every ``seq`` exactly once; queue scenarios (``queue``,
+Topic scenarios (``fanout``, ``selector-fanout``, ``ws-fanout``, ``latency``)
+check that every subscriber got every ``seq`` exactly once; queue scenarios (``queue``,
 ``persistent``) check that the consumers together got every ``seq`` exactly once.
 """
 
@@ -49,13 +49,22 @@ from benchmarks.workers import (
 #: In the order a full run takes them: ``idle`` first, because a broker's
 #: resident memory rarely shrinks, so growth per connection is only visible
 #: on a broker that has not been busy yet.
-SCENARIOS = ("idle", "fanout", "ws-fanout", "queue", "persistent", "latency")
+SCENARIOS = ("idle", "fanout", "selector-fanout", "ws-fanout", "queue", "persistent", "latency")
+#: What a run without named scenarios runs: the feature scenarios only on request.
+DEFAULT_SCENARIOS = tuple(scenario for scenario in SCENARIOS if scenario != "selector-fanout")
 ACK_MODES = ("auto", "client", "client-individual")
-TOPIC_SCENARIOS = frozenset({"fanout", "ws-fanout", "latency"})
+TOPIC_SCENARIOS = frozenset({"fanout", "selector-fanout", "ws-fanout", "latency"})
+#: ``selector-fanout``: every other subscription carries this two-term selector,
+#: and every message the headers that make it TRUE, so each subscriber still gets
+#: every message (the exactly-once check holds) and the figure is ``fanout``'s
+#: plus what evaluating the selectors costs.
+SELECTOR: tuple[tuple[str, str], ...] = (("selector", "type = 'a' AND n > 3"),)
+SELECTED_HEADERS: tuple[tuple[str, str], ...] = (("type", "a"), ("n", "5"))
 QUEUE_SCENARIOS = frozenset({"queue", "persistent"})
 #: The figures each scenario is judged by, the headline first, and whether more is better.
 HEADLINE: dict[str, tuple[tuple[str, bool], ...]] = {
     "fanout": (("deliveries_per_s", True),),
+    "selector-fanout": (("deliveries_per_s", True),),
     "ws-fanout": (("deliveries_per_s", True),),
     "queue": (("msgs_per_s", True),),
     "persistent": (("msgs_per_s", True),),
@@ -202,8 +211,14 @@ def _run_flow(case: Case, target: Target, settings: Settings) -> dict[str, Any]:
     shape = _flow_shape(case, settings)
     destination = f"/{'queue' if queue else 'topic'}/bench.{case.scenario}.{run_id}"
     readers = case.consumers if queue else case.subscribers
+    selecting = case.scenario == "selector-fanout"
     subscriptions = [
-        Subscription(destination, f"{run_id}-{index}", case.ack if queue else "auto")
+        Subscription(
+            destination,
+            f"{run_id}-{index}",
+            case.ack if queue else "auto",
+            SELECTOR if selecting and index % 2 else (),
+        )
         for index in range(readers)
     ]
     procs = max(1, min(settings.procs, readers))
@@ -256,9 +271,7 @@ def _run_flow(case: Case, target: Target, settings: Settings) -> dict[str, Any]:
                     websocket,
                     destination,
                     b"x" * settings.size,
-                    extra_headers=(("persistent", "true"),)
-                    if case.scenario == "persistent"
-                    else (),
+                    extra_headers=_send_headers(case),
                     first_seq=index,
                     stride=producers,
                     max_count=-(-settings.max_count // producers),
@@ -300,6 +313,15 @@ def _run_flow(case: Case, target: Target, settings: Settings) -> dict[str, Any]:
         figures.update(percentiles(latencies))
         figures["latency_samples"] = len(latencies)
     return _judge(figures)
+
+
+def _send_headers(case: Case) -> tuple[tuple[str, str], ...]:
+    """:returns: the headers a scenario's publishers add to every SEND."""
+    if case.scenario == "persistent":
+        return (("persistent", "true"),)
+    if case.scenario == "selector-fanout":
+        return SELECTED_HEADERS
+    return ()
 
 
 def _check_ready(answers: list[dict[str, Any] | None], role: str) -> None:

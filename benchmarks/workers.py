@@ -44,11 +44,13 @@ class Subscription:
     :ivar destination: what to subscribe to.
     :ivar subscription_id: the SUBSCRIBE ``id``.
     :ivar ack_mode: ``auto``, ``client`` or ``client-individual``.
+    :ivar headers: more SUBSCRIBE headers for this subscription alone (a ``selector``).
     """
 
     destination: str
     subscription_id: str
     ack_mode: str = "auto"
+    headers: Headers = ()
 
 
 @frozen
@@ -204,7 +206,7 @@ def run_receiver(spec: ReceiverSpec, pipe: Connection, progress: Any) -> None:
                 subscription.subscription_id,
                 subscription.ack_mode,
                 spec.setup_timeout,
-                spec.extra_headers,
+                spec.extra_headers + subscription.headers,
             )
     except BenchmarkError as error:
         for link in links:

@@ -236,6 +236,15 @@ def test_merge_seen_counts_distinct_and_overlapping_seqs() -> None:
     assert merge_seen([b"\x01\x01\x00\x01", b"\x00\x01\x01", b"\x00\x00\x00\x01\x00"]) == (4, 2)
 
 
+def test_selector_fanout_runs_beside_fanout_when_named() -> None:
+    """Named, selector-fanout runs for each --subscribers count, as fanout does."""
+    args = build_parser().parse_args(["fanout", "selector-fanout", "--subscribers", "10"])
+    assert [case.label for case in cases_from(args)] == [
+        "fanout 10 sub",
+        "selector-fanout 10 sub",
+    ]
+
+
 def test_cli_defaults_give_the_issue_cases() -> None:
     """
     Without options the suite runs fan-out to 10 and 75, 4x4 queues (plain and persistent) in
@@ -327,6 +336,7 @@ COMMON_FIELDS = {
     ("case", "headline"),
     [
         (Case("fanout", subscribers=3), "deliveries_per_s"),
+        (Case("selector-fanout", subscribers=4), "deliveries_per_s"),
         (Case("ws-fanout", subscribers=2), "deliveries_per_s"),
         (Case("queue", producers=2, consumers=2, ack="auto"), "msgs_per_s"),
         (Case("queue", producers=2, consumers=2, ack="client"), "msgs_per_s"),
