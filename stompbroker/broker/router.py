@@ -298,10 +298,18 @@ class Router:
 
         :returns: the first part's message, and a Deferred of every part's store
             writes, or ``None`` if there are none.
+        :raises NotSupported: for ``retain`` with a part that is not a topic,
+            before any part is sent to.
         """
+        parts = self._composites[destination]
+        for name, value in headers:
+            if name == RETAIN_HEADER:
+                for part, _ in parts:
+                    parse_retain(value, part)
+                break
         messages = []
         writes = []
-        for part, _ in self._composites[destination]:
+        for part, _ in parts:
             message, waiting = self._send(part, headers, body, connection, transaction)
             messages.append(message)
             if waiting is not None:

@@ -173,3 +173,15 @@ def test_an_expired_stored_retained_message_is_forgotten_at_start(setup: Setup) 
     assert setup.stored().retained == ()
     inbox = setup.subscribe(broker, "/topic/s", ack_mode="auto")
     assert inbox.received == []
+
+
+def test_retain_on_a_composite_with_a_queue_sends_to_no_part() -> None:
+    """retain with a queue among a composite's parts is refused before the topic part gets it."""
+    world = World()
+    reader, producer = world.client(), world.client()
+    reader.send_frame("SUBSCRIBE", id="t", destination="/topic/s")
+    producer.send_frame("SEND", b"x", SET, destination="/topic/s,/queue/q")
+    [error] = producer.frames()
+    assert error.get("message") == "retain is for topics only"
+    assert reader.frames() == []
+    assert len(world.broker.engine.retained or ()) == 0
