@@ -14,8 +14,10 @@ Headers:
   an instruction to the broker, not part of the value).
 
 A SUBSCRIBE with a wildcard gets the retained message of every topic it matches,
-oldest retained first.  Retained messages live in memory: a restart forgets them,
-as Apollo's manual says of its own; an expired one is dropped when next looked at.
+oldest retained first.  Retained messages live in memory; a persistent one is
+also kept in the message store and comes back after a restart
+(:mod:`stompbroker.broker.retaining`).  An expired one is dropped when next
+looked at.
 
 How it plugs in
 ---------------

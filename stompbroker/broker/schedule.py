@@ -30,9 +30,11 @@ stays), as ActiveMQ moves the expiry of a fired message.
 
 How it plugs in
 ---------------
-The router, on a SEND (at COMMIT for a transacted one, as ActiveMQ schedules
-after commit), calls :func:`parse_schedule` with the clock's time in ms; for
-``None`` it routes as now.  Otherwise it adds the message to the broker's one
+(:mod:`stompbroker.broker.scheduling` is the adapter, and the router's
+``fire`` routes a due message.)  The router, on a SEND (at COMMIT for a
+transacted one, as ActiveMQ schedules after commit), calls
+:func:`parse_schedule` with the clock's time in ms; for ``None`` it routes as
+now.  Otherwise it adds the message to the broker's one
 :class:`Scheduler` (key: the message-id) and, for a persistent message, files it
 in the store with its schedule (``due``, ``period``, ``remaining``); after a
 restart it calls :meth:`Scheduler.restore` with what the store kept, so the
