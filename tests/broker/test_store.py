@@ -28,6 +28,7 @@ from stompbroker.broker.store.base import (
     DurableSubscription,
     IMessageStore,
     RecoveredState,
+    ScheduledRecord,
     StoredMessage,
     StoreNotOpen,
 )
@@ -318,6 +319,10 @@ def test_operations_on_a_closed_store_fail(harness: Harness) -> None:
         harness.store.move("/queue/orders", "m-1", "/queue/DLQ.orders", DEAD_LETTER),
         harness.store.add_subscription("sub-a", "/topic/a"),
         harness.store.remove_subscription("sub-a"),
+        harness.store.schedule(ScheduledRecord("m-1", "/queue/a", (), b"", 1)),
+        harness.store.unschedule("m-1"),
+        harness.store.retain("/topic/a", sent("m-1", "/topic/a")),
+        harness.store.unretain("/topic/a"),
     ]
     for deferred in operations:
         with pytest.raises(StoreNotOpen):
@@ -325,6 +330,40 @@ def test_operations_on_a_closed_store_fail(harness: Harness) -> None:
     with pytest.raises(StoreNotOpen):
         harness.store.open()
     assert harness.settle(harness.store.close()) is None
+
+
+def test_scheduled_messages_are_kept_updated_and_forgotten(harness: Harness) -> None:
+    """
+    schedule() keeps a record by message-id, a second call updates its schedule in place
+    (its order kept), and unschedule() forgets it; none of it is a queue's message.
+    """
+    first = ScheduledRecord("m-1", "/queue/a", (("x-delay", "5"),), b"1", 1000, 100, 3, 0)
+    second = ScheduledRecord("m-2", "/topic/b", (), b"2", 900)
+    for record in (first, second):
+        harness.settle(harness.store.schedule(record))
+    moved_on = ScheduledRecord("m-1", "/queue/a", (("x-delay", "5"),), b"1", 1100, 100, 2, 1)
+    harness.settle(harness.store.schedule(moved_on))
+    recovered = harness.recover()
+    assert recovered.scheduled == (moved_on, second)
+    assert recovered.queues == {}
+    harness.settle(harness.store.unschedule("m-1"))
+    harness.settle(harness.store.unschedule("never-scheduled"))
+    assert harness.recover().scheduled == (second,)
+
+
+def test_retained_messages_are_one_per_topic_in_the_order_retained(harness: Harness) -> None:
+    """retain() replaces a topic's message, which then counts as newest; unretain() drops it."""
+    for topic, message_id in (("/topic/a", "m-1"), ("/topic/b", "m-2"), ("/topic/a", "m-3")):
+        harness.settle(harness.store.retain(topic, sent(message_id, topic, expires=7.5)))
+    retained = harness.recover().retained
+    assert [(m.queue, m.message_id, m.body, m.expires) for m in retained] == [
+        ("/topic/b", "m-2", b"m-2", 7.5),
+        ("/topic/a", "m-3", b"m-3", 7.5),
+    ]
+    harness.settle(harness.store.unretain("/topic/b"))
+    harness.settle(harness.store.unretain("/topic/none"))
+    assert [m.message_id for m in harness.recover().retained] == ["m-3"]
+    assert harness.recover().queues == {}
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
