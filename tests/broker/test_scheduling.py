@@ -257,3 +257,13 @@ def test_a_repeating_persistent_message_keeps_its_progress(setup: Setup) -> None
     setup.settle()
     assert setup.stored().scheduled == ()
     assert broker.engine.depth("/queue/tick") == 3
+
+
+def test_a_time_to_live_counts_from_the_delivery() -> None:
+    """expiration counts from when the message fires, not from the SEND that scheduled it."""
+    world = World()
+    producer = world.client()
+    producer.send_frame("SEND", b"x", DELAY + (("expiration", "1000"),), destination="/queue/ttl")
+    world.clock.advance(5)
+    [waiting] = world.broker.queues["/queue/ttl"].pending
+    assert waiting.expires == world.clock.seconds() + 1
