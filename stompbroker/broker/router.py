@@ -264,7 +264,7 @@ class Router:
             priority,
         )
         if timing is not None:
-            route, persistent = self._timed(route, message, kind, timing, connection, held)
+            route, persistent = self._timed(route, message, kind, timing, connection)
         waiting = None
         if held is not None:
             if persistent:
@@ -340,13 +340,12 @@ class Router:
         kind: Kind,
         timing: Mapping[str, str],
         connection: Any,
-        held: Any,
     ) -> tuple[Callable[[Message], Any], bool]:
         """
         Read a SEND's scheduling and ``retain`` headers, refusing what cannot be done.
 
-        :param route: where the message would go now.
-        :param held: the transaction holding it, or ``None``.
+        :param route: where the message would go now; like every route, it
+            returns ``None``, or a Deferred the SEND's RECEIPT waits on.
         :returns: where the message goes instead, and whether it is still to be
             filed as a persistent message of its destination (a scheduled one is
             filed by the scheduler, and its destination's copy when it fires).
