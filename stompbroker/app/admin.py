@@ -206,8 +206,10 @@ def _do(arguments: argparse.Namespace, client: Client, stdin: TextIO) -> tuple[A
                 "transport",
                 "version",
                 "subscriptions",
-                "frames_in",
-                "frames_out",
+                "messages_in",
+                "messages_out",
+                "bytes_in",
+                "bytes_out",
                 "connected_since",
             ]
             return answer, lambda out: _table(rows, columns, out)
@@ -217,7 +219,9 @@ def _do(arguments: argparse.Namespace, client: Client, stdin: TextIO) -> tuple[A
             "depth",
             "in_flight",
             "consumers",
+            "producers",
             "messages_in_per_second",
+            "messages_delivered_per_second",
         ]
         return answer, lambda out: _table(answer, columns, out)
     path = f"destinations/{_segment(getattr(arguments, 'destination', ''))}"

@@ -49,7 +49,10 @@ def test_sign_in_watch_a_queue_fill_browse_purge_and_close(
     console_broker: BrokerProcess,
     page: Page,
 ) -> None:
-    """The operator's round: sign in, a queue fills, browse it, purge it, close a connection."""
+    """
+    The operator's round: sign in, a queue fills, browse it, purge it, close a connection;
+    the connection's row shows its messages and bytes in and out, and since when it is connected.
+    """
     page.goto(f"http://127.0.0.1:{console_broker.http_port}/console")
     expect(page.locator("#console")).to_be_hidden()
     page.fill("#user", "admin")
@@ -67,6 +70,11 @@ def test_sign_in_watch_a_queue_fill_browse_purge_and_close(
             connection.send("/queue/console", body, headers={"persistent": "true"})
         row = page.locator('#destinations tr[data-destination="/queue/console"]')
         expect(row.locator("td.depth")).to_have_text("3")
+        client_rows = page.locator('#connections tr[data-connection^="session-"]')
+        expect(client_rows.locator("td.messages-in")).to_have_text("3")
+        expect(client_rows.locator("td.messages-out")).to_have_text("0")
+        expect(client_rows.locator("td.since")).to_contain_text(" UTC")
+        assert int(client_rows.locator("td.bytes-in").inner_text()) > 3 * len("third")
 
         row.get_by_role("button", name="Browse").click()
         messages = page.locator("#messages li.message")
@@ -85,7 +93,6 @@ def test_sign_in_watch_a_queue_fill_browse_purge_and_close(
         expect(page.locator("#notice")).to_contain_text("purged 3 messages")
         expect(row.locator("td.depth")).to_have_text("0")
 
-        client_rows = page.locator('#connections tr[data-connection^="session-"]')
         expect(client_rows).to_have_count(1)
         client_rows.get_by_role("button", name="Close").click()
         confirm(page, "The client gets an ERROR")

@@ -97,6 +97,7 @@ function renderDestinations(rows) {
     cell(tr, row.depth).className = "depth";
     cell(tr, row.in_flight);
     cell(tr, row.consumers);
+    cell(tr, row.producers).className = "producers";
     cell(tr, rate(row.messages_in_per_second));
     cell(tr, rate(row.messages_delivered_per_second));
     const actions = cell(tr, "");
@@ -129,9 +130,15 @@ function renderConnections(rows) {
   for (const row of rows) {
     const tr = document.createElement("tr");
     tr.dataset.connection = row.id;
-    for (const value of [row.id, row.peer, row.login, row.transport, row.version,
-                         row.subscriptions.length, row.frames_in, row.frames_out]) {
-      cell(tr, value);
+    const since = row.connected_since.replace("T", " ").replace(/\.\d+Z$/, " UTC");
+    for (const [name, value] of [["id", row.id], ["peer", row.peer], ["login", row.login],
+                                 ["transport", row.transport], ["version", row.version],
+                                 ["subscriptions", row.subscriptions.length],
+                                 ["messages-in", row.messages_in],
+                                 ["messages-out", row.messages_out],
+                                 ["bytes-in", row.bytes_in], ["bytes-out", row.bytes_out],
+                                 ["since", since]]) {
+      cell(tr, value).className = name;
     }
     const actions = cell(tr, "");
     actions.className = "actions";
