@@ -39,6 +39,15 @@ def page() -> Iterator[Page]:
         yield opened
 
 
+def sign_in(page: Page, broker: BrokerProcess) -> None:
+    """Open the console and sign in as ``admin``."""
+    page.goto(f"http://127.0.0.1:{broker.http_port}/console")
+    page.fill("#user", "admin")
+    page.fill("#password", "secret")
+    page.click("#sign-in")
+    expect(page.locator("#status")).to_have_attribute("data-state", "live")
+
+
 def confirm(page: Page, text: str) -> None:
     """Accept the console's confirmation dialog, which must say ``text``."""
     expect(page.locator("#confirm-text")).to_contain_text(text)
@@ -99,5 +108,42 @@ def test_sign_in_watch_a_queue_fill_browse_purge_and_close(
         assert inbox.wait_for(lambda: inbox.errors, 10.0)
         assert inbox.errors[0].headers["message"] == "closed by an operator"
         expect(client_rows).to_have_count(0)
+    finally:
+        connection.disconnect()
+
+
+def test_move_with_confirmation_and_see_a_queues_consumers(
+    console_broker: BrokerProcess,
+    page: Page,
+) -> None:
+    """Move one message after confirming; browsing the queue it went to shows its consumer."""
+    sign_in(page, console_broker)
+    connection, inbox = connect(console_broker.address)
+    try:
+        for body in ("a", "b"):
+            connection.send("/queue/moving", body)
+        row = page.locator('#destinations tr[data-destination="/queue/moving"]')
+        expect(row.locator("td.depth")).to_have_text("2")
+        row.get_by_role("button", name="Move").click()
+        expect(page.locator("#move-from")).to_have_value("/queue/moving")
+        page.fill("#move-to", "/queue/moved")
+        page.fill("#move-count", "1")
+        page.click("#move button[type=submit]")
+        page.click("#confirm-cancel")
+        expect(row.locator("td.depth")).to_have_text("2")
+        page.click("#move button[type=submit]")
+        confirm(page, "Move 1 messages waiting in /queue/moving to /queue/moved")
+        expect(page.locator("#notice")).to_contain_text("moved 1 messages to /queue/moved")
+        expect(row.locator("td.depth")).to_have_text("1")
+
+        connection.subscribe("/queue/moved", id="m", ack="client-individual")
+        assert inbox.wait_for(lambda: inbox.bodies() == [b"a"], 10.0)
+        moved = page.locator('#destinations tr[data-destination="/queue/moved"]')
+        expect(moved.locator("td").nth(3)).to_have_text("1")
+        moved.get_by_role("button", name="Browse").click()
+        consumers = page.locator("#consumers tbody tr")
+        expect(consumers).to_have_count(1)
+        expect(consumers.locator("td").nth(1)).to_have_text("m")
+        expect(consumers.locator("td").nth(3)).to_have_text("1")
     finally:
         connection.disconnect()

@@ -3,7 +3,7 @@
 // storage): every call carries them as HTTP Basic, with X-Requested-With so that
 // a refusal does not make the browser ask on its own.  Everything the broker
 // sends is shown with textContent, never parsed as HTML.  Destructive actions
-// (purge, delete, retry, close) wait for a confirmation in a <dialog>.
+// (purge, delete, retry, move, close) wait for a confirmation in a <dialog>.
 "use strict";
 
 const REFRESH_MS = 2000;
@@ -105,6 +105,10 @@ function renderDestinations(rows) {
     if (row.kind !== "topic") {
       const name = row.destination;
       button(actions, "Browse", () => browse(name));
+      button(actions, "Move", () => {
+        $("move-from").value = name;
+        $("move-to").focus();
+      });
       button(actions, "Purge", () => act(
         `Purge every message waiting in ${name}?`,
         () => api("DELETE", `destinations/${encode(name)}/messages`),
@@ -173,10 +177,28 @@ function renderOverview(overview) {
   $("updated").textContent = overview.ts ? `at ${overview.ts}` : "";
 }
 
+function renderConsumers(subscribers) {
+  const body = $("consumers").tBodies[0];
+  body.replaceChildren();
+  for (const consumer of subscribers) {
+    const tr = document.createElement("tr");
+    for (const value of [consumer.connection, consumer.subscription, consumer.ack,
+                         consumer.in_flight, consumer.window]) {
+      cell(tr, value);
+    }
+    body.appendChild(tr);
+  }
+  $("consumers").hidden = subscribers.length === 0;
+}
+
 async function browse(name) {
   try {
-    const messages = await api("GET", `destinations/${encode(name)}/messages?count=${BROWSE_COUNT}`);
+    const [detail, messages] = await Promise.all([
+      api("GET", `destinations/${encode(name)}`),
+      api("GET", `destinations/${encode(name)}/messages?count=${BROWSE_COUNT}`),
+    ]);
     $("browsed").textContent = name;
+    renderConsumers(detail.subscribers || []);
     const list = $("messages");
     list.replaceChildren();
     for (const message of messages) {
@@ -258,6 +280,21 @@ async function publish(event) {
             (answer) => `published ${answer.message_id} to ${name}`);
 }
 
+async function move(event) {
+  event.preventDefault();
+  const from = $("move-from").value;
+  const to = $("move-to").value;
+  const copy = $("move-copy").checked;
+  const request = { to, copy };
+  const count = $("move-count").value;
+  if (count) request.count = Number(count);
+  const verb = copy ? "Copy" : "Move";
+  await act(`${verb} ${count || "all the"} messages waiting in ${from} to ${to}?`,
+            () => api("POST", `destinations/${encode(from)}/move`, request),
+            (answer) => `${copy ? "copied" : "moved"} ${answer.moved} messages to ${to}`);
+}
+
 $("login").addEventListener("submit", signIn);
 $("publish").addEventListener("submit", publish);
+$("move").addEventListener("submit", move);
 $("close-browser").addEventListener("click", () => { $("browser").hidden = true; });
