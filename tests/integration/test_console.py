@@ -8,10 +8,12 @@ kept in ``test-artifacts/console.png``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
 
+from tests.support import tokens
 from tests.support.browser import ARTIFACTS, chromium_page, require_chromium
 from tests.support.clients import connect
 from tests.support.management import managed_broker
@@ -21,13 +23,17 @@ require_chromium()
 
 from playwright.sync_api import Page, expect  # noqa: E402
 
-#: What Chromium logs for each refused call the test makes on purpose (a wrong password).
-REFUSED_CALL = "Failed to load resource: the server responded with a status of 401"
+#: What Chromium logs for each refused call the test makes on purpose (a wrong password, 401;
+#: a purge without the right, 403).
+REFUSED_CALL = "Failed to load resource: the server responded with a status of 40"
 
 
 @pytest.fixture(scope="module")
 def console_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = managed_broker(tmp_path_factory.mktemp("console"))
+    workdir = tmp_path_factory.mktemp("console")
+    secret = workdir / "secret"
+    secret.write_bytes(tokens.SECRET)
+    process = managed_broker(workdir, "--auth", f"jwt:secret={secret}:audience={tokens.AUDIENCE}")
     yield process
     process.stop()
 
@@ -147,3 +153,27 @@ def test_move_with_confirmation_and_see_a_queues_consumers(
         expect(consumers.locator("td").nth(3)).to_have_text("1")
     finally:
         connection.disconnect()
+
+
+def test_sign_in_with_a_bearer_token_whose_scopes_decide(
+    console_broker: BrokerProcess,
+    page: Page,
+) -> None:
+    """
+    A pasted token signs in; its read scope shows the queues, and a purge it lacks the admin
+    right for is refused, leaving the queue as it was.
+    """
+    connection, _ = connect(console_broker.address)
+    connection.send("/queue/scoped", "kept")
+    connection.disconnect()
+    page.goto(f"http://127.0.0.1:{console_broker.http_port}/console")
+    reader = tokens.make_token(time.time(), tokens.SECRET, "HS256", scope="stompbroker.read")
+    page.fill("#token", reader)
+    page.click("#sign-in")
+    expect(page.locator("#status")).to_have_attribute("data-state", "live")
+    row = page.locator('#destinations tr[data-destination="/queue/scoped"]')
+    expect(row.locator("td.depth")).to_have_text("1")
+    row.get_by_role("button", name="Purge").click()
+    confirm(page, "Purge every message waiting in /queue/scoped")
+    expect(page.locator("#notice")).to_contain_text("403 no admin right")
+    expect(row.locator("td.depth")).to_have_text("1")

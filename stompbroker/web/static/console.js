@@ -1,6 +1,7 @@
 // The management console: tables over the management API (/api/), refreshed
 // every two seconds.  Credentials live in this page's memory only (no cookie, no
-// storage): every call carries them as HTTP Basic, with X-Requested-With so that
+// storage): every call carries them as HTTP Basic (or a bearer token the
+// operator pasted), with X-Requested-With so that
 // a refusal does not make the browser ask on its own.  Everything the broker
 // sends is shown with textContent, never parsed as HTML.  Destructive actions
 // (purge, delete, retry, move, close) wait for a confirmation in a <dialog>.
@@ -255,9 +256,15 @@ async function signIn(event) {
   event.preventDefault();
   const user = $("user").value;
   const password = $("password").value;
-  authorization = user ? "Basic " + btoa(String.fromCharCode(
-    ...new TextEncoder().encode(`${user}:${password}`))) : null;
+  const token = $("token").value.trim();
+  if (token) {
+    authorization = `Bearer ${token}`;
+  } else {
+    authorization = user ? "Basic " + btoa(String.fromCharCode(
+      ...new TextEncoder().encode(`${user}:${password}`))) : null;
+  }
   $("password").value = "";
+  $("token").value = "";
   try {
     await api("GET", "overview");
   } catch (error) {
