@@ -31,9 +31,7 @@ REFUSED_CALL = "Failed to load resource: the server responded with a status of 4
 @pytest.fixture(scope="module")
 def console_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     workdir = tmp_path_factory.mktemp("console")
-    secret = workdir / "secret"
-    secret.write_bytes(tokens.SECRET)
-    process = managed_broker(workdir, "--auth", f"jwt:secret={secret}:audience={tokens.AUDIENCE}")
+    process = managed_broker(workdir, "--auth", tokens.hs256_auth(workdir))
     yield process
     process.stop()
 

@@ -160,11 +160,7 @@ def test_every_subcommand_prints_json_with_json(managed: BrokerProcess) -> None:
 def token_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """A broker whose only logins are HS256 tokens."""
     workdir = tmp_path_factory.mktemp("cli-tokens")
-    secret = workdir / "secret"
-    secret.write_bytes(tokens.SECRET)
-    process = BrokerProcess(
-        workdir, "--auth", f"jwt:secret={secret}:audience={tokens.AUDIENCE}", "--data-dir", "none"
-    )
+    process = BrokerProcess(workdir, "--auth", tokens.hs256_auth(workdir), "--data-dir", "none")
     yield process
     process.stop()
 

@@ -68,16 +68,8 @@ def test_the_documented_example_is_the_served_module() -> None:
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """A broker that takes HS256 tokens signed with the tests' secret, and nothing else."""
     workdir = tmp_path_factory.mktemp("renewal")
-    secret = workdir / "secret"
-    secret.write_bytes(tokens.SECRET)
     process = BrokerProcess(
-        workdir,
-        "--auth",
-        f"jwt:secret={secret}:audience={tokens.AUDIENCE}:issuer={tokens.ISSUER}",
-        "--data-dir",
-        "none",
-        "--heartbeat",
-        "0,0",
+        workdir, "--auth", tokens.hs256_auth(workdir), "--data-dir", "none", "--heartbeat", "0,0"
     )
     yield process
     process.stop()
