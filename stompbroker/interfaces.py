@@ -44,6 +44,8 @@ class ConnectionDescription:
     :ivar frames_out: frames sent (written to the socket, or queued for it).
     :ivar bytes_in: bytes received.
     :ivar bytes_out: bytes of frames sent.
+    :ivar messages_in: messages it published (SENDs routed to the broker).
+    :ivar messages_out: messages delivered to it (MESSAGE frames).
     :ivar subscriptions: subscriptions open now.
     :ivar connected_since: when the connection was made, in clock seconds.
     """
@@ -57,6 +59,8 @@ class ConnectionDescription:
     frames_out: int = 0
     bytes_in: int = 0
     bytes_out: int = 0
+    messages_in: int = 0
+    messages_out: int = 0
     subscriptions: int = 0
     connected_since: float = 0.0
 

@@ -13,7 +13,9 @@ management API (docs/management.md), with the standard library's ``urllib``::
 Each takes ``--url`` (default ``$STOMPBROKER_URL``, else
 ``http://127.0.0.1:15674``), credentials from ``--user`` and ``--password``,
 ``$STOMPBROKER_USER`` and ``$STOMPBROKER_PASSWORD``, or ``--password-file``
-(its first line), and prints a table, or with ``--json`` the API's JSON.
+(its first line), or a bearer token from ``--token``, ``$STOMPBROKER_TOKEN`` or
+``--token-file`` (for a broker with ``--auth jwt:...``), and prints a table, or
+with ``--json`` the API's JSON.
 
 Exit status: 0 done; 1 the broker refused (an error from the API: not found,
 no right, bad input), its message printed; 2 a usage error; 3 the broker could
@@ -62,8 +64,23 @@ def _common() -> argparse.ArgumentParser:
     common.add_argument(
         "--password-file", metavar="FILE", help="read the password from the first line of FILE"
     )
+    common.add_argument(
+        "--token",
+        help="a bearer token, for a broker with --auth jwt:... (default $STOMPBROKER_TOKEN);"
+        " sent instead of --user",
+    )
+    common.add_argument(
+        "--token-file", metavar="FILE", help="read the bearer token from the first line of FILE"
+    )
     common.add_argument("--json", action="store_true", help="print the API's JSON")
     return common
+
+
+#: Said under each management subcommand's --help.
+EXIT_STATUS = (
+    "exit status: 0 done; 1 the broker refused (its status and error are printed);"
+    " 2 a usage error; 3 the broker could not be reached"
+)
 
 
 def add_commands(commands: Any) -> None:
@@ -72,7 +89,7 @@ def add_commands(commands: Any) -> None:
 
     def add(name: str, help: str) -> argparse.ArgumentParser:
         parser: argparse.ArgumentParser = commands.add_parser(
-            name, help=help, description=help, parents=[common]
+            name, help=help, description=help, epilog=EXIT_STATUS, parents=[common]
         )
         return parser
 
@@ -120,12 +137,17 @@ class Client:
     :param url: the web port's base URL.
     :param user: an ``--auth`` user, or ``None`` to send no credentials.
     :param password: their password.
+    :param token: a bearer token, sent instead of the user and password.
     """
 
-    def __init__(self, url: str, user: str | None, password: str | None) -> None:
+    def __init__(
+        self, url: str, user: str | None, password: str | None, token: str | None = None
+    ) -> None:
         self.url = url.rstrip("/")
         self._authorization = None
-        if user:
+        if token:
+            self._authorization = f"Bearer {token}"
+        elif user:
             token = base64.b64encode(f"{user}:{password or ''}".encode()).decode("ascii")
             self._authorization = f"Basic {token}"
 
@@ -173,17 +195,25 @@ def _table(rows: list[dict[str, Any]], columns: Sequence[str], out: TextIO) -> N
         )
 
 
-def _credentials(arguments: argparse.Namespace) -> tuple[str | None, str | None]:
-    """:raises Refused: for a password file that cannot be read."""
+def _first_line(path: str) -> str:
+    """:raises Refused: for a file that cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.readline().rstrip("\r\n")
+    except OSError as error:
+        raise Refused(f"cannot read {path}: {error.strerror}") from None
+
+
+def _client(arguments: argparse.Namespace) -> Client:
+    """:raises Refused: for a password or token file that cannot be read."""
     user = arguments.user or os.environ.get("STOMPBROKER_USER")
     password = arguments.password or os.environ.get("STOMPBROKER_PASSWORD")
     if arguments.password_file:
-        try:
-            with open(arguments.password_file, encoding="utf-8") as file:
-                password = file.readline().rstrip("\r\n")
-        except OSError as error:
-            raise Refused(f"cannot read {arguments.password_file}: {error.strerror}") from None
-    return user, password
+        password = _first_line(arguments.password_file)
+    token = arguments.token or os.environ.get("STOMPBROKER_TOKEN")
+    if arguments.token_file:
+        token = _first_line(arguments.token_file)
+    return Client(arguments.url, user, password, token)
 
 
 def _do(arguments: argparse.Namespace, client: Client, stdin: TextIO) -> tuple[Any, Callable]:
@@ -206,8 +236,10 @@ def _do(arguments: argparse.Namespace, client: Client, stdin: TextIO) -> tuple[A
                 "transport",
                 "version",
                 "subscriptions",
-                "frames_in",
-                "frames_out",
+                "messages_in",
+                "messages_out",
+                "bytes_in",
+                "bytes_out",
                 "connected_since",
             ]
             return answer, lambda out: _table(rows, columns, out)
@@ -217,7 +249,9 @@ def _do(arguments: argparse.Namespace, client: Client, stdin: TextIO) -> tuple[A
             "depth",
             "in_flight",
             "consumers",
+            "producers",
             "messages_in_per_second",
+            "messages_delivered_per_second",
         ]
         return answer, lambda out: _table(answer, columns, out)
     path = f"destinations/{_segment(getattr(arguments, 'destination', ''))}"
@@ -280,8 +314,7 @@ def run(arguments: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
     :returns: the exit status (see the module notes).
     """
     try:
-        user, password = _credentials(arguments)
-        answer, show = _do(arguments, Client(arguments.url, user, password), stdin)
+        answer, show = _do(arguments, _client(arguments), stdin)
     except Refused as error:
         print(f"stompbroker {arguments.command}: {error}", file=stderr)
         return EXIT_REFUSED

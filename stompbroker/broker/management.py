@@ -133,13 +133,23 @@ class Management:
 
     def connections(self) -> list[ConnectionInfo]:
         """:returns: every open connection, oldest first."""
+        self._count_topic_deliveries()
         described = [self._describe(connection) for connection in self.broker.connections]
         described.sort(key=lambda info: (info.connected_since, info.peer))
         return described
 
     def connection(self, ident: str) -> ConnectionInfo:
         """:raises UnknownConnection: if no open connection has the id ``ident``."""
+        self._count_topic_deliveries()
         return self._describe(self._find(ident))
+
+    def _count_topic_deliveries(self) -> None:
+        """
+        Tell direct topic subscriptions what they were sent, which they learn in
+        batches (:mod:`stompbroker.broker.traffic`), so that a connection's
+        frames, bytes and messages out are up to date, as ``/stats`` makes them.
+        """
+        self.broker.traffic.report_deliveries(self.broker.topics)
 
     def close_connection(self, ident: str, reason: str = "") -> ConnectionInfo:
         """
@@ -189,6 +199,8 @@ class Management:
             frames_out=described.frames_out,
             bytes_in=described.bytes_in,
             bytes_out=described.bytes_out,
+            messages_in=described.messages_in,
+            messages_out=described.messages_out,
             connected_since=described.connected_since,
         )
 

@@ -70,6 +70,8 @@ class ConnectionInfo:
     :ivar frames_out: frames sent (every MESSAGE is one).
     :ivar bytes_in: bytes received.
     :ivar bytes_out: bytes sent.
+    :ivar messages_in: messages it published (SEND).
+    :ivar messages_out: messages delivered to it (MESSAGE).
     :ivar connected_since: when it connected, in clock seconds.
     """
 
@@ -83,6 +85,8 @@ class ConnectionInfo:
     frames_out: int
     bytes_in: int
     bytes_out: int
+    messages_in: int
+    messages_out: int
     connected_since: float
 
 

@@ -50,6 +50,7 @@ class PublishingMixin(SessionPart):
 
     # Of the session's other parts.
     identity: Any
+    messages_received: int
     _receipt: Callable[[Frame], None]
     _send_receipt: Callable[..., None]
     _receipt_when_stored: Callable[..., None]
@@ -93,6 +94,7 @@ class PublishingMixin(SessionPart):
                 access.check(self.identity, WRITE, destination)
         if reply_to is not None and reply_to.startswith(TEMP_QUEUE_PREFIX):
             self._subscribe_to_replies(reply_to)
+        self.messages_received += 1
         waiting = self.broker.send(
             destination,
             tuple(headers),

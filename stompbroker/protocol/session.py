@@ -163,6 +163,8 @@ class StompSession(
             "error",
             "frames_received",
             "frames_sent",
+            "messages_received",
+            "messages_sent",
             "peer",
             "state",
             "_clock",
@@ -200,6 +202,8 @@ class StompSession(
         self.bytes_received = 0
         self.frames_sent = 0
         self.bytes_sent = 0
+        self.messages_received = 0
+        self.messages_sent = 0
         self.connected_at: float = clock.seconds()
         #: The error that ended the session, if one did; adapters log it.
         self.error: ProtocolError | None = None
@@ -244,6 +248,8 @@ class StompSession(
             frames_out=self.frames_sent,
             bytes_in=self.bytes_received,
             bytes_out=self.bytes_sent,
+            messages_in=self.messages_received,
+            messages_out=self.messages_sent,
             subscriptions=len(self.subscriptions),
             connected_since=self.connected_at,
         )

@@ -215,6 +215,7 @@ class SessionSubscription:
         """
         connection = self.connection
         connection.frames_sent += count
+        connection.messages_sent += count
         connection.bytes_sent += count * len(self._prefix) + tails.get(self._style, 0)
 
     def __repr__(self) -> str:
@@ -257,6 +258,7 @@ class TrackedSubscription(SessionSubscription):
             head += (self._ack_prefix + message.message_id + "\n").encode("utf-8")
         if message.redeliveries:
             head += b"redelivered:true\nredelivery-count:%d\n" % message.redeliveries
+        self.connection.messages_sent += 1
         self._write(head + tail)
 
 

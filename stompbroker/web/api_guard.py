@@ -210,7 +210,15 @@ class ApiGuard:
 
 
 def _login_failed(failure: Any) -> Identity:
+    """
+    A refused token's detail starts with the few words STOMP's ERROR gives
+    (``token expired: ...``), so that scripts can tell the reasons apart.
+    """
     failure.trap(LoginFailed)
-    if isinstance(failure.value, LoginRefused):
-        raise ApiError(401, "login failed", failure.value.detail)
+    refused = failure.value
+    if isinstance(refused, LoginRefused):
+        detail = refused.detail
+        if detail != refused.reason:
+            detail = f"{refused.reason}: {detail}"
+        raise ApiError(401, "login failed", detail)
     raise ApiError(401, "login failed", "the user name or password was not accepted")

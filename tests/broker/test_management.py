@@ -21,6 +21,7 @@ from stompbroker.broker.service import Broker
 from stompbroker.protocol.errors import ClosedByOperator
 from tests.support.broker import FakeConnection, Inbox
 from tests.support.persistence import PERSISTENT, Setup, send
+from tests.support.sessions import World
 
 
 def waiting(broker: Broker, destination: str) -> list[bytes]:
@@ -234,3 +235,23 @@ def test_topic_detail_lists_direct_subscribers() -> None:
     broker.send("/topic/a.b", (), b"x")
     [consumer] = Management(broker).destination("/topic/a.b").subscribers
     assert (consumer.connection, consumer.subscription, consumer.ack) == ("c9", "7", "auto")
+
+
+def test_a_connection_counts_the_messages_it_sent_and_was_sent() -> None:
+    """messages_in counts a session's SENDs, messages_out its queue and topic MESSAGEs."""
+    world = World()
+    producer, consumer = world.client(), world.client()
+    consumer.send_frame("SUBSCRIBE", id="q", destination="/queue/work", ack="client-individual")
+    consumer.send_frame("SUBSCRIBE", id="t", destination="/topic/news")
+    for destination in ("/queue/work", "/queue/work", "/topic/news"):
+        producer.send_frame("SEND", b"x", destination=destination)
+    assert len(consumer.messages()) == 3
+    management = Management(world.broker)
+    counts = {
+        info.id: (info.messages_in, info.messages_out, info.frames_in)
+        for info in management.connections()
+    }
+    assert counts == {
+        producer.session.session_id: (3, 0, 4),
+        consumer.session.session_id: (0, 3, 3),
+    }

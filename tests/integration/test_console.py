@@ -8,10 +8,12 @@ kept in ``test-artifacts/console.png``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
 
+from tests.support import tokens
 from tests.support.browser import ARTIFACTS, chromium_page, require_chromium
 from tests.support.clients import connect
 from tests.support.management import managed_broker
@@ -21,13 +23,15 @@ require_chromium()
 
 from playwright.sync_api import Page, expect  # noqa: E402
 
-#: What Chromium logs for each refused call the test makes on purpose (a wrong password).
-REFUSED_CALL = "Failed to load resource: the server responded with a status of 401"
+#: What Chromium logs for each refused call the test makes on purpose (a wrong password, 401;
+#: a purge without the right, 403).
+REFUSED_CALL = "Failed to load resource: the server responded with a status of 40"
 
 
 @pytest.fixture(scope="module")
 def console_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = managed_broker(tmp_path_factory.mktemp("console"))
+    workdir = tmp_path_factory.mktemp("console")
+    process = managed_broker(workdir, "--auth", tokens.hs256_auth(workdir))
     yield process
     process.stop()
 
@@ -37,6 +41,15 @@ def page() -> Iterator[Page]:
     """A fresh page in headless Chromium; JavaScript errors but REFUSED_CALL fail the test."""
     with chromium_page((REFUSED_CALL,)) as opened:
         yield opened
+
+
+def sign_in(page: Page, broker: BrokerProcess) -> None:
+    """Open the console and sign in as ``admin``."""
+    page.goto(f"http://127.0.0.1:{broker.http_port}/console")
+    page.fill("#user", "admin")
+    page.fill("#password", "secret")
+    page.click("#sign-in")
+    expect(page.locator("#status")).to_have_attribute("data-state", "live")
 
 
 def confirm(page: Page, text: str) -> None:
@@ -49,7 +62,10 @@ def test_sign_in_watch_a_queue_fill_browse_purge_and_close(
     console_broker: BrokerProcess,
     page: Page,
 ) -> None:
-    """The operator's round: sign in, a queue fills, browse it, purge it, close a connection."""
+    """
+    The operator's round: sign in, a queue fills, browse it, purge it, close a connection;
+    the connection's row shows its messages and bytes in and out, and since when it is connected.
+    """
     page.goto(f"http://127.0.0.1:{console_broker.http_port}/console")
     expect(page.locator("#console")).to_be_hidden()
     page.fill("#user", "admin")
@@ -67,6 +83,11 @@ def test_sign_in_watch_a_queue_fill_browse_purge_and_close(
             connection.send("/queue/console", body, headers={"persistent": "true"})
         row = page.locator('#destinations tr[data-destination="/queue/console"]')
         expect(row.locator("td.depth")).to_have_text("3")
+        client_rows = page.locator('#connections tr[data-connection^="session-"]')
+        expect(client_rows.locator("td.messages-in")).to_have_text("3")
+        expect(client_rows.locator("td.messages-out")).to_have_text("0")
+        expect(client_rows.locator("td.since")).to_contain_text(" UTC")
+        assert int(client_rows.locator("td.bytes-in").inner_text()) > 3 * len("third")
 
         row.get_by_role("button", name="Browse").click()
         messages = page.locator("#messages li.message")
@@ -85,7 +106,6 @@ def test_sign_in_watch_a_queue_fill_browse_purge_and_close(
         expect(page.locator("#notice")).to_contain_text("purged 3 messages")
         expect(row.locator("td.depth")).to_have_text("0")
 
-        client_rows = page.locator('#connections tr[data-connection^="session-"]')
         expect(client_rows).to_have_count(1)
         client_rows.get_by_role("button", name="Close").click()
         confirm(page, "The client gets an ERROR")
@@ -94,3 +114,64 @@ def test_sign_in_watch_a_queue_fill_browse_purge_and_close(
         expect(client_rows).to_have_count(0)
     finally:
         connection.disconnect()
+
+
+def test_move_with_confirmation_and_see_a_queues_consumers(
+    console_broker: BrokerProcess,
+    page: Page,
+) -> None:
+    """Move one message after confirming; browsing the queue it went to shows its consumer."""
+    sign_in(page, console_broker)
+    connection, inbox = connect(console_broker.address)
+    try:
+        for body in ("a", "b"):
+            connection.send("/queue/moving", body)
+        row = page.locator('#destinations tr[data-destination="/queue/moving"]')
+        expect(row.locator("td.depth")).to_have_text("2")
+        row.get_by_role("button", name="Move").click()
+        expect(page.locator("#move-from")).to_have_value("/queue/moving")
+        page.fill("#move-to", "/queue/moved")
+        page.fill("#move-count", "1")
+        page.click("#move button[type=submit]")
+        page.click("#confirm-cancel")
+        expect(row.locator("td.depth")).to_have_text("2")
+        page.click("#move button[type=submit]")
+        confirm(page, "Move 1 messages waiting in /queue/moving to /queue/moved")
+        expect(page.locator("#notice")).to_contain_text("moved 1 messages to /queue/moved")
+        expect(row.locator("td.depth")).to_have_text("1")
+
+        connection.subscribe("/queue/moved", id="m", ack="client-individual")
+        assert inbox.wait_for(lambda: inbox.bodies() == [b"a"], 10.0)
+        moved = page.locator('#destinations tr[data-destination="/queue/moved"]')
+        expect(moved.locator("td").nth(3)).to_have_text("1")
+        moved.get_by_role("button", name="Browse").click()
+        consumers = page.locator("#consumers tbody tr")
+        expect(consumers).to_have_count(1)
+        expect(consumers.locator("td").nth(1)).to_have_text("m")
+        expect(consumers.locator("td").nth(3)).to_have_text("1")
+    finally:
+        connection.disconnect()
+
+
+def test_sign_in_with_a_bearer_token_whose_scopes_decide(
+    console_broker: BrokerProcess,
+    page: Page,
+) -> None:
+    """
+    A pasted token signs in; its read scope shows the queues, and a purge it lacks the admin
+    right for is refused, leaving the queue as it was.
+    """
+    connection, _ = connect(console_broker.address)
+    connection.send("/queue/scoped", "kept")
+    connection.disconnect()
+    page.goto(f"http://127.0.0.1:{console_broker.http_port}/console")
+    reader = tokens.make_token(time.time(), tokens.SECRET, "HS256", scope="stompbroker.read")
+    page.fill("#token", reader)
+    page.click("#sign-in")
+    expect(page.locator("#status")).to_have_attribute("data-state", "live")
+    row = page.locator('#destinations tr[data-destination="/queue/scoped"]')
+    expect(row.locator("td.depth")).to_have_text("1")
+    row.get_by_role("button", name="Purge").click()
+    confirm(page, "Purge every message waiting in /queue/scoped")
+    expect(page.locator("#notice")).to_contain_text("403 no admin right")
+    expect(row.locator("td.depth")).to_have_text("1")

@@ -108,11 +108,23 @@ class ManagementApiTests(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_close_a_connection_sends_the_client_an_operator_error(self) -> Any:
-        """DELETE /api/connections/{id} ends a connection with ERROR "closed by an operator"."""
+        """
+        GET /api/connections/{id} shows one connection with its messages and bytes each way;
+        DELETE ends it with ERROR "closed by an operator".
+        """
         connection, inbox = connect(self.broker.address)
+        connection.subscribe("/queue/detail", id="d")
+        connection.send("/queue/detail", "to myself", headers={"receipt": "sent"})
+        self.assertTrue(inbox.wait_for(lambda: inbox.messages and "sent" in inbox.receipts, WAIT))
         code, rows = yield self.call("GET", "connections")
         self.assertEqual(code, 200)
         [row] = [row for row in rows if row["version"] == "1.2"]
+        code, detail = yield self.call("GET", f"connections/{row['id']}", auth=READER)
+        self.assertEqual(code, 200)
+        self.assertEqual((detail["messages_in"], detail["messages_out"]), (1, 1))
+        self.assertEqual([sub["destination"] for sub in detail["subscriptions"]], ["/queue/detail"])
+        self.assertGreater(detail["bytes_in"], len("to myself"))
+        self.assertTrue(detail["connected_since"].endswith("Z"))
         code, closed = yield self.call("DELETE", f"connections/{row['id']}?reason=maintenance")
         self.assertEqual(code, 200)
         self.assertTrue(inbox.wait_for(lambda: inbox.errors, WAIT))

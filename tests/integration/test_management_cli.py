@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from stompbroker.app import admin
+from tests.support import tokens
 from tests.support.clients import connect
 from tests.support.management import managed_broker
 from tests.support.process import BrokerProcess, free_port, subprocess_env
@@ -109,3 +112,88 @@ def test_exit_codes_and_credentials(managed: BrokerProcess, tmp_path: Path) -> N
         managed, "nodes", "--password-file", str(secret), env={"STOMPBROKER_PASSWORD": ""}
     )
     assert from_file.returncode == 0 and "local" in from_file.stdout
+
+
+def test_every_subcommand_prints_json_with_json(managed: BrokerProcess) -> None:
+    """Each subcommand, given --json, prints the API's answer as JSON and exits 0."""
+    connection, inbox = connect(managed.address)
+    try:
+        cli(managed, "publish", "/queue/json", "a")
+        cli(managed, "publish", "/queue/json", "b")
+        ident = json.loads(cli(managed, "connections", "--json").stdout)[-1]["id"]
+        runs = {
+            "overview": ["overview"],
+            "nodes": ["nodes"],
+            "connections": ["connections"],
+            "queues": ["queues"],
+            "publish": ["publish", "/queue/json", "c"],
+            "browse": ["browse", "/queue/json"],
+            "move": ["move", "/queue/json", "/queue/json.moved", "--count", "1"],
+            "dlq-retry": ["dlq-retry", "/queue/DLQ.json"],
+            "purge": ["purge", "/queue/json"],
+            "delete": ["delete", "/queue/json.moved"],
+            "close": ["close", ident],
+        }
+        cli(
+            managed,
+            "publish",
+            "/queue/DLQ.json",
+            "dead",
+            "--header",
+            "original-destination=/queue/json",
+        )
+        answers = {}
+        for name, args in runs.items():
+            run = cli(managed, *args, "--json")
+            assert run.returncode == 0, (name, run.stderr)
+            answers[name] = json.loads(run.stdout)
+        assert set(answers) == set(admin.COMMANDS)
+        assert answers["move"]["moved"] == 1 and answers["purge"]["purged"] == 3
+        assert answers["dlq-retry"]["retried"] == 1 and answers["delete"]["discarded"] == 1
+        assert answers["close"]["id"] == ident
+        assert inbox.wait_for(lambda: inbox.errors, 5.0)
+    finally:
+        connection.disconnect()
+
+
+@pytest.fixture(scope="module")
+def token_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker whose only logins are HS256 tokens."""
+    workdir = tmp_path_factory.mktemp("cli-tokens")
+    process = BrokerProcess(workdir, "--auth", tokens.hs256_auth(workdir), "--data-dir", "none")
+    yield process
+    process.stop()
+
+
+def test_a_bearer_token_from_a_file_or_the_environment(
+    token_broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """A token from --token-file or $STOMPBROKER_TOKEN logs in with its scopes; bad ones exit 1."""
+    now = time.time()
+    admin_token = tokens.make_token(
+        now, tokens.SECRET, "HS256", scope="stompbroker.admin stompbroker.read stompbroker.write"
+    )
+    reader_token = tokens.make_token(now, tokens.SECRET, "HS256", scope="stompbroker.read")
+    token_file = tmp_path / "token"
+    token_file.write_text(admin_token + "\n")
+    no_password = {"STOMPBROKER_USER": "", "STOMPBROKER_PASSWORD": ""}
+    published = cli(
+        token_broker, "publish", "/queue/t", "x", "--token-file", str(token_file), env=no_password
+    )
+    assert published.returncode == 0, published.stderr
+    as_reader = dict(no_password, STOMPBROKER_TOKEN=reader_token)
+    refused = cli(token_broker, "purge", "/queue/t", env=as_reader)
+    assert refused.returncode == 1 and "no admin right" in refused.stderr
+    expired = tokens.make_token(now, tokens.SECRET, "HS256", exp=int(now) - 60)
+    lapsed = cli(token_broker, "purge", "/queue/t", "--token", expired, env=no_password)
+    assert lapsed.returncode == 1 and "token expired" in lapsed.stderr
+    browsed = cli(token_broker, "browse", "/queue/t", "--json", env=as_reader)
+    assert [message["body"] for message in json.loads(browsed.stdout)] == ["x"]
+
+
+def test_each_subcommands_help_says_what_its_exit_status_means() -> None:
+    """--help of a management subcommand ends with the meaning of each exit status."""
+    for command in admin.COMMANDS:
+        shown = cli(None, command, "--help")
+        assert shown.returncode == 0
+        assert "exit status: 0 done; 1 the broker refused" in " ".join(shown.stdout.split())

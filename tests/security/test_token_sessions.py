@@ -181,3 +181,46 @@ def test_twistd_enforces_scopes_without_an_access_file(keys: Path) -> None:
     service = makeService(options, reactor=MemoryReactorClock())
     names = [child.name for child in service]
     assert "access reload" not in names
+
+
+RENEWAL_REFUSALS = [*BAD_TOKENS, ("another user", lambda: token(sub="mallory"), "another user")]
+
+
+@pytest.mark.parametrize(
+    ("case", "make", "reason"), RENEWAL_REFUSALS, ids=[c[0] for c in RENEWAL_REFUSALS]
+)
+def test_every_refused_renewal_names_why_and_the_frames_after_it_go_nowhere(
+    factory: Any, clock: Clock, case: str, make: Callable[[], str], reason: str
+) -> None:
+    """
+    Each bad new token: ERROR "credentials refused: <reason>", a close, and the SEND after it
+    (which waits for the answer) reaches no subscriber.
+    """
+    reader = subscriber(factory)
+    client = logged_in(factory, token())
+    client.send("SEND", ("destination", "/control/credentials"), body=make().encode())
+    client.send("SEND", ("destination", "/topic/prices.eur"), body=b"after a bad renewal")
+    clock.advance(FAILED_LOGIN_DELAY)
+    assert client.error().get("message") == f"credentials refused: {reason}"
+    assert reader.frames() == []
+
+
+@pytest.mark.parametrize(("case", "make", "reason"), BAD_TOKENS, ids=[c[0] for c in BAD_TOKENS])
+def test_bad_token_in_the_websocket_authorization_header_is_refused_naming_why(
+    config: SessionConfig, clock: Clock, case: str, make: Callable[[], str], reason: str
+) -> None:
+    """A bad Bearer token in the handshake: ERROR "login failed: <reason>", and nothing is sent."""
+    broker = Broker(clock, limits=NO_WATERMARK)
+    reader = subscriber(stomp_server_factory(broker, clock, config))
+    websocket = ws.Client(
+        ws.make_factory(clock, broker, config, ws.NO_PINGS),
+        headers=(("Authorization", f"Bearer {make()}"),),
+    )
+    assert websocket.status == 101
+    websocket.send(ws.CONNECT + b"SEND\ndestination:/topic/prices.eur\n\nforged\x00")
+    clock.advance(FAILED_LOGIN_DELAY)
+    frames = websocket.received()
+    [error] = websocket.stomp(frames)
+    assert (error.command, error.get("message")) == ("ERROR", f"login failed: {reason}")
+    assert frames[-1][0] == ws.OPCODE_CLOSE
+    assert reader.frames() == []

@@ -477,6 +477,8 @@ def test_connection_stats_count_frames_and_bytes_each_way() -> None:
         "frames_out": 2,
         "bytes_in": len(incoming),
         "bytes_out": sum(len(data) for data in wire.written),
+        "messages_in": 0,
+        "messages_out": 1,
         "subscriptions": 1,
         "connected_since": "2023-11-14T22:13:20.000Z",
     }

@@ -40,6 +40,10 @@ class Client:
     def close(self) -> None:
         self.closed = True
 
+    def kind(self) -> str:
+        """What statistics call this transport: plain TCP."""
+        return "tcp"
+
     def send_frame(
         self,
         command: str,

@@ -75,6 +75,17 @@ def key_set(path: Path) -> Path:
     return write_jwks(path, jwk(rsa_key(), "r1"), jwk(ec_key(), "e1", "ES256"))
 
 
+def hs256_auth(workdir: Path) -> str:
+    """
+    :returns: the ``--auth`` option's value for a broker that takes HS256 tokens
+        signed with :data:`SECRET` (for :data:`AUDIENCE`, from :data:`ISSUER`),
+        whose secret file it writes in ``workdir``.
+    """
+    secret = workdir / "secret"
+    secret.write_bytes(SECRET)
+    return f"jwt:secret={secret}:audience={AUDIENCE}:issuer={ISSUER}"
+
+
 def claims(now: float, **overrides: Any) -> dict[str, Any]:
     """
     :returns: the claims of a valid token for alice, issued at ``now`` and valid

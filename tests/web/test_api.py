@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from treq.testing import StubTreq
 from twisted.cred import strcred
 from twisted.internet.address import IPv4Address
@@ -319,3 +320,61 @@ def test_without_auth_only_loopback_clients_are_answered() -> None:
     identities: list[Any] = []
     guard.identify(local).addCallback(identities.append)
     assert identities[0].name == "local operator"
+
+
+#: Every call that changes state, as the reader (``read`` on everything, nothing else) makes it.
+CHANGES = [
+    ("DELETE", f"destinations/{ORDERS}/messages", None, "admin"),
+    ("DELETE", f"destinations/{ORDERS}", None, "admin"),
+    ("POST", f"destinations/{ORDERS}/move", {"to": "/queue/other"}, "admin"),
+    ("POST", f"destinations/{ORDERS}/move", {"to": "/queue/other", "copy": True}, "admin"),
+    ("POST", "destinations/%2Fqueue%2FDLQ.orders/retry", {}, "admin"),
+    ("POST", f"destinations/{ORDERS}/publish", {"body": "forged"}, "write"),
+    ("POST", "destinations/%2Fqueue%2Fnew/publish", {"body": "forged"}, "write"),
+    ("DELETE", "connections/c7", None, "admin"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "right"), CHANGES)
+def test_every_change_without_its_right_is_refused_and_changes_nothing(
+    method: str, path: str, body: Any, right: str
+) -> None:
+    """A reader's purge, delete, move, copy, retry, publish or close: 403 naming the right."""
+    api = Api(auth=True)
+    connection = FakeConnection("c7")
+    api.broker.open_connection(connection)
+    code, error = refused(api, method, path, body, basic("reader"))
+    assert code == 403 and right in error["detail"]
+    assert connection.failed == []
+    assert api.call("GET", "connections", headers=basic("admin"))[1][0]["id"] == "c7"
+
+
+BAD_TOKENS = [
+    ("expired", {"exp": int(NOW) - 60}, SECRET, "token expired"),
+    ("not yet valid", {"nbf": int(NOW) + 600}, SECRET, "token not yet valid"),
+    ("wrong audience", {"aud": "another-api"}, SECRET, "wrong audience"),
+    ("no sub", {"sub": None}, SECRET, "no sub claim"),
+    ("invalid scope", {"scope": "stompbroker.admin:/queue/a*"}, SECRET, "invalid scope"),
+    ("bad signature", {}, b"another secret of thirty-two bytes!", "bad signature"),
+]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "reason"),
+    [case[1:] for case in BAD_TOKENS],
+    ids=[case[0] for case in BAD_TOKENS],
+)
+def test_every_bad_bearer_token_is_refused_naming_why_and_changes_nothing(
+    tmp_path: Path, overrides: dict[str, Any], key: bytes, reason: str
+) -> None:
+    """A bad token with every right in its scopes still gets 401 "login failed" and its reason."""
+    secret = tmp_path / "secret"
+    secret.write_bytes(SECRET)
+    api = Api(auth=True, token_secret=secret)
+    claims = {"scope": "stompbroker.admin stompbroker.read stompbroker.write", **overrides}
+    token = make_token(NOW, key, "HS256", **claims)
+    code, error = refused(api, "DELETE", f"destinations/{ORDERS}/messages", None, bearer(token))
+    assert (code, error["error"]) == (401, "login failed")
+    assert error["detail"].startswith(f"{reason}: ")
+    malformed = refused(api, "DELETE", f"destinations/{ORDERS}", None, bearer("not.a.jwt"))
+    assert malformed[0] == 401 and malformed[1]["detail"].startswith("malformed token: ")

@@ -1,9 +1,10 @@
 // The management console: tables over the management API (/api/), refreshed
 // every two seconds.  Credentials live in this page's memory only (no cookie, no
-// storage): every call carries them as HTTP Basic, with X-Requested-With so that
+// storage): every call carries them as HTTP Basic (or a bearer token the
+// operator pasted), with X-Requested-With so that
 // a refusal does not make the browser ask on its own.  Everything the broker
 // sends is shown with textContent, never parsed as HTML.  Destructive actions
-// (purge, delete, retry, close) wait for a confirmation in a <dialog>.
+// (purge, delete, retry, move, close) wait for a confirmation in a <dialog>.
 "use strict";
 
 const REFRESH_MS = 2000;
@@ -97,6 +98,7 @@ function renderDestinations(rows) {
     cell(tr, row.depth).className = "depth";
     cell(tr, row.in_flight);
     cell(tr, row.consumers);
+    cell(tr, row.producers).className = "producers";
     cell(tr, rate(row.messages_in_per_second));
     cell(tr, rate(row.messages_delivered_per_second));
     const actions = cell(tr, "");
@@ -104,6 +106,10 @@ function renderDestinations(rows) {
     if (row.kind !== "topic") {
       const name = row.destination;
       button(actions, "Browse", () => browse(name));
+      button(actions, "Move", () => {
+        $("move-from").value = name;
+        $("move-to").focus();
+      });
       button(actions, "Purge", () => act(
         `Purge every message waiting in ${name}?`,
         () => api("DELETE", `destinations/${encode(name)}/messages`),
@@ -129,9 +135,15 @@ function renderConnections(rows) {
   for (const row of rows) {
     const tr = document.createElement("tr");
     tr.dataset.connection = row.id;
-    for (const value of [row.id, row.peer, row.login, row.transport, row.version,
-                         row.subscriptions.length, row.frames_in, row.frames_out]) {
-      cell(tr, value);
+    const since = row.connected_since.replace("T", " ").replace(/\.\d+Z$/, " UTC");
+    for (const [name, value] of [["id", row.id], ["peer", row.peer], ["login", row.login],
+                                 ["transport", row.transport], ["version", row.version],
+                                 ["subscriptions", row.subscriptions.length],
+                                 ["messages-in", row.messages_in],
+                                 ["messages-out", row.messages_out],
+                                 ["bytes-in", row.bytes_in], ["bytes-out", row.bytes_out],
+                                 ["since", since]]) {
+      cell(tr, value).className = name;
     }
     const actions = cell(tr, "");
     actions.className = "actions";
@@ -166,10 +178,28 @@ function renderOverview(overview) {
   $("updated").textContent = overview.ts ? `at ${overview.ts}` : "";
 }
 
+function renderConsumers(subscribers) {
+  const body = $("consumers").tBodies[0];
+  body.replaceChildren();
+  for (const consumer of subscribers) {
+    const tr = document.createElement("tr");
+    for (const value of [consumer.connection, consumer.subscription, consumer.ack,
+                         consumer.in_flight, consumer.window]) {
+      cell(tr, value);
+    }
+    body.appendChild(tr);
+  }
+  $("consumers").hidden = subscribers.length === 0;
+}
+
 async function browse(name) {
   try {
-    const messages = await api("GET", `destinations/${encode(name)}/messages?count=${BROWSE_COUNT}`);
+    const [detail, messages] = await Promise.all([
+      api("GET", `destinations/${encode(name)}`),
+      api("GET", `destinations/${encode(name)}/messages?count=${BROWSE_COUNT}`),
+    ]);
     $("browsed").textContent = name;
+    renderConsumers(detail.subscribers || []);
     const list = $("messages");
     list.replaceChildren();
     for (const message of messages) {
@@ -226,9 +256,15 @@ async function signIn(event) {
   event.preventDefault();
   const user = $("user").value;
   const password = $("password").value;
-  authorization = user ? "Basic " + btoa(String.fromCharCode(
-    ...new TextEncoder().encode(`${user}:${password}`))) : null;
+  const token = $("token").value.trim();
+  if (token) {
+    authorization = `Bearer ${token}`;
+  } else {
+    authorization = user ? "Basic " + btoa(String.fromCharCode(
+      ...new TextEncoder().encode(`${user}:${password}`))) : null;
+  }
   $("password").value = "";
+  $("token").value = "";
   try {
     await api("GET", "overview");
   } catch (error) {
@@ -251,6 +287,21 @@ async function publish(event) {
             (answer) => `published ${answer.message_id} to ${name}`);
 }
 
+async function move(event) {
+  event.preventDefault();
+  const from = $("move-from").value;
+  const to = $("move-to").value;
+  const copy = $("move-copy").checked;
+  const request = { to, copy };
+  const count = $("move-count").value;
+  if (count) request.count = Number(count);
+  const verb = copy ? "Copy" : "Move";
+  await act(`${verb} ${count || "all the"} messages waiting in ${from} to ${to}?`,
+            () => api("POST", `destinations/${encode(from)}/move`, request),
+            (answer) => `${copy ? "copied" : "moved"} ${answer.moved} messages to ${to}`);
+}
+
 $("login").addEventListener("submit", signIn);
 $("publish").addEventListener("submit", publish);
+$("move").addEventListener("submit", move);
 $("close-browser").addEventListener("click", () => { $("browser").hidden = true; });

@@ -1,0 +1,2 @@
+export {};
+//# sourceMappingURL=i-frame.js.map

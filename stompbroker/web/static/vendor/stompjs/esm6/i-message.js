@@ -1,0 +1,2 @@
+export {};
+//# sourceMappingURL=i-message.js.map

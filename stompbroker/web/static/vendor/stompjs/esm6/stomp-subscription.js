@@ -1,0 +1,2 @@
+export {};
+//# sourceMappingURL=stomp-subscription.js.map
