@@ -85,6 +85,11 @@ class ConsumerOptions:
     exclusive: bool = False
     single_active: bool | None = None
 
+    @property
+    def is_plain(self) -> bool:
+        """Whether it asks for nothing a plain round-robin consumer lacks."""
+        return self.priority == 0 and not self.exclusive and not self.single_active
+
 
 def _boolean(name: str, value: str) -> bool:
     """:raises MalformedFrame: unless ``value`` is ``true`` or ``false`` (any case)."""

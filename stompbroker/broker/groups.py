@@ -18,39 +18,37 @@ Headers (SEND), as ActiveMQ and Artemis take them from STOMP clients:
 
 How it plugs in
 ---------------
-The router reads the headers once per SEND with :func:`parse_group` and keeps
-the result on the message (``group: str | None`` and ``closes_group: bool``
-fields of :class:`~stompbroker.protocol.message.Message`, persisted with it).  A
-:class:`~stompbroker.broker.queues.WorkerQueue` whose messages have groups keeps
-a :class:`GroupAssignments` and, in dispatch:
+The router reads the headers once per SEND with :func:`parse_group` (only for
+a SEND that has ``JMSXGroupID``) and keeps the result on the message (its
+``group`` and ``closes_group``); a message rebuilt from the store gets them back
+from its stored headers (:func:`stored_group`).  The first grouped message a
+:class:`~stompbroker.broker.queues.WorkerQueue` takes hands its dispatch to a
+:class:`~stompbroker.broker.dispatch.FeatureDispatch`, which keeps a
+:class:`GroupAssignments` and, for each grouped message taken from the head of
+``pending``, asks :meth:`GroupAssignments.route`:
 
-1. first delivers messages that were held for owners that have room again:
-   ``while (held := groups.pop_held(has_room)): deliver(*held)``;
-2. then, for a message taken from the head of ``pending`` with a group, calls
-   ``groups.route(group, message, has_room, choose, closes=...)`` where
-   ``choose`` is the queue's usual pick (``ConsumerChoice.next(has_room)``):
+- ``(consumer, first)``: deliver to ``consumer``, with :func:`first_for_consumer`
+  applied when ``first``;
+- :data:`WAIT`: the owner is full: the message is put aside, as one that no
+  consumer's selector takes, and goes back to the head of the queue, in its
+  place, when the dispatch ends; the dispatch carries on with the messages
+  behind it, which may be of other groups (a full consumer does not stall the
+  groups of others), and puts aside every later message of the same group too,
+  so that a group's order holds;
+- ``None``: no consumer has room; the message stays at the head.
 
-   - ``(consumer, first)``: deliver to ``consumer``, with
-     :func:`first_for_consumer` applied when ``first``;
-   - :data:`HELD`: the owner is full, so the group took the message into its
-     own line; carry on with the next pending message, which may be of another
-     group (a full consumer does not stall the groups of others);
-   - ``None``: no consumer has room; put the message back at the head and stop.
-
-3. when a consumer leaves, ``groups.release(consumer)`` forgets its groups and
-   returns their held messages, which go back to the head of ``pending`` before
-   the consumer's unacknowledged ones are requeued on top of them (those are older).
-
-Held messages stay in memory only; the store keeps them under the queue as
-before (they are pending there), so a restart puts them back in the queue.  The
-expiry sweep does not see them; the queue's expiry check at delivery still
-drops an expired one.
+So a group's waiting messages never leave ``pending``: depth, browsing, purge,
+expiry and the store see them as any other.  A message that comes back (NACK,
+a lost connection) goes to the head of the queue as any other, and so to its
+group's owner before the group's later messages, as ActiveMQ redelivers.  When
+a consumer leaves, :meth:`GroupAssignments.release` forgets its groups; the
+messages it held go back to the head, and the next of each group picks a new
+owner (first-for-consumer again).
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Final, Generic, TypeVar
 
 from attrs import evolve
@@ -61,10 +59,11 @@ from stompbroker.protocol.message import Message
 __all__ = [
     "FIRST_FOR_CONSUMER_HEADER",
     "GROUP_HEADER",
-    "HELD",
+    "WAIT",
     "SEQUENCE_HEADER",
     "GroupAssignments",
     "first_for_consumer",
+    "stored_group",
     "parse_group",
 ]
 
@@ -77,11 +76,10 @@ FIRST_FOR_CONSUMER_HEADER = "JMSXGroupFirstForConsumer"
 #: The sequence number that closes a group.
 CLOSING_SEQUENCE = -1
 
-#: :meth:`GroupAssignments.route`'s answer when the message waits in its group's line.
-HELD: Final = "held"
+#: :meth:`GroupAssignments.route`'s answer when the message must wait for its group's owner.
+WAIT: Final = "wait"
 
 _C = TypeVar("_C", bound=Hashable)
-_M = TypeVar("_M")
 
 
 def parse_group(headers: Mapping[str, str]) -> tuple[str | None, bool]:
@@ -116,52 +114,48 @@ def parse_group(headers: Mapping[str, str]) -> tuple[str | None, bool]:
     return group, int(sequence) == CLOSING_SEQUENCE
 
 
+def stored_group(headers: Iterable[tuple[str, str]]) -> tuple[str | None, bool]:
+    """
+    :returns: what :func:`parse_group` reads from a stored message's headers
+        (first of a repeated header winning), for a message the store gives back.
+    """
+    found: dict[str, str] = {}
+    for name, value in headers:
+        if name in (GROUP_HEADER, SEQUENCE_HEADER) and name not in found:
+            found[name] = value
+    return parse_group(found)
+
+
 def first_for_consumer(message: Message) -> Message:
     """
     :returns: a copy of ``message`` that says it is the first of its group for the
-        consumer; a copy, with its own (empty) wire cache, because the encoded bytes
-        that the original caches must not carry the extra header to other
-        subscribers, nor miss it here.
+        consumer (once, even if an earlier delivery marked it already); a copy,
+        with its own (empty) wire cache, because the encoded bytes that the
+        original caches must not carry the extra header to other subscribers,
+        nor miss it here.
     """
-    return evolve(
-        message,
-        headers=message.headers + ((FIRST_FOR_CONSUMER_HEADER, "true"),),
-        wire={},
-    )
+    headers = tuple(pair for pair in message.headers if pair[0] != FIRST_FOR_CONSUMER_HEADER)
+    return evolve(message, headers=headers + ((FIRST_FOR_CONSUMER_HEADER, "true"),), wire={})
 
 
-class GroupAssignments(Generic[_C, _M]):
+class GroupAssignments(Generic[_C]):
     """
-    One queue's groups: who owns which, and the messages waiting for a full owner.
+    One queue's groups: which consumer owns which.
 
-    Consumers and messages are opaque here: consumers need only be hashable, and
-    whether one has room is asked of the caller.
+    Consumers are opaque here (they need only be hashable), and whether one has
+    room is asked of the caller.
     """
 
-    __slots__ = ("_owners", "_groups", "_held")
+    __slots__ = ("_owners", "_groups")
 
     def __init__(self) -> None:
         self._owners: dict[str, _C] = {}
-        #: consumer -> the groups it owns, in the order it got them (a dict, for a
-        #: deterministic order of the messages :meth:`release` returns).
+        #: consumer -> the groups it owns, in the order it got them.
         self._groups: dict[_C, dict[str, None]] = {}
-        #: group -> its held messages, oldest first, each with whether it closes the group.
-        self._held: dict[str, deque[tuple[_M, bool]]] = {}
 
     def __len__(self) -> int:
         """:returns: how many groups have an owner."""
         return len(self._owners)
-
-    @property
-    def held_count(self) -> int:
-        """How many messages wait for their group's owner to have room."""
-        return sum(map(len, self._held.values()))
-
-    def held_messages(self) -> Iterator[_M]:
-        """The held messages, group by group, oldest first within a group (for browsing)."""
-        for line in self._held.values():
-            for message, _ in line:
-                yield message
 
     def owner(self, group: str) -> _C | None:
         """:returns: the consumer that owns ``group``, or ``None``."""
@@ -174,7 +168,6 @@ class GroupAssignments(Generic[_C, _M]):
     def route(
         self,
         group: str,
-        message: _M,
         has_room: Callable[[_C], bool],
         choose: Callable[[], _C | None],
         *,
@@ -184,29 +177,23 @@ class GroupAssignments(Generic[_C, _M]):
         Decide where a message of a group goes.
 
         :param group: the message's group.
-        :param message: the message, kept in the group's line if it must wait.
-        :param has_room: whether a consumer may take a message now.
-        :param choose: picks a consumer with room for a group without an owner, or
-            returns ``None``; called only then.
+        :param has_room: whether the owner may take this message now (room, and
+            its selector, if any, selects it).
+        :param choose: picks a consumer for a group without an owner, or returns
+            ``None``; called only then.
         :param closes: the message's ``JMSXGroupSeq`` is -1: the group forgets its
             owner once the message is handed out.
         :returns: ``(consumer, first)`` to deliver it now (``first`` when the group
-            just became the consumer's); :data:`HELD` if it waits in its group's line
-            (the owner is full, or older messages of the group wait already); ``None``
-            if the group has no owner and no consumer has room (the message stays
-            in the queue).
+            just became the consumer's); :data:`WAIT` if its owner cannot take it
+            now; ``None`` if the group has no owner and ``choose`` found nobody.
         """
         owner = self._owners.get(group)
         if owner is not None:
-            line = self._held.get(group)
-            if line is None and has_room(owner):
-                if closes:
-                    self._forget(group)
-                return owner, False
-            if line is None:
-                line = self._held[group] = deque()
-            line.append((message, closes))
-            return HELD
+            if not has_room(owner):
+                return WAIT
+            if closes:
+                self._forget(group)
+            return owner, False
         chosen = choose()
         if chosen is None:
             return None
@@ -215,39 +202,16 @@ class GroupAssignments(Generic[_C, _M]):
             self._groups.setdefault(chosen, {})[group] = None
         return chosen, True
 
-    def pop_held(self, has_room: Callable[[_C], bool]) -> tuple[_M, _C] | None:
-        """
-        Take the oldest held message of a group whose owner has room again.
-
-        :returns: ``(message, owner)`` to deliver (never the first for its owner), or
-            ``None`` if no held message can go now.
-        """
-        for group, line in self._held.items():
-            owner = self._owners[group]
-            if has_room(owner):
-                message, closes = line.popleft()
-                if not line:
-                    del self._held[group]
-                    if closes:
-                        self._forget(group)
-                return message, owner
-        return None
-
-    def release(self, consumer: _C) -> list[_M]:
+    def release(self, consumer: _C) -> frozenset[str]:
         """
         Forget a consumer that left: its groups will pick new owners.
 
-        :returns: the messages its groups held, group by group in the order it got
-            them and oldest first within each group, to go back to the head of the
-            queue (behind the consumer's unacknowledged messages, which are older).
+        :returns: the groups it owned.
         """
-        returned: list[_M] = []
-        for group in self._groups.pop(consumer, ()):
+        groups = self._groups.pop(consumer, {})
+        for group in groups:
             del self._owners[group]
-            line = self._held.pop(group, None)
-            if line is not None:
-                returned.extend(message for message, _ in line)
-        return returned
+        return frozenset(groups)
 
     def _forget(self, group: str) -> None:
         """Drop a closed group's owner."""

@@ -40,14 +40,21 @@ from stompbroker.broker.connections import ConnectionRegistry
 from stompbroker.broker.delivery import DeliveryPolicy
 from stompbroker.broker.destinations import TEMP_QUEUE_PREFIX, Kind, validate_send_destination
 from stompbroker.broker.expiry import EXPIRY_HEADERS, expiry_time
+from stompbroker.broker.groups import GROUP_HEADER, SEQUENCE_HEADER, parse_group
 from stompbroker.broker.persistence import all_done
 from stompbroker.broker.priorities import DEFAULT_PRIORITY, PRIORITY_HEADER, parse_priority
 from stompbroker.broker.transactions import Transactions
+from stompbroker.protocol.errors import NotSupported
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
 #: SEND headers the broker acts on; a SEND without any of them skips that work.
-_ACTED_ON: frozenset[str] = EXPIRY_HEADERS | {"reply-to", PRIORITY_HEADER}
+_ACTED_ON: frozenset[str] = EXPIRY_HEADERS | {
+    "reply-to",
+    PRIORITY_HEADER,
+    GROUP_HEADER,
+    SEQUENCE_HEADER,
+}
 #: ... and with an engine that keeps persistent messages, ``persistent`` too.
 _ACTED_ON_WHEN_PERSISTENT: frozenset[str] = _ACTED_ON | {"persistent"}
 
@@ -83,6 +90,7 @@ class Router:
         "_held_in",
         "_policy",
         "_acted_on",
+        "_shared_queues",
         "_checked",
         "_composites",
         "_traffic",
@@ -111,6 +119,7 @@ class Router:
         self._held_in = transactions.held_in
         self._policy = policy
         self._acted_on = _ACTED_ON_WHEN_PERSISTENT if engine.persistent else _ACTED_ON
+        self._shared_queues = engine.shared_queues
         #: SEND destinations already validated -> their kind.
         self._checked: dict[str, Kind | str] = {}
         #: Composite SEND destinations already checked -> their parts.
@@ -198,7 +207,7 @@ class Router:
         held = None
         if transaction is not None:
             held = self._held_in(connection, transaction)
-        headers, expires, persistent, priority = self._prepare(headers, connection, kind)
+        headers, expires, persistent, priority, group = self._prepare(headers, connection, kind)
         message = Message(
             destination,
             f"{self._node}-{next(self._message_ids)}",
@@ -209,6 +218,8 @@ class Router:
             persistent,
             priority,
         )
+        if group is not None:
+            message.group, message.closes_group = group
         waiting = None
         if held is not None:
             if persistent:
@@ -293,16 +304,20 @@ class Router:
 
     def _prepare(
         self, headers: Headers, connection: Any, kind: Kind
-    ) -> tuple[Headers, float, bool, int]:
+    ) -> tuple[Headers, float, bool, int, tuple[str | None, bool] | None]:
         """
-        Read a SEND's expiry, persistence and priority, and rewrite its temporary
-        ``reply-to``.
+        Read a SEND's expiry, persistence, priority and message group, and rewrite
+        its temporary ``reply-to``.
 
         :param kind: the kind of its destination; only queues and topics keep
             persistent messages (temporary queues end with their connection).
         :returns: the headers to deliver, the expiry in clock seconds (0 for
-            never), whether the message is persistent, and its priority.
-        :raises MalformedFrame: for a ``priority`` that is not a number.
+            never), whether the message is persistent, its priority, and its group
+            with whether it closes the group (or ``None``).
+        :raises MalformedFrame: for a ``priority`` that is not a number, or bad
+            group headers.
+        :raises NotSupported: for a grouped message to a queue the engine shares
+            between nodes (the redis engine), which keep no common group owners.
         """
         ttl = self._policy.ttl
         acted_on = self._acted_on
@@ -312,8 +327,9 @@ class Router:
         else:
             persistent = self.persistent_queues and kind is Kind.QUEUE
             if ttl:
-                return headers, self._clock.seconds() + ttl / 1000.0, persistent, DEFAULT_PRIORITY
-            return headers, 0.0, persistent, DEFAULT_PRIORITY
+                expires = self._clock.seconds() + ttl / 1000.0
+                return headers, expires, persistent, DEFAULT_PRIORITY, None
+            return headers, 0.0, persistent, DEFAULT_PRIORITY, None
         found: dict[str, str] = {}
         rewritten = []
         for name, value in headers:
@@ -334,4 +350,14 @@ class Router:
         else:
             persistent = kind is Kind.TOPIC and found.get("persistent") == "true"
         priority = parse_priority(found.get(PRIORITY_HEADER))
-        return tuple(rewritten), expires, persistent, priority
+        group = None
+        if GROUP_HEADER in found:
+            group = parse_group(found)
+            if self._shared_queues and kind is Kind.QUEUE:
+                raise NotSupported(
+                    "message groups on queues are not supported by the redis engine yet",
+                    "this broker runs on the redis engine, whose queues are shared by nodes"
+                    " that keep no common record of group owners (docs/cluster.md); send"
+                    " without JMSXGroupID",
+                )
+        return tuple(rewritten), expires, persistent, priority, group

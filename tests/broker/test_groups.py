@@ -11,10 +11,11 @@ import pytest
 
 from stompbroker.broker.groups import (
     FIRST_FOR_CONSUMER_HEADER,
-    HELD,
+    WAIT,
     GroupAssignments,
     first_for_consumer,
     parse_group,
+    stored_group,
 )
 from stompbroker.protocol.errors import MalformedFrame
 from stompbroker.protocol.message import Message
@@ -80,8 +81,8 @@ def test_a_group_sticks_to_its_first_consumer() -> None:
     """All messages of a group go to the consumer its first message went to; groups spread."""
     room = Room()
     choose = chooser("ab", room)
-    groups: GroupAssignments[str, str] = GroupAssignments()
-    routed = [groups.route(g, f"{g}{n}", room, choose) for n, g in enumerate("xyxyxx")]
+    groups: GroupAssignments[str] = GroupAssignments()
+    routed = [groups.route(g, room, choose) for g in "xyxyxx"]
     assert routed == [
         ("a", True),
         ("b", True),
@@ -94,86 +95,79 @@ def test_a_group_sticks_to_its_first_consumer() -> None:
     assert groups.groups_of("a") == {"x"} and len(groups) == 2
 
 
-def test_a_full_owner_holds_its_group_back_and_other_groups_pass() -> None:
-    """A full owner's messages wait in the group's line; another group's messages still go."""
+def test_a_full_owner_makes_its_group_wait_and_other_groups_pass() -> None:
+    """A full owner's messages wait; another group's messages still go to another consumer."""
     room = Room()
     choose = chooser("ab", room)
-    groups: GroupAssignments[str, str] = GroupAssignments()
-    assert groups.route("x", "x1", room, choose) == ("a", True)
+    groups: GroupAssignments[str] = GroupAssignments()
+    assert groups.route("x", room, choose) == ("a", True)
     room.full = {"a"}
-    assert groups.route("x", "x2", room, choose) is HELD
-    assert groups.route("y", "y1", room, choose) == ("b", True)
-    assert groups.route("x", "x3", room, choose) is HELD
-    assert groups.held_count == 2 and list(groups.held_messages()) == ["x2", "x3"]
-    assert groups.pop_held(room) is None
+    assert groups.route("x", room, choose) is WAIT
+    assert groups.route("y", room, choose) == ("b", True)
     room.full = set()
-    # Older messages of the group wait in line: a new one joins the line, never overtakes.
-    assert groups.route("x", "x4", room, choose) is HELD
-    assert [groups.pop_held(room) for _ in range(4)] == [
-        ("x2", "a"),
-        ("x3", "a"),
-        ("x4", "a"),
-        None,
-    ]
-    assert groups.route("x", "x5", room, choose) == ("a", False)
+    assert groups.route("x", room, choose) == ("a", False)
 
 
 def test_no_room_anywhere_leaves_the_message_in_the_queue() -> None:
     """A new group with no consumer with room gets no owner; the message stays queued."""
     room = Room("ab")
-    groups: GroupAssignments[str, str] = GroupAssignments()
-    assert groups.route("x", "x1", room, chooser("ab", room)) is None
-    assert groups.owner("x") is None and groups.held_count == 0
+    groups: GroupAssignments[str] = GroupAssignments()
+    assert groups.route("x", room, chooser("ab", room)) is None
+    assert groups.owner("x") is None and len(groups) == 0
 
 
 def test_sequence_minus_one_closes_the_group() -> None:
     """The closing message goes to the owner; the next message picks an owner afresh."""
     room = Room()
     choose = chooser("ab", room)
-    groups: GroupAssignments[str, str] = GroupAssignments()
-    assert groups.route("x", "x1", room, choose) == ("a", True)
-    assert groups.route("x", "x2", room, choose, closes=True) == ("a", False)
+    groups: GroupAssignments[str] = GroupAssignments()
+    assert groups.route("x", room, choose) == ("a", True)
+    assert groups.route("x", room, choose, closes=True) == ("a", False)
     assert groups.owner("x") is None and groups.groups_of("a") == frozenset()
-    assert groups.route("x", "x3", room, choose) == ("b", True)
+    assert groups.route("x", room, choose) == ("b", True)
 
 
-def test_a_held_closing_message_closes_the_group_once_delivered() -> None:
-    """A closing message that had to wait closes its group when it finally goes out."""
+def test_a_closing_message_that_waits_keeps_the_group() -> None:
+    """A closing message whose owner is full waits, and the group keeps its owner until it goes."""
     room = Room()
     choose = chooser("ab", room)
-    groups: GroupAssignments[str, str] = GroupAssignments()
-    groups.route("x", "x1", room, choose)
+    groups: GroupAssignments[str] = GroupAssignments()
+    groups.route("x", room, choose)
     room.full = {"a"}
-    assert groups.route("x", "x2", room, choose, closes=True) is HELD
+    assert groups.route("x", room, choose, closes=True) is WAIT
+    assert groups.owner("x") == "a"
     room.full = set()
-    assert groups.pop_held(room) == ("x2", "a")
+    assert groups.route("x", room, choose, closes=True) == ("a", False)
     assert groups.owner("x") is None
 
 
 def test_a_group_closed_by_its_first_message_gets_no_owner() -> None:
     """A one-message group (first message already -1) is delivered and leaves nothing behind."""
     room = Room()
-    groups: GroupAssignments[str, str] = GroupAssignments()
-    assert groups.route("x", "x1", room, chooser("a", room), closes=True) == ("a", True)
+    groups: GroupAssignments[str] = GroupAssignments()
+    assert groups.route("x", room, chooser("a", room), closes=True) == ("a", True)
     assert len(groups) == 0
 
 
-def test_release_moves_groups_and_returns_held_messages() -> None:
+def test_release_moves_the_groups_of_a_consumer_that_left() -> None:
     """When the owner leaves, its groups pick new owners, first-for-consumer again."""
     room = Room()
     choose = chooser("ab", room)
-    groups: GroupAssignments[str, str] = GroupAssignments()
-    groups.route("x", "x1", room, choose)  # a
-    groups.route("y", "y1", room, choose)  # b
-    groups.route("z", "z1", room, choose)  # a
-    room.full = {"a"}
-    groups.route("x", "x2", room, choose)
-    groups.route("z", "z2", room, choose)
-    returned = groups.release("a")
-    assert returned == ["x2", "z2"]
+    groups: GroupAssignments[str] = GroupAssignments()
+    groups.route("x", room, choose)  # a
+    groups.route("y", room, choose)  # b
+    groups.route("z", room, choose)  # a
+    assert groups.release("a") == {"x", "z"}
     assert groups.owner("x") is None and groups.owner("y") == "b"
-    assert groups.held_count == 0 and groups.release("a") == []
-    assert groups.route("x", "x2", room, chooser("b", room)) == ("b", True)
+    assert groups.release("a") == frozenset()
+    assert groups.route("x", room, chooser("b", room)) == ("b", True)
+
+
+def test_stored_group_reads_the_first_of_repeated_headers() -> None:
+    """A message rebuilt from the store gets its group back, first header winning."""
+    headers = (("JMSXGroupID", "g"), ("JMSXGroupSeq", "-1"), ("JMSXGroupID", "h"))
+    assert stored_group(headers) == ("g", True)
+    assert stored_group((("other", "x"),)) == (None, False)
 
 
 def test_first_for_consumer_marks_a_copy() -> None:
@@ -185,3 +179,10 @@ def test_first_for_consumer_marks_a_copy() -> None:
     assert marked.wire == {} and message.wire == {"cached": b"bytes"}
     assert (marked.message_id, marked.body) == ("m-1", b"body")
     assert message.headers == (("JMSXGroupID", "g"),)
+
+
+def test_first_for_consumer_marks_once() -> None:
+    """A message marked before (a redelivery to a new owner) carries the header once."""
+    message = Message("/queue/q", "m-1", (("JMSXGroupID", "g"),), b"body")
+    twice = first_for_consumer(first_for_consumer(message))
+    assert twice.headers == (("JMSXGroupID", "g"), (FIRST_FOR_CONSUMER_HEADER, "true"))

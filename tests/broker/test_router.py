@@ -43,6 +43,7 @@ class RecordingEngine:
 
     def __init__(self, persistent: bool = False) -> None:
         self.persistent = persistent
+        self.shared_queues = False
         self.traffic = Traffic()
         self.ids = Ids("n0")
         self.calls: list[tuple[str, Any]] = []

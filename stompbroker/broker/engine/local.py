@@ -99,6 +99,8 @@ class LocalEngine:
         self.store = store
         self.journal = Journal(store) if store is not None else None
         self.persistent = store is not None
+        #: Only this process consumes from its queues (see IEngine.shared_queues).
+        self.shared_queues = False
         self.ids = ids if ids is not None else Ids()
         self.traffic = traffic if traffic is not None else Traffic()
         self.counters = counters if counters is not None else DeliveryCounters()

@@ -103,6 +103,8 @@ class RedisEngine(LocalEngine):
         super().__init__(clock, policy=policy, ids=ids, traffic=traffic, counters=counters)
         # Redis keeps what it is given (AOF), so persistent headers mean something.
         self.persistent = True
+        # Every node consumes from the streams: no node sees all consumers.
+        self.shared_queues = True
         self.url = url
         self.node_timeout = node_timeout
         self.names = Names(url.prefix)
