@@ -177,6 +177,9 @@ class FeatureDispatch:
                     consumer = None
                     first = False
                 else:
+                    if self.choice.is_exclusive and groups.owner(group) is not self.choice.active:
+                        # An exclusive consumer took over: the group moves to it.
+                        groups.forget(group)
                     routed = groups.route(
                         group,
                         partial(self._takes, message=message),

@@ -192,7 +192,7 @@ class GroupAssignments(Generic[_C]):
             if not has_room(owner):
                 return WAIT
             if closes:
-                self._forget(group)
+                self.forget(group)
             return owner, False
         chosen = choose()
         if chosen is None:
@@ -213,8 +213,13 @@ class GroupAssignments(Generic[_C]):
             del self._owners[group]
         return frozenset(groups)
 
-    def _forget(self, group: str) -> None:
-        """Drop a closed group's owner."""
+    def forget(self, group: str) -> None:
+        """
+        Drop a group's owner (the group is closed, or must move): its next message
+        picks an owner afresh.  A no-op for a group without one.
+        """
+        if group not in self._owners:
+            return
         owner = self._owners.pop(group)
         groups = self._groups[owner]
         del groups[group]

@@ -248,3 +248,32 @@ def test_groups_and_priorities_together() -> None:
     high.send_frame("SUBSCRIBE", id="h", destination="/queue/q", x_priority="9")
     send_grouped(producer, "/queue/q", "x:1", "y:1", "x:2")
     assert bodies(high.messages()) == [b"1", b"1", b"2"] and low.messages() == []
+
+
+def test_an_exclusive_newcomer_of_higher_priority_takes_the_groups_over() -> None:
+    """When a higher-priority exclusive consumer takes over, groups move to it, marked first."""
+    world = World()
+    old, new, producer = world.client(), world.client(), world.client()
+    old.send_frame("SUBSCRIBE", id="o", destination="/queue/q", exact=EXCLUSIVE)
+    send_grouped(producer, "/queue/q", "x:1")
+    assert bodies(old.messages()) == [b"1"]
+    new.send_frame(
+        "SUBSCRIBE", id="n", destination="/queue/q", exact=(*EXCLUSIVE, ("x-priority", "5"))
+    )
+    send_grouped(producer, "/queue/q", "x:2")
+    [moved] = new.messages()
+    assert moved.body == b"2" and moved.get("JMSXGroupFirstForConsumer") == "true"
+    assert old.messages() == []
+
+
+def test_a_waiting_grouped_message_counts_in_the_queue_depth() -> None:
+    """A message waiting for its group's full owner stays in the queue: depth and browse see it."""
+    world = World()
+    owner, producer, browser = world.client(), world.client(), world.client()
+    owner.send_frame(
+        "SUBSCRIBE", id="o", destination="/queue/q", ack="client-individual", prefetch_count="1"
+    )
+    send_grouped(producer, "/queue/q", "x:1", "x:2")
+    assert world.broker.engine.depth("/queue/q") == 1
+    browser.send_frame("SUBSCRIBE", id="b", destination="/queue/q", browser="true")
+    assert bodies(browser.messages()) == [b"2", b""]

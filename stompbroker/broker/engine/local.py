@@ -318,6 +318,9 @@ class LocalEngine:
                 message.expires,
                 0,
                 persistent,
+                message.priority,
+                message.group,
+                message.closes_group,
             )
             source_key = None if copy or not persistent else queue.store_key
             written = None
