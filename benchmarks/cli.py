@@ -255,9 +255,9 @@ def cases_from(args: argparse.Namespace) -> list[Case]:
                 Case("queue", producers=args.producers, consumers=args.consumers, ack=mode)
                 for mode in args.ack
             ]
-        elif scenario == "persistent":
+        elif scenario in ("persistent", "queue-groups", "queue-priorities"):
             cases += [
-                Case("persistent", producers=args.producers, consumers=args.consumers, ack=mode)
+                Case(scenario, producers=args.producers, consumers=args.consumers, ack=mode)
                 for mode in args.ack
             ]
         elif scenario == "latency":

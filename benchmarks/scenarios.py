@@ -11,7 +11,11 @@ own.  The result is one flat dict, printed as one JSON line.
 
 Topic scenarios (``fanout``, ``ws-fanout``, ``latency``) check that every
 subscriber got every ``seq`` exactly once; queue scenarios (``queue``,
-``persistent``) check that the consumers together got every ``seq`` exactly once.
+``persistent``, ``queue-groups``, ``queue-priorities``) check that the consumers
+together got every ``seq`` exactly once.  ``queue-groups`` is the ``queue``
+scenario with each message in one of :data:`GROUPS` message groups
+(``JMSXGroupID``), and ``queue-priorities`` with mixed priorities 0 to 9, so
+that their figures stand next to the plain queue's (issue 16).
 """
 
 from __future__ import annotations
@@ -49,16 +53,34 @@ from benchmarks.workers import (
 #: In the order a full run takes them: ``idle`` first, because a broker's
 #: resident memory rarely shrinks, so growth per connection is only visible
 #: on a broker that has not been busy yet.
-SCENARIOS = ("idle", "fanout", "ws-fanout", "queue", "persistent", "latency")
+SCENARIOS = (
+    "idle",
+    "fanout",
+    "ws-fanout",
+    "queue",
+    "persistent",
+    "queue-groups",
+    "queue-priorities",
+    "latency",
+)
 ACK_MODES = ("auto", "client", "client-individual")
 TOPIC_SCENARIOS = frozenset({"fanout", "ws-fanout", "latency"})
-QUEUE_SCENARIOS = frozenset({"queue", "persistent"})
+QUEUE_SCENARIOS = frozenset({"queue", "persistent", "queue-groups", "queue-priorities"})
+#: How many message groups ``queue-groups`` spreads its messages over.
+GROUPS = 100
+#: The header that varies with ``seq`` in a scenario that has one (see SendTemplate).
+VARYING: dict[str, tuple[str, str, int]] = {
+    "queue-groups": ("JMSXGroupID", "g", GROUPS),
+    "queue-priorities": ("priority", "", 10),
+}
 #: The figures each scenario is judged by, the headline first, and whether more is better.
 HEADLINE: dict[str, tuple[tuple[str, bool], ...]] = {
     "fanout": (("deliveries_per_s", True),),
     "ws-fanout": (("deliveries_per_s", True),),
     "queue": (("msgs_per_s", True),),
     "persistent": (("msgs_per_s", True),),
+    "queue-groups": (("msgs_per_s", True),),
+    "queue-priorities": (("msgs_per_s", True),),
     "latency": (("p99_ms", False), ("p50_ms", False)),
     "idle": (("held", True), ("rss_per_conn_kb", False)),
 }
@@ -191,6 +213,9 @@ def _flow_shape(case: Case, settings: Settings) -> dict[str, Any]:
         shape.update(receipt_every=settings.receipt_every, window=settings.window)
     if case.scenario == "latency":
         shape["rate"] = settings.rate
+    if case.scenario in VARYING:
+        name, _, modulus = VARYING[case.scenario]
+        shape["varying"] = f"{name} x{modulus}"
     return shape
 
 
@@ -259,6 +284,7 @@ def _run_flow(case: Case, target: Target, settings: Settings) -> dict[str, Any]:
                     extra_headers=(("persistent", "true"),)
                     if case.scenario == "persistent"
                     else (),
+                    varying=VARYING.get(case.scenario),
                     first_seq=index,
                     stride=producers,
                     max_count=-(-settings.max_count // producers),

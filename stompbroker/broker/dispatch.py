@@ -90,22 +90,24 @@ def consumer_added(queue: WorkerQueue, consumer: Consumer) -> FeatureDispatch | 
     if options is not None and options.single_active and len(queue.consumers) == 1:
         features.choice.single_active = True
     features.choice.add(consumer, options or _PLAIN)
+    features.blocked = None
     features.selecting = features.selecting or consumer.selector is not None
     return features
 
 
-def grouped(queue: WorkerQueue) -> FeatureDispatch:
+def grouped(queue: WorkerQueue, message: Message) -> bool:
     """
-    Make ``queue`` dispatch by message groups from now on: it has taken a grouped message.
+    Make ``queue`` dispatch by message groups from now on: a grouped message arrives.
 
-    :returns: the queue's feature dispatch.
+    :returns: whether the feature dispatch took the message (:meth:`FeatureDispatch.arrived`);
+        ``False`` for the queue to append it and dispatch as usual.
     """
     features = queue._features
     if features is None:
-        features = FeatureDispatch(queue)
+        features = queue._features = FeatureDispatch(queue)
     if features.groups is None:
         features.groups = GroupAssignments()
-    return features
+    return features.arrived(message)
 
 
 class FeatureDispatch:
@@ -122,13 +124,18 @@ class FeatureDispatch:
     :ivar selecting: whether any consumer has a selector.
     """
 
-    __slots__ = ("queue", "choice", "groups", "selecting")
+    __slots__ = ("queue", "choice", "groups", "selecting", "blocked", "reentered")
 
     def __init__(self, queue: WorkerQueue, exclude: Consumer | None = None) -> None:
         self.queue = queue
         self.choice: ConsumerChoice[Consumer] = ConsumerChoice()
         self.groups: GroupAssignments[Consumer] | None = None
         self.selecting = False
+        #: While the queue is blocked (see :meth:`arrived`), the groups that have
+        #: messages waiting; ``None`` otherwise.
+        self.blocked: set[str] | None = None
+        #: Whether a dispatch was asked for while one ran.
+        self.reentered = False
         for consumer in queue.consumers:
             if consumer is not exclude:
                 self.choice.add(consumer, consumer.options or _PLAIN)
@@ -142,6 +149,7 @@ class FeatureDispatch:
         :returns: the queue's feature dispatch from now on, or ``None`` for the plain loop.
         """
         self.choice.remove(consumer)
+        self.blocked = None
         if self.groups is not None:
             self.groups.release(consumer)
         self.selecting = any(c.selector is not None for c in self.queue.consumers)
@@ -155,12 +163,14 @@ class FeatureDispatch:
         return at once, as the plain loop's do.
         """
         queue = self.queue
+        self.blocked = None
         if queue._dispatching:
+            self.reentered = True
             return
         queue._dispatching = True
         queue._stalled = False
+        self.reentered = False
         pending = queue.pending
-        groups = self.groups
         aside: list[Message] = []
         waiting: set[str] = set()
         try:
@@ -169,28 +179,7 @@ class FeatureDispatch:
                 if message.expires and message.expires <= queue._clock.seconds():
                     queue.expire(message)
                     continue
-                group = message.group
-                if group is None or groups is None:
-                    consumer = self._choose(message)
-                    first = False
-                elif group in waiting:
-                    consumer = None
-                    first = False
-                else:
-                    if self.choice.is_exclusive and groups.owner(group) is not self.choice.active:
-                        # An exclusive consumer took over: the group moves to it.
-                        groups.forget(group)
-                    routed = groups.route(
-                        group,
-                        partial(self._takes, message=message),
-                        partial(self._choose, message),
-                        closes=message.closes_group,
-                    )
-                    if isinstance(routed, tuple):
-                        consumer, first = routed
-                    else:
-                        consumer = None
-                        first = False
+                consumer, first = self._pick(message, waiting)
                 if consumer is not None:
                     self._hand(consumer, first_for_consumer(message) if first else message)
                     continue
@@ -198,15 +187,78 @@ class FeatureDispatch:
                     pending.appendleft(message)
                     queue._stalled = True
                     return
-                if group is not None:
-                    waiting.add(group)
+                if message.group is not None:
+                    waiting.add(message.group)
                 aside.append(message)
                 if len(aside) >= SCAN_LIMIT:
                     return
+            if aside and not self.reentered and self.groups is not None:
+                # Everything left waits for a consumer that cannot take it now.
+                self.blocked = waiting
         finally:
             if aside:
                 pending.extendleft(reversed(aside))
             queue._dispatching = False
+
+    def arrived(self, message: Message) -> bool:
+        """
+        Take a grouped message that has just arrived, without a dispatch, while
+        the queue is *blocked*: its last dispatch left only messages that wait for
+        consumers that cannot take them, and nothing has made room since (whatever
+        makes room dispatches, which ends that state).  Only the new message can
+        go then, so only it is looked at: a pass over everything waiting, on every
+        arrival, would cost the length of the queue per message.
+
+        :returns: whether it took the message (delivered it, or queued it to wait);
+            ``False`` for the queue to append it and dispatch as usual.
+        """
+        blocked = self.blocked
+        queue = self.queue
+        if blocked is None or queue._dispatching or message.expires:
+            return False
+        consumer, first = self._pick(message, blocked)
+        if consumer is not None:
+            queue._dispatching = True
+            try:
+                self._hand(consumer, first_for_consumer(message) if first else message)
+            finally:
+                queue._dispatching = False
+            return True
+        queue.pending.append(message)
+        if not self._any_room():
+            self.blocked = None
+            queue._stalled = True
+        else:
+            blocked.add(message.group)  # type: ignore[arg-type]
+        return True
+
+    def _pick(self, message: Message, waiting: set[str]) -> tuple[Consumer | None, bool]:
+        """
+        Choose the consumer for ``message``, by its group if it has one.
+
+        :param waiting: the groups that have a message put aside in this pass:
+            their later messages must not overtake it.
+        :returns: the consumer, or ``None`` if none takes the message now; and
+            whether it is the first message of its group for that consumer.
+        """
+        group = message.group
+        groups = self.groups
+        if group is None or groups is None:
+            return self._choose(message), False
+        if group in waiting:
+            return None, False
+        if self.choice.is_exclusive and groups.owner(group) is not self.choice.active:
+            # An exclusive consumer took over: the group moves to it.
+            groups.forget(group)
+        routed = groups.route(
+            group,
+            partial(self._takes, message=message),
+            partial(self._choose, message),
+            closes=message.closes_group,
+        )
+        if isinstance(routed, tuple):
+            return routed
+        return None, False
 
     def _hand(self, consumer: Consumer, message: Message) -> None:
         """
