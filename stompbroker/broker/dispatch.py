@@ -37,12 +37,11 @@ until some of them are taken (by a consumer that selects them, or by expiry).
 
 from __future__ import annotations
 
-from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final
 
 from stompbroker.broker.consumer_choice import ConsumerChoice, ConsumerOptions
 from stompbroker.broker.delivery import Consumer
-from stompbroker.broker.groups import GroupAssignments, first_for_consumer
+from stompbroker.broker.groups import GroupAssignments, GroupedPending, first_for_consumer
 from stompbroker.broker.selectors import message_properties
 from stompbroker.protocol.message import Message
 
@@ -53,6 +52,8 @@ if TYPE_CHECKING:
 SCAN_LIMIT = 1000
 
 _PLAIN = ConsumerOptions()
+#: What :meth:`FeatureDispatch._pick_grouped` says of a message it put in its group's line.
+_HELD: Final = "held"
 _has_room = Consumer.has_room
 
 
@@ -90,24 +91,25 @@ def consumer_added(queue: WorkerQueue, consumer: Consumer) -> FeatureDispatch | 
     if options is not None and options.single_active and len(queue.consumers) == 1:
         features.choice.single_active = True
     features.choice.add(consumer, options or _PLAIN)
-    features.blocked = None
     features.selecting = features.selecting or consumer.selector is not None
     return features
 
 
-def grouped(queue: WorkerQueue, message: Message) -> bool:
+def grouped(queue: WorkerQueue) -> FeatureDispatch:
     """
-    Make ``queue`` dispatch by message groups from now on: a grouped message arrives.
+    Make ``queue`` dispatch by message groups from now on: it takes a grouped message.
 
-    :returns: whether the feature dispatch took the message (:meth:`FeatureDispatch.arrived`);
-        ``False`` for the queue to append it and dispatch as usual.
+    Its ``pending`` becomes a :class:`~stompbroker.broker.groups.GroupedPending`.
+
+    :returns: the queue's feature dispatch.
     """
     features = queue._features
     if features is None:
-        features = queue._features = FeatureDispatch(queue)
+        features = FeatureDispatch(queue)
     if features.groups is None:
         features.groups = GroupAssignments()
-    return features.arrived(message)
+        queue.pending = GroupedPending(queue.pending)
+    return features
 
 
 class FeatureDispatch:
@@ -124,18 +126,13 @@ class FeatureDispatch:
     :ivar selecting: whether any consumer has a selector.
     """
 
-    __slots__ = ("queue", "choice", "groups", "selecting", "blocked", "reentered")
+    __slots__ = ("queue", "choice", "groups", "selecting")
 
     def __init__(self, queue: WorkerQueue, exclude: Consumer | None = None) -> None:
         self.queue = queue
         self.choice: ConsumerChoice[Consumer] = ConsumerChoice()
         self.groups: GroupAssignments[Consumer] | None = None
         self.selecting = False
-        #: While the queue is blocked (see :meth:`arrived`), the groups that have
-        #: messages waiting; ``None`` otherwise.
-        self.blocked: set[str] | None = None
-        #: Whether a dispatch was asked for while one ran.
-        self.reentered = False
         for consumer in queue.consumers:
             if consumer is not exclude:
                 self.choice.add(consumer, consumer.options or _PLAIN)
@@ -149,9 +146,9 @@ class FeatureDispatch:
         :returns: the queue's feature dispatch from now on, or ``None`` for the plain loop.
         """
         self.choice.remove(consumer)
-        self.blocked = None
         if self.groups is not None:
-            self.groups.release(consumer)
+            for group in self.groups.release(consumer):
+                self.queue.pending.release(group)
         self.selecting = any(c.selector is not None for c in self.queue.consumers)
         return self if needs_features(self.queue) else None
 
@@ -163,23 +160,30 @@ class FeatureDispatch:
         return at once, as the plain loop's do.
         """
         queue = self.queue
-        self.blocked = None
         if queue._dispatching:
-            self.reentered = True
             return
         queue._dispatching = True
         queue._stalled = False
-        self.reentered = False
         pending = queue.pending
+        lines: GroupedPending[Consumer] | None = None
+        if self.groups is not None:
+            lines = pending
+            pending = lines.main
         aside: list[Message] = []
-        waiting: set[str] = set()
         try:
+            if lines is not None and lines.held:
+                self._serve_lines(lines)
             while pending and queue.consumers:
                 message = pending.popleft()
                 if message.expires and message.expires <= queue._clock.seconds():
                     queue.expire(message)
                     continue
-                consumer, first = self._pick(message, waiting)
+                if lines is not None and message.group is not None:
+                    consumer, first = self._pick_grouped(message, lines)
+                    if consumer is _HELD:
+                        continue
+                else:
+                    consumer, first = self._choose(message), False
                 if consumer is not None:
                     self._hand(consumer, first_for_consumer(message) if first else message)
                     continue
@@ -187,78 +191,66 @@ class FeatureDispatch:
                     pending.appendleft(message)
                     queue._stalled = True
                     return
-                if message.group is not None:
-                    waiting.add(message.group)
                 aside.append(message)
                 if len(aside) >= SCAN_LIMIT:
                     return
-            if aside and not self.reentered and self.groups is not None:
-                # Everything left waits for a consumer that cannot take it now.
-                self.blocked = waiting
+            if lines is not None and lines.held:
+                # Owners may have made room (an ACK from inside a delivery) meanwhile.
+                self._serve_lines(lines)
         finally:
             if aside:
                 pending.extendleft(reversed(aside))
             queue._dispatching = False
 
-    def arrived(self, message: Message) -> bool:
+    def _pick_grouped(self, message: Message, lines: GroupedPending[Consumer]) -> tuple[Any, bool]:
         """
-        Take a grouped message that has just arrived, without a dispatch, while
-        the queue is *blocked*: its last dispatch left only messages that wait for
-        consumers that cannot take them, and nothing has made room since (whatever
-        makes room dispatches, which ends that state).  Only the new message can
-        go then, so only it is looked at: a pass over everything waiting, on every
-        arrival, would cost the length of the queue per message.
+        Choose the consumer for a grouped message taken from the queue's order.
 
-        :returns: whether it took the message (delivered it, or queued it to wait);
-            ``False`` for the queue to append it and dispatch as usual.
+        :returns: its owner, or for a group without one the consumer chosen (and
+            ``True``: the first of the group for it), or ``None`` if nobody has
+            room; :data:`_HELD` when the message joined its group's line (or went
+            back to the head of the queue with it, when the group moves).
         """
-        blocked = self.blocked
-        queue = self.queue
-        if blocked is None or queue._dispatching or message.expires:
-            return False
-        consumer, first = self._pick(message, blocked)
-        if consumer is not None:
-            queue._dispatching = True
-            try:
-                self._hand(consumer, first_for_consumer(message) if first else message)
-            finally:
-                queue._dispatching = False
-            return True
-        queue.pending.append(message)
-        if not self._any_room():
-            self.blocked = None
-            queue._stalled = True
-        else:
-            blocked.add(message.group)  # type: ignore[arg-type]
-        return True
-
-    def _pick(self, message: Message, waiting: set[str]) -> tuple[Consumer | None, bool]:
-        """
-        Choose the consumer for ``message``, by its group if it has one.
-
-        :param waiting: the groups that have a message put aside in this pass:
-            their later messages must not overtake it.
-        :returns: the consumer, or ``None`` if none takes the message now; and
-            whether it is the first message of its group for that consumer.
-        """
-        group = message.group
-        groups = self.groups
-        if group is None or groups is None:
-            return self._choose(message), False
-        if group in waiting:
-            return None, False
-        if self.choice.is_exclusive and groups.owner(group) is not self.choice.active:
-            # An exclusive consumer took over: the group moves to it.
+        groups: GroupAssignments[Consumer] = self.groups  # type: ignore[assignment]
+        group: str = message.group  # type: ignore[assignment]
+        owner = groups.owner(group)
+        if owner is not None and self.choice.is_exclusive and owner is not self.choice.active:
+            # An exclusive consumer took over: the group, and its line, move to it.
             groups.forget(group)
-        routed = groups.route(
-            group,
-            partial(self._takes, message=message),
-            partial(self._choose, message),
-            closes=message.closes_group,
-        )
-        if isinstance(routed, tuple):
-            return routed
-        return None, False
+            if lines.has_line(group):
+                lines.hold(group, owner, message)
+                lines.release(group)
+                return _HELD, False
+            owner = None
+        if owner is not None:
+            if lines.has_line(group) or not self._takes(owner, message):
+                lines.hold(group, owner, message)
+                return _HELD, False
+            if message.closes_group:
+                groups.forget(group)
+            return owner, False
+        chosen = self._choose(message)
+        if chosen is not None and not message.closes_group:
+            groups.assign(group, chosen)
+        return chosen, True
+
+    def _serve_lines(self, lines: GroupedPending[Consumer]) -> None:
+        """Hand the messages waiting in groups' lines to their owners while they have room."""
+        groups: GroupAssignments[Consumer] = self.groups  # type: ignore[assignment]
+        for owner in lines.owners():
+            while owner.has_room():
+                turn = lines.next_of(owner)
+                if turn is None:
+                    break
+                group, message = turn
+                if not self._takes(owner, message):
+                    # Its selector does not take the head of this group: wait.
+                    break
+                lines.take(group)
+                if message.closes_group:
+                    groups.forget(group)
+                    lines.release(group)
+                self._hand(owner, message)
 
     def _hand(self, consumer: Consumer, message: Message) -> None:
         """

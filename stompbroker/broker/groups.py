@@ -23,45 +23,50 @@ a SEND that has ``JMSXGroupID``) and keeps the result on the message (its
 ``group`` and ``closes_group``); a message rebuilt from the store gets them back
 from its stored headers (:func:`stored_group`).  The first grouped message a
 :class:`~stompbroker.broker.queues.WorkerQueue` takes hands its dispatch to a
-:class:`~stompbroker.broker.dispatch.FeatureDispatch`, which keeps a
-:class:`GroupAssignments` and, for each grouped message taken from the head of
-``pending``, asks :meth:`GroupAssignments.route`:
+:class:`~stompbroker.broker.dispatch.FeatureDispatch`, which keeps the owners in
+a :class:`GroupAssignments`, and swaps the queue's ``pending`` for a
+:class:`GroupedPending`: the queue's order as before (``main``), plus one *line*
+per group whose owner is full.
 
-- ``(consumer, first)``: deliver to ``consumer``, with :func:`first_for_consumer`
-  applied when ``first``;
-- :data:`WAIT`: the owner is full: the message is put aside, as one that no
-  consumer's selector takes, and goes back to the head of the queue, in its
-  place, when the dispatch ends; the dispatch carries on with the messages
-  behind it, which may be of other groups (a full consumer does not stall the
-  groups of others), and puts aside every later message of the same group too,
-  so that a group's order holds;
-- ``None``: no consumer has room; the message stays at the head.
+- A grouped message taken from ``main`` whose group has an owner goes to it if
+  it has room and the group has no line; otherwise it joins the end of the
+  group's line.  So a full owner stalls neither the groups of others nor the
+  dispatch: every message costs the same whatever waits, and a group keeps its
+  order.
+- A dispatch first serves the lines of owners that have room again, oldest
+  first, taking turns among an owner's groups.
+- A message that comes back (NACK, a lost connection) goes to the head of its
+  group's line if it has one, else to the head of ``main``: ahead of the
+  group's later messages either way, as ActiveMQ redelivers.
+- When a consumer leaves, :meth:`GroupAssignments.release` forgets its groups
+  and their lines go back to the head of ``main`` (its unacknowledged messages
+  then go ahead of them); the next message of each group picks a new owner,
+  first-for-consumer again.
 
-So a group's waiting messages never leave ``pending``: depth, browsing, purge,
-expiry and the store see them as any other.  A message that comes back (NACK,
-a lost connection) goes to the head of the queue as any other, and so to its
-group's owner before the group's later messages, as ActiveMQ redelivers.  When
-a consumer leaves, :meth:`GroupAssignments.release` forgets its groups; the
-messages it held go back to the head, and the next of each group picks a new
-owner (first-for-consumer again).
+The lines are part of ``pending`` for everything but the dispatch: its length
+(a queue's depth), iteration (browsing, the expiry sweep, management's
+browse, move and purge) and ``clear`` see them.  The store keeps them as any
+waiting message.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Final, Generic, TypeVar
+from collections import deque
+from collections.abc import Hashable, Iterable, Iterator, Mapping
+from typing import Any, Generic, TypeVar
 
 from attrs import evolve
 
+from stompbroker.broker.priorities import DEFAULT_PRIORITY, PendingMessages
 from stompbroker.protocol.errors import MalformedFrame
 from stompbroker.protocol.message import Message
 
 __all__ = [
     "FIRST_FOR_CONSUMER_HEADER",
     "GROUP_HEADER",
-    "WAIT",
     "SEQUENCE_HEADER",
     "GroupAssignments",
+    "GroupedPending",
     "first_for_consumer",
     "stored_group",
     "parse_group",
@@ -76,8 +81,6 @@ FIRST_FOR_CONSUMER_HEADER = "JMSXGroupFirstForConsumer"
 #: The sequence number that closes a group.
 CLOSING_SEQUENCE = -1
 
-#: :meth:`GroupAssignments.route`'s answer when the message must wait for its group's owner.
-WAIT: Final = "wait"
 
 _C = TypeVar("_C", bound=Hashable)
 
@@ -142,8 +145,7 @@ class GroupAssignments(Generic[_C]):
     """
     One queue's groups: which consumer owns which.
 
-    Consumers are opaque here (they need only be hashable), and whether one has
-    room is asked of the caller.
+    Consumers are opaque here: they need only be hashable.
     """
 
     __slots__ = ("_owners", "_groups")
@@ -165,42 +167,23 @@ class GroupAssignments(Generic[_C]):
         """:returns: the groups ``consumer`` owns."""
         return frozenset(self._groups.get(consumer, ()))
 
-    def route(
-        self,
-        group: str,
-        has_room: Callable[[_C], bool],
-        choose: Callable[[], _C | None],
-        *,
-        closes: bool = False,
-    ) -> tuple[_C, bool] | str | None:
-        """
-        Decide where a message of a group goes.
+    def assign(self, group: str, consumer: _C) -> None:
+        """Make ``consumer`` the owner of ``group``, which has none."""
+        self._owners[group] = consumer
+        self._groups.setdefault(consumer, {})[group] = None
 
-        :param group: the message's group.
-        :param has_room: whether the owner may take this message now (room, and
-            its selector, if any, selects it).
-        :param choose: picks a consumer for a group without an owner, or returns
-            ``None``; called only then.
-        :param closes: the message's ``JMSXGroupSeq`` is -1: the group forgets its
-            owner once the message is handed out.
-        :returns: ``(consumer, first)`` to deliver it now (``first`` when the group
-            just became the consumer's); :data:`WAIT` if its owner cannot take it
-            now; ``None`` if the group has no owner and ``choose`` found nobody.
+    def forget(self, group: str) -> None:
         """
-        owner = self._owners.get(group)
-        if owner is not None:
-            if not has_room(owner):
-                return WAIT
-            if closes:
-                self.forget(group)
-            return owner, False
-        chosen = choose()
-        if chosen is None:
-            return None
-        if not closes:
-            self._owners[group] = chosen
-            self._groups.setdefault(chosen, {})[group] = None
-        return chosen, True
+        Drop a group's owner (the group is closed, or must move): its next message
+        picks an owner afresh.  A no-op for a group without one.
+        """
+        owner = self._owners.pop(group, None)
+        if owner is None:
+            return
+        groups = self._groups[owner]
+        del groups[group]
+        if not groups:
+            del self._groups[owner]
 
     def release(self, consumer: _C) -> frozenset[str]:
         """
@@ -213,15 +196,140 @@ class GroupAssignments(Generic[_C]):
             del self._owners[group]
         return frozenset(groups)
 
-    def forget(self, group: str) -> None:
-        """
-        Drop a group's owner (the group is closed, or must move): its next message
-        picks an owner afresh.  A no-op for a group without one.
-        """
-        if group not in self._owners:
+
+class GroupedPending(Generic[_C]):
+    """
+    A grouped queue's waiting messages: the queue's order, and the lines of full owners.
+
+    It has the container methods a :class:`~stompbroker.broker.queues.WorkerQueue`
+    uses on its ``pending`` (``append``, ``extendleft``, ``extend``, ``clear``,
+    iteration, ``len``, truth), so it replaces that container as is; the
+    dispatch takes from :attr:`main` and the lines itself.
+
+    :param main: the queue's pending container until now (a deque, or
+        :class:`~stompbroker.broker.priorities.PendingMessages`), kept as :attr:`main`.
+
+    :ivar main: the messages in the queue's order, not in a line.
+    """
+
+    __slots__ = ("main", "_lines", "_line_owner", "_by_owner", "_held")
+
+    def __init__(self, main: Any) -> None:
+        self.main = main
+        #: group -> its line, oldest first.
+        self._lines: dict[str, deque[Message]] = {}
+        self._line_owner: dict[str, _C] = {}
+        #: owner -> its groups that have lines, in the order they take turns.
+        self._by_owner: dict[_C, dict[str, None]] = {}
+        self._held = 0
+
+    def __repr__(self) -> str:
+        lines = len(self._lines)
+        return f"<GroupedPending {len(self.main)} in order, {self._held} in {lines} lines>"
+
+    def __len__(self) -> int:
+        """:returns: how many messages wait, lines included."""
+        return len(self.main) + self._held
+
+    def __bool__(self) -> bool:
+        return self._held > 0 or bool(self.main)
+
+    def __iter__(self) -> Iterator[Message]:
+        """The lines' messages (which came first), then the others in the queue's order."""
+        for line in self._lines.values():
+            yield from line
+        yield from self.main
+
+    @property
+    def held(self) -> int:
+        """How many messages wait in lines."""
+        return self._held
+
+    def append(self, message: Message) -> None:
+        """Add a message at the tail; the first of another priority switches to ten levels."""
+        main = self.main
+        if message.priority != DEFAULT_PRIORITY and type(main) is deque:
+            main = self.main = PendingMessages(items=main)
+        main.append(message)
+
+    def extend(self, messages: Iterable[Message]) -> None:
+        """Append messages in order (the expiry sweep's survivors: their lines re-form)."""
+        for message in messages:
+            self.append(message)
+
+    def appendleft(self, message: Message) -> None:
+        """Put a returning message at the head of its group's line, or of the queue."""
+        line = self._lines.get(message.group) if message.group is not None else None
+        if line is None:
+            self.main.appendleft(message)
+        else:
+            line.appendleft(message)
+            self._held += 1
+
+    def extendleft(self, messages: Iterable[Message]) -> None:
+        """As :meth:`deque.extendleft`: pass ``reversed(messages)`` to keep their order."""
+        for message in messages:
+            self.appendleft(message)
+
+    def clear(self) -> None:
+        """Drop every message, lines included."""
+        self.main.clear()
+        self._lines.clear()
+        self._line_owner.clear()
+        self._by_owner.clear()
+        self._held = 0
+
+    def has_line(self, group: str) -> bool:
+        """:returns: whether ``group`` has messages waiting for its owner."""
+        return group in self._lines
+
+    def hold(self, group: str, owner: _C, message: Message) -> None:
+        """Put ``message`` at the end of ``group``'s line, for ``owner``."""
+        line = self._lines.get(group)
+        if line is None:
+            line = self._lines[group] = deque()
+            self._line_owner[group] = owner
+            self._by_owner.setdefault(owner, {})[group] = None
+        line.append(message)
+        self._held += 1
+
+    def owners(self) -> list[_C]:
+        """:returns: the owners that have messages in lines."""
+        return list(self._by_owner)
+
+    def next_of(self, owner: _C) -> tuple[str, Message] | None:
+        """:returns: the group whose turn it is among ``owner``'s lines, and its oldest message."""
+        groups = self._by_owner.get(owner)
+        if not groups:
+            return None
+        group = next(iter(groups))
+        return group, self._lines[group][0]
+
+    def take(self, group: str) -> Message:
+        """Take the oldest message of ``group``'s line; the group's turn passes to the next."""
+        line = self._lines[group]
+        message = line.popleft()
+        self._held -= 1
+        owner = self._line_owner[group]
+        groups = self._by_owner[owner]
+        del groups[group]
+        if line:
+            groups[group] = None
+        else:
+            del self._lines[group], self._line_owner[group]
+            if not groups:
+                del self._by_owner[owner]
+        return message
+
+    def release(self, group: str) -> None:
+        """Put ``group``'s line, if it has one, back at the head of the queue, in order."""
+        line = self._lines.pop(group, None)
+        if line is None:
             return
-        owner = self._owners.pop(group)
-        groups = self._groups[owner]
+        owner = self._line_owner.pop(group)
+        groups = self._by_owner[owner]
         del groups[group]
         if not groups:
-            del self._groups[owner]
+            del self._by_owner[owner]
+        self._held -= len(line)
+        self.main.extendleft(reversed(line))

@@ -259,10 +259,11 @@ class WorkerQueue:
         if message.priority != DEFAULT_PRIORITY and type(self.pending) is deque:
             # The first message of another priority: ten levels from now on.
             self.pending = PendingMessages(items=self.pending)
-        if message.group is None or not grouped(self, message):
-            self.pending.append(message)
-            if self.consumers and not self._stalled:
-                self.dispatch()
+        if message.group is not None:
+            self._features = grouped(self)
+        self.pending.append(message)
+        if self.consumers and not self._stalled:
+            self.dispatch()
         if message.expires and self.pending:
             self._watch_expiry(message.expires)
 

@@ -5,44 +5,20 @@ Tests for :mod:`stompbroker.broker.groups`: message groups (``JMSXGroupID``,
 
 from __future__ import annotations
 
-from itertools import cycle
+from collections import deque
 
 import pytest
 
 from stompbroker.broker.groups import (
     FIRST_FOR_CONSUMER_HEADER,
-    WAIT,
     GroupAssignments,
+    GroupedPending,
     first_for_consumer,
     parse_group,
     stored_group,
 )
 from stompbroker.protocol.errors import MalformedFrame
 from stompbroker.protocol.message import Message
-
-
-class Room:
-    """Which consumers have room; the test flips it."""
-
-    def __init__(self, full: str = "") -> None:
-        self.full = set(full)
-
-    def __call__(self, consumer: str) -> bool:
-        return consumer not in self.full
-
-
-def chooser(consumers: str, room: Room):
-    """A round-robin ``choose`` over one-letter consumers, skipping full ones."""
-    turn = cycle(consumers)
-
-    def choose() -> str | None:
-        for _ in consumers:
-            consumer = next(turn)
-            if room(consumer):
-                return consumer
-        return None
-
-    return choose
 
 
 @pytest.mark.parametrize(
@@ -77,90 +53,72 @@ def test_bad_group_headers_are_malformed(headers: dict[str, str], message: str) 
     assert caught.value.message == message
 
 
-def test_a_group_sticks_to_its_first_consumer() -> None:
-    """All messages of a group go to the consumer its first message went to; groups spread."""
-    room = Room()
-    choose = chooser("ab", room)
+def test_assign_forget_and_release_track_owners() -> None:
+    """A group has one owner until forgotten; a consumer that leaves gives up all of its groups."""
     groups: GroupAssignments[str] = GroupAssignments()
-    routed = [groups.route(g, room, choose) for g in "xyxyxx"]
-    assert routed == [
-        ("a", True),
-        ("b", True),
-        ("a", False),
-        ("b", False),
-        ("a", False),
-        ("a", False),
-    ]
-    assert groups.owner("x") == "a" and groups.owner("y") == "b"
-    assert groups.groups_of("a") == {"x"} and len(groups) == 2
+    groups.assign("x", "a")
+    groups.assign("y", "b")
+    groups.assign("z", "a")
+    assert groups.owner("x") == "a" and groups.groups_of("a") == {"x", "z"} and len(groups) == 3
+    groups.forget("x")
+    groups.forget("x")
+    assert groups.owner("x") is None and groups.groups_of("a") == {"z"}
+    assert groups.release("a") == {"z"} and groups.release("a") == frozenset()
+    assert groups.owner("z") is None and groups.owner("y") == "b"
 
 
-def test_a_full_owner_makes_its_group_wait_and_other_groups_pass() -> None:
-    """A full owner's messages wait; another group's messages still go to another consumer."""
-    room = Room()
-    choose = chooser("ab", room)
-    groups: GroupAssignments[str] = GroupAssignments()
-    assert groups.route("x", room, choose) == ("a", True)
-    room.full = {"a"}
-    assert groups.route("x", room, choose) is WAIT
-    assert groups.route("y", room, choose) == ("b", True)
-    room.full = set()
-    assert groups.route("x", room, choose) == ("a", False)
+def grouped_message(group: str, body: str, priority: int = 4) -> Message:
+    """A message of ``group`` whose id is its body."""
+    return Message(
+        "/queue/q", body, (("JMSXGroupID", group),), body.encode(), priority=priority, group=group
+    )
 
 
-def test_no_room_anywhere_leaves_the_message_in_the_queue() -> None:
-    """A new group with no consumer with room gets no owner; the message stays queued."""
-    room = Room("ab")
-    groups: GroupAssignments[str] = GroupAssignments()
-    assert groups.route("x", room, chooser("ab", room)) is None
-    assert groups.owner("x") is None and len(groups) == 0
+def test_grouped_pending_counts_and_iterates_its_lines() -> None:
+    """Held messages count in the length, come first in iteration, and are cleared with the rest."""
+    pending: GroupedPending[str] = GroupedPending(deque())
+    pending.append(grouped_message("y", "y1"))
+    pending.hold("x", "a", grouped_message("x", "x1"))
+    pending.hold("x", "a", grouped_message("x", "x2"))
+    assert len(pending) == 3 and pending.held == 2 and pending
+    assert [m.body for m in pending] == [b"x1", b"x2", b"y1"]
+    pending.clear()
+    assert len(pending) == 0 and not pending and pending.owners() == []
 
 
-def test_sequence_minus_one_closes_the_group() -> None:
-    """The closing message goes to the owner; the next message picks an owner afresh."""
-    room = Room()
-    choose = chooser("ab", room)
-    groups: GroupAssignments[str] = GroupAssignments()
-    assert groups.route("x", room, choose) == ("a", True)
-    assert groups.route("x", room, choose, closes=True) == ("a", False)
-    assert groups.owner("x") is None and groups.groups_of("a") == frozenset()
-    assert groups.route("x", room, choose) == ("b", True)
+def test_grouped_pending_lines_take_turns_and_returning_messages_go_first() -> None:
+    """An owner's lines take turns; a message coming back goes to the head of its group's line."""
+    pending: GroupedPending[str] = GroupedPending(deque())
+    for body in ("x1", "x2"):
+        pending.hold("x", "a", grouped_message("x", body))
+    pending.hold("y", "a", grouped_message("y", "y1"))
+    assert pending.next_of("a")[0] == "x"
+    assert pending.take("x").body == b"x1"
+    assert pending.next_of("a")[0] == "y"
+    pending.extendleft(reversed([grouped_message("x", "x0"), grouped_message("z", "z0")]))
+    assert [m.body for m in pending.main] == [b"z0"]
+    assert pending.take("y").body == b"y1"
+    assert [pending.take("x").body for _ in range(2)] == [b"x0", b"x2"]
+    assert pending.next_of("a") is None and pending.owners() == []
 
 
-def test_a_closing_message_that_waits_keeps_the_group() -> None:
-    """A closing message whose owner is full waits, and the group keeps its owner until it goes."""
-    room = Room()
-    choose = chooser("ab", room)
-    groups: GroupAssignments[str] = GroupAssignments()
-    groups.route("x", room, choose)
-    room.full = {"a"}
-    assert groups.route("x", room, choose, closes=True) is WAIT
-    assert groups.owner("x") == "a"
-    room.full = set()
-    assert groups.route("x", room, choose, closes=True) == ("a", False)
-    assert groups.owner("x") is None
+def test_grouped_pending_release_puts_a_line_back_at_the_head() -> None:
+    """When a group moves, its line goes back ahead of the queue's other messages, in order."""
+    pending: GroupedPending[str] = GroupedPending(deque())
+    pending.append(grouped_message("y", "y1"))
+    pending.hold("x", "a", grouped_message("x", "x1"))
+    pending.hold("x", "a", grouped_message("x", "x2"))
+    pending.release("x")
+    pending.release("x")
+    assert [m.body for m in pending.main] == [b"x1", b"x2", b"y1"] and pending.held == 0
 
 
-def test_a_group_closed_by_its_first_message_gets_no_owner() -> None:
-    """A one-message group (first message already -1) is delivered and leaves nothing behind."""
-    room = Room()
-    groups: GroupAssignments[str] = GroupAssignments()
-    assert groups.route("x", room, chooser("a", room), closes=True) == ("a", True)
-    assert len(groups) == 0
-
-
-def test_release_moves_the_groups_of_a_consumer_that_left() -> None:
-    """When the owner leaves, its groups pick new owners, first-for-consumer again."""
-    room = Room()
-    choose = chooser("ab", room)
-    groups: GroupAssignments[str] = GroupAssignments()
-    groups.route("x", room, choose)  # a
-    groups.route("y", room, choose)  # b
-    groups.route("z", room, choose)  # a
-    assert groups.release("a") == {"x", "z"}
-    assert groups.owner("x") is None and groups.owner("y") == "b"
-    assert groups.release("a") == frozenset()
-    assert groups.route("x", room, chooser("b", room)) == ("b", True)
+def test_grouped_pending_switches_to_priorities() -> None:
+    """The first message of another priority makes the order ten levels, as in a plain queue."""
+    pending: GroupedPending[str] = GroupedPending(deque())
+    pending.append(grouped_message("x", "low", priority=1))
+    pending.append(grouped_message("x", "high", priority=9))
+    assert [m.body for m in pending.main] == [b"high", b"low"]
 
 
 def test_stored_group_reads_the_first_of_repeated_headers() -> None:
