@@ -277,3 +277,72 @@ def test_a_waiting_grouped_message_counts_in_the_queue_depth() -> None:
     assert world.broker.engine.depth("/queue/q") == 1
     browser.send_frame("SUBSCRIBE", id="b", destination="/queue/q", browser="true")
     assert bodies(browser.messages()) == [b"2", b""]
+
+
+def test_a_nacked_message_goes_ahead_of_its_groups_waiting_line() -> None:
+    """With later messages of its group waiting for the full owner, a NACKed one goes first."""
+    world = World()
+    owner, producer = world.client(), world.client()
+    owner.send_frame(
+        "SUBSCRIBE", id="o", destination="/queue/q", ack="client-individual", prefetch_count="1"
+    )
+    send_grouped(producer, "/queue/q", "x:1", "x:2", "x:3")
+    [first] = owner.messages()
+    assert world.broker.engine.depth("/queue/q") == 2
+    owner.ack(first, "NACK")
+    received = []
+    for _ in range(3):
+        [message] = owner.messages()
+        received.append(message.body)
+        owner.ack(message)
+    assert received == [b"1", b"2", b"3"]
+
+
+def test_a_waiting_closing_message_closes_its_group_when_it_goes() -> None:
+    """JMSXGroupSeq:-1 waiting in its line closes the group once handed out; the next re-picks."""
+    world = World()
+    a, b, producer = world.client(), world.client(), world.client()
+    a.send_frame(
+        "SUBSCRIBE", id="a", destination="/queue/q", ack="client-individual", prefetch_count="1"
+    )
+    send_grouped(producer, "/queue/q", "x:1")
+    producer.send_frame(
+        "SEND", b"2", destination="/queue/q", exact=(("JMSXGroupID", "x"), ("JMSXGroupSeq", "-1"))
+    )
+    b.send_frame("SUBSCRIBE", id="b", destination="/queue/q", ack="client-individual")
+    [x1] = a.messages()
+    assert b.messages() == []
+    a.ack(x1)
+    [x2] = a.messages()
+    assert x2.body == b"2"
+    send_grouped(producer, "/queue/q", "x:3")
+    [x3] = b.messages()
+    assert x3.get("JMSXGroupFirstForConsumer") == "true"
+
+
+def test_lines_go_back_to_the_queue_when_their_owner_leaves() -> None:
+    """A leaving owner's unacked messages, then its groups' lines, go to the next consumer."""
+    world = World()
+    a, b, producer = world.client(), world.client(), world.client()
+    a.send_frame(
+        "SUBSCRIBE", id="a", destination="/queue/q", ack="client-individual", prefetch_count="1"
+    )
+    send_grouped(producer, "/queue/q", "x:1", "x:2", "x:3")
+    a.messages()
+    b.send_frame("SUBSCRIBE", id="b", destination="/queue/q", ack="client-individual")
+    assert b.messages() == []
+    a.send_frame("UNSUBSCRIBE", id="a")
+    assert bodies(b.messages()) == [b"1", b"2", b"3"]
+
+
+def test_browse_and_purge_see_waiting_lines() -> None:
+    """Management's browse and purge see the messages waiting in groups' lines too."""
+    world = World()
+    owner, producer = world.client(), world.client()
+    owner.send_frame(
+        "SUBSCRIBE", id="o", destination="/queue/q", ack="client-individual", prefetch_count="1"
+    )
+    send_grouped(producer, "/queue/q", "x:1", "x:2", "y:1")
+    queue = queue_of(world, "/queue/q")
+    assert len(queue.browse(10)) == 2
+    assert queue.purge() == 2 and len(queue.pending) == 0
