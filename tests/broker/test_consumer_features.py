@@ -346,3 +346,22 @@ def test_browse_and_purge_see_waiting_lines() -> None:
     queue = queue_of(world, "/queue/q")
     assert len(queue.browse(10)) == 2
     assert queue.purge() == 2 and len(queue.pending) == 0
+
+
+def test_a_message_waiting_in_a_line_expires() -> None:
+    """The expiry sweep finds messages waiting in groups' lines; the others wait on in order."""
+    world = World()
+    owner, producer = world.client(), world.client()
+    owner.send_frame(
+        "SUBSCRIBE", id="o", destination="/queue/q", ack="client-individual", prefetch_count="1"
+    )
+    send_grouped(producer, "/queue/q", "x:1")
+    producer.send_frame(
+        "SEND", b"2", destination="/queue/q", expiration="500", exact=(("JMSXGroupID", "x"),)
+    )
+    send_grouped(producer, "/queue/q", "x:3")
+    [first] = owner.messages()
+    world.clock.advance(2)
+    assert world.broker.engine.depth("/queue/q") == 1
+    owner.ack(first)
+    assert bodies(owner.messages()) == [b"3"]
