@@ -237,7 +237,14 @@ class FeatureDispatch:
     def _serve_lines(self, lines: GroupedPending[Consumer]) -> None:
         """Hand the messages waiting in groups' lines to their owners while they have room."""
         groups: GroupAssignments[Consumer] = self.groups  # type: ignore[assignment]
+        choice = self.choice
         for owner in lines.owners():
+            if choice.is_exclusive and owner is not choice.active:
+                # An exclusive consumer took over: these groups move to it.
+                for group in lines.line_groups(owner):
+                    groups.forget(group)
+                    lines.release(group)
+                continue
             while owner.has_room():
                 turn = lines.next_of(owner)
                 if turn is None:

@@ -297,6 +297,10 @@ class GroupedPending(Generic[_C]):
         """:returns: the owners that have messages in lines."""
         return list(self._by_owner)
 
+    def line_groups(self, owner: _C) -> list[str]:
+        """:returns: the groups of ``owner`` that have lines."""
+        return list(self._by_owner.get(owner, ()))
+
     def next_of(self, owner: _C) -> tuple[str, Message] | None:
         """:returns: the group whose turn it is among ``owner``'s lines, and its oldest message."""
         groups = self._by_owner.get(owner)

@@ -365,3 +365,21 @@ def test_a_message_waiting_in_a_line_expires() -> None:
     assert world.broker.engine.depth("/queue/q") == 1
     owner.ack(first)
     assert bodies(owner.messages()) == [b"3"]
+
+
+def test_waiting_lines_move_to_an_exclusive_consumer_that_takes_over() -> None:
+    """Messages waiting for a full owner go to a higher-priority exclusive newcomer, in order."""
+    world = World()
+    old, new, producer = world.client(), world.client(), world.client()
+    old.send_frame(
+        "SUBSCRIBE", id="o", destination="/queue/q", ack="client-individual",
+        prefetch_count="1", exact=EXCLUSIVE,
+    )
+    send_grouped(producer, "/queue/q", "x:1", "x:2", "x:3")
+    assert bodies(old.messages()) == [b"1"]
+    new.send_frame(
+        "SUBSCRIBE", id="n", destination="/queue/q", exact=(*EXCLUSIVE, ("x-priority", "5"))
+    )
+    moved = new.messages()
+    assert bodies(moved) == [b"2", b"3"] and moved[0].get("JMSXGroupFirstForConsumer") == "true"
+    assert old.messages() == []
