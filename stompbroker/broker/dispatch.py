@@ -11,7 +11,7 @@ a consumer asks for more; a queue declared single-active, or that has carried a
 grouped message, keeps it for as long as the queue lives (the declaration and
 the groups' owners must outlast any one consumer).  A queue whose consumers and
 messages ask for nothing special never makes one, and pays one attribute test
-per dispatch, and one per message it takes, for the possibility.
+per dispatch, and one per message it takes (its group), for the possibility.
 
 Theory of operation
 -------------------
@@ -20,19 +20,22 @@ each with the queue's :class:`~stompbroker.broker.consumer_choice.ConsumerChoice
 the exclusive consumer while there is one, otherwise the next in round-robin
 order within the highest priority that has a consumer with room; with
 selectors, among those whose selector selects the message.  A message of a
-group goes to the group's owner (:class:`~stompbroker.broker.groups.GroupAssignments`).
+group goes to the group's owner (:class:`~stompbroker.broker.groups.GroupAssignments`);
+when the owner is full, or the group has messages waiting already, it joins the
+group's line in the queue's :class:`~stompbroker.broker.groups.GroupedPending`,
+which the dispatch serves first, to owners that have room again.
 
-A message that no consumer with room takes (no selector selects it, or its
-group's owner is full) is put aside, and the loop carries on with the next one,
-so it never blocks the messages behind it; once a group has a message aside,
-its later messages in the same pass are put aside too, so that a group keeps its
-order.  What was put aside goes back to the head, in its order, when the loop
-ends.  The loop ends when nothing is pending, when no consumer that may take
-messages has room (the queue is then *stalled*, as in the plain loop), or when
-:data:`SCAN_LIMIT` messages have been put aside in one dispatch: that bound
-keeps a dispatch cheap when many messages wait that nobody takes, at the price
-that a message more than :data:`SCAN_LIMIT` places behind such messages waits
-until some of them are taken (by a consumer that selects them, or by expiry).
+A message that no consumer with room takes (no selector selects it) is put
+aside, and the loop carries on with the next one, so it never blocks the
+messages behind it.  What was put aside goes back to the head, in its order,
+when the loop ends.  The loop ends when nothing is pending, when no consumer
+that may take messages has room (the queue is then *stalled*, as in the plain
+loop), or when :data:`SCAN_LIMIT` messages have been put aside in one dispatch:
+that bound keeps a dispatch cheap when many messages wait that nobody selects,
+at the price that a message more than :data:`SCAN_LIMIT` places behind such
+messages waits until some of them are taken (by a consumer that selects them,
+or by expiry).  Messages waiting for a group's owner are never put aside: a
+line costs one append per message, whatever the length of the queue.
 """
 
 from __future__ import annotations
