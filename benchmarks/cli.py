@@ -83,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="*",
         type=_scenario,
         metavar="SCENARIO",
-        help=f"scenarios to run, of {', '.join(SCENARIOS)} (default: all but selector-fanout)",
+        help=f"scenarios to run, of {', '.join(SCENARIOS)} (default: all but the feature"
+        " scenarios selector-fanout, queue-groups and queue-priorities)",
     )
     brokers = parser.add_argument_group("brokers")
     brokers.add_argument(
@@ -263,9 +264,9 @@ def cases_from(args: argparse.Namespace) -> list[Case]:
                 Case("queue", producers=args.producers, consumers=args.consumers, ack=mode)
                 for mode in args.ack
             ]
-        elif scenario == "persistent":
+        elif scenario in ("persistent", "queue-groups", "queue-priorities"):
             cases += [
-                Case("persistent", producers=args.producers, consumers=args.consumers, ack=mode)
+                Case(scenario, producers=args.producers, consumers=args.consumers, ack=mode)
                 for mode in args.ack
             ]
         elif scenario == "latency":

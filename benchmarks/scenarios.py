@@ -11,7 +11,11 @@ own.  The result is one flat dict, printed as one JSON line.
 
 Topic scenarios (``fanout``, ``selector-fanout``, ``ws-fanout``, ``latency``)
 check that every subscriber got every ``seq`` exactly once; queue scenarios (``queue``,
-``persistent``) check that the consumers together got every ``seq`` exactly once.
+``persistent``, ``queue-groups``, ``queue-priorities``) check that the consumers
+together got every ``seq`` exactly once.  ``queue-groups`` is the ``queue``
+scenario with each message in one of :data:`GROUPS` message groups
+(``JMSXGroupID``), and ``queue-priorities`` with mixed priorities 0 to 9, so
+that their figures stand next to the plain queue's (issue 16).
 """
 
 from __future__ import annotations
@@ -49,9 +53,21 @@ from benchmarks.workers import (
 #: In the order a full run takes them: ``idle`` first, because a broker's
 #: resident memory rarely shrinks, so growth per connection is only visible
 #: on a broker that has not been busy yet.
-SCENARIOS = ("idle", "fanout", "selector-fanout", "ws-fanout", "queue", "persistent", "latency")
+SCENARIOS = (
+    "idle",
+    "fanout",
+    "selector-fanout",
+    "ws-fanout",
+    "queue",
+    "persistent",
+    "queue-groups",
+    "queue-priorities",
+    "latency",
+)
+#: The scenarios of destination features, run only when named.
+FEATURE_SCENARIOS = frozenset({"selector-fanout", "queue-groups", "queue-priorities"})
 #: What a run without named scenarios runs: the feature scenarios only on request.
-DEFAULT_SCENARIOS = tuple(scenario for scenario in SCENARIOS if scenario != "selector-fanout")
+DEFAULT_SCENARIOS = tuple(scenario for scenario in SCENARIOS if scenario not in FEATURE_SCENARIOS)
 ACK_MODES = ("auto", "client", "client-individual")
 TOPIC_SCENARIOS = frozenset({"fanout", "selector-fanout", "ws-fanout", "latency"})
 #: ``selector-fanout``: every other subscription carries this two-term selector,
@@ -60,7 +76,14 @@ TOPIC_SCENARIOS = frozenset({"fanout", "selector-fanout", "ws-fanout", "latency"
 #: plus what evaluating the selectors costs.
 SELECTOR: tuple[tuple[str, str], ...] = (("selector", "type = 'a' AND n > 3"),)
 SELECTED_HEADERS: tuple[tuple[str, str], ...] = (("type", "a"), ("n", "5"))
-QUEUE_SCENARIOS = frozenset({"queue", "persistent"})
+QUEUE_SCENARIOS = frozenset({"queue", "persistent", "queue-groups", "queue-priorities"})
+#: How many message groups ``queue-groups`` spreads its messages over.
+GROUPS = 100
+#: The header that varies with ``seq`` in a scenario that has one (see SendTemplate).
+VARYING: dict[str, tuple[str, str, int]] = {
+    "queue-groups": ("JMSXGroupID", "g", GROUPS),
+    "queue-priorities": ("priority", "", 10),
+}
 #: The figures each scenario is judged by, the headline first, and whether more is better.
 HEADLINE: dict[str, tuple[tuple[str, bool], ...]] = {
     "fanout": (("deliveries_per_s", True),),
@@ -68,6 +91,8 @@ HEADLINE: dict[str, tuple[tuple[str, bool], ...]] = {
     "ws-fanout": (("deliveries_per_s", True),),
     "queue": (("msgs_per_s", True),),
     "persistent": (("msgs_per_s", True),),
+    "queue-groups": (("msgs_per_s", True),),
+    "queue-priorities": (("msgs_per_s", True),),
     "latency": (("p99_ms", False), ("p50_ms", False)),
     "idle": (("held", True), ("rss_per_conn_kb", False)),
 }
@@ -200,6 +225,9 @@ def _flow_shape(case: Case, settings: Settings) -> dict[str, Any]:
         shape.update(receipt_every=settings.receipt_every, window=settings.window)
     if case.scenario == "latency":
         shape["rate"] = settings.rate
+    if case.scenario in VARYING:
+        name, _, modulus = VARYING[case.scenario]
+        shape["varying"] = f"{name} x{modulus}"
     return shape
 
 
@@ -272,6 +300,7 @@ def _run_flow(case: Case, target: Target, settings: Settings) -> dict[str, Any]:
                     destination,
                     b"x" * settings.size,
                     extra_headers=_send_headers(case),
+                    varying=VARYING.get(case.scenario),
                     first_seq=index,
                     stride=producers,
                     max_count=-(-settings.max_count // producers),

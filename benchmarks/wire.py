@@ -27,6 +27,8 @@ from collections.abc import Iterable
 
 #: Header pairs, in wire order.
 Headers = tuple[tuple[str, str], ...]
+#: A SEND header that varies with ``seq``: ``(name, value prefix, modulus)``.
+Varying = tuple[str, str, int]
 
 #: Versions offered in CONNECT, best first.
 ACCEPT_VERSION = "1.2,1.1,1.0"
@@ -136,18 +138,37 @@ class SendTemplate:
     :param destination: where to send.
     :param body: every frame's payload.
     :param extra_headers: headers every frame carries (e.g. ``persistent:true``).
+    :param varying: a header whose value changes with the frame's ``seq``:
+        ``(name, prefix, modulus)`` gives each frame ``name:PREFIX<seq % modulus>``
+        (``JMSXGroupID:g17`` for 100 message groups, ``priority:3`` for mixed
+        priorities); ``None`` for none.
     """
 
-    __slots__ = ("_head", "_tail", "_receipt")
+    __slots__ = ("_head", "_tail", "_receipt", "_varying")
 
     def __init__(
-        self, destination: str, body: bytes, extra_headers: Iterable[tuple[str, str]] = ()
+        self,
+        destination: str,
+        body: bytes,
+        extra_headers: Iterable[tuple[str, str]] = (),
+        varying: Varying | None = None,
     ) -> None:
         headers = [("destination", destination), *extra_headers]
         headers.append(("content-length", str(len(body))))
         self._head = ("SEND\n" + "".join(f"{n}:{v}\n" for n, v in headers) + "seq:").encode()
         self._tail = b"\n\n" + body + b"\x00"
         self._receipt = b"\nreceipt:r"
+        self._varying: tuple[bytes, int] | None = None
+        if varying is not None:
+            name, prefix, modulus = varying
+            self._varying = (f"\n{name}:{prefix}".encode(), modulus)
+
+    def _seq(self, seq: int) -> bytes:
+        """:returns: the ``seq`` value, and the varying header after it if there is one."""
+        if self._varying is None:
+            return b"%d" % seq
+        header, modulus = self._varying
+        return b"%d%s%d" % (seq, header, seq % modulus)
 
     def frames(self, seqs: range, receipt: bool) -> list[bytes]:
         """
@@ -156,10 +177,13 @@ class SendTemplate:
         :returns: the encoded frames.
         """
         head, tail = self._head, self._tail
-        frames = [head + b"%d" % seq + tail for seq in seqs]
+        if self._varying is None:
+            frames = [head + b"%d" % seq + tail for seq in seqs]
+        else:
+            frames = [head + self._seq(seq) + tail for seq in seqs]
         if receipt and frames:
             last = seqs[-1]
-            frames[-1] = head + b"%d%s%d" % (last, self._receipt, last) + tail
+            frames[-1] = head + self._seq(last) + b"%s%d" % (self._receipt, last) + tail
         return frames
 
     def timed_frame(self, seq: int, now_ns: int, receipt: bool) -> bytes:
@@ -169,7 +193,7 @@ class SendTemplate:
         :param receipt: whether to ask for a receipt ``r<seq>``.
         :returns: one encoded frame.
         """
-        middle = b"%d\nts:%d" % (seq, now_ns)
+        middle = self._seq(seq) + b"\nts:%d" % now_ns
         if receipt:
             middle += b"%s%d" % (self._receipt, seq)
         return self._head + middle + self._tail

@@ -29,7 +29,7 @@ from attrs import frozen
 from benchmarks.connection import Endpoint, Link
 from benchmarks.errors import BenchmarkError
 from benchmarks.measure import own_cpu_seconds
-from benchmarks.wire import Headers, Inbox, SendTemplate, subscribe_frame
+from benchmarks.wire import Headers, Inbox, SendTemplate, Varying, subscribe_frame
 
 #: A read shorter than this means the broker is writing in dribs and drabs.
 SMALL_READ = 16384
@@ -97,6 +97,8 @@ class PublisherSpec:
     :ivar destination: where to send.
     :ivar body: every message's payload.
     :ivar extra_headers: headers on every SEND (``persistent:true``).
+    :ivar varying: a header whose value varies with ``seq`` (message groups,
+        priorities; see :class:`~benchmarks.wire.SendTemplate`), or ``None``.
     :ivar first_seq: this publisher's first ``seq``; with ``stride`` publishers
         interleave, so every ``seq`` of a run is unique.
     :ivar stride: the number of publishers.
@@ -117,6 +119,7 @@ class PublisherSpec:
     destination: str
     body: bytes
     extra_headers: Headers = ()
+    varying: Varying | None = None
     first_seq: int = 0
     stride: int = 1
     max_count: int = 1000
@@ -351,7 +354,7 @@ def _publish(spec: PublisherSpec, link: Link) -> dict[str, Any]:
     ``receipt_every * window`` frames are in flight.  Paced, frames go out when
     due (several at once if the loop fell behind), each stamped with its time of writing.
     """
-    template = SendTemplate(spec.destination, spec.body, spec.extra_headers)
+    template = SendTemplate(spec.destination, spec.body, spec.extra_headers, spec.varying)
     sock = link.sock
     sock.settimeout(spec.stall)
     inbox = Inbox(link.version)

@@ -170,6 +170,21 @@ def test_send_template_frames_are_valid_stomp() -> None:
     } == {("true", "117", BODY)}
 
 
+def test_send_template_varies_a_header_with_seq() -> None:
+    """A varying header gets PREFIX<seq % modulus> on every frame, timed ones and receipts too."""
+    template = SendTemplate("/queue/q", BODY, (), ("JMSXGroupID", "g", 100))
+    parser = FrameParser()
+    encoded = b"".join(template.frames(range(99, 102), receipt=True))
+    frames = parser.receive_data(encoded + template.timed_frame(250, 7, False))
+    assert [(f.get("seq"), f.get("JMSXGroupID")) for f in frames] == [
+        ("99", "g99"),
+        ("100", "g0"),
+        ("101", "g1"),
+        ("250", "g50"),
+    ]
+    assert frames[2].get("receipt") == "r101" and frames[3].get("ts") == "7"
+
+
 def test_split_frames_keeps_the_incomplete_rest() -> None:
     """Set-up reads cut complete frames out of the stream and keep the partial one."""
     frames, rest = split_frames(b"\nCONNECTED\nversion:1.2\n\n\x00RECEI")
@@ -245,10 +260,20 @@ def test_selector_fanout_runs_beside_fanout_when_named() -> None:
     ]
 
 
+def test_feature_queue_scenarios_run_when_named() -> None:
+    """queue-groups and queue-priorities run in each ack mode when named, as queue does."""
+    args = build_parser().parse_args(["queue-groups", "queue-priorities"])
+    assert [case.label for case in cases_from(args)] == [
+        f"{scenario} 4x4 {ack}"
+        for scenario in ("queue-groups", "queue-priorities")
+        for ack in ("auto", "client", "client-individual")
+    ]
+
+
 def test_cli_defaults_give_the_issue_cases() -> None:
     """
     Without options the suite runs fan-out to 10 and 75, 4x4 queues (plain and persistent) in
-    each ack mode, 117-byte bodies, 10 000 msg/s latency.
+    each ack mode, 117-byte bodies, 10 000 msg/s latency; the feature scenarios run when named.
     """
     args = build_parser().parse_args([])
     labels = [case.label for case in cases_from(args)]
@@ -342,6 +367,8 @@ COMMON_FIELDS = {
         (Case("queue", producers=2, consumers=2, ack="client"), "msgs_per_s"),
         (Case("queue", producers=2, consumers=2, ack="client-individual"), "msgs_per_s"),
         (Case("persistent"), "msgs_per_s"),
+        (Case("queue-groups", producers=2, consumers=2, ack="client-individual"), "msgs_per_s"),
+        (Case("queue-priorities", producers=2, consumers=2, ack="client"), "msgs_per_s"),
         (Case("latency"), "p99_ms"),
     ],
     ids=lambda value: value.label.replace(" ", "-") if isinstance(value, Case) else None,
@@ -358,7 +385,7 @@ def test_scenario_delivers_everything_once(target: Target, case: Case, headline:
     assert COMMON_FIELDS <= result.keys()
     assert result["published"] > 0 and result["lost"] == 0 and result["duplicated"] == 0
     assert result[headline] > 0 and result["broker_cpu_pct"] is not None
-    if case.scenario == "queue":
+    if case.scenario in ("queue", "queue-groups", "queue-priorities"):
         assert sum(result["per_consumer"]) == result["published"]
     elif case.scenario != "persistent":
         assert result["complete_subscribers"] == case.subscribers

@@ -25,17 +25,18 @@ full: they are not handed to a standby consumer.
 
 How it plugs in
 ---------------
-The session parses the SUBSCRIBE with :func:`parse_consumer_options`, which
-raises :class:`~stompbroker.protocol.errors.MalformedFrame` (an ERROR) for a bad
-value; the broker passes the options to the queue's ``add_consumer``.  A
-:class:`~stompbroker.broker.queues.WorkerQueue` keeps a :class:`ConsumerChoice`
-beside its consumer list (made with ``single_active`` from the options of the
-SUBSCRIBE that created the queue), calls :meth:`~ConsumerChoice.add` and
-:meth:`~ConsumerChoice.remove` with its consumers, and in dispatch asks
-:meth:`~ConsumerChoice.next` with ``Consumer.has_room``.  While
-:attr:`~ConsumerChoice.is_plain` (one priority, nobody exclusive: nearly every
-queue) the queue keeps its own inlined round-robin loop, so the common case
-costs what it costs now.
+The broker's consumers (:mod:`stompbroker.broker.consumers`) parse a queue
+SUBSCRIBE with :func:`parse_consumer_options`, which raises
+:class:`~stompbroker.protocol.errors.MalformedFrame` (an ERROR) for a bad
+value, and pass the options to the queue's ``add_consumer`` unless they are
+:attr:`ConsumerOptions.is_plain`; the :class:`~stompbroker.broker.delivery.Consumer`
+keeps them.  A queue with such a consumer dispatches through a
+:class:`~stompbroker.broker.dispatch.FeatureDispatch`, which keeps a
+:class:`ConsumerChoice` of the queue's consumers (single-active when the
+SUBSCRIBE that found the queue without consumers declared it) and asks
+:meth:`~ConsumerChoice.next` with ``Consumer.has_room`` for each message.  A
+queue whose consumers ask for none of this keeps its own inlined round-robin
+loop, so the common case costs what it costs now.
 """
 
 from __future__ import annotations
@@ -84,6 +85,11 @@ class ConsumerOptions:
     priority: int = 0
     exclusive: bool = False
     single_active: bool | None = None
+
+    @property
+    def is_plain(self) -> bool:
+        """Whether it asks for nothing a plain round-robin consumer lacks."""
+        return self.priority == 0 and not self.exclusive and not self.single_active
 
 
 def _boolean(name: str, value: str) -> bool:

@@ -23,7 +23,9 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
+from stompbroker.broker.browsing import browse, check_browser, is_browser
 from stompbroker.broker.connections import ConnectionRegistry
+from stompbroker.broker.consumer_choice import parse_consumer_options
 from stompbroker.broker.delivery import Consumer, DeliveryPolicy
 from stompbroker.broker.destinations import TOPIC_PREFIX, Kind, kind_of, validate_queue
 from stompbroker.broker.persistence import settled
@@ -71,6 +73,10 @@ class Consumers:
         :raises DuplicateSubscription: for a durable name in use on another topic.
         :raises InvalidSelector: for a ``selector`` that does not compile, or one
             on a durable subscription.
+        :raises MalformedFrame: for bad consumer options (priority, exclusive) or
+            a bad browser.
+        :raises NotSupported: for what the engine cannot do (the redis engine's
+            limits, docs/cluster.md).
 
         A new topic subscription receives the retained messages of the topics it
         matches first (:mod:`stompbroker.broker.retaining`); a durable one when
@@ -79,7 +85,11 @@ class Consumers:
         engine = self._engine
         destination = subscriber.destination
         kind = kind_of(destination)
+        if is_browser(subscriber):
+            self._browse(subscriber, kind)
+            return
         selector = subscription_selector(subscriber)
+        options = None
         if kind is Kind.TOPIC:
             validate_pattern(destination)
             # Retained messages first, before anything published from now on.
@@ -104,8 +114,10 @@ class Consumers:
             selector = None
         elif kind is Kind.QUEUE:
             validate_queue(destination)
+            options = parse_consumer_options(subscriber.headers)
             queue = engine.queue(destination)
         elif kind is Kind.TEMP_QUEUE:
+            options = parse_consumer_options(subscriber.headers)
             queue = self._registry.temp_queue(subscriber.connection, destination)
         else:
             raise InvalidDestination(
@@ -122,7 +134,24 @@ class Consumers:
             subscriber.prefetch or self._policy.prefetch,
             max_redeliveries,
             selector=selector,
+            options=None if options is None or options.is_plain else options,
         )
+
+    def _browse(self, subscriber: Any, kind: Kind) -> None:
+        """
+        Serve a queue browser (:mod:`stompbroker.broker.browsing`): copies of what
+        waits, then the end marker; it takes nothing more.
+        """
+        check_browser(self._engine, subscriber)
+        destination = subscriber.destination
+        if kind is Kind.QUEUE:
+            validate_queue(destination)
+            queue = self._engine.queue(destination)
+        else:
+            queue = self._registry.temp_queue(subscriber.connection, destination)
+        browse(self._engine, queue, subscriber)
+        # A queue made only to be browsed is forgotten again.
+        self._engine.release_queue(queue)
 
     def unsubscribe(self, subscriber: Any) -> None:
         """

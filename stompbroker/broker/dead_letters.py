@@ -115,6 +115,8 @@ class DeadLetters:
             message.body,
             persistent=stored,
             priority=message.priority,
+            group=message.group,
+            closes_group=message.closes_group,
         )
         moved = None
         if journal is not None and store_key is not None:

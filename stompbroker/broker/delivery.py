@@ -118,6 +118,7 @@ class Consumer:
         "paused",
         "unwritten",
         "selector",
+        "options",
     )
 
     def __init__(self, subscriber: Any, queue: Any, window: int, max_redeliveries: int) -> None:
@@ -137,6 +138,9 @@ class Consumer:
         #: The :class:`~stompbroker.broker.selectors.Selector` of the messages it
         #: takes, or ``None`` for all (see :mod:`stompbroker.broker.dispatch`).
         self.selector: Any = None
+        #: Its :class:`~stompbroker.broker.consumer_choice.ConsumerOptions`
+        #: (priority, exclusive) when it asked for any; ``None`` otherwise.
+        self.options: Any = None
 
     def has_room(self) -> bool:
         """

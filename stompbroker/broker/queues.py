@@ -65,7 +65,7 @@ from attrs import evolve
 from zope.interface import implementer
 
 from stompbroker.broker.delivery import Consumer, DeliveryCounters, DeliveryPolicy
-from stompbroker.broker.dispatch import FeatureDispatch, needs_features
+from stompbroker.broker.dispatch import FeatureDispatch, consumer_added, grouped
 from stompbroker.broker.engine.base import IQueue
 from stompbroker.broker.priorities import DEFAULT_PRIORITY, PendingMessages
 from stompbroker.broker.selectors import Selector
@@ -165,8 +165,7 @@ class WorkerQueue:
         self._last_sweep = float("-inf")
         self._traffic = traffic if traffic is not None else Traffic()
         self._traffic.queues.add(self)
-        #: The :class:`~stompbroker.broker.dispatch.FeatureDispatch` that dispatches
-        #: while a consumer asks for more than round-robin; ``None`` otherwise.
+        #: The :class:`~stompbroker.broker.dispatch.FeatureDispatch` while one is needed.
         self._features: FeatureDispatch | None = None
 
     def __repr__(self) -> str:
@@ -210,6 +209,7 @@ class WorkerQueue:
         max_redeliveries: int,
         *,
         selector: Selector | None = None,
+        options: Any = None,
     ) -> Consumer:
         """
         Start handing messages to a subscriber.
@@ -218,13 +218,14 @@ class WorkerQueue:
         :param window: most messages it may hold unacknowledged.
         :param max_redeliveries: its limit on redeliveries; ``-1`` for none.
         :param selector: hand it only the messages this selects.
+        :param options: its :class:`~stompbroker.broker.consumer_choice.ConsumerOptions`
+            (priority, exclusive), or ``None`` for none.
         :returns: its :class:`Consumer`, for acknowledgements.
         """
         consumer = Consumer(subscriber, self, window, max_redeliveries)
-        consumer.selector = selector
+        consumer.selector, consumer.options = selector, options
         self.consumers.append(consumer)
-        if self._features is None and needs_features(self):
-            self._features = FeatureDispatch(self)
+        self._features = consumer_added(self, consumer)
         self.dispatch()
         return consumer
 
@@ -242,8 +243,8 @@ class WorkerQueue:
             self._next -= 1
         if self._next >= len(self.consumers):
             self._next = 0
-        if self._features is not None and not needs_features(self):
-            self._features = None
+        if self._features is not None:
+            self._features = self._features.removed(consumer)
         self.requeue(consumer, consumer.take_all())
 
     # -- the state changes of a message ------------------------------------------
@@ -258,6 +259,8 @@ class WorkerQueue:
         if message.priority != DEFAULT_PRIORITY and type(self.pending) is deque:
             # The first message of another priority: ten levels from now on.
             self.pending = PendingMessages(items=self.pending)
+        if message.group is not None:
+            self._features = grouped(self)
         self.pending.append(message)
         if self.consumers and not self._stalled:
             self.dispatch()
@@ -268,10 +271,7 @@ class WorkerQueue:
     deliver = enqueue
 
     def count_deliveries(self, count: int, tails: dict[str, int]) -> None:
-        """
-        Nothing to count: a queue in the topic tree counts its deliveries as it
-        hands messages out (see :mod:`stompbroker.broker.traffic`).
-        """
+        """Nothing to count: a queue counts its deliveries as it hands messages out."""
 
     def publish(self, message: Message) -> None:
         """

@@ -30,6 +30,7 @@ from twisted.python.failure import Failure
 
 from stompbroker.broker.destinations import QUEUE_PREFIX
 from stompbroker.broker.engine.base import EngineUnavailable
+from stompbroker.broker.groups import stored_group
 from stompbroker.broker.persistence import parse_durable_key
 from stompbroker.broker.priorities import DEFAULT_PRIORITY, parse_priority, stored_priority
 from stompbroker.broker.store.base import RecoveredState, ScheduledRecord, StoredMessage
@@ -231,6 +232,7 @@ def _refill(
             # Derived from the stored headers, as the router derived it from the SEND's.
             parse_priority(stored_priority(record.headers)),
         )
+        message.group, message.closes_group = stored_group(record.headers)
         if message.expires and message.expires <= now:
             expired.append((queue, message))
         else:

@@ -50,6 +50,7 @@ from stompbroker.broker.connections import ConnectionRegistry
 from stompbroker.broker.delivery import DeliveryPolicy
 from stompbroker.broker.destinations import TEMP_QUEUE_PREFIX, Kind, validate_send_destination
 from stompbroker.broker.expiry import EXPIRY_HEADERS, expiry_time
+from stompbroker.broker.groups import GROUP_HEADER, SEQUENCE_HEADER, parse_group
 from stompbroker.broker.persistence import all_done
 from stompbroker.broker.priorities import DEFAULT_PRIORITY, PRIORITY_HEADER, parse_priority
 from stompbroker.broker.retained import RETAIN_HEADER, parse_retain
@@ -69,7 +70,9 @@ from stompbroker.protocol.message import Message
 #: SEND headers that schedule or retain a message: :meth:`Router._timed` reads them.
 _TIMING: frozenset[str] = SCHEDULE_HEADERS | {RETAIN_HEADER}
 #: SEND headers the broker acts on; a SEND without any of them skips that work.
-_ACTED_ON: frozenset[str] = EXPIRY_HEADERS | {"reply-to", PRIORITY_HEADER} | _TIMING
+_ACTED_ON: frozenset[str] = (
+    EXPIRY_HEADERS | {"reply-to", PRIORITY_HEADER, GROUP_HEADER, SEQUENCE_HEADER} | _TIMING
+)
 #: ... and with an engine that keeps persistent messages, ``persistent`` too.
 _ACTED_ON_WHEN_PERSISTENT: frozenset[str] = _ACTED_ON | {"persistent"}
 
@@ -110,6 +113,7 @@ class Router:
         "_held_in",
         "_policy",
         "_acted_on",
+        "_shared_queues",
         "_checked",
         "_composites",
         "_traffic",
@@ -138,6 +142,7 @@ class Router:
         self._held_in = transactions.held_in
         self._policy = policy
         self._acted_on = _ACTED_ON_WHEN_PERSISTENT if engine.persistent else _ACTED_ON
+        self._shared_queues = engine.shared_queues
         #: SEND destinations already validated -> their kind.
         self._checked: dict[str, Kind | str] = {}
         #: Composite SEND destinations already checked -> their parts.
@@ -252,7 +257,9 @@ class Router:
         held = None
         if transaction is not None:
             held = self._held_in(connection, transaction)
-        headers, expires, persistent, priority, timing = self._prepare(headers, connection, kind)
+        headers, expires, persistent, priority, group, timing = self._prepare(
+            headers, connection, kind
+        )
         message = Message(
             destination,
             message_id or f"{self._node}-{next(self._message_ids)}",
@@ -263,6 +270,8 @@ class Router:
             persistent,
             priority,
         )
+        if group is not None:
+            message.group, message.closes_group = group
         if timing is not None:
             route, persistent = self._timed(route, message, kind, timing, connection)
         waiting = None
@@ -445,18 +454,22 @@ class Router:
 
     def _prepare(
         self, headers: Headers, connection: Any, kind: Kind
-    ) -> tuple[Headers, float, bool, int, dict[str, str] | None]:
+    ) -> tuple[Headers, float, bool, int, tuple[str | None, bool] | None, dict[str, str] | None]:
         """
-        Read a SEND's expiry, persistence and priority, and rewrite its temporary
-        ``reply-to``.
+        Read a SEND's expiry, persistence, priority and message group, and rewrite
+        its temporary ``reply-to``.
 
         :param kind: the kind of its destination; only queues and topics keep
             persistent messages (temporary queues end with their connection).
         :returns: the headers to deliver, the expiry in clock seconds (0 for
-            never), whether the message is persistent, its priority, and the
-            headers the broker acts on if it has a scheduling or ``retain``
-            header (``None`` otherwise).
-        :raises MalformedFrame: for a ``priority`` that is not a number.
+            never), whether the message is persistent, its priority, its group
+            with whether it closes the group (or ``None``), and the headers the
+            broker acts on if it has a scheduling or ``retain`` header (``None``
+            otherwise).
+        :raises MalformedFrame: for a ``priority`` that is not a number, or bad
+            group headers.
+        :raises NotSupported: for a grouped message to a queue the engine shares
+            between nodes (the redis engine), which keep no common group owners.
         """
         ttl = self._policy.ttl
         acted_on = self._acted_on
@@ -467,8 +480,8 @@ class Router:
             persistent = self.persistent_queues and kind is Kind.QUEUE
             if ttl:
                 expires = self._clock.seconds() + ttl / 1000.0
-                return headers, expires, persistent, DEFAULT_PRIORITY, None
-            return headers, 0.0, persistent, DEFAULT_PRIORITY, None
+                return headers, expires, persistent, DEFAULT_PRIORITY, None, None
+            return headers, 0.0, persistent, DEFAULT_PRIORITY, None, None
         found: dict[str, str] = {}
         rewritten = []
         for name, value in headers:
@@ -489,5 +502,15 @@ class Router:
         else:
             persistent = kind is Kind.TOPIC and found.get("persistent") == "true"
         priority = parse_priority(found.get(PRIORITY_HEADER))
+        group = None
+        if GROUP_HEADER in found:
+            group = parse_group(found)
+            if self._shared_queues and kind is Kind.QUEUE:
+                raise NotSupported(
+                    "message groups on queues are not supported by the redis engine yet",
+                    "this broker runs on the redis engine, whose queues are shared by nodes"
+                    " that keep no common record of group owners (docs/cluster.md); send"
+                    " without JMSXGroupID",
+                )
         timing = None if _TIMING.isdisjoint(found) else found
-        return tuple(rewritten), expires, persistent, priority, timing
+        return tuple(rewritten), expires, persistent, priority, group, timing

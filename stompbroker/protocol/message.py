@@ -41,6 +41,11 @@ class Message:
         default, without one): a queue hands out higher priorities first (see
         :mod:`stompbroker.broker.priorities`).  Derived from the headers, so a
         message rebuilt from the store gets it back.
+    :ivar group: its message group, from the SEND's ``JMSXGroupID``, or ``None``:
+        a queue hands every message of a group to one consumer (see
+        :mod:`stompbroker.broker.groups`).  Derived from the headers, as ``priority``.
+    :ivar closes_group: its ``JMSXGroupSeq`` is ``-1``: the group forgets its
+        consumer once this message is handed out.
     :ivar wire: encoded shared tails, keyed by escaping style; see
         :func:`stompbroker.protocol.encoder.message_tail`.
     """
@@ -53,6 +58,8 @@ class Message:
     redeliveries: int = 0
     persistent: bool = False
     priority: int = 4
+    group: str | None = None
+    closes_group: bool = False
     wire: dict = field(factory=dict, repr=False)
 
     def add_tail_sizes(self, sizes: dict[str, int]) -> None:

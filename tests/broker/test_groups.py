@@ -5,43 +5,20 @@ Tests for :mod:`stompbroker.broker.groups`: message groups (``JMSXGroupID``,
 
 from __future__ import annotations
 
-from itertools import cycle
+from collections import deque
 
 import pytest
 
 from stompbroker.broker.groups import (
     FIRST_FOR_CONSUMER_HEADER,
-    HELD,
     GroupAssignments,
+    GroupedPending,
     first_for_consumer,
     parse_group,
+    stored_group,
 )
 from stompbroker.protocol.errors import MalformedFrame
 from stompbroker.protocol.message import Message
-
-
-class Room:
-    """Which consumers have room; the test flips it."""
-
-    def __init__(self, full: str = "") -> None:
-        self.full = set(full)
-
-    def __call__(self, consumer: str) -> bool:
-        return consumer not in self.full
-
-
-def chooser(consumers: str, room: Room):
-    """A round-robin ``choose`` over one-letter consumers, skipping full ones."""
-    turn = cycle(consumers)
-
-    def choose() -> str | None:
-        for _ in consumers:
-            consumer = next(turn)
-            if room(consumer):
-                return consumer
-        return None
-
-    return choose
 
 
 @pytest.mark.parametrize(
@@ -76,104 +53,79 @@ def test_bad_group_headers_are_malformed(headers: dict[str, str], message: str) 
     assert caught.value.message == message
 
 
-def test_a_group_sticks_to_its_first_consumer() -> None:
-    """All messages of a group go to the consumer its first message went to; groups spread."""
-    room = Room()
-    choose = chooser("ab", room)
-    groups: GroupAssignments[str, str] = GroupAssignments()
-    routed = [groups.route(g, f"{g}{n}", room, choose) for n, g in enumerate("xyxyxx")]
-    assert routed == [
-        ("a", True),
-        ("b", True),
-        ("a", False),
-        ("b", False),
-        ("a", False),
-        ("a", False),
-    ]
-    assert groups.owner("x") == "a" and groups.owner("y") == "b"
-    assert groups.groups_of("a") == {"x"} and len(groups) == 2
+def test_assign_forget_and_release_track_owners() -> None:
+    """A group has one owner until forgotten; a consumer that leaves gives up all of its groups."""
+    groups: GroupAssignments[str] = GroupAssignments()
+    groups.assign("x", "a")
+    groups.assign("y", "b")
+    groups.assign("z", "a")
+    assert groups.owner("x") == "a" and groups.groups_of("a") == {"x", "z"} and len(groups) == 3
+    groups.forget("x")
+    groups.forget("x")
+    assert groups.owner("x") is None and groups.groups_of("a") == {"z"}
+    assert groups.release("a") == {"z"} and groups.release("a") == frozenset()
+    assert groups.owner("z") is None and groups.owner("y") == "b"
 
 
-def test_a_full_owner_holds_its_group_back_and_other_groups_pass() -> None:
-    """A full owner's messages wait in the group's line; another group's messages still go."""
-    room = Room()
-    choose = chooser("ab", room)
-    groups: GroupAssignments[str, str] = GroupAssignments()
-    assert groups.route("x", "x1", room, choose) == ("a", True)
-    room.full = {"a"}
-    assert groups.route("x", "x2", room, choose) is HELD
-    assert groups.route("y", "y1", room, choose) == ("b", True)
-    assert groups.route("x", "x3", room, choose) is HELD
-    assert groups.held_count == 2 and list(groups.held_messages()) == ["x2", "x3"]
-    assert groups.pop_held(room) is None
-    room.full = set()
-    # Older messages of the group wait in line: a new one joins the line, never overtakes.
-    assert groups.route("x", "x4", room, choose) is HELD
-    assert [groups.pop_held(room) for _ in range(4)] == [
-        ("x2", "a"),
-        ("x3", "a"),
-        ("x4", "a"),
-        None,
-    ]
-    assert groups.route("x", "x5", room, choose) == ("a", False)
+def grouped_message(group: str, body: str, priority: int = 4) -> Message:
+    """A message of ``group`` whose id is its body."""
+    return Message(
+        "/queue/q", body, (("JMSXGroupID", group),), body.encode(), priority=priority, group=group
+    )
 
 
-def test_no_room_anywhere_leaves_the_message_in_the_queue() -> None:
-    """A new group with no consumer with room gets no owner; the message stays queued."""
-    room = Room("ab")
-    groups: GroupAssignments[str, str] = GroupAssignments()
-    assert groups.route("x", "x1", room, chooser("ab", room)) is None
-    assert groups.owner("x") is None and groups.held_count == 0
+def test_grouped_pending_counts_and_iterates_its_lines() -> None:
+    """Held messages count in the length, come first in iteration, and are cleared with the rest."""
+    pending: GroupedPending[str] = GroupedPending(deque())
+    pending.append(grouped_message("y", "y1"))
+    pending.hold("x", "a", grouped_message("x", "x1"))
+    pending.hold("x", "a", grouped_message("x", "x2"))
+    assert len(pending) == 3 and pending.held == 2 and pending
+    assert [m.body for m in pending] == [b"x1", b"x2", b"y1"]
+    pending.clear()
+    assert len(pending) == 0 and not pending and pending.owners() == []
 
 
-def test_sequence_minus_one_closes_the_group() -> None:
-    """The closing message goes to the owner; the next message picks an owner afresh."""
-    room = Room()
-    choose = chooser("ab", room)
-    groups: GroupAssignments[str, str] = GroupAssignments()
-    assert groups.route("x", "x1", room, choose) == ("a", True)
-    assert groups.route("x", "x2", room, choose, closes=True) == ("a", False)
-    assert groups.owner("x") is None and groups.groups_of("a") == frozenset()
-    assert groups.route("x", "x3", room, choose) == ("b", True)
+def test_grouped_pending_lines_take_turns_and_returning_messages_go_first() -> None:
+    """An owner's lines take turns; a message coming back goes to the head of its group's line."""
+    pending: GroupedPending[str] = GroupedPending(deque())
+    for body in ("x1", "x2"):
+        pending.hold("x", "a", grouped_message("x", body))
+    pending.hold("y", "a", grouped_message("y", "y1"))
+    assert pending.next_of("a")[0] == "x"
+    assert pending.take("x").body == b"x1"
+    assert pending.next_of("a")[0] == "y"
+    pending.extendleft(reversed([grouped_message("x", "x0"), grouped_message("z", "z0")]))
+    assert [m.body for m in pending.main] == [b"z0"]
+    assert pending.take("y").body == b"y1"
+    assert [pending.take("x").body for _ in range(2)] == [b"x0", b"x2"]
+    assert pending.next_of("a") is None and pending.owners() == []
 
 
-def test_a_held_closing_message_closes_the_group_once_delivered() -> None:
-    """A closing message that had to wait closes its group when it finally goes out."""
-    room = Room()
-    choose = chooser("ab", room)
-    groups: GroupAssignments[str, str] = GroupAssignments()
-    groups.route("x", "x1", room, choose)
-    room.full = {"a"}
-    assert groups.route("x", "x2", room, choose, closes=True) is HELD
-    room.full = set()
-    assert groups.pop_held(room) == ("x2", "a")
-    assert groups.owner("x") is None
+def test_grouped_pending_release_puts_a_line_back_at_the_head() -> None:
+    """When a group moves, its line goes back ahead of the queue's other messages, in order."""
+    pending: GroupedPending[str] = GroupedPending(deque())
+    pending.append(grouped_message("y", "y1"))
+    pending.hold("x", "a", grouped_message("x", "x1"))
+    pending.hold("x", "a", grouped_message("x", "x2"))
+    pending.release("x")
+    pending.release("x")
+    assert [m.body for m in pending.main] == [b"x1", b"x2", b"y1"] and pending.held == 0
 
 
-def test_a_group_closed_by_its_first_message_gets_no_owner() -> None:
-    """A one-message group (first message already -1) is delivered and leaves nothing behind."""
-    room = Room()
-    groups: GroupAssignments[str, str] = GroupAssignments()
-    assert groups.route("x", "x1", room, chooser("a", room), closes=True) == ("a", True)
-    assert len(groups) == 0
+def test_grouped_pending_switches_to_priorities() -> None:
+    """The first message of another priority makes the order ten levels, as in a plain queue."""
+    pending: GroupedPending[str] = GroupedPending(deque())
+    pending.append(grouped_message("x", "low", priority=1))
+    pending.append(grouped_message("x", "high", priority=9))
+    assert [m.body for m in pending.main] == [b"high", b"low"]
 
 
-def test_release_moves_groups_and_returns_held_messages() -> None:
-    """When the owner leaves, its groups pick new owners, first-for-consumer again."""
-    room = Room()
-    choose = chooser("ab", room)
-    groups: GroupAssignments[str, str] = GroupAssignments()
-    groups.route("x", "x1", room, choose)  # a
-    groups.route("y", "y1", room, choose)  # b
-    groups.route("z", "z1", room, choose)  # a
-    room.full = {"a"}
-    groups.route("x", "x2", room, choose)
-    groups.route("z", "z2", room, choose)
-    returned = groups.release("a")
-    assert returned == ["x2", "z2"]
-    assert groups.owner("x") is None and groups.owner("y") == "b"
-    assert groups.held_count == 0 and groups.release("a") == []
-    assert groups.route("x", "x2", room, chooser("b", room)) == ("b", True)
+def test_stored_group_reads_the_first_of_repeated_headers() -> None:
+    """A message rebuilt from the store gets its group back, first header winning."""
+    headers = (("JMSXGroupID", "g"), ("JMSXGroupSeq", "-1"), ("JMSXGroupID", "h"))
+    assert stored_group(headers) == ("g", True)
+    assert stored_group((("other", "x"),)) == (None, False)
 
 
 def test_first_for_consumer_marks_a_copy() -> None:
@@ -185,3 +137,10 @@ def test_first_for_consumer_marks_a_copy() -> None:
     assert marked.wire == {} and message.wire == {"cached": b"bytes"}
     assert (marked.message_id, marked.body) == ("m-1", b"body")
     assert message.headers == (("JMSXGroupID", "g"),)
+
+
+def test_first_for_consumer_marks_once() -> None:
+    """A message marked before (a redelivery to a new owner) carries the header once."""
+    message = Message("/queue/q", "m-1", (("JMSXGroupID", "g"),), b"body")
+    twice = first_for_consumer(first_for_consumer(message))
+    assert twice.headers == (("JMSXGroupID", "g"), (FIRST_FOR_CONSUMER_HEADER, "true"))

@@ -20,7 +20,7 @@ from stompbroker.broker.limits import Limits
 from stompbroker.broker.router import Router
 from stompbroker.broker.traffic import Traffic
 from stompbroker.broker.transactions import Transactions
-from stompbroker.protocol.errors import InvalidDestination, UnknownTransaction
+from stompbroker.protocol.errors import InvalidDestination, NotSupported, UnknownTransaction
 from stompbroker.protocol.message import Message
 from tests.support.broker import FakeConnection
 
@@ -43,6 +43,7 @@ class RecordingEngine:
 
     def __init__(self, persistent: bool = False) -> None:
         self.persistent = persistent
+        self.shared_queues = False
         self.traffic = Traffic()
         self.ids = Ids("n0")
         self.calls: list[tuple[str, Any]] = []
@@ -268,3 +269,33 @@ def test_while_sampling_each_send_stamps_its_connection_as_a_producer() -> None:
     world.engine.traffic.new_generation()
     world.router.send("/queue/q", (), b"x", connection=sender)
     assert world.engine.traffic.destinations["/queue/q"].producers == {sender: 1}
+
+
+def test_a_grouped_send_carries_its_group_on_the_message() -> None:
+    """JMSXGroupID and JMSXGroupSeq are read once, onto the message; a plain SEND has no group."""
+    world = World()
+    world.router.send(
+        "/queue/q", (("JMSXGroupID", "g"), ("JMSXGroupSeq", "-1")), b"last", connection=None
+    )
+    world.router.send("/queue/q", (), b"plain")
+    grouped, plain = (message for _, message in world.engine.calls)
+    assert (grouped.group, grouped.closes_group) == ("g", True)
+    assert (plain.group, plain.closes_group) == (None, False)
+
+
+def test_an_engine_with_shared_queues_refuses_grouped_queue_sends() -> None:
+    """On the redis engine a grouped SEND to a queue is refused; to a topic it goes."""
+    world = World()
+    world.engine.shared_queues = True
+    world.router = Router(
+        world.clock,
+        world.engine,
+        world.registry,
+        world.backpressure,
+        world.transactions,
+        DeliveryPolicy(),
+    )
+    with pytest.raises(NotSupported):
+        world.router.send("/queue/q", (("JMSXGroupID", "g"),), b"x")
+    world.router.send("/topic/t", (("JMSXGroupID", "g"),), b"x")
+    assert world.routed() == [("topic", b"x")]

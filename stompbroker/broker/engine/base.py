@@ -82,7 +82,7 @@ class IQueue(Interface):
         " queue, those read from the server and not yet handed out."
     )
 
-    def add_consumer(subscriber, window, max_redeliveries, *, selector=None):  # type: ignore[no-untyped-def]
+    def add_consumer(subscriber, window, max_redeliveries, *, selector=None, options=None):  # type: ignore[no-untyped-def]
         """
         Start handing messages to a subscriber of this process.
 
@@ -97,6 +97,12 @@ class IQueue(Interface):
         selects are left pending for other processes, ``XCLAIM``-ed back), or
         refuses a selector on a queue with
         :class:`~stompbroker.protocol.errors.InvalidSelector`.
+
+        ``options`` (a :class:`~stompbroker.broker.consumer_choice.ConsumerOptions`,
+        or ``None`` for none): the consumer's priority, and whether it is
+        exclusive or declares the queue single-active.  Redis: refused with
+        :class:`~stompbroker.protocol.errors.NotSupported` (each node would choose
+        among its own consumers only).
 
         :returns: its :class:`~stompbroker.broker.delivery.Consumer`.
         """
@@ -209,6 +215,11 @@ class IEngine(Interface):
     persistent = Attribute(
         "Whether the engine keeps persistent messages (a message store, or a server"
         " that persists); without, the broker ignores ``persistent`` headers."
+    )
+    shared_queues = Attribute(
+        "Whether its queues are shared by several broker processes (the redis engine):"
+        " queue features that need one process's view of every consumer (message groups,"
+        " exclusive and prioritised consumers, browsing) are then refused with NotSupported."
     )
     store = Attribute(
         "The :class:`~stompbroker.broker.store.base.IMessageStore` it keeps them in, or"

@@ -104,6 +104,8 @@ class LocalEngine:
         self.store = store
         self.journal = Journal(store) if store is not None else None
         self.persistent = store is not None
+        #: Only this process consumes from its queues (see IEngine.shared_queues).
+        self.shared_queues = False
         self.ids = ids if ids is not None else Ids()
         self.traffic = traffic if traffic is not None else Traffic()
         self.counters = counters if counters is not None else DeliveryCounters()
@@ -323,6 +325,9 @@ class LocalEngine:
                 message.expires,
                 0,
                 persistent,
+                message.priority,
+                message.group,
+                message.closes_group,
             )
             source_key = None if copy or not persistent else queue.store_key
             written = None

@@ -106,6 +106,8 @@ class RedisEngine(LocalEngine):
         # Refused (docs/cluster.md): one node's memory would hold what every node must see.
         self.scheduled = None
         self.retained = None
+        # Every node consumes from the streams: no node sees all consumers.
+        self.shared_queues = True
         self.url = url
         self.node_timeout = node_timeout
         self.names = Names(url.prefix)

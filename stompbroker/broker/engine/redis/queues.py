@@ -121,14 +121,26 @@ class StreamQueue(WorkerQueue):
         max_redeliveries: int,
         *,
         selector: Selector | None = None,
+        options: Any = None,
     ) -> Consumer:
         """
         Start handing messages to a local subscriber; the first starts the reading.
 
         :raises NotSupported: for a selector: a node reads messages as its
             consumers' windows allow, so one that no local selector accepts would
-            wait on this node while consumers elsewhere could take it.
+            wait on this node while consumers elsewhere could take it; and for
+            consumer options (priority, exclusive, single-active), which would
+            need every node's consumers in one place to be kept.
         """
+        if options is not None:
+            raise NotSupported(
+                "consumer priorities and exclusive consumers are not supported by the"
+                " redis engine yet",
+                "this broker runs on the redis engine, whose queues are shared by nodes"
+                " that each choose among their own consumers only (docs/cluster.md); drop"
+                " activemq.priority, x-priority, activemq.exclusive and"
+                " x-single-active-consumer",
+            )
         if selector is not None:
             raise NotSupported(
                 "selectors on queues are not supported by the redis engine yet",
