@@ -25,12 +25,20 @@ from twisted.internet.defer import Deferred
 
 from stompbroker.broker.connections import ConnectionRegistry
 from stompbroker.broker.delivery import Consumer, DeliveryPolicy
-from stompbroker.broker.destinations import TOPIC_PREFIX, Kind, kind_of, validate_queue
+from stompbroker.broker.destinations import (
+    STREAM_PREFIX,
+    TOPIC_PREFIX,
+    Kind,
+    kind_of,
+    validate_queue,
+    validate_stream,
+)
 from stompbroker.broker.persistence import settled
 from stompbroker.broker.selecting import subscription_selector
+from stompbroker.broker.streams.offsets import OFFSET_HEADER, parse_start
 from stompbroker.broker.subscriptions import validate_pattern
 from stompbroker.broker.transactions import Transactions
-from stompbroker.protocol.errors import InvalidDestination, UnknownAck
+from stompbroker.protocol.errors import InvalidDestination, InvalidSelector, UnknownAck
 
 
 class Consumers:
@@ -68,6 +76,8 @@ class Consumers:
         :raises DuplicateSubscription: for a durable name in use on another topic.
         :raises InvalidSelector: for a ``selector`` that does not compile, or one
             on a durable subscription.
+        :raises InvalidStreamOffset: for a stream's ``x-stream-offset`` that is
+            not one of its values.
         """
         engine = self._engine
         destination = subscriber.destination
@@ -89,6 +99,16 @@ class Consumers:
             queue = engine.queue(destination)
         elif kind is Kind.TEMP_QUEUE:
             queue = self._registry.temp_queue(subscriber.connection, destination)
+        elif kind is Kind.STREAM:
+            validate_stream(destination)
+            start = parse_start(subscriber.headers.get(OFFSET_HEADER))
+            if selector is not None:
+                raise InvalidSelector(
+                    "selector on a stream",
+                    "a stream subscription reads every message from its offset; selectors"
+                    " are for topics and queues",
+                )
+            queue = engine.stream_reader(destination, start)
         else:
             raise InvalidDestination(
                 "cannot subscribe to a reply queue",
@@ -121,6 +141,9 @@ class Consumers:
                 self._engine.remove_subscriber(destination, subscriber)
             return
         queue = consumer.queue
+        if destination.startswith(STREAM_PREFIX):
+            queue.remove_consumer(consumer)
+            return
         if destination.startswith(TOPIC_PREFIX) and subscriber.durable is None:
             self._engine.remove_subscription_queue(queue)
             return

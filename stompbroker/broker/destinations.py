@@ -12,6 +12,9 @@ support:
 - ``/reply-queue/ID``: the broker-unique name a temporary queue is known by to
   other connections (a ``reply-to:/temp-queue/NAME`` header is rewritten to it).
   Others may SEND to it; nobody may subscribe to it.
+- ``/stream/NAME``: an append-only log that every subscription reads from an
+  offset of its own (:mod:`stompbroker.broker.streams`).  Created on first use;
+  no wildcards.
 
 Anything else is an error, as it is in RabbitMQ.  Queue names are compared
 exactly as written; topic names go through the subscription tree, where ``/``
@@ -29,6 +32,7 @@ TOPIC_PREFIX = "/topic/"
 QUEUE_PREFIX = "/queue/"
 TEMP_QUEUE_PREFIX = "/temp-queue/"
 REPLY_QUEUE_PREFIX = "/reply-queue/"
+STREAM_PREFIX = "/stream/"
 
 
 class Kind(enum.Enum):
@@ -38,6 +42,7 @@ class Kind(enum.Enum):
     QUEUE = QUEUE_PREFIX
     TEMP_QUEUE = TEMP_QUEUE_PREFIX
     REPLY_QUEUE = REPLY_QUEUE_PREFIX
+    STREAM = STREAM_PREFIX
 
 
 _PREFIXES = tuple((kind.value, kind) for kind in Kind)
@@ -57,7 +62,7 @@ def kind_of(destination: str) -> Kind:
     raise InvalidDestination(
         "unknown destination",
         f"{destination!r} is not a destination this broker serves; use /topic/NAME,"
-        " /queue/NAME or /temp-queue/NAME",
+        " /queue/NAME, /temp-queue/NAME or /stream/NAME",
     )
 
 
@@ -91,6 +96,29 @@ def validate_queue(destination: str) -> None:
     validate_destination(destination)
 
 
+def validate_stream(destination: str) -> None:
+    """
+    Check a stream destination, for SEND and SUBSCRIBE alike.
+
+    A stream subscription reads one log from an offset of its own; a wildcard
+    would mix several logs' offsets, so it is refused.
+
+    :param destination: ``/stream/NAME``.
+    :raises InvalidDestination: for an empty name, an empty segment or a wildcard.
+    """
+    if is_wildcard(destination):
+        raise InvalidDestination(
+            "wildcard in stream destination",
+            f"The destination {destination!r} holds a wildcard; a stream subscription"
+            " reads one stream from its own offset, so subscribe to each stream by name.",
+        )
+    if not name_of(destination):
+        raise InvalidDestination(
+            "empty stream name", f"The destination {destination!r} names no stream."
+        )
+    validate_destination(destination)
+
+
 def validate_send_destination(destination: str) -> Kind:
     """
     Check a destination a SEND may name: one topic or one queue, no wildcard.
@@ -103,6 +131,8 @@ def validate_send_destination(destination: str) -> Kind:
     kind = kind_of(destination)
     if kind is Kind.TOPIC:
         validate_destination(destination)
+    elif kind is Kind.STREAM:
+        validate_stream(destination)
     else:
         validate_queue(destination)
     return kind

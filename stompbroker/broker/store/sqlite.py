@@ -332,6 +332,17 @@ class SQLiteStore:
         """:returns: see :meth:`IMessageStore.remove_subscription`."""
         return self._write(functools.partial(sqlite_records.remove_subscription, name), None)
 
+    def submit(self, apply: Apply, *, write: bool = True) -> Deferred:
+        """
+        Run ``apply(connection)`` on the writer, in store order, in the next group:
+        what another module keeps in this database (the stream tables,
+        :mod:`stompbroker.broker.streams.sqlite_backend`).
+
+        :param write: a write, acknowledged at once in ``off`` mode; else a read.
+        :returns: a Deferred of ``apply``'s result.
+        """
+        return self._write(apply, None) if write else self._submit(apply)
+
     # -- group commit ----------------------------------------------------------
 
     def _write(self, apply: Apply, early: Any, *, advance: bool = False) -> Deferred:

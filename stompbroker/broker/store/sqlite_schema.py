@@ -3,7 +3,11 @@ The tables of the SQLite store, and their version: its on-disk format.
 
 ``messages`` holds one row per stored message, keyed by its ``sequence`` (the
 recovery order) and unique by ``(queue, message_id)``; ``subscriptions`` holds
-the durable subscriptions.  ``PRAGMA user_version`` records
+the durable subscriptions.  Schema 2 adds the streams
+(:mod:`stompbroker.broker.streams.sqlite_backend`): ``streams`` holds each
+stream's next offset (so that offsets keep growing when retention has emptied
+it), ``stream_entries`` its messages by ``(stream, position)``.  A schema 1
+database is migrated to 2 when it is opened.  ``PRAGMA user_version`` records
 :data:`SCHEMA_VERSION`, so that a store written by a newer stompbroker is refused
 rather than misread, and a database that is not a stompbroker store at all is
 never written to.  A change to these tables is a change of the format every
@@ -23,7 +27,28 @@ from stompbroker.broker.store.sqlite_files import store_damaged
 __all__ = ["SCHEMA_VERSION", "prepare_schema"]
 
 #: The schema this code writes, kept in ``PRAGMA user_version``.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+#: What schema 2 adds to schema 1.
+_STREAM_TABLES = (
+    """
+    CREATE TABLE streams (
+        name TEXT PRIMARY KEY,
+        next_offset INTEGER NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE stream_entries (
+        stream TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        timestamp REAL NOT NULL,
+        message_id TEXT NOT NULL,
+        headers TEXT NOT NULL,
+        body BLOB NOT NULL,
+        PRIMARY KEY (stream, position)
+    ) WITHOUT ROWID
+    """,
+)
 
 _SCHEMA = (
     """
@@ -47,8 +72,12 @@ _SCHEMA = (
         headers TEXT NOT NULL
     )
     """,
+    *_STREAM_TABLES,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
+
+#: Schema version -> the statements that bring it to the next one.
+_MIGRATIONS = {1: (*_STREAM_TABLES, "PRAGMA user_version = 2")}
 
 
 def prepare_schema(connection: sqlite3.Connection, path: Path) -> None:
@@ -73,7 +102,16 @@ def prepare_schema(connection: sqlite3.Connection, path: Path) -> None:
     if version == 0 and tables:
         raise store_damaged(path, "it holds tables that are not a stompbroker store")
     if version == 0:
-        connection.execute("BEGIN IMMEDIATE")
-        for statement in _SCHEMA:
-            connection.execute(statement)
-        connection.execute("COMMIT")
+        _run(connection, _SCHEMA)
+        version = SCHEMA_VERSION
+    while version in _MIGRATIONS:
+        _run(connection, _MIGRATIONS[version])
+        version += 1
+
+
+def _run(connection: sqlite3.Connection, statements: tuple[str, ...]) -> None:
+    """Run ``statements`` in one transaction."""
+    connection.execute("BEGIN IMMEDIATE")
+    for statement in statements:
+        connection.execute(statement)
+    connection.execute("COMMIT")

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, fail
 from twisted.internet.task import LoopingCall
 
 from stompbroker.broker.delivery import DeliveryCounters, DeliveryPolicy
@@ -54,6 +54,7 @@ from stompbroker.broker.engine.redis.connection import (
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.url import EngineURL
 from stompbroker.broker.ids import Ids
+from stompbroker.broker.streams.offsets import StreamLimits, StreamStart
 from stompbroker.broker.traffic import Traffic
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import NotSupported
@@ -99,8 +100,16 @@ class RedisEngine(LocalEngine):
         ids: Ids | None = None,
         traffic: Traffic | None = None,
         counters: DeliveryCounters | None = None,
+        stream_limits: StreamLimits | None = None,
     ) -> None:
-        super().__init__(clock, policy=policy, ids=ids, traffic=traffic, counters=counters)
+        super().__init__(
+            clock,
+            policy=policy,
+            ids=ids,
+            traffic=traffic,
+            counters=counters,
+            stream_limits=stream_limits,
+        )
         # Redis keeps what it is given (AOF), so persistent headers mean something.
         self.persistent = True
         self.url = url
@@ -358,6 +367,14 @@ class RedisEngine(LocalEngine):
 
     # -- durable subscriptions -------------------------------------------------------------
 
+    def publish_stream(self, message: Message) -> Deferred[None]:
+        """:returns: a failed Deferred: streams are not shared through Redis yet."""
+        return fail(_streams_not_supported())
+
+    def stream_reader(self, destination: str, start: StreamStart) -> Any:
+        """:raises NotSupported: always, for now."""
+        raise _streams_not_supported()
+
     def durable_queue(self, durable: tuple[str, str], pattern: str) -> Any:
         """
         :raises NotSupported: always, for now.
@@ -367,6 +384,14 @@ class RedisEngine(LocalEngine):
             "this broker runs on the redis engine, which has no durable topic subscriptions"
             " yet (docs/cluster.md); subscribe without a durable name, or to a /queue/",
         )
+
+
+def _streams_not_supported() -> NotSupported:
+    return NotSupported(
+        "streams are not supported by the redis engine yet",
+        "this broker runs on the redis engine, which does not share /stream/ destinations"
+        " between nodes yet (docs/cluster.md); use the memory engine for streams",
+    )
 
 
 def _reply_queue_node(destination: str) -> str | None:
