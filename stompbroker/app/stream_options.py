@@ -11,6 +11,7 @@ checks, and :func:`stompbroker.app.tap.makeService` hands the
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from twisted.python import usage
 
@@ -48,7 +49,7 @@ def parse_age(text: str) -> float:
 class StreamOptions(usage.Options):
     """``--stream-max-age`` and ``--stream-max-bytes``; ``stream-limits`` holds the result."""
 
-    optParameters: list[list[object]] = [
+    optParameters: list[Any] = [
         [
             "stream-max-age",
             None,

@@ -1,9 +1,9 @@
 """
 The on-disk format of :class:`~stompbroker.broker.store.sqlite.SQLiteStore`
-(:mod:`stompbroker.broker.store.sqlite_schema`): the tables of schema 1, and
-refusing a database that is not a stompbroker store or was written by a newer one.
+(:mod:`stompbroker.broker.store.sqlite_schema`): the tables of schemas 1 and 2,
+migrating 1 to 2, and refusing a database that is not a stompbroker store or was written by a newer one.
 
-Schema 1 is written out here by hand, not taken from the code, so that a change
+Schemas 1 and 2 are written out here by hand, not taken from the code, so that a change
 to the tables the code makes fails these tests instead of silently orphaning
 every data directory already in use.
 """
@@ -47,27 +47,64 @@ CREATE TABLE subscriptions (
 PRAGMA user_version = 1;
 """
 
+#: What schema 2 adds: the streams.
+SCHEMA_2_ADDS = """
+CREATE TABLE streams (
+    name TEXT PRIMARY KEY,
+    next_offset INTEGER NOT NULL
+);
+CREATE TABLE stream_entries (
+    stream TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    timestamp REAL NOT NULL,
+    message_id TEXT NOT NULL,
+    headers TEXT NOT NULL,
+    body BLOB NOT NULL,
+    PRIMARY KEY (stream, position)
+) WITHOUT ROWID;
+PRAGMA user_version = 2;
+"""
+
 
 def table_layout(path: Path) -> dict[str, list[tuple[object, ...]]]:
     """:returns: each table's columns (name, type, not null, default, key) and the version."""
     with sqlite3.connect(path) as database:
         layout = {
             table: [tuple(column[1:]) for column in database.execute(f"PRAGMA table_info({table})")]
-            for table in ("messages", "subscriptions")
+            for table in ("messages", "subscriptions", "streams", "stream_entries")
         }
         layout["user_version"] = database.execute("PRAGMA user_version").fetchall()
     return layout
 
 
-def test_a_new_store_makes_the_tables_of_schema_1(tmp_path: Path) -> None:
-    """A new data directory gets exactly schema 1's tables, columns and version."""
+def test_a_new_store_makes_the_tables_of_schema_2(tmp_path: Path) -> None:
+    """A new data directory gets exactly schema 2's tables, columns and version."""
     result_of(open_sqlite(tmp_path / "new", task.Clock()).close())
     (tmp_path / "by-hand").mkdir()
     with sqlite3.connect(tmp_path / "by-hand" / DATABASE_NAME) as database:
-        database.executescript(SCHEMA_1)
+        database.executescript(SCHEMA_1 + SCHEMA_2_ADDS)
     made = table_layout(tmp_path / "new" / DATABASE_NAME)
     assert made == table_layout(tmp_path / "by-hand" / DATABASE_NAME)
-    assert made["user_version"] == [(1,)]
+    assert made["user_version"] == [(2,)]
+
+
+def test_a_schema_1_store_is_migrated_to_schema_2_on_open(tmp_path: Path) -> None:
+    """A data directory of schema 1 gets the stream tables and version 2, its rows kept."""
+    (tmp_path / "old").mkdir()
+    with sqlite3.connect(tmp_path / "old" / DATABASE_NAME) as database:
+        database.executescript(SCHEMA_1)
+        database.execute(
+            "INSERT INTO subscriptions (name, destination, headers) VALUES ('s', '/topic/a', '[]')"
+        )
+    result_of(open_sqlite(tmp_path / "old", task.Clock()).close())
+    (tmp_path / "by-hand").mkdir()
+    with sqlite3.connect(tmp_path / "by-hand" / DATABASE_NAME) as database:
+        database.executescript(SCHEMA_1 + SCHEMA_2_ADDS)
+    assert table_layout(tmp_path / "old" / DATABASE_NAME) == table_layout(
+        tmp_path / "by-hand" / DATABASE_NAME
+    )
+    with sqlite3.connect(tmp_path / "old" / DATABASE_NAME) as database:
+        assert database.execute("SELECT name FROM subscriptions").fetchall() == [("s",)]
 
 
 def test_a_schema_1_database_written_by_hand_is_recovered(tmp_path: Path) -> None:

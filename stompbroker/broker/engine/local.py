@@ -143,9 +143,14 @@ class LocalEngine:
         if self.store is None:
             return succeed(None)
         recovered: Deferred[RecoveredState] = self.store.recover()
-        return recovered.addCallback(self._rebuild).addCallback(
-            lambda _: self.streams.recover()
-        )
+        # Both reads go to the store at once, in one group of its writer.
+        streams = self.streams.recover()
+
+        def failed(failure: Any) -> Any:
+            streams.addErrback(_ignore)
+            return failure
+
+        return recovered.addCallbacks(self._rebuild, failed).addCallback(lambda _: streams)
 
     def _rebuild(self, state: RecoveredState) -> None:
         rebuild(self, state)
