@@ -140,7 +140,7 @@ def test_each_kind_of_destination_goes_to_its_engine_method() -> None:
 
 
 def test_a_stream_send_returns_what_its_append_waits_on() -> None:
-    """A SEND to a stream goes to the engine's stream append, and returns its Deferred for the RECEIPT."""
+    """A SEND to a stream goes to the engine's append, and returns its Deferred for the RECEIPT."""
     world = World()
     world.engine.kept = Deferred()
     assert world.router.send("/stream/s", (), b"x", connection=world.connection()) is (
@@ -150,7 +150,8 @@ def test_a_stream_send_returns_what_its_append_waits_on() -> None:
 
 
 @pytest.mark.parametrize(
-    "destination", ["/topic/a.*", "/queue/q.#", "/elsewhere/a", "/queue/", "/stream/", "/stream/a.*"]
+    "destination",
+    ["/topic/a.*", "/queue/q.#", "/elsewhere/a", "/queue/", "/stream/", "/stream/a.*"],
 )
 def test_a_destination_the_broker_does_not_serve_is_refused(destination: str) -> None:
     """Wildcards, unknown prefixes and empty queue names are InvalidDestination, routed nowhere."""

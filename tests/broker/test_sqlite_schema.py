@@ -1,7 +1,8 @@
 """
 The on-disk format of :class:`~stompbroker.broker.store.sqlite.SQLiteStore`
 (:mod:`stompbroker.broker.store.sqlite_schema`): the tables of schemas 1 and 2,
-migrating 1 to 2, and refusing a database that is not a stompbroker store or was written by a newer one.
+migrating 1 to 2, and refusing a database that is not a stompbroker store or was
+written by a newer one.
 
 Schemas 1 and 2 are written out here by hand, not taken from the code, so that a change
 to the tables the code makes fails these tests instead of silently orphaning
