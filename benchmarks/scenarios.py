@@ -35,6 +35,7 @@ from benchmarks.measure import (
     process_fd_limit,
     process_rss_kb,
 )
+from benchmarks.streams import run_stream
 from benchmarks.wire import SendTemplate
 from benchmarks.workers import (
     IdleSpec,
@@ -49,7 +50,7 @@ from benchmarks.workers import (
 #: In the order a full run takes them: ``idle`` first, because a broker's
 #: resident memory rarely shrinks, so growth per connection is only visible
 #: on a broker that has not been busy yet.
-SCENARIOS = ("idle", "fanout", "ws-fanout", "queue", "persistent", "latency")
+SCENARIOS = ("idle", "fanout", "ws-fanout", "queue", "persistent", "latency", "stream")
 ACK_MODES = ("auto", "client", "client-individual")
 TOPIC_SCENARIOS = frozenset({"fanout", "ws-fanout", "latency"})
 QUEUE_SCENARIOS = frozenset({"queue", "persistent"})
@@ -61,6 +62,7 @@ HEADLINE: dict[str, tuple[tuple[str, bool], ...]] = {
     "persistent": (("msgs_per_s", True),),
     "latency": (("p99_ms", False), ("p50_ms", False)),
     "idle": (("held", True), ("rss_per_conn_kb", False)),
+    "stream": (("append_msgs_per_s", True), ("replay_msgs_per_s", True)),
 }
 
 
@@ -170,6 +172,8 @@ def run_case(case: Case, target: Target, settings: Settings) -> dict[str, Any]:
     try:
         if case.scenario == "idle":
             result.update(_run_idle(target, settings))
+        elif case.scenario == "stream":
+            result.update(run_stream(target.endpoint, settings))
         else:
             result.update(_run_flow(case, target, settings))
     except BenchmarkError as error:
