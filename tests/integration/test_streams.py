@@ -152,17 +152,29 @@ def test_offsets_keep_growing_and_messages_survive_a_sigkill(tmp_path: Path) -> 
         second.stop()
 
 
-def test_the_redis_engine_refuses_streams_for_now(
+def test_a_stream_published_on_one_redis_node_is_replayed_and_followed_on_another(
     redis_server: RedisServer,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    """With --engine redis, a stream SUBSCRIBE and SEND get an ERROR saying it is not supported."""
-    with node(tmp_path / "a", redis_server) as broker_a:
-        connection, inbox = connect(broker_a.address)
-        connection.subscribe("/stream/s", id="s", receipt="subscribed")
-        assert inbox.wait_for(lambda: bool(inbox.errors))
-        assert "not supported by the redis engine" in inbox.errors[0].headers["message"]
-        connection, inbox = connect(broker_a.address)
-        connection.send("/stream/s", b"x", receipt="sent")
-        assert inbox.wait_for(lambda: bool(inbox.errors))
-        assert "not supported by the redis engine" in inbox.errors[0].headers["message"]
+    """With --engine redis, node B replays from first what node A appended, then gets A's
+    live messages, none twice, offsets growing; `next` on B gets only the live ones."""
+    with node(tmp_path / "a", redis_server) as node_a, node(tmp_path / "b", redis_server) as node_b:
+        publish(node_a.address, "/stream/shared", [b"0", b"1", b"2"])
+        replaying, replayed = subscribe(node_b.address, "/stream/shared", "first")
+        following, followed = subscribe(node_b.address, "/stream/shared", "next")
+        assert replayed.wait_for(lambda: len(replayed.messages) == 3)
+        publish(node_a.address, "/stream/shared", [b"3", b"4"])
+        publish(node_b.address, "/stream/shared", [b"5"])
+        assert replayed.wait_for(lambda: len(replayed.messages) == 6)
+        assert followed.wait_for(lambda: len(followed.messages) == 3)
+        time.sleep(0.2)
+        assert replayed.bodies() == [b"0", b"1", b"2", b"3", b"4", b"5"]
+        assert followed.bodies() == [b"3", b"4", b"5"]
+        assert offsets(replayed) == sorted(set(offsets(replayed)))
+        assert offsets(followed) == offsets(replayed)[3:]
+        middle = offsets(replayed)[2]
+        again, inbox = subscribe(node_a.address, "/stream/shared", f"offset={middle}")
+        assert inbox.wait_for(lambda: len(inbox.messages) == 4)
+        assert inbox.bodies() == [b"2", b"3", b"4", b"5"]
+        for connection in (replaying, following, again):
+            connection.disconnect()

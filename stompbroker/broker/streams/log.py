@@ -16,6 +16,11 @@ the log hold more.  Entries ``cache_start`` and after are all in the cache.
 
 Offsets may be sparse (the Redis engine derives them from entry ids): nothing
 here assumes that offset N+1 follows N, only that offsets grow.
+
+A log that is not ``complete`` mirrors a stream kept elsewhere (the Redis
+engine's): it learns entries as the server hands them out (:meth:`add_entry`),
+from the moment it is made, so only its cache is known here; any read before
+the cache goes to the backend, which also keeps retention.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ class StreamLog:
     :param backend: an :class:`~stompbroker.broker.streams.backends.IStreamBackend`.
     :param next_offset: the offset of its next entry (from the store at start).
     :param segments: its segments (from the store at start), oldest first.
+    :param complete: whether it holds every entry of the stream (else it mirrors
+        one kept by the backend, see the module docstring).
 
     :ivar next_offset: the offset the next entry gets.
     :ivar first_offset: the offset of the oldest entry kept (``next_offset`` when empty).
@@ -57,8 +64,10 @@ class StreamLog:
         backend: Any,
         next_offset: int = 0,
         segments: list[Segment] | None = None,
+        complete: bool = True,
     ) -> None:
         self.destination = destination
+        self.complete = complete
         self._clock = clock
         self.limits = limits
         self._backend = backend
@@ -147,6 +156,8 @@ class StreamLog:
 
         :returns: how many entries' offsets were dropped (the offset range).
         """
+        if not self.complete:
+            return 0
         if now is None:
             now = self._clock.seconds()
         limits = self.limits
@@ -199,18 +210,35 @@ class StreamLog:
         """
         Read up to ``limit`` entries at ``offset`` and after.
 
-        :returns: a list, at once, when they are in the cache (or there are none);
-            else a Deferred of them from the backend.
+        :returns: a list, at once, when they are in the cache (or there are none:
+            an empty list means ``offset`` is past the end); else a Deferred of
+            them from the backend.
         """
-        if offset >= self.next_offset:
-            return []
-        offset = max(offset, self.first_offset)
-        if offset >= self.cache_start:
-            cache = self._cache
+        cache = self._cache
+        if self.complete:
+            if offset >= self.next_offset:
+                return []
+            offset = max(offset, self.first_offset)
+            in_cache = offset >= self.cache_start
+        else:
+            in_cache = bool(cache) and offset >= self.cache_start
+        if in_cache:
             index = bisect.bisect_left(cache, offset, key=_offset)
             return [cache[i] for i in range(index, min(len(cache), index + limit))]
         read: Deferred[list[StreamEntry]] = self._backend.read(self.destination, offset, limit)
         return read.addCallback(self._kept)
+
+    def forget_cache(self) -> None:
+        """
+        Empty the cache of a log that mirrors a remote stream, whose entries it may
+        have missed (the server's connection was lost): readers read the backend
+        until the cache fills again, and those at the tail go back to reading.
+        """
+        self._cache.clear()
+        self._cache_size = 0
+        readers, self.readers = self.readers, set()
+        for reader in readers:
+            reader.pump()
 
     def _kept(self, entries: list[StreamEntry]) -> list[StreamEntry]:
         """Leave out entries retention dropped while they were being read."""

@@ -136,15 +136,12 @@ class StreamReader:
         handed = 0
         while consumer.has_room():
             if not page:
-                if self.position >= stream.next_offset:
-                    stream.readers.add(self)
-                    return
                 got = stream.read(self.position, batch)
                 if isinstance(got, list):
                     if not got:
-                        # Retention dropped the rest while we looked.
-                        self.position = stream.next_offset
-                        continue
+                        # At the end: wait at the tail.
+                        stream.readers.add(self)
+                        return
                     page.extend(got)
                 else:
                     self._reading = True
@@ -185,12 +182,26 @@ class StreamReader:
             return
         position = self.position
         self._page.extend(entry for entry in entries if entry.offset >= position)
-        if not self._page and not entries:
-            # Nothing there any more (trimmed): go on from the oldest kept.
-            self.position = max(position, self.stream.first_offset)
-            if self.position < self.stream.next_offset and self.position == position:
-                self.position = self.stream.cache_start
+        stream = self.stream
+        if not self._page:
+            # The backend has nothing at or after our position (what was there
+            # was trimmed): what came since is in the cache, if anything.
+            if not stream.cached:
+                self.position = max(position, stream.next_offset)
+                stream.readers.add(self)
+                return
+            self.position = max(position, stream.cache_start)
         self.pump()
+
+    def start_at(self, position: int) -> None:
+        """Start reading at ``position``, once a remote engine has found it (see :meth:`wait`)."""
+        self.position = position
+        self._reading = False
+        self.pump()
+
+    def wait(self) -> None:
+        """Read nothing until :meth:`start_at` says where to start."""
+        self._reading = True
 
     def _read_failed(self, failure: Any) -> None:
         self._reading = False

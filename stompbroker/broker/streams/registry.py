@@ -36,14 +36,19 @@ class Streams:
     :param clock: ``seconds`` and ``callLater`` (a reactor or a ``task.Clock``).
     :param limits: each stream's :class:`StreamLimits`.
     :param backend: an :class:`~stompbroker.broker.streams.backends.IStreamBackend`.
+    :param complete: whether its logs hold their streams' every entry (else they
+        mirror streams the backend keeps, and the backend trims them).
 
     :ivar logs: destination -> its log.
     """
 
-    def __init__(self, clock: Any, limits: StreamLimits, backend: Any) -> None:
+    def __init__(
+        self, clock: Any, limits: StreamLimits, backend: Any, complete: bool = True
+    ) -> None:
         self.clock = clock
         self.limits = limits
         self.backend = backend
+        self.complete = complete
         self.logs: dict[str, StreamLog] = {}
         self._sweep: Any = None
 
@@ -52,7 +57,7 @@ class Streams:
         stream = self.logs.get(destination)
         if stream is None:
             stream = self.logs[destination] = StreamLog(
-                destination, self.clock, self.limits, self.backend
+                destination, self.clock, self.limits, self.backend, complete=self.complete
             )
             self._schedule_sweep()
         return stream
@@ -124,6 +129,6 @@ class Streams:
         self._schedule_sweep()
 
     def _schedule_sweep(self) -> None:
-        if self._sweep is None and self.limits.max_age:
+        if self._sweep is None and self.limits.max_age and self.complete:
             interval = min(self.limits.segment_age, MAX_SWEEP_INTERVAL)
             self._sweep = self.clock.callLater(interval, self.sweep)
