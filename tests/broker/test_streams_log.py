@@ -7,6 +7,7 @@ and no duplicate, paced by its consumer's window.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 import pytest
@@ -337,3 +338,31 @@ def test_streams_read_pages_from_an_offset_for_other_code() -> None:
     assert [entry.offset for entry in page] == [2, 3]
     assert streams.read("/stream/s", 5, 2).result == []
     assert streams.read("/stream/none", 0, 2).result == []
+
+
+def test_a_mirror_reader_reads_the_backend_then_what_the_server_handed_out() -> None:
+    """A log that mirrors a remote stream (sparse offsets, entries arriving while a reader
+    is still reading the backend) gives the reader every entry once, in order."""
+    backend = SlowBackend()
+    clock = Clock()
+    stream = StreamLog("/stream/s", clock, StreamLimits(), backend, complete=False)
+
+    def remote(number: int) -> StreamEntry:
+        offset = 1000 + (number << 20)
+        kept = Message("/stream/s", f"m-{number}", ((OFFSET_HEADER, str(offset)),), BODY)
+        return StreamEntry(offset, EPOCH, kept, len(BODY))
+
+    for number in range(40):
+        MemoryStreamBackend.append(backend, "/stream/s", remote(number))
+    reader, inbox, consumer = reading(stream, clock, 0, window=4)
+    for number in range(40, 80):
+        entry = remote(number)
+        MemoryStreamBackend.append(backend, "/stream/s", entry)
+        stream.add_entry(entry)
+    for _ in range(30):
+        backend.answer()
+        acknowledge_all(reader, consumer)
+    assert [received.message_id for received in inbox.received] == [
+        f"m-{number}" for number in range(80)
+    ]
+    assert stream.readers == {reader} and stream.segments == deque()

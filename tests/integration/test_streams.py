@@ -37,9 +37,27 @@ def subscribe(
     connection, inbox = connect(address)
     if start is not None:
         headers[OFFSET] = start
-    connection.subscribe(destination, id="s", receipt="subscribed", headers=headers)
+    ack = headers.pop("ack", "auto")
+    connection.subscribe(destination, id="s", ack=ack, receipt="subscribed", headers=headers)
     assert inbox.wait_for(lambda: "subscribed" in inbox.receipts or bool(inbox.errors))
     return connection, inbox
+
+
+def read_acking(connection: Any, inbox: Collector, bodies: list[bytes], window: int) -> None:
+    """ACK what arrives, checking that no more than ``window`` is ever held, until
+    ``bodies`` have arrived; they must be exactly those, in order, offsets growing."""
+    acked = 0
+    deadline = time.monotonic() + 20
+    while len(inbox.messages) < len(bodies) and time.monotonic() < deadline:
+        assert inbox.wait_for(lambda acked=acked: len(inbox.messages) > acked, 5), acked
+        held = len(inbox.messages)
+        assert held - acked <= window
+        for frame in inbox.messages[acked:held]:
+            connection.ack(frame.headers["ack"])
+        acked = held
+    assert inbox.bodies() == bodies
+    assert offsets(inbox) == sorted(set(offsets(inbox)))
+    connection.disconnect()
 
 
 @pytest.mark.parametrize(
@@ -97,18 +115,7 @@ def test_client_ack_readers_with_a_small_window_read_everything_at_their_own_pac
     ]
     publish(broker.address, destination, bodies[100:])
     for connection, inbox in readers:
-        acked = 0
-        deadline = time.monotonic() + 20
-        while len(inbox.messages) < 200 and time.monotonic() < deadline:
-            assert inbox.wait_for(lambda inbox=inbox, acked=acked: len(inbox.messages) > acked, 5)
-            held = len(inbox.messages)
-            assert held - acked <= 5
-            for frame in inbox.messages[acked:held]:
-                connection.ack(frame.headers["ack"])
-            acked = held
-        assert inbox.bodies() == bodies
-        assert offsets(inbox) == list(range(offsets(inbox)[0], offsets(inbox)[0] + 200))
-        connection.disconnect()
+        read_acking(connection, inbox, bodies, window=5)
 
 
 @pytest.mark.parametrize(
@@ -178,3 +185,43 @@ def test_a_stream_published_on_one_redis_node_is_replayed_and_followed_on_anothe
         assert inbox.bodies() == [b"2", b"3", b"4", b"5"]
         for connection in (replaying, following, again):
             connection.disconnect()
+
+
+def test_a_client_ack_reader_on_a_redis_node_reads_in_windows(
+    redis_server: RedisServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """On node B, a client-ack reader with prefetch 5 gets all 300 messages node A appended
+    before and while it reads, once each, in order, never holding more than 5."""
+    bodies = [str(number).encode() for number in range(300)]
+    with node(tmp_path / "a", redis_server) as node_a, node(tmp_path / "b", redis_server) as node_b:
+        publish(node_a.address, "/stream/windowed", bodies[:150])
+        connection, inbox = subscribe(
+            node_b.address,
+            "/stream/windowed",
+            "first",
+            ack="client-individual",
+            **{"prefetch-count": "5"},
+        )
+        publish(node_a.address, "/stream/windowed", bodies[150:])
+        read_acking(connection, inbox, bodies, window=5)
+
+
+def test_a_redis_stream_outlives_its_nodes_and_its_offsets_keep_growing(
+    redis_server: RedisServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """After the node that appended is SIGKILLed, a new node replays the stream from Redis,
+    and what it appends takes higher offsets."""
+    node_a = node(tmp_path / "a", redis_server)
+    try:
+        publish(node_a.address, "/stream/lasting", [b"a", b"b"])
+    finally:
+        node_a.kill()
+    with node(tmp_path / "c", redis_server) as node_c:
+        publish(node_c.address, "/stream/lasting", [b"c"])
+        connection, inbox = subscribe(node_c.address, "/stream/lasting", "first")
+        assert inbox.wait_for(lambda: len(inbox.messages) == 3)
+        assert inbox.bodies() == [b"a", b"b", b"c"]
+        assert offsets(inbox) == sorted(set(offsets(inbox)))
+        connection.disconnect()

@@ -122,14 +122,16 @@ class StreamLog:
         entry = StreamEntry(offset, timestamp, message, size)
         self.next_offset = offset + 1
         self.last_offset = offset
-        segments = self.segments
-        if segments and segments[-1].takes(timestamp, self.limits):
-            segments[-1].add(offset, timestamp, size)
-        else:
-            segments.append(Segment(offset, offset, size, timestamp, timestamp))
-        if len(segments) == 1 and segments[0].first == offset:
-            self.first_offset = offset
-        self.size += size
+        if self.complete:
+            # A mirror's retention is the backend's: it keeps no segments.
+            segments = self.segments
+            if segments and segments[-1].takes(timestamp, self.limits):
+                segments[-1].add(offset, timestamp, size)
+            else:
+                segments.append(Segment(offset, offset, size, timestamp, timestamp))
+            if len(segments) == 1 and segments[0].first == offset:
+                self.first_offset = offset
+            self.size += size
         cache = self._cache
         if not cache:
             self.cache_start = offset
@@ -242,6 +244,8 @@ class StreamLog:
 
     def _kept(self, entries: list[StreamEntry]) -> list[StreamEntry]:
         """Leave out entries retention dropped while they were being read."""
+        if not self.complete:
+            return entries
         first = self.first_offset
         if entries and entries[0].offset < first:
             return [entry for entry in entries if entry.offset >= first]
