@@ -54,6 +54,7 @@ class StreamLog:
     :ivar last_offset: the offset of the newest entry, or ``None`` when empty.
     :ivar readers: the :class:`~stompbroker.broker.streams.reader.StreamReader` objects
         at the tail, offered each entry as it is appended.
+    :ivar attached: every reader with a consumer, wherever it is (for management).
     """
 
     def __init__(
@@ -80,12 +81,18 @@ class StreamLog:
         self._cache_size = 0
         self.cache_start = next_offset
         self.readers: set[Any] = set()
+        self.attached: set[Any] = set()
 
     def __repr__(self) -> str:
         return (
             f"<StreamLog {self.destination!r} offsets {self.first_offset}..{self.next_offset},"
             f" {self.size} bytes>"
         )
+
+    @property
+    def kept(self) -> int | None:
+        """How many entries the stream keeps, when this log knows (not a mirror)."""
+        return self.next_offset - self.first_offset if self.complete else None
 
     @property
     def cached(self) -> int:

@@ -86,6 +86,7 @@ class StreamReader:
         """Start reading for ``subscriber``; a reader has one consumer."""
         consumer = self.consumer = Consumer(subscriber, self, window, max_redeliveries)
         self.consumers.append(consumer)
+        self.stream.attached.add(self)
         self.pump()
         return consumer
 
@@ -96,6 +97,7 @@ class StreamReader:
         self.consumers.clear()
         self._page.clear()
         self.stream.readers.discard(self)
+        self.stream.attached.discard(self)
         if self._later is not None and self._later.active():
             self._later.cancel()
         self._later = None
