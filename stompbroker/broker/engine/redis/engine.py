@@ -17,6 +17,8 @@ what the nodes share:
   subscription per pattern).
 - **queues**: a Redis stream each, shared through one consumer group
   (:mod:`stompbroker.broker.engine.redis.queues`).
+- **streams**: a Redis stream each, appended by a script that also publishes
+  the entry to every node (:mod:`stompbroker.broker.engine.redis.streams`);
 - **reply queues**: a reply to another node's temporary queue goes to that
   node's own channel, whose name the reply queue's name holds.
 - **liveness**: each node keeps a key alive (``SET ... PX --node-timeout``) and
