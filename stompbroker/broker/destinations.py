@@ -83,17 +83,7 @@ def validate_queue(destination: str) -> None:
     :param destination: ``/queue/NAME``, ``/temp-queue/NAME`` or ``/reply-queue/ID``.
     :raises InvalidDestination: for an empty name, an empty segment or a wildcard.
     """
-    if is_wildcard(destination):
-        raise InvalidDestination(
-            "wildcard in queue destination",
-            f"The destination {destination!r} holds a wildcard; wildcards are allowed"
-            " only in topic subscriptions.",
-        )
-    if not name_of(destination):
-        raise InvalidDestination(
-            "empty queue name", f"The destination {destination!r} names no queue."
-        )
-    validate_destination(destination)
+    _validate_one(destination, "queue", "wildcards are allowed only in topic subscriptions.")
 
 
 def validate_stream(destination: str) -> None:
@@ -106,15 +96,29 @@ def validate_stream(destination: str) -> None:
     :param destination: ``/stream/NAME``.
     :raises InvalidDestination: for an empty name, an empty segment or a wildcard.
     """
+    _validate_one(
+        destination,
+        "stream",
+        "a stream subscription reads one stream from its own offset, so subscribe to"
+        " each stream by name.",
+    )
+
+
+def _validate_one(destination: str, kind: str, why: str) -> None:
+    """
+    Check a destination that names exactly one ``kind`` (``queue``, ``stream``).
+
+    :param why: says, after the wildcard found, why there may be none.
+    :raises InvalidDestination: for an empty name, an empty segment or a wildcard.
+    """
     if is_wildcard(destination):
         raise InvalidDestination(
-            "wildcard in stream destination",
-            f"The destination {destination!r} holds a wildcard; a stream subscription"
-            " reads one stream from its own offset, so subscribe to each stream by name.",
+            f"wildcard in {kind} destination",
+            f"The destination {destination!r} holds a wildcard; {why}",
         )
     if not name_of(destination):
         raise InvalidDestination(
-            "empty stream name", f"The destination {destination!r} names no stream."
+            f"empty {kind} name", f"The destination {destination!r} names no {kind}."
         )
     validate_destination(destination)
 

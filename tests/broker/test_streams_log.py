@@ -366,3 +366,11 @@ def test_a_mirror_reader_reads_the_backend_then_what_the_server_handed_out() -> 
         f"m-{number}" for number in range(80)
     ]
     assert stream.readers == {reader} and stream.segments == deque()
+
+
+def test_an_offset_header_a_sender_wrote_is_replaced_by_the_real_one() -> None:
+    """A SEND's own x-stream-offset cannot pass for the stream's: readers see only the real one."""
+    _, stream, backend = world()
+    stream.append(Message("/stream/s", "m", (("a", "1"), (OFFSET_HEADER, "999")), b"x"))
+    [entry] = backend.read("/stream/s", 0, 1).result
+    assert entry.message.headers == (("a", "1"), (OFFSET_HEADER, "0"))

@@ -40,12 +40,17 @@ def entry_size(headers: Headers, body: bytes) -> int:
 def stamped(message: Message, offset: int) -> Message:
     """
     :returns: a copy of a message sent to a stream that carries its offset, to be
-        delivered as it is to every reader (its wire bytes encoded once).
+        delivered as it is to every reader (its wire bytes encoded once); an
+        ``x-stream-offset`` the sender put there is dropped, as the first of a
+        repeated header is the one clients read.
     """
+    headers = message.headers
+    if any(name == OFFSET_HEADER for name, _ in headers):
+        headers = tuple(pair for pair in headers if pair[0] != OFFSET_HEADER)
     return Message(
         message.destination,
         message.message_id,
-        (*message.headers, (OFFSET_HEADER, str(offset))),
+        (*headers, (OFFSET_HEADER, str(offset))),
         message.body,
         0.0,
         0,

@@ -89,7 +89,8 @@ class Streams:
 
         :returns: a Deferred firing with the entries, ``[]`` at the end.
         """
-        stream = self.logs.get(destination)
+        # A mirror is made, so that a remote engine reads its server.
+        stream = self.logs.get(destination) if self.complete else self.log(destination)
         got = [] if stream is None else stream.read(offset, limit)
         return succeed(got) if isinstance(got, list) else got
 
