@@ -8,8 +8,10 @@ so that a stream nobody appends to is trimmed too.
 
 Replaying a stream for code other than a subscription (a resumed session's
 missed messages): :meth:`Streams.read` gives a page of entries from an offset,
-and :meth:`Streams.reader` a cursor that delivers to any
-:class:`~stompbroker.interfaces.ISubscriber` from an offset and then live.
+on either engine; a cursor that delivers to any
+:class:`~stompbroker.interfaces.ISubscriber` from an offset and then live is
+the engine's ``stream_reader`` (:meth:`Streams.reader` is the local engine's,
+whose logs hold every entry; the redis engine finds positions in its server).
 """
 
 from __future__ import annotations
