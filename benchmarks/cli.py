@@ -24,7 +24,15 @@ from typing import Any
 from benchmarks.connection import Endpoint, parse_address
 from benchmarks.launcher import DEFAULT_REACTOR, BrokerProcess
 from benchmarks.report import json_line, print_ratios, print_table
-from benchmarks.scenarios import ACK_MODES, SCENARIOS, Case, Settings, Target, run_case
+from benchmarks.scenarios import (
+    ACK_MODES,
+    DEFAULT_SCENARIOS,
+    SCENARIOS,
+    Case,
+    Settings,
+    Target,
+    run_case,
+)
 
 #: ``--flow`` presets: (receipt every, window).  ``deep`` keeps up to 400 frames
 #: in flight per publisher; ``shallow`` keeps 8, which some brokers need.
@@ -75,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="*",
         type=_scenario,
         metavar="SCENARIO",
-        help=f"scenarios to run, of {', '.join(SCENARIOS)} (default: all)",
+        help=f"scenarios to run, of {', '.join(SCENARIOS)} (default: all but stream)",
     )
     brokers = parser.add_argument_group("brokers")
     brokers.add_argument(
@@ -245,7 +253,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 def cases_from(args: argparse.Namespace) -> list[Case]:
     """:returns: every case the options ask for, in the order they run."""
     cases = []
-    for scenario in args.scenarios or SCENARIOS:
+    for scenario in args.scenarios or DEFAULT_SCENARIOS:
         if scenario == "fanout":
             cases += [Case("fanout", subscribers=count) for count in args.subscribers]
         elif scenario == "ws-fanout":
