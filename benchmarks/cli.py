@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_scenario,
         metavar="SCENARIO",
         help=f"scenarios to run, of {', '.join(SCENARIOS)} (default: all but the feature"
-        " scenarios selector-fanout, queue-groups and queue-priorities)",
+        " scenarios selector-fanout, queue-groups, queue-priorities and stream)",
     )
     brokers = parser.add_argument_group("brokers")
     brokers.add_argument(

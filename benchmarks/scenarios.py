@@ -39,6 +39,7 @@ from benchmarks.measure import (
     process_fd_limit,
     process_rss_kb,
 )
+from benchmarks.streams import run_stream
 from benchmarks.wire import SendTemplate
 from benchmarks.workers import (
     IdleSpec,
@@ -63,9 +64,11 @@ SCENARIOS = (
     "queue-groups",
     "queue-priorities",
     "latency",
+    "stream",
 )
-#: The scenarios of destination features, run only when named.
-FEATURE_SCENARIOS = frozenset({"selector-fanout", "queue-groups", "queue-priorities"})
+#: The scenarios of destination features, run only when named: ``stream`` is
+#: stompbroker's own destination kind (other brokers' streams are reached otherwise).
+FEATURE_SCENARIOS = frozenset({"selector-fanout", "queue-groups", "queue-priorities", "stream"})
 #: What a run without named scenarios runs: the feature scenarios only on request.
 DEFAULT_SCENARIOS = tuple(scenario for scenario in SCENARIOS if scenario not in FEATURE_SCENARIOS)
 ACK_MODES = ("auto", "client", "client-individual")
@@ -95,6 +98,7 @@ HEADLINE: dict[str, tuple[tuple[str, bool], ...]] = {
     "queue-priorities": (("msgs_per_s", True),),
     "latency": (("p99_ms", False), ("p50_ms", False)),
     "idle": (("held", True), ("rss_per_conn_kb", False)),
+    "stream": (("append_msgs_per_s", True), ("replay_msgs_per_s", True)),
 }
 
 
@@ -204,6 +208,11 @@ def run_case(case: Case, target: Target, settings: Settings) -> dict[str, Any]:
     try:
         if case.scenario == "idle":
             result.update(_run_idle(target, settings))
+        elif case.scenario == "stream":
+            if target.name != "stompbroker":
+                result.update(ok=False, skipped="/stream/ destinations are stompbroker's own")
+                return result
+            result.update(run_stream(target.endpoint, settings))
         else:
             result.update(_run_flow(case, target, settings))
     except BenchmarkError as error:

@@ -19,6 +19,7 @@ from twisted.python import usage
 from stompbroker import __version__
 from stompbroker.app.engine_options import EngineOptions
 from stompbroker.app.gc_tuning import DEFAULT_THRESHOLD
+from stompbroker.app.stream_options import StreamOptions
 from stompbroker.broker.delivery import EXPIRED_ACTIONS, DeliveryPolicy
 from stompbroker.broker.flow import physical_memory
 from stompbroker.broker.limits import MEMORY_HIGH_SHARE, Limits
@@ -134,7 +135,7 @@ def parse_heartbeat(text: str, option: str = "heartbeat") -> tuple[int, int]:
     return (send, receive)
 
 
-class Options(EngineOptions, strcred.AuthOptionMixin):
+class Options(EngineOptions, StreamOptions, strcred.AuthOptionMixin):
     """The options of ``twistd stompbroker``; ``--auth`` comes from ``strcred``."""
 
     supportedInterfaces = (IUsernamePassword, IAnonymous, ICertificate)
@@ -460,6 +461,7 @@ class Options(EngineOptions, strcred.AuthOptionMixin):
         self._check_security()
         self._check_limits()
         self.check_engine()
+        self.check_streams(parse_size)
         if self["log-level"] not in LEVELS:
             raise usage.UsageError(
                 f"--log-level must be one of {', '.join(LEVELS)}, got {self['log-level']!r}"

@@ -93,6 +93,7 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         store=store,
         persistent_queues=options["persistent-queues"],
         engine=engine,
+        stream_limits=None if engine is not None else options["stream-limits"],
     )
     top = BrokerService(broker, on_failure=lambda failure: exit_with_error(reactor, failure))
     config = SessionConfig(
@@ -146,7 +147,13 @@ def _engine(options: Options, reactor: Any, policy: DeliveryPolicy) -> Any:
         return None
     from stompbroker.broker.engine.redis.engine import RedisEngine
 
-    return RedisEngine(reactor, url, policy=policy, node_timeout=options["node-timeout"])
+    return RedisEngine(
+        reactor,
+        url,
+        policy=policy,
+        node_timeout=options["node-timeout"],
+        stream_limits=options["stream-limits"],
+    )
 
 
 def _authenticator(options: Options, reactor: Any) -> Authenticator | None:

@@ -27,13 +27,21 @@ from stompbroker.broker.browsing import browse, check_browser, is_browser
 from stompbroker.broker.connections import ConnectionRegistry
 from stompbroker.broker.consumer_choice import parse_consumer_options
 from stompbroker.broker.delivery import Consumer, DeliveryPolicy
-from stompbroker.broker.destinations import TOPIC_PREFIX, Kind, kind_of, validate_queue
+from stompbroker.broker.destinations import (
+    STREAM_PREFIX,
+    TOPIC_PREFIX,
+    Kind,
+    kind_of,
+    validate_queue,
+    validate_stream,
+)
 from stompbroker.broker.persistence import settled
 from stompbroker.broker.retaining import retained_copies
 from stompbroker.broker.selecting import subscription_selector
+from stompbroker.broker.streams.offsets import OFFSET_HEADER, parse_start
 from stompbroker.broker.subscriptions import validate_pattern
 from stompbroker.broker.transactions import Transactions
-from stompbroker.protocol.errors import InvalidDestination, UnknownAck
+from stompbroker.protocol.errors import InvalidDestination, InvalidSelector, UnknownAck
 from stompbroker.protocol.message import Message
 
 
@@ -77,6 +85,8 @@ class Consumers:
             a bad browser.
         :raises NotSupported: for what the engine cannot do (the redis engine's
             limits, docs/cluster.md).
+        :raises InvalidStreamOffset: for a stream's ``x-stream-offset`` that is
+            not one of its values.
 
         A new topic subscription receives the retained messages of the topics it
         matches first (:mod:`stompbroker.broker.retaining`); a durable one when
@@ -119,6 +129,16 @@ class Consumers:
         elif kind is Kind.TEMP_QUEUE:
             options = parse_consumer_options(subscriber.headers)
             queue = self._registry.temp_queue(subscriber.connection, destination)
+        elif kind is Kind.STREAM:
+            validate_stream(destination)
+            start = parse_start(subscriber.headers.get(OFFSET_HEADER))
+            if selector is not None:
+                raise InvalidSelector(
+                    "selector on a stream",
+                    "a stream subscription reads every message from its offset; selectors"
+                    " are for topics and queues",
+                )
+            queue = engine.stream_reader(destination, start)
         else:
             raise InvalidDestination(
                 "cannot subscribe to a reply queue",
@@ -168,6 +188,9 @@ class Consumers:
                 self._engine.remove_subscriber(destination, subscriber)
             return
         queue = consumer.queue
+        if destination.startswith(STREAM_PREFIX):
+            queue.remove_consumer(consumer)
+            return
         if destination.startswith(TOPIC_PREFIX) and subscriber.durable is None:
             self._engine.remove_subscription_queue(queue)
             return

@@ -12,6 +12,9 @@ support:
 - ``/reply-queue/ID``: the broker-unique name a temporary queue is known by to
   other connections (a ``reply-to:/temp-queue/NAME`` header is rewritten to it).
   Others may SEND to it; nobody may subscribe to it.
+- ``/stream/NAME``: an append-only log that every subscription reads from an
+  offset of its own (:mod:`stompbroker.broker.streams`).  Created on first use;
+  no wildcards.
 
 Anything else is an error, as it is in RabbitMQ.  Queue names are compared
 exactly as written; topic names go through the subscription tree, where ``/``
@@ -29,6 +32,7 @@ TOPIC_PREFIX = "/topic/"
 QUEUE_PREFIX = "/queue/"
 TEMP_QUEUE_PREFIX = "/temp-queue/"
 REPLY_QUEUE_PREFIX = "/reply-queue/"
+STREAM_PREFIX = "/stream/"
 
 
 class Kind(enum.Enum):
@@ -38,6 +42,7 @@ class Kind(enum.Enum):
     QUEUE = QUEUE_PREFIX
     TEMP_QUEUE = TEMP_QUEUE_PREFIX
     REPLY_QUEUE = REPLY_QUEUE_PREFIX
+    STREAM = STREAM_PREFIX
 
 
 _PREFIXES = tuple((kind.value, kind) for kind in Kind)
@@ -57,7 +62,7 @@ def kind_of(destination: str) -> Kind:
     raise InvalidDestination(
         "unknown destination",
         f"{destination!r} is not a destination this broker serves; use /topic/NAME,"
-        " /queue/NAME or /temp-queue/NAME",
+        " /queue/NAME, /temp-queue/NAME or /stream/NAME",
     )
 
 
@@ -78,15 +83,42 @@ def validate_queue(destination: str) -> None:
     :param destination: ``/queue/NAME``, ``/temp-queue/NAME`` or ``/reply-queue/ID``.
     :raises InvalidDestination: for an empty name, an empty segment or a wildcard.
     """
+    _validate_one(destination, "queue", "wildcards are allowed only in topic subscriptions.")
+
+
+def validate_stream(destination: str) -> None:
+    """
+    Check a stream destination, for SEND and SUBSCRIBE alike.
+
+    A stream subscription reads one log from an offset of its own; a wildcard
+    would mix several logs' offsets, so it is refused.
+
+    :param destination: ``/stream/NAME``.
+    :raises InvalidDestination: for an empty name, an empty segment or a wildcard.
+    """
+    _validate_one(
+        destination,
+        "stream",
+        "a stream subscription reads one stream from its own offset, so subscribe to"
+        " each stream by name.",
+    )
+
+
+def _validate_one(destination: str, kind: str, why: str) -> None:
+    """
+    Check a destination that names exactly one ``kind`` (``queue``, ``stream``).
+
+    :param why: says, after the wildcard found, why there may be none.
+    :raises InvalidDestination: for an empty name, an empty segment or a wildcard.
+    """
     if is_wildcard(destination):
         raise InvalidDestination(
-            "wildcard in queue destination",
-            f"The destination {destination!r} holds a wildcard; wildcards are allowed"
-            " only in topic subscriptions.",
+            f"wildcard in {kind} destination",
+            f"The destination {destination!r} holds a wildcard; {why}",
         )
     if not name_of(destination):
         raise InvalidDestination(
-            "empty queue name", f"The destination {destination!r} names no queue."
+            f"empty {kind} name", f"The destination {destination!r} names no {kind}."
         )
     validate_destination(destination)
 
@@ -103,6 +135,8 @@ def validate_send_destination(destination: str) -> Kind:
     kind = kind_of(destination)
     if kind is Kind.TOPIC:
         validate_destination(destination)
+    elif kind is Kind.STREAM:
+        validate_stream(destination)
     else:
         validate_queue(destination)
     return kind

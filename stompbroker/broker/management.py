@@ -39,6 +39,7 @@ from stompbroker.broker.dead_letters import DEAD_LETTER_HEADERS
 from stompbroker.broker.destinations import (
     QUEUE_PREFIX,
     REPLY_QUEUE_PREFIX,
+    STREAM_PREFIX,
     TOPIC_PREFIX,
     is_dead_letter_queue,
     validate_queue,
@@ -218,6 +219,9 @@ class Management:
             for name in self._engine.traffic.destinations
             if name.startswith(TOPIC_PREFIX) and not is_wildcard(name)
         )
+        found.extend(
+            self._stream_info(name, stream) for name, stream in self._engine.streams.logs.items()
+        )
         found.sort(key=lambda info: info.destination)
         return found
 
@@ -230,6 +234,11 @@ class Management:
             if name not in self._engine.traffic.destinations or is_wildcard(name):
                 raise UnknownDestination(f"no topic {name!r} has had messages")
             return self._topic_info(name, detail=True)
+        if name.startswith(STREAM_PREFIX):
+            stream = self._engine.streams.logs.get(name)
+            if stream is None:
+                raise UnknownDestination(f"no stream {name!r} has been used")
+            return self._stream_info(name, stream, detail=True)
         return self._queue_info(name, self._queue(name), detail=True)
 
     def _queue(self, name: str) -> Any:
@@ -302,6 +311,18 @@ class Management:
             in_flight=in_flight,
             consumers=count,
             subscribers=tuple(consumers) if detail else (),
+        )
+
+    def _stream_info(self, name: str, stream: Any, detail: bool = False) -> DestinationInfo:
+        """A stream: its depth is the messages it keeps (0 when a remote engine keeps them)."""
+        consumers = [reader.consumer for reader in stream.attached if reader.consumer is not None]
+        return DestinationInfo(
+            destination=name,
+            kind="stream",
+            depth=stream.kept or 0,
+            in_flight=sum(len(consumer.unacked) for consumer in consumers),
+            consumers=len(consumers),
+            subscribers=tuple(self._consumers(consumers)) if detail else (),
         )
 
     @staticmethod

@@ -115,7 +115,7 @@ class DestinationInfo:
     One destination now.
 
     :ivar destination: its name (a durable subscription's key, see the module notes).
-    :ivar kind: ``queue``, ``temp-queue``, ``durable`` or ``topic``.
+    :ivar kind: ``queue``, ``temp-queue``, ``durable``, ``topic`` or ``stream``.
     :ivar depth: messages waiting for a consumer.
     :ivar in_flight: messages delivered and not yet acknowledged.
     :ivar consumers: subscriptions taking from it.

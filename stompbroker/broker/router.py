@@ -14,7 +14,10 @@ it by kind:
 - ``/queue/`` onto that queue (:meth:`~stompbroker.broker.engine.base.IEngine.publish_queue`);
 - ``/temp-queue/NAME`` onto the sender's own temporary queue of that name;
 - ``/reply-queue/`` onto the temporary queue of another connection, if it is
-  still there (:meth:`~stompbroker.broker.engine.base.IEngine.publish_reply`).
+  still there (:meth:`~stompbroker.broker.engine.base.IEngine.publish_reply`);
+- ``/stream/`` onto the end of that stream's log
+  (:meth:`~stompbroker.broker.engine.base.IEngine.publish_stream`), whose store
+  write the RECEIPT waits for.
 
 A SEND with a scheduling header (:mod:`stompbroker.broker.schedule`) is held
 by the broker's :class:`~stompbroker.broker.scheduling.Scheduling` instead, and
@@ -76,6 +79,10 @@ _ACTED_ON: frozenset[str] = (
 #: ... and with an engine that keeps persistent messages, ``persistent`` too.
 _ACTED_ON_WHEN_PERSISTENT: frozenset[str] = _ACTED_ON | {"persistent"}
 
+#: Where a message goes: the engine's ``publish_*``; ``None``, or for a stream
+#: the Deferred of its append.
+Route = Callable[[Message], "Deferred[None] | None"]
+
 #: What :meth:`Router._check` remembers for a composite destination, in place of a kind.
 COMPOSITE = "composite"
 
@@ -122,6 +129,7 @@ class Router:
         "_publish_topic",
         "_publish_queue",
         "_publish_reply",
+        "_publish_stream",
         "_keep",
     )
 
@@ -153,6 +161,7 @@ class Router:
         self._publish_topic: Callable[[Message], None] = engine.publish_topic
         self._publish_queue: Callable[[Message], None] = engine.publish_queue
         self._publish_reply: Callable[[Message], None] = engine.publish_reply
+        self._publish_stream: Route = engine.publish_stream
         self._keep: Callable[[Message], Deferred[None] | None] = engine.keep
         self.scheduling: Scheduling | None = None
         if engine.scheduled is not None:
@@ -243,7 +252,7 @@ class Router:
         kind = self._checked.get(destination)
         if kind is None:
             kind = self._check(destination)
-        route: Callable[[Message], Any]
+        route: Route
         if kind is Kind.TOPIC:
             route = self._publish_topic
         elif kind is Kind.QUEUE:
@@ -252,6 +261,8 @@ class Router:
             route = self._registry.temp_queue(connection, destination).publish
         elif kind is Kind.REPLY_QUEUE:
             route = self._publish_reply
+        elif kind is Kind.STREAM:
+            route = self._publish_stream
         else:
             return self._send_composite(destination, headers, body, connection, transaction)
         held = None
@@ -284,6 +295,7 @@ class Router:
             if persistent:
                 waiting = self._keep_and_route(route, message)
             else:
+                # None, or a Deferred the RECEIPT waits for (a stream's append).
                 waiting = route(message)
             if self._backpressure.pending is not None:
                 self._backpressure.pause_sender(connection)
@@ -326,7 +338,7 @@ class Router:
         return messages[0], all_done(writes)
 
     def _keep_and_route(
-        self, route: Callable[[Message], Any], message: Message
+        self, route: Route, message: Message
     ) -> Deferred[None] | None:
         """
         File a persistent message with the engine, then route it.

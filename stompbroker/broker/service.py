@@ -80,6 +80,9 @@ class Broker(Service):
         :class:`~stompbroker.broker.engine.local.LocalEngine` on ``clock``,
         ``policy`` and ``store``.  An engine given here brings its own store:
         ``store`` must then be ``None``.
+    :param stream_limits: how much each ``/stream/`` keeps
+        (:class:`~stompbroker.broker.streams.offsets.StreamLimits`), for the
+        default engine; an engine given here brings its own.
     :raises ValueError: for both a ``store`` and an ``engine``.
 
     :ivar engine: the engine.
@@ -118,9 +121,10 @@ class Broker(Service):
         store: Any = None,
         persistent_queues: bool = False,
         engine: Any = None,
+        stream_limits: Any = None,
     ) -> None:
         if engine is None:
-            engine = LocalEngine(clock, policy=policy, store=store)
+            engine = LocalEngine(clock, policy=policy, store=store, stream_limits=stream_limits)
         elif store is not None:
             raise ValueError("an engine keeps its own store: give the store to the engine")
         self.clock = clock

@@ -161,3 +161,7 @@ class InvalidSelector(ProtocolError):
         super().__init__(message, detail, receipt_id)
         self.column = column
         self.expected = expected
+
+
+class InvalidStreamOffset(ProtocolError):
+    """A stream SUBSCRIBE's ``x-stream-offset`` is not one of the values it may take."""

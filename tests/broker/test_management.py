@@ -255,3 +255,25 @@ def test_a_connection_counts_the_messages_it_sent_and_was_sent() -> None:
         producer.session.session_id: (3, 0, 4),
         consumer.session.session_id: (0, 3, 3),
     }
+def test_streams_are_listed_as_destinations_of_kind_stream() -> None:
+    """A stream shows what it keeps, its readers and what they hold; an unknown one is refused."""
+    broker = Broker(Clock())
+    management = Management(broker)
+    for body in (b"a", b"b", b"c"):
+        broker.send("/stream/prices", (), body)
+    inbox = Inbox(
+        "/stream/prices",
+        "client-individual",
+        prefetch=2,
+        headers={"x-stream-offset": "first"},
+        connection=FakeConnection("c1"),
+    )
+    broker.open_connection(inbox.connection)
+    broker.subscribe(inbox)
+    rows = {row.destination: row for row in management.destinations()}
+    row = rows["/stream/prices"]
+    assert (row.kind, row.depth, row.consumers, row.in_flight) == ("stream", 3, 1, 2)
+    [reader] = management.destination("/stream/prices").subscribers
+    assert (reader.connection, reader.in_flight, reader.window) == ("c1", 2, 2)
+    with pytest.raises(UnknownDestination):
+        management.destination("/stream/none")

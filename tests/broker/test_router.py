@@ -65,6 +65,10 @@ class RecordingEngine:
     def publish_reply(self, message: Message) -> None:
         self.calls.append(("reply", message))
 
+    def publish_stream(self, message: Message) -> Deferred[None] | None:
+        self.calls.append(("stream", message))
+        return self.kept
+
     def keep(self, message: Message) -> Deferred[None] | None:
         self.calls.append(("keep", message))
         return self.kept
@@ -139,7 +143,20 @@ def test_each_kind_of_destination_goes_to_its_engine_method() -> None:
     ]
 
 
-@pytest.mark.parametrize("destination", ["/topic/a.*", "/queue/q.#", "/elsewhere/a", "/queue/"])
+def test_a_stream_send_returns_what_its_append_waits_on() -> None:
+    """A SEND to a stream goes to the engine's append, and returns its Deferred for the RECEIPT."""
+    world = World()
+    world.engine.kept = Deferred()
+    assert world.router.send("/stream/s", (), b"x", connection=world.connection()) is (
+        world.engine.kept
+    )
+    assert world.routed() == [("stream", b"x")]
+
+
+@pytest.mark.parametrize(
+    "destination",
+    ["/topic/a.*", "/queue/q.#", "/elsewhere/a", "/queue/", "/stream/", "/stream/a.*"],
+)
 def test_a_destination_the_broker_does_not_serve_is_refused(destination: str) -> None:
     """Wildcards, unknown prefixes and empty queue names are InvalidDestination, routed nowhere."""
     world = World()

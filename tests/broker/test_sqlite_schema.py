@@ -49,7 +49,7 @@ CREATE TABLE subscriptions (
 PRAGMA user_version = 1;
 """
 
-#: What schema 2 added: persistent scheduled and retained messages.
+#: What schema 2 added: persistent scheduled and retained messages, and the streams.
 SCHEMA_2_ADDED = """
 CREATE TABLE scheduled (
     message_id TEXT PRIMARY KEY,
@@ -69,6 +69,19 @@ CREATE TABLE retained (
     body BLOB NOT NULL,
     expires REAL NOT NULL
 );
+CREATE TABLE streams (
+    name TEXT PRIMARY KEY,
+    next_offset INTEGER NOT NULL
+);
+CREATE TABLE stream_entries (
+    stream TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    timestamp REAL NOT NULL,
+    message_id TEXT NOT NULL,
+    headers TEXT NOT NULL,
+    body BLOB NOT NULL,
+    PRIMARY KEY (stream, position)
+) WITHOUT ROWID;
 PRAGMA user_version = 2;
 """
 
@@ -78,7 +91,14 @@ def table_layout(path: Path) -> dict[str, list[tuple[object, ...]]]:
     with sqlite3.connect(path) as database:
         layout = {
             table: [tuple(column[1:]) for column in database.execute(f"PRAGMA table_info({table})")]
-            for table in ("messages", "subscriptions", "scheduled", "retained")
+            for table in (
+                "messages",
+                "subscriptions",
+                "scheduled",
+                "retained",
+                "streams",
+                "stream_entries",
+            )
         }
         layout["user_version"] = database.execute("PRAGMA user_version").fetchall()
     return layout
@@ -97,14 +117,18 @@ def test_a_new_store_makes_the_tables_of_schema_2(tmp_path: Path) -> None:
 
 def test_a_schema_1_store_is_brought_to_schema_2(tmp_path: Path) -> None:
     """
-    A schema 1 data directory gets schema 2's two new tables and version when opened,
-    keeps its messages, and then keeps scheduled and retained messages across a reopen.
+    A schema 1 data directory gets schema 2's new tables and version when opened,
+    keeps its messages and durable subscriptions, and then keeps scheduled and
+    retained messages across a reopen.
     """
     with sqlite3.connect(tmp_path / DATABASE_NAME) as database:
         database.executescript(SCHEMA_1)
         database.execute(
             "INSERT INTO messages (sequence, queue, message_id, destination, headers, body,"
             " expires) VALUES (1, '/queue/a', 'm-1', '/queue/a', '[]', x'', 0)"
+        )
+        database.execute(
+            "INSERT INTO subscriptions (name, destination, headers) VALUES ('s', '/topic/a', '[]')"
         )
     (tmp_path / "by-hand").mkdir()
     with sqlite3.connect(tmp_path / "by-hand" / DATABASE_NAME) as database:
@@ -122,6 +146,8 @@ def test_a_schema_1_store_is_brought_to_schema_2(tmp_path: Path) -> None:
     for write in writes:
         result_of(write)
     result_of(store.close())
+    with sqlite3.connect(tmp_path / DATABASE_NAME) as database:
+        assert database.execute("SELECT name FROM subscriptions").fetchall() == [("s",)]
     reopened = open_sqlite(tmp_path, clock)
     recovering = reopened.recover()
     clock.advance(1)

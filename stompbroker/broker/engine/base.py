@@ -10,7 +10,9 @@ shared Redis server would do it, so that several broker processes act as one:
 - topics: Redis pub/sub, one channel per destination; each process keeps its own
   subscribers in its :attr:`IEngine.topics` tree and (p)subscribes to the
   channels they need, and fans what arrives out to them;
-- queues, durable subscriptions (and later streams): Redis Streams with one
+- streams (``/stream/``): a Redis stream each, appended by a script that also
+  publishes each entry to every process, read from any offset with ``XRANGE``;
+- queues and durable subscriptions: Redis Streams with one
   consumer group per queue, so that every process's consumers compete for one
   stream, each message read by one of them (``XREADGROUP``), settled with
   ``XACK``, and claimed back (``XAUTOCLAIM``) from a process that died;
@@ -258,6 +260,11 @@ class IEngine(Interface):
         "The :class:`~stompbroker.broker.retained.RetainedMessages` of its topics, or"
         " ``None`` if the engine cannot retain (the broker then refuses ``retain``)."
     )
+    streams = Attribute(
+        "The :class:`~stompbroker.broker.streams.registry.Streams` of ``/stream/``"
+        " destinations known here (a remote engine's mirror those its server keeps);"
+        " ``streams.read(destination, offset, limit)`` reads one from an offset."
+    )
 
     # -- life cycle
 
@@ -336,6 +343,28 @@ class IEngine(Interface):
         connection's lifetime), else drop.
 
         :returns: ``None``.
+        """
+
+    def publish_stream(message):  # type: ignore[no-untyped-def]
+        """
+        Append a message sent to a ``/stream/`` to that stream (made on first
+        use), giving it the next offset, and hand it to the readers at the tail.
+
+        Local: the stream's log, and the store's stream tables.  Redis: a script
+        that runs ``XADD`` and ``PUBLISH`` of the entry to every process, and trims;
+        readers everywhere get it from the channel.
+
+        :returns: ``None`` if it is kept once the call returns; else a Deferred
+            that fires once it is durable (the SEND's RECEIPT waits on it), or
+            fails with what to tell the client.
+        """
+
+    def stream_reader(destination, start):  # type: ignore[no-untyped-def]
+        """
+        :param start: a :class:`~stompbroker.broker.streams.offsets.StreamStart`.
+        :returns: a :class:`~stompbroker.broker.streams.reader.StreamReader` on
+            ``destination``'s stream at ``start``, which stands for a queue to the
+            subscription's :class:`~stompbroker.broker.delivery.Consumer`.
         """
 
     def keep(message):  # type: ignore[no-untyped-def]

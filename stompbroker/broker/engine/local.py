@@ -48,6 +48,10 @@ from stompbroker.broker.retained import RetainedMessages
 from stompbroker.broker.schedule import Scheduler
 from stompbroker.broker.selecting import SelectingSubscriber
 from stompbroker.broker.store.base import RecoveredState
+from stompbroker.broker.streams.offsets import StreamLimits, StreamStart
+from stompbroker.broker.streams.reader import StreamReader
+from stompbroker.broker.streams.registry import Streams
+from stompbroker.broker.streams.sqlite_backend import backend_for
 from stompbroker.broker.traffic import TopicTree, Traffic
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import DuplicateSubscription, UnknownSubscription
@@ -98,6 +102,7 @@ class LocalEngine:
         ids: Ids | None = None,
         traffic: Traffic | None = None,
         counters: DeliveryCounters | None = None,
+        stream_limits: StreamLimits | None = None,
     ) -> None:
         self.clock = clock
         self.policy = policy
@@ -122,6 +127,8 @@ class LocalEngine:
         )
         self._dead_letter = self.dead_letters.dead_letter
         self._expired = self.dead_letters.expired
+        #: The ``/stream/`` destinations, kept where the store keeps messages.
+        self.streams = Streams(clock, stream_limits or StreamLimits(), backend_for(store))
 
     # -- life cycle ----------------------------------------------------------------
 
@@ -145,7 +152,14 @@ class LocalEngine:
         if self.store is None:
             return succeed(None)
         recovered: Deferred[RecoveredState] = self.store.recover()
-        return recovered.addCallback(self._rebuild)
+        # Both reads go to the store at once, in one group of its writer.
+        streams = self.streams.recover()
+
+        def failed(failure: Any) -> Any:
+            streams.addErrback(_ignore)
+            return failure
+
+        return recovered.addCallbacks(self._rebuild, failed).addCallback(lambda _: streams)
 
     def _rebuild(self, state: RecoveredState) -> None:
         rebuild(self, state)
@@ -157,6 +171,7 @@ class LocalEngine:
         :param drained: fires when the broker's connections are closed.
         :returns: a Deferred that fires once the store is closed.
         """
+        self.streams.stop()
         journal = self.journal
         if journal is None:
             return drained
@@ -199,6 +214,19 @@ class LocalEngine:
         if queue is None:
             queue = self.queue(message.destination)
         queue.publish(message)
+
+    def publish_stream(self, message: Message) -> Deferred[None] | None:
+        """
+        Append a message to its stream, and hand it to the readers at its tail.
+
+        :returns: ``None`` without a store, else a Deferred that fires once the
+            store has it.
+        """
+        return self.streams.append(message)
+
+    def stream_reader(self, destination: str, start: StreamStart) -> StreamReader:
+        """:returns: a cursor on ``destination``'s stream at ``start``, for one subscription."""
+        return self.streams.reader(destination, start)
 
     def publish_reply(self, message: Message) -> None:
         """

@@ -358,6 +358,16 @@ class SQLiteStore:
     def unretain(self, topic: str) -> Deferred[None]:
         """:returns: see :meth:`IMessageStore.unretain`."""
         return self._write(functools.partial(sqlite_records.delete_retained, topic), None)
+    def submit(self, apply: Apply, *, write: bool = True) -> Deferred:
+        """
+        Run ``apply(connection)`` on the writer, in store order, in the next group:
+        what another module keeps in this database (the stream tables,
+        :mod:`stompbroker.broker.streams.sqlite_backend`).
+
+        :param write: a write, acknowledged at once in ``off`` mode; else a read.
+        :returns: a Deferred of ``apply``'s result.
+        """
+        return self._write(apply, None) if write else self._submit(apply)
 
     # -- group commit ----------------------------------------------------------
 

@@ -4,8 +4,11 @@ The tables of the SQLite store, and their version: its on-disk format.
 ``messages`` holds one row per stored message, keyed by its ``sequence`` (the
 recovery order) and unique by ``(queue, message_id)``; ``subscriptions`` holds
 the durable subscriptions; ``scheduled`` the persistent scheduled messages, by
-message-id, and ``retained`` each topic's persistent retained message (both
-since schema 2).  ``PRAGMA user_version`` records
+message-id, and ``retained`` each topic's persistent retained message; ``streams``
+each stream's next offset (so that offsets keep growing when retention has emptied
+it) and ``stream_entries`` its messages by ``(stream, position)``
+(:mod:`stompbroker.broker.streams.sqlite_backend`).  The last four came with
+schema 2; a schema 1 database is migrated when it is opened.  ``PRAGMA user_version`` records
 :data:`SCHEMA_VERSION`, so that a store written by a newer stompbroker is refused
 rather than misread, and a database that is not a stompbroker store at all is
 never written to.  A change to these tables is a change of the format every
@@ -30,7 +33,7 @@ __all__ = ["SCHEMA_VERSION", "prepare_schema"]
 #: The schema this code writes, kept in ``PRAGMA user_version``.
 SCHEMA_VERSION = 2
 
-#: What schema 2 added to schema 1.
+#: What schema 2 added to schema 1: scheduled and retained messages, and streams.
 _SCHEMA_2_TABLES = (
     """
     CREATE TABLE scheduled (
@@ -53,6 +56,23 @@ _SCHEMA_2_TABLES = (
         body BLOB NOT NULL,
         expires REAL NOT NULL
     )
+    """,
+    """
+    CREATE TABLE streams (
+        name TEXT PRIMARY KEY,
+        next_offset INTEGER NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE stream_entries (
+        stream TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        timestamp REAL NOT NULL,
+        message_id TEXT NOT NULL,
+        headers TEXT NOT NULL,
+        body BLOB NOT NULL,
+        PRIMARY KEY (stream, position)
+    ) WITHOUT ROWID
     """,
 )
 
@@ -82,8 +102,8 @@ _SCHEMA = (
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 
-#: From schema 1 to schema 2.
-_MIGRATE_1_TO_2 = (*_SCHEMA_2_TABLES, "PRAGMA user_version = 2")
+#: Schema version -> the statements that bring it to the next one.
+_MIGRATIONS = {1: (*_SCHEMA_2_TABLES, "PRAGMA user_version = 2")}
 
 
 def prepare_schema(connection: sqlite3.Connection, path: Path) -> None:
@@ -109,8 +129,10 @@ def prepare_schema(connection: sqlite3.Connection, path: Path) -> None:
         raise store_damaged(path, "it holds tables that are not a stompbroker store")
     if version == 0:
         _run(connection, _SCHEMA)
-    elif version == 1:
-        _run(connection, _MIGRATE_1_TO_2)
+        version = SCHEMA_VERSION
+    while version in _MIGRATIONS:
+        _run(connection, _MIGRATIONS[version])
+        version += 1
 
 
 def _run(connection: sqlite3.Connection, statements: tuple[str, ...]) -> None:

@@ -73,7 +73,7 @@ class Names:
     :param prefix: the URL's ``prefix`` (``stompbroker`` by default).
     """
 
-    __slots__ = ("prefix", "topics", "group", "_topic", "_queue")
+    __slots__ = ("prefix", "topics", "streams", "group", "_topic", "_queue")
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
@@ -81,6 +81,8 @@ class Names:
         self._queue = f"{prefix}:q:"
         #: The pattern every node subscribes to: all topics (see docs/cluster.md).
         self.topics = f"{prefix}:t:*"
+        #: The pattern every node subscribes to for the streams' new entries.
+        self.streams = f"{prefix}:sc:*"
         #: The one consumer group of every queue's stream: the nodes.
         self.group = "nodes"
 
@@ -91,6 +93,18 @@ class Names:
     def queue(self, destination: str) -> str:
         """:returns: the stream of a ``/queue/`` destination."""
         return self._queue + destination
+
+    def stream(self, destination: str) -> str:
+        """:returns: the Redis stream of a ``/stream/`` destination."""
+        return f"{self.prefix}:s:{destination}"
+
+    def stream_size(self, destination: str) -> str:
+        """:returns: the key that counts the bytes a ``/stream/``'s entries hold."""
+        return f"{self.prefix}:sb:{destination}"
+
+    def stream_channel(self, destination: str) -> str:
+        """:returns: the channel on which a ``/stream/``'s new entries go to every node."""
+        return f"{self.prefix}:sc:{destination}"
 
     def inbox(self, node: str) -> str:
         """:returns: the channel on which a node takes messages for its reply queues."""

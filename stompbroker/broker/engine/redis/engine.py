@@ -17,6 +17,8 @@ what the nodes share:
   subscription per pattern).
 - **queues**: a Redis stream each, shared through one consumer group
   (:mod:`stompbroker.broker.engine.redis.queues`).
+- **streams**: a Redis stream each, appended by a script that also publishes
+  the entry to every node (:mod:`stompbroker.broker.engine.redis.streams`);
 - **reply queues**: a reply to another node's temporary queue goes to that
   node's own channel, whose name the reply queue's name holds.
 - **liveness**: each node keeps a key alive (``SET ... PX --node-timeout``) and
@@ -52,8 +54,12 @@ from stompbroker.broker.engine.redis.connection import (
     run,
 )
 from stompbroker.broker.engine.redis.queues import StreamQueue
+from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
 from stompbroker.broker.engine.redis.url import EngineURL
 from stompbroker.broker.ids import Ids
+from stompbroker.broker.streams.offsets import StreamLimits, StreamStart
+from stompbroker.broker.streams.reader import StreamReader
+from stompbroker.broker.streams.registry import Streams
 from stompbroker.broker.traffic import Traffic
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import NotSupported
@@ -99,8 +105,16 @@ class RedisEngine(LocalEngine):
         ids: Ids | None = None,
         traffic: Traffic | None = None,
         counters: DeliveryCounters | None = None,
+        stream_limits: StreamLimits | None = None,
     ) -> None:
-        super().__init__(clock, policy=policy, ids=ids, traffic=traffic, counters=counters)
+        super().__init__(
+            clock,
+            policy=policy,
+            ids=ids,
+            traffic=traffic,
+            counters=counters,
+            stream_limits=stream_limits,
+        )
         # Redis keeps what it is given (AOF), so persistent headers mean something.
         self.persistent = True
         # Refused (docs/cluster.md): one node's memory would hold what every node must see.
@@ -118,6 +132,15 @@ class RedisEngine(LocalEngine):
         self._listener: asyncio.Task[None] | None = None
         self._loops: list[LoopingCall] = []
         self._node_prefix = f'["{self.ids.node}"'.encode()
+        # Streams live in Redis; this node keeps mirrors of those it reads.
+        limits = stream_limits or StreamLimits()
+        self.streams = Streams(
+            clock, limits, RedisStreamBackend(self._writer, self.names), complete=False
+        )
+        self.redis_streams = RedisStreams(
+            self.streams, self._writer, self.names, self.ids.node, limits
+        )
+        self._streams_pattern = self.names.streams.encode()
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -146,7 +169,7 @@ class RedisEngine(LocalEngine):
     async def _start(self) -> None:
         version = await check_server(self.client, self.url)
         pubsub = self._subscriber.pubsub()
-        await pubsub.psubscribe(self.names.topics)
+        await pubsub.psubscribe(self.names.topics, self.names.streams)
         await pubsub.subscribe(self.names.inbox(self.ids.node))
         self._listener = self.loop.create_task(self._listen(pubsub))
         await self._announce()
@@ -195,8 +218,16 @@ class RedisEngine(LocalEngine):
         ordered = sorted(names, key=lambda name: (name != here, name))
         return [Node(name, name == here, "redis") for name in ordered]
 
+    def _writer(self) -> Any:
+        """:returns: the writer (made when the engine opens)."""
+        return self.writer
+
     def _scan(self) -> None:
-        """Look for what dead nodes held in the queues this node consumes from."""
+        """
+        Look for what dead nodes held in the queues this node consumes from, and
+        trim the streams it knows for age.
+        """
+        self.redis_streams.trim()
         for queue in list(self.queues.values()):
             if isinstance(queue, StreamQueue) and queue.consumers:
                 claimed = run(self.loop, queue.claim_from_dead())
@@ -252,12 +283,19 @@ class RedisEngine(LocalEngine):
                 raise
             except CONNECTION_ERRORS as error:
                 log.warn("lost Redis pub/sub: {error}; reconnecting", error=str(error))
+                self.redis_streams.lost()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_CAP)
                 continue
             delay = BACKOFF_BASE
             kind = response[0]
             if kind == b"pmessage":
+                if response[1] == self._streams_pattern:
+                    try:
+                        self.redis_streams.arrived(response[2], response[3])
+                    except Exception:
+                        log.failure("adding a stream entry from Redis failed")
+                    continue
                 payload = response[3]
                 if payload.startswith(node_prefix):
                     continue
@@ -362,6 +400,22 @@ class RedisEngine(LocalEngine):
         super().release_queue(queue)
 
     # -- durable subscriptions -------------------------------------------------------------
+
+    def publish_stream(self, message: Message) -> Deferred[None]:
+        """
+        Append a message to its stream in Redis; this node's readers, as every
+        node's, get it from the stream's channel.
+
+        :returns: a Deferred that fires once Redis has it.
+        """
+        if not self.writer.connected:
+            self._check_connected()
+        self.traffic.published(message)
+        return self.redis_streams.append(message)
+
+    def stream_reader(self, destination: str, start: StreamStart) -> StreamReader:
+        """:returns: a cursor on the shared stream at ``start`` (see :mod:`.streams`)."""
+        return self.redis_streams.reader(destination, start)
 
     def durable_queue(self, durable: tuple[str, str], pattern: str) -> Any:
         """
