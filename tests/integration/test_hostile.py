@@ -139,8 +139,15 @@ def test_client_that_never_reads_is_dropped_while_others_are_served(
     assert before is not None
     publisher = raw_connect(hostile_broker.address)
     frame = f"SEND\ndestination:{destination}\n\n".encode() + body + b"\x00"
-    for _ in range(messages // 100):
-        publisher.send(frame * 100)
+    # The publisher stays at most AHEAD messages (400 KB) ahead of the reader, so a reader
+    # slowed by a busy machine never trails by the 1 MiB that marks a slow consumer, while
+    # the stalled client falls behind by everything.
+    batch, ahead = 20, 40
+    for sent in range(batch, messages + 1, batch):
+        deadline = time.monotonic() + 30
+        while sent - batch - received[0] > ahead and time.monotonic() < deadline:
+            time.sleep(0.001)
+        publisher.send(frame * batch)
     publisher.send(b"DISCONNECT\nreceipt:done\n\n\x00")
     assert publisher.read_frames(count=1, timeout=30)[0].command == "RECEIPT"
     reading.join(timeout=30)
