@@ -73,12 +73,17 @@ class Names:
     :param prefix: the URL's ``prefix`` (``stompbroker`` by default).
     """
 
-    __slots__ = ("prefix", "topics", "group", "_topic", "_queue")
+    __slots__ = ("prefix", "topics", "group", "durables", "control", "_topic", "_queue", "_durable")
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
         self._topic = f"{prefix}:t:"
         self._queue = f"{prefix}:q:"
+        self._durable = f"{prefix}:d:"
+        #: The hash of every durable subscription: its key -> its topic pattern.
+        self.durables = f"{prefix}:durables"
+        #: The channel on which nodes tell each other of durable subscriptions.
+        self.control = f"{prefix}:c"
         #: The pattern every node subscribes to: all topics (see docs/cluster.md).
         self.topics = f"{prefix}:t:*"
         #: The one consumer group of every queue's stream: the nodes.
@@ -91,6 +96,10 @@ class Names:
     def queue(self, destination: str) -> str:
         """:returns: the stream of a ``/queue/`` destination."""
         return self._queue + destination
+
+    def durable(self, key: str) -> str:
+        """:returns: the stream of a durable subscription, by its key (``durable:[...]``)."""
+        return self._durable + key
 
     def inbox(self, node: str) -> str:
         """:returns: the channel on which a node takes messages for its reply queues."""

@@ -19,12 +19,14 @@ what the nodes share:
   (:mod:`stompbroker.broker.engine.redis.queues`).
 - **reply queues**: a reply to another node's temporary queue goes to that
   node's own channel, whose name the reply queue's name holds.
+- **durable topic subscriptions**: a stream each, and a registry every node
+  mirrors; the node a topic message is sent to writes it to the stream of each
+  matching durable subscription (:mod:`stompbroker.broker.engine.redis.durables`).
 - **liveness**: each node keeps a key alive (``SET ... PX --node-timeout``) and
   looks, every half ``--node-timeout``, for queue entries held by nodes whose
   key has expired, and takes them over.
 
-Not built yet, and refused with an ERROR that says so: durable topic
-subscriptions.  Statistics are this node's own.
+Statistics are this node's own.
 """
 
 from __future__ import annotations
@@ -51,12 +53,12 @@ from stompbroker.broker.engine.redis.connection import (
     make_client,
     run,
 )
+from stompbroker.broker.engine.redis.durables import Durables, DurableStreamQueue
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.url import EngineURL
 from stompbroker.broker.ids import Ids
 from stompbroker.broker.traffic import Traffic
 from stompbroker.logs import logger
-from stompbroker.protocol.errors import NotSupported
 from stompbroker.protocol.message import Message
 
 __all__ = ["DEFAULT_NODE_TIMEOUT", "RedisEngine"]
@@ -113,6 +115,8 @@ class RedisEngine(LocalEngine):
         self._listener: asyncio.Task[None] | None = None
         self._loops: list[LoopingCall] = []
         self._node_prefix = f'["{self.ids.node}"'.encode()
+        #: This node's copy of the registry of durable subscriptions.
+        self.durables = Durables(self)
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -142,9 +146,10 @@ class RedisEngine(LocalEngine):
         version = await check_server(self.client, self.url)
         pubsub = self._subscriber.pubsub()
         await pubsub.psubscribe(self.names.topics)
-        await pubsub.subscribe(self.names.inbox(self.ids.node))
+        await pubsub.subscribe(self.names.inbox(self.ids.node), self.names.control)
         self._listener = self.loop.create_task(self._listen(pubsub))
         await self._announce()
+        await self.durables.load().asFuture(self.loop)
         beat = LoopingCall(self._beat)
         beat.clock = self.clock
         beat.start(self.node_timeout / 3, now=False)
@@ -191,14 +196,18 @@ class RedisEngine(LocalEngine):
         return [Node(name, name == here, "redis") for name in ordered]
 
     def _scan(self) -> None:
-        """Look for what dead nodes held in the queues this node consumes from."""
-        for queue in list(self.queues.values()):
+        """
+        Look for what dead nodes held in the queues this node consumes from, and
+        read the registry of durable subscriptions again.
+        """
+        self.durables.load().addErrback(self._scan_failed, "the durable subscriptions")
+        for queue in [*self.queues.values(), *self.durables.queues.values()]:
             if isinstance(queue, StreamQueue) and queue.consumers:
                 claimed = run(self.loop, queue.claim_from_dead())
                 claimed.addErrback(self._scan_failed, queue.destination)
 
     def _scan_failed(self, failure: Any, destination: str) -> None:
-        if failure.check(*CONNECTION_ERRORS):
+        if failure.check(RedisUnreachable, *CONNECTION_ERRORS):
             return
         log.failure("claiming {queue} from dead nodes failed", failure, queue=destination)
 
@@ -223,6 +232,7 @@ class RedisEngine(LocalEngine):
         for queue in list(self.queues.values()):
             if isinstance(queue, StreamQueue):
                 queue.close()
+        self.durables.close()
         try:
             await asyncio.wait_for(self.writer.drained(), STOP_TIMEOUT)
             await self.client.delete(self.names.alive(self.ids.node))
@@ -240,6 +250,7 @@ class RedisEngine(LocalEngine):
         delay = BACKOFF_BASE
         node_prefix = self._node_prefix
         fan_out = LocalEngine.publish_topic
+        control = self.names.control.encode()
         while True:
             try:
                 response = await pubsub.parse_response(block=True)
@@ -261,6 +272,8 @@ class RedisEngine(LocalEngine):
                     fan_out(self, message)
                 except Exception:
                     log.failure("fanning out a message from Redis failed")
+            elif kind == b"message" and response[1] == control:
+                self.durables.notice(response[2])
             elif kind == b"message":
                 try:
                     _, message = decode(response[2])
@@ -279,14 +292,21 @@ class RedisEngine(LocalEngine):
             )
 
     def publish_topic(self, message: Message) -> None:
-        """Fan a topic message out here, and publish it to the other nodes."""
+        """
+        Fan a topic message out here, publish it to the other nodes, and add it to
+        the streams of the durable subscriptions it matches (a persistent one is
+        there already).
+        """
         if not self.writer.connected:
             self._check_connected()
         LocalEngine.publish_topic(self, message)
         if not (message.expires and message.expires <= self.clock.seconds()):
-            self.writer.command(
-                "PUBLISH", self.names.topic(message.destination), encode(self.ids.node, message)
-            )
+            payload = encode(self.ids.node, message)
+            command = self.writer.command
+            command("PUBLISH", self.names.topic(message.destination), payload)
+            if not message.persistent:
+                for durable in self.durables.streams(message.destination):
+                    command("XADD", durable.stream, "*", "m", payload)
 
     def publish_queue(self, message: Message) -> None:
         """Add a message to its queue's stream (a persistent one is there already)."""
@@ -317,22 +337,29 @@ class RedisEngine(LocalEngine):
 
     def keep(self, message: Message) -> Deferred[None] | None:
         """
-        Add a persistent queue message to its stream before it is acknowledged.
+        Add a persistent message to its queue's stream, or to the streams of the
+        durable subscriptions its topic matches, before it is acknowledged.
 
         :returns: a Deferred that fires once Redis has it (see docs/cluster.md for
             what ``appendfsync`` then promises), or fails with
             :class:`~stompbroker.broker.engine.redis.connection.RedisUnreachable`;
-            ``None`` for a topic message (no durable subscriptions here yet).
+            ``None`` for a topic message no durable subscription takes.
         """
         destination = message.destination
-        if not destination.startswith(QUEUE_PREFIX):
-            return None
+        if destination.startswith(QUEUE_PREFIX):
+            streams = [self.names.queue(destination)]
+        else:
+            streams = [durable.stream for durable in self.durables.streams(destination)]
+            if not streams:
+                return None
         self._check_connected()
         if message.expires and message.expires <= self.clock.seconds():
             return None
-        stored: Deferred[Any] = self.writer.command_waited(
-            "XADD", self.names.queue(destination), "*", "m", encode(self.ids.node, message)
-        )
+        payload = encode(self.ids.node, message)
+        for stream in streams[:-1]:
+            self.writer.command("XADD", stream, "*", "m", payload)
+        # One pipeline at a time, in order: the last reply means Redis has them all.
+        stored: Deferred[Any] = self.writer.command_waited("XADD", streams[-1], "*", "m", payload)
         return stored.addCallback(_nothing)
 
     # -- queues ------------------------------------------------------------------------------
@@ -349,6 +376,10 @@ class RedisEngine(LocalEngine):
         A consumer has left: drop this node's handle when it has no consumers left
         (the queue lives on in Redis).
         """
+        if isinstance(queue, DurableStreamQueue):
+            if not queue.consumers:
+                queue.close()
+            return
         if isinstance(queue, StreamQueue):
             if not queue.consumers:
                 self.queues.pop(queue.destination, None)
@@ -360,13 +391,20 @@ class RedisEngine(LocalEngine):
 
     def durable_queue(self, durable: tuple[str, str], pattern: str) -> Any:
         """
-        :raises NotSupported: always, for now.
+        Find or make a durable subscription, whose backlog is a stream in Redis
+        (:mod:`~stompbroker.broker.engine.redis.durables`).
+
+        :raises DuplicateSubscription: if it is consumed here on another pattern.
         """
-        raise NotSupported(
-            "durable subscriptions are not supported by the redis engine yet",
-            "this broker runs on the redis engine, which has no durable topic subscriptions"
-            " yet (docs/cluster.md); subscribe without a durable name, or to a /queue/",
-        )
+        return self.durables.subscribe(durable, pattern)
+
+    def remove_durable(self, durable: tuple[str, str]) -> Deferred[Any]:
+        """
+        Delete a durable subscription and its backlog, on every node.
+
+        :raises UnknownSubscription: if there is none.
+        """
+        return self.durables.remove(durable)
 
 
 def _reply_queue_node(destination: str) -> str | None:
