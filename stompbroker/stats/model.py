@@ -50,11 +50,13 @@ import attrs
 from attrs import frozen
 
 from stompbroker.broker.destinations import QUEUE_PREFIX, TOPIC_PREFIX
+from stompbroker.broker.figures import DestinationFigures, NodeFigures
 from stompbroker.broker.flow import resident_bytes
 from stompbroker.broker.queues import WorkerQueue
 from stompbroker.broker.subscriptions import is_wildcard
 from stompbroker.broker.traffic import DestinationTraffic
 from stompbroker.interfaces import ConnectionDescription
+from stompbroker.stats.cluster import ClusterSums, nodes_document
 from stompbroker.stats.schema import (
     FLOW_COUNTERS,
     SCHEMA_VERSION,
@@ -120,6 +122,9 @@ class Snapshot:
     :ivar connections_opened: connections admitted since the broker started.
     :ivar connections_closed: admitted connections closed since.
     :ivar rss_bytes: the process's resident set size.
+    :ivar nodes: every node's own figures, this one's first (one, for an
+        engine of one process); the other fields are the whole cluster's
+        (:mod:`stompbroker.stats.cluster`).
     """
 
     seconds: float
@@ -129,6 +134,7 @@ class Snapshot:
     connections_opened: int
     connections_closed: int
     rss_bytes: int
+    nodes: tuple[NodeFigures, ...] = ()
 
     def total(self, counter: str) -> int:
         """:returns: a flow counter summed over every destination."""
@@ -214,6 +220,9 @@ class StatsModel:
         self._samplers: list[Sampler] = []
         #: destination -> (its totals when last seen to change, when that was).
         self._changed: dict[str, tuple[tuple[int, ...], float]] = {}
+        self._engine = broker.engine
+        self._sums = ClusterSums()
+        self._engine.share(self._shared)
 
     def sampler(self) -> Sampler:
         """:returns: a new :class:`Sampler`, whose intervals start at its first sample."""
@@ -224,7 +233,51 @@ class StatsModel:
 
     def snapshot(self) -> Snapshot:
         """
-        Read every counter and gauge now, and forget destinations long idle.
+        :returns: the :class:`Snapshot` of the whole broker: this process's
+            own, or the cluster's if the engine is shared with other nodes.
+        """
+        own = self.own_snapshot()
+        here = self._figures(own)
+        view = self._engine.cluster()
+        if view is None:
+            return attrs.evolve(own, nodes=(here,))
+        cluster, nodes = self._sums.merge(here, view)
+        return attrs.evolve(
+            own,
+            destinations={
+                name: DestinationState(f.totals, f.depth, f.in_flight, f.consumers)
+                for name, f in cluster.destinations.items()
+            },
+            connections=cluster.connections,
+            connections_opened=cluster.connections_opened,
+            connections_closed=cluster.connections_closed,
+            rss_bytes=cluster.rss_bytes,
+            nodes=nodes,
+        )
+
+    def _figures(self, own: Snapshot) -> NodeFigures:
+        return NodeFigures(
+            self._engine.ids.node,
+            own.seconds,
+            own.uptime_s,
+            own.connections,
+            own.connections_opened,
+            own.connections_closed,
+            own.rss_bytes,
+            {
+                name: DestinationFigures(*attrs.astuple(state, recurse=False))
+                for name, state in own.destinations.items()
+            },
+        )
+
+    def _shared(self) -> bytes:
+        """:returns: this process's figures, for the other nodes of a cluster."""
+        return self._figures(self.own_snapshot()).encode()
+
+    def own_snapshot(self) -> Snapshot:
+        """
+        Read every counter and gauge of this process now, and forget
+        destinations long idle.
 
         :returns: the :class:`Snapshot`.
         """
@@ -298,6 +351,7 @@ class StatsModel:
                 continue
             del traffic.destinations[name]
             del changed[name]
+            self._sums.forgotten(name, totals)
             for sampler in self._samplers:
                 sampler.forget(name)
 
@@ -450,6 +504,7 @@ def stats_document(
         "schema_version": SCHEMA_VERSION,
         "ts": format_timestamp(to_timestamp(snapshot.seconds)),
         "server": server,
+        "node": snapshot.nodes[0].node if snapshot.nodes else None,
         "broker": {
             "uptime_s": snapshot.uptime_s,
             "connections": snapshot.connections,
@@ -467,6 +522,7 @@ def stats_document(
             "slow_consumer_disconnects": counters.slow_disconnects,
         },
         "destinations": destinations,
+        "nodes": nodes_document(snapshot.nodes),
         "connections": [connection.to_dict() for connection in model.connections()],
     }
 
@@ -485,6 +541,8 @@ def live_document(interval: Interval) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "ts": broker["ts"],
         "interval_s": broker["interval_s"],
+        "node": interval.end.nodes[0].node if interval.end.nodes else None,
+        "nodes": nodes_document(interval.end.nodes),
         "broker": _fields(broker),
         "destinations": [_fields(record.to_dict()) for record in interval.destinations],
     }

@@ -50,7 +50,7 @@ def unique(prefix: str) -> str:
 
 
 def durable_subscriber(process: BrokerProcess, client_id: str, topic: str, name: str) -> Any:
-    """:returns: a connection of ``client_id`` subscribed to ``name`` on ``topic``, and its inbox."""
+    """:returns: a connection of ``client_id`` subscribed to ``name`` on ``topic``, its inbox."""
     connection, inbox = connect(process.address, headers={"client-id": client_id})
     connection.subscribe(
         topic,

@@ -40,6 +40,7 @@ from stompbroker.broker.dead_letters import DeadLetters
 from stompbroker.broker.delivery import DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.destinations import QUEUE_PREFIX, TOPIC_PREFIX
 from stompbroker.broker.engine.base import IEngine, Node
+from stompbroker.broker.figures import ClusterView
 from stompbroker.broker.ids import Ids
 from stompbroker.broker.persistence import Journal, durable_key
 from stompbroker.broker.queues import WorkerQueue
@@ -339,6 +340,13 @@ class LocalEngine:
     def nodes(self) -> list[Node]:
         """:returns: this process, the only one sharing this engine's state."""
         return [Node(self.ids.node, True, "local")]
+
+    def share(self, figures: Callable[[], bytes]) -> None:
+        """Nothing to share: this process is the whole broker."""
+
+    def cluster(self) -> ClusterView | None:
+        """:returns: ``None``: this process is the whole broker."""
+        return None
 
     # -- topic subscriptions -------------------------------------------------------------
 

@@ -101,6 +101,20 @@ class Names:
         """:returns: the stream of a durable subscription, by its key (``durable:[...]``)."""
         return self._durable + key
 
+    def figures(self, node: str) -> str:
+        """:returns: the key of a node's figures, for cluster-wide statistics."""
+        return f"{self.prefix}:figures:{node}"
+
+    def destination_of(self, stream: str) -> str:
+        """
+        :returns: the ``/queue/`` destination of a queue's stream, or the key
+            (``durable:[...]``) of a durable subscription's.
+        """
+        for prefix in (self._queue, self._durable):
+            if stream.startswith(prefix):
+                return stream[len(prefix) :]
+        return stream
+
     def inbox(self, node: str) -> str:
         """:returns: the channel on which a node takes messages for its reply queues."""
         return f"{self.prefix}:n:{node}"

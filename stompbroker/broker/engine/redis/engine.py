@@ -26,7 +26,11 @@ what the nodes share:
   looks, every half ``--node-timeout``, for queue entries held by nodes whose
   key has expired, and takes them over.
 
-Statistics are this node's own.
+Statistics: a topic message counts in on the node it was sent to, and as
+delivered on each node that delivers it, so that the nodes' counts add up; each
+node shares its figures and reads the others' and what waits unread in Redis
+(:mod:`stompbroker.broker.engine.redis.figures`), for statistics of the whole
+cluster.
 """
 
 from __future__ import annotations
@@ -54,8 +58,10 @@ from stompbroker.broker.engine.redis.connection import (
     run,
 )
 from stompbroker.broker.engine.redis.durables import Durables, DurableStreamQueue
+from stompbroker.broker.engine.redis.figures import FIGURES_INTERVAL, FiguresExchange
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.url import EngineURL
+from stompbroker.broker.figures import ClusterView
 from stompbroker.broker.ids import Ids
 from stompbroker.broker.traffic import Traffic
 from stompbroker.logs import logger
@@ -117,6 +123,8 @@ class RedisEngine(LocalEngine):
         self._node_prefix = f'["{self.ids.node}"'.encode()
         #: This node's copy of the registry of durable subscriptions.
         self.durables = Durables(self)
+        #: This node's figures for the others, and theirs (cluster-wide statistics).
+        self.figures = FiguresExchange(self)
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -156,7 +164,10 @@ class RedisEngine(LocalEngine):
         scan = LoopingCall(self._scan)
         scan.clock = self.clock
         scan.start(self.node_timeout / 2, now=False)
-        self._loops = [beat, scan]
+        figures = LoopingCall(self.figures.tick)
+        figures.clock = self.clock
+        figures.start(FIGURES_INTERVAL, now=True)
+        self._loops = [beat, scan, figures]
         log.info(
             "redis engine: node {node} on {url} (Redis {version}), node timeout {timeout} s",
             node=self.ids.node,
@@ -194,6 +205,14 @@ class RedisEngine(LocalEngine):
         here = self.ids.node
         ordered = sorted(names, key=lambda name: (name != here, name))
         return [Node(name, name == here, "redis") for name in ordered]
+
+    def share(self, figures: Any) -> None:
+        """Share what ``figures()`` returns with the other nodes, every second."""
+        self.figures.source = figures
+
+    def cluster(self) -> ClusterView:
+        """:returns: the latest view of the other nodes and of what waits unread in Redis."""
+        return self.figures.view
 
     def _scan(self) -> None:
         """
@@ -236,6 +255,7 @@ class RedisEngine(LocalEngine):
         try:
             await asyncio.wait_for(self.writer.drained(), STOP_TIMEOUT)
             await self.client.delete(self.names.alive(self.ids.node))
+            await self.figures.leave()
         except (TimeoutError, *CONNECTION_ERRORS) as error:
             log.warn("left Redis without its last writes: {error}", error=str(error))
         if self._listener is not None:
@@ -251,6 +271,7 @@ class RedisEngine(LocalEngine):
         node_prefix = self._node_prefix
         fan_out = LocalEngine.publish_topic
         control = self.names.control.encode()
+        counted = self.traffic.destinations
         while True:
             try:
                 response = await pubsub.parse_response(block=True)
@@ -270,6 +291,11 @@ class RedisEngine(LocalEngine):
                 try:
                     _, message = decode(payload)
                     fan_out(self, message)
+                    # Counted in where it was sent, so that the nodes' counts add up.
+                    traffic = counted.get(message.destination)
+                    if traffic is not None:
+                        traffic.messages_in -= 1
+                        traffic.bytes_in -= len(message.body)
                 except Exception:
                     log.failure("fanning out a message from Redis failed")
             elif kind == b"message" and response[1] == control:
