@@ -50,15 +50,20 @@ from benchmarks.workers import (
 #: resident memory rarely shrinks, so growth per connection is only visible
 #: on a broker that has not been busy yet.
 SCENARIOS = ("idle", "fanout", "ws-fanout", "queue", "persistent", "latency")
+#: Scenarios across two nodes of the redis engine (publishers on one, receivers
+#: on the other; :mod:`benchmarks.cluster` starts them): run only when named.
+CLUSTER_SCENARIOS = ("cluster-fanout", "cluster-queue")
 ACK_MODES = ("auto", "client", "client-individual")
-TOPIC_SCENARIOS = frozenset({"fanout", "ws-fanout", "latency"})
-QUEUE_SCENARIOS = frozenset({"queue", "persistent"})
+TOPIC_SCENARIOS = frozenset({"fanout", "ws-fanout", "latency", "cluster-fanout"})
+QUEUE_SCENARIOS = frozenset({"queue", "persistent", "cluster-queue"})
 #: The figures each scenario is judged by, the headline first, and whether more is better.
 HEADLINE: dict[str, tuple[tuple[str, bool], ...]] = {
     "fanout": (("deliveries_per_s", True),),
     "ws-fanout": (("deliveries_per_s", True),),
     "queue": (("msgs_per_s", True),),
     "persistent": (("msgs_per_s", True),),
+    "cluster-fanout": (("deliveries_per_s", True),),
+    "cluster-queue": (("msgs_per_s", True),),
     "latency": (("p99_ms", False), ("p50_ms", False)),
     "idle": (("held", True), ("rss_per_conn_kb", False)),
 }
@@ -139,11 +144,14 @@ class Target:
     :ivar name: how tables and JSON lines call it (``stompbroker``, ``other``).
     :ivar endpoint: how to reach it.
     :ivar pid: its process id, for its CPU and memory, when known.
+    :ivar publish_endpoint: where publishers connect, if not to ``endpoint``
+        (the cluster scenarios: another node of the same broker).
     """
 
     name: str
     endpoint: Endpoint
     pid: int | None = None
+    publish_endpoint: Endpoint | None = None
 
 
 def run_case(case: Case, target: Target, settings: Settings) -> dict[str, Any]:
@@ -252,7 +260,7 @@ def _run_flow(case: Case, target: Target, settings: Settings) -> dict[str, Any]:
             crew.start(
                 run_publisher,
                 PublisherSpec(
-                    target.endpoint,
+                    target.publish_endpoint or target.endpoint,
                     websocket,
                     destination,
                     b"x" * settings.size,
