@@ -20,7 +20,7 @@ import json
 
 from stompbroker.protocol.message import Message
 
-__all__ = ["Names", "decode", "encode"]
+__all__ = ["Names", "decode", "encode", "pack_batch", "unpack_batch"]
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _loads = json.loads
@@ -64,6 +64,42 @@ def decode(payload: bytes) -> tuple[str, Message]:
         bool(persistent),
     )
     return origin, message
+
+
+#: What a batch of topic messages starts with (a single message starts with ``[``).
+BATCH = b"B"
+
+
+def pack_batch(origin: str, payloads: list[bytes]) -> bytes:
+    """
+    :param origin: the node token of the node that publishes them.
+    :param payloads: messages :func:`encode` made, in order.
+    :returns: them as one pub/sub payload: ``B``, the origin, a newline, then
+        each with its length (4 bytes, big-endian) before it.
+    """
+    parts = [BATCH, origin.encode(), b"\n"]
+    for payload in payloads:
+        parts.append(len(payload).to_bytes(4, "big"))
+        parts.append(payload)
+    return b"".join(parts)
+
+
+def unpack_batch(batch: bytes) -> list[bytes]:
+    """
+    :returns: the payloads :func:`pack_batch` packed, in order.
+    :raises ValueError: for bytes it did not make.
+    """
+    start = batch.index(b"\n") + 1
+    end = len(batch)
+    payloads = []
+    while start < end:
+        size = int.from_bytes(batch[start : start + 4], "big")
+        start += 4
+        if start + size > end:
+            raise ValueError("a batch of messages cut short")
+        payloads.append(batch[start : start + size])
+        start += size
+    return payloads
 
 
 class Names:

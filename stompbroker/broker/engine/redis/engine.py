@@ -45,7 +45,14 @@ from stompbroker.broker.delivery import DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.destinations import QUEUE_PREFIX, REPLY_QUEUE_PREFIX
 from stompbroker.broker.engine.base import Node
 from stompbroker.broker.engine.local import DEFAULT_POLICY, LocalEngine
-from stompbroker.broker.engine.redis.codec import Names, decode, encode
+from stompbroker.broker.engine.redis.codec import (
+    BATCH,
+    Names,
+    decode,
+    encode,
+    pack_batch,
+    unpack_batch,
+)
 from stompbroker.broker.engine.redis.connection import (
     BACKOFF_BASE,
     BACKOFF_CAP,
@@ -120,7 +127,7 @@ class RedisEngine(LocalEngine):
         self._subscriber: Any = None
         self._listener: asyncio.Task[None] | None = None
         self._loops: list[LoopingCall] = []
-        self._node_prefix = f'["{self.ids.node}"'.encode()
+        self._node_prefix = BATCH + self.ids.node.encode() + b"\n"
         #: This node's copy of the registry of durable subscriptions.
         self.durables = Durables(self)
         #: This node's figures for the others, and theirs (cluster-wide statistics).
@@ -138,7 +145,10 @@ class RedisEngine(LocalEngine):
         self.loop = check_reactor(self.clock)
         self.client = make_client(self.url)
         self._subscriber = make_client(self.url, forever=True)
-        self.writer = Writer(self.client, self.loop)
+        node = self.ids.node
+        self.writer = Writer(
+            self.client, self.loop, lambda payloads: pack_batch(node, payloads)
+        )
 
     def recover(self) -> Deferred[None]:
         """
@@ -289,13 +299,14 @@ class RedisEngine(LocalEngine):
                 if payload.startswith(node_prefix):
                     continue
                 try:
-                    _, message = decode(payload)
-                    fan_out(self, message)
-                    # Counted in where it was sent, so that the nodes' counts add up.
-                    traffic = counted.get(message.destination)
-                    if traffic is not None:
-                        traffic.messages_in -= 1
-                        traffic.bytes_in -= len(message.body)
+                    for part in unpack_batch(payload):
+                        _, message = decode(part)
+                        fan_out(self, message)
+                        # Counted in where it was sent, so that the nodes' counts add up.
+                        traffic = counted.get(message.destination)
+                        if traffic is not None:
+                            traffic.messages_in -= 1
+                            traffic.bytes_in -= len(message.body)
                 except Exception:
                     log.failure("fanning out a message from Redis failed")
             elif kind == b"message" and response[1] == control:
@@ -328,11 +339,10 @@ class RedisEngine(LocalEngine):
         LocalEngine.publish_topic(self, message)
         if not (message.expires and message.expires <= self.clock.seconds()):
             payload = encode(self.ids.node, message)
-            command = self.writer.command
-            command("PUBLISH", self.names.topic(message.destination), payload)
+            self.writer.publish(self.names.topic(message.destination), payload)
             if not message.persistent:
                 for durable in self.durables.streams(message.destination):
-                    command("XADD", durable.stream, "*", "m", payload)
+                    self.writer.command("XADD", durable.stream, "*", "m", payload)
 
     def publish_queue(self, message: Message) -> None:
         """Add a message to its queue's stream (a persistent one is there already)."""
