@@ -63,6 +63,13 @@ def durable_subscriber(process: BrokerProcess, client_id: str, topic: str, name:
     return connection, inbox
 
 
+def made_and_left(process: BrokerProcess, client_id: str, topic: str, name: str) -> None:
+    """Make a durable subscription on ``process``, leave it, and let every node hear of it."""
+    connection, _ = durable_subscriber(process, client_id, topic, name)
+    connection.disconnect()
+    time.sleep(NOTICE)
+
+
 def send_all(process: BrokerProcess, topic: str, bodies: list[bytes], **headers: str) -> None:
     """Send ``bodies`` to ``topic`` on ``process``, and wait for the last one's RECEIPT."""
     connection, inbox = connect(process.address)
@@ -93,9 +100,7 @@ def test_backlog_made_on_both_nodes_reaches_the_subscriber_back_on_the_other(
     """
     a, b = nodes
     client_id, topic = unique("client-"), unique("/topic/durable.")
-    connection, _ = durable_subscriber(a, client_id, f"{topic}.*", "resume")
-    connection.disconnect()
-    time.sleep(NOTICE)
+    made_and_left(a, client_id, f"{topic}.*", "resume")
     from_a = [f"a{n}".encode() for n in range(50)]
     from_b = [f"b{n}".encode() for n in range(50)]
     send_all(a, f"{topic}.x", from_a, persistent="true")
@@ -139,9 +144,7 @@ def test_unsubscribe_with_the_durable_header_deletes_it_for_every_node(
     """An UNSUBSCRIBE naming the durable subscription on node B deletes the one made on A."""
     a, b = nodes
     client_id, topic = unique("client-"), unique("/topic/gone.")
-    connection, _ = durable_subscriber(a, client_id, topic, "gone")
-    connection.disconnect()
-    time.sleep(NOTICE)
+    made_and_left(a, client_id, topic, "gone")
     send_all(a, topic, [b"backlog"])
     connection, inbox = connect(b.address, headers={"client-id": client_id})
     connection.unsubscribe(
@@ -169,9 +172,7 @@ def test_the_management_api_of_either_node_lists_and_deletes_it(
     """
     a, b = nodes
     client_id, topic = unique("client-"), unique("/topic/managed.")
-    connection, _ = durable_subscriber(a, client_id, topic, "managed")
-    connection.disconnect()
-    time.sleep(NOTICE)
+    made_and_left(a, client_id, topic, "managed")
     send_all(a, topic, [b"old"])
     key = "durable:" + json.dumps([client_id, "managed"])
     listed = {entry["destination"]: entry for entry in api(b, "queues", "--json")}

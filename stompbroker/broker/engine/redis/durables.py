@@ -32,11 +32,11 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
+from stompbroker.broker.engine.local import reusable_durable, unknown_durable
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.persistence import durable_key, parse_durable_key
 from stompbroker.broker.subscriptions import SubscriptionTree
 from stompbroker.logs import logger
-from stompbroker.protocol.errors import DuplicateSubscription, UnknownSubscription
 
 __all__ = ["DurableStreamQueue", "Durables"]
 
@@ -173,16 +173,9 @@ class Durables:
 
         :raises DuplicateSubscription: if it is consumed here on another pattern.
         """
-        queue = self.queues.get(durable)
-        if queue is not None and queue.destination != pattern:
-            if queue.consumers:
-                raise DuplicateSubscription(
-                    "durable subscription in use",
-                    f"the durable subscription {durable[1]!r} is being consumed on"
-                    f" {queue.destination!r}; it cannot move to {pattern!r} now",
-                )
-            self.remove(durable)
-            queue = None
+        queue: DurableStreamQueue | None = reusable_durable(
+            self.queues, durable, pattern, self.remove
+        )
         if queue is not None:
             return queue
         self._changes += 1
@@ -205,11 +198,7 @@ class Durables:
         """
         queue = self._forget(durable)
         if queue is None:
-            raise UnknownSubscription(
-                "unknown durable subscription",
-                f"there is no durable subscription named {durable[1]!r}"
-                + (f" for client-id {durable[0]!r}" if durable[0] else ""),
-            )
+            raise unknown_durable(durable)
         self._changes += 1
         writer = self._engine.writer
         writer.command("HDEL", self._names.durables, queue.key)
