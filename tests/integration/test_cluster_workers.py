@@ -40,14 +40,12 @@ def supervisor(
         "2",
         reactor="uvloop",
     )
+    # The supervisor listens at once; its workers take a moment to start.
+    deadline = time.monotonic() + WAIT
+    while len(nodes(process)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
     yield process
     process.stop()
-
-
-def workers_of(process: BrokerProcess) -> set[int]:
-    """:returns: the pids of the supervisor's children (its workers), from /proc."""
-    children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text()
-    return {int(pid) for pid in children.split()}
 
 
 def nodes(process: BrokerProcess) -> list[str]:
@@ -56,6 +54,12 @@ def nodes(process: BrokerProcess) -> list[str]:
     result = run_python("-m", "stompbroker.app.cli", "nodes", "--json", "--url", url)
     assert result.returncode == 0, result.stderr
     return [entry["name"] for entry in json.loads(result.stdout)]
+
+
+def workers_of(process: BrokerProcess) -> set[int]:
+    """:returns: the pids of the supervisor's children (its workers), from /proc."""
+    children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text()
+    return {int(pid) for pid in children.split()}
 
 
 class Sessions(Collector):
