@@ -125,6 +125,7 @@ def test_what_was_not_acknowledged_comes_back_on_the_next_node(
     a, b = nodes
     client_id, topic = unique("client-"), unique("/topic/unacked.")
     connection, inbox = durable_subscriber(a, client_id, topic, "held")
+    time.sleep(NOTICE)
     send_all(b, topic, [b"one", b"two"])
     assert inbox.wait_for(lambda: len(inbox.messages) == 2, timeout=10)
     connection.ack(inbox.messages[0].headers["ack"], receipt="acked")
@@ -156,6 +157,7 @@ def test_unsubscribe_with_the_durable_header_deletes_it_for_every_node(
     time.sleep(NOTICE)
     send_all(a, topic, [b"after"])
     connection, inbox = durable_subscriber(a, client_id, topic, "gone")
+    time.sleep(NOTICE)
     send_all(b, topic, [b"fresh"])
     assert inbox.wait_for(lambda: bool(inbox.messages), timeout=10)
     time.sleep(0.3)
@@ -182,6 +184,7 @@ def test_the_management_api_of_either_node_lists_and_deletes_it(
     time.sleep(NOTICE)
     assert key not in {entry["destination"] for entry in api(a, "queues", "--json")}
     connection, inbox = durable_subscriber(a, client_id, topic, "managed")
+    time.sleep(NOTICE)
     send_all(b, topic, [b"new"])
     assert inbox.wait_for(lambda: bool(inbox.messages), timeout=10)
     time.sleep(0.3)
