@@ -18,7 +18,12 @@ runs no broker itself:
 - a worker that dies is started again after a back-off (1 s doubling to 30 s
   while it keeps dying within a minute), and stopping the supervisor (SIGTERM)
   stops the workers (SIGTERM, SIGKILL after ``--shutdown-timeout`` and 5 s
-  more).
+  more);
+- a worker that exits with an error status (not killed by a signal) within
+  :data:`FIRST_START` seconds of its first start could not start at all (it has
+  logged why): the supervisor then stops the
+  others and exits with status 1, as a broker of one process that cannot start
+  does.
 
 Each worker is a node of its own (its own node token), so the workers share
 destinations through the redis engine exactly as nodes on several machines do;
@@ -38,10 +43,12 @@ from twisted.application.service import MultiService, Service
 from twisted.internet import endpoints, protocol
 from twisted.internet.address import IPv6Address
 from twisted.internet.defer import Deferred, DeferredList, maybeDeferred, succeed
-from twisted.internet.error import ProcessExitedAlready
+from twisted.internet.error import ProcessExitedAlready, ProcessTerminated
 from twisted.internet.process import reapAllProcesses
 from twisted.internet.task import LoopingCall
+from twisted.python.failure import Failure
 
+from stompbroker.app.services import exit_with_error
 from stompbroker.logs import logger
 
 __all__ = ["ADOPT_VARIABLE", "AdoptedPort", "WorkerSupervisor", "adopted_ports", "worker_argv"]
@@ -58,9 +65,16 @@ RESTART_DELAY = 1.0
 RESTART_CAP = 30.0
 #: A worker that lived this long resets its back-off.
 STABLE_AFTER = 60.0
+#: A worker that ends this soon after its first start could not start (a bad
+#: --engine URL, a refused password): the supervisor stops rather than retry.
+FIRST_START = 10.0
 #: Seconds between two looks for workers that ended: uvloop's loop does not
 #: pass SIGCHLD on to Twisted, so the supervisor reaps them itself.
 REAP_INTERVAL = 0.5
+
+
+class WorkerFailed(Exception):
+    """A worker could not start: the supervisor stops."""
 
 
 def shareable(description: str) -> bool:
@@ -131,10 +145,13 @@ class AdoptedPort(Service):
 class _Worker(protocol.ProcessProtocol):
     """One worker process: tells the supervisor when it ends."""
 
-    def __init__(self, supervisor: WorkerSupervisor, index: int, started: float) -> None:
+    def __init__(
+        self, supervisor: WorkerSupervisor, index: int, started: float, first: bool
+    ) -> None:
         self.supervisor = supervisor
         self.index = index
         self.started = started
+        self.first = first
         self.ended: Deferred[None] = Deferred()
 
     def processEnded(self, reason: Any) -> None:
@@ -222,7 +239,7 @@ class WorkerSupervisor(MultiService):
         child_fds: dict[int, Any] = {0: 0, 1: 1, 2: 2}
         for fd, _ in adopt.values():
             child_fds[fd] = fd
-        worker = _Worker(self, index, self._reactor.seconds())
+        worker = _Worker(self, index, self._reactor.seconds(), index not in self._delays)
         command = [
             sys.executable,
             "-c",
@@ -246,6 +263,18 @@ class WorkerSupervisor(MultiService):
         if not self.running:
             return
         lived = self._reactor.seconds() - worker.started
+        failed = reason.check(ProcessTerminated) and reason.value.exitCode
+        if worker.first and lived < FIRST_START and failed:
+            exit_with_error(
+                self._reactor,
+                Failure(
+                    WorkerFailed(
+                        f"worker {worker.index} ended {lived:.1f} s after it started"
+                        f" ({reason.getErrorMessage()}); its log above says why"
+                    )
+                ),
+            )
+            return
         delay = RESTART_DELAY
         if lived < STABLE_AFTER:
             delay = min(self._delays.get(worker.index, RESTART_DELAY / 2) * 2, RESTART_CAP)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support.clients import Collector, connect
-from tests.support.process import BrokerProcess, run_python
+from tests.support.process import BrokerProcess, free_port, run_broker_to_its_end, run_python
 from tests.support.redis import NODE_TIMEOUT, RedisServer, redis_server  # noqa: F401
 
 #: Bounded waits, in seconds.
@@ -131,3 +131,13 @@ def test_a_worker_killed_is_started_again(supervisor: BrokerProcess) -> None:
         for connection, _ in found.values():
             connection.disconnect()
     assert len(found) == 2
+
+
+def test_workers_that_cannot_start_stop_the_supervisor(tmp_path: Path) -> None:
+    """With a Redis nobody serves the workers cannot start: the supervisor exits 1, saying so."""
+    result = run_broker_to_its_end(
+        tmp_path, "--engine", f"redis://127.0.0.1:{free_port()}/0", "--workers", "2"
+    )
+    assert result.returncode == 1, result.stdout
+    assert "cannot reach Redis" in result.stdout
+    assert "ended" in result.stdout and "after it started" in result.stdout
