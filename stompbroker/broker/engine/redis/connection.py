@@ -59,6 +59,9 @@ CONNECTION_ERRORS = (ConnectionError, RedisTimeout, OSError)
 
 #: Marks a batch of messages for one channel among a writer's commands.
 _BATCH = object()
+#: Most messages in one batch: a node fans a batch out in one go, so a batch
+#: must stay small beside its subscribers' buffers (--slow-consumer-buffer).
+MAX_BATCH = 128
 
 
 class RedisUnreachable(ProtocolError):
@@ -194,7 +197,13 @@ class Writer:
         """
         commands = self._commands
         batch = self._batch
-        if batch is not None and commands and commands[-1] is batch and batch[1] == channel:
+        if (
+            batch is not None
+            and commands
+            and commands[-1] is batch
+            and batch[1] == channel
+            and len(batch[2]) < MAX_BATCH
+        ):
             batch[2].append(payload)
             return
         batch = self._batch = [_BATCH, channel, [payload]]

@@ -309,6 +309,9 @@ class RedisEngine(LocalEngine):
                             traffic.bytes_in -= len(message.body)
                 except Exception:
                     log.failure("fanning out a message from Redis failed")
+                # Let the reactor write what the batch gave the subscribers before
+                # the next one, which may be read already.
+                await asyncio.sleep(0)
             elif kind == b"message" and response[1] == control:
                 self.durables.notice(response[2])
             elif kind == b"message":
