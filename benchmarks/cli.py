@@ -21,11 +21,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cluster import cluster_target
 from benchmarks.connection import Endpoint, parse_address
 from benchmarks.launcher import DEFAULT_REACTOR, BrokerProcess
 from benchmarks.report import json_line, print_ratios, print_table
 from benchmarks.scenarios import (
     ACK_MODES,
+    CLUSTER_SCENARIOS,
     DEFAULT_SCENARIOS,
     SCENARIOS,
     Case,
@@ -41,8 +43,10 @@ OURS = "stompbroker"
 
 
 def _scenario(text: str) -> str:
-    if text not in SCENARIOS:
-        raise argparse.ArgumentTypeError(f"scenarios are {', '.join(SCENARIOS)}; got {text!r}")
+    if text not in SCENARIOS + CLUSTER_SCENARIOS:
+        raise argparse.ArgumentTypeError(
+            f"scenarios are {', '.join(SCENARIOS + CLUSTER_SCENARIOS)}; got {text!r}"
+        )
     return text
 
 
@@ -84,7 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=_scenario,
         metavar="SCENARIO",
         help=f"scenarios to run, of {', '.join(SCENARIOS)} (default: all but the feature"
-        " scenarios selector-fanout, queue-groups, queue-priorities and stream)",
+        " scenarios selector-fanout, queue-groups, queue-priorities and stream),"
+        f" and {', '.join(CLUSTER_SCENARIOS)} (across two nodes of the redis engine, which"
+        " the suite starts with a redis-server; only when named)",
     )
     brokers = parser.add_argument_group("brokers")
     brokers.add_argument(
@@ -255,13 +261,13 @@ def cases_from(args: argparse.Namespace) -> list[Case]:
     """:returns: every case the options ask for, in the order they run."""
     cases = []
     for scenario in args.scenarios or DEFAULT_SCENARIOS:
-        if scenario in ("fanout", "selector-fanout"):
+        if scenario in ("fanout", "selector-fanout", "cluster-fanout"):
             cases += [Case(scenario, subscribers=count) for count in args.subscribers]
         elif scenario == "ws-fanout":
             cases += [Case("ws-fanout", subscribers=count) for count in args.ws_subscribers]
-        elif scenario == "queue":
+        elif scenario in ("queue", "cluster-queue"):
             cases += [
-                Case("queue", producers=args.producers, consumers=args.consumers, ack=mode)
+                Case(scenario, producers=args.producers, consumers=args.consumers, ack=mode)
                 for mode in args.ack
             ]
         elif scenario in ("persistent", "queue-groups", "queue-priorities"):
@@ -358,6 +364,13 @@ class Runner:
             self._json_out.close()
 
 
+def _run_all(runner: Runner, cases: list[Case], targets: list[Target], repeat: int) -> None:
+    for case in cases:
+        for run in range(repeat):
+            for target in targets:
+                runner.run(case, target, run)
+
+
 def main(argv: list[str]) -> int:
     """
     Run the suite.
@@ -368,21 +381,27 @@ def main(argv: list[str]) -> int:
     """
     args = build_parser().parse_args(argv)
     cases = cases_from(args)
+    single = [case for case in cases if case.scenario not in CLUSTER_SCENARIOS]
+    across = [case for case in cases if case.scenario in CLUSTER_SCENARIOS]
     with tempfile.TemporaryDirectory(prefix="stompbench-") as workdir:
         runner = Runner(args, settings_from(args), Path(workdir))
         try:
-            with our_target(args, Path(workdir) / "main") as ours:
-                targets = [ours]
-                if args.compare:
-                    host, port = args.compare
-                    endpoint = Endpoint(
-                        host, port, args.compare_ws, args.login, args.passcode, args.vhost
-                    )
-                    targets.append(Target(args.compare_name, endpoint, args.compare_pid))
-                for case in cases:
-                    for repeat in range(args.repeat):
-                        for target in targets:
-                            runner.run(case, target, repeat)
+            if single:
+                with our_target(args, Path(workdir) / "main") as ours:
+                    targets = [ours]
+                    if args.compare:
+                        host, port = args.compare
+                        endpoint = Endpoint(
+                            host, port, args.compare_ws, args.login, args.passcode, args.vhost
+                        )
+                        targets.append(Target(args.compare_name, endpoint, args.compare_pid))
+                    _run_all(runner, single, targets, args.repeat)
+            if across:
+                credentials = {"login": args.login, "passcode": args.passcode, "vhost": args.vhost}
+                with cluster_target(
+                    Path(workdir) / "cluster", args.broker_arg, args.reactor, credentials
+                ) as cluster:
+                    _run_all(runner, across, [cluster], args.repeat)
         except KeyboardInterrupt:
             print("# interrupted: the tables show the runs that finished", file=sys.stderr)
             interrupted = True

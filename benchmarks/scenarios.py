@@ -71,15 +71,20 @@ SCENARIOS = (
 FEATURE_SCENARIOS = frozenset({"selector-fanout", "queue-groups", "queue-priorities", "stream"})
 #: What a run without named scenarios runs: the feature scenarios only on request.
 DEFAULT_SCENARIOS = tuple(scenario for scenario in SCENARIOS if scenario not in FEATURE_SCENARIOS)
+#: Scenarios across two nodes of the redis engine (publishers on one, receivers
+#: on the other; :mod:`benchmarks.cluster` starts them): run only when named.
+CLUSTER_SCENARIOS = ("cluster-fanout", "cluster-queue")
 ACK_MODES = ("auto", "client", "client-individual")
-TOPIC_SCENARIOS = frozenset({"fanout", "selector-fanout", "ws-fanout", "latency"})
+TOPIC_SCENARIOS = frozenset({"fanout", "selector-fanout", "ws-fanout", "latency", "cluster-fanout"})
 #: ``selector-fanout``: every other subscription carries this two-term selector,
 #: and every message the headers that make it TRUE, so each subscriber still gets
 #: every message (the exactly-once check holds) and the figure is ``fanout``'s
 #: plus what evaluating the selectors costs.
 SELECTOR: tuple[tuple[str, str], ...] = (("selector", "type = 'a' AND n > 3"),)
 SELECTED_HEADERS: tuple[tuple[str, str], ...] = (("type", "a"), ("n", "5"))
-QUEUE_SCENARIOS = frozenset({"queue", "persistent", "queue-groups", "queue-priorities"})
+QUEUE_SCENARIOS = frozenset(
+    {"queue", "persistent", "queue-groups", "queue-priorities", "cluster-queue"}
+)
 #: How many message groups ``queue-groups`` spreads its messages over.
 GROUPS = 100
 #: The header that varies with ``seq`` in a scenario that has one (see SendTemplate).
@@ -96,6 +101,8 @@ HEADLINE: dict[str, tuple[tuple[str, bool], ...]] = {
     "persistent": (("msgs_per_s", True),),
     "queue-groups": (("msgs_per_s", True),),
     "queue-priorities": (("msgs_per_s", True),),
+    "cluster-fanout": (("deliveries_per_s", True),),
+    "cluster-queue": (("msgs_per_s", True),),
     "latency": (("p99_ms", False), ("p50_ms", False)),
     "idle": (("held", True), ("rss_per_conn_kb", False)),
     "stream": (("append_msgs_per_s", True), ("replay_msgs_per_s", True)),
@@ -177,11 +184,14 @@ class Target:
     :ivar name: how tables and JSON lines call it (``stompbroker``, ``other``).
     :ivar endpoint: how to reach it.
     :ivar pid: its process id, for its CPU and memory, when known.
+    :ivar publish_endpoint: where publishers connect, if not to ``endpoint``
+        (the cluster scenarios: another node of the same broker).
     """
 
     name: str
     endpoint: Endpoint
     pid: int | None = None
+    publish_endpoint: Endpoint | None = None
 
 
 def run_case(case: Case, target: Target, settings: Settings) -> dict[str, Any]:
@@ -304,7 +314,7 @@ def _run_flow(case: Case, target: Target, settings: Settings) -> dict[str, Any]:
             crew.start(
                 run_publisher,
                 PublisherSpec(
-                    target.endpoint,
+                    target.publish_endpoint or target.endpoint,
                     websocket,
                     destination,
                     b"x" * settings.size,

@@ -34,6 +34,7 @@ from benchmarks.websocket import FrameDecoder, client_frame, unmask
 from benchmarks.wire import Inbox, SendTemplate, split_frames
 from stompbroker.protocol.parser import FrameParser
 from tests.support.process import BrokerProcess, free_port
+from tests.support.redis import redis_server_binary
 
 BODY = b"x" * 117
 
@@ -495,6 +496,33 @@ def test_compare_runs_both_brokers_and_prints_ratios(
     assert lines[0]["address"] != lines[1]["address"]
     assert "stompbroker / peer" in output
     assert len(json_out.read_text().splitlines()) == 2
+
+
+@pytest.mark.integration
+def test_cluster_scenarios_cross_two_nodes_and_lose_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """
+    cluster-fanout and cluster-queue start redis-server and two nodes, publish on one and
+    receive on the other, and deliver everything once; they run only when named.
+    """
+    redis_server_binary()
+    assert all("cluster" not in case.label for case in cases_from(build_parser().parse_args([])))
+    status = main(
+        [
+            "cluster-fanout", "cluster-queue",
+            "--subscribers", "2",
+            "--producers", "2", "--consumers", "2", "--ack", "client-individual",
+            "--duration", "0.5",
+        ]
+    )  # fmt: skip
+    output = capsys.readouterr().out
+    lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    assert status == 0, output
+    assert [(line["case"], line["ok"], line["lost"]) for line in lines] == [
+        ("cluster-fanout 2 sub", True, 0),
+        ("cluster-queue 2x2 client-individual", True, 0),
+    ]
 
 
 def test_unknown_scenario_is_refused() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from twisted.python import usage
 
+from stompbroker.app.workers import shareable
 from stompbroker.broker.engine.redis.url import MEMORY, EngineURLError, parse_engine
 
 __all__ = ["DEFAULT_NODE_TIMEOUT", "EngineOptions"]
@@ -64,7 +65,8 @@ class EngineOptions(usage.Options):
             "workers",
             None,
             1,
-            "Broker processes on this machine behind the same ports (needs --engine redis).",
+            "Broker processes on this machine behind the same plain TCP ports, each a node"
+            " of the cluster (needs --engine redis; docs/cluster.md).",
             _workers,
         ],
     ]
@@ -86,10 +88,20 @@ class EngineOptions(usage.Options):
                     "--workers above 1 needs --engine redis://...: with the memory engine each"
                     " process would be a broker of its own, with its own queues and topics"
                 )
+
+    def check_workers(self, descriptions: list[str]) -> None:
+        """
+        Refuse ``--workers`` above 1 on endpoints the workers cannot share.
+
+        :param descriptions: the ``--listen`` and ``--http`` endpoints.
+        :raises usage.UsageError: for one that is not plain TCP.
+        """
+        if self["workers"] <= 1:
             return
-        if self["workers"] > 1:
-            raise usage.UsageError(
-                "--workers above 1 is not built yet for the redis engine: start one"
-                " twistd per core with the same --engine URL, on ports of their own"
-                " (docs/cluster.md)"
-            )
+        for description in descriptions:
+            if not shareable(description):
+                raise usage.UsageError(
+                    f"--workers above 1 shares plain TCP ports only (tcp: or tcp6:), not"
+                    f" {description!r}: put TLS in front (a load balancer or stunnel), or run"
+                    " one twistd per core with ports of their own (docs/cluster.md)"
+                )

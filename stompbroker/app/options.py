@@ -12,6 +12,8 @@ defaults are the library's own (``SessionConfig``, ``DeliveryPolicy``,
 
 from __future__ import annotations
 
+import sys
+
 from twisted.cred import strcred
 from twisted.cred.credentials import IAnonymous, IUsernamePassword
 from twisted.python import usage
@@ -455,6 +457,11 @@ class Options(EngineOptions, StreamOptions, strcred.AuthOptionMixin):
         """With --auth, also let in clients that send no login."""
         self["allow-anonymous"] = True
 
+    def parseOptions(self, options: list[str] | None = None) -> None:
+        """Parse, keeping the arguments as given (``--workers`` hands them to its workers)."""
+        self.argv = list(sys.argv[1:] if options is None else options)
+        super().parseOptions(options)
+
     def postOptions(self) -> None:
         self["heartbeat"] = parse_heartbeat(self["heartbeat"])
         self["heartbeat-min"] = parse_heartbeat(self["heartbeat-min"], "heartbeat-min")
@@ -495,3 +502,4 @@ class Options(EngineOptions, StreamOptions, strcred.AuthOptionMixin):
                     "--http none turns the web port off; it takes no other --http"
                 )
             self["http"] = []
+        self.check_workers([*self["listen"], *self["http"]])

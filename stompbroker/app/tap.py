@@ -26,6 +26,7 @@ from stompbroker.app.gc_tuning import CollectorTuning
 from stompbroker.app.limits import raise_descriptor_limit
 from stompbroker.app.options import Options
 from stompbroker.app.services import BrokerService, ReloadOnHangup, exit_with_error
+from stompbroker.app.workers import AdoptedPort, WorkerSupervisor, adopted_ports
 from stompbroker.broker.delivery import DeliveryPolicy
 from stompbroker.broker.limits import Limits
 from stompbroker.broker.management import Management
@@ -63,6 +64,15 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
 
         reactor = global_reactor
     set_level(options["log-level"])
+    if options["workers"] > 1:
+        return WorkerSupervisor(
+            reactor,
+            options.argv,
+            [*options["listen"], *options["http"]],
+            options["workers"],
+            _asyncio_reactor_name(reactor),
+            options["shutdown-timeout"],
+        )
     policy = DeliveryPolicy(
         prefetch=options["prefetch"],
         max_redeliveries=options["max-redeliveries"],
@@ -115,8 +125,9 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         ReloadOnHangup(options["access-control"], reactor).setServiceParent(top)
     raise_descriptor_limit(options["max-connections"])
     factory = stomp_server_factory(broker, reactor, config)
+    adopted = adopted_ports()
     for description in options["listen"]:
-        _listen(top, reactor, f"stomp {description}", description, factory)
+        _listen(top, reactor, f"stomp {description}", description, factory, adopted)
     live = _add_stats(top, broker, reactor, options)
     if options["gc-threshold"]:
         # A child like the listeners: it starts once recovery is over.
@@ -133,7 +144,7 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         root = web_root(broker, reactor, config, websocket=websocket, stats=live, api=api)
         site = WebSite(root, reactor=reactor)
         for description in options["http"]:
-            _listen(top, reactor, f"http {description}", description, site)
+            _listen(top, reactor, f"http {description}", description, site, adopted)
     return top
 
 
@@ -154,6 +165,14 @@ def _engine(options: Options, reactor: Any, policy: DeliveryPolicy) -> Any:
         node_timeout=options["node-timeout"],
         stream_limits=options["stream-limits"],
     )
+
+
+def _asyncio_reactor_name(reactor: Any) -> str:
+    """:returns: the ``--reactor`` of workers: the supervisor's own, if it is asyncio's."""
+    loop = getattr(reactor, "_asyncioEventloop", None)
+    if loop is not None and type(loop).__module__.startswith("uvloop"):
+        return "uvloop"
+    return "asyncio"
 
 
 def _authenticator(options: Options, reactor: Any) -> Authenticator | None:
@@ -198,8 +217,25 @@ def _add_stats(top: MultiService, broker: Broker, reactor: Any, options: Options
     return live
 
 
-def _listen(top: MultiService, reactor: Any, name: str, description: str, factory: Any) -> None:
-    """Add a service to ``top`` that listens on the endpoint ``description`` with ``factory``."""
+def _listen(
+    top: MultiService,
+    reactor: Any,
+    name: str,
+    description: str,
+    factory: Any,
+    adopted: dict[str, tuple[int, int]],
+) -> None:
+    """
+    Add a service to ``top`` that listens on the endpoint ``description`` with
+    ``factory``: on the socket a ``--workers`` supervisor handed down for it, if
+    it did (``adopted``), else on a port of its own.
+    """
+    if description in adopted:
+        fd, family = adopted[description]
+        service = AdoptedPort(reactor, fd, family, factory)
+        service.setName(name)
+        service.setServiceParent(top)
+        return
     endpoint = endpoints.serverFromString(reactor, description)
     listener = StreamServerEndpointService(endpoint, factory)
     listener._raiseSynchronously = True

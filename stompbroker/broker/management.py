@@ -210,6 +210,20 @@ class Management:
     def destinations(self) -> list[DestinationInfo]:
         """:returns: every queue, durable subscription and topic with traffic, by name."""
         found = [self._queue_info(name, queue) for name, queue in self._engine.queues.items()]
+        view = self._engine.cluster()
+        if view is not None:
+            # Queues with no handle here live in the engine's server, for other nodes.
+            found.extend(
+                DestinationInfo(
+                    destination=name,
+                    kind="queue",
+                    depth=count + view.depth(name),
+                    in_flight=view.in_flight(name),
+                    consumers=view.consumers(name),
+                )
+                for name, count in view.unread.items()
+                if name.startswith(QUEUE_PREFIX) and name not in self._engine.queues
+            )
         found.extend(
             self._queue_info(durable_key(durable), queue)
             for durable, queue in self._engine.durable.items()
@@ -275,12 +289,24 @@ class Management:
             kind = "queue"
         else:
             kind = "temp-queue"
+        depth = len(queue.pending)
+        in_flight = sum(len(consumer.unacked) for consumer in queue.consumers)
+        consumers = len(queue.consumers)
+        view = self._engine.cluster()
+        if view is not None:
+            # The cluster's: what waits unread in the server, and what other nodes
+            # hold (they count a durable subscription's under its pattern only).
+            depth += view.unread.get(name, 0)
+            if not durable:
+                depth += view.depth(name)
+                in_flight += view.in_flight(name)
+                consumers += view.consumers(name)
         return DestinationInfo(
             destination=name,
             kind=kind,
-            depth=len(queue.pending),
-            in_flight=sum(len(consumer.unacked) for consumer in queue.consumers),
-            consumers=len(queue.consumers),
+            depth=depth,
+            in_flight=in_flight,
+            consumers=consumers,
             pattern=queue.destination if durable else None,
             subscribers=tuple(self._consumers(queue.consumers)) if detail else (),
         )

@@ -37,6 +37,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from stompbroker.stats.cluster import nodes_document
 from stompbroker.stats.schema import FLOW_COUNTERS, DestinationRecord
 from stompbroker.stats.services import LiveStats
 
@@ -138,6 +139,7 @@ class StatsCollector(Collector):
             "Messages published per second over the latest live interval",
             value=latest.broker.messages_per_second if latest is not None else 0.0,
         )
+        yield from _node_metrics(snapshot)
         counters = self._live.model.broker.counters
         yield CounterMetricFamily(
             f"{PREFIX}_slow_consumer_drops",
@@ -149,6 +151,37 @@ class StatsCollector(Collector):
             "Subscribers disconnected for being too slow",
             value=counters.slow_disconnects,
         )
+
+
+def _node_metrics(snapshot: Any) -> Iterator[Metric]:
+    """
+    Each node's own figures, labelled by node (one node for an engine of one
+    process); the other metrics are the whole cluster's.
+    """
+    families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
+        "connections": GaugeMetricFamily(
+            f"{PREFIX}_node_connections", "Client connections open on the node", labels=["node"]
+        ),
+        "messages_in": CounterMetricFamily(
+            f"{PREFIX}_node_messages_in",
+            "Messages sent to the node by its clients",
+            labels=["node"],
+        ),
+        "messages_delivered": CounterMetricFamily(
+            f"{PREFIX}_node_messages_delivered",
+            "Messages the node delivered to its clients",
+            labels=["node"],
+        ),
+        "rss_bytes": GaugeMetricFamily(
+            f"{PREFIX}_node_resident_memory_bytes",
+            "Resident set size of the node's process",
+            labels=["node"],
+        ),
+    }
+    for entry in nodes_document(snapshot.nodes):
+        for name, family in families.items():
+            family.add_metric([entry["node"]], entry[name])
+    yield from families.values()
 
 
 def metrics_registry(live: LiveStats) -> CollectorRegistry:

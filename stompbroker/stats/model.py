@@ -17,11 +17,10 @@ queues and connections themselves, when someone asks:
   later values, and ``producers`` the connections that sent during it;
 - :meth:`StatsModel.connections` describes each client connection.
 
-The surfaces are views of these: :func:`stats_document` (``/stats``),
-:func:`live_document` (``/topic/stompbroker.stats``), :func:`monitor_text`
-(``/queue/monitor``), :mod:`stompbroker.stats.metrics` (``/metrics``), and the
-JSON Lines export (:mod:`stompbroker.stats.services`).  docs/monitoring.md
-defines every figure.
+The surfaces are views of these: :mod:`stompbroker.stats.documents`
+(``/stats``, ``/topic/stompbroker.stats``, ``/queue/monitor``),
+:mod:`stompbroker.stats.metrics` (``/metrics``), and the JSON Lines export
+(:mod:`stompbroker.stats.services`).  docs/monitoring.md defines every figure.
 
 Gauges and names: a destination's flow counters are those of the messages sent
 to it.  Its depth and in-flight come from the queues of that name; a topic
@@ -49,15 +48,16 @@ from typing import Any
 import attrs
 from attrs import frozen
 
-from stompbroker.broker.destinations import QUEUE_PREFIX, TOPIC_PREFIX
+from stompbroker.broker.destinations import TOPIC_PREFIX
+from stompbroker.broker.figures import DestinationFigures, NodeFigures
 from stompbroker.broker.flow import resident_bytes
 from stompbroker.broker.queues import WorkerQueue
 from stompbroker.broker.subscriptions import is_wildcard
 from stompbroker.broker.traffic import DestinationTraffic
 from stompbroker.interfaces import ConnectionDescription
+from stompbroker.stats.cluster import ClusterSums
 from stompbroker.stats.schema import (
     FLOW_COUNTERS,
-    SCHEMA_VERSION,
     BrokerRecord,
     DestinationRecord,
     StatsRecord,
@@ -70,9 +70,6 @@ FORGET_AFTER = 600.0
 
 _NO_TRAFFIC = (0,) * len(FLOW_COUNTERS)
 _MESSAGES_IN = FLOW_COUNTERS.index("messages_in")
-_MESSAGES_DELIVERED = FLOW_COUNTERS.index("messages_delivered")
-#: Keys of an export record that a live document states once, not per record.
-_PER_DOCUMENT = ("schema_version", "kind", "ts", "interval_s")
 
 
 def rss_bytes() -> int:
@@ -120,6 +117,9 @@ class Snapshot:
     :ivar connections_opened: connections admitted since the broker started.
     :ivar connections_closed: admitted connections closed since.
     :ivar rss_bytes: the process's resident set size.
+    :ivar nodes: every node's own figures, this one's first (one, for an
+        engine of one process); the other fields are the whole cluster's
+        (:mod:`stompbroker.stats.cluster`).
     """
 
     seconds: float
@@ -129,6 +129,7 @@ class Snapshot:
     connections_opened: int
     connections_closed: int
     rss_bytes: int
+    nodes: tuple[NodeFigures, ...] = ()
 
     def total(self, counter: str) -> int:
         """:returns: a flow counter summed over every destination."""
@@ -214,6 +215,9 @@ class StatsModel:
         self._samplers: list[Sampler] = []
         #: destination -> (its totals when last seen to change, when that was).
         self._changed: dict[str, tuple[tuple[int, ...], float]] = {}
+        self._engine = broker.engine
+        self._sums = ClusterSums()
+        self._engine.share(self._shared)
 
     def sampler(self) -> Sampler:
         """:returns: a new :class:`Sampler`, whose intervals start at its first sample."""
@@ -224,7 +228,51 @@ class StatsModel:
 
     def snapshot(self) -> Snapshot:
         """
-        Read every counter and gauge now, and forget destinations long idle.
+        :returns: the :class:`Snapshot` of the whole broker: this process's
+            own, or the cluster's if the engine is shared with other nodes.
+        """
+        own = self.own_snapshot()
+        here = self._figures(own)
+        view = self._engine.cluster()
+        if view is None:
+            return attrs.evolve(own, nodes=(here,))
+        cluster, nodes = self._sums.merge(here, view)
+        return attrs.evolve(
+            own,
+            destinations={
+                name: DestinationState(f.totals, f.depth, f.in_flight, f.consumers)
+                for name, f in cluster.destinations.items()
+            },
+            connections=cluster.connections,
+            connections_opened=cluster.connections_opened,
+            connections_closed=cluster.connections_closed,
+            rss_bytes=cluster.rss_bytes,
+            nodes=nodes,
+        )
+
+    def _figures(self, own: Snapshot) -> NodeFigures:
+        return NodeFigures(
+            self._engine.ids.node,
+            own.seconds,
+            own.uptime_s,
+            own.connections,
+            own.connections_opened,
+            own.connections_closed,
+            own.rss_bytes,
+            {
+                name: DestinationFigures(*attrs.astuple(state, recurse=False))
+                for name, state in own.destinations.items()
+            },
+        )
+
+    def _shared(self) -> bytes:
+        """:returns: this process's figures, for the other nodes of a cluster."""
+        return self._figures(self.own_snapshot()).encode()
+
+    def own_snapshot(self) -> Snapshot:
+        """
+        Read every counter and gauge of this process now, and forget
+        destinations long idle.
 
         :returns: the :class:`Snapshot`.
         """
@@ -298,6 +346,7 @@ class StatsModel:
                 continue
             del traffic.destinations[name]
             del changed[name]
+            self._sums.forgotten(name, totals)
             for sampler in self._samplers:
                 sampler.forget(name)
 
@@ -410,109 +459,3 @@ class Sampler:
 
 def _delta(now: int, then: int) -> int:
     return now - then if now >= then else now
-
-
-def _rate(count: int, seconds: float) -> float:
-    return count / seconds if seconds else 0.0
-
-
-def stats_document(
-    model: StatsModel, latest: Interval | None, server: str = "stompbroker"
-) -> dict[str, Any]:
-    """
-    The ``/stats`` JSON: counters since the start, gauges now, rates over the
-    latest live interval, and every connection.
-
-    :param model: the stats model.
-    :param latest: the latest live interval, for rates and producers; ``None``
-        before there is one (they are then 0).
-    :param server: the server's name and version.
-    :returns: a JSON-ready dict (see docs/monitoring.md).
-    """
-    snapshot = model.snapshot()
-    recent = latest.by_destination() if latest is not None else {}
-    seconds = latest.broker.interval_s if latest is not None else 0.0
-    destinations = {}
-    for name, state in snapshot.destinations.items():
-        record = recent.get(name)
-        entry: dict[str, Any] = state.counters()
-        entry.update(depth=state.depth, in_flight=state.in_flight, consumers=state.consumers)
-        entry["producers"] = record.producers if record is not None else 0
-        entry["messages_in_per_second"] = (
-            _rate(record.messages_in, seconds) if record is not None else 0.0
-        )
-        entry["messages_delivered_per_second"] = (
-            _rate(record.messages_delivered, seconds) if record is not None else 0.0
-        )
-        destinations[name] = entry
-    counters = model.broker.counters
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "ts": format_timestamp(to_timestamp(snapshot.seconds)),
-        "server": server,
-        "broker": {
-            "uptime_s": snapshot.uptime_s,
-            "connections": snapshot.connections,
-            "connections_opened": snapshot.connections_opened,
-            "connections_closed": snapshot.connections_closed,
-            "rss_bytes": snapshot.rss_bytes,
-            "messages_in": snapshot.total("messages_in"),
-            "messages_delivered": snapshot.total("messages_delivered"),
-            "messages_per_second": latest.broker.messages_per_second if latest else 0.0,
-            "deliveries_per_second": _rate(
-                sum(record.messages_delivered for record in recent.values()), seconds
-            ),
-            "interval_s": seconds,
-            "slow_consumer_drops": counters.dropped,
-            "slow_consumer_disconnects": counters.slow_disconnects,
-        },
-        "destinations": destinations,
-        "connections": [connection.to_dict() for connection in model.connections()],
-    }
-
-
-def live_document(interval: Interval) -> dict[str, Any]:
-    """
-    The JSON published on ``/topic/stompbroker.stats``: one interval's export
-    records, with what they share stated once.
-
-    :returns: ``schema_version``, ``ts``, ``interval_s``, ``broker`` (the
-        broker record's fields) and ``destinations`` (a list of destination
-        records' fields), as docs/monitoring.md describes.
-    """
-    broker = interval.broker.to_dict()
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "ts": broker["ts"],
-        "interval_s": broker["interval_s"],
-        "broker": _fields(broker),
-        "destinations": [_fields(record.to_dict()) for record in interval.destinations],
-    }
-
-
-def _fields(values: dict[str, Any]) -> dict[str, Any]:
-    return {name: value for name, value in values.items() if name not in _PER_DOCUMENT}
-
-
-def monitor_text(snapshot: Snapshot) -> str:
-    """
-    The body of a ``/queue/monitor`` message, in stompserver's format: for each
-    queue a ``Queue:`` line, then ``size``, ``dequeued`` and ``enqueued`` as
-    header lines, and a blank line.
-
-    ``size`` is the depth, ``enqueued`` the messages sent to the queue and
-    ``dequeued`` the messages delivered from it (redeliveries included), both
-    since the broker started.
-
-    :returns: the text; empty when there are no queues.
-    """
-    parts = []
-    for name, state in snapshot.destinations.items():
-        if not name.startswith(QUEUE_PREFIX):
-            continue
-        parts.append(
-            f"Queue: {name}\nsize: {state.depth}\n"
-            f"dequeued: {state.totals[_MESSAGES_DELIVERED]}\n"
-            f"enqueued: {state.totals[_MESSAGES_IN]}\n\n"
-        )
-    return "".join(parts)

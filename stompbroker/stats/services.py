@@ -28,8 +28,9 @@ from typing import Any
 from twisted.application.internet import TimerService
 
 from stompbroker.logs import logger
+from stompbroker.stats.documents import live_document, monitor_text
 from stompbroker.stats.export import StatsExporter
-from stompbroker.stats.model import Interval, Sampler, StatsModel, live_document, monitor_text
+from stompbroker.stats.model import Interval, Sampler, StatsModel
 
 log = logger("stompbroker.stats")
 

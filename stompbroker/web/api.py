@@ -51,7 +51,7 @@ from stompbroker.broker.management import (
 )
 from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
-from stompbroker.stats.model import stats_document
+from stompbroker.stats.documents import stats_document
 from stompbroker.stats.schema import format_timestamp, to_timestamp
 from stompbroker.stats.services import LiveStats
 from stompbroker.web.api_guard import ADMIN, READ, WRITE, ApiError, ApiGuard

@@ -40,8 +40,8 @@ from twisted.web.static import File
 from stompbroker import __version__
 from stompbroker.logs import logger
 from stompbroker.protocol.session import SessionConfig
+from stompbroker.stats.documents import stats_document
 from stompbroker.stats.metrics import metrics_registry
-from stompbroker.stats.model import stats_document
 from stompbroker.stats.services import LiveStats
 from stompbroker.transport.websocket import WebSocketConfig, stomp_websocket_resource
 

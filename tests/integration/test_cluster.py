@@ -106,16 +106,6 @@ def test_competing_consumers_across_nodes_get_each_message_once(
     publisher.disconnect()
 
 
-def test_durable_subscription_is_refused_with_a_clear_error(nodes: list[BrokerProcess]) -> None:
-    """A durable subscription gets an ERROR saying the redis engine has none yet."""
-    connection, inbox = connect(nodes[0].address)
-    connection.subscribe(
-        unique("/topic/durable."), id="d", headers={"durable": "true", "auto-delete": "false"}
-    )
-    assert inbox.wait_for(lambda: bool(inbox.errors))
-    assert "not supported by the redis engine" in inbox.errors[0].headers["message"]
-
-
 def test_reply_reaches_a_temporary_queue_on_another_node(nodes: list[BrokerProcess]) -> None:
     """A reply sent on node B reaches the requester's temporary queue on node A."""
     requester, requests = connect(nodes[0].address)

@@ -20,15 +20,8 @@ from stompbroker.broker.service import Broker
 from stompbroker.broker.traffic import UNREAD_LIMIT, TopicTree, Traffic
 from stompbroker.protocol.message import Message
 from stompbroker.protocol.session import SessionConfig, StompSession
-from stompbroker.stats.model import (
-    FORGET_AFTER,
-    Interval,
-    Sampler,
-    StatsModel,
-    live_document,
-    monitor_text,
-    stats_document,
-)
+from stompbroker.stats.documents import live_document, monitor_text, stats_document
+from stompbroker.stats.model import FORGET_AFTER, Interval, Sampler, StatsModel
 from stompbroker.stats.schema import FLOW_COUNTERS, BrokerRecord, DestinationRecord
 from tests.support.broker import EPOCH, FakeConnection, Inbox
 from tests.support.broker import World as BrokerWorld

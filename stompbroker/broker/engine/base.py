@@ -511,6 +511,27 @@ class IEngine(Interface):
         :returns: a list of :class:`Node` (or a Deferred firing with one).
         """
 
+    def share(figures):  # type: ignore[no-untyped-def]
+        """
+        Share this node's figures with the other nodes of the cluster, for
+        statistics that show the whole cluster (:mod:`stompbroker.broker.figures`).
+
+        Local: nothing (one process is the whole broker).  Redis: call
+        ``figures`` about once a second and keep what it returns in a key that
+        expires with the node.
+
+        :param figures: returns this node's
+            :class:`~stompbroker.broker.figures.NodeFigures`, encoded.
+        """
+
+    def cluster():  # type: ignore[no-untyped-def]
+        """
+        :returns: the latest :class:`~stompbroker.broker.figures.ClusterView`
+            (the other live nodes' figures, and what waits in the server
+            unread), read about once a second; ``None`` for an engine of one
+            process.  Never waits.
+        """
+
     def remove_durable(durable):  # type: ignore[no-untyped-def]
         """
         Delete a durable subscription and the messages it has collected.

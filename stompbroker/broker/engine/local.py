@@ -29,7 +29,7 @@ store (:mod:`stompbroker.broker.recovery`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from itertools import islice
 from typing import Any
 
@@ -40,6 +40,7 @@ from stompbroker.broker.dead_letters import DeadLetters
 from stompbroker.broker.delivery import DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.destinations import QUEUE_PREFIX, TOPIC_PREFIX
 from stompbroker.broker.engine.base import IEngine, Node
+from stompbroker.broker.figures import ClusterView
 from stompbroker.broker.ids import Ids
 from stompbroker.broker.persistence import Journal, durable_key
 from stompbroker.broker.queues import WorkerQueue
@@ -380,6 +381,13 @@ class LocalEngine:
         """:returns: this process, the only one sharing this engine's state."""
         return [Node(self.ids.node, True, "local")]
 
+    def share(self, figures: Callable[[], bytes]) -> None:
+        """Nothing to share: this process is the whole broker."""
+
+    def cluster(self) -> ClusterView | None:
+        """:returns: ``None``: this process is the whole broker."""
+        return None
+
     # -- topic subscriptions -------------------------------------------------------------
 
     def add_subscriber(self, pattern: str, subscriber: Any, selector: Any = None) -> None:
@@ -428,16 +436,9 @@ class LocalEngine:
 
         :raises DuplicateSubscription: if it is being consumed on another pattern.
         """
-        queue = self.durable.get(durable)
-        if queue is not None and queue.destination != pattern:
-            if queue.consumers:
-                raise DuplicateSubscription(
-                    "durable subscription in use",
-                    f"the durable subscription {durable[1]!r} is being consumed on"
-                    f" {queue.destination!r}; it cannot move to {pattern!r} now",
-                )
-            self.remove_durable(durable)
-            queue = None
+        queue: WorkerQueue | None = reusable_durable(
+            self.durable, durable, pattern, self.remove_durable
+        )
         if queue is None:
             key = durable_key(durable)
             queue = self.durable[durable] = self.new_queue(pattern, key)
@@ -458,11 +459,7 @@ class LocalEngine:
         """
         queue = self.durable.pop(durable, None)
         if queue is None:
-            raise UnknownSubscription(
-                "unknown durable subscription",
-                f"there is no durable subscription named {durable[1]!r}"
-                + (f" for client-id {durable[0]!r}" if durable[0] else ""),
-            )
+            raise unknown_durable(durable)
         self.topics.remove(queue.destination, queue)
         queue.close()
         removed = None
@@ -474,3 +471,41 @@ class LocalEngine:
             pattern=queue.destination,
         )
         return removed
+
+
+def reusable_durable(
+    queues: Mapping[tuple[str, str], Any],
+    durable: tuple[str, str],
+    pattern: str,
+    remove: Callable[[tuple[str, str]], Any],
+) -> Any:
+    """
+    A durable name subscribed again on another pattern starts afresh, as JMS
+    does, unless someone is consuming from it now (on this node).
+
+    :param queues: the durable subscriptions' queues.
+    :param remove: deletes a durable subscription.
+    :returns: the queue of ``durable`` if it is on ``pattern``; ``None`` if
+        there is none (any on another pattern has been removed).
+    :raises DuplicateSubscription: if it is being consumed on another pattern.
+    """
+    queue = queues.get(durable)
+    if queue is None or queue.destination == pattern:
+        return queue
+    if queue.consumers:
+        raise DuplicateSubscription(
+            "durable subscription in use",
+            f"the durable subscription {durable[1]!r} is being consumed on"
+            f" {queue.destination!r}; it cannot move to {pattern!r} now",
+        )
+    remove(durable)
+    return None
+
+
+def unknown_durable(durable: tuple[str, str]) -> UnknownSubscription:
+    """:returns: the error for a durable subscription that does not exist."""
+    return UnknownSubscription(
+        "unknown durable subscription",
+        f"there is no durable subscription named {durable[1]!r}"
+        + (f" for client-id {durable[0]!r}" if durable[0] else ""),
+    )

@@ -182,8 +182,16 @@
       [times.slice(), connections.open.slice(), connections.opened.slice(), connections.closed.slice()], "connections");
   }
 
+  // In a cluster every node publishes the cluster's figures; show those of the node
+  // that serves this page (named by /stats), not each node's copy in turn.
+  let ownNode = null;
+
   function onStats(message) {
     const snapshot = JSON.parse(message.body);
+    if (ownNode && snapshot.node && snapshot.node !== ownNode) {
+      return;
+    }
+    $("node-count").textContent = String((snapshot.nodes || []).length || 1);
     const seconds = snapshot.interval_s;
     const delivered = snapshot.destinations.reduce((sum, record) => sum + record.messages_delivered, 0);
     showFigures(snapshot.broker, snapshot.destinations.length, seconds ? delivered / seconds : 0);
@@ -199,6 +207,8 @@
     fetch("stats", { cache: "no-store" })
       .then((response) => response.json())
       .then((stats) => {
+        ownNode = stats.node || null;
+        $("node-count").textContent = String((stats.nodes || []).length || 1);
         if (times.length === 0) {
           showFigures(stats.broker, Object.keys(stats.destinations).length, stats.broker.deliveries_per_second);
         }

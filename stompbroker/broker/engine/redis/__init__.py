@@ -13,6 +13,8 @@ design.
   every command a message causes into pipelines.
 - :mod:`.queues`: :class:`~.queues.StreamQueue`, a queue on a Redis stream
   shared by every node's consumers through one consumer group.
+- :mod:`.durables`: durable topic subscriptions, a stream each, and the
+  registry of them every node mirrors.
 - :mod:`.engine`: :class:`~.engine.RedisEngine`, topics over pub/sub, queues
   over streams, node liveness and the claiming of a dead node's messages.
 

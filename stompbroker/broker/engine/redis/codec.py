@@ -20,7 +20,7 @@ import json
 
 from stompbroker.protocol.message import Message
 
-__all__ = ["Names", "decode", "encode"]
+__all__ = ["Names", "decode", "encode", "pack_batch", "unpack_batch"]
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _loads = json.loads
@@ -66,6 +66,42 @@ def decode(payload: bytes) -> tuple[str, Message]:
     return origin, message
 
 
+#: What a batch of topic messages starts with (a single message starts with ``[``).
+BATCH = b"B"
+
+
+def pack_batch(origin: str, payloads: list[bytes]) -> bytes:
+    """
+    :param origin: the node token of the node that publishes them.
+    :param payloads: messages :func:`encode` made, in order.
+    :returns: them as one pub/sub payload: ``B``, the origin, a newline, then
+        each with its length (4 bytes, big-endian) before it.
+    """
+    parts = [BATCH, origin.encode(), b"\n"]
+    for payload in payloads:
+        parts.append(len(payload).to_bytes(4, "big"))
+        parts.append(payload)
+    return b"".join(parts)
+
+
+def unpack_batch(batch: bytes) -> list[bytes]:
+    """
+    :returns: the payloads :func:`pack_batch` packed, in order.
+    :raises ValueError: for bytes it did not make.
+    """
+    start = batch.index(b"\n") + 1
+    end = len(batch)
+    payloads = []
+    while start < end:
+        size = int.from_bytes(batch[start : start + 4], "big")
+        start += 4
+        if start + size > end:
+            raise ValueError("a batch of messages cut short")
+        payloads.append(batch[start : start + size])
+        start += size
+    return payloads
+
+
 class Names:
     """
     The Redis names of one broker (one prefix): every key and channel starts with it.
@@ -73,12 +109,27 @@ class Names:
     :param prefix: the URL's ``prefix`` (``stompbroker`` by default).
     """
 
-    __slots__ = ("prefix", "topics", "streams", "group", "_topic", "_queue")
+    __slots__ = (
+        "prefix",
+        "topics",
+        "streams",
+        "group",
+        "durables",
+        "control",
+        "_topic",
+        "_queue",
+        "_durable",
+    )
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
         self._topic = f"{prefix}:t:"
         self._queue = f"{prefix}:q:"
+        self._durable = f"{prefix}:d:"
+        #: The hash of every durable subscription: its key -> its topic pattern.
+        self.durables = f"{prefix}:durables"
+        #: The channel on which nodes tell each other of durable subscriptions.
+        self.control = f"{prefix}:c"
         #: The pattern every node subscribes to: all topics (see docs/cluster.md).
         self.topics = f"{prefix}:t:*"
         #: The pattern every node subscribes to for the streams' new entries.
@@ -105,6 +156,23 @@ class Names:
     def stream_channel(self, destination: str) -> str:
         """:returns: the channel on which a ``/stream/``'s new entries go to every node."""
         return f"{self.prefix}:sc:{destination}"
+    def durable(self, key: str) -> str:
+        """:returns: the stream of a durable subscription, by its key (``durable:[...]``)."""
+        return self._durable + key
+
+    def figures(self, node: str) -> str:
+        """:returns: the key of a node's figures, for cluster-wide statistics."""
+        return f"{self.prefix}:figures:{node}"
+
+    def destination_of(self, stream: str) -> str:
+        """
+        :returns: the ``/queue/`` destination of a queue's stream, or the key
+            (``durable:[...]``) of a durable subscription's.
+        """
+        for prefix in (self._queue, self._durable):
+            if stream.startswith(prefix):
+                return stream[len(prefix) :]
+        return stream
 
     def inbox(self, node: str) -> str:
         """:returns: the channel on which a node takes messages for its reply queues."""

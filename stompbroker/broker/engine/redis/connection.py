@@ -20,7 +20,7 @@ one round trip for many messages.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from redis import asyncio as aioredis
@@ -55,6 +55,13 @@ BACKOFF_BASE = 0.05
 BACKOFF_CAP = 2.0
 #: Errors that mean the server is away (rather than a command being wrong).
 CONNECTION_ERRORS = (ConnectionError, RedisTimeout, OSError)
+
+
+#: Marks a batch of messages for one channel among a writer's commands.
+_BATCH = object()
+#: Most messages in one batch: a node fans a batch out in one go, so a batch
+#: must stay small beside its subscribers' buffers (--slow-consumer-buffer).
+MAX_BATCH = 128
 
 
 class RedisUnreachable(ProtocolError):
@@ -154,12 +161,21 @@ class Writer:
         is back.
     """
 
-    def __init__(self, client: aioredis.Redis, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        loop: asyncio.AbstractEventLoop,
+        pack: Callable[[list[bytes]], bytes] | None = None,
+    ) -> None:
         self.client = client
         self.connected = True
         self._loop = loop
-        #: Commands not yet sent, each an args tuple.
-        self._commands: list[tuple[Any, ...]] = []
+        #: Makes one payload of a batch of messages for one channel (:meth:`publish`).
+        self._pack = pack
+        #: The batch :meth:`publish` may still add to: the last command, if it is one.
+        self._batch: list[Any] | None = None
+        #: Commands not yet sent, each an args tuple (or a batch, a list: :meth:`publish`).
+        self._commands: list[Sequence[Any]] = []
         #: (index in _commands after which it fires, Deferred) for those who wait.
         self._waiters: list[tuple[int, Deferred[Any]]] = []
         self._running: asyncio.Task[None] | None = None
@@ -169,6 +185,29 @@ class Writer:
     def command(self, *args: Any) -> None:
         """Queue a command; nothing waits for it."""
         self._commands.append(args)
+        if self._running is None:
+            self._start()
+
+    def publish(self, channel: str, payload: bytes) -> None:
+        """
+        Queue a message for a pub/sub channel: messages for the same channel with
+        no other command between them go as one ``PUBLISH`` of a batch (the
+        ``pack`` given), so that a busy publisher costs every node one pub/sub
+        message per turn of the loop rather than one per message.
+        """
+        commands = self._commands
+        batch = self._batch
+        if (
+            batch is not None
+            and commands
+            and commands[-1] is batch
+            and batch[1] == channel
+            and len(batch[2]) < MAX_BATCH
+        ):
+            batch[2].append(payload)
+            return
+        batch = self._batch = [_BATCH, channel, [payload]]
+        commands.append(batch)
         if self._running is None:
             self._start()
 
@@ -240,10 +279,15 @@ class Writer:
                 )
             )
 
-    async def _pipeline(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+    async def _pipeline(self, commands: list[Sequence[Any]]) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)
+        pack = self._pack
         for args in commands:
-            pipe.execute_command(*args)
+            if args[0] is _BATCH:
+                assert pack is not None
+                pipe.execute_command("PUBLISH", args[1], pack(args[2]))
+            else:
+                pipe.execute_command(*args)
         return await pipe.execute(raise_on_error=False)
 
     async def drained(self) -> None:

@@ -21,12 +21,18 @@ what the nodes share:
   the entry to every node (:mod:`stompbroker.broker.engine.redis.streams`);
 - **reply queues**: a reply to another node's temporary queue goes to that
   node's own channel, whose name the reply queue's name holds.
+- **durable topic subscriptions**: a stream each, and a registry every node
+  mirrors; the node a topic message is sent to writes it to the stream of each
+  matching durable subscription (:mod:`stompbroker.broker.engine.redis.durables`).
 - **liveness**: each node keeps a key alive (``SET ... PX --node-timeout``) and
   looks, every half ``--node-timeout``, for queue entries held by nodes whose
   key has expired, and takes them over.
 
-Not built yet, and refused with an ERROR that says so: durable topic
-subscriptions.  Statistics are this node's own.
+Statistics: a topic message counts in on the node it was sent to, and as
+delivered on each node that delivers it, so that the nodes' counts add up; each
+node shares its figures and reads the others' and what waits unread in Redis
+(:mod:`stompbroker.broker.engine.redis.figures`), for statistics of the whole
+cluster.
 """
 
 from __future__ import annotations
@@ -41,7 +47,14 @@ from stompbroker.broker.delivery import DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.destinations import QUEUE_PREFIX, REPLY_QUEUE_PREFIX
 from stompbroker.broker.engine.base import Node
 from stompbroker.broker.engine.local import DEFAULT_POLICY, LocalEngine
-from stompbroker.broker.engine.redis.codec import Names, decode, encode
+from stompbroker.broker.engine.redis.codec import (
+    BATCH,
+    Names,
+    decode,
+    encode,
+    pack_batch,
+    unpack_batch,
+)
 from stompbroker.broker.engine.redis.connection import (
     BACKOFF_BASE,
     BACKOFF_CAP,
@@ -53,16 +66,18 @@ from stompbroker.broker.engine.redis.connection import (
     make_client,
     run,
 )
+from stompbroker.broker.engine.redis.durables import Durables, DurableStreamQueue
+from stompbroker.broker.engine.redis.figures import FIGURES_INTERVAL, FiguresExchange
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
 from stompbroker.broker.engine.redis.url import EngineURL
+from stompbroker.broker.figures import ClusterView
 from stompbroker.broker.ids import Ids
 from stompbroker.broker.streams.offsets import StreamLimits, StreamStart
 from stompbroker.broker.streams.reader import StreamReader
 from stompbroker.broker.streams.registry import Streams
 from stompbroker.broker.traffic import Traffic
 from stompbroker.logs import logger
-from stompbroker.protocol.errors import NotSupported
 from stompbroker.protocol.message import Message
 
 __all__ = ["DEFAULT_NODE_TIMEOUT", "RedisEngine"]
@@ -131,7 +146,7 @@ class RedisEngine(LocalEngine):
         self._subscriber: Any = None
         self._listener: asyncio.Task[None] | None = None
         self._loops: list[LoopingCall] = []
-        self._node_prefix = f'["{self.ids.node}"'.encode()
+        self._node_prefix = BATCH + self.ids.node.encode() + b"\n"
         # Streams live in Redis; this node keeps mirrors of those it reads.
         limits = stream_limits or StreamLimits()
         self.streams = Streams(
@@ -141,6 +156,10 @@ class RedisEngine(LocalEngine):
             self.streams, self._writer, self.names, self.ids.node, limits
         )
         self._streams_pattern = self.names.streams.encode()
+        #: This node's copy of the registry of durable subscriptions.
+        self.durables = Durables(self)
+        #: This node's figures for the others, and theirs (cluster-wide statistics).
+        self.figures = FiguresExchange(self)
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -154,7 +173,10 @@ class RedisEngine(LocalEngine):
         self.loop = check_reactor(self.clock)
         self.client = make_client(self.url)
         self._subscriber = make_client(self.url, forever=True)
-        self.writer = Writer(self.client, self.loop)
+        node = self.ids.node
+        self.writer = Writer(
+            self.client, self.loop, lambda payloads: pack_batch(node, payloads)
+        )
 
     def recover(self) -> Deferred[None]:
         """
@@ -170,16 +192,20 @@ class RedisEngine(LocalEngine):
         version = await check_server(self.client, self.url)
         pubsub = self._subscriber.pubsub()
         await pubsub.psubscribe(self.names.topics, self.names.streams)
-        await pubsub.subscribe(self.names.inbox(self.ids.node))
+        await pubsub.subscribe(self.names.inbox(self.ids.node), self.names.control)
         self._listener = self.loop.create_task(self._listen(pubsub))
         await self._announce()
+        await self.durables.load().asFuture(self.loop)
         beat = LoopingCall(self._beat)
         beat.clock = self.clock
         beat.start(self.node_timeout / 3, now=False)
         scan = LoopingCall(self._scan)
         scan.clock = self.clock
         scan.start(self.node_timeout / 2, now=False)
-        self._loops = [beat, scan]
+        figures = LoopingCall(self.figures.tick)
+        figures.clock = self.clock
+        figures.start(FIGURES_INTERVAL, now=True)
+        self._loops = [beat, scan, figures]
         log.info(
             "redis engine: node {node} on {url} (Redis {version}), node timeout {timeout} s",
             node=self.ids.node,
@@ -221,20 +247,29 @@ class RedisEngine(LocalEngine):
     def _writer(self) -> Any:
         """:returns: the writer (made when the engine opens)."""
         return self.writer
+    def share(self, figures: Any) -> None:
+        """Share what ``figures()`` returns with the other nodes, every second."""
+        self.figures.source = figures
+
+    def cluster(self) -> ClusterView:
+        """:returns: the latest view of the other nodes and of what waits unread in Redis."""
+        return self.figures.view
 
     def _scan(self) -> None:
         """
         Look for what dead nodes held in the queues this node consumes from, and
-        trim the streams it knows for age.
+        trim the streams it knows for age, and read the registry of durable
+        subscriptions again.
         """
         self.redis_streams.trim()
-        for queue in list(self.queues.values()):
+        self.durables.load().addErrback(self._scan_failed, "the durable subscriptions")
+        for queue in [*self.queues.values(), *self.durables.queues.values()]:
             if isinstance(queue, StreamQueue) and queue.consumers:
                 claimed = run(self.loop, queue.claim_from_dead())
                 claimed.addErrback(self._scan_failed, queue.destination)
 
     def _scan_failed(self, failure: Any, destination: str) -> None:
-        if failure.check(*CONNECTION_ERRORS):
+        if failure.check(RedisUnreachable, *CONNECTION_ERRORS):
             return
         log.failure("claiming {queue} from dead nodes failed", failure, queue=destination)
 
@@ -259,9 +294,11 @@ class RedisEngine(LocalEngine):
         for queue in list(self.queues.values()):
             if isinstance(queue, StreamQueue):
                 queue.close()
+        self.durables.close()
         try:
             await asyncio.wait_for(self.writer.drained(), STOP_TIMEOUT)
             await self.client.delete(self.names.alive(self.ids.node))
+            await self.figures.leave()
         except (TimeoutError, *CONNECTION_ERRORS) as error:
             log.warn("left Redis without its last writes: {error}", error=str(error))
         if self._listener is not None:
@@ -276,6 +313,8 @@ class RedisEngine(LocalEngine):
         delay = BACKOFF_BASE
         node_prefix = self._node_prefix
         fan_out = LocalEngine.publish_topic
+        control = self.names.control.encode()
+        counted = self.traffic.destinations
         while True:
             try:
                 response = await pubsub.parse_response(block=True)
@@ -300,10 +339,21 @@ class RedisEngine(LocalEngine):
                 if payload.startswith(node_prefix):
                     continue
                 try:
-                    _, message = decode(payload)
-                    fan_out(self, message)
+                    for part in unpack_batch(payload):
+                        _, message = decode(part)
+                        fan_out(self, message)
+                        # Counted in where it was sent, so that the nodes' counts add up.
+                        traffic = counted.get(message.destination)
+                        if traffic is not None:
+                            traffic.messages_in -= 1
+                            traffic.bytes_in -= len(message.body)
                 except Exception:
                     log.failure("fanning out a message from Redis failed")
+                # Let the reactor write what the batch gave the subscribers before
+                # the next one, which may be read already.
+                await asyncio.sleep(0)
+            elif kind == b"message" and response[1] == control:
+                self.durables.notice(response[2])
             elif kind == b"message":
                 try:
                     _, message = decode(response[2])
@@ -322,14 +372,20 @@ class RedisEngine(LocalEngine):
             )
 
     def publish_topic(self, message: Message) -> None:
-        """Fan a topic message out here, and publish it to the other nodes."""
+        """
+        Fan a topic message out here, publish it to the other nodes, and add it to
+        the streams of the durable subscriptions it matches (a persistent one is
+        there already).
+        """
         if not self.writer.connected:
             self._check_connected()
         LocalEngine.publish_topic(self, message)
         if not (message.expires and message.expires <= self.clock.seconds()):
-            self.writer.command(
-                "PUBLISH", self.names.topic(message.destination), encode(self.ids.node, message)
-            )
+            payload = encode(self.ids.node, message)
+            self.writer.publish(self.names.topic(message.destination), payload)
+            if not message.persistent:
+                for durable in self.durables.streams(message.destination):
+                    self.writer.command("XADD", durable.stream, "*", "m", payload)
 
     def publish_queue(self, message: Message) -> None:
         """Add a message to its queue's stream (a persistent one is there already)."""
@@ -360,22 +416,29 @@ class RedisEngine(LocalEngine):
 
     def keep(self, message: Message) -> Deferred[None] | None:
         """
-        Add a persistent queue message to its stream before it is acknowledged.
+        Add a persistent message to its queue's stream, or to the streams of the
+        durable subscriptions its topic matches, before it is acknowledged.
 
         :returns: a Deferred that fires once Redis has it (see docs/cluster.md for
             what ``appendfsync`` then promises), or fails with
             :class:`~stompbroker.broker.engine.redis.connection.RedisUnreachable`;
-            ``None`` for a topic message (no durable subscriptions here yet).
+            ``None`` for a topic message no durable subscription takes.
         """
         destination = message.destination
-        if not destination.startswith(QUEUE_PREFIX):
-            return None
+        if destination.startswith(QUEUE_PREFIX):
+            streams = [self.names.queue(destination)]
+        else:
+            streams = [durable.stream for durable in self.durables.streams(destination)]
+            if not streams:
+                return None
         self._check_connected()
         if message.expires and message.expires <= self.clock.seconds():
             return None
-        stored: Deferred[Any] = self.writer.command_waited(
-            "XADD", self.names.queue(destination), "*", "m", encode(self.ids.node, message)
-        )
+        payload = encode(self.ids.node, message)
+        for stream in streams[:-1]:
+            self.writer.command("XADD", stream, "*", "m", payload)
+        # One pipeline at a time, in order: the last reply means Redis has them all.
+        stored: Deferred[Any] = self.writer.command_waited("XADD", streams[-1], "*", "m", payload)
         return stored.addCallback(_nothing)
 
     # -- queues ------------------------------------------------------------------------------
@@ -392,6 +455,10 @@ class RedisEngine(LocalEngine):
         A consumer has left: drop this node's handle when it has no consumers left
         (the queue lives on in Redis).
         """
+        if isinstance(queue, DurableStreamQueue):
+            if not queue.consumers:
+                queue.close()
+            return
         if isinstance(queue, StreamQueue):
             if not queue.consumers:
                 self.queues.pop(queue.destination, None)
@@ -419,13 +486,20 @@ class RedisEngine(LocalEngine):
 
     def durable_queue(self, durable: tuple[str, str], pattern: str) -> Any:
         """
-        :raises NotSupported: always, for now.
+        Find or make a durable subscription, whose backlog is a stream in Redis
+        (:mod:`~stompbroker.broker.engine.redis.durables`).
+
+        :raises DuplicateSubscription: if it is consumed here on another pattern.
         """
-        raise NotSupported(
-            "durable subscriptions are not supported by the redis engine yet",
-            "this broker runs on the redis engine, which has no durable topic subscriptions"
-            " yet (docs/cluster.md); subscribe without a durable name, or to a /queue/",
-        )
+        return self.durables.subscribe(durable, pattern)
+
+    def remove_durable(self, durable: tuple[str, str]) -> Deferred[Any]:
+        """
+        Delete a durable subscription and its backlog, on every node.
+
+        :raises UnknownSubscription: if there is none.
+        """
+        return self.durables.remove(durable)
 
 
 def _reply_queue_node(destination: str) -> str | None:

@@ -64,7 +64,7 @@ class StreamQueue(WorkerQueue):
     :param engine: the :class:`~stompbroker.broker.engine.redis.engine.RedisEngine`.
     """
 
-    __slots__ = ("_engine", "_stream", "_entries", "_reader", "_wake", "_closed")
+    __slots__ = ("_engine", "_stream", "_entries", "_reader", "_wake", "_closed", "_settled")
 
     def __init__(self, destination: str, engine: Any) -> None:
         super().__init__(
@@ -82,6 +82,8 @@ class StreamQueue(WorkerQueue):
         self._reader: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._closed = False
+        #: Entries settled this turn of the loop, ended together (:meth:`_end_settled`).
+        self._settled: list[bytes] = []
 
     def __repr__(self) -> str:
         return (
@@ -184,6 +186,8 @@ class StreamQueue(WorkerQueue):
             self._settle(message)
             persistent = persistent or message.persistent
         if persistent:
+            # The RECEIPT waits for the XACK: end the entries before the PING.
+            self._end_settled()
             waited: Deferred[Any] = self._engine.writer.command_waited("PING")
             return [waited.addCallbacks(_stored, _not_stored)]
         return []
@@ -200,11 +204,21 @@ class StreamQueue(WorkerQueue):
         self._settle(message)
 
     def _settle(self, message: Message) -> None:
+        """End a message's entry, with the others settled in this turn of the loop."""
         entry = self._entries.pop(message.message_id, None)
         if entry is not None:
+            if not self._settled:
+                self._engine.loop.call_soon(self._end_settled)
+            self._settled.append(entry)
+
+    def _end_settled(self) -> None:
+        """One ``XACK`` and one ``XDEL`` for every entry settled since the last."""
+        entries = self._settled
+        if entries:
+            self._settled = []
             writer = self._engine.writer
-            writer.command("XACK", self._stream, self._engine.names.group, entry)
-            writer.command("XDEL", self._stream, entry)
+            writer.command("XACK", self._stream, self._engine.names.group, *entries)
+            writer.command("XDEL", self._stream, *entries)
 
     def _give_back(self, messages: list[Message]) -> None:
         """Put messages this node read back at the tail of the stream for the other nodes."""

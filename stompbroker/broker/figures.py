@@ -1,0 +1,162 @@
+"""
+What one node tells the others about itself, so that every node can show the
+whole cluster: :class:`NodeFigures`, and the :class:`ClusterView` an engine
+shared by several nodes gives back.
+
+The statistics (:mod:`stompbroker.stats.model`) make a node's figures from its
+own counters and queues, and hand the engine a callable that returns them
+encoded (:meth:`~stompbroker.broker.engine.base.IEngine.share`); the engine
+puts them where the other nodes read them, and reads theirs, with what waits in
+the server unread (:meth:`~stompbroker.broker.engine.base.IEngine.cluster`).
+The statistics and the management API add them up.  An engine of one process
+(the local engine) has no view: everything is this process's own.
+
+Pure data and JSON: no Twisted, nothing of an engine's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from attrs import frozen
+
+__all__ = ["ClusterView", "DestinationFigures", "NodeFigures"]
+
+
+@frozen
+class DestinationFigures:
+    """
+    One destination on one node.
+
+    :ivar totals: its flow counters on that node, in the order of
+        :data:`~stompbroker.stats.schema.FLOW_COUNTERS`.
+    :ivar depth: messages the node holds waiting for a consumer (for a queue
+        shared through the server: read from it and not yet handed out).
+    :ivar in_flight: messages the node delivered and has not had acknowledged.
+    :ivar consumers: the node's subscriptions consuming from it.
+    """
+
+    totals: tuple[int, ...]
+    depth: int = 0
+    in_flight: int = 0
+    consumers: int = 0
+
+
+@frozen
+class NodeFigures:
+    """
+    One node's figures at one moment.
+
+    :ivar node: its node token.
+    :ivar seconds: when, in epoch seconds.
+    :ivar uptime_s: seconds since it started.
+    :ivar connections: client connections open on it.
+    :ivar connections_opened: connections it admitted since it started.
+    :ivar connections_closed: admitted connections closed since.
+    :ivar rss_bytes: its resident set size.
+    :ivar destinations: destination -> its :class:`DestinationFigures` there.
+    """
+
+    node: str
+    seconds: float
+    uptime_s: float
+    connections: int
+    connections_opened: int
+    connections_closed: int
+    rss_bytes: int
+    destinations: Mapping[str, DestinationFigures]
+
+    def total(self, index: int) -> int:
+        """:returns: the flow counter at ``index`` summed over its destinations."""
+        return sum(figures.totals[index] for figures in self.destinations.values())
+
+    def encode(self) -> bytes:
+        """:returns: the figures as compact JSON."""
+        return json.dumps(
+            [
+                self.node,
+                self.seconds,
+                self.uptime_s,
+                self.connections,
+                self.connections_opened,
+                self.connections_closed,
+                self.rss_bytes,
+                {
+                    name: [list(f.totals), f.depth, f.in_flight, f.consumers]
+                    for name, f in self.destinations.items()
+                },
+            ],
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def decode(cls, payload: bytes) -> NodeFigures:
+        """
+        :returns: the figures :meth:`encode` made.
+        :raises ValueError: for anything else.
+        """
+        try:
+            node, seconds, uptime, connections, opened, closed, rss, destinations = json.loads(
+                payload
+            )
+            return cls(
+                str(node),
+                float(seconds),
+                float(uptime),
+                int(connections),
+                int(opened),
+                int(closed),
+                int(rss),
+                {
+                    str(name): DestinationFigures(
+                        tuple(int(n) for n in totals), int(depth), int(in_flight), int(consumers)
+                    )
+                    for name, (totals, depth, in_flight, consumers) in destinations.items()
+                },
+            )
+        except (TypeError, AttributeError) as error:
+            raise ValueError(f"not a node's figures: {error}") from None
+
+
+@frozen
+class ClusterView:
+    """
+    What an engine shared by several nodes knows of the others, as of its latest
+    reading (about once a second).
+
+    :ivar peers: the figures of every other live node.
+    :ivar unread: messages in the server that no node has read yet, by the
+        ``/queue/`` destination or the durable subscription's key
+        (``durable:[...]``); a node's figures count what it has read.
+    :ivar patterns: a durable subscription's key -> its topic pattern (the
+        statistics count a durable subscription's depth under its pattern).
+    """
+
+    peers: tuple[NodeFigures, ...] = ()
+    unread: Mapping[str, int] = {}
+    patterns: Mapping[str, str] = {}
+
+    def depth(self, destination: str) -> int:
+        """:returns: what the other nodes have read from ``destination`` and not handed out."""
+        return sum(
+            figures.depth
+            for peer in self.peers
+            if (figures := peer.destinations.get(destination)) is not None
+        )
+
+    def in_flight(self, destination: str) -> int:
+        """:returns: what the other nodes delivered from ``destination``, not yet acknowledged."""
+        return sum(
+            figures.in_flight
+            for peer in self.peers
+            if (figures := peer.destinations.get(destination)) is not None
+        )
+
+    def consumers(self, destination: str) -> int:
+        """:returns: the other nodes' consumers of ``destination``."""
+        return sum(
+            figures.consumers
+            for peer in self.peers
+            if (figures := peer.destinations.get(destination)) is not None
+        )

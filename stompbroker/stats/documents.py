@@ -1,0 +1,132 @@
+"""
+The documents the live surfaces show, made from the stats model's snapshots and
+intervals (:mod:`stompbroker.stats.model`): ``/stats`` (:func:`stats_document`),
+``/topic/stompbroker.stats`` (:func:`live_document`) and ``/queue/monitor``
+(:func:`monitor_text`).  docs/monitoring.md defines every figure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stompbroker.broker.destinations import QUEUE_PREFIX
+from stompbroker.stats.cluster import nodes_document
+from stompbroker.stats.model import Interval, Snapshot, StatsModel
+from stompbroker.stats.schema import FLOW_COUNTERS, SCHEMA_VERSION, format_timestamp, to_timestamp
+
+__all__ = ["live_document", "monitor_text", "stats_document"]
+
+_MESSAGES_IN = FLOW_COUNTERS.index("messages_in")
+_MESSAGES_DELIVERED = FLOW_COUNTERS.index("messages_delivered")
+#: Keys of an export record that a live document states once, not per record.
+_PER_DOCUMENT = ("schema_version", "kind", "ts", "interval_s")
+
+
+def _rate(count: int, seconds: float) -> float:
+    return count / seconds if seconds else 0.0
+
+
+def stats_document(
+    model: StatsModel, latest: Interval | None, server: str = "stompbroker"
+) -> dict[str, Any]:
+    """
+    The ``/stats`` JSON: counters since the start, gauges now, rates over the
+    latest live interval, and every connection.
+
+    :param model: the stats model.
+    :param latest: the latest live interval, for rates and producers; ``None``
+        before there is one (they are then 0).
+    :param server: the server's name and version.
+    :returns: a JSON-ready dict (see docs/monitoring.md).
+    """
+    snapshot = model.snapshot()
+    recent = latest.by_destination() if latest is not None else {}
+    seconds = latest.broker.interval_s if latest is not None else 0.0
+    destinations = {}
+    for name, state in snapshot.destinations.items():
+        record = recent.get(name)
+        entry: dict[str, Any] = state.counters()
+        entry.update(depth=state.depth, in_flight=state.in_flight, consumers=state.consumers)
+        entry["producers"] = record.producers if record is not None else 0
+        entry["messages_in_per_second"] = (
+            _rate(record.messages_in, seconds) if record is not None else 0.0
+        )
+        entry["messages_delivered_per_second"] = (
+            _rate(record.messages_delivered, seconds) if record is not None else 0.0
+        )
+        destinations[name] = entry
+    counters = model.broker.counters
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "ts": format_timestamp(to_timestamp(snapshot.seconds)),
+        "server": server,
+        "node": snapshot.nodes[0].node if snapshot.nodes else None,
+        "broker": {
+            "uptime_s": snapshot.uptime_s,
+            "connections": snapshot.connections,
+            "connections_opened": snapshot.connections_opened,
+            "connections_closed": snapshot.connections_closed,
+            "rss_bytes": snapshot.rss_bytes,
+            "messages_in": snapshot.total("messages_in"),
+            "messages_delivered": snapshot.total("messages_delivered"),
+            "messages_per_second": latest.broker.messages_per_second if latest else 0.0,
+            "deliveries_per_second": _rate(
+                sum(record.messages_delivered for record in recent.values()), seconds
+            ),
+            "interval_s": seconds,
+            "slow_consumer_drops": counters.dropped,
+            "slow_consumer_disconnects": counters.slow_disconnects,
+        },
+        "destinations": destinations,
+        "nodes": nodes_document(snapshot.nodes),
+        "connections": [connection.to_dict() for connection in model.connections()],
+    }
+
+
+def live_document(interval: Interval) -> dict[str, Any]:
+    """
+    The JSON published on ``/topic/stompbroker.stats``: one interval's export
+    records, with what they share stated once.
+
+    :returns: ``schema_version``, ``ts``, ``interval_s``, ``broker`` (the
+        broker record's fields) and ``destinations`` (a list of destination
+        records' fields), as docs/monitoring.md describes.
+    """
+    broker = interval.broker.to_dict()
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "ts": broker["ts"],
+        "interval_s": broker["interval_s"],
+        "node": interval.end.nodes[0].node if interval.end.nodes else None,
+        "nodes": nodes_document(interval.end.nodes),
+        "broker": _fields(broker),
+        "destinations": [_fields(record.to_dict()) for record in interval.destinations],
+    }
+
+
+def _fields(values: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in values.items() if name not in _PER_DOCUMENT}
+
+
+def monitor_text(snapshot: Snapshot) -> str:
+    """
+    The body of a ``/queue/monitor`` message, in stompserver's format: for each
+    queue a ``Queue:`` line, then ``size``, ``dequeued`` and ``enqueued`` as
+    header lines, and a blank line.
+
+    ``size`` is the depth, ``enqueued`` the messages sent to the queue and
+    ``dequeued`` the messages delivered from it (redeliveries included), both
+    since the broker started.
+
+    :returns: the text; empty when there are no queues.
+    """
+    parts = []
+    for name, state in snapshot.destinations.items():
+        if not name.startswith(QUEUE_PREFIX):
+            continue
+        parts.append(
+            f"Queue: {name}\nsize: {state.depth}\n"
+            f"dequeued: {state.totals[_MESSAGES_DELIVERED]}\n"
+            f"enqueued: {state.totals[_MESSAGES_IN]}\n\n"
+        )
+    return "".join(parts)
