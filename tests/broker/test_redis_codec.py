@@ -78,3 +78,10 @@ def test_a_batch_cut_short_is_refused() -> None:
     batch = pack_batch("node1", [b"hello world"])
     with pytest.raises(ValueError):
         unpack_batch(batch[:-3])
+
+
+def test_a_message_keeps_its_priority_through_redis() -> None:
+    """The priority a SEND gave comes back from its headers, so queues order it on every node."""
+    message = Message("/queue/a", "n-1", (("priority", "7"),), b"x", priority=7)
+    assert decode(encode("node", message))[1].priority == 7
+    assert decode(encode("node", Message("/queue/a", "n-2", (), b"x")))[1].priority == 4

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 
+from stompbroker.broker.priorities import parse_priority, stored_priority
 from stompbroker.protocol.message import Message
 
 __all__ = ["Names", "decode", "encode", "pack_batch", "unpack_batch"]
@@ -54,14 +55,17 @@ def decode(payload: bytes) -> tuple[str, Message]:
     origin, destination, message_id, headers, expires, redeliveries, persistent = _loads(
         payload[:end]
     )
+    headers = tuple(tuple(pair) for pair in headers)
     message = Message(
         destination,
         message_id,
-        tuple(tuple(pair) for pair in headers),
+        headers,
         payload[end + 1 :],
         expires,
         redeliveries,
         bool(persistent),
+        # Derived from the headers, as recovery does: the format stays what older nodes read.
+        parse_priority(stored_priority(headers)),
     )
     return origin, message
 
