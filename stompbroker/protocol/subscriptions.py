@@ -149,6 +149,16 @@ class SessionSubscription:
         "_write",
     )
 
+    #: Whether the subscription stays in the broker while its session is
+    #: detached, its messages kept for the client's return
+    #: (:mod:`~stompbroker.protocol.resuming`): ``auto``-ack topic ones do.
+    collects_while_detached = True
+    #: The hook for stream subscriptions: the ``x-stream-offset`` of the last
+    #: message delivered, from which a resumed session subscribes again (a
+    #: stream subscription class defines it as a slot and sets it in
+    #: ``deliver``); ``None`` for every other subscription.
+    last_stream_offset: int | None = None
+
     def __init__(
         self,
         session: StompSession,
@@ -187,6 +197,10 @@ class SessionSubscription:
         if tail is None:
             tail = message_tail(message, self._style)
         self._write(self._prefix + tail)
+
+    def divert(self, write: Callable[[bytes], None]) -> None:
+        """Write this subscription's MESSAGE frames with ``write`` from now on."""
+        self._write = write
 
     def hold_writes(self) -> Callable[[], None]:
         """
@@ -236,6 +250,11 @@ class TrackedSubscription(SessionSubscription):
     """
 
     __slots__ = ("_ack_prefix",)
+
+    #: Given back to the broker when the session detaches: what it holds
+    #: returns to its queue at once rather than wait for a client that may
+    #: never come back.
+    collects_while_detached = False
 
     def __init__(self, session: StompSession, *args: Any, **kwargs: Any) -> None:
         super().__init__(session, *args, **kwargs)
@@ -291,6 +310,23 @@ class SubscriptionsMixin(SessionPart):
         self._numbers = itertools.count(1)
 
     def _on_subscribe(self, frame: Frame) -> None:
+        subscription = self._new_subscription(frame)
+        receipt = frame.get("receipt")
+        if receipt is None:
+            self._add_subscription(subscription)
+            return
+        # Clients treat a subscription as live once its RECEIPT is in, and some
+        # read frames in that order: what it is sent before then (messages
+        # waiting in its queue) waits for the RECEIPT.
+        release = subscription.hold_writes()
+        self._add_subscription(subscription)
+        self._send_receipt(receipt, release)
+
+    def _new_subscription(self, frame: Frame) -> SessionSubscription:
+        """
+        :returns: the subscription a SUBSCRIBE asks for, not yet given to the broker.
+        :raises ProtocolError: for a SUBSCRIBE that cannot be.
+        """
         destination = frame.required("destination")
         access = self.config.access
         if access is not None:
@@ -327,7 +363,7 @@ class SubscriptionsMixin(SessionPart):
         cls = SessionSubscription
         if ack_mode != "auto" or durable is not None or not destination.startswith(TOPIC_PREFIX):
             cls = TrackedSubscription
-        subscription = cls(
+        return cls(
             self,  # type: ignore[arg-type]
             subscription_id,
             destination,
@@ -341,16 +377,6 @@ class SubscriptionsMixin(SessionPart):
             durable,
             named=frame.get("id") is not None,
         )
-        receipt = frame.get("receipt")
-        if receipt is None:
-            self._add_subscription(subscription)
-            return
-        # Clients treat a subscription as live once its RECEIPT is in, and some
-        # read frames in that order: what it is sent before then (messages
-        # waiting in its queue) waits for the RECEIPT.
-        release = subscription.hold_writes()
-        self._add_subscription(subscription)
-        self._send_receipt(receipt, release)
 
     def _add_subscription(self, subscription: SessionSubscription) -> None:
         limit = self.config.max_subscriptions
