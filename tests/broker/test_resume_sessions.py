@@ -15,7 +15,9 @@ def world(window: float = 120, buffer: int = 1024 * 1024, **settings: object) ->
     """:returns: a broker world whose sessions are resumable."""
     made = World()
     made.config = SessionConfig(
-        heartbeat=(0, 0), resumption=ResumeBook(made.clock, window, buffer), **settings  # type: ignore[arg-type]
+        heartbeat=(0, 0),
+        resumption=ResumeBook(made.clock, window, buffer),
+        **settings,  # type: ignore[arg-type]
     )
     return made
 
@@ -30,7 +32,7 @@ def bodies(client: Client) -> list[bytes]:
 
 
 def test_a_resumed_session_gets_what_it_missed_in_order_then_the_live_flow() -> None:
-    """The missed topic messages come first, in order, on the same subscription id; live ones follow."""
+    """Missed topic messages come first, in order, on the same subscription id; live ones follow."""
     here = world()
     first = here.client(resume_token="")
     token = first.connected.get("resume-token")

@@ -18,7 +18,9 @@ from stompbroker.protocol.resumption import (
 )
 
 
-def record(book: ResumeBook, token: str, login: str = "ann", released: list[str] | None = None) -> Detached:
+def record(
+    book: ResumeBook, token: str, login: str = "ann", released: list[str] | None = None
+) -> Detached:
     """:returns: a detached record filed under ``token``, noting its release in ``released``."""
     gone = released if released is not None else []
     detached = Detached(token, login, "1.2", [], book.new_buffer(), lambda: gone.append(token))
@@ -43,7 +45,9 @@ def test_tokens_are_128_bits_of_url_safe_text_and_differ() -> None:
     """A token is 22 URL-safe characters (16 random bytes), a new one each time."""
     tokens = {new_token() for _ in range(100)}
     assert len(tokens) == 100
-    assert all(len(token) == 22 and token.replace("-", "a").replace("_", "a").isalnum() for token in tokens)
+    assert all(
+        len(token) == 22 and token.replace("-", "a").replace("_", "a").isalnum() for token in tokens
+    )
 
 
 def test_the_buffer_keeps_frames_in_order_and_drops_the_oldest_past_its_limit() -> None:
