@@ -198,6 +198,11 @@ class SessionSubscription:
             tail = message_tail(message, self._style)
         self._write(self._prefix + tail)
 
+    @property
+    def prefix(self) -> bytes:
+        """The encoded start of every MESSAGE it sends: which subscription a frame is for."""
+        return self._prefix
+
     def divert(self, write: Callable[[bytes], None]) -> None:
         """Write this subscription's MESSAGE frames with ``write`` from now on."""
         self._write = write
