@@ -151,7 +151,7 @@ class HandshakeMixin(SessionPart):
     _start_heartbeats: Callable[[], None]
     _authenticate_connect: Callable[[Any, Frame], Any]
     _watch_expiry: Callable[[Any], None]
-    resume_token: str | None
+    _read_resume: Callable[[Frame], None]
     _resume_headers: Callable[[], tuple[tuple[tuple[str, str], ...], Any]]
     _resume: Callable[[Any], None]
 
@@ -179,7 +179,7 @@ class HandshakeMixin(SessionPart):
             )
         self.client_id = frame.get("client-id")
         if self.config.resumption is not None:
-            self.resume_token = frame.get("resume-token")
+            self._read_resume(frame)
         authenticator = self.config.authenticator
         if authenticator is None:
             self._open()

@@ -32,14 +32,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from stompbroker.protocol.encoder import message_prefix
 from stompbroker.protocol.errors import ProtocolError
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.parts import SessionPart
-from stompbroker.protocol.resumption import Detached, resubscribe_headers
+from stompbroker.protocol.resumption import Detached, ResumeBuffer, resubscribe_headers
 from stompbroker.protocol.states import Event, State
 
 #: The CONNECT header that asks for a resumable session, and the CONNECTED one with its token.
 RESUME_TOKEN = "resume-token"
+#: The CONNECT headers that say which topic MESSAGE the resuming client got last.
+LAST_SUBSCRIPTION = "resume-last-subscription"
+LAST_MESSAGE_ID = "resume-last-message-id"
+
+#: What a resumed session is given: the record, and the frames to write.
+Resumption = tuple[Detached, list[bytes]]
 
 
 class ResumeMixin(SessionPart):
@@ -51,9 +58,11 @@ class ResumeMixin(SessionPart):
     __slots__ = ()
 
     #: The session's slots this part owns.
-    SLOTS: tuple[str, ...] = ("resume_token",)
+    SLOTS: tuple[str, ...] = ("resume_token", "_resume_last", "_recent")
 
     resume_token: str | None
+    _resume_last: tuple[str | None, str] | None
+    _recent: ResumeBuffer | None
     # Of the session's other parts.
     identity: Any
     version: str
@@ -62,6 +71,8 @@ class ResumeMixin(SessionPart):
     _new_subscription: Callable[[Frame], Any]
     _add_subscription: Callable[[Any], None]
     write_message: Callable[[bytes], None]
+    _message_write: Callable[[bytes], None]
+    _wrote: bool
     frames_sent: int
     bytes_sent: int
 
@@ -70,16 +81,38 @@ class ResumeMixin(SessionPart):
         #: session); after it: this session's own token.  ``None`` while the
         #: session is not resumable.
         self.resume_token = None
+        #: ``(subscription, message-id)`` of the last topic MESSAGE the
+        #: resuming client says it got, from CONNECT.
+        self._resume_last = None
+        #: What this resumable session's auto-ack topic subscriptions wrote
+        #: lately; ``None`` while the session is not resumable.
+        self._recent = None
+
+    def _read_resume(self, frame: Frame) -> None:
+        """Read CONNECT's resumption headers (only when the broker resumes sessions)."""
+        self.resume_token = frame.get(RESUME_TOKEN)
+        last = frame.get(LAST_MESSAGE_ID)
+        if last is not None:
+            self._resume_last = (frame.get(LAST_SUBSCRIPTION), last)
+
+    def _write_recent(self, data: bytes) -> None:
+        """
+        Write an auto-ack topic MESSAGE of a resumable session, keeping it a
+        while: as :meth:`write_message`, which it stands in for.
+        """
+        self._recent.append(data)  # type: ignore[union-attr]
+        self._wrote = True
+        self._message_write(data)
 
     def _login_name(self) -> str:
         identity = self.identity
         return "" if identity is None else str(identity.name)
 
-    def _resume_headers(self) -> tuple[tuple[tuple[str, str], ...], Detached | None]:
+    def _resume_headers(self) -> tuple[tuple[tuple[str, str], ...], Resumption | None]:
         """
         Issue this session's token, and claim the session CONNECT named, if any.
 
-        :returns: CONNECTED's extra headers, and the record to resume from.
+        :returns: CONNECTED's extra headers, and what to resume from.
         """
         presented = self.resume_token
         book = self.config.resumption
@@ -89,19 +122,41 @@ class ResumeMixin(SessionPart):
         login = self._login_name()
         record = book.claim(presented, login, self.version) if presented else None
         self.resume_token = book.issue(login, self)
+        self._recent = book.new_buffer()
         headers: tuple[tuple[str, str], ...] = (
             (RESUME_TOKEN, self.resume_token),
             ("resumed", "true" if record is not None else "false"),
         )
-        if record is not None and record.buffer.gap:
+        if record is None:
+            return headers, None
+        frames, gap = self._missed(record)
+        if gap:
             headers += (("resume-gap", "true"),)
-        return headers, record
+        return headers, (record, frames)
 
-    def _resume(self, record: Detached) -> None:
+    def _missed(self, record: Detached) -> tuple[list[bytes], bool]:
+        """
+        :returns: the frames the resuming client has not had, and whether some
+            it should have had are lost (see :meth:`ResumeBuffer.replay`).
+        """
+        buffer = record.buffer
+        last = self._resume_last
+        if last is None:
+            return buffer.replay(None, record.mark)
+        found = buffer.find(message_prefix(last[0], record.version), last[1])
+        if found is not None:
+            return buffer.replay(found, record.mark)
+        # A frame no longer kept, or none of ours: what it had is unknown, and
+        # when frames were dropped the client may have missed them.
+        frames, gap = buffer.replay(None, record.mark)
+        return frames, gap or buffer.first > 0
+
+    def _resume(self, resumption: Resumption) -> None:
         """
         Take up a detached session: its subscriptions again, what it missed,
         then the live flow.
         """
+        record, frames = resumption
         releases = []
         try:
             for headers in record.subscriptions:
@@ -115,9 +170,10 @@ class ResumeMixin(SessionPart):
         # The new subscriptions are in place (and hold what they get) before the
         # old ones leave, so that no message falls between them.
         record.release()
-        write = self.write_message
+        # Kept again as they go, should this connection drop too.
+        write = self._write_recent
         count = 0
-        for data in record.buffer.take():
+        for data in frames:
             self.bytes_sent += len(data)
             write(data)
             count += 1
@@ -136,7 +192,8 @@ class ResumeMixin(SessionPart):
         if token is None or book is None or self.state is not State.CONNECTED:
             return
         self.resume_token = None
-        buffer = book.new_buffer()
+        buffer = self._recent if self._recent is not None else book.new_buffer()
+        self._recent = None
         kept = []
         again = []
         broker = self.broker
@@ -157,7 +214,11 @@ class ResumeMixin(SessionPart):
             for subscription in kept:
                 broker.unsubscribe(subscription)
 
-        book.detach(Detached(token, self._login_name(), self.version, again, buffer, release))
+        book.detach(
+            Detached(
+                token, self._login_name(), self.version, again, buffer, release, buffer.appended
+            )
+        )
 
     def _end_resumable(self) -> None:
         """The session ends for good (DISCONNECT, an ERROR): its token is void."""

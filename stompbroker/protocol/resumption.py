@@ -13,7 +13,10 @@ Theory of operation:
 - When a resumable session loses its connection (or its heart-beats), it
   *detaches* (:meth:`ResumeBook.detach`): a :class:`Detached` record keeps what
   the client subscribed to, and its ``auto``-ack topic subscriptions stay in the
-  broker, writing into a :class:`ResumeBuffer` instead of a socket.  The record
+  broker, writing into its :class:`ResumeBuffer` instead of a socket.  The
+  buffer also holds what was written lately before that, which a dead network
+  may have swallowed: the resuming client says what it got last, and gets
+  what followed.  The record
   lives for the window; then :meth:`Detached.release` gives its subscriptions
   back to the broker.  Expiry is one timer for the whole book: the window is
   the same for every record, so records expire in the order they were filed.
@@ -32,7 +35,7 @@ from __future__ import annotations
 
 import secrets
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from attrs import define, field
@@ -80,45 +83,81 @@ def resubscribe_headers(
 
 class ResumeBuffer:
     """
-    The MESSAGE frames an absent client missed, encoded as they would have been
-    written, oldest first, bounded in bytes.
+    The latest MESSAGE frames of a resumable session's ``auto``-ack topic
+    subscriptions, encoded as they were (or would have been) written, oldest
+    first, bounded in bytes.
 
-    Past ``limit`` the oldest frames are dropped, and :attr:`gap` says so for
-    good: a resumed client is told it missed something rather than shown a
-    history with a hole in it.
+    While the client is connected it holds what was written to its socket
+    lately: what a dead network swallows before the broker notices (a
+    heart-beat later) is still here, and the client's ``resume-last-*``
+    headers say where its copy ends (:meth:`replay`).  Once the session is
+    detached it holds what the client misses.  Past ``limit`` the oldest frames
+    are dropped; :meth:`replay` says when a client's resumption needed one of them.
 
     :ivar size: bytes kept.
-    :ivar gap: whether any frame was dropped.
+    :ivar appended: frames ever appended: the ordinal of the next one.
     """
 
-    __slots__ = ("limit", "size", "gap", "_frames")
+    __slots__ = ("limit", "size", "appended", "_frames")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.size = 0
-        self.gap = False
+        self.appended = 0
         self._frames: deque[bytes] = deque()
 
     def __len__(self) -> int:
         return len(self._frames)
 
+    @property
+    def first(self) -> int:
+        """The ordinal of the oldest frame kept (:attr:`appended` when none is)."""
+        return self.appended - len(self._frames)
+
     def append(self, data: bytes) -> None:
         """Keep one frame; drop the oldest ones while more than ``limit`` bytes are kept."""
         self._frames.append(data)
+        self.appended += 1
         self.size += len(data)
         if self.size > self.limit:
             frames = self._frames
             while self.size > self.limit and frames:
                 self.size -= len(frames.popleft())
-            self.gap = True
 
-    def take(self) -> Iterator[bytes]:
-        """Take the frames, oldest first."""
+    def find(self, prefix: bytes, message_id: str) -> int | None:
+        """
+        :param prefix: the start of the subscription's MESSAGE frames
+            (:func:`~stompbroker.protocol.encoder.message_prefix`).
+        :returns: the ordinal of the newest frame kept of that subscription
+            with that ``message-id``, or ``None``.
+        """
+        needle = b"\nmessage-id:" + message_id.encode("utf-8") + b"\n"
         frames = self._frames
-        while frames:
-            data = frames.popleft()
-            self.size -= len(data)
-            yield data
+        for back in range(len(frames) - 1, -1, -1):
+            data = frames[back]
+            if data.startswith(prefix):
+                head = data.find(b"\n\n")
+                if needle in data[: head + 1]:
+                    return self.first + back
+        return None
+
+    def replay(self, last: int | None, mark: int) -> tuple[list[bytes], bool]:
+        """
+        What a resumed client must get, and whether some of it is lost.
+
+        :param last: the ordinal of the last frame the client says it got
+            (:meth:`find`); ``None`` when it did not say, or named a frame no
+            longer kept.
+        :param mark: the ordinal of the first frame appended after the
+            connection was lost.
+        :returns: the frames after ``last`` (after ``mark`` when the client did
+            not say), oldest first; and ``True`` when frames that belong there
+            were dropped.
+        """
+        start = mark if last is None else last + 1
+        first = self.first
+        frames = list(self._frames)[max(start - first, 0) :]
+        return frames, start < first
 
 
 @define(eq=False)
@@ -131,7 +170,8 @@ class Detached:
     :ivar version: the STOMP version the kept frames are encoded in.
     :ivar subscriptions: the headers to subscribe again with, in the order the
         client subscribed.
-    :ivar buffer: the messages missed meanwhile.
+    :ivar buffer: the messages sent lately, and those missed meanwhile.
+    :ivar mark: the ordinal in ``buffer`` of the first message missed.
     :ivar release: gives the subscriptions still collecting into ``buffer``
         back to the broker; called once, when the record is claimed or expires.
     :ivar expires: when the window closes, in clock seconds; set by the book.
@@ -143,6 +183,7 @@ class Detached:
     subscriptions: list[dict[str, str]]
     buffer: ResumeBuffer
     release: Callable[[], None] = field(repr=False)
+    mark: int = 0
     expires: float = 0.0
 
 
@@ -198,7 +239,7 @@ class ResumeBook:
             del self._live[token]
 
     def new_buffer(self) -> ResumeBuffer:
-        """:returns: an empty buffer of this book's size, for a session detaching."""
+        """:returns: an empty buffer of this book's size, for a resumable session."""
         return ResumeBuffer(self.buffer_limit)
 
     def detach(self, record: Detached) -> None:

@@ -307,6 +307,8 @@ class SubscriptionsMixin(SessionPart):
     _receipt: Callable[[Frame], None]
     _receipt_when_stored: Callable[..., None]
     _send_receipt: Callable[..., None]
+    _recent: Any
+    _write_recent: Callable[[bytes], None]
 
     def _init_subscriptions(self) -> None:
         self.subscriptions = {}
@@ -368,7 +370,7 @@ class SubscriptionsMixin(SessionPart):
         cls = SessionSubscription
         if ack_mode != "auto" or durable is not None or not destination.startswith(TOPIC_PREFIX):
             cls = TrackedSubscription
-        return cls(
+        subscription = cls(
             self,  # type: ignore[arg-type]
             subscription_id,
             destination,
@@ -382,6 +384,10 @@ class SubscriptionsMixin(SessionPart):
             durable,
             named=frame.get("id") is not None,
         )
+        if self._recent is not None and cls is SessionSubscription:
+            # A resumable session keeps what it writes a while (see resuming.py).
+            subscription.divert(self._write_recent)
+        return subscription
 
     def _add_subscription(self, subscription: SessionSubscription) -> None:
         limit = self.config.max_subscriptions

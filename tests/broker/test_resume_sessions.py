@@ -183,3 +183,60 @@ def test_a_disconnect_voids_the_token() -> None:
     first.session.connection_lost()
     again = here.client(resume_token=first.connected.get("resume-token") or "")
     assert again.connected.get("resumed") == "false"
+
+
+def test_messages_a_dead_network_swallowed_are_sent_again_after_the_clients_last() -> None:
+    """Written before the broker noticed, lost on the way: the client's last id brings them back."""
+    here = world()
+    first = here.client(resume_token="")
+    first.send_frame("SUBSCRIBE", id="news", destination="/topic/news")
+    publish(here, "/topic/news", "m1", "m2", "m3", "m4")
+    written = first.messages()
+    # The client got m1 and m2; m3 and m4 were in the socket when the network died.
+    got = written[1]
+    first.session.connection_lost()
+    publish(here, "/topic/news", "m5")
+    again = here.client(
+        resume_token=first.connected.get("resume-token") or "",
+        resume_last_subscription="news",
+        resume_last_message_id=got.get("message-id") or "",
+    )
+    assert again.connected.get("resume-gap") is None
+    assert [f.body for f in again.early] == [b"m3", b"m4", b"m5"]
+
+
+def test_a_client_whose_last_message_is_no_longer_kept_is_told_of_a_gap() -> None:
+    """When the buffer dropped what followed the client's last message, resume-gap:true says so."""
+    here = world(buffer=600)
+    first = here.client(resume_token="")
+    first.send_frame("SUBSCRIBE", id="news", destination="/topic/news")
+    publish(here, "/topic/news", "m0")
+    oldest = first.messages()[0]
+    publish(here, "/topic/news", *(f"m{n}" for n in range(1, 20)))
+    first.session.connection_lost()
+    again = here.client(
+        resume_token=first.connected.get("resume-token") or "",
+        resume_last_subscription="news",
+        resume_last_message_id=oldest.get("message-id") or "",
+    )
+    assert again.connected.get("resume-gap") == "true"
+
+
+def test_a_resumed_session_is_itself_resumable_and_keeps_the_replayed_messages() -> None:
+    """Dropping again during or after a resume loses nothing either: the token chain goes on."""
+    here = world()
+    first = here.client(resume_token="")
+    first.send_frame("SUBSCRIBE", id="news", destination="/topic/news")
+    first.session.connection_lost()
+    publish(here, "/topic/news", "m1", "m2")
+    second = here.client(resume_token=first.connected.get("resume-token") or "")
+    assert [f.body for f in second.early] == [b"m1", b"m2"]
+    second.session.connection_lost()
+    publish(here, "/topic/news", "m3")
+    third = here.client(
+        resume_token=second.connected.get("resume-token") or "",
+        resume_last_subscription="news",
+        resume_last_message_id=second.early[0].get("message-id") or "",
+    )
+    assert third.connected.get("resumed") == "true"
+    assert [f.body for f in third.early] == [b"m2", b"m3"]

@@ -145,3 +145,35 @@ def test_past_the_window_the_client_starts_afresh(tmp_path: Path) -> None:
             assert back.messages == []
         finally:
             again.disconnect()
+
+
+def test_messages_lost_in_flight_are_sent_again_after_the_clients_last(
+    resume_broker: BrokerProcess,
+) -> None:
+    """A client that says which message it got last gets everything after it, in flight or not."""
+    first, inbox = resumable(resume_broker)
+    first.subscribe("/topic/resume-flight", id="flight", receipt="s")
+    assert inbox.wait_for(lambda: "s" in inbox.receipts)
+    publish(resume_broker.address, "/topic/resume-flight", numbered("f", range(0, 6)))
+    assert inbox.wait_for(lambda: len(inbox.messages) == 6)
+    cut(first)
+    publish(resume_broker.address, "/topic/resume-flight", numbered("f", range(6, 10)))
+    # As if f3, f4 and f5 had been in the socket when the network died.
+    last = inbox.messages[2].headers["message-id"]
+    session = Session()
+    again, back = connect(
+        resume_broker.address,
+        collector=session,
+        headers={
+            "resume-token": inbox.connected["resume-token"],
+            "resume-last-subscription": "flight",
+            "resume-last-message-id": last,
+        },
+    )
+    try:
+        assert session.connected["resumed"] == "true"
+        assert back.wait_for(lambda: len(back.messages) == 7)
+        time.sleep(0.2)
+        assert [body.decode() for body in back.bodies()] == numbered("f", range(3, 10))
+    finally:
+        again.disconnect()

@@ -51,22 +51,37 @@ def test_tokens_are_128_bits_of_url_safe_text_and_differ() -> None:
 
 
 def test_the_buffer_keeps_frames_in_order_and_drops_the_oldest_past_its_limit() -> None:
-    """Frames come out oldest first; past the limit the oldest go and the gap is told for good."""
+    """Frames keep their ordinals; past the limit the oldest go; a replay needing them says so."""
     buffer = ResumeBuffer(10)
     buffer.append(b"aaaa")
     buffer.append(b"bbbb")
-    assert not buffer.gap and buffer.size == 8
+    assert buffer.replay(None, 0) == ([b"aaaa", b"bbbb"], False)
     buffer.append(b"cccc")
-    assert buffer.gap and buffer.size == 8
-    assert list(buffer.take()) == [b"bbbb", b"cccc"]
-    assert buffer.size == 0 and buffer.gap
+    assert buffer.size == 8 and buffer.first == 1 and buffer.appended == 3
+    assert buffer.replay(None, 0) == ([b"bbbb", b"cccc"], True)
+    assert buffer.replay(None, 1) == ([b"bbbb", b"cccc"], False)
+    assert buffer.replay(1, 0) == ([b"cccc"], False)
+    assert buffer.replay(None, 3) == ([], False)
 
 
-def test_a_frame_larger_than_the_buffer_is_a_gap() -> None:
-    """One frame over the limit is not kept at all: the client is told of the gap."""
+def test_a_frame_larger_than_the_buffer_is_not_kept() -> None:
+    """One frame over the limit is not kept at all: a replay that needed it is a gap."""
     buffer = ResumeBuffer(3)
     buffer.append(b"toolong")
-    assert buffer.gap and len(buffer) == 0
+    assert len(buffer) == 0
+    assert buffer.replay(None, 0) == ([], True)
+
+
+def test_find_names_a_frame_by_subscription_and_message_id_in_its_headers_only() -> None:
+    """The client's last message is found by its subscription and message-id, never in a body."""
+    buffer = ResumeBuffer(1000)
+    buffer.append(b"MESSAGE\nsubscription:a\nmessage-id:n-1\n\nbody\0")
+    buffer.append(b"MESSAGE\nsubscription:b\nmessage-id:n-1\n\nbody\0")
+    buffer.append(b"MESSAGE\nsubscription:a\nmessage-id:n-2\n\n\nmessage-id:n-9\n\0")
+    assert buffer.find(b"MESSAGE\nsubscription:a\n", "n-1") == 0
+    assert buffer.find(b"MESSAGE\nsubscription:b\n", "n-1") == 1
+    assert buffer.find(b"MESSAGE\nsubscription:a\n", "n-2") == 2
+    assert buffer.find(b"MESSAGE\nsubscription:a\n", "n-9") is None
 
 
 def test_a_claim_within_the_window_returns_the_record_once() -> None:

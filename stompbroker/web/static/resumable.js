@@ -8,6 +8,9 @@
 //   - it asks for a resumable session on the first CONNECT (resume-token empty),
 //     keeps the token each CONNECTED gives, and sends it on every reconnect
 //     (stompjs's beforeConnect), so a dropped WebSocket comes back where it was;
+//     with it, the subscription and message-id of the last topic message it
+//     got (resume-last-subscription, resume-last-message-id), so that what a
+//     dying network swallowed before the broker noticed is sent again too;
 //   - on resumed:true the broker still has the subscriptions (same ids): it
 //     sends what was missed, in order, then the live flow, and this module hands
 //     those messages to the callbacks they were subscribed with (a new stompjs
@@ -51,11 +54,20 @@ export class ResumableSession {
     this.gap = false;
     this._subscriptions = new Map();
     this._numbers = 0;
+    /** The subscription id and message-id of the last auto-ack topic message had. */
+    this._last = null;
     client.beforeConnect = async (stomp) => {
       if (callbacks.beforeConnect) {
         await callbacks.beforeConnect(stomp);
       }
-      client.connectHeaders = { ...client.connectHeaders, "resume-token": this.token };
+      const headers = { ...client.connectHeaders, "resume-token": this.token };
+      delete headers["resume-last-subscription"];
+      delete headers["resume-last-message-id"];
+      if (this._last) {
+        headers["resume-last-subscription"] = this._last.subscription;
+        headers["resume-last-message-id"] = this._last.messageId;
+      }
+      client.connectHeaders = headers;
     };
     client.onConnect = (frame) => this._connected(frame);
     client.onUnhandledMessage = (message) => {
@@ -76,10 +88,16 @@ export class ResumableSession {
    */
   subscribe(destination, callback, headers = {}) {
     const id = headers.id || "sub-" + ++this._numbers;
+    // The broker keeps (and resends) only auto-ack topic messages; the others
+    // come back from their queues.
+    const kept = destination.startsWith("/topic/") && (headers.ack || "auto") === "auto";
     const subscription = {
       destination: destination,
       headers: { ...headers, id: id },
       deliver: (message) => {
+        if (kept && !message.headers[ADVISORY]) {
+          this._last = { subscription: id, messageId: message.headers["message-id"] };
+        }
         if (message.headers[ADVISORY]) {
           if (this.callbacks.onAdvisory) {
             this.callbacks.onAdvisory(message, id);
@@ -111,6 +129,9 @@ export class ResumableSession {
     this.token = headers["resume-token"] || "";
     this.resumed = headers.resumed === "true";
     this.gap = headers["resume-gap"] === "true";
+    if (!this.resumed) {
+      this._last = null;
+    }
     for (const subscription of this._subscriptions.values()) {
       // A fresh session has none of our subscriptions: make them again (the
       // receipt the first SUBSCRIBE asked for has been had).
