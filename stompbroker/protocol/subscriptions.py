@@ -44,6 +44,7 @@ from stompbroker.protocol.errors import (
 )
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.parts import SessionPart
+from stompbroker.protocol.resumption import STREAM_OFFSET_HEADER, STREAM_PREFIX
 
 if TYPE_CHECKING:
     from stompbroker.protocol.session import StompSession
@@ -284,6 +285,31 @@ class TrackedSubscription(SessionSubscription):
         self._write(head + tail)
 
 
+class StreamSubscription(TrackedSubscription):
+    """
+    A subscription to a stream (``/stream/NAME``), which remembers the
+    ``x-stream-offset`` of the last message it delivered: a resumed session
+    subscribes again from the one after it
+    (:func:`~stompbroker.protocol.resumption.resubscribe_headers`).  Its own
+    class, so that queues and topics pay nothing for it.
+    """
+
+    __slots__ = ("last_stream_offset",)
+
+    def __init__(self, session: StompSession, *args: Any, **kwargs: Any) -> None:
+        super().__init__(session, *args, **kwargs)
+        self.last_stream_offset: int | None = None
+
+    def deliver(self, message: Any) -> None:
+        """Send one MESSAGE frame, as a tracked subscription does, noting its offset."""
+        # The stream stamps the offset last (see broker/streams/entries.py).
+        for name, value in reversed(message.headers):
+            if name == STREAM_OFFSET_HEADER:
+                self.last_stream_offset = int(value)
+                break
+        super().deliver(message)
+
+
 class SubscriptionsMixin(SessionPart):
     """
     The session's subscriptions: SUBSCRIBE, UNSUBSCRIBE, and the ACK and NACK
@@ -368,7 +394,9 @@ class SubscriptionsMixin(SessionPart):
         if destination.startswith(TOPIC_PREFIX):
             durable = durable_name(frame, subscription_id, self.client_id)
         cls = SessionSubscription
-        if ack_mode != "auto" or durable is not None or not destination.startswith(TOPIC_PREFIX):
+        if destination.startswith(STREAM_PREFIX):
+            cls = StreamSubscription
+        elif ack_mode != "auto" or durable is not None or not destination.startswith(TOPIC_PREFIX):
             cls = TrackedSubscription
         subscription = cls(
             self,  # type: ignore[arg-type]
