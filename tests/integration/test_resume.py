@@ -6,44 +6,14 @@ client publishes meanwhile, and the subscriber comes back with its token.
 
 from __future__ import annotations
 
-import socket
 import time
 from pathlib import Path
-from typing import Any
 
-from tests.support.clients import Collector, connect, publish
+from tests.support.clients import publish
 from tests.support.process import BrokerProcess, module_broker
+from tests.support.resume import cut, resumable
 
 resume_broker = module_broker("resume_broker", "--resume-buffer", "20000")
-
-#: How long the broker may take to notice a cut connection (it reads the FIN at once).
-NOTICE = 0.5
-
-
-class Session(Collector):
-    """Records the CONNECTED frame too, whose headers carry the resume token."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.connected: dict[str, str] = {}
-
-    def on_connected(self, frame: Any) -> None:
-        self._record(lambda: self.connected.update(frame.headers))
-
-
-def resumable(broker: BrokerProcess, token: str = "") -> tuple[Any, Session]:
-    """:returns: a stomp.py connection that asks for a resumable session, and its listener."""
-    session = Session()
-    connection, _ = connect(broker.address, collector=session, headers={"resume-token": token})
-    return connection, session
-
-
-def cut(connection: Any) -> None:
-    """Drop the TCP connection with its socket, as a dead network would, without DISCONNECT."""
-    sock = connection.transport.socket
-    sock.shutdown(socket.SHUT_RDWR)
-    sock.close()
-    time.sleep(NOTICE)
 
 
 def numbered(prefix: str, numbers: range) -> list[str]:
@@ -160,18 +130,14 @@ def test_messages_lost_in_flight_are_sent_again_after_the_clients_last(
     publish(resume_broker.address, "/topic/resume-flight", numbered("f", range(6, 10)))
     # As if f3, f4 and f5 had been in the socket when the network died.
     last = inbox.messages[2].headers["message-id"]
-    session = Session()
-    again, back = connect(
-        resume_broker.address,
-        collector=session,
-        headers={
-            "resume-token": inbox.connected["resume-token"],
-            "resume-last-subscription": "flight",
-            "resume-last-message-id": last,
-        },
+    again, back = resumable(
+        resume_broker,
+        inbox.connected["resume-token"],
+        resume_last_subscription="flight",
+        resume_last_message_id=last,
     )
     try:
-        assert session.connected["resumed"] == "true"
+        assert back.connected["resumed"] == "true"
         assert back.wait_for(lambda: len(back.messages) == 7)
         time.sleep(0.2)
         assert [body.decode() for body in back.bodies()] == numbered("f", range(3, 10))
