@@ -151,6 +151,7 @@ class HandshakeMixin(SessionPart):
     _start_heartbeats: Callable[[], None]
     _authenticate_connect: Callable[[Any, Frame], Any]
     _watch_expiry: Callable[[Any], None]
+    error: Any
     _read_resume: Callable[[Frame], None]
     _resume_headers: Callable[[], tuple[tuple[tuple[str, str], ...], Any]]
     _resume: Callable[[Any], None]
@@ -205,7 +206,8 @@ class HandshakeMixin(SessionPart):
         held = self._take_held()
         self._resume_reading(BY_LOGIN)
         self._open()
-        if not self._handling:
+        # A resumed session that cannot be made again has failed in _open.
+        if not self._handling and self.error is None:
             self._handle(held)
 
     def _login_refused(self, failure: Any, frame: Frame) -> None:

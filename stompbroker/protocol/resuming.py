@@ -233,6 +233,8 @@ class ResumeMixin(SessionPart):
         noticed the connection dead before the broker did): detach it now and
         close the old connection.
         """
+        if self.state is not State.CONNECTED:
+            return
         self._detach()
         self._close(Event.ERROR)
 

@@ -240,3 +240,22 @@ def test_a_resumed_session_is_itself_resumable_and_keeps_the_replayed_messages()
     )
     assert third.connected.get("resumed") == "true"
     assert [f.body for f in third.early] == [b"m2", b"m3"]
+
+
+def test_a_resume_whose_subscriptions_cannot_be_made_again_ends_with_an_error() -> None:
+    """A subscription refused on resume (a lower limit now) is an ERROR; nothing stays behind."""
+    here = world()
+    first = here.client(resume_token="")
+    first.send_frame("SUBSCRIBE", id="a", destination="/topic/a")
+    first.send_frame("SUBSCRIBE", id="b", destination="/topic/b")
+    first.session.connection_lost()
+    assert here.config is not None
+    stricter = SessionConfig(
+        heartbeat=(0, 0), max_subscriptions=1, resumption=here.config.resumption
+    )
+    token = first.connected.get("resume-token") or ""
+    again = Client(here.broker, here.clock, "1.2", stricter, resume_token=token)
+    assert again.connected.get("resumed") == "true"
+    [error] = again.early
+    assert error.command == "ERROR" and error.get("message") == "too many subscriptions"
+    assert not here.broker.topics.match("/topic/a") and not here.broker.topics.match("/topic/b")
