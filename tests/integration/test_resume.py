@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.support.clients import publish
 from tests.support.process import BrokerProcess, module_broker
-from tests.support.resume import cut, resumable
+from tests.support.resume import cut, resumable, subscribed
 
 resume_broker = module_broker("resume_broker", "--resume-buffer", "20000")
 
@@ -24,11 +24,9 @@ def test_a_cut_subscriber_resumes_with_every_message_once_and_in_order(
     resume_broker: BrokerProcess,
 ) -> None:
     """Messages published while it was away come first, in order, then the live ones, none twice."""
-    first, inbox = resumable(resume_broker)
+    first, inbox = subscribed(resume_broker, "/topic/resume", "news")
     token = inbox.connected["resume-token"]
     assert inbox.connected["resumed"] == "false"
-    first.subscribe("/topic/resume", id="news", receipt="subscribed")
-    assert inbox.wait_for(lambda: "subscribed" in inbox.receipts)
     publish(resume_broker.address, "/topic/resume", numbered("m", range(0, 5)))
     assert inbox.wait_for(lambda: len(inbox.messages) == 5)
     cut(first)
@@ -53,9 +51,7 @@ def test_unacknowledged_queue_messages_are_redelivered_on_resume(
     resume_broker: BrokerProcess,
 ) -> None:
     """What the cut client had not acknowledged comes back to it, marked redelivered."""
-    first, inbox = resumable(resume_broker)
-    first.subscribe("/queue/resume-jobs", id="jobs", ack="client-individual", receipt="s")
-    assert inbox.wait_for(lambda: "s" in inbox.receipts)
+    first, inbox = subscribed(resume_broker, "/queue/resume-jobs", "jobs", ack="client-individual")
     publish(resume_broker.address, "/queue/resume-jobs", ["j1", "j2"])
     assert inbox.wait_for(lambda: len(inbox.messages) == 2)
     cut(first)
@@ -83,9 +79,7 @@ def test_a_wrong_token_gets_a_fresh_session(resume_broker: BrokerProcess) -> Non
 
 def test_an_overflowing_buffer_resumes_with_a_gap(resume_broker: BrokerProcess) -> None:
     """Past --resume-buffer the resumed CONNECTED says resume-gap:true; the newest are kept."""
-    first, inbox = resumable(resume_broker)
-    first.subscribe("/topic/resume-flood", id="flood", receipt="s")
-    assert inbox.wait_for(lambda: "s" in inbox.receipts)
+    first, inbox = subscribed(resume_broker, "/topic/resume-flood", "flood")
     cut(first)
     publish(resume_broker.address, "/topic/resume-flood", numbered("f", range(400)))
     again, back = resumable(resume_broker, inbox.connected["resume-token"])
@@ -101,9 +95,7 @@ def test_an_overflowing_buffer_resumes_with_a_gap(resume_broker: BrokerProcess) 
 def test_past_the_window_the_client_starts_afresh(tmp_path: Path) -> None:
     """A client back after --resume-window gets resumed:false and none of the old flow."""
     with BrokerProcess(tmp_path, "--resume-window", "0.5", http=None) as broker:
-        first, inbox = resumable(broker)
-        first.subscribe("/topic/late", id="late", receipt="s")
-        assert inbox.wait_for(lambda: "s" in inbox.receipts)
+        first, inbox = subscribed(broker, "/topic/late", "late")
         cut(first)
         time.sleep(1.0)
         publish(broker.address, "/topic/late", ["gone"])
@@ -121,9 +113,7 @@ def test_messages_lost_in_flight_are_sent_again_after_the_clients_last(
     resume_broker: BrokerProcess,
 ) -> None:
     """A client that says which message it got last gets everything after it, in flight or not."""
-    first, inbox = resumable(resume_broker)
-    first.subscribe("/topic/resume-flight", id="flight", receipt="s")
-    assert inbox.wait_for(lambda: "s" in inbox.receipts)
+    first, inbox = subscribed(resume_broker, "/topic/resume-flight", "flight")
     publish(resume_broker.address, "/topic/resume-flight", numbered("f", range(0, 6)))
     assert inbox.wait_for(lambda: len(inbox.messages) == 6)
     cut(first)

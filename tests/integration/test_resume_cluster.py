@@ -15,7 +15,7 @@ import pytest
 from tests.support.clients import publish
 from tests.support.process import BrokerProcess
 from tests.support.redis import RedisServer, node, redis_server  # noqa: F401
-from tests.support.resume import cut, resumable
+from tests.support.resume import cut, resumable, subscribed
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +35,7 @@ def test_a_session_resumes_on_its_node_with_what_another_node_published(
 ) -> None:
     """Messages published on B while the client of A was away come back on A, in order."""
     a, b = pair
-    first, inbox = resumable(a)
-    first.subscribe("/topic/cluster-resume", id="c", receipt="s")
-    assert inbox.wait_for(lambda: "s" in inbox.receipts)
+    first, inbox = subscribed(a, "/topic/cluster-resume", "c")
     cut(first)
     publish(b.address, "/topic/cluster-resume", [f"m{n}" for n in range(20)])
     again, back = resumable(a, inbox.connected["resume-token"])

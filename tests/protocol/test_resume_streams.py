@@ -7,6 +7,8 @@ stompbroker.protocol.resumption.resubscribe_headers), against the recording brok
 
 from __future__ import annotations
 
+from typing import Any
+
 from twisted.internet.task import Clock
 
 from stompbroker.protocol.message import Message
@@ -14,14 +16,21 @@ from stompbroker.protocol.resumption import ResumeBook
 from stompbroker.protocol.session import SessionConfig
 from tests.support.session import RecordingBroker, frame, make_session, subscribe
 
+CONFIG = SessionConfig(heartbeat=(0, 0), resumption=ResumeBook(Clock()))
+
+
+def connect(broker: RecordingBroker, token: str = "") -> tuple[Any, Any, Any]:
+    """:returns: a resumable session past CONNECT, its transport, and its CONNECTED."""
+    session, transport, _, _ = make_session(broker, CONFIG)
+    session.receive_data(frame("CONNECT", ("accept-version", "1.2"), ("resume-token", token)))
+    [connected] = transport.frames()
+    return session, transport, connected
+
 
 def test_a_resumed_stream_subscription_starts_after_the_last_offset_delivered() -> None:
     """Given offsets 4 and 5 before the drop, the resumed session subscribes at offset=6."""
-    config = SessionConfig(heartbeat=(0, 0), resumption=ResumeBook(Clock()))
     broker = RecordingBroker()
-    session, transport, _, _ = make_session(broker, config)
-    session.receive_data(frame("CONNECT", ("accept-version", "1.2"), ("resume-token", "")))
-    [connected] = transport.frames()
+    session, transport, connected = connect(broker)
     stream = subscribe(
         session,
         transport,
@@ -36,11 +45,7 @@ def test_a_resumed_stream_subscription_starts_after_the_last_offset_delivered() 
         )
     session.connection_lost()
     assert ("unsubscribe", stream) in broker.calls
-
-    again, transport, _, _ = make_session(broker, config)
-    token = connected.get("resume-token") or ""
-    again.receive_data(frame("CONNECT", ("accept-version", "1.2"), ("resume-token", token)))
-    [answer] = transport.frames()
+    _, _, answer = connect(broker, connected.get("resume-token") or "")
     assert answer.get("resumed") == "true"
     resumed = broker.subscribers[-1]
     assert resumed.subscription_id == "s" and resumed.ack_mode == "client"
@@ -49,11 +54,8 @@ def test_a_resumed_stream_subscription_starts_after_the_last_offset_delivered() 
 
 def test_a_stream_subscription_that_delivered_nothing_subscribes_again_as_it_first_did() -> None:
     """Without a delivered offset the original x-stream-offset stands."""
-    config = SessionConfig(heartbeat=(0, 0), resumption=ResumeBook(Clock()))
     broker = RecordingBroker()
-    session, transport, _, _ = make_session(broker, config)
-    session.receive_data(frame("CONNECT", ("accept-version", "1.2"), ("resume-token", "")))
-    [connected] = transport.frames()
+    session, transport, connected = connect(broker)
     subscribe(
         session,
         transport,
@@ -62,7 +64,5 @@ def test_a_stream_subscription_that_delivered_nothing_subscribes_again_as_it_fir
         ("x-stream-offset", "first"),
     )
     session.connection_lost()
-    again, transport, _, _ = make_session(broker, config)
-    token = connected.get("resume-token") or ""
-    again.receive_data(frame("CONNECT", ("accept-version", "1.2"), ("resume-token", token)))
+    connect(broker, connected.get("resume-token") or "")
     assert broker.subscribers[-1].headers["x-stream-offset"] == "first"

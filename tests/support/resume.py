@@ -46,3 +46,17 @@ def cut(connection: Any) -> None:
     sock.shutdown(socket.SHUT_RDWR)
     sock.close()
     time.sleep(NOTICE)
+
+
+def subscribed(
+    broker: BrokerProcess, destination: str, subscription: str, **headers: str
+) -> tuple[Any, Session]:
+    """
+    :param headers: more SUBSCRIBE headers (``ack``...).
+    :returns: a resumable connection subscribed to ``destination`` (its receipt
+        in), and its listener.
+    """
+    connection, session = resumable(broker)
+    connection.subscribe(destination, id=subscription, receipt="subscribed", **headers)
+    assert session.wait_for(lambda: "subscribed" in session.receipts)
+    return connection, session
