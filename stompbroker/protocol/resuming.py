@@ -100,7 +100,13 @@ class ResumeMixin(SessionPart):
         Write an auto-ack topic MESSAGE of a resumable session, keeping it a
         while: as :meth:`write_message`, which it stands in for.
         """
-        self._recent.append(data)  # type: ignore[union-attr]
+        # ResumeBuffer.append, inline: this is every delivery of the session.
+        recent: Any = self._recent
+        recent.frames.append(data)
+        recent.appended += 1
+        recent.size += len(data)
+        if recent.size > recent.limit:
+            recent.trim()
         self._wrote = True
         self._message_write(data)
 
