@@ -126,9 +126,14 @@ class ResumeBuffer:
             self.trim()
 
     def trim(self) -> None:
-        """Drop the oldest frames while more than ``limit`` bytes are kept."""
+        """
+        Drop the oldest frames until at most seven eighths of ``limit`` bytes
+        are kept: room for a run of appends before the next trim, so that a
+        busy session trims once per many messages, not on each.
+        """
         frames = self.frames
-        while self.size > self.limit and frames:
+        target = self.limit - self.limit // 8
+        while self.size > target and frames:
             self.size -= len(frames.popleft())
 
     def find(self, prefix: bytes, message_id: str) -> int | None:
