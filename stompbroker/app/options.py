@@ -27,6 +27,7 @@ from stompbroker.broker.flow import physical_memory
 from stompbroker.broker.limits import MEMORY_HIGH_SHARE, Limits
 from stompbroker.broker.store.sqlite import SYNC_MODES
 from stompbroker.logs import LEVELS
+from stompbroker.protocol.resumption import DEFAULT_BUFFER, DEFAULT_WINDOW
 from stompbroker.protocol.session import SLOW_CONSUMER_POLICIES, SessionConfig
 from stompbroker.security.access import AccessControl, AccessFileError
 from stompbroker.security.credentials import IBearerToken, ICertificate
@@ -248,6 +249,22 @@ class Options(EngineOptions, StreamOptions, strcred.AuthOptionMixin):
             "(K, M, G allowed).",
         ],
         [
+            "resume-window",
+            None,
+            DEFAULT_WINDOW,
+            "Seconds a dropped client that asked for a resumable session (CONNECT "
+            "resume-token) may come back and carry on (0 = sessions are never resumed).",
+            _non_negative_seconds,
+        ],
+        [
+            "resume-buffer",
+            None,
+            str(DEFAULT_BUFFER),
+            "Bytes of topic messages kept for each dropped resumable session while it is "
+            "away; past it the oldest go and the resumed CONNECTED says resume-gap:true "
+            "(K, M, G allowed).",
+        ],
+        [
             "memory-high",
             None,
             f"{MEMORY_HIGH_SHARE:.0%}",
@@ -442,6 +459,9 @@ class Options(EngineOptions, StreamOptions, strcred.AuthOptionMixin):
         if buffer < 1:
             raise usage.UsageError("--slow-consumer-buffer must be at least 1 byte")
         self["slow-consumer-buffer"] = buffer
+        self["resume-buffer"] = parse_size(self["resume-buffer"], "resume-buffer")
+        if self["resume-buffer"] < 1:
+            raise usage.UsageError("--resume-buffer must be at least 1 byte")
         self["memory-high"] = parse_size(self["memory-high"], "memory-high")
         low = self["memory-low"]
         self["memory-low"] = 0 if low is None else parse_size(low, "memory-low")

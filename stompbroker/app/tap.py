@@ -33,6 +33,7 @@ from stompbroker.broker.management import Management
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.sqlite import SQLiteStore
 from stompbroker.logs import set_level
+from stompbroker.protocol.resumption import ResumeBook
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.security.portal import Authenticator, make_portal
 from stompbroker.stats.export import StatsExporter
@@ -106,6 +107,10 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         stream_limits=None if engine is not None else options["stream-limits"],
     )
     top = BrokerService(broker, on_failure=lambda failure: exit_with_error(reactor, failure))
+    resumption = None
+    if options["resume-window"]:
+        # One book for every listener: a client may drop over one and come back over another.
+        resumption = ResumeBook(reactor, options["resume-window"], options["resume-buffer"])
     config = SessionConfig(
         server_name=f"stompbroker/{__version__}",
         heartbeat=options["heartbeat"],
@@ -120,6 +125,7 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         frame_timeout=options["frame-timeout"],
         slow_consumer_policy=options["slow-consumer"],
         slow_consumer_buffer=options["slow-consumer-buffer"],
+        resumption=resumption,
     )
     if options["access"] is not None:
         ReloadOnHangup(options["access-control"], reactor).setServiceParent(top)

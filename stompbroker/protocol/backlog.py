@@ -39,6 +39,9 @@ class Backlog:
         for more (between its ``pauseProducing`` and ``resumeProducing``).
     :ivar grace: bytes the session may still write straight to the full transport.
     :ivar closing: the timer that closes a client disconnected for slowness, if any.
+    :ivar advised: whether the client was warned in this episode (see
+        :mod:`~stompbroker.protocol.advisory`).
+    :ivar advising: the timer that publishes the operators' advisory, if any.
     :ivar message_bytes: bytes of topic messages waiting.
     :ivar other_bytes: bytes of everything else waiting.
     """
@@ -48,6 +51,8 @@ class Backlog:
         "full",
         "grace",
         "closing",
+        "advised",
+        "advising",
         "message_bytes",
         "other_bytes",
         "_entries",
@@ -60,6 +65,8 @@ class Backlog:
         self.full = False
         self.grace = 0
         self.closing: Any = None
+        self.advised = False
+        self.advising: Any = None
         self.message_bytes = 0
         self.other_bytes = 0
         #: ``[data, is_message]`` in write order; ``data`` is ``None`` once dropped.
@@ -81,6 +88,11 @@ class Backlog:
         self._entries.append([data, False])
         self.other_bytes += len(data)
         return self.other_bytes
+
+    def keep_first(self, data: bytes) -> None:
+        """Keep bytes that must not be lost, ahead of everything waiting (an advisory)."""
+        self._entries.appendleft([data, False])
+        self.other_bytes += len(data)
 
     def keep_message(self, data: bytes) -> int:
         """

@@ -83,6 +83,10 @@ class SessionConfig:
         small SENDs becomes bigger MESSAGE frames), more than Twisted's 64 KiB
         mark; without a grace, a third of the deliveries of a busy fan-out took
         the slow path, for clients that kept up (measured).
+    :ivar resumption: the broker's
+        :class:`~stompbroker.protocol.resumption.ResumeBook`, shared by every
+        listener, which makes sessions resumable for clients that ask
+        (:mod:`~stompbroker.protocol.resuming`); ``None`` turns resumption off.
     """
 
     server_name: str = "stompbroker"
@@ -102,6 +106,7 @@ class SessionConfig:
     slow_consumer_policy: str = field(default=DISCONNECT, validator=in_(SLOW_CONSUMER_POLICIES))
     slow_consumer_buffer: int = 8 * 1024 * 1024
     write_grace: int = 256 * 1024
+    resumption: Any = None
 
     @access.validator
     def _access_needs_identities(self, attribute: Any, value: Any) -> None:

@@ -94,7 +94,11 @@ def negotiate_heartbeat(
 
 
 def connected_frame(
-    version: str, session_id: str, server_name: str, heartbeat: tuple[int, int]
+    version: str,
+    session_id: str,
+    server_name: str,
+    heartbeat: tuple[int, int],
+    extra: tuple[tuple[str, str], ...] = (),
 ) -> Frame:
     """
     The answer to a CONNECT whose client is let in (STOMP 1.2, "CONNECTED Frame").
@@ -105,12 +109,13 @@ def connected_frame(
     :param heartbeat: the intervals applied ``(send, receive)`` in ms, which the
         client reads as the server's offer and so derives the same two; STOMP 1.0
         has no heart-beats, so a 1.0 CONNECTED does not carry it.
+    :param extra: more headers (a resumable session's, say).
     """
     headers = [("version", version), ("session", session_id), ("server", server_name)]
     if version != "1.0":
         sx, sy = heartbeat
         headers.append(("heart-beat", f"{sx},{sy}"))
-    return Frame("CONNECTED", tuple(headers))
+    return Frame("CONNECTED", tuple(headers) + extra)
 
 
 class HandshakeMixin(SessionPart):
@@ -146,6 +151,10 @@ class HandshakeMixin(SessionPart):
     _start_heartbeats: Callable[[], None]
     _authenticate_connect: Callable[[Any, Frame], Any]
     _watch_expiry: Callable[[Any], None]
+    error: Any
+    _read_resume: Callable[[Frame], None]
+    _resume_headers: Callable[[], tuple[tuple[tuple[str, str], ...], Any]]
+    _resume: Callable[[Any], None]
 
     def _init_handshake(self) -> None:
         #: The broker-unique id sent in CONNECTED; empty until then.
@@ -170,6 +179,8 @@ class HandshakeMixin(SessionPart):
                 frame.get("heart-beat"), config.heartbeat, config.heartbeat_min
             )
         self.client_id = frame.get("client-id")
+        if self.config.resumption is not None:
+            self._read_resume(frame)
         authenticator = self.config.authenticator
         if authenticator is None:
             self._open()
@@ -195,7 +206,8 @@ class HandshakeMixin(SessionPart):
         held = self._take_held()
         self._resume_reading(BY_LOGIN)
         self._open()
-        if not self._handling:
+        # A resumed session that cannot be made again has failed in _open.
+        if not self._handling and self.error is None:
             self._handle(held)
 
     def _login_refused(self, failure: Any, frame: Frame) -> None:
@@ -221,7 +233,12 @@ class HandshakeMixin(SessionPart):
         self._stop_connect_timer()
         self._transition(Event.LOGIN_ACCEPTED)
         config = self.config
+        extra, resumed = self._resume_headers()
         self.send_frame(
-            connected_frame(self.version, self.session_id, config.server_name, self.heartbeat)
+            connected_frame(
+                self.version, self.session_id, config.server_name, self.heartbeat, extra
+            )
         )
         self._start_heartbeats()
+        if resumed is not None:
+            self._resume(resumed)

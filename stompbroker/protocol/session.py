@@ -32,8 +32,9 @@ Theory of operation:
   (:mod:`~stompbroker.protocol.publishing`), the client's subscriptions and ack
   ids (:mod:`~stompbroker.protocol.subscriptions`), receipts and held frames
   (:mod:`~stompbroker.protocol.receipts`), slow consumers
-  (:mod:`~stompbroker.protocol.slow_consumer`) and timers
-  (:mod:`~stompbroker.protocol.timers`).  Mixins rather than objects of their
+  (:mod:`~stompbroker.protocol.slow_consumer`), timers
+  (:mod:`~stompbroker.protocol.timers`) and resumption
+  (:mod:`~stompbroker.protocol.resuming`).  Mixins rather than objects of their
   own because SEND, ACK and delivery pass through several of them for every
   message, and must not pay for a call or an attribute hop between objects;
   each mixin's state is a slot of the session, which the mixin names in its
@@ -63,6 +64,7 @@ from stompbroker.protocol.negotiation import HandshakeMixin
 from stompbroker.protocol.parser import FrameParser
 from stompbroker.protocol.publishing import PublishingMixin
 from stompbroker.protocol.receipts import ReceiptsMixin
+from stompbroker.protocol.resuming import ResumeMixin
 from stompbroker.protocol.slow_consumer import SlowConsumerMixin
 from stompbroker.protocol.states import Event, State
 from stompbroker.protocol.subscriptions import SubscriptionsMixin
@@ -139,6 +141,7 @@ class StompSession(
     ReceiptsMixin,
     SlowConsumerMixin,
     TimersMixin,
+    ResumeMixin,
 ):
     """
     The server side of one STOMP connection.
@@ -181,6 +184,7 @@ class StompSession(
         + ReceiptsMixin.SLOTS
         + SlowConsumerMixin.SLOTS
         + TimersMixin.SLOTS
+        + ResumeMixin.SLOTS
     )
 
     def __init__(
@@ -229,6 +233,7 @@ class StompSession(
         self._init_receipts()
         self._init_slow_consumer(transport.write)
         self._init_timers(self.connected_at)
+        self._init_resume()
 
     @property
     def transport(self) -> Any:
@@ -370,7 +375,12 @@ class StompSession(
         self._fail(error)
 
     def connection_lost(self) -> None:
-        """The connection is gone, for whatever reason: let go of everything it held."""
+        """
+        The connection is gone, for whatever reason: let go of everything it
+        held, or keep it for the client's return if it asked for that.
+        """
+        if self.state is State.CONNECTED:
+            self._detach()
         self._transition(Event.CONNECTION_LOST)
         self._release()
         self._forget_backlog()
@@ -474,6 +484,7 @@ class StompSession(
         if login is not None:
             login.cancel()
         self._stop_expiry()
+        self._end_resumable()
         self._drop_subscriptions()
         if self._registered:
             self._registered = False

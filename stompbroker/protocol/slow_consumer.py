@@ -11,7 +11,9 @@ coming; when they fill ``slow_consumer_buffer``, the ``slow_consumer_policy``
 decides: ``block`` the publishers, ``drop-oldest``, or ``disconnect``.  One
 message alone is never too many, however large: a message larger than the
 buffer waits whole for a client that keeps reading, and the policy acts only
-once another one waits behind it (``drop-oldest`` never drops the newest).  Other
+once another one waits behind it (``drop-oldest`` never drops the newest).  Before
+the policy applies, once per episode, the client and the operators are warned
+(:mod:`~stompbroker.protocol.advisory`).  Other
 frames that fill as much (the client sends frames whose answers it does not
 read) stop the session from reading.
 
@@ -26,6 +28,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from stompbroker.protocol.advisory import (
+    ADVISORY_SHARE,
+    SLOW_CONSUMER_TOPIC,
+    slow_consumer_headers,
+    slow_consumer_message,
+    slow_consumer_text,
+)
 from stompbroker.protocol.backlog import Backlog
 from stompbroker.protocol.config import BLOCK, DROP_OLDEST
 from stompbroker.protocol.errors import LimitExceeded
@@ -46,11 +55,18 @@ class SlowConsumerMixin(SessionPart):
     __slots__ = ()
 
     #: The session's slots this part owns.
-    SLOTS: tuple[str, ...] = ("_backlog", "_transport_write", "_message_write")
+    SLOTS: tuple[str, ...] = ("_backlog", "_transport_write", "_message_write", "_advisories")
 
     _backlog: Backlog | None
     _transport_write: Callable[[bytes], None]
     _message_write: Callable[[bytes], None]
+    #: How many advisories this session was sent, to number their message ids.
+    _advisories: int
+    # Of the session's other parts.
+    subscriptions: dict[str, Any]
+    session_id: str
+    version: str
+
     def _init_slow_consumer(self, write: Callable[[bytes], None]) -> None:
         """:param write: the transport's ``write``."""
         #: Where frames go: the transport, or the backlog while it is full.
@@ -59,6 +75,7 @@ class SlowConsumerMixin(SessionPart):
         self._message_write = write
         #: What waits for the client while its socket is full; made the first time.
         self._backlog = None
+        self._advisories = 0
 
     def pause_writing(self) -> None:
         """
@@ -139,6 +156,8 @@ class SlowConsumerMixin(SessionPart):
             if backlog.full:
                 return
         backlog.active = False
+        # Caught up: the episode is over, a new one warns again.
+        backlog.advised = False
         self._transport_write = self._message_write = write
         if self.state is State.CLOSED or self.state is State.CLOSING:
             return
@@ -156,10 +175,11 @@ class SlowConsumerMixin(SessionPart):
     def _keep_message(self, data: bytes) -> None:
         """Write an auto-ack topic message while behind; past the buffer, the policy decides."""
         backlog: Any = self._backlog
-        if (
-            backlog.keep_message(data) <= self.config.slow_consumer_buffer
-            or backlog.message_count == 1
-        ):
+        waiting = backlog.keep_message(data)
+        limit = self.config.slow_consumer_buffer
+        if not backlog.advised and waiting > limit * ADVISORY_SHARE:
+            self._advise_slow(backlog, data, waiting)
+        if waiting <= limit or backlog.message_count == 1:
             return
         policy = self.config.slow_consumer_policy
         if policy == BLOCK:
@@ -169,6 +189,46 @@ class SlowConsumerMixin(SessionPart):
             self.broker.count_dropped(self, dropped)
         else:
             self._disconnect_slow(backlog)
+
+    def _advise_slow(self, backlog: Backlog, data: bytes, waiting: int) -> None:
+        """
+        Warn the client, ahead of what waits for it, on the subscription of the
+        message ``data``; and the operators, on the advisory topic, in a moment
+        (this runs inside the broker's fan-out).
+        """
+        backlog.advised = True
+        config = self.config
+        headers = slow_consumer_headers(
+            waiting, config.slow_consumer_buffer, config.slow_consumer_policy
+        )
+        subscription = None
+        for candidate in self.subscriptions.values():
+            if data.startswith(candidate.prefix):
+                subscription = candidate
+                break
+        if subscription is None:
+            return
+        body = slow_consumer_text(waiting, config.slow_consumer_policy)
+        self._advisories += 1
+        backlog.keep_first(
+            slow_consumer_message(
+                subscription.headers.get("id"),
+                subscription.destination,
+                f"advisory-{self.session_id}-{self._advisories}",
+                headers,
+                body,
+                self.version,
+            )
+        )
+        about = (
+            ("session", self.session_id),
+            ("address", self.peer),
+            ("subscription", subscription.subscription_id),
+            ("subscription-destination", subscription.destination),
+        )
+        backlog.advising = self._clock.callLater(
+            0, self.broker.send, SLOW_CONSUMER_TOPIC, headers + about, body
+        )
 
     def _disconnect_slow(self, backlog: Backlog) -> None:
         """
@@ -212,12 +272,16 @@ class SlowConsumerMixin(SessionPart):
                 write(data)
 
     def _stop_slow_consumer(self) -> None:
-        """Cancel a pending close for slowness: the session is ending anyway."""
+        """
+        Cancel a pending close for slowness, and an advisory not yet published:
+        the session is ending anyway.
+        """
         backlog = self._backlog
         if backlog is not None:
-            if backlog.closing is not None and backlog.closing.active():
-                backlog.closing.cancel()
-            backlog.closing = None
+            for timer in (backlog.closing, backlog.advising):
+                if timer is not None and timer.active():
+                    timer.cancel()
+            backlog.closing = backlog.advising = None
 
     def _forget_backlog(self) -> None:
         """The connection is gone: what waited for the client never will reach it."""

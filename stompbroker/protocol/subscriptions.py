@@ -3,15 +3,13 @@ The client's side of subscriptions: what one SUBSCRIBE becomes, and how ACK and
 NACK find what they settle.  (The broker's side, which matches destinations to
 subscriptions, is :mod:`stompbroker.broker.subscriptions`.)
 
-- Each SUBSCRIBE becomes a :class:`SessionSubscription`, the
-  :class:`~stompbroker.interfaces.ISubscriber` the broker delivers to.  Its
-  delivery (:meth:`SessionSubscription.deliver`) is one dict lookup, one
-  concatenation and one write: the bytes every subscriber shares are encoded
-  once per message and cached on it.  Subscriptions that take from a queue
-  (queues, and topic subscriptions with client acknowledgements or a durable
-  name) are :class:`TrackedSubscription` objects, whose MESSAGE frames also
-  carry ``ack`` (STOMP 1.2) and, for a redelivery, ``redelivered`` and
-  ``redelivery-count``.
+- Each SUBSCRIBE becomes one of the classes of
+  :mod:`~stompbroker.protocol.subscribers`, the
+  :class:`~stompbroker.interfaces.ISubscriber` the broker delivers to:
+  ``SessionSubscription`` for an ``auto``-ack topic subscription,
+  ``TrackedSubscription`` for one that takes from a queue (queues, and topic
+  subscriptions with client acknowledgements or a durable name),
+  ``StreamSubscription`` for a stream.
 - :class:`SubscriptionsMixin` is the session's bookkeeping of them: by ``id``,
   and by number for ack ids.  A 1.2 ``ack`` id is ``NUMBER.MESSAGE-ID``, where
   NUMBER is the subscription's number on this connection, so the id alone names
@@ -27,13 +25,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from zope.interface import implementer
-
-from stompbroker.interfaces import ISubscriber
 from stompbroker.protocol.config import READ
-from stompbroker.protocol.encoder import message_prefix, message_tail
 from stompbroker.protocol.errors import (
     DuplicateSubscription,
     LimitExceeded,
@@ -44,9 +38,12 @@ from stompbroker.protocol.errors import (
 )
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.parts import SessionPart
-
-if TYPE_CHECKING:
-    from stompbroker.protocol.session import StompSession
+from stompbroker.protocol.resumption import STREAM_PREFIX
+from stompbroker.protocol.subscribers import (
+    SessionSubscription,
+    StreamSubscription,
+    TrackedSubscription,
+)
 
 ACK_MODES: frozenset[str] = frozenset({"auto", "client", "client-individual"})
 
@@ -103,8 +100,7 @@ def durable_name(
             if client_id is None:
                 raise MissingHeader(
                     "missing client-id header",
-                    f"a durable subscription named by {header} needs a client-id"
-                    " header on CONNECT",
+                    f"a durable subscription named by {header} needs a client-id header on CONNECT",
                 )
             return (client_id, name)
     if any(frame.get(header) == "true" for header in DURABLE_FLAG_HEADERS):
@@ -118,148 +114,6 @@ def unknown_subscription(subscription_id: str) -> UnknownSubscription:
         "unknown subscription",
         f"this connection has no subscription with id {subscription_id!r}",
     )
-
-
-@implementer(ISubscriber)
-class SessionSubscription:
-    """
-    One SUBSCRIBE of one session: what the broker stores and delivers to.
-
-    It holds the encoded start of every MESSAGE it will send (``MESSAGE`` and the
-    ``subscription`` header), so a delivery costs one lookup of the message's
-    shared bytes, one concatenation and one write.  A STOMP 1.0 SUBSCRIBE without
-    an ``id`` is not ``named``: its destination stands in for the id, and its
-    MESSAGE frames carry no ``subscription`` header, as ActiveMQ's do (1.0
-    clients match such messages by destination, and would look for a handler
-    of the stand-in id), for the same cost.
-    """
-
-    __slots__ = (
-        "subscription_id",
-        "destination",
-        "ack_mode",
-        "connection",
-        "headers",
-        "number",
-        "prefetch",
-        "max_redeliveries",
-        "durable",
-        "_prefix",
-        "_style",
-        "_write",
-    )
-
-    def __init__(
-        self,
-        session: StompSession,
-        subscription_id: str,
-        destination: str,
-        ack_mode: str,
-        headers: dict[str, str],
-        number: int = 0,
-        prefetch: int = 0,
-        max_redeliveries: int | None = None,
-        durable: tuple[str, str] | None = None,
-        named: bool = True,
-    ) -> None:
-        self.subscription_id = subscription_id
-        self.destination = destination
-        self.ack_mode = ack_mode
-        self.connection = session
-        self.headers = headers
-        self.number = number
-        self.prefetch = prefetch
-        self.max_redeliveries = max_redeliveries
-        self.durable = durable
-        self._style = session.version
-        self._prefix = message_prefix(subscription_id if named else None, session.version)
-        # Only auto-ack topic subscriptions are this class; their messages are
-        # the ones a slow client's buffer may drop (see StompSession.write_message).
-        self._write: Callable[[bytes], None] = session.write_message
-
-    def deliver(self, message: Any) -> None:
-        """
-        Send one MESSAGE frame to the client.
-
-        :param message: a :class:`stompbroker.protocol.message.Message`.
-        """
-        tail = message.wire.get(self._style)
-        if tail is None:
-            tail = message_tail(message, self._style)
-        self._write(self._prefix + tail)
-
-    def hold_writes(self) -> Callable[[], None]:
-        """
-        Keep this subscription's MESSAGE frames back until the returned function
-        is called, which writes them, in order, and writes straight on from then.
-        """
-        write = self._write
-        held: list[bytes] = []
-        self._write = held.append
-
-        def release() -> None:
-            self._write = write
-            for data in held:
-                write(data)
-
-        return release
-
-    def count_deliveries(self, count: int, tails: dict[str, int]) -> None:
-        """
-        Add MESSAGE frames the broker routed here to the connection's frames and
-        bytes out: counted per SEND and told in batches, so that a delivery costs
-        nothing more (see :mod:`stompbroker.broker.traffic`).
-
-        :param count: how many messages.
-        :param tails: bytes of their encoded tails, by escaping style.
-        """
-        connection = self.connection
-        connection.frames_sent += count
-        connection.messages_sent += count
-        connection.bytes_sent += count * len(self._prefix) + tails.get(self._style, 0)
-
-    def __repr__(self) -> str:
-        return (
-            f"<{type(self).__name__} {self.subscription_id!r} on {self.destination!r}"
-            f" of {self.connection.session_id!r}>"
-        )
-
-
-class TrackedSubscription(SessionSubscription):
-    """
-    A subscription that takes from a queue, whose MESSAGE frames say how to settle them.
-
-    Each frame gets, after ``subscription``: ``ack:NUMBER.MESSAGE-ID`` when the
-    client must acknowledge (STOMP 1.2 only: older versions acknowledge by
-    ``message-id``), and ``redelivered:true`` with ``redelivery-count`` when the
-    message has come back to its queue before.  Both are ours to write (a number
-    and a broker-made id), so they need no escaping.
-    """
-
-    __slots__ = ("_ack_prefix",)
-
-    def __init__(self, session: StompSession, *args: Any, **kwargs: Any) -> None:
-        super().__init__(session, *args, **kwargs)
-        self._write = session.write
-        acknowledged = self.ack_mode != "auto" and session.version == "1.2"
-        self._ack_prefix = f"ack:{self.number}." if acknowledged else ""
-
-    def deliver(self, message: Any) -> None:
-        """
-        Send one MESSAGE frame to the client, with its ``ack`` and redelivery headers.
-
-        :param message: a :class:`stompbroker.protocol.message.Message`.
-        """
-        tail = message.wire.get(self._style)
-        if tail is None:
-            tail = message_tail(message, self._style)
-        head = self._prefix
-        if self._ack_prefix:
-            head += (self._ack_prefix + message.message_id + "\n").encode("utf-8")
-        if message.redeliveries:
-            head += b"redelivered:true\nredelivery-count:%d\n" % message.redeliveries
-        self.connection.messages_sent += 1
-        self._write(head + tail)
 
 
 class SubscriptionsMixin(SessionPart):
@@ -285,6 +139,8 @@ class SubscriptionsMixin(SessionPart):
     _receipt: Callable[[Frame], None]
     _receipt_when_stored: Callable[..., None]
     _send_receipt: Callable[..., None]
+    _recent: Any
+    _write_recent: Callable[[bytes], None]
 
     def _init_subscriptions(self) -> None:
         self.subscriptions = {}
@@ -293,6 +149,23 @@ class SubscriptionsMixin(SessionPart):
         self._numbers = itertools.count(1)
 
     def _on_subscribe(self, frame: Frame) -> None:
+        subscription = self._new_subscription(frame)
+        receipt = frame.get("receipt")
+        if receipt is None:
+            self._add_subscription(subscription)
+            return
+        # Clients treat a subscription as live once its RECEIPT is in, and some
+        # read frames in that order: what it is sent before then (messages
+        # waiting in its queue) waits for the RECEIPT.
+        release = subscription.hold_writes()
+        self._add_subscription(subscription)
+        self._send_receipt(receipt, release)
+
+    def _new_subscription(self, frame: Frame) -> SessionSubscription:
+        """
+        :returns: the subscription a SUBSCRIBE asks for, not yet given to the broker.
+        :raises ProtocolError: for a SUBSCRIBE that cannot be.
+        """
         destination = frame.required("destination")
         access = self.config.access
         if access is not None:
@@ -327,7 +200,9 @@ class SubscriptionsMixin(SessionPart):
         if destination.startswith(TOPIC_PREFIX):
             durable = durable_name(frame, subscription_id, self.client_id)
         cls = SessionSubscription
-        if ack_mode != "auto" or durable is not None or not destination.startswith(TOPIC_PREFIX):
+        if destination.startswith(STREAM_PREFIX):
+            cls = StreamSubscription
+        elif ack_mode != "auto" or durable is not None or not destination.startswith(TOPIC_PREFIX):
             cls = TrackedSubscription
         subscription = cls(
             self,  # type: ignore[arg-type]
@@ -343,16 +218,10 @@ class SubscriptionsMixin(SessionPart):
             durable,
             named=frame.get("id") is not None,
         )
-        receipt = frame.get("receipt")
-        if receipt is None:
-            self._add_subscription(subscription)
-            return
-        # Clients treat a subscription as live once its RECEIPT is in, and some
-        # read frames in that order: what it is sent before then (messages
-        # waiting in its queue) waits for the RECEIPT.
-        release = subscription.hold_writes()
-        self._add_subscription(subscription)
-        self._send_receipt(receipt, release)
+        if self._recent is not None and cls is SessionSubscription:
+            # A resumable session keeps what it writes a while (see resuming.py).
+            subscription.divert(self._write_recent)
+        return subscription
 
     def _add_subscription(self, subscription: SessionSubscription) -> None:
         limit = self.config.max_subscriptions

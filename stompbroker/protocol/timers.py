@@ -62,6 +62,7 @@ class TimersMixin(SessionPart):
     heartbeat: tuple[int, int]
     _transport_write: Callable[[bytes], None]
     _behind: Callable[[], bool]
+    _detach: Callable[[], None]
 
     def _init_timers(self, now: float) -> None:
         """:param now: when the connection was made."""
@@ -127,6 +128,8 @@ class TimersMixin(SessionPart):
             return
         if silent >= allowed:
             self._receive_timer = None
+            # The network is gone, not the client's wish: a resumable session waits for it.
+            self._detach()
             self._fail(
                 ProtocolError(
                     "heart-beat timeout",

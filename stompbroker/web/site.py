@@ -5,7 +5,8 @@ The broker's web site: one HTTP port for browsers, health checks and statistics.
 path            what it serves
 ==============  =================================================================
 ``/``           a demo page: connect, subscribe, send, watch messages arrive
-``/static/``    the pages' scripts, and the vendored ``@stomp/stompjs`` and uPlot
+``/static/``    the pages' scripts, ``resumable.js`` (resumable sessions over
+                stompjs, docs/resume.md), the vendored ``@stomp/stompjs`` and uPlot
 ``/ws``         STOMP over WebSocket (:mod:`stompbroker.transport.websocket`)
 ``/stomp``      the same endpoint, under the name some clients expect
 ``/healthz``    ``200 {"status": "ok"}`` while the broker runs, ``503`` otherwise

@@ -38,6 +38,9 @@ def test_port_is_shorthand_for_loopback_tcp_endpoint() -> None:
         ["--max-frame-size", "0"],
         ["--max-connections", "-1"],
         ["--log-level", "loud"],
+        ["--resume-window", "-1"],
+        ["--resume-buffer", "0"],
+        ["--resume-buffer", "lots"],
     ],
 )
 def test_bad_option_values_are_usage_errors(argv: list[str]) -> None:

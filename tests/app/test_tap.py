@@ -5,6 +5,8 @@ on a MemoryReactorClock.
 
 from __future__ import annotations
 
+from typing import Any
+
 from twisted.internet.testing import MemoryReactorClock
 
 from stompbroker.app.tap import makeService
@@ -65,6 +67,25 @@ def test_make_service_listens_on_every_endpoint_with_one_broker() -> None:
     finally:
         service.stopService()
         set_level("info")
+
+
+def resume_book_of(*argv: str) -> Any:
+    """:returns: the resume book the STOMP listeners of a broker made with ``argv`` share."""
+    reactor = MemoryReactorClock()
+    service = makeService(parse(*argv, "--http", "none", "--data-dir", "none"), reactor=reactor)
+    service.startService()
+    try:
+        [(_, factory, *_)] = reactor.tcpServers
+        return factory.config.resumption
+    finally:
+        service.stopService()
+
+
+def test_resume_options_make_the_listeners_resume_book() -> None:
+    """--resume-window and --resume-buffer size the book; a window of 0 turns resumption off."""
+    book = resume_book_of("--resume-window", "30", "--resume-buffer", "2M")
+    assert (book.window, book.buffer_limit) == (30.0, 2 * 1024 * 1024)
+    assert resume_book_of("--resume-window", "0") is None
 
 
 def test_gc_threshold_tunes_the_collector_while_the_broker_runs() -> None:

@@ -20,7 +20,7 @@ from stompbroker.protocol.encoder import encode
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.message import Message
 from stompbroker.protocol.session import SessionConfig
-from stompbroker.protocol.subscriptions import SessionSubscription, TrackedSubscription
+from stompbroker.protocol.subscribers import SessionSubscription, TrackedSubscription
 from tests.support.session import (
     RecordingAccess,
     RecordingBroker,

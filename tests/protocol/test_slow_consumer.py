@@ -9,32 +9,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from stompbroker.protocol.message import Message
-from stompbroker.protocol.session import SessionConfig, State
-from tests.support.session import connected, error_of, frame, subscribe
-
-
-def topic_subscriber(**settings: Any) -> tuple[Any, Any, Any, Any, Any]:
-    """:returns: a connected session with an auto-ack topic subscription, and the subscription."""
-    config = SessionConfig(heartbeat=(0, 0), **settings)
-    session, transport, clock, broker = connected(config=config)
-    subscription = subscribe(session, transport, ("id", "t"), ("destination", "/topic/t"))
-    return session, transport, clock, broker, subscription
-
-
-#: Bytes of each MESSAGE frame :func:`deliver` makes.
-MESSAGE_SIZE = 179
-
-
-def deliver(subscription: Any, *numbers: int) -> None:
-    """Deliver one topic message of :data:`MESSAGE_SIZE` bytes per number."""
-    for number in numbers:
-        subscription.deliver(Message("/topic/t", f"m{number}", (), b"%03d" % number + b"x" * 97))
+from stompbroker.protocol.advisory import ADVISORY_HEADER
+from stompbroker.protocol.session import State
+from tests.support.session import error_of, frame
+from tests.support.slow_consumers import MESSAGE_SIZE, deliver, topic_subscriber
 
 
 def delivered(transport: Any) -> list[str | None]:
-    """:returns: the message ids of the MESSAGE frames written since the last look."""
-    return [f.get("message-id") for f in transport.frames() if f.command == "MESSAGE"]
+    """
+    :returns: the message ids of the MESSAGE frames written since the last look,
+        advisories aside (test_slow_consumer_advisory.py is about those).
+    """
+    return [
+        f.get("message-id")
+        for f in transport.frames()
+        if f.command == "MESSAGE" and f.get(ADVISORY_HEADER) is None
+    ]
 
 
 def test_a_full_transport_is_written_to_for_the_grace_then_the_backlog_takes_over() -> None:

@@ -15,24 +15,33 @@ from stompbroker.broker.service import Broker
 from stompbroker.protocol.encoder import encode
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.parser import FrameParser
-from stompbroker.protocol.session import StompSession
+from stompbroker.protocol.session import SessionConfig, StompSession
 
 
 class Client:
     """One session on the shared broker, with a transport that keeps what it writes."""
 
-    def __init__(self, broker: Broker, clock: Clock, version: str = "1.2", **connect: str) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        clock: Clock,
+        version: str = "1.2",
+        config: SessionConfig | None = None,
+        **connect: str,
+    ) -> None:
         self.version = version
         self.output = bytearray()
         self.closed = False
-        self.session = StompSession(broker, self, clock)
+        self.session = StompSession(broker, self, clock, config or SessionConfig())
         self.session.connection_made()
         headers = dict(connect)
         if version != "1.0":
             headers["accept-version"] = version
         self.send_frame("CONNECT", **headers)
-        [connected] = self.frames()
+        connected, *self.early = self.frames()
         assert connected.command == "CONNECTED"
+        #: The CONNECTED frame; :attr:`early` the frames that came right after it.
+        self.connected = connected
 
     def write(self, data: bytes) -> None:
         self.output += data
@@ -83,9 +92,16 @@ class Client:
 class World:
     """A real broker on a ``task.Clock``, and its clients."""
 
-    def __init__(self, policy: DeliveryPolicy | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        policy: DeliveryPolicy | None = None,
+        config: SessionConfig | None = None,
+        **options: Any,
+    ) -> None:
         self.clock = Clock()
         self.broker = Broker(self.clock, policy=policy or DeliveryPolicy(), **options)
+        #: The settings of every client's session.
+        self.config = config
 
     def client(self, version: str = "1.2", **connect: str) -> Client:
-        return Client(self.broker, self.clock, version, **connect)
+        return Client(self.broker, self.clock, version, self.config, **connect)

@@ -20,6 +20,7 @@ from twisted.internet.testing import StringTransport
 from stompbroker.broker.delivery import Consumer
 from stompbroker.broker.flow import MEMORY, MemoryWatch, Throttle, allocated_bytes_with
 from stompbroker.broker.service import Broker, Limits
+from stompbroker.protocol.advisory import ADVISORY_HEADER
 from stompbroker.protocol.backlog import Backlog
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.transport.tcp import stomp_server_factory
@@ -60,7 +61,12 @@ def publish(publisher: Client, count: int, destination: str = "/topic/a", start:
 
 
 def bodies(client: Client) -> list[int]:
-    return [int(frame.body[:6]) for frame in client.frames() if frame.command == "MESSAGE"]
+    """:returns: the numbers of the messages received, advisories aside."""
+    return [
+        int(frame.body[:6])
+        for frame in client.frames()
+        if frame.command == "MESSAGE" and frame.get(ADVISORY_HEADER) is None
+    ]
 
 
 # -- the pieces -----------------------------------------------------------------------

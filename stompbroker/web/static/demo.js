@@ -1,10 +1,12 @@
-// The demo page's behaviour: a thin UI over @stomp/stompjs (loaded as StompJs).
-// All STOMP work is stompjs's; this file only wires forms to it and shows what happens.
-"use strict";
+// The demo page's behaviour: a thin UI over @stomp/stompjs (loaded as StompJs)
+// and resumable.js, which keeps the session across dropped connections.
+// All STOMP work is theirs; this file only wires forms to them and shows what happens.
+import { ResumableSession } from "./resumable.js";
 
 (function () {
   const $ = (id) => document.getElementById(id);
   let client = null;
+  let session = null;
   let receipts = 0;
 
   function defaultUrl() {
@@ -28,9 +30,11 @@
     $("status").textContent = text;
     $("connect").disabled = state === "connected" || state === "connecting";
     $("disconnect").disabled = state === "disconnected" || state === "error";
+    $("drop").disabled = !connected;
     $("subscribe").disabled = !connected;
     $("send").disabled = !connected;
-    if (!connected) {
+    if (state === "disconnected" || state === "error") {
+      // While reconnecting the session (and its subscriptions) is kept.
       $("subscriptions").replaceChildren();
     }
   }
@@ -90,20 +94,41 @@
     const url = $("url").value.trim();
     client = new StompJs.Client({
       brokerURL: url,
-      reconnectDelay: 0,
+      reconnectDelay: 1000,
       heartbeatIncoming: 10000,
       heartbeatOutgoing: 10000,
     });
-    client.onConnect = (frame) => {
-      setState("connected", "connected: STOMP " + frame.headers.version + ", session " + frame.headers.session);
-      log("CONNECTED to " + (frame.headers.server || "the broker"));
-    };
+    session = new ResumableSession(client, {
+      onConnect: (frame, { resumed, gap }) => {
+        const how = resumed ? (gap ? "resumed with a gap" : "resumed") : "connected";
+        setState("connected", how + ": STOMP " + frame.headers.version + ", session " + frame.headers.session);
+        $("status").dataset.resumed = String(resumed);
+        if (resumed) {
+          log("session resumed: what was missed while away follows, in order" +
+            (gap ? "; the broker's buffer overflowed, so some messages are lost" : ""));
+        } else {
+          log("CONNECTED to " + (frame.headers.server || "the broker"));
+        }
+      },
+      onAdvisory: (message) => {
+        log("slow-consumer advisory: " + message.headers["stompbroker-bytes-waiting"] +
+          " bytes wait; policy " + message.headers["stompbroker-policy"]);
+      },
+    });
+    // For the tests and the curious: window.stompDemo.client is the stompjs Client.
+    window.stompDemo = { client: client, session: session };
     client.onStompError = (frame) => {
       setState("error", "ERROR: " + frame.headers.message);
       log("ERROR " + frame.headers.message + (frame.body ? ": " + frame.body : ""));
+      client.deactivate();
     };
     client.onWebSocketClose = (closeEvent) => {
-      if ($("status").dataset.state !== "error") {
+      const state = $("status").dataset.state;
+      if (state === "error") {
+        // Said already.
+      } else if (client.active) {
+        setState("reconnecting", "connection lost (code " + closeEvent.code + "): reconnecting to resume the session ...");
+      } else {
         setState("disconnected", "disconnected (WebSocket close code " + closeEvent.code + ")");
       }
       log("WebSocket closed with code " + closeEvent.code);
@@ -120,6 +145,15 @@
     }
   }
 
+  // Drop the connection as a network would (no DISCONNECT): the client
+  // reconnects and resumes its session, missing nothing.
+  function drop() {
+    if (client) {
+      log("dropping the connection");
+      client.forceDisconnect();
+    }
+  }
+
   function subscribe(event) {
     event.preventDefault();
     const destination = $("subscribe-destination").value.trim();
@@ -132,7 +166,7 @@
       item.dataset.state = "active";
       log("subscribed to " + destination);
     });
-    const subscription = client.subscribe(destination, showMessage, { receipt: receipt });
+    const subscription = session.subscribe(destination, showMessage, { receipt: receipt });
     const stop = document.createElement("button");
     stop.className = "secondary";
     stop.type = "button";
@@ -171,6 +205,7 @@
   $("url").value = defaultUrl();
   $("connect-form").addEventListener("submit", connect);
   $("disconnect").addEventListener("click", disconnect);
+  $("drop").addEventListener("click", drop);
   $("subscribe-form").addEventListener("submit", subscribe);
   $("send-form").addEventListener("submit", send);
   setState("disconnected", "disconnected");

@@ -1,0 +1,220 @@
+"""
+What one SUBSCRIBE becomes: the :class:`~stompbroker.interfaces.ISubscriber`
+objects the broker delivers to, and how each writes a MESSAGE frame.  The
+session's bookkeeping of them, and SUBSCRIBE, ACK and NACK, are
+:mod:`~stompbroker.protocol.subscriptions`.
+
+- :class:`SessionSubscription`: an ``auto``-ack topic subscription, whose
+  delivery is one dict lookup, one concatenation and one write: the bytes
+  every subscriber shares are encoded once per message and cached on it.
+- :class:`TrackedSubscription`: one that takes from a queue (queues, and topic
+  subscriptions with client acknowledgements or a durable name), whose MESSAGE
+  frames also carry ``ack`` and the redelivery headers.
+- :class:`StreamSubscription`: one to a stream, which notes the offset of what
+  it delivers, for a resumed session to go on from there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from zope.interface import implementer
+
+from stompbroker.interfaces import ISubscriber
+from stompbroker.protocol.encoder import message_prefix, message_tail
+from stompbroker.protocol.resumption import STREAM_OFFSET_HEADER
+
+if TYPE_CHECKING:
+    from stompbroker.protocol.session import StompSession
+
+
+@implementer(ISubscriber)
+class SessionSubscription:
+    """
+    One SUBSCRIBE of one session: what the broker stores and delivers to.
+
+    It holds the encoded start of every MESSAGE it will send (``MESSAGE`` and the
+    ``subscription`` header), so a delivery costs one lookup of the message's
+    shared bytes, one concatenation and one write.  A STOMP 1.0 SUBSCRIBE without
+    an ``id`` is not ``named``: its destination stands in for the id, and its
+    MESSAGE frames carry no ``subscription`` header, as ActiveMQ's do (1.0
+    clients match such messages by destination, and would look for a handler
+    of the stand-in id), for the same cost.
+    """
+
+    __slots__ = (
+        "subscription_id",
+        "destination",
+        "ack_mode",
+        "connection",
+        "headers",
+        "number",
+        "prefetch",
+        "max_redeliveries",
+        "durable",
+        "_prefix",
+        "_style",
+        "_write",
+    )
+
+    #: Whether the subscription stays in the broker while its session is
+    #: detached, its messages kept for the client's return
+    #: (:mod:`~stompbroker.protocol.resuming`): ``auto``-ack topic ones do.
+    collects_while_detached = True
+    #: The hook for stream subscriptions: the ``x-stream-offset`` of the last
+    #: message delivered, from which a resumed session subscribes again (a
+    #: stream subscription class defines it as a slot and sets it in
+    #: ``deliver``); ``None`` for every other subscription.
+    last_stream_offset: int | None = None
+
+    def __init__(
+        self,
+        session: StompSession,
+        subscription_id: str,
+        destination: str,
+        ack_mode: str,
+        headers: dict[str, str],
+        number: int = 0,
+        prefetch: int = 0,
+        max_redeliveries: int | None = None,
+        durable: tuple[str, str] | None = None,
+        named: bool = True,
+    ) -> None:
+        self.subscription_id = subscription_id
+        self.destination = destination
+        self.ack_mode = ack_mode
+        self.connection = session
+        self.headers = headers
+        self.number = number
+        self.prefetch = prefetch
+        self.max_redeliveries = max_redeliveries
+        self.durable = durable
+        self._style = session.version
+        self._prefix = message_prefix(subscription_id if named else None, session.version)
+        # Only auto-ack topic subscriptions are this class; their messages are
+        # the ones a slow client's buffer may drop (see StompSession.write_message).
+        self._write: Callable[[bytes], None] = session.write_message
+
+    def deliver(self, message: Any) -> None:
+        """
+        Send one MESSAGE frame to the client.
+
+        :param message: a :class:`stompbroker.protocol.message.Message`.
+        """
+        tail = message.wire.get(self._style)
+        if tail is None:
+            tail = message_tail(message, self._style)
+        self._write(self._prefix + tail)
+
+    @property
+    def prefix(self) -> bytes:
+        """The encoded start of every MESSAGE it sends: which subscription a frame is for."""
+        return self._prefix
+
+    def divert(self, write: Callable[[bytes], None]) -> None:
+        """Write this subscription's MESSAGE frames with ``write`` from now on."""
+        self._write = write
+
+    def hold_writes(self) -> Callable[[], None]:
+        """
+        Keep this subscription's MESSAGE frames back until the returned function
+        is called, which writes them, in order, and writes straight on from then.
+        """
+        write = self._write
+        held: list[bytes] = []
+        self._write = held.append
+
+        def release() -> None:
+            self._write = write
+            for data in held:
+                write(data)
+
+        return release
+
+    def count_deliveries(self, count: int, tails: dict[str, int]) -> None:
+        """
+        Add MESSAGE frames the broker routed here to the connection's frames and
+        bytes out: counted per SEND and told in batches, so that a delivery costs
+        nothing more (see :mod:`stompbroker.broker.traffic`).
+
+        :param count: how many messages.
+        :param tails: bytes of their encoded tails, by escaping style.
+        """
+        connection = self.connection
+        connection.frames_sent += count
+        connection.messages_sent += count
+        connection.bytes_sent += count * len(self._prefix) + tails.get(self._style, 0)
+
+    def __repr__(self) -> str:
+        return (
+            f"<{type(self).__name__} {self.subscription_id!r} on {self.destination!r}"
+            f" of {self.connection.session_id!r}>"
+        )
+
+
+class TrackedSubscription(SessionSubscription):
+    """
+    A subscription that takes from a queue, whose MESSAGE frames say how to settle them.
+
+    Each frame gets, after ``subscription``: ``ack:NUMBER.MESSAGE-ID`` when the
+    client must acknowledge (STOMP 1.2 only: older versions acknowledge by
+    ``message-id``), and ``redelivered:true`` with ``redelivery-count`` when the
+    message has come back to its queue before.  Both are ours to write (a number
+    and a broker-made id), so they need no escaping.
+    """
+
+    __slots__ = ("_ack_prefix",)
+
+    #: Given back to the broker when the session detaches: what it holds
+    #: returns to its queue at once rather than wait for a client that may
+    #: never come back.
+    collects_while_detached = False
+
+    def __init__(self, session: StompSession, *args: Any, **kwargs: Any) -> None:
+        super().__init__(session, *args, **kwargs)
+        self._write = session.write
+        acknowledged = self.ack_mode != "auto" and session.version == "1.2"
+        self._ack_prefix = f"ack:{self.number}." if acknowledged else ""
+
+    def deliver(self, message: Any) -> None:
+        """
+        Send one MESSAGE frame to the client, with its ``ack`` and redelivery headers.
+
+        :param message: a :class:`stompbroker.protocol.message.Message`.
+        """
+        tail = message.wire.get(self._style)
+        if tail is None:
+            tail = message_tail(message, self._style)
+        head = self._prefix
+        if self._ack_prefix:
+            head += (self._ack_prefix + message.message_id + "\n").encode("utf-8")
+        if message.redeliveries:
+            head += b"redelivered:true\nredelivery-count:%d\n" % message.redeliveries
+        self.connection.messages_sent += 1
+        self._write(head + tail)
+
+
+class StreamSubscription(TrackedSubscription):
+    """
+    A subscription to a stream (``/stream/NAME``), which remembers the
+    ``x-stream-offset`` of the last message it delivered: a resumed session
+    subscribes again from the one after it
+    (:func:`~stompbroker.protocol.resumption.resubscribe_headers`).  Its own
+    class, so that queues and topics pay nothing for it.
+    """
+
+    __slots__ = ("last_stream_offset",)
+
+    def __init__(self, session: StompSession, *args: Any, **kwargs: Any) -> None:
+        super().__init__(session, *args, **kwargs)
+        self.last_stream_offset: int | None = None
+
+    def deliver(self, message: Any) -> None:
+        """Send one MESSAGE frame, as a tracked subscription does, noting its offset."""
+        # The stream stamps the offset last (see broker/streams/entries.py).
+        for name, value in reversed(message.headers):
+            if name == STREAM_OFFSET_HEADER:
+                self.last_stream_offset = int(value)
+                break
+        super().deliver(message)
