@@ -11,11 +11,12 @@ the same one level up.  While the broker handles what one connection sent,
 every connection's writes are gathered in a list, and when the handling ends
 each connection that got any is written once, with its frames joined in order.
 
-Writes made outside the handling of a read (heart-beats and other timers, the
-message store's callbacks, an application publishing through the embedding
-API) go straight to the transport, so nothing waits for a read that may never
-come.  Latency does not change: the gathered writes reach the transport in the
-same reactor turn, before it next polls.
+The connection that sent the read is written first; the others in the order
+they were first written to.  Writes made outside the handling of a read
+(heart-beats and other timers, the message store's callbacks, an application
+publishing through the embedding API) go straight to the transport, so nothing
+waits for a read that may never come.  Latency does not change: the gathered
+writes reach the transport in the same reactor turn, before it next polls.
 """
 
 from __future__ import annotations
@@ -39,13 +40,22 @@ class WriteCoalescer:
         #: The writers that gathered something during the current read.
         self._written: list[CoalescedWrite] = []
 
-    def handle(self, receive: Callable[[bytes], Any], data: bytes) -> None:
+    def handle(
+        self,
+        receive: Callable[[bytes], Any],
+        data: bytes,
+        reader: CoalescedWrite | None = None,
+    ) -> None:
         """
         Handle a read, then write out what it made each connection send.
 
         :param receive: what takes the bytes (a session's ``receive_data``, or
             the WebSocket protocol's own ``dataReceived``).
         :param data: the bytes read.
+        :param reader: the write of the connection that sent ``data``, written
+            out first: its answers (a RECEIPT a publisher waits for before it
+            sends on) leave before the fan-out to everyone else, so the client
+            can send its next frames while the broker writes to the others.
         """
         if self._handling:
             receive(data)
@@ -55,6 +65,8 @@ class WriteCoalescer:
             receive(data)
         finally:
             self._handling = False
+            if reader is not None:
+                reader.flush()
             self.flush()
 
     def flush(self) -> None:

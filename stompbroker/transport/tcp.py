@@ -4,9 +4,11 @@ STOMP over a stream connection: TCP, TLS, or any Twisted stream endpoint.
 Wire-level behaviour: bytes read from the socket go to the session as they
 arrive, in whatever chunks the kernel hands over.  What the session writes
 while the broker handles a read (of this connection or any other) is gathered
-and handed to ``transport.write`` once, when that read has been handled
-(:mod:`stompbroker.transport.coalesce`); other writes go to it straight away.
-Twisted buffers them and flushes when the socket is writable.
+and written once, when that read has been handled, this connection's first
+(:mod:`stompbroker.transport.coalesce`); other writes go out straight away.
+On Twisted's TCP transport a write is sent at once when nothing of the
+connection's waits in Twisted's buffer (:mod:`stompbroker.transport.direct`);
+otherwise Twisted buffers it and flushes when the socket is writable.
 ``TCP_NODELAY`` is set: STOMP frames are small and latency matters more than
 the few packets Nagle's algorithm would save.  When the session closes, the
 connection is closed after everything written has been flushed, or dropped if
@@ -40,6 +42,7 @@ from stompbroker.logs import logger
 from stompbroker.protocol.session import SessionConfig, StompSession
 from stompbroker.transport.coalesce import COALESCER, CoalescedWrite, WriteCoalescer
 from stompbroker.transport.credentials import PeerCredentials
+from stompbroker.transport.direct import direct_writer
 
 log = logger("stompbroker.transport.tcp")
 
@@ -118,11 +121,11 @@ class StompProtocol(SessionFlowControl, PeerCredentials, Protocol):
         peer = self.transport.getPeer()
         address = f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
         self.write = self._writer = CoalescedWrite(  # type: ignore[method-assign]
-            self.transport.write, self.coalescer
+            direct_writer(self.transport) or self.transport.write, self.coalescer
         )
         self.session = StompSession(self._broker, self, self._clock, self._config, address)
         self.dataReceived = partial(  # type: ignore[method-assign]
-            self.coalescer.handle, self.session.receive_data
+            self.coalescer.handle, self.session.receive_data, reader=self._writer
         )
         self.transport.registerProducer(self, True)
         self.session.connection_made()

@@ -105,6 +105,21 @@ def test_fan_out_of_one_read_is_one_write_per_subscriber() -> None:
     assert [frame.command for frame in frames(publisher_transport)] == ["RECEIPT"]
 
 
+def test_the_reading_connection_is_written_first() -> None:
+    """A publisher's RECEIPT leaves before the fan-out its SEND made, so it can send on sooner."""
+    coalescer = WriteCoalescer()
+    order: list[str] = []
+    subscriber = CoalescedWrite(lambda data: order.append("subscriber"), coalescer)
+    publisher = CoalescedWrite(lambda data: order.append("publisher"), coalescer)
+
+    def receive(data: bytes) -> None:
+        subscriber(b"MESSAGE")
+        publisher(b"RECEIPT")
+
+    coalescer.handle(receive, b"SEND", reader=publisher)
+    assert order == ["publisher", "subscriber"]
+
+
 def test_an_error_follows_what_the_same_read_answered_and_then_closes() -> None:
     """
     A RECEIPT answered earlier in the read goes out before the ERROR, then the connection closes.
