@@ -71,6 +71,11 @@ class ISubscriber(Interface):
 
     A session makes one of these per SUBSCRIBE; the broker stores it in its
     subscription tree and calls :meth:`deliver` for each matching message.
+
+    A subscriber of a stream may also have a ``stream_position(offset)``
+    method, which the stream's reader calls with the offset it reads first
+    (:class:`~stompbroker.broker.streams.reader.StreamReader`); it is optional,
+    so it is not declared here.
     """
 
     subscription_id = Attribute("The SUBSCRIBE frame's ``id`` (generated for 1.0 clients).")

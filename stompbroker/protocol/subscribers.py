@@ -63,9 +63,10 @@ class SessionSubscription:
     #: (:mod:`~stompbroker.protocol.resuming`): ``auto``-ack topic ones do.
     collects_while_detached = True
     #: The hook for stream subscriptions: the ``x-stream-offset`` of the last
-    #: message delivered, from which a resumed session subscribes again (a
-    #: stream subscription class defines it as a slot and sets it in
-    #: ``deliver``); ``None`` for every other subscription.
+    #: message delivered (before any, the one before where its reader
+    #: started), from which a resumed session subscribes again (a stream
+    #: subscription class defines it as a slot and sets it in ``deliver`` and
+    #: ``stream_position``); ``None`` for every other subscription.
     last_stream_offset: int | None = None
 
     def __init__(
@@ -209,6 +210,14 @@ class StreamSubscription(TrackedSubscription):
     def __init__(self, session: StompSession, *args: Any, **kwargs: Any) -> None:
         super().__init__(session, *args, **kwargs)
         self.last_stream_offset: int | None = None
+
+    def stream_position(self, offset: int) -> None:
+        """
+        The stream's reader starts at ``offset``: until it delivers, a resumed
+        session subscribes again from there, and so misses nothing published
+        while it was away even if its start was ``next`` or ``last``.
+        """
+        self.last_stream_offset = offset - 1
 
     def deliver(self, message: Any) -> None:
         """Send one MESSAGE frame, as a tracked subscription does, noting its offset."""

@@ -328,6 +328,44 @@ def test_a_removed_reader_leaves_the_tail() -> None:
     assert inbox.received == [] and stream.readers == set()
 
 
+class Positioned(Inbox):
+    """An inbox that asks where its reader starts, as a resumable session's subscription does."""
+
+    def __init__(self) -> None:
+        super().__init__("/stream/s", "auto")
+        self.told: list[int] = []
+
+    def stream_position(self, offset: int) -> None:
+        self.told.append(offset)
+
+
+@pytest.mark.parametrize(("start", "told"), [("next", [3]), ("last", [2]), ("first", [0])])
+def test_a_reader_tells_its_subscriber_where_it_starts(start: str, told: list[int]) -> None:
+    """The offset a reader starts at is told before any delivery: a resume goes on from it."""
+    clock, stream, _ = world()
+    for number in range(3):
+        stream.append(message(number=number))
+    position, since = stream.start(StreamStart(start))
+    inbox = Positioned()
+    StreamReader(stream, clock, position, since).add_consumer(inbox, 10, -1)
+    assert inbox.told == told
+
+
+def test_a_reader_waiting_for_its_start_tells_it_once_found_and_a_timestamp_never() -> None:
+    """A remote engine's next or last is told at start_at; a timestamp start names itself."""
+    clock, stream, _ = world()
+    waiting = StreamReader(stream, clock, 0)
+    waiting.wait()
+    inbox = Positioned()
+    waiting.add_consumer(inbox, 10, -1)
+    assert inbox.told == []
+    waiting.start_at(7)
+    assert inbox.told == [7]
+    timed = Positioned()
+    StreamReader(stream, clock, 0, EPOCH).add_consumer(timed, 10, -1)
+    assert timed.told == []
+
+
 def test_streams_read_pages_from_an_offset_for_other_code() -> None:
     """Streams.read gives a page at an offset (the resume work's replay), [] at the end."""
     clock = Clock()

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.support.clients import publish
 from tests.support.process import BrokerProcess, module_broker
@@ -131,5 +134,68 @@ def test_messages_lost_in_flight_are_sent_again_after_the_clients_last(
         assert back.wait_for(lambda: len(back.messages) == 7)
         time.sleep(0.2)
         assert [body.decode() for body in back.bodies()] == numbered("f", range(3, 10))
+    finally:
+        again.disconnect()
+
+
+def stream_offsets(messages: list[Any]) -> list[int]:
+    return [int(message.headers["x-stream-offset"]) for message in messages]
+
+
+def ack_all(connection: Any, inbox: Any, receipt: str) -> None:
+    """Acknowledge every message ``inbox`` has, and wait until the broker has the last ACK."""
+    for message in inbox.messages[:-1]:
+        connection.ack(message.headers["ack"])
+    connection.ack(inbox.messages[-1].headers["ack"], receipt=receipt)
+    assert inbox.wait_for(lambda: receipt in inbox.receipts)
+
+
+#: What a stream subscription of each start replays of the two messages sent before it.
+REPLAYED = {"first": ["old0", "old1"], "last": ["old1"], "next": []}
+
+
+@pytest.mark.parametrize(
+    ("start", "ack", "before"),
+    [
+        ("first", "auto", 3),
+        ("next", "auto", 3),
+        ("last", "auto", 3),
+        ("first", "client-individual", 3),
+        ("next", "client-individual", 3),
+        # Cut before it delivered anything: it goes on from where it started.
+        ("next", "auto", 0),
+        ("next", "client-individual", 0),
+    ],
+)
+def test_a_cut_stream_subscriber_resumes_from_its_last_offset(
+    resume_broker: BrokerProcess, request: pytest.FixtureRequest, start: str, ack: str, before: int
+) -> None:
+    """A resumed /stream/ subscription gets every message once, in order, with its id."""
+    destination = "/stream/resume." + request.node.callspec.id
+    publish(resume_broker.address, destination, numbered("old", range(2)))
+    first, inbox = subscribed(
+        resume_broker, destination, "log", ack=ack, **{"x-stream-offset": start}
+    )
+    publish(resume_broker.address, destination, numbered("m", range(0, before)))
+    expected = REPLAYED[start] + numbered("m", range(30))
+    held = len(REPLAYED[start]) + before
+    assert inbox.wait_for(lambda: len(inbox.messages) == held)
+    if ack != "auto" and held:
+        ack_all(first, inbox, "acked")
+    cut(first)
+    publish(resume_broker.address, destination, numbered("m", range(before, 25)))
+
+    again, back = resumable(resume_broker, inbox.connected["resume-token"])
+    try:
+        assert back.connected["resumed"] == "true"
+        publish(resume_broker.address, destination, numbered("m", range(25, 30)))
+        assert back.wait_for(lambda: held + len(back.messages) >= len(expected))
+        time.sleep(0.2)
+        assert [body.decode() for body in inbox.bodies() + back.bodies()] == expected
+        got = stream_offsets(inbox.messages + back.messages)
+        assert got == list(range(got[0], got[0] + len(expected)))
+        assert {message.headers["subscription"] for message in back.messages} == {"log"}
+        if ack != "auto":
+            ack_all(again, back, "acked-again")
     finally:
         again.disconnect()

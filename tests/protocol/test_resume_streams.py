@@ -53,7 +53,7 @@ def test_a_resumed_stream_subscription_starts_after_the_last_offset_delivered() 
 
 
 def test_a_stream_subscription_that_delivered_nothing_subscribes_again_as_it_first_did() -> None:
-    """Without a delivered offset the original x-stream-offset stands."""
+    """Neither delivered nor told its start (as a timestamp start is not), the original stands."""
     broker = RecordingBroker()
     session, transport, connected = connect(broker)
     subscribe(
@@ -66,3 +66,16 @@ def test_a_stream_subscription_that_delivered_nothing_subscribes_again_as_it_fir
     session.connection_lost()
     connect(broker, connected.get("resume-token") or "")
     assert broker.subscribers[-1].headers["x-stream-offset"] == "first"
+
+
+def test_a_stream_subscription_told_its_start_subscribes_again_from_there() -> None:
+    """Told by its reader that it starts at offset 7 (a next start), it resumes at offset=7."""
+    broker = RecordingBroker()
+    session, transport, connected = connect(broker)
+    stream = subscribe(
+        session, transport, ("id", "s"), ("destination", "/stream/log"), ("x-stream-offset", "next")
+    )
+    stream.stream_position(7)
+    session.connection_lost()
+    connect(broker, connected.get("resume-token") or "")
+    assert broker.subscribers[-1].headers["x-stream-offset"] == "offset=7"

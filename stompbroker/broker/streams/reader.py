@@ -99,6 +99,8 @@ class StreamReader:
         consumer = self.consumer = Consumer(subscriber, self, window, max_redeliveries)
         self.consumers.append(consumer)
         self.stream.attached.add(self)
+        if not self._reading:
+            self._tell_start()
         self.pump()
         return consumer
 
@@ -211,7 +213,23 @@ class StreamReader:
         """Start reading at ``position``, once a remote engine has found it (see :meth:`wait`)."""
         self.position = position
         self._reading = False
+        self._tell_start()
         self.pump()
+
+    def _tell_start(self) -> None:
+        """
+        Tell the subscriber, if it asks (``stream_position``), the offset it
+        reads first: where a resumed session goes on when it was handed nothing
+        (a ``next`` or ``last`` start names another offset once the stream has
+        grown).  Not for a ``timestamp`` start, whose first offset may be
+        earlier than what it delivers, and which names the same entries later.
+        """
+        consumer = self.consumer
+        if consumer is None or self._since:
+            return
+        told = getattr(consumer.subscriber, "stream_position", None)
+        if told is not None:
+            told(self.position)
 
     def wait(self) -> None:
         """Read nothing until :meth:`start_at` says where to start."""
