@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support.clients import Collector, connect, flush_deliveries, publish
-from tests.support.passwords import write_users
+from tests.support.passwords import secured_broker
 from tests.support.process import BrokerProcess, BrokerStarter
 from tests.support.redis import RedisServer, node, redis_server  # noqa: F401
 
@@ -170,23 +170,8 @@ read = ["/topic/#"]
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """A broker with a writer, a reader of /queue/browsed.# and a stranger to queues."""
     workdir = tmp_path_factory.mktemp("secured")
-    users = write_users(
-        workdir / "users.txt",
-        ("writer", "w", ()),
-        ("reader", "r", ()),
-        ("stranger", "s", ()),
-    )
-    (workdir / "access.toml").write_text(ACCESS)
-    with BrokerProcess(
-        workdir,
-        "--auth",
-        f"passwd:{users}",
-        "--access",
-        str(workdir / "access.toml"),
-        "--data-dir",
-        "none",
-        http=None,
-    ) as process:
+    users = (("writer", "w", ()), ("reader", "r", ()), ("stranger", "s", ()))
+    with secured_broker(workdir, ACCESS, *users) as process:
         yield process
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.clients import connect, flush_deliveries, publish
-from tests.support.passwords import write_users
+from tests.support.passwords import secured_broker
 from tests.support.process import BrokerProcess, BrokerStarter
 from tests.support.redis import RedisServer, node, redis_server  # noqa: F401
 
@@ -112,18 +112,8 @@ read = ["/topic/#"]
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """A broker where alice may write to /topic/status.# and bob may only read."""
     workdir = tmp_path_factory.mktemp("secured")
-    users = write_users(workdir / "users.txt", ("alice", "a-pass", ()), ("bob", "b-pass", ()))
-    (workdir / "access.toml").write_text(ACCESS)
-    with BrokerProcess(
-        workdir,
-        "--auth",
-        f"passwd:{users}",
-        "--access",
-        str(workdir / "access.toml"),
-        "--data-dir",
-        "none",
-        http=None,
-    ) as process:
+    users = (("alice", "a-pass", ()), ("bob", "b-pass", ()))
+    with secured_broker(workdir, ACCESS, *users) as process:
         yield process
 
 

@@ -16,6 +16,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from stompbroker.security.checkers import PasswordFileChecker
 from stompbroker.security.passwords import PasswordEntry, ScryptParams
+from tests.support.process import BrokerProcess
 
 #: Cheap parameters: the tests are about behaviour, not cost.
 FAST = ScryptParams(n=16, r=1, p=1)
@@ -45,3 +46,26 @@ def checker_for(path: Path, calls: list[str] | None = None) -> PasswordFileCheck
         return maybeDeferred(function, *args)
 
     return PasswordFileChecker(str(path), run_blocking=run_blocking)
+
+
+def secured_broker(
+    workdir: Path, access: str, *users: tuple[str, str, tuple[str, ...]]
+) -> BrokerProcess:
+    """
+    :param access: the access rules' TOML.
+    :param users: ``(user, password, groups)`` for the password file.
+    :returns: a broker, without a store or a web port, that logs ``users`` in
+        with ``--auth passwd:`` and applies ``access`` (a context manager that stops it).
+    """
+    password_file = write_users(workdir / "users.txt", *users)
+    (workdir / "access.toml").write_text(access)
+    return BrokerProcess(
+        workdir,
+        "--auth",
+        f"passwd:{password_file}",
+        "--access",
+        str(workdir / "access.toml"),
+        "--data-dir",
+        "none",
+        http=None,
+    )
