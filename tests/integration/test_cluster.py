@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.clients import connect
 from tests.support.process import BrokerProcess, run_python
-from tests.support.redis import NODE_TIMEOUT, RedisServer, node, redis_server  # noqa: F401
+from tests.support.redis import NODE_TIMEOUT, RedisServer, redis_server, started_nodes  # noqa: F401
 
 
 @pytest.fixture(scope="module")
@@ -26,10 +26,8 @@ def nodes(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[list[BrokerProcess]]:
     """Three nodes, A, B and C, on one Redis server."""
-    started = [node(tmp_path_factory.mktemp(name), redis_server) for name in "abc"]
-    yield started
-    for process in started:
-        process.stop()
+    with started_nodes(tmp_path_factory, redis_server, "abc") as started:
+        yield started
 
 
 def unique(prefix: str) -> str:

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.clients import publish
 from tests.support.process import BrokerProcess
-from tests.support.redis import RedisServer, node, redis_server  # noqa: F401
+from tests.support.redis import RedisServer, redis_server, started_nodes  # noqa: F401
 from tests.support.resume import cut, resumable, subscribed
 
 
@@ -24,10 +24,8 @@ def pair(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[list[BrokerProcess]]:
     """Two nodes, A and B, on one Redis server."""
-    started = [node(tmp_path_factory.mktemp(name), redis_server) for name in "ab"]
-    yield started
-    for process in started:
-        process.stop()
+    with started_nodes(tmp_path_factory, redis_server, "ab") as started:
+        yield started
 
 
 def test_a_session_resumes_on_its_node_with_what_another_node_published(

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,16 @@ def node(workdir: Path, server: RedisServer, *args: str) -> BrokerProcess:
         http=None,
         reactor="uvloop",
     )
+
+
+@contextmanager
+def started_nodes(
+    tmp_path_factory: pytest.TempPathFactory, server: RedisServer, names: str
+) -> Iterator[list[BrokerProcess]]:
+    """Nodes on ``server``, one per letter of ``names``, each in a directory of its own."""
+    started = [node(tmp_path_factory.mktemp(name), server) for name in names]
+    try:
+        yield started
+    finally:
+        for process in started:
+            process.stop()
