@@ -2,8 +2,9 @@
 The ``stompbroker`` subcommands that manage a running broker through its
 management API (docs/management.md), with the standard library's ``urllib``::
 
-    stompbroker overview | nodes | connections | queues
+    stompbroker overview | nodes | connections | queues | detached
     stompbroker close CONNECTION [--reason TEXT]
+    stompbroker end-session SESSION
     stompbroker browse DESTINATION [--count N]
     stompbroker purge DESTINATION          stompbroker delete DESTINATION
     stompbroker move DESTINATION TO [--count N] [--copy]
@@ -100,6 +101,9 @@ def add_commands(commands: Any) -> None:
     close = add("close", "close a client connection; the client gets an ERROR")
     close.add_argument("connection", metavar="CONNECTION", help="its id (see connections)")
     close.add_argument("--reason", default="", help="said in the client's ERROR")
+    add("detached", "list the resumable sessions waiting for their client")
+    end = add("end-session", "end a detached resumable session for good (its token with it)")
+    end.add_argument("session", metavar="SESSION", help="its id (see detached)")
     browse = add("browse", "show the first messages waiting in a queue, leaving them")
     browse.add_argument("destination", metavar="DESTINATION")
     browse.add_argument("--count", type=int, default=10, help="how many (default 10)")
@@ -126,7 +130,8 @@ def add_commands(commands: Any) -> None:
 
 #: The management subcommands' names.
 COMMANDS = (
-    "overview nodes connections queues close browse purge delete move dlq-retry publish"
+    "overview nodes connections queues detached close end-session browse purge delete move"
+    " dlq-retry publish"
 ).split()
 
 
@@ -254,6 +259,26 @@ def _do(arguments: argparse.Namespace, client: Client, stdin: TextIO) -> tuple[A
             "messages_delivered_per_second",
         ]
         return answer, lambda out: _table(answer, columns, out)
+    if command == "detached":
+        answer = client.call("GET", "detached-sessions")
+        columns = [
+            "id",
+            "login",
+            "version",
+            "subscriptions",
+            "buffered_frames",
+            "buffered_bytes",
+            "missed",
+            "gap",
+            "detached_since",
+            "expires_at",
+        ]
+        return answer, lambda out: _table(answer, columns, out)
+    if command == "end-session":
+        answer = client.call("DELETE", f"detached-sessions/{quote(arguments.session, safe='')}")
+        return answer, lambda out: print(
+            f"ended {answer['id']} ({answer['login'] or 'no login'})", file=out
+        )
     path = f"destinations/{_segment(getattr(arguments, 'destination', ''))}"
     if command == "close":
         reason = f"?reason={quote(arguments.reason)}" if arguments.reason else ""

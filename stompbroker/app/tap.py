@@ -111,6 +111,7 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
     if options["resume-window"]:
         # One book for every listener: a client may drop over one and come back over another.
         resumption = ResumeBook(reactor, options["resume-window"], options["resume-buffer"])
+        broker.keep_resumable_sessions(resumption)
     config = SessionConfig(
         server_name=f"stompbroker/{__version__}",
         heartbeat=options["heartbeat"],

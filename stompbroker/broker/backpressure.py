@@ -5,7 +5,11 @@ Two things pause a publisher (the mechanisms are in :mod:`stompbroker.broker.flo
 
 - memory in use over the high mark (:class:`~stompbroker.broker.flow.MemoryWatch`,
   sampled on a timer): every connection that publishes is paused after its SEND,
-  until memory falls under the low mark;
+  until memory falls under the low mark.  Memory in use is the allocator's
+  figure plus what the *holders* (:meth:`BackPressure.count_held`: the resume
+  buffers of resumable sessions) say they hold, and the holders shed first:
+  publishers are paused only when memory is over the mark once they have
+  dropped what they can;
 - a slow subscriber under the ``block`` policy that the publisher's message
   reached: the subscriber's session calls :meth:`BackPressure.block_sender`
   from inside the fan-out, and the publisher is paused until that subscriber's
@@ -65,6 +69,8 @@ class Pressure:
 
 #: The pressure while memory is over the high mark and no subscriber blocks.
 MEMORY_PRESSURE = Pressure(memory=True)
+#: Seconds between log lines about resume buffers shed for memory.
+SHED_LOG_INTERVAL = 10.0
 
 
 class BackPressure:
@@ -101,6 +107,11 @@ class BackPressure:
         self._counters = counters
         self._connections = connections
         self._watch: MemoryWatch | None = None
+        #: What keeps memory the broker can do without (see :meth:`count_held`).
+        self._holders: list[Any] = []
+        #: Bytes shed since the last log line, and when that was: one line per episode.
+        self._shed_bytes = 0
+        self._shed_logged = float("-inf")
         #: Slow subscribers dropping messages now, so that each episode is logged once.
         self._dropping: set[Any] = set()
 
@@ -114,15 +125,50 @@ class BackPressure:
         if self.memory_gauge is None:
             log.warn("memory watermark off: memory in use cannot be measured on this system")
             return
+        gauge = self.memory_gauge
+        holders = self._holders
+
+        def in_use() -> int:
+            return gauge() + sum(int(holder.held_bytes()) for holder in holders)
+
         self._watch = MemoryWatch(
             self._clock,
-            self.memory_gauge,
+            in_use if holders else gauge,
             high,
             self._limits.memory_low_mark,
             self._memory_high,
             self._memory_low,
+            shed=self._shed if holders else None,
         )
         self._watch.start()
+
+    def count_held(self, holder: Any) -> None:
+        """
+        Count what ``holder`` keeps in the memory in use, and let it drop some
+        of that before publishers are paused.  Call before the broker starts.
+
+        :param holder: has ``held_bytes() -> int``, the bytes it holds now
+            (counted in full on top of the allocator's figure, which sees small
+            objects at an estimate: the figure errs high, never low), and
+            ``shed() -> int``, which drops some of them and returns how many:
+            the :class:`~stompbroker.protocol.resumption.ResumeBook`.
+        """
+        self._holders.append(holder)
+
+    def _shed(self) -> int:
+        freed = sum(int(holder.shed()) for holder in self._holders)
+        if freed:
+            self._shed_bytes += freed
+            now = self._clock.seconds()
+            if now >= self._shed_logged + SHED_LOG_INTERVAL:
+                log.warn(
+                    "memory in use is over the high mark: dropped the oldest {freed} bytes"
+                    " of resume buffers",
+                    freed=self._shed_bytes,
+                )
+                self._shed_logged = now
+                self._shed_bytes = 0
+        return freed
 
     def stop(self) -> None:
         """Stop sampling memory."""

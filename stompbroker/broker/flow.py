@@ -185,6 +185,12 @@ class MemoryWatch:
     :param interval: seconds between samples.
     :param on_high: called when memory goes over ``high``.
     :param on_low: called when memory falls under ``low`` again.
+    :param shed: drops memory the broker can do without (resume buffers of
+        absent clients) and returns the bytes it dropped; called while memory
+        is over ``high`` (and, once over, until it is under ``low``), again and
+        again until memory is under ``low`` or it drops nothing more, before
+        ``on_high`` is considered: what can be dropped goes before publishers
+        are paused.
 
     :ivar over: whether memory went over ``high`` and has not fallen under ``low`` since.
     :ivar last: the last sample, in bytes.
@@ -199,6 +205,7 @@ class MemoryWatch:
         on_high: Callable[[int], None],
         on_low: Callable[[int], None],
         interval: float = 0.25,
+        shed: Callable[[], int] | None = None,
     ) -> None:
         self._clock = clock
         self._gauge = gauge
@@ -207,6 +214,7 @@ class MemoryWatch:
         self._on_high = on_high
         self._on_low = on_low
         self._interval = interval
+        self._shed = shed
         self._call: Any = None
         self.over = False
         self.last = 0
@@ -223,7 +231,12 @@ class MemoryWatch:
         self._call = None
 
     def _sample(self) -> None:
-        self.last = used = self._gauge()
+        used = self._gauge()
+        shed = self._shed
+        if shed is not None and (self.over or used > self.high):
+            while used >= self.low and shed():
+                used = self._gauge()
+        self.last = used
         if not self.over and used > self.high:
             self.over = True
             self._on_high(used)

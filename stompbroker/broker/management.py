@@ -9,6 +9,8 @@ does all it says or raises before it changes anything:
 
 - connections: list them, describe one, close one (the client gets an ERROR
   saying an operator closed it, :class:`~stompbroker.protocol.errors.ClosedByOperator`);
+- detached resumable sessions: list them, end one for good
+  (:mod:`stompbroker.broker.detached_sessions`, :attr:`Management.detached`);
 - destinations: list queues, durable subscriptions and the topics that have
   had traffic, describe one with its consumers, browse (peek at) a queue's
   waiting messages, purge them, delete a queue or a durable subscription, move
@@ -44,6 +46,7 @@ from stompbroker.broker.destinations import (
     is_dead_letter_queue,
     validate_queue,
 )
+from stompbroker.broker.detached_sessions import DetachedSessions
 from stompbroker.broker.management_records import (
     ConnectionInfo,
     ConsumerInfo,
@@ -129,6 +132,8 @@ class Management:
     def __init__(self, broker: Any) -> None:
         self.broker = broker
         self._engine = broker.engine
+        #: The resumable sessions waiting for their client.
+        self.detached = DetachedSessions(broker)
 
     # -- connections -------------------------------------------------------------------
 

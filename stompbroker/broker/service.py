@@ -139,6 +139,9 @@ class Broker(Service):
         self.registry = ConnectionRegistry(limits, engine.traffic, engine.ids, engine)
         self.connections = self.registry.connections
         self.backpressure = BackPressure(clock, limits, engine.counters, self.connections)
+        #: The :class:`~stompbroker.protocol.resumption.ResumeBook` of the
+        #: listeners' resumable sessions, if any (:meth:`keep_resumable_sessions`).
+        self.resumption: Any = None
         self.transactions = Transactions(self.registry, limits, self.backpressure)
         self.router = Router(
             clock,
@@ -184,6 +187,17 @@ class Broker(Service):
     @memory_gauge.setter
     def memory_gauge(self, gauge: Callable[[], int] | None) -> None:
         self.backpressure.memory_gauge = gauge
+
+    def keep_resumable_sessions(self, book: Any) -> None:
+        """
+        The listeners keep their resumable sessions in ``book`` (the
+        :class:`~stompbroker.protocol.resumption.ResumeBook` of their
+        ``SessionConfig``): show them to operators (stats, management) and
+        count their buffers in the memory watermark, which sheds them before
+        it pauses publishers.  Call before the broker starts.
+        """
+        self.resumption = book
+        self.backpressure.count_held(book)
 
     # -- life cycle --------------------------------------------------------------------
 

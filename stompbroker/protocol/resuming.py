@@ -73,6 +73,7 @@ class ResumeMixin(SessionPart):
     write_message: Callable[[bytes], None]
     _message_write: Callable[[bytes], None]
     _wrote: bool
+    session_id: str
     frames_sent: int
     bytes_sent: int
 
@@ -128,7 +129,7 @@ class ResumeMixin(SessionPart):
         login = self._login_name()
         record = book.claim(presented, login, self.version) if presented else None
         self.resume_token = book.issue(login, self)
-        self._recent = book.new_buffer()
+        self._recent = book.new_buffer(self.resume_token)
         headers: tuple[tuple[str, str], ...] = (
             (RESUME_TOKEN, self.resume_token),
             ("resumed", "true" if record is not None else "false"),
@@ -137,6 +138,7 @@ class ResumeMixin(SessionPart):
             return headers, None
         frames, gap = self._missed(record)
         if gap:
+            book.gaps += 1
             headers += (("resume-gap", "true"),)
         return headers, (record, frames)
 
@@ -222,7 +224,14 @@ class ResumeMixin(SessionPart):
 
         book.detach(
             Detached(
-                token, self._login_name(), self.version, again, buffer, release, buffer.appended
+                token,
+                self._login_name(),
+                self.version,
+                again,
+                buffer,
+                release,
+                buffer.appended,
+                session=self.session_id,
             )
         )
 

@@ -131,10 +131,19 @@ class ResumeBuffer:
         are kept: room for a run of appends before the next trim, so that a
         busy session trims once per many messages, not on each.
         """
+        self.shrink(self.limit - self.limit // 8)
+
+    def shrink(self, target: int) -> int:
+        """
+        Drop the oldest frames until at most ``target`` bytes are kept.
+
+        :returns: the bytes dropped.
+        """
         frames = self.frames
-        target = self.limit - self.limit // 8
+        before = self.size
         while self.size > target and frames:
             self.size -= len(frames.popleft())
+        return before - self.size
 
     def find(self, prefix: bytes, message_id: str) -> int | None:
         """
@@ -187,6 +196,9 @@ class Detached:
     :ivar release: gives the subscriptions still collecting into ``buffer``
         back to the broker; called once, when the record is claimed or expires.
     :ivar expires: when the window closes, in clock seconds; set by the book.
+    :ivar session: the session's id (its CONNECTED ``session``), by which
+        operators know it (:meth:`ResumeBook.sessions`, :meth:`ResumeBook.end`).
+    :ivar since: when it was detached, in clock seconds; set by the book.
     """
 
     token: str = field(repr=False)
@@ -197,6 +209,13 @@ class Detached:
     release: Callable[[], None] = field(repr=False)
     mark: int = 0
     expires: float = 0.0
+    session: str = ""
+    since: float = 0.0
+
+    @property
+    def gap(self) -> bool:
+        """Whether messages the client missed while away were dropped already."""
+        return self.buffer.first > self.mark
 
 
 class ResumeBook:
@@ -209,6 +228,14 @@ class ResumeBook:
     :param clock: ``seconds`` and ``callLater``.
     :param window: seconds a detached session waits for its client.
     :param buffer_limit: bytes of missed messages kept per detached session.
+
+    :ivar resumed: sessions resumed, since the book was made.
+    :ivar refused: resume tokens refused: unknown, expired, another login's or
+        another protocol version's (the CONNECTED said ``resumed:false``).
+    :ivar expired: detached sessions whose window closed without their client.
+    :ivar gaps: sessions resumed with ``resume-gap:true``.
+    :ivar ended: detached sessions an operator ended (:meth:`end`).
+    :ivar shed_frames: frames dropped early from resume buffers for memory (:meth:`shed`).
     """
 
     def __init__(
@@ -222,6 +249,14 @@ class ResumeBook:
         #: token -> record, in the order filed, which is the order they expire.
         self._detached: dict[str, Detached] = {}
         self._timer: Any = None
+        #: token -> the buffer of a connected resumable session (:meth:`new_buffer`).
+        self._recent: dict[str, ResumeBuffer] = {}
+        self.resumed = 0
+        self.refused = 0
+        self.expired = 0
+        self.gaps = 0
+        self.ended = 0
+        self.shed_frames = 0
 
     @property
     def detached(self) -> int:
@@ -249,15 +284,26 @@ class ResumeBook:
         live = self._live.get(token)
         if live is not None and live[1] is session:
             del self._live[token]
+            self._recent.pop(token, None)
 
-    def new_buffer(self) -> ResumeBuffer:
-        """:returns: an empty buffer of this book's size, for a resumable session."""
-        return ResumeBuffer(self.buffer_limit)
+    def new_buffer(self, token: str | None = None) -> ResumeBuffer:
+        """
+        :param token: the token of the connected session the buffer is for,
+            whose buffer is then counted (:attr:`connected_bytes`) until the
+            session detaches or ends.
+        :returns: an empty buffer of this book's size, for a resumable session.
+        """
+        buffer = ResumeBuffer(self.buffer_limit)
+        if token is not None:
+            self._recent[token] = buffer
+        return buffer
 
     def detach(self, record: Detached) -> None:
         """Keep a session that lost its connection, for the window."""
         self._live.pop(record.token, None)
-        record.expires = self._clock.seconds() + self.window
+        self._recent.pop(record.token, None)
+        record.since = self._clock.seconds()
+        record.expires = record.since + self.window
         self._detached[record.token] = record
         if self._timer is None:
             self._timer = self._clock.callLater(self.window, self._expire)
@@ -275,13 +321,18 @@ class ResumeBook:
             live[1].take_over()
         record = self._detached.get(token)
         if record is None or record.login != login:
+            self.refused += 1
             return None
         if record.version != version or record.expires <= self._clock.seconds():
             # The record is of no use any more (or about to expire): let it go.
             del self._detached[token]
             record.release()
+            self.refused += 1
+            if record.version == version:
+                self.expired += 1
             return None
         del self._detached[token]
+        self.resumed += 1
         return record
 
     def close(self) -> None:
@@ -305,3 +356,62 @@ class ResumeBook:
                 return
             del detached[token]
             record.release()
+            self.expired += 1
+
+    # -- what operators see and do (stompbroker.stats, stompbroker.broker.sessions) --
+
+    @property
+    def connected(self) -> int:
+        """How many resumable sessions are connected."""
+        return len(self._live)
+
+    @property
+    def connected_bytes(self) -> int:
+        """Bytes the connected resumable sessions keep of what they were sent lately."""
+        return sum(buffer.size for buffer in self._recent.values())
+
+    def held_bytes(self) -> int:
+        """:returns: bytes held in every resume buffer, connected and detached."""
+        return self.connected_bytes + self.buffered_bytes
+
+    def sessions(self) -> list[Detached]:
+        """:returns: the detached sessions, the soonest to expire first."""
+        return list(self._detached.values())
+
+    def end(self, session: str) -> Detached | None:
+        """
+        End a detached session for good: its token is void, its subscriptions
+        are given back to the broker.
+
+        :param session: its session id.
+        :returns: the record it was, or ``None`` if no detached session has that id.
+        """
+        for token, record in self._detached.items():
+            if record.session == session:
+                del self._detached[token]
+                record.release()
+                self.ended += 1
+                return record
+        return None
+
+    def shed(self) -> int:
+        """
+        Memory is short: drop the older half of every detached session's
+        buffer (their clients are away, and are told ``resume-gap:true`` if
+        they come back for what went); when detached sessions hold nothing,
+        the older half of every connected session's buffer, which only a
+        connection dying now would have needed.  Called on each memory sample
+        while memory is over the high mark, so that buffers halve until it
+        falls, rather than hold publishers back.
+
+        :returns: the bytes dropped.
+        """
+        buffers = [record.buffer for record in self._detached.values() if record.buffer.size]
+        if not buffers:
+            buffers = [buffer for buffer in self._recent.values() if buffer.size]
+        freed = 0
+        for buffer in buffers:
+            kept = len(buffer)
+            freed += buffer.shrink(buffer.size // 2)
+            self.shed_frames += kept - len(buffer)
+        return freed

@@ -12,6 +12,7 @@ from typing import Any
 from stompbroker.broker.destinations import QUEUE_PREFIX
 from stompbroker.stats.cluster import nodes_document
 from stompbroker.stats.model import Interval, Snapshot, StatsModel
+from stompbroker.stats.resumable import resume_figures
 from stompbroker.stats.schema import FLOW_COUNTERS, SCHEMA_VERSION, format_timestamp, to_timestamp
 
 __all__ = ["live_document", "monitor_text", "stats_document"]
@@ -56,6 +57,7 @@ def stats_document(
         )
         destinations[name] = entry
     counters = model.broker.counters
+    figures = resume_figures(model.broker)
     return {
         "schema_version": SCHEMA_VERSION,
         "ts": format_timestamp(to_timestamp(snapshot.seconds)),
@@ -77,6 +79,7 @@ def stats_document(
             "slow_consumer_drops": counters.dropped,
             "slow_consumer_disconnects": counters.slow_disconnects,
         },
+        "resumable_sessions": figures.to_dict() if figures is not None else None,
         "destinations": destinations,
         "nodes": nodes_document(snapshot.nodes),
         "connections": [connection.to_dict() for connection in model.connections()],

@@ -18,6 +18,13 @@ Metric families (``destination`` label on the per-destination ones):
   ``stompbroker_uptime_seconds``, ``stompbroker_resident_memory_bytes``,
   ``stompbroker_messages_per_second`` (over the latest live interval),
   ``stompbroker_slow_consumer_drops_total``, ``stompbroker_slow_consumer_disconnects_total``;
+- with resumable sessions (docs/resume.md): ``stompbroker_resumable_sessions``
+  and ``stompbroker_resume_buffer_bytes`` (gauges, by ``state``: ``connected``
+  or ``detached``), ``stompbroker_resumes_total``,
+  ``stompbroker_resumes_refused_total``, ``stompbroker_resumes_with_gap_total``,
+  ``stompbroker_resumable_sessions_expired_total``,
+  ``stompbroker_resumable_sessions_ended_total`` and
+  ``stompbroker_resume_buffer_shed_frames_total``;
 - the standard ``process_*`` and ``python_info`` families.
 
 :func:`metrics_registry` gives a registry of its own per broker, never
@@ -38,6 +45,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from stompbroker.stats.cluster import nodes_document
+from stompbroker.stats.resumable import ResumeFigures, resume_figures
 from stompbroker.stats.schema import FLOW_COUNTERS, DestinationRecord
 from stompbroker.stats.services import LiveStats
 
@@ -151,6 +159,9 @@ class StatsCollector(Collector):
             "Subscribers disconnected for being too slow",
             value=counters.slow_disconnects,
         )
+        figures = resume_figures(self._live.model.broker)
+        if figures is not None:
+            yield from _resume_metrics(figures)
 
 
 def _node_metrics(snapshot: Any) -> Iterator[Metric]:
@@ -182,6 +193,54 @@ def _node_metrics(snapshot: Any) -> Iterator[Metric]:
         for name, family in families.items():
             family.add_metric([entry["node"]], entry[name])
     yield from families.values()
+
+
+#: The counters of resumable sessions: metric name (without ``_total``), figure, help.
+_RESUME_COUNTERS = (
+    ("resumes", "resumed", "Sessions resumed by their client within --resume-window"),
+    (
+        "resumes_refused",
+        "refused",
+        "Resume tokens refused (unknown, expired, another login's or protocol version's)",
+    ),
+    ("resumes_with_gap", "resumed_with_gap", "Resumes that said resume-gap:true"),
+    (
+        "resumable_sessions_expired",
+        "expired",
+        "Detached sessions whose --resume-window closed without their client",
+    ),
+    ("resumable_sessions_ended", "ended", "Detached sessions an operator ended"),
+    (
+        "resume_buffer_shed_frames",
+        "shed_frames",
+        "Frames dropped early from resume buffers because memory was over --memory-high",
+    ),
+)
+
+
+def _resume_metrics(figures: ResumeFigures) -> Iterator[Metric]:
+    """The resumable sessions of this node (docs/resume.md, "Watching them")."""
+    for name, text, connected, detached in (
+        (
+            "resumable_sessions",
+            "Resumable sessions, connected or detached (waiting for their client)",
+            figures.connected,
+            figures.detached,
+        ),
+        (
+            "resume_buffer_bytes",
+            "Bytes held in the resume buffers of resumable sessions",
+            figures.connected_bytes,
+            figures.detached_bytes,
+        ),
+    ):
+        gauge = GaugeMetricFamily(f"{PREFIX}_{name}", text, labels=["state"])
+        gauge.add_metric(["connected"], connected)
+        gauge.add_metric(["detached"], detached)
+        yield gauge
+    values = figures.to_dict()
+    for name, figure, text in _RESUME_COUNTERS:
+        yield CounterMetricFamily(f"{PREFIX}_{name}", text, value=values[figure])
 
 
 def metrics_registry(live: LiveStats) -> CollectorRegistry:

@@ -8,6 +8,9 @@ path                                                   method  what
 ``/api/connections``                                   GET     every client connection
 ``/api/connections/{id}``                              GET     one, with its subscriptions
 ``/api/connections/{id}?reason=...``                   DELETE  close it (an operator ERROR)
+``/api/detached-sessions``                             GET     resumable sessions away
+``/api/detached-sessions/{id}``                        GET     one of them
+``/api/detached-sessions/{id}``                        DELETE  end it for good
 ``/api/destinations``                                  GET     queues, durables, topics
 ``/api/destinations/{destination}``                    GET     one, with its consumers
 ``/api/destinations/{destination}``                    DELETE  delete a queue or durable
@@ -40,6 +43,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request
 
 from stompbroker import __version__
+from stompbroker.broker.detached_sessions import UnknownSession
 from stompbroker.broker.management import (
     MAX_COUNT,
     InUse,
@@ -68,6 +72,7 @@ DEFAULT_BROWSE = 10
 #: The status and error of each refusal of the operations.
 _STATUS: dict[type[BaseException], tuple[int, str]] = {
     UnknownConnection: (404, "unknown connection"),
+    UnknownSession: (404, "unknown session"),
     UnknownDestination: (404, "unknown destination"),
     InUse: (409, "destination in use"),
     InvalidRequest: (400, "bad request"),
@@ -107,9 +112,14 @@ def message_document(message: Message) -> dict[str, Any]:
 def _record(value: Any) -> Any:
     """:returns: an attrs record as JSON, times in ISO-8601."""
     document = attrs.asdict(value)
-    if "connected_since" in document:
-        document["connected_since"] = format_timestamp(to_timestamp(value.connected_since))
+    for name in _TIMES:
+        if name in document:
+            document[name] = format_timestamp(to_timestamp(document[name]))
     return document
+
+
+#: The fields of records that are times, in clock seconds.
+_TIMES = ("connected_since", "detached_since", "expires_at")
 
 
 class ManagementApi(Resource):
@@ -196,6 +206,15 @@ class ManagementApi(Resource):
                     reason = _query(request, "reason") or ""
                     return _record(self.management.close_connection(path[1], reason))
                 return _record(self.management.connection(path[1]))
+        if top == "detached-sessions" and len(path) in (1, 2):
+            self._allow(method, ("DELETE", "GET") if len(path) == 2 else ("GET",))
+            self.guard.require(identity, ADMIN if method == "DELETE" else READ)
+            detached = self.management.detached
+            if len(path) == 1:
+                return _records(detached.list())
+            if method == "DELETE":
+                return _record(detached.end(path[1]))
+            return _record(detached.get(path[1]))
         if top == "destinations":
             if len(path) == 1:
                 self._allow(method, ("GET",))

@@ -15,9 +15,10 @@ import pytest
 
 from tests.support import tokens
 from tests.support.browser import ARTIFACTS, chromium_page, require_chromium
-from tests.support.clients import connect
+from tests.support.clients import connect, publish
 from tests.support.management import managed_broker
 from tests.support.process import BrokerProcess
+from tests.support.resume import cut, subscribed
 
 require_chromium()
 
@@ -114,6 +115,25 @@ def test_sign_in_watch_a_queue_fill_browse_purge_and_close(
         expect(client_rows).to_have_count(0)
     finally:
         connection.disconnect()
+
+
+def test_a_detached_session_is_listed_and_ended_with_confirmation(
+    console_broker: BrokerProcess,
+    page: Page,
+) -> None:
+    """A resumable client whose socket was cut shows under Detached sessions; End removes it."""
+    sign_in(page, console_broker)
+    first, inbox = subscribed(console_broker, "/topic/console-detached", "d")
+    cut(first)
+    publish(console_broker.address, "/topic/console-detached", ["missed"])
+    row = page.locator(f'#detached tr[data-session="{inbox.connected["session"]}"]')
+    expect(row.locator("td.missed")).to_have_text("1")
+    expect(row.locator("td.subscriptions")).to_have_text("1")
+    expect(row.locator("td.expires")).to_contain_text(" UTC")
+    row.get_by_role("button", name="End").click()
+    confirm(page, "Its client can no longer resume it")
+    expect(page.locator("#notice")).to_contain_text(f"ended {inbox.connected['session']}")
+    expect(row).to_have_count(0)
 
 
 def test_move_with_confirmation_and_see_a_queues_consumers(

@@ -20,6 +20,7 @@ from tests.support import tokens
 from tests.support.clients import connect
 from tests.support.management import managed_broker
 from tests.support.process import BrokerProcess, free_port, subprocess_env
+from tests.support.resume import cut, subscribed
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +85,23 @@ def test_close_and_connections(managed: BrokerProcess) -> None:
         connection.disconnect()
 
 
+def test_detached_lists_a_dropped_session_and_end_session_ends_it(managed: BrokerProcess) -> None:
+    """detached shows a session whose socket was cut; end-session ends it; it is listed no more."""
+    first, inbox = subscribed(managed, "/topic/cli-detached", "d")
+    cut(first)
+    session = inbox.connected["session"]
+    table = cli(managed, "detached")
+    assert table.returncode == 0
+    assert table.stdout.splitlines()[0].split()[:3] == ["id", "login", "version"]
+    [row] = [line.split() for line in table.stdout.splitlines() if line.startswith(session)]
+    assert row[2:4] == ["1.2", "1"]
+    ended = cli(managed, "end-session", session)
+    assert (ended.returncode, ended.stdout.strip()) == (0, f"ended {session} (anonymous)")
+    assert session not in cli(managed, "detached").stdout
+    again = cli(managed, "end-session", session)
+    assert again.returncode == 1 and "404 unknown session" in again.stderr
+
+
 def test_dlq_retry_of_a_queue_that_is_not_a_dead_letter_queue_is_refused(
     managed: BrokerProcess,
 ) -> None:
@@ -121,6 +139,9 @@ def test_every_subcommand_prints_json_with_json(managed: BrokerProcess) -> None:
         cli(managed, "publish", "/queue/json", "a")
         cli(managed, "publish", "/queue/json", "b")
         ident = json.loads(cli(managed, "connections", "--json").stdout)[-1]["id"]
+        dropped, dropped_inbox = subscribed(managed, "/topic/cli-json", "j")
+        cut(dropped)
+        session = dropped_inbox.connected["session"]
         runs = {
             "overview": ["overview"],
             "nodes": ["nodes"],
@@ -133,6 +154,8 @@ def test_every_subcommand_prints_json_with_json(managed: BrokerProcess) -> None:
             "purge": ["purge", "/queue/json"],
             "delete": ["delete", "/queue/json.moved"],
             "close": ["close", ident],
+            "detached": ["detached"],
+            "end-session": ["end-session", session],
         }
         cli(
             managed,
@@ -151,6 +174,8 @@ def test_every_subcommand_prints_json_with_json(managed: BrokerProcess) -> None:
         assert answers["move"]["moved"] == 1 and answers["purge"]["purged"] == 3
         assert answers["dlq-retry"]["retried"] == 1 and answers["delete"]["discarded"] == 1
         assert answers["close"]["id"] == ident
+        assert session in [row["id"] for row in answers["detached"]]
+        assert answers["end-session"]["id"] == session
         assert inbox.wait_for(lambda: inbox.errors, 5.0)
     finally:
         connection.disconnect()

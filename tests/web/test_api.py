@@ -8,96 +8,18 @@ nothing changed.
 from __future__ import annotations
 
 import base64
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from treq.testing import StubTreq
-from twisted.cred import strcred
 from twisted.internet.address import IPv4Address
 from twisted.internet.task import Clock
 from twisted.web.test.requesthelper import DummyRequest
 
-from stompbroker.broker.management import Management
-from stompbroker.broker.service import Broker
-from stompbroker.security.access import AccessControl, parse_policy
-from stompbroker.security.portal import make_portal
-from stompbroker.security.tokens import make_checker
-from stompbroker.web.api import ManagementApi
 from stompbroker.web.api_guard import ApiGuard
-from stompbroker.web.site import web_root
+from tests.support.api import ORDERS, Api, basic, bearer, refused
 from tests.support.broker import FakeConnection, Inbox
-from tests.support.tokens import AUDIENCE, NOW, SECRET, make_token
-
-ORDERS = "%2Fqueue%2Forders"
-POLICY = """
-[users.reader]
-read = ["#"]
-[users.admin]
-read = ["#"]
-write = ["#"]
-admin = ["#"]
-[users.orders]
-read = ["/queue/orders"]
-admin = ["/queue/orders"]
-"""
-
-
-def basic(user: str, password: str = "secret") -> dict[str, str]:
-    """:returns: an Authorization header with HTTP Basic credentials."""
-    token = base64.b64encode(f"{user}:{password}".encode()).decode()
-    return {"Authorization": f"Basic {token}"}
-
-
-class Api:
-    """A broker with a queue of three messages, its API behind StubTreq, and a clock to advance."""
-
-    def __init__(self, auth: bool = False, token_secret: Path | None = None) -> None:
-        self.clock = Clock()
-        if token_secret is not None:
-            self.clock.advance(NOW)
-        self.broker = Broker(self.clock)
-        for body in ("one", "two", "three"):
-            self.broker.publish("/queue/orders", body)
-        portal = access = None
-        if auth:
-            users = ":".join(f"{user}:secret" for user in ("reader", "admin", "orders"))
-            checkers = [strcred.makeChecker(f"memory:{users}")]
-            if token_secret is not None:
-                argstring = f"secret={token_secret}:audience={AUDIENCE}"
-                checkers.append(make_checker(argstring, clock=self.clock))
-            portal = make_portal(checkers)
-            access = AccessControl()
-            access.policy = parse_policy(POLICY)
-        guard = ApiGuard(portal, access, self.clock)
-        api = ManagementApi(Management(self.broker), guard)
-        self.treq = StubTreq(web_root(self.broker, api=api))
-
-    def call(
-        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
-    ) -> tuple[int, Any, Any]:
-        """:returns: the status, the JSON answer and the response of one call."""
-        headers = dict(headers or {})
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers.setdefault("Content-Type", "application/json")
-        responses: list[Any] = []
-        self.treq.request(
-            method, f"http://localhost/api/{path}", data=data, headers=headers
-        ).addCallback(responses.append)
-        self.treq.flush()
-        self.clock.advance(2)
-        self.treq.flush()
-        [response] = responses
-        content: list[bytes] = []
-        self.treq.content(response).addCallback(content.append)
-        self.treq.flush()
-        return response.code, json.loads(content[0]), response
-
-    def depth(self) -> int:
-        return len(self.broker.queues["/queue/orders"].pending)
+from tests.support.tokens import NOW, SECRET, make_token
 
 
 def test_browse_shows_the_head_of_a_queue_and_leaves_it() -> None:
@@ -181,22 +103,6 @@ def test_overview_and_nodes() -> None:
     assert api.call("GET", "overview")[1]["connections"] == 0
     [node] = api.call("GET", "nodes")[1]
     assert node == {"name": api.broker.engine.ids.node, "here": True, "engine": "local"}
-
-
-def refused(
-    api: Api,
-    method: str,
-    path: str,
-    body: Any = None,
-    headers: dict[str, str] | None = None,
-) -> tuple[int, dict[str, str]]:
-    """:returns: the status and error of a refused call, having checked that nothing changed."""
-    before = [message.body for message in api.broker.queues["/queue/orders"].pending]
-    code, error, _ = api.call(method, path, body, headers)
-    assert code >= 400 and set(error) == {"error", "detail"}
-    assert [message.body for message in api.broker.queues["/queue/orders"].pending] == before
-    assert set(api.broker.queues) == {"/queue/orders"}
-    return code, error
 
 
 def test_bad_input_is_refused_with_a_json_error_naming_it() -> None:
@@ -285,11 +191,6 @@ def test_a_bearer_token_is_checked_by_the_token_checker_and_its_scopes_apply(
     assert api.depth() == 3
 
 
-def bearer(token: str) -> dict[str, str]:
-    """:returns: an Authorization header with a bearer token."""
-    return {"Authorization": f"Bearer {token}"}
-
-
 def test_read_looks_and_admin_changes() -> None:
     """A reader browses but cannot purge; admin on one queue purges it but sees no connections."""
     api = Api(auth=True)
@@ -332,6 +233,7 @@ CHANGES = [
     ("POST", f"destinations/{ORDERS}/publish", {"body": "forged"}, "write"),
     ("POST", "destinations/%2Fqueue%2Fnew/publish", {"body": "forged"}, "write"),
     ("DELETE", "connections/c7", None, "admin"),
+    ("DELETE", "detached-sessions/session-1", None, "admin"),
 ]
 
 
@@ -339,7 +241,7 @@ CHANGES = [
 def test_every_change_without_its_right_is_refused_and_changes_nothing(
     method: str, path: str, body: Any, right: str
 ) -> None:
-    """A reader's purge, delete, move, copy, retry, publish or close: 403 naming the right."""
+    """A reader's purge, delete, move, copy, retry, publish, close or end: 403 naming the right."""
     api = Api(auth=True)
     connection = FakeConnection("c7")
     api.broker.open_connection(connection)

@@ -155,6 +155,32 @@ function renderConnections(rows) {
   }
 }
 
+function renderDetached(rows) {
+  const body = $("detached").tBodies[0];
+  body.replaceChildren();
+  const time = (text) => text.replace("T", " ").replace(/\.\d+Z$/, " UTC");
+  for (const row of rows) {
+    const tr = document.createElement("tr");
+    tr.dataset.session = row.id;
+    for (const [name, value] of [["id", row.id], ["login", row.login],
+                                 ["subscriptions", row.subscriptions],
+                                 ["buffered-frames", row.buffered_frames],
+                                 ["buffered-bytes", row.buffered_bytes],
+                                 ["missed", row.missed], ["gap", row.gap ? "gap" : ""],
+                                 ["since", time(row.detached_since)],
+                                 ["expires", time(row.expires_at)]]) {
+      cell(tr, value).className = name;
+    }
+    const actions = cell(tr, "");
+    actions.className = "actions";
+    button(actions, "End", () => act(
+      `End detached session ${row.id} of ${row.login || "no login"}? Its client can no longer resume it.`,
+      () => api("DELETE", `detached-sessions/${encode(row.id)}`),
+      (answer) => `ended ${answer.id}`), true);
+    body.appendChild(tr);
+  }
+}
+
 function renderOverview(overview) {
   const broker = overview.broker || {};
   const figures = [
@@ -164,6 +190,11 @@ function renderOverview(overview) {
     ["messages/s", rate(broker.messages_per_second)],
     ["uptime", broker.uptime_s === undefined ? "" : `${Math.round(broker.uptime_s)} s`],
   ];
+  const resumable = overview.resumable_sessions;
+  if (resumable) {
+    figures.push(["detached sessions", resumable.detached],
+                 ["resume buffers", `${resumable.connected_bytes + resumable.detached_bytes} B`]);
+  }
   const list = $("figures");
   list.replaceChildren();
   for (const [name, value] of figures) {
@@ -226,12 +257,14 @@ async function browse(name) {
 
 async function refresh() {
   try {
-    const [overview, destinations, connections] = await Promise.all([
+    const [overview, destinations, connections, detached] = await Promise.all([
       api("GET", "overview"), api("GET", "destinations"), api("GET", "connections"),
+      api("GET", "detached-sessions"),
     ]);
     renderOverview(overview);
     renderDestinations(destinations);
     renderConnections(connections);
+    renderDetached(detached);
     setStatus("live", "live");
   } catch (error) {
     if (error.code === 401) {
