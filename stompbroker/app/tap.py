@@ -111,6 +111,8 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
     if options["resume-window"]:
         # One book for every listener: a client may drop over one and come back over another.
         resumption = ResumeBook(reactor, options["resume-window"], options["resume-buffer"])
+        # With a shared engine, a client may resume on any of its nodes.
+        broker.engine.share_resumption(resumption)
     config = SessionConfig(
         server_name=f"stompbroker/{__version__}",
         heartbeat=options["heartbeat"],

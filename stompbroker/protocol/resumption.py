@@ -29,6 +29,10 @@ Theory of operation:
 - Streams (``/stream/NAME``) resume by subscribing again from the offset after
   the last one delivered (:func:`resubscribe_headers`); the session supplies
   that offset when its stream subscriptions know it.
+- In a cluster, the book files a small record of each of its sessions with
+  the engine's :class:`~stompbroker.interfaces.IResumeDirectory` (its
+  ``directory``), and hands a session over to the node its client resumes on
+  (:meth:`ResumeBook.hand_over`); see :mod:`~stompbroker.protocol.resume_records`.
 """
 
 from __future__ import annotations
@@ -39,6 +43,15 @@ from collections.abc import Callable
 from typing import Any
 
 from attrs import define, field
+
+from stompbroker.protocol.encoder import message_prefix
+from stompbroker.protocol.resume_records import (
+    Handover,
+    Last,
+    SessionRecord,
+    signature,
+    token_key,
+)
 
 #: Random bytes in a token: 128 bits.
 TOKEN_BYTES = 16
@@ -199,6 +212,25 @@ class Detached:
     expires: float = 0.0
 
 
+def missed(record: Detached, last: Last | None) -> tuple[list[bytes], bool]:
+    """
+    :param last: ``(subscription, message-id)`` of the last message the
+        resuming client says it got (CONNECT's ``resume-last-*``), or ``None``.
+    :returns: the frames of ``record`` the client has not had, and whether
+        some it should have had are lost (see :meth:`ResumeBuffer.replay`).
+    """
+    buffer = record.buffer
+    if last is None:
+        return buffer.replay(None, record.mark)
+    found = buffer.find(message_prefix(last[0], record.version), last[1])
+    if found is not None:
+        return buffer.replay(found, record.mark)
+    # A frame no longer kept, or none of ours: what it had is unknown, and
+    # when frames were dropped the client may have missed them.
+    frames, gap = buffer.replay(None, record.mark)
+    return frames, gap or buffer.first > 0
+
+
 class ResumeBook:
     """
     Every resumable session of a broker process, connected or detached.
@@ -209,6 +241,10 @@ class ResumeBook:
     :param clock: ``seconds`` and ``callLater``.
     :param window: seconds a detached session waits for its client.
     :param buffer_limit: bytes of missed messages kept per detached session.
+
+    :ivar directory: the cluster's
+        :class:`~stompbroker.interfaces.IResumeDirectory`, set by an engine
+        shared by several nodes; ``None`` on one node.
     """
 
     def __init__(
@@ -222,6 +258,11 @@ class ResumeBook:
         #: token -> record, in the order filed, which is the order they expire.
         self._detached: dict[str, Detached] = {}
         self._timer: Any = None
+        self.directory: Any = None
+        #: For the directory: token_key(token) -> token, of every token above,
+        #: and the signature of the subscriptions last filed, by token.
+        self._keys: dict[str, str] = {}
+        self._filed: dict[str, Any] = {}
 
     @property
     def detached(self) -> int:
@@ -242,6 +283,9 @@ class ResumeBook:
         """
         token = new_token()
         self._live[token] = (login, session)
+        if self.directory is not None:
+            self._keys[token_key(token)] = token
+            self._file_live(token, login, session)
         return token
 
     def forget(self, token: str, session: Any) -> None:
@@ -249,6 +293,7 @@ class ResumeBook:
         live = self._live.get(token)
         if live is not None and live[1] is session:
             del self._live[token]
+            self._unfile(token)
 
     def new_buffer(self) -> ResumeBuffer:
         """:returns: an empty buffer of this book's size, for a resumable session."""
@@ -259,6 +304,12 @@ class ResumeBook:
         self._live.pop(record.token, None)
         record.expires = self._clock.seconds() + self.window
         self._detached[record.token] = record
+        if self.directory is not None:
+            self._filed.pop(record.token, None)
+            self.directory.file(
+                token_key(record.token),
+                SessionRecord(record.login, record.version, tuple(record.subscriptions)),
+            )
         if self._timer is None:
             self._timer = self._clock.callLater(self.window, self._expire)
 
@@ -279,10 +330,64 @@ class ResumeBook:
         if record.version != version or record.expires <= self._clock.seconds():
             # The record is of no use any more (or about to expire): let it go.
             del self._detached[token]
+            self._unfile(token)
             record.release()
             return None
         del self._detached[token]
+        self._unfile(token)
         return record
+
+    def hand_over(self, key: str, last: Last | None) -> Handover | None:
+        """
+        Another node resumes the session filed under ``key`` (it took the record
+        from the directory, checking login and version): give it up.  A session
+        that still looks connected is taken over first, as on one node.
+
+        :param last: what the client says it got last (see :func:`missed`).
+        :returns: what the client missed and its subscriptions now, or ``None``
+            for a session this book no longer keeps.
+        """
+        token = self._keys.get(key)
+        if token is None:
+            return None
+        live = self._live.get(token)
+        if live is not None:
+            live[1].take_over()
+        record = self._detached.pop(token, None)
+        self._unfile(token)
+        if record is None:
+            return None
+        frames, gap = missed(record, last)
+        record.release()
+        return Handover(tuple(record.subscriptions), tuple(frames), gap)
+
+    def refresh(self) -> None:
+        """
+        File again the records of the connected sessions whose subscriptions
+        changed (or whose streams moved on) since they were filed: called by
+        the directory about once a second, so that a burst of SUBSCRIBEs costs
+        one write, and none while nothing changes.
+        """
+        filed = self._filed
+        for token, (login, session) in self._live.items():
+            if filed.get(token) != signature(session.subscriptions):
+                self._file_live(token, login, session)
+
+    def _file_live(self, token: str, login: str, session: Any) -> None:
+        self._filed[token] = signature(session.subscriptions)
+        self.directory.file(
+            token_key(token),
+            SessionRecord(login, session.version, tuple(session.resume_subscriptions())),
+        )
+
+    def _unfile(self, token: str) -> None:
+        """``token``'s session is no longer this book's: its record goes."""
+        if self.directory is None:
+            return
+        key = token_key(token)
+        self._filed.pop(token, None)
+        if self._keys.pop(key, None) is not None:
+            self.directory.drop(key)
 
     def close(self) -> None:
         """The broker stops: let every detached session go."""
@@ -290,7 +395,8 @@ class ResumeBook:
             self._timer.cancel()
         self._timer = None
         records, self._detached = self._detached, {}
-        for record in records.values():
+        for token, record in records.items():
+            self._unfile(token)
             record.release()
 
     def _expire(self) -> None:
@@ -304,4 +410,5 @@ class ResumeBook:
                 self._timer = self._clock.callLater(record.expires - now, self._expire)
                 return
             del detached[token]
+            self._unfile(token)
             record.release()

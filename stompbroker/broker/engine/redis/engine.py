@@ -24,6 +24,9 @@ what the nodes share:
 - **durable topic subscriptions**: a stream each, and a registry every node
   mirrors; the node a topic message is sent to writes it to the stream of each
   matching durable subscription (:mod:`stompbroker.broker.engine.redis.durables`).
+- **resumable sessions**: each node files a small record of its own in a
+  hash, and hands a session over to the node its client resumes on
+  (:mod:`stompbroker.broker.engine.redis.resumes`).
 - **liveness**: each node keeps a key alive (``SET ... PX --node-timeout``) and
   looks, every half ``--node-timeout``, for queue entries held by nodes whose
   key has expired, and takes them over.
@@ -69,6 +72,7 @@ from stompbroker.broker.engine.redis.connection import (
 from stompbroker.broker.engine.redis.durables import Durables, DurableStreamQueue
 from stompbroker.broker.engine.redis.figures import FIGURES_INTERVAL, FiguresExchange
 from stompbroker.broker.engine.redis.queues import StreamQueue
+from stompbroker.broker.engine.redis.resumes import RedisResumeDirectory
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
 from stompbroker.broker.engine.redis.url import EngineURL
 from stompbroker.broker.figures import ClusterView
@@ -160,6 +164,8 @@ class RedisEngine(LocalEngine):
         self.durables = Durables(self)
         #: This node's figures for the others, and theirs (cluster-wide statistics).
         self.figures = FiguresExchange(self)
+        #: Where the nodes find each other's resumable sessions (share_resumption).
+        self.resumes: RedisResumeDirectory | None = None
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -192,7 +198,10 @@ class RedisEngine(LocalEngine):
         version = await check_server(self.client, self.url)
         pubsub = self._subscriber.pubsub()
         await pubsub.psubscribe(self.names.topics, self.names.streams)
-        await pubsub.subscribe(self.names.inbox(self.ids.node), self.names.control)
+        channels = [self.names.inbox(self.ids.node), self.names.control]
+        if self.resumes is not None:
+            channels.append(self.resumes.channel)
+        await pubsub.subscribe(*channels)
         self._listener = self.loop.create_task(self._listen(pubsub))
         await self._announce()
         await self.durables.load().asFuture(self.loop)
@@ -206,6 +215,11 @@ class RedisEngine(LocalEngine):
         figures.clock = self.clock
         figures.start(FIGURES_INTERVAL, now=True)
         self._loops = [beat, scan, figures]
+        if self.resumes is not None:
+            records = LoopingCall(self.resumes.tick)
+            records.clock = self.clock
+            records.start(FIGURES_INTERVAL, now=True)
+            self._loops.append(records)
         log.info(
             "redis engine: node {node} on {url} (Redis {version}), node timeout {timeout} s",
             node=self.ids.node,
@@ -251,6 +265,14 @@ class RedisEngine(LocalEngine):
         """Share what ``figures()`` returns with the other nodes, every second."""
         self.figures.source = figures
 
+    def share_resumption(self, book: Any) -> None:
+        """
+        Let a client resume on any node: file ``book``'s sessions in Redis, and
+        find and hand over sessions between nodes (:mod:`.resumes`).  Called
+        before the engine opens.
+        """
+        self.resumes = RedisResumeDirectory(self, book)
+
     def cluster(self) -> ClusterView:
         """:returns: the latest view of the other nodes and of what waits unread in Redis."""
         return self.figures.view
@@ -295,6 +317,8 @@ class RedisEngine(LocalEngine):
             if isinstance(queue, StreamQueue):
                 queue.close()
         self.durables.close()
+        if self.resumes is not None:
+            self.resumes.close()
         try:
             await asyncio.wait_for(self.writer.drained(), STOP_TIMEOUT)
             await self.client.delete(self.names.alive(self.ids.node))
@@ -314,6 +338,8 @@ class RedisEngine(LocalEngine):
         node_prefix = self._node_prefix
         fan_out = LocalEngine.publish_topic
         control = self.names.control.encode()
+        resumes = self.resumes
+        resume_channel = b"" if resumes is None else resumes.channel.encode()
         counted = self.traffic.destinations
         while True:
             try:
@@ -354,6 +380,8 @@ class RedisEngine(LocalEngine):
                 await asyncio.sleep(0)
             elif kind == b"message" and response[1] == control:
                 self.durables.notice(response[2])
+            elif kind == b"message" and resumes is not None and response[1] == resume_channel:
+                resumes.received(response[2])
             elif kind == b"message":
                 try:
                     _, message = decode(response[2])
