@@ -305,9 +305,11 @@ class ResumeBook:
         record.expires = self._clock.seconds() + self.window
         self._detached[record.token] = record
         if self.directory is not None:
+            key = token_key(record.token)
+            self._keys[key] = record.token
             self._filed.pop(record.token, None)
             self.directory.file(
-                token_key(record.token),
+                key,
                 SessionRecord(record.login, record.version, tuple(record.subscriptions)),
             )
         if self._timer is None:

@@ -184,9 +184,7 @@ def test_only_one_of_two_nodes_resuming_the_same_token_resumes_it(
         connections.append(connection)
         answers[name] = session.connected["resumed"]
 
-    racers = [
-        threading.Thread(target=resume, args=(broker, name)) for broker, name in ((a, "a"), (b, "b"))
-    ]
+    racers = [threading.Thread(target=resume, args=pair_) for pair_ in ((a, "a"), (b, "b"))]
     for racer in racers:
         racer.start()
     for racer in racers:
