@@ -105,7 +105,7 @@ def test_a_request_is_answered_with_the_handover_in_a_key_and_a_notice() -> None
     request = {"id": "other-1", "from": "other", "key": token_key("tok"), "last": None}
     resumes.received(b"?" + json.dumps(request).encode())
     assert released == [True]
-    (set_, key, payload, px, ttl), drop, publish = engine.writer.commands
+    drop, (set_, key, payload, px, ttl), publish = engine.writer.commands
     assert (set_, key, px) == ("SET", "p:resume:handover:other-1", "PX")
     assert decode_handover(payload) == Handover(({"id": "t"},), (buffer.frames[0],), False)
     assert drop == ("HDEL", "p:resume:me", token_key("tok"))
