@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
-from tests.support.clients import publish
+from tests.support.clients import connect, publish
+from tests.support.passwords import write_users
 from tests.support.process import BrokerProcess
 from tests.support.redis import RedisServer, node, redis_server, started_nodes  # noqa: F401
-from tests.support.resume import cut, resumable, subscribed
+from tests.support.resume import Session, cut, resumable, subscribed
 
 
 @pytest.fixture(scope="module")
@@ -194,3 +195,56 @@ def test_only_one_of_two_nodes_resuming_the_same_token_resumes_it(
     finally:
         for connection in connections:
             connection.disconnect()
+
+
+def logged_in(broker: BrokerProcess, user: str, token: str = "") -> tuple[Any, Session]:
+    """:returns: a resumable connection of ``user`` (password ``USER-pw``), and its listener."""
+    session = Session()
+    connection, _ = connect(
+        broker.address,
+        collector=session,
+        login=user,
+        passcode=f"{user}-pw",
+        headers={"resume-token": token},
+    )
+    return connection, session
+
+
+def test_another_users_token_is_refused_on_another_node_and_the_session_left_alone(
+    redis_server: RedisServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """
+    With passwords: bob presenting ann's token on B gets a fresh session; ann
+    then resumes on B with what she missed (the token is checked against the
+    login by whichever node gets it).
+    """
+    users = write_users(
+        tmp_path / "users", ("ann", "ann-pw", ("staff",)), ("bob", "bob-pw", ("staff",))
+    )
+    auth = ("--auth", f"passwd:{users}", "--data-dir", "none")
+    a = node(tmp_path / "a", redis_server, *auth)
+    b = node(tmp_path / "b", redis_server, *auth)
+    try:
+        first, inbox = logged_in(a, "ann")
+        first.subscribe("/topic/anynode.users", id="t", receipt="subscribed")
+        assert inbox.wait_for(lambda: "subscribed" in inbox.receipts)
+        cut(first)
+        token = inbox.connected["resume-token"]
+        thief, stolen = logged_in(b, "bob", token)
+        try:
+            assert stolen.connected["resumed"] == "false"
+        finally:
+            thief.disconnect()
+        publisher, _ = connect(b.address, login="bob", passcode="bob-pw")
+        publisher.send("/topic/anynode.users", b"for ann", receipt="sent")
+        publisher.disconnect(receipt="bye")
+        again, back = logged_in(b, "ann", token)
+        try:
+            assert back.connected["resumed"] == "true"
+            assert back.wait_for(lambda: back.bodies() == [b"for ann"])
+        finally:
+            again.disconnect()
+    finally:
+        a.stop()
+        b.stop()
