@@ -417,12 +417,14 @@ class ResumeMixin(SessionPart):
             self._fail(error)
             return
         write = self._write_recent
-        seen = set()
         for data in elsewhere.frames:
-            seen.add(frame_identity(data))
             self.bytes_sent += len(data)
             write(data)
         self.frames_sent += len(elsewhere.frames)
+        # Read the handover's frames for their ids only when something was held.
+        seen = set()
+        if any(held for _, held in made.values()):
+            seen = {frame_identity(data) for data in elsewhere.frames}
         for name, (subscription, held) in made.items():
             if name not in wanted:
                 # Unsubscribed on the old node after its record was filed.
