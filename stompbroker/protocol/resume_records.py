@@ -91,15 +91,20 @@ class Handover:
     gap: bool
 
 
-def signature(subscriptions: dict[str, object]) -> tuple[tuple[str, object], ...]:
+def signature(subscriptions: dict[str, object]) -> tuple[tuple[str, object, object], ...]:
     """
     :param subscriptions: a session's subscriptions, by id.
     :returns: what changes when its record must be filed again: which
-        subscriptions it has (by id and object), and each stream
-        subscription's last offset.
+        subscriptions it has (by id, and by the number the session gave each,
+        which a new subscription of the same id does not share), and each
+        stream subscription's last offset.
     """
     return tuple(
-        (subscription_id, (id(subscription), getattr(subscription, "last_stream_offset", None)))
+        (
+            subscription_id,
+            getattr(subscription, "number", None),
+            getattr(subscription, "last_stream_offset", None),
+        )
         for subscription_id, subscription in subscriptions.items()
     )
 

@@ -139,3 +139,13 @@ def test_a_message_not_understood_is_logged_and_ignored() -> None:
     resumes.received(b"?not json")
     resumes.received(b"!unknown-request")
     assert engine.writer.commands == []
+
+
+def test_a_handover_whose_client_went_is_forgotten_with_its_timer() -> None:
+    """Cancelled (the resuming client went): no timer left, and a late reply is ignored."""
+    resumes, engine, _ = directory()
+    answer = resumes.hand_over("other", "k", None)
+    answer.addErrback(lambda failure: None)
+    answer.cancel()
+    assert engine.clock.getDelayedCalls() == []
+    resumes.received(b"!me-1")

@@ -39,9 +39,12 @@ class Directory:
 
 
 class Subscription:
+    numbers = iter(range(1, 1000))
+
     def __init__(self, headers: dict[str, str], last_stream_offset: int | None = None) -> None:
         self.headers = headers
         self.last_stream_offset = last_stream_offset
+        self.number = next(self.numbers)
 
 
 class Live:
@@ -175,3 +178,16 @@ def test_signature_and_subscription_id() -> None:
     assert signature({"a": one}) != signature({"a": Subscription({"id": "a"})})
     assert subscription_id({"destination": "/topic/x"}) == "/topic/x"
     assert subscription_id({"id": "i", "destination": "/topic/x"}) == "i"
+
+
+def test_a_subscription_made_again_under_the_same_id_is_filed_again() -> None:
+    """UNSUBSCRIBE then SUBSCRIBE of the same id elsewhere, between two refreshes, is a change."""
+    book, directory, _ = clustered()
+    session = Live(book)
+    session.subscriptions["t"] = Subscription({"id": "t", "destination": "/topic/a"})
+    token = book.issue("ann", session)
+    session.subscriptions["t"] = Subscription({"id": "t", "destination": "/topic/b"})
+    book.refresh()
+    assert directory.records[token_key(token)].subscriptions == (
+        {"id": "t", "destination": "/topic/b"},
+    )

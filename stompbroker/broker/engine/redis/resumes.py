@@ -205,7 +205,8 @@ class RedisResumeDirectory:
     def hand_over(self, node: str, key: str, last: Last | None) -> Deferred[Handover | None]:
         """Ask ``node`` for a session: see :meth:`IResumeDirectory.hand_over`."""
         request = f"{self._node}-{next(self._requests)}"
-        answer: Deferred[Handover | None] = Deferred()
+        # Cancelled when the client goes meanwhile: nobody waits any more.
+        answer: Deferred[Handover | None] = Deferred(lambda _: self._forget(request))
         timer = self._engine.clock.callLater(self.timeout, self._timed_out, request)
         self._waiting[request] = (answer, timer)
         payload = json.dumps(
@@ -215,6 +216,11 @@ class RedisResumeDirectory:
         # Through the writer, after every topic message this node published before.
         self._engine.writer.command("PUBLISH", self._channel_prefix + node, _REQUEST + payload)
         return answer
+
+    def _forget(self, request: str) -> None:
+        waiting = self._waiting.pop(request, None)
+        if waiting is not None and waiting[1].active():
+            waiting[1].cancel()
 
     def _timed_out(self, request: str) -> None:
         waiting = self._waiting.pop(request, None)
