@@ -2,7 +2,8 @@
 What resuming a session on another node of a Redis cluster costs, against
 resuming it on its own node: real ``twistd`` nodes on a real ``redis-server``.
 
-Usage: ``python -m benchmarks.resume_cluster [--missed N] [--repeat R] [--reactor uvloop]``
+Usage: ``python -m benchmarks.resume_cluster [--missed N] [--repeat R] [--reactor uvloop]
+[--where both|same|other]``
 
 Each run: a resumable client of node A subscribes to a topic and its socket is
 cut (no DISCONNECT); ``--missed`` messages are published on A (each with ``seq``,
@@ -129,8 +130,14 @@ def resume(node: BrokerProcess, token: str, missed: int) -> float:
     return elapsed
 
 
-def measure(missed: int, repeat: int, reactor: str, workdir: Path) -> list[dict[str, Any]]:
-    """:returns: the JSON records: median milliseconds, and every run's."""
+def measure(
+    missed: int, repeat: int, reactor: str, workdir: Path, where: str = "both"
+) -> list[dict[str, Any]]:
+    """
+    :param where: ``same``, ``other`` or ``both`` nodes to resume on (``same``
+        runs on a broker without resumption across nodes too, for a before/after).
+    :returns: the JSON records: median milliseconds, and every run's.
+    """
     redis = RedisServer(workdir / "redis")
     nodes: list[BrokerProcess] = []
     try:
@@ -147,9 +154,12 @@ def measure(missed: int, repeat: int, reactor: str, workdir: Path) -> list[dict[
                 )
             )
         a, b = nodes
-        runs: dict[str, list[float]] = {"same node": [], "other node": []}
+        targets = [("same node", a), ("other node", b)]
+        if where != "both":
+            targets = [targets[0] if where == "same" else targets[1]]
+        runs: dict[str, list[float]] = {label: [] for label, _ in targets}
         for _ in range(repeat):
-            for label, target in (("same node", a), ("other node", b)):
+            for label, target in targets:
                 token = detached_session(a, missed)
                 runs[label].append(resume(target, token, missed) * 1000)
     finally:
@@ -182,11 +192,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--reactor", choices=("uvloop", "asyncio"), default="uvloop", help="default uvloop"
     )
+    parser.add_argument(
+        "--where", choices=("both", "same", "other"), default="both", help="default both"
+    )
     options = parser.parse_args(argv)
     if options.missed < 1 or options.repeat < 1:
         parser.error("--missed and --repeat at least 1")
     with tempfile.TemporaryDirectory(prefix="resume-cluster-") as workdir:
-        results = measure(options.missed, options.repeat, options.reactor, Path(workdir))
+        results = measure(
+            options.missed, options.repeat, options.reactor, Path(workdir), options.where
+        )
     print_results(
         results,
         (

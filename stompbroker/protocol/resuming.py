@@ -234,16 +234,27 @@ class ResumeMixin(SessionPart):
         # The new subscriptions are in place (and hold what they get) before the
         # old ones leave, so that no message falls between them.
         record.release()
-        # Kept again as they go, should this connection drop too.
-        write = self._write_recent
-        count = 0
-        for data in frames:
-            self.bytes_sent += len(data)
-            write(data)
-            count += 1
-        self.frames_sent += count
+        self._write_replayed(frames)
         for release in releases:
             release()
+
+    def _write_replayed(self, frames: list[bytes]) -> None:
+        """
+        Write what a resumed client missed: each frame kept again, should this
+        connection drop too, and all of them in one write (a resume that waited
+        for the cluster runs outside a read, where each write would be a send).
+        """
+        if not frames:
+            return
+        recent: Any = self._recent
+        size = 0
+        for data in frames:
+            recent.append(data)
+            size += len(data)
+        self.bytes_sent += size
+        self.frames_sent += len(frames)
+        self._wrote = True
+        self._message_write(b"".join(frames))
 
     def _detach(self) -> None:
         """
@@ -416,26 +427,19 @@ class ResumeMixin(SessionPart):
         except ProtocolError as error:
             self._fail(error)
             return
-        write = self._write_recent
-        for data in elsewhere.frames:
-            self.bytes_sent += len(data)
-            write(data)
-        self.frames_sent += len(elsewhere.frames)
+        frames = list(elsewhere.frames)
         # Read the handover's frames for their ids only when something was held.
         seen = set()
         if any(held for _, held in made.values()):
-            seen = {frame_identity(data) for data in elsewhere.frames}
+            seen = {frame_identity(data) for data in frames}
         for name, (subscription, held) in made.items():
             if name not in wanted:
                 # Unsubscribed on the old node after its record was filed.
                 self._unmake(subscription)
                 continue
-            subscription.divert(write)
-            for data in held:
-                if frame_identity(data) not in seen:
-                    self.bytes_sent += len(data)
-                    self.frames_sent += 1
-                    write(data)
+            subscription.divert(self._write_recent)
+            frames.extend(data for data in held if frame_identity(data) not in seen)
+        self._write_replayed(frames)
         for release in releases:
             release()
 
