@@ -11,8 +11,11 @@ the last with a receipt), which A's detached session buffers; then the client
 comes back with its token, on A (**same node**) or on B (**other node**: B takes
 the record in Redis, subscribes, asks A over pub/sub, and A hands the buffer
 over).  The figure is the milliseconds from sending CONNECT to the last missed
-MESSAGE read.  Checked each time: ``resumed:true``, every message once and in
-order.  Runs alternate same/other, so that both see the same load.
+MESSAGE read, and, less at the mercy of a loaded machine, the CPU milliseconds
+the two nodes and Redis spent meanwhile (``/proc/PID/task/*/schedstat``,
+nanoseconds on a CPU; their once-a-second ticks fall in some runs).  Checked
+each time: ``resumed:true``, every message once and in order.  Runs alternate
+same/other, so that both see the same load.
 
 It prints a table (median, and every run), then one JSON line per figure.
 """
@@ -113,6 +116,18 @@ def detached_session(node: BrokerProcess, missed: int) -> str:
     return token
 
 
+def cpu_ns(pids: list[int]) -> int:
+    """:returns: nanoseconds the processes ``pids`` (all their threads) have run on a CPU."""
+    total = 0
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                total += int((task / "schedstat").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+    return total
+
+
 def resume(node: BrokerProcess, token: str, missed: int) -> float:
     """:returns: seconds from CONNECT to the last missed MESSAGE; checks what came."""
     client = Client(node.port)
@@ -120,6 +135,9 @@ def resume(node: BrokerProcess, token: str, missed: int) -> float:
     client.send(connect_frame(token))
     frames = client.read(1 + missed)
     elapsed = time.perf_counter() - started
+    # Ended for good, so that sessions do not pile up detached over the runs.
+    client.send(b"DISCONNECT\nreceipt:bye\n\n\0")
+    client.read(1)
     client.close()
     connected = frames[0]
     if command_of(connected) != b"CONNECTED" or header_of(connected, "resumed") != "true":
@@ -158,10 +176,14 @@ def measure(
         if where != "both":
             targets = [targets[0] if where == "same" else targets[1]]
         runs: dict[str, list[float]] = {label: [] for label, _ in targets}
+        cpu: dict[str, list[float]] = {label: [] for label, _ in targets}
+        pids = [a.pid, b.pid, redis.process.pid]
         for _ in range(repeat):
             for label, target in targets:
                 token = detached_session(a, missed)
+                before = cpu_ns(pids)
                 runs[label].append(resume(target, token, missed) * 1000)
+                cpu[label].append((cpu_ns(pids) - before) / 1e6)
     finally:
         for node in nodes:
             node.stop()
@@ -172,11 +194,12 @@ def measure(
             "benchmark": "resume_cluster",
             "figure": f"resume of {missed} missed messages, {label}",
             "value": round(statistics.median(values), 2),
-            "unit": "  ms to caught-up (median)",
+            "unit": unit,
             "runs": " ".join(f"{value:.1f}" for value in values),
             **common,
         }
-        for label, values in runs.items()
+        for figures, unit in ((runs, "  ms to caught-up"), (cpu, "  CPU ms, nodes + Redis"))
+        for label, values in figures.items()
     ]
 
 

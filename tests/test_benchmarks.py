@@ -622,8 +622,10 @@ def test_resume_cluster_resumes_on_both_nodes_with_every_message(
     assert resume_cluster.main(["--missed", "50", "--repeat", "1"]) == 0
     output = capsys.readouterr().out
     lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
-    assert [line["figure"] for line in lines] == [
-        "resume of 50 missed messages, same node",
-        "resume of 50 missed messages, other node",
+    assert [(line["figure"], line["unit"].strip()) for line in lines] == [
+        ("resume of 50 missed messages, same node", "ms to caught-up"),
+        ("resume of 50 missed messages, other node", "ms to caught-up"),
+        ("resume of 50 missed messages, same node", "CPU ms, nodes + Redis"),
+        ("resume of 50 missed messages, other node", "CPU ms, nodes + Redis"),
     ]
     assert all(line["value"] > 0 for line in lines)

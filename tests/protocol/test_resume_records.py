@@ -150,7 +150,7 @@ def test_hand_over_takes_a_live_session_over_and_gives_what_followed_the_clients
     handover = book.hand_over(token_key(session.token), ("t", "n-0"))
     assert session.taken
     assert handover is not None
-    assert [frame_identity(data) for data in handover.frames] == [("t", "n-1"), ("t", "n-2")]
+    assert [frame_identity(data) for data in handover.frames] == [(b"t", b"n-1"), (b"t", b"n-2")]
     assert handover.subscriptions == ({"id": "t", "destination": "/topic/a"},)
     assert not handover.gap
     assert directory.records == {}
@@ -167,8 +167,10 @@ def test_hand_over_of_an_unknown_key_is_none() -> None:
 def test_frame_identity_reads_subscription_and_message_id_from_the_headers_only() -> None:
     """A body that looks like headers does not count (STOMP 1.2, "Frames and Headers")."""
     data = b"MESSAGE\nsubscription:t\ndestination:/topic/a\nmessage-id:n-1\n\nmessage-id:x\x00"
-    assert frame_identity(data) == ("t", "n-1")
+    assert frame_identity(data) == (b"t", b"n-1")
     assert frame_identity(b"MESSAGE\ndestination:/topic/a\n\n\x00") == (None, None)
+    crlf = b"MESSAGE\r\nmessage-id:n-2\r\nsubscription:s\r\n\r\nbody\x00"
+    assert frame_identity(crlf) == (b"s", b"n-2")
 
 
 def test_signature_and_subscription_id() -> None:
