@@ -45,6 +45,10 @@ BUFFER = "64M"
 TIMEOUT = 30.0
 #: How long a node may take to notice a cut socket (it reads the FIN at once).
 NOTICE = 0.3
+#: How long the nodes get to take in what was published before a resume is
+#: timed (the other node reads it from Redis too, and drops it): the figures
+#: are the resume's own.
+SETTLE = 0.2
 
 
 class Client:
@@ -181,6 +185,7 @@ def measure(
         for _ in range(repeat):
             for label, target in targets:
                 token = detached_session(a, missed)
+                time.sleep(SETTLE)
                 before = cpu_ns(pids)
                 runs[label].append(resume(target, token, missed) * 1000)
                 cpu[label].append((cpu_ns(pids) - before) / 1e6)
