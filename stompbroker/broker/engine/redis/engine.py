@@ -51,16 +51,11 @@ from stompbroker.broker.destinations import QUEUE_PREFIX, REPLY_QUEUE_PREFIX
 from stompbroker.broker.engine.base import Node
 from stompbroker.broker.engine.local import DEFAULT_POLICY, LocalEngine
 from stompbroker.broker.engine.redis.codec import (
-    BATCH,
     Names,
-    decode,
     encode,
     pack_batch,
-    unpack_batch,
 )
 from stompbroker.broker.engine.redis.connection import (
-    BACKOFF_BASE,
-    BACKOFF_CAP,
     CONNECTION_ERRORS,
     RedisUnreachable,
     Writer,
@@ -71,6 +66,7 @@ from stompbroker.broker.engine.redis.connection import (
 )
 from stompbroker.broker.engine.redis.durables import Durables, DurableStreamQueue
 from stompbroker.broker.engine.redis.figures import FIGURES_INTERVAL, FiguresExchange
+from stompbroker.broker.engine.redis.listener import listen
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.resumes import RedisResumeDirectory
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
@@ -150,7 +146,6 @@ class RedisEngine(LocalEngine):
         self._subscriber: Any = None
         self._listener: asyncio.Task[None] | None = None
         self._loops: list[LoopingCall] = []
-        self._node_prefix = BATCH + self.ids.node.encode() + b"\n"
         # Streams live in Redis; this node keeps mirrors of those it reads.
         limits = stream_limits or StreamLimits()
         self.streams = Streams(
@@ -159,7 +154,6 @@ class RedisEngine(LocalEngine):
         self.redis_streams = RedisStreams(
             self.streams, self._writer, self.names, self.ids.node, limits
         )
-        self._streams_pattern = self.names.streams.encode()
         #: This node's copy of the registry of durable subscriptions.
         self.durables = Durables(self)
         #: This node's figures for the others, and theirs (cluster-wide statistics).
@@ -202,7 +196,7 @@ class RedisEngine(LocalEngine):
         if self.resumes is not None:
             channels.append(self.resumes.channel)
         await pubsub.subscribe(*channels)
-        self._listener = self.loop.create_task(self._listen(pubsub))
+        self._listener = self.loop.create_task(listen(self, pubsub))
         await self._announce()
         await self.durables.load().asFuture(self.loop)
         beat = LoopingCall(self._beat)
@@ -329,65 +323,6 @@ class RedisEngine(LocalEngine):
             self._listener.cancel()
         await self._subscriber.aclose()
         await self.client.aclose()
-
-    # -- what other nodes send -----------------------------------------------------------
-
-    async def _listen(self, pubsub: Any) -> None:
-        """Fan out what other nodes publish to this node's subscribers."""
-        delay = BACKOFF_BASE
-        node_prefix = self._node_prefix
-        fan_out = LocalEngine.publish_topic
-        control = self.names.control.encode()
-        resumes = self.resumes
-        resume_channel = b"" if resumes is None else resumes.channel.encode()
-        counted = self.traffic.destinations
-        while True:
-            try:
-                response = await pubsub.parse_response(block=True)
-            except asyncio.CancelledError:
-                raise
-            except CONNECTION_ERRORS as error:
-                log.warn("lost Redis pub/sub: {error}; reconnecting", error=str(error))
-                self.redis_streams.lost()
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, BACKOFF_CAP)
-                continue
-            delay = BACKOFF_BASE
-            kind = response[0]
-            if kind == b"pmessage":
-                if response[1] == self._streams_pattern:
-                    try:
-                        self.redis_streams.arrived(response[2], response[3])
-                    except Exception:
-                        log.failure("adding a stream entry from Redis failed")
-                    continue
-                payload = response[3]
-                if payload.startswith(node_prefix):
-                    continue
-                try:
-                    for part in unpack_batch(payload):
-                        _, message = decode(part)
-                        fan_out(self, message)
-                        # Counted in where it was sent, so that the nodes' counts add up.
-                        traffic = counted.get(message.destination)
-                        if traffic is not None:
-                            traffic.messages_in -= 1
-                            traffic.bytes_in -= len(message.body)
-                except Exception:
-                    log.failure("fanning out a message from Redis failed")
-                # Let the reactor write what the batch gave the subscribers before
-                # the next one, which may be read already.
-                await asyncio.sleep(0)
-            elif kind == b"message" and response[1] == control:
-                self.durables.notice(response[2])
-            elif kind == b"message" and resumes is not None and response[1] == resume_channel:
-                resumes.received(response[2])
-            elif kind == b"message":
-                try:
-                    _, message = decode(response[2])
-                    LocalEngine.publish_reply(self, message)
-                except Exception:
-                    log.failure("delivering a reply from Redis failed")
 
     # -- routing ---------------------------------------------------------------------------
 
