@@ -111,8 +111,6 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
     if options["resume-window"]:
         # One book for every listener: a client may drop over one and come back over another.
         resumption = ResumeBook(reactor, options["resume-window"], options["resume-buffer"])
-        # With a shared engine, a client may resume on any of its nodes.
-        broker.engine.share_resumption(resumption)
     config = SessionConfig(
         server_name=f"stompbroker/{__version__}",
         heartbeat=options["heartbeat"],
@@ -129,6 +127,9 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         slow_consumer_buffer=options["slow-consumer-buffer"],
         resumption=resumption,
     )
+    if resumption is not None:
+        # With a shared engine, a client may resume on any of its nodes.
+        broker.engine.share_resumption(resumption)
     if options["access"] is not None:
         ReloadOnHangup(options["access-control"], reactor).setServiceParent(top)
     raise_descriptor_limit(options["max-connections"])

@@ -190,27 +190,31 @@ class ResumeMixin(SessionPart):
             return (), None
         login = self._login_name()
         found, self._found = self._found, None
-        record = None
+        record: Detached | Elsewhere | None = found if isinstance(found, Elsewhere) else None
         if presented and (found is None or found is _HERE):
             record = book.claim(presented, login, self.version)
         self.resume_token = book.issue(login, self)
-        if self._recent is None:
-            self._recent = book.new_buffer()
-        resumed: Any = record if record is not None else found
-        if not isinstance(resumed, (Detached, Elsewhere)):
-            return ((RESUME_TOKEN, self.resume_token), ("resumed", "false")), None
+        self._recent = book.new_buffer()
         headers: tuple[tuple[str, str], ...] = (
             (RESUME_TOKEN, self.resume_token),
-            ("resumed", "true"),
+            ("resumed", "true" if record is not None else "false"),
         )
-        if isinstance(resumed, Elsewhere):
-            if resumed.gap:
-                headers += (("resume-gap", "true"),)
-            return headers, (resumed, [])
-        frames, gap = missed(resumed, self._resume_last)
+        if record is None:
+            return headers, None
+        frames, gap = self._missed(record)
         if gap:
             headers += (("resume-gap", "true"),)
-        return headers, (resumed, frames)
+        return headers, (record, frames)
+
+    def _missed(self, record: Detached | Elsewhere) -> tuple[list[bytes], bool]:
+        """
+        :returns: the frames the resuming client has not had, and whether some
+            it should have had are lost (see :func:`missed`); another node's
+            frames come with the session (:meth:`_resume_elsewhere`).
+        """
+        if isinstance(record, Elsewhere):
+            return [], record.gap
+        return missed(record, self._resume_last)
 
     def _resume(self, resumption: Resumption) -> None:
         """
@@ -372,7 +376,6 @@ class ResumeMixin(SessionPart):
         between (docs/cluster.md).
         """
         book: Any = self.config.resumption
-        self._recent = book.new_buffer()
         made: dict[str, tuple[Any, list[bytes]]] = {}
         try:
             for headers in taken.record.subscriptions:
