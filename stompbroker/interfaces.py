@@ -362,3 +362,52 @@ class IClock(Interface):
 
     def callLater(delay, callable, *args, **kw):  # type: ignore[no-untyped-def]
         """Schedule a call; returns an object with ``cancel()`` and ``active()``."""
+
+
+class IResumeDirectory(Interface):
+    """
+    Where a cluster's nodes find each other's resumable sessions
+    (:mod:`~stompbroker.protocol.resume_records`), so that a client may resume
+    on any node.  An engine shared by several processes makes one
+    (``IEngine.share_resumption``) and sets it as the
+    :class:`~stompbroker.protocol.resumption.ResumeBook`'s ``directory``;
+    without one (one process), sessions resume on their own node only.
+
+    A session's key is :func:`~stompbroker.protocol.resume_records.token_key`
+    of its token: the token itself never leaves its node.
+    """
+
+    def available():  # type: ignore[no-untyped-def]
+        """:returns: whether the directory can answer now (its server is reachable)."""
+
+    def file(key, record):  # type: ignore[no-untyped-def]
+        """
+        Keep (or replace) the record of one of this node's sessions, for as long
+        as this node lives and a resume window after.  Nothing waits for it.
+
+        :param record: a :class:`~stompbroker.protocol.resume_records.SessionRecord`.
+        """
+
+    def drop(key):  # type: ignore[no-untyped-def]
+        """This node's session of ``key`` is resumed, ended or expired: forget its record."""
+
+    def take(key, login, version):  # type: ignore[no-untyped-def]
+        """
+        Take a session's record, so that no other node can: atomically, and only
+        if it belongs to ``login`` and ``version`` (another login's is left alone).
+
+        :returns: a Deferred firing with a
+            :class:`~stompbroker.protocol.resume_records.Taken`, or ``None``
+            when there is no such record; it fails when the directory cannot answer.
+        """
+
+    def hand_over(node, key, last):  # type: ignore[no-untyped-def]
+        """
+        Ask ``node``, which keeps the session of ``key``, to give it up.
+
+        :param last: ``(subscription, message-id)`` of the last message the
+            client says it got, or ``None``.
+        :returns: a Deferred firing with a
+            :class:`~stompbroker.protocol.resume_records.Handover`, or ``None``
+            when the node no longer has the session or did not answer in time.
+        """

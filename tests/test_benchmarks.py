@@ -609,3 +609,23 @@ def test_fanout_cost_refuses_a_run_that_lost_a_delivery(monkeypatch: pytest.Monk
     monkeypatch.setattr(fanout_cost.Run, "_batch", staticmethod(one_fewer))
     with pytest.raises(RuntimeError, match="got \\[99\\] of 100"):
         fanout_cost.measure(2, 100, 1)
+
+
+@pytest.mark.integration
+def test_resume_cluster_resumes_on_both_nodes_with_every_message(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """benchmarks.resume_cluster resumes on the same node and on the other, each checked."""
+    from benchmarks import resume_cluster
+
+    redis_server_binary()
+    assert resume_cluster.main(["--missed", "50", "--repeat", "1"]) == 0
+    output = capsys.readouterr().out
+    lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    assert [(line["figure"], line["unit"].strip()) for line in lines] == [
+        ("resume of 50 missed messages, same node", "ms to caught-up"),
+        ("resume of 50 missed messages, other node", "ms to caught-up"),
+        ("resume of 50 missed messages, same node", "CPU ms, nodes + Redis"),
+        ("resume of 50 missed messages, other node", "CPU ms, nodes + Redis"),
+    ]
+    assert all(line["value"] > 0 for line in lines)

@@ -128,6 +128,9 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         slow_consumer_buffer=options["slow-consumer-buffer"],
         resumption=resumption,
     )
+    if resumption is not None:
+        # With a shared engine, a client may resume on any of its nodes.
+        broker.engine.share_resumption(resumption)
     if options["access"] is not None:
         ReloadOnHangup(options["access-control"], reactor).setServiceParent(top)
     raise_descriptor_limit(options["max-connections"])

@@ -155,6 +155,7 @@ class HandshakeMixin(SessionPart):
     _read_resume: Callable[[Frame], None]
     _resume_headers: Callable[[], tuple[tuple[tuple[str, str], ...], Any]]
     _resume: Callable[[Any], None]
+    _wait_for_resumed: Callable[[], bool]
 
     def _init_handshake(self) -> None:
         #: The broker-unique id sent in CONNECTED; empty until then.
@@ -183,7 +184,8 @@ class HandshakeMixin(SessionPart):
             self._read_resume(frame)
         authenticator = self.config.authenticator
         if authenticator is None:
-            self._open()
+            if not self._wait_for_resumed():
+                self._open()
             return
         self._transition(Event.LOGIN_STARTED)
         # Frames that came with the CONNECT wait for the answer.
@@ -203,6 +205,11 @@ class HandshakeMixin(SessionPart):
             return
         self.identity = identity
         self._watch_expiry(identity)
+        if not self._wait_for_resumed():
+            self._let_in()
+
+    def _let_in(self) -> None:
+        """The client is in (its token looked up in the cluster): CONNECTED, then what waited."""
         held = self._take_held()
         self._resume_reading(BY_LOGIN)
         self._open()

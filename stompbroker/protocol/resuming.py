@@ -25,6 +25,16 @@ buffer) is :mod:`~stompbroker.protocol.resumption`.
 A session that never asked pays one slot and one ``is None`` test per
 connection loss; the delivery path is not touched (a detached subscription's
 writes are diverted, as :meth:`SessionSubscription.hold_writes` does).
+
+In a cluster (the book has a ``directory``), a CONNECT with a token first
+takes the session's record from the directory, the client's frames held and
+its socket not read meanwhile, as while a password is checked
+(:meth:`ResumeMixin._wait_for_resumed`): a session kept here is then claimed
+as above; one kept by a dead node is made again from the record, with
+``resume-gap:true``; one kept by another live node is subscribed again to its
+topics (their messages held), then handed over by that node (the frames
+missed, the subscriptions' latest headers), and written as above, the held
+frames the handover also carried left out (:mod:`.resume_records`).
 """
 
 from __future__ import annotations
@@ -32,11 +42,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from stompbroker.protocol.encoder import message_prefix
 from stompbroker.protocol.errors import ProtocolError
 from stompbroker.protocol.frames import Frame
+from stompbroker.protocol.negotiation import BY_LOGIN
 from stompbroker.protocol.parts import SessionPart
-from stompbroker.protocol.resumption import Detached, ResumeBuffer, resubscribe_headers
+from stompbroker.protocol.resume_records import (
+    Handover,
+    Taken,
+    frame_identity,
+    subscription_id,
+    token_key,
+)
+from stompbroker.protocol.resumption import (
+    Detached,
+    ResumeBuffer,
+    missed,
+    resubscribe_headers,
+)
 from stompbroker.protocol.states import Event, State
 
 #: The CONNECT header that asks for a resumable session, and the CONNECTED one with its token.
@@ -45,8 +67,41 @@ RESUME_TOKEN = "resume-token"
 LAST_SUBSCRIPTION = "resume-last-subscription"
 LAST_MESSAGE_ID = "resume-last-message-id"
 
+
+class Elsewhere:
+    """
+    A session resumed from another node (or from the record a dead one left):
+    what :meth:`ResumeMixin._resume_elsewhere` makes of it.
+
+    :ivar subscriptions: the headers to subscribe again with, in order.
+    :ivar frames: the frames the client missed, to write first.
+    :ivar gap: whether some it should have had are lost.
+    :ivar made: the subscriptions made already (the topics', before the
+        handover), by id, and what each got meanwhile.
+    """
+
+    __slots__ = ("subscriptions", "frames", "gap", "made")
+
+    def __init__(
+        self,
+        subscriptions: tuple[dict[str, str], ...],
+        frames: tuple[bytes, ...] = (),
+        gap: bool = True,
+        made: dict[str, tuple[Any, list[bytes]]] | None = None,
+    ) -> None:
+        self.subscriptions = subscriptions
+        self.frames = frames
+        self.gap = gap
+        self.made = made if made is not None else {}
+
+
 #: What a resumed session is given: the record, and the frames to write.
-Resumption = tuple[Detached, list[bytes]]
+Resumption = tuple[Detached | Elsewhere, list[bytes]]
+
+#: What the directory said of a presented token: nothing is kept (``_found``).
+_NOWHERE = "nowhere"
+#: ... the session is this node's: claim it from the book as on one node.
+_HERE = "here"
 
 
 class ResumeMixin(SessionPart):
@@ -58,11 +113,12 @@ class ResumeMixin(SessionPart):
     __slots__ = ()
 
     #: The session's slots this part owns.
-    SLOTS: tuple[str, ...] = ("resume_token", "_resume_last", "_recent")
+    SLOTS: tuple[str, ...] = ("resume_token", "_resume_last", "_recent", "_found")
 
     resume_token: str | None
     _resume_last: tuple[str | None, str] | None
     _recent: ResumeBuffer | None
+    _found: Any
     # Of the session's other parts.
     identity: Any
     version: str
@@ -76,6 +132,10 @@ class ResumeMixin(SessionPart):
     session_id: str
     frames_sent: int
     bytes_sent: int
+    _login: Any
+    _start_holding: Callable[..., None]
+    _pause_reading: Callable[[str], None]
+    _let_in: Callable[[], None]
 
     def _init_resume(self) -> None:
         #: Before CONNECTED: the token CONNECT presented ("" to ask for a new
@@ -88,6 +148,9 @@ class ResumeMixin(SessionPart):
         #: What this resumable session's auto-ack topic subscriptions wrote
         #: lately; ``None`` while the session is not resumable.
         self._recent = None
+        #: What the cluster's directory said of the presented token (``None``:
+        #: not asked): ``_NOWHERE``, ``_HERE`` or an :class:`Elsewhere`.
+        self._found = None
 
     def _read_resume(self, frame: Frame) -> None:
         """Read CONNECT's resumption headers (only when the broker resumes sessions)."""
@@ -127,7 +190,14 @@ class ResumeMixin(SessionPart):
             self.resume_token = None
             return (), None
         login = self._login_name()
-        record = book.claim(presented, login, self.version) if presented else None
+        found, self._found = self._found, None
+        record: Detached | Elsewhere | None = found if isinstance(found, Elsewhere) else None
+        if presented and (found is None or found is _HERE):
+            record = book.claim(presented, login, self.version)
+        elif found is _NOWHERE:
+            book.refused += 1
+        elif record is not None:
+            book.resumed += 1
         self.resume_token = book.issue(login, self)
         self._recent = book.new_buffer(self.resume_token)
         headers: tuple[tuple[str, str], ...] = (
@@ -142,22 +212,15 @@ class ResumeMixin(SessionPart):
             headers += (("resume-gap", "true"),)
         return headers, (record, frames)
 
-    def _missed(self, record: Detached) -> tuple[list[bytes], bool]:
+    def _missed(self, record: Detached | Elsewhere) -> tuple[list[bytes], bool]:
         """
         :returns: the frames the resuming client has not had, and whether some
-            it should have had are lost (see :meth:`ResumeBuffer.replay`).
+            it should have had are lost (see :func:`missed`); another node's
+            frames come with the session (:meth:`_resume_elsewhere`).
         """
-        buffer = record.buffer
-        last = self._resume_last
-        if last is None:
-            return buffer.replay(None, record.mark)
-        found = buffer.find(message_prefix(last[0], record.version), last[1])
-        if found is not None:
-            return buffer.replay(found, record.mark)
-        # A frame no longer kept, or none of ours: what it had is unknown, and
-        # when frames were dropped the client may have missed them.
-        frames, gap = buffer.replay(None, record.mark)
-        return frames, gap or buffer.first > 0
+        if isinstance(record, Elsewhere):
+            return [], record.gap
+        return missed(record, self._resume_last)
 
     def _resume(self, resumption: Resumption) -> None:
         """
@@ -165,6 +228,9 @@ class ResumeMixin(SessionPart):
         then the live flow.
         """
         record, frames = resumption
+        if isinstance(record, Elsewhere):
+            self._resume_elsewhere(record)
+            return
         releases = []
         try:
             for headers in record.subscriptions:
@@ -178,16 +244,27 @@ class ResumeMixin(SessionPart):
         # The new subscriptions are in place (and hold what they get) before the
         # old ones leave, so that no message falls between them.
         record.release()
-        # Kept again as they go, should this connection drop too.
-        write = self._write_recent
-        count = 0
-        for data in frames:
-            self.bytes_sent += len(data)
-            write(data)
-            count += 1
-        self.frames_sent += count
+        self._write_replayed(frames)
         for release in releases:
             release()
+
+    def _write_replayed(self, frames: list[bytes]) -> None:
+        """
+        Write what a resumed client missed: each frame kept again, should this
+        connection drop too, and all of them in one write (a resume that waited
+        for the cluster runs outside a read, where each write would be a send).
+        """
+        if not frames:
+            return
+        recent: Any = self._recent
+        size = 0
+        for data in frames:
+            recent.append(data)
+            size += len(data)
+        self.bytes_sent += size
+        self.frames_sent += len(frames)
+        self._wrote = True
+        self._message_write(b"".join(frames))
 
     def _detach(self) -> None:
         """
@@ -234,6 +311,162 @@ class ResumeMixin(SessionPart):
                 session=self.session_id,
             )
         )
+
+    def resume_subscriptions(self) -> list[dict[str, str]]:
+        """:returns: the headers that would make this session's subscriptions again now."""
+        return [
+            resubscribe_headers(subscription.headers, subscription.last_stream_offset)
+            for subscription in self.subscriptions.values()
+            if subscription.headers
+        ]
+
+    # -- on another node of a cluster -------------------------------------------
+
+    def _wait_for_resumed(self) -> bool:
+        """
+        Before CONNECTED: ask the cluster's directory about the presented token.
+
+        :returns: ``True`` when the session now waits for the answer (its
+            client's frames held, its socket not read, as while a login is
+            checked); then :meth:`_let_in` follows the answer.
+        """
+        book = self.config.resumption
+        if (
+            not self.resume_token
+            or book is None
+            or book.directory is None
+            or self._found is not None
+            or not book.directory.available()
+        ):
+            return False
+        if self.state is State.AWAITING_CONNECT:
+            self._transition(Event.LOGIN_STARTED)
+            self._start_holding()
+            self._pause_reading(BY_LOGIN)
+        taking = book.directory.take(
+            token_key(self.resume_token),
+            self._login_name(),
+            self.version,
+        )
+        self._await(taking, self._taken)
+        return True
+
+    def _await(self, answer: Any, then: Callable[[Any], None]) -> None:
+        """Wait for the directory's ``answer`` (cancelled, as a login is, if the client goes)."""
+        self._login = answer
+        answer.addCallbacks(self._answered, self._not_answered, callbackArgs=(then,))
+
+    def _answered(self, result: Any, then: Callable[[Any], None]) -> None:
+        self._login = None
+        if self.state is State.AUTHENTICATING:
+            then(result)
+
+    def _not_answered(self, failure: Any) -> None:
+        """The directory could not answer (its server went): resume here if we can."""
+        self._login = None
+        if self.state is State.AUTHENTICATING:
+            self._found = _HERE
+            self._let_in()
+
+    def _taken(self, taken: Taken | None) -> None:
+        if taken is None:
+            self._found = _NOWHERE
+        elif taken.here:
+            self._found = _HERE
+        elif not taken.alive:
+            self._found = Elsewhere(taken.record.subscriptions)
+        else:
+            self._hand_over(taken)
+            return
+        self._let_in()
+
+    def _hand_over(self, taken: Taken) -> None:
+        """
+        The session is another live node's: subscribe again to its topics,
+        holding what they get, then ask that node for the session.  The new
+        subscriptions are in place before the old ones go, and the request
+        goes after every message published here before them, so none falls
+        between (docs/cluster.md).
+        """
+        book: Any = self.config.resumption
+        made: dict[str, tuple[Any, list[bytes]]] = {}
+        try:
+            for headers in taken.record.subscriptions:
+                subscription = self._new_subscription(Frame("SUBSCRIBE", tuple(headers.items())))
+                if not subscription.collects_while_detached:
+                    continue
+                held: list[bytes] = []
+                subscription.divert(held.append)
+                self._add_subscription(subscription)
+                made[subscription.subscription_id] = (subscription, held)
+        except ProtocolError:
+            # Refused here (access rights, say): CONNECTED answers as from the
+            # record, and _resume_elsewhere fails as a resume on one node does.
+            for subscription, _ in made.values():
+                self._unmake(subscription)
+            self._found = Elsewhere(taken.record.subscriptions)
+            self._let_in()
+            return
+        key = token_key(str(self.resume_token))
+        asked = book.directory.hand_over(taken.node, key, self._resume_last)
+        self._await(asked, lambda handover: self._handed_over(taken, made, handover))
+
+    def _handed_over(
+        self, taken: Taken, made: dict[str, tuple[Any, list[bytes]]], handover: Handover | None
+    ) -> None:
+        if handover is None:
+            # The node did not answer in time, or no longer had the session:
+            # what it held is lost to the client, which is told so.
+            self._found = Elsewhere(taken.record.subscriptions, made=made)
+        else:
+            self._found = Elsewhere(handover.subscriptions, handover.frames, handover.gap, made)
+        self._let_in()
+
+    def _resume_elsewhere(self, elsewhere: Elsewhere) -> None:
+        """
+        Take up a session from another node: the subscriptions not made yet,
+        what it missed, then what the topics' subscriptions held that it did not
+        carry, then the live flow.
+        """
+        made = elsewhere.made
+        releases = []
+        wanted = set()
+        try:
+            for headers in elsewhere.subscriptions:
+                name = subscription_id(headers)
+                wanted.add(name)
+                if name in made:
+                    continue
+                subscription = self._new_subscription(Frame("SUBSCRIBE", tuple(headers.items())))
+                releases.append(subscription.hold_writes())
+                self._add_subscription(subscription)
+        except ProtocolError as error:
+            self._fail(error)
+            return
+        frames = list(elsewhere.frames)
+        # Read the handover's frames for their ids only when something was held.
+        seen = set()
+        if any(held for _, held in made.values()):
+            seen = {frame_identity(data) for data in frames}
+        for name, (subscription, held) in made.items():
+            if name not in wanted:
+                # Unsubscribed on the old node after its record was filed.
+                self._unmake(subscription)
+                continue
+            subscription.divert(self._write_recent)
+            frames.extend(data for data in held if frame_identity(data) not in seen)
+        self._write_replayed(frames)
+        for release in releases:
+            release()
+
+    def _unmake(self, subscription: Any) -> None:
+        """Give back a subscription made for a resume that did not need it."""
+        name: str = subscription.subscription_id
+        number = str(subscription.number)
+        if self.subscriptions.get(name) is subscription:
+            del self.subscriptions[name]
+            self._numbered.pop(number, None)
+        self.broker.unsubscribe(subscription)
 
     def _end_resumable(self) -> None:
         """The session ends for good (DISCONNECT, an ERROR): its token is void."""

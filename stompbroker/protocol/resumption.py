@@ -29,16 +29,29 @@ Theory of operation:
 - Streams (``/stream/NAME``) resume by subscribing again from the offset after
   the last one delivered (:func:`resubscribe_headers`); the session supplies
   that offset when its stream subscriptions know it.
+- In a cluster, the book files a small record of each of its sessions with
+  the engine's :class:`~stompbroker.interfaces.IResumeDirectory` (its
+  ``directory``), and hands a session over to the node its client resumes on
+  (:meth:`ResumeBook.hand_over`); see :mod:`~stompbroker.protocol.resume_records`.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from attrs import define, field
+
+from stompbroker.protocol.encoder import message_prefix
+from stompbroker.protocol.resume_buffer import ResumeBuffer
+from stompbroker.protocol.resume_records import (
+    Handover,
+    Last,
+    SessionRecord,
+    signature,
+    token_key,
+)
 
 #: Random bytes in a token: 128 bits.
 TOKEN_BYTES = 16
@@ -81,106 +94,6 @@ def resubscribe_headers(
     return again
 
 
-class ResumeBuffer:
-    """
-    The latest MESSAGE frames of a resumable session's ``auto``-ack topic
-    subscriptions, encoded as they were (or would have been) written, oldest
-    first, bounded in bytes.
-
-    While the client is connected it holds what was written to its socket
-    lately: what a dead network swallows before the broker notices (a
-    heart-beat later) is still here, and the client's ``resume-last-*``
-    headers say where its copy ends (:meth:`replay`).  Once the session is
-    detached it holds what the client misses.  Past ``limit`` the oldest frames
-    are dropped; :meth:`replay` says when a client's resumption needed one of them.
-
-    :ivar size: bytes kept.
-    :ivar appended: frames ever appended: the ordinal of the next one.
-    :ivar frames: the frames kept, oldest first.  The session's delivery path
-        does :meth:`append`'s work inline (one call less per message); it
-        calls :meth:`trim` past ``limit``.
-    """
-
-    __slots__ = ("limit", "size", "appended", "frames")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.size = 0
-        self.appended = 0
-        self.frames: deque[bytes] = deque()
-
-    def __len__(self) -> int:
-        return len(self.frames)
-
-    @property
-    def first(self) -> int:
-        """The ordinal of the oldest frame kept (:attr:`appended` when none is)."""
-        return self.appended - len(self.frames)
-
-    def append(self, data: bytes) -> None:
-        """Keep one frame; drop the oldest ones while more than ``limit`` bytes are kept."""
-        self.frames.append(data)
-        self.appended += 1
-        self.size += len(data)
-        if self.size > self.limit:
-            self.trim()
-
-    def trim(self) -> None:
-        """
-        Drop the oldest frames until at most seven eighths of ``limit`` bytes
-        are kept: room for a run of appends before the next trim, so that a
-        busy session trims once per many messages, not on each.
-        """
-        self.shrink(self.limit - self.limit // 8)
-
-    def shrink(self, target: int) -> int:
-        """
-        Drop the oldest frames until at most ``target`` bytes are kept.
-
-        :returns: the bytes dropped.
-        """
-        frames = self.frames
-        before = self.size
-        while self.size > target and frames:
-            self.size -= len(frames.popleft())
-        return before - self.size
-
-    def find(self, prefix: bytes, message_id: str) -> int | None:
-        """
-        :param prefix: the start of the subscription's MESSAGE frames
-            (:func:`~stompbroker.protocol.encoder.message_prefix`).
-        :returns: the ordinal of the newest frame kept of that subscription
-            with that ``message-id``, or ``None``.
-        """
-        needle = b"\nmessage-id:" + message_id.encode("utf-8") + b"\n"
-        frames = self.frames
-        for back in range(len(frames) - 1, -1, -1):
-            data = frames[back]
-            if data.startswith(prefix):
-                head = data.find(b"\n\n")
-                if needle in data[: head + 1]:
-                    return self.first + back
-        return None
-
-    def replay(self, last: int | None, mark: int) -> tuple[list[bytes], bool]:
-        """
-        What a resumed client must get, and whether some of it is lost.
-
-        :param last: the ordinal of the last frame the client says it got
-            (:meth:`find`); ``None`` when it did not say, or named a frame no
-            longer kept.
-        :param mark: the ordinal of the first frame appended after the
-            connection was lost.
-        :returns: the frames after ``last`` (after ``mark`` when the client did
-            not say), oldest first; and ``True`` when frames that belong there
-            were dropped.
-        """
-        start = mark if last is None else last + 1
-        first = self.first
-        frames = list(self.frames)[max(start - first, 0) :]
-        return frames, start < first
-
-
 @define(eq=False)
 class Detached:
     """
@@ -218,6 +131,25 @@ class Detached:
         return self.buffer.first > self.mark
 
 
+def missed(record: Detached, last: Last | None) -> tuple[list[bytes], bool]:
+    """
+    :param last: ``(subscription, message-id)`` of the last message the
+        resuming client says it got (CONNECT's ``resume-last-*``), or ``None``.
+    :returns: the frames of ``record`` the client has not had, and whether
+        some it should have had are lost (see :meth:`ResumeBuffer.replay`).
+    """
+    buffer = record.buffer
+    if last is None:
+        return buffer.replay(None, record.mark)
+    found = buffer.find(message_prefix(last[0], record.version), last[1])
+    if found is not None:
+        return buffer.replay(found, record.mark)
+    # A frame no longer kept, or none of ours: what it had is unknown, and
+    # when frames were dropped the client may have missed them.
+    frames, gap = buffer.replay(None, record.mark)
+    return frames, gap or buffer.first > 0
+
+
 class ResumeBook:
     """
     Every resumable session of a broker process, connected or detached.
@@ -236,6 +168,9 @@ class ResumeBook:
     :ivar gaps: sessions resumed with ``resume-gap:true``.
     :ivar ended: detached sessions an operator ended (:meth:`end`).
     :ivar shed_frames: frames dropped early from resume buffers for memory (:meth:`shed`).
+    :ivar directory: the cluster's
+        :class:`~stompbroker.interfaces.IResumeDirectory`, set by an engine
+        shared by several nodes; ``None`` on one node.
     """
 
     def __init__(
@@ -257,6 +192,11 @@ class ResumeBook:
         self.gaps = 0
         self.ended = 0
         self.shed_frames = 0
+        self.directory: Any = None
+        #: For the directory: token_key(token) -> token, of every token above,
+        #: and the signature of the subscriptions last filed, by token.
+        self._keys: dict[str, str] = {}
+        self._filed: dict[str, Any] = {}
 
     @property
     def detached(self) -> int:
@@ -277,6 +217,9 @@ class ResumeBook:
         """
         token = new_token()
         self._live[token] = (login, session)
+        if self.directory is not None:
+            self._keys[token_key(token)] = token
+            self._file_live(token, login, session)
         return token
 
     def forget(self, token: str, session: Any) -> None:
@@ -285,6 +228,7 @@ class ResumeBook:
         if live is not None and live[1] is session:
             del self._live[token]
             self._recent.pop(token, None)
+            self._unfile(token)
 
     def new_buffer(self, token: str | None = None) -> ResumeBuffer:
         """
@@ -305,6 +249,14 @@ class ResumeBook:
         record.since = self._clock.seconds()
         record.expires = record.since + self.window
         self._detached[record.token] = record
+        if self.directory is not None:
+            key = token_key(record.token)
+            self._keys[key] = record.token
+            self._filed.pop(record.token, None)
+            self.directory.file(
+                key,
+                SessionRecord(record.login, record.version, tuple(record.subscriptions)),
+            )
         if self._timer is None:
             self._timer = self._clock.callLater(self.window, self._expire)
 
@@ -326,6 +278,7 @@ class ResumeBook:
         if record.version != version or record.expires <= self._clock.seconds():
             # The record is of no use any more (or about to expire): let it go.
             del self._detached[token]
+            self._unfile(token)
             record.release()
             self.refused += 1
             if record.version == version:
@@ -333,7 +286,60 @@ class ResumeBook:
             return None
         del self._detached[token]
         self.resumed += 1
+        self._unfile(token)
         return record
+
+    def hand_over(self, key: str, last: Last | None) -> Handover | None:
+        """
+        Another node resumes the session filed under ``key`` (it took the record
+        from the directory, checking login and version): give it up.  A session
+        that still looks connected is taken over first, as on one node.
+
+        :param last: what the client says it got last (see :func:`missed`).
+        :returns: what the client missed and its subscriptions now, or ``None``
+            for a session this book no longer keeps.
+        """
+        token = self._keys.get(key)
+        if token is None:
+            return None
+        live = self._live.get(token)
+        if live is not None:
+            live[1].take_over()
+        record = self._detached.pop(token, None)
+        self._unfile(token)
+        if record is None:
+            return None
+        frames, gap = missed(record, last)
+        record.release()
+        return Handover(tuple(record.subscriptions), tuple(frames), gap)
+
+    def refresh(self) -> None:
+        """
+        File again the records of the connected sessions whose subscriptions
+        changed (or whose streams moved on) since they were filed: called by
+        the directory about once a second, so that a burst of SUBSCRIBEs costs
+        one write, and none while nothing changes.
+        """
+        filed = self._filed
+        for token, (login, session) in self._live.items():
+            if filed.get(token) != signature(session.subscriptions):
+                self._file_live(token, login, session)
+
+    def _file_live(self, token: str, login: str, session: Any) -> None:
+        self._filed[token] = signature(session.subscriptions)
+        self.directory.file(
+            token_key(token),
+            SessionRecord(login, session.version, tuple(session.resume_subscriptions())),
+        )
+
+    def _unfile(self, token: str) -> None:
+        """``token``'s session is no longer this book's: its record goes."""
+        if self.directory is None:
+            return
+        key = token_key(token)
+        self._filed.pop(token, None)
+        if self._keys.pop(key, None) is not None:
+            self.directory.drop(key)
 
     def close(self) -> None:
         """The broker stops: let every detached session go."""
@@ -341,7 +347,8 @@ class ResumeBook:
             self._timer.cancel()
         self._timer = None
         records, self._detached = self._detached, {}
-        for record in records.values():
+        for token, record in records.items():
+            self._unfile(token)
             record.release()
 
     def _expire(self) -> None:
@@ -355,6 +362,7 @@ class ResumeBook:
                 self._timer = self._clock.callLater(record.expires - now, self._expire)
                 return
             del detached[token]
+            self._unfile(token)
             record.release()
             self.expired += 1
 
@@ -389,6 +397,7 @@ class ResumeBook:
         for token, record in self._detached.items():
             if record.session == session:
                 del self._detached[token]
+                self._unfile(token)
                 record.release()
                 self.ended += 1
                 return record

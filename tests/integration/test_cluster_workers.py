@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from tests.support.clients import Collector, connect
+from tests.support.clients import Collector, connect, publish
 from tests.support.process import BrokerProcess, free_port, run_broker_to_its_end, run_python
 from tests.support.redis import NODE_TIMEOUT, RedisServer, redis_server  # noqa: F401
+from tests.support.resume import cut, resumable, subscribed
 
 #: Bounded waits, in seconds.
 WAIT = 15.0
@@ -141,3 +142,30 @@ def test_workers_that_cannot_start_stop_the_supervisor(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stdout
     assert "cannot reach Redis" in result.stdout
     assert "ended" in result.stdout and "after it started" in result.stdout
+
+
+def test_a_session_resumes_on_whichever_worker_takes_the_reconnection(
+    supervisor: BrokerProcess,
+) -> None:
+    """
+    The kernel hands a reconnection to either worker: the session resumes with
+    every message it missed either way, until one resume crossed workers (bounded).
+    """
+    crossed = 0
+    for attempt in range(20):
+        topic = f"/topic/workers.resume.{attempt}"
+        first, inbox = subscribed(supervisor, topic, "t")
+        cut(first)
+        publish(supervisor.address, topic, [f"m{n}" for n in range(10)])
+        again, back = resumable(supervisor, inbox.connected["resume-token"])
+        try:
+            assert back.connected["resumed"] == "true", back.connected
+            assert back.wait_for(lambda back=back: len(back.messages) == 10)
+            assert back.bodies() == [f"m{n}".encode() for n in range(10)]
+        finally:
+            again.disconnect()
+        node_of = {s.connected["session"].split("-")[1] for s in (inbox, back)}
+        crossed += len(node_of) == 2
+        if crossed:
+            break
+    assert crossed

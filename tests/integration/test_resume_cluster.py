@@ -1,21 +1,27 @@
 """
-Resumable sessions on the redis engine (docs/cluster.md): a real ``redis-server``
-and two ``twistd`` nodes.  A session resumes on the node that kept it, whatever
-node the messages were published on; another node does not know its token and
-answers resumed:false.
+Resumable sessions on the redis engine (docs/cluster.md, "Resuming a session on
+another node"): a real ``redis-server`` and ``twistd`` nodes.  A session resumes
+on the node that kept it or on any other, whatever node the messages were
+published on; a node that dies takes what it buffered with it, and the resume
+says so.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.support.clients import publish
+from tests.support.clients import connect, publish
+from tests.support.passwords import write_users
 from tests.support.process import BrokerProcess
-from tests.support.redis import RedisServer, redis_server, started_nodes  # noqa: F401
-from tests.support.resume import cut, resumable, subscribed
+from tests.support.redis import RedisServer, node, redis_server, started_nodes  # noqa: F401
+from tests.support.resume import Session, cut, resumable, subscribed
 
 
 @pytest.fixture(scope="module")
@@ -46,16 +52,199 @@ def test_a_session_resumes_on_its_node_with_what_another_node_published(
         again.disconnect()
 
 
-def test_another_node_answers_a_token_it_does_not_keep_with_a_fresh_session(
+def numbered(prefix: str, numbers: range) -> list[str]:
+    return [f"{prefix}{n}" for n in numbers]
+
+
+def by_subscription(messages: list[Any], subscription: str) -> list[str]:
+    return [
+        message.body.decode()
+        for message in messages
+        if message.headers.get("subscription") == subscription
+    ]
+
+
+def topic_and_stream(broker: BrokerProcess, name: str) -> tuple[Any, Any, str, str]:
+    """
+    :returns: a resumable connection to ``broker`` subscribed to a topic (id
+        ``t``) and a stream (id ``s``, from ``next``), its listener, and the
+        two destinations.
+    """
+    topic, stream = f"/topic/anynode.{name}", f"/stream/anynode.{name}"
+    connection, inbox = subscribed(broker, topic, "t")
+    connection.subscribe(stream, id="s", receipt="stream", **{"x-stream-offset": "next"})
+    assert inbox.wait_for(lambda: "stream" in inbox.receipts)
+    return connection, inbox, topic, stream
+
+
+def test_a_session_resumes_on_another_node_with_every_message_once_and_in_order(
     pair: list[BrokerProcess],
 ) -> None:
-    """Sessions are kept by the node they were on: B starts the client afresh (docs/cluster.md)."""
+    """
+    A client of A, cut, resumes on B: both subscriptions back with their ids,
+    what A and B published meanwhile once each and in order, then the live flow.
+    """
     a, b = pair
-    first, inbox = resumable(a)
+    first, inbox, topic, stream = topic_and_stream(a, uuid.uuid4().hex[:8])
+    publish(a.address, topic, numbered("t", range(5)))
+    publish(b.address, stream, numbered("s", range(5)))
+    assert inbox.wait_for(lambda: len(inbox.messages) == 10)
     cut(first)
+    publish(a.address, topic, numbered("t", range(5, 15)))
+    publish(b.address, topic, numbered("t", range(15, 25)))
+    publish(a.address, stream, numbered("s", range(5, 15)))
+    publish(b.address, stream, numbered("s", range(15, 25)))
     again, back = resumable(b, inbox.connected["resume-token"])
     try:
-        assert back.connected["resumed"] == "false"
-        assert back.connected["resume-token"]
+        assert back.connected["resumed"] == "true"
+        assert "resume-gap" not in back.connected
+        publish(a.address, topic, numbered("t", range(25, 30)))
+        publish(b.address, stream, numbered("s", range(25, 30)))
+        assert back.wait_for(lambda: len(back.messages) == 50)
+        time.sleep(0.3)
+        got = inbox.messages + back.messages
+        assert by_subscription(got, "t") == numbered("t", range(30))
+        assert by_subscription(got, "s") == numbered("s", range(30))
+        assert {message.headers["subscription"] for message in back.messages} == {"t", "s"}
     finally:
         again.disconnect()
+
+
+def test_a_session_of_a_killed_node_resumes_elsewhere_with_a_gap(
+    redis_server: RedisServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """
+    The node that kept a session is SIGKILLed: on another node the client gets
+    its subscriptions back (same ids), told that messages were lost, and the
+    live flow; its stream goes on from its last offset known to the cluster.
+    """
+    doomed = node(tmp_path / "doomed", redis_server)
+    other = node(tmp_path / "other", redis_server)
+    try:
+        first, inbox, topic, stream = topic_and_stream(doomed, "killed")
+        publish(doomed.address, stream, numbered("s", range(3)))
+        assert inbox.wait_for(lambda: len(inbox.messages) == 3)
+        time.sleep(1.5)  # the once-a-second refresh files the stream's offset
+        doomed.kill()  # the client's connection dies with it
+        publish(other.address, stream, numbered("s", range(3, 6)))
+        again, back = resumable(other, inbox.connected["resume-token"])
+        try:
+            assert back.connected["resumed"] == "true"
+            assert back.connected["resume-gap"] == "true"
+            assert back.wait_for(lambda: len(back.messages) == 3)
+            publish(other.address, topic, numbered("t", range(3)))
+            publish(other.address, stream, numbered("s", range(6, 8)))
+            assert back.wait_for(lambda: len(back.messages) == 8)
+            assert by_subscription(back.messages, "t") == numbered("t", range(3))
+            assert by_subscription(back.messages, "s") == numbered("s", range(3, 8))
+        finally:
+            again.disconnect()
+    finally:
+        doomed.stop()
+        other.stop()
+
+
+def test_a_wrong_token_on_another_node_leaves_the_session_alone(
+    pair: list[BrokerProcess],
+) -> None:
+    """A token no node keeps is a fresh session on B, and the real one still resumes there."""
+    a, b = pair
+    topic = f"/topic/anynode.wrong.{uuid.uuid4().hex[:8]}"
+    first, inbox = subscribed(a, topic, "t")
+    cut(first)
+    wrong, fresh = resumable(b, "A" * 22)
+    try:
+        assert fresh.connected["resumed"] == "false"
+        assert fresh.connected["resume-token"] != inbox.connected["resume-token"]
+    finally:
+        wrong.disconnect()
+    publish(a.address, topic, numbered("m", range(3)))
+    again, back = resumable(b, inbox.connected["resume-token"])
+    try:
+        assert back.connected["resumed"] == "true"
+        assert back.wait_for(lambda: len(back.messages) == 3)
+        assert back.bodies() == [body.encode() for body in numbered("m", range(3))]
+    finally:
+        again.disconnect()
+
+
+def test_only_one_of_two_nodes_resuming_the_same_token_resumes_it(
+    pair: list[BrokerProcess],
+) -> None:
+    """Two nodes race for one token: one says resumed:true, the other resumed:false."""
+    a, b = pair
+    first, inbox = subscribed(a, f"/topic/anynode.race.{uuid.uuid4().hex[:8]}", "t")
+    cut(first)
+    token = inbox.connected["resume-token"]
+    answers: dict[str, str] = {}
+    connections = []
+
+    def resume(broker: BrokerProcess, name: str) -> None:
+        connection, session = resumable(broker, token)
+        connections.append(connection)
+        answers[name] = session.connected["resumed"]
+
+    racers = [threading.Thread(target=resume, args=pair_) for pair_ in ((a, "a"), (b, "b"))]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join(timeout=20)
+    try:
+        assert sorted(answers.values()) == ["false", "true"]
+    finally:
+        for connection in connections:
+            connection.disconnect()
+
+
+def logged_in(broker: BrokerProcess, user: str, token: str = "") -> tuple[Any, Session]:
+    """:returns: a resumable connection of ``user`` (password ``USER-pw``), and its listener."""
+    session = Session()
+    connection, _ = connect(
+        broker.address,
+        collector=session,
+        login=user,
+        passcode=f"{user}-pw",
+        headers={"resume-token": token},
+    )
+    return connection, session
+
+
+def test_another_users_token_is_refused_on_another_node_and_the_session_left_alone(
+    redis_server: RedisServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """
+    With passwords: bob presenting ann's token on B gets a fresh session; ann
+    then resumes on B with what she missed (the token is checked against the
+    login by whichever node gets it).
+    """
+    users = write_users(
+        tmp_path / "users", ("ann", "ann-pw", ("staff",)), ("bob", "bob-pw", ("staff",))
+    )
+    auth = ("--auth", f"passwd:{users}", "--data-dir", "none")
+    a = node(tmp_path / "a", redis_server, *auth)
+    b = node(tmp_path / "b", redis_server, *auth)
+    try:
+        first, inbox = logged_in(a, "ann")
+        first.subscribe("/topic/anynode.users", id="t", receipt="subscribed")
+        assert inbox.wait_for(lambda: "subscribed" in inbox.receipts)
+        cut(first)
+        token = inbox.connected["resume-token"]
+        thief, stolen = logged_in(b, "bob", token)
+        try:
+            assert stolen.connected["resumed"] == "false"
+        finally:
+            thief.disconnect()
+        publisher, _ = connect(b.address, login="bob", passcode="bob-pw")
+        publisher.send("/topic/anynode.users", b"for ann", receipt="sent")
+        publisher.disconnect(receipt="bye")
+        again, back = logged_in(b, "ann", token)
+        try:
+            assert back.connected["resumed"] == "true"
+            assert back.wait_for(lambda: back.bodies() == [b"for ann"])
+        finally:
+            again.disconnect()
+    finally:
+        a.stop()
+        b.stop()

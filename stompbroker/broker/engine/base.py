@@ -524,6 +524,19 @@ class IEngine(Interface):
             :class:`~stompbroker.broker.figures.NodeFigures`, encoded.
         """
 
+    def share_resumption(book):  # type: ignore[no-untyped-def]
+        """
+        Let a client of a resumable session resume on any process sharing this
+        engine's state (docs/resume.md).
+
+        Local: nothing (sessions resume on this process).  Redis: set ``book``'s
+        ``directory`` to an :class:`~stompbroker.interfaces.IResumeDirectory`
+        that files its sessions' records in the server and hands sessions over
+        between nodes.
+
+        :param book: the broker's :class:`~stompbroker.protocol.resumption.ResumeBook`.
+        """
+
     def cluster():  # type: ignore[no-untyped-def]
         """
         :returns: the latest :class:`~stompbroker.broker.figures.ClusterView`

@@ -384,6 +384,9 @@ class LocalEngine:
     def share(self, figures: Callable[[], bytes]) -> None:
         """Nothing to share: this process is the whole broker."""
 
+    def share_resumption(self, book: Any) -> None:
+        """Nothing to share: a session resumes on this process, the only one."""
+
     def cluster(self) -> ClusterView | None:
         """:returns: ``None``: this process is the whole broker."""
         return None

@@ -17,6 +17,9 @@ design.
   registry of them every node mirrors.
 - :mod:`.engine`: :class:`~.engine.RedisEngine`, topics over pub/sub, queues
   over streams, node liveness and the claiming of a dead node's messages.
+- :mod:`.listener`: what the node's one pub/sub connection brings it.
+- :mod:`.resumes`: resumable sessions' records, and handing a session over to
+  the node its client resumes on.
 
 Only :mod:`.url` and :mod:`.codec` may be imported without redis-py installed:
 the memory engine never imports the others.

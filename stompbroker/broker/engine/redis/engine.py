@@ -24,6 +24,9 @@ what the nodes share:
 - **durable topic subscriptions**: a stream each, and a registry every node
   mirrors; the node a topic message is sent to writes it to the stream of each
   matching durable subscription (:mod:`stompbroker.broker.engine.redis.durables`).
+- **resumable sessions**: each node files a small record of its own in a
+  hash, and hands a session over to the node its client resumes on
+  (:mod:`stompbroker.broker.engine.redis.resumes`).
 - **liveness**: each node keeps a key alive (``SET ... PX --node-timeout``) and
   looks, every half ``--node-timeout``, for queue entries held by nodes whose
   key has expired, and takes them over.
@@ -48,16 +51,11 @@ from stompbroker.broker.destinations import QUEUE_PREFIX, REPLY_QUEUE_PREFIX
 from stompbroker.broker.engine.base import Node
 from stompbroker.broker.engine.local import DEFAULT_POLICY, LocalEngine
 from stompbroker.broker.engine.redis.codec import (
-    BATCH,
     Names,
-    decode,
     encode,
     pack_batch,
-    unpack_batch,
 )
 from stompbroker.broker.engine.redis.connection import (
-    BACKOFF_BASE,
-    BACKOFF_CAP,
     CONNECTION_ERRORS,
     RedisUnreachable,
     Writer,
@@ -68,7 +66,9 @@ from stompbroker.broker.engine.redis.connection import (
 )
 from stompbroker.broker.engine.redis.durables import Durables, DurableStreamQueue
 from stompbroker.broker.engine.redis.figures import FIGURES_INTERVAL, FiguresExchange
+from stompbroker.broker.engine.redis.listener import listen
 from stompbroker.broker.engine.redis.queues import StreamQueue
+from stompbroker.broker.engine.redis.resumes import RedisResumeDirectory
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
 from stompbroker.broker.engine.redis.url import EngineURL
 from stompbroker.broker.figures import ClusterView
@@ -146,7 +146,6 @@ class RedisEngine(LocalEngine):
         self._subscriber: Any = None
         self._listener: asyncio.Task[None] | None = None
         self._loops: list[LoopingCall] = []
-        self._node_prefix = BATCH + self.ids.node.encode() + b"\n"
         # Streams live in Redis; this node keeps mirrors of those it reads.
         limits = stream_limits or StreamLimits()
         self.streams = Streams(
@@ -155,11 +154,12 @@ class RedisEngine(LocalEngine):
         self.redis_streams = RedisStreams(
             self.streams, self._writer, self.names, self.ids.node, limits
         )
-        self._streams_pattern = self.names.streams.encode()
         #: This node's copy of the registry of durable subscriptions.
         self.durables = Durables(self)
         #: This node's figures for the others, and theirs (cluster-wide statistics).
         self.figures = FiguresExchange(self)
+        #: Where the nodes find each other's resumable sessions (share_resumption).
+        self.resumes: RedisResumeDirectory | None = None
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -192,8 +192,11 @@ class RedisEngine(LocalEngine):
         version = await check_server(self.client, self.url)
         pubsub = self._subscriber.pubsub()
         await pubsub.psubscribe(self.names.topics, self.names.streams)
-        await pubsub.subscribe(self.names.inbox(self.ids.node), self.names.control)
-        self._listener = self.loop.create_task(self._listen(pubsub))
+        channels = [self.names.inbox(self.ids.node), self.names.control]
+        if self.resumes is not None:
+            channels.append(self.resumes.channel)
+        await pubsub.subscribe(*channels)
+        self._listener = self.loop.create_task(listen(self, pubsub))
         await self._announce()
         await self.durables.load().asFuture(self.loop)
         beat = LoopingCall(self._beat)
@@ -206,6 +209,11 @@ class RedisEngine(LocalEngine):
         figures.clock = self.clock
         figures.start(FIGURES_INTERVAL, now=True)
         self._loops = [beat, scan, figures]
+        if self.resumes is not None:
+            records = LoopingCall(self.resumes.tick)
+            records.clock = self.clock
+            records.start(FIGURES_INTERVAL, now=True)
+            self._loops.append(records)
         log.info(
             "redis engine: node {node} on {url} (Redis {version}), node timeout {timeout} s",
             node=self.ids.node,
@@ -251,6 +259,14 @@ class RedisEngine(LocalEngine):
         """Share what ``figures()`` returns with the other nodes, every second."""
         self.figures.source = figures
 
+    def share_resumption(self, book: Any) -> None:
+        """
+        Let a client resume on any node: file ``book``'s sessions in Redis, and
+        find and hand over sessions between nodes (:mod:`.resumes`).  Called
+        before the engine opens.
+        """
+        self.resumes = RedisResumeDirectory(self, book)
+
     def cluster(self) -> ClusterView:
         """:returns: the latest view of the other nodes and of what waits unread in Redis."""
         return self.figures.view
@@ -295,6 +311,8 @@ class RedisEngine(LocalEngine):
             if isinstance(queue, StreamQueue):
                 queue.close()
         self.durables.close()
+        if self.resumes is not None:
+            self.resumes.close()
         try:
             await asyncio.wait_for(self.writer.drained(), STOP_TIMEOUT)
             await self.client.delete(self.names.alive(self.ids.node))
@@ -305,61 +323,6 @@ class RedisEngine(LocalEngine):
             self._listener.cancel()
         await self._subscriber.aclose()
         await self.client.aclose()
-
-    # -- what other nodes send -----------------------------------------------------------
-
-    async def _listen(self, pubsub: Any) -> None:
-        """Fan out what other nodes publish to this node's subscribers."""
-        delay = BACKOFF_BASE
-        node_prefix = self._node_prefix
-        fan_out = LocalEngine.publish_topic
-        control = self.names.control.encode()
-        counted = self.traffic.destinations
-        while True:
-            try:
-                response = await pubsub.parse_response(block=True)
-            except asyncio.CancelledError:
-                raise
-            except CONNECTION_ERRORS as error:
-                log.warn("lost Redis pub/sub: {error}; reconnecting", error=str(error))
-                self.redis_streams.lost()
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, BACKOFF_CAP)
-                continue
-            delay = BACKOFF_BASE
-            kind = response[0]
-            if kind == b"pmessage":
-                if response[1] == self._streams_pattern:
-                    try:
-                        self.redis_streams.arrived(response[2], response[3])
-                    except Exception:
-                        log.failure("adding a stream entry from Redis failed")
-                    continue
-                payload = response[3]
-                if payload.startswith(node_prefix):
-                    continue
-                try:
-                    for part in unpack_batch(payload):
-                        _, message = decode(part)
-                        fan_out(self, message)
-                        # Counted in where it was sent, so that the nodes' counts add up.
-                        traffic = counted.get(message.destination)
-                        if traffic is not None:
-                            traffic.messages_in -= 1
-                            traffic.bytes_in -= len(message.body)
-                except Exception:
-                    log.failure("fanning out a message from Redis failed")
-                # Let the reactor write what the batch gave the subscribers before
-                # the next one, which may be read already.
-                await asyncio.sleep(0)
-            elif kind == b"message" and response[1] == control:
-                self.durables.notice(response[2])
-            elif kind == b"message":
-                try:
-                    _, message = decode(response[2])
-                    LocalEngine.publish_reply(self, message)
-                except Exception:
-                    log.failure("delivering a reply from Redis failed")
 
     # -- routing ---------------------------------------------------------------------------
 

@@ -1,0 +1,84 @@
+"""
+What other nodes send, as this node's one pub/sub connection brings it: topic
+messages (fanned out to this node's subscribers), stream entries, replies to
+this node's temporary queues, notices of durable subscriptions, and resume
+requests and replies (:mod:`.resumes`).  One connection, so that each channel's
+messages come in the order Redis took them, whatever channel they are on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from stompbroker.broker.engine.local import LocalEngine
+from stompbroker.broker.engine.redis.codec import BATCH, decode, unpack_batch
+from stompbroker.broker.engine.redis.connection import BACKOFF_BASE, BACKOFF_CAP, CONNECTION_ERRORS
+from stompbroker.logs import logger
+
+log = logger("stompbroker.broker.engine.redis")
+
+
+async def listen(engine: Any, pubsub: Any) -> None:
+    """
+    Fan out what other nodes publish to this node's subscribers, until cancelled.
+
+    :param engine: the :class:`~stompbroker.broker.engine.redis.engine.RedisEngine`.
+    :param pubsub: its subscribed pub/sub connection.
+    """
+    delay = BACKOFF_BASE
+    # What this node published itself, fanned out here already.
+    node_prefix = BATCH + engine.ids.node.encode() + b"\n"
+    streams_pattern = engine.names.streams.encode()
+    fan_out = LocalEngine.publish_topic
+    control = engine.names.control.encode()
+    resumes = engine.resumes
+    resume_channel = b"" if resumes is None else resumes.channel.encode()
+    counted = engine.traffic.destinations
+    while True:
+        try:
+            response = await pubsub.parse_response(block=True)
+        except asyncio.CancelledError:
+            raise
+        except CONNECTION_ERRORS as error:
+            log.warn("lost Redis pub/sub: {error}; reconnecting", error=str(error))
+            engine.redis_streams.lost()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, BACKOFF_CAP)
+            continue
+        delay = BACKOFF_BASE
+        kind = response[0]
+        if kind == b"pmessage":
+            if response[1] == streams_pattern:
+                try:
+                    engine.redis_streams.arrived(response[2], response[3])
+                except Exception:
+                    log.failure("adding a stream entry from Redis failed")
+                continue
+            payload = response[3]
+            if payload.startswith(node_prefix):
+                continue
+            try:
+                for part in unpack_batch(payload):
+                    _, message = decode(part)
+                    fan_out(engine, message)
+                    # Counted in where it was sent, so that the nodes' counts add up.
+                    traffic = counted.get(message.destination)
+                    if traffic is not None:
+                        traffic.messages_in -= 1
+                        traffic.bytes_in -= len(message.body)
+            except Exception:
+                log.failure("fanning out a message from Redis failed")
+            # Let the reactor write what the batch gave the subscribers before
+            # the next one, which may be read already.
+            await asyncio.sleep(0)
+        elif kind == b"message" and response[1] == control:
+            engine.durables.notice(response[2])
+        elif kind == b"message" and resumes is not None and response[1] == resume_channel:
+            resumes.received(response[2])
+        elif kind == b"message":
+            try:
+                _, message = decode(response[2])
+                LocalEngine.publish_reply(engine, message)
+            except Exception:
+                log.failure("delivering a reply from Redis failed")
