@@ -101,6 +101,8 @@ def test_a_token_the_cluster_does_not_know_is_a_fresh_session() -> None:
     assert connected.get("resumed") == "false"
     assert transport.reading
     assert any(call[0] == "send" for call in broker.calls)
+    book = config.resumption
+    assert (book.refused, book.resumed) == (1, 0)
 
 
 def test_a_dead_nodes_session_comes_back_from_its_record_with_a_gap() -> None:
@@ -114,6 +116,8 @@ def test_a_dead_nodes_session_comes_back_from_its_record_with_a_gap() -> None:
     assert connected.get("resume-gap") == "true"
     assert [s.subscription_id for s in broker.subscribers] == ["t", "q"]
     assert directory.asking == []
+    book = config.resumption
+    assert (book.resumed, book.gaps, book.refused) == (1, 1, 0)
 
 
 def test_a_live_nodes_session_is_subscribed_to_its_topics_before_the_node_is_asked() -> None:

@@ -131,6 +131,19 @@ def test_detaching_files_the_record_and_its_end_drops_it() -> None:
     assert directory.records == {}
 
 
+def test_an_operator_ended_session_drops_its_record() -> None:
+    """Ended through the API, the session cannot be resumed from its record on another node."""
+    book, directory, _ = clustered()
+    session = Live(book)
+    session.token = book.issue("ann", session)
+    session.subscriptions["t"] = Subscription({"id": "t", "destination": "/topic/a"})
+    session.take_over()
+    [record] = book.sessions()
+    assert token_key(session.token) in directory.records
+    assert book.end(record.session) is record
+    assert directory.records == {}
+
+
 def test_a_local_claim_drops_the_record() -> None:
     """Resumed on its own node, the session's old record cannot be taken by another."""
     book, directory, _ = clustered()
