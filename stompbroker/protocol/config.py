@@ -48,9 +48,9 @@ class SessionConfig:
     :ivar max_headers: most headers in one frame.
     :ivar max_header_length: longest header line, in bytes.
     :ivar max_held_bytes: most bytes of frames (headers and bodies) a session
-        holds unhandled while it waits for a persistent message to be stored;
-        past it, the session reads nothing more from the client until the store
-        has caught up.
+        holds unhandled while a frame that must wait for every earlier store
+        write (BEGIN, COMMIT, DISCONNECT) waits; past it, the session reads
+        nothing more from the client until the store has caught up.
     :ivar max_pending_writes: most store writes (persistent SENDs, COMMITs,
         ACKs of stored messages) one connection may have pending; at it, the
         session reads nothing more from the client until one is done
