@@ -9,8 +9,8 @@ given: put it on the disk you mean to measure) with the real reactor and writer
 thread, and runs ``N`` simulated producers for ``S`` seconds.  A producer adds a
 message with a ``BYTES`` body to its own queue, waits for the add to be
 acknowledged (as a client waits for its receipt), then adds the next; each
-acknowledged message is also removed again, as a consumer's ACK would, so the
-store stays small.  One producer shows the cost of a lone commit; many show what
+acknowledged message is also removed again, as a consumer's ACK would (lazily,
+as the broker removes it), so the store stays small.  One producer shows the cost of a lone commit; many show what
 group commit does with concurrent clients.
 
 It prints a table (acknowledged adds per second, commits per second, operations
@@ -76,7 +76,8 @@ def produce(
             return
         run.latencies.append(time.perf_counter() - started)
         run.acknowledged += 1
-        store.remove(queue, record.message_id)
+        # An ACK's removal, lazy as the broker asks for it.
+        store.remove(queue, record.message_id, lazy=True)
         if store.sync == "off":
             reactor.callLater(0, produce, reactor, store, run, writer, body, index + 1)
         else:

@@ -200,6 +200,14 @@ class Options(EngineOptions, StreamOptions, strcred.AuthOptionMixin):
             _non_negative,
         ],
         [
+            "max-pending-writes",
+            None,
+            DEFAULTS.max_pending_writes,
+            "Store writes (persistent SENDs) one connection may have pending before it is "
+            "read no more.",
+            _positive,
+        ],
+        [
             "max-subscriptions",
             None,
             DEFAULTS.max_subscriptions,

@@ -122,6 +122,7 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         authenticator=_authenticator(options, reactor),
         access=options["access-control"],
         max_subscriptions=options["max-subscriptions"],
+        max_pending_writes=options["max-pending-writes"],
         connect_timeout=options["connect-timeout"],
         frame_timeout=options["frame-timeout"],
         slow_consumer_policy=options["slow-consumer"],

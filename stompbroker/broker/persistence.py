@@ -198,14 +198,17 @@ class Journal:
         """
         return self._written(self.store.mark_delivered(key, message_id), "mark delivered", key)
 
-    def remove(self, key: str, message_id: str) -> Deferred[bool]:
+    def remove(self, key: str, message_id: str, *, lazy: bool = False) -> Deferred[bool]:
         """
         Forget a message that was acknowledged (or handed to an ``auto``
         consumer), expired, or discarded.
 
+        :param lazy: for an ACK: no delivery waits for it, so the store may hold
+            it for a commit that others start (see ``IMessageStore.remove``).
         :returns: see :meth:`_written`.
         """
-        return self._written(self.store.remove(key, message_id), f"remove {message_id}", key)
+        removed = self.store.remove(key, message_id, lazy=lazy)
+        return self._written(removed, f"remove {message_id}", key)
 
     def move(self, key: str, message_id: str, to_key: str, copy: Any) -> Deferred[bool]:
         """

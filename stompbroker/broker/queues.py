@@ -380,7 +380,7 @@ class WorkerQueue:
         if journal is not None:
             for message in messages:
                 if message.persistent:
-                    written.append(journal.remove(self.store_key, message.message_id))
+                    written.append(journal.remove(self.store_key, message.message_id, lazy=True))
         self.dispatch()
         return written
 

@@ -48,9 +48,15 @@ class SessionConfig:
     :ivar max_headers: most headers in one frame.
     :ivar max_header_length: longest header line, in bytes.
     :ivar max_held_bytes: most bytes of frames (headers and bodies) a session
-        holds unhandled while it waits for a persistent message to be stored;
-        past it, the session reads nothing more from the client until the store
-        has caught up.
+        holds unhandled while a frame that must wait for every earlier store
+        write (BEGIN, COMMIT, DISCONNECT) waits; past it, the session reads
+        nothing more from the client until the store has caught up.
+    :ivar max_pending_writes: most store writes (persistent SENDs, COMMITs,
+        ACKs of stored messages) one connection may have pending; at it, the
+        session reads nothing more from the client until one is done
+        (:mod:`~stompbroker.protocol.write_window`).
+    :ivar max_pending_write_bytes: most bytes of SEND bodies one connection may
+        have pending in the store; the same.
     :ivar authenticator: called with CONNECT's ``login``, ``passcode`` and the
         client's address (and ``certificate=``, the client's verified TLS
         certificate, for a CONNECT with neither, see
@@ -98,6 +104,8 @@ class SessionConfig:
     max_headers: int = 1000
     max_header_length: int = 10240
     max_held_bytes: int = 32 * 1024 * 1024
+    max_pending_writes: int = 1000
+    max_pending_write_bytes: int = 16 * 1024 * 1024
     authenticator: Callable[[str | None, str | None, str], Any] | None = None
     access: Any = field(default=None)
     max_subscriptions: int = 1000

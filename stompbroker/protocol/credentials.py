@@ -232,7 +232,7 @@ class CredentialsMixin(SessionPart):
         )
         if self.state is State.CONNECTED:
             # Not refused at once: the answer takes its place among the receipts.
-            self._receipt_when_stored(answer, frame)
+            self._receipt_when_stored(answer, frame, hold=True)
 
     def _renewed(self, identity: Any, frame: Frame) -> None:
         """

@@ -9,8 +9,8 @@ access file applies to connected clients at once.  ``/control/`` is the
 broker's own: a SEND there never reaches the broker's routing
 (:mod:`stompbroker.protocol.credentials`).  A SEND with a ``reply-to``
 naming a temporary queue subscribes the sender to it, as RabbitMQ does.  What
-the broker must store before it acts on the client's next frame is waited for
-as :mod:`stompbroker.protocol.receipts` says.
+the broker stores is waited for as :mod:`stompbroker.protocol.receipts` says,
+within the window of :mod:`stompbroker.protocol.write_window`.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ class PublishingMixin(SessionPart):
     _receipt: Callable[[Frame], None]
     _send_receipt: Callable[..., None]
     _receipt_when_stored: Callable[..., None]
+    _after_replies: Callable[[Frame], bool]
     _subscribe_to_replies: Callable[[str], None]
     _on_control: Callable[[Frame, str], None]
 
@@ -103,15 +104,20 @@ class PublishingMixin(SessionPart):
             transaction=transaction,
         )
         if waiting is not None:
-            self._receipt_when_stored(waiting, frame)
+            self._receipt_when_stored(waiting, frame, len(frame.body))
         elif receipt is not None:
             self._send_receipt(receipt)
 
     def _on_begin(self, frame: Frame) -> None:
+        # A transaction starts, and is committed, once what came before is stored.
+        if self._after_replies(frame):
+            return
         self.broker.begin(self, frame.required("transaction"))
         self._receipt(frame)
 
     def _on_commit(self, frame: Frame) -> None:
+        if self._after_replies(frame):
+            return
         waiting = self.broker.commit(self, frame.required("transaction"))
         self._receipt_when_stored(waiting, frame)
 

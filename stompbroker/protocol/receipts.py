@@ -7,13 +7,21 @@ first, and an ACK or NACK that settles stored messages, get back something to
 wait on (a Deferred, though this module never names Twisted).  Its RECEIPT
 waits for it, and so does every RECEIPT after it, so that receipts keep the
 order of the frames they answer: each waits as a :class:`_Reply` in the
-session's queue of replies until those before it are out.  A SEND or COMMIT
-without a receipt, and a DISCONNECT, also stop the session from handling any
-further frame until everything waited on is stored (STOMP gives such frames no
-answer, so the order is kept by handling nothing of the client's meanwhile).
-Frames that arrive meanwhile are held; past ``max_held_bytes`` of them, the
-session stops reading.  The same hold keeps the frames that came with a CONNECT
-while the authenticator decides.
+session's queue of replies until those before it are out.  The session goes
+on handling the client's next frames meanwhile, within the write window of
+:mod:`stompbroker.protocol.write_window`.
+
+An ERROR keeps that order too: one for a frame handled while earlier receipts
+wait (:meth:`ReceiptsMixin._fail_in_order`), and one for a store write that
+failed, goes out once every RECEIPT before it is out; from the moment it is
+known the session handles and reads nothing more, and the connection closes
+after it.  Later frames already handled get no RECEIPT.
+
+Some frames are handled only once every reply before them is out: BEGIN,
+COMMIT and DISCONNECT (:meth:`ReceiptsMixin._after_replies`), and a token
+renewal without receipt.  Frames that arrive meanwhile are held; past
+``max_held_bytes`` of them, the session stops reading.  The same hold keeps
+the frames that came with a CONNECT while the authenticator decides.
 """
 
 from __future__ import annotations
@@ -33,6 +41,9 @@ from stompbroker.protocol.states import State
 #: cannot handle yet.
 BY_HELD = "held"
 
+#: ... or an ERROR waits behind earlier receipts, and the session is ending.
+BY_ERROR = "error"
+
 
 @define(slots=True)
 class _Reply:
@@ -42,11 +53,15 @@ class _Reply:
     :ivar receipt: the receipt id, or ``None`` for a frame that asked for none.
     :ivar done: whether what it waits for (storing a persistent message) is done.
     :ivar then: called once the RECEIPT is out (a subscription's first messages).
+    :ivar size: the bytes it counts in the write window.
+    :ivar error: the ERROR that goes out in its place, ending the session.
     """
 
     receipt: str | None
     done: bool = False
     then: Callable[[], None] | None = None
+    size: int = 0
+    error: ProtocolError | None = None
 
 
 class ReceiptsMixin(SessionPart):
@@ -64,6 +79,10 @@ class ReceiptsMixin(SessionPart):
     _replies: deque[_Reply]
     _held: deque[Frame] | None
     _held_bytes: int
+    # Of the session's other parts.
+    _write_started: Callable[[int], None]
+    _write_ended: Callable[[int], None]
+
     def _init_receipts(self) -> None:
         #: Replies waiting, in order, for a persistent message to be stored.
         self._replies = deque()
@@ -91,51 +110,56 @@ class ReceiptsMixin(SessionPart):
         if then is not None:
             then()
 
-    def _receipt_when_stored(self, waiting: Any, frame: Frame, pause: bool = True) -> None:
+    def _receipt_when_stored(
+        self, waiting: Any, frame: Frame, size: int = 0, hold: bool = False
+    ) -> None:
         """
         Answer a frame whose effect the broker is writing to its store.
 
         :param waiting: what the broker returned: ``None`` if it writes nothing,
             otherwise a Deferred that fires once the writes are durable.
-        :param pause: without a receipt, handle no further frame until then
-            (for SEND and COMMIT: a persistent message must be stored before the
-            broker acts on the client's next frame); an ACK or NACK without
-            receipt only keeps later receipts behind it.
+        :param size: the bytes it counts in the write window (a SEND's body).
+        :param hold: without a receipt, handle no further frame until then (a
+            token renewal: later frames are judged with the new rights).
         """
         if waiting is None:
             self._receipt(frame)
             return
-        reply = _Reply(frame.get("receipt"))
+        reply = _Reply(frame.get("receipt"), size=size)
         self._replies.append(reply)
-        if reply.receipt is None and pause:
-            # STOMP gives a frame without receipt no answer, so the rule is kept
-            # by handling nothing more of this client's until it is stored.
+        self._write_started(size)
+        if hold and reply.receipt is None and self._held is None:
             self._start_holding()
         waiting.addCallbacks(
-            self._stored, self._not_stored, callbackArgs=(reply,), errbackArgs=(frame,)
+            self._stored, self._not_stored, callbackArgs=(reply,), errbackArgs=(reply, frame)
         )
 
-    def _stored(self, result: Any, reply: _Reply) -> None:
-        """A store write finished: send the replies it held up, and go on if it paused us."""
-        reply.done = True
-        if self.state is not State.CONNECTED:
-            return
-        replies = self._replies
-        while replies and replies[0].done:
-            done = replies.popleft()
-            if done.receipt is not None:
-                self.send_frame(Frame("RECEIPT", (("receipt-id", done.receipt),)))
-            if done.then is not None:
-                done.then()
-        if not replies and self._held is not None:
-            held = self._take_held()
-            # Unless this runs inside the handler that asked (it was stored at
-            # once), whose loop goes on by itself, handle what was held.
-            if held or not self._handling:
-                self._handle(held)
+    def _after_replies(self, frame: Frame) -> bool:
+        """
+        Hold a frame that must be handled only once every earlier reply is out
+        (every earlier store write done): it is handled again then.
 
-    def _not_stored(self, failure: Any, frame: Frame) -> None:
-        """A persistent message could not be stored: the client gets an ERROR, not a RECEIPT."""
+        :returns: whether it was held.
+        """
+        if not self._replies:
+            return False
+        self._start_holding((frame,))
+        return True
+
+    def _stored(self, result: Any, reply: _Reply) -> None:
+        """A store write finished: send the replies it held up, and go on if they held frames."""
+        reply.done = True
+        self._write_ended(reply.size)
+        if self.state is State.CONNECTED:
+            self._send_replies()
+
+    def _not_stored(self, failure: Any, reply: _Reply, frame: Frame) -> None:
+        """
+        A persistent message could not be stored: the client gets an ERROR, not a
+        RECEIPT, once the receipts before it are out; nothing more is handled.
+        """
+        reply.done = True
+        self._write_ended(reply.size)
         if self.state is not State.CONNECTED:
             return
         error = failure.value
@@ -143,7 +167,44 @@ class ReceiptsMixin(SessionPart):
             error = ProtocolError("message not stored", str(error))
         if error.receipt_id is None:
             error.receipt_id = frame.get("receipt")
-        self._fail(error)
+        reply.error = error
+        self._halt()
+        self._send_replies()
+
+    def _fail_in_order(self, error: ProtocolError) -> None:
+        """End the session with an ERROR, after the receipts that wait before it."""
+        if not self._replies:
+            self._fail(error)
+            return
+        self._replies.append(_Reply(None, done=True, error=error))
+        self._halt()
+
+    def _halt(self) -> None:
+        """An ERROR waits its turn: handle and read nothing more meanwhile."""
+        if self._held is None:
+            self._start_holding()
+        self._pause_reading(BY_ERROR)
+
+    def _send_replies(self) -> None:
+        """Send the replies at the head of the queue that are done; then handle what was held."""
+        replies = self._replies
+        while replies and replies[0].done:
+            done = replies.popleft()
+            if done.error is not None:
+                self._fail(done.error)
+                return
+            if done.receipt is not None:
+                self.send_frame(Frame("RECEIPT", (("receipt-id", done.receipt),)))
+            if done.then is not None:
+                done.then()
+                if self.state is not State.CONNECTED:
+                    return
+        if not replies and self._held is not None:
+            held = self._take_held()
+            # Unless this runs inside the handler that asked (it was stored at
+            # once), whose loop goes on by itself, handle what was held.
+            if held or not self._handling:
+                self._handle(held)
 
     def _hold(self, frames: list[Frame]) -> None:
         """

@@ -31,12 +31,11 @@ Theory of operation:
   renewal (:mod:`~stompbroker.protocol.credentials`), SEND and transactions
   (:mod:`~stompbroker.protocol.publishing`), the client's subscriptions and ack
   ids (:mod:`~stompbroker.protocol.subscriptions`), receipts and held frames
-  (:mod:`~stompbroker.protocol.receipts`), slow consumers
-  (:mod:`~stompbroker.protocol.slow_consumer`), timers
-  (:mod:`~stompbroker.protocol.timers`) and resumption
-  (:mod:`~stompbroker.protocol.resuming`).  Mixins rather than objects of their
-  own because SEND, ACK and delivery pass through several of them for every
-  message, and must not pay for a call or an attribute hop between objects;
+  (:mod:`~stompbroker.protocol.receipts`), pending store writes (``write_window``),
+  slow consumers (``slow_consumer``), timers (``timers``) and resumption
+  (``resuming``).  Mixins rather than objects of their own because SEND, ACK and
+  delivery pass through several of them for every message, and must not pay for
+  a call or an attribute hop between objects;
   each mixin's state is a slot of the session, which the mixin names in its
   ``SLOTS``, and each mixin declares what it uses of the rest.
 """
@@ -69,6 +68,7 @@ from stompbroker.protocol.slow_consumer import SlowConsumerMixin
 from stompbroker.protocol.states import Event, State
 from stompbroker.protocol.subscriptions import SubscriptionsMixin
 from stompbroker.protocol.timers import TimersMixin
+from stompbroker.protocol.write_window import WriteWindowMixin
 
 __all__ = [
     "HANDLERS",
@@ -139,6 +139,7 @@ class StompSession(
     PublishingMixin,
     SubscriptionsMixin,
     ReceiptsMixin,
+    WriteWindowMixin,
     SlowConsumerMixin,
     TimersMixin,
     ResumeMixin,
@@ -182,6 +183,7 @@ class StompSession(
         + CredentialsMixin.SLOTS
         + SubscriptionsMixin.SLOTS
         + ReceiptsMixin.SLOTS
+        + WriteWindowMixin.SLOTS
         + SlowConsumerMixin.SLOTS
         + TimersMixin.SLOTS
         + ResumeMixin.SLOTS
@@ -231,6 +233,7 @@ class StompSession(
         self._init_credentials()
         self._init_subscriptions()
         self._init_receipts()
+        self._init_write_window()
         self._init_slow_consumer(transport.write)
         self._init_timers(self.connected_at)
         self._init_resume()
@@ -305,7 +308,7 @@ class StompSession(
         try:
             frames = self._parser.receive_data(data)
         except ProtocolError as error:
-            self._fail(error)
+            self._fail_in_order(error)
             return
         if self._parser.in_frame():
             if self._frame_started is None:
@@ -342,7 +345,7 @@ class StompSession(
                 except ProtocolError as error:
                     if error.receipt_id is None:
                         error.receipt_id = frame.get("receipt")
-                    self._fail(error)
+                    self._fail_in_order(error)
                     return
                 if self._held is not None:
                     self._hold(frames[position + 1 :])
@@ -353,7 +356,7 @@ class StompSession(
             self._handling = handling
         fault = self._parser.error
         if fault is not None:
-            self._fail(fault)
+            self._fail_in_order(fault)
 
     def keep_alive(self) -> None:
         """
@@ -507,15 +510,11 @@ class StompSession(
         raise UnexpectedFrame("already connected", f"{command} received on a connected session")
 
     def _on_disconnect(self, frame: Frame) -> None:
-        if self._replies:
-            # Receipts of earlier frames wait for the store: DISCONNECT is handled
-            # again once they are out, so its own receipt still comes last.
-            self._start_holding((frame,))
-            return
-        # STOMP 1.2, "DISCONNECT": the receipt goes out, then the connection closes
-        # once the transport has flushed it.
-        self._receipt(frame)
-        self._close(Event.DISCONNECT)
+        # STOMP 1.2, "DISCONNECT": once every earlier receipt is out, its own goes
+        # out, then the connection closes once the transport has flushed it.
+        if not self._after_replies(frame):
+            self._receipt(frame)
+            self._close(Event.DISCONNECT)
 
 
 #: Which commands each state accepts, and the method that handles each.

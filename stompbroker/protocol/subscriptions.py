@@ -298,7 +298,7 @@ class SubscriptionsMixin(SessionPart):
         waiting = self.broker.ack(
             self, message_id, subscriber=subscription, transaction=frame.get("transaction")
         )
-        self._receipt_when_stored(waiting, frame, pause=False)
+        self._receipt_when_stored(waiting, frame)
 
     def _on_nack(self, frame: Frame) -> None:
         requeue = frame.get("requeue", "true")
@@ -314,7 +314,7 @@ class SubscriptionsMixin(SessionPart):
             requeue=requeue == "true",
             transaction=frame.get("transaction"),
         )
-        self._receipt_when_stored(waiting, frame, pause=False)
+        self._receipt_when_stored(waiting, frame)
 
     def _acknowledged(self, frame: Frame) -> tuple[SessionSubscription | None, str]:
         """

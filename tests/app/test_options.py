@@ -36,6 +36,7 @@ def test_port_is_shorthand_for_loopback_tcp_endpoint() -> None:
         ["--heartbeat", "1,-1"],
         ["--heartbeat-min", "1000"],
         ["--max-frame-size", "0"],
+        ["--max-pending-writes", "0"],
         ["--max-connections", "-1"],
         ["--log-level", "loud"],
         ["--resume-window", "-1"],

@@ -32,6 +32,8 @@ def test_make_service_listens_on_every_endpoint_with_one_broker() -> None:
         "7",
         "--max-header-length",
         "99",
+        "--max-pending-writes",
+        "12",
         "--heartbeat",
         "100,200",
         "--heartbeat-min",
@@ -60,6 +62,7 @@ def test_make_service_listens_on_every_endpoint_with_one_broker() -> None:
         config = factory.config
         limits = (config.max_frame_size, config.max_headers, config.max_header_length)
         assert limits == (1000, 7, 99)
+        assert config.max_pending_writes == 12
         assert config.heartbeat == (100, 200)
         assert config.heartbeat_min == (50, 60)
         assert config.server_name.startswith("stompbroker/")

@@ -47,6 +47,15 @@ class ManualExecutor:
         maybeDeferred(work).chainDeferred(done)
 
 
+def manual_store(tmp_path: Path) -> tuple[task.Clock, ManualExecutor, SQLiteStore]:
+    """:returns: a clock, a manual writer and an open batch store (batch_delay 2 ms) on both."""
+    clock = task.Clock()
+    writer = ManualExecutor()
+    store = SQLiteStore(tmp_path, reactor=clock, sync="batch", executor=writer, batch_delay=0.002)
+    store.open()
+    return clock, writer, store
+
+
 def fired(deferreds: list[Deferred]) -> int:
     """:returns: how many of ``deferreds`` have fired."""
     return sum(deferred.called for deferred in deferreds)
@@ -112,7 +121,8 @@ def test_operations_during_a_commit_form_the_next_group(sync: str, tmp_path: Pat
     """
     What arrives while the writer commits is committed next, as one group: at
     once in always mode; in batch mode once batch_delay has passed since the
-    first of it arrived, so that more can join.
+    first of it arrived, so that more can join (here the commit in flight takes
+    longer than batch_delay, so the wait is batch_delay's).
     """
     clock = task.Clock()
     writer = ManualExecutor()
@@ -121,6 +131,7 @@ def test_operations_during_a_commit_form_the_next_group(sync: str, tmp_path: Pat
     first = [store.add("/queue/orders", sent(f"m-{index}")) for index in range(3)]
     clock.advance(0)
     assert len(writer.waiting) == 1
+    clock.advance(0.0025)
     second = [store.add("/queue/orders", sent(f"n-{index}")) for index in range(4)]
     assert (len(writer.waiting), clock.getDelayedCalls()) == (1, [])
     clock.advance(0.0005)
@@ -129,14 +140,89 @@ def test_operations_during_a_commit_form_the_next_group(sync: str, tmp_path: Pat
     if sync == "batch":
         assert len(writer.waiting) == 0
         late = store.add("/queue/orders", sent("n-late"))
-        clock.advance(0.0014)
+        clock.advance(0.001)
         assert len(writer.waiting) == 0
-        clock.advance(0.0001)
+        clock.advance(0.001)
         second.append(late)
     assert len(writer.waiting) == 1
     writer.run_one()
     assert fired(second) == len(second)
     assert (store.stats.commits, store.stats.operations) == (2, 3 + len(second))
+
+
+def test_batch_waits_no_longer_than_the_commit_before_took(tmp_path: Path) -> None:
+    """
+    On a fast disk batch_delay would cost more than the fsync it saves: the next
+    group waits at most as long as the commit in flight took, from when its first
+    operation arrived.
+    """
+    clock, writer, store = manual_store(tmp_path)
+    store.add("/queue/orders", sent("m-0"))
+    clock.advance(0)
+    clock.advance(0.0002)
+    gathered = store.add("/queue/orders", sent("m-1"))
+    clock.advance(0.0001)
+    writer.run_one()
+    assert len(writer.waiting) == 0
+    clock.advance(0.0001)
+    assert len(writer.waiting) == 0
+    clock.advance(0.00015)
+    assert len(writer.waiting) == 1
+    writer.run_one()
+    assert gathered.called
+
+
+def test_a_lazy_removal_waits_for_company_up_to_batch_delay(tmp_path: Path) -> None:
+    """
+    An ACK's removal starts no commit of its own before batch_delay in batch mode;
+    an add that arrives meanwhile takes it along, in order, in one commit.
+    """
+    clock = task.Clock()
+    store = open_sqlite(tmp_path, clock, "batch", batch_delay=0.002)
+    store.add("/queue/orders", sent("m-1"))
+    clock.advance(0)
+    commits = store.stats.commits
+    removed = store.remove("/queue/orders", "m-1", lazy=True)
+    clock.advance(0.001)
+    assert (removed.called, store.stats.commits) == (False, commits)
+    added = store.add("/queue/orders", sent("m-2"))
+    clock.advance(0)
+    assert (removed.called, added.called, store.stats.commits) == (True, True, commits + 1)
+    alone = store.remove("/queue/orders", "m-2", lazy=True)
+    clock.advance(0.0015)
+    assert not alone.called
+    clock.advance(0.001)
+    assert alone.called
+    recovering = store.recover()
+    clock.advance(0)
+    assert ids_by_queue(result_of(recovering)) == {}
+
+
+def test_a_lazy_removal_behind_a_commit_does_not_hurry_the_next(tmp_path: Path) -> None:
+    """Only lazy removals gathered behind a commit: they wait batch_delay, not the commit's time."""
+    clock, writer, store = manual_store(tmp_path)
+    store.add("/queue/orders", sent("m-1"))
+    clock.advance(0)
+    removed = store.remove("/queue/orders", "m-1", lazy=True)
+    writer.run_one()
+    waited = []
+    for step in (0.0015, 0.001):
+        clock.advance(step)
+        waited.append(len(writer.waiting))
+    assert waited == [0, 1]
+    writer.run_one()
+    assert removed.called
+
+
+def test_a_lazy_removal_is_not_lazy_in_always_mode(tmp_path: Path) -> None:
+    """always commits whatever is pending as soon as it can, lazy or not."""
+    clock = task.Clock()
+    store = open_sqlite(tmp_path, clock, "always")
+    store.add("/queue/orders", sent("m-1"))
+    clock.advance(0)
+    removed = store.remove("/queue/orders", "m-1", lazy=True)
+    clock.advance(0)
+    assert removed.called
 
 
 def test_batch_commits_a_full_group_without_waiting(tmp_path: Path) -> None:

@@ -2,7 +2,8 @@
 RECEIPT frames and held frames (stompbroker.protocol.receipts), against a
 recording broker that answers SEND, ACK, NACK and COMMIT with store writes the
 test fires: receipts wait for the store and keep the order of the frames they
-answer, and a frame the broker must store first holds the client's next ones.
+answer, and a frame that waits for every earlier write holds the client's next ones
+(the write window itself: test_write_window).
 """
 
 from __future__ import annotations
@@ -58,22 +59,6 @@ def test_writes_done_out_of_order_answer_in_order() -> None:
     assert receipts(transport) == ["a1", "a2"]
 
 
-def test_a_stored_send_without_receipt_holds_the_next_frames() -> None:
-    """
-    A persistent SEND without receipt gets no answer, so the broker must not act on the client's
-    next frame before the message is stored: that frame is held until then.
-    """
-    session, transport, _, broker = storing()
-    session.receive_data(
-        frame("SEND", ("destination", "/queue/a"))
-        + frame("SUBSCRIBE", ("id", "1"), ("destination", "/topic/t"), ("receipt", "r"))
-    )
-    assert broker.named("subscribe") == []
-    broker.writes[0].callback(None)
-    assert len(broker.named("subscribe")) == 1
-    assert receipts(transport) == ["r"]
-
-
 def test_an_ack_without_receipt_holds_no_frame_back() -> None:
     """An ACK without receipt only keeps later receipts behind it; the next frames are handled."""
     session, transport, _, broker = storing()
@@ -91,15 +76,15 @@ def test_held_frames_past_the_limit_stop_reading_until_handled() -> None:
     """Past max_held_bytes of held frames the session reads no more, until it has handled them."""
     session, transport, _, broker = storing(SessionConfig(max_held_bytes=100))
     session.receive_data(frame("SEND", ("destination", "/queue/a")))
+    session.receive_data(frame("BEGIN", ("transaction", "t")))
     session.receive_data(frame("SEND", ("destination", "/queue/b"), body=b"x" * 60))
     assert transport.reading
     session.receive_data(frame("SEND", ("destination", "/queue/c"), body=b"y" * 60))
     assert not transport.reading
     broker.writes[0].callback(None)
     assert transport.reading
-    assert [m.destination for m in broker.named("send")] == ["/queue/a", "/queue/b"]
-    broker.writes[1].callback(None)
-    assert [m.destination for m in broker.named("send")][-1] == "/queue/c"
+    assert broker.named("begin") == ["t"]
+    assert [m.destination for m in broker.named("send")] == ["/queue/a", "/queue/b", "/queue/c"]
 
 
 def test_a_message_not_stored_is_an_error_with_the_receipt_id() -> None:

@@ -322,10 +322,13 @@ class IMessageStore(Interface):
             It fails with :class:`DuplicateMessage` if the key holds that id.
         """
 
-    def remove(queue, message_id):  # type: ignore[no-untyped-def]
+    def remove(queue, message_id, *, lazy=False):  # type: ignore[no-untyped-def]
         """
         Forget a message: it was acknowledged or has expired.
 
+        :param lazy: nobody needs the removal soon (an ACK's): the store may
+            hold it for a commit that others start, within its own latency
+            bound (``batch_delay`` for the SQLite store).
         :returns: a Deferred firing with ``None`` once the removal is durable.
         """
 

@@ -92,7 +92,7 @@ class MemoryStore:
         messages[record.message_id] = record
         return succeed(record)
 
-    def remove(self, queue: str, message_id: str) -> Deferred[None]:
+    def remove(self, queue: str, message_id: str, *, lazy: bool = False) -> Deferred[None]:
         """:returns: a fired Deferred; see :meth:`IMessageStore.remove`."""
         if not self._open:
             return _not_open()
