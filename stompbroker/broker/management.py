@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from stompbroker.broker.destination_syntax import is_wildcard
 from stompbroker.broker.destinations import QUEUE_PREFIX, STREAM_PREFIX, TOPIC_PREFIX
 from stompbroker.broker.detached_sessions import DetachedSessions
 from stompbroker.broker.management_queues import QueueOperations, check_target
@@ -51,7 +52,6 @@ from stompbroker.broker.management_records import (
 )
 from stompbroker.broker.persistence import durable_key
 from stompbroker.broker.queues import WorkerQueue
-from stompbroker.broker.subscriptions import is_wildcard
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import ClosedByOperator, InvalidDestination, MalformedFrame
 from stompbroker.protocol.frames import Headers

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from stompbroker.broker.dead_letters import DEAD_LETTER_HEADERS
+from stompbroker.broker.destination_syntax import is_wildcard, validate_destination
 from stompbroker.broker.destinations import (
     QUEUE_PREFIX,
     REPLY_QUEUE_PREFIX,
@@ -28,7 +29,6 @@ from stompbroker.broker.destinations import (
 )
 from stompbroker.broker.management_records import InUse, InvalidRequest, UnknownDestination
 from stompbroker.broker.persistence import parse_durable_key
-from stompbroker.broker.subscriptions import is_wildcard, validate_destination
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import InvalidDestination
 from stompbroker.protocol.frames import Headers
