@@ -21,11 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cluster import cluster_target
-from benchmarks.connection import Endpoint, parse_address
-from benchmarks.launcher import DEFAULT_REACTOR, BrokerProcess
-from benchmarks.report import json_line, print_ratios, print_table
-from benchmarks.scenarios import (
+from benchmarks.cases import (
     ACK_MODES,
     CLUSTER_SCENARIOS,
     DEFAULT_SCENARIOS,
@@ -33,8 +29,12 @@ from benchmarks.scenarios import (
     Case,
     Settings,
     Target,
-    run_case,
 )
+from benchmarks.cluster import cluster_target
+from benchmarks.connection import Endpoint, parse_address
+from benchmarks.launcher import DEFAULT_REACTOR, BrokerProcess
+from benchmarks.report import json_line, print_ratios, print_table
+from benchmarks.scenarios import run_case
 
 #: ``--flow`` presets: (receipt every, window).  ``deep`` keeps up to 400 frames
 #: in flight per publisher; ``shallow`` keeps 8, which some brokers need.

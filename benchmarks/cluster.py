@@ -24,10 +24,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cases import Target
 from benchmarks.connection import Endpoint
 from benchmarks.errors import BenchmarkError
 from benchmarks.launcher import BrokerProcess, free_port
-from benchmarks.scenarios import Target
 
 __all__ = ["RedisServer", "cluster_target"]
 

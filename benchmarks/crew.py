@@ -58,7 +58,8 @@ class Crew:
         """
         Fork one worker.
 
-        :param body: one of the ``run_*`` functions of :mod:`benchmarks.workers`.
+        :param body: one of the ``run_*`` functions of :mod:`benchmarks.workers`
+            (or :func:`benchmarks.idle.run_idle`).
         :param spec: its spec.
         :param shared: shared arrays it takes after the pipe.
         :returns: the parent's end of the worker's pipe.

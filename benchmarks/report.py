@@ -3,7 +3,7 @@ What the suite prints: a table of every run, a table of ratios when comparing, a
 and what a micro-benchmark prints (:func:`print_results`).
 
 The JSON lines carry every figure; the tables carry the headline figure of
-each scenario (see :data:`benchmarks.scenarios.HEADLINE`), whether nothing was
+each scenario (see :data:`benchmarks.cases.HEADLINE`), whether nothing was
 lost or duplicated, and the CPU used by the generator, the broker and the
 whole machine, in percent of one core.  The machine is shared, so a high
 machine figure next to a low generator-plus-broker figure means someone else
@@ -17,7 +17,7 @@ import re
 import statistics
 from typing import Any, TextIO
 
-from benchmarks.scenarios import HEADLINE
+from benchmarks.cases import HEADLINE
 
 
 def json_line(result: dict[str, Any]) -> str:

@@ -1,7 +1,8 @@
 """
 The scenarios: what each runs, how it ends, and the figures it reports.
 
-Every run of a :class:`Case` against a :class:`Target` goes the same way:
+Every run of a :class:`~benchmarks.cases.Case` against a
+:class:`~benchmarks.cases.Target` goes the same way:
 receivers subscribe (and wait for their receipts), publishers connect, and
 only then does the clock start; publishers stop at ``max_count`` messages or
 after ``duration`` seconds, or when no receipt came for ``stall`` seconds;
@@ -25,173 +26,33 @@ import time
 from array import array
 from typing import Any
 
-from attrs import frozen
-
-from benchmarks.connection import Endpoint, Link
+from benchmarks.cases import (
+    QUEUE_SCENARIOS,
+    SELECTED_HEADERS,
+    SELECTOR,
+    VARYING,
+    Case,
+    Settings,
+    Target,
+)
 from benchmarks.crew import Crew
 from benchmarks.errors import BenchmarkError
+from benchmarks.idle import run_idle_scenario
 from benchmarks.measure import (
     CpuSnapshot,
     cpu_between,
     merge_seen,
     percentiles,
-    process_fd_count,
-    process_fd_limit,
     process_rss_kb,
 )
 from benchmarks.streams import run_stream
-from benchmarks.wire import SendTemplate
 from benchmarks.workers import (
-    IdleSpec,
     PublisherSpec,
     ReceiverSpec,
     Subscription,
-    run_idle,
     run_publisher,
     run_receiver,
 )
-
-#: In the order a full run takes them: ``idle`` first, because a broker's
-#: resident memory rarely shrinks, so growth per connection is only visible
-#: on a broker that has not been busy yet.
-SCENARIOS = (
-    "idle",
-    "fanout",
-    "selector-fanout",
-    "ws-fanout",
-    "queue",
-    "persistent",
-    "queue-groups",
-    "queue-priorities",
-    "latency",
-    "stream",
-)
-#: The scenarios of destination features, run only when named: ``stream`` is
-#: stompbroker's own destination kind (other brokers' streams are reached otherwise).
-FEATURE_SCENARIOS = frozenset({"selector-fanout", "queue-groups", "queue-priorities", "stream"})
-#: What a run without named scenarios runs: the feature scenarios only on request.
-DEFAULT_SCENARIOS = tuple(scenario for scenario in SCENARIOS if scenario not in FEATURE_SCENARIOS)
-#: Scenarios across two nodes of the redis engine (publishers on one, receivers
-#: on the other; :mod:`benchmarks.cluster` starts them): run only when named.
-CLUSTER_SCENARIOS = ("cluster-fanout", "cluster-queue")
-ACK_MODES = ("auto", "client", "client-individual")
-TOPIC_SCENARIOS = frozenset({"fanout", "selector-fanout", "ws-fanout", "latency", "cluster-fanout"})
-#: ``selector-fanout``: every other subscription carries this two-term selector,
-#: and every message the headers that make it TRUE, so each subscriber still gets
-#: every message (the exactly-once check holds) and the figure is ``fanout``'s
-#: plus what evaluating the selectors costs.
-SELECTOR: tuple[tuple[str, str], ...] = (("selector", "type = 'a' AND n > 3"),)
-SELECTED_HEADERS: tuple[tuple[str, str], ...] = (("type", "a"), ("n", "5"))
-QUEUE_SCENARIOS = frozenset(
-    {"queue", "persistent", "queue-groups", "queue-priorities", "cluster-queue"}
-)
-#: How many message groups ``queue-groups`` spreads its messages over.
-GROUPS = 100
-#: The header that varies with ``seq`` in a scenario that has one (see SendTemplate).
-VARYING: dict[str, tuple[str, str, int]] = {
-    "queue-groups": ("JMSXGroupID", "g", GROUPS),
-    "queue-priorities": ("priority", "", 10),
-}
-#: The figures each scenario is judged by, the headline first, and whether more is better.
-HEADLINE: dict[str, tuple[tuple[str, bool], ...]] = {
-    "fanout": (("deliveries_per_s", True),),
-    "selector-fanout": (("deliveries_per_s", True),),
-    "ws-fanout": (("deliveries_per_s", True),),
-    "queue": (("msgs_per_s", True),),
-    "persistent": (("msgs_per_s", True),),
-    "queue-groups": (("msgs_per_s", True),),
-    "queue-priorities": (("msgs_per_s", True),),
-    "cluster-fanout": (("deliveries_per_s", True),),
-    "cluster-queue": (("msgs_per_s", True),),
-    "latency": (("p99_ms", False), ("p50_ms", False)),
-    "idle": (("held", True), ("rss_per_conn_kb", False)),
-    "stream": (("append_msgs_per_s", True), ("replay_msgs_per_s", True)),
-}
-
-
-@frozen
-class Settings:
-    """
-    How hard and how long to push; the command line's options.
-
-    :ivar size: body bytes per message.
-    :ivar duration: seconds of publishing, at most.
-    :ivar max_count: messages per run, at most (split among producers).
-    :ivar receipt_every: a receipt every this many SENDs.
-    :ivar window: receipts outstanding at most.
-    :ivar stall: seconds without progress that end a run as stalled.
-    :ivar drain: seconds to wait for deliveries once publishing ended.
-    :ivar procs: receiver processes (at most one per connection).
-    :ivar read_delay: seconds a receiver waits after short reads; 0 for none.
-    :ivar rate: messages per second in the latency scenario.
-    :ivar warmup: seconds at the start of the latency scenario left out of the figures.
-    :ivar connections: connections the idle scenario opens.
-    :ivar hold: seconds the idle scenario holds them before measuring.
-    :ivar prefetch: ``prefetch-count`` and ``activemq.prefetchSize`` for consumers, if set.
-    :ivar setup_timeout: bound on each step of setting up connections.
-    """
-
-    size: int = 117
-    duration: float = 10.0
-    max_count: int = 5_000_000
-    receipt_every: int = 100
-    window: int = 4
-    stall: float = 5.0
-    drain: float = 10.0
-    procs: int = 2
-    read_delay: float = 0.002
-    rate: int = 10_000
-    warmup: float = 1.0
-    connections: int = 5000
-    hold: float = 3.0
-    prefetch: int | None = None
-    setup_timeout: float = 20.0
-
-
-@frozen
-class Case:
-    """
-    One configuration of one scenario.
-
-    :ivar scenario: one of :data:`SCENARIOS`.
-    :ivar subscribers: topic subscribers (``fanout``, ``ws-fanout``, ``latency``).
-    :ivar producers: queue producers.
-    :ivar consumers: queue consumers.
-    :ivar ack: the consumers' ack mode.
-    """
-
-    scenario: str
-    subscribers: int = 1
-    producers: int = 1
-    consumers: int = 1
-    ack: str = "auto"
-
-    @property
-    def label(self) -> str:
-        """:returns: a short name for tables, e.g. ``queue 4x4 client-individual``."""
-        if self.scenario in TOPIC_SCENARIOS:
-            return f"{self.scenario} {self.subscribers} sub"
-        if self.scenario in QUEUE_SCENARIOS:
-            return f"{self.scenario} {self.producers}x{self.consumers} {self.ack}"
-        return self.scenario
-
-
-@frozen
-class Target:
-    """
-    A broker under test.
-
-    :ivar name: how tables and JSON lines call it (``stompbroker``, ``other``).
-    :ivar endpoint: how to reach it.
-    :ivar pid: its process id, for its CPU and memory, when known.
-    :ivar publish_endpoint: where publishers connect, if not to ``endpoint``
-        (the cluster scenarios: another node of the same broker).
-    """
-
-    name: str
-    endpoint: Endpoint
-    pid: int | None = None
-    publish_endpoint: Endpoint | None = None
 
 
 def run_case(case: Case, target: Target, settings: Settings) -> dict[str, Any]:
@@ -217,7 +78,7 @@ def run_case(case: Case, target: Target, settings: Settings) -> dict[str, Any]:
             return result
     try:
         if case.scenario == "idle":
-            result.update(_run_idle(target, settings))
+            result.update(run_idle_scenario(target, settings))
         elif case.scenario == "stream":
             if target.name != "stompbroker":
                 result.update(ok=False, skipped="/stream/ destinations are stompbroker's own")
@@ -486,104 +347,4 @@ def _judge(figures: dict[str, Any]) -> dict[str, Any]:
         and figures.get("drain", "complete") == "complete"
         and not figures.get("error")
     )
-    return figures
-
-
-#: The share of a broker's free file descriptors the idle scenario may use.
-FD_HEADROOM = 0.8
-
-
-def fd_headroom(pid: int) -> int | None:
-    """:returns: how many connections the idle scenario may open to the broker ``pid``, if known."""
-    limit = process_fd_limit(pid)
-    used = process_fd_count(pid)
-    if limit is None or used is None:
-        return None
-    return max(0, int((limit - used) * FD_HEADROOM))
-
-
-def _run_idle(target: Target, settings: Settings) -> dict[str, Any]:
-    """
-    Open ``settings.connections`` subscribed connections, hold them, measure the broker, probe them.
-
-    Every connection subscribes to one topic; after the hold, one message sent
-    there must reach each of them: a connection counts as held only if it does.
-    When the broker's pid is known, the run opens no more connections than
-    :data:`FD_HEADROOM` of the file descriptors it has free (and says so in
-    ``capped_to``): some brokers do not survive running out (RabbitMQ 3.10 loses
-    its memory monitor), and would then spoil every later run.  The connection
-    that sends the probe is opened first, so that the probe cannot be the one
-    connection too many.
-    """
-    run_id = secrets.token_hex(4)
-    destination = f"/topic/bench.idle.{run_id}"
-    pid = target.pid
-    requested = settings.connections
-    capped_to = fd_headroom(pid) if pid else None
-    if capped_to is not None and capped_to < requested:
-        requested = capped_to
-    else:
-        capped_to = None
-    procs = max(1, min(settings.procs, requested))
-    shares = [requested // procs + (1 if slot < requested % procs else 0) for slot in range(procs)]
-    rss_before = process_rss_kb(pid) if pid else None
-    probe = Link(target.endpoint, timeout=settings.setup_timeout)
-    started = time.monotonic()
-    setup_bound = settings.setup_timeout + requested * 0.01
-    deadline = started + 2 * setup_bound + settings.hold + 30
-    errors: list[str] = []
-    with probe, Crew() as crew:
-        progress = crew.shared_counts(procs)
-        holders = [
-            crew.start(
-                run_idle,
-                IdleSpec(
-                    target.endpoint,
-                    shares[slot],
-                    destination,
-                    slot=slot,
-                    setup_timeout=settings.setup_timeout,
-                    deadline=deadline,
-                ),
-                progress,
-            )
-            for slot in range(procs)
-        ]
-        ready = [answer or {} for answer in crew.gather(holders, started + setup_bound)]
-        opened = sum(answer.get("ready", 0) for answer in ready)
-        setup_s = time.monotonic() - started
-        time.sleep(settings.hold)
-        rss_held = process_rss_kb(pid) if pid else None
-        fds = process_fd_count(pid) if pid else None
-        try:
-            probe.sock.sendall(
-                probe.pack(SendTemplate(destination, b"probe").frames(range(1), True))
-            )
-            probe.read_frames(1, settings.setup_timeout)
-        except (BenchmarkError, OSError) as error:
-            errors.append(f"probe: {error}")
-        crew.tell(holders, "probe")
-        held_reports = crew.gather(holders, time.monotonic() + settings.setup_timeout)
-    errors += [answer["error"] for answer in ready if answer.get("error")]
-    if len([answer for answer in ready if answer]) < len(holders):
-        errors.append("a connection holder did not get ready in time")
-    held = sum(report["held"] for report in held_reports if report)
-    figures: dict[str, Any] = {
-        "requested": settings.connections,
-        "capped_to": capped_to,
-        "hold_s": settings.hold,
-        "opened": opened,
-        "held": held,
-        "failures": sum(answer.get("failures", 0) for answer in ready),
-        "setup_s": round(setup_s, 3),
-        "connections_per_s": round(opened / setup_s, 1) if setup_s else 0.0,
-        "generator_fd_limit": min((answer.get("fd_limit", 0) for answer in ready), default=0),
-        "rss_before_kb": rss_before,
-        "rss_held_kb": rss_held,
-        "broker_fds": fds,
-        "error": "; ".join(dict.fromkeys(errors)) or None,
-    }
-    if rss_before is not None and rss_held is not None and opened:
-        figures["rss_per_conn_kb"] = round((rss_held - rss_before) / opened, 2)
-    figures["ok"] = held == requested and not figures["error"]
     return figures

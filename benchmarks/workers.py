@@ -1,5 +1,6 @@
 """
-The load generator's processes: publishers, receivers and holders of idle connections.
+The load generator's processes: publishers and receivers (the holders of idle
+connections are :mod:`benchmarks.idle`, with their scenario).
 
 Each function here is the body of one child process.  It talks to the
 scenario in the parent over a pipe, in small dicts:
@@ -29,7 +30,7 @@ from attrs import frozen
 from benchmarks.connection import Endpoint, Link
 from benchmarks.errors import BenchmarkError
 from benchmarks.measure import own_cpu_seconds
-from benchmarks.wire import Headers, Inbox, SendTemplate, Varying, subscribe_frame
+from benchmarks.wire import Headers, Inbox, SendTemplate, Varying
 
 #: A read shorter than this means the broker is writing in dribs and drabs.
 SMALL_READ = 16384
@@ -132,32 +133,7 @@ class PublisherSpec:
     deadline: float = 0.0
 
 
-@frozen
-class IdleSpec:
-    """
-    What one process holding idle connections does.
-
-    :ivar endpoint: the broker.
-    :ivar count: connections to open, each with one subscription.
-    :ivar destination: what they all subscribe to.
-    :ivar batch: connections set up per round trip; under the broker's listen
-        backlog (Twisted's default is 50), or the kernel drops SYNs and connect
-        waits a second for the retry.
-    :ivar slot: this process's index in the shared progress array.
-    :ivar setup_timeout: bound on each step of the set-up.
-    :ivar deadline: ``time.monotonic()`` by which the process ends, whatever happens.
-    """
-
-    endpoint: Endpoint
-    count: int
-    destination: str
-    batch: int = 32
-    slot: int = 0
-    setup_timeout: float = 10.0
-    deadline: float = 0.0
-
-
-def _await(pipe: Connection, deadline: float) -> Any | None:
+def await_parent(pipe: Connection, deadline: float) -> Any | None:
     """:returns: the parent's next message; ``None`` if none comes by ``deadline``, or no parent."""
     try:
         if pipe.poll(max(0.0, deadline - time.monotonic())):
@@ -167,7 +143,7 @@ def _await(pipe: Connection, deadline: float) -> Any | None:
     return None
 
 
-def _report(pipe: Connection, message: dict[str, Any]) -> None:
+def tell_parent(pipe: Connection, message: dict[str, Any]) -> None:
     try:
         pipe.send(message)
     except (BrokenPipeError, OSError):
@@ -214,10 +190,10 @@ def run_receiver(spec: ReceiverSpec, pipe: Connection, progress: Any) -> None:
     except BenchmarkError as error:
         for link in links:
             link.close()
-        _report(pipe, {"error": str(error)})
+        tell_parent(pipe, {"error": str(error)})
         return
-    _report(pipe, {"ready": len(links)})
-    if _await(pipe, spec.deadline) != "go":
+    tell_parent(pipe, {"ready": len(links)})
+    if await_parent(pipe, spec.deadline) != "go":
         for link in links:
             link.close()
         return
@@ -253,7 +229,7 @@ def run_receiver(spec: ReceiverSpec, pipe: Connection, progress: Any) -> None:
         report["latencies"] = b"".join(inbox.latencies.tobytes() for inbox in inboxes)
     for link in links:
         link.close()
-    _report(pipe, report)
+    tell_parent(pipe, report)
 
 
 def _receive(
@@ -329,10 +305,10 @@ def run_publisher(spec: PublisherSpec, pipe: Connection) -> None:
     try:
         link = Link(spec.endpoint, spec.websocket, spec.setup_timeout)
     except BenchmarkError as error:
-        _report(pipe, {"error": str(error)})
+        tell_parent(pipe, {"error": str(error)})
         return
-    _report(pipe, {"ready": 1})
-    if _await(pipe, spec.deadline) != "go":
+    tell_parent(pipe, {"ready": 1})
+    if await_parent(pipe, spec.deadline) != "go":
         link.close()
         return
     cpu_before = own_cpu_seconds()
@@ -342,7 +318,7 @@ def run_publisher(spec: PublisherSpec, pipe: Connection) -> None:
         report = {"error": f"connection lost: {error}", "sent": 0, "confirmed": 0}
     report["cpu_s"] = own_cpu_seconds() - cpu_before
     link.close()
-    _report(pipe, report)
+    tell_parent(pipe, report)
 
 
 def _publish(spec: PublisherSpec, link: Link) -> dict[str, Any]:
@@ -431,110 +407,3 @@ def _publish(spec: PublisherSpec, link: Link) -> dict[str, Any]:
         "stalled": stalled,
         "error": error,
     }
-
-
-# -- idle connections -----------------------------------------------------------
-
-
-def run_idle(spec: IdleSpec, pipe: Connection, progress: Any) -> None:
-    """
-    Open and subscribe ``spec.count`` connections, hold them, and check they still deliver.
-
-    Connections are set up a batch at a time, each batch within one
-    ``setup_timeout``, and the process gives up once more than 1% of them (at
-    least 10) have failed: a broker out of file descriptors stops accepting,
-    and waiting out every connect would take minutes.
-
-    :param spec: the process's work.
-    :param pipe: to the parent.
-    :param progress: shared array: how many connections this process has subscribed.
-    """
-    limit = raise_fd_limit()
-    links: list[Link] = []
-    failures: list[str] = []
-    cpu_before = own_cpu_seconds()
-    for batch_start in range(0, spec.count, spec.batch):
-        if time.monotonic() > spec.deadline or len(failures) > max(10, spec.count // 100):
-            break
-        size = min(spec.batch, spec.count - batch_start)
-        links += _open_batch(spec, size, time.monotonic() + spec.setup_timeout, failures)
-        progress[spec.slot] = len(links)
-    _report(
-        pipe,
-        {
-            "ready": len(links),
-            "failures": len(failures),
-            "error": failures[0] if failures else None,
-            "fd_limit": limit,
-            "setup_cpu_s": own_cpu_seconds() - cpu_before,
-        },
-    )
-    if _await(pipe, spec.deadline) == "probe":
-        held = _count_probed(links, spec.deadline)
-        _report(pipe, {"held": held})
-    for link in links:
-        link.close()
-
-
-def _open_batch(spec: IdleSpec, size: int, deadline: float, failures: list[str]) -> list[Link]:
-    """
-    Set up ``size`` subscribed connections in three round trips: connect and
-    CONNECT all, then SUBSCRIBE all, then read all the receipts.
-
-    :param deadline: ``time.monotonic()`` by which the whole batch must be set up.
-    :param failures: what went wrong is appended here, one entry per failed connection.
-    :returns: the connections that are subscribed.
-    """
-
-    def remaining() -> float:
-        return max(0.1, deadline - time.monotonic())
-
-    opened: list[Link] = []
-    for _ in range(size):
-        try:
-            opened.append(Link(spec.endpoint, timeout=remaining(), wait=False))
-        except BenchmarkError as error:
-            failures.append(str(error))
-    subscribed = []
-    for index, link in enumerate(opened):
-        try:
-            link.expect_connected(remaining())
-            link.sock.sendall(subscribe_frame(spec.destination, f"idle-{index}", "auto"))
-            subscribed.append(link)
-        except (BenchmarkError, OSError) as error:
-            failures.append(str(error))
-            link.close()
-    ready = []
-    for link in subscribed:
-        try:
-            link.read_frames(1, remaining())
-            ready.append(link)
-        except BenchmarkError as error:
-            failures.append(str(error))
-            link.close()
-    return ready
-
-
-def _count_probed(links: list[Link], deadline: float) -> int:
-    """:returns: how many of ``links`` received a MESSAGE before ``deadline``."""
-    selector = selectors.DefaultSelector()
-    inboxes = []
-    for link in links:
-        inbox = Inbox()
-        inbox.receive(link.buffered())
-        inboxes.append(inbox)
-        if not inbox.received:
-            link.sock.settimeout(1.0)
-            selector.register(link.sock, selectors.EVENT_READ, inbox)
-    with selector:
-        while selector.get_map() and time.monotonic() < deadline:
-            for key, _ in selector.select(min(0.2, max(0.0, deadline - time.monotonic()))):
-                sock, inbox = key.fileobj, key.data
-                try:
-                    data = sock.recv(65536)  # type: ignore[union-attr]
-                except OSError:
-                    data = b""
-                inbox.receive(data)
-                if inbox.received or not data:
-                    selector.unregister(sock)
-    return sum(1 for inbox in inboxes if inbox.received)

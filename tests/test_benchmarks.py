@@ -26,10 +26,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from benchmarks import fanout_cost, queue_cost
+from benchmarks.cases import Case, Settings, Target
 from benchmarks.cli import build_parser, cases_from, main, settings_from
 from benchmarks.connection import Endpoint
+from benchmarks.idle import fd_headroom
 from benchmarks.measure import merge_seen, percentiles
-from benchmarks.scenarios import Case, Settings, Target, _flow_shape, fd_headroom, run_case
+from benchmarks.scenarios import _flow_shape, run_case
 from benchmarks.websocket import FrameDecoder, client_frame, unmask
 from benchmarks.wire import Inbox, SendTemplate, split_frames
 from stompbroker.protocol.parser import FrameParser

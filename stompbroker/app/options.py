@@ -1,5 +1,7 @@
 """
-The options of ``twistd stompbroker``, and the parsers of their values.
+The options of ``twistd stompbroker``; the parsers of their values are
+:mod:`stompbroker.app.option_values` (``parse_size`` and ``parse_heartbeat`` are
+re-exported here, where callers have always found them).
 
 :class:`Options` only parses and checks: it turns the command line into plain
 values (sizes in bytes, the heart-beat pair, endpoint descriptions, strcred's
@@ -21,9 +23,17 @@ from twisted.python import usage
 from stompbroker import __version__
 from stompbroker.app.engine_options import EngineOptions
 from stompbroker.app.gc_tuning import DEFAULT_THRESHOLD
+from stompbroker.app.option_values import (
+    non_negative,
+    non_negative_seconds,
+    parse_heartbeat,
+    parse_size,
+    positive,
+    positive_seconds,
+    redelivery_limit,
+)
 from stompbroker.app.stream_options import StreamOptions
 from stompbroker.broker.delivery import EXPIRED_ACTIONS, DeliveryPolicy
-from stompbroker.broker.flow import physical_memory
 from stompbroker.broker.limits import MEMORY_HIGH_SHARE, Limits
 from stompbroker.broker.store.sqlite import SYNC_MODES
 from stompbroker.logs import LEVELS
@@ -57,85 +67,6 @@ DEFAULT_SYNC = "batch"
 DEFAULTS = SessionConfig()
 POLICY = DeliveryPolicy()
 LIMITS = Limits(memory_high=0)
-_SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError(f"must be a positive integer, got {text!r}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError(f"must be 0 or more, got {text!r}")
-    return value
-
-
-def _redelivery_limit(text: str) -> int:
-    value = int(text)
-    if value < -1:
-        raise ValueError(f"must be 0 or more, or -1 for no limit, got {text!r}")
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    value = float(text)
-    if not 0 < value < float("inf"):
-        raise ValueError(f"must be more than 0 seconds, got {text!r}")
-    return value
-
-
-def _non_negative_seconds(text: str) -> float:
-    value = float(text)
-    if not 0 <= value < float("inf"):
-        raise ValueError(f"must be 0 or more seconds, got {text!r}")
-    return value
-
-
-def parse_size(text: str, option: str) -> int:
-    """
-    :param text: bytes, with an optional unit ``K``, ``M``, ``G`` or ``T`` (powers
-        of 1024), or a percentage of the machine's memory such as ``40%``.
-    :param option: the option's name, for the error message.
-    :returns: the size in bytes.
-    :raises usage.UsageError: for anything else.
-    """
-    cleaned = text.strip().upper().removesuffix("B").removesuffix("I")
-    try:
-        if cleaned.endswith("%"):
-            share = float(cleaned[:-1]) / 100
-            if not 0 <= share <= 1:
-                raise ValueError(text)
-            return int(physical_memory() * share)
-        unit = cleaned[-1:] if cleaned[-1:] in _SIZE_UNITS else ""
-        value = float(cleaned[: len(cleaned) - len(unit)])
-        if not 0 <= value < float("inf"):
-            raise ValueError(text)
-        return int(value * _SIZE_UNITS[unit])
-    except ValueError:
-        raise usage.UsageError(
-            f"--{option} takes bytes (with K, M, G or T) or a share of memory such as 40%,"
-            f" got {text!r}"
-        ) from None
-
-
-def parse_heartbeat(text: str, option: str = "heartbeat") -> tuple[int, int]:
-    """
-    :param text: ``"SEND,RECV"`` in milliseconds.
-    :param option: the option's name, for the error.
-    :returns: the pair of integers.
-    :raises usage.UsageError: when the text is not two non-negative integers.
-    """
-    try:
-        send, receive = (int(part) for part in text.split(","))
-    except ValueError:
-        raise usage.UsageError(f"--{option} takes SEND,RECV in ms, got {text!r}") from None
-    if send < 0 or receive < 0:
-        raise usage.UsageError(f"--{option} values must be 0 or more, got {text!r}")
-    return (send, receive)
 
 
 class Options(EngineOptions, StreamOptions, strcred.AuthOptionMixin):
@@ -156,21 +87,21 @@ class Options(EngineOptions, StreamOptions, strcred.AuthOptionMixin):
             None,
             DEFAULTS.max_frame_size,
             "Largest frame accepted, headers and body, in bytes.",
-            _positive,
+            positive,
         ],
         [
             "max-header-length",
             None,
             DEFAULTS.max_header_length,
             "Longest header line accepted, in bytes.",
-            _positive,
+            positive,
         ],
         [
             "max-headers",
             None,
             DEFAULTS.max_headers,
             "Most headers accepted in one frame.",
-            _positive,
+            positive,
         ],
         [
             "heartbeat",
@@ -190,14 +121,14 @@ class Options(EngineOptions, StreamOptions, strcred.AuthOptionMixin):
             None,
             LIMITS.max_connections,
             "Most client connections open at once (0 = no limit).",
-            _non_negative,
+            non_negative,
         ],
         [
             "max-connections-per-address",
             None,
             LIMITS.max_connections_per_address,
             "Most client connections open at once from one client address (0 = no limit).",
-            _non_negative,
+            non_negative,
         ],
         [
             "max-pending-writes",
@@ -205,42 +136,42 @@ class Options(EngineOptions, StreamOptions, strcred.AuthOptionMixin):
             DEFAULTS.max_pending_writes,
             "Store writes (persistent SENDs) one connection may have pending before it is "
             "read no more.",
-            _positive,
+            positive,
         ],
         [
             "max-subscriptions",
             None,
             DEFAULTS.max_subscriptions,
             "Most subscriptions one connection may have (0 = no limit).",
-            _non_negative,
+            non_negative,
         ],
         [
             "max-transactions",
             None,
             LIMITS.max_transactions,
             "Most transactions one connection may have open (0 = no limit).",
-            _non_negative,
+            non_negative,
         ],
         [
             "max-transaction-frames",
             None,
             LIMITS.max_transaction_frames,
             "Most SEND, ACK and NACK frames one transaction may hold (0 = no limit).",
-            _non_negative,
+            non_negative,
         ],
         [
             "connect-timeout",
             None,
             DEFAULTS.connect_timeout,
             "Seconds a client has after connecting to complete its CONNECT (0 = for ever).",
-            _non_negative_seconds,
+            non_negative_seconds,
         ],
         [
             "frame-timeout",
             None,
             DEFAULTS.frame_timeout,
             "Seconds a client has to complete a frame it has begun (0 = for ever).",
-            _non_negative_seconds,
+            non_negative_seconds,
         ],
         [
             "slow-consumer",
@@ -262,7 +193,7 @@ class Options(EngineOptions, StreamOptions, strcred.AuthOptionMixin):
             DEFAULT_WINDOW,
             "Seconds a dropped client that asked for a resumable session (CONNECT "
             "resume-token) may come back and carry on (0 = sessions are never resumed).",
-            _non_negative_seconds,
+            non_negative_seconds,
         ],
         [
             "resume-buffer",
@@ -290,7 +221,7 @@ class Options(EngineOptions, StreamOptions, strcred.AuthOptionMixin):
             None,
             LIMITS.shutdown_timeout,
             "Most seconds a graceful stop (SIGTERM) waits for clients to take their last frames.",
-            _non_negative_seconds,
+            non_negative_seconds,
         ],
         [
             "access",
@@ -304,14 +235,14 @@ class Options(EngineOptions, StreamOptions, strcred.AuthOptionMixin):
             None,
             WEBSOCKET_DEFAULTS.ping_interval,
             "Seconds between the server's WebSocket pings (0 = no pings).",
-            _non_negative_seconds,
+            non_negative_seconds,
         ],
         [
             "ws-ping-timeout",
             None,
             WEBSOCKET_DEFAULTS.ping_timeout,
             "Seconds a WebSocket client has to answer a ping before it is dropped (0 = forever).",
-            _non_negative_seconds,
+            non_negative_seconds,
         ],
         [
             "prefetch",
@@ -319,7 +250,7 @@ class Options(EngineOptions, StreamOptions, strcred.AuthOptionMixin):
             POLICY.prefetch,
             "Window of a client-ack subscription that sets no prefetch-count: most "
             "messages it holds unacknowledged.",
-            _positive,
+            positive,
         ],
         [
             "max-redeliveries",
@@ -327,7 +258,7 @@ class Options(EngineOptions, StreamOptions, strcred.AuthOptionMixin):
             POLICY.max_redeliveries,
             "Times a message may be redelivered before it goes to its dead-letter queue "
             "(-1 = no limit); a subscription may set its own with max-redeliveries.",
-            _redelivery_limit,
+            redelivery_limit,
         ],
         [
             "dead-letter-prefix",
@@ -346,7 +277,7 @@ class Options(EngineOptions, StreamOptions, strcred.AuthOptionMixin):
             None,
             POLICY.ttl,
             "Time to live in ms of messages that set no expires or expiration (0 = none).",
-            _non_negative,
+            non_negative,
         ],
         [
             "data-dir",
@@ -376,7 +307,7 @@ class Options(EngineOptions, StreamOptions, strcred.AuthOptionMixin):
             None,
             DEFAULT_STATS_INTERVAL,
             "Seconds between two exported statistics records of each destination.",
-            _positive_seconds,
+            positive_seconds,
         ],
         [
             "monitor-interval",
@@ -384,7 +315,7 @@ class Options(EngineOptions, StreamOptions, strcred.AuthOptionMixin):
             DEFAULT_MONITOR_INTERVAL,
             "Seconds between two stats snapshots on /topic/stompbroker.stats and "
             "/queue/monitor, and the span of the rates of /stats and /metrics.",
-            _positive_seconds,
+            positive_seconds,
         ],
         [
             "gc-threshold",
@@ -393,7 +324,7 @@ class Options(EngineOptions, StreamOptions, strcred.AuthOptionMixin):
             "Net allocations between two runs of Python's garbage collector on its youngest "
             "generation (Python's own default is 700); 0 keeps Python's settings. See "
             "docs/performance.md.",
-            _non_negative,
+            non_negative,
         ],
         [
             "log-level",

@@ -3,8 +3,9 @@ The broker: the ``Broker`` service (:mod:`~stompbroker.broker.service`) and its
 parts, each in a module of its own: routing (``router``), subscriptions and
 acknowledgements (``consumers``), the connection registry (``connections``),
 transactions, back-pressure, recovery, dead letters, the operator's operations
-(``management``, ``management_records``); the queues, the subscription
-tree and the counters they share.  Where destinations' state lives is the
+(``management``, ``management_queues``, ``management_records``); the queues,
+the subscription tree, the syntax of destinations (``destination_syntax``) and
+the counters they share.  Where destinations' state lives is the
 engine's business (:mod:`stompbroker.broker.engine`), and the message store's
 (:mod:`stompbroker.broker.store`).
 

@@ -27,6 +27,7 @@ from stompbroker.broker.browsing import browse, check_browser, is_browser
 from stompbroker.broker.connections import ConnectionRegistry
 from stompbroker.broker.consumer_choice import parse_consumer_options
 from stompbroker.broker.delivery import Consumer, DeliveryPolicy
+from stompbroker.broker.destination_syntax import validate_pattern
 from stompbroker.broker.destinations import (
     STREAM_PREFIX,
     TOPIC_PREFIX,
@@ -39,7 +40,6 @@ from stompbroker.broker.persistence import settled
 from stompbroker.broker.retaining import retained_copies
 from stompbroker.broker.selecting import subscription_selector
 from stompbroker.broker.streams.offsets import OFFSET_HEADER, parse_start
-from stompbroker.broker.subscriptions import validate_pattern
 from stompbroker.broker.transactions import Transactions
 from stompbroker.protocol.errors import InvalidDestination, InvalidSelector, UnknownAck
 from stompbroker.protocol.message import Message

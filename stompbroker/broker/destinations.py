@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import enum
 
-from stompbroker.broker.subscriptions import is_wildcard, validate_destination
+from stompbroker.broker.destination_syntax import is_wildcard, validate_destination
 from stompbroker.protocol.errors import InvalidDestination
 
 TOPIC_PREFIX = "/topic/"

@@ -35,13 +35,13 @@ from __future__ import annotations
 
 from attrs import evolve
 
-from stompbroker.broker.destinations import TOPIC_PREFIX
-from stompbroker.broker.subscriptions import (
-    SubscriptionTree,
+from stompbroker.broker.destination_syntax import (
     is_wildcard,
     validate_destination,
     validate_pattern,
 )
+from stompbroker.broker.destinations import TOPIC_PREFIX
+from stompbroker.broker.subscriptions import SubscriptionTree
 from stompbroker.protocol.errors import LimitExceeded, MalformedFrame, NotSupported
 from stompbroker.protocol.message import Message
 

@@ -4,19 +4,9 @@ The topic subscription tree: which subscribers a published destination reaches.
 Pure code: no Twisted, no I/O, no clock.  The broker calls :meth:`SubscriptionTree.match`
 once per SEND, so the theory of operation below is tuned for that call.
 
-Destination syntax
-------------------
-- A destination is split into *segments* at ``/`` and at ``.``; the two separators are
-  interchangeable, so ``/topic/prices.eur`` and ``/topic/prices/eur`` are one destination.
-- One leading separator is optional: ``/topic/a``, ``topic/a`` and ``.topic.a`` are one
-  destination.  Any other empty segment (``/topic//a``, ``/topic/a.``) is invalid.
-- Wildcards appear in subscription patterns only, and only as a whole segment:
-  ``*`` matches exactly one segment; ``#`` and its synonym ``>`` match zero or more
-  trailing segments and must be the last segment (``/topic/a.#`` matches ``/topic/a``,
-  ``/topic/a.b`` and ``/topic/a.b.c``).
-- ``*``, ``#`` and ``>`` are reserved: a segment that contains one of them among other
-  characters (``a*``, ``x#y``) is not a literal but an error, in patterns and destinations
-  alike, so that no destination can be mistaken for a pattern.
+The syntax of destinations and patterns (segments split at ``/`` and ``.``, the
+wildcards ``*``, ``#`` and ``>``) and the checks of both are
+:mod:`stompbroker.broker.destination_syntax`.
 
 Theory of operation
 -------------------
@@ -47,127 +37,21 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any, Generic, TypeVar
 
+from stompbroker.broker.destination_syntax import (
+    ONE_SEGMENT,
+    TRAILING_SEGMENTS,
+    is_wildcard,
+    normalise,
+    validate_pattern,
+)
 from stompbroker.protocol.errors import InvalidDestination
 
-__all__ = [
-    "SubscriptionTree",
-    "is_wildcard",
-    "validate_destination",
-    "validate_pattern",
-]
+__all__ = ["SubscriptionTree"]
 
 _S = TypeVar("_S", bound=Hashable)
 
-#: The segment that matches exactly one segment.
-ONE_SEGMENT = "*"
-#: The segments that match zero or more trailing segments; synonyms.
-TRAILING_SEGMENTS = frozenset({"#", ">"})
-_WILDCARDS = TRAILING_SEGMENTS | {ONE_SEGMENT}
-_RESERVED_CHARACTERS = "*#>"
-
 #: Default bound of the per-destination match cache.
 DEFAULT_MAX_CACHE_SIZE = 4096
-
-
-def _normalise(destination: str) -> str:
-    """
-    Spell a destination with ``/`` as its only separator and no leading separator.
-
-    :param destination: a destination or pattern, valid or not.
-    :returns: the key under which exact patterns are stored.
-    """
-    normalised = destination.replace(".", "/")
-    if normalised[:1] == "/":
-        return normalised[1:]
-    return normalised
-
-
-def _segments(destination: str, what: str) -> list[str]:
-    """
-    Split a destination or pattern into segments, rejecting empty ones.
-
-    :param destination: the text as the client sent it.
-    :param what: ``"destination"`` or ``"pattern"``, for the error message.
-    :returns: the segments, at least one.
-    :raises InvalidDestination: if the text is empty or has an empty segment.
-    """
-    segments = _normalise(destination).split("/")
-    if "" in segments:
-        if segments == [""]:
-            raise InvalidDestination(f"Empty {what}")
-        raise InvalidDestination(
-            f"empty segment in {what} {destination!r}",
-            f"The {what} {destination!r} has an empty segment: separators ('/' or '.')"
-            " must not be doubled or trail, and only one may lead.",
-        )
-    return segments
-
-
-def is_wildcard(destination: str) -> bool:
-    """
-    Tell whether a destination is a wildcard pattern rather than one destination.
-
-    :param destination: any destination text.
-    :returns: ``True`` if a whole segment is ``*``, ``#`` or ``>``.
-    """
-    if not any(character in destination for character in _RESERVED_CHARACTERS):
-        return False
-    return any(segment in _WILDCARDS for segment in _normalise(destination).split("/"))
-
-
-def validate_pattern(pattern: str) -> None:
-    """
-    Check a SUBSCRIBE destination, which may hold wildcards.
-
-    :param pattern: the destination pattern as the client sent it.
-    :raises InvalidDestination: if it is empty, has an empty segment, has a partial
-        wildcard such as ``a*``, or has ``#``/``>`` anywhere but last.
-    """
-    segments = _segments(pattern, "pattern")
-    last = len(segments) - 1
-    for index, segment in enumerate(segments):
-        if segment in TRAILING_SEGMENTS:
-            if index != last:
-                raise InvalidDestination(
-                    f"wildcard {segment!r} must be the last segment",
-                    f"In {pattern!r}, {segment!r} (zero or more trailing segments)"
-                    " is followed by more segments; it may appear only at the end.",
-                )
-        elif segment != ONE_SEGMENT:
-            _reject_reserved(segment, pattern, "pattern")
-
-
-def validate_destination(destination: str) -> None:
-    """
-    Check a destination that names one place, as in SEND: no wildcards at all.
-
-    :param destination: the destination as the client sent it.
-    :raises InvalidDestination: if it is empty, has an empty segment, or holds any of
-        the reserved characters ``*``, ``#``, ``>``.
-    """
-    for segment in _segments(destination, "destination"):
-        if segment in _WILDCARDS:
-            raise InvalidDestination(
-                "wildcard in SEND destination",
-                f"The destination {destination!r} holds the wildcard {segment!r};"
-                " wildcards are allowed only in SUBSCRIBE.",
-            )
-        _reject_reserved(segment, destination, "destination")
-
-
-def _reject_reserved(segment: str, destination: str, what: str) -> None:
-    """
-    Refuse a literal segment that contains a wildcard character.
-
-    :raises InvalidDestination: if ``segment`` holds ``*``, ``#`` or ``>``.
-    """
-    for character in _RESERVED_CHARACTERS:
-        if character in segment:
-            raise InvalidDestination(
-                f"partial wildcard {segment!r} in {what}",
-                f"The {what} {destination!r} has the segment {segment!r}; {character!r}"
-                " is a wildcard and must be a whole segment.",
-            )
 
 
 class _Node:
@@ -327,7 +211,7 @@ class SubscriptionTree(Generic[_S]):
         """
         validate_pattern(pattern)
         if not is_wildcard(pattern):
-            key = _normalise(pattern)
+            key = normalise(pattern)
             registry = self._exact.get(key)
             if registry is None or subscriber not in registry:
                 return
@@ -346,7 +230,8 @@ class SubscriptionTree(Generic[_S]):
         Find the subscribers a message sent to ``destination`` must reach.
 
         The destination is not validated here (this is the hot path): check it once
-        with :func:`validate_destination` when the SEND arrives.
+        with :func:`~stompbroker.broker.destination_syntax.validate_destination`
+        when the SEND arrives.
 
         :param destination: a wildcard-free destination, in any spelling.
         :returns: each matching subscriber once, in the order of registration; the
@@ -355,7 +240,7 @@ class SubscriptionTree(Generic[_S]):
         cached = self._cache.get(destination)
         if cached is not None:
             return cached
-        key = _normalise(destination)
+        key = normalise(destination)
         exact = self._exact.get(key)
         if not self._wildcard_registrations:
             result: tuple[_S, ...] = tuple(exact) if exact else ()
@@ -408,11 +293,11 @@ class SubscriptionTree(Generic[_S]):
         :returns: the registry, or ``None`` if absent and not created.
         """
         if not is_wildcard(pattern):
-            key = _normalise(pattern)
+            key = normalise(pattern)
             if create:
                 return self._exact.setdefault(key, {})
             return self._exact.get(key)
-        *path, last = _normalise(pattern).split("/")
+        *path, last = normalise(pattern).split("/")
         node: _Node | None = self._root
         for segment in path + ([] if last in TRAILING_SEGMENTS else [last]):
             assert node is not None
@@ -451,7 +336,7 @@ class SubscriptionTree(Generic[_S]):
         :param pattern: a valid wildcard pattern.
         :returns: ``True`` if the subscriber was registered under the pattern.
         """
-        *path, last = _normalise(pattern).split("/")
+        *path, last = normalise(pattern).split("/")
         trailing = last in TRAILING_SEGMENTS
         steps = path if trailing else path + [last]
         visited = [self._root]

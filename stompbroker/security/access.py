@@ -65,12 +65,8 @@ import tomllib
 from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from stompbroker.broker.subscriptions import (
-    TRAILING_SEGMENTS,
-    SubscriptionTree,
-    is_wildcard,
-    validate_pattern,
-)
+from stompbroker.broker.destination_syntax import TRAILING_SEGMENTS, is_wildcard, validate_pattern
+from stompbroker.broker.subscriptions import SubscriptionTree
 from stompbroker.protocol.errors import AccessDenied, InvalidDestination
 
 if TYPE_CHECKING:

@@ -48,11 +48,11 @@ from typing import Any
 import attrs
 from attrs import frozen
 
+from stompbroker.broker.destination_syntax import is_wildcard
 from stompbroker.broker.destinations import TOPIC_PREFIX
 from stompbroker.broker.figures import DestinationFigures, NodeFigures
 from stompbroker.broker.flow import resident_bytes
 from stompbroker.broker.queues import WorkerQueue
-from stompbroker.broker.subscriptions import is_wildcard
 from stompbroker.broker.traffic import DestinationTraffic
 from stompbroker.interfaces import ConnectionDescription
 from stompbroker.stats.cluster import ClusterSums

@@ -45,14 +45,13 @@ from twisted.web.server import NOT_DONE_YET, Request
 from stompbroker import __version__
 from stompbroker.broker.detached_sessions import UnknownSession
 from stompbroker.broker.management import (
-    MAX_COUNT,
     InUse,
     InvalidRequest,
     Management,
     UnknownConnection,
     UnknownDestination,
-    check_target,
 )
+from stompbroker.broker.management_queues import MAX_COUNT, check_target
 from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
 from stompbroker.stats.documents import stats_document

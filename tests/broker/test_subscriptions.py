@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stompbroker.broker.subscriptions import (
-    SubscriptionTree,
+from stompbroker.broker.destination_syntax import (
     is_wildcard,
     validate_destination,
     validate_pattern,
 )
+from stompbroker.broker.subscriptions import SubscriptionTree
 from stompbroker.protocol.errors import InvalidDestination
 from tests.strategies import destinations, patterns
 from tests.support.wildcards import reference_regex, reference_segments

@@ -29,7 +29,7 @@ store (:mod:`stompbroker.broker.recovery`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
@@ -40,6 +40,7 @@ from stompbroker.broker.dead_letters import DeadLetters
 from stompbroker.broker.delivery import DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.destinations import QUEUE_PREFIX, TOPIC_PREFIX
 from stompbroker.broker.engine.base import IEngine, Node
+from stompbroker.broker.engine.durable_rules import reusable_durable, unknown_durable
 from stompbroker.broker.figures import ClusterView
 from stompbroker.broker.ids import Ids
 from stompbroker.broker.persistence import Journal, durable_key
@@ -55,7 +56,6 @@ from stompbroker.broker.streams.registry import Streams
 from stompbroker.broker.streams.sqlite_backend import backend_for
 from stompbroker.broker.traffic import TopicTree, Traffic
 from stompbroker.logs import logger
-from stompbroker.protocol.errors import DuplicateSubscription, UnknownSubscription
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
@@ -474,41 +474,3 @@ class LocalEngine:
             pattern=queue.destination,
         )
         return removed
-
-
-def reusable_durable(
-    queues: Mapping[tuple[str, str], Any],
-    durable: tuple[str, str],
-    pattern: str,
-    remove: Callable[[tuple[str, str]], Any],
-) -> Any:
-    """
-    A durable name subscribed again on another pattern starts afresh, as JMS
-    does, unless someone is consuming from it now (on this node).
-
-    :param queues: the durable subscriptions' queues.
-    :param remove: deletes a durable subscription.
-    :returns: the queue of ``durable`` if it is on ``pattern``; ``None`` if
-        there is none (any on another pattern has been removed).
-    :raises DuplicateSubscription: if it is being consumed on another pattern.
-    """
-    queue = queues.get(durable)
-    if queue is None or queue.destination == pattern:
-        return queue
-    if queue.consumers:
-        raise DuplicateSubscription(
-            "durable subscription in use",
-            f"the durable subscription {durable[1]!r} is being consumed on"
-            f" {queue.destination!r}; it cannot move to {pattern!r} now",
-        )
-    remove(durable)
-    return None
-
-
-def unknown_durable(durable: tuple[str, str]) -> UnknownSubscription:
-    """:returns: the error for a durable subscription that does not exist."""
-    return UnknownSubscription(
-        "unknown durable subscription",
-        f"there is no durable subscription named {durable[1]!r}"
-        + (f" for client-id {durable[0]!r}" if durable[0] else ""),
-    )

@@ -4,7 +4,7 @@ SEND and ACK.
 
 ``base`` holds the interface every store keeps, its records and its errors;
 ``memory`` and ``sqlite`` are the two stores of the in-process engine, the latter
-with its tables in ``sqlite_schema`` and its reads and writes of rows in
-``sqlite_records``.  Imports
+with its tables in ``sqlite_schema``, its reads and writes of rows in
+``sqlite_records`` and its group-commit writer in ``sqlite_writer``.  Imports
 Twisted (stores answer with Deferreds) but nothing above the broker layer.
 """

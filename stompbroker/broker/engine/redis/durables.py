@@ -32,7 +32,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
-from stompbroker.broker.engine.local import reusable_durable, unknown_durable
+from stompbroker.broker.engine.durable_rules import reusable_durable, unknown_durable
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.persistence import durable_key, parse_durable_key
 from stompbroker.broker.subscriptions import SubscriptionTree
