@@ -10,8 +10,8 @@ thread, and runs ``N`` simulated producers for ``S`` seconds.  A producer adds a
 message with a ``BYTES`` body to its own queue, waits for the add to be
 acknowledged (as a client waits for its receipt), then adds the next; each
 acknowledged message is also removed again, as a consumer's ACK would (lazily,
-as the broker removes it), so the store stays small.  One producer shows the cost of a lone commit; many show what
-group commit does with concurrent clients.
+as the broker removes it), so the store stays small.  One producer shows the
+cost of a lone commit; many show what group commit does with concurrent clients.
 
 It prints a table (acknowledged adds per second, commits per second, operations
 per commit, the median and 99th percentile of the time from ``add`` to its
