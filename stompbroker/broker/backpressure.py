@@ -46,7 +46,7 @@ from typing import Any
 from attrs import frozen
 
 from stompbroker.broker.delivery import DeliveryCounters
-from stompbroker.broker.flow import MEMORY, MemoryWatch, Throttle, memory_gauge
+from stompbroker.broker.flow import MEMORY, MemoryWatch, Throttle, allocated_bound, memory_gauge
 from stompbroker.broker.limits import Limits
 from stompbroker.logs import logger
 
@@ -102,6 +102,9 @@ class BackPressure:
         self.throttle = Throttle()
         self.memory_gauge: Callable[[], int] | None
         self.memory_gauge, self.memory_gauge_kind = memory_gauge()
+        #: The gauge the bound below is known to be above: a gauge a test puts
+        #: in its place is read on every sample.
+        self._bounded_gauge = self.memory_gauge if self.memory_gauge_kind == "allocated" else None
         self._clock = clock
         self._limits = limits
         self._counters = counters
@@ -131,6 +134,10 @@ class BackPressure:
         def in_use() -> int:
             return gauge() + sum(int(holder.held_bytes()) for holder in holders)
 
+        def in_use_at_most() -> int:
+            return allocated_bound() + sum(int(holder.held_bytes()) for holder in holders)
+
+        bounded = gauge is self._bounded_gauge
         self._watch = MemoryWatch(
             self._clock,
             in_use if holders else gauge,
@@ -139,6 +146,7 @@ class BackPressure:
             self._memory_high,
             self._memory_low,
             shed=self._shed if holders else None,
+            bound=(in_use_at_most if holders else allocated_bound) if bounded else None,
         )
         self._watch.start()
 

@@ -18,7 +18,14 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
 from stompbroker.broker.delivery import Consumer
-from stompbroker.broker.flow import MEMORY, MemoryWatch, Throttle, allocated_bytes_with
+from stompbroker.broker.flow import (
+    MEMORY,
+    MemoryWatch,
+    Throttle,
+    allocated_bound,
+    allocated_bytes_with,
+    memory_gauge,
+)
 from stompbroker.broker.service import Broker, Limits
 from stompbroker.protocol.advisory import ADVISORY_HEADER
 from stompbroker.protocol.backlog import Backlog
@@ -146,6 +153,48 @@ def test_memory_watch_crosses_high_then_low() -> None:
     assert events == [150, 40] and not watch.over
     watch.stop()
     assert clock.getDelayedCalls() == []
+
+
+def test_memory_watch_reads_the_gauge_only_when_its_bound_is_over_high() -> None:
+    """
+    The cheap bound spares the allocator walk while memory is clearly under the
+    mark; over it, and until memory is under the low mark again, the gauge decides.
+    """
+    clock, used, rough, events, reads = Clock(), [10], [20], [], []
+
+    def gauge() -> int:
+        reads.append(used[0])
+        return used[0]
+
+    watch = MemoryWatch(
+        clock, gauge, 100, 50, events.append, events.append, interval=1, bound=lambda: rough[0]
+    )
+    watch.start()
+    clock.advance(1)
+    assert reads == [] and watch.last == 20
+    rough[0], used[0] = 120, 90
+    clock.advance(1)
+    assert reads == [90] and events == [] and not watch.over
+    used[0] = 130
+    clock.advance(1)
+    assert events == [130] and watch.over
+    rough[0], used[0] = 60, 40
+    clock.advance(1)
+    assert reads == [90, 130, 40] and events == [130, 40] and not watch.over
+    clock.advance(1)
+    assert reads == [90, 130, 40]
+    watch.stop()
+    assert clock.getDelayedCalls() == []
+
+
+def test_the_bound_is_never_below_the_allocated_gauge() -> None:
+    """RAM and swap in use, with pymalloc's estimate on top, is above what malloc handed out."""
+    gauge, kind = memory_gauge()
+    if kind != "allocated":
+        pytest.skip(f"no glibc mallinfo2 here (the gauge is {kind!r})")
+    assert gauge is not None
+    held = [bytes(range(256)) * 4096 for _ in range(64)]
+    assert allocated_bound() >= gauge() > len(held) * 4096 * 256
 
 
 def test_allocated_bytes_counts_malloc_and_pymalloc() -> None:
