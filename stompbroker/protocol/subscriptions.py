@@ -294,6 +294,24 @@ class SubscriptionsMixin(SessionPart):
             self.broker.unsubscribe(subscription)
 
     def _on_ack(self, frame: Frame) -> None:
+        if self.version == "1.2":
+            # The commonest ACK names its message by ack id.  Its headers are read
+            # in one pass, the first of each kept (STOMP 1.2, Repeated Header
+            # Entries), rather than scanned once for each header read.
+            first = dict(reversed(frame.headers))
+            ack_id = first.get("id")
+            if ack_id is not None:
+                subscription, message_id = self._by_ack_id(ack_id)
+                waiting = self.broker.ack(
+                    self, message_id, subscriber=subscription, transaction=first.get("transaction")
+                )
+                if waiting is not None:
+                    self._receipt_when_stored(waiting, frame, pause=False)
+                    return
+                receipt = first.get("receipt")
+                if receipt is not None:
+                    self._send_receipt(receipt)
+                return
         subscription, message_id = self._acknowledged(frame)
         waiting = self.broker.ack(
             self, message_id, subscriber=subscription, transaction=frame.get("transaction")
@@ -316,6 +334,25 @@ class SubscriptionsMixin(SessionPart):
         )
         self._receipt_when_stored(waiting, frame, pause=False)
 
+    def _by_ack_id(self, ack_id: str) -> tuple[SessionSubscription | None, str]:
+        """
+        Read a STOMP 1.2 ack id: ``NUMBER.MESSAGE-ID`` names a subscription of
+        this connection and the message; anything else is taken for a message-id.
+
+        :returns: as :meth:`_acknowledged`.
+        :raises UnknownAck: for an ack id of a subscription this connection does not have.
+        """
+        number, dot, acked = ack_id.partition(".")
+        if dot and number.isdigit():
+            subscription = self._numbered.get(number)
+            if subscription is None:
+                raise UnknownAck(
+                    "unknown message to acknowledge",
+                    f"ack id {ack_id!r} belongs to no subscription of this connection",
+                )
+            return subscription, acked
+        return None, ack_id
+
     def _acknowledged(self, frame: Frame) -> tuple[SessionSubscription | None, str]:
         """
         Find the message an ACK or NACK names, and the subscription it was delivered to.
@@ -333,16 +370,7 @@ class SubscriptionsMixin(SessionPart):
         """
         ack_id = frame.get("id") if self.version == "1.2" else None
         if ack_id is not None:
-            number, dot, acked = ack_id.partition(".")
-            if dot and number.isdigit():
-                subscription = self._numbered.get(number)
-                if subscription is None:
-                    raise UnknownAck(
-                        "unknown message to acknowledge",
-                        f"ack id {ack_id!r} belongs to no subscription of this connection",
-                    )
-                return subscription, acked
-            return None, ack_id
+            return self._by_ack_id(ack_id)
         message_id = frame.get("message-id")
         if message_id is None:
             # Raises: 1.2 names the message by id, older versions by message-id.

@@ -486,6 +486,36 @@ def test_ack_1_2_with_a_message_id_for_id_is_looked_up() -> None:
     assert broker.named("ack") == [("f00d-17", None, None)]
 
 
+def test_ack_1_2_reads_the_first_of_repeated_headers() -> None:
+    """
+    STOMP 1.2, Repeated Header Entries: an ACK's first id, transaction and receipt count, and
+    the message-id and subscription it may carry besides (as the Go generator sends) do not.
+    """
+    session, transport, _, broker = connected()
+    subscription = subscribe(
+        session, transport, ("id", "s"), ("destination", "/queue/q"), ("ack", "client-individual")
+    )
+    session.receive_data(frame("BEGIN", ("transaction", "t1")))
+    session.receive_data(
+        frame(
+            "ACK",
+            ("id", f"{subscription.number}.m-1"),
+            ("message-id", "m-other"),
+            ("subscription", "other"),
+            ("receipt", "r1"),
+            ("transaction", "t1"),
+            ("id", "0.m-2"),
+            ("receipt", "r2"),
+        )
+    )
+    session.receive_data(frame("ACK", ("id", f"{subscription.number}.m-3"), ("receipt", "r3")))
+    assert broker.named("ack") == [("m-1", subscription, "t1"), ("m-3", subscription, None)]
+    assert transport.frames() == [
+        Frame("RECEIPT", (("receipt-id", "r1"),)),
+        Frame("RECEIPT", (("receipt-id", "r3"),)),
+    ]
+
+
 def test_ack_id_of_an_unknown_subscription_is_an_error() -> None:
     """An ack id whose subscription this connection does not have is an ERROR."""
     session, transport, _, _ = connected()
