@@ -259,6 +259,32 @@ def test_redelivered_message_says_so_with_count() -> None:
     assert message.get("ack") is None, "auto subscriptions are not asked to acknowledge"
 
 
+def test_redelivered_acknowledged_message_headers_in_order() -> None:
+    """
+    A redelivered MESSAGE to a client-individual subscription carries subscription, ack, then
+    the redelivery headers, then the message's own; the shared tail cached on the message stays
+    without them, so that another subscription's delivery does not inherit them.
+    """
+    session, transport, _, _ = connected()
+    subscription = subscribe(
+        session, transport, ("id", "s"), ("destination", "/queue/q"), ("ack", "client-individual")
+    )
+    message = queue_message(redeliveries=3)
+    subscription.deliver(message)
+    [delivered] = transport.frames()
+    assert [name for name, _ in delivered.headers][:6] == [
+        "subscription",
+        "ack",
+        "redelivered",
+        "redelivery-count",
+        "message-id",
+        "destination",
+    ]
+    assert delivered.get("ack") == f"{subscription.number}.m-1"
+    assert delivered.get("redelivery-count") == "3"
+    assert all(b"redelivered" not in tail for tail in message.wire.values())
+
+
 def test_first_delivery_has_no_redelivery_headers() -> None:
     """A message delivered for the first time has neither redelivered nor redelivery-count."""
     session, transport, _, _ = connected()
