@@ -80,8 +80,9 @@ _ACTED_ON: frozenset[str] = (
 _ACTED_ON_WHEN_PERSISTENT: frozenset[str] = _ACTED_ON | {"persistent"}
 
 # On Python 3.11 reading an Enum member off its class (``Kind.QUEUE``) is a
-# Python-level descriptor call, about 150 ns; a SEND compares its kind two or
-# three times, so the members it compares with are read once, here.
+# Python-level descriptor call (about 1 900 instructions, against 1 000 for a
+# module constant); a SEND compares its kind two or three times, so the members
+# it compares with are read once, here.
 _TOPIC = Kind.TOPIC
 _QUEUE = Kind.QUEUE
 

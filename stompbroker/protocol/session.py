@@ -89,7 +89,8 @@ _DEFAULT_CONFIG = SessionConfig()
 _BY_BROKER = "broker"
 
 # On Python 3.11 reading an Enum member off its class (``State.CONNECTED``) is
-# a Python-level descriptor call, about 150 ns: the per-frame checks read these.
+# a Python-level descriptor call (about 1 900 instructions, against 1 000 for a
+# module constant): the per-frame checks read these.
 _CONNECTED = State.CONNECTED
 _CLOSING = State.CLOSING
 _CLOSED = State.CLOSED

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 from attrs import evolve
+from hypothesis import given
+from hypothesis import strategies as st
 from twisted.internet.defer import succeed
 from zope.interface.verify import verifyObject
 
@@ -656,3 +658,46 @@ def test_reply_to_elsewhere_subscribes_nothing() -> None:
     assert broker.subscribers == []
     [sent] = broker.named("send")
     assert ("reply-to", "/queue/answers") in sent.headers
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["id", "transaction", "receipt", "message-id", "subscription", "x"]),
+            st.sampled_from(["a", "b", "m-1"]),
+        ),
+        max_size=7,
+    )
+)
+def test_ack_1_2_settles_what_reading_its_headers_one_at_a_time_names(
+    pairs: list[tuple[str, str]],
+) -> None:
+    """
+    The 1.2 ACK's one-pass reading of its headers agrees with Frame.get, header by header: the
+    first id names the message, the first transaction and receipt count (STOMP 1.2, Repeated
+    Header Entries); without an id, the general reading takes the message-id (a subscription
+    header here names none of the connection's), and without either the frame is refused.
+    """
+    session, transport, _, broker = connected()
+    subscription = subscribe(
+        session, transport, ("id", "s"), ("destination", "/queue/q"), ("ack", "client-individual")
+    )
+    # Ack ids of the subscription itself, so that every id names a message it may hold.
+    headers = tuple(
+        (name, f"{subscription.number}.{value}" if name == "id" else value)
+        for name, value in pairs
+    )
+    ack = Frame("ACK", headers)
+    session.receive_data(encode(ack, "1.2"))
+    ack_id = ack.get("id")
+    if ack_id is not None:
+        expected = [(ack_id.partition(".")[2], subscription, ack.get("transaction"))]
+    elif ack.get("message-id") is not None:
+        expected = [(ack.get("message-id"), None, ack.get("transaction"))]
+    else:
+        assert broker.named("ack") == []
+        assert error_of(transport).get("message") == "missing id header"
+        return
+    assert broker.named("ack") == expected
+    receipt = ack.get("receipt")
+    assert transport.frames() == ([Frame("RECEIPT", (("receipt-id", receipt),))] if receipt else [])
