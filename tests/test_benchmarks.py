@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchmarks import fanout_cost, queue_cost, queue_parts
+from benchmarks import fanout_cost, queue_cost
 from benchmarks.cli import build_parser, cases_from, main, settings_from
 from benchmarks.connection import Endpoint
 from benchmarks.measure import merge_seen, percentiles
@@ -587,6 +587,8 @@ def test_queue_cost_refuses_a_run_that_lost_or_duplicated(monkeypatch: pytest.Mo
 @pytest.mark.parametrize("part", ("path", "send", "parse-send", "parse-ack"))
 def test_queue_parts_runs_each_part_over_the_messages_asked_for(part: str, frames: str) -> None:
     """benchmarks.queue_parts moves every message of a part (the path: each once) and exits 0."""
+    from benchmarks import queue_parts
+
     assert queue_parts.run_part(part, 300, frames) == 300
     assert queue_parts.main([part, "300", "--frames", frames]) == 0
 
@@ -624,4 +626,3 @@ def test_fanout_cost_refuses_a_run_that_lost_a_delivery(monkeypatch: pytest.Monk
     monkeypatch.setattr(fanout_cost.Run, "_batch", staticmethod(one_fewer))
     with pytest.raises(RuntimeError, match="got \\[99\\] of 100"):
         fanout_cost.measure(2, 100, 1)
-
