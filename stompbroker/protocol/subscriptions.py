@@ -294,27 +294,9 @@ class SubscriptionsMixin(SessionPart):
             self.broker.unsubscribe(subscription)
 
     def _on_ack(self, frame: Frame) -> None:
-        if self.version == "1.2":
-            # The commonest ACK names its message by ack id.  Its headers are read
-            # in one pass, the first of each kept (STOMP 1.2, Repeated Header
-            # Entries), rather than scanned once for each header read.
-            first = dict(reversed(frame.headers))
-            ack_id = first.get("id")
-            if ack_id is not None:
-                subscription, message_id = self._by_ack_id(ack_id)
-                waiting = self.broker.ack(
-                    self, message_id, subscriber=subscription, transaction=first.get("transaction")
-                )
-                if waiting is not None:
-                    self._receipt_when_stored(waiting, frame, pause=False)
-                    return
-                receipt = first.get("receipt")
-                if receipt is not None:
-                    self._send_receipt(receipt)
-                return
-        subscription, message_id = self._acknowledged(frame)
+        subscription, message_id, transaction = self._ack_names(frame)
         waiting = self.broker.ack(
-            self, message_id, subscriber=subscription, transaction=frame.get("transaction")
+            self, message_id, subscriber=subscription, transaction=transaction
         )
         self._receipt_when_stored(waiting, frame, pause=False)
 
@@ -333,6 +315,23 @@ class SubscriptionsMixin(SessionPart):
             transaction=frame.get("transaction"),
         )
         self._receipt_when_stored(waiting, frame, pause=False)
+
+    def _ack_names(self, frame: Frame) -> tuple[SessionSubscription | None, str, str | None]:
+        """
+        What an ACK names: as :meth:`_acknowledged`, and its ``transaction``.
+
+        The commonest ACK (STOMP 1.2, by ack id) has its headers read in one
+        pass, the first of each kept (STOMP 1.2, Repeated Header Entries),
+        rather than scanned once for each header read.
+        """
+        if self.version == "1.2":
+            first = dict(reversed(frame.headers))
+            ack_id = first.get("id")
+            if ack_id is not None:
+                subscription, message_id = self._by_ack_id(ack_id)
+                return subscription, message_id, first.get("transaction")
+        subscription, message_id = self._acknowledged(frame)
+        return subscription, message_id, frame.get("transaction")
 
     def _by_ack_id(self, ack_id: str) -> tuple[SessionSubscription | None, str]:
         """
