@@ -294,10 +294,16 @@ class SubscriptionsMixin(SessionPart):
             self.broker.unsubscribe(subscription)
 
     def _on_ack(self, frame: Frame) -> None:
-        subscription, message_id, transaction = self._ack_names(frame)
+        subscription, message_id, transaction, receipt = self._ack_names(frame)
         waiting = self.broker.ack(
             self, message_id, subscriber=subscription, transaction=transaction
         )
+        if waiting is None:
+            # Nothing to store, the common case: answer at once (as
+            # _receipt_when_stored would, in two calls and a third scan).
+            if receipt is not None:
+                self._send_receipt(receipt)
+            return
         self._receipt_when_stored(waiting, frame, pause=False)
 
     def _on_nack(self, frame: Frame) -> None:
@@ -316,9 +322,12 @@ class SubscriptionsMixin(SessionPart):
         )
         self._receipt_when_stored(waiting, frame, pause=False)
 
-    def _ack_names(self, frame: Frame) -> tuple[SessionSubscription | None, str, str | None]:
+    def _ack_names(
+        self, frame: Frame
+    ) -> tuple[SessionSubscription | None, str, str | None, str | None]:
         """
-        What an ACK names: as :meth:`_acknowledged`, and its ``transaction``.
+        What an ACK names: as :meth:`_acknowledged`, and its ``transaction`` and
+        ``receipt``.
 
         The commonest ACK (STOMP 1.2, by ack id) has its headers read in one
         pass, the first of each kept (STOMP 1.2, Repeated Header Entries),
@@ -329,9 +338,9 @@ class SubscriptionsMixin(SessionPart):
             ack_id = first.get("id")
             if ack_id is not None:
                 subscription, message_id = self._by_ack_id(ack_id)
-                return subscription, message_id, first.get("transaction")
+                return subscription, message_id, first.get("transaction"), first.get("receipt")
         subscription, message_id = self._acknowledged(frame)
-        return subscription, message_id, frame.get("transaction")
+        return subscription, message_id, frame.get("transaction"), frame.get("receipt")
 
     def _by_ack_id(self, ack_id: str) -> tuple[SessionSubscription | None, str]:
         """
