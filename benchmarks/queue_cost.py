@@ -1,7 +1,8 @@
 """
 What one queued message costs the broker's Python, with no sockets and no reactor.
 
-Usage: ``python -m benchmarks.queue_cost [--messages N] [--ack MODE,...] [--repeat R]``
+Usage: ``python -m benchmarks.queue_cost [--messages N] [--ack MODE,...] [--repeat R]
+[--frames suite|stompbench]``
 
 Four producers and four consumers are real sessions (the TCP adapter, the
 session, the broker and its worker queue) on ``StringTransport`` and a
@@ -12,6 +13,14 @@ a prefetch of 100 and acknowledge, per read, every message they were sent
 Each message thus costs the broker a parsed SEND, a routed and encoded
 MESSAGE, and a parsed ACK where the mode has one: everything the load
 scenarios measure except system calls and the reactor.
+
+``--frames`` picks the shape of the frames.  ``suite`` (the default) is the
+suite's own load generator's: a SEND with ``destination``, ``content-length``
+and one user header (``seq``), an ACK with ``id`` alone.  ``stompbench`` is the
+Go generator's (``/work/shared/bench``), by which issue 14's targets are
+measured: a SEND with three user headers (``seq``, ``ts``, ``run``) and an ACK
+that names ``id``, ``message-id`` and ``subscription`` all three, as it does
+for every STOMP version.
 
 It prints a table, then one JSON line per ack mode: the median over the
 repeats of microseconds per message, and the throughput that would make on
@@ -39,12 +48,14 @@ from stompbroker.broker.service import Broker
 from stompbroker.transport.tcp import stomp_server_factory
 
 ACK_MODES = ("auto", "client", "client-individual")
+FRAMES = ("suite", "stompbench")
 PRODUCERS = 4
 CONSUMERS = 4
 BATCH = 100
 PREFETCH = 100
 BODY = b"x" * 117
 _ACK_ID = re.compile(rb"\nack:([^\n]+)")
+_MESSAGE_ID = re.compile(rb"\nmessage-id:([^\n]+)")
 
 
 class Run:
@@ -53,10 +64,12 @@ class Run:
 
     :param ack: the consumers' ack mode.
     :param messages: how many messages to send (rounded down to whole batches).
+    :param frames: the shape of the frames, one of :data:`FRAMES`.
     """
 
-    def __init__(self, ack: str, messages: int) -> None:
+    def __init__(self, ack: str, messages: int, frames: str = "suite") -> None:
         self.ack = ack
+        self.frames = frames
         clock = Clock()
         self.broker = Broker(clock)
         self.broker.startService()
@@ -69,7 +82,8 @@ class Run:
                 % (number, ack.encode(), PREFETCH)
             )
             transport.clear()
-        self.batches = [self._batch(start) for start in range(0, messages - BATCH + 1, BATCH)]
+        batch = self._batch if frames == "suite" else self._stompbench_batch
+        self.batches = [batch(start) for start in range(0, messages - BATCH + 1, BATCH)]
         self.sent = len(self.batches) * BATCH
         self.seen: set[int] = set()
         self.duplicated = 0
@@ -86,10 +100,35 @@ class Run:
         frames[-1] = frames[-1].replace(b"SEND\n", b"SEND\nreceipt:r\n", 1)
         return b"".join(frames)
 
+    @staticmethod
+    def _stompbench_batch(start: int) -> bytes:
+        frames = [
+            b"SEND\ndestination:/queue/cost\nseq:%d\nts:%d\nrun:r1\ncontent-length:117\n\n%b\0"
+            % (seq, 1_700_000_000_000_000_000 + seq, BODY)
+            for seq in range(start, start + BATCH)
+        ]
+        frames[-1] = frames[-1].replace(b"\ncontent-length:", b"\nreceipt:r\ncontent-length:", 1)
+        return b"".join(frames)
+
+    def _acks(self, data: bytes, number: int) -> bytes:
+        """The ACK frames for the MESSAGE frames in ``data``, sent to consumer ``number``."""
+        ids = _ACK_ID.findall(data)
+        if self.frames == "suite":
+            if self.ack == "client":
+                ids = ids[-1:]
+            return b"".join(b"ACK\nid:%b\n\n\0" % i for i in ids)
+        pairs = list(zip(ids, _MESSAGE_ID.findall(data), strict=True))
+        if self.ack == "client":
+            pairs = pairs[-1:]
+        return b"".join(
+            b"ACK\nid:%b\nmessage-id:%b\nsubscription:s%d\n\n\0" % (ack_id, message_id, number)
+            for ack_id, message_id in pairs
+        )
+
     def _consume(self) -> int:
         """Take what each consumer was sent, and acknowledge it as the mode says."""
         moved = 0
-        for protocol, transport in self.consumers:
+        for number, (protocol, transport) in enumerate(self.consumers):
             data = transport.value()
             if not data:
                 continue
@@ -101,10 +140,7 @@ class Run:
                 self.seen.add(number)
                 moved += 1
             if self.ack != "auto":
-                ids = _ACK_ID.findall(data)
-                if self.ack == "client":
-                    ids = ids[-1:]
-                protocol.dataReceived(b"".join(b"ACK\nid:%b\n\n\0" % i for i in ids))
+                protocol.dataReceived(self._acks(data, number))
         return moved
 
     def run(self) -> float:
@@ -131,16 +167,18 @@ class Run:
         return time.perf_counter() - started
 
 
-def measure(ack: str, messages: int, repeat: int) -> dict[str, Any]:
+def measure(ack: str, messages: int, repeat: int, frames: str = "suite") -> dict[str, Any]:
     """
     Time one ack mode ``repeat`` times, each on a fresh broker.
+
+    :param frames: the shape of the frames, one of :data:`FRAMES`.
 
     :returns: the JSON record.
     :raises RuntimeError: if a message was lost or duplicated.
     """
     costs = []
     for _ in range(repeat):
-        run = Run(ack, messages)
+        run = Run(ack, messages, frames)
         elapsed = timed(run.run)
         lost = run.sent - len(run.seen)
         if lost or run.duplicated:
@@ -151,6 +189,7 @@ def measure(ack: str, messages: int, repeat: int) -> dict[str, Any]:
     return {
         "benchmark": "queue_cost",
         "ack": ack,
+        "frames": frames,
         "messages": run.sent,
         "us_per_message": round(cost, 3),
         "range_us": [round(min(costs), 3), round(max(costs), 3)],
@@ -174,6 +213,12 @@ def main(argv: list[str]) -> int:
         help="ack modes, comma-separated (default: all three)",
     )
     parser.add_argument("--repeat", type=int, default=3, help="runs per mode (default 3)")
+    parser.add_argument(
+        "--frames",
+        choices=FRAMES,
+        default="suite",
+        help="the frames' shape: the suite's generator's, or the Go generator's (default suite)",
+    )
     options = parser.parse_args(argv)
     modes = [mode for mode in options.ack.split(",") if mode]
     unknown = set(modes) - set(ACK_MODES)
@@ -181,7 +226,7 @@ def main(argv: list[str]) -> int:
         parser.error(
             f"--ack takes {', '.join(ACK_MODES)}; --messages at least {BATCH}; --repeat at least 1"
         )
-    results = [measure(mode, options.messages, options.repeat) for mode in modes]
+    results = [measure(mode, options.messages, options.repeat, options.frames) for mode in modes]
     print_results(
         results,
         (

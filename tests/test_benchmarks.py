@@ -585,6 +585,23 @@ def test_queue_cost_refuses_a_run_that_lost_or_duplicated(monkeypatch: pytest.Mo
         queue_cost.measure("client-individual", 100, 1)
 
 
+@pytest.mark.parametrize("frames", ("suite", "stompbench"))
+@pytest.mark.parametrize("part", ("path", "send", "parse-send", "parse-ack"))
+def test_queue_parts_runs_each_part_over_the_messages_asked_for(part: str, frames: str) -> None:
+    """benchmarks.queue_parts moves every message of a part (the path: each once) and exits 0."""
+    from benchmarks import queue_parts
+
+    assert queue_parts.run_part(part, 300, frames) == 300
+    assert queue_parts.main([part, "300", "--frames", frames]) == 0
+
+
+@pytest.mark.parametrize("ack", queue_cost.ACK_MODES)
+def test_queue_cost_with_the_go_generators_frames_moves_every_message_once(ack: str) -> None:
+    """queue_cost --frames stompbench: three user headers per SEND, ACKs naming three headers."""
+    record = queue_cost.measure(ack, 1000, 1, "stompbench")
+    assert record["frames"] == "stompbench" and record["messages"] == 1000
+
+
 def test_fanout_cost_delivers_every_message_to_every_subscriber_and_prints_its_cost(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

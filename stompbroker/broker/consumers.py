@@ -230,7 +230,8 @@ class Consumers:
             if consumer is not None:
                 found = consumer.settle(message_id)
                 if found:
-                    return settled(consumer.queue.acknowledge(consumer, found))
+                    written = consumer.queue.acknowledge(consumer, found)
+                    return settled(written) if written else None
         consumer = self._holder(connection, message_id, subscriber)
         if transaction is not None:
             self._held_in(connection, transaction).hold(self._acknowledge, consumer, message_id)

@@ -155,7 +155,7 @@ class Traffic:
 
     def published(self, message: Message) -> None:
         """Count a message sent to a queue, as the queue takes it."""
-        traffic = self.of(message.destination)
+        traffic = self.destinations.get(message.destination) or self.of(message.destination)
         traffic.messages_in += 1
         traffic.bytes_in += len(message.body)
 

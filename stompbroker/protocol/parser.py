@@ -39,30 +39,30 @@ on the hot path of every message, so it works the way h11's receive buffer does:
 Header escaping (STOMP 1.2, "Value Encoding") depends on the negotiated version,
 which the session sets in :attr:`FrameParser.version`; CONNECT, STOMP and
 CONNECTED frames are never unescaped.  The decoding itself, and the two headers
-the parser reads for itself, are in :mod:`stompbroker.protocol.header_decoding`.
+the parser reads for itself, are in :mod:`stompbroker.protocol.header_decoding`;
+the checks of limits and of incomplete header sections, and the errors the
+parser raises, in :mod:`stompbroker.protocol.header_checks`.
 """
 
 from __future__ import annotations
 
 import re
 
-from stompbroker.protocol.errors import (
-    FrameTooLarge,
-    HeaderTooLong,
-    MalformedFrame,
-    ProtocolError,
-    TooManyHeaders,
-    UnknownCommand,
+from stompbroker.protocol.errors import ProtocolError
+from stompbroker.protocol.frames import SUPPORTED_VERSIONS, UNESCAPED_COMMANDS, Frame, Headers
+from stompbroker.protocol.header_checks import (
+    COMMANDS,
+    check_header_section_size,
+    check_partial_header,
+    content_length_error,
+    frame_too_large,
+    no_colon,
+    not_utf8,
+    shown_line,
+    too_many_headers,
+    unknown_command,
 )
-from stompbroker.protocol.frames import (
-    CLIENT_COMMANDS,
-    SERVER_COMMANDS,
-    SUPPORTED_VERSIONS,
-    UNESCAPED_COMMANDS,
-    Frame,
-    Headers,
-)
-from stompbroker.protocol.header_decoding import negotiated_version, receipt_of, unescape
+from stompbroker.protocol.header_decoding import negotiated_version, unescape
 
 __all__ = ["FrameParser"]
 
@@ -84,14 +84,6 @@ _CR = 0x0D
 #: Bodies longer than this are copied out of the buffer through a memoryview,
 #: which costs one copy instead of two but more than a slice for small ones.
 _COPY_THROUGH_VIEW = 64 * 1024
-_SHOWN_LINE_LENGTH = 60
-
-
-def _shown_line(line: str) -> str:
-    if len(line) > _SHOWN_LINE_LENGTH:
-        line = line[:_SHOWN_LINE_LENGTH] + "..."
-    return repr(line)
-
 
 # Frame(command, headers, body) runs attrs' frozen __init__, a Python-level call
 # that sets each field through object.__setattr__; setting the slots of a bare
@@ -102,43 +94,6 @@ _new_frame = object.__new__
 _set_command = vars(Frame)["command"].__set__
 _set_headers = vars(Frame)["headers"].__set__
 _set_body = vars(Frame)["body"].__set__
-
-
-def _no_colon(text: str) -> MalformedFrame:
-    """:param text: a header section, command line first, with a header line that has no colon."""
-    line = next(line for line in text.split("\n")[1:] if ":" not in line)
-    return MalformedFrame(
-        f"header line without a colon: {_shown_line(line)}",
-        "STOMP 1.2, Augmented BNF: every header line is name:value.",
-    )
-
-
-#: Every command line a STOMP frame may have, in either direction (the parser
-#: reads the server's frames in clients and tests too).
-_COMMANDS = CLIENT_COMMANDS | SERVER_COMMANDS
-
-
-def _unknown_command(command: str, headers: Headers = ()) -> UnknownCommand:
-    """:param command: a command line, decoded, that names no STOMP command."""
-    return UnknownCommand(
-        "unknown command", f"{command[:40]!r} is not a STOMP command", receipt_of(headers)
-    )
-
-
-def _content_length_error(message: str, headers: Headers) -> MalformedFrame:
-    return MalformedFrame(
-        message,
-        "STOMP 1.2, Header content-length: the value is a non-negative decimal number"
-        " of octets, and exactly that many body octets are followed by a NUL.",
-        receipt_of(headers),
-    )
-
-
-def _not_utf8(error: UnicodeDecodeError) -> MalformedFrame:
-    return MalformedFrame(
-        "header section is not valid UTF-8",
-        f"The command and headers must be UTF-8 (STOMP 1.2, Value Encoding): {error}.",
-    )
 
 
 class FrameParser:
@@ -360,9 +315,15 @@ class FrameParser:
                     match = _HEADER_SECTION_END.search(source, search_from)
                     if match is None:
                         if end - position > max_frame_size:
-                            raise self._frame_too_large()
-                        line_start, line_count = self._check_partial_header(
-                            source, scan, end, line_start, line_count
+                            raise frame_too_large(max_frame_size)
+                        line_start, line_count = check_partial_header(
+                            source,
+                            scan,
+                            end,
+                            line_start,
+                            line_count,
+                            max_header_length,
+                            max_headers,
                         )
                         scan = end
                         break
@@ -372,11 +333,13 @@ class FrameParser:
                     body_start - position > max_frame_size
                     or last_eol - position > max_header_length
                 ):
-                    self._check_header_section_size(source, position, last_eol, body_start)
+                    check_header_section_size(
+                        source, position, last_eol, body_start, max_frame_size, max_header_length
+                    )
                 try:
                     text = source[position:last_eol].decode("utf-8")
                 except UnicodeDecodeError as error:
-                    raise _not_utf8(error) from None
+                    raise not_utf8(error) from None
                 if "\r" in text:
                     # CRLF line ends: drop each CR that ends a line (the last line's
                     # LF is not part of the text).
@@ -385,19 +348,19 @@ class FrameParser:
                         text = text[:-1]
                 header_count = text.count("\n")
                 if header_count > max_headers:
-                    raise self._too_many_headers()
+                    raise too_many_headers(max_headers)
                 # One C-level pass pairs every header line's name and value; a
                 # line without a colon yields no pair, so it shows in the count.
                 pairs = _HEADER_LINE.findall(text)
                 if len(pairs) != header_count:
-                    raise _no_colon(text)
+                    raise no_colon(text)
                 headers = tuple(pairs)
                 command = text.partition("\n")[0]
                 if command in UNESCAPED_COMMANDS:
                     self._adopt_version(command, headers)
-                elif command not in _COMMANDS:
+                elif command not in COMMANDS:
                     # The second lookup of the same str reuses its cached hash.
-                    raise _unknown_command(command, headers)
+                    raise unknown_command(command, headers)
                 elif "\\" in text and self._unescaping:
                     headers = tuple([(unescape(name), unescape(value)) for name, value in headers])
                 # No escape yields a digit or a character of "content-length", so
@@ -413,12 +376,12 @@ class FrameParser:
                         value_end = len(text)
                     value = text[content_length:value_end]
                     if not (value.isdigit() and value.isascii()):
-                        raise _content_length_error(
-                            f"invalid content-length: {_shown_line(value)}", headers
+                        raise content_length_error(
+                            f"invalid content-length: {shown_line(value)}", headers
                         )
                     content_length = int(value)
                     if body_start - position + content_length > max_frame_size:
-                        raise self._frame_too_large(headers)
+                        raise frame_too_large(max_frame_size, headers)
                     state = _BODY_LENGTH
 
             if state == _BODY_LENGTH:
@@ -426,7 +389,7 @@ class FrameParser:
                 if terminator >= end:
                     break
                 if source[terminator]:
-                    raise _content_length_error(
+                    raise content_length_error(
                         "frame body is not terminated by NUL after content-length"
                         f" {content_length}",
                         headers,
@@ -437,7 +400,7 @@ class FrameParser:
                 terminator = source.find(b"\0", scan, position + max_frame_size + 1)
                 if terminator < 0:
                     if end - position > max_frame_size:
-                        raise self._frame_too_large(headers)
+                        raise frame_too_large(max_frame_size, headers)
                     scan = end
                     break
             frame = _new_frame(Frame)
@@ -469,99 +432,11 @@ class FrameParser:
             self._headers = headers
         return position
 
-    def _check_partial_header(
-        self, source: bytes | bytearray, scan: int, end: int, line_start: int, line_count: int
-    ) -> tuple[int, int]:
-        """
-        Check the lines of a header section that is not complete yet, from
-        ``scan`` (where the last check stopped) to ``end``, so that a peer
-        streaming an endless line, or endless headers, is refused as soon as it
-        breaks a limit rather than when its frame is complete.
-
-        :param line_start: where the last, incomplete, line starts.
-        :param line_count: how many lines are complete.
-        :returns: the new ``line_start`` and ``line_count``.
-        """
-        newline = source.find(b"\n", scan, end)
-        while newline >= 0:
-            self._check_line_length(source, line_start, newline)
-            self._check_line(bytes(source[line_start:newline]), line_count)
-            line_count += 1
-            if line_count - 1 > self.max_headers:
-                raise self._too_many_headers()
-            line_start = newline + 1
-            newline = source.find(b"\n", line_start, end)
-        # The incomplete line may end with the CR of its CRLF: check it as a line.
-        self._check_line_length(source, line_start, end)
-        return line_start, line_count
-
-    @staticmethod
-    def _check_line(line: bytes, number: int) -> None:
-        """
-        Judge one complete line of a header section that is not complete yet.
-
-        :param line: the line, without its LF (a CR before it is dropped here).
-        :param number: 0 for the command line, then 1, 2... for header lines.
-        :raises UnknownCommand: for a command line that names no STOMP command.
-        :raises MalformedFrame: for a header line without a colon, or not UTF-8.
-        """
-        if line[-1:] == b"\r":
-            line = line[:-1]
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise _not_utf8(error) from None
-        if number == 0:
-            if text not in _COMMANDS:
-                raise _unknown_command(text)
-        elif ":" not in text:
-            raise _no_colon("\n" + text)
-
-    def _check_line_length(self, source: bytes | bytearray, start: int, stop: int) -> None:
-        """
-        :raises HeaderTooLong: if ``source[start:stop]``, without a final CR, is
-            longer than ``max_header_length``.
-        """
-        length = stop - start
-        if length > self.max_header_length and (
-            length > self.max_header_length + 1 or source[stop - 1] != _CR
-        ):
-            raise HeaderTooLong(
-                f"header line too long: more than {self.max_header_length} bytes",
-                f"A line of the header section has more than {self.max_header_length} bytes.",
-            )
-
-    def _check_header_section_size(
-        self, source: bytes | bytearray, start: int, last_eol: int, body_start: int
-    ) -> None:
-        """
-        Check a complete header section that is large enough to break a limit;
-        ``source[start:last_eol]`` is the command line and the header lines,
-        without the last EOL.
-        """
-        if body_start - start > self.max_frame_size:
-            raise self._frame_too_large()
-        for line in source[start:last_eol].split(b"\n"):
-            self._check_line_length(line, 0, len(line))
-
     def _adopt_version(self, command: str, headers: Headers) -> None:
         """Switch to the version a CONNECT, STOMP or CONNECTED frame points to."""
         version = negotiated_version(command, headers)
         if version is not None:
             self.version = version
-
-    def _frame_too_large(self, headers: Headers = ()) -> FrameTooLarge:
-        return FrameTooLarge(
-            f"frame too large: more than {self.max_frame_size} bytes",
-            f"The frame (headers and body) is larger than {self.max_frame_size} bytes.",
-            receipt_of(headers),
-        )
-
-    def _too_many_headers(self) -> TooManyHeaders:
-        return TooManyHeaders(
-            f"too many headers: more than {self.max_headers}",
-            f"A frame may have at most {self.max_headers} headers.",
-        )
 
     def __repr__(self) -> str:
         return (

@@ -165,7 +165,7 @@ class TrackedSubscription(SessionSubscription):
     and a broker-made id), so they need no escaping.
     """
 
-    __slots__ = ("_ack_prefix",)
+    __slots__ = ("_ack_head",)
 
     #: Given back to the broker when the session detaches: what it holds
     #: returns to its queue at once rather than wait for a client that may
@@ -176,7 +176,9 @@ class TrackedSubscription(SessionSubscription):
         super().__init__(session, *args, **kwargs)
         self._write = session.write
         acknowledged = self.ack_mode != "auto" and session.version == "1.2"
-        self._ack_prefix = f"ack:{self.number}." if acknowledged else ""
+        #: The prefix and the start of the ``ack`` line, to which each frame adds
+        #: its message-id; empty when the frames carry no ``ack`` header.
+        self._ack_head = (self._prefix + b"ack:%d." % self.number) if acknowledged else b""
 
     def deliver(self, message: Any) -> None:
         """
@@ -187,13 +189,15 @@ class TrackedSubscription(SessionSubscription):
         tail = message.wire.get(self._style)
         if tail is None:
             tail = message_tail(message, self._style)
-        head = self._prefix
-        if self._ack_prefix:
-            head += (self._ack_prefix + message.message_id + "\n").encode("utf-8")
         if message.redeliveries:
-            head += b"redelivered:true\nredelivery-count:%d\n" % message.redeliveries
+            tail = b"redelivered:true\nredelivery-count:%d\n%b" % (message.redeliveries, tail)
         self.connection.messages_sent += 1
-        self._write(head + tail)
+        if self._ack_head:
+            # One join copies the tail once (a queued message's frame is built
+            # once per delivery, so this is on the per-message path).
+            self._write(b"".join((self._ack_head, message.message_id.encode(), b"\n", tail)))
+        else:
+            self._write(self._prefix + tail)
 
 
 class StreamSubscription(TrackedSubscription):

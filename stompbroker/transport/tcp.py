@@ -120,9 +120,10 @@ class StompProtocol(SessionFlowControl, PeerCredentials, Protocol):
         _set_nodelay(self.transport)
         peer = self.transport.getPeer()
         address = f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
-        self.write = self._writer = CoalescedWrite(  # type: ignore[method-assign]
+        self._writer = CoalescedWrite(
             direct_writer(self.transport) or self.transport.write, self.coalescer
         )
+        self.write = self._writer.write  # type: ignore[method-assign]
         self.session = StompSession(self._broker, self, self._clock, self._config, address)
         self.dataReceived = partial(  # type: ignore[method-assign]
             self.coalescer.handle, self.session.receive_data, reader=self._writer
@@ -134,7 +135,7 @@ class StompProtocol(SessionFlowControl, PeerCredentials, Protocol):
         """Replaced per instance in ``connectionMade``: ``session.receive_data``, coalesced."""
 
     def write(self, data: bytes) -> None:
-        """Replaced per instance in ``connectionMade`` by a :class:`CoalescedWrite`."""
+        """Replaced per instance in ``connectionMade`` by a :class:`CoalescedWrite`'s ``write``."""
 
     def close(self) -> None:
         """Close once what was written is flushed; drop it after :data:`CLOSE_TIMEOUT` seconds."""

@@ -213,7 +213,8 @@ class StompWebSocketProtocol(  # type: ignore[misc]
         _set_nodelay_under_tls(transport)
         peer = transport.getPeer()
         address = f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
-        self._write_to_socket = self._writer = CoalescedWrite(transport.write, self.coalescer)
+        self._writer = CoalescedWrite(transport.write, self.coalescer)
+        self._write_to_socket = self._writer.write
         self._max_message_size = factory.max_message_size
         self.session = StompSession(
             factory.broker, self, factory.clock, self._session_config, address

@@ -9,12 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from twisted.internet.defer import Deferred, fail
 from twisted.internet.task import Clock
 
 from stompbroker.broker.backpressure import BackPressure
 from stompbroker.broker.connections import ConnectionRegistry
 from stompbroker.broker.delivery import DeliveryCounters, DeliveryPolicy
+from stompbroker.broker.destinations import Kind
 from stompbroker.broker.ids import Ids
 from stompbroker.broker.limits import Limits
 from stompbroker.broker.router import Router
@@ -316,3 +319,40 @@ def test_an_engine_with_shared_queues_refuses_grouped_queue_sends() -> None:
         world.router.send("/queue/q", (("JMSXGroupID", "g"),), b"x")
     world.router.send("/topic/t", (("JMSXGroupID", "g"),), b"x")
     assert world.routed() == [("topic", b"x")]
+
+
+@settings(max_examples=60)
+@given(
+    headers=st.lists(
+        st.tuples(
+            st.sampled_from(["x-a", "seq", "ts", "run", "content-type", "correlation-id"]),
+            st.text(max_size=6),
+        ),
+        max_size=5,
+    ),
+    destination=st.sampled_from(["/queue/q", "/topic/t"]),
+    ttl=st.sampled_from([0, 1500]),
+    persistent_queues=st.booleans(),
+)
+def test_a_send_without_a_header_the_broker_acts_on_is_read_as_prepare_reads_it(
+    headers: list[tuple[str, str]], destination: str, ttl: int, persistent_queues: bool
+) -> None:
+    """
+    The SEND path's shortcut for headers the broker does not act on gives the message the
+    same headers, expiry, persistence, priority and group as the general reading would.
+    """
+    world = World(persistent=True, persistent_queues=persistent_queues, ttl=ttl)
+    pairs = tuple(headers)
+    world.router.send(destination, pairs, b"b")
+    message = [message for where, message in world.engine.calls if where != "keep"][0]
+    kind = Kind.QUEUE if destination.startswith("/queue/") else Kind.TOPIC
+    prepared, expires, persistent, priority, group, timing = world.router._prepare(
+        pairs, None, kind
+    )
+    assert (message.headers, message.expires, message.persistent, message.priority) == (
+        prepared,
+        expires,
+        persistent,
+        priority,
+    )
+    assert message.group is None and group is None and timing is None

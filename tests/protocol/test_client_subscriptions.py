@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 from attrs import evolve
+from hypothesis import given
+from hypothesis import strategies as st
 from twisted.internet.defer import succeed
 from zope.interface.verify import verifyObject
 
@@ -259,6 +261,32 @@ def test_redelivered_message_says_so_with_count() -> None:
     assert message.get("ack") is None, "auto subscriptions are not asked to acknowledge"
 
 
+def test_redelivered_acknowledged_message_headers_in_order() -> None:
+    """
+    A redelivered MESSAGE to a client-individual subscription carries subscription, ack, then
+    the redelivery headers, then the message's own; the shared tail cached on the message stays
+    without them, so that another subscription's delivery does not inherit them.
+    """
+    session, transport, _, _ = connected()
+    subscription = subscribe(
+        session, transport, ("id", "s"), ("destination", "/queue/q"), ("ack", "client-individual")
+    )
+    message = queue_message(redeliveries=3)
+    subscription.deliver(message)
+    [delivered] = transport.frames()
+    assert [name for name, _ in delivered.headers][:6] == [
+        "subscription",
+        "ack",
+        "redelivered",
+        "redelivery-count",
+        "message-id",
+        "destination",
+    ]
+    assert delivered.get("ack") == f"{subscription.number}.m-1"
+    assert delivered.get("redelivery-count") == "3"
+    assert all(b"redelivered" not in tail for tail in message.wire.values())
+
+
 def test_first_delivery_has_no_redelivery_headers() -> None:
     """A message delivered for the first time has neither redelivered nor redelivery-count."""
     session, transport, _, _ = connected()
@@ -486,6 +514,36 @@ def test_ack_1_2_with_a_message_id_for_id_is_looked_up() -> None:
     assert broker.named("ack") == [("f00d-17", None, None)]
 
 
+def test_ack_1_2_reads_the_first_of_repeated_headers() -> None:
+    """
+    STOMP 1.2, Repeated Header Entries: an ACK's first id, transaction and receipt count, and
+    the message-id and subscription it may carry besides (as the Go generator sends) do not.
+    """
+    session, transport, _, broker = connected()
+    subscription = subscribe(
+        session, transport, ("id", "s"), ("destination", "/queue/q"), ("ack", "client-individual")
+    )
+    session.receive_data(frame("BEGIN", ("transaction", "t1")))
+    session.receive_data(
+        frame(
+            "ACK",
+            ("id", f"{subscription.number}.m-1"),
+            ("message-id", "m-other"),
+            ("subscription", "other"),
+            ("receipt", "r1"),
+            ("transaction", "t1"),
+            ("id", "0.m-2"),
+            ("receipt", "r2"),
+        )
+    )
+    session.receive_data(frame("ACK", ("id", f"{subscription.number}.m-3"), ("receipt", "r3")))
+    assert broker.named("ack") == [("m-1", subscription, "t1"), ("m-3", subscription, None)]
+    assert transport.frames() == [
+        Frame("RECEIPT", (("receipt-id", "r1"),)),
+        Frame("RECEIPT", (("receipt-id", "r3"),)),
+    ]
+
+
 def test_ack_id_of_an_unknown_subscription_is_an_error() -> None:
     """An ack id whose subscription this connection does not have is an ERROR."""
     session, transport, _, _ = connected()
@@ -600,3 +658,46 @@ def test_reply_to_elsewhere_subscribes_nothing() -> None:
     assert broker.subscribers == []
     [sent] = broker.named("send")
     assert ("reply-to", "/queue/answers") in sent.headers
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["id", "transaction", "receipt", "message-id", "subscription", "x"]),
+            st.sampled_from(["a", "b", "m-1"]),
+        ),
+        max_size=7,
+    )
+)
+def test_ack_1_2_settles_what_reading_its_headers_one_at_a_time_names(
+    pairs: list[tuple[str, str]],
+) -> None:
+    """
+    The 1.2 ACK's one-pass reading of its headers agrees with Frame.get, header by header: the
+    first id names the message, the first transaction and receipt count (STOMP 1.2, Repeated
+    Header Entries); without an id, the general reading takes the message-id (a subscription
+    header here names none of the connection's), and without either the frame is refused.
+    """
+    session, transport, _, broker = connected()
+    subscription = subscribe(
+        session, transport, ("id", "s"), ("destination", "/queue/q"), ("ack", "client-individual")
+    )
+    # Ack ids of the subscription itself, so that every id names a message it may hold.
+    headers = tuple(
+        (name, f"{subscription.number}.{value}" if name == "id" else value)
+        for name, value in pairs
+    )
+    ack = Frame("ACK", headers)
+    session.receive_data(encode(ack, "1.2"))
+    ack_id = ack.get("id")
+    if ack_id is not None:
+        expected = [(ack_id.partition(".")[2], subscription, ack.get("transaction"))]
+    elif ack.get("message-id") is not None:
+        expected = [(ack.get("message-id"), None, ack.get("transaction"))]
+    else:
+        assert broker.named("ack") == []
+        assert error_of(transport).get("message") == "missing id header"
+        return
+    assert broker.named("ack") == expected
+    receipt = ack.get("receipt")
+    assert transport.frames() == ([Frame("RECEIPT", (("receipt-id", receipt),))] if receipt else [])
