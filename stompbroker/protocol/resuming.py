@@ -42,6 +42,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from attrs import define, field
+
 from stompbroker.protocol.errors import ProtocolError
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.negotiation import BY_LOGIN
@@ -68,6 +70,7 @@ LAST_SUBSCRIPTION = "resume-last-subscription"
 LAST_MESSAGE_ID = "resume-last-message-id"
 
 
+@define(eq=False)
 class Elsewhere:
     """
     A session resumed from another node (or from the record a dead one left):
@@ -80,19 +83,10 @@ class Elsewhere:
         handover), by id, and what each got meanwhile.
     """
 
-    __slots__ = ("subscriptions", "frames", "gap", "made")
-
-    def __init__(
-        self,
-        subscriptions: tuple[dict[str, str], ...],
-        frames: tuple[bytes, ...] = (),
-        gap: bool = True,
-        made: dict[str, tuple[Any, list[bytes]]] | None = None,
-    ) -> None:
-        self.subscriptions = subscriptions
-        self.frames = frames
-        self.gap = gap
-        self.made = made if made is not None else {}
+    subscriptions: tuple[dict[str, str], ...]
+    frames: tuple[bytes, ...] = ()
+    gap: bool = True
+    made: dict[str, tuple[Any, list[bytes]]] = field(factory=dict)
 
 
 #: What a resumed session is given: the record, and the frames to write.
