@@ -398,6 +398,8 @@ class ResumeMixin(SessionPart):
             # record, and _resume_elsewhere fails as a resume on one node does.
             for subscription, _ in made.values():
                 self._unmake(subscription)
+            # The keeping node lets go of its copy too: nobody can claim it now.
+            book.directory.hand_over(taken.node, token_key(str(self.resume_token)), None)
             self._found = Elsewhere(taken.record.subscriptions)
             self._let_in()
             return

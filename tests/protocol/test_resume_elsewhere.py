@@ -154,6 +154,26 @@ def test_a_live_nodes_session_is_subscribed_to_its_topics_before_the_node_is_ask
     assert [f.get("message-id") for f in transport.frames()] == ["node-5"]
 
 
+def test_a_resume_refused_here_still_makes_the_keeping_node_let_go() -> None:
+    """
+    A subscription this node refuses (here a bad ack mode; access rights in
+    life): nothing stays subscribed, and the keeping node is still asked for the
+    session, so that its copy, which nobody can claim any more, goes at once.
+    """
+    config, directory = clustered()
+    session, transport, broker = resuming(config)
+    bad = {"id": "b", "destination": "/topic/b", "ack": "sometimes"}
+    record = SessionRecord("", "1.2", (TOPIC, bad))
+    directory.taking[0][3].callback(Taken(record, False, True, "other"))
+    [(node, key, last, _)] = directory.asking
+    assert (node, key, last) == ("other", token_key("tok"), None)
+    assert broker.subscribers == []
+    connected, error = transport.frames()
+    assert (connected.command, error.command) == ("CONNECTED", "ERROR")
+    assert error.get("message") == "invalid ack mode"
+    assert broker.calls[-1][0] == "close_connection"
+
+
 def test_a_node_that_does_not_hand_over_in_time_leaves_a_gap() -> None:
     """No handover (timeout, or the session gone there): the record's subscriptions, resume-gap."""
     config, directory = clustered()
