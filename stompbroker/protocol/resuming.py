@@ -464,6 +464,15 @@ class ResumeMixin(SessionPart):
             self._numbered.pop(number, None)
         self.broker.unsubscribe(subscription)
 
+    def _leave_resumable(self) -> None:
+        """The broker stops: in a cluster the session may go on elsewhere (``ResumeBook.leave``)."""
+        token, self.resume_token = self.resume_token, None
+        book = self.config.resumption
+        if token is not None and book is not None and self.state is State.CONNECTED:
+            book.leave(token, self)
+        elif token is not None and book is not None:
+            book.forget(token, self)
+
     def _end_resumable(self) -> None:
         """The session ends for good (DISCONNECT, an ERROR): its token is void."""
         token, self.resume_token = self.resume_token, None

@@ -230,6 +230,27 @@ class ResumeBook:
             self._recent.pop(token, None)
             self._unfile(token)
 
+    def leave(self, token: str, session: Any) -> None:
+        """
+        The broker stops while ``session`` is connected: in a cluster its
+        record stays in the directory, filed afresh (its streams' offsets as
+        they are now), so that its client resumes on another node, told
+        ``resume-gap:true`` (what this node kept goes with it), until the
+        record expires one window after this node's last renewal.  On one node
+        the session ends as :meth:`forget` ends it.
+        """
+        live = self._live.get(token)
+        if live is None or live[1] is not session:
+            return
+        if self.directory is None:
+            self.forget(token, session)
+            return
+        del self._live[token]
+        self._recent.pop(token, None)
+        self._file_live(token, live[0], session)
+        self._filed.pop(token, None)
+        self._keys.pop(token_key(token), None)
+
     def new_buffer(self, token: str | None = None) -> ResumeBuffer:
         """
         :param token: the token of the connected session the buffer is for,

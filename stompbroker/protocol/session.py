@@ -407,6 +407,7 @@ class StompSession(
             after what was written to it has been flushed.
         """
         self._on_closed = on_closed
+        self._leave_resumable()
         self.fail(
             ShuttingDown("broker shutting down", "the broker is stopping; connect again later")
         )

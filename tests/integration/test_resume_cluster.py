@@ -145,6 +145,44 @@ def test_a_session_of_a_killed_node_resumes_elsewhere_with_a_gap(
         other.stop()
 
 
+def test_a_session_of_a_stopped_node_resumes_elsewhere_from_its_exact_offset(
+    redis_server: RedisServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """
+    The node that keeps a connected session is stopped (SIGTERM, a rolling
+    restart): the client is told to connect again, and on another node gets its
+    subscriptions back, told that the topic messages that node kept are lost,
+    and its stream from the offset after the last one it got (filed at the
+    stop, not up to a second before), none twice.
+    """
+    leaving = node(tmp_path / "leaving", redis_server)
+    other = node(tmp_path / "other", redis_server)
+    try:
+        first, inbox, topic, stream = topic_and_stream(leaving, "stopped")
+        publish(leaving.address, stream, numbered("s", range(3)))
+        assert inbox.wait_for(lambda: len(inbox.messages) == 3)
+        leaving.stop()
+        assert inbox.wait_for(lambda: inbox.errors)
+        assert "shutting down" in inbox.errors[0].headers["message"]
+        publish(other.address, stream, numbered("s", range(3, 6)))
+        again, back = resumable(other, inbox.connected["resume-token"])
+        try:
+            assert back.connected["resumed"] == "true"
+            assert back.connected["resume-gap"] == "true"
+            assert back.wait_for(lambda: len(back.messages) == 3)
+            publish(other.address, topic, numbered("t", range(2)))
+            assert back.wait_for(lambda: len(back.messages) == 5)
+            time.sleep(0.2)
+            assert by_subscription(back.messages, "s") == numbered("s", range(3, 6))
+            assert by_subscription(back.messages, "t") == numbered("t", range(2))
+        finally:
+            again.disconnect()
+    finally:
+        leaving.stop()
+        other.stop()
+
+
 def test_a_wrong_token_on_another_node_leaves_the_session_alone(
     pair: list[BrokerProcess],
 ) -> None:

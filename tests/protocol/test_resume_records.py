@@ -144,6 +144,34 @@ def test_an_operator_ended_session_drops_its_record() -> None:
     assert directory.records == {}
 
 
+def test_a_session_left_at_a_stop_stays_filed_with_its_subscriptions_now() -> None:
+    """
+    The broker stops: the record is filed afresh and left for another node,
+    and this book no longer knows the token (nothing here drops the record).
+    """
+    book, directory, _ = clustered()
+    session = Live(book)
+    token = book.issue("ann", session)
+    session.subscriptions["t"] = Subscription({"id": "t", "destination": "/topic/a"})
+    book.leave(token, session)
+    key = token_key(token)
+    assert directory.records[key].subscriptions == ({"id": "t", "destination": "/topic/a"},)
+    assert book.connected == 0
+    book.forget(token, session)
+    book.close()
+    assert key in directory.records
+
+
+def test_on_one_node_a_session_left_at_a_stop_ends() -> None:
+    """Without a cluster, leaving is ending: the token is void."""
+    book = ResumeBook(Clock(), window=60)
+    session = Live(book)
+    token = book.issue("ann", session)
+    book.leave(token, session)
+    assert book.claim(token, "ann", "1.2") is None
+    assert book.connected == 0
+
+
 def test_a_local_claim_drops_the_record() -> None:
     """Resumed on its own node, the session's old record cannot be taken by another."""
     book, directory, _ = clustered()
