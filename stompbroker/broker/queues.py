@@ -22,9 +22,7 @@ the returning consumer allows goes to the dead-letter queue instead.
 
 Expiry is checked when a message reaches the head of the queue, so an expired
 message is never delivered.  Messages that expire while nobody consumes are
-found by a sweep, scheduled for the earliest expiry among pending messages but
-at most once per ``sweep_interval``, so that a long queue of short-lived
-messages costs one pass a second rather than one pass per message.
+found by a sweep (:mod:`stompbroker.broker.expiry_sweep`, a mixin of the queue).
 
 Every change of a message's state is one method (:meth:`~WorkerQueue.enqueue`,
 :meth:`~WorkerQueue.dispatch`, :meth:`~WorkerQueue.acknowledge`,
@@ -67,6 +65,7 @@ from zope.interface import implementer
 from stompbroker.broker.delivery import Consumer, DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.dispatch import FeatureDispatch, consumer_added, grouped
 from stompbroker.broker.engine.base import IQueue
+from stompbroker.broker.expiry_sweep import ExpirySweep
 from stompbroker.broker.priorities import DEFAULT_PRIORITY, PendingMessages
 from stompbroker.broker.selectors import Selector
 from stompbroker.broker.traffic import Traffic
@@ -85,7 +84,7 @@ DeadLetter = Callable[[Message, str, str | None], Any]
 
 
 @implementer(IQueue)
-class WorkerQueue:
+class WorkerQueue(ExpirySweep):
     """
     One queue: ``/queue/NAME``, a temporary queue, or a topic subscription's own.
 
@@ -115,13 +114,9 @@ class WorkerQueue:
         "_policy",
         "_counters",
         "_dead_letter",
-        "_sweep_interval",
         "_next",
         "_dispatching",
         "_stalled",
-        "_sweep",
-        "_sweep_at",
-        "_last_sweep",
         "journal",
         "store_key",
         "_traffic",
@@ -471,48 +466,3 @@ class WorkerQueue:
         self.consumers.clear()
         self.pending.clear()
         self._cancel_sweep()
-
-    # -- expiry sweep ---------------------------------------------------------------
-
-    def _watch_expiry(self, expires: float) -> None:
-        """Make sure a sweep runs soon after ``expires``, but not more often than allowed."""
-        at = max(expires, self._last_sweep + self._sweep_interval)
-        if self._sweep is not None:
-            if self._sweep_at <= at:
-                return
-            self._sweep.cancel()
-        self._sweep_at = at
-        self._sweep = self._clock.callLater(max(at - self._clock.seconds(), 0.0), self.sweep)
-
-    def _cancel_sweep(self) -> None:
-        if self._sweep is not None and self._sweep.active():
-            self._sweep.cancel()
-        self._sweep = None
-
-    def sweep(self) -> None:
-        """
-        Expire every pending message whose time has come; schedule the next sweep.
-
-        One pass over the pending messages, which keep their order.
-        """
-        self._sweep = None
-        now = self._last_sweep = self._clock.seconds()
-        kept: deque[Message] = deque()
-        expired = []
-        earliest: float | None = None
-        for message in self.pending:
-            expires = message.expires
-            if not expires:
-                kept.append(message)
-            elif expires <= now:
-                expired.append(message)
-            else:
-                kept.append(message)
-                if earliest is None or expires < earliest:
-                    earliest = expires
-        self.pending.clear()
-        self.pending.extend(kept)
-        for message in expired:
-            self.expire(message)
-        if earliest is not None:
-            self._watch_expiry(earliest)

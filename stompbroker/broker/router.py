@@ -25,7 +25,8 @@ routed by :meth:`Router.fire` when due; one with ``retain`` on a topic changes
 the topic's retained message (:mod:`stompbroker.broker.retaining`) and is routed.
 An engine without them (``scheduled`` or ``retained`` ``None``) refuses those
 headers.  Both headers are among those the one pass over the headers looks for,
-so a SEND without them pays nothing more.
+so a SEND without them pays nothing more.  What those headers make of the
+message is read by :mod:`stompbroker.broker.send_headers`, a mixin of the router.
 
 In a transaction the routing is held until COMMIT.  A persistent message is
 filed first (:meth:`~stompbroker.broker.engine.base.IEngine.keep`) and routed at once;
@@ -40,44 +41,26 @@ message, and one call of the engine's; the route methods are bound once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from functools import partial
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from attrs import evolve
 from twisted.internet.defer import Deferred
 
 from stompbroker.broker.backpressure import BackPressure
 from stompbroker.broker.composite import SEPARATOR, split_destination
 from stompbroker.broker.connections import ConnectionRegistry
 from stompbroker.broker.delivery import DeliveryPolicy
-from stompbroker.broker.destinations import TEMP_QUEUE_PREFIX, Kind, validate_send_destination
-from stompbroker.broker.expiry import EXPIRY_HEADERS, expiry_time
-from stompbroker.broker.groups import GROUP_HEADER, SEQUENCE_HEADER, parse_group
+from stompbroker.broker.destinations import Kind, validate_send_destination
 from stompbroker.broker.persistence import all_done
-from stompbroker.broker.priorities import DEFAULT_PRIORITY, PRIORITY_HEADER, parse_priority
+from stompbroker.broker.priorities import DEFAULT_PRIORITY
 from stompbroker.broker.retained import RETAIN_HEADER, parse_retain
 from stompbroker.broker.retaining import Retaining
-from stompbroker.broker.schedule import (
-    SCHEDULE_HEADERS,
-    ScheduledEntry,
-    fired_headers,
-    parse_schedule,
-)
+from stompbroker.broker.schedule import ScheduledEntry, fired_headers
 from stompbroker.broker.scheduling import Scheduling
+from stompbroker.broker.send_headers import ACTED_ON, ACTED_ON_WHEN_PERSISTENT, SendHeadersMixin
 from stompbroker.broker.transactions import Transactions
-from stompbroker.protocol.errors import NotSupported
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
-
-#: SEND headers that schedule or retain a message: :meth:`Router._timed` reads them.
-_TIMING: frozenset[str] = SCHEDULE_HEADERS | {RETAIN_HEADER}
-#: SEND headers the broker acts on; a SEND without any of them skips that work.
-_ACTED_ON: frozenset[str] = (
-    EXPIRY_HEADERS | {"reply-to", PRIORITY_HEADER, GROUP_HEADER, SEQUENCE_HEADER} | _TIMING
-)
-#: ... and with an engine that keeps persistent messages, ``persistent`` too.
-_ACTED_ON_WHEN_PERSISTENT: frozenset[str] = _ACTED_ON | {"persistent"}
 
 # On Python 3.11 reading an Enum member off its class (``Kind.QUEUE``) is a
 # Python-level descriptor call (about 1 900 instructions, against 1 000 for a
@@ -98,7 +81,7 @@ COMPOSITE = "composite"
 MAX_CHECKED_DESTINATIONS = 4096
 
 
-class Router:
+class Router(SendHeadersMixin):
     """
     Routes SENDs, and messages from Python code, to the engine's destinations.
 
@@ -156,7 +139,7 @@ class Router:
         self._backpressure = backpressure
         self._held_in = transactions.held_in
         self._policy = policy
-        self._acted_on = _ACTED_ON_WHEN_PERSISTENT if engine.persistent else _ACTED_ON
+        self._acted_on = ACTED_ON_WHEN_PERSISTENT if engine.persistent else ACTED_ON
         self._shared_queues = engine.shared_queues
         #: SEND destinations already validated -> their kind.
         self._checked: dict[str, Kind | str] = {}
@@ -372,89 +355,6 @@ class Router:
             return retaining
         return all_done([waiting, retaining])
 
-    def _timed(
-        self,
-        route: Callable[[Message], Any],
-        message: Message,
-        kind: Kind,
-        timing: Mapping[str, str],
-        connection: Any,
-    ) -> tuple[Callable[[Message], Any], bool]:
-        """
-        Read a SEND's scheduling and ``retain`` headers, refusing what cannot be done.
-
-        :param route: where the message would go now; like every route, it
-            returns ``None``, or a Deferred the SEND's RECEIPT waits on.
-        :returns: where the message goes instead, and whether it is still to be
-            filed as a persistent message of its destination (a scheduled one is
-            filed by the scheduler, and its destination's copy when it fires).
-        :raises MalformedFrame: for a bad value.
-        :raises NotSupported: as :meth:`send` says.
-        """
-        action = None
-        if RETAIN_HEADER in timing:
-            if self.retaining is None:
-                raise NotSupported(
-                    "retain is not supported by this engine",
-                    "This broker's engine (Redis) does not keep retained messages;"
-                    " see docs/cluster.md.",
-                )
-            action = parse_retain(timing[RETAIN_HEADER], message.destination)
-        scheduling = self.scheduling
-        if not SCHEDULE_HEADERS.isdisjoint(timing):
-            if scheduling is None:
-                raise NotSupported(
-                    "scheduled delivery is not supported by this engine",
-                    "This broker's engine (Redis) does not hold scheduled messages;"
-                    " see docs/cluster.md.",
-                )
-            if parse_schedule(timing, scheduling.now_ms()) is not None:
-                destination = message.destination
-                if kind is Kind.TEMP_QUEUE:
-                    # Fired later, perhaps without its sender: by the name others reach it by.
-                    destination = self._registry.temp_queue(connection, destination).destination
-                return partial(self._schedule, timing, destination), False
-        if action is not None:
-            assert self.retaining is not None
-            return partial(self._retain_and_route, self.retaining.apply, action, route), (
-                message.persistent
-            )
-        return route, message.persistent
-
-    def _schedule(
-        self, timing: Mapping[str, str], destination: str, message: Message
-    ) -> Deferred[None] | None:
-        """
-        Hand a message to the scheduler, due from now (at COMMIT for a transaction's).
-
-        :param destination: where it goes when due (a temporary queue's
-            ``/reply-queue/`` name for a SEND to ``/temp-queue/``).
-        :returns: the Deferred of its filing, for a persistent message with a store.
-        """
-        assert self.scheduling is not None
-        if destination != message.destination:
-            message = evolve(message, destination=destination, wire={})
-        schedule = parse_schedule(timing, self.scheduling.now_ms())
-        if schedule is None:
-            return None
-        return self.scheduling.add(message, schedule)
-
-    @staticmethod
-    def _retain_and_route(
-        apply: Callable[[str, Message], Deferred[None] | None],
-        action: str,
-        route: Callable[[Message], Any],
-        message: Message,
-    ) -> Deferred[None] | None:
-        """
-        Change the topic's retained message, then route the SEND as usual.
-
-        :returns: the Deferred of the retained copy's filing, or ``None``.
-        """
-        waiting = apply(action, message)
-        route(message)
-        return waiting
-
     def _check(self, destination: str) -> Kind | str:
         """
         Validate a SEND destination once, and remember its kind, or its parts if
@@ -481,58 +381,3 @@ class Router:
     def checked_destinations(self) -> int:
         """:returns: how many destinations' kinds are remembered now."""
         return len(self._checked)
-
-    def _prepare(
-        self, headers: Headers, connection: Any, kind: Kind
-    ) -> tuple[Headers, float, bool, int, tuple[str | None, bool] | None, dict[str, str] | None]:
-        """
-        Read a SEND's expiry, persistence, priority and message group, and rewrite
-        its temporary ``reply-to``: for a SEND with a header the broker acts on
-        (:meth:`_send` handles one without, the common case, itself).
-
-        :param kind: the kind of its destination; only queues and topics keep
-            persistent messages (temporary queues end with their connection).
-        :returns: the headers to deliver, the expiry in clock seconds (0 for
-            never), whether the message is persistent, its priority, its group
-            with whether it closes the group (or ``None``), and the headers the
-            broker acts on if it has a scheduling or ``retain`` header (``None``
-            otherwise).
-        :raises MalformedFrame: for a ``priority`` that is not a number, or bad
-            group headers.
-        :raises NotSupported: for a grouped message to a queue the engine shares
-            between nodes (the redis engine), which keep no common group owners.
-        """
-        ttl = self._policy.ttl
-        acted_on = self._acted_on
-        found: dict[str, str] = {}
-        rewritten = []
-        for name, value in headers:
-            if name in acted_on and name not in found:
-                found[name] = value
-                if (
-                    name == "reply-to"
-                    and value.startswith(TEMP_QUEUE_PREFIX)
-                    and connection is not None
-                ):
-                    value = self._registry.temp_queue(connection, value).destination
-            rewritten.append((name, value))
-        expires = expiry_time(
-            found.get("expires"), found.get("expiration"), self._clock.seconds(), ttl
-        )
-        if kind is Kind.QUEUE:
-            persistent = self.persistent_queues or found.get("persistent") == "true"
-        else:
-            persistent = kind is Kind.TOPIC and found.get("persistent") == "true"
-        priority = parse_priority(found.get(PRIORITY_HEADER))
-        group = None
-        if GROUP_HEADER in found:
-            group = parse_group(found)
-            if self._shared_queues and kind is Kind.QUEUE:
-                raise NotSupported(
-                    "message groups on queues are not supported by the redis engine yet",
-                    "this broker runs on the redis engine, whose queues are shared by nodes"
-                    " that keep no common record of group owners (docs/cluster.md); send"
-                    " without JMSXGroupID",
-                )
-        timing = None if _TIMING.isdisjoint(found) else found
-        return tuple(rewritten), expires, persistent, priority, group, timing

@@ -32,10 +32,11 @@ Theory of operation:
   (:mod:`~stompbroker.protocol.publishing`), the client's subscriptions and ack
   ids (:mod:`~stompbroker.protocol.subscriptions`), receipts and held frames
   (:mod:`~stompbroker.protocol.receipts`), pending store writes (``write_window``),
-  slow consumers (``slow_consumer``), timers (``timers``) and resumption
-  (``resuming``).  Mixins rather than objects of their own because SEND, ACK and
-  delivery pass through several of them for every message, and must not pay for
-  a call or an attribute hop between objects;
+  slow consumers (``slow_consumer``), timers (``timers``), resumption
+  (``resuming``), and the connection's opening and ending: admission, ERROR,
+  close, DISCONNECT (``lifecycle``).  Mixins rather than objects of their own
+  because SEND, ACK and delivery pass through several of them for every
+  message, and must not pay for a call or an attribute hop between objects;
   each mixin's state is a slot of the session, which the mixin names in its
   ``SLOTS``, and each mixin declares what it uses of the rest.
 """
@@ -50,15 +51,10 @@ from zope.interface import implementer
 from stompbroker.interfaces import ConnectionDescription, IConnection
 from stompbroker.protocol.config import SLOW_CONSUMER_POLICIES, SessionConfig
 from stompbroker.protocol.credentials import CredentialsMixin
-from stompbroker.protocol.encoder import encode, error_frame
-from stompbroker.protocol.errors import (
-    ProtocolError,
-    ShuttingDown,
-    UnexpectedFrame,
-    UnknownCommand,
-    VersionMismatch,
-)
+from stompbroker.protocol.encoder import encode
+from stompbroker.protocol.errors import ProtocolError, UnexpectedFrame, UnknownCommand
 from stompbroker.protocol.frames import CLIENT_COMMANDS, Frame
+from stompbroker.protocol.lifecycle import LifecycleMixin
 from stompbroker.protocol.negotiation import HandshakeMixin
 from stompbroker.protocol.parser import FrameParser
 from stompbroker.protocol.publishing import PublishingMixin
@@ -150,6 +146,7 @@ class StompSession(
     SlowConsumerMixin,
     TimersMixin,
     ResumeMixin,
+    LifecycleMixin,
 ):
     """
     The server side of one STOMP connection.
@@ -171,7 +168,6 @@ class StompSession(
             "bytes_sent",
             "config",
             "connected_at",
-            "error",
             "frames_received",
             "frames_sent",
             "messages_received",
@@ -180,10 +176,8 @@ class StompSession(
             "state",
             "_clock",
             "_handling",
-            "_on_closed",
             "_parser",
             "_read_pauses",
-            "_registered",
             "_transport",
         )
         + HandshakeMixin.SLOTS
@@ -194,6 +188,7 @@ class StompSession(
         + SlowConsumerMixin.SLOTS
         + TimersMixin.SLOTS
         + ResumeMixin.SLOTS
+        + LifecycleMixin.SLOTS
     )
 
     def __init__(
@@ -218,8 +213,6 @@ class StompSession(
         self.messages_received = 0
         self.messages_sent = 0
         self.connected_at: float = clock.seconds()
-        #: The error that ended the session, if one did; adapters log it.
-        self.error: ProtocolError | None = None
         self._transport = transport
         self._clock = clock
         self._parser = _Parser(
@@ -227,15 +220,13 @@ class StompSession(
             max_headers=config.max_headers,
             max_header_length=config.max_header_length,
         )
-        self._registered = False
         #: Whether frames are being handled now (a store write that is done
         #: at once must not start handling held frames from inside a handler).
         self._handling = False
         #: Why reading from the socket is paused; empty while it is not.  A
         #: frozenset, replaced on change, so that idle sessions share the empty one.
         self._read_pauses: frozenset[str] = frozenset()
-        #: Called with this session once its connection is gone (graceful stop).
-        self._on_closed: Callable[[Any], None] | None = None
+        self._init_lifecycle()
         self._init_handshake()
         self._init_credentials()
         self._init_subscriptions()
@@ -287,20 +278,6 @@ class StompSession(
             ) from None
 
     # -- the transport's side ------------------------------------------------
-
-    def connection_made(self) -> None:
-        """
-        The connection is open: ask the broker to admit it.
-
-        A broker that is full answers with an ERROR and the connection closes.
-        """
-        try:
-            self.broker.open_connection(self)
-        except ProtocolError as error:
-            self._fail(error)
-            return
-        self._registered = True
-        self._start_connect_timer()
 
     def receive_data(self, data: bytes) -> None:
         """
@@ -374,44 +351,6 @@ class StompSession(
         """
         self._last_received = self._clock.seconds()
 
-    def fail(self, error: ProtocolError) -> None:
-        """
-        End the session with an ERROR, for a fault the transport found itself
-        (a WebSocket message over the size limit, say).
-
-        :param error: what to tell the client.
-        """
-        if self.state is State.CLOSING or self.state is State.CLOSED:
-            return
-        self._fail(error)
-
-    def connection_lost(self) -> None:
-        """
-        The connection is gone, for whatever reason: let go of everything it
-        held, or keep it for the client's return if it asked for that.
-        """
-        if self.state is State.CONNECTED:
-            self._detach()
-        self._transition(Event.CONNECTION_LOST)
-        self._release()
-        self._forget_backlog()
-        on_closed, self._on_closed = self._on_closed, None
-        if on_closed is not None:
-            on_closed(self)
-
-    def shut_down(self, on_closed: Callable[[Any], None]) -> None:
-        """
-        The broker is stopping: tell the client with an ERROR, then close.
-
-        :param on_closed: called with this session once the connection is gone,
-            after what was written to it has been flushed.
-        """
-        self._on_closed = on_closed
-        self._leave_resumable()
-        self.fail(
-            ShuttingDown("broker shutting down", "the broker is stopping; connect again later")
-        )
-
     # -- reading -------------------------------------------------------------------
 
     def pause_reading(self) -> None:
@@ -467,41 +406,6 @@ class StompSession(
         """
         self.write(encode(frame, self.version))
 
-    def _fail(self, error: ProtocolError, event: Event = Event.ERROR) -> None:
-        """Tell the client what went wrong, then close (STOMP 1.2, "ERROR")."""
-        self.error = error
-        extra: tuple[tuple[str, str], ...] = ()
-        if isinstance(error, VersionMismatch):
-            extra = (("version", ",".join(self.config.versions)),)
-        frame = error_frame(error.message, error.detail, error.receipt_id, extra)
-        try:
-            self.send_frame(frame)
-        except ValueError:
-            # The client's receipt id cannot be written in a 1.0 frame: send without it.
-            self.send_frame(error_frame(error.message, error.detail, None, extra))
-        self._close(event)
-
-    def _close(self, event: Event) -> None:
-        self._transition(event)
-        self._held = None
-        self._release()
-        self._flush_backlog()
-        self._transport.close()
-
-    def _release(self) -> None:
-        """Drop subscriptions, timers and the broker's record of us; safe to repeat."""
-        self._stop_timers()
-        self._stop_slow_consumer()
-        login, self._login = self._login, None
-        if login is not None:
-            login.cancel()
-        self._stop_expiry()
-        self._end_resumable()
-        self._drop_subscriptions()
-        if self._registered:
-            self._registered = False
-            self.broker.close_connection(self)
-
     # -- frames ----------------------------------------------------------------
 
     def _reject(self, frame: Frame) -> None:
@@ -517,13 +421,6 @@ class StompSession(
                 f"the first frame must be CONNECT or STOMP, got {command}",
             )
         raise UnexpectedFrame("already connected", f"{command} received on a connected session")
-
-    def _on_disconnect(self, frame: Frame) -> None:
-        # STOMP 1.2, "DISCONNECT": once every earlier receipt is out, its own goes
-        # out, then the connection closes once the transport has flushed it.
-        if not self._after_replies(frame):
-            self._receipt(frame)
-            self._close(Event.DISCONNECT)
 
 
 #: Which commands each state accepts, and the method that handles each.
