@@ -1,9 +1,11 @@
 """
 The STOMP protocol, sans I/O: frames, the parser, the encoder, the message the
 broker carries, and the session state machine of one client connection
-(``session.py``, ``states.py``) with its parts, a module each: ``negotiation``,
-``publishing``, ``subscriptions``, ``receipts``, ``slow_consumer`` (over
-``backlog``) and ``timers``, on ``parts`` and ``config``.
+(``session.py``, ``states.py``) with its parts, a module each: ``lifecycle``,
+``negotiation``, ``credentials``, ``publishing``, ``subscriptions``,
+``receipts`` (over ``write_window``), ``resuming`` (over ``resumption``,
+``resume_buffer`` and ``resume_records``), ``slow_consumer`` (over ``backlog``)
+and ``timers``, on ``parts`` and ``config``.
 
 May import: the standard library, attrs, zope.interface and
 :mod:`stompbroker.interfaces`; nothing else of the package.
