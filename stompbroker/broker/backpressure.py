@@ -40,6 +40,7 @@ logged once per episode.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Container
 from typing import Any
 
@@ -104,7 +105,11 @@ class BackPressure:
         self.memory_gauge, self.memory_gauge_kind = memory_gauge()
         #: The gauge the bound below is known to be above: a gauge a test puts
         #: in its place is read on every sample.
-        self._bounded_gauge = self.memory_gauge if self.memory_gauge_kind == "allocated" else None
+        self._bounded_gauge = (
+            self.memory_gauge
+            if self.memory_gauge_kind == "allocated" and os.path.exists("/proc/self/status")
+            else None
+        )
         self._clock = clock
         self._limits = limits
         self._counters = counters
