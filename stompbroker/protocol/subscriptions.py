@@ -334,11 +334,19 @@ class SubscriptionsMixin(SessionPart):
         rather than scanned once for each header read.
         """
         if self.version == "1.2":
-            first = dict(reversed(frame.headers))
-            ack_id = first.get("id")
+            ack_id = transaction = receipt = None
+            for name, value in frame.headers:
+                if name == "id":
+                    if ack_id is None:
+                        ack_id = value
+                elif name == "receipt":
+                    if receipt is None:
+                        receipt = value
+                elif name == "transaction" and transaction is None:
+                    transaction = value
             if ack_id is not None:
                 subscription, message_id = self._by_ack_id(ack_id)
-                return subscription, message_id, first.get("transaction"), first.get("receipt")
+                return subscription, message_id, transaction, receipt
         subscription, message_id = self._acknowledged(frame)
         return subscription, message_id, frame.get("transaction"), frame.get("receipt")
 

@@ -132,6 +132,8 @@ def test_client_individual_mode_settles_one_message() -> None:
     harness.send(b"1", b"2", b"3")
     assert [m.body for m in consumer.settle("2")] == [b"2"]
     assert list(consumer.unacked) == ["1", "3"]
+    assert consumer.settle("2") == [], "a message settled already settles nothing"
+    assert [m.body for m in consumer.take_all()] == [b"1", b"3"], "the rest, in delivery order"
 
 
 def test_requeued_messages_return_to_the_head_in_order_marked_redelivered() -> None:
