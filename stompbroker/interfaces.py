@@ -246,7 +246,7 @@ class IBroker(Interface):
         :raises stompbroker.protocol.errors.UnknownSubscription: if there is none.
         """
 
-    def send(destination, headers, body, *, connection=None, transaction=None):  # type: ignore[no-untyped-def]
+    def send(destination, headers, body, *, connection=None, transaction=None, lines=None):  # type: ignore[no-untyped-def]
         """
         Publish one message.
 
@@ -257,6 +257,11 @@ class IBroker(Interface):
             the ``/temp-queue/`` destinations it names.
         :param transaction: hold the message until this transaction of
             ``connection`` commits.
+        :param lines: the same user headers as the SEND carried them, when
+            that is as plain ``name:value`` lines (UTF-8, LF-separated, one
+            colon each, no escapes, no repeats): the message then holds these
+            bytes rather than the pairs, unless the broker acts on one of the
+            headers.  See :class:`~stompbroker.protocol.message.Message`.
         :returns: ``None`` when nothing needs waiting for (every non-persistent
             message); for a persistent message the broker's store keeps, a
             Deferred that fires once it is durable, or fails with a

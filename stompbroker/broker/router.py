@@ -168,6 +168,7 @@ class Router(SendHeadersMixin):
         *,
         connection: Any = None,
         transaction: str | None = None,
+        lines: bytes | None = None,
     ) -> Deferred[None] | None:
         """
         Route one message: to every matching topic subscription, or onto a queue.
@@ -175,6 +176,9 @@ class Router(SendHeadersMixin):
         :param connection: the sending connection, which owns its ``/temp-queue/``
             destinations and transactions; ``None`` for a message from Python code.
         :param transaction: hold the message until this transaction commits.
+        :param lines: ``headers`` as plain header lines (see
+            :meth:`stompbroker.interfaces.IBroker.send`), for the message to hold
+            unless a header is one the router acts on.
         :returns: ``None``; or, for a persistent message that the engine keeps, a
             Deferred that fires once it is durable (it is enqueued already), or
             fails with :class:`~stompbroker.broker.persistence.MessageNotStored`.
@@ -186,7 +190,7 @@ class Router(SendHeadersMixin):
             honour, ``retain`` on anything but a topic, or ``AMQ_SCHEDULED_CRON``.
         :raises LimitExceeded: for ``retain:set`` when too many topics retain one.
         """
-        return self._send(destination, headers, body, connection, transaction)[1]
+        return self._send(destination, headers, body, connection, transaction, None, lines)[1]
 
     def fire(self, entry: ScheduledEntry[Message]) -> None:
         """
@@ -234,9 +238,11 @@ class Router(SendHeadersMixin):
         connection: Any,
         transaction: str | None,
         message_id: str | None = None,
+        lines: bytes | None = None,
     ) -> tuple[Message, Deferred[None] | None]:
         """
         :param message_id: the message's id; a new one if ``None``.
+        :param lines: as for :meth:`send`.
         :returns: the routed message, and what :meth:`send` returns.
         """
         kind = self._checked.get(destination)
@@ -261,6 +267,7 @@ class Router(SendHeadersMixin):
         acted_on = self._acted_on
         for name, _ in headers:
             if name in acted_on:
+                lines = None
                 headers, expires, persistent, priority, group, timing = self._prepare(
                     headers, connection, kind
                 )
@@ -275,7 +282,7 @@ class Router(SendHeadersMixin):
         message = Message(
             destination,
             message_id or f"{self._node}-{next(self._message_ids)}",
-            headers,
+            headers if lines is None else lines,
             body,
             expires,
             0,

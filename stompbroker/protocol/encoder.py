@@ -196,22 +196,29 @@ def _plain_tail(message: Message) -> bytes | None:
     delivery, so this is on the per-message path: the lines are joined raw,
     then checked at once.  Each ``name:value`` line brings one colon and each
     join one LF, so counts that match those, and no backslash or CR, mean that
-    no name or value holds a character to escape.
+    no name or value holds a character to escape.  A message that holds the
+    plain lines its SEND came with (see :class:`Message`) needs only its own
+    two lines checked, and its header lines copied.
     """
-    headers = message.headers
+    headers = message._headers  # the stored form: pairs, or plain lines
     text = f"message-id:{message.message_id}\ndestination:{message.destination}"
-    for name, value in headers:
-        text += f"\n{name}:{value}"
-    lines = len(headers) + 2
-    if (
-        text.count(":") != lines
-        or text.count("\n") != lines - 1
-        or "\\" in text
-        or "\r" in text
-    ):
-        return None
     body = message.body
-    tail = b"%b\ncontent-length:%d\n\n%b\0" % (text.encode(), len(body), body)
+    if isinstance(headers, bytes):
+        if text.count(":") != 2 or text.count("\n") != 1 or "\\" in text or "\r" in text:
+            return None
+        tail = b"%b\n%b\ncontent-length:%d\n\n%b\0" % (text.encode(), headers, len(body), body)
+    else:
+        for name, value in headers:
+            text += f"\n{name}:{value}"
+        lines = len(headers) + 2
+        if (
+            text.count(":") != lines
+            or text.count("\n") != lines - 1
+            or "\\" in text
+            or "\r" in text
+        ):
+            return None
+        tail = b"%b\ncontent-length:%d\n\n%b\0" % (text.encode(), len(body), body)
     wire = message.wire
     wire["1.1"] = wire["1.2"] = tail
     return tail

@@ -49,6 +49,11 @@ class Frame:
     :ivar command: the command line, e.g. ``"SEND"``.
     :ivar headers: ``(name, value)`` pairs in wire order; repeats are kept.
     :ivar body: the body bytes, which may contain NUL when ``content-length`` is given.
+    :ivar raw: for a SEND that the parser read with LF line ends, its header
+        lines as they came (``b"destination:/queue/a\\nseq:1"``: no command
+        line, no final EOL, not unescaped), so that the session can hand plain
+        user headers to the broker without joining them again; ``None``
+        otherwise.  Not compared: a frame equals one built from its parts.
 
     The parser, which makes one frame per message received, fills the three
     slots of a bare instance instead of calling ``__init__``: a field added here,
@@ -58,6 +63,7 @@ class Frame:
     command: str
     headers: Headers = ()
     body: bytes = field(default=b"")
+    raw: bytes | None = field(default=None, eq=False, repr=False)
 
     def get(self, name: str, default: str | None = None) -> str | None:
         """

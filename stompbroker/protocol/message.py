@@ -7,9 +7,21 @@ by the first session that encodes it, of the wire bytes that every subscription
 shares (everything after the ``subscription`` header), one entry per escaping
 style.  The cache is the protocol layer's; the broker learns only how long its
 entries are (:meth:`Message.add_tail_sizes`), to count bytes out.
+
+A message may wait in a queue for a long time, among hundreds of thousands of
+others, so it is kept small: the user headers of a plain SEND (see
+:meth:`stompbroker.interfaces.IBroker.send`) are held as the one ``bytes``
+object of their lines, as they came off the wire, rather than as a tuple of
+pairs of strings, which is ten objects for three headers, four of them tracked
+by the garbage collector.  Delivery copies those lines into the MESSAGE frame
+as they are (:func:`stompbroker.protocol.encoder.message_tail`); the pairs are
+made the first time anything else asks for :attr:`Message.headers` (a
+selector, the store, the API), and kept.
 """
 
 from __future__ import annotations
+
+from typing import cast
 
 from attrs import define, field
 
@@ -25,6 +37,9 @@ class Message:
     :ivar message_id: broker-unique id, sent as ``message-id``.
     :ivar headers: the SEND's user headers, without ``destination``, hop headers
         (``receipt``, ``transaction``) and ``content-length``, in wire order.
+        The constructor (and ``evolve``) takes them as pairs, or as the plain
+        lines a SEND carried them in (``b"name:value\\n..."``: UTF-8, one colon
+        a line, no escapes, no name twice); the attribute always reads as pairs.
     :ivar body: the payload.
     :ivar expires: when it expires, in seconds of the broker's clock; ``0.0`` for
         never.  See :mod:`stompbroker.broker.expiry`.
@@ -52,7 +67,7 @@ class Message:
 
     destination: str
     message_id: str
-    headers: Headers
+    _headers: Headers | bytes
     body: bytes
     expires: float = 0.0
     redeliveries: int = 0
@@ -61,6 +76,18 @@ class Message:
     group: str | None = None
     closes_group: bool = False
     wire: dict = field(factory=dict, repr=False)
+
+    @property
+    def headers(self) -> Headers:
+        """The user headers, as ``(name, value)`` pairs in wire order."""
+        stored = self._headers
+        if isinstance(stored, bytes):
+            pairs = cast(
+                Headers, tuple(line.partition(":")[::2] for line in stored.decode().split("\n"))
+            )
+            self._headers = pairs
+            return pairs
+        return stored
 
     def add_tail_sizes(self, sizes: dict[str, int]) -> None:
         """

@@ -36,6 +36,10 @@ on the hot path of every message, so it works the way h11's receive buffer does:
   judged as before, plus one lookup of its command, so that the outcome never
   depends on how the stream was cut.
 
+A SEND read with LF line ends also keeps its header lines as bytes, unsplit
+and unescaped (:attr:`~stompbroker.protocol.frames.Frame.raw`): one slice, so
+that a message can be held and forwarded in the form it came in.
+
 Header escaping (STOMP 1.2, "Value Encoding") depends on the negotiated version,
 which the session sets in :attr:`FrameParser.version`; CONNECT, STOMP and
 CONNECTED frames are never unescaped.  The decoding itself, and the two headers
@@ -94,6 +98,7 @@ _new_frame = object.__new__
 _set_command = vars(Frame)["command"].__set__
 _set_headers = vars(Frame)["headers"].__set__
 _set_body = vars(Frame)["body"].__set__
+_set_raw = vars(Frame)["raw"].__set__
 
 
 class FrameParser:
@@ -135,6 +140,7 @@ class FrameParser:
         "_content_length",
         "_command",
         "_headers",
+        "_raw",
     )
 
     def __init__(
@@ -164,6 +170,7 @@ class FrameParser:
         self._content_length = 0
         self._command = ""
         self._headers: Headers = ()
+        self._raw: bytes | bytearray | None = None
 
     @property
     def version(self) -> str:
@@ -273,6 +280,7 @@ class FrameParser:
         content_length = self._content_length
         command = self._command
         headers = self._headers
+        raw: bytes | bytearray | None = self._raw
         # The header section's separator is at most three bytes long: resume the
         # search for it two bytes before where the last one gave up.
         search_from = scan - 2 if scan > 2 else 0
@@ -340,7 +348,8 @@ class FrameParser:
                     text = source[position:last_eol].decode("utf-8")
                 except UnicodeDecodeError as error:
                     raise not_utf8(error) from None
-                if "\r" in text:
+                crlf = "\r" in text
+                if crlf:
                     # CRLF line ends: drop each CR that ends a line (the last line's
                     # LF is not part of the text).
                     text = text.replace("\r\n", "\n")
@@ -356,6 +365,13 @@ class FrameParser:
                     raise no_colon(text)
                 headers = tuple(pairs)
                 command = text.partition("\n")[0]
+                if command == "SEND" and not crlf:
+                    # The lines as they came, for the session (see Frame.raw).
+                    raw = source[position + 5 : last_eol]
+                    if copy_bodies:
+                        raw = bytes(raw)
+                else:
+                    raw = None
                 if command in UNESCAPED_COMMANDS:
                     self._adopt_version(command, headers)
                 elif command not in COMMANDS:
@@ -406,6 +422,7 @@ class FrameParser:
             frame = _new_frame(Frame)
             _set_command(frame, command)
             _set_headers(frame, headers)
+            _set_raw(frame, raw)
             if copy_bodies:
                 if terminator - body_start > _COPY_THROUGH_VIEW:
                     # A bytearray's slice is a copy: through a view, a large
@@ -430,6 +447,7 @@ class FrameParser:
             self._content_length = content_length
             self._command = command
             self._headers = headers
+            self._raw = raw
         return position
 
     def _adopt_version(self, command: str, headers: Headers) -> None:

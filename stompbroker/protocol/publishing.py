@@ -96,12 +96,31 @@ class PublishingMixin(SessionPart):
         if reply_to is not None and reply_to.startswith(TEMP_QUEUE_PREFIX):
             self._subscribe_to_replies(reply_to)
         self.messages_received += 1
+        # A plain SEND keeps its user header lines as they came, for the message
+        # to hold (one bytes object instead of a tuple of pairs while it waits in
+        # a queue) and to copy into its MESSAGE frames.  Plain: the lines are
+        # what the pairs above say, in order: only ``destination`` (first) and
+        # ``content-length`` (last, if any) were left out, with nothing repeated,
+        # escaped or carrying a second colon.
+        lines = None
+        raw = frame.raw
+        if raw is not None and headers:
+            given = frame.headers
+            left_out = len(given) - len(headers)
+            if given[0][0] == "destination" and (
+                left_out == 1 or (left_out == 2 and given[-1][0] == "content-length")
+            ):
+                end = raw.rfind(b"\n") if left_out == 2 else len(raw)
+                lines = raw[raw.find(b"\n") + 1 : end]
+                if lines.count(b":") != len(headers) or b"\\" in lines:
+                    lines = None
         waiting = self.broker.send(
             destination,
             tuple(headers),
             frame.body,
             connection=self,
             transaction=transaction,
+            lines=lines,
         )
         if waiting is not None:
             self._receipt_when_stored(waiting, frame, len(frame.body))

@@ -198,6 +198,36 @@ def test_a_temporary_reply_to_is_rewritten_to_the_senders_reply_queue() -> None:
     assert world.registry.temp_queue(sender, "/temp-queue/answers").destination == reply_to
 
 
+def test_a_message_holds_the_plain_lines_it_was_sent_with() -> None:
+    """
+    Given the SEND's header lines as well as its pairs, the router makes a message that holds
+    the lines (one bytes object while it waits) and reads as the same pairs.
+    """
+    world = World()
+    pairs = (("seq", "1"), ("note", "caf\u00e9"))
+    world.router.send("/queue/q", pairs, b"x", lines="seq:1\nnote:caf\u00e9".encode())
+    [(_, message)] = world.engine.calls
+    assert message._headers == "seq:1\nnote:caf\u00e9".encode()
+    assert message.headers == pairs
+
+
+def test_a_header_the_router_acts_on_leaves_the_lines_aside() -> None:
+    """
+    The lines are the SEND's as it came: a header the router reads or rewrites (here a temporary
+    reply-to) makes the message from the pairs it rewrote.
+    """
+    world = World()
+    sender = world.connection()
+    pairs = (("reply-to", "/temp-queue/answers"), ("seq", "1"))
+    world.router.send(
+        "/queue/q", pairs, b"?", connection=sender, lines=b"reply-to:/temp-queue/answers\nseq:1"
+    )
+    [(_, message)] = world.engine.calls
+    assert isinstance(message._headers, tuple)
+    assert message.headers[0][1].startswith("/reply-queue/tmp-n0-")
+    assert message.headers[1] == ("seq", "1")
+
+
 def test_a_persistent_message_is_kept_before_it_is_routed() -> None:
     """
     With a persistent engine, persistent:true files the message, then routes it; send returns

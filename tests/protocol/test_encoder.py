@@ -6,6 +6,8 @@ delivery fast path and ERROR frames.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from stompbroker.protocol.encoder import (
     encode,
@@ -335,3 +337,27 @@ def test_message_tail_escapes_each_header_as_escape_does(headers: tuple) -> None
     )
     [frame] = FrameParser().receive_data(message_prefix("s", "1.2") + message_tail(message, "1.2"))
     assert frame.headers[3:-1] == tuple(headers)
+
+
+#: Header text a SEND can carry as plain lines: no colon, LF, CR or backslash.
+_PLAIN_TEXT = st.text(st.characters(blacklist_characters=":\n\r\\", blacklist_categories=["Cs"]))
+
+
+@given(
+    headers=st.lists(st.tuples(_PLAIN_TEXT, _PLAIN_TEXT), min_size=1, max_size=5),
+    destination=st.sampled_from(["/queue/q", "/queue/a:b", "/topic/back\\slash"]),
+)
+def test_a_message_holding_plain_lines_is_encoded_as_one_holding_pairs(
+    headers: list[tuple[str, str]], destination: str
+) -> None:
+    """
+    For every version, the tail of a message that holds its SEND's plain header lines is the
+    tail of the same message holding pairs, escapes in its destination included.
+    """
+    lines = "\n".join(f"{name}:{value}" for name, value in headers).encode()
+    for version in ("1.2", "1.1", "1.0"):
+        held = Message(destination, "m-3", lines, b"body")
+        assert message_tail(held, version) == message_tail(
+            Message(destination, "m-3", tuple(headers), b"body"), version
+        )
+        assert held.headers == tuple(headers)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from attrs import evolve
+
 from stompbroker.protocol.encoder import message_tail
 from stompbroker.protocol.message import Message
 
@@ -21,3 +23,16 @@ def test_tail_sizes_are_added_per_escaping_style() -> None:
         "1.0": len(message_tail(message, "1.0")),
     }
     assert sizes["1.0"] != sizes["1.1"], "1.0 does not escape the backslash"
+
+
+def test_plain_lines_read_as_pairs_and_survive_a_copy() -> None:
+    """
+    A message made from a SEND's plain header lines reads them as pairs, in order, the same after
+    a copy; a copy given other headers reads those.
+    """
+    message = Message("/queue/a", "m-1", "seq:1\nnote:caf\u00e9\nempty:".encode(), b"")
+    copy = evolve(message, redeliveries=1)
+    pairs = (("seq", "1"), ("note", "caf\u00e9"), ("empty", ""))
+    assert message.headers == pairs
+    assert copy.headers == pairs
+    assert evolve(copy, headers=(("other", "x"),)).headers == (("other", "x"),)

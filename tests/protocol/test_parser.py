@@ -18,7 +18,7 @@ from stompbroker.protocol.errors import (
 )
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.parser import FrameParser
-from tests.support.parsing import assert_parses, assert_rejects
+from tests.support.parsing import assert_parses, assert_rejects, chunkings, parse_chunks
 
 # -- well-formed input ------------------------------------------------------------
 
@@ -474,9 +474,33 @@ def test_header_section_ends_at_its_first_empty_line(data: bytes, expected: list
 
 def test_frame_has_only_the_fields_the_parser_sets() -> None:
     """
-    The parser builds frames by setting command, headers and body directly, which is right only
-    while Frame has exactly those fields and validates or converts none of them.
+    The parser builds frames by setting command, headers, body and raw directly, which is right
+    only while Frame has exactly those fields and validates or converts none of them.
     """
     fields = attrs.fields(Frame)
-    assert [field.name for field in fields] == ["command", "headers", "body"]
+    assert [field.name for field in fields] == ["command", "headers", "body", "raw"]
     assert all(field.validator is None and field.converter is None for field in fields)
+
+
+@pytest.mark.parametrize(
+    ("data", "raws"),
+    [
+        (
+            b"SEND\ndestination:/q\nseq:1\ncontent-length:2\n\nab\0SEND\ndestination:/r\n\n\0",
+            [b"destination:/q\nseq:1\ncontent-length:2", b"destination:/r"],
+        ),
+        (b"\nSEND\nx:a\\cb\n\n\0", [b"x:a\\cb"]),
+        (b"SEND\r\ndestination:/q\r\n\r\n\0SEND\ndestination:/q\n\n\0", [None, b"destination:/q"]),
+        (b"ACK\nid:1\n\n\0MESSAGE\ndestination:/q\n\n\0", [None, None]),
+    ],
+    ids=["lf", "escaped", "crlf then lf", "other commands"],
+)
+def test_a_send_keeps_its_header_lines_as_they_came(data: bytes, raws: list[bytes | None]) -> None:
+    """
+    A SEND read with LF line ends keeps its header lines unsplit and unescaped, as bytes however
+    the stream was cut (Frame.raw); a CRLF SEND, and every other command, keeps none.
+    """
+    for chunks in chunkings(data):
+        frames = parse_chunks(chunks)
+        assert [frame.raw for frame in frames] == raws, f"fed as {chunks!r}"
+        assert all(raw is None or type(raw) is bytes for raw in raws)

@@ -121,3 +121,64 @@ def test_repeated_headers_are_forwarded_once_the_first_winning() -> None:
     )
     [message] = broker.named("send")
     assert (message.destination, message.headers) == ("/queue/a", (("x", "1"),))
+
+
+@pytest.mark.parametrize(
+    ("data", "lines", "headers"),
+    [
+        (
+            b"SEND\ndestination:/queue/a\nseq:1\nts:2\ncontent-length:3\n\nabc\0",
+            b"seq:1\nts:2",
+            (("seq", "1"), ("ts", "2")),
+        ),
+        (b"SEND\ndestination:/queue/a\nseq:1\n\n\0", b"seq:1", (("seq", "1"),)),
+        (
+            "SEND\ndestination:/queue/a\nn\u00e9:\u20ac\n\n\0".encode(),
+            "n\u00e9:\u20ac".encode(),
+            (("n\u00e9", "\u20ac"),),
+        ),
+        # Each of these is handed over as pairs only.
+        (b"SEND\ndestination:/queue/a\n\n\0", None, ()),
+        (
+            b"SEND\ndestination:/queue/a\nseq:1\nreceipt:r\ncontent-length:0\n\n\0",
+            None,
+            (("seq", "1"),),
+        ),
+        (b"SEND\ndestination:/queue/a\nx:1\nx:2\n\n\0", None, (("x", "1"),)),
+        (b"SEND\nseq:1\ndestination:/queue/a\n\n\0", None, (("seq", "1"),)),
+        (b"SEND\ndestination:/queue/a\ncontent-length:0\nseq:1\n\n\0", None, (("seq", "1"),)),
+        (b"SEND\ndestination:/queue/a\nx:a:b\n\n\0", None, (("x", "a:b"),)),
+        (b"SEND\ndestination:/queue/a\nx:a\\cb\n\n\0", None, (("x", "a:b"),)),
+        (b"SEND\r\ndestination:/queue/a\r\nseq:1\r\n\r\n\0", None, (("seq", "1"),)),
+    ],
+    ids=[
+        "content-length last",
+        "no content-length",
+        "utf-8",
+        "no user header",
+        "receipt",
+        "repeated header",
+        "destination not first",
+        "content-length not last",
+        "colon in a value",
+        "escape",
+        "crlf",
+    ],
+)
+def test_a_plain_send_hands_its_header_lines_over_as_they_came(
+    data: bytes, lines: bytes | None, headers: tuple[tuple[str, str], ...]
+) -> None:
+    """
+    A SEND whose user headers are plain lines between destination (first) and content-length
+    (last, if any) hands them to the broker as bytes, with the pairs; anything else (repeats,
+    escapes, a second colon, CRLF, a hop header among them) as pairs only.  Either way the
+    message reads as the same pairs, and a subscriber gets the same MESSAGE.
+    """
+    session, transport, _, broker = connected()
+    session.receive_data(frame("SUBSCRIBE", ("id", "s"), ("destination", "/queue/a")))
+    session.receive_data(data)
+    assert broker.lines == [lines]
+    [message] = broker.named("send")
+    assert message.headers == headers
+    delivered = [sent for sent in transport.frames() if sent.command == "MESSAGE"]
+    assert [sent.headers[3:-1] for sent in delivered] == [headers]

@@ -56,6 +56,8 @@ class RecordingBroker:
         self.connections: set[Any] = set()
         #: The store writes handed out, oldest first, for the test to fire.
         self.writes: list[Deferred[None]] = []
+        #: The plain header lines each SEND was handed over with (or None).
+        self.lines: list[bytes | None] = []
         self._ids = 0
 
     def _write(self) -> Deferred[None] | None:
@@ -97,9 +99,11 @@ class RecordingBroker:
         *,
         connection: Any = None,
         transaction: str | None = None,
+        lines: bytes | None = None,
     ) -> Deferred[None] | None:
         self._ids += 1
-        message = Message(destination, f"m{self._ids}", headers, body)
+        self.lines.append(lines)
+        message = Message(destination, f"m{self._ids}", headers if lines is None else lines, body)
         self.calls.append(("send", message))
         if transaction is not None:
             self.calls.append(("send-in", (transaction, message)))
