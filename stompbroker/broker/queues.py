@@ -275,6 +275,9 @@ class WorkerQueue(ExpirySweep):
 
         :param message: a routed message.
         """
+        # The queue's own destination string, for the message to hold while it
+        # waits: one object per queue, not one per waiting message.
+        message.destination = self.destination
         self._traffic.published(message)
         self.enqueue(message)
 

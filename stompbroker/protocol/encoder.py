@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from stompbroker.protocol.frames import SUPPORTED_VERSIONS, UNESCAPED_COMMANDS, Frame, Headers
 from stompbroker.protocol.header_decoding import unescape
-from stompbroker.protocol.message import Message
+from stompbroker.protocol.message import NO_TAILS, Message
 
 __all__ = ["encode", "error_frame", "escape", "message_prefix", "message_tail", "unescape"]
 
@@ -182,8 +182,11 @@ def message_tail(message: Message, version: str) -> bytes:
         lines.insert(0, "message-id:" + escape_value(message.message_id))
         lines.append(f"content-length:{len(body)}\n\n")
         tail = "\n".join(lines).encode("utf-8") + body + b"\0"
+        wire = message.wire
+        if wire is NO_TAILS:
+            wire = message.wire = {}
         for key in keys:
-            message.wire[key] = tail
+            wire[key] = tail
     return tail
 
 
@@ -220,7 +223,10 @@ def _plain_tail(message: Message) -> bytes | None:
             return None
         tail = b"%b\ncontent-length:%d\n\n%b\0" % (text.encode(), len(body), body)
     wire = message.wire
-    wire["1.1"] = wire["1.2"] = tail
+    if wire is NO_TAILS:
+        message.wire = {"1.1": tail, "1.2": tail}
+    else:
+        wire["1.1"] = wire["1.2"] = tail
     return tail
 
 

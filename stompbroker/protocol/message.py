@@ -21,11 +21,31 @@ selector, the store, the API), and kept.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import NoReturn, cast
 
 from attrs import define, field
 
 from stompbroker.protocol.frames import Headers
+
+
+class _NoTails(dict):
+    """
+    The tail cache of every message not encoded yet: one shared, empty dict,
+    rather than one per waiting message.  The encoder gives a message a dict
+    of its own for its first tail; writing to this one is a bug.
+    """
+
+    __slots__ = ()
+
+    def _shared(self, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError("NO_TAILS is shared: give the message a dict of its own")
+
+    __setitem__ = __delitem__ = __ior__ = _shared
+    update = setdefault = pop = popitem = clear = _shared
+
+
+#: See :class:`_NoTails`.
+NO_TAILS: dict[str, bytes] = _NoTails()
 
 
 @define(slots=True, eq=False)
@@ -62,7 +82,8 @@ class Message:
     :ivar closes_group: its ``JMSXGroupSeq`` is ``-1``: the group forgets its
         consumer once this message is handed out.
     :ivar wire: encoded shared tails, keyed by escaping style; see
-        :func:`stompbroker.protocol.encoder.message_tail`.
+        :func:`stompbroker.protocol.encoder.message_tail`.  :data:`NO_TAILS`
+        until the first is encoded.
     """
 
     destination: str
@@ -75,7 +96,7 @@ class Message:
     priority: int = 4
     group: str | None = None
     closes_group: bool = False
-    wire: dict = field(factory=dict, repr=False)
+    wire: dict[str, bytes] = field(default=NO_TAILS, repr=False)
 
     @property
     def headers(self) -> Headers:

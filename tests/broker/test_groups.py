@@ -131,7 +131,7 @@ def test_stored_group_reads_the_first_of_repeated_headers() -> None:
 def test_first_for_consumer_marks_a_copy() -> None:
     """The first message of a group for a consumer carries JMSXGroupFirstForConsumer:true."""
     message = Message("/queue/q", "m-1", (("JMSXGroupID", "g"),), b"body")
-    message.wire["cached"] = b"bytes"
+    message.wire = {"cached": b"bytes"}
     marked = first_for_consumer(message)
     assert marked.headers == (("JMSXGroupID", "g"), (FIRST_FOR_CONSUMER_HEADER, "true"))
     assert marked.wire == {} and message.wire == {"cached": b"bytes"}

@@ -421,3 +421,16 @@ def test_deliver_copies_gives_each_consumer_with_room_its_own_copy() -> None:
     assert full.bodies() == [b"sent"]
     counted = traffic.destinations["/queue/monitor"]
     assert (counted.messages_in, counted.messages_delivered, counted.messages_acked) == (2, 3, 1)
+
+
+def test_a_published_message_holds_the_queues_own_destination_string() -> None:
+    """
+    A message sent to the queue waits holding the queue's destination string, one object for
+    every message waiting, rather than the copy its SEND was parsed into.
+    """
+    harness = Harness()
+    sent = Message("".join(["/queue/", "q"]), "m-1", (), b"x")
+    assert sent.destination is not harness.queue.destination
+    harness.queue.publish(sent)
+    [waiting] = harness.queue.pending
+    assert waiting.destination is harness.queue.destination

@@ -153,7 +153,7 @@ def test_the_number_of_topics_is_bounded() -> None:
 def test_as_retained_marks_a_copy() -> None:
     """The copy a new subscriber gets says retained:true and drops retain."""
     original = Message("/topic/a", "m-1", (("retain", "set"), ("x", "1")), b"v")
-    original.wire["cached"] = b"bytes"
+    original.wire = {"cached": b"bytes"}
     copy = as_retained(original)
     assert copy.headers == (("x", "1"), ("retained", "true"))
     assert copy.wire == {} and original.wire == {"cached": b"bytes"}

@@ -14,7 +14,7 @@ from tests.support.broker import Inbox
 def routed(traffic: Traffic, destination: str, tails: dict[str, bytes]) -> None:
     """Note one topic SEND to ``destination`` whose deliveries encoded ``tails``."""
     message = Message(destination, "m", (), b"body")
-    message.wire.update(tails)
+    message.wire = dict(tails)
     traffic.routed_directly(destination, traffic.of(destination), message)
 
 

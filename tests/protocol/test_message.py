@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from attrs import evolve
 
 from stompbroker.protocol.encoder import message_tail
-from stompbroker.protocol.message import Message
+from stompbroker.protocol.message import NO_TAILS, Message
 
 
 def test_tail_sizes_are_added_per_escaping_style() -> None:
@@ -36,3 +37,26 @@ def test_plain_lines_read_as_pairs_and_survive_a_copy() -> None:
     assert message.headers == pairs
     assert copy.headers == pairs
     assert evolve(copy, headers=(("other", "x"),)).headers == (("other", "x"),)
+
+
+def test_a_message_shares_the_empty_tail_cache_until_it_is_encoded() -> None:
+    """
+    A message not encoded yet holds the shared NO_TAILS, which nothing may write to; its first
+    tail gives it a dict of its own, and NO_TAILS stays empty.
+    """
+    first = Message("/queue/a", "m-1", b"seq:1", b"x")
+    second = Message("/queue/a", "m-2", (("n", "a:b"),), b"y")
+    assert first.wire is NO_TAILS and second.wire is NO_TAILS
+    for write in (
+        lambda: NO_TAILS.__setitem__("1.2", b""),
+        lambda: NO_TAILS.update({"1.2": b""}),
+        lambda: NO_TAILS.setdefault("1.2", b""),
+    ):
+        with pytest.raises(TypeError, match="shared"):
+            write()
+    message_tail(first, "1.2")
+    message_tail(second, "1.0")
+    message_tail(second, "1.2")
+    assert set(first.wire) == {"1.1", "1.2"}
+    assert set(second.wire) == {"1.0", "1.1", "1.2"}
+    assert NO_TAILS == {}
