@@ -55,7 +55,7 @@ class Frame:
         user headers to the broker without joining them again; ``None``
         otherwise.  Not compared: a frame equals one built from its parts.
 
-    The parser, which makes one frame per message received, fills the three
+    The parser, which makes one frame per message received, fills the four
     slots of a bare instance instead of calling ``__init__``: a field added here,
     or a validator or converter, must be handled there too.
     """
