@@ -49,9 +49,10 @@ class Frame:
     :ivar command: the command line, e.g. ``"SEND"``.
     :ivar headers: ``(name, value)`` pairs in wire order; repeats are kept.
     :ivar body: the body bytes, which may contain NUL when ``content-length`` is given.
-    :ivar raw: for a SEND that the parser read with LF line ends, its header
-        lines as they came (``b"destination:/queue/a\\nseq:1"``: no command
-        line, no final EOL, not unescaped), so that the session can hand plain
+    :ivar raw: for a SEND that the parser read with LF line ends and no
+        backslash (so nothing to unescape), its header lines as they came
+        (``b"destination:/queue/a\\nseq:1"``: no command line, no final EOL),
+        so that the session can hand plain
         user headers to the broker without joining them again; ``None``
         otherwise.  Not compared: a frame equals one built from its parts.
 

@@ -36,8 +36,8 @@ on the hot path of every message, so it works the way h11's receive buffer does:
   judged as before, plus one lookup of its command, so that the outcome never
   depends on how the stream was cut.
 
-A SEND read with LF line ends also keeps its header lines as bytes, unsplit
-and unescaped (:attr:`~stompbroker.protocol.frames.Frame.raw`): one slice, so
+A SEND read with LF line ends and no backslash also keeps its header lines as
+bytes, unsplit (:attr:`~stompbroker.protocol.frames.Frame.raw`): one slice, so
 that a message can be held and forwarded in the form it came in.
 
 Header escaping (STOMP 1.2, "Value Encoding") depends on the negotiated version,
@@ -365,7 +365,7 @@ class FrameParser:
                     raise no_colon(text)
                 headers = tuple(pairs)
                 command = text.partition("\n")[0]
-                if command == "SEND" and not crlf:
+                if command == "SEND" and not crlf and "\\" not in text:
                     # The lines as they came, for the session (see Frame.raw).
                     raw = source[position + 5 : last_eol]
                     if copy_bodies:

@@ -100,8 +100,8 @@ class PublishingMixin(SessionPart):
         # to hold (one bytes object instead of a tuple of pairs while it waits in
         # a queue) and to copy into its MESSAGE frames.  Plain: the lines are
         # what the pairs above say, in order: only ``destination`` (first) and
-        # ``content-length`` (last, if any) were left out, with nothing repeated,
-        # escaped or carrying a second colon.
+        # ``content-length`` (last, if any) were left out, with nothing repeated
+        # or carrying a second colon (the parser keeps no lines with an escape).
         lines = None
         raw = frame.raw
         if raw is not None and headers:
@@ -110,9 +110,12 @@ class PublishingMixin(SessionPart):
             if given[0][0] == "destination" and (
                 left_out == 1 or (left_out == 2 and given[-1][0] == "content-length")
             ):
-                end = raw.rfind(b"\n") if left_out == 2 else len(raw)
-                lines = raw[raw.find(b"\n") + 1 : end]
-                if lines.count(b":") != len(headers) or b"\\" in lines:
+                # The first line is "destination:VALUE" (an ASCII value is as many
+                # bytes as characters), the last, if left out, "content-length:DIGITS".
+                start = 13 + len(destination) if destination.isascii() else raw.find(b"\n") + 1
+                end = len(raw) - 16 - len(given[-1][1]) if left_out == 2 else len(raw)
+                lines = raw[start:end]
+                if lines.count(b":") != len(headers):
                     lines = None
         waiting = self.broker.send(
             destination,

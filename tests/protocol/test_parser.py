@@ -489,7 +489,7 @@ def test_frame_has_only_the_fields_the_parser_sets() -> None:
             b"SEND\ndestination:/q\nseq:1\ncontent-length:2\n\nab\0SEND\ndestination:/r\n\n\0",
             [b"destination:/q\nseq:1\ncontent-length:2", b"destination:/r"],
         ),
-        (b"\nSEND\nx:a\\cb\n\n\0", [b"x:a\\cb"]),
+        (b"\nSEND\nx:a\\cb\n\n\0SEND\nx:a\\\\b\n\n\0", [None, None]),
         (b"SEND\r\ndestination:/q\r\n\r\n\0SEND\ndestination:/q\n\n\0", [None, b"destination:/q"]),
         (b"ACK\nid:1\n\n\0MESSAGE\ndestination:/q\n\n\0", [None, None]),
     ],
@@ -497,8 +497,9 @@ def test_frame_has_only_the_fields_the_parser_sets() -> None:
 )
 def test_a_send_keeps_its_header_lines_as_they_came(data: bytes, raws: list[bytes | None]) -> None:
     """
-    A SEND read with LF line ends keeps its header lines unsplit and unescaped, as bytes however
-    the stream was cut (Frame.raw); a CRLF SEND, and every other command, keeps none.
+    A SEND read with LF line ends and no backslash keeps its header lines unsplit, as bytes
+    however the stream was cut (Frame.raw); a CRLF SEND, one with a backslash, and every other
+    command, keeps none.
     """
     for chunks in chunkings(data):
         frames = parse_chunks(chunks)

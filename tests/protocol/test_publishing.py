@@ -137,6 +137,11 @@ def test_repeated_headers_are_forwarded_once_the_first_winning() -> None:
             "n\u00e9:\u20ac".encode(),
             (("n\u00e9", "\u20ac"),),
         ),
+        (
+            "SEND\ndestination:/queue/\u00e9\nseq:1\ncontent-length:0\n\n\0".encode(),
+            b"seq:1",
+            (("seq", "1"),),
+        ),
         # Each of these is handed over as pairs only.
         (b"SEND\ndestination:/queue/a\n\n\0", None, ()),
         (
@@ -155,6 +160,7 @@ def test_repeated_headers_are_forwarded_once_the_first_winning() -> None:
         "content-length last",
         "no content-length",
         "utf-8",
+        "utf-8 destination",
         "no user header",
         "receipt",
         "repeated header",
@@ -175,7 +181,8 @@ def test_a_plain_send_hands_its_header_lines_over_as_they_came(
     message reads as the same pairs, and a subscriber gets the same MESSAGE.
     """
     session, transport, _, broker = connected()
-    session.receive_data(frame("SUBSCRIBE", ("id", "s"), ("destination", "/queue/a")))
+    for number, destination in enumerate(("/queue/a", "/queue/\u00e9")):
+        session.receive_data(frame("SUBSCRIBE", ("id", str(number)), ("destination", destination)))
     session.receive_data(data)
     assert broker.lines == [lines]
     [message] = broker.named("send")
