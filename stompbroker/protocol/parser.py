@@ -365,7 +365,8 @@ class FrameParser:
                     raise no_colon(text)
                 headers = tuple(pairs)
                 command = text.partition("\n")[0]
-                if command == "SEND" and not crlf and "\\" not in text:
+                escaped = "\\" in text
+                if command == "SEND" and not crlf and not escaped:
                     # The lines as they came, for the session (see Frame.raw).
                     raw = source[position + 5 : last_eol]
                     if copy_bodies:
@@ -377,7 +378,7 @@ class FrameParser:
                 elif command not in COMMANDS:
                     # The second lookup of the same str reuses its cached hash.
                     raise unknown_command(command, headers)
-                elif "\\" in text and self._unescaping:
+                elif escaped and self._unescaping:
                     headers = tuple([(unescape(name), unescape(value)) for name, value in headers])
                 # No escape yields a digit or a character of "content-length", so
                 # the raw text tells the first content-length header and its value.
