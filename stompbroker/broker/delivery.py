@@ -60,7 +60,7 @@ class DeliveryPolicy:
         for none.
     """
 
-    prefetch: int = field(default=100, validator=ge(1))
+    prefetch: int = field(default=1000, validator=ge(1))
     max_redeliveries: int = field(default=6, validator=ge(-1))
     dead_letter_prefix: str = field(default="DLQ.", validator=_valid_prefix)
     expired: str = field(default="drop", validator=in_(EXPIRED_ACTIONS))

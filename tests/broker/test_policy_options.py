@@ -22,10 +22,10 @@ def broker_policy(*argv: str) -> DeliveryPolicy:
 
 def test_defaults_are_the_documented_ones() -> None:
     """
-    Without delivery options the broker runs on DeliveryPolicy's defaults (prefetch 100,
+    Without delivery options the broker runs on DeliveryPolicy's defaults (prefetch 1000,
     6 redeliveries).
     """
-    assert broker_policy() == DeliveryPolicy() == DeliveryPolicy(100, 6, "DLQ.", "drop", 0)
+    assert broker_policy() == DeliveryPolicy() == DeliveryPolicy(1000, 6, "DLQ.", "drop", 0)
 
 
 def test_every_delivery_option_reaches_the_policy() -> None:

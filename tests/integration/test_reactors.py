@@ -49,7 +49,9 @@ def test_topic_queue_and_bad_input_on_each_reactor(reactor_broker: BrokerProcess
     subscriber, inbox = connect(address)
     subscriber.subscribe(topic, id="t", receipt="t-ready")
     worker, work = connect(address)
-    worker.subscribe(queue, id="q", ack="client-individual", receipt="q-ready")
+    worker.subscribe(
+        queue, id="q", ack="client-individual", receipt="q-ready", headers={"prefetch-count": "100"}
+    )
     assert inbox.wait_for(lambda: "t-ready" in inbox.receipts)
     assert work.wait_for(lambda: "q-ready" in work.receipts)
 
@@ -62,7 +64,7 @@ def test_topic_queue_and_bad_input_on_each_reactor(reactor_broker: BrokerProcess
 
     assert inbox.wait_for(lambda: len(inbox.messages) == 201)
     assert inbox.bodies() == [f"t{number}".encode() for number in range(200)] + [b"end"]
-    # The default prefetch (100) holds the rest back until these are acknowledged.
+    # The window (100) holds the rest back until these are acknowledged.
     assert work.wait_for(lambda: len(work.messages) == 100)
     for frame in list(work.messages):
         worker.ack(frame.headers["ack"])
