@@ -5,6 +5,7 @@ that refuses the password (docs/cluster.md, "Liveness and dead nodes", "Redis aw
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import time
 import uuid
@@ -54,6 +55,41 @@ def test_a_killed_nodes_unacknowledged_messages_go_to_another_node(
     finally:
         doomed.stop()
         survivor.stop()
+
+
+def test_a_node_whose_pubsub_connection_redis_closes_says_so_and_hears_topics_again(
+    redis_server: RedisServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """
+    Redis closing a node's pub/sub connection (as it does to a node that reads too slowly) is
+    logged when the node is subscribed again, and cross-node topic messages flow again.
+    """
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = node(tmp_path / "a", redis_server)
+    b = node(tmp_path / "b", redis_server)
+    topic = f"/topic/closed.{uuid.uuid4().hex[:8]}"
+    try:
+        subscriber, inbox = connect(b.address)
+        subscriber.subscribe(topic, id="t", receipt="ok")
+        assert inbox.wait_for(lambda: "ok" in inbox.receipts)
+        with socket.create_connection(("127.0.0.1", redis_server.port), timeout=5) as redis:
+            redis.sendall(b"CLIENT KILL TYPE pubsub\r\n")
+            assert redis.recv(64).startswith(b":")  # how many connections it closed
+        publisher, _ = connect(a.address)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and b"after" not in inbox.bodies():
+            publisher.send(topic, b"after")
+            inbox.wait_for(lambda: b"after" in inbox.bodies(), timeout=0.5)
+        publisher.disconnect()
+        assert b"after" in inbox.bodies()
+        assert "pub/sub connection and it is subscribed again" in b.log()
+        assert not inbox.disconnected
+        subscriber.disconnect()
+    finally:
+        a.stop()
+        b.stop()
 
 
 def test_nodes_come_back_after_redis_restarts(tmp_path: Path) -> None:

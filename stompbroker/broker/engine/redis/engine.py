@@ -144,6 +144,8 @@ class RedisEngine(LocalEngine):
         self.client: Any = None
         self.writer: Any = None
         self._subscriber: Any = None
+        #: How often Redis closed the pub/sub connection and it came back.
+        self.pubsub_reconnects = 0
         self._listener: asyncio.Task[None] | None = None
         self._loops: list[LoopingCall] = []
         # Streams live in Redis; this node keeps mirrors of those it reads.
@@ -196,6 +198,10 @@ class RedisEngine(LocalEngine):
         if self.resumes is not None:
             channels.append(self.resumes.channel)
         await pubsub.subscribe(*channels)
+        # redis-py connects this connection again by itself when Redis closes
+        # it, and subscribes again, without a word: say it, since what other
+        # nodes published meanwhile never reaches this node.
+        pubsub.connection.register_connect_callback(self._subscribed_again)
         self._listener = self.loop.create_task(listen(self, pubsub))
         await self._announce()
         await self.durables.load().asFuture(self.loop)
@@ -220,6 +226,22 @@ class RedisEngine(LocalEngine):
             url=self.url.masked,
             version=version,
             timeout=self.node_timeout,
+        )
+
+    def _subscribed_again(self, connection: Any) -> None:
+        """
+        The pub/sub connection is back after Redis closed it: Redis went away,
+        or closed it because this node read too slowly (``client-output-buffer-limit
+        pubsub``, docs/cluster.md); redis-py has subscribed again.
+        """
+        self.pubsub_reconnects += 1
+        log.warn(
+            "Redis closed this node's pub/sub connection and it is subscribed again"
+            " ({count} times so far): topic messages other nodes published meanwhile"
+            " did not reach this node's subscribers; if Redis's log says 'output buffer"
+            " limits', this node reads them slower than they are published"
+            " (docs/cluster.md, 'Cross-node topic messages and a slow node')",
+            count=self.pubsub_reconnects,
         )
 
     async def _announce(self) -> None:
