@@ -10,6 +10,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,25 @@ from benchmarks.errors import BrokerStartFailed
 from tests.support.clients import connect
 from tests.support.process import BrokerProcess, subprocess_env, twistd_command
 from tests.support.redis import NODE_TIMEOUT, RedisServer, node, redis_server  # noqa: F401
+
+
+def published_until_heard(
+    address: tuple[str, int], topic: str, body: bytes, inbox: Any, seconds: float = 10
+) -> bool:
+    """
+    Send ``body`` to ``topic`` through a node until ``inbox`` (a subscriber on another node)
+    has it: topics are at most once, so what is published before that node has subscribed
+    again is lost.
+
+    :returns: whether the subscriber heard it within ``seconds``.
+    """
+    publisher, _ = connect(address)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and body not in inbox.bodies():
+        publisher.send(topic, body)
+        inbox.wait_for(lambda: body in inbox.bodies(), timeout=0.5)
+    publisher.disconnect()
+    return body in inbox.bodies()
 
 
 def test_a_killed_nodes_unacknowledged_messages_go_to_another_node(
@@ -77,13 +97,7 @@ def test_a_node_whose_pubsub_connection_redis_closes_says_so_and_hears_topics_ag
         with socket.create_connection(("127.0.0.1", redis_server.port), timeout=5) as redis:
             redis.sendall(b"CLIENT KILL TYPE pubsub\r\n")
             assert redis.recv(64).startswith(b":")  # how many connections it closed
-        publisher, _ = connect(a.address)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and b"after" not in inbox.bodies():
-            publisher.send(topic, b"after")
-            inbox.wait_for(lambda: b"after" in inbox.bodies(), timeout=0.5)
-        publisher.disconnect()
-        assert b"after" in inbox.bodies()
+        assert published_until_heard(a.address, topic, b"after", inbox, seconds=15)
         assert "pub/sub connection and it is subscribed again" in b.log()
         assert not inbox.disconnected
         subscriber.disconnect()
@@ -130,13 +144,7 @@ def test_nodes_come_back_after_redis_restarts(tmp_path: Path) -> None:
         assert inbox.wait_for(lambda: b"after" in inbox.bodies(), timeout=10)
         # Topics are at-most-once: what is published before node B has subscribed
         # again is lost, so publish until B's subscriber hears one.
-        again, _ = connect(a.address)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and b"topic-after" not in topic_inbox.bodies():
-            again.send("/topic/restart", b"topic-after")
-            topic_inbox.wait_for(lambda: b"topic-after" in topic_inbox.bodies(), timeout=0.5)
-        again.disconnect()
-        assert b"topic-after" in topic_inbox.bodies()
+        assert published_until_heard(a.address, "/topic/restart", b"topic-after", topic_inbox)
         assert not inbox.disconnected and not topic_inbox.disconnected
     finally:
         a.stop()
