@@ -17,7 +17,13 @@ import pytest
 from benchmarks.errors import BrokerStartFailed
 from tests.support.clients import connect
 from tests.support.process import BrokerProcess, subprocess_env, twistd_command
-from tests.support.redis import NODE_TIMEOUT, RedisServer, node, redis_server  # noqa: F401
+from tests.support.redis import (  # noqa: F401
+    NODE_TIMEOUT,
+    RedisServer,
+    node,
+    redis_server,
+    started_nodes,
+)
 
 
 def published_until_heard(
@@ -79,18 +85,14 @@ def test_a_killed_nodes_unacknowledged_messages_go_to_another_node(
 
 def test_a_node_whose_pubsub_connection_redis_closes_says_so_and_hears_topics_again(
     redis_server: RedisServer,  # noqa: F811
-    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     """
     Redis closing a node's pub/sub connection (as it does to a node that reads too slowly) is
     logged when the node is subscribed again, and cross-node topic messages flow again.
     """
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    a = node(tmp_path / "a", redis_server)
-    b = node(tmp_path / "b", redis_server)
     topic = f"/topic/closed.{uuid.uuid4().hex[:8]}"
-    try:
+    with started_nodes(tmp_path_factory, redis_server, "ab") as (a, b):
         subscriber, inbox = connect(b.address)
         subscriber.subscribe(topic, id="t", receipt="ok")
         assert inbox.wait_for(lambda: "ok" in inbox.receipts)
@@ -101,9 +103,6 @@ def test_a_node_whose_pubsub_connection_redis_closes_says_so_and_hears_topics_ag
         assert "pub/sub connection and it is subscribed again" in b.log()
         assert not inbox.disconnected
         subscriber.disconnect()
-    finally:
-        a.stop()
-        b.stop()
 
 
 def test_nodes_come_back_after_redis_restarts(tmp_path: Path) -> None:
