@@ -237,7 +237,7 @@ class RedisEngine(LocalEngine):
         self.pubsub_reconnects += 1
         log.warn(
             "Redis closed this node's pub/sub connection and it is subscribed again"
-            " ({count} times so far): topic messages other nodes published meanwhile"
+            " (closings so far: {count}): topic messages other nodes published meanwhile"
             " did not reach this node's subscribers; if Redis's log says 'output buffer"
             " limits', this node reads them slower than they are published"
             " (docs/cluster.md, 'Cross-node topic messages and a slow node')",
