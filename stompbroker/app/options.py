@@ -33,8 +33,8 @@ from stompbroker.app.option_values import (
     redelivery_limit,
 )
 from stompbroker.app.stream_options import StreamOptions
-from stompbroker.broker.delivery import EXPIRED_ACTIONS, DeliveryPolicy
-from stompbroker.broker.limits import MEMORY_HIGH_SHARE, Limits
+from stompbroker.broker.flow.limits import MEMORY_HIGH_SHARE, Limits
+from stompbroker.broker.queueing.delivery import EXPIRED_ACTIONS, DeliveryPolicy
 from stompbroker.broker.store.sqlite import SYNC_MODES
 from stompbroker.logs import LEVELS
 from stompbroker.protocol.resumption import DEFAULT_BUFFER, DEFAULT_WINDOW

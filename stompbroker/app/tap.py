@@ -27,9 +27,9 @@ from stompbroker.app.limits import raise_descriptor_limit
 from stompbroker.app.options import Options
 from stompbroker.app.services import BrokerService, ReloadOnHangup, exit_with_error
 from stompbroker.app.workers import AdoptedPort, WorkerSupervisor, adopted_ports
-from stompbroker.broker.delivery import DeliveryPolicy
-from stompbroker.broker.limits import Limits
-from stompbroker.broker.management import Management
+from stompbroker.broker.flow.limits import Limits
+from stompbroker.broker.management.operations import Management
+from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.sqlite import SQLiteStore
 from stompbroker.logs import set_level

@@ -44,7 +44,7 @@ rule does.  Checking delivery by delivery instead would put work on the hot path
 
 Theory of operation
 -------------------
-Each right's patterns live in a :class:`~stompbroker.broker.subscriptions.SubscriptionTree`
+Each right's patterns live in a :class:`~stompbroker.broker.routing.topic_tree.SubscriptionTree`
 whose "subscribers" are rules: a principal (``("user", name)``, ``("group",
 name)``, ``("anonymous", "")``) with one of its patterns.  Matching is thus the
 broker's own code, with its per-destination cache, and a check is one cached
@@ -65,8 +65,8 @@ import tomllib
 from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from stompbroker.broker.destination_syntax import TRAILING_SEGMENTS, is_wildcard, validate_pattern
-from stompbroker.broker.subscriptions import SubscriptionTree
+from stompbroker.broker.routing.syntax import TRAILING_SEGMENTS, is_wildcard, validate_pattern
+from stompbroker.broker.routing.topic_tree import SubscriptionTree
 from stompbroker.protocol.errors import AccessDenied, InvalidDestination
 
 if TYPE_CHECKING:

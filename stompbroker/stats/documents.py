@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stompbroker.broker.destinations import QUEUE_PREFIX
+from stompbroker.broker.routing.destinations import QUEUE_PREFIX
 from stompbroker.stats.cluster import nodes_document
 from stompbroker.stats.model import Interval, Snapshot, StatsModel
 from stompbroker.stats.resumable import resume_figures

@@ -2,7 +2,7 @@
 The broker's statistics: one model that every surface reads.
 
 What is counted, and where: the broker and its queues count per destination as
-messages move (:mod:`stompbroker.broker.traffic`), and each session counts its
+messages move (:mod:`stompbroker.broker.flow.traffic`), and each session counts its
 own frames and bytes (:class:`~stompbroker.protocol.session.StompSession`).
 This module counts nothing; :class:`StatsModel` reads those counters, and the
 queues and connections themselves, when someone asks:
@@ -48,12 +48,12 @@ from typing import Any
 import attrs
 from attrs import frozen
 
-from stompbroker.broker.destination_syntax import is_wildcard
-from stompbroker.broker.destinations import TOPIC_PREFIX
-from stompbroker.broker.figures import DestinationFigures, NodeFigures
-from stompbroker.broker.flow import resident_bytes
-from stompbroker.broker.queues import WorkerQueue
-from stompbroker.broker.traffic import DestinationTraffic
+from stompbroker.broker.engine.figures import DestinationFigures, NodeFigures
+from stompbroker.broker.flow.throttle import resident_bytes
+from stompbroker.broker.flow.traffic import DestinationTraffic
+from stompbroker.broker.queueing.queues import WorkerQueue
+from stompbroker.broker.routing.destinations import TOPIC_PREFIX
+from stompbroker.broker.routing.syntax import is_wildcard
 from stompbroker.interfaces import ConnectionDescription
 from stompbroker.stats.cluster import ClusterSums
 from stompbroker.stats.schema import (

@@ -24,7 +24,7 @@ path                                                   method  what
 
 The destination is one path segment, percent-encoded (``%2Fqueue%2Forders``).
 Who may call what is :mod:`stompbroker.web.api_guard`'s; the operations are
-:class:`~stompbroker.broker.management.Management`'s.  docs/management.md
+:class:`~stompbroker.broker.management.operations.Management`'s.  docs/management.md
 documents every call with a ``curl`` line.  Errors are JSON objects with
 ``error`` and ``detail``; a refused call changes nothing.
 """
@@ -43,15 +43,15 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request
 
 from stompbroker import __version__
-from stompbroker.broker.detached_sessions import UnknownSession
-from stompbroker.broker.management import (
+from stompbroker.broker.management.detached_sessions import UnknownSession
+from stompbroker.broker.management.operations import (
     InUse,
     InvalidRequest,
     Management,
     UnknownConnection,
     UnknownDestination,
 )
-from stompbroker.broker.management_queues import MAX_COUNT, check_target
+from stompbroker.broker.management.queue_operations import MAX_COUNT, check_target
 from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
 from stompbroker.stats.documents import stats_document
@@ -125,7 +125,7 @@ class ManagementApi(Resource):
     """
     ``/api/``: every call of the management API (see the module notes).
 
-    :param management: the broker's :class:`~stompbroker.broker.management.Management`.
+    :param management: the broker's :class:`~stompbroker.broker.management.operations.Management`.
     :param guard: who may call what, from where.
     :param live: the broker's live statistics, for the overview and rates;
         ``None`` leaves them out.
