@@ -26,7 +26,8 @@ the topic's retained message (:mod:`stompbroker.broker.features.retainer`) and i
 An engine without them (``scheduled`` or ``retained`` ``None``) refuses those
 headers.  Both headers are among those the one pass over the headers looks for,
 so a SEND without them pays nothing more.  What those headers make of the
-message is read by :mod:`stompbroker.broker.routing.send_headers`, a mixin of the router.
+message is read by :class:`~stompbroker.broker.routing.send_headers.SendHeaders`, an
+object the router holds.
 
 In a transaction the routing is held until COMMIT.  A persistent message is
 filed first (:meth:`~stompbroker.broker.engine.base.IEngine.keep`) and routed at once;
@@ -60,7 +61,7 @@ from stompbroker.broker.routing.destinations import Kind, validate_send_destinat
 from stompbroker.broker.routing.send_headers import (
     ACTED_ON,
     ACTED_ON_WHEN_PERSISTENT,
-    SendHeadersMixin,
+    SendHeaders,
 )
 from stompbroker.broker.store.journal import all_done
 from stompbroker.protocol.frames import Headers
@@ -85,7 +86,7 @@ COMPOSITE = "composite"
 MAX_CHECKED_DESTINATIONS = 4096
 
 
-class Router(SendHeadersMixin):
+class Router:
     """
     Routes SENDs, and messages from Python code, to the engine's destinations.
 
@@ -101,20 +102,19 @@ class Router(SendHeadersMixin):
     :ivar persistent_queues: whether every SEND to a ``/queue/`` is persistent.
     :ivar scheduling: the broker's scheduled messages on ``clock``, or ``None``
         if the engine cannot schedule.
-    :ivar retaining: what ``retain`` does, or ``None`` if the engine cannot retain.
+    :ivar send_headers: reads the SEND headers the broker acts on.
     """
 
     __slots__ = (
         "persistent_queues",
         "scheduling",
-        "retaining",
+        "send_headers",
         "_clock",
         "_registry",
         "_backpressure",
         "_held_in",
         "_policy",
         "_acted_on",
-        "_shared_queues",
         "_checked",
         "_composites",
         "_traffic",
@@ -144,7 +144,6 @@ class Router(SendHeadersMixin):
         self._held_in = transactions.held_in
         self._policy = policy
         self._acted_on = ACTED_ON_WHEN_PERSISTENT if engine.persistent else ACTED_ON
-        self._shared_queues = engine.shared_queues
         #: SEND destinations already validated -> their kind.
         self._checked: dict[str, Kind | str] = {}
         #: Composite SEND destinations already checked -> their parts.
@@ -160,9 +159,19 @@ class Router(SendHeadersMixin):
         self.scheduling: Scheduling | None = None
         if engine.scheduled is not None:
             self.scheduling = Scheduling(clock, engine.scheduled, engine.journal, self.fire)
-        self.retaining: Retaining | None = None
+        retaining = None
         if engine.retained is not None:
-            self.retaining = Retaining(engine.retained, engine.journal)
+            retaining = Retaining(engine.retained, engine.journal)
+        self.send_headers = SendHeaders(
+            clock,
+            registry,
+            policy,
+            self._acted_on,
+            self.persistent_queues,
+            engine.shared_queues,
+            self.scheduling,
+            retaining,
+        )
 
     def send(
         self,
@@ -272,7 +281,7 @@ class Router(SendHeadersMixin):
         for name, _ in headers:
             if name in acted_on:
                 lines = None
-                headers, expires, persistent, priority, group, timing = self._prepare(
+                headers, expires, persistent, priority, group, timing = self.send_headers.prepare(
                     headers, connection, kind
                 )
                 break
@@ -296,7 +305,7 @@ class Router(SendHeadersMixin):
         if group is not None:
             message.group, message.closes_group = group
         if timing is not None:
-            route, persistent = self._timed(route, message, kind, timing, connection)
+            route, persistent = self.send_headers.timed(route, message, kind, timing, connection)
         waiting = None
         if held is not None:
             if persistent:

@@ -39,7 +39,7 @@ from stompbroker.protocol.errors import NotSupported
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
-#: SEND headers that schedule or retain a message: :meth:`SendHeadersMixin._timed` reads them.
+#: SEND headers that schedule or retain a message: :meth:`SendHeaders.timed` reads them.
 TIMING: frozenset[str] = SCHEDULE_HEADERS | {RETAIN_HEADER}
 #: SEND headers the broker acts on; a SEND without any of them skips that work.
 ACTED_ON: frozenset[str] = (
@@ -49,33 +49,65 @@ ACTED_ON: frozenset[str] = (
 ACTED_ON_WHEN_PERSISTENT: frozenset[str] = ACTED_ON | {"persistent"}
 
 
-class SendHeadersMixin:
+class SendHeaders:
     """
-    The router's reading of the SEND headers it acts on.  Mixed into
-    :class:`~stompbroker.broker.routing.router.Router`, whose slots hold the state it
-    reads (declared here for type checkers).
+    The router's reading of the SEND headers it acts on.
+
+    :param clock: ``seconds()``, for expiry.
+    :param registry: the connections, which own their temporary queues.
+    :param policy: the broker's delivery policy, for the broker-wide TTL.
+    :param acted_on: the headers the broker acts on (:data:`ACTED_ON`, or
+        :data:`ACTED_ON_WHEN_PERSISTENT` with an engine that keeps persistent
+        messages).
+    :param persistent_queues: every SEND to a ``/queue/`` is persistent.
+    :param shared_queues: the engine shares its queues between nodes (and keeps
+        no common group owners).
+    :param scheduling: the broker's scheduled messages, or ``None`` if the
+        engine cannot schedule.
+    :param retaining: what ``retain`` does, or ``None`` if the engine cannot retain.
+
+    :ivar retaining: as given.
     """
 
-    __slots__ = ()
+    __slots__ = (
+        "retaining",
+        "_clock",
+        "_registry",
+        "_policy",
+        "_acted_on",
+        "_persistent_queues",
+        "_shared_queues",
+        "_scheduling",
+    )
 
-    # Of the router.
-    persistent_queues: bool
-    scheduling: Scheduling | None
-    retaining: Retaining | None
-    _clock: Any
-    _registry: ConnectionRegistry
-    _policy: DeliveryPolicy
-    _acted_on: frozenset[str]
-    _shared_queues: bool
+    def __init__(
+        self,
+        clock: Any,
+        registry: ConnectionRegistry,
+        policy: DeliveryPolicy,
+        acted_on: frozenset[str],
+        persistent_queues: bool,
+        shared_queues: bool,
+        scheduling: Scheduling | None,
+        retaining: Retaining | None,
+    ) -> None:
+        self._clock = clock
+        self._registry = registry
+        self._policy = policy
+        self._acted_on = acted_on
+        self._persistent_queues = persistent_queues
+        self._shared_queues = shared_queues
+        self._scheduling = scheduling
+        self.retaining = retaining
 
-    def _prepare(
+    def prepare(
         self, headers: Headers, connection: Any, kind: Kind
     ) -> tuple[Headers, float, bool, int, tuple[str | None, bool] | None, dict[str, str] | None]:
         """
         Read a SEND's expiry, persistence, priority and message group, and rewrite
         its temporary ``reply-to``: for a SEND with a header the broker acts on
         (:meth:`~stompbroker.broker.routing.router.Router._send` handles one
-        without, the common case, itself).
+        without, the common case, itself, and must read it as this would).
 
         :param kind: the kind of its destination; only queues and topics keep
             persistent messages (temporary queues end with their connection).
@@ -107,7 +139,7 @@ class SendHeadersMixin:
             found.get("expires"), found.get("expiration"), self._clock.seconds(), ttl
         )
         if kind is Kind.QUEUE:
-            persistent = self.persistent_queues or found.get("persistent") == "true"
+            persistent = self._persistent_queues or found.get("persistent") == "true"
         else:
             persistent = kind is Kind.TOPIC and found.get("persistent") == "true"
         priority = parse_priority(found.get(PRIORITY_HEADER))
@@ -124,7 +156,7 @@ class SendHeadersMixin:
         timing = None if TIMING.isdisjoint(found) else found
         return tuple(rewritten), expires, persistent, priority, group, timing
 
-    def _timed(
+    def timed(
         self,
         route: Callable[[Message], Any],
         message: Message,
@@ -152,7 +184,7 @@ class SendHeadersMixin:
                     " see docs/cluster.md.",
                 )
             action = parse_retain(timing[RETAIN_HEADER], message.destination)
-        scheduling = self.scheduling
+        scheduling = self._scheduling
         if not SCHEDULE_HEADERS.isdisjoint(timing):
             if scheduling is None:
                 raise NotSupported(
@@ -183,13 +215,14 @@ class SendHeadersMixin:
             ``/reply-queue/`` name for a SEND to ``/temp-queue/``).
         :returns: the Deferred of its filing, for a persistent message with a store.
         """
-        assert self.scheduling is not None
+        scheduling = self._scheduling
+        assert scheduling is not None
         if destination != message.destination:
             message = evolve(message, destination=destination, wire={})
-        schedule = parse_schedule(timing, self.scheduling.now_ms())
+        schedule = parse_schedule(timing, scheduling.now_ms())
         if schedule is None:
             return None
-        return self.scheduling.add(message, schedule)
+        return scheduling.add(message, schedule)
 
     @staticmethod
     def _retain_and_route(

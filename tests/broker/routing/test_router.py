@@ -376,7 +376,7 @@ def test_a_send_without_a_header_the_broker_acts_on_is_read_as_prepare_reads_it(
     world.router.send(destination, pairs, b"b")
     message = [message for where, message in world.engine.calls if where != "keep"][0]
     kind = Kind.QUEUE if destination.startswith("/queue/") else Kind.TOPIC
-    prepared, expires, persistent, priority, group, timing = world.router._prepare(
+    prepared, expires, persistent, priority, group, timing = world.router.send_headers.prepare(
         pairs, None, kind
     )
     assert (message.headers, message.expires, message.persistent, message.priority) == (
