@@ -274,6 +274,7 @@ class ManagementApi(Resource):
             raise ApiError(404, "no such call", f"destinations have no /{action}")
         self._allow(method, allowed)
         management = self.management
+        queues = management.queues
         if action == "publish":
             return self._publish(identity, request, name)
         # The rights of a durable subscription are those of its topic pattern.
@@ -284,12 +285,12 @@ class ManagementApi(Resource):
         if action == "":
             if method == "GET":
                 return _record(management.destination(name))
-            return {"destination": name, "deleted": True, "discarded": management.delete(name)}
+            return {"destination": name, "deleted": True, "discarded": queues.delete(name)}
         if action == "messages":
             if method == "GET":
                 count = _count(_query(request, "count"), DEFAULT_BROWSE)
-                return [message_document(message) for message in management.browse(name, count)]
-            return {"destination": name, "purged": management.purge(name)}
+                return [message_document(message) for message in queues.browse(name, count)]
+            return {"destination": name, "purged": queues.purge(name)}
         body = _json_body(request, {"to", "count", "copy"} if action == "move" else {"count"})
         count = _count(body.get("count"), MAX_COUNT)
         if action == "move":
@@ -301,11 +302,11 @@ class ManagementApi(Resource):
                 raise ApiError(400, "bad request", '"copy" must be true or false')
             check_target(to)
             self.guard.require(identity, WRITE, to)
-            moved = management.move(name, to, count, copy)
+            moved = queues.move(name, to, count, copy)
             return {"destination": name, "to": to, "copy": copy, "moved": moved}
-        for target in sorted(management.retry_targets(name, count)):
+        for target in sorted(queues.retry_targets(name, count)):
             self.guard.require(identity, WRITE, target)
-        retried, left = management.retry(name, count)
+        retried, left = queues.retry(name, count)
         return {"destination": name, "retried": retried, "left": left}
 
     def _publish(self, identity: Any, request: Request, name: str) -> dict[str, Any]:

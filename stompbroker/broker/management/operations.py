@@ -16,8 +16,8 @@ does all it says or raises before it changes anything:
 - what waits in a queue: browse (peek at) it, purge it, delete a queue or a
   durable subscription, move or copy messages to another destination, and send
   a dead-letter queue's messages back to where they were first sent
-  (:class:`~stompbroker.broker.management.queue_operations.QueueOperations`, a mixin of
-  :class:`Management`);
+  (:class:`~stompbroker.broker.management.queue_operations.QueueOperations`,
+  :attr:`Management.queues`);
 - publish a message, as :meth:`~stompbroker.broker.service.Broker.publish` does;
 - the nodes that share the engine.
 
@@ -77,7 +77,7 @@ def connection_id(connection: Any) -> str:
     return str(connection.session_id or connection.peer)
 
 
-class Management(QueueOperations):
+class Management:
     """
     The operator's view of one broker, and what the operator may do to it.
 
@@ -85,11 +85,14 @@ class Management(QueueOperations):
         describe themselves (:meth:`~stompbroker.interfaces.IConnection.describe`)
         and list their subscriptions
         (:meth:`~stompbroker.interfaces.IConnection.subscribers`).
+
+    :ivar queues: what an operator may do to what waits in a queue.
     """
 
     def __init__(self, broker: Any) -> None:
         self.broker = broker
         self._engine = broker.engine
+        self.queues = QueueOperations(broker.engine, broker.policy)
         #: The resumable sessions waiting for their client.
         self.detached = DetachedSessions(broker)
 
@@ -216,7 +219,7 @@ class Management(QueueOperations):
             if stream is None:
                 raise UnknownDestination(f"no stream {name!r} has been used")
             return self._stream_info(name, stream, detail=True)
-        return self._queue_info(name, self._queue(name), detail=True)
+        return self._queue_info(name, self.queues.find(name), detail=True)
 
     def _queue_info(self, name: str, queue: Any, detail: bool = False) -> DestinationInfo:
         durable = name.startswith("durable:")

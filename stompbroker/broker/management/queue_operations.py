@@ -5,11 +5,12 @@ copy them to another destination, and send a dead-letter queue's messages back
 to where they were first sent (their ``original-destination`` header, which
 :mod:`stompbroker.broker.queueing.dead_letters` sets).
 
-:class:`QueueOperations` is a mixin of
-:class:`~stompbroker.broker.management.operations.Management`, apart from its listing and
-describing of connections and destinations because these operations change what
-a queue holds, and share their own checks (:func:`check_count`,
-:func:`check_target`) and the dead letters' way back.  Only messages waiting for
+:class:`QueueOperations` is an object
+:class:`~stompbroker.broker.management.operations.Management` holds (its
+``queues``), apart from its listing and describing of connections and
+destinations because these operations change what a queue holds, and share their
+own checks (:func:`check_count`, :func:`check_target`) and the dead letters' way
+back.  Only messages waiting for
 a consumer are browsed, purged or moved: those delivered and not yet
 acknowledged belong to their consumers until settled, as in RabbitMQ.
 """
@@ -20,6 +21,7 @@ from typing import Any
 
 from stompbroker.broker.management.records import InUse, InvalidRequest, UnknownDestination
 from stompbroker.broker.queueing.dead_letters import DEAD_LETTER_HEADERS
+from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.routing.destinations import (
     QUEUE_PREFIX,
     REPLY_QUEUE_PREFIX,
@@ -78,13 +80,17 @@ class QueueOperations:
     """
     What an operator may do to what waits in a queue.
 
-    :ivar broker: the :class:`~stompbroker.broker.service.Broker`.
+    :param engine: the broker's :class:`~stompbroker.broker.engine.base.IEngine`,
+        whose queues these are.
+    :param policy: the broker's :class:`~stompbroker.broker.queueing.delivery.DeliveryPolicy`,
+        which names its dead-letter queues.
     """
 
-    broker: Any
-    _engine: Any
+    def __init__(self, engine: Any, policy: DeliveryPolicy) -> None:
+        self._engine = engine
+        self._policy = policy
 
-    def _queue(self, name: str) -> Any:
+    def find(self, name: str) -> Any:
         """
         :returns: the queue of a ``/queue/``, ``/reply-queue/`` or durable name.
         :raises UnknownDestination: if there is none now.
@@ -117,7 +123,7 @@ class QueueOperations:
         :raises InvalidRequest: for a topic, or a count out of range.
         """
         check_count(count)
-        return list(self._queue(name).browse(count))
+        return list(self.find(name).browse(count))
 
     def purge(self, name: str) -> int:
         """
@@ -126,7 +132,7 @@ class QueueOperations:
         :returns: how many messages were discarded.
         :raises UnknownDestination: if there is no such queue now.
         """
-        queue = self._queue(name)
+        queue = self.find(name)
         purged: int = queue.purge()
         log.info("an operator purged {count} messages from {name}", count=purged, name=name)
         return purged
@@ -140,7 +146,7 @@ class QueueOperations:
         :raises InUse: if someone consumes from it: close them (or their
             connections) first, so that no client loses messages it holds.
         """
-        queue = self._queue(name)
+        queue = self.find(name)
         if queue.consumers:
             raise InUse(
                 f"{name!r} has {len(queue.consumers)} consumers; it can be deleted once they"
@@ -167,7 +173,7 @@ class QueueOperations:
         """
         check_count(count)
         check_target(to)
-        queue = self._queue(name)
+        queue = self.find(name)
         if to == name:
             raise InvalidRequest(f"{name!r} cannot be moved to itself")
         moved: int = self._engine.transfer(
@@ -216,12 +222,12 @@ class QueueOperations:
         return moved, considered - moved
 
     def _dead_letter_queue(self, name: str) -> Any:
-        prefix = self.broker.policy.dead_letter_prefix
+        prefix = self._policy.dead_letter_prefix
         if not is_dead_letter_queue(name, prefix):
             raise InvalidRequest(
                 f"{name!r} is not a dead-letter queue (those are /queue/{prefix}NAME)"
             )
-        return self._queue(name)
+        return self.find(name)
 
 
 def _origin(message: Message) -> str | None:
