@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from tests.support.clients import connect, flush_deliveries, publish
-from tests.support.passwords import secured_broker
+from tests.support.passwords import secured_module
 from tests.support.process import BrokerProcess, BrokerStarter
 from tests.support.redis import RedisServer, node, redis_server  # noqa: F401
 
@@ -108,13 +105,8 @@ read = ["/topic/#"]
 """
 
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A broker where alice may write to /topic/status.# and bob may only read."""
-    workdir = tmp_path_factory.mktemp("secured")
-    users = (("alice", "a-pass", ()), ("bob", "b-pass", ()))
-    with secured_broker(workdir, ACCESS, *users) as process:
-        yield process
+#: alice may write to /topic/status.# and bob may only read.
+secured = secured_module(ACCESS, ("alice", "a-pass", ()), ("bob", "b-pass", ()))
 
 
 def test_retain_needs_the_write_right(secured: BrokerProcess) -> None:
@@ -137,13 +129,14 @@ def test_retain_needs_the_write_right(secured: BrokerProcess) -> None:
         connection.disconnect()
 
 
-def test_persistent_scheduled_and_retained_messages_survive_a_sigkill(tmp_path: Path) -> None:
+def test_persistent_scheduled_and_retained_messages_survive_a_sigkill(
+    tmp_path: Path, start: BrokerStarter
+) -> None:
     """
     After SIGKILL and a restart on the same data directory, a persistent scheduled message
     is delivered at about its original time, and a persistent retained message is given
     to a new subscriber.
     """
-    start = BrokerStarter(tmp_path)
     data = tmp_path / "data"
     broker = start(data)
     sent = time.time()

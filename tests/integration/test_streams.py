@@ -139,10 +139,11 @@ def test_a_bad_stream_subscription_gets_a_clear_error(
     assert "subscribed" not in inbox.receipts
 
 
-def test_offsets_keep_growing_and_messages_survive_a_sigkill(tmp_path: Path) -> None:
+def test_offsets_keep_growing_and_messages_survive_a_sigkill(
+    tmp_path: Path, start: BrokerStarter
+) -> None:
     """After SIGKILL and a restart on the same data directory, the stream replays what was
     receipted and new messages take higher offsets."""
-    start = BrokerStarter(tmp_path)
     data = tmp_path / "data"
     first = start(data)
     publish(first.address, "/stream/kept", [b"a", b"b", b"c"])
