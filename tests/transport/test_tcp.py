@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransportWithDisconnection
 
@@ -23,16 +22,6 @@ class NoDelayTransport(StringTransportWithDisconnection):
 
     def setTcpNoDelay(self, enabled: bool) -> None:
         self.nodelay = enabled
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def broker(clock: Clock) -> Broker:
-    return Broker(clock)
 
 
 def connection(broker: Broker, clock: Clock, port: int = 40000, **config: Any) -> Client:

@@ -39,12 +39,6 @@ from tests.support.websocket import (
     split_response,
 )
 
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
 # -- handshake -----------------------------------------------------------------
 
 
