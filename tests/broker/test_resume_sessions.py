@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from stompbroker.protocol.resumption import ResumeBook
 from stompbroker.protocol.session import SessionConfig
-from tests.support.sessions import Client, World
+from tests.support.broker import Client, World
 
 
 def world(window: float = 120, buffer: int = 1024 * 1024, **settings: object) -> World:

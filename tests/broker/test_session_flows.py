@@ -10,7 +10,7 @@ import pytest
 
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.protocol.frames import Frame
-from tests.support.sessions import World
+from tests.support.broker import World
 
 VERSIONS = ["1.0", "1.1", "1.2"]
 

@@ -19,7 +19,7 @@ from stompbroker.broker.service import Broker
 from stompbroker.broker.store.memory import MemoryStore
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.session import SessionConfig
-from tests.support.sessions import Client as SessionClient
+from tests.support.broker import Client as SessionClient
 from tests.support.store import result_of, sqlite_store
 
 

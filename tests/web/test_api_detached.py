@@ -13,7 +13,7 @@ import pytest
 from stompbroker.protocol.resumption import ResumeBook
 from stompbroker.protocol.session import SessionConfig
 from tests.support.api import Api, basic, bearer, refused
-from tests.support.sessions import Client
+from tests.support.broker import Client
 from tests.support.tokens import NOW, SECRET, make_token
 
 

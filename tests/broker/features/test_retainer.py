@@ -10,8 +10,8 @@ import pytest
 
 from stompbroker.broker.features.retained_values import RetainedMessages
 from stompbroker.broker.features.retainer import Retaining
+from tests.support.broker import World
 from tests.support.persistence import PERSISTENT, Setup, send
-from tests.support.sessions import World
 
 SET = (("retain", "set"),)
 REMOVE = (("retain", "remove"),)

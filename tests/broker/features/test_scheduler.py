@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from stompbroker.broker.store.base import ScheduledRecord
+from tests.support.broker import EPOCH, World
 from tests.support.persistence import PERSISTENT, Setup, send
-from tests.support.sessions import World
 
 DELAY = (("AMQ_SCHEDULED_DELAY", "5000"),)
 
@@ -68,10 +68,9 @@ def test_x_delay_on_a_topic_reaches_who_subscribes_before_it_fires() -> None:
 def test_amq_scheduled_time_is_absolute() -> None:
     """AMQ_SCHEDULED_TIME is due at that many ms since the epoch on the broker's clock."""
     world = World()
-    world.clock.advance(100)
     reader, producer = world.client(), world.client()
     reader.send_frame("SUBSCRIBE", id="q", destination="/queue/jobs")
-    at = (("AMQ_SCHEDULED_TIME", "103000"),)
+    at = (("AMQ_SCHEDULED_TIME", str(int(EPOCH * 1000) + 3000)),)
     producer.send_frame("SEND", b"at", at, destination="/queue/jobs")
     world.clock.advance(2.9)
     assert reader.messages() == []

@@ -9,7 +9,7 @@ import pytest
 
 from stompbroker.broker.features.selecting import SelectingSubscriber
 from stompbroker.broker.queueing import dispatch
-from tests.support.sessions import World
+from tests.support.broker import World
 
 
 def bodies(frames: list) -> list[bytes]:

@@ -19,9 +19,8 @@ from stompbroker.broker.management.operations import (
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.journal import durable_key
 from stompbroker.protocol.errors import ClosedByOperator
-from tests.support.broker import FakeConnection, Inbox
+from tests.support.broker import FakeConnection, Inbox, World
 from tests.support.persistence import PERSISTENT, Setup, send
-from tests.support.sessions import World
 
 
 def waiting(broker: Broker, destination: str) -> list[bytes]:

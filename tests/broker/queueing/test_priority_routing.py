@@ -11,7 +11,7 @@ from stompbroker.broker.queueing.priorities import PendingMessages
 from stompbroker.broker.store.base import RecoveredState, stored_message
 from stompbroker.broker.store.recovery import rebuild
 from stompbroker.protocol.message import Message
-from tests.support.sessions import World
+from tests.support.broker import World
 
 
 def test_higher_priorities_are_delivered_first_fifo_within_one() -> None:
