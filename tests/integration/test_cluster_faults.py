@@ -57,8 +57,10 @@ def test_a_killed_nodes_unacknowledged_messages_go_to_another_node(
     queue = f"/queue/kill.{uuid.uuid4().hex[:8]}"
     try:
         holder, held = connect(doomed.address)
-        holder.subscribe(queue, id="h", ack="client-individual", headers={"prefetch-count": 3})
-        time.sleep(0.3)
+        holder.subscribe(
+            queue, id="h", ack="client-individual", headers={"prefetch-count": 3}, receipt="on"
+        )
+        assert held.wait_for(lambda: "on" in held.receipts)
         publisher, sent = connect(survivor.address)
         for n in range(3):
             publisher.send(queue, f"m{n}".encode(), headers={"persistent": "true"})

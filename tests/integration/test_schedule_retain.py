@@ -11,7 +11,7 @@ import time
 import uuid
 from pathlib import Path
 
-from tests.support.clients import connect, flush_deliveries, publish
+from tests.support.clients import connect, flush_deliveries, publish, through
 from tests.support.passwords import secured_module
 from tests.support.process import BrokerProcess, BrokerStarter
 from tests.support.redis import RedisServer, node, redis_server  # noqa: F401
@@ -122,8 +122,7 @@ def test_retain_needs_the_write_right(secured: BrokerProcess) -> None:
     )
     reader, inbox = connect(secured.address, login="bob", passcode="b-pass")
     reader.subscribe("/topic/status.*", id="t")
-    assert inbox.wait_for(lambda: inbox.messages)
-    time.sleep(0.3)
+    through(inbox, (alice, "/topic/status.a"))
     assert [(m.body, m.headers["retained"]) for m in inbox.messages] == [(b"by alice", "true")]
     for connection in (alice, reader):
         connection.disconnect()
