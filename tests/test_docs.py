@@ -44,7 +44,7 @@ def all_blocks() -> list[Block]:
 
 
 def block_env() -> dict[str, str]:
-    """:returns: the environment of a block: this checkout's code, this interpreter first on PATH."""
+    """:returns: a block's environment: this checkout's code, this interpreter first on PATH."""
     env = subprocess_env()
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["PYTHONUNBUFFERED"] = "1"
@@ -127,7 +127,8 @@ def run_until_stopped(block: Block, code: str, workdir: Path, ports: list[int]) 
                 raise BlockFailed(f"{block.name}: never printed {until!r}:\n{log_path.read_text()}")
             time.sleep(0.05)
         if process.poll() is not None:
-            raise BlockFailed(f"{block.name}: exited with {process.returncode}:\n{log_path.read_text()}")
+            output = log_path.read_text()
+            raise BlockFailed(f"{block.name}: exited with {process.returncode}:\n{output}")
     finally:
         stop(process, signal.SIGINT if block.kind == "python" else signal.SIGTERM)
     output = log_path.read_text(errors="replace")
