@@ -45,7 +45,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from zope.interface import implementer
 
-from stompbroker.broker.backpressure import BackPressure
+from stompbroker.broker.backpressure import BackPressure, MemoryAlarm
 from stompbroker.broker.connections import ConnectionRegistry
 from stompbroker.broker.consumers import Consumers
 from stompbroker.broker.delivery import DeliveryPolicy
@@ -187,6 +187,10 @@ class Broker(Service):
     @memory_gauge.setter
     def memory_gauge(self, gauge: Callable[[], int] | None) -> None:
         self.backpressure.memory_gauge = gauge
+
+    def memory_alarm(self) -> MemoryAlarm:
+        """:returns: the memory watermark's state now: whether publishers are paused for memory."""
+        return self.backpressure.memory_alarm()
 
     def keep_resumable_sessions(self, book: Any) -> None:
         """
