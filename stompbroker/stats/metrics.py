@@ -193,7 +193,7 @@ def _memory_metrics(alarm: Any) -> Iterator[Metric]:
         ),
         ("memory_in_use_bytes", "Memory in use at the watermark's latest sample", alarm.in_use),
         ("memory_high_watermark_bytes", "--memory-high: publishers pause above it", alarm.high),
-        ("memory_low_watermark_bytes", "--memory-low: publishers are read again below it", alarm.low),
+        ("memory_low_watermark_bytes", "--memory-low: publishers read again below", alarm.low),
         (
             "publishers_paused",
             "Connections not read from now, for memory or for a slow subscriber (block policy)",

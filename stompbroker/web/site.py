@@ -154,6 +154,7 @@ class StatsPage(Resource):
             return self._document(False)
         finished: list[bool] = []
         request.notifyFinish().addBoth(lambda _: finished.append(True))
+
         def identify() -> Deferred[Identity]:
             guard.check_origin(request)
             return guard.identify(request)
