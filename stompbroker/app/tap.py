@@ -35,10 +35,12 @@ from stompbroker.broker.store.sqlite import SQLiteStore
 from stompbroker.logs import set_level
 from stompbroker.protocol.resumption import ResumeBook
 from stompbroker.protocol.session import SessionConfig
+from stompbroker.security.credentials import IBearerToken, ICertificate
 from stompbroker.security.portal import Authenticator, make_portal
 from stompbroker.stats.export import StatsExporter
 from stompbroker.stats.model import StatsModel
 from stompbroker.stats.services import LiveStats, StatsExport
+from stompbroker.stats.setup import RunningSetup, redact_url
 from stompbroker.transport.tcp import stomp_server_factory
 from stompbroker.transport.websocket import WebSocketConfig
 from stompbroker.web.api import ManagementApi
@@ -147,12 +149,16 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         websocket = WebSocketConfig(
             ping_interval=options["ws-ping-interval"], ping_timeout=options["ws-ping-timeout"]
         )
+        setup = running_setup(options)
         api = ManagementApi(
             Management(broker),
             ApiGuard(_api_portal(options), options["access-control"], reactor),
             live,
+            setup,
         )
-        root = web_root(broker, reactor, config, websocket=websocket, stats=live, api=api)
+        root = web_root(
+            broker, reactor, config, websocket=websocket, stats=live, api=api, setup=setup
+        )
         site = WebSite(root, reactor=reactor)
         for description in options["http"]:
             _listen(top, reactor, f"http {description}", description, site, adopted)
@@ -197,6 +203,34 @@ def _authenticator(options: Options, reactor: Any) -> Authenticator | None:
     if not checkers and options["access-control"] is None:
         return None
     return Authenticator(make_portal(checkers, options["allow-anonymous"]), reactor)
+
+
+#: Options that are not settings an operator reads: what holds credentials or
+#: objects, the listeners (shown apart), and the parsed copies of other options.
+_NOT_SETTINGS = frozenset(
+    ("credCheckers", "credInterfaces", "access-control", "listen", "http", "stream-limits")
+)
+#: The kind of login each credential interface of ``--auth`` takes.
+_LOGINS = ((IUsernamePassword, "password"), (IBearerToken, "token"), (ICertificate, "certificate"))
+
+
+def running_setup(options: Options) -> RunningSetup:
+    """
+    :returns: the listeners and the settings in force, for operators: every
+        option with a plain value, the engine URL without its password, and for
+        ``--auth`` only the kinds of login it takes (never its checkers' arguments).
+    """
+    settings: list[tuple[str, Any]] = []
+    for name, value in options.items():
+        if name in _NOT_SETTINGS or not isinstance(value, (str, int, float, tuple, type(None))):
+            continue
+        settings.append((name, redact_url(value) if isinstance(value, str) else value))
+    interfaces = options.get("credInterfaces", {})
+    logins = tuple(kind for interface, kind in _LOGINS if interface in interfaces)
+    settings.append(("auth", logins or None))
+    listeners = [("stomp", description) for description in options["listen"]]
+    listeners += [("http", description) for description in options["http"]]
+    return RunningSetup.of(listeners, settings)
 
 
 def _api_portal(options: Options) -> Portal | None:
