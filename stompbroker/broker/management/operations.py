@@ -69,7 +69,7 @@ __all__ = [
     "UnknownDestination",
 ]
 
-log = logger("stompbroker.broker.management.operations")
+log = logger("stompbroker.broker.management")
 
 
 def connection_id(connection: Any) -> str:
