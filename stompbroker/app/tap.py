@@ -35,6 +35,7 @@ from stompbroker.broker.store.sqlite import SQLiteStore
 from stompbroker.logs import set_level
 from stompbroker.protocol.resumption import ResumeBook
 from stompbroker.protocol.session import SessionConfig
+from stompbroker.security.http_auth import HttpChecker
 from stompbroker.security.portal import Authenticator, make_portal
 from stompbroker.stats.export import StatsExporter
 from stompbroker.stats.model import StatsModel
@@ -219,7 +220,12 @@ def _add_stats(top: MultiService, broker: Broker, reactor: Any, options: Options
 
     :returns: the live service, which the web port's stats pages read.
     """
-    model = StatsModel(broker, reactor)
+    endpoints = [
+        checker.endpoint
+        for checker in options.get("credCheckers", [])
+        if isinstance(checker, HttpChecker)
+    ]
+    model = StatsModel(broker, reactor, authorization=endpoints[0].figures if endpoints else None)
     live = LiveStats(model, options["monitor-interval"])
     live.setServiceParent(top)
     if options["stats-dir"] is not None:

@@ -80,6 +80,7 @@ def stats_document(
             "slow_consumer_disconnects": counters.slow_disconnects,
         },
         "resumable_sessions": figures.to_dict() if figures is not None else None,
+        "http_auth": model.authorization.to_dict() if model.authorization is not None else None,
         "destinations": destinations,
         "nodes": nodes_document(snapshot.nodes),
         "connections": [connection.to_dict() for connection in model.connections()],

@@ -162,6 +162,9 @@ class StatsCollector(Collector):
         figures = resume_figures(self._live.model.broker)
         if figures is not None:
             yield from _resume_metrics(figures)
+        authorization = self._live.model.authorization
+        if authorization is not None:
+            yield from _authorization_metrics(authorization.to_dict())
 
 
 def _node_metrics(snapshot: Any) -> Iterator[Metric]:
@@ -241,6 +244,20 @@ def _resume_metrics(figures: ResumeFigures) -> Iterator[Metric]:
     values = figures.to_dict()
     for name, figure, text in _RESUME_COUNTERS:
         yield CounterMetricFamily(f"{PREFIX}_{name}", text, value=values[figure])
+
+
+def _authorization_metrics(figures: dict[str, dict[str, int]]) -> Iterator[Metric]:
+    """The questions to the application's endpoint (``--auth http:URL``), by path and outcome."""
+    counter = CounterMetricFamily(
+        f"{PREFIX}_http_auth_answers",
+        "Questions to the application's authorization endpoint, by path (user, resource) and"
+        " outcome (asked, cached, allowed, denied, timeouts, errors)",
+        labels=["path", "outcome"],
+    )
+    for path, counts in figures.items():
+        for outcome, value in counts.items():
+            counter.add_metric([path, outcome], value)
+    yield counter
 
 
 def metrics_registry(live: LiveStats) -> CollectorRegistry:
