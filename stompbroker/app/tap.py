@@ -146,7 +146,9 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         CollectorTuning(options["gc-threshold"]).setServiceParent(top)
     if options["http"]:
         websocket = WebSocketConfig(
-            ping_interval=options["ws-ping-interval"], ping_timeout=options["ws-ping-timeout"]
+            ping_interval=options["ws-ping-interval"],
+            ping_timeout=options["ws-ping-timeout"],
+            compression=options["ws-compression-settings"],
         )
         api = ManagementApi(
             Management(broker),
