@@ -22,7 +22,7 @@ sender choose per message), as do heart-beats.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from attrs import field, frozen
@@ -103,7 +103,7 @@ class Deflater:
 
     __slots__ = ("_deflate", "_frame", "_min_size")
 
-    def __init__(self, deflate: Any, min_size: int, frame: Any) -> None:
+    def __init__(self, deflate: Any, min_size: int, frame: Callable[[bytes, int], bytes]) -> None:
         self._deflate = deflate
         self._min_size = min_size
         self._frame = frame
@@ -114,10 +114,10 @@ class Deflater:
             set) if it is ``min_size`` bytes or more.
         """
         if len(payload) < self._min_size:
-            return self._frame(payload, opcode)  # type: ignore[no-any-return]
+            return self._frame(payload, opcode)
         deflate = self._deflate
         deflate.start_compress_message()
-        compressed = deflate.compress_message_data(payload) + deflate.end_compress_message()
+        compressed: bytes = deflate.compress_message_data(payload) + deflate.end_compress_message()
         length = len(compressed)
         first = _FIN_RSV1 | opcode
         if length < 126:
