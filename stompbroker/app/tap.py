@@ -36,6 +36,7 @@ from stompbroker.logs import set_level
 from stompbroker.protocol.resumption import ResumeBook
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.security.credentials import IBearerToken, ICertificate
+from stompbroker.security.http_auth import HttpChecker
 from stompbroker.security.portal import Authenticator, make_portal
 from stompbroker.stats.export import StatsExporter
 from stompbroker.stats.model import StatsModel
@@ -147,7 +148,9 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         CollectorTuning(options["gc-threshold"]).setServiceParent(top)
     if options["http"]:
         websocket = WebSocketConfig(
-            ping_interval=options["ws-ping-interval"], ping_timeout=options["ws-ping-timeout"]
+            ping_interval=options["ws-ping-interval"],
+            ping_timeout=options["ws-ping-timeout"],
+            compression=options["ws-compression-settings"],
         )
         setup = running_setup(options)
         api = ManagementApi(
@@ -253,7 +256,12 @@ def _add_stats(top: MultiService, broker: Broker, reactor: Any, options: Options
 
     :returns: the live service, which the web port's stats pages read.
     """
-    model = StatsModel(broker, reactor)
+    endpoints = [
+        checker.endpoint
+        for checker in options.get("credCheckers", [])
+        if isinstance(checker, HttpChecker)
+    ]
+    model = StatsModel(broker, reactor, authorization=endpoints[0].figures if endpoints else None)
     live = LiveStats(model, options["monitor-interval"])
     live.setServiceParent(top)
     if options["stats-dir"] is not None:

@@ -81,6 +81,7 @@ def stats_document(
         },
         "resumable_sessions": figures.to_dict() if figures is not None else None,
         "memory": memory_document(model.broker.memory_alarm()),
+        "http_auth": model.authorization.to_dict() if model.authorization is not None else None,
         "destinations": destinations,
         "nodes": nodes_document(snapshot.nodes),
         "connections": [connection.to_dict() for connection in model.connections()],

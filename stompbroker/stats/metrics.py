@@ -178,6 +178,9 @@ class StatsCollector(Collector):
         figures = resume_figures(self._live.model.broker)
         if figures is not None:
             yield from _resume_metrics(figures)
+        authorization = self._live.model.authorization
+        if authorization is not None:
+            yield from _authorization_metrics(authorization.to_dict())
         yield from _memory_metrics(self._live.model.broker.memory_alarm())
         if self._setup is not None:
             yield from _setup_metrics(self._setup)
@@ -295,6 +298,20 @@ def _resume_metrics(figures: ResumeFigures) -> Iterator[Metric]:
     values = figures.to_dict()
     for name, figure, text in _RESUME_COUNTERS:
         yield CounterMetricFamily(f"{PREFIX}_{name}", text, value=values[figure])
+
+
+def _authorization_metrics(figures: dict[str, dict[str, int]]) -> Iterator[Metric]:
+    """The questions to the application's endpoint (``--auth http:URL``), by path and outcome."""
+    counter = CounterMetricFamily(
+        f"{PREFIX}_http_auth_answers",
+        "Questions to the application's authorization endpoint, by path (user, resource) and"
+        " outcome (asked, cached, allowed, denied, timeouts, errors)",
+        labels=["path", "outcome"],
+    )
+    for path, counts in figures.items():
+        for outcome, value in counts.items():
+            counter.add_metric([path, outcome], value)
+    yield counter
 
 
 def metrics_registry(live: LiveStats, setup: RunningSetup | None = None) -> CollectorRegistry:

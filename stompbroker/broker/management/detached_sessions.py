@@ -20,7 +20,7 @@ from stompbroker.logs import logger
 
 __all__ = ["DetachedSessionInfo", "DetachedSessions", "UnknownSession"]
 
-log = logger("stompbroker.broker.management")
+log = logger("stompbroker.broker.management.operations")
 
 
 class UnknownSession(LookupError):

@@ -69,7 +69,7 @@ __all__ = [
     "UnknownDestination",
 ]
 
-log = logger("stompbroker.broker.management")
+log = logger("stompbroker.broker.management.operations")
 
 
 def connection_id(connection: Any) -> str:

@@ -37,7 +37,7 @@ from stompbroker.protocol.message import Message
 __all__ = ["MAX_COUNT", "QueueOperations", "check_count", "check_target"]
 
 # The operators' log keeps one namespace, whichever part of the management acts.
-log = logger("stompbroker.broker.management")
+log = logger("stompbroker.broker.management.operations")
 
 #: Most messages one browse, move or retry may take.
 MAX_COUNT = 10_000
