@@ -200,7 +200,7 @@ def test_the_stats_schema_loads_without_twisted() -> None:
     assert result.stdout.strip() == str(
         [
             "stompbroker.broker",
-            "stompbroker.broker.flow.throttle",
+            "stompbroker.broker.flow",
             "stompbroker.broker.flow.counter_names",
             "stompbroker.stats",
             "stompbroker.stats.schema",
