@@ -49,7 +49,7 @@ from stompbroker.broker.clients.connections import ConnectionRegistry
 from stompbroker.broker.clients.consumers import Consumers
 from stompbroker.broker.clients.transactions import Transactions
 from stompbroker.broker.engine.local import LocalEngine
-from stompbroker.broker.flow.backpressure import BackPressure
+from stompbroker.broker.flow.backpressure import BackPressure, MemoryAlarm
 from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.routing.router import Router
@@ -187,6 +187,10 @@ class Broker(Service):
     @memory_gauge.setter
     def memory_gauge(self, gauge: Callable[[], int] | None) -> None:
         self.backpressure.memory_gauge = gauge
+
+    def memory_alarm(self) -> MemoryAlarm:
+        """:returns: the memory watermark's state now: whether publishers are paused for memory."""
+        return self.backpressure.memory_alarm()
 
     def keep_resumable_sessions(self, book: Any) -> None:
         """

@@ -197,6 +197,9 @@ class StatsModel:
         by default.
     :param rss: returns the process's resident set size in bytes.
     :param forget_after: see :data:`FORGET_AFTER`.
+    :param authorization: the figures of the application's authorization endpoint
+        (``--auth http:URL``, an :class:`~stompbroker.security.http_endpoint.EndpointFigures`),
+        or ``None`` without one.
     :ivar started: when the model was made, in clock seconds: the start of ``uptime_s``.
     """
 
@@ -206,8 +209,10 @@ class StatsModel:
         clock: Any = None,
         rss: Callable[[], int] = rss_bytes,
         forget_after: float = FORGET_AFTER,
+        authorization: Any = None,
     ) -> None:
         self.broker = broker
+        self.authorization = authorization
         self.clock = clock if clock is not None else broker.clock
         self.started: float = self.clock.seconds()
         self._rss = rss

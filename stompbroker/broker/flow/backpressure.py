@@ -74,6 +74,32 @@ class Pressure:
     blocked_by: tuple[Any, ...] = ()
 
 
+@frozen
+class MemoryAlarm:
+    """
+    The memory watermark as an operator sees it (the console, ``/api/overview``, ``/metrics``).
+
+    :ivar enabled: whether the watermark runs (``--memory-high`` not 0, and
+        memory measurable here).
+    :ivar alarm: memory went over the high mark and has not fallen under the low
+        mark since: publishers are paused after each SEND.
+    :ivar in_use: memory in use at the latest sample, in bytes (0 when off).
+    :ivar high: the high mark, in bytes (0: off).
+    :ivar low: the low mark, in bytes.
+    :ivar since: when the alarm went off, in clock seconds; ``None`` without an alarm.
+    :ivar paused_publishers: connections not read from now, for memory or for a
+        slow subscriber under the ``block`` policy.
+    """
+
+    enabled: bool
+    alarm: bool
+    in_use: int
+    high: int
+    low: int
+    since: float | None
+    paused_publishers: int
+
+
 #: The pressure while memory is over the high mark and no subscriber blocks.
 MEMORY_PRESSURE = Pressure(memory=True)
 #: Seconds between log lines about resume buffers shed for memory.
@@ -128,6 +154,8 @@ class BackPressure:
         self._shed_logged = float("-inf")
         #: Slow subscribers dropping messages now, so that each episode is logged once.
         self._dropping: set[Any] = set()
+        #: When memory went over the high mark, while it is.
+        self._alarm_since: float | None = None
 
     # -- the memory watermark ------------------------------------------------------
 
@@ -195,7 +223,21 @@ class BackPressure:
             self._watch.stop()
             self._watch = None
 
+    def memory_alarm(self) -> MemoryAlarm:
+        """:returns: the watermark's state now, for operators."""
+        watch = self._watch
+        return MemoryAlarm(
+            enabled=watch is not None,
+            alarm=watch is not None and watch.over,
+            in_use=watch.last if watch is not None else 0,
+            high=self._limits.memory_high,
+            low=self._limits.memory_low_mark,
+            since=self._alarm_since if watch is not None and watch.over else None,
+            paused_publishers=len(self.throttle),
+        )
+
     def _memory_high(self, used: int) -> None:
+        self._alarm_since = self._clock.seconds()
         log.warn(
             "memory in use {used} bytes is over the high mark {high}: pausing publishers",
             used=used,

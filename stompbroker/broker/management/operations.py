@@ -321,6 +321,10 @@ class Management:
             raise InvalidRequest(error.detail) from None
         return routed
 
+    def memory_alarm(self) -> Any:
+        """:returns: the watermark's :class:`~stompbroker.broker.flow.backpressure.MemoryAlarm`."""
+        return self.broker.memory_alarm()
+
     def nodes(self) -> Any:
         """
         :returns: the broker processes sharing the engine, a list of

@@ -9,7 +9,12 @@ from typing import Any
 
 from twisted.internet.task import Clock
 
-from stompbroker.broker.flow.backpressure import MEMORY_PRESSURE, BackPressure, Pressure
+from stompbroker.broker.flow.backpressure import (
+    MEMORY_PRESSURE,
+    BackPressure,
+    MemoryAlarm,
+    Pressure,
+)
 from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.queueing.delivery import DeliveryCounters
 
@@ -160,3 +165,25 @@ def test_drops_are_counted_and_logged_once_per_episode(log_events: list[dict[str
         "slow consumer {peer}",
         "disconnecting slow consumer {peer}",
     ]
+
+
+def test_the_memory_alarm_tells_operators_when_it_went_off_and_who_is_paused() -> None:
+    """
+    memory_alarm() is off before a start, then says the latest sample, the alarm and its
+    time, and the paused publishers, until memory falls under the low mark.
+    """
+    harness = Harness(memory_high=100, memory_low=50)
+    assert harness.pressure.memory_alarm() == MemoryAlarm(False, False, 0, 100, 50, None, 0)
+    harness.pressure.start()
+    harness.used = 60
+    harness.clock.advance(1)
+    assert harness.pressure.memory_alarm() == MemoryAlarm(True, False, 60, 100, 50, None, 0)
+    harness.used = 200
+    harness.clock.advance(1)
+    harness.pressure.pause_sender(harness.reader())
+    went_off = harness.clock.seconds()
+    assert harness.pressure.memory_alarm() == MemoryAlarm(True, True, 200, 100, 50, went_off, 1)
+    harness.used = 10
+    harness.clock.advance(1)
+    assert harness.pressure.memory_alarm() == MemoryAlarm(True, False, 10, 100, 50, None, 0)
+    harness.pressure.stop()
