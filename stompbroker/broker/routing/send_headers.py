@@ -3,17 +3,19 @@ What a SEND's headers make of its message, before the router routes it.
 
 The headers the broker acts on (expiry, ``persistent``, ``priority``, the
 message group's, a temporary ``reply-to``, and the scheduling and ``retain``
-headers) are read here, by :class:`SendHeadersMixin`, a part of
-:class:`~stompbroker.broker.routing.router.Router`.  A SEND without any of them (the
-common case) never comes here: ``Router._send``'s scan of its header names
-finds none of :data:`ACTED_ON` (or :data:`ACTED_ON_WHEN_PERSISTENT`), and it
-makes the message at once.
+headers) are read here, by :class:`SendHeaders`, an object the
+:class:`~stompbroker.broker.routing.router.Router` holds.  A SEND without any of
+them (the common case) never comes here: ``Router._send``'s scan of its header
+names finds none of :data:`ACTED_ON` (or :data:`ACTED_ON_WHEN_PERSISTENT`), and
+it makes the message at once.
 
-A module of its own so that the router holds the routing alone; a mixin of the
-router rather than an object of its own because a SEND with such a header
-passes here on its way to being routed, and must not pay for a call or an
-attribute hop between objects: its methods are the router's, its state the
-router's slots.
+An object of its own, so that the router holds the routing alone and this
+reading is built and tested without one.  Only a SEND with such a header pays
+the hop from the router to it (one attribute read).  Callgrind counted the queue
+path (``benchmarks.queue_parts path``, stompbench frames) and the fan-out path
+(``benchmarks.fanout_cost``, 10 subscribers) within 0.3% of the instructions per
+message they took when this was a mixin of the router (143.3 k and 148.0 k,
+against 143.7 k and 148.4 k).
 """
 
 from __future__ import annotations
