@@ -22,7 +22,7 @@ the returning consumer allows goes to the dead-letter queue instead.
 
 Expiry is checked when a message reaches the head of the queue, so an expired
 message is never delivered.  Messages that expire while nobody consumes are
-found by a sweep (:mod:`stompbroker.broker.queueing.expiry_sweep`, a mixin of the queue).
+found by a sweep (:mod:`stompbroker.broker.queueing.expiry_sweep`, an object the queue holds).
 
 Every change of a message's state is one method (:meth:`~WorkerQueue.enqueue`,
 :meth:`~WorkerQueue.dispatch`, :meth:`~WorkerQueue.acknowledge`,
@@ -84,7 +84,7 @@ DeadLetter = Callable[[Message, str, str | None], Any]
 
 
 @implementer(IQueue)
-class WorkerQueue(ExpirySweep):
+class WorkerQueue:
     """
     One queue: ``/queue/NAME``, a temporary queue, or a topic subscription's own.
 
@@ -121,6 +121,7 @@ class WorkerQueue(ExpirySweep):
         "store_key",
         "_traffic",
         "_features",
+        "expiry",
     )
 
     def __init__(
@@ -147,7 +148,6 @@ class WorkerQueue(ExpirySweep):
         self._policy = policy
         self._counters = counters
         self._dead_letter = dead_letter
-        self._sweep_interval = sweep_interval
         #: Index in ``consumers`` of the one to ask first for the next message.
         self._next = 0
         self._dispatching = False
@@ -155,9 +155,8 @@ class WorkerQueue(ExpirySweep):
         #: message then cannot be handed out either, and is only appended.
         #: Whatever makes room (an ACK, NACK, a resumed or new consumer) dispatches.
         self._stalled = False
-        self._sweep: Any = None
-        self._sweep_at = 0.0
-        self._last_sweep = float("-inf")
+        #: Finds the messages that expire while nobody consumes.
+        self.expiry = ExpirySweep(clock, self._pending, self.expire, sweep_interval)
         self._traffic = traffic if traffic is not None else Traffic()
         self._traffic.queues.add(self)
         #: The :class:`~stompbroker.broker.queueing.dispatch.FeatureDispatch` while one is needed.
@@ -168,6 +167,9 @@ class WorkerQueue(ExpirySweep):
             f"<WorkerQueue {self.destination!r}: {len(self.pending)} pending,"
             f" {len(self.consumers)} consumers>"
         )
+
+    def _pending(self) -> Any:
+        return self.pending
 
     def is_idle(self) -> bool:
         """:returns: whether the queue holds nothing and nobody consumes from it."""
@@ -260,7 +262,7 @@ class WorkerQueue(ExpirySweep):
         if self.consumers and not self._stalled:
             self.dispatch()
         if message.expires and self.pending:
-            self._watch_expiry(message.expires)
+            self.expiry.watch(message.expires)
 
     #: Topic fan-out reaches a subscription's queue as it reaches any subscriber.
     deliver = enqueue
@@ -468,4 +470,4 @@ class WorkerQueue(ExpirySweep):
             consumer.take_all()
         self.consumers.clear()
         self.pending.clear()
-        self._cancel_sweep()
+        self.expiry.cancel()

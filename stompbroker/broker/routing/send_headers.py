@@ -26,6 +26,7 @@ from attrs import evolve
 from twisted.internet.defer import Deferred
 
 from stompbroker.broker.clients.connections import ConnectionRegistry
+from stompbroker.broker.engine.capabilities import Capabilities, require
 from stompbroker.broker.features.retained_values import RETAIN_HEADER, parse_retain
 from stompbroker.broker.features.retainer import Retaining
 from stompbroker.broker.features.scheduled_messages import SCHEDULE_HEADERS, parse_schedule
@@ -35,7 +36,6 @@ from stompbroker.broker.queueing.groups import GROUP_HEADER, SEQUENCE_HEADER, pa
 from stompbroker.broker.queueing.priorities import PRIORITY_HEADER, parse_priority
 from stompbroker.broker.routing.destinations import TEMP_QUEUE_PREFIX, Kind
 from stompbroker.broker.routing.expiry import EXPIRY_HEADERS, expiry_time
-from stompbroker.protocol.errors import NotSupported
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
@@ -66,7 +66,7 @@ class SendHeadersMixin:
     _registry: ConnectionRegistry
     _policy: DeliveryPolicy
     _acted_on: frozenset[str]
-    _shared_queues: bool
+    _capabilities: Capabilities
 
     def _prepare(
         self, headers: Headers, connection: Any, kind: Kind
@@ -114,13 +114,8 @@ class SendHeadersMixin:
         group = None
         if GROUP_HEADER in found:
             group = parse_group(found)
-            if self._shared_queues and kind is Kind.QUEUE:
-                raise NotSupported(
-                    "message groups on queues are not supported by the redis engine yet",
-                    "this broker runs on the redis engine, whose queues are shared by nodes"
-                    " that keep no common record of group owners (docs/cluster.md); send"
-                    " without JMSXGroupID",
-                )
+            if kind is Kind.QUEUE:
+                require(self._capabilities, "message_groups")
         timing = None if TIMING.isdisjoint(found) else found
         return tuple(rewritten), expires, persistent, priority, group, timing
 
@@ -145,21 +140,12 @@ class SendHeadersMixin:
         """
         action = None
         if RETAIN_HEADER in timing:
-            if self.retaining is None:
-                raise NotSupported(
-                    "retain is not supported by this engine",
-                    "This broker's engine (Redis) does not keep retained messages;"
-                    " see docs/cluster.md.",
-                )
+            require(self._capabilities, "retain")
             action = parse_retain(timing[RETAIN_HEADER], message.destination)
         scheduling = self.scheduling
         if not SCHEDULE_HEADERS.isdisjoint(timing):
-            if scheduling is None:
-                raise NotSupported(
-                    "scheduled delivery is not supported by this engine",
-                    "This broker's engine (Redis) does not hold scheduled messages;"
-                    " see docs/cluster.md.",
-                )
+            require(self._capabilities, "scheduling")
+            assert scheduling is not None
             if parse_schedule(timing, scheduling.now_ms()) is not None:
                 destination = message.destination
                 if kind is Kind.TEMP_QUEUE:

@@ -26,7 +26,7 @@ from tests.support.sessions import World
 
 def waiting(broker: Broker, destination: str) -> list[bytes]:
     """:returns: the bodies waiting in a queue."""
-    return [message.body for message in broker.queues[destination].pending]
+    return [message.body for message in broker.engine.queues[destination].pending]
 
 
 def test_connections_are_listed_described_and_closed_with_an_operator_error(
@@ -138,7 +138,7 @@ def test_delete_removes_an_idle_queue_and_its_stored_messages(setup: Setup) -> N
     send(broker, "/queue/old", b"a", b"b")
     assert management.delete("/queue/old") == 2
     setup.settle()
-    assert "/queue/old" not in broker.queues
+    assert "/queue/old" not in broker.engine.queues
     assert setup.stored_ids().get("/queue/old", []) == []
     with pytest.raises(UnknownDestination):
         management.destination("/queue/old")
@@ -152,7 +152,7 @@ def test_delete_removes_a_durable_subscription(setup: Setup) -> None:  # noqa: F
     name = durable_key(("app", "audit"))
     assert Management(broker).delete(name) == 1
     setup.settle()
-    assert broker.durable == {}
+    assert broker.engine.durable == {}
     assert setup.stored().subscriptions == ()
 
 
@@ -200,7 +200,7 @@ def test_retry_sends_dead_letters_back_without_their_dead_letter_headers(
     assert management.retry_targets("/queue/DLQ.orders", 10) == {"/queue/orders"}
     assert management.retry("/queue/DLQ.orders", 10) == (1, 0)
     setup.settle()
-    [back] = broker.queues["/queue/orders"].pending
+    [back] = broker.engine.queues["/queue/orders"].pending
     assert back.headers == (*PERSISTENT, ("kind", "x"))
     assert waiting(broker, "/queue/DLQ.orders") == []
     stored = setup.stored_ids()

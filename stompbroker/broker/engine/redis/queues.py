@@ -35,7 +35,6 @@ from stompbroker.broker.features.selectors import Selector
 from stompbroker.broker.queueing.delivery import Consumer
 from stompbroker.broker.queueing.queues import WorkerQueue
 from stompbroker.logs import logger
-from stompbroker.protocol.errors import NotSupported
 from stompbroker.protocol.message import Message
 
 __all__ = ["StreamQueue"]
@@ -128,27 +127,11 @@ class StreamQueue(WorkerQueue):
         """
         Start handing messages to a local subscriber; the first starts the reading.
 
-        :raises NotSupported: for a selector: a node reads messages as its
-            consumers' windows allow, so one that no local selector accepts would
-            wait on this node while consumers elsewhere could take it; and for
-            consumer options (priority, exclusive, single-active), which would
-            need every node's consumers in one place to be kept.
+        The broker gives it no selector and no consumer options: the engine's
+        capabilities lack them (:data:`~stompbroker.broker.engine.capabilities.REDIS`),
+        since a node reads as its own consumers' windows allow and chooses among
+        them only.
         """
-        if options is not None:
-            raise NotSupported(
-                "consumer priorities and exclusive consumers are not supported by the"
-                " redis engine yet",
-                "this broker runs on the redis engine, whose queues are shared by nodes"
-                " that each choose among their own consumers only (docs/cluster.md); drop"
-                " activemq.priority, x-priority, activemq.exclusive and"
-                " x-single-active-consumer",
-            )
-        if selector is not None:
-            raise NotSupported(
-                "selectors on queues are not supported by the redis engine yet",
-                "this broker runs on the redis engine, whose queues take no selector yet"
-                " (docs/cluster.md); selectors on topics work",
-            )
         consumer = super().add_consumer(subscriber, window, max_redeliveries)
         self._closed = False
         if self._reader is None:
@@ -244,7 +227,7 @@ class StreamQueue(WorkerQueue):
         self.consumers.clear()
         self.pending.clear()
         self._traffic.queues.discard(self)
-        self._cancel_sweep()
+        self.expiry.cancel()
         self._closed = True
         self._wake.set()
 
