@@ -104,6 +104,12 @@ class WorkerQueue:
     :param traffic: the broker's :class:`~stompbroker.broker.flow.traffic.Traffic`
         counters, which hold the queue while it lives and count, per destination,
         what it does with messages; a queue of its own counts in counters of its own.
+    :param owner: the queue its consumers settle with (ACK, NACK, a resumed
+        consumer's dispatch): this one by default; the engine's queue that holds
+        this one as its local state otherwise (a redis engine's stream queue).
+    :param left: called with each message that leaves for good other than by an
+        acknowledgement (expired, dead-lettered), for an owner that must settle
+        it elsewhere too; ``None`` for none.
     """
 
     __slots__ = (
@@ -122,6 +128,8 @@ class WorkerQueue:
         "_traffic",
         "_features",
         "expiry",
+        "_owner",
+        "_left",
     )
 
     def __init__(
@@ -135,6 +143,8 @@ class WorkerQueue:
         journal: Any = None,
         store_key: str | None = None,
         traffic: Traffic | None = None,
+        owner: Any = None,
+        left: Callable[[Message], None] | None = None,
     ) -> None:
         if journal is not None and store_key is None:
             raise ValueError("a queue with a journal needs a store_key")
@@ -161,6 +171,8 @@ class WorkerQueue:
         self._traffic.queues.add(self)
         #: The :class:`~stompbroker.broker.queueing.dispatch.FeatureDispatch` while one is needed.
         self._features: FeatureDispatch | None = None
+        self._owner = owner if owner is not None else self
+        self._left = left
 
     def __repr__(self) -> str:
         return (
@@ -219,7 +231,7 @@ class WorkerQueue:
             (priority, exclusive), or ``None`` for none.
         :returns: its :class:`Consumer`, for acknowledgements.
         """
-        consumer = Consumer(subscriber, self, window, max_redeliveries)
+        consumer = Consumer(subscriber, self._owner, window, max_redeliveries)
         consumer.selector, consumer.options = selector, options
         self.consumers.append(consumer)
         self._features = consumer_added(self, consumer)
@@ -436,6 +448,8 @@ class WorkerQueue:
         :param reason: :data:`REJECTED`, :data:`DELIVERY_LIMIT` or :data:`EXPIRED`.
         :returns: what the callable returns: the store write, or ``None``.
         """
+        if self._left is not None:
+            self._left(message)
         return self._dead_letter(message, reason, self.store_key)
 
     def expire(self, message: Message) -> None:
@@ -448,8 +462,11 @@ class WorkerQueue:
         self._traffic.count((message,), "messages_expired")
         if self._policy.expired == "dead-letter":
             self.dead_letter(message, EXPIRED)
-        elif message.persistent and self.journal is not None:
+            return
+        if message.persistent and self.journal is not None:
             self.journal.remove(self.store_key, message.message_id)
+        if self._left is not None:
+            self._left(message)
 
     def close(self) -> None:
         """

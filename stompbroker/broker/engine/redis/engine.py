@@ -70,7 +70,7 @@ from stompbroker.broker.engine.redis.connection import (
     make_client,
     run,
 )
-from stompbroker.broker.engine.redis.durables import Durables, DurableStreamQueue
+from stompbroker.broker.engine.redis.durables import Durables
 from stompbroker.broker.engine.redis.figures import FIGURES_INTERVAL, FiguresExchange
 from stompbroker.broker.engine.redis.listener import listen
 from stompbroker.broker.engine.redis.liveness import Liveness
@@ -452,13 +452,10 @@ class RedisEngine:
         A consumer has left: drop this node's handle when it has no consumers left
         (the queue lives on in Redis).
         """
-        if isinstance(queue, DurableStreamQueue):
-            if not queue.consumers:
-                queue.close()
-            return
         if isinstance(queue, StreamQueue):
             if not queue.consumers:
-                self.queues.pop(queue.destination, None)
+                if queue.durable is None:
+                    self.queues.pop(queue.destination, None)
                 queue.close()
             return
         self.table.release(queue)
