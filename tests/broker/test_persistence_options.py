@@ -41,7 +41,8 @@ def test_defaults_keep_persistent_messages_in_stompbroker_data_with_batch_sync(
     monkeypatch.chdir(tmp_path)
     broker = makeService(options()).getServiceNamed("broker")
     assert isinstance(broker.engine.store, SQLiteStore)
-    assert (broker.engine.store.data_dir, broker.engine.store.sync) == (tmp_path / "stompbroker-data", "batch")
+    store = broker.engine.store
+    assert (store.data_dir, store.sync) == (tmp_path / "stompbroker-data", "batch")
     assert not broker.persistent_queues
     assert list(tmp_path.iterdir()) == []
 

@@ -144,7 +144,8 @@ def test_open_transactions_are_aborted_on_detach() -> None:
     again.send_frame("COMMIT", transaction="tx", receipt="r")
     [error] = again.frames()
     assert error.command == "ERROR"
-    assert "/queue/out" not in here.broker.engine.queues or not here.broker.engine.queues["/queue/out"].pending
+    queues = here.broker.engine.queues
+    assert "/queue/out" not in queues or not queues["/queue/out"].pending
 
 
 def test_a_heartbeat_timeout_detaches_the_session() -> None:
@@ -258,4 +259,5 @@ def test_a_resume_whose_subscriptions_cannot_be_made_again_ends_with_an_error() 
     assert again.connected.get("resumed") == "true"
     [error] = again.early
     assert error.command == "ERROR" and error.get("message") == "too many subscriptions"
-    assert not here.broker.engine.topics.match("/topic/a") and not here.broker.engine.topics.match("/topic/b")
+    topics = here.broker.engine.topics
+    assert not topics.match("/topic/a") and not topics.match("/topic/b")

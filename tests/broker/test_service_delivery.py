@@ -348,7 +348,8 @@ def test_aborted_sends_are_never_published() -> None:
     world.send("/queue/q", b"1", connection=publisher, transaction="tx")
     world.broker.abort(publisher, "tx")
     assert inbox.received == []
-    assert "/queue/q" in world.broker.engine.queues and not world.broker.engine.queues["/queue/q"].pending
+    queues = world.broker.engine.queues
+    assert "/queue/q" in queues and not queues["/queue/q"].pending
 
 
 def test_ack_in_transaction_takes_effect_at_commit() -> None:
