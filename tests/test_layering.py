@@ -184,6 +184,65 @@ def test_the_broker_delivers_to_subscribers_only_through_their_interface() -> No
     assert violations == {}
 
 
+#: The engines and the queues they hand out, which only broker/engine/ may name
+#: (and broker/queueing/, where the local queue and its parts live).
+CONCRETE_ENGINE_CLASSES = frozenset(
+    {"LocalEngine", "RedisEngine", "WorkerQueue", "StreamQueue"}
+)
+#: Where the engine classes may be named: the engines' room, whose one
+#: ``factory.py`` builds them from ``--engine``, and the local queue's room.
+ENGINE_ROOMS = ("broker/engine/", "broker/queueing/")
+
+
+def concrete_names(source: str, filename: str = "<source>") -> list[str]:
+    """
+    :returns: ``"line: name"`` for each use of a concrete engine or queue class in
+        ``source`` (a name, an attribute, an imported name), docstrings aside.
+    """
+    found = []
+    for node in ast.walk(ast.parse(source, filename)):
+        if isinstance(node, ast.Name):
+            name = node.id
+        elif isinstance(node, ast.Attribute):
+            name = node.attr
+        elif isinstance(node, ast.alias):
+            name = node.name.rpartition(".")[2]
+        else:
+            continue
+        if name in CONCRETE_ENGINE_CLASSES:
+            found.append(f"{node.lineno}: {name}")
+    return found
+
+
+def test_only_the_engines_name_a_concrete_engine_or_queue() -> None:
+    """
+    Outside broker/engine/ the code reaches engines and queues through IEngine and
+    IQueue and the engine's capabilities, never a concrete class (ARCHITECTURE.md,
+    "Engines"); broker/engine/factory.py is the one place that builds them.
+    """
+    violations = {}
+    for layer in LAYERS:
+        for path in modules_of(layer):
+            where = path.relative_to(PACKAGE).as_posix()
+            if where.startswith(ENGINE_ROOMS):
+                continue
+            found = concrete_names(path.read_text(encoding="utf-8"), str(path))
+            if found:
+                violations[where] = found
+    assert violations == {}
+
+
+def test_concrete_names_are_seen() -> None:
+    """The check sees a class named, reached as an attribute, or imported; not in a docstring."""
+    source = (
+        '"""A LocalEngine."""\n'
+        "from stompbroker.broker.engine.local import LocalEngine\n"
+        "isinstance(x, queues.WorkerQueue)\n"
+        "RedisEngine()\n"
+    )
+    assert concrete_names(source) == ["2: LocalEngine", "3: WorkerQueue", "4: RedisEngine"]
+
+
 def test_the_stats_schema_loads_without_twisted() -> None:
     """
     sparkjobs import stompbroker.stats.schema on a Spark driver: it loads no Twisted

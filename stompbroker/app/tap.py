@@ -27,6 +27,7 @@ from stompbroker.app.limits import raise_descriptor_limit
 from stompbroker.app.options import Options
 from stompbroker.app.services import BrokerService, ReloadOnHangup, exit_with_error
 from stompbroker.app.workers import AdoptedPort, WorkerSupervisor, adopted_ports
+from stompbroker.broker.engine.factory import build_engine
 from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.management.operations import Management
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
@@ -176,11 +177,9 @@ def _engine(options: Options, reactor: Any, policy: DeliveryPolicy) -> Any:
     url = options["engine-url"]
     if url is None:
         return None
-    from stompbroker.broker.engine.redis.engine import RedisEngine
-
-    return RedisEngine(
+    return build_engine(
         reactor,
-        url,
+        url=url,
         policy=policy,
         node_timeout=options["node-timeout"],
         stream_limits=options["stream-limits"],

@@ -6,7 +6,7 @@ and answers :class:`stompbroker.interfaces.IBroker`, which is all a session asks
 of it.  It never sees bytes or transports, and holds no destination itself:
 
 - the **engine** (:class:`~stompbroker.broker.engine.base.IEngine`; by default the
-  in-process :class:`~stompbroker.broker.engine.local.LocalEngine`) holds the
+  in-process engine, :mod:`stompbroker.broker.engine.local`) holds the
   topic subscriptions, queues, durable subscriptions and the message store;
 - the **router** (:mod:`stompbroker.broker.routing.router`) routes each SEND to them;
 - the **consumers** (:mod:`stompbroker.broker.clients.consumers`) attach subscriptions
@@ -48,7 +48,7 @@ from zope.interface import implementer
 from stompbroker.broker.clients.connections import ConnectionRegistry
 from stompbroker.broker.clients.consumers import Consumers
 from stompbroker.broker.clients.transactions import Transactions
-from stompbroker.broker.engine.local import LocalEngine
+from stompbroker.broker.engine.factory import build_engine
 from stompbroker.broker.flow.backpressure import BackPressure, MemoryAlarm
 from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
@@ -77,7 +77,7 @@ class Broker(Service):
         persistent, whatever its ``persistent`` header says.
     :param engine: where destinations' state lives, an
         :class:`~stompbroker.broker.engine.base.IEngine`; by default a
-        :class:`~stompbroker.broker.engine.local.LocalEngine` on ``clock``,
+        in-process engine (:func:`~stompbroker.broker.engine.factory.build_engine`) on ``clock``,
         ``policy`` and ``store``.  An engine given here brings its own store:
         ``store`` must then be ``None``.
     :param stream_limits: how much each ``/stream/`` keeps
@@ -86,9 +86,6 @@ class Broker(Service):
     :raises ValueError: for both a ``store`` and an ``engine``.
 
     :ivar engine: the engine.
-    :ivar queues: ``/queue/`` and ``/reply-queue/`` destinations -> their queues.
-    :ivar durable: ``(client-id, name)`` -> the queue of that durable subscription.
-    :ivar topics: the topic subscription tree.
     :ivar connections: the client connections open now.
     :ivar counters: what happened to queued messages, broker-wide.
     :ivar traffic: what routing counts, per destination, for statistics
@@ -124,21 +121,19 @@ class Broker(Service):
         stream_limits: Any = None,
     ) -> None:
         if engine is None:
-            engine = LocalEngine(clock, policy=policy, store=store, stream_limits=stream_limits)
+            engine = build_engine(clock, policy=policy, store=store, stream_limits=stream_limits)
         elif store is not None:
             raise ValueError("an engine keeps its own store: give the store to the engine")
         self.clock = clock
         self.limits = limits
         self.policy = policy
         self.engine = engine
-        self.traffic = engine.traffic
-        self.counters = engine.counters
-        self.topics = engine.topics
-        self.queues = engine.queues
-        self.durable = engine.durable
-        self.registry = ConnectionRegistry(limits, engine.traffic, engine.ids, engine)
+        books = engine.bookkeeping()
+        self.traffic = books.traffic
+        self.counters = books.counters
+        self.registry = ConnectionRegistry(limits, books.traffic, books.ids, engine)
         self.connections = self.registry.connections
-        self.backpressure = BackPressure(clock, limits, engine.counters, self.connections)
+        self.backpressure = BackPressure(clock, limits, books.counters, self.connections)
         #: The :class:`~stompbroker.protocol.resumption.ResumeBook` of the
         #: listeners' resumable sessions, if any (:meth:`keep_resumable_sessions`).
         self.resumption: Any = None
@@ -163,16 +158,6 @@ class Broker(Service):
         self.block_sender = self.backpressure.block_sender
         self.count_dropped = self.backpressure.count_dropped
         self.new_session_id = self.registry.new_session_id
-
-    @property
-    def store(self) -> Any:
-        """The engine's message store, or ``None``."""
-        return self.engine.store
-
-    @property
-    def journal(self) -> Any:
-        """The engine's :class:`~stompbroker.broker.store.journal.Journal`, or ``None``."""
-        return self.engine.journal
 
     @property
     def persistent_queues(self) -> bool:

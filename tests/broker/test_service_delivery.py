@@ -95,7 +95,7 @@ def test_idle_queue_is_forgotten_when_its_last_consumer_leaves() -> None:
     world = World()
     inbox = world.subscribe("/queue/tmp-work")
     world.broker.unsubscribe(inbox)
-    assert "/queue/tmp-work" not in world.broker.queues
+    assert "/queue/tmp-work" not in world.broker.engine.queues
     busy = world.subscribe("/queue/busy")
     world.send("/queue/busy", b"1", b"2")
     world.broker.unsubscribe(busy)
@@ -233,7 +233,7 @@ def test_nack_without_requeue_dead_letters_at_once() -> None:
     inbox = world.subscribe("/queue/orders")
     world.send("/queue/orders", b"bad")
     world.nack(inbox, requeue=False)
-    [letter] = world.broker.queues["/queue/DLQ.orders"].pending
+    [letter] = world.broker.engine.queues["/queue/DLQ.orders"].pending
     assert dict(letter.headers)["dead-letter-reason"] == "rejected"
     assert len(inbox.received) == 1
 
@@ -256,7 +256,7 @@ def test_failures_in_a_dead_letter_queue_are_discarded() -> None:
     inbox = world.subscribe("/queue/DLQ.orders")
     world.send("/queue/DLQ.orders", b"bad")
     world.nack(inbox, requeue=False)
-    assert "/queue/DLQ.DLQ.orders" not in world.broker.queues
+    assert "/queue/DLQ.DLQ.orders" not in world.broker.engine.queues
     assert world.broker.counters.discarded == 1
 
 
@@ -270,7 +270,7 @@ def test_dead_letter_headers_replace_earlier_ones() -> None:
         headers=[("original-destination", "/queue/first"), ("dead-letter-reason", "expired")],
     )
     world.nack(inbox, requeue=False)
-    [letter] = world.broker.queues["/queue/DLQ.retry"].pending
+    [letter] = world.broker.engine.queues["/queue/DLQ.retry"].pending
     assert [value for name, value in letter.headers if name == "original-destination"] == [
         "/queue/retry"
     ]
@@ -285,7 +285,7 @@ def test_auto_topic_subscription_is_delivered_directly() -> None:
     inbox = world.subscribe("/topic/news", "auto")
     world.send("/topic/news", b"1")
     assert inbox.bodies() == [b"1"]
-    assert world.broker.topics.match("/topic/news") == (inbox,)
+    assert world.broker.engine.topics.match("/topic/news") == (inbox,)
     assert world.broker.counters.enqueued == 0
 
 
@@ -318,7 +318,7 @@ def test_unsubscribing_a_topic_subscription_discards_its_queue() -> None:
     inbox = world.subscribe("/topic/news", "client", prefetch=1)
     world.send("/topic/news", b"1", b"2")
     world.broker.unsubscribe(inbox)
-    assert world.broker.topics.match("/topic/news") == ()
+    assert world.broker.engine.topics.match("/topic/news") == ()
     assert world.broker.counters.discarded == 2
 
 
@@ -348,7 +348,8 @@ def test_aborted_sends_are_never_published() -> None:
     world.send("/queue/q", b"1", connection=publisher, transaction="tx")
     world.broker.abort(publisher, "tx")
     assert inbox.received == []
-    assert "/queue/q" in world.broker.queues and not world.broker.queues["/queue/q"].pending
+    queues = world.broker.engine.queues
+    assert "/queue/q" in queues and not queues["/queue/q"].pending
 
 
 def test_ack_in_transaction_takes_effect_at_commit() -> None:
@@ -482,7 +483,7 @@ def test_expired_messages_can_be_dead_lettered() -> None:
     world.clock.advance(1)
     assert world.queue_bodies("/queue/DLQ.q") == [b"1"]
     assert world.queue_bodies("/queue/DLQ.t") == [b"2"]
-    [letter] = world.broker.queues["/queue/DLQ.q"].pending
+    [letter] = world.broker.engine.queues["/queue/DLQ.q"].pending
     assert dict(letter.headers)["dead-letter-reason"] == "expired"
     assert letter.expires == 0.0, "a dead letter does not expire again"
 
@@ -546,7 +547,7 @@ def test_temp_queue_is_deleted_when_its_connection_closes() -> None:
     )
     reply_to = dict(worker.received[0].headers)["reply-to"]
     world.broker.close_connection(requester)
-    assert reply_to not in world.broker.queues
+    assert reply_to not in world.broker.engine.queues
     world.send(reply_to, b"late")
     assert world.broker.counters.discarded == 1
 
@@ -622,4 +623,4 @@ def test_durable_subscription_moved_to_another_topic_starts_afresh() -> None:
     moved = world.subscribe("/topic/b", "auto", durable=key, on="c3")
     world.send("/topic/b", b"new")
     assert moved.bodies() == [b"new"]
-    assert world.broker.topics.match("/topic/a") == ()
+    assert world.broker.engine.topics.match("/topic/a") == ()

@@ -226,7 +226,7 @@ def test_connection_lost_with_open_transaction_publishes_nothing() -> None:
     producer.send_frame("SEND", b"x", destination="/queue/q", transaction="t")
     producer.session.connection_lost()
     assert consumer.frames() == []
-    assert not world.broker.queues["/queue/q"].pending
+    assert not world.broker.engine.queues["/queue/q"].pending
 
 
 def test_request_reply_through_a_temporary_queue() -> None:
@@ -249,7 +249,7 @@ def test_request_reply_through_a_temporary_queue() -> None:
         reply_to,
     )
     requester.send_frame("DISCONNECT")
-    assert reply_to not in world.broker.queues
+    assert reply_to not in world.broker.engine.queues
 
 
 @pytest.mark.parametrize(
@@ -288,7 +288,7 @@ def test_durable_subscriber_gets_what_it_missed(
     second.ack(messages[-1])
     second.send_frame("UNSUBSCRIBE", **unsubscribe)
     world.broker.publish("/topic/prices", b"4")
-    assert world.broker.durable == {}
+    assert world.broker.engine.durable == {}
     third = world.client(**connect)
     third.send_frame("SUBSCRIBE", destination="/topic/prices", ack="client", **subscribe)
     assert third.frames() == []

@@ -244,5 +244,5 @@ class World:
         )
 
     def queue_bodies(self, destination: str) -> list[bytes]:
-        return [message.body for message in self.broker.queues[destination].pending]
+        return [message.body for message in self.broker.engine.queues[destination].pending]
 

@@ -303,7 +303,7 @@ def test_queue_messages_wait_in_the_queue_for_a_slow_consumer() -> None:
     assert bodies(quick) == list(range(10))
     quick.protocol.pauseProducing()
     publish(publisher, 5, "/queue/jobs", start=10)
-    assert len(broker.queues["/queue/jobs"].pending) == 5
+    assert len(broker.engine.queues["/queue/jobs"].pending) == 5
     assert slow.transport.value() == b""
     slow.protocol.resumeProducing()
     assert bodies(slow) == list(range(10, 15))

@@ -66,7 +66,7 @@ def test_disconnect_closes_after_receipt_and_releases_subscriptions(
     )
     assert [f.command for f in client.frames()] == ["CONNECTED", "RECEIPT"]
     assert client.closed
-    assert len(broker.topics) == 0
+    assert len(broker.engine.topics) == 0
     assert broker.connections == set()
 
 
@@ -78,6 +78,6 @@ def test_lost_connection_releases_everything(clock: Clock, broker: Broker) -> No
         b"SUBSCRIBE\nid:0\ndestination:/topic/#\n\n\x00SEND\ndestination:/topic/a\n\nhal"
     )
     client.transport.loseConnection()
-    assert len(broker.topics) == 0
+    assert len(broker.engine.topics) == 0
     assert broker.connections == set()
     assert clock.getDelayedCalls() == []

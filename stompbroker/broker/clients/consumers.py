@@ -25,10 +25,11 @@ from twisted.internet.defer import Deferred
 
 from stompbroker.broker.clients.connections import ConnectionRegistry
 from stompbroker.broker.clients.transactions import Transactions
+from stompbroker.broker.engine.capabilities import require
 from stompbroker.broker.features.browsing import browse, check_browser, is_browser
-from stompbroker.broker.features.retainer import retained_copies
 from stompbroker.broker.features.selecting import subscription_selector
-from stompbroker.broker.queueing.consumer_choice import parse_consumer_options
+from stompbroker.broker.features.selectors import Selector
+from stompbroker.broker.queueing.consumer_choice import ConsumerOptions, parse_consumer_options
 from stompbroker.broker.queueing.delivery import Consumer, DeliveryPolicy
 from stompbroker.broker.routing.destinations import (
     STREAM_PREFIX,
@@ -67,8 +68,8 @@ class Consumers:
         self._states = registry.states
         self._held_in = transactions.held_in
         self._policy = policy
-        self._traffic = engine.traffic
-        self._retained = engine.retained
+        self._traffic = engine.bookkeeping().traffic
+        self._capabilities = engine.capabilities()
 
     # -- subscriptions -----------------------------------------------------------------
 
@@ -104,11 +105,10 @@ class Consumers:
             validate_pattern(destination)
             # Retained messages first, before anything published from now on.
             retained: list[Message] = []
-            if self._retained is not None and (
-                subscriber.durable is None or subscriber.durable not in engine.durable
+            if self._capabilities.retain and (
+                subscriber.durable is None or engine.find_durable(subscriber.durable) is None
             ):
-                now = engine.clock.seconds()
-                retained = retained_copies(self._retained, destination, selector, now)
+                retained = engine.retained_copies(destination, selector)
             if subscriber.durable is not None:
                 queue = engine.durable_queue(subscriber.durable, destination)
             elif subscriber.ack_mode == "auto":
@@ -125,6 +125,7 @@ class Consumers:
         elif kind is Kind.QUEUE:
             validate_queue(destination)
             options = parse_consumer_options(subscriber.headers)
+            self._require_shared(options, selector)
             queue = engine.queue(destination)
         elif kind is Kind.TEMP_QUEUE:
             options = parse_consumer_options(subscriber.headers)
@@ -156,6 +157,21 @@ class Consumers:
             selector=selector,
             options=None if options is None or options.is_plain else options,
         )
+
+    def _require_shared(self, options: ConsumerOptions, selector: Selector | None) -> None:
+        """
+        Refuse what the engine's ``/queue/`` destinations cannot do for a consumer
+        (:mod:`~stompbroker.broker.engine.capabilities`).
+
+        :raises NotSupported: for consumer options or a selector it lacks.
+        """
+        capabilities = self._capabilities
+        if options.priority:
+            require(capabilities, "consumer_priority")
+        if options.exclusive or options.single_active:
+            require(capabilities, "exclusive_consumers")
+        if selector is not None:
+            require(capabilities, "selectors_on_queues")
 
     def _browse(self, subscriber: Any, kind: Kind) -> None:
         """

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from stompbroker.broker.engine.capabilities import require
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX, TEMP_QUEUE_PREFIX
-from stompbroker.protocol.errors import InvalidDestination, MalformedFrame, NotSupported
+from stompbroker.protocol.errors import InvalidDestination, MalformedFrame
 from stompbroker.protocol.message import Message
 
 __all__ = ["BROWSER_HEADER", "END_VALUE", "browse", "check_browser", "is_browser"]
@@ -78,12 +79,8 @@ def check_browser(engine: Any, subscriber: Any) -> None:
             "subscribe with browser:true and ack:auto (the default), not"
             f" ack:{subscriber.ack_mode}",
         )
-    if engine.shared_queues and destination.startswith(QUEUE_PREFIX):
-        raise NotSupported(
-            "queue browsers are not supported by the redis engine yet",
-            "this broker runs on the redis engine, whose queues are shared by nodes that"
-            " each see only what they have read (docs/cluster.md)",
-        )
+    if destination.startswith(QUEUE_PREFIX):
+        require(engine.capabilities(), "browse")
 
 
 def browse(engine: Any, queue: Any, subscriber: Any) -> int:
@@ -103,7 +100,7 @@ def browse(engine: Any, queue: Any, subscriber: Any) -> int:
     subscriber.deliver(
         Message(
             queue.destination,
-            engine.ids.new_message_id(),
+            engine.bookkeeping().ids.new_message_id(),
             ((BROWSER_HEADER, END_VALUE),),
             b"",
         )

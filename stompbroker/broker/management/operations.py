@@ -48,7 +48,6 @@ from stompbroker.broker.management.records import (
     UnknownConnection,
     UnknownDestination,
 )
-from stompbroker.broker.queueing.queues import WorkerQueue
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX, STREAM_PREFIX, TOPIC_PREFIX
 from stompbroker.broker.routing.syntax import is_wildcard
 from stompbroker.broker.store.journal import durable_key
@@ -116,7 +115,7 @@ class Management:
         batches (:mod:`stompbroker.broker.flow.traffic`), so that a connection's
         frames, bytes and messages out are up to date, as ``/stats`` makes them.
         """
-        self.broker.traffic.report_deliveries(self.broker.topics)
+        self._engine.report_deliveries()
 
     def close_connection(self, ident: str, reason: str = "") -> ConnectionInfo:
         """
@@ -175,7 +174,9 @@ class Management:
 
     def destinations(self) -> list[DestinationInfo]:
         """:returns: every queue, durable subscription and topic with traffic, by name."""
-        found = [self._queue_info(name, queue) for name, queue in self._engine.queues.items()]
+        here = self._engine.queues_here()
+        found = [self._queue_info(name, queue) for name, queue in here]
+        names = {name for name, _ in here}
         view = self._engine.cluster()
         if view is not None:
             # Queues with no handle here live in the engine's server, for other nodes.
@@ -188,19 +189,19 @@ class Management:
                     consumers=view.consumers(name),
                 )
                 for name, count in view.unread.items()
-                if name.startswith(QUEUE_PREFIX) and name not in self._engine.queues
+                if name.startswith(QUEUE_PREFIX) and name not in names
             )
         found.extend(
             self._queue_info(durable_key(durable), queue)
-            for durable, queue in self._engine.durable.items()
+            for durable, queue in self._engine.durables_here()
         )
         found.extend(
             self._topic_info(name)
-            for name in self._engine.traffic.destinations
+            for name in self.broker.traffic.destinations
             if name.startswith(TOPIC_PREFIX) and not is_wildcard(name)
         )
         found.extend(
-            self._stream_info(name, stream) for name, stream in self._engine.streams.logs.items()
+            self._stream_info(name, stream) for name, stream in self._engine.stream_logs().items()
         )
         found.sort(key=lambda info: info.destination)
         return found
@@ -211,11 +212,11 @@ class Management:
         :raises UnknownDestination: if it is not known now.
         """
         if name.startswith(TOPIC_PREFIX):
-            if name not in self._engine.traffic.destinations or is_wildcard(name):
+            if name not in self.broker.traffic.destinations or is_wildcard(name):
                 raise UnknownDestination(f"no topic {name!r} has had messages")
             return self._topic_info(name, detail=True)
         if name.startswith(STREAM_PREFIX):
-            stream = self._engine.streams.logs.get(name)
+            stream = self._engine.stream_logs().get(name)
             if stream is None:
                 raise UnknownDestination(f"no stream {name!r} has been used")
             return self._stream_info(name, stream, detail=True)
@@ -254,8 +255,8 @@ class Management:
     def _topic_info(self, name: str, detail: bool = False) -> DestinationInfo:
         consumers: list[ConsumerInfo] = []
         in_flight = count = 0
-        for subscriber in self._engine.topics.match(name):
-            if isinstance(subscriber, WorkerQueue):
+        for queue, subscriber in self._engine.topic_subscriptions(name).members:
+            if queue:
                 count += len(subscriber.consumers)
                 in_flight += sum(len(consumer.unacked) for consumer in subscriber.consumers)
                 consumers.extend(self._consumers(subscriber.consumers))

@@ -98,9 +98,9 @@ class QueueOperations:
         """
         durable = parse_durable_key(name)
         if durable is not None:
-            queue = self._engine.durable.get(durable)
+            queue = self._engine.find_durable(durable)
         elif name.startswith((QUEUE_PREFIX, REPLY_QUEUE_PREFIX)):
-            queue = self._engine.queues.get(name)
+            queue = self._engine.find_queue(name)
         elif name.startswith(TOPIC_PREFIX):
             raise InvalidRequest(
                 f"{name!r} is a topic, which holds no messages: its subscriptions' queues do"

@@ -22,7 +22,7 @@ the returning consumer allows goes to the dead-letter queue instead.
 
 Expiry is checked when a message reaches the head of the queue, so an expired
 message is never delivered.  Messages that expire while nobody consumes are
-found by a sweep (:mod:`stompbroker.broker.queueing.expiry_sweep`, a mixin of the queue).
+found by a sweep (:mod:`stompbroker.broker.queueing.expiry_sweep`, an object the queue holds).
 
 Every change of a message's state is one method (:meth:`~WorkerQueue.enqueue`,
 :meth:`~WorkerQueue.dispatch`, :meth:`~WorkerQueue.acknowledge`,
@@ -84,7 +84,7 @@ DeadLetter = Callable[[Message, str, str | None], Any]
 
 
 @implementer(IQueue)
-class WorkerQueue(ExpirySweep):
+class WorkerQueue:
     """
     One queue: ``/queue/NAME``, a temporary queue, or a topic subscription's own.
 
@@ -104,6 +104,12 @@ class WorkerQueue(ExpirySweep):
     :param traffic: the broker's :class:`~stompbroker.broker.flow.traffic.Traffic`
         counters, which hold the queue while it lives and count, per destination,
         what it does with messages; a queue of its own counts in counters of its own.
+    :param owner: the queue its consumers settle with (ACK, NACK, a resumed
+        consumer's dispatch): this one by default; the engine's queue that holds
+        this one as its local state otherwise (a redis engine's stream queue).
+    :param left: called with each message that leaves for good other than by an
+        acknowledgement (expired, dead-lettered), for an owner that must settle
+        it elsewhere too; ``None`` for none.
     """
 
     __slots__ = (
@@ -121,6 +127,9 @@ class WorkerQueue(ExpirySweep):
         "store_key",
         "_traffic",
         "_features",
+        "expiry",
+        "_owner",
+        "_left",
     )
 
     def __init__(
@@ -134,6 +143,8 @@ class WorkerQueue(ExpirySweep):
         journal: Any = None,
         store_key: str | None = None,
         traffic: Traffic | None = None,
+        owner: Any = None,
+        left: Callable[[Message], None] | None = None,
     ) -> None:
         if journal is not None and store_key is None:
             raise ValueError("a queue with a journal needs a store_key")
@@ -147,7 +158,6 @@ class WorkerQueue(ExpirySweep):
         self._policy = policy
         self._counters = counters
         self._dead_letter = dead_letter
-        self._sweep_interval = sweep_interval
         #: Index in ``consumers`` of the one to ask first for the next message.
         self._next = 0
         self._dispatching = False
@@ -155,19 +165,23 @@ class WorkerQueue(ExpirySweep):
         #: message then cannot be handed out either, and is only appended.
         #: Whatever makes room (an ACK, NACK, a resumed or new consumer) dispatches.
         self._stalled = False
-        self._sweep: Any = None
-        self._sweep_at = 0.0
-        self._last_sweep = float("-inf")
+        #: Finds the messages that expire while nobody consumes.
+        self.expiry = ExpirySweep(clock, self._pending, self.expire, sweep_interval)
         self._traffic = traffic if traffic is not None else Traffic()
         self._traffic.queues.add(self)
         #: The :class:`~stompbroker.broker.queueing.dispatch.FeatureDispatch` while one is needed.
         self._features: FeatureDispatch | None = None
+        self._owner = owner if owner is not None else self
+        self._left = left
 
     def __repr__(self) -> str:
         return (
             f"<WorkerQueue {self.destination!r}: {len(self.pending)} pending,"
             f" {len(self.consumers)} consumers>"
         )
+
+    def _pending(self) -> Any:
+        return self.pending
 
     def is_idle(self) -> bool:
         """:returns: whether the queue holds nothing and nobody consumes from it."""
@@ -217,7 +231,7 @@ class WorkerQueue(ExpirySweep):
             (priority, exclusive), or ``None`` for none.
         :returns: its :class:`Consumer`, for acknowledgements.
         """
-        consumer = Consumer(subscriber, self, window, max_redeliveries)
+        consumer = Consumer(subscriber, self._owner, window, max_redeliveries)
         consumer.selector, consumer.options = selector, options
         self.consumers.append(consumer)
         self._features = consumer_added(self, consumer)
@@ -260,7 +274,7 @@ class WorkerQueue(ExpirySweep):
         if self.consumers and not self._stalled:
             self.dispatch()
         if message.expires and self.pending:
-            self._watch_expiry(message.expires)
+            self.expiry.watch(message.expires)
 
     #: Topic fan-out reaches a subscription's queue as it reaches any subscriber.
     deliver = enqueue
@@ -434,6 +448,8 @@ class WorkerQueue(ExpirySweep):
         :param reason: :data:`REJECTED`, :data:`DELIVERY_LIMIT` or :data:`EXPIRED`.
         :returns: what the callable returns: the store write, or ``None``.
         """
+        if self._left is not None:
+            self._left(message)
         return self._dead_letter(message, reason, self.store_key)
 
     def expire(self, message: Message) -> None:
@@ -446,8 +462,11 @@ class WorkerQueue(ExpirySweep):
         self._traffic.count((message,), "messages_expired")
         if self._policy.expired == "dead-letter":
             self.dead_letter(message, EXPIRED)
-        elif message.persistent and self.journal is not None:
+            return
+        if message.persistent and self.journal is not None:
             self.journal.remove(self.store_key, message.message_id)
+        if self._left is not None:
+            self._left(message)
 
     def close(self) -> None:
         """
@@ -468,4 +487,4 @@ class WorkerQueue(ExpirySweep):
             consumer.take_all()
         self.consumers.clear()
         self.pending.clear()
-        self._cancel_sweep()
+        self.expiry.cancel()

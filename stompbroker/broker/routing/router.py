@@ -137,38 +137,40 @@ class Router:
         policy: DeliveryPolicy,
         persistent_queues: bool = False,
     ) -> None:
-        self.persistent_queues = persistent_queues and engine.persistent
+        capabilities = engine.capabilities()
+        self.persistent_queues = persistent_queues and capabilities.persistence
         self._clock = clock
         self._registry = registry
         self._backpressure = backpressure
         self._held_in = transactions.held_in
         self._policy = policy
-        self._acted_on = ACTED_ON_WHEN_PERSISTENT if engine.persistent else ACTED_ON
+        self._acted_on = ACTED_ON_WHEN_PERSISTENT if capabilities.persistence else ACTED_ON
         #: SEND destinations already validated -> their kind.
         self._checked: dict[str, Kind | str] = {}
         #: Composite SEND destinations already checked -> their parts.
         self._composites: dict[str, tuple[tuple[str, Kind], ...]] = {}
-        self._traffic = engine.traffic
-        self._node = engine.ids.node
-        self._message_ids = engine.ids.message_ids
+        books = engine.bookkeeping()
+        self._traffic = books.traffic
+        self._node = books.ids.node
+        self._message_ids = books.ids.message_ids
         self._publish_topic: Callable[[Message], None] = engine.publish_topic
         self._publish_queue: Callable[[Message], None] = engine.publish_queue
         self._publish_reply: Callable[[Message], None] = engine.publish_reply
         self._publish_stream: Route = engine.publish_stream
         self._keep: Callable[[Message], Deferred[None] | None] = engine.keep
         self.scheduling: Scheduling | None = None
-        if engine.scheduled is not None:
-            self.scheduling = Scheduling(clock, engine.scheduled, engine.journal, self.fire)
-        retaining = None
-        if engine.retained is not None:
-            retaining = Retaining(engine.retained, engine.journal)
+        if capabilities.scheduling:
+            self.scheduling = engine.scheduling(self.fire)
+        retaining: Retaining | None = None
+        if capabilities.retain:
+            retaining = engine.retaining()
         self.send_headers = SendHeaders(
             clock,
             registry,
             policy,
             self._acted_on,
             self.persistent_queues,
-            engine.shared_queues,
+            capabilities,
             self.scheduling,
             retaining,
         )

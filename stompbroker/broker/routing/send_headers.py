@@ -28,6 +28,7 @@ from attrs import evolve
 from twisted.internet.defer import Deferred
 
 from stompbroker.broker.clients.connections import ConnectionRegistry
+from stompbroker.broker.engine.capabilities import Capabilities, require
 from stompbroker.broker.features.retained_values import RETAIN_HEADER, parse_retain
 from stompbroker.broker.features.retainer import Retaining
 from stompbroker.broker.features.scheduled_messages import SCHEDULE_HEADERS, parse_schedule
@@ -37,7 +38,6 @@ from stompbroker.broker.queueing.groups import GROUP_HEADER, SEQUENCE_HEADER, pa
 from stompbroker.broker.queueing.priorities import PRIORITY_HEADER, parse_priority
 from stompbroker.broker.routing.destinations import TEMP_QUEUE_PREFIX, Kind
 from stompbroker.broker.routing.expiry import EXPIRY_HEADERS, expiry_time
-from stompbroker.protocol.errors import NotSupported
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
@@ -62,8 +62,7 @@ class SendHeaders:
         :data:`ACTED_ON_WHEN_PERSISTENT` with an engine that keeps persistent
         messages).
     :param persistent_queues: every SEND to a ``/queue/`` is persistent.
-    :param shared_queues: the engine shares its queues between nodes (and keeps
-        no common group owners).
+    :param capabilities: what the engine can do: a SEND it cannot serve is refused.
     :param scheduling: the broker's scheduled messages, or ``None`` if the
         engine cannot schedule.
     :param retaining: what ``retain`` does, or ``None`` if the engine cannot retain.
@@ -78,7 +77,7 @@ class SendHeaders:
         "_policy",
         "_acted_on",
         "_persistent_queues",
-        "_shared_queues",
+        "_capabilities",
         "_scheduling",
     )
 
@@ -89,7 +88,7 @@ class SendHeaders:
         policy: DeliveryPolicy,
         acted_on: frozenset[str],
         persistent_queues: bool,
-        shared_queues: bool,
+        capabilities: Capabilities,
         scheduling: Scheduling | None,
         retaining: Retaining | None,
     ) -> None:
@@ -98,7 +97,7 @@ class SendHeaders:
         self._policy = policy
         self._acted_on = acted_on
         self._persistent_queues = persistent_queues
-        self._shared_queues = shared_queues
+        self._capabilities = capabilities
         self._scheduling = scheduling
         self.retaining = retaining
 
@@ -148,13 +147,8 @@ class SendHeaders:
         group = None
         if GROUP_HEADER in found:
             group = parse_group(found)
-            if self._shared_queues and kind is Kind.QUEUE:
-                raise NotSupported(
-                    "message groups on queues are not supported by the redis engine yet",
-                    "this broker runs on the redis engine, whose queues are shared by nodes"
-                    " that keep no common record of group owners (docs/cluster.md); send"
-                    " without JMSXGroupID",
-                )
+            if kind is Kind.QUEUE:
+                require(self._capabilities, "message_groups")
         timing = None if TIMING.isdisjoint(found) else found
         return tuple(rewritten), expires, persistent, priority, group, timing
 
@@ -179,21 +173,12 @@ class SendHeaders:
         """
         action = None
         if RETAIN_HEADER in timing:
-            if self.retaining is None:
-                raise NotSupported(
-                    "retain is not supported by this engine",
-                    "This broker's engine (Redis) does not keep retained messages;"
-                    " see docs/cluster.md.",
-                )
+            require(self._capabilities, "retain")
             action = parse_retain(timing[RETAIN_HEADER], message.destination)
         scheduling = self._scheduling
         if not SCHEDULE_HEADERS.isdisjoint(timing):
-            if scheduling is None:
-                raise NotSupported(
-                    "scheduled delivery is not supported by this engine",
-                    "This broker's engine (Redis) does not hold scheduled messages;"
-                    " see docs/cluster.md.",
-                )
+            require(self._capabilities, "scheduling")
+            assert scheduling is not None
             if parse_schedule(timing, scheduling.now_ms()) is not None:
                 destination = message.destination
                 if kind is Kind.TEMP_QUEUE:

@@ -23,7 +23,7 @@ ended and answers :meth:`~stompbroker.broker.service.Broker.when_ready`.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
@@ -37,11 +37,28 @@ from stompbroker.broker.store.journal import parse_durable_key
 from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
 
-if TYPE_CHECKING:
-    from stompbroker.broker.engine.local import LocalEngine
-    from stompbroker.broker.queueing.queues import WorkerQueue
-
 log = logger("stompbroker.broker")
+
+
+class Rebuilt(Protocol):
+    """
+    What :func:`rebuild` fills: the in-process engine's queues, durable
+    subscriptions, scheduled and retained messages (its parts, not the
+    :class:`~stompbroker.broker.engine.base.IEngine` the broker sees).
+    """
+
+    clock: Any
+    journal: Any
+    topics: Any
+    durable: dict[tuple[str, str], Any]
+    scheduled: Any
+    retained: Any
+
+    def new_queue(self, destination: str, store_key: str | None = None) -> Any:
+        """:returns: a local queue, registered nowhere."""
+
+    def queue(self, destination: str) -> Any:
+        """:returns: the queue of a ``/queue/`` destination, made on first use."""
 
 
 class Readiness:
@@ -94,7 +111,7 @@ class Readiness:
                 waiter.callback(None)
 
 
-def rebuild(engine: LocalEngine, state: RecoveredState) -> None:
+def rebuild(engine: Rebuilt, state: RecoveredState) -> None:
     """
     Refill queues and rebuild durable subscriptions from what the store holds.
 
@@ -102,7 +119,7 @@ def rebuild(engine: LocalEngine, state: RecoveredState) -> None:
         before it was ready (nothing, when the broker waits as it should).
     :param state: what the store holds.
     """
-    expired: list[tuple[WorkerQueue, Message]] = []
+    expired: list[tuple[Any, Message]] = []
     now = engine.clock.seconds()
     restored = 0
     for subscription in state.subscriptions:
@@ -148,7 +165,7 @@ def rebuild(engine: LocalEngine, state: RecoveredState) -> None:
         )
 
 
-def _reschedule(engine: LocalEngine, records: Iterable[ScheduledRecord]) -> int:
+def _reschedule(engine: Rebuilt, records: Iterable[ScheduledRecord]) -> int:
     """
     Put stored scheduled messages back in the engine's scheduler, due when they were due.
 
@@ -176,7 +193,7 @@ def _reschedule(engine: LocalEngine, records: Iterable[ScheduledRecord]) -> int:
     return count
 
 
-def _retain(engine: LocalEngine, records: Iterable[StoredMessage], now: float) -> int:
+def _retain(engine: Rebuilt, records: Iterable[StoredMessage], now: float) -> int:
     """
     Give stored retained messages back to their topics; forget the expired ones.
 
@@ -208,10 +225,10 @@ def _retain(engine: LocalEngine, records: Iterable[StoredMessage], now: float) -
 
 
 def _refill(
-    queue: WorkerQueue,
+    queue: Any,
     records: Iterable[StoredMessage],
     now: float,
-    expired: list[tuple[WorkerQueue, Message]],
+    expired: list[tuple[Any, Message]],
 ) -> int:
     """
     Enqueue stored messages again, in order, and collect those that have expired.

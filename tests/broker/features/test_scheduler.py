@@ -213,7 +213,7 @@ def test_a_persistent_scheduled_message_is_due_at_the_same_time_after_a_restart(
     setup.clock.advance(2.9)
     assert broker.engine.depth("/queue/jobs") == 0
     setup.clock.advance(0.1)
-    assert [m.body for m in broker.queues["/queue/jobs"].pending] == [b"s"]
+    assert [m.body for m in broker.engine.queues["/queue/jobs"].pending] == [b"s"]
     setup.settle()
     state = setup.stored()
     assert state.scheduled == ()
@@ -264,5 +264,5 @@ def test_a_time_to_live_counts_from_the_delivery() -> None:
     producer = world.client()
     producer.send_frame("SEND", b"x", DELAY + (("expiration", "1000"),), destination="/queue/ttl")
     world.clock.advance(5)
-    [waiting] = world.broker.queues["/queue/ttl"].pending
+    [waiting] = world.broker.engine.queues["/queue/ttl"].pending
     assert waiting.expires == world.clock.seconds() + 1

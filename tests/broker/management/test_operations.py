@@ -25,7 +25,7 @@ from tests.support.persistence import PERSISTENT, Setup, send
 
 def waiting(broker: Broker, destination: str) -> list[bytes]:
     """:returns: the bodies waiting in a queue."""
-    return [message.body for message in broker.queues[destination].pending]
+    return [message.body for message in broker.engine.queues[destination].pending]
 
 
 def test_connections_are_listed_described_and_closed_with_an_operator_error(
@@ -137,7 +137,7 @@ def test_delete_removes_an_idle_queue_and_its_stored_messages(setup: Setup) -> N
     send(broker, "/queue/old", b"a", b"b")
     assert management.queues.delete("/queue/old") == 2
     setup.settle()
-    assert "/queue/old" not in broker.queues
+    assert "/queue/old" not in broker.engine.queues
     assert setup.stored_ids().get("/queue/old", []) == []
     with pytest.raises(UnknownDestination):
         management.destination("/queue/old")
@@ -151,7 +151,7 @@ def test_delete_removes_a_durable_subscription(setup: Setup) -> None:  # noqa: F
     name = durable_key(("app", "audit"))
     assert Management(broker).queues.delete(name) == 1
     setup.settle()
-    assert broker.durable == {}
+    assert broker.engine.durable == {}
     assert setup.stored().subscriptions == ()
 
 
@@ -199,7 +199,7 @@ def test_retry_sends_dead_letters_back_without_their_dead_letter_headers(
     assert management.queues.retry_targets("/queue/DLQ.orders", 10) == {"/queue/orders"}
     assert management.queues.retry("/queue/DLQ.orders", 10) == (1, 0)
     setup.settle()
-    [back] = broker.queues["/queue/orders"].pending
+    [back] = broker.engine.queues["/queue/orders"].pending
     assert back.headers == (*PERSISTENT, ("kind", "x"))
     assert waiting(broker, "/queue/DLQ.orders") == []
     stored = setup.stored_ids()

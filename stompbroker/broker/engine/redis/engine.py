@@ -2,10 +2,12 @@
 :class:`RedisEngine`: the state of destinations in a Redis server shared by
 every node (broker process) started with the same ``--engine`` URL.
 
-It is the local engine (:class:`~stompbroker.broker.engine.local.LocalEngine`)
-for everything that belongs to this node's connections (the topic tree of its
-subscribers, topic subscriptions' own queues, temporary queues) plus Redis for
-what the nodes share:
+It is assembled from the parts the local engine
+(:class:`~stompbroker.broker.engine.local.LocalEngine`) is made of for
+everything that belongs to this node's connections (the topic fan-out to its
+subscribers, :mod:`~stompbroker.broker.engine.fanout`; topic subscriptions' own
+queues and temporary queues, :mod:`~stompbroker.broker.engine.queue_table`),
+plus Redis for what the nodes share:
 
 - **topics**: a SEND is fanned out to this node's subscribers at once, exactly
   as on one node, and ``PUBLISH``\\ ed on the destination's channel.  Every node
@@ -41,14 +43,19 @@ cluster.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.task import LoopingCall
+from zope.interface import implementer
 
-from stompbroker.broker.engine.base import Node
+from stompbroker.broker.engine.base import IEngine, Node
+from stompbroker.broker.engine.capabilities import REDIS, Capabilities, refusal
+from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout
 from stompbroker.broker.engine.figures import ClusterView
-from stompbroker.broker.engine.local import DEFAULT_POLICY, LocalEngine
+from stompbroker.broker.engine.local import DEFAULT_POLICY
+from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
 from stompbroker.broker.engine.redis.codec import (
     Names,
     encode,
@@ -63,9 +70,10 @@ from stompbroker.broker.engine.redis.connection import (
     make_client,
     run,
 )
-from stompbroker.broker.engine.redis.durables import Durables, DurableStreamQueue
+from stompbroker.broker.engine.redis.durables import Durables
 from stompbroker.broker.engine.redis.figures import FIGURES_INTERVAL, FiguresExchange
 from stompbroker.broker.engine.redis.listener import listen
+from stompbroker.broker.engine.redis.liveness import Liveness
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.resumes import RedisResumeDirectory
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
@@ -74,10 +82,12 @@ from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX, REPLY_QUEUE_PREFIX
 from stompbroker.broker.routing.ids import Ids
+from stompbroker.broker.streams.log import StreamLog
 from stompbroker.broker.streams.offsets import StreamLimits, StreamStart
 from stompbroker.broker.streams.reader import StreamReader
 from stompbroker.broker.streams.registry import Streams
 from stompbroker.logs import logger
+from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
 __all__ = ["DEFAULT_NODE_TIMEOUT", "RedisEngine"]
@@ -94,7 +104,8 @@ def _nothing(result: Any) -> None:
     return None
 
 
-class RedisEngine(LocalEngine):
+@implementer(IEngine)
+class RedisEngine:
     """
     Destinations shared with every node on the same Redis server and prefix.
 
@@ -110,6 +121,21 @@ class RedisEngine(LocalEngine):
         every write goes through (set by :meth:`open`).
     """
 
+    # The IEngine methods its local parts answer (bind_local_parts), as the
+    # local engine's: topic subscriptions, reply queues, look-ups of handles.
+    add_subscriber: Callable[..., None]
+    remove_subscriber: Callable[..., None]
+    subscription_queue: Callable[..., Any]
+    remove_subscription_queue: Callable[..., None]
+    topic_subscriptions: Callable[..., Any]
+    report_deliveries: Callable[..., None]
+    new_reply_queue: Callable[..., Any]
+    delete_queue: Callable[..., None]
+    find_queue: Callable[..., Any]
+    queues_here: Callable[..., Any]
+    find_durable: Callable[..., Any]
+    durables_here: Callable[..., Any]
+
     def __init__(
         self,
         clock: Any,
@@ -122,21 +148,21 @@ class RedisEngine(LocalEngine):
         counters: DeliveryCounters | None = None,
         stream_limits: StreamLimits | None = None,
     ) -> None:
-        super().__init__(
-            clock,
-            policy=policy,
-            ids=ids,
-            traffic=traffic,
-            counters=counters,
-            stream_limits=stream_limits,
-        )
-        # Redis keeps what it is given (AOF), so persistent headers mean something.
-        self.persistent = True
-        # Refused (docs/cluster.md): one node's memory would hold what every node must see.
-        self.scheduled = None
-        self.retained = None
-        # Every node consumes from the streams: no node sees all consumers.
-        self.shared_queues = True
+        self.clock = clock
+        self.policy = policy
+        self.books = Bookkeeping.of(ids, traffic, counters)
+        self.ids = self.books.ids
+        self.traffic = self.books.traffic
+        self.counters = self.books.counters
+        #: This node's queues: handles on the shared streams of ``/queue/``
+        #: destinations, and local queues for temporary queues.
+        self.table = QueueTable(clock, policy, self.books, shared=self._stream_queue)
+        self.queues: dict[str, Any] = self.table.queues
+        self.durable: dict[tuple[str, str], Any] = self.table.durable
+        self.dead_letters = self.table.dead_letters
+        #: This node's topic subscribers, fed what is sent here and what other nodes publish.
+        self.fanout = TopicFanout(clock, self.books, self.dead_letters, self.table.new_queue)
+        bind_local_parts(self, self.fanout, self.table)
         self.url = url
         self.node_timeout = node_timeout
         self.names = Names(url.prefix)
@@ -160,8 +186,20 @@ class RedisEngine(LocalEngine):
         self.durables = Durables(self)
         #: This node's figures for the others, and theirs (cluster-wide statistics).
         self.figures = FiguresExchange(self)
+        #: This node's liveness key, and the claiming of what dead nodes held.
+        self.liveness = Liveness(self)
         #: Where the nodes find each other's resumable sessions (share_resumption).
         self.resumes: RedisResumeDirectory | None = None
+
+    # -- what it is --------------------------------------------------------------------
+
+    def capabilities(self) -> Capabilities:
+        """:returns: what the shared queues do not do yet (docs/cluster.md)."""
+        return REDIS
+
+    def bookkeeping(self) -> Bookkeeping:
+        """:returns: this node's ids and counters."""
+        return self.books
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -203,12 +241,12 @@ class RedisEngine(LocalEngine):
         # nodes published meanwhile never reaches this node.
         pubsub.connection.register_connect_callback(self._subscribed_again)
         self._listener = self.loop.create_task(listen(self, pubsub))
-        await self._announce()
+        await self.liveness.announce()
         await self.durables.load().asFuture(self.loop)
-        beat = LoopingCall(self._beat)
+        beat = LoopingCall(self.liveness.beat)
         beat.clock = self.clock
         beat.start(self.node_timeout / 3, now=False)
-        scan = LoopingCall(self._scan)
+        scan = LoopingCall(self.liveness.scan)
         scan.clock = self.clock
         scan.start(self.node_timeout / 2, now=False)
         figures = LoopingCall(self.figures.tick)
@@ -244,39 +282,17 @@ class RedisEngine(LocalEngine):
             count=self.pubsub_reconnects,
         )
 
-    async def _announce(self) -> None:
-        await self.client.set(
-            self.names.alive(self.ids.node), b"1", px=int(self.node_timeout * 1000)
-        )
-
-    def _beat(self) -> None:
-        """Keep this node's liveness key alive."""
-        self.writer.command(
-            "SET", self.names.alive(self.ids.node), b"1", "PX", int(self.node_timeout * 1000)
-        )
-
-    # A remote engine answers later: IEngine.nodes allows a Deferred.
-    def nodes(self) -> Deferred[list[Node]]:  # type: ignore[override]
+    def nodes(self) -> Deferred[list[Node]]:
         """
-        :returns: a Deferred firing with every node whose liveness key is in the
-            server now (this one first), for ``GET /api/nodes``; a node killed
-            drops out within ``--node-timeout``.
+        :returns: a Deferred firing with every live node, this one first
+            (:meth:`~stompbroker.broker.engine.redis.liveness.Liveness.nodes`).
         """
-        return run(self.loop, self._live_nodes())
-
-    async def _live_nodes(self) -> list[Node]:
-        prefix = self.names.alive("")
-        names = [
-            (key.decode() if isinstance(key, bytes) else key)[len(prefix) :]
-            async for key in self.client.scan_iter(match=self.names.nodes(), count=100)
-        ]
-        here = self.ids.node
-        ordered = sorted(names, key=lambda name: (name != here, name))
-        return [Node(name, name == here, "redis") for name in ordered]
+        return self.liveness.nodes()
 
     def _writer(self) -> Any:
         """:returns: the writer (made when the engine opens)."""
         return self.writer
+
     def share(self, figures: Any) -> None:
         """Share what ``figures()`` returns with the other nodes, every second."""
         self.figures.source = figures
@@ -292,24 +308,6 @@ class RedisEngine(LocalEngine):
     def cluster(self) -> ClusterView:
         """:returns: the latest view of the other nodes and of what waits unread in Redis."""
         return self.figures.view
-
-    def _scan(self) -> None:
-        """
-        Look for what dead nodes held in the queues this node consumes from, and
-        trim the streams it knows for age, and read the registry of durable
-        subscriptions again.
-        """
-        self.redis_streams.trim()
-        self.durables.load().addErrback(self._scan_failed, "the durable subscriptions")
-        for queue in [*self.queues.values(), *self.durables.queues.values()]:
-            if isinstance(queue, StreamQueue) and queue.consumers:
-                claimed = run(self.loop, queue.claim_from_dead())
-                claimed.addErrback(self._scan_failed, queue.destination)
-
-    def _scan_failed(self, failure: Any, destination: str) -> None:
-        if failure.check(RedisUnreachable, *CONNECTION_ERRORS):
-            return
-        log.failure("claiming {queue} from dead nodes failed", failure, queue=destination)
 
     def stop(self, drained: Deferred[None]) -> Deferred[None]:
         """
@@ -364,7 +362,7 @@ class RedisEngine(LocalEngine):
         """
         if not self.writer.connected:
             self._check_connected()
-        LocalEngine.publish_topic(self, message)
+        self.fanout.publish(message)
         if not (message.expires and message.expires <= self.clock.seconds()):
             payload = encode(self.ids.node, message)
             self.writer.publish(self.names.topic(message.destination), payload)
@@ -389,11 +387,11 @@ class RedisEngine(LocalEngine):
     def publish_reply(self, message: Message) -> None:
         """Put a reply on its temporary queue, here or on the node that owns it."""
         if message.destination in self.queues:
-            LocalEngine.publish_reply(self, message)
+            self.table.publish_reply(message)
             return
         owner = _reply_queue_node(message.destination)
         if owner is None or owner == self.ids.node:
-            LocalEngine.publish_reply(self, message)
+            self.table.publish_reply(message)
             return
         self._check_connected()
         self.traffic.published(message)
@@ -428,28 +426,53 @@ class RedisEngine(LocalEngine):
 
     # -- queues ------------------------------------------------------------------------------
 
+    def _stream_queue(self, destination: str) -> StreamQueue:
+        return StreamQueue(destination, self)
+
     def queue(self, destination: str) -> Any:
         """:returns: this node's handle on a ``/queue/`` destination's stream."""
-        queue = self.queues.get(destination)
-        if queue is None:
-            queue = self.queues[destination] = StreamQueue(destination, self)
-        return queue
+        return self.table.queue(destination)
+
+    def depth(self, destination: str) -> int:
+        """:returns: how many messages this node has read of ``destination`` and not handed out."""
+        return self.table.depth(destination)
+
+    def transfer(
+        self,
+        queue: Any,
+        count: int,
+        route: Callable[[Message], tuple[str, Headers] | None],
+        copy: bool = False,
+    ) -> int:
+        """Move (or copy) what this node has read of ``queue`` and not handed out."""
+        return self.table.transfer(queue, count, route, copy, self.keep, self.publish_topic)
 
     def release_queue(self, queue: Any) -> None:
         """
         A consumer has left: drop this node's handle when it has no consumers left
         (the queue lives on in Redis).
         """
-        if isinstance(queue, DurableStreamQueue):
-            if not queue.consumers:
-                queue.close()
-            return
         if isinstance(queue, StreamQueue):
             if not queue.consumers:
-                self.queues.pop(queue.destination, None)
+                if queue.durable is None:
+                    self.queues.pop(queue.destination, None)
                 queue.close()
             return
-        super().release_queue(queue)
+        self.table.release(queue)
+
+    # -- refused (capabilities()) ------------------------------------------------------------
+
+    def scheduling(self, fire: Any) -> Any:
+        """:raises NotSupported: scheduled messages are not shared yet."""
+        raise refusal("scheduling")
+
+    def retaining(self) -> Any:
+        """:raises NotSupported: retained messages are not shared yet."""
+        raise refusal("retain")
+
+    def retained_copies(self, pattern: str, selector: Any) -> list[Message]:
+        """:returns: nothing: retained messages are not shared yet."""
+        return []
 
     # -- durable subscriptions -------------------------------------------------------------
 
@@ -468,6 +491,10 @@ class RedisEngine(LocalEngine):
     def stream_reader(self, destination: str, start: StreamStart) -> StreamReader:
         """:returns: a cursor on the shared stream at ``start`` (see :mod:`.streams`)."""
         return self.redis_streams.reader(destination, start)
+
+    def stream_logs(self) -> dict[str, StreamLog]:
+        """:returns: the ``/stream/`` destinations this node mirrors -> their logs."""
+        return self.streams.logs
 
     def durable_queue(self, durable: tuple[str, str], pattern: str) -> Any:
         """

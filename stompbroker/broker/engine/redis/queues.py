@@ -6,8 +6,8 @@ for it, a consumer named after the node in the stream's one group.  The queue
 reads (``XREADGROUP ... >``) only as many entries as its local consumers have
 room for in their windows, less what it holds already, so a node never takes
 more than it can hand out: each message goes to one consumer cluster-wide, and
-prefetch windows mean what they mean on one node.  What it reads goes through
-the local :class:`~stompbroker.broker.queueing.queues.WorkerQueue` logic it inherits:
+prefetch windows mean what they mean on one node.  What it reads goes into a
+local :class:`~stompbroker.broker.queueing.queues.WorkerQueue` it holds:
 round-robin, windows, ack modes, NACK and redelivery counts, dead letters,
 expiry.  Settling a message ends its entry (``XACK`` and ``XDEL``, in one
 pipeline with the writes around it).
@@ -24,18 +24,22 @@ sees that its liveness key has expired and claims them (``XCLAIM``; see
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Any
 
 from redis.exceptions import ResponseError
 from twisted.internet.defer import Deferred
+from zope.interface import implementer
 
+from stompbroker.broker.engine.base import IQueue
 from stompbroker.broker.engine.redis.codec import decode, encode
 from stompbroker.broker.engine.redis.connection import BACKOFF_BASE, BACKOFF_CAP, CONNECTION_ERRORS
 from stompbroker.broker.features.selectors import Selector
 from stompbroker.broker.queueing.delivery import Consumer
 from stompbroker.broker.queueing.queues import WorkerQueue
+from stompbroker.broker.store.journal import durable_key
 from stompbroker.logs import logger
-from stompbroker.protocol.errors import NotSupported
+from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
 __all__ = ["StreamQueue"]
@@ -56,27 +60,68 @@ def _not_stored(failure: Any) -> bool:
     return False
 
 
-class StreamQueue(WorkerQueue):
+@implementer(IQueue)
+class StreamQueue:
     """
-    This node's handle on a queue whose messages live in a Redis stream.
+    This node's handle on a queue whose messages live in a Redis stream: a
+    ``/queue/`` destination's, or a durable subscription's backlog.
 
-    :param destination: the ``/queue/`` destination.
+    It holds a local :class:`~stompbroker.broker.queueing.queues.WorkerQueue`
+    (:attr:`local`) for what it has read: that queue's consumers settle with
+    this handle (it is their ``owner``), and tell it of each message that
+    leaves for good otherwise (``left``), so each settled message ends its
+    entry here.
+
+    :param destination: the ``/queue/`` destination, or a durable
+        subscription's topic pattern.
     :param engine: the :class:`~stompbroker.broker.engine.redis.engine.RedisEngine`.
+    :param durable: ``(client-id, name)`` for a durable subscription's backlog.
+
+    :ivar local: the local queue of what this node has read and not settled.
+    :ivar durable: ``(client-id, name)``, or ``None`` for a ``/queue/``.
+    :ivar key: the durable subscription's key in the registry, or ``None``.
     """
 
-    __slots__ = ("_engine", "_stream", "_entries", "_reader", "_wake", "_closed", "_settled")
+    __slots__ = (
+        "destination",
+        "local",
+        "durable",
+        "key",
+        "_engine",
+        "_traffic",
+        "_stream",
+        "_entries",
+        "_reader",
+        "_wake",
+        "_closed",
+        "_settled",
+    )
 
-    def __init__(self, destination: str, engine: Any) -> None:
-        super().__init__(
+    #: No message store: Redis keeps its messages (see the local queue's).
+    store_key = None
+
+    def __init__(
+        self, destination: str, engine: Any, durable: tuple[str, str] | None = None
+    ) -> None:
+        self.destination = destination
+        self.local = WorkerQueue(
             destination,
             engine.clock,
             engine.policy,
             engine.counters,
             engine.dead_letters.dead_letter,
             traffic=engine.traffic,
+            owner=self,
+            left=self._settle,
         )
+        self.durable = durable
+        self.key = None if durable is None else durable_key(durable)
         self._engine = engine
-        self._stream = engine.names.queue(destination)
+        self._traffic = engine.traffic
+        names = engine.names
+        self._stream: str = (
+            names.queue(destination) if self.key is None else names.durable(self.key)
+        )
         #: message-id -> its stream entry id, for what this node has read and not settled.
         self._entries: dict[str, bytes] = {}
         self._reader: asyncio.Task[None] | None = None
@@ -86,10 +131,48 @@ class StreamQueue(WorkerQueue):
         self._settled: list[bytes] = []
 
     def __repr__(self) -> str:
+        if self.key is not None:
+            return f"<StreamQueue {self.key!r} on {self.destination!r}>"
         return (
             f"<StreamQueue {self.destination!r}: {len(self.pending)} read here,"
             f" {len(self.consumers)} consumers>"
         )
+
+    @property
+    def stream(self) -> str:
+        """The Redis key of its stream."""
+        return self._stream
+
+    @property
+    def pending(self) -> Any:
+        """What this node has read and not handed out, in order."""
+        return self.local.pending
+
+    @property
+    def consumers(self) -> list[Consumer]:
+        """This node's consumers."""
+        return self.local.consumers
+
+    # -- what an operator may see and take (of what this node has read) -------------
+
+    def is_idle(self) -> bool:
+        """:returns: whether this node holds nothing of it and consumes nothing."""
+        return self.local.is_idle()
+
+    def browse(self, count: int) -> list[Message]:
+        """:returns: the first ``count`` messages this node has read and not handed out."""
+        return self.local.browse(count)
+
+    def purge(self) -> int:
+        """Discard what this node has read and not handed out (see the local queue's)."""
+        return self.local.purge()
+
+    def deliver_copies(self, body: bytes, headers: Headers, message_ids: Iterator[str]) -> int:
+        """Give each local consumer with room a copy of a message (``/queue/monitor``)."""
+        return self.local.deliver_copies(body, headers, message_ids)
+
+    def count_deliveries(self, count: int, tails: dict[str, int]) -> None:
+        """Nothing to count: the local queue counts its deliveries as it hands them out."""
 
     # -- what goes into the stream ---------------------------------------------------
 
@@ -103,16 +186,16 @@ class StreamQueue(WorkerQueue):
         engine = self._engine
         engine.writer.command("XADD", self._stream, "*", "m", encode(engine.ids.node, message))
 
+    def deliver(self, message: Message) -> None:
+        """As :meth:`enqueue` (a topic's fan-out reaching a queue)."""
+        self.enqueue(message)
+
     def _was_closed(self) -> bool:
         """
         Whether the queue was closed meanwhile: read through a call so that a check
         made before an ``await`` is not taken (by mypy) to still hold after it.
         """
         return self._closed
-
-    def deliver(self, message: Message) -> None:
-        """As :meth:`enqueue` (a topic's fan-out reaching a queue)."""
-        self.enqueue(message)
 
     # -- consumers ------------------------------------------------------------------------
 
@@ -128,28 +211,13 @@ class StreamQueue(WorkerQueue):
         """
         Start handing messages to a local subscriber; the first starts the reading.
 
-        :raises NotSupported: for a selector: a node reads messages as its
-            consumers' windows allow, so one that no local selector accepts would
-            wait on this node while consumers elsewhere could take it; and for
-            consumer options (priority, exclusive, single-active), which would
-            need every node's consumers in one place to be kept.
+        The broker gives it no selector and no consumer options: the engine's
+        capabilities lack them (:data:`~stompbroker.broker.engine.capabilities.REDIS`),
+        since a node reads as its own consumers' windows allow and chooses among
+        them only.  Counted in the statistics again after a consumerless spell.
         """
-        if options is not None:
-            raise NotSupported(
-                "consumer priorities and exclusive consumers are not supported by the"
-                " redis engine yet",
-                "this broker runs on the redis engine, whose queues are shared by nodes"
-                " that each choose among their own consumers only (docs/cluster.md); drop"
-                " activemq.priority, x-priority, activemq.exclusive and"
-                " x-single-active-consumer",
-            )
-        if selector is not None:
-            raise NotSupported(
-                "selectors on queues are not supported by the redis engine yet",
-                "this broker runs on the redis engine, whose queues take no selector yet"
-                " (docs/cluster.md); selectors on topics work",
-            )
-        consumer = super().add_consumer(subscriber, window, max_redeliveries)
+        self._traffic.queues.add(self.local)
+        consumer = self.local.add_consumer(subscriber, window, max_redeliveries)
         self._closed = False
         if self._reader is None:
             self._reader = self._engine.loop.create_task(self._read())
@@ -161,14 +229,15 @@ class StreamQueue(WorkerQueue):
         Stop handing messages to a consumer; what it holds goes to the other local
         consumers, or back to the stream if it was the last.
         """
-        super().remove_consumer(consumer)
+        self.local.remove_consumer(consumer)
+        self._wake.set()
         if not self.consumers:
             self._give_back(list(self.pending))
             self.pending.clear()
 
     def dispatch(self) -> None:
         """Hand out what was read, and let the reader read more if there is room."""
-        super().dispatch()
+        self.local.dispatch()
         self._wake.set()
 
     # -- settling ---------------------------------------------------------------------
@@ -180,7 +249,8 @@ class StreamQueue(WorkerQueue):
         :returns: for persistent ones, a Deferred that fires with whether Redis
             has the acknowledgement (so that the ACK's RECEIPT means it).
         """
-        super().acknowledge(consumer, messages)
+        self.local.acknowledge(consumer, messages)
+        self._wake.set()
         persistent = False
         for message in messages:
             self._settle(message)
@@ -192,16 +262,17 @@ class StreamQueue(WorkerQueue):
             return [waited.addCallbacks(_stored, _not_stored)]
         return []
 
-    def dead_letter(self, message: Message, reason: str) -> Any:
-        """Move a message to its dead-letter queue's stream, and end its entry here."""
-        super().dead_letter(message, reason)
-        self._settle(message)
-        return None
+    def requeue(self, consumer: Consumer, messages: list[Message]) -> list[Any]:
+        """Return messages to the local queue's head (see the local queue's)."""
+        written = self.local.requeue(consumer, messages)
+        self._wake.set()
+        return written
 
-    def expire(self, message: Message) -> None:
-        """Count (or dead-letter) an expired message, and end its entry."""
-        super().expire(message)
-        self._settle(message)
+    def reject(self, messages: list[Message]) -> list[Any]:
+        """Dead-letter messages a consumer refused for good (see the local queue's)."""
+        written = self.local.reject(messages)
+        self._wake.set()
+        return written
 
     def _settle(self, message: Message) -> None:
         """End a message's entry, with the others settled in this turn of the loop."""
@@ -243,8 +314,8 @@ class StreamQueue(WorkerQueue):
         self._give_back(held)
         self.consumers.clear()
         self.pending.clear()
-        self._traffic.queues.discard(self)
-        self._cancel_sweep()
+        self._traffic.queues.discard(self.local)
+        self.local.expiry.cancel()
         self._closed = True
         self._wake.set()
 
@@ -268,7 +339,7 @@ class StreamQueue(WorkerQueue):
             if redelivered is not None:
                 message.redeliveries += redelivered.get(entry_id, 1)
             self._entries[message.message_id] = entry_id
-            WorkerQueue.enqueue(self, message)
+            self.local.enqueue(message)
 
     async def _read(self) -> None:
         """Read for the local consumers while there are any."""
