@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import http.client
 import json
 import os
 import urllib.error
@@ -35,22 +36,14 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 from urllib.parse import quote
 
+from stompbroker.app.command_errors import Refused, Unreachable
+
 __all__ = ["DEFAULT_URL", "add_commands", "run"]
 
 DEFAULT_URL = "http://127.0.0.1:15674"
 #: Seconds to wait for the broker.
 TIMEOUT = 30.0
 
-EXIT_REFUSED = 1
-EXIT_UNREACHABLE = 3
-
-
-class Refused(Exception):
-    """The API answered with an error; the message says what it was."""
-
-
-class Unreachable(Exception):
-    """The broker's web port could not be reached."""
 
 
 def _common() -> argparse.ArgumentParser:
@@ -148,7 +141,7 @@ class Client:
     def __init__(
         self, url: str, user: str | None, password: str | None, token: str | None = None
     ) -> None:
-        self.url = url.rstrip("/")
+        self.url = base_url(url)
         self._authorization = None
         if token:
             self._authorization = f"Bearer {token}"
@@ -181,6 +174,26 @@ class Client:
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
             raise Unreachable(f"cannot reach {self.url}: {reason}") from None
+        except http.client.HTTPException as error:
+            raise Unreachable(
+                f"{self.url} does not answer HTTP ({type(error).__name__}): --url takes the"
+                " broker's web port (--http, 15674 by default), not its STOMP port"
+            ) from None
+
+
+def base_url(url: str) -> str:
+    """
+    :param url: ``--url`` as given: ``http://HOST:PORT`` or ``https://...``, or
+        ``HOST:PORT`` alone, which means ``http://HOST:PORT``.
+    :returns: the URL without a trailing ``/``.
+    :raises Refused: for a scheme other than ``http`` or ``https``.
+    """
+    scheme, separator, _ = url.partition("://")
+    if not separator:
+        return f"http://{url}".rstrip("/")
+    if scheme.lower() not in ("http", "https"):
+        raise Refused(f"--url takes http://HOST:PORT or https://HOST:PORT, got {url!r}")
+    return url.rstrip("/")
 
 
 def _segment(destination: str) -> str:
@@ -336,16 +349,11 @@ def run(arguments: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
     """
     Run one management subcommand.
 
-    :returns: the exit status (see the module notes).
+    :returns: 0; a failure raises.
+    :raises CommandFailed: :class:`Refused` or :class:`Unreachable`, which
+        :func:`stompbroker.app.cli.main` prints.
     """
-    try:
-        answer, show = _do(arguments, _client(arguments), stdin)
-    except Refused as error:
-        print(f"stompbroker {arguments.command}: {error}", file=stderr)
-        return EXIT_REFUSED
-    except Unreachable as error:
-        print(f"stompbroker {arguments.command}: {error}", file=stderr)
-        return EXIT_UNREACHABLE
+    answer, show = _do(arguments, _client(arguments), stdin)
     if arguments.json:
         json.dump(answer, stdout, indent=1)
         print(file=stdout)

@@ -106,7 +106,14 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         engine=engine,
         stream_limits=None if engine is not None else options["stream-limits"],
     )
-    top = BrokerService(broker, on_failure=lambda failure: exit_with_error(reactor, failure))
+    exporter = None
+    if options["stats-dir"] is not None:
+        exporter = StatsExporter(Path(options["stats-dir"]).absolute(), reactor.seconds)
+    top = BrokerService(
+        broker,
+        on_failure=lambda failure: exit_with_error(reactor, failure),
+        checks=[exporter.check] if exporter is not None else [],
+    )
     resumption = None
     if options["resume-window"]:
         # One book for every listener: a client may drop over one and come back over another.
@@ -136,10 +143,12 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         ReloadOnHangup(options["access-control"], reactor).setServiceParent(top)
     raise_descriptor_limit(options["max-connections"])
     factory = stomp_server_factory(broker, reactor, config)
+    # The banner says what listens where; not "Starting factory <... object at 0x...>".
+    factory.noisy = False
     adopted = adopted_ports()
     for description in options["listen"]:
         _listen(top, reactor, f"stomp {description}", description, factory, adopted)
-    live = _add_stats(top, broker, reactor, options)
+    live = _add_stats(top, broker, reactor, options, exporter)
     if options["gc-threshold"]:
         # A child like the listeners: it starts once recovery is over.
         CollectorTuning(options["gc-threshold"]).setServiceParent(top)
@@ -213,17 +222,23 @@ def _api_portal(options: Options) -> Portal | None:
     return make_portal(checkers) if checkers else None
 
 
-def _add_stats(top: MultiService, broker: Broker, reactor: Any, options: Options) -> LiveStats:
+def _add_stats(
+    top: MultiService,
+    broker: Broker,
+    reactor: Any,
+    options: Options,
+    exporter: StatsExporter | None,
+) -> LiveStats:
     """
-    Add the statistics services to ``top``: the live one, and with ``--stats-dir`` the export.
+    Add the statistics services to ``top``: the live one, and with ``--stats-dir``
+    (``exporter``) the export.
 
     :returns: the live service, which the web port's stats pages read.
     """
     model = StatsModel(broker, reactor)
     live = LiveStats(model, options["monitor-interval"])
     live.setServiceParent(top)
-    if options["stats-dir"] is not None:
-        exporter = StatsExporter(Path(options["stats-dir"]).absolute(), reactor.seconds)
+    if exporter is not None:
         StatsExport(model, exporter, options["stats-interval"]).setServiceParent(top)
     return live
 
