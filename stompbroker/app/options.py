@@ -419,6 +419,7 @@ class Options(EngineOptions, StreamOptions, ConfigFileOptions, strcred.AuthOptio
         """Check CONNECT's login and passcode: passwd:FILE, jwt:jwks=FILE:audience=AUD, cert, memory:USER:PASS, unix, ... (repeatable; --help-auth lists them)."""  # noqa: E501
         try:
             super().opt_auth(description)
+            self.setdefault("auth-kinds", []).append(description.split(":", 1)[0])
         except usage.UsageError as error:
             # Only the kind: the rest may hold a password (memory:USER:PASS).
             kind = description.split(":", 1)[0]

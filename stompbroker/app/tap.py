@@ -12,6 +12,7 @@ data directory.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from twisted.cred.portal import Portal
 from twisted.internet import endpoints
 
 from stompbroker import __version__
+from stompbroker.app.banner import banner_lines, log_banner, reactor_name
 from stompbroker.app.gc_tuning import CollectorTuning
 from stompbroker.app.limits import raise_descriptor_limit
 from stompbroker.app.options import Options
@@ -113,6 +115,7 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         broker,
         on_failure=lambda failure: exit_with_error(reactor, failure),
         checks=[exporter.check] if exporter is not None else [],
+        announce=partial(log_banner, banner_lines(options, reactor)),
     )
     resumption = None
     if options["resume-window"]:
@@ -188,11 +191,8 @@ def _engine(options: Options, reactor: Any, policy: DeliveryPolicy) -> Any:
 
 
 def _asyncio_reactor_name(reactor: Any) -> str:
-    """:returns: the ``--reactor`` of workers: the supervisor's own, if it is asyncio's."""
-    loop = getattr(reactor, "_asyncioEventloop", None)
-    if loop is not None and type(loop).__module__.startswith("uvloop"):
-        return "uvloop"
-    return "asyncio"
+    """:returns: the ``--reactor`` of workers: the supervisor's own, if it is uvloop."""
+    return "uvloop" if reactor_name(reactor) == "uvloop" else "asyncio"
 
 
 def _authenticator(options: Options, reactor: Any) -> Authenticator | None:
