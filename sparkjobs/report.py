@@ -16,12 +16,20 @@ self-contained page with charts.  Bad records are counted, kept in
 
 Without ``--master`` it runs where it is launched: ``local[*]`` under plain
 ``python``, the cluster ``spark-submit`` was given otherwise.
+
+Run with plain ``python``, it starts Spark with errors-only logging
+(``quiet-log4j2.properties``) and no progress bars, so that what it prints is
+what it read and where the dashboard is; ``PYSPARK_SUBMIT_ARGS``, when set,
+is left as it is (and ``spark-submit``'s logging is its own).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import sys
+from collections.abc import MutableMapping
 from pathlib import Path
 
 from attrs import frozen
@@ -32,6 +40,8 @@ from sparkjobs.dashboard import write_dashboard
 from sparkjobs.stats_io import build_session, job_parser, read_stats, write_table
 
 DEFAULT_TOP = 10
+#: The log4j 2 configuration of a local session the report starts itself.
+QUIET_LOGGING = Path(__file__).with_name("quiet-log4j2.properties")
 
 
 @frozen
@@ -144,6 +154,28 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def quiet_local_spark(environ: MutableMapping[str, str] = os.environ) -> None:
+    """
+    Make a Spark that this process has yet to start log errors only, and draw no
+    progress bars: the warnings of a local session (the native-hadoop library,
+    windows without partitions) are not a report user's to act on.  Done through
+    ``PYSPARK_SUBMIT_ARGS``, which PySpark reads when it starts its JVM, and only
+    when it is not set already.
+    """
+    if "PYSPARK_SUBMIT_ARGS" in environ:
+        return
+    java_options = f"-Dlog4j2.configurationFile={QUIET_LOGGING.absolute()}"
+    environ["PYSPARK_SUBMIT_ARGS"] = shlex.join(
+        [
+            "--driver-java-options",
+            java_options,
+            "--conf",
+            "spark.ui.showConsoleProgress=false",
+            "pyspark-shell",
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """
     Run the report from the command line.
@@ -155,10 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = parse_args(sys.argv[1:] if argv is None else argv)
     owns_session = SparkSession.getActiveSession() is None
+    if owns_session:
+        quiet_local_spark()
+    dashboard = args.dashboard or str(Path(args.output) / "dashboard.html")
     spark = build_session("stompbroker-report", args.master)
     try:
         result = run_report(
-            spark, args.input, args.output, top=args.top, dashboard_path=args.dashboard
+            spark, args.input, args.output, top=args.top, dashboard_path=dashboard
         )
     finally:
         if owns_session:
@@ -170,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for row in result.bad_record_counts:
         print(f"  bad records: {row['records']} {row['problem']}")
+    print(f"dashboard: {Path(dashboard).absolute()}")
     return 0
 
 

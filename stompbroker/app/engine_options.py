@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from twisted.python import usage
 
+from stompbroker.app.option_values import named, number, whole_number
 from stompbroker.app.workers import shareable
 from stompbroker.broker.engine.redis.url import MEMORY, EngineURLError, parse_engine
 
@@ -21,17 +22,29 @@ DEFAULT_NODE_TIMEOUT = 10.0
 
 
 def _node_timeout(text: str) -> float:
-    value = float(text)
+    value = number(text)
     if not 0.5 <= value < float("inf"):
         raise ValueError(f"must be 0.5 seconds or more, got {text!r}")
     return value
 
 
 def _workers(text: str) -> int:
-    value = int(text)
+    value = whole_number(text)
     if value < 1:
         raise ValueError(f"must be 1 or more, got {text!r}")
     return value
+
+
+def _require_redis() -> None:
+    """
+    :raises usage.UsageError: when redis-py, which the redis engine needs, is not installed.
+    """
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        raise usage.UsageError(
+            "--engine redis://... needs the redis package: pip install 'stompbroker[redis]'"
+        ) from None
 
 
 class EngineOptions(usage.Options):
@@ -70,6 +83,7 @@ class EngineOptions(usage.Options):
             _workers,
         ],
     ]
+    optParameters = named(optParameters)
 
     def check_engine(self) -> None:
         """
@@ -82,6 +96,8 @@ class EngineOptions(usage.Options):
         except EngineURLError as error:
             raise usage.UsageError(str(error)) from None
         self["engine-url"] = url
+        if url is not None:
+            _require_redis()
         if url is None:
             if self["workers"] > 1:
                 raise usage.UsageError(

@@ -21,9 +21,11 @@ from twisted.cred.credentials import IAnonymous, IUsernamePassword
 from twisted.python import usage
 
 from stompbroker import __version__
+from stompbroker.app.config_file import ConfigFileOptions
 from stompbroker.app.engine_options import EngineOptions
 from stompbroker.app.gc_tuning import DEFAULT_THRESHOLD
 from stompbroker.app.option_values import (
+    named,
     non_negative,
     non_negative_seconds,
     parse_heartbeat,
@@ -70,7 +72,9 @@ POLICY = DeliveryPolicy()
 LIMITS = Limits(memory_high=0)
 
 
-class Options(EngineOptions, StreamOptions, WebSocketOptions, strcred.AuthOptionMixin):
+class Options(
+    EngineOptions, StreamOptions, WebSocketOptions, ConfigFileOptions, strcred.AuthOptionMixin
+):
     """The options of ``twistd stompbroker``; ``--auth`` comes from ``strcred``."""
 
     supportedInterfaces = (IUsernamePassword, IAnonymous, ICertificate)
@@ -334,6 +338,7 @@ class Options(EngineOptions, StreamOptions, WebSocketOptions, strcred.AuthOption
             f"Lowest level of the broker's log events: {', '.join(LEVELS)}.",
         ],
     ]
+    optParameters = named(optParameters)
 
     optFlags = [
         [
@@ -413,6 +418,17 @@ class Options(EngineOptions, StreamOptions, WebSocketOptions, strcred.AuthOption
         print(f"stompbroker {__version__}")
         raise SystemExit(0)
 
+    def opt_auth(self, description: str) -> None:
+        """Check CONNECT's login and passcode: passwd:FILE, jwt:jwks=FILE:audience=AUD, cert, memory:USER:PASS, unix, ... (repeatable; --help-auth lists them)."""  # noqa: E501
+        try:
+            super().opt_auth(description)
+            self.setdefault("auth-kinds", []).append(description.split(":", 1)[0])
+        except usage.UsageError as error:
+            # Only the kind: the rest may hold a password (memory:USER:PASS).
+            kind = description.split(":", 1)[0]
+            reason = str(error).removeprefix("Unexpected error: ")
+            raise usage.UsageError(f"--auth {kind}: {reason}") from None
+
     def opt_allow_anonymous(self) -> None:
         """With --auth, also let in clients that send no login."""
         self["allow-anonymous"] = True
@@ -420,7 +436,7 @@ class Options(EngineOptions, StreamOptions, WebSocketOptions, strcred.AuthOption
     def parseOptions(self, options: list[str] | None = None) -> None:
         """Parse, keeping the arguments as given (``--workers`` hands them to its workers)."""
         self.argv = list(sys.argv[1:] if options is None else options)
-        super().parseOptions(options)
+        super().parseOptions(self.argv)
 
     def postOptions(self) -> None:
         self["heartbeat"] = parse_heartbeat(self["heartbeat"])

@@ -12,6 +12,7 @@ data directory.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from twisted.cred.portal import Portal
 from twisted.internet import endpoints
 
 from stompbroker import __version__
+from stompbroker.app.banner import banner_lines, log_banner, reactor_name
 from stompbroker.app.gc_tuning import CollectorTuning
 from stompbroker.app.limits import raise_descriptor_limit
 from stompbroker.app.options import Options
@@ -110,7 +112,15 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         engine=engine,
         stream_limits=None if engine is not None else options["stream-limits"],
     )
-    top = BrokerService(broker, on_failure=lambda failure: exit_with_error(reactor, failure))
+    exporter = None
+    if options["stats-dir"] is not None:
+        exporter = StatsExporter(Path(options["stats-dir"]).absolute(), reactor.seconds)
+    top = BrokerService(
+        broker,
+        on_failure=lambda failure: exit_with_error(reactor, failure),
+        checks=[exporter.check] if exporter is not None else [],
+        announce=partial(log_banner, banner_lines(options, reactor)),
+    )
     resumption = None
     if options["resume-window"]:
         # One book for every listener: a client may drop over one and come back over another.
@@ -140,10 +150,12 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         ReloadOnHangup(options["access-control"], reactor).setServiceParent(top)
     raise_descriptor_limit(options["max-connections"])
     factory = stomp_server_factory(broker, reactor, config)
+    # The banner says what listens where; not "Starting factory <... object at 0x...>".
+    factory.noisy = False
     adopted = adopted_ports()
     for description in options["listen"]:
         _listen(top, reactor, f"stomp {description}", description, factory, adopted)
-    live = _add_stats(top, broker, reactor, options)
+    live = _add_stats(top, broker, reactor, options, exporter)
     if options["gc-threshold"]:
         # A child like the listeners: it starts once recovery is over.
         CollectorTuning(options["gc-threshold"]).setServiceParent(top)
@@ -187,11 +199,8 @@ def _engine(options: Options, reactor: Any, policy: DeliveryPolicy) -> Any:
 
 
 def _asyncio_reactor_name(reactor: Any) -> str:
-    """:returns: the ``--reactor`` of workers: the supervisor's own, if it is asyncio's."""
-    loop = getattr(reactor, "_asyncioEventloop", None)
-    if loop is not None and type(loop).__module__.startswith("uvloop"):
-        return "uvloop"
-    return "asyncio"
+    """:returns: the ``--reactor`` of workers: the supervisor's own, if it is uvloop."""
+    return "uvloop" if reactor_name(reactor) == "uvloop" else "asyncio"
 
 
 def _authenticator(options: Options, reactor: Any) -> Authenticator | None:
@@ -249,9 +258,16 @@ def _api_portal(options: Options) -> Portal | None:
     return make_portal(checkers) if checkers else None
 
 
-def _add_stats(top: MultiService, broker: Broker, reactor: Any, options: Options) -> LiveStats:
+def _add_stats(
+    top: MultiService,
+    broker: Broker,
+    reactor: Any,
+    options: Options,
+    exporter: StatsExporter | None,
+) -> LiveStats:
     """
-    Add the statistics services to ``top``: the live one, and with ``--stats-dir`` the export.
+    Add the statistics services to ``top``: the live one, and with ``--stats-dir``
+    (``exporter``) the export.
 
     :returns: the live service, which the web port's stats pages read.
     """
@@ -263,8 +279,7 @@ def _add_stats(top: MultiService, broker: Broker, reactor: Any, options: Options
     model = StatsModel(broker, reactor, authorization=endpoints[0].figures if endpoints else None)
     live = LiveStats(model, options["monitor-interval"])
     live.setServiceParent(top)
-    if options["stats-dir"] is not None:
-        exporter = StatsExporter(Path(options["stats-dir"]).absolute(), reactor.seconds)
+    if exporter is not None:
         StatsExport(model, exporter, options["stats-interval"]).setServiceParent(top)
     return live
 

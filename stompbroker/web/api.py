@@ -110,6 +110,12 @@ def message_document(message: Message) -> dict[str, Any]:
     }
 
 
+def _operator(identity: Any, request: Request) -> str:
+    """:returns: who calls, as the broker's log names them: ``alice at 10.0.0.5``."""
+    address = request.getClientAddress()
+    return f"{identity.name or 'anonymous'} at {getattr(address, 'host', address)}"
+
+
 def _record(value: Any) -> Any:
     """:returns: an attrs record as JSON, times in ISO-8601."""
     document = attrs.asdict(value)
@@ -215,7 +221,11 @@ class ManagementApi(Resource):
             if len(path) == 2:
                 if method == "DELETE":
                     reason = _query(request, "reason") or ""
-                    return _record(self.management.close_connection(path[1], reason))
+                    return _record(
+                        self.management.close_connection(
+                            path[1], reason, operator=_operator(identity, request)
+                        )
+                    )
                 return _record(self.management.connection(path[1]))
         if top == "detached-sessions" and len(path) in (1, 2):
             self._allow(method, ("DELETE", "GET") if len(path) == 2 else ("GET",))
@@ -224,7 +234,7 @@ class ManagementApi(Resource):
             if len(path) == 1:
                 return _records(detached.list())
             if method == "DELETE":
-                return _record(detached.end(path[1]))
+                return _record(detached.end(path[1], operator=_operator(identity, request)))
             return _record(detached.get(path[1]))
         if top == "destinations":
             if len(path) == 1:
@@ -313,15 +323,17 @@ class ManagementApi(Resource):
         if name.startswith("durable:"):
             pattern = management.destination(name).pattern or name
         self.guard.require(identity, READ if method == "GET" else ADMIN, pattern)
+        operator = _operator(identity, request)
         if action == "":
             if method == "GET":
                 return _record(management.destination(name))
-            return {"destination": name, "deleted": True, "discarded": queues.delete(name)}
+            discarded = queues.delete(name, operator=operator)
+            return {"destination": name, "deleted": True, "discarded": discarded}
         if action == "messages":
             if method == "GET":
                 count = _count(_query(request, "count"), DEFAULT_BROWSE)
                 return [message_document(message) for message in queues.browse(name, count)]
-            return {"destination": name, "purged": queues.purge(name)}
+            return {"destination": name, "purged": queues.purge(name, operator=operator)}
         body = _json_body(request, {"to", "count", "copy"} if action == "move" else {"count"})
         count = _count(body.get("count"), MAX_COUNT)
         if action == "move":
@@ -333,11 +345,11 @@ class ManagementApi(Resource):
                 raise ApiError(400, "bad request", '"copy" must be true or false')
             check_target(to)
             self.guard.require(identity, WRITE, to)
-            moved = queues.move(name, to, count, copy)
+            moved = queues.move(name, to, count, copy, operator=operator)
             return {"destination": name, "to": to, "copy": copy, "moved": moved}
         for target in sorted(queues.retry_targets(name, count)):
             self.guard.require(identity, WRITE, target)
-        retried, left = queues.retry(name, count)
+        retried, left = queues.retry(name, count, operator=operator)
         return {"destination": name, "retried": retried, "left": left}
 
     def _publish(self, identity: Any, request: Request, name: str) -> dict[str, Any]:

@@ -203,12 +203,41 @@ class LocalEngine:
         :returns: a Deferred that fires once the store is closed.
         """
         self.streams.stop()
+        drained.addCallback(self._log_dropped)
         journal = self.journal
         if journal is None:
             return drained
         # Writes the closed store refuses from now on are expected, not news.
         journal.stopping = True
         return drained.addCallback(lambda _: journal.store.close())
+
+    def _log_dropped(self, result: Any) -> Any:
+        """
+        Say, per destination, how many waiting messages this stop loses: those the
+        store does not keep (non-persistent ones, or every one without a store).
+        Called once the clients are gone, so what they held is back in its queue.
+        """
+        held = sorted(self.queues.items())
+        for (client_id, name), queue in sorted(self.durable.items()):
+            held.append((f"{queue.destination} (durable {name!r} of {client_id!r})", queue))
+        stored = self.journal is not None
+        what, why = ("non-persistent ", "") if stored else ("", " (there is no message store)")
+        for destination, queue in held:
+            dropped = sum(1 for message in queue.pending if not self._kept(message))
+            if dropped:
+                log.warn(
+                    "dropped {count} {what}{noun} waiting in {destination} at shutdown{why}",
+                    count=dropped,
+                    what=what,
+                    why=why,
+                    noun="message" if dropped == 1 else "messages",
+                    destination=destination,
+                )
+        return result
+
+    def _kept(self, message: Message) -> bool:
+        """:returns: whether the store keeps ``message`` across a restart."""
+        return message.persistent and self.journal is not None
 
     # -- routing ---------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from stompbroker.broker.management.detached_sessions import DetachedSessions
-from stompbroker.broker.management.queue_operations import QueueOperations, check_target
+from stompbroker.broker.management.queue_operations import OPERATOR, QueueOperations, check_target
 from stompbroker.broker.management.records import (
     ConnectionInfo,
     ConsumerInfo,
@@ -117,17 +117,26 @@ class Management:
         """
         self._engine.report_deliveries()
 
-    def close_connection(self, ident: str, reason: str = "") -> ConnectionInfo:
+    def close_connection(
+        self, ident: str, reason: str = "", *, operator: str = OPERATOR
+    ) -> ConnectionInfo:
         """
         Close a connection: the client gets an ERROR "closed by an operator" (with
         ``reason`` in its body), then the connection closes, as at a shutdown.
+
+        :param operator: who asks, for the log (``alice at 10.0.0.5``).
 
         :returns: what it was just before.
         :raises UnknownConnection: if no open connection has the id ``ident``.
         """
         connection = self._find(ident)
         info = self._describe(connection)
-        log.info("an operator closed connection {id} from {peer}", id=info.id, peer=info.peer)
+        log.info(
+            "{operator} closed connection {id} from {peer}",
+            operator=operator,
+            id=info.id,
+            peer=info.peer,
+        )
         connection.fail(ClosedByOperator(reason))
         return info
 

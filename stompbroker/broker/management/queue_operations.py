@@ -41,6 +41,14 @@ __all__ = ["MAX_COUNT", "QueueOperations", "check_count", "check_target"]
 # The operators' log keeps one namespace, whichever part of the management acts.
 log = logger("stompbroker.broker.management.operations")
 
+#: Who acts, in the log, when the caller does not say.
+OPERATOR = "an operator"
+
+
+def messages(count: int) -> str:
+    """:returns: ``1 message``, ``40 messages``: a count for the log."""
+    return f"{count} message" if count == 1 else f"{count} messages"
+
 #: Most messages one browse, move or retry may take.
 MAX_COUNT = 10_000
 
@@ -125,21 +133,30 @@ class QueueOperations:
         check_count(count)
         return list(self.find(name).browse(count))
 
-    def purge(self, name: str) -> int:
+    def purge(self, name: str, *, operator: str = OPERATOR) -> int:
         """
         Discard what waits in a queue (persistent messages leave the store).
+
+        :param operator: who asks, for the log (``alice at 10.0.0.5``).
 
         :returns: how many messages were discarded.
         :raises UnknownDestination: if there is no such queue now.
         """
         queue = self.find(name)
         purged: int = queue.purge()
-        log.info("an operator purged {count} messages from {name}", count=purged, name=name)
+        log.info(
+            "{operator} purged {messages} from {name}",
+            operator=operator,
+            messages=messages(purged),
+            name=name,
+        )
         return purged
 
-    def delete(self, name: str) -> int:
+    def delete(self, name: str, *, operator: str = OPERATOR) -> int:
         """
         Delete a queue or a durable subscription, with what waits in it.
+
+        :param operator: who asks, for the log.
 
         :returns: how many messages were discarded.
         :raises UnknownDestination: if there is no such queue now.
@@ -159,13 +176,22 @@ class QueueOperations:
         else:
             discarded = queue.purge()
             self._engine.delete_queue(queue)
-        log.info("an operator deleted {name} ({count} messages)", name=name, count=discarded)
+        log.info(
+            "{operator} deleted {name} ({messages})",
+            operator=operator,
+            name=name,
+            messages=messages(discarded),
+        )
         return discarded
 
-    def move(self, name: str, to: str, count: int, copy: bool = False) -> int:
+    def move(
+        self, name: str, to: str, count: int, copy: bool = False, *, operator: str = OPERATOR
+    ) -> int:
         """
         Move (or copy) the first ``count`` waiting messages of a queue to the end
         of another queue, or publish them to a topic, each as a new message.
+
+        :param operator: who asks, for the log.
 
         :returns: how many went.
         :raises UnknownDestination: if there is no such queue now.
@@ -180,9 +206,10 @@ class QueueOperations:
             queue, count, lambda message: (to, message.headers), copy
         )
         log.info(
-            "an operator {action} {count} messages from {name} to {to}",
+            "{operator} {action} {messages} from {name} to {to}",
+            operator=operator,
             action="copied" if copy else "moved",
-            count=moved,
+            messages=messages(moved),
             name=name,
             to=to,
         )
@@ -203,7 +230,7 @@ class QueueOperations:
                 targets.add(origin)
         return targets
 
-    def retry(self, name: str, count: int) -> tuple[int, int]:
+    def retry(self, name: str, count: int, *, operator: str = OPERATOR) -> tuple[int, int]:
         """
         Send the first ``count`` messages of a dead-letter queue back to the
         destinations they were first sent to (their ``original-destination``),
@@ -218,7 +245,13 @@ class QueueOperations:
         queue = self._dead_letter_queue(name)
         considered = min(count, len(queue.pending))
         moved: int = self._engine.transfer(queue, count, _back_to_origin, False)
-        log.info("an operator sent {count} dead letters from {name} back", count=moved, name=name)
+        log.info(
+            "{operator} sent {count} dead {noun} from {name} back",
+            operator=operator,
+            count=moved,
+            noun="letter" if moved == 1 else "letters",
+            name=name,
+        )
         return moved, considered - moved
 
     def _dead_letter_queue(self, name: str) -> Any:
