@@ -144,9 +144,7 @@ def main(
     """
     arguments = _parser().parse_args(argv)
     if arguments.command in admin.COMMANDS:
-        return admin.run(
-            arguments, stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr
-        )
+        return admin.run(arguments, stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr)
     try:
         _COMMANDS[arguments.command](arguments, stdin or sys.stdin, stdout or sys.stdout)
     except (_CommandError, PasswordFileError) as error:

@@ -21,6 +21,7 @@ from twisted.cred.credentials import IAnonymous, IUsernamePassword
 from twisted.python import usage
 
 from stompbroker import __version__
+from stompbroker.app.edge_options import EdgeOptions
 from stompbroker.app.engine_options import EngineOptions
 from stompbroker.app.gc_tuning import DEFAULT_THRESHOLD
 from stompbroker.app.option_values import (
@@ -70,7 +71,7 @@ POLICY = DeliveryPolicy()
 LIMITS = Limits(memory_high=0)
 
 
-class Options(EngineOptions, StreamOptions, WebSocketOptions, strcred.AuthOptionMixin):
+class Options(EngineOptions, StreamOptions, WebSocketOptions, EdgeOptions, strcred.AuthOptionMixin):
     """The options of ``twistd stompbroker``; ``--auth`` comes from ``strcred``."""
 
     supportedInterfaces = (IUsernamePassword, IAnonymous, ICertificate)
@@ -430,6 +431,7 @@ class Options(EngineOptions, StreamOptions, WebSocketOptions, strcred.AuthOption
         self.check_engine()
         self.check_streams(parse_size)
         self.check_websocket()
+        self.check_edge()
         if self["log-level"] not in LEVELS:
             raise usage.UsageError(
                 f"--log-level must be one of {', '.join(LEVELS)}, got {self['log-level']!r}"

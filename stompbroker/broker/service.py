@@ -51,6 +51,8 @@ from stompbroker.broker.clients.transactions import Transactions
 from stompbroker.broker.engine.local import LocalEngine
 from stompbroker.broker.flow.backpressure import BackPressure, MemoryAlarm
 from stompbroker.broker.flow.limits import Limits
+from stompbroker.broker.flow.rate_limiter import RateLimiter
+from stompbroker.broker.flow.rates import RateLimits
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.routing.router import Router
 from stompbroker.broker.store.recovery import Readiness
@@ -59,6 +61,7 @@ from stompbroker.protocol.message import Message
 
 DEFAULT_LIMITS = Limits()
 DEFAULT_POLICY = DeliveryPolicy()
+DEFAULT_RATE_LIMITS = RateLimits()
 
 
 @implementer(IBroker)
@@ -83,6 +86,8 @@ class Broker(Service):
     :param stream_limits: how much each ``/stream/`` keeps
         (:class:`~stompbroker.broker.streams.offsets.StreamLimits`), for the
         default engine; an engine given here brings its own.
+    :param rate_limits: the clients' :class:`~stompbroker.broker.flow.rates.RateLimits`
+        (none by default), applied by :attr:`rates`.
     :raises ValueError: for both a ``store`` and an ``engine``.
 
     :ivar engine: the engine.
@@ -101,6 +106,8 @@ class Broker(Service):
     :ivar block_sender: :meth:`stompbroker.broker.flow.backpressure.BackPressure.block_sender`.
     :ivar count_dropped: :meth:`stompbroker.broker.flow.backpressure.BackPressure.count_dropped`.
     :ivar new_session_id: :meth:`stompbroker.broker.routing.ids.Ids.new_session_id`.
+    :ivar rates: the :class:`~stompbroker.broker.flow.rate_limiter.RateLimiter`; the
+        transports read a metered connection through its gate.
     """
 
     name = "broker"
@@ -122,6 +129,7 @@ class Broker(Service):
         persistent_queues: bool = False,
         engine: Any = None,
         stream_limits: Any = None,
+        rate_limits: RateLimits = DEFAULT_RATE_LIMITS,
     ) -> None:
         if engine is None:
             engine = LocalEngine(clock, policy=policy, store=store, stream_limits=stream_limits)
@@ -136,7 +144,14 @@ class Broker(Service):
         self.topics = engine.topics
         self.queues = engine.queues
         self.durable = engine.durable
-        self.registry = ConnectionRegistry(limits, engine.traffic, engine.ids, engine)
+        self.rates = RateLimiter(clock, rate_limits)
+        self.registry = ConnectionRegistry(
+            limits,
+            engine.traffic,
+            engine.ids,
+            engine,
+            admit=self.rates.admit if rate_limits.connection_rate is not None else None,
+        )
         self.connections = self.registry.connections
         self.backpressure = BackPressure(clock, limits, engine.counters, self.connections)
         #: The :class:`~stompbroker.protocol.resumption.ResumeBook` of the

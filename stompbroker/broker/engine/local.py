@@ -425,9 +425,7 @@ class LocalEngine:
         """:returns: what stands in the tree for ``subscriber``: itself without a selector."""
         if selector is None:
             return subscriber
-        selecting = self._selecting[subscriber] = SelectingSubscriber(
-            subscriber, selector, traffic
-        )
+        selecting = self._selecting[subscriber] = SelectingSubscriber(subscriber, selector, traffic)
         return selecting
 
     def durable_queue(self, durable: tuple[str, str], pattern: str) -> WorkerQueue:

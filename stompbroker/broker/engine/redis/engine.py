@@ -176,9 +176,7 @@ class RedisEngine(LocalEngine):
         self.client = make_client(self.url)
         self._subscriber = make_client(self.url, forever=True)
         node = self.ids.node
-        self.writer = Writer(
-            self.client, self.loop, lambda payloads: pack_batch(node, payloads)
-        )
+        self.writer = Writer(self.client, self.loop, lambda payloads: pack_batch(node, payloads))
 
     def recover(self) -> Deferred[None]:
         """
@@ -277,6 +275,7 @@ class RedisEngine(LocalEngine):
     def _writer(self) -> Any:
         """:returns: the writer (made when the engine opens)."""
         return self.writer
+
     def share(self, figures: Any) -> None:
         """Share what ``figures()`` returns with the other nodes, every second."""
         self.figures.source = figures
@@ -494,4 +493,3 @@ def _reply_queue_node(destination: str) -> str | None:
     if len(parts) == 3 and parts[0] == "tmp":
         return parts[1]
     return None
-
