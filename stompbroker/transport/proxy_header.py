@@ -37,6 +37,8 @@ log = logger("stompbroker.transport.proxy_header")
 
 #: Seconds the balancer has to send the PROXY header after connecting.
 HEADER_TIMEOUT = 10.0
+#: Bytes that tell a v2 header from a v1 one (a v1 header may be shorter, up to its CRLF).
+SIGNATURE_BYTES = 16
 #: The endpoint prefix of Twisted's PROXY-protocol wrapper.
 PREFIX = "haproxy:"
 
@@ -65,6 +67,8 @@ class ProxyHeaderWrapper(HAProxyProtocolWrapper):
         self._pending: _Pending | None = _Pending()
         self.wrappedProtocol = self._pending
         self._timeout: Any = None
+        #: What was read before the wrapper could tell the header's version.
+        self._head: bytes | None = b""
 
     def makeConnection(self, transport: Any) -> None:
         directlyProvides(self, providedBy(transport))
@@ -77,6 +81,16 @@ class ProxyHeaderWrapper(HAProxyProtocolWrapper):
         if pending is None:
             self._protocol.dataReceived(data)
             return
+        head = self._head
+        if head is not None:
+            # Twisted's wrapper tells v1 from v2 on its first read, and drops a
+            # connection whose first read is too short to tell: gather enough.
+            head += data
+            if len(head) < SIGNATURE_BYTES and not (head.startswith(b"PROXY") and b"\r\n" in head):
+                self._head = head
+                return
+            self._head = None
+            data = head
         super().dataReceived(data)
         # Twisted's wrapper keeps what it read of the header here; set once it is whole.
         if self._proxyInfo is None or self._pending is None:
