@@ -16,7 +16,8 @@ client is slowed to its rate, never refused what it sent.
 A connection stays *over* its rate from the chunk that first put a bucket in
 debt until a chunk that leaves every bucket out of debt (the client slowed
 down by itself).  Over for ``over_time`` seconds (when set), it gets an ERROR
-naming the limit, and is closed.
+naming the limit, and is closed: when a chunk comes then, or, if the client
+sent so much in one go that its debt outlasts ``over_time``, when that time is up.
 
 Connections without limits have no gate: the transport hands their chunks to
 the session directly, and rate limiting costs them nothing.
@@ -198,6 +199,7 @@ class ConnectionGate:
         "_login",
         "_over_since",
         "_resume",
+        "_paused",
     )
 
     def __init__(self, limiter: RateLimiter, connection: Any, clock: Any) -> None:
@@ -210,6 +212,8 @@ class ConnectionGate:
         #: When the connection went over its rate, this time; ``None`` while it is not.
         self._over_since: float | None = None
         self._resume: Any = None
+        #: Whether the connection's reading is paused for its rates.
+        self._paused = False
 
     def receive_data(self, data: bytes) -> None:
         """Hand ``data`` to the session, then charge what it held."""
@@ -252,6 +256,7 @@ class ConnectionGate:
         if self._resume is not None and self._resume.active():
             self._resume.cancel()
         self._resume = None
+        self._paused = False
         self._limiter.slowed.discard(self)
         if isinstance(self._login, str) and self._user is not None:
             self._limiter.release_user(self._login)
@@ -271,27 +276,58 @@ class ConnectionGate:
         if login is not None:
             self._user = self._limiter.user_buckets(login, user)
 
+    def _debt(self, now: float) -> tuple[float, tuple[Rate, str, str] | None]:
+        """:returns: the longest wait of the buckets now, and the limit it is for."""
+        wait = 0.0
+        over: tuple[Rate, str, str] | None = None
+        for buckets in (self._own, self._user):
+            if buckets is None:
+                continue
+            for bucket, (unit, option) in zip(
+                (buckets.bytes, buckets.messages), buckets.names, strict=True
+            ):
+                if bucket is not None:
+                    seconds = bucket.take(0, now)
+                    if seconds > wait:
+                        wait, over = seconds, (bucket.rate, unit, option)
+        return wait, over
+
     def _slow(self, wait: float, over: tuple[Rate, str, str], now: float) -> None:
+        """
+        Pause reading until the debt is paid, or until the over time is up, to
+        look again then: a client that sent a lot in one read is still caught.
+        """
         over_since = self._over_since
         if over_since is None:
-            self._over_since = now
-        else:
-            limit = self._limiter.limits.over_time
-            if limit and now - over_since >= limit:
-                self._disconnect(over, limit)
-                return
-        resume = self._resume
-        if resume is None:
+            over_since = self._over_since = now
+        limit = self._limiter.limits.over_time
+        if limit and now - over_since >= limit:
+            self._disconnect(over, limit)
+            return
+        due = now + wait
+        if limit and over_since + limit < due:
+            due = over_since + limit
+        if not self._paused:
+            self._paused = True
             limiter = self._limiter
             limiter.slowed.add(self)
             limiter.slowed_total += 1
             self._connection.pause_reading(RATE)
-            self._resume = self._clock.callLater(wait, self._resume_reading)
-        elif resume.getTime() < now + wait:
-            resume.reset(wait)
+        resume = self._resume
+        if resume is None:
+            self._resume = self._clock.callLater(due - now, self._wake)
+        elif resume.getTime() < due:
+            resume.reset(due - now)
 
-    def _resume_reading(self) -> None:
+    def _wake(self) -> None:
+        """The wait is over: read again if the debt is paid, else slow on (or close)."""
         self._resume = None
+        now = self._clock.seconds()
+        wait, over = self._debt(now)
+        if over is not None:
+            self._slow(wait, over, now)
+            return
+        self._paused = False
         self._limiter.slowed.discard(self)
         self._connection.resume_reading(RATE)
 

@@ -175,3 +175,18 @@ def test_addresses_whose_bucket_filled_again_are_forgotten(clock: Clock) -> None
     clock.advance(5)
     rates.admit("10.9.9.9")
     assert list(rates._addresses) == ["10.9.9.9"]
+
+
+def test_one_read_worth_more_than_the_over_time_is_caught(clock: Clock) -> None:
+    """A debt longer than over_time is looked at again when that time is up: the ERROR then."""
+    broker, factory = broker_and_factory(
+        clock, RateLimits(connection=Rates(messages=Rate(10, 10)), over_time=2.0)
+    )
+    client = Client(factory)
+    client.send_bytes(CONNECT + send(100))
+    clock.advance(1.9)
+    assert not client.closed
+    clock.advance(0.2)
+    assert client.closed
+    assert [frame.command for frame in client.frames()][-1] == "ERROR"
+    assert broker.rates.figures().disconnected == 1
