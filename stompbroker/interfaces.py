@@ -93,7 +93,7 @@ class ISubscriber(Interface):
     )
     durable = Attribute(
         "``(client-id, name)`` of the durable topic subscription it consumes, or"
-        " ``None``; the client-id is ``\"\"`` when the client gave none."
+        ' ``None``; the client-id is ``""`` when the client gave none.'
     )
     headers = Attribute(
         "The SUBSCRIBE frame's headers, name -> value (the first of a repeated"

@@ -22,6 +22,7 @@ from twisted.python import usage
 
 from stompbroker import __version__
 from stompbroker.app.config_file import ConfigFileOptions
+from stompbroker.app.edge_options import EdgeOptions
 from stompbroker.app.engine_options import EngineOptions
 from stompbroker.app.gc_tuning import DEFAULT_THRESHOLD
 from stompbroker.app.option_values import (
@@ -73,7 +74,12 @@ LIMITS = Limits(memory_high=0)
 
 
 class Options(
-    EngineOptions, StreamOptions, WebSocketOptions, ConfigFileOptions, strcred.AuthOptionMixin
+    EngineOptions,
+    StreamOptions,
+    WebSocketOptions,
+    EdgeOptions,
+    ConfigFileOptions,
+    strcred.AuthOptionMixin,
 ):
     """The options of ``twistd stompbroker``; ``--auth`` comes from ``strcred``."""
 
@@ -446,6 +452,7 @@ class Options(
         self.check_engine()
         self.check_streams(parse_size)
         self.check_websocket()
+        self.check_edge()
         if self["log-level"] not in LEVELS:
             raise usage.UsageError(
                 f"--log-level must be one of {', '.join(LEVELS)}, got {self['log-level']!r}"

@@ -20,7 +20,6 @@ from twisted.application.internet import StreamServerEndpointService
 from twisted.application.service import MultiService
 from twisted.cred.credentials import IUsernamePassword
 from twisted.cred.portal import Portal
-from twisted.internet import endpoints
 
 from stompbroker import __version__
 from stompbroker.app.banner import banner_lines, log_banner, reactor_name
@@ -45,6 +44,7 @@ from stompbroker.stats.export import StatsExporter
 from stompbroker.stats.model import StatsModel
 from stompbroker.stats.services import LiveStats, StatsExport
 from stompbroker.stats.setup import RunningSetup, redact_url
+from stompbroker.transport.proxy_header import listening_endpoint
 from stompbroker.transport.tcp import stomp_server_factory
 from stompbroker.transport.websocket import WebSocketConfig
 from stompbroker.web.api import ManagementApi
@@ -111,6 +111,7 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         persistent_queues=options["persistent-queues"],
         engine=engine,
         stream_limits=None if engine is not None else options["stream-limits"],
+        rate_limits=options["rate-limits"],
     )
     exporter = None
     if options["stats-dir"] is not None:
@@ -164,6 +165,7 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
             ping_interval=options["ws-ping-interval"],
             ping_timeout=options["ws-ping-timeout"],
             compression=options["ws-compression-settings"],
+            trusted_proxies=options["trusted-proxies"],
         )
         setup = running_setup(options)
         api = ManagementApi(
@@ -175,7 +177,7 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         root = web_root(
             broker, reactor, config, websocket=websocket, stats=live, api=api, setup=setup
         )
-        site = WebSite(root, reactor=reactor)
+        site = WebSite(root, reactor=reactor, trusted_proxies=options["trusted-proxies"])
         for description in options["http"]:
             _listen(top, reactor, f"http {description}", description, site, adopted)
     return top
@@ -303,7 +305,7 @@ def _listen(
         service.setName(name)
         service.setServiceParent(top)
         return
-    endpoint = endpoints.serverFromString(reactor, description)
+    endpoint = listening_endpoint(reactor, description)
     listener = StreamServerEndpointService(endpoint, factory)
     listener._raiseSynchronously = True
     listener.setName(name)

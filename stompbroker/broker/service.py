@@ -51,6 +51,8 @@ from stompbroker.broker.clients.transactions import Transactions
 from stompbroker.broker.engine.factory import build_engine
 from stompbroker.broker.flow.backpressure import BackPressure, MemoryAlarm
 from stompbroker.broker.flow.limits import Limits
+from stompbroker.broker.flow.rate_limiter import RateLimiter
+from stompbroker.broker.flow.rates import RateLimits
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.routing.router import Router
 from stompbroker.broker.store.recovery import Readiness
@@ -59,6 +61,7 @@ from stompbroker.protocol.message import Message
 
 DEFAULT_LIMITS = Limits()
 DEFAULT_POLICY = DeliveryPolicy()
+DEFAULT_RATE_LIMITS = RateLimits()
 
 
 @implementer(IBroker)
@@ -83,6 +86,8 @@ class Broker(Service):
     :param stream_limits: how much each ``/stream/`` keeps
         (:class:`~stompbroker.broker.streams.offsets.StreamLimits`), for the
         default engine; an engine given here brings its own.
+    :param rate_limits: the clients' :class:`~stompbroker.broker.flow.rates.RateLimits`
+        (none by default), applied by :attr:`rates`.
     :raises ValueError: for both a ``store`` and an ``engine``.
 
     :ivar engine: the engine.
@@ -98,6 +103,8 @@ class Broker(Service):
     :ivar block_sender: :meth:`stompbroker.broker.flow.backpressure.BackPressure.block_sender`.
     :ivar count_dropped: :meth:`stompbroker.broker.flow.backpressure.BackPressure.count_dropped`.
     :ivar new_session_id: :meth:`stompbroker.broker.routing.ids.Ids.new_session_id`.
+    :ivar rates: the :class:`~stompbroker.broker.flow.rate_limiter.RateLimiter`; the
+        transports read a metered connection through its gate.
     """
 
     name = "broker"
@@ -119,6 +126,7 @@ class Broker(Service):
         persistent_queues: bool = False,
         engine: Any = None,
         stream_limits: Any = None,
+        rate_limits: RateLimits = DEFAULT_RATE_LIMITS,
     ) -> None:
         if engine is None:
             engine = build_engine(clock, policy=policy, store=store, stream_limits=stream_limits)
@@ -131,7 +139,14 @@ class Broker(Service):
         books = engine.bookkeeping()
         self.traffic = books.traffic
         self.counters = books.counters
-        self.registry = ConnectionRegistry(limits, books.traffic, books.ids, engine)
+        self.rates = RateLimiter(clock, rate_limits)
+        self.registry = ConnectionRegistry(
+            limits,
+            books.traffic,
+            books.ids,
+            engine,
+            admit=self.rates.admit if rate_limits.connection_rate is not None else None,
+        )
         self.connections = self.registry.connections
         self.backpressure = BackPressure(clock, limits, books.counters, self.connections)
         #: The :class:`~stompbroker.protocol.resumption.ResumeBook` of the

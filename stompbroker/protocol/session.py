@@ -362,13 +362,18 @@ class StompSession(
 
     # -- reading -------------------------------------------------------------------
 
-    def pause_reading(self) -> None:
-        """The broker asks: read no more from this client (memory, or a slow subscriber)."""
-        self._pause_reading(_BY_BROKER)
+    def pause_reading(self, reason: str = _BY_BROKER) -> None:
+        """
+        The broker asks: read no more from this client (memory, or a slow subscriber).
 
-    def resume_reading(self) -> None:
-        """The broker asks: read from this client again."""
-        self._resume_reading(_BY_BROKER)
+        :param reason: why; reading resumes once every reason is gone (a rate limit
+            pauses for ``rate`` while memory may pause for the broker).
+        """
+        self._pause_reading(reason)
+
+    def resume_reading(self, reason: str = _BY_BROKER) -> None:
+        """The broker asks: read from this client again, as far as ``reason`` goes."""
+        self._resume_reading(reason)
 
     def _pause_reading(self, reason: str) -> None:
         if not self._read_pauses:

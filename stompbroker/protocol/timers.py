@@ -176,7 +176,6 @@ class TimersMixin(SessionPart):
         self._fail(
             LimitExceeded(
                 "frame timeout",
-                f"a frame was begun and not completed within {timeout:g} s"
-                " (frame-timeout)",
+                f"a frame was begun and not completed within {timeout:g} s (frame-timeout)",
             )
         )

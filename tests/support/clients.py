@@ -211,8 +211,10 @@ class Bystander(AbstractContextManager["Bystander"]):
 class RawClient:
     """A plain socket that speaks bytes, for input no real client would send."""
 
-    def __init__(self, address: tuple[str, int]) -> None:
-        self.socket = socket.create_connection(address, timeout=5)
+    def __init__(self, address: tuple[str, int], source: str | None = None) -> None:
+        """:param source: the local address to connect from (another loopback address, say)."""
+        bind = None if source is None else (source, 0)
+        self.socket = socket.create_connection(address, timeout=5, source_address=bind)
         self.parser = FrameParser(max_frame_size=1 << 30)
 
     def send(self, data: bytes) -> None:

@@ -269,9 +269,7 @@ class TopicTree(SubscriptionTree[Any]):
 
     __slots__ = ("queues", "_queue_type", "_traffic")
 
-    def __init__(
-        self, queue_type: type | tuple[type, ...], traffic: Traffic | None = None
-    ) -> None:
+    def __init__(self, queue_type: type | tuple[type, ...], traffic: Traffic | None = None) -> None:
         super().__init__()
         self.queues = 0
         self._queue_type = queue_type

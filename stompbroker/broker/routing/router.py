@@ -360,9 +360,7 @@ class Router:
                 writes.append(waiting)
         return messages[0], all_done(writes)
 
-    def _keep_and_route(
-        self, route: Route, message: Message
-    ) -> Deferred[None] | None:
+    def _keep_and_route(self, route: Route, message: Message) -> Deferred[None] | None:
         """
         File a persistent message with the engine, then route it.
 

@@ -160,6 +160,7 @@ class Names:
     def stream_channel(self, destination: str) -> str:
         """:returns: the channel on which a ``/stream/``'s new entries go to every node."""
         return f"{self.prefix}:sc:{destination}"
+
     def durable(self, key: str) -> str:
         """:returns: the stream of a durable subscription, by its key (``durable:[...]``)."""
         return self._durable + key

@@ -130,9 +130,7 @@ async def check_server(client: aioredis.Redis, url: EngineURL) -> str:
         ) from None
     except ResponseError as error:
         if "NOAUTH" in str(error) or "WRONGPASS" in str(error):
-            raise EngineUnavailable(
-                f"Redis at {url.masked} needs a password: {error}"
-            ) from None
+            raise EngineUnavailable(f"Redis at {url.masked} needs a password: {error}") from None
         raise EngineUnavailable(f"Redis at {url.masked} answered: {error}") from None
     except CONNECTION_ERRORS as error:
         raise EngineUnavailable(f"cannot reach Redis at {url.masked}: {error}") from None

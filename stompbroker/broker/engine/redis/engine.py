@@ -214,9 +214,7 @@ class RedisEngine:
         self.client = make_client(self.url)
         self._subscriber = make_client(self.url, forever=True)
         node = self.ids.node
-        self.writer = Writer(
-            self.client, self.loop, lambda payloads: pack_batch(node, payloads)
-        )
+        self.writer = Writer(self.client, self.loop, lambda payloads: pack_batch(node, payloads))
 
     def recover(self) -> Deferred[None]:
         """
@@ -521,4 +519,3 @@ def _reply_queue_node(destination: str) -> str | None:
     if len(parts) == 3 and parts[0] == "tmp":
         return parts[1]
     return None
-
