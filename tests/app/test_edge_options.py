@@ -8,11 +8,11 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
-from stompbroker.broker.flow.rates import Rate, RateLimits, Rates
 from twisted.internet.testing import MemoryReactorClock
 from twisted.python import usage
 
 from stompbroker.app.tap import makeService
+from stompbroker.broker.flow.rates import Rate, RateLimits, Rates
 from tests.support.options import parse
 
 

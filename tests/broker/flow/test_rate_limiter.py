@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from stompbroker.broker.flow.rates import Rate, RateLimits, Rates
 from twisted.cred import strcred
 from twisted.internet.task import Clock
 
+from stompbroker.broker.flow.rates import Rate, RateLimits, Rates
 from stompbroker.broker.service import Broker
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.security.portal import Authenticator, make_portal

@@ -5,6 +5,7 @@ The token bucket and the rate limits' value: pure logic, the time given by the t
 from __future__ import annotations
 
 import pytest
+
 from stompbroker.broker.flow.rates import Rate, RateLimits, Rates, TokenBucket
 
 
