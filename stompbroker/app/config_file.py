@@ -146,7 +146,22 @@ def _settings(option: str, kind: str, value: Any, where: str, key: str) -> list[
 #: ``--config`` itself and ``--version`` are left out.
 SECTIONS: dict[str, OptionSection] = {
     "listeners": OptionSection(
-        {"listen": LIST, "http": LIST, "ws-ping-interval": VALUE, "ws-ping-timeout": VALUE}
+        {
+            "listen": LIST,
+            "http": LIST,
+            "trusted-proxy": LIST,
+            "ws-ping-interval": VALUE,
+            "ws-ping-timeout": VALUE,
+            "ws-compression": FLAG,
+            **dict.fromkeys(
+                [
+                    "ws-compression-min-size",
+                    "ws-compression-window-bits",
+                    "ws-compression-mem-level",
+                ],
+                VALUE,
+            ),
+        }
     ),
     "connections": OptionSection(
         dict.fromkeys(
@@ -179,6 +194,12 @@ SECTIONS: dict[str, OptionSection] = {
                 "memory-high",
                 "memory-low",
                 "shutdown-timeout",
+                "rate-limit-messages",
+                "rate-limit-bytes",
+                "rate-limit-user-messages",
+                "rate-limit-user-bytes",
+                "rate-limit-over-time",
+                "max-connection-rate",
             ],
             VALUE,
         )
