@@ -2,9 +2,10 @@
 The STOMP protocol, sans I/O: frames, the parser, the encoder, the message the
 broker carries, and the session state machine of one client connection
 (``session.py``, ``states.py``) with its parts, a module each: ``lifecycle``,
-``negotiation``, ``credentials``, ``publishing``, ``subscriptions``,
-``receipts`` (over ``write_window``), ``resuming`` (over ``resumption``,
-``resume_buffer`` and ``resume_records``), ``slow_consumer`` (over ``backlog``)
+``negotiation``, ``login``, ``publishing``, ``subscriptions``,
+``receipts`` (over ``write_window``), the ``resume`` subpackage (the session's
+part, the registry of detached sessions, the buffer and the cluster's
+records), ``slow_consumer`` (over ``backlog``)
 and ``timers``, on ``parts`` and ``config``.
 
 May import: the standard library, attrs, zope.interface and

@@ -7,7 +7,7 @@ A session that ends itself (an ERROR, a DISCONNECT's RECEIPT) moves to CLOSING,
 lets go of what it holds, flushes its backlog and asks the transport to close;
 the transport's report that the connection is gone then moves it to CLOSED.  A
 connection lost while connected detaches a resumable session first, so that
-the client may take it up again (:mod:`~stompbroker.protocol.resuming`).
+the client may take it up again (:mod:`~stompbroker.protocol.resume.part`).
 Letting go is safe to repeat: both ways pass through it.
 
 A module of its own so that :mod:`~stompbroker.protocol.session` holds the

@@ -14,7 +14,7 @@ the client's login.
   AUTHENTICATING: it reads nothing more from the socket, and frames that came
   with the CONNECT are held until the answer.  What else a CONNECT may log in
   with (a transport's bearer token or client certificate), and a token login's
-  expiry, are in :mod:`~stompbroker.protocol.credentials`.
+  expiry, are in :mod:`~stompbroker.protocol.login`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Authorization (when ``SessionConfig.access`` is set): every SEND needs the
 ``/queue/a,/topic/b``), checked frame by frame, so that a reloaded
 access file applies to connected clients at once.  ``/control/`` is the
 broker's own: a SEND there never reaches the broker's routing
-(:mod:`stompbroker.protocol.credentials`).  A SEND with a ``reply-to``
+(:mod:`stompbroker.protocol.login`).  A SEND with a ``reply-to``
 naming a temporary queue subscribes the sender to it, as RabbitMQ does.  What
 the broker stores is waited for as :mod:`stompbroker.protocol.receipts` says,
 within the window of :mod:`stompbroker.protocol.write_window`.
@@ -19,8 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 from stompbroker.protocol.config import WRITE
-from stompbroker.protocol.credentials import CONTROL_PREFIX
 from stompbroker.protocol.frames import Frame
+from stompbroker.protocol.login import CONTROL_PREFIX
 from stompbroker.protocol.parts import SessionPart
 from stompbroker.protocol.subscriptions import TEMP_QUEUE_PREFIX
 

@@ -28,12 +28,12 @@ Theory of operation:
 - The session's other jobs are modules of their own, each a mixin of
   :class:`StompSession`: CONNECT, negotiation and login
   (:mod:`~stompbroker.protocol.negotiation`), a token login's expiry and
-  renewal (:mod:`~stompbroker.protocol.credentials`), SEND and transactions
+  renewal (:mod:`~stompbroker.protocol.login`), SEND and transactions
   (:mod:`~stompbroker.protocol.publishing`), the client's subscriptions and ack
   ids (:mod:`~stompbroker.protocol.subscriptions`), receipts and held frames
   (:mod:`~stompbroker.protocol.receipts`), pending store writes (``write_window``),
   slow consumers (``slow_consumer``), timers (``timers``), resumption
-  (``resuming``), and the connection's opening and ending: admission, ERROR,
+  (``resume.part``), and the connection's opening and ending: admission, ERROR,
   close, DISCONNECT (``lifecycle``).  Mixins rather than objects of their own
   because SEND, ACK and delivery pass through several of them for every
   message, and must not pay for a call or an attribute hop between objects;
@@ -50,16 +50,16 @@ from zope.interface import implementer
 
 from stompbroker.interfaces import ConnectionDescription, IConnection
 from stompbroker.protocol.config import SLOW_CONSUMER_POLICIES, SessionConfig
-from stompbroker.protocol.credentials import CredentialsMixin
 from stompbroker.protocol.encoder import encode
 from stompbroker.protocol.errors import ProtocolError, UnexpectedFrame, UnknownCommand
 from stompbroker.protocol.frames import CLIENT_COMMANDS, Frame
 from stompbroker.protocol.lifecycle import LifecycleMixin
+from stompbroker.protocol.login import CredentialsMixin
 from stompbroker.protocol.negotiation import HandshakeMixin
 from stompbroker.protocol.parser import FrameParser
 from stompbroker.protocol.publishing import PublishingMixin
 from stompbroker.protocol.receipts import ReceiptsMixin
-from stompbroker.protocol.resuming import ResumeMixin
+from stompbroker.protocol.resume.part import ResumeMixin
 from stompbroker.protocol.slow_consumer import SlowConsumerMixin
 from stompbroker.protocol.states import Event, State
 from stompbroker.protocol.subscriptions import SubscriptionsMixin

@@ -23,7 +23,7 @@ from zope.interface import implementer
 
 from stompbroker.interfaces import ISubscriber
 from stompbroker.protocol.encoder import message_prefix, message_tail
-from stompbroker.protocol.resumption import STREAM_OFFSET_HEADER
+from stompbroker.protocol.resume.registry import STREAM_OFFSET_HEADER
 
 if TYPE_CHECKING:
     from stompbroker.protocol.session import StompSession
@@ -60,7 +60,7 @@ class SessionSubscription:
 
     #: Whether the subscription stays in the broker while its session is
     #: detached, its messages kept for the client's return
-    #: (:mod:`~stompbroker.protocol.resuming`): ``auto``-ack topic ones do.
+    #: (:mod:`~stompbroker.protocol.resume.part`): ``auto``-ack topic ones do.
     collects_while_detached = True
     #: The hook for stream subscriptions: the ``x-stream-offset`` of the last
     #: message delivered (before any, the one before where its reader
@@ -205,7 +205,7 @@ class StreamSubscription(TrackedSubscription):
     A subscription to a stream (``/stream/NAME``), which remembers the
     ``x-stream-offset`` of the last message it delivered: a resumed session
     subscribes again from the one after it
-    (:func:`~stompbroker.protocol.resumption.resubscribe_headers`).  Its own
+    (:func:`~stompbroker.protocol.resume.registry.resubscribe_headers`).  Its own
     class, so that queues and topics pay nothing for it.
     """
 

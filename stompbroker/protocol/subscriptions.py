@@ -38,7 +38,7 @@ from stompbroker.protocol.errors import (
 )
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.parts import SessionPart
-from stompbroker.protocol.resumption import STREAM_PREFIX
+from stompbroker.protocol.resume.registry import STREAM_PREFIX
 from stompbroker.protocol.subscribers import (
     SessionSubscription,
     StreamSubscription,
@@ -219,7 +219,7 @@ class SubscriptionsMixin(SessionPart):
             named=frame.get("id") is not None,
         )
         if self._recent is not None and cls is SessionSubscription:
-            # A resumable session keeps what it writes a while (see resuming.py).
+            # A resumable session keeps what it writes a while (see resume/part.py).
             subscription.divert(self._write_recent)
         return subscription
 

@@ -1,5 +1,5 @@
 """
-A session resumed from another node of a cluster (stompbroker.protocol.resuming,
+A session resumed from another node of a cluster (stompbroker.protocol.resume.part,
 ResumeMixin._wait_for_resumed and after), against the recording broker and a
 directory whose answers the test gives: nothing is read while the cluster is
 asked; the topics are subscribed again before the keeping node is asked to let
@@ -15,8 +15,8 @@ from twisted.internet.task import Clock
 
 from stompbroker.protocol.encoder import message_prefix
 from stompbroker.protocol.message import Message
-from stompbroker.protocol.resume_records import Handover, SessionRecord, Taken, token_key
-from stompbroker.protocol.resumption import ResumeBook
+from stompbroker.protocol.resume.records import Handover, SessionRecord, Taken, token_key
+from stompbroker.protocol.resume.registry import ResumeBook
 from stompbroker.protocol.session import SessionConfig
 from tests.support.session import RecordingBroker, frame, make_session
 

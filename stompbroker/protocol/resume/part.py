@@ -2,7 +2,7 @@
 The session's part in resumable sessions: what CONNECT asks, what CONNECTED
 answers, what a session leaves behind when its connection goes, and how a
 resumed one picks it up.  The bookkeeping itself (tokens, the window, the
-buffer) is :mod:`~stompbroker.protocol.resumption`.
+buffer) is :mod:`~stompbroker.protocol.resume.registry`.
 
 - CONNECT with ``resume-token`` (any value, empty included) asks for a
   resumable session; CONNECTED then carries ``resume-token`` (a new one every
@@ -34,7 +34,7 @@ as above; one kept by a dead node is made again from the record, with
 ``resume-gap:true``; one kept by another live node is subscribed again to its
 topics (their messages held), then handed over by that node (the frames
 missed, the subscriptions' latest headers), and written as above, the held
-frames the handover also carried left out (:mod:`.resume_records`).
+frames the handover also carried left out (:mod:`.records`).
 """
 
 from __future__ import annotations
@@ -48,14 +48,14 @@ from stompbroker.protocol.errors import ProtocolError
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.negotiation import BY_LOGIN
 from stompbroker.protocol.parts import SessionPart
-from stompbroker.protocol.resume_records import (
+from stompbroker.protocol.resume.records import (
     Handover,
     Taken,
     frame_identity,
     subscription_id,
     token_key,
 )
-from stompbroker.protocol.resumption import (
+from stompbroker.protocol.resume.registry import (
     Detached,
     ResumeBuffer,
     missed,

@@ -2,8 +2,8 @@
 Resuming a session on another node of a cluster: what the nodes tell each
 other, and the pure helpers both ends use.  Sans I/O: the
 :class:`~stompbroker.interfaces.IResumeDirectory` of the engine moves these
-records between nodes; :mod:`~stompbroker.protocol.resuming` and
-:class:`~stompbroker.protocol.resumption.ResumeBook` use them.
+records between nodes; :mod:`~stompbroker.protocol.resume.part` and
+:class:`~stompbroker.protocol.resume.registry.ResumeBook` use them.
 
 Theory of operation (docs/cluster.md, "Resuming a session on another node"):
 
