@@ -45,20 +45,8 @@ class LifecycleMixin(SessionPart):
     _on_closed: Callable[[Any], None] | None
     _registered: bool
     # Of the session's other parts.
-    _held: Any
     _login: Any
-    _start_connect_timer: Callable[[], None]
-    _stop_timers: Callable[[], None]
-    _stop_slow_consumer: Callable[[], None]
-    _flush_backlog: Callable[[], None]
-    _forget_backlog: Callable[[], None]
     _stop_expiry: Callable[[], None]
-    _detach: Callable[[], None]
-    _end_resumable: Callable[[], None]
-    _leave_resumable: Callable[[], None]
-    _drop_subscriptions: Callable[[], None]
-    _after_replies: Callable[[Frame], bool]
-    _receipt: Callable[[Frame], None]
 
     def _init_lifecycle(self) -> None:
         #: The error that ended the session, if one did; adapters log it.
@@ -82,7 +70,7 @@ class LifecycleMixin(SessionPart):
             self._fail(error)
             return
         self._registered = True
-        self._start_connect_timer()
+        self.timers.start_connect_timer()
 
     def fail(self, error: ProtocolError) -> None:
         """
@@ -101,10 +89,10 @@ class LifecycleMixin(SessionPart):
         held, or keep it for the client's return if it asked for that.
         """
         if self.state is State.CONNECTED:
-            self._detach()
+            self.resume.detach()
         self._transition(Event.CONNECTION_LOST)
         self._release()
-        self._forget_backlog()
+        self.output.forget()
         on_closed, self._on_closed = self._on_closed, None
         if on_closed is not None:
             on_closed(self)
@@ -117,7 +105,7 @@ class LifecycleMixin(SessionPart):
             after what was written to it has been flushed.
         """
         self._on_closed = on_closed
-        self._leave_resumable()
+        self.resume.leave()
         self.fail(
             ShuttingDown("broker shutting down", "the broker is stopping; connect again later")
         )
@@ -140,21 +128,21 @@ class LifecycleMixin(SessionPart):
 
     def _close(self, event: Event) -> None:
         self._transition(event)
-        self._held = None
+        self.receipts.drop_held()
         self._release()
-        self._flush_backlog()
+        self.output.flush()
         self._transport.close()
 
     def _release(self) -> None:
         """Drop subscriptions, timers and the broker's record of us; safe to repeat."""
-        self._stop_timers()
-        self._stop_slow_consumer()
+        self.timers.stop()
+        self.output.stop()
         login, self._login = self._login, None
         if login is not None:
             login.cancel()
         self._stop_expiry()
-        self._end_resumable()
-        self._drop_subscriptions()
+        self.resume.end()
+        self.subscriptions.drop_all()
         if self._registered:
             self._registered = False
             self.broker.close_connection(self)
@@ -164,6 +152,6 @@ class LifecycleMixin(SessionPart):
     def _on_disconnect(self, frame: Frame) -> None:
         # STOMP 1.2, "DISCONNECT": once every earlier receipt is out, its own goes
         # out, then the connection closes once the transport has flushed it.
-        if not self._after_replies(frame):
-            self._receipt(frame)
+        if not self.receipts.after_replies(frame):
+            self.receipts.receipt(frame)
             self._close(Event.DISCONNECT)

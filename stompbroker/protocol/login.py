@@ -45,7 +45,6 @@ verified), so any transport works without them.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
 from typing import Any
 
 from stompbroker.protocol.errors import (
@@ -127,7 +126,6 @@ class CredentialsMixin(SessionPart):
     _expiry_timer: Any
     # Of the session's other parts.
     identity: Any
-    _receipt_when_stored: Callable[..., None]
 
     def _init_credentials(self) -> None:
         #: Ends the connection when a token login's credentials expire.
@@ -232,7 +230,7 @@ class CredentialsMixin(SessionPart):
         )
         if self.state is State.CONNECTED:
             # Not refused at once: the answer takes its place among the receipts.
-            self._receipt_when_stored(answer, frame, hold=True)
+            self.receipts.when_stored(answer, frame, hold=True)
 
     def _renewed(self, identity: Any, frame: Frame) -> None:
         """

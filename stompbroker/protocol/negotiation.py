@@ -145,17 +145,9 @@ class HandshakeMixin(SessionPart):
     _login: Any
     # Of the session's other parts.
     _parser: Any
-    _start_holding: Callable[..., None]
-    _take_held: Callable[[], list[Frame]]
-    _stop_connect_timer: Callable[[], None]
-    _start_heartbeats: Callable[[], None]
     _authenticate_connect: Callable[[Any, Frame], Any]
     _watch_expiry: Callable[[Any], None]
     error: Any
-    _read_resume: Callable[[Frame], None]
-    _resume_headers: Callable[[], tuple[tuple[tuple[str, str], ...], Any]]
-    _resume: Callable[[Any], None]
-    _wait_for_resumed: Callable[[], bool]
 
     def _init_handshake(self) -> None:
         #: The broker-unique id sent in CONNECTED; empty until then.
@@ -181,15 +173,15 @@ class HandshakeMixin(SessionPart):
             )
         self.client_id = frame.get("client-id")
         if self.config.resumption is not None:
-            self._read_resume(frame)
+            self.resume.read(frame)
         authenticator = self.config.authenticator
         if authenticator is None:
-            if not self._wait_for_resumed():
+            if not self.resume.wait_for_resumed():
                 self._open()
             return
         self._transition(Event.LOGIN_STARTED)
         # Frames that came with the CONNECT wait for the answer.
-        self._start_holding()
+        self.receipts.start_holding()
         login = self._authenticate_connect(authenticator, frame)
         login.addCallbacks(self._logged_in, self._login_refused, errbackArgs=(frame,))
         if self.state is State.AUTHENTICATING:
@@ -198,6 +190,10 @@ class HandshakeMixin(SessionPart):
             self._login = login
             self._pause_reading(BY_LOGIN)
 
+    def _wait_on(self, answer: Any) -> None:
+        """Keep the answer waited for before CONNECTED (``None``: none), to cancel it."""
+        self._login = answer
+
     def _logged_in(self, identity: Any) -> None:
         """The authenticator let the client in: answer CONNECTED, then handle what waited."""
         self._login = None
@@ -205,12 +201,12 @@ class HandshakeMixin(SessionPart):
             return
         self.identity = identity
         self._watch_expiry(identity)
-        if not self._wait_for_resumed():
+        if not self.resume.wait_for_resumed():
             self._let_in()
 
     def _let_in(self) -> None:
         """The client is in (its token looked up in the cluster): CONNECTED, then what waited."""
-        held = self._take_held()
+        held = self.receipts.take_held()
         self._resume_reading(BY_LOGIN)
         self._open()
         # A resumed session that cannot be made again has failed in _open.
@@ -237,15 +233,15 @@ class HandshakeMixin(SessionPart):
     def _open(self) -> None:
         """Answer a CONNECT whose client is let in: CONNECTED, heart-beats, no more timeout."""
         self.session_id = self.broker.new_session_id()
-        self._stop_connect_timer()
+        self.timers.stop_connect_timer()
         self._transition(Event.LOGIN_ACCEPTED)
         config = self.config
-        extra, resumed = self._resume_headers()
+        extra, resumed = self.resume.headers()
         self.send_frame(
             connected_frame(
                 self.version, self.session_id, config.server_name, self.heartbeat, extra
             )
         )
-        self._start_heartbeats()
+        self.timers.start_heartbeats(self.heartbeat)
         if resumed is not None:
-            self._resume(resumed)
+            self.resume.resume(resumed)

@@ -12,11 +12,63 @@ writes, fails, and pauses reading.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from stompbroker.interfaces import IBroker, ISessionTransport
 from stompbroker.protocol.config import SessionConfig
+from stompbroker.protocol.errors import ProtocolError
 from stompbroker.protocol.frames import Frame
-from stompbroker.protocol.states import State
+from stompbroker.protocol.states import Event, State
+
+if TYPE_CHECKING:
+    from stompbroker.protocol.receipts import Receipts
+    from stompbroker.protocol.resume.part import Resume
+    from stompbroker.protocol.slow_consumer import SlowConsumer
+    from stompbroker.protocol.subscriptions import Subscriptions
+    from stompbroker.protocol.timers import Timers
+
+
+class Timer(Protocol):
+    """A call scheduled on a :class:`Clock` (Twisted's ``IDelayedCall``)."""
+
+    def cancel(self) -> None: ...
+
+    def active(self) -> bool: ...
+
+
+class Clock(Protocol):
+    """Where a session's parts read the time and schedule calls (``IReactorTime``)."""
+
+    def seconds(self) -> float: ...
+
+    def callLater(
+        self, delay: float, callable: Callable[..., Any], /, *args: Any, **kw: Any
+    ) -> Timer: ...
+
+
+class Reading(Protocol):
+    """
+    What a part needs to stop and restart the session's reading from its
+    socket: each part pauses for reasons of its own, and the session reads
+    again once no reason is left.
+    """
+
+    @property
+    def _read_pauses(self) -> frozenset[str]: ...
+
+    def _pause_reading(self, reason: str) -> None: ...
+
+    def _resume_reading(self, reason: str) -> None: ...
+
+
+class Failing(Protocol):
+    """What a part needs to end the session: an ERROR, then the close."""
+
+    @property
+    def state(self) -> State: ...
+
+    def _fail(self, error: ProtocolError, event: Event = ...) -> None: ...
+
 
 #: A part has no slots of its own.  A name rather than a literal ``()``, so that
 #: type checkers do not hold a part's assignments to this empty tuple: they
@@ -37,12 +89,19 @@ class SessionPart:
 
     SLOTS: tuple[str, ...] = ()
 
-    broker: Any
+    broker: IBroker
     config: SessionConfig
+    receipts: Receipts
+    timers: Timers
+    output: SlowConsumer
+    subscriptions: Subscriptions
+    resume: Resume
+    #: Whether anything was written since the last heart-beat check.
+    _wrote: bool
     state: State
     peer: str
-    _clock: Any
-    _transport: Any
+    _clock: Clock
+    _transport: ISessionTransport
     #: Why reading from the socket is paused (see ``_pause_reading``).
     _read_pauses: frozenset[str]
     #: Whether frames are being handled now.

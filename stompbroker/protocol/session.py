@@ -48,7 +48,7 @@ from typing import Any
 
 from zope.interface import implementer
 
-from stompbroker.interfaces import ConnectionDescription, IConnection
+from stompbroker.interfaces import ConnectionDescription, IBroker, IConnection, ISessionTransport
 from stompbroker.protocol.config import SLOW_CONSUMER_POLICIES, SessionConfig
 from stompbroker.protocol.encoder import encode
 from stompbroker.protocol.errors import ProtocolError, UnexpectedFrame, UnknownCommand
@@ -57,14 +57,21 @@ from stompbroker.protocol.lifecycle import LifecycleMixin
 from stompbroker.protocol.login import CredentialsMixin
 from stompbroker.protocol.negotiation import HandshakeMixin
 from stompbroker.protocol.parser import FrameParser
-from stompbroker.protocol.publishing import PublishingMixin
-from stompbroker.protocol.receipts import ReceiptsMixin
-from stompbroker.protocol.resume.part import ResumeMixin
-from stompbroker.protocol.slow_consumer import SlowConsumerMixin
+from stompbroker.protocol.parts import Clock
+from stompbroker.protocol.publishing import on_abort, on_begin, on_commit, on_send
+from stompbroker.protocol.receipts import Receipts
+from stompbroker.protocol.resume.part import Resume
+from stompbroker.protocol.slow_consumer import SlowConsumer
 from stompbroker.protocol.states import Event, State
-from stompbroker.protocol.subscriptions import SubscriptionsMixin
-from stompbroker.protocol.timers import TimersMixin
-from stompbroker.protocol.write_window import WriteWindowMixin
+from stompbroker.protocol.subscriptions import (
+    Subscriptions,
+    on_ack,
+    on_nack,
+    on_subscribe,
+    on_unsubscribe,
+)
+from stompbroker.protocol.timers import HEARTBEAT, Timers
+from stompbroker.protocol.write_window import WriteWindow
 
 __all__ = [
     "HANDLERS",
@@ -139,13 +146,6 @@ class _Parser(FrameParser):
 class StompSession(
     HandshakeMixin,
     CredentialsMixin,
-    PublishingMixin,
-    SubscriptionsMixin,
-    ReceiptsMixin,
-    WriteWindowMixin,
-    SlowConsumerMixin,
-    TimersMixin,
-    ResumeMixin,
     LifecycleMixin,
 ):
     """
@@ -172,30 +172,31 @@ class StompSession(
             "frames_sent",
             "messages_received",
             "messages_sent",
+            "output",
             "peer",
+            "receipts",
+            "resume",
             "state",
+            "subscriptions",
+            "timers",
             "_clock",
             "_handling",
+            "_last_received",
             "_parser",
             "_read_pauses",
             "_transport",
+            "_wrote",
         )
         + HandshakeMixin.SLOTS
         + CredentialsMixin.SLOTS
-        + SubscriptionsMixin.SLOTS
-        + ReceiptsMixin.SLOTS
-        + WriteWindowMixin.SLOTS
-        + SlowConsumerMixin.SLOTS
-        + TimersMixin.SLOTS
-        + ResumeMixin.SLOTS
         + LifecycleMixin.SLOTS
     )
 
     def __init__(
         self,
-        broker: Any,
-        transport: Any,
-        clock: Any,
+        broker: IBroker,
+        transport: ISessionTransport,
+        clock: Clock,
         config: SessionConfig = _DEFAULT_CONFIG,
         peer: str = "",
     ) -> None:
@@ -226,18 +227,26 @@ class StompSession(
         #: Why reading from the socket is paused; empty while it is not.  A
         #: frozenset, replaced on change, so that idle sessions share the empty one.
         self._read_pauses: frozenset[str] = frozenset()
+        #: RECEIPTs in order, frames held meanwhile, and the write window.
+        self.receipts = Receipts(self, WriteWindow(self, config))
+        #: Heart-beats, the connect and frame timeouts.
+        self.timers = Timers(self, clock, config)
+        #: Where frames go: the transport, or the backlog of a slow consumer.
+        self.output = SlowConsumer(self, broker, transport, clock, config)
+        #: The client's subscriptions and ack ids.
+        self.subscriptions = Subscriptions(self, broker)
+        #: Resumable sessions: CONNECT's token, detaching, taking up again.
+        self.resume = Resume(self)
+        #: When the client was last heard from (read by the heart-beat check).
+        self._last_received = self.connected_at
+        #: Whether anything was written since the last heart-beat check.
+        self._wrote = False
         self._init_lifecycle()
         self._init_handshake()
         self._init_credentials()
-        self._init_subscriptions()
-        self._init_receipts()
-        self._init_write_window()
-        self._init_slow_consumer(transport.write)
-        self._init_timers(self.connected_at)
-        self._init_resume()
 
     @property
-    def transport(self) -> Any:
+    def transport(self) -> ISessionTransport:
         """The :class:`~stompbroker.interfaces.ISessionTransport` beneath."""
         return self._transport
 
@@ -262,7 +271,32 @@ class StompSession(
 
     def subscribers(self) -> tuple[Any, ...]:
         """:returns: this connection's subscriptions now (:meth:`IConnection.subscribers`)."""
-        return tuple(self.subscriptions.values())
+        return self.subscriptions.values()
+
+    # -- resumption (the registry's side; see resume/part.py) -------------------
+
+    def take_over(self) -> None:
+        """
+        A client resumes this session while it still looks connected (the client
+        noticed the connection dead before the broker did): detach it now and
+        close the old connection.
+        """
+        if self.state is not _CONNECTED:
+            return
+        self.resume.detach()
+        self._close(Event.ERROR)
+
+    def resume_subscriptions(self) -> list[dict[str, str]]:
+        """:returns: the headers that would make this session's subscriptions again now."""
+        return self.resume.subscriptions_headers()
+
+    def recent_writer(self) -> Callable[[bytes], None] | None:
+        """:returns: where auto-ack topic messages go while resumable, or ``None``."""
+        return self.resume.recent_writer()
+
+    def _detach(self) -> None:
+        """The network is gone (or dead): keep a resumable session for its client."""
+        self.resume.detach()
 
     def _transition(self, event: Event) -> None:
         """
@@ -293,16 +327,17 @@ class StompSession(
         try:
             frames = self._parser.receive_data(data)
         except ProtocolError as error:
-            self._fail_in_order(error)
+            self.receipts.fail_in_order(error)
             return
+        timers = self.timers
         if self._parser.in_frame():
-            if self._frame_started is None:
-                self._start_frame_clock()
-        else:
-            self._frame_started = None
+            if timers.frame_started is None:
+                timers.start_frame_clock()
+        elif timers.frame_started is not None:
+            timers.frame_ended()
         self.frames_received += len(frames)
-        if self._held is not None:
-            self._hold(frames)
+        if self.receipts.held is not None:
+            self.receipts.hold(frames)
             return
         self._handle(frames)
 
@@ -317,6 +352,7 @@ class StompSession(
         # is a Python call, once per frame otherwise).
         state = self.state
         handlers = HANDLERS[state]
+        receipts = self.receipts
         try:
             for position, frame in enumerate(frames):
                 if self.state is not state:
@@ -330,10 +366,10 @@ class StompSession(
                 except ProtocolError as error:
                     if error.receipt_id is None:
                         error.receipt_id = frame.get("receipt")
-                    self._fail_in_order(error)
+                    receipts.fail_in_order(error)
                     return
-                if self._held is not None:
-                    self._hold(frames[position + 1 :])
+                if receipts.held is not None:
+                    receipts.hold(frames[position + 1 :])
                     return
                 if self.state is not _CONNECTED:
                     return
@@ -341,7 +377,7 @@ class StompSession(
             self._handling = handling
         fault = self._parser.error
         if fault is not None:
-            self._fail_in_order(fault)
+            self.receipts.fail_in_order(fault)
 
     def keep_alive(self) -> None:
         """
@@ -372,7 +408,10 @@ class StompSession(
         self._read_pauses = self._read_pauses - {reason}
         if self._read_pauses or self.state is State.CLOSED or self.state is State.CLOSING:
             return
-        self._restart_clocks()
+        # Silence while the session did not read is not the client's.
+        now = self._clock.seconds()
+        self._last_received = now
+        self.timers.restart_frame_clock(now)
         self._transport.resume_reading()
 
     # -- output ----------------------------------------------------------------
@@ -386,7 +425,14 @@ class StompSession(
         self._wrote = True
         self.frames_sent += 1
         self.bytes_sent += len(data)
-        self._transport_write(data)
+        self.output.write(data)
+
+    def _beat(self) -> None:
+        """Write a heart-beat, unless anything else was written since the last call."""
+        output = self.output
+        if not self._wrote and not output.behind():
+            output.write(HEARTBEAT)
+        self._wrote = False
 
     def write_message(self, data: bytes) -> None:
         """
@@ -396,7 +442,24 @@ class StompSession(
         :param data: one encoded MESSAGE frame.
         """
         self._wrote = True
-        self._message_write(data)
+        self.output.write_message(data)
+
+    def write_messages(self, data: bytes, count: int) -> None:
+        """
+        Write ``count`` MESSAGE frames in one write (what a resumed client
+        missed), counted as sent.
+        """
+        self.frames_sent += count
+        self.bytes_sent += len(data)
+        self.write_message(data)
+
+    def pause_writing(self) -> None:
+        """The transport's buffer is full (see :meth:`SlowConsumer.pause_writing`)."""
+        self.output.pause_writing()
+
+    def resume_writing(self) -> None:
+        """The transport has flushed its buffer (see :meth:`SlowConsumer.resume_writing`)."""
+        self.output.resume_writing()
 
     def send_frame(self, frame: Frame) -> None:
         """
@@ -430,14 +493,14 @@ HANDLERS: dict[State, dict[str, Callable[[StompSession, Frame], None]]] = {
         "STOMP": StompSession._on_connect,
     },
     State.CONNECTED: {
-        "SEND": StompSession._on_send,
-        "SUBSCRIBE": StompSession._on_subscribe,
-        "UNSUBSCRIBE": StompSession._on_unsubscribe,
-        "ACK": StompSession._on_ack,
-        "NACK": StompSession._on_nack,
-        "BEGIN": StompSession._on_begin,
-        "COMMIT": StompSession._on_commit,
-        "ABORT": StompSession._on_abort,
+        "SEND": on_send,
+        "SUBSCRIBE": on_subscribe,
+        "UNSUBSCRIBE": on_unsubscribe,
+        "ACK": on_ack,
+        "NACK": on_nack,
+        "BEGIN": on_begin,
+        "COMMIT": on_commit,
+        "ABORT": on_abort,
         "DISCONNECT": StompSession._on_disconnect,
     },
     State.AUTHENTICATING: {},

@@ -1,6 +1,6 @@
 """
 A session resumed from another node of a cluster (stompbroker.protocol.resume.part,
-ResumeMixin._wait_for_resumed and after), against the recording broker and a
+Resume.wait_for_resumed and after), against the recording broker and a
 directory whose answers the test gives: nothing is read while the cluster is
 asked; the topics are subscribed again before the keeping node is asked to let
 go; its frames come first, then the held ones it did not carry.
@@ -197,7 +197,7 @@ def test_a_subscription_dropped_on_the_old_node_is_not_kept() -> None:
     directory.taking[0][3].callback(Taken(record, False, True, "other"))
     directory.asking[0][3].callback(Handover((), (), False))
     assert broker.subscribers == []
-    assert session.subscriptions == {}
+    assert session.subscriptions.by_id == {}
 
 
 def test_a_client_that_goes_while_the_cluster_is_asked_leaves_nothing_subscribed() -> None:

@@ -9,27 +9,27 @@ buffer) is :mod:`~stompbroker.protocol.resume.registry`.
   time) and ``resumed:true`` or ``resumed:false``, and ``resume-gap:true`` when
   the resumed session's buffer overflowed.
 - A resumable session that loses its connection while connected, or misses
-  its heart-beats, detaches (:meth:`ResumeMixin._detach`): its ``auto``-ack
+  its heart-beats, detaches (:meth:`Resume.detach`): its ``auto``-ack
   topic subscriptions stay in the broker and write into the buffer; every
   other subscription (queues, client-ack and durable topic subscriptions) is
   given back to the broker at once, so its unacknowledged messages return to
   their queue for any consumer, as when any connection closes.  Its open
   transactions are aborted, as today.
-- On resume (:meth:`ResumeMixin._resume`) the session subscribes again with
+- On resume (:meth:`Resume.resume`) the session subscribes again with
   the same headers (ids, ack modes, selectors, windows), holds what the new
   subscriptions get, writes what the buffer kept, then lets the held flow go:
   missed messages first, in order, then the live ones, none twice.  Queue
   subscriptions get from their queue what is there, messages delivered before
   marked ``redelivered:true``.
 
-A session that never asked pays one slot and one ``is None`` test per
-connection loss; the delivery path is not touched (a detached subscription's
+A session that never asked pays one small object and one ``is None`` test
+per connection loss; the delivery path is not touched (a detached subscription's
 writes are diverted, as :meth:`SessionSubscription.hold_writes` does).
 
 In a cluster (the book has a ``directory``), a CONNECT with a token first
 takes the session's record from the directory, the client's frames held and
 its socket not read meanwhile, as while a password is checked
-(:meth:`ResumeMixin._wait_for_resumed`): a session kept here is then claimed
+(:meth:`Resume.wait_for_resumed`): a session kept here is then claimed
 as above; one kept by a dead node is made again from the record, with
 ``resume-gap:true``; one kept by another live node is subscribed again to its
 topics (their messages held), then handed over by that node (the frames
@@ -40,15 +40,16 @@ frames the handover also carried left out (:mod:`.records`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from attrs import define, field
-
+from stompbroker.interfaces import IBroker
+from stompbroker.protocol.config import SessionConfig
 from stompbroker.protocol.errors import ProtocolError
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.negotiation import BY_LOGIN
-from stompbroker.protocol.parts import SessionPart
+from stompbroker.protocol.parts import Failing
 from stompbroker.protocol.resume.records import (
+    Elsewhere,
     Handover,
     Taken,
     frame_identity,
@@ -63,30 +64,15 @@ from stompbroker.protocol.resume.registry import (
 )
 from stompbroker.protocol.states import Event, State
 
+if TYPE_CHECKING:
+    from stompbroker.protocol.receipts import Receipts
+    from stompbroker.protocol.subscriptions import Subscriptions
+
 #: The CONNECT header that asks for a resumable session, and the CONNECTED one with its token.
 RESUME_TOKEN = "resume-token"
 #: The CONNECT headers that say which topic MESSAGE the resuming client got last.
 LAST_SUBSCRIPTION = "resume-last-subscription"
 LAST_MESSAGE_ID = "resume-last-message-id"
-
-
-@define(eq=False)
-class Elsewhere:
-    """
-    A session resumed from another node (or from the record a dead one left):
-    what :meth:`ResumeMixin._resume_elsewhere` makes of it.
-
-    :ivar subscriptions: the headers to subscribe again with, in order.
-    :ivar frames: the frames the client missed, to write first.
-    :ivar gap: whether some it should have had are lost.
-    :ivar made: the subscriptions made already (the topics', before the
-        handover), by id, and what each got meanwhile.
-    """
-
-    subscriptions: tuple[dict[str, str], ...]
-    frames: tuple[bytes, ...] = ()
-    gap: bool = True
-    made: dict[str, tuple[Any, list[bytes]]] = field(factory=dict)
 
 
 #: What a resumed session is given: the record, and the frames to write.
@@ -98,55 +84,75 @@ _NOWHERE = "nowhere"
 _HERE = "here"
 
 
-class ResumeMixin(SessionPart):
+class ResumeOwner(Failing, Protocol):
+    """What :class:`Resume` needs of the session it makes resumable."""
+
+    @property
+    def config(self) -> SessionConfig: ...
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def identity(self) -> Any: ...
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def broker(self) -> IBroker: ...
+
+    @property
+    def subscriptions(self) -> Subscriptions: ...
+
+    @property
+    def receipts(self) -> Receipts: ...
+
+    def _transition(self, event: Event) -> None: ...
+
+    def _pause_reading(self, reason: str) -> None: ...
+
+    def _let_in(self) -> None:
+        """The client is in: CONNECTED, then the frames that waited."""
+
+    def _wait_on(self, answer: Any) -> None:
+        """Keep the answer waited for before CONNECTED (``None``: none), to cancel it."""
+
+    def write_message(self, data: bytes) -> None: ...
+
+    def write_messages(self, data: bytes, count: int) -> None:
+        """Write ``count`` MESSAGE frames in one write."""
+
+
+class Resume:
     """
-    The session's resumption.  Mixed into
-    :class:`~stompbroker.protocol.session.StompSession`, as its other parts are.
+    The session's resumption (see the module docstring).
+
+    :param session: what it makes resumable (:class:`ResumeOwner`).
+
+    A session that never asked pays this object, its four ``None``s, and
+    one ``is None`` test per SUBSCRIBE and per connection loss.
     """
 
-    __slots__ = ()
+    __slots__ = ("resume_token", "_found", "_recent", "_resume_last", "_session")
 
-    #: The session's slots this part owns.
-    SLOTS: tuple[str, ...] = ("resume_token", "_resume_last", "_recent", "_found")
-
-    resume_token: str | None
-    _resume_last: tuple[str | None, str] | None
-    _recent: ResumeBuffer | None
-    _found: Any
-    # Of the session's other parts.
-    identity: Any
-    version: str
-    subscriptions: dict[str, Any]
-    _numbered: dict[str, Any]
-    _new_subscription: Callable[[Frame], Any]
-    _add_subscription: Callable[[Any], None]
-    write_message: Callable[[bytes], None]
-    _message_write: Callable[[bytes], None]
-    _wrote: bool
-    session_id: str
-    frames_sent: int
-    bytes_sent: int
-    _login: Any
-    _start_holding: Callable[..., None]
-    _pause_reading: Callable[[str], None]
-    _let_in: Callable[[], None]
-
-    def _init_resume(self) -> None:
+    def __init__(self, session: ResumeOwner) -> None:
+        self._session = session
         #: Before CONNECTED: the token CONNECT presented ("" to ask for a new
         #: session); after it: this session's own token.  ``None`` while the
         #: session is not resumable.
-        self.resume_token = None
+        self.resume_token: str | None = None
         #: ``(subscription, message-id)`` of the last topic MESSAGE the
         #: resuming client says it got, from CONNECT.
-        self._resume_last = None
+        self._resume_last: tuple[str | None, str] | None = None
         #: What this resumable session's auto-ack topic subscriptions wrote
         #: lately; ``None`` while the session is not resumable.
-        self._recent = None
+        self._recent: ResumeBuffer | None = None
         #: What the cluster's directory said of the presented token (``None``:
         #: not asked): ``_NOWHERE``, ``_HERE`` or an :class:`Elsewhere`.
-        self._found = None
+        self._found: Any = None
 
-    def _read_resume(self, frame: Frame) -> None:
+    def read(self, frame: Frame) -> None:
         """Read CONNECT's resumption headers (only when the broker resumes sessions)."""
         self.resume_token = frame.get(RESUME_TOKEN)
         last = frame.get(LAST_MESSAGE_ID)
@@ -165,21 +171,28 @@ class ResumeMixin(SessionPart):
         recent.size += len(data)
         if recent.size > recent.limit:
             recent.trim()
-        self._wrote = True
-        self._message_write(data)
+        self._session.write_message(data)
+
+    def recent_writer(self) -> Callable[[bytes], None] | None:
+        """:returns: where auto-ack topic messages go while resumable, or ``None``."""
+        return None if self._recent is None else self._write_recent
+
+    def _made_again(self, headers: dict[str, str]) -> Any:
+        """:returns: a subscription made from a record's headers, not yet given to the broker."""
+        return self._session.subscriptions.new(Frame("SUBSCRIBE", tuple(headers.items())))
 
     def _login_name(self) -> str:
-        identity = self.identity
+        identity = self._session.identity
         return "" if identity is None else str(identity.name)
 
-    def _resume_headers(self) -> tuple[tuple[tuple[str, str], ...], Resumption | None]:
+    def headers(self) -> tuple[tuple[tuple[str, str], ...], Resumption | None]:
         """
         Issue this session's token, and claim the session CONNECT named, if any.
 
         :returns: CONNECTED's extra headers, and what to resume from.
         """
         presented = self.resume_token
-        book = self.config.resumption
+        book = self._session.config.resumption
         if presented is None or book is None:
             self.resume_token = None
             return (), None
@@ -187,12 +200,12 @@ class ResumeMixin(SessionPart):
         found, self._found = self._found, None
         record: Detached | Elsewhere | None = found if isinstance(found, Elsewhere) else None
         if presented and (found is None or found is _HERE):
-            record = book.claim(presented, login, self.version)
+            record = book.claim(presented, login, self._session.version)
         elif found is _NOWHERE:
             book.refused += 1
         elif record is not None:
             book.resumed += 1
-        self.resume_token = book.issue(login, self)
+        self.resume_token = book.issue(login, self._session)
         self._recent = book.new_buffer(self.resume_token)
         headers: tuple[tuple[str, str], ...] = (
             (RESUME_TOKEN, self.resume_token),
@@ -216,7 +229,7 @@ class ResumeMixin(SessionPart):
             return [], record.gap
         return missed(record, self._resume_last)
 
-    def _resume(self, resumption: Resumption) -> None:
+    def resume(self, resumption: Resumption) -> None:
         """
         Take up a detached session: its subscriptions again, what it missed,
         then the live flow.
@@ -228,12 +241,14 @@ class ResumeMixin(SessionPart):
         releases = []
         try:
             for headers in record.subscriptions:
-                subscription = self._new_subscription(Frame("SUBSCRIBE", tuple(headers.items())))
+                subscription = self._session.subscriptions.new(
+                    Frame("SUBSCRIBE", tuple(headers.items()))
+                )
                 releases.append(subscription.hold_writes())
-                self._add_subscription(subscription)
+                self._session.subscriptions.add(subscription)
         except ProtocolError as error:
             record.release()
-            self._fail(error)
+            self._session._fail(error)
             return
         # The new subscriptions are in place (and hold what they get) before the
         # old ones leave, so that no message falls between them.
@@ -251,34 +266,27 @@ class ResumeMixin(SessionPart):
         if not frames:
             return
         recent: Any = self._recent
-        size = 0
         for data in frames:
             recent.append(data)
-            size += len(data)
-        self.bytes_sent += size
-        self.frames_sent += len(frames)
-        self._wrote = True
-        self._message_write(b"".join(frames))
+        self._session.write_messages(b"".join(frames), len(frames))
 
-    def _detach(self) -> None:
+    def detach(self) -> None:
         """
         The connection is gone (or dead): if the client asked for a resumable
         session, keep it for the window.  Called before the session lets go of
         its subscriptions, which this takes.
         """
         token = self.resume_token
-        book = self.config.resumption
-        if token is None or book is None or self.state is not State.CONNECTED:
+        book = self._session.config.resumption
+        if token is None or book is None or self._session.state is not State.CONNECTED:
             return
         self.resume_token = None
         buffer = self._recent if self._recent is not None else book.new_buffer()
         self._recent = None
         kept = []
         again = []
-        broker = self.broker
-        subscriptions, self.subscriptions = self.subscriptions, {}
-        self._numbered = {}
-        for subscription in subscriptions.values():
+        broker = self._session.broker
+        for subscription in self._session.subscriptions.take_all():
             if subscription.headers:
                 again.append(
                     resubscribe_headers(subscription.headers, subscription.last_stream_offset)
@@ -297,26 +305,26 @@ class ResumeMixin(SessionPart):
             Detached(
                 token,
                 self._login_name(),
-                self.version,
+                self._session.version,
                 again,
                 buffer,
                 release,
                 buffer.appended,
-                session=self.session_id,
+                session=self._session.session_id,
             )
         )
 
-    def resume_subscriptions(self) -> list[dict[str, str]]:
+    def subscriptions_headers(self) -> list[dict[str, str]]:
         """:returns: the headers that would make this session's subscriptions again now."""
         return [
             resubscribe_headers(subscription.headers, subscription.last_stream_offset)
-            for subscription in self.subscriptions.values()
+            for subscription in self._session.subscriptions.values()
             if subscription.headers
         ]
 
     # -- on another node of a cluster -------------------------------------------
 
-    def _wait_for_resumed(self) -> bool:
+    def wait_for_resumed(self) -> bool:
         """
         Before CONNECTED: ask the cluster's directory about the presented token.
 
@@ -324,7 +332,7 @@ class ResumeMixin(SessionPart):
             client's frames held, its socket not read, as while a login is
             checked); then :meth:`_let_in` follows the answer.
         """
-        book = self.config.resumption
+        book = self._session.config.resumption
         if (
             not self.resume_token
             or book is None
@@ -333,34 +341,34 @@ class ResumeMixin(SessionPart):
             or not book.directory.available()
         ):
             return False
-        if self.state is State.AWAITING_CONNECT:
-            self._transition(Event.LOGIN_STARTED)
-            self._start_holding()
-            self._pause_reading(BY_LOGIN)
+        if self._session.state is State.AWAITING_CONNECT:
+            self._session._transition(Event.LOGIN_STARTED)
+            self._session.receipts.start_holding()
+            self._session._pause_reading(BY_LOGIN)
         taking = book.directory.take(
             token_key(self.resume_token),
             self._login_name(),
-            self.version,
+            self._session.version,
         )
         self._await(taking, self._taken)
         return True
 
     def _await(self, answer: Any, then: Callable[[Any], None]) -> None:
         """Wait for the directory's ``answer`` (cancelled, as a login is, if the client goes)."""
-        self._login = answer
+        self._session._wait_on(answer)
         answer.addCallbacks(self._answered, self._not_answered, callbackArgs=(then,))
 
     def _answered(self, result: Any, then: Callable[[Any], None]) -> None:
-        self._login = None
-        if self.state is State.AUTHENTICATING:
+        self._session._wait_on(None)
+        if self._session.state is State.AUTHENTICATING:
             then(result)
 
     def _not_answered(self, failure: Any) -> None:
         """The directory could not answer (its server went): resume here if we can."""
-        self._login = None
-        if self.state is State.AUTHENTICATING:
+        self._session._wait_on(None)
+        if self._session.state is State.AUTHENTICATING:
             self._found = _HERE
-            self._let_in()
+            self._session._let_in()
 
     def _taken(self, taken: Taken | None) -> None:
         if taken is None:
@@ -372,7 +380,7 @@ class ResumeMixin(SessionPart):
         else:
             self._hand_over(taken)
             return
-        self._let_in()
+        self._session._let_in()
 
     def _hand_over(self, taken: Taken) -> None:
         """
@@ -382,16 +390,18 @@ class ResumeMixin(SessionPart):
         goes after every message published here before them, so none falls
         between (docs/cluster.md).
         """
-        book: Any = self.config.resumption
+        book: Any = self._session.config.resumption
         made: dict[str, tuple[Any, list[bytes]]] = {}
         try:
             for headers in taken.record.subscriptions:
-                subscription = self._new_subscription(Frame("SUBSCRIBE", tuple(headers.items())))
+                subscription = self._session.subscriptions.new(
+                    Frame("SUBSCRIBE", tuple(headers.items()))
+                )
                 if not subscription.collects_while_detached:
                     continue
                 held: list[bytes] = []
                 subscription.divert(held.append)
-                self._add_subscription(subscription)
+                self._session.subscriptions.add(subscription)
                 made[subscription.subscription_id] = (subscription, held)
         except ProtocolError:
             # Refused here (access rights, say): CONNECTED answers as from the
@@ -401,7 +411,7 @@ class ResumeMixin(SessionPart):
             # The keeping node lets go of its copy too: nobody can claim it now.
             book.directory.hand_over(taken.node, token_key(str(self.resume_token)), None)
             self._found = Elsewhere(taken.record.subscriptions)
-            self._let_in()
+            self._session._let_in()
             return
         key = token_key(str(self.resume_token))
         asked = book.directory.hand_over(taken.node, key, self._resume_last)
@@ -416,7 +426,7 @@ class ResumeMixin(SessionPart):
             self._found = Elsewhere(taken.record.subscriptions, made=made)
         else:
             self._found = Elsewhere(handover.subscriptions, handover.frames, handover.gap, made)
-        self._let_in()
+        self._session._let_in()
 
     def _resume_elsewhere(self, elsewhere: Elsewhere) -> None:
         """
@@ -433,11 +443,13 @@ class ResumeMixin(SessionPart):
                 wanted.add(name)
                 if name in made:
                     continue
-                subscription = self._new_subscription(Frame("SUBSCRIBE", tuple(headers.items())))
+                subscription = self._session.subscriptions.new(
+                    Frame("SUBSCRIBE", tuple(headers.items()))
+                )
                 releases.append(subscription.hold_writes())
-                self._add_subscription(subscription)
+                self._session.subscriptions.add(subscription)
         except ProtocolError as error:
-            self._fail(error)
+            self._session._fail(error)
             return
         frames = list(elsewhere.frames)
         # Read the handover's frames for their ids only when something was held.
@@ -457,38 +469,20 @@ class ResumeMixin(SessionPart):
 
     def _unmake(self, subscription: Any) -> None:
         """Give back a subscription made for a resume that did not need it."""
-        name: str = subscription.subscription_id
-        number = str(subscription.number)
-        if self.subscriptions.get(name) is subscription:
-            del self.subscriptions[name]
-            self._numbered.pop(number, None)
-        self.broker.unsubscribe(subscription)
+        self._session.subscriptions.discard(subscription)
 
-    def _leave_resumable(self) -> None:
+    def leave(self) -> None:
         """The broker stops: in a cluster the session may go on elsewhere (``ResumeBook.leave``)."""
         token, self.resume_token = self.resume_token, None
-        book = self.config.resumption
-        if token is not None and book is not None and self.state is State.CONNECTED:
-            book.leave(token, self)
+        book = self._session.config.resumption
+        if token is not None and book is not None and self._session.state is State.CONNECTED:
+            book.leave(token, self._session)
         elif token is not None and book is not None:
-            book.forget(token, self)
+            book.forget(token, self._session)
 
-    def _end_resumable(self) -> None:
+    def end(self) -> None:
         """The session ends for good (DISCONNECT, an ERROR): its token is void."""
         token, self.resume_token = self.resume_token, None
-        book = self.config.resumption
+        book = self._session.config.resumption
         if token is not None and book is not None:
-            book.forget(token, self)
-
-    def take_over(self) -> None:
-        """
-        A client resumes this session while it still looks connected (the client
-        noticed the connection dead before the broker did): detach it now and
-        close the old connection.
-        """
-        if self.state is not State.CONNECTED:
-            return
-        self._detach()
-        self._close(Event.ERROR)
-
-    _close: Callable[[Event], None]
+            book.forget(token, self._session)
