@@ -1,31 +1,21 @@
 """
-The base of the session's parts: the mixins, one module each, that make up
-:class:`~stompbroker.protocol.session.StompSession`.
+What the parts of :class:`~stompbroker.protocol.session.StompSession` share of
+what they need: the clock (and the timers it schedules), pausing and resuming
+the session's reading, and ending the session.
 
-A part keeps its state in slots of the session (it names them in its
-``SLOTS``; the session's ``__slots__`` adds them all up), and may use the
-session's core, which :class:`SessionPart` declares for type checkers: the
-broker, the settings, the state, and the few methods through which every part
-writes, fails, and pauses reading.
+Each part (``receipts``, ``timers``, ``slow_consumer``, ``subscriptions``,
+``login``, ``resume.part``) is an object the session holds, and states the rest
+of what it needs of the session in a ``typing.Protocol`` of its own module,
+built from these, so that it can be built and tested alone with a stand-in.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from stompbroker.interfaces import IBroker, ISessionTransport
-from stompbroker.protocol.config import SessionConfig
 from stompbroker.protocol.errors import ProtocolError
-from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.states import Event, State
-
-if TYPE_CHECKING:
-    from stompbroker.protocol.receipts import Receipts
-    from stompbroker.protocol.resume.part import Resume
-    from stompbroker.protocol.slow_consumer import SlowConsumer
-    from stompbroker.protocol.subscriptions import Subscriptions
-    from stompbroker.protocol.timers import Timers
 
 
 class Timer(Protocol):
@@ -68,49 +58,3 @@ class Failing(Protocol):
     def state(self) -> State: ...
 
     def _fail(self, error: ProtocolError, event: Event = ...) -> None: ...
-
-
-#: A part has no slots of its own.  A name rather than a literal ``()``, so that
-#: type checkers do not hold a part's assignments to this empty tuple: they
-#: cannot see that the session declares the slots.
-_NO_SLOTS: tuple[str, ...] = ()
-
-
-class SessionPart:
-    """
-    What every part of the session may use of its core.
-
-    :cvar SLOTS: the slots of the session whose attributes the part owns: it
-        gives them their first value (in its ``_init_...`` method), and it
-        alone documents them.
-    """
-
-    __slots__ = _NO_SLOTS
-
-    SLOTS: tuple[str, ...] = ()
-
-    broker: IBroker
-    config: SessionConfig
-    receipts: Receipts
-    timers: Timers
-    output: SlowConsumer
-    subscriptions: Subscriptions
-    resume: Resume
-    #: Whether anything was written since the last heart-beat check.
-    _wrote: bool
-    state: State
-    peer: str
-    _clock: Clock
-    _transport: ISessionTransport
-    #: Why reading from the socket is paused (see ``_pause_reading``).
-    _read_pauses: frozenset[str]
-    #: Whether frames are being handled now.
-    _handling: bool
-    write: Callable[[bytes], None]
-    send_frame: Callable[[Frame], None]
-    #: ``_fail(error, event=Event.ERROR)``: send an ERROR, then close.
-    _fail: Callable[..., None]
-    _handle: Callable[[list[Frame]], None]
-    _transition: Callable[..., None]
-    _pause_reading: Callable[[str], None]
-    _resume_reading: Callable[[str], None]

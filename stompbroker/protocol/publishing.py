@@ -69,7 +69,7 @@ def on_send(session: StompSession, frame: Frame) -> None:
     if destination is None:
         destination = frame.required("destination")
     if destination.startswith(CONTROL_PREFIX):
-        session._on_control(frame, destination)
+        session.login.on_control(frame, destination)
         return
     access = session.config.access
     if access is not None:

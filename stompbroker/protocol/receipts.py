@@ -88,8 +88,8 @@ class Receipts:
     :param session: what it answers for (:class:`ReceiptsOwner`).
     :param window: the session's write window.
 
-    A SEND's RECEIPT passes here: one call from the session, whose cost
-    against a mixin's is in :mod:`~stompbroker.protocol.session`.
+    A SEND's RECEIPT passes here: one call from the session (what that costs
+    per message, measured, is in :mod:`~stompbroker.protocol.session`).
     """
 
     __slots__ = ("held", "window", "_held_bytes", "_replies", "_session")
@@ -232,10 +232,7 @@ class Receipts:
             for name, value in frame.headers:
                 self._held_bytes += len(name) + len(value) + 2
         session = self._session
-        if (
-            self._held_bytes > session.config.max_held_bytes
-            and BY_HELD not in session._read_pauses
-        ):
+        if self._held_bytes > session.config.max_held_bytes and BY_HELD not in session._read_pauses:
             session._pause_reading(BY_HELD)
 
     def start_holding(self, frames: tuple[Frame, ...] = ()) -> None:

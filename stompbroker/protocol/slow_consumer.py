@@ -17,11 +17,14 @@ the policy applies, once per episode, the client and the operators are warned
 frames that fill as much (the client sends frames whose answers it does not
 read) stop the session from reading.
 
-The switch is made by rebinding the part's two write functions
-(:attr:`SlowConsumer.write` for every frame, :attr:`SlowConsumer.write_message`
-for auto-ack topic messages) to this module's methods and back, so a delivery
-to a client that keeps up costs nothing more than the transport's own
-``write`` (and the session's one attribute hop to reach it).
+The part is the session's output: every frame the session writes passes
+through :meth:`SlowConsumer.write` (or, for MESSAGE frames,
+:meth:`~SlowConsumer.write_message` and :meth:`~SlowConsumer.write_delivery`,
+which subscriptions bind once), counted for statistics and marked for the
+heart-beat.  The switch to the backlog is made by rebinding the part's two raw
+write functions (``_write`` for every frame, ``_write_message`` for auto-ack
+topic messages) to this module's methods and back, so a delivery to a client
+that keeps up costs nothing more than the transport's own ``write``.
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ from stompbroker.protocol.config import BLOCK, DROP_OLDEST, SessionConfig
 from stompbroker.protocol.errors import LimitExceeded
 from stompbroker.protocol.parts import Clock, Failing, Reading
 from stompbroker.protocol.states import State
+
+#: One heart-beat: an EOL, which every version's parser skips between frames.
+HEARTBEAT = b"\n"
 
 #: Why a session has stopped reading: what waits for the client fills the buffer.
 BY_BACKLOG = "backlog"
@@ -78,8 +84,10 @@ class SlowConsumer:
     """
 
     __slots__ = (
-        "write",
-        "write_message",
+        "bytes_sent",
+        "frames_sent",
+        "messages_sent",
+        "wrote",
         "_advisories",
         "_backlog",
         "_broker",
@@ -87,6 +95,8 @@ class SlowConsumer:
         "_config",
         "_session",
         "_transport",
+        "_write",
+        "_write_message",
     )
 
     def __init__(
@@ -102,14 +112,71 @@ class SlowConsumer:
         self._transport = transport
         self._clock = clock
         self._config = config
+        #: For statistics: frames, MESSAGE frames and bytes written (to the
+        #: socket or the backlog; heart-beats aside).
+        self.frames_sent = 0
+        self.messages_sent = 0
+        self.bytes_sent = 0
+        #: Whether anything was written since the last heart-beat check.
+        self.wrote = False
         #: Where frames go: the transport, or the backlog while it is full.
-        self.write: Callable[[bytes], None] = transport.write
+        self._write: Callable[[bytes], None] = transport.write
         #: Where auto-ack topic messages go: the same, but droppable while behind.
-        self.write_message: Callable[[bytes], None] = transport.write
+        self._write_message: Callable[[bytes], None] = transport.write
         #: What waits for the client while its socket is full; made the first time.
         self._backlog: Backlog | None = None
         #: How many advisories this session was sent, to number their message ids.
         self._advisories = 0
+
+    # -- writing -----------------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        """
+        Send bytes to the client; every outgoing frame passes here.
+
+        :param data: encoded frames.
+        """
+        self.wrote = True
+        self.frames_sent += 1
+        self.bytes_sent += len(data)
+        self._write(data)
+
+    def write_delivery(self, data: bytes) -> None:
+        """A queue subscription's MESSAGE: :meth:`write` (inline), counted as a message."""
+        self.messages_sent += 1
+        self.wrote = True
+        self.frames_sent += 1
+        self.bytes_sent += len(data)
+        self._write(data)
+
+    def write_message(self, data: bytes) -> None:
+        """
+        Send an auto-ack topic MESSAGE (counted in batches, :meth:`count_messages`):
+        while the client is behind, such messages are the ones its slow-consumer
+        policy may drop.
+
+        :param data: one encoded MESSAGE frame.
+        """
+        self.wrote = True
+        self._write_message(data)
+
+    def write_messages(self, data: bytes, count: int) -> None:
+        """Write ``count`` MESSAGE frames in one write (what a resumed client missed)."""
+        self.frames_sent += count
+        self.bytes_sent += len(data)
+        self.write_message(data)
+
+    def count_messages(self, count: int, size: int) -> None:
+        """Count ``count`` topic MESSAGE frames of ``size`` bytes (``count_deliveries``)."""
+        self.frames_sent += count
+        self.messages_sent += count
+        self.bytes_sent += size
+
+    def beat(self) -> None:
+        """Write a heart-beat, unless anything else was written since the last call."""
+        if not self.wrote and not self.behind():
+            self._write(HEARTBEAT)
+        self.wrote = False
 
     @property
     def backlog(self) -> Backlog | None:
@@ -143,8 +210,8 @@ class SlowConsumer:
         if not backlog.grace:
             self._fall_behind(backlog)
             return
-        self.write = self._write_in_grace
-        self.write_message = self._message_in_grace
+        self._write = self._write_in_grace
+        self._write_message = self._message_in_grace
 
     def _write_in_grace(self, data: bytes) -> None:
         """Write a frame while the transport is full: straight through, within the grace."""
@@ -177,8 +244,8 @@ class SlowConsumer:
         :meth:`resume_writing`.
         """
         backlog.active = True
-        self.write = self._keep
-        self.write_message = self._keep_message
+        self._write = self._keep
+        self._write_message = self._keep_message
         self._broker.pause_consumers(self._session)
 
     def resume_writing(self) -> None:
@@ -193,7 +260,7 @@ class SlowConsumer:
         write = self._transport.write
         if not backlog.active:
             # It caught up within the grace.
-            self.write = self.write_message = write
+            self._write = self._write_message = write
             return
         for data in backlog.drain():
             write(data)
@@ -202,7 +269,7 @@ class SlowConsumer:
         backlog.active = False
         # Caught up: the episode is over, a new one warns again.
         backlog.advised = False
-        self.write = self.write_message = write
+        self._write = self._write_message = write
         if self._session.state is State.CLOSED or self._session.state is State.CLOSING:
             return
         if BY_BACKLOG in self._session._read_pauses:
@@ -282,7 +349,7 @@ class SlowConsumer:
         broker's fan-out, which closing the session from here would change under it.
         """
         dropped = backlog.drop_oldest(0)
-        self.write_message = self._count_dropped
+        self._write_message = self._count_dropped
         self._broker.count_dropped(self._session, dropped, disconnected=True)
         limit = self._config.slow_consumer_buffer
         backlog.closing = self._clock.callLater(

@@ -27,7 +27,7 @@ subscriptions, is :mod:`stompbroker.broker.routing.topic_tree`.)
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, ItemsView
+from collections.abc import ItemsView
 from typing import TYPE_CHECKING, Any, Protocol
 
 from stompbroker.interfaces import IBroker
@@ -49,7 +49,9 @@ from stompbroker.protocol.subscribers import (
 )
 
 if TYPE_CHECKING:
+    from stompbroker.protocol.resume.part import Resume
     from stompbroker.protocol.session import StompSession
+    from stompbroker.protocol.slow_consumer import SlowConsumer
 
 ACK_MODES: frozenset[str] = frozenset({"auto", "client", "client-individual"})
 
@@ -140,12 +142,16 @@ class SubscriptionsOwner(Protocol):
     @property
     def client_id(self) -> str | None: ...
 
-    def write(self, data: bytes) -> None: ...
+    @property
+    def session_id(self) -> str: ...
 
-    def write_message(self, data: bytes) -> None: ...
+    @property
+    def output(self) -> SlowConsumer:
+        """Where its subscriptions write their MESSAGE frames."""
 
-    def recent_writer(self) -> Callable[[bytes], None] | None:
-        """Where a resumable session's auto-ack topic messages go, or ``None``."""
+    @property
+    def resume(self) -> Resume:
+        """Where a resumable session's auto-ack topic messages go (``recent_writer``)."""
 
 
 class Subscriptions:
@@ -224,7 +230,7 @@ class Subscriptions:
         elif ack_mode != "auto" or durable is not None or not destination.startswith(TOPIC_PREFIX):
             cls = TrackedSubscription
         subscription = cls(
-            session,  # type: ignore[arg-type]
+            session,
             subscription_id,
             destination,
             ack_mode,
@@ -238,7 +244,7 @@ class Subscriptions:
             named=frame.get("id") is not None,
         )
         if cls is SessionSubscription:
-            recent = session.recent_writer()
+            recent = session.resume.recent_writer()
             if recent is not None:
                 # A resumable session keeps what it writes a while (see resume/part.py).
                 subscription.divert(recent)
@@ -271,7 +277,7 @@ class Subscriptions:
                 return
         self.add(
             TrackedSubscription(
-                self._session,  # type: ignore[arg-type]
+                self._session,
                 temp_queue,
                 temp_queue,
                 "auto",

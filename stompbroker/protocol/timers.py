@@ -20,19 +20,21 @@ are tested with ``twisted.internet.task.Clock`` and nothing here imports Twisted
 The session holds one :class:`Timers`; what it needs of the session is
 :class:`TimersOwner`.  The marks of activity the checks read (when the client
 was last heard from, whether anything was written since the last beat) are
-the session's own, set on every read and write without a call to this part.
+the session's and its output's, set on every read and write without a call
+to this part.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from stompbroker.protocol.config import SessionConfig
 from stompbroker.protocol.errors import LimitExceeded, ProtocolError
 from stompbroker.protocol.parts import Clock, Failing, Timer
 
-#: One heart-beat: an EOL, which every version's parser skips between frames.
-HEARTBEAT = b"\n"
+if TYPE_CHECKING:
+    from stompbroker.protocol.resume.part import Resume
+    from stompbroker.protocol.slow_consumer import SlowConsumer
 
 
 class TimersOwner(Failing, Protocol):
@@ -45,11 +47,13 @@ class TimersOwner(Failing, Protocol):
     @property
     def _read_pauses(self) -> frozenset[str]: ...
 
-    def _beat(self) -> None:
-        """Write a heart-beat, unless anything else was written since the last call."""
+    @property
+    def output(self) -> SlowConsumer:
+        """Writes a heart-beat unless anything else was written since the last one (``beat``)."""
 
-    def _detach(self) -> None:
-        """The network is gone: keep a resumable session for its client."""
+    @property
+    def resume(self) -> Resume:
+        """Detached when the client is silent: the network is gone, not the client's wish."""
 
 
 class Timers:
@@ -129,7 +133,7 @@ class Timers:
             )
 
     def _send_beat(self) -> None:
-        self._session._beat()
+        self._session.output.beat()
         self._send_timer = self._clock.callLater(self._heartbeat[0] / 2000.0, self._send_beat)
 
     def _check_beat(self) -> None:
@@ -143,7 +147,7 @@ class Timers:
         if silent >= allowed:
             self._receive_timer = None
             # The network is gone, not the client's wish: a resumable session waits for it.
-            session._detach()
+            session.resume.detach()
             session._fail(
                 ProtocolError(
                     "heart-beat timeout",
@@ -195,7 +199,6 @@ class Timers:
         self._session._fail(
             LimitExceeded(
                 "frame timeout",
-                f"a frame was begun and not completed within {timeout:g} s"
-                " (frame-timeout)",
+                f"a frame was begun and not completed within {timeout:g} s (frame-timeout)",
             )
         )

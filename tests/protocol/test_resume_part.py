@@ -7,7 +7,6 @@ session: CONNECT's token, CONNECTED's headers, detaching and taking up again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.task import Clock
@@ -40,14 +39,17 @@ class Owner:
         self.waiting: Any = None
 
     # What the subscriptions part needs of its session.
-    def write(self, data: bytes) -> None:
-        self.written.append((data, 1))
+    @property
+    def output(self) -> Owner:
+        """The output part stand-in is the owner itself: it records what is written."""
+        return self
 
     def write_message(self, data: bytes) -> None:
         self.written.append((data, 1))
 
-    def recent_writer(self) -> Callable[[bytes], None] | None:
-        return self.resume.recent_writer()
+    def write_delivery(self, data: bytes) -> None:
+        self.written.append((data, 1))
+
 
     # What the resume part needs.
     def write_messages(self, data: bytes, count: int) -> None:
@@ -56,14 +58,19 @@ class Owner:
     def _fail(self, error: ProtocolError, event: Event = Event.ERROR) -> None:
         self.failed.append(error.message)
 
-    def _wait_on(self, answer: Any) -> None:
+    @property
+    def login(self) -> Owner:
+        """The login part stand-in is the owner itself: it keeps the answer awaited."""
+        return self
+
+    def wait_on(self, answer: Any) -> None:
         self.waiting = answer
 
-    def resume_subscriptions(self) -> list[dict[str, str]]:
-        return self.resume.subscriptions_headers()
+    def _transition(self, event: Event) -> None:
+        raise AssertionError(f"no state change expected here, got {event}")
 
-    def take_over(self) -> None:
-        self.resume.detach()
+    def _close(self, event: Event) -> None:
+        self.state = State.CLOSING
 
 
 def connect(resume: Resume, token: str) -> tuple[tuple[tuple[str, str], ...], Any]:
@@ -110,6 +117,17 @@ def test_a_detached_session_keeps_its_topics_and_is_taken_up_again() -> None:
     assert [s.subscription_id for s in new.subscriptions.values()] == ["t", "q"]
     assert new.written == [(b"missed", 1)]
     assert old.broker.named("unsubscribe") == [queue, topic]
+
+
+def test_a_token_still_connected_is_taken_over() -> None:
+    """The client noticed the drop before the broker: the old session detaches and closes."""
+    book = ResumeBook(Clock())
+    old = Owner(book)
+    headers, _ = connect(old.resume, "")
+    new = Owner(book)
+    headers, resumed = connect(new.resume, dict(headers)["resume-token"])
+    assert old.state is State.CLOSING
+    assert dict(headers)["resumed"] == "true"
 
 
 def test_ending_voids_the_token() -> None:

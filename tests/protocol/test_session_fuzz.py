@@ -301,7 +301,7 @@ class SessionMachine(RuleBasedStateMachine):
             assert session.timers.running() == ()
             timers = (
                 session.output.closing,
-                session._login,
+                session.login.waiting,
             )
             assert timers == (None,) * 2
             if id(session) in self.dropped:

@@ -28,14 +28,25 @@ class Owner:
         self.version = version
         self.identity: Any = None
         self.client_id: str | None = None
+        self.session_id = "s1"
         self.written: list[bytes] = []
         self.recent: Callable[[bytes], None] | None = None
 
-    def write(self, data: bytes) -> None:
-        self.written.append(data)
+    @property
+    def output(self) -> Owner:
+        """The output part stand-in is the owner itself: it records what is written."""
+        return self
 
     def write_message(self, data: bytes) -> None:
         self.written.append(data)
+
+    def write_delivery(self, data: bytes) -> None:
+        self.written.append(data)
+
+    @property
+    def resume(self) -> Owner:
+        """The resume part stand-in is the owner itself: it says where topic messages go."""
+        return self
 
     def recent_writer(self) -> Callable[[bytes], None] | None:
         return self.recent

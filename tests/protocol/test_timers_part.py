@@ -24,10 +24,20 @@ class Owner:
         self.detached = 0
         self.failed: list[str] = []
 
-    def _beat(self) -> None:
+    @property
+    def output(self) -> Owner:
+        """The output part stand-in is the owner itself: it counts heart-beats."""
+        return self
+
+    def beat(self) -> None:
         self.beats += 1
 
-    def _detach(self) -> None:
+    @property
+    def resume(self) -> Owner:
+        """The resume part stand-in is the owner itself: it counts detaches."""
+        return self
+
+    def detach(self) -> None:
         self.detached += 1
 
     def _fail(self, error: ProtocolError, event: Event = Event.ERROR) -> None:

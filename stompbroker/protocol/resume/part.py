@@ -65,7 +65,9 @@ from stompbroker.protocol.resume.registry import (
 from stompbroker.protocol.states import Event, State
 
 if TYPE_CHECKING:
+    from stompbroker.protocol.login import Login
     from stompbroker.protocol.receipts import Receipts
+    from stompbroker.protocol.slow_consumer import SlowConsumer
     from stompbroker.protocol.subscriptions import Subscriptions
 
 #: The CONNECT header that asks for a resumable session, and the CONNECTED one with its token.
@@ -115,13 +117,16 @@ class ResumeOwner(Failing, Protocol):
     def _let_in(self) -> None:
         """The client is in: CONNECTED, then the frames that waited."""
 
-    def _wait_on(self, answer: Any) -> None:
-        """Keep the answer waited for before CONNECTED (``None``: none), to cancel it."""
+    @property
+    def login(self) -> Login:
+        """Keeps the cluster's answer awaited before CONNECTED, as a login's, to cancel it."""
 
-    def write_message(self, data: bytes) -> None: ...
+    def _close(self, event: Event) -> None:
+        """End the session without an ERROR (its client is back elsewhere)."""
 
-    def write_messages(self, data: bytes, count: int) -> None:
-        """Write ``count`` MESSAGE frames in one write."""
+    @property
+    def output(self) -> SlowConsumer:
+        """Where what a resumed client missed is written."""
 
 
 class Resume:
@@ -171,7 +176,7 @@ class Resume:
         recent.size += len(data)
         if recent.size > recent.limit:
             recent.trim()
-        self._session.write_message(data)
+        self._session.output.write_message(data)
 
     def recent_writer(self) -> Callable[[bytes], None] | None:
         """:returns: where auto-ack topic messages go while resumable, or ``None``."""
@@ -205,7 +210,7 @@ class Resume:
             book.refused += 1
         elif record is not None:
             book.resumed += 1
-        self.resume_token = book.issue(login, self._session)
+        self.resume_token = book.issue(login, self)
         self._recent = book.new_buffer(self.resume_token)
         headers: tuple[tuple[str, str], ...] = (
             (RESUME_TOKEN, self.resume_token),
@@ -268,7 +273,7 @@ class Resume:
         recent: Any = self._recent
         for data in frames:
             recent.append(data)
-        self._session.write_messages(b"".join(frames), len(frames))
+        self._session.output.write_messages(b"".join(frames), len(frames))
 
     def detach(self) -> None:
         """
@@ -314,7 +319,30 @@ class Resume:
             )
         )
 
-    def subscriptions_headers(self) -> list[dict[str, str]]:
+    # -- what the book asks of a connected resumable session -------------------
+
+    @property
+    def version(self) -> str:
+        """The session's protocol version, filed with its record."""
+        return self._session.version
+
+    @property
+    def subscriptions(self) -> Subscriptions:
+        """The session's subscriptions, whose change the book files again."""
+        return self._session.subscriptions
+
+    def take_over(self) -> None:
+        """
+        A client resumes this session while it still looks connected (the client
+        noticed the connection dead before the broker did): detach it now and
+        close the old connection.
+        """
+        if self._session.state is not State.CONNECTED:
+            return
+        self.detach()
+        self._session._close(Event.ERROR)
+
+    def resume_subscriptions(self) -> list[dict[str, str]]:
         """:returns: the headers that would make this session's subscriptions again now."""
         return [
             resubscribe_headers(subscription.headers, subscription.last_stream_offset)
@@ -355,17 +383,17 @@ class Resume:
 
     def _await(self, answer: Any, then: Callable[[Any], None]) -> None:
         """Wait for the directory's ``answer`` (cancelled, as a login is, if the client goes)."""
-        self._session._wait_on(answer)
+        self._session.login.wait_on(answer)
         answer.addCallbacks(self._answered, self._not_answered, callbackArgs=(then,))
 
     def _answered(self, result: Any, then: Callable[[Any], None]) -> None:
-        self._session._wait_on(None)
+        self._session.login.wait_on(None)
         if self._session.state is State.AUTHENTICATING:
             then(result)
 
     def _not_answered(self, failure: Any) -> None:
         """The directory could not answer (its server went): resume here if we can."""
-        self._session._wait_on(None)
+        self._session.login.wait_on(None)
         if self._session.state is State.AUTHENTICATING:
             self._found = _HERE
             self._session._let_in()
@@ -476,13 +504,13 @@ class Resume:
         token, self.resume_token = self.resume_token, None
         book = self._session.config.resumption
         if token is not None and book is not None and self._session.state is State.CONNECTED:
-            book.leave(token, self._session)
+            book.leave(token, self)
         elif token is not None and book is not None:
-            book.forget(token, self._session)
+            book.forget(token, self)
 
     def end(self) -> None:
         """The session ends for good (DISCONNECT, an ERROR): its token is void."""
         token, self.resume_token = self.resume_token, None
         book = self._session.config.resumption
         if token is not None and book is not None:
-            book.forget(token, self._session)
+            book.forget(token, self)
