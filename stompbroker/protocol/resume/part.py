@@ -27,14 +27,7 @@ per connection loss; the delivery path is not touched (a detached subscription's
 writes are diverted, as :meth:`SessionSubscription.hold_writes` does).
 
 In a cluster (the book has a ``directory``), a CONNECT with a token first
-takes the session's record from the directory, the client's frames held and
-its socket not read meanwhile, as while a password is checked
-(:meth:`Resume.wait_for_resumed`): a session kept here is then claimed
-as above; one kept by a dead node is made again from the record, with
-``resume-gap:true``; one kept by another live node is subscribed again to its
-topics (their messages held), then handed over by that node (the frames
-missed, the subscriptions' latest headers), and written as above, the held
-frames the handover also carried left out (:mod:`.records`).
+asks the cluster's directory where the session is (:mod:`.cluster`).
 """
 
 from __future__ import annotations
@@ -46,15 +39,10 @@ from stompbroker.interfaces import IBroker
 from stompbroker.protocol.config import SessionConfig
 from stompbroker.protocol.errors import ProtocolError
 from stompbroker.protocol.frames import Frame
-from stompbroker.protocol.negotiation import BY_LOGIN
 from stompbroker.protocol.parts import Failing
+from stompbroker.protocol.resume.cluster import HERE, NOWHERE, DirectoryLookup
 from stompbroker.protocol.resume.records import (
     Elsewhere,
-    Handover,
-    Taken,
-    frame_identity,
-    subscription_id,
-    token_key,
 )
 from stompbroker.protocol.resume.registry import (
     Detached,
@@ -79,11 +67,6 @@ LAST_MESSAGE_ID = "resume-last-message-id"
 
 #: What a resumed session is given: the record, and the frames to write.
 Resumption = tuple[Detached | Elsewhere, list[bytes]]
-
-#: What the directory said of a presented token: nothing is kept (``_found``).
-_NOWHERE = "nowhere"
-#: ... the session is this node's: claim it from the book as on one node.
-_HERE = "here"
 
 
 class ResumeOwner(Failing, Protocol):
@@ -139,7 +122,7 @@ class Resume:
     one ``is None`` test per SUBSCRIBE and per connection loss.
     """
 
-    __slots__ = ("resume_token", "_found", "_recent", "_resume_last", "_session")
+    __slots__ = ("resume_token", "_directory", "_recent", "_resume_last", "_session")
 
     def __init__(self, session: ResumeOwner) -> None:
         self._session = session
@@ -153,9 +136,22 @@ class Resume:
         #: What this resumable session's auto-ack topic subscriptions wrote
         #: lately; ``None`` while the session is not resumable.
         self._recent: ResumeBuffer | None = None
-        #: What the cluster's directory said of the presented token (``None``:
-        #: not asked): ``_NOWHERE``, ``_HERE`` or an :class:`Elsewhere`.
-        self._found: Any = None
+        #: Asks the cluster's directory about a presented token.
+        self._directory = DirectoryLookup(self, session)
+
+    @property
+    def last(self) -> tuple[str | None, str] | None:
+        """``(subscription, message-id)`` of the last topic MESSAGE the client says it got."""
+        return self._resume_last
+
+    def wait_for_resumed(self) -> bool:
+        """
+        Before CONNECTED: ask the cluster's directory about the presented token.
+
+        :returns: whether the session now waits for the answer (see
+            :meth:`DirectoryLookup.wait`).
+        """
+        return self._directory.wait()
 
     def read(self, frame: Frame) -> None:
         """Read CONNECT's resumption headers (only when the broker resumes sessions)."""
@@ -164,7 +160,7 @@ class Resume:
         if last is not None:
             self._resume_last = (frame.get(LAST_SUBSCRIPTION), last)
 
-    def _write_recent(self, data: bytes) -> None:
+    def write_recent(self, data: bytes) -> None:
         """
         Write an auto-ack topic MESSAGE of a resumable session, keeping it a
         while: as :meth:`write_message`, which it stands in for.
@@ -180,13 +176,9 @@ class Resume:
 
     def recent_writer(self) -> Callable[[bytes], None] | None:
         """:returns: where auto-ack topic messages go while resumable, or ``None``."""
-        return None if self._recent is None else self._write_recent
+        return None if self._recent is None else self.write_recent
 
-    def _made_again(self, headers: dict[str, str]) -> Any:
-        """:returns: a subscription made from a record's headers, not yet given to the broker."""
-        return self._session.subscriptions.new(Frame("SUBSCRIBE", tuple(headers.items())))
-
-    def _login_name(self) -> str:
+    def login_name(self) -> str:
         identity = self._session.identity
         return "" if identity is None else str(identity.name)
 
@@ -201,12 +193,12 @@ class Resume:
         if presented is None or book is None:
             self.resume_token = None
             return (), None
-        login = self._login_name()
-        found, self._found = self._found, None
+        login = self.login_name()
+        found = self._directory.take_found()
         record: Detached | Elsewhere | None = found if isinstance(found, Elsewhere) else None
-        if presented and (found is None or found is _HERE):
+        if presented and (found is None or found is HERE):
             record = book.claim(presented, login, self._session.version)
-        elif found is _NOWHERE:
+        elif found is NOWHERE:
             book.refused += 1
         elif record is not None:
             book.resumed += 1
@@ -228,7 +220,7 @@ class Resume:
         """
         :returns: the frames the resuming client has not had, and whether some
             it should have had are lost (see :func:`missed`); another node's
-            frames come with the session (:meth:`_resume_elsewhere`).
+            frames come with the session (:meth:`DirectoryLookup.resume_elsewhere`).
         """
         if isinstance(record, Elsewhere):
             return [], record.gap
@@ -241,7 +233,7 @@ class Resume:
         """
         record, frames = resumption
         if isinstance(record, Elsewhere):
-            self._resume_elsewhere(record)
+            self._directory.resume_elsewhere(record)
             return
         releases = []
         try:
@@ -258,11 +250,11 @@ class Resume:
         # The new subscriptions are in place (and hold what they get) before the
         # old ones leave, so that no message falls between them.
         record.release()
-        self._write_replayed(frames)
+        self.write_replayed(frames)
         for release in releases:
             release()
 
-    def _write_replayed(self, frames: list[bytes]) -> None:
+    def write_replayed(self, frames: list[bytes]) -> None:
         """
         Write what a resumed client missed: each frame kept again, should this
         connection drop too, and all of them in one write (a resume that waited
@@ -309,7 +301,7 @@ class Resume:
         book.detach(
             Detached(
                 token,
-                self._login_name(),
+                self.login_name(),
                 self._session.version,
                 again,
                 buffer,
@@ -349,155 +341,6 @@ class Resume:
             for subscription in self._session.subscriptions.values()
             if subscription.headers
         ]
-
-    # -- on another node of a cluster -------------------------------------------
-
-    def wait_for_resumed(self) -> bool:
-        """
-        Before CONNECTED: ask the cluster's directory about the presented token.
-
-        :returns: ``True`` when the session now waits for the answer (its
-            client's frames held, its socket not read, as while a login is
-            checked); then :meth:`_let_in` follows the answer.
-        """
-        book = self._session.config.resumption
-        if (
-            not self.resume_token
-            or book is None
-            or book.directory is None
-            or self._found is not None
-            or not book.directory.available()
-        ):
-            return False
-        if self._session.state is State.AWAITING_CONNECT:
-            self._session._transition(Event.LOGIN_STARTED)
-            self._session.receipts.start_holding()
-            self._session._pause_reading(BY_LOGIN)
-        taking = book.directory.take(
-            token_key(self.resume_token),
-            self._login_name(),
-            self._session.version,
-        )
-        self._await(taking, self._taken)
-        return True
-
-    def _await(self, answer: Any, then: Callable[[Any], None]) -> None:
-        """Wait for the directory's ``answer`` (cancelled, as a login is, if the client goes)."""
-        self._session.login.wait_on(answer)
-        answer.addCallbacks(self._answered, self._not_answered, callbackArgs=(then,))
-
-    def _answered(self, result: Any, then: Callable[[Any], None]) -> None:
-        self._session.login.wait_on(None)
-        if self._session.state is State.AUTHENTICATING:
-            then(result)
-
-    def _not_answered(self, failure: Any) -> None:
-        """The directory could not answer (its server went): resume here if we can."""
-        self._session.login.wait_on(None)
-        if self._session.state is State.AUTHENTICATING:
-            self._found = _HERE
-            self._session._let_in()
-
-    def _taken(self, taken: Taken | None) -> None:
-        if taken is None:
-            self._found = _NOWHERE
-        elif taken.here:
-            self._found = _HERE
-        elif not taken.alive:
-            self._found = Elsewhere(taken.record.subscriptions)
-        else:
-            self._hand_over(taken)
-            return
-        self._session._let_in()
-
-    def _hand_over(self, taken: Taken) -> None:
-        """
-        The session is another live node's: subscribe again to its topics,
-        holding what they get, then ask that node for the session.  The new
-        subscriptions are in place before the old ones go, and the request
-        goes after every message published here before them, so none falls
-        between (docs/cluster.md).
-        """
-        book: Any = self._session.config.resumption
-        made: dict[str, tuple[Any, list[bytes]]] = {}
-        try:
-            for headers in taken.record.subscriptions:
-                subscription = self._session.subscriptions.new(
-                    Frame("SUBSCRIBE", tuple(headers.items()))
-                )
-                if not subscription.collects_while_detached:
-                    continue
-                held: list[bytes] = []
-                subscription.divert(held.append)
-                self._session.subscriptions.add(subscription)
-                made[subscription.subscription_id] = (subscription, held)
-        except ProtocolError:
-            # Refused here (access rights, say): CONNECTED answers as from the
-            # record, and _resume_elsewhere fails as a resume on one node does.
-            for subscription, _ in made.values():
-                self._unmake(subscription)
-            # The keeping node lets go of its copy too: nobody can claim it now.
-            book.directory.hand_over(taken.node, token_key(str(self.resume_token)), None)
-            self._found = Elsewhere(taken.record.subscriptions)
-            self._session._let_in()
-            return
-        key = token_key(str(self.resume_token))
-        asked = book.directory.hand_over(taken.node, key, self._resume_last)
-        self._await(asked, lambda handover: self._handed_over(taken, made, handover))
-
-    def _handed_over(
-        self, taken: Taken, made: dict[str, tuple[Any, list[bytes]]], handover: Handover | None
-    ) -> None:
-        if handover is None:
-            # The node did not answer in time, or no longer had the session:
-            # what it held is lost to the client, which is told so.
-            self._found = Elsewhere(taken.record.subscriptions, made=made)
-        else:
-            self._found = Elsewhere(handover.subscriptions, handover.frames, handover.gap, made)
-        self._session._let_in()
-
-    def _resume_elsewhere(self, elsewhere: Elsewhere) -> None:
-        """
-        Take up a session from another node: the subscriptions not made yet,
-        what it missed, then what the topics' subscriptions held that it did not
-        carry, then the live flow.
-        """
-        made = elsewhere.made
-        releases = []
-        wanted = set()
-        try:
-            for headers in elsewhere.subscriptions:
-                name = subscription_id(headers)
-                wanted.add(name)
-                if name in made:
-                    continue
-                subscription = self._session.subscriptions.new(
-                    Frame("SUBSCRIBE", tuple(headers.items()))
-                )
-                releases.append(subscription.hold_writes())
-                self._session.subscriptions.add(subscription)
-        except ProtocolError as error:
-            self._session._fail(error)
-            return
-        frames = list(elsewhere.frames)
-        # Read the handover's frames for their ids only when something was held.
-        seen = set()
-        if any(held for _, held in made.values()):
-            seen = {frame_identity(data) for data in frames}
-        for name, (subscription, held) in made.items():
-            if name not in wanted:
-                # Unsubscribed on the old node after its record was filed.
-                self._unmake(subscription)
-                continue
-            subscription.divert(self._write_recent)
-            frames.extend(data for data in held if frame_identity(data) not in seen)
-        self._write_replayed(frames)
-        for release in releases:
-            release()
-
-    def _unmake(self, subscription: Any) -> None:
-        """Give back a subscription made for a resume that did not need it."""
-        self._session.subscriptions.discard(subscription)
 
     def leave(self) -> None:
         """The broker stops: in a cluster the session may go on elsewhere (``ResumeBook.leave``)."""
