@@ -140,7 +140,7 @@ class StompSession:
 
     :param broker: an :class:`~stompbroker.interfaces.IBroker`.
     :param transport: an :class:`~stompbroker.interfaces.ISessionTransport`.
-    :param clock: an :class:`~stompbroker.interfaces.IClock`.
+    :param clock: a :class:`~stompbroker.protocol.parts.Clock` (the reactor, or ``task.Clock``).
     :param config: the listener's :class:`SessionConfig`.
     :param peer: the client's address, for logs and statistics.
     """

@@ -50,7 +50,6 @@ class Owner:
     def write_delivery(self, data: bytes) -> None:
         self.written.append((data, 1))
 
-
     # What the resume part needs.
     def write_messages(self, data: bytes, count: int) -> None:
         self.written.append((data, count))
