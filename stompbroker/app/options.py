@@ -41,7 +41,7 @@ from stompbroker.broker.flow.limits import MEMORY_HIGH_SHARE, Limits
 from stompbroker.broker.queueing.delivery import EXPIRED_ACTIONS, DeliveryPolicy
 from stompbroker.broker.store.sqlite import SYNC_MODES
 from stompbroker.logs import LEVELS
-from stompbroker.protocol.resumption import DEFAULT_BUFFER, DEFAULT_WINDOW
+from stompbroker.protocol.resume.registry import DEFAULT_BUFFER, DEFAULT_WINDOW
 from stompbroker.protocol.session import SLOW_CONSUMER_POLICIES, SessionConfig
 from stompbroker.security.access import AccessControl, AccessFileError
 from stompbroker.security.credentials import IBearerToken, ICertificate

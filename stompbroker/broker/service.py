@@ -149,7 +149,7 @@ class Broker(Service):
         )
         self.connections = self.registry.connections
         self.backpressure = BackPressure(clock, limits, books.counters, self.connections)
-        #: The :class:`~stompbroker.protocol.resumption.ResumeBook` of the
+        #: The :class:`~stompbroker.protocol.resume.registry.ResumeBook` of the
         #: listeners' resumable sessions, if any (:meth:`keep_resumable_sessions`).
         self.resumption: Any = None
         self.transactions = Transactions(self.registry, limits, self.backpressure)
@@ -195,7 +195,7 @@ class Broker(Service):
     def keep_resumable_sessions(self, book: Any) -> None:
         """
         The listeners keep their resumable sessions in ``book`` (the
-        :class:`~stompbroker.protocol.resumption.ResumeBook` of their
+        :class:`~stompbroker.protocol.resume.registry.ResumeBook` of their
         ``SessionConfig``): show them to operators (stats, management) and
         count their buffers in the memory watermark, which sheds them before
         it pauses publishers.  Call before the broker starts.

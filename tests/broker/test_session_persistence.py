@@ -28,8 +28,7 @@ class Client(SessionClient):
 
     def __init__(self, broker: Broker, clock: Clock, config: SessionConfig) -> None:
         self.reading = True
-        super().__init__(broker, clock)
-        self.session.config = config
+        super().__init__(broker, clock, config=config)
 
     def pause_reading(self) -> None:
         self.reading = False

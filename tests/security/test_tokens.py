@@ -18,8 +18,8 @@ from twisted.cred.credentials import UsernamePassword
 from twisted.cred.error import UnauthorizedLogin
 from twisted.internet.task import Clock
 
-from stompbroker.protocol.credentials import LoginRefused
 from stompbroker.protocol.errors import AccessDenied, LoginFailed
+from stompbroker.protocol.login import LoginRefused
 from stompbroker.security.access import AccessControl, Grants, parse_policy
 from stompbroker.security.credentials import BearerToken, InvalidCredentials
 from stompbroker.security.identity import Identity, IIdentity

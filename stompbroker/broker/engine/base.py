@@ -425,7 +425,7 @@ class IEngine(Interface):
         that files its sessions' records in the server and hands sessions over
         between nodes.
 
-        :param book: the broker's :class:`~stompbroker.protocol.resumption.ResumeBook`.
+        :param book: the broker's :class:`~stompbroker.protocol.resume.registry.ResumeBook`.
         """
 
     def cluster():  # type: ignore[no-untyped-def]

@@ -198,7 +198,7 @@ class BackPressure:
             (counted in full on top of the allocator's figure, which sees small
             objects at an estimate: the figure errs high, never low), and
             ``shed() -> int``, which drops some of them and returns how many:
-            the :class:`~stompbroker.protocol.resumption.ResumeBook`.
+            the :class:`~stompbroker.protocol.resume.registry.ResumeBook`.
         """
         self._holders.append(holder)
 

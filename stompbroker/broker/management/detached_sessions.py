@@ -59,7 +59,7 @@ class DetachedSessionInfo:
 
     @classmethod
     def of(cls, record: Any) -> DetachedSessionInfo:
-        """:param record: a :class:`~stompbroker.protocol.resumption.Detached` record."""
+        """:param record: a :class:`~stompbroker.protocol.resume.registry.Detached` record."""
         buffer = record.buffer
         return cls(
             id=record.session,
