@@ -217,7 +217,10 @@ SECTIONS: dict[str, OptionSection] = {
         dict.fromkeys(["data-dir", "sync", "stream-max-age", "stream-max-bytes"], VALUE)
     ),
     "cluster": OptionSection(
-        dict.fromkeys(["engine", "engine-password-file", "node-timeout", "workers"], VALUE)
+        dict.fromkeys(
+            ["engine", "engine-password-file", "engine-outage-hold", "node-timeout", "workers"],
+            VALUE,
+        )
     ),
     "stats": OptionSection(
         dict.fromkeys(["stats-dir", "stats-interval", "monitor-interval"], VALUE)

@@ -1,6 +1,6 @@
 """
 The options that choose where destinations' state lives: ``--engine``,
-``--engine-password-file``, ``--node-timeout`` and ``--workers``.
+``--engine-password-file``, ``--engine-outage-hold``, ``--node-timeout`` and ``--workers``.
 
 :class:`EngineOptions` is a mixin of :class:`stompbroker.app.options.Options`
 (twistd gathers ``optParameters`` along the class hierarchy); it parses and
@@ -19,12 +19,21 @@ __all__ = ["DEFAULT_NODE_TIMEOUT", "EngineOptions"]
 
 #: Seconds; the redis engine's own default (kept here so that the options need no redis-py).
 DEFAULT_NODE_TIMEOUT = 10.0
+#: Seconds; the redis engine's :data:`~stompbroker.broker.engine.redis.outage.DEFAULT_OUTAGE_HOLD`.
+DEFAULT_OUTAGE_HOLD = 30.0
 
 
 def _node_timeout(text: str) -> float:
     value = number(text)
     if not 0.5 <= value < float("inf"):
         raise ValueError(f"must be 0.5 seconds or more, got {text!r}")
+    return value
+
+
+def _outage_hold(text: str) -> float:
+    value = number(text)
+    if not 0 <= value < float("inf"):
+        raise ValueError(f"must be 0 seconds or more, got {text!r}")
     return value
 
 
@@ -65,6 +74,15 @@ class EngineOptions(usage.Options):
             None,
             None,
             "A file whose first line is the Redis password (instead of one in the URL).",
+        ],
+        [
+            "engine-outage-hold",
+            None,
+            DEFAULT_OUTAGE_HOLD,
+            "With --engine redis: seconds to hold publishers (paused, their receipts and"
+            " acknowledgements' receipts waiting) while Redis is away; past it they get an"
+            " ERROR that says Redis is unreachable. 0: the ERROR at once.",
+            _outage_hold,
         ],
         [
             "node-timeout",

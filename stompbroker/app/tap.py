@@ -196,6 +196,7 @@ def _engine(options: Options, reactor: Any, policy: DeliveryPolicy) -> Any:
         url=url,
         policy=policy,
         node_timeout=options["node-timeout"],
+        outage_hold=options["engine-outage-hold"],
         stream_limits=options["stream-limits"],
     )
 

@@ -149,6 +149,7 @@ class Broker(Service):
         )
         self.connections = self.registry.connections
         self.backpressure = BackPressure(clock, limits, books.counters, self.connections)
+        engine.report_outages(self.backpressure)
         #: The :class:`~stompbroker.protocol.resume.registry.ResumeBook` of the
         #: listeners' resumable sessions, if any (:meth:`keep_resumable_sessions`).
         self.resumption: Any = None

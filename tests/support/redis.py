@@ -97,6 +97,12 @@ class RedisServer:
         except OSError:
             return False
 
+    def kill(self) -> None:
+        """SIGKILL it by its PID, as a crash would (no shutdown, no last AOF write)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
     def stop(self) -> None:
         """Stop it by its PID (SIGTERM; SIGKILL if it lingers)."""
         if self.process is not None and self.process.poll() is None:

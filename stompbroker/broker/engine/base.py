@@ -428,6 +428,19 @@ class IEngine(Interface):
         :param book: the broker's :class:`~stompbroker.protocol.resume.registry.ResumeBook`.
         """
 
+    def report_outages(alarm):  # type: ignore[no-untyped-def]
+        """
+        Pause publishers while the engine's server is away, rather than refuse
+        their messages (called once, before the engine opens).
+
+        Local: nothing (its store is in this process).  Redis: ``alarm_on`` while
+        Redis is away, up to ``--engine-outage-hold``, ``alarm_off`` once it is
+        back or the hold has run out; and what its writer holds meanwhile is
+        counted in the memory in use (``count_held``).
+
+        :param alarm: the broker's :class:`~stompbroker.broker.flow.backpressure.BackPressure`.
+        """
+
     def cluster():  # type: ignore[no-untyped-def]
         """
         :returns: the latest :class:`~stompbroker.broker.engine.figures.ClusterView`

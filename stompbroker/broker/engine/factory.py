@@ -24,6 +24,7 @@ def build_engine(
     store: Any = None,
     stream_limits: Any = None,
     node_timeout: float | None = None,
+    outage_hold: float | None = None,
 ) -> Any:
     """
     :param url: the redis engine's parsed
@@ -31,6 +32,7 @@ def build_engine(
         the in-process engine.
     :param store: the in-process engine's message store (not yet open), or ``None``.
     :param node_timeout: the redis engine's ``--node-timeout``; its default if ``None``.
+    :param outage_hold: the redis engine's ``--engine-outage-hold``; its default if ``None``.
     :returns: the :class:`~stompbroker.broker.engine.base.IEngine`; redis-py is
         imported only for the redis engine.
     :raises ValueError: for a store with the redis engine, which keeps its own.
@@ -40,6 +42,7 @@ def build_engine(
     if store is not None:
         raise ValueError("the redis engine keeps messages in Redis: give it no store")
     from stompbroker.broker.engine.redis.engine import DEFAULT_NODE_TIMEOUT, RedisEngine
+    from stompbroker.broker.engine.redis.outage import DEFAULT_OUTAGE_HOLD
 
     return RedisEngine(
         clock,
@@ -47,4 +50,5 @@ def build_engine(
         policy=policy,
         node_timeout=DEFAULT_NODE_TIMEOUT if node_timeout is None else node_timeout,
         stream_limits=stream_limits,
+        outage_hold=DEFAULT_OUTAGE_HOLD if outage_hold is None else outage_hold,
     )

@@ -362,6 +362,9 @@ class LocalEngine:
     def share_resumption(self, book: Any) -> None:
         """Nothing to share: a session resumes on this process, the only one."""
 
+    def report_outages(self, alarm: Any) -> None:
+        """Nothing to report: the store is in this process."""
+
     def cluster(self) -> ClusterView | None:
         """:returns: ``None``: this process is the whole broker."""
         return None

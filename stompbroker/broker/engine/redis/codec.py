@@ -21,7 +21,7 @@ import json
 from stompbroker.broker.queueing.priorities import parse_priority, stored_priority
 from stompbroker.protocol.message import Message
 
-__all__ = ["Names", "decode", "encode", "pack_batch", "unpack_batch"]
+__all__ = ["Names", "decode", "encode", "mark_resent", "pack_batch", "unpack_batch"]
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _loads = json.loads
@@ -68,6 +68,18 @@ def decode(payload: bytes) -> tuple[str, Message]:
         parse_priority(stored_priority(headers)),
     )
     return origin, message
+
+
+def mark_resent(payload: bytes) -> bytes:
+    """
+    :returns: the message in ``payload`` with one more redelivery, for a write
+        sent again after its connection died: the first try may have reached
+        Redis, so the copy this one makes must say ``redelivered:true``.
+    :raises ValueError: for bytes that :func:`encode` did not make.
+    """
+    origin, message = decode(payload)
+    message.redeliveries += 1
+    return encode(origin, message)
 
 
 #: What a batch of topic messages starts with (a single message starts with ``[``).

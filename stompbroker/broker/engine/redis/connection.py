@@ -15,6 +15,15 @@ broker's objects without locks.  Any other reactor is refused at start
 pipeline per turn of the loop, one pipeline at a time, so Redis applies them in
 the order the broker asked for them (per publisher order) and a busy node pays
 one round trip for many messages.
+
+When a pipeline's connection dies, the writer keeps its commands, in order,
+and sends them again once Redis answers (redis-py is told not to re-send by
+itself: :func:`make_client` ``retries=0``), so that it knows which writes go
+twice: a message ``XADD`` ed again carries one more redelivery
+(:func:`~stompbroker.broker.engine.redis.codec.mark_resent`), so that if the
+first try had reached Redis the second copy says ``redelivered:true``.  While
+Redis is away, whoever waits for a reply (a RECEIPT) waits, up to the
+:class:`~stompbroker.broker.engine.redis.outage.Outage`'s hold.
 """
 
 from __future__ import annotations
@@ -31,6 +40,8 @@ from redis.exceptions import TimeoutError as RedisTimeout
 from twisted.internet.defer import Deferred
 
 from stompbroker.broker.engine.base import EngineUnavailable
+from stompbroker.broker.engine.redis.codec import mark_resent
+from stompbroker.broker.engine.redis.outage import Outage, unreachable_text
 from stompbroker.broker.engine.redis.url import EngineURL
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import ProtocolError
@@ -90,14 +101,17 @@ def run(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, Any]) ->
     return Deferred.fromFuture(asyncio.ensure_future(coroutine, loop=loop))
 
 
-def make_client(url: EngineURL, *, forever: bool = False) -> aioredis.Redis:
+def make_client(url: EngineURL, *, forever: bool = False, retries: int = 3) -> aioredis.Redis:
     """
     :param forever: retry a command that lost its connection for ever, with the
-        back-off (for the pub/sub reader, which must come back by itself); by
-        default a few times, so that a writer learns the server is away.
+        back-off (for the pub/sub reader, which must come back by itself).
+    :param retries: otherwise, how often to send a command again after its
+        connection died: 0 for the writer and the queues' reads, which must
+        know that a command may have reached Redis without its reply.
     :returns: a client for ``url`` (it connects on first use).
     """
-    retry = Retry(ExponentialBackoff(cap=BACKOFF_CAP, base=BACKOFF_BASE), -1 if forever else 3)
+    backoff = ExponentialBackoff(cap=BACKOFF_CAP, base=BACKOFF_BASE)
+    retry = Retry(backoff, -1 if forever else retries)
     return aioredis.Redis(
         host=url.host,
         port=url.port,
@@ -150,13 +164,16 @@ class Writer:
     """
     Sends commands to Redis in the order they were asked for, a pipeline at a time.
 
-    :param client: the redis-py asyncio client.
+    :param client: the redis-py asyncio client (made with ``retries=0``).
     :param loop: the reactor's asyncio loop.
+    :param outage: told when Redis goes away and comes back; its hold bounds
+        how long waiters wait (a hold of 0 fails them at once).
+    :param back: called each time Redis answers again after an outage.
 
     :ivar connected: whether the last pipeline reached the server.  While it is
-        ``False``, the engine refuses new messages (publishers get an ERROR);
-        what was accepted before stays queued here and is sent once the server
-        is back.
+        ``False``, what was accepted stays queued here and is sent once the
+        server is back; the engine refuses new messages only once the outage
+        has outlasted its hold.
     """
 
     def __init__(
@@ -164,9 +181,15 @@ class Writer:
         client: aioredis.Redis,
         loop: asyncio.AbstractEventLoop,
         pack: Callable[[list[bytes]], bytes] | None = None,
+        outage: Outage | None = None,
+        back: Callable[[], None] | None = None,
     ) -> None:
         self.client = client
         self.connected = True
+        self.outage = outage
+        self._back = back
+        if outage is not None:
+            outage.on_expiry(self._gave_up)
         self._loop = loop
         #: Makes one payload of a batch of messages for one channel (:meth:`publish`).
         self._pack = pack
@@ -218,10 +241,35 @@ class Writer:
         """
         waiter: Deferred[Any] = Deferred()
         self._commands.append(args)
-        self._waiters.append((len(self._commands) - 1, waiter))
+        outage = self.outage
+        if not self.connected and (outage is None or outage.expired):
+            # Away past the hold: the command is sent when Redis is back; nobody waits.
+            waiter.errback(self._unreachable(None if outage is None else outage.lasted()))
+        else:
+            self._waiters.append((len(self._commands) - 1, waiter))
         if self._running is None:
             self._start()
         return waiter
+
+    def held_bytes(self) -> int:
+        """
+        :returns: about how many bytes the commands queued here hold: counted in
+            the memory in use (``--memory-high``) while Redis is away; 0 while
+            it is there (what is queued then leaves within a turn of the loop).
+        """
+        if self.connected:
+            return 0
+        total = 0
+        for args in self._commands:
+            for arg in args[2] if args[0] is _BATCH else args:
+                if isinstance(arg, bytes):
+                    total += len(arg)
+            total += 64
+        return total
+
+    def shed(self) -> int:
+        """Nothing queued here can be dropped (it was accepted): :returns: 0."""
+        return 0
 
     def _start(self) -> None:
         self._idle.clear()
@@ -237,20 +285,30 @@ class Writer:
                 try:
                     replies = await self._pipeline(commands)
                 except CONNECTION_ERRORS as error:
-                    # Keep them, in order, ahead of what came meanwhile; the waiters
-                    # (theirs and the newer ones) hear of it now.
-                    self._commands[:0] = commands
-                    self._waiters[:0] = waiters
-                    self._fail_waiters(error)
+                    # Keep them, in order, ahead of what came meanwhile (whose
+                    # waiters' places move up), marked as sent once already.
+                    sent = len(commands)
+                    self._commands[:0] = [_resent(args) for args in commands]
+                    self._waiters = waiters + [
+                        (index + sent, waiter) for index, waiter in self._waiters
+                    ]
                     if self.connected:
                         log.error("lost Redis: {error}; reconnecting", error=str(error))
-                    self.connected = False
+                        self.connected = False
+                        if self.outage is not None:
+                            self.outage.began()
+                    if self.outage is None or self.outage.expired:
+                        self._fail_waiters(self._unreachable(None, error))
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, BACKOFF_CAP)
                     continue
                 if not self.connected:
                     log.info("Redis is back")
-                self.connected = True
+                    self.connected = True
+                    if self.outage is not None:
+                        self.outage.ended()
+                    if self._back is not None:
+                        self._back()
                 delay = BACKOFF_BASE
                 for index, waiter in waiters:
                     reply = replies[index]
@@ -265,17 +323,26 @@ class Writer:
             self._running = None
             self._idle.set()
 
-    def _fail_waiters(self, error: Exception) -> None:
+    def _gave_up(self, lasted: float) -> None:
+        """The outage outlasted its hold: whoever waits hears of it now."""
+        if not self.connected:
+            self._fail_waiters(self._unreachable(lasted))
+
+    @staticmethod
+    def _unreachable(lasted: float | None, error: Exception | None = None) -> RedisUnreachable:
+        if lasted is not None:
+            return RedisUnreachable("message not stored", unreachable_text(lasted))
+        return RedisUnreachable(
+            "message not stored",
+            f"the broker's Redis server is unreachable ({error}); the broker is"
+            " reconnecting: send again later",
+        )
+
+    def _fail_waiters(self, error: RedisUnreachable) -> None:
         """Fail every waiter now (their commands stay queued and will still be sent)."""
         waiters, self._waiters = self._waiters, []
         for _, waiter in waiters:
-            waiter.errback(
-                RedisUnreachable(
-                    "message not stored",
-                    f"the broker's Redis server is unreachable ({error}); the broker is"
-                    " reconnecting: send again later",
-                )
-            )
+            waiter.errback(error)
 
     async def _pipeline(self, commands: list[Sequence[Any]]) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)
@@ -291,3 +358,21 @@ class Writer:
     async def drained(self) -> None:
         """Wait until everything queued has been sent (or the server is gone for good)."""
         await self._idle.wait()
+
+
+class _Resent(tuple):
+    """A command sent once already: marked once, however often it is sent again."""
+
+    __slots__ = ()
+
+
+def _resent(args: Sequence[Any]) -> Sequence[Any]:
+    """
+    :returns: a command to send again after its connection died: a message's
+        ``XADD`` with the message marked as redelivered, once; others as they are.
+    """
+    if isinstance(args, _Resent) or not isinstance(args, tuple):
+        return args
+    if len(args) == 5 and args[0] == "XADD" and args[3] == "m":
+        return _Resent((*args[:4], mark_resent(args[4])))
+    return _Resent(args)

@@ -74,6 +74,7 @@ from stompbroker.broker.engine.redis.durables import Durables
 from stompbroker.broker.engine.redis.figures import FIGURES_INTERVAL, FiguresExchange
 from stompbroker.broker.engine.redis.listener import listen
 from stompbroker.broker.engine.redis.liveness import Liveness
+from stompbroker.broker.engine.redis.outage import DEFAULT_OUTAGE_HOLD, Outage, unreachable_text
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.resumes import RedisResumeDirectory
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
@@ -115,6 +116,8 @@ class RedisEngine:
     :param node_timeout: seconds after which a node that stopped answering is
         dead, and what its consumers held goes to other nodes' consumers.
     :param ids: the broker's ids; their node token names this node in Redis.
+    :param outage_hold: seconds publishers and receipts are held while Redis is
+        away, before they get an ERROR (``--engine-outage-hold``; :mod:`.outage`).
 
     :ivar names: the Redis key and channel names.
     :ivar writer: the :class:`~stompbroker.broker.engine.redis.connection.Writer`
@@ -147,8 +150,13 @@ class RedisEngine:
         traffic: Traffic | None = None,
         counters: DeliveryCounters | None = None,
         stream_limits: StreamLimits | None = None,
+        outage_hold: float = DEFAULT_OUTAGE_HOLD,
     ) -> None:
         self.clock = clock
+        #: Whether Redis is away, and the hold of publishers and receipts meanwhile.
+        self.outage = Outage(clock, outage_hold)
+        #: What pauses publishers during an outage, and counts the writer's memory.
+        self._alarm: Any = None
         self.policy = policy
         self.books = Bookkeeping.of(ids, traffic, counters)
         self.ids = self.books.ids
@@ -168,6 +176,9 @@ class RedisEngine:
         self.names = Names(url.prefix)
         self.loop: Any = None
         self.client: Any = None
+        #: A client that never sends a command again by itself: the writer's
+        #: and the queues' reads (a lost reply must be seen as one).
+        self.unretried: Any = None
         self.writer: Any = None
         self._subscriber: Any = None
         #: How often Redis closed the pub/sub connection and it came back.
@@ -212,9 +223,36 @@ class RedisEngine:
         """
         self.loop = check_reactor(self.clock)
         self.client = make_client(self.url)
+        self.unretried = make_client(self.url, retries=0)
         self._subscriber = make_client(self.url, forever=True)
         node = self.ids.node
-        self.writer = Writer(self.client, self.loop, lambda payloads: pack_batch(node, payloads))
+        self.writer = Writer(
+            self.unretried,
+            self.loop,
+            lambda payloads: pack_batch(node, payloads),
+            outage=self.outage,
+            back=self._reconnected,
+        )
+        if self._alarm is not None:
+            self.outage.watch(self._alarm)
+            self._alarm.count_held(self.writer)
+
+    def report_outages(self, alarm: Any) -> None:
+        """
+        Pause publishers through ``alarm`` while Redis is away, up to the hold, and
+        count what the writer holds meanwhile in the memory in use.  Called before
+        the engine opens.
+
+        :param alarm: the broker's back-pressure (``alarm_on``, ``alarm_off``,
+            ``count_held``).
+        """
+        self._alarm = alarm
+
+    def _reconnected(self) -> None:
+        """Redis answers again: every queue read here reconciles its pending list."""
+        for queue in [*self.queues.values(), *self.durables.queues.values()]:
+            if isinstance(queue, StreamQueue):
+                queue.reconnected()
 
     def recover(self) -> Deferred[None]:
         """
@@ -321,6 +359,7 @@ class RedisEngine:
             # It never started (the server was not there, or refused us).
             await self._subscriber.aclose()
             await self.client.aclose()
+            await self.unretried.aclose()
             return
         for call in self._loops:
             if call.running:
@@ -341,16 +380,17 @@ class RedisEngine:
             self._listener.cancel()
         await self._subscriber.aclose()
         await self.client.aclose()
+        await self.unretried.aclose()
 
     # -- routing ---------------------------------------------------------------------------
 
     def _check_connected(self) -> None:
-        if not self.writer.connected:
-            raise RedisUnreachable(
-                "broker unavailable",
-                "the broker's Redis server is unreachable; the broker is reconnecting:"
-                " send again later",
-            )
+        """
+        :raises RedisUnreachable: once Redis has been away longer than the hold;
+            within it, messages are queued in the writer (publishers are paused).
+        """
+        if not self.writer.connected and self.outage.expired:
+            raise RedisUnreachable("broker unavailable", unreachable_text(self.outage.lasted()))
 
     def publish_topic(self, message: Message) -> None:
         """

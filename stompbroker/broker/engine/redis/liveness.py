@@ -4,7 +4,9 @@ A node's liveness in Redis, and what happens when another node's ends.
 Each node keeps a key alive (``SET ... PX --node-timeout``, every third of it)
 and looks, every half ``--node-timeout``, for queue entries held by nodes whose
 key has expired, and takes them over for its own consumers
-(:meth:`~stompbroker.broker.engine.redis.queues.StreamQueue.claim_from_dead`);
+(:meth:`~stompbroker.broker.engine.redis.queues.StreamQueue.claim_from_dead`),
+and has each queue compare the length of its own pending list with what it
+holds (:meth:`~stompbroker.broker.engine.redis.queues.StreamQueue.check_pending`);
 the same look trims the streams it knows for age and reads the registry of
 durable subscriptions again.  ``GET /api/nodes`` lists the live keys.
 """
@@ -81,6 +83,7 @@ class Liveness:
         engine.durables.load().addErrback(self._failed, "the durable subscriptions")
         for queue in [*engine.queues.values(), *engine.durables.queues.values()]:
             if isinstance(queue, StreamQueue) and queue.consumers:
+                queue.check_pending()
                 claimed = run(engine.loop, queue.claim_from_dead())
                 claimed.addErrback(self._failed, queue.destination)
 

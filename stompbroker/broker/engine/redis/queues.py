@@ -19,6 +19,20 @@ stream (``XADD`` of the message, ``XACK``/``XDEL`` of the old entry) for the
 other nodes.  When the node dies, its entries stay pending until another node
 sees that its liveness key has expired and claims them (``XCLAIM``; see
 :meth:`StreamQueue.claim_from_dead`).
+
+Redis going away costs no entry and delivers none twice without
+``redelivered:true``:
+
+- a read whose reply died with the connection leaves entries in the node's
+  pending list that the node never received: after every reconnect, and when
+  the slow check (:meth:`StreamQueue.check_pending`, every half
+  ``--node-timeout``) finds the pending list longer than what the node holds,
+  the node reads its own pending list (``XREADGROUP ... 0``) and takes what it
+  does not hold (:meth:`StreamQueue.reconcile`), as redelivered;
+- an entry Redis hands out again (a restart that rolled the group back, a
+  second copy of a message under another entry id) is ended, not delivered,
+  when the node holds its message or settled it lately
+  (:class:`~stompbroker.broker.engine.redis.settled.RecentlySettled`).
 """
 
 from __future__ import annotations
@@ -34,6 +48,7 @@ from zope.interface import implementer
 from stompbroker.broker.engine.base import IQueue
 from stompbroker.broker.engine.redis.codec import decode, encode
 from stompbroker.broker.engine.redis.connection import BACKOFF_BASE, BACKOFF_CAP, CONNECTION_ERRORS
+from stompbroker.broker.engine.redis.settled import RecentlySettled
 from stompbroker.broker.features.selectors import Selector
 from stompbroker.broker.queueing.delivery import Consumer
 from stompbroker.broker.queueing.queues import WorkerQueue
@@ -50,6 +65,8 @@ log = logger("stompbroker.broker.engine.redis")
 MAX_READ = 500
 #: Milliseconds a read waits on an empty stream before it looks at its consumers again.
 READ_BLOCK_MS = 1000
+#: Most entries of the node's own pending list one read of it takes (:meth:`StreamQueue.reconcile`).
+RECONCILE_PAGE = 500
 
 
 def _stored(reply: Any) -> bool:
@@ -95,6 +112,9 @@ class StreamQueue:
         "_wake",
         "_closed",
         "_settled",
+        "_recent",
+        "_reconcile_due",
+        "_check_due",
     )
 
     #: No message store: Redis keeps its messages (see the local queue's).
@@ -129,6 +149,13 @@ class StreamQueue:
         self._closed = False
         #: Entries settled this turn of the loop, ended together (:meth:`_end_settled`).
         self._settled: list[bytes] = []
+        #: What this node ended of the stream lately, so that Redis handing it out again ends it.
+        self._recent = RecentlySettled()
+        #: The reader reads the node's own pending list before it reads on: at
+        #: the start, and after each reconnect.
+        self._reconcile_due = True
+        #: The reader compares the pending list's length with what the node holds.
+        self._check_due = False
 
     def __repr__(self) -> str:
         if self.key is not None:
@@ -278,6 +305,9 @@ class StreamQueue:
         """End a message's entry, with the others settled in this turn of the loop."""
         entry = self._entries.pop(message.message_id, None)
         if entry is not None:
+            recent = self._recent
+            recent.ended(entry)
+            recent.acknowledged(message.message_id)
             if not self._settled:
                 self._engine.loop.call_soon(self._end_settled)
             self._settled.append(entry)
@@ -299,8 +329,18 @@ class StreamQueue:
             entry = self._entries.pop(message.message_id, None)
             writer.command("XADD", self._stream, "*", "m", encode(engine.ids.node, message))
             if entry is not None:
+                self._recent.ended(entry)
                 writer.command("XACK", self._stream, engine.names.group, entry)
                 writer.command("XDEL", self._stream, entry)
+
+    def _end(self, entries: list[bytes]) -> None:
+        """End entries this node will not deliver (copies of what it holds or settled)."""
+        recent = self._recent
+        for entry in entries:
+            recent.ended(entry)
+        writer = self._engine.writer
+        writer.command("XACK", self._stream, self._engine.names.group, *entries)
+        writer.command("XDEL", self._stream, *entries)
 
     def close(self) -> None:
         """
@@ -330,21 +370,122 @@ class StreamQueue:
             room += MAX_READ if consumer.auto else consumer.window - len(consumer.unacked)
         return min(room, MAX_READ)
 
-    def _take(self, entries: list[Any], redelivered: dict[bytes, int] | None = None) -> None:
-        """Put entries read or claimed from the stream in the local queue."""
+    def _take(self, entries: list[Any], redelivered: dict[bytes, int] | None = None) -> int:
+        """
+        Put entries read or claimed from the stream in the local queue, but for
+        those this node holds already (left as they are), and for deleted ones,
+        second copies of a message held here, and those ended or settled here
+        lately (ended again).
+
+        :param redelivered: entry id -> times Redis delivered it, for entries
+            taken from a pending list (1 if missing); ``None`` for a read of new ones.
+        :returns: how many went into the local queue.
+        """
+        held = self._entries
+        recent = self._recent
+        stale: list[bytes] = []
+        taken = 0
         for entry_id, fields in entries:
             if not fields:
+                # Deleted (XDEL) while pending: its XACK was lost.
+                stale.append(entry_id)
                 continue
             _, message = decode(fields[b"m"])
+            message_id = message.message_id
+            holding = held.get(message_id)
+            if holding is not None:
+                if holding != entry_id:
+                    stale.append(entry_id)
+                continue
+            if recent.knows(entry_id, message_id):
+                stale.append(entry_id)
+                continue
             if redelivered is not None:
                 message.redeliveries += redelivered.get(entry_id, 1)
-            self._entries[message.message_id] = entry_id
+            held[message_id] = entry_id
             self.local.enqueue(message)
+            taken += 1
+        if stale:
+            self._end(stale)
+        return taken
+
+    # -- reconciling with Redis -------------------------------------------------------
+
+    def reconnected(self) -> None:
+        """Redis came back: read this node's pending list before reading on."""
+        self._reconcile_due = True
+        self._wake.set()
+
+    def check_pending(self) -> None:
+        """Let the reader compare this node's pending list with what it holds (a slow timer)."""
+        self._check_due = True
+        self._wake.set()
+
+    async def _pending_count(self) -> int:
+        """:returns: how many entries the group's pending list holds for this node."""
+        engine = self._engine
+        summary = await engine.client.xpending(self._stream, engine.names.group)
+        me = engine.ids.node
+        for holder in summary.get("consumers") or ():
+            name = holder["name"]
+            if (name.decode() if isinstance(name, bytes) else name) == me:
+                return int(holder["pending"])
+        return 0
+
+    async def reconcile(self) -> int:
+        """
+        Take what this node's pending list holds and the node does not: entries
+        a read claimed whose reply never came (the connection died with it).
+        They count as redelivered (Redis delivered them once).  Runs in the
+        reader, never beside a read.
+
+        :returns: how many entries went into the local queue.
+        """
+        engine = self._engine
+        start: bytes | str = "0"
+        taken = 0
+        while True:
+            reply = await engine.unretried.xreadgroup(
+                engine.names.group, engine.ids.node, {self._stream: start}, count=RECONCILE_PAGE
+            )
+            entries: list[Any] = []
+            for _, page in reply or ():
+                entries.extend(page)
+            if not entries:
+                break
+            taken += self._take(entries, {})
+            start = entries[-1][0]
+            if len(entries) < RECONCILE_PAGE:
+                break
+        if taken:
+            log.info(
+                "took {count} messages of {queue} from this node's pending list in Redis"
+                " (read, but the reply was lost)",
+                count=taken,
+                queue=self.destination,
+            )
+        return taken
+
+    async def _reconcile_if_due(self) -> None:
+        """Reconcile when due, or when the slow check finds entries the node does not hold."""
+        if self._check_due and not self._reconcile_due:
+            self._check_due = False
+            if await self._pending_count() > len(self._entries) + len(self._settled):
+                self._reconcile_due = True
+        if self._reconcile_due:
+            self._reconcile_due = False
+            try:
+                await self.reconcile()
+            except BaseException:
+                self._reconcile_due = True
+                raise
 
     async def _read(self) -> None:
         """Read for the local consumers while there are any."""
         engine = self._engine
-        client = engine.client
+        # A client that never sends a read again by itself: a read whose reply
+        # is lost must be seen to fail, for what it claimed to be reconciled.
+        client = engine.unretried
         names = engine.names
         delay = BACKOFF_BASE
         try:
@@ -352,6 +493,16 @@ class StreamQueue:
             await self.claim_from_dead()
             while self.consumers and not self._closed:
                 self._wake.clear()
+                try:
+                    await self._reconcile_if_due()
+                except CONNECTION_ERRORS:
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, BACKOFF_CAP)
+                    continue
+                if self._was_closed():
+                    self._give_back(list(self.pending))
+                    self.pending.clear()
+                    break
                 room = self._room()
                 if room <= 0:
                     await self._wake.wait()
@@ -370,6 +521,9 @@ class StreamQueue:
                     await self._make_group()
                     continue
                 except CONNECTION_ERRORS:
+                    # The read may have reached Redis and its reply died: what it
+                    # claimed waits in this node's pending list.
+                    self._reconcile_due = True
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, BACKOFF_CAP)
                     continue
