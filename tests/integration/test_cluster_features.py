@@ -219,3 +219,45 @@ def test_a_node_started_later_has_the_retained_messages(
         through(inbox, (late.address, topic))
         assert [(m.body, m.headers["retained"]) for m in inbox.messages] == [(b"kept", "true")]
         subscriber.disconnect()
+
+
+def browse_on(process: BrokerProcess, queue: str) -> list[bytes]:
+    """:returns: the bodies a browser on ``process`` sees in ``queue``, up to ``browser:end``."""
+    connection, inbox = connect(process.address)
+    connection.subscribe(queue, id="browse", headers={"browser": "true"})
+    assert inbox.wait_for(
+        lambda: any(m.headers.get("browser") == "end" for m in inbox.messages), WAIT
+    )
+    connection.disconnect()
+    return [m.body for m in inbox.messages if m.headers.get("browser") != "end"]
+
+
+def test_a_browser_on_one_node_sees_what_waits_cluster_wide(
+    nodes: list[BrokerProcess],
+) -> None:
+    """
+    browser:true on node B sees, in order, every message sent on node A that
+    waits, and not those delivered to a consumer on A and unacknowledged.
+    """
+    a, b = nodes
+    queue = unique("/queue/browsed.")
+    bodies = [f"m{n}".encode() for n in range(10)]
+    consumer, inbox = connect(a.address)
+    consumer.subscribe(
+        queue, id="c", ack="client-individual", headers={"activemq.prefetchSize": "2"},
+        receipt="subscribed",
+    )
+    assert inbox.wait_for(lambda: "subscribed" in inbox.receipts)
+    publisher, sent = connect(a.address)
+    for index, body in enumerate(bodies):
+        publisher.send(queue, body, headers={"persistent": "true"}, receipt=f"s{index}")
+    assert sent.wait_for(lambda: len(sent.receipts) == len(bodies))
+    assert inbox.wait_for(lambda: len(inbox.messages) == 2)
+    assert browse_on(b, queue) == bodies[2:]
+    # Nothing was taken: the consumer, acknowledging, gets the rest in order.
+    for message in inbox.messages[:2]:
+        consumer.ack(message.headers["ack"])
+    assert inbox.wait_for(lambda: len(inbox.messages) == 4)
+    assert browse_on(b, queue) == bodies[4:]
+    publisher.disconnect()
+    consumer.disconnect()

@@ -37,7 +37,6 @@ def test_the_redis_engine_lacks_what_docs_cluster_md_lists() -> None:
         "selectors_on_queues",
         "message_groups",
         "priority_order",
-        "browse",
         "exclusive_consumers",
         "consumer_priority",
     }

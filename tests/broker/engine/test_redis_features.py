@@ -7,11 +7,13 @@ and how a node's copy of the retained messages follows the notices
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from twisted.internet.task import Clock
 
 from stompbroker.broker.engine.redis.codec import Names, encode
+from stompbroker.broker.engine.redis.control import ControlChannel, pick_waiting
 from stompbroker.broker.engine.redis.retained import ClusterRetained, order_loaded
 from stompbroker.broker.engine.redis.scheduling import (
     POLL_INTERVAL,
@@ -136,3 +138,43 @@ def test_an_expired_value_is_not_loaded() -> None:
     expired = Message("/topic/a", "n-1", (), b"gone", 50.0)
     retained._loaded([b"topic/a", stored(1, expired)], changes=0)
     assert retained.copies("/topic/a", None) == []
+
+
+def test_what_waits_is_what_no_live_node_handed_out() -> None:
+    """
+    Entries nobody holds, a dead node holds, or a node read ahead wait; those a
+    live node handed to a consumer, or a node that did not answer holds, do not.
+    """
+    entries = [(f"{n}-0".encode(), message("/queue/q", message_id=f"m{n}")) for n in range(5)]
+    holders = {b"1-0": "dead", b"2-0": "live", b"3-0": "live", b"4-0": "silent"}
+    kept = pick_waiting(entries, holders, {"live": {"m3"}}, {"dead"})
+    assert [entry_id for entry_id, _ in kept] == [b"0-0", b"1-0", b"3-0"]
+
+
+class Recorder:
+    """A writer that records the commands it is given."""
+
+    connected = True
+
+    def __init__(self) -> None:
+        self.commands: list[tuple[Any, ...]] = []
+
+    def command(self, *args: Any) -> None:
+        self.commands.append(args)
+
+
+def test_a_node_answers_a_request_with_what_it_read_ahead() -> None:
+    """The answer goes to the asker's channel, with the ids of the queue's pending messages."""
+    engine: Any = FakeEngine()
+    engine.ids = type("Ids", (), {"node": "me"})()
+    engine.writer = Recorder()
+    engine.queues = {}
+    control = ControlChannel(engine)
+    request = {"id": "r1", "from": "other", "op": "held", "destination": "/queue/none"}
+    control.requested(json.dumps(request).encode())
+    ((command, channel, answer),) = engine.writer.commands
+    assert (command, channel) == ("PUBLISH", "p:ctl:other")
+    assert json.loads(answer) == {"id": "r1", "node": "me", "ahead": []}
+    control.requested(b"not json")
+    control.requested(json.dumps({**request, "from": "me"}).encode())
+    assert len(engine.writer.commands) == 1

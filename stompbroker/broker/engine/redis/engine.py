@@ -70,6 +70,7 @@ from stompbroker.broker.engine.redis.connection import (
     make_client,
     run,
 )
+from stompbroker.broker.engine.redis.control import ControlChannel, Snapshot
 from stompbroker.broker.engine.redis.durables import Durables
 from stompbroker.broker.engine.redis.figures import FIGURES_INTERVAL, FiguresExchange
 from stompbroker.broker.engine.redis.listener import listen
@@ -80,6 +81,7 @@ from stompbroker.broker.engine.redis.retained import ClusterRetained
 from stompbroker.broker.engine.redis.scheduling import ClusterScheduling
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
 from stompbroker.broker.engine.redis.url import EngineURL
+from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX, REPLY_QUEUE_PREFIX
@@ -196,9 +198,13 @@ class RedisEngine:
         self.retained = ClusterRetained(self)
         #: The cluster's scheduled messages, once the router asks (:meth:`scheduling`).
         self.scheduled: ClusterScheduling | None = None
+        #: The nodes' requests to each other about the queues they read (:mod:`.control`).
+        self.control = ControlChannel(self)
         #: Channels of this engine's features -> what takes their messages (the listener).
         self.channels: dict[bytes, Callable[[bytes], None]] = {
-            self.retained.channel.encode(): self.retained.notice
+            self.retained.channel.encode(): self.retained.notice,
+            self.control.requests.encode(): self.control.requested,
+            self.control.answers.encode(): self.control.answered,
         }
 
     # -- what it is --------------------------------------------------------------------
@@ -449,6 +455,17 @@ class RedisEngine:
         """:returns: how many messages this node has read of ``destination`` and not handed out."""
         return self.table.depth(destination)
 
+    def waiting(self, queue: Any) -> Waiting | Deferred[Waiting]:
+        """
+        :returns: for a ``/queue/``, a Deferred firing with what waits in it
+            cluster-wide (:mod:`.control`); for a temporary queue or a durable
+            subscription's backlog, what this node holds of it.
+        """
+        if not isinstance(queue, StreamQueue) or queue.durable is not None:
+            return Waiting(tuple(queue.pending), self.ids.node)
+        snapshot: Deferred[Snapshot] = run(self.loop, self.control.snapshot(queue.destination))
+        return snapshot.addCallback(_waiting)
+
     def transfer(
         self,
         queue: Any,
@@ -526,6 +543,10 @@ class RedisEngine:
         :raises UnknownSubscription: if there is none.
         """
         return self.durables.remove(durable)
+
+
+def _waiting(snapshot: Snapshot) -> Waiting:
+    return Waiting(snapshot.messages, snapshot.node, snapshot.missing)
 
 
 def _reply_queue_node(destination: str) -> str | None:
