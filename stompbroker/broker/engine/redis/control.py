@@ -42,6 +42,7 @@ from redis.exceptions import ResponseError
 
 from stompbroker.broker.engine.redis.codec import decode
 from stompbroker.broker.engine.redis.queues import StreamQueue
+from stompbroker.broker.features.browsing import Waiting
 from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
 
@@ -61,23 +62,14 @@ GIVE_BACK = "give-back"
 @frozen
 class Snapshot:
     """
-    What waits in a queue, cluster-wide.
+    What waits in a queue, cluster-wide, with where it is in the stream.
 
-    :ivar messages: the waiting messages, in stream order.
+    :ivar waiting: the waiting messages, in stream order, and who answered.
     :ivar entries: their stream entry ids, in the same order.
-    :ivar node: the node that answered.
-    :ivar missing: live nodes holding entries that did not answer in time.
     """
 
-    messages: tuple[Message, ...]
+    waiting: Waiting
     entries: tuple[bytes, ...]
-    node: str
-    missing: tuple[str, ...] = ()
-
-    @property
-    def complete(self) -> bool:
-        """Whether every node that holds entries of the queue answered."""
-        return not self.missing
 
 
 def _text(value: Any) -> str:
@@ -250,12 +242,8 @@ class ControlChannel:
             start = "(" + _text(page[-1][0])
         kept = pick_waiting(entries, holders, answers, dead)
         missing = tuple(sorted(others - set(answers)))
-        return Snapshot(
-            tuple(message for _, message in kept),
-            tuple(entry_id for entry_id, _ in kept),
-            me,
-            missing,
-        )
+        waiting = Waiting(tuple(message for _, message in kept), me, missing)
+        return Snapshot(waiting, tuple(entry_id for entry_id, _ in kept))
 
     async def _holders(self, stream: str) -> dict[bytes, str]:
         """:returns: entry id -> the node whose pending list has it, for the whole group."""

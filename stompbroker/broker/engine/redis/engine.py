@@ -546,7 +546,7 @@ class RedisEngine:
 
 
 def _waiting(snapshot: Snapshot) -> Waiting:
-    return Waiting(snapshot.messages, snapshot.node, snapshot.missing)
+    return snapshot.waiting
 
 
 def _reply_queue_node(destination: str) -> str | None:
