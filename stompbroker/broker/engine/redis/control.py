@@ -24,10 +24,7 @@ only that node does.  So the node that answers a browse:
 
 No node is asked when no live node other than the answering one holds an
 entry: the common case of a queue nobody consumes from costs ``XPENDING`` and
-the ``XRANGE`` pages.  The management operations that change a queue ask the
-nodes to give back what they read ahead (``give-back``: the node puts it back
-at the tail of the stream, as when its last consumer leaves, before it
-answers), then act on the stream.
+the ``XRANGE`` pages.
 """
 
 from __future__ import annotations
@@ -54,9 +51,8 @@ log = logger("stompbroker.broker.engine.redis")
 ANSWER_TIMEOUT = 2.0
 #: Entries one ``XRANGE`` reads.
 PAGE = 500
-#: What a node is asked: the ids it read ahead; or to give them back first.
+#: What a node is asked: the ids it read ahead.
 HELD = "held"
-GIVE_BACK = "give-back"
 
 
 @frozen
@@ -132,6 +128,8 @@ class ControlChannel:
             asker, request_id, kind, destination = (
                 request["from"], request["id"], request["op"], request["destination"]
             )
+            if kind != HELD:
+                raise ValueError(kind)
         except (ValueError, KeyError, TypeError):
             log.warn("ignored a malformed control request")
             return
@@ -140,13 +138,8 @@ class ControlChannel:
         queue = engine.queues.get(destination)
         ahead: list[str] = []
         if isinstance(queue, StreamQueue):
-            if kind == GIVE_BACK:
-                queue._give_back(list(queue.pending))
-                queue.pending.clear()
-            else:
-                ahead = [message.message_id for message in queue.pending]
+            ahead = [message.message_id for message in queue.pending]
         answer = json.dumps({"id": request_id, "node": engine.ids.node, "ahead": ahead})
-        # After the give-back's writes, in the same pipeline: the asker acts after them.
         engine.writer.command("PUBLISH", f"{self._prefix}:ctl:{asker}", answer)
 
     def answered(self, payload: bytes) -> None:
@@ -193,10 +186,8 @@ class ControlChannel:
 
     # -- what waits ---------------------------------------------------------------------
 
-    async def snapshot(self, destination: str, *, give_back: bool = False) -> Snapshot:
+    async def snapshot(self, destination: str) -> Snapshot:
         """
-        :param give_back: ask the nodes to put what they read ahead back in the
-            stream first (before an operation that changes the queue).
         :returns: what waits in ``destination``'s queue, cluster-wide.
         """
         engine = self._engine
@@ -216,9 +207,7 @@ class ControlChannel:
             if await client.exists(names.alive(name)):
                 live.add(name)
         others = live - {me}
-        answers = await self.ask(GIVE_BACK if give_back else HELD, destination, others)
-        if give_back:
-            await self._give_back_here(destination)
+        answers = await self.ask(HELD, destination, others)
         queue = engine.queues.get(destination)
         answers[me] = (
             {message.message_id for message in queue.pending}
@@ -262,12 +251,3 @@ class ControlChannel:
             stream, group, min="-", max="+", count=summary["pending"]
         )
         return {row["message_id"]: _text(row["consumer"]) for row in rows}
-
-    async def _give_back_here(self, destination: str) -> None:
-        """Put what this node read ahead of the queue back at the tail, and wait for Redis."""
-        engine = self._engine
-        queue = engine.queues.get(destination)
-        if isinstance(queue, StreamQueue) and queue.pending:
-            queue._give_back(list(queue.pending))
-            queue.pending.clear()
-        await engine.writer.command_waited("PING").asFuture(engine.loop)
