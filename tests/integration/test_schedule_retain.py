@@ -2,7 +2,7 @@
 Scheduled delivery and retained messages on the real broker (``twistd -n stompbroker``),
 driven by ``stomp.py`` as docs/destinations.md describes them: delays, bad headers, the
 retained copy a new subscriber gets first, the write right retain needs, both surviving
-a SIGKILL when persistent, and the Redis engine's refusal of both.
+a SIGKILL when persistent (across nodes: tests/integration/test_cluster_features.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from pathlib import Path
 from tests.support.clients import connect, flush_deliveries, publish, through
 from tests.support.passwords import secured_module
 from tests.support.process import BrokerProcess, BrokerStarter
-from tests.support.redis import RedisServer, node, redis_server  # noqa: F401
 
 PERSISTENT = {"persistent": "true"}
 
@@ -157,27 +156,3 @@ def test_persistent_scheduled_and_retained_messages_survive_a_sigkill(
         connection.disconnect()
     finally:
         broker.stop()
-
-
-def error_for(process: BrokerProcess, headers: dict[str, str]) -> str:
-    """:returns: the message of the ERROR a SEND to a topic with ``headers`` gets."""
-    connection, inbox = connect(process.address)
-    connection.send("/topic/anything", b"x", headers=headers)
-    assert inbox.wait_for(lambda: inbox.errors)
-    message: str = inbox.errors[0].headers["message"]
-    return message
-
-
-def test_the_redis_engine_refuses_both_with_an_error(
-    redis_server: RedisServer,  # noqa: F811
-    tmp_path: Path,
-) -> None:
-    """On the Redis engine a scheduling header or retain is an ERROR saying it is not supported."""
-    process = node(tmp_path / "node", redis_server)
-    try:
-        assert error_for(process, {"AMQ_SCHEDULED_DELAY": "1000"}) == (
-            "scheduled delivery is not supported by this engine"
-        )
-        assert error_for(process, {"retain": "set"}) == "retain is not supported by this engine"
-    finally:
-        process.stop()

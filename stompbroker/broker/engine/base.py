@@ -306,6 +306,19 @@ class IEngine(Interface):
             consumed on another pattern.
         """
 
+    def waiting(queue):  # type: ignore[no-untyped-def]
+        """
+        What waits in ``queue`` for a consumer: a queue browser's copies, the
+        management API's browse.
+
+        Local: the queue's pending messages.  Redis: for a ``/queue/``, what
+        its stream holds that no live node has handed to a consumer, asked of
+        the nodes that read it (:mod:`~stompbroker.broker.engine.redis.control`).
+
+        :returns: a :class:`~stompbroker.broker.features.browsing.Waiting`, or
+            a Deferred firing with one.
+        """
+
     def transfer(queue, count, route, copy):  # type: ignore[no-untyped-def]
         """
         Move (or copy) the first ``count`` messages waiting in ``queue`` elsewhere:

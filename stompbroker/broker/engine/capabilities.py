@@ -60,9 +60,6 @@ REDIS = Capabilities(
     selectors_on_queues=False,
     message_groups=False,
     priority_order=False,
-    scheduling=False,
-    retain=False,
-    browse=False,
     exclusive_consumers=False,
     consumer_priority=False,
 )

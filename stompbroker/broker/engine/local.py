@@ -41,6 +41,7 @@ from stompbroker.broker.engine.durable_rules import reusable_durable, unknown_du
 from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout, TopicSubscriptions
 from stompbroker.broker.engine.figures import ClusterView
 from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
+from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.features.retained_values import RetainedMessages
 from stompbroker.broker.features.retainer import Retaining, retained_copies
 from stompbroker.broker.features.scheduled_messages import ScheduledEntry, Scheduler
@@ -331,6 +332,10 @@ class LocalEngine:
         nothing and has no consumers, as queues are made on first use.
         """
         self.table.release(queue)
+
+    def waiting(self, queue: WorkerQueue) -> Waiting:
+        """:returns: the messages waiting in ``queue``, in the order it hands them out."""
+        return Waiting(tuple(queue.pending), self.ids.node)
 
     def depth(self, destination: str) -> int:
         """:returns: how many messages wait in the queue of ``destination`` (0 for none)."""

@@ -51,7 +51,7 @@ from twisted.internet.task import LoopingCall
 from zope.interface import implementer
 
 from stompbroker.broker.engine.base import IEngine, Node
-from stompbroker.broker.engine.capabilities import REDIS, Capabilities, refusal
+from stompbroker.broker.engine.capabilities import REDIS, Capabilities
 from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout
 from stompbroker.broker.engine.figures import ClusterView
 from stompbroker.broker.engine.local import DEFAULT_POLICY
@@ -70,6 +70,7 @@ from stompbroker.broker.engine.redis.connection import (
     make_client,
     run,
 )
+from stompbroker.broker.engine.redis.control import ControlChannel, Snapshot
 from stompbroker.broker.engine.redis.durables import Durables
 from stompbroker.broker.engine.redis.figures import FIGURES_INTERVAL, FiguresExchange
 from stompbroker.broker.engine.redis.listener import listen
@@ -77,8 +78,11 @@ from stompbroker.broker.engine.redis.liveness import Liveness
 from stompbroker.broker.engine.redis.outage import DEFAULT_OUTAGE_HOLD, Outage, unreachable_text
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.resumes import RedisResumeDirectory
+from stompbroker.broker.engine.redis.retained import ClusterRetained
+from stompbroker.broker.engine.redis.scheduling import ClusterScheduling
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
 from stompbroker.broker.engine.redis.url import EngineURL
+from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX, REPLY_QUEUE_PREFIX
@@ -201,6 +205,18 @@ class RedisEngine:
         self.liveness = Liveness(self)
         #: Where the nodes find each other's resumable sessions (share_resumption).
         self.resumes: RedisResumeDirectory | None = None
+        #: This node's copy of the retained messages, and their writes (:mod:`.retained`).
+        self.retained = ClusterRetained(self)
+        #: The cluster's scheduled messages, once the router asks (:meth:`scheduling`).
+        self.scheduled: ClusterScheduling | None = None
+        #: The nodes' requests to each other about the queues they read (:mod:`.control`).
+        self.control = ControlChannel(self)
+        #: Channels of this engine's features -> what takes their messages (the listener).
+        self.channels: dict[bytes, Callable[[bytes], None]] = {
+            self.retained.channel.encode(): self.retained.notice,
+            self.control.requests.encode(): self.control.requested,
+            self.control.answers.encode(): self.control.answered,
+        }
 
     # -- what it is --------------------------------------------------------------------
 
@@ -269,6 +285,7 @@ class RedisEngine:
         pubsub = self._subscriber.pubsub()
         await pubsub.psubscribe(self.names.topics, self.names.streams)
         channels = [self.names.inbox(self.ids.node), self.names.control]
+        channels.extend(channel.decode() for channel in self.channels)
         if self.resumes is not None:
             channels.append(self.resumes.channel)
         await pubsub.subscribe(*channels)
@@ -279,6 +296,7 @@ class RedisEngine:
         self._listener = self.loop.create_task(listen(self, pubsub))
         await self.liveness.announce()
         await self.durables.load().asFuture(self.loop)
+        await self.retained.load().asFuture(self.loop)
         beat = LoopingCall(self.liveness.beat)
         beat.clock = self.clock
         beat.start(self.node_timeout / 3, now=False)
@@ -309,6 +327,8 @@ class RedisEngine:
         pubsub``, docs/cluster.md); redis-py has subscribed again.
         """
         self.pubsub_reconnects += 1
+        # Notices of retained messages may have been missed: read them all again.
+        self.retained.load()
         log.warn(
             "Redis closed this node's pub/sub connection and it is subscribed again"
             " (closings so far: {count}): topic messages other nodes published meanwhile"
@@ -475,6 +495,17 @@ class RedisEngine:
         """:returns: how many messages this node has read of ``destination`` and not handed out."""
         return self.table.depth(destination)
 
+    def waiting(self, queue: Any) -> Waiting | Deferred[Waiting]:
+        """
+        :returns: for a ``/queue/``, a Deferred firing with what waits in it
+            cluster-wide (:mod:`.control`); for a temporary queue or a durable
+            subscription's backlog, what this node holds of it.
+        """
+        if not isinstance(queue, StreamQueue) or queue.durable is not None:
+            return Waiting(tuple(queue.pending), self.ids.node)
+        snapshot: Deferred[Snapshot] = run(self.loop, self.control.snapshot(queue.destination))
+        return snapshot.addCallback(_waiting)
+
     def transfer(
         self,
         queue: Any,
@@ -498,19 +529,21 @@ class RedisEngine:
             return
         self.table.release(queue)
 
-    # -- refused (capabilities()) ------------------------------------------------------------
+    # -- destination features -------------------------------------------------------------
 
-    def scheduling(self, fire: Any) -> Any:
-        """:raises NotSupported: scheduled messages are not shared yet."""
-        raise refusal("scheduling")
+    def scheduling(self, fire: Any) -> ClusterScheduling:
+        """:returns: the cluster's scheduled messages, in Redis (:mod:`.scheduling`)."""
+        scheduled = self.scheduled = ClusterScheduling(self, fire)
+        self.channels[scheduled.channel.encode()] = scheduled.notice
+        return scheduled
 
-    def retaining(self) -> Any:
-        """:raises NotSupported: retained messages are not shared yet."""
-        raise refusal("retain")
+    def retaining(self) -> ClusterRetained:
+        """:returns: what ``retain`` does, here and in Redis (:mod:`.retained`)."""
+        return self.retained
 
     def retained_copies(self, pattern: str, selector: Any) -> list[Message]:
-        """:returns: nothing: retained messages are not shared yet."""
-        return []
+        """:returns: what a new subscription to ``pattern`` gets first, from this node's copy."""
+        return self.retained.copies(pattern, selector)
 
     # -- durable subscriptions -------------------------------------------------------------
 
@@ -550,6 +583,10 @@ class RedisEngine:
         :raises UnknownSubscription: if there is none.
         """
         return self.durables.remove(durable)
+
+
+def _waiting(snapshot: Snapshot) -> Waiting:
+    return snapshot.waiting
 
 
 def _reply_queue_node(destination: str) -> str | None:

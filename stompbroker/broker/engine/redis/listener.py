@@ -34,6 +34,7 @@ async def listen(engine: Any, pubsub: Any) -> None:
     resumes = engine.resumes
     resume_channel = b"" if resumes is None else resumes.channel.encode()
     counted = engine.traffic.destinations
+    features = engine.channels
     while True:
         try:
             response = await pubsub.parse_response(block=True)
@@ -75,6 +76,11 @@ async def listen(engine: Any, pubsub: Any) -> None:
             engine.durables.notice(response[2])
         elif kind == b"message" and resumes is not None and response[1] == resume_channel:
             resumes.received(response[2])
+        elif kind == b"message" and response[1] in features:
+            try:
+                features[response[1]](response[2])
+            except Exception:
+                log.failure("a notice from Redis failed")
         elif kind == b"message":
             try:
                 _, message = decode(response[2])
