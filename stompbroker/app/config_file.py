@@ -44,6 +44,8 @@ __all__ = [
     "SECTIONS",
     "ConfigError",
     "ConfigFileOptions",
+    "LOGIN_SECTIONS",
+    "LoginTables",
     "OptionSection",
     "Setting",
     "load",
@@ -228,8 +230,75 @@ SECTIONS: dict[str, OptionSection] = {
     "process": OptionSection(dict.fromkeys(["log-level", "gc-threshold"], VALUE)),
 }
 
+
+@frozen
+class LoginTables:
+    """
+    A section of one table per login, each of whose keys is one part of a
+    repeatable option's value: ``[rate-limit.user.alice]`` with ``messages =
+    "100/200"`` is ``--rate-limit-login=alice:messages=100/200``.
+
+    :ivar option: the repeatable option each login's table sets once.
+    :ivar inner: the one key under the section that holds the logins (``user``).
+    :ivar keys: the keys a login's table may hold.
+    """
+
+    option: str
+    inner: str
+    keys: tuple[str, ...]
+
+    def __call__(self, section: str, table: Any, lines: _Lines) -> list[Setting]:
+        """
+        :returns: one setting per login, in the file's order.
+        :raises ConfigError: for anything but ``[SECTION.INNER.LOGIN]`` tables of
+            the known keys, each a string or a number.
+        """
+        shape = f"[{section}.{self.inner}.LOGIN] tables"
+        if not isinstance(table, dict) or set(table) - {self.inner}:
+            raise ConfigError(f"{lines.where(section)}: [{section}] holds only {shape}")
+        logins = table.get(self.inner, {})
+        if not isinstance(logins, dict):
+            raise ConfigError(f"{lines.where(section)}: [{section}] holds only {shape}")
+        settings = []
+        for login, rates in logins.items():
+            header = f"{section}.{self.inner}.{login}"
+            where = lines.where(header)
+            if where == lines.path:
+                # ``alice = {...}`` under ``[rate-limit.user]``.
+                where = lines.where(f"{section}.{self.inner}", login)
+            if not isinstance(rates, dict) or not rates:
+                raise ConfigError(f"{where}: [{header}] must be a table of {', '.join(self.keys)}")
+            parts = []
+            for key, value in rates.items():
+                if key not in self.keys:
+                    raise ConfigError(
+                        f"{lines.where(header, key)}: [{header}] {key} is not a setting;"
+                        f" the keys are {', '.join(self.keys)}"
+                    )
+                if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+                    raise ConfigError(
+                        f"{lines.where(header, key)}: [{header}] {key} takes a string or a"
+                        f" number, got {value!r}"
+                    )
+                parts.append(f"{key}={value}")
+            settings.append(
+                Setting(self.option, f"{login}:{','.join(parts)}", where, f"[{header}]")
+            )
+        return settings
+
+
+#: The sections of one table per login.
+LOGIN_SECTIONS: dict[str, LoginTables] = {
+    "rate-limit": LoginTables(
+        "rate-limit-login", "user", ("messages", "bytes", "user-messages", "user-bytes")
+    ),
+}
+
 #: Every section's reader, by the section's name: the one table a new section goes in.
-READERS: dict[str, Callable[[str, Any, _Lines], list[Setting]]] = dict(SECTIONS)
+READERS: dict[str, Callable[[str, Any, _Lines], list[Setting]]] = {
+    **SECTIONS,
+    **LOGIN_SECTIONS,
+}
 
 #: The command-line options that replace a repeatable option's values from the
 #: file (rather than add to them); by default the option itself.

@@ -21,7 +21,7 @@ from stompbroker.app.option_values import non_negative_seconds, parse_size
 from stompbroker.broker.flow.rates import Rate, RateLimits, Rates
 from stompbroker.transport.forwarded import TrustedProxies, parse_networks
 
-__all__ = ["EdgeOptions", "parse_rate"]
+__all__ = ["LOGIN_KEYS", "EdgeOptions", "parse_login_rates", "parse_rate"]
 
 
 def parse_rate(text: str, option: str, amount: Callable[[str], float] = float) -> Rate:
@@ -54,6 +54,70 @@ _RATE_OPTIONS = {
     "rate-limit-user-messages": False,
     "rate-limit-user-bytes": True,
 }
+
+
+#: A ``--rate-limit-login`` key -> the broker-wide option it replaces for the login.
+LOGIN_KEYS = {
+    "messages": "rate-limit-messages",
+    "bytes": "rate-limit-bytes",
+    "user-messages": "rate-limit-user-messages",
+    "user-bytes": "rate-limit-user-bytes",
+}
+
+
+def parse_login_rates(spec: str) -> tuple[str, dict[str, Rate]]:
+    """
+    Read one ``--rate-limit-login``.
+
+    :param spec: ``LOGIN:KEY=RATE[,KEY=RATE...]``; the login is everything before
+        the last colon (a rate holds none), so a login may hold colons itself.
+    :returns: the login, and its rates by broker-wide option name.
+    :raises usage.UsageError: for a missing login, an unknown key, a key given
+        twice, or a bad rate.
+    """
+    login, colon, pairs = spec.rpartition(":")
+    if not colon or not login or not pairs:
+        raise usage.UsageError(f"--rate-limit-login takes LOGIN:KEY=RATE[,KEY=RATE], got {spec!r}")
+    rates: dict[str, Rate] = {}
+    for pair in pairs.split(","):
+        key, equals, value = pair.partition("=")
+        option = LOGIN_KEYS.get(key.strip())
+        if not equals or option is None:
+            raise usage.UsageError(
+                f"--rate-limit-login {login}: {key.strip()!r} is not a key; the keys are"
+                f" {', '.join(LOGIN_KEYS)}"
+            )
+        if option in rates:
+            raise usage.UsageError(f"--rate-limit-login {login}: {key.strip()} is given twice")
+        try:
+            rates[option] = parse_rate(
+                value.strip(), option, _bytes if _RATE_OPTIONS[option] else float
+            )
+        except usage.UsageError as error:
+            # Said of this option, so that the configuration file names its table.
+            raise usage.UsageError(f"--rate-limit-login {login}: {key.strip()}: {error}") from None
+    return login, rates
+
+
+def _per_user(specs: Any, defaults: dict[str, Rate | None]) -> dict[str, tuple[Rates, Rates]]:
+    """
+    :param specs: the ``--rate-limit-login`` values.
+    :param defaults: the broker-wide rates by option name, which a login's table
+        keeps for the keys it does not give.
+    :returns: login -> its ``(connection, user)`` rates (``RateLimits.per_user``).
+    :raises usage.UsageError: for a bad value, or a login given twice.
+    """
+    per_user: dict[str, tuple[Rates, Rates]] = {}
+    for spec in specs:
+        login, given = parse_login_rates(spec)
+        if login in per_user:
+            raise usage.UsageError(f"--rate-limit-login {login} is given twice")
+        rates = {**defaults, **given}
+        per_user[login] = (
+            Rates(rates["rate-limit-messages"], rates["rate-limit-bytes"]),
+            Rates(rates["rate-limit-user-messages"], rates["rate-limit-user-bytes"]),
+        )
+    return per_user
 
 
 class EdgeOptions(usage.Options):
@@ -105,6 +169,10 @@ class EdgeOptions(usage.Options):
         ],
     ]
 
+    def opt_rate_limit_login(self, spec: str) -> None:
+        """One login's own rate limits, as LOGIN:KEY=RATE[,KEY=RATE], KEY one of messages, bytes, user-messages, user-bytes (repeatable; needs --auth; the configuration file's [rate-limit.user.LOGIN] tables)."""  # noqa: E501
+        self.setdefault("rate-limit-login", []).append(spec)
+
     def opt_trusted_proxy(self, network: str) -> None:
         """Believe the Forwarded and X-Forwarded-For headers on the web port from proxies at this address or CIDR block (repeatable; none by default: the headers are ignored)."""  # noqa: E501
         self.setdefault("trusted-proxy", []).append(network)
@@ -131,7 +199,12 @@ class EdgeOptions(usage.Options):
                 if connection_rate is None
                 else parse_rate(connection_rate, "max-connection-rate")
             ),
+            per_user=_per_user(self.get("rate-limit-login", ()), rates),
         )
+        if limits.per_user and not self.get("credCheckers"):
+            raise usage.UsageError(
+                "--rate-limit-login needs --auth: without logins there is no user to count"
+            )
         if limits.user and not self.get("credCheckers"):
             raise usage.UsageError(
                 "--rate-limit-user-messages and --rate-limit-user-bytes need --auth:"

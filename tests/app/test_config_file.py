@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from stompbroker.app.config_file import SECTIONS, ConfigError
+from stompbroker.app.config_file import LOGIN_SECTIONS, SECTIONS, ConfigError
 from stompbroker.app.options import Options
+from stompbroker.broker.flow.rates import Rate, Rates
 from tests.support.options import parse
 
 DOCS = Path(__file__).parents[2] / "docs" / "configuration.md"
@@ -173,6 +174,7 @@ def test_every_option_has_one_place_in_the_file() -> None:
     names = {name.rstrip("=") for name in Options().longOpt}
     names -= {"port", "config", "version", "help", "help-auth", "help-auth-type"}
     keys = [key for section in SECTIONS.values() for key in section.keys]
+    keys += [tables.option for tables in LOGIN_SECTIONS.values()]
     assert sorted(keys) == sorted(set(keys))
     assert set(keys) == names
 
@@ -197,3 +199,62 @@ def test_the_documented_example_is_valid(tmp_path: Path, monkeypatch: pytest.Mon
     assert options["data-dir"] == "/var/lib/stompbroker"
     assert options["access-control"] is not None
     assert len(options["credCheckers"]) == 1
+
+
+def test_a_login_gets_rates_of_its_own_from_its_table(tmp_path: Path) -> None:
+    """``[rate-limit.user.LOGIN]`` replaces the broker-wide rates that it names for that login."""
+    path = write(
+        tmp_path,
+        """
+[security]
+auth = ["memory:alice:pw:feed:pw"]
+
+[flow]
+rate-limit-messages = "10"
+rate-limit-user-bytes = "1M"
+
+[rate-limit.user.feed]
+messages = "1000/5000"
+user-bytes = "64M"
+
+[rate-limit.user."alice.smith"]
+bytes = 2048
+""",
+    )
+    limits = parse("--config", path)["rate-limits"]
+    assert limits.for_login("feed") == (
+        Rates(messages=Rate(1000, 5000)),
+        Rates(bytes=Rate(64 * 1024**2)),
+    )
+    assert limits.for_login("alice.smith") == (
+        Rates(messages=Rate(10), bytes=Rate(2048)),
+        Rates(bytes=Rate(1024**2)),
+    )
+    assert limits.for_login("bob") == (Rates(messages=Rate(10)), Rates(bytes=Rate(1024**2)))
+
+
+_TABLE = "[rate-limit.user.alice]\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (_TABLE + "message = 5\n", ":4: [rate-limit.user.alice] message is not a setting"),
+        (_TABLE + "messages = true\n", ":4: [rate-limit.user.alice] messages takes a string"),
+        (
+            _TABLE + "messages = 'fast'\n",
+            ":3: [rate-limit.user.alice] alice: messages: --rate-limit-messages takes N or N/BURST",
+        ),
+        (
+            "[rate-limit.group.traders]\nmessages = 5\n",
+            ": [rate-limit] holds only [rate-limit.user.LOGIN] tables",
+        ),
+        ("[rate-limit.user]\nalice = 5\n", ":4: [rate-limit.user.alice] must be a table"),
+    ],
+)
+def test_a_mistake_in_a_logins_table_is_refused_with_its_line(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    """A mistake in a ``[rate-limit.user.LOGIN]`` table names the file, its line and the reason."""
+    message = refusal(tmp_path, '[security]\nauth = ["memory:alice:pw"]\n' + text)
+    assert expected in message, message

@@ -75,3 +75,46 @@ def test_the_broker_gets_the_rate_limits() -> None:
     options = parse("--rate-limit-messages", "100", "--data-dir", "none")
     service = makeService(options, reactor=MemoryReactorClock())
     assert service.broker.rates.limits.connection == Rates(messages=Rate(100))
+
+
+def test_a_login_may_have_rates_of_its_own() -> None:
+    """``--rate-limit-login`` replaces, for one login, the broker-wide rates it names."""
+    options = parse(
+        "--auth", "memory:alice:pw",
+        "--rate-limit-messages", "10",
+        "--rate-limit-login", "feed:messages=500/1000,user-bytes=1M",
+        "--rate-limit-login", "a:b:bytes=4K",
+    )  # fmt: skip
+    limits = options["rate-limits"]
+    assert limits.per_user == {
+        "feed": (Rates(messages=Rate(500, 1000)), Rates(bytes=Rate(1024**2))),
+        "a:b": (Rates(messages=Rate(10), bytes=Rate(4096)), Rates()),
+    }
+    assert limits.metered
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("feed", "takes LOGIN:KEY=RATE"),
+        ("feed:speed=5", "'speed' is not a key"),
+        ("feed:messages=5,messages=6", "messages is given twice"),
+        ("feed:messages=none", "feed: messages: --rate-limit-messages takes N or N/BURST"),
+    ],
+)
+def test_bad_login_rates_are_refused(value: str, expected: str) -> None:
+    """A malformed --rate-limit-login is refused with what is wrong."""
+    with pytest.raises(usage.UsageError, match=expected):
+        parse("--auth", "memory:alice:pw", "--rate-limit-login", value)
+
+
+def test_login_rates_need_auth_and_one_entry_per_login() -> None:
+    """Without --auth there is no login; two entries for one login would contradict each other."""
+    with pytest.raises(usage.UsageError, match="needs --auth"):
+        parse("--rate-limit-login", "feed:messages=5")
+    with pytest.raises(usage.UsageError, match="feed is given twice"):
+        parse(
+            "--auth", "memory:alice:pw",
+            "--rate-limit-login", "feed:messages=5",
+            "--rate-limit-login", "feed:bytes=5",
+        )  # fmt: skip

@@ -29,11 +29,13 @@ from stompbroker.broker.engine.capabilities import require
 from stompbroker.broker.features.browsing import browse, check_browser, is_browser
 from stompbroker.broker.features.selecting import subscription_selector
 from stompbroker.broker.features.selectors import Selector
+from stompbroker.broker.features.user_destinations import UserDestinations
 from stompbroker.broker.queueing.consumer_choice import ConsumerOptions, parse_consumer_options
 from stompbroker.broker.queueing.delivery import Consumer, DeliveryPolicy
 from stompbroker.broker.routing.destinations import (
     STREAM_PREFIX,
     TOPIC_PREFIX,
+    USER_PREFIX,
     Kind,
     kind_of,
     validate_queue,
@@ -70,6 +72,8 @@ class Consumers:
         self._policy = policy
         self._traffic = engine.bookkeeping().traffic
         self._capabilities = engine.capabilities()
+        #: Subscriptions to ``/user/queue/NAME``: a queue each behind their user's key.
+        self.users = UserDestinations(engine)
 
     # -- subscriptions -----------------------------------------------------------------
 
@@ -130,6 +134,9 @@ class Consumers:
         elif kind is Kind.TEMP_QUEUE:
             options = parse_consumer_options(subscriber.headers)
             queue = self._registry.temp_queue(subscriber.connection, destination)
+        elif kind is Kind.USER:
+            options = parse_consumer_options(subscriber.headers)
+            queue = self.users.attach(subscriber)
         elif kind is Kind.STREAM:
             validate_stream(destination)
             start = parse_start(subscriber.headers.get(OFFSET_HEADER))
@@ -209,6 +216,10 @@ class Consumers:
             return
         if destination.startswith(TOPIC_PREFIX) and subscriber.durable is None:
             self._engine.remove_subscription_queue(queue)
+            return
+        if destination.startswith(USER_PREFIX):
+            queue.remove_consumer(consumer)
+            self.users.detach(queue)
             return
         queue.remove_consumer(consumer)
         self._engine.release_queue(queue)

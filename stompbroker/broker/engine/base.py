@@ -232,6 +232,14 @@ class IEngine(Interface):
         can reply to it.
         """
 
+    def local_queue(destination):  # type: ignore[no-untyped-def]
+        """
+        :returns: a new :class:`IQueue` of this process, registered nowhere, named
+            ``destination``: what a subscription's own queue behind a user
+            destination (:mod:`stompbroker.broker.features.user_destinations`) is.
+            Both engines alike: the messages have come to this process already.
+        """
+
     def delete_queue(queue):  # type: ignore[no-untyped-def]
         """
         Delete a queue of :meth:`queues_here` and what it holds (a temporary queue ends

@@ -23,6 +23,7 @@ from typing import Any
 from attrs import frozen
 
 from stompbroker.broker.features.selecting import SelectingSubscriber
+from stompbroker.broker.features.user_destinations import UserInbox
 from stompbroker.broker.flow.traffic import TopicTree, Traffic
 from stompbroker.broker.queueing.dead_letters import DeadLetters
 from stompbroker.broker.queueing.delivery import DeliveryCounters
@@ -117,8 +118,11 @@ class TopicFanout:
         self._new_queue = new_queue
         self._traffic = books.traffic
         self._expired = dead_letters.expired
-        # Selecting subscribers count their own deliveries, as queues do.
-        self.tree: TopicTree = TopicTree((WorkerQueue, SelectingSubscriber), books.traffic)
+        # Selecting subscribers and user inboxes count their own deliveries
+        # (their queues do), as queues do.
+        self.tree: TopicTree = TopicTree(
+            (WorkerQueue, SelectingSubscriber, UserInbox), books.traffic
+        )
         #: What stands in the tree for a subscriber or queue with a selector.
         self._selecting: dict[Any, SelectingSubscriber] = {}
 

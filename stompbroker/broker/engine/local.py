@@ -111,6 +111,7 @@ class LocalEngine:
     topic_subscriptions: Callable[[str], TopicSubscriptions]
     report_deliveries: Callable[..., None]
     new_reply_queue: Callable[[], WorkerQueue]
+    local_queue: Callable[..., WorkerQueue]
     delete_queue: Callable[[WorkerQueue], None]
     find_queue: Callable[[str], WorkerQueue | None]
     queues_here: Callable[[], list[tuple[str, WorkerQueue]]]

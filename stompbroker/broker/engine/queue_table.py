@@ -226,6 +226,7 @@ def bind_local_parts(engine: Any, fanout: TopicFanout, table: QueueTable) -> Non
     engine.topic_subscriptions = fanout.subscriptions
     engine.report_deliveries = fanout.report_deliveries
     engine.new_reply_queue = table.new_reply_queue
+    engine.local_queue = table.new_queue
     engine.delete_queue = table.delete
     engine.find_queue = table.find
     engine.queues_here = table.queues_here

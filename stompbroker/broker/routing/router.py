@@ -15,6 +15,9 @@ it by kind:
 - ``/temp-queue/NAME`` onto the sender's own temporary queue of that name;
 - ``/reply-queue/`` onto the temporary queue of another connection, if it is
   still there (:meth:`~stompbroker.broker.engine.base.IEngine.publish_reply`);
+- ``/user/LOGIN/...`` to the engine's fan-out, under the user's key
+  (:mod:`stompbroker.broker.features.user_destinations`): every session of
+  that user subscribed to it, on every node;
 - ``/stream/`` onto the end of that stream's log
   (:meth:`~stompbroker.broker.engine.base.IEngine.publish_stream`), whose store
   write the RECEIPT waits for.
@@ -53,6 +56,7 @@ from stompbroker.broker.features.retained_values import RETAIN_HEADER, parse_ret
 from stompbroker.broker.features.retainer import Retaining
 from stompbroker.broker.features.scheduled_messages import ScheduledEntry, fired_headers
 from stompbroker.broker.features.scheduler import Scheduling
+from stompbroker.broker.features.user_destinations import send_key
 from stompbroker.broker.flow.backpressure import BackPressure
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
@@ -117,6 +121,7 @@ class Router:
         "_acted_on",
         "_checked",
         "_composites",
+        "_user_keys",
         "_traffic",
         "_node",
         "_message_ids",
@@ -149,6 +154,8 @@ class Router:
         self._checked: dict[str, Kind | str] = {}
         #: Composite SEND destinations already checked -> their parts.
         self._composites: dict[str, tuple[tuple[str, Kind], ...]] = {}
+        #: User SEND destinations already checked -> their user keys.
+        self._user_keys: dict[str, str] = {}
         books = engine.bookkeeping()
         self._traffic = books.traffic
         self._node = books.ids.node
@@ -274,6 +281,9 @@ class Router:
             route = self._publish_reply
         elif kind is Kind.STREAM:
             route = self._publish_stream
+        elif kind is Kind.USER:
+            route = self._publish_topic
+            destination = self._user_keys[destination]
         else:
             return self._send_composite(destination, headers, body, connection, transaction)
         held = None
@@ -393,8 +403,11 @@ class Router:
         if len(self._checked) >= MAX_CHECKED_DESTINATIONS:
             self._checked.clear()
             self._composites.clear()
+            self._user_keys.clear()
         if kind is COMPOSITE:
             self._composites[destination] = parts
+        elif kind is Kind.USER:
+            self._user_keys[destination] = send_key(destination)
         self._checked[destination] = kind
         return kind
 

@@ -137,6 +137,7 @@ class RedisEngine:
     topic_subscriptions: Callable[..., Any]
     report_deliveries: Callable[..., None]
     new_reply_queue: Callable[..., Any]
+    local_queue: Callable[..., Any]
     delete_queue: Callable[..., None]
     find_queue: Callable[..., Any]
     queues_here: Callable[..., Any]
