@@ -210,7 +210,17 @@ SECTIONS: dict[str, OptionSection] = {
     "delivery": OptionSection(
         {
             **dict.fromkeys(
-                ["prefetch", "max-redeliveries", "dead-letter-prefix", "expired", "ttl"], VALUE
+                [
+                    "prefetch",
+                    "max-redeliveries",
+                    "redelivery-delay",
+                    "redelivery-multiplier",
+                    "redelivery-max-delay",
+                    "dead-letter-prefix",
+                    "expired",
+                    "ttl",
+                ],
+                VALUE,
             ),
             "persistent-queues": FLAG,
         }

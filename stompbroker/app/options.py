@@ -35,6 +35,7 @@ from stompbroker.app.option_values import (
     positive_seconds,
     redelivery_limit,
 )
+from stompbroker.app.redelivery_options import RedeliveryOptions
 from stompbroker.app.stream_options import StreamOptions
 from stompbroker.app.websocket_options import WebSocketOptions
 from stompbroker.broker.flow.limits import MEMORY_HIGH_SHARE, Limits
@@ -76,6 +77,7 @@ LIMITS = Limits(memory_high=0)
 class Options(
     EngineOptions,
     StreamOptions,
+    RedeliveryOptions,
     WebSocketOptions,
     EdgeOptions,
     ConfigFileOptions,
@@ -451,6 +453,7 @@ class Options(
         self._check_limits()
         self.check_engine()
         self.check_streams(parse_size)
+        self.check_redelivery()
         self.check_websocket()
         self.check_edge()
         if self["log-level"] not in LEVELS:

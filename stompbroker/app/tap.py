@@ -86,6 +86,7 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         dead_letter_prefix=options["dead-letter-prefix"],
         expired=options["expired"],
         ttl=options["ttl"],
+        backoff=options["backoff"],
     )
     store = None
     engine = _engine(options, reactor, policy)

@@ -158,12 +158,19 @@ def test_a_connection_cannot_ack_another_connections_message() -> None:
 
 
 def test_nack_redelivers_with_count() -> None:
-    """NACK returns the message to the head of its queue; it comes back marked as redelivered."""
+    """
+    A NACKed message waits out its back-off aside (the next message goes meanwhile),
+    then returns to the head of its queue, marked as redelivered.
+    """
     world = World()
     inbox = world.subscribe(prefetch=1)
-    world.send("/queue/q", b"1", b"2")
+    world.send("/queue/q", b"1", b"2", b"3")
     world.nack(inbox)
-    assert [(m.body, m.redeliveries) for m in inbox.received] == [(b"1", 0), (b"1", 1)]
+    assert [(m.body, m.redeliveries) for m in inbox.received] == [(b"1", 0), (b"2", 0)]
+    world.clock.advance(1)  # the broker's redelivery back-off
+    world.ack(inbox)
+    world.ack(inbox)
+    assert [(m.body, m.redeliveries) for m in inbox.received[2:]] == [(b"1", 1), (b"3", 0)]
 
 
 def test_unsubscribe_returns_held_messages_to_others() -> None:
@@ -199,6 +206,7 @@ def test_message_past_redelivery_limit_goes_to_dead_letter_queue_with_headers() 
     world.send("/queue/orders", b"poison", headers=[("x-k", "v")])
     sent = inbox.received[0]
     world.nack(inbox)
+    world.clock.advance(1)  # the broker's redelivery back-off
     world.nack(inbox)
     assert len(inbox.received) == 2
     dead = world.subscribe("/queue/DLQ.orders", subscription_id="dlq", on="ops")
@@ -298,6 +306,7 @@ def test_client_ack_topic_subscription_redelivers_to_itself() -> None:
     second = world.subscribe("/topic/news", "client", subscription_id="b", on="c2")
     world.send("/topic/news", b"1")
     world.nack(first)
+    world.clock.advance(1)  # the broker's redelivery back-off
     assert [(m.body, m.redeliveries) for m in first.received] == [(b"1", 0), (b"1", 1)]
     assert second.bodies() == [b"1"]
 
@@ -385,6 +394,7 @@ def test_nack_in_transaction_takes_effect_at_commit() -> None:
     world.nack(inbox, transaction="tx")
     assert len(inbox.received) == 1
     world.broker.commit(inbox.connection, "tx")
+    world.clock.advance(1)  # the broker's redelivery back-off
     assert [m.redeliveries for m in inbox.received] == [0, 1]
 
 

@@ -30,6 +30,7 @@ def test_client_individual_ack_and_nack_in_each_version(version: str) -> None:
     consumer.ack(second, receipt="acked")
     assert consumer.frames() == [Frame("RECEIPT", (("receipt-id", "acked"),))]
     consumer.ack(first, "NACK")
+    world.clock.advance(1)  # the broker's redelivery back-off
     [again] = consumer.messages()
     assert (again.body, again.get("redelivered"), again.get("redelivery-count")) == (
         b"1",
@@ -74,6 +75,7 @@ def test_client_mode_nack_is_cumulative() -> None:
         world.broker.publish("/queue/q", body)
     messages = consumer.messages()
     consumer.ack(messages[1], "NACK")
+    world.clock.advance(1)  # the broker's redelivery back-off
     again = consumer.messages()
     assert [(m.body, m.get("redelivered")) for m in again] == [(b"1", "true"), (b"2", "true")]
     consumer.ack(messages[2], receipt="r")
@@ -158,6 +160,7 @@ def test_poison_message_reaches_the_dead_letter_queue() -> None:
     for _ in range(3):
         [message] = consumer.messages()
         consumer.ack(message, "NACK")
+        world.clock.advance(2)  # the redelivery back-off: 1 s, then 2 s
     assert consumer.frames() == []
     [letter] = watcher.messages()
     assert letter.body == b"poison"
@@ -306,6 +309,7 @@ def test_topic_client_ack_subscription_redelivers_after_nack() -> None:
     world.broker.publish("/topic/news.today", b"headline")
     [message] = nacking.messages()
     nacking.ack(message, "NACK")
+    world.clock.advance(1)  # the broker's redelivery back-off
     [again] = nacking.messages()
     assert (again.body, again.get("redelivered")) == (b"headline", "true")
     assert [m.body for m in other.messages()] == [b"headline"]

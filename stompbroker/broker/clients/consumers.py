@@ -30,6 +30,7 @@ from stompbroker.broker.features.browsing import browse, check_browser, is_brows
 from stompbroker.broker.features.selecting import subscription_selector
 from stompbroker.broker.features.selectors import Selector
 from stompbroker.broker.features.user_destinations import UserDestinations
+from stompbroker.broker.queueing.backoff import parse_backoff
 from stompbroker.broker.queueing.consumer_choice import ConsumerOptions, parse_consumer_options
 from stompbroker.broker.queueing.delivery import Consumer, DeliveryPolicy
 from stompbroker.broker.routing.destinations import (
@@ -156,14 +157,17 @@ class Consumers:
         max_redeliveries = subscriber.max_redeliveries
         if max_redeliveries is None:
             max_redeliveries = self._policy.max_redeliveries
+        backoff = parse_backoff(subscriber.headers, self._policy.backoff)
         state = self._registry.state(subscriber.connection)
-        state.consumers[subscriber] = queue.add_consumer(
+        consumer = queue.add_consumer(
             subscriber,
             subscriber.prefetch or self._policy.prefetch,
             max_redeliveries,
             selector=selector,
             options=None if options is None or options.is_plain else options,
         )
+        consumer.backoff = backoff if backoff.delay_ms else None
+        state.consumers[subscriber] = consumer
 
     def _require_shared(self, options: ConsumerOptions, selector: Selector | None) -> None:
         """

@@ -31,6 +31,7 @@ from typing import Any, cast
 from attrs import Attribute, define, field, frozen
 from attrs.validators import ge, in_
 
+from stompbroker.broker.queueing.backoff import Backoff
 from stompbroker.protocol.message import Message
 
 #: What happens to an expired message: dropped, or moved to a dead-letter queue.
@@ -58,6 +59,9 @@ class DeliveryPolicy:
     :ivar expired: ``drop`` or ``dead-letter`` expired messages (``--expired``).
     :ivar ttl: time to live in ms of messages that set no expiry (``--ttl``); 0
         for none.
+    :ivar backoff: how long a NACKed message waits before its redelivery
+        (``--redelivery-delay``, ``--redelivery-multiplier``,
+        ``--redelivery-max-delay``); a subscription may set its own.
     """
 
     prefetch: int = field(default=1000, validator=ge(1))
@@ -65,6 +69,7 @@ class DeliveryPolicy:
     dead_letter_prefix: str = field(default="DLQ.", validator=_valid_prefix)
     expired: str = field(default="drop", validator=in_(EXPIRED_ACTIONS))
     ttl: int = field(default=0, validator=ge(0))
+    backoff: Backoff = Backoff()
 
 
 @define
@@ -119,6 +124,7 @@ class Consumer:
         "unwritten",
         "selector",
         "options",
+        "backoff",
     )
 
     def __init__(self, subscriber: Any, queue: Any, window: int, max_redeliveries: int) -> None:
@@ -143,6 +149,9 @@ class Consumer:
         #: Its :class:`~stompbroker.broker.queueing.consumer_choice.ConsumerOptions`
         #: (priority, exclusive) when it asked for any; ``None`` otherwise.
         self.options: Any = None
+        #: Its :class:`~stompbroker.broker.queueing.backoff.Backoff`: how long a
+        #: message it NACKs waits before its redelivery; ``None`` for no wait.
+        self.backoff: Any = None
 
     def has_room(self) -> bool:
         """

@@ -18,7 +18,11 @@ acknowledges.
 Messages that come back (NACK, UNSUBSCRIBE, a lost connection) go to the head of
 the queue in the order they were delivered, each as a copy whose
 ``redeliveries`` is one higher; a message that has been redelivered as often as
-the returning consumer allows goes to the dead-letter queue instead.
+the returning consumer allows goes to the dead-letter queue instead.  A NACKed
+message whose consumer has a redelivery back-off
+(:mod:`stompbroker.broker.queueing.backoff`) waits aside instead
+(:attr:`WorkerQueue.delayed`, made on the first such NACK) and goes back to the
+head when its time comes; what a consumer held when it left comes back at once.
 
 Expiry is checked when a message reaches the head of the queue, so an expired
 message is never delivered.  Messages that expire while nobody consumes are
@@ -65,6 +69,7 @@ from zope.interface import implementer
 from stompbroker.broker.engine.base import IQueue
 from stompbroker.broker.features.selectors import Selector
 from stompbroker.broker.flow.traffic import Traffic
+from stompbroker.broker.queueing.delayed import DelayedMessages
 from stompbroker.broker.queueing.delivery import Consumer, DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.queueing.dispatch import FeatureDispatch, consumer_added, grouped
 from stompbroker.broker.queueing.expiry_sweep import ExpirySweep
@@ -130,6 +135,7 @@ class WorkerQueue:
         "expiry",
         "_owner",
         "_left",
+        "delayed",
     )
 
     def __init__(
@@ -173,6 +179,8 @@ class WorkerQueue:
         self._features: FeatureDispatch | None = None
         self._owner = owner if owner is not None else self
         self._left = left
+        #: The NACKed messages that wait for their redelivery, from the first one on.
+        self.delayed: DelayedMessages | None = None
 
     def __repr__(self) -> str:
         return (
@@ -185,7 +193,7 @@ class WorkerQueue:
 
     def is_idle(self) -> bool:
         """:returns: whether the queue holds nothing and nobody consumes from it."""
-        return not self.pending and not self.consumers
+        return not self.pending and not self.consumers and not self.delayed
 
     # -- management -----------------------------------------------------------
 
@@ -201,6 +209,8 @@ class WorkerQueue:
         """
         purged = list(self.pending)
         self.pending.clear()
+        if self.delayed is not None:
+            purged.extend(self.delayed.take_all())
         self._counters.discarded += len(purged)
         self._traffic.count(purged, "messages_dropped")
         if self.journal is not None:
@@ -254,7 +264,8 @@ class WorkerQueue:
             self._next = 0
         if self._features is not None:
             self._features = self._features.removed(consumer)
-        self.requeue(consumer, consumer.take_all())
+        # At once: a consumer that leaves says nothing against the messages it held.
+        self._return(consumer, consumer.take_all(), None)
 
     # -- the state changes of a message ------------------------------------------
 
@@ -398,16 +409,22 @@ class WorkerQueue:
 
     def requeue(self, consumer: Consumer, messages: list[Message]) -> list[Any]:
         """
-        Return messages to the head of the queue, in the order given, for redelivery.
+        Return messages a consumer NACKed, in the order given, for redelivery.
 
         Each comes back as a copy with ``redeliveries`` one higher, except one that
         has been redelivered as often as ``consumer`` allows: that one is
-        dead-lettered.
+        dead-lettered.  The copies go to the head of the queue, or, when the
+        consumer has a :class:`~stompbroker.broker.queueing.backoff.Backoff`
+        that makes them wait, aside until their time comes (:meth:`hold`).
 
-        :param consumer: the consumer that held them; its limit applies.
+        :param consumer: the consumer that held them; its limit and back-off apply.
         :param messages: in delivery order.
         :returns: the store writes that dead-lettering made (Deferreds).
         """
+        return self._return(consumer, messages, consumer.backoff)
+
+    def _return(self, consumer: Consumer, messages: list[Message], backoff: Any) -> list[Any]:
+        """Return messages for redelivery, after ``backoff``'s delay unless ``None``."""
         limit = consumer.max_redeliveries
         returning = []
         written = []
@@ -420,10 +437,50 @@ class WorkerQueue:
                 returning.append(evolve(message, redeliveries=message.redeliveries + 1))
         if returning:
             self._counters.redelivered += len(returning)
+            if backoff is not None and backoff.delay_ms:
+                returning = self._hold_back(returning, backoff)
             self.pending.extendleft(reversed(returning))
         # Even when every message was dead-lettered, the consumer has room again.
         self.dispatch()
         return written
+
+    def _hold_back(self, messages: list[Message], backoff: Any) -> list[Message]:
+        """
+        Put returning messages aside for their back-off, but for those of a
+        message group: they go back at once, for a group's later messages must not
+        overtake them (:mod:`stompbroker.broker.queueing.groups`).
+
+        :returns: the messages that go back at once.
+        """
+        now = self._clock.seconds()
+        at_once = []
+        for message in messages:
+            if message.group is None:
+                self.hold(message, now + backoff.delay(message.redeliveries))
+            else:
+                at_once.append(message)
+        return at_once
+
+    def hold(self, message: Message, due: float, *, stored: bool = False) -> None:
+        """
+        Keep a message aside until ``due`` (the clock's seconds), then give it
+        back to the head of the queue; the store keeps the due time of a
+        persistent one, so that its wait outlives a restart.
+
+        :param message: a message returned for redelivery, or recovered from the store.
+        :param due: when it may be delivered again.
+        :param stored: the store has this due time already (recovery).
+        """
+        if self.delayed is None:
+            self.delayed = DelayedMessages(self._clock, self._release)
+        self.delayed.hold(message, due)
+        if message.persistent and self.journal is not None and not stored:
+            self.journal.delay(self.store_key, message.message_id, due)
+
+    def _release(self, messages: list[Message]) -> None:
+        """Delayed messages whose time has come: at the head, in due order."""
+        self.pending.extendleft(reversed(messages))
+        self.dispatch()
 
     def reject(self, messages: list[Message]) -> list[Any]:
         """
@@ -488,3 +545,7 @@ class WorkerQueue:
         self.consumers.clear()
         self.pending.clear()
         self.expiry.cancel()
+        if self.delayed is not None:
+            delayed = self.delayed.take_all()
+            self._counters.discarded += len(delayed)
+            self._traffic.count(delayed, "messages_dropped")

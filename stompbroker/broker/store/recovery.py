@@ -8,7 +8,9 @@ in the store's writer thread).  :func:`rebuild` puts it back where it was: each
 durable subscription's queue in the topic tree with its backlog, each
 ``/queue/`` with its messages, in their original order and without writing them
 again.  A message that had been delivered comes back with its delivery count,
-so that its next delivery says ``redelivered:true``; messages that expired while
+so that its next delivery says ``redelivered:true``, and a NACKed message that
+waited for its redelivery (:mod:`stompbroker.broker.queueing.backoff`) waits
+until its stored due time, aside; messages that expired while
 the broker was down are expired (dropped or dead-lettered, through the store)
 once everything is back, so that a dead-letter queue gets them after what it
 held already.  Persistent scheduled messages go back into the engine's scheduler,
@@ -252,6 +254,9 @@ def _refill(
         message.group, message.closes_group = stored_group(record.headers)
         if message.expires and message.expires <= now:
             expired.append((queue, message))
+        elif record.due > now:
+            # A NACKed message waits out what is left of its back-off.
+            queue.hold(message, record.due, stored=True)
         else:
             queue.enqueue(message)
     return count

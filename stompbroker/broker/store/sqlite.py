@@ -349,6 +349,12 @@ class SQLiteStore:
             functools.partial(sqlite_records.mark_delivered, queue, message_id), None
         )
 
+    def delay(self, queue: str, message_id: str, due: float) -> Deferred[None]:
+        """:returns: see :meth:`IMessageStore.delay`."""
+        return self._write(
+            functools.partial(sqlite_records.delay_message, queue, message_id, due), None
+        )
+
     def move(
         self, from_queue: str, message_id: str, to_queue: str, message: MessageFields
     ) -> Deferred[StoredMessage]:

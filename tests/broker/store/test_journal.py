@@ -18,6 +18,7 @@ import pytest
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 
+from stompbroker.broker.queueing.backoff import Backoff
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.base import StoreDamaged, StoreLocked
@@ -240,9 +241,10 @@ def test_auto_ack_delivery_removes_the_message(setup: Setup) -> None:
     assert setup.stored_ids() == {}
 
 
-def test_requeue_writes_nothing_and_redelivery_is_marked_again(setup: Setup) -> None:
+def test_requeue_writes_its_due_time_and_redelivery_is_marked_again(setup: Setup) -> None:
     """
-    A NACKed message goes back in memory; its next delivery adds to its stored redelivery count.
+    A NACKed message waits in memory with its due time stored (its RECEIPT waits for
+    nothing); its next delivery adds to its stored redelivery count and clears the due time.
     """
     broker = setup.broker()
     inbox = setup.subscribe(broker)
@@ -251,9 +253,38 @@ def test_requeue_writes_nothing_and_redelivery_is_marked_again(setup: Setup) -> 
     message_id = inbox.received[0].message_id
     assert broker.nack(inbox.connection, message_id, subscriber=inbox) is None
     setup.settle()
+    [record] = setup.stored().queues["/queue/q"]
+    assert record.due == setup.clock.seconds() + 1
+    setup.clock.advance(1)
+    setup.settle()
     assert [m.redeliveries for m in inbox.received] == [0, 1]
     [record] = setup.stored().queues["/queue/q"]
-    assert (record.delivered, record.redelivery_count) == (True, 1)
+    assert (record.delivered, record.redelivery_count, record.due) == (True, 1, 0.0)
+
+
+def test_a_waiting_redelivery_waits_out_its_time_after_a_restart(setup: Setup) -> None:
+    """
+    A persistent NACKed message's back-off survives a restart: it is held aside until
+    its stored due time, while the messages behind it are delivered.
+    """
+    broker = setup.broker(policy=DeliveryPolicy(backoff=Backoff(10_000)))
+    inbox = setup.subscribe(broker)
+    send(broker, "/queue/q", b"1")
+    setup.settle()
+    broker.nack(inbox.connection, inbox.received[0].message_id, subscriber=inbox)
+    setup.settle()
+    restarted = setup.restart(down=4)
+    send(restarted, "/queue/q", b"2")
+    setup.settle()
+    again = setup.subscribe(restarted)
+    setup.settle()
+    assert again.bodies() == [b"2"]
+    setup.clock.advance(5.9)
+    setup.settle()
+    assert again.bodies() == [b"2"]
+    setup.clock.advance(0.1)
+    setup.settle()
+    assert [(m.body, m.redeliveries) for m in again.received] == [(b"2", 0), (b"1", 1)]
 
 
 def test_rejected_message_moves_to_its_dead_letter_queue_in_the_store(setup: Setup) -> None:

@@ -254,12 +254,13 @@ class StreamQueue:
     def remove_consumer(self, consumer: Consumer) -> None:
         """
         Stop handing messages to a consumer; what it holds goes to the other local
-        consumers, or back to the stream if it was the last.
+        consumers, or back to the stream if it was the last (with the NACKed
+        messages that wait here for their redelivery, which then go at once).
         """
         self.local.remove_consumer(consumer)
         self._wake.set()
         if not self.consumers:
-            self._give_back(list(self.pending))
+            self._give_back([*self.pending, *self._delayed()])
             self.pending.clear()
 
     def dispatch(self) -> None:
@@ -321,6 +322,11 @@ class StreamQueue:
             writer.command("XACK", self._stream, self._engine.names.group, *entries)
             writer.command("XDEL", self._stream, *entries)
 
+    def _delayed(self) -> list[Message]:
+        """:returns: the NACKed messages waiting here for their redelivery, taken."""
+        delayed = self.local.delayed
+        return [] if delayed is None else delayed.take_all()
+
     def _give_back(self, messages: list[Message]) -> None:
         """Put messages this node read back at the tail of the stream for the other nodes."""
         engine = self._engine
@@ -351,6 +357,7 @@ class StreamQueue:
         for consumer in self.consumers:
             held.extend(consumer.take_all())
         held.extend(self.pending)
+        held.extend(self._delayed())
         self._give_back(held)
         self.consumers.clear()
         self.pending.clear()
