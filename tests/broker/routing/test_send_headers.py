@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from twisted.internet.task import Clock
 
+from stompbroker.broker.engine.capabilities import LOCAL, Capabilities
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.routing.destinations import Kind
 from stompbroker.broker.routing.send_headers import ACTED_ON, ACTED_ON_WHEN_PERSISTENT, SendHeaders
@@ -18,8 +19,12 @@ from stompbroker.protocol.message import Message
 EPOCH = 1_700_000_000.0
 
 
+#: An engine that can neither schedule nor retain (nor group a shared queue's messages).
+WITHOUT = Capabilities(scheduling=False, retain=False, message_groups=False)
+
+
 def reader(
-    persistent_queues: bool = False, shared_queues: bool = False, ttl: int = 0
+    persistent_queues: bool = False, capabilities: Capabilities = LOCAL, ttl: int = 0
 ) -> SendHeaders:
     """:returns: a reading of SEND headers at :data:`EPOCH`, without scheduling or retaining."""
     clock = Clock()
@@ -27,7 +32,7 @@ def reader(
     acted_on = ACTED_ON_WHEN_PERSISTENT if persistent_queues else ACTED_ON
     # No temporary reply-to is read here, so the registry is never asked.
     return SendHeaders(
-        clock, None, DeliveryPolicy(ttl=ttl), acted_on, persistent_queues, shared_queues, None, None
+        clock, None, DeliveryPolicy(ttl=ttl), acted_on, persistent_queues, capabilities, None, None
     )
 
 
@@ -57,7 +62,7 @@ def test_prepare_keeps_persistent_topics_only_when_asked_and_hands_on_the_timing
 
 def test_a_grouped_message_to_a_queue_shared_between_nodes_is_refused() -> None:
     with pytest.raises(NotSupported, match="message groups"):
-        reader(shared_queues=True).prepare((("JMSXGroupID", "g"),), None, Kind.QUEUE)
+        reader(capabilities=WITHOUT).prepare((("JMSXGroupID", "g"),), None, Kind.QUEUE)
 
 
 @pytest.mark.parametrize(
@@ -69,4 +74,4 @@ def test_an_engine_without_retained_or_scheduled_messages_refuses_their_headers(
 ) -> None:
     message = Message("/topic/t", "m-1", tuple(timing.items()), b"", 0.0, 0, False, 4)
     with pytest.raises(NotSupported, match=refusal):
-        reader().timed(lambda message: None, message, Kind.TOPIC, timing, None)
+        reader(capabilities=WITHOUT).timed(lambda message: None, message, Kind.TOPIC, timing, None)
