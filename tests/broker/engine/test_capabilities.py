@@ -42,6 +42,7 @@ def test_the_redis_engine_lacks_what_docs_cluster_md_lists() -> None:
         "browse",
         "exclusive_consumers",
         "consumer_priority",
+        "queue_wildcards",
     }
 
 
@@ -61,6 +62,7 @@ def test_the_redis_engine_lacks_what_docs_cluster_md_lists() -> None:
             "consumer_priority",
             "consumer priorities and exclusive consumers are not supported by the redis engine yet",
         ),
+        ("queue_wildcards", "wildcard queue consumers are not supported by the redis engine yet"),
     ],
 )
 def test_require_refuses_what_is_lacking_with_the_documented_text(feature: str, text: str) -> None:
@@ -114,6 +116,7 @@ ACTIONS = {
     "browse": subscribe("/queue/q", "auto", browser="true"),
     "exclusive_consumers": subscribe("/queue/q", "client", **{"activemq.exclusive": "true"}),
     "consumer_priority": subscribe("/queue/q", "client", **{"activemq.priority": "5"}),
+    "queue_wildcards": subscribe("/queue/q.>", "client"),
 }
 
 
