@@ -26,8 +26,7 @@ the consumer to each matching queue it holds now, and to each it makes later.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from stompbroker.broker.queueing.delivery import Consumer
@@ -83,6 +82,10 @@ class WildcardConsumer:
         self._paused = False
         #: Where in :attr:`members` the next offer of room starts.
         self._next = 0
+        #: Whether its window was full before the last settlement: only then
+        #: can its queues hold messages they stopped offering for want of room
+        #: (a queue offers each message as it comes while there is room).
+        self._was_full = False
 
     def __repr__(self) -> str:
         return (
@@ -143,6 +146,7 @@ class WildcardConsumer:
 
     def settle(self, message_id: str) -> list[Message]:
         """:returns: what an ACK or NACK of ``message_id`` settles (see :class:`Consumer`)."""
+        self._was_full = not self.auto and len(self.unacked) >= self.window
         return self._book.settle(message_id)
 
     def holds(self, message_id: str) -> bool:
@@ -152,42 +156,72 @@ class WildcardConsumer:
     def acknowledge(self, consumer: Any, messages: list[Message]) -> list[Any]:
         """Forget acknowledged messages, each on its queue; then offer the room to all."""
         written: list[Any] = []
-        with self._held_back():
-            for member, mine in self._by_member(messages):
+        for member, mine in self._by_member(messages):
+            # While it settles, the queue gives this consumer nothing, so that
+            # the room made goes round (dispatch) rather than back to it.
+            member.paused = True
+            try:
                 written.extend(member.queue.acknowledge(member, mine))
-        self.dispatch()
+            finally:
+                member.paused = self._paused
+        if self._was_full:
+            self.dispatch()
         return written
 
     def requeue(self, consumer: Any, messages: list[Message]) -> list[Any]:
-        """Return messages to the heads of their queues for redelivery."""
+        """
+        Return messages to the heads of their queues for redelivery, then offer
+        the room round (they may wait at a head their queue offered to nobody).
+        """
         written: list[Any] = []
-        with self._held_back():
-            for member, mine in self._by_member(messages):
+        for member, mine in self._by_member(messages):
+            # While it settles, the queue gives this consumer nothing, so that
+            # the room made goes round (dispatch) rather than back to it.
+            member.paused = True
+            try:
                 written.extend(member.queue.requeue(member, mine))
+            finally:
+                member.paused = self._paused
         self.dispatch()
         return written
 
     def reject(self, messages: list[Message]) -> list[Any]:
         """Dead-letter messages refused for good, each from its queue."""
         written: list[Any] = []
-        with self._held_back():
-            for member, mine in self._by_member(messages):
+        for member, mine in self._by_member(messages):
+            # While it settles, the queue gives this consumer nothing, so that
+            # the room made goes round (dispatch) rather than back to it.
+            member.paused = True
+            try:
                 written.extend(member.queue.reject(mine))
-        self.dispatch()
+            finally:
+                member.paused = self._paused
+        if self._was_full:
+            self.dispatch()
         return written
 
     def dispatch(self) -> None:
-        """Offer the room in its window to its queues in turn, from the next one."""
+        """
+        Offer the room in its window to its queues that hold messages, in turn
+        from the one after the last offered: a queue with nothing waiting needs
+        no offer (a new message there is dispatched as it comes).
+        """
         members = list(self.members.values())
         count = len(members)
-        if not count:
+        if not count or self._paused:
             return
-        start = self._next % count
-        self._next = start + 1
-        for member in members[start:] + members[:start]:
-            if self._paused or (not self.auto and len(self.unacked) >= self.window):
-                return
-            member.queue.dispatch()
+        unacked = self.unacked
+        window = self.window
+        auto = self.auto
+        index = self._next % count
+        for _ in range(count):
+            if not auto and len(unacked) >= window:
+                break
+            queue = members[index].queue
+            index = index + 1 if index + 1 < count else 0
+            if queue.pending:
+                queue.dispatch()
+        self._next = index
 
     def _by_member(self, messages: Iterable[Message]) -> list[tuple[Consumer, list[Message]]]:
         """:returns: the messages grouped by the member whose queue they came from."""
@@ -200,14 +234,3 @@ class WildcardConsumer:
             for destination, mine in groups.items()
             if destination in members
         ]
-
-    @contextmanager
-    def _held_back(self) -> Iterator[None]:
-        """While settling: its queues give it nothing, so that the room goes round."""
-        for member in self.members.values():
-            member.paused = True
-        try:
-            yield
-        finally:
-            for member in self.members.values():
-                member.paused = self._paused
