@@ -309,7 +309,7 @@ class Management:
                 connection_id(consumer.subscriber.connection),
                 consumer.subscriber.subscription_id,
                 consumer.subscriber.ack_mode,
-                len(consumer.unacked),
+                held_unacked(consumer),
                 None if consumer.auto else consumer.window,
             )
             for consumer in consumers

@@ -197,3 +197,14 @@ def test_an_engine_without_queue_wildcards_refuses_with_the_documented_text() ->
         "wildcard queue consumers are not supported by the redis engine yet"
     )
     assert "re-subscribe" in caught.value.detail
+
+
+def test_each_queue_counts_only_its_own_in_flight() -> None:
+    """The statistics and the API count a member's own messages, not the whole window's."""
+    world = World()
+    world.send("/queue/f.a", b"a1", b"a2")
+    world.send("/queue/f.b", b"b1")
+    world.subscribe("/queue/f.*")
+    queues = world.engine.queues
+    assert sum(in_flight(c) for c in queues["/queue/f.a"].consumers) == 2
+    assert sum(in_flight(c) for c in queues["/queue/f.b"].consumers) == 1
