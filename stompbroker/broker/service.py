@@ -308,7 +308,7 @@ class Broker(Service):
         Deliver matching messages to ``subscriber`` from now on.
 
         :raises InvalidDestination: for a destination the broker does not serve,
-            a queue destination with a wildcard, or a reply queue.
+            an invalid pattern, or a reply queue.
         :raises DuplicateSubscription: for a durable name in use on another topic.
         """
         self.consumers.subscribe(subscriber)

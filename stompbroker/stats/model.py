@@ -51,6 +51,7 @@ from attrs import frozen
 from stompbroker.broker.engine.figures import DestinationFigures, NodeFigures
 from stompbroker.broker.flow.throttle import resident_bytes
 from stompbroker.broker.flow.traffic import DestinationTraffic
+from stompbroker.broker.queueing.wildcard import in_flight as held_unacked
 from stompbroker.broker.routing.destinations import TOPIC_PREFIX
 from stompbroker.broker.routing.syntax import is_wildcard
 from stompbroker.interfaces import ConnectionDescription
@@ -290,7 +291,7 @@ class StatsModel:
             if gauge is None:
                 gauge = gauges[name] = [0, 0, 0]
             gauge[0] += len(queue.pending)
-            gauge[1] += sum(len(consumer.unacked) for consumer in queue.consumers)
+            gauge[1] += sum(held_unacked(consumer) for consumer in queue.consumers)
             if not name.startswith(TOPIC_PREFIX) or is_wildcard(name):
                 gauge[2] += len(queue.consumers)
         self._forget_idle(now, gauges)

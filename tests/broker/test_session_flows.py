@@ -347,10 +347,26 @@ def test_two_client_ack_subscriptions_on_one_connection_ack_separately() -> None
     assert world.broker.counters.acknowledged == 2
 
 
-def test_wildcard_queue_subscription_gets_an_error_frame() -> None:
-    """SUBSCRIBE to a queue with a wildcard gets an ERROR saying wildcards are for topics."""
+def test_wildcard_queue_subscription_takes_from_every_matching_queue() -> None:
+    """SUBSCRIBE to a queue pattern: MESSAGEs from each matching queue, each naming its queue."""
     world = World()
     client = world.client()
     client.send_frame("SUBSCRIBE", id="s", destination="/queue/jobs.*")
+    world.broker.publish("/queue/jobs.a", b"1")
+    world.broker.publish("/queue/jobs.b", b"2")
+    world.broker.publish("/queue/other", b"3")
+    messages = client.messages()
+    assert [(m.get("destination"), m.body) for m in messages] == [
+        ("/queue/jobs.a", b"1"),
+        ("/queue/jobs.b", b"2"),
+    ]
+    assert {m.get("subscription") for m in messages} == {"s"}
+
+
+def test_send_to_a_queue_pattern_stays_an_error() -> None:
+    """A SEND names one queue: a wildcard in it is an ERROR."""
+    world = World()
+    client = world.client()
+    client.send_frame("SEND", destination="/queue/jobs.*")
     [error] = client.frames()
     assert error.get("message") == "wildcard in queue destination"

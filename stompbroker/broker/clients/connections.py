@@ -23,6 +23,7 @@ from stompbroker.broker.clients.transactions import TransactionTable
 from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import Consumer
+from stompbroker.broker.queueing.wildcard import WildcardConsumer
 from stompbroker.broker.routing.destinations import validate_queue
 from stompbroker.broker.routing.ids import Ids
 from stompbroker.logs import logger
@@ -44,12 +45,14 @@ class ConnectionState:
     What the broker keeps for one connection.
 
     :ivar consumers: subscriber -> its :class:`~stompbroker.broker.queueing.delivery.Consumer`,
-        for every subscription that takes from a queue.
+        for every subscription that takes from a queue (a
+        :class:`~stompbroker.broker.queueing.wildcard.WildcardConsumer` for one
+        that takes from every queue a pattern matches).
     :ivar transactions: the connection's open transactions.
     :ivar temp_queues: ``/temp-queue/NAME`` -> the connection's queue of that name.
     """
 
-    consumers: dict[Any, Consumer] = Factory(dict)
+    consumers: dict[Any, Consumer | WildcardConsumer] = Factory(dict)
     transactions: TransactionTable = Factory(TransactionTable)
     temp_queues: dict[str, Any] = Factory(dict)
 

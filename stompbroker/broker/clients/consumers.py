@@ -33,6 +33,7 @@ from stompbroker.broker.features.user_destinations import UserDestinations
 from stompbroker.broker.queueing.backoff import parse_backoff
 from stompbroker.broker.queueing.consumer_choice import ConsumerOptions, parse_consumer_options
 from stompbroker.broker.queueing.delivery import Consumer, DeliveryPolicy
+from stompbroker.broker.queueing.wildcard import WildcardConsumer
 from stompbroker.broker.routing.destinations import (
     STREAM_PREFIX,
     TOPIC_PREFIX,
@@ -42,7 +43,7 @@ from stompbroker.broker.routing.destinations import (
     validate_queue,
     validate_stream,
 )
-from stompbroker.broker.routing.syntax import validate_pattern
+from stompbroker.broker.routing.syntax import is_wildcard, validate_pattern
 from stompbroker.broker.store.journal import settled
 from stompbroker.broker.streams.offsets import OFFSET_HEADER, parse_start
 from stompbroker.protocol.errors import InvalidDestination, InvalidSelector, UnknownAck
@@ -83,7 +84,7 @@ class Consumers:
         Deliver matching messages to ``subscriber`` from now on.
 
         :raises InvalidDestination: for a destination the broker does not serve,
-            a queue destination with a wildcard, or a reply queue.
+            an invalid pattern, or a reply queue.
         :raises DuplicateSubscription: for a durable name in use on another topic.
         :raises InvalidSelector: for a ``selector`` that does not compile, or one
             on a durable subscription.
@@ -128,6 +129,9 @@ class Consumers:
             # The topic tree applies the selector before the queue.
             selector = None
         elif kind is Kind.QUEUE:
+            if is_wildcard(destination):
+                self._subscribe_wildcard(subscriber, selector)
+                return
             validate_queue(destination)
             options = parse_consumer_options(subscriber.headers)
             self._require_shared(options, selector)
@@ -168,6 +172,32 @@ class Consumers:
         )
         consumer.backoff = backoff if backoff.delay_ms else None
         state.consumers[subscriber] = consumer
+
+    def _subscribe_wildcard(self, subscriber: Any, selector: Selector | None) -> None:
+        """
+        Attach a subscriber to every ``/queue/`` its pattern matches, now and later,
+        with one window (:mod:`stompbroker.broker.queueing.wildcard`).
+
+        :raises InvalidDestination: for a pattern that is not valid.
+        :raises NotSupported: for an engine without ``queue_wildcards``, or what
+            :meth:`_require_shared` refuses.
+        """
+        validate_pattern(subscriber.destination)
+        require(self._capabilities, "queue_wildcards")
+        options = parse_consumer_options(subscriber.headers)
+        self._require_shared(options, selector)
+        max_redeliveries = subscriber.max_redeliveries
+        if max_redeliveries is None:
+            max_redeliveries = self._policy.max_redeliveries
+        consumer = WildcardConsumer(
+            subscriber,
+            subscriber.prefetch or self._policy.prefetch,
+            max_redeliveries,
+            selector,
+            None if options.is_plain else options,
+        )
+        self._registry.state(subscriber.connection).consumers[subscriber] = consumer
+        self._engine.watch_queues(subscriber.destination, consumer)
 
     def _require_shared(self, options: ConsumerOptions, selector: Selector | None) -> None:
         """
@@ -213,6 +243,10 @@ class Consumers:
         if consumer is None:
             if destination.startswith(TOPIC_PREFIX):
                 self._engine.remove_subscriber(destination, subscriber)
+            return
+        if isinstance(consumer, WildcardConsumer):
+            self._engine.unwatch_queues(consumer)
+            consumer.close(self._engine.release_queue)
             return
         queue = consumer.queue
         if destination.startswith(STREAM_PREFIX):
@@ -295,7 +329,9 @@ class Consumers:
             return None
         return self._refuse(consumer, message_id, requeue)
 
-    def _holder(self, connection: Any, message_id: str, subscriber: Any) -> Consumer:
+    def _holder(
+        self, connection: Any, message_id: str, subscriber: Any
+    ) -> Consumer | WildcardConsumer:
         """
         :returns: the consumer of ``connection`` that holds the message unacknowledged.
         :raises UnknownAck: if none does.
@@ -317,13 +353,17 @@ class Consumers:
         )
 
     @staticmethod
-    def _acknowledge(consumer: Consumer, message_id: str) -> Deferred[None] | None:
+    def _acknowledge(
+        consumer: Consumer | WildcardConsumer, message_id: str
+    ) -> Deferred[None] | None:
         found = consumer.settle(message_id)
         if not found:
             return None
         return settled(consumer.queue.acknowledge(consumer, found))
 
-    def _refuse(self, consumer: Consumer, message_id: str, requeue: bool) -> Deferred[None] | None:
+    def _refuse(
+        self, consumer: Consumer | WildcardConsumer, message_id: str, requeue: bool
+    ) -> Deferred[None] | None:
         found = consumer.settle(message_id)
         if not found:
             return None

@@ -254,6 +254,20 @@ class IEngine(Interface):
         stream stays for other processes.
         """
 
+    def watch_queues(pattern, watcher):  # type: ignore[no-untyped-def]
+        """
+        Attach a wildcard consumer (:mod:`stompbroker.broker.queueing.wildcard`) to
+        every ``/queue/`` that ``pattern`` matches, now and as each is made
+        (``watcher.attach(queue)``), until :meth:`unwatch_queues`.  Called only
+        when :meth:`capabilities` states ``queue_wildcards``.
+
+        Redis: the queues every node knows of, as a set of names in Redis that
+        each node adds to, watched for new names.
+        """
+
+    def unwatch_queues(watcher):  # type: ignore[no-untyped-def]
+        """Attach ``watcher`` to no more queues; unknown ones are ignored."""
+
     def depth(destination):  # type: ignore[no-untyped-def]
         """
         :returns: how many messages wait in a queue's destination for a consumer:

@@ -38,6 +38,8 @@ class Capabilities:
         ``x-single-active-consumer`` on a ``/queue/`` subscription.
     :ivar consumer_priority: ``activemq.priority`` and ``x-priority`` on a
         ``/queue/`` subscription.
+    :ivar queue_wildcards: a SUBSCRIBE to a ``/queue/`` pattern (``*``, ``#``,
+        ``>``): one consumer on every queue it matches, made before or after.
     """
 
     persistence: bool = True
@@ -49,6 +51,7 @@ class Capabilities:
     browse: bool = True
     exclusive_consumers: bool = True
     consumer_priority: bool = True
+    queue_wildcards: bool = True
 
 
 #: The local engine with a store; without one, ``persistence`` is off.
@@ -62,6 +65,7 @@ REDIS = Capabilities(
     priority_order=False,
     exclusive_consumers=False,
     consumer_priority=False,
+    queue_wildcards=False,
 )
 
 _SHARED = (
@@ -99,6 +103,13 @@ REFUSALS: dict[str, tuple[str, str]] = {
         "queue browsers are not supported by the redis engine yet",
         "this broker runs on the redis engine, whose queues are shared by nodes that"
         " each see only what they have read (docs/cluster.md)",
+    ),
+    "queue_wildcards": (
+        "wildcard queue consumers are not supported by the redis engine yet",
+        "this broker runs on the redis engine, whose nodes keep no common list of"
+        " queues to match a pattern against (docs/cluster.md); subscribe to each"
+        " queue by name. Do not re-subscribe to this pattern on reconnecting: it is"
+        " refused the same way every time",
     ),
     "exclusive_consumers": _CONSUMER_OPTIONS,
     "consumer_priority": _CONSUMER_OPTIONS,

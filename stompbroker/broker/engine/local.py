@@ -114,6 +114,8 @@ class LocalEngine:
     local_queue: Callable[..., WorkerQueue]
     delete_queue: Callable[[WorkerQueue], None]
     find_queue: Callable[[str], WorkerQueue | None]
+    watch_queues: Callable[..., None]
+    unwatch_queues: Callable[..., None]
     queues_here: Callable[[], list[tuple[str, WorkerQueue]]]
     find_durable: Callable[[tuple[str, str]], WorkerQueue | None]
     durables_here: Callable[[], list[tuple[tuple[str, str], WorkerQueue]]]

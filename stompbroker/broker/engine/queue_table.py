@@ -24,6 +24,7 @@ from stompbroker.broker.queueing.dead_letters import DeadLetters
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.queueing.queues import WorkerQueue
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX, TOPIC_PREFIX
+from stompbroker.broker.routing.syntax import matches
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
@@ -48,6 +49,8 @@ class QueueTable:
     :ivar queues: destination -> queue.
     :ivar durable: ``(client-id, name)`` -> the queue of that durable subscription.
     :ivar dead_letters: where the queues' failed messages go.
+    :ivar watchers: wildcard consumer -> its pattern, for the ``/queue/``
+        destinations made from now on (:meth:`watch`).
     """
 
     def __init__(
@@ -65,6 +68,7 @@ class QueueTable:
         self._shared = shared if shared is not None else self._local
         self.queues: dict[str, Any] = {}
         self.durable: dict[tuple[str, str], Any] = {}
+        self.watchers: dict[Any, str] = {}
         self.dead_letters = DeadLetters(
             policy, books.counters, books.traffic, books.ids, self.queue, journal
         )
@@ -96,7 +100,34 @@ class QueueTable:
         queue = self.queues.get(destination)
         if queue is None:
             queue = self.queues[destination] = self._shared(destination)
+            if self.watchers:
+                self._met(destination, queue)
         return queue
+
+    def watch(self, pattern: str, watcher: Any) -> None:
+        """
+        Attach a wildcard consumer to every ``/queue/`` held here that ``pattern``
+        matches, and to each made from now on, until :meth:`unwatch`.
+
+        :param pattern: a ``/queue/`` pattern with a wildcard.
+        :param watcher: a :class:`~stompbroker.broker.queueing.wildcard.WildcardConsumer`
+            (its ``attach`` is called with each queue).
+        """
+        self.watchers[watcher] = pattern
+        for destination, queue in list(self.queues.items()):
+            if destination.startswith(QUEUE_PREFIX) and matches(pattern, destination):
+                watcher.attach(queue)
+
+    def unwatch(self, watcher: Any) -> None:
+        """Attach ``watcher`` to no more queues; unknown ones are ignored."""
+        self.watchers.pop(watcher, None)
+
+    def _met(self, destination: str, queue: Any) -> None:
+        """A queue was made: the wildcard consumers whose pattern matches take from it."""
+        if destination.startswith(QUEUE_PREFIX):
+            for watcher, pattern in list(self.watchers.items()):
+                if matches(pattern, destination):
+                    watcher.attach(queue)
 
     def new_reply_queue(self) -> WorkerQueue:
         """:returns: a new temporary queue, under a broker-unique ``/reply-queue/`` name."""
@@ -229,6 +260,8 @@ def bind_local_parts(engine: Any, fanout: TopicFanout, table: QueueTable) -> Non
     engine.local_queue = table.new_queue
     engine.delete_queue = table.delete
     engine.find_queue = table.find
+    engine.watch_queues = table.watch
+    engine.unwatch_queues = table.unwatch
     engine.queues_here = table.queues_here
     engine.find_durable = table.find_durable
     engine.durables_here = table.durables_here

@@ -48,6 +48,7 @@ from stompbroker.broker.management.records import (
     UnknownConnection,
     UnknownDestination,
 )
+from stompbroker.broker.queueing.wildcard import in_flight as held_unacked
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX, STREAM_PREFIX, TOPIC_PREFIX
 from stompbroker.broker.routing.syntax import is_wildcard
 from stompbroker.broker.store.journal import durable_key
@@ -240,7 +241,7 @@ class Management:
         else:
             kind = "temp-queue"
         depth = len(queue.pending)
-        in_flight = sum(len(consumer.unacked) for consumer in queue.consumers)
+        in_flight = sum(held_unacked(consumer) for consumer in queue.consumers)
         consumers = len(queue.consumers)
         view = self._engine.cluster()
         if view is not None:
@@ -308,7 +309,7 @@ class Management:
                 connection_id(consumer.subscriber.connection),
                 consumer.subscriber.subscription_id,
                 consumer.subscriber.ack_mode,
-                len(consumer.unacked),
+                held_unacked(consumer),
                 None if consumer.auto else consumer.window,
             )
             for consumer in consumers

@@ -229,6 +229,7 @@ class WorkerQueue:
         *,
         selector: Selector | None = None,
         options: Any = None,
+        held: dict[str, Message] | None = None,
     ) -> Consumer:
         """
         Start handing messages to a subscriber.
@@ -239,9 +240,12 @@ class WorkerQueue:
         :param selector: hand it only the messages this selects.
         :param options: its :class:`~stompbroker.broker.queueing.consumer_choice.ConsumerOptions`
             (priority, exclusive), or ``None`` for none.
+        :param held: the messages it holds, shared with the other queues of a
+            wildcard consumer (:mod:`stompbroker.broker.queueing.wildcard`); ``None``
+            for its own.
         :returns: its :class:`Consumer`, for acknowledgements.
         """
-        consumer = Consumer(subscriber, self._owner, window, max_redeliveries)
+        consumer = Consumer(subscriber, self._owner, window, max_redeliveries, held)
         consumer.selector, consumer.options = selector, options
         self.consumers.append(consumer)
         self._features = consumer_added(self, consumer)
@@ -534,11 +538,15 @@ class WorkerQueue:
         the broker drops from the store with the subscription), an idle queue
         (which holds nothing).
         """
-        held = sum(len(consumer.unacked) for consumer in self.consumers)
-        self._counters.discarded += len(self.pending) + held
+        # A wildcard consumer's member holds only its own of what it shares.
+        held = [
+            list(consumer.unacked.values()) if consumer.own is None else consumer.take_all()
+            for consumer in self.consumers
+        ]
+        self._counters.discarded += len(self.pending) + sum(map(len, held))
         self._traffic.count(self.pending, "messages_dropped")
-        for consumer in self.consumers:
-            self._traffic.count(consumer.unacked.values(), "messages_dropped")
+        for messages in held:
+            self._traffic.count(messages, "messages_dropped")
         self._traffic.queues.discard(self)
         for consumer in self.consumers:
             consumer.take_all()

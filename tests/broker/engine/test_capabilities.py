@@ -39,6 +39,7 @@ def test_the_redis_engine_lacks_what_docs_cluster_md_lists() -> None:
         "priority_order",
         "exclusive_consumers",
         "consumer_priority",
+        "queue_wildcards",
     }
 
 
@@ -58,6 +59,7 @@ def test_the_redis_engine_lacks_what_docs_cluster_md_lists() -> None:
             "consumer_priority",
             "consumer priorities and exclusive consumers are not supported by the redis engine yet",
         ),
+        ("queue_wildcards", "wildcard queue consumers are not supported by the redis engine yet"),
     ],
 )
 def test_require_refuses_what_is_lacking_with_the_documented_text(feature: str, text: str) -> None:
@@ -111,6 +113,7 @@ ACTIONS = {
     "browse": subscribe("/queue/q", "auto", browser="true"),
     "exclusive_consumers": subscribe("/queue/q", "client", **{"activemq.exclusive": "true"}),
     "consumer_priority": subscribe("/queue/q", "client", **{"activemq.priority": "5"}),
+    "queue_wildcards": subscribe("/queue/q.>", "client"),
 }
 
 

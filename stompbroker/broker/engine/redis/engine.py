@@ -140,6 +140,8 @@ class RedisEngine:
     local_queue: Callable[..., Any]
     delete_queue: Callable[..., None]
     find_queue: Callable[..., Any]
+    watch_queues: Callable[..., None]
+    unwatch_queues: Callable[..., None]
     queues_here: Callable[..., Any]
     find_durable: Callable[..., Any]
     durables_here: Callable[..., Any]
