@@ -195,6 +195,16 @@ class IBroker(Interface):
         queues.  Its subscriptions should already be removed.
         """
 
+    def select_host(connection, header):  # type: ignore[no-untyped-def]
+        """
+        CONNECT's ``host`` header: which virtual host the connection works in.
+
+        :returns: the ``IBroker`` the session calls from now on, with a
+            ``session_config(config)`` method that gives the session's settings
+            in that host; or ``None`` when the broker has no virtual hosts.
+        :raises stompbroker.protocol.errors.ProtocolError: for a host the broker refuses.
+        """
+
     def new_session_id():  # type: ignore[no-untyped-def]
         """:returns: a fresh broker-unique session id."""
 

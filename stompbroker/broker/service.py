@@ -47,6 +47,7 @@ from zope.interface import implementer
 
 from stompbroker.broker.clients.connections import ConnectionRegistry
 from stompbroker.broker.clients.consumers import Consumers
+from stompbroker.broker.clients.hosted import HostedBroker
 from stompbroker.broker.clients.transactions import Transactions
 from stompbroker.broker.engine.factory import build_engine
 from stompbroker.broker.flow.backpressure import BackPressure, MemoryAlarm
@@ -55,6 +56,7 @@ from stompbroker.broker.flow.rate_limiter import RateLimiter
 from stompbroker.broker.flow.rates import RateLimits
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.routing.router import Router
+from stompbroker.broker.routing.virtual_hosts import VirtualHosts
 from stompbroker.broker.store.recovery import Readiness
 from stompbroker.interfaces import IBroker
 from stompbroker.protocol.message import Message
@@ -88,6 +90,8 @@ class Broker(Service):
         default engine; an engine given here brings its own.
     :param rate_limits: the clients' :class:`~stompbroker.broker.flow.rates.RateLimits`
         (none by default), applied by :attr:`rates`.
+    :param virtual_hosts: the :class:`~stompbroker.broker.routing.virtual_hosts.VirtualHosts`
+        CONNECT's ``host`` selects from (:meth:`select_host`); ``None`` for none.
     :raises ValueError: for both a ``store`` and an ``engine``.
 
     :ivar engine: the engine.
@@ -127,6 +131,7 @@ class Broker(Service):
         engine: Any = None,
         stream_limits: Any = None,
         rate_limits: RateLimits = DEFAULT_RATE_LIMITS,
+        virtual_hosts: VirtualHosts | None = None,
     ) -> None:
         if engine is None:
             engine = build_engine(clock, policy=policy, store=store, stream_limits=stream_limits)
@@ -174,6 +179,31 @@ class Broker(Service):
         self.block_sender = self.backpressure.block_sender
         self.count_dropped = self.backpressure.count_dropped
         self.new_session_id = self.registry.new_session_id
+        self.virtual_hosts = virtual_hosts
+        #: Each virtual host's view (``None``: the default host's), made once.
+        self._hosted: dict[str | None, HostedBroker] = {}
+        if virtual_hosts is not None:
+            self._hosted[None] = HostedBroker(self, None)
+            for host in virtual_hosts.hosts.values():
+                self._hosted[host.name] = HostedBroker(self, host)
+
+    def select_host(self, connection: Any, header: str | None) -> HostedBroker | None:
+        """
+        CONNECT's ``host`` header: which virtual host the connection works in.
+
+        :param connection: the connecting :class:`~stompbroker.interfaces.IConnection`.
+        :param header: the ``host`` header, ``None`` if absent.
+        :returns: the view of the broker the session calls from now on (with
+            :meth:`HostedBroker.session_config` for its settings), or ``None``
+            when no virtual host is configured: the session calls the broker.
+        :raises UnknownVirtualHost: for a ``host`` that names none, when the
+            broker refuses those.
+        """
+        hosts = self.virtual_hosts
+        if hosts is None:
+            return None
+        host = hosts.select(header)
+        return self._hosted[None if host is None else host.name]
 
     @property
     def persistent_queues(self) -> bool:

@@ -133,6 +133,12 @@ def on_connect(session: StompSession, frame: Frame) -> None:
             frame.get("heart-beat"), config.heartbeat, config.heartbeat_min
         )
     session.client_id = frame.get("client-id")
+    hosted = session.broker.select_host(session, frame.get("host"))
+    if hosted is not None:
+        # A virtual host: its view of the broker, and its access rules.
+        session.broker = hosted
+        session.subscriptions.use(hosted)
+        session.config = config = hosted.session_config(config)
     if config.resumption is not None:
         session.resume.read(frame)
     authenticator = config.authenticator

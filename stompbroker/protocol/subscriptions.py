@@ -174,6 +174,10 @@ class Subscriptions:
         self._numbered: dict[str, SessionSubscription] = {}
         self._numbers = itertools.count(1)
 
+    def use(self, broker: IBroker) -> None:
+        """CONNECT chose a virtual host: subscribe through its view of the broker."""
+        self._broker = broker
+
     def __len__(self) -> int:
         return len(self.by_id)
 

@@ -80,6 +80,10 @@ class RecordingBroker:
         self._ids += 1
         return f"s{self._ids}"
 
+    def select_host(self, connection: Any, header: str | None) -> None:
+        """No virtual hosts: the session keeps calling this broker."""
+        return None
+
     def subscribe(self, subscriber: Any) -> None:
         self.calls.append(("subscribe", subscriber))
         self.subscribers.append(subscriber)

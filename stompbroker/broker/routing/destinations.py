@@ -29,7 +29,7 @@ from __future__ import annotations
 import enum
 
 from stompbroker.broker.features.user_destinations import send_key
-from stompbroker.broker.routing.syntax import is_wildcard, validate_destination
+from stompbroker.broker.routing.syntax import HOST_MARKER, is_wildcard, validate_destination
 from stompbroker.protocol.errors import InvalidDestination
 
 TOPIC_PREFIX = "/topic/"
@@ -157,9 +157,14 @@ def dead_letter_destination(origin: str, prefix: str) -> str:
     :param origin: the destination the message was sent to, e.g. ``/queue/orders``
         or ``/topic/prices.eur``.
     :param prefix: the ``--dead-letter-prefix``, e.g. ``DLQ.``.
-    :returns: e.g. ``/queue/DLQ.orders``.
+    :returns: e.g. ``/queue/DLQ.orders``; in the virtual host of ``origin``
+        (:mod:`stompbroker.broker.routing.virtual_hosts`).
     """
-    return QUEUE_PREFIX + prefix + name_of(origin)
+    name = name_of(origin)
+    if name[:1] == HOST_MARKER:
+        host, _, rest = name.partition("/")
+        return f"{QUEUE_PREFIX}{host}/{prefix}{rest}"
+    return QUEUE_PREFIX + prefix + name
 
 
 def is_dead_letter_queue(destination: str, prefix: str) -> bool:
@@ -167,4 +172,7 @@ def is_dead_letter_queue(destination: str, prefix: str) -> bool:
     :returns: whether ``destination`` is a dead-letter queue under ``prefix``, whose
         failed messages are discarded rather than dead-lettered again.
     """
+    if destination[len(QUEUE_PREFIX) : len(QUEUE_PREFIX) + 1] == HOST_MARKER:
+        host, _, rest = destination[len(QUEUE_PREFIX) :].partition("/")
+        return destination.startswith(QUEUE_PREFIX) and rest.startswith(prefix)
     return destination.startswith(QUEUE_PREFIX + prefix)

@@ -20,6 +20,9 @@ Destination syntax
 - ``*``, ``#`` and ``>`` are reserved: a segment that contains one of them among other
   characters (``a*``, ``x#y``) is not a literal but an error, in patterns and destinations
   alike, so that no destination can be mistaken for a pattern.
+- A segment that starts with :data:`HOST_MARKER` names a virtual host
+  (:mod:`stompbroker.broker.routing.virtual_hosts`): only a literal segment
+  matches it, never a wildcard, so that no pattern reaches across virtual hosts.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 from stompbroker.protocol.errors import InvalidDestination
 
 __all__ = [
+    "HOST_MARKER",
     "ONE_SEGMENT",
     "TRAILING_SEGMENTS",
     "is_wildcard",
@@ -42,6 +46,10 @@ ONE_SEGMENT = "*"
 TRAILING_SEGMENTS = frozenset({"#", ">"})
 _WILDCARDS = TRAILING_SEGMENTS | {ONE_SEGMENT}
 _RESERVED_CHARACTERS = "*#>"
+#: What starts the segment of a virtual host's name in the broker's own names
+#: of its destinations (ASCII group separator; clients may not send it once
+#: virtual hosts are configured).
+HOST_MARKER = "\x1d"
 
 
 def normalise(destination: str) -> str:
@@ -104,6 +112,8 @@ def matches(pattern: str, destination: str) -> bool:
     wanted = normalise(pattern).split("/")
     given = normalise(destination).split("/")
     for index, segment in enumerate(wanted):
+        if index < len(given) and given[index][:1] == HOST_MARKER and segment != given[index]:
+            return False
         if segment in TRAILING_SEGMENTS:
             return True
         if index >= len(given) or (segment != ONE_SEGMENT and segment != given[index]):

@@ -38,6 +38,7 @@ from collections.abc import Hashable
 from typing import Any, Generic, TypeVar
 
 from stompbroker.broker.routing.syntax import (
+    HOST_MARKER,
     ONE_SEGMENT,
     TRAILING_SEGMENTS,
     is_wildcard,
@@ -246,7 +247,10 @@ class SubscriptionTree(Generic[_S]):
             result: tuple[_S, ...] = tuple(exact) if exact else ()
         else:
             found: list[dict[_S, int]] = [exact] if exact else []
-            self._walk(key.split("/"), found)
+            if HOST_MARKER in key:
+                self._walk_hosted(key.split("/"), found)
+            else:
+                self._walk(key.split("/"), found)
             result = _in_registration_order(found)
         if self._max_cache_size:
             if len(self._cache) >= self._max_cache_size:
@@ -254,7 +258,21 @@ class SubscriptionTree(Generic[_S]):
             self._cache[destination] = result
         return result
 
-    def _walk(self, segments: list[str], found: list[dict[_S, int]]) -> None:
+    def _walk_hosted(self, segments: list[str], found: list[dict[_S, int]]) -> None:
+        """
+        Collect the registries of wildcard patterns that match a virtual host's
+        destination (``topic/<M>HOST/...``): the first two segments literally,
+        since no wildcard matches a virtual host's segment.
+        """
+        node: _Node | None = self._root
+        for segment in segments[:2]:
+            node = node.children.get(segment) if node is not None else None
+        if node is not None and len(segments) > 2:
+            self._walk(segments[2:], found, [node])
+
+    def _walk(
+        self, segments: list[str], found: list[dict[_S, int]], alive: list[_Node] | None = None
+    ) -> None:
         """
         Collect the registries of wildcard patterns that match ``segments``.
 
@@ -263,8 +281,10 @@ class SubscriptionTree(Generic[_S]):
 
         :param segments: the destination's segments.
         :param found: registries are appended here.
+        :param alive: the nodes to start from; the root by default.
         """
-        alive = [self._root]
+        if alive is None:
+            alive = [self._root]
         for segment in segments:
             following = []
             for node in alive:
