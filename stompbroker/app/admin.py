@@ -54,7 +54,6 @@ DEFAULT_URL = "http://127.0.0.1:15674"
 TIMEOUT = 30.0
 
 
-
 def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(

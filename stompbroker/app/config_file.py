@@ -178,6 +178,7 @@ SECTIONS: dict[str, OptionSection] = {
                 "max-transactions",
                 "max-transaction-frames",
                 "resume-window",
+                "vhost-unknown",
                 "resume-buffer",
             ],
             VALUE,
@@ -304,10 +305,49 @@ LOGIN_SECTIONS: dict[str, LoginTables] = {
     ),
 }
 
+
+def read_vhosts(section: str, table: Any, lines: _Lines) -> list[Setting]:
+    """
+    ``[vhost.NAME]`` tables, each ``--vhost=NAME:aliases=A|B,access=FILE``: a
+    virtual host, the other host names that select it (``aliases``, a list of
+    strings) and its access file (``access``).
+
+    :returns: one setting per virtual host, in the file's order.
+    :raises ConfigError: for anything but tables of those keys.
+    """
+    if not isinstance(table, dict):
+        raise ConfigError(f"{lines.where(section)}: [{section}] holds only [{section}.NAME] tables")
+    settings = []
+    for name, keys in table.items():
+        header = f"{section}.{name}"
+        if not isinstance(keys, dict):
+            raise ConfigError(f"{lines.where(section, name)}: [{header}] must be a table")
+        parts = []
+        for key, value in keys.items():
+            where = lines.where(header, key)
+            if key == "aliases":
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise ConfigError(f"{where}: [{header}] aliases takes a list of host names")
+                parts.append("aliases=" + "|".join(value))
+            elif key == "access":
+                if not isinstance(value, str):
+                    raise ConfigError(f"{where}: [{header}] access takes a file name")
+                parts.append(f"access={value}")
+            else:
+                raise ConfigError(
+                    f"{where}: [{header}] {key} is not a setting; the keys are aliases, access"
+                )
+        settings.append(
+            Setting("vhost", f"{name}:{','.join(parts)}", lines.where(header), f"[{header}]")
+        )
+    return settings
+
+
 #: Every section's reader, by the section's name: the one table a new section goes in.
 READERS: dict[str, Callable[[str, Any, _Lines], list[Setting]]] = {
     **SECTIONS,
     **LOGIN_SECTIONS,
+    "vhost": read_vhosts,
 }
 
 #: The command-line options that replace a repeatable option's values from the

@@ -37,6 +37,7 @@ from stompbroker.app.option_values import (
 )
 from stompbroker.app.redelivery_options import RedeliveryOptions
 from stompbroker.app.stream_options import StreamOptions
+from stompbroker.app.vhost_options import VhostOptions
 from stompbroker.app.websocket_options import WebSocketOptions
 from stompbroker.broker.flow.limits import MEMORY_HIGH_SHARE, Limits
 from stompbroker.broker.queueing.delivery import EXPIRED_ACTIONS, DeliveryPolicy
@@ -78,6 +79,7 @@ class Options(
     EngineOptions,
     StreamOptions,
     RedeliveryOptions,
+    VhostOptions,
     WebSocketOptions,
     EdgeOptions,
     ConfigFileOptions,
@@ -454,6 +456,7 @@ class Options(
         self.check_engine()
         self.check_streams(parse_size)
         self.check_redelivery()
+        self.check_vhosts()
         self.check_websocket()
         self.check_edge()
         if self["log-level"] not in LEVELS:

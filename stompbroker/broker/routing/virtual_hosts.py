@@ -164,11 +164,12 @@ class VirtualHosts:
     """
 
     def __init__(self, hosts: Iterable[VirtualHost], refuse_unknown: bool = False) -> None:
-        self.hosts = {host.name: host for host in hosts}
+        self.hosts: dict[str, VirtualHost] = {}
         self.refuse_unknown = refuse_unknown
         self._by_header: dict[str, VirtualHost] = {}
-        for host in self.hosts.values():
-            for header in (host.name, *host.aliases):
+        for host in hosts:
+            self.hosts[host.name] = host
+            for header in dict.fromkeys((host.name, *host.aliases)):
                 if header in self._by_header or header == DEFAULT_HOST:
                     raise ValueError(f"virtual host {header!r} is named twice")
                 self._by_header[header] = host
