@@ -59,7 +59,6 @@ LOCAL = Capabilities()
 REDIS = Capabilities(
     selectors_on_queues=False,
     message_groups=False,
-    priority_order=False,
     scheduling=False,
     retain=False,
     browse=False,

@@ -36,7 +36,6 @@ def test_the_redis_engine_lacks_what_docs_cluster_md_lists() -> None:
     assert lacking == {
         "selectors_on_queues",
         "message_groups",
-        "priority_order",
         "scheduling",
         "retain",
         "browse",

@@ -72,14 +72,17 @@ from stompbroker.broker.engine.redis.connection import (
 )
 from stompbroker.broker.engine.redis.durables import Durables
 from stompbroker.broker.engine.redis.figures import FIGURES_INTERVAL, FiguresExchange
+from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.listener import listen
 from stompbroker.broker.engine.redis.liveness import Liveness
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.resumes import RedisResumeDirectory
+from stompbroker.broker.engine.redis.scripts import Scripts
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
 from stompbroker.broker.engine.redis.url import EngineURL
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
+from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX, REPLY_QUEUE_PREFIX
 from stompbroker.broker.routing.ids import Ids
 from stompbroker.broker.streams.log import StreamLog
@@ -169,6 +172,10 @@ class RedisEngine:
         self.loop: Any = None
         self.client: Any = None
         self.writer: Any = None
+        #: The queues' scripts (made when the engine opens).
+        self.scripts: Any = None
+        #: Where a message of a priority goes: its queue's stream or lane (:mod:`.lanes`).
+        self.lanes = LaneMarks(url.prefix)
         self._subscriber: Any = None
         #: How often Redis closed the pub/sub connection and it came back.
         self.pubsub_reconnects = 0
@@ -212,6 +219,7 @@ class RedisEngine:
         """
         self.loop = check_reactor(self.clock)
         self.client = make_client(self.url)
+        self.scripts = Scripts(self.client)
         self._subscriber = make_client(self.url, forever=True)
         node = self.ids.node
         self.writer = Writer(self.client, self.loop, lambda payloads: pack_batch(node, payloads))
@@ -374,13 +382,11 @@ class RedisEngine:
             self._check_connected()
         self.traffic.published(message)
         if not message.persistent:
-            self.writer.command(
-                "XADD",
-                self.names.queue(message.destination),
-                "*",
-                "m",
-                encode(self.ids.node, message),
-            )
+            destination = message.destination
+            stream = self.names.queue(destination)
+            if message.priority != DEFAULT_PRIORITY:
+                stream = self.lanes.stream(self.writer, destination, stream, message.priority)
+            self.writer.command("XADD", stream, "*", "m", encode(self.ids.node, message))
 
     def publish_reply(self, message: Message) -> None:
         """Put a reply on its temporary queue, here or on the node that owns it."""
@@ -407,7 +413,11 @@ class RedisEngine:
         """
         destination = message.destination
         if destination.startswith(QUEUE_PREFIX):
-            streams = [self.names.queue(destination)]
+            streams = [
+                self.lanes.stream(
+                    self.writer, destination, self.names.queue(destination), message.priority
+                )
+            ]
         else:
             streams = [durable.stream for durable in self.durables.streams(destination)]
             if not streams:

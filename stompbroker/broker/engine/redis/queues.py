@@ -34,8 +34,11 @@ from zope.interface import implementer
 from stompbroker.broker.engine.base import IQueue
 from stompbroker.broker.engine.redis.codec import decode, encode
 from stompbroker.broker.engine.redis.connection import BACKOFF_BASE, BACKOFF_CAP, CONNECTION_ERRORS
+from stompbroker.broker.engine.redis.lanes import LaneMarks
+from stompbroker.broker.engine.redis.queue_reading import QueueReading
 from stompbroker.broker.features.selectors import Selector
 from stompbroker.broker.queueing.delivery import Consumer
+from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
 from stompbroker.broker.queueing.queues import WorkerQueue
 from stompbroker.broker.store.journal import durable_key
 from stompbroker.logs import logger
@@ -48,8 +51,6 @@ log = logger("stompbroker.broker.engine.redis")
 
 #: Most entries one read takes; an ``auto`` consumer counts for this much room.
 MAX_READ = 500
-#: Milliseconds a read waits on an empty stream before it looks at its consumers again.
-READ_BLOCK_MS = 1000
 
 
 def _stored(reply: Any) -> bool:
@@ -95,6 +96,8 @@ class StreamQueue:
         "_wake",
         "_closed",
         "_settled",
+        "_settled_elsewhere",
+        "_reading",
     )
 
     #: No message store: Redis keeps its messages (see the local queue's).
@@ -122,13 +125,18 @@ class StreamQueue:
         self._stream: str = (
             names.queue(destination) if self.key is None else names.durable(self.key)
         )
-        #: message-id -> its stream entry id, for what this node has read and not settled.
-        self._entries: dict[str, bytes] = {}
+        #: message-id -> its stream entry id, for what this node has read and not
+        #: settled; ``(stream, entry id)`` for an entry of another stream (a lane).
+        self._entries: dict[str, Any] = {}
         self._reader: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._closed = False
         #: Entries settled this turn of the loop, ended together (:meth:`_end_settled`).
         self._settled: list[bytes] = []
+        #: ``(stream, entry id)`` of entries of other streams settled this turn.
+        self._settled_elsewhere: list[tuple[str, bytes]] = []
+        #: How this node reads the queue: its stream, or its priority lanes.
+        self._reading = QueueReading(engine, destination if durable is None else None, self._stream)
 
     def __repr__(self) -> str:
         if self.key is not None:
@@ -184,7 +192,16 @@ class StreamQueue:
     def enqueue(self, message: Message) -> None:
         """Add a message (a dead letter, a reply) to the stream, for any node's consumers."""
         engine = self._engine
-        engine.writer.command("XADD", self._stream, "*", "m", encode(engine.ids.node, message))
+        payload = encode(engine.ids.node, message)
+        engine.writer.command("XADD", self._lane(message), "*", "m", payload)
+
+    def _lane(self, message: Message) -> str:
+        """:returns: the stream a message goes to: the queue's, or its priority's lane."""
+        if message.priority == DEFAULT_PRIORITY or self.key is not None:
+            return self._stream
+        engine = self._engine
+        lanes: LaneMarks = engine.lanes
+        return lanes.stream(engine.writer, self.destination, self._stream, message.priority)
 
     def deliver(self, message: Message) -> None:
         """As :meth:`enqueue` (a topic's fan-out reaching a queue)."""
@@ -278,18 +295,26 @@ class StreamQueue:
         """End a message's entry, with the others settled in this turn of the loop."""
         entry = self._entries.pop(message.message_id, None)
         if entry is not None:
-            if not self._settled:
+            if not self._settled and not self._settled_elsewhere:
                 self._engine.loop.call_soon(self._end_settled)
-            self._settled.append(entry)
+            if type(entry) is bytes:
+                self._settled.append(entry)
+            else:
+                self._settled_elsewhere.append(entry)
 
     def _end_settled(self) -> None:
         """One ``XACK`` and one ``XDEL`` for every entry settled since the last."""
         entries = self._settled
+        writer = self._engine.writer
         if entries:
             self._settled = []
-            writer = self._engine.writer
             writer.command("XACK", self._stream, self._engine.names.group, *entries)
             writer.command("XDEL", self._stream, *entries)
+        if self._settled_elsewhere:
+            elsewhere, self._settled_elsewhere = self._settled_elsewhere, []
+            for stream, entry in elsewhere:
+                writer.command("XACK", stream, self._engine.names.group, entry)
+                writer.command("XDEL", stream, entry)
 
     def _give_back(self, messages: list[Message]) -> None:
         """Put messages this node read back at the tail of the stream for the other nodes."""
@@ -297,10 +322,13 @@ class StreamQueue:
         writer = engine.writer
         for message in messages:
             entry = self._entries.pop(message.message_id, None)
-            writer.command("XADD", self._stream, "*", "m", encode(engine.ids.node, message))
+            writer.command("XADD", self._lane(message), "*", "m", encode(engine.ids.node, message))
             if entry is not None:
-                writer.command("XACK", self._stream, engine.names.group, entry)
-                writer.command("XDEL", self._stream, entry)
+                stream = self._stream
+                if type(entry) is not bytes:
+                    stream, entry = entry
+                writer.command("XACK", stream, engine.names.group, entry)
+                writer.command("XDEL", stream, entry)
 
     def close(self) -> None:
         """
@@ -330,22 +358,26 @@ class StreamQueue:
             room += MAX_READ if consumer.auto else consumer.window - len(consumer.unacked)
         return min(room, MAX_READ)
 
-    def _take(self, entries: list[Any], redelivered: dict[bytes, int] | None = None) -> None:
-        """Put entries read or claimed from the stream in the local queue."""
+    def _take(
+        self,
+        entries: list[Any],
+        redelivered: dict[bytes, int] | None = None,
+        stream: str | None = None,
+    ) -> None:
+        """Put entries read or claimed from a stream (the queue's, or a lane) in the local queue."""
+        own = stream is None or stream == self._stream
         for entry_id, fields in entries:
             if not fields:
                 continue
             _, message = decode(fields[b"m"])
             if redelivered is not None:
                 message.redeliveries += redelivered.get(entry_id, 1)
-            self._entries[message.message_id] = entry_id
+            self._entries[message.message_id] = entry_id if own else (stream, entry_id)
             self.local.enqueue(message)
 
     async def _read(self) -> None:
         """Read for the local consumers while there are any."""
         engine = self._engine
-        client = engine.client
-        names = engine.names
         delay = BACKOFF_BASE
         try:
             await self._make_group()
@@ -357,13 +389,7 @@ class StreamQueue:
                     await self._wake.wait()
                     continue
                 try:
-                    reply = await client.xreadgroup(
-                        names.group,
-                        engine.ids.node,
-                        {self._stream: ">"},
-                        count=room,
-                        block=READ_BLOCK_MS,
-                    )
+                    reply = await self._reading.read(room)
                 except ResponseError as error:
                     if "NOGROUP" not in str(error):
                         raise
@@ -376,13 +402,13 @@ class StreamQueue:
                 delay = BACKOFF_BASE
                 if self._was_closed():
                     # Read after the handle was dropped: back for the others.
-                    for _, entries in reply or ():
-                        self._take(entries)
+                    for stream, entries in reply:
+                        self._take(entries, stream=stream)
                     self._give_back(list(self.pending))
                     self.pending.clear()
                     break
-                for _, entries in reply or ():
-                    self._take(entries)
+                for stream, entries in reply:
+                    self._take(entries, stream=stream)
         except Exception:
             log.failure("reading {queue} from Redis failed", queue=self.destination)
         finally:
@@ -403,16 +429,29 @@ class StreamQueue:
     async def claim_from_dead(self) -> int:
         """
         Take over, for the local consumers, what dead nodes held of this queue:
-        the pending entries of group consumers whose liveness key has expired.
+        the pending entries of group consumers whose liveness key has expired,
+        in the queue's stream and in its priority lanes.
 
         :returns: how many entries were claimed.
         """
+        claimed = 0
+        for stream in self._reading.streams():
+            claimed += await self._claim_stream(stream)
+        return claimed
+
+    async def _claim_stream(self, stream: str) -> int:
+        """Take over what dead nodes held of one of the queue's streams."""
         engine = self._engine
         client = engine.client
         names = engine.names
         me = engine.ids.node
         claimed = 0
-        summary = await client.xpending(self._stream, names.group)
+        try:
+            summary = await client.xpending(stream, names.group)
+        except ResponseError as error:
+            if "NOGROUP" not in str(error):
+                raise
+            return 0  # a lane nobody has read yet
         for holder in summary.get("consumers") or ():
             name = holder["name"]
             name = name.decode() if isinstance(name, bytes) else name
@@ -422,16 +461,16 @@ class StreamQueue:
             if room <= 0:
                 break
             rows = await client.xpending_range(
-                self._stream, names.group, min="-", max="+", count=room, consumername=name
+                stream, names.group, min="-", max="+", count=room, consumername=name
             )
             if not rows:
-                await client.xgroup_delconsumer(self._stream, names.group, name)
+                await client.xgroup_delconsumer(stream, names.group, name)
                 continue
             counts = {row["message_id"]: row["times_delivered"] for row in rows}
             entries = await client.xclaim(
-                self._stream, names.group, me, min_idle_time=0, message_ids=list(counts)
+                stream, names.group, me, min_idle_time=0, message_ids=list(counts)
             )
-            self._take(entries, counts)
+            self._take(entries, counts, stream)
             claimed += len(entries)
             log.info(
                 "took over {count} messages of {queue} from node {node}, which is gone",
