@@ -57,13 +57,9 @@ LOCAL = Capabilities()
 #: The redis engine (docs/cluster.md, "Not built yet"): its queues are shared by
 #: nodes that each choose among their own consumers, from what they have read.
 REDIS = Capabilities(
-    selectors_on_queues=False,
-    message_groups=False,
     scheduling=False,
     retain=False,
     browse=False,
-    exclusive_consumers=False,
-    consumer_priority=False,
 )
 
 _SHARED = (

@@ -386,6 +386,8 @@ class RedisEngine:
             stream = self.names.queue(destination)
             if message.priority != DEFAULT_PRIORITY:
                 stream = self.lanes.stream(self.writer, destination, stream, message.priority)
+            if message.group is not None:
+                self.lanes.grouped(self.writer, destination)
             self.writer.command("XADD", stream, "*", "m", encode(self.ids.node, message))
 
     def publish_reply(self, message: Message) -> None:
@@ -413,6 +415,8 @@ class RedisEngine:
         """
         destination = message.destination
         if destination.startswith(QUEUE_PREFIX):
+            if message.group is not None:
+                self.lanes.grouped(self.writer, destination)
             streams = [
                 self.lanes.stream(
                     self.writer, destination, self.names.queue(destination), message.priority

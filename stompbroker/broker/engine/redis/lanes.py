@@ -134,3 +134,14 @@ class LaneMarks:
             self._marked.add(destination)
             writer.command("HSET", mode_key(self._prefix, destination), "p", "1")
         return lane_stream(self._prefix, stream, destination, priority)
+
+    def grouped(self, writer: Any, destination: str) -> None:
+        """
+        Mark a queue as having had a grouped message (field ``g`` of its mode
+        hash), once per node, before the message's entry: from then on its
+        readers decide who gets each entry (:mod:`.dispatch`).
+        """
+        key = "g" + destination
+        if key not in self._marked:
+            self._marked.add(key)
+            writer.command("HSET", mode_key(self._prefix, destination), "g", "1")

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from redis.exceptions import ResponseError
+
+from stompbroker.broker.engine.redis.dispatch import DECIDE_READ
 from stompbroker.broker.engine.redis.lanes import lane_streams, mode_key, parse_read
 
 __all__ = ["QueueReading"]
@@ -38,10 +41,14 @@ class QueueReading:
         hash never forgets them).
     """
 
-    __slots__ = ("_engine", "_stream", "_mode", "_lanes", "lanes", "_known")
+    __slots__ = ("_engine", "_stream", "_mode", "_lanes", "lanes", "_known", "dispatch")
 
-    def __init__(self, engine: Any, destination: str | None, stream: str) -> None:
+    def __init__(
+        self, engine: Any, destination: str | None, stream: str, dispatch: Any = None
+    ) -> None:
         self._engine = engine
+        #: The queue's :class:`~.dispatch.ClusterDispatch`, or ``None`` for a durable's.
+        self.dispatch = dispatch
         self._stream = stream
         prefix = engine.names.prefix
         self._mode = None if destination is None else mode_key(prefix, destination)
@@ -54,24 +61,59 @@ class QueueReading:
         """:returns: the streams the queue's entries may be in, for claiming from dead nodes."""
         return list(self._lanes) if self.lanes else [self._stream]
 
-    def _modes(self, reply: Any) -> None:
-        """Take in the queue's modes (an ``HMGET`` of ``p``)."""
+    async def _modes(self, reply: Any) -> None:
+        """Take in the queue's modes (an ``HMGET`` of ``p``, ``v``, ``g``)."""
         self._known = True
-        if reply and reply[0]:
+        if reply[0]:
             self.lanes = True
+        dispatch = self.dispatch
+        if dispatch is not None and dispatch.observe(reply[1:]):
+            await dispatch.refresh()
+
+    def _sources(self) -> list[str]:
+        """
+        The streams a plain read takes from: the queue's; once deciding, this
+        node's own, and the queue's only while this node holds the lease.
+        """
+        dispatch = self.dispatch
+        if dispatch is not None and dispatch.active:
+            return [dispatch.own, self._stream] if dispatch.leading else [dispatch.own]
+        return [self._stream]
+
+    def room(self, room: int) -> int:
+        """
+        :param room: what this node's consumers have room for.
+        :returns: how much to read: the deciding node reads for every node.
+        """
+        dispatch = self.dispatch
+        if dispatch is not None and dispatch.active and dispatch.leading:
+            return max(room, DECIDE_READ)
+        return room
 
     async def read(self, room: int) -> Read:
         """
         Read up to ``room`` new entries for this node, waiting up to
-        :data:`READ_BLOCK_MS` for some.
+        :data:`READ_BLOCK_MS` for some; while the queue's consumers or messages
+        ask for it, only those decided for this node's consumers (:mod:`.dispatch`).
 
         :raises ResponseError: ``NOGROUP`` for a stream whose group is gone (the
             caller makes it again and reads again).
         """
+        runs = await self._read(room)
+        dispatch = self.dispatch
+        if dispatch is None or not dispatch.active:
+            return runs
+        if dispatch.held and dispatch.changed:
+            dispatch.changed = False
+            runs = runs + await dispatch.retry_held()
+        decided: Read = await dispatch.decide(runs)
+        return decided
+
+    async def _read(self, room: int) -> Read:
         engine = self._engine
         client = engine.client
         if not self._known:
-            self._modes(await client.hmget(self._mode, "p"))
+            await self._modes(await client.hmget(self._mode, "p", "v", "g"))
         if self.lanes:
             return await self._read_lanes(room)
         if self._mode is None:
@@ -83,31 +125,51 @@ class QueueReading:
                 block=READ_BLOCK_MS,
             )
             return [(self._stream, entries) for _, entries in reply or ()]
+        dispatch = self.dispatch
+        if dispatch is not None and dispatch.active:
+            await dispatch.lead()
+            if not dispatch.own_made:
+                await dispatch.make_own()
         pipe = client.pipeline(transaction=False)
         pipe.xreadgroup(
             engine.names.group,
             engine.ids.node,
-            {self._stream: ">"},
+            dict.fromkeys(self._sources(), ">"),
             count=room,
             block=READ_BLOCK_MS,
         )
-        pipe.hmget(self._mode, "p")
-        reply, modes = await pipe.execute()
-        self._modes(modes)
-        return [(self._stream, entries) for _, entries in reply or ()]
+        pipe.hmget(self._mode, "p", "v", "g")
+        try:
+            reply, modes = await pipe.execute()
+        except ResponseError as error:
+            if dispatch is None or "UNBLOCKED" not in str(error):
+                raise
+            # This node's own stream was handed back (it left) while read: make it again.
+            dispatch.own_made = False
+            return []
+        await self._modes(modes)
+        return [(_name(stream), entries) for stream, entries in reply or ()]
 
     async def _read_lanes(self, room: int) -> Read:
         """One :data:`READ_LANES` script; when it finds nothing, wait for a new entry."""
         engine = self._engine
         script = engine.scripts.read_lanes
         lanes = self._lanes
+        dispatch = self.dispatch
+        if dispatch is not None and dispatch.active:
+            await dispatch.lead()
+            if not dispatch.own_made:
+                await dispatch.make_own()
+            lanes = [dispatch.own, *lanes] if dispatch.leading else [dispatch.own]
         reply = await script(keys=lanes, args=[engine.names.group, engine.ids.node, room])
         entries, newest = parse_read(reply, lanes)
         if not entries:
             # Takes nothing: only waits until any lane has an entry newer than its newest.
-            await engine.client.xread(
-                dict(zip(lanes, newest, strict=True)), count=1, block=READ_BLOCK_MS
-            )
+            pipe = engine.client.pipeline(transaction=False)
+            pipe.xread(dict(zip(lanes, newest, strict=True)), count=1, block=READ_BLOCK_MS)
+            pipe.hmget(self._mode, "p", "v", "g")
+            _, modes = await pipe.execute()
+            await self._modes(modes)
             return []
         runs: Read = []
         for lane, entry_id, payload in entries:
@@ -115,3 +177,8 @@ class QueueReading:
                 runs.append((lane, []))
             runs[-1][1].append((entry_id, {b"m": payload}))
         return runs
+
+
+def _name(stream: Any) -> str:
+    name: str = stream.decode() if isinstance(stream, bytes) else stream
+    return name

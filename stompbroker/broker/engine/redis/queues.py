@@ -34,6 +34,7 @@ from zope.interface import implementer
 from stompbroker.broker.engine.base import IQueue
 from stompbroker.broker.engine.redis.codec import decode, encode
 from stompbroker.broker.engine.redis.connection import BACKOFF_BASE, BACKOFF_CAP, CONNECTION_ERRORS
+from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.queue_reading import QueueReading
 from stompbroker.broker.features.selectors import Selector
@@ -98,6 +99,7 @@ class StreamQueue:
         "_settled",
         "_settled_elsewhere",
         "_reading",
+        "_cluster",
     )
 
     #: No message store: Redis keeps its messages (see the local queue's).
@@ -136,7 +138,15 @@ class StreamQueue:
         #: ``(stream, entry id)`` of entries of other streams settled this turn.
         self._settled_elsewhere: list[tuple[str, bytes]] = []
         #: How this node reads the queue: its stream, or its priority lanes.
-        self._reading = QueueReading(engine, destination if durable is None else None, self._stream)
+        #: Who gets what across the nodes, for a ``/queue/`` (:mod:`.dispatch`).
+        self._cluster: ClusterDispatch | None = None
+        if durable is None:
+            self._cluster = ClusterDispatch(
+                engine, destination, self._stream, lambda: self._room() > 0
+            )
+        self._reading = QueueReading(
+            engine, destination if durable is None else None, self._stream, self._cluster
+        )
 
     def __repr__(self) -> str:
         if self.key is not None:
@@ -228,13 +238,20 @@ class StreamQueue:
         """
         Start handing messages to a local subscriber; the first starts the reading.
 
-        The broker gives it no selector and no consumer options: the engine's
-        capabilities lack them (:data:`~stompbroker.broker.engine.capabilities.REDIS`),
-        since a node reads as its own consumers' windows allow and chooses among
-        them only.  Counted in the statistics again after a consumerless spell.
+        A ``/queue/``'s consumer is registered in Redis with its selector and
+        options, so that every node's reads give it what it should get
+        (:mod:`~stompbroker.broker.engine.redis.dispatch`); among this node's
+        consumers, the local queue chooses by the one-node rules.  Counted in the
+        statistics again after a consumerless spell.
         """
         self._traffic.queues.add(self.local)
-        consumer = self.local.add_consumer(subscriber, window, max_redeliveries)
+        consumer = self.local.add_consumer(
+            subscriber, window, max_redeliveries, selector=selector, options=options
+        )
+        if self._cluster is not None:
+            self._cluster.register(
+                consumer, selector, options, MAX_READ if consumer.auto else window
+            )
         self._closed = False
         if self._reader is None:
             self._reader = self._engine.loop.create_task(self._read())
@@ -248,9 +265,19 @@ class StreamQueue:
         """
         self.local.remove_consumer(consumer)
         self._wake.set()
+        cluster = self._cluster
+        if cluster is not None:
+            cluster.unregister(consumer)
+            if cluster.active and self.consumers:
+                # What it held may be for other nodes' consumers now: decided again.
+                self._give_back(list(self.pending))
+                self.pending.clear()
         if not self.consumers:
             self._give_back(list(self.pending))
             self.pending.clear()
+            if cluster is not None:
+                self._give_back_held(cluster)
+                cluster.leave()
 
     def dispatch(self) -> None:
         """Hand out what was read, and let the reader read more if there is room."""
@@ -330,6 +357,16 @@ class StreamQueue:
                 writer.command("XACK", stream, engine.names.group, entry)
                 writer.command("XDEL", stream, entry)
 
+    def _give_back_held(self, cluster: ClusterDispatch) -> None:
+        """Put back the entries no consumer took at the tail of the stream, for the others."""
+        writer = self._engine.writer
+        group = self._engine.names.group
+        held, cluster.held = cluster.held, []
+        for stream, entry, payload in held:
+            writer.command("XADD", self._stream, "*", "m", payload)
+            writer.command("XACK", stream, group, entry)
+            writer.command("XDEL", stream, entry)
+
     def close(self) -> None:
         """
         Drop this node's handle: what it has read and holds goes back to the stream
@@ -340,6 +377,11 @@ class StreamQueue:
             held.extend(consumer.take_all())
         held.extend(self.pending)
         self._give_back(held)
+        if self._cluster is not None:
+            for consumer in self.consumers:
+                self._cluster.unregister(consumer)
+            self._give_back_held(self._cluster)
+            self._cluster.leave()
         self.consumers.clear()
         self.pending.clear()
         self._traffic.queues.discard(self.local)
@@ -370,6 +412,9 @@ class StreamQueue:
             if not fields:
                 continue
             _, message = decode(fields[b"m"])
+            if b"r" in fields:
+                # Handed back by a node that had delivered it (dispatch.RETURN_NODE).
+                message.redeliveries += int(fields[b"r"])
             if redelivered is not None:
                 message.redeliveries += redelivered.get(entry_id, 1)
             self._entries[message.message_id] = entry_id if own else (stream, entry_id)
@@ -384,7 +429,7 @@ class StreamQueue:
             await self.claim_from_dead()
             while self.consumers and not self._closed:
                 self._wake.clear()
-                room = self._room()
+                room = self._reading.room(self._room())
                 if room <= 0:
                     await self._wake.wait()
                     continue
@@ -406,6 +451,8 @@ class StreamQueue:
                         self._take(entries, stream=stream)
                     self._give_back(list(self.pending))
                     self.pending.clear()
+                    if self._cluster is not None:
+                        self._give_back_held(self._cluster)
                     break
                 for stream, entries in reply:
                     self._take(entries, stream=stream)
@@ -415,6 +462,20 @@ class StreamQueue:
             self._reader = None
             if self.consumers and not self._closed:
                 self._reader = engine.loop.create_task(self._read())
+
+    async def _claimed(self, entries: list[Any], counts: dict[Any, int], stream: str) -> None:
+        """Take claimed entries: those this node's consumers should get, when deciding."""
+        cluster = self._cluster
+        if cluster is not None and cluster.active:
+            marked = []
+            for entry_id, fields in entries:
+                if fields:
+                    fields = {**fields, b"r": counts.get(entry_id, 1)}
+                marked.append((entry_id, fields))
+            for taken_from, kept in await cluster.decide_locked([(stream, marked)]):
+                self._take(kept, stream=taken_from)
+            return
+        self._take(entries, counts, stream)
 
     async def _make_group(self) -> None:
         """Make the stream and its group, from the start of the stream, unless they exist."""
@@ -435,6 +496,15 @@ class StreamQueue:
         :returns: how many entries were claimed.
         """
         claimed = 0
+        cluster = self._cluster
+        if cluster is not None and cluster.active:
+            async with cluster.lock:
+                # Forgets dead nodes' consumers and groups, and hands back their own
+                # streams; what they held is decided before any newer entry.
+                await cluster.refresh()
+                for stream in self._reading.streams():
+                    claimed += await self._claim_stream(stream)
+            return claimed
         for stream in self._reading.streams():
             claimed += await self._claim_stream(stream)
         return claimed
@@ -470,7 +540,7 @@ class StreamQueue:
             entries = await client.xclaim(
                 stream, names.group, me, min_idle_time=0, message_ids=list(counts)
             )
-            self._take(entries, counts, stream)
+            await self._claimed(entries, counts, stream)
             claimed += len(entries)
             log.info(
                 "took over {count} messages of {queue} from node {node}, which is gone",
