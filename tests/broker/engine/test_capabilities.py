@@ -34,32 +34,18 @@ def test_the_redis_engine_lacks_what_docs_cluster_md_lists() -> None:
     """The fields the redis engine lacks: the cluster issues turn them on one by one."""
     lacking = {field.name for field in fields(Capabilities) if not getattr(REDIS, field.name)}
     assert lacking == {
-        "selectors_on_queues",
-        "message_groups",
         "scheduling",
         "retain",
         "browse",
-        "exclusive_consumers",
-        "consumer_priority",
     }
 
 
 @pytest.mark.parametrize(
     ("feature", "text"),
     [
-        ("selectors_on_queues", "selectors on queues are not supported by the redis engine yet"),
-        ("message_groups", "message groups on queues are not supported by the redis engine yet"),
         ("scheduling", "scheduled delivery is not supported by this engine"),
         ("retain", "retain is not supported by this engine"),
         ("browse", "queue browsers are not supported by the redis engine yet"),
-        (
-            "exclusive_consumers",
-            "consumer priorities and exclusive consumers are not supported by the redis engine yet",
-        ),
-        (
-            "consumer_priority",
-            "consumer priorities and exclusive consumers are not supported by the redis engine yet",
-        ),
     ],
 )
 def test_require_refuses_what_is_lacking_with_the_documented_text(feature: str, text: str) -> None:
