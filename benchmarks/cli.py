@@ -88,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_scenario,
         metavar="SCENARIO",
         help=f"scenarios to run, of {', '.join(SCENARIOS)} (default: all but the feature"
-        " scenarios selector-fanout, queue-groups, queue-priorities and stream),"
+        " scenarios selector-fanout, queue-selectors, queue-groups, queue-priorities and"
+        " stream),"
         f" and {', '.join(CLUSTER_SCENARIOS)} (across two nodes of the redis engine, which"
         " the suite starts with a redis-server; only when named)",
     )
@@ -270,7 +271,15 @@ def cases_from(args: argparse.Namespace) -> list[Case]:
                 Case(scenario, producers=args.producers, consumers=args.consumers, ack=mode)
                 for mode in args.ack
             ]
-        elif scenario in ("persistent", "queue-groups", "queue-priorities"):
+        elif scenario in (
+            "persistent",
+            "queue-selectors",
+            "queue-groups",
+            "queue-priorities",
+            "cluster-queue-selectors",
+            "cluster-queue-groups",
+            "cluster-queue-priorities",
+        ):
             cases += [
                 Case(scenario, producers=args.producers, consumers=args.consumers, ack=mode)
                 for mode in args.ack

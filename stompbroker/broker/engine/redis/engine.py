@@ -73,6 +73,7 @@ from stompbroker.broker.engine.redis.connection import (
 from stompbroker.broker.engine.redis.control import ControlChannel, Snapshot
 from stompbroker.broker.engine.redis.durables import Durables
 from stompbroker.broker.engine.redis.figures import FIGURES_INTERVAL, FiguresExchange
+from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.listener import listen
 from stompbroker.broker.engine.redis.liveness import Liveness
 from stompbroker.broker.engine.redis.outage import DEFAULT_OUTAGE_HOLD, Outage, unreachable_text
@@ -80,11 +81,13 @@ from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.resumes import RedisResumeDirectory
 from stompbroker.broker.engine.redis.retained import ClusterRetained
 from stompbroker.broker.engine.redis.scheduling import ClusterScheduling
+from stompbroker.broker.engine.redis.scripts import Scripts
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
 from stompbroker.broker.engine.redis.url import EngineURL
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
+from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX, REPLY_QUEUE_PREFIX
 from stompbroker.broker.routing.ids import Ids
 from stompbroker.broker.streams.log import StreamLog
@@ -187,6 +190,10 @@ class RedisEngine:
         #: and the queues' reads (a lost reply must be seen as one).
         self.unretried: Any = None
         self.writer: Any = None
+        #: The queues' scripts (made when the engine opens).
+        self.scripts: Any = None
+        #: Where a message of a priority goes: its queue's stream or lane (:mod:`.lanes`).
+        self.lanes = LaneMarks(url.prefix)
         self._subscriber: Any = None
         #: How often Redis closed the pub/sub connection and it came back.
         self.pubsub_reconnects = 0
@@ -243,6 +250,7 @@ class RedisEngine:
         self.loop = check_reactor(self.clock)
         self.client = make_client(self.url)
         self.unretried = make_client(self.url, retries=0)
+        self.scripts = Scripts(self.client)
         self._subscriber = make_client(self.url, forever=True)
         node = self.ids.node
         self.writer = Writer(
@@ -437,13 +445,13 @@ class RedisEngine:
             self._check_connected()
         self.traffic.published(message)
         if not message.persistent:
-            self.writer.command(
-                "XADD",
-                self.names.queue(message.destination),
-                "*",
-                "m",
-                encode(self.ids.node, message),
-            )
+            destination = message.destination
+            stream = self.names.queue(destination)
+            if message.priority != DEFAULT_PRIORITY:
+                stream = self.lanes.stream(self.writer, destination, stream, message.priority)
+            if message.group is not None:
+                self.lanes.grouped(self.writer, destination)
+            self.writer.command("XADD", stream, "*", "m", encode(self.ids.node, message))
 
     def publish_reply(self, message: Message) -> None:
         """Put a reply on its temporary queue, here or on the node that owns it."""
@@ -470,7 +478,13 @@ class RedisEngine:
         """
         destination = message.destination
         if destination.startswith(QUEUE_PREFIX):
-            streams = [self.names.queue(destination)]
+            if message.group is not None:
+                self.lanes.grouped(self.writer, destination)
+            streams = [
+                self.lanes.stream(
+                    self.writer, destination, self.names.queue(destination), message.priority
+                )
+            ]
         else:
             streams = [durable.stream for durable in self.durables.streams(destination)]
             if not streams:
