@@ -77,6 +77,7 @@ from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.listener import listen
 from stompbroker.broker.engine.redis.liveness import Liveness
 from stompbroker.broker.engine.redis.outage import DEFAULT_OUTAGE_HOLD, Outage, unreachable_text
+from stompbroker.broker.engine.redis.queue_actions import ClusterQueueActions
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.resumes import RedisResumeDirectory
 from stompbroker.broker.engine.redis.retained import ClusterRetained
@@ -221,6 +222,8 @@ class RedisEngine:
         self.scheduled: ClusterScheduling | None = None
         #: The nodes' requests to each other about the queues they read (:mod:`.control`).
         self.control = ControlChannel(self)
+        #: The management's purge, move, copy and retry across nodes (:meth:`shared_queues`).
+        self._actions: ClusterQueueActions | None = None
         #: Channels of this engine's features -> what takes their messages (the listener).
         self.channels: dict[bytes, Callable[[bytes], None]] = {
             self.retained.channel.encode(): self.retained.notice,
@@ -532,6 +535,12 @@ class RedisEngine:
     ) -> int:
         """Move (or copy) what this node has read of ``queue`` and not handed out."""
         return self.table.transfer(queue, count, route, copy, self.keep, self.publish_topic)
+
+    def shared_queues(self) -> ClusterQueueActions:
+        """:returns: the management's operations on queues across nodes (:mod:`.queue_actions`)."""
+        if self._actions is None:
+            self._actions = ClusterQueueActions(self)
+        return self._actions
 
     def release_queue(self, queue: Any) -> None:
         """

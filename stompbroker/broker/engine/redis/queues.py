@@ -119,6 +119,7 @@ class StreamQueue:
         "_recent",
         "_reconcile_due",
         "_check_due",
+        "_held_until",
     )
 
     #: No message store: Redis keeps its messages (see the local queue's).
@@ -178,6 +179,9 @@ class StreamQueue:
         self._reconcile_due = True
         #: The reader compares the pending lists' length with what the node holds.
         self._check_due = False
+        #: Until when (the clock's seconds) the reader reads nothing: another node
+        #: acts on the stream (:meth:`give_back_for`).
+        self._held_until = 0.0
 
     def __repr__(self) -> str:
         if self.key is not None:
@@ -452,8 +456,31 @@ class StreamQueue:
 
     # -- reading ---------------------------------------------------------------------------
 
+    def give_back_for(self, seconds: float) -> list[Message]:
+        """
+        Another node acts on the whole stream (a purge, a move: :mod:`.queue_actions`):
+        put what this node read ahead and did not hand out back at the tail of
+        the stream, and read nothing more for ``seconds`` or until :meth:`resume`.
+
+        :returns: the messages given back.
+        """
+        given = list(self.pending)
+        self.pending.clear()
+        self._give_back(given)
+        clock = self._engine.clock
+        self._held_until = clock.seconds() + seconds
+        clock.callLater(seconds, self._wake.set)
+        return given
+
+    def resume(self) -> None:
+        """The other node is done with the stream: read on."""
+        self._held_until = 0.0
+        self._wake.set()
+
     def _room(self) -> int:
         """:returns: how many more messages the local consumers can take now."""
+        if self._held_until and self._held_until > self._engine.clock.seconds():
+            return 0
         room = -len(self.pending)
         for consumer in self.consumers:
             if consumer.paused:
