@@ -1,6 +1,7 @@
 """
 The options that choose where destinations' state lives: ``--engine``,
-``--engine-password-file``, ``--engine-outage-hold``, ``--node-timeout`` and ``--workers``.
+``--engine-password-file``, ``--engine-sentinel-password-file``,
+``--engine-outage-hold``, ``--node-timeout`` and ``--workers``.
 
 :class:`EngineOptions` is a mixin of :class:`stompbroker.app.options.Options`
 (twistd gathers ``optParameters`` along the class hierarchy); it parses and
@@ -66,14 +67,23 @@ class EngineOptions(usage.Options):
             MEMORY,
             "Where destinations live: 'memory' (this process, persistent messages in "
             "--data-dir) or redis://HOST:PORT/DB (rediss:// for TLS; a password as "
-            "redis://:PASSWORD@HOST or ?password_file=PATH): every broker started with the "
-            "same URL is one broker (docs/cluster.md). Needs -r uvloop or -r asyncio.",
+            "redis://:PASSWORD@HOST or ?password_file=PATH), or "
+            "redis+sentinel://HOST:PORT,HOST:PORT/MASTER/DB to follow Sentinel's primary: "
+            "every broker started with the same URL is one broker (docs/cluster.md). Needs "
+            "-r uvloop or -r asyncio.",
         ],
         [
             "engine-password-file",
             None,
             None,
             "A file whose first line is the Redis password (instead of one in the URL).",
+        ],
+        [
+            "engine-sentinel-password-file",
+            None,
+            None,
+            "With --engine redis+sentinel://: a file whose first line is the Sentinels' own"
+            " password, if they need one (the URL's password is the Redis servers').",
         ],
         [
             "engine-outage-hold",
@@ -110,7 +120,11 @@ class EngineOptions(usage.Options):
         :raises usage.UsageError: with what is wrong.
         """
         try:
-            url = parse_engine(self["engine"], self["engine-password-file"])
+            url = parse_engine(
+                self["engine"],
+                self["engine-password-file"],
+                self["engine-sentinel-password-file"],
+            )
         except EngineURLError as error:
             raise usage.UsageError(str(error)) from None
         self["engine-url"] = url

@@ -34,6 +34,7 @@ from typing import Any
 
 from redis import asyncio as aioredis
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import AuthenticationError, ConnectionError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeout
@@ -53,6 +54,7 @@ __all__ = [
     "Writer",
     "check_reactor",
     "check_server",
+    "close_client",
     "make_client",
     "run",
 ]
@@ -101,30 +103,56 @@ def run(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, Any]) ->
     return Deferred.fromFuture(asyncio.ensure_future(coroutine, loop=loop))
 
 
-def make_client(url: EngineURL, *, forever: bool = False, retries: int = 3) -> aioredis.Redis:
+def make_client(
+    url: EngineURL, *, forever: bool = False, retries: int = 3, backoff_cap: float = BACKOFF_CAP
+) -> aioredis.Redis:
     """
     :param forever: retry a command that lost its connection for ever, with the
         back-off (for the pub/sub reader, which must come back by itself).
     :param retries: otherwise, how often to send a command again after its
         connection died: 0 for the writer and the queues' reads, which must
         know that a command may have reached Redis without its reply.
-    :returns: a client for ``url`` (it connects on first use).
+    :param backoff_cap: the longest wait between two attempts to reconnect.
+    :returns: a client for ``url`` (it connects on first use).  With Sentinel
+        (``url.sentinels``), redis-py's Sentinel client: each new connection
+        asks the Sentinels where the primary is, so that after a failover the
+        client's next connection goes to the new primary (and a connection to a
+        primary demoted meanwhile is closed on its first write: ``READONLY``).
     """
-    backoff = ExponentialBackoff(cap=BACKOFF_CAP, base=BACKOFF_BASE)
+    backoff = ExponentialBackoff(cap=backoff_cap, base=BACKOFF_BASE)
     retry = Retry(backoff, -1 if forever else retries)
-    return aioredis.Redis(
-        host=url.host,
-        port=url.port,
-        db=url.db,
-        username=url.username,
-        password=url.password,
-        ssl=url.tls,
-        retry=retry,
-        retry_on_error=[ConnectionError, RedisTimeout],
-        socket_connect_timeout=5,
-        health_check_interval=0,
-        decode_responses=False,
+    options: dict[str, Any] = {
+        "db": url.db,
+        "username": url.username,
+        "password": url.password,
+        "ssl": url.tls,
+        "retry": retry,
+        "retry_on_error": [ConnectionError, RedisTimeout],
+        "socket_connect_timeout": 5,
+        "health_check_interval": 0,
+        "decode_responses": False,
+    }
+    if not url.sentinels:
+        return aioredis.Redis(host=url.host, port=url.port, **options)
+    sentinel = Sentinel(
+        list(url.sentinels),
+        sentinel_kwargs={
+            "password": url.sentinel_password,
+            "ssl": url.tls,
+            "socket_connect_timeout": 2,
+            "socket_timeout": 2,
+        },
     )
+    client: aioredis.Redis = sentinel.master_for(url.master, redis_class=aioredis.Redis, **options)
+    return client
+
+
+async def close_client(client: aioredis.Redis) -> None:
+    """Close ``client``, and with Sentinel its connections to the Sentinels."""
+    await client.aclose()
+    sentinel = getattr(client.connection_pool, "sentinel_manager", None)
+    if sentinel is not None:
+        await sentinel.aclose()
 
 
 async def check_server(client: aioredis.Redis, url: EngineURL) -> str:

@@ -67,6 +67,7 @@ from stompbroker.broker.engine.redis.connection import (
     Writer,
     check_reactor,
     check_server,
+    close_client,
     make_client,
     run,
 )
@@ -378,9 +379,9 @@ class RedisEngine:
     async def _stop(self) -> None:
         if not self._loops:
             # It never started (the server was not there, or refused us).
-            await self._subscriber.aclose()
-            await self.client.aclose()
-            await self.unretried.aclose()
+            await close_client(self._subscriber)
+            await close_client(self.client)
+            await close_client(self.unretried)
             return
         for call in self._loops:
             if call.running:
@@ -399,9 +400,9 @@ class RedisEngine:
             log.warn("left Redis without its last writes: {error}", error=str(error))
         if self._listener is not None:
             self._listener.cancel()
-        await self._subscriber.aclose()
-        await self.client.aclose()
-        await self.unretried.aclose()
+        await close_client(self._subscriber)
+        await close_client(self.client)
+        await close_client(self.unretried)
 
     # -- routing ---------------------------------------------------------------------------
 
