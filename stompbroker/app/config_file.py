@@ -235,6 +235,8 @@ SECTIONS: dict[str, OptionSection] = {
                 "engine-password-file",
                 "engine-sentinel-password-file",
                 "engine-outage-hold",
+                "engine-wait-replicas",
+                "engine-wait-timeout",
                 "node-timeout",
                 "workers",
             ],

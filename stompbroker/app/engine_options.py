@@ -1,7 +1,8 @@
 """
 The options that choose where destinations' state lives: ``--engine``,
 ``--engine-password-file``, ``--engine-sentinel-password-file``,
-``--engine-outage-hold``, ``--node-timeout`` and ``--workers``.
+``--engine-outage-hold``, ``--engine-wait-replicas``, ``--engine-wait-timeout``,
+``--node-timeout`` and ``--workers``.
 
 :class:`EngineOptions` is a mixin of :class:`stompbroker.app.options.Options`
 (twistd gathers ``optParameters`` along the class hierarchy); it parses and
@@ -35,6 +36,20 @@ def _outage_hold(text: str) -> float:
     value = number(text)
     if not 0 <= value < float("inf"):
         raise ValueError(f"must be 0 seconds or more, got {text!r}")
+    return value
+
+
+def _wait_timeout(text: str) -> float:
+    value = number(text)
+    if not 0.001 <= value < float("inf"):
+        raise ValueError(f"must be 0.001 seconds or more, got {text!r}")
+    return value
+
+
+def _wait_replicas(text: str) -> int:
+    value = whole_number(text)
+    if value < 0:
+        raise ValueError(f"must be 0 or more, got {text!r}")
     return value
 
 
@@ -93,6 +108,23 @@ class EngineOptions(usage.Options):
             " acknowledgements' receipts waiting) while Redis is away; past it they get an"
             " ERROR that says Redis is unreachable. 0: the ERROR at once.",
             _outage_hold,
+        ],
+        [
+            "engine-wait-replicas",
+            None,
+            0,
+            "With --engine redis: a persistent SEND's RECEIPT waits until this many Redis"
+            " replicas have the message (Redis's WAIT, once per pipeline); fewer within"
+            " --engine-wait-timeout: an ERROR 'message not replicated'. 0: the primary's"
+            " answer is enough.",
+            _wait_replicas,
+        ],
+        [
+            "engine-wait-timeout",
+            None,
+            1.0,
+            "With --engine-wait-replicas: seconds to wait for the replicas.",
+            _wait_timeout,
         ],
         [
             "node-timeout",

@@ -70,3 +70,39 @@ def test_nodes_follow_a_failover_and_a_killed_primary(tmp_path: Path) -> None:
     assert later and later <= delivered
     lost = publisher.receipted() - delivered
     print(f"receipted {len(publisher.receipted())}, lost in the failovers {len(lost)}")
+
+
+def test_with_the_replica_wait_a_failover_loses_no_receipted_message(tmp_path: Path) -> None:
+    """
+    With ``--engine-wait-replicas 1``, every receipted message survives a failover; while
+    the new primary has no replica yet, a RECEIPT becomes ERROR ``message not replicated``
+    (the publisher is told, rather than promised what a second failover could lose).
+    """
+    group = SentinelGroup(tmp_path)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = node(tmp_path / "a", group, "--engine-wait-replicas", "1")
+    b = node(tmp_path / "b", group, "--engine-wait-replicas", "1")
+    try:
+        with steady_load(a, b) as (publisher, inbox):
+            assert flowing(inbox)
+            group.failover()
+            # Either the load flows on the new primary, or the publisher was told.
+            assert inbox.wait_for(
+                lambda: publisher.events.errors or len(inbox.messages) > publisher.sent - 50,
+                timeout=20,
+            )
+            publisher.stopping.set()
+            publisher.join(timeout=10)
+            receipted = publisher.receipted()
+            assert inbox.wait_for(lambda: receipted <= set(inbox.bodies()), timeout=10)
+            assert not inbox.disconnected and inbox.errors == []
+            assert all(
+                error.headers.get("message") == "message not replicated"
+                for error in publisher.events.errors
+            ), publisher.events.errors
+            print(f"receipted {len(receipted)}, errors {len(publisher.events.errors)}")
+    finally:
+        a.stop()
+        b.stop()
+        group.stop()

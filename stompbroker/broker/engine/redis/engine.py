@@ -63,6 +63,8 @@ from stompbroker.broker.engine.redis.codec import (
 )
 from stompbroker.broker.engine.redis.connection import (
     CONNECTION_ERRORS,
+    PRIMARY_ONLY,
+    Durability,
     RedisUnreachable,
     Writer,
     check_reactor,
@@ -123,6 +125,8 @@ class RedisEngine:
     :param ids: the broker's ids; their node token names this node in Redis.
     :param outage_hold: seconds publishers and receipts are held while Redis is
         away, before they get an ERROR (``--engine-outage-hold``; :mod:`.outage`).
+    :param durability: what a persistent SEND's RECEIPT waits for besides the
+        primary (``--engine-wait-replicas``).
 
     :ivar names: the Redis key and channel names.
     :ivar writer: the :class:`~stompbroker.broker.engine.redis.connection.Writer`
@@ -157,8 +161,10 @@ class RedisEngine:
         counters: DeliveryCounters | None = None,
         stream_limits: StreamLimits | None = None,
         outage_hold: float = DEFAULT_OUTAGE_HOLD,
+        durability: Durability = PRIMARY_ONLY,
     ) -> None:
         self.clock = clock
+        self.durability = durability
         #: Whether Redis is away, and the hold of publishers and receipts meanwhile.
         self.outage = Outage(clock, outage_hold)
         #: What pauses publishers during an outage, and counts the writer's memory.
@@ -250,6 +256,7 @@ class RedisEngine:
             lambda payloads: pack_batch(node, payloads),
             outage=self.outage,
             back=self._reconnected,
+            durability=self.durability,
         )
         if self._alarm is not None:
             self.outage.watch(self._alarm)
@@ -462,7 +469,8 @@ class RedisEngine:
         Add a persistent message to its queue's stream, or to the streams of the
         durable subscriptions its topic matches, before it is acknowledged.
 
-        :returns: a Deferred that fires once Redis has it (see docs/cluster.md for
+        :returns: a Deferred that fires once Redis has it (and, with
+            ``--engine-wait-replicas``, its replicas; see docs/cluster.md for
             what ``appendfsync`` then promises), or fails with
             :class:`~stompbroker.broker.engine.redis.connection.RedisUnreachable`;
             ``None`` for a topic message no durable subscription takes.
@@ -481,7 +489,9 @@ class RedisEngine:
         for stream in streams[:-1]:
             self.writer.command("XADD", stream, "*", "m", payload)
         # One pipeline at a time, in order: the last reply means Redis has them all.
-        stored: Deferred[Any] = self.writer.command_waited("XADD", streams[-1], "*", "m", payload)
+        stored: Deferred[Any] = self.writer.command_waited(
+            "XADD", streams[-1], "*", "m", payload, replicated=True
+        )
         return stored.addCallback(_nothing)
 
     # -- queues ------------------------------------------------------------------------------
