@@ -104,6 +104,8 @@ log = logger("stompbroker.broker.engine.redis")
 
 #: Seconds after which a silent node counts as dead, and its messages go elsewhere.
 DEFAULT_NODE_TIMEOUT = 10.0
+#: Seconds; the longest wait between two attempts to bring the pub/sub connection back.
+PUBSUB_BACKOFF_CAP = 0.25
 #: The longest a stopping node waits for its last writes.
 STOP_TIMEOUT = 5.0
 
@@ -248,7 +250,9 @@ class RedisEngine:
         self.loop = check_reactor(self.clock)
         self.client = make_client(self.url)
         self.unretried = make_client(self.url, retries=0)
-        self._subscriber = make_client(self.url, forever=True)
+        # Topic messages published while it is away are lost for this node:
+        # try again every quarter second at most, not every 2 s.
+        self._subscriber = make_client(self.url, forever=True, backoff_cap=PUBSUB_BACKOFF_CAP)
         node = self.ids.node
         self.writer = Writer(
             self.unretried,
