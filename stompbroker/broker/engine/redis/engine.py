@@ -63,10 +63,13 @@ from stompbroker.broker.engine.redis.codec import (
 )
 from stompbroker.broker.engine.redis.connection import (
     CONNECTION_ERRORS,
+    PRIMARY_ONLY,
+    Durability,
     RedisUnreachable,
     Writer,
     check_reactor,
     check_server,
+    close_client,
     make_client,
     run,
 )
@@ -105,6 +108,8 @@ log = logger("stompbroker.broker.engine.redis")
 
 #: Seconds after which a silent node counts as dead, and its messages go elsewhere.
 DEFAULT_NODE_TIMEOUT = 10.0
+#: Seconds; the longest wait between two attempts to bring the pub/sub connection back.
+PUBSUB_BACKOFF_CAP = 0.25
 #: The longest a stopping node waits for its last writes.
 STOP_TIMEOUT = 5.0
 
@@ -126,6 +131,8 @@ class RedisEngine:
     :param ids: the broker's ids; their node token names this node in Redis.
     :param outage_hold: seconds publishers and receipts are held while Redis is
         away, before they get an ERROR (``--engine-outage-hold``; :mod:`.outage`).
+    :param durability: what a persistent SEND's RECEIPT waits for besides the
+        primary (``--engine-wait-replicas``).
 
     :ivar names: the Redis key and channel names.
     :ivar writer: the :class:`~stompbroker.broker.engine.redis.connection.Writer`
@@ -162,8 +169,10 @@ class RedisEngine:
         counters: DeliveryCounters | None = None,
         stream_limits: StreamLimits | None = None,
         outage_hold: float = DEFAULT_OUTAGE_HOLD,
+        durability: Durability = PRIMARY_ONLY,
     ) -> None:
         self.clock = clock
+        self.durability = durability
         #: Whether Redis is away, and the hold of publishers and receipts meanwhile.
         self.outage = Outage(clock, outage_hold)
         #: What pauses publishers during an outage, and counts the writer's memory.
@@ -254,7 +263,9 @@ class RedisEngine:
         self.client = make_client(self.url)
         self.unretried = make_client(self.url, retries=0)
         self.scripts = Scripts(self.client)
-        self._subscriber = make_client(self.url, forever=True)
+        # Topic messages published while it is away are lost for this node:
+        # try again every quarter second at most, not every 2 s.
+        self._subscriber = make_client(self.url, forever=True, backoff_cap=PUBSUB_BACKOFF_CAP)
         node = self.ids.node
         self.writer = Writer(
             self.unretried,
@@ -262,6 +273,7 @@ class RedisEngine:
             lambda payloads: pack_batch(node, payloads),
             outage=self.outage,
             back=self._reconnected,
+            durability=self.durability,
         )
         if self._alarm is not None:
             self.outage.watch(self._alarm)
@@ -391,9 +403,9 @@ class RedisEngine:
     async def _stop(self) -> None:
         if not self._loops:
             # It never started (the server was not there, or refused us).
-            await self._subscriber.aclose()
-            await self.client.aclose()
-            await self.unretried.aclose()
+            await close_client(self._subscriber)
+            await close_client(self.client)
+            await close_client(self.unretried)
             return
         for call in self._loops:
             if call.running:
@@ -412,9 +424,9 @@ class RedisEngine:
             log.warn("left Redis without its last writes: {error}", error=str(error))
         if self._listener is not None:
             self._listener.cancel()
-        await self._subscriber.aclose()
-        await self.client.aclose()
-        await self.unretried.aclose()
+        await close_client(self._subscriber)
+        await close_client(self.client)
+        await close_client(self.unretried)
 
     # -- routing ---------------------------------------------------------------------------
 
@@ -474,7 +486,8 @@ class RedisEngine:
         Add a persistent message to its queue's stream, or to the streams of the
         durable subscriptions its topic matches, before it is acknowledged.
 
-        :returns: a Deferred that fires once Redis has it (see docs/cluster.md for
+        :returns: a Deferred that fires once Redis has it (and, with
+            ``--engine-wait-replicas``, its replicas; see docs/cluster.md for
             what ``appendfsync`` then promises), or fails with
             :class:`~stompbroker.broker.engine.redis.connection.RedisUnreachable`;
             ``None`` for a topic message no durable subscription takes.
@@ -499,7 +512,9 @@ class RedisEngine:
         for stream in streams[:-1]:
             self.writer.command("XADD", stream, "*", "m", payload)
         # One pipeline at a time, in order: the last reply means Redis has them all.
-        stored: Deferred[Any] = self.writer.command_waited("XADD", streams[-1], "*", "m", payload)
+        stored: Deferred[Any] = self.writer.command_waited(
+            "XADD", streams[-1], "*", "m", payload, replicated=True
+        )
         return stored.addCallback(_nothing)
 
     # -- queues ------------------------------------------------------------------------------
