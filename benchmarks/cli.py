@@ -6,6 +6,8 @@ stompbroker`` on a free loopback port) and stops it at the end; with
 ``--compare HOST:PORT`` every run against stompbroker is followed by the same
 run against the other broker, and a table of ratios closes the output.
 Progress goes to stderr; stdout gets one JSON line per run and then the tables.
+``python -m benchmarks faults ...`` is the cluster's fault harness instead
+(:mod:`benchmarks.faults`).
 The exit status is 0 when every run was ok.
 """
 
@@ -388,6 +390,10 @@ def main(argv: list[str]) -> int:
     :returns: the exit status: 0 when every run that was not skipped was ok,
         1 otherwise, 2 for bad options, 130 when interrupted by Ctrl-C.
     """
+    if argv[:1] == ["faults"]:
+        from benchmarks.faults.run import main as faults
+
+        return faults(argv[1:])
     args = build_parser().parse_args(argv)
     cases = cases_from(args)
     single = [case for case in cases if case.scenario not in CLUSTER_SCENARIOS]
