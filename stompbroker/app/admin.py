@@ -264,7 +264,7 @@ def _do(arguments: argparse.Namespace, client: Client, stdin: TextIO) -> tuple[A
     if command == "purge":
         answer = client.call("DELETE", f"{path}/messages")
         purged = count_of(answer["purged"], "message")
-        return answer, lambda out: print(f"purged {purged}", file=out)
+        return answer, lambda out: print(f"purged {purged}{_partly(answer)}", file=out)
     if command == "delete":
         answer = client.call("DELETE", path)
         return answer, lambda out: print(
@@ -278,11 +278,11 @@ def _do(arguments: argparse.Namespace, client: Client, stdin: TextIO) -> tuple[A
             answer = client.call("POST", f"{path}/move", body)
             verb = "copied" if arguments.copy else "moved"
             moved = count_of(answer["moved"], "message")
-            return answer, lambda out: print(f"{verb} {moved}", file=out)
+            return answer, lambda out: print(f"{verb} {moved}{_partly(answer)}", file=out)
         answer = client.call("POST", f"{path}/retry", body)
         return answer, lambda out: print(
             f"sent {count_of(answer['retried'], 'message')} back; {answer['left']} without"
-            " an original-destination stayed",
+            f" an original-destination stayed{_partly(answer)}",
             file=out,
         )
     text = stdin.read() if arguments.body == "-" else arguments.body
@@ -294,6 +294,16 @@ def _do(arguments: argparse.Namespace, client: Client, stdin: TextIO) -> tuple[A
         headers[name] = value
     answer = client.call("POST", f"{path}/publish", {"body": text, "headers": headers})
     return answer, lambda out: print(f"published {answer['message_id']}", file=out)
+
+
+def _partly(answer: dict[str, Any]) -> str:
+    """:returns: what to add to an answer some nodes of a cluster did not take part in."""
+    if answer.get("complete", True):
+        return ""
+    return (
+        f" (node {answer.get('node')} answered; not what nodes"
+        f" {', '.join(answer.get('missing', ()))} hold: they did not answer in time)"
+    )
 
 
 def _print_messages(messages: list[dict[str, Any]], out: TextIO) -> None:

@@ -231,7 +231,16 @@ SECTIONS: dict[str, OptionSection] = {
     ),
     "cluster": OptionSection(
         dict.fromkeys(
-            ["engine", "engine-password-file", "engine-outage-hold", "node-timeout", "workers"],
+            [
+                "engine",
+                "engine-password-file",
+                "engine-sentinel-password-file",
+                "engine-outage-hold",
+                "engine-wait-replicas",
+                "engine-wait-timeout",
+                "node-timeout",
+                "workers",
+            ],
             VALUE,
         )
     ),

@@ -1,6 +1,8 @@
 """
 The options that choose where destinations' state lives: ``--engine``,
-``--engine-password-file``, ``--engine-outage-hold``, ``--node-timeout`` and ``--workers``.
+``--engine-password-file``, ``--engine-sentinel-password-file``,
+``--engine-outage-hold``, ``--engine-wait-replicas``, ``--engine-wait-timeout``,
+``--node-timeout`` and ``--workers``.
 
 :class:`EngineOptions` is a mixin of :class:`stompbroker.app.options.Options`
 (twistd gathers ``optParameters`` along the class hierarchy); it parses and
@@ -37,6 +39,20 @@ def _outage_hold(text: str) -> float:
     return value
 
 
+def _wait_timeout(text: str) -> float:
+    value = number(text)
+    if not 0.001 <= value < float("inf"):
+        raise ValueError(f"must be 0.001 seconds or more, got {text!r}")
+    return value
+
+
+def _wait_replicas(text: str) -> int:
+    value = whole_number(text)
+    if value < 0:
+        raise ValueError(f"must be 0 or more, got {text!r}")
+    return value
+
+
 def _workers(text: str) -> int:
     value = whole_number(text)
     if value < 1:
@@ -66,14 +82,23 @@ class EngineOptions(usage.Options):
             MEMORY,
             "Where destinations live: 'memory' (this process, persistent messages in "
             "--data-dir) or redis://HOST:PORT/DB (rediss:// for TLS; a password as "
-            "redis://:PASSWORD@HOST or ?password_file=PATH): every broker started with the "
-            "same URL is one broker (docs/cluster.md). Needs -r uvloop or -r asyncio.",
+            "redis://:PASSWORD@HOST or ?password_file=PATH), or "
+            "redis+sentinel://HOST:PORT,HOST:PORT/MASTER/DB to follow Sentinel's primary: "
+            "every broker started with the same URL is one broker (docs/cluster.md). Needs "
+            "-r uvloop or -r asyncio.",
         ],
         [
             "engine-password-file",
             None,
             None,
             "A file whose first line is the Redis password (instead of one in the URL).",
+        ],
+        [
+            "engine-sentinel-password-file",
+            None,
+            None,
+            "With --engine redis+sentinel://: a file whose first line is the Sentinels' own"
+            " password, if they need one (the URL's password is the Redis servers').",
         ],
         [
             "engine-outage-hold",
@@ -83,6 +108,23 @@ class EngineOptions(usage.Options):
             " acknowledgements' receipts waiting) while Redis is away; past it they get an"
             " ERROR that says Redis is unreachable. 0: the ERROR at once.",
             _outage_hold,
+        ],
+        [
+            "engine-wait-replicas",
+            None,
+            0,
+            "With --engine redis: a persistent SEND's RECEIPT waits until this many Redis"
+            " replicas have the message (Redis's WAIT, once per pipeline); fewer within"
+            " --engine-wait-timeout: an ERROR 'message not replicated'. 0: the primary's"
+            " answer is enough.",
+            _wait_replicas,
+        ],
+        [
+            "engine-wait-timeout",
+            None,
+            1.0,
+            "With --engine-wait-replicas: seconds to wait for the replicas.",
+            _wait_timeout,
         ],
         [
             "node-timeout",
@@ -110,7 +152,11 @@ class EngineOptions(usage.Options):
         :raises usage.UsageError: with what is wrong.
         """
         try:
-            url = parse_engine(self["engine"], self["engine-password-file"])
+            url = parse_engine(
+                self["engine"],
+                self["engine-password-file"],
+                self["engine-sentinel-password-file"],
+            )
         except EngineURLError as error:
             raise usage.UsageError(str(error)) from None
         self["engine-url"] = url

@@ -199,6 +199,7 @@ def _engine(options: Options, reactor: Any, policy: DeliveryPolicy) -> Any:
         policy=policy,
         node_timeout=options["node-timeout"],
         outage_hold=options["engine-outage-hold"],
+        wait_replicas=(options["engine-wait-replicas"], options["engine-wait-timeout"]),
         stream_limits=options["stream-limits"],
     )
 

@@ -38,12 +38,14 @@ import json
 from typing import Any
 
 import attrs
-from twisted.internet.defer import maybeDeferred
+from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.python.failure import Failure
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request
 
 from stompbroker import __version__
+from stompbroker.broker.engine.shared_queues import Acted
+from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.management.detached_sessions import UnknownSession
 from stompbroker.broker.management.operations import (
     InUse,
@@ -69,6 +71,8 @@ log = logger("stompbroker.web.api")
 MAX_BODY = 1024 * 1024
 #: How many messages a browse shows without ``?count=``.
 DEFAULT_BROWSE = 10
+#: The response header of a browse that names the node that answered.
+NODE_HEADER = b"stompbroker-node"
 
 #: The status and error of each refusal of the operations.
 _STATUS: dict[type[BaseException], tuple[int, str]] = {
@@ -332,8 +336,10 @@ class ManagementApi(Resource):
         if action == "messages":
             if method == "GET":
                 count = _count(_query(request, "count"), DEFAULT_BROWSE)
-                return [message_document(message) for message in queues.browse(name, count)]
-            return {"destination": name, "purged": queues.purge(name, operator=operator)}
+                browsed: Deferred[Any] = maybeDeferred(queues.browse, name, count)
+                return browsed.addCallback(_browsed, request)
+            purged: Deferred[Any] = maybeDeferred(queues.purge, name, operator=operator)
+            return purged.addCallback(_acted, {"destination": name}, "purged")
         body = _json_body(request, {"to", "count", "copy"} if action == "move" else {"count"})
         count = _count(body.get("count"), MAX_COUNT)
         if action == "move":
@@ -345,12 +351,21 @@ class ManagementApi(Resource):
                 raise ApiError(400, "bad request", '"copy" must be true or false')
             check_target(to)
             self.guard.require(identity, WRITE, to)
-            moved = queues.move(name, to, count, copy, operator=operator)
-            return {"destination": name, "to": to, "copy": copy, "moved": moved}
-        for target in sorted(queues.retry_targets(name, count)):
-            self.guard.require(identity, WRITE, target)
-        retried, left = queues.retry(name, count, operator=operator)
-        return {"destination": name, "retried": retried, "left": left}
+            moved: Deferred[Any] = maybeDeferred(
+                queues.move, name, to, count, copy, operator=operator
+            )
+            return moved.addCallback(
+                _acted, {"destination": name, "to": to, "copy": copy}, "moved"
+            )
+
+        def retry(targets: set[str]) -> Any:
+            for target in sorted(targets):
+                self.guard.require(identity, WRITE, target)
+            return queues.retry(name, count, operator=operator, targets=targets)
+
+        targets: Deferred[Any] = maybeDeferred(queues.retry_targets, name, count)
+        retried = targets.addCallback(retry)
+        return retried.addCallback(_acted, {"destination": name}, "retried")
 
     def _publish(self, identity: Any, request: Request, name: str) -> dict[str, Any]:
         body = _json_body(request, {"body", "body_encoding", "headers"})
@@ -379,6 +394,48 @@ class ManagementApi(Resource):
             raise ApiError(400, "bad request", '"body" is not valid base64') from None
         message = self.management.publish(name, payload, tuple(headers.items()))
         return {"destination": name, "message_id": message.message_id}
+
+
+def _browsed(waiting: Waiting, request: Request) -> list[dict[str, Any]]:
+    """
+    A browse's answer: the messages, the node that answered in a header; a 503
+    when a node holding messages of the queue did not answer (a list that
+    misses some would read as the whole).
+    """
+    request.setHeader(NODE_HEADER, waiting.node.encode("utf-8"))
+    if not waiting.complete:
+        raise Incomplete(waiting.node, waiting.missing)
+    return [message_document(message) for message in waiting.messages]
+
+
+def _acted(acted: Acted, document: dict[str, Any], field: str) -> dict[str, Any]:
+    """:returns: a purge's, move's or retry's answer: its count, and who answered."""
+    document[field] = acted.count
+    if field == "retried":
+        document["left"] = acted.left
+    document["node"] = acted.node
+    document["complete"] = acted.complete
+    if not acted.complete:
+        document["missing"] = list(acted.missing)
+    return document
+
+
+class Incomplete(ApiError):
+    """A browse some node holding messages of the queue did not answer: 503."""
+
+    def __init__(self, node: str, missing: tuple[str, ...]) -> None:
+        super().__init__(
+            503,
+            "cluster incomplete",
+            f"nodes {', '.join(missing)} hold messages of this queue and did not answer"
+            " in time; try again",
+        )
+        self.node = node
+        self.missing = missing
+
+    def document(self) -> dict[str, Any]:
+        """:returns: the JSON body, with the node that answered and those that did not."""
+        return {**super().document(), "node": self.node, "missing": list(self.missing)}
 
 
 _NO_RATES = {"producers": 0, "messages_in_per_second": 0.0, "messages_delivered_per_second": 0.0}

@@ -7,19 +7,16 @@ message a node's read claimed but never received is taken from its pending list.
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
-from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from stompbroker.broker.engine.redis.codec import Names, encode
 from stompbroker.protocol.message import Message
-from tests.support.clients import Collector, connect
-from tests.support.redis import RedisServer, node
+from tests.support.clients import connect
+from tests.support.redis import RedisServer, drain, flowing, node, steady_load
 
 pytestmark = pytest.mark.integration
 
@@ -27,41 +24,6 @@ pytestmark = pytest.mark.integration
 RESTARTS = 3
 #: How long Redis stays away each time, in seconds: the fault being injected.
 AWAY = 1.5
-
-
-class AckingCollector(Collector):
-    """A client-individual consumer that acknowledges each message as it arrives."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.connection: Any = None
-
-    def on_message(self, frame: Any) -> None:
-        super().on_message(frame)
-        self.connection.ack(frame.headers["ack"])
-
-
-class SteadyPublisher(threading.Thread):
-    """Sends persistent messages, each with a receipt, at a steady pace until stopped."""
-
-    def __init__(self, address: tuple[str, int], queue: str) -> None:
-        super().__init__(daemon=True)
-        self.connection, self.events = connect(address)
-        self.queue = queue
-        self.sent = 0
-        self.stopping = threading.Event()
-
-    def run(self) -> None:
-        while not self.stopping.is_set() and not self.events.errors:
-            body = f"m{self.sent}"
-            self.connection.send(
-                self.queue, body.encode(), headers={"persistent": "true"}, receipt=body
-            )
-            self.sent += 1
-            time.sleep(0.002)
-
-    def receipted(self) -> set[bytes]:
-        return {receipt.encode() for receipt in self.events.receipts}
 
 
 def test_redis_killed_under_load_loses_nothing_and_duplicates_only_as_redelivered(
@@ -77,52 +39,18 @@ def test_redis_killed_under_load_loses_nothing_and_duplicates_only_as_redelivere
     (tmp_path / "b").mkdir()
     a = node(tmp_path / "a", server)
     b = node(tmp_path / "b", server)
-    queue = f"/queue/restarts.{uuid.uuid4().hex[:8]}"
-    publisher: SteadyPublisher | None = None
     try:
-        inbox = AckingCollector()
-        consumer, _ = connect(b.address, collector=inbox)
-        inbox.connection = consumer
-        consumer.subscribe(
-            queue, id="c", ack="client-individual", headers={"prefetch-count": 200}, receipt="on"
-        )
-        assert inbox.wait_for(lambda: "on" in inbox.receipts)
-        publisher = SteadyPublisher(a.address, queue)
-        publisher.start()
-        for _ in range(RESTARTS):
-            # Barrier: the load flows (new messages reach the consumer) before each crash.
-            seen = len(inbox.messages)
-            assert inbox.wait_for(lambda seen=seen: len(inbox.messages) >= seen + 100, timeout=15)
-            server.kill()
-            time.sleep(AWAY)
-            server.start()
-        seen = len(inbox.messages)
-        assert inbox.wait_for(lambda: len(inbox.messages) >= seen + 100, timeout=15)
-        publisher.stopping.set()
-        publisher.join(timeout=10)
-        assert publisher.events.wait_for(
-            lambda: len(publisher.events.receipts) == publisher.sent, timeout=15
-        ), (publisher.sent, len(publisher.events.receipts))
-        receipted = publisher.receipted()
-        assert inbox.wait_for(lambda: receipted <= set(inbox.bodies()), timeout=15), sorted(
-            receipted - set(inbox.bodies())
-        )[:10]
-        copies: dict[bytes, list[Any]] = defaultdict(list)
-        for message in list(inbox.messages):
-            copies[message.body].append(message)
-        unmarked = [
-            body
-            for body, delivered in copies.items()
-            if any(copy.headers.get("redelivered") != "true" for copy in delivered[1:])
-        ]
-        assert unmarked == []
-        assert publisher.events.errors == [] and inbox.errors == []
-        assert not inbox.disconnected and not publisher.events.disconnected
-        consumer.disconnect()
-        publisher.connection.disconnect()
+        with steady_load(a, b) as (publisher, inbox):
+            for _ in range(RESTARTS):
+                # Barrier: the load flows (new messages reach the consumer) before each crash.
+                assert flowing(inbox, timeout=15)
+                server.kill()
+                time.sleep(AWAY)
+                server.start()
+            assert flowing(inbox, timeout=15)
+            receipted = drain(publisher, inbox)
+            assert receipted <= set(inbox.bodies()), sorted(receipted - set(inbox.bodies()))[:10]
     finally:
-        if publisher is not None:
-            publisher.stopping.set()
         a.stop()
         b.stop()
         server.stop()

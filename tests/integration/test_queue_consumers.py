@@ -245,14 +245,8 @@ def redis_node(
 
 @pytest.mark.parametrize(
     "action",
-    [
-        ("subscribe", {"x-priority": "5"}),
-        ("subscribe", {"activemq.exclusive": "true"}),
-        ("subscribe", {"x-single-active-consumer": "true"}),
-        ("subscribe", {"browser": "true"}),
-        ("send", {"JMSXGroupID": "g"}),
-    ],
-    ids=["x-priority", "exclusive", "single-active", "browser", "group"],
+    [("subscribe", {"browser": "true"})],
+    ids=["browser"],
 )
 def test_the_redis_engine_refuses_queue_features(
     redis_node: BrokerProcess, action: tuple[str, dict[str, str]]

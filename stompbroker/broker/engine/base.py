@@ -367,6 +367,21 @@ class IEngine(Interface):
         :returns: how many messages went (locally), or a Deferred firing with it.
         """
 
+    def shared_queues():  # type: ignore[no-untyped-def]
+        """
+        The management's browse, purge, move, copy and dead-letter retry of a
+        ``/queue/`` whose messages several processes hold.
+
+        Local: ``None`` (the queue handles' own ``browse``, ``purge`` and
+        :meth:`transfer` see every message, at once).  Redis: an object with
+        ``exists(destination)``, ``browse(destination, count)`` (a Deferred
+        :class:`~stompbroker.broker.features.browsing.Waiting`), ``purge(destination)``
+        and ``transfer(destination, count, route, copy)`` (Deferred
+        :class:`~stompbroker.broker.engine.shared_queues.Acted`) that act on what
+        waits in the stream and what every node has read ahead
+        (:mod:`~stompbroker.broker.engine.redis.queue_actions`).
+        """
+
     def find_queue(destination):  # type: ignore[no-untyped-def]
         """
         :returns: the :class:`IQueue` this process holds for a ``/queue/`` or

@@ -57,14 +57,9 @@ class Capabilities:
 #: The local engine with a store; without one, ``persistence`` is off.
 LOCAL = Capabilities()
 
-#: The redis engine (docs/cluster.md, "Not built yet"): its queues are shared by
-#: nodes that each choose among their own consumers, from what they have read.
+#: The redis engine (docs/cluster.md, "Not built yet"): every queue feature
+#: across nodes; a node keeps no common list of queues to match a pattern against.
 REDIS = Capabilities(
-    selectors_on_queues=False,
-    message_groups=False,
-    priority_order=False,
-    exclusive_consumers=False,
-    consumer_priority=False,
     queue_wildcards=False,
 )
 

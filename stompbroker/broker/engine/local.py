@@ -360,6 +360,10 @@ class LocalEngine:
         """
         return self.table.transfer(queue, count, route, copy, self.keep, self.publish_topic)
 
+    def shared_queues(self) -> None:
+        """:returns: ``None``: this process holds every message of its queues."""
+        return None
+
     def nodes(self) -> list[Node]:
         """:returns: this process, the only one sharing this engine's state."""
         return [Node(self.ids.node, True, "local")]

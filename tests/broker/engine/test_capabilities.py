@@ -34,11 +34,6 @@ def test_the_redis_engine_lacks_what_docs_cluster_md_lists() -> None:
     """The fields the redis engine lacks: the cluster issues turn them on one by one."""
     lacking = {field.name for field in fields(Capabilities) if not getattr(REDIS, field.name)}
     assert lacking == {
-        "selectors_on_queues",
-        "message_groups",
-        "priority_order",
-        "exclusive_consumers",
-        "consumer_priority",
         "queue_wildcards",
     }
 
@@ -46,8 +41,6 @@ def test_the_redis_engine_lacks_what_docs_cluster_md_lists() -> None:
 @pytest.mark.parametrize(
     ("feature", "text"),
     [
-        ("selectors_on_queues", "selectors on queues are not supported by the redis engine yet"),
-        ("message_groups", "message groups on queues are not supported by the redis engine yet"),
         ("scheduling", "scheduled delivery is not supported by this engine"),
         ("retain", "retain is not supported by this engine"),
         ("browse", "queue browsers are not supported by the redis engine yet"),

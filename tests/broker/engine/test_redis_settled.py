@@ -34,3 +34,12 @@ def test_a_limit_under_one_is_refused() -> None:
     """A record that keeps nothing would end nothing: refused with the reason."""
     with pytest.raises(ValueError, match="1 or more"):
         RecentlySettled(limit=0)
+
+
+def test_an_entry_of_another_stream_is_known_by_its_stream_and_id() -> None:
+    """Lanes number their entries alike: an id ended in one lane is not ended in another."""
+    record = RecentlySettled()
+    record.ended(("q:lane9", b"1-0"))
+    assert record.knows(("q:lane9", b"1-0"))
+    assert not record.knows(("q:lane8", b"1-0"))
+    assert not record.knows(b"1-0")

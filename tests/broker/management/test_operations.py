@@ -94,9 +94,12 @@ def test_browse_leaves_messages_and_purge_removes_them_from_memory_and_store(
     management = Management(broker)
     send(broker, "/queue/q", b"a", b"b", b"c")
     setup.settle()
-    assert [message.body for message in management.queues.browse("/queue/q", 2)] == [b"a", b"b"]
+    assert [message.body for message in management.queues.browse("/queue/q", 2).messages] == [
+        b"a",
+        b"b",
+    ]
     assert waiting(broker, "/queue/q") == [b"a", b"b", b"c"]
-    assert management.queues.purge("/queue/q") == 3
+    assert management.queues.purge("/queue/q").count == 3
     setup.settle()
     assert waiting(broker, "/queue/q") == []
     assert setup.stored_ids().get("/queue/q", []) == []
@@ -163,7 +166,7 @@ def test_move_takes_messages_to_another_queue_in_memory_and_in_the_store(
     management = Management(broker)
     send(broker, "/queue/a", b"1", b"2", b"3")
     send(broker, "/queue/b", b"0")
-    assert management.queues.move("/queue/a", "/queue/b", 2) == 2
+    assert management.queues.move("/queue/a", "/queue/b", 2).count == 2
     setup.settle()
     assert waiting(broker, "/queue/a") == [b"3"]
     assert waiting(broker, "/queue/b") == [b"0", b"1", b"2"]
@@ -175,7 +178,7 @@ def test_copy_leaves_the_originals(setup: Setup) -> None:  # noqa: F811
     """Copied messages are added to the target (and the store) and stay in the source."""
     broker = setup.broker()
     send(broker, "/queue/a", b"1", b"2")
-    assert Management(broker).queues.move("/queue/a", "/queue/b", 10, copy=True) == 2
+    assert Management(broker).queues.move("/queue/a", "/queue/b", 10, copy=True).count == 2
     setup.settle()
     assert waiting(broker, "/queue/a") == [b"1", b"2"]
     assert waiting(broker, "/queue/b") == [b"1", b"2"]
@@ -197,7 +200,8 @@ def test_retry_sends_dead_letters_back_without_their_dead_letter_headers(
     setup.settle()
     assert waiting(broker, "/queue/DLQ.orders") == [b"bad"]
     assert management.queues.retry_targets("/queue/DLQ.orders", 10) == {"/queue/orders"}
-    assert management.queues.retry("/queue/DLQ.orders", 10) == (1, 0)
+    retried = management.queues.retry("/queue/DLQ.orders", 10)
+    assert (retried.count, retried.left) == (1, 0)
     setup.settle()
     [back] = broker.engine.queues["/queue/orders"].pending
     assert back.headers == (*PERSISTENT, ("kind", "x"))
@@ -211,7 +215,8 @@ def test_retry_leaves_dead_letters_without_an_origin() -> None:
     """A message in a dead-letter queue without original-destination stays there, counted."""
     broker = Broker(Clock())
     broker.send("/queue/DLQ.x", (), b"orphan")
-    assert Management(broker).queues.retry("/queue/DLQ.x", 5) == (0, 1)
+    retried = Management(broker).queues.retry("/queue/DLQ.x", 5)
+    assert (retried.count, retried.left) == (0, 1)
     assert waiting(broker, "/queue/DLQ.x") == [b"orphan"]
 
 

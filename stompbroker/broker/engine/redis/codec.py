@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 
+from stompbroker.broker.queueing.groups import GROUP_HEADER, stored_group
 from stompbroker.broker.queueing.priorities import parse_priority, stored_priority
 from stompbroker.protocol.message import Message
 
@@ -25,6 +26,8 @@ __all__ = ["Names", "decode", "encode", "mark_resent", "pack_batch", "unpack_bat
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _loads = json.loads
+#: A message of a group names its header in its metadata (a C substring test).
+_GROUPED = GROUP_HEADER.encode()
 
 
 def encode(origin: str, message: Message) -> bytes:
@@ -67,6 +70,8 @@ def decode(payload: bytes) -> tuple[str, Message]:
         # Derived from the headers, as recovery does: the format stays what older nodes read.
         parse_priority(stored_priority(headers)),
     )
+    if _GROUPED in payload[:end]:
+        message.group, message.closes_group = stored_group(headers)
     return origin, message
 
 

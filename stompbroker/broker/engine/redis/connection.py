@@ -32,8 +32,10 @@ import asyncio
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+from attrs import frozen
 from redis import asyncio as aioredis
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import AuthenticationError, ConnectionError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeout
@@ -48,11 +50,15 @@ from stompbroker.protocol.errors import ProtocolError
 
 __all__ = [
     "MINIMUM_VERSION",
+    "Durability",
     "EngineUnavailable",
+    "NotReplicated",
+    "PRIMARY_ONLY",
     "RedisUnreachable",
     "Writer",
     "check_reactor",
     "check_server",
+    "close_client",
     "make_client",
     "run",
 ]
@@ -82,6 +88,33 @@ class RedisUnreachable(ProtocolError):
     """
 
 
+class NotReplicated(RedisUnreachable):
+    """
+    A receipted write reached the primary, but fewer replicas than
+    ``--engine-wait-replicas`` confirmed it within ``--engine-wait-timeout``:
+    the client gets an ERROR (the message is stored, and may be lost on failover).
+    """
+
+
+@frozen
+class Durability:
+    """
+    What a RECEIPT of a persistent SEND waits for (``--engine-wait-replicas``,
+    ``--engine-wait-timeout``).
+
+    :ivar replicas: how many replicas must have the write (Redis's ``WAIT``);
+        0: the primary's answer is enough.
+    :ivar timeout: seconds ``WAIT`` waits for them.
+    """
+
+    replicas: int = 0
+    timeout: float = 1.0
+
+
+#: The default: a RECEIPT waits for the primary only.
+PRIMARY_ONLY = Durability()
+
+
 def check_reactor(reactor: Any) -> asyncio.AbstractEventLoop:
     """
     :returns: the asyncio loop that ``reactor`` runs.
@@ -101,30 +134,56 @@ def run(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, Any]) ->
     return Deferred.fromFuture(asyncio.ensure_future(coroutine, loop=loop))
 
 
-def make_client(url: EngineURL, *, forever: bool = False, retries: int = 3) -> aioredis.Redis:
+def make_client(
+    url: EngineURL, *, forever: bool = False, retries: int = 3, backoff_cap: float = BACKOFF_CAP
+) -> aioredis.Redis:
     """
     :param forever: retry a command that lost its connection for ever, with the
         back-off (for the pub/sub reader, which must come back by itself).
     :param retries: otherwise, how often to send a command again after its
         connection died: 0 for the writer and the queues' reads, which must
         know that a command may have reached Redis without its reply.
-    :returns: a client for ``url`` (it connects on first use).
+    :param backoff_cap: the longest wait between two attempts to reconnect.
+    :returns: a client for ``url`` (it connects on first use).  With Sentinel
+        (``url.sentinels``), redis-py's Sentinel client: each new connection
+        asks the Sentinels where the primary is, so that after a failover the
+        client's next connection goes to the new primary (and a connection to a
+        primary demoted meanwhile is closed on its first write: ``READONLY``).
     """
-    backoff = ExponentialBackoff(cap=BACKOFF_CAP, base=BACKOFF_BASE)
+    backoff = ExponentialBackoff(cap=backoff_cap, base=BACKOFF_BASE)
     retry = Retry(backoff, -1 if forever else retries)
-    return aioredis.Redis(
-        host=url.host,
-        port=url.port,
-        db=url.db,
-        username=url.username,
-        password=url.password,
-        ssl=url.tls,
-        retry=retry,
-        retry_on_error=[ConnectionError, RedisTimeout],
-        socket_connect_timeout=5,
-        health_check_interval=0,
-        decode_responses=False,
+    options: dict[str, Any] = {
+        "db": url.db,
+        "username": url.username,
+        "password": url.password,
+        "ssl": url.tls,
+        "retry": retry,
+        "retry_on_error": [ConnectionError, RedisTimeout],
+        "socket_connect_timeout": 5,
+        "health_check_interval": 0,
+        "decode_responses": False,
+    }
+    if not url.sentinels:
+        return aioredis.Redis(host=url.host, port=url.port, **options)
+    sentinel = Sentinel(
+        list(url.sentinels),
+        sentinel_kwargs={
+            "password": url.sentinel_password,
+            "ssl": url.tls,
+            "socket_connect_timeout": 2,
+            "socket_timeout": 2,
+        },
     )
+    client: aioredis.Redis = sentinel.master_for(url.master, redis_class=aioredis.Redis, **options)
+    return client
+
+
+async def close_client(client: aioredis.Redis) -> None:
+    """Close ``client``, and with Sentinel its connections to the Sentinels."""
+    await client.aclose()
+    sentinel = getattr(client.connection_pool, "sentinel_manager", None)
+    if sentinel is not None:
+        await sentinel.aclose()
 
 
 async def check_server(client: aioredis.Redis, url: EngineURL) -> str:
@@ -169,6 +228,10 @@ class Writer:
     :param outage: told when Redis goes away and comes back; its hold bounds
         how long waiters wait (a hold of 0 fails them at once).
     :param back: called each time Redis answers again after an outage.
+    :param durability: with replicas, a pipeline that carries a write someone
+        waits for as stored (:meth:`command_waited` ``replicated=True``) ends
+        with ``WAIT replicas timeout``: one round trip to the replicas for the
+        whole pipeline, and its waiters fire only once enough replicas have it.
 
     :ivar connected: whether the last pipeline reached the server.  While it is
         ``False``, what was accepted stays queued here and is sent once the
@@ -183,8 +246,12 @@ class Writer:
         pack: Callable[[list[bytes]], bytes] | None = None,
         outage: Outage | None = None,
         back: Callable[[], None] | None = None,
+        durability: Durability = PRIMARY_ONLY,
     ) -> None:
         self.client = client
+        self.durability = durability
+        #: The waiters whose writes must reach the replicas before they fire.
+        self._replicated: set[Deferred[Any]] = set()
         self.connected = True
         self.outage = outage
         self._back = back
@@ -232,14 +299,19 @@ class Writer:
         if self._running is None:
             self._start()
 
-    def command_waited(self, *args: Any) -> Deferred[Any]:
+    def command_waited(self, *args: Any, replicated: bool = False) -> Deferred[Any]:
         """
         Queue a command.
 
+        :param replicated: a write a RECEIPT promises: with a
+            :class:`Durability` of replicas, wait for them too.
         :returns: a Deferred that fires with its reply once Redis has it, or
-            fails with :class:`RedisUnreachable` (the command stays queued).
+            fails with :class:`RedisUnreachable` (the command stays queued), or
+            :class:`NotReplicated`.
         """
         waiter: Deferred[Any] = Deferred()
+        if replicated and self.durability.replicas:
+            self._replicated.add(waiter)
         self._commands.append(args)
         outage = self.outage
         if not self.connected and (outage is None or outage.expired):
@@ -282,8 +354,9 @@ class Writer:
             while self._commands:
                 commands, self._commands = self._commands, []
                 waiters, self._waiters = self._waiters, []
+                wait = any(waiter in self._replicated for _, waiter in waiters)
                 try:
-                    replies = await self._pipeline(commands)
+                    replies = await self._pipeline(commands, wait)
                 except CONNECTION_ERRORS as error:
                     # Keep them, in order, ahead of what came meanwhile (whose
                     # waiters' places move up), marked as sent once already.
@@ -310,8 +383,14 @@ class Writer:
                     if self._back is not None:
                         self._back()
                 delay = BACKOFF_BASE
+                short = self._short_of_replicas(replies[-1]) if wait else None
                 for index, waiter in waiters:
                     reply = replies[index]
+                    if waiter in self._replicated:
+                        self._replicated.discard(waiter)
+                        if short is not None and not isinstance(reply, Exception):
+                            waiter.errback(short)
+                            continue
                     if isinstance(reply, Exception):
                         waiter.errback(RedisUnreachable("not stored", f"Redis refused: {reply}"))
                     else:
@@ -322,6 +401,19 @@ class Writer:
         finally:
             self._running = None
             self._idle.set()
+
+    def _short_of_replicas(self, reply: Any) -> NotReplicated | None:
+        """:returns: the error for ``WAIT``'s reply if fewer replicas than asked have the writes."""
+        wanted = self.durability.replicas
+        if isinstance(reply, int) and reply >= wanted:
+            return None
+        said = f"Redis answered {reply}" if isinstance(reply, Exception) else f"{reply} did"
+        return NotReplicated(
+            "message not replicated",
+            f"the message is stored on the broker's Redis primary, but {wanted} of its"
+            f" replicas did not confirm it within {self.durability.timeout:g} s ({said};"
+            " --engine-wait-replicas): a failover may lose it",
+        )
 
     def _gave_up(self, lasted: float) -> None:
         """The outage outlasted its hold: whoever waits hears of it now."""
@@ -342,9 +434,10 @@ class Writer:
         """Fail every waiter now (their commands stay queued and will still be sent)."""
         waiters, self._waiters = self._waiters, []
         for _, waiter in waiters:
+            self._replicated.discard(waiter)
             waiter.errback(error)
 
-    async def _pipeline(self, commands: list[Sequence[Any]]) -> list[Any]:
+    async def _pipeline(self, commands: list[Sequence[Any]], wait: bool = False) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)
         pack = self._pack
         for args in commands:
@@ -353,6 +446,9 @@ class Writer:
                 pipe.execute_command("PUBLISH", args[1], pack(args[2]))
             else:
                 pipe.execute_command(*args)
+        if wait:
+            durability = self.durability
+            pipe.execute_command("WAIT", durability.replicas, int(durability.timeout * 1000))
         return await pipe.execute(raise_on_error=False)
 
     async def drained(self) -> None:

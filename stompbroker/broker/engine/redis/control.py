@@ -43,7 +43,7 @@ from stompbroker.broker.features.browsing import Waiting
 from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
 
-__all__ = ["ANSWER_TIMEOUT", "ControlChannel", "Snapshot", "pick_waiting"]
+__all__ = ["ANSWER_TIMEOUT", "ControlChannel", "Snapshot", "pending_summary", "pick_waiting"]
 
 log = logger("stompbroker.broker.engine.redis")
 
@@ -53,6 +53,14 @@ ANSWER_TIMEOUT = 2.0
 PAGE = 500
 #: What a node is asked: the ids it read ahead.
 HELD = "held"
+#: What a node is asked: give back what it read ahead and read nothing for a
+#: while (:data:`HOLD` seconds at most), since the asker acts on the stream.
+GIVE_BACK = "give-back"
+#: What a node is told (no answer): the asker is done with the stream.
+RESUME = "resume"
+#: The longest a node reads nothing of a queue after giving back for another
+#: node's purge or move, should that node never say it is done.
+HOLD = 30.0
 
 
 @frozen
@@ -70,6 +78,16 @@ class Snapshot:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+async def pending_summary(client: Any, stream: str, group: str) -> Any:
+    """:returns: the ``XPENDING`` summary of ``stream``'s group (empty without one)."""
+    try:
+        return await client.xpending(stream, group)
+    except ResponseError as error:
+        if "NOGROUP" not in str(error):
+            raise
+        return {}
 
 
 def pick_waiting(
@@ -128,7 +146,7 @@ class ControlChannel:
             asker, request_id, kind, destination = (
                 request["from"], request["id"], request["op"], request["destination"]
             )
-            if kind != HELD:
+            if kind not in (HELD, GIVE_BACK, RESUME):
                 raise ValueError(kind)
         except (ValueError, KeyError, TypeError):
             log.warn("ignored a malformed control request")
@@ -136,11 +154,27 @@ class ControlChannel:
         if asker == engine.ids.node:
             return
         queue = engine.queues.get(destination)
+        if not isinstance(queue, StreamQueue):
+            queue = None
+        if kind == RESUME:
+            if queue is not None:
+                queue.resume()
+            return
         ahead: list[str] = []
-        if isinstance(queue, StreamQueue):
-            ahead = [message.message_id for message in queue.pending]
+        if queue is not None:
+            held = queue.give_back_for(HOLD) if kind == GIVE_BACK else queue.pending
+            ahead = [message.message_id for message in held]
         answer = json.dumps({"id": request_id, "node": engine.ids.node, "ahead": ahead})
+        # Through the writer, after the give-back's writes: once the asker has
+        # the answer, Redis has what was given back.
         engine.writer.command("PUBLISH", f"{self._prefix}:ctl:{asker}", answer)
+
+    def tell(self, kind: str, destination: str) -> None:
+        """Tell every node something about a queue that needs no answer (:data:`RESUME`)."""
+        engine = self._engine
+        request = {"id": uuid.uuid4().hex, "from": engine.ids.node, "op": kind,
+                   "destination": destination}
+        engine.writer.command("PUBLISH", self.requests, json.dumps(request))
 
     def answered(self, payload: bytes) -> None:
         """Take another node's answer to this node's request."""
@@ -195,12 +229,7 @@ class ControlChannel:
         names = engine.names
         me = engine.ids.node
         stream = names.queue(destination)
-        try:
-            summary = await client.xpending(stream, names.group)
-        except ResponseError as error:
-            if "NOGROUP" not in str(error):
-                raise
-            summary = {}
+        summary = await pending_summary(client, stream, names.group)
         holding = {_text(holder["name"]) for holder in summary.get("consumers") or ()}
         live = {me} if me in holding else set()
         for name in holding - {me}:
@@ -239,12 +268,7 @@ class ControlChannel:
         engine = self._engine
         client = engine.client
         group = engine.names.group
-        try:
-            summary = await client.xpending(stream, group)
-        except ResponseError as error:
-            if "NOGROUP" not in str(error):
-                raise
-            return {}
+        summary = await pending_summary(client, stream, group)
         if not summary.get("pending"):
             return {}
         rows = await client.xpending_range(

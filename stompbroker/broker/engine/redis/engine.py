@@ -63,28 +63,35 @@ from stompbroker.broker.engine.redis.codec import (
 )
 from stompbroker.broker.engine.redis.connection import (
     CONNECTION_ERRORS,
+    PRIMARY_ONLY,
+    Durability,
     RedisUnreachable,
     Writer,
     check_reactor,
     check_server,
+    close_client,
     make_client,
     run,
 )
 from stompbroker.broker.engine.redis.control import ControlChannel, Snapshot
 from stompbroker.broker.engine.redis.durables import Durables
 from stompbroker.broker.engine.redis.figures import FIGURES_INTERVAL, FiguresExchange
+from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.listener import listen
 from stompbroker.broker.engine.redis.liveness import Liveness
 from stompbroker.broker.engine.redis.outage import DEFAULT_OUTAGE_HOLD, Outage, unreachable_text
+from stompbroker.broker.engine.redis.queue_actions import ClusterQueueActions
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.resumes import RedisResumeDirectory
 from stompbroker.broker.engine.redis.retained import ClusterRetained
 from stompbroker.broker.engine.redis.scheduling import ClusterScheduling
+from stompbroker.broker.engine.redis.scripts import Scripts
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
 from stompbroker.broker.engine.redis.url import EngineURL
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
+from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX, REPLY_QUEUE_PREFIX
 from stompbroker.broker.routing.ids import Ids
 from stompbroker.broker.streams.log import StreamLog
@@ -101,6 +108,8 @@ log = logger("stompbroker.broker.engine.redis")
 
 #: Seconds after which a silent node counts as dead, and its messages go elsewhere.
 DEFAULT_NODE_TIMEOUT = 10.0
+#: Seconds; the longest wait between two attempts to bring the pub/sub connection back.
+PUBSUB_BACKOFF_CAP = 0.25
 #: The longest a stopping node waits for its last writes.
 STOP_TIMEOUT = 5.0
 
@@ -122,6 +131,8 @@ class RedisEngine:
     :param ids: the broker's ids; their node token names this node in Redis.
     :param outage_hold: seconds publishers and receipts are held while Redis is
         away, before they get an ERROR (``--engine-outage-hold``; :mod:`.outage`).
+    :param durability: what a persistent SEND's RECEIPT waits for besides the
+        primary (``--engine-wait-replicas``).
 
     :ivar names: the Redis key and channel names.
     :ivar writer: the :class:`~stompbroker.broker.engine.redis.connection.Writer`
@@ -158,8 +169,10 @@ class RedisEngine:
         counters: DeliveryCounters | None = None,
         stream_limits: StreamLimits | None = None,
         outage_hold: float = DEFAULT_OUTAGE_HOLD,
+        durability: Durability = PRIMARY_ONLY,
     ) -> None:
         self.clock = clock
+        self.durability = durability
         #: Whether Redis is away, and the hold of publishers and receipts meanwhile.
         self.outage = Outage(clock, outage_hold)
         #: What pauses publishers during an outage, and counts the writer's memory.
@@ -187,6 +200,10 @@ class RedisEngine:
         #: and the queues' reads (a lost reply must be seen as one).
         self.unretried: Any = None
         self.writer: Any = None
+        #: The queues' scripts (made when the engine opens).
+        self.scripts: Any = None
+        #: Where a message of a priority goes: its queue's stream or lane (:mod:`.lanes`).
+        self.lanes = LaneMarks(url.prefix)
         self._subscriber: Any = None
         #: How often Redis closed the pub/sub connection and it came back.
         self.pubsub_reconnects = 0
@@ -214,6 +231,8 @@ class RedisEngine:
         self.scheduled: ClusterScheduling | None = None
         #: The nodes' requests to each other about the queues they read (:mod:`.control`).
         self.control = ControlChannel(self)
+        #: The management's purge, move, copy and retry across nodes (:meth:`shared_queues`).
+        self._actions: ClusterQueueActions | None = None
         #: Channels of this engine's features -> what takes their messages (the listener).
         self.channels: dict[bytes, Callable[[bytes], None]] = {
             self.retained.channel.encode(): self.retained.notice,
@@ -243,7 +262,10 @@ class RedisEngine:
         self.loop = check_reactor(self.clock)
         self.client = make_client(self.url)
         self.unretried = make_client(self.url, retries=0)
-        self._subscriber = make_client(self.url, forever=True)
+        self.scripts = Scripts(self.client)
+        # Topic messages published while it is away are lost for this node:
+        # try again every quarter second at most, not every 2 s.
+        self._subscriber = make_client(self.url, forever=True, backoff_cap=PUBSUB_BACKOFF_CAP)
         node = self.ids.node
         self.writer = Writer(
             self.unretried,
@@ -251,6 +273,7 @@ class RedisEngine:
             lambda payloads: pack_batch(node, payloads),
             outage=self.outage,
             back=self._reconnected,
+            durability=self.durability,
         )
         if self._alarm is not None:
             self.outage.watch(self._alarm)
@@ -380,9 +403,9 @@ class RedisEngine:
     async def _stop(self) -> None:
         if not self._loops:
             # It never started (the server was not there, or refused us).
-            await self._subscriber.aclose()
-            await self.client.aclose()
-            await self.unretried.aclose()
+            await close_client(self._subscriber)
+            await close_client(self.client)
+            await close_client(self.unretried)
             return
         for call in self._loops:
             if call.running:
@@ -401,9 +424,9 @@ class RedisEngine:
             log.warn("left Redis without its last writes: {error}", error=str(error))
         if self._listener is not None:
             self._listener.cancel()
-        await self._subscriber.aclose()
-        await self.client.aclose()
-        await self.unretried.aclose()
+        await close_client(self._subscriber)
+        await close_client(self.client)
+        await close_client(self.unretried)
 
     # -- routing ---------------------------------------------------------------------------
 
@@ -437,13 +460,13 @@ class RedisEngine:
             self._check_connected()
         self.traffic.published(message)
         if not message.persistent:
-            self.writer.command(
-                "XADD",
-                self.names.queue(message.destination),
-                "*",
-                "m",
-                encode(self.ids.node, message),
-            )
+            destination = message.destination
+            stream = self.names.queue(destination)
+            if message.priority != DEFAULT_PRIORITY:
+                stream = self.lanes.stream(self.writer, destination, stream, message.priority)
+            if message.group is not None:
+                self.lanes.grouped(self.writer, destination)
+            self.writer.command("XADD", stream, "*", "m", encode(self.ids.node, message))
 
     def publish_reply(self, message: Message) -> None:
         """Put a reply on its temporary queue, here or on the node that owns it."""
@@ -463,14 +486,21 @@ class RedisEngine:
         Add a persistent message to its queue's stream, or to the streams of the
         durable subscriptions its topic matches, before it is acknowledged.
 
-        :returns: a Deferred that fires once Redis has it (see docs/cluster.md for
+        :returns: a Deferred that fires once Redis has it (and, with
+            ``--engine-wait-replicas``, its replicas; see docs/cluster.md for
             what ``appendfsync`` then promises), or fails with
             :class:`~stompbroker.broker.engine.redis.connection.RedisUnreachable`;
             ``None`` for a topic message no durable subscription takes.
         """
         destination = message.destination
         if destination.startswith(QUEUE_PREFIX):
-            streams = [self.names.queue(destination)]
+            if message.group is not None:
+                self.lanes.grouped(self.writer, destination)
+            streams = [
+                self.lanes.stream(
+                    self.writer, destination, self.names.queue(destination), message.priority
+                )
+            ]
         else:
             streams = [durable.stream for durable in self.durables.streams(destination)]
             if not streams:
@@ -482,7 +512,9 @@ class RedisEngine:
         for stream in streams[:-1]:
             self.writer.command("XADD", stream, "*", "m", payload)
         # One pipeline at a time, in order: the last reply means Redis has them all.
-        stored: Deferred[Any] = self.writer.command_waited("XADD", streams[-1], "*", "m", payload)
+        stored: Deferred[Any] = self.writer.command_waited(
+            "XADD", streams[-1], "*", "m", payload, replicated=True
+        )
         return stored.addCallback(_nothing)
 
     # -- queues ------------------------------------------------------------------------------
@@ -518,6 +550,12 @@ class RedisEngine:
     ) -> int:
         """Move (or copy) what this node has read of ``queue`` and not handed out."""
         return self.table.transfer(queue, count, route, copy, self.keep, self.publish_topic)
+
+    def shared_queues(self) -> ClusterQueueActions:
+        """:returns: the management's operations on queues across nodes (:mod:`.queue_actions`)."""
+        if self._actions is None:
+            self._actions = ClusterQueueActions(self)
+        return self._actions
 
     def release_queue(self, queue: Any) -> None:
         """

@@ -48,9 +48,14 @@ from zope.interface import implementer
 from stompbroker.broker.engine.base import IQueue
 from stompbroker.broker.engine.redis.codec import decode, encode
 from stompbroker.broker.engine.redis.connection import BACKOFF_BASE, BACKOFF_CAP, CONNECTION_ERRORS
+from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
+from stompbroker.broker.engine.redis.lanes import LaneMarks
+from stompbroker.broker.engine.redis.own_pending import pending_count, pending_pages
+from stompbroker.broker.engine.redis.queue_reading import QueueReading
 from stompbroker.broker.engine.redis.settled import RecentlySettled
 from stompbroker.broker.features.selectors import Selector
 from stompbroker.broker.queueing.delivery import Consumer
+from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
 from stompbroker.broker.queueing.queues import WorkerQueue
 from stompbroker.broker.store.journal import durable_key
 from stompbroker.logs import logger
@@ -63,10 +68,6 @@ log = logger("stompbroker.broker.engine.redis")
 
 #: Most entries one read takes; an ``auto`` consumer counts for this much room.
 MAX_READ = 500
-#: Milliseconds a read waits on an empty stream before it looks at its consumers again.
-READ_BLOCK_MS = 1000
-#: Most entries of the node's own pending list one read of it takes (:meth:`StreamQueue.reconcile`).
-RECONCILE_PAGE = 500
 
 
 def _stored(reply: Any) -> bool:
@@ -112,9 +113,13 @@ class StreamQueue:
         "_wake",
         "_closed",
         "_settled",
+        "_settled_elsewhere",
+        "_reading",
+        "_cluster",
         "_recent",
         "_reconcile_due",
         "_check_due",
+        "_held_until",
     )
 
     #: No message store: Redis keeps its messages (see the local queue's).
@@ -142,20 +147,41 @@ class StreamQueue:
         self._stream: str = (
             names.queue(destination) if self.key is None else names.durable(self.key)
         )
-        #: message-id -> its stream entry id, for what this node has read and not settled.
-        self._entries: dict[str, bytes] = {}
+        #: message-id -> its stream entry id, for what this node has read and not
+        #: settled; ``(stream, entry id)`` for an entry of another stream (a lane).
+        self._entries: dict[str, Any] = {}
         self._reader: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._closed = False
         #: Entries settled this turn of the loop, ended together (:meth:`_end_settled`).
         self._settled: list[bytes] = []
-        #: What this node ended of the stream lately, so that Redis handing it out again ends it.
+        #: ``(stream, entry id)`` of entries of other streams settled this turn.
+        self._settled_elsewhere: list[tuple[str, bytes]] = []
+        #: How this node reads the queue: its stream, or its priority lanes.
+        #: Who gets what across the nodes, for a ``/queue/`` (:mod:`.dispatch`).
+        self._cluster: ClusterDispatch | None = None
+        if durable is None:
+            self._cluster = ClusterDispatch(
+                engine, destination, self._stream, lambda: self._room() > 0
+            )
+        self._reading = QueueReading(
+            engine,
+            destination if durable is None else None,
+            self._stream,
+            self._cluster,
+            screen=self._screen,
+        )
+        #: What this node ended lately, of any of the queue's streams (keyed as
+        #: in :attr:`_entries`), so that Redis handing it out again ends it.
         self._recent = RecentlySettled()
-        #: The reader reads the node's own pending list before it reads on: at
+        #: The reader reads the node's own pending lists before it reads on: at
         #: the start, and after each reconnect.
         self._reconcile_due = True
-        #: The reader compares the pending list's length with what the node holds.
+        #: The reader compares the pending lists' length with what the node holds.
         self._check_due = False
+        #: Until when (the clock's seconds) the reader reads nothing: another node
+        #: acts on the stream (:meth:`give_back_for`).
+        self._held_until = 0.0
 
     def __repr__(self) -> str:
         if self.key is not None:
@@ -211,7 +237,16 @@ class StreamQueue:
     def enqueue(self, message: Message) -> None:
         """Add a message (a dead letter, a reply) to the stream, for any node's consumers."""
         engine = self._engine
-        engine.writer.command("XADD", self._stream, "*", "m", encode(engine.ids.node, message))
+        payload = encode(engine.ids.node, message)
+        engine.writer.command("XADD", self._lane(message), "*", "m", payload)
+
+    def _lane(self, message: Message) -> str:
+        """:returns: the stream a message goes to: the queue's, or its priority's lane."""
+        if message.priority == DEFAULT_PRIORITY or self.key is not None:
+            return self._stream
+        engine = self._engine
+        lanes: LaneMarks = engine.lanes
+        return lanes.stream(engine.writer, self.destination, self._stream, message.priority)
 
     def deliver(self, message: Message) -> None:
         """As :meth:`enqueue` (a topic's fan-out reaching a queue)."""
@@ -238,13 +273,20 @@ class StreamQueue:
         """
         Start handing messages to a local subscriber; the first starts the reading.
 
-        The broker gives it no selector and no consumer options: the engine's
-        capabilities lack them (:data:`~stompbroker.broker.engine.capabilities.REDIS`),
-        since a node reads as its own consumers' windows allow and chooses among
-        them only.  Counted in the statistics again after a consumerless spell.
+        A ``/queue/``'s consumer is registered in Redis with its selector and
+        options, so that every node's reads give it what it should get
+        (:mod:`~stompbroker.broker.engine.redis.dispatch`); among this node's
+        consumers, the local queue chooses by the one-node rules.  Counted in the
+        statistics again after a consumerless spell.
         """
         self._traffic.queues.add(self.local)
-        consumer = self.local.add_consumer(subscriber, window, max_redeliveries)
+        consumer = self.local.add_consumer(
+            subscriber, window, max_redeliveries, selector=selector, options=options
+        )
+        if self._cluster is not None:
+            self._cluster.register(
+                consumer, selector, options, MAX_READ if consumer.auto else window
+            )
         self._closed = False
         if self._reader is None:
             self._reader = self._engine.loop.create_task(self._read())
@@ -259,9 +301,19 @@ class StreamQueue:
         """
         self.local.remove_consumer(consumer)
         self._wake.set()
+        cluster = self._cluster
+        if cluster is not None:
+            cluster.unregister(consumer)
+            if cluster.active and self.consumers:
+                # What it held may be for other nodes' consumers now: decided again.
+                self._give_back(list(self.pending))
+                self.pending.clear()
         if not self.consumers:
             self._give_back([*self.pending, *self._delayed()])
             self.pending.clear()
+            if cluster is not None:
+                self._give_back_held(cluster)
+                cluster.leave()
 
     def dispatch(self) -> None:
         """Hand out what was read, and let the reader read more if there is room."""
@@ -309,18 +361,26 @@ class StreamQueue:
             recent = self._recent
             recent.ended(entry)
             recent.acknowledged(message.message_id)
-            if not self._settled:
+            if not self._settled and not self._settled_elsewhere:
                 self._engine.loop.call_soon(self._end_settled)
-            self._settled.append(entry)
+            if type(entry) is bytes:
+                self._settled.append(entry)
+            else:
+                self._settled_elsewhere.append(entry)
 
     def _end_settled(self) -> None:
         """One ``XACK`` and one ``XDEL`` for every entry settled since the last."""
         entries = self._settled
+        writer = self._engine.writer
         if entries:
             self._settled = []
-            writer = self._engine.writer
             writer.command("XACK", self._stream, self._engine.names.group, *entries)
             writer.command("XDEL", self._stream, *entries)
+        if self._settled_elsewhere:
+            elsewhere, self._settled_elsewhere = self._settled_elsewhere, []
+            for stream, entry in elsewhere:
+                writer.command("XACK", stream, self._engine.names.group, entry)
+                writer.command("XDEL", stream, entry)
 
     def _delayed(self) -> list[Message]:
         """:returns: the NACKed messages waiting here for their redelivery, taken."""
@@ -333,20 +393,43 @@ class StreamQueue:
         writer = engine.writer
         for message in messages:
             entry = self._entries.pop(message.message_id, None)
-            writer.command("XADD", self._stream, "*", "m", encode(engine.ids.node, message))
+            writer.command("XADD", self._lane(message), "*", "m", encode(engine.ids.node, message))
             if entry is not None:
                 self._recent.ended(entry)
-                writer.command("XACK", self._stream, engine.names.group, entry)
-                writer.command("XDEL", self._stream, entry)
+                stream = self._stream
+                if type(entry) is not bytes:
+                    stream, entry = entry
+                writer.command("XACK", stream, engine.names.group, entry)
+                writer.command("XDEL", stream, entry)
 
-    def _end(self, entries: list[bytes]) -> None:
-        """End entries this node will not deliver (copies of what it holds or settled)."""
+    def _give_back_held(self, cluster: ClusterDispatch) -> None:
+        """Put back the entries no consumer took at the tail of the stream, for the others."""
+        writer = self._engine.writer
+        group = self._engine.names.group
+        held, cluster.held = cluster.held, []
+        for stream, entry, payload in held:
+            self._recent.ended(self._key(stream, entry))
+            writer.command("XADD", self._stream, "*", "m", payload)
+            writer.command("XACK", stream, group, entry)
+            writer.command("XDEL", stream, entry)
+
+    def _end(self, entries: list[Any]) -> None:
+        """
+        End entries this node will not deliver (copies of what it holds or settled).
+
+        :param entries: keyed as in :attr:`_entries`.
+        """
         recent = self._recent
+        streams: dict[str, list[bytes]] = {}
         for entry in entries:
             recent.ended(entry)
+            stream, entry_id = (self._stream, entry) if type(entry) is bytes else entry
+            streams.setdefault(stream, []).append(entry_id)
         writer = self._engine.writer
-        writer.command("XACK", self._stream, self._engine.names.group, *entries)
-        writer.command("XDEL", self._stream, *entries)
+        group = self._engine.names.group
+        for stream, ids in streams.items():
+            writer.command("XACK", stream, group, *ids)
+            writer.command("XDEL", stream, *ids)
 
     def close(self) -> None:
         """
@@ -359,6 +442,11 @@ class StreamQueue:
         held.extend(self.pending)
         held.extend(self._delayed())
         self._give_back(held)
+        if self._cluster is not None:
+            for consumer in self.consumers:
+                self._cluster.unregister(consumer)
+            self._give_back_held(self._cluster)
+            self._cluster.leave()
         self.consumers.clear()
         self.pending.clear()
         self._traffic.queues.discard(self.local)
@@ -368,8 +456,31 @@ class StreamQueue:
 
     # -- reading ---------------------------------------------------------------------------
 
+    def give_back_for(self, seconds: float) -> list[Message]:
+        """
+        Another node acts on the whole stream (a purge, a move: :mod:`.queue_actions`):
+        put what this node read ahead and did not hand out back at the tail of
+        the stream, and read nothing more for ``seconds`` or until :meth:`resume`.
+
+        :returns: the messages given back.
+        """
+        given = list(self.pending)
+        self.pending.clear()
+        self._give_back(given)
+        clock = self._engine.clock
+        self._held_until = clock.seconds() + seconds
+        clock.callLater(seconds, self._wake.set)
+        return given
+
+    def resume(self) -> None:
+        """The other node is done with the stream: read on."""
+        self._held_until = 0.0
+        self._wake.set()
+
     def _room(self) -> int:
         """:returns: how many more messages the local consumers can take now."""
+        if self._held_until and self._held_until > self._engine.clock.seconds():
+            return 0
         room = -len(self.pending)
         for consumer in self.consumers:
             if consumer.paused:
@@ -377,93 +488,113 @@ class StreamQueue:
             room += MAX_READ if consumer.auto else consumer.window - len(consumer.unacked)
         return min(room, MAX_READ)
 
-    def _take(self, entries: list[Any], redelivered: dict[bytes, int] | None = None) -> int:
-        """
-        Put entries read or claimed from the stream in the local queue, but for
-        those this node holds already (left as they are), and for deleted ones,
-        second copies of a message held here, and those ended or settled here
-        lately (ended again).
+    def _key(self, stream: str | None, entry_id: bytes) -> Any:
+        """:returns: an entry's key in :attr:`_entries`: its id, or ``(stream, id)`` elsewhere."""
+        return entry_id if stream is None or stream == self._stream else (stream, entry_id)
 
-        :param redelivered: entry id -> times Redis delivered it, for entries
-            taken from a pending list (1 if missing); ``None`` for a read of new ones.
-        :returns: how many went into the local queue.
+    def _fresh(self, entries: list[Any], stream: str | None) -> list[tuple[bytes, Any, Message]]:
+        """
+        Sort entries read, claimed or found in a pending list: those this node
+        holds already, or holds back for no consumer accepting them
+        (:mod:`.dispatch`), are left as they are; deleted ones, second copies of a
+        message held here, and those ended or settled here lately are ended again.
+
+        :returns: the others, ``(entry id, fields, message)``.
         """
         held = self._entries
         recent = self._recent
-        stale: list[bytes] = []
-        taken = 0
+        cluster = self._cluster
+        waiting = {(s, e) for s, e, _ in cluster.held} if cluster is not None else set()
+        stale: list[Any] = []
+        fresh: list[tuple[bytes, Any, Message]] = []
+        seen: set[str] = set()
         for entry_id, fields in entries:
+            key = self._key(stream, entry_id)
             if not fields:
                 # Deleted (XDEL) while pending: its XACK was lost.
-                stale.append(entry_id)
+                stale.append(key)
+                continue
+            if (stream or self._stream, entry_id) in waiting:
                 continue
             _, message = decode(fields[b"m"])
             message_id = message.message_id
             holding = held.get(message_id)
             if holding is not None:
-                if holding != entry_id:
-                    stale.append(entry_id)
+                if holding != key:
+                    stale.append(key)
                 continue
-            if recent.knows(entry_id, message_id):
-                stale.append(entry_id)
+            if message_id in seen or recent.knows(key, message_id):
+                stale.append(key)
                 continue
-            if redelivered is not None:
-                message.redeliveries += redelivered.get(entry_id, 1)
-            held[message_id] = entry_id
-            self.local.enqueue(message)
-            taken += 1
+            seen.add(message_id)
+            fresh.append((entry_id, fields, message))
         if stale:
             self._end(stale)
+        return fresh
+
+    def _screen(self, stream: str, entries: list[Any]) -> list[Any]:
+        """:returns: the entries to decide among the nodes (:meth:`_fresh`'s, as read)."""
+        return [(entry_id, fields) for entry_id, fields, _ in self._fresh(entries, stream)]
+
+    def _take(
+        self,
+        entries: list[Any],
+        redelivered: dict[bytes, int] | None = None,
+        stream: str | None = None,
+    ) -> int:
+        """
+        Put entries read or claimed from a stream (the queue's, a lane, or this
+        node's own) in the local queue, but for those :meth:`_fresh` leaves or ends.
+
+        :param redelivered: entry id -> times Redis delivered it, for entries
+            taken from a pending list (1 if missing); ``None`` for a read of new ones.
+        :returns: how many went into the local queue.
+        """
+        taken = 0
+        for entry_id, fields, message in self._fresh(entries, stream):
+            if b"r" in fields:
+                # Handed back by a node that had delivered it (dispatch.RETURN_NODE).
+                message.redeliveries += int(fields[b"r"])
+            if redelivered is not None:
+                message.redeliveries += redelivered.get(entry_id, 1)
+            self._entries[message.message_id] = self._key(stream, entry_id)
+            self.local.enqueue(message)
+            taken += 1
         return taken
 
     # -- reconciling with Redis -------------------------------------------------------
 
     def reconnected(self) -> None:
-        """Redis came back: read this node's pending list before reading on."""
+        """Redis came back: read this node's pending lists before reading on."""
         self._reconcile_due = True
         self._wake.set()
 
     def check_pending(self) -> None:
-        """Let the reader compare this node's pending list with what it holds (a slow timer)."""
+        """Let the reader compare this node's pending lists with what it holds (a slow timer)."""
         self._check_due = True
         self._wake.set()
 
-    async def _pending_count(self) -> int:
-        """:returns: how many entries the group's pending list holds for this node."""
-        engine = self._engine
-        summary = await engine.client.xpending(self._stream, engine.names.group)
-        me = engine.ids.node
-        for holder in summary.get("consumers") or ():
-            name = holder["name"]
-            if (name.decode() if isinstance(name, bytes) else name) == me:
-                return int(holder["pending"])
-        return 0
+    def _accounted(self) -> int:
+        """:returns: how many entries of its pending lists this node knows of."""
+        cluster = self._cluster
+        waiting = 0 if cluster is None else len(cluster.held)
+        return len(self._entries) + len(self._settled) + len(self._settled_elsewhere) + waiting
 
     async def reconcile(self) -> int:
         """
-        Take what this node's pending list holds and the node does not: entries
-        a read claimed whose reply never came (the connection died with it).
-        They count as redelivered (Redis delivered them once).  Runs in the
-        reader, never beside a read.
+        Take what this node's pending lists hold and the node does not: entries
+        a read claimed whose reply never came (the connection died with it), in
+        every stream it reads (the queue's or its lanes, and its own stream of
+        the queue).  They count as redelivered (Redis delivered them once);
+        while the queue's reads are decided (:mod:`.dispatch`), those of the
+        queue's streams are decided first.  Runs in the reader, never beside a read.
 
         :returns: how many entries went into the local queue.
         """
-        engine = self._engine
-        start: bytes | str = "0"
         taken = 0
-        while True:
-            reply = await engine.unretried.xreadgroup(
-                engine.names.group, engine.ids.node, {self._stream: start}, count=RECONCILE_PAGE
-            )
-            entries: list[Any] = []
-            for _, page in reply or ():
-                entries.extend(page)
-            if not entries:
-                break
-            taken += self._take(entries, {})
-            start = entries[-1][0]
-            if len(entries) < RECONCILE_PAGE:
-                break
+        for stream in self._reading.own_streams():
+            async for page in pending_pages(self._engine, stream):
+                taken += await self._reconciled(stream, page)
         if taken:
             log.info(
                 "took {count} messages of {queue} from this node's pending list in Redis"
@@ -473,11 +604,20 @@ class StreamQueue:
             )
         return taken
 
+    async def _reconciled(self, stream: str, entries: list[Any]) -> int:
+        """Take a page of this node's pending list of ``stream``; :returns: how many."""
+        cluster = self._cluster
+        if cluster is None or not cluster.active or stream == cluster.own:
+            return self._take(entries, {}, stream)
+        async with cluster.lock:
+            return await self._claimed(entries, {}, stream)
+
     async def _reconcile_if_due(self) -> None:
         """Reconcile when due, or when the slow check finds entries the node does not hold."""
         if self._check_due and not self._reconcile_due:
             self._check_due = False
-            if await self._pending_count() > len(self._entries) + len(self._settled):
+            streams = self._reading.own_streams()
+            if await pending_count(self._engine, streams) > self._accounted():
                 self._reconcile_due = True
         if self._reconcile_due:
             self._reconcile_due = False
@@ -490,10 +630,6 @@ class StreamQueue:
     async def _read(self) -> None:
         """Read for the local consumers while there are any."""
         engine = self._engine
-        # A client that never sends a read again by itself: a read whose reply
-        # is lost must be seen to fail, for what it claimed to be reconciled.
-        client = engine.unretried
-        names = engine.names
         delay = BACKOFF_BASE
         try:
             await self._make_group()
@@ -509,19 +645,15 @@ class StreamQueue:
                 if self._was_closed():
                     self._give_back(list(self.pending))
                     self.pending.clear()
+                    if self._cluster is not None:
+                        self._give_back_held(self._cluster)
                     break
-                room = self._room()
+                room = self._reading.room(self._room())
                 if room <= 0:
                     await self._wake.wait()
                     continue
                 try:
-                    reply = await client.xreadgroup(
-                        names.group,
-                        engine.ids.node,
-                        {self._stream: ">"},
-                        count=room,
-                        block=READ_BLOCK_MS,
-                    )
+                    reply = await self._reading.read(room)
                 except ResponseError as error:
                     if "NOGROUP" not in str(error):
                         raise
@@ -537,19 +669,42 @@ class StreamQueue:
                 delay = BACKOFF_BASE
                 if self._was_closed():
                     # Read after the handle was dropped: back for the others.
-                    for _, entries in reply or ():
-                        self._take(entries)
+                    for stream, entries in reply:
+                        self._take(entries, stream=stream)
                     self._give_back(list(self.pending))
                     self.pending.clear()
+                    if self._cluster is not None:
+                        self._give_back_held(self._cluster)
                     break
-                for _, entries in reply or ():
-                    self._take(entries)
+                for stream, entries in reply:
+                    self._take(entries, stream=stream)
         except Exception:
             log.failure("reading {queue} from Redis failed", queue=self.destination)
         finally:
             self._reader = None
             if self.consumers and not self._closed:
                 self._reader = engine.loop.create_task(self._read())
+
+    async def _claimed(self, entries: list[Any], counts: dict[Any, int], stream: str) -> int:
+        """
+        Take entries claimed, or found in this node's pending list: while
+        deciding, only those this node's consumers should get (the others go
+        to their nodes), and none this node holds or settled lately.
+
+        :param counts: entry id -> times Redis delivered it (1 if missing).
+        :returns: how many went into the local queue.
+        """
+        cluster = self._cluster
+        if cluster is not None and cluster.active:
+            marked = [
+                (entry_id, {**fields, b"r": counts.get(entry_id, 1)})
+                for entry_id, fields in self._screen(stream, entries)
+            ]
+            taken = 0
+            for taken_from, kept in await cluster.decide_locked([(stream, marked)]):
+                taken += self._take(kept, stream=taken_from)
+            return taken
+        return self._take(entries, counts, stream)
 
     async def _make_group(self) -> None:
         """Make the stream and its group, from the start of the stream, unless they exist."""
@@ -564,16 +719,38 @@ class StreamQueue:
     async def claim_from_dead(self) -> int:
         """
         Take over, for the local consumers, what dead nodes held of this queue:
-        the pending entries of group consumers whose liveness key has expired.
+        the pending entries of group consumers whose liveness key has expired,
+        in the queue's stream and in its priority lanes.
 
         :returns: how many entries were claimed.
         """
+        claimed = 0
+        cluster = self._cluster
+        if cluster is not None and cluster.active:
+            async with cluster.lock:
+                # Forgets dead nodes' consumers and groups, and hands back their own
+                # streams; what they held is decided before any newer entry.
+                await cluster.refresh()
+                for stream in self._reading.streams():
+                    claimed += await self._claim_stream(stream)
+            return claimed
+        for stream in self._reading.streams():
+            claimed += await self._claim_stream(stream)
+        return claimed
+
+    async def _claim_stream(self, stream: str) -> int:
+        """Take over what dead nodes held of one of the queue's streams."""
         engine = self._engine
         client = engine.client
         names = engine.names
         me = engine.ids.node
         claimed = 0
-        summary = await client.xpending(self._stream, names.group)
+        try:
+            summary = await client.xpending(stream, names.group)
+        except ResponseError as error:
+            if "NOGROUP" not in str(error):
+                raise
+            return 0  # a lane nobody has read yet
         for holder in summary.get("consumers") or ():
             name = holder["name"]
             name = name.decode() if isinstance(name, bytes) else name
@@ -583,16 +760,16 @@ class StreamQueue:
             if room <= 0:
                 break
             rows = await client.xpending_range(
-                self._stream, names.group, min="-", max="+", count=room, consumername=name
+                stream, names.group, min="-", max="+", count=room, consumername=name
             )
             if not rows:
-                await client.xgroup_delconsumer(self._stream, names.group, name)
+                await client.xgroup_delconsumer(stream, names.group, name)
                 continue
             counts = {row["message_id"]: row["times_delivered"] for row in rows}
             entries = await client.xclaim(
-                self._stream, names.group, me, min_idle_time=0, message_ids=list(counts)
+                stream, names.group, me, min_idle_time=0, message_ids=list(counts)
             )
-            self._take(entries, counts)
+            await self._claimed(entries, counts, stream)
             claimed += len(entries)
             log.info(
                 "took over {count} messages of {queue} from node {node}, which is gone",

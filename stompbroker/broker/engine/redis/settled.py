@@ -11,7 +11,8 @@ entries whose ``XACK`` was lost, or is still queued in the writer.  Two records,
 each of the last :data:`SETTLED_MEMORY` ids (oldest forgotten first):
 
 - the **entries** the node ended (acknowledged, given back to the stream,
-  dead-lettered, expired): Redis's id of the entry;
+  dead-lettered, expired): Redis's id of the entry, with its stream for an
+  entry of another of the queue's streams (a priority lane, the node's own);
 - the **messages** consumers acknowledged: the broker's message id, so that a
   second copy of one (a re-sent ``XADD``, under another entry id) is ended too.
 
@@ -21,6 +22,7 @@ Pure: no Redis, no clock.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Hashable
 
 __all__ = ["SETTLED_MEMORY", "RecentlySettled"]
 
@@ -44,15 +46,19 @@ class RecentlySettled:
         if limit < 1:
             raise ValueError(f"a record of settled messages keeps 1 or more, got {limit}")
         self.limit = limit
-        self._entries: OrderedDict[bytes, None] = OrderedDict()
+        self._entries: OrderedDict[Hashable, None] = OrderedDict()
         self._messages: OrderedDict[str, None] = OrderedDict()
 
     def __len__(self) -> int:
         """:returns: how many entry ids it holds."""
         return len(self._entries)
 
-    def ended(self, entry_id: bytes) -> None:
-        """Remember that this node ended an entry (``XACK``/``XDEL`` queued)."""
+    def ended(self, entry_id: Hashable) -> None:
+        """
+        Remember that this node ended an entry (``XACK``/``XDEL`` queued).
+
+        :param entry_id: its id, or ``(stream, id)`` (as the queue keys it).
+        """
         entries = self._entries
         entries[entry_id] = None
         if len(entries) > self.limit:
@@ -65,7 +71,7 @@ class RecentlySettled:
         if len(messages) > self.limit:
             messages.popitem(last=False)
 
-    def knows(self, entry_id: bytes, message_id: str | None = None) -> bool:
+    def knows(self, entry_id: Hashable, message_id: str | None = None) -> bool:
         """
         :returns: whether the entry was ended here, or its message acknowledged
             here: Redis handing it out again is a roll-back or a duplicate, to end.
