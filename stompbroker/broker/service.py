@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred
@@ -182,6 +183,8 @@ class Broker(Service):
         self.virtual_hosts = virtual_hosts
         #: Each virtual host's view (``None``: the default host's), made once.
         self._hosted: dict[str | None, HostedBroker] = {}
+        #: The virtual host each connection chose, for management (none: the default).
+        self._host_names: WeakKeyDictionary[Any, str] = WeakKeyDictionary()
         if virtual_hosts is not None:
             self._hosted[None] = HostedBroker(self, None)
             for host in virtual_hosts.hosts.values():
@@ -203,7 +206,13 @@ class Broker(Service):
         if hosts is None:
             return None
         host = hosts.select(header)
+        if host is not None:
+            self._host_names[connection] = host.name
         return self._hosted[None if host is None else host.name]
+
+    def host_name(self, connection: Any) -> str | None:
+        """:returns: the virtual host ``connection`` works in, ``None`` for the default host."""
+        return self._host_names.get(connection)
 
     @property
     def persistent_queues(self) -> bool:

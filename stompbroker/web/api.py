@@ -24,6 +24,10 @@ path                                                   method  what
 =====================================================  ======  =============================
 
 The destination is one path segment, percent-encoded (``%2Fqueue%2Forders``).
+With virtual hosts, ``?vhost=NAME`` names the virtual host of the destination
+calls (the default host without it) and filters the lists; every destination
+is shown as its virtual host's clients name it, with a ``vhost`` field
+(:mod:`stompbroker.web.api_hosts`).
 Who may call what is :mod:`stompbroker.web.api_guard`'s; the operations are
 :class:`~stompbroker.broker.management.operations.Management`'s.  docs/management.md
 documents every call with a ``curl`` line.  Errors are JSON objects with
@@ -44,6 +48,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request
 
 from stompbroker import __version__
+from stompbroker.broker.clients.hosted import client_copy
 from stompbroker.broker.engine.shared_queues import Acted
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.management.detached_sessions import UnknownSession
@@ -55,20 +60,20 @@ from stompbroker.broker.management.operations import (
     UnknownDestination,
 )
 from stompbroker.broker.management.queue_operations import MAX_COUNT, check_target
+from stompbroker.broker.routing.virtual_hosts import DEFAULT_HOST
 from stompbroker.logs import logger
-from stompbroker.protocol.message import Message
 from stompbroker.stats.documents import memory_document, stats_document
 from stompbroker.stats.schema import format_timestamp, to_timestamp
 from stompbroker.stats.services import LiveStats
 from stompbroker.stats.setup import RunningSetup
+from stompbroker.web.api_bodies import MAX_BODY, count_of, json_body, message_document, query
 from stompbroker.web.api_guard import ADMIN, EVERYTHING, READ, WRITE, ApiError, ApiGuard
+from stompbroker.web.api_hosts import ApiHosts
 
 __all__ = ["MAX_BODY", "ManagementApi", "message_document"]
 
 log = logger("stompbroker.web.api")
 
-#: Largest request body accepted, in bytes.
-MAX_BODY = 1024 * 1024
 #: How many messages a browse shows without ``?count=``.
 DEFAULT_BROWSE = 10
 #: The response header of a browse that names the node that answered.
@@ -87,31 +92,6 @@ _STATUS: dict[type[BaseException], tuple[int, str]] = {
 def _records(records: Any) -> list[Any]:
     """:returns: each record as JSON."""
     return [_record(record) for record in records]
-
-
-def message_document(message: Message) -> dict[str, Any]:
-    """
-    :returns: a message as JSON: its headers as an object (the first of a
-        repeated header wins, as in STOMP), its body as text when it is UTF-8,
-        else base64 (``body_encoding`` says which).
-    """
-    try:
-        body, encoding = message.body.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        body, encoding = base64.b64encode(message.body).decode("ascii"), "base64"
-    headers: dict[str, str] = {}
-    for name, value in message.headers:
-        headers.setdefault(name, value)
-    return {
-        "message_id": message.message_id,
-        "destination": message.destination,
-        "headers": headers,
-        "body": body,
-        "body_encoding": encoding,
-        "size": len(message.body),
-        "persistent": message.persistent,
-        "redeliveries": message.redeliveries,
-    }
 
 
 def _operator(identity: Any, request: Request) -> str:
@@ -159,6 +139,7 @@ class ManagementApi(Resource):
         self.guard = guard
         self.live = live
         self.setup = setup
+        self.hosts = ApiHosts(getattr(management.broker, "virtual_hosts", None))
 
     def render(self, request: Request) -> Any:
         request.setHeader(b"content-type", b"application/json")
@@ -221,10 +202,15 @@ class ManagementApi(Resource):
             if top == "nodes":
                 return maybeDeferred(self.management.nodes).addCallback(_records)
             if len(path) == 1:
-                return [_record(info) for info in self.management.connections()]
+                vhost = self._vhost_filter(request)
+                return [
+                    _record(info)
+                    for info in self.management.connections()
+                    if vhost is None or info.vhost == vhost
+                ]
             if len(path) == 2:
                 if method == "DELETE":
-                    reason = _query(request, "reason") or ""
+                    reason = query(request, "reason") or ""
                     return _record(
                         self.management.close_connection(
                             path[1], reason, operator=_operator(identity, request)
@@ -243,7 +229,7 @@ class ManagementApi(Resource):
         if top == "destinations":
             if len(path) == 1:
                 self._allow(method, ("GET",))
-                return self._destinations(identity)
+                return self._destinations(identity, self._vhost_filter(request))
             if len(path) in (2, 3):
                 return self._destination(identity, request, method, path[1], path[2:])
         raise ApiError(404, "no such call", f"the management API has no /api/{'/'.join(path)}")
@@ -278,17 +264,36 @@ class ManagementApi(Resource):
             document.update(self.setup.to_dict())
         return document
 
-    def _destinations(self, identity: Any) -> list[dict[str, Any]]:
+    def _vhost_filter(self, request: Request) -> str | None:
+        """:returns: the virtual host ``?vhost=`` names (``/``: the default), ``None`` for all."""
+        name = query(request, "vhost")
+        if name is None:
+            return None
+        host = self.hosts.named(name)
+        return host.name if host is not None else DEFAULT_HOST
+
+    def _destinations(self, identity: Any, vhost: str | None) -> list[dict[str, Any]]:
         rates = self._rates()
         rows = []
         for info in self.management.destinations():
-            if not self.guard.allows(identity, READ, info.pattern or info.destination):
+            row = self._outward(info)
+            if vhost is not None and row["vhost"] != vhost:
                 continue
-            row = _record(info)
+            access = self.hosts.access(row["vhost"])
+            if not self.guard.allows(identity, READ, row["pattern"] or row["destination"], access):
+                continue
             del row["subscribers"]
             row.update(rates.get(info.destination, _NO_RATES))
             rows.append(row)
         return rows
+
+    def _outward(self, info: Any) -> dict[str, Any]:
+        """:returns: a destination record as JSON, named as its virtual host's clients name it."""
+        row: dict[str, Any] = _record(info)
+        row["vhost"], row["destination"] = self.hosts.outward(info.destination)
+        if info.pattern is not None:
+            row["pattern"] = self.hosts.outward(info.pattern)[1]
+        return row
 
     def _rates(self) -> dict[str, dict[str, float]]:
         latest = self.live.latest if self.live is not None else None
@@ -318,30 +323,35 @@ class ManagementApi(Resource):
         if allowed is None:
             raise ApiError(404, "no such call", f"destinations have no /{action}")
         self._allow(method, allowed)
+        host = self.hosts.named(query(request, "vhost"))
+        vhost = host.name if host is not None else DEFAULT_HOST
+        access, named = self.hosts.access(vhost), self._named(vhost)
         management = self.management
         queues = management.queues
         if action == "publish":
-            return self._publish(identity, request, name)
+            return self._publish(identity, request, name, host)
+        internal = self.hosts.inward(host, name)
         # The rights of a durable subscription are those of its topic pattern.
         pattern = name
         if name.startswith("durable:"):
-            pattern = management.destination(name).pattern or name
-        self.guard.require(identity, READ if method == "GET" else ADMIN, pattern)
+            pattern = self._outward(management.destination(internal))["pattern"] or name
+        need = READ if method == "GET" else ADMIN
+        self.guard.require(identity, need, pattern, access, named)
         operator = _operator(identity, request)
         if action == "":
             if method == "GET":
-                return _record(management.destination(name))
-            discarded = queues.delete(name, operator=operator)
-            return {"destination": name, "deleted": True, "discarded": discarded}
+                return self._outward(management.destination(internal))
+            discarded = queues.delete(internal, operator=operator)
+            return {"destination": name, "vhost": vhost, "deleted": True, "discarded": discarded}
         if action == "messages":
             if method == "GET":
-                count = _count(_query(request, "count"), DEFAULT_BROWSE)
-                browsed: Deferred[Any] = maybeDeferred(queues.browse, name, count)
+                count = count_of(query(request, "count"), DEFAULT_BROWSE)
+                browsed: Deferred[Any] = maybeDeferred(queues.browse, internal, count)
                 return browsed.addCallback(_browsed, request)
-            purged: Deferred[Any] = maybeDeferred(queues.purge, name, operator=operator)
-            return purged.addCallback(_acted, {"destination": name}, "purged")
-        body = _json_body(request, {"to", "count", "copy"} if action == "move" else {"count"})
-        count = _count(body.get("count"), MAX_COUNT)
+            purged: Deferred[Any] = maybeDeferred(queues.purge, internal, operator=operator)
+            return purged.addCallback(_acted, {"destination": name, "vhost": vhost}, "purged")
+        body = json_body(request, {"to", "count", "copy"} if action == "move" else {"count"})
+        count = count_of(body.get("count"), MAX_COUNT)
         if action == "move":
             to = body.get("to")
             if not isinstance(to, str):
@@ -350,27 +360,40 @@ class ManagementApi(Resource):
             if not isinstance(copy, bool):
                 raise ApiError(400, "bad request", '"copy" must be true or false')
             check_target(to)
-            self.guard.require(identity, WRITE, to)
+            self.guard.require(identity, WRITE, to, access, named)
             moved: Deferred[Any] = maybeDeferred(
-                queues.move, name, to, count, copy, operator=operator
+                queues.move, internal, self.hosts.inward(host, to), count, copy, operator=operator
             )
-            return moved.addCallback(
-                _acted, {"destination": name, "to": to, "copy": copy}, "moved"
-            )
+            shown = {"destination": name, "vhost": vhost, "to": to, "copy": copy}
+            return moved.addCallback(_acted, shown, "moved")
 
         def retry(targets: set[str]) -> Any:
+            # A dead letter goes back to where it was sent, in its own virtual host.
             for target in sorted(targets):
-                self.guard.require(identity, WRITE, target)
-            return queues.retry(name, count, operator=operator, targets=targets)
+                target_host, target_name = self.hosts.outward(target)
+                self.guard.require(
+                    identity,
+                    WRITE,
+                    target_name,
+                    self.hosts.access(target_host),
+                    self._named(target_host),
+                )
+            return queues.retry(internal, count, operator=operator, targets=targets)
 
-        targets: Deferred[Any] = maybeDeferred(queues.retry_targets, name, count)
+        targets: Deferred[Any] = maybeDeferred(queues.retry_targets, internal, count)
         retried = targets.addCallback(retry)
-        return retried.addCallback(_acted, {"destination": name}, "retried")
+        return retried.addCallback(_acted, {"destination": name, "vhost": vhost}, "retried")
 
-    def _publish(self, identity: Any, request: Request, name: str) -> dict[str, Any]:
-        body = _json_body(request, {"body", "body_encoding", "headers"})
+    def _named(self, vhost: str) -> str | None:
+        """:returns: the virtual host to name in a refusal: none without virtual hosts."""
+        return vhost if self.hosts.configured else None
+
+    def _publish(self, identity: Any, request: Request, name: str, host: Any) -> dict[str, Any]:
+        body = json_body(request, {"body", "body_encoding", "headers"})
         check_target(name)
-        self.guard.require(identity, WRITE, name)
+        vhost = host.name if host is not None else DEFAULT_HOST
+        self.guard.require(identity, WRITE, name, self.hosts.access(vhost), self._named(vhost))
+        internal = self.hosts.inward(host, name)
         headers = body.get("headers", {})
         if not isinstance(headers, dict) or not all(
             isinstance(key, str) and isinstance(value, str) for key, value in headers.items()
@@ -392,8 +415,8 @@ class ManagementApi(Resource):
                 payload = text.encode("utf-8")
         except binascii.Error:
             raise ApiError(400, "bad request", '"body" is not valid base64') from None
-        message = self.management.publish(name, payload, tuple(headers.items()))
-        return {"destination": name, "message_id": message.message_id}
+        message = self.management.publish(internal, payload, tuple(headers.items()))
+        return {"destination": name, "vhost": vhost, "message_id": message.message_id}
 
 
 def _browsed(waiting: Waiting, request: Request) -> list[dict[str, Any]]:
@@ -405,7 +428,7 @@ def _browsed(waiting: Waiting, request: Request) -> list[dict[str, Any]]:
     request.setHeader(NODE_HEADER, waiting.node.encode("utf-8"))
     if not waiting.complete:
         raise Incomplete(waiting.node, waiting.missing)
-    return [message_document(message) for message in waiting.messages]
+    return [message_document(client_copy(message)) for message in waiting.messages]
 
 
 def _acted(acted: Acted, document: dict[str, Any], field: str) -> dict[str, Any]:
@@ -439,42 +462,3 @@ class Incomplete(ApiError):
 
 
 _NO_RATES = {"producers": 0, "messages_in_per_second": 0.0, "messages_delivered_per_second": 0.0}
-
-
-def _query(request: Request, name: str) -> str | None:
-    values = (request.args or {}).get(name.encode("ascii"))
-    return values[0].decode("utf-8", "replace") if values else None
-
-
-def _count(value: Any, default: int) -> int:
-    """:raises ApiError: for a count that is not a whole number from 1 to MAX_COUNT."""
-    if value is None:
-        return default
-    if isinstance(value, str) and value.isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
-        raise ApiError(400, "bad request", f"count must be a whole number from 1 to {MAX_COUNT}")
-    return value
-
-
-def _json_body(request: Request, known: set[str]) -> dict[str, Any]:
-    """
-    :returns: the request's JSON object.
-    :raises ApiError: 413 for a body over :data:`MAX_BODY`, 400 for one that is
-        not a JSON object or has a key not in ``known``.
-    """
-    content = request.content.read(MAX_BODY + 1) if request.content is not None else b""
-    if len(content) > MAX_BODY:
-        raise ApiError(413, "body too large", f"the API takes at most {MAX_BODY} bytes")
-    try:
-        document = json.loads(content or b"{}")
-    except ValueError as error:
-        raise ApiError(400, "bad request", f"the body is not JSON: {error}") from None
-    if not isinstance(document, dict):
-        raise ApiError(400, "bad request", "the body must be a JSON object")
-    unknown = sorted(set(document) - known)
-    if unknown:
-        raise ApiError(
-            400, "bad request", f"unknown field {unknown[0]!r}; expected {', '.join(sorted(known))}"
-        )
-    return document

@@ -23,7 +23,9 @@ Every request passes three checks before :mod:`stompbroker.web.api` acts on it:
    it, retry), ``write`` on where a publish, move or retry sends messages.
    Broker-wide views and actions (the overview, connections, nodes, closing a
    connection) need ``read``, or ``admin``, on every destination: a rule ``#``.
-   The list of destinations shows those the caller may read.
+   The list of destinations shows those the caller may read.  A destination
+   of a virtual host with its own access file is checked against that file,
+   on the name its clients know (:mod:`stompbroker.web.api_hosts`).
 
 A refused request gets a JSON error (:class:`ApiError`) and changes nothing.
 """
@@ -182,20 +184,36 @@ class ApiGuard:
         )
         return checked.addErrback(_login_failed)
 
-    def allows(self, identity: Identity, right: str, destination: str) -> bool:
-        """:returns: whether ``identity`` has ``right`` on ``destination`` (a pattern allowed)."""
-        if identity is LOCAL_OPERATOR or self.access is None:
+    def allows(self, identity: Identity, right: str, destination: str, access: Any = None) -> bool:
+        """
+        :param access: the rules to check instead of the broker's (a virtual
+            host's own :class:`AccessControl`), ``None`` for the broker's.
+        :returns: whether ``identity`` has ``right`` on ``destination`` (a pattern allowed).
+        """
+        rules = access if access is not None else self.access
+        if identity is LOCAL_OPERATOR or rules is None:
             return True
-        return self.access.policy.allows(identity, right, destination)
+        return bool(rules.policy.allows(identity, right, destination))
 
-    def require(self, identity: Identity, right: str, destination: str = EVERYTHING) -> None:
+    def require(
+        self,
+        identity: Identity,
+        right: str,
+        destination: str = EVERYTHING,
+        access: Any = None,
+        vhost: str | None = None,
+    ) -> None:
         """
         :param destination: what the right is needed on; every destination by default.
+        :param access: a virtual host's own rules, as in :meth:`allows`.
+        :param vhost: the virtual host of ``destination``, named in a refusal.
         :raises ApiError: 403 naming the missing right.
         """
-        if self.allows(identity, right, destination):
+        if self.allows(identity, right, destination, access):
             return
         where = "every destination (a rule '#')" if destination == EVERYTHING else repr(destination)
+        if vhost is not None:
+            where = f"{where} in virtual host {vhost!r}"
         raise ApiError(
             403,
             f"no {right} right",

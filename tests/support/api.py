@@ -73,26 +73,39 @@ class Api:
         self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
     ) -> tuple[int, Any, Any]:
         """:returns: the status, the JSON answer and the response of one call."""
-        headers = dict(headers or {})
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers.setdefault("Content-Type", "application/json")
-        responses: list[Any] = []
-        self.treq.request(
-            method, f"http://localhost/api/{path}", data=data, headers=headers
-        ).addCallback(responses.append)
-        self.treq.flush()
-        self.clock.advance(2)
-        self.treq.flush()
-        [response] = responses
-        content: list[bytes] = []
-        self.treq.content(response).addCallback(content.append)
-        self.treq.flush()
-        return response.code, json.loads(content[0]), response
+        code, content, response = call_api(self.treq, self.clock, method, path, body, headers)
+        return code, json.loads(content), response
 
     def depth(self) -> int:
         return len(self.broker.engine.queues["/queue/orders"].pending)
+
+
+def call_api(
+    treq: StubTreq,
+    clock: Clock,
+    method: str,
+    path: str,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, bytes, Any]:
+    """:returns: the status, the body and the response of one call of ``/api/{path}``."""
+    headers = dict(headers or {})
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers.setdefault("Content-Type", "application/json")
+    responses: list[Any] = []
+    treq.request(method, f"http://localhost/api/{path}", data=data, headers=headers).addCallback(
+        responses.append
+    )
+    treq.flush()
+    clock.advance(2)
+    treq.flush()
+    [response] = responses
+    content: list[bytes] = []
+    treq.content(response).addCallback(content.append)
+    treq.flush()
+    return response.code, content[0], response
 
 
 def refused(

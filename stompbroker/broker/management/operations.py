@@ -51,6 +51,7 @@ from stompbroker.broker.management.records import (
 from stompbroker.broker.queueing.wildcard import in_flight as held_unacked
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX, STREAM_PREFIX, TOPIC_PREFIX
 from stompbroker.broker.routing.syntax import is_wildcard
+from stompbroker.broker.routing.virtual_hosts import DEFAULT_HOST
 from stompbroker.broker.store.journal import durable_key
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import ClosedByOperator, InvalidDestination, MalformedFrame
@@ -178,6 +179,7 @@ class Management:
             messages_in=described.messages_in,
             messages_out=described.messages_out,
             connected_since=described.connected_since,
+            vhost=self.broker.host_name(connection) or DEFAULT_HOST,
         )
 
     # -- destinations ------------------------------------------------------------------

@@ -73,6 +73,7 @@ class ConnectionInfo:
     :ivar messages_in: messages it published (SEND).
     :ivar messages_out: messages delivered to it (MESSAGE).
     :ivar connected_since: when it connected, in clock seconds.
+    :ivar vhost: the virtual host it works in (``/``: the default host).
     """
 
     id: str
@@ -88,6 +89,7 @@ class ConnectionInfo:
     messages_in: int
     messages_out: int
     connected_since: float
+    vhost: str = "/"
 
 
 @frozen
