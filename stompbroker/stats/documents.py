@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX
+from stompbroker.broker.routing.virtual_hosts import DEFAULT_HOST, shown_key, split_name
 from stompbroker.stats.cluster import nodes_document
 from stompbroker.stats.model import Interval, Snapshot, StatsModel
 from stompbroker.stats.resumable import resume_figures
@@ -44,9 +45,13 @@ def stats_document(
     recent = latest.by_destination() if latest is not None else {}
     seconds = latest.broker.interval_s if latest is not None else 0.0
     destinations = {}
+    hosted = getattr(model.broker, "virtual_hosts", None) is not None
     for name, state in snapshot.destinations.items():
         record = recent.get(name)
-        entry: dict[str, Any] = state.counters()
+        entry: dict[str, Any] = {}
+        if hosted:
+            entry["vhost"], entry["name"] = split_name(name)
+        entry.update(state.counters())
         entry.update(depth=state.depth, in_flight=state.in_flight, consumers=state.consumers)
         entry["producers"] = record.producers if record is not None else 0
         entry["messages_in_per_second"] = (
@@ -55,7 +60,7 @@ def stats_document(
         entry["messages_delivered_per_second"] = (
             _rate(record.messages_delivered, seconds) if record is not None else 0.0
         )
-        destinations[name] = entry
+        destinations[shown_key(name)] = entry
     counters = model.broker.counters
     figures = resume_figures(model.broker)
     rates = model.broker.rates.figures()
@@ -125,12 +130,20 @@ def live_document(interval: Interval) -> dict[str, Any]:
         "node": interval.end.nodes[0].node if interval.end.nodes else None,
         "nodes": nodes_document(interval.end.nodes),
         "broker": _fields(broker),
-        "destinations": [_fields(record.to_dict()) for record in interval.destinations],
+        "destinations": [_shown(_fields(record.to_dict())) for record in interval.destinations],
     }
 
 
 def _fields(values: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in values.items() if name not in _PER_DOCUMENT}
+
+
+def _shown(fields: dict[str, Any]) -> dict[str, Any]:
+    """:returns: a destination record's fields under its client's name, with its virtual host."""
+    vhost, fields["destination"] = split_name(fields["destination"])
+    if vhost != DEFAULT_HOST:
+        fields["vhost"] = vhost
+    return fields
 
 
 def monitor_text(snapshot: Snapshot) -> str:
@@ -150,7 +163,7 @@ def monitor_text(snapshot: Snapshot) -> str:
         if not name.startswith(QUEUE_PREFIX):
             continue
         parts.append(
-            f"Queue: {name}\nsize: {state.depth}\n"
+            f"Queue: {shown_key(name)}\nsize: {state.depth}\n"
             f"dequeued: {state.totals[_MESSAGES_DELIVERED]}\n"
             f"enqueued: {state.totals[_MESSAGES_IN]}\n\n"
         )

@@ -6,7 +6,8 @@ counted twice, the collector reads the model at scrape time
 (:meth:`~stompbroker.stats.model.StatsModel.snapshot`), so a scrape costs one pass
 over the destinations and the hot path pays nothing for Prometheus.
 
-Metric families (``destination`` label on the per-destination ones):
+Metric families (``destination`` label on the per-destination ones; with virtual
+hosts also ``vhost``, and ``destination`` is the name its clients know):
 
 - counters ``stompbroker_destination_<counter>_total``, one per flow counter
   of the export schema (``messages_in``, ``messages_delivered``, ... ``bytes_out``);
@@ -58,6 +59,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from stompbroker.broker.flow.rate_limiter import RateFigures
+from stompbroker.broker.routing.virtual_hosts import split_name
 from stompbroker.stats.cluster import nodes_document
 from stompbroker.stats.resumable import ResumeFigures, resume_figures
 from stompbroker.stats.schema import FLOW_COUNTERS, DestinationRecord
@@ -90,46 +92,47 @@ class StatsCollector(Collector):
         model = self._live.model
         snapshot = model.snapshot()
         destinations = snapshot.destinations
+        # With virtual hosts, a ``vhost`` label beside the client's name.
+        hosted = getattr(model.broker, "virtual_hosts", None) is not None
+        labels = ["vhost", "destination"] if hosted else ["destination"]
+        label = _host_labels if hosted else _plain_labels
         for index, name in enumerate(FLOW_COUNTERS):
             counter = CounterMetricFamily(
-                f"{PREFIX}_destination_{name}",
-                _HELP[name],
-                labels=["destination"],
+                f"{PREFIX}_destination_{name}", _HELP[name], labels=labels
             )
             for destination, state in destinations.items():
-                counter.add_metric([destination], state.totals[index])
+                counter.add_metric(label(destination), state.totals[index])
             yield counter
         gauges = {
             "depth": GaugeMetricFamily(
-                f"{PREFIX}_destination_depth",
-                "Messages waiting to be delivered",
-                labels=["destination"],
+                f"{PREFIX}_destination_depth", "Messages waiting to be delivered", labels=labels
             ),
             "in_flight": GaugeMetricFamily(
                 f"{PREFIX}_destination_in_flight",
                 "Messages delivered and not yet acknowledged",
-                labels=["destination"],
+                labels=labels,
             ),
             "consumers": GaugeMetricFamily(
                 f"{PREFIX}_destination_consumers",
                 "Subscriptions consuming from the destination",
-                labels=["destination"],
+                labels=labels,
             ),
         }
         for destination, state in destinations.items():
-            gauges["depth"].add_metric([destination], state.depth)
-            gauges["in_flight"].add_metric([destination], state.in_flight)
-            gauges["consumers"].add_metric([destination], state.consumers)
+            values = label(destination)
+            gauges["depth"].add_metric(values, state.depth)
+            gauges["in_flight"].add_metric(values, state.in_flight)
+            gauges["consumers"].add_metric(values, state.consumers)
         yield from gauges.values()
         latest = self._live.latest
         producers = GaugeMetricFamily(
             f"{PREFIX}_destination_producers",
             "Distinct connections that published to the destination over the latest live interval",
-            labels=["destination"],
+            labels=labels,
         )
         if latest is not None:
             for record in latest.destinations:
-                producers.add_metric([record.destination], record.producers)
+                producers.add_metric(label(record.destination), record.producers)
         yield producers
         yield from self._broker_metrics(snapshot, latest)
 
@@ -223,6 +226,16 @@ def _setup_metrics(setup: RunningSetup) -> Iterator[Metric]:
         "The settings in force, one label per option",
         value={name.replace("-", "_"): value for name, value in setup.settings},
     )
+
+
+def _plain_labels(destination: str) -> list[str]:
+    """:returns: the ``destination`` label of a broker without virtual hosts."""
+    return [destination]
+
+
+def _host_labels(destination: str) -> list[str]:
+    """:returns: the ``vhost`` and ``destination`` labels: the host and its client's name."""
+    return list(split_name(destination))
 
 
 def _node_metrics(snapshot: Any) -> Iterator[Metric]:

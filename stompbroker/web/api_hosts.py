@@ -24,8 +24,8 @@ from stompbroker.broker.routing.virtual_hosts import (
     HOST_MARKER,
     VirtualHost,
     VirtualHosts,
-    client_name,
     host_of,
+    split_name,
 )
 from stompbroker.broker.store.journal import DURABLE_KEY_PREFIX, durable_key, parse_durable_key
 from stompbroker.web.api_guard import ApiError
@@ -107,7 +107,7 @@ class ApiHosts:
                 host, _, rest = durable_name[1:].partition("/")
                 return host, durable_key((client_id, rest))
             return DEFAULT_HOST, name
-        return vhost_label(name), client_name(name)
+        return split_name(name)
 
     def access(self, host_name: str) -> Any:
         """:returns: the access rules of a virtual host's own file, or ``None`` for the broker's."""

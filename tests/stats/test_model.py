@@ -17,6 +17,7 @@ import stompbroker
 from stompbroker.broker.flow.traffic import UNREAD_LIMIT, TopicTree, Traffic
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.queueing.queues import WorkerQueue
+from stompbroker.broker.routing.virtual_hosts import VirtualHost
 from stompbroker.broker.service import Broker
 from stompbroker.protocol.message import Message
 from stompbroker.protocol.session import SessionConfig, StompSession
@@ -401,6 +402,23 @@ def test_monitor_text_lists_queues_in_stompservers_format() -> None:
     assert monitor_text(world.model.snapshot()) == (
         "Queue: /queue/a\nsize: 2\ndequeued: 0\nenqueued: 2\n\n"
         "Queue: /queue/b\nsize: 0\ndequeued: 1\nenqueued: 1\n\n"
+    )
+
+
+def test_live_and_monitor_documents_name_a_vhosts_destinations_as_clients_do() -> None:
+    """The live topic's records and /queue/monitor show no internal name of a virtual host."""
+    shop = VirtualHost("shop")
+    world = World()
+    world.send_from(shop.internal("/queue/a"), b"1")
+    world.send_from("/queue/a", b"2", b"3")
+    records = live_document(world.interval(5.0))["destinations"]
+    assert sorted((r["destination"], r.get("vhost", "/"), r["messages_in"]) for r in records) == [
+        ("/queue/a", "/", 2),
+        ("/queue/a", "shop", 1),
+    ]
+    assert monitor_text(world.model.snapshot()) == (
+        "Queue: shop:/queue/a\nsize: 1\ndequeued: 0\nenqueued: 1\n\n"
+        "Queue: /queue/a\nsize: 2\ndequeued: 0\nenqueued: 2\n\n"
     )
 
 

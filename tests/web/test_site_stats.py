@@ -18,6 +18,7 @@ from twisted.web.resource import getChildForRequest
 from twisted.web.test.requesthelper import DummyRequest
 
 from stompbroker.app.tap import makeService
+from stompbroker.broker.routing.virtual_hosts import VirtualHost, VirtualHosts
 from stompbroker.broker.service import Broker
 from stompbroker.stats.model import StatsModel
 from stompbroker.stats.services import LiveStats, StatsExport
@@ -26,16 +27,19 @@ from tests.support.broker import FakeConnection, Inbox
 from tests.support.options import parse
 from tests.support.web import get, metric_samples
 
+#: The virtual host of the tests with virtual hosts.
+SHOP = VirtualHost("shop")
+
 
 class Site:
     """
     A broker with traffic, its live stats sampled once over 5 s, and its web root behind StubTreq.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, virtual_hosts: VirtualHosts | None = None) -> None:
         self.clock = Clock()
         self.clock.advance(1_700_000_000)
-        self.broker = Broker(self.clock)
+        self.broker = Broker(self.clock, virtual_hosts=virtual_hosts)
         self.live = LiveStats(StatsModel(self.broker, rss=lambda: 1234), interval=5.0)
         self.live.startService()
         connection = FakeConnection()
@@ -45,6 +49,11 @@ class Site:
         for body in (b"one", b"two", b"three"):
             self.broker.send("/queue/orders", (), body, connection=connection)
         self.broker.send("/topic/news", (), b"hello", connection=connection)
+        if virtual_hosts is not None:
+            # The same queue name in the virtual host shop: another queue.
+            shop = SHOP.internal("/queue/orders")
+            for body in (b"shop-1", b"shop-2"):
+                self.broker.send(shop, (), body, connection=connection)
         self.clock.advance(5.0)
         self.treq = StubTreq(web_root(self.broker, stats=self.live))
 
@@ -92,6 +101,42 @@ def test_metrics_page_is_prometheus_text_read_from_the_model() -> None:
     assert samples["stompbroker_resident_memory_bytes", ()] == 1234
     assert samples["stompbroker_messages_per_second", ()] == pytest.approx(0.8)
     assert any(name == "python_info" for name, _ in samples)
+
+
+def test_with_vhosts_stats_name_destinations_as_clients_do() -> None:
+    """
+    /stats keys a virtual host's destination HOST:NAME and gives each its vhost and
+    client name; no internal name shows.
+    """
+    site = Site(VirtualHosts([SHOP]))
+    _, body = get(site.treq, "http://localhost/stats")
+    assert b"\\u001d" not in body.lower()
+    destinations = json.loads(body)["destinations"]
+    assert sorted(destinations) == ["/queue/orders", "/topic/news", "shop:/queue/orders"]
+    shop, orders = destinations["shop:/queue/orders"], destinations["/queue/orders"]
+    assert (shop["vhost"], shop["name"], shop["messages_in"], shop["depth"]) == (
+        "shop",
+        "/queue/orders",
+        2,
+        2,
+    )
+    assert (orders["vhost"], orders["name"], orders["messages_in"]) == ("/", "/queue/orders", 3)
+
+
+def test_with_vhosts_metrics_carry_a_vhost_label() -> None:
+    """Per-destination series get vhost beside the client's name; without vhosts, no label."""
+    site = Site(VirtualHosts([SHOP]))
+    _, body = get(site.treq, "http://localhost/metrics")
+    assert b"\x1d" not in body
+    samples = metric_samples(body)
+    shop = (("destination", "/queue/orders"), ("vhost", "shop"))
+    default = (("destination", "/queue/orders"), ("vhost", "/"))
+    assert samples["stompbroker_destination_messages_in_total", shop] == 2
+    assert samples["stompbroker_destination_depth", shop] == 2
+    assert samples["stompbroker_destination_producers", shop] == 1
+    assert samples["stompbroker_destination_messages_in_total", default] == 3
+    _, plain = get(Site().treq, "http://localhost/metrics")
+    assert not any("vhost" in dict(labels) for _, labels in metric_samples(plain))
 
 
 def test_metrics_follow_the_model_at_each_scrape() -> None:

@@ -46,6 +46,8 @@ __all__ = [
     "client_name",
     "host_of",
     "refuse_marker",
+    "shown_key",
+    "split_name",
 ]
 
 #: The default virtual host's name in the management API and statistics, as RabbitMQ's.
@@ -139,6 +141,27 @@ def client_name(destination: str) -> str:
         return destination
     end = destination.find("/", cut)
     return destination if end < 0 else destination[:cut] + destination[end + 1 :]
+
+
+def split_name(destination: str) -> tuple[str, str]:
+    """
+    :param destination: an internal name.
+    :returns: its virtual host (:data:`DEFAULT_HOST` for the default one) and
+        the name its clients know: what management and statistics show.
+    """
+    return host_of(destination) or DEFAULT_HOST, client_name(destination)
+
+
+def shown_key(destination: str) -> str:
+    """
+    :param destination: an internal name.
+    :returns: a unique key to show for it where one string must name it (the
+        keys of ``/stats``): the client's name in the default host, as without
+        virtual hosts, and ``HOST:NAME`` in another (names start with ``/``, a
+        host's name holds no ``:``).
+    """
+    host, name = split_name(destination)
+    return name if host == DEFAULT_HOST else f"{host}:{name}"
 
 
 def refuse_marker(destination: str) -> None:
