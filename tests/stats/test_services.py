@@ -13,6 +13,7 @@ from typing import Any
 from twisted.internet.task import Clock
 from twisted.logger import formatEvent
 
+from stompbroker.broker.routing.virtual_hosts import VirtualHost
 from stompbroker.broker.service import Broker
 from stompbroker.stats.export import StatsExporter
 from stompbroker.stats.model import StatsModel
@@ -105,6 +106,22 @@ def test_export_writes_each_interval_and_the_last_one_on_stop(
         (4.0, 1, 3),
     ]
     assert not any(path.name.startswith(".") for path in tmp_path.iterdir())
+
+
+def test_export_names_a_vhosts_destinations_host_colon_name(
+    clock: Clock, broker: Broker, tmp_path: Path
+) -> None:
+    """The export files never hold the broker's internal names of a virtual host's destinations."""
+    export = StatsExport(StatsModel(broker), StatsExporter(tmp_path, clock.seconds), interval=10.0)
+    export.startService()
+    broker.send(VirtualHost("shop").internal("/topic/a"), (), b"12")
+    broker.send("/topic/a", (), b"345")
+    export.stopService()
+    records = [r for r in exported(tmp_path) if isinstance(r, DestinationRecord)]
+    assert sorted((r.destination, r.bytes_in) for r in records) == [
+        ("/topic/a", 3),
+        ("shop:/topic/a", 2),
+    ]
 
 
 def test_a_failing_disk_is_logged_once_and_the_timer_goes_on(
