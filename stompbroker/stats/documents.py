@@ -9,12 +9,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from attrs import evolve
+
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX
-from stompbroker.broker.routing.virtual_hosts import DEFAULT_HOST, shown_key, split_name
+from stompbroker.broker.routing.virtual_hosts import (
+    DEFAULT_HOST,
+    HOST_MARKER,
+    shown_key,
+    split_name,
+)
 from stompbroker.stats.cluster import nodes_document
 from stompbroker.stats.model import Interval, Snapshot, StatsModel
 from stompbroker.stats.resumable import resume_figures
-from stompbroker.stats.schema import FLOW_COUNTERS, SCHEMA_VERSION, format_timestamp, to_timestamp
+from stompbroker.stats.schema import (
+    FLOW_COUNTERS,
+    SCHEMA_VERSION,
+    DestinationRecord,
+    StatsRecord,
+    format_timestamp,
+    to_timestamp,
+)
 
 __all__ = ["live_document", "memory_document", "monitor_text", "stats_document"]
 
@@ -136,6 +150,19 @@ def live_document(interval: Interval) -> dict[str, Any]:
 
 def _fields(values: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in values.items() if name not in _PER_DOCUMENT}
+
+
+def exported_records(interval: Interval) -> list[StatsRecord]:
+    """
+    :returns: the interval's records as exported: a virtual host's destination
+        under ``HOST:NAME``, as ``/stats`` keys it (never the internal name).
+    """
+    return [
+        evolve(record, destination=shown_key(record.destination))
+        if isinstance(record, DestinationRecord) and HOST_MARKER in record.destination
+        else record
+        for record in interval.records()
+    ]
 
 
 def _shown(fields: dict[str, Any]) -> dict[str, Any]:

@@ -40,21 +40,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-from attrs import define, evolve, field
+from attrs import define, field
 
-from stompbroker.broker.routing.virtual_hosts import HOST_MARKER, shown_key
-from stompbroker.stats.schema import FILE_PREFIX, FILE_SUFFIX, DestinationRecord, StatsRecord
-
-
-def _shown(record: StatsRecord) -> StatsRecord:
-    """
-    :returns: the record as exported: a virtual host's destination under
-        ``HOST:NAME``, as ``/stats`` keys it (never the broker's internal name).
-    """
-    if isinstance(record, DestinationRecord) and HOST_MARKER in record.destination:
-        return evolve(record, destination=shown_key(record.destination))
-    return record
-
+from stompbroker.stats.schema import FILE_PREFIX, FILE_SUFFIX, StatsRecord
 
 IN_PROGRESS_PREFIX = "."
 IN_PROGRESS_SUFFIX = ".inprogress"
@@ -134,7 +122,7 @@ class StatsExporter:
         :returns: how many records were written.
         :raises OSError: when the directory or file cannot be written.
         """
-        lines = [_shown(record).to_json_line().encode("utf-8") + b"\n" for record in records]
+        lines = [record.to_json_line().encode("utf-8") + b"\n" for record in records]
         if not lines:
             return 0
         output = self._open(hour_stamp(self.clock()))

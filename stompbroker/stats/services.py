@@ -28,7 +28,7 @@ from typing import Any
 from twisted.application.internet import TimerService
 
 from stompbroker.logs import logger
-from stompbroker.stats.documents import live_document, monitor_text
+from stompbroker.stats.documents import exported_records, live_document, monitor_text
 from stompbroker.stats.export import StatsExporter
 from stompbroker.stats.model import Interval, Sampler, StatsModel
 
@@ -129,7 +129,7 @@ class StatsExport(TimerService):
         interval = self._sampler.sample()
         try:
             if interval is not None:
-                self.exporter.write(interval.records())
+                self.exporter.write(exported_records(interval))
             finish()
         except OSError as error:
             if not self._failing:
