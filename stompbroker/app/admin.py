@@ -44,6 +44,7 @@ from stompbroker.app.admin_tables import (
     OVERVIEW,
     count_of,
     print_table,
+    with_vhost,
 )
 from stompbroker.app.command_errors import Refused, Unreachable
 
@@ -78,6 +79,9 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
+#: The subcommands that take --vhost.
+_HOSTED = frozenset("connections queues browse purge delete move dlq-retry publish".split())
+
 #: Said under each management subcommand's --help.
 EXIT_STATUS = (
     "exit status: 0 done; 1 the broker refused (its status and error are printed);"
@@ -93,6 +97,13 @@ def add_commands(commands: Any) -> None:
         parser: argparse.ArgumentParser = commands.add_parser(
             name, help=help, description=help, epilog=EXIT_STATUS, parents=[common]
         )
+        if name in _HOSTED:
+            parser.add_argument(
+                "--vhost",
+                metavar="NAME",
+                help="the virtual host (/ for the default one); lists show every host without it,"
+                " the others act on the default host",
+            )
         return parser
 
     add("overview", "show the broker's overview (what /stats shows)")
@@ -233,7 +244,8 @@ def _do(arguments: argparse.Namespace, client: Client, stdin: TextIO) -> tuple[A
     """:returns: the API's answer, and how to print it as text."""
     command = arguments.command
     if command in ("overview", "nodes", "connections", "queues"):
-        answer = client.call("GET", "destinations" if command == "queues" else command)
+        listed = "destinations" if command == "queues" else command
+        answer = client.call("GET", listed + _vhost(arguments, "?"))
         if command == "overview":
             overview = [answer.get("broker", answer)]
             return answer, lambda out: print_table(overview, OVERVIEW, out)
@@ -241,8 +253,8 @@ def _do(arguments: argparse.Namespace, client: Client, stdin: TextIO) -> tuple[A
             return answer, lambda out: print_table(answer, NODES, out)
         if command == "connections":
             rows = [dict(row, subscriptions=len(row["subscriptions"])) for row in answer]
-            return answer, lambda out: print_table(rows, CONNECTIONS, out)
-        return answer, lambda out: print_table(answer, DESTINATIONS, out)
+            return answer, lambda out: print_table(rows, with_vhost(CONNECTIONS, rows), out)
+        return answer, lambda out: print_table(answer, with_vhost(DESTINATIONS, answer), out)
     if command == "detached":
         answer = client.call("GET", "detached-sessions")
         return answer, lambda out: print_table(answer, DETACHED, out)
@@ -252,6 +264,10 @@ def _do(arguments: argparse.Namespace, client: Client, stdin: TextIO) -> tuple[A
             f"ended {answer['id']} ({answer['login'] or 'no login'})", file=out
         )
     path = f"destinations/{_segment(getattr(arguments, 'destination', ''))}"
+
+    def hosted(separator: str) -> str:
+        return _vhost(arguments, separator)
+
     if command == "close":
         reason = f"?reason={quote(arguments.reason)}" if arguments.reason else ""
         answer = client.call(
@@ -259,14 +275,14 @@ def _do(arguments: argparse.Namespace, client: Client, stdin: TextIO) -> tuple[A
         )
         return answer, lambda out: print(f"closed {answer['id']} ({answer['peer']})", file=out)
     if command == "browse":
-        answer = client.call("GET", f"{path}/messages?count={arguments.count}")
+        answer = client.call("GET", f"{path}/messages?count={arguments.count}{hosted('&')}")
         return answer, lambda out: _print_messages(answer, out)
     if command == "purge":
-        answer = client.call("DELETE", f"{path}/messages")
+        answer = client.call("DELETE", f"{path}/messages{hosted('?')}")
         purged = count_of(answer["purged"], "message")
         return answer, lambda out: print(f"purged {purged}{_partly(answer)}", file=out)
     if command == "delete":
-        answer = client.call("DELETE", path)
+        answer = client.call("DELETE", path + hosted("?"))
         return answer, lambda out: print(
             f"deleted {arguments.destination} ({count_of(answer['discarded'], 'message')})",
             file=out,
@@ -275,11 +291,11 @@ def _do(arguments: argparse.Namespace, client: Client, stdin: TextIO) -> tuple[A
         body: dict[str, Any] = {} if arguments.count is None else {"count": arguments.count}
         if command == "move":
             body.update(to=arguments.to, copy=arguments.copy)
-            answer = client.call("POST", f"{path}/move", body)
+            answer = client.call("POST", f"{path}/move{hosted('?')}", body)
             verb = "copied" if arguments.copy else "moved"
             moved = count_of(answer["moved"], "message")
             return answer, lambda out: print(f"{verb} {moved}{_partly(answer)}", file=out)
-        answer = client.call("POST", f"{path}/retry", body)
+        answer = client.call("POST", f"{path}/retry{hosted('?')}", body)
         return answer, lambda out: print(
             f"sent {count_of(answer['retried'], 'message')} back; {answer['left']} without"
             f" an original-destination stayed{_partly(answer)}",
@@ -292,8 +308,14 @@ def _do(arguments: argparse.Namespace, client: Client, stdin: TextIO) -> tuple[A
         if not equals:
             raise Refused(f"--header takes NAME=VALUE, got {header!r}")
         headers[name] = value
-    answer = client.call("POST", f"{path}/publish", {"body": text, "headers": headers})
+    answer = client.call("POST", f"{path}/publish{hosted('?')}", {"body": text, "headers": headers})
     return answer, lambda out: print(f"published {answer['message_id']}", file=out)
+
+
+def _vhost(arguments: argparse.Namespace, separator: str) -> str:
+    """:returns: the query naming ``--vhost``'s virtual host, after ``separator``; none without."""
+    vhost = getattr(arguments, "vhost", None)
+    return f"{separator}vhost={quote(vhost, safe='')}" if vhost is not None else ""
 
 
 def _partly(answer: dict[str, Any]) -> str:

@@ -124,6 +124,16 @@ DETACHED: list[Column] = [
 ]
 
 
+def with_vhost(columns: list[Column], rows: Sequence[dict[str, Any]]) -> list[Column]:
+    """
+    :returns: ``columns`` led by a ``vhost`` column when a row is in a virtual
+        host other than the default (a broker with virtual hosts in use).
+    """
+    if any(row.get("vhost", "/") != "/" for row in rows):
+        return [("vhost", "vhost", plain), *columns]
+    return columns
+
+
 def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[Column], out: TextIO) -> None:
     """Print ``rows`` as aligned columns under their headers; numbers align right."""
     cells = [[show(row[key]) if key in row else "-" for key, _, show in columns] for row in rows]

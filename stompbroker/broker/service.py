@@ -39,7 +39,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from typing import Any
-from weakref import WeakKeyDictionary
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred
@@ -183,8 +182,8 @@ class Broker(Service):
         self.virtual_hosts = virtual_hosts
         #: Each virtual host's view (``None``: the default host's), made once.
         self._hosted: dict[str | None, HostedBroker] = {}
-        #: The virtual host each connection chose, for management (none: the default).
-        self._host_names: WeakKeyDictionary[Any, str] = WeakKeyDictionary()
+        #: The virtual host of each open connection in one, for management.
+        self._host_names: dict[Any, str] = {}
         if virtual_hosts is not None:
             self._hosted[None] = HostedBroker(self, None)
             for host in virtual_hosts.hosts.values():
@@ -207,6 +206,7 @@ class Broker(Service):
             return None
         host = hosts.select(header)
         if host is not None:
+            # Sessions open their connection before CONNECT, and close it after.
             self._host_names[connection] = host.name
         return self._hosted[None if host is None else host.name]
 
@@ -318,6 +318,7 @@ class Broker(Service):
         """
         state = self.registry.close(connection)
         self.backpressure.forget(connection)
+        self._host_names.pop(connection, None)
         if state is None:
             return
         state.transactions.abort_all()

@@ -18,6 +18,7 @@ from stompbroker.app.admin_tables import (
     moment,
     print_table,
     size,
+    with_vhost,
 )
 
 
@@ -90,3 +91,14 @@ def test_a_missing_value_is_a_dash() -> None:
     """A login of None (an anonymous client) shows as ``-``, keeping the columns in place."""
     _, line = table([{"id": "s1", "login": None, "version": "1.2", "subscriptions": 1}], DETACHED)
     assert line.split()[:4] == ["s1", "-", "1.2", "1"]
+
+
+def test_a_vhost_column_leads_when_a_row_is_in_another_virtual_host() -> None:
+    """Without virtual hosts in use (every row in /), the table is as before."""
+    plain_rows = [{"destination": "/queue/a", "vhost": "/"}]
+    assert with_vhost(DESTINATIONS, plain_rows) == DESTINATIONS
+    hosted_rows = [*plain_rows, {"destination": "/queue/a", "vhost": "shop"}]
+    assert [key for key, _, _ in with_vhost(DESTINATIONS, hosted_rows)][:2] == [
+        "vhost",
+        "destination",
+    ]

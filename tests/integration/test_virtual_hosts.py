@@ -5,6 +5,11 @@ by ``stomp.py``, as docs/virtual-hosts.md says: CONNECT's ``host`` selects one.
 
 from __future__ import annotations
 
+import base64
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -30,22 +35,26 @@ access = "{lab_access}"
 """
 
 EVERYTHING = '[users.alice]\nread = ["/queue/#", "/topic/#"]\nwrite = ["/queue/#", "/topic/#"]\n'
-SHOP_ONLY_ORDERS = '[users.alice]\nread = ["/queue/orders.#"]\nwrite = ["/queue/orders.#"]\n'
+SHOP_ONLY_ORDERS = (
+    '[users.alice]\nread = ["/queue/orders.#"]\nwrite = ["/queue/orders.#"]\n'
+    'admin = ["/queue/orders.#"]\n'
+)
+#: The broker's file also lets ``ops`` look at everything (connections need ``read`` on ``#``).
+DEFAULT_RULES = EVERYTHING + '[users.ops]\nread = ["#"]\n'
 
 
 @pytest.fixture(scope="module")
 def hosted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     workdir = tmp_path_factory.mktemp("vhosts")
-    users = write_users(workdir / "users.txt", ("alice", "secret", ()))
+    users = write_users(workdir / "users.txt", ("alice", "secret", ()), ("ops", "secret", ()))
     files = {}
-    for name, rules in (("default", EVERYTHING), ("shop", SHOP_ONLY_ORDERS), ("lab", EVERYTHING)):
+    rules_of = (("default", DEFAULT_RULES), ("shop", SHOP_ONLY_ORDERS), ("lab", EVERYTHING))
+    for name, rules in rules_of:
         files[f"{name}_access"] = workdir / f"{name}.toml"
         files[f"{name}_access"].write_text(rules)
     config = workdir / "broker.toml"
     config.write_text(CONFIG.format(users=users, **files))
-    with BrokerProcess(
-        workdir, "--config", str(config), "--data-dir", "none", http=None
-    ) as process:
+    with BrokerProcess(workdir, "--config", str(config), "--data-dir", "none") as process:
         yield process
 
 
@@ -114,3 +123,61 @@ def test_each_host_has_its_own_access_rules(hosted: BrokerProcess) -> None:
         shop_events.errors[0].headers["message"]
         == "access denied: no write right on '/queue/anything'"
     )
+
+
+def api(process: BrokerProcess, method: str, path: str, user: str = "alice") -> tuple[int, Any]:
+    """:returns: the status and JSON of one management API call, as ``user``."""
+    token = base64.b64encode(f"{user}:secret".encode()).decode()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{process.http_port}/api/{path}",
+        method=method,
+        headers={"Authorization": f"Basic {token}"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            text = response.read().decode()
+            code = response.status
+    except urllib.error.HTTPError as error:
+        text, code = error.read().decode(), error.code
+    # No internal name (with the marker U+001D) is ever shown.
+    assert "\\u001d" not in text.lower()
+    return code, json.loads(text)
+
+
+def test_the_api_shows_and_acts_per_virtual_host(hosted: BrokerProcess) -> None:
+    """
+    Destinations and connections carry their vhost and client names; ?vhost= filters and
+    names the host of a purge; the shop's access file gives alice her rights there.
+    """
+    queue = f"/queue/orders.{uuid.uuid4().hex[:8]}"
+    shop, shop_events = open_in(hosted.address, "shop")
+    default, default_events = open_in(hosted.address, "/")
+    send_with_receipt(shop, shop_events, queue, "shop-1")
+    send_with_receipt(shop, shop_events, queue, "shop-2")
+    send_with_receipt(default, default_events, queue, "default")
+    code, rows = api(hosted, "GET", "destinations")
+    assert code == 200
+    mine = sorted((row["vhost"], row["depth"]) for row in rows if row["destination"] == queue)
+    assert mine == [("/", 1), ("shop", 2)]
+    _, shop_rows = api(hosted, "GET", "destinations?vhost=shop")
+    assert {row["vhost"] for row in shop_rows} == {"shop"}
+    segment = urllib.parse.quote(queue, safe="")
+    code, browsed = api(hosted, "GET", f"destinations/{segment}/messages?vhost=shop")
+    assert [(m["destination"], m["body"]) for m in browsed] == [
+        (queue, "shop-1"),
+        (queue, "shop-2"),
+    ]
+    # alice has no admin right in the default host (the broker's file).
+    code, error = api(hosted, "DELETE", f"destinations/{segment}/messages")
+    assert code == 403 and "virtual host '/'" in error["detail"]
+    code, purged = api(hosted, "DELETE", f"destinations/{segment}/messages?vhost=shop")
+    assert (code, purged["purged"], purged["vhost"]) == (200, 2, "shop")
+    _, rows = api(hosted, "GET", "destinations")
+    mine = sorted((row["vhost"], row["depth"]) for row in rows if row["destination"] == queue)
+    assert mine == [("/", 1), ("shop", 0)]
+    code, connections = api(hosted, "GET", "connections?vhost=shop", user="ops")
+    assert code == 200 and connections and {c["vhost"] for c in connections} == {"shop"}
+    code, error = api(hosted, "GET", "destinations?vhost=nowhere")
+    assert (code, error["error"]) == (404, "unknown virtual host")
+    for connection in (shop, default):
+        connection.disconnect()

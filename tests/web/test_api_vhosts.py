@@ -166,10 +166,10 @@ def test_a_name_holding_the_marker_is_refused() -> None:
 def test_connections_show_their_vhost_and_filter_by_it() -> None:
     api = HostedApi()
     shop_client, default_client = FakeConnection("in-shop"), FakeConnection("in-default")
-    api.broker.select_host(shop_client, "shop")
-    api.broker.select_host(default_client, "localhost")
-    for connection in (shop_client, default_client):
+    # As sessions do: open at connectionMade, then CONNECT selects the host.
+    for connection, header in ((shop_client, "shop"), (default_client, "localhost")):
         api.broker.open_connection(connection)
+        api.broker.select_host(connection, header)
     _, rows, _ = api.call("GET", "connections")
     assert sorted((row["id"], row["vhost"]) for row in rows) == [
         ("in-default", "/"),
@@ -177,6 +177,8 @@ def test_connections_show_their_vhost_and_filter_by_it() -> None:
     ]
     _, rows, _ = api.call("GET", "connections?vhost=shop")
     assert [row["id"] for row in rows] == ["in-shop"]
+    api.broker.close_connection(shop_client)
+    assert api.broker.host_name(shop_client) is None
 
 
 def test_a_vhost_access_file_gives_the_rights_in_that_host() -> None:

@@ -62,6 +62,7 @@ def messages(count: int) -> str:
     """:returns: ``1 message``, ``40 messages``: a count for the log."""
     return f"{count} message" if count == 1 else f"{count} messages"
 
+
 #: Most messages one browse, move or retry may take.
 MAX_COUNT = 10_000
 
@@ -147,9 +148,7 @@ class QueueOperations:
         check_count(count)
         shared = self._shared(name)
         if shared is not None:
-            return self._found(shared, name).addCallback(
-                lambda _: shared.browse(name, count)
-            )
+            return self._found(shared, name).addCallback(lambda _: shared.browse(name, count))
         return Waiting(tuple(self.find(name).browse(count)), self._node())
 
     def _node(self) -> str:
@@ -345,7 +344,6 @@ class QueueOperations:
             raise InvalidRequest(
                 f"{name!r} is not a dead-letter queue (those are /queue/{prefix}NAME)"
             )
-
 
 
 def _partly(acted: Acted) -> str:

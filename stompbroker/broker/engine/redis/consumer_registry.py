@@ -145,9 +145,7 @@ class Roster:
             self.active = min(candidates, key=lambda c: (-c.priority, c.order), default=None)
 
     @classmethod
-    def read(
-        cls, entries: Mapping[Any, Any], alive: Iterable[str], single_active: bool
-    ) -> Roster:
+    def read(cls, entries: Mapping[Any, Any], alive: Iterable[str], single_active: bool) -> Roster:
         """
         :param entries: the registry hash as ``HGETALL`` answers it.
         :param alive: the nodes whose liveness key exists.

@@ -144,7 +144,10 @@ class ControlChannel:
         try:
             request = json.loads(payload)
             asker, request_id, kind, destination = (
-                request["from"], request["id"], request["op"], request["destination"]
+                request["from"],
+                request["id"],
+                request["op"],
+                request["destination"],
             )
             if kind not in (HELD, GIVE_BACK, RESUME):
                 raise ValueError(kind)
@@ -172,8 +175,12 @@ class ControlChannel:
     def tell(self, kind: str, destination: str) -> None:
         """Tell every node something about a queue that needs no answer (:data:`RESUME`)."""
         engine = self._engine
-        request = {"id": uuid.uuid4().hex, "from": engine.ids.node, "op": kind,
-                   "destination": destination}
+        request = {
+            "id": uuid.uuid4().hex,
+            "from": engine.ids.node,
+            "op": kind,
+            "destination": destination,
+        }
         engine.writer.command("PUBLISH", self.requests, json.dumps(request))
 
     def answered(self, payload: bytes) -> None:
@@ -207,8 +214,12 @@ class ControlChannel:
         done: asyncio.Future[None] = engine.loop.create_future()
         answers: dict[str, set[str]] = {}
         self._asked[request_id] = (set(nodes), answers, done)
-        request = {"id": request_id, "from": engine.ids.node, "op": kind,
-                   "destination": destination}
+        request = {
+            "id": request_id,
+            "from": engine.ids.node,
+            "op": kind,
+            "destination": destination,
+        }
         try:
             await engine.client.publish(self.requests, json.dumps(request))
             await asyncio.wait_for(asyncio.shield(done), ANSWER_TIMEOUT)

@@ -371,9 +371,7 @@ class ClusterDispatch:
         async with self.lock:
             return await self.decide_locked(runs)
 
-    async def decide_locked(
-        self, runs: list[tuple[str, list[Any]]]
-    ) -> list[tuple[str, list[Any]]]:
+    async def decide_locked(self, runs: list[tuple[str, list[Any]]]) -> list[tuple[str, list[Any]]]:
         """
         Decide who gets each entry read from the queue's stream (or claimed):
         what stays here is returned; the rest went to other nodes' streams, or

@@ -141,9 +141,7 @@ class Durables:
 
         :raises DuplicateSubscription: if it is consumed here on another pattern.
         """
-        queue: StreamQueue | None = reusable_durable(
-            self.queues, durable, pattern, self.remove
-        )
+        queue: StreamQueue | None = reusable_durable(self.queues, durable, pattern, self.remove)
         if queue is not None:
             return queue
         self._changes += 1

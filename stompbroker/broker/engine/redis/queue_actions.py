@@ -66,7 +66,9 @@ end
 
 #: Purge one page: KEYS[1] the stream; ARGV: group, start, count, dead nodes.
 #: Returns {purged, last id looked at, entries looked at}.
-PURGE = _FREE + """
+PURGE = (
+    _FREE
+    + """
 local dead = {}
 for i = 4, #ARGV do dead[ARGV[i]] = true end
 local page = redis.call('XRANGE', KEYS[1], ARGV[2], '+', 'COUNT', ARGV[3])
@@ -82,12 +84,15 @@ for _, entry in ipairs(page) do
 end
 return {purged, last, #page}
 """
+)
 
 #: Move (or copy) chosen entries: KEYS[1] the stream; ARGV: group, copy (1/0),
 #: the number of dead nodes and their names, then per entry its id, the target
 #: stream ('' for a topic: the node publishes it) and the new message.
 #: Returns the ids acted on.
-MOVE = _FREE + """
+MOVE = (
+    _FREE
+    + """
 local dead = {}
 local ndead = tonumber(ARGV[3])
 for i = 4, 3 + ndead do dead[ARGV[i]] = true end
@@ -108,6 +113,7 @@ for i = 4 + ndead, #ARGV, 3 do
 end
 return done
 """
+)
 
 Route = Callable[[Message], "tuple[str, Headers] | None"]
 
@@ -174,9 +180,7 @@ class ClusterQueueActions:
         """Discard every message waiting in ``destination``'s queue, cluster-wide."""
         return run(self._engine.loop, self._held(destination, self._purge_stream))
 
-    def transfer(
-        self, destination: str, count: int, route: Route, copy: bool
-    ) -> Deferred[Acted]:
+    def transfer(self, destination: str, count: int, route: Route, copy: bool) -> Deferred[Acted]:
         """
         Move (or copy) the first ``count`` waiting messages where ``route`` says
         (see :meth:`IEngine.transfer <stompbroker.broker.engine.base.IEngine.transfer>`).
@@ -274,8 +278,11 @@ class ClusterQueueActions:
                 queue = not new.destination.startswith(TOPIC_PREFIX)
                 chosen.append((entry_id, new))
                 args.extend(
-                    [entry_id, names.queue(new.destination) if queue else "",
-                     encode(engine.ids.node, new)]
+                    [
+                        entry_id,
+                        names.queue(new.destination) if queue else "",
+                        encode(engine.ids.node, new),
+                    ]
                 )
             if chosen:
                 done = set(await self._move(keys=[stream], args=args, client=client))
@@ -330,7 +337,10 @@ class ClusterQueueActions:
             else:
                 engine.traffic.published(new)
                 engine.writer.command(
-                    "XADD", engine.names.queue(new.destination), "*", "m",
+                    "XADD",
+                    engine.names.queue(new.destination),
+                    "*",
+                    "m",
                     encode(engine.ids.node, new),
                 )
             copied += 1
