@@ -304,6 +304,7 @@ LOGIN_SECTIONS: dict[str, LoginTables] = {
     ),
 }
 
+
 def _policies(section: str, tables: Any, lines: _Lines) -> list[Setting]:
     """
     ``[[policy]]`` tables, each ``name``, ``pattern`` and the policy's keys:
