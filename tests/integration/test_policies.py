@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_management_cli import cli
 from tests.support.clients import connect, publish
-from tests.support.management import managed_broker
+from tests.support.management import cli, managed_broker
 from tests.support.process import BrokerProcess
 
 
