@@ -129,6 +129,9 @@ def test_every_subcommand_prints_json_with_json(managed: BrokerProcess) -> None:
             "close": ["close", ident],
             "detached": ["detached"],
             "end-session": ["end-session", session],
+            "set-policy": ["set-policy", "json-cap", "json.>", "--max-length", "5"],
+            "policies": ["policies"],
+            "clear-policy": ["clear-policy", "json-cap"],
         }
         cli(
             managed,
