@@ -35,6 +35,7 @@ from stompbroker.app.option_values import (
     positive_seconds,
     redelivery_limit,
 )
+from stompbroker.app.policy_options import PolicyOptions
 from stompbroker.app.redelivery_options import RedeliveryOptions
 from stompbroker.app.stream_options import StreamOptions
 from stompbroker.app.websocket_options import WebSocketOptions
@@ -78,6 +79,7 @@ class Options(
     EngineOptions,
     StreamOptions,
     RedeliveryOptions,
+    PolicyOptions,
     WebSocketOptions,
     EdgeOptions,
     ConfigFileOptions,
@@ -454,6 +456,7 @@ class Options(
         self.check_engine()
         self.check_streams(parse_size)
         self.check_redelivery()
+        self.check_policies()
         self.check_websocket()
         self.check_edge()
         if self["log-level"] not in LEVELS:

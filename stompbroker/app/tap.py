@@ -113,6 +113,7 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         engine=engine,
         stream_limits=None if engine is not None else options["stream-limits"],
         rate_limits=options["rate-limits"],
+        policies=options["policies"],
     )
     exporter = None
     if options["stats-dir"] is not None:

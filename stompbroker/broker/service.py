@@ -49,6 +49,7 @@ from stompbroker.broker.clients.connections import ConnectionRegistry
 from stompbroker.broker.clients.consumers import Consumers
 from stompbroker.broker.clients.transactions import Transactions
 from stompbroker.broker.engine.factory import build_engine
+from stompbroker.broker.features.policies import Policies, Policy
 from stompbroker.broker.flow.backpressure import BackPressure, MemoryAlarm
 from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.flow.rate_limiter import RateLimiter
@@ -127,6 +128,7 @@ class Broker(Service):
         engine: Any = None,
         stream_limits: Any = None,
         rate_limits: RateLimits = DEFAULT_RATE_LIMITS,
+        policies: tuple[Policy, ...] = (),
     ) -> None:
         if engine is None:
             engine = build_engine(clock, policy=policy, store=store, stream_limits=stream_limits)
@@ -163,7 +165,12 @@ class Broker(Service):
             policy,
             persistent_queues,
         )
-        self.consumers = Consumers(engine, self.registry, self.transactions, policy)
+        #: The per-destination policies in force (docs/policies.md): the
+        #: configuration's, then what operators set at run time.
+        self.policies: Policies = engine.policies
+        for each in policies:
+            self.policies.set(each)
+        self.consumers = Consumers(engine, self.registry, self.transactions, policy, self.policies)
         self._readiness = Readiness()
         # The methods a session calls per message, bound once: its SEND, ACK and
         # NACK, and a slow subscriber's signals, reach the part that does the work

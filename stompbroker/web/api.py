@@ -46,6 +46,7 @@ from twisted.web.server import NOT_DONE_YET, Request
 from stompbroker import __version__
 from stompbroker.broker.engine.shared_queues import Acted
 from stompbroker.broker.features.browsing import Waiting
+from stompbroker.broker.features.policies import BadPolicy, parse_policy
 from stompbroker.broker.management.detached_sessions import UnknownSession
 from stompbroker.broker.management.operations import (
     InUse,
@@ -240,6 +241,10 @@ class ManagementApi(Resource):
             if method == "DELETE":
                 return _record(detached.end(path[1], operator=_operator(identity, request)))
             return _record(detached.get(path[1]))
+        if top == "policies" and len(path) in (1, 2):
+            self._allow(method, ("GET", "PUT", "DELETE") if len(path) == 2 else ("GET",))
+            self.guard.require(identity, READ if method == "GET" else ADMIN)
+            return self._policy_call(identity, request, method, path[1:])
         if top == "destinations":
             if len(path) == 1:
                 self._allow(method, ("GET",))
@@ -286,6 +291,7 @@ class ManagementApi(Resource):
                 continue
             row = _record(info)
             del row["subscribers"]
+            row["policy"] = self._policy_name(info.destination)
             row.update(rates.get(info.destination, _NO_RATES))
             rows.append(row)
         return rows
@@ -330,7 +336,9 @@ class ManagementApi(Resource):
         operator = _operator(identity, request)
         if action == "":
             if method == "GET":
-                return _record(management.destination(name))
+                document = _record(management.destination(name))
+                document["policy"] = self._policy_name(name)
+                return document
             discarded = queues.delete(name, operator=operator)
             return {"destination": name, "deleted": True, "discarded": discarded}
         if action == "messages":
@@ -366,6 +374,44 @@ class ManagementApi(Resource):
         targets: Deferred[Any] = maybeDeferred(queues.retry_targets, name, count)
         retried = targets.addCallback(retry)
         return retried.addCallback(_acted, {"destination": name}, "retried")
+
+    def _policy_name(self, destination: str) -> str | None:
+        """:returns: the name of the policy in force on ``destination``, or ``None``."""
+        policy = self.management.broker.policies.policy_for(destination)
+        return None if policy is None else policy.name
+
+    def _policy_call(self, identity: Any, request: Request, method: str, rest: list[str]) -> Any:
+        """``GET /api/policies``, ``GET|PUT|DELETE /api/policies/{name}`` (docs/policies.md)."""
+        policies = self.management.broker.policies
+        if not rest:
+            return [policy.as_dict() for policy in policies.listed()]
+        name = rest[0]
+        operator = _operator(identity, request)
+        if method == "PUT":
+            body = _json_body(request, {"pattern", "priority", "apply-to", "vhost", "definition"})
+            definition = body.pop("definition", {})
+            if not isinstance(definition, dict):
+                raise ApiError(400, "bad request", '"definition" must be an object')
+            try:
+                policy = parse_policy(name, {**body, **definition})
+            except BadPolicy as error:
+                raise ApiError(400, "bad request", str(error)) from None
+            policies.set(policy)
+            log.info(
+                "{operator} set policy {name}: {policy}",
+                operator=operator,
+                name=name,
+                policy=json.dumps(policy.as_dict(), sort_keys=True),
+            )
+            return policy.as_dict()
+        found = policies.get(name)
+        if found is None:
+            raise ApiError(404, "unknown policy", f"no policy is named {name!r}")
+        if method == "DELETE":
+            policies.remove(name)
+            log.info("{operator} cleared policy {name}", operator=operator, name=name)
+            return {"name": name, "cleared": True}
+        return found.as_dict()
 
     def _publish(self, identity: Any, request: Request, name: str) -> dict[str, Any]:
         body = _json_body(request, {"body", "body_encoding", "headers"})

@@ -175,6 +175,7 @@ def test_every_option_has_one_place_in_the_file() -> None:
     names -= {"port", "config", "version", "help", "help-auth", "help-auth-type"}
     keys = [key for section in SECTIONS.values() for key in section.keys]
     keys += [tables.option for tables in LOGIN_SECTIONS.values()]
+    keys += ["policy"]  # the [[policy]] tables
     assert sorted(keys) == sorted(set(keys))
     assert set(keys) == names
 

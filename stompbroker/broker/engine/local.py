@@ -42,6 +42,7 @@ from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout, TopicSubs
 from stompbroker.broker.engine.figures import ClusterView
 from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
 from stompbroker.broker.features.browsing import Waiting
+from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.features.retained_values import RetainedMessages
 from stompbroker.broker.features.retainer import Retaining, retained_copies
 from stompbroker.broker.features.scheduled_messages import ScheduledEntry, Scheduler
@@ -141,7 +142,9 @@ class LocalEngine:
         self.ids = self.books.ids
         self.traffic = self.books.traffic
         self.counters = self.books.counters
-        self.table = QueueTable(clock, policy, self.books, self.journal)
+        #: The per-destination policies (:mod:`stompbroker.broker.features.policies`).
+        self.policies = Policies(policy)
+        self.table = QueueTable(clock, policy, self.books, self.journal, policies=self.policies)
         self.queues: dict[str, WorkerQueue] = self.table.queues
         self.durable: dict[tuple[str, str], WorkerQueue] = self.table.durable
         self.dead_letters = self.table.dead_letters

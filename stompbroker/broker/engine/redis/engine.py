@@ -89,6 +89,7 @@ from stompbroker.broker.engine.redis.scripts import Scripts
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
 from stompbroker.broker.engine.redis.url import EngineURL
 from stompbroker.broker.features.browsing import Waiting
+from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
@@ -184,7 +185,11 @@ class RedisEngine:
         self.counters = self.books.counters
         #: This node's queues: handles on the shared streams of ``/queue/``
         #: destinations, and local queues for temporary queues.
-        self.table = QueueTable(clock, policy, self.books, shared=self._stream_queue)
+        #: The per-destination policies; this node's own (docs/cluster.md).
+        self.policies = Policies(policy)
+        self.table = QueueTable(
+            clock, policy, self.books, shared=self._stream_queue, policies=self.policies
+        )
         self.queues: dict[str, Any] = self.table.queues
         self.durable: dict[tuple[str, str], Any] = self.table.durable
         self.dead_letters = self.table.dead_letters
