@@ -169,27 +169,36 @@ def test_a_bad_presence_header_is_an_error(secured: BrokerProcess) -> None:
 # -- two nodes on one Redis ------------------------------------------------------------
 
 
-def node(workdir: Path, server: RedisServer, users: Path) -> BrokerProcess:
+def node(
+    workdir: Path, server: RedisServer, users: Path, timeout: str = NODE_TIMEOUT
+) -> BrokerProcess:
     """A node with a web port, on a prefix of this module's own."""
     return BrokerProcess(
         workdir,
         "--engine",
         f"{server.url}?prefix=presence",
         "--node-timeout",
-        NODE_TIMEOUT,
+        timeout,
         "--auth",
         f"passwd:{users}",
         reactor="uvloop",
     )
 
 
+#: A node timeout no test waits for: what leaves then was not found dead.
+LONG_TIMEOUT = "60"
+
+
 @pytest.fixture
 def two_nodes(
     redis_server: RedisServer,  # noqa: F811
     tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> Iterator[list[BrokerProcess]]:
+    """Nodes A and B; an indirect parametrize of ``two_nodes`` sets their --node-timeout."""
+    timeout = getattr(request, "param", NODE_TIMEOUT)
     users = write_users(tmp_path / "users.txt", *USERS)
-    started = [node(tmp_path / letter, redis_server, users) for letter in "ab"]
+    started = [node(tmp_path / letter, redis_server, users, timeout) for letter in "ab"]
     try:
         yield started
     finally:
@@ -227,3 +236,19 @@ def test_presence_across_nodes_and_a_killed_node_leaves(two_nodes: list[BrokerPr
     assert [entry["login"] for entry in subscribers(a, destination)[1]] == ["alice"]
     assert alice_inbox.messages[-1].headers["presence-subscribers"] == "1"
     alice.disconnect()
+
+
+@pytest.mark.parametrize("two_nodes", [LONG_TIMEOUT], indirect=True)
+def test_a_node_stopping_cleanly_takes_its_subscribers_out_at_once(
+    two_nodes: list[BrokerProcess],
+) -> None:
+    """A node's clean stop removes its subscribers as its connections close, not at the timeout."""
+    a, b = two_nodes
+    destination = room()
+    _, watcher = subscribed(b.address, "alice", destination, presence="true")
+    subscribed(a.address, "bob", destination)
+    assert watcher.wait_for(lambda: events(watcher) == [("join", "bob")], 10)
+    a.stop()
+    # Long before a's liveness key could expire: the stop told it, not the others' look.
+    assert watcher.wait_for(lambda: events(watcher)[-1:] == [("leave", "bob")], 10)
+    assert [entry["login"] for entry in subscribers(b, destination)[1]] == ["alice"]
