@@ -169,10 +169,11 @@ class Presence:
     def join(self, subscriber: Any, watch: bool = False) -> None:
         """
         A subscription of this node is made: add it, tell the others, and, with
-        ``watch``, send it the destination's events from now on.
+        ``watch``, send it the destination's events from now on.  One given
+        again changes nothing.
         """
         destination = subscriber.destination
-        if not tracked(destination):
+        if not tracked(destination) or subscriber in self._here:
             return
         connection = subscriber.connection
         entry = Present(

@@ -79,6 +79,8 @@ def test_subscribers_are_listed_oldest_first_and_counted() -> None:
     ]
     assert listed[0].field == "n1:c1:s" and listed[0].node == "n1"
     assert tracker.occupancy() == {"/topic/room": 2, "/queue/jobs": 1}
+    tracker.join(first)  # given again: nothing changes
+    assert tracker.occupancy() == {"/topic/room": 2, "/queue/jobs": 1}
     tracker.leave(first)
     tracker.leave(first)  # a second leave changes nothing
     assert tracker.occupancy() == {"/topic/room": 1, "/queue/jobs": 1}
