@@ -85,6 +85,7 @@ def stats_document(
         "http_auth": model.authorization.to_dict() if model.authorization is not None else None,
         "rate_limits": rates.to_dict() if rates is not None else None,
         "destinations": destinations,
+        "occupancy": model.broker.presence.occupancy(),
         "nodes": nodes_document(snapshot.nodes),
         "connections": [connection.to_dict() for connection in model.connections()],
     }

@@ -12,7 +12,9 @@ Metric families (``destination`` label on the per-destination ones):
   of the export schema (``messages_in``, ``messages_delivered``, ... ``bytes_out``);
 - gauges ``stompbroker_destination_depth``, ``..._in_flight``,
   ``..._consumers``, and ``..._producers`` (distinct publishing connections
-  over the latest live interval);
+  over the latest live interval), and ``..._subscribers`` (the occupancy:
+  subscriptions by the destination their SUBSCRIBE named, on every node, for
+  destinations with any);
 - ``stompbroker_connections`` (gauge, by ``transport``),
   ``stompbroker_connections_opened_total``, ``stompbroker_connections_closed_total``,
   ``stompbroker_uptime_seconds``, ``stompbroker_resident_memory_bytes``,
@@ -131,6 +133,15 @@ class StatsCollector(Collector):
             for record in latest.destinations:
                 producers.add_metric([record.destination], record.producers)
         yield producers
+        subscribers = GaugeMetricFamily(
+            f"{PREFIX}_destination_subscribers",
+            "Subscriptions to the destination as their SUBSCRIBE named it, on every node"
+            " (presence; only destinations with subscribers)",
+            labels=["destination"],
+        )
+        for destination, count in sorted(model.broker.presence.occupancy().items()):
+            subscribers.add_metric([destination], count)
+        yield subscribers
         yield from self._broker_metrics(snapshot, latest)
 
     def _broker_metrics(self, snapshot: Any, latest: Any) -> Iterator[Metric]:

@@ -16,6 +16,7 @@ path                                                   method  what
 ``/api/destinations/{destination}``                    GET     one, with its consumers
 ``/api/destinations/{destination}``                    DELETE  delete a queue or durable
 ``/api/destinations/{destination}/messages?count=N``   GET     browse the first N waiting
+``/api/destinations/{destination}/subscribers``        GET     who subscribes (presence)
 ``/api/destinations/{destination}/messages``           DELETE  purge what waits
 ``/api/destinations/{destination}/move``               POST    ``{"to", "count", "copy"}``
 ``/api/destinations/{destination}/retry``              POST    ``{"count"}``: DLQ back home
@@ -131,7 +132,7 @@ def _record(value: Any) -> Any:
 
 
 #: The fields of records that are times, in clock seconds.
-_TIMES = ("connected_since", "detached_since", "expires_at")
+_TIMES = ("connected_since", "detached_since", "expires_at", "since")
 
 
 class ManagementApi(Resource):
@@ -317,6 +318,7 @@ class ManagementApi(Resource):
         allowed = {
             "": ("GET", "DELETE"),
             "messages": ("GET", "DELETE"),
+            "subscribers": ("GET",),
             "move": ("POST",),
             "retry": ("POST",),
             "publish": ("POST",),
@@ -341,6 +343,8 @@ class ManagementApi(Resource):
                 return document
             discarded = queues.delete(name, operator=operator)
             return {"destination": name, "deleted": True, "discarded": discarded}
+        if action == "subscribers":
+            return [_record(entry) for entry in management.subscribers(name)]
         if action == "messages":
             if method == "GET":
                 count = _count(_query(request, "count"), DEFAULT_BROWSE)

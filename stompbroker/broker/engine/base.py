@@ -478,6 +478,19 @@ class IEngine(Interface):
         :param book: the broker's :class:`~stompbroker.protocol.resume.registry.ResumeBook`.
         """
 
+    def share_presence(presence):  # type: ignore[no-untyped-def]
+        """
+        Share who subscribes to what with every process sharing this engine's
+        state (docs/destinations.md, "Presence").  Called once, before the
+        engine opens.
+
+        Local: nothing.  Redis: set ``presence.share`` to a part that files this
+        node's subscriptions in the server and tells the other nodes of each
+        join and leave, and apply theirs to ``presence``.
+
+        :param presence: the broker's :class:`~stompbroker.broker.features.presence.Presence`.
+        """
+
     def report_outages(alarm):  # type: ignore[no-untyped-def]
         """
         Pause publishers while the engine's server is away, rather than refuse

@@ -377,6 +377,9 @@ class LocalEngine:
     def share_resumption(self, book: Any) -> None:
         """Nothing to share: a session resumes on this process, the only one."""
 
+    def share_presence(self, presence: Any) -> None:
+        """Nothing to share: this process's subscribers are all there are."""
+
     def report_outages(self, alarm: Any) -> None:
         """Nothing to report: the store is in this process."""
 

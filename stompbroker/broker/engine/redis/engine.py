@@ -80,6 +80,7 @@ from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.listener import listen
 from stompbroker.broker.engine.redis.liveness import Liveness
 from stompbroker.broker.engine.redis.outage import DEFAULT_OUTAGE_HOLD, Outage, unreachable_text
+from stompbroker.broker.engine.redis.presence import ClusterPresence
 from stompbroker.broker.engine.redis.queue_actions import ClusterQueueActions
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.resumes import RedisResumeDirectory
@@ -230,6 +231,8 @@ class RedisEngine:
         self.liveness = Liveness(self)
         #: Where the nodes find each other's resumable sessions (share_resumption).
         self.resumes: RedisResumeDirectory | None = None
+        #: Who subscribes to what, on every node (share_presence; :mod:`.presence`).
+        self.presence: ClusterPresence | None = None
         #: This node's copy of the retained messages, and their writes (:mod:`.retained`).
         self.retained = ClusterRetained(self)
         #: The cluster's scheduled messages, once the router asks (:meth:`scheduling`).
@@ -328,6 +331,8 @@ class RedisEngine:
         await self.liveness.announce()
         await self.durables.load().asFuture(self.loop)
         await self.retained.load().asFuture(self.loop)
+        if self.presence is not None:
+            await self.presence.load().asFuture(self.loop)
         beat = LoopingCall(self.liveness.beat)
         beat.clock = self.clock
         beat.start(self.node_timeout / 3, now=False)
@@ -360,6 +365,8 @@ class RedisEngine:
         self.pubsub_reconnects += 1
         # Notices of retained messages may have been missed: read them all again.
         self.retained.load()
+        if self.presence is not None:
+            self.presence.load()
         log.warn(
             "Redis closed this node's pub/sub connection and it is subscribed again"
             " (closings so far: {count}): topic messages other nodes published meanwhile"
@@ -391,6 +398,11 @@ class RedisEngine:
         before the engine opens.
         """
         self.resumes = RedisResumeDirectory(self, book)
+
+    def share_presence(self, presence: Any) -> None:
+        """Share who subscribes to what with every node (:mod:`.presence`), before opening."""
+        self.presence = ClusterPresence(self, presence)
+        self.channels[self.presence.channel.encode()] = self.presence.notice
 
     def cluster(self) -> ClusterView:
         """:returns: the latest view of the other nodes and of what waits unread in Redis."""

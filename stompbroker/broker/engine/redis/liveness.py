@@ -7,8 +7,9 @@ key has expired, and takes them over for its own consumers
 (:meth:`~stompbroker.broker.engine.redis.queues.StreamQueue.claim_from_dead`),
 and has each queue compare the length of its own pending list with what it
 holds (:meth:`~stompbroker.broker.engine.redis.queues.StreamQueue.check_pending`);
-the same look trims the streams it knows for age and reads the registry of
-durable subscriptions again.  ``GET /api/nodes`` lists the live keys.
+the same look trims the streams it knows for age, reads the registry of
+durable subscriptions again, and removes dead nodes' subscribers from presence
+(:mod:`~stompbroker.broker.engine.redis.presence`).  ``GET /api/nodes`` lists the live keys.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ class Liveness:
         engine = self._engine
         engine.redis_streams.trim()
         engine.durables.load().addErrback(self._failed, "the durable subscriptions")
+        if engine.presence is not None:
+            engine.presence.sweep()
         for queue in [*engine.queues.values(), *engine.durables.queues.values()]:
             if isinstance(queue, StreamQueue) and queue.consumers:
                 queue.check_pending()
