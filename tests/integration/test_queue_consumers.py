@@ -261,17 +261,3 @@ def test_the_redis_engine_refuses_queue_features(
     assert inbox.wait_for(lambda: bool(inbox.errors)), "no ERROR"
     assert "not supported by the redis engine" in inbox.errors[0].headers["message"]
     assert "r" not in inbox.receipts
-
-
-def test_the_redis_engine_refuses_a_queue_pattern_saying_not_to_retry(
-    redis_node: BrokerProcess,
-) -> None:
-    """A wildcard consumer on the redis engine: an ERROR that says why and not to retry."""
-    connection, inbox = connect(redis_node.address)
-    connection.subscribe("/queue/orders.>", id="s")
-    assert inbox.wait_for(lambda: bool(inbox.errors)), "no ERROR"
-    error = inbox.errors[0]
-    assert error.headers["message"] == (
-        "wildcard queue consumers are not supported by the redis engine yet"
-    )
-    assert b"subscribe to each queue by name" in error.body

@@ -138,6 +138,9 @@ class WorkerQueue:
         "delayed",
     )
 
+    #: Its messages are all here: an offer of room needs no reading first.
+    reads_ahead = False
+
     def __init__(
         self,
         destination: str,
