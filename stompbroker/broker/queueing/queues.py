@@ -140,6 +140,9 @@ class WorkerQueue:
         "limits",
     )
 
+    #: Its messages are all here: an offer of room needs no reading first.
+    reads_ahead = False
+
     def __init__(
         self,
         destination: str,

@@ -82,6 +82,7 @@ from stompbroker.broker.engine.redis.liveness import Liveness
 from stompbroker.broker.engine.redis.outage import DEFAULT_OUTAGE_HOLD, Outage, unreachable_text
 from stompbroker.broker.engine.redis.presence import ClusterPresence
 from stompbroker.broker.engine.redis.queue_actions import ClusterQueueActions
+from stompbroker.broker.engine.redis.queue_names import QueueNames
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.resumes import RedisResumeDirectory
 from stompbroker.broker.engine.redis.retained import ClusterRetained
@@ -241,11 +242,17 @@ class RedisEngine:
         self.control = ControlChannel(self)
         #: The management's purge, move, copy and retry across nodes (:meth:`shared_queues`).
         self._actions: ClusterQueueActions | None = None
+        #: The cluster's queue names, for wildcard consumers (:mod:`.queue_names`).
+        self.queue_names = QueueNames(self)
+        self._named = self.queue_names.known
+        self.watch_queues = self.queue_names.watch
+        self.unwatch_queues = self.queue_names.unwatch
         #: Channels of this engine's features -> what takes their messages (the listener).
         self.channels: dict[bytes, Callable[[bytes], None]] = {
             self.retained.channel.encode(): self.retained.notice,
             self.control.requests.encode(): self.control.requested,
             self.control.answers.encode(): self.control.answered,
+            self.queue_names.channel.encode(): self.queue_names.notice,
         }
 
     # -- what it is --------------------------------------------------------------------
@@ -363,10 +370,12 @@ class RedisEngine:
         pubsub``, docs/cluster.md); redis-py has subscribed again.
         """
         self.pubsub_reconnects += 1
-        # Notices of retained messages may have been missed: read them all again.
+        # Notices of retained messages and new queues may have been missed:
+        # read them all again.
         self.retained.load()
         if self.presence is not None:
             self.presence.load()
+        self.queue_names.reload()
         log.warn(
             "Redis closed this node's pub/sub connection and it is subscribed again"
             " (closings so far: {count}): topic messages other nodes published meanwhile"
@@ -478,6 +487,8 @@ class RedisEngine:
         self.traffic.published(message)
         if not message.persistent:
             destination = message.destination
+            if destination not in self._named:
+                self.queue_names.met(destination)
             stream = self.names.queue(destination)
             if message.priority != DEFAULT_PRIORITY:
                 stream = self.lanes.stream(self.writer, destination, stream, message.priority)
@@ -511,6 +522,8 @@ class RedisEngine:
         """
         destination = message.destination
         if destination.startswith(QUEUE_PREFIX):
+            if destination not in self._named:
+                self.queue_names.met(destination)
             if message.group is not None:
                 self.lanes.grouped(self.writer, destination)
             streams = [
@@ -537,6 +550,9 @@ class RedisEngine:
     # -- queues ------------------------------------------------------------------------------
 
     def _stream_queue(self, destination: str) -> StreamQueue:
+        """:returns: a new handle on a queue's stream, whose name the cluster's set then holds."""
+        if destination not in self._named:
+            self.queue_names.met(destination)
         return StreamQueue(destination, self)
 
     def queue(self, destination: str) -> Any:

@@ -124,6 +124,9 @@ class StreamQueue:
 
     #: No message store: Redis keeps its messages (see the local queue's).
     store_key = None
+    #: Its messages wait in Redis until room is made: a wildcard consumer's
+    #: offer of room must wake its reader even when it holds nothing here.
+    reads_ahead = True
 
     def __init__(
         self, destination: str, engine: Any, durable: tuple[str, str] | None = None
@@ -269,9 +272,13 @@ class StreamQueue:
         *,
         selector: Selector | None = None,
         options: Any = None,
+        held: dict[str, Message] | None = None,
     ) -> Consumer:
         """
         Start handing messages to a local subscriber; the first starts the reading.
+        ``held`` is a wildcard consumer's shared dict of what it holds
+        (:mod:`~stompbroker.broker.queueing.wildcard`), whose one window then
+        bounds what this handle reads for it.
 
         A ``/queue/``'s consumer is registered in Redis with its selector and
         options, so that every node's reads give it what it should get
@@ -281,7 +288,7 @@ class StreamQueue:
         """
         self._traffic.queues.add(self.local)
         consumer = self.local.add_consumer(
-            subscriber, window, max_redeliveries, selector=selector, options=options
+            subscriber, window, max_redeliveries, selector=selector, options=options, held=held
         )
         if self._cluster is not None:
             self._cluster.register(
