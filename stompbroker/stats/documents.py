@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX
 from stompbroker.stats.cluster import nodes_document
 from stompbroker.stats.model import Interval, Snapshot, StatsModel
@@ -58,6 +60,7 @@ def stats_document(
         destinations[name] = entry
     counters = model.broker.counters
     figures = resume_figures(model.broker)
+    gaps = model.topic_gaps()
     rates = model.broker.rates.figures()
     return {
         "schema_version": SCHEMA_VERSION,
@@ -81,6 +84,7 @@ def stats_document(
             "slow_consumer_disconnects": counters.slow_disconnects,
         },
         "resumable_sessions": figures.to_dict() if figures is not None else None,
+        "topic_gaps": attrs.asdict(gaps) if gaps is not None else None,
         "memory": memory_document(model.broker.memory_alarm()),
         "http_auth": model.authorization.to_dict() if model.authorization is not None else None,
         "rate_limits": rates.to_dict() if rates is not None else None,

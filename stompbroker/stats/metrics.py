@@ -27,6 +27,8 @@ Metric families (``destination`` label on the per-destination ones):
   ``stompbroker_resumable_sessions_expired_total``,
   ``stompbroker_resumable_sessions_ended_total`` and
   ``stompbroker_resume_buffer_shed_frames_total``;
+- with the redis engine (docs/cluster.md): ``stompbroker_topic_gaps_total`` and
+  ``stompbroker_topic_gap_subscriptions_total``;
 - the memory watermark (``--memory-high``, docs/monitoring.md): gauges
   ``stompbroker_memory_alarm`` (1 while publishers are paused for memory),
   ``stompbroker_memory_in_use_bytes`` (the latest sample),
@@ -190,6 +192,18 @@ class StatsCollector(Collector):
         figures = resume_figures(self._live.model.broker)
         if figures is not None:
             yield from _resume_metrics(figures)
+        gaps = self._live.model.topic_gaps()
+        if gaps is not None:
+            yield CounterMetricFamily(
+                f"{PREFIX}_topic_gaps",
+                "Times this node's link to other nodes' topic messages came back after a gap",
+                value=gaps.gaps,
+            )
+            yield CounterMetricFamily(
+                f"{PREFIX}_topic_gap_subscriptions",
+                "Topic subscriptions told cluster-gap:true on their next message",
+                value=gaps.subscriptions_told,
+            )
         authorization = self._live.model.authorization
         if authorization is not None:
             yield from _authorization_metrics(authorization.to_dict())

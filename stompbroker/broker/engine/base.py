@@ -504,6 +504,14 @@ class IEngine(Interface):
         :param alarm: the broker's :class:`~stompbroker.broker.flow.backpressure.BackPressure`.
         """
 
+    def topic_gaps():  # type: ignore[no-untyped-def]
+        """
+        :returns: a :class:`~stompbroker.broker.engine.figures.TopicGaps`: how
+            often this node missed other nodes' topic messages and how many
+            subscriptions it told; ``None`` for an engine of one process, which
+            misses none.
+        """
+
     def cluster():  # type: ignore[no-untyped-def]
         """
         :returns: the latest :class:`~stompbroker.broker.engine.figures.ClusterView`

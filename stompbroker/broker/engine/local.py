@@ -39,7 +39,7 @@ from stompbroker.broker.engine.base import IEngine, Node
 from stompbroker.broker.engine.capabilities import LOCAL, Capabilities
 from stompbroker.broker.engine.durable_rules import reusable_durable, unknown_durable
 from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout, TopicSubscriptions
-from stompbroker.broker.engine.figures import ClusterView
+from stompbroker.broker.engine.figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.features.policies import Policies
@@ -385,6 +385,10 @@ class LocalEngine:
 
     def cluster(self) -> ClusterView | None:
         """:returns: ``None``: this process is the whole broker."""
+        return None
+
+    def topic_gaps(self) -> TopicGaps | None:
+        """:returns: ``None``: every topic message is sent in this process."""
         return None
 
     # -- topic subscriptions -------------------------------------------------------------

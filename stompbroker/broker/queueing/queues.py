@@ -307,6 +307,16 @@ class WorkerQueue:
     def count_deliveries(self, count: int, tails: dict[str, int]) -> None:
         """Nothing to count: a queue counts its deliveries as it hands messages out."""
 
+    def mark_gap(self) -> int:
+        """
+        Tell each consumer's subscription of a gap in what reached this queue
+        (:meth:`ISubscriber.mark_gap`); its next MESSAGE may be one the queue
+        held from before the gap.
+
+        :returns: how many were told now.
+        """
+        return sum(consumer.subscriber.mark_gap() for consumer in self.consumers)
+
     def publish(self, message: Message) -> None:
         """
         Enqueue a message sent to this queue (not one that comes to it from a topic,

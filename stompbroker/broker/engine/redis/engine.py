@@ -53,7 +53,7 @@ from zope.interface import implementer
 from stompbroker.broker.engine.base import IEngine, Node
 from stompbroker.broker.engine.capabilities import REDIS, Capabilities
 from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout
-from stompbroker.broker.engine.figures import ClusterView
+from stompbroker.broker.engine.figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.local import DEFAULT_POLICY
 from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
 from stompbroker.broker.engine.redis.codec import (
@@ -214,6 +214,8 @@ class RedisEngine:
         self._subscriber: Any = None
         #: How often Redis closed the pub/sub connection and it came back.
         self.pubsub_reconnects = 0
+        #: Topic subscriptions told of those gaps (``cluster-gap:true``).
+        self.gap_subscriptions = 0
         self._listener: asyncio.Task[None] | None = None
         self._loops: list[LoopingCall] = []
         # Streams live in Redis; this node keeps mirrors of those it reads.
@@ -370,6 +372,10 @@ class RedisEngine:
         pubsub``, docs/cluster.md); redis-py has subscribed again.
         """
         self.pubsub_reconnects += 1
+        # Every topic subscription here may have missed messages: its next
+        # MESSAGE says so (durable subscriptions read streams: nothing lost).
+        told = self.fanout.mark_gap()
+        self.gap_subscriptions += told
         # Notices of retained messages and new queues may have been missed:
         # read them all again.
         self.retained.load()
@@ -379,11 +385,17 @@ class RedisEngine:
         log.warn(
             "Redis closed this node's pub/sub connection and it is subscribed again"
             " (closings so far: {count}): topic messages other nodes published meanwhile"
-            " did not reach this node's subscribers; if Redis's log says 'output buffer"
+            " did not reach this node's subscribers ({told} told so by cluster-gap:true"
+            " on their next message); if Redis's log says 'output buffer"
             " limits', this node reads them slower than they are published"
             " (docs/cluster.md, 'Cross-node topic messages and a slow node')",
             count=self.pubsub_reconnects,
+            told=told,
         )
+
+    def topic_gaps(self) -> TopicGaps:
+        """:returns: how often this node missed other nodes' topic messages, and whom it told."""
+        return TopicGaps(self.pubsub_reconnects, self.gap_subscriptions)
 
     def nodes(self) -> Deferred[list[Node]]:
         """
