@@ -53,7 +53,7 @@ def test_a_stop_longer_than_the_timeout_since_the_last_confirmed_beat_is_a_lapse
 
 
 def test_the_key_lives_from_the_sending_of_a_beat_not_from_its_reply() -> None:
-    """A reply that comes late (Redis slow, the node stopped) extends nothing past send + timeout."""
+    """A late reply (Redis slow, the node stopped) extends nothing past send + timeout."""
     clock, lapse = watch(2.0)
     sent = lapse.sending()
     clock.advance(1.5)

@@ -631,8 +631,8 @@ class StreamQueue:
             cluster.held = [held for held in cluster.held if (held[0], held[1]) in owned]
             # A node that saw this one dead handed back its own stream: made again.
             cluster.own_made = False
-        for message in result.kept:
-            self.local.enqueue(message)
+        # Back at the head, as they were (only NACKed ones may have come meanwhile).
+        self.pending.extendleft(reversed(result.kept))
         if result.forget:
             log.warn(
                 "dropped {count} messages of {queue} that another node took over while"
@@ -641,6 +641,7 @@ class StreamQueue:
                 queue=self.destination,
                 aside=result.dropped,
             )
+        self.local.dispatch()
         self._wake.set()
 
     async def _ping_after_lapse(self) -> Any:
