@@ -17,7 +17,7 @@ or ``/topic/`` prefix, which ``apply-to`` chooses.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from attrs import Attribute, evolve, field, fields, frozen
 from attrs.validators import ge, in_, optional
@@ -35,6 +35,7 @@ __all__ = [
     "Policies",
     "Policy",
     "PolicySettings",
+    "PolicySharing",
     "parse_policy",
 ]
 
@@ -232,6 +233,14 @@ def _whole(name: str, key: str, value: Any) -> int:
         raise BadPolicy(f"policy {name}: {key} takes a whole number, got {value!r}") from None
 
 
+class PolicySharing(Protocol):
+    """Who tells other nodes of the policies an operator sets and clears here (the redis engine)."""
+
+    def policy_set(self, policy: Policy) -> None: ...
+
+    def policy_cleared(self, name: str) -> None: ...
+
+
 class Policies:
     """
     The policies in force, and what each destination gets of them.
@@ -249,6 +258,8 @@ class Policies:
         self._resolved: dict[str, Policy | None] = {}
         self._delivery: dict[str, DeliveryPolicy] = {}
         self._watchers: list[Callable[[], None]] = []
+        #: Who shares an operator's changes with other nodes, if anyone (:meth:`share`).
+        self._sharing: PolicySharing | None = None
         for policy in policies:
             self._add(policy)
 
@@ -267,17 +278,32 @@ class Policies:
         """Call ``changed()`` after every change of the policies."""
         self._watchers.append(changed)
 
-    def set(self, policy: Policy) -> None:
-        """Add a policy, or replace the one of the same name; then tell the watchers."""
+    def share(self, sharing: PolicySharing) -> None:
+        """From now on, tell ``sharing`` of every :meth:`set` and :meth:`remove`."""
+        self._sharing = sharing
+
+    def set(self, policy: Policy, *, announce: bool = True) -> None:
+        """
+        Add a policy, or replace the one of the same name; then tell the watchers.
+
+        :param announce: tell the other nodes (``False`` for a change that came from one).
+        """
         self._drop(policy.name)
         self._add(policy)
         self._changed()
+        if announce and self._sharing is not None:
+            self._sharing.policy_set(policy)
 
-    def remove(self, name: str) -> bool:
-        """:returns: whether a policy of that name was there (and is removed)."""
+    def remove(self, name: str, *, announce: bool = True) -> bool:
+        """
+        :param announce: tell the other nodes (``False`` for a change that came from one).
+        :returns: whether a policy of that name was there (and is removed).
+        """
         if not self._drop(name):
             return False
         self._changed()
+        if announce and self._sharing is not None:
+            self._sharing.policy_cleared(name)
         return True
 
     def replace_all(self, policies: list[Policy]) -> None:

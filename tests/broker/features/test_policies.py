@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stompbroker.broker.features.policies import BadPolicy, Policies, parse_policy
+from stompbroker.broker.features.policies import BadPolicy, Policies, Policy, parse_policy
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 
 
@@ -105,3 +105,29 @@ def test_replace_all_makes_the_given_set_whole() -> None:
     policies.replace_all([parse_policy("new", {"pattern": "b"})])
     assert [p.name for p in policies.listed()] == ["new"]
     assert policies.policy_for("/queue/a") is None
+
+
+class _Recorded:
+    """A PolicySharing that records what it is told."""
+
+    def __init__(self) -> None:
+        self.told: list[tuple[str, str]] = []
+
+    def policy_set(self, policy: Policy) -> None:
+        self.told.append(("set", policy.name))
+
+    def policy_cleared(self, name: str) -> None:
+        self.told.append(("cleared", name))
+
+
+def test_an_operators_changes_are_shared_and_another_nodes_are_not_told_back() -> None:
+    policies = Policies(policies=(parse_policy("file", {"pattern": "a"}),))
+    sharing = _Recorded()
+    policies.share(sharing)
+    policies.set(parse_policy("run", {"pattern": "b"}))
+    policies.remove("file")
+    policies.set(parse_policy("other", {"pattern": "c"}), announce=False)
+    policies.remove("other", announce=False)
+    assert policies.remove("missing") is False
+    assert sharing.told == [("set", "run"), ("cleared", "file")]
+    assert [policy.name for policy in policies.listed()] == ["run"]

@@ -88,6 +88,7 @@ from stompbroker.broker.engine.redis.resumes import RedisResumeDirectory
 from stompbroker.broker.engine.redis.retained import ClusterRetained
 from stompbroker.broker.engine.redis.scheduling import ClusterScheduling
 from stompbroker.broker.engine.redis.scripts import Scripts
+from stompbroker.broker.engine.redis.shared_policies import SharedPolicies
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
 from stompbroker.broker.engine.redis.url import EngineURL
 from stompbroker.broker.features.browsing import Waiting
@@ -187,7 +188,8 @@ class RedisEngine:
         self.counters = self.books.counters
         #: This node's queues: handles on the shared streams of ``/queue/``
         #: destinations, and local queues for temporary queues.
-        #: The per-destination policies; this node's own (docs/cluster.md).
+        #: The per-destination policies: the configuration's, this node's own, and
+        #: those set at run time on any node (:mod:`.shared_policies`, docs/cluster.md).
         self.policies = Policies(policy)
         self.table = QueueTable(
             clock, policy, self.books, shared=self._stream_queue, policies=self.policies
@@ -249,12 +251,15 @@ class RedisEngine:
         self._named = self.queue_names.known
         self.watch_queues = self.queue_names.watch
         self.unwatch_queues = self.queue_names.unwatch
+        #: The policies set at run time on any node, in Redis (:mod:`.shared_policies`).
+        self.shared_policies = SharedPolicies(self, self.policies)
         #: Channels of this engine's features -> what takes their messages (the listener).
         self.channels: dict[bytes, Callable[[bytes], None]] = {
             self.retained.channel.encode(): self.retained.notice,
             self.control.requests.encode(): self.control.requested,
             self.control.answers.encode(): self.control.answered,
             self.queue_names.channel.encode(): self.queue_names.notice,
+            self.shared_policies.channel.encode(): self.shared_policies.notice,
         }
 
     # -- what it is --------------------------------------------------------------------
@@ -342,6 +347,9 @@ class RedisEngine:
         await self.retained.load().asFuture(self.loop)
         if self.presence is not None:
             await self.presence.load().asFuture(self.loop)
+        # The configuration's policies are in by now: share what operators change from here on.
+        self.policies.share(self.shared_policies)
+        await self.shared_policies.load().asFuture(self.loop)
         beat = LoopingCall(self.liveness.beat)
         beat.clock = self.clock
         beat.start(self.node_timeout / 3, now=False)
