@@ -114,6 +114,18 @@ class ISubscriber(Interface):
         :param message: a :class:`stompbroker.protocol.message.Message`.
         """
 
+    def mark_gap():  # type: ignore[no-untyped-def]
+        """
+        Messages meant for this subscription may have been lost (a node of a
+        cluster missed other nodes' topic messages): say so on its next message
+        (a session's subscription writes ``cluster-gap:true`` on its next
+        MESSAGE).  Not on the hot path; a subscriber that cannot tell its
+        client does nothing and returns 0.
+
+        :returns: 1 if it is told now, 0 if it was told already and has not
+            delivered since.
+        """
+
     def count_deliveries(count, tails):  # type: ignore[no-untyped-def]
         """
         Count messages the broker delivered here earlier, for the connection's

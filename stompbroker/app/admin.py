@@ -42,11 +42,13 @@ from stompbroker.app.admin_tables import (
     DETACHED,
     NODES,
     OVERVIEW,
+    POLICIES,
     count_of,
     print_table,
     with_vhost,
 )
 from stompbroker.app.command_errors import Refused, Unreachable
+from stompbroker.broker.features.policies import APPLY_TO, SETTING_KEYS
 
 __all__ = ["DEFAULT_URL", "add_commands", "run"]
 
@@ -132,6 +134,15 @@ def add_commands(commands: Any) -> None:
     retry = add("dlq-retry", "send a dead-letter queue's messages back where they were sent")
     retry.add_argument("destination", metavar="DESTINATION")
     retry.add_argument("--count", type=int, help="how many (default all)")
+    add("policies", "list the per-destination policies")
+    policy = add("set-policy", "set (or replace) a per-destination policy; it applies at once")
+    policy.add_argument("name", metavar="NAME")
+    policy.add_argument("pattern", metavar="PATTERN", help="destination names, wildcards allowed")
+    policy.add_argument("--priority", type=int, default=0, help="the highest matching wins")
+    policy.add_argument("--apply-to", default="all", choices=APPLY_TO)
+    for key in SETTING_KEYS:
+        policy.add_argument(f"--{key}", metavar="VALUE", help="see docs/policies.md")
+    add("clear-policy", "remove a per-destination policy").add_argument("name", metavar="NAME")
     publish = add("publish", "publish a message (a testing aid)")
     publish.add_argument("destination", metavar="DESTINATION")
     publish.add_argument("body", nargs="?", default="", help="the body; - reads standard input")
@@ -143,7 +154,7 @@ def add_commands(commands: Any) -> None:
 #: The management subcommands' names.
 COMMANDS = (
     "overview nodes connections queues detached close end-session browse purge delete move"
-    " dlq-retry publish"
+    " dlq-retry publish policies set-policy clear-policy"
 ).split()
 
 
@@ -263,6 +274,8 @@ def _do(arguments: argparse.Namespace, client: Client, stdin: TextIO) -> tuple[A
         return answer, lambda out: print(
             f"ended {answer['id']} ({answer['login'] or 'no login'})", file=out
         )
+    if command in ("policies", "set-policy", "clear-policy"):
+        return _policy_command(arguments, client)
     path = f"destinations/{_segment(getattr(arguments, 'destination', ''))}"
 
     def hosted(separator: str) -> str:
@@ -326,6 +339,35 @@ def _partly(answer: dict[str, Any]) -> str:
         f" (node {answer.get('node')} answered; not what nodes"
         f" {', '.join(answer.get('missing', ()))} hold: they did not answer in time)"
     )
+
+
+def _policy_command(arguments: argparse.Namespace, client: Client) -> tuple[Any, Callable]:
+    """``policies``, ``set-policy``, ``clear-policy``: as rabbitmqctl's."""
+    command = arguments.command
+    if command == "policies":
+        answer = client.call("GET", "policies")
+        rows = [
+            dict(row, definition=",".join(f"{k}={v}" for k, v in row["definition"].items()))
+            for row in answer
+        ]
+        return answer, lambda out: print_table(rows, POLICIES, out)
+    path = f"policies/{quote(arguments.name, safe='')}"
+    if command == "clear-policy":
+        answer = client.call("DELETE", path)
+        return answer, lambda out: print(f"cleared policy {arguments.name}", file=out)
+    definition = {
+        key: getattr(arguments, key.replace("-", "_"))
+        for key in SETTING_KEYS
+        if getattr(arguments, key.replace("-", "_")) is not None
+    }
+    body = {
+        "pattern": arguments.pattern,
+        "priority": arguments.priority,
+        "apply-to": arguments.apply_to,
+        "definition": definition,
+    }
+    answer = client.call("PUT", path, body)
+    return answer, lambda out: print(f"set policy {arguments.name}", file=out)
 
 
 def _print_messages(messages: list[dict[str, Any]], out: TextIO) -> None:

@@ -109,6 +109,14 @@ DESTINATIONS: list[Column] = [
     ("producers", "producers", plain),
     ("messages_in_per_second", "in/s", rate),
     ("messages_delivered_per_second", "delivered/s", rate),
+    ("policy", "policy", plain),
+]
+POLICIES: list[Column] = [
+    ("name", "name", plain),
+    ("pattern", "pattern", plain),
+    ("apply-to", "apply to", plain),
+    ("priority", "priority", plain),
+    ("definition", "definition", plain),
 ]
 DETACHED: list[Column] = [
     ("id", "id", plain),

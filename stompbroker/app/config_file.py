@@ -352,11 +352,37 @@ def read_vhosts(section: str, table: Any, lines: _Lines) -> list[Setting]:
     return settings
 
 
+def _policies(section: str, tables: Any, lines: _Lines) -> list[Setting]:
+    """
+    ``[[policy]]`` tables, each ``name``, ``pattern`` and the policy's keys:
+    one ``--policy NAME:KEY=VALUE,...`` each (checked there, docs/policies.md).
+
+    :raises ConfigError: for anything but tables of strings and numbers with a name.
+    """
+    where = lines.where(section)
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise ConfigError(f"{where}: policies are [[policy]] tables")
+    settings = []
+    for table in tables:
+        name = table.get("name")
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{where}: each [[policy]] needs a name")
+        parts = []
+        for key, value in table.items():
+            if isinstance(value, bool) or not isinstance(value, (str, int)):
+                raise ConfigError(f"{where}: [[policy]] {name}: {key} takes a string or a number")
+            if key != "name":
+                parts.append(f"{key}={value}")
+        settings.append(Setting("policy", f"{name}:{','.join(parts)}", where, f"[[policy]] {name}"))
+    return settings
+
+
 #: Every section's reader, by the section's name: the one table a new section goes in.
 READERS: dict[str, Callable[[str, Any, _Lines], list[Setting]]] = {
     **SECTIONS,
     **LOGIN_SECTIONS,
     "vhost": read_vhosts,
+    "policy": _policies,
 }
 
 #: The command-line options that replace a repeatable option's values from the

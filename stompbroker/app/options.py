@@ -35,6 +35,7 @@ from stompbroker.app.option_values import (
     positive_seconds,
     redelivery_limit,
 )
+from stompbroker.app.policy_options import PolicyOptions
 from stompbroker.app.redelivery_options import RedeliveryOptions
 from stompbroker.app.stream_options import StreamOptions
 from stompbroker.app.vhost_options import VhostOptions
@@ -80,6 +81,7 @@ class Options(
     StreamOptions,
     RedeliveryOptions,
     VhostOptions,
+    PolicyOptions,
     WebSocketOptions,
     EdgeOptions,
     ConfigFileOptions,
@@ -457,6 +459,7 @@ class Options(
         self.check_streams(parse_size)
         self.check_redelivery()
         self.check_vhosts()
+        self.check_policies()
         self.check_websocket()
         self.check_edge()
         if self["log-level"] not in LEVELS:

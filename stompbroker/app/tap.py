@@ -114,6 +114,7 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         stream_limits=None if engine is not None else options["stream-limits"],
         rate_limits=options["rate-limits"],
         virtual_hosts=options["virtual-hosts"],
+        policies=options["policies"],
     )
     exporter = None
     if options["stats-dir"] is not None:

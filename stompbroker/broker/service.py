@@ -50,6 +50,8 @@ from stompbroker.broker.clients.consumers import Consumers
 from stompbroker.broker.clients.hosted import HostedBroker
 from stompbroker.broker.clients.transactions import Transactions
 from stompbroker.broker.engine.factory import build_engine
+from stompbroker.broker.features.policies import Policies, Policy
+from stompbroker.broker.features.presence import Presence
 from stompbroker.broker.flow.backpressure import BackPressure, MemoryAlarm
 from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.flow.rate_limiter import RateLimiter
@@ -132,6 +134,7 @@ class Broker(Service):
         stream_limits: Any = None,
         rate_limits: RateLimits = DEFAULT_RATE_LIMITS,
         virtual_hosts: VirtualHosts | None = None,
+        policies: tuple[Policy, ...] = (),
     ) -> None:
         if engine is None:
             engine = build_engine(clock, policy=policy, store=store, stream_limits=stream_limits)
@@ -168,7 +171,16 @@ class Broker(Service):
             policy,
             persistent_queues,
         )
-        self.consumers = Consumers(engine, self.registry, self.transactions, policy)
+        #: The per-destination policies in force (docs/policies.md): the
+        #: configuration's, then what operators set at run time.
+        self.policies: Policies = engine.policies
+        for each in policies:
+            self.policies.set(each)
+        self.consumers = Consumers(engine, self.registry, self.transactions, policy, self.policies)
+        #: Who subscribes to each shared destination, on every node sharing the
+        #: engine (:mod:`stompbroker.broker.features.presence`).
+        self.presence = Presence(books.ids.node, clock, books.ids.new_message_id)
+        engine.share_presence(self.presence)
         self._readiness = Readiness()
         # The methods a session calls per message, bound once: its SEND, ACK and
         # NACK, and a slow subscriber's signals, reach the part that does the work
@@ -350,8 +362,12 @@ class Broker(Service):
         :raises InvalidDestination: for a destination the broker does not serve,
             an invalid pattern, or a reply queue.
         :raises DuplicateSubscription: for a durable name in use on another topic.
+        :raises ProtocolError: for a ``presence`` header it cannot have
+            (:meth:`~stompbroker.broker.features.presence.Presence.watches`).
         """
+        watch = self.presence.watches(subscriber)
         self.consumers.subscribe(subscriber)
+        self.presence.join(subscriber, watch)
 
     def unsubscribe(self, subscriber: Any) -> None:
         """
@@ -360,6 +376,7 @@ class Broker(Service):
         What it holds unacknowledged goes back to its queue for redelivery; a topic
         subscription's own queue (unless durable) is deleted with what it holds.
         """
+        self.presence.leave(subscriber)
         self.consumers.unsubscribe(subscriber)
 
     def remove_durable(self, durable: tuple[str, str]) -> None:

@@ -12,6 +12,12 @@ session's bookkeeping of them, and SUBSCRIBE, ACK and NACK, are
   frames also carry ``ack`` and the redelivery headers.
 - :class:`StreamSubscription`: one to a stream, which notes the offset of what
   it delivers, for a resumed session to go on from there.
+
+A subscription told of a gap (:meth:`SessionSubscription.mark_gap`: messages
+for it may have been lost, as when a node of a cluster was cut from the
+others' topic messages) says ``cluster-gap:true`` on its next MESSAGE.  The
+mark swaps the subscription's write for one that adds the header once and
+swaps back, so a delivery with no gap pending costs nothing more.
 """
 
 from __future__ import annotations
@@ -27,6 +33,9 @@ from stompbroker.protocol.resume.registry import STREAM_OFFSET_HEADER
 
 if TYPE_CHECKING:
     from stompbroker.protocol.slow_consumer import SlowConsumer
+
+#: The header line of the first MESSAGE after a gap (docs/destinations.md).
+GAP_HEADER = b"cluster-gap:true\n"
 
 
 class SubscriberSession(Protocol):
@@ -73,6 +82,7 @@ class SessionSubscription:
         "_prefix",
         "_style",
         "_write",
+        "_after_gap",
     )
 
     #: Whether the subscription stays in the broker while its session is
@@ -113,6 +123,8 @@ class SessionSubscription:
         # Only auto-ack topic subscriptions are this class; their messages are
         # the ones a slow client's buffer may drop (see SlowConsumer.write_message).
         self._write: Callable[[bytes], None] = session.output.write_message
+        #: While a gap is pending, the write to go back to after the next frame.
+        self._after_gap: Callable[[bytes], None] | None = None
 
     def deliver(self, message: Any) -> None:
         """
@@ -132,19 +144,46 @@ class SessionSubscription:
 
     def divert(self, write: Callable[[bytes], None]) -> None:
         """Write this subscription's MESSAGE frames with ``write`` from now on."""
+        if self._after_gap is None:
+            self._write = write
+        else:
+            self._after_gap = write
+
+    def mark_gap(self) -> int:
+        """
+        Messages for this subscription may have been lost: its next MESSAGE says
+        ``cluster-gap:true``, wherever it is written (to the client, or held for
+        a resumed session).
+
+        :returns: 1 if the subscription is told now, 0 if a gap was pending already.
+        """
+        if self._after_gap is not None:
+            return 0
+        self._after_gap = self._write
+        self._write = self._write_after_gap
+        return 1
+
+    def _write_after_gap(self, data: bytes) -> None:
+        """Write the first frame after a gap with the gap header, and write plainly again."""
+        write = self._after_gap
+        assert write is not None
+        self._after_gap = None
         self._write = write
+        # Every frame starts with the prefix (a tracked one's ack line follows it).
+        cut = len(self._prefix)
+        write(b"".join((data[:cut], GAP_HEADER, data[cut:])))
 
     def hold_writes(self) -> Callable[[], None]:
         """
         Keep this subscription's MESSAGE frames back until the returned function
         is called, which writes them, in order, and writes straight on from then.
         """
-        write = self._write
+        write = self._write if self._after_gap is None else self._after_gap
         held: list[bytes] = []
-        self._write = held.append
+        self.divert(held.append)
 
         def release() -> None:
-            self._write = write
+            self.divert(write)
             for data in held:
                 write(data)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from attrs import evolve
+import attrs
 
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX
 from stompbroker.broker.routing.virtual_hosts import (
@@ -77,6 +77,7 @@ def stats_document(
         destinations[shown_key(name)] = entry
     counters = model.broker.counters
     figures = resume_figures(model.broker)
+    gaps = model.topic_gaps()
     rates = model.broker.rates.figures()
     return {
         "schema_version": SCHEMA_VERSION,
@@ -100,10 +101,12 @@ def stats_document(
             "slow_consumer_disconnects": counters.slow_disconnects,
         },
         "resumable_sessions": figures.to_dict() if figures is not None else None,
+        "topic_gaps": attrs.asdict(gaps) if gaps is not None else None,
         "memory": memory_document(model.broker.memory_alarm()),
         "http_auth": model.authorization.to_dict() if model.authorization is not None else None,
         "rate_limits": rates.to_dict() if rates is not None else None,
         "destinations": destinations,
+        "occupancy": model.broker.presence.occupancy(),
         "nodes": nodes_document(snapshot.nodes),
         "connections": [connection.to_dict() for connection in model.connections()],
     }
@@ -158,7 +161,7 @@ def exported_records(interval: Interval) -> list[StatsRecord]:
         under ``HOST:NAME``, as ``/stats`` keys it (never the internal name).
     """
     return [
-        evolve(record, destination=shown_key(record.destination))
+        attrs.evolve(record, destination=shown_key(record.destination))
         if isinstance(record, DestinationRecord) and HOST_MARKER in record.destination
         else record
         for record in interval.records()

@@ -13,7 +13,9 @@ hosts also ``vhost``, and ``destination`` is the name its clients know):
   of the export schema (``messages_in``, ``messages_delivered``, ... ``bytes_out``);
 - gauges ``stompbroker_destination_depth``, ``..._in_flight``,
   ``..._consumers``, and ``..._producers`` (distinct publishing connections
-  over the latest live interval);
+  over the latest live interval), and ``..._subscribers`` (the occupancy:
+  subscriptions by the destination their SUBSCRIBE named, on every node, for
+  destinations with any);
 - ``stompbroker_connections`` (gauge, by ``transport``),
   ``stompbroker_connections_opened_total``, ``stompbroker_connections_closed_total``,
   ``stompbroker_uptime_seconds``, ``stompbroker_resident_memory_bytes``,
@@ -26,6 +28,8 @@ hosts also ``vhost``, and ``destination`` is the name its clients know):
   ``stompbroker_resumable_sessions_expired_total``,
   ``stompbroker_resumable_sessions_ended_total`` and
   ``stompbroker_resume_buffer_shed_frames_total``;
+- with the redis engine (docs/cluster.md): ``stompbroker_topic_gaps_total`` and
+  ``stompbroker_topic_gap_subscriptions_total``;
 - the memory watermark (``--memory-high``, docs/monitoring.md): gauges
   ``stompbroker_memory_alarm`` (1 while publishers are paused for memory),
   ``stompbroker_memory_in_use_bytes`` (the latest sample),
@@ -134,6 +138,15 @@ class StatsCollector(Collector):
             for record in latest.destinations:
                 producers.add_metric(label(record.destination), record.producers)
         yield producers
+        subscribers = GaugeMetricFamily(
+            f"{PREFIX}_destination_subscribers",
+            "Subscriptions to the destination as their SUBSCRIBE named it, on every node"
+            " (presence; only destinations with subscribers)",
+            labels=["destination"],
+        )
+        for destination, count in sorted(model.broker.presence.occupancy().items()):
+            subscribers.add_metric([destination], count)
+        yield subscribers
         yield from self._broker_metrics(snapshot, latest)
 
     def _broker_metrics(self, snapshot: Any, latest: Any) -> Iterator[Metric]:
@@ -182,6 +195,18 @@ class StatsCollector(Collector):
         figures = resume_figures(self._live.model.broker)
         if figures is not None:
             yield from _resume_metrics(figures)
+        gaps = self._live.model.topic_gaps()
+        if gaps is not None:
+            yield CounterMetricFamily(
+                f"{PREFIX}_topic_gaps",
+                "Times this node's link to other nodes' topic messages came back after a gap",
+                value=gaps.gaps,
+            )
+            yield CounterMetricFamily(
+                f"{PREFIX}_topic_gap_subscriptions",
+                "Topic subscriptions told cluster-gap:true on their next message",
+                value=gaps.subscriptions_told,
+            )
         authorization = self._live.model.authorization
         if authorization is not None:
             yield from _authorization_metrics(authorization.to_dict())

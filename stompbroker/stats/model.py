@@ -48,7 +48,7 @@ from typing import Any
 import attrs
 from attrs import frozen
 
-from stompbroker.broker.engine.figures import DestinationFigures, NodeFigures
+from stompbroker.broker.engine.figures import DestinationFigures, NodeFigures, TopicGaps
 from stompbroker.broker.flow.throttle import resident_bytes
 from stompbroker.broker.flow.traffic import DestinationTraffic
 from stompbroker.broker.queueing.wildcard import in_flight as held_unacked
@@ -223,6 +223,11 @@ class StatsModel:
         self._engine = broker.engine
         self._sums = ClusterSums()
         self._engine.share(self._shared)
+
+    def topic_gaps(self) -> TopicGaps | None:
+        """:returns: this node's gaps in other nodes' topic messages; ``None`` on one process."""
+        gaps: TopicGaps | None = self._engine.topic_gaps()
+        return gaps
 
     def sampler(self) -> Sampler:
         """:returns: a new :class:`Sampler`, whose intervals start at its first sample."""

@@ -16,6 +16,7 @@ path                                                   method  what
 ``/api/destinations/{destination}``                    GET     one, with its consumers
 ``/api/destinations/{destination}``                    DELETE  delete a queue or durable
 ``/api/destinations/{destination}/messages?count=N``   GET     browse the first N waiting
+``/api/destinations/{destination}/subscribers``        GET     who subscribes (presence)
 ``/api/destinations/{destination}/messages``           DELETE  purge what waits
 ``/api/destinations/{destination}/move``               POST    ``{"to", "count", "copy"}``
 ``/api/destinations/{destination}/retry``              POST    ``{"count"}``: DLQ back home
@@ -51,6 +52,7 @@ from stompbroker import __version__
 from stompbroker.broker.clients.hosted import client_copy
 from stompbroker.broker.engine.shared_queues import Acted
 from stompbroker.broker.features.browsing import Waiting
+from stompbroker.broker.features.policies import BadPolicy, parse_policy
 from stompbroker.broker.management.detached_sessions import UnknownSession
 from stompbroker.broker.management.operations import (
     InUse,
@@ -110,7 +112,7 @@ def _record(value: Any) -> Any:
 
 
 #: The fields of records that are times, in clock seconds.
-_TIMES = ("connected_since", "detached_since", "expires_at")
+_TIMES = ("connected_since", "detached_since", "expires_at", "since")
 
 
 class ManagementApi(Resource):
@@ -226,6 +228,10 @@ class ManagementApi(Resource):
             if method == "DELETE":
                 return _record(detached.end(path[1], operator=_operator(identity, request)))
             return _record(detached.get(path[1]))
+        if top == "policies" and len(path) in (1, 2):
+            self._allow(method, ("GET", "PUT", "DELETE") if len(path) == 2 else ("GET",))
+            self.guard.require(identity, READ if method == "GET" else ADMIN)
+            return self._policy_call(identity, request, method, path[1:])
         if top == "destinations":
             if len(path) == 1:
                 self._allow(method, ("GET",))
@@ -283,6 +289,7 @@ class ManagementApi(Resource):
             if not self.guard.allows(identity, READ, row["pattern"] or row["destination"], access):
                 continue
             del row["subscribers"]
+            row["policy"] = self._policy_name(info.destination)
             row.update(rates.get(info.destination, _NO_RATES))
             rows.append(row)
         return rows
@@ -316,6 +323,7 @@ class ManagementApi(Resource):
         allowed = {
             "": ("GET", "DELETE"),
             "messages": ("GET", "DELETE"),
+            "subscribers": ("GET",),
             "move": ("POST",),
             "retry": ("POST",),
             "publish": ("POST",),
@@ -340,9 +348,13 @@ class ManagementApi(Resource):
         operator = _operator(identity, request)
         if action == "":
             if method == "GET":
-                return self._outward(management.destination(internal))
+                document = self._outward(management.destination(internal))
+                document["policy"] = self._policy_name(internal)
+                return document
             discarded = queues.delete(internal, operator=operator)
             return {"destination": name, "vhost": vhost, "deleted": True, "discarded": discarded}
+        if action == "subscribers":
+            return [_record(entry) for entry in management.subscribers(internal)]
         if action == "messages":
             if method == "GET":
                 count = count_of(query(request, "count"), DEFAULT_BROWSE)
@@ -387,6 +399,44 @@ class ManagementApi(Resource):
     def _named(self, vhost: str) -> str | None:
         """:returns: the virtual host to name in a refusal: none without virtual hosts."""
         return vhost if self.hosts.configured else None
+
+    def _policy_name(self, destination: str) -> str | None:
+        """:returns: the name of the policy in force on ``destination``, or ``None``."""
+        policy = self.management.broker.policies.policy_for(destination)
+        return None if policy is None else policy.name
+
+    def _policy_call(self, identity: Any, request: Request, method: str, rest: list[str]) -> Any:
+        """``GET /api/policies``, ``GET|PUT|DELETE /api/policies/{name}`` (docs/policies.md)."""
+        policies = self.management.broker.policies
+        if not rest:
+            return [policy.as_dict() for policy in policies.listed()]
+        name = rest[0]
+        operator = _operator(identity, request)
+        if method == "PUT":
+            body = json_body(request, {"pattern", "priority", "apply-to", "vhost", "definition"})
+            definition = body.pop("definition", {})
+            if not isinstance(definition, dict):
+                raise ApiError(400, "bad request", '"definition" must be an object')
+            try:
+                policy = parse_policy(name, {**body, **definition})
+            except BadPolicy as error:
+                raise ApiError(400, "bad request", str(error)) from None
+            policies.set(policy)
+            log.info(
+                "{operator} set policy {name}: {policy}",
+                operator=operator,
+                name=name,
+                policy=json.dumps(policy.as_dict(), sort_keys=True),
+            )
+            return policy.as_dict()
+        found = policies.get(name)
+        if found is None:
+            raise ApiError(404, "unknown policy", f"no policy is named {name!r}")
+        if method == "DELETE":
+            policies.remove(name)
+            log.info("{operator} cleared policy {name}", operator=operator, name=name)
+            return {"name": name, "cleared": True}
+        return found.as_dict()
 
     def _publish(self, identity: Any, request: Request, name: str, host: Any) -> dict[str, Any]:
         body = json_body(request, {"body", "body_encoding", "headers"})

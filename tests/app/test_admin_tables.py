@@ -40,11 +40,14 @@ def test_destinations_have_short_headers_and_rates_to_one_decimal() -> None:
         "producers": 2,
         "messages_in_per_second": 12.345678,
         "messages_delivered_per_second": 1.9997818231195785,
+        "policy": "orders",
     }
     header, line = table([row], DESTINATIONS)
     assert header.split("  ")[0] == "destination"
     assert "delivered/s" in header and "per_second" not in header
-    assert line.split() == ["/queue/orders", "queue", "5667", "0", "1", "2", "12.3", "2.0"]
+    assert line.split() == [
+        *("/queue/orders", "queue", "5667", "0", "1", "2", "12.3", "2.0", "orders")
+    ]
 
 
 def test_the_overview_shows_uptime_in_words() -> None:

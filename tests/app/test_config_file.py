@@ -176,6 +176,7 @@ def test_every_option_has_one_place_in_the_file() -> None:
     keys = [key for section in SECTIONS.values() for key in section.keys]
     keys += [tables.option for tables in LOGIN_SECTIONS.values()]
     keys.append("vhost")  # the [vhost.NAME] tables
+    keys += ["policy"]  # the [[policy]] tables
     assert sorted(keys) == sorted(set(keys))
     assert set(keys) == names
 

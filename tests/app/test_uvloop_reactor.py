@@ -30,7 +30,7 @@ def test_install_runs_the_asyncio_reactor_on_a_uvloop_loop() -> None:
         "from twisted.internet import reactor\n"
         "reactor.callLater(0.01, reactor.stop)\n"
         "reactor.run()\n"
-        "print(type(reactor).__name__, type(reactor._asyncioEventloop).__module__)\n"
+        "print(type(reactor).__name__, type(reactor._asyncioEventloop).__module__)\n",
     )
     assert child.returncode == 0, child.stderr
     assert child.stdout.split() == ["AsyncioSelectorReactor", "uvloop"]
@@ -46,7 +46,7 @@ def test_without_uvloop_install_says_how_to_get_it() -> None:
         "try:\n"
         "    uvloop_reactor.install()\n"
         "except uvloop_reactor.UvloopMissing as error:\n"
-        "    print(error)\n"
+        "    print(error)\n",
     )
     assert child.returncode == 0, child.stderr
     assert "pip install uvloop" in child.stdout

@@ -58,11 +58,20 @@ def test_subscription_window_defaults_to_policy_and_follows_prefetch() -> None:
     assert len(small.received) == 2
 
 
-def test_wildcard_queue_subscription_is_an_error() -> None:
-    """A consumer takes from one queue: wildcards belong to topic subscriptions."""
+def test_a_wildcard_queue_subscription_takes_from_each_matching_queue() -> None:
+    """
+    ActiveMQ's wildcard consumer: /queue/jobs.* takes from every matching queue, and a
+    MESSAGE names the queue it was sent to; a SEND to a pattern stays an error.
+    """
     world = World()
+    world.send("/queue/jobs.a", b"1")
+    inbox = world.subscribe("/queue/jobs.*")
+    world.send("/queue/jobs.b", b"2")
+    world.send("/queue/other", b"3")
+    assert inbox.bodies() == [b"1", b"2"]
+    assert [message.destination for message in inbox.received] == ["/queue/jobs.a", "/queue/jobs.b"]
     with pytest.raises(InvalidDestination):
-        world.subscribe("/queue/jobs.*")
+        world.send("/queue/jobs.*", b"4")
 
 
 @pytest.mark.parametrize("destination", ["/exchange/x", "/nowhere"])

@@ -5,9 +5,11 @@ that refuses the password (docs/cluster.md, "Liveness and dead nodes", "Redis aw
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -107,6 +109,68 @@ def test_a_node_whose_pubsub_connection_redis_closes_says_so_and_hears_topics_ag
         subscriber.disconnect()
 
 
+def test_subscribers_on_a_node_cut_from_other_nodes_topics_are_told_on_their_next_message(
+    redis_server: RedisServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """
+    After Redis closed node B's pub/sub connection, the first topic message from node A
+    that reaches B's subscribers says ``cluster-gap:true``, the next does not, and B's
+    /stats and /metrics count the gap and the subscriptions told.
+    """
+    topic = f"/topic/gap.{uuid.uuid4().hex[:8]}"
+    (tmp_path / "a").mkdir()
+    a = node(tmp_path / "a", redis_server)
+    b = BrokerProcess(
+        tmp_path / "b",
+        "--engine",
+        redis_server.url,
+        "--node-timeout",
+        NODE_TIMEOUT,
+        reactor="uvloop",
+    )
+    try:
+        subscriber, inbox = connect(b.address)
+        subscriber.subscribe(topic, id="t", receipt="ok")
+        acked, acked_inbox = connect(b.address)
+        acked.subscribe(topic, id="c", ack="client-individual", receipt="ok")
+        assert inbox.wait_for(lambda: "ok" in inbox.receipts)
+        assert acked_inbox.wait_for(lambda: "ok" in acked_inbox.receipts)
+        assert published_until_heard(a.address, topic, b"before", inbox)
+        # Barrier: both subscriptions have what reached node B before the cut.
+        assert acked_inbox.wait_for(lambda: len(acked_inbox.messages) == len(inbox.messages))
+        assert all("cluster-gap" not in m.headers for m in inbox.messages + acked_inbox.messages)
+        before = _stats(b)["topic_gaps"]
+        heard, acked_heard = len(inbox.messages), len(acked_inbox.messages)
+        with socket.create_connection(("127.0.0.1", redis_server.port), timeout=5) as redis:
+            redis.sendall(b"CLIENT KILL TYPE pubsub\r\n")
+            assert redis.recv(64).startswith(b":")
+        assert published_until_heard(a.address, topic, b"after", inbox, seconds=15)
+        # The one after that says nothing more.
+        assert published_until_heard(a.address, topic, b"later", inbox)
+        assert acked_inbox.wait_for(lambda: b"later" in acked_inbox.bodies())
+        for messages in (inbox.messages[heard:], acked_inbox.messages[acked_heard:]):
+            assert messages[0].body == b"after"
+            assert messages[0].headers.get("cluster-gap") == "true"
+            assert all("cluster-gap" not in m.headers for m in messages[1:])
+        stats = _stats(b)["topic_gaps"]
+        assert stats["gaps"] == before["gaps"] + 1
+        assert stats["subscriptions_told"] == before["subscriptions_told"] + 2
+        with urllib.request.urlopen(f"http://127.0.0.1:{b.http_port}/metrics", timeout=5) as reply:
+            metrics = reply.read().decode()
+        assert f"stompbroker_topic_gaps_total {float(stats['gaps'])}" in metrics
+        subscriber.disconnect()
+        acked.disconnect()
+    finally:
+        a.stop()
+        b.stop()
+
+
+def _stats(process: BrokerProcess) -> Any:
+    with urllib.request.urlopen(f"http://127.0.0.1:{process.http_port}/stats", timeout=5) as reply:
+        return json.loads(reply.read())
+
+
 def test_nodes_come_back_after_redis_restarts(tmp_path: Path) -> None:
     """
     Redis restarted (AOF on): past --engine-outage-hold a publisher is told that Redis is
@@ -164,8 +228,19 @@ def test_a_redis_that_refuses_the_password_stops_the_node_at_start(tmp_path: Pat
         url = f"redis://:wrong-one@127.0.0.1:{server.port}/0"
         result = subprocess.run(
             [
-                *twistd_command(), "--nodaemon", "--pidfile=", "--logfile=-", "-r", "uvloop",
-                "stompbroker", "--port", "0", "--http", "none", "--engine", url,
+                *twistd_command(),
+                "--nodaemon",
+                "--pidfile=",
+                "--logfile=-",
+                "-r",
+                "uvloop",
+                "stompbroker",
+                "--port",
+                "0",
+                "--http",
+                "none",
+                "--engine",
+                url,
             ],
             cwd=tmp_path,
             env=subprocess_env(),

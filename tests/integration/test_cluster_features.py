@@ -9,28 +9,16 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import redis
 
 from tests.support.clients import connect, through
 from tests.support.process import BrokerProcess
-from tests.support.redis import RedisServer, node, redis_server, started_nodes  # noqa: F401
+from tests.support.redis import RedisServer, node, redis_server, two_nodes  # noqa: F401
 
 #: Seconds a test waits for what its nodes owe it.
 WAIT = 10.0
-
-
-@pytest.fixture(scope="module")
-def nodes(
-    redis_server: RedisServer,  # noqa: F811
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[list[BrokerProcess]]:
-    """Two nodes, A and B, on one Redis server."""
-    with started_nodes(tmp_path_factory, redis_server, "ab") as started:
-        yield started
 
 
 def unique(prefix: str) -> str:

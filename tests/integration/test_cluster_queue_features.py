@@ -8,29 +8,24 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 import redis
 
 from tests.support.clients import WAIT, connect, publish
 from tests.support.process import BrokerProcess
-from tests.support.redis import NODE_TIMEOUT, RedisServer, redis_server, started_nodes  # noqa: F401
+from tests.support.redis import (  # noqa: F401
+    NODE_TIMEOUT,
+    RedisServer,
+    redis_server,
+    started_nodes,
+    two_nodes,
+)
 
 pytestmark = pytest.mark.integration
 
 #: The priorities of the issue's example, in the order they are sent.
 SENT_PRIORITIES = [5, 2, 6, 0, 1, 8, 1, 5, 9, 0, 8, 3, 0, 1, 6, 6, 1, 3, 1, 8]
-
-
-@pytest.fixture(scope="module")
-def nodes(
-    redis_server: RedisServer,  # noqa: F811
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[list[BrokerProcess]]:
-    """Two nodes, A (producers) and B (consumers), on one Redis server."""
-    with started_nodes(tmp_path_factory, redis_server, "ab") as started:
-        yield started
 
 
 def unique(prefix: str) -> str:

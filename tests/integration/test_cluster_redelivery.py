@@ -7,24 +7,11 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from tests.support.clients import Collector, connect, publish
 from tests.support.process import BrokerProcess
-from tests.support.redis import RedisServer, redis_server, started_nodes  # noqa: F401
-
-
-@pytest.fixture(scope="module")
-def nodes(
-    redis_server: RedisServer,  # noqa: F811
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[list[BrokerProcess]]:
-    """Two nodes, A and B, on one Redis server."""
-    with started_nodes(tmp_path_factory, redis_server, "ab") as started:
-        yield started
+from tests.support.redis import RedisServer, redis_server, two_nodes  # noqa: F401
 
 
 class Stamped(Collector):

@@ -3,7 +3,8 @@ The console's panels in a real browser (Debian's Chromium, headless, driven by
 Playwright) against a real broker: a destination's panel after a purge, its
 "shown of waiting" count, its chart of rates and depth; a connection's panel
 with its subscriptions; the memory alarm, the listeners and the configuration
-in the overview, with ``/metrics`` agreeing.  A screenshot is kept in
+in the overview, with ``/metrics`` agreeing; the policy in force on each destination,
+in the table and in its panel.  A screenshot is kept in
 ``test-artifacts/console-panels.png``.
 """
 
@@ -18,7 +19,7 @@ import pytest
 
 from tests.support.browser import ARTIFACTS, chromium_page, require_chromium
 from tests.support.clients import connect
-from tests.support.management import managed_broker
+from tests.support.management import cli, managed_broker
 from tests.support.process import BrokerProcess
 from tests.support.web import metric_samples
 
@@ -33,7 +34,13 @@ THREE_OR_MORE = re.compile(r"^([3-9]|[1-9][0-9]+)$")
 @pytest.fixture(scope="module")
 def console_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     workdir = tmp_path_factory.mktemp("console-panels")
-    process = managed_broker(workdir, "--max-connections", "500")
+    process = managed_broker(
+        workdir,
+        "--max-connections",
+        "500",
+        "--policy",
+        "limited:pattern=limited.>,apply-to=queues,max-length=100",
+    )
     yield process
     process.stop()
 
@@ -104,6 +111,39 @@ def test_the_destination_panel_counts_what_it_shows_and_empties_after_a_purge(
     expect(page.locator("#browse-count")).to_have_text("none")
     expect(row.locator("td.depth")).to_have_text("0")
     expect(page.locator("#destinations-notice")).to_have_text("")
+
+
+def test_the_console_shows_the_policy_in_force_on_each_destination(
+    console_broker: BrokerProcess, page: Page
+) -> None:
+    """
+    The destinations table has the policy of each destination ("none" without one), and
+    so has a destination's panel; a policy set at run time shows at the next refresh.
+    """
+    connection, _ = connect(console_broker.address)
+    try:
+        connection.send("/queue/limited.orders", "one")
+        connection.send("/queue/unlimited", "two")
+    finally:
+        connection.disconnect()
+    sign_in(page, console_broker)
+    limited = page.locator('#destinations tr[data-destination="/queue/limited.orders"]')
+    unlimited = page.locator('#destinations tr[data-destination="/queue/unlimited"]')
+    expect(limited.locator("td.policy")).to_have_text("limited")
+    expect(unlimited.locator("td.policy")).to_have_text("none")
+    limited.locator("td button.name").click()
+    expect(page.locator("#browsed")).to_have_text("/queue/limited.orders")
+    expect(page.locator("#browsed-policy")).to_have_text("limited")
+
+    answer = cli(console_broker, "set-policy", "everything", "unlimited", "--max-length", "5")
+    assert answer.returncode == 0, answer.stderr
+    try:
+        expect(unlimited.locator("td.policy")).to_have_text("everything")
+        unlimited.locator("td button.name").click()
+        expect(page.locator("#browsed")).to_have_text("/queue/unlimited")
+        expect(page.locator("#browsed-policy")).to_have_text("everything")
+    finally:
+        assert cli(console_broker, "clear-policy", "everything").returncode == 0
 
 
 def test_a_connections_panel_lists_its_subscriptions(

@@ -1,8 +1,9 @@
 """
 The fault harness (``python -m benchmarks faults``, docs/cluster.md "What a fault
-costs") in a short form: a node SIGKILLed and Redis SIGKILLed on an AOF written
-``always``, each for a second under a light steady load, and the guarantees the
-table shows checked on the clients' history.
+costs") in a short form: a node SIGKILLed, a node SIGSTOPped past
+``--node-timeout``, and Redis SIGKILLed on an AOF written ``always``, under a
+light steady load, and the guarantees the table shows checked on the clients'
+history.
 """
 
 from __future__ import annotations
@@ -64,3 +65,25 @@ def test_a_killed_node_loses_nothing_and_its_messages_come_back_redelivered(
     assert result["publisher_disconnects"] == result["publisher_errors"] == 0, result
     connects = [event for event in history.events if event.kind == "connect"]
     assert len({event.client for event in connects}) == 3
+
+
+def test_a_node_stopped_past_its_timeout_delivers_no_copy_without_redelivered(
+    tmp_path: Path,
+) -> None:
+    """
+    Node B SIGSTOPped for twice ``--node-timeout``: node A takes over what B held
+    and delivers it ``redelivered:true``; B, woken, hands out none of it again
+    (it notices its lapse and keeps only what its pending list still names), and
+    its consumers keep their connections.
+    """
+    history = History()
+    result = run_fault(
+        FAULTS["node-stop"], SHORT, ClusterOptions(node_timeout=2.0), tmp_path, history
+    )
+    assert result["held_s"] >= 4.0
+    assert result["receipted"] > 100, result
+    assert result["lost"] == 0, result["lost_examples"]
+    assert result["duplicates_silent"] == 0, result["silent_examples"]
+    assert result["consumer_errors"] == result["consumer_disconnects"] == 0, result
+    assert result["publisher_errors"] == result["publisher_disconnects"] == 0, result
+    assert result["ok"]

@@ -1,23 +1,19 @@
 """
 Issue 16's queue-side features on the real broker (``twistd -n stompbroker``), driven
 by ``stomp.py``: exclusive and prioritised consumers, message groups (also across a
-SIGKILL), queue browsers and their read right, and the redis engine's refusals, as
+SIGKILL), and queue browsers and their read right, as
 docs/destinations.md and docs/cluster.md describe them.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.support.clients import Collector, connect, flush_deliveries, publish
 from tests.support.passwords import secured_module
 from tests.support.process import BrokerProcess, BrokerStarter
-from tests.support.redis import RedisServer, node, redis_server  # noqa: F401
 
 EXCLUSIVE = {"activemq.exclusive": "true"}
 INDIVIDUAL = "client-individual"
@@ -230,48 +226,3 @@ def test_groups_survive_a_sigkill(
         second.disconnect()
     finally:
         broker.stop()
-
-
-@pytest.fixture(scope="module")
-def redis_node(
-    redis_server: RedisServer,  # noqa: F811
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[BrokerProcess]:
-    """One broker node on the redis engine."""
-    started = node(tmp_path_factory.mktemp("node"), redis_server)
-    yield started
-    started.stop()
-
-
-@pytest.mark.parametrize(
-    "action",
-    [("subscribe", {"browser": "true"})],
-    ids=["browser"],
-)
-def test_the_redis_engine_refuses_queue_features(
-    redis_node: BrokerProcess, action: tuple[str, dict[str, str]]
-) -> None:
-    """On the redis engine each queue feature it cannot keep is an ERROR saying so."""
-    command, headers = action
-    connection, inbox = connect(redis_node.address)
-    if command == "subscribe":
-        connection.subscribe(unique(), id="s", headers=headers)
-    else:
-        connection.send(unique(), b"x", headers=headers, receipt="r")
-    assert inbox.wait_for(lambda: bool(inbox.errors)), "no ERROR"
-    assert "not supported by the redis engine" in inbox.errors[0].headers["message"]
-    assert "r" not in inbox.receipts
-
-
-def test_the_redis_engine_refuses_a_queue_pattern_saying_not_to_retry(
-    redis_node: BrokerProcess,
-) -> None:
-    """A wildcard consumer on the redis engine: an ERROR that says why and not to retry."""
-    connection, inbox = connect(redis_node.address)
-    connection.subscribe("/queue/orders.>", id="s")
-    assert inbox.wait_for(lambda: bool(inbox.errors)), "no ERROR"
-    error = inbox.errors[0]
-    assert error.headers["message"] == (
-        "wildcard queue consumers are not supported by the redis engine yet"
-    )
-    assert b"subscribe to each queue by name" in error.body

@@ -89,12 +89,19 @@ class Inbox:
         self.received: list[Message] = []
         #: What count_deliveries was told: (count, tails) per call.
         self.counted: list[tuple[int, dict[str, int]]] = []
+        #: How often mark_gap was called.
+        self.gaps = 0
 
     def deliver(self, message: Message) -> None:
         self.received.append(message)
 
     def count_deliveries(self, count: int, tails: dict[str, int]) -> None:
         self.counted.append((count, dict(tails)))
+
+    def mark_gap(self) -> int:
+        """Note the gap: the test reads ``gaps``."""
+        self.gaps += 1
+        return 1
 
     def bodies(self) -> list[bytes]:
         return [message.body for message in self.received]

@@ -437,3 +437,12 @@ def started_nodes(
     finally:
         for process in started:
             process.stop()
+
+
+@pytest.fixture(scope="module", name="nodes")
+def two_nodes(
+    redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[BrokerProcess]]:
+    """Two nodes, A and B, on one Redis server: the cluster tests' usual pair."""
+    with started_nodes(tmp_path_factory, redis_server, "ab") as started:
+        yield started

@@ -27,6 +27,7 @@ from stompbroker.broker.clients.connections import ConnectionRegistry
 from stompbroker.broker.clients.transactions import Transactions
 from stompbroker.broker.engine.capabilities import require
 from stompbroker.broker.features.browsing import browse, check_browser, is_browser
+from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.features.selecting import subscription_selector
 from stompbroker.broker.features.selectors import Selector
 from stompbroker.broker.features.user_destinations import UserDestinations
@@ -66,8 +67,11 @@ class Consumers:
         registry: ConnectionRegistry,
         transactions: Transactions,
         policy: DeliveryPolicy,
+        policies: Policies | None = None,
     ) -> None:
         self._engine = engine
+        #: Per-destination policies: a subscription's prefetch, redelivery limit and delay.
+        self._policies = policies if policies is not None else Policies(policy)
         self._registry = registry
         self._states = registry.states
         self._held_in = transactions.held_in
@@ -158,14 +162,15 @@ class Consumers:
                 f"{destination!r} delivers to the connection that made it; to get replies,"
                 " send with reply-to:/temp-queue/NAME",
             )
+        policy = self._policies.delivery(destination) if self._policies else self._policy
         max_redeliveries = subscriber.max_redeliveries
         if max_redeliveries is None:
-            max_redeliveries = self._policy.max_redeliveries
-        backoff = parse_backoff(subscriber.headers, self._policy.backoff)
+            max_redeliveries = policy.max_redeliveries
+        backoff = parse_backoff(subscriber.headers, policy.backoff)
         state = self._registry.state(subscriber.connection)
         consumer = queue.add_consumer(
             subscriber,
-            subscriber.prefetch or self._policy.prefetch,
+            subscriber.prefetch or policy.prefetch,
             max_redeliveries,
             selector=selector,
             options=None if options is None or options.is_plain else options,

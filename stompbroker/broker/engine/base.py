@@ -478,6 +478,19 @@ class IEngine(Interface):
         :param book: the broker's :class:`~stompbroker.protocol.resume.registry.ResumeBook`.
         """
 
+    def share_presence(presence):  # type: ignore[no-untyped-def]
+        """
+        Share who subscribes to what with every process sharing this engine's
+        state (docs/destinations.md, "Presence").  Called once, before the
+        engine opens.
+
+        Local: nothing.  Redis: set ``presence.share`` to a part that files this
+        node's subscriptions in the server and tells the other nodes of each
+        join and leave, and apply theirs to ``presence``.
+
+        :param presence: the broker's :class:`~stompbroker.broker.features.presence.Presence`.
+        """
+
     def report_outages(alarm):  # type: ignore[no-untyped-def]
         """
         Pause publishers while the engine's server is away, rather than refuse
@@ -489,6 +502,14 @@ class IEngine(Interface):
         counted in the memory in use (``count_held``).
 
         :param alarm: the broker's :class:`~stompbroker.broker.flow.backpressure.BackPressure`.
+        """
+
+    def topic_gaps():  # type: ignore[no-untyped-def]
+        """
+        :returns: a :class:`~stompbroker.broker.engine.figures.TopicGaps`: how
+            often this node missed other nodes' topic messages and how many
+            subscriptions it told; ``None`` for an engine of one process, which
+            misses none.
         """
 
     def cluster():  # type: ignore[no-untyped-def]

@@ -57,11 +57,8 @@ class Capabilities:
 #: The local engine with a store; without one, ``persistence`` is off.
 LOCAL = Capabilities()
 
-#: The redis engine (docs/cluster.md, "Not built yet"): every queue feature
-#: across nodes; a node keeps no common list of queues to match a pattern against.
-REDIS = Capabilities(
-    queue_wildcards=False,
-)
+#: The redis engine (docs/cluster.md): every destination feature across nodes.
+REDIS = Capabilities()
 
 _SHARED = (
     "this broker runs on the redis engine, whose queues are shared by nodes that each"

@@ -201,6 +201,17 @@ class TopicFanout:
             )
         )
 
+    def mark_gap(self) -> int:
+        """
+        Topic messages for this process may have been lost (its link to the
+        other nodes was down): tell every topic subscription here
+        (:meth:`~stompbroker.interfaces.ISubscriber.mark_gap`).
+
+        :returns: how many subscriptions were told now.
+        """
+        told: int = sum(member.mark_gap() for member in self.tree.members())
+        return told
+
     def report_deliveries(self, pattern: str | None = None) -> None:
         """Tell direct subscriptions what they were sent (:meth:`Traffic.report_deliveries`)."""
         self._traffic.report_deliveries(self.tree, pattern)

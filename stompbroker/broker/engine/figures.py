@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 from attrs import frozen
 
-__all__ = ["ClusterView", "DestinationFigures", "NodeFigures"]
+__all__ = ["ClusterView", "DestinationFigures", "NodeFigures", "TopicGaps"]
 
 
 @frozen
@@ -117,6 +117,21 @@ class NodeFigures:
             )
         except (TypeError, AttributeError) as error:
             raise ValueError(f"not a node's figures: {error}") from None
+
+
+@frozen
+class TopicGaps:
+    """
+    How often this node missed other nodes' topic messages, and whom it told.
+
+    :ivar gaps: times its pub/sub connection to the server came back after
+        the server closed it (what other nodes published meanwhile is lost here).
+    :ivar subscriptions_told: topic subscriptions on it whose next MESSAGE
+        said ``cluster-gap:true``, summed over the gaps.
+    """
+
+    gaps: int = 0
+    subscriptions_told: int = 0
 
 
 @frozen

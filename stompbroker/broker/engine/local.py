@@ -39,9 +39,10 @@ from stompbroker.broker.engine.base import IEngine, Node
 from stompbroker.broker.engine.capabilities import LOCAL, Capabilities
 from stompbroker.broker.engine.durable_rules import reusable_durable, unknown_durable
 from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout, TopicSubscriptions
-from stompbroker.broker.engine.figures import ClusterView
+from stompbroker.broker.engine.figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
 from stompbroker.broker.features.browsing import Waiting
+from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.features.retained_values import RetainedMessages
 from stompbroker.broker.features.retainer import Retaining, retained_copies
 from stompbroker.broker.features.scheduled_messages import ScheduledEntry, Scheduler
@@ -141,7 +142,9 @@ class LocalEngine:
         self.ids = self.books.ids
         self.traffic = self.books.traffic
         self.counters = self.books.counters
-        self.table = QueueTable(clock, policy, self.books, self.journal)
+        #: The per-destination policies (:mod:`stompbroker.broker.features.policies`).
+        self.policies = Policies(policy)
+        self.table = QueueTable(clock, policy, self.books, self.journal, policies=self.policies)
         self.queues: dict[str, WorkerQueue] = self.table.queues
         self.durable: dict[tuple[str, str], WorkerQueue] = self.table.durable
         self.dead_letters = self.table.dead_letters
@@ -374,11 +377,18 @@ class LocalEngine:
     def share_resumption(self, book: Any) -> None:
         """Nothing to share: a session resumes on this process, the only one."""
 
+    def share_presence(self, presence: Any) -> None:
+        """Nothing to share: this process's subscribers are all there are."""
+
     def report_outages(self, alarm: Any) -> None:
         """Nothing to report: the store is in this process."""
 
     def cluster(self) -> ClusterView | None:
         """:returns: ``None``: this process is the whole broker."""
+        return None
+
+    def topic_gaps(self) -> TopicGaps | None:
+        """:returns: ``None``: every topic message is sent in this process."""
         return None
 
     # -- topic subscriptions -------------------------------------------------------------

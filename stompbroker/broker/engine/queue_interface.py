@@ -41,8 +41,15 @@ class IQueue(Interface):
         "The messages waiting here for a consumer with room, in order; for a remote"
         " queue, those read from the server and not yet handed out."
     )
+    reads_ahead = Attribute(
+        "Whether its messages wait elsewhere (a server) and are read as its consumers"
+        " make room: a wildcard consumer offers room to such a queue even when"
+        " :attr:`pending` is empty."
+    )
 
-    def add_consumer(subscriber, window, max_redeliveries, *, selector=None, options=None):  # type: ignore[no-untyped-def]
+    def add_consumer(  # type: ignore[no-untyped-def]
+        subscriber, window, max_redeliveries, *, selector=None, options=None, held=None
+    ):
         """
         Start handing messages to a subscriber of this process.
 
@@ -63,6 +70,11 @@ class IQueue(Interface):
         exclusive or declares the queue single-active.  Redis: refused with
         :class:`~stompbroker.protocol.errors.NotSupported` (each node would choose
         among its own consumers only).
+
+        ``held`` (a dict, or ``None`` for the consumer's own): what a wildcard
+        consumer holds on all its queues (:mod:`stompbroker.broker.queueing.wildcard`),
+        so that its one window bounds what each queue hands it (and, on Redis,
+        reads for it).
 
         :returns: its :class:`~stompbroker.broker.queueing.delivery.Consumer`.
         """

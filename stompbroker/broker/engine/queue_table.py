@@ -20,6 +20,8 @@ from typing import Any
 from twisted.internet.defer import Deferred
 
 from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout
+from stompbroker.broker.engine.policy_binding import PolicyBinding
+from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.queueing.dead_letters import DeadLetters
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.queueing.queues import WorkerQueue
@@ -45,6 +47,7 @@ class QueueTable:
     :param journal: the :class:`~stompbroker.broker.store.journal.Journal`, or ``None``.
     :param shared: makes the queue of a ``/queue/`` destination; by default a
         local queue whose persistent messages the journal keeps.
+    :param policies: the per-destination policies, or ``None`` for none ever.
 
     :ivar queues: destination -> queue.
     :ivar durable: ``(client-id, name)`` -> the queue of that durable subscription.
@@ -60,6 +63,7 @@ class QueueTable:
         books: Bookkeeping,
         journal: Any = None,
         shared: Callable[[str], Any] | None = None,
+        policies: Policies | None = None,
     ) -> None:
         self._clock = clock
         self._policy = policy
@@ -70,7 +74,11 @@ class QueueTable:
         self.durable: dict[tuple[str, str], Any] = {}
         self.watchers: dict[Any, str] = {}
         self.dead_letters = DeadLetters(
-            policy, books.counters, books.traffic, books.ids, self.queue, journal
+            policy, books.counters, books.traffic, books.ids, self.queue, journal, policies
+        )
+        #: Applies the per-destination policies to the queues here, if there are any.
+        self.policies = (
+            None if policies is None else PolicyBinding(policies, clock, self.queues, self.delete)
         )
 
     def new_queue(self, destination: str, store_key: str | None = None) -> WorkerQueue:
@@ -100,6 +108,8 @@ class QueueTable:
         queue = self.queues.get(destination)
         if queue is None:
             queue = self.queues[destination] = self._shared(destination)
+            if self.policies is not None:
+                self.policies.apply(queue)
             if self.watchers:
                 self._met(destination, queue)
         return queue
@@ -144,6 +154,8 @@ class QueueTable:
         """Delete ``queue`` if it is a ``/queue/`` that holds nothing and has no consumers."""
         if queue.is_idle() and queue.destination.startswith(QUEUE_PREFIX):
             self.delete(queue)
+        elif self.policies is not None and not queue.consumers:
+            self.policies.unused(queue)
 
     def find(self, destination: str) -> Any:
         """:returns: the queue of ``destination`` held here, or ``None``."""

@@ -95,3 +95,8 @@ class SelectingSubscriber:
 
     def count_deliveries(self, count: int, tails: dict[str, int]) -> None:
         """Nothing to count: each delivery was counted as it was made."""
+
+    def mark_gap(self) -> int:
+        """Tell the subscription behind the selector (:meth:`ISubscriber.mark_gap`)."""
+        told: int = self.subscriber.mark_gap()
+        return told

@@ -152,6 +152,10 @@ class UserInbox:
     def count_deliveries(self, count: int, tails: dict[str, int]) -> None:
         """Nothing to count: the queues count their own deliveries."""
 
+    def mark_gap(self) -> int:
+        """Tell every subscription of each queue of a gap; :returns: how many were told."""
+        return sum(queue.mark_gap() for queue in self.queues)
+
     def __repr__(self) -> str:
         return f"<UserInbox {self.key!r} ({len(self.queues)} subscriptions)>"
 

@@ -18,6 +18,7 @@ does all it says or raises before it changes anything:
   a dead-letter queue's messages back to where they were first sent
   (:class:`~stompbroker.broker.management.queue_operations.QueueOperations`,
   :attr:`Management.queues`);
+- who subscribes to a destination, on every node (presence);
 - publish a message, as :meth:`~stompbroker.broker.service.Broker.publish` does;
 - the nodes that share the engine.
 
@@ -333,6 +334,15 @@ class Management:
         except (InvalidDestination, MalformedFrame) as error:
             raise InvalidRequest(error.detail) from None
         return routed
+
+    def subscribers(self, name: str) -> list[Any]:
+        """
+        :returns: who subscribes to ``name`` (as their SUBSCRIBE named it), on
+            every node, oldest first: the broker's presence
+            (:class:`~stompbroker.broker.features.presence.Present` records).
+        """
+        found: list[Any] = self.broker.presence.subscribers(name)
+        return found
 
     def memory_alarm(self) -> Any:
         """:returns: the watermark's :class:`~stompbroker.broker.flow.backpressure.MemoryAlarm`."""

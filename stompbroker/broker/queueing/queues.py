@@ -73,6 +73,7 @@ from stompbroker.broker.queueing.delayed import DelayedMessages
 from stompbroker.broker.queueing.delivery import Consumer, DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.queueing.dispatch import FeatureDispatch, consumer_added, grouped
 from stompbroker.broker.queueing.expiry_sweep import ExpirySweep
+from stompbroker.broker.queueing.limits import QueueLimits
 from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY, PendingMessages
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
@@ -136,7 +137,11 @@ class WorkerQueue:
         "_owner",
         "_left",
         "delayed",
+        "limits",
     )
+
+    #: Its messages are all here: an offer of room needs no reading first.
+    reads_ahead = False
 
     def __init__(
         self,
@@ -181,6 +186,9 @@ class WorkerQueue:
         self._left = left
         #: The NACKed messages that wait for their redelivery, from the first one on.
         self.delayed: DelayedMessages | None = None
+        #: The :class:`~stompbroker.broker.queueing.limits.QueueLimits` of the
+        #: policy in force, while one limits this queue.
+        self.limits: QueueLimits | None = None
 
     def __repr__(self) -> str:
         return (
@@ -286,6 +294,8 @@ class WorkerQueue:
         if message.group is not None:
             self._features = grouped(self)
         self.pending.append(message)
+        if self.limits is not None:
+            self.limits.trim(self, message)
         if self.consumers and not self._stalled:
             self.dispatch()
         if message.expires and self.pending:
@@ -297,6 +307,16 @@ class WorkerQueue:
     def count_deliveries(self, count: int, tails: dict[str, int]) -> None:
         """Nothing to count: a queue counts its deliveries as it hands messages out."""
 
+    def mark_gap(self) -> int:
+        """
+        Tell each consumer's subscription of a gap in what reached this queue
+        (:meth:`ISubscriber.mark_gap`); its next MESSAGE may be one the queue
+        held from before the gap.
+
+        :returns: how many were told now.
+        """
+        return sum(consumer.subscriber.mark_gap() for consumer in self.consumers)
+
     def publish(self, message: Message) -> None:
         """
         Enqueue a message sent to this queue (not one that comes to it from a topic,
@@ -306,6 +326,8 @@ class WorkerQueue:
         """
         # The queue's own destination string, for the message to hold while it
         # waits: one object per queue, not one per waiting message.
+        if self.limits is not None:
+            self.limits.admit(self, message)
         message.destination = self.destination
         self._traffic.published(message)
         self.enqueue(message)
@@ -524,6 +546,18 @@ class WorkerQueue:
         if self._policy.expired == "dead-letter":
             self.dead_letter(message, EXPIRED)
             return
+        if message.persistent and self.journal is not None:
+            self.journal.remove(self.store_key, message.message_id)
+        if self._left is not None:
+            self._left(message)
+
+    def drop(self, message: Message) -> None:
+        """
+        Discard a message taken from the queue (overflow's ``drop-head``), counted
+        dropped; a persistent one leaves the store.
+        """
+        self._counters.discarded += 1
+        self._traffic.count((message,), "messages_dropped")
         if message.persistent and self.journal is not None:
             self.journal.remove(self.store_key, message.message_id)
         if self._left is not None:

@@ -204,7 +204,9 @@ class WildcardConsumer:
         """
         Offer the room in its window to its queues that hold messages, in turn
         from the one after the last offered: a queue with nothing waiting needs
-        no offer (a new message there is dispatched as it comes).
+        no offer (a new message there is dispatched as it comes), but for one
+        that reads its messages from a server as room is made (``reads_ahead``:
+        the redis engine's), whose reader waits for the offer.
         """
         members = list(self.members.values())
         count = len(members)
@@ -219,7 +221,7 @@ class WildcardConsumer:
                 break
             queue = members[index].queue
             index = index + 1 if index + 1 < count else 0
-            if queue.pending:
+            if queue.pending or queue.reads_ahead:
                 queue.dispatch()
         self._next = index
 

@@ -226,6 +226,25 @@ class SubscriptionTree(Generic[_S]):
         self._registrations -= 1
         self._cache.clear()
 
+    def members(self) -> list[_S]:
+        """
+        :returns: every subscriber registered, under any pattern, once each, in
+            no particular order (a walk of the whole tree: not for the hot path).
+        """
+        found: dict[_S, None] = {}
+        for exact in self._exact.values():
+            found.update(dict.fromkeys(exact))
+        pending = [self._root]
+        while pending:
+            node = pending.pop()
+            for registry in (node.subscribers, node.trailing):
+                if registry:
+                    found.update(dict.fromkeys(registry))
+            pending.extend(node.children.values())
+            if node.star is not None:
+                pending.append(node.star)
+        return list(found)
+
     def match(self, destination: str) -> tuple[_S, ...]:
         """
         Find the subscribers a message sent to ``destination`` must reach.

@@ -124,6 +124,11 @@ function destinationActions(actions, name, where) {
     (answer) => `deleted ${name} (${answer.discarded} messages)`), true);
 }
 
+// A destination's policy as the console shows it: its name, or "none" for the global options.
+function policyName(policy) {
+  return policy === null || policy === undefined ? "none" : policy;
+}
+
 function renderDestinations(rows) {
   const body = $("destinations").tBodies[0];
   body.replaceChildren();
@@ -139,6 +144,7 @@ function renderDestinations(rows) {
     cell(tr, row.producers).className = "producers";
     cell(tr, rate(row.messages_in_per_second));
     cell(tr, rate(row.messages_delivered_per_second));
+    cell(tr, policyName(row.policy)).className = "policy";
     const actions = cell(tr, "");
     actions.className = "actions";
     if (row.kind !== "topic") destinationActions(actions, name, "destinations-notice");
@@ -306,6 +312,7 @@ async function showDestination() {
       actions.dataset.destination = name;
       if (detail.kind !== "topic") destinationActions(actions, name, "browser-notice");
     }
+    $("browsed-policy").textContent = policyName(detail.policy);
     renderConsumers(detail.subscribers || []);
     renderMessages(messages, detail.depth);
   } catch (error) {
@@ -323,6 +330,7 @@ async function showDestination() {
 async function openDestination(name) {
   browsed = name;
   $("browsed").textContent = name;
+  $("browsed-policy").textContent = "";
   $("browser-notice").textContent = "";
   $("browser").hidden = false;
   await showDestination();

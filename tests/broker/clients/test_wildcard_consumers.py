@@ -6,12 +6,14 @@ subscription on every ``/queue/`` its pattern matches, with one window.
 from __future__ import annotations
 
 import pytest
+from attrs import evolve
 
-from stompbroker.broker.engine.capabilities import REDIS
-from stompbroker.broker.queueing.delivery import DeliveryPolicy
+from stompbroker.broker.engine.capabilities import LOCAL
+from stompbroker.broker.queueing.delivery import Consumer, DeliveryPolicy
 from stompbroker.broker.queueing.wildcard import WildcardConsumer, in_flight
 from stompbroker.broker.routing.syntax import matches
 from stompbroker.protocol.errors import InvalidDestination, NotSupported
+from tests.support.broker import Inbox
 from tests.support.consumers import World
 
 
@@ -188,9 +190,9 @@ def test_an_invalid_pattern_is_refused() -> None:
 
 
 def test_an_engine_without_queue_wildcards_refuses_with_the_documented_text() -> None:
-    """The redis engine's refusal says why, and that re-subscribing will not help."""
+    """An engine lacking them refuses saying why, and that re-subscribing will not help."""
     world = World()
-    world.consumers._capabilities = REDIS
+    world.consumers._capabilities = evolve(LOCAL, queue_wildcards=False)
     with pytest.raises(NotSupported) as caught:
         world.subscribe("/queue/orders.>")
     assert caught.value.message == (
@@ -208,3 +210,34 @@ def test_each_queue_counts_only_its_own_in_flight() -> None:
     queues = world.engine.queues
     assert sum(in_flight(c) for c in queues["/queue/f.a"].consumers) == 2
     assert sum(in_flight(c) for c in queues["/queue/f.b"].consumers) == 1
+
+
+class ReadingQueue:
+    """A queue whose messages wait on a server (``reads_ahead``): it holds none here."""
+
+    reads_ahead = True
+
+    def __init__(self, destination: str) -> None:
+        self.destination = destination
+        self.pending: list[object] = []
+        self.consumers: list[object] = []
+        self.offers = 0
+
+    def add_consumer(self, subscriber: object, window: int, *args: object, **kw: object) -> object:
+        consumer = Consumer(subscriber, self, window, -1, kw["held"])  # type: ignore[arg-type]
+        self.consumers.append(consumer)
+        return consumer
+
+    def dispatch(self) -> None:
+        self.offers += 1
+
+
+def test_room_is_offered_to_queues_that_read_on_a_server_though_they_hold_nothing() -> None:
+    """A redis queue's reader waits for room: the offer must reach it with nothing pending."""
+    subscriber = Inbox("/queue/r.>", "client-individual")
+    wildcard = WildcardConsumer(subscriber, 1, -1)
+    queues = [ReadingQueue("/queue/r.a"), ReadingQueue("/queue/r.b")]
+    for queue in queues:
+        wildcard.attach(queue)
+    wildcard.dispatch()
+    assert [queue.offers for queue in queues] == [1, 1]

@@ -53,7 +53,7 @@ from zope.interface import implementer
 from stompbroker.broker.engine.base import IEngine, Node
 from stompbroker.broker.engine.capabilities import REDIS, Capabilities
 from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout
-from stompbroker.broker.engine.figures import ClusterView
+from stompbroker.broker.engine.figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.local import DEFAULT_POLICY
 from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
 from stompbroker.broker.engine.redis.codec import (
@@ -80,15 +80,19 @@ from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.listener import listen
 from stompbroker.broker.engine.redis.liveness import Liveness
 from stompbroker.broker.engine.redis.outage import DEFAULT_OUTAGE_HOLD, Outage, unreachable_text
+from stompbroker.broker.engine.redis.presence import ClusterPresence
 from stompbroker.broker.engine.redis.queue_actions import ClusterQueueActions
+from stompbroker.broker.engine.redis.queue_names import QueueNames
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.resumes import RedisResumeDirectory
 from stompbroker.broker.engine.redis.retained import ClusterRetained
 from stompbroker.broker.engine.redis.scheduling import ClusterScheduling
 from stompbroker.broker.engine.redis.scripts import Scripts
+from stompbroker.broker.engine.redis.shared_policies import SharedPolicies
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
 from stompbroker.broker.engine.redis.url import EngineURL
 from stompbroker.broker.features.browsing import Waiting
+from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
@@ -184,7 +188,12 @@ class RedisEngine:
         self.counters = self.books.counters
         #: This node's queues: handles on the shared streams of ``/queue/``
         #: destinations, and local queues for temporary queues.
-        self.table = QueueTable(clock, policy, self.books, shared=self._stream_queue)
+        #: The per-destination policies: the configuration's, this node's own, and
+        #: those set at run time on any node (:mod:`.shared_policies`, docs/cluster.md).
+        self.policies = Policies(policy)
+        self.table = QueueTable(
+            clock, policy, self.books, shared=self._stream_queue, policies=self.policies
+        )
         self.queues: dict[str, Any] = self.table.queues
         self.durable: dict[tuple[str, str], Any] = self.table.durable
         self.dead_letters = self.table.dead_letters
@@ -207,6 +216,8 @@ class RedisEngine:
         self._subscriber: Any = None
         #: How often Redis closed the pub/sub connection and it came back.
         self.pubsub_reconnects = 0
+        #: Topic subscriptions told of those gaps (``cluster-gap:true``).
+        self.gap_subscriptions = 0
         self._listener: asyncio.Task[None] | None = None
         self._loops: list[LoopingCall] = []
         # Streams live in Redis; this node keeps mirrors of those it reads.
@@ -225,6 +236,8 @@ class RedisEngine:
         self.liveness = Liveness(self)
         #: Where the nodes find each other's resumable sessions (share_resumption).
         self.resumes: RedisResumeDirectory | None = None
+        #: Who subscribes to what, on every node (share_presence; :mod:`.presence`).
+        self.presence: ClusterPresence | None = None
         #: This node's copy of the retained messages, and their writes (:mod:`.retained`).
         self.retained = ClusterRetained(self)
         #: The cluster's scheduled messages, once the router asks (:meth:`scheduling`).
@@ -233,11 +246,20 @@ class RedisEngine:
         self.control = ControlChannel(self)
         #: The management's purge, move, copy and retry across nodes (:meth:`shared_queues`).
         self._actions: ClusterQueueActions | None = None
+        #: The cluster's queue names, for wildcard consumers (:mod:`.queue_names`).
+        self.queue_names = QueueNames(self)
+        self._named = self.queue_names.known
+        self.watch_queues = self.queue_names.watch
+        self.unwatch_queues = self.queue_names.unwatch
+        #: The policies set at run time on any node, in Redis (:mod:`.shared_policies`).
+        self.shared_policies = SharedPolicies(self, self.policies)
         #: Channels of this engine's features -> what takes their messages (the listener).
         self.channels: dict[bytes, Callable[[bytes], None]] = {
             self.retained.channel.encode(): self.retained.notice,
             self.control.requests.encode(): self.control.requested,
             self.control.answers.encode(): self.control.answered,
+            self.queue_names.channel.encode(): self.queue_names.notice,
+            self.shared_policies.channel.encode(): self.shared_policies.notice,
         }
 
     # -- what it is --------------------------------------------------------------------
@@ -323,6 +345,11 @@ class RedisEngine:
         await self.liveness.announce()
         await self.durables.load().asFuture(self.loop)
         await self.retained.load().asFuture(self.loop)
+        if self.presence is not None:
+            await self.presence.load().asFuture(self.loop)
+        # The configuration's policies are in by now: share what operators change from here on.
+        self.policies.share(self.shared_policies)
+        await self.shared_policies.load().asFuture(self.loop)
         beat = LoopingCall(self.liveness.beat)
         beat.clock = self.clock
         beat.start(self.node_timeout / 3, now=False)
@@ -353,16 +380,30 @@ class RedisEngine:
         pubsub``, docs/cluster.md); redis-py has subscribed again.
         """
         self.pubsub_reconnects += 1
-        # Notices of retained messages may have been missed: read them all again.
+        # Every topic subscription here may have missed messages: its next
+        # MESSAGE says so (durable subscriptions read streams: nothing lost).
+        told = self.fanout.mark_gap()
+        self.gap_subscriptions += told
+        # Notices of retained messages and new queues may have been missed:
+        # read them all again.
         self.retained.load()
+        if self.presence is not None:
+            self.presence.load()
+        self.queue_names.reload()
         log.warn(
             "Redis closed this node's pub/sub connection and it is subscribed again"
             " (closings so far: {count}): topic messages other nodes published meanwhile"
-            " did not reach this node's subscribers; if Redis's log says 'output buffer"
+            " did not reach this node's subscribers ({told} told so by cluster-gap:true"
+            " on their next message); if Redis's log says 'output buffer"
             " limits', this node reads them slower than they are published"
             " (docs/cluster.md, 'Cross-node topic messages and a slow node')",
             count=self.pubsub_reconnects,
+            told=told,
         )
+
+    def topic_gaps(self) -> TopicGaps:
+        """:returns: how often this node missed other nodes' topic messages, and whom it told."""
+        return TopicGaps(self.pubsub_reconnects, self.gap_subscriptions)
 
     def nodes(self) -> Deferred[list[Node]]:
         """
@@ -386,6 +427,11 @@ class RedisEngine:
         before the engine opens.
         """
         self.resumes = RedisResumeDirectory(self, book)
+
+    def share_presence(self, presence: Any) -> None:
+        """Share who subscribes to what with every node (:mod:`.presence`), before opening."""
+        self.presence = ClusterPresence(self, presence)
+        self.channels[self.presence.channel.encode()] = self.presence.notice
 
     def cluster(self) -> ClusterView:
         """:returns: the latest view of the other nodes and of what waits unread in Redis."""
@@ -461,6 +507,8 @@ class RedisEngine:
         self.traffic.published(message)
         if not message.persistent:
             destination = message.destination
+            if destination not in self._named:
+                self.queue_names.met(destination)
             stream = self.names.queue(destination)
             if message.priority != DEFAULT_PRIORITY:
                 stream = self.lanes.stream(self.writer, destination, stream, message.priority)
@@ -494,6 +542,8 @@ class RedisEngine:
         """
         destination = message.destination
         if destination.startswith(QUEUE_PREFIX):
+            if destination not in self._named:
+                self.queue_names.met(destination)
             if message.group is not None:
                 self.lanes.grouped(self.writer, destination)
             streams = [
@@ -520,6 +570,9 @@ class RedisEngine:
     # -- queues ------------------------------------------------------------------------------
 
     def _stream_queue(self, destination: str) -> StreamQueue:
+        """:returns: a new handle on a queue's stream, whose name the cluster's set then holds."""
+        if destination not in self._named:
+            self.queue_names.met(destination)
         return StreamQueue(destination, self)
 
     def queue(self, destination: str) -> Any:

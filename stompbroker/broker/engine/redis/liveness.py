@@ -7,18 +7,36 @@ key has expired, and takes them over for its own consumers
 (:meth:`~stompbroker.broker.engine.redis.queues.StreamQueue.claim_from_dead`),
 and has each queue compare the length of its own pending list with what it
 holds (:meth:`~stompbroker.broker.engine.redis.queues.StreamQueue.check_pending`);
-the same look trims the streams it knows for age and reads the registry of
-durable subscriptions again.  ``GET /api/nodes`` lists the live keys.
+the same look trims the streams it knows for age, reads the registry of
+durable subscriptions again, and removes dead nodes' subscribers from presence
+(:mod:`~stompbroker.broker.engine.redis.presence`).  ``GET /api/nodes`` lists the live keys.
+
+A node that was stopped or cut off past ``--node-timeout`` finds out
+(:class:`~stompbroker.broker.engine.redis.lapse.LapseWatch`: per beat, per
+read, per turn of settling) and, before it hands out anything more of a shared
+queue, *lapses* (:meth:`Liveness.lapse`): every queue stops reading, puts aside
+what it read ahead and what its consumers acknowledged meanwhile, the node
+sets its key again, and each queue keeps only the entries its pending lists
+still name (the others were claimed by another node, which delivers them
+``redelivered:true``); what it acknowledged of those is not ended here.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from twisted.internet.defer import Deferred
 
 from stompbroker.broker.engine.base import Node
-from stompbroker.broker.engine.redis.connection import CONNECTION_ERRORS, RedisUnreachable, run
+from stompbroker.broker.engine.redis.connection import (
+    BACKOFF_BASE,
+    BACKOFF_CAP,
+    CONNECTION_ERRORS,
+    RedisUnreachable,
+    run,
+)
+from stompbroker.broker.engine.redis.lapse import LapseWatch
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.logs import logger
 
@@ -36,6 +54,10 @@ class Liveness:
 
     def __init__(self, engine: Any) -> None:
         self._engine = engine
+        #: Until when this node's key is certainly alive.
+        self.watch = LapseWatch(engine.clock, engine.node_timeout)
+        #: While the node recovers from a lapse: done once it has.
+        self._fence: asyncio.Future[None] | None = None
 
     def _key(self) -> str:
         engine = self._engine
@@ -43,14 +65,111 @@ class Liveness:
         return key
 
     async def announce(self) -> None:
-        """Set this node's liveness key, waiting for Redis (at start)."""
+        """Set this node's liveness key, waiting for Redis (at start, and after a lapse)."""
         engine = self._engine
+        sent = self.watch.sending()
         await engine.client.set(self._key(), b"1", px=int(engine.node_timeout * 1000))
+        self.watch.confirmed(sent)
 
     def beat(self) -> None:
-        """Keep this node's liveness key alive."""
+        """
+        Keep this node's liveness key alive (``SET ... GET``): a beat that comes
+        more than ``--node-timeout`` after the last one Redis confirmed, or that
+        finds the key gone, starts a lapse.
+        """
         engine = self._engine
-        engine.writer.command("SET", self._key(), b"1", "PX", int(engine.node_timeout * 1000))
+        if self.watch.lapsed():
+            self.lapse()
+            return
+        sent = self.watch.sending()
+        ms = int(engine.node_timeout * 1000)
+        beat = engine.writer.command_waited("SET", self._key(), b"1", "PX", ms, "GET")
+        beat.addCallbacks(self._beaten, self._beat_failed, callbackArgs=(sent,))
+
+    def _beaten(self, previous: Any, sent: float) -> None:
+        if previous is None and self._fence is None:
+            # The key had expired: another node may have taken what this one holds.
+            self.watch.gone()
+            self.lapse()
+            return
+        self.watch.confirmed(sent)
+
+    def _beat_failed(self, failure: Any) -> None:
+        """Redis away: the beat stays queued; the watch sees the lapse if it lasts."""
+        failure.trap(RedisUnreachable)
+
+    # -- a lapse -------------------------------------------------------------------------
+
+    @property
+    def fenced(self) -> bool:
+        """Whether the node is recovering from a lapse (its queues hand out nothing)."""
+        return self._fence is not None
+
+    def lapsing(self) -> bool:
+        """
+        :returns: whether the node's queues must hand out and settle nothing now:
+            it is recovering from a lapse, or finds one now (and starts recovering).
+        """
+        if self._fence is not None:
+            return True
+        if self.watch.lapsed():
+            self.lapse()
+            return True
+        return False
+
+    def lapse(self) -> None:
+        """
+        This node's key may have expired: fence every shared queue at once (they
+        read, hand out and settle nothing), then set the key again and let each
+        queue keep only what its pending lists still hold.
+        """
+        if self._fence is not None:
+            return
+        engine = self._engine
+        self._fence = engine.loop.create_future()
+        log.warn(
+            "node {node} lost its liveness in Redis (stopped or cut off for longer than"
+            " --node-timeout {timeout} s): dropping what other nodes took over meanwhile",
+            node=engine.ids.node,
+            timeout=engine.node_timeout,
+        )
+        for queue in self._stream_queues():
+            queue.fence()
+        engine.loop.create_task(self._recover())
+
+    async def recovered(self) -> None:
+        """Wait until the node has recovered from a lapse (at once when it is not in one)."""
+        fence = self._fence
+        if fence is not None:
+            await asyncio.shield(fence)
+
+    async def _recover(self) -> None:
+        """Set the key again (claims of this node's entries stop), then sort each queue."""
+        engine = self._engine
+        delay = BACKOFF_BASE
+        try:
+            while True:
+                try:
+                    await self.announce()
+                    for queue in self._stream_queues():
+                        await queue.unfence()
+                    break
+                except CONNECTION_ERRORS:
+                    pass
+                except Exception:
+                    log.failure("recovering node {node} from a lapse failed", node=engine.ids.node)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, BACKOFF_CAP)
+        finally:
+            fence, self._fence = self._fence, None
+            if fence is not None and not fence.done():
+                fence.set_result(None)
+        log.info("node {node} is live again in Redis", node=engine.ids.node)
+
+    def _stream_queues(self) -> list[StreamQueue]:
+        engine = self._engine
+        queues = [*engine.queues.values(), *engine.durables.queues.values()]
+        return [queue for queue in queues if isinstance(queue, StreamQueue)]
 
     # A remote engine answers later: IEngine.nodes allows a Deferred.
     def nodes(self) -> Deferred[list[Node]]:
@@ -79,8 +198,12 @@ class Liveness:
         subscriptions again.
         """
         engine = self._engine
+        if self.lapsing():
+            return
         engine.redis_streams.trim()
         engine.durables.load().addErrback(self._failed, "the durable subscriptions")
+        if engine.presence is not None:
+            engine.presence.sweep()
         for queue in [*engine.queues.values(), *engine.durables.queues.values()]:
             if isinstance(queue, StreamQueue) and queue.consumers:
                 queue.check_pending()

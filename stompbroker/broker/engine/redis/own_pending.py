@@ -15,7 +15,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-__all__ = ["RECONCILE_PAGE", "pending_count", "pending_pages"]
+__all__ = ["RECONCILE_PAGE", "owned_entries", "pending_count", "pending_pages"]
 
 #: Most entries of the node's own pending list one read of it takes.
 RECONCILE_PAGE = 500
@@ -76,3 +76,37 @@ async def pending_pages(engine: Any, stream: str) -> AsyncIterator[list[Any]]:
         start = entries[-1][0]
         if len(entries) < RECONCILE_PAGE:
             return
+
+
+async def owned_entries(engine: Any, streams: Iterable[str]) -> set[tuple[str, bytes]]:
+    """
+    What the streams' pending lists say this node holds now (``XPENDING ... me``,
+    page by page): after its liveness lapsed, the entries another node did not
+    claim meanwhile (:meth:`~stompbroker.broker.engine.redis.liveness.Liveness.lapse`).
+
+    :param engine: the :class:`~stompbroker.broker.engine.redis.engine.RedisEngine`.
+    :returns: ``(stream, entry id)`` of each.
+    """
+    client = engine.client
+    group = engine.names.group
+    me = engine.ids.node
+    owned: set[tuple[str, bytes]] = set()
+    for stream in streams:
+        start = "-"
+        while True:
+            try:
+                rows = await client.xpending_range(
+                    stream, group, min=start, max="+", count=RECONCILE_PAGE, consumername=me
+                )
+            except ResponseError as error:
+                if not _no_group(error):
+                    raise
+                break
+            for row in rows:
+                entry_id = row["message_id"]
+                owned.add((stream, entry_id if isinstance(entry_id, bytes) else entry_id.encode()))
+            if len(rows) < RECONCILE_PAGE:
+                break
+            last = rows[-1]["message_id"]
+            start = "(" + (last.decode() if isinstance(last, bytes) else last)
+    return owned

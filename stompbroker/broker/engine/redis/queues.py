@@ -47,10 +47,16 @@ from zope.interface import implementer
 
 from stompbroker.broker.engine.base import IQueue
 from stompbroker.broker.engine.redis.codec import decode, encode
-from stompbroker.broker.engine.redis.connection import BACKOFF_BASE, BACKOFF_CAP, CONNECTION_ERRORS
+from stompbroker.broker.engine.redis.connection import (
+    BACKOFF_BASE,
+    BACKOFF_CAP,
+    CONNECTION_ERRORS,
+    run,
+)
 from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.lanes import LaneMarks
-from stompbroker.broker.engine.redis.own_pending import pending_count, pending_pages
+from stompbroker.broker.engine.redis.lapse import Aside, claimed_entries, sort_after_lapse
+from stompbroker.broker.engine.redis.own_pending import owned_entries, pending_count, pending_pages
 from stompbroker.broker.engine.redis.queue_reading import QueueReading
 from stompbroker.broker.engine.redis.settled import RecentlySettled
 from stompbroker.broker.features.selectors import Selector
@@ -120,10 +126,14 @@ class StreamQueue:
         "_reconcile_due",
         "_check_due",
         "_held_until",
+        "_aside",
     )
 
     #: No message store: Redis keeps its messages (see the local queue's).
     store_key = None
+    #: Its messages wait in Redis until room is made: a wildcard consumer's
+    #: offer of room must wake its reader even when it holds nothing here.
+    reads_ahead = True
 
     def __init__(
         self, destination: str, engine: Any, durable: tuple[str, str] | None = None
@@ -182,6 +192,8 @@ class StreamQueue:
         #: Until when (the clock's seconds) the reader reads nothing: another node
         #: acts on the stream (:meth:`give_back_for`).
         self._held_until = 0.0
+        #: While the node recovers from a lapse (:meth:`fence`): what it put aside.
+        self._aside: Aside | None = None
 
     def __repr__(self) -> str:
         if self.key is not None:
@@ -269,9 +281,13 @@ class StreamQueue:
         *,
         selector: Selector | None = None,
         options: Any = None,
+        held: dict[str, Message] | None = None,
     ) -> Consumer:
         """
         Start handing messages to a local subscriber; the first starts the reading.
+        ``held`` is a wildcard consumer's shared dict of what it holds
+        (:mod:`~stompbroker.broker.queueing.wildcard`), whose one window then
+        bounds what this handle reads for it.
 
         A ``/queue/``'s consumer is registered in Redis with its selector and
         options, so that every node's reads give it what it should get
@@ -280,8 +296,9 @@ class StreamQueue:
         statistics again after a consumerless spell.
         """
         self._traffic.queues.add(self.local)
+        self._check_lapse()
         consumer = self.local.add_consumer(
-            subscriber, window, max_redeliveries, selector=selector, options=options
+            subscriber, window, max_redeliveries, selector=selector, options=options, held=held
         )
         if self._cluster is not None:
             self._cluster.register(
@@ -317,6 +334,7 @@ class StreamQueue:
 
     def dispatch(self) -> None:
         """Hand out what was read, and let the reader read more if there is room."""
+        self._check_lapse()
         self.local.dispatch()
         self._wake.set()
 
@@ -329,6 +347,7 @@ class StreamQueue:
         :returns: for persistent ones, a Deferred that fires with whether Redis
             has the acknowledgement (so that the ACK's RECEIPT means it).
         """
+        self._check_lapse()
         self.local.acknowledge(consumer, messages)
         self._wake.set()
         persistent = False
@@ -338,18 +357,24 @@ class StreamQueue:
         if persistent:
             # The RECEIPT waits for the XACK: end the entries before the PING.
             self._end_settled()
-            waited: Deferred[Any] = self._engine.writer.command_waited("PING")
+            waited: Deferred[Any]
+            if self._aside is not None:
+                waited = run(self._engine.loop, self._ping_after_lapse())
+            else:
+                waited = self._engine.writer.command_waited("PING")
             return [waited.addCallbacks(_stored, _not_stored)]
         return []
 
     def requeue(self, consumer: Consumer, messages: list[Message]) -> list[Any]:
         """Return messages to the local queue's head (see the local queue's)."""
+        self._check_lapse()
         written = self.local.requeue(consumer, messages)
         self._wake.set()
         return written
 
     def reject(self, messages: list[Message]) -> list[Any]:
         """Dead-letter messages a consumer refused for good (see the local queue's)."""
+        self._check_lapse()
         written = self.local.reject(messages)
         self._wake.set()
         return written
@@ -369,8 +394,16 @@ class StreamQueue:
                 self._settled_elsewhere.append(entry)
 
     def _end_settled(self) -> None:
-        """One ``XACK`` and one ``XDEL`` for every entry settled since the last."""
+        """
+        One ``XACK`` and one ``XDEL`` for every entry settled since the last; none
+        while the node may have lapsed (another node may hold them now): those
+        wait for :meth:`unfence`.
+        """
         entries = self._settled
+        if self._engine.liveness.lapsing() and self._aside is not None:
+            self._aside.settled += [*entries, *self._settled_elsewhere]
+            self._settled, self._settled_elsewhere = [], []
+            return
         writer = self._engine.writer
         if entries:
             self._settled = []
@@ -562,6 +595,76 @@ class StreamQueue:
             taken += 1
         return taken
 
+    # -- a lapse of this node's liveness (:mod:`.lapse`) ---------------------------------
+
+    def _check_lapse(self) -> None:
+        """
+        Before the local queue may hand out what it read ahead: a lapse the node
+        has not noticed yet fences it first.  Asks the clock only when something
+        waits to be handed out.
+        """
+        if self._aside is None and self.local.pending:
+            self._engine.liveness.lapsing()
+
+    def fence(self) -> None:
+        """
+        The node may have lapsed: put aside what was read ahead (the local queue
+        hands out nothing of it) and, until :meth:`unfence`, what consumers
+        acknowledge; the reader waits.
+        """
+        if self._aside is None:
+            self._aside = Aside(list(self.pending))
+            self.pending.clear()
+
+    async def unfence(self) -> None:
+        """
+        The node is live again: keep what its pending lists still hold; forget
+        what another node took over (neither handed out nor ended here: that
+        node delivers it ``redelivered:true``), then read and hand out again.
+        """
+        aside = self._aside
+        if aside is None:
+            return
+        owned = await owned_entries(self._engine, self._reading.own_streams())
+        if self._aside is not aside:
+            return
+        self._aside = None
+        result = sort_after_lapse(owned, self._stream, self._entries, aside)
+        for message_id in result.forget:
+            del self._entries[message_id]
+        self._end(result.to_end)
+        cluster = self._cluster
+        if cluster is not None:
+            cluster.held = [held for held in cluster.held if (held[0], held[1]) in owned]
+            # A node that saw this one dead handed back its own stream: made again.
+            cluster.own_made = False
+        # Back at the head, as they were (only NACKed ones may have come meanwhile).
+        self.pending.extendleft(reversed(result.kept))
+        if result.forget:
+            log.warn(
+                "dropped {count} messages of {queue} that another node took over while"
+                " this node's liveness had lapsed ({aside} read ahead, the rest delivered)",
+                count=len(result.forget),
+                queue=self.destination,
+                aside=result.dropped,
+            )
+        self.local.dispatch()
+        self._wake.set()
+
+    async def _ping_after_lapse(self) -> Any:
+        """An ACK's RECEIPT during a lapse: once the node is live again and its XACKs sent."""
+        engine = self._engine
+        await engine.liveness.recovered()
+        return await engine.writer.command_waited("PING").asFuture(engine.loop)
+
+    async def _owned_only(self, reply: Any) -> Any:
+        """Of a read whose reply came while the node may have lapsed: what is still its own."""
+        owned = await owned_entries(self._engine, [stream for stream, _ in reply])
+        return [
+            (stream, [entry for entry in entries if (stream, entry[0]) in owned])
+            for stream, entries in reply
+        ]
+
     # -- reconciling with Redis -------------------------------------------------------
 
     def reconnected(self) -> None:
@@ -634,8 +737,12 @@ class StreamQueue:
         try:
             await self._make_group()
             await self.claim_from_dead()
+            liveness = engine.liveness
             while self.consumers and not self._closed:
                 self._wake.clear()
+                if liveness.lapsing():
+                    await liveness.recovered()
+                    continue
                 try:
                     await self._reconcile_if_due()
                 except CONNECTION_ERRORS:
@@ -667,6 +774,11 @@ class StreamQueue:
                     delay = min(delay * 2, BACKOFF_CAP)
                     continue
                 delay = BACKOFF_BASE
+                if liveness.lapsing():
+                    # Read before the node was stopped, or cut off: another node
+                    # may have claimed these meanwhile.
+                    await liveness.recovered()
+                    reply = await self._owned_only(reply)
                 if self._was_closed():
                     # Read after the handle was dropped: back for the others.
                     for stream, entries in reply:
@@ -766,9 +878,11 @@ class StreamQueue:
                 await client.xgroup_delconsumer(stream, names.group, name)
                 continue
             counts = {row["message_id"]: row["times_delivered"] for row in rows}
-            entries = await client.xclaim(
-                stream, names.group, me, min_idle_time=0, message_ids=list(counts)
+            # Only while its key is still gone: a node back from a lapse keeps its own.
+            reply = await engine.scripts.claim_dead(
+                keys=[stream, names.alive(name)], args=[names.group, me, *counts]
             )
+            entries = claimed_entries(reply)
             await self._claimed(entries, counts, stream)
             claimed += len(entries)
             log.info(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from stompbroker.broker.engine.redis.lanes import READ_LANES
+from stompbroker.broker.engine.redis.lapse import CLAIM_DEAD
 
 __all__ = ["Scripts"]
 
@@ -21,9 +22,11 @@ class Scripts:
     The scripts, bound to one client.
 
     :ivar read_lanes: :data:`~stompbroker.broker.engine.redis.lanes.READ_LANES`.
+    :ivar claim_dead: :data:`~stompbroker.broker.engine.redis.lapse.CLAIM_DEAD`.
     """
 
-    __slots__ = ("read_lanes",)
+    __slots__ = ("read_lanes", "claim_dead")
 
     def __init__(self, client: Any) -> None:
         self.read_lanes = client.register_script(READ_LANES)
+        self.claim_dead = client.register_script(CLAIM_DEAD)
