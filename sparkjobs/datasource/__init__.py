@@ -1,0 +1,217 @@
+"""
+The broker's PySpark data source, ``stompbroker``: read ``/stream/`` destinations, write any.
+
+Usage::
+
+    from sparkjobs.datasource import StompbrokerDataSource
+    spark.dataSource.register(StompbrokerDataSource)
+    df = (spark.read.format("stompbroker")
+          .option("url", "stomp://127.0.0.1:61613")
+          .option("destination", "/stream/orders")
+          .load())
+
+docs/spark.md lists the options, the schema and the guarantees.
+
+Why here, in ``sparkjobs``: it is the Spark side of the broker, like the
+stats jobs, and it shares their rule (docs/architecture.md, layer 8): it talks
+to the broker only through STOMP and imports nothing of ``stompbroker``, so
+Spark executors need this package and ``websocket-client``, never Twisted.
+Why STOMP rather than the management API: a SUBSCRIBE with
+``x-stream-offset`` is the one public way to read a stream from an exact
+offset, it is checked against the ``read`` right like any reader's, it works
+on every listener (TCP, TLS, WebSocket) and on any node of a cluster, and the
+management API has no stream read and needs the ``admin`` right.
+
+- :mod:`sparkjobs.datasource.client`: a blocking STOMP client.
+- :mod:`sparkjobs.datasource.options`: the options, checked.
+- :mod:`sparkjobs.datasource.reading`: offsets, ranges, rows.
+- :mod:`sparkjobs.datasource.writing`: rows to SENDs, receipts, refusals.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark import TaskContext
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from sparkjobs.datasource.client import StompClient
+from sparkjobs.datasource.options import (
+    DataSourceOptionError,
+    ReadOptions,
+    WriteOptions,
+    read_options,
+    write_options,
+)
+from sparkjobs.datasource.reading import (
+    OffsetRange,
+    plan_batch,
+    read_range,
+    resolve_start,
+    schema,
+    split,
+    tail,
+)
+from sparkjobs.datasource.writing import RowsRefused, summarize, write_rows
+
+__all__ = ["DataSourceOptionError", "RowsRefused", "StompbrokerDataSource", "register"]
+
+log = logging.getLogger("sparkjobs.datasource")
+
+
+class StompbrokerDataSource(DataSource):
+    """The ``stompbroker`` format: batch and streaming reads of streams, batch and streaming writes."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "stompbroker"
+
+    def schema(self) -> StructType:
+        return schema(read_options(self.options).header_columns)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return BatchReader(read_options(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 (Spark's)
+        return StreamReader(read_options(self.options))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return BatchWriter(write_options(self.options))
+
+    def streamWriter(  # noqa: N802 (Spark's name)
+        self, schema: StructType, overwrite: bool
+    ) -> DataSourceStreamWriter:
+        return StreamWriter(write_options(self.options))
+
+
+def register(spark: SparkSession) -> None:
+    """Register the ``stompbroker`` format with ``spark``."""
+    spark.dataSource.register(StompbrokerDataSource)
+
+
+class BatchReader(DataSourceReader):
+    """Reads each stream from ``startingOffsets`` to ``endingOffsets``, as planned on the driver."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return plan_batch(self.options)
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, OffsetRange)
+        options = self.options
+        return read_range(options.connect, partition, options.prefetch, options.header_columns)
+
+
+class StreamReader(DataSourceStreamReader):
+    """
+    Follows the streams: Spark's offset is, per stream, the offset read next.
+
+    Each micro-batch reads, per stream, from its offset to the newest
+    message's plus one as the broker showed it when the batch was planned, so
+    a batch is a fixed offset range: Spark's checkpoint holds it, and a query
+    restarted from the checkpoint reads the same range again and goes on from
+    its end, without loss or duplicate.
+    """
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+
+    def _tails(self, start: dict[str, int]) -> dict[str, int]:
+        client = StompClient.connect(self.options.connect)
+        try:
+            ends = {}
+            for destination in self.options.destinations:
+                begun = start.get(destination, 0)
+                newest = tail(client, destination, self.options.probe_timeout)
+                ends[destination] = begun if newest is None else max(begun, newest)
+            return ends
+        finally:
+            client.close()
+
+    def initialOffset(self) -> dict[str, int]:  # noqa: N802 (Spark's name)
+        options = self.options
+        client = StompClient.connect(options.connect)
+        try:
+            offsets = {}
+            for destination in options.destinations:
+                start = resolve_start(client, destination, options.starting, options.probe_timeout)
+                if start is None:
+                    # Nothing at or after the start yet: begin at the tail.
+                    start = tail(client, destination, options.probe_timeout) or 0
+                offsets[destination] = start
+            return offsets
+        finally:
+            client.close()
+
+    def latestOffset(self, start: dict[str, int], limit: Any) -> dict[str, int]:  # noqa: N802
+        return self._tails(start)
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        ranges: list[OffsetRange] = []
+        for destination, stop in end.items():
+            ranges += split(
+                destination, start.get(destination, stop), stop, self.options.partitions
+            )
+        return ranges
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, OffsetRange)
+        options = self.options
+        return read_range(options.connect, partition, options.prefetch, options.header_columns)
+
+
+def _write(options: WriteOptions, iterator: Iterator[Any]) -> WriterCommitMessage:
+    context = TaskContext.get()
+    return write_rows(options, iterator, context.partitionId() if context else 0)
+
+
+def _report(options: WriteOptions, messages: list[Any], batch: str) -> None:
+    sent, refused, kept = summarize(messages, options.fail_on_refused)
+    if refused:
+        log.warning(
+            "%s: the broker refused %d of %d rows, e.g. %s",
+            batch,
+            refused,
+            sent + refused,
+            "; ".join(f"partition {r.partition} row {r.row}: {r.reason}" for r in kept[:3]),
+        )
+
+
+class BatchWriter(DataSourceWriter):
+    """``df.write.format("stompbroker")``: one SEND per row."""
+
+    def __init__(self, options: WriteOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return _write(self.options, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        _report(self.options, messages, "write")
+
+
+class StreamWriter(DataSourceStreamWriter):
+    """``writeStream.format("stompbroker")``: one SEND per row of each micro-batch."""
+
+    def __init__(self, options: WriteOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return _write(self.options, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        _report(self.options, messages, f"batch {batchId}")
