@@ -72,7 +72,7 @@ log = logging.getLogger("sparkjobs.datasource")
 
 
 class StompbrokerDataSource(DataSource):
-    """The ``stompbroker`` format: batch and streaming reads of streams, batch and streaming writes."""
+    """The ``stompbroker`` format: read streams, write to any destination; batch or streaming."""
 
     @classmethod
     def name(cls) -> str:

@@ -140,7 +140,9 @@ def parse_start(text: str) -> Start:
 
 
 def _destinations(options: Mapping[str, str], *, streams: bool) -> tuple[str, ...]:
-    names = tuple(name.strip() for name in options.get("destination", "").split(",") if name.strip())
+    names = tuple(
+        name.strip() for name in options.get("destination", "").split(",") if name.strip()
+    )
     if streams:
         if not names:
             raise DataSourceOptionError("option destination is required, e.g. /stream/orders")

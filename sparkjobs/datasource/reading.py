@@ -119,8 +119,10 @@ def tail(client: StompClient, destination: str, timeout: float) -> int | None:
     return None if last is None else last + 1
 
 
-def resolve_start(client: StompClient, destination: str, start: Start, timeout: float) -> int | None:
-    """:returns: the first offset to read from ``start``, ``None`` if the stream has nothing there."""
+def resolve_start(
+    client: StompClient, destination: str, start: Start, timeout: float
+) -> int | None:
+    """:returns: the first offset to read from ``start``; ``None`` if the stream has none."""
     if start.kind == "offset":
         return int(start.value)
     return probe(client, destination, start.header(), timeout)
@@ -132,8 +134,7 @@ def split(destination: str, start: int, stop: int, parts: int) -> list[OffsetRan
         return []
     width = -(-(stop - start) // parts)
     return [
-        OffsetRange(destination, low, min(low + width, stop))
-        for low in range(start, stop, width)
+        OffsetRange(destination, low, min(low + width, stop)) for low in range(start, stop, width)
     ]
 
 

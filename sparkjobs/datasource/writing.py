@@ -82,9 +82,7 @@ def _pending(row: Any, index: int, default_destination: str | None) -> _Pending 
     body = values.get("body")
     if body is None:
         return "no body: the row needs a non-null body column"
-    headers = [
-        (name, _text(value)) for name, value in (values.get("headers") or {}).items()
-    ]
+    headers = [(name, _text(value)) for name, value in (values.get("headers") or {}).items()]
     headers += [
         (name, _text(value))
         for name, value in values.items()
@@ -136,9 +134,7 @@ class _Sender:
             self._refused(error)
             return
         if frame is None:
-            raise TimeoutError(
-                f"no RECEIPT from the broker in {self.options.connect.timeout} s"
-            )
+            raise TimeoutError(f"no RECEIPT from the broker in {self.options.connect.timeout} s")
         pending = self._waiting.pop(frame.headers.get("receipt-id", ""), None)
         if frame.command == "RECEIPT" and pending is not None:
             self.sent += 1
