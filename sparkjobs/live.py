@@ -5,6 +5,7 @@ Usage::
 
     python -m sparkjobs.live --input STATS_DIR --output OUT_DIR --checkpoint CHECKPOINT_DIR
     python -m sparkjobs.live ... --once        # process what is there now, then stop
+    python -m sparkjobs.live --broker stomp://HOST:61613 --output OUT --checkpoint CHECKPOINT
 
 Structured Streaming watches ``STATS_DIR`` for newly published files and keeps
 three Parquet tables in ``OUT_DIR``, appending as data arrives:
@@ -23,7 +24,12 @@ checkpoint resumes where the job stopped, without counting a file twice.
 
 The broker publishes a stats file when its hour is over (see
 :mod:`stompbroker.stats.export`), so the tables trail the broker by up to an
-hour plus ``--trigger-seconds``.
+hour plus ``--trigger-seconds``.  With ``--broker URL`` instead of ``--input``
+the job reads the broker's ``--stats-stream`` through the ``stompbroker`` data
+source (:mod:`sparkjobs.datasource`), each record as the broker appends it, so
+the tables trail the broker by the watermark and ``--trigger-seconds``; no
+directory is shared, and with the redis engine one stream holds every node's
+records.  ``bad_records`` then names ``NODE STREAM#OFFSET`` instead of a file.
 """
 
 from __future__ import annotations
@@ -38,7 +44,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery, StreamingQueryManager
 
 from sparkjobs import transforms
-from sparkjobs.stats_io import build_session, job_parser, read_stats_stream, table_path
+from sparkjobs.stats_io import (
+    broker_options,
+    build_session,
+    check_source,
+    job_parser,
+    read_stats_stream,
+    read_stats_stream_from_broker,
+    table_path,
+)
 
 DEFAULT_WATERMARK = "2 minutes"
 DEFAULT_TRIGGER_SECONDS = 10
@@ -69,7 +83,7 @@ def live_tables(stats: DataFrame, watermark: str = DEFAULT_WATERMARK) -> dict[st
 
 def start_queries(
     spark: SparkSession,
-    input_path: str,
+    input_path: str | None,
     output_path: str,
     checkpoint_path: str,
     *,
@@ -78,6 +92,7 @@ def start_queries(
     watermark: str = DEFAULT_WATERMARK,
     max_files_per_trigger: int | None = None,
     state_partitions: int = DEFAULT_STATE_PARTITIONS,
+    broker: dict[str, str] | None = None,
 ) -> list[StreamingQuery]:
     """
     Start one streaming query per table of :func:`live_tables`.
@@ -88,12 +103,18 @@ def start_queries(
         default of 200 costs 200 small tasks and state stores per micro-batch,
         minutes per batch on a small machine, for what is a few rows per minute;
         the number is fixed when a checkpoint is created.
+    :param broker: follow the broker's stats stream with these data source
+        options (:func:`~sparkjobs.stats_io.broker_options`) instead of ``input_path``.
     :returns: the running queries, named after their tables.
     """
     # A session of its own, so the setting does not leak into the caller's.
     spark = spark.newSession()
     spark.conf.set("spark.sql.shuffle.partitions", str(state_partitions))
-    tables = live_tables(read_stats_stream(spark, input_path, max_files_per_trigger), watermark)
+    if broker is not None:
+        stats = read_stats_stream_from_broker(spark, broker)
+    else:
+        stats = read_stats_stream(spark, input_path, max_files_per_trigger)
+    tables = live_tables(stats, watermark)
     queries = []
     for name, frame in tables.items():
         writer = (
@@ -170,6 +191,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="partitions of the aggregation state (fixed once a checkpoint exists)",
     )
     args = parser.parse_args(argv)
+    check_source(parser, args)
     if args.state_partitions < 1:
         parser.error("--state-partitions must be 1 or more")
     if args.trigger_seconds <= 0:
@@ -202,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
             watermark=args.watermark,
             max_files_per_trigger=args.max_files_per_trigger,
             state_partitions=args.state_partitions,
+            broker=broker_options(args) if args.broker else None,
         )
         if args.once:
             for query in queries:

@@ -39,6 +39,7 @@ from stompbroker.security.portal import Authenticator, make_portal
 from stompbroker.stats.export import StatsExporter
 from stompbroker.stats.model import StatsModel
 from stompbroker.stats.services import LiveStats, StatsExport
+from stompbroker.stats.stream import StatsStream
 from stompbroker.transport.tcp import stomp_server_factory
 from stompbroker.transport.websocket import WebSocketConfig
 from stompbroker.web.api import ManagementApi
@@ -225,6 +226,8 @@ def _add_stats(top: MultiService, broker: Broker, reactor: Any, options: Options
     if options["stats-dir"] is not None:
         exporter = StatsExporter(Path(options["stats-dir"]).absolute(), reactor.seconds)
         StatsExport(model, exporter, options["stats-interval"]).setServiceParent(top)
+    if options["stats-stream"] is not None:
+        StatsStream(model, options["stats-stream"], options["stats-interval"]).setServiceParent(top)
     return live
 
 
