@@ -101,6 +101,13 @@ def register(spark: SparkSession) -> None:
     spark.dataSource.register(StompbrokerDataSource)
 
 
+def _read(options: ReadOptions, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    # With no range planned Spark still runs one task, with a partition of its own.
+    if not isinstance(partition, OffsetRange):
+        return iter(())
+    return read_range(options.connect, partition, options.prefetch, options.header_columns)
+
+
 class BatchReader(DataSourceReader):
     """Reads each stream from ``startingOffsets`` to ``endingOffsets``, as planned on the driver."""
 
@@ -111,9 +118,7 @@ class BatchReader(DataSourceReader):
         return plan_batch(self.options)
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        assert isinstance(partition, OffsetRange)
-        options = self.options
-        return read_range(options.connect, partition, options.prefetch, options.header_columns)
+        return _read(self.options, partition)
 
 
 class StreamReader(DataSourceStreamReader):
@@ -169,9 +174,7 @@ class StreamReader(DataSourceStreamReader):
         return ranges
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        assert isinstance(partition, OffsetRange)
-        options = self.options
-        return read_range(options.connect, partition, options.prefetch, options.header_columns)
+        return _read(self.options, partition)
 
 
 def _write(options: WriteOptions, iterator: Iterator[Any]) -> WriterCommitMessage:
