@@ -107,14 +107,38 @@ def start_queries(
         options (:func:`~sparkjobs.stats_io.broker_options`) instead of ``input_path``.
     :returns: the running queries, named after their tables.
     """
+    if broker is not None:
+        # A Python data source registered in one session is unknown to a new one
+        # (and cannot be registered there again): set the state partitions on
+        # the caller's session while the queries start, then put it back.
+        previous = spark.conf.get("spark.sql.shuffle.partitions")
+        spark.conf.set("spark.sql.shuffle.partitions", str(state_partitions))
+        try:
+            return _start(
+                live_tables(read_stats_stream_from_broker(spark, broker), watermark),
+                output_path,
+                checkpoint_path,
+                once,
+                trigger_seconds,
+            )
+        finally:
+            spark.conf.set("spark.sql.shuffle.partitions", str(previous))
     # A session of its own, so the setting does not leak into the caller's.
     spark = spark.newSession()
     spark.conf.set("spark.sql.shuffle.partitions", str(state_partitions))
-    if broker is not None:
-        stats = read_stats_stream_from_broker(spark, broker)
-    else:
-        stats = read_stats_stream(spark, input_path, max_files_per_trigger)
-    tables = live_tables(stats, watermark)
+    stats = read_stats_stream(spark, input_path, max_files_per_trigger)
+    return _start(
+        live_tables(stats, watermark), output_path, checkpoint_path, once, trigger_seconds
+    )
+
+
+def _start(
+    tables: dict[str, DataFrame],
+    output_path: str,
+    checkpoint_path: str,
+    once: bool,
+    trigger_seconds: float,
+) -> list[StreamingQuery]:
     queries = []
     for name, frame in tables.items():
         writer = (

@@ -35,6 +35,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pyspark import TaskContext
+from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
     DataSource,
@@ -97,8 +98,12 @@ class StompbrokerDataSource(DataSource):
 
 
 def register(spark: SparkSession) -> None:
-    """Register the ``stompbroker`` format with ``spark``."""
-    spark.dataSource.register(StompbrokerDataSource)
+    """Register the ``stompbroker`` format with ``spark``; a second call changes nothing."""
+    try:
+        spark.dataSource.register(StompbrokerDataSource)
+    except AnalysisException as error:
+        if error.getCondition() != "DATA_SOURCE_ALREADY_EXISTS":
+            raise
 
 
 def _read(options: ReadOptions, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
