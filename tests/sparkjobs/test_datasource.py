@@ -267,7 +267,9 @@ def test_the_statistics_stream_feeds_the_report_and_the_live_job(
     )
     try:
         deadline = time.monotonic() + 60
-        while not all(q.lastProgress and q.lastProgress["numInputRows"] for q in queries):
+        while not all(
+            any(progress["numInputRows"] for progress in q.recentProgress) for q in queries
+        ):
             assert time.monotonic() < deadline
             time.sleep(0.5)
     finally:
