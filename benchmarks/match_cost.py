@@ -27,7 +27,7 @@ import sys
 import timeit
 
 from benchmarks.report import print_results
-from stompbroker.broker.subscriptions import SubscriptionTree
+from stompbroker.broker.routing.topic_tree import SubscriptionTree
 
 #: How many unrelated registrations each case adds.
 UNRELATED = (10, 10_000, 100_000)

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from stompbroker.broker.delivery import DeliveryPolicy
-    from stompbroker.broker.limits import Limits
+    from stompbroker.broker.flow.limits import Limits
+    from stompbroker.broker.queueing.delivery import DeliveryPolicy
     from stompbroker.broker.service import Broker
     from stompbroker.protocol.session import SessionConfig
     from stompbroker.transport.tcp import stomp_server_factory
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 #: Each public name, and the module it comes from.
 _EXPORTS = {
     "Broker": "stompbroker.broker.service",
-    "DeliveryPolicy": "stompbroker.broker.delivery",
-    "Limits": "stompbroker.broker.limits",
+    "DeliveryPolicy": "stompbroker.broker.queueing.delivery",
+    "Limits": "stompbroker.broker.flow.limits",
     "SessionConfig": "stompbroker.protocol.session",
     "WebSocketConfig": "stompbroker.transport.websocket",
     "stomp_server_factory": "stompbroker.transport.tcp",

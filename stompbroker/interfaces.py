@@ -122,7 +122,7 @@ class ISubscriber(Interface):
         Topic fan-out to a subscription that sits in the subscription tree itself
         (``auto`` acknowledgement, no durable name) counts nothing per delivery:
         the broker notes each SEND once, per destination, and tells the
-        subscriptions in batches (see :mod:`stompbroker.broker.traffic`): when
+        subscriptions in batches (see :mod:`stompbroker.broker.flow.traffic`): when
         statistics are read, and just before a subscription matching the
         destination comes or goes.  A subscription that takes from a queue is
         never told, as its connection counts what it writes.  A subscriber that

@@ -200,7 +200,8 @@ def test_the_stats_schema_loads_without_twisted() -> None:
     assert result.stdout.strip() == str(
         [
             "stompbroker.broker",
-            "stompbroker.broker.counter_names",
+            "stompbroker.broker.flow",
+            "stompbroker.broker.flow.counter_names",
             "stompbroker.stats",
             "stompbroker.stats.schema",
         ]
@@ -266,13 +267,13 @@ def test_no_test_module_imports_another() -> None:
 def test_test_module_imports_are_seen() -> None:
     """The check catches a test module imported whole, from its package, or a name from it."""
     source = (
-        "import tests.broker.test_queues\n"
+        "import tests.broker.queueing.test_queues\n"
         "from tests.broker import test_service_delivery as delivery\n"
         "from tests.broker.test_session_flows import Client\n"
         "from tests.support.broker import World\n"
     )
     assert imported_test_modules(source) == [
-        "tests.broker.test_queues",
+        "tests.broker.queueing.test_queues",
         "tests.broker.test_service_delivery",
         "tests.broker.test_session_flows",
     ]

@@ -4,7 +4,7 @@ How often Python's cyclic garbage collector runs in a broker process.
 Messages waiting in a queue are long-lived container objects, and every full
 collection walks all of them: with a few hundred thousand messages queued,
 Python's default thresholds (700, 10, 10) spend about a tenth of the broker's
-CPU in the collector, in pauses of 100 ms and more (docs/performance.md,
+CPU in the collector, in pauses of 100 ms and more (benchmarks/JOURNAL.md,
 "Garbage collection").  Almost nothing on the message path makes reference
 cycles, so the broker collects far less often: the youngest generation after
 ``threshold`` net allocations instead of 700, and the objects that exist once

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from twisted.python import usage
 
-from stompbroker.broker.flow import physical_memory
+from stompbroker.broker.flow.throttle import physical_memory
 
 __all__ = [
     "non_negative",

@@ -34,8 +34,9 @@ from stompbroker.app.option_values import (
     stream_destination,
 )
 from stompbroker.app.stream_options import StreamOptions
-from stompbroker.broker.delivery import EXPIRED_ACTIONS, DeliveryPolicy
-from stompbroker.broker.limits import MEMORY_HIGH_SHARE, Limits
+from stompbroker.app.websocket_options import WebSocketOptions
+from stompbroker.broker.flow.limits import MEMORY_HIGH_SHARE, Limits
+from stompbroker.broker.queueing.delivery import EXPIRED_ACTIONS, DeliveryPolicy
 from stompbroker.broker.store.sqlite import SYNC_MODES
 from stompbroker.logs import LEVELS
 from stompbroker.protocol.resumption import DEFAULT_BUFFER, DEFAULT_WINDOW
@@ -70,7 +71,7 @@ POLICY = DeliveryPolicy()
 LIMITS = Limits(memory_high=0)
 
 
-class Options(EngineOptions, StreamOptions, strcred.AuthOptionMixin):
+class Options(EngineOptions, StreamOptions, WebSocketOptions, strcred.AuthOptionMixin):
     """The options of ``twistd stompbroker``; ``--auth`` comes from ``strcred``."""
 
     supportedInterfaces = (IUsernamePassword, IAnonymous, ICertificate)
@@ -438,6 +439,7 @@ class Options(EngineOptions, StreamOptions, strcred.AuthOptionMixin):
         self._check_limits()
         self.check_engine()
         self.check_streams(parse_size)
+        self.check_websocket()
         if self["log-level"] not in LEVELS:
             raise usage.UsageError(
                 f"--log-level must be one of {', '.join(LEVELS)}, got {self['log-level']!r}"

@@ -27,18 +27,21 @@ from stompbroker.app.limits import raise_descriptor_limit
 from stompbroker.app.options import Options
 from stompbroker.app.services import BrokerService, ReloadOnHangup, exit_with_error
 from stompbroker.app.workers import AdoptedPort, WorkerSupervisor, adopted_ports
-from stompbroker.broker.delivery import DeliveryPolicy
-from stompbroker.broker.limits import Limits
-from stompbroker.broker.management import Management
+from stompbroker.broker.flow.limits import Limits
+from stompbroker.broker.management.operations import Management
+from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.sqlite import SQLiteStore
 from stompbroker.logs import set_level
 from stompbroker.protocol.resumption import ResumeBook
 from stompbroker.protocol.session import SessionConfig
+from stompbroker.security.credentials import IBearerToken, ICertificate
+from stompbroker.security.http_auth import HttpChecker
 from stompbroker.security.portal import Authenticator, make_portal
 from stompbroker.stats.export import StatsExporter
 from stompbroker.stats.model import StatsModel
 from stompbroker.stats.services import LiveStats, StatsExport
+from stompbroker.stats.setup import RunningSetup, redact_url
 from stompbroker.stats.stream import StatsStream
 from stompbroker.transport.tcp import stomp_server_factory
 from stompbroker.transport.websocket import WebSocketConfig
@@ -146,14 +149,20 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         CollectorTuning(options["gc-threshold"]).setServiceParent(top)
     if options["http"]:
         websocket = WebSocketConfig(
-            ping_interval=options["ws-ping-interval"], ping_timeout=options["ws-ping-timeout"]
+            ping_interval=options["ws-ping-interval"],
+            ping_timeout=options["ws-ping-timeout"],
+            compression=options["ws-compression-settings"],
         )
+        setup = running_setup(options)
         api = ManagementApi(
             Management(broker),
             ApiGuard(_api_portal(options), options["access-control"], reactor),
             live,
+            setup,
         )
-        root = web_root(broker, reactor, config, websocket=websocket, stats=live, api=api)
+        root = web_root(
+            broker, reactor, config, websocket=websocket, stats=live, api=api, setup=setup
+        )
         site = WebSite(root, reactor=reactor)
         for description in options["http"]:
             _listen(top, reactor, f"http {description}", description, site, adopted)
@@ -200,6 +209,34 @@ def _authenticator(options: Options, reactor: Any) -> Authenticator | None:
     return Authenticator(make_portal(checkers, options["allow-anonymous"]), reactor)
 
 
+#: Options that are not settings an operator reads: what holds credentials or
+#: objects, the listeners (shown apart), and the parsed copies of other options.
+_NOT_SETTINGS = frozenset(
+    ("credCheckers", "credInterfaces", "access-control", "listen", "http", "stream-limits")
+)
+#: The kind of login each credential interface of ``--auth`` takes.
+_LOGINS = ((IUsernamePassword, "password"), (IBearerToken, "token"), (ICertificate, "certificate"))
+
+
+def running_setup(options: Options) -> RunningSetup:
+    """
+    :returns: the listeners and the settings in force, for operators: every
+        option with a plain value, the engine URL without its password, and for
+        ``--auth`` only the kinds of login it takes (never its checkers' arguments).
+    """
+    settings: list[tuple[str, Any]] = []
+    for name, value in options.items():
+        if name in _NOT_SETTINGS or not isinstance(value, (str, int, float, tuple, type(None))):
+            continue
+        settings.append((name, redact_url(value) if isinstance(value, str) else value))
+    interfaces = options.get("credInterfaces", {})
+    logins = tuple(kind for interface, kind in _LOGINS if interface in interfaces)
+    settings.append(("auth", logins or None))
+    listeners = [("stomp", description) for description in options["listen"]]
+    listeners += [("http", description) for description in options["http"]]
+    return RunningSetup.of(listeners, settings)
+
+
 def _api_portal(options: Options) -> Portal | None:
     """
     :returns: the portal the management API checks Basic credentials with: the
@@ -220,7 +257,12 @@ def _add_stats(top: MultiService, broker: Broker, reactor: Any, options: Options
 
     :returns: the live service, which the web port's stats pages read.
     """
-    model = StatsModel(broker, reactor)
+    endpoints = [
+        checker.endpoint
+        for checker in options.get("credCheckers", [])
+        if isinstance(checker, HttpChecker)
+    ]
+    model = StatsModel(broker, reactor, authorization=endpoints[0].figures if endpoints else None)
     live = LiveStats(model, options["monitor-interval"])
     live.setServiceParent(top)
     if options["stats-dir"] is not None:

@@ -6,7 +6,7 @@ is the pure-Python selector loop.  uvloop is a drop-in event loop on libuv;
 this module makes one and hands it to the asyncio reactor, so that
 ``twistd -r uvloop`` needs no code in the application.  It is the reactor the
 README runs the broker on, because it measured a few per cent faster than
-epoll (docs/performance.md, "Reactors"); uvloop is a dependency of the package
+epoll (benchmarks/JOURNAL.md, "Reactors"); uvloop is a dependency of the package
 wherever it builds (not on Windows).
 """
 

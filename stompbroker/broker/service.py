@@ -8,23 +8,23 @@ of it.  It never sees bytes or transports, and holds no destination itself:
 - the **engine** (:class:`~stompbroker.broker.engine.base.IEngine`; by default the
   in-process :class:`~stompbroker.broker.engine.local.LocalEngine`) holds the
   topic subscriptions, queues, durable subscriptions and the message store;
-- the **router** (:mod:`stompbroker.broker.router`) routes each SEND to them;
-- the **consumers** (:mod:`stompbroker.broker.consumers`) attach subscriptions
+- the **router** (:mod:`stompbroker.broker.routing.router`) routes each SEND to them;
+- the **consumers** (:mod:`stompbroker.broker.clients.consumers`) attach subscriptions
   and settle their ACKs and NACKs;
-- the **connection registry** (:mod:`stompbroker.broker.connections`) admits
+- the **connection registry** (:mod:`stompbroker.broker.clients.connections`) admits
   connections within their limits and keeps what belongs to each;
-- **transactions** (:mod:`stompbroker.broker.transactions`) hold frames until COMMIT;
-- **back-pressure** (:mod:`stompbroker.broker.backpressure`) pauses publishers
+- **transactions** (:mod:`stompbroker.broker.clients.transactions`) hold frames until COMMIT;
+- **back-pressure** (:mod:`stompbroker.broker.flow.backpressure`) pauses publishers
   while memory is high or a slow subscriber blocks them;
-- **recovery** (:mod:`stompbroker.broker.recovery`) says when the engine has
+- **recovery** (:mod:`stompbroker.broker.store.recovery`) says when the engine has
   rebuilt what its store holds, and dead letters
-  (:mod:`stompbroker.broker.dead_letters`) go where the policy says.
+  (:mod:`stompbroker.broker.queueing.dead_letters`) go where the policy says.
 
 The methods a session calls per message (``send``, ``ack``, ``nack``, and a slow
 subscriber's ``block_sender`` and ``count_dropped``) are the parts' own methods,
 bound once to the broker, so that they cost no call through this class.
 
-Persistent messages (see :mod:`stompbroker.broker.persistence`): with a message
+Persistent messages (see :mod:`stompbroker.broker.store.journal`): with a message
 store, a ``persistent:true`` SEND to a queue (every queue SEND with
 ``persistent_queues``), or to a topic with durable subscriptions, is filed in the
 store under each key that keeps it and enqueued in memory at once;
@@ -45,15 +45,15 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from zope.interface import implementer
 
-from stompbroker.broker.backpressure import BackPressure
-from stompbroker.broker.connections import ConnectionRegistry
-from stompbroker.broker.consumers import Consumers
-from stompbroker.broker.delivery import DeliveryPolicy
+from stompbroker.broker.clients.connections import ConnectionRegistry
+from stompbroker.broker.clients.consumers import Consumers
+from stompbroker.broker.clients.transactions import Transactions
 from stompbroker.broker.engine.local import LocalEngine
-from stompbroker.broker.limits import Limits
-from stompbroker.broker.recovery import Readiness
-from stompbroker.broker.router import Router
-from stompbroker.broker.transactions import Transactions
+from stompbroker.broker.flow.backpressure import BackPressure, MemoryAlarm
+from stompbroker.broker.flow.limits import Limits
+from stompbroker.broker.queueing.delivery import DeliveryPolicy
+from stompbroker.broker.routing.router import Router
+from stompbroker.broker.store.recovery import Readiness
 from stompbroker.interfaces import IBroker
 from stompbroker.protocol.message import Message
 
@@ -67,7 +67,7 @@ class Broker(Service):
     A STOMP broker, as a Twisted service.
 
     :param clock: the reactor (or a ``task.Clock``) that times the broker's work.
-    :param limits: broker-wide :class:`~stompbroker.broker.limits.Limits`.
+    :param limits: broker-wide :class:`~stompbroker.broker.flow.limits.Limits`.
     :param policy: how messages are delivered, redelivered, dead-lettered and expired.
     :param store: an :class:`~stompbroker.broker.store.base.IMessageStore`, not
         yet open, that keeps persistent messages and durable subscriptions, and
@@ -93,14 +93,14 @@ class Broker(Service):
     :ivar counters: what happened to queued messages, broker-wide.
     :ivar traffic: what routing counts, per destination, for statistics
         (see :mod:`stompbroker.stats.model`).
-    :ivar send: :meth:`stompbroker.broker.router.Router.send`, as
+    :ivar send: :meth:`stompbroker.broker.routing.router.Router.send`, as
         :meth:`IBroker.send <stompbroker.interfaces.IBroker.send>` describes it.
-    :ivar ack: :meth:`stompbroker.broker.consumers.Consumers.ack`, as
+    :ivar ack: :meth:`stompbroker.broker.clients.consumers.Consumers.ack`, as
         :meth:`IBroker.ack <stompbroker.interfaces.IBroker.ack>` describes it.
-    :ivar nack: :meth:`stompbroker.broker.consumers.Consumers.nack`.
-    :ivar block_sender: :meth:`stompbroker.broker.backpressure.BackPressure.block_sender`.
-    :ivar count_dropped: :meth:`stompbroker.broker.backpressure.BackPressure.count_dropped`.
-    :ivar new_session_id: :meth:`stompbroker.broker.ids.Ids.new_session_id`.
+    :ivar nack: :meth:`stompbroker.broker.clients.consumers.Consumers.nack`.
+    :ivar block_sender: :meth:`stompbroker.broker.flow.backpressure.BackPressure.block_sender`.
+    :ivar count_dropped: :meth:`stompbroker.broker.flow.backpressure.BackPressure.count_dropped`.
+    :ivar new_session_id: :meth:`stompbroker.broker.routing.ids.Ids.new_session_id`.
     """
 
     name = "broker"
@@ -171,7 +171,7 @@ class Broker(Service):
 
     @property
     def journal(self) -> Any:
-        """The engine's :class:`~stompbroker.broker.persistence.Journal`, or ``None``."""
+        """The engine's :class:`~stompbroker.broker.store.journal.Journal`, or ``None``."""
         return self.engine.journal
 
     @property
@@ -187,6 +187,10 @@ class Broker(Service):
     @memory_gauge.setter
     def memory_gauge(self, gauge: Callable[[], int] | None) -> None:
         self.backpressure.memory_gauge = gauge
+
+    def memory_alarm(self) -> MemoryAlarm:
+        """:returns: the memory watermark's state now: whether publishers are paused for memory."""
+        return self.backpressure.memory_alarm()
 
     def keep_resumable_sessions(self, book: Any) -> None:
         """
@@ -233,7 +237,7 @@ class Broker(Service):
     def stopService(self) -> Deferred[None] | None:
         """
         Stop gracefully: shut every client connection down (see
-        :meth:`~stompbroker.broker.connections.ConnectionRegistry.shut_down`), and
+        :meth:`~stompbroker.broker.clients.connections.ConnectionRegistry.shut_down`), and
         stop the engine (closing the store) once everything written before is durable.
 
         :returns: a Deferred that fires when both are done.

@@ -128,6 +128,40 @@ class AccessDenied(ProtocolError):
         self.destination = destination
 
 
+class AuthorizationUnavailable(AccessDenied):
+    """
+    The application that decides rights (``--auth http:URL``) gave no answer:
+    it timed out, failed or answered nonsense, so the frame is refused.
+
+    :param right: the right that was asked about.
+    :param destination: the destination or subscription pattern, as the client sent it.
+    :param detail: what went wrong with the application's endpoint, for the ERROR body.
+    """
+
+    def __init__(
+        self, right: str, destination: str, detail: str = "", receipt_id: str | None = None
+    ) -> None:
+        super().__init__(right, destination, detail, receipt_id)
+        shown = destination if len(destination) <= 80 else destination[:80] + "..."
+        self.message = f"authorization unavailable: {right} on {shown!r}"
+        self.args = (self.message,)
+
+
+class AuthorizationPending(Exception):
+    """
+    Not a client's fault: an access check needs an answer it does not have yet
+    (the application's, over HTTP).  The session holds the frame, and the
+    frames after it, and handles them again once ``answer`` fires.
+
+    :param answer: a Deferred (this layer never names Twisted) that fires,
+        never fails, once the answer is known.
+    """
+
+    def __init__(self, answer: object) -> None:
+        super().__init__("authorization pending")
+        self.answer = answer
+
+
 class UnknownAck(ProtocolError):
     """An ACK or NACK names a message that is not awaiting acknowledgement on this connection."""
 

@@ -62,7 +62,7 @@ class Message:
         a line, no escapes, no name twice); the attribute always reads as pairs.
     :ivar body: the payload.
     :ivar expires: when it expires, in seconds of the broker's clock; ``0.0`` for
-        never.  See :mod:`stompbroker.broker.expiry`.
+        never.  See :mod:`stompbroker.broker.routing.expiry`.
     :ivar redeliveries: how many times it has been returned to its queue for
         another delivery; sent as ``redelivery-count`` (with ``redelivered:true``)
         when more than 0.  A queue makes a copy to count a redelivery, so the same
@@ -74,11 +74,11 @@ class Message:
         nothing.
     :ivar priority: 0 (lowest) to 9, from the SEND's ``priority`` header (4, JMS's
         default, without one): a queue hands out higher priorities first (see
-        :mod:`stompbroker.broker.priorities`).  Derived from the headers, so a
+        :mod:`stompbroker.broker.queueing.priorities`).  Derived from the headers, so a
         message rebuilt from the store gets it back.
     :ivar group: its message group, from the SEND's ``JMSXGroupID``, or ``None``:
         a queue hands every message of a group to one consumer (see
-        :mod:`stompbroker.broker.groups`).  Derived from the headers, as ``priority``.
+        :mod:`stompbroker.broker.queueing.groups`).  Derived from the headers, as ``priority``.
     :ivar closes_group: its ``JMSXGroupSeq`` is ``-1``: the group forgets its
         consumer once this message is handed out.
     :ivar wire: encoded shared tails, keyed by escaping style; see
@@ -115,7 +115,7 @@ class Message:
         Add the length of each encoded tail cached so far to ``sizes``, by
         escaping style: what each delivery of the message wrote, but for its
         subscription's own prefix.  One call per message routed, whatever the
-        number of subscribers (see :mod:`stompbroker.broker.traffic`).
+        number of subscribers (see :mod:`stompbroker.broker.flow.traffic`).
 
         :param sizes: escaping style (a STOMP version) -> bytes, added to in place.
         """

@@ -19,7 +19,9 @@ after it.  Later frames already handled get no RECEIPT.
 
 Some frames are handled only once every reply before them is out: BEGIN,
 COMMIT and DISCONNECT (:meth:`ReceiptsMixin._after_replies`), and a token
-renewal without receipt.  Frames that arrive meanwhile are held; past
+renewal without receipt; and a frame whose right the application is still
+deciding over HTTP (``AuthorizationPending``), handled again once it has.
+Frames that arrive meanwhile are held; past
 ``max_held_bytes`` of them, the session stops reading.  The same hold keeps
 the frames that came with a CONNECT while the authenticator decides.
 """
@@ -145,6 +147,24 @@ class ReceiptsMixin(SessionPart):
             return False
         self._start_holding((frame,))
         return True
+
+    def _await_answer(self, answer: Any, frames: list[Frame]) -> None:
+        """
+        An access check waits for the application's answer (``--auth http:URL``):
+        hold the frame that asked and those after it, and handle them again once
+        it comes, when the check finds the answer remembered.
+        """
+        self._start_holding()
+        self._hold(frames)
+        answer.addCallback(self._authorization_answered)
+
+    def _authorization_answered(self, result: Any) -> None:
+        """The application answered: handle what was held, unless receipts still wait."""
+        if self._held is None or self._handling or self._replies:
+            # Taken already, or to be taken by whoever runs now or by the last receipt.
+            return
+        if self.state is State.CONNECTED:
+            self._handle(self._take_held())
 
     def _stored(self, result: Any, reply: _Reply) -> None:
         """A store write finished: send the replies it held up, and go on if they held frames."""

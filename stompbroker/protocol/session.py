@@ -52,7 +52,12 @@ from stompbroker.interfaces import ConnectionDescription, IConnection
 from stompbroker.protocol.config import SLOW_CONSUMER_POLICIES, SessionConfig
 from stompbroker.protocol.credentials import CredentialsMixin
 from stompbroker.protocol.encoder import encode
-from stompbroker.protocol.errors import ProtocolError, UnexpectedFrame, UnknownCommand
+from stompbroker.protocol.errors import (
+    AuthorizationPending,
+    ProtocolError,
+    UnexpectedFrame,
+    UnknownCommand,
+)
 from stompbroker.protocol.frames import CLIENT_COMMANDS, Frame
 from stompbroker.protocol.lifecycle import LifecycleMixin
 from stompbroker.protocol.negotiation import HandshakeMixin
@@ -327,6 +332,10 @@ class StompSession(
                     if handler is None:
                         self._reject(frame)
                     handler(self, frame)  # type: ignore[misc]
+                except AuthorizationPending as pending:
+                    # The application decides this frame's right over HTTP.
+                    self._await_answer(pending.answer, frames[position:])
+                    return
                 except ProtocolError as error:
                     if error.receipt_id is None:
                         error.receipt_id = frame.get("receipt")

@@ -137,7 +137,7 @@ class SessionSubscription:
         """
         Add MESSAGE frames the broker routed here to the connection's frames and
         bytes out: counted per SEND and told in batches, so that a delivery costs
-        nothing more (see :mod:`stompbroker.broker.traffic`).
+        nothing more (see :mod:`stompbroker.broker.flow.traffic`).
 
         :param count: how many messages.
         :param tails: bytes of their encoded tails, by escaping style.

@@ -1,7 +1,7 @@
 """
 The client's side of subscriptions: what one SUBSCRIBE becomes, and how ACK and
 NACK find what they settle.  (The broker's side, which matches destinations to
-subscriptions, is :mod:`stompbroker.broker.subscriptions`.)
+subscriptions, is :mod:`stompbroker.broker.routing.topic_tree`.)
 
 - Each SUBSCRIBE becomes one of the classes of
   :mod:`~stompbroker.protocol.subscribers`, the

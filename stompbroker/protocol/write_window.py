@@ -15,7 +15,7 @@ COMMIT and DISCONNECT, which are handled only once every earlier write is done.
 When the broker delivers is not decided here: it routes a persistent message
 as it is sent, and a queue consumer gets it only once the store has recorded
 the delivery, which the writer commits after the message itself (see
-:mod:`stompbroker.broker.queues`); the messages of one connection are routed in
+:mod:`stompbroker.broker.queueing.queues`); the messages of one connection are routed in
 the order it sent them.
 
 The window bounds what one connection may have pending:

@@ -44,7 +44,7 @@ rule does.  Checking delivery by delivery instead would put work on the hot path
 
 Theory of operation
 -------------------
-Each right's patterns live in a :class:`~stompbroker.broker.subscriptions.SubscriptionTree`
+Each right's patterns live in a :class:`~stompbroker.broker.routing.topic_tree.SubscriptionTree`
 whose "subscribers" are rules: a principal (``("user", name)``, ``("group",
 name)``, ``("anonymous", "")``) with one of its patterns.  Matching is thus the
 broker's own code, with its per-destination cache, and a check is one cached
@@ -65,8 +65,8 @@ import tomllib
 from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from stompbroker.broker.destination_syntax import TRAILING_SEGMENTS, is_wildcard, validate_pattern
-from stompbroker.broker.subscriptions import SubscriptionTree
+from stompbroker.broker.routing.syntax import TRAILING_SEGMENTS, is_wildcard, validate_pattern
+from stompbroker.broker.routing.topic_tree import SubscriptionTree
 from stompbroker.protocol.errors import AccessDenied, InvalidDestination
 
 if TYPE_CHECKING:
@@ -81,6 +81,7 @@ __all__ = [
     "AccessFileError",
     "AccessPolicy",
     "Grants",
+    "denial",
     "load_policy",
     "parse_policy",
 ]
@@ -195,14 +196,26 @@ class AccessPolicy:
         :raises AccessDenied: naming the destination and the missing right.
         :raises InvalidDestination: for an invalid wildcard pattern.
         """
+        carried = identity.granted
+        if carried is not None:
+            # The identity's own rights decide, and say why they refuse.
+            carried.check(identity, right, destination)
+            return
         if self.allows(identity, right, destination):
             return
-        who = "an anonymous client" if identity.anonymous else f"user {identity.name!r}"
-        source = "the access file gives" if identity.granted is None else "the token's scopes give"
-        detail = f"{who} may not {_ACTIONS[right]} {destination!r}: {source} no {right} right on it"
-        if right == READ and is_wildcard(destination):
-            detail += ", and a wildcard subscription needs one rule that covers all of it"
-        raise AccessDenied(right, destination, detail + ".")
+        raise denial(identity, right, destination, "the access file gives")
+
+
+def denial(identity: Identity, right: str, destination: str, source: str) -> AccessDenied:
+    """
+    :param source: what gives no right, as the ERROR body says it: ``the access file gives``.
+    :returns: the refusal of ``right`` on ``destination`` to ``identity``.
+    """
+    who = "an anonymous client" if identity.anonymous else f"user {identity.name!r}"
+    detail = f"{who} may not {_ACTIONS[right]} {destination!r}: {source} no {right} right on it"
+    if right == READ and is_wildcard(destination):
+        detail += ", and a wildcard subscription needs one rule that covers all of it"
+    return AccessDenied(right, destination, detail + ".")
 
 
 class Grants:
@@ -212,13 +225,17 @@ class Grants:
     pattern that covers it), in place of the access file.
 
     :param rights: right -> patterns; a right not named is not granted.
+    :param source: what gave them, as a refusal says it.
     :raises InvalidDestination: for an invalid pattern.
     :raises ValueError: for an unknown right.
     """
 
-    __slots__ = ("rights", "_trees")
+    __slots__ = ("rights", "source", "_trees")
 
-    def __init__(self, rights: Mapping[str, Iterable[str]]) -> None:
+    def __init__(
+        self, rights: Mapping[str, Iterable[str]], source: str = "the token's scopes give"
+    ) -> None:
+        self.source = source
         self.rights = {right: tuple(patterns) for right, patterns in rights.items()}
         self._trees: dict[str, SubscriptionTree[str]] = {
             right: SubscriptionTree(max_cache_size=_GRANTS_CACHE) for right in RIGHTS
@@ -235,6 +252,15 @@ class Grants:
         :raises InvalidDestination: for an invalid wildcard pattern.
         """
         return bool(_granting(self._trees[right], destination))
+
+    def check(self, identity: Identity, right: str, destination: str) -> None:
+        """
+        :param identity: who carries these grants, for the refusal's text.
+        :raises AccessDenied: if ``right`` is not granted on all of ``destination``.
+        :raises InvalidDestination: for an invalid wildcard pattern.
+        """
+        if not self.allows(right, destination):
+            raise denial(identity, right, destination, self.source)
 
     def __repr__(self) -> str:
         return f"Grants({self.rights!r})"

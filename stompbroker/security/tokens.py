@@ -72,7 +72,7 @@ from twisted.cred.error import UnauthorizedLogin
 from twisted.internet.defer import Deferred, fail, succeed
 from zope.interface import implementer
 
-from stompbroker.broker.destination_syntax import validate_pattern
+from stompbroker.broker.routing.syntax import validate_pattern
 from stompbroker.protocol.credentials import utc_text
 from stompbroker.protocol.errors import InvalidDestination
 from stompbroker.security.access import ADMIN, RIGHTS, Grants

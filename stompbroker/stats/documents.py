@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from stompbroker.broker.destinations import QUEUE_PREFIX
+from stompbroker.broker.routing.destinations import QUEUE_PREFIX
 from stompbroker.stats.cluster import nodes_document
 from stompbroker.stats.model import Interval, Snapshot, StatsModel
 from stompbroker.stats.resumable import resume_figures
 from stompbroker.stats.schema import FLOW_COUNTERS, SCHEMA_VERSION, format_timestamp, to_timestamp
 
-__all__ = ["live_document", "monitor_text", "stats_document"]
+__all__ = ["live_document", "memory_document", "monitor_text", "stats_document"]
 
 _MESSAGES_IN = FLOW_COUNTERS.index("messages_in")
 _MESSAGES_DELIVERED = FLOW_COUNTERS.index("messages_delivered")
@@ -80,9 +80,29 @@ def stats_document(
             "slow_consumer_disconnects": counters.slow_disconnects,
         },
         "resumable_sessions": figures.to_dict() if figures is not None else None,
+        "memory": memory_document(model.broker.memory_alarm()),
+        "http_auth": model.authorization.to_dict() if model.authorization is not None else None,
         "destinations": destinations,
         "nodes": nodes_document(snapshot.nodes),
         "connections": [connection.to_dict() for connection in model.connections()],
+    }
+
+
+def memory_document(alarm: Any) -> dict[str, Any]:
+    """
+    :param alarm: the broker's :class:`~stompbroker.broker.flow.backpressure.MemoryAlarm`.
+    :returns: the memory watermark as JSON: ``enabled``, ``alarm``, ``in_use_bytes``,
+        ``high_bytes``, ``low_bytes``, ``since`` (ISO-8601, or ``null`` without
+        an alarm) and ``paused_publishers``.
+    """
+    return {
+        "enabled": alarm.enabled,
+        "alarm": alarm.alarm,
+        "in_use_bytes": alarm.in_use,
+        "high_bytes": alarm.high,
+        "low_bytes": alarm.low,
+        "since": None if alarm.since is None else format_timestamp(to_timestamp(alarm.since)),
+        "paused_publishers": alarm.paused_publishers,
     }
 
 

@@ -25,6 +25,14 @@ Metric families (``destination`` label on the per-destination ones):
   ``stompbroker_resumable_sessions_expired_total``,
   ``stompbroker_resumable_sessions_ended_total`` and
   ``stompbroker_resume_buffer_shed_frames_total``;
+- the memory watermark (``--memory-high``, docs/monitoring.md): gauges
+  ``stompbroker_memory_alarm`` (1 while publishers are paused for memory),
+  ``stompbroker_memory_in_use_bytes`` (the latest sample),
+  ``stompbroker_memory_high_watermark_bytes``, ``stompbroker_memory_low_watermark_bytes``
+  and ``stompbroker_publishers_paused``;
+- given the broker's :class:`~stompbroker.stats.setup.RunningSetup`:
+  ``stompbroker_listener_info`` (one per listener, labels ``kind``, ``endpoint``
+  and ``url``) and ``stompbroker_configuration_info`` (one label per setting);
 - the standard ``process_*`` and ``python_info`` families.
 
 :func:`metrics_registry` gives a registry of its own per broker, never
@@ -39,7 +47,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import attrs
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -48,6 +61,7 @@ from stompbroker.stats.cluster import nodes_document
 from stompbroker.stats.resumable import ResumeFigures, resume_figures
 from stompbroker.stats.schema import FLOW_COUNTERS, DestinationRecord
 from stompbroker.stats.services import LiveStats
+from stompbroker.stats.setup import RunningSetup
 
 PREFIX = "stompbroker"
 #: Each flow counter's help text: the export schema's definition, capitalized.
@@ -63,10 +77,12 @@ class StatsCollector(Collector):
 
     :param live: the :class:`~stompbroker.stats.services.LiveStats` service, whose
         model is read and whose latest interval gives rates and producers.
+    :param setup: the listeners and settings in force; ``None`` leaves their families out.
     """
 
-    def __init__(self, live: LiveStats) -> None:
+    def __init__(self, live: LiveStats, setup: RunningSetup | None = None) -> None:
         self._live = live
+        self._setup = setup
 
     def collect(self) -> Iterator[Metric]:
         """:returns: every metric family, read now."""
@@ -162,6 +178,47 @@ class StatsCollector(Collector):
         figures = resume_figures(self._live.model.broker)
         if figures is not None:
             yield from _resume_metrics(figures)
+        authorization = self._live.model.authorization
+        if authorization is not None:
+            yield from _authorization_metrics(authorization.to_dict())
+        yield from _memory_metrics(self._live.model.broker.memory_alarm())
+        if self._setup is not None:
+            yield from _setup_metrics(self._setup)
+
+
+def _memory_metrics(alarm: Any) -> Iterator[Metric]:
+    """The memory watermark: whether its alarm is on, and what it compares."""
+    for name, text, value in (
+        (
+            "memory_alarm",
+            "1 while memory in use is over --memory-high and publishers are paused after each SEND",
+            int(alarm.alarm),
+        ),
+        ("memory_in_use_bytes", "Memory in use at the watermark's latest sample", alarm.in_use),
+        ("memory_high_watermark_bytes", "--memory-high: publishers pause above it", alarm.high),
+        ("memory_low_watermark_bytes", "--memory-low: publishers read again below", alarm.low),
+        (
+            "publishers_paused",
+            "Connections not read from now, for memory or for a slow subscriber (block policy)",
+            alarm.paused_publishers,
+        ),
+    ):
+        yield GaugeMetricFamily(f"{PREFIX}_{name}", text, value=value)
+
+
+def _setup_metrics(setup: RunningSetup) -> Iterator[Metric]:
+    """The listeners and the settings in force, as Prometheus info metrics."""
+    listeners = InfoMetricFamily(
+        f"{PREFIX}_listener", "A port the broker listens on", labels=["kind", "endpoint", "url"]
+    )
+    for entry in setup.listeners:
+        listeners.add_metric([entry.kind, entry.endpoint, entry.url or ""], {})
+    yield listeners
+    yield InfoMetricFamily(
+        f"{PREFIX}_configuration",
+        "The settings in force, one label per option",
+        value={name.replace("-", "_"): value for name, value in setup.settings},
+    )
 
 
 def _node_metrics(snapshot: Any) -> Iterator[Metric]:
@@ -243,13 +300,28 @@ def _resume_metrics(figures: ResumeFigures) -> Iterator[Metric]:
         yield CounterMetricFamily(f"{PREFIX}_{name}", text, value=values[figure])
 
 
-def metrics_registry(live: LiveStats) -> CollectorRegistry:
+def _authorization_metrics(figures: dict[str, dict[str, int]]) -> Iterator[Metric]:
+    """The questions to the application's endpoint (``--auth http:URL``), by path and outcome."""
+    counter = CounterMetricFamily(
+        f"{PREFIX}_http_auth_answers",
+        "Questions to the application's authorization endpoint, by path (user, resource) and"
+        " outcome (asked, cached, allowed, denied, timeouts, errors)",
+        labels=["path", "outcome"],
+    )
+    for path, counts in figures.items():
+        for outcome, value in counts.items():
+            counter.add_metric([path, outcome], value)
+    yield counter
+
+
+def metrics_registry(live: LiveStats, setup: RunningSetup | None = None) -> CollectorRegistry:
     """
     :param live: the broker's :class:`~stompbroker.stats.services.LiveStats`.
+    :param setup: the listeners and settings in force, if known.
     :returns: a registry of the broker's metrics and the process's.
     """
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StatsCollector(live))
+    registry.register(StatsCollector(live, setup))
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     return registry

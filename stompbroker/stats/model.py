@@ -2,7 +2,7 @@
 The broker's statistics: one model that every surface reads.
 
 What is counted, and where: the broker and its queues count per destination as
-messages move (:mod:`stompbroker.broker.traffic`), and each session counts its
+messages move (:mod:`stompbroker.broker.flow.traffic`), and each session counts its
 own frames and bytes (:class:`~stompbroker.protocol.session.StompSession`).
 This module counts nothing; :class:`StatsModel` reads those counters, and the
 queues and connections themselves, when someone asks:
@@ -48,12 +48,12 @@ from typing import Any
 import attrs
 from attrs import frozen
 
-from stompbroker.broker.destination_syntax import is_wildcard
-from stompbroker.broker.destinations import TOPIC_PREFIX
-from stompbroker.broker.figures import DestinationFigures, NodeFigures
-from stompbroker.broker.flow import resident_bytes
-from stompbroker.broker.queues import WorkerQueue
-from stompbroker.broker.traffic import DestinationTraffic
+from stompbroker.broker.engine.figures import DestinationFigures, NodeFigures
+from stompbroker.broker.flow.throttle import resident_bytes
+from stompbroker.broker.flow.traffic import DestinationTraffic
+from stompbroker.broker.queueing.queues import WorkerQueue
+from stompbroker.broker.routing.destinations import TOPIC_PREFIX
+from stompbroker.broker.routing.syntax import is_wildcard
 from stompbroker.interfaces import ConnectionDescription
 from stompbroker.stats.cluster import ClusterSums
 from stompbroker.stats.schema import (
@@ -197,6 +197,9 @@ class StatsModel:
         by default.
     :param rss: returns the process's resident set size in bytes.
     :param forget_after: see :data:`FORGET_AFTER`.
+    :param authorization: the figures of the application's authorization endpoint
+        (``--auth http:URL``, an :class:`~stompbroker.security.http_endpoint.EndpointFigures`),
+        or ``None`` without one.
     :ivar started: when the model was made, in clock seconds: the start of ``uptime_s``.
     """
 
@@ -206,8 +209,10 @@ class StatsModel:
         clock: Any = None,
         rss: Callable[[], int] = rss_bytes,
         forget_after: float = FORGET_AFTER,
+        authorization: Any = None,
     ) -> None:
         self.broker = broker
+        self.authorization = authorization
         self.clock = clock if clock is not None else broker.clock
         self.started: float = self.clock.seconds()
         self._rss = rss

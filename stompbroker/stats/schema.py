@@ -30,7 +30,7 @@ Choices that readers rely on:
 This module imports neither Twisted nor PySpark (the Spark types are built
 inside :func:`spark_schema`), so the broker never needs PySpark and the jobs
 need nothing of the broker's runtime: of the broker it imports only the names of
-its flow counters (:data:`FLOW_COUNTERS`, from :mod:`stompbroker.broker.counter_names`,
+its flow counters (:data:`FLOW_COUNTERS`, from :mod:`stompbroker.broker.flow.counter_names`,
 which imports nothing).
 """
 
@@ -47,7 +47,7 @@ from attrs import field, frozen
 
 # The broker counts under these names; the record below has a field of each, in
 # this order (a test checks).  Re-exported: the jobs and the model read it here.
-from stompbroker.broker.counter_names import FLOW_COUNTERS as FLOW_COUNTERS
+from stompbroker.broker.flow.counter_names import FLOW_COUNTERS as FLOW_COUNTERS
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType

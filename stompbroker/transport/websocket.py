@@ -47,6 +47,10 @@ Wire-level behaviour:
   over) until it drains;
   and when the session asks to read no more (a login in progress, memory, a
   slow subscriber), the TCP transport is paused.
+- **Compression.** With ``WebSocketConfig.compression`` on, a client's
+  permessage-deflate offer (RFC 7692) is accepted and messages of
+  ``min_size`` bytes or more go compressed
+  (:mod:`stompbroker.transport.ws_compression`); otherwise offers are declined.
 - **Credentials.** An ``Authorization: Bearer TOKEN`` header in the handshake
   stands in for a CONNECT without ``passcode`` (non-browser clients; browsers
   cannot set it), and under TLS the client's certificate is offered for
@@ -78,6 +82,7 @@ from stompbroker.protocol.session import SessionConfig, StompSession
 from stompbroker.transport.coalesce import COALESCER, CoalescedWrite, WriteCoalescer
 from stompbroker.transport.credentials import PeerCredentials, bearer_token
 from stompbroker.transport.tcp import SessionFlowControl
+from stompbroker.transport.ws_compression import Compression, Deflater
 
 log = logger("stompbroker.transport.websocket")
 
@@ -102,10 +107,13 @@ class WebSocketConfig:
     :ivar ping_interval: seconds between the server's pings; 0 sends none.
     :ivar ping_timeout: seconds a client has to answer a ping before it is
         dropped; 0 waits forever.
+    :ivar compression: whether and how permessage-deflate is accepted
+        (:mod:`stompbroker.transport.ws_compression`).
     """
 
     ping_interval: float = 10.0
     ping_timeout: float = 10.0
+    compression: Compression = Compression()
 
 
 OPCODE_TEXT = 0x1
@@ -128,8 +136,9 @@ def server_frame(payload: bytes, opcode: int) -> bytes:
     ``sendMessage``, which costs ten times as much per message (it formats
     a debug log line on every call, logged or not).  Autobahn still does
     everything else: the handshake, reading, control frames and closing.  This
-    is safe because the connection never negotiates an extension (no
-    compression), and because Autobahn only queues its own writes when asked
+    is safe because the only extension a connection may negotiate,
+    permessage-deflate, is framed by :mod:`stompbroker.transport.ws_compression`
+    in its place, and because Autobahn only queues its own writes when asked
     to chop or sync them, which nothing here does, so order is kept.
 
     :param payload: the message.
@@ -179,6 +188,8 @@ class StompWebSocketProtocol(  # type: ignore[misc]
     _session_config: SessionConfig
     _message_size = 0
     _write_to_socket: Callable[[bytes], None]
+    #: Frames a message: :func:`server_frame`, or a compressing one once negotiated.
+    _frame: Callable[[bytes, int], bytes] = staticmethod(server_frame)
     #: Gathers writes while a read is handled; the process's one by default.
     coalescer: WriteCoalescer = COALESCER
     _writer: CoalescedWrite | None = None
@@ -215,6 +226,13 @@ class StompWebSocketProtocol(  # type: ignore[misc]
         address = f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
         self._writer = CoalescedWrite(transport.write, self.coalescer)
         self._write_to_socket = self._writer.write
+        deflate = self._perMessageCompress
+        # Compression is negotiated in the handshake (only when it is on).
+        self._frame = (
+            server_frame
+            if deflate is None
+            else Deflater(deflate, factory.websocket.compression.min_size, server_frame).frame
+        )
         self._max_message_size = factory.max_message_size
         self.session = StompSession(
             factory.broker, self, factory.clock, self._session_config, address
@@ -239,9 +257,9 @@ class StompWebSocketProtocol(  # type: ignore[misc]
         """
         if self.state == _OPEN:
             if self._binary or not (data.isascii() or _is_utf8(data)):
-                self._write_to_socket(server_frame(data, OPCODE_BINARY))
+                self._write_to_socket(self._frame(data, OPCODE_BINARY))
             else:
-                self._write_to_socket(server_frame(data, OPCODE_TEXT))
+                self._write_to_socket(self._frame(data, OPCODE_TEXT))
 
     def close(self) -> None:
         """
@@ -257,6 +275,8 @@ class StompWebSocketProtocol(  # type: ignore[misc]
 
     def onMessageBegin(self, isBinary: bool) -> None:
         self._message_size = 0
+        # Autobahn's decompression keeps its count here (our limit is _message_size).
+        self.message_data_total_length = 0
         if self._binary is None:
             self._binary = isBinary
 
@@ -396,8 +416,13 @@ class StompWebSocketFactory(WebSocketServerFactory):
             autoPingInterval=websocket.ping_interval,
             autoPingTimeout=websocket.ping_timeout,
             autoPingRestartOnAnyTraffic=True,
+            perMessageCompressionAccept=self._accept_compression,
         )
         self._batched_timer = _ClockTimer(clock)
+
+    def _accept_compression(self, offers: list[Any]) -> Any:
+        """Autobahn asks what to accept of a client's permessage-deflate offers."""
+        return self.websocket.compression.accept(offers, self.max_message_size)
 
     def choose_subprotocol(self, offered: list[str]) -> tuple[str | None, SessionConfig]:
         """

@@ -4,7 +4,8 @@ The management API: ``/api/`` on the web port, JSON in and out.
 =====================================================  ======  =============================
 path                                                   method  what
 =====================================================  ======  =============================
-``/api/overview``                                      GET     what ``/stats`` shows
+``/api/whoami``                                        GET     who the credentials sign in as
+``/api/overview``                                      GET     ``/stats``, listeners, settings
 ``/api/connections``                                   GET     every client connection
 ``/api/connections/{id}``                              GET     one, with its subscriptions
 ``/api/connections/{id}?reason=...``                   DELETE  close it (an operator ERROR)
@@ -24,7 +25,7 @@ path                                                   method  what
 
 The destination is one path segment, percent-encoded (``%2Fqueue%2Forders``).
 Who may call what is :mod:`stompbroker.web.api_guard`'s; the operations are
-:class:`~stompbroker.broker.management.Management`'s.  docs/management.md
+:class:`~stompbroker.broker.management.operations.Management`'s.  docs/management.md
 documents every call with a ``curl`` line.  Errors are JSON objects with
 ``error`` and ``detail``; a refused call changes nothing.
 """
@@ -43,21 +44,22 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request
 
 from stompbroker import __version__
-from stompbroker.broker.detached_sessions import UnknownSession
-from stompbroker.broker.management import (
+from stompbroker.broker.management.detached_sessions import UnknownSession
+from stompbroker.broker.management.operations import (
     InUse,
     InvalidRequest,
     Management,
     UnknownConnection,
     UnknownDestination,
 )
-from stompbroker.broker.management_queues import MAX_COUNT, check_target
+from stompbroker.broker.management.queue_operations import MAX_COUNT, check_target
 from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
-from stompbroker.stats.documents import stats_document
+from stompbroker.stats.documents import memory_document, stats_document
 from stompbroker.stats.schema import format_timestamp, to_timestamp
 from stompbroker.stats.services import LiveStats
-from stompbroker.web.api_guard import ADMIN, READ, WRITE, ApiError, ApiGuard
+from stompbroker.stats.setup import RunningSetup
+from stompbroker.web.api_guard import ADMIN, EVERYTHING, READ, WRITE, ApiError, ApiGuard
 
 __all__ = ["MAX_BODY", "ManagementApi", "message_document"]
 
@@ -125,21 +127,28 @@ class ManagementApi(Resource):
     """
     ``/api/``: every call of the management API (see the module notes).
 
-    :param management: the broker's :class:`~stompbroker.broker.management.Management`.
+    :param management: the broker's :class:`~stompbroker.broker.management.operations.Management`.
     :param guard: who may call what, from where.
     :param live: the broker's live statistics, for the overview and rates;
+        ``None`` leaves them out.
+    :param setup: the listeners and settings in force, for the overview;
         ``None`` leaves them out.
     """
 
     isLeaf = True
 
     def __init__(
-        self, management: Management, guard: ApiGuard, live: LiveStats | None = None
+        self,
+        management: Management,
+        guard: ApiGuard,
+        live: LiveStats | None = None,
+        setup: RunningSetup | None = None,
     ) -> None:
         super().__init__()
         self.management = management
         self.guard = guard
         self.live = live
+        self.setup = setup
 
     def render(self, request: Request) -> Any:
         request.setHeader(b"content-type", b"application/json")
@@ -189,6 +198,9 @@ class ManagementApi(Resource):
             path.pop()
         method = request.method.decode("ascii", "replace")
         top = path[0] if path else ""
+        if top == "whoami" and len(path) == 1:
+            self._allow(method, ("GET",))
+            return self._whoami(identity)
         if top in ("overview", "nodes", "connections"):
             need = ADMIN if method == "DELETE" else READ
             one_connection = top == "connections" and len(path) == 2
@@ -227,11 +239,30 @@ class ManagementApi(Resource):
         if method not in allowed:
             raise ApiError(405, "method not allowed", f"this path takes {', '.join(allowed)}")
 
+    def _whoami(self, identity: Any) -> dict[str, Any]:
+        """
+        Who the credentials sign in as, and their broker-wide rights: what the
+        pages' sign-in checks, needing no right at all.
+        """
+        return {
+            "user": identity.name,
+            "auth": self.guard.portal is not None,
+            "rights": {
+                right: self.guard.allows(identity, right, EVERYTHING)
+                for right in (READ, WRITE, ADMIN)
+            },
+        }
+
     def _overview(self) -> dict[str, Any]:
         server = f"stompbroker/{__version__}"
         if self.live is None:
-            return {"server": server, "connections": len(self.management.connections())}
-        return stats_document(self.live.model, self.live.latest, server)
+            document = {"server": server, "connections": len(self.management.connections())}
+        else:
+            document = stats_document(self.live.model, self.live.latest, server)
+        document["memory"] = memory_document(self.management.memory_alarm())
+        if self.setup is not None:
+            document.update(self.setup.to_dict())
+        return document
 
     def _destinations(self, identity: Any) -> list[dict[str, Any]]:
         rates = self._rates()

@@ -10,7 +10,8 @@ path            what it serves
 ``/ws``         STOMP over WebSocket (:mod:`stompbroker.transport.websocket`)
 ``/stomp``      the same endpoint, under the name some clients expect
 ``/healthz``    ``200 {"status": "ok"}`` while the broker runs, ``503`` otherwise
-``/stats``      the stats model as JSON (:func:`stompbroker.stats.model.stats_document`)
+``/stats``      the stats model as JSON (:func:`stompbroker.stats.model.stats_document`);
+                with ``--auth``, its connections only for the ``read`` right
 ``/metrics``    the same in the Prometheus exposition format
 ``/dashboard``  live charts, fed by ``/topic/stompbroker.stats`` over ``/ws``
 ``/api/``       the management API (:mod:`stompbroker.web.api`), JSON
@@ -31,20 +32,26 @@ from pathlib import Path
 from typing import Any
 
 from prometheus_client.exposition import choose_encoder
+from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.interfaces import IReactorTime
+from twisted.python.failure import Failure
 from twisted.web.http import Request
 from twisted.web.pages import notFound
 from twisted.web.resource import IResource, Resource
-from twisted.web.server import Site
+from twisted.web.server import NOT_DONE_YET, Site
 from twisted.web.static import File
 
 from stompbroker import __version__
 from stompbroker.logs import logger
 from stompbroker.protocol.session import SessionConfig
+from stompbroker.security.identity import Identity
 from stompbroker.stats.documents import stats_document
 from stompbroker.stats.metrics import metrics_registry
 from stompbroker.stats.services import LiveStats
+from stompbroker.stats.setup import RunningSetup
 from stompbroker.transport.websocket import WebSocketConfig, stomp_websocket_resource
+from stompbroker.web.api import ManagementApi
+from stompbroker.web.api_guard import EVERYTHING, READ, ApiError, ApiGuard
 
 log = logger("stompbroker.web.site")
 
@@ -62,6 +69,28 @@ class StaticFiles(File):
 
     def directoryListing(self) -> IResource:
         return notFound()
+
+
+#: The pages' Content-Security-Policy: their scripts and styles come from this
+#: origin only, so that an injected script cannot run and read the credentials
+#: the pages keep in sessionStorage; WebSockets may go anywhere (the demo page
+#: takes any URL).  The pages' own inline ``<style>`` elements need
+#: ``'unsafe-inline'`` for styles, never for scripts.
+PAGE_POLICY = (
+    b"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline';"
+    b" img-src 'self' data:; connect-src 'self' ws: wss:; frame-ancestors 'none';"
+    b" base-uri 'none'; form-action 'self'"
+)
+
+
+class Page(StaticFiles):
+    """An HTML page of the package, served with :data:`PAGE_POLICY` and never framed."""
+
+    def render_GET(self, request: Request) -> Any:
+        request.setHeader(b"content-security-policy", PAGE_POLICY)
+        request.setHeader(b"x-content-type-options", b"nosniff")
+        request.setHeader(b"referrer-policy", b"same-origin")
+        return super().render_GET(request)
 
 
 class HealthCheck(Resource):
@@ -85,24 +114,77 @@ class HealthCheck(Resource):
         return json.dumps({"status": "ok" if running else "stopped"}).encode("ascii")
 
 
+#: What ``/stats`` says instead of its connections to a caller without the right to see them.
+WITHHELD = (
+    "per-connection details need the read right on every destination, as"
+    " /api/connections does: send HTTP Basic credentials or a bearer token"
+)
+
+
 class StatsPage(Resource):
     """
     ``/stats``: the stats model as JSON, read at each request.
 
+    With ``--auth`` (a guard with a portal), the list of connections (each
+    client's login and address) is for callers whose credentials carry the
+    ``read`` right on every destination, as ``/api/connections`` is; anyone
+    else gets the document with ``connections`` null and
+    ``connections_withheld`` saying why.  Totals and destinations stay public,
+    for health checks and the dashboard.  Credentials that fail get 401.
+
     :param live: the broker's :class:`~stompbroker.stats.services.LiveStats`.
+    :param guard: the management API's :class:`~stompbroker.web.api_guard.ApiGuard`;
+        ``None`` shows everything to everyone (an embedding without one).
     """
 
     isLeaf = True
 
-    def __init__(self, live: LiveStats) -> None:
+    def __init__(self, live: LiveStats, guard: ApiGuard | None = None) -> None:
         super().__init__()
         self._live = live
+        self._guard = guard
 
-    def render_GET(self, request: Request) -> bytes:
-        document = stats_document(self._live.model, self._live.latest, f"stompbroker/{__version__}")
+    def render_GET(self, request: Request) -> Any:
         request.setHeader(b"content-type", b"application/json")
         request.setHeader(b"cache-control", b"no-store")
+        guard = self._guard
+        if guard is None or guard.portal is None:
+            return self._document(True)
+        if request.getHeader(b"authorization") is None:
+            return self._document(False)
+        finished: list[bool] = []
+        request.notifyFinish().addBoth(lambda _: finished.append(True))
+
+        def identify() -> Deferred[Identity]:
+            guard.check_origin(request)
+            return guard.identify(request)
+
+        answer: Deferred[Any] = maybeDeferred(identify)
+        answer.addCallback(lambda who: self._document(guard.allows(who, READ, EVERYTHING)))
+        answer.addErrback(self._refused, request)
+        answer.addCallback(self._send, request, finished)
+        return NOT_DONE_YET
+
+    @staticmethod
+    def _send(body: bytes, request: Request, finished: list[bool]) -> None:
+        if not finished:
+            request.write(body)
+            request.finish()
+
+    def _document(self, with_connections: bool) -> bytes:
+        document = stats_document(self._live.model, self._live.latest, f"stompbroker/{__version__}")
+        if not with_connections:
+            document["connections"] = None
+            document["connections_withheld"] = WITHHELD
         return json.dumps(document, indent=1).encode("utf-8")
+
+    @staticmethod
+    def _refused(failure: Failure, request: Request) -> bytes:
+        failure.trap(ApiError)
+        error = failure.value
+        assert isinstance(error, ApiError)
+        request.setResponseCode(error.code)
+        return json.dumps(error.document()).encode("utf-8")
 
 
 class MetricsPage(Resource):
@@ -116,13 +198,14 @@ class MetricsPage(Resource):
     scrape is one pass over the destinations.
 
     :param live: the broker's :class:`~stompbroker.stats.services.LiveStats`.
+    :param setup: the listeners and settings in force, for their info metrics.
     """
 
     isLeaf = True
 
-    def __init__(self, live: LiveStats) -> None:
+    def __init__(self, live: LiveStats, setup: RunningSetup | None = None) -> None:
         super().__init__()
-        self.registry = metrics_registry(live)
+        self.registry = metrics_registry(live, setup)
 
     def render_GET(self, request: Request) -> bytes:
         accept = request.getHeader(b"accept")
@@ -139,7 +222,8 @@ def web_root(
     *,
     websocket: WebSocketConfig | None = None,
     stats: LiveStats | None = None,
-    api: Resource | None = None,
+    api: ManagementApi | None = None,
+    setup: RunningSetup | None = None,
 ) -> Resource:
     """
     The resource tree of the broker's web port.
@@ -152,22 +236,24 @@ def web_root(
         for ``/stats``, ``/metrics`` and ``/dashboard``; ``None`` leaves them out.
     :param api: the management API (a :class:`~stompbroker.web.api.ManagementApi`),
         served at ``/api/`` with the console at ``/console``; ``None`` leaves both out.
+        Its guard also decides who sees the connections in ``/stats``.
+    :param setup: the listeners and settings in force, for ``/metrics``.
     :returns: the root; add more pages with ``putChild``.
     """
     root = Resource()
-    root.putChild(b"", StaticFiles(str(STATIC / "index.html")))
+    root.putChild(b"", Page(str(STATIC / "index.html")))
     root.putChild(b"static", StaticFiles(str(STATIC)))
     endpoint = stomp_websocket_resource(broker, reactor, config, websocket=websocket)
     for path in WEBSOCKET_PATHS:
         root.putChild(path, endpoint)
     root.putChild(b"healthz", HealthCheck(broker))
     if stats is not None:
-        root.putChild(b"stats", StatsPage(stats))
-        root.putChild(b"metrics", MetricsPage(stats))
-        root.putChild(b"dashboard", StaticFiles(str(STATIC / "dashboard.html")))
+        root.putChild(b"stats", StatsPage(stats, api.guard if api is not None else None))
+        root.putChild(b"metrics", MetricsPage(stats, setup))
+        root.putChild(b"dashboard", Page(str(STATIC / "dashboard.html")))
     if api is not None:
         root.putChild(b"api", api)
-        root.putChild(b"console", StaticFiles(str(STATIC / "console.html")))
+        root.putChild(b"console", Page(str(STATIC / "console.html")))
     return root
 
 

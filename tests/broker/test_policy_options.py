@@ -10,7 +10,7 @@ from twisted.internet.testing import MemoryReactorClock
 from twisted.python import usage
 
 from stompbroker.app.tap import makeService
-from stompbroker.broker.delivery import DeliveryPolicy
+from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from tests.support.options import parse
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from stompbroker.broker.delivery import DeliveryPolicy
-from stompbroker.broker.router import MAX_CHECKED_DESTINATIONS
+from stompbroker.broker.queueing.delivery import DeliveryPolicy
+from stompbroker.broker.routing.router import MAX_CHECKED_DESTINATIONS
 from stompbroker.protocol.errors import (
     DuplicateSubscription,
     DuplicateTransaction,

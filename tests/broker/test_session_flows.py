@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from stompbroker.broker.delivery import DeliveryPolicy
+from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.protocol.frames import Frame
 from tests.support.sessions import World
 

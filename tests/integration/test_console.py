@@ -104,7 +104,7 @@ def test_sign_in_watch_a_queue_fill_browse_purge_and_close(
         expect(row.locator("td.depth")).to_have_text("3")
         row.get_by_role("button", name="Purge").click()
         confirm(page, "Purge every message waiting in /queue/console")
-        expect(page.locator("#notice")).to_contain_text("purged 3 messages")
+        expect(page.locator("#destinations-notice")).to_contain_text("purged 3 messages")
         expect(row.locator("td.depth")).to_have_text("0")
 
         expect(client_rows).to_have_count(1)
@@ -132,7 +132,7 @@ def test_a_detached_session_is_listed_and_ended_with_confirmation(
     expect(row.locator("td.expires")).to_contain_text(" UTC")
     row.get_by_role("button", name="End").click()
     confirm(page, "Its client can no longer resume it")
-    expect(page.locator("#notice")).to_contain_text(f"ended {inbox.connected['session']}")
+    expect(page.locator("#detached-notice")).to_contain_text(f"ended {inbox.connected['session']}")
     expect(row).to_have_count(0)
 
 
@@ -157,7 +157,7 @@ def test_move_with_confirmation_and_see_a_queues_consumers(
         expect(row.locator("td.depth")).to_have_text("2")
         page.click("#move button[type=submit]")
         confirm(page, "Move 1 messages waiting in /queue/moving to /queue/moved")
-        expect(page.locator("#notice")).to_contain_text("moved 1 messages to /queue/moved")
+        expect(page.locator("#move-notice")).to_contain_text("moved 1 messages to /queue/moved")
         expect(row.locator("td.depth")).to_have_text("1")
 
         connection.subscribe("/queue/moved", id="m", ack="client-individual")
@@ -193,5 +193,5 @@ def test_sign_in_with_a_bearer_token_whose_scopes_decide(
     expect(row.locator("td.depth")).to_have_text("1")
     row.get_by_role("button", name="Purge").click()
     confirm(page, "Purge every message waiting in /queue/scoped")
-    expect(page.locator("#notice")).to_contain_text("403 no admin right")
+    expect(page.locator("#destinations-notice")).to_contain_text("403 no admin right")
     expect(row.locator("td.depth")).to_have_text("1")

@@ -15,7 +15,7 @@ from treq.testing import StubTreq
 from twisted.cred import strcred
 from twisted.internet.task import Clock
 
-from stompbroker.broker.management import Management
+from stompbroker.broker.management.operations import Management
 from stompbroker.broker.service import Broker
 from stompbroker.security.access import AccessControl, parse_policy
 from stompbroker.security.portal import make_portal

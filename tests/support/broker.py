@@ -16,7 +16,7 @@ from typing import Any
 from twisted.internet.task import Clock
 from zope.interface import implementer
 
-from stompbroker.broker.delivery import DeliveryPolicy
+from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.service import Broker
 from stompbroker.interfaces import ConnectionDescription, IConnection, ISubscriber
 from stompbroker.protocol.message import Message

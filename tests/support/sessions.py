@@ -10,7 +10,7 @@ from typing import Any
 
 from twisted.internet.task import Clock
 
-from stompbroker.broker.delivery import DeliveryPolicy
+from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.service import Broker
 from stompbroker.protocol.encoder import encode
 from stompbroker.protocol.frames import Frame

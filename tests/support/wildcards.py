@@ -1,6 +1,6 @@
 """
 The wildcard rules of subscription patterns as regular expressions, built apart
-from :class:`stompbroker.broker.subscriptions.SubscriptionTree`, as a reference
+from :class:`stompbroker.broker.routing.topic_tree.SubscriptionTree`, as a reference
 that the tree and the access rules are checked against.
 """
 

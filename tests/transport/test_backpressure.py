@@ -17,8 +17,7 @@ from twisted.internet.address import IPv4Address
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
-from stompbroker.broker.delivery import Consumer
-from stompbroker.broker.flow import (
+from stompbroker.broker.flow.throttle import (
     MEMORY,
     MemoryWatch,
     Throttle,
@@ -26,6 +25,7 @@ from stompbroker.broker.flow import (
     allocated_bytes_with,
     memory_gauge,
 )
+from stompbroker.broker.queueing.delivery import Consumer
 from stompbroker.broker.service import Broker, Limits
 from stompbroker.protocol.advisory import ADVISORY_HEADER
 from stompbroker.protocol.backlog import Backlog

@@ -10,7 +10,6 @@ import json
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from treq.testing import StubTreq
 from twisted.internet.task import Clock
 from twisted.internet.testing import MemoryReactorClock
@@ -25,7 +24,7 @@ from stompbroker.stats.services import LiveStats, StatsExport
 from stompbroker.web.site import STATIC, MetricsPage, web_root
 from tests.support.broker import FakeConnection, Inbox
 from tests.support.options import parse
-from tests.support.web import get
+from tests.support.web import get, metric_samples
 
 
 class Site:
@@ -71,15 +70,6 @@ def test_stats_page_is_the_stats_model_as_json() -> None:
     assert connection["address"] == "127.0.0.1:1"
 
 
-def metrics(body: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """:returns: every sample of an exposition, by name and labels."""
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(body.decode("utf-8"))
-        for sample in family.samples
-    }
-
-
 def test_metrics_page_is_prometheus_text_read_from_the_model() -> None:
     """
     /metrics is the Prometheus text format: per-destination counters and gauges, broker figures,
@@ -89,7 +79,7 @@ def test_metrics_page_is_prometheus_text_read_from_the_model() -> None:
     response, body = get(site.treq, "http://localhost/metrics")
     assert response.code == 200
     assert response.headers.getRawHeaders("content-type")[0].startswith("text/plain; version=0.0.4")
-    samples = metrics(body)
+    samples = metric_samples(body)
     orders = (("destination", "/queue/orders"),)
     assert samples["stompbroker_destination_messages_in_total", orders] == 3
     assert samples["stompbroker_destination_bytes_out_total", orders] == 11
@@ -110,7 +100,7 @@ def test_metrics_follow_the_model_at_each_scrape() -> None:
     site.broker.send("/topic/news", (), b"again")
     _, body = get(site.treq, "http://localhost/metrics")
     news = (("destination", "/topic/news"),)
-    assert metrics(body)["stompbroker_destination_messages_in_total", news] == 2
+    assert metric_samples(body)["stompbroker_destination_messages_in_total", news] == 2
 
 
 def test_metrics_page_speaks_openmetrics_when_asked() -> None:

@@ -1,11 +1,13 @@
 """
 The strcred plugins for any twistd plugin with ``--auth``: ``passwd:FILE``,
-``jwt:...`` (OAuth 2 bearer tokens) and ``cert`` (TLS client certificates).
+``jwt:...`` (OAuth 2 bearer tokens), ``cert`` (TLS client certificates) and
+``http:URL`` (the application decides, over HTTP).
 
 Only the factories live here, so that twistd's plugin scan stays cheap; the
 checkers are :class:`stompbroker.security.checkers.PasswordFileChecker`,
-:class:`stompbroker.security.tokens.TokenChecker` and
-:class:`stompbroker.security.certificates.CertificateChecker`.
+:class:`stompbroker.security.tokens.TokenChecker`,
+:class:`stompbroker.security.certificates.CertificateChecker` and
+:class:`stompbroker.security.http_auth.HttpChecker`.
 """
 
 from twisted.cred.credentials import IUsernamePassword
@@ -109,3 +111,32 @@ as its subject's common name, or with cert:name=dn its distinguished name.
 
 tokenCheckerFactory = TokenCheckerFactory()
 certificateCheckerFactory = CertificateCheckerFactory()
+
+
+@implementer(ICheckerFactory, IPlugin)
+class HttpCheckerFactory:
+    """Makes a :class:`stompbroker.security.http_auth.HttpChecker` from ``http:URL:...``."""
+
+    authType = "http"
+    authHelp = """
+Asks the application over HTTP: each CONNECT's login and passcode (or bearer
+token, also on renewal) are POSTed as JSON to URL/user, and, unless its answer
+lists the user's rights, each new SUBSCRIBE and each destination's first SEND
+to URL/resource. Answers are cached; an endpoint that times out or fails
+refuses with an ERROR. See docs/security.md.
+"""
+    argStringFormat = (
+        "The application's URL, then colon-separated options: user_path=PATH (user),"
+        " resource_path=PATH (resource), timeout=SECONDS (5), cache=SECONDS (60),"
+        " cache_size=N (100000); http:http://127.0.0.1:8000/stomp:timeout=2"
+    )
+    credentialInterfaces = (IUsernamePassword, IBearerToken)
+
+    def generateChecker(self, argstring: str) -> object:
+        """:raises ValueError: for a bad URL or option."""
+        from stompbroker.security.http_auth import make_checker
+
+        return make_checker(argstring)
+
+
+httpCheckerFactory = HttpCheckerFactory()

@@ -54,7 +54,7 @@ class Node:
     """
     One broker process sharing an engine.
 
-    :ivar name: its node token (:attr:`~stompbroker.broker.ids.Ids.node`), in
+    :ivar name: its node token (:attr:`~stompbroker.broker.routing.ids.Ids.node`), in
         every message id and session id it gives out.
     :ivar here: whether it is the process answering.
     :ivar engine: the engine's kind, ``local`` or ``redis``.
@@ -89,19 +89,21 @@ class IEngine(Interface):
         " ``None`` (no store, or a remote engine that keeps them in its server)."
     )
     journal = Attribute(
-        "The :class:`~stompbroker.broker.persistence.Journal` over :attr:`store`, or ``None``."
+        "The :class:`~stompbroker.broker.store.journal.Journal` over :attr:`store`, or ``None``."
     )
     ids = Attribute(
-        "The broker's :class:`~stompbroker.broker.ids.Ids`: message ids, session ids, reply"
+        "The broker's :class:`~stompbroker.broker.routing.ids.Ids`: message ids, session ids, reply"
         " queue names.  Its node token keeps names of processes sharing a server apart."
     )
     traffic = Attribute(
-        "This process's :class:`~stompbroker.broker.traffic.Traffic` counters, for"
+        "This process's :class:`~stompbroker.broker.flow.traffic.Traffic` counters, for"
         " statistics; a remote engine counts what passes through this process."
     )
-    counters = Attribute("This process's :class:`~stompbroker.broker.delivery.DeliveryCounters`.")
+    counters = Attribute(
+        "This process's :class:`~stompbroker.broker.queueing.delivery.DeliveryCounters`."
+    )
     topics = Attribute(
-        "The :class:`~stompbroker.broker.traffic.TopicTree` of this process's topic"
+        "The :class:`~stompbroker.broker.flow.traffic.TopicTree` of this process's topic"
         " subscriptions: direct subscribers, and the queues of the others.  A remote"
         " engine keeps one too, for its local fan-out."
     )
@@ -113,13 +115,13 @@ class IEngine(Interface):
         "``(client-id, name)`` -> the :class:`IQueue` of each durable subscription known here."
     )
     scheduled = Attribute(
-        "The :class:`~stompbroker.broker.schedule.Scheduler` of messages held for later"
-        " delivery, or ``None`` if the engine cannot schedule (the broker then refuses"
-        " the scheduling headers with an ERROR)."
+        "The :class:`~stompbroker.broker.features.scheduled_messages.Scheduler` of messages"
+        " held for later delivery, or ``None`` if the engine cannot schedule (the broker"
+        " then refuses the scheduling headers with an ERROR)."
     )
     retained = Attribute(
-        "The :class:`~stompbroker.broker.retained.RetainedMessages` of its topics, or"
-        " ``None`` if the engine cannot retain (the broker then refuses ``retain``)."
+        "The :class:`~stompbroker.broker.features.retained_values.RetainedMessages` of its"
+        " topics, or ``None`` if the engine cannot retain (the broker then refuses ``retain``)."
     )
     streams = Attribute(
         "The :class:`~stompbroker.broker.streams.registry.Streams` of ``/stream/``"
@@ -144,7 +146,7 @@ class IEngine(Interface):
         Rebuild what outlives a restart: queues and durable subscriptions with the
         messages they held.
 
-        Local: read the store back (:mod:`stompbroker.broker.recovery`).  Redis:
+        Local: read the store back (:mod:`stompbroker.broker.store.recovery`).  Redis:
         wait for the connection, load the registry of durable subscriptions (a
         hash of key -> pattern) into :attr:`durable` and :attr:`topics`, and claim
         the pending entries of consumers of this node that died
@@ -225,7 +227,7 @@ class IEngine(Interface):
         :param start: a :class:`~stompbroker.broker.streams.offsets.StreamStart`.
         :returns: a :class:`~stompbroker.broker.streams.reader.StreamReader` on
             ``destination``'s stream at ``start``, which stands for a queue to the
-            subscription's :class:`~stompbroker.broker.delivery.Consumer`.
+            subscription's :class:`~stompbroker.broker.queueing.delivery.Consumer`.
         """
 
     def keep(message):  # type: ignore[no-untyped-def]
@@ -240,7 +242,7 @@ class IEngine(Interface):
 
         :returns: ``None`` if nothing keeps it; else a Deferred that fires once it
             is durable, or fails with
-            :class:`~stompbroker.broker.persistence.MessageNotStored`.
+            :class:`~stompbroker.broker.store.journal.MessageNotStored`.
         """
 
     # -- queues
@@ -257,7 +259,7 @@ class IEngine(Interface):
     def new_reply_queue():  # type: ignore[no-untyped-def]
         """
         :returns: a new temporary :class:`IQueue` under a broker-unique
-            ``/reply-queue/`` name (:meth:`~stompbroker.broker.ids.Ids.new_reply_queue`).
+            ``/reply-queue/`` name (:meth:`~stompbroker.broker.routing.ids.Ids.new_reply_queue`).
 
         Redis: register the name with this process's liveness, so other processes
         can reply to it.
@@ -292,7 +294,7 @@ class IEngine(Interface):
         Deliver what topics matching ``pattern`` get to a direct subscriber
         (``auto`` acknowledgement, no durable name); with a ``selector``, only
         what it selects (local fan-out puts a
-        :class:`~stompbroker.broker.selecting.SelectingSubscriber` in the tree;
+        :class:`~stompbroker.broker.features.selecting.SelectingSubscriber` in the tree;
         a remote engine does the same in its local tree).
 
         Redis: add it to the local tree, and ``(P)SUBSCRIBE`` the pattern's
@@ -375,14 +377,14 @@ class IEngine(Interface):
     def share(figures):  # type: ignore[no-untyped-def]
         """
         Share this node's figures with the other nodes of the cluster, for
-        statistics that show the whole cluster (:mod:`stompbroker.broker.figures`).
+        statistics that show the whole cluster (:mod:`stompbroker.broker.engine.figures`).
 
         Local: nothing (one process is the whole broker).  Redis: call
         ``figures`` about once a second and keep what it returns in a key that
         expires with the node.
 
         :param figures: returns this node's
-            :class:`~stompbroker.broker.figures.NodeFigures`, encoded.
+            :class:`~stompbroker.broker.engine.figures.NodeFigures`, encoded.
         """
 
     def share_resumption(book):  # type: ignore[no-untyped-def]
@@ -400,7 +402,7 @@ class IEngine(Interface):
 
     def cluster():  # type: ignore[no-untyped-def]
         """
-        :returns: the latest :class:`~stompbroker.broker.figures.ClusterView`
+        :returns: the latest :class:`~stompbroker.broker.engine.figures.ClusterView`
             (the other live nodes' figures, and what waits in the server
             unread), read about once a second; ``None`` for an engine of one
             process.  Never waits.

@@ -8,7 +8,7 @@ Where a subscription takes its messages from:
   SEND reaches it with one ``deliver`` call: no queue, no bookkeeping
   (at-most-once);
 - every other subscription is a consumer of a
-  :class:`~stompbroker.broker.queues.WorkerQueue`: the named queue for
+  :class:`~stompbroker.broker.queueing.queues.WorkerQueue`: the named queue for
   ``/queue/``, the connection's own for ``/temp-queue/``, and for a topic
   subscription with client acknowledgements or a durable name a queue of its
   own, which sits in the tree in its place and collects what the topic routes
@@ -19,12 +19,12 @@ and one ``deliver`` per matching subscription; nothing on that path logs, raises
 or creates a Deferred, and every method the router calls per message returns
 ``None`` but :meth:`LocalEngine.keep`.
 
-Persistent messages (see :mod:`stompbroker.broker.persistence`): with a store,
+Persistent messages (see :mod:`stompbroker.broker.store.journal`): with a store,
 the router files a persistent message with :meth:`LocalEngine.keep` under each
 key that keeps it (its queue, or the durable subscriptions its topic matches
 now), then routes it; the queues tell the store what becomes of it.  At start,
 :meth:`LocalEngine.recover` rebuilds queues and durable subscriptions from the
-store (:mod:`stompbroker.broker.recovery`).
+store (:mod:`stompbroker.broker.store.recovery`).
 """
 
 from __future__ import annotations
@@ -36,25 +36,25 @@ from typing import Any
 from twisted.internet.defer import Deferred, succeed
 from zope.interface import implementer
 
-from stompbroker.broker.dead_letters import DeadLetters
-from stompbroker.broker.delivery import DeliveryCounters, DeliveryPolicy
-from stompbroker.broker.destinations import QUEUE_PREFIX, TOPIC_PREFIX
 from stompbroker.broker.engine.base import IEngine, Node
 from stompbroker.broker.engine.durable_rules import reusable_durable, unknown_durable
-from stompbroker.broker.figures import ClusterView
-from stompbroker.broker.ids import Ids
-from stompbroker.broker.persistence import Journal, durable_key
-from stompbroker.broker.queues import WorkerQueue
-from stompbroker.broker.recovery import rebuild
-from stompbroker.broker.retained import RetainedMessages
-from stompbroker.broker.schedule import Scheduler
-from stompbroker.broker.selecting import SelectingSubscriber
+from stompbroker.broker.engine.figures import ClusterView
+from stompbroker.broker.features.retained_values import RetainedMessages
+from stompbroker.broker.features.scheduled_messages import Scheduler
+from stompbroker.broker.features.selecting import SelectingSubscriber
+from stompbroker.broker.flow.traffic import TopicTree, Traffic
+from stompbroker.broker.queueing.dead_letters import DeadLetters
+from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
+from stompbroker.broker.queueing.queues import WorkerQueue
+from stompbroker.broker.routing.destinations import QUEUE_PREFIX, TOPIC_PREFIX
+from stompbroker.broker.routing.ids import Ids
 from stompbroker.broker.store.base import RecoveredState
+from stompbroker.broker.store.journal import Journal, durable_key
+from stompbroker.broker.store.recovery import rebuild
 from stompbroker.broker.streams.offsets import StreamLimits, StreamStart
 from stompbroker.broker.streams.reader import StreamReader
 from stompbroker.broker.streams.registry import Streams
 from stompbroker.broker.streams.sqlite_backend import backend_for
-from stompbroker.broker.traffic import TopicTree, Traffic
 from stompbroker.logs import logger
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
@@ -78,7 +78,7 @@ class LocalEngine:
     :param store: an :class:`~stompbroker.broker.store.base.IMessageStore`, not
         yet open, that keeps persistent messages and durable subscriptions;
         ``None`` keeps everything in memory only.
-    :param ids: the broker's :class:`~stompbroker.broker.ids.Ids`; new ones by default.
+    :param ids: the broker's :class:`~stompbroker.broker.routing.ids.Ids`; new ones by default.
     :param traffic: the per-destination counters; new ones by default.
     :param counters: the broker-wide counters; new ones by default.
 
@@ -86,11 +86,11 @@ class LocalEngine:
         the others.
     :ivar queues: ``/queue/`` and ``/reply-queue/`` destinations -> their queues.
     :ivar durable: ``(client-id, name)`` -> the queue of that durable subscription.
-    :ivar journal: the :class:`~stompbroker.broker.persistence.Journal` over
+    :ivar journal: the :class:`~stompbroker.broker.store.journal.Journal` over
         ``store``, or ``None``.
     :ivar dead_letters: where the queues' failed messages go.
     :ivar scheduled: the messages held for later delivery (the broker's
-        :class:`~stompbroker.broker.scheduling.Scheduling` times them).
+        :class:`~stompbroker.broker.features.scheduler.Scheduling` times them).
     :ivar retained: each topic's retained message.
     """
 
@@ -145,7 +145,7 @@ class LocalEngine:
     def recover(self) -> Deferred[None]:
         """
         Rebuild queues and durable subscriptions from the store (see
-        :mod:`stompbroker.broker.recovery`).
+        :mod:`stompbroker.broker.store.recovery`).
 
         :returns: a Deferred that fires once they are back, or fails with what
             stopped it; at once without a store.
@@ -186,7 +186,7 @@ class LocalEngine:
         """
         Deliver a message sent to a topic to every subscription it matches now.
 
-        Counted once per SEND, not per delivery (see :mod:`stompbroker.broker.traffic`).
+        Counted once per SEND, not per delivery (see :mod:`stompbroker.broker.flow.traffic`).
         A message that has expired already is expired here, not delivered.
         """
         traffic = self.traffic.destinations.get(message.destination)
@@ -252,7 +252,7 @@ class LocalEngine:
         that has expired already is not filed (routing expires it).
 
         :returns: the adds' Deferred (see
-            :meth:`~stompbroker.broker.persistence.Journal.add`), or ``None`` if
+            :meth:`~stompbroker.broker.store.journal.Journal.add`), or ``None`` if
             nothing keeps the message.
         """
         assert self.journal is not None
@@ -398,7 +398,7 @@ class LocalEngine:
         Deliver what a topic matching ``pattern`` gets to ``subscriber`` directly.
 
         :param selector: deliver only what this
-            :class:`~stompbroker.broker.selectors.Selector` selects.
+            :class:`~stompbroker.broker.features.selectors.Selector` selects.
         """
         self.topics.add(pattern, self._selecting_for(subscriber, selector, self.traffic))
 
@@ -409,7 +409,7 @@ class LocalEngine:
     def subscription_queue(self, pattern: str, selector: Any = None) -> WorkerQueue:
         """
         :param selector: collect only what this
-            :class:`~stompbroker.broker.selectors.Selector` selects.
+            :class:`~stompbroker.broker.features.selectors.Selector` selects.
         :returns: a new queue that collects what topics matching ``pattern`` get.
         """
         queue = self.new_queue(pattern)

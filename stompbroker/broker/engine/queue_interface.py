@@ -5,7 +5,7 @@ and take from it.
 
 Apart from :class:`~stompbroker.broker.engine.base.IEngine` (which re-exports
 it) because the queue is a contract of its own: the local
-:class:`~stompbroker.broker.queues.WorkerQueue` implements it without being an
+:class:`~stompbroker.broker.queueing.queues.WorkerQueue` implements it without being an
 engine, and a remote engine's queue is a handle on a stream.  As in
 :mod:`stompbroker.broker.engine.base`, each method says how an engine that keeps
 its state in a shared Redis server would do it.
@@ -23,7 +23,7 @@ class IQueue(Interface):
     One queue, as an engine hands it out: ``/queue/NAME``, a temporary queue, or
     a topic subscription's own (client acknowledgement or a durable name).
 
-    :class:`~stompbroker.broker.queues.WorkerQueue` is the local one.  A Redis
+    :class:`~stompbroker.broker.queueing.queues.WorkerQueue` is the local one.  A Redis
     engine's queue is a handle on a stream and its consumer group: it reads for
     its local consumers (``XREADGROUP ... COUNT`` the room in their windows,
     ``BLOCK`` while they have room and the stream is empty) and hands each
@@ -34,7 +34,8 @@ class IQueue(Interface):
         "The queue's destination, or for a topic subscription's queue its pattern."
     )
     consumers = Attribute(
-        "The :class:`~stompbroker.broker.delivery.Consumer` objects taking from it in this process."
+        "The :class:`~stompbroker.broker.queueing.delivery.Consumer` objects taking from it"
+        " in this process."
     )
     pending = Attribute(
         "The messages waiting here for a consumer with room, in order; for a remote"
@@ -47,23 +48,23 @@ class IQueue(Interface):
 
         Redis: start reading for it (the first local consumer starts the read loop).
 
-        ``selector`` (a :class:`~stompbroker.broker.selectors.Selector`, or
+        ``selector`` (a :class:`~stompbroker.broker.features.selectors.Selector`, or
         ``None``): hand the consumer only messages it selects; a message that no
         consumer with room selects waits without blocking those behind it
-        (:mod:`stompbroker.broker.dispatch`).  Redis: a consumer group cannot
+        (:mod:`stompbroker.broker.queueing.dispatch`).  Redis: a consumer group cannot
         skip an entry for one reader, so a remote engine either reads into a
         local look-ahead and applies the same rule there (entries nobody here
         selects are left pending for other processes, ``XCLAIM``-ed back), or
         refuses a selector on a queue with
         :class:`~stompbroker.protocol.errors.InvalidSelector`.
 
-        ``options`` (a :class:`~stompbroker.broker.consumer_choice.ConsumerOptions`,
+        ``options`` (a :class:`~stompbroker.broker.queueing.consumer_choice.ConsumerOptions`,
         or ``None`` for none): the consumer's priority, and whether it is
         exclusive or declares the queue single-active.  Redis: refused with
         :class:`~stompbroker.protocol.errors.NotSupported` (each node would choose
         among its own consumers only).
 
-        :returns: its :class:`~stompbroker.broker.delivery.Consumer`.
+        :returns: its :class:`~stompbroker.broker.queueing.delivery.Consumer`.
         """
 
     def remove_consumer(consumer):  # type: ignore[no-untyped-def]
@@ -136,7 +137,7 @@ class IQueue(Interface):
     def is_idle():  # type: ignore[no-untyped-def]
         """:returns: whether the queue holds nothing and nobody here consumes from it."""
 
-    # -- management (stompbroker.broker.management): rare, may wait on a server
+    # -- management (stompbroker.broker.management.operations): rare, may wait on a server
 
     def browse(count):  # type: ignore[no-untyped-def]
         """

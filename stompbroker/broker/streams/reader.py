@@ -13,7 +13,7 @@ leaves the tail and reads again, from its position, once an ACK or the socket
 makes room: a slow reader costs the broker one page, never the log.
 
 It stands where a queue stands for the broker's consumers
-(:class:`~stompbroker.broker.delivery.Consumer` ``.queue``): an ACK or NACK
+(:class:`~stompbroker.broker.queueing.delivery.Consumer` ``.queue``): an ACK or NACK
 settles what the consumer holds and makes room (a stream is not consumed, so a
 NACK redelivers nothing: a client reads again from an offset), and
 ``dispatch`` is called when the socket catches up.  An ``auto`` subscription
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from stompbroker.broker.delivery import Consumer
+from stompbroker.broker.queueing.delivery import Consumer
 from stompbroker.broker.streams.entries import StreamEntry
 from stompbroker.broker.streams.log import StreamLog
 from stompbroker.logs import logger

@@ -1,16 +1,21 @@
 // The management console: tables over the management API (/api/), refreshed
-// every two seconds.  Credentials live in this page's memory only (no cookie, no
-// storage): every call carries them as HTTP Basic (or a bearer token the
-// operator pasted), with X-Requested-With so that
-// a refusal does not make the browser ask on its own.  Everything the broker
-// sends is shown with textContent, never parsed as HTML.  Destructive actions
-// (purge, delete, retry, move, close) wait for a confirmation in a <dialog>.
-"use strict";
+// every two seconds.  The sign-in is signin.js's, shared with the demo and the
+// dashboard: every call carries its credentials as HTTP Basic or Bearer, with
+// X-Requested-With so that a refusal does not make the browser ask on its own.
+// Everything the broker sends is shown with textContent, never parsed as HTML.
+// Destructive actions (purge, delete, retry, move, close) wait for a
+// confirmation in a <dialog>, and their outcome shows in the section where
+// they were taken.  A destination's panel charts its rates and depth from the
+// refreshes since the page opened (destination_chart.js).
+import { apiHeaders, forget, mountSignIn, signIn, whoami } from "./signin.js";
+import { DestinationHistory } from "./destination_chart.js";
 
 const REFRESH_MS = 2000;
 const BROWSE_COUNT = 20;
-let authorization = null;
 let timer = null;
+let browsed = null; // the destination whose panel is open
+let shownConnection = null; // the connection whose panel is open
+const history = new DestinationHistory();
 
 const $ = (id) => document.getElementById(id);
 
@@ -27,8 +32,7 @@ class ApiError extends Error {
 }
 
 async function api(method, path, body) {
-  const headers = { "X-Requested-With": "stompbroker-console" };
-  if (authorization) headers.Authorization = authorization;
+  const headers = apiHeaders();
   const init = { method, headers, credentials: "omit", cache: "no-store" };
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";
@@ -41,6 +45,7 @@ async function api(method, path, body) {
 }
 
 const encode = (destination) => encodeURIComponent(destination);
+const time = (text) => (text || "").replace("T", " ").replace(/\.\d+Z$/, " UTC");
 
 function cell(row, text) {
   const td = document.createElement("td");
@@ -59,6 +64,13 @@ function button(parent, label, action, danger) {
   return element;
 }
 
+function link(parent, label, action) {
+  parent.textContent = "";
+  const element = button(parent, label, action);
+  element.className = "link";
+  return element;
+}
+
 function confirmAction(text) {
   return new Promise((resolve) => {
     const dialog = $("confirm");
@@ -68,17 +80,20 @@ function confirmAction(text) {
   });
 }
 
-function notice(text) {
-  $("notice").textContent = text;
+function notice(where, text, failed) {
+  $(where).textContent = text;
+  $(where).dataset.state = failed ? "error" : "done";
 }
 
-async function act(question, call, done) {
+// Do an action after its confirmation (none for question null), tell its outcome
+// where it was taken, and show the broker as it is after it.
+async function act(where, question, call, done) {
   if (question !== null && !(await confirmAction(question))) return;
   try {
     const answer = await call();
-    notice(done(answer));
+    notice(where, done(answer), false);
   } catch (error) {
-    notice(error.message);
+    notice(where, error.message, true);
   }
   await refresh();
 }
@@ -87,13 +102,36 @@ function rate(value) {
   return value ? value.toFixed(1) : "0";
 }
 
+function destinationActions(actions, name, where) {
+  if (where !== "browser-notice") button(actions, "Browse", () => openDestination(name));
+  button(actions, "Move", () => {
+    $("move-from").value = name;
+    $("move-to").focus();
+  });
+  button(actions, "Purge", () => act(where,
+    `Purge every message waiting in ${name}?`,
+    () => api("DELETE", `destinations/${encode(name)}/messages`),
+    (answer) => `purged ${answer.purged} messages from ${name}`), true);
+  if (/^\/queue\/DLQ\./.test(name)) {
+    button(actions, "Retry", () => act(where,
+      `Send the messages of ${name} back to their original destinations?`,
+      () => api("POST", `destinations/${encode(name)}/retry`, {}),
+      (answer) => `sent ${answer.retried} messages back, ${answer.left} stayed`), true);
+  }
+  button(actions, "Delete", () => act(where,
+    `Delete ${name} and what waits in it?`,
+    () => api("DELETE", `destinations/${encode(name)}`),
+    (answer) => `deleted ${name} (${answer.discarded} messages)`), true);
+}
+
 function renderDestinations(rows) {
   const body = $("destinations").tBodies[0];
   body.replaceChildren();
   for (const row of rows) {
     const tr = document.createElement("tr");
     tr.dataset.destination = row.destination;
-    cell(tr, row.destination);
+    const name = row.destination;
+    link(cell(tr, ""), name, () => openDestination(name)).classList.add("name");
     cell(tr, row.kind);
     cell(tr, row.depth).className = "depth";
     cell(tr, row.in_flight);
@@ -103,30 +141,16 @@ function renderDestinations(rows) {
     cell(tr, rate(row.messages_delivered_per_second));
     const actions = cell(tr, "");
     actions.className = "actions";
-    if (row.kind !== "topic") {
-      const name = row.destination;
-      button(actions, "Browse", () => browse(name));
-      button(actions, "Move", () => {
-        $("move-from").value = name;
-        $("move-to").focus();
-      });
-      button(actions, "Purge", () => act(
-        `Purge every message waiting in ${name}?`,
-        () => api("DELETE", `destinations/${encode(name)}/messages`),
-        (answer) => `purged ${answer.purged} messages from ${name}`), true);
-      if (/^\/queue\/DLQ\./.test(name)) {
-        button(actions, "Retry", () => act(
-          `Send the messages of ${name} back to their original destinations?`,
-          () => api("POST", `destinations/${encode(name)}/retry`, {}),
-          (answer) => `sent ${answer.retried} messages back, ${answer.left} stayed`), true);
-      }
-      button(actions, "Delete", () => act(
-        `Delete ${name} and what waits in it?`,
-        () => api("DELETE", `destinations/${encode(name)}`),
-        (answer) => `deleted ${name} (${answer.discarded} messages)`), true);
-    }
+    if (row.kind !== "topic") destinationActions(actions, name, "destinations-notice");
     body.appendChild(tr);
   }
+}
+
+function closeConnection(id, peer, where) {
+  return act(where,
+    `Close connection ${id} from ${peer}? The client gets an ERROR.`,
+    () => api("DELETE", `connections/${encode(id)}?reason=closed+from+the+console`),
+    (answer) => `closed ${answer.id}`);
 }
 
 function renderConnections(rows) {
@@ -135,22 +159,19 @@ function renderConnections(rows) {
   for (const row of rows) {
     const tr = document.createElement("tr");
     tr.dataset.connection = row.id;
-    const since = row.connected_since.replace("T", " ").replace(/\.\d+Z$/, " UTC");
-    for (const [name, value] of [["id", row.id], ["peer", row.peer], ["login", row.login],
+    link(cell(tr, ""), row.id, () => openConnection(row.id)).parentElement.className = "id";
+    for (const [name, value] of [["peer", row.peer], ["login", row.login],
                                  ["transport", row.transport], ["version", row.version],
                                  ["subscriptions", row.subscriptions.length],
                                  ["messages-in", row.messages_in],
                                  ["messages-out", row.messages_out],
                                  ["bytes-in", row.bytes_in], ["bytes-out", row.bytes_out],
-                                 ["since", since]]) {
+                                 ["since", time(row.connected_since)]]) {
       cell(tr, value).className = name;
     }
     const actions = cell(tr, "");
     actions.className = "actions";
-    button(actions, "Close", () => act(
-      `Close connection ${row.id} from ${row.peer}? The client gets an ERROR.`,
-      () => api("DELETE", `connections/${encode(row.id)}?reason=closed+from+the+console`),
-      (answer) => `closed ${answer.id}`), true);
+    button(actions, "Close", () => closeConnection(row.id, row.peer, "connections-notice"), true);
     body.appendChild(tr);
   }
 }
@@ -158,7 +179,6 @@ function renderConnections(rows) {
 function renderDetached(rows) {
   const body = $("detached").tBodies[0];
   body.replaceChildren();
-  const time = (text) => text.replace("T", " ").replace(/\.\d+Z$/, " UTC");
   for (const row of rows) {
     const tr = document.createElement("tr");
     tr.dataset.session = row.id;
@@ -173,7 +193,7 @@ function renderDetached(rows) {
     }
     const actions = cell(tr, "");
     actions.className = "actions";
-    button(actions, "End", () => act(
+    button(actions, "End", () => act("detached-notice",
       `End detached session ${row.id} of ${row.login || "no login"}? Its client can no longer resume it.`,
       () => api("DELETE", `detached-sessions/${encode(row.id)}`),
       (answer) => `ended ${answer.id}`), true);
@@ -181,8 +201,37 @@ function renderDetached(rows) {
   }
 }
 
+function mebibytes(value) {
+  return `${(value / 1048576).toFixed(1)} MiB`;
+}
+
+function fillList(list, figures) {
+  list.replaceChildren();
+  for (const [name, value] of figures) {
+    const div = document.createElement("div");
+    const dt = document.createElement("dt");
+    const dd = document.createElement("dd");
+    dt.textContent = name;
+    dd.textContent = value === undefined || value === null ? "" : String(value);
+    div.dataset.figure = name;
+    div.append(dt, dd);
+    list.appendChild(div);
+  }
+}
+
+function fillTable(table, rows) {
+  const body = table.tBodies[0];
+  body.replaceChildren();
+  for (const values of rows) {
+    const tr = document.createElement("tr");
+    for (const value of values) cell(tr, value);
+    body.appendChild(tr);
+  }
+}
+
 function renderOverview(overview) {
   const broker = overview.broker || {};
+  const memory = overview.memory;
   const figures = [
     ["connections", broker.connections],
     ["messages in", broker.messages_in],
@@ -190,69 +239,140 @@ function renderOverview(overview) {
     ["messages/s", rate(broker.messages_per_second)],
     ["uptime", broker.uptime_s === undefined ? "" : `${Math.round(broker.uptime_s)} s`],
   ];
+  if (memory && memory.enabled) {
+    figures.push(["memory in use", `${mebibytes(memory.in_use_bytes)} of ${mebibytes(memory.high_bytes)}`],
+                 ["publishers paused", memory.paused_publishers]);
+  }
   const resumable = overview.resumable_sessions;
   if (resumable) {
     figures.push(["detached sessions", resumable.detached],
                  ["resume buffers", `${resumable.connected_bytes + resumable.detached_bytes} B`]);
   }
-  const list = $("figures");
-  list.replaceChildren();
-  for (const [name, value] of figures) {
-    const div = document.createElement("div");
-    const dt = document.createElement("dt");
-    const dd = document.createElement("dd");
-    dt.textContent = name;
-    dd.textContent = value === undefined ? "" : String(value);
-    div.append(dt, dd);
-    list.appendChild(div);
+  fillList($("figures"), figures);
+  const alarm = $("memory-alarm");
+  alarm.hidden = !(memory && memory.alarm);
+  if (memory && memory.alarm) {
+    alarm.textContent = `Memory alarm since ${time(memory.since)}: ${mebibytes(memory.in_use_bytes)}` +
+      ` in use is over --memory-high (${mebibytes(memory.high_bytes)}); publishers are paused` +
+      ` until it falls under ${mebibytes(memory.low_bytes)}` +
+      ` (${memory.paused_publishers} paused now).`;
   }
+  fillTable($("listeners"), (overview.listeners || []).map((entry) =>
+    [entry.kind, entry.url || "", entry.endpoint]));
+  fillTable($("configuration"), Object.entries(overview.configuration || {}));
+  $("setup").hidden = !overview.listeners;
   $("updated").textContent = overview.ts ? `at ${overview.ts}` : "";
 }
 
 function renderConsumers(subscribers) {
-  const body = $("consumers").tBodies[0];
-  body.replaceChildren();
-  for (const consumer of subscribers) {
-    const tr = document.createElement("tr");
-    for (const value of [consumer.connection, consumer.subscription, consumer.ack,
-                         consumer.in_flight, consumer.window]) {
-      cell(tr, value);
-    }
-    body.appendChild(tr);
-  }
+  fillTable($("consumers"), subscribers.map((consumer) => [
+    consumer.connection, consumer.subscription, consumer.ack, consumer.in_flight, consumer.window]));
   $("consumers").hidden = subscribers.length === 0;
 }
 
-async function browse(name) {
-  try {
-    const [detail, messages] = await Promise.all([
-      api("GET", `destinations/${encode(name)}`),
-      api("GET", `destinations/${encode(name)}/messages?count=${BROWSE_COUNT}`),
-    ]);
-    $("browsed").textContent = name;
-    renderConsumers(detail.subscribers || []);
-    const list = $("messages");
-    list.replaceChildren();
-    for (const message of messages) {
-      const item = document.createElement("li");
-      item.className = "message";
-      const headers = document.createElement("div");
-      headers.className = "headers";
-      const lines = [`message-id: ${message.message_id}`,
-                     `${message.size} bytes, ${message.body_encoding}` +
-                     (message.persistent ? ", persistent" : "")];
-      for (const [key, value] of Object.entries(message.headers)) lines.push(`${key}: ${value}`);
-      headers.textContent = lines.join("\n");
-      const body = document.createElement("pre");
-      body.className = "body";
-      body.textContent = message.body;
-      item.append(headers, body);
-      list.appendChild(item);
-    }
-    $("browser").hidden = false;
-  } catch (error) {
-    notice(error.message);
+function renderMessages(messages, depth) {
+  const list = $("messages");
+  list.replaceChildren();
+  for (const message of messages) {
+    const item = document.createElement("li");
+    item.className = "message";
+    const headers = document.createElement("div");
+    headers.className = "headers";
+    const lines = [`message-id: ${message.message_id}`,
+                   `${message.size} bytes, ${message.body_encoding}` +
+                   (message.persistent ? ", persistent" : "")];
+    for (const [key, value] of Object.entries(message.headers)) lines.push(`${key}: ${value}`);
+    headers.textContent = lines.join("\n");
+    const body = document.createElement("pre");
+    body.className = "body";
+    body.textContent = message.body;
+    item.append(headers, body);
+    list.appendChild(item);
   }
+  $("browse-count").textContent = depth === 0 ? "none" : `${messages.length} of ${depth}`;
+}
+
+// The open destination's panel, as the broker has it now.
+async function showDestination() {
+  const name = browsed;
+  try {
+    const detail = await api("GET", `destinations/${encode(name)}`);
+    const messages = detail.kind === "topic" ? [] :
+      await api("GET", `destinations/${encode(name)}/messages?count=${BROWSE_COUNT}`);
+    if (browsed !== name) return;
+    const actions = $("browser-actions");
+    if (actions.dataset.destination !== name) {
+      actions.replaceChildren();
+      actions.dataset.destination = name;
+      if (detail.kind !== "topic") destinationActions(actions, name, "browser-notice");
+    }
+    renderConsumers(detail.subscribers || []);
+    renderMessages(messages, detail.depth);
+  } catch (error) {
+    if (error.code === 404) {
+      // Deleted since: nothing waits, and the notice of whatever deleted it stays.
+      renderConsumers([]);
+      renderMessages([], 0);
+    } else {
+      notice("browser-notice", error.message, true);
+    }
+  }
+  history.draw(name, $("destination-chart"));
+}
+
+async function openDestination(name) {
+  browsed = name;
+  $("browsed").textContent = name;
+  $("browser-notice").textContent = "";
+  $("browser").hidden = false;
+  await showDestination();
+  $("browser").scrollIntoView({ block: "nearest" });
+}
+
+async function showConnection() {
+  const id = shownConnection;
+  let row;
+  try {
+    row = await api("GET", `connections/${encode(id)}`);
+  } catch (error) {
+    if (error.code === 404) {
+      // Closed since: say so, and keep the notice of whatever closed it.
+      fillList($("connection-figures"), [["state", "closed"]]);
+      fillTable($("connection-subscriptions"), []);
+      $("connection-actions").replaceChildren();
+      delete $("connection-actions").dataset.connection;
+    } else {
+      notice("connection-notice", error.message, true);
+    }
+    return;
+  }
+  if (shownConnection !== id) return;
+  fillList($("connection-figures"), [
+    ["peer", row.peer], ["login", row.login || "(anonymous)"], ["transport", row.transport],
+    ["version", row.version], ["connected since", time(row.connected_since)],
+    ["messages in", row.messages_in], ["messages out", row.messages_out],
+    ["frames in", row.frames_in], ["frames out", row.frames_out],
+    ["bytes in", row.bytes_in], ["bytes out", row.bytes_out],
+  ]);
+  fillTable($("connection-subscriptions"), row.subscriptions.map((subscription) => [
+    subscription.id, subscription.destination, subscription.ack, subscription.in_flight,
+    subscription.durable || ""]));
+  const actions = $("connection-actions");
+  if (actions.dataset.connection !== id) {
+    actions.replaceChildren();
+    actions.dataset.connection = id;
+    button(actions, "Close connection",
+      () => closeConnection(id, row.peer, "connection-notice"), true).id = "close-connection";
+  }
+}
+
+async function openConnection(id) {
+  shownConnection = id;
+  $("connection-id").textContent = id;
+  $("connection-notice").textContent = "";
+  $("connection").hidden = false;
+  await showConnection();
+  $("connection").scrollIntoView({ block: "nearest" });
 }
 
 async function refresh() {
@@ -261,62 +381,60 @@ async function refresh() {
       api("GET", "overview"), api("GET", "destinations"), api("GET", "connections"),
       api("GET", "detached-sessions"),
     ]);
+    history.record(Date.now() / 1000, destinations);
     renderOverview(overview);
     renderDestinations(destinations);
     renderConnections(connections);
     renderDetached(detached);
+    if (browsed !== null) await showDestination();
+    if (shownConnection !== null) await showConnection();
     setStatus("live", "live");
   } catch (error) {
     if (error.code === 401) {
-      signOut(error.message);
+      stop();
+      forget();
+      await begin(error.message);
     } else {
       setStatus("error", error.message);
     }
   }
 }
 
-function signOut(message) {
+function stop() {
   clearInterval(timer);
   timer = null;
-  authorization = null;
   $("console").hidden = true;
-  $("login").hidden = false;
-  $("login-error").textContent = message || "";
+  $("signed-out").hidden = false;
   setStatus("signed-out", "signed out");
 }
 
-async function signIn(event) {
-  event.preventDefault();
-  const user = $("user").value;
-  const password = $("password").value;
-  const token = $("token").value.trim();
-  if (token) {
-    authorization = `Bearer ${token}`;
-  } else {
-    authorization = user ? "Basic " + btoa(String.fromCharCode(
-      ...new TextEncoder().encode(`${user}:${password}`))) : null;
+// Sign in if the broker asks for it, then show the console and keep it fresh.
+async function begin(message = "") {
+  let asked = await whoami();
+  while (asked.status === 401) {
+    if (!(await signIn(message))) {
+      stop();
+      return;
+    }
+    asked = await whoami();
+    message = asked.answer ? asked.answer.detail : "";
   }
-  $("password").value = "";
-  $("token").value = "";
-  try {
-    await api("GET", "overview");
-  } catch (error) {
-    authorization = null;
-    $("login-error").textContent = error.message;
+  if (asked.status !== 200) {
+    const answer = asked.answer || { error: "unexpected answer", detail: "" };
+    setStatus("error", `${asked.status} ${answer.error}: ${answer.detail}`);
     return;
   }
-  $("login-error").textContent = "";
-  $("login").hidden = true;
+  $("signed-out").hidden = true;
   $("console").hidden = false;
+  if (timer === null) timer = setInterval(refresh, REFRESH_MS);
   await refresh();
-  timer = setInterval(refresh, REFRESH_MS);
 }
 
 async function publish(event) {
   event.preventDefault();
   const name = $("publish-destination").value;
-  await act(null, () => api("POST", `destinations/${encode(name)}/publish`,
-                            { body: $("publish-body").value }),
+  await act("publish-notice", null,
+            () => api("POST", `destinations/${encode(name)}/publish`, { body: $("publish-body").value }),
             (answer) => `published ${answer.message_id} to ${name}`);
 }
 
@@ -329,12 +447,21 @@ async function move(event) {
   const count = $("move-count").value;
   if (count) request.count = Number(count);
   const verb = copy ? "Copy" : "Move";
-  await act(`${verb} ${count || "all the"} messages waiting in ${from} to ${to}?`,
+  await act("move-notice", `${verb} ${count || "all the"} messages waiting in ${from} to ${to}?`,
             () => api("POST", `destinations/${encode(from)}/move`, request),
             (answer) => `${copy ? "copied" : "moved"} ${answer.moved} messages to ${to}`);
 }
 
-$("login").addEventListener("submit", signIn);
 $("publish").addEventListener("submit", publish);
 $("move").addEventListener("submit", move);
-$("close-browser").addEventListener("click", () => { $("browser").hidden = true; });
+$("close-browser").addEventListener("click", () => {
+  browsed = null;
+  $("browser").hidden = true;
+});
+$("close-connection-panel").addEventListener("click", () => {
+  shownConnection = null;
+  $("connection").hidden = true;
+});
+window.addEventListener("resize", () => history.resize($("destination-chart")));
+mountSignIn("console", () => begin());
+begin();

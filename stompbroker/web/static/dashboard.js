@@ -2,7 +2,9 @@
 // @stomp/stompjs (StompJs), and draw them with uPlot. Each message on
 // /topic/stompbroker.stats is one interval: flow counters over interval_s seconds, gauges
 // at ts (docs/monitoring.md). /stats fills the figures at once, before the first one comes.
-"use strict";
+// The STOMP connection logs in with the pages' shared sign-in (signin.js); a broker that
+// refuses it (--auth without --allow-anonymous, or wrong credentials) opens the sign-in.
+import { apiHeaders, connectHeaders, isLoginRefused, mountSignIn, signIn } from "./signin.js";
 
 (function () {
   const STATS_TOPIC = "/topic/stompbroker.stats";
@@ -204,7 +206,7 @@
   }
 
   function loadNow() {
-    fetch("stats", { cache: "no-store" })
+    fetch("stats", { cache: "no-store", credentials: "omit", headers: apiHeaders() })
       .then((response) => response.json())
       .then((stats) => {
         ownNode = stats.node || null;
@@ -223,12 +225,34 @@
     heartbeatIncoming: 10000,
     heartbeatOutgoing: 10000,
   });
+  // Every (re)connect logs in with the credentials signed in with at that moment.
+  client.beforeConnect = () => {
+    client.connectHeaders = connectHeaders();
+  };
   client.onConnect = () => {
     setStatus("live", "live");
     client.subscribe(STATS_TOPIC, onStats);
   };
-  client.onWebSocketClose = () => setStatus("connecting", "reconnecting");
-  client.onStompError = (frame) => setStatus("error", "error: " + (frame.headers.message || "refused"));
+  client.onWebSocketClose = () => {
+    if ($("status").dataset.state !== "signed-out") setStatus("connecting", "reconnecting");
+  };
+  client.onStompError = async (frame) => {
+    const message = frame.headers.message || "refused";
+    if (!isLoginRefused(frame)) {
+      setStatus("error", "error: " + message);
+      return;
+    }
+    // Retrying the same credentials every few seconds would only fill the broker's log.
+    setStatus("signed-out", "sign in to follow the stats: " + message);
+    await client.deactivate();
+    if (await signIn(message)) reconnect();
+  };
+  function reconnect() {
+    setStatus("connecting", "connecting");
+    loadNow();
+    client.activate();
+  }
+  mountSignIn("dashboard", reconnect);
   window.addEventListener("resize", () => {
     for (const [id, chart] of Object.entries(charts)) {
       chart.plot.setSize({ width: width($(id)), height: 240 });

@@ -1,7 +1,10 @@
 // The demo page's behaviour: a thin UI over @stomp/stompjs (loaded as StompJs)
 // and resumable.js, which keeps the session across dropped connections.
 // All STOMP work is theirs; this file only wires forms to them and shows what happens.
+// The connection logs in with the pages' shared sign-in (signin.js); a refused
+// login opens the sign-in, and connects again once it is done.
 import { ResumableSession } from "./resumable.js";
+import { connectHeaders, isLoginRefused, mountSignIn, signIn } from "./signin.js";
 
 (function () {
   const $ = (id) => document.getElementById(id);
@@ -90,7 +93,7 @@ import { ResumableSession } from "./resumable.js";
   }
 
   function connect(event) {
-    event.preventDefault();
+    if (event) event.preventDefault();
     const url = $("url").value.trim();
     client = new StompJs.Client({
       brokerURL: url,
@@ -99,6 +102,10 @@ import { ResumableSession } from "./resumable.js";
       heartbeatOutgoing: 10000,
     });
     session = new ResumableSession(client, {
+      // Every (re)connect logs in with the credentials signed in with at that moment.
+      beforeConnect: (stomp) => {
+        stomp.connectHeaders = connectHeaders();
+      },
       onConnect: (frame, { resumed, gap }) => {
         const how = resumed ? (gap ? "resumed with a gap" : "resumed") : "connected";
         setState("connected", how + ": STOMP " + frame.headers.version + ", session " + frame.headers.session);
@@ -117,10 +124,13 @@ import { ResumableSession } from "./resumable.js";
     });
     // For the tests and the curious: window.stompDemo.client is the stompjs Client.
     window.stompDemo = { client: client, session: session };
-    client.onStompError = (frame) => {
+    client.onStompError = async (frame) => {
       setState("error", "ERROR: " + frame.headers.message);
       log("ERROR " + frame.headers.message + (frame.body ? ": " + frame.body : ""));
-      client.deactivate();
+      await client.deactivate();
+      if (isLoginRefused(frame) && (await signIn(frame.headers.message))) {
+        connect();
+      }
     };
     client.onWebSocketClose = (closeEvent) => {
       const state = $("status").dataset.state;
@@ -203,6 +213,7 @@ import { ResumableSession } from "./resumable.js";
   }
 
   $("url").value = defaultUrl();
+  mountSignIn("demo", () => undefined);
   $("connect-form").addEventListener("submit", connect);
   $("disconnect").addEventListener("click", disconnect);
   $("drop").addEventListener("click", drop);

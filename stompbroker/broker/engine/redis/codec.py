@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 
-from stompbroker.broker.priorities import parse_priority, stored_priority
+from stompbroker.broker.queueing.priorities import parse_priority, stored_priority
 from stompbroker.protocol.message import Message
 
 __all__ = ["Names", "decode", "encode", "pack_batch", "unpack_batch"]

@@ -3,7 +3,7 @@ Durable topic subscriptions shared by every node: a stream each, and a registry
 every node mirrors.
 
 - **The registry** is the hash ``PREFIX:durables``, a durable subscription's key
-  (:func:`~stompbroker.broker.persistence.durable_key`) -> its topic pattern.
+  (:func:`~stompbroker.broker.store.journal.durable_key`) -> its topic pattern.
   Every node keeps a copy (:class:`Durables`): read at start, kept up to date by
   the notices nodes publish on ``PREFIX:c`` when they add or remove one, and
   read again every half ``--node-timeout`` in case a notice was missed (the
@@ -34,8 +34,8 @@ from twisted.internet.defer import Deferred
 
 from stompbroker.broker.engine.durable_rules import reusable_durable, unknown_durable
 from stompbroker.broker.engine.redis.queues import StreamQueue
-from stompbroker.broker.persistence import durable_key, parse_durable_key
-from stompbroker.broker.subscriptions import SubscriptionTree
+from stompbroker.broker.routing.topic_tree import SubscriptionTree
+from stompbroker.broker.store.journal import durable_key, parse_durable_key
 from stompbroker.logs import logger
 
 __all__ = ["DurableStreamQueue", "Durables"]

@@ -46,9 +46,8 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.internet.task import LoopingCall
 
-from stompbroker.broker.delivery import DeliveryCounters, DeliveryPolicy
-from stompbroker.broker.destinations import QUEUE_PREFIX, REPLY_QUEUE_PREFIX
 from stompbroker.broker.engine.base import Node
+from stompbroker.broker.engine.figures import ClusterView
 from stompbroker.broker.engine.local import DEFAULT_POLICY, LocalEngine
 from stompbroker.broker.engine.redis.codec import (
     Names,
@@ -71,12 +70,13 @@ from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.resumes import RedisResumeDirectory
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
 from stompbroker.broker.engine.redis.url import EngineURL
-from stompbroker.broker.figures import ClusterView
-from stompbroker.broker.ids import Ids
+from stompbroker.broker.flow.traffic import Traffic
+from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
+from stompbroker.broker.routing.destinations import QUEUE_PREFIX, REPLY_QUEUE_PREFIX
+from stompbroker.broker.routing.ids import Ids
 from stompbroker.broker.streams.offsets import StreamLimits, StreamStart
 from stompbroker.broker.streams.reader import StreamReader
 from stompbroker.broker.streams.registry import Streams
-from stompbroker.broker.traffic import Traffic
 from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
 

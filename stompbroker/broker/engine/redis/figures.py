@@ -15,7 +15,7 @@ Every :data:`FIGURES_INTERVAL` seconds a node (:class:`FiguresExchange`):
   entry is deleted, so the stream holds only what is unread or held by a node).
 
 That is one small pipeline and a few scans a second per node, whatever the
-traffic; the statistics read the latest :class:`~stompbroker.broker.figures.ClusterView`
+traffic; the statistics read the latest :class:`~stompbroker.broker.engine.figures.ClusterView`
 without waiting.
 """
 
@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from stompbroker.broker.engine.figures import ClusterView, NodeFigures
 from stompbroker.broker.engine.redis.connection import CONNECTION_ERRORS, run
-from stompbroker.broker.figures import ClusterView, NodeFigures
 from stompbroker.logs import logger
 
 __all__ = ["FIGURES_INTERVAL", "FiguresExchange"]
@@ -49,7 +49,7 @@ class FiguresExchange:
     :param engine: the :class:`~stompbroker.broker.engine.redis.engine.RedisEngine`.
     :ivar source: returns this node's figures, encoded; ``None`` until the
         statistics give one.
-    :ivar view: the latest :class:`~stompbroker.broker.figures.ClusterView`.
+    :ivar view: the latest :class:`~stompbroker.broker.engine.figures.ClusterView`.
     """
 
     def __init__(self, engine: Any) -> None:

@@ -7,7 +7,7 @@ reads (``XREADGROUP ... >``) only as many entries as its local consumers have
 room for in their windows, less what it holds already, so a node never takes
 more than it can hand out: each message goes to one consumer cluster-wide, and
 prefetch windows mean what they mean on one node.  What it reads goes through
-the local :class:`~stompbroker.broker.queues.WorkerQueue` logic it inherits:
+the local :class:`~stompbroker.broker.queueing.queues.WorkerQueue` logic it inherits:
 round-robin, windows, ack modes, NACK and redelivery counts, dead letters,
 expiry.  Settling a message ends its entry (``XACK`` and ``XDEL``, in one
 pipeline with the writes around it).
@@ -29,11 +29,11 @@ from typing import Any
 from redis.exceptions import ResponseError
 from twisted.internet.defer import Deferred
 
-from stompbroker.broker.delivery import Consumer
 from stompbroker.broker.engine.redis.codec import decode, encode
 from stompbroker.broker.engine.redis.connection import BACKOFF_BASE, BACKOFF_CAP, CONNECTION_ERRORS
-from stompbroker.broker.queues import WorkerQueue
-from stompbroker.broker.selectors import Selector
+from stompbroker.broker.features.selectors import Selector
+from stompbroker.broker.queueing.delivery import Consumer
+from stompbroker.broker.queueing.queues import WorkerQueue
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import NotSupported
 from stompbroker.protocol.message import Message

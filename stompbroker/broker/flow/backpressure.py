@@ -1,0 +1,338 @@
+"""
+Back-pressure: when the broker stops reading from a publisher, and when it reads again.
+
+Two things pause a publisher (the mechanisms are in :mod:`stompbroker.broker.flow.throttle`):
+
+- memory in use over the high mark (:class:`~stompbroker.broker.flow.throttle.MemoryWatch`,
+  sampled on a timer): every connection that publishes is paused after its SEND,
+  until memory falls under the low mark.  Memory in use is the allocator's
+  figure plus what the *holders* (:meth:`BackPressure.count_held`: the resume
+  buffers of resumable sessions) say they hold, and the holders shed first:
+  publishers are paused only when memory is over the mark once they have
+  dropped what they can;
+- a slow subscriber under the ``block`` policy that the publisher's message
+  reached: the subscriber's session calls :meth:`BackPressure.block_sender`
+  from inside the fan-out, and the publisher is paused until that subscriber's
+  connection catches up (:meth:`BackPressure.resume`) or closes.
+
+Theory of operation
+-------------------
+Both are known by the time a SEND (or a COMMIT) has been routed, and neither
+while nothing is wrong: :attr:`BackPressure.pending` is ``None`` nearly always,
+so that the router's one test after each SEND is an attribute read.  Otherwise it
+is a :class:`Pressure`, the value that says why the sender of the message just
+routed must stop being read: the router hands it over with the sender's
+connection (:meth:`BackPressure.pause_sender`), which clears what that message
+caused and keeps the memory mark's part while memory stays high.
+
+The sender's session learns that it must pause through
+:meth:`stompbroker.interfaces.IConnection.pause_reading`, which the
+:class:`~stompbroker.broker.flow.throttle.Throttle` calls once per connection, whatever
+the number of reasons, and :meth:`~stompbroker.interfaces.IConnection.resume_reading`
+once no reason is left; the transport turns those into ``pauseProducing`` and
+``resumeProducing``.  Subscribers are never paused for memory: their ACKs and
+their reading are what frees it.
+
+Slow subscribers under the ``drop-oldest`` and ``disconnect`` policies pause
+nobody: their drops are counted here (:meth:`BackPressure.count_dropped`) and
+logged once per episode.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Container
+from typing import Any
+
+from attrs import frozen
+
+from stompbroker.broker.flow.limits import Limits
+from stompbroker.broker.flow.throttle import (
+    MEMORY,
+    MemoryWatch,
+    Throttle,
+    allocated_bound,
+    memory_gauge,
+)
+from stompbroker.broker.queueing.delivery import DeliveryCounters
+from stompbroker.logs import logger
+
+log = logger("stompbroker.broker")
+
+
+@frozen
+class Pressure:
+    """
+    Why the sender of the message just routed must stop being read.
+
+    :ivar memory: memory in use is over the high mark.
+    :ivar blocked_by: the connections of slow subscribers under the ``block``
+        policy that the message reached; the sender waits for each of them.
+    """
+
+    memory: bool = False
+    blocked_by: tuple[Any, ...] = ()
+
+
+@frozen
+class MemoryAlarm:
+    """
+    The memory watermark as an operator sees it (the console, ``/api/overview``, ``/metrics``).
+
+    :ivar enabled: whether the watermark runs (``--memory-high`` not 0, and
+        memory measurable here).
+    :ivar alarm: memory went over the high mark and has not fallen under the low
+        mark since: publishers are paused after each SEND.
+    :ivar in_use: memory in use at the latest sample, in bytes (0 when off).
+    :ivar high: the high mark, in bytes (0: off).
+    :ivar low: the low mark, in bytes.
+    :ivar since: when the alarm went off, in clock seconds; ``None`` without an alarm.
+    :ivar paused_publishers: connections not read from now, for memory or for a
+        slow subscriber under the ``block`` policy.
+    """
+
+    enabled: bool
+    alarm: bool
+    in_use: int
+    high: int
+    low: int
+    since: float | None
+    paused_publishers: int
+
+
+#: The pressure while memory is over the high mark and no subscriber blocks.
+MEMORY_PRESSURE = Pressure(memory=True)
+#: Seconds between log lines about resume buffers shed for memory.
+SHED_LOG_INTERVAL = 10.0
+
+
+class BackPressure:
+    """
+    The publishers the broker does not read from, and why.
+
+    :param clock: ``callLater`` for the memory samples; the reactor or a ``task.Clock``.
+    :param limits: the broker's :class:`~stompbroker.broker.flow.limits.Limits`: the memory marks.
+    :param counters: the broker-wide counters, for drops and slow disconnects.
+    :param connections: the connections open now; a sender or a blocking
+        subscriber that is not among them is closing already, and holds nobody.
+
+    :ivar pending: ``None``, or what the message being routed calls for (see
+        the module notes).
+    :ivar throttle: the paused publishers and their reasons.
+    :ivar memory_gauge: measures the memory in use for the watermark; ``None``
+        where it cannot be measured.  Tests replace it before the broker starts.
+    :ivar memory_gauge_kind: what the gauge measures, for the log.
+    """
+
+    def __init__(
+        self,
+        clock: Any,
+        limits: Limits,
+        counters: DeliveryCounters,
+        connections: Container[Any],
+    ) -> None:
+        self.pending: Pressure | None = None
+        self.throttle = Throttle()
+        self.memory_gauge: Callable[[], int] | None
+        self.memory_gauge, self.memory_gauge_kind = memory_gauge()
+        #: The gauge the bound below is known to be above: a gauge a test puts
+        #: in its place is read on every sample.
+        self._bounded_gauge = (
+            self.memory_gauge
+            if self.memory_gauge_kind == "allocated" and os.path.exists("/proc/self/status")
+            else None
+        )
+        self._clock = clock
+        self._limits = limits
+        self._counters = counters
+        self._connections = connections
+        self._watch: MemoryWatch | None = None
+        #: What keeps memory the broker can do without (see :meth:`count_held`).
+        self._holders: list[Any] = []
+        #: Bytes shed since the last log line, and when that was: one line per episode.
+        self._shed_bytes = 0
+        self._shed_logged = float("-inf")
+        #: Slow subscribers dropping messages now, so that each episode is logged once.
+        self._dropping: set[Any] = set()
+        #: When memory went over the high mark, while it is.
+        self._alarm_since: float | None = None
+
+    # -- the memory watermark ------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the memory watermark, unless it is off or memory cannot be measured here."""
+        high = self._limits.memory_high
+        if not high or self._watch is not None:
+            return
+        if self.memory_gauge is None:
+            log.warn("memory watermark off: memory in use cannot be measured on this system")
+            return
+        gauge = self.memory_gauge
+        holders = self._holders
+
+        def in_use() -> int:
+            return gauge() + sum(int(holder.held_bytes()) for holder in holders)
+
+        def in_use_at_most() -> int:
+            return allocated_bound() + sum(int(holder.held_bytes()) for holder in holders)
+
+        bounded = gauge is self._bounded_gauge
+        self._watch = MemoryWatch(
+            self._clock,
+            in_use if holders else gauge,
+            high,
+            self._limits.memory_low_mark,
+            self._memory_high,
+            self._memory_low,
+            shed=self._shed if holders else None,
+            bound=(in_use_at_most if holders else allocated_bound) if bounded else None,
+        )
+        self._watch.start()
+
+    def count_held(self, holder: Any) -> None:
+        """
+        Count what ``holder`` keeps in the memory in use, and let it drop some
+        of that before publishers are paused.  Call before the broker starts.
+
+        :param holder: has ``held_bytes() -> int``, the bytes it holds now
+            (counted in full on top of the allocator's figure, which sees small
+            objects at an estimate: the figure errs high, never low), and
+            ``shed() -> int``, which drops some of them and returns how many:
+            the :class:`~stompbroker.protocol.resumption.ResumeBook`.
+        """
+        self._holders.append(holder)
+
+    def _shed(self) -> int:
+        freed = sum(int(holder.shed()) for holder in self._holders)
+        if freed:
+            self._shed_bytes += freed
+            now = self._clock.seconds()
+            if now >= self._shed_logged + SHED_LOG_INTERVAL:
+                log.warn(
+                    "memory in use is over the high mark: dropped the oldest {freed} bytes"
+                    " of resume buffers",
+                    freed=self._shed_bytes,
+                )
+                self._shed_logged = now
+                self._shed_bytes = 0
+        return freed
+
+    def stop(self) -> None:
+        """Stop sampling memory."""
+        if self._watch is not None:
+            self._watch.stop()
+            self._watch = None
+
+    def memory_alarm(self) -> MemoryAlarm:
+        """:returns: the watermark's state now, for operators."""
+        watch = self._watch
+        return MemoryAlarm(
+            enabled=watch is not None,
+            alarm=watch is not None and watch.over,
+            in_use=watch.last if watch is not None else 0,
+            high=self._limits.memory_high,
+            low=self._limits.memory_low_mark,
+            since=self._alarm_since if watch is not None and watch.over else None,
+            paused_publishers=len(self.throttle),
+        )
+
+    def _memory_high(self, used: int) -> None:
+        self._alarm_since = self._clock.seconds()
+        log.warn(
+            "memory in use {used} bytes is over the high mark {high}: pausing publishers",
+            used=used,
+            high=self._limits.memory_high,
+        )
+        pending = self.pending
+        self.pending = Pressure(True, pending.blocked_by) if pending else MEMORY_PRESSURE
+
+    def _memory_low(self, used: int) -> None:
+        log.info(
+            "memory in use {used} bytes is under the low mark {low}: resuming {count} publishers",
+            used=used,
+            low=self._limits.memory_low_mark,
+            count=len(self.throttle),
+        )
+        pending = self.pending
+        self.pending = (
+            Pressure(False, pending.blocked_by) if pending and pending.blocked_by else None
+        )
+        self.throttle.release(MEMORY)
+
+    # -- publishers ------------------------------------------------------------------
+
+    def block_sender(self, subscriber: Any) -> None:
+        """
+        Pause the publisher of the message being routed until ``subscriber`` catches up.
+
+        Called by a slow subscriber's connection under the ``block`` policy for
+        each message it takes over its buffer limit.
+
+        :param subscriber: the slow subscriber's connection.
+        """
+        pending = self.pending
+        if pending is None:
+            self.pending = Pressure(False, (subscriber,))
+        else:
+            self.pending = Pressure(pending.memory, pending.blocked_by + (subscriber,))
+
+    def pause_sender(self, connection: Any) -> None:
+        """
+        Apply :attr:`pending` to the connection whose SEND (or COMMIT) was just
+        routed, and clear what that message caused.
+
+        :param connection: the sender; ``None`` for Python code publishing.
+        """
+        pressure = self.pending
+        if pressure is None:
+            return
+        # What the message caused is settled now; the memory mark's part stays.
+        self.pending = MEMORY_PRESSURE if pressure.memory else None
+        if connection is None or connection not in self._connections:
+            # Python code published it, or the sender is closing already.
+            return
+        for subscriber in pressure.blocked_by:
+            if subscriber in self._connections:
+                self.throttle.hold(connection, subscriber)
+        if pressure.memory:
+            self.throttle.hold(connection, MEMORY)
+
+    # -- slow subscribers ---------------------------------------------------------------
+
+    def resume(self, connection: Any) -> None:
+        """
+        A connection has caught up: the publishers it blocked go on, and its drop
+        episode, if any, ends.
+        """
+        if connection in self._dropping:
+            self._dropping.discard(connection)
+            log.info("slow consumer {peer} caught up", peer=connection.peer)
+        self.throttle.release(connection)
+
+    def count_dropped(self, connection: Any, count: int, disconnected: bool = False) -> None:
+        """
+        Count topic messages a slow subscriber will never get.
+
+        :param connection: the slow subscriber's connection.
+        :param count: how many were dropped.
+        :param disconnected: whether the connection is being closed for being slow.
+        """
+        self._counters.dropped += count
+        if disconnected:
+            self._counters.slow_disconnects += 1
+            # What still comes for it until it is closed is counted, not logged.
+            self._dropping.add(connection)
+            log.warn(
+                "disconnecting slow consumer {peer}: its buffer is full;"
+                " {count} messages dropped with it",
+                peer=connection.peer,
+                count=count,
+            )
+        elif connection not in self._dropping:
+            self._dropping.add(connection)
+            log.warn("slow consumer {peer}: dropping its oldest messages", peer=connection.peer)
+
+    def forget(self, connection: Any) -> None:
+        """A connection has gone: it is paused no more, and holds no publisher."""
+        self.throttle.forget(connection)
+        self._dropping.discard(connection)

@@ -1,0 +1,56 @@
+"""
+The broker-wide limits: connections, transactions, memory, and the time a stop may take.
+
+Each is a twistd option (see :mod:`stompbroker.app.tap`); the defaults protect
+a small machine.
+"""
+
+from __future__ import annotations
+
+from attrs import field, frozen
+
+from stompbroker.broker.flow.throttle import physical_memory
+
+#: The default high memory mark, as a share of the machine's memory.
+MEMORY_HIGH_SHARE = 0.4
+#: The default low memory mark, as a share of the high one.
+MEMORY_LOW_SHARE = 0.8
+
+
+def _default_memory_high() -> int:
+    return int(physical_memory() * MEMORY_HIGH_SHARE)
+
+
+@frozen
+class Limits:
+    """
+    Broker-wide limits, with defaults that protect a small machine; each is a twistd option.
+
+    :ivar max_connections: most connections open at once; 0 means no limit.
+    :ivar max_connections_per_address: most connections open at once from one
+        client address (the host, without the port); 0 means no limit.
+    :ivar max_transactions: most transactions one connection may have open; 0
+        means no limit.
+    :ivar max_transaction_frames: most SEND, ACK and NACK frames one transaction
+        may hold; 0 means no limit.
+    :ivar memory_high: bytes of memory in use (see :mod:`stompbroker.broker.flow.throttle`)
+        above which the broker stops reading from connections that publish; 0
+        turns the watermark off.  Defaults to 40% of the machine's memory.
+    :ivar memory_low: bytes below which it reads from them again; 0 means 80% of
+        ``memory_high``.
+    :ivar shutdown_timeout: most seconds a graceful stop waits for clients to
+        take their last frames before it drops them.
+    """
+
+    max_connections: int = 10000
+    max_connections_per_address: int = 0
+    max_transactions: int = 100
+    max_transaction_frames: int = 10000
+    memory_high: int = field(factory=_default_memory_high)
+    memory_low: int = 0
+    shutdown_timeout: float = 10.0
+
+    @property
+    def memory_low_mark(self) -> int:
+        """:returns: the low memory mark in bytes, the default applied."""
+        return self.memory_low or int(self.memory_high * MEMORY_LOW_SHARE)

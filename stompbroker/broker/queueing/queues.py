@@ -1,0 +1,471 @@
+"""
+Worker queues: messages wait in order, and each goes to one consumer.
+
+Pure logic with an injected clock (``seconds`` and ``callLater``): no I/O, no
+reactor import, tested with ``twisted.internet.task.Clock``.
+
+Theory of operation
+-------------------
+A :class:`WorkerQueue` holds its pending messages in a deque and its
+:class:`~stompbroker.broker.queueing.delivery.Consumer` objects in a list.  Whenever
+something can change who gets what (a message arrives, a consumer arrives or
+acknowledges, messages come back), :meth:`WorkerQueue.dispatch` hands pending
+messages out, head first, round-robin among the consumers whose window has room:
+the consumer after the one last served is asked first.  So each consumer sees its
+messages in queue order, and a consumer with a full window is skipped until it
+acknowledges.
+
+Messages that come back (NACK, UNSUBSCRIBE, a lost connection) go to the head of
+the queue in the order they were delivered, each as a copy whose
+``redeliveries`` is one higher; a message that has been redelivered as often as
+the returning consumer allows goes to the dead-letter queue instead.
+
+Expiry is checked when a message reaches the head of the queue, so an expired
+message is never delivered.  Messages that expire while nobody consumes are
+found by a sweep (:mod:`stompbroker.broker.queueing.expiry_sweep`, a mixin of the queue).
+
+Every change of a message's state is one method (:meth:`~WorkerQueue.enqueue`,
+:meth:`~WorkerQueue.dispatch`, :meth:`~WorkerQueue.acknowledge`,
+:meth:`~WorkerQueue.requeue`, :meth:`~WorkerQueue.dead_letter`,
+:meth:`~WorkerQueue.expire`), which is where a message store hooks in.
+
+What a queue does not decide: where dead letters go.  It hands them, with a
+reason and its store key, to the ``dead_letter`` callable it was made with.
+
+Persistent messages
+-------------------
+A queue whose messages the store keeps (a ``/queue/`` destination, a durable
+topic subscription) has a ``journal`` and a ``store_key``.  The broker files a
+persistent message before it enqueues it; from then on the queue tells the
+journal what becomes of it: handed to a consumer (``mark_delivered``, or
+``remove`` for ``auto``, which counts as acknowledged on delivery), acknowledged
+or expired (``remove``), dead-lettered (``move``, which the ``dead_letter``
+callable does).  A message going back to the queue needs no write: its delivery
+mark already says that its next delivery is a redelivery.  Non-persistent
+messages, and queues without a journal, skip all of this with one test.
+
+The consumer writes a persistent message to its client only once the store has
+recorded the delivery (see :meth:`Consumer.deliver`), so that no client sees a
+message that a crash would bring back unmarked.  The methods that settle
+messages (:meth:`~WorkerQueue.acknowledge`, :meth:`~WorkerQueue.requeue`,
+:meth:`~WorkerQueue.reject`) return the store writes they caused, for the
+client's RECEIPT to wait on.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterator
+from itertools import islice
+from typing import Any
+
+from attrs import evolve
+from zope.interface import implementer
+
+from stompbroker.broker.engine.base import IQueue
+from stompbroker.broker.features.selectors import Selector
+from stompbroker.broker.flow.traffic import Traffic
+from stompbroker.broker.queueing.delivery import Consumer, DeliveryCounters, DeliveryPolicy
+from stompbroker.broker.queueing.dispatch import FeatureDispatch, consumer_added, grouped
+from stompbroker.broker.queueing.expiry_sweep import ExpirySweep
+from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY, PendingMessages
+from stompbroker.protocol.frames import Headers
+from stompbroker.protocol.message import Message
+
+#: Why a message was dead-lettered, as sent in the ``dead-letter-reason`` header.
+REJECTED = "rejected"
+DELIVERY_LIMIT = "delivery-limit"
+EXPIRED = "expired"
+
+#: ``(message, reason, store_key)``: ``store_key`` is the key of the queue the
+#: message leaves when the store keeps it there, and ``None`` otherwise.  It
+#: returns the store write it made (a Deferred), or ``None``.
+DeadLetter = Callable[[Message, str, str | None], Any]
+
+
+@implementer(IQueue)
+class WorkerQueue(ExpirySweep):
+    """
+    One queue: ``/queue/NAME``, a temporary queue, or a topic subscription's own.
+
+    :param destination: the queue's destination, or for a topic subscription's
+        queue the subscription's pattern.
+    :param clock: ``seconds()`` and ``callLater()``; a reactor or a ``task.Clock``.
+    :param policy: the broker's :class:`DeliveryPolicy`.
+    :param counters: the broker-wide :class:`DeliveryCounters` to count in.
+    :param dead_letter: called with ``(message, reason, store_key)`` for each
+        message that must leave the queue for a dead-letter queue; it counts what
+        it does.
+    :param sweep_interval: least time in seconds between two sweeps for expired
+        messages.
+    :param journal: the :class:`~stompbroker.broker.store.journal.Journal` that keeps
+        this queue's persistent messages, or ``None`` if the store keeps none of them.
+    :param store_key: this queue's key in the store; required with ``journal``.
+    :param traffic: the broker's :class:`~stompbroker.broker.flow.traffic.Traffic`
+        counters, which hold the queue while it lives and count, per destination,
+        what it does with messages; a queue of its own counts in counters of its own.
+    """
+
+    __slots__ = (
+        "destination",
+        "pending",
+        "consumers",
+        "_clock",
+        "_policy",
+        "_counters",
+        "_dead_letter",
+        "_next",
+        "_dispatching",
+        "_stalled",
+        "journal",
+        "store_key",
+        "_traffic",
+        "_features",
+    )
+
+    def __init__(
+        self,
+        destination: str,
+        clock: Any,
+        policy: DeliveryPolicy,
+        counters: DeliveryCounters,
+        dead_letter: DeadLetter,
+        sweep_interval: float = 1.0,
+        journal: Any = None,
+        store_key: str | None = None,
+        traffic: Traffic | None = None,
+    ) -> None:
+        if journal is not None and store_key is None:
+            raise ValueError("a queue with a journal needs a store_key")
+        self.destination = destination
+        self.journal = journal
+        self.store_key = store_key if journal is not None else None
+        #: A deque until a message of other than the default priority comes.
+        self.pending: Any = deque()
+        self.consumers: list[Consumer] = []
+        self._clock = clock
+        self._policy = policy
+        self._counters = counters
+        self._dead_letter = dead_letter
+        self._sweep_interval = sweep_interval
+        #: Index in ``consumers`` of the one to ask first for the next message.
+        self._next = 0
+        self._dispatching = False
+        #: Whether the last dispatch stopped because no consumer had room: a new
+        #: message then cannot be handed out either, and is only appended.
+        #: Whatever makes room (an ACK, NACK, a resumed or new consumer) dispatches.
+        self._stalled = False
+        self._sweep: Any = None
+        self._sweep_at = 0.0
+        self._last_sweep = float("-inf")
+        self._traffic = traffic if traffic is not None else Traffic()
+        self._traffic.queues.add(self)
+        #: The :class:`~stompbroker.broker.queueing.dispatch.FeatureDispatch` while one is needed.
+        self._features: FeatureDispatch | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"<WorkerQueue {self.destination!r}: {len(self.pending)} pending,"
+            f" {len(self.consumers)} consumers>"
+        )
+
+    def is_idle(self) -> bool:
+        """:returns: whether the queue holds nothing and nobody consumes from it."""
+        return not self.pending and not self.consumers
+
+    # -- management -----------------------------------------------------------
+
+    def browse(self, count: int) -> list[Message]:
+        """:returns: the first ``count`` pending messages, left in place."""
+        return list(islice(self.pending, count))
+
+    def purge(self) -> int:
+        """
+        Discard every pending message, counted discarded; persistent ones leave the store.
+
+        :returns: how many were discarded.
+        """
+        purged = list(self.pending)
+        self.pending.clear()
+        self._counters.discarded += len(purged)
+        self._traffic.count(purged, "messages_dropped")
+        if self.journal is not None:
+            for message in purged:
+                if message.persistent:
+                    self.journal.remove(self.store_key, message.message_id)
+        return len(purged)
+
+    # -- consumers ------------------------------------------------------------
+
+    def add_consumer(
+        self,
+        subscriber: Any,
+        window: int,
+        max_redeliveries: int,
+        *,
+        selector: Selector | None = None,
+        options: Any = None,
+    ) -> Consumer:
+        """
+        Start handing messages to a subscriber.
+
+        :param subscriber: an :class:`~stompbroker.interfaces.ISubscriber`.
+        :param window: most messages it may hold unacknowledged.
+        :param max_redeliveries: its limit on redeliveries; ``-1`` for none.
+        :param selector: hand it only the messages this selects.
+        :param options: its :class:`~stompbroker.broker.queueing.consumer_choice.ConsumerOptions`
+            (priority, exclusive), or ``None`` for none.
+        :returns: its :class:`Consumer`, for acknowledgements.
+        """
+        consumer = Consumer(subscriber, self, window, max_redeliveries)
+        consumer.selector, consumer.options = selector, options
+        self.consumers.append(consumer)
+        self._features = consumer_added(self, consumer)
+        self.dispatch()
+        return consumer
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        """
+        Stop handing messages to a consumer; what it holds goes back to the queue.
+
+        :param consumer: one of this queue's consumers, or one it dropped when closed.
+        """
+        if consumer not in self.consumers:
+            return
+        index = self.consumers.index(consumer)
+        del self.consumers[index]
+        if index < self._next:
+            self._next -= 1
+        if self._next >= len(self.consumers):
+            self._next = 0
+        if self._features is not None:
+            self._features = self._features.removed(consumer)
+        self.requeue(consumer, consumer.take_all())
+
+    # -- the state changes of a message ------------------------------------------
+
+    def enqueue(self, message: Message) -> None:
+        """
+        Add a message at the tail, and deliver it if a consumer has room.
+
+        :param message: a routed message.
+        """
+        self._counters.enqueued += 1
+        if message.priority != DEFAULT_PRIORITY and type(self.pending) is deque:
+            # The first message of another priority: ten levels from now on.
+            self.pending = PendingMessages(items=self.pending)
+        if message.group is not None:
+            self._features = grouped(self)
+        self.pending.append(message)
+        if self.consumers and not self._stalled:
+            self.dispatch()
+        if message.expires and self.pending:
+            self._watch_expiry(message.expires)
+
+    #: Topic fan-out reaches a subscription's queue as it reaches any subscriber.
+    deliver = enqueue
+
+    def count_deliveries(self, count: int, tails: dict[str, int]) -> None:
+        """Nothing to count: a queue counts its deliveries as it hands messages out."""
+
+    def publish(self, message: Message) -> None:
+        """
+        Enqueue a message sent to this queue (not one that comes to it from a topic,
+        a dead letter or the store), counting it in.
+
+        :param message: a routed message.
+        """
+        # The queue's own destination string, for the message to hold while it
+        # waits: one object per queue, not one per waiting message.
+        message.destination = self.destination
+        self._traffic.published(message)
+        self.enqueue(message)
+
+    def deliver_copies(self, body: bytes, headers: Headers, message_ids: Iterator[str]) -> int:
+        """
+        Give every consumer with room a copy of its own of a message, ahead of
+        what is pending: a status for each subscriber, as stompserver sent its
+        ``/queue/monitor`` messages, rather than one message for one of them.
+
+        Each copy counts as a message in and delivered here, as if it had been
+        sent to the queue (docs/monitoring.md, ``/queue/monitor``); one delivered
+        with client acknowledgement is held until acknowledged, as any message.
+        The copies are not persistent and do not count in the queue's enqueued
+        and delivered totals, which are what clients sent.
+
+        :param body: the payload of every copy.
+        :param headers: their headers.
+        :param message_ids: gives each copy's ``message-id``.
+        :returns: how many copies were handed out.
+        """
+        traffic = self._traffic
+        handed = 0
+        for consumer in list(self.consumers):
+            if consumer.has_room():
+                message = Message(self.destination, next(message_ids), headers, body)
+                traffic.published(message)
+                traffic.delivered(message, consumer.auto)
+                consumer.deliver(message)
+                handed += 1
+        return handed
+
+    def dispatch(self) -> None:
+        """
+        Hand pending messages, head first, to consumers with room, round-robin.
+
+        Expired messages met at the head are expired, never delivered.  A call
+        made while a dispatch is running (a consumer acknowledging from inside a
+        delivery) returns at once: the running loop sees the change.
+        """
+        if self._features is not None:
+            self._features.dispatch()
+            return
+        if self._dispatching:
+            return
+        self._dispatching = True
+        self._stalled = False
+        try:
+            pending = self.pending
+            consumers = self.consumers
+            while pending and consumers:
+                count = len(consumers)
+                index = self._next
+                if index >= count:
+                    index = 0
+                for _ in range(count):
+                    consumer = consumers[index]
+                    # Consumer.has_room, inlined: this loop runs per delivery.
+                    if not consumer.paused and (
+                        consumer.auto or len(consumer.unacked) < consumer.window
+                    ):
+                        break
+                    index += 1
+                    if index == count:
+                        index = 0
+                else:
+                    self._stalled = True
+                    return
+                message = pending.popleft()
+                if message.expires and message.expires <= self._clock.seconds():
+                    self.expire(message)
+                    continue
+                self._next = index + 1 if index + 1 < count else 0
+                self._counters.delivered += 1
+                self._traffic.delivered(message, consumer.auto)
+                if message.persistent and self.journal is not None:
+                    if consumer.auto:
+                        recorded = self.journal.remove(self.store_key, message.message_id)
+                    else:
+                        recorded = self.journal.delivered(self.store_key, message.message_id)
+                    consumer.deliver(message, recorded)
+                else:
+                    consumer.deliver(message)
+        finally:
+            self._dispatching = False
+
+    def acknowledge(self, consumer: Consumer, messages: list[Message]) -> list[Any]:
+        """
+        Forget messages a consumer has acknowledged, and give it more.
+
+        :param consumer: the consumer that held them.
+        :param messages: what its ACK settled (see :meth:`Consumer.settle`).
+        :returns: the store's removals of the persistent ones (Deferreds).
+        """
+        self._counters.acknowledged += len(messages)
+        self._traffic.acked(messages)
+        written = []
+        journal = self.journal
+        if journal is not None:
+            for message in messages:
+                if message.persistent:
+                    written.append(journal.remove(self.store_key, message.message_id, lazy=True))
+        self.dispatch()
+        return written
+
+    def requeue(self, consumer: Consumer, messages: list[Message]) -> list[Any]:
+        """
+        Return messages to the head of the queue, in the order given, for redelivery.
+
+        Each comes back as a copy with ``redeliveries`` one higher, except one that
+        has been redelivered as often as ``consumer`` allows: that one is
+        dead-lettered.
+
+        :param consumer: the consumer that held them; its limit applies.
+        :param messages: in delivery order.
+        :returns: the store writes that dead-lettering made (Deferreds).
+        """
+        limit = consumer.max_redeliveries
+        returning = []
+        written = []
+        for message in messages:
+            if 0 <= limit <= message.redeliveries:
+                moved = self.dead_letter(message, DELIVERY_LIMIT)
+                if moved is not None:
+                    written.append(moved)
+            else:
+                returning.append(evolve(message, redeliveries=message.redeliveries + 1))
+        if returning:
+            self._counters.redelivered += len(returning)
+            self.pending.extendleft(reversed(returning))
+        # Even when every message was dead-lettered, the consumer has room again.
+        self.dispatch()
+        return written
+
+    def reject(self, messages: list[Message]) -> list[Any]:
+        """
+        Dead-letter messages a consumer refused for good (NACK ``requeue:false``).
+
+        :param messages: what the NACK settled.
+        :returns: the store writes that dead-lettering made (Deferreds).
+        """
+        written = []
+        for message in messages:
+            moved = self.dead_letter(message, REJECTED)
+            if moved is not None:
+                written.append(moved)
+        self.dispatch()
+        return written
+
+    def dead_letter(self, message: Message, reason: str) -> Any:
+        """
+        Take a message out of circulation for good, through the ``dead_letter`` callable.
+
+        :param message: the message.
+        :param reason: :data:`REJECTED`, :data:`DELIVERY_LIMIT` or :data:`EXPIRED`.
+        :returns: what the callable returns: the store write, or ``None``.
+        """
+        return self._dead_letter(message, reason, self.store_key)
+
+    def expire(self, message: Message) -> None:
+        """
+        Count an expired message, and drop or dead-letter it as the policy says.
+
+        :param message: a message taken from the queue whose expiry has passed.
+        """
+        self._counters.expired += 1
+        self._traffic.count((message,), "messages_expired")
+        if self._policy.expired == "dead-letter":
+            self.dead_letter(message, EXPIRED)
+        elif message.persistent and self.journal is not None:
+            self.journal.remove(self.store_key, message.message_id)
+
+    def close(self) -> None:
+        """
+        Delete the queue: discard what it holds, drop its consumers, stop its sweep.
+
+        Used for queues that end with their owner: a topic subscription's own queue,
+        a temporary queue, a durable subscription that is removed (whose backlog
+        the broker drops from the store with the subscription), an idle queue
+        (which holds nothing).
+        """
+        held = sum(len(consumer.unacked) for consumer in self.consumers)
+        self._counters.discarded += len(self.pending) + held
+        self._traffic.count(self.pending, "messages_dropped")
+        for consumer in self.consumers:
+            self._traffic.count(consumer.unacked.values(), "messages_dropped")
+        self._traffic.queues.discard(self)
+        for consumer in self.consumers:
+            consumer.take_all()
+        self.consumers.clear()
+        self.pending.clear()
+        self._cancel_sweep()

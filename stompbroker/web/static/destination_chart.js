@@ -1,0 +1,94 @@
+// A destination's rates and depth over time, for the console's destination
+// panel: every refresh of the console's destination list is one point per
+// destination (its in/s and out/s over the broker's latest live interval, and
+// its depth then), kept for the last MAX_POINTS refreshes; the open
+// destination's are drawn with the vendored uPlot (loaded first as uPlot).
+"use strict";
+
+const MAX_POINTS = 300; // ten minutes at the console's refresh of two seconds
+const HEIGHT = 220;
+
+export class DestinationHistory {
+  constructor() {
+    this.times = [];
+    this.series = new Map(); // destination -> {in: [], out: [], depth: []}
+    this.chart = null; // {name, plot}
+  }
+
+  /** One point per destination: those absent now get null (a gap in the chart). */
+  record(seconds, rows) {
+    this.times.push(seconds);
+    const seen = new Set();
+    for (const row of rows) {
+      let entry = this.series.get(row.destination);
+      if (!entry) {
+        const empty = () => this.times.slice(0, -1).map(() => null);
+        entry = { in: empty(), out: empty(), depth: empty() };
+        this.series.set(row.destination, entry);
+      }
+      entry.in.push(row.messages_in_per_second || 0);
+      entry.out.push(row.messages_delivered_per_second || 0);
+      entry.depth.push(row.depth);
+      seen.add(row.destination);
+    }
+    for (const [name, entry] of this.series) {
+      if (!seen.has(name)) {
+        entry.in.push(null);
+        entry.out.push(null);
+        entry.depth.push(null);
+      }
+    }
+    if (this.times.length > MAX_POINTS) {
+      this.times.shift();
+      for (const entry of this.series.values()) {
+        entry.in.shift();
+        entry.out.shift();
+        entry.depth.shift();
+      }
+    }
+  }
+
+  /** Draw ``name``'s chart in ``element``, making it anew when the destination changes. */
+  draw(name, element) {
+    const entry = this.series.get(name);
+    const data = entry
+      ? [this.times.slice(), entry.in.slice(), entry.out.slice(), entry.depth.slice()]
+      : [[], [], [], []];
+    element.dataset.points = String(entry ? entry.depth.filter((value) => value !== null).length : 0);
+    if (this.chart && this.chart.name === name && element.contains(this.chart.plot.root)) {
+      this.chart.plot.setData(data);
+      return;
+    }
+    if (this.chart) this.chart.plot.destroy();
+    element.replaceChildren();
+    const value = (plot, number) => (number == null ? "–" : number.toFixed(1));
+    const options = {
+      width: Math.max(element.clientWidth, 300),
+      height: HEIGHT,
+      series: [
+        {},
+        { label: "in/s", stroke: "#1f6feb", width: 2, scale: "rate", value },
+        { label: "out/s", stroke: "#1a7f37", width: 2, scale: "rate", value },
+        { label: "depth", stroke: "#d1242f", width: 2, scale: "depth", value },
+      ],
+      scales: {
+        rate: { range: (plot, min, max) => [0, Math.max(1, max * 1.1)] },
+        depth: { range: (plot, min, max) => [0, Math.max(1, max * 1.1)] },
+      },
+      axes: [
+        {},
+        { scale: "rate", label: "msg/s", size: 60 },
+        { scale: "depth", label: "messages waiting", side: 1, size: 60, grid: { show: false } },
+      ],
+      legend: { live: true },
+    };
+    this.chart = { name, plot: new uPlot(options, data, element) };
+  }
+
+  /** Fit the chart to its element's width. */
+  resize(element) {
+    if (this.chart) {
+      this.chart.plot.setSize({ width: Math.max(element.clientWidth, 300), height: HEIGHT });
+    }
+  }
+}

@@ -1,0 +1,37 @@
+"""A node's figures as it shares them (stompbroker.broker.engine.figures): pure."""
+
+from __future__ import annotations
+
+import pytest
+
+from stompbroker.broker.engine.figures import ClusterView, DestinationFigures, NodeFigures
+
+
+def test_figures_survive_encoding() -> None:
+    """What a node encodes, another decodes to the same figures."""
+    figures = NodeFigures(
+        "n1", 1.5, 2.0, 3, 4, 1, 1000, {"/queue/q": DestinationFigures((1, 2), 3, 4, 5)}
+    )
+    assert NodeFigures.decode(figures.encode()) == figures
+
+
+@pytest.mark.parametrize("payload", [b"not json", b"[]", b'["n", 1, 2, 3, 4, 5, 6, 7]', b"{}"])
+def test_anything_else_is_refused(payload: bytes) -> None:
+    """Bytes that are not a node's figures raise ValueError (the reader skips them)."""
+    with pytest.raises(ValueError):
+        NodeFigures.decode(payload)
+
+
+def test_the_view_adds_the_other_nodes() -> None:
+    """The view's depth, in-flight and consumers of a destination are the other nodes' sums."""
+    peers = tuple(
+        NodeFigures(name, 0.0, 0.0, 0, 0, 0, 0, {"/queue/q": DestinationFigures((0,), 1, 2, 3)})
+        for name in ("b", "c")
+    )
+    view = ClusterView(peers)
+    assert (view.depth("/queue/q"), view.in_flight("/queue/q"), view.consumers("/queue/q")) == (
+        2,
+        4,
+        6,
+    )
+    assert view.depth("/queue/other") == 0
