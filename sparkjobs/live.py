@@ -38,6 +38,8 @@ import argparse
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
 
 from pyspark.sql import DataFrame, SparkSession
@@ -109,11 +111,18 @@ def start_queries(
     """
     if broker is not None:
         # A Python data source registered in one session is unknown to a new one
-        # (and cannot be registered there again): set the state partitions on
-        # the caller's session while the queries start, then put it back.
-        previous = spark.conf.get("spark.sql.shuffle.partitions")
-        spark.conf.set("spark.sql.shuffle.partitions", str(state_partitions))
-        try:
+        # (and cannot be registered there again): set the query's settings on
+        # the caller's session while the queries start (each query keeps a copy),
+        # then put them back.
+        settings = {
+            "spark.sql.shuffle.partitions": str(state_partitions),
+            # The records are parsed out of the messages' bodies: the record
+            # checks' predicates, pushed down onto the parsed fields' aliases,
+            # make constraint propagation grow exponentially with the fields,
+            # an OutOfMemoryError when planning each micro-batch.
+            "spark.sql.constraintPropagation.enabled": "false",
+        }
+        with _session_settings(spark, settings):
             return _start(
                 live_tables(read_stats_stream_from_broker(spark, broker), watermark),
                 output_path,
@@ -121,8 +130,6 @@ def start_queries(
                 once,
                 trigger_seconds,
             )
-        finally:
-            spark.conf.set("spark.sql.shuffle.partitions", str(previous))
     # A session of its own, so the setting does not leak into the caller's.
     spark = spark.newSession()
     spark.conf.set("spark.sql.shuffle.partitions", str(state_partitions))
@@ -130,6 +137,22 @@ def start_queries(
     return _start(
         live_tables(stats, watermark), output_path, checkpoint_path, once, trigger_seconds
     )
+
+
+@contextmanager
+def _session_settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """Set ``settings`` on ``spark``'s conf within the block, then restore the previous values."""
+    previous = {name: spark.conf.get(name, None) for name in settings}
+    for name, value in settings.items():
+        spark.conf.set(name, value)
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                spark.conf.unset(name)
+            else:
+                spark.conf.set(name, value)
 
 
 def _start(
