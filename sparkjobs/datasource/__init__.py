@@ -46,6 +46,7 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
 from sparkjobs.datasource.client import StompClient
@@ -58,6 +59,7 @@ from sparkjobs.datasource.options import (
 )
 from sparkjobs.datasource.reading import (
     OffsetRange,
+    limited_end,
     plan_batch,
     read_range,
     resolve_start,
@@ -134,23 +136,41 @@ class StreamReader(DataSourceStreamReader):
     message's plus one as the broker showed it when the batch was planned, so
     a batch is a fixed offset range: Spark's checkpoint holds it, and a query
     restarted from the checkpoint reads the same range again and goes on from
-    its end, without loss or duplicate.
+    its end, without loss or duplicate.  With ``maxMessagesPerTrigger`` the
+    range ends earlier, after that many messages (Kafka's ``maxOffsetsPerTrigger``),
+    so that a query starting on a long stream reads it in bounded batches.
     """
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
 
-    def _tails(self, start: dict[str, int]) -> dict[str, int]:
-        client = StompClient.connect(self.options.connect)
+    def _ends(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        options = self.options
+        budget = None
+        if isinstance(limit, ReadMaxRows):
+            # Shared out evenly: a stream's share is not lent to another.
+            budget = max(1, limit.max_rows // len(options.destinations))
+        client = StompClient.connect(options.connect)
         try:
             ends = {}
-            for destination in self.options.destinations:
+            for destination in options.destinations:
                 begun = start.get(destination, 0)
-                newest = tail(client, destination, self.options.probe_timeout)
-                ends[destination] = begun if newest is None else max(begun, newest)
+                newest = tail(client, destination, options.probe_timeout)
+                end = begun if newest is None else max(begun, newest)
+                if budget is not None:
+                    end = limited_end(
+                        client, destination, begun, end, budget, options.probe_timeout
+                    )
+                ends[destination] = end
             return ends
         finally:
             client.close()
+
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 (Spark's name)
+        """``maxMessagesPerTrigger`` as Spark's read limit; Spark may still ask for all."""
+        if self.options.max_per_trigger is None:
+            return ReadAllAvailable()
+        return ReadMaxRows(self.options.max_per_trigger)
 
     def initialOffset(self) -> dict[str, int]:  # noqa: N802 (Spark's name)
         options = self.options
@@ -167,8 +187,8 @@ class StreamReader(DataSourceStreamReader):
         finally:
             client.close()
 
-    def latestOffset(self, start: dict[str, int], limit: Any) -> dict[str, int]:  # noqa: N802
-        return self._tails(start)
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:  # noqa: N802
+        return self._ends(start, limit)
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
         ranges: list[OffsetRange] = []

@@ -54,6 +54,8 @@ class ReadOptions:
     :ivar prefetch: the subscription's window (``prefetch-count``).
     :ivar probe_timeout: seconds to wait for the broker to show a stream's
         first or last message; a stream that shows none is taken as empty.
+    :ivar max_per_trigger: streaming: at most this many messages of all the
+        streams per micro-batch (``None``: all there are).
     """
 
     connect: ConnectSettings
@@ -64,6 +66,7 @@ class ReadOptions:
     header_columns: tuple[tuple[str, str], ...]
     prefetch: int
     probe_timeout: float
+    max_per_trigger: int | None = None
 
 
 @frozen
@@ -191,6 +194,11 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
         header_columns=_header_columns(options.get("headerColumns", "")),
         prefetch=int(_number(options, "prefetch", 1000, whole=True)),
         probe_timeout=_number(options, "probeTimeout", 2.0, whole=False),
+        max_per_trigger=(
+            int(_number(options, "maxMessagesPerTrigger", 1, whole=True))
+            if "maxMessagesPerTrigger" in options
+            else None
+        ),
     )
 
 

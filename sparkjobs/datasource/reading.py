@@ -128,6 +128,61 @@ def resolve_start(
     return probe(client, destination, start.header(), timeout)
 
 
+def limited_end(
+    client: StompClient, destination: str, start: int, stop: int, count: int, timeout: float
+) -> int:
+    """
+    :returns: where a micro-batch of at most ``count`` messages from ``start``
+        ends: ``stop`` when ``[start, stop)`` cannot hold more, else just past
+        the ``count``-th message at or after ``start``.
+
+    Offsets are distinct integers, so ``[first, first + count)`` holds at most
+    ``count`` messages: two probes find it, and with dense offsets (the local
+    engine) it holds exactly ``count``.  Where that range has a gap (the redis
+    engine's offsets count milliseconds) the ``count`` messages are read on
+    the driver, as the one way to learn where the ``count``-th is.
+    """
+    if stop - start <= count:
+        return stop
+    first = probe(client, destination, f"offset={start}", timeout)
+    if first is None or first + count >= stop:
+        return stop
+    last = first + count - 1
+    if probe(client, destination, f"offset={last}", timeout) == last:
+        return last + 1
+    return _count_to(client, destination, first, stop, count, timeout)
+
+
+def _count_to(
+    client: StompClient, destination: str, first: int, stop: int, count: int, timeout: float
+) -> int:
+    subscription = f"count-{next(_probe_ids)}"
+    client.send(
+        "SUBSCRIBE",
+        [
+            ("destination", destination),
+            ("id", subscription),
+            ("ack", "auto"),
+            ("prefetch-count", str(min(count, 1000))),
+            (OFFSET_HEADER, f"offset={first}"),
+        ],
+    )
+    seen = 0
+    try:
+        while True:
+            frame = client.receive(timeout)
+            if frame is None:
+                return stop
+            if frame.command != "MESSAGE" or frame.headers.get("subscription") != subscription:
+                continue
+            offset = int(frame.headers[OFFSET_HEADER])
+            seen += 1
+            if offset >= stop - 1 or seen == count:
+                return min(offset + 1, stop)
+    finally:
+        client.send("UNSUBSCRIBE", [("id", subscription)])
+
+
 def split(destination: str, start: int, stop: int, parts: int) -> list[OffsetRange]:
     """:returns: ``[start, stop)`` cut into at most ``parts`` ranges of equal width."""
     if stop <= start:

@@ -7,6 +7,7 @@ refusals, the statistics stream, and two nodes on a real ``redis-server``.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
 
 from sparkjobs import live, report
 from sparkjobs.datasource import register
@@ -94,8 +96,14 @@ def test_a_range_is_read_over_websocket(
     assert read(stompbroker_format, url(broker), "/stream/empty", probeTimeout="0.5") == []
 
 
-def keep_publishing(address: tuple[str, int], destination: str, stop: threading.Event) -> list[int]:
-    """Publish numbered messages until ``stop``; :returns: (filled in) the numbers sent."""
+def keep_publishing(
+    address: tuple[str, int], destination: str, stop: threading.Event
+) -> tuple[list[int], threading.Thread]:
+    """
+    Publish numbered messages until ``stop``.
+
+    :returns: the numbers sent (filled in as they are), and the publishing thread.
+    """
     sent: list[int] = []
 
     def run() -> None:
@@ -106,11 +114,12 @@ def keep_publishing(address: tuple[str, int], destination: str, stop: threading.
             assert inbox.wait_for(lambda n=number: f"r{n}" in inbox.receipts)
             sent.append(number)
             number += 1
-            time.sleep(0.01)
+            time.sleep(0.02)
         connection.disconnect()
 
-    threading.Thread(target=run, daemon=True).start()
-    return sent
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return sent, thread
 
 
 def test_a_streaming_query_restarted_from_its_checkpoint_loses_and_repeats_nothing(
@@ -120,13 +129,14 @@ def test_a_streaming_query_restarted_from_its_checkpoint_loses_and_repeats_nothi
     destination = "/stream/live"
     publish(broker.address, destination, [b"before"])
     stop = threading.Event()
-    sent = keep_publishing(broker.address, destination, stop)
+    sent, publisher = keep_publishing(broker.address, destination, stop)
 
-    def start() -> object:
+    def start() -> StreamingQuery:
         frame = (
             stompbroker_format.readStream.format("stompbroker")
             .option("url", url(broker))
             .option("destination", destination)
+            .option("maxMessagesPerTrigger", "10")
             .load()
             .select("offset", "body")
         )
@@ -134,7 +144,7 @@ def test_a_streaming_query_restarted_from_its_checkpoint_loses_and_repeats_nothi
             frame.writeStream.format("parquet")
             .option("path", str(tmp_path / "out"))
             .option("checkpointLocation", str(tmp_path / "checkpoint"))
-            .trigger(processingTime="0.5 seconds")
+            .trigger(processingTime="0.2 seconds")
             .start()
         )
 
@@ -143,20 +153,18 @@ def test_a_streaming_query_restarted_from_its_checkpoint_loses_and_repeats_nothi
         deadline = time.monotonic() + 60
         while query.lastProgress is None or query.lastProgress["numInputRows"] == 0:
             assert time.monotonic() < deadline
-            time.sleep(0.5)
+            time.sleep(0.2)
+        assert query.lastProgress["numInputRows"] <= 10
         query.stop()
-        time.sleep(1)  # messages arrive while no query runs
+        time.sleep(0.5)  # messages arrive while no query runs
         query = start()
-        time.sleep(2)
+        time.sleep(1)
     finally:
         stop.set()
-    time.sleep(0.5)
-    expected = [b"before"] + [str(number).encode() for number in sent]
-    deadline = time.monotonic() + 60
-    while stompbroker_format.read.parquet(str(tmp_path / "out")).count() < len(expected):
-        assert time.monotonic() < deadline
-        time.sleep(0.5)
+        publisher.join(10)
+    query.processAllAvailable()
     query.stop()
+    expected = [b"before"] + [str(number).encode() for number in sent]
     rows = stompbroker_format.read.parquet(str(tmp_path / "out")).orderBy("offset").collect()
     assert [row.body for row in rows] == expected
     assert [row.offset for row in rows] == list(range(len(expected)))
@@ -236,15 +244,32 @@ def test_rows_refused_by_the_broker_are_reported(
         writer.save()
 
 
-def wait_for_stats(spark: SparkSession, options: dict[str, str], destination: str, count: int):
-    deadline = time.monotonic() + 60
-    while True:
-        stats = read_stats_from_broker(spark, options)
-        total = stats.where(F.col("destination") == destination).agg(F.sum("messages_in")).first()
-        if total[0] == count:
-            return stats
-        assert time.monotonic() < deadline, total
-        time.sleep(1)
+def wait_for_stats(address: tuple[str, int], destination: str, count: int) -> set[str]:
+    """
+    Follow the stats stream over STOMP until its records count ``count`` messages
+    sent to ``destination``; :returns: the nodes that counted them.
+    """
+    connection, inbox = connect(address)
+    connection.subscribe(STATS, id="stats", ack="auto", headers={"x-stream-offset": "first"})
+
+    def counted() -> int:
+        records = [json.loads(message.body) for message in inbox.messages]
+        return sum(
+            record.get("messages_in", 0)
+            for record in records
+            if record.get("destination") == destination
+        )
+
+    try:
+        assert inbox.wait_for(lambda: counted() == count, 30), counted()
+        return {
+            message.headers["x-stats-node"]
+            for message in inbox.messages
+            if json.loads(message.body).get("destination") == destination
+            and json.loads(message.body).get("messages_in")
+        }
+    finally:
+        connection.disconnect()
 
 
 def test_the_statistics_stream_feeds_the_report_and_the_live_job(
@@ -252,26 +277,30 @@ def test_the_statistics_stream_feeds_the_report_and_the_live_job(
 ) -> None:
     """The broker's records arrive on its stats stream; the report and the live job read them."""
     publish(broker.address, "/queue/counted", [b"x"] * 7)
+    wait_for_stats(broker.address, "/queue/counted", 7)
     options = {"url": url(broker), "destination": STATS}
-    wait_for_stats(stompbroker_format, options, "/queue/counted", 7)
     result = report.run_report(stompbroker_format, None, str(tmp_path / "report"), broker=options)
-    assert result.summary["bad_records"] == 0 and result.summary["records"] > 0
+    assert result.summary["bad_records"] == 0
+    counted = (
+        stompbroker_format.read.parquet(str(tmp_path / "report" / "destination_summary"))
+        .where(F.col("destination") == "/queue/counted")
+        .collect()
+    )
+    assert [row.messages_in for row in counted] == [7]
     queries = live.start_queries(
         stompbroker_format,
         None,
         str(tmp_path / "live"),
         str(tmp_path / "checkpoint"),
-        trigger_seconds=0.5,
+        once=True,
         state_partitions=1,
         broker=options,
     )
     try:
-        deadline = time.monotonic() + 60
-        while not all(
-            any(progress["numInputRows"] for progress in q.recentProgress) for q in queries
-        ):
-            assert time.monotonic() < deadline
-            time.sleep(0.5)
+        for query in queries:
+            assert query.awaitTermination(120)
+            assert query.exception() is None
+            assert sum(progress["numInputRows"] for progress in query.recentProgress) > 0
     finally:
         for query in queries:
             query.stop()
@@ -290,11 +319,14 @@ def test_two_nodes_share_one_stream_and_one_stats_stream(
     ):
         bodies = [str(index).encode() for index in range(100)]
         publish(a.address, "/stream/shared", bodies)
-        rows = read(stompbroker_format, url(b), "/stream/shared", partitionsPerStream="3")
-        assert [row.body for row in sorted(rows, key=lambda row: row.offset)] == bodies
         publish(b.address, "/queue/both", [b"x"] * 3)
         publish(a.address, "/queue/both", [b"x"] * 4)
-        stats = wait_for_stats(
-            stompbroker_format, {"url": url(a), "destination": STATS}, "/queue/both", 7
-        )
-        assert stats.select("node").distinct().count() == 2
+        rows = read(stompbroker_format, url(b), "/stream/shared", partitionsPerStream="3")
+        assert [row.body for row in sorted(rows, key=lambda row: row.offset)] == bodies
+        assert len(wait_for_stats(b.address, "/queue/both", 7)) == 2
+        stats = read_stats_from_broker(stompbroker_format, {"url": url(a), "destination": STATS})
+        both = stats.where(F.col("destination") == "/queue/both").groupBy("node")
+        totals = {
+            row.node: row.total for row in both.agg(F.sum("messages_in").alias("total")).collect()
+        }
+        assert sorted(totals.values()) == [3, 4]
