@@ -18,8 +18,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchmarks.launcher import BrokerProcess
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 
 def fill(address: tuple[str, int], destination: str, count: int) -> None:
@@ -108,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def measure_latency(spark, url, address, samples, workdir) -> list[float]:
+def measure_latency(
+    spark: SparkSession, url: str, address: tuple[str, int], samples: int, workdir: Path
+) -> list[float]:
     """SEND one message stamped with its send time; the sink notes when its row arrives."""
     import socket
 
@@ -116,7 +122,7 @@ def measure_latency(spark, url, address, samples, workdir) -> list[float]:
 
     seen: list[float] = []
 
-    def note(batch, batch_id):
+    def note(batch: DataFrame, batch_id: int) -> None:
         now = time.time()
         for row in batch.select(F.col("body").cast("string").alias("sent")).collect():
             seen.append(now - float(row.sent))

@@ -38,6 +38,7 @@ import argparse
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -60,6 +61,9 @@ DEFAULT_WATERMARK = "2 minutes"
 DEFAULT_TRIGGER_SECONDS = 10
 DEFAULT_STATE_PARTITIONS = 4
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: A streaming query's status while it makes its sources.
+INITIALIZING = "Initializing sources"
+SOURCE_TIMEOUT = 60.0
 
 
 def live_tables(stats: DataFrame, watermark: str = DEFAULT_WATERMARK) -> dict[str, DataFrame]:
@@ -129,6 +133,7 @@ def start_queries(
                 checkpoint_path,
                 once,
                 trigger_seconds,
+                one_by_one=True,
             )
     # A session of its own, so the setting does not leak into the caller's.
     spark = spark.newSession()
@@ -161,8 +166,16 @@ def _start(
     checkpoint_path: str,
     once: bool,
     trigger_seconds: float,
+    *,
+    one_by_one: bool = False,
 ) -> list[StreamingQuery]:
-    queries = []
+    """
+    :param one_by_one: start a query once the previous one has its source.
+        A Python data source's stream reader is a Python process of its own,
+        which must start and call back within Spark's fixed ten seconds:
+        three started at once on a busy machine can miss that.
+    """
+    queries: list[StreamingQuery] = []
     for name, frame in tables.items():
         writer = (
             frame.writeStream.queryName(name)
@@ -175,8 +188,19 @@ def _start(
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
+        if one_by_one and queries:
+            _wait_for_sources(queries[-1])
         queries.append(writer.start())
     return queries
+
+
+def _wait_for_sources(query: StreamingQuery, timeout: float = SOURCE_TIMEOUT) -> None:
+    """Wait until ``query`` has initialized its sources, has ended, or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while query.isActive and query.status["message"] == INITIALIZING:
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.1)
 
 
 def wait_until_stopped(streams: StreamingQueryManager, poll_seconds: int = 1) -> None:
