@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = (
         SparkSession.builder.master("local[4]")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.memory", "2g")
@@ -142,7 +143,9 @@ def measure_latency(
         sock.sendall(b"CONNECT\naccept-version:1.2\nhost:/\n\n\x00")
         sock.recv(4096)
         sock.sendall(f"SEND\ndestination:/stream/latency\n\n{time.time()}\x00".encode())
-        time.sleep(5)
+        deadline = time.monotonic() + 120
+        while not seen and time.monotonic() < deadline:
+            time.sleep(0.2)  # the query is started and has delivered its first row
         seen.clear()
         for _ in range(samples):
             sock.sendall(f"SEND\ndestination:/stream/latency\n\n{time.time()}\x00".encode())
