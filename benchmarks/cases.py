@@ -23,6 +23,7 @@ SCENARIOS = (
     "ws-fanout",
     "queue",
     "persistent",
+    "queue-selectors",
     "queue-groups",
     "queue-priorities",
     "latency",
@@ -30,12 +31,20 @@ SCENARIOS = (
 )
 #: The scenarios of destination features, run only when named: ``stream`` is
 #: stompbroker's own destination kind (other brokers' streams are reached otherwise).
-FEATURE_SCENARIOS = frozenset({"selector-fanout", "queue-groups", "queue-priorities", "stream"})
+FEATURE_SCENARIOS = frozenset(
+    {"selector-fanout", "queue-selectors", "queue-groups", "queue-priorities", "stream"}
+)
 #: What a run without named scenarios runs: the feature scenarios only on request.
 DEFAULT_SCENARIOS = tuple(scenario for scenario in SCENARIOS if scenario not in FEATURE_SCENARIOS)
 #: Scenarios across two nodes of the redis engine (publishers on one, receivers
 #: on the other; :mod:`benchmarks.cluster` starts them): run only when named.
-CLUSTER_SCENARIOS = ("cluster-fanout", "cluster-queue")
+CLUSTER_SCENARIOS = (
+    "cluster-fanout",
+    "cluster-queue",
+    "cluster-queue-selectors",
+    "cluster-queue-groups",
+    "cluster-queue-priorities",
+)
 ACK_MODES = ("auto", "client", "client-individual")
 TOPIC_SCENARIOS = frozenset({"fanout", "selector-fanout", "ws-fanout", "latency", "cluster-fanout"})
 #: ``selector-fanout``: every other subscription carries this two-term selector,
@@ -45,14 +54,29 @@ TOPIC_SCENARIOS = frozenset({"fanout", "selector-fanout", "ws-fanout", "latency"
 SELECTOR: tuple[tuple[str, str], ...] = (("selector", "type = 'a' AND n > 3"),)
 SELECTED_HEADERS: tuple[tuple[str, str], ...] = (("type", "a"), ("n", "5"))
 QUEUE_SCENARIOS = frozenset(
-    {"queue", "persistent", "queue-groups", "queue-priorities", "cluster-queue"}
+    {
+        "queue",
+        "persistent",
+        "queue-selectors",
+        "queue-groups",
+        "queue-priorities",
+        "cluster-queue",
+        "cluster-queue-selectors",
+        "cluster-queue-groups",
+        "cluster-queue-priorities",
+    }
 )
+#: Queue scenarios whose every other consumer has :data:`SELECTOR` (which every
+#: message satisfies, so the exactly-once check holds): the cost of deciding by selectors.
+SELECTING_QUEUE_SCENARIOS = frozenset({"queue-selectors", "cluster-queue-selectors"})
 #: How many message groups ``queue-groups`` spreads its messages over.
 GROUPS = 100
 #: The header that varies with ``seq`` in a scenario that has one (see SendTemplate).
 VARYING: dict[str, tuple[str, str, int]] = {
     "queue-groups": ("JMSXGroupID", "g", GROUPS),
     "queue-priorities": ("priority", "", 10),
+    "cluster-queue-groups": ("JMSXGroupID", "g", GROUPS),
+    "cluster-queue-priorities": ("priority", "", 10),
 }
 #: The figures each scenario is judged by, the headline first, and whether more is better.
 HEADLINE: dict[str, tuple[tuple[str, bool], ...]] = {
@@ -61,10 +85,14 @@ HEADLINE: dict[str, tuple[tuple[str, bool], ...]] = {
     "ws-fanout": (("deliveries_per_s", True),),
     "queue": (("msgs_per_s", True),),
     "persistent": (("msgs_per_s", True),),
+    "queue-selectors": (("msgs_per_s", True),),
     "queue-groups": (("msgs_per_s", True),),
     "queue-priorities": (("msgs_per_s", True),),
     "cluster-fanout": (("deliveries_per_s", True),),
     "cluster-queue": (("msgs_per_s", True),),
+    "cluster-queue-selectors": (("msgs_per_s", True),),
+    "cluster-queue-groups": (("msgs_per_s", True),),
+    "cluster-queue-priorities": (("msgs_per_s", True),),
     "latency": (("p99_ms", False), ("p50_ms", False)),
     "idle": (("held", True), ("rss_per_conn_kb", False)),
     "stream": (("append_msgs_per_s", True), ("replay_msgs_per_s", True)),

@@ -6,6 +6,8 @@ stompbroker`` on a free loopback port) and stops it at the end; with
 ``--compare HOST:PORT`` every run against stompbroker is followed by the same
 run against the other broker, and a table of ratios closes the output.
 Progress goes to stderr; stdout gets one JSON line per run and then the tables.
+``python -m benchmarks faults ...`` is the cluster's fault harness instead
+(:mod:`benchmarks.faults`).
 The exit status is 0 when every run was ok.
 """
 
@@ -88,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_scenario,
         metavar="SCENARIO",
         help=f"scenarios to run, of {', '.join(SCENARIOS)} (default: all but the feature"
-        " scenarios selector-fanout, queue-groups, queue-priorities and stream),"
+        " scenarios selector-fanout, queue-selectors, queue-groups, queue-priorities and"
+        " stream),"
         f" and {', '.join(CLUSTER_SCENARIOS)} (across two nodes of the redis engine, which"
         " the suite starts with a redis-server; only when named)",
     )
@@ -270,7 +273,15 @@ def cases_from(args: argparse.Namespace) -> list[Case]:
                 Case(scenario, producers=args.producers, consumers=args.consumers, ack=mode)
                 for mode in args.ack
             ]
-        elif scenario in ("persistent", "queue-groups", "queue-priorities"):
+        elif scenario in (
+            "persistent",
+            "queue-selectors",
+            "queue-groups",
+            "queue-priorities",
+            "cluster-queue-selectors",
+            "cluster-queue-groups",
+            "cluster-queue-priorities",
+        ):
             cases += [
                 Case(scenario, producers=args.producers, consumers=args.consumers, ack=mode)
                 for mode in args.ack
@@ -379,6 +390,10 @@ def main(argv: list[str]) -> int:
     :returns: the exit status: 0 when every run that was not skipped was ok,
         1 otherwise, 2 for bad options, 130 when interrupted by Ctrl-C.
     """
+    if argv[:1] == ["faults"]:
+        from benchmarks.faults.run import main as faults
+
+        return faults(argv[1:])
     args = build_parser().parse_args(argv)
     cases = cases_from(args)
     single = [case for case in cases if case.scenario not in CLUSTER_SCENARIOS]

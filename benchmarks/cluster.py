@@ -29,10 +29,20 @@ from benchmarks.connection import Endpoint
 from benchmarks.errors import BenchmarkError
 from benchmarks.launcher import BrokerProcess, free_port
 
-__all__ = ["RedisServer", "cluster_target"]
+__all__ = ["RedisServer", "answers_ping", "cluster_target"]
 
 #: Seconds redis-server may take to answer PING, and to stop.
 REDIS_TIMEOUT = 10.0
+
+
+def answers_ping(port: int) -> bool:
+    """:returns: whether a Redis on 127.0.0.1:``port`` answers PING (not while it loads)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
 
 
 class RedisServer:
@@ -83,12 +93,7 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def _answers(self) -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
-                sock.sendall(b"PING\r\n")
-                return sock.recv(16).startswith(b"+PONG")
-        except OSError:
-            return False
+        return answers_ping(self.port)
 
     def stop(self) -> None:
         """Stop it with SIGTERM, or SIGKILL if it lingers."""

@@ -29,6 +29,7 @@ from typing import Any
 from benchmarks.cases import (
     QUEUE_SCENARIOS,
     SELECTED_HEADERS,
+    SELECTING_QUEUE_SCENARIOS,
     SELECTOR,
     VARYING,
     Case,
@@ -119,7 +120,7 @@ def _run_flow(case: Case, target: Target, settings: Settings) -> dict[str, Any]:
     shape = _flow_shape(case, settings)
     destination = f"/{'queue' if queue else 'topic'}/bench.{case.scenario}.{run_id}"
     readers = case.consumers if queue else case.subscribers
-    selecting = case.scenario == "selector-fanout"
+    selecting = case.scenario == "selector-fanout" or case.scenario in SELECTING_QUEUE_SCENARIOS
     subscriptions = [
         Subscription(
             destination,
@@ -228,7 +229,7 @@ def _send_headers(case: Case) -> tuple[tuple[str, str], ...]:
     """:returns: the headers a scenario's publishers add to every SEND."""
     if case.scenario == "persistent":
         return (("persistent", "true"),)
-    if case.scenario == "selector-fanout":
+    if case.scenario == "selector-fanout" or case.scenario in SELECTING_QUEUE_SCENARIOS:
         return SELECTED_HEADERS
     return ()
 

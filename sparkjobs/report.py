@@ -17,12 +17,20 @@ self-contained page with charts.  Bad records are counted, kept in
 
 Without ``--master`` it runs where it is launched: ``local[*]`` under plain
 ``python``, the cluster ``spark-submit`` was given otherwise.
+
+Run with plain ``python``, it starts Spark with errors-only logging
+(``quiet-log4j2.properties``) and no progress bars, so that what it prints is
+what it read and where the dashboard is; ``PYSPARK_SUBMIT_ARGS``, when set,
+is left as it is (and ``spark-submit``'s logging is its own).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import sys
+from collections.abc import MutableMapping
 from pathlib import Path
 
 from attrs import frozen
@@ -41,6 +49,8 @@ from sparkjobs.stats_io import (
 )
 
 DEFAULT_TOP = 10
+#: The log4j 2 configuration of a local session the report starts itself.
+QUIET_LOGGING = Path(__file__).with_name("quiet-log4j2.properties")
 
 
 @frozen
@@ -160,6 +170,28 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def quiet_local_spark(environ: MutableMapping[str, str] = os.environ) -> None:
+    """
+    Make a Spark that this process has yet to start log errors only, and draw no
+    progress bars: the warnings of a local session (the native-hadoop library,
+    windows without partitions) are not a report user's to act on.  Done through
+    ``PYSPARK_SUBMIT_ARGS``, which PySpark reads when it starts its JVM, and only
+    when it is not set already.
+    """
+    if "PYSPARK_SUBMIT_ARGS" in environ:
+        return
+    java_options = f"-Dlog4j2.configurationFile={QUIET_LOGGING.absolute()}"
+    environ["PYSPARK_SUBMIT_ARGS"] = shlex.join(
+        [
+            "--driver-java-options",
+            java_options,
+            "--conf",
+            "spark.ui.showConsoleProgress=false",
+            "pyspark-shell",
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """
     Run the report from the command line.
@@ -171,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = parse_args(sys.argv[1:] if argv is None else argv)
     owns_session = SparkSession.getActiveSession() is None
+    if owns_session:
+        quiet_local_spark()
+    dashboard = args.dashboard or str(Path(args.output) / "dashboard.html")
     spark = build_session("stompbroker-report", args.master)
     try:
         result = run_report(
@@ -178,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             args.input,
             args.output,
             top=args.top,
-            dashboard_path=args.dashboard,
+            dashboard_path=dashboard,
             broker=broker_options(args) if args.broker else None,
         )
     finally:
@@ -191,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for row in result.bad_record_counts:
         print(f"  bad records: {row['records']} {row['problem']}")
+    print(f"dashboard: {Path(dashboard).absolute()}")
     return 0
 
 

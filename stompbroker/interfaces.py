@@ -93,7 +93,7 @@ class ISubscriber(Interface):
     )
     durable = Attribute(
         "``(client-id, name)`` of the durable topic subscription it consumes, or"
-        " ``None``; the client-id is ``\"\"`` when the client gave none."
+        ' ``None``; the client-id is ``""`` when the client gave none.'
     )
     headers = Attribute(
         "The SUBSCRIBE frame's headers, name -> value (the first of a repeated"
@@ -372,13 +372,13 @@ class IClock(Interface):
 class IResumeDirectory(Interface):
     """
     Where a cluster's nodes find each other's resumable sessions
-    (:mod:`~stompbroker.protocol.resume_records`), so that a client may resume
+    (:mod:`~stompbroker.protocol.resume.records`), so that a client may resume
     on any node.  An engine shared by several processes makes one
     (``IEngine.share_resumption``) and sets it as the
-    :class:`~stompbroker.protocol.resumption.ResumeBook`'s ``directory``;
+    :class:`~stompbroker.protocol.resume.registry.ResumeBook`'s ``directory``;
     without one (one process), sessions resume on their own node only.
 
-    A session's key is :func:`~stompbroker.protocol.resume_records.token_key`
+    A session's key is :func:`~stompbroker.protocol.resume.records.token_key`
     of its token: the token itself never leaves its node.
     """
 
@@ -390,7 +390,7 @@ class IResumeDirectory(Interface):
         Keep (or replace) the record of one of this node's sessions, for as long
         as this node lives and a resume window after.  Nothing waits for it.
 
-        :param record: a :class:`~stompbroker.protocol.resume_records.SessionRecord`.
+        :param record: a :class:`~stompbroker.protocol.resume.records.SessionRecord`.
         """
 
     def drop(key):  # type: ignore[no-untyped-def]
@@ -402,7 +402,7 @@ class IResumeDirectory(Interface):
         if it belongs to ``login`` and ``version`` (another login's is left alone).
 
         :returns: a Deferred firing with a
-            :class:`~stompbroker.protocol.resume_records.Taken`, or ``None``
+            :class:`~stompbroker.protocol.resume.records.Taken`, or ``None``
             when there is no such record; it fails when the directory cannot answer.
         """
 
@@ -413,6 +413,6 @@ class IResumeDirectory(Interface):
         :param last: ``(subscription, message-id)`` of the last message the
             client says it got, or ``None``.
         :returns: a Deferred firing with a
-            :class:`~stompbroker.protocol.resume_records.Handover`, or ``None``
+            :class:`~stompbroker.protocol.resume.records.Handover`, or ``None``
             when the node no longer has the session or did not answer in time.
         """

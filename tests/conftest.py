@@ -1,6 +1,8 @@
 """
-Test configuration shared by the whole suite: the Hypothesis profile, and the
-fixtures of :mod:`tests.support` that tests in more than one package use
+Test configuration shared by the whole suite: the Hypothesis profile, ``clock``
+(a ``task.Clock`` at :data:`~tests.support.broker.EPOCH`) and ``broker`` (a real
+broker on it, without sockets; the integration tests' ``broker`` is a process),
+and the fixtures of :mod:`tests.support` that tests in more than one package use
 (``spark``, ``page``, ``log_events``, and ``setup``: a broker on a store of each kind).
 
 Hypothesis runs derandomized, so that a failure on CI is a failure on every
@@ -8,7 +10,12 @@ machine, and without deadlines or the slow-generation health check, which only
 measure how busy the machine is.
 """
 
+import pytest
 from hypothesis import HealthCheck, settings
+from twisted.internet.task import Clock
+
+from stompbroker.broker.service import Broker
+from tests.support.broker import EPOCH
 
 pytest_plugins = [
     "tests.support.spark",
@@ -27,3 +34,17 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("ci")
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """A ``task.Clock`` at :data:`~tests.support.broker.EPOCH`, a plausible Unix time."""
+    clock = Clock()
+    clock.advance(EPOCH)
+    return clock
+
+
+@pytest.fixture
+def broker(clock: Clock) -> Broker:
+    """A broker on defaults and ``clock``, not started."""
+    return Broker(clock)

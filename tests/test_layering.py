@@ -184,6 +184,65 @@ def test_the_broker_delivers_to_subscribers_only_through_their_interface() -> No
     assert violations == {}
 
 
+#: The engines and the queues they hand out, which only broker/engine/ may name
+#: (and broker/queueing/, where the local queue and its parts live).
+CONCRETE_ENGINE_CLASSES = frozenset(
+    {"LocalEngine", "RedisEngine", "WorkerQueue", "StreamQueue"}
+)
+#: Where the engine classes may be named: the engines' room, whose one
+#: ``factory.py`` builds them from ``--engine``, and the local queue's room.
+ENGINE_ROOMS = ("broker/engine/", "broker/queueing/")
+
+
+def concrete_names(source: str, filename: str = "<source>") -> list[str]:
+    """
+    :returns: ``"line: name"`` for each use of a concrete engine or queue class in
+        ``source`` (a name, an attribute, an imported name), docstrings aside.
+    """
+    found = []
+    for node in ast.walk(ast.parse(source, filename)):
+        if isinstance(node, ast.Name):
+            name = node.id
+        elif isinstance(node, ast.Attribute):
+            name = node.attr
+        elif isinstance(node, ast.alias):
+            name = node.name.rpartition(".")[2]
+        else:
+            continue
+        if name in CONCRETE_ENGINE_CLASSES:
+            found.append(f"{node.lineno}: {name}")
+    return found
+
+
+def test_only_the_engines_name_a_concrete_engine_or_queue() -> None:
+    """
+    Outside broker/engine/ the code reaches engines and queues through IEngine and
+    IQueue and the engine's capabilities, never a concrete class (ARCHITECTURE.md,
+    "Engines"); broker/engine/factory.py is the one place that builds them.
+    """
+    violations = {}
+    for layer in LAYERS:
+        for path in modules_of(layer):
+            where = path.relative_to(PACKAGE).as_posix()
+            if where.startswith(ENGINE_ROOMS):
+                continue
+            found = concrete_names(path.read_text(encoding="utf-8"), str(path))
+            if found:
+                violations[where] = found
+    assert violations == {}
+
+
+def test_concrete_names_are_seen() -> None:
+    """The check sees a class named, reached as an attribute, or imported; not in a docstring."""
+    source = (
+        '"""A LocalEngine."""\n'
+        "from stompbroker.broker.engine.local import LocalEngine\n"
+        "isinstance(x, queues.WorkerQueue)\n"
+        "RedisEngine()\n"
+    )
+    assert concrete_names(source) == ["2: LocalEngine", "3: WorkerQueue", "4: RedisEngine"]
+
+
 def test_the_stats_schema_loads_without_twisted() -> None:
     """
     sparkjobs import stompbroker.stats.schema on a Spark driver: it loads no Twisted
@@ -277,3 +336,142 @@ def test_test_module_imports_are_seen() -> None:
         "tests.broker.test_service_delivery",
         "tests.broker.test_session_flows",
     ]
+
+
+# -- the session's parts ---------------------------------------------------------
+
+
+def session_parts(source: str) -> set[str]:
+    """
+    :returns: the attributes through which the session holds its parts: those
+        its ``__init__`` sets to a new object (``self.receipts = Receipts(...)``),
+        and ``_session``, through which each part holds the session.
+    """
+    parts = {"_session"}
+    for function in ast.walk(ast.parse(source)):
+        if not (isinstance(function, ast.FunctionDef) and function.name == "__init__"):
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, ast.AnnAssign):
+                targets = [node.target]
+            else:
+                continue
+            made = node.value.func if isinstance(node.value, ast.Call) else None
+            if isinstance(made, ast.Name) and made.id[:1].isupper():
+                parts.update(
+                    target.attr
+                    for target in targets
+                    if isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id == "self"
+                )
+    return parts
+
+
+def _assigned(target: ast.expr) -> Iterator[ast.expr]:
+    """:returns: each single target of an assignment (tuples unpacked)."""
+    if isinstance(target, ast.Tuple | ast.List):
+        for element in target.elts:
+            yield from _assigned(element)
+    elif isinstance(target, ast.Starred):
+        yield from _assigned(target.value)
+    else:
+        yield target
+
+
+def writes_to_another_part(source: str, parts: set[str]) -> list[str]:
+    """
+    :returns: ``"LINE: TARGET"`` for each assignment, in ``source``, to an
+        attribute of an object reached through another object: a part's state
+        written by the session or by another part (``self.receipts.held = x``,
+        ``self._session.frames_sent += 1``), directly or through a local name
+        bound to a part (``receipts = self.receipts; receipts.held = x``).  A
+        part writes only its own attributes, and asks the owner of any other
+        state through a method.
+    """
+    found = []
+    for function in ast.walk(ast.parse(source)):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        aliases = {
+            name.id
+            for node in ast.walk(function)
+            if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr in parts
+            for target in node.targets
+            for name in _assigned(target)
+            if isinstance(name, ast.Name)
+        }
+        for node in ast.walk(function):
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+                targets = [node.target]
+            else:
+                continue
+            for target in targets:
+                for one in _assigned(target):
+                    if not isinstance(one, ast.Attribute):
+                        continue
+                    holder = one.value
+                    if isinstance(holder, ast.Attribute) or (
+                        isinstance(holder, ast.Name) and holder.id in aliases
+                    ):
+                        found.append(f"{node.lineno}: {ast.unparse(one)}")
+    return found
+
+
+def test_no_part_of_the_session_writes_another_parts_state() -> None:
+    """
+    STYLE.md 12: the session holds its parts (receipts, timers, output,
+    subscriptions, login, resume) and no part, nor the session, writes another's
+    state; each asks through a method of the owner.
+    """
+    protocol = PACKAGE / "protocol"
+    parts = session_parts((protocol / "session.py").read_text())
+    assert {"receipts", "timers", "output", "subscriptions", "login", "resume"} <= parts
+    violations = {
+        str(path.relative_to(PACKAGE)): found
+        for path in sorted(protocol.rglob("*.py"))
+        if (found := writes_to_another_part(path.read_text(), parts))
+    }
+    assert violations == {}
+    # The session holds its parts; it inherits none of them.
+    tree = ast.parse((protocol / "session.py").read_text())
+    (session,) = [
+        node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "StompSession"
+    ]
+    assert session.bases == []
+
+
+def test_writes_to_another_parts_state_are_seen() -> None:
+    """The check sees a write through a chain, through an alias of a part, and in a tuple."""
+    source = (
+        "class Part:\n"
+        "    def __init__(self, session):\n"
+        "        self._session = session\n"
+        "        self.held = None\n"
+        "    def close(self):\n"
+        "        self._session.receipts.held = None\n"
+        "        receipts = self._session.receipts\n"
+        "        receipts.held_bytes += 1\n"
+        "        self._session.state, self.held = 1, 2\n"
+        "        backlog = self.backlog\n"
+        "        backlog.full = True\n"
+    )
+    assert writes_to_another_part(source, {"_session", "receipts"}) == [
+        "6: self._session.receipts.held",
+        "8: receipts.held_bytes",
+        "9: self._session.state",
+    ]
+    session = (
+        "class S:\n"
+        "    def __init__(self):\n"
+        "        self.timers = Timers(self)\n"
+        "        self.output: Output = Output(self)\n"
+        "        self.count = 0\n"
+    )
+    assert session_parts(session) == {"_session", "timers", "output"}

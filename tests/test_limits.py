@@ -94,7 +94,7 @@ def test_subscriptions_per_connection_are_limited() -> None:
     error = client.error()
     assert (error.get("message"), error.get("receipt-id")) == ("too many subscriptions", "r3")
     assert b"(max-subscriptions)" in error.body
-    assert not list(broker.topics.match("/topic/t0"))
+    assert not list(broker.engine.topics.match("/topic/t0"))
 
 
 def test_open_transactions_are_limited() -> None:
@@ -123,7 +123,7 @@ def test_frames_per_transaction_are_limited() -> None:
     error = client.error()
     assert error.get("message") == "transaction too large"
     assert b"(max-transaction-frames)" in error.body
-    assert "/queue/q" not in broker.queues
+    assert "/queue/q" not in broker.engine.queues
 
 
 # -- timeouts -----------------------------------------------------------------------

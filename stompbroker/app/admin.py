@@ -27,30 +27,33 @@ from __future__ import annotations
 
 import argparse
 import base64
+import http.client
 import json
 import os
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TextIO
 from urllib.parse import quote
+
+from stompbroker.app.admin_tables import (
+    CONNECTIONS,
+    DESTINATIONS,
+    DETACHED,
+    NODES,
+    OVERVIEW,
+    POLICIES,
+    count_of,
+    print_table,
+)
+from stompbroker.app.command_errors import Refused, Unreachable
+from stompbroker.broker.features.policies import APPLY_TO, SETTING_KEYS
 
 __all__ = ["DEFAULT_URL", "add_commands", "run"]
 
 DEFAULT_URL = "http://127.0.0.1:15674"
 #: Seconds to wait for the broker.
 TIMEOUT = 30.0
-
-EXIT_REFUSED = 1
-EXIT_UNREACHABLE = 3
-
-
-class Refused(Exception):
-    """The API answered with an error; the message says what it was."""
-
-
-class Unreachable(Exception):
-    """The broker's web port could not be reached."""
 
 
 def _common() -> argparse.ArgumentParser:
@@ -120,6 +123,15 @@ def add_commands(commands: Any) -> None:
     retry = add("dlq-retry", "send a dead-letter queue's messages back where they were sent")
     retry.add_argument("destination", metavar="DESTINATION")
     retry.add_argument("--count", type=int, help="how many (default all)")
+    add("policies", "list the per-destination policies")
+    policy = add("set-policy", "set (or replace) a per-destination policy; it applies at once")
+    policy.add_argument("name", metavar="NAME")
+    policy.add_argument("pattern", metavar="PATTERN", help="destination names, wildcards allowed")
+    policy.add_argument("--priority", type=int, default=0, help="the highest matching wins")
+    policy.add_argument("--apply-to", default="all", choices=APPLY_TO)
+    for key in SETTING_KEYS:
+        policy.add_argument(f"--{key}", metavar="VALUE", help="see docs/policies.md")
+    add("clear-policy", "remove a per-destination policy").add_argument("name", metavar="NAME")
     publish = add("publish", "publish a message (a testing aid)")
     publish.add_argument("destination", metavar="DESTINATION")
     publish.add_argument("body", nargs="?", default="", help="the body; - reads standard input")
@@ -131,7 +143,7 @@ def add_commands(commands: Any) -> None:
 #: The management subcommands' names.
 COMMANDS = (
     "overview nodes connections queues detached close end-session browse purge delete move"
-    " dlq-retry publish"
+    " dlq-retry publish policies set-policy clear-policy"
 ).split()
 
 
@@ -148,7 +160,7 @@ class Client:
     def __init__(
         self, url: str, user: str | None, password: str | None, token: str | None = None
     ) -> None:
-        self.url = url.rstrip("/")
+        self.url = base_url(url)
         self._authorization = None
         if token:
             self._authorization = f"Bearer {token}"
@@ -181,23 +193,30 @@ class Client:
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
             raise Unreachable(f"cannot reach {self.url}: {reason}") from None
+        except http.client.HTTPException as error:
+            raise Unreachable(
+                f"{self.url} does not answer HTTP ({type(error).__name__}): --url takes the"
+                " broker's web port (--http, 15674 by default), not its STOMP port"
+            ) from None
+
+
+def base_url(url: str) -> str:
+    """
+    :param url: ``--url`` as given: ``http://HOST:PORT`` or ``https://...``, or
+        ``HOST:PORT`` alone, which means ``http://HOST:PORT``.
+    :returns: the URL without a trailing ``/``.
+    :raises Refused: for a scheme other than ``http`` or ``https``.
+    """
+    scheme, separator, _ = url.partition("://")
+    if not separator:
+        return f"http://{url}".rstrip("/")
+    if scheme.lower() not in ("http", "https"):
+        raise Refused(f"--url takes http://HOST:PORT or https://HOST:PORT, got {url!r}")
+    return url.rstrip("/")
 
 
 def _segment(destination: str) -> str:
     return quote(destination, safe="")
-
-
-def _table(rows: list[dict[str, Any]], columns: Sequence[str], out: TextIO) -> None:
-    """Print rows as aligned columns under a header."""
-    cells = [[str(row.get(column, "")) for column in columns] for row in rows]
-    widths = [
-        max([len(column)] + [len(cell[i]) for cell in cells]) for i, column in enumerate(columns)
-    ]
-    for line in [list(columns), *cells]:
-        print(
-            "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip(),
-            file=out,
-        )
 
 
 def _first_line(path: str) -> str:
@@ -227,58 +246,24 @@ def _do(arguments: argparse.Namespace, client: Client, stdin: TextIO) -> tuple[A
     if command in ("overview", "nodes", "connections", "queues"):
         answer = client.call("GET", "destinations" if command == "queues" else command)
         if command == "overview":
-            return answer, lambda out: _table(
-                [answer.get("broker", answer)], ["connections", "messages_in", "uptime_s"], out
-            )
+            overview = [answer.get("broker", answer)]
+            return answer, lambda out: print_table(overview, OVERVIEW, out)
         if command == "nodes":
-            return answer, lambda out: _table(answer, ["name", "engine", "here"], out)
+            return answer, lambda out: print_table(answer, NODES, out)
         if command == "connections":
             rows = [dict(row, subscriptions=len(row["subscriptions"])) for row in answer]
-            columns = [
-                "id",
-                "peer",
-                "login",
-                "transport",
-                "version",
-                "subscriptions",
-                "messages_in",
-                "messages_out",
-                "bytes_in",
-                "bytes_out",
-                "connected_since",
-            ]
-            return answer, lambda out: _table(rows, columns, out)
-        columns = [
-            "destination",
-            "kind",
-            "depth",
-            "in_flight",
-            "consumers",
-            "producers",
-            "messages_in_per_second",
-            "messages_delivered_per_second",
-        ]
-        return answer, lambda out: _table(answer, columns, out)
+            return answer, lambda out: print_table(rows, CONNECTIONS, out)
+        return answer, lambda out: print_table(answer, DESTINATIONS, out)
     if command == "detached":
         answer = client.call("GET", "detached-sessions")
-        columns = [
-            "id",
-            "login",
-            "version",
-            "subscriptions",
-            "buffered_frames",
-            "buffered_bytes",
-            "missed",
-            "gap",
-            "detached_since",
-            "expires_at",
-        ]
-        return answer, lambda out: _table(answer, columns, out)
+        return answer, lambda out: print_table(answer, DETACHED, out)
     if command == "end-session":
         answer = client.call("DELETE", f"detached-sessions/{quote(arguments.session, safe='')}")
         return answer, lambda out: print(
             f"ended {answer['id']} ({answer['login'] or 'no login'})", file=out
         )
+    if command in ("policies", "set-policy", "clear-policy"):
+        return _policy_command(arguments, client)
     path = f"destinations/{_segment(getattr(arguments, 'destination', ''))}"
     if command == "close":
         reason = f"?reason={quote(arguments.reason)}" if arguments.reason else ""
@@ -291,11 +276,13 @@ def _do(arguments: argparse.Namespace, client: Client, stdin: TextIO) -> tuple[A
         return answer, lambda out: _print_messages(answer, out)
     if command == "purge":
         answer = client.call("DELETE", f"{path}/messages")
-        return answer, lambda out: print(f"purged {answer['purged']} messages", file=out)
+        purged = count_of(answer["purged"], "message")
+        return answer, lambda out: print(f"purged {purged}{_partly(answer)}", file=out)
     if command == "delete":
         answer = client.call("DELETE", path)
         return answer, lambda out: print(
-            f"deleted {arguments.destination} ({answer['discarded']} messages)", file=out
+            f"deleted {arguments.destination} ({count_of(answer['discarded'], 'message')})",
+            file=out,
         )
     if command in ("move", "dlq-retry"):
         body: dict[str, Any] = {} if arguments.count is None else {"count": arguments.count}
@@ -303,11 +290,12 @@ def _do(arguments: argparse.Namespace, client: Client, stdin: TextIO) -> tuple[A
             body.update(to=arguments.to, copy=arguments.copy)
             answer = client.call("POST", f"{path}/move", body)
             verb = "copied" if arguments.copy else "moved"
-            return answer, lambda out: print(f"{verb} {answer['moved']} messages", file=out)
+            moved = count_of(answer["moved"], "message")
+            return answer, lambda out: print(f"{verb} {moved}{_partly(answer)}", file=out)
         answer = client.call("POST", f"{path}/retry", body)
         return answer, lambda out: print(
-            f"sent {answer['retried']} messages back; {answer['left']} without an"
-            " original-destination stayed",
+            f"sent {count_of(answer['retried'], 'message')} back; {answer['left']} without"
+            f" an original-destination stayed{_partly(answer)}",
             file=out,
         )
     text = stdin.read() if arguments.body == "-" else arguments.body
@@ -319,6 +307,45 @@ def _do(arguments: argparse.Namespace, client: Client, stdin: TextIO) -> tuple[A
         headers[name] = value
     answer = client.call("POST", f"{path}/publish", {"body": text, "headers": headers})
     return answer, lambda out: print(f"published {answer['message_id']}", file=out)
+
+
+def _partly(answer: dict[str, Any]) -> str:
+    """:returns: what to add to an answer some nodes of a cluster did not take part in."""
+    if answer.get("complete", True):
+        return ""
+    return (
+        f" (node {answer.get('node')} answered; not what nodes"
+        f" {', '.join(answer.get('missing', ()))} hold: they did not answer in time)"
+    )
+
+
+def _policy_command(arguments: argparse.Namespace, client: Client) -> tuple[Any, Callable]:
+    """``policies``, ``set-policy``, ``clear-policy``: as rabbitmqctl's."""
+    command = arguments.command
+    if command == "policies":
+        answer = client.call("GET", "policies")
+        rows = [
+            dict(row, definition=",".join(f"{k}={v}" for k, v in row["definition"].items()))
+            for row in answer
+        ]
+        return answer, lambda out: print_table(rows, POLICIES, out)
+    path = f"policies/{quote(arguments.name, safe='')}"
+    if command == "clear-policy":
+        answer = client.call("DELETE", path)
+        return answer, lambda out: print(f"cleared policy {arguments.name}", file=out)
+    definition = {
+        key: getattr(arguments, key.replace("-", "_"))
+        for key in SETTING_KEYS
+        if getattr(arguments, key.replace("-", "_")) is not None
+    }
+    body = {
+        "pattern": arguments.pattern,
+        "priority": arguments.priority,
+        "apply-to": arguments.apply_to,
+        "definition": definition,
+    }
+    answer = client.call("PUT", path, body)
+    return answer, lambda out: print(f"set policy {arguments.name}", file=out)
 
 
 def _print_messages(messages: list[dict[str, Any]], out: TextIO) -> None:
@@ -336,16 +363,11 @@ def run(arguments: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
     """
     Run one management subcommand.
 
-    :returns: the exit status (see the module notes).
+    :returns: 0; a failure raises.
+    :raises CommandFailed: :class:`Refused` or :class:`Unreachable`, which
+        :func:`stompbroker.app.cli.main` prints.
     """
-    try:
-        answer, show = _do(arguments, _client(arguments), stdin)
-    except Refused as error:
-        print(f"stompbroker {arguments.command}: {error}", file=stderr)
-        return EXIT_REFUSED
-    except Unreachable as error:
-        print(f"stompbroker {arguments.command}: {error}", file=stderr)
-        return EXIT_UNREACHABLE
+    answer, show = _do(arguments, _client(arguments), stdin)
     if arguments.json:
         json.dump(answer, stdout, indent=1)
         print(file=stdout)

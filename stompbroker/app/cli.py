@@ -6,12 +6,21 @@ The ``stompbroker`` command: tools that run beside the broker, not the broker it
     stompbroker passwd FILE USER [--group G ...] [--stdin] [--cost N]
     stompbroker passwd FILE USER --delete
 
+    stompbroker config check FILE
+
 ``passwd`` adds a user to a password file for ``--auth passwd:FILE`` (creating
 the file, readable by its owner only), or gives an existing user a new password;
 without ``--group`` an existing user keeps their groups.  The password is asked
-for twice on the terminal, or read as one line from standard input with
-``--stdin``, so that it never appears in the process list or shell history.  A
-running broker picks the change up at the next login.
+for twice on the terminal; it is read as one line from standard input with
+``--stdin``, or when standard input is not a terminal (a pipe, a script), so
+that it never appears in the process list or shell history.  A running broker
+picks the change up at the next login.
+
+``config check`` reads a configuration file (``--config``) as ``twistd
+stompbroker`` would, and says whether it would start with it.
+
+Every failure is one line on standard error and an exit status
+(:mod:`stompbroker.app.command_errors`); argparse's usage errors exit with 2.
 """
 
 from __future__ import annotations
@@ -22,7 +31,10 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
+from twisted.python import usage
+
 from stompbroker.app import admin
+from stompbroker.app.command_errors import CommandFailed
 from stompbroker.security.passwords import (
     DEFAULT_SCRYPT,
     PasswordFileError,
@@ -33,10 +45,6 @@ from stompbroker.security.passwords import (
 )
 
 __all__ = ["main"]
-
-
-class _CommandError(Exception):
-    """A mistake the user can fix; its message is printed, and the exit status is 1."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -72,36 +80,52 @@ def _parser() -> argparse.ArgumentParser:
         help=f"the scrypt cost N, a power of two (default {DEFAULT_SCRYPT.n})",
     )
     passwd.add_argument("--delete", action="store_true", help="remove the user instead")
+    config = commands.add_parser(
+        "config",
+        help="check a configuration file (twistd stompbroker --config FILE)",
+        description="Check a configuration file without starting the broker.",
+        epilog="exit status: 0 the broker would start with it; 1 it holds a mistake (printed)",
+    )
+    config_commands = config.add_subparsers(dest="action", required=True, metavar="ACTION")
+    check = config_commands.add_parser(
+        "check",
+        help="read FILE as twistd stompbroker --config FILE would, and say what is wrong",
+        description="Read FILE as twistd stompbroker --config FILE would, and say what is wrong.",
+    )
+    check.add_argument("file", metavar="FILE", help="the TOML configuration file")
     admin.add_commands(commands)
     return parser
 
 
 def _read_password(user: str, from_stdin: bool, stdin: TextIO) -> str:
     """
-    :raises _CommandError: for an empty password, or two entries that differ.
+    :returns: the password: asked twice on the terminal, or one line of ``stdin``
+        with ``--stdin`` or when ``stdin`` is not a terminal (getpass would read
+        it there anyway, after a warning, and fail at its end).
+    :raises CommandFailed: for an empty password, or two entries that differ.
     """
-    if from_stdin:
+    if from_stdin or not stdin.isatty():
         password = stdin.readline().removesuffix("\n").removesuffix("\r")
     else:
         password = getpass.getpass(f"Password for {user}: ")
         if getpass.getpass("Again: ") != password:
-            raise _CommandError("the passwords differ; nothing was changed")
+            raise CommandFailed("the passwords differ; nothing was changed")
     if not password:
-        raise _CommandError("the password is empty; nothing was changed")
+        raise CommandFailed("the password is empty; nothing was changed")
     return password
 
 
 def _passwd(arguments: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> None:
     """
-    :raises _CommandError: for anything the user must fix.
+    :raises CommandFailed: for anything the user must fix.
     """
     if arguments.delete:
         try:
             deleted = delete_user(arguments.file, arguments.user)
         except OSError as error:
-            raise _CommandError(f"cannot write {arguments.file}: {error.strerror}") from None
+            raise CommandFailed(f"cannot write {arguments.file}: {error.strerror}") from None
         if not deleted:
-            raise _CommandError(f"{arguments.file} has no user {arguments.user!r}")
+            raise CommandFailed(f"{arguments.file} has no user {arguments.user!r}")
         print(f"removed {arguments.user} from {arguments.file}", file=stdout)
         return
     params = ScryptParams(arguments.cost, DEFAULT_SCRYPT.r, DEFAULT_SCRYPT.p)
@@ -109,20 +133,37 @@ def _passwd(arguments: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> Non
         check_names(arguments.user, arguments.groups or ())
         params.check()
     except ValueError as error:
-        raise _CommandError(str(error)) from None
+        raise CommandFailed(str(error)) from None
     password = _read_password(arguments.user, arguments.stdin, stdin)
     try:
         entry = set_password(arguments.file, arguments.user, password, arguments.groups, params)
     except OSError as error:
-        raise _CommandError(f"cannot write {arguments.file}: {error.strerror}") from None
+        raise CommandFailed(f"cannot write {arguments.file}: {error.strerror}") from None
     except ValueError as error:
-        raise _CommandError(str(error)) from None
+        raise CommandFailed(str(error)) from None
     groups = ", ".join(entry.groups) or "no groups"
     print(f"set the password of {entry.user} ({groups}) in {arguments.file}", file=stdout)
 
 
+def _config(arguments: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> None:
+    """
+    ``config check FILE``: parse it as ``twistd stompbroker --config FILE`` would
+    (files it names are read, a stats directory is not made).
+
+    :raises CommandFailed: saying what is wrong, with the file's line.
+    """
+    from stompbroker.app.options import Options
+
+    options = Options()
+    try:
+        options.parseOptions(["--config", arguments.file])
+    except usage.UsageError as error:
+        raise CommandFailed(str(error)) from None
+    print(f"{arguments.file}: the broker would start with it", file=stdout)
+
+
 #: The function behind each subcommand.
-_COMMANDS = {"passwd": _passwd}
+_COMMANDS = {"passwd": _passwd, "config": _config}
 
 
 def main(
@@ -143,15 +184,18 @@ def main(
         (argparse exits with 2 for bad arguments).
     """
     arguments = _parser().parse_args(argv)
-    if arguments.command in admin.COMMANDS:
-        return admin.run(
-            arguments, stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr
-        )
+    streams = (stdin or sys.stdin, stdout or sys.stdout)
     try:
-        _COMMANDS[arguments.command](arguments, stdin or sys.stdin, stdout or sys.stdout)
-    except (_CommandError, PasswordFileError) as error:
+        if arguments.command in admin.COMMANDS:
+            return admin.run(arguments, *streams, stderr or sys.stderr)
+        try:
+            _COMMANDS[arguments.command](arguments, *streams)
+        except PasswordFileError as error:
+            raise CommandFailed(str(error)) from None
+    except CommandFailed as error:
+        # The one place a failure is said: one line, no traceback.
         print(f"stompbroker {arguments.command}: {error}", file=stderr or sys.stderr)
-        return 1
+        return error.exit_status
     return 0
 
 

@@ -4,18 +4,24 @@ becomes (a positive count, seconds, a size in bytes, the heart-beat pair).
 
 They live apart from :class:`stompbroker.app.options.Options`, whose table of
 options is long enough on its own: each is a plain function of the option's
-text, and needs no ``Options`` to test.  The small ones raise ``ValueError``, which
-twistd's ``usage`` turns into a usage error naming the option; :func:`parse_size`
-and :func:`parse_heartbeat` raise :class:`~twisted.python.usage.UsageError` themselves.
+text, and needs no ``Options`` to test.  The small ones raise ``ValueError`` saying
+what the value should be; :func:`named` wraps them so that the usage error names the
+option (twistd's ``usage`` alone says "Parameter type enforcement failed: invalid
+literal for int()").  :func:`parse_size` and :func:`parse_heartbeat` raise
+:class:`~twisted.python.usage.UsageError` themselves.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from twisted.python import usage
 
 from stompbroker.broker.flow.throttle import physical_memory
 
 __all__ = [
+    "named",
     "non_negative",
     "non_negative_seconds",
     "parse_heartbeat",
@@ -29,29 +35,45 @@ __all__ = [
 _SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 
+def whole_number(text: str) -> int:
+    """:raises ValueError: saying that ``text`` is not a whole number."""
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"takes a whole number, got {text!r}") from None
+
+
+def number(text: str) -> float:
+    """:raises ValueError: saying that ``text`` is not a number."""
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"takes a number, got {text!r}") from None
+
+
 def positive(text: str) -> int:
-    value = int(text)
+    value = whole_number(text)
     if value < 1:
         raise ValueError(f"must be a positive integer, got {text!r}")
     return value
 
 
 def non_negative(text: str) -> int:
-    value = int(text)
+    value = whole_number(text)
     if value < 0:
         raise ValueError(f"must be 0 or more, got {text!r}")
     return value
 
 
 def redelivery_limit(text: str) -> int:
-    value = int(text)
+    value = whole_number(text)
     if value < -1:
         raise ValueError(f"must be 0 or more, or -1 for no limit, got {text!r}")
     return value
 
 
 def positive_seconds(text: str) -> float:
-    value = float(text)
+    value = number(text)
     if not 0 < value < float("inf"):
         raise ValueError(f"must be more than 0 seconds, got {text!r}")
     return value
@@ -67,10 +89,39 @@ def stream_destination(text: str) -> str | None:
 
 
 def non_negative_seconds(text: str) -> float:
-    value = float(text)
+    value = number(text)
     if not 0 <= value < float("inf"):
         raise ValueError(f"must be 0 or more seconds, got {text!r}")
     return value
+
+
+class _NamedCoercer:
+    """A parser of one option's value whose errors name the option."""
+
+    def __init__(self, option: str, coerce: Callable[[str], Any]) -> None:
+        self.option = option
+        self.coerce = coerce
+        # twistd's --help shows it beside the option.
+        self.coerceDoc = getattr(coerce, "coerceDoc", "")
+
+    def __call__(self, text: str) -> Any:
+        try:
+            return self.coerce(text)
+        except ValueError as error:
+            raise usage.UsageError(f"--{self.option} {error}") from None
+
+
+def named(parameters: list[Any]) -> list[Any]:
+    """
+    :param parameters: an ``optParameters`` table (name, short, default, help[, coerce]).
+    :returns: the same table, each parser wrapped so that a bad value is a usage
+        error that names its option (``--max-connections takes a whole number, got
+        'abc'``).
+    """
+    return [
+        [*row[:4], _NamedCoercer(row[0], row[4])] if len(row) > 4 and row[4] else row
+        for row in parameters
+    ]
 
 
 def parse_size(text: str, option: str) -> int:

@@ -21,9 +21,12 @@ from twisted.cred.credentials import IAnonymous, IUsernamePassword
 from twisted.python import usage
 
 from stompbroker import __version__
+from stompbroker.app.config_file import ConfigFileOptions
+from stompbroker.app.edge_options import EdgeOptions
 from stompbroker.app.engine_options import EngineOptions
 from stompbroker.app.gc_tuning import DEFAULT_THRESHOLD
 from stompbroker.app.option_values import (
+    named,
     non_negative,
     non_negative_seconds,
     parse_heartbeat,
@@ -33,13 +36,15 @@ from stompbroker.app.option_values import (
     redelivery_limit,
     stream_destination,
 )
+from stompbroker.app.policy_options import PolicyOptions
+from stompbroker.app.redelivery_options import RedeliveryOptions
 from stompbroker.app.stream_options import StreamOptions
 from stompbroker.app.websocket_options import WebSocketOptions
 from stompbroker.broker.flow.limits import MEMORY_HIGH_SHARE, Limits
 from stompbroker.broker.queueing.delivery import EXPIRED_ACTIONS, DeliveryPolicy
 from stompbroker.broker.store.sqlite import SYNC_MODES
 from stompbroker.logs import LEVELS
-from stompbroker.protocol.resumption import DEFAULT_BUFFER, DEFAULT_WINDOW
+from stompbroker.protocol.resume.registry import DEFAULT_BUFFER, DEFAULT_WINDOW
 from stompbroker.protocol.session import SLOW_CONSUMER_POLICIES, SessionConfig
 from stompbroker.security.access import AccessControl, AccessFileError
 from stompbroker.security.credentials import IBearerToken, ICertificate
@@ -71,7 +76,16 @@ POLICY = DeliveryPolicy()
 LIMITS = Limits(memory_high=0)
 
 
-class Options(EngineOptions, StreamOptions, WebSocketOptions, strcred.AuthOptionMixin):
+class Options(
+    EngineOptions,
+    StreamOptions,
+    RedeliveryOptions,
+    PolicyOptions,
+    WebSocketOptions,
+    EdgeOptions,
+    ConfigFileOptions,
+    strcred.AuthOptionMixin,
+):
     """The options of ``twistd stompbroker``; ``--auth`` comes from ``strcred``."""
 
     supportedInterfaces = (IUsernamePassword, IAnonymous, ICertificate)
@@ -344,6 +358,7 @@ class Options(EngineOptions, StreamOptions, WebSocketOptions, strcred.AuthOption
             f"Lowest level of the broker's log events: {', '.join(LEVELS)}.",
         ],
     ]
+    optParameters = named(optParameters)
 
     optFlags = [
         [
@@ -423,6 +438,17 @@ class Options(EngineOptions, StreamOptions, WebSocketOptions, strcred.AuthOption
         print(f"stompbroker {__version__}")
         raise SystemExit(0)
 
+    def opt_auth(self, description: str) -> None:
+        """Check CONNECT's login and passcode: passwd:FILE, jwt:jwks=FILE:audience=AUD, cert, memory:USER:PASS, unix, ... (repeatable; --help-auth lists them)."""  # noqa: E501
+        try:
+            super().opt_auth(description)
+            self.setdefault("auth-kinds", []).append(description.split(":", 1)[0])
+        except usage.UsageError as error:
+            # Only the kind: the rest may hold a password (memory:USER:PASS).
+            kind = description.split(":", 1)[0]
+            reason = str(error).removeprefix("Unexpected error: ")
+            raise usage.UsageError(f"--auth {kind}: {reason}") from None
+
     def opt_allow_anonymous(self) -> None:
         """With --auth, also let in clients that send no login."""
         self["allow-anonymous"] = True
@@ -430,7 +456,7 @@ class Options(EngineOptions, StreamOptions, WebSocketOptions, strcred.AuthOption
     def parseOptions(self, options: list[str] | None = None) -> None:
         """Parse, keeping the arguments as given (``--workers`` hands them to its workers)."""
         self.argv = list(sys.argv[1:] if options is None else options)
-        super().parseOptions(options)
+        super().parseOptions(self.argv)
 
     def postOptions(self) -> None:
         self["heartbeat"] = parse_heartbeat(self["heartbeat"])
@@ -439,7 +465,10 @@ class Options(EngineOptions, StreamOptions, WebSocketOptions, strcred.AuthOption
         self._check_limits()
         self.check_engine()
         self.check_streams(parse_size)
+        self.check_redelivery()
+        self.check_policies()
         self.check_websocket()
+        self.check_edge()
         if self["log-level"] not in LEVELS:
             raise usage.UsageError(
                 f"--log-level must be one of {', '.join(LEVELS)}, got {self['log-level']!r}"

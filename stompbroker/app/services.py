@@ -14,11 +14,12 @@ import os
 import signal
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from twisted.application.service import MultiService, Service
 from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
+from twisted.internet.error import ReactorNotRunning
 from twisted.python.failure import Failure
 
 from stompbroker.broker.engine.base import EngineUnavailable
@@ -26,6 +27,7 @@ from stompbroker.broker.service import Broker
 from stompbroker.broker.store.base import StoreError
 from stompbroker.logs import logger
 from stompbroker.security.access import AccessControl, AccessFileError
+from stompbroker.stats.export import ExportDirectoryError
 
 __all__ = ["BrokerService", "ReloadOnHangup", "exit_with_error"]
 
@@ -42,14 +44,27 @@ class BrokerService(MultiService):
         the first child, named ``broker``.
     :param on_failure: called with the Failure when the broker cannot recover,
         or a listener cannot start after it; twistd's stops the process.
+    :param checks: called first at start, each raising
+        :class:`~stompbroker.stats.export.ExportDirectoryError` for a directory the
+        broker could not use (the stats directory).
+    :param announce: called once every listener has started (the start-up banner).
     :raises SystemExit: from :meth:`startService`, with the store's message, when
-        the data directory cannot be used (locked, damaged, not writable).
+        the data directory cannot be used (locked, damaged, not writable), or a
+        check's.
     """
 
-    def __init__(self, broker: Broker, on_failure: Callable[[Failure], None]) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        on_failure: Callable[[Failure], None],
+        checks: Sequence[Callable[[], None]] = (),
+        announce: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__()
         self.broker = broker
         self._on_failure = on_failure
+        self._checks = checks
+        self._announce = announce
         broker.setServiceParent(self)
 
     def privilegedStartService(self) -> None:
@@ -63,6 +78,12 @@ class BrokerService(MultiService):
     def startService(self) -> None:
         """Start the broker; start the others once it is ready."""
         Service.startService(self)
+        try:
+            for check in self._checks:
+                check()
+        except ExportDirectoryError as error:
+            log.critical("{error}", error=str(error))
+            raise SystemExit(f"stompbroker: {error}") from error
         try:
             self.broker.startService()
         except EngineUnavailable as error:
@@ -80,6 +101,8 @@ class BrokerService(MultiService):
         for service in self:
             if service is not self.broker:
                 service.startService()
+        if self._announce is not None:
+            self._announce()
 
     def stopService(self) -> Deferred[Any]:
         """Stop, in reverse order, every child that was started; the broker last."""
@@ -101,7 +124,15 @@ def exit_with_error(reactor: Any, failure: Failure) -> None:
     """
     log.critical("stompbroker cannot start: {error}", error=str(failure.value))
     atexit.register(_exit, 1)
-    reactor.callWhenRunning(reactor.stop)
+    reactor.callWhenRunning(_stop, reactor)
+
+
+def _stop(reactor: Any) -> None:
+    """Stop the reactor, unless it is stopping already (a second failure)."""
+    try:
+        reactor.stop()
+    except ReactorNotRunning:
+        pass
 
 
 def _exit(status: int) -> None:

@@ -79,4 +79,3 @@ class StreamOptions(usage.Options):
         if max_bytes < 1:
             raise usage.UsageError("--stream-max-bytes must be at least 1 byte")
         self["stream-limits"] = StreamLimits(max_age=max_age, max_bytes=max_bytes)
-

@@ -12,6 +12,7 @@ data directory.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,21 +20,22 @@ from twisted.application.internet import StreamServerEndpointService
 from twisted.application.service import MultiService
 from twisted.cred.credentials import IUsernamePassword
 from twisted.cred.portal import Portal
-from twisted.internet import endpoints
 
 from stompbroker import __version__
+from stompbroker.app.banner import banner_lines, log_banner, reactor_name
 from stompbroker.app.gc_tuning import CollectorTuning
 from stompbroker.app.limits import raise_descriptor_limit
 from stompbroker.app.options import Options
 from stompbroker.app.services import BrokerService, ReloadOnHangup, exit_with_error
 from stompbroker.app.workers import AdoptedPort, WorkerSupervisor, adopted_ports
+from stompbroker.broker.engine.factory import build_engine
 from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.management.operations import Management
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.sqlite import SQLiteStore
 from stompbroker.logs import set_level
-from stompbroker.protocol.resumption import ResumeBook
+from stompbroker.protocol.resume.registry import ResumeBook
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.security.credentials import IBearerToken, ICertificate
 from stompbroker.security.http_auth import HttpChecker
@@ -43,6 +45,7 @@ from stompbroker.stats.model import StatsModel
 from stompbroker.stats.services import LiveStats, StatsExport
 from stompbroker.stats.setup import RunningSetup, redact_url
 from stompbroker.stats.stream import StatsStream
+from stompbroker.transport.proxy_header import listening_endpoint
 from stompbroker.transport.tcp import stomp_server_factory
 from stompbroker.transport.websocket import WebSocketConfig
 from stompbroker.web.api import ManagementApi
@@ -84,6 +87,7 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         dead_letter_prefix=options["dead-letter-prefix"],
         expired=options["expired"],
         ttl=options["ttl"],
+        backoff=options["backoff"],
     )
     store = None
     engine = _engine(options, reactor, policy)
@@ -109,8 +113,18 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         persistent_queues=options["persistent-queues"],
         engine=engine,
         stream_limits=None if engine is not None else options["stream-limits"],
+        rate_limits=options["rate-limits"],
+        policies=options["policies"],
     )
-    top = BrokerService(broker, on_failure=lambda failure: exit_with_error(reactor, failure))
+    exporter = None
+    if options["stats-dir"] is not None:
+        exporter = StatsExporter(Path(options["stats-dir"]).absolute(), reactor.seconds)
+    top = BrokerService(
+        broker,
+        on_failure=lambda failure: exit_with_error(reactor, failure),
+        checks=[exporter.check] if exporter is not None else [],
+        announce=partial(log_banner, banner_lines(options, reactor)),
+    )
     resumption = None
     if options["resume-window"]:
         # One book for every listener: a client may drop over one and come back over another.
@@ -140,10 +154,12 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         ReloadOnHangup(options["access-control"], reactor).setServiceParent(top)
     raise_descriptor_limit(options["max-connections"])
     factory = stomp_server_factory(broker, reactor, config)
+    # The banner says what listens where; not "Starting factory <... object at 0x...>".
+    factory.noisy = False
     adopted = adopted_ports()
     for description in options["listen"]:
         _listen(top, reactor, f"stomp {description}", description, factory, adopted)
-    live = _add_stats(top, broker, reactor, options)
+    live = _add_stats(top, broker, reactor, options, exporter)
     if options["gc-threshold"]:
         # A child like the listeners: it starts once recovery is over.
         CollectorTuning(options["gc-threshold"]).setServiceParent(top)
@@ -152,6 +168,7 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
             ping_interval=options["ws-ping-interval"],
             ping_timeout=options["ws-ping-timeout"],
             compression=options["ws-compression-settings"],
+            trusted_proxies=options["trusted-proxies"],
         )
         setup = running_setup(options)
         api = ManagementApi(
@@ -163,7 +180,7 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         root = web_root(
             broker, reactor, config, websocket=websocket, stats=live, api=api, setup=setup
         )
-        site = WebSite(root, reactor=reactor)
+        site = WebSite(root, reactor=reactor, trusted_proxies=options["trusted-proxies"])
         for description in options["http"]:
             _listen(top, reactor, f"http {description}", description, site, adopted)
     return top
@@ -177,23 +194,20 @@ def _engine(options: Options, reactor: Any, policy: DeliveryPolicy) -> Any:
     url = options["engine-url"]
     if url is None:
         return None
-    from stompbroker.broker.engine.redis.engine import RedisEngine
-
-    return RedisEngine(
+    return build_engine(
         reactor,
-        url,
+        url=url,
         policy=policy,
         node_timeout=options["node-timeout"],
+        outage_hold=options["engine-outage-hold"],
+        wait_replicas=(options["engine-wait-replicas"], options["engine-wait-timeout"]),
         stream_limits=options["stream-limits"],
     )
 
 
 def _asyncio_reactor_name(reactor: Any) -> str:
-    """:returns: the ``--reactor`` of workers: the supervisor's own, if it is asyncio's."""
-    loop = getattr(reactor, "_asyncioEventloop", None)
-    if loop is not None and type(loop).__module__.startswith("uvloop"):
-        return "uvloop"
-    return "asyncio"
+    """:returns: the ``--reactor`` of workers: the supervisor's own, if it is uvloop."""
+    return "uvloop" if reactor_name(reactor) == "uvloop" else "asyncio"
 
 
 def _authenticator(options: Options, reactor: Any) -> Authenticator | None:
@@ -251,9 +265,16 @@ def _api_portal(options: Options) -> Portal | None:
     return make_portal(checkers) if checkers else None
 
 
-def _add_stats(top: MultiService, broker: Broker, reactor: Any, options: Options) -> LiveStats:
+def _add_stats(
+    top: MultiService,
+    broker: Broker,
+    reactor: Any,
+    options: Options,
+    exporter: StatsExporter | None,
+) -> LiveStats:
     """
-    Add the statistics services to ``top``: the live one, and with ``--stats-dir`` the export.
+    Add the statistics services to ``top``: the live one, and with ``--stats-dir``
+    (``exporter``) the export.
 
     :returns: the live service, which the web port's stats pages read.
     """
@@ -265,8 +286,7 @@ def _add_stats(top: MultiService, broker: Broker, reactor: Any, options: Options
     model = StatsModel(broker, reactor, authorization=endpoints[0].figures if endpoints else None)
     live = LiveStats(model, options["monitor-interval"])
     live.setServiceParent(top)
-    if options["stats-dir"] is not None:
-        exporter = StatsExporter(Path(options["stats-dir"]).absolute(), reactor.seconds)
+    if exporter is not None:
         StatsExport(model, exporter, options["stats-interval"]).setServiceParent(top)
     if options["stats-stream"] is not None:
         StatsStream(model, options["stats-stream"], options["stats-interval"]).setServiceParent(top)
@@ -292,7 +312,7 @@ def _listen(
         service.setName(name)
         service.setServiceParent(top)
         return
-    endpoint = endpoints.serverFromString(reactor, description)
+    endpoint = listening_endpoint(reactor, description)
     listener = StreamServerEndpointService(endpoint, factory)
     listener._raiseSynchronously = True
     listener.setName(name)

@@ -28,9 +28,7 @@ def install() -> None:
     try:
         import uvloop
     except ImportError as error:
-        raise UvloopMissing(
-            "the uvloop reactor needs uvloop: pip install uvloop"
-        ) from error
+        raise UvloopMissing("the uvloop reactor needs uvloop: pip install uvloop") from error
     asyncioreactor.install(eventloop=uvloop.new_event_loop())
 
 

@@ -83,7 +83,10 @@ def shareable(description: str) -> bool:
 
 
 def worker_argv(argv: list[str]) -> list[str]:
-    """:returns: the plugin's options without ``--workers`` (a worker is one process)."""
+    """
+    :returns: the plugin's options with ``--workers 1`` in place of the
+        supervisor's (a worker is one process, whatever a ``--config`` file says).
+    """
     kept: list[str] = []
     skip = False
     for argument in argv:
@@ -96,7 +99,7 @@ def worker_argv(argv: list[str]) -> list[str]:
         if argument.startswith("--workers="):
             continue
         kept.append(argument)
-    return kept
+    return [*kept, "--workers=1"]
 
 
 def adopted_ports(environ: Any = os.environ) -> dict[str, tuple[int, int]]:
@@ -191,6 +194,7 @@ class WorkerSupervisor(MultiService):
         self._workers: dict[int, Any] = {}
         self._protocols: dict[int, _Worker] = {}
         self._delays: dict[int, float] = {}
+        self._failed = False
         self._reaper = LoopingCall(reapAllProcesses)
         self._reaper.clock = reactor
 
@@ -199,9 +203,10 @@ class WorkerSupervisor(MultiService):
         super().privilegedStartService()
         for description in self._descriptions:
             bound: list[Any] = []
-            listening = endpoints.serverFromString(self._reactor, description).listen(
-                protocol.Factory()
-            )
+            # It never accepts: a quiet factory (no "Starting factory <... at 0x...>").
+            quiet = protocol.Factory()
+            quiet.noisy = False
+            listening = endpoints.serverFromString(self._reactor, description).listen(quiet)
             listening.addCallback(bound.append)
             # A TCP endpoint listens at once; a failure to bind raises here.
             if not bound:
@@ -264,7 +269,12 @@ class WorkerSupervisor(MultiService):
             return
         lived = self._reactor.seconds() - worker.started
         failed = reason.check(ProcessTerminated) and reason.value.exitCode
+        if self._failed:
+            # The first worker that could not start stopped the supervisor; the
+            # others end for the same reason, which is logged once.
+            return
         if worker.first and lived < FIRST_START and failed:
+            self._failed = True
             exit_with_error(
                 self._reactor,
                 Failure(

@@ -6,7 +6,7 @@ and answers :class:`stompbroker.interfaces.IBroker`, which is all a session asks
 of it.  It never sees bytes or transports, and holds no destination itself:
 
 - the **engine** (:class:`~stompbroker.broker.engine.base.IEngine`; by default the
-  in-process :class:`~stompbroker.broker.engine.local.LocalEngine`) holds the
+  in-process engine, :mod:`stompbroker.broker.engine.local`) holds the
   topic subscriptions, queues, durable subscriptions and the message store;
 - the **router** (:mod:`stompbroker.broker.routing.router`) routes each SEND to them;
 - the **consumers** (:mod:`stompbroker.broker.clients.consumers`) attach subscriptions
@@ -48,9 +48,12 @@ from zope.interface import implementer
 from stompbroker.broker.clients.connections import ConnectionRegistry
 from stompbroker.broker.clients.consumers import Consumers
 from stompbroker.broker.clients.transactions import Transactions
-from stompbroker.broker.engine.local import LocalEngine
+from stompbroker.broker.engine.factory import build_engine
+from stompbroker.broker.features.policies import Policies, Policy
 from stompbroker.broker.flow.backpressure import BackPressure, MemoryAlarm
 from stompbroker.broker.flow.limits import Limits
+from stompbroker.broker.flow.rate_limiter import RateLimiter
+from stompbroker.broker.flow.rates import RateLimits
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.routing.router import Router
 from stompbroker.broker.store.recovery import Readiness
@@ -59,6 +62,7 @@ from stompbroker.protocol.message import Message
 
 DEFAULT_LIMITS = Limits()
 DEFAULT_POLICY = DeliveryPolicy()
+DEFAULT_RATE_LIMITS = RateLimits()
 
 
 @implementer(IBroker)
@@ -77,18 +81,17 @@ class Broker(Service):
         persistent, whatever its ``persistent`` header says.
     :param engine: where destinations' state lives, an
         :class:`~stompbroker.broker.engine.base.IEngine`; by default a
-        :class:`~stompbroker.broker.engine.local.LocalEngine` on ``clock``,
+        in-process engine (:func:`~stompbroker.broker.engine.factory.build_engine`) on ``clock``,
         ``policy`` and ``store``.  An engine given here brings its own store:
         ``store`` must then be ``None``.
     :param stream_limits: how much each ``/stream/`` keeps
         (:class:`~stompbroker.broker.streams.offsets.StreamLimits`), for the
         default engine; an engine given here brings its own.
+    :param rate_limits: the clients' :class:`~stompbroker.broker.flow.rates.RateLimits`
+        (none by default), applied by :attr:`rates`.
     :raises ValueError: for both a ``store`` and an ``engine``.
 
     :ivar engine: the engine.
-    :ivar queues: ``/queue/`` and ``/reply-queue/`` destinations -> their queues.
-    :ivar durable: ``(client-id, name)`` -> the queue of that durable subscription.
-    :ivar topics: the topic subscription tree.
     :ivar connections: the client connections open now.
     :ivar counters: what happened to queued messages, broker-wide.
     :ivar traffic: what routing counts, per destination, for statistics
@@ -101,6 +104,8 @@ class Broker(Service):
     :ivar block_sender: :meth:`stompbroker.broker.flow.backpressure.BackPressure.block_sender`.
     :ivar count_dropped: :meth:`stompbroker.broker.flow.backpressure.BackPressure.count_dropped`.
     :ivar new_session_id: :meth:`stompbroker.broker.routing.ids.Ids.new_session_id`.
+    :ivar rates: the :class:`~stompbroker.broker.flow.rate_limiter.RateLimiter`; the
+        transports read a metered connection through its gate.
     """
 
     name = "broker"
@@ -122,24 +127,32 @@ class Broker(Service):
         persistent_queues: bool = False,
         engine: Any = None,
         stream_limits: Any = None,
+        rate_limits: RateLimits = DEFAULT_RATE_LIMITS,
+        policies: tuple[Policy, ...] = (),
     ) -> None:
         if engine is None:
-            engine = LocalEngine(clock, policy=policy, store=store, stream_limits=stream_limits)
+            engine = build_engine(clock, policy=policy, store=store, stream_limits=stream_limits)
         elif store is not None:
             raise ValueError("an engine keeps its own store: give the store to the engine")
         self.clock = clock
         self.limits = limits
         self.policy = policy
         self.engine = engine
-        self.traffic = engine.traffic
-        self.counters = engine.counters
-        self.topics = engine.topics
-        self.queues = engine.queues
-        self.durable = engine.durable
-        self.registry = ConnectionRegistry(limits, engine.traffic, engine.ids, engine)
+        books = engine.bookkeeping()
+        self.traffic = books.traffic
+        self.counters = books.counters
+        self.rates = RateLimiter(clock, rate_limits)
+        self.registry = ConnectionRegistry(
+            limits,
+            books.traffic,
+            books.ids,
+            engine,
+            admit=self.rates.admit if rate_limits.connection_rate is not None else None,
+        )
         self.connections = self.registry.connections
-        self.backpressure = BackPressure(clock, limits, engine.counters, self.connections)
-        #: The :class:`~stompbroker.protocol.resumption.ResumeBook` of the
+        self.backpressure = BackPressure(clock, limits, books.counters, self.connections)
+        engine.report_outages(self.backpressure)
+        #: The :class:`~stompbroker.protocol.resume.registry.ResumeBook` of the
         #: listeners' resumable sessions, if any (:meth:`keep_resumable_sessions`).
         self.resumption: Any = None
         self.transactions = Transactions(self.registry, limits, self.backpressure)
@@ -152,7 +165,12 @@ class Broker(Service):
             policy,
             persistent_queues,
         )
-        self.consumers = Consumers(engine, self.registry, self.transactions, policy)
+        #: The per-destination policies in force (docs/policies.md): the
+        #: configuration's, then what operators set at run time.
+        self.policies: Policies = engine.policies
+        for each in policies:
+            self.policies.set(each)
+        self.consumers = Consumers(engine, self.registry, self.transactions, policy, self.policies)
         self._readiness = Readiness()
         # The methods a session calls per message, bound once: its SEND, ACK and
         # NACK, and a slow subscriber's signals, reach the part that does the work
@@ -163,16 +181,6 @@ class Broker(Service):
         self.block_sender = self.backpressure.block_sender
         self.count_dropped = self.backpressure.count_dropped
         self.new_session_id = self.registry.new_session_id
-
-    @property
-    def store(self) -> Any:
-        """The engine's message store, or ``None``."""
-        return self.engine.store
-
-    @property
-    def journal(self) -> Any:
-        """The engine's :class:`~stompbroker.broker.store.journal.Journal`, or ``None``."""
-        return self.engine.journal
 
     @property
     def persistent_queues(self) -> bool:
@@ -195,7 +203,7 @@ class Broker(Service):
     def keep_resumable_sessions(self, book: Any) -> None:
         """
         The listeners keep their resumable sessions in ``book`` (the
-        :class:`~stompbroker.protocol.resumption.ResumeBook` of their
+        :class:`~stompbroker.protocol.resume.registry.ResumeBook` of their
         ``SessionConfig``): show them to operators (stats, management) and
         count their buffers in the memory watermark, which sheds them before
         it pauses publishers.  Call before the broker starts.
@@ -307,7 +315,7 @@ class Broker(Service):
         Deliver matching messages to ``subscriber`` from now on.
 
         :raises InvalidDestination: for a destination the broker does not serve,
-            a queue destination with a wildcard, or a reply queue.
+            an invalid pattern, or a reply queue.
         :raises DuplicateSubscription: for a durable name in use on another topic.
         """
         self.consumers.subscribe(subscriber)

@@ -1,11 +1,14 @@
 """
 The STOMP protocol, sans I/O: frames, the parser, the encoder, the message the
 broker carries, and the session state machine of one client connection
-(``session.py``, ``states.py``) with its parts, a module each: ``lifecycle``,
-``negotiation``, ``credentials``, ``publishing``, ``subscriptions``,
-``receipts`` (over ``write_window``), ``resuming`` (over ``resumption``,
-``resume_buffer`` and ``resume_records``), ``slow_consumer`` (over ``backlog``)
-and ``timers``, on ``parts`` and ``config``.
+(``session.py``, ``states.py``).  The session holds its parts, objects a module
+each, each stating what it needs of the session in a ``typing.Protocol``
+(shared ones in ``parts``): ``receipts`` (over ``write_window``), ``timers``,
+``slow_consumer`` (the output, over ``backlog``), ``subscriptions``, ``login``
+and the ``resume`` subpackage (the session's part, the registry of detached
+sessions, the buffer and the cluster's records).  Its frame handlers are
+functions in ``negotiation``, ``publishing``, ``subscriptions`` and
+``lifecycle``; its settings are ``config``.
 
 May import: the standard library, attrs, zope.interface and
 :mod:`stompbroker.interfaces`; nothing else of the package.

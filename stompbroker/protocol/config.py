@@ -60,7 +60,7 @@ class SessionConfig:
     :ivar authenticator: called with CONNECT's ``login``, ``passcode`` and the
         client's address (and ``certificate=``, the client's verified TLS
         certificate, for a CONNECT with neither, see
-        :mod:`stompbroker.protocol.credentials`); returns a Deferred of the
+        :mod:`stompbroker.protocol.login`); returns a Deferred of the
         client's identity (with a ``name``, whether it is ``anonymous``, and
         when its credentials ``expires``, as
         :class:`stompbroker.security.identity.Identity`), which fails with
@@ -90,9 +90,9 @@ class SessionConfig:
         mark; without a grace, a third of the deliveries of a busy fan-out took
         the slow path, for clients that kept up (measured).
     :ivar resumption: the broker's
-        :class:`~stompbroker.protocol.resumption.ResumeBook`, shared by every
+        :class:`~stompbroker.protocol.resume.registry.ResumeBook`, shared by every
         listener, which makes sessions resumable for clients that ask
-        (:mod:`~stompbroker.protocol.resuming`); ``None`` turns resumption off.
+        (:mod:`~stompbroker.protocol.resume.part`); ``None`` turns resumption off.
     """
 
     server_name: str = "stompbroker"

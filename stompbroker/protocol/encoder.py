@@ -54,9 +54,7 @@ def _raw_name(text: str) -> str:
 
 
 def _representable_raw(name: str, value: str) -> bool:
-    return not (
-        ":" in name or "\n" in name or "\r" in name or "\n" in value or "\r" in value
-    )
+    return not (":" in name or "\n" in name or "\r" in name or "\n" in value or "\r" in value)
 
 
 def _flattened(text: str) -> str:

@@ -18,9 +18,7 @@ class ProtocolError(Exception):
     :param receipt_id: the ``receipt`` of the offending frame, if it had one.
     """
 
-    def __init__(
-        self, message: str, detail: str = "", receipt_id: str | None = None
-    ) -> None:
+    def __init__(self, message: str, detail: str = "", receipt_id: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.detail = detail or message

@@ -6,7 +6,7 @@ the client's login.
   of CONNECT's headers and the listener's offer (STOMP 1.2, "Protocol
   Negotiation" and "Heart-beating"), tested on their own;
   :func:`connected_frame` is the answer.
-- :class:`HandshakeMixin` is the session's CONNECT handler.  Authentication,
+- :func:`on_connect` is the session's CONNECT handler.  Authentication,
   when ``SessionConfig.authenticator`` is set: CONNECT's ``login`` and
   ``passcode`` go to the authenticator, which answers with an identity or fails
   with :class:`~stompbroker.protocol.errors.LoginFailed`, maybe later (a
@@ -14,18 +14,19 @@ the client's login.
   AUTHENTICATING: it reads nothing more from the socket, and frames that came
   with the CONNECT are held until the answer.  What else a CONNECT may log in
   with (a transport's bearer token or client certificate), and a token login's
-  expiry, are in :mod:`~stompbroker.protocol.credentials`.
+  expiry, are the session's :class:`~stompbroker.protocol.login.Login` part.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stompbroker.protocol.errors import LoginFailed, MalformedFrame, VersionMismatch
 from stompbroker.protocol.frames import Frame
-from stompbroker.protocol.parts import SessionPart
 from stompbroker.protocol.states import Event, State
+
+if TYPE_CHECKING:
+    from stompbroker.protocol.session import StompSession
 
 #: Why a session has stopped reading: it waits for the authenticator.
 BY_LOGIN = "login"
@@ -118,134 +119,94 @@ def connected_frame(
     return Frame("CONNECTED", tuple(headers) + extra)
 
 
-class HandshakeMixin(SessionPart):
-    """
-    The session's CONNECT (or STOMP) handler, and the authenticator's answer.
-    Mixed into :class:`~stompbroker.protocol.session.StompSession`, as its other
-    parts are.
-    """
+# -- the session's CONNECT handler ------------------------------------------------
 
-    __slots__ = ()
 
-    #: The session's slots this part owns.
-    SLOTS: tuple[str, ...] = (
-        "client_id",
-        "heartbeat",
-        "identity",
-        "session_id",
-        "version",
-        "_login",
-    )
-
-    client_id: str | None
-    heartbeat: tuple[int, int]
-    identity: Any
-    session_id: str
-    version: str
-    _login: Any
-    # Of the session's other parts.
-    _parser: Any
-    _start_holding: Callable[..., None]
-    _take_held: Callable[[], list[Frame]]
-    _stop_connect_timer: Callable[[], None]
-    _start_heartbeats: Callable[[], None]
-    _authenticate_connect: Callable[[Any, Frame], Any]
-    _watch_expiry: Callable[[Any], None]
-    error: Any
-    _read_resume: Callable[[Frame], None]
-    _resume_headers: Callable[[], tuple[tuple[tuple[str, str], ...], Any]]
-    _resume: Callable[[Any], None]
-    _wait_for_resumed: Callable[[], bool]
-
-    def _init_handshake(self) -> None:
-        #: The broker-unique id sent in CONNECTED; empty until then.
-        self.session_id = ""
-        #: The version negotiated; 1.2's rules until CONNECT says otherwise.
-        self.version = "1.2"
-        #: ``(send_ms, receive_ms)`` negotiated; none before CONNECT, nor for 1.0.
-        self.heartbeat = (0, 0)
-        #: The CONNECT frame's ``client-id``, which scopes durable subscription names.
-        self.client_id = None
-        #: Who the client logged in as (see ``SessionConfig.authenticator``).
-        self.identity = None
-        #: The authenticator's answer being waited for, to cancel if the client goes.
-        self._login = None
-
-    def _on_connect(self, frame: Frame) -> None:
-        self.version = negotiate_version(frame.get("accept-version"), self.config.versions)
-        self._parser.version = self.version
-        if self.version != "1.0":
-            config = self.config
-            self.heartbeat = negotiate_heartbeat(
-                frame.get("heart-beat"), config.heartbeat, config.heartbeat_min
-            )
-        self.client_id = frame.get("client-id")
-        if self.config.resumption is not None:
-            self._read_resume(frame)
-        authenticator = self.config.authenticator
-        if authenticator is None:
-            if not self._wait_for_resumed():
-                self._open()
-            return
-        self._transition(Event.LOGIN_STARTED)
-        # Frames that came with the CONNECT wait for the answer.
-        self._start_holding()
-        login = self._authenticate_connect(authenticator, frame)
-        login.addCallbacks(self._logged_in, self._login_refused, errbackArgs=(frame,))
-        if self.state is State.AUTHENTICATING:
-            # No answer yet (a password is being checked): keep the wait, to
-            # cancel it if the client goes, and read nothing more meanwhile.
-            self._login = login
-            self._pause_reading(BY_LOGIN)
-
-    def _logged_in(self, identity: Any) -> None:
-        """The authenticator let the client in: answer CONNECTED, then handle what waited."""
-        self._login = None
-        if self.state is not State.AUTHENTICATING:
-            return
-        self.identity = identity
-        self._watch_expiry(identity)
-        if not self._wait_for_resumed():
-            self._let_in()
-
-    def _let_in(self) -> None:
-        """The client is in (its token looked up in the cluster): CONNECTED, then what waited."""
-        held = self._take_held()
-        self._resume_reading(BY_LOGIN)
-        self._open()
-        # A resumed session that cannot be made again has failed in _open.
-        if not self._handling and self.error is None:
-            self._handle(held)
-
-    def _login_refused(self, failure: Any, frame: Frame) -> None:
-        """
-        The authenticator refused the client (after its delay), or the wait was cancelled.
-
-        The client gets "login failed" and nothing more (the authenticator has
-        logged why), then the connection closes.
-        """
-        self._login = None
-        if self.state is not State.AUTHENTICATING:
-            return
-        error = failure.value
-        if not isinstance(error, LoginFailed):
-            error = LoginFailed()
-        if error.receipt_id is None:
-            error.receipt_id = frame.get("receipt")
-        self._fail(error, Event.LOGIN_REFUSED)
-
-    def _open(self) -> None:
-        """Answer a CONNECT whose client is let in: CONNECTED, heart-beats, no more timeout."""
-        self.session_id = self.broker.new_session_id()
-        self._stop_connect_timer()
-        self._transition(Event.LOGIN_ACCEPTED)
-        config = self.config
-        extra, resumed = self._resume_headers()
-        self.send_frame(
-            connected_frame(
-                self.version, self.session_id, config.server_name, self.heartbeat, extra
-            )
+def on_connect(session: StompSession, frame: Frame) -> None:
+    """CONNECT (or STOMP): the version, the heart-beats, then the login."""
+    config = session.config
+    version = negotiate_version(frame.get("accept-version"), config.versions)
+    session.version = version
+    session._parser.use(version)
+    if version != "1.0":
+        session.heartbeat = negotiate_heartbeat(
+            frame.get("heart-beat"), config.heartbeat, config.heartbeat_min
         )
-        self._start_heartbeats()
-        if resumed is not None:
-            self._resume(resumed)
+    session.client_id = frame.get("client-id")
+    if config.resumption is not None:
+        session.resume.read(frame)
+    authenticator = config.authenticator
+    if authenticator is None:
+        if not session.resume.wait_for_resumed():
+            open_session(session)
+        return
+    session._transition(Event.LOGIN_STARTED)
+    # Frames that came with the CONNECT wait for the answer.
+    session.receipts.start_holding()
+    login = session.login.authenticate(authenticator, frame)
+    login.addCallbacks(
+        _logged_in, _login_refused, callbackArgs=(session,), errbackArgs=(session, frame)
+    )
+    if session.state is State.AUTHENTICATING:
+        # No answer yet (a password is being checked): keep the wait, to
+        # cancel it if the client goes, and read nothing more meanwhile.
+        session.login.wait_on(login)
+        session._pause_reading(BY_LOGIN)
+
+
+def _logged_in(identity: Any, session: StompSession) -> None:
+    """The authenticator let the client in: answer CONNECTED, then handle what waited."""
+    session.login.wait_on(None)
+    if session.state is not State.AUTHENTICATING:
+        return
+    session.login.accept(identity)
+    if not session.resume.wait_for_resumed():
+        let_in(session)
+
+
+def let_in(session: StompSession) -> None:
+    """The client is in (its token looked up in the cluster): CONNECTED, then what waited."""
+    held = session.receipts.take_held()
+    session._resume_reading(BY_LOGIN)
+    open_session(session)
+    # A resumed session that cannot be made again has failed in open_session.
+    if not session._handling and session.error is None:
+        session._handle(held)
+
+
+def _login_refused(failure: Any, session: StompSession, frame: Frame) -> None:
+    """
+    The authenticator refused the client (after its delay), or the wait was cancelled.
+
+    The client gets "login failed" and nothing more (the authenticator has
+    logged why), then the connection closes.
+    """
+    session.login.wait_on(None)
+    if session.state is not State.AUTHENTICATING:
+        return
+    error = failure.value
+    if not isinstance(error, LoginFailed):
+        error = LoginFailed()
+    if error.receipt_id is None:
+        error.receipt_id = frame.get("receipt")
+    session._fail(error, Event.LOGIN_REFUSED)
+
+
+def open_session(session: StompSession) -> None:
+    """Answer a CONNECT whose client is let in: CONNECTED, heart-beats, no more timeout."""
+    session.session_id = session.broker.new_session_id()
+    session.timers.stop_connect_timer()
+    session._transition(Event.LOGIN_ACCEPTED)
+    extra, resumed = session.resume.headers()
+    session.send_frame(
+        connected_frame(
+            session.version,
+            session.session_id,
+            session.config.server_name,
+            session.heartbeat,
+            extra,
+        )
+    )
+    session.timers.start_heartbeats(session.heartbeat)
+    if resumed is not None:
+        session.resume.resume(resumed)

@@ -451,6 +451,14 @@ class FrameParser:
             self._raw = raw
         return position
 
+    def use(self, version: str) -> None:
+        """Parse by ``version``'s rules from now on (a session's CONNECT negotiated it)."""
+        self.version = version
+
+    def in_frame(self) -> bool:
+        """:returns: whether bytes of an incomplete frame are waiting for the rest."""
+        return bool(self._buffer)
+
     def _adopt_version(self, command: str, headers: Headers) -> None:
         """Switch to the version a CONNECT, STOMP or CONNECTED frame points to."""
         version = negotiated_version(command, headers)

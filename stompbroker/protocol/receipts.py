@@ -12,13 +12,13 @@ on handling the client's next frames meanwhile, within the write window of
 :mod:`stompbroker.protocol.write_window`.
 
 An ERROR keeps that order too: one for a frame handled while earlier receipts
-wait (:meth:`ReceiptsMixin._fail_in_order`), and one for a store write that
+wait (:meth:`Receipts.fail_in_order`), and one for a store write that
 failed, goes out once every RECEIPT before it is out; from the moment it is
 known the session handles and reads nothing more, and the connection closes
 after it.  Later frames already handled get no RECEIPT.
 
 Some frames are handled only once every reply before them is out: BEGIN,
-COMMIT and DISCONNECT (:meth:`ReceiptsMixin._after_replies`), and a token
+COMMIT and DISCONNECT (:meth:`Receipts.after_replies`), and a token
 renewal without receipt; and a frame whose right the application is still
 deciding over HTTP (``AuthorizationPending``), handled again once it has.
 Frames that arrive meanwhile are held; past
@@ -30,14 +30,16 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from attrs import define
 
+from stompbroker.protocol.config import SessionConfig
 from stompbroker.protocol.errors import ProtocolError
 from stompbroker.protocol.frames import Frame
-from stompbroker.protocol.parts import SessionPart
+from stompbroker.protocol.parts import Failing, Reading
 from stompbroker.protocol.states import State
+from stompbroker.protocol.write_window import WriteWindow
 
 #: Why a session has stopped reading: it holds ``max_held_bytes`` of frames it
 #: cannot handle yet.
@@ -66,40 +68,51 @@ class _Reply:
     error: ProtocolError | None = None
 
 
-class ReceiptsMixin(SessionPart):
+class ReceiptsOwner(Reading, Failing, Protocol):
+    """What :class:`Receipts` needs of the session it answers for."""
+
+    @property
+    def config(self) -> SessionConfig: ...
+
+    @property
+    def _handling(self) -> bool: ...
+
+    def send_frame(self, frame: Frame) -> None: ...
+
+    def _handle(self, frames: list[Frame]) -> None: ...
+
+
+class Receipts:
     """
-    The session's receipts and held frames.  Mixed into
-    :class:`~stompbroker.protocol.session.StompSession`, whose slots hold its
-    state (:data:`SLOTS`), so that an ACK's receipt costs no call between objects.
+    The session's receipts and held frames, and its window of pending store
+    writes (:class:`~stompbroker.protocol.write_window.WriteWindow`).
+
+    :param session: what it answers for (:class:`ReceiptsOwner`).
+    :param window: the session's write window.
+
+    A SEND's RECEIPT passes here: one call from the session (what that costs
+    per message, measured, is in :mod:`~stompbroker.protocol.session`).
     """
 
-    __slots__ = ()
+    __slots__ = ("held", "window", "_held_bytes", "_replies", "_session")
 
-    #: The session's slots this part owns.
-    SLOTS: tuple[str, ...] = ("_replies", "_held", "_held_bytes")
-
-    _replies: deque[_Reply]
-    _held: deque[Frame] | None
-    _held_bytes: int
-    # Of the session's other parts.
-    _write_started: Callable[[int], None]
-    _write_ended: Callable[[int], None]
-
-    def _init_receipts(self) -> None:
+    def __init__(self, session: ReceiptsOwner, window: WriteWindow) -> None:
+        self._session = session
+        self.window = window
         #: Replies waiting, in order, for a persistent message to be stored.
-        self._replies = deque()
+        self._replies: deque[_Reply] = deque()
         #: Frames received but not handled while the session waits for the
         #: store (or a login); ``None`` when it is not waiting.
-        self._held = None
+        self.held: deque[Frame] | None = None
         self._held_bytes = 0
 
-    def _receipt(self, frame: Frame) -> None:
+    def receipt(self, frame: Frame) -> None:
         """Answer a frame whose effect is done, if it asked for a receipt."""
         receipt = frame.get("receipt")
         if receipt is not None:
-            self._send_receipt(receipt)
+            self.send_receipt(receipt)
 
-    def _send_receipt(self, receipt: str, then: Callable[[], None] | None = None) -> None:
+    def send_receipt(self, receipt: str, then: Callable[[], None] | None = None) -> None:
         """
         :param then: called right after the RECEIPT is written, which may be later
             when an earlier RECEIPT waits for the store.
@@ -108,13 +121,11 @@ class ReceiptsMixin(SessionPart):
             # An earlier RECEIPT waits for the store: this one goes out after it.
             self._replies.append(_Reply(receipt, done=True, then=then))
             return
-        self.send_frame(Frame("RECEIPT", (("receipt-id", receipt),)))
+        self._session.send_frame(Frame("RECEIPT", (("receipt-id", receipt),)))
         if then is not None:
             then()
 
-    def _receipt_when_stored(
-        self, waiting: Any, frame: Frame, size: int = 0, hold: bool = False
-    ) -> None:
+    def when_stored(self, waiting: Any, frame: Frame, size: int = 0, hold: bool = False) -> None:
         """
         Answer a frame whose effect the broker is writing to its store.
 
@@ -125,18 +136,18 @@ class ReceiptsMixin(SessionPart):
             token renewal: later frames are judged with the new rights).
         """
         if waiting is None:
-            self._receipt(frame)
+            self.receipt(frame)
             return
         reply = _Reply(frame.get("receipt"), size=size)
         self._replies.append(reply)
-        self._write_started(size)
-        if hold and reply.receipt is None and self._held is None:
-            self._start_holding()
+        self.window.started(size)
+        if hold and reply.receipt is None and self.held is None:
+            self.start_holding()
         waiting.addCallbacks(
             self._stored, self._not_stored, callbackArgs=(reply,), errbackArgs=(reply, frame)
         )
 
-    def _after_replies(self, frame: Frame) -> bool:
+    def after_replies(self, frame: Frame) -> bool:
         """
         Hold a frame that must be handled only once every earlier reply is out
         (every earlier store write done): it is handled again then.
@@ -145,32 +156,36 @@ class ReceiptsMixin(SessionPart):
         """
         if not self._replies:
             return False
-        self._start_holding((frame,))
+        self.start_holding((frame,))
         return True
 
-    def _await_answer(self, answer: Any, frames: list[Frame]) -> None:
+    def await_answer(self, answer: Any, frames: list[Frame]) -> None:
         """
         An access check waits for the application's answer (``--auth http:URL``):
         hold the frame that asked and those after it, and handle them again once
         it comes, when the check finds the answer remembered.
+
+        :param answer: a Deferred that fires once the application has answered.
         """
-        self._start_holding()
-        self._hold(frames)
+        if self.held is None:
+            self.start_holding()
+        self.hold(frames)
         answer.addCallback(self._authorization_answered)
 
     def _authorization_answered(self, result: Any) -> None:
         """The application answered: handle what was held, unless receipts still wait."""
-        if self._held is None or self._handling or self._replies:
+        session = self._session
+        if self.held is None or session._handling or self._replies:
             # Taken already, or to be taken by whoever runs now or by the last receipt.
             return
-        if self.state is State.CONNECTED:
-            self._handle(self._take_held())
+        if session.state is State.CONNECTED:
+            session._handle(self.take_held())
 
     def _stored(self, result: Any, reply: _Reply) -> None:
         """A store write finished: send the replies it held up, and go on if they held frames."""
         reply.done = True
-        self._write_ended(reply.size)
-        if self.state is State.CONNECTED:
+        self.window.ended(reply.size)
+        if self._session.state is State.CONNECTED:
             self._send_replies()
 
     def _not_stored(self, failure: Any, reply: _Reply, frame: Frame) -> None:
@@ -179,8 +194,8 @@ class ReceiptsMixin(SessionPart):
         RECEIPT, once the receipts before it are out; nothing more is handled.
         """
         reply.done = True
-        self._write_ended(reply.size)
-        if self.state is not State.CONNECTED:
+        self.window.ended(reply.size)
+        if self._session.state is not State.CONNECTED:
             return
         error = failure.value
         if not isinstance(error, ProtocolError):
@@ -191,69 +206,75 @@ class ReceiptsMixin(SessionPart):
         self._halt()
         self._send_replies()
 
-    def _fail_in_order(self, error: ProtocolError) -> None:
+    def fail_in_order(self, error: ProtocolError) -> None:
         """End the session with an ERROR, after the receipts that wait before it."""
         if not self._replies:
-            self._fail(error)
+            self._session._fail(error)
             return
         self._replies.append(_Reply(None, done=True, error=error))
         self._halt()
 
     def _halt(self) -> None:
         """An ERROR waits its turn: handle and read nothing more meanwhile."""
-        if self._held is None:
-            self._start_holding()
-        self._pause_reading(BY_ERROR)
+        if self.held is None:
+            self.start_holding()
+        self._session._pause_reading(BY_ERROR)
 
     def _send_replies(self) -> None:
         """Send the replies at the head of the queue that are done; then handle what was held."""
         replies = self._replies
+        session = self._session
         while replies and replies[0].done:
             done = replies.popleft()
             if done.error is not None:
-                self._fail(done.error)
+                session._fail(done.error)
                 return
             if done.receipt is not None:
-                self.send_frame(Frame("RECEIPT", (("receipt-id", done.receipt),)))
+                session.send_frame(Frame("RECEIPT", (("receipt-id", done.receipt),)))
             if done.then is not None:
                 done.then()
-                if self.state is not State.CONNECTED:
+                if session.state is not State.CONNECTED:
                     return
-        if not replies and self._held is not None:
-            held = self._take_held()
+        if not replies and self.held is not None:
+            held = self.take_held()
             # Unless this runs inside the handler that asked (it was stored at
             # once), whose loop goes on by itself, handle what was held.
-            if held or not self._handling:
-                self._handle(held)
+            if held or not session._handling:
+                session._handle(held)
 
-    def _hold(self, frames: list[Frame]) -> None:
+    def hold(self, frames: list[Frame]) -> None:
         """
         Keep frames for later, while the session waits (for the store, or a login).
 
         Once they come to more than ``max_held_bytes``, read nothing more from
         the client until they have been handled.
         """
-        assert self._held is not None
+        assert self.held is not None
         for frame in frames:
-            self._held.append(frame)
+            self.held.append(frame)
             self._held_bytes += len(frame.body) + len(frame.command)
             for name, value in frame.headers:
                 self._held_bytes += len(name) + len(value) + 2
-        if self._held_bytes > self.config.max_held_bytes and BY_HELD not in self._read_pauses:
-            self._pause_reading(BY_HELD)
+        session = self._session
+        if self._held_bytes > session.config.max_held_bytes and BY_HELD not in session._read_pauses:
+            session._pause_reading(BY_HELD)
 
-    def _start_holding(self, frames: tuple[Frame, ...] = ()) -> None:
-        """Handle no more frames until :meth:`_take_held`; keep them, ``frames`` first."""
-        self._held = deque(frames)
+    def start_holding(self, frames: tuple[Frame, ...] = ()) -> None:
+        """Handle no more frames until :meth:`take_held`; keep them, ``frames`` first."""
+        self.held = deque(frames)
 
-    def _take_held(self) -> list[Frame]:
+    def take_held(self) -> list[Frame]:
         """
         Stop holding, and read again if holding had stopped reading: whoever takes
         the frames (a store write, a login) is about to handle them.
 
         :returns: the frames held, in order, to handle now.
         """
-        held, self._held = self._held, None
+        held, self.held = self.held, None
         self._held_bytes = 0
-        self._resume_reading(BY_HELD)
+        self._session._resume_reading(BY_HELD)
         return list(held or ())
+
+    def drop_held(self) -> None:
+        """The session is closing: what it held will never be handled."""
+        self.held = None

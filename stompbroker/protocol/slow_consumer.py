@@ -2,9 +2,9 @@
 What a session does for a client that does not read as fast as it is written to.
 
 Theory of operation: when the transport's buffer is full it tells the session
-(:meth:`SlowConsumerMixin.pause_writing`).  After a grace that absorbs bursts of
+(:meth:`SlowConsumer.pause_writing`).  After a grace that absorbs bursts of
 fan-out (``write_grace``), and until the transport has drained
-(:meth:`SlowConsumerMixin.resume_writing`), writes go to the session's
+(:meth:`SlowConsumer.resume_writing`), writes go to the session's
 :class:`~stompbroker.protocol.backlog.Backlog` and the broker gives its queue
 subscriptions nothing.  ``auto``-ack topic messages are the only ones that keep
 coming; when they fill ``slow_consumer_buffer``, the ``slow_consumer_policy``
@@ -17,17 +17,22 @@ the policy applies, once per episode, the client and the operators are warned
 frames that fill as much (the client sends frames whose answers it does not
 read) stop the session from reading.
 
-The switch is made by rebinding the session's two write functions
-(``_transport_write`` for every frame, ``_message_write`` for auto-ack topic
-messages) to this module's methods and back, so a delivery to a client that
-keeps up costs nothing more than the transport's own ``write``.
+The part is the session's output: every frame the session writes passes
+through :meth:`SlowConsumer.write` (or, for MESSAGE frames,
+:meth:`~SlowConsumer.write_message` and :meth:`~SlowConsumer.write_delivery`,
+which subscriptions bind once), counted for statistics and marked for the
+heart-beat.  The switch to the backlog is made by rebinding the part's two raw
+write functions (``_write`` for every frame, ``_write_message`` for auto-ack
+topic messages) to this module's methods and back, so a delivery to a client
+that keeps up costs nothing more than the transport's own ``write``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
+from stompbroker.interfaces import IBroker, ISessionTransport
 from stompbroker.protocol.advisory import (
     ADVISORY_SHARE,
     SLOW_CONSUMER_TOPIC,
@@ -36,46 +41,152 @@ from stompbroker.protocol.advisory import (
     slow_consumer_text,
 )
 from stompbroker.protocol.backlog import Backlog
-from stompbroker.protocol.config import BLOCK, DROP_OLDEST
+from stompbroker.protocol.config import BLOCK, DROP_OLDEST, SessionConfig
 from stompbroker.protocol.errors import LimitExceeded
-from stompbroker.protocol.parts import SessionPart
+from stompbroker.protocol.parts import Clock, Failing, Reading
 from stompbroker.protocol.states import State
+
+#: One heart-beat: an EOL, which every version's parser skips between frames.
+HEARTBEAT = b"\n"
 
 #: Why a session has stopped reading: what waits for the client fills the buffer.
 BY_BACKLOG = "backlog"
 
 
-class SlowConsumerMixin(SessionPart):
+class SlowConsumerOwner(Reading, Failing, Protocol):
     """
-    The session's writing to a client that may fall behind.  Mixed into
-    :class:`~stompbroker.protocol.session.StompSession`, whose slots hold its
-    state (:data:`SLOTS`), so that a write costs no call between objects.
+    What :class:`SlowConsumer` needs of the session it writes for: the session
+    is also the connection it names to the broker.
     """
 
-    __slots__ = ()
+    @property
+    def session_id(self) -> str: ...
 
-    #: The session's slots this part owns.
-    SLOTS: tuple[str, ...] = ("_backlog", "_transport_write", "_message_write", "_advisories")
+    @property
+    def version(self) -> str: ...
 
-    _backlog: Backlog | None
-    _transport_write: Callable[[bytes], None]
-    _message_write: Callable[[bytes], None]
-    #: How many advisories this session was sent, to number their message ids.
-    _advisories: int
-    # Of the session's other parts.
-    subscriptions: dict[str, Any]
-    session_id: str
-    version: str
+    @property
+    def peer(self) -> str: ...
 
-    def _init_slow_consumer(self, write: Callable[[bytes], None]) -> None:
-        """:param write: the transport's ``write``."""
+    def subscribers(self) -> Iterable[Any]:
+        """The connection's subscriptions, to find the one a message is for."""
+
+
+class SlowConsumer:
+    """
+    The session's writing to a client that may fall behind.
+
+    :param session: what it writes for (:class:`SlowConsumerOwner`).
+    :param broker: told when the client falls behind and catches up.
+    :param transport: where frames go.
+    :param clock: for the advisory and the close, a moment later.
+    :param config: the listener's settings (grace, buffer, policy).
+    """
+
+    __slots__ = (
+        "bytes_sent",
+        "frames_sent",
+        "messages_sent",
+        "wrote",
+        "_advisories",
+        "_backlog",
+        "_broker",
+        "_clock",
+        "_config",
+        "_session",
+        "_transport",
+        "_write",
+        "_write_message",
+    )
+
+    def __init__(
+        self,
+        session: SlowConsumerOwner,
+        broker: IBroker,
+        transport: ISessionTransport,
+        clock: Clock,
+        config: SessionConfig,
+    ) -> None:
+        self._session = session
+        self._broker = broker
+        self._transport = transport
+        self._clock = clock
+        self._config = config
+        #: For statistics: frames, MESSAGE frames and bytes written (to the
+        #: socket or the backlog; heart-beats aside).
+        self.frames_sent = 0
+        self.messages_sent = 0
+        self.bytes_sent = 0
+        #: Whether anything was written since the last heart-beat check.
+        self.wrote = False
         #: Where frames go: the transport, or the backlog while it is full.
-        self._transport_write = write
+        self._write: Callable[[bytes], None] = transport.write
         #: Where auto-ack topic messages go: the same, but droppable while behind.
-        self._message_write = write
+        self._write_message: Callable[[bytes], None] = transport.write
         #: What waits for the client while its socket is full; made the first time.
-        self._backlog = None
+        self._backlog: Backlog | None = None
+        #: How many advisories this session was sent, to number their message ids.
         self._advisories = 0
+
+    # -- writing -----------------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        """
+        Send bytes to the client; every outgoing frame passes here.
+
+        :param data: encoded frames.
+        """
+        self.wrote = True
+        self.frames_sent += 1
+        self.bytes_sent += len(data)
+        self._write(data)
+
+    def write_delivery(self, data: bytes) -> None:
+        """A queue subscription's MESSAGE: :meth:`write` (inline), counted as a message."""
+        self.messages_sent += 1
+        self.wrote = True
+        self.frames_sent += 1
+        self.bytes_sent += len(data)
+        self._write(data)
+
+    def write_message(self, data: bytes) -> None:
+        """
+        Send an auto-ack topic MESSAGE (counted in batches, :meth:`count_messages`):
+        while the client is behind, such messages are the ones its slow-consumer
+        policy may drop.
+
+        :param data: one encoded MESSAGE frame.
+        """
+        self.wrote = True
+        self._write_message(data)
+
+    def write_messages(self, data: bytes, count: int) -> None:
+        """Write ``count`` MESSAGE frames in one write (what a resumed client missed)."""
+        self.frames_sent += count
+        self.bytes_sent += len(data)
+        self.write_message(data)
+
+    def count_messages(self, count: int, size: int) -> None:
+        """Count ``count`` topic MESSAGE frames of ``size`` bytes (``count_deliveries``)."""
+        self.frames_sent += count
+        self.messages_sent += count
+        self.bytes_sent += size
+
+    def beat(self) -> None:
+        """Write a heart-beat, unless anything else was written since the last call."""
+        if not self.wrote and not self.behind():
+            self._write(HEARTBEAT)
+        self.wrote = False
+
+    @property
+    def backlog(self) -> Backlog | None:
+        """What waits for the client; ``None`` until its socket first filled."""
+        return self._backlog
+
+    @property
+    def closing(self) -> Any:
+        """The close for slowness scheduled, or ``None``."""
+        return None if self._backlog is None else self._backlog.closing
 
     def pause_writing(self) -> None:
         """
@@ -93,14 +204,14 @@ class SlowConsumerMixin(SessionPart):
         if backlog.full:
             return
         backlog.full = True
-        if backlog.active or self.state is State.CLOSED:
+        if backlog.active or self._session.state is State.CLOSED:
             return
-        backlog.grace = self.config.write_grace
+        backlog.grace = self._config.write_grace
         if not backlog.grace:
             self._fall_behind(backlog)
             return
-        self._transport_write = self._write_in_grace
-        self._message_write = self._message_in_grace
+        self._write = self._write_in_grace
+        self._write_message = self._message_in_grace
 
     def _write_in_grace(self, data: bytes) -> None:
         """Write a frame while the transport is full: straight through, within the grace."""
@@ -133,9 +244,9 @@ class SlowConsumerMixin(SessionPart):
         :meth:`resume_writing`.
         """
         backlog.active = True
-        self._transport_write = self._keep
-        self._message_write = self._keep_message
-        self.broker.pause_consumers(self)
+        self._write = self._keep
+        self._write_message = self._keep_message
+        self._broker.pause_consumers(self._session)
 
     def resume_writing(self) -> None:
         """
@@ -149,7 +260,7 @@ class SlowConsumerMixin(SessionPart):
         write = self._transport.write
         if not backlog.active:
             # It caught up within the grace.
-            self._transport_write = self._message_write = write
+            self._write = self._write_message = write
             return
         for data in backlog.drain():
             write(data)
@@ -158,35 +269,35 @@ class SlowConsumerMixin(SessionPart):
         backlog.active = False
         # Caught up: the episode is over, a new one warns again.
         backlog.advised = False
-        self._transport_write = self._message_write = write
-        if self.state is State.CLOSED or self.state is State.CLOSING:
+        self._write = self._write_message = write
+        if self._session.state is State.CLOSED or self._session.state is State.CLOSING:
             return
-        if BY_BACKLOG in self._read_pauses:
-            self._resume_reading(BY_BACKLOG)
-        self.broker.resume_consumers(self)
+        if BY_BACKLOG in self._session._read_pauses:
+            self._session._resume_reading(BY_BACKLOG)
+        self._broker.resume_consumers(self._session)
 
     def _keep(self, data: bytes) -> None:
         """Write while behind: keep any frame but a topic message, which must not be lost."""
-        if self._backlog.keep(data) > self.config.slow_consumer_buffer:  # type: ignore[union-attr]
+        if self._backlog.keep(data) > self._config.slow_consumer_buffer:  # type: ignore[union-attr]
             # The client sends frames whose answers it does not read: read no more.
-            if BY_BACKLOG not in self._read_pauses:
-                self._pause_reading(BY_BACKLOG)
+            if BY_BACKLOG not in self._session._read_pauses:
+                self._session._pause_reading(BY_BACKLOG)
 
     def _keep_message(self, data: bytes) -> None:
         """Write an auto-ack topic message while behind; past the buffer, the policy decides."""
         backlog: Any = self._backlog
         waiting = backlog.keep_message(data)
-        limit = self.config.slow_consumer_buffer
+        limit = self._config.slow_consumer_buffer
         if not backlog.advised and waiting > limit * ADVISORY_SHARE:
             self._advise_slow(backlog, data, waiting)
         if waiting <= limit or backlog.message_count == 1:
             return
-        policy = self.config.slow_consumer_policy
+        policy = self._config.slow_consumer_policy
         if policy == BLOCK:
-            self.broker.block_sender(self)
+            self._broker.block_sender(self._session)
         elif policy == DROP_OLDEST:
-            dropped = backlog.drop_oldest(self.config.slow_consumer_buffer, keep=1)
-            self.broker.count_dropped(self, dropped)
+            dropped = backlog.drop_oldest(self._config.slow_consumer_buffer, keep=1)
+            self._broker.count_dropped(self._session, dropped)
         else:
             self._disconnect_slow(backlog)
 
@@ -197,12 +308,12 @@ class SlowConsumerMixin(SessionPart):
         (this runs inside the broker's fan-out).
         """
         backlog.advised = True
-        config = self.config
+        config = self._config
         headers = slow_consumer_headers(
             waiting, config.slow_consumer_buffer, config.slow_consumer_policy
         )
         subscription = None
-        for candidate in self.subscriptions.values():
+        for candidate in self._session.subscribers():
             if data.startswith(candidate.prefix):
                 subscription = candidate
                 break
@@ -214,20 +325,20 @@ class SlowConsumerMixin(SessionPart):
             slow_consumer_message(
                 subscription.headers.get("id"),
                 subscription.destination,
-                f"advisory-{self.session_id}-{self._advisories}",
+                f"advisory-{self._session.session_id}-{self._advisories}",
                 headers,
                 body,
-                self.version,
+                self._session.version,
             )
         )
         about = (
-            ("session", self.session_id),
-            ("address", self.peer),
+            ("session", self._session.session_id),
+            ("address", self._session.peer),
             ("subscription", subscription.subscription_id),
             ("subscription-destination", subscription.destination),
         )
         backlog.advising = self._clock.callLater(
-            0, self.broker.send, SLOW_CONSUMER_TOPIC, headers + about, body
+            0, self._broker.send, SLOW_CONSUMER_TOPIC, headers + about, body
         )
 
     def _disconnect_slow(self, backlog: Backlog) -> None:
@@ -238,12 +349,12 @@ class SlowConsumerMixin(SessionPart):
         broker's fan-out, which closing the session from here would change under it.
         """
         dropped = backlog.drop_oldest(0)
-        self._message_write = self._count_dropped
-        self.broker.count_dropped(self, dropped, disconnected=True)
-        limit = self.config.slow_consumer_buffer
+        self._write_message = self._count_dropped
+        self._broker.count_dropped(self._session, dropped, disconnected=True)
+        limit = self._config.slow_consumer_buffer
         backlog.closing = self._clock.callLater(
             0,
-            self._fail,
+            self._session._fail,
             LimitExceeded(
                 "slow consumer",
                 f"the client did not read its messages fast enough: more than {limit}"
@@ -254,13 +365,13 @@ class SlowConsumerMixin(SessionPart):
 
     def _count_dropped(self, data: bytes) -> None:
         """Stands in for writing topic messages to a client being disconnected for slowness."""
-        self.broker.count_dropped(self, 1)
+        self._broker.count_dropped(self._session, 1)
 
-    def _behind(self) -> bool:
+    def behind(self) -> bool:
         """:returns: whether what the session writes waits in the backlog now."""
         return self._backlog is not None and self._backlog.active
 
-    def _flush_backlog(self) -> None:
+    def flush(self) -> None:
         """
         The session is closing, which waits for the transport to flush: what
         waited for the client goes there now.
@@ -271,7 +382,7 @@ class SlowConsumerMixin(SessionPart):
             for data in backlog.drain():
                 write(data)
 
-    def _stop_slow_consumer(self) -> None:
+    def stop(self) -> None:
         """
         Cancel a pending close for slowness, and an advisory not yet published:
         the session is ending anyway.
@@ -283,7 +394,7 @@ class SlowConsumerMixin(SessionPart):
                     timer.cancel()
             backlog.closing = backlog.advising = None
 
-    def _forget_backlog(self) -> None:
+    def forget(self) -> None:
         """The connection is gone: what waited for the client never will reach it."""
         if self._backlog is not None:
             self._backlog.clear()

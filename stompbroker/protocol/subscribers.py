@@ -17,16 +17,33 @@ session's bookkeeping of them, and SUBSCRIBE, ACK and NACK, are
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from zope.interface import implementer
 
 from stompbroker.interfaces import ISubscriber
 from stompbroker.protocol.encoder import message_prefix, message_tail
-from stompbroker.protocol.resumption import STREAM_OFFSET_HEADER
+from stompbroker.protocol.resume.registry import STREAM_OFFSET_HEADER
 
 if TYPE_CHECKING:
-    from stompbroker.protocol.session import StompSession
+    from stompbroker.protocol.slow_consumer import SlowConsumer
+
+
+class SubscriberSession(Protocol):
+    """
+    What a subscription needs of the session it belongs to, which is also the
+    connection the broker knows it by.
+    """
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def output(self) -> SlowConsumer:
+        """Where its MESSAGE frames are written."""
 
 
 @implementer(ISubscriber)
@@ -60,7 +77,7 @@ class SessionSubscription:
 
     #: Whether the subscription stays in the broker while its session is
     #: detached, its messages kept for the client's return
-    #: (:mod:`~stompbroker.protocol.resuming`): ``auto``-ack topic ones do.
+    #: (:mod:`~stompbroker.protocol.resume.part`): ``auto``-ack topic ones do.
     collects_while_detached = True
     #: The hook for stream subscriptions: the ``x-stream-offset`` of the last
     #: message delivered (before any, the one before where its reader
@@ -71,7 +88,7 @@ class SessionSubscription:
 
     def __init__(
         self,
-        session: StompSession,
+        session: SubscriberSession,
         subscription_id: str,
         destination: str,
         ack_mode: str,
@@ -94,8 +111,8 @@ class SessionSubscription:
         self._style = session.version
         self._prefix = message_prefix(subscription_id if named else None, session.version)
         # Only auto-ack topic subscriptions are this class; their messages are
-        # the ones a slow client's buffer may drop (see StompSession.write_message).
-        self._write: Callable[[bytes], None] = session.write_message
+        # the ones a slow client's buffer may drop (see SlowConsumer.write_message).
+        self._write: Callable[[bytes], None] = session.output.write_message
 
     def deliver(self, message: Any) -> None:
         """
@@ -142,10 +159,9 @@ class SessionSubscription:
         :param count: how many messages.
         :param tails: bytes of their encoded tails, by escaping style.
         """
-        connection = self.connection
-        connection.frames_sent += count
-        connection.messages_sent += count
-        connection.bytes_sent += count * len(self._prefix) + tails.get(self._style, 0)
+        self.connection.output.count_messages(
+            count, count * len(self._prefix) + tails.get(self._style, 0)
+        )
 
     def __repr__(self) -> str:
         return (
@@ -172,9 +188,10 @@ class TrackedSubscription(SessionSubscription):
     #: never come back.
     collects_while_detached = False
 
-    def __init__(self, session: StompSession, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, session: SubscriberSession, *args: Any, **kwargs: Any) -> None:
         super().__init__(session, *args, **kwargs)
-        self._write = session.write
+        # Counted as a message as it is written (SlowConsumer.write_delivery).
+        self._write = session.output.write_delivery
         acknowledged = self.ack_mode != "auto" and session.version == "1.2"
         #: The prefix and the start of the ``ack`` line, to which each frame adds
         #: its message-id; empty when the frames carry no ``ack`` header.
@@ -191,7 +208,6 @@ class TrackedSubscription(SessionSubscription):
             tail = message_tail(message, self._style)
         if message.redeliveries:
             tail = b"redelivered:true\nredelivery-count:%d\n%b" % (message.redeliveries, tail)
-        self.connection.messages_sent += 1
         if self._ack_head:
             # One join copies the tail once (a queued message's frame is built
             # once per delivery, so this is on the per-message path).
@@ -205,13 +221,13 @@ class StreamSubscription(TrackedSubscription):
     A subscription to a stream (``/stream/NAME``), which remembers the
     ``x-stream-offset`` of the last message it delivered: a resumed session
     subscribes again from the one after it
-    (:func:`~stompbroker.protocol.resumption.resubscribe_headers`).  Its own
+    (:func:`~stompbroker.protocol.resume.registry.resubscribe_headers`).  Its own
     class, so that queues and topics pay nothing for it.
     """
 
     __slots__ = ("last_stream_offset",)
 
-    def __init__(self, session: StompSession, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, session: SubscriberSession, *args: Any, **kwargs: Any) -> None:
         super().__init__(session, *args, **kwargs)
         self.last_stream_offset: int | None = None
 

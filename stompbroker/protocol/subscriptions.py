@@ -10,8 +10,8 @@ subscriptions, is :mod:`stompbroker.broker.routing.topic_tree`.)
   ``TrackedSubscription`` for one that takes from a queue (queues, and topic
   subscriptions with client acknowledgements or a durable name),
   ``StreamSubscription`` for a stream.
-- :class:`SubscriptionsMixin` is the session's bookkeeping of them: by ``id``,
-  and by number for ack ids.  A 1.2 ``ack`` id is ``NUMBER.MESSAGE-ID``, where
+- :class:`Subscriptions` is the session's part that makes them and keeps
+  them: by ``id``, and by number for ack ids.  A 1.2 ``ack`` id is ``NUMBER.MESSAGE-ID``, where
   NUMBER is the subscription's number on this connection, so the id alone names
   both.  Acknowledgements are the broker's business: the session finds which
   subscription and message an ACK or NACK names and passes the ``transaction``
@@ -19,15 +19,19 @@ subscriptions, is :mod:`stompbroker.broker.routing.topic_tree`.)
 - The SUBSCRIBE headers other brokers' clients rely on are read here: the
   window (``prefetch-count``, ``activemq.prefetchSize``), ``max-redeliveries``,
   and durable subscription names (ActiveMQ's, Artemis's and RabbitMQ's).
+- The session's SUBSCRIBE, UNSUBSCRIBE, ACK and NACK handlers are the
+  functions :func:`on_subscribe`, :func:`on_unsubscribe`, :func:`on_ack` and
+  :func:`on_nack`, which its ``HANDLERS`` table names.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import ItemsView
+from typing import TYPE_CHECKING, Any, Protocol
 
-from stompbroker.protocol.config import READ
+from stompbroker.interfaces import IBroker
+from stompbroker.protocol.config import READ, SessionConfig
 from stompbroker.protocol.errors import (
     DuplicateSubscription,
     LimitExceeded,
@@ -37,13 +41,17 @@ from stompbroker.protocol.errors import (
     UnknownSubscription,
 )
 from stompbroker.protocol.frames import Frame
-from stompbroker.protocol.parts import SessionPart
-from stompbroker.protocol.resumption import STREAM_PREFIX
+from stompbroker.protocol.resume.registry import STREAM_PREFIX
 from stompbroker.protocol.subscribers import (
     SessionSubscription,
     StreamSubscription,
     TrackedSubscription,
 )
+
+if TYPE_CHECKING:
+    from stompbroker.protocol.resume.part import Resume
+    from stompbroker.protocol.session import StompSession
+    from stompbroker.protocol.slow_consumer import SlowConsumer
 
 ACK_MODES: frozenset[str] = frozenset({"auto", "client", "client-individual"})
 
@@ -116,69 +124,86 @@ def unknown_subscription(subscription_id: str) -> UnknownSubscription:
     )
 
 
-class SubscriptionsMixin(SessionPart):
+class SubscriptionsOwner(Protocol):
     """
-    The session's subscriptions: SUBSCRIBE, UNSUBSCRIBE, and the ACK and NACK
-    that settle what they delivered.  Mixed into
-    :class:`~stompbroker.protocol.session.StompSession`, whose slots hold its
-    state (:data:`SLOTS`), so that an ACK costs no call between objects.
+    What :class:`Subscriptions` needs of the session whose subscriptions it
+    keeps: the session is the connection its subscriptions write to.
     """
 
-    __slots__ = ()
+    @property
+    def config(self) -> SessionConfig: ...
 
-    #: The session's slots this part owns.
-    SLOTS: tuple[str, ...] = ("subscriptions", "_numbered", "_numbers")
+    @property
+    def version(self) -> str: ...
 
-    subscriptions: dict[str, SessionSubscription]
-    _numbered: dict[str, SessionSubscription]
-    _numbers: Iterator[int]
-    # Of the session's other parts.
-    version: str
-    identity: Any
-    client_id: str | None
-    _receipt: Callable[[Frame], None]
-    _receipt_when_stored: Callable[..., None]
-    _send_receipt: Callable[..., None]
-    _recent: Any
-    _write_recent: Callable[[bytes], None]
+    @property
+    def identity(self) -> Any: ...
 
-    def _init_subscriptions(self) -> None:
-        self.subscriptions = {}
+    @property
+    def client_id(self) -> str | None: ...
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def output(self) -> SlowConsumer:
+        """Where its subscriptions write their MESSAGE frames."""
+
+    @property
+    def resume(self) -> Resume:
+        """Where a resumable session's auto-ack topic messages go (``recent_writer``)."""
+
+
+class Subscriptions:
+    """
+    The client's subscriptions: made from SUBSCRIBE frames, given to the
+    broker, kept by ``id`` and by number for 1.2 ack ids.
+
+    :param session: whose subscriptions these are (:class:`SubscriptionsOwner`).
+    :param broker: the broker they are given to.
+    """
+
+    __slots__ = ("by_id", "_broker", "_numbered", "_numbers", "_session")
+
+    def __init__(self, session: SubscriptionsOwner, broker: IBroker) -> None:
+        self._session = session
+        self._broker = broker
+        #: id -> subscription.
+        self.by_id: dict[str, SessionSubscription] = {}
         #: str(subscription number) -> subscription, to resolve 1.2 ack ids.
-        self._numbered = {}
+        self._numbered: dict[str, SessionSubscription] = {}
         self._numbers = itertools.count(1)
 
-    def _on_subscribe(self, frame: Frame) -> None:
-        subscription = self._new_subscription(frame)
-        receipt = frame.get("receipt")
-        if receipt is None:
-            self._add_subscription(subscription)
-            return
-        # Clients treat a subscription as live once its RECEIPT is in, and some
-        # read frames in that order: what it is sent before then (messages
-        # waiting in its queue) waits for the RECEIPT.
-        release = subscription.hold_writes()
-        self._add_subscription(subscription)
-        self._send_receipt(receipt, release)
+    def __len__(self) -> int:
+        return len(self.by_id)
 
-    def _new_subscription(self, frame: Frame) -> SessionSubscription:
+    def items(self) -> ItemsView[str, SessionSubscription]:
+        """:returns: the subscriptions now by id (as a resume record's signature reads them)."""
+        return self.by_id.items()
+
+    def values(self) -> tuple[SessionSubscription, ...]:
+        """:returns: the subscriptions now, in the order they were made."""
+        return tuple(self.by_id.values())
+
+    def new(self, frame: Frame) -> SessionSubscription:
         """
         :returns: the subscription a SUBSCRIBE asks for, not yet given to the broker.
         :raises ProtocolError: for a SUBSCRIBE that cannot be.
         """
+        session = self._session
         destination = frame.required("destination")
-        access = self.config.access
+        access = session.config.access
         if access is not None:
-            access.check(self.identity, READ, destination)
+            access.check(session.identity, READ, destination)
         subscription_id = frame.get("id")
         if subscription_id is None:
-            if self.version != "1.0":
+            if session.version != "1.0":
                 frame.required("id")
             # STOMP 1.0 made the id optional: the destination is a stable stand-in,
             # and it is what a 1.0 UNSUBSCRIBE by destination names; the MESSAGE
             # frames carry no subscription header (see SessionSubscription).
             subscription_id = destination
-        if subscription_id in self.subscriptions:
+        if subscription_id in self.by_id:
             raise DuplicateSubscription(
                 "duplicate subscription",
                 f"this connection already has a subscription with id {subscription_id!r}",
@@ -198,14 +223,14 @@ class SubscriptionsMixin(SessionPart):
         max_redeliveries = frame.get("max-redeliveries")
         durable = None
         if destination.startswith(TOPIC_PREFIX):
-            durable = durable_name(frame, subscription_id, self.client_id)
+            durable = durable_name(frame, subscription_id, session.client_id)
         cls = SessionSubscription
         if destination.startswith(STREAM_PREFIX):
             cls = StreamSubscription
         elif ack_mode != "auto" or durable is not None or not destination.startswith(TOPIC_PREFIX):
             cls = TrackedSubscription
         subscription = cls(
-            self,  # type: ignore[arg-type]
+            session,
             subscription_id,
             destination,
             ack_mode,
@@ -218,23 +243,26 @@ class SubscriptionsMixin(SessionPart):
             durable,
             named=frame.get("id") is not None,
         )
-        if self._recent is not None and cls is SessionSubscription:
-            # A resumable session keeps what it writes a while (see resuming.py).
-            subscription.divert(self._write_recent)
+        if cls is SessionSubscription:
+            recent = session.resume.recent_writer()
+            if recent is not None:
+                # A resumable session keeps what it writes a while (see resume/part.py).
+                subscription.divert(recent)
         return subscription
 
-    def _add_subscription(self, subscription: SessionSubscription) -> None:
-        limit = self.config.max_subscriptions
-        if limit and len(self.subscriptions) >= limit:
+    def add(self, subscription: SessionSubscription) -> None:
+        """Give a subscription to the broker, and keep it."""
+        limit = self._session.config.max_subscriptions
+        if limit and len(self.by_id) >= limit:
             raise LimitExceeded(
                 "too many subscriptions",
                 f"a connection may have at most {limit} subscriptions (max-subscriptions)",
             )
-        self.broker.subscribe(subscription)
-        self.subscriptions[subscription.subscription_id] = subscription
+        self._broker.subscribe(subscription)
+        self.by_id[subscription.subscription_id] = subscription
         self._numbered[str(subscription.number)] = subscription
 
-    def _subscribe_to_replies(self, temp_queue: str) -> None:
+    def subscribe_to_replies(self, temp_queue: str) -> None:
         """
         Make sure replies to ``temp_queue`` reach this client, as RabbitMQ does.
 
@@ -242,14 +270,14 @@ class SubscriptionsMixin(SessionPart):
         ``auto`` acknowledgement and the temporary queue's name as subscription id,
         which is what the replies' ``subscription`` header will say.
         """
-        if temp_queue in self.subscriptions:
+        if temp_queue in self.by_id:
             return
-        for subscription in self.subscriptions.values():
+        for subscription in self.by_id.values():
             if subscription.destination == temp_queue:
                 return
-        self._add_subscription(
+        self.add(
             TrackedSubscription(
-                self,  # type: ignore[arg-type]
+                self._session,
                 temp_queue,
                 temp_queue,
                 "auto",
@@ -258,82 +286,71 @@ class SubscriptionsMixin(SessionPart):
             )
         )
 
-    def _on_unsubscribe(self, frame: Frame) -> None:
+    def unsubscribe(self, frame: Frame) -> None:
+        """
+        Handle an UNSUBSCRIBE: by id, by destination (1.0), or by durable name.
+
+        :raises UnknownSubscription: for one this connection does not have.
+        """
+        session = self._session
         subscription_id = frame.get("id")
         if subscription_id is None:
             destination = frame.get("destination")
-            if self.version != "1.0" or destination is None:
+            if session.version != "1.0" or destination is None:
                 frame.required("id")
             subscription_id = self._by_destination(destination or "")
         # With a durable header, UNSUBSCRIBE also deletes the durable subscription,
         # which need not be active on this connection (ActiveMQ, RabbitMQ).
-        durable = durable_name(frame, subscription_id, self.client_id)
-        subscription = self.subscriptions.pop(subscription_id, None)
+        durable = durable_name(frame, subscription_id, session.client_id)
+        subscription = self.by_id.pop(subscription_id, None)
         if subscription is None:
             if durable is None:
                 raise unknown_subscription(subscription_id)
-            self.broker.remove_durable(durable)
+            self._broker.remove_durable(durable)
         else:
             del self._numbered[str(subscription.number)]
-            self.broker.unsubscribe(subscription)
+            self._broker.unsubscribe(subscription)
             if durable is not None:
-                self.broker.remove_durable(subscription.durable or durable)
-        self._receipt(frame)
+                self._broker.remove_durable(subscription.durable or durable)
 
     def _by_destination(self, destination: str) -> str:
-        for subscription_id, subscription in self.subscriptions.items():
+        for subscription_id, subscription in self.by_id.items():
             if subscription.destination == destination:
                 return subscription_id
         return destination
 
-    def _drop_subscriptions(self) -> None:
-        """Give every subscription back to the broker (the session is ending)."""
-        subscriptions, self.subscriptions = self.subscriptions, {}
+    def take_all(self) -> list[SessionSubscription]:
+        """Forget every subscription, without telling the broker: the caller takes them."""
+        subscriptions = list(self.by_id.values())
+        self.by_id = {}
         self._numbered = {}
-        for subscription in subscriptions.values():
-            self.broker.unsubscribe(subscription)
+        return subscriptions
 
-    def _on_ack(self, frame: Frame) -> None:
-        subscription, message_id, transaction, receipt = self._ack_names(frame)
-        waiting = self.broker.ack(
-            self, message_id, subscriber=subscription, transaction=transaction
-        )
-        if waiting is None:
-            # Nothing to store, the common case: answer at once (as
-            # _receipt_when_stored would, in two calls and a third scan).
-            if receipt is not None:
-                self._send_receipt(receipt)
-            return
-        self._receipt_when_stored(waiting, frame)
+    def drop_all(self) -> None:
+        """Give every subscription back to the broker (the session is ending)."""
+        for subscription in self.take_all():
+            self._broker.unsubscribe(subscription)
 
-    def _on_nack(self, frame: Frame) -> None:
-        requeue = frame.get("requeue", "true")
-        if requeue not in ("true", "false"):
-            raise MalformedFrame(
-                "invalid requeue header", f"requeue must be true or false, got {requeue!r}"
-            )
-        subscription, message_id = self._acknowledged(frame)
-        waiting = self.broker.nack(
-            self,
-            message_id,
-            subscriber=subscription,
-            requeue=requeue == "true",
-            transaction=frame.get("transaction"),
-        )
-        self._receipt_when_stored(waiting, frame)
+    def discard(self, subscription: SessionSubscription) -> None:
+        """Give back one subscription (made for a resume that did not need it)."""
+        name = subscription.subscription_id
+        if self.by_id.get(name) is subscription:
+            del self.by_id[name]
+            self._numbered.pop(str(subscription.number), None)
+        self._broker.unsubscribe(subscription)
 
-    def _ack_names(
+    def ack_names(
         self, frame: Frame
     ) -> tuple[SessionSubscription | None, str, str | None, str | None]:
         """
-        What an ACK names: as :meth:`_acknowledged`, and its ``transaction`` and
+        What an ACK names: as :meth:`acknowledged`, and its ``transaction`` and
         ``receipt``.
 
         The commonest ACK (STOMP 1.2, by ack id) has its headers read in one
         pass, the first of each kept (STOMP 1.2, Repeated Header Entries),
         rather than scanned once for each header read.
         """
-        if self.version == "1.2":
+        if self._session.version == "1.2":
             ack_id = transaction = receipt = None
             for name, value in frame.headers:
                 if name == "id":
@@ -345,17 +362,17 @@ class SubscriptionsMixin(SessionPart):
                 elif name == "transaction" and transaction is None:
                     transaction = value
             if ack_id is not None:
-                subscription, message_id = self._by_ack_id(ack_id)
+                subscription, message_id = self.by_ack_id(ack_id)
                 return subscription, message_id, transaction, receipt
-        subscription, message_id = self._acknowledged(frame)
+        subscription, message_id = self.acknowledged(frame)
         return subscription, message_id, frame.get("transaction"), frame.get("receipt")
 
-    def _by_ack_id(self, ack_id: str) -> tuple[SessionSubscription | None, str]:
+    def by_ack_id(self, ack_id: str) -> tuple[SessionSubscription | None, str]:
         """
         Read a STOMP 1.2 ack id: ``NUMBER.MESSAGE-ID`` names a subscription of
         this connection and the message; anything else is taken for a message-id.
 
-        :returns: as :meth:`_acknowledged`.
+        :returns: as :meth:`acknowledged`.
         :raises UnknownAck: for an ack id of a subscription this connection does not have.
         """
         number, dot, acked = ack_id.partition(".")
@@ -369,7 +386,7 @@ class SubscriptionsMixin(SessionPart):
             return subscription, acked
         return None, ack_id
 
-    def _acknowledged(self, frame: Frame) -> tuple[SessionSubscription | None, str]:
+    def acknowledged(self, frame: Frame) -> tuple[SessionSubscription | None, str]:
         """
         Find the message an ACK or NACK names, and the subscription it was delivered to.
 
@@ -384,17 +401,73 @@ class SubscriptionsMixin(SessionPart):
         :raises MissingHeader: if the frame names no message.
         :raises UnknownAck: for an ack id of a subscription this connection does not have.
         """
-        ack_id = frame.get("id") if self.version == "1.2" else None
+        version = self._session.version
+        ack_id = frame.get("id") if version == "1.2" else None
         if ack_id is not None:
-            return self._by_ack_id(ack_id)
+            return self.by_ack_id(ack_id)
         message_id = frame.get("message-id")
         if message_id is None:
             # Raises: 1.2 names the message by id, older versions by message-id.
-            message_id = frame.required("id" if self.version == "1.2" else "message-id")
+            message_id = frame.required("id" if version == "1.2" else "message-id")
         subscription_id = frame.get("subscription")
         if subscription_id is None:
             return None, message_id
         # A subscription this connection does not have (clients send the
         # destination, or a stale id) is no error: the message-id is looked for
         # through all of its subscriptions, as ActiveMQ and RabbitMQ do.
-        return self.subscriptions.get(subscription_id), message_id
+        return self.by_id.get(subscription_id), message_id
+
+
+# -- the session's handlers ------------------------------------------------------
+
+
+def on_subscribe(session: StompSession, frame: Frame) -> None:
+    """SUBSCRIBE: a subscription given to the broker, live once its RECEIPT is out."""
+    subscriptions = session.subscriptions
+    subscription = subscriptions.new(frame)
+    receipt = frame.get("receipt")
+    if receipt is None:
+        subscriptions.add(subscription)
+        return
+    # Clients treat a subscription as live once its RECEIPT is in, and some
+    # read frames in that order: what it is sent before then (messages
+    # waiting in its queue) waits for the RECEIPT.
+    release = subscription.hold_writes()
+    subscriptions.add(subscription)
+    session.receipts.send_receipt(receipt, release)
+
+
+def on_unsubscribe(session: StompSession, frame: Frame) -> None:
+    session.subscriptions.unsubscribe(frame)
+    session.receipts.receipt(frame)
+
+
+def on_ack(session: StompSession, frame: Frame) -> None:
+    subscription, message_id, transaction, receipt = session.subscriptions.ack_names(frame)
+    waiting = session.broker.ack(
+        session, message_id, subscriber=subscription, transaction=transaction
+    )
+    if waiting is None:
+        # Nothing to store, the common case: answer at once (as
+        # Receipts.when_stored would, in two calls and a third scan).
+        if receipt is not None:
+            session.receipts.send_receipt(receipt)
+        return
+    session.receipts.when_stored(waiting, frame)
+
+
+def on_nack(session: StompSession, frame: Frame) -> None:
+    requeue = frame.get("requeue", "true")
+    if requeue not in ("true", "false"):
+        raise MalformedFrame(
+            "invalid requeue header", f"requeue must be true or false, got {requeue!r}"
+        )
+    subscription, message_id = session.subscriptions.acknowledged(frame)
+    waiting = session.broker.nack(
+        session,
+        message_id,
+        subscriber=subscription,
+        requeue=requeue == "true",
+        transaction=frame.get("transaction"),
+    )
+    session.receipts.when_stored(waiting, frame)

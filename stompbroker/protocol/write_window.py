@@ -31,51 +31,52 @@ the writes, and the session writes nothing more.
 
 from __future__ import annotations
 
-from stompbroker.protocol.parts import SessionPart
+from stompbroker.protocol.config import SessionConfig
+from stompbroker.protocol.parts import Reading
 
 #: Why a session has stopped reading: its window of pending store writes is full.
 BY_WINDOW = "window"
 
 
-class WriteWindowMixin(SessionPart):
+class WriteWindow:
     """
-    The count of a session's pending store writes.  Mixed into
-    :class:`~stompbroker.protocol.session.StompSession`, whose slots hold its
-    state (:data:`SLOTS`): every persistent SEND passes here twice.
+    The count of a session's pending store writes; held by the session's
+    :class:`~stompbroker.protocol.receipts.Receipts`, which tells it when a
+    write starts and ends.
+
+    :param reading: the session, whose reading it pauses at the bound.
+    :param config: the listener's settings (``max_pending_writes`` and
+        ``max_pending_write_bytes``).
     """
 
-    __slots__ = ()
+    __slots__ = ("pending", "pending_bytes", "_config", "_reading")
 
-    #: The session's slots this part owns.
-    SLOTS: tuple[str, ...] = ("_pending_writes", "_pending_write_bytes")
-
-    _pending_writes: int
-    _pending_write_bytes: int
-
-    def _init_write_window(self) -> None:
+    def __init__(self, reading: Reading, config: SessionConfig) -> None:
+        self._reading = reading
+        self._config = config
         #: Store writes asked for and not done, and the bytes they count.
-        self._pending_writes = 0
-        self._pending_write_bytes = 0
+        self.pending = 0
+        self.pending_bytes = 0
 
-    def _write_started(self, size: int) -> None:
+    def started(self, size: int) -> None:
         """A write is pending: at the bound, read nothing more until some are done."""
-        self._pending_writes += 1
-        self._pending_write_bytes += size
-        config = self.config
+        self.pending += 1
+        self.pending_bytes += size
+        config = self._config
         if (
-            self._pending_writes >= config.max_pending_writes
-            or self._pending_write_bytes >= config.max_pending_write_bytes
-        ) and BY_WINDOW not in self._read_pauses:
-            self._pause_reading(BY_WINDOW)
+            self.pending >= config.max_pending_writes
+            or self.pending_bytes >= config.max_pending_write_bytes
+        ) and BY_WINDOW not in self._reading._read_pauses:
+            self._reading._pause_reading(BY_WINDOW)
 
-    def _write_ended(self, size: int) -> None:
+    def ended(self, size: int) -> None:
         """A write is done (or failed): below the bound again, read again."""
-        self._pending_writes -= 1
-        self._pending_write_bytes -= size
-        if BY_WINDOW in self._read_pauses:
-            config = self.config
+        self.pending -= 1
+        self.pending_bytes -= size
+        if BY_WINDOW in self._reading._read_pauses:
+            config = self._config
             if (
-                self._pending_writes < config.max_pending_writes
-                and self._pending_write_bytes < config.max_pending_write_bytes
+                self.pending < config.max_pending_writes
+                and self.pending_bytes < config.max_pending_write_bytes
             ):
-                self._resume_reading(BY_WINDOW)
+                self._reading._resume_reading(BY_WINDOW)

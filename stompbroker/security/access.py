@@ -42,6 +42,14 @@ subscription pattern, matching every destination the pattern matches.
 ``/topic/prices.usd`` together do not cover ``/topic/prices.*``, since no single
 rule does.  Checking delivery by delivery instead would put work on the hot path.
 
+User destinations (:mod:`stompbroker.broker.features.user_destinations`) need
+no rule for what is the identity's own: SUBSCRIBE to ``/user/queue/NAME`` (or
+``/user/topic/NAME``) is always allowed, since the broker maps it onto the
+subscriber's own user and refuses anonymous sessions; and a user may always
+SEND to ``/user/SELF/...`` (another tab of its own).  A SEND to another user's
+``/user/LOGIN/...`` needs ``write`` on it, as any destination: for the
+application's backend, ``write = ["/user/#"]``.
+
 Theory of operation
 -------------------
 Each right's patterns live in a :class:`~stompbroker.broker.routing.topic_tree.SubscriptionTree`
@@ -65,6 +73,7 @@ import tomllib
 from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from stompbroker.broker.features.user_destinations import FLAVOURS, USER_PREFIX, send_login
 from stompbroker.broker.routing.syntax import TRAILING_SEGMENTS, is_wildcard, validate_pattern
 from stompbroker.broker.routing.topic_tree import SubscriptionTree
 from stompbroker.protocol.errors import AccessDenied, InvalidDestination
@@ -179,6 +188,10 @@ class AccessPolicy:
         :raises InvalidDestination: for an invalid wildcard pattern.
         :raises KeyError: for an unknown right.
         """
+        if destination.startswith(USER_PREFIX) and own_user_destination(
+            identity, right, destination
+        ):
+            return True
         carried: Grants | None = identity.granted
         if carried is not None:
             # A token's scopes are all its holder may do, whatever the file says.
@@ -196,6 +209,10 @@ class AccessPolicy:
         :raises AccessDenied: naming the destination and the missing right.
         :raises InvalidDestination: for an invalid wildcard pattern.
         """
+        if destination.startswith(USER_PREFIX) and own_user_destination(
+            identity, right, destination
+        ):
+            return
         carried = identity.granted
         if carried is not None:
             # The identity's own rights decide, and say why they refuse.
@@ -204,6 +221,18 @@ class AccessPolicy:
         if self.allows(identity, right, destination):
             return
         raise denial(identity, right, destination, "the access file gives")
+
+
+def own_user_destination(identity: Identity, right: str, destination: str) -> bool:
+    """
+    :param destination: one that starts with ``/user/``.
+    :returns: whether it is ``identity``'s own user destination, which needs no
+        rule (see the module notes): any SUBSCRIBE to ``/user/queue/...`` or
+        ``/user/topic/...``, and a logged-in user's SEND to its own login.
+    """
+    if right == READ:
+        return destination[len(USER_PREFIX) :].startswith(FLAVOURS)
+    return right == WRITE and not identity.anonymous and send_login(destination) == identity.name
 
 
 def denial(identity: Identity, right: str, destination: str, source: str) -> AccessDenied:

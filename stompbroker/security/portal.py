@@ -38,8 +38,8 @@ from twisted.python.failure import Failure
 from zope.interface import Interface, implementer
 
 from stompbroker.logs import logger
-from stompbroker.protocol.credentials import LoginRefused
 from stompbroker.protocol.errors import LoginFailed
+from stompbroker.protocol.login import LoginRefused
 from stompbroker.security.checkers import FirstAcceptingChecker
 from stompbroker.security.credentials import (
     IBearerToken,
@@ -157,7 +157,7 @@ def authenticate(
     :returns: a Deferred that fires with the client's
         :class:`~stompbroker.security.identity.Identity`, or fails with
         :class:`~stompbroker.protocol.errors.LoginFailed` after ``failure_delay``
-        (a :class:`~stompbroker.protocol.credentials.LoginRefused` naming the
+        (a :class:`~stompbroker.protocol.login.LoginRefused` naming the
         reason when a token or certificate checker gave one).  Cancelling it (the
         client went away) fails it with ``CancelledError`` at once.
     """

@@ -73,8 +73,8 @@ from twisted.internet.defer import Deferred, fail, succeed
 from zope.interface import implementer
 
 from stompbroker.broker.routing.syntax import validate_pattern
-from stompbroker.protocol.credentials import utc_text
 from stompbroker.protocol.errors import InvalidDestination
+from stompbroker.protocol.login import utc_text
 from stompbroker.security.access import ADMIN, RIGHTS, Grants
 from stompbroker.security.credentials import IBearerToken, InvalidCredentials
 from stompbroker.security.identity import Identity

@@ -58,6 +58,7 @@ def stats_document(
         destinations[name] = entry
     counters = model.broker.counters
     figures = resume_figures(model.broker)
+    rates = model.broker.rates.figures()
     return {
         "schema_version": SCHEMA_VERSION,
         "ts": format_timestamp(to_timestamp(snapshot.seconds)),
@@ -82,6 +83,7 @@ def stats_document(
         "resumable_sessions": figures.to_dict() if figures is not None else None,
         "memory": memory_document(model.broker.memory_alarm()),
         "http_auth": model.authorization.to_dict() if model.authorization is not None else None,
+        "rate_limits": rates.to_dict() if rates is not None else None,
         "destinations": destinations,
         "nodes": nodes_document(snapshot.nodes),
         "connections": [connection.to_dict() for connection in model.connections()],

@@ -34,6 +34,7 @@ afford that; it could not afford a thread hop per record.
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -45,6 +46,10 @@ from stompbroker.stats.schema import FILE_PREFIX, FILE_SUFFIX, StatsRecord
 
 IN_PROGRESS_PREFIX = "."
 IN_PROGRESS_SUFFIX = ".inprogress"
+
+
+class ExportDirectoryError(Exception):
+    """The stats directory cannot be made or written; the message says which and why."""
 
 
 def hour_stamp(seconds: float) -> str:
@@ -88,6 +93,24 @@ class StatsExporter:
     _file: BinaryIO | None = field(default=None, init=False)
     _hour: str | None = field(default=None, init=False)
     _recovered: bool = field(default=False, init=False)
+
+    def check(self) -> None:
+        """
+        Make the directory if need be and write a file in it, so that a directory the
+        broker cannot use stops it at start rather than fails every interval after.
+
+        :raises ExportDirectoryError: saying what is wrong and what to do.
+        """
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=self.directory):
+                pass
+        except OSError as error:
+            raise ExportDirectoryError(
+                f"cannot use {self.directory} as the stats directory:"
+                f" {error.strerror or error}; make it a directory the broker's user can"
+                " write, or choose another (--stats-dir)"
+            ) from None
 
     def write(self, records: Iterable[StatsRecord]) -> int:
         """

@@ -57,6 +57,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from stompbroker.broker.flow.rate_limiter import RateFigures
 from stompbroker.stats.cluster import nodes_document
 from stompbroker.stats.resumable import ResumeFigures, resume_figures
 from stompbroker.stats.schema import FLOW_COUNTERS, DestinationRecord
@@ -181,6 +182,9 @@ class StatsCollector(Collector):
         authorization = self._live.model.authorization
         if authorization is not None:
             yield from _authorization_metrics(authorization.to_dict())
+        rates = self._live.model.broker.rates.figures()
+        if rates is not None:
+            yield from _rate_limit_metrics(rates)
         yield from _memory_metrics(self._live.model.broker.memory_alarm())
         if self._setup is not None:
             yield from _setup_metrics(self._setup)
@@ -312,6 +316,30 @@ def _authorization_metrics(figures: dict[str, dict[str, int]]) -> Iterator[Metri
         for outcome, value in counts.items():
             counter.add_metric([path, outcome], value)
     yield counter
+
+
+def _rate_limit_metrics(figures: RateFigures) -> Iterator[Metric]:
+    """What the rate limits did: connections slowed now and in all, closed, refused."""
+    yield GaugeMetricFamily(
+        f"{PREFIX}_rate_limited_connections",
+        "Connections whose reading is paused now for a rate limit",
+        value=figures.slowed,
+    )
+    yield CounterMetricFamily(
+        f"{PREFIX}_rate_limit_slowdowns",
+        "Times a connection was slowed for a rate limit",
+        value=figures.slowed_total,
+    )
+    yield CounterMetricFamily(
+        f"{PREFIX}_rate_limit_disconnects",
+        "Connections closed for staying over a rate limit (--rate-limit-over-time)",
+        value=figures.disconnected,
+    )
+    yield CounterMetricFamily(
+        f"{PREFIX}_rate_limit_refused_connections",
+        "Connections refused for the connection rate of their address (--max-connection-rate)",
+        value=figures.refused,
+    )
 
 
 def metrics_registry(live: LiveStats, setup: RunningSetup | None = None) -> CollectorRegistry:

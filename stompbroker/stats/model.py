@@ -51,7 +51,7 @@ from attrs import frozen
 from stompbroker.broker.engine.figures import DestinationFigures, NodeFigures
 from stompbroker.broker.flow.throttle import resident_bytes
 from stompbroker.broker.flow.traffic import DestinationTraffic
-from stompbroker.broker.queueing.queues import WorkerQueue
+from stompbroker.broker.queueing.wildcard import in_flight as held_unacked
 from stompbroker.broker.routing.destinations import TOPIC_PREFIX
 from stompbroker.broker.routing.syntax import is_wildcard
 from stompbroker.interfaces import ConnectionDescription
@@ -266,7 +266,7 @@ class StatsModel:
 
     def _figures(self, own: Snapshot) -> NodeFigures:
         return NodeFigures(
-            self._engine.ids.node,
+            self._engine.bookkeeping().ids.node,
             own.seconds,
             own.uptime_s,
             own.connections,
@@ -292,7 +292,7 @@ class StatsModel:
         """
         now = self.clock.seconds()
         traffic = self.broker.traffic
-        traffic.report_deliveries(self.broker.topics)
+        self._engine.report_deliveries()
         gauges: dict[str, list[int]] = {}
         for queue in traffic.queues:
             name = queue.destination
@@ -300,7 +300,7 @@ class StatsModel:
             if gauge is None:
                 gauge = gauges[name] = [0, 0, 0]
             gauge[0] += len(queue.pending)
-            gauge[1] += sum(len(consumer.unacked) for consumer in queue.consumers)
+            gauge[1] += sum(held_unacked(consumer) for consumer in queue.consumers)
             if not name.startswith(TOPIC_PREFIX) or is_wildcard(name):
                 gauge[2] += len(queue.consumers)
         self._forget_idle(now, gauges)
@@ -328,19 +328,14 @@ class StatsModel:
 
     def connections(self) -> list[ConnectionStats]:
         """:returns: every client connection's statistics, oldest first."""
-        self.broker.traffic.report_deliveries(self.broker.topics)
+        self._engine.report_deliveries()
         described = [ConnectionStats.of(connection) for connection in self.broker.connections]
         described.sort(key=lambda stats: (stats.connected_since, stats.address))
         return described
 
     def _topic_consumers(self, destination: str) -> int:
-        consumers = 0
-        for subscriber in self.broker.topics.match(destination):
-            if isinstance(subscriber, WorkerQueue):
-                consumers += len(subscriber.consumers)
-            else:
-                consumers += 1
-        return consumers
+        found = self._engine.topic_subscriptions(destination)
+        return len(found.direct) + sum(len(queue.consumers) for queue in found.queues)
 
     def _forget_idle(self, now: float, gauges: Mapping[str, Any]) -> None:
         """Forget destinations idle for ``forget_after``, without queues, fully sampled."""

@@ -73,9 +73,10 @@ class LiveStats(TimerService):
             return
         self.latest = interval
         broker = self.model.broker
-        if broker.topics.match(STATS_TOPIC):
+        engine = broker.engine
+        if engine.topic_subscriptions(STATS_TOPIC):
             broker.publish(STATS_TOPIC, json.dumps(live_document(interval)), JSON_HEADERS)
-        monitor = broker.queues.get(MONITOR_QUEUE)
+        monitor = engine.find_queue(MONITOR_QUEUE)
         if monitor is not None and monitor.consumers:
             text = monitor_text(interval.end)
             if text:

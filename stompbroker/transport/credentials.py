@@ -3,7 +3,7 @@ What a connection tells about its client's credentials, below STOMP: a TLS
 client certificate, and a WebSocket's ``Authorization: Bearer`` token.
 
 Both adapters mix :class:`PeerCredentials` in, and the session reads it when it
-handles CONNECT (:mod:`stompbroker.protocol.credentials`): the bearer token
+handles CONNECT (:mod:`stompbroker.protocol.login`): the bearer token
 stands in for a missing ``passcode``, and the certificate is offered when the
 CONNECT has neither ``login`` nor ``passcode``.
 """

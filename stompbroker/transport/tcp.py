@@ -1,6 +1,12 @@
 """
 STOMP over a stream connection: TCP, TLS, or any Twisted stream endpoint.
 
+The client's address is the transport's peer, taken when the connection is
+made; behind a ``haproxy:`` listener that is the client's, from the PROXY
+header (:mod:`stompbroker.transport.proxy_header`).  With rate limits, what is
+read passes through the connection's gate
+(:mod:`stompbroker.broker.flow.rate_limiter`) on its way to the session.
+
 Wire-level behaviour: bytes read from the socket go to the session as they
 arrive, in whatever chunks the kernel hands over.  What the session writes
 while the broker handles a read (of this connection or any other) is gathered
@@ -21,8 +27,8 @@ Back-pressure, both ways, with Twisted's producer/consumer API:
   ``pauseProducing``; the session writes on for a grace that absorbs bursts of
   fan-out, then stops writing to it (its backlog and slow-consumer policy take
   over); ``resumeProducing``, once the buffer has drained, lets it write again.
-- When the session (for a login in progress, or the broker, for memory or a
-  slow subscriber) asks to read no more, the protocol pauses the transport
+- When the session (for a login in progress, or the broker, for memory, a
+  slow subscriber or a rate limit) asks to read no more, the protocol pauses the transport
   (``transport.pauseProducing``): the kernel's buffers fill and the client's
   sends block, until it resumes.
 """
@@ -37,6 +43,7 @@ from twisted.internet.protocol import Factory, Protocol, connectionDone
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from stompbroker.broker.flow.rate_limiter import ConnectionGate
 from stompbroker.interfaces import ISessionTransport
 from stompbroker.logs import logger
 from stompbroker.protocol.session import SessionConfig, StompSession
@@ -115,6 +122,7 @@ class StompProtocol(SessionFlowControl, PeerCredentials, Protocol):
         self.session: StompSession | None = None
         self._abort: Any = None
         self._writer: CoalescedWrite | None = None
+        self._gate: ConnectionGate | None = None
 
     def connectionMade(self) -> None:
         _set_nodelay(self.transport)
@@ -124,9 +132,14 @@ class StompProtocol(SessionFlowControl, PeerCredentials, Protocol):
             direct_writer(self.transport) or self.transport.write, self.coalescer
         )
         self.write = self._writer.write  # type: ignore[method-assign]
-        self.session = StompSession(self._broker, self, self._clock, self._config, address)
+        self.session = session = StompSession(
+            self._broker, self, self._clock, self._config, address
+        )
+        self._gate = gate = rate_gate(self._broker, session)
         self.dataReceived = partial(  # type: ignore[method-assign]
-            self.coalescer.handle, self.session.receive_data, reader=self._writer
+            self.coalescer.handle,
+            session.receive_data if gate is None else gate.receive_data,
+            reader=self._writer,
         )
         self.transport.registerProducer(self, True)
         self.session.connection_made()
@@ -156,6 +169,8 @@ class StompProtocol(SessionFlowControl, PeerCredentials, Protocol):
         session = self.session
         if session is None:
             return
+        if self._gate is not None:
+            self._gate.close()
         session.connection_lost()
         if session.error is not None:
             log.info(
@@ -163,6 +178,12 @@ class StompProtocol(SessionFlowControl, PeerCredentials, Protocol):
                 peer=session.peer,
                 message=session.error.message,
             )
+
+
+def rate_gate(broker: Any, session: StompSession) -> ConnectionGate | None:
+    """:returns: the gate ``session`` reads through, or ``None`` when no rate limit applies."""
+    rates = broker.rates
+    return rates.gate(session) if rates.metered else None
 
 
 def _set_nodelay(transport: Any) -> None:

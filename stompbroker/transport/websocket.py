@@ -47,6 +47,13 @@ Wire-level behaviour:
   over) until it drains;
   and when the session asks to read no more (a login in progress, memory, a
   slow subscriber), the TCP transport is paused.
+- **Rate limits.** With rate limits, each message's bytes pass through the
+  connection's gate (:mod:`stompbroker.broker.flow.rate_limiter`), which
+  pauses reading from the TCP transport while the client is over its rate.
+- **The client's address.** The transport's peer (the client's, from the
+  PROXY header behind a ``haproxy:`` listener), or, when that peer is one of
+  ``trusted_proxies``, the client a ``Forwarded`` or ``X-Forwarded-For``
+  header of the handshake names (:mod:`stompbroker.transport.forwarded`).
 - **Compression.** With ``WebSocketConfig.compression`` on, a client's
   permessage-deflate offer (RFC 7692) is accepted and messages of
   ``min_size`` bytes or more go compressed
@@ -75,13 +82,15 @@ from autobahn.websocket.types import ConnectionDeny, ConnectionRequest
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from zope.interface import implementer
 
+from stompbroker.broker.flow.rate_limiter import ConnectionGate
 from stompbroker.interfaces import ISessionTransport
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import FrameTooLarge
 from stompbroker.protocol.session import SessionConfig, StompSession
 from stompbroker.transport.coalesce import COALESCER, CoalescedWrite, WriteCoalescer
 from stompbroker.transport.credentials import PeerCredentials, bearer_token
-from stompbroker.transport.tcp import SessionFlowControl
+from stompbroker.transport.forwarded import TrustedProxies, client_address
+from stompbroker.transport.tcp import SessionFlowControl, rate_gate
 from stompbroker.transport.ws_compression import Compression, Deflater
 
 log = logger("stompbroker.transport.websocket")
@@ -109,11 +118,14 @@ class WebSocketConfig:
         dropped; 0 waits forever.
     :ivar compression: whether and how permessage-deflate is accepted
         (:mod:`stompbroker.transport.ws_compression`).
+    :ivar trusted_proxies: the proxies whose ``Forwarded`` or ``X-Forwarded-For``
+        header in the handshake names the client (:mod:`stompbroker.transport.forwarded`).
     """
 
     ping_interval: float = 10.0
     ping_timeout: float = 10.0
     compression: Compression = Compression()
+    trusted_proxies: TrustedProxies = TrustedProxies()
 
 
 OPCODE_TEXT = 0x1
@@ -161,6 +173,20 @@ def _is_utf8(data: bytes) -> bool:
     return True
 
 
+def _forwarded_client(peer: Any, headers: dict[str, str], trusted: TrustedProxies) -> str:
+    """:returns: ``HOST:PORT`` of the client, as the trusted proxies name it in the handshake."""
+    host, port = getattr(peer, "host", str(peer)), getattr(peer, "port", 0)
+    forwarded, forwarded_for = headers.get("forwarded"), headers.get("x-forwarded-for")
+    host, port = client_address(
+        host,
+        port,
+        [forwarded] if forwarded else [],
+        [forwarded_for] if forwarded_for else [],
+        trusted,
+    )
+    return f"{host}:{port}"
+
+
 def _ignore(data: bytes) -> None:
     """Stands in for the session's ``receive_data`` once a connection is being refused."""
 
@@ -193,6 +219,10 @@ class StompWebSocketProtocol(  # type: ignore[misc]
     #: Gathers writes while a read is handled; the process's one by default.
     coalescer: WriteCoalescer = COALESCER
     _writer: CoalescedWrite | None = None
+    #: ``HOST:PORT`` of the client a trusted proxy named in the handshake, if one did.
+    _client: str | None = None
+    #: The rate limits' gate the session reads through, if any.
+    _gate: ConnectionGate | None = None
 
     def dataReceived(self, data: bytes) -> None:
         """Autobahn's reading, with this read's writes gathered (see the module docstring)."""
@@ -216,14 +246,19 @@ class StompWebSocketProtocol(  # type: ignore[misc]
         """
         subprotocol, self._session_config = self.factory.choose_subprotocol(request.protocols)
         self.bearer_token = bearer_token(request.headers)
+        trusted = self.factory.websocket.trusted_proxies
+        if trusted:
+            self._client = _forwarded_client(self.transport.getPeer(), request.headers, trusted)
         return subprotocol
 
     def onOpen(self) -> None:
         factory = self.factory
         transport: Any = self.transport
         _set_nodelay_under_tls(transport)
-        peer = transport.getPeer()
-        address = f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
+        address = self._client
+        if address is None:
+            peer = transport.getPeer()
+            address = f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
         self._writer = CoalescedWrite(transport.write, self.coalescer)
         self._write_to_socket = self._writer.write
         deflate = self._perMessageCompress
@@ -237,7 +272,11 @@ class StompWebSocketProtocol(  # type: ignore[misc]
         self.session = StompSession(
             factory.broker, self, factory.clock, self._session_config, address
         )
-        self.onMessageFrameData = self.session.receive_data  # type: ignore[method-assign,assignment]
+        self._gate = gate = rate_gate(factory.broker, self.session)
+        receive: Callable[[bytes], None] = (
+            self.session.receive_data if gate is None else gate.receive_data
+        )
+        self.onMessageFrameData = receive  # type: ignore[method-assign,assignment]
         # Behind twisted.web, the HTTPChannel that served the upgrade is still the
         # transport's producer after Autobahn took the connection over: it goes.
         # Autobahn's dropConnection unregisters ours, so closing is not held up.
@@ -333,6 +372,8 @@ class StompWebSocketProtocol(  # type: ignore[misc]
     def onClose(self, wasClean: bool, code: int | None, reason: str | None) -> None:
         session = self.session
         if session is not None:
+            if self._gate is not None:
+                self._gate.close()
             session.connection_lost()
             error = session.error
             if error is not None:

@@ -38,12 +38,15 @@ import json
 from typing import Any
 
 import attrs
-from twisted.internet.defer import maybeDeferred
+from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.python.failure import Failure
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request
 
 from stompbroker import __version__
+from stompbroker.broker.engine.shared_queues import Acted
+from stompbroker.broker.features.browsing import Waiting
+from stompbroker.broker.features.policies import BadPolicy, parse_policy
 from stompbroker.broker.management.detached_sessions import UnknownSession
 from stompbroker.broker.management.operations import (
     InUse,
@@ -69,6 +72,8 @@ log = logger("stompbroker.web.api")
 MAX_BODY = 1024 * 1024
 #: How many messages a browse shows without ``?count=``.
 DEFAULT_BROWSE = 10
+#: The response header of a browse that names the node that answered.
+NODE_HEADER = b"stompbroker-node"
 
 #: The status and error of each refusal of the operations.
 _STATUS: dict[type[BaseException], tuple[int, str]] = {
@@ -108,6 +113,12 @@ def message_document(message: Message) -> dict[str, Any]:
         "persistent": message.persistent,
         "redeliveries": message.redeliveries,
     }
+
+
+def _operator(identity: Any, request: Request) -> str:
+    """:returns: who calls, as the broker's log names them: ``alice at 10.0.0.5``."""
+    address = request.getClientAddress()
+    return f"{identity.name or 'anonymous'} at {getattr(address, 'host', address)}"
 
 
 def _record(value: Any) -> Any:
@@ -215,7 +226,11 @@ class ManagementApi(Resource):
             if len(path) == 2:
                 if method == "DELETE":
                     reason = _query(request, "reason") or ""
-                    return _record(self.management.close_connection(path[1], reason))
+                    return _record(
+                        self.management.close_connection(
+                            path[1], reason, operator=_operator(identity, request)
+                        )
+                    )
                 return _record(self.management.connection(path[1]))
         if top == "detached-sessions" and len(path) in (1, 2):
             self._allow(method, ("DELETE", "GET") if len(path) == 2 else ("GET",))
@@ -224,8 +239,12 @@ class ManagementApi(Resource):
             if len(path) == 1:
                 return _records(detached.list())
             if method == "DELETE":
-                return _record(detached.end(path[1]))
+                return _record(detached.end(path[1], operator=_operator(identity, request)))
             return _record(detached.get(path[1]))
+        if top == "policies" and len(path) in (1, 2):
+            self._allow(method, ("GET", "PUT", "DELETE") if len(path) == 2 else ("GET",))
+            self.guard.require(identity, READ if method == "GET" else ADMIN)
+            return self._policy_call(identity, request, method, path[1:])
         if top == "destinations":
             if len(path) == 1:
                 self._allow(method, ("GET",))
@@ -272,6 +291,7 @@ class ManagementApi(Resource):
                 continue
             row = _record(info)
             del row["subscribers"]
+            row["policy"] = self._policy_name(info.destination)
             row.update(rates.get(info.destination, _NO_RATES))
             rows.append(row)
         return rows
@@ -305,6 +325,7 @@ class ManagementApi(Resource):
             raise ApiError(404, "no such call", f"destinations have no /{action}")
         self._allow(method, allowed)
         management = self.management
+        queues = management.queues
         if action == "publish":
             return self._publish(identity, request, name)
         # The rights of a durable subscription are those of its topic pattern.
@@ -312,15 +333,21 @@ class ManagementApi(Resource):
         if name.startswith("durable:"):
             pattern = management.destination(name).pattern or name
         self.guard.require(identity, READ if method == "GET" else ADMIN, pattern)
+        operator = _operator(identity, request)
         if action == "":
             if method == "GET":
-                return _record(management.destination(name))
-            return {"destination": name, "deleted": True, "discarded": management.delete(name)}
+                document = _record(management.destination(name))
+                document["policy"] = self._policy_name(name)
+                return document
+            discarded = queues.delete(name, operator=operator)
+            return {"destination": name, "deleted": True, "discarded": discarded}
         if action == "messages":
             if method == "GET":
                 count = _count(_query(request, "count"), DEFAULT_BROWSE)
-                return [message_document(message) for message in management.browse(name, count)]
-            return {"destination": name, "purged": management.purge(name)}
+                browsed: Deferred[Any] = maybeDeferred(queues.browse, name, count)
+                return browsed.addCallback(_browsed, request)
+            purged: Deferred[Any] = maybeDeferred(queues.purge, name, operator=operator)
+            return purged.addCallback(_acted, {"destination": name}, "purged")
         body = _json_body(request, {"to", "count", "copy"} if action == "move" else {"count"})
         count = _count(body.get("count"), MAX_COUNT)
         if action == "move":
@@ -332,12 +359,59 @@ class ManagementApi(Resource):
                 raise ApiError(400, "bad request", '"copy" must be true or false')
             check_target(to)
             self.guard.require(identity, WRITE, to)
-            moved = management.move(name, to, count, copy)
-            return {"destination": name, "to": to, "copy": copy, "moved": moved}
-        for target in sorted(management.retry_targets(name, count)):
-            self.guard.require(identity, WRITE, target)
-        retried, left = management.retry(name, count)
-        return {"destination": name, "retried": retried, "left": left}
+            moved: Deferred[Any] = maybeDeferred(
+                queues.move, name, to, count, copy, operator=operator
+            )
+            return moved.addCallback(
+                _acted, {"destination": name, "to": to, "copy": copy}, "moved"
+            )
+
+        def retry(targets: set[str]) -> Any:
+            for target in sorted(targets):
+                self.guard.require(identity, WRITE, target)
+            return queues.retry(name, count, operator=operator, targets=targets)
+
+        targets: Deferred[Any] = maybeDeferred(queues.retry_targets, name, count)
+        retried = targets.addCallback(retry)
+        return retried.addCallback(_acted, {"destination": name}, "retried")
+
+    def _policy_name(self, destination: str) -> str | None:
+        """:returns: the name of the policy in force on ``destination``, or ``None``."""
+        policy = self.management.broker.policies.policy_for(destination)
+        return None if policy is None else policy.name
+
+    def _policy_call(self, identity: Any, request: Request, method: str, rest: list[str]) -> Any:
+        """``GET /api/policies``, ``GET|PUT|DELETE /api/policies/{name}`` (docs/policies.md)."""
+        policies = self.management.broker.policies
+        if not rest:
+            return [policy.as_dict() for policy in policies.listed()]
+        name = rest[0]
+        operator = _operator(identity, request)
+        if method == "PUT":
+            body = _json_body(request, {"pattern", "priority", "apply-to", "vhost", "definition"})
+            definition = body.pop("definition", {})
+            if not isinstance(definition, dict):
+                raise ApiError(400, "bad request", '"definition" must be an object')
+            try:
+                policy = parse_policy(name, {**body, **definition})
+            except BadPolicy as error:
+                raise ApiError(400, "bad request", str(error)) from None
+            policies.set(policy)
+            log.info(
+                "{operator} set policy {name}: {policy}",
+                operator=operator,
+                name=name,
+                policy=json.dumps(policy.as_dict(), sort_keys=True),
+            )
+            return policy.as_dict()
+        found = policies.get(name)
+        if found is None:
+            raise ApiError(404, "unknown policy", f"no policy is named {name!r}")
+        if method == "DELETE":
+            policies.remove(name)
+            log.info("{operator} cleared policy {name}", operator=operator, name=name)
+            return {"name": name, "cleared": True}
+        return found.as_dict()
 
     def _publish(self, identity: Any, request: Request, name: str) -> dict[str, Any]:
         body = _json_body(request, {"body", "body_encoding", "headers"})
@@ -366,6 +440,48 @@ class ManagementApi(Resource):
             raise ApiError(400, "bad request", '"body" is not valid base64') from None
         message = self.management.publish(name, payload, tuple(headers.items()))
         return {"destination": name, "message_id": message.message_id}
+
+
+def _browsed(waiting: Waiting, request: Request) -> list[dict[str, Any]]:
+    """
+    A browse's answer: the messages, the node that answered in a header; a 503
+    when a node holding messages of the queue did not answer (a list that
+    misses some would read as the whole).
+    """
+    request.setHeader(NODE_HEADER, waiting.node.encode("utf-8"))
+    if not waiting.complete:
+        raise Incomplete(waiting.node, waiting.missing)
+    return [message_document(message) for message in waiting.messages]
+
+
+def _acted(acted: Acted, document: dict[str, Any], field: str) -> dict[str, Any]:
+    """:returns: a purge's, move's or retry's answer: its count, and who answered."""
+    document[field] = acted.count
+    if field == "retried":
+        document["left"] = acted.left
+    document["node"] = acted.node
+    document["complete"] = acted.complete
+    if not acted.complete:
+        document["missing"] = list(acted.missing)
+    return document
+
+
+class Incomplete(ApiError):
+    """A browse some node holding messages of the queue did not answer: 503."""
+
+    def __init__(self, node: str, missing: tuple[str, ...]) -> None:
+        super().__init__(
+            503,
+            "cluster incomplete",
+            f"nodes {', '.join(missing)} hold messages of this queue and did not answer"
+            " in time; try again",
+        )
+        self.node = node
+        self.missing = missing
+
+    def document(self) -> dict[str, Any]:
+        """:returns: the JSON body, with the node that answered and those that did not."""
+        return {**super().document(), "node": self.node, "missing": list(self.missing)}
 
 
 _NO_RATES = {"producers": 0, "messages_in_per_second": 0.0, "messages_delivered_per_second": 0.0}

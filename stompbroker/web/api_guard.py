@@ -39,8 +39,8 @@ from twisted.cred.portal import Portal
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.web.http import Request
 
-from stompbroker.protocol.credentials import LoginRefused
 from stompbroker.protocol.errors import LoginFailed
+from stompbroker.protocol.login import LoginRefused
 from stompbroker.security.access import ADMIN, READ, WRITE, AccessControl
 from stompbroker.security.credentials import IBearerToken
 from stompbroker.security.identity import Identity

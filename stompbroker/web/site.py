@@ -28,13 +28,16 @@ there when :func:`web_root` is given the broker's
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from prometheus_client.exposition import choose_encoder
+from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
+from twisted.web import server
 from twisted.web.http import Request
 from twisted.web.pages import notFound
 from twisted.web.resource import IResource, Resource
@@ -49,6 +52,7 @@ from stompbroker.stats.documents import stats_document
 from stompbroker.stats.metrics import metrics_registry
 from stompbroker.stats.services import LiveStats
 from stompbroker.stats.setup import RunningSetup
+from stompbroker.transport.forwarded import TrustedProxies, client_address
 from stompbroker.transport.websocket import WebSocketConfig, stomp_websocket_resource
 from stompbroker.web.api import ManagementApi
 from stompbroker.web.api_guard import EVERYTHING, READ, ApiError, ApiGuard
@@ -257,14 +261,53 @@ def web_root(
     return root
 
 
+class ForwardedRequest(server.Request):
+    """
+    A request whose client address is the one a trusted proxy names in
+    ``Forwarded`` or ``X-Forwarded-For`` (:mod:`stompbroker.transport.forwarded`),
+    so that the access log and the management API's loopback check see the client.
+    """
+
+    def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
+        trusted = getattr(getattr(self.channel, "site", None), "trusted_proxies", None)
+        client = self.client
+        if trusted and isinstance(client, (IPv4Address, IPv6Address)):
+            headers = self.requestHeaders
+            host, port = client_address(
+                client.host,
+                client.port,
+                _header_lines(headers.getRawHeaders(b"forwarded", [])),
+                _header_lines(headers.getRawHeaders(b"x-forwarded-for", [])),
+                trusted,
+            )
+            if host != client.host:
+                kind = IPv6Address if ":" in host else IPv4Address
+                self.client = kind("TCP", host, port)
+        super().requestReceived(command, path, version)
+
+
+def _header_lines(lines: Sequence[bytes]) -> list[str]:
+    return [line.decode("latin-1") for line in lines]
+
+
 class WebSite(Site):
     """
     A ``twisted.web`` site whose access log goes to the broker's log at debug level.
 
     The path is logged without its query string, which may carry credentials.
+
+    :param trusted_proxies: the proxies whose forwarding headers name the client
+        (:class:`ForwardedRequest`); nobody's by default.
     """
 
     noisy = False
+    requestFactory = ForwardedRequest
+
+    def __init__(
+        self, resource: Any, *, trusted_proxies: TrustedProxies | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(resource, **kwargs)
+        self.trusted_proxies = trusted_proxies or TrustedProxies()
 
     def log(self, request: Request) -> None:
         log.debug(

@@ -17,7 +17,7 @@ import pytest
 from twisted.cred.credentials import UsernamePassword
 from twisted.internet.defer import maybeDeferred
 
-from stompbroker.app import cli
+from stompbroker.app import admin, cli
 from stompbroker.security.checkers import PasswordFileChecker
 from stompbroker.security.passwords import read_password_file
 from tests.support.process import run_python
@@ -25,10 +25,18 @@ from tests.support.process import run_python
 CHEAP = ["--cost", "16"]
 
 
-def run(*argv: str, stdin: str = "") -> tuple[int, str, str]:
+class Terminal(io.StringIO):
+    """Standard input that says it is a terminal, as an interactive shell's is."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def run(*argv: str, stdin: str | io.StringIO = "") -> tuple[int, str, str]:
     """:returns: the exit status, standard output and standard error of one command."""
     stdout, stderr = io.StringIO(), io.StringIO()
-    status = cli.main(list(argv), io.StringIO(stdin), stdout, stderr)
+    source = stdin if isinstance(stdin, io.StringIO) else io.StringIO(stdin)
+    status = cli.main(list(argv), source, stdout, stderr)
     return status, stdout.getvalue(), stderr.getvalue()
 
 
@@ -110,10 +118,10 @@ def test_passwd_asks_twice_on_the_terminal(tmp_path: Path, monkeypatch: pytest.M
         return next(answers)
 
     monkeypatch.setattr(cli.getpass, "getpass", fake_getpass)
-    assert run("passwd", str(path), "alice", *CHEAP)[0] == 0
+    assert run("passwd", str(path), "alice", *CHEAP, stdin=Terminal())[0] == 0
     assert prompts == ["Password for alice: ", "Again: "]
     before = path.read_text(encoding="utf-8")
-    status, _, err = run("passwd", str(path), "alice", *CHEAP)
+    status, _, err = run("passwd", str(path), "alice", *CHEAP, stdin=Terminal())
     assert (status, err) == (1, "stompbroker passwd: the passwords differ; nothing was changed\n")
     assert path.read_text(encoding="utf-8") == before
 
@@ -183,3 +191,33 @@ def test_command_reads_the_password_from_a_pipe(tmp_path: Path) -> None:
     completed = run_python(*command, input="piped secret\n")
     assert (completed.returncode, completed.stderr) == (0, "")
     assert accepts(path, "carol", "piped secret")
+
+
+def test_passwd_reads_standard_input_when_it_is_not_a_terminal(tmp_path: Path) -> None:
+    """Without --stdin, a password piped in (no terminal) is read as --stdin would."""
+    path = tmp_path / "users.txt"
+    assert run("passwd", str(path), "dave", *CHEAP, stdin="piped\n")[0] == 0
+    assert accepts(path, "dave", "piped")
+
+
+@pytest.mark.parametrize(
+    "given, expected",
+    [
+        ("127.0.0.1:15674", "http://127.0.0.1:15674"),
+        ("http://127.0.0.1:15674/", "http://127.0.0.1:15674"),
+        ("HTTPS://broker.example:443", "HTTPS://broker.example:443"),
+    ],
+)
+def test_url_without_a_scheme_means_http(given: str, expected: str) -> None:
+    """--url HOST:PORT is taken as http://HOST:PORT; a trailing slash goes."""
+    assert admin.base_url(given) == expected
+
+
+def test_url_of_another_scheme_is_refused_in_one_line() -> None:
+    """--url ftp://... is refused with exit status 1 and one line, before any connection."""
+    status, _, err = run("queues", "--url", "ftp://127.0.0.1:15674")
+    assert status == 1
+    assert err == (
+        "stompbroker queues: --url takes http://HOST:PORT or https://HOST:PORT,"
+        " got 'ftp://127.0.0.1:15674'\n"
+    )

@@ -38,9 +38,9 @@ def test_workers_on_tcp_ports_with_redis_are_accepted() -> None:
 
 
 def test_a_worker_runs_the_same_options_without_workers() -> None:
-    """A worker gets every option but --workers (in either spelling)."""
+    """A worker gets every option but --workers (in either spelling), and --workers 1 last."""
     argv = ["--engine", REDIS, "--workers", "3", "--port", "7000", "--workers=3"]
-    assert worker_argv(argv) == ["--engine", REDIS, "--port", "7000"]
+    assert worker_argv(argv) == ["--engine", REDIS, "--port", "7000", "--workers=1"]
 
 
 def test_adopted_ports_are_read_from_the_environment() -> None:

@@ -40,8 +40,9 @@ def test_defaults_keep_persistent_messages_in_stompbroker_data_with_batch_sync(
     """
     monkeypatch.chdir(tmp_path)
     broker = makeService(options()).getServiceNamed("broker")
-    assert isinstance(broker.store, SQLiteStore)
-    assert (broker.store.data_dir, broker.store.sync) == (tmp_path / "stompbroker-data", "batch")
+    assert isinstance(broker.engine.store, SQLiteStore)
+    store = broker.engine.store
+    assert (store.data_dir, store.sync) == (tmp_path / "stompbroker-data", "batch")
     assert not broker.persistent_queues
     assert list(tmp_path.iterdir()) == []
 
@@ -53,16 +54,16 @@ def test_persistence_options_reach_the_store_and_broker(tmp_path: Path) -> None:
     """
     parsed = options("--data-dir", str(tmp_path / "d"), "--sync", "always", "--persistent-queues")
     broker = makeService(parsed, reactor=MemoryReactorClock()).getServiceNamed("broker")
-    assert (broker.store.data_dir, broker.store.sync) == (tmp_path / "d", "always")
+    assert (broker.engine.store.data_dir, broker.engine.store.sync) == (tmp_path / "d", "always")
     assert broker.persistent_queues
     # twistd stops the broker, which closes the store after shutting its clients down.
-    assert not broker.store.close_at_shutdown
+    assert not broker.engine.store.close_at_shutdown
 
 
 def test_data_dir_none_keeps_everything_in_memory() -> None:
     """--data-dir none runs the broker without a store."""
     broker = makeService(options("--data-dir", "none")).getServiceNamed("broker")
-    assert (broker.store, broker.journal) == (None, None)
+    assert (broker.engine.store, broker.engine.journal) == (None, None)
 
 
 @pytest.mark.parametrize(

@@ -1,14 +1,14 @@
 """
 Resumable sessions on a real in-process broker, without sockets
-(stompbroker.protocol.resuming over stompbroker.protocol.resumption): a session
+(stompbroker.protocol.resume.part over stompbroker.protocol.resume.registry): a session
 that drops comes back with its subscriptions and what it missed.
 """
 
 from __future__ import annotations
 
-from stompbroker.protocol.resumption import ResumeBook
+from stompbroker.protocol.resume.registry import ResumeBook
 from stompbroker.protocol.session import SessionConfig
-from tests.support.sessions import Client, World
+from tests.support.broker import Client, World
 
 
 def world(window: float = 120, buffer: int = 1024 * 1024, **settings: object) -> World:
@@ -60,7 +60,7 @@ def test_a_client_that_did_not_ask_gets_no_token_and_its_session_ends_with_the_c
     plain.send_frame("SUBSCRIBE", id="s", destination="/topic/t")
     plain.session.connection_lost()
     assert here.config is not None and here.config.resumption.detached == 0
-    assert not here.broker.topics.match("/topic/t")
+    assert not here.broker.engine.topics.match("/topic/t")
 
 
 def test_a_wrong_token_starts_a_fresh_session_and_says_so() -> None:
@@ -93,9 +93,9 @@ def test_past_the_window_the_session_is_gone_and_its_subscriptions_with_it() -> 
     first = here.client(resume_token="")
     first.send_frame("SUBSCRIBE", id="s", destination="/topic/t")
     first.session.connection_lost()
-    assert len(here.broker.topics.match("/topic/t")) == 1
+    assert len(here.broker.engine.topics.match("/topic/t")) == 1
     here.clock.advance(10)
-    assert not here.broker.topics.match("/topic/t")
+    assert not here.broker.engine.topics.match("/topic/t")
     late = here.client(resume_token=first.connected.get("resume-token") or "")
     assert late.connected.get("resumed") == "false"
 
@@ -122,7 +122,7 @@ def test_queue_messages_go_back_at_once_and_are_redelivered_on_resume() -> None:
     publish(here, "/queue/jobs", "j1", "j2")
     assert bodies(first) == [b"j1", b"j2"]
     first.session.connection_lost()
-    queue = here.broker.queues["/queue/jobs"]
+    queue = here.broker.engine.queues["/queue/jobs"]
     assert len(queue.pending) == 2 and not queue.consumers
     again = here.client(resume_token=first.connected.get("resume-token") or "")
     redelivered = again.early
@@ -144,7 +144,8 @@ def test_open_transactions_are_aborted_on_detach() -> None:
     again.send_frame("COMMIT", transaction="tx", receipt="r")
     [error] = again.frames()
     assert error.command == "ERROR"
-    assert "/queue/out" not in here.broker.queues or not here.broker.queues["/queue/out"].pending
+    queues = here.broker.engine.queues
+    assert "/queue/out" not in queues or not queues["/queue/out"].pending
 
 
 def test_a_heartbeat_timeout_detaches_the_session() -> None:
@@ -258,4 +259,5 @@ def test_a_resume_whose_subscriptions_cannot_be_made_again_ends_with_an_error() 
     assert again.connected.get("resumed") == "true"
     [error] = again.early
     assert error.command == "ERROR" and error.get("message") == "too many subscriptions"
-    assert not here.broker.topics.match("/topic/a") and not here.broker.topics.match("/topic/b")
+    topics = here.broker.engine.topics
+    assert not topics.match("/topic/a") and not topics.match("/topic/b")

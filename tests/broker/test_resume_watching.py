@@ -11,13 +11,13 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 
 from stompbroker.broker.flow.limits import Limits
-from stompbroker.protocol.resumption import ResumeBook
+from stompbroker.protocol.resume.registry import ResumeBook
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.stats.documents import stats_document
 from stompbroker.stats.metrics import metrics_registry
 from stompbroker.stats.model import StatsModel
 from stompbroker.stats.services import LiveStats
-from tests.support.sessions import Client, World
+from tests.support.broker import Client, World
 
 
 def world(buffer: int = 100_000, memory_high: int = 0, memory_low: int = 0) -> World:

@@ -28,8 +28,8 @@ def test_by_default_the_engine_is_local_on_the_brokers_store() -> None:
     store = MemoryStore()
     broker = Broker(Clock(), store=store, persistent_queues=True)
     assert isinstance(broker.engine, LocalEngine)
-    assert broker.store is store and broker.journal is broker.engine.journal
-    assert broker.persistent_queues and broker.queues is broker.engine.queues
+    assert broker.engine.store is store and broker.engine.journal is broker.engine.journal
+    assert broker.persistent_queues and broker.engine.queues is broker.engine.queues
 
 
 def test_a_given_engine_is_used_and_brings_its_own_store() -> None:
@@ -56,6 +56,6 @@ def test_closing_a_connection_undoes_its_subscriptions_and_temporary_queues() ->
     broker.subscribe(Inbox("/temp-queue/mine", connection=owner, subscription_id="t"))
     broker.send("/queue/q", (), b"1")
     broker.close_connection(owner)
-    assert [m.redeliveries for m in broker.queues["/queue/q"].pending] == [1]
-    assert [d for d in broker.queues if d.startswith("/reply-queue/")] == []
+    assert [m.redeliveries for m in broker.engine.queues["/queue/q"].pending] == [1]
+    assert [d for d in broker.engine.queues if d.startswith("/reply-queue/")] == []
     assert owner not in broker.connections and owner not in broker.registry.states

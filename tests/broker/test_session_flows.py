@@ -10,7 +10,7 @@ import pytest
 
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.protocol.frames import Frame
-from tests.support.sessions import World
+from tests.support.broker import World
 
 VERSIONS = ["1.0", "1.1", "1.2"]
 
@@ -30,6 +30,7 @@ def test_client_individual_ack_and_nack_in_each_version(version: str) -> None:
     consumer.ack(second, receipt="acked")
     assert consumer.frames() == [Frame("RECEIPT", (("receipt-id", "acked"),))]
     consumer.ack(first, "NACK")
+    world.clock.advance(1)  # the broker's redelivery back-off
     [again] = consumer.messages()
     assert (again.body, again.get("redelivered"), again.get("redelivery-count")) == (
         b"1",
@@ -74,6 +75,7 @@ def test_client_mode_nack_is_cumulative() -> None:
         world.broker.publish("/queue/q", body)
     messages = consumer.messages()
     consumer.ack(messages[1], "NACK")
+    world.clock.advance(1)  # the broker's redelivery back-off
     again = consumer.messages()
     assert [(m.body, m.get("redelivered")) for m in again] == [(b"1", "true"), (b"2", "true")]
     consumer.ack(messages[2], receipt="r")
@@ -158,6 +160,7 @@ def test_poison_message_reaches_the_dead_letter_queue() -> None:
     for _ in range(3):
         [message] = consumer.messages()
         consumer.ack(message, "NACK")
+        world.clock.advance(2)  # the redelivery back-off: 1 s, then 2 s
     assert consumer.frames() == []
     [letter] = watcher.messages()
     assert letter.body == b"poison"
@@ -226,7 +229,7 @@ def test_connection_lost_with_open_transaction_publishes_nothing() -> None:
     producer.send_frame("SEND", b"x", destination="/queue/q", transaction="t")
     producer.session.connection_lost()
     assert consumer.frames() == []
-    assert not world.broker.queues["/queue/q"].pending
+    assert not world.broker.engine.queues["/queue/q"].pending
 
 
 def test_request_reply_through_a_temporary_queue() -> None:
@@ -249,7 +252,7 @@ def test_request_reply_through_a_temporary_queue() -> None:
         reply_to,
     )
     requester.send_frame("DISCONNECT")
-    assert reply_to not in world.broker.queues
+    assert reply_to not in world.broker.engine.queues
 
 
 @pytest.mark.parametrize(
@@ -288,7 +291,7 @@ def test_durable_subscriber_gets_what_it_missed(
     second.ack(messages[-1])
     second.send_frame("UNSUBSCRIBE", **unsubscribe)
     world.broker.publish("/topic/prices", b"4")
-    assert world.broker.durable == {}
+    assert world.broker.engine.durable == {}
     third = world.client(**connect)
     third.send_frame("SUBSCRIBE", destination="/topic/prices", ack="client", **subscribe)
     assert third.frames() == []
@@ -306,6 +309,7 @@ def test_topic_client_ack_subscription_redelivers_after_nack() -> None:
     world.broker.publish("/topic/news.today", b"headline")
     [message] = nacking.messages()
     nacking.ack(message, "NACK")
+    world.clock.advance(1)  # the broker's redelivery back-off
     [again] = nacking.messages()
     assert (again.body, again.get("redelivered")) == (b"headline", "true")
     assert [m.body for m in other.messages()] == [b"headline"]
@@ -343,10 +347,26 @@ def test_two_client_ack_subscriptions_on_one_connection_ack_separately() -> None
     assert world.broker.counters.acknowledged == 2
 
 
-def test_wildcard_queue_subscription_gets_an_error_frame() -> None:
-    """SUBSCRIBE to a queue with a wildcard gets an ERROR saying wildcards are for topics."""
+def test_wildcard_queue_subscription_takes_from_every_matching_queue() -> None:
+    """SUBSCRIBE to a queue pattern: MESSAGEs from each matching queue, each naming its queue."""
     world = World()
     client = world.client()
     client.send_frame("SUBSCRIBE", id="s", destination="/queue/jobs.*")
+    world.broker.publish("/queue/jobs.a", b"1")
+    world.broker.publish("/queue/jobs.b", b"2")
+    world.broker.publish("/queue/other", b"3")
+    messages = client.messages()
+    assert [(m.get("destination"), m.body) for m in messages] == [
+        ("/queue/jobs.a", b"1"),
+        ("/queue/jobs.b", b"2"),
+    ]
+    assert {m.get("subscription") for m in messages} == {"s"}
+
+
+def test_send_to_a_queue_pattern_stays_an_error() -> None:
+    """A SEND names one queue: a wildcard in it is an ERROR."""
+    world = World()
+    client = world.client()
+    client.send_frame("SEND", destination="/queue/jobs.*")
     [error] = client.frames()
     assert error.get("message") == "wildcard in queue destination"

@@ -19,7 +19,7 @@ from stompbroker.broker.service import Broker
 from stompbroker.broker.store.memory import MemoryStore
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.session import SessionConfig
-from tests.support.sessions import Client as SessionClient
+from tests.support.broker import Client as SessionClient
 from tests.support.store import result_of, sqlite_store
 
 
@@ -28,8 +28,7 @@ class Client(SessionClient):
 
     def __init__(self, broker: Broker, clock: Clock, config: SessionConfig) -> None:
         self.reading = True
-        super().__init__(broker, clock)
-        self.session.config = config
+        super().__init__(broker, clock, config=config)
 
     def pause_reading(self) -> None:
         self.reading = False
@@ -83,7 +82,7 @@ def test_receipt_of_a_persistent_send_waits_until_it_is_stored(world: World) -> 
     assert client.frames() == []
     world.settle()
     assert client.receipts() == ["r1"]
-    assert len(world.broker.queues["/queue/q"].pending) == 1
+    assert len(world.broker.engine.queues["/queue/q"].pending) == 1
 
 
 def test_receipts_keep_the_order_of_the_frames_they_answer(world: World) -> None:
@@ -108,7 +107,7 @@ def test_later_frames_are_handled_while_the_message_is_stored(world: World) -> N
     persistent_send(client)
     client.send_frame("SEND", b"after", destination="/queue/later")
     client.send_frame("SUBSCRIBE", id="s", destination="/topic/t", receipt="r")
-    assert [m.body for m in world.broker.queues["/queue/later"].pending] == [b"after"]
+    assert [m.body for m in world.broker.engine.queues["/queue/later"].pending] == [b"after"]
     assert client.frames() == []
     world.settle()
     assert client.receipts() == ["r"]
@@ -124,7 +123,7 @@ def test_frames_arriving_while_the_session_waits_are_handled_in_order(world: Wor
     world.settle()
     assert client.receipts() == ["bye"]
     assert client.closed
-    assert [m.body for m in world.broker.queues["/queue/q"].pending] == [b"1", b"2"]
+    assert [m.body for m in world.broker.engine.queues["/queue/q"].pending] == [b"1", b"2"]
 
 
 def test_disconnect_receipt_comes_after_the_receipts_it_follows(world: World) -> None:
@@ -172,7 +171,7 @@ def test_ack_receipt_waits_until_the_message_cannot_come_back(world: World) -> N
     assert client.receipts() == ["acked"]
     client.ack(second)
     client.send_frame("SEND", b"x", destination="/queue/other")
-    assert "/queue/other" in world.broker.queues
+    assert "/queue/other" in world.broker.engine.queues
     world.clock.advance(0.002)
     assert world.store.stats.operations >= 6
     recovering = world.store.recover()
@@ -211,7 +210,7 @@ def test_a_full_write_window_stops_reading_until_the_store_catches_up(world: Wor
     assert not client.reading
     world.settle()
     assert client.reading
-    assert len(world.broker.queues["/queue/q"].pending) == 3
+    assert len(world.broker.engine.queues["/queue/q"].pending) == 3
 
 
 def test_a_session_gone_while_waiting_gets_nothing_more(world: World) -> None:
@@ -226,7 +225,7 @@ def test_a_session_gone_while_waiting_gets_nothing_more(world: World) -> None:
     client.session.connection_lost()
     world.settle()
     assert client.frames() == []
-    assert [m.body for m in world.broker.queues["/queue/later"].pending] == [b"after"]
+    assert [m.body for m in world.broker.engine.queues["/queue/later"].pending] == [b"after"]
     recovering = world.store.recover()
     world.settle()
     assert [m.body for m in result_of(recovering).queues["/queue/q"]] == [b"1", b"2"]
@@ -246,7 +245,7 @@ def test_a_store_that_answers_at_once_is_handled_inside_the_frame() -> None:
     client.send_frame("DISCONNECT", receipt="bye")
     assert client.receipts() == ["r", "bye"]
     assert client.closed
-    assert len(broker.queues["/queue/q"].pending) == 2
+    assert len(broker.engine.queues["/queue/q"].pending) == 2
 
 
 def test_receipt_frames_are_plain_receipts(world: World) -> None:

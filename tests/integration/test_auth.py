@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
 from tests.support.clients import Collector, RawClient, connect
-from tests.support.passwords import write_users
+from tests.support.passwords import secured_module
 from tests.support.process import BrokerProcess
 
 ACCESS = """
@@ -26,19 +23,10 @@ read = ["/topic/#"]
 """
 
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A broker that lets in alice (password "wonderland") and bob, an auditor ("builder")."""
-    workdir = tmp_path_factory.mktemp("secured")
-    users = write_users(
-        workdir / "users.txt", ("alice", "wonderland", ()), ("bob", "builder", ("auditors",))
-    )
-    (workdir / "access.toml").write_text(ACCESS)
-    access = ("--access", str(workdir / "access.toml"))
-    with BrokerProcess(
-        workdir, "--auth", f"passwd:{users}", *access, "--data-dir", "none", http=None
-    ) as process:
-        yield process
+#: alice (password "wonderland") and bob, an auditor ("builder").
+secured = secured_module(
+    ACCESS, ("alice", "wonderland", ()), ("bob", "builder", ("auditors",))
+)
 
 
 def login(broker: BrokerProcess, user: str, password: str) -> tuple[Any, Collector]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.clients import connect
+from tests.support.clients import connect, through
 from tests.support.process import BrokerProcess, run_python
 from tests.support.redis import NODE_TIMEOUT, RedisServer, redis_server  # noqa: F401
 
@@ -122,7 +122,7 @@ def test_backlog_made_on_both_nodes_reaches_the_subscriber_back_on_the_other(
     assert inbox.wait_for(lambda: len(inbox.messages) >= 100, timeout=10)
     for message in inbox.messages:
         connection.ack(message.headers["ack"])
-    time.sleep(0.3)
+    through(inbox, (a.address, f"{topic}.x"), (b.address, f"{topic}.y"), timeout=10)
     got = inbox.bodies()
     assert [body for body in got if body.startswith(b"a")] == from_a
     assert [body for body in got if body.startswith(b"b")] == from_b
@@ -144,8 +144,7 @@ def test_what_was_not_acknowledged_comes_back_on_the_next_node(
     assert inbox.wait_for(lambda: "acked" in inbox.receipts)
     connection.disconnect()
     connection, inbox = durable_subscriber(b, client_id, topic, "held")
-    assert inbox.wait_for(lambda: bool(inbox.messages), timeout=10)
-    time.sleep(0.3)
+    through(inbox, (b.address, topic), timeout=10)
     assert inbox.bodies() == [b"two"]
     assert inbox.messages[0].headers.get("redelivered") == "true"
     connection.disconnect()
@@ -171,8 +170,7 @@ def test_unsubscribe_with_the_durable_header_deletes_it_for_every_node(
     connection, inbox = durable_subscriber(a, client_id, topic, "gone")
     heard(nodes, client_id, "gone")
     send_all(b, topic, [b"fresh"])
-    assert inbox.wait_for(lambda: bool(inbox.messages), timeout=10)
-    time.sleep(0.3)
+    through(inbox, (b.address, topic), timeout=10)
     assert inbox.bodies() == [b"fresh"]
     connection.disconnect()
 
@@ -197,7 +195,6 @@ def test_the_management_api_of_either_node_lists_and_deletes_it(
     connection, inbox = durable_subscriber(a, client_id, topic, "managed")
     heard(nodes, client_id, "managed")
     send_all(b, topic, [b"new"])
-    assert inbox.wait_for(lambda: bool(inbox.messages), timeout=10)
-    time.sleep(0.3)
+    through(inbox, (b.address, topic), timeout=10)
     assert inbox.bodies() == [b"new"]
     connection.disconnect()

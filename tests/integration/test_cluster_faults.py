@@ -57,8 +57,10 @@ def test_a_killed_nodes_unacknowledged_messages_go_to_another_node(
     queue = f"/queue/kill.{uuid.uuid4().hex[:8]}"
     try:
         holder, held = connect(doomed.address)
-        holder.subscribe(queue, id="h", ack="client-individual", headers={"prefetch-count": 3})
-        time.sleep(0.3)
+        holder.subscribe(
+            queue, id="h", ack="client-individual", headers={"prefetch-count": 3}, receipt="on"
+        )
+        assert held.wait_for(lambda: "on" in held.receipts)
         publisher, sent = connect(survivor.address)
         for n in range(3):
             publisher.send(queue, f"m{n}".encode(), headers={"persistent": "true"})
@@ -106,12 +108,15 @@ def test_a_node_whose_pubsub_connection_redis_closes_says_so_and_hears_topics_ag
 
 
 def test_nodes_come_back_after_redis_restarts(tmp_path: Path) -> None:
-    """Redis restarted (AOF on): publishers are told while it is away, then all works again."""
+    """
+    Redis restarted (AOF on): past --engine-outage-hold a publisher is told that Redis is
+    unreachable and for how long, then all works again.
+    """
     server = RedisServer(tmp_path)
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    a = node(tmp_path / "a", server)
-    b = node(tmp_path / "b", server)
+    a = node(tmp_path / "a", server, "--engine-outage-hold", "1")
+    b = node(tmp_path / "b", server, "--engine-outage-hold", "1")
     queue = f"/queue/restart.{uuid.uuid4().hex[:8]}"
     try:
         consumer, inbox = connect(b.address)
@@ -127,7 +132,8 @@ def test_nodes_come_back_after_redis_restarts(tmp_path: Path) -> None:
         time.sleep(0.5)
         publisher.send(queue, b"while-away", headers={"persistent": "true"}, receipt="r2")
         assert sent.wait_for(lambda: bool(sent.errors), timeout=10)
-        assert "unreachable" in sent.errors[0].body.decode() + sent.errors[0].headers["message"]
+        told = sent.errors[0].body.decode() + sent.errors[0].headers["message"]
+        assert "unreachable for" in told and "--engine-outage-hold" in told
         server.start()
         # The subscribers kept their connections; a new publisher gets through.
         deadline = time.monotonic() + 15

@@ -20,7 +20,7 @@ from tests.support.process import BrokerStarter
 from tests.support.seeds import chosen_seed
 
 
-def test_no_acknowledged_message_is_lost_to_sigkill(tmp_path: Path) -> None:
+def test_no_acknowledged_message_is_lost_to_sigkill(tmp_path: Path, start: BrokerStarter) -> None:
     """
     Issue 5: every message whose receipt arrived is delivered at least once after
     a SIGKILL and a restart, and the only duplicates are messages delivered but not
@@ -28,7 +28,7 @@ def test_no_acknowledged_message_is_lost_to_sigkill(tmp_path: Path) -> None:
     """
     seed = chosen_seed()
     report = run_round(
-        BrokerStarter(tmp_path),
+        start,
         tmp_path / "data",
         Shape(producers=2, consumers=2, seconds=2.0, size=1024, window=20),
         seed,

@@ -15,18 +15,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.support.clients import connect, flush_deliveries, publish
 from tests.support.process import BrokerProcess, BrokerStarter
 
 PERSISTENT = {"persistent": "true"}
-
-
-@pytest.fixture
-def start(tmp_path: Path) -> BrokerStarter:
-    """Starts brokers on a data directory, each start logging in a directory of its own."""
-    return BrokerStarter(tmp_path)
 
 
 def unique(kind: str) -> str:

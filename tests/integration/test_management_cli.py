@@ -7,8 +7,6 @@ environment or a file, and exit codes that say what happened.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,8 +16,8 @@ import pytest
 from stompbroker.app import admin
 from tests.support import tokens
 from tests.support.clients import connect
-from tests.support.management import managed_broker
-from tests.support.process import BrokerProcess, free_port, subprocess_env
+from tests.support.management import cli, managed_broker
+from tests.support.process import BrokerProcess
 from tests.support.resume import cut, subscribed
 
 
@@ -28,31 +26,6 @@ def managed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]
     process = managed_broker(tmp_path_factory.mktemp("cli"))
     yield process
     process.stop()
-
-
-def cli(
-    broker: BrokerProcess | None, *args: str, env: dict[str, str] | None = None, stdin: str = ""
-) -> subprocess.CompletedProcess[str]:
-    """Run ``stompbroker ARGS`` with ``--url`` of the broker (credentials ``admin`` by default)."""
-    environment = subprocess_env()
-    environment.update(STOMPBROKER_USER="admin", STOMPBROKER_PASSWORD="secret")
-    environment.update(env or {})
-    url = f"http://127.0.0.1:{broker.http_port if broker else free_port()}"
-    return subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from stompbroker.app.cli import main; raise SystemExit(main())",
-            *args,
-            "--url",
-            url,
-        ],
-        env=environment,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def test_publish_queues_browse_purge(managed: BrokerProcess) -> None:
@@ -156,6 +129,9 @@ def test_every_subcommand_prints_json_with_json(managed: BrokerProcess) -> None:
             "close": ["close", ident],
             "detached": ["detached"],
             "end-session": ["end-session", session],
+            "set-policy": ["set-policy", "json-cap", "json.>", "--max-length", "5"],
+            "policies": ["policies"],
+            "clear-policy": ["clear-policy", "json-cap"],
         }
         cli(
             managed,

@@ -9,19 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.support.clients import Collector, connect, flush_deliveries, publish
 from tests.support.process import BrokerProcess, BrokerStarter, run_broker_to_its_end
 from tests.support.store import FILLING, damage_pages, write_garbage
 
 PERSISTENT = {"persistent": "true"}
-
-
-@pytest.fixture
-def start(tmp_path: Path) -> BrokerStarter:
-    """Starts brokers on a data directory, each start logging in a directory of its own."""
-    return BrokerStarter(tmp_path)
 
 
 def drain(broker: BrokerProcess, destination: str, count: int, **headers: str) -> list[Any]:

@@ -9,19 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from tests.support.clients import WAIT, connect
 from tests.support.process import BrokerStarter
 
 #: SENDs a producer writes before it reads anything back.
 COUNT = 300
-
-
-@pytest.fixture
-def start(tmp_path: Path) -> BrokerStarter:
-    """Starts brokers on a data directory, each start logging in a directory of its own."""
-    return BrokerStarter(tmp_path)
 
 
 def test_pipelined_persistent_sends_get_every_receipt_in_order_and_survive_sigkill(

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support.clients import Collector, connect, flush_deliveries, publish
-from tests.support.passwords import secured_broker
+from tests.support.passwords import secured_module
 from tests.support.process import BrokerProcess, BrokerStarter
 from tests.support.redis import RedisServer, node, redis_server  # noqa: F401
 
@@ -166,13 +166,8 @@ read = ["/topic/#"]
 """
 
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A broker with a writer, a reader of /queue/browsed.# and a stranger to queues."""
-    workdir = tmp_path_factory.mktemp("secured")
-    users = (("writer", "w", ()), ("reader", "r", ()), ("stranger", "s", ()))
-    with secured_broker(workdir, ACCESS, *users) as process:
-        yield process
+#: A writer, a reader of /queue/browsed.# and a stranger to queues.
+secured = secured_module(ACCESS, ("writer", "w", ()), ("reader", "r", ()), ("stranger", "s", ()))
 
 
 def test_browsing_needs_the_read_right(secured: BrokerProcess) -> None:
@@ -198,12 +193,13 @@ def test_browsing_needs_the_read_right(secured: BrokerProcess) -> None:
     writer.disconnect()
 
 
-def test_groups_survive_a_sigkill(tmp_path: Path) -> None:
+def test_groups_survive_a_sigkill(
+    tmp_path: Path, start: BrokerStarter
+) -> None:
     """
     Persistent grouped messages come back after SIGKILL with their group and priority
     headers, and the groups are assigned again: each to one consumer, in order, marked first.
     """
-    start = BrokerStarter(tmp_path)
     data = tmp_path / "data"
     broker = start(data)
     grouped(
@@ -249,14 +245,8 @@ def redis_node(
 
 @pytest.mark.parametrize(
     "action",
-    [
-        ("subscribe", {"x-priority": "5"}),
-        ("subscribe", {"activemq.exclusive": "true"}),
-        ("subscribe", {"x-single-active-consumer": "true"}),
-        ("subscribe", {"browser": "true"}),
-        ("send", {"JMSXGroupID": "g"}),
-    ],
-    ids=["x-priority", "exclusive", "single-active", "browser", "group"],
+    [("subscribe", {"browser": "true"})],
+    ids=["browser"],
 )
 def test_the_redis_engine_refuses_queue_features(
     redis_node: BrokerProcess, action: tuple[str, dict[str, str]]
@@ -271,3 +261,17 @@ def test_the_redis_engine_refuses_queue_features(
     assert inbox.wait_for(lambda: bool(inbox.errors)), "no ERROR"
     assert "not supported by the redis engine" in inbox.errors[0].headers["message"]
     assert "r" not in inbox.receipts
+
+
+def test_the_redis_engine_refuses_a_queue_pattern_saying_not_to_retry(
+    redis_node: BrokerProcess,
+) -> None:
+    """A wildcard consumer on the redis engine: an ERROR that says why and not to retry."""
+    connection, inbox = connect(redis_node.address)
+    connection.subscribe("/queue/orders.>", id="s")
+    assert inbox.wait_for(lambda: bool(inbox.errors)), "no ERROR"
+    error = inbox.errors[0]
+    assert error.headers["message"] == (
+        "wildcard queue consumers are not supported by the redis engine yet"
+    )
+    assert b"subscribe to each queue by name" in error.body

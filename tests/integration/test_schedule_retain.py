@@ -2,22 +2,18 @@
 Scheduled delivery and retained messages on the real broker (``twistd -n stompbroker``),
 driven by ``stomp.py`` as docs/destinations.md describes them: delays, bad headers, the
 retained copy a new subscriber gets first, the write right retain needs, both surviving
-a SIGKILL when persistent, and the Redis engine's refusal of both.
+a SIGKILL when persistent (across nodes: tests/integration/test_cluster_features.py).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from tests.support.clients import connect, flush_deliveries, publish
-from tests.support.passwords import secured_broker
+from tests.support.clients import connect, flush_deliveries, publish, through
+from tests.support.passwords import secured_module
 from tests.support.process import BrokerProcess, BrokerStarter
-from tests.support.redis import RedisServer, node, redis_server  # noqa: F401
 
 PERSISTENT = {"persistent": "true"}
 
@@ -108,13 +104,8 @@ read = ["/topic/#"]
 """
 
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A broker where alice may write to /topic/status.# and bob may only read."""
-    workdir = tmp_path_factory.mktemp("secured")
-    users = (("alice", "a-pass", ()), ("bob", "b-pass", ()))
-    with secured_broker(workdir, ACCESS, *users) as process:
-        yield process
+#: alice may write to /topic/status.# and bob may only read.
+secured = secured_module(ACCESS, ("alice", "a-pass", ()), ("bob", "b-pass", ()))
 
 
 def test_retain_needs_the_write_right(secured: BrokerProcess) -> None:
@@ -130,20 +121,20 @@ def test_retain_needs_the_write_right(secured: BrokerProcess) -> None:
     )
     reader, inbox = connect(secured.address, login="bob", passcode="b-pass")
     reader.subscribe("/topic/status.*", id="t")
-    assert inbox.wait_for(lambda: inbox.messages)
-    time.sleep(0.3)
+    through(inbox, (alice, "/topic/status.a"))
     assert [(m.body, m.headers["retained"]) for m in inbox.messages] == [(b"by alice", "true")]
     for connection in (alice, reader):
         connection.disconnect()
 
 
-def test_persistent_scheduled_and_retained_messages_survive_a_sigkill(tmp_path: Path) -> None:
+def test_persistent_scheduled_and_retained_messages_survive_a_sigkill(
+    tmp_path: Path, start: BrokerStarter
+) -> None:
     """
     After SIGKILL and a restart on the same data directory, a persistent scheduled message
     is delivered at about its original time, and a persistent retained message is given
     to a new subscriber.
     """
-    start = BrokerStarter(tmp_path)
     data = tmp_path / "data"
     broker = start(data)
     sent = time.time()
@@ -165,27 +156,3 @@ def test_persistent_scheduled_and_retained_messages_survive_a_sigkill(tmp_path: 
         connection.disconnect()
     finally:
         broker.stop()
-
-
-def error_for(process: BrokerProcess, headers: dict[str, str]) -> str:
-    """:returns: the message of the ERROR a SEND to a topic with ``headers`` gets."""
-    connection, inbox = connect(process.address)
-    connection.send("/topic/anything", b"x", headers=headers)
-    assert inbox.wait_for(lambda: inbox.errors)
-    message: str = inbox.errors[0].headers["message"]
-    return message
-
-
-def test_the_redis_engine_refuses_both_with_an_error(
-    redis_server: RedisServer,  # noqa: F811
-    tmp_path: Path,
-) -> None:
-    """On the Redis engine a scheduling header or retain is an ERROR saying it is not supported."""
-    process = node(tmp_path / "node", redis_server)
-    try:
-        assert error_for(process, {"AMQ_SCHEDULED_DELAY": "1000"}) == (
-            "scheduled delivery is not supported by this engine"
-        )
-        assert error_for(process, {"retain": "set"}) == "retain is not supported by this engine"
-    finally:
-        process.stop()

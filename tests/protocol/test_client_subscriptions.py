@@ -202,7 +202,7 @@ def test_deliveries_counted_in_batches_add_up_to_what_was_written() -> None:
     """
     session, transport, _, _ = connected(version="1.1")
     subscription = subscribe(session, transport, ("id", "s"), ("destination", "/topic/a"))
-    before = (session.frames_sent, session.bytes_sent)
+    before = (session.output.frames_sent, session.output.bytes_sent)
     messages = [Message("/topic/a", f"m-{n}", (), b"x" * n) for n in range(3)]
     tails: dict[str, int] = {}
     for message in messages:
@@ -210,8 +210,8 @@ def test_deliveries_counted_in_batches_add_up_to_what_was_written() -> None:
         message.add_tail_sizes(tails)
     written = transport.take()
     subscription.count_deliveries(len(messages), tails)
-    assert session.frames_sent - before[0] == 3
-    assert session.bytes_sent - before[1] == len(written)
+    assert session.output.frames_sent - before[0] == 3
+    assert session.output.bytes_sent - before[1] == len(written)
 
 
 # -- the MESSAGE frames of a queue subscription --------------------------------------

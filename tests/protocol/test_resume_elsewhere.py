@@ -1,6 +1,6 @@
 """
-A session resumed from another node of a cluster (stompbroker.protocol.resuming,
-ResumeMixin._wait_for_resumed and after), against the recording broker and a
+A session resumed from another node of a cluster (stompbroker.protocol.resume.part,
+Resume.wait_for_resumed and after), against the recording broker and a
 directory whose answers the test gives: nothing is read while the cluster is
 asked; the topics are subscribed again before the keeping node is asked to let
 go; its frames come first, then the held ones it did not carry.
@@ -15,8 +15,8 @@ from twisted.internet.task import Clock
 
 from stompbroker.protocol.encoder import message_prefix
 from stompbroker.protocol.message import Message
-from stompbroker.protocol.resume_records import Handover, SessionRecord, Taken, token_key
-from stompbroker.protocol.resumption import ResumeBook
+from stompbroker.protocol.resume.records import Handover, SessionRecord, Taken, token_key
+from stompbroker.protocol.resume.registry import ResumeBook
 from stompbroker.protocol.session import SessionConfig
 from tests.support.session import RecordingBroker, frame, make_session
 
@@ -197,7 +197,7 @@ def test_a_subscription_dropped_on_the_old_node_is_not_kept() -> None:
     directory.taking[0][3].callback(Taken(record, False, True, "other"))
     directory.asking[0][3].callback(Handover((), (), False))
     assert broker.subscribers == []
-    assert session.subscriptions == {}
+    assert session.subscriptions.by_id == {}
 
 
 def test_a_client_that_goes_while_the_cluster_is_asked_leaves_nothing_subscribed() -> None:

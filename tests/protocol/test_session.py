@@ -270,7 +270,7 @@ def test_a_connected_session_describes_its_traffic() -> None:
     assert (described.frames_in, described.frames_out) == (2, 2)
     connect = frame("CONNECT", ("accept-version", "1.1"), ("host", "/"), ("heart-beat", "0,0"))
     assert described.bytes_in == len(connect) + len(incoming)
-    assert described.bytes_out == session.bytes_sent > 0
+    assert described.bytes_out == session.output.bytes_sent > 0
 
 
 @pytest.mark.parametrize(
@@ -279,5 +279,5 @@ def test_a_connected_session_describes_its_traffic() -> None:
 def test_the_user_is_the_login_unless_anonymous(identity: Any, user: str | None) -> None:
     """A client that logged in shows its user name; an anonymous one, or one without login, none."""
     session, _, _, _ = connected()
-    session.identity = identity
+    session.login.accept(identity)
     assert session.describe().user == user

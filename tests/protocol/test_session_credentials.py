@@ -1,5 +1,5 @@
 """
-Tests of the session's part in credentials (``stompbroker.protocol.credentials``):
+Tests of the session's part in credentials (``stompbroker.protocol.login``):
 expiry on a live connection, renewal through ``/control/credentials``, and what
 a transport adds to a CONNECT (a bearer token, a client certificate).
 
@@ -17,7 +17,7 @@ from attrs import frozen
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.task import Clock
 
-from stompbroker.protocol.credentials import CREDENTIALS_DESTINATION, LoginRefused
+from stompbroker.protocol.login import CREDENTIALS_DESTINATION, LoginRefused
 from stompbroker.protocol.session import TRANSITIONS, Event, SessionConfig, State
 from tests.support.session import FakeTransport, RecordingAccess, error_of, frame, make_session
 

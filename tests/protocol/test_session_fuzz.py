@@ -298,15 +298,12 @@ class SessionMachine(RuleBasedStateMachine):
                 continue
             assert session not in self.broker.connections
             assert all(sub.connection is not session for sub in self.broker.subscribers)
+            assert session.timers.running() == ()
             timers = (
-                session._send_timer,
-                session._receive_timer,
-                session._connect_timer,
-                session._frame_timer,
-                session._backlog.closing if session._backlog is not None else None,
-                session._login,
+                session.output.closing,
+                session.login.waiting,
             )
-            assert timers == (None,) * 6
+            assert timers == (None,) * 2
             if id(session) in self.dropped:
                 continue
             assert transport.closed

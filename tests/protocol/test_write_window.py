@@ -38,10 +38,10 @@ def test_sends_without_receipt_are_handled_while_the_first_is_being_stored() -> 
     session.receive_data(send("/queue/a") + send("/queue/b") + send("/stream/c"))
     assert [m.destination for m in broker.named("send")] == ["/queue/a", "/queue/b", "/stream/c"]
     assert len(broker.writes) == 3
-    assert session._pending_writes == 3
+    assert session.receipts.window.pending == 3
     for write in broker.writes:
         write.callback(None)
-    assert session._pending_writes == 0
+    assert session.receipts.window.pending == 0
     assert transport.take() == b""
 
 
@@ -81,7 +81,7 @@ def test_the_window_counts_bytes_of_bodies_too() -> None:
     assert not transport.reading
     broker.writes[0].callback(None)
     assert transport.reading
-    assert session._pending_write_bytes == 40
+    assert session.receipts.window.pending_bytes == 40
 
 
 def test_frames_of_a_read_already_made_are_handled_at_the_bound() -> None:
@@ -196,4 +196,4 @@ def test_a_connection_lost_with_writes_pending_answers_nothing() -> None:
     assert len(broker.named("send")) == 2
     assert transport.take() == b""
     assert session.state is State.CLOSED
-    assert session._pending_writes == 0
+    assert session.receipts.window.pending == 0

@@ -1,6 +1,7 @@
 """
-Fixtures of the security tests: a password file of two users, and a clock at the
-tokens' :data:`~tests.support.tokens.NOW`. The log is the root conftest's ``log_events``.
+Fixtures of the security tests: a password file of two users.  The clock (at the
+tokens' :data:`~tests.support.tokens.NOW`) and the log (``log_events``) are the
+root conftest's.
 """
 
 from __future__ import annotations
@@ -8,10 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from twisted.internet.task import Clock
 
 from tests.support.passwords import write_users
-from tests.support.tokens import NOW
 
 
 @pytest.fixture
@@ -20,11 +19,3 @@ def users_file(tmp_path: Path) -> Path:
     return write_users(
         tmp_path / "users.txt", ("alice", "wonderland", ("traders", "ops")), ("bob", "builder", ())
     )
-
-
-@pytest.fixture
-def clock() -> Clock:
-    """The clock token checkers and sessions read, at :data:`~tests.support.tokens.NOW`."""
-    clock = Clock()
-    clock.advance(NOW)
-    return clock

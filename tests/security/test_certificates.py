@@ -20,8 +20,8 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import MemoryReactorClock
 from twisted.python import usage
 
-from stompbroker.protocol.credentials import LoginRefused
 from stompbroker.protocol.errors import LoginFailed
+from stompbroker.protocol.login import LoginRefused
 from stompbroker.security.certificates import CertificateChecker, make_checker, name_of
 from stompbroker.security.credentials import InvalidCredentials
 from stompbroker.security.identity import Identity

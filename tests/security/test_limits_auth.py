@@ -199,7 +199,7 @@ def test_denied_subscribe_subscribes_nothing(access_file: Path) -> None:
     client.send("SUBSCRIBE", ("id", "1"), ("destination", "/topic/#"))
     error = client.error()
     assert error.get("message") == "access denied: no read right on '/topic/#'"
-    assert not list(broker.topics.match("/topic/x"))
+    assert not list(broker.engine.topics.match("/topic/x"))
 
 
 def test_allowed_frames_go_through(access_file: Path) -> None:

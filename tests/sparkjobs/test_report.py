@@ -78,11 +78,12 @@ def flow_totals(intervals: list[Interval]) -> dict[str, dict[str, int]]:
 
 
 def test_the_report_succeeds_and_says_what_it_read(run: ReportRun) -> None:
-    """The command exits 0 despite bad records, and prints the counts of good and bad."""
+    """The command exits 0 despite bad records, prints the counts of good and bad, and the page."""
     good = len(records(run.intervals))
     assert run.exit_status == 0
     assert f"{good + 4} records, 4 bad, 3 destinations" in run.printed
     assert "bad records: 2 malformed" in run.printed
+    assert f"dashboard: {run.output / 'dashboard.html'}" in run.printed.splitlines()
 
 
 def test_destination_totals_equal_the_traffic_that_went_in(

@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 from twisted.internet.task import Clock
 from twisted.logger import formatEvent
 
@@ -21,22 +20,6 @@ from stompbroker.stats.schema import FILE_GLOB, DestinationRecord, record_from_j
 from stompbroker.stats.services import MONITOR_QUEUE, STATS_TOPIC, LiveStats, StatsExport
 from stompbroker.stats.stream import NODE_HEADER, StatsStream
 from tests.support.broker import FakeConnection, Inbox
-
-EPOCH = 1_700_000_000.0
-
-
-@pytest.fixture
-def clock() -> Clock:
-    clock = Clock()
-    clock.advance(EPOCH)
-    return clock
-
-
-@pytest.fixture
-def broker(clock: Clock) -> Broker:
-    broker = Broker(clock)
-    broker.open_connection(FakeConnection())
-    return broker
 
 
 def subscriber(broker: Broker, destination: str, ack_mode: str = "auto", name: str = "s") -> Inbox:
@@ -53,6 +36,7 @@ def test_live_stats_publish_on_the_topic_only_while_someone_listens(
     Each interval goes to /topic/stompbroker.stats as JSON, and nothing is published while nobody
     subscribes.
     """
+    broker.open_connection(FakeConnection())
     live = LiveStats(StatsModel(broker), interval=2.0)
     live.startService()
     broker.send("/queue/q", (), b"hello")

@@ -92,7 +92,7 @@ class Api:
         return response.code, json.loads(content[0]), response
 
     def depth(self) -> int:
-        return len(self.broker.queues["/queue/orders"].pending)
+        return len(self.broker.engine.queues["/queue/orders"].pending)
 
 
 def refused(
@@ -103,11 +103,11 @@ def refused(
     headers: dict[str, str] | None = None,
 ) -> tuple[int, dict[str, str]]:
     """:returns: the status and error of a refused call, having checked that nothing changed."""
-    before = [message.body for message in api.broker.queues["/queue/orders"].pending]
+    before = [message.body for message in api.broker.engine.queues["/queue/orders"].pending]
     code, error, _ = api.call(method, path, body, headers)
     assert code >= 400 and set(error) == {"error", "detail"}
-    assert [message.body for message in api.broker.queues["/queue/orders"].pending] == before
-    assert set(api.broker.queues) == {"/queue/orders"}
+    assert [message.body for message in api.broker.engine.queues["/queue/orders"].pending] == before
+    assert set(api.broker.engine.queues) == {"/queue/orders"}
     return code, error
 
 

@@ -5,8 +5,12 @@ The real broker without sockets, and recording stand-ins for its other side.
   subscriber that keeps what it is given, as the broker sees them;
   :func:`message` makes a message for a queue;
 - :class:`World`: a broker on a ``task.Clock`` with named fake connections and
-  helpers to SEND, SUBSCRIBE, ACK and NACK through its ``IBroker`` API;
-- :class:`SessionClient`: a real session on a broker, frames in and frames out.
+  helpers to SEND, SUBSCRIBE, ACK and NACK through its ``IBroker`` API, and
+  real sessions on it (:meth:`World.client`);
+- :class:`Client`: one real session on a broker, frames in and frames out.
+
+(:mod:`tests.support.session` is the other side: one session on a recording
+broker.)
 """
 
 from __future__ import annotations
@@ -19,7 +23,11 @@ from zope.interface import implementer
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.service import Broker
 from stompbroker.interfaces import ConnectionDescription, IConnection, ISubscriber
+from stompbroker.protocol.encoder import encode
+from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.message import Message
+from stompbroker.protocol.parser import FrameParser
+from stompbroker.protocol.session import SessionConfig, StompSession
 
 #: Where a :class:`World`'s clock starts: a plausible Unix time, for expiry headers.
 EPOCH = 1_700_000_000.0
@@ -105,14 +113,101 @@ def message(body: bytes = b"m", message_id: str | None = None, expires: float = 
     return Message("/queue/q", message_id or body.decode(), (), body, expires)
 
 
-class World:
-    """A broker on a ``task.Clock`` and a few client connections."""
+class Client:
+    """One session on the shared broker, with a transport that keeps what it writes."""
 
-    def __init__(self, policy: DeliveryPolicy = DEFAULT_POLICY) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        clock: Clock,
+        version: str = "1.2",
+        config: SessionConfig | None = None,
+        **connect: str,
+    ) -> None:
+        self.version = version
+        self.output = bytearray()
+        self.closed = False
+        self.session = StompSession(broker, self, clock, config or SessionConfig())
+        self.session.connection_made()
+        headers = dict(connect)
+        if version != "1.0":
+            headers["accept-version"] = version
+        self.send_frame("CONNECT", **headers)
+        connected, *self.early = self.frames()
+        assert connected.command == "CONNECTED"
+        #: The CONNECTED frame; :attr:`early` the frames that came right after it.
+        self.connected = connected
+
+    def write(self, data: bytes) -> None:
+        self.output += data
+
+    def close(self) -> None:
+        self.closed = True
+
+    def kind(self) -> str:
+        """What statistics call this transport: plain TCP."""
+        return "tcp"
+
+    def send_frame(
+        self,
+        command: str,
+        body: bytes = b"",
+        exact: tuple[tuple[str, str], ...] = (),
+        **headers: str,
+    ) -> None:
+        """
+        Send one frame; ``_`` in a keyword's name stands for ``-``, and ``exact``
+        holds headers whose names are sent as they are (``AMQ_SCHEDULED_DELAY``).
+        """
+        pairs = tuple((name.replace("_", "-"), value) for name, value in headers.items())
+        self.session.receive_data(encode(Frame(command, exact + pairs, body), self.version))
+
+    def frames(self) -> list[Frame]:
+        parser = FrameParser()
+        parser.version = self.version
+        data, self.output = bytes(self.output), bytearray()
+        return parser.receive_data(data)
+
+    def messages(self) -> list[Frame]:
+        frames = self.frames()
+        assert all(f.command == "MESSAGE" for f in frames), frames
+        return frames
+
+    def ack(self, message: Frame, command: str = "ACK", **headers: str) -> None:
+        """Settle a message the way this client's protocol version does."""
+        if self.version == "1.2":
+            headers["id"] = message.get("ack") or ""
+        else:
+            headers["message_id"] = message.get("message-id") or ""
+            if self.version == "1.1":
+                headers["subscription"] = message.get("subscription") or ""
+        self.send_frame(command, **headers)
+
+
+class World:
+    """
+    A real broker on a ``task.Clock`` at :data:`EPOCH`, with fake connections
+    that call its ``IBroker`` API, and real sessions (:meth:`client`).
+
+    :param config: the settings of every client's session.
+    :param options: more arguments for :class:`~stompbroker.broker.service.Broker`.
+    """
+
+    def __init__(
+        self,
+        policy: DeliveryPolicy = DEFAULT_POLICY,
+        config: SessionConfig | None = None,
+        **options: Any,
+    ) -> None:
         self.clock = Clock()
         self.clock.advance(EPOCH)
-        self.broker = Broker(self.clock, policy=policy)
+        self.broker = Broker(self.clock, policy=policy, **options)
         self.connections: dict[str, FakeConnection] = {}
+        self.config = config
+
+    def client(self, version: str = "1.2", **connect: str) -> Client:
+        """:returns: a new session on the broker, connected with ``connect``'s headers."""
+        return Client(self.broker, self.clock, version, self.config, **connect)
 
     def connection(self, name: str = "c1") -> FakeConnection:
         if name not in self.connections:
@@ -149,5 +244,5 @@ class World:
         )
 
     def queue_bodies(self, destination: str) -> list[bytes]:
-        return [message.body for message in self.broker.queues[destination].pending]
+        return [message.body for message in self.broker.engine.queues[destination].pending]
 

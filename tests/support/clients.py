@@ -155,6 +155,34 @@ def flush_deliveries(
     assert inbox.wait_for(lambda: token in inbox.markers, timeout), "the marker never arrived"
 
 
+def through(
+    inbox: Collector, *paths: tuple[Any, str], timeout: float = WAIT
+) -> None:
+    """
+    Send a marker along each path and wait until ``inbox`` has every one: the
+    barrier before counting exactly what arrived, in place of a quiet period.
+
+    A path keeps order (what one sender sends to one destination reaches a
+    subscriber in the order sent, across nodes too), so once a path's marker has
+    arrived, so has everything sent on that path before it.  Markers go to
+    :attr:`Collector.markers`, never to its messages.
+
+    :param paths: ``(sender, destination)``: a broker's address, for a marker on
+        a connection of its own after everything it acknowledged; or a
+        connection, for a marker after that connection's earlier SENDs.
+    :raises AssertionError: when a marker does not arrive within ``timeout``.
+    """
+    tokens = set()
+    for sender, destination in paths:
+        token = uuid.uuid4().hex
+        tokens.add(token)
+        if isinstance(sender, tuple):
+            publish(sender, destination, [b"marker"], **{MARKER_HEADER: token})
+        else:
+            sender.send(destination, b"marker", headers={MARKER_HEADER: token})
+    assert inbox.wait_for(lambda: tokens <= inbox.markers, timeout), "a marker never arrived"
+
+
 class Bystander(AbstractContextManager["Bystander"]):
     """
     A well-behaved subscriber, and its publisher, on a broker that other tests'
@@ -183,8 +211,10 @@ class Bystander(AbstractContextManager["Bystander"]):
 class RawClient:
     """A plain socket that speaks bytes, for input no real client would send."""
 
-    def __init__(self, address: tuple[str, int]) -> None:
-        self.socket = socket.create_connection(address, timeout=5)
+    def __init__(self, address: tuple[str, int], source: str | None = None) -> None:
+        """:param source: the local address to connect from (another loopback address, say)."""
+        bind = None if source is None else (source, 0)
+        self.socket = socket.create_connection(address, timeout=5, source_address=bind)
         self.parser = FrameParser(max_frame_size=1 << 30)
 
     def send(self, data: bytes) -> None:

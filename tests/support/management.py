@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
-from tests.support.process import BrokerProcess
+from tests.support.process import BrokerProcess, free_port, subprocess_env
 
 #: ``admin`` may do everything, ``reader`` only look; anonymous STOMP clients send and receive.
 ACCESS = """
@@ -40,4 +42,29 @@ def managed_broker(workdir: Path, *args: str) -> BrokerProcess:
         "--monitor-interval",
         "0.5",
         *args,
+    )
+
+
+def cli(
+    broker: BrokerProcess | None, *args: str, env: dict[str, str] | None = None, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """Run ``stompbroker ARGS`` with ``--url`` of the broker (credentials ``admin`` by default)."""
+    environment = subprocess_env()
+    environment.update(STOMPBROKER_USER="admin", STOMPBROKER_PASSWORD="secret")
+    environment.update(env or {})
+    url = f"http://127.0.0.1:{broker.http_port if broker else free_port()}"
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from stompbroker.app.cli import main; raise SystemExit(main())",
+            *args,
+            "--url",
+            url,
+        ],
+        env=environment,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )

@@ -1,16 +1,18 @@
 """
 What the tests of passwords, checkers and the portal share, and the brokers the
-integration tests start with ``--auth passwd:``: cheap scrypt parameters, password
-files written with them, a checker that hashes synchronously, and trial's Deferred
-assertions as plain functions.
+integration tests start with ``--auth passwd:`` (:func:`secured_broker`, and
+:func:`secured_module`, the ``secured`` fixture a test module shares): cheap scrypt
+parameters, password files written with them, a checker that hashes synchronously,
+and trial's Deferred assertions as plain functions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -69,3 +71,19 @@ def secured_broker(
         "none",
         http=None,
     )
+
+
+def secured_module(access: str, *users: tuple[str, str, tuple[str, ...]]) -> Any:
+    """
+    :param access: the access rules' TOML.
+    :param users: ``(user, password, groups)`` for the password file.
+    :returns: a fixture ``secured``: one :func:`secured_broker` of ``users`` and
+        ``access``, shared by the tests of a module and stopped after the last.
+    """
+
+    @pytest.fixture(scope="module", name="secured")
+    def shared_secured_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+        with secured_broker(tmp_path_factory.mktemp("secured"), access, *users) as process:
+            yield process
+
+    return shared_secured_broker

@@ -14,28 +14,34 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
+import uuid
+from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.support.clients import Collector, connect
 from tests.support.process import BrokerProcess, free_port
 
 REQUIRE = os.environ.get("STOMPBROKER_REQUIRE_REDIS") == "1"
 
 
-def redis_server_binary() -> str:
+def redis_server_binary(name: str = "redis-server") -> str:
     """
-    :returns: the path of ``redis-server``.
+    :param name: ``redis-server`` or ``redis-sentinel`` (Debian's packages of those names).
+    :returns: its path.
     :raises pytest.skip.Exception: if it is missing (a failure under CI).
     """
-    found = shutil.which("redis-server") or (
-        "/usr/bin/redis-server" if Path("/usr/bin/redis-server").exists() else None
+    found = shutil.which(name) or (
+        f"/usr/bin/{name}" if Path(f"/usr/bin/{name}").exists() else None
     )
     if found is None:
-        reason = "redis-server is not installed (apt-get install redis-server)"
+        reason = f"{name} is not installed (apt-get install {name})"
         if REQUIRE:
             pytest.fail(f"{reason}, and STOMPBROKER_REQUIRE_REDIS=1 requires it")
         pytest.skip(reason)
@@ -48,11 +54,15 @@ class RedisServer:
 
     :param directory: its data directory (the AOF lands there).
     :param password: ``requirepass``, or ``None``.
+    :param replica_of: the port of a primary on 127.0.0.1 this server replicates.
     """
 
-    def __init__(self, directory: Path, password: str | None = None) -> None:
+    def __init__(
+        self, directory: Path, password: str | None = None, replica_of: int | None = None
+    ) -> None:
         self.directory = directory
         self.password = password
+        self.replica_of = replica_of
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
         self.start()
@@ -67,15 +77,23 @@ class RedisServer:
         """Start it (again, on the same port and data), and wait until it answers PING."""
         command = [
             redis_server_binary(),
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--save", "",
-            "--appendonly", "yes",
-            "--appendfsync", "everysec",
-            "--dir", str(self.directory),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+            "--dir",
+            str(self.directory),
         ]
         if self.password:
             command += ["--requirepass", self.password]
+        if self.replica_of is not None:
+            command += ["--replicaof", "127.0.0.1", str(self.replica_of)]
         log = open(self.directory / "redis.log", "ab")
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         log.close()
@@ -90,22 +108,295 @@ class RedisServer:
 
     def ping(self) -> bool:
         """:returns: whether the server answers (a NOAUTH error counts as an answer)."""
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
-                sock.sendall(b"PING\r\n")
-                return sock.recv(64).startswith((b"+PONG", b"-NOAUTH"))
-        except OSError:
-            return False
+        return _pings(self.port)
+
+    def kill(self) -> None:
+        """SIGKILL it by its PID, as a crash would (no shutdown, no last AOF write)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
 
     def stop(self) -> None:
         """Stop it by its PID (SIGTERM; SIGKILL if it lingers)."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+        if self.process is not None:
+            _stop(self.process)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """Stop ``process`` by its PID: SIGTERM, SIGKILL if it lingers."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def _pings(port: int) -> bool:
+    """:returns: whether a server on ``port`` answers PING (a NOAUTH error counts as an answer)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(64).startswith((b"+PONG", b"-NOAUTH"))
+    except OSError:
+        return False
+
+
+#: The name the test Sentinels monitor the primary under.
+MASTER = "mymaster"
+
+
+class SentinelProcess:
+    """
+    ``redis-sentinel`` on 127.0.0.1 monitoring ``MASTER`` at ``primary_port`` (quorum 2),
+    with a short ``down-after-milliseconds`` so that a killed primary fails over quickly.
+    """
+
+    def __init__(self, directory: Path, primary_port: int, down_after_ms: int = 1000) -> None:
+        self.port = free_port()
+        config = directory / f"sentinel-{self.port}.conf"
+        config.write_text(
+            f"port {self.port}\n"
+            "bind 127.0.0.1\n"
+            f"dir {directory}\n"
+            f"sentinel monitor {MASTER} 127.0.0.1 {primary_port} 2\n"
+            f"sentinel down-after-milliseconds {MASTER} {down_after_ms}\n"
+            f"sentinel failover-timeout {MASTER} 10000\n"
+            f"sentinel parallel-syncs {MASTER} 1\n"
+        )
+        log = open(directory / f"sentinel-{self.port}.log", "ab")
+        self.process = subprocess.Popen(
+            [redis_server_binary("redis-sentinel"), str(config)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        deadline = time.monotonic() + 10
+        while not _pings(self.port):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"redis-sentinel on port {self.port} did not start")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Stop it by its PID."""
+        _stop(self.process)
+
+
+class SentinelGroup:
+    """
+    A primary, one replica and three Sentinels, each a real process on 127.0.0.1.
+
+    :ivar servers: the primary and the replica, by port (which is which changes on failover).
+    """
+
+    def __init__(self, directory: Path, down_after_ms: int = 1000) -> None:
+        primary_dir = directory / "primary"
+        replica_dir = directory / "replica"
+        primary_dir.mkdir()
+        replica_dir.mkdir()
+        primary = RedisServer(primary_dir)
+        self.servers = {primary.port: primary}
+        self.sentinels: list[SentinelProcess] = []
+        try:
+            replica = RedisServer(replica_dir, replica_of=primary.port)
+            self.servers[replica.port] = replica
+            self.wait_until(lambda: self.info(primary.port).get("connected_slaves") == "1")
+            self.sentinels = [
+                SentinelProcess(directory, primary.port, down_after_ms) for _ in range(3)
+            ]
+            # Each Sentinel has found the replica and the other Sentinels.
+            self.wait_until(
+                lambda: all(
+                    self.sentinel_says(sentinel, "num-slaves") == "1"
+                    and self.sentinel_says(sentinel, "num-other-sentinels") == "2"
+                    for sentinel in self.sentinels
+                )
+            )
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def url(self) -> str:
+        """The ``--engine`` URL that finds the primary through the three Sentinels."""
+        hosts = ",".join(f"127.0.0.1:{sentinel.port}" for sentinel in self.sentinels)
+        return f"redis+sentinel://{hosts}/{MASTER}/0"
+
+    @staticmethod
+    def wait_until(condition: Any, timeout: float = 20) -> None:
+        """Poll ``condition`` every 50 ms; :raises TimeoutError: past ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise TimeoutError("the Sentinel group did not settle in time")
+            time.sleep(0.05)
+
+    @staticmethod
+    def _client(port: int) -> Any:
+        import redis
+
+        return redis.Redis(host="127.0.0.1", port=port, socket_timeout=2, decode_responses=True)
+
+    def info(self, port: int) -> dict[str, str]:
+        """:returns: ``INFO replication`` of the server on ``port`` ({} if it is down)."""
+        import redis
+
+        try:
+            with self._client(port) as client:
+                return {key: str(value) for key, value in client.info("replication").items()}
+        except redis.RedisError:
+            return {}
+
+    def sentinel_says(self, sentinel: SentinelProcess, field: str) -> str:
+        """:returns: a field of ``SENTINEL MASTER mymaster`` as ``sentinel`` sees it."""
+        import redis
+
+        try:
+            with self._client(sentinel.port) as client:
+                return str(client.sentinel_master(MASTER).get(field, ""))
+        except redis.RedisError:
+            return ""
+
+    def primary_port(self) -> int:
+        """:returns: the port of the primary the Sentinels name now."""
+        import redis
+
+        for sentinel in self.sentinels:
             try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+                with self._client(sentinel.port) as client:
+                    return int(client.sentinel_get_master_addr_by_name(MASTER)[1])
+            except redis.RedisError:
+                continue
+        raise RuntimeError("no Sentinel answers")
+
+    def failover(self) -> int:
+        """``SENTINEL FAILOVER``; wait until the Sentinels name the other server; :returns: it."""
+        old = self.primary_port()
+        with self._client(self.sentinels[0].port) as client:
+            client.execute_command("SENTINEL", "FAILOVER", MASTER)
+        return self.wait_for_new_primary(old)
+
+    def wait_for_new_primary(self, old: int, timeout: float = 20) -> int:
+        """Wait until the Sentinels name a primary but ``old``, and it says so; :returns: it."""
+        self.wait_until(
+            lambda: (
+                self.primary_port() != old
+                and self.info(self.primary_port()).get("role") == "master"
+            ),
+            timeout,
+        )
+        return self.primary_port()
+
+    def stop(self) -> None:
+        """Stop every process of the group by its PID."""
+        for sentinel in self.sentinels:
+            sentinel.stop()
+        for server in self.servers.values():
+            server.stop()
+
+
+class AckingCollector(Collector):
+    """A client-individual consumer that acknowledges each message as it arrives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.connection: Any = None
+
+    def on_message(self, frame: Any) -> None:
+        super().on_message(frame)
+        self.connection.ack(frame.headers["ack"])
+
+
+class SteadyPublisher(threading.Thread):
+    """Sends persistent messages, each with a receipt, at a steady pace until stopped."""
+
+    def __init__(self, address: tuple[str, int], queue: str) -> None:
+        super().__init__(daemon=True)
+        self.connection, self.events = connect(address)
+        self.queue = queue
+        self.sent = 0
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set() and not self.events.errors:
+            body = f"m{self.sent}"
+            self.connection.send(
+                self.queue, body.encode(), headers={"persistent": "true"}, receipt=body
+            )
+            self.sent += 1
+            time.sleep(0.002)
+
+    def receipted(self) -> set[bytes]:
+        """:returns: the bodies of the messages the broker sent a RECEIPT for."""
+        return {receipt.encode() for receipt in self.events.receipts}
+
+
+def flowing(inbox: Collector, more: int = 100, timeout: float = 20) -> bool:
+    """Barrier: ``more`` new messages reach the consumer (the nodes write and read again)."""
+    seen = len(inbox.messages)
+    return inbox.wait_for(lambda: len(inbox.messages) >= seen + more, timeout=timeout)
+
+
+@contextmanager
+def steady_load(
+    sender: BrokerProcess, receiver: BrokerProcess
+) -> Iterator[tuple[SteadyPublisher, AckingCollector]]:
+    """
+    A client-individual consumer on ``receiver`` that acknowledges each message, and a
+    :class:`SteadyPublisher` of receipted persistent messages on ``sender``, to one new
+    queue; both disconnect (the publisher stopped) at the end.
+    """
+    queue = f"/queue/load.{uuid.uuid4().hex[:8]}"
+    inbox = AckingCollector()
+    consumer, _ = connect(receiver.address, collector=inbox)
+    inbox.connection = consumer
+    consumer.subscribe(
+        queue, id="c", ack="client-individual", headers={"prefetch-count": 200}, receipt="on"
+    )
+    assert inbox.wait_for(lambda: "on" in inbox.receipts)
+    publisher = SteadyPublisher(sender.address, queue)
+    publisher.start()
+    try:
+        yield publisher, inbox
+    finally:
+        publisher.stopping.set()
+        publisher.join(timeout=10)
+        consumer.disconnect()
+        publisher.connection.disconnect()
+
+
+def drain(publisher: SteadyPublisher, inbox: AckingCollector, wait: float = 15) -> set[bytes]:
+    """
+    Stop the publisher, wait for its receipts and for what they name to be delivered
+    (up to ``wait`` s), and check that no copy came unmarked, nobody got an ERROR and
+    nobody was cut off.
+
+    :returns: the bodies receipted.
+    """
+    publisher.stopping.set()
+    publisher.join(timeout=10)
+    assert publisher.events.wait_for(
+        lambda: len(publisher.events.receipts) == publisher.sent, timeout=20
+    ), (publisher.sent, len(publisher.events.receipts))
+    receipted = publisher.receipted()
+    inbox.wait_for(lambda: receipted <= set(inbox.bodies()), timeout=wait)
+    assert unmarked_copies(inbox) == []
+    assert publisher.events.errors == [] and inbox.errors == []
+    assert not inbox.disconnected and not publisher.events.disconnected
+    return receipted
+
+
+def unmarked_copies(inbox: Collector) -> list[bytes]:
+    """:returns: the bodies delivered more than once with a later copy not ``redelivered``."""
+    copies: dict[bytes, list[Any]] = defaultdict(list)
+    for message in list(inbox.messages):
+        copies[message.body].append(message)
+    return [
+        body
+        for body, delivered in copies.items()
+        if any(copy.headers.get("redelivered") != "true" for copy in delivered[1:])
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +412,8 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 NODE_TIMEOUT = "2"
 
 
-def node(workdir: Path, server: RedisServer, *args: str) -> BrokerProcess:
-    """Start a broker node on ``server`` with a short node timeout."""
+def node(workdir: Path, server: RedisServer | SentinelGroup, *args: str) -> BrokerProcess:
+    """Start a broker node on ``server`` (or a Sentinel group) with a short node timeout."""
     return BrokerProcess(
         workdir,
         "--engine",

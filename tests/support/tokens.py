@@ -19,9 +19,11 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-#: The token checker's idea of now in the tests without sockets: a fixed POSIX
-#: time, which a ``task.Clock`` is set to.
-NOW = 1_800_000_000.0
+from tests.support.broker import EPOCH
+
+#: The token checker's idea of now in the tests without sockets: the time the
+#: suite's ``clock`` fixture is set to.
+NOW = EPOCH
 AUDIENCE = "stompbroker"
 ISSUER = "https://idp.example.com:8443/realms/test"
 #: 32 bytes: the shortest secret HS256 takes.

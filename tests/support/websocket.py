@@ -272,6 +272,7 @@ class RawWebSocket:
     :param address: the web port.
     :param request: the opening handshake to send, as bytes.
     :param tls: wrap the socket in TLS with this context first.
+    :param source: the local address to connect from.
     """
 
     def __init__(
@@ -279,8 +280,10 @@ class RawWebSocket:
         address: tuple[str, int],
         request: bytes = handshake_request(),
         tls: ssl.SSLContext | None = None,
+        source: str | None = None,
     ) -> None:
-        raw = socket.create_connection(address, timeout=5)
+        bind = None if source is None else (source, 0)
+        raw = socket.create_connection(address, timeout=5, source_address=bind)
         self.socket = tls.wrap_socket(raw, server_hostname=address[0]) if tls else raw
         self.socket.sendall(request)
         self.buffer = b""

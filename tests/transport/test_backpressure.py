@@ -264,9 +264,12 @@ def test_a_burst_within_the_grace_goes_straight_to_the_transport() -> None:
     subscriber.protocol.pauseProducing()
     publish(publisher, 10)
     assert len(bodies(subscriber)) == 10
-    assert subscriber.session._backlog.grace < 2000 and not subscriber.session._backlog.active
+    assert (
+        subscriber.session.output.backlog.grace < 2000
+        and not subscriber.session.output.backlog.active
+    )
     publish(publisher, 20, start=10)
-    assert subscriber.session._backlog.active
+    assert subscriber.session.output.backlog.active
     written = bodies(subscriber)
     subscriber.protocol.resumeProducing()
     assert written + bodies(subscriber) == list(range(10, 30))
@@ -303,7 +306,7 @@ def test_queue_messages_wait_in_the_queue_for_a_slow_consumer() -> None:
     assert bodies(quick) == list(range(10))
     quick.protocol.pauseProducing()
     publish(publisher, 5, "/queue/jobs", start=10)
-    assert len(broker.queues["/queue/jobs"].pending) == 5
+    assert len(broker.engine.queues["/queue/jobs"].pending) == 5
     assert slow.transport.value() == b""
     slow.protocol.resumeProducing()
     assert bodies(slow) == list(range(10, 15))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransportWithDisconnection
 
@@ -23,16 +22,6 @@ class NoDelayTransport(StringTransportWithDisconnection):
 
     def setTcpNoDelay(self, enabled: bool) -> None:
         self.nodelay = enabled
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def broker(clock: Clock) -> Broker:
-    return Broker(clock)
 
 
 def connection(broker: Broker, clock: Clock, port: int = 40000, **config: Any) -> Client:
@@ -77,7 +66,7 @@ def test_disconnect_closes_after_receipt_and_releases_subscriptions(
     )
     assert [f.command for f in client.frames()] == ["CONNECTED", "RECEIPT"]
     assert client.closed
-    assert len(broker.topics) == 0
+    assert len(broker.engine.topics) == 0
     assert broker.connections == set()
 
 
@@ -89,6 +78,6 @@ def test_lost_connection_releases_everything(clock: Clock, broker: Broker) -> No
         b"SUBSCRIBE\nid:0\ndestination:/topic/#\n\n\x00SEND\ndestination:/topic/a\n\nhal"
     )
     client.transport.loseConnection()
-    assert len(broker.topics) == 0
+    assert len(broker.engine.topics) == 0
     assert broker.connections == set()
     assert clock.getDelayedCalls() == []

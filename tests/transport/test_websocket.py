@@ -39,12 +39,6 @@ from tests.support.websocket import (
     split_response,
 )
 
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
 # -- handshake -----------------------------------------------------------------
 
 
@@ -288,7 +282,7 @@ def test_session_close_sends_close_1000_after_receipt(clock: Clock) -> None:
     [receipt] = client.stomp(frames)
     assert receipt.get("receipt-id") == "bye"
     assert frames[-1][0] == OPCODE_CLOSE and close_code(frames) == 1000
-    assert len(broker.topics) == 0
+    assert len(broker.engine.topics) == 0
 
 
 def test_full_broker_refuses_with_error_and_close(clock: Clock) -> None:
@@ -321,7 +315,7 @@ def test_client_close_releases_the_session(clock: Clock) -> None:
     assert close_code(client.received()) == 1000
     assert not client.open
     assert broker.connections == set()
-    assert len(broker.topics) == 0
+    assert len(broker.engine.topics) == 0
 
 
 def test_deliveries_after_the_client_closed_are_dropped(clock: Clock) -> None:

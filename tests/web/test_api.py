@@ -81,7 +81,7 @@ def test_purge_move_and_delete_change_the_queue() -> None:
     assert (code, moved["moved"]) == (200, 1)
     assert api.call("DELETE", f"destinations/{ORDERS}/messages")[1]["purged"] == 2
     assert api.call("DELETE", "destinations/%2Fqueue%2Fother")[1]["discarded"] == 1
-    assert "/queue/other" not in api.broker.queues
+    assert "/queue/other" not in api.broker.engine.queues
 
 
 def test_connections_are_listed_and_closed() -> None:

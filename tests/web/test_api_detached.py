@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from stompbroker.protocol.resumption import ResumeBook
+from stompbroker.protocol.resume.registry import ResumeBook
 from stompbroker.protocol.session import SessionConfig
 from tests.support.api import Api, basic, bearer, refused
-from tests.support.sessions import Client
+from tests.support.broker import Client
 from tests.support.tokens import NOW, SECRET, make_token
 
 
@@ -57,7 +57,7 @@ def test_detached_sessions_are_listed_without_their_token_and_ended_for_good() -
     code, ended, _ = api.call("DELETE", f"detached-sessions/{session}")
     assert (code, ended["id"]) == (200, session)
     assert api.call("GET", "detached-sessions")[1] == []
-    assert not api.broker.topics.match("/topic/news")
+    assert not api.broker.engine.topics.match("/topic/news")
     again = Client(api.broker, api.clock, "1.2", config, resume_token=token)
     assert again.connected.get("resumed") == "false"
     assert api.broker.resumption.ended == 1

@@ -4,7 +4,7 @@ from twisted.application.service import ServiceMaker
 
 StompBroker = ServiceMaker(
     "STOMP broker",
-    "stompbroker.app.tap",
+    "stompbroker.app.plugin",
     "A STOMP 1.0-1.2 message broker over TCP, TLS and WebSocket.",
     "stompbroker",
 )

@@ -13,6 +13,7 @@ new connections away and tells every open one to close (:meth:`ConnectionRegistr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from attrs import Factory, define
@@ -22,6 +23,7 @@ from stompbroker.broker.clients.transactions import TransactionTable
 from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import Consumer
+from stompbroker.broker.queueing.wildcard import WildcardConsumer
 from stompbroker.broker.routing.destinations import validate_queue
 from stompbroker.broker.routing.ids import Ids
 from stompbroker.logs import logger
@@ -43,12 +45,14 @@ class ConnectionState:
     What the broker keeps for one connection.
 
     :ivar consumers: subscriber -> its :class:`~stompbroker.broker.queueing.delivery.Consumer`,
-        for every subscription that takes from a queue.
+        for every subscription that takes from a queue (a
+        :class:`~stompbroker.broker.queueing.wildcard.WildcardConsumer` for one
+        that takes from every queue a pattern matches).
     :ivar transactions: the connection's open transactions.
     :ivar temp_queues: ``/temp-queue/NAME`` -> the connection's queue of that name.
     """
 
-    consumers: dict[Any, Consumer] = Factory(dict)
+    consumers: dict[Any, Consumer | WildcardConsumer] = Factory(dict)
     transactions: TransactionTable = Factory(TransactionTable)
     temp_queues: dict[str, Any] = Factory(dict)
 
@@ -62,19 +66,30 @@ class ConnectionRegistry:
     :param ids: gives session ids.
     :param engine: the :class:`~stompbroker.broker.engine.base.IEngine` that makes and
         deletes temporary queues.
+    :param admit: asked with a new connection's host, once the limits above have
+        let it in: raises :class:`LimitExceeded` to refuse it (the connection rate
+        of :class:`~stompbroker.broker.flow.rate_limiter.RateLimiter`).
 
     :ivar connections: the connections open now.
     :ivar states: connection -> its :class:`ConnectionState`.
     :ivar stopping: the broker is stopping, and admits nobody.
     """
 
-    def __init__(self, limits: Limits, traffic: Traffic, ids: Ids, engine: Any) -> None:
+    def __init__(
+        self,
+        limits: Limits,
+        traffic: Traffic,
+        ids: Ids,
+        engine: Any,
+        admit: Callable[[str], None] | None = None,
+    ) -> None:
         self.connections: set[Any] = set()
         self.states: dict[Any, ConnectionState] = {}
         self.stopping = False
         self._limits = limits
         self._traffic = traffic
         self._engine = engine
+        self._admit = admit
         #: Connections per client host, for ``max_connections_per_address``.
         self._per_host: dict[str, int] = {}
         self.new_session_id = ids.new_session_id
@@ -84,7 +99,7 @@ class ConnectionRegistry:
         Admit a connection.
 
         :raises LimitExceeded: when ``max_connections`` are already open, or
-            ``max_connections_per_address`` from the connection's host.
+            ``max_connections_per_address`` from the connection's host, or ``admit`` refuses.
         :raises ShuttingDown: once the broker is stopping.
         """
         if self.stopping:
@@ -105,6 +120,8 @@ class ConnectionRegistry:
                 f"the broker allows at most {per_host} connections from one address"
                 " (max-connections-per-address)",
             )
+        if self._admit is not None:
+            self._admit(host)
         self._per_host[host] = self._per_host.get(host, 0) + 1
         self.connections.add(connection)
         self._traffic.connections_opened += 1

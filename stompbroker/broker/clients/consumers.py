@@ -25,20 +25,26 @@ from twisted.internet.defer import Deferred
 
 from stompbroker.broker.clients.connections import ConnectionRegistry
 from stompbroker.broker.clients.transactions import Transactions
+from stompbroker.broker.engine.capabilities import require
 from stompbroker.broker.features.browsing import browse, check_browser, is_browser
-from stompbroker.broker.features.retainer import retained_copies
+from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.features.selecting import subscription_selector
-from stompbroker.broker.queueing.consumer_choice import parse_consumer_options
+from stompbroker.broker.features.selectors import Selector
+from stompbroker.broker.features.user_destinations import UserDestinations
+from stompbroker.broker.queueing.backoff import parse_backoff
+from stompbroker.broker.queueing.consumer_choice import ConsumerOptions, parse_consumer_options
 from stompbroker.broker.queueing.delivery import Consumer, DeliveryPolicy
+from stompbroker.broker.queueing.wildcard import WildcardConsumer
 from stompbroker.broker.routing.destinations import (
     STREAM_PREFIX,
     TOPIC_PREFIX,
+    USER_PREFIX,
     Kind,
     kind_of,
     validate_queue,
     validate_stream,
 )
-from stompbroker.broker.routing.syntax import validate_pattern
+from stompbroker.broker.routing.syntax import is_wildcard, validate_pattern
 from stompbroker.broker.store.journal import settled
 from stompbroker.broker.streams.offsets import OFFSET_HEADER, parse_start
 from stompbroker.protocol.errors import InvalidDestination, InvalidSelector, UnknownAck
@@ -61,14 +67,19 @@ class Consumers:
         registry: ConnectionRegistry,
         transactions: Transactions,
         policy: DeliveryPolicy,
+        policies: Policies | None = None,
     ) -> None:
         self._engine = engine
+        #: Per-destination policies: a subscription's prefetch, redelivery limit and delay.
+        self._policies = policies if policies is not None else Policies(policy)
         self._registry = registry
         self._states = registry.states
         self._held_in = transactions.held_in
         self._policy = policy
-        self._traffic = engine.traffic
-        self._retained = engine.retained
+        self._traffic = engine.bookkeeping().traffic
+        self._capabilities = engine.capabilities()
+        #: Subscriptions to ``/user/queue/NAME``: a queue each behind their user's key.
+        self.users = UserDestinations(engine)
 
     # -- subscriptions -----------------------------------------------------------------
 
@@ -77,7 +88,7 @@ class Consumers:
         Deliver matching messages to ``subscriber`` from now on.
 
         :raises InvalidDestination: for a destination the broker does not serve,
-            a queue destination with a wildcard, or a reply queue.
+            an invalid pattern, or a reply queue.
         :raises DuplicateSubscription: for a durable name in use on another topic.
         :raises InvalidSelector: for a ``selector`` that does not compile, or one
             on a durable subscription.
@@ -104,11 +115,10 @@ class Consumers:
             validate_pattern(destination)
             # Retained messages first, before anything published from now on.
             retained: list[Message] = []
-            if self._retained is not None and (
-                subscriber.durable is None or subscriber.durable not in engine.durable
+            if self._capabilities.retain and (
+                subscriber.durable is None or engine.find_durable(subscriber.durable) is None
             ):
-                now = engine.clock.seconds()
-                retained = retained_copies(self._retained, destination, selector, now)
+                retained = engine.retained_copies(destination, selector)
             if subscriber.durable is not None:
                 queue = engine.durable_queue(subscriber.durable, destination)
             elif subscriber.ack_mode == "auto":
@@ -123,12 +133,19 @@ class Consumers:
             # The topic tree applies the selector before the queue.
             selector = None
         elif kind is Kind.QUEUE:
+            if is_wildcard(destination):
+                self._subscribe_wildcard(subscriber, selector)
+                return
             validate_queue(destination)
             options = parse_consumer_options(subscriber.headers)
+            self._require_shared(options, selector)
             queue = engine.queue(destination)
         elif kind is Kind.TEMP_QUEUE:
             options = parse_consumer_options(subscriber.headers)
             queue = self._registry.temp_queue(subscriber.connection, destination)
+        elif kind is Kind.USER:
+            options = parse_consumer_options(subscriber.headers)
+            queue = self.users.attach(subscriber)
         elif kind is Kind.STREAM:
             validate_stream(destination)
             start = parse_start(subscriber.headers.get(OFFSET_HEADER))
@@ -145,17 +162,62 @@ class Consumers:
                 f"{destination!r} delivers to the connection that made it; to get replies,"
                 " send with reply-to:/temp-queue/NAME",
             )
+        policy = self._policies.delivery(destination) if self._policies else self._policy
         max_redeliveries = subscriber.max_redeliveries
         if max_redeliveries is None:
-            max_redeliveries = self._policy.max_redeliveries
+            max_redeliveries = policy.max_redeliveries
+        backoff = parse_backoff(subscriber.headers, policy.backoff)
         state = self._registry.state(subscriber.connection)
-        state.consumers[subscriber] = queue.add_consumer(
+        consumer = queue.add_consumer(
             subscriber,
-            subscriber.prefetch or self._policy.prefetch,
+            subscriber.prefetch or policy.prefetch,
             max_redeliveries,
             selector=selector,
             options=None if options is None or options.is_plain else options,
         )
+        consumer.backoff = backoff if backoff.delay_ms else None
+        state.consumers[subscriber] = consumer
+
+    def _subscribe_wildcard(self, subscriber: Any, selector: Selector | None) -> None:
+        """
+        Attach a subscriber to every ``/queue/`` its pattern matches, now and later,
+        with one window (:mod:`stompbroker.broker.queueing.wildcard`).
+
+        :raises InvalidDestination: for a pattern that is not valid.
+        :raises NotSupported: for an engine without ``queue_wildcards``, or what
+            :meth:`_require_shared` refuses.
+        """
+        validate_pattern(subscriber.destination)
+        require(self._capabilities, "queue_wildcards")
+        options = parse_consumer_options(subscriber.headers)
+        self._require_shared(options, selector)
+        max_redeliveries = subscriber.max_redeliveries
+        if max_redeliveries is None:
+            max_redeliveries = self._policy.max_redeliveries
+        consumer = WildcardConsumer(
+            subscriber,
+            subscriber.prefetch or self._policy.prefetch,
+            max_redeliveries,
+            selector,
+            None if options.is_plain else options,
+        )
+        self._registry.state(subscriber.connection).consumers[subscriber] = consumer
+        self._engine.watch_queues(subscriber.destination, consumer)
+
+    def _require_shared(self, options: ConsumerOptions, selector: Selector | None) -> None:
+        """
+        Refuse what the engine's ``/queue/`` destinations cannot do for a consumer
+        (:mod:`~stompbroker.broker.engine.capabilities`).
+
+        :raises NotSupported: for consumer options or a selector it lacks.
+        """
+        capabilities = self._capabilities
+        if options.priority:
+            require(capabilities, "consumer_priority")
+        if options.exclusive or options.single_active:
+            require(capabilities, "exclusive_consumers")
+        if selector is not None:
+            require(capabilities, "selectors_on_queues")
 
     def _browse(self, subscriber: Any, kind: Kind) -> None:
         """
@@ -187,12 +249,20 @@ class Consumers:
             if destination.startswith(TOPIC_PREFIX):
                 self._engine.remove_subscriber(destination, subscriber)
             return
+        if isinstance(consumer, WildcardConsumer):
+            self._engine.unwatch_queues(consumer)
+            consumer.close(self._engine.release_queue)
+            return
         queue = consumer.queue
         if destination.startswith(STREAM_PREFIX):
             queue.remove_consumer(consumer)
             return
         if destination.startswith(TOPIC_PREFIX) and subscriber.durable is None:
             self._engine.remove_subscription_queue(queue)
+            return
+        if destination.startswith(USER_PREFIX):
+            queue.remove_consumer(consumer)
+            self.users.detach(queue)
             return
         queue.remove_consumer(consumer)
         self._engine.release_queue(queue)
@@ -264,7 +334,9 @@ class Consumers:
             return None
         return self._refuse(consumer, message_id, requeue)
 
-    def _holder(self, connection: Any, message_id: str, subscriber: Any) -> Consumer:
+    def _holder(
+        self, connection: Any, message_id: str, subscriber: Any
+    ) -> Consumer | WildcardConsumer:
         """
         :returns: the consumer of ``connection`` that holds the message unacknowledged.
         :raises UnknownAck: if none does.
@@ -286,13 +358,17 @@ class Consumers:
         )
 
     @staticmethod
-    def _acknowledge(consumer: Consumer, message_id: str) -> Deferred[None] | None:
+    def _acknowledge(
+        consumer: Consumer | WildcardConsumer, message_id: str
+    ) -> Deferred[None] | None:
         found = consumer.settle(message_id)
         if not found:
             return None
         return settled(consumer.queue.acknowledge(consumer, found))
 
-    def _refuse(self, consumer: Consumer, message_id: str, requeue: bool) -> Deferred[None] | None:
+    def _refuse(
+        self, consumer: Consumer | WildcardConsumer, message_id: str, requeue: bool
+    ) -> Deferred[None] | None:
         found = consumer.settle(message_id)
         if not found:
             return None

@@ -9,7 +9,7 @@ them in this process.  Each method says how an engine that keeps the state in a
 shared Redis server would do it, so that several broker processes act as one:
 
 - topics: Redis pub/sub, one channel per destination; each process keeps its own
-  subscribers in its :attr:`IEngine.topics` tree and (p)subscribes to the
+  subscribers in its topic tree (:mod:`~stompbroker.broker.engine.fanout`) and (p)subscribes to the
   channels they need, and fans what arrives out to them;
 - streams (``/stream/``): a Redis stream each, appended by a script that also
   publishes each entry to every process, read from any offset with ``XRANGE``;
@@ -32,7 +32,7 @@ that the session holds the RECEIPT on.
 from __future__ import annotations
 
 from attrs import frozen
-from zope.interface import Attribute, Interface
+from zope.interface import Interface
 
 from stompbroker.broker.engine.queue_interface import IQueue
 from stompbroker.broker.store.base import StoreError
@@ -75,59 +75,26 @@ class IEngine(Interface):
     :class:`~stompbroker.interfaces.ISubscriber` objects of this process.
     """
 
-    persistent = Attribute(
-        "Whether the engine keeps persistent messages (a message store, or a server"
-        " that persists); without, the broker ignores ``persistent`` headers."
-    )
-    shared_queues = Attribute(
-        "Whether its queues are shared by several broker processes (the redis engine):"
-        " queue features that need one process's view of every consumer (message groups,"
-        " exclusive and prioritised consumers, browsing) are then refused with NotSupported."
-    )
-    store = Attribute(
-        "The :class:`~stompbroker.broker.store.base.IMessageStore` it keeps them in, or"
-        " ``None`` (no store, or a remote engine that keeps them in its server)."
-    )
-    journal = Attribute(
-        "The :class:`~stompbroker.broker.store.journal.Journal` over :attr:`store`, or ``None``."
-    )
-    ids = Attribute(
-        "The broker's :class:`~stompbroker.broker.routing.ids.Ids`: message ids, session ids, reply"
-        " queue names.  Its node token keeps names of processes sharing a server apart."
-    )
-    traffic = Attribute(
-        "This process's :class:`~stompbroker.broker.flow.traffic.Traffic` counters, for"
-        " statistics; a remote engine counts what passes through this process."
-    )
-    counters = Attribute(
-        "This process's :class:`~stompbroker.broker.queueing.delivery.DeliveryCounters`."
-    )
-    topics = Attribute(
-        "The :class:`~stompbroker.broker.flow.traffic.TopicTree` of this process's topic"
-        " subscriptions: direct subscribers, and the queues of the others.  A remote"
-        " engine keeps one too, for its local fan-out."
-    )
-    queues = Attribute(
-        "``/queue/`` and ``/reply-queue/`` destinations -> the :class:`IQueue` handles"
-        " this process holds."
-    )
-    durable = Attribute(
-        "``(client-id, name)`` -> the :class:`IQueue` of each durable subscription known here."
-    )
-    scheduled = Attribute(
-        "The :class:`~stompbroker.broker.features.scheduled_messages.Scheduler` of messages"
-        " held for later delivery, or ``None`` if the engine cannot schedule (the broker"
-        " then refuses the scheduling headers with an ERROR)."
-    )
-    retained = Attribute(
-        "The :class:`~stompbroker.broker.features.retained_values.RetainedMessages` of its"
-        " topics, or ``None`` if the engine cannot retain (the broker then refuses ``retain``)."
-    )
-    streams = Attribute(
-        "The :class:`~stompbroker.broker.streams.registry.Streams` of ``/stream/``"
-        " destinations known here (a remote engine's mirror those its server keeps);"
-        " ``streams.read(destination, offset, limit)`` reads one from an offset."
-    )
+    # -- what it is
+
+    def capabilities():  # type: ignore[no-untyped-def]
+        """
+        :returns: the :class:`~stompbroker.broker.engine.capabilities.Capabilities`
+            it supports, the same every time; the router and the consumers refuse
+            what it lacks through
+            :func:`~stompbroker.broker.engine.capabilities.require`, and never
+            call a method for a feature it lacks (:meth:`scheduling`,
+            :meth:`retaining`).
+        """
+
+    def bookkeeping():  # type: ignore[no-untyped-def]
+        """
+        :returns: this process's
+            :class:`~stompbroker.broker.engine.fanout.Bookkeeping`: its ids (whose
+            node token keeps names of processes sharing a server apart), its
+            per-destination traffic and its delivery counters; a remote engine
+            counts what passes through this process.
+        """
 
     # -- life cycle
 
@@ -148,7 +115,7 @@ class IEngine(Interface):
 
         Local: read the store back (:mod:`stompbroker.broker.store.recovery`).  Redis:
         wait for the connection, load the registry of durable subscriptions (a
-        hash of key -> pattern) into :attr:`durable` and :attr:`topics`, and claim
+        hash of key -> pattern) into its durable subscriptions, and claim
         the pending entries of consumers of this node that died
         (``XAUTOCLAIM``); the messages stay in the server.
 
@@ -265,9 +232,17 @@ class IEngine(Interface):
         can reply to it.
         """
 
+    def local_queue(destination):  # type: ignore[no-untyped-def]
+        """
+        :returns: a new :class:`IQueue` of this process, registered nowhere, named
+            ``destination``: what a subscription's own queue behind a user
+            destination (:mod:`stompbroker.broker.features.user_destinations`) is.
+            Both engines alike: the messages have come to this process already.
+        """
+
     def delete_queue(queue):  # type: ignore[no-untyped-def]
         """
-        Delete a queue of :attr:`queues` and what it holds (a temporary queue ends
+        Delete a queue of :meth:`queues_here` and what it holds (a temporary queue ends
         with its connection).  Redis: ``DEL`` its stream and registration, without
         waiting.
         """
@@ -278,6 +253,20 @@ class IEngine(Interface):
         queues are made on first use.  Redis: drop the local handle only; the
         stream stays for other processes.
         """
+
+    def watch_queues(pattern, watcher):  # type: ignore[no-untyped-def]
+        """
+        Attach a wildcard consumer (:mod:`stompbroker.broker.queueing.wildcard`) to
+        every ``/queue/`` that ``pattern`` matches, now and as each is made
+        (``watcher.attach(queue)``), until :meth:`unwatch_queues`.  Called only
+        when :meth:`capabilities` states ``queue_wildcards``.
+
+        Redis: the queues every node knows of, as a set of names in Redis that
+        each node adds to, watched for new names.
+        """
+
+    def unwatch_queues(watcher):  # type: ignore[no-untyped-def]
+        """Attach ``watcher`` to no more queues; unknown ones are ignored."""
 
     def depth(destination):  # type: ignore[no-untyped-def]
         """
@@ -339,6 +328,19 @@ class IEngine(Interface):
             consumed on another pattern.
         """
 
+    def waiting(queue):  # type: ignore[no-untyped-def]
+        """
+        What waits in ``queue`` for a consumer: a queue browser's copies, the
+        management API's browse.
+
+        Local: the queue's pending messages.  Redis: for a ``/queue/``, what
+        its stream holds that no live node has handed to a consumer, asked of
+        the nodes that read it (:mod:`~stompbroker.broker.engine.redis.control`).
+
+        :returns: a :class:`~stompbroker.broker.features.browsing.Waiting`, or
+            a Deferred firing with one.
+        """
+
     def transfer(queue, count, route, copy):  # type: ignore[no-untyped-def]
         """
         Move (or copy) the first ``count`` messages waiting in ``queue`` elsewhere:
@@ -363,6 +365,82 @@ class IEngine(Interface):
             destination is a ``/queue/`` or ``/topic/`` one, checked by the caller.
         :param copy: leave the originals in place.
         :returns: how many messages went (locally), or a Deferred firing with it.
+        """
+
+    def shared_queues():  # type: ignore[no-untyped-def]
+        """
+        The management's browse, purge, move, copy and dead-letter retry of a
+        ``/queue/`` whose messages several processes hold.
+
+        Local: ``None`` (the queue handles' own ``browse``, ``purge`` and
+        :meth:`transfer` see every message, at once).  Redis: an object with
+        ``exists(destination)``, ``browse(destination, count)`` (a Deferred
+        :class:`~stompbroker.broker.features.browsing.Waiting`), ``purge(destination)``
+        and ``transfer(destination, count, route, copy)`` (Deferred
+        :class:`~stompbroker.broker.engine.shared_queues.Acted`) that act on what
+        waits in the stream and what every node has read ahead
+        (:mod:`~stompbroker.broker.engine.redis.queue_actions`).
+        """
+
+    def find_queue(destination):  # type: ignore[no-untyped-def]
+        """
+        :returns: the :class:`IQueue` this process holds for a ``/queue/`` or
+            ``/reply-queue/`` destination, or ``None``; never makes one.
+        """
+
+    def queues_here():  # type: ignore[no-untyped-def]
+        """
+        :returns: ``(destination, queue)`` of every ``/queue/`` and
+            ``/reply-queue/`` this process holds an :class:`IQueue` for (Redis: a
+            handle; what no node reads lives in :meth:`cluster`'s view).
+        """
+
+    def find_durable(durable):  # type: ignore[no-untyped-def]
+        """:returns: the :class:`IQueue` of a durable subscription known here, or ``None``."""
+
+    def durables_here():  # type: ignore[no-untyped-def]
+        """:returns: ``(durable, queue)`` of every durable subscription known here."""
+
+    def topic_subscriptions(destination):  # type: ignore[no-untyped-def]
+        """
+        :returns: the :class:`~stompbroker.broker.engine.fanout.TopicSubscriptions`
+            of this process that a message sent to ``destination`` reaches now.
+        """
+
+    def report_deliveries(pattern=None):  # type: ignore[no-untyped-def]
+        """
+        Tell this process's direct topic subscribers what they were sent since
+        they were last told (only on destinations ``pattern`` matches, if given):
+        statistics read them after this.
+        """
+
+    def stream_logs():  # type: ignore[no-untyped-def]
+        """
+        :returns: the ``/stream/`` destinations known here -> their
+            :class:`~stompbroker.broker.streams.log.StreamLog` (a remote engine's
+            mirror those it reads).
+        """
+
+    # -- destination features (only when capabilities() has them)
+
+    def scheduling(fire):  # type: ignore[no-untyped-def]
+        """
+        :param fire: called with each scheduled message when it is due.
+        :returns: the :class:`~stompbroker.broker.features.scheduler.Scheduling`
+            of the messages held for later delivery (``capabilities().scheduling``).
+        """
+
+    def retaining():  # type: ignore[no-untyped-def]
+        """
+        :returns: the :class:`~stompbroker.broker.features.retainer.Retaining`
+            that ``retain`` acts on (``capabilities().retain``).
+        """
+
+    def retained_copies(pattern, selector):  # type: ignore[no-untyped-def]
+        """
+        :returns: the retained messages a new subscription to ``pattern`` gets
+            first (only what ``selector`` selects, if given); none without
+            ``capabilities().retain``.
         """
 
     def nodes():  # type: ignore[no-untyped-def]
@@ -397,7 +475,20 @@ class IEngine(Interface):
         that files its sessions' records in the server and hands sessions over
         between nodes.
 
-        :param book: the broker's :class:`~stompbroker.protocol.resumption.ResumeBook`.
+        :param book: the broker's :class:`~stompbroker.protocol.resume.registry.ResumeBook`.
+        """
+
+    def report_outages(alarm):  # type: ignore[no-untyped-def]
+        """
+        Pause publishers while the engine's server is away, rather than refuse
+        their messages (called once, before the engine opens).
+
+        Local: nothing (its store is in this process).  Redis: ``alarm_on`` while
+        Redis is away, up to ``--engine-outage-hold``, ``alarm_off`` once it is
+        back or the hold has run out; and what its writer holds meanwhile is
+        counted in the memory in use (``count_held``).
+
+        :param alarm: the broker's :class:`~stompbroker.broker.flow.backpressure.BackPressure`.
         """
 
     def cluster():  # type: ignore[no-untyped-def]

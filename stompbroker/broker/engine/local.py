@@ -30,27 +30,32 @@ store (:mod:`stompbroker.broker.store.recovery`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import islice
 from typing import Any
 
 from twisted.internet.defer import Deferred, succeed
 from zope.interface import implementer
 
 from stompbroker.broker.engine.base import IEngine, Node
+from stompbroker.broker.engine.capabilities import LOCAL, Capabilities
 from stompbroker.broker.engine.durable_rules import reusable_durable, unknown_durable
+from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout, TopicSubscriptions
 from stompbroker.broker.engine.figures import ClusterView
+from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
+from stompbroker.broker.features.browsing import Waiting
+from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.features.retained_values import RetainedMessages
-from stompbroker.broker.features.scheduled_messages import Scheduler
-from stompbroker.broker.features.selecting import SelectingSubscriber
-from stompbroker.broker.flow.traffic import TopicTree, Traffic
-from stompbroker.broker.queueing.dead_letters import DeadLetters
+from stompbroker.broker.features.retainer import Retaining, retained_copies
+from stompbroker.broker.features.scheduled_messages import ScheduledEntry, Scheduler
+from stompbroker.broker.features.scheduler import Scheduling
+from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.queueing.queues import WorkerQueue
-from stompbroker.broker.routing.destinations import QUEUE_PREFIX, TOPIC_PREFIX
+from stompbroker.broker.routing.destinations import TOPIC_PREFIX
 from stompbroker.broker.routing.ids import Ids
 from stompbroker.broker.store.base import RecoveredState
 from stompbroker.broker.store.journal import Journal, durable_key
 from stompbroker.broker.store.recovery import rebuild
+from stompbroker.broker.streams.log import StreamLog
 from stompbroker.broker.streams.offsets import StreamLimits, StreamStart
 from stompbroker.broker.streams.reader import StreamReader
 from stompbroker.broker.streams.registry import Streams
@@ -64,14 +69,14 @@ log = logger("stompbroker.broker")
 DEFAULT_POLICY = DeliveryPolicy()
 
 
-def _ignore(failure: Any) -> None:
-    """Swallow a failure that has been logged where it happened."""
-
-
 @implementer(IEngine)
 class LocalEngine:
     """
-    Topics, queues, durable subscriptions and the store of one broker process.
+    Topics, queues, durable subscriptions and the store of one broker process,
+    assembled from the parts the redis engine shares: the
+    :class:`~stompbroker.broker.engine.fanout.TopicFanout`, the
+    :class:`~stompbroker.broker.engine.queue_table.QueueTable` and the
+    :class:`~stompbroker.broker.engine.fanout.Bookkeeping`.
 
     :param clock: the reactor (or a ``task.Clock``) that times the queues' work.
     :param policy: how messages are delivered, redelivered, dead-lettered and expired.
@@ -81,6 +86,11 @@ class LocalEngine:
     :param ids: the broker's :class:`~stompbroker.broker.routing.ids.Ids`; new ones by default.
     :param traffic: the per-destination counters; new ones by default.
     :param counters: the broker-wide counters; new ones by default.
+
+    Its topic subscriptions, reply queues and look-ups are its parts' own
+    methods (:func:`~stompbroker.broker.engine.queue_table.bind_local_parts`).
+    Attributes for its parts (recovery, tests); the broker reads through
+    :class:`~stompbroker.broker.engine.base.IEngine`'s methods only:
 
     :ivar topics: the topic subscriptions: direct subscribers, and the queues of
         the others.
@@ -93,6 +103,24 @@ class LocalEngine:
         :class:`~stompbroker.broker.features.scheduler.Scheduling` times them).
     :ivar retained: each topic's retained message.
     """
+
+    # IEngine methods that are the parts' own (bind_local_parts).
+    add_subscriber: Callable[..., None]
+    remove_subscriber: Callable[[str, Any], None]
+    subscription_queue: Callable[..., WorkerQueue]
+    remove_subscription_queue: Callable[[WorkerQueue], None]
+    topic_subscriptions: Callable[[str], TopicSubscriptions]
+    report_deliveries: Callable[..., None]
+    new_reply_queue: Callable[[], WorkerQueue]
+    local_queue: Callable[..., WorkerQueue]
+    delete_queue: Callable[[WorkerQueue], None]
+    find_queue: Callable[[str], WorkerQueue | None]
+    watch_queues: Callable[..., None]
+    unwatch_queues: Callable[..., None]
+    queues_here: Callable[[], list[tuple[str, WorkerQueue]]]
+    find_durable: Callable[[tuple[str, str]], WorkerQueue | None]
+    durables_here: Callable[[], list[tuple[tuple[str, str], WorkerQueue]]]
+    publish_topic: Callable[[Message], None]
 
     def __init__(
         self,
@@ -109,27 +137,36 @@ class LocalEngine:
         self.policy = policy
         self.store = store
         self.journal = Journal(store) if store is not None else None
-        self.persistent = store is not None
-        #: Only this process consumes from its queues (see IEngine.shared_queues).
-        self.shared_queues = False
-        self.ids = ids if ids is not None else Ids()
-        self.traffic = traffic if traffic is not None else Traffic()
-        self.counters = counters if counters is not None else DeliveryCounters()
-        # Selecting subscribers count their own deliveries, as queues do.
-        self.topics: TopicTree = TopicTree((WorkerQueue, SelectingSubscriber), self.traffic)
-        #: What stands in the tree for a subscriber or queue with a selector.
-        self._selecting: dict[Any, SelectingSubscriber] = {}
-        self.queues: dict[str, WorkerQueue] = {}
-        self.durable: dict[tuple[str, str], WorkerQueue] = {}
-        self.scheduled: Scheduler[Message] | None = Scheduler()
-        self.retained: RetainedMessages | None = RetainedMessages()
-        self.dead_letters = DeadLetters(
-            policy, self.counters, self.traffic, self.ids, self.queue, self.journal
-        )
-        self._dead_letter = self.dead_letters.dead_letter
-        self._expired = self.dead_letters.expired
+        self._capabilities = LOCAL if store is not None else Capabilities(persistence=False)
+        self.books = Bookkeeping.of(ids, traffic, counters)
+        self.ids = self.books.ids
+        self.traffic = self.books.traffic
+        self.counters = self.books.counters
+        #: The per-destination policies (:mod:`stompbroker.broker.features.policies`).
+        self.policies = Policies(policy)
+        self.table = QueueTable(clock, policy, self.books, self.journal, policies=self.policies)
+        self.queues: dict[str, WorkerQueue] = self.table.queues
+        self.durable: dict[tuple[str, str], WorkerQueue] = self.table.durable
+        self.dead_letters = self.table.dead_letters
+        self.fanout = TopicFanout(clock, self.books, self.dead_letters, self.table.new_queue)
+        self.topics = self.fanout.tree
+        # The router binds this once: the fan-out's own method, no hop per SEND.
+        self.publish_topic = self.fanout.publish
+        bind_local_parts(self, self.fanout, self.table)
+        self.scheduled: Scheduler[Message] = Scheduler()
+        self.retained = RetainedMessages()
         #: The ``/stream/`` destinations, kept where the store keeps messages.
         self.streams = Streams(clock, stream_limits or StreamLimits(), backend_for(store))
+
+    # -- what it is --------------------------------------------------------------------
+
+    def capabilities(self) -> Capabilities:
+        """:returns: everything, persistence only with a store."""
+        return self._capabilities
+
+    def bookkeeping(self) -> Bookkeeping:
+        """:returns: this process's ids and counters."""
+        return self.books
 
     # -- life cycle ----------------------------------------------------------------
 
@@ -157,7 +194,7 @@ class LocalEngine:
         streams = self.streams.recover()
 
         def failed(failure: Any) -> Any:
-            streams.addErrback(_ignore)
+            streams.addErrback(lambda _: None)
             return failure
 
         return recovered.addCallbacks(self._rebuild, failed).addCallback(lambda _: streams)
@@ -173,6 +210,7 @@ class LocalEngine:
         :returns: a Deferred that fires once the store is closed.
         """
         self.streams.stop()
+        drained.addCallback(self._log_dropped)
         journal = self.journal
         if journal is None:
             return drained
@@ -180,40 +218,41 @@ class LocalEngine:
         journal.stopping = True
         return drained.addCallback(lambda _: journal.store.close())
 
+    def _log_dropped(self, result: Any) -> Any:
+        """
+        Say, per destination, how many waiting messages this stop loses: those the
+        store does not keep (non-persistent ones, or every one without a store).
+        Called once the clients are gone, so what they held is back in its queue.
+        """
+        held = sorted(self.queues.items())
+        for (client_id, name), queue in sorted(self.durable.items()):
+            held.append((f"{queue.destination} (durable {name!r} of {client_id!r})", queue))
+        stored = self.journal is not None
+        what, why = ("non-persistent ", "") if stored else ("", " (there is no message store)")
+        for destination, queue in held:
+            dropped = sum(1 for message in queue.pending if not self._kept(message))
+            if dropped:
+                log.warn(
+                    "dropped {count} {what}{noun} waiting in {destination} at shutdown{why}",
+                    count=dropped,
+                    what=what,
+                    why=why,
+                    noun="message" if dropped == 1 else "messages",
+                    destination=destination,
+                )
+        return result
+
+    def _kept(self, message: Message) -> bool:
+        """:returns: whether the store keeps ``message`` across a restart."""
+        return message.persistent and self.journal is not None
+
     # -- routing ---------------------------------------------------------------------
-
-    def publish_topic(self, message: Message) -> None:
-        """
-        Deliver a message sent to a topic to every subscription it matches now.
-
-        Counted once per SEND, not per delivery (see :mod:`stompbroker.broker.flow.traffic`).
-        A message that has expired already is expired here, not delivered.
-        """
-        traffic = self.traffic.destinations.get(message.destination)
-        if traffic is None:
-            traffic = self.traffic.of(message.destination)
-        size = len(message.body)
-        traffic.messages_in += 1
-        traffic.bytes_in += size
-        if message.expires and message.expires <= self.clock.seconds():
-            self._expired(message)
-            return
-        topics = self.topics
-        matches = topics.match(message.destination)
-        for subscriber in matches:
-            subscriber.deliver(message)
-        direct = topics.direct(matches) if topics.queues else len(matches)
-        if direct:
-            traffic.messages_delivered += direct
-            traffic.messages_acked += direct
-            traffic.bytes_out += direct * size
-            self.traffic.routed_directly(message.destination, traffic, message)
 
     def publish_queue(self, message: Message) -> None:
         """Put a message sent to a ``/queue/`` on that queue, made on first use."""
         queue = self.queues.get(message.destination)
         if queue is None:
-            queue = self.queue(message.destination)
+            queue = self.table.queue(message.destination)
         queue.publish(message)
 
     def publish_stream(self, message: Message) -> Deferred[None] | None:
@@ -229,18 +268,16 @@ class LocalEngine:
         """:returns: a cursor on ``destination``'s stream at ``start``, for one subscription."""
         return self.streams.reader(destination, start)
 
+    def stream_logs(self) -> dict[str, StreamLog]:
+        """:returns: the ``/stream/`` destinations known here -> their logs."""
+        return self.streams.logs
+
     def publish_reply(self, message: Message) -> None:
         """
         Put a message sent to a ``/reply-queue/`` on that temporary queue, or drop
         it if the requester has gone (as RabbitMQ does).
         """
-        queue = self.queues.get(message.destination)
-        if queue is None:
-            self.counters.discarded += 1
-            self.traffic.published(message)
-            self.traffic.count((message,), "messages_dropped")
-            return
-        queue.publish(message)
+        self.table.publish_reply(message)
 
     def keep(self, message: Message) -> Deferred[None] | None:
         """
@@ -267,6 +304,18 @@ class LocalEngine:
                 keys.append(destination)
         return self.journal.add(keys, message)
 
+    def scheduling(self, fire: Callable[[ScheduledEntry[Message]], None]) -> Scheduling:
+        """:returns: the timing of this process's scheduled messages, which calls ``fire``."""
+        return Scheduling(self.clock, self.scheduled, self.journal, fire)
+
+    def retaining(self) -> Retaining:
+        """:returns: what ``retain`` does to this process's retained messages."""
+        return Retaining(self.retained, self.journal)
+
+    def retained_copies(self, pattern: str, selector: Any) -> list[Message]:
+        """:returns: what a new subscription to ``pattern`` gets first (its topics' retained)."""
+        return retained_copies(self.retained, pattern, selector, self.clock.seconds())
+
     # -- queues ----------------------------------------------------------------------
 
     def new_queue(self, destination: str, store_key: str | None = None) -> WorkerQueue:
@@ -276,48 +325,27 @@ class LocalEngine:
         :param destination: its destination, or a topic subscription's pattern.
         :param store_key: its key in the store, if the store keeps its persistent messages.
         """
-        journal = self.journal if store_key is not None else None
-        return WorkerQueue(
-            destination,
-            self.clock,
-            self.policy,
-            self.counters,
-            self._dead_letter,
-            journal=journal,
-            store_key=store_key,
-            traffic=self.traffic,
-        )
+        return self.table.new_queue(destination, store_key)
 
     def queue(self, destination: str) -> WorkerQueue:
         """:returns: the queue of a ``/queue/`` destination, made on first use."""
-        queue = self.queues.get(destination)
-        if queue is None:
-            queue = self.queues[destination] = self.new_queue(destination, destination)
+        queue: WorkerQueue = self.table.queue(destination)
         return queue
-
-    def new_reply_queue(self) -> WorkerQueue:
-        """:returns: a new temporary queue, under a broker-unique ``/reply-queue/`` name."""
-        name = self.ids.new_reply_queue()
-        queue = self.queues[name] = self.new_queue(name)
-        return queue
-
-    def delete_queue(self, queue: WorkerQueue) -> None:
-        """Delete a queue of :attr:`queues` and what it holds (a temporary queue's end)."""
-        del self.queues[queue.destination]
-        queue.close()
 
     def release_queue(self, queue: WorkerQueue) -> None:
         """
         A consumer has left ``queue``: delete it if it is a ``/queue/`` that holds
         nothing and has no consumers, as queues are made on first use.
         """
-        if queue.is_idle() and queue.destination.startswith(QUEUE_PREFIX):
-            self.delete_queue(queue)
+        self.table.release(queue)
+
+    def waiting(self, queue: WorkerQueue) -> Waiting:
+        """:returns: the messages waiting in ``queue``, in the order it hands them out."""
+        return Waiting(tuple(queue.pending), self.ids.node)
 
     def depth(self, destination: str) -> int:
         """:returns: how many messages wait in the queue of ``destination`` (0 for none)."""
-        queue = self.queues.get(destination)
-        return 0 if queue is None else len(queue.pending)
+        return self.table.depth(destination)
 
     def transfer(
         self,
@@ -333,49 +361,11 @@ class LocalEngine:
 
         :returns: how many went.
         """
-        chosen = []
-        for message in islice(queue.pending, count):
-            target = route(message)
-            if target is not None:
-                chosen.append((message, *target))
-        if not copy and chosen:
-            gone = {id(message) for message, _, _ in chosen}
-            remaining = [message for message in queue.pending if id(message) not in gone]
-            queue.pending.clear()
-            queue.pending.extend(remaining)
-        journal = self.journal
-        for message, destination, headers in chosen:
-            persistent = message.persistent and journal is not None
-            new = Message(
-                destination,
-                self.ids.new_message_id(),
-                headers,
-                message.body,
-                message.expires,
-                0,
-                persistent,
-                message.priority,
-                message.group,
-                message.closes_group,
-            )
-            source_key = None if copy or not persistent else queue.store_key
-            written = None
-            if destination.startswith(TOPIC_PREFIX):
-                if persistent:
-                    written = self.keep(new)
-                    if source_key is not None:
-                        journal.remove(source_key, message.message_id)  # type: ignore[union-attr]
-                self.publish_topic(new)
-            else:
-                if source_key is not None:
-                    journal.move(source_key, message.message_id, destination, new)  # type: ignore[union-attr]
-                elif persistent:
-                    written = journal.add([destination], new)  # type: ignore[union-attr]
-                self.queue(destination).publish(new)
-            if written is not None:
-                # The journal has logged a failure; nobody waits to hear of it.
-                written.addErrback(_ignore)
-        return len(chosen)
+        return self.table.transfer(queue, count, route, copy, self.keep, self.publish_topic)
+
+    def shared_queues(self) -> None:
+        """:returns: ``None``: this process holds every message of its queues."""
+        return None
 
     def nodes(self) -> list[Node]:
         """:returns: this process, the only one sharing this engine's state."""
@@ -387,48 +377,14 @@ class LocalEngine:
     def share_resumption(self, book: Any) -> None:
         """Nothing to share: a session resumes on this process, the only one."""
 
+    def report_outages(self, alarm: Any) -> None:
+        """Nothing to report: the store is in this process."""
+
     def cluster(self) -> ClusterView | None:
         """:returns: ``None``: this process is the whole broker."""
         return None
 
     # -- topic subscriptions -------------------------------------------------------------
-
-    def add_subscriber(self, pattern: str, subscriber: Any, selector: Any = None) -> None:
-        """
-        Deliver what a topic matching ``pattern`` gets to ``subscriber`` directly.
-
-        :param selector: deliver only what this
-            :class:`~stompbroker.broker.features.selectors.Selector` selects.
-        """
-        self.topics.add(pattern, self._selecting_for(subscriber, selector, self.traffic))
-
-    def remove_subscriber(self, pattern: str, subscriber: Any) -> None:
-        """Undo :meth:`add_subscriber`; an unknown subscriber is ignored."""
-        self.topics.remove(pattern, self._selecting.pop(subscriber, subscriber))
-
-    def subscription_queue(self, pattern: str, selector: Any = None) -> WorkerQueue:
-        """
-        :param selector: collect only what this
-            :class:`~stompbroker.broker.features.selectors.Selector` selects.
-        :returns: a new queue that collects what topics matching ``pattern`` get.
-        """
-        queue = self.new_queue(pattern)
-        self.topics.add(pattern, self._selecting_for(queue, selector, None))
-        return queue
-
-    def remove_subscription_queue(self, queue: WorkerQueue) -> None:
-        """Delete a queue of :meth:`subscription_queue` and what it holds."""
-        self.topics.remove(queue.destination, self._selecting.pop(queue, queue))
-        queue.close()
-
-    def _selecting_for(self, subscriber: Any, selector: Any, traffic: Traffic | None) -> Any:
-        """:returns: what stands in the tree for ``subscriber``: itself without a selector."""
-        if selector is None:
-            return subscriber
-        selecting = self._selecting[subscriber] = SelectingSubscriber(
-            subscriber, selector, traffic
-        )
-        return selecting
 
     def durable_queue(self, durable: tuple[str, str], pattern: str) -> WorkerQueue:
         """
@@ -444,7 +400,7 @@ class LocalEngine:
         )
         if queue is None:
             key = durable_key(durable)
-            queue = self.durable[durable] = self.new_queue(pattern, key)
+            queue = self.durable[durable] = self.table.new_queue(pattern, key)
             self.topics.add(pattern, queue)
             if self.journal is not None:
                 self.journal.add_subscription(key, pattern)

@@ -15,20 +15,30 @@ subscription takes nothing more (the client unsubscribes when it likes).
   would all fail.
 - Browsing reads, so it needs the ``read`` right of the access rules, as any
   SUBSCRIBE does: the session checks it before the broker sees the frame.
-- Topics hold nothing to browse, and an engine whose queues are shared by
-  several processes (the redis engine) does not see every waiting message in one
-  place: both are refused with an ERROR.
+- Topics hold nothing to browse: refused with an ERROR.
+- On the redis engine a browser on any node sees what waits in the whole
+  cluster: the queue's stream, and what any node has read ahead for its
+  consumers and not handed out (docs/cluster.md, "Queue browsers"); its copies
+  come once the nodes have answered, so a message published meanwhile may or
+  may not be among them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from attrs import frozen
+from twisted.internet.defer import Deferred
+
+from stompbroker.broker.engine.capabilities import require
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX, TEMP_QUEUE_PREFIX
-from stompbroker.protocol.errors import InvalidDestination, MalformedFrame, NotSupported
+from stompbroker.logs import logger
+from stompbroker.protocol.errors import InvalidDestination, MalformedFrame
 from stompbroker.protocol.message import Message
 
-__all__ = ["BROWSER_HEADER", "END_VALUE", "browse", "check_browser", "is_browser"]
+__all__ = ["BROWSER_HEADER", "END_VALUE", "Waiting", "browse", "check_browser", "is_browser"]
+
+log = logger("stompbroker.broker")
 
 #: The SUBSCRIBE header that makes a browser, and the MESSAGE header that ends its copies.
 BROWSER_HEADER = "browser"
@@ -36,6 +46,29 @@ BROWSER_HEADER = "browser"
 END_VALUE = "end"
 #: The destinations that hold messages to browse.
 BROWSABLE = (QUEUE_PREFIX, TEMP_QUEUE_PREFIX)
+
+
+@frozen
+class Waiting:
+    """
+    What waits in a queue for a consumer, as an engine sees it
+    (:meth:`~stompbroker.broker.engine.base.IEngine.waiting`).
+
+    :ivar messages: the waiting messages, in the order the queue hands them out.
+    :ivar node: the node that answered (its node token).
+    :ivar missing: nodes that hold messages of the queue and did not answer
+        in time (an engine shared by several nodes): what they read ahead is
+        not among ``messages``.
+    """
+
+    messages: tuple[Message, ...]
+    node: str
+    missing: tuple[str, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        """Whether every node that holds messages of the queue answered."""
+        return not self.missing
 
 
 def is_browser(subscriber: Any) -> bool:
@@ -78,34 +111,48 @@ def check_browser(engine: Any, subscriber: Any) -> None:
             "subscribe with browser:true and ack:auto (the default), not"
             f" ack:{subscriber.ack_mode}",
         )
-    if engine.shared_queues and destination.startswith(QUEUE_PREFIX):
-        raise NotSupported(
-            "queue browsers are not supported by the redis engine yet",
-            "this broker runs on the redis engine, whose queues are shared by nodes that"
-            " each see only what they have read (docs/cluster.md)",
-        )
+    if destination.startswith(QUEUE_PREFIX):
+        require(engine.capabilities(), "browse")
 
 
-def browse(engine: Any, queue: Any, subscriber: Any) -> int:
+def browse(engine: Any, queue: Any, subscriber: Any) -> Deferred[int] | int:
     """
     Send ``subscriber`` a copy of every message waiting in ``queue``, then the end marker.
 
-    :param engine: the engine, whose ids give the end marker its ``message-id``.
-    :param queue: the queue's :class:`~stompbroker.broker.queueing.queues.WorkerQueue`.
+    :param engine: the engine, which says what waits
+        (:meth:`~stompbroker.broker.engine.base.IEngine.waiting`) and whose ids
+        give the end marker its ``message-id``.
+    :param queue: the queue.
     :param subscriber: the browser, checked by :func:`check_browser`.
-    :returns: how many messages were copied.
+    :returns: how many messages were copied, or a Deferred firing with it
+        (an engine whose queues are shared answers later).
     """
-    # A list first: a delivery may re-enter the queue (a client's ACK of another
-    # subscription), which must not change what is being iterated.
-    waiting = list(queue.pending)
-    for message in waiting:
+    waiting = engine.waiting(queue)
+    destination = queue.destination
+    if isinstance(waiting, Deferred):
+        waiting.addCallback(_copy, engine, destination, subscriber)
+        return waiting.addErrback(_not_browsed, destination)
+    return _copy(waiting, engine, destination, subscriber)
+
+
+def _not_browsed(failure: Any, destination: str) -> int:
+    """The engine could not say what waits (its server is away): the browser gets nothing."""
+    log.failure("browsing {queue} failed", failure, queue=destination)
+    return 0
+
+
+def _copy(waiting: Waiting, engine: Any, destination: str, subscriber: Any) -> int:
+    """Deliver the copies and the end marker."""
+    # A tuple already: a delivery may re-enter the queue (a client's ACK of
+    # another subscription), which must not change what is being sent.
+    for message in waiting.messages:
         subscriber.deliver(message)
     subscriber.deliver(
         Message(
-            queue.destination,
-            engine.ids.new_message_id(),
+            destination,
+            engine.bookkeeping().ids.new_message_id(),
             ((BROWSER_HEADER, END_VALUE),),
             b"",
         )
     )
-    return len(waiting)
+    return len(waiting.messages)

@@ -1,7 +1,7 @@
 """
 Back-pressure: when the broker stops reading from a publisher, and when it reads again.
 
-Two things pause a publisher (the mechanisms are in :mod:`stompbroker.broker.flow.throttle`):
+Three things pause a publisher (the mechanisms are in :mod:`stompbroker.broker.flow.throttle`):
 
 - memory in use over the high mark (:class:`~stompbroker.broker.flow.throttle.MemoryWatch`,
   sampled on a timer): every connection that publishes is paused after its SEND,
@@ -13,7 +13,11 @@ Two things pause a publisher (the mechanisms are in :mod:`stompbroker.broker.flo
 - a slow subscriber under the ``block`` policy that the publisher's message
   reached: the subscriber's session calls :meth:`BackPressure.block_sender`
   from inside the fan-out, and the publisher is paused until that subscriber's
-  connection catches up (:meth:`BackPressure.resume`) or closes.
+  connection catches up (:meth:`BackPressure.resume`) or closes;
+- an alarm the engine raises (:meth:`BackPressure.alarm_on`): the redis engine's
+  while its server is away, up to ``--engine-outage-hold``
+  (:mod:`stompbroker.broker.engine.redis.outage`): every connection that
+  publishes is paused after its SEND until the alarm is off, as for memory.
 
 Theory of operation
 -------------------
@@ -68,10 +72,12 @@ class Pressure:
     :ivar memory: memory in use is over the high mark.
     :ivar blocked_by: the connections of slow subscribers under the ``block``
         policy that the message reached; the sender waits for each of them.
+    :ivar alarms: the engine's alarms that are on (:meth:`BackPressure.alarm_on`).
     """
 
     memory: bool = False
     blocked_by: tuple[Any, ...] = ()
+    alarms: frozenset[str] = frozenset()
 
 
 @frozen
@@ -156,6 +162,8 @@ class BackPressure:
         self._dropping: set[Any] = set()
         #: When memory went over the high mark, while it is.
         self._alarm_since: float | None = None
+        #: The engine's alarms that are on (an outage of its server).
+        self._alarms: frozenset[str] = frozenset()
 
     # -- the memory watermark ------------------------------------------------------
 
@@ -198,7 +206,7 @@ class BackPressure:
             (counted in full on top of the allocator's figure, which sees small
             objects at an estimate: the figure errs high, never low), and
             ``shed() -> int``, which drops some of them and returns how many:
-            the :class:`~stompbroker.protocol.resumption.ResumeBook`.
+            the :class:`~stompbroker.protocol.resume.registry.ResumeBook`.
         """
         self._holders.append(holder)
 
@@ -244,7 +252,10 @@ class BackPressure:
             high=self._limits.memory_high,
         )
         pending = self.pending
-        self.pending = Pressure(True, pending.blocked_by) if pending else MEMORY_PRESSURE
+        if pending is None and not self._alarms:
+            self.pending = MEMORY_PRESSURE
+        else:
+            self.pending = Pressure(True, pending.blocked_by if pending else (), self._alarms)
 
     def _memory_low(self, used: int) -> None:
         log.info(
@@ -254,10 +265,48 @@ class BackPressure:
             count=len(self.throttle),
         )
         pending = self.pending
+        blocked_by = pending.blocked_by if pending else ()
         self.pending = (
-            Pressure(False, pending.blocked_by) if pending and pending.blocked_by else None
+            Pressure(False, blocked_by, self._alarms) if blocked_by or self._alarms else None
         )
         self.throttle.release(MEMORY)
+
+    # -- the engine's alarms ------------------------------------------------------------
+
+    def alarm_on(self, reason: str) -> None:
+        """
+        Pause every publisher after its next SEND (or COMMIT) until :meth:`alarm_off`.
+
+        :param reason: what the alarm is (the redis engine's
+            :data:`~stompbroker.broker.engine.redis.outage.OUTAGE`), logged.
+        """
+        if reason in self._alarms:
+            return
+        log.warn("pausing publishers: {reason}", reason=reason)
+        self._alarms = self._alarms | {reason}
+        pending = self.pending
+        self.pending = Pressure(
+            pending.memory if pending else False,
+            pending.blocked_by if pending else (),
+            self._alarms,
+        )
+
+    def alarm_off(self, reason: str) -> None:
+        """Read again the publishers paused for ``reason`` alone."""
+        if reason not in self._alarms:
+            return
+        log.info(
+            "resuming {count} publishers: {reason} no more", count=len(self.throttle), reason=reason
+        )
+        self._alarms = self._alarms - {reason}
+        pending = self.pending
+        if pending is not None:
+            self.pending = (
+                Pressure(pending.memory, pending.blocked_by, self._alarms)
+                if pending.memory or pending.blocked_by or self._alarms
+                else None
+            )
+        self.throttle.release(reason)
 
     # -- publishers ------------------------------------------------------------------
 
@@ -274,7 +323,9 @@ class BackPressure:
         if pending is None:
             self.pending = Pressure(False, (subscriber,))
         else:
-            self.pending = Pressure(pending.memory, pending.blocked_by + (subscriber,))
+            self.pending = Pressure(
+                pending.memory, pending.blocked_by + (subscriber,), pending.alarms
+            )
 
     def pause_sender(self, connection: Any) -> None:
         """
@@ -286,8 +337,12 @@ class BackPressure:
         pressure = self.pending
         if pressure is None:
             return
-        # What the message caused is settled now; the memory mark's part stays.
-        self.pending = MEMORY_PRESSURE if pressure.memory else None
+        # What the message caused is settled now; the memory mark's and the alarms' parts stay.
+        alarms = pressure.alarms
+        if alarms:
+            self.pending = Pressure(pressure.memory, (), alarms)
+        else:
+            self.pending = MEMORY_PRESSURE if pressure.memory else None
         if connection is None or connection not in self._connections:
             # Python code published it, or the sender is closing already.
             return
@@ -296,6 +351,8 @@ class BackPressure:
                 self.throttle.hold(connection, subscriber)
         if pressure.memory:
             self.throttle.hold(connection, MEMORY)
+        for alarm in alarms:
+            self.throttle.hold(connection, alarm)
 
     # -- slow subscribers ---------------------------------------------------------------
 

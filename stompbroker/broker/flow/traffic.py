@@ -47,7 +47,7 @@ from stompbroker.broker.routing.topic_tree import SubscriptionTree
 from stompbroker.protocol.message import Message
 
 if TYPE_CHECKING:
-    from stompbroker.broker.queueing.queues import WorkerQueue
+    from stompbroker.broker.engine.base import IQueue
 
 #: Destinations counted while nobody samples, before the counters start afresh.
 UNREAD_LIMIT = 10000
@@ -141,7 +141,7 @@ class Traffic:
         self.sampling = False
         self.connections_opened = 0
         self.connections_closed = 0
-        self.queues: set[WorkerQueue] = set()
+        self.queues: set[IQueue] = set()
 
     def of(self, destination: str) -> DestinationTraffic:
         """:returns: the counters of ``destination``, made on first use."""
@@ -269,9 +269,7 @@ class TopicTree(SubscriptionTree[Any]):
 
     __slots__ = ("queues", "_queue_type", "_traffic")
 
-    def __init__(
-        self, queue_type: type | tuple[type, ...], traffic: Traffic | None = None
-    ) -> None:
+    def __init__(self, queue_type: type | tuple[type, ...], traffic: Traffic | None = None) -> None:
         super().__init__()
         self.queues = 0
         self._queue_type = queue_type

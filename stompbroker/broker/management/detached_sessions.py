@@ -59,7 +59,7 @@ class DetachedSessionInfo:
 
     @classmethod
     def of(cls, record: Any) -> DetachedSessionInfo:
-        """:param record: a :class:`~stompbroker.protocol.resumption.Detached` record."""
+        """:param record: a :class:`~stompbroker.protocol.resume.registry.Detached` record."""
         buffer = record.buffer
         return cls(
             id=record.session,
@@ -100,9 +100,11 @@ class DetachedSessions:
                 return info
         raise UnknownSession(f"no detached session has the id {ident!r}")
 
-    def end(self, ident: str) -> DetachedSessionInfo:
+    def end(self, ident: str, *, operator: str = "an operator") -> DetachedSessionInfo:
         """
         End a detached session for good: its token is void, its subscriptions go.
+
+        :param operator: who asks, for the log (``alice at 10.0.0.5``).
 
         :returns: what it was just before.
         :raises UnknownSession: if no detached session has the id ``ident``.
@@ -113,6 +115,9 @@ class DetachedSessions:
             raise UnknownSession(f"no detached session has the id {ident!r}")
         info = DetachedSessionInfo.of(record)
         log.info(
-            "an operator ended detached session {id} of {login!r}", id=info.id, login=info.login
+            "{operator} ended detached session {id} of {login!r}",
+            operator=operator,
+            id=info.id,
+            login=info.login,
         )
         return info

@@ -16,8 +16,8 @@ does all it says or raises before it changes anything:
 - what waits in a queue: browse (peek at) it, purge it, delete a queue or a
   durable subscription, move or copy messages to another destination, and send
   a dead-letter queue's messages back to where they were first sent
-  (:class:`~stompbroker.broker.management.queue_operations.QueueOperations`, a mixin of
-  :class:`Management`);
+  (:class:`~stompbroker.broker.management.queue_operations.QueueOperations`,
+  :attr:`Management.queues`);
 - publish a message, as :meth:`~stompbroker.broker.service.Broker.publish` does;
 - the nodes that share the engine.
 
@@ -37,7 +37,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from stompbroker.broker.management.detached_sessions import DetachedSessions
-from stompbroker.broker.management.queue_operations import QueueOperations, check_target
+from stompbroker.broker.management.queue_operations import OPERATOR, QueueOperations, check_target
 from stompbroker.broker.management.records import (
     ConnectionInfo,
     ConsumerInfo,
@@ -48,7 +48,7 @@ from stompbroker.broker.management.records import (
     UnknownConnection,
     UnknownDestination,
 )
-from stompbroker.broker.queueing.queues import WorkerQueue
+from stompbroker.broker.queueing.wildcard import in_flight as held_unacked
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX, STREAM_PREFIX, TOPIC_PREFIX
 from stompbroker.broker.routing.syntax import is_wildcard
 from stompbroker.broker.store.journal import durable_key
@@ -77,7 +77,7 @@ def connection_id(connection: Any) -> str:
     return str(connection.session_id or connection.peer)
 
 
-class Management(QueueOperations):
+class Management:
     """
     The operator's view of one broker, and what the operator may do to it.
 
@@ -85,11 +85,14 @@ class Management(QueueOperations):
         describe themselves (:meth:`~stompbroker.interfaces.IConnection.describe`)
         and list their subscriptions
         (:meth:`~stompbroker.interfaces.IConnection.subscribers`).
+
+    :ivar queues: what an operator may do to what waits in a queue.
     """
 
     def __init__(self, broker: Any) -> None:
         self.broker = broker
         self._engine = broker.engine
+        self.queues = QueueOperations(broker.engine, broker.policy)
         #: The resumable sessions waiting for their client.
         self.detached = DetachedSessions(broker)
 
@@ -113,19 +116,28 @@ class Management(QueueOperations):
         batches (:mod:`stompbroker.broker.flow.traffic`), so that a connection's
         frames, bytes and messages out are up to date, as ``/stats`` makes them.
         """
-        self.broker.traffic.report_deliveries(self.broker.topics)
+        self._engine.report_deliveries()
 
-    def close_connection(self, ident: str, reason: str = "") -> ConnectionInfo:
+    def close_connection(
+        self, ident: str, reason: str = "", *, operator: str = OPERATOR
+    ) -> ConnectionInfo:
         """
         Close a connection: the client gets an ERROR "closed by an operator" (with
         ``reason`` in its body), then the connection closes, as at a shutdown.
+
+        :param operator: who asks, for the log (``alice at 10.0.0.5``).
 
         :returns: what it was just before.
         :raises UnknownConnection: if no open connection has the id ``ident``.
         """
         connection = self._find(ident)
         info = self._describe(connection)
-        log.info("an operator closed connection {id} from {peer}", id=info.id, peer=info.peer)
+        log.info(
+            "{operator} closed connection {id} from {peer}",
+            operator=operator,
+            id=info.id,
+            peer=info.peer,
+        )
         connection.fail(ClosedByOperator(reason))
         return info
 
@@ -172,7 +184,9 @@ class Management(QueueOperations):
 
     def destinations(self) -> list[DestinationInfo]:
         """:returns: every queue, durable subscription and topic with traffic, by name."""
-        found = [self._queue_info(name, queue) for name, queue in self._engine.queues.items()]
+        here = self._engine.queues_here()
+        found = [self._queue_info(name, queue) for name, queue in here]
+        names = {name for name, _ in here}
         view = self._engine.cluster()
         if view is not None:
             # Queues with no handle here live in the engine's server, for other nodes.
@@ -185,19 +199,19 @@ class Management(QueueOperations):
                     consumers=view.consumers(name),
                 )
                 for name, count in view.unread.items()
-                if name.startswith(QUEUE_PREFIX) and name not in self._engine.queues
+                if name.startswith(QUEUE_PREFIX) and name not in names
             )
         found.extend(
             self._queue_info(durable_key(durable), queue)
-            for durable, queue in self._engine.durable.items()
+            for durable, queue in self._engine.durables_here()
         )
         found.extend(
             self._topic_info(name)
-            for name in self._engine.traffic.destinations
+            for name in self.broker.traffic.destinations
             if name.startswith(TOPIC_PREFIX) and not is_wildcard(name)
         )
         found.extend(
-            self._stream_info(name, stream) for name, stream in self._engine.streams.logs.items()
+            self._stream_info(name, stream) for name, stream in self._engine.stream_logs().items()
         )
         found.sort(key=lambda info: info.destination)
         return found
@@ -208,15 +222,15 @@ class Management(QueueOperations):
         :raises UnknownDestination: if it is not known now.
         """
         if name.startswith(TOPIC_PREFIX):
-            if name not in self._engine.traffic.destinations or is_wildcard(name):
+            if name not in self.broker.traffic.destinations or is_wildcard(name):
                 raise UnknownDestination(f"no topic {name!r} has had messages")
             return self._topic_info(name, detail=True)
         if name.startswith(STREAM_PREFIX):
-            stream = self._engine.streams.logs.get(name)
+            stream = self._engine.stream_logs().get(name)
             if stream is None:
                 raise UnknownDestination(f"no stream {name!r} has been used")
             return self._stream_info(name, stream, detail=True)
-        return self._queue_info(name, self._queue(name), detail=True)
+        return self._queue_info(name, self.queues.find(name), detail=True)
 
     def _queue_info(self, name: str, queue: Any, detail: bool = False) -> DestinationInfo:
         durable = name.startswith("durable:")
@@ -227,7 +241,7 @@ class Management(QueueOperations):
         else:
             kind = "temp-queue"
         depth = len(queue.pending)
-        in_flight = sum(len(consumer.unacked) for consumer in queue.consumers)
+        in_flight = sum(held_unacked(consumer) for consumer in queue.consumers)
         consumers = len(queue.consumers)
         view = self._engine.cluster()
         if view is not None:
@@ -251,8 +265,8 @@ class Management(QueueOperations):
     def _topic_info(self, name: str, detail: bool = False) -> DestinationInfo:
         consumers: list[ConsumerInfo] = []
         in_flight = count = 0
-        for subscriber in self._engine.topics.match(name):
-            if isinstance(subscriber, WorkerQueue):
+        for queue, subscriber in self._engine.topic_subscriptions(name).members:
+            if queue:
                 count += len(subscriber.consumers)
                 in_flight += sum(len(consumer.unacked) for consumer in subscriber.consumers)
                 consumers.extend(self._consumers(subscriber.consumers))
@@ -295,7 +309,7 @@ class Management(QueueOperations):
                 connection_id(consumer.subscriber.connection),
                 consumer.subscriber.subscription_id,
                 consumer.subscriber.ack_mode,
-                len(consumer.unacked),
+                held_unacked(consumer),
                 None if consumer.auto else consumer.window,
             )
             for consumer in consumers

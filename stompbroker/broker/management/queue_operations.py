@@ -5,21 +5,36 @@ copy them to another destination, and send a dead-letter queue's messages back
 to where they were first sent (their ``original-destination`` header, which
 :mod:`stompbroker.broker.queueing.dead_letters` sets).
 
-:class:`QueueOperations` is a mixin of
-:class:`~stompbroker.broker.management.operations.Management`, apart from its listing and
-describing of connections and destinations because these operations change what
-a queue holds, and share their own checks (:func:`check_count`,
-:func:`check_target`) and the dead letters' way back.  Only messages waiting for
+:class:`QueueOperations` is an object
+:class:`~stompbroker.broker.management.operations.Management` holds (its
+``queues``), apart from its listing and describing of connections and
+destinations because these operations change what a queue holds, and share their
+own checks (:func:`check_count`, :func:`check_target`) and the dead letters' way
+back.  Only messages waiting for
 a consumer are browsed, purged or moved: those delivered and not yet
 acknowledged belong to their consumers until settled, as in RabbitMQ.
+
+On an engine whose queues several nodes share
+(:meth:`IEngine.shared_queues <stompbroker.broker.engine.base.IEngine.shared_queues>`),
+browse, purge, move, copy and retry of a ``/queue/`` ask the other nodes and
+answer with a Deferred; on one process they answer at once.  Either way they
+answer with a :class:`~stompbroker.broker.features.browsing.Waiting` (browse)
+or an :class:`~stompbroker.broker.engine.shared_queues.Acted`, which name the
+node that answered and the nodes that did not answer in time.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from typing import Any
 
+from twisted.internet.defer import Deferred
+
+from stompbroker.broker.engine.shared_queues import Acted
+from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.management.records import InUse, InvalidRequest, UnknownDestination
 from stompbroker.broker.queueing.dead_letters import DEAD_LETTER_HEADERS
+from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.routing.destinations import (
     QUEUE_PREFIX,
     REPLY_QUEUE_PREFIX,
@@ -38,6 +53,14 @@ __all__ = ["MAX_COUNT", "QueueOperations", "check_count", "check_target"]
 
 # The operators' log keeps one namespace, whichever part of the management acts.
 log = logger("stompbroker.broker.management.operations")
+
+#: Who acts, in the log, when the caller does not say.
+OPERATOR = "an operator"
+
+
+def messages(count: int) -> str:
+    """:returns: ``1 message``, ``40 messages``: a count for the log."""
+    return f"{count} message" if count == 1 else f"{count} messages"
 
 #: Most messages one browse, move or retry may take.
 MAX_COUNT = 10_000
@@ -78,13 +101,17 @@ class QueueOperations:
     """
     What an operator may do to what waits in a queue.
 
-    :ivar broker: the :class:`~stompbroker.broker.service.Broker`.
+    :param engine: the broker's :class:`~stompbroker.broker.engine.base.IEngine`,
+        whose queues these are.
+    :param policy: the broker's :class:`~stompbroker.broker.queueing.delivery.DeliveryPolicy`,
+        which names its dead-letter queues.
     """
 
-    broker: Any
-    _engine: Any
+    def __init__(self, engine: Any, policy: DeliveryPolicy) -> None:
+        self._engine = engine
+        self._policy = policy
 
-    def _queue(self, name: str) -> Any:
+    def find(self, name: str) -> Any:
         """
         :returns: the queue of a ``/queue/``, ``/reply-queue/`` or durable name.
         :raises UnknownDestination: if there is none now.
@@ -92,9 +119,9 @@ class QueueOperations:
         """
         durable = parse_durable_key(name)
         if durable is not None:
-            queue = self._engine.durable.get(durable)
+            queue = self._engine.find_durable(durable)
         elif name.startswith((QUEUE_PREFIX, REPLY_QUEUE_PREFIX)):
-            queue = self._engine.queues.get(name)
+            queue = self._engine.find_queue(name)
         elif name.startswith(TOPIC_PREFIX):
             raise InvalidRequest(
                 f"{name!r} is a topic, which holds no messages: its subscriptions' queues do"
@@ -110,37 +137,80 @@ class QueueOperations:
             )
         return queue
 
-    def browse(self, name: str, count: int) -> list[Message]:
+    def browse(self, name: str, count: int) -> Waiting | Deferred[Waiting]:
         """
-        :returns: the first ``count`` messages waiting in a queue, left there.
+        :returns: the first ``count`` messages waiting in a queue, left there
+            (a Deferred of them for a queue several nodes share).
         :raises UnknownDestination: if there is no such queue now.
         :raises InvalidRequest: for a topic, or a count out of range.
         """
         check_count(count)
-        return list(self._queue(name).browse(count))
+        shared = self._shared(name)
+        if shared is not None:
+            return self._found(shared, name).addCallback(
+                lambda _: shared.browse(name, count)
+            )
+        return Waiting(tuple(self.find(name).browse(count)), self._node())
 
-    def purge(self, name: str) -> int:
+    def _node(self) -> str:
+        node: str = self._engine.bookkeeping().ids.node
+        return node
+
+    def _shared(self, name: str) -> Any:
+        """:returns: the engine's operations across nodes on a shared ``/queue/``, or ``None``."""
+        if not name.startswith(QUEUE_PREFIX):
+            return None
+        return self._engine.shared_queues()
+
+    def _found(self, shared: Any, name: str) -> Deferred[None]:
+        """:returns: a Deferred that fails with :class:`UnknownDestination` for a queue nowhere."""
+
+        def check(exists: bool) -> None:
+            if not exists:
+                raise UnknownDestination(f"no queue {name!r} now (it holds no messages anywhere)")
+
+        found: Deferred[None] = shared.exists(name).addCallback(check)
+        return found
+
+    def purge(self, name: str, *, operator: str = OPERATOR) -> Acted | Deferred[Acted]:
         """
         Discard what waits in a queue (persistent messages leave the store).
 
-        :returns: how many messages were discarded.
+        :param operator: who asks, for the log (``alice at 10.0.0.5``).
+
+        :returns: how many messages were discarded (a Deferred of it for a
+            queue several nodes share).
         :raises UnknownDestination: if there is no such queue now.
         """
-        queue = self._queue(name)
-        purged: int = queue.purge()
-        log.info("an operator purged {count} messages from {name}", count=purged, name=name)
-        return purged
+        shared = self._shared(name)
+        if shared is not None:
+            done = self._found(shared, name).addCallback(lambda _: shared.purge(name))
+            return done.addCallback(self._log_purge, operator, name)
+        return self._log_purge(Acted(self.find(name).purge(), self._node()), operator, name)
 
-    def delete(self, name: str) -> int:
+    @staticmethod
+    def _log_purge(acted: Acted, operator: str, name: str) -> Acted:
+        log.info(
+            "{operator} purged {messages} from {name}{partly}",
+            operator=operator,
+            messages=messages(acted.count),
+            name=name,
+            partly=_partly(acted),
+        )
+        return acted
+
+    def delete(self, name: str, *, operator: str = OPERATOR) -> int:
         """
         Delete a queue or a durable subscription, with what waits in it.
+
+        :param operator: who asks, for the log.
 
         :returns: how many messages were discarded.
         :raises UnknownDestination: if there is no such queue now.
         :raises InUse: if someone consumes from it: close them (or their
             connections) first, so that no client loses messages it holds.
         """
-        queue = self._queue(name)
+        queue = self.find(name)
         if queue.consumers:
             raise InUse(
                 f"{name!r} has {len(queue.consumers)} consumers; it can be deleted once they"
@@ -153,75 +223,146 @@ class QueueOperations:
         else:
             discarded = queue.purge()
             self._engine.delete_queue(queue)
-        log.info("an operator deleted {name} ({count} messages)", name=name, count=discarded)
+        log.info(
+            "{operator} deleted {name} ({messages})",
+            operator=operator,
+            name=name,
+            messages=messages(discarded),
+        )
         return discarded
 
-    def move(self, name: str, to: str, count: int, copy: bool = False) -> int:
+    def move(
+        self, name: str, to: str, count: int, copy: bool = False, *, operator: str = OPERATOR
+    ) -> Acted | Deferred[Acted]:
         """
         Move (or copy) the first ``count`` waiting messages of a queue to the end
         of another queue, or publish them to a topic, each as a new message.
 
-        :returns: how many went.
+        :param operator: who asks, for the log.
+
+        :returns: how many went (a Deferred of it for a queue several nodes share).
         :raises UnknownDestination: if there is no such queue now.
         :raises InvalidRequest: for a bad target or count, or a queue moved to itself.
         """
         check_count(count)
         check_target(to)
-        queue = self._queue(name)
         if to == name:
             raise InvalidRequest(f"{name!r} cannot be moved to itself")
-        moved: int = self._engine.transfer(
-            queue, count, lambda message: (to, message.headers), copy
-        )
+
+        def route(message: Message) -> tuple[str, Headers]:
+            return to, message.headers
+
+        action = "copied" if copy else "moved"
+        shared = self._shared(name)
+        if shared is not None:
+            done = self._found(shared, name).addCallback(
+                lambda _: shared.transfer(name, count, route, copy)
+            )
+            return done.addCallback(self._log_move, operator, action, name, to)
+        queue = self.find(name)
+        moved: int = self._engine.transfer(queue, count, route, copy)
+        return self._log_move(Acted(moved, self._node()), operator, action, name, to)
+
+    @staticmethod
+    def _log_move(acted: Acted, operator: str, action: str, name: str, to: str) -> Acted:
         log.info(
-            "an operator {action} {count} messages from {name} to {to}",
-            action="copied" if copy else "moved",
-            count=moved,
+            "{operator} {action} {messages} from {name} to {to}{partly}",
+            operator=operator,
+            action=action,
+            messages=messages(acted.count),
             name=name,
             to=to,
+            partly=_partly(acted),
         )
-        return moved
+        return acted
 
-    def retry_targets(self, name: str, count: int) -> set[str]:
+    def retry_targets(self, name: str, count: int) -> set[str] | Deferred[set[str]]:
         """
         :returns: where :meth:`retry` would send the first ``count`` messages of a
-            dead-letter queue (the valid ``original-destination`` headers).
+            dead-letter queue (the valid ``original-destination`` headers); a
+            Deferred of them for a queue several nodes share.
         :raises UnknownDestination: if there is no such queue now.
         :raises InvalidRequest: if it is not a dead-letter queue.
         """
-        self._dead_letter_queue(name)
-        targets = set()
-        for message in self.browse(name, count):
-            origin = _origin(message)
-            if origin is not None:
-                targets.add(origin)
-        return targets
+        self._check_dead_letter_queue(name)
+        browsed = self.browse(name, count)
+        if isinstance(browsed, Deferred):
+            return browsed.addCallback(_origins)
+        return _origins(browsed)
 
-    def retry(self, name: str, count: int) -> tuple[int, int]:
+    def retry(
+        self,
+        name: str,
+        count: int,
+        *,
+        operator: str = OPERATOR,
+        targets: Collection[str] | None = None,
+    ) -> Acted | Deferred[Acted]:
         """
         Send the first ``count`` messages of a dead-letter queue back to the
         destinations they were first sent to (their ``original-destination``),
         without the dead-letter headers, as new messages.
 
-        :returns: how many went back, and how many stayed (no valid
-            ``original-destination``).
+        :param targets: where messages may go (those :meth:`retry_targets`
+            named and the caller may write to); a message for elsewhere stays.
+            ``None``: anywhere.
+        :returns: how many went back, and (``left``) how many stayed (no valid
+            ``original-destination``, or not among ``targets``); a Deferred of
+            it for a queue several nodes share.
         :raises UnknownDestination: if there is no such queue now.
         :raises InvalidRequest: if it is not a dead-letter queue, or for a bad count.
         """
         check_count(count)
-        queue = self._dead_letter_queue(name)
+        self._check_dead_letter_queue(name)
+        route = _back_to_origin if targets is None else _back_to(frozenset(targets))
+        shared = self._shared(name)
+        if shared is not None:
+            done = self._found(shared, name).addCallback(
+                lambda _: shared.transfer(name, count, route, False)
+            )
+            return done.addCallback(self._log_retry, operator, name)
+        queue = self.find(name)
         considered = min(count, len(queue.pending))
-        moved: int = self._engine.transfer(queue, count, _back_to_origin, False)
-        log.info("an operator sent {count} dead letters from {name} back", count=moved, name=name)
-        return moved, considered - moved
+        moved: int = self._engine.transfer(queue, count, route, False)
+        acted = Acted(moved, self._node(), left=considered - moved)
+        return self._log_retry(acted, operator, name)
 
-    def _dead_letter_queue(self, name: str) -> Any:
-        prefix = self.broker.policy.dead_letter_prefix
+    @staticmethod
+    def _log_retry(acted: Acted, operator: str, name: str) -> Acted:
+        log.info(
+            "{operator} sent {count} dead {noun} from {name} back{partly}",
+            operator=operator,
+            count=acted.count,
+            noun="letter" if acted.count == 1 else "letters",
+            name=name,
+            partly=_partly(acted),
+        )
+        return acted
+
+    def _check_dead_letter_queue(self, name: str) -> None:
+        prefix = self._policy.dead_letter_prefix
         if not is_dead_letter_queue(name, prefix):
             raise InvalidRequest(
                 f"{name!r} is not a dead-letter queue (those are /queue/{prefix}NAME)"
             )
-        return self._queue(name)
+
+
+
+def _partly(acted: Acted) -> str:
+    """:returns: what the log adds for nodes that did not answer."""
+    if acted.complete:
+        return ""
+    return f" (not what nodes {', '.join(acted.missing)} hold: they did not answer)"
+
+
+def _origins(waiting: Waiting) -> set[str]:
+    """:returns: the valid ``original-destination`` headers of what waits."""
+    targets = set()
+    for message in waiting.messages:
+        origin = _origin(message)
+        if origin is not None:
+            targets.add(origin)
+    return targets
 
 
 def _origin(message: Message) -> str | None:
@@ -233,6 +374,18 @@ def _origin(message: Message) -> str | None:
             except InvalidRequest:
                 return None
     return None
+
+
+def _back_to(
+    targets: frozenset[str],
+) -> Callable[[Message], tuple[str, Headers] | None]:
+    """:returns: :func:`_back_to_origin`, for dead letters whose origin is among ``targets``."""
+
+    def route(message: Message) -> tuple[str, Headers] | None:
+        origin = _origin(message)
+        return _back_to_origin(message) if origin in targets else None
+
+    return route
 
 
 def _back_to_origin(message: Message) -> tuple[str, Headers] | None:

@@ -24,6 +24,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
+from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.queueing.queues import EXPIRED
@@ -51,6 +52,8 @@ class DeadLetters:
     :param queue_of: ``destination -> queue``: the dead-letter queue, made on first use.
     :param journal: the :class:`~stompbroker.broker.store.journal.Journal` that keeps
         persistent messages, or ``None``.
+    :param policies: the per-destination policies, whose ``dead-letter`` names
+        a destination's dead-letter queue instead of the prefix.
     """
 
     def __init__(
@@ -61,6 +64,7 @@ class DeadLetters:
         ids: Ids,
         queue_of: Callable[[str], Any],
         journal: Journal | None = None,
+        policies: Policies | None = None,
     ) -> None:
         self._policy = policy
         self._counters = counters
@@ -68,6 +72,7 @@ class DeadLetters:
         self._ids = ids
         self._queue_of = queue_of
         self._journal = journal
+        self._policies = policies
 
     def dead_letter(
         self, message: Message, reason: str, store_key: str | None = None
@@ -86,12 +91,11 @@ class DeadLetters:
         prefix = self._policy.dead_letter_prefix
         journal = self._journal if message.persistent else None
         if is_dead_letter_queue(message.destination, prefix):
-            self._counters.discarded += 1
-            self._traffic.count((message,), "messages_dropped")
-            if journal is not None and store_key is not None:
-                return journal.remove(store_key, message.message_id)
-            return None
-        target = dead_letter_destination(message.destination, prefix)
+            return self._discard(message, journal, store_key)
+        target = self._target(message.destination, prefix)
+        if target == message.destination:
+            # A policy's dead-letter queue is where this message failed.
+            return self._discard(message, journal, store_key)
         headers = tuple(pair for pair in message.headers if pair[0] not in DEAD_LETTER_HEADERS)
         headers += (
             ("original-destination", message.destination),
@@ -123,6 +127,24 @@ class DeadLetters:
             moved = journal.move(store_key, message.message_id, target, copy)
         self._queue_of(target).enqueue(copy)
         return moved
+
+    def _target(self, destination: str, prefix: str) -> str:
+        """:returns: the dead-letter queue of ``destination``: its policy's, or by the prefix."""
+        if self._policies:
+            settings = self._policies.settings_for(destination)
+            if settings is not None and settings.dead_letter is not None:
+                return settings.dead_letter
+        return dead_letter_destination(destination, prefix)
+
+    def _discard(
+        self, message: Message, journal: Journal | None, store_key: str | None
+    ) -> Deferred[bool] | None:
+        """Drop a message that failed in a dead-letter queue: nothing circulates for ever."""
+        self._counters.discarded += 1
+        self._traffic.count((message,), "messages_dropped")
+        if journal is not None and store_key is not None:
+            return journal.remove(store_key, message.message_id)
+        return None
 
     def expired(self, message: Message) -> None:
         """

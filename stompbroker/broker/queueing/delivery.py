@@ -31,6 +31,7 @@ from typing import Any, cast
 from attrs import Attribute, define, field, frozen
 from attrs.validators import ge, in_
 
+from stompbroker.broker.queueing.backoff import Backoff
 from stompbroker.protocol.message import Message
 
 #: What happens to an expired message: dropped, or moved to a dead-letter queue.
@@ -58,6 +59,9 @@ class DeliveryPolicy:
     :ivar expired: ``drop`` or ``dead-letter`` expired messages (``--expired``).
     :ivar ttl: time to live in ms of messages that set no expiry (``--ttl``); 0
         for none.
+    :ivar backoff: how long a NACKed message waits before its redelivery
+        (``--redelivery-delay``, ``--redelivery-multiplier``,
+        ``--redelivery-max-delay``); a subscription may set its own.
     """
 
     prefetch: int = field(default=1000, validator=ge(1))
@@ -65,6 +69,7 @@ class DeliveryPolicy:
     dead_letter_prefix: str = field(default="DLQ.", validator=_valid_prefix)
     expired: str = field(default="drop", validator=in_(EXPIRED_ACTIONS))
     ttl: int = field(default=0, validator=ge(0))
+    backoff: Backoff = Backoff()
 
 
 @define
@@ -105,6 +110,9 @@ class Consumer:
     :param queue: the :class:`~stompbroker.broker.queueing.queues.WorkerQueue` it takes from.
     :param window: most messages held unacknowledged (ignored for ``auto``).
     :param max_redeliveries: its limit on redeliveries; ``-1`` for none.
+    :param held: the dict of messages held unacknowledged, shared with the other
+        members of a wildcard consumer (:mod:`stompbroker.broker.queueing.wildcard`)
+        so that one window counts what they all hold; ``None`` for its own.
     """
 
     __slots__ = (
@@ -119,9 +127,18 @@ class Consumer:
         "unwritten",
         "selector",
         "options",
+        "backoff",
+        "own",
     )
 
-    def __init__(self, subscriber: Any, queue: Any, window: int, max_redeliveries: int) -> None:
+    def __init__(
+        self,
+        subscriber: Any,
+        queue: Any,
+        window: int,
+        max_redeliveries: int,
+        held: dict[str, Message] | None = None,
+    ) -> None:
         self.subscriber = subscriber
         self.queue = queue
         self.auto = subscriber.ack_mode == "auto"
@@ -131,7 +148,12 @@ class Consumer:
         #: message-id -> message, in delivery order.  ``client`` mode settles
         #: from the oldest, which an OrderedDict pops in O(1); a plain dict,
         #: cheaper to fill and to pop by key, serves every other mode.
-        self.unacked: dict[str, Message] = OrderedDict() if self.cumulative else {}
+        self.unacked: dict[str, Message] = (
+            held if held is not None else OrderedDict() if self.cumulative else {}
+        )
+        #: With a shared ``held``: the destination of the queue whose messages
+        #: are this consumer's own (what :meth:`take_all` takes); ``None`` otherwise.
+        self.own: str | None = None if held is None else queue.destination
         #: Whether its connection's socket is behind: it gets nothing until resumed.
         self.paused = False
         #: Messages handed over but not yet written, each with whether it may be
@@ -143,6 +165,9 @@ class Consumer:
         #: Its :class:`~stompbroker.broker.queueing.consumer_choice.ConsumerOptions`
         #: (priority, exclusive) when it asked for any; ``None`` otherwise.
         self.options: Any = None
+        #: Its :class:`~stompbroker.broker.queueing.backoff.Backoff`: how long a
+        #: message it NACKs waits before its redelivery; ``None`` for no wait.
+        self.backoff: Any = None
 
     def has_room(self) -> bool:
         """
@@ -218,6 +243,15 @@ class Consumer:
         :returns: every message held, in delivery order (for ``auto``, those not
             written yet); the consumer then holds none, and writes none of them.
         """
+        own = self.own
+        if own is not None and not self.auto:
+            # A wildcard consumer's member: the shared dict keeps the others'.
+            unacked = self.unacked
+            messages = [message for message in unacked.values() if message.destination == own]
+            for message in messages:
+                del unacked[message.message_id]
+            self.unwritten = None
+            return messages
         messages = list(self.unacked.values())
         if self.auto and self.unwritten:
             messages = [entry[0] for entry in self.unwritten]

@@ -8,11 +8,10 @@ sweep finds them: it is scheduled for the earliest expiry among pending
 messages but at most once per ``sweep_interval``, so that a long queue of
 short-lived messages costs one pass a second rather than one pass per message.
 
-A module of its own so that the queue's module holds the state changes of a
-message; a mixin of the queue (:class:`ExpirySweep`) rather than an object of
-its own because an enqueue of a message with an expiry passes here, and must
-not pay for a call or an attribute hop between objects: its methods and its
-slots are the queue's.
+An object the queue holds (:class:`ExpirySweep`), built with what it needs
+from the queue: its clock, its pending messages and its ``expire``.  Only an
+enqueue of a message with an expiry calls it (one method call more than when
+it was a mixin of the queue); a message without one never reaches it.
 """
 
 from __future__ import annotations
@@ -26,36 +25,47 @@ from stompbroker.protocol.message import Message
 
 class ExpirySweep:
     """
-    The sweep for a queue's expired messages.  Mixed into
-    :class:`~stompbroker.broker.queueing.queues.WorkerQueue`, whose ``__init__`` gives
-    these slots their first values.
+    The sweep for one queue's expired messages.
+
+    :param clock: ``seconds()`` and ``callLater()``.
+    :param pending: returns the queue's pending messages now (the queue may
+        replace its container, by priority or group).
+    :param expire: the queue's ``expire``, for each message whose time has come.
+    :param interval: least time in seconds between two sweeps.
     """
 
-    __slots__ = ("_sweep_interval", "_sweep", "_sweep_at", "_last_sweep")
+    __slots__ = ("_clock", "_pending", "_expire", "_interval", "_call", "_at", "_last")
 
-    _sweep_interval: float
-    _sweep: Any
-    _sweep_at: float
-    _last_sweep: float
-    # Of the queue.
-    pending: Any
-    _clock: Any
-    expire: Callable[[Message], None]
+    def __init__(
+        self,
+        clock: Any,
+        pending: Callable[[], Any],
+        expire: Callable[[Message], None],
+        interval: float = 1.0,
+    ) -> None:
+        self._clock = clock
+        self._pending = pending
+        self._expire = expire
+        self._interval = interval
+        self._call: Any = None
+        self._at = 0.0
+        self._last = float("-inf")
 
-    def _watch_expiry(self, expires: float) -> None:
+    def watch(self, expires: float) -> None:
         """Make sure a sweep runs soon after ``expires``, but not more often than allowed."""
-        at = max(expires, self._last_sweep + self._sweep_interval)
-        if self._sweep is not None:
-            if self._sweep_at <= at:
+        at = max(expires, self._last + self._interval)
+        if self._call is not None:
+            if self._at <= at:
                 return
-            self._sweep.cancel()
-        self._sweep_at = at
-        self._sweep = self._clock.callLater(max(at - self._clock.seconds(), 0.0), self.sweep)
+            self._call.cancel()
+        self._at = at
+        self._call = self._clock.callLater(max(at - self._clock.seconds(), 0.0), self.sweep)
 
-    def _cancel_sweep(self) -> None:
-        if self._sweep is not None and self._sweep.active():
-            self._sweep.cancel()
-        self._sweep = None
+    def cancel(self) -> None:
+        """Stop the next sweep (the queue is closed)."""
+        if self._call is not None and self._call.active():
+            self._call.cancel()
+        self._call = None
 
     def sweep(self) -> None:
         """
@@ -63,12 +73,13 @@ class ExpirySweep:
 
         One pass over the pending messages, which keep their order.
         """
-        self._sweep = None
-        now = self._last_sweep = self._clock.seconds()
+        self._call = None
+        now = self._last = self._clock.seconds()
+        pending = self._pending()
         kept: deque[Message] = deque()
         expired = []
         earliest: float | None = None
-        for message in self.pending:
+        for message in pending:
             expires = message.expires
             if not expires:
                 kept.append(message)
@@ -78,9 +89,9 @@ class ExpirySweep:
                 kept.append(message)
                 if earliest is None or expires < earliest:
                     earliest = expires
-        self.pending.clear()
-        self.pending.extend(kept)
+        pending.clear()
+        pending.extend(kept)
         for message in expired:
-            self.expire(message)
+            self._expire(message)
         if earliest is not None:
-            self._watch_expiry(earliest)
+            self.watch(earliest)

@@ -18,11 +18,15 @@ acknowledges.
 Messages that come back (NACK, UNSUBSCRIBE, a lost connection) go to the head of
 the queue in the order they were delivered, each as a copy whose
 ``redeliveries`` is one higher; a message that has been redelivered as often as
-the returning consumer allows goes to the dead-letter queue instead.
+the returning consumer allows goes to the dead-letter queue instead.  A NACKed
+message whose consumer has a redelivery back-off
+(:mod:`stompbroker.broker.queueing.backoff`) waits aside instead
+(:attr:`WorkerQueue.delayed`, made on the first such NACK) and goes back to the
+head when its time comes; what a consumer held when it left comes back at once.
 
 Expiry is checked when a message reaches the head of the queue, so an expired
 message is never delivered.  Messages that expire while nobody consumes are
-found by a sweep (:mod:`stompbroker.broker.queueing.expiry_sweep`, a mixin of the queue).
+found by a sweep (:mod:`stompbroker.broker.queueing.expiry_sweep`, an object the queue holds).
 
 Every change of a message's state is one method (:meth:`~WorkerQueue.enqueue`,
 :meth:`~WorkerQueue.dispatch`, :meth:`~WorkerQueue.acknowledge`,
@@ -65,9 +69,11 @@ from zope.interface import implementer
 from stompbroker.broker.engine.base import IQueue
 from stompbroker.broker.features.selectors import Selector
 from stompbroker.broker.flow.traffic import Traffic
+from stompbroker.broker.queueing.delayed import DelayedMessages
 from stompbroker.broker.queueing.delivery import Consumer, DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.queueing.dispatch import FeatureDispatch, consumer_added, grouped
 from stompbroker.broker.queueing.expiry_sweep import ExpirySweep
+from stompbroker.broker.queueing.limits import QueueLimits
 from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY, PendingMessages
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
@@ -84,7 +90,7 @@ DeadLetter = Callable[[Message, str, str | None], Any]
 
 
 @implementer(IQueue)
-class WorkerQueue(ExpirySweep):
+class WorkerQueue:
     """
     One queue: ``/queue/NAME``, a temporary queue, or a topic subscription's own.
 
@@ -104,6 +110,12 @@ class WorkerQueue(ExpirySweep):
     :param traffic: the broker's :class:`~stompbroker.broker.flow.traffic.Traffic`
         counters, which hold the queue while it lives and count, per destination,
         what it does with messages; a queue of its own counts in counters of its own.
+    :param owner: the queue its consumers settle with (ACK, NACK, a resumed
+        consumer's dispatch): this one by default; the engine's queue that holds
+        this one as its local state otherwise (a redis engine's stream queue).
+    :param left: called with each message that leaves for good other than by an
+        acknowledgement (expired, dead-lettered), for an owner that must settle
+        it elsewhere too; ``None`` for none.
     """
 
     __slots__ = (
@@ -121,6 +133,11 @@ class WorkerQueue(ExpirySweep):
         "store_key",
         "_traffic",
         "_features",
+        "expiry",
+        "_owner",
+        "_left",
+        "delayed",
+        "limits",
     )
 
     def __init__(
@@ -134,6 +151,8 @@ class WorkerQueue(ExpirySweep):
         journal: Any = None,
         store_key: str | None = None,
         traffic: Traffic | None = None,
+        owner: Any = None,
+        left: Callable[[Message], None] | None = None,
     ) -> None:
         if journal is not None and store_key is None:
             raise ValueError("a queue with a journal needs a store_key")
@@ -147,7 +166,6 @@ class WorkerQueue(ExpirySweep):
         self._policy = policy
         self._counters = counters
         self._dead_letter = dead_letter
-        self._sweep_interval = sweep_interval
         #: Index in ``consumers`` of the one to ask first for the next message.
         self._next = 0
         self._dispatching = False
@@ -155,13 +173,19 @@ class WorkerQueue(ExpirySweep):
         #: message then cannot be handed out either, and is only appended.
         #: Whatever makes room (an ACK, NACK, a resumed or new consumer) dispatches.
         self._stalled = False
-        self._sweep: Any = None
-        self._sweep_at = 0.0
-        self._last_sweep = float("-inf")
+        #: Finds the messages that expire while nobody consumes.
+        self.expiry = ExpirySweep(clock, self._pending, self.expire, sweep_interval)
         self._traffic = traffic if traffic is not None else Traffic()
         self._traffic.queues.add(self)
         #: The :class:`~stompbroker.broker.queueing.dispatch.FeatureDispatch` while one is needed.
         self._features: FeatureDispatch | None = None
+        self._owner = owner if owner is not None else self
+        self._left = left
+        #: The NACKed messages that wait for their redelivery, from the first one on.
+        self.delayed: DelayedMessages | None = None
+        #: The :class:`~stompbroker.broker.queueing.limits.QueueLimits` of the
+        #: policy in force, while one limits this queue.
+        self.limits: QueueLimits | None = None
 
     def __repr__(self) -> str:
         return (
@@ -169,9 +193,12 @@ class WorkerQueue(ExpirySweep):
             f" {len(self.consumers)} consumers>"
         )
 
+    def _pending(self) -> Any:
+        return self.pending
+
     def is_idle(self) -> bool:
         """:returns: whether the queue holds nothing and nobody consumes from it."""
-        return not self.pending and not self.consumers
+        return not self.pending and not self.consumers and not self.delayed
 
     # -- management -----------------------------------------------------------
 
@@ -187,6 +214,8 @@ class WorkerQueue(ExpirySweep):
         """
         purged = list(self.pending)
         self.pending.clear()
+        if self.delayed is not None:
+            purged.extend(self.delayed.take_all())
         self._counters.discarded += len(purged)
         self._traffic.count(purged, "messages_dropped")
         if self.journal is not None:
@@ -205,6 +234,7 @@ class WorkerQueue(ExpirySweep):
         *,
         selector: Selector | None = None,
         options: Any = None,
+        held: dict[str, Message] | None = None,
     ) -> Consumer:
         """
         Start handing messages to a subscriber.
@@ -215,9 +245,12 @@ class WorkerQueue(ExpirySweep):
         :param selector: hand it only the messages this selects.
         :param options: its :class:`~stompbroker.broker.queueing.consumer_choice.ConsumerOptions`
             (priority, exclusive), or ``None`` for none.
+        :param held: the messages it holds, shared with the other queues of a
+            wildcard consumer (:mod:`stompbroker.broker.queueing.wildcard`); ``None``
+            for its own.
         :returns: its :class:`Consumer`, for acknowledgements.
         """
-        consumer = Consumer(subscriber, self, window, max_redeliveries)
+        consumer = Consumer(subscriber, self._owner, window, max_redeliveries, held)
         consumer.selector, consumer.options = selector, options
         self.consumers.append(consumer)
         self._features = consumer_added(self, consumer)
@@ -240,7 +273,8 @@ class WorkerQueue(ExpirySweep):
             self._next = 0
         if self._features is not None:
             self._features = self._features.removed(consumer)
-        self.requeue(consumer, consumer.take_all())
+        # At once: a consumer that leaves says nothing against the messages it held.
+        self._return(consumer, consumer.take_all(), None)
 
     # -- the state changes of a message ------------------------------------------
 
@@ -257,10 +291,12 @@ class WorkerQueue(ExpirySweep):
         if message.group is not None:
             self._features = grouped(self)
         self.pending.append(message)
+        if self.limits is not None:
+            self.limits.trim(self, message)
         if self.consumers and not self._stalled:
             self.dispatch()
         if message.expires and self.pending:
-            self._watch_expiry(message.expires)
+            self.expiry.watch(message.expires)
 
     #: Topic fan-out reaches a subscription's queue as it reaches any subscriber.
     deliver = enqueue
@@ -277,6 +313,8 @@ class WorkerQueue(ExpirySweep):
         """
         # The queue's own destination string, for the message to hold while it
         # waits: one object per queue, not one per waiting message.
+        if self.limits is not None:
+            self.limits.admit(self, message)
         message.destination = self.destination
         self._traffic.published(message)
         self.enqueue(message)
@@ -384,16 +422,22 @@ class WorkerQueue(ExpirySweep):
 
     def requeue(self, consumer: Consumer, messages: list[Message]) -> list[Any]:
         """
-        Return messages to the head of the queue, in the order given, for redelivery.
+        Return messages a consumer NACKed, in the order given, for redelivery.
 
         Each comes back as a copy with ``redeliveries`` one higher, except one that
         has been redelivered as often as ``consumer`` allows: that one is
-        dead-lettered.
+        dead-lettered.  The copies go to the head of the queue, or, when the
+        consumer has a :class:`~stompbroker.broker.queueing.backoff.Backoff`
+        that makes them wait, aside until their time comes (:meth:`hold`).
 
-        :param consumer: the consumer that held them; its limit applies.
+        :param consumer: the consumer that held them; its limit and back-off apply.
         :param messages: in delivery order.
         :returns: the store writes that dead-lettering made (Deferreds).
         """
+        return self._return(consumer, messages, consumer.backoff)
+
+    def _return(self, consumer: Consumer, messages: list[Message], backoff: Any) -> list[Any]:
+        """Return messages for redelivery, after ``backoff``'s delay unless ``None``."""
         limit = consumer.max_redeliveries
         returning = []
         written = []
@@ -406,10 +450,50 @@ class WorkerQueue(ExpirySweep):
                 returning.append(evolve(message, redeliveries=message.redeliveries + 1))
         if returning:
             self._counters.redelivered += len(returning)
+            if backoff is not None and backoff.delay_ms:
+                returning = self._hold_back(returning, backoff)
             self.pending.extendleft(reversed(returning))
         # Even when every message was dead-lettered, the consumer has room again.
         self.dispatch()
         return written
+
+    def _hold_back(self, messages: list[Message], backoff: Any) -> list[Message]:
+        """
+        Put returning messages aside for their back-off, but for those of a
+        message group: they go back at once, for a group's later messages must not
+        overtake them (:mod:`stompbroker.broker.queueing.groups`).
+
+        :returns: the messages that go back at once.
+        """
+        now = self._clock.seconds()
+        at_once = []
+        for message in messages:
+            if message.group is None:
+                self.hold(message, now + backoff.delay(message.redeliveries))
+            else:
+                at_once.append(message)
+        return at_once
+
+    def hold(self, message: Message, due: float, *, stored: bool = False) -> None:
+        """
+        Keep a message aside until ``due`` (the clock's seconds), then give it
+        back to the head of the queue; the store keeps the due time of a
+        persistent one, so that its wait outlives a restart.
+
+        :param message: a message returned for redelivery, or recovered from the store.
+        :param due: when it may be delivered again.
+        :param stored: the store has this due time already (recovery).
+        """
+        if self.delayed is None:
+            self.delayed = DelayedMessages(self._clock, self._release)
+        self.delayed.hold(message, due)
+        if message.persistent and self.journal is not None and not stored:
+            self.journal.delay(self.store_key, message.message_id, due)
+
+    def _release(self, messages: list[Message]) -> None:
+        """Delayed messages whose time has come: at the head, in due order."""
+        self.pending.extendleft(reversed(messages))
+        self.dispatch()
 
     def reject(self, messages: list[Message]) -> list[Any]:
         """
@@ -434,6 +518,8 @@ class WorkerQueue(ExpirySweep):
         :param reason: :data:`REJECTED`, :data:`DELIVERY_LIMIT` or :data:`EXPIRED`.
         :returns: what the callable returns: the store write, or ``None``.
         """
+        if self._left is not None:
+            self._left(message)
         return self._dead_letter(message, reason, self.store_key)
 
     def expire(self, message: Message) -> None:
@@ -446,8 +532,23 @@ class WorkerQueue(ExpirySweep):
         self._traffic.count((message,), "messages_expired")
         if self._policy.expired == "dead-letter":
             self.dead_letter(message, EXPIRED)
-        elif message.persistent and self.journal is not None:
+            return
+        if message.persistent and self.journal is not None:
             self.journal.remove(self.store_key, message.message_id)
+        if self._left is not None:
+            self._left(message)
+
+    def drop(self, message: Message) -> None:
+        """
+        Discard a message taken from the queue (overflow's ``drop-head``), counted
+        dropped; a persistent one leaves the store.
+        """
+        self._counters.discarded += 1
+        self._traffic.count((message,), "messages_dropped")
+        if message.persistent and self.journal is not None:
+            self.journal.remove(self.store_key, message.message_id)
+        if self._left is not None:
+            self._left(message)
 
     def close(self) -> None:
         """
@@ -458,14 +559,22 @@ class WorkerQueue(ExpirySweep):
         the broker drops from the store with the subscription), an idle queue
         (which holds nothing).
         """
-        held = sum(len(consumer.unacked) for consumer in self.consumers)
-        self._counters.discarded += len(self.pending) + held
+        # A wildcard consumer's member holds only its own of what it shares.
+        held = [
+            list(consumer.unacked.values()) if consumer.own is None else consumer.take_all()
+            for consumer in self.consumers
+        ]
+        self._counters.discarded += len(self.pending) + sum(map(len, held))
         self._traffic.count(self.pending, "messages_dropped")
-        for consumer in self.consumers:
-            self._traffic.count(consumer.unacked.values(), "messages_dropped")
+        for messages in held:
+            self._traffic.count(messages, "messages_dropped")
         self._traffic.queues.discard(self)
         for consumer in self.consumers:
             consumer.take_all()
         self.consumers.clear()
         self.pending.clear()
-        self._cancel_sweep()
+        self.expiry.cancel()
+        if self.delayed is not None:
+            delayed = self.delayed.take_all()
+            self._counters.discarded += len(delayed)
+            self._traffic.count(delayed, "messages_dropped")

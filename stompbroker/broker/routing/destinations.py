@@ -12,6 +12,9 @@ support:
 - ``/reply-queue/ID``: the broker-unique name a temporary queue is known by to
   other connections (a ``reply-to:/temp-queue/NAME`` header is rewritten to it).
   Others may SEND to it; nobody may subscribe to it.
+- ``/user/queue/NAME`` (SUBSCRIBE) and ``/user/LOGIN/queue/NAME`` (SEND), with
+  ``topic`` for ``queue`` alike: messages to a user, wherever the user is
+  connected (:mod:`stompbroker.broker.features.user_destinations`).
 - ``/stream/NAME``: an append-only log that every subscription reads from an
   offset of its own (:mod:`stompbroker.broker.streams`).  Created on first use;
   no wildcards.
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import enum
 
+from stompbroker.broker.features.user_destinations import send_key
 from stompbroker.broker.routing.syntax import is_wildcard, validate_destination
 from stompbroker.protocol.errors import InvalidDestination
 
@@ -33,6 +37,7 @@ QUEUE_PREFIX = "/queue/"
 TEMP_QUEUE_PREFIX = "/temp-queue/"
 REPLY_QUEUE_PREFIX = "/reply-queue/"
 STREAM_PREFIX = "/stream/"
+USER_PREFIX = "/user/"
 
 
 class Kind(enum.Enum):
@@ -43,6 +48,7 @@ class Kind(enum.Enum):
     TEMP_QUEUE = TEMP_QUEUE_PREFIX
     REPLY_QUEUE = REPLY_QUEUE_PREFIX
     STREAM = STREAM_PREFIX
+    USER = USER_PREFIX
 
 
 _PREFIXES = tuple((kind.value, kind) for kind in Kind)
@@ -62,7 +68,7 @@ def kind_of(destination: str) -> Kind:
     raise InvalidDestination(
         "unknown destination",
         f"{destination!r} is not a destination this broker serves; use /topic/NAME,"
-        " /queue/NAME, /temp-queue/NAME or /stream/NAME",
+        " /queue/NAME, /temp-queue/NAME, /stream/NAME or /user/...",
     )
 
 
@@ -137,6 +143,8 @@ def validate_send_destination(destination: str) -> Kind:
         validate_destination(destination)
     elif kind is Kind.STREAM:
         validate_stream(destination)
+    elif kind is Kind.USER:
+        send_key(destination)
     else:
         validate_queue(destination)
     return kind

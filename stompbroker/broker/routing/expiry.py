@@ -33,9 +33,7 @@ def _milliseconds(name: str, value: str) -> int:
     return int(value)
 
 
-def expiry_time(
-    expires: str | None, expiration: str | None, now: float, ttl_ms: int
-) -> float:
+def expiry_time(expires: str | None, expiration: str | None, now: float, ttl_ms: int) -> float:
     """
     Work out when a message expires.
 

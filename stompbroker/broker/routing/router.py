@@ -15,6 +15,9 @@ it by kind:
 - ``/temp-queue/NAME`` onto the sender's own temporary queue of that name;
 - ``/reply-queue/`` onto the temporary queue of another connection, if it is
   still there (:meth:`~stompbroker.broker.engine.base.IEngine.publish_reply`);
+- ``/user/LOGIN/...`` to the engine's fan-out, under the user's key
+  (:mod:`stompbroker.broker.features.user_destinations`): every session of
+  that user subscribed to it, on every node;
 - ``/stream/`` onto the end of that stream's log
   (:meth:`~stompbroker.broker.engine.base.IEngine.publish_stream`), whose store
   write the RECEIPT waits for.
@@ -26,7 +29,8 @@ the topic's retained message (:mod:`stompbroker.broker.features.retainer`) and i
 An engine without them (``scheduled`` or ``retained`` ``None``) refuses those
 headers.  Both headers are among those the one pass over the headers looks for,
 so a SEND without them pays nothing more.  What those headers make of the
-message is read by :mod:`stompbroker.broker.routing.send_headers`, a mixin of the router.
+message is read by :class:`~stompbroker.broker.routing.send_headers.SendHeaders`, an
+object the router holds.
 
 In a transaction the routing is held until COMMIT.  A persistent message is
 filed first (:meth:`~stompbroker.broker.engine.base.IEngine.keep`) and routed at once;
@@ -52,6 +56,7 @@ from stompbroker.broker.features.retained_values import RETAIN_HEADER, parse_ret
 from stompbroker.broker.features.retainer import Retaining
 from stompbroker.broker.features.scheduled_messages import ScheduledEntry, fired_headers
 from stompbroker.broker.features.scheduler import Scheduling
+from stompbroker.broker.features.user_destinations import send_key
 from stompbroker.broker.flow.backpressure import BackPressure
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
@@ -60,7 +65,7 @@ from stompbroker.broker.routing.destinations import Kind, validate_send_destinat
 from stompbroker.broker.routing.send_headers import (
     ACTED_ON,
     ACTED_ON_WHEN_PERSISTENT,
-    SendHeadersMixin,
+    SendHeaders,
 )
 from stompbroker.broker.store.journal import all_done
 from stompbroker.protocol.frames import Headers
@@ -85,7 +90,7 @@ COMPOSITE = "composite"
 MAX_CHECKED_DESTINATIONS = 4096
 
 
-class Router(SendHeadersMixin):
+class Router:
     """
     Routes SENDs, and messages from Python code, to the engine's destinations.
 
@@ -101,22 +106,22 @@ class Router(SendHeadersMixin):
     :ivar persistent_queues: whether every SEND to a ``/queue/`` is persistent.
     :ivar scheduling: the broker's scheduled messages on ``clock``, or ``None``
         if the engine cannot schedule.
-    :ivar retaining: what ``retain`` does, or ``None`` if the engine cannot retain.
+    :ivar send_headers: reads the SEND headers the broker acts on.
     """
 
     __slots__ = (
         "persistent_queues",
         "scheduling",
-        "retaining",
+        "send_headers",
         "_clock",
         "_registry",
         "_backpressure",
         "_held_in",
         "_policy",
         "_acted_on",
-        "_shared_queues",
         "_checked",
         "_composites",
+        "_user_keys",
         "_traffic",
         "_node",
         "_message_ids",
@@ -137,32 +142,45 @@ class Router(SendHeadersMixin):
         policy: DeliveryPolicy,
         persistent_queues: bool = False,
     ) -> None:
-        self.persistent_queues = persistent_queues and engine.persistent
+        capabilities = engine.capabilities()
+        self.persistent_queues = persistent_queues and capabilities.persistence
         self._clock = clock
         self._registry = registry
         self._backpressure = backpressure
         self._held_in = transactions.held_in
         self._policy = policy
-        self._acted_on = ACTED_ON_WHEN_PERSISTENT if engine.persistent else ACTED_ON
-        self._shared_queues = engine.shared_queues
+        self._acted_on = ACTED_ON_WHEN_PERSISTENT if capabilities.persistence else ACTED_ON
         #: SEND destinations already validated -> their kind.
         self._checked: dict[str, Kind | str] = {}
         #: Composite SEND destinations already checked -> their parts.
         self._composites: dict[str, tuple[tuple[str, Kind], ...]] = {}
-        self._traffic = engine.traffic
-        self._node = engine.ids.node
-        self._message_ids = engine.ids.message_ids
+        #: User SEND destinations already checked -> their user keys.
+        self._user_keys: dict[str, str] = {}
+        books = engine.bookkeeping()
+        self._traffic = books.traffic
+        self._node = books.ids.node
+        self._message_ids = books.ids.message_ids
         self._publish_topic: Callable[[Message], None] = engine.publish_topic
         self._publish_queue: Callable[[Message], None] = engine.publish_queue
         self._publish_reply: Callable[[Message], None] = engine.publish_reply
         self._publish_stream: Route = engine.publish_stream
         self._keep: Callable[[Message], Deferred[None] | None] = engine.keep
         self.scheduling: Scheduling | None = None
-        if engine.scheduled is not None:
-            self.scheduling = Scheduling(clock, engine.scheduled, engine.journal, self.fire)
-        self.retaining: Retaining | None = None
-        if engine.retained is not None:
-            self.retaining = Retaining(engine.retained, engine.journal)
+        if capabilities.scheduling:
+            self.scheduling = engine.scheduling(self.fire)
+        retaining: Retaining | None = None
+        if capabilities.retain:
+            retaining = engine.retaining()
+        self.send_headers = SendHeaders(
+            clock,
+            registry,
+            policy,
+            self._acted_on,
+            self.persistent_queues,
+            capabilities,
+            self.scheduling,
+            retaining,
+        )
 
     def send(
         self,
@@ -263,6 +281,9 @@ class Router(SendHeadersMixin):
             route = self._publish_reply
         elif kind is Kind.STREAM:
             route = self._publish_stream
+        elif kind is Kind.USER:
+            route = self._publish_topic
+            destination = self._user_keys[destination]
         else:
             return self._send_composite(destination, headers, body, connection, transaction)
         held = None
@@ -272,7 +293,7 @@ class Router(SendHeadersMixin):
         for name, _ in headers:
             if name in acted_on:
                 lines = None
-                headers, expires, persistent, priority, group, timing = self._prepare(
+                headers, expires, persistent, priority, group, timing = self.send_headers.prepare(
                     headers, connection, kind
                 )
                 break
@@ -296,7 +317,7 @@ class Router(SendHeadersMixin):
         if group is not None:
             message.group, message.closes_group = group
         if timing is not None:
-            route, persistent = self._timed(route, message, kind, timing, connection)
+            route, persistent = self.send_headers.timed(route, message, kind, timing, connection)
         waiting = None
         if held is not None:
             if persistent:
@@ -349,9 +370,7 @@ class Router(SendHeadersMixin):
                 writes.append(waiting)
         return messages[0], all_done(writes)
 
-    def _keep_and_route(
-        self, route: Route, message: Message
-    ) -> Deferred[None] | None:
+    def _keep_and_route(self, route: Route, message: Message) -> Deferred[None] | None:
         """
         File a persistent message with the engine, then route it.
 
@@ -384,8 +403,11 @@ class Router(SendHeadersMixin):
         if len(self._checked) >= MAX_CHECKED_DESTINATIONS:
             self._checked.clear()
             self._composites.clear()
+            self._user_keys.clear()
         if kind is COMPOSITE:
             self._composites[destination] = parts
+        elif kind is Kind.USER:
+            self._user_keys[destination] = send_key(destination)
         self._checked[destination] = kind
         return kind
 

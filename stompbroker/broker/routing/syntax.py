@@ -30,6 +30,7 @@ __all__ = [
     "ONE_SEGMENT",
     "TRAILING_SEGMENTS",
     "is_wildcard",
+    "matches",
     "normalise",
     "validate_destination",
     "validate_pattern",
@@ -87,6 +88,27 @@ def is_wildcard(destination: str) -> bool:
     if not any(character in destination for character in _RESERVED_CHARACTERS):
         return False
     return any(segment in _WILDCARDS for segment in normalise(destination).split("/"))
+
+
+def matches(pattern: str, destination: str) -> bool:
+    """
+    Tell whether one destination matches a pattern, segment by segment.
+
+    For the few places that match one name at a time (a wildcard consumer on
+    queues meeting a queue); the topic tree matches many patterns at once.
+
+    :param pattern: a valid SUBSCRIBE pattern (see :func:`validate_pattern`).
+    :param destination: a destination without wildcards.
+    :returns: whether ``destination`` is one of those ``pattern`` names.
+    """
+    wanted = normalise(pattern).split("/")
+    given = normalise(destination).split("/")
+    for index, segment in enumerate(wanted):
+        if segment in TRAILING_SEGMENTS:
+            return True
+        if index >= len(given) or (segment != ONE_SEGMENT and segment != given[index]):
+            return False
+    return len(wanted) == len(given)
 
 
 def validate_pattern(pattern: str) -> None:

@@ -128,6 +128,9 @@ class StoredMessage:
     :ivar delivered: whether it has been handed to a consumer at least once, so
         that its next delivery carries ``redelivered:true``.
     :ivar redelivery_count: how many deliveries followed the first one.
+    :ivar due: when a NACKed message may be delivered again, in the broker
+        clock's seconds (:meth:`IMessageStore.delay`); ``0.0`` once delivered
+        again, or if it never waited.
     """
 
     queue: str
@@ -139,6 +142,7 @@ class StoredMessage:
     expires: float = 0.0
     delivered: bool = False
     redelivery_count: int = 0
+    due: float = 0.0
 
     @property
     def redeliveries(self) -> int:
@@ -340,6 +344,15 @@ class IMessageStore(Interface):
         adds one to :attr:`StoredMessage.redelivery_count`.
 
         :returns: a Deferred firing with ``None`` once the mark is durable.
+        """
+
+    def delay(queue, message_id, due):  # type: ignore[no-untyped-def]
+        """
+        Record that a message waits for its redelivery until ``due`` (a NACK's
+        back-off), so that it waits as long after a restart.  Its next
+        :meth:`mark_delivered` sets the due time back to ``0.0``.
+
+        :returns: a Deferred firing with ``None`` once the due time is durable.
         """
 
     def move(from_queue, message_id, to_queue, message):  # type: ignore[no-untyped-def]

@@ -198,6 +198,15 @@ class Journal:
         """
         return self._written(self.store.mark_delivered(key, message_id), "mark delivered", key)
 
+    def delay(self, key: str, message_id: str, due: float) -> Deferred[bool]:
+        """
+        Record when a NACKed message may be delivered again, so that its wait
+        outlives a restart.
+
+        :returns: see :meth:`_written`.
+        """
+        return self._written(self.store.delay(key, message_id, due), "delay", key)
+
     def remove(self, key: str, message_id: str, *, lazy: bool = False) -> Deferred[bool]:
         """
         Forget a message that was acknowledged (or handed to an ``auto``

@@ -114,7 +114,18 @@ class MemoryStore:
                 record,
                 delivered=True,
                 redelivery_count=record.redelivery_count + record.delivered,
+                due=0.0,
             )
+        return succeed(None)
+
+    def delay(self, queue: str, message_id: str, due: float) -> Deferred[None]:
+        """:returns: a fired Deferred; see :meth:`IMessageStore.delay`."""
+        if not self._open:
+            return _not_open()
+        messages = self._queues.get(queue, {})
+        record = messages.get(message_id)
+        if record is not None:
+            messages[message_id] = evolve(record, due=due)
         return succeed(None)
 
     def move(

@@ -8,7 +8,9 @@ in the store's writer thread).  :func:`rebuild` puts it back where it was: each
 durable subscription's queue in the topic tree with its backlog, each
 ``/queue/`` with its messages, in their original order and without writing them
 again.  A message that had been delivered comes back with its delivery count,
-so that its next delivery says ``redelivered:true``; messages that expired while
+so that its next delivery says ``redelivered:true``, and a NACKed message that
+waited for its redelivery (:mod:`stompbroker.broker.queueing.backoff`) waits
+until its stored due time, aside; messages that expired while
 the broker was down are expired (dropped or dead-lettered, through the store)
 once everything is back, so that a dead-letter queue gets them after what it
 held already.  Persistent scheduled messages go back into the engine's scheduler,
@@ -23,7 +25,7 @@ ended and answers :meth:`~stompbroker.broker.service.Broker.when_ready`.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
@@ -37,11 +39,28 @@ from stompbroker.broker.store.journal import parse_durable_key
 from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
 
-if TYPE_CHECKING:
-    from stompbroker.broker.engine.local import LocalEngine
-    from stompbroker.broker.queueing.queues import WorkerQueue
-
 log = logger("stompbroker.broker")
+
+
+class Rebuilt(Protocol):
+    """
+    What :func:`rebuild` fills: the in-process engine's queues, durable
+    subscriptions, scheduled and retained messages (its parts, not the
+    :class:`~stompbroker.broker.engine.base.IEngine` the broker sees).
+    """
+
+    clock: Any
+    journal: Any
+    topics: Any
+    durable: dict[tuple[str, str], Any]
+    scheduled: Any
+    retained: Any
+
+    def new_queue(self, destination: str, store_key: str | None = None) -> Any:
+        """:returns: a local queue, registered nowhere."""
+
+    def queue(self, destination: str) -> Any:
+        """:returns: the queue of a ``/queue/`` destination, made on first use."""
 
 
 class Readiness:
@@ -94,7 +113,7 @@ class Readiness:
                 waiter.callback(None)
 
 
-def rebuild(engine: LocalEngine, state: RecoveredState) -> None:
+def rebuild(engine: Rebuilt, state: RecoveredState) -> None:
     """
     Refill queues and rebuild durable subscriptions from what the store holds.
 
@@ -102,7 +121,7 @@ def rebuild(engine: LocalEngine, state: RecoveredState) -> None:
         before it was ready (nothing, when the broker waits as it should).
     :param state: what the store holds.
     """
-    expired: list[tuple[WorkerQueue, Message]] = []
+    expired: list[tuple[Any, Message]] = []
     now = engine.clock.seconds()
     restored = 0
     for subscription in state.subscriptions:
@@ -148,7 +167,7 @@ def rebuild(engine: LocalEngine, state: RecoveredState) -> None:
         )
 
 
-def _reschedule(engine: LocalEngine, records: Iterable[ScheduledRecord]) -> int:
+def _reschedule(engine: Rebuilt, records: Iterable[ScheduledRecord]) -> int:
     """
     Put stored scheduled messages back in the engine's scheduler, due when they were due.
 
@@ -176,7 +195,7 @@ def _reschedule(engine: LocalEngine, records: Iterable[ScheduledRecord]) -> int:
     return count
 
 
-def _retain(engine: LocalEngine, records: Iterable[StoredMessage], now: float) -> int:
+def _retain(engine: Rebuilt, records: Iterable[StoredMessage], now: float) -> int:
     """
     Give stored retained messages back to their topics; forget the expired ones.
 
@@ -208,10 +227,10 @@ def _retain(engine: LocalEngine, records: Iterable[StoredMessage], now: float) -
 
 
 def _refill(
-    queue: WorkerQueue,
+    queue: Any,
     records: Iterable[StoredMessage],
     now: float,
-    expired: list[tuple[WorkerQueue, Message]],
+    expired: list[tuple[Any, Message]],
 ) -> int:
     """
     Enqueue stored messages again, in order, and collect those that have expired.
@@ -235,6 +254,9 @@ def _refill(
         message.group, message.closes_group = stored_group(record.headers)
         if message.expires and message.expires <= now:
             expired.append((queue, message))
+        elif record.due > now:
+            # A NACKed message waits out what is left of its back-off.
+            queue.hold(message, record.due, stored=True)
         else:
             queue.enqueue(message)
     return count

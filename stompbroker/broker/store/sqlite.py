@@ -4,7 +4,7 @@ The durable message store: SQLite in WAL mode, written by one thread, with group
 Every operation is queued in the reactor thread and written, in call order, by
 one writer thread that commits each group of pending operations in one
 transaction, with one fsync: :mod:`~stompbroker.broker.store.sqlite_writer`
-(a mixin of :class:`SQLiteStore`) says how.  The reactor thread never touches
+(an object the open :class:`SQLiteStore` holds) says how.  The reactor thread never touches
 the disk after :meth:`SQLiteStore.open`.
 
 ``sync`` chooses the trade-off:
@@ -49,9 +49,10 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import IReactorThreads
 from twisted.internet.threads import deferToThreadPool
+from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 from zope.interface import implementer
 
@@ -87,7 +88,7 @@ SYNC_MODES: tuple[str, ...] = ("always", "batch", "off")
 
 
 @implementer(IMessageStore)
-class SQLiteStore(GroupCommit):
+class SQLiteStore:
     """
     Persistent messages in ``data_dir/messages.sqlite3``.
 
@@ -142,15 +143,8 @@ class SQLiteStore(GroupCommit):
         self._connection: sqlite3.Connection | None = None
         self._state = "new"
         self._next_sequence = 1
-        self._pending = []
-        self._timer: Any = None
-        self._writing = False
-        #: When the first operation pending for the next group arrived during a commit.
-        self._gathering_since = 0.0
-        #: When the commit in flight was handed to the writer.
-        self._commit_started = 0.0
-        #: Whether an operation that is not lazy is pending (see :meth:`_submit`).
-        self._urgent = False
+        #: Commits the writes while the store is open.
+        self._writer: GroupCommit | None = None
         self._closed: list[Deferred[None]] = []
 
     # -- life cycle ----------------------------------------------------------
@@ -185,11 +179,12 @@ class SQLiteStore(GroupCommit):
             os.close(self._lock_fd)
             self._lock_fd = None
             raise
-        if self._executor is None:
+        executor = self._executor
+        if executor is None:
             self._pool = ThreadPool(minthreads=1, maxthreads=1, name="stompbroker-store")
             self._pool.start()
             pool = self._pool
-            self._executor = lambda work: deferToThreadPool(self._reactor, pool, work)
+            executor = self._executor = lambda work: deferToThreadPool(self._reactor, pool, work)
             # The writer thread would keep the process alive after the reactor
             # stops, and what is pending must be committed: close at shutdown,
             # which waits for the Deferred, unless closed before.
@@ -197,6 +192,15 @@ class SQLiteStore(GroupCommit):
                 self._shutdown_trigger = self._reactor.addSystemEventTrigger(
                     "before", "shutdown", self._close_at_shutdown
                 )
+        self._writer = GroupCommit(
+            self._connection,
+            executor,
+            self._reactor,
+            self._delay,
+            self._max_batch,
+            self.stats,
+            self.data_dir,
+        )
         self._state = "open"
         log.info("message store {path} open, sync {sync}", path=str(self.path), sync=self.sync)
 
@@ -213,8 +217,8 @@ class SQLiteStore(GroupCommit):
         self._closed.append(done)
         if self._state == "open":
             self._state = "closing"
-            if not self._writing:
-                self._write_group()
+            assert self._writer is not None
+            self._writer.close().addBoth(self._released)
         return done
 
     def _close_at_shutdown(self) -> Deferred[None]:
@@ -260,6 +264,66 @@ class SQLiteStore(GroupCommit):
         except sqlite3.Error as error:
             raise translate_error(error, StoreUnavailable, self.data_dir) from error
 
+    def _released(self, result: Any) -> None:
+        """Stop the writer thread, release the lock and tell whoever waits on :meth:`close`."""
+        if self._pool is not None:
+            self._pool.stop()
+            self._pool = None
+        if self._shutdown_trigger is not None:
+            self._reactor.removeSystemEventTrigger(self._shutdown_trigger)
+            self._shutdown_trigger = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+        self._connection = None
+        self._writer = None
+        self._state = "closed"
+        waiting, self._closed = self._closed, []
+        for done in waiting:
+            if isinstance(result, Failure):
+                done.errback(result)
+            else:
+                done.callback(None)
+
+    # -- writes --------------------------------------------------------------
+
+    def _write(
+        self, apply: Apply, early: Any, *, advance: bool = False, lazy: bool = False
+    ) -> Deferred:
+        """
+        Queue a write; in ``off`` mode, acknowledge it at once.
+
+        :param early: what the Deferred fires with in ``off`` mode.
+        :param advance: whether the write used up :attr:`_next_sequence`.
+        :param lazy: see :meth:`GroupCommit.submit`.
+        """
+        done = self._submit(apply, lazy)
+        if self._state == "open" and advance:
+            self._next_sequence += 1
+        if self.sync != "off" or self._state != "open":
+            return done
+        done.addErrback(self._lost)
+        return succeed(early)
+
+    def _submit(self, apply: Apply, lazy: bool = False) -> Deferred:
+        """
+        Hand an operation to the writer, if the store is open.
+
+        :returns: a Deferred that fires with ``apply``'s result once its group is committed.
+        """
+        if self._state != "open":
+            return fail(StoreNotOpen(f"the message store {self.path} is not open"))
+        assert self._writer is not None
+        return self._writer.submit(apply, lazy)
+
+    def _lost(self, failure: Failure) -> None:
+        """In ``off`` mode, nobody waits for a write: report its failure here."""
+        log.failure(
+            "write to message store {path} failed after it was acknowledged",
+            failure,
+            path=str(self.path),
+        )
+
     # -- operations ----------------------------------------------------------
 
     def recover(self) -> Deferred[RecoveredState]:
@@ -283,6 +347,12 @@ class SQLiteStore(GroupCommit):
         """:returns: see :meth:`IMessageStore.mark_delivered`."""
         return self._write(
             functools.partial(sqlite_records.mark_delivered, queue, message_id), None
+        )
+
+    def delay(self, queue: str, message_id: str, due: float) -> Deferred[None]:
+        """:returns: see :meth:`IMessageStore.delay`."""
+        return self._write(
+            functools.partial(sqlite_records.delay_message, queue, message_id, due), None
         )
 
     def move(

@@ -31,6 +31,7 @@ __all__ = [
     "delete_message",
     "delete_retained",
     "delete_scheduled",
+    "delay_message",
     "encode_headers",
     "insert_message",
     "mark_delivered",
@@ -50,9 +51,10 @@ _INSERT = (
 _DELETE = "DELETE FROM messages WHERE queue = ? AND message_id = ?"
 # SQLite evaluates every right-hand side with the row's old values.
 _MARK_DELIVERED = (
-    "UPDATE messages SET redelivery_count = redelivery_count + delivered, delivered = 1"
-    " WHERE queue = ? AND message_id = ?"
+    "UPDATE messages SET redelivery_count = redelivery_count + delivered, delivered = 1,"
+    " due = 0 WHERE queue = ? AND message_id = ?"
 )
+_DELAY = "UPDATE messages SET due = ? WHERE queue = ? AND message_id = ?"
 _UPSERT_SUBSCRIPTION = (
     "INSERT INTO subscriptions (name, destination, headers) VALUES (?, ?, ?)"
     " ON CONFLICT (name) DO UPDATE SET destination = excluded.destination,"
@@ -111,6 +113,11 @@ def delete_message(queue: str, message_id: str, connection: sqlite3.Connection) 
 def mark_delivered(queue: str, message_id: str, connection: sqlite3.Connection) -> None:
     """Record a delivery: a message delivered before counts one more redelivery."""
     connection.execute(_MARK_DELIVERED, (queue, message_id))
+
+
+def delay_message(queue: str, message_id: str, due: float, connection: sqlite3.Connection) -> None:
+    """Record when a NACKed message may be delivered again."""
+    connection.execute(_DELAY, (due, queue, message_id))
 
 
 def move_message(
@@ -216,6 +223,7 @@ def read_all(connection: sqlite3.Connection) -> RecoveredState:
             expires=expires,
             delivered=bool(delivered),
             redelivery_count=redelivery_count,
+            due=due,
         )
         for (
             sequence,
@@ -227,9 +235,10 @@ def read_all(connection: sqlite3.Connection) -> RecoveredState:
             expires,
             delivered,
             redelivery_count,
+            due,
         ) in connection.execute(
             "SELECT sequence, queue, message_id, destination, headers, body, expires,"
-            " delivered, redelivery_count FROM messages ORDER BY sequence"
+            " delivered, redelivery_count, due FROM messages ORDER BY sequence"
         )
     )
     subscriptions = (

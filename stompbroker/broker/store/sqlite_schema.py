@@ -8,14 +8,16 @@ message-id, and ``retained`` each topic's persistent retained message; ``streams
 each stream's next offset (so that offsets keep growing when retention has emptied
 it) and ``stream_entries`` its messages by ``(stream, position)``
 (:mod:`stompbroker.broker.streams.sqlite_backend`).  The last four came with
-schema 2; a schema 1 database is migrated when it is opened.  ``PRAGMA user_version`` records
+schema 2, and ``messages.due`` (when a NACKed message may be delivered again)
+with schema 3; an older database is migrated when it is opened.  ``PRAGMA user_version`` records
 :data:`SCHEMA_VERSION`, so that a store written by a newer stompbroker is refused
 rather than misread, and a database that is not a stompbroker store at all is
 never written to.  A change to these tables is a change of the format every
 existing data directory holds: it needs a new version and a way to read the
 old: :func:`prepare_schema` brings a schema 1 database to schema 2 by adding
-the two tables schema 2 added (nothing else changed), in one transaction, when
-a newer stompbroker first opens it.
+the tables schema 2 added, and a schema 2 one to schema 3 by adding the
+column (nothing else changed), each step in one transaction, when a newer
+stompbroker first opens it.
 
 What goes in and out of the rows is :mod:`stompbroker.broker.store.sqlite_records`.
 """
@@ -31,7 +33,7 @@ from stompbroker.broker.store.sqlite_files import store_damaged
 __all__ = ["SCHEMA_VERSION", "prepare_schema"]
 
 #: The schema this code writes, kept in ``PRAGMA user_version``.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: What schema 2 added to schema 1: scheduled and retained messages, and streams.
 _SCHEMA_2_TABLES = (
@@ -88,6 +90,7 @@ _SCHEMA = (
         expires REAL NOT NULL,
         delivered INTEGER NOT NULL DEFAULT 0,
         redelivery_count INTEGER NOT NULL DEFAULT 0,
+        due REAL NOT NULL DEFAULT 0,
         UNIQUE (queue, message_id)
     )
     """,
@@ -103,13 +106,19 @@ _SCHEMA = (
 )
 
 #: Schema version -> the statements that bring it to the next one.
-_MIGRATIONS = {1: (*_SCHEMA_2_TABLES, "PRAGMA user_version = 2")}
+_MIGRATIONS = {
+    1: (*_SCHEMA_2_TABLES, "PRAGMA user_version = 2"),
+    2: (
+        "ALTER TABLE messages ADD COLUMN due REAL NOT NULL DEFAULT 0",
+        "PRAGMA user_version = 3",
+    ),
+}
 
 
 def prepare_schema(connection: sqlite3.Connection, path: Path) -> None:
     """
     Create the tables of a new (empty) database, or check that an existing one is
-    a stompbroker store this code can read, bringing a schema 1 one to schema 2.
+    a stompbroker store this code can read, bringing an older one to schema 3.
 
     :param connection: the store's connection, outside any transaction.
     :param path: the database file, for the error messages.

@@ -11,34 +11,30 @@ While the writer works, new operations gather into the next group, so the busier
 the broker, the more messages share each fsync.  The reactor thread never touches
 the disk after :meth:`~stompbroker.broker.store.sqlite.SQLiteStore.open`.
 
-:class:`GroupCommit` is a mixin of
-:class:`~stompbroker.broker.store.sqlite.SQLiteStore`, apart from its life cycle
-and its operations because this is the part that times the writes (the ``sync``
+:class:`GroupCommit` is an object
+:class:`~stompbroker.broker.store.sqlite.SQLiteStore` makes when it opens: the
+store keeps its life cycle (the directory's lock, the writer's thread) and its
+operations, and hands each write here; this part times the writes (the ``sync``
 modes and ``batch_delay`` of :mod:`stompbroker.broker.store.sqlite`) and hands
-them between threads; the store's ``__init__`` sets the state declared here.
+them between threads.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from attrs import define, frozen
-from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
-from twisted.python.threadpool import ThreadPool
 
-from stompbroker.broker.store.base import StoreError, StoreNotOpen, StoreWriteFailed
+from stompbroker.broker.store.base import StoreError, StoreWriteFailed
 from stompbroker.broker.store.sqlite_files import translate_error
-from stompbroker.logs import logger
 
 __all__ = ["Apply", "Executor", "GroupCommit", "StoreStats"]
-
-log = logger("stompbroker.store")
 
 #: Runs a function on the writer and returns a Deferred of its result.
 Executor = Callable[[Callable[[], Any]], Deferred]
@@ -68,49 +64,49 @@ class _Operation:
 
 
 class GroupCommit:
-    """The pending groups of a store, and the writer thread that commits them."""
+    """
+    The pending groups of an open store, and the writer that commits them.
 
-    data_dir: Path
-    path: Path
-    sync: str
-    stats: StoreStats
-    _reactor: Any
-    _delay: float
-    _max_batch: int
-    _executor: Executor | None
-    _pool: ThreadPool | None
-    _shutdown_trigger: Any
-    _lock_fd: int | None
-    _connection: sqlite3.Connection | None
-    _state: str
-    _next_sequence: int
-    _pending: list[_Operation]
-    _timer: Any
-    _writing: bool
-    _gathering_since: float
-    _commit_started: float
-    _urgent: bool
-    _closed: list[Deferred[None]]
+    :param connection: the store's open database, used by the writer alone.
+    :param executor: runs the writer's work and returns a Deferred of its result.
+    :param reactor: provides ``seconds`` and ``callLater``.
+    :param delay: how long a group gathered during a commit may wait for more
+        (``batch_delay`` in ``batch`` mode, else 0).
+    :param max_batch: most operations in one transaction.
+    :param stats: counts the commits.
+    :param data_dir: the store's directory, named in its errors.
+    """
 
-    def _write(
-        self, apply: Apply, early: Any, *, advance: bool = False, lazy: bool = False
-    ) -> Deferred:
-        """
-        Queue a write; in ``off`` mode, acknowledge it at once.
+    def __init__(
+        self,
+        connection: sqlite3.Connection,
+        executor: Executor,
+        reactor: Any,
+        delay: float,
+        max_batch: int,
+        stats: StoreStats,
+        data_dir: Path,
+    ) -> None:
+        self._connection = connection
+        self._executor = executor
+        self._reactor = reactor
+        self._delay = delay
+        self._max_batch = max_batch
+        self._stats = stats
+        self._data_dir = data_dir
+        self._pending: list[_Operation] = []
+        self._timer: Any = None
+        self._writing = False
+        #: When the first operation pending for the next group arrived during a commit.
+        self._gathering_since = 0.0
+        #: When the commit in flight was handed to the writer.
+        self._commit_started = 0.0
+        #: Whether an operation that is not lazy is pending (see :meth:`submit`).
+        self._urgent = False
+        #: Fires once the connection is closed, after what was pending; see :meth:`close`.
+        self._closed: Deferred[None] | None = None
 
-        :param early: what the Deferred fires with in ``off`` mode.
-        :param advance: whether the write used up :attr:`_next_sequence`.
-        :param lazy: see :meth:`_submit`.
-        """
-        done = self._submit(apply, lazy)
-        if self._state == "open" and advance:
-            self._next_sequence += 1
-        if self.sync != "off" or self._state != "open":
-            return done
-        done.addErrback(self._lost)
-        return succeed(early)
-
-    def _submit(self, apply: Apply, lazy: bool = False) -> Deferred:
+    def submit(self, apply: Apply, lazy: bool = False) -> Deferred:
         """
         Append an operation to the pending group and see that it gets written.
 
@@ -119,8 +115,6 @@ class GroupCommit:
             operation that does.
         :returns: a Deferred that fires with ``apply``'s result once its group is committed.
         """
-        if self._state != "open":
-            return fail(StoreNotOpen(f"the message store {self.path} is not open"))
         done: Deferred = Deferred()
         pending = self._pending
         pending.append(_Operation(apply, done))
@@ -143,6 +137,19 @@ class GroupCommit:
             self._timer = self._reactor.callLater(0, self._write_group)
         return done
 
+    def close(self) -> Deferred[None]:
+        """
+        Commit what is pending, then close the connection on the writer.  Call
+        once, and submit nothing after.
+
+        :returns: a Deferred that fires once the connection is closed (or fails
+            as closing it did).
+        """
+        self._closed = Deferred()
+        if not self._writing:
+            self._write_group()
+        return self._closed
+
     def _write_group(self) -> None:
         """Hand the pending operations to the writer as one group, or finish closing."""
         if self._timer is not None:
@@ -150,7 +157,7 @@ class GroupCommit:
                 self._timer.cancel()
             self._timer = None
         if not self._pending:
-            if self._state == "closing":
+            if self._closed is not None:
                 self._finish_closing()
             return
         group = self._pending[: self._max_batch]
@@ -160,7 +167,6 @@ class GroupCommit:
         self._gathering_since = self._reactor.seconds()
         self._writing = True
         self._commit_started = self._reactor.seconds()
-        assert self._executor is not None
         written = self._executor(functools.partial(self._commit, [op.apply for op in group]))
         written.addBoth(self._group_done, group)
 
@@ -174,7 +180,6 @@ class GroupCommit:
         :returns: ``(succeeded, result or error)`` per operation.
         """
         connection = self._connection
-        assert connection is not None
         outcomes: list[tuple[bool, Any]] = []
         try:
             connection.execute("BEGIN IMMEDIATE")
@@ -185,12 +190,12 @@ class GroupCommit:
                     outcomes.append((False, error))
             connection.execute("COMMIT")
         except sqlite3.Error as error:
-            failure = translate_error(error, StoreWriteFailed, self.data_dir)
+            failure = translate_error(error, StoreWriteFailed, self._data_dir)
             try:
                 if connection.in_transaction:
                     connection.execute("ROLLBACK")
             except sqlite3.Error as rollback_error:
-                raise translate_error(rollback_error, StoreWriteFailed, self.data_dir) from error
+                raise translate_error(rollback_error, StoreWriteFailed, self._data_dir) from error
             raise failure from error
         return outcomes
 
@@ -201,8 +206,8 @@ class GroupCommit:
             for operation in group:
                 operation.deferred.errback(outcomes)
         else:
-            self.stats.commits += 1
-            self.stats.operations += len(group)
+            self._stats.commits += 1
+            self._stats.operations += len(group)
             for operation, (succeeded, result) in zip(group, outcomes, strict=True):
                 if succeeded:
                     operation.deferred.callback(result)
@@ -210,7 +215,7 @@ class GroupCommit:
                     operation.deferred.errback(Failure(result))
         if self._writing or self._timer is not None:
             return
-        if self._state == "closing" or len(self._pending) >= self._max_batch:
+        if self._closed is not None or len(self._pending) >= self._max_batch:
             self._write_group()
         elif self._pending:
             now = self._reactor.seconds()
@@ -224,36 +229,7 @@ class GroupCommit:
                 self._write_group()
 
     def _finish_closing(self) -> None:
-        """Close the connection on the writer, then stop it and release the lock."""
-        assert self._executor is not None and self._connection is not None
+        """Close the connection on the writer, and say so."""
+        assert self._closed is not None
         self._writing = True
-        self._executor(self._connection.close).addBoth(self._released)
-
-    def _released(self, result: Any) -> None:
-        """Stop the writer thread, release the lock and tell whoever waits on :meth:`close`."""
-        if self._pool is not None:
-            self._pool.stop()
-            self._pool = None
-        if self._shutdown_trigger is not None:
-            self._reactor.removeSystemEventTrigger(self._shutdown_trigger)
-            self._shutdown_trigger = None
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-        self._connection = None
-        self._writing = False
-        self._state = "closed"
-        waiting, self._closed = self._closed, []
-        for done in waiting:
-            if isinstance(result, Failure):
-                done.errback(result)
-            else:
-                done.callback(None)
-
-    def _lost(self, failure: Failure) -> None:
-        """In ``off`` mode, nobody waits for a write: report its failure here."""
-        log.failure(
-            "write to message store {path} failed after it was acknowledged",
-            failure,
-            path=str(self.path),
-        )
+        self._executor(self._connection.close).chainDeferred(self._closed)

@@ -5,52 +5,12 @@ its messages from, what UNSUBSCRIBE leaves behind, and the settling of ACKs and 
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from twisted.internet.task import Clock
 
-from stompbroker.broker.clients.connections import ConnectionRegistry
-from stompbroker.broker.clients.consumers import Consumers
-from stompbroker.broker.clients.transactions import Transactions
-from stompbroker.broker.engine.local import LocalEngine
-from stompbroker.broker.flow.backpressure import BackPressure
-from stompbroker.broker.flow.limits import Limits
-from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.queueing.queues import WorkerQueue
-from stompbroker.protocol.errors import InvalidDestination, UnknownAck
-from stompbroker.protocol.message import Message
+from stompbroker.protocol.errors import InvalidDestination, MalformedFrame, UnknownAck
 from tests.support.broker import FakeConnection, Inbox
-
-
-class World:
-    """Consumers over a local engine, with one open connection."""
-
-    def __init__(self, policy: DeliveryPolicy | None = None) -> None:
-        policy = policy if policy is not None else DeliveryPolicy()
-        self.engine = LocalEngine(Clock(), policy=policy)
-        limits = Limits(memory_high=0)
-        self.registry = ConnectionRegistry(
-            limits, self.engine.traffic, self.engine.ids, self.engine
-        )
-        backpressure = BackPressure(Clock(), limits, self.engine.counters, set())
-        self.transactions = Transactions(self.registry, limits, backpressure)
-        self.consumers = Consumers(self.engine, self.registry, self.transactions, policy)
-        self.connection = FakeConnection()
-        self.registry.open(self.connection)
-
-    def subscribe(self, destination: str, ack_mode: str = "client-individual", **kw: Any) -> Inbox:
-        inbox = Inbox(destination, ack_mode, connection=self.connection, **kw)
-        self.consumers.subscribe(inbox)
-        return inbox
-
-    def send(self, destination: str, *bodies: bytes) -> None:
-        for body in bodies:
-            message = Message(destination, body.decode(), (), body)
-            if destination.startswith("/topic/"):
-                self.engine.publish_topic(message)
-            else:
-                self.engine.publish_queue(message)
+from tests.support.consumers import World
 
 
 def test_an_auto_topic_subscription_sits_in_the_tree_itself() -> None:
@@ -139,6 +99,7 @@ def test_nack_requeues_for_redelivery_or_dead_letters_at_once() -> None:
     inbox = world.subscribe("/queue/q")
     world.send("/queue/q", b"1")
     world.consumers.nack(world.connection, "1", subscriber=inbox)
+    world.clock.advance(1)
     assert inbox.received[-1].redeliveries == 1
     world.consumers.nack(world.connection, "1", subscriber=inbox, requeue=False)
     assert [m.body for m in world.engine.queues["/queue/DLQ.q"].pending] == [b"1"]
@@ -160,4 +121,102 @@ def test_a_transaction_holds_acks_until_commit_and_drops_them_on_abort() -> None
     world.consumers.nack(world.connection, "2", subscriber=inbox, transaction="b")
     assert consumer.holds("1")
     world.transactions.commit(world.connection, "b")
+    world.clock.advance(1)
     assert not consumer.holds("1") and inbox.received[-1].redeliveries == 1
+
+
+def test_a_nacked_message_waits_longer_each_time_and_blocks_nothing() -> None:
+    """
+    A NACKed message comes back after the broker's back-off (1 s, then 2 s, ...),
+    while the messages behind it are delivered at once.
+    """
+    world = World()
+    inbox = world.subscribe("/queue/q", prefetch=5)
+    world.send("/queue/q", b"1")
+    world.consumers.nack(world.connection, "1", subscriber=inbox)
+    world.send("/queue/q", b"2")
+    assert [m.body for m in inbox.received] == [b"1", b"2"]
+    world.clock.advance(0.999)
+    assert len(inbox.received) == 2
+    world.clock.advance(0.001)
+    assert (inbox.received[-1].body, inbox.received[-1].redeliveries) == (b"1", 1)
+    world.consumers.nack(world.connection, "1", subscriber=inbox)
+    world.clock.advance(1.999)
+    assert len(inbox.received) == 3
+    world.clock.advance(0.001)
+    assert inbox.received[-1].redeliveries == 2
+
+
+def test_a_subscription_sets_its_own_back_off_by_header() -> None:
+    """SUBSCRIBE's redelivery-delay, -multiplier and -max-delay override the broker's."""
+    world = World()
+    inbox = world.subscribe(
+        "/queue/q",
+        headers={
+            "redelivery-delay": "100",
+            "redelivery-multiplier": "10",
+            "redelivery-max-delay": "500",
+        },
+    )
+    world.send("/queue/q", b"1")
+    queue = world.engine.queue("/queue/q")
+    waits = []
+    for _ in range(3):
+        world.consumers.nack(world.connection, inbox.received[-1].message_id, subscriber=inbox)
+        assert queue.delayed is not None
+        ((due, _message),) = queue.delayed.due_times()
+        waits.append(due - world.clock.seconds())
+        world.clock.advance(waits[-1])
+    assert waits == pytest.approx([0.1, 0.5, 0.5])
+    assert inbox.received[-1].redeliveries == 3
+
+
+def test_a_zero_redelivery_delay_redelivers_at_once() -> None:
+    """redelivery-delay:0 on the SUBSCRIBE (or --redelivery-delay 0) redelivers as before."""
+    world = World()
+    inbox = world.subscribe("/queue/q", headers={"redelivery-delay": "0"})
+    world.send("/queue/q", b"1")
+    world.consumers.nack(world.connection, "1", subscriber=inbox)
+    assert inbox.received[-1].redeliveries == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("redelivery-delay", "-1"),
+        ("redelivery-delay", "soon"),
+        ("redelivery-multiplier", "0.5"),
+        ("redelivery-max-delay", "86400001"),
+    ],
+)
+def test_a_bad_back_off_header_is_refused(name: str, value: str) -> None:
+    """A back-off header that is not a number in range is an ERROR naming the header."""
+    world = World()
+    with pytest.raises(MalformedFrame, match=name):
+        world.subscribe("/queue/q", headers={name: value})
+    assert not world.engine.queue("/queue/q").consumers
+
+
+def test_what_a_leaving_consumer_held_comes_back_at_once() -> None:
+    """UNSUBSCRIBE returns the messages it held for redelivery without the NACK back-off."""
+    world = World()
+    first = world.subscribe("/queue/q")
+    world.send("/queue/q", b"1")
+    other = FakeConnection("c2")
+    world.registry.open(other)
+    second = Inbox("/queue/q", "client-individual", connection=other)
+    world.consumers.subscribe(second)
+    world.consumers.unsubscribe(first)
+    assert [(m.body, m.redeliveries) for m in second.received] == [(b"1", 1)]
+
+
+def test_a_queue_with_a_waiting_redelivery_is_not_released() -> None:
+    """A queue whose only message waits for its redelivery is kept when its consumer leaves."""
+    world = World()
+    inbox = world.subscribe("/queue/q")
+    world.send("/queue/q", b"1")
+    world.consumers.nack(world.connection, "1", subscriber=inbox)
+    world.consumers.unsubscribe(inbox)
+    assert "/queue/q" in world.engine.queues
+    world.clock.advance(1)
+    assert [m.body for m in world.engine.queues["/queue/q"].pending] == [b"1"]

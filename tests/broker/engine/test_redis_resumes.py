@@ -24,8 +24,8 @@ from stompbroker.broker.engine.redis.resumes import (
     encode_record,
 )
 from stompbroker.broker.routing.ids import Ids
-from stompbroker.protocol.resume_records import Handover, SessionRecord, token_key
-from stompbroker.protocol.resumption import Detached, ResumeBook
+from stompbroker.protocol.resume.records import Handover, SessionRecord, token_key
+from stompbroker.protocol.resume.registry import Detached, ResumeBook
 
 
 class Writer:

@@ -68,3 +68,50 @@ def test_a_refused_url_does_not_repeat_its_password() -> None:
     with pytest.raises(EngineURLError) as raised:
         parse_engine("http://user:s3cret@h/0")
     assert "s3cret" not in str(raised.value)
+
+
+def test_a_sentinel_url_gives_the_sentinels_the_master_and_the_database() -> None:
+    """Several Sentinels (26379 by default), the primary's name, then the database."""
+    url = parse_engine("redis+sentinel://:pw@s1:26380,s2,[::1]:26381/mymaster/2?prefix=x")
+    assert url is not None
+    assert url.sentinels == (("s1", 26380), ("s2", 26379), ("::1", 26381))
+    assert (url.master, url.db, url.password, url.prefix, url.tls) == (
+        "mymaster",
+        2,
+        "pw",
+        "x",
+        False,
+    )
+    assert url.masked == "redis+sentinel://:***@s1:26380,s2:26379,[::1]:26381/mymaster/2"
+    assert "pw" not in repr(url)
+    tls = parse_engine("rediss+sentinel://s1/mymaster")
+    assert tls is not None and tls.tls and tls.db == 0 and tls.master == "mymaster"
+
+
+def test_the_sentinels_password_comes_from_a_file(tmp_path: Path) -> None:
+    """``?sentinel_password_file=`` or --engine-sentinel-password-file, never shown."""
+    secret = tmp_path / "sentinel"
+    secret.write_text("s3nt\n")
+    url = parse_engine(f"redis+sentinel://s1/m/0?sentinel_password_file={secret}")
+    assert url is not None and url.sentinel_password == "s3nt" and url.password is None
+    url = parse_engine("redis+sentinel://s1/m/0", sentinel_password_file=str(secret))
+    assert url is not None and url.sentinel_password == "s3nt"
+    assert "s3nt" not in repr(url) and "s3nt" not in url.masked
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "redis+sentinel://s1",
+        "redis+sentinel://s1/",
+        "redis+sentinel://s1/m/zero",
+        "redis+sentinel://s1,/m/0",
+        "redis+sentinel://s1:port/m/0",
+        "redis://h1,h2/0",
+        "redis://h/0?sentinel_password_file=/etc/hostname",
+    ],
+)
+def test_unusable_sentinel_values_are_refused(text: str) -> None:
+    """A Sentinel URL without its master, a bad host list, or Sentinel options without Sentinel."""
+    with pytest.raises(EngineURLError):
+        parse_engine(text)

@@ -5,7 +5,7 @@ through real sessions on an in-process broker, Apollo's convention.
 
 from __future__ import annotations
 
-from tests.support.sessions import World
+from tests.support.broker import World
 
 
 def test_a_browser_gets_copies_in_delivery_order_then_the_end_marker() -> None:

@@ -10,8 +10,8 @@ import pytest
 
 from stompbroker.broker.features.retained_values import RetainedMessages
 from stompbroker.broker.features.retainer import Retaining
+from tests.support.broker import World
 from tests.support.persistence import PERSISTENT, Setup, send
-from tests.support.sessions import World
 
 SET = (("retain", "set"),)
 REMOVE = (("retain", "remove"),)
@@ -126,7 +126,7 @@ def test_too_many_retained_topics_refuses_the_send_and_routes_nothing() -> None:
     """Past the limit a retain:set on a new topic is an ERROR, and it is not published."""
     world = World()
     limited = RetainedMessages(max_topics=1)
-    world.broker.router.retaining = Retaining(limited, None)
+    world.broker.router.send_headers.retaining = Retaining(limited, None)
     reader, producer = world.client(), world.client()
     reader.send_frame("SUBSCRIBE", id="t", destination="/topic/#")
     producer.send_frame("SEND", b"1", SET, destination="/topic/a")

@@ -9,7 +9,7 @@ import pytest
 
 from stompbroker.broker.features.selecting import SelectingSubscriber
 from stompbroker.broker.queueing import dispatch
-from tests.support.sessions import World
+from tests.support.broker import World
 
 
 def bodies(frames: list) -> list[bytes]:
@@ -60,10 +60,10 @@ def test_unsubscribe_takes_the_selecting_subscriber_out_of_the_tree() -> None:
     world = World()
     client = world.client()
     client.send_frame("SUBSCRIBE", id="p", destination="/topic/t", selector="n = 1")
-    [standing] = world.broker.topics.match("/topic/t")
+    [standing] = world.broker.engine.topics.match("/topic/t")
     assert isinstance(standing, SelectingSubscriber)
     client.send_frame("UNSUBSCRIBE", id="p")
-    assert world.broker.topics.match("/topic/t") == ()
+    assert world.broker.engine.topics.match("/topic/t") == ()
 
 
 def test_a_queue_message_nobody_selects_waits_without_blocking_the_others() -> None:

@@ -187,3 +187,36 @@ def test_the_memory_alarm_tells_operators_when_it_went_off_and_who_is_paused() -
     harness.clock.advance(1)
     assert harness.pressure.memory_alarm() == MemoryAlarm(True, False, 10, 100, 50, None, 0)
     harness.pressure.stop()
+
+
+def test_an_alarm_pauses_every_sender_until_it_is_off() -> None:
+    """An engine's alarm (Redis away) pauses each sender after its SEND, and all go on when off."""
+    harness = Harness()
+    first, second = harness.reader(), harness.reader()
+    harness.pressure.alarm_on("redis unreachable")
+    harness.pressure.pause_sender(first)
+    assert harness.pressure.pending == Pressure(alarms=frozenset({"redis unreachable"}))
+    harness.pressure.pause_sender(second)
+    assert (first.paused, second.paused) == (1, 1)
+    harness.pressure.alarm_off("redis unreachable")
+    assert (first.paused, second.paused) == (0, 0)
+    assert harness.pressure.pending is None
+
+
+def test_an_alarm_and_the_memory_mark_each_hold_a_sender() -> None:
+    """A sender paused for memory and for an alarm reads again only once both are over."""
+    harness = Harness(memory_high=100, memory_low=50)
+    harness.pressure.start()
+    sender = harness.reader()
+    harness.used = 200
+    harness.clock.advance(1)
+    harness.pressure.alarm_on("redis unreachable")
+    harness.pressure.pause_sender(sender)
+    assert sender.paused == 1
+    harness.pressure.alarm_off("redis unreachable")
+    assert sender.paused == 1
+    assert harness.pressure.pending is not None and harness.pressure.pending.memory
+    harness.used = 10
+    harness.clock.advance(1)
+    assert sender.paused == 0
+    assert harness.pressure.pending is None

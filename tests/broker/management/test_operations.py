@@ -19,14 +19,13 @@ from stompbroker.broker.management.operations import (
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.journal import durable_key
 from stompbroker.protocol.errors import ClosedByOperator
-from tests.support.broker import FakeConnection, Inbox
+from tests.support.broker import FakeConnection, Inbox, World
 from tests.support.persistence import PERSISTENT, Setup, send
-from tests.support.sessions import World
 
 
 def waiting(broker: Broker, destination: str) -> list[bytes]:
     """:returns: the bodies waiting in a queue."""
-    return [message.body for message in broker.queues[destination].pending]
+    return [message.body for message in broker.engine.queues[destination].pending]
 
 
 def test_connections_are_listed_described_and_closed_with_an_operator_error(
@@ -95,9 +94,12 @@ def test_browse_leaves_messages_and_purge_removes_them_from_memory_and_store(
     management = Management(broker)
     send(broker, "/queue/q", b"a", b"b", b"c")
     setup.settle()
-    assert [message.body for message in management.browse("/queue/q", 2)] == [b"a", b"b"]
+    assert [message.body for message in management.queues.browse("/queue/q", 2).messages] == [
+        b"a",
+        b"b",
+    ]
     assert waiting(broker, "/queue/q") == [b"a", b"b", b"c"]
-    assert management.purge("/queue/q") == 3
+    assert management.queues.purge("/queue/q").count == 3
     setup.settle()
     assert waiting(broker, "/queue/q") == []
     assert setup.stored_ids().get("/queue/q", []) == []
@@ -113,15 +115,15 @@ def test_refused_calls_change_nothing(setup: Setup) -> None:  # noqa: F811
     setup.settle()
     stored = setup.stored_ids()
     refusals = [
-        (UnknownDestination, lambda: management.purge("/queue/none")),
-        (InvalidRequest, lambda: management.purge("/topic/t")),
-        (InvalidRequest, lambda: management.browse("/queue/q", 0)),
-        (InvalidRequest, lambda: management.move("/queue/q", "/queue/q", 5)),
-        (InvalidRequest, lambda: management.move("/queue/q", "/queue/*", 5)),
-        (InvalidRequest, lambda: management.move("/queue/q", "/temp-queue/x", 5)),
-        (InvalidRequest, lambda: management.retry("/queue/q", 5)),
+        (UnknownDestination, lambda: management.queues.purge("/queue/none")),
+        (InvalidRequest, lambda: management.queues.purge("/topic/t")),
+        (InvalidRequest, lambda: management.queues.browse("/queue/q", 0)),
+        (InvalidRequest, lambda: management.queues.move("/queue/q", "/queue/q", 5)),
+        (InvalidRequest, lambda: management.queues.move("/queue/q", "/queue/*", 5)),
+        (InvalidRequest, lambda: management.queues.move("/queue/q", "/temp-queue/x", 5)),
+        (InvalidRequest, lambda: management.queues.retry("/queue/q", 5)),
         (InvalidRequest, lambda: management.publish("/topic/a.*", b"x")),
-        (InUse, lambda: management.delete("/queue/q")),
+        (InUse, lambda: management.queues.delete("/queue/q")),
     ]
     for kind, call in refusals:
         with pytest.raises(kind):
@@ -136,9 +138,9 @@ def test_delete_removes_an_idle_queue_and_its_stored_messages(setup: Setup) -> N
     broker = setup.broker()
     management = Management(broker)
     send(broker, "/queue/old", b"a", b"b")
-    assert management.delete("/queue/old") == 2
+    assert management.queues.delete("/queue/old") == 2
     setup.settle()
-    assert "/queue/old" not in broker.queues
+    assert "/queue/old" not in broker.engine.queues
     assert setup.stored_ids().get("/queue/old", []) == []
     with pytest.raises(UnknownDestination):
         management.destination("/queue/old")
@@ -150,9 +152,9 @@ def test_delete_removes_a_durable_subscription(setup: Setup) -> None:  # noqa: F
     broker.engine.durable_queue(("app", "audit"), "/topic/t")
     send(broker, "/topic/t", b"kept")
     name = durable_key(("app", "audit"))
-    assert Management(broker).delete(name) == 1
+    assert Management(broker).queues.delete(name) == 1
     setup.settle()
-    assert broker.durable == {}
+    assert broker.engine.durable == {}
     assert setup.stored().subscriptions == ()
 
 
@@ -164,7 +166,7 @@ def test_move_takes_messages_to_another_queue_in_memory_and_in_the_store(
     management = Management(broker)
     send(broker, "/queue/a", b"1", b"2", b"3")
     send(broker, "/queue/b", b"0")
-    assert management.move("/queue/a", "/queue/b", 2) == 2
+    assert management.queues.move("/queue/a", "/queue/b", 2).count == 2
     setup.settle()
     assert waiting(broker, "/queue/a") == [b"3"]
     assert waiting(broker, "/queue/b") == [b"0", b"1", b"2"]
@@ -176,7 +178,7 @@ def test_copy_leaves_the_originals(setup: Setup) -> None:  # noqa: F811
     """Copied messages are added to the target (and the store) and stay in the source."""
     broker = setup.broker()
     send(broker, "/queue/a", b"1", b"2")
-    assert Management(broker).move("/queue/a", "/queue/b", 10, copy=True) == 2
+    assert Management(broker).queues.move("/queue/a", "/queue/b", 10, copy=True).count == 2
     setup.settle()
     assert waiting(broker, "/queue/a") == [b"1", b"2"]
     assert waiting(broker, "/queue/b") == [b"1", b"2"]
@@ -197,10 +199,11 @@ def test_retry_sends_dead_letters_back_without_their_dead_letter_headers(
     broker.unsubscribe(inbox)
     setup.settle()
     assert waiting(broker, "/queue/DLQ.orders") == [b"bad"]
-    assert management.retry_targets("/queue/DLQ.orders", 10) == {"/queue/orders"}
-    assert management.retry("/queue/DLQ.orders", 10) == (1, 0)
+    assert management.queues.retry_targets("/queue/DLQ.orders", 10) == {"/queue/orders"}
+    retried = management.queues.retry("/queue/DLQ.orders", 10)
+    assert (retried.count, retried.left) == (1, 0)
     setup.settle()
-    [back] = broker.queues["/queue/orders"].pending
+    [back] = broker.engine.queues["/queue/orders"].pending
     assert back.headers == (*PERSISTENT, ("kind", "x"))
     assert waiting(broker, "/queue/DLQ.orders") == []
     stored = setup.stored_ids()
@@ -212,7 +215,8 @@ def test_retry_leaves_dead_letters_without_an_origin() -> None:
     """A message in a dead-letter queue without original-destination stays there, counted."""
     broker = Broker(Clock())
     broker.send("/queue/DLQ.x", (), b"orphan")
-    assert Management(broker).retry("/queue/DLQ.x", 5) == (0, 1)
+    retried = Management(broker).queues.retry("/queue/DLQ.x", 5)
+    assert (retried.count, retried.left) == (0, 1)
     assert waiting(broker, "/queue/DLQ.x") == [b"orphan"]
 
 

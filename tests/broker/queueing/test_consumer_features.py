@@ -7,7 +7,7 @@ through real sessions on an in-process broker (``activemq.exclusive``,
 from __future__ import annotations
 
 from stompbroker.broker.queueing.dispatch import FeatureDispatch
-from tests.support.sessions import Client, World
+from tests.support.broker import Client, World
 
 EXCLUSIVE = (("activemq.exclusive", "true"),)
 PRIORITY = "activemq.priority"

@@ -434,3 +434,35 @@ def test_a_published_message_holds_the_queues_own_destination_string() -> None:
     harness.queue.publish(sent)
     [waiting] = harness.queue.pending
     assert waiting.destination is harness.queue.destination
+
+
+def test_a_queue_held_by_another_hands_its_consumers_to_the_owner_and_reports_what_leaves() -> None:
+    """
+    A queue that is another queue's local state (the redis engine's stream handle) gives its
+    consumers the owner to settle with, and tells it of each message that expires or is
+    dead-lettered; an acknowledged one it does not.
+    """
+    owner = object()
+    left: list[bytes] = []
+    dead: list[str] = []
+    clock = Clock()
+    queue = WorkerQueue(
+        "/queue/q",
+        clock,
+        DeliveryPolicy(),
+        DeliveryCounters(),
+        lambda gone, reason, store_key: dead.append(reason),
+        owner=owner,
+        left=lambda gone: left.append(gone.body),
+    )
+    consumer = queue.add_consumer(Inbox(), 10, 0)
+    assert consumer.queue is owner
+    queue.enqueue(message(b"acked"))
+    queue.acknowledge(consumer, consumer.settle("acked"))
+    queue.enqueue(message(b"refused"))
+    queue.reject(consumer.settle("refused"))
+    queue.remove_consumer(consumer)
+    queue.enqueue(message(b"stale", expires=5.0))
+    clock.advance(10)
+    assert left == [b"refused", b"stale"]
+    assert dead == [REJECTED]

@@ -9,8 +9,8 @@ from __future__ import annotations
 from twisted.internet.defer import succeed
 
 from stompbroker.protocol.session import SessionConfig
+from tests.support.broker import World
 from tests.support.session import RecordingAccess, connected, error_of, frame
-from tests.support.sessions import World
 
 
 def test_a_composite_send_reaches_every_part() -> None:

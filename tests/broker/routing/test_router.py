@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from attrs import evolve
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from twisted.internet.defer import Deferred, fail
@@ -16,6 +17,8 @@ from twisted.internet.task import Clock
 
 from stompbroker.broker.clients.connections import ConnectionRegistry
 from stompbroker.broker.clients.transactions import Transactions
+from stompbroker.broker.engine.capabilities import Capabilities
+from stompbroker.broker.engine.fanout import Bookkeeping
 from stompbroker.broker.flow.backpressure import BackPressure
 from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.flow.traffic import Traffic
@@ -45,17 +48,20 @@ class RecordingEngine:
     """The engine methods the router calls, recording each call in order."""
 
     def __init__(self, persistent: bool = False) -> None:
-        self.persistent = persistent
-        self.shared_queues = False
+        # Neither schedules nor retains: those are tested in test_timing_routing.py.
+        self.stated = Capabilities(persistence=persistent, scheduling=False, retain=False)
         self.traffic = Traffic()
         self.ids = Ids("n0")
         self.calls: list[tuple[str, Any]] = []
         self.kept: Deferred[None] | None = None
-        # Neither schedules nor retains: those are tested in test_timing_routing.py.
-        self.scheduled = None
-        self.retained = None
         #: Called with each topic message, as a subscriber's delivery would be.
         self.on_topic: Any = None
+
+    def capabilities(self) -> Capabilities:
+        return self.stated
+
+    def bookkeeping(self) -> Bookkeeping:
+        return Bookkeeping(self.ids, self.traffic, DeliveryCounters())
 
     def publish_topic(self, message: Message) -> None:
         self.calls.append(("topic", message))
@@ -336,7 +342,7 @@ def test_a_grouped_send_carries_its_group_on_the_message() -> None:
 def test_an_engine_with_shared_queues_refuses_grouped_queue_sends() -> None:
     """On the redis engine a grouped SEND to a queue is refused; to a topic it goes."""
     world = World()
-    world.engine.shared_queues = True
+    world.engine.stated = evolve(world.engine.stated, message_groups=False)
     world.router = Router(
         world.clock,
         world.engine,
@@ -376,7 +382,7 @@ def test_a_send_without_a_header_the_broker_acts_on_is_read_as_prepare_reads_it(
     world.router.send(destination, pairs, b"b")
     message = [message for where, message in world.engine.calls if where != "keep"][0]
     kind = Kind.QUEUE if destination.startswith("/queue/") else Kind.TOPIC
-    prepared, expires, persistent, priority, group, timing = world.router._prepare(
+    prepared, expires, persistent, priority, group, timing = world.router.send_headers.prepare(
         pairs, None, kind
     )
     assert (message.headers, message.expires, message.persistent, message.priority) == (

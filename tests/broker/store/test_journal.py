@@ -18,6 +18,7 @@ import pytest
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 
+from stompbroker.broker.queueing.backoff import Backoff
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.base import StoreDamaged, StoreLocked
@@ -72,7 +73,7 @@ def test_persistent_send_to_a_queue_is_stored_and_waits_for_the_store(setup: Set
     setup.settle()
     assert result_of(waiting) is None
     assert list(setup.stored_ids()) == ["/queue/orders"]
-    assert len(broker.queues["/queue/orders"].pending) == 1
+    assert len(broker.engine.queues["/queue/orders"].pending) == 1
 
 
 @pytest.mark.parametrize(
@@ -240,9 +241,10 @@ def test_auto_ack_delivery_removes_the_message(setup: Setup) -> None:
     assert setup.stored_ids() == {}
 
 
-def test_requeue_writes_nothing_and_redelivery_is_marked_again(setup: Setup) -> None:
+def test_requeue_writes_its_due_time_and_redelivery_is_marked_again(setup: Setup) -> None:
     """
-    A NACKed message goes back in memory; its next delivery adds to its stored redelivery count.
+    A NACKed message waits in memory with its due time stored (its RECEIPT waits for
+    nothing); its next delivery adds to its stored redelivery count and clears the due time.
     """
     broker = setup.broker()
     inbox = setup.subscribe(broker)
@@ -251,9 +253,38 @@ def test_requeue_writes_nothing_and_redelivery_is_marked_again(setup: Setup) -> 
     message_id = inbox.received[0].message_id
     assert broker.nack(inbox.connection, message_id, subscriber=inbox) is None
     setup.settle()
+    [record] = setup.stored().queues["/queue/q"]
+    assert record.due == setup.clock.seconds() + 1
+    setup.clock.advance(1)
+    setup.settle()
     assert [m.redeliveries for m in inbox.received] == [0, 1]
     [record] = setup.stored().queues["/queue/q"]
-    assert (record.delivered, record.redelivery_count) == (True, 1)
+    assert (record.delivered, record.redelivery_count, record.due) == (True, 1, 0.0)
+
+
+def test_a_waiting_redelivery_waits_out_its_time_after_a_restart(setup: Setup) -> None:
+    """
+    A persistent NACKed message's back-off survives a restart: it is held aside until
+    its stored due time, while the messages behind it are delivered.
+    """
+    broker = setup.broker(policy=DeliveryPolicy(backoff=Backoff(10_000)))
+    inbox = setup.subscribe(broker)
+    send(broker, "/queue/q", b"1")
+    setup.settle()
+    broker.nack(inbox.connection, inbox.received[0].message_id, subscriber=inbox)
+    setup.settle()
+    restarted = setup.restart(down=4)
+    send(restarted, "/queue/q", b"2")
+    setup.settle()
+    again = setup.subscribe(restarted)
+    setup.settle()
+    assert again.bodies() == [b"2"]
+    setup.clock.advance(5.9)
+    setup.settle()
+    assert again.bodies() == [b"2"]
+    setup.clock.advance(0.1)
+    setup.settle()
+    assert [(m.body, m.redeliveries) for m in again.received] == [(b"2", 0), (b"1", 1)]
 
 
 def test_rejected_message_moves_to_its_dead_letter_queue_in_the_store(setup: Setup) -> None:
@@ -271,7 +302,7 @@ def test_rejected_message_moves_to_its_dead_letter_queue_in_the_store(setup: Set
     [letter] = state.queues["/queue/DLQ.orders"]
     assert "/queue/orders" not in state.queues
     assert dict(letter.headers)["original-message-id"] == inbox.received[0].message_id
-    assert broker.queues["/queue/DLQ.orders"].pending[0].persistent
+    assert broker.engine.queues["/queue/DLQ.orders"].pending[0].persistent
 
 
 def test_a_message_failing_in_a_dead_letter_queue_is_removed(setup: Setup) -> None:
@@ -336,9 +367,9 @@ def test_recovery_refills_queues_in_order_without_writing_them_again(setup: Setu
     send(broker, "/queue/a", b"a4", headers=())
     before = setup.stored_ids()
     again = setup.restart()
-    assert [m.body for m in again.queues["/queue/a"].pending] == [b"a1", b"a2", b"a3"]
-    assert [m.body for m in again.queues["/queue/b"].pending] == [b"b1"]
-    assert all(m.persistent for m in again.queues["/queue/a"].pending)
+    assert [m.body for m in again.engine.queues["/queue/a"].pending] == [b"a1", b"a2", b"a3"]
+    assert [m.body for m in again.engine.queues["/queue/b"].pending] == [b"b1"]
+    assert all(m.persistent for m in again.engine.queues["/queue/a"].pending)
     assert setup.stored_ids() == before
 
 
@@ -374,7 +405,7 @@ def test_recovery_rebuilds_durable_subscriptions_and_their_backlogs(setup: Setup
     send(broker, "/topic/prices.eur", b"1", b"2")
     send(broker, "/topic/prices.eur", b"lost", headers=())
     again = setup.restart()
-    assert again.durable[("c", "p")].destination == "/topic/prices.*"
+    assert again.engine.durable[("c", "p")].destination == "/topic/prices.*"
     send(again, "/topic/prices.usd", b"3")
     back = setup.subscribe(again, "/topic/prices.*", ack_mode="client", durable=("c", "p"))
     setup.settle()
@@ -390,8 +421,9 @@ def test_messages_that_expired_while_the_broker_was_down_are_expired_through_the
     send(broker, "/queue/q", b"short", headers=PERSISTENT + (("expiration", "1000"),))
     send(broker, "/queue/q", b"long")
     again = setup.restart(down=2, policy=DeliveryPolicy(expired="dead-letter"))
-    assert [m.body for m in again.queues["/queue/q"].pending] == [b"long"]
-    assert [m.body for m in again.queues["/queue/DLQ.q"].pending] == [b"old letter", b"short"]
+    assert [m.body for m in again.engine.queues["/queue/q"].pending] == [b"long"]
+    letters = again.engine.queues["/queue/DLQ.q"].pending
+    assert [m.body for m in letters] == [b"old letter", b"short"]
     setup.settle()
     assert [len(ids) for key, ids in sorted(setup.stored_ids().items())] == [2, 1]
     assert again.counters.expired == 1
@@ -404,7 +436,7 @@ def test_stored_messages_under_unknown_keys_are_left_alone(setup: Setup) -> None
     setup.broker()
     setup.store.add("elsewhere", Message("/queue/x", "m-1", (), b"x"))
     again = setup.restart()
-    assert "elsewhere" not in again.queues
+    assert "elsewhere" not in again.engine.queues
     assert list(setup.stored_ids()) == ["elsewhere"]
 
 
@@ -438,7 +470,7 @@ def test_a_store_that_cannot_be_read_fails_when_ready(tmp_path: Path) -> None:
     setup.settle()
     with pytest.raises(StoreDamaged, match="restore it from a backup"):
         result_of(again.when_ready())
-    assert again.queues == {}
+    assert again.engine.queues == {}
     result_of(store.close())
 
 
@@ -462,4 +494,4 @@ def test_a_broker_without_a_store_is_ready_at_once_and_ignores_persistent() -> N
     broker.startService()
     assert result_of(broker.when_ready()) is None
     assert send(broker, "/queue/q", b"1") == [None]
-    assert not broker.queues["/queue/q"].pending[0].persistent
+    assert not broker.engine.queues["/queue/q"].pending[0].persistent

@@ -1,10 +1,10 @@
 """
 The on-disk format of :class:`~stompbroker.broker.store.sqlite.SQLiteStore`
-(:mod:`stompbroker.broker.store.sqlite_schema`): the tables of schemas 1 and 2,
-bringing a schema 1 database to schema 2, and refusing a database that is not a
+(:mod:`stompbroker.broker.store.sqlite_schema`): the tables of schemas 1 to 3,
+bringing a schema 1 or 2 database to schema 3, and refusing a database that is not a
 stompbroker store or was written by a newer one.
 
-Schemas 1 and 2 are written out here by hand, not taken from the code, so that a change
+Schemas 1 to 3 are written out here by hand, not taken from the code, so that a change
 to the tables the code makes fails these tests instead of silently orphaning
 every data directory already in use.
 """
@@ -85,6 +85,12 @@ CREATE TABLE stream_entries (
 PRAGMA user_version = 2;
 """
 
+#: What schema 3 added: when a NACKed message may be delivered again.
+SCHEMA_3_ADDED = """
+ALTER TABLE messages ADD COLUMN due REAL NOT NULL DEFAULT 0;
+PRAGMA user_version = 3;
+"""
+
 
 def table_layout(path: Path) -> dict[str, list[tuple[object, ...]]]:
     """:returns: each table's columns (name, type, not null, default, key) and the version."""
@@ -104,20 +110,20 @@ def table_layout(path: Path) -> dict[str, list[tuple[object, ...]]]:
     return layout
 
 
-def test_a_new_store_makes_the_tables_of_schema_2(tmp_path: Path) -> None:
-    """A new data directory gets exactly schema 2's tables, columns and version."""
+def test_a_new_store_makes_the_tables_of_schema_3(tmp_path: Path) -> None:
+    """A new data directory gets exactly schema 3's tables, columns and version."""
     result_of(open_sqlite(tmp_path / "new", task.Clock()).close())
     (tmp_path / "by-hand").mkdir()
     with sqlite3.connect(tmp_path / "by-hand" / DATABASE_NAME) as database:
-        database.executescript(SCHEMA_1 + SCHEMA_2_ADDED)
+        database.executescript(SCHEMA_1 + SCHEMA_2_ADDED + SCHEMA_3_ADDED)
     made = table_layout(tmp_path / "new" / DATABASE_NAME)
     assert made == table_layout(tmp_path / "by-hand" / DATABASE_NAME)
-    assert made["user_version"] == [(2,)]
+    assert made["user_version"] == [(3,)]
 
 
-def test_a_schema_1_store_is_brought_to_schema_2(tmp_path: Path) -> None:
+def test_a_schema_1_store_is_brought_to_schema_3(tmp_path: Path) -> None:
     """
-    A schema 1 data directory gets schema 2's new tables and version when opened,
+    A schema 1 data directory gets schema 2's and 3's additions and version when opened,
     keeps its messages and durable subscriptions, and then keeps scheduled and
     retained messages across a reopen.
     """
@@ -132,7 +138,7 @@ def test_a_schema_1_store_is_brought_to_schema_2(tmp_path: Path) -> None:
         )
     (tmp_path / "by-hand").mkdir()
     with sqlite3.connect(tmp_path / "by-hand" / DATABASE_NAME) as database:
-        database.executescript(SCHEMA_1 + SCHEMA_2_ADDED)
+        database.executescript(SCHEMA_1 + SCHEMA_2_ADDED + SCHEMA_3_ADDED)
     clock = task.Clock()
     store = open_sqlite(tmp_path, clock)
     assert table_layout(tmp_path / DATABASE_NAME) == table_layout(
@@ -157,6 +163,39 @@ def test_a_schema_1_store_is_brought_to_schema_2(tmp_path: Path) -> None:
         ScheduledRecord("m-2", "/queue/a", (("x-delay", "5"),), b"s", 1000, 0, 0),
     )
     assert [(record.queue, record.message_id) for record in state.retained] == [("/topic/t", "m-3")]
+    result_of(reopened.close())
+
+
+def test_a_schema_2_store_is_brought_to_schema_3_and_keeps_due_times(tmp_path: Path) -> None:
+    """
+    A schema 2 data directory gets the ``due`` column when opened (its messages
+    due at once), and a NACKed message's due time then survives a reopen.
+    """
+    with sqlite3.connect(tmp_path / DATABASE_NAME) as database:
+        database.executescript(SCHEMA_1 + SCHEMA_2_ADDED)
+        database.execute(
+            "INSERT INTO messages (sequence, queue, message_id, destination, headers, body,"
+            " expires, delivered) VALUES (1, '/queue/a', 'm-1', '/queue/a', '[]', x'', 0, 1)"
+        )
+    clock = task.Clock()
+    store = open_sqlite(tmp_path, clock)
+    assert table_layout(tmp_path / DATABASE_NAME)["user_version"] == [(3,)]
+    delaying = store.delay("/queue/a", "m-1", 1234.5)
+    clock.advance(1)
+    result_of(delaying)
+    result_of(store.close())
+    reopened = open_sqlite(tmp_path, clock)
+    recovering = reopened.recover()
+    clock.advance(1)
+    (record,) = result_of(recovering).queues["/queue/a"]
+    assert (record.due, record.redeliveries) == (1234.5, 1)
+    marking = reopened.mark_delivered("/queue/a", "m-1")
+    clock.advance(1)
+    result_of(marking)
+    recovering = reopened.recover()
+    clock.advance(1)
+    (record,) = result_of(recovering).queues["/queue/a"]
+    assert (record.due, record.redeliveries) == (0.0, 2)
     result_of(reopened.close())
 
 

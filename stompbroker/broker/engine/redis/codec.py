@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import json
 
+from stompbroker.broker.queueing.groups import GROUP_HEADER, stored_group
 from stompbroker.broker.queueing.priorities import parse_priority, stored_priority
 from stompbroker.protocol.message import Message
 
-__all__ = ["Names", "decode", "encode", "pack_batch", "unpack_batch"]
+__all__ = ["Names", "decode", "encode", "mark_resent", "pack_batch", "unpack_batch"]
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _loads = json.loads
+#: A message of a group names its header in its metadata (a C substring test).
+_GROUPED = GROUP_HEADER.encode()
 
 
 def encode(origin: str, message: Message) -> bytes:
@@ -67,7 +70,21 @@ def decode(payload: bytes) -> tuple[str, Message]:
         # Derived from the headers, as recovery does: the format stays what older nodes read.
         parse_priority(stored_priority(headers)),
     )
+    if _GROUPED in payload[:end]:
+        message.group, message.closes_group = stored_group(headers)
     return origin, message
+
+
+def mark_resent(payload: bytes) -> bytes:
+    """
+    :returns: the message in ``payload`` with one more redelivery, for a write
+        sent again after its connection died: the first try may have reached
+        Redis, so the copy this one makes must say ``redelivered:true``.
+    :raises ValueError: for bytes that :func:`encode` did not make.
+    """
+    origin, message = decode(payload)
+    message.redeliveries += 1
+    return encode(origin, message)
 
 
 #: What a batch of topic messages starts with (a single message starts with ``[``).
@@ -160,6 +177,7 @@ class Names:
     def stream_channel(self, destination: str) -> str:
         """:returns: the channel on which a ``/stream/``'s new entries go to every node."""
         return f"{self.prefix}:sc:{destination}"
+
     def durable(self, key: str) -> str:
         """:returns: the stream of a durable subscription, by its key (``durable:[...]``)."""
         return self._durable + key

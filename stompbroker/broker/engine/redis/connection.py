@@ -15,6 +15,15 @@ broker's objects without locks.  Any other reactor is refused at start
 pipeline per turn of the loop, one pipeline at a time, so Redis applies them in
 the order the broker asked for them (per publisher order) and a busy node pays
 one round trip for many messages.
+
+When a pipeline's connection dies, the writer keeps its commands, in order,
+and sends them again once Redis answers (redis-py is told not to re-send by
+itself: :func:`make_client` ``retries=0``), so that it knows which writes go
+twice: a message ``XADD`` ed again carries one more redelivery
+(:func:`~stompbroker.broker.engine.redis.codec.mark_resent`), so that if the
+first try had reached Redis the second copy says ``redelivered:true``.  While
+Redis is away, whoever waits for a reply (a RECEIPT) waits, up to the
+:class:`~stompbroker.broker.engine.redis.outage.Outage`'s hold.
 """
 
 from __future__ import annotations
@@ -23,25 +32,33 @@ import asyncio
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+from attrs import frozen
 from redis import asyncio as aioredis
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import AuthenticationError, ConnectionError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeout
 from twisted.internet.defer import Deferred
 
 from stompbroker.broker.engine.base import EngineUnavailable
+from stompbroker.broker.engine.redis.codec import mark_resent
+from stompbroker.broker.engine.redis.outage import Outage, unreachable_text
 from stompbroker.broker.engine.redis.url import EngineURL
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import ProtocolError
 
 __all__ = [
     "MINIMUM_VERSION",
+    "Durability",
     "EngineUnavailable",
+    "NotReplicated",
+    "PRIMARY_ONLY",
     "RedisUnreachable",
     "Writer",
     "check_reactor",
     "check_server",
+    "close_client",
     "make_client",
     "run",
 ]
@@ -71,6 +88,33 @@ class RedisUnreachable(ProtocolError):
     """
 
 
+class NotReplicated(RedisUnreachable):
+    """
+    A receipted write reached the primary, but fewer replicas than
+    ``--engine-wait-replicas`` confirmed it within ``--engine-wait-timeout``:
+    the client gets an ERROR (the message is stored, and may be lost on failover).
+    """
+
+
+@frozen
+class Durability:
+    """
+    What a RECEIPT of a persistent SEND waits for (``--engine-wait-replicas``,
+    ``--engine-wait-timeout``).
+
+    :ivar replicas: how many replicas must have the write (Redis's ``WAIT``);
+        0: the primary's answer is enough.
+    :ivar timeout: seconds ``WAIT`` waits for them.
+    """
+
+    replicas: int = 0
+    timeout: float = 1.0
+
+
+#: The default: a RECEIPT waits for the primary only.
+PRIMARY_ONLY = Durability()
+
+
 def check_reactor(reactor: Any) -> asyncio.AbstractEventLoop:
     """
     :returns: the asyncio loop that ``reactor`` runs.
@@ -90,27 +134,56 @@ def run(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, Any]) ->
     return Deferred.fromFuture(asyncio.ensure_future(coroutine, loop=loop))
 
 
-def make_client(url: EngineURL, *, forever: bool = False) -> aioredis.Redis:
+def make_client(
+    url: EngineURL, *, forever: bool = False, retries: int = 3, backoff_cap: float = BACKOFF_CAP
+) -> aioredis.Redis:
     """
     :param forever: retry a command that lost its connection for ever, with the
-        back-off (for the pub/sub reader, which must come back by itself); by
-        default a few times, so that a writer learns the server is away.
-    :returns: a client for ``url`` (it connects on first use).
+        back-off (for the pub/sub reader, which must come back by itself).
+    :param retries: otherwise, how often to send a command again after its
+        connection died: 0 for the writer and the queues' reads, which must
+        know that a command may have reached Redis without its reply.
+    :param backoff_cap: the longest wait between two attempts to reconnect.
+    :returns: a client for ``url`` (it connects on first use).  With Sentinel
+        (``url.sentinels``), redis-py's Sentinel client: each new connection
+        asks the Sentinels where the primary is, so that after a failover the
+        client's next connection goes to the new primary (and a connection to a
+        primary demoted meanwhile is closed on its first write: ``READONLY``).
     """
-    retry = Retry(ExponentialBackoff(cap=BACKOFF_CAP, base=BACKOFF_BASE), -1 if forever else 3)
-    return aioredis.Redis(
-        host=url.host,
-        port=url.port,
-        db=url.db,
-        username=url.username,
-        password=url.password,
-        ssl=url.tls,
-        retry=retry,
-        retry_on_error=[ConnectionError, RedisTimeout],
-        socket_connect_timeout=5,
-        health_check_interval=0,
-        decode_responses=False,
+    backoff = ExponentialBackoff(cap=backoff_cap, base=BACKOFF_BASE)
+    retry = Retry(backoff, -1 if forever else retries)
+    options: dict[str, Any] = {
+        "db": url.db,
+        "username": url.username,
+        "password": url.password,
+        "ssl": url.tls,
+        "retry": retry,
+        "retry_on_error": [ConnectionError, RedisTimeout],
+        "socket_connect_timeout": 5,
+        "health_check_interval": 0,
+        "decode_responses": False,
+    }
+    if not url.sentinels:
+        return aioredis.Redis(host=url.host, port=url.port, **options)
+    sentinel = Sentinel(
+        list(url.sentinels),
+        sentinel_kwargs={
+            "password": url.sentinel_password,
+            "ssl": url.tls,
+            "socket_connect_timeout": 2,
+            "socket_timeout": 2,
+        },
     )
+    client: aioredis.Redis = sentinel.master_for(url.master, redis_class=aioredis.Redis, **options)
+    return client
+
+
+async def close_client(client: aioredis.Redis) -> None:
+    """Close ``client``, and with Sentinel its connections to the Sentinels."""
+    await client.aclose()
+    sentinel = getattr(client.connection_pool, "sentinel_manager", None)
+    if sentinel is not None:
+        await sentinel.aclose()
 
 
 async def check_server(client: aioredis.Redis, url: EngineURL) -> str:
@@ -130,9 +203,7 @@ async def check_server(client: aioredis.Redis, url: EngineURL) -> str:
         ) from None
     except ResponseError as error:
         if "NOAUTH" in str(error) or "WRONGPASS" in str(error):
-            raise EngineUnavailable(
-                f"Redis at {url.masked} needs a password: {error}"
-            ) from None
+            raise EngineUnavailable(f"Redis at {url.masked} needs a password: {error}") from None
         raise EngineUnavailable(f"Redis at {url.masked} answered: {error}") from None
     except CONNECTION_ERRORS as error:
         raise EngineUnavailable(f"cannot reach Redis at {url.masked}: {error}") from None
@@ -152,13 +223,20 @@ class Writer:
     """
     Sends commands to Redis in the order they were asked for, a pipeline at a time.
 
-    :param client: the redis-py asyncio client.
+    :param client: the redis-py asyncio client (made with ``retries=0``).
     :param loop: the reactor's asyncio loop.
+    :param outage: told when Redis goes away and comes back; its hold bounds
+        how long waiters wait (a hold of 0 fails them at once).
+    :param back: called each time Redis answers again after an outage.
+    :param durability: with replicas, a pipeline that carries a write someone
+        waits for as stored (:meth:`command_waited` ``replicated=True``) ends
+        with ``WAIT replicas timeout``: one round trip to the replicas for the
+        whole pipeline, and its waiters fire only once enough replicas have it.
 
     :ivar connected: whether the last pipeline reached the server.  While it is
-        ``False``, the engine refuses new messages (publishers get an ERROR);
-        what was accepted before stays queued here and is sent once the server
-        is back.
+        ``False``, what was accepted stays queued here and is sent once the
+        server is back; the engine refuses new messages only once the outage
+        has outlasted its hold.
     """
 
     def __init__(
@@ -166,9 +244,19 @@ class Writer:
         client: aioredis.Redis,
         loop: asyncio.AbstractEventLoop,
         pack: Callable[[list[bytes]], bytes] | None = None,
+        outage: Outage | None = None,
+        back: Callable[[], None] | None = None,
+        durability: Durability = PRIMARY_ONLY,
     ) -> None:
         self.client = client
+        self.durability = durability
+        #: The waiters whose writes must reach the replicas before they fire.
+        self._replicated: set[Deferred[Any]] = set()
         self.connected = True
+        self.outage = outage
+        self._back = back
+        if outage is not None:
+            outage.on_expiry(self._gave_up)
         self._loop = loop
         #: Makes one payload of a batch of messages for one channel (:meth:`publish`).
         self._pack = pack
@@ -211,19 +299,49 @@ class Writer:
         if self._running is None:
             self._start()
 
-    def command_waited(self, *args: Any) -> Deferred[Any]:
+    def command_waited(self, *args: Any, replicated: bool = False) -> Deferred[Any]:
         """
         Queue a command.
 
+        :param replicated: a write a RECEIPT promises: with a
+            :class:`Durability` of replicas, wait for them too.
         :returns: a Deferred that fires with its reply once Redis has it, or
-            fails with :class:`RedisUnreachable` (the command stays queued).
+            fails with :class:`RedisUnreachable` (the command stays queued), or
+            :class:`NotReplicated`.
         """
         waiter: Deferred[Any] = Deferred()
+        if replicated and self.durability.replicas:
+            self._replicated.add(waiter)
         self._commands.append(args)
-        self._waiters.append((len(self._commands) - 1, waiter))
+        outage = self.outage
+        if not self.connected and (outage is None or outage.expired):
+            # Away past the hold: the command is sent when Redis is back; nobody waits.
+            waiter.errback(self._unreachable(None if outage is None else outage.lasted()))
+        else:
+            self._waiters.append((len(self._commands) - 1, waiter))
         if self._running is None:
             self._start()
         return waiter
+
+    def held_bytes(self) -> int:
+        """
+        :returns: about how many bytes the commands queued here hold: counted in
+            the memory in use (``--memory-high``) while Redis is away; 0 while
+            it is there (what is queued then leaves within a turn of the loop).
+        """
+        if self.connected:
+            return 0
+        total = 0
+        for args in self._commands:
+            for arg in args[2] if args[0] is _BATCH else args:
+                if isinstance(arg, bytes):
+                    total += len(arg)
+            total += 64
+        return total
+
+    def shed(self) -> int:
+        """Nothing queued here can be dropped (it was accepted): :returns: 0."""
+        return 0
 
     def _start(self) -> None:
         self._idle.clear()
@@ -236,26 +354,43 @@ class Writer:
             while self._commands:
                 commands, self._commands = self._commands, []
                 waiters, self._waiters = self._waiters, []
+                wait = any(waiter in self._replicated for _, waiter in waiters)
                 try:
-                    replies = await self._pipeline(commands)
+                    replies = await self._pipeline(commands, wait)
                 except CONNECTION_ERRORS as error:
-                    # Keep them, in order, ahead of what came meanwhile; the waiters
-                    # (theirs and the newer ones) hear of it now.
-                    self._commands[:0] = commands
-                    self._waiters[:0] = waiters
-                    self._fail_waiters(error)
+                    # Keep them, in order, ahead of what came meanwhile (whose
+                    # waiters' places move up), marked as sent once already.
+                    sent = len(commands)
+                    self._commands[:0] = [_resent(args) for args in commands]
+                    self._waiters = waiters + [
+                        (index + sent, waiter) for index, waiter in self._waiters
+                    ]
                     if self.connected:
                         log.error("lost Redis: {error}; reconnecting", error=str(error))
-                    self.connected = False
+                        self.connected = False
+                        if self.outage is not None:
+                            self.outage.began()
+                    if self.outage is None or self.outage.expired:
+                        self._fail_waiters(self._unreachable(None, error))
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, BACKOFF_CAP)
                     continue
                 if not self.connected:
                     log.info("Redis is back")
-                self.connected = True
+                    self.connected = True
+                    if self.outage is not None:
+                        self.outage.ended()
+                    if self._back is not None:
+                        self._back()
                 delay = BACKOFF_BASE
+                short = self._short_of_replicas(replies[-1]) if wait else None
                 for index, waiter in waiters:
                     reply = replies[index]
+                    if waiter in self._replicated:
+                        self._replicated.discard(waiter)
+                        if short is not None and not isinstance(reply, Exception):
+                            waiter.errback(short)
+                            continue
                     if isinstance(reply, Exception):
                         waiter.errback(RedisUnreachable("not stored", f"Redis refused: {reply}"))
                     else:
@@ -267,19 +402,42 @@ class Writer:
             self._running = None
             self._idle.set()
 
-    def _fail_waiters(self, error: Exception) -> None:
+    def _short_of_replicas(self, reply: Any) -> NotReplicated | None:
+        """:returns: the error for ``WAIT``'s reply if fewer replicas than asked have the writes."""
+        wanted = self.durability.replicas
+        if isinstance(reply, int) and reply >= wanted:
+            return None
+        said = f"Redis answered {reply}" if isinstance(reply, Exception) else f"{reply} did"
+        return NotReplicated(
+            "message not replicated",
+            f"the message is stored on the broker's Redis primary, but {wanted} of its"
+            f" replicas did not confirm it within {self.durability.timeout:g} s ({said};"
+            " --engine-wait-replicas): a failover may lose it",
+        )
+
+    def _gave_up(self, lasted: float) -> None:
+        """The outage outlasted its hold: whoever waits hears of it now."""
+        if not self.connected:
+            self._fail_waiters(self._unreachable(lasted))
+
+    @staticmethod
+    def _unreachable(lasted: float | None, error: Exception | None = None) -> RedisUnreachable:
+        if lasted is not None:
+            return RedisUnreachable("message not stored", unreachable_text(lasted))
+        return RedisUnreachable(
+            "message not stored",
+            f"the broker's Redis server is unreachable ({error}); the broker is"
+            " reconnecting: send again later",
+        )
+
+    def _fail_waiters(self, error: RedisUnreachable) -> None:
         """Fail every waiter now (their commands stay queued and will still be sent)."""
         waiters, self._waiters = self._waiters, []
         for _, waiter in waiters:
-            waiter.errback(
-                RedisUnreachable(
-                    "message not stored",
-                    f"the broker's Redis server is unreachable ({error}); the broker is"
-                    " reconnecting: send again later",
-                )
-            )
+            self._replicated.discard(waiter)
+            waiter.errback(error)
 
-    async def _pipeline(self, commands: list[Sequence[Any]]) -> list[Any]:
+    async def _pipeline(self, commands: list[Sequence[Any]], wait: bool = False) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)
         pack = self._pack
         for args in commands:
@@ -288,8 +446,29 @@ class Writer:
                 pipe.execute_command("PUBLISH", args[1], pack(args[2]))
             else:
                 pipe.execute_command(*args)
+        if wait:
+            durability = self.durability
+            pipe.execute_command("WAIT", durability.replicas, int(durability.timeout * 1000))
         return await pipe.execute(raise_on_error=False)
 
     async def drained(self) -> None:
         """Wait until everything queued has been sent (or the server is gone for good)."""
         await self._idle.wait()
+
+
+class _Resent(tuple):
+    """A command sent once already: marked once, however often it is sent again."""
+
+    __slots__ = ()
+
+
+def _resent(args: Sequence[Any]) -> Sequence[Any]:
+    """
+    :returns: a command to send again after its connection died: a message's
+        ``XADD`` with the message marked as redelivered, once; others as they are.
+    """
+    if isinstance(args, _Resent) or not isinstance(args, tuple):
+        return args
+    if len(args) == 5 and args[0] == "XADD" and args[3] == "m":
+        return _Resent((*args[:4], mark_resent(args[4])))
+    return _Resent(args)

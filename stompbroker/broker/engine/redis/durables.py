@@ -10,9 +10,9 @@ every node mirrors.
   pub/sub connection was away).
 - **The backlog** of each durable subscription is the stream
   ``PREFIX:d:KEY`` with the one consumer group of every stream, so the client
-  may come back on any node: that node's :class:`DurableStreamQueue` reads it
-  as a :class:`~stompbroker.broker.engine.redis.queues.StreamQueue` reads a
-  queue's.
+  may come back on any node: that node's
+  :class:`~stompbroker.broker.engine.redis.queues.StreamQueue` (made with the
+  subscription's name) reads it as a queue's.
 - **Writing**: the node a topic message is SENT to ``XADD``\\ s it to the stream
   of every durable subscription its copy of the registry matches, once, in the
   pipeline that publishes it to the other nodes (a persistent one before its
@@ -35,44 +35,12 @@ from twisted.internet.defer import Deferred
 from stompbroker.broker.engine.durable_rules import reusable_durable, unknown_durable
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.routing.topic_tree import SubscriptionTree
-from stompbroker.broker.store.journal import durable_key, parse_durable_key
+from stompbroker.broker.store.journal import parse_durable_key
 from stompbroker.logs import logger
 
-__all__ = ["DurableStreamQueue", "Durables"]
+__all__ = ["Durables"]
 
 log = logger("stompbroker.broker.engine.redis")
-
-
-class DurableStreamQueue(StreamQueue):
-    """
-    This node's handle on a durable subscription's stream.
-
-    :param durable: ``(client-id, name)``.
-    :param pattern: its topic pattern (the queue's ``destination``, as locally).
-    :param engine: the :class:`~stompbroker.broker.engine.redis.engine.RedisEngine`.
-    """
-
-    __slots__ = ("durable", "key")
-
-    def __init__(self, durable: tuple[str, str], pattern: str, engine: Any) -> None:
-        super().__init__(pattern, engine)
-        self.durable = durable
-        self.key = durable_key(durable)
-        self._stream = engine.names.durable(self.key)
-
-    def __repr__(self) -> str:
-        return f"<DurableStreamQueue {self.key!r} on {self.destination!r}>"
-
-    def add_consumer(self, subscriber: Any, window: int, max_redeliveries: int, **kw: Any) -> Any:
-        """As a queue's; counted in the statistics again after a consumerless spell."""
-        self._traffic.queues.add(self)
-        return super().add_consumer(subscriber, window, max_redeliveries, **kw)
-
-    @property
-    def stream(self) -> str:
-        """The Redis key of its stream."""
-        stream: str = self._stream
-        return stream
 
 
 def _text(value: Any) -> str:
@@ -85,37 +53,37 @@ class Durables:
     matches a topic to their streams.
 
     :param engine: the :class:`~stompbroker.broker.engine.redis.engine.RedisEngine`;
-        its ``durable`` dict holds a :class:`DurableStreamQueue` for every durable
+        its ``durable`` dict holds a :class:`StreamQueue` for every durable
         subscription of the cluster.
     """
 
     def __init__(self, engine: Any) -> None:
         self._engine = engine
         self._names = engine.names
-        self.queues: dict[tuple[str, str], DurableStreamQueue] = engine.durable
+        self.queues: dict[tuple[str, str], StreamQueue] = engine.durable
         #: Topic pattern -> the streams of the durable subscriptions on it.
-        self.tree: SubscriptionTree[DurableStreamQueue] = SubscriptionTree()
+        self.tree: SubscriptionTree[StreamQueue] = SubscriptionTree()
         #: Grows with every change this node makes, so that a reading of the
         #: registry sent before a change does not undo it.
         self._changes = 0
 
-    def streams(self, destination: str) -> tuple[DurableStreamQueue, ...]:
+    def streams(self, destination: str) -> tuple[StreamQueue, ...]:
         """:returns: the durable subscriptions a message sent to ``destination`` goes to."""
         return self.tree.match(destination)
 
     # -- this node's copy --------------------------------------------------------------
 
-    def _learn(self, durable: tuple[str, str], pattern: str) -> DurableStreamQueue:
+    def _learn(self, durable: tuple[str, str], pattern: str) -> StreamQueue:
         queue = self.queues.get(durable)
         if queue is not None:
             if queue.destination == pattern:
                 return queue
             self._forget(durable)
-        queue = self.queues[durable] = DurableStreamQueue(durable, pattern, self._engine)
+        queue = self.queues[durable] = StreamQueue(pattern, self._engine, durable)
         self.tree.add(pattern, queue)
         return queue
 
-    def _forget(self, durable: tuple[str, str]) -> DurableStreamQueue | None:
+    def _forget(self, durable: tuple[str, str]) -> StreamQueue | None:
         queue = self.queues.pop(durable, None)
         if queue is not None:
             self.tree.remove(queue.destination, queue)
@@ -166,14 +134,14 @@ class Durables:
 
     # -- what clients do ---------------------------------------------------------------
 
-    def subscribe(self, durable: tuple[str, str], pattern: str) -> DurableStreamQueue:
+    def subscribe(self, durable: tuple[str, str], pattern: str) -> StreamQueue:
         """
         Find or make a durable subscription; one subscribed again on another
         pattern starts afresh (as JMS does), unless it is consumed on this node.
 
         :raises DuplicateSubscription: if it is consumed here on another pattern.
         """
-        queue: DurableStreamQueue | None = reusable_durable(
+        queue: StreamQueue | None = reusable_durable(
             self.queues, durable, pattern, self.remove
         )
         if queue is not None:

@@ -2,10 +2,12 @@
 :class:`RedisEngine`: the state of destinations in a Redis server shared by
 every node (broker process) started with the same ``--engine`` URL.
 
-It is the local engine (:class:`~stompbroker.broker.engine.local.LocalEngine`)
-for everything that belongs to this node's connections (the topic tree of its
-subscribers, topic subscriptions' own queues, temporary queues) plus Redis for
-what the nodes share:
+It is assembled from the parts the local engine
+(:class:`~stompbroker.broker.engine.local.LocalEngine`) is made of for
+everything that belongs to this node's connections (the topic fan-out to its
+subscribers, :mod:`~stompbroker.broker.engine.fanout`; topic subscriptions' own
+queues and temporary queues, :mod:`~stompbroker.broker.engine.queue_table`),
+plus Redis for what the nodes share:
 
 - **topics**: a SEND is fanned out to this node's subscribers at once, exactly
   as on one node, and ``PUBLISH``\\ ed on the destination's channel.  Every node
@@ -41,14 +43,19 @@ cluster.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.task import LoopingCall
+from zope.interface import implementer
 
-from stompbroker.broker.engine.base import Node
+from stompbroker.broker.engine.base import IEngine, Node
+from stompbroker.broker.engine.capabilities import REDIS, Capabilities
+from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout
 from stompbroker.broker.engine.figures import ClusterView
-from stompbroker.broker.engine.local import DEFAULT_POLICY, LocalEngine
+from stompbroker.broker.engine.local import DEFAULT_POLICY
+from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
 from stompbroker.broker.engine.redis.codec import (
     Names,
     encode,
@@ -56,28 +63,44 @@ from stompbroker.broker.engine.redis.codec import (
 )
 from stompbroker.broker.engine.redis.connection import (
     CONNECTION_ERRORS,
+    PRIMARY_ONLY,
+    Durability,
     RedisUnreachable,
     Writer,
     check_reactor,
     check_server,
+    close_client,
     make_client,
     run,
 )
-from stompbroker.broker.engine.redis.durables import Durables, DurableStreamQueue
+from stompbroker.broker.engine.redis.control import ControlChannel, Snapshot
+from stompbroker.broker.engine.redis.durables import Durables
 from stompbroker.broker.engine.redis.figures import FIGURES_INTERVAL, FiguresExchange
+from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.listener import listen
+from stompbroker.broker.engine.redis.liveness import Liveness
+from stompbroker.broker.engine.redis.outage import DEFAULT_OUTAGE_HOLD, Outage, unreachable_text
+from stompbroker.broker.engine.redis.queue_actions import ClusterQueueActions
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.resumes import RedisResumeDirectory
+from stompbroker.broker.engine.redis.retained import ClusterRetained
+from stompbroker.broker.engine.redis.scheduling import ClusterScheduling
+from stompbroker.broker.engine.redis.scripts import Scripts
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
 from stompbroker.broker.engine.redis.url import EngineURL
+from stompbroker.broker.features.browsing import Waiting
+from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
+from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX, REPLY_QUEUE_PREFIX
 from stompbroker.broker.routing.ids import Ids
+from stompbroker.broker.streams.log import StreamLog
 from stompbroker.broker.streams.offsets import StreamLimits, StreamStart
 from stompbroker.broker.streams.reader import StreamReader
 from stompbroker.broker.streams.registry import Streams
 from stompbroker.logs import logger
+from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
 __all__ = ["DEFAULT_NODE_TIMEOUT", "RedisEngine"]
@@ -86,6 +109,8 @@ log = logger("stompbroker.broker.engine.redis")
 
 #: Seconds after which a silent node counts as dead, and its messages go elsewhere.
 DEFAULT_NODE_TIMEOUT = 10.0
+#: Seconds; the longest wait between two attempts to bring the pub/sub connection back.
+PUBSUB_BACKOFF_CAP = 0.25
 #: The longest a stopping node waits for its last writes.
 STOP_TIMEOUT = 5.0
 
@@ -94,7 +119,8 @@ def _nothing(result: Any) -> None:
     return None
 
 
-class RedisEngine(LocalEngine):
+@implementer(IEngine)
+class RedisEngine:
     """
     Destinations shared with every node on the same Redis server and prefix.
 
@@ -104,11 +130,33 @@ class RedisEngine(LocalEngine):
     :param node_timeout: seconds after which a node that stopped answering is
         dead, and what its consumers held goes to other nodes' consumers.
     :param ids: the broker's ids; their node token names this node in Redis.
+    :param outage_hold: seconds publishers and receipts are held while Redis is
+        away, before they get an ERROR (``--engine-outage-hold``; :mod:`.outage`).
+    :param durability: what a persistent SEND's RECEIPT waits for besides the
+        primary (``--engine-wait-replicas``).
 
     :ivar names: the Redis key and channel names.
     :ivar writer: the :class:`~stompbroker.broker.engine.redis.connection.Writer`
         every write goes through (set by :meth:`open`).
     """
+
+    # The IEngine methods its local parts answer (bind_local_parts), as the
+    # local engine's: topic subscriptions, reply queues, look-ups of handles.
+    add_subscriber: Callable[..., None]
+    remove_subscriber: Callable[..., None]
+    subscription_queue: Callable[..., Any]
+    remove_subscription_queue: Callable[..., None]
+    topic_subscriptions: Callable[..., Any]
+    report_deliveries: Callable[..., None]
+    new_reply_queue: Callable[..., Any]
+    local_queue: Callable[..., Any]
+    delete_queue: Callable[..., None]
+    find_queue: Callable[..., Any]
+    watch_queues: Callable[..., None]
+    unwatch_queues: Callable[..., None]
+    queues_here: Callable[..., Any]
+    find_durable: Callable[..., Any]
+    durables_here: Callable[..., Any]
 
     def __init__(
         self,
@@ -121,28 +169,46 @@ class RedisEngine(LocalEngine):
         traffic: Traffic | None = None,
         counters: DeliveryCounters | None = None,
         stream_limits: StreamLimits | None = None,
+        outage_hold: float = DEFAULT_OUTAGE_HOLD,
+        durability: Durability = PRIMARY_ONLY,
     ) -> None:
-        super().__init__(
-            clock,
-            policy=policy,
-            ids=ids,
-            traffic=traffic,
-            counters=counters,
-            stream_limits=stream_limits,
+        self.clock = clock
+        self.durability = durability
+        #: Whether Redis is away, and the hold of publishers and receipts meanwhile.
+        self.outage = Outage(clock, outage_hold)
+        #: What pauses publishers during an outage, and counts the writer's memory.
+        self._alarm: Any = None
+        self.policy = policy
+        self.books = Bookkeeping.of(ids, traffic, counters)
+        self.ids = self.books.ids
+        self.traffic = self.books.traffic
+        self.counters = self.books.counters
+        #: This node's queues: handles on the shared streams of ``/queue/``
+        #: destinations, and local queues for temporary queues.
+        #: The per-destination policies; this node's own (docs/cluster.md).
+        self.policies = Policies(policy)
+        self.table = QueueTable(
+            clock, policy, self.books, shared=self._stream_queue, policies=self.policies
         )
-        # Redis keeps what it is given (AOF), so persistent headers mean something.
-        self.persistent = True
-        # Refused (docs/cluster.md): one node's memory would hold what every node must see.
-        self.scheduled = None
-        self.retained = None
-        # Every node consumes from the streams: no node sees all consumers.
-        self.shared_queues = True
+        self.queues: dict[str, Any] = self.table.queues
+        self.durable: dict[tuple[str, str], Any] = self.table.durable
+        self.dead_letters = self.table.dead_letters
+        #: This node's topic subscribers, fed what is sent here and what other nodes publish.
+        self.fanout = TopicFanout(clock, self.books, self.dead_letters, self.table.new_queue)
+        bind_local_parts(self, self.fanout, self.table)
         self.url = url
         self.node_timeout = node_timeout
         self.names = Names(url.prefix)
         self.loop: Any = None
         self.client: Any = None
+        #: A client that never sends a command again by itself: the writer's
+        #: and the queues' reads (a lost reply must be seen as one).
+        self.unretried: Any = None
         self.writer: Any = None
+        #: The queues' scripts (made when the engine opens).
+        self.scripts: Any = None
+        #: Where a message of a priority goes: its queue's stream or lane (:mod:`.lanes`).
+        self.lanes = LaneMarks(url.prefix)
         self._subscriber: Any = None
         #: How often Redis closed the pub/sub connection and it came back.
         self.pubsub_reconnects = 0
@@ -160,8 +226,34 @@ class RedisEngine(LocalEngine):
         self.durables = Durables(self)
         #: This node's figures for the others, and theirs (cluster-wide statistics).
         self.figures = FiguresExchange(self)
+        #: This node's liveness key, and the claiming of what dead nodes held.
+        self.liveness = Liveness(self)
         #: Where the nodes find each other's resumable sessions (share_resumption).
         self.resumes: RedisResumeDirectory | None = None
+        #: This node's copy of the retained messages, and their writes (:mod:`.retained`).
+        self.retained = ClusterRetained(self)
+        #: The cluster's scheduled messages, once the router asks (:meth:`scheduling`).
+        self.scheduled: ClusterScheduling | None = None
+        #: The nodes' requests to each other about the queues they read (:mod:`.control`).
+        self.control = ControlChannel(self)
+        #: The management's purge, move, copy and retry across nodes (:meth:`shared_queues`).
+        self._actions: ClusterQueueActions | None = None
+        #: Channels of this engine's features -> what takes their messages (the listener).
+        self.channels: dict[bytes, Callable[[bytes], None]] = {
+            self.retained.channel.encode(): self.retained.notice,
+            self.control.requests.encode(): self.control.requested,
+            self.control.answers.encode(): self.control.answered,
+        }
+
+    # -- what it is --------------------------------------------------------------------
+
+    def capabilities(self) -> Capabilities:
+        """:returns: what the shared queues do not do yet (docs/cluster.md)."""
+        return REDIS
+
+    def bookkeeping(self) -> Bookkeeping:
+        """:returns: this node's ids and counters."""
+        return self.books
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -174,11 +266,40 @@ class RedisEngine(LocalEngine):
         """
         self.loop = check_reactor(self.clock)
         self.client = make_client(self.url)
-        self._subscriber = make_client(self.url, forever=True)
+        self.unretried = make_client(self.url, retries=0)
+        self.scripts = Scripts(self.client)
+        # Topic messages published while it is away are lost for this node:
+        # try again every quarter second at most, not every 2 s.
+        self._subscriber = make_client(self.url, forever=True, backoff_cap=PUBSUB_BACKOFF_CAP)
         node = self.ids.node
         self.writer = Writer(
-            self.client, self.loop, lambda payloads: pack_batch(node, payloads)
+            self.unretried,
+            self.loop,
+            lambda payloads: pack_batch(node, payloads),
+            outage=self.outage,
+            back=self._reconnected,
+            durability=self.durability,
         )
+        if self._alarm is not None:
+            self.outage.watch(self._alarm)
+            self._alarm.count_held(self.writer)
+
+    def report_outages(self, alarm: Any) -> None:
+        """
+        Pause publishers through ``alarm`` while Redis is away, up to the hold, and
+        count what the writer holds meanwhile in the memory in use.  Called before
+        the engine opens.
+
+        :param alarm: the broker's back-pressure (``alarm_on``, ``alarm_off``,
+            ``count_held``).
+        """
+        self._alarm = alarm
+
+    def _reconnected(self) -> None:
+        """Redis answers again: every queue read here reconciles its pending list."""
+        for queue in [*self.queues.values(), *self.durables.queues.values()]:
+            if isinstance(queue, StreamQueue):
+                queue.reconnected()
 
     def recover(self) -> Deferred[None]:
         """
@@ -195,6 +316,7 @@ class RedisEngine(LocalEngine):
         pubsub = self._subscriber.pubsub()
         await pubsub.psubscribe(self.names.topics, self.names.streams)
         channels = [self.names.inbox(self.ids.node), self.names.control]
+        channels.extend(channel.decode() for channel in self.channels)
         if self.resumes is not None:
             channels.append(self.resumes.channel)
         await pubsub.subscribe(*channels)
@@ -203,12 +325,13 @@ class RedisEngine(LocalEngine):
         # nodes published meanwhile never reaches this node.
         pubsub.connection.register_connect_callback(self._subscribed_again)
         self._listener = self.loop.create_task(listen(self, pubsub))
-        await self._announce()
+        await self.liveness.announce()
         await self.durables.load().asFuture(self.loop)
-        beat = LoopingCall(self._beat)
+        await self.retained.load().asFuture(self.loop)
+        beat = LoopingCall(self.liveness.beat)
         beat.clock = self.clock
         beat.start(self.node_timeout / 3, now=False)
-        scan = LoopingCall(self._scan)
+        scan = LoopingCall(self.liveness.scan)
         scan.clock = self.clock
         scan.start(self.node_timeout / 2, now=False)
         figures = LoopingCall(self.figures.tick)
@@ -235,6 +358,8 @@ class RedisEngine(LocalEngine):
         pubsub``, docs/cluster.md); redis-py has subscribed again.
         """
         self.pubsub_reconnects += 1
+        # Notices of retained messages may have been missed: read them all again.
+        self.retained.load()
         log.warn(
             "Redis closed this node's pub/sub connection and it is subscribed again"
             " (closings so far: {count}): topic messages other nodes published meanwhile"
@@ -244,39 +369,17 @@ class RedisEngine(LocalEngine):
             count=self.pubsub_reconnects,
         )
 
-    async def _announce(self) -> None:
-        await self.client.set(
-            self.names.alive(self.ids.node), b"1", px=int(self.node_timeout * 1000)
-        )
-
-    def _beat(self) -> None:
-        """Keep this node's liveness key alive."""
-        self.writer.command(
-            "SET", self.names.alive(self.ids.node), b"1", "PX", int(self.node_timeout * 1000)
-        )
-
-    # A remote engine answers later: IEngine.nodes allows a Deferred.
-    def nodes(self) -> Deferred[list[Node]]:  # type: ignore[override]
+    def nodes(self) -> Deferred[list[Node]]:
         """
-        :returns: a Deferred firing with every node whose liveness key is in the
-            server now (this one first), for ``GET /api/nodes``; a node killed
-            drops out within ``--node-timeout``.
+        :returns: a Deferred firing with every live node, this one first
+            (:meth:`~stompbroker.broker.engine.redis.liveness.Liveness.nodes`).
         """
-        return run(self.loop, self._live_nodes())
-
-    async def _live_nodes(self) -> list[Node]:
-        prefix = self.names.alive("")
-        names = [
-            (key.decode() if isinstance(key, bytes) else key)[len(prefix) :]
-            async for key in self.client.scan_iter(match=self.names.nodes(), count=100)
-        ]
-        here = self.ids.node
-        ordered = sorted(names, key=lambda name: (name != here, name))
-        return [Node(name, name == here, "redis") for name in ordered]
+        return self.liveness.nodes()
 
     def _writer(self) -> Any:
         """:returns: the writer (made when the engine opens)."""
         return self.writer
+
     def share(self, figures: Any) -> None:
         """Share what ``figures()`` returns with the other nodes, every second."""
         self.figures.source = figures
@@ -293,24 +396,6 @@ class RedisEngine(LocalEngine):
         """:returns: the latest view of the other nodes and of what waits unread in Redis."""
         return self.figures.view
 
-    def _scan(self) -> None:
-        """
-        Look for what dead nodes held in the queues this node consumes from, and
-        trim the streams it knows for age, and read the registry of durable
-        subscriptions again.
-        """
-        self.redis_streams.trim()
-        self.durables.load().addErrback(self._scan_failed, "the durable subscriptions")
-        for queue in [*self.queues.values(), *self.durables.queues.values()]:
-            if isinstance(queue, StreamQueue) and queue.consumers:
-                claimed = run(self.loop, queue.claim_from_dead())
-                claimed.addErrback(self._scan_failed, queue.destination)
-
-    def _scan_failed(self, failure: Any, destination: str) -> None:
-        if failure.check(RedisUnreachable, *CONNECTION_ERRORS):
-            return
-        log.failure("claiming {queue} from dead nodes failed", failure, queue=destination)
-
     def stop(self, drained: Deferred[None]) -> Deferred[None]:
         """
         Once the connections are closed (what their consumers held is back in the
@@ -323,8 +408,9 @@ class RedisEngine(LocalEngine):
     async def _stop(self) -> None:
         if not self._loops:
             # It never started (the server was not there, or refused us).
-            await self._subscriber.aclose()
-            await self.client.aclose()
+            await close_client(self._subscriber)
+            await close_client(self.client)
+            await close_client(self.unretried)
             return
         for call in self._loops:
             if call.running:
@@ -343,18 +429,19 @@ class RedisEngine(LocalEngine):
             log.warn("left Redis without its last writes: {error}", error=str(error))
         if self._listener is not None:
             self._listener.cancel()
-        await self._subscriber.aclose()
-        await self.client.aclose()
+        await close_client(self._subscriber)
+        await close_client(self.client)
+        await close_client(self.unretried)
 
     # -- routing ---------------------------------------------------------------------------
 
     def _check_connected(self) -> None:
-        if not self.writer.connected:
-            raise RedisUnreachable(
-                "broker unavailable",
-                "the broker's Redis server is unreachable; the broker is reconnecting:"
-                " send again later",
-            )
+        """
+        :raises RedisUnreachable: once Redis has been away longer than the hold;
+            within it, messages are queued in the writer (publishers are paused).
+        """
+        if not self.writer.connected and self.outage.expired:
+            raise RedisUnreachable("broker unavailable", unreachable_text(self.outage.lasted()))
 
     def publish_topic(self, message: Message) -> None:
         """
@@ -364,7 +451,7 @@ class RedisEngine(LocalEngine):
         """
         if not self.writer.connected:
             self._check_connected()
-        LocalEngine.publish_topic(self, message)
+        self.fanout.publish(message)
         if not (message.expires and message.expires <= self.clock.seconds()):
             payload = encode(self.ids.node, message)
             self.writer.publish(self.names.topic(message.destination), payload)
@@ -378,22 +465,22 @@ class RedisEngine(LocalEngine):
             self._check_connected()
         self.traffic.published(message)
         if not message.persistent:
-            self.writer.command(
-                "XADD",
-                self.names.queue(message.destination),
-                "*",
-                "m",
-                encode(self.ids.node, message),
-            )
+            destination = message.destination
+            stream = self.names.queue(destination)
+            if message.priority != DEFAULT_PRIORITY:
+                stream = self.lanes.stream(self.writer, destination, stream, message.priority)
+            if message.group is not None:
+                self.lanes.grouped(self.writer, destination)
+            self.writer.command("XADD", stream, "*", "m", encode(self.ids.node, message))
 
     def publish_reply(self, message: Message) -> None:
         """Put a reply on its temporary queue, here or on the node that owns it."""
         if message.destination in self.queues:
-            LocalEngine.publish_reply(self, message)
+            self.table.publish_reply(message)
             return
         owner = _reply_queue_node(message.destination)
         if owner is None or owner == self.ids.node:
-            LocalEngine.publish_reply(self, message)
+            self.table.publish_reply(message)
             return
         self._check_connected()
         self.traffic.published(message)
@@ -404,14 +491,21 @@ class RedisEngine(LocalEngine):
         Add a persistent message to its queue's stream, or to the streams of the
         durable subscriptions its topic matches, before it is acknowledged.
 
-        :returns: a Deferred that fires once Redis has it (see docs/cluster.md for
+        :returns: a Deferred that fires once Redis has it (and, with
+            ``--engine-wait-replicas``, its replicas; see docs/cluster.md for
             what ``appendfsync`` then promises), or fails with
             :class:`~stompbroker.broker.engine.redis.connection.RedisUnreachable`;
             ``None`` for a topic message no durable subscription takes.
         """
         destination = message.destination
         if destination.startswith(QUEUE_PREFIX):
-            streams = [self.names.queue(destination)]
+            if message.group is not None:
+                self.lanes.grouped(self.writer, destination)
+            streams = [
+                self.lanes.stream(
+                    self.writer, destination, self.names.queue(destination), message.priority
+                )
+            ]
         else:
             streams = [durable.stream for durable in self.durables.streams(destination)]
             if not streams:
@@ -423,33 +517,79 @@ class RedisEngine(LocalEngine):
         for stream in streams[:-1]:
             self.writer.command("XADD", stream, "*", "m", payload)
         # One pipeline at a time, in order: the last reply means Redis has them all.
-        stored: Deferred[Any] = self.writer.command_waited("XADD", streams[-1], "*", "m", payload)
+        stored: Deferred[Any] = self.writer.command_waited(
+            "XADD", streams[-1], "*", "m", payload, replicated=True
+        )
         return stored.addCallback(_nothing)
 
     # -- queues ------------------------------------------------------------------------------
 
+    def _stream_queue(self, destination: str) -> StreamQueue:
+        return StreamQueue(destination, self)
+
     def queue(self, destination: str) -> Any:
         """:returns: this node's handle on a ``/queue/`` destination's stream."""
-        queue = self.queues.get(destination)
-        if queue is None:
-            queue = self.queues[destination] = StreamQueue(destination, self)
-        return queue
+        return self.table.queue(destination)
+
+    def depth(self, destination: str) -> int:
+        """:returns: how many messages this node has read of ``destination`` and not handed out."""
+        return self.table.depth(destination)
+
+    def waiting(self, queue: Any) -> Waiting | Deferred[Waiting]:
+        """
+        :returns: for a ``/queue/``, a Deferred firing with what waits in it
+            cluster-wide (:mod:`.control`); for a temporary queue or a durable
+            subscription's backlog, what this node holds of it.
+        """
+        if not isinstance(queue, StreamQueue) or queue.durable is not None:
+            return Waiting(tuple(queue.pending), self.ids.node)
+        snapshot: Deferred[Snapshot] = run(self.loop, self.control.snapshot(queue.destination))
+        return snapshot.addCallback(_waiting)
+
+    def transfer(
+        self,
+        queue: Any,
+        count: int,
+        route: Callable[[Message], tuple[str, Headers] | None],
+        copy: bool = False,
+    ) -> int:
+        """Move (or copy) what this node has read of ``queue`` and not handed out."""
+        return self.table.transfer(queue, count, route, copy, self.keep, self.publish_topic)
+
+    def shared_queues(self) -> ClusterQueueActions:
+        """:returns: the management's operations on queues across nodes (:mod:`.queue_actions`)."""
+        if self._actions is None:
+            self._actions = ClusterQueueActions(self)
+        return self._actions
 
     def release_queue(self, queue: Any) -> None:
         """
         A consumer has left: drop this node's handle when it has no consumers left
         (the queue lives on in Redis).
         """
-        if isinstance(queue, DurableStreamQueue):
-            if not queue.consumers:
-                queue.close()
-            return
         if isinstance(queue, StreamQueue):
             if not queue.consumers:
-                self.queues.pop(queue.destination, None)
+                if queue.durable is None:
+                    self.queues.pop(queue.destination, None)
                 queue.close()
             return
-        super().release_queue(queue)
+        self.table.release(queue)
+
+    # -- destination features -------------------------------------------------------------
+
+    def scheduling(self, fire: Any) -> ClusterScheduling:
+        """:returns: the cluster's scheduled messages, in Redis (:mod:`.scheduling`)."""
+        scheduled = self.scheduled = ClusterScheduling(self, fire)
+        self.channels[scheduled.channel.encode()] = scheduled.notice
+        return scheduled
+
+    def retaining(self) -> ClusterRetained:
+        """:returns: what ``retain`` does, here and in Redis (:mod:`.retained`)."""
+        return self.retained
+
+    def retained_copies(self, pattern: str, selector: Any) -> list[Message]:
+        """:returns: what a new subscription to ``pattern`` gets first, from this node's copy."""
+        return self.retained.copies(pattern, selector)
 
     # -- durable subscriptions -------------------------------------------------------------
 
@@ -469,6 +609,10 @@ class RedisEngine(LocalEngine):
         """:returns: a cursor on the shared stream at ``start`` (see :mod:`.streams`)."""
         return self.redis_streams.reader(destination, start)
 
+    def stream_logs(self) -> dict[str, StreamLog]:
+        """:returns: the ``/stream/`` destinations this node mirrors -> their logs."""
+        return self.streams.logs
+
     def durable_queue(self, durable: tuple[str, str], pattern: str) -> Any:
         """
         Find or make a durable subscription, whose backlog is a stream in Redis
@@ -487,6 +631,10 @@ class RedisEngine(LocalEngine):
         return self.durables.remove(durable)
 
 
+def _waiting(snapshot: Snapshot) -> Waiting:
+    return snapshot.waiting
+
+
 def _reply_queue_node(destination: str) -> str | None:
     """:returns: the node token in a ``/reply-queue/tmp-NODE-N`` name, or ``None``."""
     name = destination[len(REPLY_QUEUE_PREFIX) :]
@@ -494,4 +642,3 @@ def _reply_queue_node(destination: str) -> str | None:
     if len(parts) == 3 and parts[0] == "tmp":
         return parts[1]
     return None
-

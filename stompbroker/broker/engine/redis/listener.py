@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from stompbroker.broker.engine.local import LocalEngine
 from stompbroker.broker.engine.redis.codec import BATCH, decode, unpack_batch
 from stompbroker.broker.engine.redis.connection import BACKOFF_BASE, BACKOFF_CAP, CONNECTION_ERRORS
 from stompbroker.logs import logger
@@ -30,11 +29,12 @@ async def listen(engine: Any, pubsub: Any) -> None:
     # What this node published itself, fanned out here already.
     node_prefix = BATCH + engine.ids.node.encode() + b"\n"
     streams_pattern = engine.names.streams.encode()
-    fan_out = LocalEngine.publish_topic
+    fan_out = engine.fanout.publish
     control = engine.names.control.encode()
     resumes = engine.resumes
     resume_channel = b"" if resumes is None else resumes.channel.encode()
     counted = engine.traffic.destinations
+    features = engine.channels
     while True:
         try:
             response = await pubsub.parse_response(block=True)
@@ -61,7 +61,7 @@ async def listen(engine: Any, pubsub: Any) -> None:
             try:
                 for part in unpack_batch(payload):
                     _, message = decode(part)
-                    fan_out(engine, message)
+                    fan_out(message)
                     # Counted in where it was sent, so that the nodes' counts add up.
                     traffic = counted.get(message.destination)
                     if traffic is not None:
@@ -76,9 +76,14 @@ async def listen(engine: Any, pubsub: Any) -> None:
             engine.durables.notice(response[2])
         elif kind == b"message" and resumes is not None and response[1] == resume_channel:
             resumes.received(response[2])
+        elif kind == b"message" and response[1] in features:
+            try:
+                features[response[1]](response[2])
+            except Exception:
+                log.failure("a notice from Redis failed")
         elif kind == b"message":
             try:
                 _, message = decode(response[2])
-                LocalEngine.publish_reply(engine, message)
+                engine.table.publish_reply(message)
             except Exception:
                 log.failure("delivering a reply from Redis failed")

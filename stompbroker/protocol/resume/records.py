@@ -2,8 +2,8 @@
 Resuming a session on another node of a cluster: what the nodes tell each
 other, and the pure helpers both ends use.  Sans I/O: the
 :class:`~stompbroker.interfaces.IResumeDirectory` of the engine moves these
-records between nodes; :mod:`~stompbroker.protocol.resuming` and
-:class:`~stompbroker.protocol.resumption.ResumeBook` use them.
+records between nodes; :mod:`~stompbroker.protocol.resume.part` and
+:class:`~stompbroker.protocol.resume.registry.ResumeBook` use them.
 
 Theory of operation (docs/cluster.md, "Resuming a session on another node"):
 
@@ -25,8 +25,9 @@ Theory of operation (docs/cluster.md, "Resuming a session on another node"):
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
-from attrs import frozen
+from attrs import define, field, frozen
 
 #: What a client names as the last message it got: (subscription id or None, message-id).
 Last = tuple[str | None, str]
@@ -139,3 +140,22 @@ def _header(data: bytes, key: bytes, end: int) -> bytes | None:
     if stop < 0:
         stop = end
     return data[start:stop].rstrip(b"\r")
+
+
+@define(eq=False)
+class Elsewhere:
+    """
+    A session resumed from another node (or from the record a dead one left):
+    what :meth:`~stompbroker.protocol.resume.part.Resume._resume_elsewhere` makes of it.
+
+    :ivar subscriptions: the headers to subscribe again with, in order.
+    :ivar frames: the frames the client missed, to write first.
+    :ivar gap: whether some it should have had are lost.
+    :ivar made: the subscriptions made already (the topics', before the
+        handover), by id, and what each got meanwhile.
+    """
+
+    subscriptions: tuple[dict[str, str], ...]
+    frames: tuple[bytes, ...] = ()
+    gap: bool = True
+    made: dict[str, tuple[Any, list[bytes]]] = field(factory=dict)

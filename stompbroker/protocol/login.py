@@ -32,11 +32,11 @@ checker gives at once).
 such destination), a SEND to anything else under it is an ERROR, and a SEND to
 ``/control/credentials`` needs no ``write`` right.
 
-:class:`CredentialsMixin` holds this logic for
-:class:`~stompbroker.protocol.session.StompSession`, as its other parts do; its
-one slot is the expiry timer.  It uses the session's clock, transport,
-authenticator and reply queue, and imports no Twisted (the authenticator's
-answer is a Deferred this module never names).  Like the session, it reads
+:class:`Login` is the session's part that holds this: who the client is (its
+identity), the authenticator's answer while it is awaited, and the expiry
+timer.  It uses the session's clock, transport, authenticator and reply queue
+(:class:`LoginOwner`), and imports no Twisted (the authenticator's answer is a
+Deferred this module never names).  Like the session, it reads
 the transport's optional ``bearer_token`` (a WebSocket's ``Authorization:
 Bearer``) and ``peer_certificate()`` (a TLS client certificate the listener
 verified), so any transport works without them.
@@ -45,9 +45,10 @@ verified), so any transport works without them.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from stompbroker.interfaces import ISessionTransport
+from stompbroker.protocol.config import SessionConfig
 from stompbroker.protocol.errors import (
     InvalidDestination,
     LoginFailed,
@@ -56,14 +57,17 @@ from stompbroker.protocol.errors import (
     ProtocolError,
 )
 from stompbroker.protocol.frames import Frame
-from stompbroker.protocol.parts import SessionPart
+from stompbroker.protocol.parts import Clock, Failing, Timer
 from stompbroker.protocol.states import Event, State
+
+if TYPE_CHECKING:
+    from stompbroker.protocol.receipts import Receipts
 
 __all__ = [
     "CONTROL_PREFIX",
     "CREDENTIALS_DESTINATION",
     "CredentialsExpired",
-    "CredentialsMixin",
+    "Login",
     "LoginRefused",
     "RenewalRefused",
     "utc_text",
@@ -112,30 +116,67 @@ def utc_text(seconds: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class CredentialsMixin(SessionPart):
+class LoginOwner(Failing, Protocol):
+    """What :class:`Login` needs of the session whose client it logs in."""
+
+    @property
+    def config(self) -> SessionConfig: ...
+
+    @property
+    def peer(self) -> str: ...
+
+    @property
+    def receipts(self) -> Receipts: ...
+
+
+class Login:
     """
     The session's part in logging in and staying logged in (see the module
-    docstring).  Mixed into :class:`~stompbroker.protocol.session.StompSession`,
-    as its other parts are.
+    docstring).
+
+    :param session: whose client it logs in (:class:`LoginOwner`).
+    :param transport: what a CONNECT may log in with besides its headers.
+    :param clock: for the expiry.
     """
 
-    __slots__ = ()
+    __slots__ = ("identity", "_answer", "_clock", "_expiry_timer", "_session", "_transport")
 
-    #: The session's slots this part owns.
-    SLOTS: tuple[str, ...] = ("_expiry_timer",)
-
-    _expiry_timer: Any
-    # Of the session's other parts.
-    identity: Any
-    _receipt_when_stored: Callable[..., None]
-
-    def _init_credentials(self) -> None:
+    def __init__(self, session: LoginOwner, transport: ISessionTransport, clock: Clock) -> None:
+        self._session = session
+        self._transport = transport
+        self._clock = clock
+        #: Who the client logged in as (see ``SessionConfig.authenticator``).
+        self.identity: Any = None
+        #: The answer being waited for before CONNECTED (the authenticator's,
+        #: or the cluster's about a resume token), to cancel if the client goes.
+        self._answer: Any = None
         #: Ends the connection when a token login's credentials expire.
-        self._expiry_timer = None
+        self._expiry_timer: Timer | None = None
+
+    @property
+    def waiting(self) -> Any:
+        """The answer waited for before CONNECTED, or ``None``."""
+        return self._answer
+
+    def wait_on(self, answer: Any) -> None:
+        """Keep the answer waited for before CONNECTED (``None``: it came), to cancel it."""
+        self._answer = answer
+
+    def accept(self, identity: Any) -> None:
+        """The client is who ``identity`` says: its rights and expiry apply from now."""
+        self.identity = identity
+        self._watch_expiry(identity)
+
+    def stop(self) -> None:
+        """The session ends: cancel the answer waited for, and the expiry."""
+        answer, self._answer = self._answer, None
+        if answer is not None:
+            answer.cancel()
+        self._stop_expiry()
 
     # -- CONNECT ---------------------------------------------------------------
 
-    def _authenticate_connect(self, authenticator: Any, frame: Frame) -> Any:
+    def authenticate(self, authenticator: Any, frame: Frame) -> Any:
         """
         Ask the authenticator about a CONNECT.
 
@@ -154,8 +195,8 @@ class CredentialsMixin(SessionPart):
             peer_certificate = getattr(transport, "peer_certificate", None)
             certificate = peer_certificate() if peer_certificate is not None else None
             if certificate is not None:
-                return authenticator(login, passcode, self.peer, certificate=certificate)
-        return authenticator(login, passcode, self.peer)
+                return authenticator(login, passcode, self._session.peer, certificate=certificate)
+        return authenticator(login, passcode, self._session.peer)
 
     # -- expiry ----------------------------------------------------------------
 
@@ -177,7 +218,7 @@ class CredentialsMixin(SessionPart):
 
     def _credentials_expired(self, expires: float) -> None:
         self._expiry_timer = None
-        self._fail(
+        self._session._fail(
             CredentialsExpired(
                 "credentials expired",
                 f"the token of {self.identity.name!r} expired at {utc_text(expires)}; a client"
@@ -189,7 +230,7 @@ class CredentialsMixin(SessionPart):
 
     # -- renewal ---------------------------------------------------------------
 
-    def _on_control(self, frame: Frame, destination: str) -> None:
+    def on_control(self, frame: Frame, destination: str) -> None:
         """
         Handle a SEND to ``/control/...``: a new token for ``/control/credentials``.
 
@@ -210,7 +251,7 @@ class CredentialsMixin(SessionPart):
                 f"a new token sent to {CREDENTIALS_DESTINATION} applies at once: send it"
                 " outside transactions",
             )
-        authenticator = self.config.authenticator
+        authenticator = self._session.config.authenticator
         if authenticator is None or getattr(self.identity, "expires", None) is None:
             raise NotSupported(
                 "nothing to renew",
@@ -226,13 +267,13 @@ class CredentialsMixin(SessionPart):
                 "no token",
                 f"a SEND to {CREDENTIALS_DESTINATION} carries the new token as its body",
             )
-        answer = authenticator(None, token, self.peer)
+        answer = authenticator(None, token, self._session.peer)
         answer.addCallbacks(
             self._renewed, self._renewal_refused, callbackArgs=(frame,), errbackArgs=(frame,)
         )
-        if self.state is State.CONNECTED:
+        if self._session.state is State.CONNECTED:
             # Not refused at once: the answer takes its place among the receipts.
-            self._receipt_when_stored(answer, frame, hold=True)
+            self._session.receipts.when_stored(answer, frame, hold=True)
 
     def _renewed(self, identity: Any, frame: Frame) -> None:
         """
@@ -240,7 +281,7 @@ class CredentialsMixin(SessionPart):
         expiry apply.  Another user's token, or credentials that do not expire,
         end the connection.
         """
-        if self.state is not State.CONNECTED:
+        if self._session.state is not State.CONNECTED:
             return
         if getattr(identity, "expires", None) is None:
             self._refuse_renewal(
@@ -259,8 +300,7 @@ class CredentialsMixin(SessionPart):
                 frame,
             )
         else:
-            self.identity = identity
-            self._watch_expiry(identity)
+            self.accept(identity)
 
     def _renewal_refused(self, failure: Any, frame: Frame) -> Any:
         """
@@ -281,7 +321,7 @@ class CredentialsMixin(SessionPart):
 
     def _refuse_renewal(self, error: RenewalRefused, frame: Frame) -> None:
         """End the connection with the renewal's refusal, answering the SEND's receipt."""
-        if self.state is not State.CONNECTED:
+        if self._session.state is not State.CONNECTED:
             return
         error.receipt_id = frame.get("receipt")
-        self._fail(error, Event.CREDENTIALS_REFUSED)
+        self._session._fail(error, Event.CREDENTIALS_REFUSED)

@@ -1,0 +1,188 @@
+"""
+Every node's consumers of a shared queue, registered in Redis, so that whichever
+node reads a message can tell which consumer, on which node, should get it.
+
+- ``PREFIX:qc:/queue/NAME``: a hash, ``NODE/N`` (the node's N-th consumer of
+  the queue) -> ``[node, selector, priority, exclusive, order, window]``,
+  where ``order`` is the registration's rank in the queue (a counter in the mode
+  hash), so that "earliest among equals" means the same on every node.
+- ``PREFIX:qm:/queue/NAME`` (the mode hash, :mod:`.lanes`): ``v``, a version
+  bumped by every change of the registry; ``s``, the order counter; ``sa``,
+  ``1`` while the queue is declared ``x-single-active-consumer`` (by the
+  registration that finds the registry empty, as the first SUBSCRIBE declares it
+  on one node).
+
+A node registers a consumer when it subscribes and removes it when it leaves,
+each one script through its ordered writer; the entries of a node that dies are
+removed by the first node that sees its liveness key gone
+(:data:`FORGET_NODE`).  :class:`Roster` is the pure part: the registry as read,
+and who the exclusive (active) consumer is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from attrs import frozen
+
+from stompbroker.broker.features.selectors import Selector, compile_selector
+
+__all__ = ["FORGET_NODE", "REGISTER", "UNREGISTER", "Registered", "Roster", "registry_key"]
+
+#: KEYS: registry, mode hash.  ARGV: field, node, selector ('' for none),
+#: priority, exclusive (0/1), single-active ('' absent, 0, 1), window.
+REGISTER = """
+if redis.call('HLEN', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[2], 'sa', ARGV[6] == '1' and '1' or '0')
+end
+local order = redis.call('HINCRBY', KEYS[2], 's', 1)
+local selector = ARGV[3] ~= '' and ARGV[3] or cjson.null
+redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(
+  {ARGV[2], selector, tonumber(ARGV[4]), tonumber(ARGV[5]), order, tonumber(ARGV[7])}))
+redis.call('HINCRBY', KEYS[2], 'v', 1)
+return order
+"""
+
+#: KEYS: registry, mode hash.  ARGV: field.
+UNREGISTER = """
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then
+  redis.call('HINCRBY', KEYS[2], 'v', 1)
+end
+return 0
+"""
+
+#: KEYS: registry, mode hash, groups hash.  ARGV: node.  Forgets a node's
+#: consumers and the groups it owned.
+FORGET_NODE = """
+local prefix = ARGV[1] .. '/'
+local gone = 0
+for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if string.sub(field, 1, #prefix) == prefix then
+    redis.call('HDEL', KEYS[1], field)
+    gone = gone + 1
+  end
+end
+local owners = redis.call('HGETALL', KEYS[3])
+for i = 1, #owners, 2 do
+  if owners[i + 1] == ARGV[1] then redis.call('HDEL', KEYS[3], owners[i]) end
+end
+if gone > 0 then redis.call('HINCRBY', KEYS[2], 'v', 1) end
+return gone
+"""
+
+
+def registry_key(prefix: str, destination: str) -> str:
+    """:returns: the hash of a queue's registered consumers."""
+    return f"{prefix}:qc:{destination}"
+
+
+@frozen
+class Registered:
+    """
+    One consumer of a shared queue, on some node, as registered.
+
+    :ivar field: its field in the registry (``NODE/N``).
+    :ivar node: the node it is connected to.
+    :ivar selector: its compiled selector, or ``None``.
+    :ivar priority: its consumer priority.
+    :ivar exclusive: whether it asked to be exclusive.
+    :ivar order: its rank of registration in the queue.
+    :ivar window: how many messages it may hold unacknowledged.
+    """
+
+    field: str
+    node: str
+    selector: Selector | None
+    priority: int
+    exclusive: bool
+    order: int
+    window: int = 1
+
+    @property
+    def is_plain(self) -> bool:
+        """Whether it asks for nothing a plain round-robin consumer lacks."""
+        return self.selector is None and self.priority == 0 and not self.exclusive
+
+
+def parse_entry(field: str, value: str | bytes) -> Registered:
+    """
+    :returns: a registry entry as a :class:`Registered`.
+    :raises ValueError: for a value :data:`REGISTER` did not write.
+    """
+    node, selector, priority, exclusive, order, window = json.loads(value)
+    return Registered(
+        field,
+        node,
+        None if selector is None else compile_selector(selector),
+        int(priority),
+        bool(exclusive),
+        int(order),
+        int(window),
+    )
+
+
+class Roster:
+    """
+    A queue's registered consumers on the live nodes, as one read of the registry saw them.
+
+    :param consumers: the entries of the live nodes.
+    :param single_active: the queue is declared ``x-single-active-consumer``.
+    """
+
+    __slots__ = ("consumers", "single_active", "active")
+
+    def __init__(self, consumers: Iterable[Registered], single_active: bool = False) -> None:
+        self.consumers = sorted(consumers, key=lambda consumer: consumer.order)
+        self.single_active = single_active
+        #: The consumer that gets every message while the queue is exclusive, else ``None``.
+        self.active: Registered | None = None
+        if single_active or any(consumer.exclusive for consumer in self.consumers):
+            candidates = [c for c in self.consumers if single_active or c.exclusive]
+            # Highest priority, earliest among equals: what a node that had them
+            # all would have elected (consumer_choice.ConsumerChoice).
+            self.active = min(candidates, key=lambda c: (-c.priority, c.order), default=None)
+
+    @classmethod
+    def read(
+        cls, entries: Mapping[Any, Any], alive: Iterable[str], single_active: bool
+    ) -> Roster:
+        """
+        :param entries: the registry hash as ``HGETALL`` answers it.
+        :param alive: the nodes whose liveness key exists.
+        :returns: the roster of the live nodes' consumers.
+        """
+        live = set(alive)
+        consumers = []
+        for field, value in entries.items():
+            name = field.decode() if isinstance(field, bytes) else field
+            entry = parse_entry(name, value)
+            if entry.node in live:
+                consumers.append(entry)
+        return cls(consumers, single_active)
+
+    @property
+    def needs_features(self) -> bool:
+        """Whether any consumer asks for more than round-robin (or the queue is single-active)."""
+        return self.single_active or any(not c.is_plain for c in self.consumers)
+
+    def nodes(self) -> set[str]:
+        """:returns: the nodes that have consumers."""
+        return {consumer.node for consumer in self.consumers}
+
+    def takers(self, properties: Mapping[str, str] | None) -> list[Registered]:
+        """
+        :param properties: the message's selector properties, or ``None`` when
+            no consumer has a selector.
+        :returns: the consumers that may take a message now, highest priority
+            first: the active one alone while exclusive; and only those whose
+            selector selects it.
+        """
+        if self.active is not None:
+            pool = [self.active]
+        else:
+            pool = sorted(self.consumers, key=lambda c: -c.priority)
+        if properties is None:
+            return pool
+        return [c for c in pool if c.selector is None or c.selector.matches(properties)]

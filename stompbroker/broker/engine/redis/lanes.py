@@ -1,0 +1,147 @@
+"""
+Message priority on a shared queue: waiting messages in ten lanes, read highest first.
+
+A queue's stream (``PREFIX:q:/queue/NAME``) is the lane of the default priority
+(4, JMS's); a message of another priority is ``XADD``\\ ed to the stream of its
+lane, ``PREFIX:qp:P:/queue/NAME``, and the queue's mode hash
+(``PREFIX:qm:/queue/NAME``, field ``p``) is set once, so that every node's
+reader knows the queue has lanes.  A queue that never had a message of another
+priority has no lanes: its readers read its one stream as before.
+
+A node's read of a queue with lanes is one script (:data:`READ_LANES`): it
+reads, for the node's consumer in the ``nodes`` group, from the highest lane
+down, as many entries as the node has room for; so whichever node reads, the
+waiting message of the highest priority leaves first, as on one node.  When
+no lane has anything, the script answers each lane's newest entry id, and the
+node waits for anything newer with one ``XREAD BLOCK`` (which takes nothing),
+then runs the script again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY, HIGHEST_PRIORITY
+
+__all__ = ["LANE_ORDER", "READ_LANES", "lane_stream", "lane_streams", "mode_key"]
+
+#: The lanes, highest priority first.
+LANE_ORDER = tuple(range(HIGHEST_PRIORITY, -1, -1))
+
+#: KEYS: the lanes' streams, highest first.  ARGV: group, consumer, count.
+#: Reads up to ``count`` new entries, highest lane first, making the group of a
+#: lane that has none yet.  Answers ``{1, {lane index, id, payload}...}``; or,
+#: with nothing to read, ``{0, newest id of each lane}`` for the wait.
+READ_LANES = """
+local group, consumer, left = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local found = {}
+for index, lane in ipairs(KEYS) do
+  if left <= 0 then break end
+  if redis.call('EXISTS', lane) == 1 then
+    local ok, reply = pcall(redis.call, 'XREADGROUP', 'GROUP', group, consumer,
+      'COUNT', left, 'STREAMS', lane, '>')
+    if not ok then
+      redis.call('XGROUP', 'CREATE', lane, group, '0')
+      reply = redis.call('XREADGROUP', 'GROUP', group, consumer,
+        'COUNT', left, 'STREAMS', lane, '>')
+    end
+    if reply then
+      for _, entry in ipairs(reply[1][2]) do
+        local fields = entry[2]
+        for i = 1, #fields, 2 do
+          if fields[i] == 'm' then
+            found[#found + 1] = index
+            found[#found + 1] = entry[1]
+            found[#found + 1] = fields[i + 1]
+          end
+        end
+        left = left - 1
+      end
+    end
+  end
+end
+if #found > 0 then return {1, found} end
+local newest = {}
+for index, lane in ipairs(KEYS) do
+  local last = redis.call('XREVRANGE', lane, '+', '-', 'COUNT', 1)
+  newest[index] = last[1] and last[1][1] or '0-0'
+end
+return {0, newest}
+"""
+
+
+def mode_key(prefix: str, destination: str) -> str:
+    """:returns: the hash of a queue's modes (lanes used, registry version, groups used)."""
+    return f"{prefix}:qm:{destination}"
+
+
+def lane_stream(prefix: str, stream: str, destination: str, priority: int) -> str:
+    """
+    :param stream: the queue's own stream, the default priority's lane.
+    :returns: the stream of the lane of ``priority`` (0 to 9).
+    """
+    if priority == DEFAULT_PRIORITY:
+        return stream
+    return f"{prefix}:qp:{priority}:{destination}"
+
+
+def lane_streams(prefix: str, stream: str, destination: str) -> list[str]:
+    """:returns: every lane's stream, highest priority first."""
+    return [lane_stream(prefix, stream, destination, priority) for priority in LANE_ORDER]
+
+
+def parse_read(
+    reply: Sequence[Any], lanes: Sequence[str]
+) -> tuple[list[tuple[str, bytes, bytes]], list[Any]]:
+    """
+    :param reply: what :data:`READ_LANES` answered.
+    :param lanes: the keys it was given.
+    :returns: ``(entries, newest)``: the entries read as ``(lane, id, payload)``
+        in the order read, and (when none) each lane's newest id for the wait.
+    """
+    if int(reply[0]) == 0:
+        return [], list(reply[1])
+    flat = reply[1]
+    return [(lanes[int(flat[i]) - 1], flat[i + 1], flat[i + 2]) for i in range(0, len(flat), 3)], []
+
+
+class LaneMarks:
+    """
+    Where this node writes a queue's message: its stream, or its priority's
+    lane, setting the queue's mode hash the first time (in the same ordered
+    pipeline, before the entry, so a reader that sees the entry sees the mark).
+
+    :param prefix: the keys' prefix.
+    """
+
+    __slots__ = ("_prefix", "_marked")
+
+    def __init__(self, prefix: str) -> None:
+        self._prefix = prefix
+        #: The queues this node has marked as having lanes.
+        self._marked: set[str] = set()
+
+    def stream(self, writer: Any, destination: str, stream: str, priority: int) -> str:
+        """
+        :param writer: the engine's ordered writer.
+        :param stream: the queue's own stream.
+        :returns: the stream a message of ``priority`` to ``destination`` goes to.
+        """
+        if priority == DEFAULT_PRIORITY:
+            return stream
+        if destination not in self._marked:
+            self._marked.add(destination)
+            writer.command("HSET", mode_key(self._prefix, destination), "p", "1")
+        return lane_stream(self._prefix, stream, destination, priority)
+
+    def grouped(self, writer: Any, destination: str) -> None:
+        """
+        Mark a queue as having had a grouped message (field ``g`` of its mode
+        hash), once per node, before the message's entry: from then on its
+        readers decide who gets each entry (:mod:`.dispatch`).
+        """
+        key = "g" + destination
+        if key not in self._marked:
+            self._marked.add(key)
+            writer.command("HSET", mode_key(self._prefix, destination), "g", "1")

@@ -1,0 +1,337 @@
+"""
+The management's purge, move, copy and dead-letter retry of a ``/queue/``
+shared by every node: they act on every message that waits, in Redis or read
+ahead (not yet handed out) by any node (docs/cluster.md, "Management across
+nodes").
+
+A message waits when it is in the queue's stream and no live node has handed
+it to a consumer: an entry no node has read, one a dead node holds (it goes to
+a consumer once claimed), or one a live node read ahead.  Only a node knows
+which of the entries it holds it has handed out, so the node that answers:
+
+1. asks every live node holding entries of the stream (and itself) to *give
+   back* what it read ahead (``XADD`` at the tail, ``XACK``/``XDEL`` of the old
+   entry) and to read nothing more of the queue until told to :data:`RESUME`
+   (at most :data:`~.control.HOLD` seconds): from then on, every entry a live
+   node holds was handed to a consumer, and is not waiting;
+2. acts on the stream in pages of :data:`PAGE` entries, each page one script
+   that, entry by entry, checks that nobody but a dead node holds it
+   (``XPENDING stream nodes ID ID 1``) before it acts: :data:`PURGE` deletes
+   it (``XDEL``; and ``XACK`` of a dead node's), :data:`MOVE` adds the new message
+   the node made of it to the target queue's stream (``XADD``) and deletes it;
+3. tells the nodes to read on.
+
+A node that does not answer within :data:`~.control.ANSWER_TIMEOUT` keeps what
+it holds (the scripts skip a live node's entries): the answer names it
+(``missing``), and counts only what was acted on.  A copy changes nothing, so it
+gives nothing back: it copies what a browse would show
+(:meth:`~.control.ControlChannel.snapshot`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from attrs import frozen
+from redis.exceptions import ResponseError
+from twisted.internet.defer import Deferred
+
+from stompbroker.broker.engine.redis.codec import decode, encode
+from stompbroker.broker.engine.redis.connection import run
+from stompbroker.broker.engine.redis.control import GIVE_BACK, HOLD, RESUME, pending_summary
+from stompbroker.broker.engine.redis.queues import StreamQueue
+from stompbroker.broker.engine.shared_queues import Acted
+from stompbroker.broker.features.browsing import Waiting
+from stompbroker.broker.routing.destinations import TOPIC_PREFIX
+from stompbroker.protocol.frames import Headers
+from stompbroker.protocol.message import Message
+
+__all__ = ["MOVE", "PAGE", "PURGE", "ClusterQueueActions", "new_message"]
+
+#: Entries one script looks at.
+PAGE = 500
+
+#: Whether nobody but a dead node (ARGV names them after their count) holds an
+#: entry of the stream KEYS[1] in group ARGV[1]: the scripts' shared check.
+_FREE = """
+local function free(stream, group, id, dead)
+  local held = redis.pcall('XPENDING', stream, group, id, id, 1)
+  if type(held) ~= 'table' or held.err or #held == 0 then
+    return true, false
+  end
+  return dead[held[1][2]] == true, true
+end
+"""
+
+#: Purge one page: KEYS[1] the stream; ARGV: group, start, count, dead nodes.
+#: Returns {purged, last id looked at, entries looked at}.
+PURGE = _FREE + """
+local dead = {}
+for i = 4, #ARGV do dead[ARGV[i]] = true end
+local page = redis.call('XRANGE', KEYS[1], ARGV[2], '+', 'COUNT', ARGV[3])
+local purged, last = 0, ''
+for _, entry in ipairs(page) do
+  last = entry[1]
+  local ok, pending = free(KEYS[1], ARGV[1], last, dead)
+  if ok then
+    if pending then redis.call('XACK', KEYS[1], ARGV[1], last) end
+    redis.call('XDEL', KEYS[1], last)
+    purged = purged + 1
+  end
+end
+return {purged, last, #page}
+"""
+
+#: Move (or copy) chosen entries: KEYS[1] the stream; ARGV: group, copy (1/0),
+#: the number of dead nodes and their names, then per entry its id, the target
+#: stream ('' for a topic: the node publishes it) and the new message.
+#: Returns the ids acted on.
+MOVE = _FREE + """
+local dead = {}
+local ndead = tonumber(ARGV[3])
+for i = 4, 3 + ndead do dead[ARGV[i]] = true end
+local done = {}
+for i = 4 + ndead, #ARGV, 3 do
+  local id, target, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  if #redis.call('XRANGE', KEYS[1], id, id) > 0 then
+    local ok, pending = free(KEYS[1], ARGV[1], id, dead)
+    if ok then
+      if target ~= '' then redis.call('XADD', target, '*', 'm', payload) end
+      if ARGV[2] == '0' then
+        if pending then redis.call('XACK', KEYS[1], ARGV[1], id) end
+        redis.call('XDEL', KEYS[1], id)
+      end
+      done[#done + 1] = id
+    end
+  end
+end
+return done
+"""
+
+Route = Callable[[Message], "tuple[str, Headers] | None"]
+
+
+def new_message(message: Message, destination: str, headers: Headers, message_id: str) -> Message:
+    """:returns: what a move makes of ``message``: a new message to ``destination``."""
+    return Message(
+        destination,
+        message_id,
+        headers,
+        message.body,
+        message.expires,
+        0,
+        message.persistent,
+        message.priority,
+        message.group,
+        message.closes_group,
+    )
+
+
+@frozen
+class _Holders:
+    """Who holds entries of a stream: the live nodes other than this one, and the dead."""
+
+    others: frozenset[str]
+    dead: tuple[str, ...]
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class ClusterQueueActions:
+    """
+    Purge, move, copy and retry on a ``/queue/`` across every node.
+
+    :param engine: the :class:`~stompbroker.broker.engine.redis.engine.RedisEngine`.
+    """
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+        self._purge = engine.client.register_script(PURGE)
+        self._move = engine.client.register_script(MOVE)
+
+    def exists(self, destination: str) -> Deferred[bool]:
+        """:returns: whether ``destination``'s stream exists (or this node reads it)."""
+        return run(self._engine.loop, self._exists(destination))
+
+    async def _exists(self, destination: str) -> bool:
+        engine = self._engine
+        if destination in engine.queues:
+            return True
+        return bool(await engine.client.exists(engine.names.queue(destination)))
+
+    def browse(self, destination: str, count: int) -> Deferred[Waiting]:
+        """:returns: the first ``count`` messages waiting, cluster-wide."""
+        return run(self._engine.loop, self._browse(destination, count))
+
+    async def _browse(self, destination: str, count: int) -> Waiting:
+        waiting = (await self._engine.control.snapshot(destination)).waiting
+        return Waiting(waiting.messages[:count], waiting.node, waiting.missing)
+
+    def purge(self, destination: str) -> Deferred[Acted]:
+        """Discard every message waiting in ``destination``'s queue, cluster-wide."""
+        return run(self._engine.loop, self._held(destination, self._purge_stream))
+
+    def transfer(
+        self, destination: str, count: int, route: Route, copy: bool
+    ) -> Deferred[Acted]:
+        """
+        Move (or copy) the first ``count`` waiting messages where ``route`` says
+        (see :meth:`IEngine.transfer <stompbroker.broker.engine.base.IEngine.transfer>`).
+
+        :returns: what was done; ``left`` counts the messages ``route`` left.
+        """
+        if copy:
+            return run(self._engine.loop, self._copy(destination, count, route))
+
+        async def move(stream: str, dead: tuple[str, ...]) -> tuple[int, int]:
+            return await self._move_stream(stream, dead, count, route)
+
+        return run(self._engine.loop, self._held(destination, move))
+
+    # -- the steps ------------------------------------------------------------------------
+
+    async def _holders(self, stream: str) -> _Holders:
+        engine = self._engine
+        client = engine.client
+        names = engine.names
+        summary = await pending_summary(client, stream, names.group)
+        others, dead = set(), []
+        for holder in summary.get("consumers") or ():
+            name = _text(holder["name"])
+            if name == engine.ids.node:
+                continue
+            if await client.exists(names.alive(name)):
+                others.add(name)
+            else:
+                dead.append(name)
+        return _Holders(frozenset(others), tuple(sorted(dead)))
+
+    async def _held(self, destination: str, act: Any) -> Acted:
+        """
+        Have every node give back what it read ahead of ``destination`` and hold
+        its reading, run ``act(stream, dead nodes)``, then let them read on.
+        """
+        engine = self._engine
+        stream = engine.names.queue(destination)
+        holders = await self._holders(stream)
+        mine = engine.queues.get(destination)
+        if isinstance(mine, StreamQueue):
+            mine.give_back_for(HOLD)
+        try:
+            answers = await engine.control.ask(GIVE_BACK, destination, set(holders.others))
+            # This node's give-back first: the scripts run on another connection.
+            await engine.writer.command_waited("PING").asFuture(engine.loop)
+            count, left = await act(stream, holders.dead)
+        finally:
+            if isinstance(mine, StreamQueue):
+                mine.resume()
+            engine.control.tell(RESUME, destination)
+        missing = tuple(sorted(holders.others - set(answers)))
+        return Acted(count, engine.ids.node, missing, left)
+
+    async def _purge_stream(self, stream: str, dead: tuple[str, ...]) -> tuple[int, int]:
+        engine = self._engine
+        start, purged = "-", 0
+        while True:
+            reply = await self._purge(
+                keys=[stream], args=[engine.names.group, start, PAGE, *dead], client=engine.client
+            )
+            purged += int(reply[0])
+            if int(reply[2]) < PAGE:
+                return purged, 0
+            start = "(" + _text(reply[1])
+
+    async def _move_stream(
+        self, stream: str, dead: tuple[str, ...], count: int, route: Route
+    ) -> tuple[int, int]:
+        """Move the first ``count`` free entries, a page (one script) at a time."""
+        engine = self._engine
+        client = engine.client
+        names = engine.names
+        start, moved, left = "-", 0, 0
+        while moved + left < count:
+            page = await client.xrange(stream, min=start, max="+", count=PAGE)
+            holders = await self._pending(stream, page)
+            chosen: list[tuple[bytes, Message]] = []
+            args: list[Any] = [names.group, "0", len(dead), *dead]
+            for entry_id, fields in page:
+                if moved + left + len(chosen) >= count:
+                    break
+                if not fields or b"m" not in fields:
+                    continue
+                holder = holders.get(entry_id)
+                if holder is not None and holder not in dead:
+                    continue
+                message = decode(fields[b"m"])[1]
+                target = route(message)
+                if target is None:
+                    left += 1
+                    continue
+                new = new_message(message, *target, engine.books.ids.new_message_id())
+                queue = not new.destination.startswith(TOPIC_PREFIX)
+                chosen.append((entry_id, new))
+                args.extend(
+                    [entry_id, names.queue(new.destination) if queue else "",
+                     encode(engine.ids.node, new)]
+                )
+            if chosen:
+                done = set(await self._move(keys=[stream], args=args, client=client))
+                for entry_id, new in chosen:
+                    if entry_id in done:
+                        moved += 1
+                        self._sent(new)
+            if len(page) < PAGE:
+                break
+            start = "(" + _text(page[-1][0])
+        return moved, left
+
+    async def _pending(self, stream: str, page: list[Any]) -> dict[bytes, str]:
+        """:returns: entry id -> its holder, for the entries of ``page`` some node holds."""
+        if not page:
+            return {}
+        engine = self._engine
+        try:
+            rows = await engine.client.xpending_range(
+                stream, engine.names.group, min=page[0][0], max=page[-1][0], count=len(page)
+            )
+        except ResponseError as error:
+            if "NOGROUP" not in str(error):
+                raise
+            return {}
+        return {row["message_id"]: _text(row["consumer"]) for row in rows}
+
+    def _sent(self, new: Message) -> None:
+        """Count a moved message in; publish one moved to a topic (its script only ended it)."""
+        engine = self._engine
+        if new.destination.startswith(TOPIC_PREFIX):
+            if new.persistent:
+                kept = engine.keep(new)
+                if kept is not None:
+                    kept.addErrback(lambda failure: None)
+            engine.publish_topic(new)
+        else:
+            engine.traffic.published(new)
+
+    async def _copy(self, destination: str, count: int, route: Route) -> Acted:
+        engine = self._engine
+        waiting = (await engine.control.snapshot(destination)).waiting
+        copied, left = 0, 0
+        for message in waiting.messages[:count]:
+            target = route(message)
+            if target is None:
+                left += 1
+                continue
+            new = new_message(message, *target, engine.books.ids.new_message_id())
+            if new.destination.startswith(TOPIC_PREFIX):
+                self._sent(new)
+            else:
+                engine.traffic.published(new)
+                engine.writer.command(
+                    "XADD", engine.names.queue(new.destination), "*", "m",
+                    encode(engine.ids.node, new),
+                )
+            copied += 1
+        return Acted(copied, waiting.node, waiting.missing, left)

@@ -1,0 +1,213 @@
+"""
+How a node reads a shared queue: its one stream, or its priority lanes.
+
+A node's reader asks :meth:`QueueReading.read` for as many entries as its
+consumers have room for.  A queue that never had a message of other than the
+default priority is read as it always was, with one ``XREADGROUP ... BLOCK``;
+the read is pipelined with an ``HMGET`` of the queue's mode hash, which Redis
+answers after the read returns, so the reader learns in the same round trip
+that the queue has lanes (:mod:`~stompbroker.broker.engine.redis.lanes`) and
+reads them from then on, highest first, with one script.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from stompbroker.broker.engine.redis.dispatch import DECIDE_READ
+from stompbroker.broker.engine.redis.lanes import lane_streams, mode_key, parse_read
+
+__all__ = ["QueueReading"]
+
+#: Milliseconds a read waits on an empty queue before its reader looks at its consumers again.
+READ_BLOCK_MS = 1000
+
+#: What one read gives: ``(stream, [(entry id, {b"m": payload})...])`` runs, in order.
+Read = list[tuple[str, list[Any]]]
+
+
+class QueueReading:
+    """
+    One queue's reading on this node.
+
+    :param engine: the :class:`~stompbroker.broker.engine.redis.engine.RedisEngine`.
+    :param destination: the ``/queue/`` destination, or ``None`` for a durable
+        subscription's backlog (which has no lanes).
+    :param stream: the queue's stream, the default priority's lane.
+
+    :ivar lanes: whether the queue has priority lanes (sticky: a queue's mode
+        hash never forgets them).
+    """
+
+    __slots__ = ("_engine", "_stream", "_mode", "_lanes", "lanes", "_known", "dispatch", "_screen")
+
+    def __init__(
+        self,
+        engine: Any,
+        destination: str | None,
+        stream: str,
+        dispatch: Any = None,
+        screen: Callable[[str, list[Any]], list[Any]] | None = None,
+    ) -> None:
+        self._engine = engine
+        #: The queue's :class:`~.dispatch.ClusterDispatch`, or ``None`` for a durable's.
+        self.dispatch = dispatch
+        #: Drops, before they are decided, the entries the node holds or ended
+        #: lately (Redis handing them out again after a restart).
+        self._screen = screen
+        self._stream = stream
+        prefix = engine.names.prefix
+        self._mode = None if destination is None else mode_key(prefix, destination)
+        self._lanes = [] if destination is None else lane_streams(prefix, stream, destination)
+        self.lanes = False
+        #: Whether the mode hash was read since this reading began.
+        self._known = self._mode is None
+
+    def streams(self) -> list[str]:
+        """:returns: the streams the queue's entries may be in, for claiming from dead nodes."""
+        return list(self._lanes) if self.lanes else [self._stream]
+
+    def own_streams(self) -> list[str]:
+        """
+        :returns: the streams whose pending lists may hold entries this node
+            read: the queue's (or its lanes), and this node's own stream of it
+            once made (:mod:`.dispatch`), for reconciling.
+        """
+        streams = self.streams()
+        dispatch = self.dispatch
+        if dispatch is not None and dispatch.own_made:
+            streams.append(dispatch.own)
+        return streams
+
+    async def _modes(self, reply: Any) -> None:
+        """Take in the queue's modes (an ``HMGET`` of ``p``, ``v``, ``g``)."""
+        self._known = True
+        if reply[0]:
+            self.lanes = True
+        dispatch = self.dispatch
+        if dispatch is not None and dispatch.observe(reply[1:]):
+            await dispatch.refresh()
+
+    def _sources(self) -> list[str]:
+        """
+        The streams a plain read takes from: the queue's; once deciding, this
+        node's own, and the queue's only while this node holds the lease.
+        """
+        dispatch = self.dispatch
+        if dispatch is not None and dispatch.active:
+            return [dispatch.own, self._stream] if dispatch.leading else [dispatch.own]
+        return [self._stream]
+
+    def room(self, room: int) -> int:
+        """
+        :param room: what this node's consumers have room for.
+        :returns: how much to read: the deciding node reads for every node.
+        """
+        dispatch = self.dispatch
+        if dispatch is not None and dispatch.active and dispatch.leading:
+            return max(room, DECIDE_READ)
+        return room
+
+    async def read(self, room: int) -> Read:
+        """
+        Read up to ``room`` new entries for this node, waiting up to
+        :data:`READ_BLOCK_MS` for some; while the queue's consumers or messages
+        ask for it, only those decided for this node's consumers (:mod:`.dispatch`).
+
+        :raises ResponseError: ``NOGROUP`` for a stream whose group is gone (the
+            caller makes it again and reads again).
+        """
+        runs = await self._read(room)
+        dispatch = self.dispatch
+        if dispatch is None or not dispatch.active:
+            return runs
+        screen = self._screen
+        if screen is not None:
+            runs = [(stream, screen(stream, entries)) for stream, entries in runs]
+        if dispatch.held and dispatch.changed:
+            dispatch.changed = False
+            runs = runs + await dispatch.retry_held()
+        decided: Read = await dispatch.decide(runs)
+        return decided
+
+    async def _read(self, room: int) -> Read:
+        engine = self._engine
+        # Reads that claim entries never go again by themselves: a reply lost
+        # with the connection must fail, so that the node reconciles its
+        # pending lists (:meth:`.queues.StreamQueue.reconcile`).
+        client = engine.unretried
+        if not self._known:
+            await self._modes(await client.hmget(self._mode, "p", "v", "g"))
+        if self.lanes:
+            return await self._read_lanes(room)
+        if self._mode is None:
+            reply = await client.xreadgroup(
+                engine.names.group,
+                engine.ids.node,
+                {self._stream: ">"},
+                count=room,
+                block=READ_BLOCK_MS,
+            )
+            return [(self._stream, entries) for _, entries in reply or ()]
+        dispatch = self.dispatch
+        if dispatch is not None and dispatch.active:
+            await dispatch.lead()
+            if not dispatch.own_made:
+                await dispatch.make_own()
+        pipe = client.pipeline(transaction=False)
+        pipe.xreadgroup(
+            engine.names.group,
+            engine.ids.node,
+            dict.fromkeys(self._sources(), ">"),
+            count=room,
+            block=READ_BLOCK_MS,
+        )
+        pipe.hmget(self._mode, "p", "v", "g")
+        try:
+            reply, modes = await pipe.execute()
+        except ResponseError as error:
+            if dispatch is None or "UNBLOCKED" not in str(error):
+                raise
+            # This node's own stream was handed back (it left) while read: make it again.
+            dispatch.own_made = False
+            return []
+        await self._modes(modes)
+        return [(_name(stream), entries) for stream, entries in reply or ()]
+
+    async def _read_lanes(self, room: int) -> Read:
+        """One :data:`READ_LANES` script; when it finds nothing, wait for a new entry."""
+        engine = self._engine
+        script = engine.scripts.read_lanes
+        lanes = self._lanes
+        dispatch = self.dispatch
+        if dispatch is not None and dispatch.active:
+            await dispatch.lead()
+            if not dispatch.own_made:
+                await dispatch.make_own()
+            lanes = [dispatch.own, *lanes] if dispatch.leading else [dispatch.own]
+        reply = await script(
+            keys=lanes, args=[engine.names.group, engine.ids.node, room], client=engine.unretried
+        )
+        entries, newest = parse_read(reply, lanes)
+        if not entries:
+            # Takes nothing: only waits until any lane has an entry newer than its newest.
+            pipe = engine.unretried.pipeline(transaction=False)
+            pipe.xread(dict(zip(lanes, newest, strict=True)), count=1, block=READ_BLOCK_MS)
+            pipe.hmget(self._mode, "p", "v", "g")
+            _, modes = await pipe.execute()
+            await self._modes(modes)
+            return []
+        runs: Read = []
+        for lane, entry_id, payload in entries:
+            if not runs or runs[-1][0] != lane:
+                runs.append((lane, []))
+            runs[-1][1].append((entry_id, {b"m": payload}))
+        return runs
+
+
+def _name(stream: Any) -> str:
+    name: str = stream.decode() if isinstance(stream, bytes) else stream
+    return name

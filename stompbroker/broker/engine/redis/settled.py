@@ -1,0 +1,81 @@
+"""
+What a node has finished with in a queue's stream, remembered for a while, so
+that an entry Redis hands it again is ended, not delivered again.
+
+Redis can hand a node an entry it has finished with: after a restart from an
+AOF written ``everysec``, the group's last-delivered id and pending list may be
+those of up to a second earlier, so a read (``XREADGROUP ... >``) returns
+entries already read, and the node's own pending list (read when it reconciles,
+:meth:`~stompbroker.broker.engine.redis.queues.StreamQueue.reconcile`) holds
+entries whose ``XACK`` was lost, or is still queued in the writer.  Two records,
+each of the last :data:`SETTLED_MEMORY` ids (oldest forgotten first):
+
+- the **entries** the node ended (acknowledged, given back to the stream,
+  dead-lettered, expired): Redis's id of the entry, with its stream for an
+  entry of another of the queue's streams (a priority lane, the node's own);
+- the **messages** consumers acknowledged: the broker's message id, so that a
+  second copy of one (a re-sent ``XADD``, under another entry id) is ended too.
+
+Pure: no Redis, no clock.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable
+
+__all__ = ["SETTLED_MEMORY", "RecentlySettled"]
+
+#: How many entry ids, and as many message ids, a queue's record keeps: more
+#: than a second of acknowledgements at the rates one node reaches
+#: (docs/cluster.md, "Redis restarts"), at about 150 bytes each.
+SETTLED_MEMORY = 20_000
+
+
+class RecentlySettled:
+    """
+    The entries a node ended, and the messages its consumers acknowledged, of one queue.
+
+    :param limit: how many of each it keeps; the oldest is forgotten first.
+    :raises ValueError: for a limit under 1.
+    """
+
+    __slots__ = ("limit", "_entries", "_messages")
+
+    def __init__(self, limit: int = SETTLED_MEMORY) -> None:
+        if limit < 1:
+            raise ValueError(f"a record of settled messages keeps 1 or more, got {limit}")
+        self.limit = limit
+        self._entries: OrderedDict[Hashable, None] = OrderedDict()
+        self._messages: OrderedDict[str, None] = OrderedDict()
+
+    def __len__(self) -> int:
+        """:returns: how many entry ids it holds."""
+        return len(self._entries)
+
+    def ended(self, entry_id: Hashable) -> None:
+        """
+        Remember that this node ended an entry (``XACK``/``XDEL`` queued).
+
+        :param entry_id: its id, or ``(stream, id)`` (as the queue keys it).
+        """
+        entries = self._entries
+        entries[entry_id] = None
+        if len(entries) > self.limit:
+            entries.popitem(last=False)
+
+    def acknowledged(self, message_id: str) -> None:
+        """Remember that a consumer here acknowledged a message: every copy of it is done."""
+        messages = self._messages
+        messages[message_id] = None
+        if len(messages) > self.limit:
+            messages.popitem(last=False)
+
+    def knows(self, entry_id: Hashable, message_id: str | None = None) -> bool:
+        """
+        :returns: whether the entry was ended here, or its message acknowledged
+            here: Redis handing it out again is a roll-back or a duplicate, to end.
+        """
+        return entry_id in self._entries or (
+            message_id is not None and message_id in self._messages
+        )

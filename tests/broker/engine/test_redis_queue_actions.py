@@ -1,0 +1,146 @@
+"""
+The pure parts of the management across nodes (docs/cluster.md, "Management
+across nodes"): a node giving back its read-ahead and holding its reading, the
+control requests that ask it to, and what a move makes of a message.  The
+scripts and the round trips are the integration tests'
+(tests/integration/test_cluster_management.py).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from twisted.internet.task import Clock
+
+from stompbroker.broker.engine.redis.codec import Names, encode
+from stompbroker.broker.engine.redis.control import GIVE_BACK, HOLD, RESUME, ControlChannel
+from stompbroker.broker.engine.redis.queue_actions import new_message
+from stompbroker.broker.engine.redis.queues import StreamQueue
+from stompbroker.broker.engine.shared_queues import Acted
+from stompbroker.broker.flow.traffic import Traffic
+from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
+from stompbroker.protocol.message import Message
+
+
+class Recorder:
+    """The engine's writer: the commands queued, in order."""
+
+    connected = True
+
+    def __init__(self) -> None:
+        self.commands: list[tuple[Any, ...]] = []
+
+    def command(self, *args: Any) -> None:
+        self.commands.append(args)
+
+
+class FakeEngine:
+    """What a queue handle and the control channel read of the engine."""
+
+    def __init__(self) -> None:
+        self.names = Names("p")
+        self.clock = Clock()
+        self.policy = DeliveryPolicy()
+        self.counters = DeliveryCounters()
+        self.traffic = Traffic()
+        self.ids = type("Ids", (), {"node": "me"})()
+        self.writer = Recorder()
+        self.dead_letters = type("DeadLetters", (), {"dead_letter": lambda *_: None})()
+        self.queues: dict[str, Any] = {}
+
+
+class Subscriber:
+    ack_mode = "client"
+
+    def deliver(self, message: Message) -> None:
+        """Taken."""
+
+
+def read_ahead(engine: FakeEngine, destination: str, count: int) -> StreamQueue:
+    """:returns: a queue handle holding ``count`` messages read and not handed out."""
+    queue = StreamQueue(destination, engine)
+    engine.queues[destination] = queue
+    queue._take(
+        [
+            (f"1-{index}".encode(), {b"m": _payload(destination, index)})
+            for index in range(count)
+        ]
+    )
+    return queue
+
+
+def _payload(destination: str, index: int) -> bytes:
+    return encode("other", Message(destination, f"n-{index}", (), b"x"))
+
+
+def test_giving_back_puts_the_read_ahead_at_the_tail_and_holds_the_reading() -> None:
+    """
+    Each message read ahead is added again and its old entry ended; the queue
+    reads nothing until it is told to resume, or until the hold runs out.
+    """
+    engine = FakeEngine()
+    queue = read_ahead(engine, "/queue/r", 2)
+    given = queue.give_back_for(HOLD)
+    assert [message.message_id for message in given] == ["n-0", "n-1"]
+    assert not queue.pending
+    kinds = [command[0] for command in engine.writer.commands]
+    assert kinds == ["XADD", "XACK", "XDEL", "XADD", "XACK", "XDEL"]
+    assert engine.writer.commands[1][1:] == ("p:q:/queue/r", "nodes", b"1-0")
+    queue.local.add_consumer(Subscriber(), 5, 0)
+    assert queue._room() == 0
+    queue.resume()
+    assert queue._room() == 5
+    queue.give_back_for(HOLD)
+    engine.clock.advance(HOLD)
+    assert queue._room() == 5
+
+
+def test_a_give_back_request_is_answered_after_the_give_back() -> None:
+    """The answer names what was given back and comes after its writes; a resume needs none."""
+    engine = FakeEngine()
+    queue = read_ahead(engine, "/queue/q", 1)
+    control = ControlChannel(engine)
+    request = {"id": "r1", "from": "asker", "op": GIVE_BACK, "destination": "/queue/q"}
+    control.requested(json.dumps(request).encode())
+    *writes, (command, channel, answer) = engine.writer.commands
+    assert [write[0] for write in writes] == ["XADD", "XACK", "XDEL"]
+    assert (command, channel) == ("PUBLISH", "p:ctl:asker")
+    assert json.loads(answer) == {"id": "r1", "node": "me", "ahead": ["n-0"]}
+    assert queue._room() == 0
+    queue.local.add_consumer(Subscriber(), 3, 0)
+    assert queue._room() == 0
+    control.requested(json.dumps({**request, "op": RESUME}).encode())
+    assert queue._room() == 3
+    assert len(engine.writer.commands) == 4
+
+
+def test_a_request_of_an_unknown_kind_is_ignored() -> None:
+    engine = FakeEngine()
+    control = ControlChannel(engine)
+    control.requested(json.dumps({"id": "r", "from": "x", "op": "drop", "destination": "/queue/q"}))
+    assert engine.writer.commands == []
+
+
+def test_resume_is_told_to_every_node_on_the_requests_channel() -> None:
+    engine = FakeEngine()
+    ControlChannel(engine).tell(RESUME, "/queue/q")
+    ((command, channel, request),) = engine.writer.commands
+    assert (command, channel) == ("PUBLISH", "p:ctl")
+    assert {key: value for key, value in json.loads(request).items() if key != "id"} == {
+        "from": "me", "op": RESUME, "destination": "/queue/q",
+    }
+
+
+def test_a_moved_message_is_new_and_keeps_what_it_carries() -> None:
+    old = Message("/queue/a", "n-1", (("k", "v"),), b"body", 5.0, 3, True, 7)
+    new = new_message(old, "/queue/b", (("k", "w"),), "n-9")
+    assert (new.destination, new.message_id, new.headers, new.body) == (
+        "/queue/b", "n-9", (("k", "w"),), b"body",
+    )
+    assert (new.expires, new.redeliveries, new.persistent, new.priority) == (5.0, 0, True, 7)
+
+
+def test_an_answer_is_complete_when_no_node_is_missing() -> None:
+    assert Acted(3, "a").complete
+    assert not Acted(3, "a", ("b",)).complete

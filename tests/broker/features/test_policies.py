@@ -1,0 +1,107 @@
+"""The pure :class:`Policies`: parsing, matching by priority, the cache and its invalidation."""
+
+from __future__ import annotations
+
+import pytest
+
+from stompbroker.broker.features.policies import BadPolicy, Policies, parse_policy
+from stompbroker.broker.queueing.delivery import DeliveryPolicy
+
+
+def test_parse_reads_every_key_numbers_as_text_or_numbers() -> None:
+    policy = parse_policy(
+        "orders",
+        {
+            "pattern": "orders.>",
+            "priority": "5",
+            "apply-to": "queues",
+            "max-length": 10,
+            "max-length-bytes": "1000",
+            "overflow": "reject-publish",
+            "message-ttl": 60000,
+            "expires": 1000,
+            "max-redeliveries": 2,
+            "redelivery-delay": 250,
+            "dead-letter": "/queue/dead",
+            "prefetch": 5,
+        },
+    )
+    assert policy.priority == 5 and policy.apply_to == "queues" and policy.vhost == "/"
+    assert policy.settings.max_length == 10 and policy.settings.max_length_bytes == 1000
+    assert policy.as_dict()["definition"]["overflow"] == "reject-publish"
+    assert policy.patterns() == ["/queue/orders.>"]
+
+
+@pytest.mark.parametrize(
+    ("values", "said"),
+    [
+        ({}, "pattern is required"),
+        ({"pattern": "a", "max-lenght": 1}, "max-lenght is not a setting"),
+        ({"pattern": "a", "max-length": "ten"}, "max-length takes a whole number"),
+        ({"pattern": "a", "max-length": True}, "max-length takes a whole number"),
+        ({"pattern": "a", "max-length": -1}, "max_length"),
+        ({"pattern": "a", "overflow": "explode"}, "overflow"),
+        ({"pattern": "a", "apply-to": "exchanges"}, "apply_to"),
+        ({"pattern": "a*b"}, "a*b"),
+        ({"pattern": "a", "dead-letter": "/topic/x"}, "dead-letter must be a /queue/"),
+    ],
+)
+def test_parse_refuses_a_bad_definition_naming_the_key(values: dict, said: str) -> None:
+    with pytest.raises(BadPolicy, match="policy p") as caught:
+        parse_policy("p", values)
+    assert said in str(caught.value)
+
+
+def test_a_bad_name_is_refused() -> None:
+    with pytest.raises(BadPolicy, match="name"):
+        parse_policy("a:b", {"pattern": "x"})
+
+
+def test_the_highest_priority_of_the_matching_policies_is_in_force() -> None:
+    policies = Policies()
+    policies.set(parse_policy("all", {"pattern": ">", "max-length": 100}))
+    policies.set(parse_policy("orders", {"pattern": "orders.*", "priority": 1, "max-length": 5}))
+    assert policies.policy_for("/queue/orders.eu").name == "orders"
+    assert policies.policy_for("/queue/invoices").name == "all"
+    assert policies.policy_for("/topic/orders.eu").name == "orders"
+    assert policies.policy_for("/temp-queue/x") is None
+
+
+def test_apply_to_chooses_queues_or_topics() -> None:
+    policies = Policies()
+    policies.set(parse_policy("q", {"pattern": "a", "apply-to": "queues"}))
+    assert policies.policy_for("/queue/a") is not None
+    assert policies.policy_for("/topic/a") is None
+
+
+def test_a_change_is_seen_at_once_and_told_to_the_watchers() -> None:
+    told = []
+    policies = Policies()
+    policies.watch(lambda: told.append(len(policies.listed())))
+    assert policies.settings_for("/queue/a") is None
+    policies.set(parse_policy("p", {"pattern": "a", "max-length": 3}))
+    assert policies.settings_for("/queue/a").max_length == 3
+    policies.set(parse_policy("p", {"pattern": "a", "max-length": 4}))
+    assert policies.settings_for("/queue/a").max_length == 4
+    assert policies.remove("p") is True
+    assert policies.remove("p") is False
+    assert policies.settings_for("/queue/a") is None
+    assert told == [1, 1, 0]
+
+
+def test_delivery_overrides_only_what_the_policy_sets() -> None:
+    defaults = DeliveryPolicy(prefetch=100, max_redeliveries=6)
+    policies = Policies(defaults)
+    policies.set(parse_policy("p", {"pattern": "a", "prefetch": 3, "redelivery-delay": 50}))
+    found = policies.delivery("/queue/a")
+    assert (found.prefetch, found.max_redeliveries, found.backoff.delay_ms) == (3, 6, 50)
+    assert found.backoff.multiplier == defaults.backoff.multiplier
+    assert policies.delivery("/queue/b") is defaults
+
+
+def test_replace_all_makes_the_given_set_whole() -> None:
+    policies = Policies()
+    policies.set(parse_policy("old", {"pattern": "a"}))
+    policies.replace_all([parse_policy("new", {"pattern": "b"})])
+    assert [p.name for p in policies.listed()] == ["new"]
+    assert policies.policy_for("/queue/a") is None

@@ -1,0 +1,186 @@
+"""
+The mistakes newcomers make get one clear line and an exit status, never a
+traceback nor the whole ``--help`` (issue 30's list, each as a real process).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.process import (
+    CHILD_TIMEOUT,
+    BrokerProcess,
+    broker_arguments,
+    free_port,
+    subprocess_env,
+    twistd_command,
+)
+
+
+def twistd(
+    tmp_path: Path, *args: str, reactor: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """:returns: ``twistd -n stompbroker ARGS`` run to its end, its output and errors apart."""
+    return subprocess.run(
+        [*twistd_command(), *broker_arguments(free_port(), None, reactor, *args)],
+        cwd=tmp_path,
+        env=env or subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+    )
+
+
+def command(*args: str, stdin: int | None = subprocess.DEVNULL) -> subprocess.CompletedProcess[str]:
+    """:returns: ``stompbroker ARGS`` run to its end with nothing on standard input."""
+    return subprocess.run(
+        [sys.executable, "-m", "stompbroker.app.cli", *args],
+        env=subprocess_env(),
+        stdin=stdin,
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+    )
+
+
+def one_line(completed: subprocess.CompletedProcess[str]) -> str:
+    """:returns: the one line on standard error, checking that nothing shows a traceback."""
+    assert "Traceback" not in completed.stdout + completed.stderr
+    lines = completed.stderr.splitlines()
+    assert len(lines) == 1, completed.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def web_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker with a web port, for the management commands."""
+    with BrokerProcess(tmp_path_factory.mktemp("errors")) as process:
+        yield process
+
+
+def test_the_redis_engine_without_redis_says_what_to_install(tmp_path: Path) -> None:
+    """--engine redis://... without redis-py installed names the extra to install."""
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['redis'] = None\n")
+    env = subprocess_env()
+    env["PYTHONPATH"] = f"{tmp_path}:{env['PYTHONPATH']}"
+    completed = twistd(tmp_path, "--engine", "redis://127.0.0.1:6379/0", env=env)
+    assert completed.returncode == 1
+    assert one_line(completed) == (
+        "twistd stompbroker: --engine redis://... needs the redis package:"
+        " pip install 'stompbroker[redis]'"
+    )
+
+
+def test_workers_with_redis_unreachable_stop_without_a_traceback(tmp_path: Path) -> None:
+    """--workers 2 with nothing at the Redis URL: the reason, once, and exit status 1."""
+    completed = twistd(
+        tmp_path,
+        "--engine",
+        f"redis://127.0.0.1:{free_port()}/0",
+        "--workers",
+        "2",
+        reactor="asyncio",
+    )
+    output = completed.stdout + completed.stderr
+    assert completed.returncode == 1
+    assert "Traceback" not in output and "ReactorNotRunning" not in output
+    assert output.count("stompbroker cannot start: worker") == 1
+    assert "cannot reach Redis" in output
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        pytest.param(
+            ["--max-connections", "abc"],
+            "twistd stompbroker: --max-connections takes a whole number, got 'abc'",
+            id="max-connections",
+        ),
+        pytest.param(
+            ["--auth", "passwd:missing-file"],
+            "twistd stompbroker: --auth passwd: missing-file: cannot read it:"
+            " No such file or directory",
+            id="auth-missing-file",
+        ),
+    ],
+)
+def test_a_bad_option_is_one_line_not_the_help(tmp_path: Path, args: list[str], line: str) -> None:
+    """A refused option is one line on standard error, exit status 1, and no --help."""
+    completed = twistd(tmp_path, *args)
+    assert completed.returncode == 1
+    assert one_line(completed) == line
+    assert completed.stdout == ""
+
+
+def test_a_stats_directory_that_cannot_be_written_stops_the_start(tmp_path: Path) -> None:
+    """--stats-dir /proc/x is refused at start, as --data-dir is, not every 10 s after."""
+    completed = twistd(tmp_path, "--stats-dir", "/proc/x", "--data-dir", "none")
+    output = completed.stdout + completed.stderr
+    assert completed.returncode == 1
+    assert "Traceback" not in output
+    assert "cannot use /proc/x as the stats directory" in output
+
+
+def test_queues_on_the_stomp_port_says_it_is_not_the_web_port(web_broker: BrokerProcess) -> None:
+    """--url at the STOMP port: one line saying which port to use, exit status 3."""
+    completed = command("queues", "--url", f"http://127.0.0.1:{web_broker.port}")
+    assert completed.returncode == 3
+    assert "not its STOMP port" in one_line(completed)
+
+
+def test_a_url_without_a_scheme_means_http(web_broker: BrokerProcess) -> None:
+    """--url 127.0.0.1:PORT is taken as http://127.0.0.1:PORT."""
+    completed = command("nodes", "--url", f"127.0.0.1:{web_broker.http_port}")
+    assert (completed.returncode, completed.stderr) == (0, "")
+    assert "local" in completed.stdout
+
+
+def test_passwd_without_a_terminal_reads_standard_input(tmp_path: Path) -> None:
+    """passwd with nothing on standard input says so in one line; a piped password is taken."""
+    users = str(tmp_path / "users.txt")
+    empty = command("passwd", users, "bob", "--cost", "16")
+    assert empty.returncode == 1
+    assert one_line(empty) == "stompbroker passwd: the password is empty; nothing was changed"
+    piped = subprocess.run(
+        [sys.executable, "-m", "stompbroker.app.cli", "passwd", users, "bob", "--cost", "16"],
+        env=subprocess_env(),
+        input="secret\n",
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+    )
+    assert (piped.returncode, piped.stderr) == (0, "")
+    assert Path(users).read_text().startswith("bob:")
+
+
+def test_config_check_says_where_the_mistake_is(tmp_path: Path) -> None:
+    """config check: exit 0 for a valid file, 1 and one line with the line number otherwise."""
+    good = tmp_path / "good.toml"
+    good.write_text("[connections]\nmax-connections = 10\n")
+    checked = command("config", "check", str(good))
+    assert (checked.returncode, checked.stderr) == (0, "")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[connections]\nmax-connections = 'many'\n")
+    refused = command("config", "check", str(bad))
+    assert refused.returncode == 1
+    assert one_line(refused) == (
+        f"stompbroker config: {bad}:2: [connections] max-connections takes a whole number,"
+        " got 'many'"
+    )
+
+
+def test_twistd_refuses_a_bad_file_in_one_line(tmp_path: Path) -> None:
+    """twistd stompbroker --config with a mistake: the file's line, exit status 1."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[listeners]\nhttp = ['none']\n\n[connections]\nmax-conections = 1\n")
+    completed = twistd(tmp_path, "--config", str(bad))
+    assert completed.returncode == 1
+    assert one_line(completed) == (
+        f"twistd stompbroker: {bad}:5: [connections] max-conections is not a setting"
+        " (did you mean max-connections?)"
+    )

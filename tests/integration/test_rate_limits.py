@@ -1,0 +1,94 @@
+"""
+Rate limits on the real broker, with ``stomp.py``: a publisher faster than
+``--rate-limit-messages`` is slowed (the broker reads it no more until it is
+back at its rate) and keeps its connection; one that stays over for
+``--rate-limit-over-time`` gets an ERROR naming the limit, and is closed.
+``/stats`` counts both.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.clients import connect
+from tests.support.process import BrokerProcess
+
+RATE = 500
+OVER_TIME = 2.0
+
+
+def start(tmp_path_factory: pytest.TempPathFactory, *options: str) -> BrokerProcess:
+    workdir = tmp_path_factory.mktemp("rate-limits")
+    return BrokerProcess(
+        workdir, "--rate-limit-messages", f"{RATE}/{RATE}", "--data-dir", "none", *options
+    )
+
+
+@pytest.fixture(scope="module")
+def slowing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker that slows fast publishers, and never closes them for it."""
+    with start(tmp_path_factory) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def closing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker that closes a publisher over its rate for OVER_TIME seconds."""
+    with start(tmp_path_factory, "--rate-limit-over-time", str(OVER_TIME)) as process:
+        yield process
+
+
+def stats(broker: BrokerProcess) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{broker.http_port}/stats", timeout=10) as page:
+        document: dict[str, Any] = json.load(page)
+    return document
+
+
+def test_a_fast_publisher_is_slowed_not_disconnected(slowing: BrokerProcess) -> None:
+    """
+    2500 messages sent in a second or two, at 500/s with a burst of 500: the
+    broker has read no more than its rate allows when they are sent, and reads
+    the rest at its rate, with the connection kept.
+    """
+    connection, collector = connect(slowing.address)
+    started = time.monotonic()
+    for batch in range(50):
+        for index in range(50):
+            connection.send("/topic/fast", f"{batch}-{index}".encode())
+        time.sleep(0.02)
+    read = stats(slowing)["destinations"]["/topic/fast"]["messages_in"]
+    sending = time.monotonic() - started
+    # The burst, the rate since, and what the last reads held (they are charged after).
+    assert read <= RATE * (1 + sending) + 250, f"{read} messages read in {sending:.2f} s"
+    assert read < 2500
+    connection.send("/topic/fast", b"last", receipt="last")
+    assert collector.wait_for(lambda: "last" in collector.receipts, timeout=30)
+    elapsed = time.monotonic() - started
+    assert elapsed >= 3.0, f"read in {elapsed:.2f} s: not slowed"
+    assert not collector.errors and connection.is_connected()
+    figures = stats(slowing)["rate_limits"]
+    assert figures["slowed_total"] >= 1
+    assert figures["disconnected"] == 0
+    connection.disconnect()
+
+
+def test_a_publisher_kept_over_its_rate_gets_an_error(closing: BrokerProcess) -> None:
+    """Ten seconds' worth of messages at once: after the over time, an ERROR and the close."""
+    connection, collector = connect(closing.address)
+    started = time.monotonic()
+    for index in range(10 * RATE):
+        connection.send("/topic/flood", str(index).encode())
+    assert collector.wait_for(lambda: bool(collector.errors), timeout=20)
+    elapsed = time.monotonic() - started
+    [error] = collector.errors
+    assert error.headers["message"] == "rate limit exceeded"
+    assert b"rate-limit-messages" in error.body
+    assert OVER_TIME - 0.5 <= elapsed < OVER_TIME + 5
+    assert collector.wait_for(lambda: collector.disconnected, timeout=10)
+    assert stats(closing)["rate_limits"]["disconnected"] == 1
