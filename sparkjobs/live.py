@@ -5,6 +5,7 @@ Usage::
 
     python -m sparkjobs.live --input STATS_DIR --output OUT_DIR --checkpoint CHECKPOINT_DIR
     python -m sparkjobs.live ... --once        # process what is there now, then stop
+    python -m sparkjobs.live --broker stomp://HOST:61613 --output OUT --checkpoint CHECKPOINT
 
 Structured Streaming watches ``STATS_DIR`` for newly published files and keeps
 three Parquet tables in ``OUT_DIR``, appending as data arrives:
@@ -23,7 +24,12 @@ checkpoint resumes where the job stopped, without counting a file twice.
 
 The broker publishes a stats file when its hour is over (see
 :mod:`stompbroker.stats.export`), so the tables trail the broker by up to an
-hour plus ``--trigger-seconds``.
+hour plus ``--trigger-seconds``.  With ``--broker URL`` instead of ``--input``
+the job reads the broker's ``--stats-stream`` through the ``stompbroker`` data
+source (:mod:`sparkjobs.datasource`), each record as the broker appends it, so
+the tables trail the broker by the watermark and ``--trigger-seconds``; no
+directory is shared, and with the redis engine one stream holds every node's
+records.  ``bad_records`` then names ``NODE STREAM#OFFSET`` instead of a file.
 """
 
 from __future__ import annotations
@@ -32,18 +38,32 @@ import argparse
 import signal
 import sys
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery, StreamingQueryManager
 
 from sparkjobs import transforms
-from sparkjobs.stats_io import build_session, job_parser, read_stats_stream, table_path
+from sparkjobs.stats_io import (
+    broker_options,
+    build_session,
+    check_source,
+    job_parser,
+    read_stats_stream,
+    read_stats_stream_from_broker,
+    table_path,
+)
 
 DEFAULT_WATERMARK = "2 minutes"
 DEFAULT_TRIGGER_SECONDS = 10
 DEFAULT_STATE_PARTITIONS = 4
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: A streaming query's status while it makes its sources.
+INITIALIZING = "Initializing sources"
+SOURCE_TIMEOUT = 60.0
 
 
 def live_tables(stats: DataFrame, watermark: str = DEFAULT_WATERMARK) -> dict[str, DataFrame]:
@@ -69,7 +89,7 @@ def live_tables(stats: DataFrame, watermark: str = DEFAULT_WATERMARK) -> dict[st
 
 def start_queries(
     spark: SparkSession,
-    input_path: str,
+    input_path: str | None,
     output_path: str,
     checkpoint_path: str,
     *,
@@ -78,6 +98,7 @@ def start_queries(
     watermark: str = DEFAULT_WATERMARK,
     max_files_per_trigger: int | None = None,
     state_partitions: int = DEFAULT_STATE_PARTITIONS,
+    broker: dict[str, str] | None = None,
 ) -> list[StreamingQuery]:
     """
     Start one streaming query per table of :func:`live_tables`.
@@ -88,13 +109,73 @@ def start_queries(
         default of 200 costs 200 small tasks and state stores per micro-batch,
         minutes per batch on a small machine, for what is a few rows per minute;
         the number is fixed when a checkpoint is created.
+    :param broker: follow the broker's stats stream with these data source
+        options (:func:`~sparkjobs.stats_io.broker_options`) instead of ``input_path``.
     :returns: the running queries, named after their tables.
     """
+    if broker is not None:
+        # A Python data source registered in one session is unknown to a new one
+        # (and cannot be registered there again): set the query's settings on
+        # the caller's session while the queries start (each query keeps a copy),
+        # then put them back.
+        settings = {
+            "spark.sql.shuffle.partitions": str(state_partitions),
+            # The records are parsed out of the messages' bodies: the record
+            # checks' predicates, pushed down onto the parsed fields' aliases,
+            # make constraint propagation grow exponentially with the fields,
+            # an OutOfMemoryError when planning each micro-batch.
+            "spark.sql.constraintPropagation.enabled": "false",
+        }
+        with _session_settings(spark, settings):
+            return _start(
+                live_tables(read_stats_stream_from_broker(spark, broker), watermark),
+                output_path,
+                checkpoint_path,
+                once,
+                trigger_seconds,
+                one_by_one=True,
+            )
     # A session of its own, so the setting does not leak into the caller's.
     spark = spark.newSession()
     spark.conf.set("spark.sql.shuffle.partitions", str(state_partitions))
-    tables = live_tables(read_stats_stream(spark, input_path, max_files_per_trigger), watermark)
-    queries = []
+    stats = read_stats_stream(spark, input_path, max_files_per_trigger)
+    return _start(
+        live_tables(stats, watermark), output_path, checkpoint_path, once, trigger_seconds
+    )
+
+
+@contextmanager
+def _session_settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """Set ``settings`` on ``spark``'s conf within the block, then restore the previous values."""
+    previous = {name: spark.conf.get(name, None) for name in settings}
+    for name, value in settings.items():
+        spark.conf.set(name, value)
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                spark.conf.unset(name)
+            else:
+                spark.conf.set(name, value)
+
+
+def _start(
+    tables: dict[str, DataFrame],
+    output_path: str,
+    checkpoint_path: str,
+    once: bool,
+    trigger_seconds: float,
+    *,
+    one_by_one: bool = False,
+) -> list[StreamingQuery]:
+    """
+    :param one_by_one: start a query once the previous one has its source.
+        A Python data source's stream reader is a Python process of its own,
+        which must start and call back within Spark's fixed ten seconds:
+        three started at once on a busy machine can miss that.
+    """
+    queries: list[StreamingQuery] = []
     for name, frame in tables.items():
         writer = (
             frame.writeStream.queryName(name)
@@ -107,8 +188,19 @@ def start_queries(
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
+        if one_by_one and queries:
+            _wait_for_sources(queries[-1])
         queries.append(writer.start())
     return queries
+
+
+def _wait_for_sources(query: StreamingQuery, timeout: float = SOURCE_TIMEOUT) -> None:
+    """Wait until ``query`` has initialized its sources, has ended, or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while query.isActive and query.status["message"] == INITIALIZING:
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.1)
 
 
 def wait_until_stopped(streams: StreamingQueryManager, poll_seconds: int = 1) -> None:
@@ -170,6 +262,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="partitions of the aggregation state (fixed once a checkpoint exists)",
     )
     args = parser.parse_args(argv)
+    check_source(parser, args)
     if args.state_partitions < 1:
         parser.error("--state-partitions must be 1 or more")
     if args.trigger_seconds <= 0:
@@ -202,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             watermark=args.watermark,
             max_files_per_trigger=args.max_files_per_trigger,
             state_partitions=args.state_partitions,
+            broker=broker_options(args) if args.broker else None,
         )
         if args.once:
             for query in queries:

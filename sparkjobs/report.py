@@ -4,6 +4,7 @@ The batch report: what the broker did over the stats it exported.
 Usage::
 
     python -m sparkjobs.report --input STATS_DIR --output REPORT_DIR [--master URL] [--top N]
+    python -m sparkjobs.report --broker stomp://HOST:61613 --output REPORT_DIR   # the stats stream
     spark-submit --master URL sparkjobs/report.py --input ... --output ...
 
 Reads every published file of a ``--stats-dir`` (see
@@ -37,7 +38,15 @@ from pyspark.sql import DataFrame, Row, SparkSession
 
 from sparkjobs import transforms
 from sparkjobs.dashboard import write_dashboard
-from sparkjobs.stats_io import build_session, job_parser, read_stats, write_table
+from sparkjobs.stats_io import (
+    broker_options,
+    build_session,
+    check_source,
+    job_parser,
+    read_stats,
+    read_stats_from_broker,
+    write_table,
+)
 
 DEFAULT_TOP = 10
 #: The log4j 2 configuration of a local session the report starts itself.
@@ -98,11 +107,12 @@ class ReportResult:
 
 def run_report(
     spark: SparkSession,
-    input_path: str,
+    input_path: str | None,
     output_path: str,
     *,
     top: int = DEFAULT_TOP,
     dashboard_path: str | None = None,
+    broker: dict[str, str] | None = None,
 ) -> ReportResult:
     """
     Read, transform, write: the whole job, in a session the caller owns.
@@ -111,12 +121,17 @@ def run_report(
     released at the end: a cached read would otherwise answer a later run in
     the same session with the files of this one.
 
-    :param input_path: the stats directory.
+    :param input_path: the stats directory (unused with ``broker``).
     :param output_path: where the Parquet tables go (any path Spark can write).
     :param dashboard_path: a local file for the HTML; ``OUTPUT/dashboard.html`` by default.
+    :param broker: read the broker's stats stream with these data source
+        options (:func:`~sparkjobs.stats_io.broker_options`) instead of ``input_path``.
     :returns: the headline figures.
     """
-    stats = read_stats(spark, input_path).cache()
+    if broker is not None:
+        stats = read_stats_from_broker(spark, broker).cache()
+    else:
+        stats = read_stats(spark, input_path).cache()
     try:
         tables = build_report(stats, top)
         for name, frame in tables.named().items():
@@ -145,9 +160,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--dashboard", help="local path of the HTML page (default: OUTPUT/dashboard.html)"
     )
     args = parser.parse_args(argv)
+    check_source(parser, args)
     if "://" in args.output and not args.dashboard:
         parser.error("--output is not a local directory: give --dashboard a local file path")
-    if "://" not in args.input and not Path(args.input).is_dir():
+    if args.input is not None and "://" not in args.input and not Path(args.input).is_dir():
         parser.error(f"--input {args.input!r} is not a directory")
     if args.top < 1:
         parser.error("--top must be 1 or more")
@@ -193,7 +209,12 @@ def main(argv: list[str] | None = None) -> int:
     spark = build_session("stompbroker-report", args.master)
     try:
         result = run_report(
-            spark, args.input, args.output, top=args.top, dashboard_path=dashboard
+            spark,
+            args.input,
+            args.output,
+            top=args.top,
+            dashboard_path=dashboard,
+            broker=broker_options(args) if args.broker else None,
         )
     finally:
         if owns_session:

@@ -23,15 +23,49 @@ CORRUPT_COLUMN = "_corrupt_record"
 SOURCE_COLUMN = "source_file"
 
 
+#: Where ``--broker`` reads the statistics by default (the broker's ``--stats-stream``).
+DEFAULT_STATS_STREAM = "/stream/stompbroker.stats"
+#: The header of a stats stream message that names the node whose figures it holds.
+NODE_HEADER = "x-stats-node"
+
+
 def job_parser(prog: str, description: str, output_help: str) -> argparse.ArgumentParser:
     """
-    :returns: a parser with the options every job takes: ``--input``, ``--output``, ``--master``.
+    :returns: a parser with the options every job takes: where the statistics
+        come from (``--input`` or ``--broker``, see :func:`check_source`),
+        ``--output``, ``--master``.
     """
     parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--input", required=True, help="the broker's stats directory")
+    parser.add_argument("--input", help="the broker's stats directory (--stats-dir)")
+    parser.add_argument(
+        "--broker",
+        help="read the statistics from the broker's --stats-stream instead, at this URL "
+        "(stomp://HOST:PORT, stomp+ssl://, ws://HOST:PORT/ws)",
+    )
+    parser.add_argument(
+        "--stats-stream", default=DEFAULT_STATS_STREAM, help="the stream --broker reads"
+    )
+    parser.add_argument("--login", help="the broker login for --broker")
+    parser.add_argument("--passcode", help="its passcode, or a token")
     parser.add_argument("--output", required=True, help=output_help)
     parser.add_argument("--master", help="Spark master URL (default: local[*], or spark-submit's)")
     return parser
+
+
+def check_source(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Exit with a usage error unless exactly one of ``--input`` and ``--broker`` is given."""
+    if (args.input is None) == (args.broker is None):
+        parser.error("give one of --input (a stats directory) and --broker (a broker URL)")
+
+
+def broker_options(args: argparse.Namespace) -> dict[str, str]:
+    """:returns: the ``stompbroker`` data source options that read the stats stream."""
+    options = {"url": args.broker, "destination": args.stats_stream}
+    if args.login is not None:
+        options["login"] = args.login
+    if args.passcode is not None:
+        options["passcode"] = args.passcode
+    return options
 
 
 def build_session(app_name: str, master: str | None = None) -> SparkSession:
@@ -102,6 +136,50 @@ def read_stats_stream(
     if max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", str(max_files_per_trigger))
     return reader.json(path).withColumn(SOURCE_COLUMN, F.col("_metadata.file_name"))
+
+
+def _stats_of_messages(messages: DataFrame) -> DataFrame:
+    """
+    Parse stats stream messages as :func:`read_stats` parses lines.
+
+    :returns: the columns of :func:`read_stats`, :data:`SOURCE_COLUMN` being
+        ``NODE STREAM#OFFSET``, and ``node``, the node whose figures the record holds.
+    """
+    node = F.col("headers").getItem(NODE_HEADER)
+    parsed = messages.select(
+        F.from_json(F.col("body").cast("string"), read_schema(), _reader_options()).alias("r"),
+        F.concat_ws(" ", node, F.concat_ws("#", "destination", "offset")).alias(SOURCE_COLUMN),
+        node.alias("node"),
+    )
+    return parsed.select("r.*", SOURCE_COLUMN, "node")
+
+
+def read_stats_from_broker(spark: SparkSession, options: dict[str, str]) -> DataFrame:
+    """
+    Read every record the stats stream keeps (batch), through the ``stompbroker`` data source.
+
+    :param options: the data source's options (:func:`broker_options`).
+    :returns: the columns of :func:`read_stats`, and ``node``.
+    """
+    from sparkjobs.datasource import register
+
+    register(spark)
+    reader = spark.read.format("stompbroker").options(**options)
+    return _stats_of_messages(reader.option("startingOffsets", "first").load())
+
+
+def read_stats_stream_from_broker(spark: SparkSession, options: dict[str, str]) -> DataFrame:
+    """
+    Follow the stats stream (Structured Streaming), from its first record kept.
+
+    :param options: the data source's options (:func:`broker_options`).
+    :returns: a streaming DataFrame with the columns of :func:`read_stats_from_broker`.
+    """
+    from sparkjobs.datasource import register
+
+    register(spark)
+    reader = spark.readStream.format("stompbroker").options(**options)
+    return _stats_of_messages(reader.option("startingOffsets", "first").load())
 
 
 def table_path(output: str, name: str) -> str:

@@ -245,7 +245,7 @@ SECTIONS: dict[str, OptionSection] = {
         )
     ),
     "stats": OptionSection(
-        dict.fromkeys(["stats-dir", "stats-interval", "monitor-interval"], VALUE)
+        dict.fromkeys(["stats-dir", "stats-stream", "stats-interval", "monitor-interval"], VALUE)
     ),
     "process": OptionSection(dict.fromkeys(["log-level", "gc-threshold"], VALUE)),
 }

@@ -28,6 +28,7 @@ __all__ = [
     "parse_size",
     "positive",
     "positive_seconds",
+    "stream_destination",
     "redelivery_limit",
 ]
 
@@ -76,6 +77,15 @@ def positive_seconds(text: str) -> float:
     if not 0 < value < float("inf"):
         raise ValueError(f"must be more than 0 seconds, got {text!r}")
     return value
+
+
+def stream_destination(text: str) -> str | None:
+    """:returns: a ``/stream/NAME`` destination, or ``None`` for ``none``."""
+    if text == "none":
+        return None
+    if not text.startswith("/stream/") or len(text) == len("/stream/"):
+        raise ValueError(f"must be a /stream/NAME destination or none, got {text!r}")
+    return text
 
 
 def non_negative_seconds(text: str) -> float:

@@ -34,6 +34,7 @@ from stompbroker.app.option_values import (
     positive,
     positive_seconds,
     redelivery_limit,
+    stream_destination,
 )
 from stompbroker.app.policy_options import PolicyOptions
 from stompbroker.app.redelivery_options import RedeliveryOptions
@@ -318,6 +319,15 @@ class Options(
             None,
             "Directory to append the broker's statistics to, as hourly JSON Lines files for "
             "the Spark jobs (sparkjobs/); made if missing (default: no export).",
+        ],
+        [
+            "stats-stream",
+            None,
+            None,
+            "A /stream/ destination to append the statistics to, one message per record "
+            "(e.g. /stream/stompbroker.stats), for the Spark jobs to read through the "
+            "stompbroker data source (default: none).",
+            stream_destination,
         ],
         [
             "stats-interval",

@@ -44,6 +44,7 @@ from stompbroker.stats.export import StatsExporter
 from stompbroker.stats.model import StatsModel
 from stompbroker.stats.services import LiveStats, StatsExport
 from stompbroker.stats.setup import RunningSetup, redact_url
+from stompbroker.stats.stream import StatsStream
 from stompbroker.transport.proxy_header import listening_endpoint
 from stompbroker.transport.tcp import stomp_server_factory
 from stompbroker.transport.websocket import WebSocketConfig
@@ -288,6 +289,8 @@ def _add_stats(
     live.setServiceParent(top)
     if exporter is not None:
         StatsExport(model, exporter, options["stats-interval"]).setServiceParent(top)
+    if options["stats-stream"] is not None:
+        StatsStream(model, options["stats-stream"], options["stats-interval"]).setServiceParent(top)
     return live
 
 

@@ -229,9 +229,13 @@ class StatsModel:
         gaps: TopicGaps | None = self._engine.topic_gaps()
         return gaps
 
-    def sampler(self) -> Sampler:
-        """:returns: a new :class:`Sampler`, whose intervals start at its first sample."""
-        sampler = Sampler(self)
+    def sampler(self, own: bool = False) -> Sampler:
+        """
+        :param own: sample this process's figures (:meth:`own_snapshot`) rather
+            than the cluster's (:meth:`snapshot`).
+        :returns: a new :class:`Sampler`, whose intervals start at its first sample.
+        """
+        sampler = Sampler(self, own)
         self._samplers.append(sampler)
         self.broker.traffic.sampling = True
         return sampler
@@ -259,6 +263,11 @@ class StatsModel:
             rss_bytes=cluster.rss_bytes,
             nodes=nodes,
         )
+
+    @property
+    def node(self) -> str:
+        """:returns: this node's id (the engine's)."""
+        return str(self._engine.ids.node)
 
     def _figures(self, own: Snapshot) -> NodeFigures:
         return NodeFigures(
@@ -375,8 +384,9 @@ class Sampler:
     :meth:`StatsModel.sampler`.
     """
 
-    def __init__(self, model: StatsModel) -> None:
+    def __init__(self, model: StatsModel, own: bool = False) -> None:
         self._model = model
+        self._snapshot = model.own_snapshot if own else model.snapshot
         self._previous: Snapshot | None = None
         #: The first producer generation of the interval now running.
         self.since = model.broker.traffic.generation
@@ -389,7 +399,7 @@ class Sampler:
             only starts the first interval.
         """
         model = self._model
-        snapshot = model.snapshot()
+        snapshot = self._snapshot()
         previous, self._previous = self._previous, snapshot
         interval = None
         if previous is not None:

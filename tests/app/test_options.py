@@ -42,9 +42,18 @@ def test_port_is_shorthand_for_loopback_tcp_endpoint() -> None:
         ["--resume-window", "-1"],
         ["--resume-buffer", "0"],
         ["--resume-buffer", "lots"],
+        ["--stats-stream", "/queue/stats"],
+        ["--stats-stream", "/stream/"],
     ],
 )
 def test_bad_option_values_are_usage_errors(argv: list[str]) -> None:
     """Each option refuses values it cannot use, with a usage error rather than a traceback."""
     with pytest.raises(usage.UsageError):
         parse(*argv)
+
+
+def test_the_stats_stream_is_off_unless_named() -> None:
+    """--stats-stream takes a /stream/ name; none (the default) appends nothing."""
+    assert parse()["stats-stream"] is None
+    assert parse("--stats-stream", "none")["stats-stream"] is None
+    assert parse("--stats-stream", "/stream/s")["stats-stream"] == "/stream/s"

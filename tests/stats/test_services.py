@@ -19,6 +19,7 @@ from stompbroker.stats.export import StatsExporter
 from stompbroker.stats.model import StatsModel
 from stompbroker.stats.schema import FILE_GLOB, DestinationRecord, record_from_json_line
 from stompbroker.stats.services import MONITOR_QUEUE, STATS_TOPIC, LiveStats, StatsExport
+from stompbroker.stats.stream import NODE_HEADER, StatsStream
 from tests.support.broker import FakeConnection, Inbox
 
 
@@ -146,3 +147,27 @@ def test_a_failing_disk_is_logged_once_and_the_timer_goes_on(
     assert sum("cannot write statistics" in text for text in texts) == 1
     assert any("writing statistics to" in text and "again" in text for text in texts)
     assert any(isinstance(r, DestinationRecord) for r in exported(blocked))
+
+
+def test_the_stats_stream_appends_each_interval_s_records_tagged_with_the_node(
+    clock: Clock, broker: Broker
+) -> None:
+    """Each record of an interval is one message on the stream, its body the export's line."""
+    model = StatsModel(broker)
+    stream = StatsStream(model, "/stream/stats", interval=5.0)
+    stream.startService()
+    broker.send("/queue/jobs", (), b"abc")
+    clock.advance(5.0)
+    reader = Inbox("/stream/stats", "auto", headers={"x-stream-offset": "first"})
+    broker.open_connection(reader.connection)
+    broker.subscribe(reader)
+    stream.stopService()
+    records = [record_from_json_line(message.body.decode()) for message in reader.received]
+    [jobs] = [
+        r for r in records if isinstance(r, DestinationRecord) and r.destination == "/queue/jobs"
+    ]
+    assert (jobs.interval_s, jobs.messages_in, jobs.bytes_in) == (5.0, 1, 3)
+    for message in reader.received:
+        headers = dict(message.headers)
+        assert headers[NODE_HEADER] == model.node
+        assert headers["content-type"] == "application/json"

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 from attrs import define, frozen
 
-from stompbroker.broker.streams.offsets import OFFSET_HEADER, StreamLimits
+from stompbroker.broker.streams.offsets import OFFSET_HEADER, TIMESTAMP_HEADER, StreamLimits
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
@@ -32,25 +32,30 @@ class StreamEntry:
     size: int
 
 
+_STAMPS = (OFFSET_HEADER, TIMESTAMP_HEADER)
+
+
 def entry_size(headers: Headers, body: bytes) -> int:
     """:returns: the bytes retention counts for a message: its body and headers."""
     return len(body) + sum(len(name) + len(value) + 2 for name, value in headers)
 
 
-def stamped(message: Message, offset: int) -> Message:
+def stamped(message: Message, offset: int, timestamp: float) -> Message:
     """
-    :returns: a copy of a message sent to a stream that carries its offset, to be
-        delivered as it is to every reader (its wire bytes encoded once); an
-        ``x-stream-offset`` the sender put there is dropped, as the first of a
+    :param timestamp: when it was appended, in POSIX seconds.
+    :returns: a copy of a message sent to a stream that carries its offset and
+        its append time (``x-stream-timestamp``, seconds with milliseconds), to
+        be delivered as it is to every reader (its wire bytes encoded once);
+        either header the sender put there is dropped, as the first of a
         repeated header is the one clients read.
     """
     headers = message.headers
-    if any(name == OFFSET_HEADER for name, _ in headers):
-        headers = tuple(pair for pair in headers if pair[0] != OFFSET_HEADER)
+    if any(name in _STAMPS for name, _ in headers):
+        headers = tuple(pair for pair in headers if pair[0] not in _STAMPS)
     return Message(
         message.destination,
         message.message_id,
-        (*headers, (OFFSET_HEADER, str(offset))),
+        (*headers, (OFFSET_HEADER, str(offset)), (TIMESTAMP_HEADER, f"{timestamp:.3f}")),
         message.body,
         0.0,
         0,

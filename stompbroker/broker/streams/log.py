@@ -113,7 +113,8 @@ class StreamLog:
         """
         if offset is None:
             offset = self.next_offset
-        entry = self._add(stamped(message, offset), offset, self._clock.seconds())
+        now = self._clock.seconds()
+        entry = self._add(stamped(message, offset, now), offset, now)
         written: Deferred[None] | None = self._backend.append(self.destination, entry)
         self._offer(entry)
         return written

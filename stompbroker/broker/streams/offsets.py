@@ -21,6 +21,8 @@ from stompbroker.protocol.errors import InvalidStreamOffset
 #: The SUBSCRIBE header that says where a stream subscription starts, and the
 #: MESSAGE header that carries each message's offset (RabbitMQ's name).
 OFFSET_HEADER = "x-stream-offset"
+#: The header that carries a stream message's append time, in POSIX seconds.
+TIMESTAMP_HEADER = "x-stream-timestamp"
 
 #: Largest offset: offsets are 64-bit signed integers for every client's sake.
 MAX_OFFSET = 2**63 - 1

@@ -19,6 +19,7 @@ from stompbroker.broker.streams.entries import StreamEntry
 from stompbroker.broker.streams.log import StreamLog
 from stompbroker.broker.streams.offsets import (
     OFFSET_HEADER,
+    TIMESTAMP_HEADER,
     StreamLimits,
     StreamStart,
     parse_start,
@@ -138,12 +139,13 @@ def test_the_cache_holds_at_most_cache_bytes_of_the_newest_entries() -> None:
     _, stream, _ = world(StreamLimits(cache_bytes=1000))
     for number in range(100):
         stream.append(message(number=number))
-    # Each entry is its body and its x-stream-offset header: 117 to 119 bytes here.
-    assert stream.cached == 8
+    # Each entry is its body, its x-stream-offset and x-stream-timestamp headers:
+    # 151 to 153 bytes here.
+    assert stream.cached == 6
     assert stream.cache_start == 100 - stream.cached
-    assert stream.read(stream.cache_start, 100) == stream.read(92, 100)
-    assert not isinstance(stream.read(92, 100), Deferred)
-    assert isinstance(stream.read(91, 100), Deferred)
+    assert stream.read(stream.cache_start, 100) == stream.read(94, 100)
+    assert not isinstance(stream.read(94, 100), Deferred)
+    assert isinstance(stream.read(93, 100), Deferred)
 
 
 # -- where a subscription starts ---------------------------------------------------------
@@ -407,8 +409,14 @@ def test_a_mirror_reader_reads_the_backend_then_what_the_server_handed_out() -> 
 
 
 def test_an_offset_header_a_sender_wrote_is_replaced_by_the_real_one() -> None:
-    """A SEND's own x-stream-offset cannot pass for the stream's: readers see only the real one."""
+    """A SEND's own x-stream-offset (or -timestamp) cannot pass for the stream's: readers
+    see only the real ones."""
     _, stream, backend = world()
-    stream.append(Message("/stream/s", "m", (("a", "1"), (OFFSET_HEADER, "999")), b"x"))
+    headers = (("a", "1"), (OFFSET_HEADER, "999"), (TIMESTAMP_HEADER, "1"))
+    stream.append(Message("/stream/s", "m", headers, b"x"))
     [entry] = backend.read("/stream/s", 0, 1).result
-    assert entry.message.headers == (("a", "1"), (OFFSET_HEADER, "0"))
+    assert entry.message.headers == (
+        ("a", "1"),
+        (OFFSET_HEADER, "0"),
+        (TIMESTAMP_HEADER, "1700000000.000"),
+    )

@@ -96,11 +96,12 @@ def entry_id_of(offset: int) -> str:
 def entry_of(entry_id: bytes | str, payload: bytes) -> StreamEntry:
     """:returns: the entry of a Redis stream entry, as every reader gets it."""
     offset = offset_of(entry_id)
+    timestamp = (offset >> SEQUENCE_BITS) / 1000.0
     _, message = decode(payload)
-    message = stamped(message, offset)
+    message = stamped(message, offset, timestamp)
     return StreamEntry(
         offset,
-        (offset >> SEQUENCE_BITS) / 1000.0,
+        timestamp,
         message,
         entry_size(message.headers, message.body),
     )

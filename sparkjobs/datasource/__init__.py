@@ -1,0 +1,245 @@
+"""
+The broker's PySpark data source, ``stompbroker``: read ``/stream/`` destinations, write any.
+
+Usage::
+
+    from sparkjobs.datasource import StompbrokerDataSource
+    spark.dataSource.register(StompbrokerDataSource)
+    df = (spark.read.format("stompbroker")
+          .option("url", "stomp://127.0.0.1:61613")
+          .option("destination", "/stream/orders")
+          .load())
+
+docs/spark.md lists the options, the schema and the guarantees.
+
+Why here, in ``sparkjobs``: it is the Spark side of the broker, like the
+stats jobs, and it shares their rule (docs/architecture.md, layer 8): it talks
+to the broker only through STOMP and imports nothing of ``stompbroker``, so
+Spark executors need this package and ``websocket-client``, never Twisted.
+Why STOMP rather than the management API: a SUBSCRIBE with
+``x-stream-offset`` is the one public way to read a stream from an exact
+offset, it is checked against the ``read`` right like any reader's, it works
+on every listener (TCP, TLS, WebSocket) and on any node of a cluster, and the
+management API has no stream read and needs the ``admin`` right.
+
+- :mod:`sparkjobs.datasource.client`: a blocking STOMP client.
+- :mod:`sparkjobs.datasource.options`: the options, checked.
+- :mod:`sparkjobs.datasource.reading`: offsets, ranges, rows.
+- :mod:`sparkjobs.datasource.writing`: rows to SENDs, receipts, refusals.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark import TaskContext
+from pyspark.errors import AnalysisException
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.types import StructType
+
+from sparkjobs.datasource.client import StompClient
+from sparkjobs.datasource.options import (
+    DataSourceOptionError,
+    ReadOptions,
+    WriteOptions,
+    read_options,
+    write_options,
+)
+from sparkjobs.datasource.reading import (
+    OffsetRange,
+    limited_end,
+    plan_batch,
+    read_range,
+    resolve_start,
+    schema,
+    split,
+    tail,
+)
+from sparkjobs.datasource.writing import RowsRefused, summarize, write_rows
+
+__all__ = ["DataSourceOptionError", "RowsRefused", "StompbrokerDataSource", "register"]
+
+log = logging.getLogger("sparkjobs.datasource")
+
+
+class StompbrokerDataSource(DataSource):
+    """The ``stompbroker`` format: read streams, write to any destination; batch or streaming."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "stompbroker"
+
+    def schema(self) -> StructType:
+        return schema(read_options(self.options).header_columns)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return BatchReader(read_options(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 (Spark's)
+        return StreamReader(read_options(self.options))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return BatchWriter(write_options(self.options))
+
+    def streamWriter(  # noqa: N802 (Spark's name)
+        self, schema: StructType, overwrite: bool
+    ) -> DataSourceStreamWriter:
+        return StreamWriter(write_options(self.options))
+
+
+def register(spark: SparkSession) -> None:
+    """Register the ``stompbroker`` format with ``spark``; a second call changes nothing."""
+    try:
+        spark.dataSource.register(StompbrokerDataSource)
+    except AnalysisException as error:
+        if error.getCondition() != "DATA_SOURCE_ALREADY_EXISTS":
+            raise
+
+
+def _read(options: ReadOptions, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    # With no range planned Spark still runs one task, with a partition of its own.
+    if not isinstance(partition, OffsetRange):
+        return iter(())
+    return read_range(options.connect, partition, options.prefetch, options.header_columns)
+
+
+class BatchReader(DataSourceReader):
+    """Reads each stream from ``startingOffsets`` to ``endingOffsets``, as planned on the driver."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return plan_batch(self.options)
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        return _read(self.options, partition)
+
+
+class StreamReader(DataSourceStreamReader):
+    """
+    Follows the streams: Spark's offset is, per stream, the offset read next.
+
+    Each micro-batch reads, per stream, from its offset to the newest
+    message's plus one as the broker showed it when the batch was planned, so
+    a batch is a fixed offset range: Spark's checkpoint holds it, and a query
+    restarted from the checkpoint reads the same range again and goes on from
+    its end, without loss or duplicate.  With ``maxMessagesPerTrigger`` the
+    range ends earlier, after that many messages (Kafka's ``maxOffsetsPerTrigger``),
+    so that a query starting on a long stream reads it in bounded batches.
+    """
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+
+    def _ends(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        options = self.options
+        budget = None
+        if isinstance(limit, ReadMaxRows):
+            # Shared out evenly: a stream's share is not lent to another.
+            budget = max(1, limit.max_rows // len(options.destinations))
+        client = StompClient.connect(options.connect)
+        try:
+            ends = {}
+            for destination in options.destinations:
+                begun = start.get(destination, 0)
+                newest = tail(client, destination, options.probe_timeout)
+                end = begun if newest is None else max(begun, newest)
+                if budget is not None:
+                    end = limited_end(
+                        client, destination, begun, end, budget, options.probe_timeout
+                    )
+                ends[destination] = end
+            return ends
+        finally:
+            client.close()
+
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 (Spark's name)
+        """``maxMessagesPerTrigger`` as Spark's read limit; Spark may still ask for all."""
+        if self.options.max_per_trigger is None:
+            return ReadAllAvailable()
+        return ReadMaxRows(self.options.max_per_trigger)
+
+    def initialOffset(self) -> dict[str, int]:  # noqa: N802 (Spark's name)
+        options = self.options
+        client = StompClient.connect(options.connect)
+        try:
+            offsets = {}
+            for destination in options.destinations:
+                start = resolve_start(client, destination, options.starting, options.probe_timeout)
+                if start is None:
+                    # Nothing at or after the start yet: begin at the tail.
+                    start = tail(client, destination, options.probe_timeout) or 0
+                offsets[destination] = start
+            return offsets
+        finally:
+            client.close()
+
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:  # noqa: N802
+        return self._ends(start, limit)
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        ranges: list[OffsetRange] = []
+        for destination, stop in end.items():
+            ranges += split(
+                destination, start.get(destination, stop), stop, self.options.partitions
+            )
+        return ranges
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        return _read(self.options, partition)
+
+
+def _write(options: WriteOptions, iterator: Iterator[Any]) -> WriterCommitMessage:
+    context = TaskContext.get()
+    return write_rows(options, iterator, context.partitionId() if context else 0)
+
+
+def _report(options: WriteOptions, messages: list[Any], batch: str) -> None:
+    sent, refused, kept = summarize(messages, options.fail_on_refused)
+    if refused:
+        log.warning(
+            "%s: the broker refused %d of %d rows, e.g. %s",
+            batch,
+            refused,
+            sent + refused,
+            "; ".join(f"partition {r.partition} row {r.row}: {r.reason}" for r in kept[:3]),
+        )
+
+
+class BatchWriter(DataSourceWriter):
+    """``df.write.format("stompbroker")``: one SEND per row."""
+
+    def __init__(self, options: WriteOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return _write(self.options, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        _report(self.options, messages, "write")
+
+
+class StreamWriter(DataSourceStreamWriter):
+    """``writeStream.format("stompbroker")``: one SEND per row of each micro-batch."""
+
+    def __init__(self, options: WriteOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return _write(self.options, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        _report(self.options, messages, f"batch {batchId}")

@@ -1,0 +1,221 @@
+"""
+The data source's options, read once on the driver into typed values.
+
+Every option is checked here, so that a typo fails ``load()`` or ``save()``
+with a message naming the option, rather than a task with a stack trace.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from attrs import frozen
+
+from sparkjobs.datasource.client import ConnectSettings, parse_url
+
+#: The types a header column may have (``headerColumns``), as Spark DDL names.
+HEADER_TYPES = ("string", "int", "bigint", "double", "boolean", "timestamp")
+_TIMESTAMP = re.compile(r"timestamp=(\d+(?:\.\d*)?)")
+
+
+class DataSourceOptionError(ValueError):
+    """An option is missing or has a value the data source cannot use."""
+
+
+@frozen
+class Start:
+    """
+    Where reading starts: ``first``, ``last``, ``offset`` (with ``value``) or
+    ``timestamp`` (``value`` in POSIX seconds).
+    """
+
+    kind: str
+    value: float = 0
+
+    def header(self) -> str:
+        """:returns: the ``x-stream-offset`` value that asks the broker for this start."""
+        if self.kind == "offset":
+            return f"offset={int(self.value)}"
+        if self.kind == "timestamp":
+            return f"timestamp={self.value}"
+        return self.kind
+
+
+@frozen
+class ReadOptions:
+    """
+    :ivar connect: how to reach the broker.
+    :ivar destinations: the streams read, in the order given.
+    :ivar starting: :class:`Start` of every stream.
+    :ivar ending: ``None`` for ``latest``, else the offset reading stops before.
+    :ivar partitions: offset ranges each stream is split into, per batch.
+    :ivar header_columns: (header name, Spark type) of each typed header column.
+    :ivar prefetch: the subscription's window (``prefetch-count``).
+    :ivar probe_timeout: seconds to wait for the broker to show a stream's
+        first or last message; a stream that shows none is taken as empty.
+    :ivar max_per_trigger: streaming: at most this many messages of all the
+        streams per micro-batch (``None``: all there are).
+    """
+
+    connect: ConnectSettings
+    destinations: tuple[str, ...]
+    starting: Start
+    ending: int | None
+    partitions: int
+    header_columns: tuple[tuple[str, str], ...]
+    prefetch: int
+    probe_timeout: float
+    max_per_trigger: int | None = None
+
+
+@frozen
+class WriteOptions:
+    """
+    :ivar connect: how to reach the broker.
+    :ivar destination: where rows without a ``destination`` column go.
+    :ivar window: SENDs in flight awaiting their RECEIPT.
+    :ivar fail_on_refused: whether a refused row fails the write (after every
+        other row was sent) or is only counted and logged.
+    """
+
+    connect: ConnectSettings
+    destination: str | None
+    window: int
+    fail_on_refused: bool
+
+
+def _number(options: Mapping[str, str], name: str, default: float, *, whole: bool) -> float:
+    text = options.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text) if whole else float(text)
+    except ValueError:
+        raise DataSourceOptionError(f"option {name} must be a number, got {text!r}") from None
+    if value <= 0:
+        raise DataSourceOptionError(f"option {name} must be more than 0, got {text!r}")
+    return value
+
+
+def connect_settings(options: Mapping[str, str]) -> ConnectSettings:
+    """
+    :returns: the options ``url``, ``login``, ``passcode`` (or ``token``),
+        ``tlsCaFile``, ``tlsCertFile``, ``tlsKeyFile`` and ``timeout``.
+    :raises DataSourceOptionError: for a missing or bad ``url``, or both a passcode and a token.
+    """
+    url = options.get("url")
+    if not url:
+        raise DataSourceOptionError("option url is required, e.g. stomp://127.0.0.1:61613")
+    try:
+        parse_url(url)
+    except ValueError as error:
+        raise DataSourceOptionError(f"option url: {error}") from None
+    if options.get("passcode") is not None and options.get("token") is not None:
+        raise DataSourceOptionError("give option passcode or option token, not both")
+    return ConnectSettings(
+        url=url,
+        login=options.get("login"),
+        passcode=options.get("passcode", options.get("token")),
+        ca_file=options.get("tlsCaFile"),
+        cert_file=options.get("tlsCertFile"),
+        key_file=options.get("tlsKeyFile"),
+        timeout=_number(options, "timeout", 30.0, whole=False),
+    )
+
+
+def parse_start(text: str) -> Start:
+    """
+    :param text: ``first``, ``last``, an offset ``N`` or ``timestamp=SECONDS``.
+    :raises DataSourceOptionError: for anything else.
+    """
+    if text in ("first", "last"):
+        return Start(text)
+    if text.isdigit():
+        return Start("offset", int(text))
+    matched = _TIMESTAMP.fullmatch(text)
+    if matched:
+        return Start("timestamp", float(matched.group(1)))
+    raise DataSourceOptionError(
+        f"option startingOffsets must be first, last, an offset N or timestamp=SECONDS, "
+        f"got {text!r}"
+    )
+
+
+def _destinations(options: Mapping[str, str], *, streams: bool) -> tuple[str, ...]:
+    names = tuple(
+        name.strip() for name in options.get("destination", "").split(",") if name.strip()
+    )
+    if streams:
+        if not names:
+            raise DataSourceOptionError("option destination is required, e.g. /stream/orders")
+        for name in names:
+            if not name.startswith("/stream/"):
+                raise DataSourceOptionError(
+                    f"option destination: only /stream/ destinations can be read, got {name!r}"
+                )
+    return names
+
+
+def _header_columns(text: str) -> tuple[tuple[str, str], ...]:
+    columns = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, kind = item.partition(":")
+        kind = kind.strip().lower() or "string"
+        if not name.strip() or kind not in HEADER_TYPES:
+            raise DataSourceOptionError(
+                f"option headerColumns: {item!r} must be NAME or NAME:TYPE, TYPE one of "
+                f"{', '.join(HEADER_TYPES)}"
+            )
+        columns.append((name.strip(), kind))
+    return tuple(columns)
+
+
+def read_options(options: Mapping[str, str]) -> ReadOptions:
+    """
+    :returns: the reader's options.
+    :raises DataSourceOptionError: for a missing or bad option.
+    """
+    ending_text = options.get("endingOffsets", "latest")
+    if ending_text == "latest":
+        ending = None
+    elif ending_text.isdigit():
+        ending = int(ending_text)
+    else:
+        raise DataSourceOptionError(
+            f"option endingOffsets must be latest or an offset N, got {ending_text!r}"
+        )
+    return ReadOptions(
+        connect=connect_settings(options),
+        destinations=_destinations(options, streams=True),
+        starting=parse_start(options.get("startingOffsets", "first")),
+        ending=ending,
+        partitions=int(_number(options, "partitionsPerStream", 1, whole=True)),
+        header_columns=_header_columns(options.get("headerColumns", "")),
+        prefetch=int(_number(options, "prefetch", 1000, whole=True)),
+        probe_timeout=_number(options, "probeTimeout", 2.0, whole=False),
+        max_per_trigger=(
+            int(_number(options, "maxMessagesPerTrigger", 1, whole=True))
+            if "maxMessagesPerTrigger" in options
+            else None
+        ),
+    )
+
+
+def write_options(options: Mapping[str, str]) -> WriteOptions:
+    """
+    :returns: the writer's options.
+    :raises DataSourceOptionError: for a missing or bad option.
+    """
+    names = _destinations(options, streams=False)
+    if len(names) > 1:
+        raise DataSourceOptionError("option destination names one destination when writing")
+    refused = options.get("onRefused", "fail")
+    if refused not in ("fail", "log"):
+        raise DataSourceOptionError(f"option onRefused must be fail or log, got {refused!r}")
+    return WriteOptions(
+        connect=connect_settings(options),
+        destination=names[0] if names else None,
+        window=int(_number(options, "window", 100, whole=True)),
+        fail_on_refused=refused == "fail",
+    )

@@ -1,0 +1,289 @@
+"""
+Reading streams over STOMP: where a stream starts and ends, offset ranges, rows.
+
+A range is read with one SUBSCRIBE at ``x-stream-offset:offset=START``: the
+broker replays from there, in offset order, and the reader stops at the
+range's last offset, or at the first message past it (offsets need not be
+dense: the redis engine's are not).  The end is always an offset the stream
+had reached when the range was planned (its newest message plus one, or
+less), so a range ends without waiting on the live tail, and reading it again
+gives the same messages, as long as retention has not dropped them.
+
+The newest (or oldest) offset is learnt the same way: a SUBSCRIBE at ``last``
+(or ``first``) with a window of one, whose single MESSAGE carries the offset.
+A stream that holds nothing sends nothing, so an answer that does not come
+within ``probeTimeout`` means an empty stream.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from pyspark.sql.datasource import InputPartition
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    DataType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from sparkjobs.datasource.client import ConnectSettings, StompClient
+from sparkjobs.datasource.options import ReadOptions, Start
+
+OFFSET_HEADER = "x-stream-offset"
+TIMESTAMP_HEADER = "x-stream-timestamp"
+#: Headers of one delivery, not of the message: left out of the ``headers`` column
+#: so that reading a range twice gives equal rows.
+DELIVERY_HEADERS = frozenset({"subscription", "ack"})
+_SPARK_TYPES: dict[str, DataType] = {
+    "string": StringType(),
+    "int": IntegerType(),
+    "bigint": LongType(),
+    "double": DoubleType(),
+    "boolean": BooleanType(),
+    "timestamp": TimestampType(),
+}
+_probe_ids = itertools.count(1)
+
+
+class StreamReadError(Exception):
+    """A range could not be read to its end (the broker went quiet, or dropped it)."""
+
+
+class OffsetRange(InputPartition):
+    """
+    One partition: the messages of ``destination`` at offsets ``start`` <= offset < ``stop``.
+    """
+
+    def __init__(self, destination: str, start: int, stop: int) -> None:
+        super().__init__((destination, start, stop))
+        self.destination = destination
+        self.start = start
+        self.stop = stop
+
+
+def schema(header_columns: tuple[tuple[str, str], ...] = ()) -> StructType:
+    """:returns: the rows' schema: the fixed columns, then one per header column."""
+    fields = [
+        StructField("offset", LongType(), False),
+        StructField("timestamp", TimestampType(), True),
+        StructField("destination", StringType(), False),
+        StructField("headers", MapType(StringType(), StringType(), False), False),
+        StructField("body", BinaryType(), False),
+    ]
+    fields += [StructField(name, _SPARK_TYPES[kind], True) for name, kind in header_columns]
+    return StructType(fields)
+
+
+def probe(client: StompClient, destination: str, start: str, timeout: float) -> int | None:
+    """
+    :param start: an ``x-stream-offset`` value.
+    :returns: the offset of the message the broker would deliver first from
+        ``start``, or ``None`` when none arrives within ``timeout`` seconds.
+    """
+    subscription = f"probe-{next(_probe_ids)}"
+    client.send(
+        "SUBSCRIBE",
+        [
+            ("destination", destination),
+            ("id", subscription),
+            ("ack", "client-individual"),
+            ("prefetch-count", "1"),
+            (OFFSET_HEADER, start),
+        ],
+    )
+    try:
+        while True:
+            frame = client.receive(timeout)
+            if frame is None:
+                return None
+            if frame.command == "MESSAGE" and frame.headers.get("subscription") == subscription:
+                return int(frame.headers[OFFSET_HEADER])
+    finally:
+        client.send("UNSUBSCRIBE", [("id", subscription)])
+
+
+def tail(client: StompClient, destination: str, timeout: float) -> int | None:
+    """:returns: the newest message's offset plus one, ``None`` for an empty stream."""
+    last = probe(client, destination, "last", timeout)
+    return None if last is None else last + 1
+
+
+def resolve_start(
+    client: StompClient, destination: str, start: Start, timeout: float
+) -> int | None:
+    """:returns: the first offset to read from ``start``; ``None`` if the stream has none."""
+    if start.kind == "offset":
+        return int(start.value)
+    return probe(client, destination, start.header(), timeout)
+
+
+def limited_end(
+    client: StompClient, destination: str, start: int, stop: int, count: int, timeout: float
+) -> int:
+    """
+    :returns: where a micro-batch of at most ``count`` messages from ``start``
+        ends: ``stop`` when ``[start, stop)`` cannot hold more, else just past
+        the ``count``-th message at or after ``start``.
+
+    Offsets are distinct integers, so ``[first, first + count)`` holds at most
+    ``count`` messages: two probes find it, and with dense offsets (the local
+    engine) it holds exactly ``count``.  Where that range has a gap (the redis
+    engine's offsets count milliseconds) the ``count`` messages are read on
+    the driver, as the one way to learn where the ``count``-th is.
+    """
+    if stop - start <= count:
+        return stop
+    first = probe(client, destination, f"offset={start}", timeout)
+    if first is None or first + count >= stop:
+        return stop
+    last = first + count - 1
+    if probe(client, destination, f"offset={last}", timeout) == last:
+        return last + 1
+    return _count_to(client, destination, first, stop, count, timeout)
+
+
+def _count_to(
+    client: StompClient, destination: str, first: int, stop: int, count: int, timeout: float
+) -> int:
+    subscription = f"count-{next(_probe_ids)}"
+    client.send(
+        "SUBSCRIBE",
+        [
+            ("destination", destination),
+            ("id", subscription),
+            ("ack", "auto"),
+            ("prefetch-count", str(min(count, 1000))),
+            (OFFSET_HEADER, f"offset={first}"),
+        ],
+    )
+    seen = 0
+    try:
+        while True:
+            frame = client.receive(timeout)
+            if frame is None:
+                return stop
+            if frame.command != "MESSAGE" or frame.headers.get("subscription") != subscription:
+                continue
+            offset = int(frame.headers[OFFSET_HEADER])
+            seen += 1
+            if offset >= stop - 1 or seen == count:
+                return min(offset + 1, stop)
+    finally:
+        client.send("UNSUBSCRIBE", [("id", subscription)])
+
+
+def split(destination: str, start: int, stop: int, parts: int) -> list[OffsetRange]:
+    """:returns: ``[start, stop)`` cut into at most ``parts`` ranges of equal width."""
+    if stop <= start:
+        return []
+    width = -(-(stop - start) // parts)
+    return [
+        OffsetRange(destination, low, min(low + width, stop)) for low in range(start, stop, width)
+    ]
+
+
+def plan_batch(options: ReadOptions) -> list[OffsetRange]:
+    """
+    :returns: the ranges of a batch read: each stream from its start to its
+        ``endingOffsets`` (at most its newest message), split per ``partitionsPerStream``.
+    """
+    ranges: list[OffsetRange] = []
+    client = StompClient.connect(options.connect)
+    try:
+        for destination in options.destinations:
+            stop = tail(client, destination, options.probe_timeout)
+            if stop is None:
+                continue
+            if options.ending is not None:
+                stop = min(stop, options.ending)
+            start = resolve_start(client, destination, options.starting, options.probe_timeout)
+            if start is not None:
+                ranges += split(destination, start, stop, options.partitions)
+    finally:
+        client.close()
+    return ranges
+
+
+def _typed(text: str | None, kind: str) -> Any:
+    """A header's value as a column of ``kind``; ``None`` when absent or not of that type."""
+    if text is None:
+        return None
+    try:
+        if kind == "string":
+            return text
+        if kind in ("int", "bigint"):
+            return int(text)
+        if kind == "double":
+            return float(text)
+        if kind == "boolean":
+            return {"true": True, "false": False}.get(text.lower())
+        return datetime.fromtimestamp(float(text), UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def read_range(
+    settings: ConnectSettings,
+    part: OffsetRange,
+    prefetch: int,
+    header_columns: tuple[tuple[str, str], ...],
+) -> Iterator[tuple[Any, ...]]:
+    """
+    Yield one row per message of ``part``, in offset order.
+
+    :raises StreamReadError: when no message comes for ``settings.timeout`` seconds
+        before the range's end.
+    :raises StompBrokerError: when the broker refuses the SUBSCRIBE (no ``read`` right, say).
+    """
+    client = StompClient.connect(settings)
+    try:
+        client.send(
+            "SUBSCRIBE",
+            [
+                ("destination", part.destination),
+                ("id", "range"),
+                ("ack", "auto"),
+                ("prefetch-count", str(prefetch)),
+                (OFFSET_HEADER, f"offset={part.start}"),
+            ],
+        )
+        while True:
+            frame = client.receive()
+            if frame is None:
+                raise StreamReadError(
+                    f"{part.destination}: no message at or after offset {part.start} "
+                    f"(reading up to {part.stop}) within {settings.timeout} s"
+                )
+            if frame.command != "MESSAGE":
+                continue
+            headers = frame.headers
+            offset = int(headers[OFFSET_HEADER])
+            if offset >= part.stop:
+                return
+            if offset < part.start:
+                continue
+            stamp = _typed(headers.get(TIMESTAMP_HEADER), "timestamp")
+            kept = {name: value for name, value in headers.items() if name not in DELIVERY_HEADERS}
+            yield (
+                offset,
+                stamp,
+                part.destination,
+                kept,
+                frame.body,
+                *(_typed(headers.get(name), kind) for name, kind in header_columns),
+            )
+            if offset == part.stop - 1:
+                return
+    finally:
+        client.close()

@@ -1,0 +1,332 @@
+"""
+The ``stompbroker`` data source against real brokers (``twistd``) and the shared
+local SparkSession: batch reads, a streaming query stopped and restarted from
+its checkpoint while messages keep arriving, writes consumed by ``stomp.py``,
+refusals, the statistics stream, and two nodes on a real ``redis-server``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
+
+from sparkjobs import live, report
+from sparkjobs.datasource import register
+from sparkjobs.stats_io import read_stats_from_broker
+from tests.support.clients import connect, publish
+from tests.support.passwords import secured_broker
+from tests.support.process import BrokerProcess, module_broker
+from tests.support.redis import RedisServer, node, redis_server  # noqa: F401
+
+pytestmark = pytest.mark.integration
+
+STATS = "/stream/stompbroker.stats"
+broker = module_broker(
+    "broker", "--stats-stream", STATS, "--stats-interval", "0.5", "--data-dir", "none"
+)
+
+
+@pytest.fixture(scope="module")
+def stompbroker_format(spark: SparkSession) -> SparkSession:
+    """The shared session, with the format registered."""
+    register(spark)
+    return spark
+
+
+def url(process: BrokerProcess) -> str:
+    return f"stomp://127.0.0.1:{process.port}"
+
+
+def read(spark: SparkSession, address: str, destination: str, **options: str) -> list:
+    reader = spark.read.format("stompbroker").option("url", address)
+    reader = reader.option("destination", destination).option("timeout", "20")
+    return reader.options(**options).load().collect()
+
+
+def test_a_batch_read_returns_every_message_once_in_offset_order(
+    broker: BrokerProcess, stompbroker_format: SparkSession
+) -> None:
+    """Four offset-range partitions give each message once, in offset order, bodies intact."""
+    bodies = [f"m{index}".encode() for index in range(200)]
+    bodies[7] = b"\x00\xff binary \x00"
+    bodies[150] = bytes(range(256)) * 1200  # 300 KiB
+    publish(broker.address, "/stream/batch", bodies, region="eu", priority="4")
+    reader = (
+        stompbroker_format.read.format("stompbroker")
+        .option("url", url(broker))
+        .option("destination", "/stream/batch")
+        .option("partitionsPerStream", "4")
+        .option("headerColumns", "region,priority:int")
+        .load()
+    )
+    rows = reader.withColumn("part", F.spark_partition_id()).collect()
+    assert [row.body for row in sorted(rows, key=lambda row: row.offset)] == bodies
+    assert len({row.offset for row in rows}) == len(bodies)
+    for part in {row.part for row in rows}:
+        offsets = [row.offset for row in rows if row.part == part]
+        assert offsets == sorted(offsets)
+    assert {row.part for row in rows} == {0, 1, 2, 3}
+    first = min(rows, key=lambda row: row.offset)
+    assert (first.region, first.priority, first.destination) == ("eu", 4, "/stream/batch")
+    assert first.headers["region"] == "eu" and "subscription" not in first.headers
+    assert first.timestamp is not None
+
+
+def test_a_range_is_read_over_websocket(
+    broker: BrokerProcess, stompbroker_format: SparkSession
+) -> None:
+    """startingOffsets N and endingOffsets M read offsets N to M-1, here over ws://."""
+    publish(broker.address, "/stream/range", [str(index).encode() for index in range(20)])
+    rows = read(
+        stompbroker_format,
+        broker.ws_url,
+        "/stream/range",
+        startingOffsets="5",
+        endingOffsets="9",
+    )
+    assert [row.body for row in rows] == [b"5", b"6", b"7", b"8"]
+    assert read(stompbroker_format, url(broker), "/stream/empty", probeTimeout="0.5") == []
+
+
+def keep_publishing(
+    address: tuple[str, int], destination: str, stop: threading.Event
+) -> tuple[list[int], threading.Thread]:
+    """
+    Publish numbered messages until ``stop``.
+
+    :returns: the numbers sent (filled in as they are), and the publishing thread.
+    """
+    sent: list[int] = []
+
+    def run() -> None:
+        connection, inbox = connect(address)
+        number = 0
+        while not stop.is_set():
+            connection.send(destination, str(number), receipt=f"r{number}")
+            assert inbox.wait_for(lambda n=number: f"r{n}" in inbox.receipts)
+            sent.append(number)
+            number += 1
+            time.sleep(0.05)
+        connection.disconnect()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return sent, thread
+
+
+def test_a_streaming_query_restarted_from_its_checkpoint_loses_and_repeats_nothing(
+    broker: BrokerProcess, stompbroker_format: SparkSession, tmp_path: Path
+) -> None:
+    """Stopped and restarted while messages arrive, the query's output holds each exactly once."""
+    destination = "/stream/live"
+    publish(broker.address, destination, [b"before"])
+    stop = threading.Event()
+    sent, publisher = keep_publishing(broker.address, destination, stop)
+
+    def start() -> StreamingQuery:
+        frame = (
+            stompbroker_format.readStream.format("stompbroker")
+            .option("url", url(broker))
+            .option("destination", destination)
+            .option("maxMessagesPerTrigger", "50")
+            .load()
+            .select("offset", "body")
+        )
+        return (
+            frame.writeStream.format("parquet")
+            .option("path", str(tmp_path / "out"))
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(processingTime="0.2 seconds")
+            .start()
+        )
+
+    try:
+        query = start()
+        deadline = time.monotonic() + 60
+        while query.lastProgress is None or query.lastProgress["numInputRows"] == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert query.lastProgress["numInputRows"] <= 50
+        query.stop()
+        time.sleep(0.5)  # messages arrive while no query runs
+        query = start()
+        time.sleep(1)
+    finally:
+        stop.set()
+        publisher.join(10)
+    query.processAllAvailable()
+    query.stop()
+    expected = [b"before"] + [str(number).encode() for number in sent]
+    rows = stompbroker_format.read.parquet(str(tmp_path / "out")).orderBy("offset").collect()
+    assert [row.body for row in rows] == expected
+    assert [row.offset for row in rows] == list(range(len(expected)))
+
+
+def test_a_dataframe_written_to_a_queue_is_consumed_by_stomp_py(
+    broker: BrokerProcess, stompbroker_format: SparkSession
+) -> None:
+    """Each row is one SEND: body, headers from the map and from the other columns."""
+    connection, inbox = connect(broker.address)
+    connection.subscribe("/queue/written", id="w", ack="auto")
+    rows = [(f"row {index}", {"kind": "test"}, index) for index in range(50)]
+    frame = stompbroker_format.createDataFrame(
+        rows, "body string, headers map<string,string>, number int"
+    ).repartition(2)
+    (
+        frame.write.format("stompbroker")
+        .option("url", url(broker))
+        .option("destination", "/queue/written")
+        .mode("append")
+        .save()
+    )
+    assert inbox.wait_for(lambda: len(inbox.messages) == 50)
+    got = sorted(inbox.messages, key=lambda message: int(message.headers["number"]))
+    assert [message.body for message in got] == [f"row {index}".encode() for index in range(50)]
+    assert {message.headers["kind"] for message in got} == {"test"}
+    connection.disconnect()
+
+
+ACCESS = """
+[users.reader]
+read = ["/stream/open"]
+write = ["/queue/allowed"]
+"""
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with secured_broker(
+        tmp_path_factory.mktemp("secured"), ACCESS, ("reader", "secret", ())
+    ) as process:
+        yield process
+
+
+def test_reading_without_the_read_right_is_refused(
+    secured: BrokerProcess, stompbroker_format: SparkSession
+) -> None:
+    """A stream the login may not read fails the read with the broker's reason."""
+    with pytest.raises(Exception, match="access denied: no read right on '/stream/closed'"):
+        read(
+            stompbroker_format,
+            url(secured),
+            "/stream/closed",
+            login="reader",
+            passcode="secret",
+            startingOffsets="0",
+            endingOffsets="5",
+        )
+
+
+def test_rows_refused_by_the_broker_are_reported(
+    secured: BrokerProcess, stompbroker_format: SparkSession
+) -> None:
+    """A row to a destination without the write right is refused; the others are sent."""
+    frame = stompbroker_format.createDataFrame(
+        [("a", "/queue/allowed"), ("b", "/queue/forbidden"), ("c", "/queue/allowed")],
+        "body string, destination string",
+    ).coalesce(1)
+    writer = (
+        frame.write.format("stompbroker")
+        .option("url", url(secured))
+        .option("login", "reader")
+        .option("passcode", "secret")
+        .mode("append")
+    )
+    with pytest.raises(Exception, match="refused 1 of 3 rows: partition 0 row 1: access denied"):
+        writer.save()
+
+
+def wait_for_stats(address: tuple[str, int], destination: str, count: int) -> set[str]:
+    """
+    Follow the stats stream over STOMP until its records count ``count`` messages
+    sent to ``destination``; :returns: the nodes that counted them.
+    """
+    connection, inbox = connect(address)
+    connection.subscribe(STATS, id="stats", ack="auto", headers={"x-stream-offset": "first"})
+
+    def counted() -> int:
+        records = [json.loads(message.body) for message in inbox.messages]
+        return sum(
+            record.get("messages_in", 0)
+            for record in records
+            if record.get("destination") == destination
+        )
+
+    try:
+        assert inbox.wait_for(lambda: counted() == count, 30), counted()
+        return {
+            message.headers["x-stats-node"]
+            for message in inbox.messages
+            if json.loads(message.body).get("destination") == destination
+            and json.loads(message.body).get("messages_in")
+        }
+    finally:
+        connection.disconnect()
+
+
+def test_the_statistics_stream_feeds_the_report_and_the_live_job(
+    broker: BrokerProcess, stompbroker_format: SparkSession, tmp_path: Path
+) -> None:
+    """The broker's records arrive on its stats stream; the report and the live job read them."""
+    publish(broker.address, "/queue/counted", [b"x"] * 7)
+    wait_for_stats(broker.address, "/queue/counted", 7)
+    options = {"url": url(broker), "destination": STATS}
+    result = report.run_report(stompbroker_format, None, str(tmp_path / "report"), broker=options)
+    assert result.summary["bad_records"] == 0
+    counted = (
+        stompbroker_format.read.parquet(str(tmp_path / "report" / "destination_summary"))
+        .where(F.col("destination") == "/queue/counted")
+        .collect()
+    )
+    assert [row.messages_in for row in counted] == [7]
+    queries = live.start_queries(
+        stompbroker_format,
+        None,
+        str(tmp_path / "live"),
+        str(tmp_path / "checkpoint"),
+        once=True,
+        state_partitions=1,
+        broker=options,
+    )
+    try:
+        for query in queries:
+            assert query.awaitTermination(120)
+            assert query.exception() is None
+            assert sum(progress["numInputRows"] for progress in query.recentProgress) > 0
+    finally:
+        for query in queries:
+            query.stop()
+
+
+def test_two_nodes_share_one_stream_and_one_stats_stream(
+    redis_server: RedisServer,  # noqa: F811
+    stompbroker_format: SparkSession,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Messages sent to node A are read through node B; both nodes' stats share one stream."""
+    args = ("--stats-stream", STATS, "--stats-interval", "0.5")
+    with (
+        node(tmp_path_factory.mktemp("a"), redis_server, *args) as a,
+        node(tmp_path_factory.mktemp("b"), redis_server, *args) as b,
+    ):
+        bodies = [str(index).encode() for index in range(100)]
+        publish(a.address, "/stream/shared", bodies)
+        publish(b.address, "/queue/both", [b"x"] * 3)
+        publish(a.address, "/queue/both", [b"x"] * 4)
+        rows = read(stompbroker_format, url(b), "/stream/shared", partitionsPerStream="3")
+        assert [row.body for row in sorted(rows, key=lambda row: row.offset)] == bodies
+        assert len(wait_for_stats(b.address, "/queue/both", 7)) == 2
+        stats = read_stats_from_broker(stompbroker_format, {"url": url(a), "destination": STATS})
+        both = stats.where(F.col("destination") == "/queue/both").groupBy("node")
+        totals = {
+            row.node: row.total for row in both.agg(F.sum("messages_in").alias("total")).collect()
+        }
+        assert sorted(totals.values()) == [3, 4]

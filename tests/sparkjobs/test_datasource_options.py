@@ -1,0 +1,60 @@
+"""The ``stompbroker`` data source's options: what they become, and the errors that name them."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkjobs.datasource.options import DataSourceOptionError, read_options, write_options
+from sparkjobs.datasource.reading import split
+
+BASE = {"url": "stomp://127.0.0.1:61613", "destination": "/stream/a, /stream/b"}
+
+
+def test_defaults_and_given_values() -> None:
+    options = read_options(BASE)
+    assert options.destinations == ("/stream/a", "/stream/b")
+    assert (options.starting.kind, options.ending, options.max_per_trigger) == ("first", None, None)
+    given = read_options(
+        {
+            **BASE,
+            "startingOffsets": "timestamp=1700000000.5",
+            "endingOffsets": "40",
+            "maxMessagesPerTrigger": "500",
+            "headerColumns": "region, priority:INT",
+        }
+    )
+    assert given.starting.header() == "timestamp=1700000000.5"
+    assert (given.ending, given.max_per_trigger) == (40, 500)
+    assert given.header_columns == (("region", "string"), ("priority", "int"))
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"destination": "/stream/a"}, "option url is required"),
+        ({**BASE, "url": "http://host"}, "option url: url must start with"),
+        ({**BASE, "destination": "/queue/a"}, "only /stream/ destinations can be read"),
+        ({**BASE, "startingOffsets": "soon"}, "option startingOffsets must be"),
+        ({**BASE, "endingOffsets": "-1"}, "option endingOffsets must be"),
+        ({**BASE, "maxMessagesPerTrigger": "0"}, "option maxMessagesPerTrigger must be more"),
+        ({**BASE, "maxMessagesPerTrigger": "many"}, "option maxMessagesPerTrigger must be a"),
+        ({**BASE, "headerColumns": "n:float"}, "option headerColumns: 'n:float'"),
+        ({**BASE, "passcode": "p", "token": "t"}, "not both"),
+    ],
+)
+def test_a_bad_read_option_is_named(options: dict[str, str], message: str) -> None:
+    with pytest.raises(DataSourceOptionError, match=message):
+        read_options(options)
+
+
+def test_a_bad_write_option_is_named() -> None:
+    with pytest.raises(DataSourceOptionError, match="one destination when writing"):
+        write_options(BASE)
+    with pytest.raises(DataSourceOptionError, match="option onRefused must be fail or log"):
+        write_options({"url": BASE["url"], "onRefused": "ignore"})
+
+
+def test_a_range_splits_into_equal_ranges_that_cover_it() -> None:
+    parts = split("/stream/a", 10, 21, 4)
+    assert [(part.start, part.stop) for part in parts] == [(10, 13), (13, 16), (16, 19), (19, 21)]
+    assert split("/stream/a", 5, 5, 4) == []
