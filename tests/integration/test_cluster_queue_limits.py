@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 
 from benchmarks.launcher import LOOPBACK_HTTP
-from tests.integration.test_cluster_policies import WAIT, call, eventually, names
 from tests.support.clients import connect, publish
+from tests.support.policy_calls import WAIT, call, eventually, names
 from tests.support.process import BrokerProcess
 from tests.support.redis import RedisServer, redis_server, started_nodes  # noqa: F401
 
