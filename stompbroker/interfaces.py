@@ -232,6 +232,18 @@ class IBroker(Interface):
         messages again, and publishers it blocked go on.
         """
 
+    def slow_consumer(destinations, policy, buffer):  # type: ignore[no-untyped-def]
+        """
+        The slow-consumer policy and buffer of a connection that has just fallen
+        behind, from the per-destination policies of its topic subscriptions
+        (docs/policies.md).
+
+        :param destinations: its subscriptions' destinations.
+        :param policy: the listener's ``--slow-consumer``.
+        :param buffer: the listener's ``--slow-consumer-buffer``.
+        :returns: ``(policy, buffer)``.
+        """
+
     def block_sender(subscriber):  # type: ignore[no-untyped-def]
         """
         Under the ``block`` slow-consumer policy: pause the publisher of the

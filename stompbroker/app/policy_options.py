@@ -41,7 +41,7 @@ class PolicyOptions(usage.Options):
     """``--policy``, repeatable; ``policies`` holds the result."""
 
     def opt_policy(self, spec: str) -> None:
-        """A per-destination policy, as NAME:pattern=PATTERN[,KEY=VALUE], KEY one of priority, apply-to, max-length, max-length-bytes, overflow, message-ttl, expires, max-redeliveries, redelivery-delay, dead-letter, prefetch (repeatable; the configuration file's [[policy]] tables; docs/policies.md)."""  # noqa: E501
+        """A per-destination policy, as NAME:pattern=PATTERN[,KEY=VALUE], KEY one of priority, apply-to, max-length, max-length-bytes, overflow, message-ttl, expires, max-redeliveries, redelivery-delay, dead-letter, prefetch, slow-consumer, slow-consumer-buffer (repeatable; the configuration file's [[policy]] tables; docs/policies.md)."""  # noqa: E501
         self.setdefault("policy", []).append(spec)
 
     def check_policies(self) -> None:

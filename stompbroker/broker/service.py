@@ -353,6 +353,10 @@ class Broker(Service):
         self.backpressure.resume(connection)
         self.registry.resume_consumers(connection)
 
+    def slow_consumer(self, destinations: Any, policy: str, buffer: int) -> tuple[str, int]:
+        """:returns: a connection's slow-consumer policy and buffer (``Policies.slow_consumer``)."""
+        return self.policies.slow_consumer(destinations, policy, buffer)
+
     # -- subscriptions -----------------------------------------------------------------
 
     def subscribe(self, subscriber: Any) -> None:

@@ -8,7 +8,9 @@ fan-out (``write_grace``), and until the transport has drained
 :class:`~stompbroker.protocol.backlog.Backlog` and the broker gives its queue
 subscriptions nothing.  ``auto``-ack topic messages are the only ones that keep
 coming; when they fill ``slow_consumer_buffer``, the ``slow_consumer_policy``
-decides: ``block`` the publishers, ``drop-oldest``, or ``disconnect``.  One
+(the listener's, or the strictest the per-destination policies of the
+connection's topic subscriptions set, found as it falls behind) decides:
+``block`` the publishers, ``drop-oldest``, or ``disconnect``.  One
 message alone is never too many, however large: a message larger than the
 buffer waits whole for a client that keeps reading, and the policy acts only
 once another one waits behind it (``drop-oldest`` never drops the newest).  Before
@@ -93,6 +95,7 @@ class SlowConsumer:
         "_broker",
         "_clock",
         "_config",
+        "_limits",
         "_session",
         "_transport",
         "_write",
@@ -127,6 +130,9 @@ class SlowConsumer:
         self._backlog: Backlog | None = None
         #: How many advisories this session was sent, to number their message ids.
         self._advisories = 0
+        #: The slow-consumer policy and buffer of the episode of falling behind:
+        #: the listener's, or the strictest its topic subscriptions' policies set.
+        self._limits = (config.slow_consumer_policy, config.slow_consumer_buffer)
 
     # -- writing -----------------------------------------------------------------
 
@@ -244,6 +250,12 @@ class SlowConsumer:
         :meth:`resume_writing`.
         """
         backlog.active = True
+        config = self._config
+        self._limits = self._broker.slow_consumer(
+            [subscription.destination for subscription in self._session.subscribers()],
+            config.slow_consumer_policy,
+            config.slow_consumer_buffer,
+        )
         self._write = self._keep
         self._write_message = self._keep_message
         self._broker.pause_consumers(self._session)
@@ -278,7 +290,7 @@ class SlowConsumer:
 
     def _keep(self, data: bytes) -> None:
         """Write while behind: keep any frame but a topic message, which must not be lost."""
-        if self._backlog.keep(data) > self._config.slow_consumer_buffer:  # type: ignore[union-attr]
+        if self._backlog.keep(data) > self._limits[1]:  # type: ignore[union-attr]
             # The client sends frames whose answers it does not read: read no more.
             if BY_BACKLOG not in self._session._read_pauses:
                 self._session._pause_reading(BY_BACKLOG)
@@ -287,16 +299,15 @@ class SlowConsumer:
         """Write an auto-ack topic message while behind; past the buffer, the policy decides."""
         backlog: Any = self._backlog
         waiting = backlog.keep_message(data)
-        limit = self._config.slow_consumer_buffer
+        policy, limit = self._limits
         if not backlog.advised and waiting > limit * ADVISORY_SHARE:
             self._advise_slow(backlog, data, waiting)
         if waiting <= limit or backlog.message_count == 1:
             return
-        policy = self._config.slow_consumer_policy
         if policy == BLOCK:
             self._broker.block_sender(self._session)
         elif policy == DROP_OLDEST:
-            dropped = backlog.drop_oldest(self._config.slow_consumer_buffer, keep=1)
+            dropped = backlog.drop_oldest(limit, keep=1)
             self._broker.count_dropped(self._session, dropped)
         else:
             self._disconnect_slow(backlog)
@@ -308,10 +319,8 @@ class SlowConsumer:
         (this runs inside the broker's fan-out).
         """
         backlog.advised = True
-        config = self._config
-        headers = slow_consumer_headers(
-            waiting, config.slow_consumer_buffer, config.slow_consumer_policy
-        )
+        policy, limit = self._limits
+        headers = slow_consumer_headers(waiting, limit, policy)
         subscription = None
         for candidate in self._session.subscribers():
             if data.startswith(candidate.prefix):
@@ -319,7 +328,7 @@ class SlowConsumer:
                 break
         if subscription is None:
             return
-        body = slow_consumer_text(waiting, config.slow_consumer_policy)
+        body = slow_consumer_text(waiting, policy)
         self._advisories += 1
         backlog.keep_first(
             slow_consumer_message(
@@ -351,7 +360,7 @@ class SlowConsumer:
         dropped = backlog.drop_oldest(0)
         self._write_message = self._count_dropped
         self._broker.count_dropped(self._session, dropped, disconnected=True)
-        limit = self._config.slow_consumer_buffer
+        limit = self._limits[1]
         backlog.closing = self._clock.callLater(
             0,
             self._session._fail,

@@ -8,21 +8,16 @@ the redis engine").
 
 from __future__ import annotations
 
-import json
-import time
-import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.support.clients import connect
+from tests.support.policy_calls import call, eventually, names
 from tests.support.process import BrokerProcess
 from tests.support.redis import RedisServer, redis_server  # noqa: F401
-
-#: Seconds a test waits for what its nodes owe it.
-WAIT = 10.0
 
 
 @pytest.fixture(scope="module")
@@ -49,40 +44,11 @@ def nodes(
             process.stop()
 
 
-def call(process: BrokerProcess, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    """:returns: the status and JSON answer of an API call on ``process``."""
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{process.http_port}/api/{path}",
-        data=data,
-        method=method,
-        headers={"Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=WAIT) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
-
-
-def names(process: BrokerProcess) -> list[str]:
-    status, answer = call(process, "GET", "policies")
-    assert status == 200, answer
-    return [policy["name"] for policy in answer]
-
-
 def policy_of(process: BrokerProcess, destination: str) -> Any:
     quoted = urllib.request.quote(destination, safe="")
     status, answer = call(process, "GET", f"destinations/{quoted}")
     assert status == 200, answer
     return answer["policy"]
-
-
-def eventually(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        assert time.monotonic() < deadline, "not within the wait"
-        time.sleep(0.05)
 
 
 def test_a_policy_set_on_one_node_is_in_force_on_every_node(

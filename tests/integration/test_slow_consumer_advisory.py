@@ -6,12 +6,8 @@ and an operator subscribed to the advisory topic sees the same.
 
 from __future__ import annotations
 
-import socket
-
-from tests.support.clients import connect, raw_connect
 from tests.support.process import BrokerProcess
-
-ADVISORY_TOPIC = "/topic/stompbroker.advisory.slow-consumer"
+from tests.support.slow_consumers import stall_and_flood
 
 
 def test_a_stalled_subscriber_and_the_operators_are_warned_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -26,18 +22,7 @@ def test_a_stalled_subscriber_and_the_operators_are_warned_once(tmp_path) -> Non
         "0,0",
         http=None,
     ) as broker:
-        operator, advisories = connect(broker.address)
-        operator.subscribe(ADVISORY_TOPIC, id="ops", receipt="watching")
-        assert advisories.wait_for(lambda: "watching" in advisories.receipts)
-        stalled = raw_connect(broker.address)
-        stalled.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-        assert stalled.subscribe("/topic/flood").command == "RECEIPT"
-        publisher = raw_connect(broker.address)
-        frame = b"SEND\ndestination:/topic/flood\n\n" + b"x" * 1000 + b"\x00"
-        for _ in range(200):
-            publisher.send(frame * 100)
-        publisher.send(b"DISCONNECT\nreceipt:done\n\n\x00")
-        assert publisher.read_frames(count=1, timeout=30)[0].command == "RECEIPT"
+        operator, advisories, stalled, publisher = stall_and_flood(broker.address, "/topic/flood")
 
         assert advisories.wait_for(lambda: len(advisories.messages) >= 1, timeout=10)
         seen = advisories.messages[0].headers

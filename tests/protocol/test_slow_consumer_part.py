@@ -109,3 +109,43 @@ def test_stop_cancels_the_close_and_forget_drops_the_backlog() -> None:
     output.forget()
     output.flush()
     assert transport.take() == b""
+
+
+class PolicyBroker(RecordingBroker):
+    """A broker whose policies give the connection drop-oldest past 10 bytes."""
+
+    def slow_consumer(self, destinations: Any, policy: str, buffer: int) -> tuple[str, int]:
+        self.calls.append(("slow_consumer", (list(destinations), policy, buffer)))
+        return "drop-oldest", 10
+
+
+class Subscribed(Owner):
+    def subscribers(self) -> tuple[Any, ...]:
+        return (Subscription("/topic/feeds.a"),)
+
+
+class Subscription:
+    """A subscription the advisory looks up, for no message of this test."""
+
+    def __init__(self, destination: str) -> None:
+        self.destination = destination
+        self.prefix = b"MESSAGE\nsubscription:other"
+
+
+def test_the_policies_of_its_topic_subscriptions_decide_as_it_falls_behind() -> None:
+    owner, transport, broker, clock = Subscribed(), FakeTransport(), PolicyBroker(), Clock()
+    config = SessionConfig(
+        write_grace=0, slow_consumer_buffer=1000, slow_consumer_policy="disconnect"
+    )
+    output = SlowConsumer(owner, broker, transport, clock, config)
+    output.write_message(b"m" * 8)
+    assert broker.named("slow_consumer") == []
+    output.pause_writing()
+    assert broker.named("slow_consumer") == [(["/topic/feeds.a"], "disconnect", 1000)]
+    for _ in range(3):
+        output.write_message(b"m" * 8)
+    # Past the policy's 10 bytes (not the listener's 1000): dropped, not disconnected.
+    assert broker.named("count_dropped") == [(1, False), (1, False)]
+    assert output.closing is None
+    clock.advance(0)
+    assert owner.failed == []

@@ -412,8 +412,14 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 NODE_TIMEOUT = "2"
 
 
-def node(workdir: Path, server: RedisServer | SentinelGroup, *args: str) -> BrokerProcess:
-    """Start a broker node on ``server`` (or a Sentinel group) with a short node timeout."""
+def node(
+    workdir: Path, server: RedisServer | SentinelGroup, *args: str, http: str | None = None
+) -> BrokerProcess:
+    """
+    Start a broker node on ``server`` (or a Sentinel group) with a short node timeout.
+
+    :param http: its ``--http`` endpoint (``LOOPBACK_HTTP`` for the API), none by default.
+    """
     return BrokerProcess(
         workdir,
         "--engine",
@@ -421,17 +427,20 @@ def node(workdir: Path, server: RedisServer | SentinelGroup, *args: str) -> Brok
         "--node-timeout",
         NODE_TIMEOUT,
         *args,
-        http=None,
+        http=http,
         reactor="uvloop",
     )
 
 
 @contextmanager
 def started_nodes(
-    tmp_path_factory: pytest.TempPathFactory, server: RedisServer, names: str
+    tmp_path_factory: pytest.TempPathFactory,
+    server: RedisServer,
+    names: str,
+    http: str | None = None,
 ) -> Iterator[list[BrokerProcess]]:
     """Nodes on ``server``, one per letter of ``names``, each in a directory of its own."""
-    started = [node(tmp_path_factory.mktemp(name), server) for name in names]
+    started = [node(tmp_path_factory.mktemp(name), server, http=http) for name in names]
     try:
         yield started
     finally:

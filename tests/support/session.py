@@ -151,6 +151,9 @@ class RecordingBroker:
     def resume_consumers(self, connection: Any) -> None:
         self.calls.append(("resume_consumers", connection))
 
+    def slow_consumer(self, destinations: Any, policy: str, buffer: int) -> tuple[str, int]:
+        return policy, buffer
+
     def block_sender(self, subscriber: Any) -> None:
         self.calls.append(("block_sender", subscriber))
 

@@ -160,7 +160,9 @@ class IEngine(Interface):
         once.  Redis: ``XADD`` to the queue's stream without waiting (for a
         persistent message :meth:`keep` has done it already).
 
-        :returns: ``None``.
+        :returns: ``None``; or a Deferred the SEND's RECEIPT waits for, which
+            fails with ``LimitExceeded`` when the queue refuses the message
+            (Redis: a policy's ``reject-publish`` on the shared stream).
         """
 
     def publish_reply(message):  # type: ignore[no-untyped-def]

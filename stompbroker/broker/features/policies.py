@@ -16,7 +16,7 @@ or ``/topic/`` prefix, which ``apply-to`` chooses.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from attrs import Attribute, evolve, field, fields, frozen
@@ -25,6 +25,7 @@ from attrs.validators import ge, in_, optional
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.routing.syntax import validate_pattern
 from stompbroker.broker.routing.topic_tree import SubscriptionTree
+from stompbroker.protocol.config import BLOCK, DISCONNECT, DROP_OLDEST, SLOW_CONSUMER_POLICIES
 from stompbroker.protocol.errors import InvalidDestination
 
 __all__ = [
@@ -45,6 +46,10 @@ APPLY_TO = ("queues", "topics", "all")
 OVERFLOWS = ("drop-head", "reject-publish", "dead-letter")
 #: The virtual host a policy belongs to unless it names one.
 DEFAULT_VHOST = "/"
+#: The slow-consumer policies from the strictest: on equal buffers the first wins.
+_STRICTEST = {DISCONNECT: 0, DROP_OLDEST: 1, BLOCK: 2}
+#: The prefix of the destinations a policy's slow-consumer settings apply to.
+_TOPIC_PREFIX = "/topic/"
 #: The prefixes ``apply-to`` puts before a policy's pattern.
 _PREFIXES = {"queues": ("/queue/",), "topics": ("/topic/",), "all": ("/queue/", "/topic/")}
 
@@ -81,6 +86,10 @@ class PolicySettings:
     :ivar redelivery_delay: ms before the first redelivery after a NACK (0 for none).
     :ivar dead_letter: the ``/queue/`` where the queue's dead letters go.
     :ivar prefetch: a subscription's window when it asks for none.
+    :ivar slow_consumer: what a topic subscriber's connection that falls behind
+        gets (``block``, ``drop-oldest``, ``disconnect``), instead of ``--slow-consumer``.
+    :ivar slow_consumer_buffer: bytes of topic messages kept for it, instead of
+        ``--slow-consumer-buffer``.
     """
 
     max_length: int | None = field(default=None, validator=_COUNT)
@@ -92,6 +101,8 @@ class PolicySettings:
     redelivery_delay: int | None = field(default=None, validator=_COUNT)
     dead_letter: str | None = field(default=None, validator=_dead_letter)
     prefetch: int | None = field(default=None, validator=_POSITIVE)
+    slow_consumer: str | None = field(default=None, validator=optional(in_(SLOW_CONSUMER_POLICIES)))
+    slow_consumer_buffer: int | None = field(default=None, validator=_POSITIVE)
 
     @property
     def limits_queue(self) -> bool:
@@ -172,8 +183,9 @@ _WHOLE_KEYS = {
     "max-redeliveries",
     "redelivery-delay",
     "prefetch",
+    "slow-consumer-buffer",
 }
-_TEXT_KEYS = {"overflow", "dead-letter"}
+_TEXT_KEYS = {"overflow", "dead-letter", "slow-consumer"}
 #: Every key a policy's definition may hold.
 SETTING_KEYS = tuple(sorted(_WHOLE_KEYS | _TEXT_KEYS))
 
@@ -342,6 +354,41 @@ class Policies:
                 self._delivery.clear()
             self._delivery[destination] = found
         return found
+
+    def slow_consumer(
+        self, destinations: Iterable[str], policy: str, buffer: int
+    ) -> tuple[str, int]:
+        """
+        The slow-consumer policy and buffer of a connection that has fallen
+        behind (its backlog is one for all its subscriptions): the strictest of
+        its topic subscriptions' (docs/policies.md).  Each subscription has its
+        policy's ``slow-consumer`` and ``slow-consumer-buffer``, or the
+        listener's where the policy sets none (or none is in force); the
+        connection gets the smallest buffer, and on equal buffers ``disconnect``
+        before ``drop-oldest`` before ``block``.
+
+        :param destinations: the connection's subscriptions' destinations.
+        :param policy: the listener's ``--slow-consumer``.
+        :param buffer: the listener's ``--slow-consumer-buffer``.
+        :returns: the policy and the buffer in bytes.
+        """
+        listener = (policy, buffer)
+        if not self._by_name:
+            return listener
+        found: tuple[str, int] | None = None
+        for destination in destinations:
+            if not destination.startswith(_TOPIC_PREFIX):
+                continue
+            settings = self.settings_for(destination)
+            pair = listener
+            if settings is not None:
+                pair = (
+                    settings.slow_consumer or policy,
+                    settings.slow_consumer_buffer or buffer,
+                )
+            if found is None or (pair[1], _STRICTEST[pair[0]]) < (found[1], _STRICTEST[found[0]]):
+                found = pair
+        return listener if found is None else found
 
     def _add(self, policy: Policy) -> None:
         self._by_name[policy.name] = policy

@@ -161,7 +161,7 @@ class Router:
         self._node = books.ids.node
         self._message_ids = books.ids.message_ids
         self._publish_topic: Callable[[Message], None] = engine.publish_topic
-        self._publish_queue: Callable[[Message], None] = engine.publish_queue
+        self._publish_queue: Callable[[Message], Deferred[None] | None] = engine.publish_queue
         self._publish_reply: Callable[[Message], None] = engine.publish_reply
         self._publish_stream: Route = engine.publish_stream
         self._keep: Callable[[Message], Deferred[None] | None] = engine.keep

@@ -44,6 +44,8 @@ def test_parse_reads_every_key_numbers_as_text_or_numbers() -> None:
         ({"pattern": "a", "apply-to": "exchanges"}, "apply_to"),
         ({"pattern": "a*b"}, "a*b"),
         ({"pattern": "a", "dead-letter": "/topic/x"}, "dead-letter must be a /queue/"),
+        ({"pattern": "a", "slow-consumer": "ignore"}, "slow_consumer"),
+        ({"pattern": "a", "slow-consumer-buffer": 0}, "slow_consumer_buffer"),
     ],
 )
 def test_parse_refuses_a_bad_definition_naming_the_key(values: dict, said: str) -> None:
@@ -131,3 +133,49 @@ def test_an_operators_changes_are_shared_and_another_nodes_are_not_told_back() -
     assert policies.remove("missing") is False
     assert sharing.told == [("set", "run"), ("cleared", "file")]
     assert [policy.name for policy in policies.listed()] == ["run"]
+
+
+def test_slow_consumer_settings_are_read() -> None:
+    policy = parse_policy(
+        "feeds",
+        {"pattern": "feeds.>", "slow-consumer": "drop-oldest", "slow-consumer-buffer": "64"},
+    )
+    assert policy.settings.slow_consumer == "drop-oldest"
+    assert policy.settings.slow_consumer_buffer == 64
+    assert policy.as_dict()["definition"] == {
+        "slow-consumer": "drop-oldest",
+        "slow-consumer-buffer": 64,
+    }
+
+
+def test_a_connection_without_policies_has_the_listeners_slow_consumer_settings() -> None:
+    assert Policies().slow_consumer(["/topic/a"], "disconnect", 100) == ("disconnect", 100)
+    policies = Policies(policies=(parse_policy("q", {"pattern": "a", "slow-consumer-buffer": 5}),))
+    # A queue subscription's policy does not count; nor does a topic without one.
+    assert policies.slow_consumer(["/queue/a", "/topic/b"], "block", 100) == ("block", 100)
+    assert policies.slow_consumer([], "block", 100) == ("block", 100)
+
+
+def test_a_connection_gets_the_strictest_of_its_topic_subscriptions() -> None:
+    policies = Policies(
+        policies=(
+            parse_policy("big", {"pattern": "big", "slow-consumer-buffer": 1000}),
+            parse_policy(
+                "small",
+                {"pattern": "small", "slow-consumer": "drop-oldest", "slow-consumer-buffer": 10},
+            ),
+            parse_policy("cut", {"pattern": "cut", "slow-consumer-buffer": 10}),
+            parse_policy("kind", {"pattern": "kind", "slow-consumer": "block"}),
+        )
+    )
+    slow = policies.slow_consumer
+    # A larger buffer applies when every topic subscription of the connection has it.
+    assert slow(["/topic/big"], "disconnect", 100) == ("disconnect", 1000)
+    # Otherwise the smallest buffer wins, with the policy that goes with it...
+    assert slow(["/topic/big", "/topic/other"], "disconnect", 100) == ("disconnect", 100)
+    assert slow(["/topic/big", "/topic/small"], "block", 100) == ("drop-oldest", 10)
+    # ... and on equal buffers disconnect before drop-oldest before block.
+    assert slow(["/topic/small", "/topic/cut"], "block", 100) == ("drop-oldest", 10)
+    assert slow(["/topic/small", "/topic/cut"], "disconnect", 100) == ("disconnect", 10)
+    assert slow(["/topic/kind", "/topic/other"], "drop-oldest", 100) == ("drop-oldest", 100)
+    assert slow(["/topic/kind"], "drop-oldest", 100) == ("block", 100)

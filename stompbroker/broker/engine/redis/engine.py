@@ -88,6 +88,7 @@ from stompbroker.broker.engine.redis.resumes import RedisResumeDirectory
 from stompbroker.broker.engine.redis.retained import ClusterRetained
 from stompbroker.broker.engine.redis.scheduling import ClusterScheduling
 from stompbroker.broker.engine.redis.scripts import Scripts
+from stompbroker.broker.engine.redis.shared_limits import SharedLimits
 from stompbroker.broker.engine.redis.shared_policies import SharedPolicies
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
 from stompbroker.broker.engine.redis.url import EngineURL
@@ -253,6 +254,8 @@ class RedisEngine:
         self.unwatch_queues = self.queue_names.unwatch
         #: The policies set at run time on any node, in Redis (:mod:`.shared_policies`).
         self.shared_policies = SharedPolicies(self, self.policies)
+        #: The policies' length limits on the shared queues' streams (:mod:`.shared_limits`).
+        self.limits = SharedLimits(self.policies)
         #: Channels of this engine's features -> what takes their messages (the listener).
         self.channels: dict[bytes, Callable[[bytes], None]] = {
             self.retained.channel.encode(): self.retained.notice,
@@ -500,8 +503,14 @@ class RedisEngine:
                 for durable in self.durables.streams(message.destination):
                     self.writer.command("XADD", durable.stream, "*", "m", payload)
 
-    def publish_queue(self, message: Message) -> None:
-        """Add a message to its queue's stream (a persistent one is there already)."""
+    def publish_queue(self, message: Message) -> Deferred[None] | None:
+        """
+        Add a message to its queue's stream (a persistent one is there already).
+
+        :returns: ``None``; or, when a policy's ``reject-publish`` limits the
+            queue, a Deferred that fails with ``LimitExceeded`` if it is full
+            (:mod:`.shared_limits`).
+        """
         if not self.writer.connected:
             self._check_connected()
         self.traffic.published(message)
@@ -514,7 +523,12 @@ class RedisEngine:
                 stream = self.lanes.stream(self.writer, destination, stream, message.priority)
             if message.group is not None:
                 self.lanes.grouped(self.writer, destination)
-            self.writer.command("XADD", stream, "*", "m", encode(self.ids.node, message))
+            limit = self.limits.of(destination)
+            payload = encode(self.ids.node, message)
+            if limit is not None:
+                return limit.add(self.writer, destination, stream, payload, waited=False)
+            self.writer.command("XADD", stream, "*", "m", payload)
+        return None
 
     def publish_reply(self, message: Message) -> None:
         """Put a reply on its temporary queue, here or on the node that owns it."""
@@ -561,6 +575,9 @@ class RedisEngine:
         payload = encode(self.ids.node, message)
         for stream in streams[:-1]:
             self.writer.command("XADD", stream, "*", "m", payload)
+        limit = self.limits.of(destination) if destination.startswith(QUEUE_PREFIX) else None
+        if limit is not None:
+            return limit.add(self.writer, destination, streams[-1], payload, waited=True)
         # One pipeline at a time, in order: the last reply means Redis has them all.
         stored: Deferred[Any] = self.writer.command_waited(
             "XADD", streams[-1], "*", "m", payload, replicated=True

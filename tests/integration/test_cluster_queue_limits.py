@@ -1,0 +1,93 @@
+"""
+A policy's ``max-length`` on the redis engine's shared queues: a real
+``redis-server`` and two ``twistd`` nodes.  A policy set through node A's API
+limits the stream a SEND on node B adds to: ``reject-publish`` answers a
+persistent SEND, and a fire-and-forget one, with an ERROR naming the limit and
+the policy; ``drop-head`` keeps the newest messages (docs/policies.md, "With the
+redis engine").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from benchmarks.launcher import LOOPBACK_HTTP
+from tests.support.clients import connect, publish
+from tests.support.policy_calls import WAIT, call, eventually, names
+from tests.support.process import BrokerProcess
+from tests.support.redis import RedisServer, redis_server, started_nodes  # noqa: F401
+
+
+@pytest.fixture(scope="module")
+def nodes(
+    redis_server: RedisServer,  # noqa: F811
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[list[BrokerProcess]]:
+    """Nodes A and B on one Redis, each with the management API."""
+    with started_nodes(tmp_path_factory, redis_server, "ab", http=LOOPBACK_HTTP) as started:
+        yield started
+
+
+def set_policy(
+    a: BrokerProcess, b: BrokerProcess, name: str, definition: dict[str, object]
+) -> None:
+    """Set a policy on ``a`` and wait until ``b`` has it."""
+    status, answer = call(
+        a,
+        "PUT",
+        f"policies/{name}",
+        {"pattern": f"{name}.>", "apply-to": "queues", "definition": definition},
+    )
+    assert status == 200, answer
+    eventually(lambda: name in names(b))
+
+
+def test_reject_publish_set_on_one_node_refuses_a_persistent_send_on_another(
+    nodes: list[BrokerProcess],
+) -> None:
+    a, b = nodes
+    set_policy(a, b, "capped", {"max-length": 3, "overflow": "reject-publish"})
+    publish(b.address, "/queue/capped.orders", ["m0", "m1", "m2"], persistent="true")
+    connection, inbox = connect(b.address)
+    connection.send("/queue/capped.orders", "m3", headers={"persistent": "true"}, receipt="fourth")
+    assert inbox.wait_for(lambda: bool(inbox.errors), WAIT)
+    error = inbox.errors[0]
+    assert "fourth" not in inbox.receipts
+    assert error.headers["receipt-id"] == "fourth"
+    assert "max-length 3" in error.body.decode() and "policy capped" in error.body.decode()
+
+    # The queue holds the three first, in order, and nothing more.
+    reader, got = connect(a.address)
+    reader.subscribe("/queue/capped.orders", id="1")
+    assert got.wait_for(lambda: len(got.messages) == 3, WAIT)
+    assert got.bodies() == [b"m0", b"m1", b"m2"]
+    reader.disconnect()
+
+
+def test_reject_publish_answers_a_fire_and_forget_send_with_an_error(
+    nodes: list[BrokerProcess],
+) -> None:
+    a, b = nodes
+    set_policy(a, b, "full", {"max-length": 1, "overflow": "reject-publish"})
+    publish(b.address, "/queue/full.jobs", ["first"])
+    connection, inbox = connect(b.address)
+    connection.send("/queue/full.jobs", "second")
+    assert inbox.wait_for(lambda: bool(inbox.errors), WAIT)
+    assert "max-length 1" in inbox.errors[0].body.decode()
+    assert "policy full" in inbox.errors[0].body.decode()
+
+
+def test_drop_head_set_on_one_node_keeps_the_newest_of_sends_on_another(
+    nodes: list[BrokerProcess],
+) -> None:
+    a, b = nodes
+    set_policy(a, b, "newest", {"max-length": 3})
+    publish(b.address, "/queue/newest.prices", [f"p{i}" for i in range(5)])
+    publish(b.address, "/queue/newest.prices", ["p5", "p6"], persistent="true")
+    reader, got = connect(a.address)
+    reader.subscribe("/queue/newest.prices", id="1")
+    assert got.wait_for(lambda: len(got.messages) == 3, WAIT)
+    assert got.bodies() == [b"p4", b"p5", b"p6"]
+    reader.disconnect()
