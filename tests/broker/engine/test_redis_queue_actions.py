@@ -61,7 +61,7 @@ def read_ahead(engine: FakeEngine, destination: str, count: int) -> StreamQueue:
     """:returns: a queue handle holding ``count`` messages read and not handed out."""
     queue = StreamQueue(destination, engine)
     engine.queues[destination] = queue
-    queue._take(
+    queue.take(
         [
             (f"1-{index}".encode(), {b"m": _payload(destination, index)})
             for index in range(count)
@@ -88,12 +88,12 @@ def test_giving_back_puts_the_read_ahead_at_the_tail_and_holds_the_reading() -> 
     assert kinds == ["XADD", "XACK", "XDEL", "XADD", "XACK", "XDEL"]
     assert engine.writer.commands[1][1:] == ("p:q:/queue/r", "nodes", b"1-0")
     queue.local.add_consumer(Subscriber(), 5, 0)
-    assert queue._room() == 0
+    assert queue.room() == 0
     queue.resume()
-    assert queue._room() == 5
+    assert queue.room() == 5
     queue.give_back_for(HOLD)
     engine.clock.advance(HOLD)
-    assert queue._room() == 5
+    assert queue.room() == 5
 
 
 def test_a_give_back_request_is_answered_after_the_give_back() -> None:
@@ -107,11 +107,11 @@ def test_a_give_back_request_is_answered_after_the_give_back() -> None:
     assert [write[0] for write in writes] == ["XADD", "XACK", "XDEL"]
     assert (command, channel) == ("PUBLISH", "p:ctl:asker")
     assert json.loads(answer) == {"id": "r1", "node": "me", "ahead": ["n-0"]}
-    assert queue._room() == 0
+    assert queue.room() == 0
     queue.local.add_consumer(Subscriber(), 3, 0)
-    assert queue._room() == 0
+    assert queue.room() == 0
     control.requested(json.dumps({**request, "op": RESUME}).encode())
-    assert queue._room() == 3
+    assert queue.room() == 3
     assert len(engine.writer.commands) == 4
 
 

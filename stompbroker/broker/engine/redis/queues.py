@@ -17,22 +17,14 @@ pending list under the node's name.  When the node leaves the queue (its last
 local consumer unsubscribes), what it holds is put back at the tail of the
 stream (``XADD`` of the message, ``XACK``/``XDEL`` of the old entry) for the
 other nodes.  When the node dies, its entries stay pending until another node
-sees that its liveness key has expired and claims them (``XCLAIM``; see
-:meth:`StreamQueue.claim_from_dead`).
+sees that its liveness key has expired and claims them.
 
-Redis going away costs no entry and delivers none twice without
-``redelivered:true``:
-
-- a read whose reply died with the connection leaves entries in the node's
-  pending list that the node never received: after every reconnect, and when
-  the slow check (:meth:`StreamQueue.check_pending`, every half
-  ``--node-timeout``) finds the pending list longer than what the node holds,
-  the node reads its own pending list (``XREADGROUP ... 0``) and takes what it
-  does not hold (:meth:`StreamQueue.reconcile`), as redelivered;
-- an entry Redis hands out again (a restart that rolled the group back, a
-  second copy of a message under another entry id) is ended, not delivered,
-  when the node holds its message or settled it lately
-  (:class:`~stompbroker.broker.engine.redis.settled.RecentlySettled`).
+The handle holds one part per job: :class:`~.queue_settling.QueueSettling`
+ends entries (and remembers what it ended lately, so that Redis handing an
+entry out again costs no second delivery), :class:`~.queue_reading.QueueReading`
+reads the stream or its lanes, and :class:`~.queue_recovery.QueueRecovery`
+reconciles the node's own pending lists after reconnects, claims from dead
+nodes (``XCLAIM``) and fences the queue after a liveness lapse.
 """
 
 from __future__ import annotations
@@ -42,23 +34,21 @@ from collections.abc import Iterator
 from typing import Any
 
 from redis.exceptions import ResponseError
-from twisted.internet.defer import Deferred
 from zope.interface import implementer
 
 from stompbroker.broker.engine.base import IQueue
-from stompbroker.broker.engine.redis.codec import decode, encode
+from stompbroker.broker.engine.redis.codec import encode
 from stompbroker.broker.engine.redis.connection import (
     BACKOFF_BASE,
     BACKOFF_CAP,
     CONNECTION_ERRORS,
-    run,
 )
 from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.lanes import LaneMarks
-from stompbroker.broker.engine.redis.lapse import Aside, claimed_entries, sort_after_lapse
-from stompbroker.broker.engine.redis.own_pending import owned_entries, pending_count, pending_pages
+from stompbroker.broker.engine.redis.lapse import Aside
 from stompbroker.broker.engine.redis.queue_reading import QueueReading
-from stompbroker.broker.engine.redis.settled import RecentlySettled
+from stompbroker.broker.engine.redis.queue_recovery import QueueRecovery
+from stompbroker.broker.engine.redis.queue_settling import QueueSettling
 from stompbroker.broker.features.selectors import Selector
 from stompbroker.broker.queueing.delivery import Consumer
 from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
@@ -114,19 +104,14 @@ class StreamQueue:
         "_engine",
         "_traffic",
         "_stream",
-        "_entries",
         "_reader",
         "_wake",
         "_closed",
-        "_settled",
-        "_settled_elsewhere",
+        "_settling",
         "_reading",
         "_cluster",
-        "_recent",
-        "_reconcile_due",
-        "_check_due",
+        "_recovery",
         "_held_until",
-        "_aside",
     )
 
     #: No message store: Redis keeps its messages (see the local queue's).
@@ -139,16 +124,6 @@ class StreamQueue:
         self, destination: str, engine: Any, durable: tuple[str, str] | None = None
     ) -> None:
         self.destination = destination
-        self.local = WorkerQueue(
-            destination,
-            engine.clock,
-            engine.policy,
-            engine.counters,
-            engine.dead_letters.dead_letter,
-            traffic=engine.traffic,
-            owner=self,
-            left=self._settle,
-        )
         self.durable = durable
         self.key = None if durable is None else durable_key(durable)
         self._engine = engine
@@ -157,43 +132,42 @@ class StreamQueue:
         self._stream: str = (
             names.queue(destination) if self.key is None else names.durable(self.key)
         )
-        #: message-id -> its stream entry id, for what this node has read and not
-        #: settled; ``(stream, entry id)`` for an entry of another stream (a lane).
-        self._entries: dict[str, Any] = {}
+        #: The entries this node has read and not settled, and their ending.
+        self._settling = QueueSettling(engine, self._stream, self)
+        self.local = WorkerQueue(
+            destination,
+            engine.clock,
+            engine.policy,
+            engine.counters,
+            engine.dead_letters.dead_letter,
+            traffic=engine.traffic,
+            owner=self,
+            left=self._settling.settle,
+        )
         self._reader: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._closed = False
-        #: Entries settled this turn of the loop, ended together (:meth:`_end_settled`).
-        self._settled: list[bytes] = []
-        #: ``(stream, entry id)`` of entries of other streams settled this turn.
-        self._settled_elsewhere: list[tuple[str, bytes]] = []
-        #: How this node reads the queue: its stream, or its priority lanes.
         #: Who gets what across the nodes, for a ``/queue/`` (:mod:`.dispatch`).
         self._cluster: ClusterDispatch | None = None
         if durable is None:
             self._cluster = ClusterDispatch(
-                engine, destination, self._stream, lambda: self._room() > 0
+                engine, destination, self._stream, lambda: self.room() > 0
             )
+        #: How this node reads the queue: its stream, or its priority lanes.
         self._reading = QueueReading(
             engine,
             destination if durable is None else None,
             self._stream,
             self._cluster,
-            screen=self._screen,
+            screen=self.screen,
         )
-        #: What this node ended lately, of any of the queue's streams (keyed as
-        #: in :attr:`_entries`), so that Redis handing it out again ends it.
-        self._recent = RecentlySettled()
-        #: The reader reads the node's own pending lists before it reads on: at
-        #: the start, and after each reconnect.
-        self._reconcile_due = True
-        #: The reader compares the pending lists' length with what the node holds.
-        self._check_due = False
+        #: Reconciling, claiming from dead nodes, fencing after a lapse.
+        self._recovery = QueueRecovery(
+            engine, self, self._stream, self._reading, self._cluster, self._settling
+        )
         #: Until when (the clock's seconds) the reader reads nothing: another node
         #: acts on the stream (:meth:`give_back_for`).
         self._held_until = 0.0
-        #: While the node recovers from a lapse (:meth:`fence`): what it put aside.
-        self._aside: Aside | None = None
 
     def __repr__(self) -> str:
         if self.key is not None:
@@ -217,6 +191,15 @@ class StreamQueue:
     def consumers(self) -> list[Consumer]:
         """This node's consumers."""
         return self.local.consumers
+
+    @property
+    def aside(self) -> Aside | None:
+        """While the node recovers from a lapse: what this queue put aside; else ``None``."""
+        return self._recovery.aside
+
+    def wake(self) -> None:
+        """Let the reader look again: there may be room, or something to reconcile."""
+        self._wake.set()
 
     # -- what an operator may see and take (of what this node has read) -------------
 
@@ -250,9 +233,9 @@ class StreamQueue:
         """Add a message (a dead letter, a reply) to the stream, for any node's consumers."""
         engine = self._engine
         payload = encode(engine.ids.node, message)
-        engine.writer.command("XADD", self._lane(message), "*", "m", payload)
+        engine.writer.command("XADD", self.lane(message), "*", "m", payload)
 
-    def _lane(self, message: Message) -> str:
+    def lane(self, message: Message) -> str:
         """:returns: the stream a message goes to: the queue's, or its priority's lane."""
         if message.priority == DEFAULT_PRIORITY or self.key is not None:
             return self._stream
@@ -296,7 +279,7 @@ class StreamQueue:
         statistics again after a consumerless spell.
         """
         self._traffic.queues.add(self.local)
-        self._check_lapse()
+        self._recovery.check_lapse()
         consumer = self.local.add_consumer(
             subscriber, window, max_redeliveries, selector=selector, options=options, held=held
         )
@@ -323,18 +306,18 @@ class StreamQueue:
             cluster.unregister(consumer)
             if cluster.active and self.consumers:
                 # What it held may be for other nodes' consumers now: decided again.
-                self._give_back(list(self.pending))
+                self._settling.give_back(list(self.pending))
                 self.pending.clear()
         if not self.consumers:
-            self._give_back([*self.pending, *self._delayed()])
+            self._settling.give_back([*self.pending, *self._delayed()])
             self.pending.clear()
             if cluster is not None:
-                self._give_back_held(cluster)
+                self._settling.give_back_held(cluster)
                 cluster.leave()
 
     def dispatch(self) -> None:
         """Hand out what was read, and let the reader read more if there is room."""
-        self._check_lapse()
+        self._recovery.check_lapse()
         self.local.dispatch()
         self._wake.set()
 
@@ -347,122 +330,38 @@ class StreamQueue:
         :returns: for persistent ones, a Deferred that fires with whether Redis
             has the acknowledgement (so that the ACK's RECEIPT means it).
         """
-        self._check_lapse()
+        self._recovery.check_lapse()
         self.local.acknowledge(consumer, messages)
         self._wake.set()
         persistent = False
+        settling = self._settling
         for message in messages:
-            self._settle(message)
+            settling.settle(message)
             persistent = persistent or message.persistent
         if persistent:
             # The RECEIPT waits for the XACK: end the entries before the PING.
-            self._end_settled()
-            waited: Deferred[Any]
-            if self._aside is not None:
-                waited = run(self._engine.loop, self._ping_after_lapse())
-            else:
-                waited = self._engine.writer.command_waited("PING")
-            return [waited.addCallbacks(_stored, _not_stored)]
+            settling.end_settled()
+            return [self._recovery.stored().addCallbacks(_stored, _not_stored)]
         return []
 
     def requeue(self, consumer: Consumer, messages: list[Message]) -> list[Any]:
         """Return messages to the local queue's head (see the local queue's)."""
-        self._check_lapse()
+        self._recovery.check_lapse()
         written = self.local.requeue(consumer, messages)
         self._wake.set()
         return written
 
     def reject(self, messages: list[Message]) -> list[Any]:
         """Dead-letter messages a consumer refused for good (see the local queue's)."""
-        self._check_lapse()
+        self._recovery.check_lapse()
         written = self.local.reject(messages)
         self._wake.set()
         return written
-
-    def _settle(self, message: Message) -> None:
-        """End a message's entry, with the others settled in this turn of the loop."""
-        entry = self._entries.pop(message.message_id, None)
-        if entry is not None:
-            recent = self._recent
-            recent.ended(entry)
-            recent.acknowledged(message.message_id)
-            if not self._settled and not self._settled_elsewhere:
-                self._engine.loop.call_soon(self._end_settled)
-            if type(entry) is bytes:
-                self._settled.append(entry)
-            else:
-                self._settled_elsewhere.append(entry)
-
-    def _end_settled(self) -> None:
-        """
-        One ``XACK`` and one ``XDEL`` for every entry settled since the last; none
-        while the node may have lapsed (another node may hold them now): those
-        wait for :meth:`unfence`.
-        """
-        entries = self._settled
-        if self._engine.liveness.lapsing() and self._aside is not None:
-            self._aside.settled += [*entries, *self._settled_elsewhere]
-            self._settled, self._settled_elsewhere = [], []
-            return
-        writer = self._engine.writer
-        if entries:
-            self._settled = []
-            writer.command("XACK", self._stream, self._engine.names.group, *entries)
-            writer.command("XDEL", self._stream, *entries)
-        if self._settled_elsewhere:
-            elsewhere, self._settled_elsewhere = self._settled_elsewhere, []
-            for stream, entry in elsewhere:
-                writer.command("XACK", stream, self._engine.names.group, entry)
-                writer.command("XDEL", stream, entry)
 
     def _delayed(self) -> list[Message]:
         """:returns: the NACKed messages waiting here for their redelivery, taken."""
         delayed = self.local.delayed
         return [] if delayed is None else delayed.take_all()
-
-    def _give_back(self, messages: list[Message]) -> None:
-        """Put messages this node read back at the tail of the stream for the other nodes."""
-        engine = self._engine
-        writer = engine.writer
-        for message in messages:
-            entry = self._entries.pop(message.message_id, None)
-            writer.command("XADD", self._lane(message), "*", "m", encode(engine.ids.node, message))
-            if entry is not None:
-                self._recent.ended(entry)
-                stream = self._stream
-                if type(entry) is not bytes:
-                    stream, entry = entry
-                writer.command("XACK", stream, engine.names.group, entry)
-                writer.command("XDEL", stream, entry)
-
-    def _give_back_held(self, cluster: ClusterDispatch) -> None:
-        """Put back the entries no consumer took at the tail of the stream, for the others."""
-        writer = self._engine.writer
-        group = self._engine.names.group
-        held, cluster.held = cluster.held, []
-        for stream, entry, payload in held:
-            self._recent.ended(self._key(stream, entry))
-            writer.command("XADD", self._stream, "*", "m", payload)
-            writer.command("XACK", stream, group, entry)
-            writer.command("XDEL", stream, entry)
-
-    def _end(self, entries: list[Any]) -> None:
-        """
-        End entries this node will not deliver (copies of what it holds or settled).
-
-        :param entries: keyed as in :attr:`_entries`.
-        """
-        recent = self._recent
-        streams: dict[str, list[bytes]] = {}
-        for entry in entries:
-            recent.ended(entry)
-            stream, entry_id = (self._stream, entry) if type(entry) is bytes else entry
-            streams.setdefault(stream, []).append(entry_id)
-        writer = self._engine.writer
-        group = self._engine.names.group
-        for stream, ids in streams.items():
-            writer.command("XACK", stream, group, *ids)
-            writer.command("XDEL", stream, *ids)
 
     def close(self) -> None:
         """
@@ -474,11 +373,11 @@ class StreamQueue:
             held.extend(consumer.take_all())
         held.extend(self.pending)
         held.extend(self._delayed())
-        self._give_back(held)
+        self._settling.give_back(held)
         if self._cluster is not None:
             for consumer in self.consumers:
                 self._cluster.unregister(consumer)
-            self._give_back_held(self._cluster)
+            self._settling.give_back_held(self._cluster)
             self._cluster.leave()
         self.consumers.clear()
         self.pending.clear()
@@ -499,7 +398,7 @@ class StreamQueue:
         """
         given = list(self.pending)
         self.pending.clear()
-        self._give_back(given)
+        self._settling.give_back(given)
         clock = self._engine.clock
         self._held_until = clock.seconds() + seconds
         clock.callLater(seconds, self._wake.set)
@@ -510,7 +409,7 @@ class StreamQueue:
         self._held_until = 0.0
         self._wake.set()
 
-    def _room(self) -> int:
+    def room(self) -> int:
         """:returns: how many more messages the local consumers can take now."""
         if self._held_until and self._held_until > self._engine.clock.seconds():
             return 0
@@ -521,55 +420,15 @@ class StreamQueue:
             room += MAX_READ if consumer.auto else consumer.window - len(consumer.unacked)
         return min(room, MAX_READ)
 
-    def _key(self, stream: str | None, entry_id: bytes) -> Any:
-        """:returns: an entry's key in :attr:`_entries`: its id, or ``(stream, id)`` elsewhere."""
-        return entry_id if stream is None or stream == self._stream else (stream, entry_id)
-
-    def _fresh(self, entries: list[Any], stream: str | None) -> list[tuple[bytes, Any, Message]]:
+    def screen(self, stream: str, entries: list[Any]) -> list[Any]:
         """
-        Sort entries read, claimed or found in a pending list: those this node
-        holds already, or holds back for no consumer accepting them
-        (:mod:`.dispatch`), are left as they are; deleted ones, second copies of a
-        message held here, and those ended or settled here lately are ended again.
-
-        :returns: the others, ``(entry id, fields, message)``.
+        :returns: the entries to decide among the nodes: those
+            :meth:`.QueueSettling.fresh` keeps, as read.
         """
-        held = self._entries
-        recent = self._recent
-        cluster = self._cluster
-        waiting = {(s, e) for s, e, _ in cluster.held} if cluster is not None else set()
-        stale: list[Any] = []
-        fresh: list[tuple[bytes, Any, Message]] = []
-        seen: set[str] = set()
-        for entry_id, fields in entries:
-            key = self._key(stream, entry_id)
-            if not fields:
-                # Deleted (XDEL) while pending: its XACK was lost.
-                stale.append(key)
-                continue
-            if (stream or self._stream, entry_id) in waiting:
-                continue
-            _, message = decode(fields[b"m"])
-            message_id = message.message_id
-            holding = held.get(message_id)
-            if holding is not None:
-                if holding != key:
-                    stale.append(key)
-                continue
-            if message_id in seen or recent.knows(key, message_id):
-                stale.append(key)
-                continue
-            seen.add(message_id)
-            fresh.append((entry_id, fields, message))
-        if stale:
-            self._end(stale)
-        return fresh
+        fresh = self._settling.fresh(entries, stream, self._cluster)
+        return [(entry_id, fields) for entry_id, fields, _ in fresh]
 
-    def _screen(self, stream: str, entries: list[Any]) -> list[Any]:
-        """:returns: the entries to decide among the nodes (:meth:`_fresh`'s, as read)."""
-        return [(entry_id, fields) for entry_id, fields, _ in self._fresh(entries, stream)]
-
-    def _take(
+    def take(
         self,
         entries: list[Any],
         redelivered: dict[bytes, int] | None = None,
@@ -577,166 +436,34 @@ class StreamQueue:
     ) -> int:
         """
         Put entries read or claimed from a stream (the queue's, a lane, or this
-        node's own) in the local queue, but for those :meth:`_fresh` leaves or ends.
+        node's own) in the local queue, but for those
+        :meth:`.QueueSettling.fresh` leaves or ends.
 
         :param redelivered: entry id -> times Redis delivered it, for entries
             taken from a pending list (1 if missing); ``None`` for a read of new ones.
         :returns: how many went into the local queue.
         """
         taken = 0
-        for entry_id, fields, message in self._fresh(entries, stream):
+        settling = self._settling
+        for entry_id, fields, message in settling.fresh(entries, stream, self._cluster):
             if b"r" in fields:
                 # Handed back by a node that had delivered it (dispatch.RETURN_NODE).
                 message.redeliveries += int(fields[b"r"])
             if redelivered is not None:
                 message.redeliveries += redelivered.get(entry_id, 1)
-            self._entries[message.message_id] = self._key(stream, entry_id)
+            settling.hold(message.message_id, settling.key(stream, entry_id))
             self.local.enqueue(message)
             taken += 1
         return taken
 
-    # -- a lapse of this node's liveness (:mod:`.lapse`) ---------------------------------
-
-    def _check_lapse(self) -> None:
-        """
-        Before the local queue may hand out what it read ahead: a lapse the node
-        has not noticed yet fences it first.  Asks the clock only when something
-        waits to be handed out.
-        """
-        if self._aside is None and self.local.pending:
-            self._engine.liveness.lapsing()
-
-    def fence(self) -> None:
-        """
-        The node may have lapsed: put aside what was read ahead (the local queue
-        hands out nothing of it) and, until :meth:`unfence`, what consumers
-        acknowledge; the reader waits.
-        """
-        if self._aside is None:
-            self._aside = Aside(list(self.pending))
-            self.pending.clear()
-
-    async def unfence(self) -> None:
-        """
-        The node is live again: keep what its pending lists still hold; forget
-        what another node took over (neither handed out nor ended here: that
-        node delivers it ``redelivered:true``), then read and hand out again.
-        """
-        aside = self._aside
-        if aside is None:
-            return
-        owned = await owned_entries(self._engine, self._reading.own_streams())
-        if self._aside is not aside:
-            return
-        self._aside = None
-        result = sort_after_lapse(owned, self._stream, self._entries, aside)
-        for message_id in result.forget:
-            del self._entries[message_id]
-        self._end(result.to_end)
-        cluster = self._cluster
-        if cluster is not None:
-            cluster.held = [held for held in cluster.held if (held[0], held[1]) in owned]
-            # A node that saw this one dead handed back its own stream: made again.
-            cluster.own_made = False
-        # Back at the head, as they were (only NACKed ones may have come meanwhile).
-        self.pending.extendleft(reversed(result.kept))
-        if result.forget:
-            log.warn(
-                "dropped {count} messages of {queue} that another node took over while"
-                " this node's liveness had lapsed ({aside} read ahead, the rest delivered)",
-                count=len(result.forget),
-                queue=self.destination,
-                aside=result.dropped,
-            )
-        self.local.dispatch()
-        self._wake.set()
-
-    async def _ping_after_lapse(self) -> Any:
-        """An ACK's RECEIPT during a lapse: once the node is live again and its XACKs sent."""
-        engine = self._engine
-        await engine.liveness.recovered()
-        return await engine.writer.command_waited("PING").asFuture(engine.loop)
-
-    async def _owned_only(self, reply: Any) -> Any:
-        """Of a read whose reply came while the node may have lapsed: what is still its own."""
-        owned = await owned_entries(self._engine, [stream for stream, _ in reply])
-        return [
-            (stream, [entry for entry in entries if (stream, entry[0]) in owned])
-            for stream, entries in reply
-        ]
-
-    # -- reconciling with Redis -------------------------------------------------------
-
-    def reconnected(self) -> None:
-        """Redis came back: read this node's pending lists before reading on."""
-        self._reconcile_due = True
-        self._wake.set()
-
-    def check_pending(self) -> None:
-        """Let the reader compare this node's pending lists with what it holds (a slow timer)."""
-        self._check_due = True
-        self._wake.set()
-
-    def _accounted(self) -> int:
-        """:returns: how many entries of its pending lists this node knows of."""
-        cluster = self._cluster
-        waiting = 0 if cluster is None else len(cluster.held)
-        return len(self._entries) + len(self._settled) + len(self._settled_elsewhere) + waiting
-
-    async def reconcile(self) -> int:
-        """
-        Take what this node's pending lists hold and the node does not: entries
-        a read claimed whose reply never came (the connection died with it), in
-        every stream it reads (the queue's or its lanes, and its own stream of
-        the queue).  They count as redelivered (Redis delivered them once);
-        while the queue's reads are decided (:mod:`.dispatch`), those of the
-        queue's streams are decided first.  Runs in the reader, never beside a read.
-
-        :returns: how many entries went into the local queue.
-        """
-        taken = 0
-        for stream in self._reading.own_streams():
-            async for page in pending_pages(self._engine, stream):
-                taken += await self._reconciled(stream, page)
-        if taken:
-            log.info(
-                "took {count} messages of {queue} from this node's pending list in Redis"
-                " (read, but the reply was lost)",
-                count=taken,
-                queue=self.destination,
-            )
-        return taken
-
-    async def _reconciled(self, stream: str, entries: list[Any]) -> int:
-        """Take a page of this node's pending list of ``stream``; :returns: how many."""
-        cluster = self._cluster
-        if cluster is None or not cluster.active or stream == cluster.own:
-            return self._take(entries, {}, stream)
-        async with cluster.lock:
-            return await self._claimed(entries, {}, stream)
-
-    async def _reconcile_if_due(self) -> None:
-        """Reconcile when due, or when the slow check finds entries the node does not hold."""
-        if self._check_due and not self._reconcile_due:
-            self._check_due = False
-            streams = self._reading.own_streams()
-            if await pending_count(self._engine, streams) > self._accounted():
-                self._reconcile_due = True
-        if self._reconcile_due:
-            self._reconcile_due = False
-            try:
-                await self.reconcile()
-            except BaseException:
-                self._reconcile_due = True
-                raise
-
     async def _read(self) -> None:
         """Read for the local consumers while there are any."""
         engine = self._engine
+        recovery = self._recovery
         delay = BACKOFF_BASE
         try:
             await self._make_group()
-            await self.claim_from_dead()
+            await recovery.claim_from_dead()
             liveness = engine.liveness
             while self.consumers and not self._closed:
                 self._wake.clear()
@@ -744,18 +471,15 @@ class StreamQueue:
                     await liveness.recovered()
                     continue
                 try:
-                    await self._reconcile_if_due()
+                    await recovery.reconcile_if_due()
                 except CONNECTION_ERRORS:
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, BACKOFF_CAP)
                     continue
                 if self._was_closed():
-                    self._give_back(list(self.pending))
-                    self.pending.clear()
-                    if self._cluster is not None:
-                        self._give_back_held(self._cluster)
+                    self._give_back_read()
                     break
-                room = self._reading.room(self._room())
+                room = self._reading.room(self.room())
                 if room <= 0:
                     await self._wake.wait()
                     continue
@@ -769,7 +493,7 @@ class StreamQueue:
                 except CONNECTION_ERRORS:
                     # The read may have reached Redis and its reply died: what it
                     # claimed waits in this node's pending list.
-                    self._reconcile_due = True
+                    recovery.read_lost()
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, BACKOFF_CAP)
                     continue
@@ -778,18 +502,15 @@ class StreamQueue:
                     # Read before the node was stopped, or cut off: another node
                     # may have claimed these meanwhile.
                     await liveness.recovered()
-                    reply = await self._owned_only(reply)
+                    reply = await recovery.owned_only(reply)
                 if self._was_closed():
                     # Read after the handle was dropped: back for the others.
                     for stream, entries in reply:
-                        self._take(entries, stream=stream)
-                    self._give_back(list(self.pending))
-                    self.pending.clear()
-                    if self._cluster is not None:
-                        self._give_back_held(self._cluster)
+                        self.take(entries, stream=stream)
+                    self._give_back_read()
                     break
                 for stream, entries in reply:
-                    self._take(entries, stream=stream)
+                    self.take(entries, stream=stream)
         except Exception:
             log.failure("reading {queue} from Redis failed", queue=self.destination)
         finally:
@@ -797,26 +518,12 @@ class StreamQueue:
             if self.consumers and not self._closed:
                 self._reader = engine.loop.create_task(self._read())
 
-    async def _claimed(self, entries: list[Any], counts: dict[Any, int], stream: str) -> int:
-        """
-        Take entries claimed, or found in this node's pending list: while
-        deciding, only those this node's consumers should get (the others go
-        to their nodes), and none this node holds or settled lately.
-
-        :param counts: entry id -> times Redis delivered it (1 if missing).
-        :returns: how many went into the local queue.
-        """
-        cluster = self._cluster
-        if cluster is not None and cluster.active:
-            marked = [
-                (entry_id, {**fields, b"r": counts.get(entry_id, 1)})
-                for entry_id, fields in self._screen(stream, entries)
-            ]
-            taken = 0
-            for taken_from, kept in await cluster.decide_locked([(stream, marked)]):
-                taken += self._take(kept, stream=taken_from)
-            return taken
-        return self._take(entries, counts, stream)
+    def _give_back_read(self) -> None:
+        """The handle was dropped while reading: what it read and holds goes back for the others."""
+        self._settling.give_back(list(self.pending))
+        self.pending.clear()
+        if self._cluster is not None:
+            self._settling.give_back_held(self._cluster)
 
     async def _make_group(self) -> None:
         """Make the stream and its group, from the start of the stream, unless they exist."""
@@ -828,67 +535,28 @@ class StreamQueue:
             if "BUSYGROUP" not in str(error):
                 raise
 
+    # -- a lapse, reconciling, claiming (:mod:`.queue_recovery`) -------------------------
+
+    def fence(self) -> None:
+        """The node may have lapsed: put aside what was read ahead (see :class:`.QueueRecovery`)."""
+        self._recovery.fence()
+
+    async def unfence(self) -> None:
+        """The node is live again: keep what its pending lists still hold, then read on."""
+        await self._recovery.unfence()
+
+    def reconnected(self) -> None:
+        """Redis came back: read this node's pending lists before reading on."""
+        self._recovery.reconnected()
+
+    def check_pending(self) -> None:
+        """Let the reader compare this node's pending lists with what it holds (a slow timer)."""
+        self._recovery.check_pending()
+
+    async def reconcile(self) -> int:
+        """Take what this node's pending lists hold and the node does not; :returns: how many."""
+        return await self._recovery.reconcile()
+
     async def claim_from_dead(self) -> int:
-        """
-        Take over, for the local consumers, what dead nodes held of this queue:
-        the pending entries of group consumers whose liveness key has expired,
-        in the queue's stream and in its priority lanes.
-
-        :returns: how many entries were claimed.
-        """
-        claimed = 0
-        cluster = self._cluster
-        if cluster is not None and cluster.active:
-            async with cluster.lock:
-                # Forgets dead nodes' consumers and groups, and hands back their own
-                # streams; what they held is decided before any newer entry.
-                await cluster.refresh()
-                for stream in self._reading.streams():
-                    claimed += await self._claim_stream(stream)
-            return claimed
-        for stream in self._reading.streams():
-            claimed += await self._claim_stream(stream)
-        return claimed
-
-    async def _claim_stream(self, stream: str) -> int:
-        """Take over what dead nodes held of one of the queue's streams."""
-        engine = self._engine
-        client = engine.client
-        names = engine.names
-        me = engine.ids.node
-        claimed = 0
-        try:
-            summary = await client.xpending(stream, names.group)
-        except ResponseError as error:
-            if "NOGROUP" not in str(error):
-                raise
-            return 0  # a lane nobody has read yet
-        for holder in summary.get("consumers") or ():
-            name = holder["name"]
-            name = name.decode() if isinstance(name, bytes) else name
-            if name == me or await client.exists(names.alive(name)):
-                continue
-            room = self._room()
-            if room <= 0:
-                break
-            rows = await client.xpending_range(
-                stream, names.group, min="-", max="+", count=room, consumername=name
-            )
-            if not rows:
-                await client.xgroup_delconsumer(stream, names.group, name)
-                continue
-            counts = {row["message_id"]: row["times_delivered"] for row in rows}
-            # Only while its key is still gone: a node back from a lapse keeps its own.
-            reply = await engine.scripts.claim_dead(
-                keys=[stream, names.alive(name)], args=[names.group, me, *counts]
-            )
-            entries = claimed_entries(reply)
-            await self._claimed(entries, counts, stream)
-            claimed += len(entries)
-            log.info(
-                "took over {count} messages of {queue} from node {node}, which is gone",
-                count=len(entries),
-                queue=self.destination,
-                node=name,
-            )
-        return claimed
+        """Take over what dead nodes held of this queue; :returns: how many entries."""
+        return await self._recovery.claim_from_dead()
