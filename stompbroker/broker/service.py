@@ -240,6 +240,10 @@ class Broker(Service):
     def memory_gauge(self, gauge: Callable[[], int] | None) -> None:
         self.backpressure.memory_gauge = gauge
 
+    def has_virtual_hosts(self) -> bool:
+        """:returns: whether virtual hosts are configured (statistics then name each one)."""
+        return self.virtual_hosts is not None
+
     def memory_alarm(self) -> MemoryAlarm:
         """:returns: the memory watermark's state now: whether publishers are paused for memory."""
         return self.backpressure.memory_alarm()

@@ -59,7 +59,7 @@ def stats_document(
     recent = latest.by_destination() if latest is not None else {}
     seconds = latest.broker.interval_s if latest is not None else 0.0
     destinations = {}
-    hosted = getattr(model.broker, "virtual_hosts", None) is not None
+    hosted = model.broker.has_virtual_hosts()
     for name, state in snapshot.destinations.items():
         record = recent.get(name)
         entry: dict[str, Any] = {}

@@ -97,7 +97,7 @@ class StatsCollector(Collector):
         snapshot = model.snapshot()
         destinations = snapshot.destinations
         # With virtual hosts, a ``vhost`` label beside the client's name.
-        hosted = getattr(model.broker, "virtual_hosts", None) is not None
+        hosted = model.broker.has_virtual_hosts()
         labels = ["vhost", "destination"] if hosted else ["destination"]
         label = _host_labels if hosted else _plain_labels
         for index, name in enumerate(FLOW_COUNTERS):
