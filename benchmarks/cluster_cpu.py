@@ -85,7 +85,8 @@ def main(argv: list[str]) -> int:
     totals: dict[str, list[float]] = {"single": [], "cluster": []}
     with tempfile.TemporaryDirectory(prefix="stompbench-") as workdir:
         with BrokerProcess(Path(workdir) / "single", http=None, reactor=REACTOR) as single:
-            target = Target("single", Endpoint("127.0.0.1", single.port, None, **CREDENTIALS), single.pid)
+            endpoint = Endpoint("127.0.0.1", single.port, None, **CREDENTIALS)
+            target = Target("single", endpoint, single.pid)
             for _ in range(args.repeat):
                 result = measured(Case("fanout", subscribers=args.subscribers), target, settings)
                 ok = ok and result["ok"]
