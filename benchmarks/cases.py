@@ -176,9 +176,12 @@ class Target:
     :ivar pid: its process id, for its CPU and memory, when known.
     :ivar publish_endpoint: where publishers connect, if not to ``endpoint``
         (the cluster scenarios: another node of the same broker).
+    :ivar parts: every process of the broker, ``(name, pid)``, when it is
+        more than one (the cluster: both nodes and ``redis-server``).
     """
 
     name: str
     endpoint: Endpoint
     pid: int | None = None
     publish_endpoint: Endpoint | None = None
+    parts: tuple[tuple[str, int], ...] = ()

@@ -147,4 +147,5 @@ def cluster_target(
             Endpoint("127.0.0.1", b.port, None, **credentials),
             b.pid,
             publish_endpoint=Endpoint("127.0.0.1", a.port, None, **credentials),
+            parts=(("node A", a.pid), ("node B", b.pid), ("redis-server", redis.process.pid)),
         )

@@ -45,6 +45,7 @@ from stompbroker.stats.model import StatsModel
 from stompbroker.stats.services import LiveStats, StatsExport
 from stompbroker.stats.setup import RunningSetup, redact_url
 from stompbroker.stats.stream import StatsStream
+from stompbroker.transport.coalesce import COALESCER
 from stompbroker.transport.proxy_header import listening_endpoint
 from stompbroker.transport.tcp import stomp_server_factory
 from stompbroker.transport.websocket import WebSocketConfig
@@ -195,7 +196,7 @@ def _engine(options: Options, reactor: Any, policy: DeliveryPolicy) -> Any:
     url = options["engine-url"]
     if url is None:
         return None
-    return build_engine(
+    engine = build_engine(
         reactor,
         url=url,
         policy=policy,
@@ -204,6 +205,10 @@ def _engine(options: Options, reactor: Any, policy: DeliveryPolicy) -> Any:
         wait_replicas=(options["engine-wait-replicas"], options["engine-wait-timeout"]),
         stream_limits=options["stream-limits"],
     )
+    # What other nodes publish reaches no connection's read: gather each
+    # connection's frames of a batch into one write, as a read's are.
+    engine.deliver_together = COALESCER.handle
+    return engine
 
 
 def _asyncio_reactor_name(reactor: Any) -> str:

@@ -77,7 +77,7 @@ from stompbroker.broker.engine.redis.control import ControlChannel, Snapshot
 from stompbroker.broker.engine.redis.durables import Durables
 from stompbroker.broker.engine.redis.figures import FIGURES_INTERVAL, FiguresExchange
 from stompbroker.broker.engine.redis.lanes import LaneMarks
-from stompbroker.broker.engine.redis.listener import listen
+from stompbroker.broker.engine.redis.listener import alone, listen
 from stompbroker.broker.engine.redis.liveness import Liveness
 from stompbroker.broker.engine.redis.outage import DEFAULT_OUTAGE_HOLD, Outage, unreachable_text
 from stompbroker.broker.engine.redis.presence import ClusterPresence
@@ -220,6 +220,10 @@ class RedisEngine:
         #: Topic subscriptions told of those gaps (``cluster-gap:true``).
         self.gap_subscriptions = 0
         self._listener: asyncio.Task[None] | None = None
+        #: ``(deliver, payload)``: runs the fan-out of a batch other nodes
+        #: published, so that each connection's frames of it leave in one write
+        #: (the app sets the transports' write coalescer here).
+        self.deliver_together: Callable[[Callable[[bytes], None], bytes], None] = alone
         self._loops: list[LoopingCall] = []
         # Streams live in Redis; this node keeps mirrors of those it reads.
         limits = stream_limits or StreamLimits()

@@ -9,6 +9,7 @@ messages come in the order Redis took them, whatever channel they are on.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from stompbroker.broker.engine.redis.codec import BATCH, decode, unpack_batch
@@ -16,6 +17,14 @@ from stompbroker.broker.engine.redis.connection import BACKOFF_BASE, BACKOFF_CAP
 from stompbroker.logs import logger
 
 log = logger("stompbroker.broker.engine.redis")
+
+
+def alone(deliver: Callable[[bytes], None], payload: bytes) -> None:
+    """
+    The engine's ``deliver_together`` until the transports give theirs: hand
+    ``payload`` to ``deliver``, each connection's writes going out as they come.
+    """
+    deliver(payload)
 
 
 async def listen(engine: Any, pubsub: Any) -> None:
@@ -35,6 +44,18 @@ async def listen(engine: Any, pubsub: Any) -> None:
     resume_channel = b"" if resumes is None else resumes.channel.encode()
     counted = engine.traffic.destinations
     features = engine.channels
+    together = engine.deliver_together
+
+    def fan_out_batch(payload: bytes) -> None:
+        for part in unpack_batch(payload):
+            _, message = decode(part)
+            fan_out(message)
+            # Counted in where it was sent, so that the nodes' counts add up.
+            traffic = counted.get(message.destination)
+            if traffic is not None:
+                traffic.messages_in -= 1
+                traffic.bytes_in -= len(message.body)
+
     while True:
         try:
             response = await pubsub.parse_response(block=True)
@@ -59,14 +80,7 @@ async def listen(engine: Any, pubsub: Any) -> None:
             if payload.startswith(node_prefix):
                 continue
             try:
-                for part in unpack_batch(payload):
-                    _, message = decode(part)
-                    fan_out(message)
-                    # Counted in where it was sent, so that the nodes' counts add up.
-                    traffic = counted.get(message.destination)
-                    if traffic is not None:
-                        traffic.messages_in -= 1
-                        traffic.bytes_in -= len(message.body)
+                together(fan_out_batch, payload)
             except Exception:
                 log.failure("fanning out a message from Redis failed")
             # Let the reactor write what the batch gave the subscribers before
