@@ -82,7 +82,10 @@ def _common() -> argparse.ArgumentParser:
 
 
 #: The subcommands that take --vhost.
-_HOSTED = frozenset("connections queues browse purge delete move dlq-retry publish".split())
+_HOSTED = frozenset(
+    "connections queues browse purge delete move dlq-retry publish"
+    " policies set-policy clear-policy".split()
+)
 
 #: Said under each management subcommand's --help.
 EXIT_STATUS = (
@@ -345,13 +348,13 @@ def _policy_command(arguments: argparse.Namespace, client: Client) -> tuple[Any,
     """``policies``, ``set-policy``, ``clear-policy``: as rabbitmqctl's."""
     command = arguments.command
     if command == "policies":
-        answer = client.call("GET", "policies")
+        answer = client.call("GET", "policies" + _vhost(arguments, "?"))
         rows = [
             dict(row, definition=",".join(f"{k}={v}" for k, v in row["definition"].items()))
             for row in answer
         ]
-        return answer, lambda out: print_table(rows, POLICIES, out)
-    path = f"policies/{quote(arguments.name, safe='')}"
+        return answer, lambda out: print_table(rows, with_vhost(POLICIES, rows), out)
+    path = f"policies/{quote(arguments.name, safe='')}" + _vhost(arguments, "?")
     if command == "clear-policy":
         answer = client.call("DELETE", path)
         return answer, lambda out: print(f"cleared policy {arguments.name}", file=out)

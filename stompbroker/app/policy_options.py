@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from twisted.python import usage
 
-from stompbroker.broker.features.policies import BadPolicy, Policy, parse_policy
+from stompbroker.broker.features.policies import DEFAULT_VHOST, BadPolicy, Policy, parse_policy
 
 __all__ = ["PolicyOptions", "parse_policy_option"]
 
@@ -41,18 +41,27 @@ class PolicyOptions(usage.Options):
     """``--policy``, repeatable; ``policies`` holds the result."""
 
     def opt_policy(self, spec: str) -> None:
-        """A per-destination policy, as NAME:pattern=PATTERN[,KEY=VALUE], KEY one of priority, apply-to, max-length, max-length-bytes, overflow, message-ttl, expires, max-redeliveries, redelivery-delay, dead-letter, prefetch, slow-consumer, slow-consumer-buffer (repeatable; the configuration file's [[policy]] tables; docs/policies.md)."""  # noqa: E501
+        """A per-destination policy, as NAME:pattern=PATTERN[,KEY=VALUE], KEY one of priority, apply-to, vhost, max-length, max-length-bytes, overflow, message-ttl, expires, max-redeliveries, redelivery-delay, dead-letter, prefetch, slow-consumer, slow-consumer-buffer (repeatable; the configuration file's [[policy]] tables; docs/policies.md)."""  # noqa: E501
         self.setdefault("policy", []).append(spec)
 
     def check_policies(self) -> None:
         """
         Read ``--policy`` into ``policies``.
 
-        :raises usage.UsageError: for a bad policy, or two of one name.
+        :raises usage.UsageError: for a bad policy, two of one name, or one of a
+            virtual host that is not configured (read ``--vhost`` first).
         """
         policies = [parse_policy_option(spec) for spec in self.get("policy", [])]
         names = [policy.name for policy in policies]
         for name in names:
             if names.count(name) > 1:
                 raise usage.UsageError(f"--policy {name} is given twice")
+        hosts = self.get("virtual-hosts")
+        served = sorted(hosts.hosts) if hosts is not None else []
+        for policy in policies:
+            if policy.vhost != DEFAULT_VHOST and policy.vhost not in served:
+                raise usage.UsageError(
+                    f"--policy {policy.name}: vhost {policy.vhost!r} is no virtual host of this"
+                    f" broker; it serves {', '.join([DEFAULT_VHOST, *served])}"
+                )
         self["policies"] = tuple(policies)

@@ -408,8 +408,14 @@ class ManagementApi(Resource):
     def _policy_call(self, identity: Any, request: Request, method: str, rest: list[str]) -> Any:
         """``GET /api/policies``, ``GET|PUT|DELETE /api/policies/{name}`` (docs/policies.md)."""
         policies = self.management.broker.policies
+        # ?vhost= filters the list, and names the virtual host of one policy.
+        vhost = self._vhost_filter(request)
         if not rest:
-            return [policy.as_dict() for policy in policies.listed()]
+            return [
+                policy.as_dict()
+                for policy in policies.listed()
+                if vhost is None or policy.vhost == vhost
+            ]
         name = rest[0]
         operator = _operator(identity, request)
         if method == "PUT":
@@ -417,6 +423,7 @@ class ManagementApi(Resource):
             definition = body.pop("definition", {})
             if not isinstance(definition, dict):
                 raise ApiError(400, "bad request", '"definition" must be an object')
+            body["vhost"] = self.hosts.policy_host(body.get("vhost"), vhost)
             try:
                 policy = parse_policy(name, {**body, **definition})
             except BadPolicy as error:
@@ -430,8 +437,9 @@ class ManagementApi(Resource):
             )
             return policy.as_dict()
         found = policies.get(name)
-        if found is None:
-            raise ApiError(404, "unknown policy", f"no policy is named {name!r}")
+        if found is None or (vhost is not None and found.vhost != vhost):
+            where = "" if vhost is None else f" in virtual host {vhost!r}"
+            raise ApiError(404, "unknown policy", f"no policy is named {name!r}{where}")
         if method == "DELETE":
             policies.remove(name)
             log.info("{operator} cleared policy {name}", operator=operator, name=name)

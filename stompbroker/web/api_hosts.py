@@ -7,7 +7,8 @@ Inside the broker, a virtual host's destinations have names that hold a
 control character (:mod:`stompbroker.broker.routing.virtual_hosts`); the API
 never shows those.  Every destination it answers with is named as its virtual
 host's clients name it, beside a ``vhost`` field (``/`` for the default
-host, as RabbitMQ names it).  A durable subscription's key
+host, as RabbitMQ names it).  A policy belongs to one virtual host (its
+``vhost``, or ``?vhost=`` of the call that sets it).  A durable subscription's key
 (``durable:["CLIENT-ID","NAME"]``) is mapped the same way, on its ``NAME``.
 
 Rights: a destination of a virtual host with its own access file is checked
@@ -115,3 +116,23 @@ class ApiHosts:
             return None
         host = self.hosts.hosts.get(host_name)
         return host.access if host is not None else None
+
+    def policy_host(self, given: Any, queried: str | None) -> str:
+        """
+        :param given: the ``vhost`` of a policy's body, if any.
+        :param queried: the virtual host ``?vhost=`` named, if any.
+        :returns: the virtual host of the policy: ``/`` unless either names another.
+        :raises ApiError: 400 for a body's vhost that is no virtual host or differs from
+            ``?vhost=``'s.
+        """
+        if given is None:
+            return queried or DEFAULT_HOST
+        if not isinstance(given, str):
+            raise ApiError(400, "bad request", '"vhost" must be a virtual host\'s name')
+        if queried is not None and given != queried:
+            raise ApiError(400, "bad request", f'"vhost" {given!r} is not ?vhost=\'s {queried!r}')
+        try:
+            host = self.named(given)
+        except ApiError as error:
+            raise ApiError(400, "bad request", error.detail) from None
+        return host.name if host is not None else DEFAULT_HOST

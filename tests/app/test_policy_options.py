@@ -31,6 +31,18 @@ def test_policies_from_the_command_line() -> None:
     assert policy.priority == 2 and policy.settings.prefetch == 5
 
 
+def test_a_policy_table_names_its_virtual_host(tmp_path: Path) -> None:
+    config = tmp_path / "broker.toml"
+    config.write_text(
+        '[vhost.shop]\n\n[[policy]]\nname = "shop-orders"\npattern = "orders.>"\n'
+        'vhost = "shop"\nmax-length = 10\n'
+    )
+    options = Options()
+    options.parseOptions(["--config", str(config)])
+    (policy,) = options["policies"]
+    assert (policy.vhost, policy.settings.max_length) == ("shop", 10)
+
+
 def test_no_policy_by_default() -> None:
     options = Options()
     options.parseOptions([])
@@ -44,6 +56,8 @@ def test_no_policy_by_default() -> None:
         (["--policy", "p:pattern"], "is not KEY=VALUE"),
         (["--policy", "p:pattern=a,overflow=x"], "overflow"),
         (["--policy", "p:pattern=a", "--policy", "p:pattern=b"], "given twice"),
+        (["--policy", "p:pattern=a,vhost=shop"], "'shop' is no virtual host of this broker"),
+        (["--vhost", "lab", "--policy", "p:pattern=a,vhost=shop"], "it serves /, lab"),
     ],
 )
 def test_a_bad_policy_is_a_usage_error(arguments: list[str], said: str) -> None:

@@ -4,7 +4,8 @@ Playwright) against a real broker: a destination's panel after a purge, its
 "shown of waiting" count, its chart of rates and depth; a connection's panel
 with its subscriptions; the memory alarm, the listeners and the configuration
 in the overview, with ``/metrics`` agreeing; the policy in force on each destination,
-in the table and in its panel.  A screenshot is kept in
+in the table and in its panel; with virtual hosts, a vhost column and actions
+on a row that act in its virtual host only.  A screenshot is kept in
 ``test-artifacts/console-panels.png``.
 """
 
@@ -12,13 +13,16 @@ from __future__ import annotations
 
 import re
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import stomp
 
 from tests.support.browser import ARTIFACTS, chromium_page, require_chromium
-from tests.support.clients import connect
+from tests.support.clients import Collector, connect
 from tests.support.management import cli, managed_broker
 from tests.support.process import BrokerProcess
 from tests.support.web import metric_samples
@@ -49,6 +53,14 @@ def console_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerP
 def alarm_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     """A broker over its memory high mark from the start: 1 MiB is under what Python uses."""
     process = managed_broker(tmp_path, "--memory-high", "1M", "--max-connections", "500")
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def hosts_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker serving the virtual host ``shop`` beside the default one."""
+    process = managed_broker(tmp_path_factory.mktemp("console-vhosts"), "--vhost", "shop")
     yield process
     process.stop()
 
@@ -91,6 +103,9 @@ def test_the_destination_panel_counts_what_it_shows_and_empties_after_a_purge(
     sign_in(page, console_broker)
     row = page.locator('#destinations tr[data-destination="/queue/panel"]')
     expect(row.locator("td.depth")).to_have_text("25")
+    # Without virtual hosts, no vhost column (docs/virtual-hosts.md).
+    expect(page.locator("#destinations th.vhost")).to_be_hidden()
+    expect(row.locator("td.vhost")).to_be_hidden()
     row.get_by_role("button", name="Browse").click()
     expect(page.locator("#browsed")).to_have_text("/queue/panel")
     expect(page.locator("#messages li.message")).to_have_count(20)
@@ -199,3 +214,74 @@ def test_the_overview_shows_the_memory_alarm_listeners_and_configuration(
         samples = metric_samples(response.read())
     assert samples["stompbroker_memory_alarm", ()] == 1
     assert samples["stompbroker_memory_high_watermark_bytes", ()] == 1024 * 1024
+
+
+def open_in_shop(address: tuple[str, int]) -> tuple[Any, Collector]:
+    """An anonymous ``stomp.py`` connection whose CONNECT says ``host:shop``."""
+    connection = stomp.Connection12([address], vhost="shop", auto_decode=False)
+    collector = Collector()
+    connection.set_listener("collector", collector)
+    connection.connect(wait=True)
+    return connection, collector
+
+
+def send_all(connection: Any, events: Collector, destination: str, count: int) -> None:
+    """Send ``count`` messages, the last with a receipt: all are queued once it comes."""
+    receipt = uuid.uuid4().hex
+    for number in range(count):
+        headers = {"receipt": receipt} if number == count - 1 else {}
+        connection.send(destination, f"message {number}", headers=headers)
+    assert events.wait_for(lambda: receipt in events.receipts), events.errors
+
+
+def test_actions_on_a_row_act_in_its_virtual_host(hosts_broker: BrokerProcess, page: Page) -> None:
+    """
+    ``/queue/same`` in the default host and in ``shop``: no vhost column while only the
+    default host has rows; then two rows, each with its host; browsing and purging
+    the shop's leaves the default host's queue as it was, and publishing with the
+    form's virtual host reaches the shop's queue only.
+    """
+    queue = f"/queue/same.{uuid.uuid4().hex[:8]}"
+    default, default_events = connect(hosts_broker.address)
+    shop, shop_events = open_in_shop(hosts_broker.address)
+    try:
+        send_all(default, default_events, queue, 3)
+        sign_in(page, hosts_broker)
+        home_row = page.locator(f'#destinations tr[data-vhost="/"][data-destination="{queue}"]')
+        expect(home_row.locator("td.depth")).to_have_text("3")
+        # The shop's connection is open: the connections table shows the column already.
+        expect(page.locator('#connections tr[data-vhost="shop"] td.vhost')).to_have_text("shop")
+        expect(page.locator("#destinations th.vhost")).to_be_visible()
+
+        send_all(shop, shop_events, queue, 2)
+        shop_row = page.locator(f'#destinations tr[data-vhost="shop"][data-destination="{queue}"]')
+        expect(shop_row.locator("td.depth")).to_have_text("2")
+        expect(shop_row.locator("td.vhost")).to_have_text("shop")
+        expect(home_row.locator("td.vhost")).to_have_text("/")
+
+        shop_row.get_by_role("button", name="Browse").click()
+        expect(page.locator("#browsed")).to_have_text(queue)
+        expect(page.locator("#browsed-vhost")).to_have_text("shop")
+        expect(page.locator("#messages li.message")).to_have_count(2)
+        expect(page.locator("#browse-count")).to_have_text("2 of 2")
+
+        shop_row.get_by_role("button", name="Purge").click()
+        expect(page.locator("#confirm-text")).to_contain_text(f"{queue} (vhost shop)")
+        page.click("#confirm-ok")
+        expect(page.locator("#destinations-notice")).to_have_text(
+            f"purged 2 messages from {queue} (vhost shop)"
+        )
+        expect(shop_row.locator("td.depth")).to_have_text("0")
+        expect(page.locator("#messages li.message")).to_have_count(0)
+        expect(home_row.locator("td.depth")).to_have_text("3")
+
+        page.fill("#publish-vhost", "shop")
+        page.fill("#publish-destination", queue)
+        page.fill("#publish-body", "from the console")
+        page.click("#publish button[type=submit]")
+        expect(page.locator("#publish-notice")).to_contain_text(f"to {queue} (vhost shop)")
+        expect(shop_row.locator("td.depth")).to_have_text("1")
+        expect(home_row.locator("td.depth")).to_have_text("3")
+    finally:
+        default.disconnect()
+        shop.disconnect()

@@ -198,3 +198,36 @@ def test_each_subcommands_help_says_what_its_exit_status_means() -> None:
         shown = cli(None, command, "--help")
         assert shown.returncode == 0
         assert "exit status: 0 done; 1 the broker refused" in " ".join(shown.stdout.split())
+
+
+@pytest.fixture(scope="module")
+def hosts_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker serving the virtual host ``shop`` beside the default one."""
+    process = managed_broker(tmp_path_factory.mktemp("cli-vhosts"), "--vhost", "shop")
+    yield process
+    process.stop()
+
+
+def test_policies_and_queues_take_the_virtual_host(hosts_broker: BrokerProcess) -> None:
+    """
+    ``set-policy --vhost shop`` sets a policy of ``shop``: ``policies`` shows it with a
+    vhost column, ``--vhost /`` leaves it out, and it is in force on shop's queue only.
+    """
+    for vhost in ("shop", "/"):
+        assert cli(hosts_broker, "publish", "/queue/capped", "x", "--vhost", vhost).returncode == 0
+    set_policy = cli(
+        hosts_broker, "set-policy", "cap", "capped", "--max-length", "9", "--vhost", "shop"
+    )
+    assert set_policy.returncode == 0, set_policy.stderr
+    listed = cli(hosts_broker, "policies").stdout.splitlines()
+    assert listed[0].split()[:2] == ["vhost", "name"]
+    assert listed[1].split()[:3] == ["shop", "cap", "capped"]
+    assert cli(hosts_broker, "policies", "--vhost", "/", "--json").stdout.strip() == "[]"
+    rows = json.loads(cli(hosts_broker, "queues", "--json").stdout)
+    policies = sorted(
+        (row["vhost"], row["policy"]) for row in rows if row["destination"] == "/queue/capped"
+    )
+    assert policies == [("/", None), ("shop", "cap")]
+    refused = cli(hosts_broker, "clear-policy", "cap", "--vhost", "/")
+    assert refused.returncode == 1 and "unknown policy" in refused.stderr
+    assert cli(hosts_broker, "clear-policy", "cap", "--vhost", "shop").returncode == 0

@@ -32,6 +32,14 @@ access = "{shop_access}"
 
 [vhost.lab]
 access = "{lab_access}"
+
+[[policy]]
+name = "lab-capped"
+pattern = "capped.>"
+apply-to = "queues"
+vhost = "lab"
+max-length = 1
+overflow = "reject-publish"
 """
 
 EVERYTHING = '[users.alice]\nread = ["/queue/#", "/topic/#"]\nwrite = ["/queue/#", "/topic/#"]\n'
@@ -123,6 +131,27 @@ def test_each_host_has_its_own_access_rules(hosted: BrokerProcess) -> None:
         shop_events.errors[0].headers["message"]
         == "access denied: no write right on '/queue/anything'"
     )
+
+
+def test_a_policy_of_a_host_limits_that_hosts_queues_only(hosted: BrokerProcess) -> None:
+    """``lab-capped`` (``vhost = "lab"``) caps lab's ``/queue/capped.*``, not the default host's."""
+    queue = f"/queue/capped.{uuid.uuid4().hex[:8]}"
+    plain, plain_events = open_in(hosted.address, None)
+    for body in ("one", "two"):
+        send_with_receipt(plain, plain_events, queue, body)
+    plain.disconnect()
+    lab, lab_events = open_in(hosted.address, "lab")
+    send_with_receipt(lab, lab_events, queue, "one")
+    lab.send(queue, "two", receipt="over")
+    assert lab_events.wait_for(lambda: bool(lab_events.errors))
+    refusal = lab_events.errors[0]
+    assert "max-length 1" in refusal.body.decode() and "lab-capped" in refusal.body.decode()
+    code, rows = api(hosted, "GET", "destinations")
+    assert code == 200
+    capped = sorted(
+        (row["vhost"], row["depth"], row["policy"]) for row in rows if row["destination"] == queue
+    )
+    assert capped == [("/", 2, None), ("lab", 1, "lab-capped")]
 
 
 def api(process: BrokerProcess, method: str, path: str, user: str = "alice") -> tuple[int, Any]:

@@ -220,3 +220,44 @@ def test_without_vhosts_only_the_default_host_is_named() -> None:
     assert hosts.named(None) is None and hosts.named("/") is None
     assert hosts.outward("/queue/a") == ("/", "/queue/a")
     assert not hosts.configured
+
+
+def test_policies_belong_to_a_vhost_and_are_in_force_there_only() -> None:
+    """
+    ``PUT /api/policies/NAME?vhost=shop`` sets a policy of ``shop``: the list filters by
+    ``?vhost=``, and the policy shows on ``shop``'s ``/queue/orders`` only.
+    """
+    api = HostedApi()
+    code, policy, _ = api.call(
+        "PUT", "policies/short?vhost=shop", {"pattern": "orders", "definition": {"max-length": 5}}
+    )
+    assert (code, policy["vhost"]) == (200, "shop")
+    code, _, _ = api.call("PUT", "policies/everywhere", {"pattern": ">"})
+    assert code == 200
+    _, listed, _ = api.call("GET", "policies?vhost=shop")
+    assert [(p["name"], p["vhost"]) for p in listed] == [("short", "shop")]
+    _, listed, _ = api.call("GET", "policies")
+    assert sorted((p["name"], p["vhost"]) for p in listed) == [
+        ("everywhere", "/"),
+        ("short", "shop"),
+    ]
+    _, rows, _ = api.call("GET", "destinations")
+    assert sorted((row["vhost"], row["policy"]) for row in rows) == [
+        ("/", "everywhere"),
+        ("shop", "short"),
+    ]
+    code, _, _ = api.call("GET", "policies/short?vhost=lab")
+    assert code == 404
+    code, cleared, _ = api.call("DELETE", "policies/short?vhost=shop")
+    assert code == 200 and cleared["cleared"]
+
+
+def test_a_policys_vhost_must_be_served_and_agree_with_the_query() -> None:
+    api = HostedApi()
+    code, error, _ = api.call("PUT", "policies/p", {"pattern": "a", "vhost": "nowhere"})
+    assert code == 400 and "'nowhere' is no virtual host" in error["detail"]
+    code, error, _ = api.call("PUT", "policies/p?vhost=lab", {"pattern": "a", "vhost": "shop"})
+    assert code == 400 and "'shop' is not ?vhost='s 'lab'" in error["detail"]
+    code, error, _ = api.call("GET", "policies?vhost=nowhere")
+    assert code == 404
+    assert api.call("GET", "policies")[1] == []

@@ -12,6 +12,12 @@ consumers, dead letters) asks it, and is told of each change through
 A pattern is a destination name in the wildcard syntax of
 ``docs/destinations.md`` (``orders.>``, ``prices.*``), without the ``/queue/``
 or ``/topic/`` prefix, which ``apply-to`` chooses.
+
+A policy belongs to one virtual host (``vhost``, the default host ``/`` unless
+named; ``docs/virtual-hosts.md``): it matches only that host's destinations,
+and its pattern is matched on the names that host's clients send, so
+``orders.>`` of ``shop`` is in force on ``shop``'s ``/queue/orders.eu`` and not
+on the default host's.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from attrs.validators import ge, in_, optional
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.routing.syntax import validate_pattern
 from stompbroker.broker.routing.topic_tree import SubscriptionTree
+from stompbroker.broker.routing.virtual_hosts import VirtualHost, client_name, host_of
 from stompbroker.protocol.config import BLOCK, DISCONNECT, DROP_OLDEST, SLOW_CONSUMER_POLICIES
 from stompbroker.protocol.errors import InvalidDestination
 
@@ -231,6 +238,8 @@ def parse_policy(name: str, values: Mapping[str, Any]) -> Policy:
         )
         for full in policy.patterns():
             validate_pattern(full)
+        if policy.vhost != DEFAULT_VHOST:
+            VirtualHost(policy.vhost)
     except (ValueError, InvalidDestination) as error:
         raise BadPolicy(f"policy {name}: {error}") from None
     return policy
@@ -327,13 +336,26 @@ class Policies:
         self._changed()
 
     def policy_for(self, destination: str) -> Policy | None:
-        """:returns: the policy in force on ``destination``, or ``None``."""
+        """
+        :param destination: the broker's name of a destination (a virtual host's
+            holds its host: :mod:`stompbroker.broker.routing.virtual_hosts`).
+        :returns: the policy in force on it: among its virtual host's policies
+            whose pattern matches the name its clients send; or ``None``.
+        """
         try:
             return self._resolved[destination]
         except KeyError:
             pass
-        matching = self._tree.match(destination) if self._by_name else ()
-        found = min(matching, key=lambda p: (-p.priority, p.name)) if matching else None
+        found = None
+        if self._by_name:
+            vhost = host_of(destination) or DEFAULT_VHOST
+            matching = [
+                policy
+                for policy in self._tree.match(client_name(destination))
+                if policy.vhost == vhost
+            ]
+            if matching:
+                found = min(matching, key=lambda p: (-p.priority, p.name))
         if len(self._resolved) >= 10_000:
             self._resolved.clear()
         self._resolved[destination] = found

@@ -30,6 +30,7 @@ from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolic
 from stompbroker.broker.queueing.queues import EXPIRED
 from stompbroker.broker.routing.destinations import dead_letter_destination, is_dead_letter_queue
 from stompbroker.broker.routing.ids import Ids
+from stompbroker.broker.routing.virtual_hosts import in_host_of
 from stompbroker.broker.store.journal import Journal
 from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
@@ -133,7 +134,8 @@ class DeadLetters:
         if self._policies:
             settings = self._policies.settings_for(destination)
             if settings is not None and settings.dead_letter is not None:
-                return settings.dead_letter
+                # Named as its virtual host's clients name it: it stays in that host.
+                return in_host_of(destination, settings.dead_letter)
         return dead_letter_destination(destination, prefix)
 
     def _discard(

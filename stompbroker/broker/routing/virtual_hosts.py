@@ -45,6 +45,7 @@ __all__ = [
     "VirtualHosts",
     "client_name",
     "host_of",
+    "in_host_of",
     "refuse_marker",
     "shown_key",
     "split_name",
@@ -141,6 +142,17 @@ def client_name(destination: str) -> str:
         return destination
     end = destination.find("/", cut)
     return destination if end < 0 else destination[:cut] + destination[end + 1 :]
+
+
+def in_host_of(destination: str, name: str) -> str:
+    """
+    :param destination: an internal name.
+    :param name: a destination as a client of its virtual host names it (a
+        policy's dead-letter queue).
+    :returns: the broker's name of ``name`` in ``destination``'s virtual host.
+    """
+    host = host_of(destination)
+    return name if host is None else VirtualHost(host).internal(name)
 
 
 def split_name(destination: str) -> tuple[str, str]:

@@ -7,13 +7,18 @@
 // confirmation in a <dialog>, and their outcome shows in the section where
 // they were taken.  A destination's panel charts its rates and depth from the
 // refreshes since the page opened (destination_chart.js).
+// With virtual hosts (docs/virtual-hosts.md) a destination is its virtual host
+// and its name: every call on one names its host (?vhost=), and the tables
+// show a vhost column once a row is in a host other than the default (`/`),
+// as the command line does (app/admin_tables.py, with_vhost).
 import { apiHeaders, forget, mountSignIn, signIn, whoami } from "./signin.js";
-import { DestinationHistory } from "./destination_chart.js";
+import { DestinationHistory, destinationKey } from "./destination_chart.js";
 
 const REFRESH_MS = 2000;
 const BROWSE_COUNT = 20;
 let timer = null;
-let browsed = null; // the destination whose panel is open
+let browsed = null; // the destination whose panel is open: {name, vhost}
+let hostsInUse = false; // whether a row is in a virtual host other than the default
 let shownConnection = null; // the connection whose panel is open
 const history = new DestinationHistory();
 
@@ -45,6 +50,36 @@ async function api(method, path, body) {
 }
 
 const encode = (destination) => encodeURIComponent(destination);
+const DEFAULT_HOST = "/";
+// The query naming a destination's virtual host, after sep ("?" or "&").
+const hostQuery = (vhost, sep = "?") => `${sep}vhost=${encode(vhost || DEFAULT_HOST)}`;
+// A destination's path in the API: its name, and the calls on it, with its virtual host's query.
+const destinationPath = (name, vhost, call = "") =>
+  `destinations/${encode(name)}${call}${hostQuery(vhost)}`;
+// How a destination reads in a question or a notice: its name, its host's too when hosts are in use.
+const shown = (name, vhost) =>
+  hostsInUse && (vhost || DEFAULT_HOST) !== DEFAULT_HOST ? `${name} (vhost ${vhost})` : name;
+
+// The rule of the command line's with_vhost: a vhost column once any row is in another host.
+const inOtherHost = (rows) => rows.some((row) => (row.vhost || DEFAULT_HOST) !== DEFAULT_HOST);
+
+// Show the vhost columns and the forms' vhost fields, or hide them.
+function showHosts(inUse) {
+  hostsInUse = inUse;
+  $("console").classList.toggle("hosts", inUse);
+  for (const element of document.querySelectorAll(".vhost")) element.hidden = !inUse;
+}
+
+// A row's vhost cell, shown only while hosts are in use.
+function hostCell(row, vhost) {
+  const td = cell(row, vhost || DEFAULT_HOST);
+  td.className = "vhost";
+  td.hidden = !hostsInUse;
+  return td;
+}
+
+// A vhost field's value: the default host when left empty.
+const fieldHost = (id) => $(id).value.trim() || DEFAULT_HOST;
 const time = (text) => (text || "").replace("T", " ").replace(/\.\d+Z$/, " UTC");
 
 function cell(row, text) {
@@ -102,26 +137,28 @@ function rate(value) {
   return value ? value.toFixed(1) : "0";
 }
 
-function destinationActions(actions, name, where) {
-  if (where !== "browser-notice") button(actions, "Browse", () => openDestination(name));
+function destinationActions(actions, name, vhost, where) {
+  const label = () => shown(name, vhost);
+  if (where !== "browser-notice") button(actions, "Browse", () => openDestination(name, vhost));
   button(actions, "Move", () => {
     $("move-from").value = name;
+    $("move-vhost").value = vhost || DEFAULT_HOST;
     $("move-to").focus();
   });
   button(actions, "Purge", () => act(where,
-    `Purge every message waiting in ${name}?`,
-    () => api("DELETE", `destinations/${encode(name)}/messages`),
-    (answer) => `purged ${answer.purged} messages from ${name}`), true);
+    `Purge every message waiting in ${label()}?`,
+    () => api("DELETE", destinationPath(name, vhost, "/messages")),
+    (answer) => `purged ${answer.purged} messages from ${label()}`), true);
   if (/^\/queue\/DLQ\./.test(name)) {
     button(actions, "Retry", () => act(where,
-      `Send the messages of ${name} back to their original destinations?`,
-      () => api("POST", `destinations/${encode(name)}/retry`, {}),
+      `Send the messages of ${label()} back to their original destinations?`,
+      () => api("POST", destinationPath(name, vhost, "/retry"), {}),
       (answer) => `sent ${answer.retried} messages back, ${answer.left} stayed`), true);
   }
   button(actions, "Delete", () => act(where,
-    `Delete ${name} and what waits in it?`,
-    () => api("DELETE", `destinations/${encode(name)}`),
-    (answer) => `deleted ${name} (${answer.discarded} messages)`), true);
+    `Delete ${label()} and what waits in it?`,
+    () => api("DELETE", destinationPath(name, vhost)),
+    (answer) => `deleted ${label()} (${answer.discarded} messages)`), true);
 }
 
 // A destination's policy as the console shows it: its name, or "none" for the global options.
@@ -136,7 +173,10 @@ function renderDestinations(rows) {
     const tr = document.createElement("tr");
     tr.dataset.destination = row.destination;
     const name = row.destination;
-    link(cell(tr, ""), name, () => openDestination(name)).classList.add("name");
+    const vhost = row.vhost || DEFAULT_HOST;
+    tr.dataset.vhost = vhost;
+    hostCell(tr, vhost);
+    link(cell(tr, ""), name, () => openDestination(name, vhost)).classList.add("name");
     cell(tr, row.kind);
     cell(tr, row.depth).className = "depth";
     cell(tr, row.in_flight);
@@ -147,7 +187,7 @@ function renderDestinations(rows) {
     cell(tr, policyName(row.policy)).className = "policy";
     const actions = cell(tr, "");
     actions.className = "actions";
-    if (row.kind !== "topic") destinationActions(actions, name, "destinations-notice");
+    if (row.kind !== "topic") destinationActions(actions, name, vhost, "destinations-notice");
     body.appendChild(tr);
   }
 }
@@ -165,6 +205,8 @@ function renderConnections(rows) {
   for (const row of rows) {
     const tr = document.createElement("tr");
     tr.dataset.connection = row.id;
+    tr.dataset.vhost = row.vhost || DEFAULT_HOST;
+    hostCell(tr, row.vhost);
     link(cell(tr, ""), row.id, () => openConnection(row.id)).parentElement.className = "id";
     for (const [name, value] of [["peer", row.peer], ["login", row.login],
                                  ["transport", row.transport], ["version", row.version],
@@ -300,17 +342,19 @@ function renderMessages(messages, depth) {
 
 // The open destination's panel, as the broker has it now.
 async function showDestination() {
-  const name = browsed;
+  const open = browsed;
+  const { name, vhost } = open;
+  const key = destinationKey(vhost, name);
   try {
-    const detail = await api("GET", `destinations/${encode(name)}`);
+    const detail = await api("GET", destinationPath(name, vhost));
     const messages = detail.kind === "topic" ? [] :
-      await api("GET", `destinations/${encode(name)}/messages?count=${BROWSE_COUNT}`);
-    if (browsed !== name) return;
+      await api("GET", `${destinationPath(name, vhost, "/messages")}&count=${BROWSE_COUNT}`);
+    if (browsed !== open) return;
     const actions = $("browser-actions");
-    if (actions.dataset.destination !== name) {
+    if (actions.dataset.destination !== key) {
       actions.replaceChildren();
-      actions.dataset.destination = name;
-      if (detail.kind !== "topic") destinationActions(actions, name, "browser-notice");
+      actions.dataset.destination = key;
+      if (detail.kind !== "topic") destinationActions(actions, name, vhost, "browser-notice");
     }
     $("browsed-policy").textContent = policyName(detail.policy);
     renderConsumers(detail.subscribers || []);
@@ -324,12 +368,13 @@ async function showDestination() {
       notice("browser-notice", error.message, true);
     }
   }
-  history.draw(name, $("destination-chart"));
+  history.draw(key, $("destination-chart"));
 }
 
-async function openDestination(name) {
-  browsed = name;
+async function openDestination(name, vhost) {
+  browsed = { name, vhost: vhost || DEFAULT_HOST };
   $("browsed").textContent = name;
+  $("browsed-vhost").textContent = browsed.vhost;
   $("browsed-policy").textContent = "";
   $("browser-notice").textContent = "";
   $("browser").hidden = false;
@@ -356,7 +401,8 @@ async function showConnection() {
   }
   if (shownConnection !== id) return;
   fillList($("connection-figures"), [
-    ["peer", row.peer], ["login", row.login || "(anonymous)"], ["transport", row.transport],
+    ["peer", row.peer], ["login", row.login || "(anonymous)"],
+    ["virtual host", row.vhost || DEFAULT_HOST], ["transport", row.transport],
     ["version", row.version], ["connected since", time(row.connected_since)],
     ["messages in", row.messages_in], ["messages out", row.messages_out],
     ["frames in", row.frames_in], ["frames out", row.frames_out],
@@ -390,6 +436,7 @@ async function refresh() {
       api("GET", "detached-sessions"),
     ]);
     history.record(Date.now() / 1000, destinations);
+    showHosts(inOtherHost(destinations) || inOtherHost(connections));
     renderOverview(overview);
     renderDestinations(destinations);
     renderConnections(connections);
@@ -441,22 +488,26 @@ async function begin(message = "") {
 async function publish(event) {
   event.preventDefault();
   const name = $("publish-destination").value;
+  const vhost = fieldHost("publish-vhost");
   await act("publish-notice", null,
-            () => api("POST", `destinations/${encode(name)}/publish`, { body: $("publish-body").value }),
-            (answer) => `published ${answer.message_id} to ${name}`);
+            () => api("POST", destinationPath(name, vhost, "/publish"),
+                      { body: $("publish-body").value }),
+            (answer) => `published ${answer.message_id} to ${shown(name, vhost)}`);
 }
 
 async function move(event) {
   event.preventDefault();
   const from = $("move-from").value;
+  const vhost = fieldHost("move-vhost");
   const to = $("move-to").value;
   const copy = $("move-copy").checked;
   const request = { to, copy };
   const count = $("move-count").value;
   if (count) request.count = Number(count);
   const verb = copy ? "Copy" : "Move";
-  await act("move-notice", `${verb} ${count || "all the"} messages waiting in ${from} to ${to}?`,
-            () => api("POST", `destinations/${encode(from)}/move`, request),
+  await act("move-notice",
+            `${verb} ${count || "all the"} messages waiting in ${shown(from, vhost)} to ${to}?`,
+            () => api("POST", destinationPath(from, vhost, "/move"), request),
             (answer) => `${copy ? "copied" : "moved"} ${answer.moved} messages to ${to}`);
 }
 

@@ -3,15 +3,22 @@
 // destination (its in/s and out/s over the broker's latest live interval, and
 // its depth then), kept for the last MAX_POINTS refreshes; the open
 // destination's are drawn with the vendored uPlot (loaded first as uPlot).
+// A destination is its virtual host and name: the same name in two virtual
+// hosts is two destinations (docs/virtual-hosts.md).
 "use strict";
 
 const MAX_POINTS = 300; // ten minutes at the console's refresh of two seconds
 const HEIGHT = 220;
 
+/** The key of a destination of a virtual host (``/`` for the default one). */
+export function destinationKey(vhost, name) {
+  return `${vhost || "/"} ${name}`;
+}
+
 export class DestinationHistory {
   constructor() {
     this.times = [];
-    this.series = new Map(); // destination -> {in: [], out: [], depth: []}
+    this.series = new Map(); // destinationKey -> {in: [], out: [], depth: []}
     this.chart = null; // {name, plot}
   }
 
@@ -20,16 +27,17 @@ export class DestinationHistory {
     this.times.push(seconds);
     const seen = new Set();
     for (const row of rows) {
-      let entry = this.series.get(row.destination);
+      const key = destinationKey(row.vhost, row.destination);
+      let entry = this.series.get(key);
       if (!entry) {
         const empty = () => this.times.slice(0, -1).map(() => null);
         entry = { in: empty(), out: empty(), depth: empty() };
-        this.series.set(row.destination, entry);
+        this.series.set(key, entry);
       }
       entry.in.push(row.messages_in_per_second || 0);
       entry.out.push(row.messages_delivered_per_second || 0);
       entry.depth.push(row.depth);
-      seen.add(row.destination);
+      seen.add(key);
     }
     for (const [name, entry] of this.series) {
       if (!seen.has(name)) {
@@ -48,7 +56,7 @@ export class DestinationHistory {
     }
   }
 
-  /** Draw ``name``'s chart in ``element``, making it anew when the destination changes. */
+  /** Draw the chart of ``name`` (a destinationKey) in ``element``, anew when it changes. */
   draw(name, element) {
     const entry = this.series.get(name);
     const data = entry

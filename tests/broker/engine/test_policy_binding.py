@@ -9,6 +9,7 @@ from twisted.internet.task import Clock
 
 from stompbroker.broker.engine.local import LocalEngine
 from stompbroker.broker.features.policies import parse_policy
+from stompbroker.broker.routing.virtual_hosts import VirtualHost
 from stompbroker.protocol.errors import LimitExceeded
 from stompbroker.protocol.message import Message
 from tests.support.broker import Inbox
@@ -54,6 +55,35 @@ def test_dead_letter_overflow_moves_the_head_to_the_policy_dead_letter_queue() -
     assert _waiting(engine) == [b"2"]
     dead = engine.queue("/queue/dead").pending[0]
     assert dead.body == b"1" and ("dead-letter-reason", "maxlen") in dead.headers
+
+
+def test_a_virtual_hosts_policy_limits_its_queues_and_dead_letters_in_its_host() -> None:
+    """
+    A policy of ``shop`` limits ``shop``'s ``/queue/q.a``, not the default host's of the
+    same name, and its dead-letter queue is ``shop``'s ``/queue/dead``.
+    """
+    clock = Clock()
+    engine = LocalEngine(clock)
+    shop = VirtualHost("shop")
+    engine.policies.set(
+        parse_policy(
+            "p",
+            {
+                "pattern": "q.>",
+                "vhost": "shop",
+                "max-length": 1,
+                "overflow": "dead-letter",
+                "dead-letter": "/queue/dead",
+            },
+        )
+    )
+    in_shop = shop.internal("/queue/q.a")
+    _send(engine, b"1", b"2", destination=in_shop)
+    _send(engine, b"1", b"2")
+    assert _waiting(engine, in_shop) == [b"2"]
+    assert _waiting(engine) == [b"1", b"2"]
+    assert [m.body for m in engine.queue(shop.internal("/queue/dead")).pending] == [b"1"]
+    assert "/queue/dead" not in engine.queues
 
 
 def test_a_byte_limit_counts_waiting_bodies() -> None:

@@ -6,6 +6,7 @@ import pytest
 
 from stompbroker.broker.features.policies import BadPolicy, Policies, Policy, parse_policy
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
+from stompbroker.broker.routing.virtual_hosts import VirtualHost
 
 
 def test_parse_reads_every_key_numbers_as_text_or_numbers() -> None:
@@ -46,6 +47,7 @@ def test_parse_reads_every_key_numbers_as_text_or_numbers() -> None:
         ({"pattern": "a", "dead-letter": "/topic/x"}, "dead-letter must be a /queue/"),
         ({"pattern": "a", "slow-consumer": "ignore"}, "slow_consumer"),
         ({"pattern": "a", "slow-consumer-buffer": 0}, "slow_consumer_buffer"),
+        ({"pattern": "a", "vhost": "shop.example.com"}, "virtual host name 'shop.example.com'"),
     ],
 )
 def test_parse_refuses_a_bad_definition_naming_the_key(values: dict, said: str) -> None:
@@ -67,6 +69,25 @@ def test_the_highest_priority_of_the_matching_policies_is_in_force() -> None:
     assert policies.policy_for("/queue/invoices").name == "all"
     assert policies.policy_for("/topic/orders.eu").name == "orders"
     assert policies.policy_for("/temp-queue/x") is None
+
+
+def test_a_policy_is_in_force_in_its_virtual_host_only() -> None:
+    """
+    A policy of ``shop`` matches ``shop``'s destinations by the names its clients send,
+    and not the default host's or ``lab``'s; the default host's policy stays out of ``shop``.
+    """
+    shop, lab = VirtualHost("shop"), VirtualHost("lab")
+    policies = Policies()
+    policies.set(parse_policy("everywhere", {"pattern": ">", "max-length": 100}))
+    policies.set(parse_policy("shop-orders", {"pattern": "orders.>", "vhost": "shop"}))
+    assert policies.policy_for(shop.internal("/queue/orders.eu")).name == "shop-orders"
+    assert policies.policy_for(shop.internal("/topic/orders.eu")).name == "shop-orders"
+    assert policies.policy_for(shop.internal("/queue/invoices")) is None
+    assert policies.policy_for(lab.internal("/queue/orders.eu")) is None
+    assert policies.policy_for("/queue/orders.eu").name == "everywhere"
+    policies.remove("everywhere")
+    assert policies.policy_for("/queue/orders.eu") is None
+    assert policies.get("shop-orders").as_dict()["vhost"] == "shop"
 
 
 def test_apply_to_chooses_queues_or_topics() -> None:
