@@ -3,12 +3,14 @@ A policy's ``max-length`` on the redis engine's shared queues: a real
 ``redis-server`` and two ``twistd`` nodes.  A policy set through node A's API
 limits the stream a SEND on node B adds to: ``reject-publish`` answers a
 persistent SEND, and a fire-and-forget one, with an ERROR naming the limit and
-the policy; ``drop-head`` keeps the newest messages (docs/policies.md, "With the
-redis engine").
+the policy; ``drop-head`` keeps the newest messages; ``dead-letter`` moves the
+oldest to the dead-letter queue; ``message-ttl`` expires what a SEND on B left
+waiting, on whichever node reads it (docs/policies.md, "With the redis engine").
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -90,4 +92,46 @@ def test_drop_head_set_on_one_node_keeps_the_newest_of_sends_on_another(
     reader.subscribe("/queue/newest.prices", id="1")
     assert got.wait_for(lambda: len(got.messages) == 3, WAIT)
     assert got.bodies() == [b"p4", b"p5", b"p6"]
+    reader.disconnect()
+
+
+def test_dead_letter_overflow_set_on_one_node_moves_the_oldest_of_sends_on_another(
+    nodes: list[BrokerProcess],
+) -> None:
+    a, b = nodes
+    set_policy(a, b, "spill", {"max-length": 2, "overflow": "dead-letter"})
+    publish(b.address, "/queue/spill.jobs", ["j0", "j1", "j2"])
+    publish(b.address, "/queue/spill.jobs", ["j3"], persistent="true")
+    reader, got = connect(a.address)
+    reader.subscribe("/queue/spill.jobs", id="1")
+    reader.subscribe("/queue/DLQ.spill.jobs", id="2")
+    assert got.wait_for(lambda: len(got.messages) == 4, WAIT)
+    kept = [m.body for m in got.messages if m.headers["subscription"] == "1"]
+    dead = [m for m in got.messages if m.headers["subscription"] == "2"]
+    assert kept == [b"j2", b"j3"]
+    assert [m.body for m in dead] == [b"j0", b"j1"]
+    for message in dead:
+        assert message.headers["dead-letter-reason"] == "maxlen"
+        assert message.headers["original-destination"] == "/queue/spill.jobs"
+        assert message.headers["destination"] == "/queue/DLQ.spill.jobs"
+    assert len({m.headers["message-id"] for m in got.messages}) == 4
+    reader.disconnect()
+
+
+def test_message_ttl_set_on_one_node_expires_sends_on_another_wherever_read(
+    nodes: list[BrokerProcess],
+) -> None:
+    a, b = nodes
+    set_policy(a, b, "brief", {"message-ttl": 300})
+    publish(b.address, "/queue/brief.quotes", ["q0", "q1"])
+    publish(b.address, "/queue/brief.quotes", ["q2"], persistent="true")
+    # Their own, later expiry does not outlast the policy's.
+    publish(b.address, "/queue/brief.quotes", ["q3"], expires=str(int(time.time() * 1000) + 60_000))
+    time.sleep(0.6)
+    publish(b.address, "/queue/brief.quotes", ["fresh"])
+    reader, got = connect(a.address)
+    reader.subscribe("/queue/brief.quotes", id="1")
+    # The stream is in order: a message that had not expired would come before this one.
+    assert got.wait_for(lambda: b"fresh" in got.bodies(), WAIT)
+    assert got.bodies() == [b"fresh"]
     reader.disconnect()

@@ -12,22 +12,39 @@ The first field is the node that sent it, so that a node can skip its own
 messages when they come back from a channel.  The expiry is in the sending
 node's clock seconds, which are wall-clock seconds on a real reactor (nodes keep
 their clocks in step, as any cluster does).
+
+An entry a policy's ``dead-letter`` overflow moved to a dead-letter queue's
+stream (:mod:`.shared_limits`, in a Redis script) is the payload it had behind
+a marking: :data:`DEAD_LETTER`, the JSON of the dead-letter queue, the copy's
+``message-id`` and the ``dead-letter-reason``, and a newline.  :func:`decode`
+turns it into the copy one node's dead letters make.
 """
 
 from __future__ import annotations
 
 import json
 
+from stompbroker.broker.queueing.dead_letters import DEAD_LETTER_HEADERS
 from stompbroker.broker.queueing.groups import GROUP_HEADER, stored_group
 from stompbroker.broker.queueing.priorities import parse_priority, stored_priority
 from stompbroker.protocol.message import Message
 
-__all__ = ["Names", "decode", "encode", "mark_resent", "pack_batch", "unpack_batch"]
+__all__ = [
+    "DEAD_LETTER",
+    "Names",
+    "decode",
+    "encode",
+    "mark_resent",
+    "pack_batch",
+    "unpack_batch",
+]
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _loads = json.loads
 #: A message of a group names its header in its metadata (a C substring test).
 _GROUPED = GROUP_HEADER.encode()
+#: What an entry moved to a dead-letter stream starts with (an encoded message starts with ``[``).
+DEAD_LETTER = b"D"
 
 
 def encode(origin: str, message: Message) -> bytes:
@@ -54,6 +71,8 @@ def decode(payload: bytes) -> tuple[str, Message]:
     :returns: the node that sent it, and the message.
     :raises ValueError: for bytes that :func:`encode` did not make.
     """
+    if payload[:1] == DEAD_LETTER:
+        return _dead_letter(payload)
     end = payload.index(b"\n")
     origin, destination, message_id, headers, expires, redeliveries, persistent = _loads(
         payload[:end]
@@ -73,6 +92,30 @@ def decode(payload: bytes) -> tuple[str, Message]:
     if _GROUPED in payload[:end]:
         message.group, message.closes_group = stored_group(headers)
     return origin, message
+
+
+def _dead_letter(payload: bytes) -> tuple[str, Message]:
+    """:returns: the copy a marked entry stands for, with the headers that say why."""
+    end = payload.index(b"\n")
+    target, message_id, reason = _loads(payload[1:end])
+    origin, message = decode(payload[end + 1 :])
+    headers = tuple(pair for pair in message.headers if pair[0] not in DEAD_LETTER_HEADERS)
+    headers += (
+        ("original-destination", message.destination),
+        ("original-message-id", message.message_id),
+        ("dead-letter-reason", reason),
+    )
+    copy = Message(
+        target,
+        message_id,
+        headers,
+        message.body,
+        persistent=message.persistent,
+        priority=message.priority,
+        group=message.group,
+        closes_group=message.closes_group,
+    )
+    return origin, copy
 
 
 def mark_resent(payload: bytes) -> bytes:

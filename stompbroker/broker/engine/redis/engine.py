@@ -258,8 +258,8 @@ class RedisEngine:
         self.unwatch_queues = self.queue_names.unwatch
         #: The policies set at run time on any node, in Redis (:mod:`.shared_policies`).
         self.shared_policies = SharedPolicies(self, self.policies)
-        #: The policies' length limits on the shared queues' streams (:mod:`.shared_limits`).
-        self.limits = SharedLimits(self.policies)
+        #: The policies' limits and TTLs on the shared queues' streams (:mod:`.shared_limits`).
+        self.limits = SharedLimits(self.policies, policy.dead_letter_prefix)
         #: Channels of this engine's features -> what takes their messages (the listener).
         self.channels: dict[bytes, Callable[[bytes], None]] = {
             self.retained.channel.encode(): self.retained.notice,
@@ -528,9 +528,12 @@ class RedisEngine:
             if message.group is not None:
                 self.lanes.grouped(self.writer, destination)
             limit = self.limits.of(destination)
-            payload = encode(self.ids.node, message)
             if limit is not None:
-                return limit.add(self.writer, destination, stream, payload, waited=False)
+                limit.stamp(message, self.clock.seconds())
+                return limit.add(
+                    self, message, stream, encode(self.ids.node, message), waited=False
+                )
+            payload = encode(self.ids.node, message)
             self.writer.command("XADD", stream, "*", "m", payload)
         return None
 
@@ -574,14 +577,16 @@ class RedisEngine:
             if not streams:
                 return None
         self._check_connected()
+        limit = self.limits.of(destination) if destination.startswith(QUEUE_PREFIX) else None
+        if limit is not None:
+            limit.stamp(message, self.clock.seconds())
         if message.expires and message.expires <= self.clock.seconds():
             return None
         payload = encode(self.ids.node, message)
         for stream in streams[:-1]:
             self.writer.command("XADD", stream, "*", "m", payload)
-        limit = self.limits.of(destination) if destination.startswith(QUEUE_PREFIX) else None
         if limit is not None:
-            return limit.add(self.writer, destination, streams[-1], payload, waited=True)
+            return limit.add(self, message, streams[-1], payload, waited=True)
         # One pipeline at a time, in order: the last reply means Redis has them all.
         stored: Deferred[Any] = self.writer.command_waited(
             "XADD", streams[-1], "*", "m", payload, replicated=True

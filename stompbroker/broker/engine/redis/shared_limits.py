@@ -1,21 +1,29 @@
 """
-A policy's ``max-length`` on the shared ``/queue/`` streams of the redis engine
+A policy's settings on the shared ``/queue/`` streams of the redis engine
 (docs/policies.md, docs/cluster.md): applied where a node adds the entry, so
-that every node's SEND meets the same limit, whichever node set the policy.
+that every node's SEND meets the same policy, whichever node set it.
 
-- ``drop-head``: ``XADD stream MAXLEN n`` (exact, not ``~``): Redis trims the
-  oldest entries as it adds the new one, in the same command.
-- ``reject-publish``: one script (:data:`ADD_UNLESS_FULL`) compares ``XLEN``
-  with the limit and adds the entry only below it, in one round trip; a
-  refused SEND's Deferred fails with
+- ``message-ttl``: the sending node gives the message the sooner of the
+  policy's TTL and its own ``expires`` before it encodes it (as one node does
+  at admission), so that every node that reads the entry expires it as any.
+- ``max-length`` with ``drop-head``: ``XADD stream MAXLEN n`` (exact, not
+  ``~``): Redis trims the oldest entries as it adds the new one, in the same command.
+- ``max-length`` with ``reject-publish``: one script (:data:`ADD_UNLESS_FULL`)
+  compares ``XLEN`` with the limit and adds the entry only below it, in one
+  round trip; a refused SEND's Deferred fails with
   :class:`~stompbroker.protocol.errors.LimitExceeded` naming the limit and the
   policy, which the session turns into the ERROR (after the receipts before it).
+- ``max-length`` with ``dead-letter``: one script (:data:`ADD_DEAD_LETTERING`)
+  moves the oldest entries out (``XRANGE`` + ``XDEL``) to the dead-letter
+  queue's stream, each as its payload behind a marking
+  (:data:`~stompbroker.broker.engine.redis.codec.DEAD_LETTER`) that the
+  reading node's decoder turns into the dead letter a single node makes, then
+  adds the new entry: atomic, one round trip, and no decoding on the node.
 
 A stream counts every entry it holds: those waiting, and those nodes have read
-and not yet settled (the one-node queue counts only the waiting ones).  The
-other settings (``max-length-bytes``, ``dead-letter`` overflow, ``message-ttl``,
-``expires``) are not applied to shared streams: :func:`shared_limit` leaves
-them out, and docs/cluster.md says so.
+and not yet settled (the one-node queue counts only the waiting ones).
+``max-length-bytes`` and ``expires`` are not applied to shared streams:
+:func:`shared_limit` leaves them out, and docs/cluster.md says so.
 """
 
 from __future__ import annotations
@@ -26,9 +34,12 @@ from attrs import frozen
 from twisted.internet.defer import Deferred
 
 from stompbroker.broker.features.policies import Policies
+from stompbroker.broker.queueing.limits import MAX_LENGTH
+from stompbroker.broker.routing.destinations import dead_letter_destination, is_dead_letter_queue
 from stompbroker.protocol.errors import LimitExceeded
+from stompbroker.protocol.message import Message
 
-__all__ = ["ADD_UNLESS_FULL", "SharedLimit", "SharedLimits"]
+__all__ = ["ADD_DEAD_LETTERING", "ADD_UNLESS_FULL", "SharedLimit", "SharedLimits"]
 
 #: KEYS: the stream.  ARGV: the limit, the entry's payload.
 #: Returns the new entry's id, or 0 when the stream holds the limit already.
@@ -37,43 +48,115 @@ if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
 return redis.call('XADD', KEYS[1], '*', 'm', ARGV[2])
 """
 
+#: KEYS: the stream, the dead-letter queue's stream.  ARGV: the limit, the
+#: entry's payload, the dead-letter queue, a fresh message-id, the reason.
+#: Moves the oldest entries to the dead-letter stream, each behind its marking
+#: (:data:`~stompbroker.broker.engine.redis.codec.DEAD_LETTER`, then the JSON of
+#: the queue, a message-id and the reason, then a newline), until adding one
+#: keeps the stream within the limit; adds it; returns how many it moved.
+ADD_DEAD_LETTERING = """
+local over = redis.call('XLEN', KEYS[1]) - tonumber(ARGV[1]) + 1
+local moved = 0
+if over > 0 then
+  local heads = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', over)
+  for _, entry in ipairs(heads) do
+    local fields = entry[2]
+    for i = 1, #fields, 2 do
+      if fields[i] == 'm' then
+        local id = moved == 0 and ARGV[4] or ARGV[4] .. '-' .. moved
+        local marking = 'D' .. cjson.encode({ARGV[3], id, ARGV[5]}) .. '\\n'
+        redis.call('XADD', KEYS[2], '*', 'm', marking .. fields[i + 1])
+      end
+    end
+    redis.call('XDEL', KEYS[1], entry[1])
+    moved = moved + 1
+  end
+end
+redis.call('XADD', KEYS[1], '*', 'm', ARGV[2])
+return moved
+"""
+
 
 @frozen
 class SharedLimit:
     """
-    The limit of the policy in force on one shared queue.
+    What of the policy in force on one shared queue its stream applies.
 
     :ivar policy: the policy's name, for the ERROR.
-    :ivar max_length: most entries its stream holds.
-    :ivar reject: ``reject-publish`` (else ``drop-head``).
+    :ivar max_length: most entries its stream holds, or ``None``.
+    :ivar overflow: ``drop-head``, ``reject-publish`` or ``dead-letter``.
+    :ivar message_ttl: ms a message may wait, or ``None``.
+    :ivar dead_letter: the dead-letter queue of ``dead-letter`` overflow
+        (``None`` when the queue is a dead-letter queue: its overflow is dropped).
     """
 
     policy: str
-    max_length: int
-    reject: bool
+    max_length: int | None
+    overflow: str
+    message_ttl: int | None = None
+    dead_letter: str | None = None
+
+    def stamp(self, message: Message, now: float) -> None:
+        """Give ``message`` the policy's TTL, if sooner than its own expiry."""
+        if self.message_ttl is not None:
+            expires = now + self.message_ttl / 1000.0
+            if not message.expires or expires < message.expires:
+                message.expires = expires
 
     def add(
-        self, writer: Any, destination: str, stream: str, payload: bytes, *, waited: bool
+        self, engine: Any, message: Message, stream: str, payload: bytes, *, waited: bool
     ) -> Deferred[None] | None:
         """
         Add an entry within the limit.
 
+        :param engine: the redis engine: its writer, names, ids and counters.
         :param waited: a RECEIPT waits for it (a persistent SEND): the Deferred
             fires once Redis has it, with ``--engine-wait-replicas`` its replicas.
         :returns: a Deferred when ``waited`` or the policy rejects (it fails with
             :class:`LimitExceeded` when the stream is full), else ``None``.
         """
-        if not self.reject:
+        writer = engine.writer
+        if self.max_length is None or (self.overflow == "dead-letter" and self.dead_letter is None):
+            args: tuple[Any, ...] = ("XADD", stream, "*", "m", payload)
+            if self.max_length is not None:
+                args = ("XADD", stream, "MAXLEN", self.max_length, "*", "m", payload)
+        elif self.overflow == "drop-head":
             args = ("XADD", stream, "MAXLEN", self.max_length, "*", "m", payload)
-            if not waited:
-                writer.command(*args)
-                return None
-            stored: Deferred[Any] = writer.command_waited(*args, replicated=True)
-            return stored.addCallback(_nothing)
-        added: Deferred[Any] = writer.command_waited(
-            "EVAL", ADD_UNLESS_FULL, 1, stream, self.max_length, payload, replicated=waited
+        elif self.overflow == "dead-letter":
+            return self._dead_lettering(engine, message, stream, payload, waited)
+        else:
+            added: Deferred[Any] = writer.command_waited(
+                "EVAL", ADD_UNLESS_FULL, 1, stream, self.max_length, payload, replicated=waited
+            )
+            return added.addCallback(self._added, message.destination)
+        if not waited:
+            writer.command(*args)
+            return None
+        stored: Deferred[Any] = writer.command_waited(*args, replicated=True)
+        return stored.addCallback(_nothing)
+
+    def _dead_lettering(
+        self, engine: Any, message: Message, stream: str, payload: bytes, waited: bool
+    ) -> Deferred[None] | None:
+        """Add through :data:`ADD_DEAD_LETTERING`, counting what it moved under the queue."""
+        target = self.dead_letter
+        assert target is not None
+        engine.queue_names.met(target)
+        added: Deferred[Any] = engine.writer.command_waited(
+            "EVAL",
+            ADD_DEAD_LETTERING,
+            2,
+            stream,
+            engine.names.queue(target),
+            self.max_length,
+            payload,
+            target,
+            engine.ids.new_message_id(),
+            MAX_LENGTH,
+            replicated=waited,
         )
-        return added.addCallback(self._added, destination)
+        added.addCallback(_count_moved, engine, message)
+        return added.addCallback(_nothing) if waited else None
 
     def _added(self, reply: Any, destination: str) -> None:
         if reply == 0:
@@ -88,15 +171,32 @@ def _nothing(result: Any) -> None:
     return None
 
 
-def shared_limit(policies: Policies, destination: str) -> SharedLimit | None:
-    """:returns: what of the policy in force on ``destination`` its stream applies, or ``None``."""
+def _count_moved(moved: Any, engine: Any, message: Message) -> None:
+    """Count the dead letters under the queue they left, as one node does."""
+    for _ in range(int(moved or 0)):
+        engine.counters.dead_lettered += 1
+        engine.traffic.count((message,), "messages_dead_lettered")
+
+
+def shared_limit(policies: Policies, destination: str, prefix: str) -> SharedLimit | None:
+    """
+    :param prefix: the ``--dead-letter-prefix``.
+    :returns: what of the policy in force on ``destination`` its stream applies, or ``None``.
+    """
     policy = policies.policy_for(destination)
     if policy is None:
         return None
     settings = policy.settings
-    if settings.max_length is None or settings.overflow == "dead-letter":
+    if settings.max_length is None and settings.message_ttl is None:
         return None
-    return SharedLimit(policy.name, settings.max_length, settings.overflow == "reject-publish")
+    dead_letter = None
+    if settings.overflow == "dead-letter" and not is_dead_letter_queue(destination, prefix):
+        dead_letter = settings.dead_letter or dead_letter_destination(destination, prefix)
+        if dead_letter == destination:
+            dead_letter = None
+    return SharedLimit(
+        policy.name, settings.max_length, settings.overflow, settings.message_ttl, dead_letter
+    )
 
 
 class SharedLimits:
@@ -105,10 +205,12 @@ class SharedLimits:
     (so that a queue no policy limits costs one dictionary look-up per SEND).
 
     :param policies: the node's policies (the configuration's and the cluster's).
+    :param prefix: the ``--dead-letter-prefix``.
     """
 
-    def __init__(self, policies: Policies) -> None:
+    def __init__(self, policies: Policies, prefix: str) -> None:
         self._policies = policies
+        self._prefix = prefix
         self._cached: dict[str, SharedLimit | None] = {}
         policies.watch(self._cached.clear)
 
@@ -120,5 +222,5 @@ class SharedLimits:
             pass
         if len(self._cached) >= 10_000:
             self._cached.clear()
-        found = self._cached[destination] = shared_limit(self._policies, destination)
+        found = self._cached[destination] = shared_limit(self._policies, destination, self._prefix)
         return found
