@@ -221,9 +221,10 @@ class RedisEngine:
         self.gap_subscriptions = 0
         self._listener: asyncio.Task[None] | None = None
         #: ``(deliver, payload)``: runs the fan-out of a batch other nodes
-        #: published, so that each connection's frames of it leave in one write
-        #: (the app sets the transports' write coalescer here).
-        self.deliver_together: Callable[[Callable[[bytes], None], bytes], None] = alone
+        #: published, or the hand-out of what a queue's read gave, so that each
+        #: connection's frames of it leave in one write (the app sets the
+        #: transports' write coalescer here).
+        self.deliver_together: Callable[[Callable[[Any], object], Any], None] = alone
         self._loops: list[LoopingCall] = []
         # Streams live in Redis; this node keeps mirrors of those it reads.
         limits = stream_limits or StreamLimits()

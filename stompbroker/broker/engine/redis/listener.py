@@ -19,7 +19,7 @@ from stompbroker.logs import logger
 log = logger("stompbroker.broker.engine.redis")
 
 
-def alone(deliver: Callable[[bytes], None], payload: bytes) -> None:
+def alone(deliver: Callable[[Any], object], payload: Any) -> None:
     """
     The engine's ``deliver_together`` until the transports give theirs: hand
     ``payload`` to ``deliver``, each connection's writes going out as they come.

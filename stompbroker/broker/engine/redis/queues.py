@@ -509,14 +509,20 @@ class StreamQueue:
                         self.take(entries, stream=stream)
                     self._give_back_read()
                     break
-                for stream, entries in reply:
-                    self.take(entries, stream=stream)
+                # Each consumer's share of the read leaves in one write, as a
+                # batch of topic messages from Redis does.
+                engine.deliver_together(self._take_read, reply)
         except Exception:
             log.failure("reading {queue} from Redis failed", queue=self.destination)
         finally:
             self._reader = None
             if self.consumers and not self._closed:
                 self._reader = engine.loop.create_task(self._read())
+
+    def _take_read(self, reply: Any) -> None:
+        """Put what one read gave, ``(stream, entries)`` runs, in the local queue."""
+        for stream, entries in reply:
+            self.take(entries, stream=stream)
 
     def _give_back_read(self) -> None:
         """The handle was dropped while reading: what it read and holds goes back for the others."""
