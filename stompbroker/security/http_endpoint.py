@@ -207,15 +207,28 @@ class PathFigures:
 
 @define
 class EndpointFigures:
-    """The counts of each path, for ``/stats`` and ``/metrics``."""
+    """
+    The counts of each path of one endpoint, for ``/stats`` and ``/metrics``.
 
+    :ivar url: the endpoint's URL without credentials, which names it there.
+    """
+
+    url: str
     user: PathFigures = field(factory=PathFigures)
     vhost: PathFigures = field(factory=PathFigures)
     resource: PathFigures = field(factory=PathFigures)
 
     def to_dict(self) -> dict[str, dict[str, int]]:
-        """:returns: ``{"user": {...}, "vhost": {...}, "resource": {...}}``, as PathFigures."""
+        """:returns: ``{"url": URL, "user": {...}, "vhost": {...}, "resource": {...}}``."""
         return attrs.asdict(self)
+
+    def paths(self) -> dict[str, dict[str, int]]:
+        """:returns: path -> outcome -> count (:class:`PathFigures`)."""
+        return {
+            "user": attrs.asdict(self.user),
+            "vhost": attrs.asdict(self.vhost),
+            "resource": attrs.asdict(self.resource),
+        }
 
 
 def _default_client(reactor: Any) -> Any:
@@ -239,7 +252,7 @@ class HttpEndpoint:
 
     def __init__(self, options: EndpointOptions, clock: Any = None, client: Any = None) -> None:
         self.options = options
-        self.figures = EndpointFigures()
+        self.figures = EndpointFigures(options.shown_url)
         self._clock = clock
         self._client = client
         self._cache: dict[Any, tuple[float, Any]] = {}

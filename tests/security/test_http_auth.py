@@ -481,8 +481,11 @@ def test_treq_talks_to_a_twisted_web_application(clock: Clock) -> None:
 # -- counts in /stats and /metrics ------------------------------------------------------
 
 
-def test_the_counts_are_in_stats_and_metrics(clock: Clock, app: AppClient) -> None:
-    """``/stats`` has ``http_auth`` per path, ``/metrics`` a counter per path and outcome."""
+def test_every_endpoints_counts_are_in_stats_and_metrics(clock: Clock, app: AppClient) -> None:
+    """
+    ``/stats`` has ``http_auth``, one entry per ``--auth http:`` checker named by
+    its URL without credentials; ``/metrics`` a counter per endpoint, path and outcome.
+    """
     from prometheus_client import generate_latest
 
     from stompbroker.stats.documents import stats_document
@@ -493,9 +496,12 @@ def test_the_counts_are_in_stats_and_metrics(clock: Clock, app: AppClient) -> No
     factory, checker = stack(clock, app)
     client = logged_in(factory)
     subscribe(client, "/topic/prices")
-    model = StatsModel(factory.broker, clock, authorization=checker.endpoint.figures)
-    document = stats_document(model, None)
-    assert document["http_auth"]["user"] == {
+    other = make_checker("http://svc:s3cret@other.test/auth", clock=clock, client=app)
+    figures = [checker.endpoint.figures, other.endpoint.figures]
+    model = StatsModel(factory.broker, clock, authorization=figures)
+    first, second = stats_document(model, None)["http_auth"]
+    assert first["url"] == URL
+    assert first["user"] == {
         "asked": 1,
         "cached": 0,
         "allowed": 1,
@@ -503,7 +509,17 @@ def test_the_counts_are_in_stats_and_metrics(clock: Clock, app: AppClient) -> No
         "timeouts": 0,
         "errors": 0,
     }
-    assert document["http_auth"]["resource"]["allowed"] == 1
+    assert (first["vhost"]["allowed"], first["resource"]["allowed"]) == (1, 1)
+    assert second["url"] == "http://other.test/auth"
+    assert second["user"]["asked"] == 0
     text = generate_latest(metrics_registry(LiveStats(model, 5.0))).decode()
-    assert 'stompbroker_http_auth_answers_total{outcome="allowed",path="resource"} 1.0' in text
+    assert (
+        'stompbroker_http_auth_answers_total{endpoint="http://app.test/stomp",'
+        'outcome="allowed",path="vhost"} 1.0'
+    ) in text
+    assert (
+        'stompbroker_http_auth_answers_total{endpoint="http://other.test/auth",'
+        'outcome="asked",path="user"} 0.0'
+    ) in text
+    assert "s3cret" not in text
     assert stats_document(StatsModel(factory.broker, clock), None)["http_auth"] is None
