@@ -213,7 +213,8 @@ class IBroker(Interface):
 
         :returns: the ``IBroker`` the session calls from now on, with a
             ``session_config(config)`` method that gives the session's settings
-            in that host; or ``None`` when the broker has no virtual hosts.
+            in that host and a ``vhost`` attribute, its name (``/`` for the
+            default host); or ``None`` when the broker has no virtual hosts.
         :raises stompbroker.protocol.errors.ProtocolError: for a host the broker refuses.
         """
 

@@ -284,12 +284,12 @@ def _add_stats(
 
     :returns: the live service, which the web port's stats pages read.
     """
-    endpoints = [
-        checker.endpoint
+    authorization = [
+        checker.endpoint.figures
         for checker in options.get("credCheckers", [])
         if isinstance(checker, HttpChecker)
     ]
-    model = StatsModel(broker, reactor, authorization=endpoints[0].figures if endpoints else None)
+    model = StatsModel(broker, reactor, authorization=authorization)
     live = LiveStats(model, options["monitor-interval"])
     live.setServiceParent(top)
     if exporter is not None:

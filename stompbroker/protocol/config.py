@@ -60,7 +60,8 @@ class SessionConfig:
     :ivar authenticator: called with CONNECT's ``login``, ``passcode`` and the
         client's address (and ``certificate=``, the client's verified TLS
         certificate, for a CONNECT with neither, see
-        :mod:`stompbroker.protocol.login`); returns a Deferred of the
+        :mod:`stompbroker.protocol.login`; and ``vhost=``, the virtual host's
+        name, for a CONNECT to one other than the default ``/``); returns a Deferred of the
         client's identity (with a ``name``, whether it is ``anonymous``, and
         when its credentials ``expires``, as
         :class:`stompbroker.security.identity.Identity`), which fails with

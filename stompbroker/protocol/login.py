@@ -139,7 +139,15 @@ class Login:
     :param clock: for the expiry.
     """
 
-    __slots__ = ("identity", "_answer", "_clock", "_expiry_timer", "_session", "_transport")
+    __slots__ = (
+        "identity",
+        "_answer",
+        "_clock",
+        "_expiry_timer",
+        "_session",
+        "_transport",
+        "_vhost",
+    )
 
     def __init__(self, session: LoginOwner, transport: ISessionTransport, clock: Clock) -> None:
         self._session = session
@@ -152,6 +160,8 @@ class Login:
         self._answer: Any = None
         #: Ends the connection when a token login's credentials expire.
         self._expiry_timer: Timer | None = None
+        #: The virtual host CONNECT selected, which a renewal is asked about again.
+        self._vhost = "/"
 
     @property
     def waiting(self) -> Any:
@@ -176,9 +186,9 @@ class Login:
 
     # -- CONNECT ---------------------------------------------------------------
 
-    def authenticate(self, authenticator: Any, frame: Frame) -> Any:
+    def authenticate(self, authenticator: Any, frame: Frame, vhost: str = "/") -> Any:
         """
-        Ask the authenticator about a CONNECT.
+        Ask the authenticator about a CONNECT to virtual host ``vhost`` (``/``: the default one).
 
         Without a ``passcode``, the transport's bearer token stands in for it; with
         neither ``login`` nor ``passcode``, the client's verified TLS certificate
@@ -186,6 +196,7 @@ class Login:
 
         :returns: the authenticator's answer: a Deferred of the identity.
         """
+        self._vhost = vhost
         login = frame.get("login")
         passcode = frame.get("passcode")
         transport = self._transport
@@ -195,8 +206,14 @@ class Login:
             peer_certificate = getattr(transport, "peer_certificate", None)
             certificate = peer_certificate() if peer_certificate is not None else None
             if certificate is not None:
-                return authenticator(login, passcode, self._session.peer, certificate=certificate)
-        return authenticator(login, passcode, self._session.peer)
+                return authenticator(
+                    login, passcode, self._session.peer, certificate=certificate, **self._host()
+                )
+        return authenticator(login, passcode, self._session.peer, **self._host())
+
+    def _host(self) -> dict[str, str]:
+        """The authenticator's ``vhost``, given only for a virtual host other than the default."""
+        return {} if self._vhost == "/" else {"vhost": self._vhost}
 
     # -- expiry ----------------------------------------------------------------
 
@@ -267,7 +284,7 @@ class Login:
                 "no token",
                 f"a SEND to {CREDENTIALS_DESTINATION} carries the new token as its body",
             )
-        answer = authenticator(None, token, self._session.peer)
+        answer = authenticator(None, token, self._session.peer, **self._host())
         answer.addCallbacks(
             self._renewed, self._renewal_refused, callbackArgs=(frame,), errbackArgs=(frame,)
         )

@@ -134,7 +134,9 @@ def on_connect(session: StompSession, frame: Frame) -> None:
         )
     session.client_id = frame.get("client-id")
     hosted = session.broker.select_host(session, frame.get("host"))
+    vhost = "/"
     if hosted is not None:
+        vhost = hosted.vhost
         # A virtual host: its view of the broker, and its access rules.
         session.broker = hosted
         session.subscriptions.use(hosted)
@@ -149,7 +151,7 @@ def on_connect(session: StompSession, frame: Frame) -> None:
     session._transition(Event.LOGIN_STARTED)
     # Frames that came with the CONNECT wait for the answer.
     session.receipts.start_holding()
-    login = session.login.authenticate(authenticator, frame)
+    login = session.login.authenticate(authenticator, frame, vhost)
     login.addCallbacks(
         _logged_in, _login_refused, callbackArgs=(session,), errbackArgs=(session, frame)
     )

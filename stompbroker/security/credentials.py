@@ -16,6 +16,11 @@ checkers declare, and a credentials object the portal hands them), and
   OAuth 2 clients often have no user name to give;
 - **nothing** (anonymous access) otherwise, as before tokens existed.
 
+A password or a token also carries the client's address (``address``, the host
+part of the session's peer, which a PROXY header gives behind a load balancer),
+for checkers that ask someone else about the login (``--auth http:URL`` tells
+the application); the others ignore it.
+
 A checker that refuses credentials for a reason the client may be told (an
 expired token, a certificate without a common name) raises
 :class:`InvalidCredentials`, which the portal turns into an ERROR naming that
@@ -37,6 +42,7 @@ from zope.interface import Attribute, Interface, implementer
 __all__ = [
     "BearerToken",
     "ClientCertificate",
+    "ClientPassword",
     "IBearerToken",
     "ICertificate",
     "InvalidCredentials",
@@ -69,6 +75,22 @@ class BearerToken:
 
     password: str = field(repr=False)
     username: str = ""
+    address: str = ""
+
+
+class ClientPassword(UsernamePassword):
+    """
+    CONNECT's ``login`` and ``passcode``, with the client's address.
+
+    Twisted's ``UsernamePassword`` (which password checkers compare against)
+    plus ``address``; a subclass, because strcred's checkers test for that class's
+    interface and call its ``checkPassword``.
+    """
+
+    def __init__(self, username: str, password: str, address: str = "") -> None:
+        # Text, not bytes as Twisted's annotations say (see connect_credentials).
+        super().__init__(username, password)  # type: ignore[arg-type]
+        self.address = address
 
 
 class ICertificate(Interface):
@@ -104,7 +126,11 @@ class InvalidCredentials(UnauthorizedLogin):
 
 
 def connect_credentials(
-    checked: Any, login: str | None, passcode: str | None, certificate: Any = None
+    checked: Any,
+    login: str | None,
+    passcode: str | None,
+    certificate: Any = None,
+    address: str = "",
 ) -> Any:
     """
     Choose the credentials a CONNECT presents (see the module docstring).
@@ -114,6 +140,7 @@ def connect_credentials(
     :param login: CONNECT's ``login``.
     :param passcode: CONNECT's ``passcode`` (or the WebSocket's bearer token).
     :param certificate: the client's verified TLS certificate, if it has one.
+    :param address: the client's address, carried by a password or token.
     :returns: credentials for ``Portal.login``.
     """
     if certificate is not None and ICertificate in checked:
@@ -121,7 +148,7 @@ def connect_credentials(
     if login:
         # Text, not bytes as Twisted's annotations say: strcred's memory checker
         # stores str, and the portal encodes for the checkers that want bytes.
-        return UsernamePassword(login, passcode or "")  # type: ignore[arg-type]
+        return ClientPassword(login, passcode or "", address)
     if passcode and IBearerToken in checked:
-        return BearerToken(passcode)
+        return BearerToken(passcode, address=address)
     return Anonymous()

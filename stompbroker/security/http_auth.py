@@ -7,6 +7,10 @@
 (:mod:`stompbroker.security.http_endpoint`), and makes the
 :class:`~stompbroker.security.identity.Identity` its answer describes.
 
+The login allowed, the portal asks the identity's rights to :meth:`AppRights.admit`
+it to the virtual host its CONNECT selected (``/`` for the default one): the
+application's ``vhost_path``, whose denial is ``login failed: virtual host refused``.
+
 That identity carries its rights, as a token's does, in an :class:`AppRights`
 the access rules consult in place of the access file:
 
@@ -50,7 +54,7 @@ from stompbroker.security.http_endpoint import (
     UserAnswer,
     parse_options,
 )
-from stompbroker.security.identity import Identity
+from stompbroker.security.identity import Identity, IHostAdmission
 
 __all__ = ["AppRights", "HttpChecker", "make_checker"]
 
@@ -61,6 +65,7 @@ _ACTIONS = {READ: "subscribe", WRITE: "send"}
 _ALLOWED = None
 
 
+@implementer(IHostAdmission)
 class AppRights:
     """
     The rights of one login through the application (see the module docstring).
@@ -104,6 +109,17 @@ class AppRights:
         if self._grants is not None:
             return self._grants.allows(right, destination)
         return right == WRITE and destination in self._sent_to
+
+    def admit(self, identity: Identity, vhost: str, address: str) -> Deferred[Identity]:
+        """
+        Ask the application whether this login may use ``vhost`` (``vhost_path``).
+
+        :returns: a Deferred of ``identity``, failing with
+            :class:`~stompbroker.security.credentials.InvalidCredentials`:
+            ``virtual host refused``, or ``authorization unavailable``.
+        """
+        asking = self._endpoint.ask_vhost(self._user, self._groups, vhost, address)
+        return asking.addCallbacks(_admitted, _unavailable, callbackArgs=(identity, vhost))
 
     def check(self, identity: Identity, right: str, destination: str) -> None:
         """
@@ -176,7 +192,9 @@ class HttpChecker:
         """
         login = _text(credentials.username)
         passcode = _text(credentials.password)
-        asking = self.endpoint.ask_user(login, passcode)
+        # Twisted's own credentials, which tests and plug-ins may pass, carry no address.
+        address = getattr(credentials, "address", "")
+        asking = self.endpoint.ask_user(login, passcode, address)
         return asking.addCallbacks(self._identity, _unavailable)
 
     def _identity(self, answer: UserAnswer) -> Identity:
@@ -202,6 +220,13 @@ def _text(value: str | bytes) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     return value
+
+
+def _admitted(answer: ResourceAnswer, identity: Identity, vhost: str) -> Identity:
+    if not answer.allow:
+        detail = f"the application does not let {identity.name} use virtual host {vhost!r}"
+        raise InvalidCredentials("virtual host refused", answer.reason or detail)
+    return identity
 
 
 def _unavailable(failure: Any) -> Identity:

@@ -6,19 +6,24 @@ Theory of operation
 -------------------
 As RabbitMQ's ``rabbitmq_auth_backend_http`` and Centrifugo's connect and
 subscribe proxies do, the broker asks the application and does what it answers.
-Two kinds of question go to two paths under the configured URL, each a ``POST``
-of a JSON object answered by a JSON object with a boolean ``allow``
+Three kinds of question go to three paths under the configured URL, each a
+``POST`` of a JSON object answered by a JSON object with a boolean ``allow``
 (docs/security.md gives every field):
 
 - ``user_path`` (``URL/user``): may this ``login`` and ``passcode`` connect, and
   as whom?  Asked for each CONNECT and each token renewal.
+- ``vhost_path`` (``URL/vhost``): may this user, logged in, use the virtual host
+  its CONNECT selected (``/`` for the default one)?  Asked right after
+  ``user_path`` allowed, on every CONNECT and renewal, as RabbitMQ asks its
+  ``vhost_path`` on every connection.
 - ``resource_path`` (``URL/resource``): may this user ``subscribe`` to or
   ``send`` to this destination?  Asked for each new SUBSCRIBE and each
   destination's first SEND on a connection.
 
 Answers the application gave, allow and deny alike, are kept for ``cache``
-seconds (keyed by the user, right and destination; by a SHA-256 digest of the
-login and passcode for logins, so the passcode is not kept), so that a busy
+seconds (keyed by the user, right and destination; by the user, virtual host
+and client address for virtual hosts; by a SHA-256 digest of the login and
+passcode, and the client address, for logins, so the passcode is not kept), so that a busy
 broker asks once per user and destination in that time.  Questions asked while
 the same one is on its way wait for its answer instead of asking again.  An
 endpoint that does not answer within ``timeout`` seconds, answers other than
@@ -37,6 +42,7 @@ import json
 import re
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 from attrs import define, field, frozen
@@ -59,7 +65,7 @@ log = logger("stompbroker.security.http_endpoint")
 
 #: The options ``--auth http:URL,NAME=VALUE,...`` takes, and what each must be.
 _NUMBERS = {"timeout": (0.001, 300.0), "cache": (0.0, 86400.0), "cache_size": (0, 10_000_000)}
-_PATHS = ("user_path", "resource_path")
+_PATHS = ("user_path", "vhost_path", "resource_path")
 #: Where an option starts: a colon before a known option's name and "=".
 _OPTION_START = re.compile(":(?=(?:" + "|".join((*_PATHS, *_NUMBERS)) + ")=)")
 
@@ -82,6 +88,7 @@ class EndpointOptions:
     """
     :ivar url: the application's base URL; the paths are joined to it.
     :ivar user_path: where logins are asked (a path under ``url``, or a full URL).
+    :ivar vhost_path: where the use of a virtual host is asked.
     :ivar resource_path: where rights on destinations are asked.
     :ivar timeout: seconds an answer may take; then the question fails.
     :ivar cache: seconds an answer is kept; 0 asks every time.
@@ -90,16 +97,25 @@ class EndpointOptions:
 
     url: str
     user_path: str = "user"
+    vhost_path: str = "vhost"
     resource_path: str = "resource"
     timeout: float = 5.0
     cache: float = 60.0
     cache_size: int = 100_000
 
     def address(self, path: str) -> str:
-        """:returns: the URL of ``path`` (``user_path`` or ``resource_path``'s value)."""
+        """:returns: the URL of ``path`` (a ``*_path`` option's value)."""
         if "://" in path:
             return path
         return self.url.rstrip("/") + "/" + path.lstrip("/")
+
+    @property
+    def shown_url(self) -> str:
+        """The URL without its user name and password, for statistics and logs."""
+        parts = urlsplit(self.url)
+        if "@" not in parts.netloc:
+            return self.url
+        return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def parse_options(argstring: str) -> EndpointOptions:
@@ -191,14 +207,28 @@ class PathFigures:
 
 @define
 class EndpointFigures:
-    """The counts of both paths, for ``/stats`` and ``/metrics``."""
+    """
+    The counts of each path of one endpoint, for ``/stats`` and ``/metrics``.
 
+    :ivar url: the endpoint's URL without credentials, which names it there.
+    """
+
+    url: str
     user: PathFigures = field(factory=PathFigures)
+    vhost: PathFigures = field(factory=PathFigures)
     resource: PathFigures = field(factory=PathFigures)
 
     def to_dict(self) -> dict[str, dict[str, int]]:
-        """:returns: ``{"user": {...}, "resource": {...}}``, each :class:`PathFigures`."""
+        """:returns: ``{"url": URL, "user": {...}, "vhost": {...}, "resource": {...}}``."""
         return attrs.asdict(self)
+
+    def paths(self) -> dict[str, dict[str, int]]:
+        """:returns: path -> outcome -> count (:class:`PathFigures`)."""
+        return {
+            "user": attrs.asdict(self.user),
+            "vhost": attrs.asdict(self.vhost),
+            "resource": attrs.asdict(self.resource),
+        }
 
 
 def _default_client(reactor: Any) -> Any:
@@ -222,7 +252,7 @@ class HttpEndpoint:
 
     def __init__(self, options: EndpointOptions, clock: Any = None, client: Any = None) -> None:
         self.options = options
-        self.figures = EndpointFigures()
+        self.figures = EndpointFigures(options.shown_url)
         self._clock = clock
         self._client = client
         self._cache: dict[Any, tuple[float, Any]] = {}
@@ -237,16 +267,34 @@ class HttpEndpoint:
             self._clock = reactor
         return self._clock
 
-    def ask_user(self, login: str, passcode: str) -> Deferred[UserAnswer]:
+    def ask_user(self, login: str, passcode: str, ip: str = "") -> Deferred[UserAnswer]:
         """
+        :param ip: the client's address (behind a proxy, the one its PROXY header gives).
         :returns: a Deferred of the application's :class:`UserAnswer`, failing
             with :class:`EndpointError`.
         """
         digest = hashlib.sha256(f"{login}\0{passcode}".encode()).digest()
-        body = {"login": login, "passcode": passcode}
+        body = {"login": login, "passcode": passcode, "ip": ip}
         return self._ask(
-            self.figures.user, ("user", digest), self.options.user_path, body, _user_answer(login)
+            self.figures.user,
+            ("user", digest, ip),
+            self.options.user_path,
+            body,
+            _user_answer(login),
         )
+
+    def ask_vhost(
+        self, user: str, groups: frozenset[str], vhost: str, ip: str = ""
+    ) -> Deferred[ResourceAnswer]:
+        """
+        :param vhost: the virtual host's name, ``/`` for the default one.
+        :param ip: the client's address.
+        :returns: a Deferred of the application's :class:`ResourceAnswer`,
+            failing with :class:`EndpointError`.
+        """
+        body = {"user": user, "groups": sorted(groups), "vhost": vhost, "ip": ip}
+        key = ("vhost", user, vhost, ip)
+        return self._ask(self.figures.vhost, key, self.options.vhost_path, body, _resource_answer)
 
     def ask_resource(
         self, user: str, groups: frozenset[str], right: str, action: str, destination: str
@@ -362,7 +410,8 @@ class HttpEndpoint:
             figures.errors += 1
             kind = type(failure.value).__name__
             reason = f"the authorization endpoint could not be reached ({kind})"
-        log.warn("{path}: {reason}", path=self.options.address(path), reason=reason)
+        shown = EndpointOptions(self.options.shown_url).address(path)
+        log.warn("{path}: {reason}", path=shown, reason=reason)
         raise EndpointError(reason)
 
     def _done(self, result: Any, key: Any) -> Any:

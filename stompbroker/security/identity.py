@@ -13,7 +13,7 @@ from typing import Any
 from attrs import field, frozen
 from zope.interface import Attribute, Interface, implementer
 
-__all__ = ["ANONYMOUS_IDENTITY", "IIdentity", "Identity", "avatar_name"]
+__all__ = ["ANONYMOUS_IDENTITY", "IHostAdmission", "IIdentity", "Identity", "avatar_name"]
 
 
 class IIdentity(Interface):
@@ -22,6 +22,21 @@ class IIdentity(Interface):
     name = Attribute("The user name; ``anonymous`` for an anonymous client.")
     groups = Attribute("A frozenset of the groups the user belongs to.")
     anonymous = Attribute("``True`` for a client that did not log in.")
+
+
+class IHostAdmission(Interface):
+    """
+    Rights (an identity's ``granted``) that must also admit the login to its
+    virtual host: the application's, with ``--auth http:URL`` (its ``vhost_path``).
+    """
+
+    def admit(identity: Identity, vhost: str, address: str) -> Any:
+        """
+        :param vhost: the virtual host CONNECT selected, ``/`` for the default one.
+        :param address: the client's address.
+        :returns: a Deferred of ``identity``, failing with
+            :class:`~stompbroker.security.credentials.InvalidCredentials` if refused.
+        """
 
 
 @implementer(IIdentity)

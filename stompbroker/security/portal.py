@@ -17,7 +17,9 @@ checker of them may tell the client why it refused.
 Without any checker there is no authentication: every client is anonymous,
 whatever ``login`` it sends, as before ``--auth`` existed.  With checkers,
 anonymous access (a CONNECT without ``login``) is refused unless allowed.
-A refused login is answered after :data:`FAILED_LOGIN_DELAY`, whatever the
+A login whose rights must also admit it to its virtual host (the application's,
+with ``--auth http:URL``: :class:`~stompbroker.security.identity.IHostAdmission`)
+is let in once they do.  A refused login is answered after :data:`FAILED_LOGIN_DELAY`, whatever the
 reason, and the passcode never reaches the logs.
 """
 
@@ -47,7 +49,13 @@ from stompbroker.security.credentials import (
     InvalidCredentials,
     connect_credentials,
 )
-from stompbroker.security.identity import ANONYMOUS_IDENTITY, Identity, IIdentity, avatar_name
+from stompbroker.security.identity import (
+    ANONYMOUS_IDENTITY,
+    Identity,
+    IHostAdmission,
+    IIdentity,
+    avatar_name,
+)
 
 __all__ = ["FAILED_LOGIN_DELAY", "Authenticator", "StompRealm", "authenticate", "make_portal"]
 
@@ -142,6 +150,8 @@ def authenticate(
     clock: IReactorTime,
     failure_delay: float = FAILED_LOGIN_DELAY,
     certificate: Any = None,
+    address: str = "",
+    vhost: str = "/",
 ) -> Deferred[Identity]:
     """
     Log a client in with CONNECT's ``login`` and ``passcode`` headers.
@@ -154,6 +164,9 @@ def authenticate(
     :param clock: schedules the answer to a refused login.
     :param failure_delay: seconds between a refusal and its answer.
     :param certificate: the client's verified TLS certificate, for ``--auth cert``.
+    :param address: the client's address, which checkers may pass on.
+    :param vhost: the virtual host the CONNECT selected (``/``: the default one),
+        to which the identity's rights may have to admit it.
     :returns: a Deferred that fires with the client's
         :class:`~stompbroker.security.identity.Identity`, or fails with
         :class:`~stompbroker.protocol.errors.LoginFailed` after ``failure_delay``
@@ -161,10 +174,11 @@ def authenticate(
         reason when a token or certificate checker gave one).  Cancelling it (the
         client went away) fails it with ``CancelledError`` at once.
     """
-    credentials = connect_credentials(portal.checkers, login, passcode, certificate)
+    credentials = connect_credentials(portal.checkers, login, passcode, certificate, address)
     return (
         portal.login(credentials, None, IIdentity)
         .addCallback(_identity_of)
+        .addCallback(_admit, vhost, address)
         .addErrback(_refused, clock, failure_delay)
     )
 
@@ -189,15 +203,23 @@ class Authenticator:
     failure_delay: float = FAILED_LOGIN_DELAY
 
     def __call__(
-        self, login: str | None, passcode: str | None, peer: str, certificate: Any = None
+        self,
+        login: str | None,
+        passcode: str | None,
+        peer: str,
+        certificate: Any = None,
+        vhost: str = "/",
     ) -> Deferred[Identity]:
         """
         :param login: the CONNECT ``login`` header.
         :param passcode: the CONNECT ``passcode`` header.
-        :param peer: the client's address, for the log.
+        :param peer: the client's ``HOST:PORT``, for the log; its host is the
+            address checkers may pass on.
         :param certificate: the client's verified TLS certificate, if it has one.
+        :param vhost: the virtual host the CONNECT selected, ``/`` for the default one.
         :returns: as :func:`authenticate`.
         """
+        host, colon, _ = peer.rpartition(":")
         return authenticate(
             self.portal,
             login,
@@ -205,6 +227,8 @@ class Authenticator:
             clock=self.clock,
             failure_delay=self.failure_delay,
             certificate=certificate,
+            address=host if colon else peer,
+            vhost=vhost,
         ).addCallbacks(_logged_in, _login_refused, callbackArgs=(peer,), errbackArgs=(login, peer))
 
 
@@ -230,6 +254,13 @@ def _login_refused(failure: Failure, login: str | None, peer: str) -> Failure:
 
 def _identity_of(result: tuple[Any, Any, Any]) -> Identity:
     identity: Identity = result[1]
+    return identity
+
+
+def _admit(identity: Identity, vhost: str, address: str) -> Any:
+    """Let the identity's rights admit it to its virtual host, if they must."""
+    if IHostAdmission.providedBy(identity.granted):
+        return identity.granted.admit(identity, vhost, address)
     return identity
 
 

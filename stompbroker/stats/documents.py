@@ -103,7 +103,7 @@ def stats_document(
         "resumable_sessions": figures.to_dict() if figures is not None else None,
         "topic_gaps": attrs.asdict(gaps) if gaps is not None else None,
         "memory": memory_document(model.broker.memory_alarm()),
-        "http_auth": model.authorization.to_dict() if model.authorization is not None else None,
+        "http_auth": [figures.to_dict() for figures in model.authorization] or None,
         "rate_limits": rates.to_dict() if rates is not None else None,
         "destinations": destinations,
         "occupancy": model.broker.presence.occupancy(),

@@ -48,7 +48,7 @@ tests) do not share metrics.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -208,8 +208,8 @@ class StatsCollector(Collector):
                 value=gaps.subscriptions_told,
             )
         authorization = self._live.model.authorization
-        if authorization is not None:
-            yield from _authorization_metrics(authorization.to_dict())
+        if authorization:
+            yield from _authorization_metrics(authorization)
         rates = self._live.model.broker.rates.figures()
         if rates is not None:
             yield from _rate_limit_metrics(rates)
@@ -342,17 +342,21 @@ def _resume_metrics(figures: ResumeFigures) -> Iterator[Metric]:
         yield CounterMetricFamily(f"{PREFIX}_{name}", text, value=values[figure])
 
 
-def _authorization_metrics(figures: dict[str, dict[str, int]]) -> Iterator[Metric]:
-    """The questions to the application's endpoint (``--auth http:URL``), by path and outcome."""
+def _authorization_metrics(endpoints: Sequence[Any]) -> Iterator[Metric]:
+    """
+    The questions to the application's endpoints (each ``--auth http:URL``), by
+    endpoint, path and outcome.
+    """
     counter = CounterMetricFamily(
         f"{PREFIX}_http_auth_answers",
-        "Questions to the application's authorization endpoint, by path (user, resource) and"
-        " outcome (asked, cached, allowed, denied, timeouts, errors)",
-        labels=["path", "outcome"],
+        "Questions to the application's authorization endpoints, by endpoint (its URL), path"
+        " (user, vhost, resource) and outcome (asked, cached, allowed, denied, timeouts, errors)",
+        labels=["endpoint", "path", "outcome"],
     )
-    for path, counts in figures.items():
-        for outcome, value in counts.items():
-            counter.add_metric([path, outcome], value)
+    for figures in endpoints:
+        for path, counts in figures.paths().items():
+            for outcome, value in counts.items():
+                counter.add_metric([figures.url, path, outcome], value)
     yield counter
 
 

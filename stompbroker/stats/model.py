@@ -42,7 +42,7 @@ from __future__ import annotations
 import os
 import resource
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -197,9 +197,10 @@ class StatsModel:
         by default.
     :param rss: returns the process's resident set size in bytes.
     :param forget_after: see :data:`FORGET_AFTER`.
-    :param authorization: the figures of the application's authorization endpoint
-        (``--auth http:URL``, an :class:`~stompbroker.security.http_endpoint.EndpointFigures`),
-        or ``None`` without one.
+    :param authorization: the figures of each of the application's authorization
+        endpoints (one per ``--auth http:URL``, each an
+        :class:`~stompbroker.security.http_endpoint.EndpointFigures`), in
+        ``--auth``'s order; empty without one.
     :ivar started: when the model was made, in clock seconds: the start of ``uptime_s``.
     """
 
@@ -209,10 +210,10 @@ class StatsModel:
         clock: Any = None,
         rss: Callable[[], int] = rss_bytes,
         forget_after: float = FORGET_AFTER,
-        authorization: Any = None,
+        authorization: Sequence[Any] = (),
     ) -> None:
         self.broker = broker
-        self.authorization = authorization
+        self.authorization = tuple(authorization)
         self.clock = clock if clock is not None else broker.clock
         self.started: float = self.clock.seconds()
         self._rss = rss

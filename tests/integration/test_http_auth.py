@@ -54,21 +54,26 @@ def application(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
 def broker(tmp_path_factory: pytest.TempPathFactory, application: int) -> Iterator[BrokerProcess]:
     workdir = tmp_path_factory.mktemp("http-auth")
     url = f"http://127.0.0.1:{application}/stomp"
-    with BrokerProcess(workdir, "--auth", f"http:{url}:cache=30", "--data-dir", "none") as process:
+    with BrokerProcess(
+        workdir, "--auth", f"http:{url}:cache=30", "--data-dir", "none", "--vhost", "shop"
+    ) as process:
         yield process
 
 
-def raw_login(broker: BrokerProcess, *headers: str) -> RawClient:
+def raw_login(broker: BrokerProcess, *headers: str, host: str = "/") -> RawClient:
     client = RawClient(broker.address)
-    lines = ["CONNECT", "accept-version:1.2", "host:/", *headers]
+    lines = ["CONNECT", "accept-version:1.2", f"host:{host}", *headers]
     client.send(("\n".join(lines) + "\n\n\x00").encode())
     return client
 
 
 def stats(broker: BrokerProcess) -> dict[str, dict[str, int]]:
+    """:returns: the counts of the broker's one ``--auth http:`` endpoint, per path."""
     with urllib.request.urlopen(f"http://127.0.0.1:{broker.http_port}/stats", timeout=10) as page:
-        document: dict[str, dict[str, int]] = json.load(page)["http_auth"]
-    return document
+        [document] = json.load(page)["http_auth"]
+    assert document.pop("url").startswith("http://127.0.0.1:")
+    counts: dict[str, dict[str, int]] = document
+    return counts
 
 
 def test_the_application_lets_alice_subscribe_and_publish(broker: BrokerProcess) -> None:
@@ -83,6 +88,27 @@ def test_the_application_lets_alice_subscribe_and_publish(broker: BrokerProcess)
     counts = stats(broker)
     assert counts["user"]["allowed"] >= 1
     assert counts["resource"]["allowed"] >= 2
+
+
+def test_a_user_refused_on_a_virtual_host_is_allowed_on_the_default_one(
+    broker: BrokerProcess,
+) -> None:
+    """
+    The documented application lets alice use ``/`` only: her CONNECT to the
+    configured virtual host ``shop`` is refused, her CONNECT to ``/`` is not.
+    """
+    refused = raw_login(broker, "login:alice", "passcode:wonderland", host="shop")
+    [error] = refused.read_frames(count=1)
+    assert (error.command, error.get("message")) == ("ERROR", "login failed: virtual host refused")
+    assert b"virtual host 'shop'" in error.body
+    assert refused.closed_by_peer()
+    refused.close()
+    allowed = raw_login(broker, "login:alice", "passcode:wonderland", host="/")
+    assert allowed.read_frames(count=1)[0].command == "CONNECTED"
+    allowed.close()
+    counts = stats(broker)["vhost"]
+    assert counts["denied"] >= 1
+    assert counts["allowed"] >= 1
 
 
 def test_a_wrong_passcode_is_refused(broker: BrokerProcess) -> None:

@@ -15,6 +15,7 @@ from twisted.internet.task import Clock
 from twisted.web.resource import Resource
 from twisted.web.server import Request as WebRequest
 
+from stompbroker.broker.routing.virtual_hosts import VirtualHost, VirtualHosts
 from stompbroker.broker.service import Broker
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.security.access import AccessControl
@@ -33,12 +34,18 @@ ALLOWED = {
 }
 
 
-def stack(clock: Clock, client: Any, options: str = "") -> tuple[Any, HttpChecker]:
-    """:returns: a TCP factory of a broker with ``--auth http:URL<options>``, and its checker."""
+def stack(
+    clock: Clock, client: Any, options: str = "", hosts: VirtualHosts | None = None
+) -> tuple[Any, HttpChecker]:
+    """
+    :param hosts: the broker's virtual hosts, if any.
+    :returns: a TCP factory of a broker with ``--auth http:URL<options>``, and its checker.
+    """
     checker = make_checker(URL + options, clock=clock, client=client)
     authenticator = Authenticator(make_portal([checker]), clock)
     config = SessionConfig(heartbeat=(0, 0), authenticator=authenticator, access=AccessControl())
-    return stomp_server_factory(Broker(clock, limits=NO_WATERMARK), clock, config), checker
+    broker = Broker(clock, limits=NO_WATERMARK, virtual_hosts=hosts)
+    return stomp_server_factory(broker, clock, config), checker
 
 
 @pytest.fixture
@@ -66,9 +73,9 @@ def subscribe(client: Client, destination: str, receipt: str = "s") -> None:
 
 
 def test_options_default_to_the_documented_values() -> None:
-    """``http:URL`` alone: paths user and resource, 5 s timeout, a minute of cache."""
+    """``http:URL`` alone: paths user, vhost and resource, 5 s timeout, a minute of cache."""
     assert parse_options("http://127.0.0.1:8000/auth") == EndpointOptions(
-        "http://127.0.0.1:8000/auth", "user", "resource", 5.0, 60.0, 100_000
+        "http://127.0.0.1:8000/auth", "user", "vhost", "resource", 5.0, 60.0, 100_000
     )
 
 
@@ -76,9 +83,11 @@ def test_options_after_the_url_are_colon_separated() -> None:
     """Each option after the URL changes its setting; a full URL as a path is used as is."""
     options = parse_options(
         "https://app:8443/stomp:timeout=0.5:cache=0:user_path=/login:resource_path=https://other/r"
+        ":vhost_path=may-use"
     )
     assert (options.timeout, options.cache) == (0.5, 0.0)
     assert options.address(options.user_path) == "https://app:8443/stomp/login"
+    assert options.address(options.vhost_path) == "https://app:8443/stomp/may-use"
     assert options.address(options.resource_path) == "https://other/r"
 
 
@@ -91,6 +100,7 @@ def test_options_after_the_url_are_colon_separated() -> None:
         ("http://h/x:cache=soon", "cache must be a number"),
         ("http://h/x:cache=1:cache=2", "cache is given twice"),
         ("http://h/x:user_path=", "user_path needs a path"),
+        ("http://h/x:vhost_path=", "vhost_path needs a path"),
     ],
 )
 def test_bad_options_are_refused_with_a_reason(argstring: str, complaint: str) -> None:
@@ -103,10 +113,15 @@ def test_bad_options_are_refused_with_a_reason(argstring: str, complaint: str) -
 
 
 def test_the_application_lets_a_user_in(factory: Any, app: AppClient) -> None:
-    """CONNECT's login and passcode are POSTed to URL/user, and an allow lets the client in."""
+    """
+    CONNECT's login, passcode and the client's address are POSTed to URL/user;
+    the allowed user is then asked about for the default virtual host ``/``.
+    """
     logged_in(factory)
-    assert app.requests[0].path == "user"
-    assert app.requests[0].body == {"login": "alice", "passcode": "wonderland"}
+    assert [(request.path, request.body) for request in app.requests] == [
+        ("user", {"login": "alice", "passcode": "wonderland", "ip": "127.0.0.1"}),
+        ("vhost", {"user": "alice", "groups": [], "vhost": "/", "ip": "127.0.0.1"}),
+    ]
 
 
 def test_a_denial_with_a_reason_is_the_clients_error(factory: Any, clock: Clock) -> None:
@@ -166,11 +181,108 @@ def test_logins_are_cached_by_a_digest_of_the_credentials(clock: Clock, app: App
     factory, checker = stack(clock, app, ":cache=30")
     logged_in(factory)
     logged_in(factory, port=40001)
-    assert app.paths() == ["user"]
+    assert app.paths() == ["user", "vhost"]
     assert checker.endpoint.figures.user.cached == 1
+    assert checker.endpoint.figures.vhost.cached == 1
     clock.advance(31)
     logged_in(factory, port=40002)
-    assert app.paths() == ["user", "user"]
+    assert app.paths() == ["user", "vhost", "user", "vhost"]
+
+
+# -- virtual hosts (vhost_path) ---------------------------------------------------------
+
+
+def connect_to(factory: Any, host: str, login: str = "alice", port: int = 40000) -> Client:
+    client = Client(factory, port=port)
+    client.send(
+        "CONNECT",
+        ("accept-version", "1.2"),
+        ("host", host),
+        ("login", login),
+        ("passcode", USERS[login]),
+    )
+    return client
+
+
+def test_a_user_refused_on_a_virtual_host_may_use_the_default_one(clock: Clock) -> None:
+    """The application allows alice on ``/`` only: CONNECT host:shop is refused, host:/ is not."""
+    app = AppClient(rules(USERS, ALLOWED, vhosts={("alice", "/")}))
+    factory, checker = stack(clock, app, hosts=VirtualHosts([VirtualHost("shop")]))
+    refused = connect_to(factory, "shop")
+    assert refused.frames() == []
+    clock.advance(FAILED_LOGIN_DELAY)
+    error = refused.error()
+    assert error.get("message") == "login failed: virtual host refused"
+    assert error.body == b"the application does not let alice use virtual host 'shop'"
+    assert refused.closed
+    assert connect_to(factory, "/", port=40001).frames()[0].command == "CONNECTED"
+    assert [request.body for request in app.requests if request.path == "vhost"] == [
+        {"user": "alice", "groups": [], "vhost": "shop", "ip": "127.0.0.1"},
+        {"user": "alice", "groups": [], "vhost": "/", "ip": "127.0.0.1"},
+    ]
+    figures = checker.endpoint.figures.vhost
+    assert (figures.asked, figures.allowed, figures.denied) == (2, 1, 1)
+
+
+def test_a_virtual_host_denial_reason_is_the_error_body(clock: Clock) -> None:
+    """A vhost deny with a reason: the ERROR's body is the application's sentence."""
+
+    def decide(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if path == "vhost":
+            return 200, {"allow": False, "reason": "the shop is closed"}
+        return 200, {"allow": True}
+
+    factory, _ = stack(clock, AppClient(decide))
+    client = connect_to(factory, "/")
+    clock.advance(FAILED_LOGIN_DELAY)
+    error = client.error()
+    assert (error.get("message"), error.body) == (
+        "login failed: virtual host refused",
+        b"the shop is closed",
+    )
+
+
+def test_a_failing_vhost_path_refuses_the_login_and_is_counted(clock: Clock) -> None:
+    """vhost_path answering HTTP 404 (an application without it): authorization unavailable."""
+
+    def decide(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        return (404, {"allow": False}) if path == "vhost" else (200, {"allow": True})
+
+    factory, checker = stack(clock, AppClient(decide))
+    client = connect_to(factory, "/")
+    clock.advance(FAILED_LOGIN_DELAY)
+    error = client.error()
+    assert error.get("message") == "login failed: authorization unavailable"
+    assert b"answered HTTP 404" in error.body
+    assert checker.endpoint.figures.vhost.errors == 1
+
+
+def test_a_renewal_asks_again_about_the_connections_virtual_host(clock: Clock) -> None:
+    """Renewing a token on a ``shop`` connection asks vhost_path about ``shop`` again."""
+
+    def decide(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if path == "vhost":
+            return 200, {"allow": body["vhost"] == "shop"}
+        return 200, {"allow": True, "user": "alice", "expires_at": clock.seconds() + 60}
+
+    app = AppClient(decide)
+    factory, _ = stack(clock, app, ":cache=0", hosts=VirtualHosts([VirtualHost("shop")]))
+    client = Client(factory)
+    client.send("CONNECT", ("accept-version", "1.2"), ("host", "shop"), ("passcode", "token-1"))
+    assert client.frames()[0].command == "CONNECTED"
+    client.send("SEND", ("destination", "/control/credentials"), ("receipt", "r"), body=b"token-2")
+    assert client.frames()[0].command == "RECEIPT"
+    assert [request.body["vhost"] for request in app.requests if request.path == "vhost"] == [
+        "shop",
+        "shop",
+    ]
+
+
+def test_the_url_in_statistics_and_logs_has_no_credentials() -> None:
+    """A URL with a user name and password is shown without them."""
+    options = parse_options("https://broker:s3cret@app.example:8443/stomp:timeout=1")
+    assert options.shown_url == "https://app.example:8443/stomp"
+    assert parse_options("http://app/stomp").shown_url == "http://app/stomp"
 
 
 # -- rights per destination ------------------------------------------------------------
@@ -178,13 +290,13 @@ def test_logins_are_cached_by_a_digest_of_the_credentials(clock: Clock, app: App
 
 def test_subscribe_waits_for_the_application_and_frames_after_it_wait_too(clock: Clock) -> None:
     """A SUBSCRIBE is held until the application answers; a SEND behind it keeps its place."""
-    app = AppClient(lambda path, body: (200, {"allow": True}) if path == "user" else None)
+    app = AppClient(lambda path, body: (200, {"allow": True}) if path != "resource" else None)
     factory, _ = stack(clock, app)
     client = logged_in(factory)
     subscribe(client, "/topic/prices")
     client.send("SEND", ("destination", "/topic/prices"), ("receipt", "m"), body=b"1.08")
     assert client.frames() == []
-    [question] = app.requests[1:]
+    [question] = app.requests[2:]
     assert question.body == {
         "user": "alice",
         "groups": [],
@@ -194,7 +306,7 @@ def test_subscribe_waits_for_the_application_and_frames_after_it_wait_too(clock:
     }
     question.reply({"allow": True})
     # Now the SEND is asked about.
-    app.requests[2].reply({"allow": True})
+    app.requests[3].reply({"allow": True})
     frames = client.frames()
     assert [frame.command for frame in frames] == ["RECEIPT", "MESSAGE", "RECEIPT"]
     assert frames[1].body == b"1.08"
@@ -215,9 +327,9 @@ def test_only_a_destinations_first_send_is_asked(factory: Any, app: AppClient) -
     client = logged_in(factory)
     for _ in range(3):
         client.send("SEND", ("destination", "/queue/orders"), body=b"order")
-    assert app.paths() == ["user", "resource"]
+    assert app.paths() == ["user", "vhost", "resource"]
     client.send("SEND", ("destination", "/queue/other"))
-    assert app.paths() == ["user", "resource", "resource"]
+    assert app.paths() == ["user", "vhost", "resource", "resource"]
     assert client.error().get("message") == "access denied: no write right on '/queue/other'"
 
 
@@ -239,19 +351,19 @@ def test_answers_are_cached_across_connections_for_the_configured_time(
 
 def test_one_question_on_its_way_answers_every_connection_that_asks(clock: Clock) -> None:
     """Two connections subscribing while the question is open make one request."""
-    app = AppClient(lambda path, body: (200, {"allow": True}) if path == "user" else None)
+    app = AppClient(lambda path, body: (200, {"allow": True}) if path != "resource" else None)
     factory, _ = stack(clock, app)
     first, second = logged_in(factory), logged_in(factory, port=40001)
     subscribe(first, "/topic/prices")
     subscribe(second, "/topic/prices")
-    assert app.paths() == ["user", "resource"]
-    app.requests[1].reply({"allow": True})
+    assert app.paths() == ["user", "vhost", "resource"]
+    app.requests[2].reply({"allow": True})
     assert first.frames()[0].command == second.frames()[0].command == "RECEIPT"
 
 
 def test_a_resource_timeout_refuses_the_frame_and_is_counted(clock: Clock) -> None:
     """No answer in time: ERROR "authorization unavailable", and a timeout counted."""
-    app = AppClient(lambda path, body: (200, {"allow": True}) if path == "user" else None)
+    app = AppClient(lambda path, body: (200, {"allow": True}) if path != "resource" else None)
     factory, checker = stack(clock, app, ":timeout=1.5")
     client = logged_in(factory)
     subscribe(client, "/topic/prices")
@@ -266,7 +378,7 @@ def test_a_denial_reason_is_the_error_body(clock: Clock) -> None:
     """A deny with a reason: the ERROR's body is the application's sentence."""
 
     def decide(path: str, body: dict[str, Any]) -> tuple[int, Any]:
-        if path == "user":
+        if path != "resource":
             return 200, {"allow": True}
         return 200, {"allow": False, "reason": "orders are closed on Sundays"}
 
@@ -285,7 +397,7 @@ def test_rights_in_the_login_answer_are_checked_without_asking(clock: Clock) -> 
     client.send("SEND", ("destination", "/queue/orders.eu"), ("receipt", "1"))
     assert client.frames()[0].command == "RECEIPT"
     subscribe(client, "/topic/prices")
-    assert app.paths() == ["user"]
+    assert app.paths() == ["user", "vhost"]
     error = client.error()
     assert b"user 'svc' may not subscribe to '/topic/prices'" in error.body
     assert b"the application's answer gives no read right" in error.body
@@ -296,6 +408,8 @@ def test_the_application_is_asked_again_on_renewal(clock: Clock) -> None:
     answers = iter([clock.seconds() + 60, clock.seconds() + 120])
 
     def decide(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if path == "vhost":
+            return 200, {"allow": True}
         return 200, {"allow": True, "user": "alice", "expires_at": next(answers)}
 
     app = AppClient(decide)
@@ -304,9 +418,9 @@ def test_the_application_is_asked_again_on_renewal(clock: Clock) -> None:
     assert client.connect(("passcode", "token-1")).command == "CONNECTED"
     client.send("SEND", ("destination", "/control/credentials"), ("receipt", "r"), body=b"token-2")
     assert client.frames()[0].command == "RECEIPT"
-    assert [request.body for request in app.requests] == [
-        {"login": "", "passcode": "token-1"},
-        {"login": "", "passcode": "token-2"},
+    assert [request.body for request in app.requests if request.path == "user"] == [
+        {"login": "", "passcode": "token-1", "ip": "127.0.0.1"},
+        {"login": "", "passcode": "token-2", "ip": "127.0.0.1"},
     ]
     clock.advance(90)
     assert not client.closed
@@ -337,6 +451,8 @@ class Application(Resource):
         body = json.load(request.content)
         if request.path.endswith(b"/user"):
             answer = {"allow": body["passcode"] == "wonderland", "user": body["login"]}
+        elif request.path.endswith(b"/vhost"):
+            answer = {"allow": body["vhost"] == "/"}
         else:
             answer = {"allow": body["destination"].startswith("/topic/")}
         request.setHeader(b"content-type", b"application/json")
@@ -365,8 +481,11 @@ def test_treq_talks_to_a_twisted_web_application(clock: Clock) -> None:
 # -- counts in /stats and /metrics ------------------------------------------------------
 
 
-def test_the_counts_are_in_stats_and_metrics(clock: Clock, app: AppClient) -> None:
-    """``/stats`` has ``http_auth`` per path, ``/metrics`` a counter per path and outcome."""
+def test_every_endpoints_counts_are_in_stats_and_metrics(clock: Clock, app: AppClient) -> None:
+    """
+    ``/stats`` has ``http_auth``, one entry per ``--auth http:`` checker named by
+    its URL without credentials; ``/metrics`` a counter per endpoint, path and outcome.
+    """
     from prometheus_client import generate_latest
 
     from stompbroker.stats.documents import stats_document
@@ -377,9 +496,12 @@ def test_the_counts_are_in_stats_and_metrics(clock: Clock, app: AppClient) -> No
     factory, checker = stack(clock, app)
     client = logged_in(factory)
     subscribe(client, "/topic/prices")
-    model = StatsModel(factory.broker, clock, authorization=checker.endpoint.figures)
-    document = stats_document(model, None)
-    assert document["http_auth"]["user"] == {
+    other = make_checker("http://svc:s3cret@other.test/auth", clock=clock, client=app)
+    figures = [checker.endpoint.figures, other.endpoint.figures]
+    model = StatsModel(factory.broker, clock, authorization=figures)
+    first, second = stats_document(model, None)["http_auth"]
+    assert first["url"] == URL
+    assert first["user"] == {
         "asked": 1,
         "cached": 0,
         "allowed": 1,
@@ -387,7 +509,17 @@ def test_the_counts_are_in_stats_and_metrics(clock: Clock, app: AppClient) -> No
         "timeouts": 0,
         "errors": 0,
     }
-    assert document["http_auth"]["resource"]["allowed"] == 1
+    assert (first["vhost"]["allowed"], first["resource"]["allowed"]) == (1, 1)
+    assert second["url"] == "http://other.test/auth"
+    assert second["user"]["asked"] == 0
     text = generate_latest(metrics_registry(LiveStats(model, 5.0))).decode()
-    assert 'stompbroker_http_auth_answers_total{outcome="allowed",path="resource"} 1.0' in text
+    assert (
+        'stompbroker_http_auth_answers_total{endpoint="http://app.test/stomp",'
+        'outcome="allowed",path="vhost"} 1.0'
+    ) in text
+    assert (
+        'stompbroker_http_auth_answers_total{endpoint="http://other.test/auth",'
+        'outcome="asked",path="user"} 0.0'
+    ) in text
+    assert "s3cret" not in text
     assert stats_document(StatsModel(factory.broker, clock), None)["http_auth"] is None

@@ -66,10 +66,15 @@ class AppClient:
         return [request.path for request in self.requests]
 
 
-def rules(users: dict[str, str], allowed: set[tuple[str, str, str]]) -> Decide:
+def rules(
+    users: dict[str, str],
+    allowed: set[tuple[str, str, str]],
+    vhosts: set[tuple[str, str]] | None = None,
+) -> Decide:
     """
     :param users: login -> passcode of the users who may connect.
     :param allowed: (user, action, destination) the application allows.
+    :param vhosts: (user, virtual host) the application allows; ``None``: every one.
     :returns: a ``decide`` that answers as a simple application would.
     """
 
@@ -78,6 +83,8 @@ def rules(users: dict[str, str], allowed: set[tuple[str, str, str]]) -> Decide:
             if users.get(body["login"]) == body["passcode"]:
                 return 200, {"allow": True}
             return 200, {"allow": False, "reason": "unknown user or wrong passcode"}
+        if path == "vhost":
+            return 200, {"allow": vhosts is None or (body["user"], body["vhost"]) in vhosts}
         key = (body["user"], body["action"], body["destination"])
         return 200, {"allow": key in allowed}
 

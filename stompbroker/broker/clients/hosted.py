@@ -118,10 +118,12 @@ class HostedBroker:
         names are the clients' own.
 
     :ivar host: the virtual host, or ``None``.
+    :ivar vhost: its name, ``/`` for the default host (as RabbitMQ names it).
     """
 
     def __init__(self, broker: Any, host: VirtualHost | None) -> None:
         self.host = host
+        self.vhost = "/" if host is None else host.name
         self._broker = broker
         self._send: Callable[..., Deferred[None] | None] = broker.send
         self._ack: Callable[..., Deferred[None] | None] = broker.ack
