@@ -21,6 +21,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from sparkjobs import live, report
 from sparkjobs.datasource import register
 from sparkjobs.stats_io import read_stats_from_broker
+from tests.sparkjobs.publishing import keep_publishing
 from tests.support.clients import connect, publish
 from tests.support.passwords import secured_broker
 from tests.support.process import BrokerProcess, module_broker
@@ -94,32 +95,6 @@ def test_a_range_is_read_over_websocket(
     )
     assert [row.body for row in rows] == [b"5", b"6", b"7", b"8"]
     assert read(stompbroker_format, url(broker), "/stream/empty", probeTimeout="0.5") == []
-
-
-def keep_publishing(
-    address: tuple[str, int], destination: str, stop: threading.Event
-) -> tuple[list[int], threading.Thread]:
-    """
-    Publish numbered messages until ``stop``.
-
-    :returns: the numbers sent (filled in as they are), and the publishing thread.
-    """
-    sent: list[int] = []
-
-    def run() -> None:
-        connection, inbox = connect(address)
-        number = 0
-        while not stop.is_set():
-            connection.send(destination, str(number), receipt=f"r{number}")
-            assert inbox.wait_for(lambda n=number: f"r{n}" in inbox.receipts)
-            sent.append(number)
-            number += 1
-            time.sleep(0.05)
-        connection.disconnect()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return sent, thread
 
 
 def test_a_streaming_query_restarted_from_its_checkpoint_loses_and_repeats_nothing(
