@@ -32,6 +32,16 @@ broker = module_broker("broker", "--data-dir", "none")
 
 #: Longest a child may take to start its JVM and run its first batches, in seconds.
 CHILD_DEADLINE = 60.0
+#: The child's JVM: the client compiler only and the serial collector start it
+#: in about 60% of the time, and its jobs are too small to miss the rest.
+QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def child_env() -> dict[str, str]:
+    """:returns: the environment of a query child: this checkout's code, a JVM quick to start."""
+    env = subprocess_env()
+    env["JDK_JAVA_OPTIONS"] = " ".join(filter(None, [env.get("JDK_JAVA_OPTIONS"), QUICK_JVM]))
+    return env
 
 
 def start_query(broker: BrokerProcess, workdir: Path) -> subprocess.Popen[str]:
@@ -47,7 +57,7 @@ def start_query(broker: BrokerProcess, workdir: Path) -> subprocess.Popen[str]:
             str(workdir / "checkpoint"),
         ],
         cwd=workdir,
-        env=subprocess_env(),
+        env=child_env(),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=(workdir / "child.log").open("a"),
