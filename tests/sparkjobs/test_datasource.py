@@ -1,8 +1,9 @@
 """
 The ``stompbroker`` data source against real brokers (``twistd``) and the shared
 local SparkSession: batch reads, a streaming query stopped and restarted from
-its checkpoint while messages keep arriving, writes consumed by ``stomp.py``,
-refusals, the statistics stream, and two nodes on a real ``redis-server``.
+its checkpoint while messages keep arriving, two streams at once, token logins,
+writes consumed by ``stomp.py``, refusals, the statistics stream, and two nodes
+on a real ``redis-server``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from pyspark.sql.streaming.query import StreamingQuery
 from sparkjobs import live, report
 from sparkjobs.datasource import register
 from sparkjobs.stats_io import read_stats_from_broker
+from tests.sparkjobs.publishing import keep_publishing
+from tests.support import tokens
 from tests.support.clients import connect, publish
 from tests.support.passwords import secured_broker
 from tests.support.process import BrokerProcess, module_broker
@@ -96,30 +99,30 @@ def test_a_range_is_read_over_websocket(
     assert read(stompbroker_format, url(broker), "/stream/empty", probeTimeout="0.5") == []
 
 
-def keep_publishing(
-    address: tuple[str, int], destination: str, stop: threading.Event
-) -> tuple[list[int], threading.Thread]:
-    """
-    Publish numbered messages until ``stop``.
-
-    :returns: the numbers sent (filled in as they are), and the publishing thread.
-    """
-    sent: list[int] = []
-
-    def run() -> None:
-        connection, inbox = connect(address)
-        number = 0
-        while not stop.is_set():
-            connection.send(destination, str(number), receipt=f"r{number}")
-            assert inbox.wait_for(lambda n=number: f"r{n}" in inbox.receipts)
-            sent.append(number)
-            number += 1
-            time.sleep(0.05)
-        connection.disconnect()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return sent, thread
+def test_two_streams_are_read_at_once_in_parallel_partitions(
+    broker: BrokerProcess, stompbroker_format: SparkSession
+) -> None:
+    """Two streams, each split in two offset ranges: four partitions, every message of each once."""
+    streams = {"/stream/left": 30, "/stream/right": 17}
+    for destination, count in streams.items():
+        publish(broker.address, destination, [f"{destination} {n}".encode() for n in range(count)])
+    rows = (
+        stompbroker_format.read.format("stompbroker")
+        .option("url", url(broker))
+        .option("destination", ",".join(streams))
+        .option("partitionsPerStream", "2")
+        .load()
+        .withColumn("part", F.spark_partition_id())
+        .collect()
+    )
+    assert len({row.part for row in rows}) == 4
+    for destination, count in streams.items():
+        got = sorted(
+            (row for row in rows if row.destination == destination), key=lambda r: r.offset
+        )
+        assert [row.body for row in got] == [f"{destination} {n}".encode() for n in range(count)]
+        assert [row.offset for row in got] == list(range(count))
+        assert len({row.part for row in got}) == 2
 
 
 def test_a_streaming_query_restarted_from_its_checkpoint_loses_and_repeats_nothing(
@@ -242,6 +245,36 @@ def test_rows_refused_by_the_broker_are_reported(
     )
     with pytest.raises(Exception, match="refused 1 of 3 rows: partition 0 row 1: access denied"):
         writer.save()
+
+
+@pytest.fixture(scope="module")
+def token_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker that takes HS256 tokens only (``--auth jwt:secret=...``)."""
+    workdir = tmp_path_factory.mktemp("tokens")
+    with BrokerProcess(
+        workdir, "--auth", tokens.hs256_auth(workdir), "--data-dir", "none"
+    ) as process:
+        yield process
+
+
+def test_a_stream_is_read_with_a_token_and_refused_without_one(
+    token_broker: BrokerProcess, stompbroker_format: SparkSession
+) -> None:
+    """Option token logs in with a JWT whose scope gives the read right; without it, no read."""
+    scope = "stompbroker.read:/stream/tokened stompbroker.write:/stream/tokened"
+    token = tokens.make_token(time.time(), tokens.SECRET, "HS256", scope=scope)
+    connection, inbox = connect(token_broker.address, login="", passcode=token)
+    for index in range(5):
+        connection.send("/stream/tokened", f"t{index}", receipt=f"t{index}")
+    assert inbox.wait_for(lambda: len(inbox.receipts) == 5)
+    connection.disconnect()
+    rows = read(stompbroker_format, url(token_broker), "/stream/tokened", token=token)
+    assert [row.body for row in rows] == [f"t{index}".encode() for index in range(5)]
+    with pytest.raises(Exception, match="StompBrokerError: login failed"):
+        read(stompbroker_format, url(token_broker), "/stream/tokened")
+    writer = tokens.make_token(time.time(), tokens.SECRET, "HS256", scope=scope.split()[1])
+    with pytest.raises(Exception, match="access denied: no read right on '/stream/tokened'"):
+        read(stompbroker_format, url(token_broker), "/stream/tokened", token=writer)
 
 
 def wait_for_stats(address: tuple[str, int], destination: str, count: int) -> set[str]:

@@ -7,7 +7,8 @@ test asks for it.
 Starting a JVM costs seconds, so the session is shared by the whole run:
 ``local[1]`` and one shuffle partition keep each job a handful of tasks, and
 the UI and progress bars are off so nothing listens on a port or scribbles on
-the terminal.
+the terminal.  :func:`local_session` builds it, and the session of a child
+process that a test kills (``tests/sparkjobs/query_child.py``).
 """
 
 from __future__ import annotations
@@ -23,16 +24,13 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-@pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    """A ``local[1]`` SparkSession in UTC, stopped when the test run ends."""
+def local_session(name: str) -> SparkSession:
+    """:returns: a ``local[1]`` SparkSession in UTC named ``name``, quiet, on loopback only."""
     from pyspark.sql import SparkSession
 
-    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
-        pytest.fail("the Spark tests need Java 17: apt-get install openjdk-17-jre-headless")
     session = (
         SparkSession.builder.master("local[1]")
-        .appName("stompbroker-tests")
+        .appName(name)
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.default.parallelism", "1")
         .config("spark.driver.memory", "512m")
@@ -44,5 +42,14 @@ def spark() -> Iterator[SparkSession]:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """A ``local[1]`` SparkSession in UTC, stopped when the test run ends."""
+    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+        pytest.fail("the Spark tests need Java 17: apt-get install openjdk-17-jre-headless")
+    session = local_session("stompbroker-tests")
     yield session
     session.stop()
