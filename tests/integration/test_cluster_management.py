@@ -147,7 +147,9 @@ def test_browse_and_purge_through_one_node_reach_another_nodes_read_ahead(
     assert status == 200 and headers["stompbroker-node"] == node_name(a)
     status, answer, _ = call(a, "DELETE", f"destinations/{segment(queue)}/messages")
     assert status == 200, answer
-    assert answer == {"destination": queue, "purged": 7, "node": node_name(a), "complete": True}
+    assert answer == {
+        "destination": queue, "vhost": "/", "purged": 7, "node": node_name(a), "complete": True
+    }
     assert browse(a, queue) == []
     assert browse(b, queue) == []
     held = sorted(message.body.decode() for message in inbox.messages)
@@ -225,8 +227,8 @@ def test_a_node_that_does_not_answer_makes_the_answer_incomplete(
         os.kill(b.pid, signal.SIGCONT)
     assert status == 200, answer
     assert answer == {
-        "destination": queue, "purged": 4, "node": node_name(a), "complete": False,
-        "missing": [b_name],
+        "destination": queue, "vhost": "/", "purged": 4, "node": node_name(a),
+        "complete": False, "missing": [b_name],
     }
     until_waiting(a, queue, waiting[:3])
     staying.disconnect()
