@@ -4,10 +4,8 @@ The faults, one class each: what it needs (a layout of the cluster and Redis's
 
 A fault is injected, held for its ``hold`` seconds, then healed; the run
 measures from the moment it heals.  Adding a fault class is adding a class
-here and a line in :data:`FAULTS`: a Sentinel failover, for instance, would
-ask for a ``sentinel`` layout (a primary, a replica and three Sentinels, built
-in :mod:`benchmarks.faults.cluster`) and inject ``SENTINEL FAILOVER`` or a
-SIGKILL of the primary.
+here and a line in :data:`FAULTS`.  A fault may also fix a setting of the
+nodes (``--engine-wait-replicas``), so that each setting is a row of the table.
 """
 
 from __future__ import annotations
@@ -31,12 +29,14 @@ class Fault:
     :ivar what: what it does, for the table.
     :ivar layout: the cluster layout it needs.
     :ivar fsync: the ``appendfsync`` it needs, or ``None`` for the run's.
+    :ivar wait_replicas: the nodes' ``--engine-wait-replicas``, or ``None`` for the run's.
     """
 
     name: str
     what: str
     layout: str = "direct"
     fsync: str | None = None
+    wait_replicas: int | None = None
 
     def hold(self, down: float, node_timeout: float) -> float:
         """
@@ -118,6 +118,49 @@ class ProxyCut(Fault):
         cluster.proxy.heal()
 
 
+@frozen
+class SentinelFailover(Fault):
+    """
+    ``SENTINEL FAILOVER`` (or, with ``kill``, a SIGKILL of the primary, which
+    the Sentinels notice after their ``down-after-milliseconds``); the heal
+    waits for the new primary and for the old one to replicate it (started
+    again first when killed).
+    """
+
+    kill: bool = False
+
+    def inject(self, cluster: FaultCluster) -> None:
+        assert cluster.sentinels is not None
+        if self.kill:
+            cluster.sentinels.kill_primary()
+        else:
+            cluster.sentinels.failover()
+
+    def heal(self, cluster: FaultCluster) -> None:
+        assert cluster.sentinels is not None
+        cluster.sentinels.recover()
+
+
+def _sentinel_faults() -> list[Fault]:
+    """Each Sentinel fault with and without the replica wait."""
+    faults: list[Fault] = []
+    for name, what, kill in (
+        ("sentinel-failover", "SENTINEL FAILOVER", False),
+        ("sentinel-kill-primary", "SIGKILL the primary; Sentinels fail over", True),
+    ):
+        for wait in (0, 1):
+            faults.append(
+                SentinelFailover(
+                    f"{name}-wait{wait}",
+                    f"{what}, --engine-wait-replicas {wait}",
+                    layout="sentinel",
+                    wait_replicas=wait,
+                    kill=kill,
+                )
+            )
+    return faults
+
+
 #: Every fault, by name, in the order the table lists them.
 FAULTS: dict[str, Fault] = {
     fault.name: fault
@@ -137,6 +180,7 @@ FAULTS: dict[str, Fault] = {
             layout="proxied",
             long=True,
         ),
+        *_sentinel_faults(),
     )
 }
 

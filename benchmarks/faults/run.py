@@ -81,10 +81,9 @@ def run_fault(
     :raises BenchmarkError: when the cluster does not start or the consumers cannot subscribe.
     """
     if fault.fsync is not None:
-        options = ClusterOptions(
-            options.node_timeout, options.outage_hold, fault.fsync, options.reactor,
-            options.node_args,
-        )  # fmt: skip
+        options = attrs.evolve(options, fsync=fault.fsync)
+    if fault.wait_replicas is not None:
+        options = attrs.evolve(options, wait_replicas=fault.wait_replicas)
     cluster = FaultCluster(workdir, options, fault.layout)
     clients: list[Consumer | Publisher] = []
     try:
@@ -141,6 +140,7 @@ def run_fault(
         "fault": fault.name,
         "fsync": options.fsync,
         "node_timeout": options.node_timeout,
+        "wait_replicas": options.wait_replicas,
         "held_s": round(healed - started, 3),
         "rate": load.rate,
     }
