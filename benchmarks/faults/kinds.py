@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import signal
 
+import attrs
 from attrs import frozen
 
 from benchmarks.errors import BenchmarkError
-from benchmarks.faults.cluster import FaultCluster
+from benchmarks.faults.cluster import ClusterOptions, FaultCluster
 
 __all__ = ["FAULTS", "Fault", "fault_named"]
 
@@ -45,6 +46,14 @@ class Fault:
         :returns: how long the fault lasts before it heals.
         """
         return down
+
+    def options(self, run: ClusterOptions) -> ClusterOptions:
+        """:returns: the run's cluster options with the settings this fault fixes."""
+        if self.fsync is not None:
+            run = attrs.evolve(run, fsync=self.fsync)
+        if self.wait_replicas is not None:
+            run = attrs.evolve(run, wait_replicas=self.wait_replicas)
+        return run
 
     def inject(self, cluster: FaultCluster) -> None:
         """Break something."""

@@ -80,10 +80,7 @@ def run_fault(
     :returns: the run's figures (:func:`benchmarks.faults.verdict.judge`) and its settings.
     :raises BenchmarkError: when the cluster does not start or the consumers cannot subscribe.
     """
-    if fault.fsync is not None:
-        options = attrs.evolve(options, fsync=fault.fsync)
-    if fault.wait_replicas is not None:
-        options = attrs.evolve(options, wait_replicas=fault.wait_replicas)
+    options = fault.options(options)
     cluster = FaultCluster(workdir, options, fault.layout)
     clients: list[Consumer | Publisher] = []
     try:
