@@ -1,14 +1,20 @@
 """
-The fault harness's judgement of a history (``benchmarks/faults/verdict.py``) and its
-command line's refusals, without sockets: the integration test runs the faults.
+The fault harness's judgement of a history (``benchmarks/faults/verdict.py``), the
+settings its faults fix (``benchmarks/faults/kinds.py``) and its command line's
+refusals, without sockets: the integration test runs the faults.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from benchmarks.cli import main
+from benchmarks.errors import BenchmarkError
 from benchmarks.faults.clients import Event
+from benchmarks.faults.cluster import ClusterOptions, FaultCluster
+from benchmarks.faults.kinds import FAULTS, fault_named
 from benchmarks.faults.verdict import Timeline, judge
 
 
@@ -64,6 +70,7 @@ def test_a_clean_history_is_ok() -> None:
         (["faults", "no-such-fault"], "faults are node-kill"),
         (["faults", "--repeat", "0"], "must be positive"),
         (["faults", "--fsync", "no"], "invalid choice"),
+        (["faults", "sentinel-failover"], "sentinel-failover-wait0"),
     ],
 )
 def test_bad_options_are_refused_with_the_reason(
@@ -73,3 +80,33 @@ def test_bad_options_are_refused_with_the_reason(
         main(argv)
     assert exit_.value.code == 2
     assert complaint in capsys.readouterr().err
+
+
+def test_each_sentinel_fault_runs_on_the_sentinel_layout_with_and_without_the_wait() -> None:
+    run = ClusterOptions(fsync="always", node_args=("--x",))
+    settings = {
+        name: (fault.layout, fault.options(run).wait_replicas)
+        for name, fault in FAULTS.items()
+        if name.startswith("sentinel-")
+    }
+    assert settings == {
+        "sentinel-failover-wait0": ("sentinel", 0),
+        "sentinel-failover-wait1": ("sentinel", 1),
+        "sentinel-kill-primary-wait0": ("sentinel", 0),
+        "sentinel-kill-primary-wait1": ("sentinel", 1),
+    }
+    # What the fault does not fix stays the run's.
+    fixed = fault_named("sentinel-kill-primary-wait1").options(run)
+    assert (fixed.fsync, fixed.node_args) == ("always", ("--x",))
+
+
+def test_a_fault_that_fixes_appendfsync_keeps_the_runs_replica_wait() -> None:
+    fixed = fault_named("redis-kill-always").options(ClusterOptions(wait_replicas=2))
+    assert (fixed.fsync, fixed.wait_replicas) == ("always", 2)
+
+
+def test_an_unknown_layout_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    cluster = FaultCluster(tmp_path, ClusterOptions(), "mesh")
+    with pytest.raises(BenchmarkError, match="layouts are direct, proxied, sentinel"):
+        cluster.start()
+    assert cluster.redis is None and cluster.sentinels is None and not cluster.nodes

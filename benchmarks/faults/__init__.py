@@ -10,7 +10,10 @@ history: receipted messages lost, duplicates with and without
 
 - :mod:`~benchmarks.faults.servers`: Redis with an AOF, restartable on its
   port, and the TCP proxy that cuts a node from it;
-- :mod:`~benchmarks.faults.cluster`: Redis, the proxy and the nodes of one run;
+- :mod:`~benchmarks.faults.sentinels`: a primary, a replica and three
+  Sentinels, for the failover faults;
+- :mod:`~benchmarks.faults.cluster`: Redis (or the Sentinels), the proxy and
+  the nodes of one run;
 - :mod:`~benchmarks.faults.kinds`: the faults, one class each;
 - :mod:`~benchmarks.faults.clients`: the recording clients and their history;
 - :mod:`~benchmarks.faults.verdict`: what the history says;

@@ -1,13 +1,13 @@
 """
 The cluster of one run: a ``redis-server`` with its AOF, two nodes on it (A for
 the publishers, B for the consumers), and, when the fault asks for it, the proxy
-between node B and Redis.
+between node B and Redis, or a primary, a replica and three Sentinels in Redis's
+place (the nodes then find the primary through the Sentinels).
 
 A node killed is started again by :meth:`FaultCluster.restart` on a new port,
 as a supervisor would; the clients ask :meth:`FaultCluster.address` where a
-node listens each time they connect.  A fault that needs another layout (a
-replica and Sentinels, for a failover) says so by its ``layout``, and this is
-the one place that builds it.
+node listens each time they connect.  A fault that needs another layout says
+so by its ``layout``, and this is the one place that builds it.
 """
 
 from __future__ import annotations
@@ -19,14 +19,16 @@ from pathlib import Path
 from attrs import define, field
 
 from benchmarks.errors import BenchmarkError
+from benchmarks.faults.sentinels import SentinelGroup
 from benchmarks.faults.servers import PersistentRedis, Proxy
 from benchmarks.launcher import BrokerProcess
 
 __all__ = ["LAYOUTS", "ClusterOptions", "FaultCluster"]
 
-#: The layouts a fault may ask for: both nodes straight on Redis, or node B
-#: through the harness's proxy.
-LAYOUTS = ("direct", "proxied")
+#: The layouts a fault may ask for: both nodes straight on Redis, node B
+#: through the harness's proxy, or both nodes on a primary and a replica
+#: through three Sentinels (``redis+sentinel://``).
+LAYOUTS = ("direct", "proxied", "sentinel")
 
 
 @define(frozen=True)
@@ -39,6 +41,7 @@ class ClusterOptions:
     :ivar fsync: Redis's ``appendfsync``.
     :ivar reactor: the nodes' twistd reactor.
     :ivar node_args: more options for both nodes.
+    :ivar wait_replicas: their ``--engine-wait-replicas``: replicas a RECEIPT waits for.
     """
 
     node_timeout: float = 2.0
@@ -46,12 +49,14 @@ class ClusterOptions:
     fsync: str = "everysec"
     reactor: str = "uvloop"
     node_args: tuple[str, ...] = ()
+    wait_replicas: int = 0
 
 
 @define
 class FaultCluster:
     """
-    Redis and nodes ``a`` and ``b``, started by :meth:`start`, stopped by :meth:`stop`.
+    Redis (or a Sentinel group) and nodes ``a`` and ``b``, started by
+    :meth:`start`, stopped by :meth:`stop`.
 
     :ivar workdir: where each process gets a directory and a log.
     :ivar options: how the nodes run.
@@ -63,21 +68,30 @@ class FaultCluster:
     layout: str = "direct"
     redis: PersistentRedis | None = None
     proxy: Proxy | None = None
+    sentinels: SentinelGroup | None = None
     nodes: dict[str, BrokerProcess] = field(factory=dict)
     starts: int = 0
 
     def start(self) -> None:
-        """Start Redis, the proxy if the layout has one, and both nodes."""
+        """Start Redis (or the Sentinel group), the proxy if the layout has one, and both nodes."""
         if self.layout not in LAYOUTS:
             raise BenchmarkError(f"layouts are {', '.join(LAYOUTS)}; got {self.layout!r}")
-        self.redis = PersistentRedis(self.workdir / "redis", self.options.fsync)
-        if self.layout == "proxied":
-            self.proxy = Proxy(self.redis.port)
+        if self.layout == "sentinel":
+            self.sentinels = SentinelGroup(self.workdir / "sentinel", self.options.fsync)
+        else:
+            self.redis = PersistentRedis(self.workdir / "redis", self.options.fsync)
+            if self.layout == "proxied":
+                self.proxy = Proxy(self.redis.port)
         for name in ("a", "b"):
             self.nodes[name] = self._node(name)
 
     def engine_url(self, name: str) -> str:
-        """:returns: node ``name``'s ``--engine`` URL (through the proxy for B when proxied)."""
+        """
+        :returns: node ``name``'s ``--engine`` URL (through the proxy for B when
+            proxied, through the Sentinels in the ``sentinel`` layout).
+        """
+        if self.sentinels is not None:
+            return self.sentinels.url
         if self.redis is None:
             raise BenchmarkError("the cluster is not started")
         if name == "b" and self.proxy is not None:
@@ -92,6 +106,7 @@ class FaultCluster:
             "--engine", self.engine_url(name),
             "--node-timeout", f"{options.node_timeout:g}",
             "--engine-outage-hold", f"{options.outage_hold:g}",
+            "--engine-wait-replicas", str(options.wait_replicas),
             *options.node_args,
             http=None,
             reactor=options.reactor,
@@ -123,7 +138,7 @@ class FaultCluster:
         return {name: str(node.log_path) for name, node in self.nodes.items()}
 
     def stop(self) -> None:
-        """Stop the nodes (waking a stopped one first), the proxy and Redis."""
+        """Stop the nodes (waking a stopped one first), the proxy, and Redis or the Sentinels."""
         for node in self.nodes.values():
             if node.process.poll() is None:
                 os.kill(node.pid, signal.SIGCONT)
@@ -132,3 +147,5 @@ class FaultCluster:
             self.proxy.close()
         if self.redis is not None:
             self.redis.stop()
+        if self.sentinels is not None:
+            self.sentinels.stop()

@@ -4,20 +4,19 @@ The faults, one class each: what it needs (a layout of the cluster and Redis's
 
 A fault is injected, held for its ``hold`` seconds, then healed; the run
 measures from the moment it heals.  Adding a fault class is adding a class
-here and a line in :data:`FAULTS`: a Sentinel failover, for instance, would
-ask for a ``sentinel`` layout (a primary, a replica and three Sentinels, built
-in :mod:`benchmarks.faults.cluster`) and inject ``SENTINEL FAILOVER`` or a
-SIGKILL of the primary.
+here and a line in :data:`FAULTS`.  A fault may also fix a setting of the
+nodes (``--engine-wait-replicas``), so that each setting is a row of the table.
 """
 
 from __future__ import annotations
 
 import signal
 
+import attrs
 from attrs import frozen
 
 from benchmarks.errors import BenchmarkError
-from benchmarks.faults.cluster import FaultCluster
+from benchmarks.faults.cluster import ClusterOptions, FaultCluster
 
 __all__ = ["FAULTS", "Fault", "fault_named"]
 
@@ -31,12 +30,14 @@ class Fault:
     :ivar what: what it does, for the table.
     :ivar layout: the cluster layout it needs.
     :ivar fsync: the ``appendfsync`` it needs, or ``None`` for the run's.
+    :ivar wait_replicas: the nodes' ``--engine-wait-replicas``, or ``None`` for the run's.
     """
 
     name: str
     what: str
     layout: str = "direct"
     fsync: str | None = None
+    wait_replicas: int | None = None
 
     def hold(self, down: float, node_timeout: float) -> float:
         """
@@ -45,6 +46,14 @@ class Fault:
         :returns: how long the fault lasts before it heals.
         """
         return down
+
+    def options(self, run: ClusterOptions) -> ClusterOptions:
+        """:returns: the run's cluster options with the settings this fault fixes."""
+        if self.fsync is not None:
+            run = attrs.evolve(run, fsync=self.fsync)
+        if self.wait_replicas is not None:
+            run = attrs.evolve(run, wait_replicas=self.wait_replicas)
+        return run
 
     def inject(self, cluster: FaultCluster) -> None:
         """Break something."""
@@ -118,6 +127,49 @@ class ProxyCut(Fault):
         cluster.proxy.heal()
 
 
+@frozen
+class SentinelFailover(Fault):
+    """
+    ``SENTINEL FAILOVER`` (or, with ``kill``, a SIGKILL of the primary, which
+    the Sentinels notice after their ``down-after-milliseconds``); the heal
+    waits for the new primary and for the old one to replicate it (started
+    again first when killed).
+    """
+
+    kill: bool = False
+
+    def inject(self, cluster: FaultCluster) -> None:
+        assert cluster.sentinels is not None
+        if self.kill:
+            cluster.sentinels.kill_primary()
+        else:
+            cluster.sentinels.failover()
+
+    def heal(self, cluster: FaultCluster) -> None:
+        assert cluster.sentinels is not None
+        cluster.sentinels.recover()
+
+
+def _sentinel_faults() -> list[Fault]:
+    """Each Sentinel fault with and without the replica wait."""
+    faults: list[Fault] = []
+    for name, what, kill in (
+        ("sentinel-failover", "SENTINEL FAILOVER", False),
+        ("sentinel-kill-primary", "SIGKILL the primary; Sentinels fail over", True),
+    ):
+        for wait in (0, 1):
+            faults.append(
+                SentinelFailover(
+                    f"{name}-wait{wait}",
+                    f"{what}, --engine-wait-replicas {wait}",
+                    layout="sentinel",
+                    wait_replicas=wait,
+                    kill=kill,
+                )
+            )
+    return faults
+
+
 #: Every fault, by name, in the order the table lists them.
 FAULTS: dict[str, Fault] = {
     fault.name: fault
@@ -137,6 +189,7 @@ FAULTS: dict[str, Fault] = {
             layout="proxied",
             long=True,
         ),
+        *_sentinel_faults(),
     )
 }
 

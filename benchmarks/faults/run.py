@@ -80,11 +80,7 @@ def run_fault(
     :returns: the run's figures (:func:`benchmarks.faults.verdict.judge`) and its settings.
     :raises BenchmarkError: when the cluster does not start or the consumers cannot subscribe.
     """
-    if fault.fsync is not None:
-        options = ClusterOptions(
-            options.node_timeout, options.outage_hold, fault.fsync, options.reactor,
-            options.node_args,
-        )  # fmt: skip
+    options = fault.options(options)
     cluster = FaultCluster(workdir, options, fault.layout)
     clients: list[Consumer | Publisher] = []
     try:
@@ -141,6 +137,7 @@ def run_fault(
         "fault": fault.name,
         "fsync": options.fsync,
         "node_timeout": options.node_timeout,
+        "wait_replicas": options.wait_replicas,
         "held_s": round(healed - started, 3),
         "rate": load.rate,
     }

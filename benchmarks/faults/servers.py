@@ -36,11 +36,13 @@ class PersistentRedis:
 
     :param directory: its data directory (the AOF) and log.
     :param fsync: ``always`` or ``everysec``.
+    :param replica_of: the port of a primary on 127.0.0.1 it replicates at its
+        first start (a restart leaves the role to the Sentinels).
     :raises BenchmarkError: if ``redis-server`` is missing, the policy unknown,
         or it does not start.
     """
 
-    def __init__(self, directory: Path, fsync: str) -> None:
+    def __init__(self, directory: Path, fsync: str, replica_of: int | None = None) -> None:
         if fsync not in FSYNC_POLICIES:
             raise BenchmarkError(
                 f"appendfsync is one of {', '.join(FSYNC_POLICIES)}; got {fsync!r}"
@@ -56,15 +58,19 @@ class PersistentRedis:
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
         directory.mkdir(parents=True, exist_ok=True)
-        self.start()
+        self.start(replica_of)
 
     @property
     def url(self) -> str:
         """Its ``--engine`` URL."""
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self) -> None:
-        """Start it (again: same port, same AOF) and wait until it answers PING."""
+    def start(self, replica_of: int | None = None) -> None:
+        """
+        Start it (again: same port, same AOF) and wait until it answers PING.
+
+        :param replica_of: the port of the primary it replicates, if any.
+        """
         command = [
             self.binary,
             "--port", str(self.port),
@@ -74,6 +80,8 @@ class PersistentRedis:
             "--appendfsync", self.fsync,
             "--dir", str(self.directory),
         ]  # fmt: skip
+        if replica_of is not None:
+            command += ["--replicaof", "127.0.0.1", str(replica_of)]
         with open(self.directory / "redis.log", "ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + REDIS_TIMEOUT
