@@ -407,6 +407,17 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server.stop()
 
 
+@pytest.fixture
+def redis_client(redis_server: RedisServer) -> Iterator[Any]:
+    """A plain redis-py client of the module's server, on an emptied database."""
+    import redis
+
+    connection = redis.Redis(port=redis_server.port)
+    connection.flushdb()
+    yield connection
+    connection.close()
+
+
 #: The nodes' --node-timeout in the cluster tests, in seconds: short, so a dead
 #: node's messages come back quickly.
 NODE_TIMEOUT = "2"

@@ -46,17 +46,24 @@ def message(destination: str, body: bytes = b"x", message_id: str = "n-1") -> Me
 def test_a_job_keeps_its_schedule_and_message_through_the_hash() -> None:
     """What pack_job writes, unpack_job reads back: the state line, then the message."""
     packed = pack_job("node", message("/queue/q", b"line\nbreak"), Schedule(5, 200, -1))
-    assert packed.startswith(b"200 -1 0 0\n")
+    assert packed.startswith(b"200 -1 0 0 0\n")
     state = unpack_job(packed)
-    assert (state.period, state.remaining, state.fired, state.leased) == (200, -1, 0, False)
+    assert (state.period, state.remaining, state.fired, state.done, state.flying) == (
+        200,
+        -1,
+        0,
+        False,
+        0,
+    )
     assert (state.message.destination, state.message.body) == ("/queue/q", b"line\nbreak")
 
 
-def test_a_claimed_last_delivery_reads_as_leased() -> None:
-    """The CLAIM script's state line for a last delivery ends in 1."""
-    value = b"0 0 1 1\n" + encode("node", message("/topic/t"))
+def test_only_the_latest_delivery_of_a_done_job_is_its_last() -> None:
+    """A done job: its latest delivery is the last; an earlier one recovered is not."""
+    value = b"0 0 3 1 2\n" + encode("node", message("/topic/t"))
     state = unpack_job(value)
-    assert (state.fired, state.leased) == (1, True)
+    assert (state.fired, state.done, state.flying) == (3, True, 2)
+    assert state.is_last(3) and not state.is_last(2)
 
 
 def test_a_notice_sets_the_timer_and_a_later_one_keeps_it() -> None:
