@@ -38,6 +38,7 @@ import asyncio
 from itertools import count
 from typing import Any
 
+from attrs import evolve
 from redis.exceptions import ResponseError
 
 from stompbroker.broker.engine.redis.codec import decode
@@ -49,68 +50,132 @@ from stompbroker.broker.engine.redis.consumer_registry import (
     Roster,
     registry_key,
 )
-from stompbroker.broker.engine.redis.lanes import mode_key
+from stompbroker.broker.engine.redis.lanes import lane_streams, mode_key
 from stompbroker.broker.features.selectors import message_properties
+from stompbroker.broker.queueing.consumer_choice import ConsumerOptions
+from stompbroker.broker.queueing.dispatch import assign_owner, declare_single_active
+from stompbroker.broker.queueing.groups import first_for_consumer
 from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
 
-__all__ = ["MOVE", "RETURN_NODE", "ClusterDispatch", "candidate_nodes"]
+__all__ = [
+    "MOVE",
+    "RETURN_NODE",
+    "ClusterDispatch",
+    "candidate_consumers",
+    "candidate_nodes",
+    "local_options",
+]
 
 log = logger("stompbroker.broker.engine.redis")
 
-#: KEYS: registry, groups hash.  ARGV: group, node-stream prefix, destination,
-#: this node, then per entry: source stream, entry id, payload, message group
-#: ('' none), closes group (0/1), active node ('' none), n, then n candidate
-#: nodes each with the windows of its consumers there.
-#: Answers per entry the node it went to, or '' when none may take it.
+#: KEYS: registry, groups hash, mode hash.  ARGV: group, node-stream prefix,
+#: destination, this node, whether this node's consumers have room (0/1), then
+#: per entry: source stream, entry id, payload, message group ('' none), closes
+#: group (0/1), the active consumer's field ('' none), n, m, then n candidate
+#: nodes each with the windows of its consumers there, then (for a grouped
+#: entry) m candidate consumers, best first, each as field, node, priority, order.
+#: Answers per entry the node it went to ('' when none may take it) and the
+#: consumer that owns its group there ('' none).
 MOVE = """
 local group, prefix, destination, me = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local registered = {}
+local room_here = ARGV[5] == '1'
+local fields, registered = {}, {}
 for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
+  fields[field] = true
   registered[string.match(field, '^(.*)/[^/]*$')] = true
 end
 local function room(node, window)
-  if node == me then return true end
+  if node == me then return room_here end
+  if not window then return false end
   local stream = prefix .. node .. ':' .. destination
   return redis.call('XLEN', stream) < window
 end
+-- A new owner for a group, as one node's round-robin picks it: in the highest
+-- priority that has a consumer with room, the next after the last one picked
+-- there (field t:PRIORITY of the mode hash), wrapping; the next in turn of the
+-- highest priority when none has room.
+local function pick(base, m, windows)
+  local fallback = nil
+  local c = 1
+  while c <= m do
+    local priority = ARGV[base + 4 * c - 2]
+    local d = c
+    while d < m and ARGV[base + 4 * d + 2] == priority do d = d + 1 end
+    local last = tonumber(redis.call('HGET', KEYS[3], 't:' .. priority)) or -1
+    local after, any, first_after, first_any = nil, nil, nil, nil
+    for k = c, d do
+      local field, node = ARGV[base + 4 * k - 4], ARGV[base + 4 * k - 3]
+      local order = tonumber(ARGV[base + 4 * k - 1])
+      if fields[field] then
+        if order > last then first_after = first_after or k end
+        first_any = first_any or k
+        if room(node, windows[node]) then
+          if order > last then after = after or k end
+          any = any or k
+        end
+      end
+    end
+    local chosen = after or any
+    fallback = fallback or first_after or first_any
+    if chosen then return chosen end
+    c = d + 1
+  end
+  return fallback
+end
 local answers = {}
-local i = 5
+local i = 6
 while i <= #ARGV do
   local source, id, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local message_group, closes, active = ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
-  local n = tonumber(ARGV[i + 6])
-  local target = nil
+  local n, m = tonumber(ARGV[i + 6]), tonumber(ARGV[i + 7])
+  local windows, target, owner = {}, nil, nil
+  local nodes = i + 8
+  local consumers = nodes + 2 * n
+  for c = 0, n - 1 do windows[ARGV[nodes + 2 * c]] = tonumber(ARGV[nodes + 2 * c + 1]) end
   if message_group ~= '' then
-    local owner = redis.call('HGET', KEYS[2], message_group)
-    if owner and registered[owner] and (active == '' or owner == active) then target = owner end
-  end
-  if not target then
+    owner = redis.call('HGET', KEYS[2], message_group)
+    if owner and fields[owner] and (active == '' or owner == active) then
+      target = string.match(owner, '^(.*)/[^/]*$')
+    else
+      owner = nil
+      local k = pick(consumers, m, windows)
+      if k then
+        owner = ARGV[consumers + 4 * k - 4]
+        target = ARGV[consumers + 4 * k - 3]
+        redis.call('HSET', KEYS[3], 't:' .. ARGV[consumers + 4 * k - 2],
+          ARGV[consumers + 4 * k - 1])
+        redis.call('HSET', KEYS[2], message_group, owner)
+      end
+    end
+    if owner and closes == '1' then redis.call('HDEL', KEYS[2], message_group) end
+  else
     local first = nil
-    for c = 1, n do
-      local node, window = ARGV[i + 5 + 2 * c], tonumber(ARGV[i + 6 + 2 * c])
+    for c = 0, n - 1 do
+      local node = ARGV[nodes + 2 * c]
       if registered[node] then
         first = first or node
-        if room(node, window) then target = node break end
+        if room(node, windows[node]) then target = node break end
       end
     end
     target = target or first
-    if target and message_group ~= '' then redis.call('HSET', KEYS[2], message_group, target) end
-  end
-  if target and message_group ~= '' and closes == '1' then
-    redis.call('HDEL', KEYS[2], message_group)
   end
   if target and target ~= me then
     local stream = prefix .. target .. ':' .. destination
     if redis.call('EXISTS', stream) == 0 then
       redis.call('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
     end
-    redis.call('XADD', stream, '*', 'm', payload)
+    if owner then
+      redis.call('XADD', stream, '*', 'm', payload, 'o', owner)
+    else
+      redis.call('XADD', stream, '*', 'm', payload)
+    end
     redis.call('XACK', source, group, id)
     redis.call('XDEL', source, id)
   end
   answers[#answers + 1] = target or ''
-  i = i + 7 + 2 * n
+  answers[#answers + 1] = owner or ''
+  i = consumers + 4 * m
 end
 return answers
 """
@@ -170,6 +235,9 @@ return 0
 #: Most entries the deciding node reads at once, whatever its own consumers' room.
 DECIDE_READ = 200
 
+#: Numbers this node's registry fields, across all its queues and their handles.
+_FIELD_NUMBERS = count(1)
+
 
 def candidate_nodes(takers: list[Registered], here: str, room_here: bool) -> list[Any]:
     """
@@ -201,6 +269,32 @@ def candidate_nodes(takers: list[Registered], here: str, room_here: bool) -> lis
     return flat
 
 
+def candidate_consumers(takers: list[Registered]) -> list[Any]:
+    """
+    :param takers: the consumers that may take a grouped message, best first
+        (:meth:`~.consumer_registry.Roster.takers`).
+    :returns: them flat, each as field, node, priority, order: what :data:`MOVE`
+        picks a group's new owner from, by one node's round-robin.
+    """
+    flat: list[Any] = []
+    for taker in takers:
+        flat += [taker.field, taker.node, taker.priority, taker.order]
+    return flat
+
+
+def local_options(options: ConsumerOptions | None) -> ConsumerOptions | None:
+    """
+    :returns: a consumer's options for its node's local queue: without
+        ``x-single-active-consumer``, which is the queue's shared declaration
+        (:meth:`ClusterDispatch.refresh` gives it to the local queue), or ``None``
+        when nothing else is left.
+    """
+    if options is None or options.single_active is None:
+        return options
+    stripped = evolve(options, single_active=None)
+    return None if stripped.is_plain else stripped
+
+
 class ClusterDispatch:
     """
     One shared queue's consumers in the registry, and the decisions of this node's reads.
@@ -209,14 +303,18 @@ class ClusterDispatch:
     :param destination: the ``/queue/`` destination.
     :param stream: the queue's stream.
     :param has_room: whether this node's consumers have room now.
+    :param local: this node's local queue of it (its consumers' one-node rules).
 
     :ivar active: whether reads are decided here (the queue's consumers or
         messages ask for it).
     :ivar own: this node's own stream of the queue.
     """
 
-    def __init__(self, engine: Any, destination: str, stream: str, has_room: Any) -> None:
+    def __init__(
+        self, engine: Any, destination: str, stream: str, has_room: Any, local: Any
+    ) -> None:
         self._engine = engine
+        self._local = local
         prefix = engine.names.prefix
         self.destination = destination
         self.stream = stream
@@ -241,7 +339,8 @@ class ClusterDispatch:
         #: Whether the registry changed since the held entries were last decided.
         self.changed = False
         self._fields: dict[Any, str] = {}
-        self._numbers = count(1)
+        #: field -> this node's consumer registered under it (a group's owner).
+        self._consumers: dict[str, Any] = {}
         #: Held while what a dead node had is taken over, so that the entries it
         #: held are decided (and a group's go to its new owner) before newer ones.
         self.lock = asyncio.Lock()
@@ -256,30 +355,40 @@ class ClusterDispatch:
 
     def register(self, consumer: Any, selector: Any, options: Any, window: int) -> None:
         """Register a local consumer (one script through the ordered writer)."""
-        field = f"{self._engine.ids.node}/{next(self._numbers)}"
+        engine = self._engine
+        # Unique in the node's life, so that a group never passes to a later
+        # consumer that happens to reuse a departed owner's field.
+        field = f"{engine.ids.node}/{next(_FIELD_NUMBERS)}"
         self._fields[consumer] = field
+        self._consumers[field] = consumer
         single = "" if options is None or options.single_active is None else options.single_active
-        self._engine.writer.command(
+        lanes = lane_streams(engine.names.prefix, self.stream, self.destination)
+        engine.writer.command(
             "EVAL",
             REGISTER,
-            2,
+            2 + len(lanes),
             self.registry,
             self.mode,
+            *lanes,
             field,
-            self._engine.ids.node,
+            engine.ids.node,
             "" if selector is None else selector.text,
             0 if options is None else options.priority,
             int(options is not None and options.exclusive),
             "" if single == "" else int(bool(single)),
             window,
+            engine.names.alive(""),
         )
-        if selector is not None or (options is not None and not options.is_plain):
+        # x-single-active-consumer alone asks for nothing until the shared
+        # declaration says the queue is single-active (refresh).
+        if selector is not None or local_options(options) is not None:
             self.active = True
 
     def unregister(self, consumer: Any) -> None:
         """Remove a local consumer from the registry."""
         field = self._fields.pop(consumer, None)
         if field is not None:
+            del self._consumers[field]
             self._engine.writer.command("EVAL", UNREGISTER, 2, self.registry, self.mode, field)
 
     async def make_own(self) -> None:
@@ -348,6 +457,25 @@ class ClusterDispatch:
         self._version = version
         self.roster = Roster.read(entries, alive, single == b"1")
         self.active = self.active or self.roster.needs_features or self.grouped
+        declare_single_active(self._local, self.roster.single_active)
+
+    def adopt(self, message: Message, fields: Any) -> Message:
+        """
+        Give a grouped message's group, in the local queue, to the consumer
+        :data:`MOVE` made its owner (field ``o`` of its entry), unless the local
+        queue has an owner for it already.
+
+        :returns: the message to enqueue: marked the first of its group for that
+            consumer when the group came to it now, as on one node.
+        """
+        owner = fields.get(b"o")
+        group = message.group
+        if owner is None or group is None:
+            return message
+        consumer = self._consumers.get(owner.decode() if isinstance(owner, bytes) else owner)
+        if consumer is not None and assign_owner(self._local, group, consumer):
+            return first_for_consumer(message)
+        return message
 
     async def forget(self, node: str) -> None:
         """A node is dead: forget its consumers and groups, and hand back its own stream."""
@@ -403,25 +531,42 @@ class ClusterDispatch:
         here = engine.ids.node
         roster = self.roster
         selecting = any(c.selector is not None for c in roster.consumers)
-        active = "" if roster.active is None else roster.active.node
+        active = "" if roster.active is None else roster.active.field
         room_here = self._has_room()
-        args: list[Any] = [engine.names.group, self.node_prefix, self.destination, here]
+        args: list[Any] = [
+            engine.names.group,
+            self.node_prefix,
+            self.destination,
+            here,
+            int(room_here),
+        ]
         for stream, entry_id, payload, _ in batch:
             _, message = decode(payload)
             properties = message_properties(message) if selecting else None
-            nodes = candidate_nodes(roster.takers(properties), here, room_here)
+            takers = roster.takers(properties)
+            nodes = candidate_nodes(takers, here, room_here)
             group, closes = _group_of(message)
-            args += [stream, entry_id, payload, group or "", int(closes), active, len(nodes) // 2]
-            args += nodes
-        answers = await engine.client.eval(MOVE, 2, self.registry, self.groups, *args)
+            consumers = candidate_consumers(takers) if group is not None else []
+            args += [stream, entry_id, payload, group or "", int(closes), active]
+            args += [len(nodes) // 2, len(consumers) // 4, *nodes, *consumers]
+        answers = await engine.client.eval(
+            MOVE, 3, self.registry, self.groups, self.mode, *args
+        )
         kept: list[tuple[str, list[Any]]] = []
-        for (stream, entry_id, payload, fields), answer in zip(batch, answers, strict=True):
-            target = answer.decode() if isinstance(answer, bytes) else answer
+        for index, (stream, entry_id, payload, fields) in enumerate(batch):
+            target, owner = _text(answers[2 * index]), answers[2 * index + 1]
             if target == here:
+                if owner:
+                    fields = {**fields, b"o": owner}
                 kept.append((stream, [(entry_id, fields)]))
             elif not target:
                 self.held.append((stream, entry_id, payload))
         return kept
+
+
+def _text(value: Any) -> str:
+    text: str = value.decode() if isinstance(value, bytes) else value
+    return text
 
 
 def _node_of(field: Any) -> str:

@@ -43,7 +43,7 @@ from stompbroker.broker.engine.redis.connection import (
     BACKOFF_CAP,
     CONNECTION_ERRORS,
 )
-from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
+from stompbroker.broker.engine.redis.dispatch import ClusterDispatch, local_options
 from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.lapse import Aside
 from stompbroker.broker.engine.redis.queue_reading import QueueReading
@@ -151,7 +151,7 @@ class StreamQueue:
         self._cluster: ClusterDispatch | None = None
         if durable is None:
             self._cluster = ClusterDispatch(
-                engine, destination, self._stream, lambda: self.room() > 0
+                engine, destination, self._stream, lambda: self.room() > 0, self.local
             )
         #: How this node reads the queue: its stream, or its priority lanes.
         self._reading = QueueReading(
@@ -281,7 +281,12 @@ class StreamQueue:
         self._traffic.queues.add(self.local)
         self._recovery.check_lapse()
         consumer = self.local.add_consumer(
-            subscriber, window, max_redeliveries, selector=selector, options=options, held=held
+            subscriber,
+            window,
+            max_redeliveries,
+            selector=selector,
+            options=options if self._cluster is None else local_options(options),
+            held=held,
         )
         if self._cluster is not None:
             self._cluster.register(
@@ -451,6 +456,9 @@ class StreamQueue:
                 message.redeliveries += int(fields[b"r"])
             if redelivered is not None:
                 message.redeliveries += redelivered.get(entry_id, 1)
+            if b"o" in fields and self._cluster is not None:
+                # A group's owner the deciding node chose (dispatch.MOVE).
+                message = self._cluster.adopt(message, fields)
             settling.hold(message.message_id, settling.key(stream, entry_id))
             self.local.enqueue(message)
             taken += 1
