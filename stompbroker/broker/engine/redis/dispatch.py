@@ -16,12 +16,22 @@ get it (:meth:`ClusterDispatch.decide`):
   batch read, gives each entry to the first candidate node that has nothing
   waiting unread in its own stream (``PREFIX:qn:NODE:/queue/NAME``; the first
   candidate when all do), moving it there (``XADD`` there, ``XACK`` and
-  ``XDEL`` of the entry read); a message of a group goes to its group's owner
-  node (the hash ``PREFIX:qg:/queue/NAME``, group -> node), set atomically by
-  the same script when it has none, moved to the exclusive consumer's node
-  when that one took over;
+  ``XDEL`` of the entry read); a message of a group goes to the node of its
+  group's owner, a consumer (the hash ``PREFIX:qg:/queue/NAME``, group ->
+  ``NODE/N``), while that consumer is registered; a group without one (new,
+  or its owner left or died, or an exclusive consumer took over) gets the
+  consumer one node's round-robin picks, set atomically by the same script:
+  in the highest priority with room, the next after the last one picked
+  there (field ``t:PRIORITY`` of the mode hash).  The entry carries its owner
+  (field ``o``), and the receiving node's local queue gives the group to that
+  consumer (:meth:`ClusterDispatch.adopt`), first-for-consumer as on one node;
 - an entry no consumer accepts stays pending on this node, outside its local
   queue, and is decided again when the registry changes.
+
+``x-single-active-consumer`` is the queue's one shared declaration (field
+``sa`` of the mode hash, :mod:`.consumer_registry`): a node's local queue never
+declares it from its own first SUBSCRIBE (:func:`local_options`) but takes it
+from each read of the registry (:meth:`ClusterDispatch.refresh`).
 
 Each node reads its own stream with its queue's stream in one ``XREADGROUP``.
 A node that leaves a queue, or dies, hands back what its own stream holds to the
