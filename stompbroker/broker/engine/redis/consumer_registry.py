@@ -3,9 +3,10 @@ Every node's consumers of a shared queue, registered in Redis, so that whichever
 node reads a message can tell which consumer, on which node, should get it.
 
 - ``PREFIX:qc:/queue/NAME``: a hash, ``NODE/N`` (the node's N-th registered
-  consumer, counted over the node's life, so a field is never reused) -> ``[node, selector, priority, exclusive, order, window]``,
-  where ``order`` is the registration's rank in the queue (a counter in the mode
-  hash), so that "earliest among equals" means the same on every node.
+  consumer, counted over the node's life, so a field is never reused) ->
+  ``[node, selector, priority, exclusive, order, window]``, where ``order``
+  is the registration's rank in the queue (a counter in the mode hash), so
+  that "earliest among equals" means the same on every node.
 - ``PREFIX:qm:/queue/NAME`` (the mode hash, :mod:`.lanes`): ``v``, a version
   bumped by every change of the registry; ``s``, the order counter; ``sa``,
   ``1`` while the queue is declared ``x-single-active-consumer``: one
