@@ -15,7 +15,7 @@ from typing import Any
 import redis
 
 from stompbroker.broker.engine.redis.consumer_registry import REGISTER, UNREGISTER
-from stompbroker.broker.engine.redis.dispatch import MOVE
+from stompbroker.broker.engine.redis.dispatch_scripts import MOVE
 from stompbroker.broker.engine.redis.lanes import lane_streams
 from tests.support.redis import redis_client, redis_server  # noqa: F401
 

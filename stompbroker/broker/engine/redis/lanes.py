@@ -33,7 +33,7 @@ LANE_ORDER = tuple(range(HIGHEST_PRIORITY, -1, -1))
 #: Reads up to ``count`` new entries, highest lane first, making the group of a
 #: lane that has none yet.  Answers ``{1, {lane index, id, payload, group
 #: owner ('' none: field ``o`` of an entry a node's own stream got from
-#: :data:`~.dispatch.MOVE`)}...}``; or,
+#: :data:`~.dispatch_scripts.MOVE`)}...}``; or,
 #: with nothing to read, ``{0, newest id of each lane}`` for the wait.
 READ_LANES = """
 local group, consumer, left = ARGV[1], ARGV[2], tonumber(ARGV[3])
