@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import redis
 
-from tests.support.clients import WAIT, Collector, connect, publish, through
+from tests.support.clients import Collector, connect, publish, through
 from tests.support.process import BrokerProcess
 from tests.support.redis import (  # noqa: F401
     NODE_TIMEOUT,
@@ -34,6 +34,9 @@ from tests.support.redis import (  # noqa: F401
 pytestmark = pytest.mark.integration
 
 SINGLE_ACTIVE = "x-single-active-consumer"
+
+#: Seconds a test waits for what the nodes owe it: generous, for a loaded machine.
+WAIT = 15.0
 
 
 def unique(prefix: str) -> str:
@@ -69,7 +72,7 @@ def subscribe(
     """A consumer of ``queue`` whose SUBSCRIBE the broker has handled (its receipt came)."""
     connection, inbox = connect(address)
     connection.subscribe(queue, id=name, ack=ack, headers=headers, receipt=f"on-{name}")
-    assert inbox.wait_for(lambda: f"on-{name}" in inbox.receipts)
+    assert inbox.wait_for(lambda: f"on-{name}" in inbox.receipts, WAIT)
     return connection, inbox
 
 
@@ -103,7 +106,8 @@ def test_a_later_true_declaration_on_another_node_is_ignored_as_on_one_node(
         publish(first, queue, [str(n).encode() for n in range(30)])
         inboxes = (plain_got, declaring_got, beside_got)
         assert plain_got.wait_for(
-            lambda inboxes=inboxes: sum(len(i.messages) for i in inboxes) == 30  # type: ignore[misc]
+            lambda inboxes=inboxes: sum(len(i.messages) for i in inboxes) == 30,  # type: ignore[misc]
+            WAIT,
         ), where
         assert len(plain_got.messages) == 1, where
         assert declaring_got.messages and beside_got.messages, (
@@ -137,16 +141,16 @@ def test_the_shared_declaration_holds_on_every_node_and_survives_the_active_node
         later, later_got = subscribe(b.address, queue, "l")
         wait(3)
         publish(b.address, queue, [b"1", b"2", b"3"])
-        assert active_got.wait_for(lambda: active_got.bodies() == [b"1", b"2", b"3"])
+        assert active_got.wait_for(lambda: active_got.bodies() == [b"1", b"2", b"3"], WAIT)
         assert conflicting_got.messages == [] and later_got.messages == []
         a.process.kill()
         a.process.wait(timeout=10)
         publish(b.address, queue, [b"4", b"5"])
         assert conflicting_got.wait_for(
             lambda: sorted(conflicting_got.bodies()) == [b"1", b"2", b"3", b"4", b"5"],
-            timeout=3 * float(NODE_TIMEOUT) + 5,
+            timeout=3 * float(NODE_TIMEOUT) + WAIT,
         ), (conflicting_got.bodies(), later_got.bodies())
-        through(conflicting_got, (b.address, queue))
+        through(conflicting_got, (b.address, queue), timeout=WAIT)
         assert later_got.messages == []
         redelivered = {m.body for m in conflicting_got.messages if m.headers.get("redelivered")}
         assert redelivered == {b"1", b"2", b"3"}
@@ -174,8 +178,8 @@ def test_the_declaration_stands_while_the_queue_holds_messages(
     first, first_got = subscribe(b.address, queue, "f")
     second, second_got = subscribe(b.address, queue, "s")
     wait(2)
-    assert first_got.wait_for(lambda: len(first_got.messages) == 10), first_got.bodies()
-    through(first_got, (a.address, queue))
+    assert first_got.wait_for(lambda: len(first_got.messages) == 10, WAIT), first_got.bodies()
+    through(first_got, (a.address, queue), timeout=WAIT)
     assert second_got.messages == []
     first.disconnect()
     second.disconnect()
@@ -200,23 +204,23 @@ def regroup(
     wait(1)
     for group in groups:
         publish(owner_address, queue, [f"{group}:0".encode()], JMSXGroupID=group)
-    assert owned.wait_for(lambda: len(owned.messages) == 10), owned.bodies()
+    assert owned.wait_for(lambda: len(owned.messages) == 10, WAIT), owned.bodies()
     heir, heir_got = subscribe(heir_address, queue, "heir")
     wait(2)
     other, other_got = subscribe(other_address, queue, "other")
     wait(3)
     owner.unsubscribe("owner", receipt="off")
-    assert owned.wait_for(lambda: "off" in owned.receipts)
+    assert owned.wait_for(lambda: "off" in owned.receipts, WAIT)
     wait(2)
     sender, sent = connect(owner_address)
     for round_ in (1, 2):
         for group in groups:
             sender.send(queue, f"{group}:{round_}".encode(), headers={"JMSXGroupID": group})
     sender.send(queue, b"end", receipt="done")
-    assert sent.wait_for(lambda: "done" in sent.receipts)
+    assert sent.wait_for(lambda: "done" in sent.receipts, WAIT)
     inboxes = {"heir": heir_got, "other": other_got}
     assert heir_got.wait_for(
-        lambda: sum(len(inbox.messages) for inbox in inboxes.values()) == 21
+        lambda: sum(len(inbox.messages) for inbox in inboxes.values()) == 21, WAIT
     ), {name: inbox.bodies() for name, inbox in inboxes.items()}
     went: dict[str, str] = {}
     for name, inbox in inboxes.items():

@@ -75,7 +75,7 @@ def test_a_delivery_claimed_by_a_node_that_died_is_routed_by_another(
     with started_nodes(tmp_path_factory, redis_server, "a") as (a,):
         producer, sent = connect(a.address)
         schedule(producer, queue, 1500, 300, 3, persistent="true")
-        assert sent.wait_for(lambda: "scheduled" in sent.receipts)
+        assert sent.wait_for(lambda: "scheduled" in sent.receipts, WAIT)
         producer.disconnect()
     [job] = client.zrange(DUE, 0, -1)
     deadline = time.monotonic() + WAIT
@@ -92,7 +92,7 @@ def test_a_delivery_claimed_by_a_node_that_died_is_routed_by_another(
         consumer.subscribe(queue, id="q")
         assert inbox.wait_for(lambda: len(inbox.messages) >= 4, WAIT), inbox.bodies()
         wait_until_finished(client)
-        through(inbox, (b.address, queue))
+        through(inbox, (b.address, queue), timeout=WAIT)
         ticks = inbox.messages
         assert [m.body for m in ticks] == [b"tick"] * 4
         first = [m for m in ticks if m.headers["message-id"] == job.decode()]
@@ -117,16 +117,16 @@ def test_a_repeat_counts_right_when_a_claiming_node_is_killed(
     with started_nodes(tmp_path_factory, redis_server, "ab") as (a, b):
         consumer, inbox = connect(a.address)
         consumer.subscribe(queue, id="q", receipt="on")
-        assert inbox.wait_for(lambda: "on" in inbox.receipts)
+        assert inbox.wait_for(lambda: "on" in inbox.receipts, WAIT)
         producer, sent = connect(b.address)
         schedule(producer, queue, 200, 150, deliveries - 1)
-        assert sent.wait_for(lambda: "scheduled" in sent.receipts)
+        assert sent.wait_for(lambda: "scheduled" in sent.receipts, WAIT)
         assert inbox.wait_for(lambda: len(inbox.messages) >= 4, WAIT)
         # Right after a firing: the next claim is due a period from now.
         b.process.kill()
         b.process.wait(timeout=10)
         wait_until_finished(client)
-        through(inbox, (a.address, queue))
+        through(inbox, (a.address, queue), timeout=WAIT)
         assert [m.body for m in inbox.messages] == [b"tick"] * deliveries
         assert len({m.headers["message-id"] for m in inbox.messages}) == deliveries
         consumer.disconnect()
