@@ -7,6 +7,7 @@ and how a node's copy of the retained messages follows the notices
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -17,6 +18,7 @@ from stompbroker.broker.engine.redis.control import ControlChannel, pick_waiting
 from stompbroker.broker.engine.redis.retained import ClusterRetained, order_loaded
 from stompbroker.broker.engine.redis.scheduling import (
     POLL_INTERVAL,
+    SETTLE,
     ClusterScheduling,
     pack_job,
     unpack_job,
@@ -185,3 +187,45 @@ def test_a_node_answers_a_request_with_what_it_read_ahead() -> None:
     control.requested(b"not json")
     control.requested(json.dumps({**request, "from": "me"}).encode())
     assert len(engine.writer.commands) == 1
+
+
+class RecordingWriter:
+    connected = True
+
+    def __init__(self) -> None:
+        self.commands: list[tuple[Any, ...]] = []
+
+    def command(self, *args: Any) -> None:
+        self.commands.append(args)
+
+
+def claimed_once(pause: float) -> tuple[list[Any], list[tuple[Any, ...]]]:
+    """Run one claim that gives one delivery, its answer coming ``pause`` s after it was asked."""
+    engine: Any = FakeEngine()
+    engine.writer = RecordingWriter()
+    engine.client = None
+    fired: list[Any] = []
+    scheduling = ClusterScheduling(engine, fired.append)
+
+    async def claim(keys: list[str], args: list[Any], client: Any) -> list[Any]:
+        engine.clock.advance(pause)
+        # As CLAIM leaves a job with no repeat: fired once, done, one in flight.
+        job = b"0 0 1 1 1\n" + encode("node", message("/queue/q"))
+        return [0, -1, b"n-1", 1, job]
+
+    scheduling._claim_script = claim
+    asyncio.run(scheduling._claim())
+    return fired, engine.writer.commands
+
+
+def test_a_claimed_delivery_is_routed_then_its_lease_ended_in_the_same_pipeline() -> None:
+    """The claimer routes what it claimed, then ends the leases with one SETTLE script."""
+    fired, commands = claimed_once(0.0)
+    assert [(entry.key, entry.fired, entry.finished) for entry in fired] == [("n-1", 1, True)]
+    assert commands == [("EVAL", SETTLE, 2, "p:sched:flying", "p:sched:jobs", b"n-1", 1)]
+
+
+def test_a_claim_answered_past_the_lease_routes_nothing() -> None:
+    """A node paused past --node-timeout leaves what it claimed to the next claim (once)."""
+    fired, commands = claimed_once(FakeEngine().node_timeout)
+    assert fired == [] and commands == []

@@ -39,8 +39,11 @@ Scripts (each one round trip, atomic in Redis):
   leaves the lease to run out: the next claim of another node routes that
   delivery (the first one with the SEND's message-id), while the repeats
   after it stay armed.  So each delivery is routed once, by one node, whether
-  or not the node that claimed it is still there (twice only if a node dies
-  after routing and before its settle reaches Redis, as any write in flight).
+  or not the node that claimed it is still there.  A claim answered
+  ``--node-timeout`` or more after it was asked routes nothing (another node
+  may have claimed the same deliveries meanwhile).  Twice only if a node dies,
+  or stops past ``--node-timeout``, after routing and before its settle
+  reaches Redis, as any write in flight.
 
 Each node keeps one timer: for the earliest due time the last claim reported,
 or a due notice announced, and at most :data:`POLL_INTERVAL` ahead (a node
@@ -359,6 +362,7 @@ class ClusterScheduling:
     async def _claim(self) -> None:
         engine = self._engine
         lease = int(engine.node_timeout * 1000)
+        asked = engine.clock.seconds()
         reply = await self._claim_script(
             keys=[self.due_set, self.jobs, self.flying],
             args=[MOST_PER_CLAIM, lease],
@@ -367,6 +371,16 @@ class ClusterScheduling:
         self._claiming = False
         now, next_due = int(reply[0]), int(reply[1])
         claimed = reply[2:]
+        if claimed and engine.clock.seconds() - asked >= engine.node_timeout:
+            # The node was paused or cut off past the leases: another node may
+            # have claimed and routed these meanwhile.  Left to their leases,
+            # they are routed once, by whoever claims them next.
+            log.warn(
+                "left {count} scheduled deliveries to the next claim: their claim took"
+                " longer than --node-timeout",
+                count=len(claimed) // 3,
+            )
+            claimed = []
         routed: list[Any] = []
         for index in range(0, len(claimed), 3):
             job, fired = claimed[index], int(claimed[index + 1])
