@@ -455,3 +455,14 @@ def two_nodes(
     """Two nodes, A and B, on one Redis server: the cluster tests' usual pair."""
     with started_nodes(tmp_path_factory, redis_server, "ab") as started:
         yield started
+
+
+@pytest.fixture(scope="module")
+def api_nodes(
+    redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[BrokerProcess]]:
+    """Nodes A and B on one Redis server, each with the management API."""
+    from benchmarks.launcher import LOOPBACK_HTTP
+
+    with started_nodes(tmp_path_factory, redis_server, "ab", http=LOOPBACK_HTTP) as started:
+        yield started

@@ -21,6 +21,13 @@ which of the entries it holds it has handed out, so the node that answers:
    the node made of it to the target queue's stream (``XADD``) and deletes it;
 3. tells the nodes to read on.
 
+A delete (:meth:`ClusterQueueActions.delete`) is refused while any node has a
+consumer of the queue (its consumer registry, :mod:`.consumer_registry`, is not
+empty); otherwise it purges as above and, only when every node holding entries
+answered, runs :data:`DELETE`: the queue's stream and priority lanes are
+deleted (unless a consumer registered meanwhile), and the nodes are told
+:data:`~.control.DELETED` instead of to read on, so that each drops its handle.
+
 A node that does not answer within :data:`~.control.ANSWER_TIMEOUT` keeps what
 it holds (the scripts skip a live node's entries): the answer names it
 (``missing``), and counts only what was acted on.  A copy changes nothing, so it
@@ -39,15 +46,23 @@ from twisted.internet.defer import Deferred
 
 from stompbroker.broker.engine.redis.codec import decode, encode
 from stompbroker.broker.engine.redis.connection import run
-from stompbroker.broker.engine.redis.control import GIVE_BACK, HOLD, RESUME, pending_summary
+from stompbroker.broker.engine.redis.consumer_registry import registry_key
+from stompbroker.broker.engine.redis.control import (
+    DELETED,
+    GIVE_BACK,
+    HOLD,
+    RESUME,
+    pending_summary,
+)
+from stompbroker.broker.engine.redis.lanes import lane_streams
 from stompbroker.broker.engine.redis.queues import StreamQueue
-from stompbroker.broker.engine.shared_queues import Acted
+from stompbroker.broker.engine.shared_queues import Acted, QueueConsumed
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.routing.destinations import TOPIC_PREFIX
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
-__all__ = ["MOVE", "PAGE", "PURGE", "ClusterQueueActions", "new_message"]
+__all__ = ["DELETE", "MOVE", "PAGE", "PURGE", "ClusterQueueActions", "new_message"]
 
 #: Entries one script looks at.
 PAGE = 500
@@ -115,6 +130,21 @@ return done
 """
 )
 
+#: Delete a queue's streams: KEYS[1] its consumer registry, then its streams
+#: (the queue's and its lanes').  Returns -1 (and deletes nothing) when a
+#: consumer registered meanwhile, else how many entries the streams held.
+DELETE = """
+if redis.call('HLEN', KEYS[1]) > 0 then return -1 end
+local held = 0
+for i = 2, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    held = held + redis.call('XLEN', KEYS[i])
+    redis.call('DEL', KEYS[i])
+  end
+end
+return held
+"""
+
 Route = Callable[[Message], "tuple[str, Headers] | None"]
 
 
@@ -157,6 +187,7 @@ class ClusterQueueActions:
         self._engine = engine
         self._purge = engine.client.register_script(PURGE)
         self._move = engine.client.register_script(MOVE)
+        self._delete = engine.client.register_script(DELETE)
 
     def exists(self, destination: str) -> Deferred[bool]:
         """:returns: whether ``destination``'s stream exists (or this node reads it)."""
@@ -180,6 +211,38 @@ class ClusterQueueActions:
         """Discard every message waiting in ``destination``'s queue, cluster-wide."""
         return run(self._engine.loop, self._held(destination, self._purge_stream))
 
+    def delete(self, destination: str) -> Deferred[Acted]:
+        """
+        Delete ``destination``'s queue cluster-wide, with every message it holds.
+
+        :returns: a Deferred of what was discarded; ``complete`` false (and the
+            queue still there, less what was purged) when a node holding entries
+            did not answer in time.  It fails with :class:`QueueConsumed` while
+            any node has a consumer of the queue.
+        """
+        return run(self._engine.loop, self._deleted(destination))
+
+    async def _deleted(self, destination: str) -> Acted:
+        engine = self._engine
+        registry = registry_key(engine.names.prefix, destination)
+        consumers = int(await engine.client.hlen(registry))
+        if consumers:
+            raise QueueConsumed(destination, consumers)
+
+        async def purge_and_delete(
+            stream: str, dead: tuple[str, ...], missing: tuple[str, ...]
+        ) -> tuple[int, int]:
+            purged, _ = await self._purge_stream(stream, dead, missing)
+            if missing:
+                return purged, 0
+            streams = lane_streams(engine.names.prefix, stream, destination)
+            held = int(await self._delete(keys=[registry, *streams], args=[], client=engine.client))
+            if held < 0:
+                raise QueueConsumed(destination, int(await engine.client.hlen(registry)))
+            return purged + held, 0
+
+        return await self._held(destination, purge_and_delete, deleting=True)
+
     def transfer(self, destination: str, count: int, route: Route, copy: bool) -> Deferred[Acted]:
         """
         Move (or copy) the first ``count`` waiting messages where ``route`` says
@@ -190,7 +253,9 @@ class ClusterQueueActions:
         if copy:
             return run(self._engine.loop, self._copy(destination, count, route))
 
-        async def move(stream: str, dead: tuple[str, ...]) -> tuple[int, int]:
+        async def move(
+            stream: str, dead: tuple[str, ...], missing: tuple[str, ...]
+        ) -> tuple[int, int]:
             return await self._move_stream(stream, dead, count, route)
 
         return run(self._engine.loop, self._held(destination, move))
@@ -213,10 +278,11 @@ class ClusterQueueActions:
                 dead.append(name)
         return _Holders(frozenset(others), tuple(sorted(dead)))
 
-    async def _held(self, destination: str, act: Any) -> Acted:
+    async def _held(self, destination: str, act: Any, *, deleting: bool = False) -> Acted:
         """
         Have every node give back what it read ahead of ``destination`` and hold
-        its reading, run ``act(stream, dead nodes)``, then let them read on.
+        its reading, run ``act(stream, dead nodes, missing nodes)``, then let
+        them read on (or, ``deleting`` and none missing, drop their handles).
         """
         engine = self._engine
         stream = engine.names.queue(destination)
@@ -224,19 +290,24 @@ class ClusterQueueActions:
         mine = engine.queues.get(destination)
         if isinstance(mine, StreamQueue):
             mine.give_back_for(HOLD)
+        finish = RESUME
         try:
             answers = await engine.control.ask(GIVE_BACK, destination, set(holders.others))
+            missing = tuple(sorted(holders.others - set(answers)))
             # This node's give-back first: the scripts run on another connection.
             await engine.writer.command_waited("PING").asFuture(engine.loop)
-            count, left = await act(stream, holders.dead)
+            count, left = await act(stream, holders.dead, missing)
+            if deleting and not missing:
+                finish = DELETED
         finally:
             if isinstance(mine, StreamQueue):
-                mine.resume()
-            engine.control.tell(RESUME, destination)
-        missing = tuple(sorted(holders.others - set(answers)))
+                engine.control.ended(mine, deleted=finish == DELETED)
+            engine.control.tell(finish, destination)
         return Acted(count, engine.ids.node, missing, left)
 
-    async def _purge_stream(self, stream: str, dead: tuple[str, ...]) -> tuple[int, int]:
+    async def _purge_stream(
+        self, stream: str, dead: tuple[str, ...], missing: tuple[str, ...] = ()
+    ) -> tuple[int, int]:
         engine = self._engine
         start, purged = "-", 0
         while True:
