@@ -10,6 +10,7 @@ of them (docs/cluster.md, "Management across nodes"; docs/management.md).
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from urllib.parse import quote
 
@@ -66,7 +67,12 @@ def test_delete_through_one_node_removes_what_another_node_read_and_every_lane(
     )
     assert inbox.wait_for(lambda: len(inbox.messages) == 3, WAIT)
     consumer.disconnect()
-    status, answer = call(a, "DELETE", f"destinations/{quote(queue, safe='')}")
+    # B unregisters its consumer as it handles the DISCONNECT: until then, 409.
+    deadline = time.monotonic() + WAIT
+    while (answered := call(a, "DELETE", f"destinations/{quote(queue, safe='')}"))[0] == 409:
+        assert time.monotonic() < deadline, answered
+        time.sleep(0.05)
+    status, answer = answered
     assert status == 200, answer
     assert answer["deleted"] is True
     assert answer["complete"] is True

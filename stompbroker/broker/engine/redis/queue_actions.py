@@ -56,6 +56,7 @@ from stompbroker.broker.engine.redis.control import (
 )
 from stompbroker.broker.engine.redis.lanes import lane_streams
 from stompbroker.broker.engine.redis.queues import StreamQueue
+from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE, byte_counter
 from stompbroker.broker.engine.shared_queues import Acted, QueueConsumed
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.routing.destinations import TOPIC_PREFIX
@@ -79,68 +80,91 @@ local function free(stream, group, id, dead)
 end
 """
 
-#: Purge one page: KEYS[1] the stream; ARGV: group, start, count, dead nodes.
-#: Returns {purged, last id looked at, entries looked at}.
+#: Take bytes off a stream's byte counter (:mod:`.shared_bytes`), if it has one.
+_UNCOUNT = """
+local function uncount(counter, gone)
+  if gone > 0 and redis.call('EXISTS', counter) == 1 then
+    if redis.call('DECRBY', counter, gone) < 0 then redis.call('SET', counter, 0) end
+  end
+end
+"""
+
+#: Purge one page: KEYS[1] the stream, KEYS[2] its byte counter; ARGV: group,
+#: start, count, dead nodes.  Returns {purged, last id looked at, entries looked at}.
 PURGE = (
     _FREE
+    + BODY_SIZE
+    + _UNCOUNT
     + """
 local dead = {}
 for i = 4, #ARGV do dead[ARGV[i]] = true end
 local page = redis.call('XRANGE', KEYS[1], ARGV[2], '+', 'COUNT', ARGV[3])
-local purged, last = 0, ''
+local purged, last, gone = 0, '', 0
 for _, entry in ipairs(page) do
   last = entry[1]
   local ok, pending = free(KEYS[1], ARGV[1], last, dead)
   if ok then
     if pending then redis.call('XACK', KEYS[1], ARGV[1], last) end
     redis.call('XDEL', KEYS[1], last)
+    gone = gone + entry_size(entry[2])
     purged = purged + 1
   end
 end
+uncount(KEYS[2], gone)
 return {purged, last, #page}
 """
 )
 
-#: Move (or copy) chosen entries: KEYS[1] the stream; ARGV: group, copy (1/0),
-#: the number of dead nodes and their names, then per entry its id, the target
-#: stream ('' for a topic: the node publishes it) and the new message.
-#: Returns the ids acted on.
+#: Move (or copy) chosen entries: KEYS[1] the stream, KEYS[2] its byte counter;
+#: ARGV: group, copy (1/0), the number of dead nodes and their names, then per
+#: entry its id, the target stream ('' for a topic: the node publishes it), the
+#: target's byte counter and the new message.  Returns the ids acted on.
 MOVE = (
     _FREE
+    + BODY_SIZE
+    + _UNCOUNT
     + """
 local dead = {}
 local ndead = tonumber(ARGV[3])
 for i = 4, 3 + ndead do dead[ARGV[i]] = true end
 local done = {}
-for i = 4 + ndead, #ARGV, 3 do
-  local id, target, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+local gone = 0
+for i = 4 + ndead, #ARGV, 4 do
+  local id, target, counter, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   if #redis.call('XRANGE', KEYS[1], id, id) > 0 then
     local ok, pending = free(KEYS[1], ARGV[1], id, dead)
     if ok then
-      if target ~= '' then redis.call('XADD', target, '*', 'm', payload) end
+      local size = body_size(payload)
+      if target ~= '' then
+        redis.call('XADD', target, '*', 'm', payload)
+        if redis.call('EXISTS', counter) == 1 then redis.call('INCRBY', counter, size) end
+      end
       if ARGV[2] == '0' then
         if pending then redis.call('XACK', KEYS[1], ARGV[1], id) end
         redis.call('XDEL', KEYS[1], id)
+        gone = gone + size
       end
       done[#done + 1] = id
     end
   end
 end
+uncount(KEYS[2], gone)
 return done
 """
 )
 
-#: Delete a queue's streams: KEYS[1] its consumer registry, then its streams
-#: (the queue's and its lanes').  Returns -1 (and deletes nothing) when a
-#: consumer registered meanwhile, else how many entries the streams held.
+#: Delete a queue's streams: KEYS[1] its consumer registry, then each of its
+#: streams (the queue's and its lanes') followed by its byte counter.  Returns
+#: -1 (and deletes nothing) when a consumer registered meanwhile, else how many
+#: entries the streams held.
 DELETE = """
 if redis.call('HLEN', KEYS[1]) > 0 then return -1 end
 local held = 0
-for i = 2, #KEYS do
+for i = 2, #KEYS, 2 do
   if redis.call('EXISTS', KEYS[i]) == 1 then
     held = held + redis.call('XLEN', KEYS[i])
-    redis.call('DEL', KEYS[i])
   end
+  redis.call('DEL', KEYS[i], KEYS[i + 1])
 end
 return held
 """
@@ -235,8 +259,11 @@ class ClusterQueueActions:
             purged, _ = await self._purge_stream(stream, dead, missing)
             if missing:
                 return purged, 0
-            streams = lane_streams(engine.names.prefix, stream, destination)
-            held = int(await self._delete(keys=[registry, *streams], args=[], client=engine.client))
+            prefix = engine.names.prefix
+            keys = [registry]
+            for lane in lane_streams(prefix, stream, destination):
+                keys += [lane, byte_counter(prefix, lane)]
+            held = int(await self._delete(keys=keys, args=[], client=engine.client))
             if held < 0:
                 raise QueueConsumed(destination, int(await engine.client.hlen(registry)))
             return purged + held, 0
@@ -312,7 +339,9 @@ class ClusterQueueActions:
         start, purged = "-", 0
         while True:
             reply = await self._purge(
-                keys=[stream], args=[engine.names.group, start, PAGE, *dead], client=engine.client
+                keys=[stream, byte_counter(engine.names.prefix, stream)],
+                args=[engine.names.group, start, PAGE, *dead],
+                client=engine.client,
             )
             purged += int(reply[0])
             if int(reply[2]) < PAGE:
@@ -348,15 +377,18 @@ class ClusterQueueActions:
                 new = new_message(message, *target, engine.books.ids.new_message_id())
                 queue = not new.destination.startswith(TOPIC_PREFIX)
                 chosen.append((entry_id, new))
+                target_stream = names.queue(new.destination) if queue else ""
                 args.extend(
                     [
                         entry_id,
-                        names.queue(new.destination) if queue else "",
+                        target_stream,
+                        byte_counter(names.prefix, target_stream) if queue else "",
                         encode(engine.ids.node, new),
                     ]
                 )
             if chosen:
-                done = set(await self._move(keys=[stream], args=args, client=client))
+                keys = [stream, byte_counter(names.prefix, stream)]
+                done = set(await self._move(keys=keys, args=args, client=client))
                 for entry_id, new in chosen:
                     if entry_id in done:
                         moved += 1
