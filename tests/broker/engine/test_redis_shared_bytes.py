@@ -6,8 +6,6 @@ scripts, run on a real ``redis-server`` with a plain redis-py client.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import redis
 
@@ -19,7 +17,7 @@ from stompbroker.broker.engine.redis.shared_bytes import (
     recount_mark,
 )
 from stompbroker.protocol.message import Message
-from tests.support.redis import RedisServer, redis_server  # noqa: F401
+from tests.support.redis import redis_client, redis_server  # noqa: F401
 
 STREAM = "p:q:/queue/b"
 COUNTER = byte_counter("p", STREAM)
@@ -27,11 +25,8 @@ DLQ = "p:q:/queue/DLQ.b"
 
 
 @pytest.fixture
-def client(redis_server: RedisServer) -> Iterator[redis.Redis]:  # noqa: F811
-    connection = redis.Redis(port=redis_server.port)
-    connection.flushdb()
-    yield connection
-    connection.close()
+def client(redis_client: redis.Redis) -> redis.Redis:  # noqa: F811
+    return redis_client
 
 
 def payload(body: bytes, index: int = 0) -> bytes:
