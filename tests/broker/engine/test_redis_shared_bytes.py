@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from stompbroker.broker.engine.redis.codec import decode, encode
+from stompbroker.broker.engine.redis.dispatch import MOVE, RETURN_NODE
 from stompbroker.broker.engine.redis.shared_bytes import (
     ADD_SIZED,
     END_SIZED,
@@ -166,3 +167,25 @@ def test_a_dead_letter_marked_entry_counts_its_body_only(client: redis.Redis) ->
     [(entry, _)] = client.xrange(DLQ)
     assert client.eval(END_SIZED, 2, DLQ, byte_counter("p", DLQ), entry) == 1
     assert int(client.get(byte_counter("p", DLQ)) or 0) == 0
+
+
+def test_an_entry_a_deciding_node_moves_to_a_node_is_counted_out_and_back_in(
+    client: redis.Redis,
+) -> None:
+    """
+    The decider's MOVE takes the entry's bytes off the queue stream's count; a
+    node handing its own stream back (RETURN_NODE) counts them in again.
+    """
+    add(client, b"abcd", max_bytes=100)
+    [(entry, fields)] = client.xrange(STREAM)
+    client.xgroup_create(STREAM, "nodes", id="0")
+    client.xreadgroup("nodes", "n1", {STREAM: ">"})
+    client.hset("p:qc:/queue/b", "n2/1", "[]")
+    args = ["nodes", "p:qn:", "/queue/b", "n1", STREAM, entry, fields[b"m"], "", 0, "", 1]
+    answers = client.eval(MOVE, 2, "p:qc:/queue/b", "p:qg:/queue/b", *args, "n2", 10)
+    assert answers == [b"n2"]
+    assert count(client) == 0
+    own = "p:qn:n2:/queue/b"
+    assert client.eval(RETURN_NODE, 3, own, STREAM, COUNTER, "nodes") == 1
+    assert count(client) == 4
+    assert bodies(client) == [b"abcd"]

@@ -158,14 +158,21 @@ class QueueSettling:
         engine = self._engine
         writer = engine.writer
         lane = self._queue.lane
+        # What comes back from this node's own stream (a decided queue's) was
+        # counted out of its lane's byte count when it was moved there.
+        own = f"{engine.names.prefix}:qn:" if messages and self._sized() else None
         for message in messages:
             entry = self._entries.pop(message.message_id, None)
-            writer.command("XADD", lane(message), "*", "m", encode(engine.ids.node, message))
+            target = lane(message)
+            writer.command("XADD", target, "*", "m", encode(engine.ids.node, message))
             if entry is not None:
                 self._recent.ended(entry)
                 stream = self._stream
                 if type(entry) is not bytes:
                     stream, entry = entry
+                    if own is not None and stream.startswith(own):
+                        counter = byte_counter(engine.names.prefix, target)
+                        writer.command("INCRBY", counter, len(message.body))
                 writer.command("XACK", stream, engine.names.group, entry)
                 writer.command("XDEL", stream, entry)
 

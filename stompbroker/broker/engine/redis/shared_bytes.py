@@ -15,11 +15,13 @@ have read and not settled, as the stream's length counts them for
 - Every other place an entry of such a stream ends decrements the counter by
   its body size, read from the entry in Redis: a node's settling
   (:data:`END_SIZED` instead of ``XDEL``, while the node sees the byte limit in
-  force), the management's purge, move and delete.  The scripts touch a counter
-  only if it exists, so a queue no byte limit ever applied to has none.
+  force), the management's purge, move and delete, and the deciding node's
+  move of an entry to a node's own stream (:data:`.dispatch.MOVE`; handed back,
+  :data:`.dispatch.RETURN_NODE` counts it in again).  The scripts touch a
+  counter only if it exists, so a queue no byte limit ever applied to has none.
 - The count is repaired where it can drift (a policy set on a queue that
   already holds messages, entries ended by a node that did not yet see the
-  policy, entries a deciding node moved to a node's own stream): it is 0 when
+  policy, copies a node puts back after an outage): it is 0 when
   the stream is empty, never below 0, and when it says a SEND would go over a
   limit it is recounted from the stream's entries first, at most once a second
   per stream (the key ``PREFIX:qb:q:/queue/X:recounted``, ``PX 1000``).
