@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.launcher import LOOPBACK_HTTP
 from tests.support.clients import Collector, connect
 from tests.support.process import BrokerProcess, free_port
 
@@ -462,8 +463,6 @@ def api_nodes(
     redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[list[BrokerProcess]]:
     """Nodes A and B on one Redis server, each with the management API."""
-    from benchmarks.launcher import LOOPBACK_HTTP
-
     with started_nodes(tmp_path_factory, redis_server, "ab", http=LOOPBACK_HTTP) as started:
         yield started
 
