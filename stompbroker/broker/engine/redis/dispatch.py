@@ -62,6 +62,7 @@ from stompbroker.broker.engine.redis.consumer_registry import (
 )
 from stompbroker.broker.engine.redis.dispatch_scripts import LEAD, MOVE, RESIGN, RETURN_NODE
 from stompbroker.broker.engine.redis.lanes import lane_streams, mode_key
+from stompbroker.broker.engine.redis.shared_bytes import byte_counter
 from stompbroker.broker.features.selectors import message_properties
 from stompbroker.broker.queueing.consumer_choice import ConsumerOptions
 from stompbroker.broker.queueing.dispatch import assign_owner, declare_single_active
@@ -267,8 +268,10 @@ class ClusterDispatch:
         if self.leading:
             self.leading = False
             self._engine.writer.command("EVAL", RESIGN, 1, self.lease, self._engine.ids.node)
-        self._engine.writer.command(
-            "EVAL", RETURN_NODE, 2, self.own, self.stream, self._engine.names.group
+        engine = self._engine
+        counter = byte_counter(engine.names.prefix, self.stream)
+        engine.writer.command(
+            "EVAL", RETURN_NODE, 3, self.own, self.stream, counter, engine.names.group
         )
 
     def observe(self, modes: Any) -> bool:
@@ -327,8 +330,10 @@ class ClusterDispatch:
         """A node is dead: forget its consumers and groups, and hand back its own stream."""
         client = self._engine.client
         await client.eval(FORGET_NODE, 3, self.registry, self.mode, self.groups, node)
+        counter = byte_counter(self._engine.names.prefix, self.stream)
+        own = self.node_stream(node)
         returned = await client.eval(
-            RETURN_NODE, 2, self.node_stream(node), self.stream, self._engine.names.group
+            RETURN_NODE, 3, own, self.stream, counter, self._engine.names.group
         )
         if returned:
             log.info(

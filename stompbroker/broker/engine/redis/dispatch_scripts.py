@@ -7,6 +7,8 @@ the decider's lease.
 
 from __future__ import annotations
 
+from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE
+
 __all__ = ["LEAD", "MOVE", "RESIGN", "RETURN_NODE"]
 
 #: KEYS: registry, groups hash, mode hash.  ARGV: group, node-stream prefix,
@@ -16,10 +18,21 @@ __all__ = ["LEAD", "MOVE", "RESIGN", "RETURN_NODE"]
 #: nodes each with the windows of its consumers there, then (for a grouped
 #: entry) m candidate consumers, best first, each as field, node, priority, order.
 #: Answers per entry the node it went to ('' when none may take it) and the
-#: consumer that owns its group there ('' none).
-MOVE = """
+#: consumer that owns its group there ('' none).  An entry moved out of a
+#: stream with a byte counter is counted out of it (:mod:`.shared_bytes`; the
+#: counter is named from the node-stream prefix).
+MOVE = (
+    BODY_SIZE
+    + """
 local group, prefix, destination, me = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local room_here = ARGV[5] == '1'
+local root = string.sub(prefix, 1, #prefix - 3)
+local function uncount(source, payload)
+  local counter = root .. 'qb:' .. string.sub(source, #root + 1)
+  if redis.call('EXISTS', counter) == 1 then
+    if redis.call('DECRBY', counter, body_size(payload)) < 0 then redis.call('SET', counter, 0) end
+  end
+end
 local fields, registered = {}, {}
 for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
   fields[field] = true
@@ -112,6 +125,7 @@ while i <= #ARGV do
     end
     redis.call('XACK', source, group, id)
     redis.call('XDEL', source, id)
+    uncount(source, payload)
   end
   answers[#answers + 1] = target or ''
   answers[#answers + 1] = owner or ''
@@ -119,12 +133,17 @@ while i <= #ARGV do
 end
 return answers
 """
+)
 
-#: KEYS: a node's own stream of a queue, the queue's stream.  ARGV: group.
-#: Hands everything the node's stream holds back to the queue's stream, in
-#: order, a delivered entry with its delivery count (field ``r``).
-RETURN_NODE = """
+#: KEYS: a node's own stream of a queue, the queue's stream, its byte counter.
+#: ARGV: group.  Hands everything the node's stream holds back to the queue's
+#: stream, in order, a delivered entry with its delivery count (field ``r``),
+#: counting it in if the counter exists (:mod:`.shared_bytes`).
+RETURN_NODE = (
+    BODY_SIZE
+    + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local counted = redis.call('EXISTS', KEYS[3]) == 1
 local delivered = {}
 local ok, rows = pcall(redis.call, 'XPENDING', KEYS[1], ARGV[1], '-', '+', 1000000)
 if ok then
@@ -138,6 +157,7 @@ for _, entry in ipairs(entries) do
     if fields[f] == 'm' then payload = fields[f + 1] end
   end
   if payload then
+    if counted then redis.call('INCRBY', KEYS[3], body_size(payload)) end
     local times = delivered[entry[1]]
     if times then
       redis.call('XADD', KEYS[2], '*', 'm', payload, 'r', times)
@@ -149,6 +169,7 @@ end
 redis.call('DEL', KEYS[1])
 return #entries
 """
+)
 
 
 #: KEYS: a queue's decider lease.  ARGV: this node, milliseconds.  Takes or

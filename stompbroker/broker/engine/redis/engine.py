@@ -86,6 +86,7 @@ from stompbroker.broker.engine.redis.resumes import RedisResumeDirectory
 from stompbroker.broker.engine.redis.retained import ClusterRetained
 from stompbroker.broker.engine.redis.scheduling import ClusterScheduling
 from stompbroker.broker.engine.redis.scripts import Scripts
+from stompbroker.broker.engine.redis.shared_expiry import SharedExpiry
 from stompbroker.broker.engine.redis.shared_limits import SharedLimits
 from stompbroker.broker.engine.redis.shared_policies import SharedPolicies
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
@@ -252,6 +253,8 @@ class RedisEngine:
         self.shared_policies = SharedPolicies(self, self.policies)
         #: The policies' limits and TTLs on the shared queues' streams (:mod:`.shared_limits`).
         self.limits = SharedLimits(self.policies, policy.dead_letter_prefix)
+        #: The policies' queue ``expires`` on the shared queues (:mod:`.shared_expiry`).
+        self.expiry = SharedExpiry(self, self.policies)
         #: Channels of this engine's features -> what takes their messages (the listener).
         self.channels: dict[bytes, Callable[[bytes], None]] = {
             self.retained.channel.encode(): self.retained.notice,

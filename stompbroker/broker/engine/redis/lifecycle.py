@@ -31,6 +31,7 @@ from stompbroker.broker.engine.redis.connection import (
 from stompbroker.broker.engine.redis.figures import FIGURES_INTERVAL
 from stompbroker.broker.engine.redis.listener import listen
 from stompbroker.broker.engine.redis.queues import StreamQueue
+from stompbroker.broker.engine.redis.shared_expiry import INTERVAL as EXPIRY_INTERVAL
 from stompbroker.logs import logger
 
 __all__ = ["PUBSUB_BACKOFF_CAP", "STOP_TIMEOUT", "EngineLifecycle"]
@@ -110,7 +111,8 @@ class EngineLifecycle:
         beat = self._every(engine.liveness.beat, engine.node_timeout / 3, now=False)
         scan = self._every(engine.liveness.scan, engine.node_timeout / 2, now=False)
         figures = self._every(engine.figures.tick, FIGURES_INTERVAL, now=True)
-        self._loops = [beat, scan, figures]
+        expiry = self._every(engine.expiry.tick, EXPIRY_INTERVAL, now=False)
+        self._loops = [beat, scan, figures, expiry]
         if engine.resumes is not None:
             self._loops.append(self._every(engine.resumes.tick, FIGURES_INTERVAL, now=True))
         log.info(
