@@ -109,7 +109,7 @@ def move(client: redis.Redis, me: str, groups: list[str], consumers: list[Any]) 
         client.xadd(STREAM, {"m": group.encode()})
     [(_, entries)] = client.xreadgroup("nodes", me, {STREAM: ">"})
     nodes = sorted({node for _, node, _, _ in consumers})
-    args: list[Any] = ["nodes", "t:qn:", QUEUE, me, 1]
+    args: list[Any] = ["nodes", "t:qn:", QUEUE, me, 10]
     for (entry_id, fields), group in zip(entries, groups, strict=True):
         args += [STREAM, entry_id, fields[b"m"], group, 0, "", len(nodes), len(consumers)]
         for node in nodes:

@@ -60,7 +60,14 @@ from stompbroker.broker.engine.redis.consumer_registry import (
     Roster,
     registry_key,
 )
-from stompbroker.broker.engine.redis.dispatch_scripts import LEAD, MOVE, RESIGN, RETURN_NODE
+from stompbroker.broker.engine.redis.dispatch_scripts import (
+    FORGET_RETURNING,
+    GIVE_BACK,
+    LEAD,
+    MOVE,
+    RESIGN,
+    RETURN_NODE,
+)
 from stompbroker.broker.engine.redis.lanes import lane_streams, mode_key
 from stompbroker.broker.engine.redis.shared_bytes import byte_counter
 from stompbroker.broker.features.selectors import message_properties
@@ -149,7 +156,7 @@ class ClusterDispatch:
     :param engine: the :class:`~stompbroker.broker.engine.redis.engine.RedisEngine`.
     :param destination: the ``/queue/`` destination.
     :param stream: the queue's stream.
-    :param has_room: whether this node's consumers have room now.
+    :param room: how many more messages this node's consumers can take now.
     :param local: this node's local queue of it (its consumers' one-node rules).
 
     :ivar active: whether reads are decided here (the queue's consumers or
@@ -158,19 +165,24 @@ class ClusterDispatch:
     """
 
     def __init__(
-        self, engine: Any, destination: str, stream: str, has_room: Any, local: Any
+        self, engine: Any, destination: str, stream: str, room: Any, local: Any
     ) -> None:
         self._engine = engine
         self._local = local
         prefix = engine.names.prefix
         self.destination = destination
         self.stream = stream
-        self._has_room = has_room
+        self._room = room
         self.registry = registry_key(prefix, destination)
         self.mode = mode_key(prefix, destination)
         self.groups = f"{prefix}:qg:{destination}"
         self.node_prefix = f"{prefix}:qn:"
         self.own = self.node_stream(engine.ids.node)
+        #: Where a grouped queue's messages come back to, decided before the
+        #: queue's stream and lanes (:data:`~.dispatch_scripts.GIVE_BACK`).
+        self.returned = f"{prefix}:qr:{destination}"
+        #: Whether the returned stream and its group were made (:meth:`ready`).
+        self.returned_made = False
         self.active = False
         self.grouped = False
         #: Whether this node's own stream and its group were made (:meth:`make_own`).
@@ -233,21 +245,87 @@ class ClusterDispatch:
 
     def unregister(self, consumer: Any) -> None:
         """Remove a local consumer from the registry."""
-        field = self._fields.pop(consumer, None)
-        if field is not None:
-            del self._consumers[field]
+        for field in self.release([consumer]):
             self._engine.writer.command("EVAL", UNREGISTER, 2, self.registry, self.mode, field)
 
-    async def make_own(self) -> None:
-        """Make this node's own stream of the queue and its group, unless they exist."""
+    def release(self, consumers: Any) -> list[str]:
+        """
+        Forget local consumers that leave, here only: the caller unregisters them.
+
+        :returns: their registry fields.
+        """
+        fields = []
+        for consumer in consumers:
+            field = self._fields.pop(consumer, None)
+            if field is not None:
+                del self._consumers[field]
+                fields.append(field)
+        return fields
+
+    def give_back(self, messages: list[Any], fields: list[str], leaving: bool) -> None:
+        """
+        A grouped queue's give-back (:data:`~.dispatch_scripts.GIVE_BACK`, one
+        script through the ordered writer): messages to the returned stream,
+        decided before any newer one, and the consumers that leave unregistered
+        in the same step.
+
+        :param messages: flat, per message its entry's stream ('' none), entry id, payload.
+        :param fields: the registry fields of the consumers that leave (:meth:`release`).
+        :param leaving: this node's last consumer left: its own stream goes back
+            too, and it gives up the lease.
+        """
+        engine = self._engine
+        if leaving:
+            self.own_made = self.returned_made = self.leading = False
+        engine.writer.command(
+            "EVAL",
+            GIVE_BACK,
+            5,
+            self.registry,
+            self.mode,
+            self.returned,
+            self.own,
+            self.lease,
+            engine.names.group,
+            f"{engine.names.prefix}:",
+            engine.ids.node,
+            int(leaving),
+            len(fields),
+            *fields,
+            *messages,
+        )
+
+    async def ready(self) -> None:
+        """Make this node's own stream, and a grouped queue's returned stream, unless made."""
+        if not self.own_made:
+            await self._make(self.own)
+            self.own_made = True
+        if self.grouped and not self.returned_made:
+            await self._make(self.returned)
+            self.returned_made = True
+
+    def lead_streams(self) -> list[str]:
+        """
+        :returns: the streams this node reads before the queue's stream or
+            lanes: its own; and while it decides, the returned stream.
+        """
+        if self.leading and self.returned_made:
+            return [self.own, self.returned]
+        return [self.own]
+
+    def unmade(self) -> None:
+        """A read found a stream's group gone: make them again before the next read."""
+        self.own_made = self.returned_made = False
+
+    async def _make(self, stream: str) -> None:
+        """Make a stream and its group, unless they exist."""
         try:
             await self._engine.client.xgroup_create(
-                self.own, self._engine.names.group, id="0", mkstream=True
+                stream, self._engine.names.group, id="0", mkstream=True
             )
         except ResponseError as error:
             if "BUSYGROUP" not in str(error):
                 raise
-        self.own_made = True
 
     async def lead(self) -> None:
         """Take or renew the lease (every third of ``--node-timeout``), if it is free."""
@@ -327,15 +405,38 @@ class ClusterDispatch:
         return message
 
     async def forget(self, node: str) -> None:
-        """A node is dead: forget its consumers and groups, and hand back its own stream."""
-        client = self._engine.client
-        await client.eval(FORGET_NODE, 3, self.registry, self.mode, self.groups, node)
-        counter = byte_counter(self._engine.names.prefix, self.stream)
+        """
+        A node is dead: forget its consumers and groups, and hand back its own
+        stream; of a grouped queue, with what it held pending, to the returned
+        stream, in one script (:data:`~.dispatch_scripts.FORGET_RETURNING`).
+        """
+        engine = self._engine
+        client = engine.client
         own = self.node_stream(node)
-        returned = await client.eval(
-            RETURN_NODE, 3, own, self.stream, counter, self._engine.names.group
-        )
-        if returned:
+        if self.grouped:
+            lanes = lane_streams(engine.names.prefix, self.stream, self.destination)
+            returned = await client.eval(
+                FORGET_RETURNING,
+                7 + len(lanes),
+                self.registry,
+                self.mode,
+                self.groups,
+                self.returned,
+                own,
+                engine.names.alive(node),
+                self.lease,
+                *lanes,
+                engine.names.group,
+                f"{engine.names.prefix}:",
+                node,
+            )
+        else:
+            await client.eval(FORGET_NODE, 3, self.registry, self.mode, self.groups, node)
+            counter = byte_counter(engine.names.prefix, self.stream)
+            returned = await client.eval(
+                RETURN_NODE, 3, own, self.stream, counter, engine.names.group
+            )
+        if returned > 0:
             log.info(
                 "handed back {count} messages of {queue} that dead node {node} was given",
                 count=returned,
@@ -383,21 +484,21 @@ class ClusterDispatch:
         roster = self.roster
         selecting = any(c.selector is not None for c in roster.consumers)
         active = "" if roster.active is None else roster.active.field
-        room_here = self._has_room()
+        room_here = self._room()
         args: list[Any] = [
             engine.names.group,
             self.node_prefix,
             self.destination,
             here,
-            int(room_here),
+            max(room_here, 0),
         ]
         for stream, entry_id, payload, _ in batch:
             _, message = decode(payload)
             properties = message_properties(message) if selecting else None
             takers = roster.takers(properties)
-            nodes = candidate_nodes(takers, here, room_here)
+            nodes = candidate_nodes(takers, here, room_here > 0)
             group, closes = _group_of(message)
-            consumers = candidate_consumers(takers) if group is not None else []
+            consumers = candidate_consumers(takers)
             args += [stream, entry_id, payload, group or "", int(closes), active]
             args += [len(nodes) // 2, len(consumers) // 4, *nodes, *consumers]
         answers = await engine.client.eval(

@@ -9,45 +9,81 @@ from __future__ import annotations
 
 from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE
 
-__all__ = ["LEAD", "MOVE", "RESIGN", "RETURN_NODE"]
+__all__ = ["FORGET_RETURNING", "GIVE_BACK", "LEAD", "MOVE", "RESIGN", "RETURN_NODE"]
 
-#: KEYS: registry, groups hash, mode hash.  ARGV: group, node-stream prefix,
-#: destination, this node, whether this node's consumers have room (0/1), then
-#: per entry: source stream, entry id, payload, message group ('' none), closes
-#: group (0/1), the active consumer's field ('' none), n, m, then n candidate
-#: nodes each with the windows of its consumers there, then (for a grouped
-#: entry) m candidate consumers, best first, each as field, node, priority, order.
-#: Answers per entry the node it went to ('' when none may take it) and the
-#: consumer that owns its group there ('' none).  An entry moved out of a
-#: stream with a byte counter is counted out of it (:mod:`.shared_bytes`; the
-#: counter is named from the node-stream prefix).
-MOVE = (
-    BODY_SIZE
-    + """
-local group, prefix, destination, me = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local room_here = ARGV[5] == '1'
-local root = string.sub(prefix, 1, #prefix - 3)
+#: Lua (after ``root``, the keys' prefix with its colon, is set): takes an
+#: entry's bytes off its stream's byte counter, if the stream has one.
+_UNCOUNT = """
 local function uncount(source, payload)
   local counter = root .. 'qb:' .. string.sub(source, #root + 1)
   if redis.call('EXISTS', counter) == 1 then
     if redis.call('DECRBY', counter, body_size(payload)) < 0 then redis.call('SET', counter, 0) end
   end
 end
-local fields, registered = {}, {}
-for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
-  fields[field] = true
-  registered[string.match(field, '^(.*)/[^/]*$')] = true
+"""
+
+#: KEYS: registry, groups hash, mode hash.  ARGV: group, node-stream prefix,
+#: destination, this node, how many entries this node's consumers have room
+#: for, then per entry: source stream, entry id, payload, message group (''
+#: none), closes group (0/1), the active consumer's field ('' none), n, m, then
+#: n candidate nodes each with the windows of its consumers there, then m
+#: candidate consumers, best first, each as field, node, priority, order.
+#: Answers per entry the node it went to ('' when none may take it; the
+#: returned stream's name when it went there) and the consumer that owns its
+#: group there ('' none).  A message goes to the consumer one node's
+#: round-robin picks, a grouped one to its group's owner (or picks it).  A
+#: grouped entry of the queue's stream or lanes, while the returned stream
+#: (``PREFIX:qr:/queue/NAME``) holds entries nobody has read, goes to the
+#: returned stream's tail instead, behind them: so what an owner gave back is
+#: decided before any newer message of its groups.  An entry moved out of a
+#: stream with a byte counter is counted out of it (:mod:`.shared_bytes`; the
+#: counter is named from the node-stream prefix).
+MOVE = (
+    BODY_SIZE
+    + """
+local group, prefix, destination, me = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local room_here = tonumber(ARGV[5])
+local root = string.sub(prefix, 1, #prefix - 3)
+local returned = root .. 'qr:' .. destination
+"""
+    + _UNCOUNT
+    + """
+local waiting = nil
+-- Whether the returned stream holds entries the decider has not read yet.
+local function returned_waiting()
+  if waiting == nil then
+    waiting = false
+    if redis.call('EXISTS', returned) == 1 then
+      local last = '0-0'
+      local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', returned)
+      if ok then
+        for _, info in ipairs(groups) do
+          local name, delivered = nil, nil
+          for f = 1, #info, 2 do
+            if info[f] == 'name' then name = info[f + 1] end
+            if info[f] == 'last-delivered-id' then delivered = info[f + 1] end
+          end
+          if name == group then last = delivered end
+        end
+      end
+      waiting = #redis.call('XRANGE', returned, '(' .. last, '+', 'COUNT', 1) > 0
+    end
+  end
+  return waiting
 end
+local fields = {}
+for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do fields[field] = true end
+local kept = 0
 local function room(node, window)
-  if node == me then return room_here end
+  if node == me then return kept < room_here end
   if not window then return false end
   local stream = prefix .. node .. ':' .. destination
   return redis.call('XLEN', stream) < window
 end
--- A new owner for a group, as one node's round-robin picks it: in the highest
--- priority that has a consumer with room, the next after the last one picked
--- there (field t:PRIORITY of the mode hash), wrapping; the next in turn of the
--- highest priority when none has room.
+-- The consumer for a message, or a group's new owner, as one node's
+-- round-robin picks it: in the highest priority that has a consumer with room,
+-- the next after the last one picked there (field t:PRIORITY of the mode
+-- hash), wrapping; the next in turn of the highest priority when none has room.
 local function pick(base, m, windows)
   local fallback = nil
   local c = 1
@@ -86,49 +122,58 @@ while i <= #ARGV do
   local nodes = i + 8
   local consumers = nodes + 2 * n
   for c = 0, n - 1 do windows[ARGV[nodes + 2 * c]] = tonumber(ARGV[nodes + 2 * c + 1]) end
-  if message_group ~= '' then
-    owner = redis.call('HGET', KEYS[2], message_group)
-    if owner and fields[owner] and (active == '' or owner == active) then
-      target = string.match(owner, '^(.*)/[^/]*$')
-    else
-      owner = nil
-      local k = pick(consumers, m, windows)
-      if k then
-        owner = ARGV[consumers + 4 * k - 4]
-        target = ARGV[consumers + 4 * k - 3]
-        redis.call('HSET', KEYS[3], 't:' .. ARGV[consumers + 4 * k - 2],
-          ARGV[consumers + 4 * k - 1])
-        redis.call('HSET', KEYS[2], message_group, owner)
-      end
-    end
-    if owner and closes == '1' then redis.call('HDEL', KEYS[2], message_group) end
-  else
-    local first = nil
-    for c = 0, n - 1 do
-      local node = ARGV[nodes + 2 * c]
-      if registered[node] then
-        first = first or node
-        if room(node, windows[node]) then target = node break end
-      end
-    end
-    target = target or first
-  end
-  if target and target ~= me then
-    local stream = prefix .. target .. ':' .. destination
-    if redis.call('EXISTS', stream) == 0 then
-      redis.call('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
-    end
-    if owner then
-      redis.call('XADD', stream, '*', 'm', payload, 'o', owner)
-    else
-      redis.call('XADD', stream, '*', 'm', payload)
-    end
+  if message_group ~= '' and source ~= returned and returned_waiting() then
+    -- Behind what an owner gave back, which may be of this group.
+    redis.call('XADD', returned, '*', 'm', payload)
     redis.call('XACK', source, group, id)
     redis.call('XDEL', source, id)
     uncount(source, payload)
+    answers[#answers + 1] = returned
+    answers[#answers + 1] = ''
+  else
+    local chosen = false
+    if message_group ~= '' then
+      owner = redis.call('HGET', KEYS[2], message_group)
+      if owner and fields[owner] and (active == '' or owner == active) then
+        target = string.match(owner, '^(.*)/[^/]*$')
+      else
+        owner = nil
+        chosen = true
+      end
+    else
+      chosen = true
+    end
+    if chosen then
+      local k = pick(consumers, m, windows)
+      if k then
+        target = ARGV[consumers + 4 * k - 3]
+        redis.call('HSET', KEYS[3], 't:' .. ARGV[consumers + 4 * k - 2],
+          ARGV[consumers + 4 * k - 1])
+        if message_group ~= '' then
+          owner = ARGV[consumers + 4 * k - 4]
+          redis.call('HSET', KEYS[2], message_group, owner)
+        end
+      end
+    end
+    if owner and closes == '1' then redis.call('HDEL', KEYS[2], message_group) end
+    if target == me then kept = kept + 1 end
+    if target and target ~= me then
+      local stream = prefix .. target .. ':' .. destination
+      if redis.call('EXISTS', stream) == 0 then
+        redis.call('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
+      end
+      if owner then
+        redis.call('XADD', stream, '*', 'm', payload, 'o', owner)
+      else
+        redis.call('XADD', stream, '*', 'm', payload)
+      end
+      redis.call('XACK', source, group, id)
+      redis.call('XDEL', source, id)
+      uncount(source, payload)
+    end
+    answers[#answers + 1] = target or ''
+    answers[#answers + 1] = owner or ''
   end
-  answers[#answers + 1] = target or ''
-  answers[#answers + 1] = owner or ''
   i = consumers + 4 * m
 end
 return answers
@@ -192,3 +237,174 @@ RESIGN = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 0
 """
+
+
+#: Lua (after ``root``, ``group`` and ``returned`` are set): what a node gives
+#: back to a grouped queue goes to the tail of its returned stream, with how
+#: often it was delivered (field ``r``) when known; ``return_all`` hands back
+#: everything a node's own stream holds, in order, and deletes it; ``sweep``
+#: hands back a dead node's pending entries of a stream.
+_RETURNING = """
+local function add(payload, times)
+  if times then
+    redis.call('XADD', returned, '*', 'm', payload, 'r', times)
+  else
+    redis.call('XADD', returned, '*', 'm', payload)
+  end
+end
+local function payload_of(fields)
+  for f = 1, #fields, 2 do
+    if fields[f] == 'm' then return fields[f + 1] end
+  end
+  return nil
+end
+local function return_all(stream)
+  if redis.call('EXISTS', stream) == 0 then return 0 end
+  local delivered = {}
+  local ok, rows = pcall(redis.call, 'XPENDING', stream, group, '-', '+', 1000000)
+  if ok then
+    for _, row in ipairs(rows) do delivered[row[1]] = row[4] end
+  end
+  local entries = redis.call('XRANGE', stream, '-', '+')
+  for _, entry in ipairs(entries) do
+    local payload = payload_of(entry[2])
+    if payload then add(payload, delivered[entry[1]]) end
+  end
+  redis.call('DEL', stream)
+  return #entries
+end
+local function sweep(stream, node)
+  if redis.call('EXISTS', stream) == 0 then return 0 end
+  local ok, rows = pcall(redis.call, 'XPENDING', stream, group, '-', '+', 1000000, node)
+  if not ok then return 0 end
+  for _, row in ipairs(rows) do
+    local found = redis.call('XRANGE', stream, row[1], row[1])[1]
+    if found then
+      local payload = payload_of(found[2])
+      if payload then
+        add(payload, row[4])
+        uncount(stream, payload)
+      end
+    end
+    redis.call('XACK', stream, group, row[1])
+    redis.call('XDEL', stream, row[1])
+  end
+  return #rows
+end
+"""
+
+#: KEYS: registry, mode hash, the queue's returned stream, this node's own
+#: stream of it, the decider's lease.  ARGV: group, the keys' prefix with its
+#: colon, this node, whether it leaves the queue (0/1), k, k registry fields
+#: of its consumers that leave, then per message: the stream of its entry (''
+#: none), the entry id, the payload.  A grouped queue's give-back, atomic so
+#: that no decision comes between a consumer's leaving and its messages' coming
+#: back: each message goes to the tail of the returned stream (its entry
+#: ended, counted out of its stream's bytes); then, leaving, everything the
+#: node's own stream still holds (as :data:`RETURN_NODE`) and the lease; else
+#: what the own stream holds unread for the consumers that leave (field
+#: ``o``); then the consumers are unregistered.  Answers how many went back.
+GIVE_BACK = (
+    BODY_SIZE
+    + """
+local group, root, me = ARGV[1], ARGV[2], ARGV[3]
+local leaving = ARGV[4] == '1'
+local k = tonumber(ARGV[5])
+local returned = KEYS[3]
+"""
+    + _UNCOUNT
+    + _RETURNING
+    + """
+local moved = 0
+local i = 6 + k
+while i <= #ARGV do
+  local source, id, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  add(payload, nil)
+  if id ~= '' then
+    redis.call('XACK', source, group, id)
+    redis.call('XDEL', source, id)
+    uncount(source, payload)
+  end
+  moved = moved + 1
+  i = i + 3
+end
+if leaving then
+  moved = moved + return_all(KEYS[4])
+  if redis.call('GET', KEYS[5]) == me then redis.call('DEL', KEYS[5]) end
+elseif k > 0 and redis.call('EXISTS', KEYS[4]) == 1 then
+  local leavers = {}
+  for f = 6, 5 + k do leavers[ARGV[f]] = true end
+  local last = '0-0'
+  for _, info in ipairs(redis.call('XINFO', 'GROUPS', KEYS[4])) do
+    local name, delivered = nil, nil
+    for f = 1, #info, 2 do
+      if info[f] == 'name' then name = info[f + 1] end
+      if info[f] == 'last-delivered-id' then delivered = info[f + 1] end
+    end
+    if name == group then last = delivered end
+  end
+  for _, entry in ipairs(redis.call('XRANGE', KEYS[4], '(' .. last, '+')) do
+    local payload, owner = nil, nil
+    for f = 1, #entry[2], 2 do
+      if entry[2][f] == 'm' then payload = entry[2][f + 1] end
+      if entry[2][f] == 'o' then owner = entry[2][f + 1] end
+    end
+    if payload and owner and leavers[owner] then
+      add(payload, nil)
+      redis.call('XDEL', KEYS[4], entry[1])
+      moved = moved + 1
+    end
+  end
+end
+local gone = 0
+for f = 6, 5 + k do gone = gone + redis.call('HDEL', KEYS[1], ARGV[f]) end
+if gone > 0 then redis.call('HINCRBY', KEYS[2], 'v', 1) end
+return moved
+"""
+)
+
+#: KEYS: registry, mode hash, groups hash, the queue's returned stream, the
+#: dead node's own stream of it, its liveness key, the decider's lease, then
+#: the queue's stream and lanes.  ARGV: group, the keys' prefix with its colon,
+#: the dead node.  A grouped queue's dead node, at once and only while its
+#: liveness key is gone: what it held goes to the tail of the returned stream
+#: in the order it got it (its own stream first if it was the decider, which
+#: never moves entries to itself, so that its stream holds the older ones;
+#: else last), with how often each was delivered, and its consumers and groups
+#: are forgotten (as :data:`~.consumer_registry.FORGET_NODE`).  Answers how
+#: many entries went back, or -1 when the node is alive again.
+FORGET_RETURNING = (
+    BODY_SIZE
+    + """
+local group, root, node = ARGV[1], ARGV[2], ARGV[3]
+local returned = KEYS[4]
+if redis.call('EXISTS', KEYS[6]) == 1 then return -1 end
+"""
+    + _UNCOUNT
+    + _RETURNING
+    + """
+local moved = 0
+local deciding = redis.call('GET', KEYS[7]) == node
+if deciding then moved = moved + return_all(KEYS[5]) end
+moved = moved + sweep(returned, node)
+for i = 8, #KEYS do moved = moved + sweep(KEYS[i], node) end
+if not deciding then moved = moved + return_all(KEYS[5]) end
+local prefix = node .. '/'
+local gone = 0
+for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if string.sub(field, 1, #prefix) == prefix then
+    redis.call('HDEL', KEYS[1], field)
+    gone = gone + 1
+  end
+end
+local owners = redis.call('HGETALL', KEYS[3])
+for i = 1, #owners, 2 do
+  if string.sub(owners[i + 1], 1, #prefix) == prefix then
+    redis.call('HDEL', KEYS[3], owners[i])
+  end
+end
+if gone > 0 then redis.call('HINCRBY', KEYS[2], 'v', 1) end
+if deciding then redis.call('DEL', KEYS[7]) end
+return moved
+"""
+)

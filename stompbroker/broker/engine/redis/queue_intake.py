@@ -219,6 +219,8 @@ class QueueIntake:
                     if "NOGROUP" not in str(error):
                         raise
                     await self._make_group()
+                    if self._cluster is not None:
+                        self._cluster.unmade()
                     continue
                 except CONNECTION_ERRORS:
                     # The read may have reached Redis and its reply died: what it
@@ -257,10 +259,15 @@ class QueueIntake:
     def _give_back_read(self) -> None:
         """The handle was dropped while reading: what it read and holds goes back for the others."""
         pending = self._queue.pending
-        self._settling.give_back(list(pending))
+        given = list(pending)
         pending.clear()
-        if self._cluster is not None:
-            self._settling.give_back_held(self._cluster)
+        cluster = self._cluster
+        if cluster is not None and cluster.grouped:
+            self._settling.give_back_grouped(cluster, given, [], held=True)
+            return
+        self._settling.give_back(given)
+        if cluster is not None:
+            self._settling.give_back_held(cluster)
 
     async def _make_group(self) -> None:
         """Make the stream and its group, from the start of the stream, unless they exist."""

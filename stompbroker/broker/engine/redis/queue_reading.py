@@ -80,6 +80,8 @@ class QueueReading:
         dispatch = self.dispatch
         if dispatch is not None and dispatch.own_made:
             streams.append(dispatch.own)
+        if dispatch is not None and dispatch.returned_made:
+            streams.append(dispatch.returned)
         return streams
 
     async def _modes(self, reply: Any) -> None:
@@ -94,11 +96,13 @@ class QueueReading:
     def _sources(self) -> list[str]:
         """
         The streams a plain read takes from: the queue's; once deciding, this
-        node's own, and the queue's only while this node holds the lease.
+        node's own, and the returned one and the queue's only while this node
+        holds the lease.
         """
         dispatch = self.dispatch
         if dispatch is not None and dispatch.active:
-            return [dispatch.own, self._stream] if dispatch.leading else [dispatch.own]
+            streams: list[str] = dispatch.lead_streams()
+            return [*streams, self._stream] if dispatch.leading else streams
         return [self._stream]
 
     def room(self, room: int) -> int:
@@ -155,8 +159,7 @@ class QueueReading:
         dispatch = self.dispatch
         if dispatch is not None and dispatch.active:
             await dispatch.lead()
-            if not dispatch.own_made:
-                await dispatch.make_own()
+            await dispatch.ready()
         pipe = client.pipeline(transaction=False)
         pipe.xreadgroup(
             engine.names.group,
@@ -185,9 +188,9 @@ class QueueReading:
         dispatch = self.dispatch
         if dispatch is not None and dispatch.active:
             await dispatch.lead()
-            if not dispatch.own_made:
-                await dispatch.make_own()
-            lanes = [dispatch.own, *lanes] if dispatch.leading else [dispatch.own]
+            await dispatch.ready()
+            own = dispatch.lead_streams()
+            lanes = [*own, *lanes] if dispatch.leading else own
         reply = await script(
             keys=lanes, args=[engine.names.group, engine.ids.node, room], client=engine.unretried
         )

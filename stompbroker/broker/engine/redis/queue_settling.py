@@ -176,6 +176,46 @@ class QueueSettling:
                 writer.command("XACK", stream, engine.names.group, entry)
                 writer.command("XDEL", stream, entry)
 
+    def give_back_grouped(
+        self,
+        cluster: ClusterDispatch,
+        messages: list[Message],
+        leavers: list[str],
+        *,
+        leaving: bool = False,
+        held: bool = False,
+    ) -> None:
+        """
+        A grouped queue's give-back: messages this node read (and, with
+        ``held``, the entries no consumer took) to the queue's returned stream,
+        decided before any newer message of their groups, as one node puts
+        them back at the head; the consumers that leave unregistered in the same
+        script (:meth:`.ClusterDispatch.give_back`).
+
+        :param messages: in the order they go back: a consumer's unacknowledged
+            ones first, then those waiting here.
+        :param leavers: the registry fields of the consumers that leave.
+        :param leaving: this node's last consumer of the queue left.
+        """
+        engine = self._engine
+        recent = self._recent
+        flat: list[Any] = []
+        for message in messages:
+            entry = self._entries.pop(message.message_id, None)
+            payload = encode(engine.ids.node, message)
+            if entry is None:
+                flat += ["", "", payload]
+                continue
+            recent.ended(entry)
+            stream, entry_id = (self._stream, entry) if type(entry) is bytes else entry
+            flat += [stream, entry_id, payload]
+        if held:
+            waiting, cluster.held = cluster.held, []
+            for stream, entry_id, payload in waiting:
+                recent.ended(self.key(stream, entry_id))
+                flat += [stream, entry_id, payload]
+        cluster.give_back(flat, leavers, leaving)
+
     def give_back_held(self, cluster: ClusterDispatch) -> None:
         """Put back the entries no consumer took at the tail of the stream, for the others."""
         writer = self._engine.writer

@@ -144,7 +144,7 @@ class StreamQueue:
                 engine,
                 destination,
                 self._stream,
-                lambda: self._intake.room() > 0,
+                lambda: self._intake.room(),
                 self.local,
             )
         #: How this node reads the queue: its stream, or its priority lanes.
@@ -299,6 +299,15 @@ class StreamQueue:
         self.local.remove_consumer(consumer)
         self._wake.set()
         cluster = self._cluster
+        if cluster is not None and cluster.grouped:
+            # What it held is decided again, ahead of its groups' newer messages.
+            leaving = not self.consumers
+            given = [*self.pending, *(self._delayed() if leaving else ())]
+            self.pending.clear()
+            self._settling.give_back_grouped(
+                cluster, given, cluster.release([consumer]), leaving=leaving, held=leaving
+            )
+            return
         if cluster is not None:
             cluster.unregister(consumer)
             if cluster.active and self.consumers:
@@ -370,12 +379,17 @@ class StreamQueue:
             held.extend(consumer.take_all())
         held.extend(self.pending)
         held.extend(self._delayed())
-        self._settling.give_back(held)
-        if self._cluster is not None:
-            for consumer in self.consumers:
-                self._cluster.unregister(consumer)
-            self._settling.give_back_held(self._cluster)
-            self._cluster.leave()
+        cluster = self._cluster
+        if cluster is not None and cluster.grouped:
+            leavers = cluster.release(self.consumers)
+            self._settling.give_back_grouped(cluster, held, leavers, leaving=True, held=True)
+        else:
+            self._settling.give_back(held)
+            if cluster is not None:
+                for consumer in self.consumers:
+                    cluster.unregister(consumer)
+                self._settling.give_back_held(cluster)
+                cluster.leave()
         self.consumers.clear()
         self.pending.clear()
         self._traffic.queues.discard(self.local)
