@@ -1,0 +1,254 @@
+"""
+A grouped shared queue's returned stream and one node's round-robin across nodes
+(:mod:`stompbroker.broker.engine.redis.dispatch_scripts`), run on a real
+``redis-server`` with a plain redis-py client (docs/cluster.md, "Selectors,
+consumer priorities, exclusive consumers and message groups").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+from stompbroker.broker.engine.redis.consumer_registry import REGISTER
+from stompbroker.broker.engine.redis.dispatch_scripts import FORGET_RETURNING, GIVE_BACK, MOVE
+from stompbroker.broker.engine.redis.lanes import lane_streams
+from tests.support.redis import redis_client, redis_server  # noqa: F401
+
+QUEUE = "/queue/q"
+REGISTRY, MODE, GROUPS = f"t:qc:{QUEUE}", f"t:qm:{QUEUE}", f"t:qg:{QUEUE}"
+STREAM = f"t:q:{QUEUE}"
+RETURNED = f"t:qr:{QUEUE}"
+LEASE = f"t:ql:{QUEUE}"
+LANES = lane_streams("t", STREAM, QUEUE)
+ALIVE = "t:alive:"
+
+
+def own(node: str) -> str:
+    return f"t:qn:{node}:{QUEUE}"
+
+
+def register(client: redis.Redis, field: str) -> int:
+    """Register a plain consumer as a node's SUBSCRIBE does; :returns: its order."""
+    node = field.partition("/")[0]
+    client.set(ALIVE + node, 1)
+    order: int = client.eval(
+        REGISTER, 2 + len(LANES), REGISTRY, MODE, *LANES, field, node, "", 0, 0, "", 10, ALIVE
+    )
+    return order
+
+
+def move(
+    client: redis.Redis,
+    me: str,
+    stream: str,
+    groups: list[str],
+    consumers: list[Any],
+    add: bool = True,
+) -> list[tuple[str, str]]:
+    """
+    Read one entry per group ('' none) from ``stream`` and decide them as node
+    ``me``; with ``add``, first add them (the group's name as payload).
+    """
+    if add:
+        client.xgroup_create(stream, "nodes", id="0", mkstream=True)
+        for group in groups:
+            client.xadd(stream, {"m": group.encode() or b"-"})
+    [(_, entries)] = client.xreadgroup("nodes", me, {stream: ">"})
+    nodes = sorted({node for _, node, _, _ in consumers})
+    args: list[Any] = ["nodes", "t:qn:", QUEUE, me, 10]
+    for (entry_id, fields), group in zip(entries, groups, strict=True):
+        args += [stream, entry_id, fields[b"m"], group, 0, "", len(nodes), len(consumers)]
+        for node in nodes:
+            args += [node, 10]
+        for consumer in consumers:
+            args += list(consumer)
+    answers: list[Any] = client.eval(MOVE, 3, REGISTRY, GROUPS, MODE, *args)
+    return [(answers[i].decode(), answers[i + 1].decode()) for i in range(0, len(answers), 2)]
+
+
+def payloads(client: redis.Redis, stream: str) -> list[bytes]:
+    return [fields[b"m"] for _, fields in client.xrange(stream)]
+
+
+def test_ungrouped_messages_go_round_robin_over_every_nodes_consumers(
+    redis_client: redis.Redis,  # noqa: F811
+) -> None:
+    """As one node spreads them: each consumer in turn, whatever node it is on."""
+    orders = {field: register(redis_client, field) for field in ("a/1", "a/2", "b/3")}
+    consumers = [(field, field[0], 0, orders[field]) for field in orders]
+    assert move(redis_client, "a", STREAM, [""] * 6, consumers) == [
+        ("a", ""),
+        ("a", ""),
+        ("b", ""),
+        ("a", ""),
+        ("a", ""),
+        ("b", ""),
+    ]
+    assert payloads(redis_client, own("b")) == [b"-", b"-"]
+
+
+def test_a_consumer_whose_node_is_full_is_passed_over(
+    redis_client: redis.Redis,  # noqa: F811
+) -> None:
+    """The next in turn with room gets the message, as one node's round-robin skips a full one."""
+    orders = {field: register(redis_client, field) for field in ("a/1", "b/2")}
+    consumers = [(field, field[0], 0, orders[field]) for field in orders]
+    redis_client.xgroup_create(own("b"), "nodes", id="0", mkstream=True)
+    for _ in range(10):
+        redis_client.xadd(own("b"), {"m": b"old"})
+    assert move(redis_client, "a", STREAM, ["", ""], consumers) == [("a", ""), ("a", "")]
+
+
+def test_a_grouped_message_waits_behind_what_was_given_back(
+    redis_client: redis.Redis,  # noqa: F811
+) -> None:
+    """
+    While the returned stream holds unread entries, a grouped entry of the
+    queue's stream joins its tail; an ungrouped one is decided at once.
+    """
+    orders = {field: register(redis_client, field) for field in ("a/1", "b/2")}
+    consumers = [(field, field[0], 0, orders[field]) for field in orders]
+    redis_client.xgroup_create(RETURNED, "nodes", id="0", mkstream=True)
+    redis_client.xadd(RETURNED, {"m": b"g1"})
+    assert move(redis_client, "a", STREAM, ["g", ""], consumers) == [(RETURNED, ""), ("a", "")]
+    assert payloads(redis_client, RETURNED) == [b"g1", b"g"]
+    assert redis_client.xlen(STREAM) == 1  # the ungrouped one, kept here
+    # Read from the returned stream, they are decided at once, in order: the
+    # group's new owner is the next in turn after the ungrouped one's (a/1).
+    assert move(redis_client, "a", RETURNED, ["g", "g"], consumers, add=False) == [
+        ("b", "b/2"),
+        ("b", "b/2"),
+    ]
+
+
+def give_back(
+    client: redis.Redis, me: str, leavers: list[str], messages: list[Any], leaving: bool = False
+) -> int:
+    moved: int = client.eval(
+        GIVE_BACK,
+        5,
+        REGISTRY,
+        MODE,
+        RETURNED,
+        own(me),
+        LEASE,
+        "nodes",
+        "t:",
+        me,
+        int(leaving),
+        len(leavers),
+        *leavers,
+        *messages,
+    )
+    return moved
+
+
+def test_a_leaving_owners_messages_and_its_unread_ones_go_back_in_order(
+    redis_client: redis.Redis,  # noqa: F811
+) -> None:
+    """
+    What it held first, then what its node's own stream holds unread for it (not
+    for the node's other consumers), and it leaves the registry in the same step.
+    """
+    register(redis_client, "b/1")
+    register(redis_client, "b/2")
+    stream = own("b")
+    redis_client.xgroup_create(stream, "nodes", id="0", mkstream=True)
+    read = redis_client.xadd(stream, {"m": b"g1", "o": b"b/1"})
+    redis_client.xreadgroup("nodes", "b", {stream: ">"}, count=1)
+    redis_client.xadd(stream, {"m": b"g2", "o": b"b/1"})
+    redis_client.xadd(stream, {"m": b"h1", "o": b"b/2"})
+    redis_client.xadd(stream, {"m": b"g3", "o": b"b/1"})
+    version = int(redis_client.hget(MODE, "v") or 0)
+    assert give_back(redis_client, "b", ["b/1"], [stream, read, b"g1+", "", "", b"x"]) == 4
+    assert payloads(redis_client, RETURNED) == [b"g1+", b"x", b"g2", b"g3"]
+    assert payloads(redis_client, stream) == [b"h1"]
+    assert redis_client.xpending(stream, "nodes")["pending"] == 0
+    assert redis_client.hkeys(REGISTRY) == [b"b/2"]
+    assert int(redis_client.hget(MODE, "v") or 0) == version + 1
+
+
+def test_the_last_consumer_leaving_hands_back_the_whole_own_stream_and_the_lease(
+    redis_client: redis.Redis,  # noqa: F811
+) -> None:
+    """A node that leaves the queue: its own stream goes back whole, with delivery counts."""
+    register(redis_client, "b/1")
+    stream = own("b")
+    redis_client.xgroup_create(stream, "nodes", id="0", mkstream=True)
+    redis_client.xadd(stream, {"m": b"g1", "o": b"b/1"})
+    redis_client.xreadgroup("nodes", "b", {stream: ">"}, count=1)
+    redis_client.xadd(stream, {"m": b"g2", "o": b"b/1"})
+    redis_client.set(LEASE, "b")
+    assert give_back(redis_client, "b", ["b/1"], [], leaving=True) == 2
+    entries = redis_client.xrange(RETURNED)
+    assert [fields for _, fields in entries] == [{b"m": b"g1", b"r": b"1"}, {b"m": b"g2"}]
+    assert not redis_client.exists(stream, LEASE)
+    assert redis_client.hlen(REGISTRY) == 0
+
+
+def forget(client: redis.Redis, node: str) -> int:
+    moved: int = client.eval(
+        FORGET_RETURNING,
+        7 + len(LANES),
+        REGISTRY,
+        MODE,
+        GROUPS,
+        RETURNED,
+        own(node),
+        ALIVE + node,
+        LEASE,
+        *LANES,
+        "nodes",
+        "t:",
+        node,
+    )
+    return moved
+
+
+def dead_node_holding(client: redis.Redis, deciding: bool) -> None:
+    """Node d: g1 kept from the queue's stream (pending), g2 in its own stream; then it dies."""
+    register(client, "d/1")
+    client.hset(GROUPS, "g", "d/1")
+    client.xgroup_create(STREAM, "nodes", id="0", mkstream=True)
+    client.xadd(STREAM, {"m": b"g1"})
+    client.xreadgroup("nodes", "d", {STREAM: ">"})
+    client.xgroup_create(own("d"), "nodes", id="0", mkstream=True)
+    client.xadd(own("d"), {"m": b"g2", "o": b"d/1"})
+    if deciding:
+        client.set(LEASE, "d")
+    client.delete(ALIVE + "d")
+
+
+def test_a_dead_nodes_entries_go_back_with_its_consumers_and_groups_forgotten(
+    redis_client: redis.Redis,  # noqa: F811
+) -> None:
+    """What it kept pending first, then its own stream (another node was deciding)."""
+    dead_node_holding(redis_client, deciding=False)
+    assert forget(redis_client, "d") == 2
+    entries = redis_client.xrange(RETURNED)
+    assert [fields for _, fields in entries] == [{b"m": b"g1", b"r": b"1"}, {b"m": b"g2"}]
+    assert redis_client.xlen(STREAM) == 0
+    assert redis_client.hlen(REGISTRY) == 0 and redis_client.hlen(GROUPS) == 0
+
+
+def test_a_dead_deciders_own_stream_goes_back_first(
+    redis_client: redis.Redis,  # noqa: F811
+) -> None:
+    """A decider never moves entries to itself: its own stream holds the older ones."""
+    dead_node_holding(redis_client, deciding=True)
+    assert forget(redis_client, "d") == 2
+    assert payloads(redis_client, RETURNED) == [b"g2", b"g1"]
+    assert not redis_client.exists(LEASE)
+
+
+def test_a_node_alive_again_keeps_what_it_holds(
+    redis_client: redis.Redis,  # noqa: F811
+) -> None:
+    """Only while its liveness key is gone: a node back from a lapse keeps its own."""
+    dead_node_holding(redis_client, deciding=False)
+    redis_client.set(ALIVE + "d", 1)
+    assert forget(redis_client, "d") == -1
+    assert redis_client.hkeys(REGISTRY) == [b"d/1"]
+    assert redis_client.xlen(own("d")) == 1
