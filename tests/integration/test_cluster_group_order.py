@@ -104,10 +104,11 @@ def owner_leaves(
 ) -> dict[str, list[tuple[str, bool, bool]]]:
     """
     ``other`` (on ``plain``) takes group h, ``owner`` (on ``owners``, a window
-    of 3, acknowledging nothing) group g, and ``heir`` subscribes beside the
-    owner; g1..g10 are sent, the owner leaves (``how``), and g11, g12 follow.
+    of 3, acknowledging nothing) group g, and ``full`` (beside the owner, a
+    window of 1) group k; g1..g10 are sent, the owner leaves (``how``), g11 and
+    g12 follow, and ``full`` acknowledges its message.
 
-    :returns: what each remaining consumer received.
+    :returns: what ``other`` and ``full`` received.
     """
     other, other_got = subscribe(plain, queue, "other", **PRIORITY)
     wait(1)
@@ -115,25 +116,33 @@ def owner_leaves(
         owners, queue, "owner", "client-individual", **{"prefetch-count": 3}, **PRIORITY
     )
     wait(2)
-    heir, heir_got = subscribe(owners, queue, "heir", **PRIORITY)
+    full, full_got = subscribe(
+        owners, queue, "full", "client-individual", **{"prefetch-count": 1}, **PRIORITY
+    )
     wait(3)
     publish(plain, queue, [b"h1"], JMSXGroupID="h")
-    publish(plain, queue, [f"g{n}".encode() for n in range(1, 11)], JMSXGroupID="g")
+    publish(plain, queue, [b"g1"], JMSXGroupID="g")
+    publish(plain, queue, [b"k1"], JMSXGroupID="k")
+    publish(plain, queue, [f"g{n}".encode() for n in range(2, 11)], JMSXGroupID="g")
     assert owned.wait_for(lambda: len(owned.messages) == 3, WAIT), owned.bodies()
     assert owned.bodies() == [b"g1", b"g2", b"g3"]
+    assert full_got.wait_for(lambda: full_got.bodies() == [b"k1"], WAIT), full_got.bodies()
     if how == "unsubscribe":
         owner.unsubscribe("owner", receipt="off")
         assert owned.wait_for(lambda: "off" in owned.receipts, WAIT)
     else:
         owner.disconnect()
     publish(plain, queue, [b"g11", b"g12"], JMSXGroupID="g")
-    assert heir_got.wait_for(lambda: len(heir_got.messages) == 12, WAIT), heir_got.bodies()
-    # The barrier: a marker in group g comes after everything of g.
-    token = uuid.uuid4().hex
-    publish(plain, queue, [b"marker"], JMSXGroupID="g", **{MARKER_HEADER: token})
-    assert heir_got.wait_for(lambda: token in heir_got.markers, WAIT)
-    got = {"other": seen(other_got), "heir": seen(heir_got)}
-    for connection in (owner, other, heir):
+    assert other_got.wait_for(lambda: len(other_got.messages) == 13, WAIT), other_got.bodies()
+    full.ack(full_got.messages[0].headers["ack"])
+    # The barriers: a marker in each group comes after everything of it.
+    for group, inbox in (("g", other_got), ("k", full_got)):
+        token = uuid.uuid4().hex
+        publish(plain, queue, [b"marker"], JMSXGroupID=group, **{MARKER_HEADER: token})
+        markers = inbox.markers
+        assert inbox.wait_for(lambda t=token, m=markers: t in m, WAIT), inbox.bodies()
+    got = {"other": seen(other_got), "full": seen(full_got)}
+    for connection in (owner, other, full):
         if connection.is_connected():
             connection.disconnect()
     return got
@@ -147,15 +156,16 @@ def test_a_leaving_owners_messages_reach_the_groups_next_owner_first(
     how: str,
 ) -> None:
     """
-    The owner (on B) of group g holds g1..g3 unacknowledged and g4..g10 wait for
-    it; it leaves: the group's next owner, by one node's round-robin the other
-    consumer on B, gets g1..g3 redelivered, then g4..g12, in order, as on one node.
+    The owner (on B) of group g holds g1..g3 unacknowledged, and g4..g10 wait for
+    it unread on B; it leaves: the group's next owner by one node's round-robin
+    (the consumer beside it is full: the one on A) gets g1..g3 redelivered, then
+    g4..g12, in order, as on one node.
     """
     a, b = nodes
     alone = one_node.address
     on_one_node = owner_leaves(unique("/queue/order."), alone, alone, lambda count: None, how)
-    expected = [(f"g{n}", n <= 3, n == 1) for n in range(1, 13)]
-    assert on_one_node == {"other": [("h1", False, True)], "heir": expected}
+    expected = [("h1", False, True)] + [(f"g{n}", n <= 3, n == 1) for n in range(1, 13)]
+    assert on_one_node == {"other": expected, "full": [("k1", False, True)]}
     queue = unique("/queue/order.")
     wait = registry_barrier(redis_server, queue)
     assert owner_leaves(queue, a.address, b.address, wait, how) == on_one_node
