@@ -246,4 +246,3 @@ def test_ungrouped_messages_spread_over_every_nodes_consumers_as_on_one_node(
     assert spread(queue, b.address, a.address, registry_barrier(redis_server, queue)) == (
         on_one_node
     )
-

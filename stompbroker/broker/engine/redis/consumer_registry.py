@@ -33,7 +33,16 @@ from attrs import frozen
 
 from stompbroker.broker.features.selectors import Selector, compile_selector
 
-__all__ = ["FORGET_NODE", "REGISTER", "UNREGISTER", "Registered", "Roster", "registry_key"]
+__all__ = [
+    "FORGET_NODE",
+    "REGISTER",
+    "UNREGISTER",
+    "Registered",
+    "Roster",
+    "candidate_consumers",
+    "candidate_nodes",
+    "registry_key",
+]
 
 #: KEYS: registry, mode hash, then the queue's lanes (its stream among them).
 #: ARGV: field, node, selector ('' for none), priority, exclusive (0/1),
@@ -214,3 +223,46 @@ class Roster:
         if properties is None:
             return pool
         return [c for c in pool if c.selector is None or c.selector.matches(properties)]
+
+
+def candidate_nodes(takers: list[Registered], here: str, room_here: bool) -> list[Any]:
+    """
+    :param takers: the consumers that may take a message, best first
+        (:meth:`~.consumer_registry.Roster.takers`).
+    :param room_here: whether this node's consumers have room.
+    :returns: their nodes in the order to try, each once, each followed by the
+        windows of its takers there (what its own stream may hold unsettled
+        before it counts as full): those of the best priority first, this node
+        leading them when it has room, and this node left out when it has none
+        (its consumers would only keep the message waiting).
+    """
+    windows: dict[str, int] = {}
+    order: list[str] = []
+    best = takers[0].priority if takers else 0
+    if room_here and any(t.node == here and t.priority == best for t in takers):
+        order.append(here)
+    for taker in takers:
+        if taker.node == here and not room_here:
+            continue
+        if taker.node not in windows:
+            windows[taker.node] = 0
+            if taker.node not in order:
+                order.append(taker.node)
+        windows[taker.node] += taker.window
+    flat: list[Any] = []
+    for node in order:
+        flat += [node, windows[node]]
+    return flat
+
+
+def candidate_consumers(takers: list[Registered]) -> list[Any]:
+    """
+    :param takers: the consumers that may take a message, best first
+        (:meth:`~.consumer_registry.Roster.takers`).
+    :returns: them flat, each as field, node, priority, order: what :data:`~.dispatch_scripts.MOVE`
+        picks a message's consumer (or a group's new owner) from, by one node's round-robin.
+    """
+    flat: list[Any] = []
+    for taker in takers:
+        flat += [taker.field, taker.node, taker.priority, taker.order]
+    return flat

@@ -11,20 +11,28 @@ get it (:meth:`ClusterDispatch.decide`):
 - the candidates are the exclusive (active) consumer alone while there is one,
   else every consumer, highest priority first; with selectors, only those that
   select the message;
-- this node keeps the entry when one of its own consumers is the first
-  candidate and has room; otherwise one script (:data:`~.dispatch_scripts.MOVE`), for the whole
-  batch read, gives each entry to the first candidate node that has nothing
-  waiting unread in its own stream (``PREFIX:qn:NODE:/queue/NAME``; the first
-  candidate when all do), moving it there (``XADD`` there, ``XACK`` and
-  ``XDEL`` of the entry read); a message of a group goes to the node of its
-  group's owner, a consumer (the hash ``PREFIX:qg:/queue/NAME``, group ->
-  ``NODE/N``), while that consumer is registered; a group without one (new,
-  or its owner left or died, or an exclusive consumer took over) gets the
-  consumer one node's round-robin picks, set atomically by the same script:
-  in the highest priority with room, the next after the last one picked
-  there (field ``t:PRIORITY`` of the mode hash).  The entry carries its owner
-  (field ``o``), and the receiving node's local queue gives the group to that
-  consumer (:meth:`ClusterDispatch.adopt`), first-for-consumer as on one node;
+- one script (:data:`~.dispatch_scripts.MOVE`), for the whole batch read,
+  gives each entry to the consumer one node's round-robin picks, whatever its
+  node: in the highest priority with room (a node's own stream
+  ``PREFIX:qn:NODE:/queue/NAME`` below its candidates' windows), the next
+  after the last one picked there (field ``t:PRIORITY`` of the mode hash);
+  this node keeps what it picks for its own consumers, and the rest moves to
+  the consumers' nodes (``XADD`` there, ``XACK`` and ``XDEL`` of the entry
+  read); a message of a group goes to the node of its group's owner, a
+  consumer (the hash ``PREFIX:qg:/queue/NAME``, group -> ``NODE/N``), while
+  that consumer is registered; a group without one (new, or its owner left or
+  died, or an exclusive consumer took over) gets the consumer the same
+  round-robin picks, set atomically by the same script.  The entry carries
+  its owner (field ``o``), and the receiving node's local queue gives the
+  group to that consumer (:meth:`ClusterDispatch.adopt`), first-for-consumer
+  as on one node;
+- once the queue has had a grouped message, what a node gives back goes to its
+  returned stream (``PREFIX:qr:/queue/NAME``), which the deciding node reads
+  first, with the leaving consumer's unregistering in one script
+  (:data:`~.dispatch_scripts.GIVE_BACK`), and a grouped entry of the queue's
+  stream waits behind what the returned stream holds unread: so a group's
+  next owner gets its given-back messages before its newer ones, as on one
+  node (a dead node's go the same way, :data:`~.dispatch_scripts.FORGET_RETURNING`);
 - an entry no consumer accepts stays pending on this node, outside its local
   queue, and is decided again when the registry changes.
 
@@ -56,8 +64,9 @@ from stompbroker.broker.engine.redis.consumer_registry import (
     FORGET_NODE,
     REGISTER,
     UNREGISTER,
-    Registered,
     Roster,
+    candidate_consumers,
+    candidate_nodes,
     registry_key,
 )
 from stompbroker.broker.engine.redis.dispatch_scripts import (
@@ -93,49 +102,6 @@ DECIDE_READ = 200
 _FIELD_NUMBERS = count(1)
 
 
-def candidate_nodes(takers: list[Registered], here: str, room_here: bool) -> list[Any]:
-    """
-    :param takers: the consumers that may take a message, best first
-        (:meth:`~.consumer_registry.Roster.takers`).
-    :param room_here: whether this node's consumers have room.
-    :returns: their nodes in the order to try, each once, each followed by the
-        windows of its takers there (what its own stream may hold unsettled
-        before it counts as full): those of the best priority first, this node
-        leading them when it has room, and this node left out when it has none
-        (its consumers would only keep the message waiting).
-    """
-    windows: dict[str, int] = {}
-    order: list[str] = []
-    best = takers[0].priority if takers else 0
-    if room_here and any(t.node == here and t.priority == best for t in takers):
-        order.append(here)
-    for taker in takers:
-        if taker.node == here and not room_here:
-            continue
-        if taker.node not in windows:
-            windows[taker.node] = 0
-            if taker.node not in order:
-                order.append(taker.node)
-        windows[taker.node] += taker.window
-    flat: list[Any] = []
-    for node in order:
-        flat += [node, windows[node]]
-    return flat
-
-
-def candidate_consumers(takers: list[Registered]) -> list[Any]:
-    """
-    :param takers: the consumers that may take a grouped message, best first
-        (:meth:`~.consumer_registry.Roster.takers`).
-    :returns: them flat, each as field, node, priority, order: what :data:`~.dispatch_scripts.MOVE`
-        picks a group's new owner from, by one node's round-robin.
-    """
-    flat: list[Any] = []
-    for taker in takers:
-        flat += [taker.field, taker.node, taker.priority, taker.order]
-    return flat
-
-
 def local_options(options: ConsumerOptions | None) -> ConsumerOptions | None:
     """
     :returns: a consumer's options for its node's local queue: without
@@ -164,9 +130,7 @@ class ClusterDispatch:
     :ivar own: this node's own stream of the queue.
     """
 
-    def __init__(
-        self, engine: Any, destination: str, stream: str, room: Any, local: Any
-    ) -> None:
+    def __init__(self, engine: Any, destination: str, stream: str, room: Any, local: Any) -> None:
         self._engine = engine
         self._local = local
         prefix = engine.names.prefix
@@ -501,9 +465,7 @@ class ClusterDispatch:
             consumers = candidate_consumers(takers)
             args += [stream, entry_id, payload, group or "", int(closes), active]
             args += [len(nodes) // 2, len(consumers) // 4, *nodes, *consumers]
-        answers = await engine.client.eval(
-            MOVE, 3, self.registry, self.groups, self.mode, *args
-        )
+        answers = await engine.client.eval(MOVE, 3, self.registry, self.groups, self.mode, *args)
         kept: list[tuple[str, list[Any]]] = []
         for index, (stream, entry_id, payload, fields) in enumerate(batch):
             target, owner = _text(answers[2 * index]), answers[2 * index + 1]
