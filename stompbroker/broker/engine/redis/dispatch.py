@@ -50,6 +50,7 @@ from stompbroker.broker.engine.redis.consumer_registry import (
     registry_key,
 )
 from stompbroker.broker.engine.redis.lanes import mode_key
+from stompbroker.broker.engine.redis.redelivery_records import record_key
 from stompbroker.broker.features.selectors import message_properties
 from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
@@ -115,9 +116,11 @@ end
 return answers
 """
 
-#: KEYS: a node's own stream of a queue, the queue's stream.  ARGV: group.
+#: KEYS: a node's own stream of a queue, the queue's stream, the node's
+#: redelivery records of its own stream (:mod:`.redelivery_records`).  ARGV: group.
 #: Hands everything the node's stream holds back to the queue's stream, in
-#: order, a delivered entry with its delivery count (field ``r``).
+#: order, a delivered entry with its delivery count (field ``r``), or one more
+#: than its record when that says more.
 RETURN_NODE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local delivered = {}
@@ -125,6 +128,10 @@ local ok, rows = pcall(redis.call, 'XPENDING', KEYS[1], ARGV[1], '-', '+', 10000
 if ok then
   for _, row in ipairs(rows) do delivered[row[1]] = row[4] end
 end
+local recorded = {}
+local flat = redis.call('HGETALL', KEYS[3])
+for f = 1, #flat, 2 do recorded[flat[f]] = tonumber(flat[f + 1]) end
+redis.call('DEL', KEYS[3])
 local entries = redis.call('XRANGE', KEYS[1], '-', '+')
 for _, entry in ipairs(entries) do
   local fields = entry[2]
@@ -134,6 +141,12 @@ for _, entry in ipairs(entries) do
   end
   if payload then
     local times = delivered[entry[1]]
+    local record = recorded[entry[1]]
+    if record and string.sub(payload, 1, 1) == '[' then
+      -- the record is the whole count; r is what adds to the payload's own
+      local meta = cjson.decode(string.sub(payload, 1, string.find(payload, '\\n', 1, true) - 1))
+      times = math.max(times or 0, record + 1 - meta[6])
+    end
     if times then
       redis.call('XADD', KEYS[2], '*', 'm', payload, 'r', times)
     else
@@ -252,6 +265,10 @@ class ClusterDispatch:
         """:returns: a node's own stream of this queue."""
         return f"{self.node_prefix}{node}:{self.destination}"
 
+    def _records(self, node: str) -> str:
+        """:returns: a node's redelivery records of its own stream (:mod:`.redelivery_records`)."""
+        return record_key(self._engine.names.prefix, node, self.node_stream(node))
+
     # -- the registry ------------------------------------------------------------------
 
     def register(self, consumer: Any, selector: Any, options: Any, window: int) -> None:
@@ -313,7 +330,13 @@ class ClusterDispatch:
             self.leading = False
             self._engine.writer.command("EVAL", RESIGN, 1, self.lease, self._engine.ids.node)
         self._engine.writer.command(
-            "EVAL", RETURN_NODE, 2, self.own, self.stream, self._engine.names.group
+            "EVAL",
+            RETURN_NODE,
+            3,
+            self.own,
+            self.stream,
+            self._records(self._engine.ids.node),
+            self._engine.names.group,
         )
 
     def observe(self, modes: Any) -> bool:
@@ -354,7 +377,12 @@ class ClusterDispatch:
         client = self._engine.client
         await client.eval(FORGET_NODE, 3, self.registry, self.mode, self.groups, node)
         returned = await client.eval(
-            RETURN_NODE, 2, self.node_stream(node), self.stream, self._engine.names.group
+            RETURN_NODE,
+            3,
+            self.node_stream(node),
+            self.stream,
+            self._records(node),
+            self._engine.names.group,
         )
         if returned:
             log.info(

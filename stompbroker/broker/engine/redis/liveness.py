@@ -58,6 +58,8 @@ class Liveness:
         self.watch = LapseWatch(engine.clock, engine.node_timeout)
         #: While the node recovers from a lapse: done once it has.
         self._fence: asyncio.Future[None] | None = None
+        #: Acknowledgements that ended nothing: their entries had gone to another node.
+        self.foreign_acks = 0
 
     def _key(self) -> str:
         engine = self._engine
@@ -97,6 +99,22 @@ class Liveness:
     def _beat_failed(self, failure: Any) -> None:
         """Redis away: the beat stays queued; the watch sees the lapse if it lasts."""
         failure.trap(RedisUnreachable)
+
+    def foreign_settled(self, count: int, destination: str) -> None:
+        """
+        ``count`` entries this node asked to end were held by another node (which
+        claimed them while this one's liveness had lapsed, and redelivered them):
+        their acknowledgements are dropped, and counted.
+        """
+        self.foreign_acks += count
+        log.warn(
+            "{count} acknowledgements of {queue} ended nothing: another node took over"
+            " those messages while this node's liveness had lapsed, and redelivers them"
+            " ({total} so far)",
+            count=count,
+            queue=destination,
+            total=self.foreign_acks,
+        )
 
     # -- a lapse -------------------------------------------------------------------------
 

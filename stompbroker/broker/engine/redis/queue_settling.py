@@ -14,16 +14,89 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from stompbroker.broker.engine.redis.codec import decode, encode
+from stompbroker.broker.engine.redis.connection import RedisUnreachable
 from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.lapse import Aside
+from stompbroker.broker.engine.redis.redelivery_records import fold, record_key
 from stompbroker.broker.engine.redis.settled import RecentlySettled
 from stompbroker.protocol.message import Message
 
-__all__ = ["QueueSettling", "SettlingQueue"]
+__all__ = ["GIVE_BACK", "SETTLE", "SETTLE_BATCH", "QueueSettling", "SettlingQueue"]
+
+#: KEYS: a stream, this node's redelivery records of it (:mod:`.redelivery_records`).
+#: ARGV: group, this node, 1 if some of the entries have a record (else 0), then
+#: entry ids.  Ends (``XACK``, ``XDEL``) each entry unless another consumer
+#: holds it: one ``XPENDING id id 1`` per entry, the cheapest question Redis
+#: answers by entry (a seek in the group's pending list; ``XCLAIM`` cannot ask
+#: it: it takes an entry from whoever holds it).  An entry pending to nobody
+#: (a copy Redis handed out again after a roll-back, or one whose ``XDEL`` was
+#: lost) is ended too.  Answers the ids left to the nodes that hold them.
+SETTLE = """
+local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
+local ended, foreign = {}, {}
+for i = 4, #ARGV do
+  local id = ARGV[i]
+  local row = redis.pcall('XPENDING', stream, group, id, id, 1)
+  if type(row) == 'table' and row[1] and row[1][2] ~= me then
+    foreign[#foreign + 1] = id
+  else
+    ended[#ended + 1] = id
+  end
+end
+if #ended > 0 then
+  redis.call('XACK', stream, group, unpack(ended))
+  redis.call('XDEL', stream, unpack(ended))
+  if ARGV[3] == '1' then redis.call('HDEL', KEYS[2], unpack(ended)) end
+end
+return foreign
+"""
+
+#: KEYS and the first three ARGV as :data:`SETTLE`'s, then per entry: its id,
+#: the stream it goes back to, the message's payload.  ``XADD``\ s each message
+#: again and ends its old entry, unless another consumer holds the entry (that
+#: node delivers it: a second copy would be a duplicate).  Answers those ids.
+GIVE_BACK = """
+local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
+local foreign = {}
+for i = 4, #ARGV, 3 do
+  local id = ARGV[i]
+  local row = redis.pcall('XPENDING', stream, group, id, id, 1)
+  if type(row) == 'table' and row[1] and row[1][2] ~= me then
+    foreign[#foreign + 1] = id
+  else
+    redis.call('XADD', ARGV[i + 1], '*', 'm', ARGV[i + 2])
+    redis.call('XACK', stream, group, id)
+    redis.call('XDEL', stream, id)
+    if ARGV[3] == '1' then redis.call('HDEL', KEYS[2], id) end
+  end
+end
+return foreign
+"""
+
+#: Most entries one script ends (Lua's ``unpack`` takes a few thousand at most).
+SETTLE_BATCH = 1000
+
+
+def _by_stream(entries: list[tuple[str, bytes]]) -> dict[str, list[bytes]]:
+    """:returns: entry ids of ``(stream, id)`` pairs, by stream, in order."""
+    streams: dict[str, list[bytes]] = {}
+    for stream, entry_id in entries:
+        streams.setdefault(stream, []).append(entry_id)
+    return streams
+
+
+def _unsure(failure: Any) -> None:
+    """
+    Redis is away past the hold (the script stays queued and runs when it is
+    back, unanswered here), or refused it (the writer logged that).
+    """
+    failure.trap(RedisUnreachable)
 
 
 class SettlingQueue(Protocol):
     """What :class:`QueueSettling` needs of the queue that holds it."""
+
+    destination: str
 
     @property
     def aside(self) -> Aside | None:
@@ -53,6 +126,7 @@ class QueueSettling:
         "_settled",
         "_settled_elsewhere",
         "_recent",
+        "_recorded",
     )
 
     def __init__(self, engine: Any, stream: str, queue: SettlingQueue) -> None:
@@ -68,6 +142,8 @@ class QueueSettling:
         #: What this node ended lately, of any of the queue's streams (keyed as
         #: in :attr:`_entries`), so that Redis handing it out again ends it.
         self._recent = RecentlySettled()
+        #: Keys of the entries whose redelivery count this node keeps in Redis.
+        self._recorded: set[Any] = set()
 
     def key(self, stream: str | None, entry_id: bytes) -> Any:
         """:returns: an entry's key: its id, or ``(stream, id)`` in another stream."""
@@ -83,7 +159,7 @@ class QueueSettling:
 
     def forget(self, message_id: str) -> None:
         """Forget a message's entry, neither ended nor given back (another node took it)."""
-        del self._entries[message_id]
+        self._recorded.discard(self._entries.pop(message_id))
 
     def accounted(self) -> int:
         """:returns: how many entries of its pending lists the node holds or is ending."""
@@ -105,9 +181,9 @@ class QueueSettling:
 
     def end_settled(self) -> None:
         """
-        One ``XACK`` and one ``XDEL`` for every entry settled since the last; none
-        while the node may have lapsed (another node may hold them now): those
-        wait, aside, for the queue's ``unfence``.
+        End every entry settled since the last (:data:`SETTLE`, one script per
+        stream and batch); none while the node may have lapsed (another node
+        may hold them now): those wait, aside, for the queue's ``unfence``.
         """
         entries = self._settled
         if self._engine.liveness.lapsing():
@@ -116,47 +192,148 @@ class QueueSettling:
                 aside.settled += [*entries, *self._settled_elsewhere]
                 self._settled, self._settled_elsewhere = [], []
                 return
-        writer = self._engine.writer
         if entries:
             self._settled = []
-            writer.command("XACK", self._stream, self._engine.names.group, *entries)
-            writer.command("XDEL", self._stream, *entries)
+            self._end_owned(self._stream, entries)
         if self._settled_elsewhere:
             elsewhere, self._settled_elsewhere = self._settled_elsewhere, []
-            for stream, entry in elsewhere:
-                writer.command("XACK", stream, self._engine.names.group, entry)
-                writer.command("XDEL", stream, entry)
+            for stream, ids in _by_stream(elsewhere).items():
+                self._end_owned(stream, ids)
+
+    def _end_owned(self, stream: str, ids: list[bytes]) -> None:
+        """
+        End entries of one stream, but those another node holds now (:data:`SETTLE`):
+        the script answers which, and they are forgotten here with a warning.
+        """
+        engine = self._engine
+        records = self._unrecord(stream, ids)
+        for start in range(0, len(ids), SETTLE_BATCH):
+            reply = engine.writer.command_waited(
+                "EVAL",
+                SETTLE,
+                2,
+                stream,
+                record_key(engine.names.prefix, engine.ids.node, stream),
+                engine.names.group,
+                engine.ids.node,
+                records,
+                *ids[start : start + SETTLE_BATCH],
+            )
+            reply.addCallbacks(self._ended, _unsure)
+
+    def _ended(self, foreign: Any) -> None:
+        """:param foreign: the entries :data:`SETTLE` left to the nodes that hold them."""
+        if foreign:
+            self._engine.liveness.foreign_settled(len(foreign), self._queue.destination)
+
+    def _unrecord(self, stream: str, ids: list[bytes]) -> int:
+        """
+        Forget the redelivery records (:mod:`.redelivery_records`) of entries ended.
+
+        :returns: 1 if any of them had one (the script removes them too), else 0.
+        """
+        recorded = self._recorded
+        if not recorded:
+            return 0
+        had = 0
+        for entry_id in ids:
+            key = self.key(stream, entry_id)
+            if key in recorded:
+                recorded.discard(key)
+                had = 1
+        return had
+
+    def record(self, messages: list[Message]) -> None:
+        """
+        Keep in Redis the redelivery counts of messages this node's consumers sent
+        back (NACK, a consumer that left), so that a node that claims their entries
+        after this one dies counts on from there (:mod:`.redelivery_records`).
+
+        :param messages: as they were delivered; each now counts one more.
+        """
+        engine = self._engine
+        held = self._entries
+        for message in messages:
+            key = held.get(message.message_id)
+            if key is None:
+                continue  # dead-lettered, or not this node's any more
+            stream, entry_id = (self._stream, key) if type(key) is bytes else key
+            hash_key = record_key(engine.names.prefix, engine.ids.node, stream)
+            engine.writer.command("HSET", hash_key, entry_id, message.redeliveries + 1)
+            self._recorded.add(key)
+
+    def record_claimed(self, stream: str, entries: list[Any]) -> None:
+        """
+        Keep in Redis the counts of entries claimed from a dead node that had
+        recorded theirs (:mod:`.redelivery_records`), for those this node took:
+        Redis's delivery count alone would not say as much if this node dies too.
+
+        :param entries: ``(entry id, fields)`` as taken, the count in the payload.
+        """
+        engine = self._engine
+        hash_key = record_key(engine.names.prefix, engine.ids.node, stream)
+        for entry_id, fields in entries:
+            _, message = decode(fields[b"m"])
+            key = self.key(stream, entry_id)
+            if self._entries.get(message.message_id) == key:
+                engine.writer.command("HSET", hash_key, entry_id, message.redeliveries)
+                self._recorded.add(key)
 
     def give_back(self, messages: list[Message]) -> None:
-        """Put messages this node read back at the tail of the stream for the other nodes."""
+        """
+        Put messages this node read back at the tail of the stream for the other
+        nodes (:data:`GIVE_BACK`: but those whose entries another node holds now).
+        """
         engine = self._engine
-        writer = engine.writer
         lane = self._queue.lane
+        by_source: dict[str, list[Any]] = {}
         for message in messages:
             entry = self._entries.pop(message.message_id, None)
-            writer.command("XADD", lane(message), "*", "m", encode(engine.ids.node, message))
-            if entry is not None:
-                self._recent.ended(entry)
-                stream = self._stream
-                if type(entry) is not bytes:
-                    stream, entry = entry
-                writer.command("XACK", stream, engine.names.group, entry)
-                writer.command("XDEL", stream, entry)
+            payload = encode(engine.ids.node, message)
+            if entry is None:
+                engine.writer.command("XADD", lane(message), "*", "m", payload)
+                continue
+            self._recent.ended(entry)
+            stream, entry_id = (self._stream, entry) if type(entry) is bytes else entry
+            by_source.setdefault(stream, []).append((entry_id, lane(message), payload))
+        for stream, given in by_source.items():
+            self._give_back_owned(stream, given)
 
     def give_back_held(self, cluster: ClusterDispatch) -> None:
         """Put back the entries no consumer took at the tail of the stream, for the others."""
-        writer = self._engine.writer
-        group = self._engine.names.group
         held, cluster.held = cluster.held, []
+        by_source: dict[str, list[Any]] = {}
         for stream, entry, payload in held:
             self._recent.ended(self.key(stream, entry))
-            writer.command("XADD", self._stream, "*", "m", payload)
-            writer.command("XACK", stream, group, entry)
-            writer.command("XDEL", stream, entry)
+            by_source.setdefault(stream, []).append((entry, self._stream, payload))
+        for stream, given in by_source.items():
+            self._give_back_owned(stream, given)
+
+    def _give_back_owned(self, stream: str, given: list[tuple[bytes, str, bytes]]) -> None:
+        """One :data:`GIVE_BACK` per batch of ``(entry id, target stream, payload)`` of a stream."""
+        engine = self._engine
+        records = self._unrecord(stream, [entry_id for entry_id, _, _ in given])
+        for start in range(0, len(given), SETTLE_BATCH):
+            args: list[Any] = []
+            for entry_id, target, payload in given[start : start + SETTLE_BATCH]:
+                args += [entry_id, target, payload]
+            reply = engine.writer.command_waited(
+                "EVAL",
+                GIVE_BACK,
+                2,
+                stream,
+                record_key(engine.names.prefix, engine.ids.node, stream),
+                engine.names.group,
+                engine.ids.node,
+                records,
+                *args,
+            )
+            reply.addCallbacks(self._ended, _unsure)
 
     def end(self, entries: list[Any]) -> None:
         """
-        End entries this node will not deliver (copies of what it holds or settled).
+        End entries this node will not deliver (copies of what it holds or settled),
+        but those another node holds now (:data:`SETTLE`).
 
         :param entries: keyed as :meth:`key` keys them.
         """
@@ -166,11 +343,8 @@ class QueueSettling:
             recent.ended(entry)
             stream, entry_id = (self._stream, entry) if type(entry) is bytes else entry
             streams.setdefault(stream, []).append(entry_id)
-        writer = self._engine.writer
-        group = self._engine.names.group
         for stream, ids in streams.items():
-            writer.command("XACK", stream, group, *ids)
-            writer.command("XDEL", stream, *ids)
+            self._end_owned(stream, ids)
 
     def fresh(
         self, entries: list[Any], stream: str | None, cluster: ClusterDispatch | None
@@ -197,6 +371,10 @@ class QueueSettling:
                 continue
             if (stream or self._stream, entry_id) in waiting:
                 continue
+            if b"r" in fields:
+                # Handed back by a node that had delivered it (dispatch.RETURN_NODE):
+                # its count goes into the payload, which is all a move carries.
+                fields = fold(fields)
             _, message = decode(fields[b"m"])
             message_id = message.message_id
             holding = held.get(message_id)

@@ -299,8 +299,12 @@ class StreamQueue:
         consumers, or back to the stream if it was the last (with the NACKed
         messages that wait here for their redelivery, which then go at once).
         """
+        returned = list(consumer.unacked.values())
         self.local.remove_consumer(consumer)
         self._wake.set()
+        if self.consumers:
+            # Redelivered here: their counts are kept in Redis too.
+            self._settling.record(returned)
         cluster = self._cluster
         if cluster is not None:
             cluster.unregister(consumer)
@@ -348,6 +352,7 @@ class StreamQueue:
         """Return messages to the local queue's head (see the local queue's)."""
         self._recovery.check_lapse()
         written = self.local.requeue(consumer, messages)
+        self._settling.record(messages)
         self._wake.set()
         return written
 
@@ -445,10 +450,7 @@ class StreamQueue:
         """
         taken = 0
         settling = self._settling
-        for entry_id, fields, message in settling.fresh(entries, stream, self._cluster):
-            if b"r" in fields:
-                # Handed back by a node that had delivered it (dispatch.RETURN_NODE).
-                message.redeliveries += int(fields[b"r"])
+        for entry_id, _, message in settling.fresh(entries, stream, self._cluster):
             if redelivered is not None:
                 message.redeliveries += redelivered.get(entry_id, 1)
             settling.hold(message.message_id, settling.key(stream, entry_id))

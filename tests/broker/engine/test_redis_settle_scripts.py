@@ -1,0 +1,177 @@
+"""
+The scripts that end, give back and claim a shared queue's entries, run on a real
+``redis-server`` with a plain redis-py client (docs/cluster.md, "A node that was
+stopped, not killed", "Liveness and dead nodes"): an entry another node holds is
+never ended by this one, and a message's redelivery count goes with its entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from stompbroker.broker.engine.redis.codec import decode, encode
+from stompbroker.broker.engine.redis.dispatch import RETURN_NODE
+from stompbroker.broker.engine.redis.lapse import CLAIM_DEAD, claimed_entries, claimed_records
+from stompbroker.broker.engine.redis.queue_settling import GIVE_BACK, SETTLE
+from stompbroker.broker.engine.redis.redelivery_records import fold, record_key
+from stompbroker.protocol.message import Message
+from tests.support.redis import RedisServer, redis_server  # noqa: F401
+
+STREAM = "t:q:/queue/a"
+GROUP = "nodes"
+
+
+@pytest.fixture
+def client(redis_server: RedisServer) -> Iterator[redis.Redis]:  # noqa: F811
+    connection = redis.Redis(port=redis_server.port)
+    connection.flushdb()
+    connection.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
+    yield connection
+    connection.close()
+
+
+def payload(number: int, redeliveries: int = 0) -> bytes:
+    message = Message("/queue/a", f"m-{number}", (), b"x", redeliveries=redeliveries)
+    return encode("n0", message)
+
+
+def read_by(client: redis.Redis, node: str, count: int = 3) -> list[bytes]:
+    """Add ``count`` entries and let ``node`` read them; :returns: their ids."""
+    for number in range(count):
+        client.xadd(STREAM, {"m": payload(number)})
+    reply = client.xreadgroup(GROUP, node, {STREAM: ">"})
+    return [entry_id for entry_id, _ in reply[0][1]]
+
+
+def owners(client: redis.Redis) -> dict[bytes, str]:
+    rows = client.xpending_range(STREAM, GROUP, min="-", max="+", count=100)
+    return {row["message_id"]: row["consumer"].decode() for row in rows}
+
+
+def settle(client: redis.Redis, node: str, ids: list[bytes], records: int = 0) -> list[bytes]:
+    hash_key = record_key("t", node, STREAM)
+    reply = client.eval(SETTLE, 2, STREAM, hash_key, GROUP, node, records, *ids)
+    return list(reply)
+
+
+def test_settling_ends_this_nodes_entries_and_leaves_those_another_node_claimed(
+    client: redis.Redis,
+) -> None:
+    """B's late acknowledgements end nothing that A claimed meanwhile, and say which."""
+    ids = read_by(client, "B")
+    client.xclaim(STREAM, GROUP, "A", 0, [ids[1]])
+    assert settle(client, "B", ids) == [ids[1]]
+    assert owners(client) == {ids[1]: "A"}
+    assert [entry_id for entry_id, _ in client.xrange(STREAM)] == [ids[1]]
+
+
+def test_settling_ends_an_entry_pending_to_nobody(client: redis.Redis) -> None:
+    """A copy Redis handed out again after a roll-back, or an entry whose XDEL was lost, goes."""
+    ids = read_by(client, "B", 2)
+    client.xack(STREAM, GROUP, ids[0])
+    assert settle(client, "B", ids) == []
+    assert client.xlen(STREAM) == 0 and owners(client) == {}
+
+
+def test_settling_a_stream_that_is_gone_is_no_error(client: redis.Redis) -> None:
+    """A queue deleted meanwhile: nothing to end, nothing foreign."""
+    ids = read_by(client, "B", 1)
+    client.delete(STREAM)
+    assert settle(client, "B", ids) == []
+
+
+def test_settling_removes_the_records_of_the_entries_it_ends(client: redis.Redis) -> None:
+    """The redelivery records of ended entries go with them; another node's stay with it."""
+    ids = read_by(client, "B", 2)
+    hash_key = record_key("t", "B", STREAM)
+    client.hset(hash_key, mapping={ids[0]: 2, ids[1]: 5})
+    client.xclaim(STREAM, GROUP, "A", 0, [ids[1]])
+    assert settle(client, "B", ids, records=1) == [ids[1]]
+    assert client.hgetall(hash_key) == {ids[1]: b"5"}
+
+
+def test_giving_back_adds_again_only_what_this_node_still_holds(client: redis.Redis) -> None:
+    """A message another node claimed is not added again: that node delivers it."""
+    ids = read_by(client, "B", 2)
+    client.xclaim(STREAM, GROUP, "A", 0, [ids[0]])
+    hash_key = record_key("t", "B", STREAM)
+    args = [ids[0], STREAM, payload(0, 1), ids[1], STREAM, payload(1, 1)]
+    assert client.eval(GIVE_BACK, 2, STREAM, hash_key, GROUP, "B", 0, *args) == [ids[0]]
+    entries = client.xrange(STREAM)
+    assert [entry_id for entry_id, _ in entries][0] == ids[0]
+    assert [decode(fields[b"m"])[1].message_id for _, fields in entries] == ["m-0", "m-1"]
+    assert owners(client) == {ids[0]: "A"}
+
+
+def claim(client: redis.Redis, dead: str, ids: list[bytes]) -> tuple[list, dict]:
+    keys = [STREAM, f"t:alive:{dead}", record_key("t", dead, STREAM)]
+    claimed, records = client.eval(CLAIM_DEAD, 3, *keys, GROUP, "C", *ids)
+    return claimed_entries(claimed), claimed_records(ids, records)
+
+
+def test_a_claim_takes_a_dead_nodes_records_with_its_entries(client: redis.Redis) -> None:
+    """The counts the dead node kept come back in the claim's one round trip, and leave Redis."""
+    ids = read_by(client, "B", 2)
+    client.hset(record_key("t", "B", STREAM), ids[1], 3)
+    entries, records = claim(client, "B", ids)
+    assert [entry_id for entry_id, _ in entries] == ids
+    assert records == {ids[1]: 3}
+    assert client.exists(record_key("t", "B", STREAM)) == 0
+    assert set(owners(client).values()) == {"C"}
+
+
+def test_no_claim_while_the_nodes_key_lives(client: redis.Redis) -> None:
+    """A node back from a lapse keeps its entries and its records."""
+    ids = read_by(client, "B", 1)
+    client.set("t:alive:B", 1)
+    client.hset(record_key("t", "B", STREAM), ids[0], 2)
+    assert claim(client, "B", ids) == ([], {})
+    assert owners(client) == {ids[0]: "B"}
+    assert client.hget(record_key("t", "B", STREAM), ids[0]) == b"2"
+
+
+def test_a_claim_of_a_node_that_recorded_nothing_has_no_records(client: redis.Redis) -> None:
+    ids = read_by(client, "B", 2)
+    entries, records = claim(client, "B", ids)
+    assert len(entries) == 2 and records == {}
+
+
+def test_handing_back_a_nodes_own_stream_keeps_the_counts_it_recorded(
+    client: redis.Redis,
+) -> None:
+    """
+    RETURN_NODE: a delivered entry goes back with its delivery count, or with one
+    more than the node's record (the whole count, less what its payload says).
+    """
+    own = "t:qn:B:/queue/a"
+    client.xgroup_create(own, GROUP, id="0", mkstream=True)
+    first = client.xadd(own, {"m": payload(0, redeliveries=1)})
+    client.xadd(own, {"m": payload(1)})
+    client.xadd(own, {"m": payload(2)})
+    client.xreadgroup(GROUP, "B", {own: ">"}, count=2)
+    records = record_key("t", "B", own)
+    client.hset(records, first, 4)
+    assert client.eval(RETURN_NODE, 3, own, STREAM, records, GROUP) == 3
+    back = [fields for _, fields in client.xrange(STREAM)]
+    # 4 recorded, +1 for coming back, less the 1 the payload carries.
+    assert back[0][b"r"] == b"4"
+    assert back[1][b"r"] == b"1"
+    assert b"r" not in back[2]
+    assert client.exists(own) == 0 and client.exists(records) == 0
+
+
+def test_folding_puts_the_whole_count_in_the_payload() -> None:
+    """What an entry's r field and Redis's delivery count add goes with the payload."""
+    fields = {b"m": payload(0, redeliveries=2), b"r": b"1"}
+    folded = fold(fields, delivered=3)
+    assert set(folded) == {b"m"}
+    assert decode(folded[b"m"])[1].redeliveries == 6
+
+
+def test_folding_never_counts_below_the_floor() -> None:
+    """A dead node's record says more than Redis's count: the record wins."""
+    assert decode(fold({b"m": payload(0)}, delivered=1, floor=5)[b"m"])[1].redeliveries == 5
+    assert decode(fold({b"m": payload(0)}, delivered=7, floor=5)[b"m"])[1].redeliveries == 7
