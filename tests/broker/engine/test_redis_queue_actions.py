@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.task import Clock
 
 from stompbroker.broker.engine.redis.codec import Names, encode
 from stompbroker.broker.engine.redis.control import GIVE_BACK, HOLD, RESUME, ControlChannel
 from stompbroker.broker.engine.redis.queue_actions import new_message
+from stompbroker.broker.engine.redis.queue_settling import GIVE_BACK as GIVE_BACK_SCRIPT
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.shared_queues import Acted
 from stompbroker.broker.flow.traffic import Traffic
@@ -33,6 +35,11 @@ class Recorder:
 
     def command(self, *args: Any) -> None:
         self.commands.append(args)
+
+    def command_waited(self, *args: Any) -> Deferred[Any]:
+        """A script whose answer is waited for: nothing foreign (queue_settling.GIVE_BACK)."""
+        self.commands.append(args)
+        return succeed([])
 
 
 class FakeEngine:
@@ -70,6 +77,9 @@ def read_ahead(engine: FakeEngine, destination: str, count: int) -> StreamQueue:
     return queue
 
 
+STREAM = "p:q:/queue/r"
+
+
 def _payload(destination: str, index: int) -> bytes:
     return encode("other", Message(destination, f"n-{index}", (), b"x"))
 
@@ -84,9 +94,10 @@ def test_giving_back_puts_the_read_ahead_at_the_tail_and_holds_the_reading() -> 
     given = queue.give_back_for(HOLD)
     assert [message.message_id for message in given] == ["n-0", "n-1"]
     assert not queue.pending
-    kinds = [command[0] for command in engine.writer.commands]
-    assert kinds == ["XADD", "XACK", "XDEL", "XADD", "XACK", "XDEL"]
-    assert engine.writer.commands[1][1:] == ("p:q:/queue/r", "nodes", b"1-0")
+    # One script adds each again and ends its old entry, if it is still this node's.
+    [(kind, script, _, stream, _, group, node, _, *given)] = engine.writer.commands
+    assert (kind, script, stream, group, node) == ("EVAL", GIVE_BACK_SCRIPT, STREAM, "nodes", "me")
+    assert given[0::3] == [b"1-0", b"1-1"] and given[1::3] == [STREAM, STREAM]
     queue.local.add_consumer(Subscriber(), 5, 0)
     assert queue.room() == 0
     queue.resume()
@@ -104,7 +115,7 @@ def test_a_give_back_request_is_answered_after_the_give_back() -> None:
     request = {"id": "r1", "from": "asker", "op": GIVE_BACK, "destination": "/queue/q"}
     control.requested(json.dumps(request).encode())
     *writes, (command, channel, answer) = engine.writer.commands
-    assert [write[0] for write in writes] == ["XADD", "XACK", "XDEL"]
+    assert [write[:2] for write in writes] == [("EVAL", GIVE_BACK_SCRIPT)]
     assert (command, channel) == ("PUBLISH", "p:ctl:asker")
     assert json.loads(answer) == {"id": "r1", "node": "me", "ahead": ["n-0"]}
     assert queue.room() == 0
@@ -112,7 +123,7 @@ def test_a_give_back_request_is_answered_after_the_give_back() -> None:
     assert queue.room() == 0
     control.requested(json.dumps({**request, "op": RESUME}).encode())
     assert queue.room() == 3
-    assert len(engine.writer.commands) == 4
+    assert len(engine.writer.commands) == 2
 
 
 def test_a_request_of_an_unknown_kind_is_ignored() -> None:
