@@ -53,6 +53,7 @@ class FakeEngine:
         self.traffic = Traffic()
         self.ids = type("Ids", (), {"node": "me"})()
         self.writer = Recorder()
+        self.liveness = type("Liveness", (), {"key": "p:alive:me", "epoch": "1"})()
         self.dead_letters = type("DeadLetters", (), {"dead_letter": lambda *_: None})()
         self.queues: dict[str, Any] = {}
 
@@ -95,7 +96,7 @@ def test_giving_back_puts_the_read_ahead_at_the_tail_and_holds_the_reading() -> 
     assert [message.message_id for message in given] == ["n-0", "n-1"]
     assert not queue.pending
     # One script adds each again and ends its old entry, if it is still this node's.
-    [(kind, script, _, stream, _, group, node, _, *given)] = engine.writer.commands
+    [(kind, script, _, stream, _, _, group, node, _, _, *given)] = engine.writer.commands
     assert (kind, script, stream, group, node) == ("EVAL", GIVE_BACK_SCRIPT, STREAM, "nodes", "me")
     assert given[0::3] == [b"1-0", b"1-1"] and given[1::3] == [STREAM, STREAM]
     queue.local.add_consumer(Subscriber(), 5, 0)

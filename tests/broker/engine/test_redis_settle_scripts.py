@@ -51,10 +51,32 @@ def owners(client: redis.Redis) -> dict[bytes, str]:
     return {row["message_id"]: row["consumer"].decode() for row in rows}
 
 
-def settle(client: redis.Redis, node: str, ids: list[bytes], records: int = 0) -> list[bytes]:
-    hash_key = record_key("t", node, STREAM)
-    reply = client.eval(SETTLE, 2, STREAM, hash_key, GROUP, node, records, *ids)
+def settle(
+    client: redis.Redis, node: str, ids: list[bytes], records: int = 0, epoch: str = "1"
+) -> list[bytes]:
+    """Run SETTLE as ``node``, which settled ``ids`` under ``epoch``."""
+    keys = [STREAM, record_key("t", node, STREAM), f"t:alive:{node}"]
+    reply = client.eval(SETTLE, 3, *keys, GROUP, node, records, epoch, *ids)
     return list(reply)
+
+
+def test_under_the_epoch_the_liveness_key_still_holds_every_entry_is_ended_unasked(
+    client: redis.Redis,
+) -> None:
+    """The key never expired since the epoch began: nobody can have claimed anything."""
+    ids = read_by(client, "B")
+    client.set("t:alive:B", "4")
+    assert settle(client, "B", ids, epoch="4") == []
+    assert client.xlen(STREAM) == 0 and owners(client) == {}
+
+
+def test_under_an_older_epoch_each_entry_is_asked_for(client: redis.Redis) -> None:
+    """B lapsed and announced itself again (epoch 5): what it settled under 4 is checked."""
+    ids = read_by(client, "B")
+    client.xclaim(STREAM, GROUP, "A", 0, [ids[0]])
+    client.set("t:alive:B", "5")
+    assert settle(client, "B", ids, epoch="4") == [ids[0]]
+    assert owners(client) == {ids[0]: "A"}
 
 
 def test_settling_ends_this_nodes_entries_and_leaves_those_another_node_claimed(
@@ -97,9 +119,9 @@ def test_giving_back_adds_again_only_what_this_node_still_holds(client: redis.Re
     """A message another node claimed is not added again: that node delivers it."""
     ids = read_by(client, "B", 2)
     client.xclaim(STREAM, GROUP, "A", 0, [ids[0]])
-    hash_key = record_key("t", "B", STREAM)
+    keys = [STREAM, record_key("t", "B", STREAM), "t:alive:B"]
     args = [ids[0], STREAM, payload(0, 1), ids[1], STREAM, payload(1, 1)]
-    assert client.eval(GIVE_BACK, 2, STREAM, hash_key, GROUP, "B", 0, *args) == [ids[0]]
+    assert client.eval(GIVE_BACK, 3, *keys, GROUP, "B", 0, "1", *args) == [ids[0]]
     entries = client.xrange(STREAM)
     assert [entry_id for entry_id, _ in entries][0] == ids[0]
     assert [decode(fields[b"m"])[1].message_id for _, fields in entries] == ["m-0", "m-1"]

@@ -60,24 +60,41 @@ class Liveness:
         self._fence: asyncio.Future[None] | None = None
         #: Acknowledgements that ended nothing: their entries had gone to another node.
         self.foreign_acks = 0
+        #: The value of this node's liveness key, new at each :meth:`announce`: while
+        #: the key holds it, it has not expired since (beats never make it again),
+        #: so no other node has claimed anything from this one meanwhile.
+        self.epoch = "0"
 
     def _key(self) -> str:
         engine = self._engine
         key: str = engine.names.alive(engine.ids.node)
         return key
 
+    @property
+    def key(self) -> str:
+        """This node's liveness key."""
+        return self._key()
+
     async def announce(self) -> None:
-        """Set this node's liveness key, waiting for Redis (at start, and after a lapse)."""
+        """
+        Set this node's liveness key to a new epoch, waiting for Redis (at start,
+        and after a lapse): from then on no other node claims its entries, and
+        what it ends under this epoch needs no check of whom each entry is
+        pending to while the key holds it (:data:`~.queue_settling.SETTLE`).
+        """
         engine = self._engine
+        self.epoch = str(int(self.epoch) + 1)
         sent = self.watch.sending()
-        await engine.client.set(self._key(), b"1", px=int(engine.node_timeout * 1000))
+        await engine.client.set(self._key(), self.epoch, px=int(engine.node_timeout * 1000))
         self.watch.confirmed(sent)
 
     def beat(self) -> None:
         """
-        Keep this node's liveness key alive (``SET ... GET``): a beat that comes
-        more than ``--node-timeout`` after the last one Redis confirmed, or that
-        finds the key gone, starts a lapse.
+        Keep this node's liveness key alive (``SET ... XX ... GET``): a beat that
+        comes more than ``--node-timeout`` after the last one Redis confirmed, or
+        that finds the key gone, starts a lapse.  A beat never makes the key again
+        (``XX``): only :meth:`announce`, with a new epoch, once the node has
+        sorted out what other nodes took meanwhile.
         """
         engine = self._engine
         if self.watch.lapsed():
@@ -85,7 +102,7 @@ class Liveness:
             return
         sent = self.watch.sending()
         ms = int(engine.node_timeout * 1000)
-        beat = engine.writer.command_waited("SET", self._key(), b"1", "PX", ms, "GET")
+        beat = engine.writer.command_waited("SET", self._key(), self.epoch, "XX", "PX", ms, "GET")
         beat.addCallbacks(self._beaten, self._beat_failed, callbackArgs=(sent,))
 
     def _beaten(self, previous: Any, sent: float) -> None:

@@ -23,24 +23,32 @@ from stompbroker.protocol.message import Message
 
 __all__ = ["GIVE_BACK", "SETTLE", "SETTLE_BATCH", "QueueSettling", "SettlingQueue"]
 
-#: KEYS: a stream, this node's redelivery records of it (:mod:`.redelivery_records`).
-#: ARGV: group, this node, 1 if some of the entries have a record (else 0), then
-#: entry ids.  Ends (``XACK``, ``XDEL``) each entry unless another consumer
-#: holds it: one ``XPENDING id id 1`` per entry, the cheapest question Redis
-#: answers by entry (a seek in the group's pending list; ``XCLAIM`` cannot ask
-#: it: it takes an entry from whoever holds it).  An entry pending to nobody
-#: (a copy Redis handed out again after a roll-back, or one whose ``XDEL`` was
-#: lost) is ended too.  Answers the ids left to the nodes that hold them.
+#: KEYS: a stream, this node's redelivery records of it (:mod:`.redelivery_records`),
+#: this node's liveness key.  ARGV: group, this node, 1 if some of the entries
+#: have a record (else 0), the node's epoch when it settled them
+#: (:attr:`~.liveness.Liveness.epoch`), then entry ids.  Ends (``XACK``,
+#: ``XDEL``) each entry unless another consumer holds it.  While the liveness
+#: key still holds that epoch it has not expired since, so no node has claimed
+#: anything from this one and all are ended at once (one ``GET`` per script).
+#: Otherwise one ``XPENDING id id 1`` per entry asks whom it is pending to (a
+#: seek in the group's pending list; ``XCLAIM`` cannot ask it: it takes an entry
+#: from whoever holds it); an entry pending to nobody (a copy Redis handed out
+#: again after a roll-back, or one whose ``XDEL`` was lost) is ended too.
+#: Answers the ids left to the nodes that hold them.
 SETTLE = """
 local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
 local ended, foreign = {}, {}
-for i = 4, #ARGV do
-  local id = ARGV[i]
-  local row = redis.pcall('XPENDING', stream, group, id, id, 1)
-  if type(row) == 'table' and row[1] and row[1][2] ~= me then
-    foreign[#foreign + 1] = id
-  else
-    ended[#ended + 1] = id
+if redis.call('GET', KEYS[3]) == ARGV[4] then
+  ended = {unpack(ARGV, 5)}
+else
+  for i = 5, #ARGV do
+    local id = ARGV[i]
+    local row = redis.pcall('XPENDING', stream, group, id, id, 1)
+    if type(row) == 'table' and row[1] and row[1][2] ~= me then
+      foreign[#foreign + 1] = id
+    else
+      ended[#ended + 1] = id
+    end
   end
 end
 if #ended > 0 then
@@ -51,16 +59,17 @@ end
 return foreign
 """
 
-#: KEYS and the first three ARGV as :data:`SETTLE`'s, then per entry: its id,
-#: the stream it goes back to, the message's payload.  ``XADD``\ s each message
+#: KEYS and the first four ARGV as :data:`SETTLE`'s, then per entry: its id,
+#: the stream it goes back to, the message's payload.  ``XADD``\\ s each message
 #: again and ends its old entry, unless another consumer holds the entry (that
 #: node delivers it: a second copy would be a duplicate).  Answers those ids.
 GIVE_BACK = """
 local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
+local checked = redis.call('GET', KEYS[3]) ~= ARGV[4]
 local foreign = {}
-for i = 4, #ARGV, 3 do
+for i = 5, #ARGV, 3 do
   local id = ARGV[i]
-  local row = redis.pcall('XPENDING', stream, group, id, id, 1)
+  local row = checked and redis.pcall('XPENDING', stream, group, id, id, 1)
   if type(row) == 'table' and row[1] and row[1][2] ~= me then
     foreign[#foreign + 1] = id
   else
@@ -211,12 +220,14 @@ class QueueSettling:
             reply = engine.writer.command_waited(
                 "EVAL",
                 SETTLE,
-                2,
+                3,
                 stream,
                 record_key(engine.names.prefix, engine.ids.node, stream),
+                engine.liveness.key,
                 engine.names.group,
                 engine.ids.node,
                 records,
+                engine.liveness.epoch,
                 *ids[start : start + SETTLE_BATCH],
             )
             reply.addCallbacks(self._ended, _unsure)
@@ -320,12 +331,14 @@ class QueueSettling:
             reply = engine.writer.command_waited(
                 "EVAL",
                 GIVE_BACK,
-                2,
+                3,
                 stream,
                 record_key(engine.names.prefix, engine.ids.node, stream),
+                engine.liveness.key,
                 engine.names.group,
                 engine.ids.node,
                 records,
+                engine.liveness.epoch,
                 *args,
             )
             reply.addCallbacks(self._ended, _unsure)
