@@ -15,6 +15,7 @@ import redis
 from stompbroker.broker.engine.redis.codec import decode, encode
 from stompbroker.broker.engine.redis.dispatch import RETURN_NODE
 from stompbroker.broker.engine.redis.lapse import CLAIM_DEAD, claimed_entries, claimed_records
+from stompbroker.broker.engine.redis.liveness import BEAT
 from stompbroker.broker.engine.redis.queue_settling import GIVE_BACK, SETTLE
 from stompbroker.broker.engine.redis.redelivery_records import fold, record_key
 from stompbroker.protocol.message import Message
@@ -197,3 +198,23 @@ def test_folding_never_counts_below_the_floor() -> None:
     """A dead node's record says more than Redis's count: the record wins."""
     assert decode(fold({b"m": payload(0)}, delivered=1, floor=5)[b"m"])[1].redeliveries == 5
     assert decode(fold({b"m": payload(0)}, delivered=7, floor=5)[b"m"])[1].redeliveries == 7
+
+
+def test_a_beat_renews_only_the_key_that_holds_its_epoch(client: redis.Redis) -> None:
+    """A live key of the beat's epoch gets its full time to live again."""
+    client.set("t:alive:B", "3", px=500)
+    assert client.eval(BEAT, 1, "t:alive:B", "3", 10000) == b"3"
+    assert client.pttl("t:alive:B") > 5000
+
+
+def test_a_beat_never_makes_an_expired_key_again(client: redis.Redis) -> None:
+    """Only the node's announce does, with a new epoch, once it has sorted out its entries."""
+    assert client.eval(BEAT, 1, "t:alive:B", "3", 10000) is None
+    assert client.exists("t:alive:B") == 0
+
+
+def test_a_late_beat_of_an_older_epoch_leaves_the_new_one(client: redis.Redis) -> None:
+    """A beat queued before a lapse and sent after the node announced epoch 4 renews nothing."""
+    client.set("t:alive:B", "4", px=10000)
+    assert client.eval(BEAT, 1, "t:alive:B", "3", 10000) == b"4"
+    assert client.get("t:alive:B") == b"4"

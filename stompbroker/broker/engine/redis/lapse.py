@@ -8,8 +8,8 @@ another node claimed them.  Its key is certainly alive until ``--node-timeout``
 after the *sending* of the last beat Redis confirmed (Redis ran the ``SET`` no
 earlier than it was sent), so the node knows, by its own monotonic clock, that
 past that moment it may have lapsed, whatever woke it: a beat that comes late,
-a read's reply, an acknowledgement.  A beat whose ``SET ... GET`` finds the key
-gone says so from Redis's side too.
+a read's reply, an acknowledgement.  A beat (:data:`~.liveness.BEAT`) that
+finds the key gone says so from Redis's side too.
 
 What the node does then (re-register, keep only the entries its pending lists
 still name) is :class:`~stompbroker.broker.engine.redis.liveness.Liveness`'s.
@@ -125,7 +125,7 @@ class LapseWatch:
         return bool(self._clock.seconds() >= self.safe_until)
 
     def gone(self) -> None:
-        """A beat found the key gone (``SET ... GET`` answered nil): lapsed, whatever the clock."""
+        """A beat found the key gone (:data:`~.liveness.BEAT`): lapsed, whatever the clock."""
         self.safe_until = self._clock.seconds()
 
 

@@ -40,7 +40,15 @@ from stompbroker.broker.engine.redis.lapse import LapseWatch
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.logs import logger
 
-__all__ = ["Liveness"]
+__all__ = ["BEAT", "Liveness"]
+
+#: KEYS: this node's liveness key.  ARGV: the node's epoch, milliseconds.
+#: Renews the key only while it holds that epoch; answers what it held.
+BEAT = """
+local held = redis.call('GET', KEYS[1])
+if held == ARGV[1] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
+return held
+"""
 
 log = logger("stompbroker.broker.engine.redis")
 
@@ -90,11 +98,12 @@ class Liveness:
 
     def beat(self) -> None:
         """
-        Keep this node's liveness key alive (``SET ... XX ... GET``): a beat that
-        comes more than ``--node-timeout`` after the last one Redis confirmed, or
-        that finds the key gone, starts a lapse.  A beat never makes the key again
-        (``XX``): only :meth:`announce`, with a new epoch, once the node has
-        sorted out what other nodes took meanwhile.
+        Keep this node's liveness key alive (:data:`BEAT`): a beat that comes
+        more than ``--node-timeout`` after the last one Redis confirmed, or that
+        finds the key gone, starts a lapse.  A beat renews only the key that holds
+        its epoch, so it never makes the key again, nor brings back an older epoch
+        when it reaches Redis late: only :meth:`announce` sets the key, with a new
+        epoch, once the node has sorted out what other nodes took meanwhile.
         """
         engine = self._engine
         if self.watch.lapsed():
@@ -102,14 +111,18 @@ class Liveness:
             return
         sent = self.watch.sending()
         ms = int(engine.node_timeout * 1000)
-        beat = engine.writer.command_waited("SET", self._key(), self.epoch, "XX", "PX", ms, "GET")
-        beat.addCallbacks(self._beaten, self._beat_failed, callbackArgs=(sent,))
+        epoch = self.epoch
+        beat = engine.writer.command_waited("EVAL", BEAT, 1, self._key(), epoch, ms)
+        beat.addCallbacks(self._beaten, self._beat_failed, callbackArgs=(sent, epoch))
 
-    def _beaten(self, previous: Any, sent: float) -> None:
-        if previous is None and self._fence is None:
-            # The key had expired: another node may have taken what this one holds.
-            self.watch.gone()
-            self.lapse()
+    def _beaten(self, previous: Any, sent: float, epoch: str) -> None:
+        if epoch != self.epoch:
+            return  # sent before the node announced itself again: it renewed nothing
+        if previous is None or previous != epoch.encode():
+            if self._fence is None:
+                # The key had expired: another node may have taken what this one holds.
+                self.watch.gone()
+                self.lapse()
             return
         self.watch.confirmed(sent)
 
