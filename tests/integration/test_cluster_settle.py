@@ -134,3 +134,46 @@ def test_a_messages_redelivery_count_survives_two_nodes_dying_in_turn(
     finally:
         for process in nodes.values():
             process.stop()
+
+
+@pytest.mark.parametrize("decider", ["holder", "other"])
+def test_a_selected_messages_redelivery_count_survives_its_nodes_death(
+    redis_server: RedisServer,  # noqa: F811
+    tmp_path: Path,
+    decider: str,
+) -> None:
+    """
+    With selectors one node decides who gets each message: node B keeps it (B
+    decides), or node C moves it to B's own stream (C decides, its first consumer
+    selecting other messages).  NACKed twice on B, it comes back on C after B is
+    killed with count 3: claimed from B, or handed back from B's own stream.
+    """
+    nodes = {}
+    for name in "abc":
+        (tmp_path / name).mkdir()
+        nodes[name] = node(tmp_path / name, redis_server)
+    a, b, c = nodes["a"], nodes["b"], nodes["c"]
+    queue = f"/queue/selected.{uuid.uuid4().hex[:8]}"
+    red = {"selector": "color = 'red'"}
+    try:
+        if decider == "other":
+            blue, _ = subscribed(c, queue, selector="color = 'blue'")
+            time.sleep(0.5)  # C reads first: it holds the lease and decides
+        first, on_b = subscribed(b, queue, **red, **{"redelivery-delay": "0"})
+        publish(a.address, queue, [b"job"], color="red")
+        for count in (1, 2):
+            assert on_b.wait_for(lambda n=count: len(on_b.messages) == n, timeout=10)
+            first.nack(on_b.messages[-1].headers["ack"])
+        assert on_b.wait_for(lambda: len(on_b.messages) == 3, timeout=10)
+        assert on_b.messages[-1].headers["redelivery-count"] == "2"
+        second, on_c = subscribed(c, queue, **red)
+        b.kill()
+        assert on_c.wait_for(lambda: len(on_c.messages) == 1, timeout=CLAIMED_WITHIN)
+        assert on_c.messages[0].body == b"job"
+        assert on_c.messages[0].headers["redelivery-count"] == "3"
+        taken = "handed back 1 messages" if decider == "other" else "took over 1 messages"
+        assert taken in c.log()
+        second.disconnect()
+    finally:
+        for process in nodes.values():
+            process.stop()
