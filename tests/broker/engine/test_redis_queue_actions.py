@@ -15,11 +15,19 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.internet.task import Clock
 
 from stompbroker.broker.engine.redis.codec import Names, encode
-from stompbroker.broker.engine.redis.control import GIVE_BACK, HOLD, RESUME, ControlChannel
+from stompbroker.broker.engine.redis.control import (
+    DELETED,
+    GIVE_BACK,
+    HOLD,
+    RESUME,
+    ControlChannel,
+)
 from stompbroker.broker.engine.redis.queue_actions import new_message
 from stompbroker.broker.engine.redis.queue_settling import GIVE_BACK as GIVE_BACK_SCRIPT
 from stompbroker.broker.engine.redis.queues import StreamQueue
+from stompbroker.broker.engine.redis.shared_limits import SharedLimits
 from stompbroker.broker.engine.shared_queues import Acted
+from stompbroker.broker.features.policies import Policies, parse_policy
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
 from stompbroker.protocol.message import Message
@@ -56,6 +64,14 @@ class FakeEngine:
         self.liveness = type("Liveness", (), {"key": "p:alive:me", "epoch": "1"})()
         self.dead_letters = type("DeadLetters", (), {"dead_letter": lambda *_: None})()
         self.queues: dict[str, Any] = {}
+        self.policies = Policies()
+        self.limits = SharedLimits(self.policies, "DLQ.")
+        self.deleted: list[Any] = []
+
+    def delete_queue(self, queue: Any) -> None:
+        del self.queues[queue.destination]
+        self.deleted.append(queue)
+        queue.close()
 
 
 class Subscriber:
@@ -98,7 +114,8 @@ def test_giving_back_puts_the_read_ahead_at_the_tail_and_holds_the_reading() -> 
     # One script adds each again and ends its old entry, if it is still this node's.
     [(kind, script, _, stream, _, _, group, node, _, _, *given)] = engine.writer.commands
     assert (kind, script, stream, group, node) == ("EVAL", GIVE_BACK_SCRIPT, STREAM, "nodes", "me")
-    assert given[0::3] == [b"1-0", b"1-1"] and given[1::3] == [STREAM, STREAM]
+    assert given[0::5] == [b"1-0", b"1-1"] and given[1::5] == [STREAM, STREAM]
+    assert given[3::5] == ["", ""]  # no byte count to count them into
     queue.local.add_consumer(Subscriber(), 5, 0)
     assert queue.room() == 0
     queue.resume()
@@ -156,3 +173,46 @@ def test_a_moved_message_is_new_and_keeps_what_it_carries() -> None:
 def test_an_answer_is_complete_when_no_node_is_missing() -> None:
     assert Acted(3, "a").complete
     assert not Acted(3, "a", ("b",)).complete
+
+
+def test_a_deleted_notice_drops_an_idle_handle_and_resumes_a_consumed_one() -> None:
+    """
+    Another node deleted the queue: a handle with no consumer here is dropped
+    (what it read was deleted with the stream: nothing is given back); one a
+    consumer here uses reads on, as after a purge.
+    """
+    engine = FakeEngine()
+    idle = read_ahead(engine, "/queue/idle", 2)
+    idle.give_back_for(HOLD)
+    engine.writer.commands.clear()
+    consumed = read_ahead(engine, "/queue/used", 0)
+    consumed.local.add_consumer(Subscriber(), 4, 0)
+    consumed.give_back_for(HOLD)
+    control = ControlChannel(engine)
+    for destination in ("/queue/idle", "/queue/used"):
+        notice = {"id": "r", "from": "asker", "op": DELETED, "destination": destination}
+        control.requested(json.dumps(notice).encode())
+    assert engine.deleted == [idle]
+    assert "/queue/idle" not in engine.queues
+    assert not [command for command in engine.writer.commands if command[0] == "XADD"]
+    assert consumed.room() == 4
+
+
+def test_a_give_back_from_the_nodes_own_stream_counts_the_bytes_in_again() -> None:
+    """
+    Under max-length-bytes, an entry a deciding node moved to this node's own
+    stream was counted out of its lane: given back, it is counted in.
+    """
+    engine = FakeEngine()
+    policy = parse_policy("b", {"pattern": "b.>", "max-length-bytes": 100})
+    engine.policies.set(policy, announce=False)
+    queue = StreamQueue("/queue/b.q", engine)
+    engine.queues["/queue/b.q"] = queue
+    own = "p:qn:me:/queue/b.q"
+    queue.take([(b"1-0", {b"m": _payload("/queue/b.q", 0)})], stream=own)
+    queue.take([(b"2-0", {b"m": _payload("/queue/b.q", 1)})])
+    queue.give_back_for(HOLD)
+    # In the give-back script of each stream: the counter each entry counts into, and its size.
+    scripts = [command for command in engine.writer.commands if command[1] == GIVE_BACK_SCRIPT]
+    counted = [(script[3], list(script[10:][3::5]), list(script[10:][4::5])) for script in scripts]
+    assert sorted(counted) == [("p:q:/queue/b.q", [""], [1]), (own, ["p:qb:q:/queue/b.q"], [1])]

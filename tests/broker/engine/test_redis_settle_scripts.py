@@ -16,7 +16,7 @@ from stompbroker.broker.engine.redis.codec import decode, encode
 from stompbroker.broker.engine.redis.dispatch import RETURN_NODE
 from stompbroker.broker.engine.redis.lapse import CLAIM_DEAD, claimed_entries, claimed_records
 from stompbroker.broker.engine.redis.liveness import BEAT
-from stompbroker.broker.engine.redis.queue_settling import GIVE_BACK, SETTLE
+from stompbroker.broker.engine.redis.queue_settling import GIVE_BACK, SETTLE, SETTLE_SIZED
 from stompbroker.broker.engine.redis.redelivery_records import fold, record_key
 from stompbroker.protocol.message import Message
 from tests.support.redis import RedisServer, redis_server  # noqa: F401
@@ -56,8 +56,8 @@ def settle(
     client: redis.Redis, node: str, ids: list[bytes], records: int = 0, epoch: str = "1"
 ) -> list[bytes]:
     """Run SETTLE as ``node``, which settled ``ids`` under ``epoch``."""
-    keys = [STREAM, record_key("t", node, STREAM), f"t:alive:{node}"]
-    reply = client.eval(SETTLE, 3, *keys, GROUP, node, records, epoch, *ids)
+    keys = [STREAM, record_key("t", node, STREAM), f"t:alive:{node}", "t:qb:q:/queue/a"]
+    reply = client.eval(SETTLE, 4, *keys, GROUP, node, records, epoch, *ids)
     return list(reply)
 
 
@@ -121,7 +121,7 @@ def test_giving_back_adds_again_only_what_this_node_still_holds(client: redis.Re
     ids = read_by(client, "B", 2)
     client.xclaim(STREAM, GROUP, "A", 0, [ids[0]])
     keys = [STREAM, record_key("t", "B", STREAM), "t:alive:B"]
-    args = [ids[0], STREAM, payload(0, 1), ids[1], STREAM, payload(1, 1)]
+    args = [ids[0], STREAM, payload(0, 1), "", 0, ids[1], STREAM, payload(1, 1), "", 0]
     assert client.eval(GIVE_BACK, 3, *keys, GROUP, "B", 0, "1", *args) == [ids[0]]
     entries = client.xrange(STREAM)
     assert [entry_id for entry_id, _ in entries][0] == ids[0]
@@ -177,7 +177,7 @@ def test_handing_back_a_nodes_own_stream_keeps_the_counts_it_recorded(
     client.xreadgroup(GROUP, "B", {own: ">"}, count=2)
     records = record_key("t", "B", own)
     client.hset(records, first, 4)
-    assert client.eval(RETURN_NODE, 3, own, STREAM, records, GROUP) == 3
+    assert client.eval(RETURN_NODE, 4, own, STREAM, "t:qb:q:/queue/a", records, GROUP) == 3
     back = [fields for _, fields in client.xrange(STREAM)]
     # 4 recorded, +1 for coming back, less the 1 the payload carries.
     assert back[0][b"r"] == b"4"
@@ -218,3 +218,16 @@ def test_a_late_beat_of_an_older_epoch_leaves_the_new_one(client: redis.Redis) -
     client.set("t:alive:B", "4", px=10000)
     assert client.eval(BEAT, 1, "t:alive:B", "3", 10000) == b"4"
     assert client.get("t:alive:B") == b"4"
+
+
+def test_settling_under_a_byte_limit_counts_out_only_what_it_ends(client: redis.Redis) -> None:
+    """SETTLE_SIZED takes the bodies of the entries it ends off the counter, not those it leaves."""
+    ids = read_by(client, "B", 2)
+    counter = "t:qb:q:/queue/a"
+    client.set(counter, 10)
+    client.xclaim(STREAM, GROUP, "A", 0, [ids[1]])
+    keys = [STREAM, record_key("t", "B", STREAM), "t:alive:B", counter]
+    assert client.eval(SETTLE_SIZED, 4, *keys, GROUP, "B", 0, "1", *ids) == [ids[1]]
+    # Each body is one byte (b"x"): one ended, one left to A.
+    assert client.get(counter) == b"9"
+    assert owners(client) == {ids[1]: "A"}

@@ -19,23 +19,33 @@ from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.lapse import Aside
 from stompbroker.broker.engine.redis.redelivery_records import fold, record_key
 from stompbroker.broker.engine.redis.settled import RecentlySettled
+from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE, byte_counter
+from stompbroker.broker.routing.destinations import QUEUE_PREFIX
 from stompbroker.protocol.message import Message
 
-__all__ = ["GIVE_BACK", "SETTLE", "SETTLE_BATCH", "QueueSettling", "SettlingQueue"]
+__all__ = [
+    "GIVE_BACK",
+    "SETTLE",
+    "SETTLE_BATCH",
+    "SETTLE_SIZED",
+    "QueueSettling",
+    "SettlingQueue",
+]
 
 #: KEYS: a stream, this node's redelivery records of it (:mod:`.redelivery_records`),
-#: this node's liveness key.  ARGV: group, this node, 1 if some of the entries
-#: have a record (else 0), the node's epoch when it settled them
-#: (:attr:`~.liveness.Liveness.epoch`), then entry ids.  Ends (``XACK``,
-#: ``XDEL``) each entry unless another consumer holds it.  While the liveness
-#: key still holds that epoch it has not expired since, so no node has claimed
-#: anything from this one and all are ended at once (one ``GET`` per script).
-#: Otherwise one ``XPENDING id id 1`` per entry asks whom it is pending to (a
-#: seek in the group's pending list; ``XCLAIM`` cannot ask it: it takes an entry
-#: from whoever holds it); an entry pending to nobody (a copy Redis handed out
-#: again after a roll-back, or one whose ``XDEL`` was lost) is ended too.
-#: Answers the ids left to the nodes that hold them.
-SETTLE = """
+#: this node's liveness key, the stream's byte counter (:mod:`.shared_bytes`).
+#: ARGV: group, this node, 1 if some of the entries have a record (else 0), the
+#: node's epoch when it settled them (:attr:`~.liveness.Liveness.epoch`), then
+#: entry ids.  Ends (``XACK``, ``XDEL``) each entry unless another consumer
+#: holds it.  While the liveness key still holds that epoch it has not expired
+#: since, so no node has claimed anything from this one and all are ended at
+#: once (one ``GET`` per script).  Otherwise one ``XPENDING id id 1`` per entry
+#: asks whom it is pending to (a seek in the group's pending list; ``XCLAIM``
+#: cannot ask it: it takes an entry from whoever holds it); an entry pending to
+#: nobody (a copy Redis handed out again after a roll-back, or one whose
+#: ``XDEL`` was lost) is ended too.  Answers the ids left to the nodes that hold
+#: them.  :data:`SETTLE_SIZED` also takes the bodies' bytes off the counter.
+_SETTLE = """
 local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
 local ended, foreign = {}, {}
 if redis.call('GET', KEYS[3]) == ARGV[4] then
@@ -53,27 +63,44 @@ else
 end
 if #ended > 0 then
   redis.call('XACK', stream, group, unpack(ended))
+  -- sized
   redis.call('XDEL', stream, unpack(ended))
   if ARGV[3] == '1' then redis.call('HDEL', KEYS[2], unpack(ended)) end
 end
 return foreign
 """
+SETTLE = _SETTLE
+SETTLE_SIZED = BODY_SIZE + _SETTLE.replace(
+    "  -- sized\n",
+    """  local gone = 0
+  for _, id in ipairs(ended) do
+    local found = redis.call('XRANGE', stream, id, id)
+    if #found > 0 then gone = gone + entry_size(found[1][2]) end
+  end
+  if gone > 0 and redis.call('EXISTS', KEYS[4]) == 1 then
+    if redis.call('DECRBY', KEYS[4], gone) < 0 then redis.call('SET', KEYS[4], 0) end
+  end
+""",
+)
 
 #: KEYS and the first four ARGV as :data:`SETTLE`'s, then per entry: its id,
-#: the stream it goes back to, the message's payload.  ``XADD``\\ s each message
-#: again and ends its old entry, unless another consumer holds the entry (that
-#: node delivers it: a second copy would be a duplicate).  Answers those ids.
+#: the stream it goes back to, the message's payload, and the counter to count
+#: its body's size into ('' for none: :mod:`.shared_bytes`) with that size.
+#: ``XADD``\\ s each message again and ends its old entry, unless another
+#: consumer holds the entry (that node delivers it: a second copy would be a
+#: duplicate).  Answers those ids.
 GIVE_BACK = """
 local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
 local checked = redis.call('GET', KEYS[3]) ~= ARGV[4]
 local foreign = {}
-for i = 5, #ARGV, 3 do
+for i = 5, #ARGV, 5 do
   local id = ARGV[i]
   local row = checked and redis.pcall('XPENDING', stream, group, id, id, 1)
   if type(row) == 'table' and row[1] and row[1][2] ~= me then
     foreign[#foreign + 1] = id
   else
     redis.call('XADD', ARGV[i + 1], '*', 'm', ARGV[i + 2])
+    if ARGV[i + 3] ~= '' then redis.call('INCRBY', ARGV[i + 3], ARGV[i + 4]) end
     redis.call('XACK', stream, group, id)
     redis.call('XDEL', stream, id)
     if ARGV[3] == '1' then redis.call('HDEL', KEYS[2], id) end
@@ -136,6 +163,7 @@ class QueueSettling:
         "_settled_elsewhere",
         "_recent",
         "_recorded",
+        "_destination",
     )
 
     def __init__(self, engine: Any, stream: str, queue: SettlingQueue) -> None:
@@ -153,6 +181,9 @@ class QueueSettling:
         self._recent = RecentlySettled()
         #: Keys of the entries whose redelivery count this node keeps in Redis.
         self._recorded: set[Any] = set()
+        #: The ``/queue/`` whose stream it is (a policy's byte limit may apply), or ``None``.
+        destination = engine.names.destination_of(stream)
+        self._destination = destination if destination.startswith(QUEUE_PREFIX) else None
 
     def key(self, stream: str | None, entry_id: bytes) -> Any:
         """:returns: an entry's key: its id, or ``(stream, id)`` in another stream."""
@@ -216,14 +247,17 @@ class QueueSettling:
         """
         engine = self._engine
         records = self._unrecord(stream, ids)
+        prefix = engine.names.prefix
+        script = SETTLE_SIZED if self._sized() else SETTLE
         for start in range(0, len(ids), SETTLE_BATCH):
             reply = engine.writer.command_waited(
                 "EVAL",
-                SETTLE,
-                3,
+                script,
+                4,
                 stream,
-                record_key(engine.names.prefix, engine.ids.node, stream),
+                record_key(prefix, engine.ids.node, stream),
                 engine.liveness.key,
+                byte_counter(prefix, stream),
                 engine.names.group,
                 engine.ids.node,
                 records,
@@ -231,6 +265,13 @@ class QueueSettling:
                 *ids[start : start + SETTLE_BATCH],
             )
             reply.addCallbacks(self._ended, _unsure)
+
+    def _sized(self) -> bool:
+        """Whether a policy's ``max-length-bytes`` applies to the queue (:mod:`.shared_bytes`)."""
+        if self._destination is None:
+            return False
+        limit = self._engine.limits.of(self._destination)
+        return limit is not None and limit.max_bytes is not None
 
     def _ended(self, foreign: Any) -> None:
         """:param foreign: the entries :data:`SETTLE` left to the nodes that hold them."""
@@ -297,18 +338,26 @@ class QueueSettling:
         """
         engine = self._engine
         lane = self._queue.lane
+        prefix = engine.names.prefix
+        # What comes back from this node's own stream (a decided queue's) was
+        # counted out of its lane's byte count when it was moved there.
+        own = f"{prefix}:qn:" if messages and self._sized() else None
         by_source: dict[str, list[Any]] = {}
         for message in messages:
             entry = self._entries.pop(message.message_id, None)
             payload = encode(engine.ids.node, message)
+            target = lane(message)
             if entry is None:
-                engine.writer.command("XADD", lane(message), "*", "m", payload)
+                engine.writer.command("XADD", target, "*", "m", payload)
                 continue
             self._recent.ended(entry)
             stream, entry_id = (self._stream, entry) if type(entry) is bytes else entry
-            by_source.setdefault(stream, []).append((entry_id, lane(message), payload))
-        for stream, given in by_source.items():
-            self._give_back_owned(stream, given)
+            counted = own is not None and stream.startswith(own)
+            counter = byte_counter(prefix, target) if counted else ""
+            given = (entry_id, target, payload, counter, len(message.body))
+            by_source.setdefault(stream, []).append(given)
+        for stream, given_back in by_source.items():
+            self._give_back_owned(stream, given_back)
 
     def give_back_held(self, cluster: ClusterDispatch) -> None:
         """Put back the entries no consumer took at the tail of the stream, for the others."""
@@ -316,18 +365,21 @@ class QueueSettling:
         by_source: dict[str, list[Any]] = {}
         for stream, entry, payload in held:
             self._recent.ended(self.key(stream, entry))
-            by_source.setdefault(stream, []).append((entry, self._stream, payload))
+            by_source.setdefault(stream, []).append((entry, self._stream, payload, "", 0))
         for stream, given in by_source.items():
             self._give_back_owned(stream, given)
 
-    def _give_back_owned(self, stream: str, given: list[tuple[bytes, str, bytes]]) -> None:
-        """One :data:`GIVE_BACK` per batch of ``(entry id, target stream, payload)`` of a stream."""
+    def _give_back_owned(self, stream: str, given: list[tuple[Any, ...]]) -> None:
+        """
+        One :data:`GIVE_BACK` per batch of a stream's ``(entry id, target stream,
+        payload, counter or '', body size)``.
+        """
         engine = self._engine
-        records = self._unrecord(stream, [entry_id for entry_id, _, _ in given])
+        records = self._unrecord(stream, [entry[0] for entry in given])
         for start in range(0, len(given), SETTLE_BATCH):
             args: list[Any] = []
-            for entry_id, target, payload in given[start : start + SETTLE_BATCH]:
-                args += [entry_id, target, payload]
+            for entry in given[start : start + SETTLE_BATCH]:
+                args += entry
             reply = engine.writer.command_waited(
                 "EVAL",
                 GIVE_BACK,
