@@ -14,8 +14,8 @@ have read and not settled, as the stream's length counts them for
   counter: one round trip per SEND.
 - Every other place an entry of such a stream ends decrements the counter by
   its body size, read from the entry in Redis: a node's settling
-  (:data:`END_SIZED` instead of ``XDEL``, while the node sees the byte limit in
-  force), the management's purge, move and delete, and the deciding node's
+  (:data:`.queue_settling.SETTLE_SIZED` instead of :data:`.queue_settling.SETTLE`,
+  while the node sees the byte limit in force), the management's purge, move and delete, and the deciding node's
   move of an entry to a node's own stream (:data:`.dispatch.MOVE`; handed back,
   :data:`.dispatch.RETURN_NODE` counts it in again).  The scripts touch a
   counter only if it exists, so a queue no byte limit ever applied to has none.
