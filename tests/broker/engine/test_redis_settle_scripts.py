@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from stompbroker.broker.engine.redis.codec import decode, encode
-from stompbroker.broker.engine.redis.dispatch import RETURN_NODE
+from stompbroker.broker.engine.redis.dispatch_scripts import RETURN_NODE
 from stompbroker.broker.engine.redis.lapse import CLAIM_DEAD, claimed_entries, claimed_records
 from stompbroker.broker.engine.redis.liveness import BEAT
 from stompbroker.broker.engine.redis.queue_settling import GIVE_BACK, SETTLE, SETTLE_SIZED
@@ -188,9 +188,9 @@ def test_handing_back_a_nodes_own_stream_keeps_the_counts_it_recorded(
 
 def test_folding_puts_the_whole_count_in_the_payload() -> None:
     """What an entry's r field and Redis's delivery count add goes with the payload."""
-    fields = {b"m": payload(0, redeliveries=2), b"r": b"1"}
+    fields = {b"m": payload(0, redeliveries=2), b"r": b"1", b"o": b"owner"}
     folded = fold(fields, delivered=3)
-    assert set(folded) == {b"m"}
+    assert set(folded) == {b"m", b"o"} and folded[b"o"] == b"owner"
     assert decode(folded[b"m"])[1].redeliveries == 6
 
 

@@ -165,9 +165,12 @@ class QueueIntake:
         settling = self._settling
         local = self._queue.local
         # A count an entry carries in field r is in its message already (fresh folds it).
-        for entry_id, _, message in settling.fresh(entries, stream, self._cluster):
+        for entry_id, fields, message in settling.fresh(entries, stream, self._cluster):
             if redelivered is not None:
                 message.redeliveries += redelivered.get(entry_id, 1)
+            if b"o" in fields and self._cluster is not None:
+                # A group's owner the deciding node chose (dispatch_scripts.MOVE).
+                message = self._cluster.adopt(message, fields)
             settling.hold(message.message_id, settling.key(stream, entry_id))
             local.enqueue(message)
             taken += 1

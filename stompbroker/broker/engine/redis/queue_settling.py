@@ -437,7 +437,7 @@ class QueueSettling:
             if (stream or self._stream, entry_id) in waiting:
                 continue
             if b"r" in fields:
-                # Handed back by a node that had delivered it (dispatch.RETURN_NODE):
+                # Handed back by a node that had delivered it (dispatch_scripts.RETURN_NODE):
                 # its count goes into the payload, which is all a move carries.
                 fields = fold(fields)
             _, message = decode(fields[b"m"])

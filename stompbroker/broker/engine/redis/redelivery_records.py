@@ -4,7 +4,7 @@ A message's redelivery count, kept when its stream entry moves between nodes.
 A message's ``redelivery-count`` (and ``--max-redeliveries``, which
 dead-letters by it) is made of three parts: what its payload says (the count it
 had when it was last ``XADD``\\ ed), field ``r`` of its entry (a node that left
-handed it back after delivering it: :data:`~.dispatch.RETURN_NODE`), and what
+handed it back after delivering it: :data:`~.dispatch_scripts.RETURN_NODE`), and what
 happened to the entry since: Redis's delivery count of it (each read or claim),
 and the NACKs and departed consumers of the node that holds it, which Redis
 does not see.  That last part lives in the holding node's memory only, so a
@@ -17,7 +17,7 @@ entry from a dead one reads and removes the record in the same script
 (:data:`~.lapse.CLAIM_DEAD`), and the count it hands out is one more than the
 record, or grown by Redis's delivery count, whichever is higher.
 
-An entry the deciding node moves to another node's stream (:data:`~.dispatch.MOVE`)
+An entry the deciding node moves to another node's stream (:data:`~.dispatch_scripts.MOVE`)
 carries only its payload, so before it is decided its count is written into
 the payload (:func:`fold`), as it is for an entry handed back by a node that left.
 """
@@ -52,4 +52,6 @@ def fold(fields: dict[bytes, Any], delivered: int = 0, floor: int = 0) -> dict[b
     origin, message = decode(fields[b"m"])
     count = message.redeliveries + int(fields.get(b"r", 0)) + delivered
     message.redeliveries = max(count, floor)
-    return {b"m": encode(origin, message)}
+    folded = {name: value for name, value in fields.items() if name != b"r"}
+    folded[b"m"] = encode(origin, message)
+    return folded
