@@ -38,7 +38,7 @@ from typing import Any
 from zope.interface import implementer
 
 from stompbroker.broker.engine.base import IQueue
-from stompbroker.broker.engine.redis.codec import encode
+from stompbroker.broker.engine.redis.codec import decode, encode
 from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.lapse import Aside
@@ -189,6 +189,12 @@ class StreamQueue:
     def consumers(self) -> list[Consumer]:
         """This node's consumers."""
         return self.local.consumers
+
+    @property
+    def undecided(self) -> list[Message]:
+        """What this node read, deciding (:mod:`.dispatch`), that no consumer accepts: it waits."""
+        cluster = self._cluster
+        return [] if cluster is None else [decode(payload)[1] for _, _, payload in cluster.held]
 
     @property
     def aside(self) -> Aside | None:
@@ -378,14 +384,18 @@ class StreamQueue:
     def give_back_for(self, seconds: float) -> list[Message]:
         """
         Another node acts on the whole stream (a purge, a move: :mod:`.queue_actions`):
-        put what this node read ahead and did not hand out back at the tail of
-        the stream, and read nothing more for ``seconds`` or until :meth:`resume`.
+        put what this node read ahead and did not hand out (and, deciding,
+        what no consumer accepts) back at the tail of its lane, and read
+        nothing more for ``seconds`` or until :meth:`resume`.
 
         :returns: the messages given back.
         """
         given = list(self.pending)
         self.pending.clear()
         self._settling.give_back(given)
+        if self._cluster is not None and self._cluster.held:
+            given += self.undecided
+            self._settling.give_back_held(self._cluster)
         self._intake.hold(seconds)
         return given
 
