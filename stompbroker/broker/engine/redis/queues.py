@@ -234,9 +234,17 @@ class StreamQueue:
         self.enqueue(message)
 
     def enqueue(self, message: Message) -> None:
-        """Add a message (a dead letter, a reply) to the stream, for any node's consumers."""
+        """
+        Add a message (a dead letter, a reply) to the stream, for any node's
+        consumers: under the queue's limits as one node's queue takes it
+        (:meth:`.SharedLimit.enqueue`), counted in its byte count.
+        """
         engine = self._engine
         payload = encode(engine.ids.node, message)
+        limit = None if self.key is not None else engine.limits.of(self.destination)
+        if limit is not None:
+            limit.enqueue(engine, message, self.lane(message), payload)
+            return
         engine.writer.command("XADD", self.lane(message), "*", "m", payload)
 
     def lane(self, message: Message) -> str:
