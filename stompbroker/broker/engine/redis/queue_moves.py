@@ -58,8 +58,11 @@ end
 #: Move chosen entries: KEYS[1] the stream, KEYS[2] its byte counter; ARGV:
 #: group, the number of dead nodes and their names, then per entry its id, the
 #: target stream ('' for a topic: the node publishes it), the target's byte
-#: counter, its mode hash and the fields to set there ('p' for a lane, 'g' for
-#: a grouped message: :mod:`.lanes`), and the new message.  Returns the ids moved.
+#: counter and whether a byte limit applies to it ('1': the counter is made if
+#: need be, as :data:`~.shared_bytes.ADD_SIZED` makes it; else it is kept only
+#: if it exists), its mode hash and the fields to set there ('p' for a lane,
+#: 'g' for a grouped message: :mod:`.lanes`), and the new message.  Returns the
+#: ids moved.
 MOVE = (
     FREE
     + BODY_SIZE
@@ -70,17 +73,20 @@ local ndead = tonumber(ARGV[2])
 for i = 3, 2 + ndead do dead[ARGV[i]] = true end
 local done = {}
 local gone = 0
-for i = 3 + ndead, #ARGV, 6 do
-  local id, target, counter, mode, marks, payload =
-    ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
+for i = 3 + ndead, #ARGV, 7 do
+  local id, target, counter, sized, mode, marks, payload =
+    ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
   if #redis.call('XRANGE', KEYS[1], id, id) > 0 then
     local ok, pending = free(KEYS[1], ARGV[1], id, dead)
     if ok then
       local size = body_size(payload)
       if target ~= '' then
         for mark in string.gmatch(marks, '.') do redis.call('HSET', mode, mark, '1') end
+        if sized == '1' or redis.call('EXISTS', counter) == 1 then
+          if redis.call('XLEN', target) == 0 then redis.call('SET', counter, 0) end
+          redis.call('INCRBY', counter, size)
+        end
         redis.call('XADD', target, '*', 'm', payload)
-        if redis.call('EXISTS', counter) == 1 then redis.call('INCRBY', counter, size) end
       end
       if pending then redis.call('XACK', KEYS[1], ARGV[1], id) end
       redis.call('XDEL', KEYS[1], id)
@@ -235,10 +241,10 @@ class QueueMoves:
                     self.sent(new)
 
     def _target(self, new: Message) -> list[str]:
-        """:returns: the target stream, its counter, its mode hash and marks; '' for a topic."""
+        """:returns: the target's stream, counter, sizing, mode hash and marks (:data:`MOVE`)."""
         destination = new.destination
         if destination.startswith(TOPIC_PREFIX):
-            return ["", "", "", ""]
+            return ["", "", "0", "", ""]
         engine = self._engine
         prefix = engine.names.prefix
         if destination not in engine.queue_names.known:
@@ -247,7 +253,9 @@ class QueueMoves:
         marks = ("p" if new.priority != DEFAULT_PRIORITY else "") + (
             "g" if new.group is not None else ""
         )
-        return [stream, byte_counter(prefix, stream), mode_key(prefix, destination), marks]
+        limit = engine.limits.of(destination)
+        sized = "1" if limit is not None and limit.max_bytes is not None else "0"
+        return [stream, byte_counter(prefix, stream), sized, mode_key(prefix, destination), marks]
 
     async def _pending(self, stream: str, page: list[Any]) -> dict[bytes, str]:
         """:returns: entry id -> its holder, for the entries of ``page`` some node holds."""
