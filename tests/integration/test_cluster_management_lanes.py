@@ -59,14 +59,19 @@ def in_one_node_order(bodies: list[str]) -> list[str]:
     return sorted(bodies, key=lambda text: -int(text.rpartition("p")[2]))
 
 
-def send_mixed(process: BrokerProcess, queue: str, **headers: str) -> None:
-    """Send the twenty messages of :data:`PRIORITIES`, persistent, each with a receipt."""
+def send_mixed(process: BrokerProcess, queue: str, *, lanes: bool = True, **headers: str) -> None:
+    """
+    Send the twenty messages of :data:`PRIORITIES`, persistent, each with a
+    receipt; with ``lanes`` false, all of the default priority.
+    """
     connection, events = connect(process.address)
     for index, priority in enumerate(PRIORITIES):
+        if lanes:
+            headers["priority"] = str(priority)
         connection.send(
             queue,
             body(index, priority),
-            headers={"priority": str(priority), "persistent": "true", **headers},
+            headers={"persistent": "true", **headers},
             receipt=f"s{index}",
         )
     assert events.wait_for(lambda: len(events.receipts) == len(PRIORITIES), WAIT)
@@ -165,7 +170,11 @@ def test_purge_through_another_node_empties_every_lane(
     status, answer = call(b, "DELETE", f"destinations/{segment(queue)}/messages")
     assert status == 200, answer
     assert answer == {
-        "destination": queue, "vhost": "/", "purged": 18, "node": node_name(b), "complete": True
+        "destination": queue,
+        "vhost": "/",
+        "purged": 18,
+        "node": node_name(b),
+        "complete": True,
     }
     assert browse(a, queue) == []
     assert sum(lane_lengths(store, queue).values()) == 2
@@ -246,9 +255,7 @@ def test_dead_letters_count_in_their_queues_bytes_and_retry_keeps_priorities(
     set_policy(a, b, "bytedl", "DLQ.bytedl.>", 100_000)
     send_mixed(a, home)
     consumer, inbox = connect(a.address)
-    consumer.subscribe(
-        home, id="1", ack="client-individual", headers={"max-redeliveries": "0"}
-    )
+    consumer.subscribe(home, id="1", ack="client-individual", headers={"max-redeliveries": "0"})
     assert inbox.wait_for(lambda: len(inbox.messages) == 20, WAIT)
     for message in inbox.messages:
         consumer.nack(message.headers["ack"])
@@ -265,3 +272,69 @@ def test_dead_letters_count_in_their_queues_bytes_and_retry_keeps_priorities(
     assert status == 200, messages
     assert [message["body"] for message in messages] == in_one_node_order(sent_bodies())
     assert all("dead-letter-reason" not in message["headers"] for message in messages)
+
+
+def feature_queue(nodes: list[BrokerProcess], queue: str) -> list[tuple[object, object]]:
+    """
+    A consumer with a selector on each node, each holding one message
+    unacknowledged: the queue is decided (docs/cluster.md), and what the
+    deciding node hands the other node's full consumer waits in that node's
+    own stream, unread.  Twenty of the default priority sent on A (a decided
+    queue with lanes is another matter: the deciding node's consumer alone
+    gets any, with or without the management).
+
+    :returns: each consumer's connection and inbox.
+    """
+    consumers = []
+    for process in nodes:
+        connection, inbox = connect(process.address)
+        connection.subscribe(
+            queue,
+            id="1",
+            ack="client-individual",
+            headers={"activemq.prefetchSize": "1", "selector": "kind = 'job'"},
+            receipt="subscribed",
+        )
+        assert inbox.wait_for(lambda inbox=inbox: "subscribed" in inbox.receipts, WAIT)
+        consumers.append((connection, inbox))
+    send_mixed(nodes[0], queue, lanes=False, kind="job")
+    for _, inbox in consumers:
+        assert inbox.wait_for(lambda inbox=inbox: len(inbox.messages) == 1, WAIT)
+    return consumers
+
+
+def priority_of(text: str) -> int:
+    return int(text.rpartition("p")[2])
+
+
+def test_browse_purge_and_move_of_a_decided_queue_reach_the_nodes_own_streams(
+    nodes: list[BrokerProcess], store: redis.Redis
+) -> None:
+    """
+    With selectors on both nodes, B's browse shows the eighteen waiting, wherever
+    they wait (a node's own stream, the queue's stream), in the queue's order;
+    B's move of eight takes the first eight; B's purge discards the ten left,
+    complete, leaving only the two the consumers hold.
+    """
+    a, b = nodes
+    queue, target = "/queue/lanes.decided", "/queue/lanes.decided.target"
+    consumers = feature_queue(nodes, queue)
+    held = [inbox.messages[0].body.decode() for _, inbox in consumers]
+    waiting = [text for text in sent_bodies() if text not in held]
+    seen = browse(b, queue)
+    assert seen == waiting
+    own = [key.decode() for key in store.scan_iter(match=f"{PREFIX}:qn:*:{queue}")]
+    assert sum(int(store.xlen(key)) for key in own) > 0
+    status, answer = call(
+        b, "POST", f"destinations/{segment(queue)}/move", {"to": target, "count": 8}
+    )
+    assert (status, answer["moved"], answer["complete"]) == (200, 8, True), answer
+    assert browse(a, target) == waiting[:8]
+    status, answer = call(b, "DELETE", f"destinations/{segment(queue)}/messages")
+    assert status == 200, answer
+    assert (answer["purged"], answer["complete"]) == (10, True), answer
+    assert browse(b, queue) == []
+    left = sum(lane_lengths(store, queue).values()) + sum(int(store.xlen(key)) for key in own)
+    assert left == 2
+    for connection, _ in consumers:
+        connection.disconnect()

@@ -119,9 +119,10 @@ async def find_sources(engine: Any, destination: str) -> QueueSources:
         pipe.xpending(source.stream, names.group)
     replies = await pipe.execute(raise_on_error=False)
     holding = set(registered)
-    summaries = replies[: len(found)]
+    lanes_found = len(found)
+    summaries = replies[:lanes_found]
     for index, source in enumerate(own):
-        exists, summary = replies[len(found) + 2 * index : len(found) + 2 * index + 2]
+        exists, summary = replies[lanes_found + 2 * index : lanes_found + 2 * index + 2]
         if exists and not isinstance(exists, Exception):
             found.append(source)
             summaries.append(summary)
