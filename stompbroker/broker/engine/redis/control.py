@@ -1,30 +1,34 @@
 """
 What waits in a queue shared by every node, seen from any node: the messages
-of its stream that no live node has handed to a consumer.
+of its streams (its priority lanes and the nodes' own streams of it:
+:mod:`.queue_sources`) that no live node has handed to a consumer.
 
-A queue's stream holds every message not yet settled: those no node has read,
+A queue's streams hold every message not yet settled: those no node has read,
 those a node has read ahead for its consumers and not handed out yet, and those
 delivered and not acknowledged (which belong to their consumers, as on one
 node, and are not *waiting*).  Redis knows which entries a node has read (the
-group's pending list, ``XPENDING``) but not which of them it has handed out:
+group's pending lists, ``XPENDING``) but not which of them it has handed out:
 only that node does.  So the node that answers a browse:
 
-1. asks Redis which nodes hold entries of the stream (``XPENDING`` summary);
-   entries held by a node whose liveness key has expired are waiting (they go
-   back to consumers when claimed);
-2. asks each live node that holds some, on the control channel
-   ``PREFIX:ctl`` (pub/sub), for the message-ids it has read ahead of that
-   queue and not handed out; each answers on ``PREFIX:ctl:NODE`` (the asker's).
-   A node that does not answer within :data:`ANSWER_TIMEOUT` is named in the
-   result (``complete`` false): what it holds is neither shown nor counted as
-   waiting;
-3. reads the pending list (``XPENDING ... - +``) and the stream (``XRANGE``, in
-   pages of :data:`PAGE`), and keeps, in stream order, the entries nobody
-   holds, those dead nodes hold, and those read ahead.
+1. finds the queue's streams and the nodes that hold entries of them or have
+   consumers of the queue (:func:`~.queue_sources.find_sources`); entries held
+   by a node whose liveness key has expired are waiting (they go back to
+   consumers when claimed);
+2. asks each such live node, on the control channel ``PREFIX:ctl``
+   (pub/sub), for the message-ids it has read ahead of that queue and not
+   handed out (and, deciding, holds for no consumer); each answers on
+   ``PREFIX:ctl:NODE`` (the asker's).  A node that does not answer within
+   :data:`ANSWER_TIMEOUT` is named in the result (``complete`` false): what it
+   holds is neither shown nor counted as waiting;
+3. reads each stream's pending list (``XPENDING ... - +``) and entries
+   (``XRANGE``, in pages of :data:`PAGE`), keeps the entries nobody holds,
+   those dead nodes hold, and those read ahead, and orders them as one node
+   hands them out: highest priority first; within one, the nodes' own
+   streams' (decided earlier) before the lane's, each in stream order.
 
 No node is asked when no live node other than the answering one holds an
-entry: the common case of a queue nobody consumes from costs ``XPENDING`` and
-the ``XRANGE`` pages.
+entry or has a consumer: the common case of a queue nobody consumes from costs
+the look-up of its streams and the ``XRANGE`` pages.
 """
 
 from __future__ import annotations

@@ -1,38 +1,42 @@
 """
 The management's purge, move, copy and dead-letter retry of a ``/queue/``
-shared by every node: they act on every message that waits, in Redis or read
-ahead (not yet handed out) by any node (docs/cluster.md, "Management across
-nodes").
+shared by every node: they act on every message that waits, in any of its
+streams (its priority lanes, the nodes' own streams of it:
+:mod:`.queue_sources`) or read ahead (not yet handed out) by any node
+(docs/cluster.md, "Management across nodes").
 
-A message waits when it is in the queue's stream and no live node has handed
-it to a consumer: an entry no node has read, one a dead node holds (it goes to
-a consumer once claimed), or one a live node read ahead.  Only a node knows
-which of the entries it holds it has handed out, so the node that answers:
+A message waits when it is in one of the queue's streams and no live node has
+handed it to a consumer: an entry no node has read, one a dead node holds (it
+goes to a consumer once claimed), or one a live node read ahead.  Only a node
+knows which of the entries it holds it has handed out, so the node that answers:
 
-1. asks every live node holding entries of the stream (and itself) to *give
-   back* what it read ahead (``XADD`` at the tail, ``XACK``/``XDEL`` of the old
-   entry) and to read nothing more of the queue until told to :data:`RESUME`
-   (at most :data:`~.control.HOLD` seconds): from then on, every entry a live
-   node holds was handed to a consumer, and is not waiting;
-2. acts on the stream in pages of :data:`PAGE` entries, each page one script
+1. asks every live node holding entries of the queue's streams or having
+   consumers of it (and itself) to *give back* what it read ahead (``XADD`` at
+   the tail of the lane of its priority, ``XACK``/``XDEL`` of the old entry)
+   and to read nothing more of the queue until told to :data:`RESUME` (at most
+   :data:`~.control.HOLD` seconds): from then on, every entry a live node holds
+   was handed to a consumer, and is not waiting;
+2. acts on each stream in pages of :data:`PAGE` entries, each page one script
    that, entry by entry, checks that nobody but a dead node holds it
    (``XPENDING stream nodes ID ID 1``) before it acts: :data:`PURGE` deletes
-   it (``XDEL``; and ``XACK`` of a dead node's), :data:`MOVE` adds the new message
-   the node made of it to the target queue's stream (``XADD``) and deletes it;
+   it (``XDEL``; and ``XACK`` of a dead node's), :data:`MOVE`
+   (:mod:`.queue_moves`) adds the new message the node made of it to the
+   target's lane of its priority (``XADD``) and deletes it;
 3. tells the nodes to read on.
 
 A delete (:meth:`ClusterQueueActions.delete`) is refused while any node has a
 consumer of the queue (its consumer registry, :mod:`.consumer_registry`, is not
 empty); otherwise it purges as above and, only when every node holding entries
-answered, runs :data:`DELETE`: the queue's stream and priority lanes are
-deleted (unless a consumer registered meanwhile), and the nodes are told
-:data:`~.control.DELETED` instead of to read on, so that each drops its handle.
+answered, runs :data:`DELETE`: the queue's stream, priority lanes and the
+nodes' own streams found are deleted (unless a consumer registered meanwhile),
+and the nodes are told :data:`~.control.DELETED` instead of to read on, so
+that each drops its handle.
 
 A node that does not answer within :data:`~.control.ANSWER_TIMEOUT` keeps what
 it holds (the scripts skip a live node's entries): the answer names it
 (``missing``), and counts only what was acted on.  A copy changes nothing, so it
 gives nothing back: it copies what a browse would show
-(:meth:`~.control.ControlChannel.snapshot`).
+(:meth:`~.control.ControlChannel.snapshot`), each copy a SEND to its target.
 """
 
 from __future__ import annotations
