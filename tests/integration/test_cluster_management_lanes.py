@@ -349,3 +349,31 @@ def test_browse_purge_and_move_of_a_decided_queue_reach_the_nodes_own_streams(
     assert left == 2
     for connection, _ in consumers:
         connection.disconnect()
+
+
+def test_a_queue_browser_and_the_depth_on_another_node_see_every_lane(
+    nodes: list[BrokerProcess],
+) -> None:
+    """
+    A ``browser:true`` subscription on B sees the twenty sent on A in one node's
+    order, and B's ``/api/destinations`` counts all twenty waiting (the figures
+    read every lane).
+    """
+    a, b = nodes
+    queue = "/queue/lanes.browser"
+    send_mixed(a, queue)
+    connection, inbox = connect(b.address)
+    connection.subscribe(queue, id="browse", headers={"browser": "true"})
+    assert inbox.wait_for(
+        lambda: any(m.headers.get("browser") == "end" for m in inbox.messages), WAIT
+    )
+    seen = [m.body.decode() for m in inbox.messages if m.headers.get("browser") != "end"]
+    assert seen == in_one_node_order(sent_bodies())
+    connection.disconnect()
+
+    def depth() -> int:
+        status, answer = call(b, "GET", "destinations")
+        assert status == 200, answer
+        return sum(int(entry["depth"]) for entry in answer if entry["destination"] == queue)
+
+    eventually(lambda: depth() == 20)
