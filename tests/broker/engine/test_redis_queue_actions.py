@@ -18,10 +18,12 @@ from stompbroker.broker.engine.redis.codec import Names, encode
 from stompbroker.broker.engine.redis.control import (
     DELETED,
     GIVE_BACK,
+    HELD,
     HOLD,
     RESUME,
     ControlChannel,
 )
+from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.queue_actions import new_message
 from stompbroker.broker.engine.redis.queue_settling import GIVE_BACK as GIVE_BACK_SCRIPT
 from stompbroker.broker.engine.redis.queues import StreamQueue
@@ -86,10 +88,7 @@ def read_ahead(engine: FakeEngine, destination: str, count: int) -> StreamQueue:
     queue = StreamQueue(destination, engine)
     engine.queues[destination] = queue
     queue.take(
-        [
-            (f"1-{index}".encode(), {b"m": _payload(destination, index)})
-            for index in range(count)
-        ]
+        [(f"1-{index}".encode(), {b"m": _payload(destination, index)}) for index in range(count)]
     )
     return queue
 
@@ -157,7 +156,9 @@ def test_resume_is_told_to_every_node_on_the_requests_channel() -> None:
     ((command, channel, request),) = engine.writer.commands
     assert (command, channel) == ("PUBLISH", "p:ctl")
     assert {key: value for key, value in json.loads(request).items() if key != "id"} == {
-        "from": "me", "op": RESUME, "destination": "/queue/q",
+        "from": "me",
+        "op": RESUME,
+        "destination": "/queue/q",
     }
 
 
@@ -165,7 +166,10 @@ def test_a_moved_message_is_new_and_keeps_what_it_carries() -> None:
     old = Message("/queue/a", "n-1", (("k", "v"),), b"body", 5.0, 3, True, 7)
     new = new_message(old, "/queue/b", (("k", "w"),), "n-9")
     assert (new.destination, new.message_id, new.headers, new.body) == (
-        "/queue/b", "n-9", (("k", "w"),), b"body",
+        "/queue/b",
+        "n-9",
+        (("k", "w"),),
+        b"body",
     )
     assert (new.expires, new.redeliveries, new.persistent, new.priority) == (5.0, 0, True, 7)
 
@@ -216,3 +220,31 @@ def test_a_give_back_from_the_nodes_own_stream_counts_the_bytes_in_again() -> No
     scripts = [command for command in engine.writer.commands if command[1] == GIVE_BACK_SCRIPT]
     counted = [(script[3], list(script[10:][3::5]), list(script[10:][4::5])) for script in scripts]
     assert sorted(counted) == [("p:q:/queue/b.q", [""], [1]), (own, ["p:qb:q:/queue/b.q"], [1])]
+
+
+
+def test_what_a_deciding_node_holds_for_no_consumer_waits_and_goes_back_to_its_lane() -> None:
+    """
+    An entry of lane 9 the deciding node read and no consumer accepts is
+    named among what waits, and given back to lane 9, not to the queue's stream.
+    """
+    engine = FakeEngine()
+    engine.lanes = LaneMarks("p")
+    queue = StreamQueue("/queue/h", engine)
+    engine.queues["/queue/h"] = queue
+    message = Message("/queue/h", "h-9", (("priority", "9"),), b"x", priority=9)
+    queue._cluster.held.append(("p:qp:9:/queue/h", b"1-0", encode("other", message)))
+    control = ControlChannel(engine)
+    request = {"id": "r1", "from": "asker", "op": HELD, "destination": "/queue/h"}
+    control.requested(json.dumps(request).encode())
+    assert json.loads(engine.writer.commands[-1][2])["ahead"] == ["h-9"]
+    engine.writer.commands.clear()
+    control.requested(json.dumps({**request, "op": GIVE_BACK}).encode())
+    *writes, (_, _, answer) = engine.writer.commands
+    assert json.loads(answer)["ahead"] == ["h-9"]
+    # The lane's mark, then one script that adds it to lane 9 again and ends its entry.
+    [mark, (kind, script, _, stream, *rest)] = writes
+    assert mark[:2] == ("HSET", "p:qm:/queue/h")
+    assert (kind, script, stream) == ("EVAL", GIVE_BACK_SCRIPT, "p:qp:9:/queue/h")
+    assert rest[6:8] == [b"1-0", "p:qp:9:/queue/h"]
+    assert queue.undecided == []

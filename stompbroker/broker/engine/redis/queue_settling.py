@@ -360,12 +360,14 @@ class QueueSettling:
             self._give_back_owned(stream, given_back)
 
     def give_back_held(self, cluster: ClusterDispatch) -> None:
-        """Put back the entries no consumer took at the tail of the stream, for the others."""
+        """Put back the entries no consumer took at the tail of their lane, for the others."""
+        lane = self._queue.lane
         held, cluster.held = cluster.held, []
         by_source: dict[str, list[Any]] = {}
         for stream, entry, payload in held:
             self._recent.ended(self.key(stream, entry))
-            by_source.setdefault(stream, []).append((entry, self._stream, payload, "", 0))
+            target = lane(decode(payload)[1])
+            by_source.setdefault(stream, []).append((entry, target, payload, "", 0))
         for stream, given in by_source.items():
             self._give_back_owned(stream, given)
 
