@@ -33,7 +33,7 @@ newline, or the second for an entry moved to a dead-letter stream.
 
 from __future__ import annotations
 
-__all__ = ["ADD_SIZED", "BODY_SIZE", "END_SIZED", "byte_counter", "recount_mark"]
+__all__ = ["ADD_SIZED", "BODY_SIZE", "byte_counter", "recount_mark"]
 
 #: Lua: the body size of an entry's payload, and of an entry's fields.
 BODY_SIZE = """
@@ -124,28 +124,6 @@ redis.call('SET', counter, bytes)
 return {1, moved}
 """
 )
-
-#: KEYS: the stream, its counter.  ARGV: the entries to end.  Deletes each
-#: (``XDEL``), taking the body size of those it found off the counter, if the
-#: counter exists.  Returns how many it deleted.
-END_SIZED = (
-    BODY_SIZE
-    + """
-local gone, deleted = 0, 0
-for _, id in ipairs(ARGV) do
-  local found = redis.call('XRANGE', KEYS[1], id, id)
-  if #found > 0 then
-    gone = gone + entry_size(found[1][2])
-    deleted = deleted + redis.call('XDEL', KEYS[1], id)
-  end
-end
-if gone > 0 and redis.call('EXISTS', KEYS[2]) == 1 then
-  if redis.call('DECRBY', KEYS[2], gone) < 0 then redis.call('SET', KEYS[2], 0) end
-end
-return deleted
-"""
-)
-
 
 def byte_counter(prefix: str, stream: str) -> str:
     """
