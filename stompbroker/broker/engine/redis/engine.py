@@ -56,11 +56,7 @@ from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout
 from stompbroker.broker.engine.figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.local import DEFAULT_POLICY
 from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
-from stompbroker.broker.engine.redis.codec import (
-    Names,
-    encode,
-    pack_batch,
-)
+from stompbroker.broker.engine.redis.codec import Names, encode
 from stompbroker.broker.engine.redis.connection import (
     CONNECTION_ERRORS,
     PRIMARY_ONLY,
@@ -77,7 +73,7 @@ from stompbroker.broker.engine.redis.control import ControlChannel, Snapshot
 from stompbroker.broker.engine.redis.durables import Durables
 from stompbroker.broker.engine.redis.figures import FIGURES_INTERVAL, FiguresExchange
 from stompbroker.broker.engine.redis.lanes import LaneMarks
-from stompbroker.broker.engine.redis.listener import alone, listen
+from stompbroker.broker.engine.redis.listener import alone, listen, pushed
 from stompbroker.broker.engine.redis.liveness import Liveness
 from stompbroker.broker.engine.redis.outage import DEFAULT_OUTAGE_HOLD, Outage, unreachable_text
 from stompbroker.broker.engine.redis.presence import ClusterPresence
@@ -91,6 +87,7 @@ from stompbroker.broker.engine.redis.scripts import Scripts
 from stompbroker.broker.engine.redis.shared_limits import SharedLimits
 from stompbroker.broker.engine.redis.shared_policies import SharedPolicies
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
+from stompbroker.broker.engine.redis.topic_batches import batch_head, encode_message
 from stompbroker.broker.engine.redis.url import EngineURL
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.features.policies import Policies
@@ -219,6 +216,8 @@ class RedisEngine:
         self.pubsub_reconnects = 0
         #: Topic subscriptions told of those gaps (``cluster-gap:true``).
         self.gap_subscriptions = 0
+        #: Topic batches from other nodes this node could not read (:mod:`.topic_batches`).
+        self.unreadable_batches = 0
         self._listener: asyncio.Task[None] | None = None
         #: ``(deliver, payload)``: runs the fan-out of a batch other nodes
         #: published, or the hand-out of what a queue's read gave, so that each
@@ -296,11 +295,11 @@ class RedisEngine:
         # Topic messages published while it is away are lost for this node:
         # try again every quarter second at most, not every 2 s.
         self._subscriber = make_client(self.url, forever=True, backoff_cap=PUBSUB_BACKOFF_CAP)
-        node = self.ids.node
+        head = batch_head(self.ids.node)
         self.writer = Writer(
             self.unretried,
             self.loop,
-            lambda payloads: pack_batch(node, payloads),
+            lambda records: head + b"".join(records),
             outage=self.outage,
             back=self._reconnected,
             durability=self.durability,
@@ -338,7 +337,7 @@ class RedisEngine:
 
     async def _start(self) -> None:
         version = await check_server(self.client, self.url)
-        pubsub = self._subscriber.pubsub()
+        pubsub = self._subscriber.pubsub(push_handler_func=pushed)
         await pubsub.psubscribe(self.names.topics, self.names.streams)
         channels = [self.names.inbox(self.ids.node), self.names.control]
         channels.extend(channel.decode() for channel in self.channels)
@@ -411,7 +410,7 @@ class RedisEngine:
 
     def topic_gaps(self) -> TopicGaps:
         """:returns: how often this node missed other nodes' topic messages, and whom it told."""
-        return TopicGaps(self.pubsub_reconnects, self.gap_subscriptions)
+        return TopicGaps(self.pubsub_reconnects, self.gap_subscriptions, self.unreadable_batches)
 
     def nodes(self) -> Deferred[list[Node]]:
         """
@@ -502,11 +501,14 @@ class RedisEngine:
             self._check_connected()
         self.fanout.publish(message)
         if not (message.expires and message.expires <= self.clock.seconds()):
-            payload = encode(self.ids.node, message)
-            self.writer.publish(self.names.topic(message.destination), payload)
+            self.writer.publish(self.names.topic(message.destination), encode_message(message))
             if not message.persistent:
-                for durable in self.durables.streams(message.destination):
-                    self.writer.command("XADD", durable.stream, "*", "m", payload)
+                durables = self.durables.streams(message.destination)
+                if durables:
+                    # Stream entries keep the JSON form, which every version reads.
+                    payload = encode(self.ids.node, message)
+                    for durable in durables:
+                        self.writer.command("XADD", durable.stream, "*", "m", payload)
 
     def publish_queue(self, message: Message) -> Deferred[None] | None:
         """

@@ -12,9 +12,11 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from stompbroker.broker.engine.redis.codec import BATCH, decode, unpack_batch
+from stompbroker.broker.engine.redis.codec import decode
 from stompbroker.broker.engine.redis.connection import BACKOFF_BASE, BACKOFF_CAP, CONNECTION_ERRORS
+from stompbroker.broker.engine.redis.topic_batches import UnreadableBatch, batch_head, unpack
 from stompbroker.logs import logger
+from stompbroker.protocol.message import Message
 
 log = logger("stompbroker.broker.engine.redis")
 
@@ -27,6 +29,16 @@ def alone(deliver: Callable[[Any], object], payload: Any) -> None:
     deliver(payload)
 
 
+async def pushed(response: Any) -> Any:
+    """
+    What the pub/sub connection does with each message Redis pushes (RESP3):
+    hand it on.  redis-py's own handler formats every message for a debug log
+    line first (``str`` of the whole payload, tens of kilobytes for a batch)
+    even when that log is off.
+    """
+    return response
+
+
 async def listen(engine: Any, pubsub: Any) -> None:
     """
     Fan out what other nodes publish to this node's subscribers, until cancelled.
@@ -36,7 +48,7 @@ async def listen(engine: Any, pubsub: Any) -> None:
     """
     delay = BACKOFF_BASE
     # What this node published itself, fanned out here already.
-    node_prefix = BATCH + engine.ids.node.encode() + b"\n"
+    node_prefix = batch_head(engine.ids.node)
     streams_pattern = engine.names.streams.encode()
     fan_out = engine.fanout.publish
     control = engine.names.control.encode()
@@ -46,9 +58,10 @@ async def listen(engine: Any, pubsub: Any) -> None:
     features = engine.channels
     together = engine.deliver_together
 
-    def fan_out_batch(payload: bytes) -> None:
-        for part in unpack_batch(payload):
-            _, message = decode(part)
+    unreadable = Unreadable(engine)
+
+    def fan_out_batch(messages: list[Message]) -> None:
+        for message in messages:
             fan_out(message)
             # Counted in where it was sent, so that the nodes' counts add up.
             traffic = counted.get(message.destination)
@@ -80,7 +93,12 @@ async def listen(engine: Any, pubsub: Any) -> None:
             if payload.startswith(node_prefix):
                 continue
             try:
-                together(fan_out_batch, payload)
+                messages = unpack(payload)[1]
+            except UnreadableBatch as error:
+                unreadable.met(error)
+                continue
+            try:
+                together(fan_out_batch, messages)
             except Exception:
                 log.failure("fanning out a message from Redis failed")
             # Let the reactor write what the batch gave the subscribers before
@@ -101,3 +119,31 @@ async def listen(engine: Any, pubsub: Any) -> None:
                 engine.table.publish_reply(message)
             except Exception:
                 log.failure("delivering a reply from Redis failed")
+
+
+class Unreadable:
+    """
+    Counts the topic batches this node cannot read (``engine.unreadable_batches``,
+    in the statistics' ``topic_gaps``), and logs the first from each node: a
+    cluster of nodes of different versions sends one per batch, and the log
+    must say so without repeating it thousands of times a second.
+    """
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+        self._told: set[str | None] = set()
+
+    def met(self, error: UnreadableBatch) -> None:
+        """Count ``error``'s batch, and log it if its node sent none before."""
+        self._engine.unreadable_batches += 1
+        if error.origin in self._told:
+            return
+        self._told.add(error.origin)
+        log.error(
+            "dropped {reason}, from node {origin}: this node's subscribers miss its"
+            " topic messages; run one stompbroker version across the cluster"
+            " (further such batches are counted in topic_gaps.unreadable_batches,"
+            " not logged)",
+            reason=error.reason,
+            origin=error.origin or "unknown",
+        )

@@ -1,0 +1,159 @@
+"""Topic messages between nodes, in binary (stompbroker.broker.engine.redis.topic_batches)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stompbroker.broker.engine.redis.topic_batches import (
+    VERSION,
+    UnreadableBatch,
+    batch_head,
+    encode_message,
+    unpack,
+)
+from stompbroker.protocol.message import Message
+
+#: Any text, ':' and non-ASCII included (no lone surrogates: they are not UTF-8).
+texts = st.text(st.characters(exclude_categories=("Cs",)), max_size=20)
+#: Text a plain header line holds: no ':' and no line break.
+line_texts = st.text(
+    st.characters(exclude_categories=("Cs",), exclude_characters=":\n\r"), max_size=12
+)
+
+
+def batch_of(origin: str, *messages: Message) -> bytes:
+    return batch_head(origin) + b"".join(encode_message(message) for message in messages)
+
+
+def fields(message: Message) -> tuple[object, ...]:
+    """:returns: everything a message carries between nodes."""
+    return (
+        message.destination,
+        message.message_id,
+        message.headers,
+        message.body,
+        message.expires,
+        message.redeliveries,
+        message.persistent,
+        message.priority,
+        message.group,
+        message.closes_group,
+    )
+
+
+@settings(derandomize=True, deadline=None)
+@given(
+    destination=texts,
+    message_id=texts,
+    headers=st.lists(st.tuples(texts, texts), max_size=5),
+    body=st.binary(max_size=300),
+    expires=st.floats(min_value=0, max_value=2e9),
+    redeliveries=st.integers(min_value=0, max_value=2**32 - 1),
+    persistent=st.booleans(),
+    priority=st.integers(min_value=0, max_value=9),
+    group=st.none() | texts,
+    closes_group=st.booleans(),
+)
+def test_a_message_with_header_pairs_comes_back_as_it_went(
+    destination: str,
+    message_id: str,
+    headers: list[tuple[str, str]],
+    body: bytes,
+    expires: float,
+    redeliveries: int,
+    persistent: bool,
+    priority: int,
+    group: str | None,
+    closes_group: bool,
+) -> None:
+    """Every field comes back: headers with ':', unicode, repeats and empty text; binary bodies."""
+    message = Message(
+        destination,
+        message_id,
+        tuple(headers),
+        body,
+        expires,
+        redeliveries,
+        persistent,
+        priority,
+        group,
+        closes_group,
+    )
+    origin, back = unpack(batch_of("node", message, message))
+    assert origin == "node"
+    assert [fields(copy) for copy in back] == [fields(message), fields(message)]
+
+
+@settings(derandomize=True, deadline=None)
+@given(
+    names=st.lists(line_texts, min_size=1, max_size=5, unique=True),
+    value=line_texts,
+    body=st.binary(max_size=64),
+)
+def test_plain_header_lines_cross_as_they_are(names: list[str], value: str, body: bytes) -> None:
+    """A SEND's plain header lines stay lines on the receiving node, and read as the same pairs."""
+    lines = "\n".join(f"{name}:{value}" for name in names).encode()
+    message = Message("/topic/ünïcode", "n-1", lines, body)
+    (back,) = unpack(batch_of("node", message))[1]
+    assert back._headers == lines
+    assert back.headers == tuple((name, value) for name in names)
+    assert back.body == body
+
+
+def test_a_batch_keeps_the_order_of_its_messages() -> None:
+    """Records come back in the order they were packed, whatever their destinations."""
+    messages = [Message(f"/topic/{n % 2}", f"n-{n}", (), b"%d" % n) for n in range(5)]
+    back = unpack(batch_of("node", *messages))[1]
+    assert [(m.destination, m.message_id, m.body) for m in back] == [
+        (m.destination, m.message_id, m.body) for m in messages
+    ]
+
+
+def test_a_node_recognises_its_own_batches_by_their_head() -> None:
+    """A batch starts with its node's head, and no other node's head is a prefix of it."""
+    batch = batch_of("abcd", Message("/topic/a", "abcd-1", (), b"x"))
+    assert batch.startswith(batch_head("abcd"))
+    assert not batch.startswith(batch_head("abc"))
+
+
+def test_a_node_token_must_fit_the_head() -> None:
+    """A node token longer than 255 bytes is refused with ValueError."""
+    with pytest.raises(ValueError, match="255"):
+        batch_head("n" * 256)
+
+
+@pytest.mark.parametrize(
+    ("payload", "origin", "reason"),
+    [
+        (b"B" + b"old\n" + b"\0\0\0\x02[]", "old", "JSON form"),
+        (b"T" + bytes((VERSION + 6, 3)) + b"new....", "new", f"format version {VERSION + 6}"),
+        (b"hello", None, "not a topic batch"),
+        (b"", None, "not a topic batch"),
+    ],
+)
+def test_a_batch_of_another_form_is_refused_with_its_node(
+    payload: bytes, origin: str | None, reason: str
+) -> None:
+    """An older node's JSON batch, another version, or no batch: UnreadableBatch, saying so."""
+    with pytest.raises(UnreadableBatch, match=reason) as raised:
+        unpack(payload)
+    assert raised.value.origin == origin
+
+
+@pytest.mark.parametrize("cut", [1, 3, 20, 40])
+def test_a_batch_cut_short_is_refused_whole(cut: int) -> None:
+    """A batch cut anywhere in its last record raises UnreadableBatch, not a short message."""
+    batch = batch_of(
+        "node", Message("/topic/a", "n-1", (), b"x"), Message("/topic/a", "n-2", (), b"y" * 20)
+    )
+    with pytest.raises(UnreadableBatch, match="damaged") as raised:
+        unpack(batch[:-cut])
+    assert raised.value.origin == "node"
+
+
+def test_a_head_cut_short_is_refused() -> None:
+    """A batch whose node token is cut short raises UnreadableBatch."""
+    with pytest.raises(UnreadableBatch, match="head"):
+        unpack(batch_head("node")[:-2])
