@@ -157,3 +157,13 @@ def test_a_head_cut_short_is_refused() -> None:
     """A batch whose node token is cut short raises UnreadableBatch."""
     with pytest.raises(UnreadableBatch, match="head"):
         unpack(batch_head("node")[:-2])
+
+
+def test_header_pairs_that_need_no_escaping_cross_as_lines() -> None:
+    """Pairs without ':' or line breaks cross as plain lines; a ':' in a value keeps pairs."""
+    plain = Message("/topic/a", "n-1", (("seq", "1"), ("größe", "ß")), b"x")
+    (back,) = unpack(batch_of("node", plain))[1]
+    assert back._headers == "seq:1\ngröße:ß".encode()
+    colon = Message("/topic/a", "n-2", (("url", "http://x"),), b"x")
+    (back,) = unpack(batch_of("node", colon))[1]
+    assert back._headers == (("url", "http://x"),)

@@ -94,8 +94,12 @@ def encode_message(message: Message) -> bytes:
     headers = message._headers  # the stored form: plain lines or pairs
     flags = PERSISTENT if message.persistent else 0
     if not isinstance(headers, bytes):
-        headers = _pack_pairs(headers)
-        flags |= PAIRS
+        lines = _plain_lines(headers)
+        if lines is None:
+            headers = _pack_pairs(headers)
+            flags |= PAIRS
+        else:
+            headers = lines
     group = message.group
     if group is None:
         group_bytes = b""
@@ -188,6 +192,24 @@ def _records(batch: bytes, position: int, end: int) -> list[Message]:
         )
         position = cut
     return messages
+
+
+def _plain_lines(headers: Headers) -> bytes | None:
+    """
+    :returns: header pairs as the plain lines a message may hold instead (see
+        :class:`~stompbroker.protocol.message.Message`), which read back as the
+        same pairs and go into MESSAGE frames as they are; ``None`` when some
+        text needs escaping in a frame (a ``:``, a line break, a backslash) or
+        there are none.  A SEND whose ``content-length`` is not its last
+        header, for one, arrives as pairs: it crosses as lines all the same.
+    """
+    if not headers:
+        return None
+    text = "\n".join([f"{name}:{value}" for name, value in headers])
+    count = len(headers)
+    if text.count(":") != count or text.count("\n") != count - 1 or "\\" in text or "\r" in text:
+        return None
+    return text.encode()
 
 
 def _pack_pairs(headers: Headers) -> bytes:
