@@ -11,7 +11,7 @@ from twisted.logger import formatEvent
 
 from stompbroker.broker.engine.redis.codec import encode
 from stompbroker.broker.engine.redis.listener import alone, listen, pushed
-from stompbroker.broker.engine.redis.topic_batches import batch_head, encode_message
+from stompbroker.broker.engine.redis.topic_batches import batch_head, encode_message, pack
 from stompbroker.protocol.message import Message
 from stompbroker.transport.coalesce import CoalescedWrite, WriteCoalescer
 
@@ -47,7 +47,7 @@ def engine_with(fan_out: Any, together: Any) -> Any:
 def batch(origin: str, count: int) -> bytes:
     """:returns: a pub/sub payload of ``count`` messages to ``/topic/a`` from node ``origin``."""
     messages = [Message("/topic/a", f"m-{n}", (), b"body %d" % n) for n in range(count)]
-    return batch_head(origin) + b"".join(encode_message(message) for message in messages)
+    return pack(batch_head(origin), "/topic/a", [encode_message(message) for message in messages])
 
 
 def run(engine: Any, *payloads: bytes) -> None:

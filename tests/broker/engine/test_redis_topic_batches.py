@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stompbroker.broker.engine.redis.connection import Writer
 from stompbroker.broker.engine.redis.topic_batches import (
     VERSION,
     UnreadableBatch,
     batch_head,
     encode_message,
+    pack,
     unpack,
 )
 from stompbroker.protocol.message import Message
@@ -24,7 +29,9 @@ line_texts = st.text(
 
 
 def batch_of(origin: str, *messages: Message) -> bytes:
-    return batch_head(origin) + b"".join(encode_message(message) for message in messages)
+    """:returns: one batch of ``messages``, which have one destination, from ``origin``."""
+    records = [encode_message(message) for message in messages]
+    return pack(batch_head(origin), messages[0].destination, records)
 
 
 def fields(message: Message) -> tuple[object, ...]:
@@ -81,9 +88,10 @@ def test_a_message_with_header_pairs_comes_back_as_it_went(
         group,
         closes_group,
     )
-    origin, back = unpack(batch_of("node", message, message))
-    assert origin == "node"
-    assert [fields(copy) for copy in back] == [fields(message), fields(message)]
+    batch = unpack(batch_of("node", message, message))
+    assert batch.origin == "node"
+    assert [fields(copy) for copy in batch.messages] == [fields(message), fields(message)]
+    assert batch.body_bytes == 2 * len(body)
 
 
 @settings(derandomize=True, deadline=None)
@@ -96,16 +104,58 @@ def test_plain_header_lines_cross_as_they_are(names: list[str], value: str, body
     """A SEND's plain header lines stay lines on the receiving node, and read as the same pairs."""
     lines = "\n".join(f"{name}:{value}" for name in names).encode()
     message = Message("/topic/ünïcode", "n-1", lines, body)
-    (back,) = unpack(batch_of("node", message))[1]
+    (back,) = unpack(batch_of("node", message)).messages
     assert back._headers == lines
     assert back.headers == tuple((name, value) for name in names)
     assert back.body == body
 
 
-def test_a_batch_keeps_the_order_of_its_messages() -> None:
-    """Records come back in the order they were packed, whatever their destinations."""
-    messages = [Message(f"/topic/{n % 2}", f"n-{n}", (), b"%d" % n) for n in range(5)]
-    back = unpack(batch_of("node", *messages))[1]
+class _Pipe:
+    """Records the commands of one pipeline."""
+
+    def __init__(self, sent: list[tuple[Any, ...]]) -> None:
+        self.sent = sent
+
+    def execute_command(self, *args: Any) -> None:
+        self.sent.append(args)
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        return [1] * len(self.sent)
+
+
+class _Client:
+    def __init__(self) -> None:
+        self.sent: list[tuple[Any, ...]] = []
+
+    def pipeline(self, transaction: bool = False) -> _Pipe:
+        return _Pipe(self.sent)
+
+
+def test_a_writer_publishes_each_channels_run_of_messages_as_one_batch() -> None:
+    """
+    Messages for one channel in a row are one PUBLISH, whose batch names their
+    destination once and keeps their order; another channel starts another batch.
+    """
+    client = _Client()
+    head = batch_head("node")
+    messages = [Message(f"/topic/{n // 3}", f"n-{n}", (), b"%d" % n) for n in range(5)]
+
+    async def main() -> None:
+        writer = Writer(
+            client,  # type: ignore[arg-type]
+            asyncio.get_running_loop(),
+            lambda channel, records: pack(head, channel[len("p:t:") :], records),
+        )
+        for message in messages:
+            writer.publish("p:t:" + message.destination, encode_message(message))
+        await writer.drained()
+
+    asyncio.run(main())
+    assert [args[:2] for args in client.sent] == [
+        ("PUBLISH", "p:t:/topic/0"),
+        ("PUBLISH", "p:t:/topic/1"),
+    ]
+    back = [message for args in client.sent for message in unpack(args[2]).messages]
     assert [(m.destination, m.message_id, m.body) for m in back] == [
         (m.destination, m.message_id, m.body) for m in messages
     ]
@@ -142,9 +192,9 @@ def test_a_batch_of_another_form_is_refused_with_its_node(
     assert raised.value.origin == origin
 
 
-@pytest.mark.parametrize("cut", [1, 3, 20, 40])
+@pytest.mark.parametrize("cut", [1, 3, 20, 40, 90])
 def test_a_batch_cut_short_is_refused_whole(cut: int) -> None:
-    """A batch cut anywhere in its last record raises UnreadableBatch, not a short message."""
+    """A batch cut in its last record or its destination raises UnreadableBatch, not a short one."""
     batch = batch_of(
         "node", Message("/topic/a", "n-1", (), b"x"), Message("/topic/a", "n-2", (), b"y" * 20)
     )
@@ -162,8 +212,8 @@ def test_a_head_cut_short_is_refused() -> None:
 def test_header_pairs_that_need_no_escaping_cross_as_lines() -> None:
     """Pairs without ':' or line breaks cross as plain lines; a ':' in a value keeps pairs."""
     plain = Message("/topic/a", "n-1", (("seq", "1"), ("größe", "ß")), b"x")
-    (back,) = unpack(batch_of("node", plain))[1]
+    (back,) = unpack(batch_of("node", plain)).messages
     assert back._headers == "seq:1\ngröße:ß".encode()
     colon = Message("/topic/a", "n-2", (("url", "http://x"),), b"x")
-    (back,) = unpack(batch_of("node", colon))[1]
+    (back,) = unpack(batch_of("node", colon)).messages
     assert back._headers == (("url", "http://x"),)

@@ -87,7 +87,7 @@ from stompbroker.broker.engine.redis.scripts import Scripts
 from stompbroker.broker.engine.redis.shared_limits import SharedLimits
 from stompbroker.broker.engine.redis.shared_policies import SharedPolicies
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
-from stompbroker.broker.engine.redis.topic_batches import batch_head, encode_message
+from stompbroker.broker.engine.redis.topic_batches import batch_head, encode_message, pack
 from stompbroker.broker.engine.redis.url import EngineURL
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.features.policies import Policies
@@ -296,10 +296,12 @@ class RedisEngine:
         # try again every quarter second at most, not every 2 s.
         self._subscriber = make_client(self.url, forever=True, backoff_cap=PUBSUB_BACKOFF_CAP)
         head = batch_head(self.ids.node)
+        # A batch is one topic channel's: the channel names its destination.
+        skip = len(self.names.topic(""))
         self.writer = Writer(
             self.unretried,
             self.loop,
-            lambda records: head + b"".join(records),
+            lambda channel, records: pack(head, channel[skip:], records),
             outage=self.outage,
             back=self._reconnected,
             durability=self.durability,

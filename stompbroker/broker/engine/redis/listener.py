@@ -14,9 +14,13 @@ from typing import Any
 
 from stompbroker.broker.engine.redis.codec import decode
 from stompbroker.broker.engine.redis.connection import BACKOFF_BASE, BACKOFF_CAP, CONNECTION_ERRORS
-from stompbroker.broker.engine.redis.topic_batches import UnreadableBatch, batch_head, unpack
+from stompbroker.broker.engine.redis.topic_batches import (
+    TopicBatch,
+    UnreadableBatch,
+    batch_head,
+    unpack,
+)
 from stompbroker.logs import logger
-from stompbroker.protocol.message import Message
 
 log = logger("stompbroker.broker.engine.redis")
 
@@ -60,14 +64,17 @@ async def listen(engine: Any, pubsub: Any) -> None:
 
     unreadable = Unreadable(engine)
 
-    def fan_out_batch(messages: list[Message]) -> None:
+    def fan_out_batch(batch: TopicBatch) -> None:
+        messages = batch.messages
         for message in messages:
             fan_out(message)
-            # Counted in where it was sent, so that the nodes' counts add up.
-            traffic = counted.get(message.destination)
+        # Counted in where it was sent, so that the nodes' counts add up (a
+        # batch's messages have one destination).
+        if messages:
+            traffic = counted.get(messages[0].destination)
             if traffic is not None:
-                traffic.messages_in -= 1
-                traffic.bytes_in -= len(message.body)
+                traffic.messages_in -= len(messages)
+                traffic.bytes_in -= batch.body_bytes
 
     while True:
         try:
@@ -93,12 +100,12 @@ async def listen(engine: Any, pubsub: Any) -> None:
             if payload.startswith(node_prefix):
                 continue
             try:
-                messages = unpack(payload)[1]
+                batch = unpack(payload)
             except UnreadableBatch as error:
                 unreadable.met(error)
                 continue
             try:
-                together(fan_out_batch, messages)
+                together(fan_out_batch, batch)
             except Exception:
                 log.failure("fanning out a message from Redis failed")
             # Let the reactor write what the batch gave the subscribers before

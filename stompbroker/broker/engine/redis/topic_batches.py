@@ -13,14 +13,15 @@ one process does; otherwise (an escaped header, a ``:`` in a value) as
 length-prefixed pairs, which keep any text.  Priority and group travel as
 fields, not derived again from the headers.
 
-A batch::
+A batch holds the messages of one channel, so of one destination, which it
+names once::
 
-    b"T" VERSION(1 byte) len(origin)(1 byte) origin  record...
+    b"T" VERSION(1 byte) len(origin)(1 byte) origin
+    len(destination)(uint32) destination  record...
 
-    record := head(34 bytes, little-endian: five uint32 lengths of destination,
-              message-id, headers, group and body; expires, a double; redeliveries,
-              uint32; priority, byte; flags, byte) destination message-id headers
-              group body
+    record := head(30 bytes, little-endian: four uint32 lengths of message-id,
+              headers, group and body; expires, a double; redeliveries, uint32;
+              priority, byte; flags, byte) message-id headers group body
 
 Flags: 1 persistent, 2 closes its group, 4 has a group, 8 headers as pairs.
 
@@ -38,10 +39,20 @@ from __future__ import annotations
 
 import struct
 
+from attrs import frozen
+
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
-__all__ = ["VERSION", "UnreadableBatch", "batch_head", "encode_message", "unpack"]
+__all__ = [
+    "VERSION",
+    "TopicBatch",
+    "UnreadableBatch",
+    "batch_head",
+    "encode_message",
+    "pack",
+    "unpack",
+]
 
 #: What a batch starts with.
 MAGIC = b"T"
@@ -50,12 +61,28 @@ VERSION = 1
 _HEAD = MAGIC + bytes((VERSION,))
 #: The JSON batches of the versions before :data:`VERSION` started with this.
 _JSON_BATCH = b"B"
-_RECORD = struct.Struct("<IIIIIdIBB")
+_LENGTH = struct.Struct("<I")
+_RECORD = struct.Struct("<IIIIdIBB")
 _PAIR = struct.Struct("<II")
 PERSISTENT = 1
 CLOSES_GROUP = 2
 GROUPED = 4
 PAIRS = 8
+
+
+@frozen
+class TopicBatch:
+    """
+    What a batch held.
+
+    :ivar origin: the node that published it.
+    :ivar messages: its messages, in order, all to one destination.
+    :ivar body_bytes: the length of their bodies, together.
+    """
+
+    origin: str
+    messages: list[Message]
+    body_bytes: int
 
 
 class UnreadableBatch(ValueError):
@@ -86,10 +113,21 @@ def batch_head(origin: str) -> bytes:
     return _HEAD + bytes((len(node),)) + node
 
 
+def pack(head: bytes, destination: str, records: list[bytes]) -> bytes:
+    """
+    :param head: :func:`batch_head` of the publishing node.
+    :param destination: the destination of every message in ``records``.
+    :param records: messages :func:`encode_message` made, in order.
+    :returns: them as one pub/sub payload.
+    """
+    name = destination.encode()
+    return b"".join((head, _LENGTH.pack(len(name)), name, *records))
+
+
 def encode_message(message: Message) -> bytes:
     """
-    :returns: ``message`` as one record of a batch; a batch is
-        ``batch_head(origin) + b"".join(records)``.
+    :returns: ``message`` as one record of a batch (:func:`pack`); its
+        destination is the batch's.
     """
     headers = message._headers  # the stored form: plain lines or pairs
     flags = PERSISTENT if message.persistent else 0
@@ -108,11 +146,9 @@ def encode_message(message: Message) -> bytes:
         flags |= GROUPED
     if message.closes_group:
         flags |= CLOSES_GROUP
-    destination = message.destination.encode()
     message_id = message.message_id.encode()
     body = message.body
     head = _RECORD.pack(
-        len(destination),
         len(message_id),
         len(headers),
         len(group_bytes),
@@ -122,12 +158,12 @@ def encode_message(message: Message) -> bytes:
         message.priority,
         flags,
     )
-    return b"".join((head, destination, message_id, headers, group_bytes, body))
+    return b"".join((head, message_id, headers, group_bytes, body))
 
 
-def unpack(batch: bytes) -> tuple[str, list[Message]]:
+def unpack(batch: bytes) -> TopicBatch:
     """
-    :returns: the node that published ``batch``, and its messages in order.
+    :returns: what ``batch`` holds.
     :raises UnreadableBatch: for a batch of another form or version, or damaged
         (nothing of a damaged batch is returned).
     """
@@ -142,56 +178,57 @@ def unpack(batch: bytes) -> tuple[str, list[Message]]:
     except UnicodeDecodeError:
         raise UnreadableBatch("a topic batch whose node is not UTF-8") from None
     try:
-        return origin, _records(batch, start, end)
+        return _records(origin, batch, start, end)
     except (struct.error, UnicodeDecodeError, ValueError) as error:
         raise UnreadableBatch(f"a damaged topic batch ({error})", origin) from None
 
 
-def _records(batch: bytes, position: int, end: int) -> list[Message]:
-    """:returns: the messages of the records from ``position`` to ``end``."""
+def _records(origin: str, batch: bytes, position: int, end: int) -> TopicBatch:
+    """:returns: the batch whose destination and records go from ``position`` to ``end``."""
+    (size,) = _LENGTH.unpack_from(batch, position)
+    position += _LENGTH.size
+    cut = position + size
+    if cut > end:
+        raise ValueError("a destination runs past the end")
+    # One string for every message: its hash is worked out once.
+    destination = batch[position:cut].decode()
+    position = cut
     unpack_head = _RECORD.unpack_from
     head_size = _RECORD.size
     messages = []
-    # The records of a batch share their destination (a batch is one channel's):
-    # decode it once, and give every message the same string (its hash cached).
-    last_raw = b""
-    destination = ""
+    body_bytes = 0
     while position < end:
         sizes = unpack_head(batch, position)
         position += head_size
         cut = position + sizes[0]
-        raw = batch[position:cut]
-        if raw != last_raw:
-            destination = raw.decode()
-            last_raw = raw
-        position, cut = cut, cut + sizes[1]
         message_id = batch[position:cut].decode()
-        position, cut = cut, cut + sizes[2]
-        flags = sizes[8]
+        position, cut = cut, cut + sizes[1]
+        flags = sizes[7]
         headers: Headers | bytes = batch[position:cut]
         if flags & PAIRS:
             headers = _unpack_pairs(batch[position:cut])
-        position, cut = cut, cut + sizes[3]
+        position, cut = cut, cut + sizes[2]
         group = batch[position:cut].decode() if flags & GROUPED else None
-        position, cut = cut, cut + sizes[4]
+        position, cut = cut, cut + sizes[3]
         if cut > end:
             raise ValueError("a record runs past the end")
+        body_bytes += sizes[3]
         messages.append(
             Message(
                 destination,
                 message_id,
                 headers,
                 batch[position:cut],
+                sizes[4],
                 sizes[5],
-                sizes[6],
                 flags & PERSISTENT == PERSISTENT,
-                sizes[7],
+                sizes[6],
                 group,
                 flags & CLOSES_GROUP == CLOSES_GROUP,
             )
         )
         position = cut
-    return messages
+    return TopicBatch(origin, messages, body_bytes)
 
 
 def _plain_lines(headers: Headers) -> bytes | None:
