@@ -30,12 +30,17 @@ class OnePubSub:
         return self._responses.pop(0)
 
 
+def subscribed(destination: str) -> tuple[str, ...]:
+    """The subscription tree of the node: someone subscribes to ``/topic/a`` only."""
+    return ("subscriber",) if destination == "/topic/a" else ()
+
+
 def engine_with(fan_out: Any, together: Any) -> Any:
     """:returns: what :func:`listen` reads of a redis engine, with this fan-out."""
     return SimpleNamespace(
         ids=SimpleNamespace(node="B"),
         names=SimpleNamespace(streams="p:sc:*", control="p:c"),
-        fanout=SimpleNamespace(publish=fan_out),
+        fanout=SimpleNamespace(publish=fan_out, tree=SimpleNamespace(match=subscribed)),
         resumes=None,
         traffic=SimpleNamespace(destinations={}),
         channels={},
@@ -44,10 +49,10 @@ def engine_with(fan_out: Any, together: Any) -> Any:
     )
 
 
-def batch(origin: str, count: int) -> bytes:
-    """:returns: a pub/sub payload of ``count`` messages to ``/topic/a`` from node ``origin``."""
-    messages = [Message("/topic/a", f"m-{n}", (), b"body %d" % n) for n in range(count)]
-    return pack(batch_head(origin), "/topic/a", [encode_message(message) for message in messages])
+def batch(origin: str, count: int, destination: str = "/topic/a") -> bytes:
+    """:returns: a pub/sub payload of ``count`` messages to ``destination`` from node ``origin``."""
+    messages = [Message(destination, f"m-{n}", (), b"body %d" % n) for n in range(count)]
+    return pack(batch_head(origin), destination, [encode_message(message) for message in messages])
 
 
 def run(engine: Any, *payloads: bytes) -> None:
@@ -83,6 +88,15 @@ def test_the_nodes_own_batches_are_not_fanned_out_again() -> None:
     engine = engine_with(lambda message: seen.append(message.message_id), alone)
     run(engine, batch("B", 2), batch("A", 1))
     assert seen == ["m-0"]
+
+
+def test_a_batch_nobody_here_subscribes_to_is_dropped_undecoded() -> None:
+    """A batch for a destination without a subscriber on this node is skipped; the next comes."""
+    seen: list[str] = []
+    engine = engine_with(lambda message: seen.append(message.destination), alone)
+    run(engine, batch("A", 2, "/topic/elsewhere"), batch("A", 1))
+    assert seen == ["/topic/a"]
+    assert engine.unreadable_batches == 0
 
 
 def json_batch(origin: str) -> bytes:

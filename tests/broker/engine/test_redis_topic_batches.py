@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from stompbroker.broker.engine.redis.connection import Writer
 from stompbroker.broker.engine.redis.topic_batches import (
     VERSION,
+    TopicBatch,
     UnreadableBatch,
     batch_head,
     encode_message,
@@ -32,6 +33,13 @@ def batch_of(origin: str, *messages: Message) -> bytes:
     """:returns: one batch of ``messages``, which have one destination, from ``origin``."""
     records = [encode_message(message) for message in messages]
     return pack(batch_head(origin), messages[0].destination, records)
+
+
+def unpacked(payload: bytes) -> TopicBatch:
+    """:returns: everything ``payload`` holds (no node refuses a destination here)."""
+    batch = unpack(payload)
+    assert batch is not None
+    return batch
 
 
 def fields(message: Message) -> tuple[object, ...]:
@@ -88,7 +96,7 @@ def test_a_message_with_header_pairs_comes_back_as_it_went(
         group,
         closes_group,
     )
-    batch = unpack(batch_of("node", message, message))
+    batch = unpacked(batch_of("node", message, message))
     assert batch.origin == "node"
     assert [fields(copy) for copy in batch.messages] == [fields(message), fields(message)]
     assert batch.body_bytes == 2 * len(body)
@@ -104,7 +112,7 @@ def test_plain_header_lines_cross_as_they_are(names: list[str], value: str, body
     """A SEND's plain header lines stay lines on the receiving node, and read as the same pairs."""
     lines = "\n".join(f"{name}:{value}" for name in names).encode()
     message = Message("/topic/ünïcode", "n-1", lines, body)
-    (back,) = unpack(batch_of("node", message)).messages
+    (back,) = unpacked(batch_of("node", message)).messages
     assert back._headers == lines
     assert back.headers == tuple((name, value) for name in names)
     assert back.body == body
@@ -155,7 +163,7 @@ def test_a_writer_publishes_each_channels_run_of_messages_as_one_batch() -> None
         ("PUBLISH", "p:t:/topic/0"),
         ("PUBLISH", "p:t:/topic/1"),
     ]
-    back = [message for args in client.sent for message in unpack(args[2]).messages]
+    back = [message for args in client.sent for message in unpacked(args[2]).messages]
     assert [(m.destination, m.message_id, m.body) for m in back] == [
         (m.destination, m.message_id, m.body) for m in messages
     ]
@@ -212,8 +220,24 @@ def test_a_head_cut_short_is_refused() -> None:
 def test_header_pairs_that_need_no_escaping_cross_as_lines() -> None:
     """Pairs without ':' or line breaks cross as plain lines; a ':' in a value keeps pairs."""
     plain = Message("/topic/a", "n-1", (("seq", "1"), ("größe", "ß")), b"x")
-    (back,) = unpack(batch_of("node", plain)).messages
+    (back,) = unpacked(batch_of("node", plain)).messages
     assert back._headers == "seq:1\ngröße:ß".encode()
     colon = Message("/topic/a", "n-2", (("url", "http://x"),), b"x")
-    (back,) = unpack(batch_of("node", colon)).messages
+    (back,) = unpacked(batch_of("node", colon)).messages
     assert back._headers == (("url", "http://x"),)
+
+
+def test_a_batch_nobody_here_subscribes_to_is_not_decoded() -> None:
+    """With ``wanted`` answering no for its destination, unpack returns None, records unread."""
+    asked: list[str] = []
+
+    def wanted(destination: str) -> bool:
+        asked.append(destination)
+        return destination == "/topic/wanted"
+
+    message = Message("/topic/other", "n-1", (), b"x")
+    assert unpack(batch_of("node", message), wanted) is None
+    damaged = batch_of("node", Message("/topic/wanted", "n-2", (), b"y"))[:-1]
+    with pytest.raises(UnreadableBatch):
+        unpack(damaged, wanted)
+    assert asked == ["/topic/other", "/topic/wanted"]

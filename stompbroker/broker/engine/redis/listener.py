@@ -55,6 +55,8 @@ async def listen(engine: Any, pubsub: Any) -> None:
     node_prefix = batch_head(engine.ids.node)
     streams_pattern = engine.names.streams.encode()
     fan_out = engine.fanout.publish
+    # Whether anyone here subscribes to a destination (a cached tree lookup).
+    subscribed = engine.fanout.tree.match
     control = engine.names.control.encode()
     resumes = engine.resumes
     resume_channel = b"" if resumes is None else resumes.channel.encode()
@@ -100,9 +102,12 @@ async def listen(engine: Any, pubsub: Any) -> None:
             if payload.startswith(node_prefix):
                 continue
             try:
-                batch = unpack(payload)
+                batch = unpack(payload, subscribed)
             except UnreadableBatch as error:
                 unreadable.met(error)
+                continue
+            if batch is None:
+                # Nobody here subscribes to its destination: not decoded.
                 continue
             try:
                 together(fan_out_batch, batch)

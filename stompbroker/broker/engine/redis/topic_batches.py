@@ -38,6 +38,7 @@ delivery to one consumer rather than on every node.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 from attrs import frozen
 
@@ -161,9 +162,11 @@ def encode_message(message: Message) -> bytes:
     return b"".join((head, message_id, headers, group_bytes, body))
 
 
-def unpack(batch: bytes) -> TopicBatch:
+def unpack(batch: bytes, wanted: Callable[[str], object] | None = None) -> TopicBatch | None:
     """
-    :returns: what ``batch`` holds.
+    :param wanted: called with the batch's destination: if it answers a false
+        value (no subscriber here), the records are not decoded.
+    :returns: what ``batch`` holds, or ``None`` if it is not wanted.
     :raises UnreadableBatch: for a batch of another form or version, or damaged
         (nothing of a damaged batch is returned).
     """
@@ -178,12 +181,14 @@ def unpack(batch: bytes) -> TopicBatch:
     except UnicodeDecodeError:
         raise UnreadableBatch("a topic batch whose node is not UTF-8") from None
     try:
-        return _records(origin, batch, start, end)
+        return _records(origin, batch, start, end, wanted)
     except (struct.error, UnicodeDecodeError, ValueError) as error:
         raise UnreadableBatch(f"a damaged topic batch ({error})", origin) from None
 
 
-def _records(origin: str, batch: bytes, position: int, end: int) -> TopicBatch:
+def _records(
+    origin: str, batch: bytes, position: int, end: int, wanted: Callable[[str], object] | None
+) -> TopicBatch | None:
     """:returns: the batch whose destination and records go from ``position`` to ``end``."""
     (size,) = _LENGTH.unpack_from(batch, position)
     position += _LENGTH.size
@@ -192,6 +197,8 @@ def _records(origin: str, batch: bytes, position: int, end: int) -> TopicBatch:
         raise ValueError("a destination runs past the end")
     # One string for every message: its hash is worked out once.
     destination = batch[position:cut].decode()
+    if wanted is not None and not wanted(destination):
+        return None
     position = cut
     unpack_head = _RECORD.unpack_from
     head_size = _RECORD.size
