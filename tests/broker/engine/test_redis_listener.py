@@ -10,7 +10,7 @@ import pytest
 from twisted.logger import formatEvent
 
 from stompbroker.broker.engine.redis.codec import encode
-from stompbroker.broker.engine.redis.listener import alone, listen, pushed
+from stompbroker.broker.engine.redis.listener import Unreadable, alone, listen, pushed
 from stompbroker.broker.engine.redis.topic_batches import batch_head, encode_message, pack
 from stompbroker.protocol.message import Message
 from stompbroker.transport.coalesce import CoalescedWrite, WriteCoalescer
@@ -45,7 +45,6 @@ def engine_with(fan_out: Any, together: Any) -> Any:
         traffic=SimpleNamespace(destinations={}),
         channels={},
         deliver_together=together,
-        unreadable_batches=0,
     )
 
 
@@ -55,10 +54,13 @@ def batch(origin: str, count: int, destination: str = "/topic/a") -> bytes:
     return pack(batch_head(origin), destination, [encode_message(message) for message in messages])
 
 
-def run(engine: Any, *payloads: bytes) -> None:
+def run(engine: Any, *payloads: bytes) -> Unreadable:
+    """Listen until ``payloads`` are handled; :returns: what counted the unreadable ones."""
     responses = [[b"pmessage", TOPICS, b"p:t:/topic/a", payload] for payload in payloads]
+    unreadable = Unreadable()
     with pytest.raises(asyncio.CancelledError):
-        asyncio.run(listen(engine, OnePubSub(responses)))
+        asyncio.run(listen(engine, OnePubSub(responses), unreadable))
+    return unreadable
 
 
 def test_each_connection_gets_a_batch_in_one_write() -> None:
@@ -94,9 +96,9 @@ def test_a_batch_nobody_here_subscribes_to_is_dropped_undecoded() -> None:
     """A batch for a destination without a subscriber on this node is skipped; the next comes."""
     seen: list[str] = []
     engine = engine_with(lambda message: seen.append(message.destination), alone)
-    run(engine, batch("A", 2, "/topic/elsewhere"), batch("A", 1))
+    unreadable = run(engine, batch("A", 2, "/topic/elsewhere"), batch("A", 1))
     assert seen == ["/topic/a"]
-    assert engine.unreadable_batches == 0
+    assert unreadable.count == 0
 
 
 def json_batch(origin: str) -> bytes:
@@ -115,7 +117,7 @@ def test_batches_it_cannot_read_are_counted_and_logged_once_per_node(
     seen: list[str] = []
     engine = engine_with(lambda message: seen.append(message.message_id), alone)
     unknown = b"T\x09" + batch_head("D")[2:] + b"whatever"
-    run(
+    unreadable = run(
         engine,
         json_batch("C"),
         json_batch("C"),
@@ -125,7 +127,7 @@ def test_batches_it_cannot_read_are_counted_and_logged_once_per_node(
         batch("A", 1),
     )
     assert seen == ["m-0"]
-    assert engine.unreadable_batches == 5
+    assert unreadable.count == 5
     logged = [formatEvent(event) for event in log_events if "dropped" in formatEvent(event)]
     assert len(logged) == 4
     assert "JSON form" in logged[0] and "node C" in logged[0]

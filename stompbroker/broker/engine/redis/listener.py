@@ -43,12 +43,13 @@ async def pushed(response: Any) -> Any:
     return response
 
 
-async def listen(engine: Any, pubsub: Any) -> None:
+async def listen(engine: Any, pubsub: Any, unreadable: Unreadable | None = None) -> None:
     """
     Fan out what other nodes publish to this node's subscribers, until cancelled.
 
     :param engine: the :class:`~stompbroker.broker.engine.redis.engine.RedisEngine`.
     :param pubsub: its subscribed pub/sub connection.
+    :param unreadable: what counts the topic batches it cannot read.
     """
     delay = BACKOFF_BASE
     # What this node published itself, fanned out here already.
@@ -64,7 +65,8 @@ async def listen(engine: Any, pubsub: Any) -> None:
     features = engine.channels
     together = engine.deliver_together
 
-    unreadable = Unreadable(engine)
+    if unreadable is None:
+        unreadable = Unreadable()
 
     def fan_out_batch(batch: TopicBatch) -> None:
         messages = batch.messages
@@ -135,19 +137,21 @@ async def listen(engine: Any, pubsub: Any) -> None:
 
 class Unreadable:
     """
-    Counts the topic batches this node cannot read (``engine.unreadable_batches``,
-    in the statistics' ``topic_gaps``), and logs the first from each node: a
-    cluster of nodes of different versions sends one per batch, and the log
-    must say so without repeating it thousands of times a second.
+    Counts the topic batches this node cannot read (in the statistics'
+    ``topic_gaps``), and logs the first from each node: a cluster of nodes of
+    different versions sends one per batch, and the log must say so without
+    repeating it thousands of times a second.
+
+    :ivar count: the batches met so far.
     """
 
-    def __init__(self, engine: Any) -> None:
-        self._engine = engine
+    def __init__(self) -> None:
+        self.count = 0
         self._told: set[str | None] = set()
 
     def met(self, error: UnreadableBatch) -> None:
         """Count ``error``'s batch, and log it if its node sent none before."""
-        self._engine.unreadable_batches += 1
+        self.count += 1
         if error.origin in self._told:
             return
         self._told.add(error.origin)
