@@ -218,13 +218,16 @@ def test_a_head_cut_short_is_refused() -> None:
 
 
 def test_header_pairs_that_need_no_escaping_cross_as_lines() -> None:
-    """Pairs without ':' or line breaks cross as plain lines; a ':' in a value keeps pairs."""
+    """Pairs without ':' or line breaks cross as lines; a ':' or a repeated name keeps pairs."""
     plain = Message("/topic/a", "n-1", (("seq", "1"), ("größe", "ß")), b"x")
     (back,) = unpacked(batch_of("node", plain)).messages
     assert back._headers == "seq:1\ngröße:ß".encode()
     colon = Message("/topic/a", "n-2", (("url", "http://x"),), b"x")
     (back,) = unpacked(batch_of("node", colon)).messages
     assert back._headers == (("url", "http://x"),)
+    twice = Message("/topic/a", "n-3", (("a", "1"), ("a", "2")), b"x")
+    (back,) = unpacked(batch_of("node", twice)).messages
+    assert back._headers == (("a", "1"), ("a", "2"))
 
 
 def test_a_batch_nobody_here_subscribes_to_is_not_decoded() -> None:

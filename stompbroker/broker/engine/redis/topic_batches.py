@@ -243,14 +243,15 @@ def _plain_lines(headers: Headers) -> bytes | None:
     :returns: header pairs as the plain lines a message may hold instead (see
         :class:`~stompbroker.protocol.message.Message`), which read back as the
         same pairs and go into MESSAGE frames as they are; ``None`` when some
-        text needs escaping in a frame (a ``:``, a line break, a backslash) or
-        there are none.  A SEND whose ``content-length`` is not its last
-        header, for one, arrives as pairs: it crosses as lines all the same.
+        text needs escaping in a frame (a ``:``, a line break, a backslash), a
+        name comes twice (lines hold none twice), or there are none.  A SEND
+        whose ``content-length`` is not its last header, for one, arrives as
+        pairs: it crosses as lines all the same.
     """
-    if not headers:
+    count = len(headers)
+    if not count or (count > 1 and len({name for name, _ in headers}) != count):
         return None
     text = "\n".join([f"{name}:{value}" for name, value in headers])
-    count = len(headers)
     if text.count(":") != count or text.count("\n") != count - 1 or "\\" in text or "\r" in text:
         return None
     return text.encode()
