@@ -166,10 +166,13 @@ class QueueIntake:
         local = self._queue.local
         for entry_id, fields, message in settling.fresh(entries, stream, self._cluster):
             if b"r" in fields:
-                # Handed back by a node that had delivered it (dispatch.RETURN_NODE).
+                # Handed back by a node that had delivered it (dispatch_scripts.RETURN_NODE).
                 message.redeliveries += int(fields[b"r"])
             if redelivered is not None:
                 message.redeliveries += redelivered.get(entry_id, 1)
+            if b"o" in fields and self._cluster is not None:
+                # A group's owner the deciding node chose (dispatch_scripts.MOVE).
+                message = self._cluster.adopt(message, fields)
             settling.hold(message.message_id, settling.key(stream, entry_id))
             local.enqueue(message)
             taken += 1
