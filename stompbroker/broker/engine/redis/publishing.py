@@ -86,7 +86,8 @@ class ClusterPublishing:
         self._fanout.publish(message)
         if not (message.expires and message.expires <= self._clock.seconds()):
             writer.publish(self._names.topic(message.destination), encode_message(message))
-            if not message.persistent:
+            # The registry of durable subscriptions is most often empty: no look-up then.
+            if not message.persistent and self._durables.queues:
                 durables = self._durables.streams(message.destination)
                 if durables:
                     # Stream entries keep the JSON form, which every version reads.
