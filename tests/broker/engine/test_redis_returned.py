@@ -11,15 +11,17 @@ from typing import Any
 
 import redis
 
+from stompbroker.broker.engine.redis.codec import encode
 from stompbroker.broker.engine.redis.consumer_registry import REGISTER
 from stompbroker.broker.engine.redis.dispatch_scripts import FORGET_RETURNING, GIVE_BACK, MOVE
 from stompbroker.broker.engine.redis.lanes import lane_streams
+from stompbroker.protocol.message import Message
 from tests.support.redis import redis_client, redis_server  # noqa: F401
 
 QUEUE = "/queue/q"
 REGISTRY, MODE, GROUPS = f"t:qc:{QUEUE}", f"t:qm:{QUEUE}", f"t:qg:{QUEUE}"
 STREAM = f"t:q:{QUEUE}"
-RETURNED = f"t:qr:{QUEUE}"
+RETURNED = f"t:qret:{QUEUE}"
 LEASE = f"t:ql:{QUEUE}"
 LANES = lane_streams("t", STREAM, QUEUE)
 ALIVE = "t:alive:"
@@ -125,24 +127,28 @@ def test_a_grouped_message_waits_behind_what_was_given_back(
 
 def give_back(
     client: redis.Redis, me: str, leavers: list[str], messages: list[Any], leaving: bool = False
-) -> int:
-    moved: int = client.eval(
+) -> list[Any]:
+    """Run :data:`GIVE_BACK` as node ``me`` at epoch 1; :returns: the entries left to others."""
+    client.set(ALIVE + me, 1)
+    foreign: list[Any] = client.eval(
         GIVE_BACK,
-        5,
+        6,
         REGISTRY,
         MODE,
         RETURNED,
         own(me),
         LEASE,
+        ALIVE + me,
         "nodes",
         "t:",
         me,
         int(leaving),
+        1,
         len(leavers),
         *leavers,
         *messages,
     )
-    return moved
+    return foreign
 
 
 def test_a_leaving_owners_messages_and_its_unread_ones_go_back_in_order(
@@ -162,7 +168,8 @@ def test_a_leaving_owners_messages_and_its_unread_ones_go_back_in_order(
     redis_client.xadd(stream, {"m": b"h1", "o": b"b/2"})
     redis_client.xadd(stream, {"m": b"g3", "o": b"b/1"})
     version = int(redis_client.hget(MODE, "v") or 0)
-    assert give_back(redis_client, "b", ["b/1"], [stream, read, b"g1+", "", "", b"x"]) == 4
+    messages = [stream, read, b"g1+", 0, "", "", b"x", 0]
+    assert give_back(redis_client, "b", ["b/1"], messages) == []
     assert payloads(redis_client, RETURNED) == [b"g1+", b"x", b"g2", b"g3"]
     assert payloads(redis_client, stream) == [b"h1"]
     assert redis_client.xpending(stream, "nodes")["pending"] == 0
@@ -181,7 +188,7 @@ def test_the_last_consumer_leaving_hands_back_the_whole_own_stream_and_the_lease
     redis_client.xreadgroup("nodes", "b", {stream: ">"}, count=1)
     redis_client.xadd(stream, {"m": b"g2", "o": b"b/1"})
     redis_client.set(LEASE, "b")
-    assert give_back(redis_client, "b", ["b/1"], [], leaving=True) == 2
+    assert give_back(redis_client, "b", ["b/1"], [], leaving=True) == []
     entries = redis_client.xrange(RETURNED)
     assert [fields for _, fields in entries] == [{b"m": b"g1", b"r": b"1"}, {b"m": b"g2"}]
     assert not redis_client.exists(stream, LEASE)
@@ -252,3 +259,41 @@ def test_a_node_alive_again_keeps_what_it_holds(
     assert forget(redis_client, "d") == -1
     assert redis_client.hkeys(REGISTRY) == [b"d/1"]
     assert redis_client.xlen(own("d")) == 1
+
+
+def test_an_entry_another_node_took_over_is_left_to_it(
+    redis_client: redis.Redis,  # noqa: F811
+) -> None:
+    """After a lapse (its epoch moved on), a node gives back only what is still its own."""
+    register(redis_client, "b/1")
+    redis_client.xgroup_create(STREAM, "nodes", id="0", mkstream=True)
+    taken = redis_client.xadd(STREAM, {"m": b"g1"})
+    redis_client.xreadgroup("nodes", "b", {STREAM: ">"})
+    redis_client.xclaim(STREAM, "nodes", "c", 0, [taken])
+    client = redis_client
+    client.set(ALIVE + "b", 2)
+    foreign = client.eval(
+        GIVE_BACK, 6, REGISTRY, MODE, RETURNED, own("b"), LEASE, ALIVE + "b",
+        "nodes", "t:", "b", 0, 1, 1, "b/1", STREAM, taken, b"g1", 0,
+    )  # fmt: skip
+    assert foreign == [taken]
+    assert not redis_client.exists(RETURNED)
+    assert redis_client.xlen(STREAM) == 1
+    assert redis_client.hlen(REGISTRY) == 0
+
+
+def test_a_redelivery_record_counts_in_what_a_dead_node_held(
+    redis_client: redis.Redis,  # noqa: F811
+) -> None:
+    """A count the dead node kept (its consumers NACKed) goes back with the entry."""
+    dead_node_holding(redis_client, deciding=False)
+    payload = encode("d", Message(QUEUE, "m-1", (), b"g1"))
+    redis_client.delete(STREAM)
+    redis_client.xgroup_create(STREAM, "nodes", id="0", mkstream=True)
+    entry = redis_client.xadd(STREAM, {"m": payload})
+    redis_client.xreadgroup("nodes", "d", {STREAM: ">"})
+    redis_client.hset(f"t:qr:d:{STREAM}", entry, 4)
+    assert forget(redis_client, "d") == 2
+    [(_, fields), _] = redis_client.xrange(RETURNED)
+    assert fields == {b"m": payload, b"r": b"5"}
+    assert not redis_client.exists(f"t:qr:d:{STREAM}")

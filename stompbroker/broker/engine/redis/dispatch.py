@@ -27,7 +27,7 @@ get it (:meth:`ClusterDispatch.decide`):
   group to that consumer (:meth:`ClusterDispatch.adopt`), first-for-consumer
   as on one node;
 - once the queue has had a grouped message, what a node gives back goes to its
-  returned stream (``PREFIX:qr:/queue/NAME``), which the deciding node reads
+  returned stream (``PREFIX:qret:/queue/NAME``), which the deciding node reads
   first, with the leaving consumer's unregistering in one script
   (:data:`~.dispatch_scripts.GIVE_BACK`), and a grouped entry of the queue's
   stream waits behind what the returned stream holds unread: so a group's
@@ -78,6 +78,7 @@ from stompbroker.broker.engine.redis.dispatch_scripts import (
     RETURN_NODE,
 )
 from stompbroker.broker.engine.redis.lanes import lane_streams, mode_key
+from stompbroker.broker.engine.redis.redelivery_records import record_key
 from stompbroker.broker.engine.redis.shared_bytes import byte_counter
 from stompbroker.broker.features.selectors import message_properties
 from stompbroker.broker.queueing.consumer_choice import ConsumerOptions
@@ -144,7 +145,7 @@ class ClusterDispatch:
         self.own = self.node_stream(engine.ids.node)
         #: Where a grouped queue's messages come back to, decided before the
         #: queue's stream and lanes (:data:`~.dispatch_scripts.GIVE_BACK`).
-        self.returned = f"{prefix}:qr:{destination}"
+        self.returned = f"{prefix}:qret:{destination}"
         #: Whether the returned stream and its group were made (:meth:`ready`).
         self.returned_made = False
         self.active = False
@@ -173,6 +174,10 @@ class ClusterDispatch:
     def node_stream(self, node: str) -> str:
         """:returns: a node's own stream of this queue."""
         return f"{self.node_prefix}{node}:{self.destination}"
+
+    def _records(self, node: str) -> str:
+        """:returns: a node's redelivery records of its own stream (:mod:`.redelivery_records`)."""
+        return record_key(self._engine.names.prefix, node, self.node_stream(node))
 
     # -- the registry ------------------------------------------------------------------
 
@@ -226,34 +231,39 @@ class ClusterDispatch:
                 fields.append(field)
         return fields
 
-    def give_back(self, messages: list[Any], fields: list[str], leaving: bool) -> None:
+    def give_back(self, messages: list[Any], fields: list[str], leaving: bool) -> Any:
         """
         A grouped queue's give-back (:data:`~.dispatch_scripts.GIVE_BACK`, one
         script through the ordered writer): messages to the returned stream,
         decided before any newer one, and the consumers that leave unregistered
         in the same step.
 
-        :param messages: flat, per message its entry's stream ('' none), entry id, payload.
+        :param messages: flat, per message its entry's stream ('' none), entry id,
+            payload, and 1 if this node keeps a redelivery record of it (else 0).
         :param fields: the registry fields of the consumers that leave (:meth:`release`).
         :param leaving: this node's last consumer left: its own stream goes back
             too, and it gives up the lease.
+        :returns: a Deferred firing with the ids of the entries left to the
+            nodes that hold them now.
         """
         engine = self._engine
         if leaving:
             self.own_made = self.returned_made = self.leading = False
-        engine.writer.command(
+        return engine.writer.command_waited(
             "EVAL",
             GIVE_BACK,
-            5,
+            6,
             self.registry,
             self.mode,
             self.returned,
             self.own,
             self.lease,
+            engine.liveness.key,
             engine.names.group,
             f"{engine.names.prefix}:",
             engine.ids.node,
             int(leaving),
+            engine.liveness.epoch,
             len(fields),
             *fields,
             *messages,
@@ -313,7 +323,14 @@ class ClusterDispatch:
         engine = self._engine
         counter = byte_counter(engine.names.prefix, self.stream)
         engine.writer.command(
-            "EVAL", RETURN_NODE, 3, self.own, self.stream, counter, engine.names.group
+            "EVAL",
+            RETURN_NODE,
+            4,
+            self.own,
+            self.stream,
+            counter,
+            self._records(engine.ids.node),
+            engine.names.group,
         )
 
     def observe(self, modes: Any) -> bool:
@@ -398,7 +415,7 @@ class ClusterDispatch:
             await client.eval(FORGET_NODE, 3, self.registry, self.mode, self.groups, node)
             counter = byte_counter(engine.names.prefix, self.stream)
             returned = await client.eval(
-                RETURN_NODE, 3, own, self.stream, counter, engine.names.group
+                RETURN_NODE, 4, own, self.stream, counter, self._records(node), engine.names.group
             )
         if returned > 0:
             log.info(

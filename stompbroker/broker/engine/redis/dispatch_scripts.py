@@ -33,7 +33,7 @@ end
 #: group there ('' none).  A message goes to the consumer one node's
 #: round-robin picks, a grouped one to its group's owner (or picks it).  A
 #: grouped entry of the queue's stream or lanes, while the returned stream
-#: (``PREFIX:qr:/queue/NAME``) holds entries nobody has read, goes to the
+#: (``PREFIX:qret:/queue/NAME``) holds entries nobody has read, goes to the
 #: returned stream's tail instead, behind them: so what an owner gave back is
 #: decided before any newer message of its groups.  An entry moved out of a
 #: stream with a byte counter is counted out of it (:mod:`.shared_bytes`; the
@@ -44,7 +44,7 @@ MOVE = (
 local group, prefix, destination, me = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local room_here = tonumber(ARGV[5])
 local root = string.sub(prefix, 1, #prefix - 3)
-local returned = root .. 'qr:' .. destination
+local returned = root .. 'qret:' .. destination
 """
     + _UNCOUNT
     + """
@@ -180,10 +180,12 @@ return answers
 """
 )
 
-#: KEYS: a node's own stream of a queue, the queue's stream, its byte counter.
-#: ARGV: group.  Hands everything the node's stream holds back to the queue's
-#: stream, in order, a delivered entry with its delivery count (field ``r``),
-#: counting it in if the counter exists (:mod:`.shared_bytes`).
+#: KEYS: a node's own stream of a queue, the queue's stream, its byte counter,
+#: and (optional) the node's redelivery records of its own stream
+#: (:mod:`.redelivery_records`).  ARGV: group.  Hands everything the node's
+#: stream holds back to the queue's stream, in order, a delivered entry with
+#: its delivery count (field ``r``), or one more than its record when that says
+#: more, counting it in if the counter exists (:mod:`.shared_bytes`).
 RETURN_NODE = (
     BODY_SIZE
     + """
@@ -193,6 +195,12 @@ local delivered = {}
 local ok, rows = pcall(redis.call, 'XPENDING', KEYS[1], ARGV[1], '-', '+', 1000000)
 if ok then
   for _, row in ipairs(rows) do delivered[row[1]] = row[4] end
+end
+local recorded = {}
+if KEYS[4] then
+  local flat = redis.call('HGETALL', KEYS[4])
+  for f = 1, #flat, 2 do recorded[flat[f]] = tonumber(flat[f + 1]) end
+  redis.call('DEL', KEYS[4])
 end
 local entries = redis.call('XRANGE', KEYS[1], '-', '+')
 for _, entry in ipairs(entries) do
@@ -204,6 +212,12 @@ for _, entry in ipairs(entries) do
   if payload then
     if counted then redis.call('INCRBY', KEYS[3], body_size(payload)) end
     local times = delivered[entry[1]]
+    local record = recorded[entry[1]]
+    if record and string.sub(payload, 1, 1) == '[' then
+      -- the record is the whole count; r is what adds to the payload's own
+      local meta = cjson.decode(string.sub(payload, 1, string.find(payload, '\\n', 1, true) - 1))
+      times = math.max(times or 0, record + 1 - meta[6])
+    end
     if times then
       redis.call('XADD', KEYS[2], '*', 'm', payload, 'r', times)
     else
@@ -241,10 +255,27 @@ return 0
 
 #: Lua (after ``root``, ``group`` and ``returned`` are set): what a node gives
 #: back to a grouped queue goes to the tail of its returned stream, with how
-#: often it was delivered (field ``r``) when known; ``return_all`` hands back
-#: everything a node's own stream holds, in order, and deletes it; ``sweep``
-#: hands back a dead node's pending entries of a stream.
+#: often it was delivered (field ``r``) when known, or as the node's
+#: redelivery record of it says (:mod:`.redelivery_records`, which goes);
+#: ``return_all`` hands back everything a node's own stream holds, in order,
+#: and deletes it; ``sweep`` hands back a dead node's pending entries of a stream.
 _RETURNING = """
+local function records_of(node, stream)
+  local key = root .. 'qr:' .. node .. ':' .. stream
+  local recorded = {}
+  local flat = redis.call('HGETALL', key)
+  for f = 1, #flat, 2 do recorded[flat[f]] = tonumber(flat[f + 1]) end
+  redis.call('DEL', key)
+  return recorded
+end
+local function times_of(payload, times, record)
+  if record and string.sub(payload, 1, 1) == '[' then
+    -- the record is the whole count; r is what adds to the payload's own
+    local meta = cjson.decode(string.sub(payload, 1, string.find(payload, '\\n', 1, true) - 1))
+    return math.max(times or 0, record + 1 - meta[6])
+  end
+  return times
+end
 local function add(payload, times)
   if times then
     redis.call('XADD', returned, '*', 'm', payload, 'r', times)
@@ -258,8 +289,9 @@ local function payload_of(fields)
   end
   return nil
 end
-local function return_all(stream)
+local function return_all(stream, node)
   if redis.call('EXISTS', stream) == 0 then return 0 end
+  local recorded = records_of(node, stream)
   local delivered = {}
   local ok, rows = pcall(redis.call, 'XPENDING', stream, group, '-', '+', 1000000)
   if ok then
@@ -268,7 +300,7 @@ local function return_all(stream)
   local entries = redis.call('XRANGE', stream, '-', '+')
   for _, entry in ipairs(entries) do
     local payload = payload_of(entry[2])
-    if payload then add(payload, delivered[entry[1]]) end
+    if payload then add(payload, times_of(payload, delivered[entry[1]], recorded[entry[1]])) end
   end
   redis.call('DEL', stream)
   return #entries
@@ -277,12 +309,13 @@ local function sweep(stream, node)
   if redis.call('EXISTS', stream) == 0 then return 0 end
   local ok, rows = pcall(redis.call, 'XPENDING', stream, group, '-', '+', 1000000, node)
   if not ok then return 0 end
+  local recorded = records_of(node, stream)
   for _, row in ipairs(rows) do
     local found = redis.call('XRANGE', stream, row[1], row[1])[1]
     if found then
       local payload = payload_of(found[2])
       if payload then
-        add(payload, row[4])
+        add(payload, times_of(payload, row[4], recorded[row[1]]))
         uncount(stream, payload)
       end
     end
@@ -294,46 +327,56 @@ end
 """
 
 #: KEYS: registry, mode hash, the queue's returned stream, this node's own
-#: stream of it, the decider's lease.  ARGV: group, the keys' prefix with its
-#: colon, this node, whether it leaves the queue (0/1), k, k registry fields
-#: of its consumers that leave, then per message: the stream of its entry (''
-#: none), the entry id, the payload.  A grouped queue's give-back, atomic so
+#: stream of it, the decider's lease, this node's liveness key.  ARGV: group,
+#: the keys' prefix with its colon, this node, whether it leaves the queue
+#: (0/1), the node's epoch (as :data:`~.queue_settling.GIVE_BACK`'s), k, k
+#: registry fields of its consumers that leave, then per message: the stream
+#: of its entry ('' none), the entry id, the payload, whether the node keeps a
+#: redelivery record of it (0/1).  A message whose entry another node holds
+#: now (after a lapse of this one) is left to it.  A grouped queue's give-back, atomic so
 #: that no decision comes between a consumer's leaving and its messages' coming
 #: back: each message goes to the tail of the returned stream (its entry
 #: ended, counted out of its stream's bytes); then, leaving, everything the
 #: node's own stream still holds (as :data:`RETURN_NODE`) and the lease; else
 #: what the own stream holds unread for the consumers that leave (field
-#: ``o``); then the consumers are unregistered.  Answers how many went back.
+#: ``o``); then the consumers are unregistered.  Answers the ids of the
+#: entries left to other nodes.
 GIVE_BACK = (
     BODY_SIZE
     + """
 local group, root, me = ARGV[1], ARGV[2], ARGV[3]
 local leaving = ARGV[4] == '1'
-local k = tonumber(ARGV[5])
+local checked = redis.call('GET', KEYS[6]) ~= ARGV[5]
+local k = tonumber(ARGV[6])
 local returned = KEYS[3]
 """
     + _UNCOUNT
     + _RETURNING
     + """
-local moved = 0
-local i = 6 + k
+local foreign = {}
+local i = 7 + k
 while i <= #ARGV do
   local source, id, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  add(payload, nil)
-  if id ~= '' then
-    redis.call('XACK', source, group, id)
-    redis.call('XDEL', source, id)
-    uncount(source, payload)
+  local row = checked and id ~= '' and redis.pcall('XPENDING', source, group, id, id, 1)
+  if type(row) == 'table' and row[1] and row[1][2] ~= me then
+    foreign[#foreign + 1] = id
+  else
+    add(payload, nil)
+    if id ~= '' then
+      redis.call('XACK', source, group, id)
+      redis.call('XDEL', source, id)
+      uncount(source, payload)
+      if ARGV[i + 3] == '1' then redis.call('HDEL', root .. 'qr:' .. me .. ':' .. source, id) end
+    end
   end
-  moved = moved + 1
-  i = i + 3
+  i = i + 4
 end
 if leaving then
-  moved = moved + return_all(KEYS[4])
+  return_all(KEYS[4], me)
   if redis.call('GET', KEYS[5]) == me then redis.call('DEL', KEYS[5]) end
 elseif k > 0 and redis.call('EXISTS', KEYS[4]) == 1 then
   local leavers = {}
-  for f = 6, 5 + k do leavers[ARGV[f]] = true end
+  for f = 7, 6 + k do leavers[ARGV[f]] = true end
   local last = '0-0'
   for _, info in ipairs(redis.call('XINFO', 'GROUPS', KEYS[4])) do
     local name, delivered = nil, nil
@@ -352,14 +395,13 @@ elseif k > 0 and redis.call('EXISTS', KEYS[4]) == 1 then
     if payload and owner and leavers[owner] then
       add(payload, nil)
       redis.call('XDEL', KEYS[4], entry[1])
-      moved = moved + 1
     end
   end
 end
 local gone = 0
-for f = 6, 5 + k do gone = gone + redis.call('HDEL', KEYS[1], ARGV[f]) end
+for f = 7, 6 + k do gone = gone + redis.call('HDEL', KEYS[1], ARGV[f]) end
 if gone > 0 then redis.call('HINCRBY', KEYS[2], 'v', 1) end
-return moved
+return foreign
 """
 )
 
@@ -385,10 +427,10 @@ if redis.call('EXISTS', KEYS[6]) == 1 then return -1 end
     + """
 local moved = 0
 local deciding = redis.call('GET', KEYS[7]) == node
-if deciding then moved = moved + return_all(KEYS[5]) end
+if deciding then moved = moved + return_all(KEYS[5], node) end
 moved = moved + sweep(returned, node)
 for i = 8, #KEYS do moved = moved + sweep(KEYS[i], node) end
-if not deciding then moved = moved + return_all(KEYS[5]) end
+if not deciding then moved = moved + return_all(KEYS[5], node) end
 local prefix = node .. '/'
 local gone = 0
 for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
