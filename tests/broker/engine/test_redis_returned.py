@@ -13,7 +13,7 @@ import redis
 
 from stompbroker.broker.engine.redis.codec import encode
 from stompbroker.broker.engine.redis.consumer_registry import REGISTER
-from stompbroker.broker.engine.redis.dispatch_scripts import FORGET_RETURNING, GIVE_BACK, MOVE
+from stompbroker.broker.engine.redis.dispatch_scripts import FORGET_RETURNING, MOVE, RETURN_GROUPED
 from stompbroker.broker.engine.redis.lanes import lane_streams
 from stompbroker.protocol.message import Message
 from tests.support.redis import redis_client, redis_server  # noqa: F401
@@ -128,10 +128,10 @@ def test_a_grouped_message_waits_behind_what_was_given_back(
 def give_back(
     client: redis.Redis, me: str, leavers: list[str], messages: list[Any], leaving: bool = False
 ) -> list[Any]:
-    """Run :data:`GIVE_BACK` as node ``me`` at epoch 1; :returns: the entries left to others."""
+    """Run :data:`RETURN_GROUPED` as node ``me`` at epoch 1; :returns: the entries left over."""
     client.set(ALIVE + me, 1)
     foreign: list[Any] = client.eval(
-        GIVE_BACK,
+        RETURN_GROUPED,
         6,
         REGISTRY,
         MODE,
@@ -273,7 +273,7 @@ def test_an_entry_another_node_took_over_is_left_to_it(
     client = redis_client
     client.set(ALIVE + "b", 2)
     foreign = client.eval(
-        GIVE_BACK, 6, REGISTRY, MODE, RETURNED, own("b"), LEASE, ALIVE + "b",
+        RETURN_GROUPED, 6, REGISTRY, MODE, RETURNED, own("b"), LEASE, ALIVE + "b",
         "nodes", "t:", "b", 0, 1, 1, "b/1", STREAM, taken, b"g1", 0,
     )  # fmt: skip
     assert foreign == [taken]

@@ -29,7 +29,7 @@ get it (:meth:`ClusterDispatch.decide`):
 - once the queue has had a grouped message, what a node gives back goes to its
   returned stream (``PREFIX:qret:/queue/NAME``), which the deciding node reads
   first, with the leaving consumer's unregistering in one script
-  (:data:`~.dispatch_scripts.GIVE_BACK`), and a grouped entry of the queue's
+  (:data:`~.dispatch_scripts.RETURN_GROUPED`), and a grouped entry of the queue's
   stream waits behind what the returned stream holds unread: so a group's
   next owner gets its given-back messages before its newer ones, as on one
   node (a dead node's go the same way, :data:`~.dispatch_scripts.FORGET_RETURNING`);
@@ -71,10 +71,10 @@ from stompbroker.broker.engine.redis.consumer_registry import (
 )
 from stompbroker.broker.engine.redis.dispatch_scripts import (
     FORGET_RETURNING,
-    GIVE_BACK,
     LEAD,
     MOVE,
     RESIGN,
+    RETURN_GROUPED,
     RETURN_NODE,
 )
 from stompbroker.broker.engine.redis.lanes import lane_streams, mode_key
@@ -144,7 +144,7 @@ class ClusterDispatch:
         self.node_prefix = f"{prefix}:qn:"
         self.own = self.node_stream(engine.ids.node)
         #: Where a grouped queue's messages come back to, decided before the
-        #: queue's stream and lanes (:data:`~.dispatch_scripts.GIVE_BACK`).
+        #: queue's stream and lanes (:data:`~.dispatch_scripts.RETURN_GROUPED`).
         self.returned = f"{prefix}:qret:{destination}"
         #: Whether the returned stream and its group were made (:meth:`ready`).
         self.returned_made = False
@@ -233,7 +233,7 @@ class ClusterDispatch:
 
     def give_back(self, messages: list[Any], fields: list[str], leaving: bool) -> Any:
         """
-        A grouped queue's give-back (:data:`~.dispatch_scripts.GIVE_BACK`, one
+        A grouped queue's give-back (:data:`~.dispatch_scripts.RETURN_GROUPED`, one
         script through the ordered writer): messages to the returned stream,
         decided before any newer one, and the consumers that leave unregistered
         in the same step.
@@ -251,7 +251,7 @@ class ClusterDispatch:
             self.own_made = self.returned_made = self.leading = False
         return engine.writer.command_waited(
             "EVAL",
-            GIVE_BACK,
+            RETURN_GROUPED,
             6,
             self.registry,
             self.mode,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE
 
-__all__ = ["FORGET_RETURNING", "GIVE_BACK", "LEAD", "MOVE", "RESIGN", "RETURN_NODE"]
+__all__ = ["FORGET_RETURNING", "LEAD", "MOVE", "RESIGN", "RETURN_GROUPED", "RETURN_NODE"]
 
 #: Lua (after ``root``, the keys' prefix with its colon, is set): takes an
 #: entry's bytes off its stream's byte counter, if the stream has one.
@@ -341,7 +341,7 @@ end
 #: what the own stream holds unread for the consumers that leave (field
 #: ``o``); then the consumers are unregistered.  Answers the ids of the
 #: entries left to other nodes.
-GIVE_BACK = (
+RETURN_GROUPED = (
     BODY_SIZE
     + """
 local group, root, me = ARGV[1], ARGV[2], ARGV[3]
