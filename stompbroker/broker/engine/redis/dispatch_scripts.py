@@ -35,7 +35,8 @@ end
 #: grouped entry of the queue's stream or lanes, while the returned stream
 #: (``PREFIX:qret:/queue/NAME``) holds entries nobody has read, goes to the
 #: returned stream's tail instead, behind them: so what an owner gave back is
-#: decided before any newer message of its groups.  An entry moved out of a
+#: decided before any newer message of its groups (one ``XLEN`` per batch
+#: with a grouped entry tells while the returned stream is empty).  An entry moved out of a
 #: stream with a byte counter is counted out of it (:mod:`.shared_bytes`; the
 #: counter is named from the node-stream prefix).
 MOVE = (
@@ -53,7 +54,7 @@ local waiting = nil
 local function returned_waiting()
   if waiting == nil then
     waiting = false
-    if redis.call('EXISTS', returned) == 1 then
+    if redis.call('XLEN', returned) > 0 then
       local last = '0-0'
       local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', returned)
       if ok then
