@@ -62,10 +62,7 @@ def read_ahead(engine: FakeEngine, destination: str, count: int) -> StreamQueue:
     queue = StreamQueue(destination, engine)
     engine.queues[destination] = queue
     queue.take(
-        [
-            (f"1-{index}".encode(), {b"m": _payload(destination, index)})
-            for index in range(count)
-        ]
+        [(f"1-{index}".encode(), {b"m": _payload(destination, index)}) for index in range(count)]
     )
     return queue
 
@@ -128,7 +125,9 @@ def test_resume_is_told_to_every_node_on_the_requests_channel() -> None:
     ((command, channel, request),) = engine.writer.commands
     assert (command, channel) == ("PUBLISH", "p:ctl")
     assert {key: value for key, value in json.loads(request).items() if key != "id"} == {
-        "from": "me", "op": RESUME, "destination": "/queue/q",
+        "from": "me",
+        "op": RESUME,
+        "destination": "/queue/q",
     }
 
 
@@ -136,7 +135,10 @@ def test_a_moved_message_is_new_and_keeps_what_it_carries() -> None:
     old = Message("/queue/a", "n-1", (("k", "v"),), b"body", 5.0, 3, True, 7)
     new = new_message(old, "/queue/b", (("k", "w"),), "n-9")
     assert (new.destination, new.message_id, new.headers, new.body) == (
-        "/queue/b", "n-9", (("k", "w"),), b"body",
+        "/queue/b",
+        "n-9",
+        (("k", "w"),),
+        b"body",
     )
     assert (new.expires, new.redeliveries, new.persistent, new.priority) == (5.0, 0, True, 7)
 

@@ -59,6 +59,7 @@ from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
 from stompbroker.broker.engine.redis.codec import (
     Names,
     encode,
+    encode_entry,
     pack_batch,
 )
 from stompbroker.broker.engine.redis.connection import (
@@ -532,9 +533,9 @@ class RedisEngine:
             if limit is not None:
                 limit.stamp(message, self.clock.seconds())
                 return limit.add(
-                    self, message, stream, encode(self.ids.node, message), waited=False
+                    self, message, stream, encode_entry(self.ids.node, message), waited=False
                 )
-            payload = encode(self.ids.node, message)
+            payload = encode_entry(self.ids.node, message)
             self.writer.command("XADD", stream, "*", "m", payload)
         return None
 
@@ -583,7 +584,7 @@ class RedisEngine:
             limit.stamp(message, self.clock.seconds())
         if message.expires and message.expires <= self.clock.seconds():
             return None
-        payload = encode(self.ids.node, message)
+        payload = encode_entry(self.ids.node, message)
         for stream in streams[:-1]:
             self.writer.command("XADD", stream, "*", "m", payload)
         if limit is not None:

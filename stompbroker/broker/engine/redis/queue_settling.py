@@ -13,13 +13,16 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from stompbroker.broker.engine.redis.codec import decode, encode
+from stompbroker.broker.engine.redis.codec import decode, encode_entry
 from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.lapse import Aside
 from stompbroker.broker.engine.redis.settled import RecentlySettled
+from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
 
 __all__ = ["QueueSettling", "SettlingQueue"]
+
+log = logger("stompbroker.broker.engine.redis")
 
 
 class SettlingQueue(Protocol):
@@ -134,7 +137,7 @@ class QueueSettling:
         lane = self._queue.lane
         for message in messages:
             entry = self._entries.pop(message.message_id, None)
-            writer.command("XADD", lane(message), "*", "m", encode(engine.ids.node, message))
+            writer.command("XADD", lane(message), "*", "m", encode_entry(engine.ids.node, message))
             if entry is not None:
                 self._recent.ended(entry)
                 stream = self._stream
@@ -172,6 +175,19 @@ class QueueSettling:
             writer.command("XACK", stream, group, *ids)
             writer.command("XDEL", stream, *ids)
 
+    def _unreadable(self, stream: str, entry_id: bytes, error: Exception) -> None:
+        """
+        An entry no node can make a message of (damaged, or added by something
+        else than a node): logged, counted as discarded, and ended with the stale.
+        """
+        self._engine.counters.discarded += 1
+        log.error(
+            "discarded entry {entry} of {stream}: it holds no message a node can read ({error})",
+            entry=entry_id.decode(errors="replace"),
+            stream=stream,
+            error=str(error) if not isinstance(error, KeyError) else "no field m",
+        )
+
     def fresh(
         self, entries: list[Any], stream: str | None, cluster: ClusterDispatch | None
     ) -> list[tuple[bytes, Any, Message]]:
@@ -179,7 +195,9 @@ class QueueSettling:
         Sort entries read, claimed or found in a pending list: those this node
         holds already, or holds back for no consumer accepting them
         (:mod:`.dispatch`), are left as they are; deleted ones, second copies of a
-        message held here, and those ended or settled here lately are ended again.
+        message held here, and those ended or settled here lately are ended again;
+        one that holds no message a node can read is ended too, and counted
+        as discarded.
 
         :returns: the others, ``(entry id, fields, message)``.
         """
@@ -197,7 +215,12 @@ class QueueSettling:
                 continue
             if (stream or self._stream, entry_id) in waiting:
                 continue
-            _, message = decode(fields[b"m"])
+            try:
+                _, message = decode(fields[b"m"])
+            except (KeyError, ValueError) as error:
+                self._unreadable(stream or self._stream, entry_id, error)
+                stale.append(key)
+                continue
             message_id = message.message_id
             holding = held.get(message_id)
             if holding is not None:

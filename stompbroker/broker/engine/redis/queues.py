@@ -37,7 +37,7 @@ from redis.exceptions import ResponseError
 from zope.interface import implementer
 
 from stompbroker.broker.engine.base import IQueue
-from stompbroker.broker.engine.redis.codec import encode
+from stompbroker.broker.engine.redis.codec import encode_entry
 from stompbroker.broker.engine.redis.connection import (
     BACKOFF_BASE,
     BACKOFF_CAP,
@@ -232,7 +232,7 @@ class StreamQueue:
     def enqueue(self, message: Message) -> None:
         """Add a message (a dead letter, a reply) to the stream, for any node's consumers."""
         engine = self._engine
-        payload = encode(engine.ids.node, message)
+        payload = encode_entry(engine.ids.node, message)
         engine.writer.command("XADD", self.lane(message), "*", "m", payload)
 
     def lane(self, message: Message) -> str:

@@ -1,0 +1,64 @@
+"""
+What ends a shared queue's entries (stompbroker.broker.engine.redis.queue_settling),
+with a recording writer: here, entries read that hold no message a node can read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stompbroker.broker.engine.redis.codec import Names, encode_entry
+from stompbroker.broker.engine.redis.queue_settling import QueueSettling
+from stompbroker.broker.queueing.delivery import DeliveryCounters
+from stompbroker.protocol.message import Message
+
+STREAM = "test:q:/queue/a"
+
+
+class Writer:
+    def __init__(self) -> None:
+        self.commands: list[tuple[Any, ...]] = []
+
+    def command(self, *args: Any) -> None:
+        self.commands.append(args)
+
+
+class Engine:
+    def __init__(self) -> None:
+        self.writer = Writer()
+        self.names = Names("test")
+        self.counters = DeliveryCounters()
+
+
+class Queue:
+    aside = None
+
+    def lane(self, message: Message) -> str:
+        return STREAM
+
+
+def entry(message_id: str) -> dict[bytes, bytes]:
+    return {b"m": encode_entry("n1", Message("/queue/a", message_id, b"k:v", b"body"))}
+
+
+def test_an_unreadable_entry_is_ended_and_counted_and_the_others_are_taken() -> None:
+    """Damaged bytes or a missing field never stop the read: the rest of it goes on."""
+    engine = Engine()
+    settling = QueueSettling(engine, STREAM, Queue())
+    entries = [
+        (b"1-0", entry("n1-1")),
+        (b"2-0", {b"m": b"M\x00garbage"}),
+        (b"3-0", {b"other": b"x"}),
+        (b"4-0", {b"m": b"[not json"}),
+        (b"5-0", entry("n1-2")),
+    ]
+    fresh = settling.fresh(entries, None, None)
+    assert [(entry_id, message.message_id) for entry_id, _, message in fresh] == [
+        (b"1-0", "n1-1"),
+        (b"5-0", "n1-2"),
+    ]
+    assert engine.counters.discarded == 3
+    assert engine.writer.commands == [
+        ("XACK", STREAM, "nodes", b"2-0", b"3-0", b"4-0"),
+        ("XDEL", STREAM, b"2-0", b"3-0", b"4-0"),
+    ]
