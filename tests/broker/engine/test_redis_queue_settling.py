@@ -5,27 +5,18 @@ with a recording writer: here, entries read that hold no message a node can read
 
 from __future__ import annotations
 
-from typing import Any
-
 from stompbroker.broker.engine.redis.codec import Names, encode_entry
 from stompbroker.broker.engine.redis.queue_settling import QueueSettling
 from stompbroker.broker.queueing.delivery import DeliveryCounters
 from stompbroker.protocol.message import Message
+from tests.broker.engine.test_redis_lanes import RecordingWriter
 
 STREAM = "test:q:/queue/a"
 
 
-class Writer:
-    def __init__(self) -> None:
-        self.commands: list[tuple[Any, ...]] = []
-
-    def command(self, *args: Any) -> None:
-        self.commands.append(args)
-
-
 class Engine:
     def __init__(self) -> None:
-        self.writer = Writer()
+        self.writer = RecordingWriter()
         self.names = Names("test")
         self.counters = DeliveryCounters()
 
