@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -140,7 +142,7 @@ def test_a_queue_entry_comes_back_as_it_went(
     back_origin, back = decode(payload)
     assert back_origin == origin
     assert (back.destination, back.message_id, back.body) == (destination, message_id, body)
-    assert back._headers == headers
+    assert back.headers == message.headers
     assert (back.expires, back.redeliveries, back.persistent, back.priority) == (
         expires,
         redeliveries,
@@ -148,6 +150,27 @@ def test_a_queue_entry_comes_back_as_it_went(
         priority,
     )
     assert (back.group, back.closes_group) == (group, closes_group and group is not None)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [(("a", "1"), ("b", "x y")), (("a", "1"),), b"a:1\nb:2"],
+)
+def test_plain_headers_travel_as_the_lines_a_send_carries(headers: Any) -> None:
+    """The reading node gets header lines it can copy into MESSAGE frames as they are."""
+    message = Message("/queue/a", "n-1", headers, b"body")
+    back = decode(encode_entry("n", message))[1]
+    assert isinstance(back._headers, bytes) and back.headers == message.headers
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [(("a", "1:2"),), (("a", "x\ny"),), (("a:b", "1"),), (("a", "\\"),), (("a", "1"), ("a", "2"))],
+)
+def test_headers_that_need_escaping_travel_as_pairs(headers: Any) -> None:
+    """Colons, line ends and backslashes (or a name twice) keep the pairs' form."""
+    back = decode(encode_entry("n", Message("/queue/a", "n-1", headers, b"body")))[1]
+    assert back._headers == headers
 
 
 def test_a_resent_queue_entry_stays_in_its_form_with_one_more_redelivery() -> None:

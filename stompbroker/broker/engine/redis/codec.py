@@ -92,9 +92,14 @@ def encode_entry(origin: str, message: Message) -> bytes:
     :returns: the message in the binary form of a queue's stream entry.
     """
     headers: Any = message._headers  # the stored form: pairs, or plain lines
-    flags = _LINES if type(headers) is bytes and headers else 0
-    if not flags:
-        headers = _dumps(headers).encode() if headers else b""
+    if type(headers) is bytes:
+        flags = _LINES if headers else 0
+    else:
+        lines = _plain_lines(headers)
+        if lines is not None:
+            headers, flags = lines, _LINES
+        else:
+            headers, flags = (_dumps(headers).encode() if headers else b""), 0
     if message.persistent:
         flags |= _PERSISTENT
     group = message.group
@@ -121,6 +126,28 @@ def encode_entry(origin: str, message: Message) -> bytes:
     return b"".join(
         (ENTRY, head, origin_bytes, destination, message_id, group_bytes, headers, message.body)
     )
+
+
+def _plain_lines(headers: Any) -> bytes | None:
+    """
+    :returns: header pairs as the plain lines a SEND could have carried them in
+        (:class:`~stompbroker.protocol.message.Message`), so that the node that
+        reads the entry copies them into its MESSAGE frames as they are; ``None``
+        if a name or value needs escaping, or a name comes twice (or there are none).
+    """
+    count = len(headers)
+    if not count:
+        return None
+    text = "\n".join([f"{name}:{value}" for name, value in headers])
+    if (
+        text.count(":") != count
+        or text.count("\n") != count - 1
+        or "\\" in text
+        or "\r" in text
+        or len({name for name, _ in headers}) != count
+    ):
+        return None
+    return text.encode()
 
 
 def _decode_entry(payload: bytes) -> tuple[str, Message]:
