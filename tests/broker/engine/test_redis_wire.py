@@ -54,6 +54,20 @@ def test_a_command_is_packed_as_redis_py_packs_it(name: str, args: list[Any]) ->
     assert pack([(name, *args)]) == expected
 
 
+def test_a_kept_head_serves_only_its_own_command() -> None:
+    """Messages to two streams, interleaved and again, pack as redis-py packs each."""
+    from redis.connection import Connection
+
+    commands = [
+        ("XADD", stream, "*", "m", b"x" * size)
+        for size in (1, 22, 0, 333)
+        for stream in ("w:a", "w:b")
+    ]
+    commands.append(("XACK", "w:a", "nodes", b"1-1"))
+    expected = b"".join(b"".join(Connection().pack_command(*args)) for args in commands)
+    assert pack(commands) == pack(commands) == expected
+
+
 def test_floats_go_as_redis_py_sends_them_and_booleans_are_refused() -> None:
     assert pack([("SET", "k", 0.5)]) == b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\n0.5\r\n"
     with pytest.raises(DataError):

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, cast
 
 from attrs import frozen
 from redis import asyncio as aioredis
@@ -459,7 +459,9 @@ class Writer:
             durability = self.durability
             sent.append(("WAIT", durability.replicas, int(durability.timeout * 1000)))
             timeout += durability.timeout
-        return await execute(self.client, wire_pack(sent), len(sent), timeout)
+        # Every command is a tuple: a batch's list was made one above.
+        packed = wire_pack(cast(list[tuple[Any, ...]], sent))
+        return await execute(self.client, packed, len(sent), timeout)
 
     async def drained(self) -> None:
         """Wait until everything queued has been sent (or the server is gone for good)."""

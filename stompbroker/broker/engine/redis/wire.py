@@ -38,28 +38,65 @@ __all__ = ["execute", "pack", "shaped"]
 REPLY_TIMEOUT = 5.0
 
 
-def pack(commands: Iterable[Sequence[Any]]) -> bytes:
+#: The packed heads of the commands sent most, all but their last argument:
+#: ``XADD stream * m`` before each message, say (bounded by :data:`MAX_HEADS`).
+_heads: dict[tuple[Any, ...], bytes] = {}
+MAX_HEADS = 1024
+
+
+def pack(commands: Iterable[tuple[Any, ...]]) -> bytes:
     """
-    :param commands: each the arguments of a command (``str``, ``bytes``,
+    :param commands: each the tuple of arguments of a command (``str``, ``bytes``,
         ``int`` or ``float``), as redis-py's ``execute_command`` takes them; a
         command's name is one word (``SCRIPT``, ``LOAD``: not ``SCRIPT LOAD``).
     :returns: the commands in the Redis protocol (RESP), one after another.
     :raises DataError: for an argument of another type (as redis-py does).
+
+    A command whose arguments but the last are strings and whose last is
+    ``bytes`` (a message's ``XADD``) has its head packed once and kept.
     """
     out: list[bytes] = []
     append = out.append
+    heads = _heads
     for args in commands:
-        append(b"*%d\r\n" % len(args))
-        for arg in args:
-            kind = type(arg)
-            if kind is str:
-                arg = arg.encode()
-            elif kind is not bytes:
-                arg = _encoded(arg)
-            append(b"$%d\r\n" % len(arg))
-            append(arg)
+        last = args[-1]
+        if type(last) is bytes:
+            head = heads.get(args[:-1])
+            if head is None:
+                head = _head(args)
+            append(head)
+            append(b"$%d\r\n" % len(last))
+            append(last)
             append(b"\r\n")
+            continue
+        append(b"*%d\r\n" % len(args))
+        _pack_args(args, append)
     return b"".join(out)
+
+
+def _head(args: tuple[Any, ...]) -> bytes:
+    """:returns: a command's packed head, all but its last argument; kept if all are strings."""
+    parts: list[bytes] = [b"*%d\r\n" % len(args)]
+    first = args[:-1]
+    _pack_args(first, parts.append)
+    head = b"".join(parts)
+    if all(type(arg) is str for arg in first):
+        if len(_heads) >= MAX_HEADS:
+            _heads.clear()
+        _heads[first] = head
+    return head
+
+
+def _pack_args(args: Iterable[Any], append: Any) -> None:
+    for arg in args:
+        kind = type(arg)
+        if kind is str:
+            arg = arg.encode()
+        elif kind is not bytes:
+            arg = _encoded(arg)
+        append(b"$%d\r\n" % len(arg))
+        append(arg)
+        append(b"\r\n")
 
 
 def _encoded(arg: Any) -> bytes:
