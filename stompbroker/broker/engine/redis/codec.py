@@ -63,6 +63,8 @@ ENTRY = b"M"
 #: Its fixed header after ``M``: flags, priority, redeliveries, expires, then
 #: the lengths of origin, destination, message-id, group and headers.
 _ENTRY = struct.Struct(">BBIdIIIIII")
+#: Where the parts start, after ``M`` and the fixed header.
+_START = 1 + _ENTRY.size
 #: Flags: persistent; the headers are plain lines; closes its group; has a group.
 _PERSISTENT, _LINES, _CLOSES, _GROUP = 1, 2, 4, 8
 
@@ -138,13 +140,13 @@ def _plain_lines(headers: Any) -> bytes | None:
     count = len(headers)
     if not count:
         return None
-    text = "\n".join([f"{name}:{value}" for name, value in headers])
+    text = "\n".join(map(":".join, headers))
     if (
         text.count(":") != count
         or text.count("\n") != count - 1
         or "\\" in text
         or "\r" in text
-        or len({name for name, _ in headers}) != count
+        or (count > 1 and len(dict(headers)) != count)
     ):
         return None
     return text.encode()
@@ -153,36 +155,47 @@ def _plain_lines(headers: Any) -> bytes | None:
 def _decode_entry(payload: bytes) -> tuple[str, Message]:
     """:returns: the node and the message of :func:`encode_entry`'s bytes."""
     try:
-        flags, priority, redeliveries, expires, *sizes = _ENTRY.unpack_from(payload, 1)
+        (
+            flags,
+            priority,
+            redeliveries,
+            expires,
+            origin,
+            destination,
+            message_id,
+            group,
+            headers,
+            body,
+        ) = _ENTRY.unpack_from(payload, 1)
     except struct.error:
         raise ValueError("a queue entry cut short") from None
-    start = 1 + _ENTRY.size
-    if start + sum(sizes) != len(payload):
+    # Each part's length, from here on where it ends.
+    origin += _START
+    destination += origin
+    message_id += destination
+    group += message_id
+    headers += group
+    if headers + body != len(payload):
         raise ValueError("a queue entry whose parts do not add up to its length")
-    origin_end = start + sizes[0]
-    destination_end = origin_end + sizes[1]
-    id_end = destination_end + sizes[2]
-    group_end = id_end + sizes[3]
-    headers_end = group_end + sizes[4]
-    headers: Any = payload[group_end:headers_end]
+    lines: Any = payload[group:headers]
     if not flags & _LINES:
-        headers = tuple(tuple(pair) for pair in _loads(headers)) if headers else ()
-    elif not headers:
+        lines = tuple(tuple(pair) for pair in _loads(lines)) if lines else ()
+    elif not lines:
         raise ValueError("a queue entry with empty header lines")
     message = Message(
-        payload[origin_end:destination_end].decode(),
-        payload[destination_end:id_end].decode(),
-        headers,
-        payload[headers_end:],
+        payload[origin:destination].decode(),
+        payload[destination:message_id].decode(),
+        lines,
+        payload[headers:],
         expires,
         redeliveries,
         bool(flags & _PERSISTENT),
         priority,
     )
     if flags & _GROUP:
-        message.group = payload[id_end:group_end].decode()
+        message.group = payload[message_id:group].decode()
         message.closes_group = bool(flags & _CLOSES)
-    return payload[start:origin_end].decode(), message
+    return payload[_START:origin].decode(), message
 
 
 def decode(payload: bytes) -> tuple[str, Message]:

@@ -203,22 +203,26 @@ class QueueSettling:
         """
         held = self._entries
         recent = self._recent
-        waiting = {(s, e) for s, e, _ in cluster.held} if cluster is not None else set()
+        name = stream or self._stream
+        own = name == self._stream
+        waiting = None
+        if cluster is not None and cluster.held:
+            waiting = {(s, e) for s, e, _ in cluster.held}
         stale: list[Any] = []
         fresh: list[tuple[bytes, Any, Message]] = []
         seen: set[str] = set()
         for entry_id, fields in entries:
-            key = self.key(stream, entry_id)
+            key = entry_id if own else (name, entry_id)
             if not fields:
                 # Deleted (XDEL) while pending: its XACK was lost.
                 stale.append(key)
                 continue
-            if (stream or self._stream, entry_id) in waiting:
+            if waiting is not None and (name, entry_id) in waiting:
                 continue
             try:
                 _, message = decode(fields[b"m"])
             except (KeyError, ValueError) as error:
-                self._unreadable(stream or self._stream, entry_id, error)
+                self._unreadable(name, entry_id, error)
                 stale.append(key)
                 continue
             message_id = message.message_id

@@ -443,18 +443,20 @@ class StreamQueue:
             taken from a pending list (1 if missing); ``None`` for a read of new ones.
         :returns: how many went into the local queue.
         """
-        taken = 0
         settling = self._settling
-        for entry_id, fields, message in settling.fresh(entries, stream, self._cluster):
-            if b"r" in fields:
+        fresh = settling.fresh(entries, stream, self._cluster)
+        hold = settling.hold
+        key = settling.key
+        enqueue = self.local.enqueue
+        for entry_id, fields, message in fresh:
+            if len(fields) > 1 and b"r" in fields:
                 # Handed back by a node that had delivered it (dispatch.RETURN_NODE).
                 message.redeliveries += int(fields[b"r"])
             if redelivered is not None:
                 message.redeliveries += redelivered.get(entry_id, 1)
-            settling.hold(message.message_id, settling.key(stream, entry_id))
-            self.local.enqueue(message)
-            taken += 1
-        return taken
+            hold(message.message_id, key(stream, entry_id))
+            enqueue(message)
+        return len(fresh)
 
     async def _read(self) -> None:
         """Read for the local consumers while there are any."""
