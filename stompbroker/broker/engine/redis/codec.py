@@ -38,6 +38,7 @@ from typing import Any
 from stompbroker.broker.queueing.dead_letters import DEAD_LETTER_HEADERS
 from stompbroker.broker.queueing.groups import GROUP_HEADER, stored_group
 from stompbroker.broker.queueing.priorities import parse_priority, stored_priority
+from stompbroker.protocol.errors import MalformedFrame
 from stompbroker.protocol.message import Message
 
 __all__ = [
@@ -211,7 +212,8 @@ def decode(payload: bytes) -> tuple[str, Message]:
         if first == DEAD_LETTER:
             return _dead_letter(payload)
         return _decode_json(payload)
-    except (TypeError, IndexError, KeyError) as error:
+    except (TypeError, IndexError, KeyError, MalformedFrame) as error:
+        # MalformedFrame: a priority or group header no SEND could have carried.
         raise ValueError(f"not a message: {error}") from None
 
 
