@@ -10,6 +10,7 @@ from typing import Any
 
 from stompbroker.broker.engine.redis.codec import Names, encode_entry
 from stompbroker.broker.engine.redis.queue_settling import QueueSettling
+from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import DeliveryCounters
 from stompbroker.protocol.message import Message
 
@@ -24,9 +25,11 @@ class Engine:
         self.writer = SimpleNamespace(command=lambda *args: self.commands.append(args))
         self.names = Names("test")
         self.counters = DeliveryCounters()
+        self.traffic = Traffic()
 
 
 class Queue:
+    destination = "/queue/a"
     aside = None
 
     def lane(self, message: Message) -> str:
@@ -54,6 +57,7 @@ def test_an_unreadable_entry_is_ended_and_counted_and_the_others_are_taken() -> 
         (b"5-0", "n1-2"),
     ]
     assert engine.counters.discarded == 3
+    assert engine.traffic.of("/queue/a").messages_dropped == 3
     assert engine.commands == [
         ("XACK", STREAM, "nodes", b"2-0", b"3-0", b"4-0"),
         ("XDEL", STREAM, b"2-0", b"3-0", b"4-0"),

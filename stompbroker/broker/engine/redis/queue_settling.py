@@ -28,6 +28,9 @@ log = logger("stompbroker.broker.engine.redis")
 class SettlingQueue(Protocol):
     """What :class:`QueueSettling` needs of the queue that holds it."""
 
+    #: Its destination, whose counters count what it drops.
+    destination: str
+
     @property
     def aside(self) -> Aside | None:
         """What the queue put aside while its node may have lapsed, or ``None``."""
@@ -178,9 +181,12 @@ class QueueSettling:
     def _unreadable(self, stream: str, entry_id: bytes, error: Exception) -> None:
         """
         An entry no node can make a message of (damaged, or added by something
-        else than a node): logged, counted as discarded, and ended with the stale.
+        else than a node): logged, counted as dropped for the queue, and ended
+        with the stale.
         """
-        self._engine.counters.discarded += 1
+        engine = self._engine
+        engine.counters.discarded += 1
+        engine.traffic.of(self._queue.destination).messages_dropped += 1
         log.error(
             "discarded entry {entry} of {stream}: it holds no message a node can read ({error})",
             entry=entry_id.decode(errors="replace"),
@@ -197,7 +203,7 @@ class QueueSettling:
         (:mod:`.dispatch`), are left as they are; deleted ones, second copies of a
         message held here, and those ended or settled here lately are ended again;
         one that holds no message a node can read is ended too, and counted
-        as discarded.
+        as dropped.
 
         :returns: the others, ``(entry id, fields, message)``.
         """
