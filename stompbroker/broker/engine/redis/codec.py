@@ -44,6 +44,7 @@ from stompbroker.protocol.message import Message
 __all__ = [
     "DEAD_LETTER",
     "ENTRY",
+    "ENTRY_BODY_LENGTH",
     "Names",
     "decode",
     "encode",
@@ -66,6 +67,9 @@ ENTRY = b"M"
 _ENTRY = struct.Struct(">BBIdIIIIII")
 #: Where the parts start, after ``M`` and the fixed header.
 _START = 1 + _ENTRY.size
+#: Where in an entry its body's length is (4 bytes, big-endian: the header's last),
+#: for the scripts that count bodies' bytes (:mod:`.shared_bytes`).
+ENTRY_BODY_LENGTH = _START - 4
 #: Flags: persistent; the headers are plain lines; closes its group; has a group.
 _PERSISTENT, _LINES, _CLOSES, _GROUP = 1, 2, 4, 8
 

@@ -50,6 +50,7 @@ from stompbroker.broker.engine.redis.consumer_registry import (
     registry_key,
 )
 from stompbroker.broker.engine.redis.lanes import mode_key
+from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE, byte_counter
 from stompbroker.broker.features.selectors import message_properties
 from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
@@ -62,9 +63,20 @@ log = logger("stompbroker.broker.engine.redis")
 #: this node, then per entry: source stream, entry id, payload, message group
 #: ('' none), closes group (0/1), active node ('' none), n, then n candidate
 #: nodes each with the windows of its consumers there.
-#: Answers per entry the node it went to, or '' when none may take it.
-MOVE = """
+#: Answers per entry the node it went to, or '' when none may take it.  An
+#: entry moved out of a stream with a byte counter is counted out of it
+#: (:mod:`.shared_bytes`; the counter is named from the node-stream prefix).
+MOVE = (
+    BODY_SIZE
+    + """
 local group, prefix, destination, me = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local root = string.sub(prefix, 1, #prefix - 3)
+local function uncount(source, payload)
+  local counter = root .. 'qb:' .. string.sub(source, #root + 1)
+  if redis.call('EXISTS', counter) == 1 then
+    if redis.call('DECRBY', counter, body_size(payload)) < 0 then redis.call('SET', counter, 0) end
+  end
+end
 local registered = {}
 for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
   registered[string.match(field, '^(.*)/[^/]*$')] = true
@@ -108,18 +120,24 @@ while i <= #ARGV do
     redis.call('XADD', stream, '*', 'm', payload)
     redis.call('XACK', source, group, id)
     redis.call('XDEL', source, id)
+    uncount(source, payload)
   end
   answers[#answers + 1] = target or ''
   i = i + 7 + 2 * n
 end
 return answers
 """
+)
 
-#: KEYS: a node's own stream of a queue, the queue's stream.  ARGV: group.
-#: Hands everything the node's stream holds back to the queue's stream, in
-#: order, a delivered entry with its delivery count (field ``r``).
-RETURN_NODE = """
+#: KEYS: a node's own stream of a queue, the queue's stream, its byte counter.
+#: ARGV: group.  Hands everything the node's stream holds back to the queue's
+#: stream, in order, a delivered entry with its delivery count (field ``r``),
+#: counting it in if the counter exists (:mod:`.shared_bytes`).
+RETURN_NODE = (
+    BODY_SIZE
+    + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local counted = redis.call('EXISTS', KEYS[3]) == 1
 local delivered = {}
 local ok, rows = pcall(redis.call, 'XPENDING', KEYS[1], ARGV[1], '-', '+', 1000000)
 if ok then
@@ -133,6 +151,7 @@ for _, entry in ipairs(entries) do
     if fields[f] == 'm' then payload = fields[f + 1] end
   end
   if payload then
+    if counted then redis.call('INCRBY', KEYS[3], body_size(payload)) end
     local times = delivered[entry[1]]
     if times then
       redis.call('XADD', KEYS[2], '*', 'm', payload, 'r', times)
@@ -144,6 +163,7 @@ end
 redis.call('DEL', KEYS[1])
 return #entries
 """
+)
 
 
 #: KEYS: a queue's decider lease.  ARGV: this node, milliseconds.  Takes or
@@ -312,8 +332,10 @@ class ClusterDispatch:
         if self.leading:
             self.leading = False
             self._engine.writer.command("EVAL", RESIGN, 1, self.lease, self._engine.ids.node)
-        self._engine.writer.command(
-            "EVAL", RETURN_NODE, 2, self.own, self.stream, self._engine.names.group
+        engine = self._engine
+        counter = byte_counter(engine.names.prefix, self.stream)
+        engine.writer.command(
+            "EVAL", RETURN_NODE, 3, self.own, self.stream, counter, engine.names.group
         )
 
     def observe(self, modes: Any) -> bool:
@@ -353,8 +375,10 @@ class ClusterDispatch:
         """A node is dead: forget its consumers and groups, and hand back its own stream."""
         client = self._engine.client
         await client.eval(FORGET_NODE, 3, self.registry, self.mode, self.groups, node)
+        counter = byte_counter(self._engine.names.prefix, self.stream)
+        own = self.node_stream(node)
         returned = await client.eval(
-            RETURN_NODE, 2, self.node_stream(node), self.stream, self._engine.names.group
+            RETURN_NODE, 3, own, self.stream, counter, self._engine.names.group
         )
         if returned:
             log.info(
