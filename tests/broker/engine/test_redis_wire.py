@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from redis import asyncio as aioredis
 from redis._parsers import _AsyncRESP2Parser
 from redis.exceptions import DataError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeout
 
 from stompbroker.broker.engine.redis.wire import execute, pack, shaped
 from tests.support.redis import RedisServer, redis_server  # noqa: F401
@@ -157,3 +158,30 @@ def test_the_connection_goes_back_to_the_pool_for_the_next_pipeline(
 
     first, second, idle = asyncio.run(main())
     assert first in ([True], [b"PONG"]) and second == [b"a", b"b"] and idle == 1
+
+
+def test_replies_that_keep_coming_are_waited_for_and_silence_times_out(
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    """Each reply may take the timeout, the pipeline longer; past it, redis-py's TimeoutError."""
+
+    async def main() -> tuple[list[Any], type[BaseException] | None, list[Any]]:
+        client = aioredis.Redis(port=redis_server.port)
+        try:
+            # Five reads that each wait 0.2 s for nothing: 1 s in all, a 0.5 s timeout.
+            slow = [("BLPOP", "w:none", "0.2")] * 5
+            replies = await execute(client, pack(slow), 5, timeout=0.5)
+            raised = None
+            try:
+                await execute(client, pack([("BLPOP", "w:none", "2")]), 1, timeout=0.3)
+            except RedisTimeout as error:
+                raised = type(error)
+            after = await execute(client, pack([("ECHO", "again")]), 1)
+            return replies, raised, after
+        finally:
+            await client.aclose()
+
+    replies, raised, after = asyncio.run(main())
+    assert replies == [None] * 5
+    assert raised is RedisTimeout
+    assert after == [b"again"]

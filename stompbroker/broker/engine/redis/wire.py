@@ -135,7 +135,8 @@ async def execute(
     Send a packed pipeline on one of ``client``'s connections and read its replies.
 
     :param packed: what :func:`pack` made of ``count`` commands.
-    :param timeout: seconds all the replies may take.
+    :param timeout: seconds the first reply may take, and each read of more
+        after it (so that a long pipeline, after an outage, is not cut short).
     :returns: the replies in order, as Redis gave them (:func:`shaped` makes
         one what redis-py's pipeline gives), an error reply as its
         ``ResponseError`` (as redis-py's ``execute(raise_on_error=False)``).
@@ -149,10 +150,10 @@ async def execute(
     try:
         await connection.send_packed_command(packed, check_health=False)
         try:
-            async with asyncio.timeout(timeout):
-                replies = await _read(connection, count)
+            async with asyncio.timeout(timeout) as deadline:
+                replies = await _read(connection, count, _Patience(deadline, timeout))
         except TimeoutError:
-            raise RedisTimeout(f"Redis did not answer {count} commands in {timeout:g} s") from None
+            raise RedisTimeout(f"Redis did not answer within {timeout:g} s") from None
         except OSError as error:
             raise ConnectionError(f"Error while reading from Redis: {error}") from None
         if getattr(pool, "is_master", False):
@@ -167,12 +168,26 @@ async def execute(
     return replies
 
 
-async def _read(connection: Any, count: int) -> list[Any]:
+class _Patience:
+    """Moves a pipeline's deadline on each time Redis sends more of its replies."""
+
+    __slots__ = ("_deadline", "_seconds", "_loop")
+
+    def __init__(self, deadline: asyncio.Timeout, seconds: float) -> None:
+        self._deadline = deadline
+        self._seconds = seconds
+        self._loop = asyncio.get_running_loop()
+
+    def renew(self) -> None:
+        self._deadline.reschedule(self._loop.time() + self._seconds)
+
+
+async def _read(connection: Any, count: int, patience: _Patience) -> list[Any]:
     """:returns: ``count`` replies read from ``connection``, error replies as exceptions."""
     parser = connection._parser
     reader = getattr(parser, "_reader", None)
     if NOT_ENOUGH_DATA is None or reader is None or not hasattr(parser, "read_from_socket"):
-        return await _read_each(connection, count)
+        return await _read_each(connection, count, patience)
     gets = reader.gets
     replies: list[Any] = []
     append = replies.append
@@ -187,9 +202,10 @@ async def _read(connection: Any, count: int) -> list[Any]:
                 return replies
             reply = gets()
         await parser.read_from_socket()
+        patience.renew()
 
 
-async def _read_each(connection: Any, count: int) -> list[Any]:
+async def _read_each(connection: Any, count: int, patience: _Patience) -> list[Any]:
     """Read reply after reply through redis-py (a connection without hiredis)."""
     replies: list[Any] = []
     for _ in range(count):
@@ -197,4 +213,5 @@ async def _read_each(connection: Any, count: int) -> list[Any]:
             replies.append(await connection.read_response(timeout=math.inf))
         except ResponseError as error:
             replies.append(error)
+        patience.renew()
     return replies
