@@ -408,6 +408,17 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server.stop()
 
 
+@pytest.fixture
+def redis_client(redis_server: RedisServer) -> Iterator[Any]:
+    """A plain redis-py client of the module's server, on an emptied database."""
+    import redis
+
+    connection = redis.Redis(port=redis_server.port)
+    connection.flushdb()
+    yield connection
+    connection.close()
+
+
 #: The nodes' --node-timeout in the cluster tests, in seconds: short, so a dead
 #: node's messages come back quickly.
 NODE_TIMEOUT = "2"
@@ -465,14 +476,3 @@ def api_nodes(
     """Nodes A and B on one Redis server, each with the management API."""
     with started_nodes(tmp_path_factory, redis_server, "ab", http=LOOPBACK_HTTP) as started:
         yield started
-
-
-@pytest.fixture
-def redis_client(redis_server: RedisServer) -> Iterator[Any]:
-    """A plain redis-py client of the module's server, emptied first (for the scripts' tests)."""
-    import redis
-
-    connection = redis.Redis(port=redis_server.port)
-    connection.flushdb()
-    yield connection
-    connection.close()

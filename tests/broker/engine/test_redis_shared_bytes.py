@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from stompbroker.broker.engine.redis.codec import decode, encode, encode_entry
-from stompbroker.broker.engine.redis.dispatch import MOVE, RETURN_NODE
+from stompbroker.broker.engine.redis.dispatch_scripts import MOVE, RETURN_NODE
 from stompbroker.broker.engine.redis.shared_bytes import (
     ADD_SIZED,
     BODY_SIZE,
@@ -182,9 +182,10 @@ def test_an_entry_a_deciding_node_moves_to_a_node_is_counted_out_and_back_in(
     client.xgroup_create(STREAM, "nodes", id="0")
     client.xreadgroup("nodes", "n1", {STREAM: ">"})
     client.hset("p:qc:/queue/b", "n2/1", "[]")
-    args = ["nodes", "p:qn:", "/queue/b", "n1", STREAM, entry, fields[b"m"], "", 0, "", 1]
-    answers = client.eval(MOVE, 2, "p:qc:/queue/b", "p:qg:/queue/b", *args, "n2", 10)
-    assert answers == [b"n2"]
+    args = ["nodes", "p:qn:", "/queue/b", "n1", 1, STREAM, entry, fields[b"m"], "", 0, "", 1, 0]
+    keys = ["p:qc:/queue/b", "p:qg:/queue/b", "p:qm:/queue/b"]
+    answers = client.eval(MOVE, 3, *keys, *args, "n2", 10)
+    assert answers == [b"n2", b""]
     assert count(client) == 0
     own = "p:qn:n2:/queue/b"
     assert client.eval(RETURN_NODE, 3, own, STREAM, COUNTER, "nodes") == 1

@@ -166,10 +166,15 @@ class QueueIntake:
         hold = settling.hold
         key = settling.key
         enqueue = self._queue.local.enqueue
+        cluster = self._cluster
         for entry_id, fields, message in fresh:
-            if len(fields) > 1 and b"r" in fields:
-                # Handed back by a node that had delivered it (dispatch.RETURN_NODE).
-                message.redeliveries += int(fields[b"r"])
+            if len(fields) > 1:
+                if b"r" in fields:
+                    # Handed back by a node that had delivered it (dispatch_scripts.RETURN_NODE).
+                    message.redeliveries += int(fields[b"r"])
+                if b"o" in fields and cluster is not None:
+                    # A group's owner the deciding node chose (dispatch_scripts.MOVE).
+                    message = cluster.adopt(message, fields)
             if redelivered is not None:
                 message.redeliveries += redelivered.get(entry_id, 1)
             hold(message.message_id, key(stream, entry_id))

@@ -39,7 +39,7 @@ from zope.interface import implementer
 
 from stompbroker.broker.engine.base import IQueue
 from stompbroker.broker.engine.redis.codec import encode_entry
-from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
+from stompbroker.broker.engine.redis.dispatch import ClusterDispatch, local_options
 from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.lapse import Aside
 from stompbroker.broker.engine.redis.queue_intake import MAX_READ, QueueIntake
@@ -141,7 +141,11 @@ class StreamQueue:
         self._cluster: ClusterDispatch | None = None
         if durable is None:
             self._cluster = ClusterDispatch(
-                engine, destination, self._stream, lambda: self._intake.room() > 0
+                engine,
+                destination,
+                self._stream,
+                lambda: self._intake.room() > 0,
+                self.local,
             )
         #: How this node reads the queue: its stream, or its priority lanes.
         self._reading = QueueReading(
@@ -272,7 +276,12 @@ class StreamQueue:
         self._traffic.queues.add(self.local)
         self._recovery.check_lapse()
         consumer = self.local.add_consumer(
-            subscriber, window, max_redeliveries, selector=selector, options=options, held=held
+            subscriber,
+            window,
+            max_redeliveries,
+            selector=selector,
+            options=options if self._cluster is None else local_options(options),
+            held=held,
         )
         if self._cluster is not None:
             self._cluster.register(

@@ -16,8 +16,8 @@ have read and not settled, as the stream's length counts them for
   its body size, read from the entry in Redis: a node's settling
   (:data:`END_SIZED` instead of ``XDEL``, while the node sees the byte limit in
   force), the management's purge, move and delete, and the deciding node's
-  move of an entry to a node's own stream (:data:`.dispatch.MOVE`; handed back,
-  :data:`.dispatch.RETURN_NODE` counts it in again).  The scripts touch a
+  move of an entry to a node's own stream (:data:`.dispatch_scripts.MOVE`; handed back,
+  :data:`.dispatch_scripts.RETURN_NODE` counts it in again).  The scripts touch a
   counter only if it exists, so a queue no byte limit ever applied to has none.
 - The count is repaired where it can drift (a policy set on a queue that
   already holds messages, entries ended by a node that did not yet see the
