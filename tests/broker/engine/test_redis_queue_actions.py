@@ -17,10 +17,12 @@ from stompbroker.broker.engine.redis.codec import Names, encode
 from stompbroker.broker.engine.redis.control import (
     DELETED,
     GIVE_BACK,
+    HELD,
     HOLD,
     RESUME,
     ControlChannel,
 )
+from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.queue_actions import new_message
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.shared_limits import SharedLimits
@@ -203,3 +205,31 @@ def test_a_give_back_from_the_nodes_own_stream_counts_the_bytes_in_again() -> No
     queue.give_back_for(HOLD)
     incr = [command for command in engine.writer.commands if command[0] == "INCRBY"]
     assert incr == [("INCRBY", "p:qb:q:/queue/b.q", 1)]
+
+
+def test_what_a_deciding_node_holds_for_no_consumer_waits_and_goes_back_to_its_lane() -> None:
+    """
+    An entry of lane 9 the deciding node read and no consumer accepts is
+    named among what waits, and given back to lane 9, not to the queue's stream.
+    """
+    engine = FakeEngine()
+    engine.lanes = LaneMarks("p")
+    queue = StreamQueue("/queue/h", engine)
+    engine.queues["/queue/h"] = queue
+    message = Message("/queue/h", "h-9", (("priority", "9"),), b"x", priority=9)
+    queue._cluster.held.append(("p:qp:9:/queue/h", b"1-0", encode("other", message)))
+    control = ControlChannel(engine)
+    request = {"id": "r1", "from": "asker", "op": HELD, "destination": "/queue/h"}
+    control.requested(json.dumps(request).encode())
+    assert json.loads(engine.writer.commands[-1][2])["ahead"] == ["h-9"]
+    engine.writer.commands.clear()
+    control.requested(json.dumps({**request, "op": GIVE_BACK}).encode())
+    *writes, (_, _, answer) = engine.writer.commands
+    assert json.loads(answer)["ahead"] == ["h-9"]
+    assert [write[:2] for write in writes] == [
+        ("HSET", "p:qm:/queue/h"),
+        ("XADD", "p:qp:9:/queue/h"),
+        ("XACK", "p:qp:9:/queue/h"),
+        ("XDEL", "p:qp:9:/queue/h"),
+    ]
+    assert queue.undecided == []

@@ -400,7 +400,9 @@ class ClusterDispatch:
             consumers = candidate_consumers(takers) if group is not None else []
             args += [stream, entry_id, payload, group or "", int(closes), active]
             args += [len(nodes) // 2, len(consumers) // 4, *nodes, *consumers]
-        answers = await engine.client.eval(MOVE, 3, self.registry, self.groups, self.mode, *args)
+        answers = await engine.client.eval(
+            MOVE, 3, self.registry, self.groups, self.mode, *args
+        )
         kept: list[tuple[str, list[Any]]] = []
         for index, (stream, entry_id, payload, fields) in enumerate(batch):
             target, owner = _text(answers[2 * index]), answers[2 * index + 1]
