@@ -183,13 +183,14 @@ class QueueSettling:
                 writer.command("XDEL", stream, entry)
 
     def give_back_held(self, cluster: ClusterDispatch) -> None:
-        """Put back the entries no consumer took at the tail of the stream, for the others."""
+        """Put back the entries no consumer took at the tail of their lane, for the others."""
         writer = self._engine.writer
         group = self._engine.names.group
+        lane = self._queue.lane
         held, cluster.held = cluster.held, []
         for stream, entry, payload in held:
             self._recent.ended(self.key(stream, entry))
-            writer.command("XADD", self._stream, "*", "m", payload)
+            writer.command("XADD", lane(decode(payload)[1]), "*", "m", payload)
             writer.command("XACK", stream, group, entry)
             writer.command("XDEL", stream, entry)
 

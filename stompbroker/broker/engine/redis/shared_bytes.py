@@ -66,8 +66,9 @@ end
 #: KEYS: the stream, its counter, its recount mark, the dead-letter queue's
 #: stream (or the stream itself when there is none), the dead-letter stream's
 #: counter.  ARGV: the most bytes, the most entries (-1: no limit), the
-#: overflow, the entry's payload, its body size, the dead-letter queue, a fresh
-#: message-id, the reason.
+#: overflow (or ``keep``: add and count, neither refuse nor push out), the
+#: entry's payload, its body size, the dead-letter queue, a fresh message-id,
+#: the reason.
 #: Returns {1, entries moved to the dead-letter stream} once added, or
 #: {0, 'max-length-bytes'} / {0, 'max-length'} when ``reject-publish`` refuses.
 ADD_SIZED = (
@@ -110,7 +111,7 @@ end
 redis.call('XADD', stream, '*', 'm', payload)
 length, bytes = length + 1, bytes + size
 local moved = 0
-while length > 0 and over(length, bytes) do
+while overflow ~= 'keep' and length > 0 and over(length, bytes) do
   local head = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
   if head == nil then break end
   local gone = entry_size(head[2])
