@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, cast
 
 from attrs import frozen
 from redis import asyncio as aioredis
@@ -45,6 +45,8 @@ from stompbroker.broker.engine.base import EngineUnavailable
 from stompbroker.broker.engine.redis.codec import mark_resent
 from stompbroker.broker.engine.redis.outage import Outage, unreachable_text
 from stompbroker.broker.engine.redis.url import EngineURL
+from stompbroker.broker.engine.redis.wire import REPLY_TIMEOUT, execute, shaped
+from stompbroker.broker.engine.redis.wire import pack as wire_pack
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import ProtocolError
 
@@ -395,7 +397,7 @@ class Writer:
                     if isinstance(reply, Exception):
                         waiter.errback(RedisUnreachable("not stored", f"Redis refused: {reply}"))
                     else:
-                        waiter.callback(reply)
+                        waiter.callback(shaped(self.client, commands[index], reply))
                 for reply in replies:
                     if isinstance(reply, ResponseError):
                         log.error("Redis refused a command: {error}", error=str(reply))
@@ -439,18 +441,28 @@ class Writer:
             waiter.errback(error)
 
     async def _pipeline(self, commands: list[Sequence[Any]], wait: bool = False) -> list[Any]:
-        pipe = self.client.pipeline(transaction=False)
+        """
+        Send ``commands`` as one pipeline (:mod:`.wire`: packed at once, the
+        replies read in one loop under one timeout).
+
+        :returns: their replies, an error reply as its exception.
+        """
         pack = self._pack
+        sent: list[Sequence[Any]] = []
         for args in commands:
             if args[0] is _BATCH:
                 assert pack is not None
-                pipe.execute_command("PUBLISH", args[1], pack(args[1], args[2]))
+                sent.append(("PUBLISH", args[1], pack(args[1], args[2])))
             else:
-                pipe.execute_command(*args)
+                sent.append(args)
+        timeout = REPLY_TIMEOUT
         if wait:
             durability = self.durability
-            pipe.execute_command("WAIT", durability.replicas, int(durability.timeout * 1000))
-        return await pipe.execute(raise_on_error=False)
+            sent.append(("WAIT", durability.replicas, int(durability.timeout * 1000)))
+            timeout += durability.timeout
+        # Every command is a tuple: a batch's list was made one above.
+        packed = wire_pack(cast(list[tuple[Any, ...]], sent))
+        return await execute(self.client, packed, len(sent), timeout)
 
     async def drained(self) -> None:
         """Wait until everything queued has been sent (or the server is gone for good)."""
