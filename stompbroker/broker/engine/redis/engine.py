@@ -66,15 +66,16 @@ from stompbroker.broker.engine.redis.connection import (
     PRIMARY_ONLY,
     Durability,
     RedisUnreachable,
-    Writer,
     check_reactor,
     check_server,
     close_client,
     make_client,
+    make_writer,
     run,
 )
 from stompbroker.broker.engine.redis.control import ControlChannel, Snapshot
 from stompbroker.broker.engine.redis.durables import Durables
+from stompbroker.broker.engine.redis.failover import FailoverWatch, follow_failovers
 from stompbroker.broker.engine.redis.figures import FIGURES_INTERVAL, FiguresExchange
 from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.listener import alone, listen
@@ -210,6 +211,8 @@ class RedisEngine:
         #: and the queues' reads (a lost reply must be seen as one).
         self.unretried: Any = None
         self.writer: Any = None
+        #: Follows a Sentinel failover (``redis+sentinel://`` only; :meth:`open`).
+        self.failover: FailoverWatch | None = None
         #: The queues' scripts (made when the engine opens).
         self.scripts: Any = None
         #: Where a message of a priority goes: its queue's stream or lane (:mod:`.lanes`).
@@ -297,13 +300,22 @@ class RedisEngine:
         # try again every quarter second at most, not every 2 s.
         self._subscriber = make_client(self.url, forever=True, backoff_cap=PUBSUB_BACKOFF_CAP)
         node = self.ids.node
-        self.writer = Writer(
-            self.unretried,
+        self.writer = make_writer(
+            self.url,
             self.loop,
             lambda payloads: pack_batch(node, payloads),
             outage=self.outage,
             back=self._reconnected,
             durability=self.durability,
+        )
+        # With Sentinel: drop every connection to the old primary as soon as
+        # the Sentinels announce a new one (docs/cluster.md, "Replica and Sentinel").
+        self.failover = follow_failovers(
+            self.url,
+            self.loop,
+            [self.client, self.unretried, self._subscriber, self.writer.client],
+            self.writer.primary_moved,
+            self.writer.pause,
         )
         if self._alarm is not None:
             self.outage.watch(self._alarm)
@@ -338,6 +350,8 @@ class RedisEngine:
 
     async def _start(self) -> None:
         version = await check_server(self.client, self.url)
+        if self.failover is not None:
+            self.failover.start(getattr(self.client.connection_pool, "master_address", None))
         pubsub = self._subscriber.pubsub()
         await pubsub.psubscribe(self.names.topics, self.names.streams)
         channels = [self.names.inbox(self.ids.node), self.names.control]
@@ -460,6 +474,7 @@ class RedisEngine:
             await close_client(self._subscriber)
             await close_client(self.client)
             await close_client(self.unretried)
+            await self.writer.close()
             return
         for call in self._loops:
             if call.running:
@@ -478,9 +493,12 @@ class RedisEngine:
             log.warn("left Redis without its last writes: {error}", error=str(error))
         if self._listener is not None:
             self._listener.cancel()
+        if self.failover is not None:
+            await self.failover.close()
         await close_client(self._subscriber)
         await close_client(self.client)
         await close_client(self.unretried)
+        await self.writer.close()
 
     # -- routing ---------------------------------------------------------------------------
 

@@ -1,0 +1,105 @@
+"""
+Writes the primary took whose ``WAIT`` found fewer replicas than
+``--engine-wait-replicas`` asks (a failover, or a new primary whose replica
+has not synchronised yet): the writer holds them, with the RECEIPTs that wait
+for them, instead of failing them at once.
+
+Two things can happen to a held write:
+
+- a later ``WAIT`` over the **same connection** reaches enough replicas: it
+  covers every earlier write of that connection (Redis counts a client's
+  writes by their replication offset), so the held writes are confirmed and
+  their RECEIPTs go out;
+- the connection changes (lost, or dropped because the primary moved): the
+  write may be on a server that is no replica of the new primary any more,
+  so it is sent again, marked as redelivered, and waited for anew.
+
+Past ``--engine-outage-hold`` the RECEIPTs become ERROR ``message not replicated``.
+
+Pure bookkeeping: the :class:`~stompbroker.broker.engine.redis.connection.Writer` sends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from attrs import frozen
+
+__all__ = ["PRIMARY_ONLY", "Durability", "HeldWrite", "HeldWrites"]
+
+
+@frozen
+class Durability:
+    """
+    What a RECEIPT of a persistent SEND waits for (``--engine-wait-replicas``,
+    ``--engine-wait-timeout``).
+
+    :ivar replicas: how many replicas must have the write (Redis's ``WAIT``);
+        0: the primary's answer is enough.
+    :ivar timeout: seconds ``WAIT`` waits for them.
+    """
+
+    replicas: int = 0
+    timeout: float = 1.0
+
+
+#: The default: a RECEIPT waits for the primary only.
+PRIMARY_ONLY = Durability()
+
+
+@frozen
+class HeldWrite:
+    """
+    One command of a pipeline whose ``WAIT`` came back short.
+
+    :ivar command: its arguments, to send again if the connection changes.
+    :ivar waiter: the Deferred of the RECEIPT that waits for it, if any.
+    :ivar reply: what the primary answered it, for the waiter once confirmed.
+    """
+
+    command: Sequence[Any]
+    waiter: Any
+    reply: Any
+
+
+class HeldWrites:
+    """
+    The held writes, oldest first, and the connection they went over.
+
+    :ivar connection: the writer's connection count (``Connects.count``) when
+        they were sent, or ``None`` while none is held.
+    """
+
+    def __init__(self) -> None:
+        self._writes: list[HeldWrite] = []
+        self.connection: int | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self._writes)
+
+    def __len__(self) -> int:
+        return len(self._writes)
+
+    def add(self, writes: list[HeldWrite], connection: int | None) -> None:
+        """Hold ``writes``, sent over ``connection`` (the same as those held already)."""
+        if not self._writes:
+            self.connection = connection
+        self._writes.extend(writes)
+
+    def take(self) -> list[HeldWrite]:
+        """:returns: every held write, oldest first, and holds none any more."""
+        writes, self._writes = self._writes, []
+        self.connection = None
+        return writes
+
+    def waiters(self) -> int:
+        """:returns: how many RECEIPTs wait for the held writes."""
+        return sum(1 for write in self._writes if write.waiter is not None)
+
+    def held_bytes(self) -> int:
+        """:returns: about how many bytes the held commands take."""
+        return sum(
+            64 + sum(len(arg) for arg in write.command if isinstance(arg, bytes))
+            for write in self._writes
+        )
