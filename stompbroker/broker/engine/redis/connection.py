@@ -400,6 +400,10 @@ class Writer:
         wait: bool,
     ) -> None:
         """Fire the pipeline's waiters, or hold those whose writes the replicas lack."""
+        connects = self._connects
+        if self.held and connects is not None and connects.count != self.held.connection:
+            # The pipeline went over a new connection: it confirms nothing held.
+            self._requeue_held()
         short = self._short_of_replicas(replies[-1]) if wait else None
         outage = self.outage
         if wait and short is None:
