@@ -14,6 +14,7 @@ import pytest
 
 from tests.support.redis import (
     AckingCollector,
+    RedisServer,
     SentinelGroup,
     SteadyPublisher,
     drain,
@@ -139,3 +140,53 @@ def test_with_the_replica_wait_a_failover_holds_publishers_and_loses_nothing(
         a.stop()
         b.stop()
         group.stop()
+
+
+def test_a_primary_turned_replica_is_an_outage_not_an_error(tmp_path: Path) -> None:
+    """
+    With a plain ``redis://`` URL, the server becoming a replica (``READONLY`` answers)
+    counts as the primary having moved: the nodes reconnect and hold their publishers and
+    receipts, nobody gets an ERROR, and once it is a primary again everything receipted
+    is delivered.
+    """
+    import redis
+
+    primary_dir, other_dir = tmp_path / "primary", tmp_path / "other"
+    primary_dir.mkdir()
+    other_dir.mkdir()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    primary = RedisServer(primary_dir)
+    other = RedisServer(other_dir, replica_of=primary.port)
+    a = node(tmp_path / "a", primary)
+    b = node(tmp_path / "b", primary)
+    try:
+        with (
+            redis.Redis(port=primary.port) as first,
+            redis.Redis(port=other.port) as second,
+            steady_load(a, b) as (publisher, inbox),
+        ):
+            assert flowing(inbox)
+            # Hand the data over without losing a write: pause writes, let the other
+            # server catch up, promote it, and make the primary its replica.
+            first.execute_command("CLIENT", "PAUSE", 5000, "WRITE")
+            offset = int(first.info("replication")["master_repl_offset"])
+            SentinelGroup.wait_until(
+                lambda: int(second.info("replication")["slave_repl_offset"]) >= offset
+            )
+            second.execute_command("REPLICAOF", "NO", "ONE")
+            first.execute_command("REPLICAOF", "127.0.0.1", other.port)
+            first.execute_command("CLIENT", "UNPAUSE")
+            SentinelGroup.wait_until(
+                lambda: first.info("replication").get("master_link_status") == "up"
+            )
+            time.sleep(1)
+            first.execute_command("REPLICAOF", "NO", "ONE")
+            assert flowing(inbox)
+            receipted = drain(publisher, inbox, wait=10)
+            assert receipted <= set(inbox.bodies())
+    finally:
+        a.stop()
+        b.stop()
+        other.stop()
+        primary.stop()

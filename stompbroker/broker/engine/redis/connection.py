@@ -49,14 +49,16 @@ from stompbroker.broker.engine.redis.clients import (
     make_client,
     run,
 )
-from stompbroker.broker.engine.redis.codec import mark_resent
 from stompbroker.broker.engine.redis.outage import Outage, unreachable_text
 from stompbroker.broker.engine.redis.replicas import (
     PRIMARY_ONLY,
     Durability,
     HeldWrite,
     HeldWrites,
+    expired_text,
+    short_text,
 )
+from stompbroker.broker.engine.redis.replicas import resent as _resent
 from stompbroker.broker.engine.redis.url import EngineURL
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import ProtocolError
@@ -464,16 +466,9 @@ class Writer:
 
     def _short_of_replicas(self, reply: Any) -> NotReplicated | None:
         """:returns: the error for ``WAIT``'s reply if fewer replicas than asked have the writes."""
-        wanted = self.durability.replicas
-        if isinstance(reply, int) and reply >= wanted:
+        if isinstance(reply, int) and reply >= self.durability.replicas:
             return None
-        said = f"Redis answered {reply}" if isinstance(reply, Exception) else f"{reply} did"
-        return NotReplicated(
-            "message not replicated",
-            f"the message is stored on the broker's Redis primary, but {wanted} of its"
-            f" replicas did not confirm it within {self.durability.timeout:g} s ({said};"
-            " --engine-wait-replicas): a failover may lose it",
-        )
+        return NotReplicated("message not replicated", short_text(self.durability, reply))
 
     def _gave_up(self, lasted: float) -> None:
         """The outage outlasted its hold: whoever waits hears of it now."""
@@ -481,12 +476,7 @@ class Writer:
             self._fail_waiters(self._unreachable(lasted))
         held = self.held.take()
         if held:
-            error = NotReplicated(
-                "message not replicated",
-                f"the message is stored on the broker's Redis primary, but"
-                f" {self.durability.replicas} of its replicas have not confirmed it for"
-                f" {lasted:.0f} s (longer than --engine-outage-hold): a failover may lose it",
-            )
+            error = NotReplicated("message not replicated", expired_text(self.durability, lasted))
             for write in held:
                 if write.waiter is not None:
                     self._replicated.discard(write.waiter)
@@ -557,21 +547,3 @@ def make_writer(
     connects = Connects()
     client = make_client(url, retries=0, connects=connects)
     return Writer(client, loop, pack, outage, back, durability, connects)
-
-
-class _Resent(tuple):
-    """A command sent once already: marked once, however often it is sent again."""
-
-    __slots__ = ()
-
-
-def _resent(args: Sequence[Any]) -> Sequence[Any]:
-    """
-    :returns: a command to send again after its connection died: a message's
-        ``XADD`` with the message marked as redelivered, once; others as they are.
-    """
-    if isinstance(args, _Resent) or not isinstance(args, tuple):
-        return args
-    if len(args) == 5 and args[0] == "XADD" and args[3] == "m":
-        return _Resent((*args[:4], mark_resent(args[4])))
-    return _Resent(args)

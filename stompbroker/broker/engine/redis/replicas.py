@@ -26,7 +26,17 @@ from typing import Any
 
 from attrs import frozen
 
-__all__ = ["PRIMARY_ONLY", "Durability", "HeldWrite", "HeldWrites"]
+from stompbroker.broker.engine.redis.codec import mark_resent
+
+__all__ = [
+    "PRIMARY_ONLY",
+    "Durability",
+    "HeldWrite",
+    "HeldWrites",
+    "expired_text",
+    "resent",
+    "short_text",
+]
 
 
 @frozen
@@ -103,3 +113,40 @@ class HeldWrites:
             64 + sum(len(arg) for arg in write.command if isinstance(arg, bytes))
             for write in self._writes
         )
+
+
+def short_text(durability: Durability, reply: Any) -> str:
+    """:returns: why a RECEIPT is an ERROR when a ``WAIT`` answered ``reply`` (hold 0)."""
+    said = f"Redis answered {reply}" if isinstance(reply, Exception) else f"{reply} did"
+    return (
+        f"the message is stored on the broker's Redis primary, but {durability.replicas} of"
+        f" its replicas did not confirm it within {durability.timeout:g} s ({said};"
+        " --engine-wait-replicas): a failover may lose it"
+    )
+
+
+def expired_text(durability: Durability, lasted: float) -> str:
+    """:returns: why a held RECEIPT became an ERROR after ``lasted`` seconds."""
+    return (
+        f"the message is stored on the broker's Redis primary, but {durability.replicas} of"
+        f" its replicas have not confirmed it for {lasted:.0f} s (longer than"
+        " --engine-outage-hold): a failover may lose it"
+    )
+
+
+class _Resent(tuple):
+    """A command sent once already: marked once, however often it is sent again."""
+
+    __slots__ = ()
+
+
+def resent(args: Sequence[Any]) -> Sequence[Any]:
+    """
+    :returns: a command to send again after its connection died: a message's
+        ``XADD`` with the message marked as redelivered, once; others as they are.
+    """
+    if isinstance(args, _Resent) or not isinstance(args, tuple):
+        return args
+    if len(args) == 5 and args[0] == "XADD" and args[3] == "m":
+        return _Resent((*args[:4], mark_resent(args[4])))
+    return _Resent(args)
