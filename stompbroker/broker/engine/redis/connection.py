@@ -29,6 +29,7 @@ Redis is away, whoever waits for a reply (a RECEIPT) waits, up to the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -172,6 +173,8 @@ class Writer:
         self._running: asyncio.Task[None] | None = None
         self._idle: asyncio.Event = asyncio.Event()
         self._idle.set()
+        #: Set when the primary moved: ends a back-off between two tries at once.
+        self._moved: asyncio.Event = asyncio.Event()
         #: Set unless writes are held while the primary is being replaced (:meth:`pause`).
         self._unpaused: asyncio.Event = asyncio.Event()
         self._unpaused.set()
@@ -284,6 +287,7 @@ class Writer:
         # even when nothing else is queued.
         self.command("PING")
         self._unpaused.set()
+        self._moved.set()
 
     def _start(self) -> None:
         self._idle.clear()
@@ -308,8 +312,9 @@ class Writer:
                     await self._check_primary(replies, wait)
                 except CONNECTION_ERRORS as error:
                     self._lost(commands, waiters, error)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, BACKOFF_CAP)
+                    delay = (
+                        BACKOFF_BASE if await self._backoff(delay) else min(delay * 2, BACKOFF_CAP)
+                    )
                     continue
                 if not self.connected and self._unpaused.is_set():
                     log.info("Redis is back")
@@ -321,6 +326,20 @@ class Writer:
         finally:
             self._running = None
             self._idle.set()
+
+    async def _backoff(self, delay: float) -> bool:
+        """
+        Wait ``delay`` s before trying again, less if the primary moves meanwhile.
+
+        :returns: whether it moved (the next try goes to the new one at once).
+        """
+        moved = self._moved
+        if not moved.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(moved.wait(), delay)
+        was = moved.is_set()
+        moved.clear()
+        return was
 
     def _lost(
         self,
