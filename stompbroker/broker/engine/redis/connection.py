@@ -322,6 +322,7 @@ class Writer:
                     if self._back is not None:
                         self._back()
                 delay = BACKOFF_BASE
+                self._moved.clear()
                 self._answer(commands, waiters, replies, wait)
         finally:
             self._running = None
@@ -452,7 +453,13 @@ class Writer:
         for reply in replies:
             if isinstance(reply, ResponseError):
                 log.error("Redis refused a command: {error}", error=str(reply))
-        if outage is not None and outage.away and short is None and not self.held:
+        if (
+            outage is not None
+            and outage.away
+            and self.connected
+            and short is None
+            and not self.held
+        ):
             outage.ended()
 
     def _hold(
