@@ -299,8 +299,10 @@ def _do(arguments: argparse.Namespace, client: Client, stdin: TextIO) -> tuple[A
         return answer, lambda out: print(f"purged {purged}{_partly(answer)}", file=out)
     if command == "delete":
         answer = client.call("DELETE", path + hosted("?"))
+        done = "deleted" if answer.get("deleted", True) else "did not delete"
         return answer, lambda out: print(
-            f"deleted {arguments.destination} ({count_of(answer['discarded'], 'message')})",
+            f"{done} {arguments.destination}"
+            f" ({count_of(answer['discarded'], 'message')}){_partly(answer)}",
             file=out,
         )
     if command in ("move", "dlq-retry"):

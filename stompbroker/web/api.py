@@ -351,8 +351,8 @@ class ManagementApi(Resource):
                 document = self._outward(management.destination(internal))
                 document["policy"] = self._policy_name(internal)
                 return document
-            discarded = queues.delete(internal, operator=operator)
-            return {"destination": name, "vhost": vhost, "deleted": True, "discarded": discarded}
+            deleted: Deferred[Any] = maybeDeferred(queues.delete, internal, operator=operator)
+            return deleted.addCallback(_deleted, {"destination": name, "vhost": vhost})
         if action == "subscribers":
             return [_record(entry) for entry in management.subscribers(internal)]
         if action == "messages":
@@ -498,6 +498,18 @@ def _acted(acted: Acted, document: dict[str, Any], field: str) -> dict[str, Any]
     document["complete"] = acted.complete
     if not acted.complete:
         document["missing"] = list(acted.missing)
+    return document
+
+
+def _deleted(discarded: int | Acted, document: dict[str, Any]) -> dict[str, Any]:
+    """
+    A delete's answer; for a queue several nodes share, also who answered, and
+    ``deleted`` false when a node holding its messages did not answer.
+    """
+    if isinstance(discarded, int):
+        return {**document, "deleted": True, "discarded": discarded}
+    document = _acted(discarded, document, "discarded")
+    document["deleted"] = discarded.complete
     return document
 
 

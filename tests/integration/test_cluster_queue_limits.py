@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+import redis
 
 from benchmarks.launcher import LOOPBACK_HTTP
 from tests.support.clients import connect, publish
@@ -134,4 +135,86 @@ def test_message_ttl_set_on_one_node_expires_sends_on_another_wherever_read(
     # The stream is in order: a message that had not expired would come before this one.
     assert got.wait_for(lambda: b"fresh" in got.bodies(), WAIT)
     assert got.bodies() == [b"fresh"]
+    reader.disconnect()
+
+
+def test_max_length_bytes_reject_publish_set_on_one_node_refuses_a_send_on_another(
+    nodes: list[BrokerProcess],
+) -> None:
+    """Two 4-byte bodies fill 10 bytes: the third SEND on B gets the ERROR naming the limit."""
+    a, b = nodes
+    set_policy(a, b, "bytecap", {"max-length-bytes": 10, "overflow": "reject-publish"})
+    publish(b.address, "/queue/bytecap.jobs", ["abcd", "efgh"], persistent="true")
+    connection, inbox = connect(b.address)
+    connection.send("/queue/bytecap.jobs", "ijkl", headers={"persistent": "true"}, receipt="third")
+    assert inbox.wait_for(lambda: bool(inbox.errors), WAIT)
+    assert "third" not in inbox.receipts
+    assert "max-length-bytes 10" in inbox.errors[0].body.decode()
+    assert "policy bytecap" in inbox.errors[0].body.decode()
+
+
+def test_max_length_bytes_counts_down_as_a_consumer_on_another_node_acknowledges(
+    nodes: list[BrokerProcess],
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    """
+    A consumer on A acknowledges one of the two messages that filled the queue
+    on B's SENDs: the stream's byte count in Redis goes down by its body, and
+    one more fits again.
+    """
+    a, b = nodes
+    set_policy(a, b, "bytedown", {"max-length-bytes": 10, "overflow": "reject-publish"})
+    publish(b.address, "/queue/bytedown.jobs", ["abcd", "efghij"], persistent="true")
+    counter = redis.Redis(port=redis_server.port)
+    key = "stompbroker:qb:q:/queue/bytedown.jobs"
+    assert int(counter.get(key) or 0) == 10
+    reader, got = connect(a.address)
+    reader.subscribe(
+        "/queue/bytedown.jobs",
+        id="1",
+        ack="client-individual",
+        headers={"activemq.prefetchSize": "1"},
+    )
+    assert got.wait_for(lambda: len(got.messages) == 1, WAIT)
+    reader.ack(got.messages[0].headers["ack"], receipt="acked")
+    assert got.wait_for(lambda: "acked" in got.receipts, WAIT)
+    eventually(lambda: int(counter.get(key) or 0) == 6)
+    reader.disconnect()
+    publish(b.address, "/queue/bytedown.jobs", ["kl"], persistent="true")
+    assert int(counter.get(key) or 0) == 8
+    counter.close()
+
+
+def test_max_length_bytes_drop_head_keeps_the_newest_bytes_of_sends_on_another(
+    nodes: list[BrokerProcess],
+) -> None:
+    """Five 4-byte bodies under 10 bytes: the last two stay, fire-and-forget or persistent."""
+    a, b = nodes
+    set_policy(a, b, "bytenew", {"max-length-bytes": 10})
+    publish(b.address, "/queue/bytenew.prices", ["p000", "p001", "p002"])
+    publish(b.address, "/queue/bytenew.prices", ["p003", "p004"], persistent="true")
+    reader, got = connect(a.address)
+    reader.subscribe("/queue/bytenew.prices", id="1")
+    assert got.wait_for(lambda: len(got.messages) == 2, WAIT)
+    assert got.bodies() == [b"p003", b"p004"]
+    reader.disconnect()
+
+
+def test_max_length_bytes_dead_letter_moves_the_oldest_of_sends_on_another(
+    nodes: list[BrokerProcess],
+) -> None:
+    """The bodies pushed out go to the dead-letter queue, marked maxlen, as on one node."""
+    a, b = nodes
+    set_policy(a, b, "bytespill", {"max-length-bytes": 8, "overflow": "dead-letter"})
+    publish(b.address, "/queue/bytespill.jobs", ["j000", "j001", "j002"], persistent="true")
+    reader, got = connect(a.address)
+    reader.subscribe("/queue/bytespill.jobs", id="1")
+    reader.subscribe("/queue/DLQ.bytespill.jobs", id="2")
+    assert got.wait_for(lambda: len(got.messages) == 3, WAIT)
+    kept = [m.body for m in got.messages if m.headers["subscription"] == "1"]
+    dead = [m for m in got.messages if m.headers["subscription"] == "2"]
+    assert kept == [b"j001", b"j002"]
+    assert [m.body for m in dead] == [b"j000"]
+    assert dead[0].headers["dead-letter-reason"] == "maxlen"
+    assert dead[0].headers["original-destination"] == "/queue/bytespill.jobs"
     reader.disconnect()

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.launcher import LOOPBACK_HTTP
 from tests.support.clients import Collector, connect
 from tests.support.process import BrokerProcess, free_port
 
@@ -420,6 +421,17 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server.stop()
 
 
+@pytest.fixture
+def redis_client(redis_server: RedisServer) -> Iterator[Any]:
+    """A plain redis-py client of the module's server, on an emptied database."""
+    import redis
+
+    connection = redis.Redis(port=redis_server.port)
+    connection.flushdb()
+    yield connection
+    connection.close()
+
+
 #: The nodes' --node-timeout in the cluster tests, in seconds: short, so a dead
 #: node's messages come back quickly.
 NODE_TIMEOUT = "2"
@@ -467,4 +479,13 @@ def two_nodes(
 ) -> Iterator[list[BrokerProcess]]:
     """Two nodes, A and B, on one Redis server: the cluster tests' usual pair."""
     with started_nodes(tmp_path_factory, redis_server, "ab") as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def api_nodes(
+    redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[BrokerProcess]]:
+    """Nodes A and B on one Redis server, each with the management API."""
+    with started_nodes(tmp_path_factory, redis_server, "ab", http=LOOPBACK_HTTP) as started:
         yield started

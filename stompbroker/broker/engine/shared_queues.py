@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from attrs import frozen
 
-__all__ = ["Acted"]
+__all__ = ["Acted", "QueueConsumed"]
 
 
 @frozen
@@ -39,3 +39,18 @@ class Acted:
     def complete(self) -> bool:
         """Whether every node holding messages of the queue answered."""
         return not self.missing
+
+
+class QueueConsumed(Exception):
+    """
+    A delete of a queue that a node of the cluster has consumers of (the
+    management answers it as :class:`~stompbroker.broker.management.records.InUse`).
+
+    :ivar destination: the queue.
+    :ivar consumers: how many consumers the nodes have registered.
+    """
+
+    def __init__(self, destination: str, consumers: int) -> None:
+        super().__init__(destination, consumers)
+        self.destination = destination
+        self.consumers = consumers

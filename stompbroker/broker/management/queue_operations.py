@@ -16,8 +16,8 @@ acknowledged belong to their consumers until settled, as in RabbitMQ.
 
 On an engine whose queues several nodes share
 (:meth:`IEngine.shared_queues <stompbroker.broker.engine.base.IEngine.shared_queues>`),
-browse, purge, move, copy and retry of a ``/queue/`` ask the other nodes and
-answer with a Deferred; on one process they answer at once.  Either way they
+browse, purge, move, copy, retry and delete of a ``/queue/`` ask the other
+nodes and answer with a Deferred; on one process they answer at once.  Either way they
 answer with a :class:`~stompbroker.broker.features.browsing.Waiting` (browse)
 or an :class:`~stompbroker.broker.engine.shared_queues.Acted`, which name the
 node that answered and the nodes that did not answer in time.
@@ -30,7 +30,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
-from stompbroker.broker.engine.shared_queues import Acted
+from stompbroker.broker.engine.shared_queues import Acted, QueueConsumed
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.management.records import InUse, InvalidRequest, UnknownDestination
 from stompbroker.broker.queueing.dead_letters import DEAD_LETTER_HEADERS
@@ -198,17 +198,25 @@ class QueueOperations:
         )
         return acted
 
-    def delete(self, name: str, *, operator: str = OPERATOR) -> int:
+    def delete(self, name: str, *, operator: str = OPERATOR) -> int | Deferred[Acted]:
         """
         Delete a queue or a durable subscription, with what waits in it.
 
         :param operator: who asks, for the log.
 
-        :returns: how many messages were discarded.
+        :returns: how many messages were discarded; for a queue several nodes
+            share, a Deferred of what every node discarded (``complete`` false,
+            and the queue not deleted, if a node holding its messages did not
+            answer in time).
         :raises UnknownDestination: if there is no such queue now.
-        :raises InUse: if someone consumes from it: close them (or their
-            connections) first, so that no client loses messages it holds.
+        :raises InUse: if someone consumes from it (on any node): close them (or
+            their connections) first, so that no client loses messages it holds.
         """
+        shared = self._shared(name)
+        if shared is not None:
+            done = self._found(shared, name).addCallback(lambda _: shared.delete(name))
+            done.addErrback(_consumed)
+            return done.addCallback(self._log_delete, operator, name)
         queue = self.find(name)
         if queue.consumers:
             raise InUse(
@@ -229,6 +237,18 @@ class QueueOperations:
             messages=messages(discarded),
         )
         return discarded
+
+    @staticmethod
+    def _log_delete(acted: Acted, operator: str, name: str) -> Acted:
+        log.info(
+            "{operator} {deleted} {name} ({messages}){partly}",
+            operator=operator,
+            deleted="deleted" if acted.complete else "did not delete",
+            name=name,
+            messages=messages(acted.count),
+            partly=_partly(acted),
+        )
+        return acted
 
     def move(
         self, name: str, to: str, count: int, copy: bool = False, *, operator: str = OPERATOR
@@ -393,3 +413,13 @@ def _back_to_origin(message: Message) -> tuple[str, Headers] | None:
         return None
     headers = tuple(pair for pair in message.headers if pair[0] not in DEAD_LETTER_HEADERS)
     return origin, headers
+
+
+def _consumed(failure: Any) -> None:
+    """Turn the engine's refusal of a consumed queue into :class:`InUse`."""
+    failure.trap(QueueConsumed)
+    error = failure.value
+    raise InUse(
+        f"{error.destination!r} has {error.consumers} consumers on the cluster's nodes; it can"
+        " be deleted once they have unsubscribed (or their connections are closed)"
+    )

@@ -245,6 +245,18 @@ class ConsumerChoice(Generic[_C]):
             self._active = None
         self._elect(newcomer=None)
 
+    def declare(self, single_active: bool) -> None:
+        """
+        Take the queue's ``x-single-active-consumer`` declaration as made elsewhere
+        (the one declaration every node of a cluster shares): the active consumer
+        is elected afresh by the rule above when it changes.
+        """
+        if single_active == self.single_active:
+            return
+        self.single_active = single_active
+        self._active = None
+        self._elect(newcomer=None)
+
     def _candidate(self, consumer: _C) -> bool:
         """Whether a consumer may be the active one: all may on a single-active queue."""
         return self.single_active or self._options[consumer].exclusive

@@ -115,6 +115,40 @@ def grouped(queue: WorkerQueue) -> FeatureDispatch:
     return features
 
 
+def declare_single_active(queue: WorkerQueue, single_active: bool) -> None:
+    """
+    Make ``queue`` single-active or not as declared elsewhere: a cluster's one
+    shared declaration (:mod:`stompbroker.broker.engine.redis.consumer_registry`),
+    which replaces what the local first SUBSCRIBE would declare.  Dispatches
+    again when that changes who may take messages.
+    """
+    features = queue._features
+    if features is None:
+        if not single_active:
+            return
+        features = queue._features = FeatureDispatch(queue)
+    if features.choice.single_active != single_active:
+        features.choice.declare(single_active)
+        queue.dispatch()
+
+
+def assign_owner(queue: WorkerQueue, group: str, consumer: Consumer) -> bool:
+    """
+    Make ``consumer`` the owner of ``group`` in ``queue``, as a cluster decided
+    (:mod:`stompbroker.broker.engine.redis.dispatch`), unless the group has an
+    owner here already or the consumer left.
+
+    :returns: whether it became the owner now (its next message of the group is
+        the first for it).
+    """
+    features = queue._features = grouped(queue)
+    groups: GroupAssignments[Consumer] = features.groups  # type: ignore[assignment]
+    if groups.owner(group) is not None or consumer not in features.choice:
+        return False
+    groups.assign(group, consumer)
+    return True
+
+
 class FeatureDispatch:
     """
     The dispatch of one queue whose consumers or messages use features.

@@ -7,8 +7,13 @@ import json
 import pytest
 
 from stompbroker.broker.engine.redis.consumer_registry import Registered, Roster, parse_entry
-from stompbroker.broker.engine.redis.dispatch import candidate_nodes
+from stompbroker.broker.engine.redis.dispatch import (
+    candidate_consumers,
+    candidate_nodes,
+    local_options,
+)
 from stompbroker.broker.features.selectors import compile_selector
+from stompbroker.broker.queueing.consumer_choice import ConsumerOptions
 
 
 def consumer(
@@ -91,3 +96,26 @@ def test_a_higher_priority_node_comes_before_this_one() -> None:
     """This node leads only when it has a consumer of the best priority among the takers."""
     takers = [consumer("b", 2, priority=5), consumer("here", 1)]
     assert candidate_nodes(takers, "here", True) == ["b", 1, "here", 1]
+
+
+def test_a_groups_candidates_go_to_the_script_best_first_with_their_order() -> None:
+    """candidate_consumers: field, node, priority, order of each taker, as MOVE picks from."""
+    takers = Roster([consumer("a", 1), consumer("b", 2, priority=5)]).takers(None)
+    assert candidate_consumers(takers) == ["b/2", "b", 5, 2, "a/1", "a", 0, 1]
+
+
+@pytest.mark.parametrize(
+    "options, local",
+    [
+        (None, None),
+        (ConsumerOptions(single_active=True), None),
+        (ConsumerOptions(single_active=False), None),
+        (ConsumerOptions(priority=3, single_active=True), ConsumerOptions(priority=3)),
+        (ConsumerOptions(exclusive=True), ConsumerOptions(exclusive=True)),
+    ],
+)
+def test_a_local_queue_never_declares_single_active_itself(
+    options: ConsumerOptions | None, local: ConsumerOptions | None
+) -> None:
+    """The shared declaration decides; the node's local queue gets the rest of the options."""
+    assert local_options(options) == local

@@ -7,6 +7,7 @@ and how a node's copy of the retained messages follows the notices
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -17,6 +18,7 @@ from stompbroker.broker.engine.redis.control import ControlChannel, pick_waiting
 from stompbroker.broker.engine.redis.retained import ClusterRetained, order_loaded
 from stompbroker.broker.engine.redis.scheduling import (
     POLL_INTERVAL,
+    SETTLE,
     ClusterScheduling,
     pack_job,
     unpack_job,
@@ -46,17 +48,24 @@ def message(destination: str, body: bytes = b"x", message_id: str = "n-1") -> Me
 def test_a_job_keeps_its_schedule_and_message_through_the_hash() -> None:
     """What pack_job writes, unpack_job reads back: the state line, then the message."""
     packed = pack_job("node", message("/queue/q", b"line\nbreak"), Schedule(5, 200, -1))
-    assert packed.startswith(b"200 -1 0 0\n")
+    assert packed.startswith(b"200 -1 0 0 0\n")
     state = unpack_job(packed)
-    assert (state.period, state.remaining, state.fired, state.leased) == (200, -1, 0, False)
+    assert (state.period, state.remaining, state.fired, state.done, state.flying) == (
+        200,
+        -1,
+        0,
+        False,
+        0,
+    )
     assert (state.message.destination, state.message.body) == ("/queue/q", b"line\nbreak")
 
 
-def test_a_claimed_last_delivery_reads_as_leased() -> None:
-    """The CLAIM script's state line for a last delivery ends in 1."""
-    value = b"0 0 1 1\n" + encode("node", message("/topic/t"))
+def test_only_the_latest_delivery_of_a_done_job_is_its_last() -> None:
+    """A done job: its latest delivery is the last; an earlier one recovered is not."""
+    value = b"0 0 3 1 2\n" + encode("node", message("/topic/t"))
     state = unpack_job(value)
-    assert (state.fired, state.leased) == (1, True)
+    assert (state.fired, state.done, state.flying) == (3, True, 2)
+    assert state.is_last(3) and not state.is_last(2)
 
 
 def test_a_notice_sets_the_timer_and_a_later_one_keeps_it() -> None:
@@ -178,3 +187,45 @@ def test_a_node_answers_a_request_with_what_it_read_ahead() -> None:
     control.requested(b"not json")
     control.requested(json.dumps({**request, "from": "me"}).encode())
     assert len(engine.writer.commands) == 1
+
+
+class RecordingWriter:
+    connected = True
+
+    def __init__(self) -> None:
+        self.commands: list[tuple[Any, ...]] = []
+
+    def command(self, *args: Any) -> None:
+        self.commands.append(args)
+
+
+def claimed_once(pause: float) -> tuple[list[Any], list[tuple[Any, ...]]]:
+    """Run one claim that gives one delivery, its answer coming ``pause`` s after it was asked."""
+    engine: Any = FakeEngine()
+    engine.writer = RecordingWriter()
+    engine.client = None
+    fired: list[Any] = []
+    scheduling = ClusterScheduling(engine, fired.append)
+
+    async def claim(keys: list[str], args: list[Any], client: Any) -> list[Any]:
+        engine.clock.advance(pause)
+        # As CLAIM leaves a job with no repeat: fired once, done, one in flight.
+        job = b"0 0 1 1 1\n" + encode("node", message("/queue/q"))
+        return [0, -1, b"n-1", 1, job]
+
+    scheduling._claim_script = claim
+    asyncio.run(scheduling._claim())
+    return fired, engine.writer.commands
+
+
+def test_a_claimed_delivery_is_routed_then_its_lease_ended_in_the_same_pipeline() -> None:
+    """The claimer routes what it claimed, then ends the leases with one SETTLE script."""
+    fired, commands = claimed_once(0.0)
+    assert [(entry.key, entry.fired, entry.finished) for entry in fired] == [("n-1", 1, True)]
+    assert commands == [("EVAL", SETTLE, 2, "p:sched:flying", "p:sched:jobs", b"n-1", 1)]
+
+
+def test_a_claim_answered_past_the_lease_routes_nothing() -> None:
+    """A node paused past --node-timeout leaves what it claimed to the next claim (once)."""
+    fired, commands = claimed_once(FakeEngine().node_timeout)
+    assert fired == [] and commands == []

@@ -7,7 +7,6 @@ its publish, run on a real ``redis-server`` with a plain redis-py client.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -21,17 +20,14 @@ from stompbroker.broker.engine.redis.streams import (
 )
 from stompbroker.broker.streams.offsets import OFFSET_HEADER
 from stompbroker.protocol.message import Message
-from tests.support.redis import RedisServer, redis_server  # noqa: F401
+from tests.support.redis import redis_client, redis_server  # noqa: F401
 
 NAMES = Names("test")
 
 
 @pytest.fixture
-def client(redis_server: RedisServer) -> Iterator[redis.Redis]:  # noqa: F811
-    connection = redis.Redis(port=redis_server.port)
-    connection.flushdb()
-    yield connection
-    connection.close()
+def client(redis_client: redis.Redis) -> redis.Redis:  # noqa: F811
+    return redis_client
 
 
 def append(client: redis.Redis, body: bytes, max_bytes: int = 10**9, max_age_ms: int = 0) -> bytes:

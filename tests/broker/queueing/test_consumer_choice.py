@@ -178,3 +178,16 @@ def test_adding_twice_is_an_error() -> None:
     with pytest.raises(ValueError):
         choice.add("a", PLAIN)
     assert "a" in choice and "b" not in choice
+
+
+def test_a_declaration_made_elsewhere_elects_afresh() -> None:
+    """declare (a cluster's shared declaration): on, the earliest is active; off, round-robin."""
+    choice = choice_of(("a", PLAIN), ("b", PLAIN), ("c", PLAIN))
+    assert picks(choice, 3) == "abc"
+    choice.declare(True)
+    assert choice.active == "a" and picks(choice, 2) == "aa"
+    choice.declare(True)
+    assert choice.active == "a"
+    choice.declare(False)
+    assert choice.active is None and not choice.is_exclusive
+    assert len(set(picks(choice, 3))) == 3

@@ -2,15 +2,19 @@
 Every node's consumers of a shared queue, registered in Redis, so that whichever
 node reads a message can tell which consumer, on which node, should get it.
 
-- ``PREFIX:qc:/queue/NAME``: a hash, ``NODE/N`` (the node's N-th consumer of
-  the queue) -> ``[node, selector, priority, exclusive, order, window]``,
-  where ``order`` is the registration's rank in the queue (a counter in the mode
-  hash), so that "earliest among equals" means the same on every node.
+- ``PREFIX:qc:/queue/NAME``: a hash, ``NODE/N`` (the node's N-th registered
+  consumer, counted over the node's life, so a field is never reused) ->
+  ``[node, selector, priority, exclusive, order, window]``, where ``order``
+  is the registration's rank in the queue (a counter in the mode hash), so
+  that "earliest among equals" means the same on every node.
 - ``PREFIX:qm:/queue/NAME`` (the mode hash, :mod:`.lanes`): ``v``, a version
   bumped by every change of the registry; ``s``, the order counter; ``sa``,
-  ``1`` while the queue is declared ``x-single-active-consumer`` (by the
-  registration that finds the registry empty, as the first SUBSCRIBE declares it
-  on one node).
+  ``1`` while the queue is declared ``x-single-active-consumer``: one
+  declaration for every node, made as one node makes it (the SUBSCRIBE that
+  finds the queue without consumers anywhere declares it with ``true``; it
+  stands while the queue holds messages, and a queue that holds nothing is
+  declared again by its next first consumer); each node's local queue takes the
+  declaration from here, never from its own first SUBSCRIBE.
 
 A node registers a consumer when it subscribes and removes it when it leaves,
 each one script through its ordered writer; the entries of a node that dies are
@@ -31,11 +35,35 @@ from stompbroker.broker.features.selectors import Selector, compile_selector
 
 __all__ = ["FORGET_NODE", "REGISTER", "UNREGISTER", "Registered", "Roster", "registry_key"]
 
-#: KEYS: registry, mode hash.  ARGV: field, node, selector ('' for none),
-#: priority, exclusive (0/1), single-active ('' absent, 0, 1), window.
+#: KEYS: registry, mode hash, then the queue's lanes (its stream among them).
+#: ARGV: field, node, selector ('' for none), priority, exclusive (0/1),
+#: single-active ('' absent, 0, 1), window, the liveness keys' prefix.
+#: A registration that finds no live node's consumer declares the queue
+#: single-active with ``x-single-active-consumer:true``; without it, it declares
+#: it not single-active only if the queue holds nothing (a queue that lives on
+#: keeps its declaration, as on one node).
 REGISTER = """
-if redis.call('HLEN', KEYS[1]) == 0 then
-  redis.call('HSET', KEYS[2], 'sa', ARGV[6] == '1' and '1' or '0')
+local live = false
+for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
+  local node = string.match(field, '^(.*)/[^/]*$')
+  if node == ARGV[2] or redis.call('EXISTS', ARGV[8] .. node) == 1 then
+    live = true
+    break
+  end
+end
+if not live then
+  if ARGV[6] == '1' then
+    redis.call('HSET', KEYS[2], 'sa', '1')
+  else
+    local empty = true
+    for i = 3, #KEYS do
+      if redis.call('XLEN', KEYS[i]) > 0 then
+        empty = false
+        break
+      end
+    end
+    if empty then redis.call('HSET', KEYS[2], 'sa', '0') end
+  end
 end
 local order = redis.call('HINCRBY', KEYS[2], 's', 1)
 local selector = ARGV[3] ~= '' and ARGV[3] or cjson.null
@@ -54,7 +82,7 @@ return 0
 """
 
 #: KEYS: registry, mode hash, groups hash.  ARGV: node.  Forgets a node's
-#: consumers and the groups it owned.
+#: consumers and the groups its consumers owned.
 FORGET_NODE = """
 local prefix = ARGV[1] .. '/'
 local gone = 0
@@ -66,7 +94,9 @@ for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
 end
 local owners = redis.call('HGETALL', KEYS[3])
 for i = 1, #owners, 2 do
-  if owners[i + 1] == ARGV[1] then redis.call('HDEL', KEYS[3], owners[i]) end
+  if string.sub(owners[i + 1], 1, #prefix) == prefix then
+    redis.call('HDEL', KEYS[3], owners[i])
+  end
 end
 if gone > 0 then redis.call('HINCRBY', KEYS[2], 'v', 1) end
 return gone

@@ -43,7 +43,14 @@ from stompbroker.broker.features.browsing import Waiting
 from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
 
-__all__ = ["ANSWER_TIMEOUT", "ControlChannel", "Snapshot", "pending_summary", "pick_waiting"]
+__all__ = [
+    "ANSWER_TIMEOUT",
+    "DELETED",
+    "ControlChannel",
+    "Snapshot",
+    "pending_summary",
+    "pick_waiting",
+]
 
 log = logger("stompbroker.broker.engine.redis")
 
@@ -58,6 +65,9 @@ HELD = "held"
 GIVE_BACK = "give-back"
 #: What a node is told (no answer): the asker is done with the stream.
 RESUME = "resume"
+#: What a node is told (no answer): the asker deleted the queue; a node whose
+#: handle of it has no consumer drops it (else it reads on, as for :data:`RESUME`).
+DELETED = "deleted"
 #: The longest a node reads nothing of a queue after giving back for another
 #: node's purge or move, should that node never say it is done.
 HOLD = 30.0
@@ -149,7 +159,7 @@ class ControlChannel:
                 request["op"],
                 request["destination"],
             )
-            if kind not in (HELD, GIVE_BACK, RESUME):
+            if kind not in (HELD, GIVE_BACK, RESUME, DELETED):
                 raise ValueError(kind)
         except (ValueError, KeyError, TypeError):
             log.warn("ignored a malformed control request")
@@ -159,9 +169,9 @@ class ControlChannel:
         queue = engine.queues.get(destination)
         if not isinstance(queue, StreamQueue):
             queue = None
-        if kind == RESUME:
+        if kind in (RESUME, DELETED):
             if queue is not None:
-                queue.resume()
+                self.ended(queue, deleted=kind == DELETED)
             return
         ahead: list[str] = []
         if queue is not None:
@@ -172,8 +182,20 @@ class ControlChannel:
         # the answer, Redis has what was given back.
         engine.writer.command("PUBLISH", f"{self._prefix}:ctl:{asker}", answer)
 
+    def ended(self, queue: StreamQueue, *, deleted: bool) -> None:
+        """
+        Another node (or this one) is done with ``queue``'s stream: read on; or,
+        when it deleted the queue, drop this node's handle if no consumer uses it
+        (what it read ahead was given back and deleted with the stream).
+        """
+        if deleted and not queue.consumers:
+            queue.purge()
+            self._engine.delete_queue(queue)
+            return
+        queue.resume()
+
     def tell(self, kind: str, destination: str) -> None:
-        """Tell every node something about a queue that needs no answer (:data:`RESUME`)."""
+        """Tell every node something about a queue that needs no answer (:data:`RESUME`...)."""
         engine = self._engine
         request = {
             "id": uuid.uuid4().hex,

@@ -12,20 +12,30 @@ get it (:meth:`ClusterDispatch.decide`):
   else every consumer, highest priority first; with selectors, only those that
   select the message;
 - this node keeps the entry when one of its own consumers is the first
-  candidate and has room; otherwise one script (:data:`MOVE`), for the whole
+  candidate and has room; otherwise one script (:data:`~.dispatch_scripts.MOVE`), for the whole
   batch read, gives each entry to the first candidate node that has nothing
   waiting unread in its own stream (``PREFIX:qn:NODE:/queue/NAME``; the first
   candidate when all do), moving it there (``XADD`` there, ``XACK`` and
-  ``XDEL`` of the entry read); a message of a group goes to its group's owner
-  node (the hash ``PREFIX:qg:/queue/NAME``, group -> node), set atomically by
-  the same script when it has none, moved to the exclusive consumer's node
-  when that one took over;
+  ``XDEL`` of the entry read); a message of a group goes to the node of its
+  group's owner, a consumer (the hash ``PREFIX:qg:/queue/NAME``, group ->
+  ``NODE/N``), while that consumer is registered; a group without one (new,
+  or its owner left or died, or an exclusive consumer took over) gets the
+  consumer one node's round-robin picks, set atomically by the same script:
+  in the highest priority with room, the next after the last one picked
+  there (field ``t:PRIORITY`` of the mode hash).  The entry carries its owner
+  (field ``o``), and the receiving node's local queue gives the group to that
+  consumer (:meth:`ClusterDispatch.adopt`), first-for-consumer as on one node;
 - an entry no consumer accepts stays pending on this node, outside its local
   queue, and is decided again when the registry changes.
 
+``x-single-active-consumer`` is the queue's one shared declaration (field
+``sa`` of the mode hash, :mod:`.consumer_registry`): a node's local queue never
+declares it from its own first SUBSCRIBE (:func:`local_options`) but takes it
+from each read of the registry (:meth:`ClusterDispatch.refresh`).
+
 Each node reads its own stream with its queue's stream in one ``XREADGROUP``.
 A node that leaves a queue, or dies, hands back what its own stream holds to the
-queue's stream (:data:`RETURN_NODE`: delivered entries with their delivery
+queue's stream (:data:`~.dispatch_scripts.RETURN_NODE`: delivered entries with their delivery
 count), and its registry entries and groups are forgotten
 (:data:`~.consumer_registry.FORGET_NODE`), so the groups move and a standby
 consumer takes over.  Within a node, its local queue chooses among its own
@@ -38,6 +48,7 @@ import asyncio
 from itertools import count
 from typing import Any
 
+from attrs import evolve
 from redis.exceptions import ResponseError
 
 from stompbroker.broker.engine.redis.codec import decode
@@ -49,126 +60,30 @@ from stompbroker.broker.engine.redis.consumer_registry import (
     Roster,
     registry_key,
 )
-from stompbroker.broker.engine.redis.lanes import mode_key
+from stompbroker.broker.engine.redis.dispatch_scripts import LEAD, MOVE, RESIGN, RETURN_NODE
+from stompbroker.broker.engine.redis.lanes import lane_streams, mode_key
+from stompbroker.broker.engine.redis.shared_bytes import byte_counter
 from stompbroker.broker.features.selectors import message_properties
+from stompbroker.broker.queueing.consumer_choice import ConsumerOptions
+from stompbroker.broker.queueing.dispatch import assign_owner, declare_single_active
+from stompbroker.broker.queueing.groups import first_for_consumer
 from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
 
-__all__ = ["MOVE", "RETURN_NODE", "ClusterDispatch", "candidate_nodes"]
+__all__ = [
+    "ClusterDispatch",
+    "candidate_consumers",
+    "candidate_nodes",
+    "local_options",
+]
 
 log = logger("stompbroker.broker.engine.redis")
 
-#: KEYS: registry, groups hash.  ARGV: group, node-stream prefix, destination,
-#: this node, then per entry: source stream, entry id, payload, message group
-#: ('' none), closes group (0/1), active node ('' none), n, then n candidate
-#: nodes each with the windows of its consumers there.
-#: Answers per entry the node it went to, or '' when none may take it.
-MOVE = """
-local group, prefix, destination, me = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local registered = {}
-for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
-  registered[string.match(field, '^(.*)/[^/]*$')] = true
-end
-local function room(node, window)
-  if node == me then return true end
-  local stream = prefix .. node .. ':' .. destination
-  return redis.call('XLEN', stream) < window
-end
-local answers = {}
-local i = 5
-while i <= #ARGV do
-  local source, id, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local message_group, closes, active = ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
-  local n = tonumber(ARGV[i + 6])
-  local target = nil
-  if message_group ~= '' then
-    local owner = redis.call('HGET', KEYS[2], message_group)
-    if owner and registered[owner] and (active == '' or owner == active) then target = owner end
-  end
-  if not target then
-    local first = nil
-    for c = 1, n do
-      local node, window = ARGV[i + 5 + 2 * c], tonumber(ARGV[i + 6 + 2 * c])
-      if registered[node] then
-        first = first or node
-        if room(node, window) then target = node break end
-      end
-    end
-    target = target or first
-    if target and message_group ~= '' then redis.call('HSET', KEYS[2], message_group, target) end
-  end
-  if target and message_group ~= '' and closes == '1' then
-    redis.call('HDEL', KEYS[2], message_group)
-  end
-  if target and target ~= me then
-    local stream = prefix .. target .. ':' .. destination
-    if redis.call('EXISTS', stream) == 0 then
-      redis.call('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
-    end
-    redis.call('XADD', stream, '*', 'm', payload)
-    redis.call('XACK', source, group, id)
-    redis.call('XDEL', source, id)
-  end
-  answers[#answers + 1] = target or ''
-  i = i + 7 + 2 * n
-end
-return answers
-"""
-
-#: KEYS: a node's own stream of a queue, the queue's stream.  ARGV: group.
-#: Hands everything the node's stream holds back to the queue's stream, in
-#: order, a delivered entry with its delivery count (field ``r``).
-RETURN_NODE = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local delivered = {}
-local ok, rows = pcall(redis.call, 'XPENDING', KEYS[1], ARGV[1], '-', '+', 1000000)
-if ok then
-  for _, row in ipairs(rows) do delivered[row[1]] = row[4] end
-end
-local entries = redis.call('XRANGE', KEYS[1], '-', '+')
-for _, entry in ipairs(entries) do
-  local fields = entry[2]
-  local payload = nil
-  for f = 1, #fields, 2 do
-    if fields[f] == 'm' then payload = fields[f + 1] end
-  end
-  if payload then
-    local times = delivered[entry[1]]
-    if times then
-      redis.call('XADD', KEYS[2], '*', 'm', payload, 'r', times)
-    else
-      redis.call('XADD', KEYS[2], '*', 'm', payload)
-    end
-  end
-end
-redis.call('DEL', KEYS[1])
-return #entries
-"""
-
-
-#: KEYS: a queue's decider lease.  ARGV: this node, milliseconds.  Takes or
-#: renews the lease; answers whether this node holds it.
-LEAD = """
-local holder = redis.call('GET', KEYS[1])
-if holder == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-if not holder then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 1
-end
-return 0
-"""
-
-#: KEYS: a queue's decider lease.  ARGV: this node.  Lets it go if this node holds it.
-RESIGN = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
 #: Most entries the deciding node reads at once, whatever its own consumers' room.
 DECIDE_READ = 200
+
+#: Numbers this node's registry fields, across all its queues and their handles.
+_FIELD_NUMBERS = count(1)
 
 
 def candidate_nodes(takers: list[Registered], here: str, room_here: bool) -> list[Any]:
@@ -201,6 +116,32 @@ def candidate_nodes(takers: list[Registered], here: str, room_here: bool) -> lis
     return flat
 
 
+def candidate_consumers(takers: list[Registered]) -> list[Any]:
+    """
+    :param takers: the consumers that may take a grouped message, best first
+        (:meth:`~.consumer_registry.Roster.takers`).
+    :returns: them flat, each as field, node, priority, order: what :data:`~.dispatch_scripts.MOVE`
+        picks a group's new owner from, by one node's round-robin.
+    """
+    flat: list[Any] = []
+    for taker in takers:
+        flat += [taker.field, taker.node, taker.priority, taker.order]
+    return flat
+
+
+def local_options(options: ConsumerOptions | None) -> ConsumerOptions | None:
+    """
+    :returns: a consumer's options for its node's local queue: without
+        ``x-single-active-consumer``, which is the queue's shared declaration
+        (:meth:`ClusterDispatch.refresh` gives it to the local queue), or ``None``
+        when nothing else is left.
+    """
+    if options is None or options.single_active is None:
+        return options
+    stripped = evolve(options, single_active=None)
+    return None if stripped.is_plain else stripped
+
+
 class ClusterDispatch:
     """
     One shared queue's consumers in the registry, and the decisions of this node's reads.
@@ -209,14 +150,18 @@ class ClusterDispatch:
     :param destination: the ``/queue/`` destination.
     :param stream: the queue's stream.
     :param has_room: whether this node's consumers have room now.
+    :param local: this node's local queue of it (its consumers' one-node rules).
 
     :ivar active: whether reads are decided here (the queue's consumers or
         messages ask for it).
     :ivar own: this node's own stream of the queue.
     """
 
-    def __init__(self, engine: Any, destination: str, stream: str, has_room: Any) -> None:
+    def __init__(
+        self, engine: Any, destination: str, stream: str, has_room: Any, local: Any
+    ) -> None:
         self._engine = engine
+        self._local = local
         prefix = engine.names.prefix
         self.destination = destination
         self.stream = stream
@@ -241,7 +186,8 @@ class ClusterDispatch:
         #: Whether the registry changed since the held entries were last decided.
         self.changed = False
         self._fields: dict[Any, str] = {}
-        self._numbers = count(1)
+        #: field -> this node's consumer registered under it (a group's owner).
+        self._consumers: dict[str, Any] = {}
         #: Held while what a dead node had is taken over, so that the entries it
         #: held are decided (and a group's go to its new owner) before newer ones.
         self.lock = asyncio.Lock()
@@ -256,30 +202,40 @@ class ClusterDispatch:
 
     def register(self, consumer: Any, selector: Any, options: Any, window: int) -> None:
         """Register a local consumer (one script through the ordered writer)."""
-        field = f"{self._engine.ids.node}/{next(self._numbers)}"
+        engine = self._engine
+        # Unique in the node's life, so that a group never passes to a later
+        # consumer that happens to reuse a departed owner's field.
+        field = f"{engine.ids.node}/{next(_FIELD_NUMBERS)}"
         self._fields[consumer] = field
+        self._consumers[field] = consumer
         single = "" if options is None or options.single_active is None else options.single_active
-        self._engine.writer.command(
+        lanes = lane_streams(engine.names.prefix, self.stream, self.destination)
+        engine.writer.command(
             "EVAL",
             REGISTER,
-            2,
+            2 + len(lanes),
             self.registry,
             self.mode,
+            *lanes,
             field,
-            self._engine.ids.node,
+            engine.ids.node,
             "" if selector is None else selector.text,
             0 if options is None else options.priority,
             int(options is not None and options.exclusive),
             "" if single == "" else int(bool(single)),
             window,
+            engine.names.alive(""),
         )
-        if selector is not None or (options is not None and not options.is_plain):
+        # x-single-active-consumer alone asks for nothing until the shared
+        # declaration says the queue is single-active (refresh).
+        if selector is not None or local_options(options) is not None:
             self.active = True
 
     def unregister(self, consumer: Any) -> None:
         """Remove a local consumer from the registry."""
         field = self._fields.pop(consumer, None)
         if field is not None:
+            del self._consumers[field]
             self._engine.writer.command("EVAL", UNREGISTER, 2, self.registry, self.mode, field)
 
     async def make_own(self) -> None:
@@ -312,8 +268,10 @@ class ClusterDispatch:
         if self.leading:
             self.leading = False
             self._engine.writer.command("EVAL", RESIGN, 1, self.lease, self._engine.ids.node)
-        self._engine.writer.command(
-            "EVAL", RETURN_NODE, 2, self.own, self.stream, self._engine.names.group
+        engine = self._engine
+        counter = byte_counter(engine.names.prefix, self.stream)
+        engine.writer.command(
+            "EVAL", RETURN_NODE, 3, self.own, self.stream, counter, engine.names.group
         )
 
     def observe(self, modes: Any) -> bool:
@@ -348,13 +306,34 @@ class ClusterDispatch:
         self._version = version
         self.roster = Roster.read(entries, alive, single == b"1")
         self.active = self.active or self.roster.needs_features or self.grouped
+        declare_single_active(self._local, self.roster.single_active)
+
+    def adopt(self, message: Message, fields: Any) -> Message:
+        """
+        Give a grouped message's group, in the local queue, to the consumer
+        :data:`~.dispatch_scripts.MOVE` made its owner (field ``o`` of its entry), unless the local
+        queue has an owner for it already.
+
+        :returns: the message to enqueue: marked the first of its group for that
+            consumer when the group came to it now, as on one node.
+        """
+        owner = fields.get(b"o")
+        group = message.group
+        if owner is None or group is None:
+            return message
+        consumer = self._consumers.get(_text(owner))
+        if consumer is not None and assign_owner(self._local, group, consumer):
+            return first_for_consumer(message)
+        return message
 
     async def forget(self, node: str) -> None:
         """A node is dead: forget its consumers and groups, and hand back its own stream."""
         client = self._engine.client
         await client.eval(FORGET_NODE, 3, self.registry, self.mode, self.groups, node)
+        counter = byte_counter(self._engine.names.prefix, self.stream)
+        own = self.node_stream(node)
         returned = await client.eval(
-            RETURN_NODE, 2, self.node_stream(node), self.stream, self._engine.names.group
+            RETURN_NODE, 3, own, self.stream, counter, self._engine.names.group
         )
         if returned:
             log.info(
@@ -403,25 +382,42 @@ class ClusterDispatch:
         here = engine.ids.node
         roster = self.roster
         selecting = any(c.selector is not None for c in roster.consumers)
-        active = "" if roster.active is None else roster.active.node
+        active = "" if roster.active is None else roster.active.field
         room_here = self._has_room()
-        args: list[Any] = [engine.names.group, self.node_prefix, self.destination, here]
+        args: list[Any] = [
+            engine.names.group,
+            self.node_prefix,
+            self.destination,
+            here,
+            int(room_here),
+        ]
         for stream, entry_id, payload, _ in batch:
             _, message = decode(payload)
             properties = message_properties(message) if selecting else None
-            nodes = candidate_nodes(roster.takers(properties), here, room_here)
+            takers = roster.takers(properties)
+            nodes = candidate_nodes(takers, here, room_here)
             group, closes = _group_of(message)
-            args += [stream, entry_id, payload, group or "", int(closes), active, len(nodes) // 2]
-            args += nodes
-        answers = await engine.client.eval(MOVE, 2, self.registry, self.groups, *args)
+            consumers = candidate_consumers(takers) if group is not None else []
+            args += [stream, entry_id, payload, group or "", int(closes), active]
+            args += [len(nodes) // 2, len(consumers) // 4, *nodes, *consumers]
+        answers = await engine.client.eval(
+            MOVE, 3, self.registry, self.groups, self.mode, *args
+        )
         kept: list[tuple[str, list[Any]]] = []
-        for (stream, entry_id, payload, fields), answer in zip(batch, answers, strict=True):
-            target = answer.decode() if isinstance(answer, bytes) else answer
+        for index, (stream, entry_id, payload, fields) in enumerate(batch):
+            target, owner = _text(answers[2 * index]), answers[2 * index + 1]
             if target == here:
+                if owner:
+                    fields = {**fields, b"o": owner}
                 kept.append((stream, [(entry_id, fields)]))
             elif not target:
                 self.held.append((stream, entry_id, payload))
         return kept
+
+
+def _text(value: Any) -> str:
+    text: str = value.decode() if isinstance(value, bytes) else value
+    return text
 
 
 def _node_of(field: Any) -> str:

@@ -33,6 +33,12 @@ plus Redis for what the nodes share:
   looks, every half ``--node-timeout``, for queue entries held by nodes whose
   key has expired, and takes them over.
 
+The engine is these parts and what binds them; its own jobs are parts too,
+each its own object whose methods it binds as its own IEngine methods where
+callers reach them: joining and leaving the cluster (:mod:`.lifecycle`), where
+a SEND goes (:mod:`.publishing`), and its handles on the shared queues
+(:mod:`.queue_handles`).
+
 Statistics: a topic message counts in on the node it was sent to, and as
 delivered on each node that delivers it, so that the nodes' counts add up; each
 node shares its figures and reads the others' and what waits unread in Redis
@@ -42,12 +48,10 @@ cluster.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.defer import Deferred
-from twisted.internet.task import LoopingCall
 from zope.interface import implementer
 
 from stompbroker.broker.engine.base import IEngine, Node
@@ -56,39 +60,33 @@ from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout
 from stompbroker.broker.engine.figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.local import DEFAULT_POLICY
 from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
-from stompbroker.broker.engine.redis.codec import (
-    Names,
-    encode,
-    pack_batch,
-)
+from stompbroker.broker.engine.redis.codec import Names, pack_batch
 from stompbroker.broker.engine.redis.connection import (
-    CONNECTION_ERRORS,
     PRIMARY_ONLY,
     Durability,
-    RedisUnreachable,
     check_reactor,
-    check_server,
-    close_client,
     make_client,
     make_writer,
     run,
 )
-from stompbroker.broker.engine.redis.control import ControlChannel, Snapshot
+from stompbroker.broker.engine.redis.control import ControlChannel
 from stompbroker.broker.engine.redis.durables import Durables
-from stompbroker.broker.engine.redis.failover import FailoverWatch, follow_failovers
-from stompbroker.broker.engine.redis.figures import FIGURES_INTERVAL, FiguresExchange
+from stompbroker.broker.engine.redis.figures import FiguresExchange
 from stompbroker.broker.engine.redis.lanes import LaneMarks
-from stompbroker.broker.engine.redis.listener import alone, listen
+from stompbroker.broker.engine.redis.lifecycle import EngineLifecycle
+from stompbroker.broker.engine.redis.listener import alone
 from stompbroker.broker.engine.redis.liveness import Liveness
-from stompbroker.broker.engine.redis.outage import DEFAULT_OUTAGE_HOLD, Outage, unreachable_text
+from stompbroker.broker.engine.redis.outage import DEFAULT_OUTAGE_HOLD, Outage
 from stompbroker.broker.engine.redis.presence import ClusterPresence
+from stompbroker.broker.engine.redis.publishing import ClusterPublishing
 from stompbroker.broker.engine.redis.queue_actions import ClusterQueueActions
+from stompbroker.broker.engine.redis.queue_handles import QueueHandles
 from stompbroker.broker.engine.redis.queue_names import QueueNames
-from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.resumes import RedisResumeDirectory
 from stompbroker.broker.engine.redis.retained import ClusterRetained
 from stompbroker.broker.engine.redis.scheduling import ClusterScheduling
 from stompbroker.broker.engine.redis.scripts import Scripts
+from stompbroker.broker.engine.redis.shared_expiry import SharedExpiry
 from stompbroker.broker.engine.redis.shared_limits import SharedLimits
 from stompbroker.broker.engine.redis.shared_policies import SharedPolicies
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
@@ -97,31 +95,18 @@ from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
-from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
-from stompbroker.broker.routing.destinations import QUEUE_PREFIX, REPLY_QUEUE_PREFIX
 from stompbroker.broker.routing.ids import Ids
 from stompbroker.broker.streams.log import StreamLog
 from stompbroker.broker.streams.offsets import StreamLimits, StreamStart
 from stompbroker.broker.streams.reader import StreamReader
 from stompbroker.broker.streams.registry import Streams
-from stompbroker.logs import logger
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
 __all__ = ["DEFAULT_NODE_TIMEOUT", "RedisEngine"]
 
-log = logger("stompbroker.broker.engine.redis")
-
 #: Seconds after which a silent node counts as dead, and its messages go elsewhere.
 DEFAULT_NODE_TIMEOUT = 10.0
-#: Seconds; the longest wait between two attempts to bring the pub/sub connection back.
-PUBSUB_BACKOFF_CAP = 0.25
-#: The longest a stopping node waits for its last writes.
-STOP_TIMEOUT = 5.0
-
-
-def _nothing(result: Any) -> None:
-    return None
 
 
 @implementer(IEngine)
@@ -162,6 +147,17 @@ class RedisEngine:
     queues_here: Callable[..., Any]
     find_durable: Callable[..., Any]
     durables_here: Callable[..., Any]
+    # The IEngine methods its routing answers (:mod:`.publishing`).
+    publish_topic: Callable[[Message], None]
+    publish_queue: Callable[[Message], Deferred[None] | None]
+    publish_reply: Callable[[Message], None]
+    publish_stream: Callable[[Message], Deferred[None]]
+    keep: Callable[[Message], Deferred[None] | None]
+    _check_connected: Callable[[], None]
+    # The IEngine methods its shared queues' handles answer (:mod:`.queue_handles`).
+    waiting: Callable[[Any], Waiting | Deferred[Waiting]]
+    shared_queues: Callable[[], ClusterQueueActions]
+    release_queue: Callable[[Any], None]
 
     def __init__(
         self,
@@ -193,8 +189,13 @@ class RedisEngine:
         #: The per-destination policies: the configuration's, this node's own, and
         #: those set at run time on any node (:mod:`.shared_policies`, docs/cluster.md).
         self.policies = Policies(policy)
+        #: This node's handles on the shared queues (:mod:`.queue_handles`).
+        self.handles = QueueHandles(self)
+        self.waiting = self.handles.waiting
+        self.shared_queues = self.handles.shared_queues
+        self.release_queue = self.handles.release_queue
         self.table = QueueTable(
-            clock, policy, self.books, shared=self._stream_queue, policies=self.policies
+            clock, policy, self.books, shared=self.handles.stream_queue, policies=self.policies
         )
         self.queues: dict[str, Any] = self.table.queues
         self.durable: dict[tuple[str, str], Any] = self.table.durable
@@ -211,24 +212,15 @@ class RedisEngine:
         #: and the queues' reads (a lost reply must be seen as one).
         self.unretried: Any = None
         self.writer: Any = None
-        #: Follows a Sentinel failover (``redis+sentinel://`` only; :meth:`open`).
-        self.failover: FailoverWatch | None = None
         #: The queues' scripts (made when the engine opens).
         self.scripts: Any = None
         #: Where a message of a priority goes: its queue's stream or lane (:mod:`.lanes`).
         self.lanes = LaneMarks(url.prefix)
-        self._subscriber: Any = None
-        #: How often Redis closed the pub/sub connection and it came back.
-        self.pubsub_reconnects = 0
-        #: Topic subscriptions told of those gaps (``cluster-gap:true``).
-        self.gap_subscriptions = 0
-        self._listener: asyncio.Task[None] | None = None
         #: ``(deliver, payload)``: runs the fan-out of a batch other nodes
         #: published, or the hand-out of what a queue's read gave, so that each
         #: connection's frames of it leave in one write (the app sets the
         #: transports' write coalescer here).
         self.deliver_together: Callable[[Callable[[Any], object], Any], None] = alone
-        self._loops: list[LoopingCall] = []
         # Streams live in Redis; this node keeps mirrors of those it reads.
         limits = stream_limits or StreamLimits()
         self.streams = Streams(
@@ -253,17 +245,16 @@ class RedisEngine:
         self.scheduled: ClusterScheduling | None = None
         #: The nodes' requests to each other about the queues they read (:mod:`.control`).
         self.control = ControlChannel(self)
-        #: The management's purge, move, copy and retry across nodes (:meth:`shared_queues`).
-        self._actions: ClusterQueueActions | None = None
         #: The cluster's queue names, for wildcard consumers (:mod:`.queue_names`).
         self.queue_names = QueueNames(self)
-        self._named = self.queue_names.known
         self.watch_queues = self.queue_names.watch
         self.unwatch_queues = self.queue_names.unwatch
         #: The policies set at run time on any node, in Redis (:mod:`.shared_policies`).
         self.shared_policies = SharedPolicies(self, self.policies)
         #: The policies' limits and TTLs on the shared queues' streams (:mod:`.shared_limits`).
         self.limits = SharedLimits(self.policies, policy.dead_letter_prefix)
+        #: The policies' queue ``expires`` on the shared queues (:mod:`.shared_expiry`).
+        self.expiry = SharedExpiry(self, self.policies)
         #: Channels of this engine's features -> what takes their messages (the listener).
         self.channels: dict[bytes, Callable[[bytes], None]] = {
             self.retained.channel.encode(): self.retained.notice,
@@ -272,6 +263,16 @@ class RedisEngine:
             self.queue_names.channel.encode(): self.queue_names.notice,
             self.shared_policies.channel.encode(): self.shared_policies.notice,
         }
+        #: Joining the cluster, leaving it, the pub/sub connection's returns (:mod:`.lifecycle`).
+        self.life = EngineLifecycle(self)
+        #: Where what is sent here goes (:mod:`.publishing`): bound as this engine's own.
+        self.publishing = ClusterPublishing(self)
+        self.publish_topic = self.publishing.publish_topic
+        self.publish_queue = self.publishing.publish_queue
+        self.publish_reply = self.publishing.publish_reply
+        self.publish_stream = self.publishing.publish_stream
+        self.keep = self.publishing.keep
+        self._check_connected = self.publishing.check_connected
 
     # -- what it is --------------------------------------------------------------------
 
@@ -296,26 +297,15 @@ class RedisEngine:
         self.client = make_client(self.url)
         self.unretried = make_client(self.url, retries=0)
         self.scripts = Scripts(self.client)
-        # Topic messages published while it is away are lost for this node:
-        # try again every quarter second at most, not every 2 s.
-        self._subscriber = make_client(self.url, forever=True, backoff_cap=PUBSUB_BACKOFF_CAP)
+        self.life.open()
         node = self.ids.node
         self.writer = make_writer(
             self.url,
             self.loop,
             lambda payloads: pack_batch(node, payloads),
             outage=self.outage,
-            back=self._reconnected,
+            back=self.life.reconnected,
             durability=self.durability,
-        )
-        # With Sentinel: drop every connection to the old primary as soon as
-        # the Sentinels announce a new one (docs/cluster.md, "Replica and Sentinel").
-        self.failover = follow_failovers(
-            self.url,
-            self.loop,
-            [self.client, self.unretried, self._subscriber, self.writer.client],
-            self.writer.primary_moved,
-            self.writer.pause,
         )
         if self._alarm is not None:
             self.outage.watch(self._alarm)
@@ -332,12 +322,6 @@ class RedisEngine:
         """
         self._alarm = alarm
 
-    def _reconnected(self) -> None:
-        """Redis answers again: every queue read here reconciles its pending list."""
-        for queue in [*self.queues.values(), *self.durables.queues.values()]:
-            if isinstance(queue, StreamQueue):
-                queue.reconnected()
-
     def recover(self) -> Deferred[None]:
         """
         Connect and check the server, subscribe to the topics, and announce this
@@ -346,86 +330,11 @@ class RedisEngine:
         :returns: a Deferred that fires once clients may be let in, or fails
             with :class:`~stompbroker.broker.engine.redis.connection.EngineUnavailable`.
         """
-        return run(self.loop, self._start())
-
-    async def _start(self) -> None:
-        version = await check_server(self.client, self.url)
-        if self.failover is not None:
-            self.failover.start(getattr(self.client.connection_pool, "master_address", None))
-        pubsub = self._subscriber.pubsub()
-        await pubsub.psubscribe(self.names.topics, self.names.streams)
-        channels = [self.names.inbox(self.ids.node), self.names.control]
-        channels.extend(channel.decode() for channel in self.channels)
-        if self.resumes is not None:
-            channels.append(self.resumes.channel)
-        await pubsub.subscribe(*channels)
-        # redis-py connects this connection again by itself when Redis closes
-        # it, and subscribes again, without a word: say it, since what other
-        # nodes published meanwhile never reaches this node.
-        pubsub.connection.register_connect_callback(self._subscribed_again)
-        self._listener = self.loop.create_task(listen(self, pubsub))
-        await self.liveness.announce()
-        await self.durables.load().asFuture(self.loop)
-        await self.retained.load().asFuture(self.loop)
-        if self.presence is not None:
-            await self.presence.load().asFuture(self.loop)
-        # The configuration's policies are in by now: share what operators change from here on.
-        self.policies.share(self.shared_policies)
-        await self.shared_policies.load().asFuture(self.loop)
-        beat = LoopingCall(self.liveness.beat)
-        beat.clock = self.clock
-        beat.start(self.node_timeout / 3, now=False)
-        scan = LoopingCall(self.liveness.scan)
-        scan.clock = self.clock
-        scan.start(self.node_timeout / 2, now=False)
-        figures = LoopingCall(self.figures.tick)
-        figures.clock = self.clock
-        figures.start(FIGURES_INTERVAL, now=True)
-        self._loops = [beat, scan, figures]
-        if self.resumes is not None:
-            records = LoopingCall(self.resumes.tick)
-            records.clock = self.clock
-            records.start(FIGURES_INTERVAL, now=True)
-            self._loops.append(records)
-        log.info(
-            "redis engine: node {node} on {url} (Redis {version}), node timeout {timeout} s",
-            node=self.ids.node,
-            url=self.url.masked,
-            version=version,
-            timeout=self.node_timeout,
-        )
-
-    def _subscribed_again(self, connection: Any) -> None:
-        """
-        The pub/sub connection is back after Redis closed it: Redis went away,
-        or closed it because this node read too slowly (``client-output-buffer-limit
-        pubsub``, docs/cluster.md); redis-py has subscribed again.
-        """
-        self.pubsub_reconnects += 1
-        # Every topic subscription here may have missed messages: its next
-        # MESSAGE says so (durable subscriptions read streams: nothing lost).
-        told = self.fanout.mark_gap()
-        self.gap_subscriptions += told
-        # Notices of retained messages and new queues may have been missed:
-        # read them all again.
-        self.retained.load()
-        if self.presence is not None:
-            self.presence.load()
-        self.queue_names.reload()
-        log.warn(
-            "Redis closed this node's pub/sub connection and it is subscribed again"
-            " (closings so far: {count}): topic messages other nodes published meanwhile"
-            " did not reach this node's subscribers ({told} told so by cluster-gap:true"
-            " on their next message); if Redis's log says 'output buffer"
-            " limits', this node reads them slower than they are published"
-            " (docs/cluster.md, 'Cross-node topic messages and a slow node')",
-            count=self.pubsub_reconnects,
-            told=told,
-        )
+        return run(self.loop, self.life.start())
 
     def topic_gaps(self) -> TopicGaps:
         """:returns: how often this node missed other nodes' topic messages, and whom it told."""
-        return TopicGaps(self.pubsub_reconnects, self.gap_subscriptions)
+        return self.life.topic_gaps()
 
     def nodes(self) -> Deferred[list[Node]]:
         """
@@ -466,159 +375,9 @@ class RedisEngine:
         """
         if self.writer is None:
             return drained
-        return drained.addCallback(lambda _: run(self.loop, self._stop()))
-
-    async def _stop(self) -> None:
-        if not self._loops:
-            # It never started (the server was not there, or refused us).
-            await close_client(self._subscriber)
-            await close_client(self.client)
-            await close_client(self.unretried)
-            await self.writer.close()
-            return
-        for call in self._loops:
-            if call.running:
-                call.stop()
-        for queue in list(self.queues.values()):
-            if isinstance(queue, StreamQueue):
-                queue.close()
-        self.durables.close()
-        if self.resumes is not None:
-            self.resumes.close()
-        try:
-            await asyncio.wait_for(self.writer.drained(), STOP_TIMEOUT)
-            await self.client.delete(self.names.alive(self.ids.node))
-            await self.figures.leave()
-        except (TimeoutError, *CONNECTION_ERRORS) as error:
-            log.warn("left Redis without its last writes: {error}", error=str(error))
-        if self._listener is not None:
-            self._listener.cancel()
-        if self.failover is not None:
-            await self.failover.close()
-        await close_client(self._subscriber)
-        await close_client(self.client)
-        await close_client(self.unretried)
-        await self.writer.close()
-
-    # -- routing ---------------------------------------------------------------------------
-
-    def _check_connected(self) -> None:
-        """
-        :raises RedisUnreachable: once Redis has been away longer than the hold;
-            within it, messages are queued in the writer (publishers are paused).
-        """
-        if not self.writer.connected and self.outage.expired:
-            raise RedisUnreachable("broker unavailable", unreachable_text(self.outage.lasted()))
-
-    def publish_topic(self, message: Message) -> None:
-        """
-        Fan a topic message out here, publish it to the other nodes, and add it to
-        the streams of the durable subscriptions it matches (a persistent one is
-        there already).
-        """
-        if not self.writer.connected:
-            self._check_connected()
-        self.fanout.publish(message)
-        if not (message.expires and message.expires <= self.clock.seconds()):
-            payload = encode(self.ids.node, message)
-            self.writer.publish(self.names.topic(message.destination), payload)
-            if not message.persistent:
-                for durable in self.durables.streams(message.destination):
-                    self.writer.command("XADD", durable.stream, "*", "m", payload)
-
-    def publish_queue(self, message: Message) -> Deferred[None] | None:
-        """
-        Add a message to its queue's stream (a persistent one is there already).
-
-        :returns: ``None``; or, when a policy's ``reject-publish`` limits the
-            queue, a Deferred that fails with ``LimitExceeded`` if it is full
-            (:mod:`.shared_limits`).
-        """
-        if not self.writer.connected:
-            self._check_connected()
-        self.traffic.published(message)
-        if not message.persistent:
-            destination = message.destination
-            if destination not in self._named:
-                self.queue_names.met(destination)
-            stream = self.names.queue(destination)
-            if message.priority != DEFAULT_PRIORITY:
-                stream = self.lanes.stream(self.writer, destination, stream, message.priority)
-            if message.group is not None:
-                self.lanes.grouped(self.writer, destination)
-            limit = self.limits.of(destination)
-            if limit is not None:
-                limit.stamp(message, self.clock.seconds())
-                return limit.add(
-                    self, message, stream, encode(self.ids.node, message), waited=False
-                )
-            payload = encode(self.ids.node, message)
-            self.writer.command("XADD", stream, "*", "m", payload)
-        return None
-
-    def publish_reply(self, message: Message) -> None:
-        """Put a reply on its temporary queue, here or on the node that owns it."""
-        if message.destination in self.queues:
-            self.table.publish_reply(message)
-            return
-        owner = _reply_queue_node(message.destination)
-        if owner is None or owner == self.ids.node:
-            self.table.publish_reply(message)
-            return
-        self._check_connected()
-        self.traffic.published(message)
-        self.writer.command("PUBLISH", self.names.inbox(owner), encode(self.ids.node, message))
-
-    def keep(self, message: Message) -> Deferred[None] | None:
-        """
-        Add a persistent message to its queue's stream, or to the streams of the
-        durable subscriptions its topic matches, before it is acknowledged.
-
-        :returns: a Deferred that fires once Redis has it (and, with
-            ``--engine-wait-replicas``, its replicas; see docs/cluster.md for
-            what ``appendfsync`` then promises), or fails with
-            :class:`~stompbroker.broker.engine.redis.connection.RedisUnreachable`;
-            ``None`` for a topic message no durable subscription takes.
-        """
-        destination = message.destination
-        if destination.startswith(QUEUE_PREFIX):
-            if destination not in self._named:
-                self.queue_names.met(destination)
-            if message.group is not None:
-                self.lanes.grouped(self.writer, destination)
-            streams = [
-                self.lanes.stream(
-                    self.writer, destination, self.names.queue(destination), message.priority
-                )
-            ]
-        else:
-            streams = [durable.stream for durable in self.durables.streams(destination)]
-            if not streams:
-                return None
-        self._check_connected()
-        limit = self.limits.of(destination) if destination.startswith(QUEUE_PREFIX) else None
-        if limit is not None:
-            limit.stamp(message, self.clock.seconds())
-        if message.expires and message.expires <= self.clock.seconds():
-            return None
-        payload = encode(self.ids.node, message)
-        for stream in streams[:-1]:
-            self.writer.command("XADD", stream, "*", "m", payload)
-        if limit is not None:
-            return limit.add(self, message, streams[-1], payload, waited=True)
-        # One pipeline at a time, in order: the last reply means Redis has them all.
-        stored: Deferred[Any] = self.writer.command_waited(
-            "XADD", streams[-1], "*", "m", payload, replicated=True
-        )
-        return stored.addCallback(_nothing)
+        return drained.addCallback(lambda _: run(self.loop, self.life.stop()))
 
     # -- queues ------------------------------------------------------------------------------
-
-    def _stream_queue(self, destination: str) -> StreamQueue:
-        """:returns: a new handle on a queue's stream, whose name the cluster's set then holds."""
-        if destination not in self._named:
-            self.queue_names.met(destination)
-        return StreamQueue(destination, self)
 
     def queue(self, destination: str) -> Any:
         """:returns: this node's handle on a ``/queue/`` destination's stream."""
@@ -627,17 +386,6 @@ class RedisEngine:
     def depth(self, destination: str) -> int:
         """:returns: how many messages this node has read of ``destination`` and not handed out."""
         return self.table.depth(destination)
-
-    def waiting(self, queue: Any) -> Waiting | Deferred[Waiting]:
-        """
-        :returns: for a ``/queue/``, a Deferred firing with what waits in it
-            cluster-wide (:mod:`.control`); for a temporary queue or a durable
-            subscription's backlog, what this node holds of it.
-        """
-        if not isinstance(queue, StreamQueue) or queue.durable is not None:
-            return Waiting(tuple(queue.pending), self.ids.node)
-        snapshot: Deferred[Snapshot] = run(self.loop, self.control.snapshot(queue.destination))
-        return snapshot.addCallback(_waiting)
 
     def transfer(
         self,
@@ -648,25 +396,6 @@ class RedisEngine:
     ) -> int:
         """Move (or copy) what this node has read of ``queue`` and not handed out."""
         return self.table.transfer(queue, count, route, copy, self.keep, self.publish_topic)
-
-    def shared_queues(self) -> ClusterQueueActions:
-        """:returns: the management's operations on queues across nodes (:mod:`.queue_actions`)."""
-        if self._actions is None:
-            self._actions = ClusterQueueActions(self)
-        return self._actions
-
-    def release_queue(self, queue: Any) -> None:
-        """
-        A consumer has left: drop this node's handle when it has no consumers left
-        (the queue lives on in Redis).
-        """
-        if isinstance(queue, StreamQueue):
-            if not queue.consumers:
-                if queue.durable is None:
-                    self.queues.pop(queue.destination, None)
-                queue.close()
-            return
-        self.table.release(queue)
 
     # -- destination features -------------------------------------------------------------
 
@@ -685,18 +414,6 @@ class RedisEngine:
         return self.retained.copies(pattern, selector)
 
     # -- durable subscriptions -------------------------------------------------------------
-
-    def publish_stream(self, message: Message) -> Deferred[None]:
-        """
-        Append a message to its stream in Redis; this node's readers, as every
-        node's, get it from the stream's channel.
-
-        :returns: a Deferred that fires once Redis has it.
-        """
-        if not self.writer.connected:
-            self._check_connected()
-        self.traffic.published(message)
-        return self.redis_streams.append(message)
 
     def stream_reader(self, destination: str, start: StreamStart) -> StreamReader:
         """:returns: a cursor on the shared stream at ``start`` (see :mod:`.streams`)."""
@@ -722,16 +439,3 @@ class RedisEngine:
         :raises UnknownSubscription: if there is none.
         """
         return self.durables.remove(durable)
-
-
-def _waiting(snapshot: Snapshot) -> Waiting:
-    return snapshot.waiting
-
-
-def _reply_queue_node(destination: str) -> str | None:
-    """:returns: the node token in a ``/reply-queue/tmp-NODE-N`` name, or ``None``."""
-    name = destination[len(REPLY_QUEUE_PREFIX) :]
-    parts = name.split("-")
-    if len(parts) == 3 and parts[0] == "tmp":
-        return parts[1]
-    return None

@@ -31,7 +31,9 @@ LANE_ORDER = tuple(range(HIGHEST_PRIORITY, -1, -1))
 
 #: KEYS: the lanes' streams, highest first.  ARGV: group, consumer, count.
 #: Reads up to ``count`` new entries, highest lane first, making the group of a
-#: lane that has none yet.  Answers ``{1, {lane index, id, payload}...}``; or,
+#: lane that has none yet.  Answers ``{1, {lane index, id, payload, group
+#: owner ('' none: field ``o`` of an entry a node's own stream got from
+#: :data:`~.dispatch_scripts.MOVE`)}...}``; or,
 #: with nothing to read, ``{0, newest id of each lane}`` for the wait.
 READ_LANES = """
 local group, consumer, left = ARGV[1], ARGV[2], tonumber(ARGV[3])
@@ -49,12 +51,16 @@ for index, lane in ipairs(KEYS) do
     if reply then
       for _, entry in ipairs(reply[1][2]) do
         local fields = entry[2]
+        local payload, owner = nil, ''
         for i = 1, #fields, 2 do
-          if fields[i] == 'm' then
-            found[#found + 1] = index
-            found[#found + 1] = entry[1]
-            found[#found + 1] = fields[i + 1]
-          end
+          if fields[i] == 'm' then payload = fields[i + 1] end
+          if fields[i] == 'o' then owner = fields[i + 1] end
+        end
+        if payload then
+          found[#found + 1] = index
+          found[#found + 1] = entry[1]
+          found[#found + 1] = payload
+          found[#found + 1] = owner
         end
         left = left - 1
       end
@@ -93,17 +99,25 @@ def lane_streams(prefix: str, stream: str, destination: str) -> list[str]:
 
 def parse_read(
     reply: Sequence[Any], lanes: Sequence[str]
-) -> tuple[list[tuple[str, bytes, bytes]], list[Any]]:
+) -> tuple[list[tuple[str, bytes, dict[bytes, bytes]]], list[Any]]:
     """
     :param reply: what :data:`READ_LANES` answered.
     :param lanes: the keys it was given.
-    :returns: ``(entries, newest)``: the entries read as ``(lane, id, payload)``
-        in the order read, and (when none) each lane's newest id for the wait.
+    :returns: ``(entries, newest)``: the entries read as ``(lane, id, fields)``
+        in the order read (``fields`` as a stream entry's: ``m``, the payload,
+        and ``o``, its group's owner, when it has one), and (when none) each
+        lane's newest id for the wait.
     """
     if int(reply[0]) == 0:
         return [], list(reply[1])
     flat = reply[1]
-    return [(lanes[int(flat[i]) - 1], flat[i + 1], flat[i + 2]) for i in range(0, len(flat), 3)], []
+    entries = []
+    for i in range(0, len(flat), 4):
+        fields = {b"m": flat[i + 2]}
+        if flat[i + 3]:
+            fields[b"o"] = flat[i + 3]
+        entries.append((lanes[int(flat[i]) - 1], flat[i + 1], fields))
+    return entries, []
 
 
 class LaneMarks:

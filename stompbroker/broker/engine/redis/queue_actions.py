@@ -21,6 +21,13 @@ which of the entries it holds it has handed out, so the node that answers:
    the node made of it to the target queue's stream (``XADD``) and deletes it;
 3. tells the nodes to read on.
 
+A delete (:meth:`ClusterQueueActions.delete`) is refused while any node has a
+consumer of the queue (its consumer registry, :mod:`.consumer_registry`, is not
+empty); otherwise it purges as above and, only when every node holding entries
+answered, runs :data:`DELETE`: the queue's stream and priority lanes are
+deleted (unless a consumer registered meanwhile), and the nodes are told
+:data:`~.control.DELETED` instead of to read on, so that each drops its handle.
+
 A node that does not answer within :data:`~.control.ANSWER_TIMEOUT` keeps what
 it holds (the scripts skip a live node's entries): the answer names it
 (``missing``), and counts only what was acted on.  A copy changes nothing, so it
@@ -39,15 +46,24 @@ from twisted.internet.defer import Deferred
 
 from stompbroker.broker.engine.redis.codec import decode, encode
 from stompbroker.broker.engine.redis.connection import run
-from stompbroker.broker.engine.redis.control import GIVE_BACK, HOLD, RESUME, pending_summary
+from stompbroker.broker.engine.redis.consumer_registry import registry_key
+from stompbroker.broker.engine.redis.control import (
+    DELETED,
+    GIVE_BACK,
+    HOLD,
+    RESUME,
+    pending_summary,
+)
+from stompbroker.broker.engine.redis.lanes import lane_streams
 from stompbroker.broker.engine.redis.queues import StreamQueue
-from stompbroker.broker.engine.shared_queues import Acted
+from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE, byte_counter
+from stompbroker.broker.engine.shared_queues import Acted, QueueConsumed
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.routing.destinations import TOPIC_PREFIX
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
-__all__ = ["MOVE", "PAGE", "PURGE", "ClusterQueueActions", "new_message"]
+__all__ = ["DELETE", "MOVE", "PAGE", "PURGE", "ClusterQueueActions", "new_message"]
 
 #: Entries one script looks at.
 PAGE = 500
@@ -64,56 +80,94 @@ local function free(stream, group, id, dead)
 end
 """
 
-#: Purge one page: KEYS[1] the stream; ARGV: group, start, count, dead nodes.
-#: Returns {purged, last id looked at, entries looked at}.
+#: Take bytes off a stream's byte counter (:mod:`.shared_bytes`), if it has one.
+_UNCOUNT = """
+local function uncount(counter, gone)
+  if gone > 0 and redis.call('EXISTS', counter) == 1 then
+    if redis.call('DECRBY', counter, gone) < 0 then redis.call('SET', counter, 0) end
+  end
+end
+"""
+
+#: Purge one page: KEYS[1] the stream, KEYS[2] its byte counter; ARGV: group,
+#: start, count, dead nodes.  Returns {purged, last id looked at, entries looked at}.
 PURGE = (
     _FREE
+    + BODY_SIZE
+    + _UNCOUNT
     + """
 local dead = {}
 for i = 4, #ARGV do dead[ARGV[i]] = true end
 local page = redis.call('XRANGE', KEYS[1], ARGV[2], '+', 'COUNT', ARGV[3])
-local purged, last = 0, ''
+local purged, last, gone = 0, '', 0
 for _, entry in ipairs(page) do
   last = entry[1]
   local ok, pending = free(KEYS[1], ARGV[1], last, dead)
   if ok then
     if pending then redis.call('XACK', KEYS[1], ARGV[1], last) end
     redis.call('XDEL', KEYS[1], last)
+    gone = gone + entry_size(entry[2])
     purged = purged + 1
   end
 end
+uncount(KEYS[2], gone)
 return {purged, last, #page}
 """
 )
 
-#: Move (or copy) chosen entries: KEYS[1] the stream; ARGV: group, copy (1/0),
-#: the number of dead nodes and their names, then per entry its id, the target
-#: stream ('' for a topic: the node publishes it) and the new message.
-#: Returns the ids acted on.
+#: Move (or copy) chosen entries: KEYS[1] the stream, KEYS[2] its byte counter;
+#: ARGV: group, copy (1/0), the number of dead nodes and their names, then per
+#: entry its id, the target stream ('' for a topic: the node publishes it), the
+#: target's byte counter and the new message.  Returns the ids acted on.
 MOVE = (
     _FREE
+    + BODY_SIZE
+    + _UNCOUNT
     + """
 local dead = {}
 local ndead = tonumber(ARGV[3])
 for i = 4, 3 + ndead do dead[ARGV[i]] = true end
 local done = {}
-for i = 4 + ndead, #ARGV, 3 do
-  local id, target, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+local gone = 0
+for i = 4 + ndead, #ARGV, 4 do
+  local id, target, counter, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   if #redis.call('XRANGE', KEYS[1], id, id) > 0 then
     local ok, pending = free(KEYS[1], ARGV[1], id, dead)
     if ok then
-      if target ~= '' then redis.call('XADD', target, '*', 'm', payload) end
+      local size = body_size(payload)
+      if target ~= '' then
+        redis.call('XADD', target, '*', 'm', payload)
+        if redis.call('EXISTS', counter) == 1 then redis.call('INCRBY', counter, size) end
+      end
       if ARGV[2] == '0' then
         if pending then redis.call('XACK', KEYS[1], ARGV[1], id) end
         redis.call('XDEL', KEYS[1], id)
+        gone = gone + size
       end
       done[#done + 1] = id
     end
   end
 end
+uncount(KEYS[2], gone)
 return done
 """
 )
+
+#: Delete a queue's streams: KEYS[1] its consumer registry, then each of its
+#: streams (the queue's and its lanes') followed by its byte counter.  Returns
+#: -1 (and deletes nothing) when a consumer registered meanwhile, else how many
+#: entries the streams held.
+DELETE = """
+if redis.call('HLEN', KEYS[1]) > 0 then return -1 end
+local held = 0
+for i = 2, #KEYS, 2 do
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    held = held + redis.call('XLEN', KEYS[i])
+  end
+  redis.call('DEL', KEYS[i], KEYS[i + 1])
+end
+return held
+"""
 
 Route = Callable[[Message], "tuple[str, Headers] | None"]
 
@@ -157,6 +211,7 @@ class ClusterQueueActions:
         self._engine = engine
         self._purge = engine.client.register_script(PURGE)
         self._move = engine.client.register_script(MOVE)
+        self._delete = engine.client.register_script(DELETE)
 
     def exists(self, destination: str) -> Deferred[bool]:
         """:returns: whether ``destination``'s stream exists (or this node reads it)."""
@@ -180,6 +235,41 @@ class ClusterQueueActions:
         """Discard every message waiting in ``destination``'s queue, cluster-wide."""
         return run(self._engine.loop, self._held(destination, self._purge_stream))
 
+    def delete(self, destination: str) -> Deferred[Acted]:
+        """
+        Delete ``destination``'s queue cluster-wide, with every message it holds.
+
+        :returns: a Deferred of what was discarded; ``complete`` false (and the
+            queue still there, less what was purged) when a node holding entries
+            did not answer in time.  It fails with :class:`QueueConsumed` while
+            any node has a consumer of the queue.
+        """
+        return run(self._engine.loop, self._deleted(destination))
+
+    async def _deleted(self, destination: str) -> Acted:
+        engine = self._engine
+        registry = registry_key(engine.names.prefix, destination)
+        consumers = int(await engine.client.hlen(registry))
+        if consumers:
+            raise QueueConsumed(destination, consumers)
+
+        async def purge_and_delete(
+            stream: str, dead: tuple[str, ...], missing: tuple[str, ...]
+        ) -> tuple[int, int]:
+            purged, _ = await self._purge_stream(stream, dead, missing)
+            if missing:
+                return purged, 0
+            prefix = engine.names.prefix
+            keys = [registry]
+            for lane in lane_streams(prefix, stream, destination):
+                keys += [lane, byte_counter(prefix, lane)]
+            held = int(await self._delete(keys=keys, args=[], client=engine.client))
+            if held < 0:
+                raise QueueConsumed(destination, int(await engine.client.hlen(registry)))
+            return purged + held, 0
+
+        return await self._held(destination, purge_and_delete, deleting=True)
+
     def transfer(self, destination: str, count: int, route: Route, copy: bool) -> Deferred[Acted]:
         """
         Move (or copy) the first ``count`` waiting messages where ``route`` says
@@ -190,7 +280,9 @@ class ClusterQueueActions:
         if copy:
             return run(self._engine.loop, self._copy(destination, count, route))
 
-        async def move(stream: str, dead: tuple[str, ...]) -> tuple[int, int]:
+        async def move(
+            stream: str, dead: tuple[str, ...], missing: tuple[str, ...]
+        ) -> tuple[int, int]:
             return await self._move_stream(stream, dead, count, route)
 
         return run(self._engine.loop, self._held(destination, move))
@@ -213,10 +305,11 @@ class ClusterQueueActions:
                 dead.append(name)
         return _Holders(frozenset(others), tuple(sorted(dead)))
 
-    async def _held(self, destination: str, act: Any) -> Acted:
+    async def _held(self, destination: str, act: Any, *, deleting: bool = False) -> Acted:
         """
         Have every node give back what it read ahead of ``destination`` and hold
-        its reading, run ``act(stream, dead nodes)``, then let them read on.
+        its reading, run ``act(stream, dead nodes, missing nodes)``, then let
+        them read on (or, ``deleting`` and none missing, drop their handles).
         """
         engine = self._engine
         stream = engine.names.queue(destination)
@@ -224,24 +317,31 @@ class ClusterQueueActions:
         mine = engine.queues.get(destination)
         if isinstance(mine, StreamQueue):
             mine.give_back_for(HOLD)
+        finish = RESUME
         try:
             answers = await engine.control.ask(GIVE_BACK, destination, set(holders.others))
+            missing = tuple(sorted(holders.others - set(answers)))
             # This node's give-back first: the scripts run on another connection.
             await engine.writer.command_waited("PING").asFuture(engine.loop)
-            count, left = await act(stream, holders.dead)
+            count, left = await act(stream, holders.dead, missing)
+            if deleting and not missing:
+                finish = DELETED
         finally:
             if isinstance(mine, StreamQueue):
-                mine.resume()
-            engine.control.tell(RESUME, destination)
-        missing = tuple(sorted(holders.others - set(answers)))
+                engine.control.ended(mine, deleted=finish == DELETED)
+            engine.control.tell(finish, destination)
         return Acted(count, engine.ids.node, missing, left)
 
-    async def _purge_stream(self, stream: str, dead: tuple[str, ...]) -> tuple[int, int]:
+    async def _purge_stream(
+        self, stream: str, dead: tuple[str, ...], missing: tuple[str, ...] = ()
+    ) -> tuple[int, int]:
         engine = self._engine
         start, purged = "-", 0
         while True:
             reply = await self._purge(
-                keys=[stream], args=[engine.names.group, start, PAGE, *dead], client=engine.client
+                keys=[stream, byte_counter(engine.names.prefix, stream)],
+                args=[engine.names.group, start, PAGE, *dead],
+                client=engine.client,
             )
             purged += int(reply[0])
             if int(reply[2]) < PAGE:
@@ -277,15 +377,18 @@ class ClusterQueueActions:
                 new = new_message(message, *target, engine.books.ids.new_message_id())
                 queue = not new.destination.startswith(TOPIC_PREFIX)
                 chosen.append((entry_id, new))
+                target_stream = names.queue(new.destination) if queue else ""
                 args.extend(
                     [
                         entry_id,
-                        names.queue(new.destination) if queue else "",
+                        target_stream,
+                        byte_counter(names.prefix, target_stream) if queue else "",
                         encode(engine.ids.node, new),
                     ]
                 )
             if chosen:
-                done = set(await self._move(keys=[stream], args=args, client=client))
+                keys = [stream, byte_counter(names.prefix, stream)]
+                done = set(await self._move(keys=keys, args=args, client=client))
                 for entry_id, new in chosen:
                     if entry_id in done:
                         moved += 1

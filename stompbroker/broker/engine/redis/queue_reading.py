@@ -201,10 +201,10 @@ class QueueReading:
             await self._modes(modes)
             return []
         runs: Read = []
-        for lane, entry_id, payload in entries:
+        for lane, entry_id, fields in entries:
             if not runs or runs[-1][0] != lane:
                 runs.append((lane, []))
-            runs[-1][1].append((entry_id, {b"m": payload}))
+            runs[-1][1].append((entry_id, fields))
         return runs
 
 

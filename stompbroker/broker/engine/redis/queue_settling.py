@@ -17,6 +17,8 @@ from stompbroker.broker.engine.redis.codec import decode, encode
 from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.lapse import Aside
 from stompbroker.broker.engine.redis.settled import RecentlySettled
+from stompbroker.broker.engine.redis.shared_bytes import END_SIZED, byte_counter
+from stompbroker.broker.routing.destinations import QUEUE_PREFIX
 from stompbroker.protocol.message import Message
 
 __all__ = ["QueueSettling", "SettlingQueue"]
@@ -53,6 +55,7 @@ class QueueSettling:
         "_settled",
         "_settled_elsewhere",
         "_recent",
+        "_destination",
     )
 
     def __init__(self, engine: Any, stream: str, queue: SettlingQueue) -> None:
@@ -68,6 +71,9 @@ class QueueSettling:
         #: What this node ended lately, of any of the queue's streams (keyed as
         #: in :attr:`_entries`), so that Redis handing it out again ends it.
         self._recent = RecentlySettled()
+        #: The ``/queue/`` whose stream it is (a policy's byte limit may apply), or ``None``.
+        destination = engine.names.destination_of(stream)
+        self._destination = destination if destination.startswith(QUEUE_PREFIX) else None
 
     def key(self, stream: str | None, entry_id: bytes) -> Any:
         """:returns: an entry's key: its id, or ``(stream, id)`` in another stream."""
@@ -117,29 +123,56 @@ class QueueSettling:
                 self._settled, self._settled_elsewhere = [], []
                 return
         writer = self._engine.writer
+        sized = self._sized()
         if entries:
             self._settled = []
             writer.command("XACK", self._stream, self._engine.names.group, *entries)
-            writer.command("XDEL", self._stream, *entries)
+            if sized:
+                self._end_sized(self._stream, entries)
+            else:
+                writer.command("XDEL", self._stream, *entries)
         if self._settled_elsewhere:
             elsewhere, self._settled_elsewhere = self._settled_elsewhere, []
             for stream, entry in elsewhere:
                 writer.command("XACK", stream, self._engine.names.group, entry)
-                writer.command("XDEL", stream, entry)
+                if sized:
+                    self._end_sized(stream, [entry])
+                else:
+                    writer.command("XDEL", stream, entry)
+
+    def _sized(self) -> bool:
+        """Whether a policy's ``max-length-bytes`` applies to the queue (:mod:`.shared_bytes`)."""
+        if self._destination is None:
+            return False
+        limit = self._engine.limits.of(self._destination)
+        return limit is not None and limit.max_bytes is not None
+
+    def _end_sized(self, stream: str, entries: list[bytes]) -> None:
+        """Delete entries, taking their bodies' bytes off the stream's byte count."""
+        prefix = self._engine.names.prefix
+        counter = byte_counter(prefix, stream)
+        self._engine.writer.command("EVAL", END_SIZED, 2, stream, counter, *entries)
 
     def give_back(self, messages: list[Message]) -> None:
         """Put messages this node read back at the tail of the stream for the other nodes."""
         engine = self._engine
         writer = engine.writer
         lane = self._queue.lane
+        # What comes back from this node's own stream (a decided queue's) was
+        # counted out of its lane's byte count when it was moved there.
+        own = f"{engine.names.prefix}:qn:" if messages and self._sized() else None
         for message in messages:
             entry = self._entries.pop(message.message_id, None)
-            writer.command("XADD", lane(message), "*", "m", encode(engine.ids.node, message))
+            target = lane(message)
+            writer.command("XADD", target, "*", "m", encode(engine.ids.node, message))
             if entry is not None:
                 self._recent.ended(entry)
                 stream = self._stream
                 if type(entry) is not bytes:
                     stream, entry = entry
+                    if own is not None and stream.startswith(own):
+                        counter = byte_counter(engine.names.prefix, target)
+                        writer.command("INCRBY", counter, len(message.body))
                 writer.command("XACK", stream, engine.names.group, entry)
                 writer.command("XDEL", stream, entry)
 

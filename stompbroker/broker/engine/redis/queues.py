@@ -22,9 +22,11 @@ sees that its liveness key has expired and claims them.
 The handle holds one part per job: :class:`~.queue_settling.QueueSettling`
 ends entries (and remembers what it ended lately, so that Redis handing an
 entry out again costs no second delivery), :class:`~.queue_reading.QueueReading`
-reads the stream or its lanes, and :class:`~.queue_recovery.QueueRecovery`
-reconciles the node's own pending lists after reconnects, claims from dead
-nodes (``XCLAIM``) and fences the queue after a liveness lapse.
+reads the stream or its lanes, :class:`~.queue_intake.QueueIntake` runs the
+reading task (how much room, when, and what a read gives into the local
+queue), and :class:`~.queue_recovery.QueueRecovery` reconciles the node's own
+pending lists after reconnects, claims from dead nodes (``XCLAIM``) and fences
+the queue after a liveness lapse.
 """
 
 from __future__ import annotations
@@ -33,19 +35,14 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
-from redis.exceptions import ResponseError
 from zope.interface import implementer
 
 from stompbroker.broker.engine.base import IQueue
 from stompbroker.broker.engine.redis.codec import encode
-from stompbroker.broker.engine.redis.connection import (
-    BACKOFF_BASE,
-    BACKOFF_CAP,
-    CONNECTION_ERRORS,
-)
-from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
+from stompbroker.broker.engine.redis.dispatch import ClusterDispatch, local_options
 from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.lapse import Aside
+from stompbroker.broker.engine.redis.queue_intake import MAX_READ, QueueIntake
 from stompbroker.broker.engine.redis.queue_reading import QueueReading
 from stompbroker.broker.engine.redis.queue_recovery import QueueRecovery
 from stompbroker.broker.engine.redis.queue_settling import QueueSettling
@@ -54,16 +51,10 @@ from stompbroker.broker.queueing.delivery import Consumer
 from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
 from stompbroker.broker.queueing.queues import WorkerQueue
 from stompbroker.broker.store.journal import durable_key
-from stompbroker.logs import logger
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
 __all__ = ["StreamQueue"]
-
-log = logger("stompbroker.broker.engine.redis")
-
-#: Most entries one read takes; an ``auto`` consumer counts for this much room.
-MAX_READ = 500
 
 
 def _stored(reply: Any) -> bool:
@@ -104,15 +95,15 @@ class StreamQueue:
         "_engine",
         "_traffic",
         "_stream",
-        "_reader",
         "_wake",
-        "_closed",
         "_settling",
         "_reading",
         "_cluster",
         "_recovery",
-        "_held_until",
+        "_intake",
     )
+
+    _intake: QueueIntake
 
     #: No message store: Redis keeps its messages (see the local queue's).
     store_key = None
@@ -144,14 +135,17 @@ class StreamQueue:
             owner=self,
             left=self._settling.settle,
         )
-        self._reader: asyncio.Task[None] | None = None
+        #: Set on every change of room: the intake's reader looks again.
         self._wake = asyncio.Event()
-        self._closed = False
         #: Who gets what across the nodes, for a ``/queue/`` (:mod:`.dispatch`).
         self._cluster: ClusterDispatch | None = None
         if durable is None:
             self._cluster = ClusterDispatch(
-                engine, destination, self._stream, lambda: self.room() > 0
+                engine,
+                destination,
+                self._stream,
+                lambda: self._intake.room() > 0,
+                self.local,
             )
         #: How this node reads the queue: its stream, or its priority lanes.
         self._reading = QueueReading(
@@ -165,9 +159,17 @@ class StreamQueue:
         self._recovery = QueueRecovery(
             engine, self, self._stream, self._reading, self._cluster, self._settling
         )
-        #: Until when (the clock's seconds) the reader reads nothing: another node
-        #: acts on the stream (:meth:`give_back_for`).
-        self._held_until = 0.0
+        #: The reading task, the consumers' room, and what a read gives (:mod:`.queue_intake`).
+        self._intake = QueueIntake(
+            engine,
+            self,
+            self._stream,
+            self._settling,
+            self._reading,
+            self._recovery,
+            self._cluster,
+            self._wake,
+        )
 
     def __repr__(self) -> str:
         if self.key is not None:
@@ -247,13 +249,6 @@ class StreamQueue:
         """As :meth:`enqueue` (a topic's fan-out reaching a queue)."""
         self.enqueue(message)
 
-    def _was_closed(self) -> bool:
-        """
-        Whether the queue was closed meanwhile: read through a call so that a check
-        made before an ``await`` is not taken (by mypy) to still hold after it.
-        """
-        return self._closed
-
     # -- consumers ------------------------------------------------------------------------
 
     def add_consumer(
@@ -281,16 +276,18 @@ class StreamQueue:
         self._traffic.queues.add(self.local)
         self._recovery.check_lapse()
         consumer = self.local.add_consumer(
-            subscriber, window, max_redeliveries, selector=selector, options=options, held=held
+            subscriber,
+            window,
+            max_redeliveries,
+            selector=selector,
+            options=options if self._cluster is None else local_options(options),
+            held=held,
         )
         if self._cluster is not None:
             self._cluster.register(
                 consumer, selector, options, MAX_READ if consumer.auto else window
             )
-        self._closed = False
-        if self._reader is None:
-            self._reader = self._engine.loop.create_task(self._read())
-        self._wake.set()
+        self._intake.start()
         return consumer
 
     def remove_consumer(self, consumer: Consumer) -> None:
@@ -383,8 +380,7 @@ class StreamQueue:
         self.pending.clear()
         self._traffic.queues.discard(self.local)
         self.local.expiry.cancel()
-        self._closed = True
-        self._wake.set()
+        self._intake.close()
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -399,26 +395,16 @@ class StreamQueue:
         given = list(self.pending)
         self.pending.clear()
         self._settling.give_back(given)
-        clock = self._engine.clock
-        self._held_until = clock.seconds() + seconds
-        clock.callLater(seconds, self._wake.set)
+        self._intake.hold(seconds)
         return given
 
     def resume(self) -> None:
         """The other node is done with the stream: read on."""
-        self._held_until = 0.0
-        self._wake.set()
+        self._intake.resume()
 
     def room(self) -> int:
         """:returns: how many more messages the local consumers can take now."""
-        if self._held_until and self._held_until > self._engine.clock.seconds():
-            return 0
-        room = -len(self.pending)
-        for consumer in self.consumers:
-            if consumer.paused:
-                continue
-            room += MAX_READ if consumer.auto else consumer.window - len(consumer.unacked)
-        return min(room, MAX_READ)
+        return self._intake.room()
 
     def screen(self, stream: str, entries: list[Any]) -> list[Any]:
         """
@@ -435,111 +421,12 @@ class StreamQueue:
         stream: str | None = None,
     ) -> int:
         """
-        Put entries read or claimed from a stream (the queue's, a lane, or this
-        node's own) in the local queue, but for those
-        :meth:`.QueueSettling.fresh` leaves or ends.
+        Put entries read or claimed from a stream in the local queue, but for those
+        :meth:`.QueueSettling.fresh` leaves or ends (:meth:`.QueueIntake.take`).
 
-        :param redelivered: entry id -> times Redis delivered it, for entries
-            taken from a pending list (1 if missing); ``None`` for a read of new ones.
         :returns: how many went into the local queue.
         """
-        taken = 0
-        settling = self._settling
-        for entry_id, fields, message in settling.fresh(entries, stream, self._cluster):
-            if b"r" in fields:
-                # Handed back by a node that had delivered it (dispatch.RETURN_NODE).
-                message.redeliveries += int(fields[b"r"])
-            if redelivered is not None:
-                message.redeliveries += redelivered.get(entry_id, 1)
-            settling.hold(message.message_id, settling.key(stream, entry_id))
-            self.local.enqueue(message)
-            taken += 1
-        return taken
-
-    async def _read(self) -> None:
-        """Read for the local consumers while there are any."""
-        engine = self._engine
-        recovery = self._recovery
-        delay = BACKOFF_BASE
-        try:
-            await self._make_group()
-            await recovery.claim_from_dead()
-            liveness = engine.liveness
-            while self.consumers and not self._closed:
-                self._wake.clear()
-                if liveness.lapsing():
-                    await liveness.recovered()
-                    continue
-                try:
-                    await recovery.reconcile_if_due()
-                except CONNECTION_ERRORS:
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, BACKOFF_CAP)
-                    continue
-                if self._was_closed():
-                    self._give_back_read()
-                    break
-                room = self._reading.room(self.room())
-                if room <= 0:
-                    await self._wake.wait()
-                    continue
-                try:
-                    reply = await self._reading.read(room)
-                except ResponseError as error:
-                    if "NOGROUP" not in str(error):
-                        raise
-                    await self._make_group()
-                    continue
-                except CONNECTION_ERRORS:
-                    # The read may have reached Redis and its reply died: what it
-                    # claimed waits in this node's pending list.
-                    recovery.read_lost()
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, BACKOFF_CAP)
-                    continue
-                delay = BACKOFF_BASE
-                if liveness.lapsing():
-                    # Read before the node was stopped, or cut off: another node
-                    # may have claimed these meanwhile.
-                    await liveness.recovered()
-                    reply = await recovery.owned_only(reply)
-                if self._was_closed():
-                    # Read after the handle was dropped: back for the others.
-                    for stream, entries in reply:
-                        self.take(entries, stream=stream)
-                    self._give_back_read()
-                    break
-                # Each consumer's share of the read leaves in one write, as a
-                # batch of topic messages from Redis does.
-                engine.deliver_together(self._take_read, reply)
-        except Exception:
-            log.failure("reading {queue} from Redis failed", queue=self.destination)
-        finally:
-            self._reader = None
-            if self.consumers and not self._closed:
-                self._reader = engine.loop.create_task(self._read())
-
-    def _take_read(self, reply: Any) -> None:
-        """Put what one read gave, ``(stream, entries)`` runs, in the local queue."""
-        for stream, entries in reply:
-            self.take(entries, stream=stream)
-
-    def _give_back_read(self) -> None:
-        """The handle was dropped while reading: what it read and holds goes back for the others."""
-        self._settling.give_back(list(self.pending))
-        self.pending.clear()
-        if self._cluster is not None:
-            self._settling.give_back_held(self._cluster)
-
-    async def _make_group(self) -> None:
-        """Make the stream and its group, from the start of the stream, unless they exist."""
-        try:
-            await self._engine.client.xgroup_create(
-                self._stream, self._engine.names.group, id="0", mkstream=True
-            )
-        except ResponseError as error:
-            if "BUSYGROUP" not in str(error):
-                raise
+        return self._intake.take(entries, redelivered, stream)
 
     # -- a lapse, reconciling, claiming (:mod:`.queue_recovery`) -------------------------
 

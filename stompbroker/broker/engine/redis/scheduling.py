@@ -13,7 +13,9 @@ Keys (``PREFIX`` is the URL's prefix):
 - ``PREFIX:sched`` (sorted set): job id (the SEND's message-id) -> when it is
   next due, in ms since the epoch by Redis's ``TIME``;
 - ``PREFIX:sched:jobs`` (hash): job id -> its state, ``PERIOD REMAINING FIRED
-  LEASED``, a newline, then the message as the codec encodes it;
+  DONE FLYING``, a newline, then the message as the codec encodes it;
+- ``PREFIX:sched:flying`` (sorted set): ``FIRED JOB``, one delivery claimed
+  and not yet routed -> when its lease runs out, in ms by Redis's ``TIME``;
 - ``PREFIX:sched:due`` (channel): "a job is due in N ms", published by the
   script that adds one, so that every node sets its timer for it.
 
@@ -21,15 +23,27 @@ Scripts (each one round trip, atomic in Redis):
 
 - :data:`ADD`: ``TIME``, ``HSET``, ``ZADD`` at Redis's now plus the delay,
   ``PUBLISH`` of the delay.
-- :data:`CLAIM`: ``TIME``, ``ZRANGEBYSCORE`` of what is due (at most
-  :data:`MOST_PER_CLAIM`), and for each its ``HGET`` and re-arm: a repeat is put
-  back a period from now; the last delivery is *leased*, put back
-  ``--node-timeout`` from now and marked so, and the node that claimed it
-  removes it (``ZREM``, ``HDEL``) in the pipeline right after the writes that
-  route it.  A node that dies between its claim and its routing leaves the
-  lease to run out: another node fires that delivery again, with the same
-  message-id.  Then the earliest due time left (``ZRANGE 0 0 WITHSCORES``), so
-  the node knows when to look again.
+- :data:`CLAIM`: ``TIME``; first the deliveries whose lease ran out (their
+  claimer died before routing them: ``ZRANGEBYSCORE`` of the flying set, and
+  per delivery ``HGET`` of its job and ``ZADD`` of a new lease), then what is
+  due (``ZRANGEBYSCORE``, at most :data:`MOST_PER_CLAIM`), and for each its
+  ``HGET``, the next repeat re-armed a period from now (``ZADD``; ``ZREM``
+  after the last), its state written back (``HSET``: one more fired, one more
+  flying) and the delivery leased (``ZADD`` to the flying set,
+  ``--node-timeout`` from now).  Then the earliest due time or lease end left
+  (``ZRANGE 0 0 WITHSCORES`` of each), so the node knows when to look again.
+- :data:`SETTLE`: the claiming node, in the pipeline right after the writes
+  that route what it claimed, ends the leases of one claim (``ZREM``, and per
+  job ``HGET`` and ``HSET`` of its flying count, ``HDEL`` once its last
+  delivery is routed).  A node that dies between its claim and its routing
+  leaves the lease to run out: the next claim of another node routes that
+  delivery (the first one with the SEND's message-id), while the repeats
+  after it stay armed.  So each delivery is routed once, by one node, whether
+  or not the node that claimed it is still there.  A claim answered
+  ``--node-timeout`` or more after it was asked routes nothing (another node
+  may have claimed the same deliveries meanwhile).  Twice only if a node dies,
+  or stops past ``--node-timeout``, after routing and before its settle
+  reaches Redis, as any write in flight.
 
 Each node keeps one timer: for the earliest due time the last claim reported,
 or a due notice announced, and at most :data:`POLL_INTERVAL` ahead (a node
@@ -52,7 +66,7 @@ from stompbroker.logs import logger
 from stompbroker.protocol.errors import ProtocolError
 from stompbroker.protocol.message import Message
 
-__all__ = ["ADD", "CLAIM", "ClusterScheduling", "JobState", "pack_job", "unpack_job"]
+__all__ = ["ADD", "CLAIM", "SETTLE", "ClusterScheduling", "JobState", "pack_job", "unpack_job"]
 
 log = logger("stompbroker.broker.engine.redis")
 
@@ -71,49 +85,110 @@ redis.call('PUBLISH', KEYS[3], ARGV[2])
 return now
 """
 
-#: KEYS: the due set, the jobs hash.  ARGV: most jobs, lease ms.
-#: Returns {now, next due or -1, job, state+message, job, state+message, ...}.
-CLAIM = """
+#: Lua: reads a job's state line: the newline's index, then period, deliveries
+#: left, fired, done ('0'/'1'), flying; ``nil`` for a line CLAIM did not write.
+_STATE = """
+local function state(value)
+  local nl = string.find(value, '\\n', 1, true)
+  if not nl then return nil end
+  local period, remaining, fired, done, flying =
+    string.match(string.sub(value, 1, nl - 1), '^(%d+) (%-?%d+) (%d+) ([01]) ?(%d*)$')
+  if not period then return nil end
+  return nl, tonumber(period), tonumber(remaining), tonumber(fired), done, tonumber(flying) or 0
+end
+"""
+
+#: KEYS: the due set, the jobs hash, the flying set.  ARGV: most jobs, lease ms.
+#: Returns {now, next due or -1, job, fired, state+message, ...}; fired is -1
+#: for a job whose state could not be read (removed).
+CLAIM = (
+    _STATE
+    + """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local jobs = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
+local most, lease = tonumber(ARGV[1]), tonumber(ARGV[2])
 local out = {now, -1}
-for _, job in ipairs(jobs) do
-  local value = redis.call('HGET', KEYS[2], job)
+local lost = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, most)
+for _, member in ipairs(lost) do
+  local fired, job = string.match(member, '^(%d+) (.*)$')
+  local value = job and redis.call('HGET', KEYS[2], job)
   if not value then
-    redis.call('ZREM', KEYS[1], job)
+    redis.call('ZREM', KEYS[3], member)
   else
-    local nl = string.find(value, '\\n', 1, true)
-    local period, remaining, fired, leased =
-      string.match(string.sub(value, 1, nl - 1), '^(%d+) (%-?%d+) (%d+) ([01])$')
-    period = tonumber(period)
-    remaining = tonumber(remaining)
-    fired = tonumber(fired)
-    if leased == '0' then
-      fired = fired + 1
-      if remaining == 0 then
-        leased = '1'
-      elseif remaining > 0 then
-        remaining = remaining - 1
-      end
-    end
-    local due = now + period
-    if leased == '1' then
-      due = now + tonumber(ARGV[2])
-    end
-    value = string.format('%d %d %d %s', period, remaining, fired, leased) .. string.sub(value, nl)
-    redis.call('HSET', KEYS[2], job, value)
-    redis.call('ZADD', KEYS[1], due, job)
+    redis.call('ZADD', KEYS[3], now + lease, member)
     out[#out + 1] = job
+    out[#out + 1] = fired
     out[#out + 1] = value
   end
 end
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if first[2] then
-  out[2] = tonumber(first[2])
+local jobs = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, most)
+for _, job in ipairs(jobs) do
+  local value = redis.call('HGET', KEYS[2], job)
+  local nl, period, remaining, fired, done, flying
+  if value then nl, period, remaining, fired, done, flying = state(value) end
+  if not nl then
+    redis.call('ZREM', KEYS[1], job)
+    if value then
+      redis.call('HDEL', KEYS[2], job)
+      out[#out + 1] = job
+      out[#out + 1] = -1
+      out[#out + 1] = value
+    end
+  else
+    if done == '0' then fired = fired + 1 end
+    if done == '1' or remaining == 0 then
+      done = '1'
+      redis.call('ZREM', KEYS[1], job)
+    else
+      if remaining > 0 then remaining = remaining - 1 end
+      redis.call('ZADD', KEYS[1], now + period, job)
+    end
+    value = string.format('%d %d %d %s %d', period, remaining, fired, done, flying + 1)
+      .. string.sub(value, nl)
+    redis.call('HSET', KEYS[2], job, value)
+    redis.call('ZADD', KEYS[3], now + lease, string.format('%d %s', fired, job))
+    out[#out + 1] = job
+    out[#out + 1] = fired
+    out[#out + 1] = value
+  end
+end
+for _, key in ipairs({KEYS[1], KEYS[3]}) do
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if first[2] and (out[2] < 0 or tonumber(first[2]) < out[2]) then
+    out[2] = tonumber(first[2])
+  end
 end
 return out
 """
+)
+
+#: KEYS: the flying set, the jobs hash.  ARGV: job, fired, job, fired, ...: the
+#: deliveries of one claim, routed.  Ends their leases; a job whose last
+#: delivery is routed, and no other in flight, is removed.
+SETTLE = (
+    _STATE
+    + """
+for i = 1, #ARGV, 2 do
+  local job = ARGV[i]
+  if redis.call('ZREM', KEYS[1], ARGV[i + 1] .. ' ' .. job) == 1 then
+    local value = redis.call('HGET', KEYS[2], job)
+    local nl, period, remaining, fired, done, flying
+    if value then nl, period, remaining, fired, done, flying = state(value) end
+    if nl then
+      flying = math.max(flying - 1, 0)
+      if done == '1' and flying == 0 then
+        redis.call('HDEL', KEYS[2], job)
+      else
+        redis.call('HSET', KEYS[2], job,
+          string.format('%d %d %d %s %d', period, remaining, fired, done, flying)
+          .. string.sub(value, nl))
+      end
+    end
+  end
+end
+return 0
+"""
+)
 
 
 def pack_job(origin: str, message: Message, schedule: Schedule) -> bytes:
@@ -121,31 +196,37 @@ def pack_job(origin: str, message: Message, schedule: Schedule) -> bytes:
     :returns: what the jobs hash keeps of a scheduled message before its first
         delivery: its state line, then the message.
     """
-    head = f"{schedule.period} {schedule.repeat} 0 0\n".encode()
+    head = f"{schedule.period} {schedule.repeat} 0 0 0\n".encode()
     return head + encode(origin, message)
 
 
 class JobState:
     """
-    A claimed job, as :data:`CLAIM` left it.
+    A job as the jobs hash keeps it, read back from a claim.
 
     :ivar period: ms between deliveries.
-    :ivar remaining: deliveries after this one; -1 for no end.
-    :ivar fired: deliveries so far, this one included.
-    :ivar leased: this is the last delivery, which the claiming node must remove.
+    :ivar remaining: deliveries after the latest claimed; -1 for no end.
+    :ivar fired: deliveries claimed so far.
+    :ivar done: the last delivery was claimed (the job is no longer due).
+    :ivar flying: deliveries claimed and not yet routed.
     :ivar message: what to route.
     """
 
-    __slots__ = ("period", "remaining", "fired", "leased", "message")
+    __slots__ = ("period", "remaining", "fired", "done", "flying", "message")
 
     def __init__(
-        self, period: int, remaining: int, fired: int, leased: bool, message: Message
+        self, period: int, remaining: int, fired: int, done: bool, flying: int, message: Message
     ) -> None:
         self.period = period
         self.remaining = remaining
         self.fired = fired
-        self.leased = leased
+        self.done = done
+        self.flying = flying
         self.message = message
+
+    def is_last(self, fired: int) -> bool:
+        """:returns: whether delivery number ``fired`` of this job is its last."""
+        return self.done and fired == self.fired
 
 
 def unpack_job(value: bytes) -> JobState:
@@ -154,9 +235,13 @@ def unpack_job(value: bytes) -> JobState:
     :raises ValueError: for bytes :func:`pack_job` and :data:`CLAIM` did not make.
     """
     end = value.index(b"\n")
-    period, remaining, fired, leased = value[:end].split(b" ")
+    fields = value[:end].split(b" ")
+    if len(fields) == 4:
+        # Written before the flying count was kept.
+        fields.append(b"0")
+    period, remaining, fired, done, flying = fields
     _, message = decode(value[end + 1 :])
-    return JobState(int(period), int(remaining), int(fired), leased == b"1", message)
+    return JobState(int(period), int(remaining), int(fired), done == b"1", int(flying), message)
 
 
 class ClusterScheduling:
@@ -175,6 +260,7 @@ class ClusterScheduling:
         prefix = engine.names.prefix
         self.due_set = f"{prefix}:sched"
         self.jobs = f"{prefix}:sched:jobs"
+        self.flying = f"{prefix}:sched:flying"
         self.channel = f"{prefix}:sched:due"
         self._claim_script: Any = None
         self._timer: Any = None
@@ -276,15 +362,35 @@ class ClusterScheduling:
     async def _claim(self) -> None:
         engine = self._engine
         lease = int(engine.node_timeout * 1000)
+        asked = engine.clock.seconds()
         reply = await self._claim_script(
-            keys=[self.due_set, self.jobs], args=[MOST_PER_CLAIM, lease], client=engine.client
+            keys=[self.due_set, self.jobs, self.flying],
+            args=[MOST_PER_CLAIM, lease],
+            client=engine.client,
         )
         self._claiming = False
         now, next_due = int(reply[0]), int(reply[1])
-        jobs = reply[2:]
-        for index in range(0, len(jobs), 2):
-            self._deliver(jobs[index], jobs[index + 1])
-        if len(jobs) >= 2 * MOST_PER_CLAIM or self._again:
+        claimed = reply[2:]
+        if claimed and engine.clock.seconds() - asked >= engine.node_timeout:
+            # The node was paused or cut off past the leases: another node may
+            # have claimed and routed these meanwhile.  Left to their leases,
+            # they are routed once, by whoever claims them next.
+            log.warn(
+                "left {count} scheduled deliveries to the next claim: their claim took"
+                " longer than --node-timeout",
+                count=len(claimed) // 3,
+            )
+            claimed = []
+        routed: list[Any] = []
+        for index in range(0, len(claimed), 3):
+            job, fired = claimed[index], int(claimed[index + 1])
+            self._deliver(job.decode(), fired, claimed[index + 2])
+            if fired >= 0:
+                routed += [job, fired]
+        if routed:
+            # After the writes that routed them, in the same ordered pipeline.
+            engine.writer.command("EVAL", SETTLE, 2, self.flying, self.jobs, *routed)
+        if len(claimed) >= 3 * MOST_PER_CLAIM or self._again:
             self._again = False
             self._look_in(0)
         elif next_due < 0:
@@ -292,14 +398,21 @@ class ClusterScheduling:
         else:
             self._look_in(min(POLL_INTERVAL, max(0, next_due - now) / 1000.0))
 
-    def _deliver(self, job: bytes, value: bytes) -> None:
-        """Route one claimed job, and end it if this was its last delivery."""
-        key = job.decode()
+    def _deliver(self, key: str, fired: int, value: bytes) -> None:
+        """
+        Route delivery number ``fired`` of one claimed job (-1: CLAIM found its
+        state unreadable and removed it); a malformed job is removed whole, as
+        it would fail again.
+        """
         try:
+            if fired < 0:
+                raise ValueError(key)
             state = unpack_job(value)
         except ValueError:
             log.warn("dropped a malformed scheduled job {job}", job=key)
-            self._end(key)
+            writer = self._engine.writer
+            writer.command("ZREM", self.due_set, key)
+            writer.command("HDEL", self.jobs, key)
             return
         entry = ScheduledEntry(
             key,
@@ -307,8 +420,8 @@ class ClusterScheduling:
             0,
             state.period,
             state.remaining,
-            state.fired,
-            finished=state.leased,
+            fired,
+            finished=state.is_last(fired),
         )
         self.fired += 1
         try:
@@ -320,11 +433,3 @@ class ClusterScheduling:
                 destination=state.message.destination,
                 error=error.message,
             )
-        if state.leased:
-            # After the writes that routed it, in the same pipeline.
-            self._end(key)
-
-    def _end(self, key: str) -> None:
-        writer = self._engine.writer
-        writer.command("ZREM", self.due_set, key)
-        writer.command("HDEL", self.jobs, key)

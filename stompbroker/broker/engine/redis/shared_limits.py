@@ -20,10 +20,12 @@ that every node's SEND meets the same policy, whichever node set it.
   reading node's decoder turns into the dead letter a single node makes, then
   adds the new entry: atomic, one round trip, and no decoding on the node.
 
+- ``max-length-bytes`` (with any overflow, and with ``max-length`` beside it):
+  one script (:data:`~.shared_bytes.ADD_SIZED`) that keeps a byte counter
+  beside the stream (:mod:`.shared_bytes`).
+
 A stream counts every entry it holds: those waiting, and those nodes have read
 and not yet settled (the one-node queue counts only the waiting ones).
-``max-length-bytes`` and ``expires`` are not applied to shared streams:
-:func:`shared_limit` leaves them out, and docs/cluster.md says so.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 from attrs import frozen
 from twisted.internet.defer import Deferred
 
+from stompbroker.broker.engine.redis.shared_bytes import ADD_SIZED, byte_counter, recount_mark
 from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.queueing.limits import MAX_LENGTH
 from stompbroker.broker.routing.destinations import dead_letter_destination, is_dead_letter_queue
@@ -88,6 +91,7 @@ class SharedLimit:
     :ivar message_ttl: ms a message may wait, or ``None``.
     :ivar dead_letter: the dead-letter queue of ``dead-letter`` overflow
         (``None`` when the queue is a dead-letter queue: its overflow is dropped).
+    :ivar max_bytes: most bytes of message bodies its stream holds, or ``None``.
     """
 
     policy: str
@@ -95,6 +99,7 @@ class SharedLimit:
     overflow: str
     message_ttl: int | None = None
     dead_letter: str | None = None
+    max_bytes: int | None = None
 
     def stamp(self, message: Message, now: float) -> None:
         """Give ``message`` the policy's TTL, if sooner than its own expiry."""
@@ -116,6 +121,8 @@ class SharedLimit:
             :class:`LimitExceeded` when the stream is full), else ``None``.
         """
         writer = engine.writer
+        if self.max_bytes is not None:
+            return self._sized(engine, message, stream, payload, waited)
         if self.max_length is None or (self.overflow == "dead-letter" and self.dead_letter is None):
             args: tuple[Any, ...] = ("XADD", stream, "*", "m", payload)
             if self.max_length is not None:
@@ -158,6 +165,52 @@ class SharedLimit:
         added.addCallback(_count_moved, engine, message)
         return added.addCallback(_nothing) if waited else None
 
+    def _sized(
+        self, engine: Any, message: Message, stream: str, payload: bytes, waited: bool
+    ) -> Deferred[None] | None:
+        """Add through :data:`~.shared_bytes.ADD_SIZED`, keeping the stream's byte count."""
+        prefix = engine.names.prefix
+        target = self.dead_letter if self.overflow == "dead-letter" else None
+        dead_stream = stream
+        if target is not None:
+            engine.queue_names.met(target)
+            dead_stream = engine.names.queue(target)
+        added: Deferred[Any] = engine.writer.command_waited(
+            "EVAL",
+            ADD_SIZED,
+            5,
+            stream,
+            byte_counter(prefix, stream),
+            recount_mark(prefix, stream),
+            dead_stream,
+            byte_counter(prefix, dead_stream),
+            self.max_bytes,
+            -1 if self.max_length is None else self.max_length,
+            self.overflow,
+            payload,
+            len(message.body),
+            target or "",
+            engine.ids.new_message_id() if target is not None else "",
+            MAX_LENGTH,
+            replicated=waited,
+        )
+        added.addCallback(self._sized_added, engine, message)
+        if waited or self.overflow == "reject-publish":
+            return added
+        return None
+
+    def _sized_added(self, reply: Any, engine: Any, message: Message) -> None:
+        """Count what went to the dead-letter queue; a refusal fails with the limit's name."""
+        accepted, detail = reply[0], reply[1]
+        if int(accepted) == 0:
+            limit = detail.decode() if isinstance(detail, bytes) else str(detail)
+            value = self.max_bytes if limit == "max-length-bytes" else self.max_length
+            raise LimitExceeded(
+                f"queue {message.destination} is full",
+                f"{limit} {value} reached (policy {self.policy}); overflow is reject-publish",
+            )
+        _count_moved(detail, engine, message)
+
     def _added(self, reply: Any, destination: str) -> None:
         if reply == 0:
             raise LimitExceeded(
@@ -187,7 +240,11 @@ def shared_limit(policies: Policies, destination: str, prefix: str) -> SharedLim
     if policy is None:
         return None
     settings = policy.settings
-    if settings.max_length is None and settings.message_ttl is None:
+    if (
+        settings.max_length is None
+        and settings.max_length_bytes is None
+        and settings.message_ttl is None
+    ):
         return None
     dead_letter = None
     if settings.overflow == "dead-letter" and not is_dead_letter_queue(destination, prefix):
@@ -195,7 +252,12 @@ def shared_limit(policies: Policies, destination: str, prefix: str) -> SharedLim
         if dead_letter == destination:
             dead_letter = None
     return SharedLimit(
-        policy.name, settings.max_length, settings.overflow, settings.message_ttl, dead_letter
+        policy.name,
+        settings.max_length,
+        settings.overflow,
+        settings.message_ttl,
+        dead_letter,
+        settings.max_length_bytes,
     )
 
 

@@ -1,0 +1,202 @@
+"""
+Where a message sent to a node goes in the cluster: the redis engine's
+``publish_*`` and ``keep`` (the IEngine methods the router calls for each SEND).
+
+- a topic message is fanned out to this node's subscribers at once, and
+  ``PUBLISH``\\ ed (in the writer's batches) for the other nodes; a
+  non-persistent one is also added to the streams of the durable subscriptions
+  it matches;
+- a queue message is added to its queue's stream, or to the lane of its
+  priority (:mod:`.lanes`), under the policy's limits (:mod:`.shared_limits`);
+- a reply to another node's temporary queue goes to that node's own channel;
+- a persistent message is added before it is acknowledged (:meth:`ClusterPublishing.keep`),
+  and its RECEIPT waits for Redis.
+
+It is its own object, held by the
+:class:`~stompbroker.broker.engine.redis.engine.RedisEngine`, so that the hot
+path of a SEND reads as one piece apart from the engine's life cycle and its
+queues; the engine binds these methods as its own (no extra call per message).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet.defer import Deferred
+
+from stompbroker.broker.engine.redis.codec import encode
+from stompbroker.broker.engine.redis.connection import RedisUnreachable
+from stompbroker.broker.engine.redis.outage import unreachable_text
+from stompbroker.broker.engine.redis.shared_limits import SharedLimits
+from stompbroker.broker.engine.redis.streams import RedisStreams
+from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
+from stompbroker.broker.routing.destinations import QUEUE_PREFIX, REPLY_QUEUE_PREFIX
+from stompbroker.protocol.message import Message
+
+__all__ = ["ClusterPublishing"]
+
+
+def _nothing(result: Any) -> None:
+    return None
+
+
+class ClusterPublishing:
+    """
+    The routing of what is sent to this node, to this node's subscribers and to Redis.
+
+    :param engine: the :class:`~stompbroker.broker.engine.redis.engine.RedisEngine`
+        that holds it; its writer is read at each send (it is made when the engine opens).
+    """
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+        self._clock = engine.clock
+        self._outage = engine.outage
+        self._fanout = engine.fanout
+        self._node = engine.ids.node
+        self._names = engine.names
+        self._traffic = engine.traffic
+        self._durables = engine.durables
+        self._queue_names = engine.queue_names
+        self._named = engine.queue_names.known
+        self._lanes = engine.lanes
+        self._limits: SharedLimits = engine.limits
+        self._queues = engine.queues
+        self._table = engine.table
+        self._redis_streams: RedisStreams = engine.redis_streams
+
+    def check_connected(self) -> None:
+        """
+        :raises RedisUnreachable: once Redis has been away longer than the hold;
+            within it, messages are queued in the writer (publishers are paused).
+        """
+        if not self._engine.writer.connected and self._outage.expired:
+            raise RedisUnreachable("broker unavailable", unreachable_text(self._outage.lasted()))
+
+    def publish_topic(self, message: Message) -> None:
+        """
+        Fan a topic message out here, publish it to the other nodes, and add it to
+        the streams of the durable subscriptions it matches (a persistent one is
+        there already).
+        """
+        writer = self._engine.writer
+        if not writer.connected:
+            self.check_connected()
+        self._fanout.publish(message)
+        if not (message.expires and message.expires <= self._clock.seconds()):
+            payload = encode(self._node, message)
+            writer.publish(self._names.topic(message.destination), payload)
+            if not message.persistent:
+                for durable in self._durables.streams(message.destination):
+                    writer.command("XADD", durable.stream, "*", "m", payload)
+
+    def publish_queue(self, message: Message) -> Deferred[None] | None:
+        """
+        Add a message to its queue's stream (a persistent one is there already).
+
+        :returns: ``None``; or, when a policy's ``reject-publish`` limits the
+            queue, a Deferred that fails with ``LimitExceeded`` if it is full
+            (:mod:`.shared_limits`).
+        """
+        writer = self._engine.writer
+        if not writer.connected:
+            self.check_connected()
+        self._traffic.published(message)
+        if not message.persistent:
+            destination = message.destination
+            if destination not in self._named:
+                self._queue_names.met(destination)
+            stream = self._names.queue(destination)
+            if message.priority != DEFAULT_PRIORITY:
+                stream = self._lanes.stream(writer, destination, stream, message.priority)
+            if message.group is not None:
+                self._lanes.grouped(writer, destination)
+            limit = self._limits.of(destination)
+            if limit is not None:
+                limit.stamp(message, self._clock.seconds())
+                return limit.add(
+                    self._engine, message, stream, encode(self._node, message), waited=False
+                )
+            payload = encode(self._node, message)
+            writer.command("XADD", stream, "*", "m", payload)
+        return None
+
+    def publish_reply(self, message: Message) -> None:
+        """Put a reply on its temporary queue, here or on the node that owns it."""
+        if message.destination in self._queues:
+            self._table.publish_reply(message)
+            return
+        owner = _reply_queue_node(message.destination)
+        if owner is None or owner == self._node:
+            self._table.publish_reply(message)
+            return
+        self.check_connected()
+        self._traffic.published(message)
+        self._engine.writer.command(
+            "PUBLISH", self._names.inbox(owner), encode(self._node, message)
+        )
+
+    def keep(self, message: Message) -> Deferred[None] | None:
+        """
+        Add a persistent message to its queue's stream, or to the streams of the
+        durable subscriptions its topic matches, before it is acknowledged.
+
+        :returns: a Deferred that fires once Redis has it (and, with
+            ``--engine-wait-replicas``, its replicas; see docs/cluster.md for
+            what ``appendfsync`` then promises), or fails with
+            :class:`~stompbroker.broker.engine.redis.connection.RedisUnreachable`;
+            ``None`` for a topic message no durable subscription takes.
+        """
+        writer = self._engine.writer
+        destination = message.destination
+        if destination.startswith(QUEUE_PREFIX):
+            if destination not in self._named:
+                self._queue_names.met(destination)
+            if message.group is not None:
+                self._lanes.grouped(writer, destination)
+            streams = [
+                self._lanes.stream(
+                    writer, destination, self._names.queue(destination), message.priority
+                )
+            ]
+        else:
+            streams = [durable.stream for durable in self._durables.streams(destination)]
+            if not streams:
+                return None
+        self.check_connected()
+        limit = self._limits.of(destination) if destination.startswith(QUEUE_PREFIX) else None
+        if limit is not None:
+            limit.stamp(message, self._clock.seconds())
+        if message.expires and message.expires <= self._clock.seconds():
+            return None
+        payload = encode(self._node, message)
+        for stream in streams[:-1]:
+            writer.command("XADD", stream, "*", "m", payload)
+        if limit is not None:
+            return limit.add(self._engine, message, streams[-1], payload, waited=True)
+        # One pipeline at a time, in order: the last reply means Redis has them all.
+        stored: Deferred[Any] = writer.command_waited(
+            "XADD", streams[-1], "*", "m", payload, replicated=True
+        )
+        return stored.addCallback(_nothing)
+
+    def publish_stream(self, message: Message) -> Deferred[None]:
+        """
+        Append a message to its stream in Redis; this node's readers, as every
+        node's, get it from the stream's channel.
+
+        :returns: a Deferred that fires once Redis has it.
+        """
+        if not self._engine.writer.connected:
+            self.check_connected()
+        self._traffic.published(message)
+        return self._redis_streams.append(message)
+
+
+def _reply_queue_node(destination: str) -> str | None:
+    """:returns: the node token in a ``/reply-queue/tmp-NODE-N`` name, or ``None``."""
+    name = destination[len(REPLY_QUEUE_PREFIX) :]
+    parts = name.split("-")
+    if len(parts) == 3 and parts[0] == "tmp":
+        return parts[1]
+    return None

@@ -1,0 +1,203 @@
+"""
+A policy's queue ``expires`` on the shared ``/queue/`` streams of the redis
+engine (docs/policies.md, docs/cluster.md): a queue that no node has a consumer
+of for the policy's time is deleted, with its messages, as on one node (and as
+RabbitMQ's queue TTL): the time counts from the queue's making, and from its
+last consumer's leaving, whichever node it was on.  SENDs do not count as use.
+
+Nothing is written per message or per SUBSCRIBE: the consumer registries
+(:mod:`.consumer_registry`) say already whether a queue has consumers, and the
+version of each (field ``v`` of the mode hash ``PREFIX:qm:/queue/X``) changes
+with every SUBSCRIBE and UNSUBSCRIBE.  Once a second, one node, the holder of
+the lease ``PREFIX:qexp:lease`` (:data:`LEASE`), sweeps: it reads the
+cluster's queue names (``SMEMBERS PREFIX:queues``), keeps those a policy with
+``expires`` is in force on, and runs :data:`SWEEP` for them, 100 at a time.
+For each queue the script keeps a mark in two hashes:
+
+- ``PREFIX:qused``: queue -> since when (Redis's ``TIME``, ms) it is unused;
+- ``PREFIX:qused:tag``: queue -> the policy, its ``expires`` and the registry's
+  version the mark was taken under;
+
+and sets the mark to now while the queue has consumers, when the registry's
+version moved (a consumer came or went since the last sweep), or when the
+policy in force changed (so a policy set on an existing queue counts from its
+setting, as on one node).  A queue unused for longer than its ``expires`` is
+claimed (its mark moved :data:`CLAIM` ms ahead, so no sweep takes it again
+meanwhile) and deleted by the sweeping node as the management's delete does
+(:meth:`~.queue_actions.ClusterQueueActions.delete`): refused if a consumer
+came meanwhile, the streams deleted, every node told to drop its handle.  A
+queue whose streams are gone has its mark removed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stompbroker.broker.engine.redis.connection import run
+from stompbroker.broker.engine.redis.consumer_registry import registry_key
+from stompbroker.broker.engine.redis.lanes import lane_streams, mode_key
+from stompbroker.broker.engine.shared_queues import QueueConsumed
+from stompbroker.broker.features.policies import Policies
+from stompbroker.broker.routing.destinations import QUEUE_PREFIX
+from stompbroker.logs import logger
+
+__all__ = ["CLAIM", "INTERVAL", "LEASE", "SWEEP", "SharedExpiry", "candidates"]
+
+log = logger("stompbroker.broker.engine.redis")
+
+#: Seconds between sweeps, and how long a sweeping node's lease lasts (ms).
+INTERVAL = 1.0
+LEASE_MS = 3000
+#: Milliseconds a claimed queue's mark moves ahead: the deleting node's time.
+CLAIM = 30_000
+#: Queues one script looks at.
+BATCH = 100
+
+#: KEYS[1] the lease.  ARGV: this node, the lease's ms.  Returns 1 when this
+#: node holds the lease (takes or renews it), else 0.
+LEASE = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+#: KEYS: the marks' hash, the tags' hash, then per queue its registry, its
+#: mode hash and its ten streams (the queue's and its lanes').  ARGV: the claim
+#: (ms), then per queue its name, its ``expires`` (ms) and its policy.
+#: Returns the queues unused for longer than their ``expires``, each claimed.
+SWEEP = """
+local used, tags = KEYS[1], KEYS[2]
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local expired = {}
+local count = (#KEYS - 2) / 12
+for c = 0, count - 1 do
+  local k = 2 + c * 12
+  local queue, expires, policy = ARGV[2 + c * 3], tonumber(ARGV[3 + c * 3]), ARGV[4 + c * 3]
+  local exists = false
+  for i = k + 3, k + 12 do
+    if redis.call('EXISTS', KEYS[i]) == 1 then exists = true; break end
+  end
+  if not exists then
+    redis.call('HDEL', used, queue)
+    redis.call('HDEL', tags, queue)
+  else
+    local version = redis.call('HGET', KEYS[k + 2], 'v') or ''
+    local tag = policy .. ' ' .. ARGV[3 + c * 3] .. ' ' .. version
+    local since = tonumber(redis.call('HGET', used, queue) or '')
+    if since == nil or redis.call('HLEN', KEYS[k + 1]) > 0
+        or redis.call('HGET', tags, queue) ~= tag then
+      redis.call('HSET', used, queue, now)
+      redis.call('HSET', tags, queue, tag)
+    elseif now - since >= expires then
+      redis.call('HSET', used, queue, now + tonumber(ARGV[1]))
+      expired[#expired + 1] = queue
+    end
+  end
+end
+return expired
+"""
+
+
+def candidates(policies: Policies, names: Any) -> list[tuple[str, int, str]]:
+    """
+    :param names: the cluster's queue names (bytes or text).
+    :returns: ``(queue, expires ms, policy)`` of the ``/queue/`` names a
+        policy with ``expires`` is in force on, sorted.
+    """
+    found = []
+    for raw in names:
+        name = raw.decode() if isinstance(raw, bytes) else str(raw)
+        if not name.startswith(QUEUE_PREFIX):
+            continue
+        policy = policies.policy_for(name)
+        if policy is not None and policy.settings.expires is not None:
+            found.append((name, policy.settings.expires, policy.name))
+    return sorted(found)
+
+
+class SharedExpiry:
+    """
+    Deletes the shared queues a policy's ``expires`` has run out on (one node
+    at a time); :meth:`tick` once a second.
+
+    :param engine: the redis engine (``client``, ``names``, ``ids``, ``loop``,
+        ``queue_names``, :meth:`shared_queues`).
+    :param policies: this node's policies (the configuration's and the cluster's).
+    """
+
+    def __init__(self, engine: Any, policies: Policies) -> None:
+        self._engine = engine
+        self._policies = policies
+        prefix = engine.names.prefix
+        self.lease = f"{prefix}:qexp:lease"
+        self.used = f"{prefix}:qused"
+        self.tags = f"{prefix}:qused:tag"
+        self._sweeping = False
+
+    def _in_force(self) -> bool:
+        """Whether any policy sets a queue ``expires`` (else a tick costs nothing)."""
+        return any(policy.settings.expires is not None for policy in self._policies.listed())
+
+    def tick(self) -> None:
+        """Sweep, if a policy sets ``expires`` and the last sweep is done."""
+        if self._sweeping or not self._in_force():
+            return
+        self._sweeping = True
+        swept = run(self._engine.loop, self.sweep())
+        swept.addErrback(_failed)
+        swept.addBoth(self._swept)
+
+    def _swept(self, result: Any) -> None:
+        self._sweeping = False
+
+    async def sweep(self) -> list[str]:
+        """
+        :returns: the queues this node deleted as expired (none unless it holds the lease).
+        """
+        engine = self._engine
+        client = engine.client
+        if not int(await client.eval(LEASE, 1, self.lease, engine.ids.node, LEASE_MS)):
+            return []
+        found = candidates(self._policies, await client.smembers(engine.queue_names.key))
+        deleted = []
+        for start in range(0, len(found), BATCH):
+            for queue in await self._expired(found[start : start + BATCH]):
+                if await self._delete(queue):
+                    deleted.append(queue)
+        return deleted
+
+    async def _expired(self, batch: list[tuple[str, int, str]]) -> list[str]:
+        engine = self._engine
+        prefix = engine.names.prefix
+        keys: list[str] = [self.used, self.tags]
+        args: list[Any] = [CLAIM]
+        for queue, expires, policy in batch:
+            keys += [registry_key(prefix, queue), mode_key(prefix, queue)]
+            keys += lane_streams(prefix, engine.names.queue(queue), queue)
+            args += [queue, expires, policy]
+        reply = await engine.client.eval(SWEEP, len(keys), *keys, *args)
+        return [name.decode() if isinstance(name, bytes) else str(name) for name in reply]
+
+    async def _delete(self, queue: str) -> bool:
+        """Delete an expired queue cluster-wide; ``False`` if a consumer came meanwhile."""
+        engine = self._engine
+        try:
+            acted = await engine.shared_queues().delete(queue).asFuture(engine.loop)
+        except QueueConsumed:
+            return False
+        if acted.complete:
+            await engine.client.hdel(self.used, queue)
+            await engine.client.hdel(self.tags, queue)
+        log.info(
+            "queue {destination} expired unused: deleted with {count} messages{partly}",
+            destination=queue,
+            count=acted.count,
+            partly="" if acted.complete else " (not deleted: some nodes did not answer)",
+        )
+        return bool(acted.complete)
+
+
+def _failed(failure: Any) -> None:
+    log.warn("sweeping expired queues failed: {error}", error=str(failure.value))
