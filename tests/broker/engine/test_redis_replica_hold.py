@@ -186,7 +186,7 @@ def test_a_held_write_goes_again_marked_redelivered_over_a_new_connection() -> N
         writer.command_waited("XADD", "q", "*", "m", _payload(b"a"), replicated=True).addBoth(
             outcomes.append
         )
-        await _until(lambda: bool(writer.held))
+        await _until(lambda: bool(writer.replicas.held))
         await client.connection_pool.disconnect()
         replicas[0] = 1
         writer.command_waited("XADD", "q", "*", "m", _payload(b"b"), replicated=True).addBoth(

@@ -54,10 +54,8 @@ from stompbroker.broker.engine.redis.outage import Outage, unreachable_text
 from stompbroker.broker.engine.redis.replicas import (
     PRIMARY_ONLY,
     Durability,
-    HeldWrite,
-    HeldWrites,
+    ReplicaWait,
     expired_text,
-    short_text,
 )
 from stompbroker.broker.engine.redis.replicas import resent as _resent
 from stompbroker.broker.engine.redis.url import EngineURL
@@ -153,8 +151,7 @@ class Writer:
         self.client = client
         self.durability = durability
         #: The waiters whose writes must reach the replicas before they fire.
-        self._replicated: set[Deferred[Any]] = set()
-        self.held = HeldWrites()
+        self.replicas = ReplicaWait(durability, connects)
         self._connects = connects
         self.connected = True
         self.outage = outage
@@ -220,7 +217,7 @@ class Writer:
         """
         waiter: Deferred[Any] = Deferred()
         if replicated and self.durability.replicas:
-            self._replicated.add(waiter)
+            self.replicas.add(waiter)
         self._commands.append(args)
         outage = self.outage
         if not self.connected and (outage is None or outage.expired):
@@ -239,7 +236,7 @@ class Writer:
             away or short of replicas; what is queued while it is there leaves
             within a turn of the loop.
         """
-        total = self.held.held_bytes()
+        total = self.replicas.held.held_bytes()
         if self.connected:
             return total
         for args in self._commands:
@@ -297,17 +294,17 @@ class Writer:
         """Send what is queued, pipeline after pipeline, until nothing is left or held."""
         delay = BACKOFF_BASE
         try:
-            while self._commands or self.held:
+            while self._commands or self.replicas.held:
                 await self._unpaused.wait()
                 commands: list[Sequence[Any]] = []
                 waiters: list[tuple[int, Deferred[Any]]] = []
                 try:
-                    if self.held and self._connects is not None:
+                    if self.replicas.held and self._connects is not None:
                         await self._same_connection()
                     commands, self._commands = self._commands, []
                     waiters, self._waiters = self._waiters, []
-                    fresh = any(waiter in self._replicated for _, waiter in waiters)
-                    wait = fresh or bool(self.held)
+                    fresh = self.replicas.asked(waiters)
+                    wait = fresh or bool(self.replicas.held)
                     replies = await self._pipeline(commands, wait, probe=not fresh)
                     await self._check_primary(replies, wait)
                 except CONNECTION_ERRORS as error:
@@ -373,28 +370,24 @@ class Writer:
 
     def _requeue_held(self) -> None:
         """Send the held writes again, marked as sent once, their waiters waiting on."""
-        held = self.held.take()
-        if held:
+        commands, waiters = self.replicas.resend()
+        if commands:
             log.warn(
                 "{count} writes Redis had not confirmed on the replicas are sent again"
                 " (the connection to the primary changed)",
-                count=len(held),
+                count=len(commands),
             )
-            self._requeue(
-                [_resent(write.command) for write in held],
-                [(index, write.waiter) for index, write in enumerate(held) if write.waiter],
-            )
+            self._requeue(commands, waiters)
 
     async def _same_connection(self) -> None:
         """
         Before a ``WAIT`` that should confirm the held writes: connect (if the
         connection was dropped), and send them again if it is not the one they went over.
         """
-        assert self._connects is not None
         pool = self.client.connection_pool
         connection = await pool.get_connection()
         await pool.release(connection)
-        if self._connects.count != self.held.connection:
+        if self.replicas.moved_on():
             self._requeue_held()
 
     async def _check_primary(self, replies: list[Any], wait: bool) -> None:
@@ -422,30 +415,31 @@ class Writer:
         wait: bool,
     ) -> None:
         """Fire the pipeline's waiters, or hold those whose writes the replicas lack."""
-        connects = self._connects
-        if self.held and connects is not None and connects.count != self.held.connection:
+        replicas = self.replicas
+        if replicas.moved_on():
             # The pipeline went over a new connection: it confirms nothing held.
             self._requeue_held()
-        short = self._short_of_replicas(replies[-1]) if wait else None
+        said = replicas.short(replies[-1]) if wait else None
+        short = None if said is None else NotReplicated("message not replicated", said)
         outage = self.outage
         if wait and short is None:
-            self._confirm()
+            replicas.confirm()
         holding = False
         if short is not None and outage is not None:
             outage.began()
             holding = not outage.expired
         if holding:
-            self._hold(commands, waiters, replies)
+            replicas.hold(commands, waiters, replies, _held)
         for index, waiter in waiters:
             reply = replies[index]
-            if waiter in self._replicated:
+            if waiter in replicas:
                 if short is not None and not isinstance(reply, Exception):
                     if holding:
                         continue
-                    self._replicated.discard(waiter)
+                    replicas.discard(waiter)
                     waiter.errback(short)
                     continue
-                self._replicated.discard(waiter)
+                replicas.discard(waiter)
             if isinstance(reply, Exception):
                 waiter.errback(RedisUnreachable("not stored", f"Redis refused: {reply}"))
             else:
@@ -458,55 +452,17 @@ class Writer:
             and outage.away
             and self.connected
             and short is None
-            and not self.held
+            and not replicas.held
         ):
             outage.ended()
-
-    def _hold(
-        self,
-        commands: list[Sequence[Any]],
-        waiters: list[tuple[int, Deferred[Any]]],
-        replies: list[Any],
-    ) -> None:
-        """Hold a short pipeline's writes (not its topic messages: pub/sub keeps nothing)."""
-        waiting = {
-            index: waiter
-            for index, waiter in waiters
-            if waiter in self._replicated and not isinstance(replies[index], Exception)
-        }
-        self.held.add(
-            [
-                HeldWrite(args, waiting.get(index), replies[index])
-                for index, args in enumerate(commands)
-                if args[0] is not _BATCH and args[0] != "PUBLISH"
-            ],
-            None if self._connects is None else self._connects.count,
-        )
-
-    def _confirm(self) -> None:
-        """A ``WAIT`` over the held writes' connection reached enough replicas: they are in."""
-        for write in self.held.take():
-            if write.waiter is not None:
-                self._replicated.discard(write.waiter)
-                write.waiter.callback(write.reply)
-
-    def _short_of_replicas(self, reply: Any) -> NotReplicated | None:
-        """:returns: the error for ``WAIT``'s reply if fewer replicas than asked have the writes."""
-        if isinstance(reply, int) and reply >= self.durability.replicas:
-            return None
-        return NotReplicated("message not replicated", short_text(self.durability, reply))
 
     def _gave_up(self, lasted: float) -> None:
         """The outage outlasted its hold: whoever waits hears of it now."""
         if not self.connected:
             self._fail_waiters(self._unreachable(lasted))
-        held = self.held.take()
-        if held:
-            error = NotReplicated("message not replicated", expired_text(self.durability, lasted))
-            for write in held:
-                if write.waiter is not None:
-                    self._replicated.discard(write.waiter)
-                    write.waiter.errback(error)
+        self.replicas.fail(
+            NotReplicated("message not replicated", expired_text(self.durability, lasted))
+        )
 
     @staticmethod
     def _unreachable(lasted: float | None, error: Exception | None = None) -> RedisUnreachable:
@@ -522,7 +478,7 @@ class Writer:
         """Fail every waiter now (their commands stay queued and will still be sent)."""
         waiters, self._waiters = self._waiters, []
         for _, waiter in waiters:
-            self._replicated.discard(waiter)
+            self.replicas.discard(waiter)
             waiter.errback(error)
 
     async def _pipeline(
@@ -573,3 +529,8 @@ def make_writer(
     connects = Connects()
     client = make_client(url, retries=0, connects=connects)
     return Writer(client, loop, pack, outage, back, durability, connects)
+
+
+def _held(args: Sequence[Any]) -> bool:
+    """:returns: whether a short pipeline's command is held (topic messages are not)."""
+    return args[0] is not _BATCH and args[0] != "PUBLISH"

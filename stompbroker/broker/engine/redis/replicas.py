@@ -33,6 +33,7 @@ __all__ = [
     "Durability",
     "HeldWrite",
     "HeldWrites",
+    "ReplicaWait",
     "expired_text",
     "resent",
     "short_text",
@@ -113,6 +114,103 @@ class HeldWrites:
             64 + sum(len(arg) for arg in write.command if isinstance(arg, bytes))
             for write in self._writes
         )
+
+
+class ReplicaWait:
+    """
+    A writer's part for ``--engine-wait-replicas``: which waiters wait for the
+    replicas, and the writes held while the replicas lack them.
+
+    :param durability: what a RECEIPT waits for.
+    :param connects: the count of the writer's connections (``Connects``), or
+        ``None`` (then one connection is assumed).
+    :ivar held: the writes a ``WAIT`` found short, with their waiters.
+    """
+
+    def __init__(self, durability: Durability, connects: Any = None) -> None:
+        self.durability = durability
+        self.held = HeldWrites()
+        self._connects = connects
+        self._waiting: set[Any] = set()
+
+    def add(self, waiter: Any) -> None:
+        """``waiter`` fires only once the replicas have its write (if any are asked for)."""
+        if self.durability.replicas:
+            self._waiting.add(waiter)
+
+    def __contains__(self, waiter: Any) -> bool:
+        return waiter in self._waiting
+
+    def discard(self, waiter: Any) -> None:
+        """``waiter`` fired (or failed): forget it."""
+        self._waiting.discard(waiter)
+
+    def asked(self, waiters: Sequence[tuple[int, Any]]) -> bool:
+        """:returns: whether a pipeline with these ``(index, waiter)`` must end with ``WAIT``."""
+        return any(waiter in self._waiting for _, waiter in waiters)
+
+    def connection(self) -> int | None:
+        """:returns: the writer's connection count now."""
+        return None if self._connects is None else int(self._connects.count)
+
+    def moved_on(self) -> bool:
+        """:returns: whether writes are held that went over another connection than now."""
+        return (
+            bool(self.held)
+            and self._connects is not None
+            and (self._connects.count != self.held.connection)
+        )
+
+    def short(self, reply: Any) -> str | None:
+        """:returns: why ``WAIT``'s ``reply`` is short of replicas, or ``None`` if it is not."""
+        if isinstance(reply, int) and reply >= self.durability.replicas:
+            return None
+        return short_text(self.durability, reply)
+
+    def hold(
+        self,
+        commands: Sequence[Sequence[Any]],
+        waiters: Sequence[tuple[int, Any]],
+        replies: Sequence[Any],
+        keep: Any,
+    ) -> None:
+        """Hold a short pipeline's commands that ``keep(args)`` says are writes to hold."""
+        waiting = {
+            index: waiter
+            for index, waiter in waiters
+            if waiter in self._waiting and not isinstance(replies[index], Exception)
+        }
+        self.held.add(
+            [
+                HeldWrite(args, waiting.get(index), replies[index])
+                for index, args in enumerate(commands)
+                if keep(args)
+            ],
+            self.connection(),
+        )
+
+    def confirm(self) -> None:
+        """A ``WAIT`` over the held writes' connection reached enough replicas: they are in."""
+        for write in self.held.take():
+            if write.waiter is not None:
+                self._waiting.discard(write.waiter)
+                write.waiter.callback(write.reply)
+
+    def resend(self) -> tuple[list[Sequence[Any]], list[tuple[int, Any]]]:
+        """
+        :returns: the held writes as commands to send again (marked), and their
+            waiters by index among them; none is held any more.
+        """
+        held = self.held.take()
+        commands = [resent(write.command) for write in held]
+        return commands, [(index, write.waiter) for index, write in enumerate(held) if write.waiter]
+
+    def fail(self, error: Exception) -> None:
+        """The hold ran out: every held waiter gets ``error``; the writes are no longer tracked."""
+        for write in self.held.take():
+            if write.waiter is not None:
+                self._waiting.discard(write.waiter)
+                write.waiter.errback(error)
 
 
 def short_text(durability: Durability, reply: Any) -> str:
