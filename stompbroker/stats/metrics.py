@@ -28,8 +28,9 @@ hosts also ``vhost``, and ``destination`` is the name its clients know):
   ``stompbroker_resumable_sessions_expired_total``,
   ``stompbroker_resumable_sessions_ended_total`` and
   ``stompbroker_resume_buffer_shed_frames_total``;
-- with the redis engine (docs/cluster.md): ``stompbroker_topic_gaps_total`` and
-  ``stompbroker_topic_gap_subscriptions_total``;
+- with the redis engine (docs/cluster.md): ``stompbroker_topic_gaps_total``,
+  ``stompbroker_topic_gap_subscriptions_total`` and
+  ``stompbroker_topic_unreadable_batches_total``;
 - the memory watermark (``--memory-high``, docs/monitoring.md): gauges
   ``stompbroker_memory_alarm`` (1 while publishers are paused for memory),
   ``stompbroker_memory_in_use_bytes`` (the latest sample),
@@ -206,6 +207,11 @@ class StatsCollector(Collector):
                 f"{PREFIX}_topic_gap_subscriptions",
                 "Topic subscriptions told cluster-gap:true on their next message",
                 value=gaps.subscriptions_told,
+            )
+            yield CounterMetricFamily(
+                f"{PREFIX}_topic_unreadable_batches",
+                "Batches of other nodes' topic messages this node could not read (another version)",
+                value=gaps.unreadable_batches,
             )
         authorization = self._live.model.authorization
         if authorization:

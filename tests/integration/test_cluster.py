@@ -61,6 +61,39 @@ def test_topic_send_reaches_subscribers_on_other_nodes_once_in_order(
         connection.disconnect()
 
 
+def test_a_topic_message_crosses_nodes_with_every_header_and_its_bytes(
+    nodes: list[BrokerProcess],
+) -> None:
+    """
+    Headers with ':', a line break and non-ASCII text, a priority, a message
+    group and a binary body reach a subscriber on another node as sent (the
+    binary topic batch, docs/cluster.md "The form of a topic batch").
+    """
+    a, b, _ = nodes
+    topic = unique("/topic/wire.")
+    subscriber, inbox = connect(b.address)
+    subscriber.subscribe(topic, id="s", receipt="subscribed")
+    assert inbox.wait_for(lambda: "subscribed" in inbox.receipts)
+    publisher, _ = connect(a.address)
+    body = bytes(range(256)) * 3
+    sent = {
+        "url": "http://example.com:8080/a",
+        "größe": "ß ü 日本",
+        "note": "two\nlines",
+        "priority": "7",
+        "JMSXGroupID": "g1",
+    }
+    publisher.send(topic, body, headers=sent)
+    publisher.send(topic, b"plain", headers={"seq": "2"})
+    assert inbox.wait_for(lambda: len(inbox.messages) == 2, timeout=10)
+    first, second = inbox.messages
+    assert first.body == body and second.body == b"plain"
+    assert {name: first.headers.get(name) for name in sent} == sent
+    assert second.headers["seq"] == "2"
+    for connection in (publisher, subscriber):
+        connection.disconnect()
+
+
 def test_competing_consumers_across_nodes_get_each_message_once(
     nodes: list[BrokerProcess],
 ) -> None:

@@ -128,10 +128,13 @@ class TopicGaps:
         the server closed it (what other nodes published meanwhile is lost here).
     :ivar subscriptions_told: topic subscriptions on it whose next MESSAGE
         said ``cluster-gap:true``, summed over the gaps.
+    :ivar unreadable_batches: batches of other nodes' topic messages this node
+        dropped because it cannot read them (a node of another version).
     """
 
     gaps: int = 0
     subscriptions_told: int = 0
+    unreadable_batches: int = 0
 
 
 @frozen

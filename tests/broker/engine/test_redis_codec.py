@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stompbroker.broker.engine.redis.codec import (
-    BATCH,
-    Names,
-    decode,
-    encode,
-    pack_batch,
-    unpack_batch,
-)
+from stompbroker.broker.engine.redis.codec import Names, decode, encode
 from stompbroker.protocol.message import Message
 
 texts = st.text(max_size=20)
@@ -63,21 +55,6 @@ def test_names_keep_brokers_with_different_prefixes_apart() -> None:
     assert names.queue("/queue/jobs") == "blue:q:/queue/jobs"
     assert names.topics == "blue:t:*"
     assert names.alive("n1") == "blue:alive:n1"
-
-
-def test_a_batch_of_messages_unpacks_in_order() -> None:
-    """What a node packs as one pub/sub payload unpacks to the same messages, in order."""
-    payloads = [b'["n",1]\nbody', b"", b"x" * 70000]
-    batch = pack_batch("node1", payloads)
-    assert batch.startswith(BATCH + b"node1\n")
-    assert unpack_batch(batch) == payloads
-
-
-def test_a_batch_cut_short_is_refused() -> None:
-    """A batch whose last message is cut short raises ValueError, not a wrong message."""
-    batch = pack_batch("node1", [b"hello world"])
-    with pytest.raises(ValueError):
-        unpack_batch(batch[:-3])
 
 
 def test_a_message_keeps_its_priority_through_redis() -> None:

@@ -11,17 +11,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.task import Clock
 
 from stompbroker.broker.engine.redis.codec import Names, encode
 from stompbroker.broker.engine.redis.control import (
     DELETED,
     GIVE_BACK,
+    HELD,
     HOLD,
     RESUME,
     ControlChannel,
 )
+from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.queue_actions import new_message
+from stompbroker.broker.engine.redis.queue_settling import GIVE_BACK as GIVE_BACK_SCRIPT
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.shared_limits import SharedLimits
 from stompbroker.broker.engine.shared_queues import Acted
@@ -42,6 +46,11 @@ class Recorder:
     def command(self, *args: Any) -> None:
         self.commands.append(args)
 
+    def command_waited(self, *args: Any) -> Deferred[Any]:
+        """A script whose answer is waited for: nothing foreign (queue_settling.GIVE_BACK)."""
+        self.commands.append(args)
+        return succeed([])
+
 
 class FakeEngine:
     """What a queue handle and the control channel read of the engine."""
@@ -54,6 +63,7 @@ class FakeEngine:
         self.traffic = Traffic()
         self.ids = type("Ids", (), {"node": "me"})()
         self.writer = Recorder()
+        self.liveness = type("Liveness", (), {"key": "p:alive:me", "epoch": "1"})()
         self.dead_letters = type("DeadLetters", (), {"dead_letter": lambda *_: None})()
         self.queues: dict[str, Any] = {}
         self.policies = Policies()
@@ -78,12 +88,12 @@ def read_ahead(engine: FakeEngine, destination: str, count: int) -> StreamQueue:
     queue = StreamQueue(destination, engine)
     engine.queues[destination] = queue
     queue.take(
-        [
-            (f"1-{index}".encode(), {b"m": _payload(destination, index)})
-            for index in range(count)
-        ]
+        [(f"1-{index}".encode(), {b"m": _payload(destination, index)}) for index in range(count)]
     )
     return queue
+
+
+STREAM = "p:q:/queue/r"
 
 
 def _payload(destination: str, index: int) -> bytes:
@@ -100,9 +110,11 @@ def test_giving_back_puts_the_read_ahead_at_the_tail_and_holds_the_reading() -> 
     given = queue.give_back_for(HOLD)
     assert [message.message_id for message in given] == ["n-0", "n-1"]
     assert not queue.pending
-    kinds = [command[0] for command in engine.writer.commands]
-    assert kinds == ["XADD", "XACK", "XDEL", "XADD", "XACK", "XDEL"]
-    assert engine.writer.commands[1][1:] == ("p:q:/queue/r", "nodes", b"1-0")
+    # One script adds each again and ends its old entry, if it is still this node's.
+    [(kind, script, _, stream, _, _, group, node, _, _, *given)] = engine.writer.commands
+    assert (kind, script, stream, group, node) == ("EVAL", GIVE_BACK_SCRIPT, STREAM, "nodes", "me")
+    assert given[0::5] == [b"1-0", b"1-1"] and given[1::5] == [STREAM, STREAM]
+    assert given[3::5] == ["", ""]  # no byte count to count them into
     queue.local.add_consumer(Subscriber(), 5, 0)
     assert queue.room() == 0
     queue.resume()
@@ -120,7 +132,7 @@ def test_a_give_back_request_is_answered_after_the_give_back() -> None:
     request = {"id": "r1", "from": "asker", "op": GIVE_BACK, "destination": "/queue/q"}
     control.requested(json.dumps(request).encode())
     *writes, (command, channel, answer) = engine.writer.commands
-    assert [write[0] for write in writes] == ["XADD", "XACK", "XDEL"]
+    assert [write[:2] for write in writes] == [("EVAL", GIVE_BACK_SCRIPT)]
     assert (command, channel) == ("PUBLISH", "p:ctl:asker")
     assert json.loads(answer) == {"id": "r1", "node": "me", "ahead": ["n-0"]}
     assert queue.room() == 0
@@ -128,7 +140,7 @@ def test_a_give_back_request_is_answered_after_the_give_back() -> None:
     assert queue.room() == 0
     control.requested(json.dumps({**request, "op": RESUME}).encode())
     assert queue.room() == 3
-    assert len(engine.writer.commands) == 4
+    assert len(engine.writer.commands) == 2
 
 
 def test_a_request_of_an_unknown_kind_is_ignored() -> None:
@@ -144,7 +156,9 @@ def test_resume_is_told_to_every_node_on_the_requests_channel() -> None:
     ((command, channel, request),) = engine.writer.commands
     assert (command, channel) == ("PUBLISH", "p:ctl")
     assert {key: value for key, value in json.loads(request).items() if key != "id"} == {
-        "from": "me", "op": RESUME, "destination": "/queue/q",
+        "from": "me",
+        "op": RESUME,
+        "destination": "/queue/q",
     }
 
 
@@ -152,7 +166,10 @@ def test_a_moved_message_is_new_and_keeps_what_it_carries() -> None:
     old = Message("/queue/a", "n-1", (("k", "v"),), b"body", 5.0, 3, True, 7)
     new = new_message(old, "/queue/b", (("k", "w"),), "n-9")
     assert (new.destination, new.message_id, new.headers, new.body) == (
-        "/queue/b", "n-9", (("k", "w"),), b"body",
+        "/queue/b",
+        "n-9",
+        (("k", "w"),),
+        b"body",
     )
     assert (new.expires, new.redeliveries, new.persistent, new.priority) == (5.0, 0, True, 7)
 
@@ -199,5 +216,35 @@ def test_a_give_back_from_the_nodes_own_stream_counts_the_bytes_in_again() -> No
     queue.take([(b"1-0", {b"m": _payload("/queue/b.q", 0)})], stream=own)
     queue.take([(b"2-0", {b"m": _payload("/queue/b.q", 1)})])
     queue.give_back_for(HOLD)
-    incr = [command for command in engine.writer.commands if command[0] == "INCRBY"]
-    assert incr == [("INCRBY", "p:qb:q:/queue/b.q", 1)]
+    # In the give-back script of each stream: the counter each entry counts into, and its size.
+    scripts = [command for command in engine.writer.commands if command[1] == GIVE_BACK_SCRIPT]
+    counted = [(script[3], list(script[10:][3::5]), list(script[10:][4::5])) for script in scripts]
+    assert sorted(counted) == [("p:q:/queue/b.q", [""], [1]), (own, ["p:qb:q:/queue/b.q"], [1])]
+
+
+
+def test_what_a_deciding_node_holds_for_no_consumer_waits_and_goes_back_to_its_lane() -> None:
+    """
+    An entry of lane 9 the deciding node read and no consumer accepts is
+    named among what waits, and given back to lane 9, not to the queue's stream.
+    """
+    engine = FakeEngine()
+    engine.lanes = LaneMarks("p")
+    queue = StreamQueue("/queue/h", engine)
+    engine.queues["/queue/h"] = queue
+    message = Message("/queue/h", "h-9", (("priority", "9"),), b"x", priority=9)
+    queue._cluster.held.append(("p:qp:9:/queue/h", b"1-0", encode("other", message)))
+    control = ControlChannel(engine)
+    request = {"id": "r1", "from": "asker", "op": HELD, "destination": "/queue/h"}
+    control.requested(json.dumps(request).encode())
+    assert json.loads(engine.writer.commands[-1][2])["ahead"] == ["h-9"]
+    engine.writer.commands.clear()
+    control.requested(json.dumps({**request, "op": GIVE_BACK}).encode())
+    *writes, (_, _, answer) = engine.writer.commands
+    assert json.loads(answer)["ahead"] == ["h-9"]
+    # The lane's mark, then one script that adds it to lane 9 again and ends its entry.
+    [mark, (kind, script, _, stream, *rest)] = writes
+    assert mark[:2] == ("HSET", "p:qm:/queue/h")
+    assert (kind, script, stream) == ("EVAL", GIVE_BACK_SCRIPT, "p:qp:9:/queue/h")
+    assert rest[6:8] == [b"1-0", "p:qp:9:/queue/h"]
+    assert queue.undecided == []

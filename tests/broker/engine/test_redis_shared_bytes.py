@@ -11,9 +11,10 @@ import redis
 
 from stompbroker.broker.engine.redis.codec import decode, encode
 from stompbroker.broker.engine.redis.dispatch_scripts import MOVE, RETURN_NODE
+from stompbroker.broker.engine.redis.queue_settling import SETTLE_SIZED
+from stompbroker.broker.engine.redis.redelivery_records import record_key
 from stompbroker.broker.engine.redis.shared_bytes import (
     ADD_SIZED,
-    END_SIZED,
     byte_counter,
     recount_mark,
 )
@@ -116,14 +117,36 @@ def test_dead_letter_moves_the_oldest_to_the_dead_letter_stream(client: redis.Re
     assert int(client.get(byte_counter("p", DLQ)) or 0) == 6
 
 
+def end(client: redis.Redis, stream: str, *ids: bytes) -> list[bytes]:
+    """Read ``stream`` as node B and settle ``ids`` as the engine does (SETTLE_SIZED)."""
+    client.xgroup_create(stream, "nodes", id="0", mkstream=True)
+    client.xreadgroup("nodes", "B", {stream: ">"})
+    client.set("p:alive:B", "1")
+    keys = [stream, record_key("p", "B", stream), "p:alive:B", byte_counter("p", stream)]
+    return list(client.eval(SETTLE_SIZED, 4, *keys, "nodes", "B", 0, "1", *ids))
+
+
 def test_ending_entries_takes_their_bytes_off_once(client: redis.Redis) -> None:
-    """END_SIZED deletes and uncounts; an entry already gone is not taken off again."""
+    """Settling deletes and uncounts; an entry already gone is not taken off again."""
     add(client, b"abcd", index=0)
     add(client, b"ef", index=1)
     first, second = (entry_id for entry_id, _ in client.xrange(STREAM))
-    assert client.eval(END_SIZED, 2, STREAM, COUNTER, first) == 1
+    assert end(client, STREAM, first) == []
     assert count(client) == 2
-    assert client.eval(END_SIZED, 2, STREAM, COUNTER, first, second) == 1
+    client.eval(
+        SETTLE_SIZED,
+        4,
+        STREAM,
+        record_key("p", "B", STREAM),
+        "p:alive:B",
+        COUNTER,
+        "nodes",
+        "B",
+        0,
+        "1",
+        first,
+        second,
+    )
     assert count(client) == 0
     assert bodies(client) == []
 
@@ -131,7 +154,7 @@ def test_ending_entries_takes_their_bytes_off_once(client: redis.Redis) -> None:
 def test_ending_entries_of_a_stream_without_a_counter_makes_none(client: redis.Redis) -> None:
     """A stream no byte limit applied to gets no counter from being ended."""
     entry = client.xadd(STREAM, {"m": payload(b"abc")})
-    assert client.eval(END_SIZED, 2, STREAM, COUNTER, entry) == 1
+    assert end(client, STREAM, entry) == []
     assert not client.exists(COUNTER)
 
 
@@ -165,7 +188,7 @@ def test_a_dead_letter_marked_entry_counts_its_body_only(client: redis.Redis) ->
     add(client, b"abcdefgh", overflow="dead-letter", index=0)
     add(client, b"abcdefgh", overflow="dead-letter", index=1)
     [(entry, _)] = client.xrange(DLQ)
-    assert client.eval(END_SIZED, 2, DLQ, byte_counter("p", DLQ), entry) == 1
+    assert end(client, DLQ, entry) == []
     assert int(client.get(byte_counter("p", DLQ)) or 0) == 0
 
 

@@ -12,6 +12,7 @@ import pytest
 from twisted.internet.defer import Deferred, succeed
 
 from stompbroker.broker.engine.redis.codec import Names, decode, encode
+from stompbroker.broker.engine.redis.shared_bytes import ADD_SIZED, byte_counter
 from stompbroker.broker.engine.redis.shared_limits import (
     ADD_DEAD_LETTERING,
     ADD_UNLESS_FULL,
@@ -105,9 +106,10 @@ def test_dead_letter_overflow_moves_the_head_in_one_script(waited: bool) -> None
     assert args == (
         "EVAL",
         ADD_DEAD_LETTERING,
-        2,
+        3,
         "s",
         engine.names.queue("/queue/DLQ.cap.a"),
+        byte_counter("p", engine.names.queue("/queue/DLQ.cap.a")),
         2,
         b"p",
         "/queue/DLQ.cap.a",
@@ -199,3 +201,33 @@ def test_a_policy_change_applies_at_once() -> None:
     assert limit is not None and limit.max_length == 5
     policies.remove("cap", announce=False)
     assert found.of("/queue/cap.a") is None
+
+
+def test_a_dead_letter_into_a_rejecting_queue_is_added_over_the_limit_and_counted() -> None:
+    """
+    ``reject-publish`` refuses SENDs only: a dead letter is added as one node's
+    queue takes it, through the byte-counting script with ``keep`` under a byte
+    limit, as a plain ``XADD`` under a length limit alone.
+    """
+    sized = limits(**{"max-length-bytes": 10, "overflow": "reject-publish"}).of("/queue/cap.a")
+    assert sized is not None
+    writer = Writer(reply=[1, 0])
+    stream = "p:q:/queue/cap.a"
+    sized.enqueue(Engine(writer), message(), stream, b"p")
+    [(args, replicated)] = writer.waited
+    assert args[:5] == ("EVAL", ADD_SIZED, 5, stream, byte_counter("p", stream))
+    assert args[10] == "keep"
+    assert not replicated
+    counted = limits(**{"max-length": 2, "overflow": "reject-publish"}).of("/queue/cap.a")
+    assert counted is not None
+    writer = Writer()
+    counted.enqueue(Engine(writer), message(), "s", b"p")
+    assert writer.sent == [("XADD", "s", "*", "m", b"p")] and not writer.waited
+
+
+def test_a_dead_letter_into_a_dropping_queue_pushes_the_oldest_out_as_a_send_does() -> None:
+    limit = limits(**{"max-length": 2}).of("/queue/cap.a")
+    assert limit is not None
+    writer = Writer()
+    limit.enqueue(Engine(writer), message(), "s", b"p")
+    assert writer.sent == [("XADD", "s", "MAXLEN", 2, "*", "m", b"p")]

@@ -9,7 +9,9 @@ bytes).  Compact JSON never holds a raw newline, so the first one ends it::
     ["NODE","/queue/a","NODE-17",[["k","v"]],0.0,0,false]\\n<body bytes>
 
 The first field is the node that sent it, so that a node can skip its own
-messages when they come back from a channel.  The expiry is in the sending
+messages when they come back from a channel.  Topic messages cross nodes in a
+binary form of their own (:mod:`.topic_batches`); this one is what the streams
+(queues, durable subscriptions), replies and notices hold.  The expiry is in the sending
 node's clock seconds, which are wall-clock seconds on a real reactor (nodes keep
 their clocks in step, as any cluster does).
 
@@ -35,8 +37,6 @@ __all__ = [
     "decode",
     "encode",
     "mark_resent",
-    "pack_batch",
-    "unpack_batch",
 ]
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -128,42 +128,6 @@ def mark_resent(payload: bytes) -> bytes:
     origin, message = decode(payload)
     message.redeliveries += 1
     return encode(origin, message)
-
-
-#: What a batch of topic messages starts with (a single message starts with ``[``).
-BATCH = b"B"
-
-
-def pack_batch(origin: str, payloads: list[bytes]) -> bytes:
-    """
-    :param origin: the node token of the node that publishes them.
-    :param payloads: messages :func:`encode` made, in order.
-    :returns: them as one pub/sub payload: ``B``, the origin, a newline, then
-        each with its length (4 bytes, big-endian) before it.
-    """
-    parts = [BATCH, origin.encode(), b"\n"]
-    for payload in payloads:
-        parts.append(len(payload).to_bytes(4, "big"))
-        parts.append(payload)
-    return b"".join(parts)
-
-
-def unpack_batch(batch: bytes) -> list[bytes]:
-    """
-    :returns: the payloads :func:`pack_batch` packed, in order.
-    :raises ValueError: for bytes it did not make.
-    """
-    start = batch.index(b"\n") + 1
-    end = len(batch)
-    payloads = []
-    while start < end:
-        size = int.from_bytes(batch[start : start + 4], "big")
-        start += 4
-        if start + size > end:
-            raise ValueError("a batch of messages cut short")
-        payloads.append(batch[start : start + size])
-        start += size
-    return payloads
 
 
 class Names:

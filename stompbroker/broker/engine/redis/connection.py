@@ -142,7 +142,7 @@ class Writer:
         self,
         client: aioredis.Redis,
         loop: asyncio.AbstractEventLoop,
-        pack: Callable[[list[bytes]], bytes] | None = None,
+        pack: Callable[[str, list[bytes]], bytes] | None = None,
         outage: Outage | None = None,
         back: Callable[[], None] | None = None,
         durability: Durability = PRIMARY_ONLY,
@@ -186,8 +186,9 @@ class Writer:
         """
         Queue a message for a pub/sub channel: messages for the same channel with
         no other command between them go as one ``PUBLISH`` of a batch (the
-        ``pack`` given), so that a busy publisher costs every node one pub/sub
-        message per turn of the loop rather than one per message.
+        ``pack`` given, with the channel and the payloads), so that a busy
+        publisher costs every node one pub/sub message per turn of the loop
+        rather than one per message.
         """
         commands = self._commands
         batch = self._batch
@@ -495,7 +496,7 @@ class Writer:
         for args in commands:
             if args[0] is _BATCH:
                 assert pack is not None
-                pipe.execute_command("PUBLISH", args[1], pack(args[2]))
+                pipe.execute_command("PUBLISH", args[1], pack(args[1], args[2]))
             else:
                 pipe.execute_command(*args)
         if wait:
@@ -516,7 +517,7 @@ class Writer:
 def make_writer(
     url: EngineURL,
     loop: asyncio.AbstractEventLoop,
-    pack: Callable[[list[bytes]], bytes] | None = None,
+    pack: Callable[[str, list[bytes]], bytes] | None = None,
     outage: Outage | None = None,
     back: Callable[[], None] | None = None,
     durability: Durability = PRIMARY_ONLY,

@@ -1,30 +1,34 @@
 """
 What waits in a queue shared by every node, seen from any node: the messages
-of its stream that no live node has handed to a consumer.
+of its streams (its priority lanes and the nodes' own streams of it:
+:mod:`.queue_sources`) that no live node has handed to a consumer.
 
-A queue's stream holds every message not yet settled: those no node has read,
+A queue's streams hold every message not yet settled: those no node has read,
 those a node has read ahead for its consumers and not handed out yet, and those
 delivered and not acknowledged (which belong to their consumers, as on one
 node, and are not *waiting*).  Redis knows which entries a node has read (the
-group's pending list, ``XPENDING``) but not which of them it has handed out:
+group's pending lists, ``XPENDING``) but not which of them it has handed out:
 only that node does.  So the node that answers a browse:
 
-1. asks Redis which nodes hold entries of the stream (``XPENDING`` summary);
-   entries held by a node whose liveness key has expired are waiting (they go
-   back to consumers when claimed);
-2. asks each live node that holds some, on the control channel
-   ``PREFIX:ctl`` (pub/sub), for the message-ids it has read ahead of that
-   queue and not handed out; each answers on ``PREFIX:ctl:NODE`` (the asker's).
-   A node that does not answer within :data:`ANSWER_TIMEOUT` is named in the
-   result (``complete`` false): what it holds is neither shown nor counted as
-   waiting;
-3. reads the pending list (``XPENDING ... - +``) and the stream (``XRANGE``, in
-   pages of :data:`PAGE`), and keeps, in stream order, the entries nobody
-   holds, those dead nodes hold, and those read ahead.
+1. finds the queue's streams and the nodes that hold entries of them or have
+   consumers of the queue (:func:`~.queue_sources.find_sources`); entries held
+   by a node whose liveness key has expired are waiting (they go back to
+   consumers when claimed);
+2. asks each such live node, on the control channel ``PREFIX:ctl``
+   (pub/sub), for the message-ids it has read ahead of that queue and not
+   handed out (and, deciding, holds for no consumer); each answers on
+   ``PREFIX:ctl:NODE`` (the asker's).  A node that does not answer within
+   :data:`ANSWER_TIMEOUT` is named in the result (``complete`` false): what it
+   holds is neither shown nor counted as waiting;
+3. reads each stream's pending list (``XPENDING ... - +``) and entries
+   (``XRANGE``, in pages of :data:`PAGE`), keeps the entries nobody holds,
+   those dead nodes hold, and those read ahead, and orders them as one node
+   hands them out: highest priority first; within one, the nodes' own
+   streams' (decided earlier) before the lane's, each in stream order.
 
 No node is asked when no live node other than the answering one holds an
-entry: the common case of a queue nobody consumes from costs ``XPENDING`` and
-the ``XRANGE`` pages.
+entry or has a consumer: the common case of a queue nobody consumes from costs
+the look-up of its streams and the ``XRANGE`` pages.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from attrs import frozen
 from redis.exceptions import ResponseError
 
 from stompbroker.broker.engine.redis.codec import decode
+from stompbroker.broker.engine.redis.queue_sources import entry_order, find_sources
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.logs import logger
@@ -50,6 +55,7 @@ __all__ = [
     "Snapshot",
     "pending_summary",
     "pick_waiting",
+    "waiting_here",
 ]
 
 log = logger("stompbroker.broker.engine.redis")
@@ -76,14 +82,14 @@ HOLD = 30.0
 @frozen
 class Snapshot:
     """
-    What waits in a queue, cluster-wide, with where it is in the stream.
+    What waits in a queue, cluster-wide, with where it is in Redis.
 
-    :ivar waiting: the waiting messages, in stream order, and who answered.
-    :ivar entries: their stream entry ids, in the same order.
+    :ivar waiting: the waiting messages, highest priority first, and who answered.
+    :ivar entries: their streams and entry ids, in the same order.
     """
 
     waiting: Waiting
-    entries: tuple[bytes, ...]
+    entries: tuple[tuple[str, bytes], ...]
 
 
 def _text(value: Any) -> str:
@@ -175,7 +181,7 @@ class ControlChannel:
             return
         ahead: list[str] = []
         if queue is not None:
-            held = queue.give_back_for(HOLD) if kind == GIVE_BACK else queue.pending
+            held = queue.give_back_for(HOLD) if kind == GIVE_BACK else waiting_here(queue)
             ahead = [message.message_id for message in held]
         answer = json.dumps({"id": request_id, "node": engine.ids.node, "ahead": ahead})
         # Through the writer, after the give-back's writes: once the asker has
@@ -253,34 +259,47 @@ class ControlChannel:
 
     # -- what waits ---------------------------------------------------------------------
 
-    async def snapshot(self, destination: str) -> Snapshot:
+    async def snapshot(self, destination: str, limit: int | None = None) -> Snapshot:
         """
-        :returns: what waits in ``destination``'s queue, cluster-wide.
+        :param limit: how many messages the caller needs at most: the lower
+            lanes are not read once the higher ones hold that many.
+        :returns: what waits in ``destination``'s queue, cluster-wide, in the
+            order one node would hand it out (highest priority first).
         """
         engine = self._engine
-        client = engine.client
-        names = engine.names
         me = engine.ids.node
-        stream = names.queue(destination)
-        summary = await pending_summary(client, stream, names.group)
-        holding = {_text(holder["name"]) for holder in summary.get("consumers") or ()}
-        live = {me} if me in holding else set()
-        for name in holding - {me}:
-            if await client.exists(names.alive(name)):
-                live.add(name)
-        others = live - {me}
-        answers = await self.ask(HELD, destination, others)
+        found = await find_sources(engine, destination)
+        answers = await self.ask(HELD, destination, set(found.others))
         queue = engine.queues.get(destination)
         answers[me] = (
-            {message.message_id for message in queue.pending}
+            {message.message_id for message in waiting_here(queue)}
             if isinstance(queue, StreamQueue)
             else set()
         )
+        dead = set(found.dead)
+        kept: list[tuple[tuple[int, int, int, int], str, bytes, Message]] = []
+        for source in found.own:
+            for entry_id, message in await self._waiting_in(source.stream, answers, dead):
+                key = (-message.priority, 0, *entry_order(entry_id))
+                kept.append((key, source.stream, entry_id, message))
+        for source in found.lanes:
+            priority = source.priority or 0
+            if limit is not None and sum(1 for k in kept if -k[0][0] >= priority) >= limit:
+                break
+            for entry_id, message in await self._waiting_in(source.stream, answers, dead):
+                key = (-priority, 1, *entry_order(entry_id))
+                kept.append((key, source.stream, entry_id, message))
+        kept.sort(key=lambda item: item[0])
+        missing = tuple(sorted(found.others - set(answers)))
+        waiting = Waiting(tuple(item[3] for item in kept), me, missing)
+        return Snapshot(waiting, tuple((item[1], item[2]) for item in kept))
+
+    async def _waiting_in(
+        self, stream: str, answers: dict[str, set[str]], dead: set[str]
+    ) -> list[tuple[bytes, Message]]:
+        """:returns: the entries of one stream that wait (:func:`pick_waiting`), in order."""
+        client = self._engine.client
         holders = await self._holders(stream)
-        dead = set()
-        for name in set(holders.values()) - set(answers):
-            if not await client.exists(names.alive(name)):
-                dead.add(name)
         entries = []
         start = "-"
         while True:
@@ -291,10 +310,7 @@ class ControlChannel:
             if len(page) < PAGE:
                 break
             start = "(" + _text(page[-1][0])
-        kept = pick_waiting(entries, holders, answers, dead)
-        missing = tuple(sorted(others - set(answers)))
-        waiting = Waiting(tuple(message for _, message in kept), me, missing)
-        return Snapshot(waiting, tuple(entry_id for entry_id, _ in kept))
+        return pick_waiting(entries, holders, answers, dead)
 
     async def _holders(self, stream: str) -> dict[bytes, str]:
         """:returns: entry id -> the node whose pending list has it, for the whole group."""
@@ -308,3 +324,12 @@ class ControlChannel:
             stream, group, min="-", max="+", count=summary["pending"]
         )
         return {row["message_id"]: _text(row["consumer"]) for row in rows}
+
+
+def waiting_here(queue: StreamQueue) -> list[Message]:
+    """
+    :returns: what this node holds of a queue and has not handed out: what it
+        read ahead, and what it read, deciding, that no consumer accepts
+        (:mod:`.dispatch`).
+    """
+    return [*queue.pending, *queue.undecided]

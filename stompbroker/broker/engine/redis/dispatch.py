@@ -62,6 +62,7 @@ from stompbroker.broker.engine.redis.consumer_registry import (
 )
 from stompbroker.broker.engine.redis.dispatch_scripts import LEAD, MOVE, RESIGN, RETURN_NODE
 from stompbroker.broker.engine.redis.lanes import lane_streams, mode_key
+from stompbroker.broker.engine.redis.redelivery_records import record_key
 from stompbroker.broker.engine.redis.shared_bytes import byte_counter
 from stompbroker.broker.features.selectors import message_properties
 from stompbroker.broker.queueing.consumer_choice import ConsumerOptions
@@ -198,6 +199,10 @@ class ClusterDispatch:
         """:returns: a node's own stream of this queue."""
         return f"{self.node_prefix}{node}:{self.destination}"
 
+    def _records(self, node: str) -> str:
+        """:returns: a node's redelivery records of its own stream (:mod:`.redelivery_records`)."""
+        return record_key(self._engine.names.prefix, node, self.node_stream(node))
+
     # -- the registry ------------------------------------------------------------------
 
     def register(self, consumer: Any, selector: Any, options: Any, window: int) -> None:
@@ -271,7 +276,14 @@ class ClusterDispatch:
         engine = self._engine
         counter = byte_counter(engine.names.prefix, self.stream)
         engine.writer.command(
-            "EVAL", RETURN_NODE, 3, self.own, self.stream, counter, engine.names.group
+            "EVAL",
+            RETURN_NODE,
+            4,
+            self.own,
+            self.stream,
+            counter,
+            self._records(engine.ids.node),
+            engine.names.group,
         )
 
     def observe(self, modes: Any) -> bool:
@@ -333,7 +345,7 @@ class ClusterDispatch:
         counter = byte_counter(self._engine.names.prefix, self.stream)
         own = self.node_stream(node)
         returned = await client.eval(
-            RETURN_NODE, 3, own, self.stream, counter, self._engine.names.group
+            RETURN_NODE, 4, own, self.stream, counter, self._records(node), self._engine.names.group
         )
         if returned:
             log.info(
@@ -400,9 +412,7 @@ class ClusterDispatch:
             consumers = candidate_consumers(takers) if group is not None else []
             args += [stream, entry_id, payload, group or "", int(closes), active]
             args += [len(nodes) // 2, len(consumers) // 4, *nodes, *consumers]
-        answers = await engine.client.eval(
-            MOVE, 3, self.registry, self.groups, self.mode, *args
-        )
+        answers = await engine.client.eval(MOVE, 3, self.registry, self.groups, self.mode, *args)
         kept: list[tuple[str, list[Any]]] = []
         for index, (stream, entry_id, payload, fields) in enumerate(batch):
             target, owner = _text(answers[2 * index]), answers[2 * index + 1]

@@ -135,10 +135,12 @@ return answers
 """
 )
 
-#: KEYS: a node's own stream of a queue, the queue's stream, its byte counter.
-#: ARGV: group.  Hands everything the node's stream holds back to the queue's
-#: stream, in order, a delivered entry with its delivery count (field ``r``),
-#: counting it in if the counter exists (:mod:`.shared_bytes`).
+#: KEYS: a node's own stream of a queue, the queue's stream, its byte counter,
+#: and (optional) the node's redelivery records of its own stream
+#: (:mod:`.redelivery_records`).  ARGV: group.  Hands everything the node's
+#: stream holds back to the queue's stream, in order, a delivered entry with
+#: its delivery count (field ``r``), or one more than its record when that says
+#: more, counting it in if the counter exists (:mod:`.shared_bytes`).
 RETURN_NODE = (
     BODY_SIZE
     + """
@@ -148,6 +150,12 @@ local delivered = {}
 local ok, rows = pcall(redis.call, 'XPENDING', KEYS[1], ARGV[1], '-', '+', 1000000)
 if ok then
   for _, row in ipairs(rows) do delivered[row[1]] = row[4] end
+end
+local recorded = {}
+if KEYS[4] then
+  local flat = redis.call('HGETALL', KEYS[4])
+  for f = 1, #flat, 2 do recorded[flat[f]] = tonumber(flat[f + 1]) end
+  redis.call('DEL', KEYS[4])
 end
 local entries = redis.call('XRANGE', KEYS[1], '-', '+')
 for _, entry in ipairs(entries) do
@@ -159,6 +167,12 @@ for _, entry in ipairs(entries) do
   if payload then
     if counted then redis.call('INCRBY', KEYS[3], body_size(payload)) end
     local times = delivered[entry[1]]
+    local record = recorded[entry[1]]
+    if record and string.sub(payload, 1, 1) == '[' then
+      -- the record is the whole count; r is what adds to the payload's own
+      local meta = cjson.decode(string.sub(payload, 1, string.find(payload, '\\n', 1, true) - 1))
+      times = math.max(times or 0, record + 1 - meta[6])
+    end
     if times then
       redis.call('XADD', KEYS[2], '*', 'm', payload, 'r', times)
     else

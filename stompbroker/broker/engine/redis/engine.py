@@ -60,7 +60,7 @@ from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout
 from stompbroker.broker.engine.figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.local import DEFAULT_POLICY
 from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
-from stompbroker.broker.engine.redis.codec import Names, pack_batch
+from stompbroker.broker.engine.redis.codec import Names
 from stompbroker.broker.engine.redis.connection import (
     PRIMARY_ONLY,
     Durability,
@@ -90,6 +90,7 @@ from stompbroker.broker.engine.redis.shared_expiry import SharedExpiry
 from stompbroker.broker.engine.redis.shared_limits import SharedLimits
 from stompbroker.broker.engine.redis.shared_policies import SharedPolicies
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
+from stompbroker.broker.engine.redis.topic_batches import batch_head, pack
 from stompbroker.broker.engine.redis.url import EngineURL
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.features.policies import Policies
@@ -298,11 +299,13 @@ class RedisEngine:
         self.unretried = make_client(self.url, retries=0)
         self.scripts = Scripts(self.client)
         self.life.open()
-        node = self.ids.node
+        head = batch_head(self.ids.node)
+        # A batch is one topic channel's: the channel names its destination.
+        skip = len(self.names.topic(""))
         self.writer = make_writer(
             self.url,
             self.loop,
-            lambda payloads: pack_batch(node, payloads),
+            lambda channel, records: pack(head, channel[skip:], records),
             outage=self.outage,
             back=self.life.reconnected,
             durability=self.durability,

@@ -10,9 +10,11 @@ Every :data:`FIGURES_INTERVAL` seconds a node (:class:`FiguresExchange`):
   within seconds (a node that stops deletes it);
 - reads every node's figures (``SCAN`` then one ``MGET``);
 - reads, in one pipeline, ``XLEN`` and ``XINFO GROUPS`` of every queue's and
-  durable subscription's stream (``SCAN PREFIX:q:*``, ``PREFIX:d:*``): what no
-  node has read is the length less the group's pending entries (every settled
-  entry is deleted, so the stream holds only what is unread or held by a node).
+  durable subscription's stream, every queue's priority lanes and the nodes'
+  own streams of queues (``SCAN PREFIX:q:*``, ``PREFIX:d:*``, ``PREFIX:qp:*``,
+  ``PREFIX:qn:*``): what no node has read is the length less the group's
+  pending entries (every settled entry is deleted, so a stream holds only what
+  is unread or held by a node), summed over a queue's streams.
 
 That is one small pipeline and a few scans a second per node, whatever the
 traffic; the statistics read the latest :class:`~stompbroker.broker.engine.figures.ClusterView`
@@ -40,6 +42,19 @@ FIGURES_TTL = 3000
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _destination(names: Any, stream: str) -> str:
+    """
+    :returns: the destination of a queue's stream, of one of its priority lanes
+        (``PREFIX:qp:P:/queue/X``) or of a node's own stream of it
+        (``PREFIX:qn:NODE:/queue/X``), or the key of a durable subscription's.
+    """
+    for kind in ("qp", "qn"):
+        if stream.startswith(f"{names.prefix}:{kind}:"):
+            cut = stream.find(":/", len(names.prefix) + 4)
+            return stream if cut < 0 else stream[cut + 1 :]
+    return str(names.destination_of(stream))
 
 
 class FiguresExchange:
@@ -93,9 +108,15 @@ class FiguresExchange:
             if figures.node != me:
                 peers.append(figures)
         peers.sort(key=lambda figures: figures.node)
+        prefix = names.prefix
         streams = [
             key
-            for match in (names.queue("*"), names.durable("*"))
+            for match in (
+                names.queue("*"),
+                names.durable("*"),
+                f"{prefix}:qp:*",
+                f"{prefix}:qn:*",
+            )
             async for key in client.scan_iter(match=match, count=500)
         ]
         unread: dict[str, int] = {}
@@ -112,7 +133,8 @@ class FiguresExchange:
                 pending = 0
                 if not isinstance(groups, Exception):
                     pending = sum(int(group.get("pending", 0)) for group in groups)
-                unread[names.destination_of(_text(stream))] = max(int(length) - pending, 0)
+                destination = _destination(names, _text(stream))
+                unread[destination] = unread.get(destination, 0) + max(int(length) - pending, 0)
         patterns = {queue.key: queue.destination for queue in engine.durables.queues.values()}
         self.view = ClusterView(tuple(peers), unread, patterns)
 

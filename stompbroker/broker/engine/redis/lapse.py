@@ -8,8 +8,8 @@ another node claimed them.  Its key is certainly alive until ``--node-timeout``
 after the *sending* of the last beat Redis confirmed (Redis ran the ``SET`` no
 earlier than it was sent), so the node knows, by its own monotonic clock, that
 past that moment it may have lapsed, whatever woke it: a beat that comes late,
-a read's reply, an acknowledgement.  A beat whose ``SET ... GET`` finds the key
-gone says so from Redis's side too.
+a read's reply, an acknowledgement.  A beat (:data:`~.liveness.BEAT`) that
+finds the key gone says so from Redis's side too.
 
 What the node does then (re-register, keep only the entries its pending lists
 still name) is :class:`~stompbroker.broker.engine.redis.liveness.Liveness`'s.
@@ -26,22 +26,40 @@ from attrs import define, field
 
 from stompbroker.protocol.message import Message
 
-__all__ = ["CLAIM_DEAD", "Aside", "LapseWatch", "Sorted", "claimed_entries", "sort_after_lapse"]
+__all__ = [
+    "CLAIM_DEAD",
+    "Aside",
+    "LapseWatch",
+    "Sorted",
+    "claimed_entries",
+    "claimed_records",
+    "sort_after_lapse",
+]
 
-#: KEYS: a stream, the liveness key of the node whose entries are claimed.
+#: KEYS: a stream, the liveness key of the node whose entries are claimed, and
+#: that node's redelivery records of the stream (:mod:`.redelivery_records`).
 #: ARGV: group, this node, then the entry ids.  Claims them only while that
 #: key is absent, in one step: a node that came back and announced itself
 #: again (:meth:`~stompbroker.broker.engine.redis.liveness.Liveness.lapse`)
-#: keeps what its pending lists hold from then on.
+#: keeps what its pending lists hold from then on.  Answers the claimed
+#: entries, as ``XCLAIM`` does, and the records of the ids asked for, in
+#: their order (0 for none), which it removes.
 CLAIM_DEAD = """
-if redis.call('EXISTS', KEYS[2]) == 1 then return {} end
-return redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, unpack(ARGV, 3))
+if redis.call('EXISTS', KEYS[2]) == 1 then return {{}, {}} end
+local claimed = redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, unpack(ARGV, 3))
+local records = {}
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  local found = redis.call('HMGET', KEYS[3], unpack(ARGV, 3))
+  redis.call('HDEL', KEYS[3], unpack(ARGV, 3))
+  for i = 1, #ARGV - 2 do records[i] = tonumber(found[i]) or 0 end
+end
+return {claimed, records}
 """
 
 
 def claimed_entries(reply: Any) -> list[tuple[bytes, dict[bytes, bytes] | None]]:
     """
-    :param reply: :data:`CLAIM_DEAD`'s, ``[[id, [field, value, ...]], ...]``.
+    :param reply: :data:`CLAIM_DEAD`'s first part, ``[[id, [field, value, ...]], ...]``.
     :returns: as redis-py's ``XCLAIM``: ``(id, fields)``, ``None`` for an entry
         deleted while pending.
     """
@@ -53,6 +71,16 @@ def claimed_entries(reply: Any) -> list[tuple[bytes, dict[bytes, bytes] | None]]
         fields = dict(zip(flat[::2], flat[1::2], strict=True)) if flat else None
         entries.append((entry_id, fields))
     return entries
+
+
+def claimed_records(ids: list[Any], reply: Any) -> dict[Any, int]:
+    """
+    :param ids: the entry ids :data:`CLAIM_DEAD` was asked to claim, in order.
+    :param reply: its second part: their records, 0 for none.
+    :returns: entry id -> the dead node's record, for those that had one.
+    """
+    counts = list(reply or ()) or [0] * len(ids)
+    return {entry_id: int(count) for entry_id, count in zip(ids, counts, strict=True) if count}
 
 
 class LapseWatch:
@@ -97,7 +125,7 @@ class LapseWatch:
         return bool(self._clock.seconds() >= self.safe_until)
 
     def gone(self) -> None:
-        """A beat found the key gone (``SET ... GET`` answered nil): lapsed, whatever the clock."""
+        """A beat found the key gone (:data:`~.liveness.BEAT`): lapsed, whatever the clock."""
         self.safe_until = self._clock.seconds()
 
 

@@ -30,7 +30,7 @@ from stompbroker.broker.engine.redis.connection import (
 )
 from stompbroker.broker.engine.redis.failover import FailoverWatch, follow_failovers
 from stompbroker.broker.engine.redis.figures import FIGURES_INTERVAL
-from stompbroker.broker.engine.redis.listener import listen
+from stompbroker.broker.engine.redis.listener import Unreadable, listen, pushed
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.shared_expiry import INTERVAL as EXPIRY_INTERVAL
 from stompbroker.logs import logger
@@ -67,6 +67,8 @@ class EngineLifecycle:
         self._loops: list[LoopingCall] = []
         self.pubsub_reconnects = 0
         self.gap_subscriptions = 0
+        #: The topic batches from other nodes this node could not read (:mod:`.topic_batches`).
+        self.unreadable = Unreadable()
 
     def open(self) -> None:
         """Make the pub/sub client (it connects in :meth:`start`)."""
@@ -103,7 +105,7 @@ class EngineLifecycle:
         )
         if self.failover is not None:
             self.failover.start(getattr(engine.client.connection_pool, "master_address", None))
-        pubsub = self._subscriber.pubsub()
+        pubsub = self._subscriber.pubsub(push_handler_func=pushed)
         await pubsub.psubscribe(names.topics, names.streams)
         channels = [names.inbox(engine.ids.node), names.control]
         channels.extend(channel.decode() for channel in engine.channels)
@@ -114,7 +116,7 @@ class EngineLifecycle:
         # it, and subscribes again, without a word: say it, since what other
         # nodes published meanwhile never reaches this node.
         pubsub.connection.register_connect_callback(self.subscribed_again)
-        self._listener = engine.loop.create_task(listen(engine, pubsub))
+        self._listener = engine.loop.create_task(listen(engine, pubsub, self.unreadable))
         await engine.liveness.announce()
         await engine.durables.load().asFuture(engine.loop)
         await engine.retained.load().asFuture(engine.loop)
@@ -176,7 +178,7 @@ class EngineLifecycle:
 
     def topic_gaps(self) -> TopicGaps:
         """:returns: how often this node missed other nodes' topic messages, and whom it told."""
-        return TopicGaps(self.pubsub_reconnects, self.gap_subscriptions)
+        return TopicGaps(self.pubsub_reconnects, self.gap_subscriptions, self.unreadable.count)
 
     async def stop(self) -> None:
         """Stop the loops and the queues' reading, send the last writes, leave, and disconnect."""

@@ -12,8 +12,14 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from stompbroker.broker.engine.redis.codec import BATCH, decode, unpack_batch
+from stompbroker.broker.engine.redis.codec import decode
 from stompbroker.broker.engine.redis.connection import BACKOFF_BASE, BACKOFF_CAP, CONNECTION_ERRORS
+from stompbroker.broker.engine.redis.topic_batches import (
+    TopicBatch,
+    UnreadableBatch,
+    batch_head,
+    unpack,
+)
 from stompbroker.logs import logger
 
 log = logger("stompbroker.broker.engine.redis")
@@ -27,18 +33,31 @@ def alone(deliver: Callable[[Any], object], payload: Any) -> None:
     deliver(payload)
 
 
-async def listen(engine: Any, pubsub: Any) -> None:
+async def pushed(response: Any) -> Any:
+    """
+    What the pub/sub connection does with each message Redis pushes (RESP3):
+    hand it on.  redis-py's own handler formats every message for a debug log
+    line first (``str`` of the whole payload, tens of kilobytes for a batch)
+    even when that log is off.
+    """
+    return response
+
+
+async def listen(engine: Any, pubsub: Any, unreadable: Unreadable | None = None) -> None:
     """
     Fan out what other nodes publish to this node's subscribers, until cancelled.
 
     :param engine: the :class:`~stompbroker.broker.engine.redis.engine.RedisEngine`.
     :param pubsub: its subscribed pub/sub connection.
+    :param unreadable: what counts the topic batches it cannot read.
     """
     delay = BACKOFF_BASE
     # What this node published itself, fanned out here already.
-    node_prefix = BATCH + engine.ids.node.encode() + b"\n"
+    node_prefix = batch_head(engine.ids.node)
     streams_pattern = engine.names.streams.encode()
     fan_out = engine.fanout.publish
+    # Whether anyone here subscribes to a destination (a cached tree lookup).
+    subscribed = engine.fanout.tree.match
     control = engine.names.control.encode()
     resumes = engine.resumes
     resume_channel = b"" if resumes is None else resumes.channel.encode()
@@ -46,15 +65,20 @@ async def listen(engine: Any, pubsub: Any) -> None:
     features = engine.channels
     together = engine.deliver_together
 
-    def fan_out_batch(payload: bytes) -> None:
-        for part in unpack_batch(payload):
-            _, message = decode(part)
+    if unreadable is None:
+        unreadable = Unreadable()
+
+    def fan_out_batch(batch: TopicBatch) -> None:
+        messages = batch.messages
+        for message in messages:
             fan_out(message)
-            # Counted in where it was sent, so that the nodes' counts add up.
-            traffic = counted.get(message.destination)
+        # Counted in where it was sent, so that the nodes' counts add up (a
+        # batch's messages have one destination).
+        if messages:
+            traffic = counted.get(messages[0].destination)
             if traffic is not None:
-                traffic.messages_in -= 1
-                traffic.bytes_in -= len(message.body)
+                traffic.messages_in -= len(messages)
+                traffic.bytes_in -= batch.body_bytes
 
     while True:
         try:
@@ -80,7 +104,15 @@ async def listen(engine: Any, pubsub: Any) -> None:
             if payload.startswith(node_prefix):
                 continue
             try:
-                together(fan_out_batch, payload)
+                batch = unpack(payload, subscribed)
+            except UnreadableBatch as error:
+                unreadable.met(error)
+                continue
+            if batch is None:
+                # Nobody here subscribes to its destination: not decoded.
+                continue
+            try:
+                together(fan_out_batch, batch)
             except Exception:
                 log.failure("fanning out a message from Redis failed")
             # Let the reactor write what the batch gave the subscribers before
@@ -101,3 +133,33 @@ async def listen(engine: Any, pubsub: Any) -> None:
                 engine.table.publish_reply(message)
             except Exception:
                 log.failure("delivering a reply from Redis failed")
+
+
+class Unreadable:
+    """
+    Counts the topic batches this node cannot read (in the statistics'
+    ``topic_gaps``), and logs the first from each node: a cluster of nodes of
+    different versions sends one per batch, and the log must say so without
+    repeating it thousands of times a second.
+
+    :ivar count: the batches met so far.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._told: set[str | None] = set()
+
+    def met(self, error: UnreadableBatch) -> None:
+        """Count ``error``'s batch, and log it if its node sent none before."""
+        self.count += 1
+        if error.origin in self._told:
+            return
+        self._told.add(error.origin)
+        log.error(
+            "dropped {reason}, from node {origin}: this node's subscribers miss its"
+            " topic messages; run one stompbroker version across the cluster"
+            " (further such batches are counted in topic_gaps.unreadable_batches,"
+            " not logged)",
+            reason=error.reason,
+            origin=error.origin or "unknown",
+        )

@@ -40,7 +40,15 @@ from stompbroker.broker.engine.redis.lapse import LapseWatch
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.logs import logger
 
-__all__ = ["Liveness"]
+__all__ = ["BEAT", "Liveness"]
+
+#: KEYS: this node's liveness key.  ARGV: the node's epoch, milliseconds.
+#: Renews the key only while it holds that epoch; answers what it held.
+BEAT = """
+local held = redis.call('GET', KEYS[1])
+if held == ARGV[1] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
+return held
+"""
 
 log = logger("stompbroker.broker.engine.redis")
 
@@ -58,24 +66,44 @@ class Liveness:
         self.watch = LapseWatch(engine.clock, engine.node_timeout)
         #: While the node recovers from a lapse: done once it has.
         self._fence: asyncio.Future[None] | None = None
+        #: Acknowledgements that ended nothing: their entries had gone to another node.
+        self.foreign_acks = 0
+        #: The value of this node's liveness key, new at each :meth:`announce`: while
+        #: the key holds it, it has not expired since (beats never make it again),
+        #: so no other node has claimed anything from this one meanwhile.
+        self.epoch = "0"
 
     def _key(self) -> str:
         engine = self._engine
         key: str = engine.names.alive(engine.ids.node)
         return key
 
+    @property
+    def key(self) -> str:
+        """This node's liveness key."""
+        return self._key()
+
     async def announce(self) -> None:
-        """Set this node's liveness key, waiting for Redis (at start, and after a lapse)."""
+        """
+        Set this node's liveness key to a new epoch, waiting for Redis (at start,
+        and after a lapse): from then on no other node claims its entries, and
+        what it ends under this epoch needs no check of whom each entry is
+        pending to while the key holds it (:data:`~.queue_settling.SETTLE`).
+        """
         engine = self._engine
+        self.epoch = str(int(self.epoch) + 1)
         sent = self.watch.sending()
-        await engine.client.set(self._key(), b"1", px=int(engine.node_timeout * 1000))
+        await engine.client.set(self._key(), self.epoch, px=int(engine.node_timeout * 1000))
         self.watch.confirmed(sent)
 
     def beat(self) -> None:
         """
-        Keep this node's liveness key alive (``SET ... GET``): a beat that comes
+        Keep this node's liveness key alive (:data:`BEAT`): a beat that comes
         more than ``--node-timeout`` after the last one Redis confirmed, or that
-        finds the key gone, starts a lapse.
+        finds the key gone, starts a lapse.  A beat renews only the key that holds
+        its epoch, so it never makes the key again, nor brings back an older epoch
+        when it reaches Redis late: only :meth:`announce` sets the key, with a new
+        epoch, once the node has sorted out what other nodes took meanwhile.
         """
         engine = self._engine
         if self.watch.lapsed():
@@ -83,20 +111,40 @@ class Liveness:
             return
         sent = self.watch.sending()
         ms = int(engine.node_timeout * 1000)
-        beat = engine.writer.command_waited("SET", self._key(), b"1", "PX", ms, "GET")
-        beat.addCallbacks(self._beaten, self._beat_failed, callbackArgs=(sent,))
+        epoch = self.epoch
+        beat = engine.writer.command_waited("EVAL", BEAT, 1, self._key(), epoch, ms)
+        beat.addCallbacks(self._beaten, self._beat_failed, callbackArgs=(sent, epoch))
 
-    def _beaten(self, previous: Any, sent: float) -> None:
-        if previous is None and self._fence is None:
-            # The key had expired: another node may have taken what this one holds.
-            self.watch.gone()
-            self.lapse()
+    def _beaten(self, previous: Any, sent: float, epoch: str) -> None:
+        if epoch != self.epoch:
+            return  # sent before the node announced itself again: it renewed nothing
+        if previous is None or previous != epoch.encode():
+            if self._fence is None:
+                # The key had expired: another node may have taken what this one holds.
+                self.watch.gone()
+                self.lapse()
             return
         self.watch.confirmed(sent)
 
     def _beat_failed(self, failure: Any) -> None:
         """Redis away: the beat stays queued; the watch sees the lapse if it lasts."""
         failure.trap(RedisUnreachable)
+
+    def foreign_settled(self, count: int, destination: str) -> None:
+        """
+        ``count`` entries this node asked to end were held by another node (which
+        claimed them while this one's liveness had lapsed, and redelivered them):
+        their acknowledgements are dropped, and counted.
+        """
+        self.foreign_acks += count
+        log.warn(
+            "{count} acknowledgements of {queue} ended nothing: another node took over"
+            " those messages while this node's liveness had lapsed, and redelivers them"
+            " ({total} so far)",
+            count=count,
+            queue=destination,
+            total=self.foreign_acks,
+        )
 
     # -- a lapse -------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from stompbroker.broker.engine.redis.connection import RedisUnreachable
 from stompbroker.broker.engine.redis.outage import unreachable_text
 from stompbroker.broker.engine.redis.shared_limits import SharedLimits
 from stompbroker.broker.engine.redis.streams import RedisStreams
+from stompbroker.broker.engine.redis.topic_batches import encode_message
 from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX, REPLY_QUEUE_PREFIX
 from stompbroker.protocol.message import Message
@@ -84,11 +85,15 @@ class ClusterPublishing:
             self.check_connected()
         self._fanout.publish(message)
         if not (message.expires and message.expires <= self._clock.seconds()):
-            payload = encode(self._node, message)
-            writer.publish(self._names.topic(message.destination), payload)
-            if not message.persistent:
-                for durable in self._durables.streams(message.destination):
-                    writer.command("XADD", durable.stream, "*", "m", payload)
+            writer.publish(self._names.topic(message.destination), encode_message(message))
+            # The registry of durable subscriptions is most often empty: no look-up then.
+            if not message.persistent and self._durables.queues:
+                durables = self._durables.streams(message.destination)
+                if durables:
+                    # Stream entries keep the JSON form, which every version reads.
+                    payload = encode(self._node, message)
+                    for durable in durables:
+                        writer.command("XADD", durable.stream, "*", "m", payload)
 
     def publish_queue(self, message: Message) -> Deferred[None] | None:
         """

@@ -164,10 +164,8 @@ class QueueIntake:
         taken = 0
         settling = self._settling
         local = self._queue.local
+        # A count an entry carries in field r is in its message already (fresh folds it).
         for entry_id, fields, message in settling.fresh(entries, stream, self._cluster):
-            if b"r" in fields:
-                # Handed back by a node that had delivered it (dispatch_scripts.RETURN_NODE).
-                message.redeliveries += int(fields[b"r"])
             if redelivered is not None:
                 message.redeliveries += redelivered.get(entry_id, 1)
             if b"o" in fields and self._cluster is not None:

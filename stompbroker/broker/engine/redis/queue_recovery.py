@@ -31,10 +31,16 @@ from twisted.internet.defer import Deferred
 
 from stompbroker.broker.engine.redis.connection import run
 from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
-from stompbroker.broker.engine.redis.lapse import Aside, claimed_entries, sort_after_lapse
+from stompbroker.broker.engine.redis.lapse import (
+    Aside,
+    claimed_entries,
+    claimed_records,
+    sort_after_lapse,
+)
 from stompbroker.broker.engine.redis.own_pending import owned_entries, pending_count, pending_pages
 from stompbroker.broker.engine.redis.queue_reading import QueueReading
 from stompbroker.broker.engine.redis.queue_settling import QueueSettling
+from stompbroker.broker.engine.redis.redelivery_records import fold, record_key
 from stompbroker.broker.queueing.queues import WorkerQueue
 from stompbroker.logs import logger
 
@@ -270,27 +276,49 @@ class QueueRecovery:
 
     # -- claiming from dead nodes ---------------------------------------------------------
 
-    async def _claimed(self, entries: list[Any], counts: dict[Any, int], stream: str) -> int:
+    async def _claimed(
+        self,
+        entries: list[Any],
+        counts: dict[Any, int],
+        stream: str,
+        records: dict[Any, int] | None = None,
+    ) -> int:
         """
         Take entries claimed, or found in this node's pending list: while
         deciding, only those this node's consumers should get (the others go
         to their nodes), and none this node holds or settled lately.
 
         :param counts: entry id -> times Redis delivered it (1 if missing).
+        :param records: entry id -> the redelivery count a dead node that held
+            it had recorded (:mod:`.redelivery_records`): the count goes on from there.
         :returns: how many went into the local queue.
         """
+        records = records or {}
+        # The whole count into the payload, which is all that moves with an entry;
+        # at least one more than the count a dead node recorded.
+        folded = [
+            (
+                entry_id,
+                fold(fields, counts.get(entry_id, 1), records.get(entry_id, -1) + 1)
+                if fields
+                else fields,
+            )
+            for entry_id, fields in entries
+        ]
         queue = self._queue
         cluster = self._cluster
         if cluster is not None and cluster.active:
-            marked = [
-                (entry_id, {**fields, b"r": counts.get(entry_id, 1)})
-                for entry_id, fields in queue.screen(stream, entries)
-            ]
             taken = 0
-            for taken_from, kept in await cluster.decide_locked([(stream, marked)]):
+            screened = queue.screen(stream, folded)
+            for taken_from, kept in await cluster.decide_locked([(stream, screened)]):
                 taken += queue.take(kept, stream=taken_from)
-            return taken
-        return queue.take(entries, counts, stream)
+        else:
+            taken = queue.take(folded, stream=stream)
+        if records:
+            # Counted on from a record: recorded here too, in case this node dies.
+            recorded = [(entry_id, fields) for entry_id, fields in folded if entry_id in records]
+            self._settling.record_claimed(stream, [e for e in recorded if e[1]])
+        return taken
 
     async def claim_from_dead(self) -> int:
         """
@@ -343,11 +371,13 @@ class QueueRecovery:
                 continue
             counts = {row["message_id"]: row["times_delivered"] for row in rows}
             # Only while its key is still gone: a node back from a lapse keeps its own.
-            reply = await engine.scripts.claim_dead(
-                keys=[stream, names.alive(name)], args=[names.group, me, *counts]
-            )
-            entries = claimed_entries(reply)
-            await self._claimed(entries, counts, stream)
+            ids = list(counts)
+            claimed_reply, records_reply = await engine.scripts.claim_dead(
+                keys=[stream, names.alive(name), record_key(names.prefix, name, stream)],
+                args=[names.group, me, *ids],
+            ) or ([], [])
+            entries = claimed_entries(claimed_reply)
+            await self._claimed(entries, counts, stream, claimed_records(ids, records_reply))
             claimed += len(entries)
             log.info(
                 "took over {count} messages of {queue} from node {node}, which is gone",

@@ -14,18 +14,125 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from stompbroker.broker.engine.redis.codec import decode, encode
+from stompbroker.broker.engine.redis.connection import RedisUnreachable
 from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.lapse import Aside
+from stompbroker.broker.engine.redis.redelivery_records import fold, record_key
 from stompbroker.broker.engine.redis.settled import RecentlySettled
-from stompbroker.broker.engine.redis.shared_bytes import END_SIZED, byte_counter
+from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE, byte_counter
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX
 from stompbroker.protocol.message import Message
 
-__all__ = ["QueueSettling", "SettlingQueue"]
+__all__ = [
+    "GIVE_BACK",
+    "SETTLE",
+    "SETTLE_BATCH",
+    "SETTLE_SIZED",
+    "QueueSettling",
+    "SettlingQueue",
+]
+
+#: KEYS: a stream, this node's redelivery records of it (:mod:`.redelivery_records`),
+#: this node's liveness key, the stream's byte counter (:mod:`.shared_bytes`).
+#: ARGV: group, this node, 1 if some of the entries have a record (else 0), the
+#: node's epoch when it settled them (:attr:`~.liveness.Liveness.epoch`), then
+#: entry ids.  Ends (``XACK``, ``XDEL``) each entry unless another consumer
+#: holds it.  While the liveness key still holds that epoch it has not expired
+#: since, so no node has claimed anything from this one and all are ended at
+#: once (one ``GET`` per script).  Otherwise one ``XPENDING id id 1`` per entry
+#: asks whom it is pending to (a seek in the group's pending list; ``XCLAIM``
+#: cannot ask it: it takes an entry from whoever holds it); an entry pending to
+#: nobody (a copy Redis handed out again after a roll-back, or one whose
+#: ``XDEL`` was lost) is ended too.  Answers the ids left to the nodes that hold
+#: them.  :data:`SETTLE_SIZED` also takes the bodies' bytes off the counter.
+_SETTLE = """
+local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
+local ended, foreign = {}, {}
+if redis.call('GET', KEYS[3]) == ARGV[4] then
+  ended = {unpack(ARGV, 5)}
+else
+  for i = 5, #ARGV do
+    local id = ARGV[i]
+    local row = redis.pcall('XPENDING', stream, group, id, id, 1)
+    if type(row) == 'table' and row[1] and row[1][2] ~= me then
+      foreign[#foreign + 1] = id
+    else
+      ended[#ended + 1] = id
+    end
+  end
+end
+if #ended > 0 then
+  redis.call('XACK', stream, group, unpack(ended))
+  -- sized
+  redis.call('XDEL', stream, unpack(ended))
+  if ARGV[3] == '1' then redis.call('HDEL', KEYS[2], unpack(ended)) end
+end
+return foreign
+"""
+SETTLE = _SETTLE
+SETTLE_SIZED = BODY_SIZE + _SETTLE.replace(
+    "  -- sized\n",
+    """  local gone = 0
+  for _, id in ipairs(ended) do
+    local found = redis.call('XRANGE', stream, id, id)
+    if #found > 0 then gone = gone + entry_size(found[1][2]) end
+  end
+  if gone > 0 and redis.call('EXISTS', KEYS[4]) == 1 then
+    if redis.call('DECRBY', KEYS[4], gone) < 0 then redis.call('SET', KEYS[4], 0) end
+  end
+""",
+)
+
+#: KEYS and the first four ARGV as :data:`SETTLE`'s, then per entry: its id,
+#: the stream it goes back to, the message's payload, and the counter to count
+#: its body's size into ('' for none: :mod:`.shared_bytes`) with that size.
+#: ``XADD``\\ s each message again and ends its old entry, unless another
+#: consumer holds the entry (that node delivers it: a second copy would be a
+#: duplicate).  Answers those ids.
+GIVE_BACK = """
+local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
+local checked = redis.call('GET', KEYS[3]) ~= ARGV[4]
+local foreign = {}
+for i = 5, #ARGV, 5 do
+  local id = ARGV[i]
+  local row = checked and redis.pcall('XPENDING', stream, group, id, id, 1)
+  if type(row) == 'table' and row[1] and row[1][2] ~= me then
+    foreign[#foreign + 1] = id
+  else
+    redis.call('XADD', ARGV[i + 1], '*', 'm', ARGV[i + 2])
+    if ARGV[i + 3] ~= '' then redis.call('INCRBY', ARGV[i + 3], ARGV[i + 4]) end
+    redis.call('XACK', stream, group, id)
+    redis.call('XDEL', stream, id)
+    if ARGV[3] == '1' then redis.call('HDEL', KEYS[2], id) end
+  end
+end
+return foreign
+"""
+
+#: Most entries one script ends (Lua's ``unpack`` takes a few thousand at most).
+SETTLE_BATCH = 1000
+
+
+def _by_stream(entries: list[tuple[str, bytes]]) -> dict[str, list[bytes]]:
+    """:returns: entry ids of ``(stream, id)`` pairs, by stream, in order."""
+    streams: dict[str, list[bytes]] = {}
+    for stream, entry_id in entries:
+        streams.setdefault(stream, []).append(entry_id)
+    return streams
+
+
+def _unsure(failure: Any) -> None:
+    """
+    Redis is away past the hold (the script stays queued and runs when it is
+    back, unanswered here), or refused it (the writer logged that).
+    """
+    failure.trap(RedisUnreachable)
 
 
 class SettlingQueue(Protocol):
     """What :class:`QueueSettling` needs of the queue that holds it."""
+
+    destination: str
 
     @property
     def aside(self) -> Aside | None:
@@ -55,6 +162,7 @@ class QueueSettling:
         "_settled",
         "_settled_elsewhere",
         "_recent",
+        "_recorded",
         "_destination",
     )
 
@@ -71,6 +179,8 @@ class QueueSettling:
         #: What this node ended lately, of any of the queue's streams (keyed as
         #: in :attr:`_entries`), so that Redis handing it out again ends it.
         self._recent = RecentlySettled()
+        #: Keys of the entries whose redelivery count this node keeps in Redis.
+        self._recorded: set[Any] = set()
         #: The ``/queue/`` whose stream it is (a policy's byte limit may apply), or ``None``.
         destination = engine.names.destination_of(stream)
         self._destination = destination if destination.startswith(QUEUE_PREFIX) else None
@@ -89,7 +199,7 @@ class QueueSettling:
 
     def forget(self, message_id: str) -> None:
         """Forget a message's entry, neither ended nor given back (another node took it)."""
-        del self._entries[message_id]
+        self._recorded.discard(self._entries.pop(message_id))
 
     def accounted(self) -> int:
         """:returns: how many entries of its pending lists the node holds or is ending."""
@@ -111,9 +221,9 @@ class QueueSettling:
 
     def end_settled(self) -> None:
         """
-        One ``XACK`` and one ``XDEL`` for every entry settled since the last; none
-        while the node may have lapsed (another node may hold them now): those
-        wait, aside, for the queue's ``unfence``.
+        End every entry settled since the last (:data:`SETTLE`, one script per
+        stream and batch); none while the node may have lapsed (another node
+        may hold them now): those wait, aside, for the queue's ``unfence``.
         """
         entries = self._settled
         if self._engine.liveness.lapsing():
@@ -122,23 +232,39 @@ class QueueSettling:
                 aside.settled += [*entries, *self._settled_elsewhere]
                 self._settled, self._settled_elsewhere = [], []
                 return
-        writer = self._engine.writer
-        sized = self._sized()
         if entries:
             self._settled = []
-            writer.command("XACK", self._stream, self._engine.names.group, *entries)
-            if sized:
-                self._end_sized(self._stream, entries)
-            else:
-                writer.command("XDEL", self._stream, *entries)
+            self._end_owned(self._stream, entries)
         if self._settled_elsewhere:
             elsewhere, self._settled_elsewhere = self._settled_elsewhere, []
-            for stream, entry in elsewhere:
-                writer.command("XACK", stream, self._engine.names.group, entry)
-                if sized:
-                    self._end_sized(stream, [entry])
-                else:
-                    writer.command("XDEL", stream, entry)
+            for stream, ids in _by_stream(elsewhere).items():
+                self._end_owned(stream, ids)
+
+    def _end_owned(self, stream: str, ids: list[bytes]) -> None:
+        """
+        End entries of one stream, but those another node holds now (:data:`SETTLE`):
+        the script answers which, and they are forgotten here with a warning.
+        """
+        engine = self._engine
+        records = self._unrecord(stream, ids)
+        prefix = engine.names.prefix
+        script = SETTLE_SIZED if self._sized() else SETTLE
+        for start in range(0, len(ids), SETTLE_BATCH):
+            reply = engine.writer.command_waited(
+                "EVAL",
+                script,
+                4,
+                stream,
+                record_key(prefix, engine.ids.node, stream),
+                engine.liveness.key,
+                byte_counter(prefix, stream),
+                engine.names.group,
+                engine.ids.node,
+                records,
+                engine.liveness.epoch,
+                *ids[start : start + SETTLE_BATCH],
+            )
+            reply.addCallbacks(self._ended, _unsure)
 
     def _sized(self) -> bool:
         """Whether a policy's ``max-length-bytes`` applies to the queue (:mod:`.shared_bytes`)."""
@@ -147,49 +273,134 @@ class QueueSettling:
         limit = self._engine.limits.of(self._destination)
         return limit is not None and limit.max_bytes is not None
 
-    def _end_sized(self, stream: str, entries: list[bytes]) -> None:
-        """Delete entries, taking their bodies' bytes off the stream's byte count."""
-        prefix = self._engine.names.prefix
-        counter = byte_counter(prefix, stream)
-        self._engine.writer.command("EVAL", END_SIZED, 2, stream, counter, *entries)
+    def _ended(self, foreign: Any) -> None:
+        """:param foreign: the entries :data:`SETTLE` left to the nodes that hold them."""
+        if foreign:
+            self._engine.liveness.foreign_settled(len(foreign), self._queue.destination)
+
+    def _unrecord(self, stream: str, ids: list[bytes]) -> int:
+        """
+        Forget the redelivery records (:mod:`.redelivery_records`) of entries ended.
+
+        :returns: 1 if any of them had one (the script removes them too), else 0.
+        """
+        recorded = self._recorded
+        if not recorded:
+            return 0
+        had = 0
+        for entry_id in ids:
+            key = self.key(stream, entry_id)
+            if key in recorded:
+                recorded.discard(key)
+                had = 1
+        return had
+
+    def record(self, messages: list[Message]) -> None:
+        """
+        Keep in Redis the redelivery counts of messages this node's consumers sent
+        back (NACK, a consumer that left), so that a node that claims their entries
+        after this one dies counts on from there (:mod:`.redelivery_records`).
+
+        :param messages: as they were delivered; each now counts one more.
+        """
+        engine = self._engine
+        held = self._entries
+        for message in messages:
+            key = held.get(message.message_id)
+            if key is None:
+                continue  # dead-lettered, or not this node's any more
+            stream, entry_id = (self._stream, key) if type(key) is bytes else key
+            hash_key = record_key(engine.names.prefix, engine.ids.node, stream)
+            engine.writer.command("HSET", hash_key, entry_id, message.redeliveries + 1)
+            self._recorded.add(key)
+
+    def record_claimed(self, stream: str, entries: list[Any]) -> None:
+        """
+        Keep in Redis the counts of entries claimed from a dead node that had
+        recorded theirs (:mod:`.redelivery_records`), for those this node took:
+        Redis's delivery count alone would not say as much if this node dies too.
+
+        :param entries: ``(entry id, fields)`` as taken, the count in the payload.
+        """
+        engine = self._engine
+        hash_key = record_key(engine.names.prefix, engine.ids.node, stream)
+        for entry_id, fields in entries:
+            _, message = decode(fields[b"m"])
+            key = self.key(stream, entry_id)
+            if self._entries.get(message.message_id) == key:
+                engine.writer.command("HSET", hash_key, entry_id, message.redeliveries)
+                self._recorded.add(key)
 
     def give_back(self, messages: list[Message]) -> None:
-        """Put messages this node read back at the tail of the stream for the other nodes."""
+        """
+        Put messages this node read back at the tail of the stream for the other
+        nodes (:data:`GIVE_BACK`: but those whose entries another node holds now).
+        """
         engine = self._engine
-        writer = engine.writer
         lane = self._queue.lane
+        prefix = engine.names.prefix
         # What comes back from this node's own stream (a decided queue's) was
         # counted out of its lane's byte count when it was moved there.
-        own = f"{engine.names.prefix}:qn:" if messages and self._sized() else None
+        own = f"{prefix}:qn:" if messages and self._sized() else None
+        by_source: dict[str, list[Any]] = {}
         for message in messages:
             entry = self._entries.pop(message.message_id, None)
+            payload = encode(engine.ids.node, message)
             target = lane(message)
-            writer.command("XADD", target, "*", "m", encode(engine.ids.node, message))
-            if entry is not None:
-                self._recent.ended(entry)
-                stream = self._stream
-                if type(entry) is not bytes:
-                    stream, entry = entry
-                    if own is not None and stream.startswith(own):
-                        counter = byte_counter(engine.names.prefix, target)
-                        writer.command("INCRBY", counter, len(message.body))
-                writer.command("XACK", stream, engine.names.group, entry)
-                writer.command("XDEL", stream, entry)
+            if entry is None:
+                engine.writer.command("XADD", target, "*", "m", payload)
+                continue
+            self._recent.ended(entry)
+            stream, entry_id = (self._stream, entry) if type(entry) is bytes else entry
+            counted = own is not None and stream.startswith(own)
+            counter = byte_counter(prefix, target) if counted else ""
+            given = (entry_id, target, payload, counter, len(message.body))
+            by_source.setdefault(stream, []).append(given)
+        for stream, given_back in by_source.items():
+            self._give_back_owned(stream, given_back)
 
     def give_back_held(self, cluster: ClusterDispatch) -> None:
-        """Put back the entries no consumer took at the tail of the stream, for the others."""
-        writer = self._engine.writer
-        group = self._engine.names.group
+        """Put back the entries no consumer took at the tail of their lane, for the others."""
+        lane = self._queue.lane
         held, cluster.held = cluster.held, []
+        by_source: dict[str, list[Any]] = {}
         for stream, entry, payload in held:
             self._recent.ended(self.key(stream, entry))
-            writer.command("XADD", self._stream, "*", "m", payload)
-            writer.command("XACK", stream, group, entry)
-            writer.command("XDEL", stream, entry)
+            target = lane(decode(payload)[1])
+            by_source.setdefault(stream, []).append((entry, target, payload, "", 0))
+        for stream, given in by_source.items():
+            self._give_back_owned(stream, given)
+
+    def _give_back_owned(self, stream: str, given: list[tuple[Any, ...]]) -> None:
+        """
+        One :data:`GIVE_BACK` per batch of a stream's ``(entry id, target stream,
+        payload, counter or '', body size)``.
+        """
+        engine = self._engine
+        records = self._unrecord(stream, [entry[0] for entry in given])
+        for start in range(0, len(given), SETTLE_BATCH):
+            args: list[Any] = []
+            for entry in given[start : start + SETTLE_BATCH]:
+                args += entry
+            reply = engine.writer.command_waited(
+                "EVAL",
+                GIVE_BACK,
+                3,
+                stream,
+                record_key(engine.names.prefix, engine.ids.node, stream),
+                engine.liveness.key,
+                engine.names.group,
+                engine.ids.node,
+                records,
+                engine.liveness.epoch,
+                *args,
+            )
+            reply.addCallbacks(self._ended, _unsure)
 
     def end(self, entries: list[Any]) -> None:
         """
-        End entries this node will not deliver (copies of what it holds or settled).
+        End entries this node will not deliver (copies of what it holds or settled),
+        but those another node holds now (:data:`SETTLE`).
 
         :param entries: keyed as :meth:`key` keys them.
         """
@@ -199,11 +410,8 @@ class QueueSettling:
             recent.ended(entry)
             stream, entry_id = (self._stream, entry) if type(entry) is bytes else entry
             streams.setdefault(stream, []).append(entry_id)
-        writer = self._engine.writer
-        group = self._engine.names.group
         for stream, ids in streams.items():
-            writer.command("XACK", stream, group, *ids)
-            writer.command("XDEL", stream, *ids)
+            self._end_owned(stream, ids)
 
     def fresh(
         self, entries: list[Any], stream: str | None, cluster: ClusterDispatch | None
@@ -230,6 +438,10 @@ class QueueSettling:
                 continue
             if (stream or self._stream, entry_id) in waiting:
                 continue
+            if b"r" in fields:
+                # Handed back by a node that had delivered it (dispatch_scripts.RETURN_NODE):
+                # its count goes into the payload, which is all a move carries.
+                fields = fold(fields)
             _, message = decode(fields[b"m"])
             message_id = message.message_id
             holding = held.get(message_id)

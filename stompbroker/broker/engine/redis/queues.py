@@ -38,7 +38,7 @@ from typing import Any
 from zope.interface import implementer
 
 from stompbroker.broker.engine.base import IQueue
-from stompbroker.broker.engine.redis.codec import encode
+from stompbroker.broker.engine.redis.codec import decode, encode
 from stompbroker.broker.engine.redis.dispatch import ClusterDispatch, local_options
 from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.lapse import Aside
@@ -195,6 +195,12 @@ class StreamQueue:
         return self.local.consumers
 
     @property
+    def undecided(self) -> list[Message]:
+        """What this node read, deciding (:mod:`.dispatch`), that no consumer accepts: it waits."""
+        cluster = self._cluster
+        return [] if cluster is None else [decode(payload)[1] for _, _, payload in cluster.held]
+
+    @property
     def aside(self) -> Aside | None:
         """While the node recovers from a lapse: what this queue put aside; else ``None``."""
         return self._recovery.aside
@@ -232,9 +238,17 @@ class StreamQueue:
         self.enqueue(message)
 
     def enqueue(self, message: Message) -> None:
-        """Add a message (a dead letter, a reply) to the stream, for any node's consumers."""
+        """
+        Add a message (a dead letter, a reply) to the stream, for any node's
+        consumers: under the queue's limits as one node's queue takes it
+        (:meth:`.SharedLimit.enqueue`), counted in its byte count.
+        """
         engine = self._engine
         payload = encode(engine.ids.node, message)
+        limit = None if self.key is not None else engine.limits.of(self.destination)
+        if limit is not None:
+            limit.enqueue(engine, message, self.lane(message), payload)
+            return
         engine.writer.command("XADD", self.lane(message), "*", "m", payload)
 
     def lane(self, message: Message) -> str:
@@ -296,8 +310,12 @@ class StreamQueue:
         consumers, or back to the stream if it was the last (with the NACKed
         messages that wait here for their redelivery, which then go at once).
         """
+        returned = list(consumer.unacked.values())
         self.local.remove_consumer(consumer)
         self._wake.set()
+        if self.consumers:
+            # Redelivered here: their counts are kept in Redis too.
+            self._settling.record(returned)
         cluster = self._cluster
         if cluster is not None:
             cluster.unregister(consumer)
@@ -345,6 +363,7 @@ class StreamQueue:
         """Return messages to the local queue's head (see the local queue's)."""
         self._recovery.check_lapse()
         written = self.local.requeue(consumer, messages)
+        self._settling.record(messages)
         self._wake.set()
         return written
 
@@ -387,14 +406,18 @@ class StreamQueue:
     def give_back_for(self, seconds: float) -> list[Message]:
         """
         Another node acts on the whole stream (a purge, a move: :mod:`.queue_actions`):
-        put what this node read ahead and did not hand out back at the tail of
-        the stream, and read nothing more for ``seconds`` or until :meth:`resume`.
+        put what this node read ahead and did not hand out (and, deciding,
+        what no consumer accepts) back at the tail of its lane, and read
+        nothing more for ``seconds`` or until :meth:`resume`.
 
         :returns: the messages given back.
         """
         given = list(self.pending)
         self.pending.clear()
         self._settling.give_back(given)
+        if self._cluster is not None and self._cluster.held:
+            given += self.undecided
+            self._settling.give_back_held(self._cluster)
         self._intake.hold(seconds)
         return given
 

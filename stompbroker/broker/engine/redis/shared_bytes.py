@@ -14,10 +14,11 @@ have read and not settled, as the stream's length counts them for
   counter: one round trip per SEND.
 - Every other place an entry of such a stream ends decrements the counter by
   its body size, read from the entry in Redis: a node's settling
-  (:data:`END_SIZED` instead of ``XDEL``, while the node sees the byte limit in
-  force), the management's purge, move and delete, and the deciding node's
-  move of an entry to a node's own stream (:data:`.dispatch_scripts.MOVE`; handed back,
-  :data:`.dispatch_scripts.RETURN_NODE` counts it in again).  The scripts touch a
+  (:data:`.queue_settling.SETTLE_SIZED` instead of :data:`.queue_settling.SETTLE`,
+  while the node sees the byte limit in force), the management's purge, move
+  and delete, and the deciding node's move of an entry to a node's own stream
+  (:data:`.dispatch_scripts.MOVE`; handed back, :data:`.dispatch_scripts.RETURN_NODE`
+  counts it in again).  The scripts touch a
   counter only if it exists, so a queue no byte limit ever applied to has none.
 - The count is repaired where it can drift (a policy set on a queue that
   already holds messages, entries ended by a node that did not yet see the
@@ -32,7 +33,7 @@ newline, or the second for an entry moved to a dead-letter stream.
 
 from __future__ import annotations
 
-__all__ = ["ADD_SIZED", "BODY_SIZE", "END_SIZED", "byte_counter", "recount_mark"]
+__all__ = ["ADD_SIZED", "BODY_SIZE", "byte_counter", "recount_mark"]
 
 #: Lua: the body size of an entry's payload, and of an entry's fields.
 BODY_SIZE = """
@@ -56,8 +57,9 @@ end
 #: KEYS: the stream, its counter, its recount mark, the dead-letter queue's
 #: stream (or the stream itself when there is none), the dead-letter stream's
 #: counter.  ARGV: the most bytes, the most entries (-1: no limit), the
-#: overflow, the entry's payload, its body size, the dead-letter queue, a fresh
-#: message-id, the reason.
+#: overflow (or ``keep``: add and count, neither refuse nor push out), the
+#: entry's payload, its body size, the dead-letter queue, a fresh message-id,
+#: the reason.
 #: Returns {1, entries moved to the dead-letter stream} once added, or
 #: {0, 'max-length-bytes'} / {0, 'max-length'} when ``reject-publish`` refuses.
 ADD_SIZED = (
@@ -100,7 +102,7 @@ end
 redis.call('XADD', stream, '*', 'm', payload)
 length, bytes = length + 1, bytes + size
 local moved = 0
-while length > 0 and over(length, bytes) do
+while overflow ~= 'keep' and length > 0 and over(length, bytes) do
   local head = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
   if head == nil then break end
   local gone = entry_size(head[2])
@@ -122,28 +124,6 @@ redis.call('SET', counter, bytes)
 return {1, moved}
 """
 )
-
-#: KEYS: the stream, its counter.  ARGV: the entries to end.  Deletes each
-#: (``XDEL``), taking the body size of those it found off the counter, if the
-#: counter exists.  Returns how many it deleted.
-END_SIZED = (
-    BODY_SIZE
-    + """
-local gone, deleted = 0, 0
-for _, id in ipairs(ARGV) do
-  local found = redis.call('XRANGE', KEYS[1], id, id)
-  if #found > 0 then
-    gone = gone + entry_size(found[1][2])
-    deleted = deleted + redis.call('XDEL', KEYS[1], id)
-  end
-end
-if gone > 0 and redis.call('EXISTS', KEYS[2]) == 1 then
-  if redis.call('DECRBY', KEYS[2], gone) < 0 then redis.call('SET', KEYS[2], 0) end
-end
-return deleted
-"""
-)
-
 
 def byte_counter(prefix: str, stream: str) -> str:
     """

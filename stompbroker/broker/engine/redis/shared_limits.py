@@ -35,7 +35,12 @@ from typing import Any
 from attrs import frozen
 from twisted.internet.defer import Deferred
 
-from stompbroker.broker.engine.redis.shared_bytes import ADD_SIZED, byte_counter, recount_mark
+from stompbroker.broker.engine.redis.shared_bytes import (
+    ADD_SIZED,
+    BODY_SIZE,
+    byte_counter,
+    recount_mark,
+)
 from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.queueing.limits import MAX_LENGTH
 from stompbroker.broker.routing.destinations import dead_letter_destination, is_dead_letter_queue
@@ -51,15 +56,20 @@ if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
 return redis.call('XADD', KEYS[1], '*', 'm', ARGV[2])
 """
 
-#: KEYS: the stream, the dead-letter queue's stream.  ARGV: the limit, the
-#: entry's payload, the dead-letter queue, a fresh message-id, the reason.
+#: KEYS: the stream, the dead-letter queue's stream, its byte counter
+#: (:mod:`.shared_bytes`).  ARGV: the limit, the entry's payload, the
+#: dead-letter queue, a fresh message-id, the reason.
 #: Moves the oldest entries to the dead-letter stream, each behind its marking
 #: (:data:`~stompbroker.broker.engine.redis.codec.DEAD_LETTER`, then the JSON of
-#: the queue, a message-id and the reason, then a newline), until adding one
+#: the queue, a message-id and the reason, then a newline), counting its body
+#: in the dead-letter stream's byte count if it has one, until adding one
 #: keeps the stream within the limit; adds it; returns how many it moved.
-ADD_DEAD_LETTERING = """
+ADD_DEAD_LETTERING = (
+    BODY_SIZE
+    + """
 local over = redis.call('XLEN', KEYS[1]) - tonumber(ARGV[1]) + 1
 local moved = 0
+local counted = redis.call('EXISTS', KEYS[3]) == 1
 if over > 0 then
   local heads = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', over)
   for _, entry in ipairs(heads) do
@@ -69,6 +79,7 @@ if over > 0 then
         local id = moved == 0 and ARGV[4] or ARGV[4] .. '-' .. moved
         local marking = 'D' .. cjson.encode({ARGV[3], id, ARGV[5]}) .. '\\n'
         redis.call('XADD', KEYS[2], '*', 'm', marking .. fields[i + 1])
+        if counted then redis.call('INCRBY', KEYS[3], body_size(fields[i + 1])) end
       end
     end
     redis.call('XDEL', KEYS[1], entry[1])
@@ -78,6 +89,7 @@ end
 redis.call('XADD', KEYS[1], '*', 'm', ARGV[2])
 return moved
 """
+)
 
 
 @frozen
@@ -142,6 +154,20 @@ class SharedLimit:
         stored: Deferred[Any] = writer.command_waited(*args, replicated=True)
         return stored.addCallback(_nothing)
 
+    def enqueue(self, engine: Any, message: Message, stream: str, payload: bytes) -> None:
+        """
+        Add a message no SEND brings (a dead letter) as one node's queue takes
+        it: never refused (``reject-publish`` refuses SENDs only: it is added
+        over the limit), the oldest pushed out by the other overflows, and
+        counted in the stream's byte count.
+        """
+        if self.overflow != "reject-publish":
+            self.add(engine, message, stream, payload, waited=False)
+        elif self.max_bytes is not None:
+            self._sized(engine, message, stream, payload, False, overflow="keep")
+        else:
+            engine.writer.command("XADD", stream, "*", "m", payload)
+
     def _dead_lettering(
         self, engine: Any, message: Message, stream: str, payload: bytes, waited: bool
     ) -> Deferred[None] | None:
@@ -152,9 +178,10 @@ class SharedLimit:
         added: Deferred[Any] = engine.writer.command_waited(
             "EVAL",
             ADD_DEAD_LETTERING,
-            2,
+            3,
             stream,
             engine.names.queue(target),
+            byte_counter(engine.names.prefix, engine.names.queue(target)),
             self.max_length,
             payload,
             target,
@@ -166,11 +193,22 @@ class SharedLimit:
         return added.addCallback(_nothing) if waited else None
 
     def _sized(
-        self, engine: Any, message: Message, stream: str, payload: bytes, waited: bool
+        self,
+        engine: Any,
+        message: Message,
+        stream: str,
+        payload: bytes,
+        waited: bool,
+        overflow: str | None = None,
     ) -> Deferred[None] | None:
-        """Add through :data:`~.shared_bytes.ADD_SIZED`, keeping the stream's byte count."""
+        """
+        Add through :data:`~.shared_bytes.ADD_SIZED`, keeping the stream's byte count.
+
+        :param overflow: what to do over the limit, if not the policy's.
+        """
         prefix = engine.names.prefix
-        target = self.dead_letter if self.overflow == "dead-letter" else None
+        overflow = overflow or self.overflow
+        target = self.dead_letter if overflow == "dead-letter" else None
         dead_stream = stream
         if target is not None:
             engine.queue_names.met(target)
@@ -186,7 +224,7 @@ class SharedLimit:
             byte_counter(prefix, dead_stream),
             self.max_bytes,
             -1 if self.max_length is None else self.max_length,
-            self.overflow,
+            overflow,
             payload,
             len(message.body),
             target or "",
@@ -195,7 +233,7 @@ class SharedLimit:
             replicated=waited,
         )
         added.addCallback(self._sized_added, engine, message)
-        if waited or self.overflow == "reject-publish":
+        if waited or overflow == "reject-publish":
             return added
         return None
 

@@ -1,0 +1,297 @@
+"""
+The management's move and dead-letter retry of a shared ``/queue/``'s waiting
+messages (:mod:`.queue_actions` runs them once the nodes have given back what
+they read ahead): from every stream they wait in (:mod:`.queue_sources`), in
+the order one node hands them out, each into the target's lane of its priority.
+
+The node reads a page of a stream (``XRANGE``, and ``XPENDING`` of its range),
+makes each chosen message anew (:func:`new_message`: a new ``message-id``; a
+retry's without the dead-letter headers) and runs :data:`MOVE`, one script per
+page, which checks each entry again and moves it in one step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from attrs import define
+from redis.exceptions import ResponseError
+
+from stompbroker.broker.engine.redis.codec import decode, encode
+from stompbroker.broker.engine.redis.lanes import LANE_ORDER, lane_stream, mode_key
+from stompbroker.broker.engine.redis.queue_sources import QueueSources, entry_order
+from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE, byte_counter
+from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
+from stompbroker.broker.routing.destinations import TOPIC_PREFIX
+from stompbroker.protocol.frames import Headers
+from stompbroker.protocol.message import Message
+
+__all__ = ["FREE", "MOVE", "PAGE", "UNCOUNT", "QueueMoves", "Route", "new_message"]
+
+#: Entries one script looks at.
+PAGE = 500
+
+Route = Callable[[Message], "tuple[str, Headers] | None"]
+
+#: Whether nobody but a dead node (ARGV names them after their count) holds an
+#: entry of the stream KEYS[1] in group ARGV[1]: the scripts' shared check.
+FREE = """
+local function free(stream, group, id, dead)
+  local held = redis.pcall('XPENDING', stream, group, id, id, 1)
+  if type(held) ~= 'table' or held.err or #held == 0 then
+    return true, false
+  end
+  return dead[held[1][2]] == true, true
+end
+"""
+
+#: Take bytes off a stream's byte counter (:mod:`.shared_bytes`), if it has one.
+UNCOUNT = """
+local function uncount(counter, gone)
+  if gone > 0 and redis.call('EXISTS', counter) == 1 then
+    if redis.call('DECRBY', counter, gone) < 0 then redis.call('SET', counter, 0) end
+  end
+end
+"""
+
+#: Move chosen entries: KEYS[1] the stream, KEYS[2] its byte counter; ARGV:
+#: group, the number of dead nodes and their names, then per entry its id, the
+#: target stream ('' for a topic: the node publishes it), the target's byte
+#: counter and whether a byte limit applies to it ('1': the counter is made if
+#: need be, as :data:`~.shared_bytes.ADD_SIZED` makes it; else it is kept only
+#: if it exists), its mode hash and the fields to set there ('p' for a lane,
+#: 'g' for a grouped message: :mod:`.lanes`), and the new message.  Returns the
+#: ids moved.
+MOVE = (
+    FREE
+    + BODY_SIZE
+    + UNCOUNT
+    + """
+local dead = {}
+local ndead = tonumber(ARGV[2])
+for i = 3, 2 + ndead do dead[ARGV[i]] = true end
+local done = {}
+local gone = 0
+for i = 3 + ndead, #ARGV, 7 do
+  local id, target, counter, sized, mode, marks, payload =
+    ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
+  if #redis.call('XRANGE', KEYS[1], id, id) > 0 then
+    local ok, pending = free(KEYS[1], ARGV[1], id, dead)
+    if ok then
+      local size = body_size(payload)
+      if target ~= '' then
+        for mark in string.gmatch(marks, '.') do redis.call('HSET', mode, mark, '1') end
+        if sized == '1' or redis.call('EXISTS', counter) == 1 then
+          if redis.call('XLEN', target) == 0 then redis.call('SET', counter, 0) end
+          redis.call('INCRBY', counter, size)
+        end
+        redis.call('XADD', target, '*', 'm', payload)
+      end
+      if pending then redis.call('XACK', KEYS[1], ARGV[1], id) end
+      redis.call('XDEL', KEYS[1], id)
+      gone = gone + size
+      done[#done + 1] = id
+    end
+  end
+end
+uncount(KEYS[2], gone)
+return done
+"""
+)
+
+
+def new_message(message: Message, destination: str, headers: Headers, message_id: str) -> Message:
+    """:returns: what a move makes of ``message``: a new message to ``destination``."""
+    return Message(
+        destination,
+        message_id,
+        headers,
+        message.body,
+        message.expires,
+        0,
+        message.persistent,
+        message.priority,
+        message.group,
+        message.closes_group,
+    )
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@define
+class _Done:
+    """How far a move is: at most ``count`` entries moved or left by the route."""
+
+    count: int
+    moved: int = 0
+    left: int = 0
+
+    @property
+    def full(self) -> bool:
+        return self.moved + self.left >= self.count
+
+
+class QueueMoves:
+    """
+    Moves waiting messages of a queue's streams to other destinations.
+
+    :param engine: the :class:`~stompbroker.broker.engine.redis.engine.RedisEngine`.
+    """
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+        self._move = engine.client.register_script(MOVE)
+
+    async def move(self, found: QueueSources, count: int, route: Route) -> tuple[int, int]:
+        """
+        Move the first ``count`` free entries in the order one node hands them
+        out: by priority, and within one, what the nodes' own streams hold
+        (decided earlier) before what waits in the lane.
+        """
+        own: dict[int, list[tuple[tuple[int, int], str, bytes, Message]]] = {}
+        for source in found.own:
+            for entry_id, message in await self._free(source.stream, found.dead):
+                order = entry_order(entry_id)
+                own.setdefault(message.priority, []).append(
+                    (order, source.stream, entry_id, message)
+                )
+        lanes = {source.priority: source.stream for source in found.lanes}
+        done = _Done(count)
+        for priority in LANE_ORDER:
+            for stream, entries in _runs(sorted(own.get(priority, ()))):
+                await self._move_entries(stream, entries, found.dead, done, route)
+            lane = lanes.get(priority)
+            if lane is not None:
+                await self._move_stream(lane, found.dead, done, route)
+            if done.full:
+                break
+        return done.moved, done.left
+
+    async def _free(self, stream: str, dead: tuple[str, ...]) -> list[tuple[bytes, Message]]:
+        """:returns: every entry of ``stream`` no live node holds, in order."""
+        free = []
+        start = "-"
+        while True:
+            page = await self._engine.client.xrange(stream, min=start, max="+", count=PAGE)
+            free += self._free_in(page, await self._pending(stream, page), dead)
+            if len(page) < PAGE:
+                return free
+            start = "(" + _text(page[-1][0])
+
+    @staticmethod
+    def _free_in(
+        page: list[Any], holders: dict[bytes, str], dead: tuple[str, ...]
+    ) -> list[tuple[bytes, Message]]:
+        free = []
+        for entry_id, fields in page:
+            if not fields or b"m" not in fields:
+                continue
+            holder = holders.get(entry_id)
+            if holder is None or holder in dead:
+                free.append((entry_id, decode(fields[b"m"])[1]))
+        return free
+
+    async def _move_stream(
+        self, stream: str, dead: tuple[str, ...], done: _Done, route: Route
+    ) -> None:
+        """Move free entries of a lane until ``done`` is full, a page (one script) at a time."""
+        client = self._engine.client
+        start = "-"
+        while not done.full:
+            page = await client.xrange(stream, min=start, max="+", count=PAGE)
+            free = self._free_in(page, await self._pending(stream, page), dead)
+            await self._move_entries(stream, free, dead, done, route)
+            if len(page) < PAGE:
+                break
+            start = "(" + _text(page[-1][0])
+
+    async def _move_entries(
+        self,
+        stream: str,
+        entries: list[tuple[bytes, Message]],
+        dead: tuple[str, ...],
+        done: _Done,
+        route: Route,
+    ) -> None:
+        """Move entries of one stream, in order, until ``done`` is full: one script."""
+        engine = self._engine
+        names = engine.names
+        prefix = names.prefix
+        chosen: list[tuple[bytes, Message]] = []
+        args: list[Any] = [names.group, len(dead), *dead]
+        for entry_id, message in entries:
+            if done.moved + done.left + len(chosen) >= done.count:
+                break
+            target = route(message)
+            if target is None:
+                done.left += 1
+                continue
+            new = new_message(message, *target, engine.books.ids.new_message_id())
+            chosen.append((entry_id, new))
+            args += [entry_id, *self._target(new), encode(engine.ids.node, new)]
+        if chosen:
+            keys = [stream, byte_counter(prefix, stream)]
+            moved = set(await self._move(keys=keys, args=args, client=engine.client))
+            for entry_id, new in chosen:
+                if entry_id in moved:
+                    done.moved += 1
+                    self.sent(new)
+
+    def _target(self, new: Message) -> list[str]:
+        """:returns: the target's stream, counter, sizing, mode hash and marks (:data:`MOVE`)."""
+        destination = new.destination
+        if destination.startswith(TOPIC_PREFIX):
+            return ["", "", "0", "", ""]
+        engine = self._engine
+        prefix = engine.names.prefix
+        if destination not in engine.queue_names.known:
+            engine.queue_names.met(destination)
+        stream = lane_stream(prefix, engine.names.queue(destination), destination, new.priority)
+        marks = ("p" if new.priority != DEFAULT_PRIORITY else "") + (
+            "g" if new.group is not None else ""
+        )
+        limit = engine.limits.of(destination)
+        sized = "1" if limit is not None and limit.max_bytes is not None else "0"
+        return [stream, byte_counter(prefix, stream), sized, mode_key(prefix, destination), marks]
+
+    async def _pending(self, stream: str, page: list[Any]) -> dict[bytes, str]:
+        """:returns: entry id -> its holder, for the entries of ``page`` some node holds."""
+        if not page:
+            return {}
+        engine = self._engine
+        try:
+            rows = await engine.client.xpending_range(
+                stream, engine.names.group, min=page[0][0], max=page[-1][0], count=len(page)
+            )
+        except ResponseError as error:
+            if "NOGROUP" not in str(error):
+                raise
+            return {}
+        return {row["message_id"]: _text(row["consumer"]) for row in rows}
+
+    def sent(self, new: Message) -> None:
+        """Count a moved message in; publish one moved to a topic (its script only ended it)."""
+        engine = self._engine
+        if new.destination.startswith(TOPIC_PREFIX):
+            if new.persistent:
+                kept = engine.keep(new)
+                if kept is not None:
+                    kept.addErrback(lambda failure: None)
+            engine.publish_topic(new)
+        else:
+            engine.traffic.published(new)
+
+
+def _runs(
+    entries: list[tuple[Any, str, bytes, Message]],
+) -> list[tuple[str, list[tuple[bytes, Message]]]]:
+    """:returns: ``entries`` (sorted) cut into runs of one stream: ``(stream, [(id, message)])``."""
+    runs: list[tuple[str, list[tuple[bytes, Message]]]] = []
+    for _, stream, entry_id, message in entries:
+        if not runs or runs[-1][0] != stream:
+            runs.append((stream, []))
+        runs[-1][1].append((entry_id, message))
+    return runs
