@@ -289,6 +289,19 @@ class SentinelGroup:
         )
         return self.primary_port()
 
+    def entries_added(self, port: int, key: str) -> int:
+        """
+        :returns: how many entries were ever added to the stream ``key`` on the
+            server on ``port`` (``XINFO STREAM``'s ``entries-added``; 0 if none).
+        """
+        import redis
+
+        try:
+            with self._client(port) as client:
+                return int(client.xinfo_stream(key).get("entries-added", 0))
+        except redis.ResponseError:
+            return 0
+
     def stop(self) -> None:
         """Stop every process of the group by its PID."""
         for sentinel in self.sentinels:

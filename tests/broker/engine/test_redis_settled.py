@@ -19,15 +19,16 @@ def test_an_ended_entry_and_an_acknowledged_message_are_known() -> None:
 
 
 def test_the_oldest_are_forgotten_past_the_limit() -> None:
-    """Each record keeps its last ``limit`` ids, so its memory is bounded."""
+    """Each record keeps at least its last ``limit`` ids, at most twice as many."""
     record = RecentlySettled(limit=2)
-    for number in range(3):
+    for number in range(5):
         record.ended(f"{number}-0".encode())
         record.acknowledged(f"n-{number}")
-    assert len(record) == 2
-    assert not record.knows(b"0-0", "n-0")
-    assert record.knows(b"1-0") and record.knows(b"x", "n-1")
-    assert record.knows(b"2-0") and record.knows(b"x", "n-2")
+        assert 2 <= len(record) <= 4 or number < 1
+    assert len(record) == 3
+    assert not record.knows(b"0-0", "n-0") and not record.knows(b"1-0", "n-1")
+    for number in (2, 3, 4):
+        assert record.knows(f"{number}-0".encode()) and record.knows(b"x", f"n-{number}")
 
 
 def test_a_limit_under_one_is_refused() -> None:

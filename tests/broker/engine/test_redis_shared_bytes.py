@@ -9,12 +9,13 @@ from __future__ import annotations
 import pytest
 import redis
 
-from stompbroker.broker.engine.redis.codec import decode, encode
+from stompbroker.broker.engine.redis.codec import decode, encode, encode_entry
 from stompbroker.broker.engine.redis.dispatch_scripts import MOVE, RETURN_NODE
 from stompbroker.broker.engine.redis.queue_settling import SETTLE_SIZED
 from stompbroker.broker.engine.redis.redelivery_records import record_key
 from stompbroker.broker.engine.redis.shared_bytes import (
     ADD_SIZED,
+    BODY_SIZE,
     byte_counter,
     recount_mark,
 )
@@ -213,3 +214,13 @@ def test_an_entry_a_deciding_node_moves_to_a_node_is_counted_out_and_back_in(
     assert client.eval(RETURN_NODE, 3, own, STREAM, COUNTER, "nodes") == 1
     assert count(client) == 4
     assert bodies(client) == [b"abcd"]
+
+
+@pytest.mark.parametrize("body", [b"", b"x", b"\n\n" * 40, bytes(range(256)) * 300])
+def test_a_bodys_size_is_read_from_every_form_of_entry(client: redis.Redis, body: bytes) -> None:
+    """A queue entry's binary form, the JSON form, and either moved to a dead-letter stream."""
+    message = Message("/queue/b", "m-1", (("k", "v:w"),), body)
+    forms = [encode("n1", message), encode_entry("n1", message)]
+    forms += [b'D["/queue/dlq","m-9","x"]\n' + form for form in forms]
+    script = BODY_SIZE + "return body_size(ARGV[1])"
+    assert [client.eval(script, 0, form) for form in forms] == [len(body)] * 4

@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import hiredis
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from redis import asyncio as aioredis
 
+from stompbroker.broker.engine.redis import connection
 from stompbroker.broker.engine.redis.connection import Writer
 from stompbroker.broker.engine.redis.topic_batches import (
     VERSION,
@@ -118,25 +121,18 @@ def test_plain_header_lines_cross_as_they_are(names: list[str], value: str, body
     assert back.body == body
 
 
-class _Pipe:
-    """Records the commands of one pipeline."""
-
-    def __init__(self, sent: list[tuple[Any, ...]]) -> None:
-        self.sent = sent
-
-    def execute_command(self, *args: Any) -> None:
-        self.sent.append(args)
-
-    async def execute(self, raise_on_error: bool = True) -> list[Any]:
-        return [1] * len(self.sent)
-
-
 class _Client:
+    """Stands for Redis behind the writer: records each command of the pipelines it is sent."""
+
     def __init__(self) -> None:
         self.sent: list[tuple[Any, ...]] = []
 
-    def pipeline(self, transaction: bool = False) -> _Pipe:
-        return _Pipe(self.sent)
+    async def execute(self, client: Any, packed: bytes, count: int, timeout: float) -> list[Any]:
+        reader = hiredis.Reader()
+        reader.feed(packed)
+        commands = [tuple(reader.gets()) for _ in range(count)]
+        self.sent.extend((args[0].decode(), args[1].decode(), *args[2:]) for args in commands)
+        return [1] * count
 
 
 def test_a_writer_publishes_each_channels_run_of_messages_as_one_batch() -> None:
@@ -150,7 +146,7 @@ def test_a_writer_publishes_each_channels_run_of_messages_as_one_batch() -> None
 
     async def main() -> None:
         writer = Writer(
-            client,  # type: ignore[arg-type]
+            aioredis.Redis(),
             asyncio.get_running_loop(),
             lambda channel, records: pack(head, channel[len("p:t:") :], records),
         )
@@ -158,7 +154,9 @@ def test_a_writer_publishes_each_channels_run_of_messages_as_one_batch() -> None
             writer.publish("p:t:" + message.destination, encode_message(message))
         await writer.drained()
 
-    asyncio.run(main())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(connection, "execute", client.execute)
+        asyncio.run(main())
     assert [args[:2] for args in client.sent] == [
         ("PUBLISH", "p:t:/topic/0"),
         ("PUBLISH", "p:t:/topic/1"),

@@ -12,6 +12,10 @@ import pytest
 
 pytest.importorskip("redis")
 
+import hiredis  # noqa: E402
+from redis import asyncio as aioredis  # noqa: E402
+
+from stompbroker.broker.engine.redis import connection  # noqa: E402
 from stompbroker.broker.engine.redis.connection import (  # noqa: E402
     Durability,
     NotReplicated,
@@ -19,28 +23,20 @@ from stompbroker.broker.engine.redis.connection import (  # noqa: E402
 )
 
 
-class _Pipe:
-    """Records the commands of one pipeline; answers WAIT with the replicas given."""
-
-    def __init__(self, sent: list[list[Any]], replicas: int) -> None:
-        self.commands: list[Any] = []
-        self.replicas = replicas
-        sent.append(self.commands)
-
-    def execute_command(self, *args: Any) -> None:
-        self.commands.append(args)
-
-    async def execute(self, raise_on_error: bool = True) -> list[Any]:
-        return [self.replicas if args[0] == "WAIT" else b"1-0" for args in self.commands]
-
-
 class _Client:
+    """Records the commands of each pipeline; answers WAIT with the replicas given."""
+
     def __init__(self, replicas: int) -> None:
         self.sent: list[list[Any]] = []
         self.replicas = replicas
 
-    def pipeline(self, transaction: bool = False) -> _Pipe:
-        return _Pipe(self.sent, self.replicas)
+    async def execute(self, client: Any, packed: bytes, count: int, timeout: float) -> list[Any]:
+        reader = hiredis.Reader()
+        reader.feed(packed)
+        commands = [tuple(reader.gets()) for _ in range(count)]
+        commands = [(args[0].decode(), *args[1:]) for args in commands]
+        self.sent.append(commands)
+        return [self.replicas if args[0] == "WAIT" else b"1-0" for args in commands]
 
 
 def _send(durability: Durability, replicas: int) -> tuple[_Client, list[Any]]:
@@ -49,7 +45,7 @@ def _send(durability: Durability, replicas: int) -> tuple[_Client, list[Any]]:
     outcomes: list[Any] = []
 
     async def main() -> None:
-        writer = Writer(client, asyncio.get_running_loop(), durability=durability)  # type: ignore[arg-type]
+        writer = Writer(aioredis.Redis(), asyncio.get_running_loop(), durability=durability)
         waiters = [
             writer.command_waited("XADD", "q", "*", "m", b"a", replicated=True),
             writer.command_waited("XADD", "q", "*", "m", b"b", replicated=True),
@@ -59,14 +55,16 @@ def _send(durability: Durability, replicas: int) -> tuple[_Client, list[Any]]:
             waiter.addBoth(outcomes.append)
         await writer.drained()
 
-    asyncio.run(main())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(connection, "execute", client.execute)
+        asyncio.run(main())
     return client, outcomes
 
 
 def test_one_wait_per_pipeline_and_the_receipts_fire_once_the_replicas_have_it() -> None:
     client, outcomes = _send(Durability(replicas=1, timeout=0.5), replicas=1)
     (pipeline,) = client.sent
-    assert pipeline[-1] == ("WAIT", 1, 500)
+    assert pipeline[-1] == ("WAIT", b"1", b"500")
     assert [args[0] for args in pipeline].count("WAIT") == 1
     assert outcomes == [b"1-0", b"1-0", b"1-0"]
 

@@ -15,6 +15,15 @@ binary form of their own (:mod:`.topic_batches`); this one is what the streams
 node's clock seconds, which are wall-clock seconds on a real reactor (nodes keep
 their clocks in step, as any cluster does).
 
+A queue's stream entry is written in a binary form that costs less to make
+and to read (:func:`encode_entry`): ``M``, a fixed header of flags, priority,
+redelivery count, expiry and the lengths of the parts (:data:`_ENTRY`), then
+the origin, destination, ``message-id``, message group and user headers, and
+the body.  The user headers are the plain ``name:value`` lines a SEND carried
+(:class:`~stompbroker.protocol.message.Message`), copied as they are both ways,
+or, for a message whose headers are pairs, their compact JSON.
+:func:`decode` reads both forms, by their first byte.
+
 An entry a policy's ``dead-letter`` overflow moved to a dead-letter queue's
 stream (:mod:`.shared_limits`, in a Redis script) is the payload it had behind
 a marking: :data:`DEAD_LETTER`, the JSON of the dead-letter queue, the copy's
@@ -25,17 +34,23 @@ turns it into the copy one node's dead letters make.
 from __future__ import annotations
 
 import json
+import struct
+from typing import Any
 
 from stompbroker.broker.queueing.dead_letters import DEAD_LETTER_HEADERS
 from stompbroker.broker.queueing.groups import GROUP_HEADER, stored_group
 from stompbroker.broker.queueing.priorities import parse_priority, stored_priority
+from stompbroker.protocol.errors import MalformedFrame
 from stompbroker.protocol.message import Message
 
 __all__ = [
     "DEAD_LETTER",
+    "ENTRY",
+    "ENTRY_BODY_LENGTH",
     "Names",
     "decode",
     "encode",
+    "encode_entry",
     "mark_resent",
 ]
 
@@ -45,6 +60,18 @@ _loads = json.loads
 _GROUPED = GROUP_HEADER.encode()
 #: What an entry moved to a dead-letter stream starts with (an encoded message starts with ``[``).
 DEAD_LETTER = b"D"
+#: What :func:`encode_entry`'s form starts with.
+ENTRY = b"M"
+#: Its fixed header after ``M``: flags, priority, redeliveries, expires, then
+#: the lengths of origin, destination, message-id, group and headers.
+_ENTRY = struct.Struct(">BBIdIIIIII")
+#: Where the parts start, after ``M`` and the fixed header.
+_START = 1 + _ENTRY.size
+#: Where in an entry its body's length is (4 bytes, big-endian: the header's last),
+#: for the scripts that count bodies' bytes (:mod:`.shared_bytes`).
+ENTRY_BODY_LENGTH = _START - 4
+#: Flags: persistent; the headers are plain lines; closes its group; has a group.
+_PERSISTENT, _LINES, _CLOSES, _GROUP = 1, 2, 4, 8
 
 
 def encode(origin: str, message: Message) -> bytes:
@@ -66,13 +93,136 @@ def encode(origin: str, message: Message) -> bytes:
     return meta.encode("utf-8") + b"\n" + message.body
 
 
+def encode_entry(origin: str, message: Message) -> bytes:
+    """
+    :param origin: the node token of the node that adds it.
+    :returns: the message in the binary form of a queue's stream entry.
+    """
+    headers: Any = message._headers  # the stored form: pairs, or plain lines
+    if type(headers) is bytes:
+        flags = _LINES if headers else 0
+    else:
+        lines = _plain_lines(headers)
+        if lines is not None:
+            headers, flags = lines, _LINES
+        else:
+            headers, flags = (_dumps(headers).encode() if headers else b""), 0
+    if message.persistent:
+        flags |= _PERSISTENT
+    group = message.group
+    if group is None:
+        group_bytes = b""
+    else:
+        flags |= _GROUP | (_CLOSES if message.closes_group else 0)
+        group_bytes = group.encode()
+    origin_bytes = origin.encode()
+    destination = message.destination.encode()
+    message_id = message.message_id.encode()
+    head = _ENTRY.pack(
+        flags,
+        message.priority,
+        message.redeliveries,
+        message.expires,
+        len(origin_bytes),
+        len(destination),
+        len(message_id),
+        len(group_bytes),
+        len(headers),
+        len(message.body),
+    )
+    return b"".join(
+        (ENTRY, head, origin_bytes, destination, message_id, group_bytes, headers, message.body)
+    )
+
+
+def _plain_lines(headers: Any) -> bytes | None:
+    """
+    :returns: header pairs as the plain lines a SEND could have carried them in
+        (:class:`~stompbroker.protocol.message.Message`), so that the node that
+        reads the entry copies them into its MESSAGE frames as they are; ``None``
+        if a name or value needs escaping, or a name comes twice (or there are none).
+    """
+    count = len(headers)
+    if not count:
+        return None
+    text = "\n".join(map(":".join, headers))
+    if (
+        text.count(":") != count
+        or text.count("\n") != count - 1
+        or "\\" in text
+        or "\r" in text
+        or (count > 1 and len(dict(headers)) != count)
+    ):
+        return None
+    return text.encode()
+
+
+def _decode_entry(payload: bytes) -> tuple[str, Message]:
+    """:returns: the node and the message of :func:`encode_entry`'s bytes."""
+    try:
+        (
+            flags,
+            priority,
+            redeliveries,
+            expires,
+            origin,
+            destination,
+            message_id,
+            group,
+            headers,
+            body,
+        ) = _ENTRY.unpack_from(payload, 1)
+    except struct.error:
+        raise ValueError("a queue entry cut short") from None
+    # Each part's length, from here on where it ends.
+    origin += _START
+    destination += origin
+    message_id += destination
+    group += message_id
+    headers += group
+    if headers + body != len(payload):
+        raise ValueError("a queue entry whose parts do not add up to its length")
+    lines: Any = payload[group:headers]
+    if not flags & _LINES:
+        lines = tuple(tuple(pair) for pair in _loads(lines)) if lines else ()
+    elif not lines:
+        raise ValueError("a queue entry with empty header lines")
+    message = Message(
+        payload[origin:destination].decode(),
+        payload[destination:message_id].decode(),
+        lines,
+        payload[headers:],
+        expires,
+        redeliveries,
+        bool(flags & _PERSISTENT),
+        priority,
+    )
+    if flags & _GROUP:
+        message.group = payload[message_id:group].decode()
+        message.closes_group = bool(flags & _CLOSES)
+    return payload[_START:origin].decode(), message
+
+
 def decode(payload: bytes) -> tuple[str, Message]:
     """
     :returns: the node that sent it, and the message.
-    :raises ValueError: for bytes that :func:`encode` did not make.
+    :raises ValueError: for bytes that neither :func:`encode` nor
+        :func:`encode_entry` made.
     """
-    if payload[:1] == DEAD_LETTER:
-        return _dead_letter(payload)
+    try:
+        first = payload[:1]
+        if first == ENTRY:
+            return _decode_entry(payload)
+        if first == DEAD_LETTER:
+            return _dead_letter(payload)
+        return _decode_json(payload)
+    except (TypeError, IndexError, KeyError, MalformedFrame) as error:
+        # MalformedFrame: a priority or group header no SEND could have carried.
+        raise ValueError(f"not a message: {error}") from None
+
+
+def _decode_json(payload: bytes) -> tuple[str, Message]:
+    """:returns: the node and the message of :func:`encode`'s bytes."""
     end = payload.index(b"\n")
     origin, destination, message_id, headers, expires, redeliveries, persistent = _loads(
         payload[:end]
@@ -127,7 +277,7 @@ def mark_resent(payload: bytes) -> bytes:
     """
     origin, message = decode(payload)
     message.redeliveries += 1
-    return encode(origin, message)
+    return (encode_entry if payload[:1] == ENTRY else encode)(origin, message)
 
 
 class Names:

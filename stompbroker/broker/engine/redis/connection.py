@@ -29,26 +29,48 @@ Redis is away, whoever waits for a reply (a RECEIPT) waits, up to the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
-from attrs import frozen
 from redis import asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import Sentinel
-from redis.backoff import ExponentialBackoff
-from redis.exceptions import AuthenticationError, ConnectionError, RedisError, ResponseError
-from redis.exceptions import TimeoutError as RedisTimeout
+from redis.exceptions import ConnectionError, ReadOnlyError, ResponseError
 from twisted.internet.defer import Deferred
 
 from stompbroker.broker.engine.base import EngineUnavailable
-from stompbroker.broker.engine.redis.codec import mark_resent
+from stompbroker.broker.engine.redis.clients import (
+    BACKOFF_BASE,
+    BACKOFF_CAP,
+    CONNECTION_ERRORS,
+    MINIMUM_VERSION,
+    Connects,
+    check_reactor,
+    check_server,
+    close_client,
+    make_client,
+    run,
+)
 from stompbroker.broker.engine.redis.outage import Outage, unreachable_text
+from stompbroker.broker.engine.redis.replicas import (
+    PRIMARY_ONLY,
+    Durability,
+    ReplicaWait,
+    expired_text,
+)
+from stompbroker.broker.engine.redis.replicas import resent as _resent
 from stompbroker.broker.engine.redis.url import EngineURL
+from stompbroker.broker.engine.redis.wire import REPLY_TIMEOUT, execute, shaped
+from stompbroker.broker.engine.redis.wire import pack as wire_pack
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import ProtocolError
 
+# make_client, check_server, close_client, check_reactor, run and the
+# constants live in clients.py, Durability in replicas.py; the engine's
+# modules have always imported them from here.
 __all__ = [
+    "BACKOFF_BASE",
+    "BACKOFF_CAP",
+    "CONNECTION_ERRORS",
     "MINIMUM_VERSION",
     "Durability",
     "EngineUnavailable",
@@ -60,25 +82,20 @@ __all__ = [
     "check_server",
     "close_client",
     "make_client",
+    "make_writer",
     "run",
 ]
 
 log = logger("stompbroker.broker.engine.redis")
-
-#: The oldest server the engine works with: streams with ``XAUTOCLAIM``, ``GETDEL``.
-MINIMUM_VERSION = (6, 2)
-#: Back-off between reconnection attempts: from BACKOFF_BASE doubling to BACKOFF_CAP s.
-BACKOFF_BASE = 0.05
-BACKOFF_CAP = 2.0
-#: Errors that mean the server is away (rather than a command being wrong).
-CONNECTION_ERRORS = (ConnectionError, RedisTimeout, OSError)
-
 
 #: Marks a batch of messages for one channel among a writer's commands.
 _BATCH = object()
 #: Most messages in one batch: a node fans a batch out in one go, so a batch
 #: must stay small beside its subscribers' buffers (--slow-consumer-buffer).
 MAX_BATCH = 128
+#: Seconds a ``WAIT`` that only confirms held writes waits for the replicas:
+#: short, since nothing fails if it comes back short (the writes stay held).
+PROBE_WAIT = 0.1
 
 
 class RedisUnreachable(ProtocolError):
@@ -96,134 +113,12 @@ class NotReplicated(RedisUnreachable):
     """
 
 
-@frozen
-class Durability:
-    """
-    What a RECEIPT of a persistent SEND waits for (``--engine-wait-replicas``,
-    ``--engine-wait-timeout``).
-
-    :ivar replicas: how many replicas must have the write (Redis's ``WAIT``);
-        0: the primary's answer is enough.
-    :ivar timeout: seconds ``WAIT`` waits for them.
-    """
-
-    replicas: int = 0
-    timeout: float = 1.0
-
-
-#: The default: a RECEIPT waits for the primary only.
-PRIMARY_ONLY = Durability()
-
-
-def check_reactor(reactor: Any) -> asyncio.AbstractEventLoop:
-    """
-    :returns: the asyncio loop that ``reactor`` runs.
-    :raises EngineUnavailable: if ``reactor`` is not Twisted's asyncio reactor.
-    """
-    loop: asyncio.AbstractEventLoop | None = getattr(reactor, "_asyncioEventloop", None)
-    if loop is None:
-        raise EngineUnavailable(
-            "the redis engine runs on Twisted's asyncio reactor: start twistd with"
-            " -r uvloop (or -r asyncio)"
-        )
-    return loop
-
-
-def run(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, Any]) -> Deferred[Any]:
-    """:returns: a Deferred of the coroutine, run as a task on ``loop``."""
-    return Deferred.fromFuture(asyncio.ensure_future(coroutine, loop=loop))
-
-
-def make_client(
-    url: EngineURL, *, forever: bool = False, retries: int = 3, backoff_cap: float = BACKOFF_CAP
-) -> aioredis.Redis:
-    """
-    :param forever: retry a command that lost its connection for ever, with the
-        back-off (for the pub/sub reader, which must come back by itself).
-    :param retries: otherwise, how often to send a command again after its
-        connection died: 0 for the writer and the queues' reads, which must
-        know that a command may have reached Redis without its reply.
-    :param backoff_cap: the longest wait between two attempts to reconnect.
-    :returns: a client for ``url`` (it connects on first use).  With Sentinel
-        (``url.sentinels``), redis-py's Sentinel client: each new connection
-        asks the Sentinels where the primary is, so that after a failover the
-        client's next connection goes to the new primary (and a connection to a
-        primary demoted meanwhile is closed on its first write: ``READONLY``).
-    """
-    backoff = ExponentialBackoff(cap=backoff_cap, base=BACKOFF_BASE)
-    retry = Retry(backoff, -1 if forever else retries)
-    options: dict[str, Any] = {
-        "db": url.db,
-        "username": url.username,
-        "password": url.password,
-        "ssl": url.tls,
-        "retry": retry,
-        "retry_on_error": [ConnectionError, RedisTimeout],
-        "socket_connect_timeout": 5,
-        "health_check_interval": 0,
-        "decode_responses": False,
-    }
-    if not url.sentinels:
-        return aioredis.Redis(host=url.host, port=url.port, **options)
-    sentinel = Sentinel(
-        list(url.sentinels),
-        sentinel_kwargs={
-            "password": url.sentinel_password,
-            "ssl": url.tls,
-            "socket_connect_timeout": 2,
-            "socket_timeout": 2,
-        },
-    )
-    client: aioredis.Redis = sentinel.master_for(url.master, redis_class=aioredis.Redis, **options)
-    return client
-
-
-async def close_client(client: aioredis.Redis) -> None:
-    """Close ``client``, and with Sentinel its connections to the Sentinels."""
-    await client.aclose()
-    sentinel = getattr(client.connection_pool, "sentinel_manager", None)
-    if sentinel is not None:
-        await sentinel.aclose()
-
-
-async def check_server(client: aioredis.Redis, url: EngineURL) -> str:
-    """
-    Connect, log in, and check the server's version.
-
-    :returns: the server's version, as it says it.
-    :raises EngineUnavailable: with what to do about it, if the server cannot be
-        reached, refuses the password, or is older than :data:`MINIMUM_VERSION`.
-    """
-    try:
-        info: dict[Any, Any] = await client.info("server")
-    except AuthenticationError as error:
-        raise EngineUnavailable(
-            f"Redis at {url.masked} refused the login: {error}; check the password"
-            " (in the URL, ?password_file= or --engine-password-file)"
-        ) from None
-    except ResponseError as error:
-        if "NOAUTH" in str(error) or "WRONGPASS" in str(error):
-            raise EngineUnavailable(f"Redis at {url.masked} needs a password: {error}") from None
-        raise EngineUnavailable(f"Redis at {url.masked} answered: {error}") from None
-    except CONNECTION_ERRORS as error:
-        raise EngineUnavailable(f"cannot reach Redis at {url.masked}: {error}") from None
-    except RedisError as error:
-        raise EngineUnavailable(f"Redis at {url.masked}: {error}") from None
-    version = str(info.get("redis_version", info.get(b"redis_version", "0")))
-    numbers = tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
-    if numbers < MINIMUM_VERSION:
-        raise EngineUnavailable(
-            f"Redis at {url.masked} is version {version}; the redis engine needs"
-            f" {'.'.join(map(str, MINIMUM_VERSION))} or later (Redis 7 or Valkey 7/8)"
-        )
-    return version
-
-
 class Writer:
     """
     Sends commands to Redis in the order they were asked for, a pipeline at a time.
 
-    :param client: the redis-py asyncio client (made with ``retries=0``).
+    :param client: the redis-py asyncio client (made with ``retries=0``, for
+        the writer alone when ``connects`` is given).
     :param loop: the reactor's asyncio loop.
     :param outage: told when Redis goes away and comes back; its hold bounds
         how long waiters wait (a hold of 0 fails them at once).
@@ -232,11 +127,17 @@ class Writer:
         waits for as stored (:meth:`command_waited` ``replicated=True``) ends
         with ``WAIT replicas timeout``: one round trip to the replicas for the
         whole pipeline, and its waiters fire only once enough replicas have it.
+        Too few: the writes are held (:mod:`.replicas`) and Redis counts as
+        away (publishers held) until a later ``WAIT`` confirms them, or the
+        hold runs out (then ERROR ``message not replicated``).
+    :param connects: counts ``client``'s connections: a held write is confirmed
+        only by a ``WAIT`` over the connection it went over, else sent again.
 
     :ivar connected: whether the last pipeline reached the server.  While it is
         ``False``, what was accepted stays queued here and is sent once the
         server is back; the engine refuses new messages only once the outage
         has outlasted its hold.
+    :ivar held: the writes that wait for the replicas.
     """
 
     def __init__(
@@ -247,11 +148,13 @@ class Writer:
         outage: Outage | None = None,
         back: Callable[[], None] | None = None,
         durability: Durability = PRIMARY_ONLY,
+        connects: Connects | None = None,
     ) -> None:
         self.client = client
         self.durability = durability
         #: The waiters whose writes must reach the replicas before they fire.
-        self._replicated: set[Deferred[Any]] = set()
+        self.replicas = ReplicaWait(durability, connects)
+        self._connects = connects
         self.connected = True
         self.outage = outage
         self._back = back
@@ -269,6 +172,11 @@ class Writer:
         self._running: asyncio.Task[None] | None = None
         self._idle: asyncio.Event = asyncio.Event()
         self._idle.set()
+        #: Set when the primary moved: ends a back-off between two tries at once.
+        self._moved: asyncio.Event = asyncio.Event()
+        #: Set unless writes are held while the primary is being replaced (:meth:`pause`).
+        self._unpaused: asyncio.Event = asyncio.Event()
+        self._unpaused.set()
 
     def command(self, *args: Any) -> None:
         """Queue a command; nothing waits for it."""
@@ -312,7 +220,7 @@ class Writer:
         """
         waiter: Deferred[Any] = Deferred()
         if replicated and self.durability.replicas:
-            self._replicated.add(waiter)
+            self.replicas.add(waiter)
         self._commands.append(args)
         outage = self.outage
         if not self.connected and (outage is None or outage.expired):
@@ -326,13 +234,14 @@ class Writer:
 
     def held_bytes(self) -> int:
         """
-        :returns: about how many bytes the commands queued here hold: counted in
-            the memory in use (``--memory-high``) while Redis is away; 0 while
-            it is there (what is queued then leaves within a turn of the loop).
+        :returns: about how many bytes the commands queued or held here take:
+            counted in the memory in use (``--memory-high``) while Redis is
+            away or short of replicas; what is queued while it is there leaves
+            within a turn of the loop.
         """
+        total = self.replicas.held.held_bytes()
         if self.connected:
-            return 0
-        total = 0
+            return total
         for args in self._commands:
             for arg in args[2] if args[0] is _BATCH else args:
                 if isinstance(arg, bytes):
@@ -344,82 +253,219 @@ class Writer:
         """Nothing queued here can be dropped (it was accepted): :returns: 0."""
         return 0
 
+    def pause(self, paused: bool) -> None:
+        """
+        Hold every write while a replica is promoted (``True``; until
+        :meth:`primary_moved`), or send them again to the primary there is
+        (``False``: the promotion did not happen).  What the old primary would
+        take meanwhile would be lost when it becomes a replica.
+        """
+        if not paused:
+            self._unpaused.set()
+            return
+        self._unpaused.clear()
+        if self.connected:
+            self.connected = False
+            if self.outage is not None:
+                self.outage.began()
+        # A round trip once the writes go on, so that this node hears Redis answer.
+        self.command("PING")
+
+    def primary_moved(self) -> None:
+        """
+        The primary moved, and the connections to the old one were dropped
+        (:mod:`.failover`): Redis is away for this node until the new primary
+        answers, as after a restart (publishers and receipts held, the writes
+        not yet confirmed sent again, the queues' pending lists reconciled).
+        """
+        if self.connected:
+            log.warn("the Redis primary moved; reconnecting to the new one")
+            self.connected = False
+            if self.outage is not None:
+                self.outage.began()
+        # A round trip to the new primary, so that this node hears it answer
+        # even when nothing else is queued.
+        self.command("PING")
+        self._unpaused.set()
+        self._moved.set()
+
     def _start(self) -> None:
         self._idle.clear()
         self._running = self._loop.create_task(self._send_all())
 
     async def _send_all(self) -> None:
-        """Send what is queued, pipeline after pipeline, until nothing is left."""
+        """Send what is queued, pipeline after pipeline, until nothing is left or held."""
         delay = BACKOFF_BASE
         try:
-            while self._commands:
-                commands, self._commands = self._commands, []
-                waiters, self._waiters = self._waiters, []
-                wait = any(waiter in self._replicated for _, waiter in waiters)
+            while self._commands or self.replicas.held:
+                await self._unpaused.wait()
+                commands: list[Sequence[Any]] = []
+                waiters: list[tuple[int, Deferred[Any]]] = []
                 try:
-                    replies = await self._pipeline(commands, wait)
+                    if self.replicas.held and self._connects is not None:
+                        await self._same_connection()
+                    commands, self._commands = self._commands, []
+                    waiters, self._waiters = self._waiters, []
+                    fresh = self.replicas.asked(waiters)
+                    wait = fresh or bool(self.replicas.held)
+                    replies = await self._pipeline(commands, wait, probe=not fresh)
+                    await self._check_primary(replies, wait)
                 except CONNECTION_ERRORS as error:
-                    # Keep them, in order, ahead of what came meanwhile (whose
-                    # waiters' places move up), marked as sent once already.
-                    sent = len(commands)
-                    self._commands[:0] = [_resent(args) for args in commands]
-                    self._waiters = waiters + [
-                        (index + sent, waiter) for index, waiter in self._waiters
-                    ]
-                    if self.connected:
-                        log.error("lost Redis: {error}; reconnecting", error=str(error))
-                        self.connected = False
-                        if self.outage is not None:
-                            self.outage.began()
-                    if self.outage is None or self.outage.expired:
-                        self._fail_waiters(self._unreachable(None, error))
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, BACKOFF_CAP)
+                    self._lost(commands, waiters, error)
+                    delay = (
+                        BACKOFF_BASE if await self._backoff(delay) else min(delay * 2, BACKOFF_CAP)
+                    )
                     continue
-                if not self.connected:
+                if not self.connected and self._unpaused.is_set():
                     log.info("Redis is back")
                     self.connected = True
-                    if self.outage is not None:
-                        self.outage.ended()
                     if self._back is not None:
                         self._back()
                 delay = BACKOFF_BASE
-                short = self._short_of_replicas(replies[-1]) if wait else None
-                for index, waiter in waiters:
-                    reply = replies[index]
-                    if waiter in self._replicated:
-                        self._replicated.discard(waiter)
-                        if short is not None and not isinstance(reply, Exception):
-                            waiter.errback(short)
-                            continue
-                    if isinstance(reply, Exception):
-                        waiter.errback(RedisUnreachable("not stored", f"Redis refused: {reply}"))
-                    else:
-                        waiter.callback(reply)
-                for reply in replies:
-                    if isinstance(reply, ResponseError):
-                        log.error("Redis refused a command: {error}", error=str(reply))
+                self._moved.clear()
+                self._answer(commands, waiters, replies, wait)
         finally:
             self._running = None
             self._idle.set()
 
-    def _short_of_replicas(self, reply: Any) -> NotReplicated | None:
-        """:returns: the error for ``WAIT``'s reply if fewer replicas than asked have the writes."""
-        wanted = self.durability.replicas
-        if isinstance(reply, int) and reply >= wanted:
-            return None
-        said = f"Redis answered {reply}" if isinstance(reply, Exception) else f"{reply} did"
-        return NotReplicated(
-            "message not replicated",
-            f"the message is stored on the broker's Redis primary, but {wanted} of its"
-            f" replicas did not confirm it within {self.durability.timeout:g} s ({said};"
-            " --engine-wait-replicas): a failover may lose it",
+    async def _backoff(self, delay: float) -> bool:
+        """
+        Wait ``delay`` s before trying again, less if the primary moves meanwhile.
+
+        :returns: whether it moved (the next try goes to the new one at once).
+        """
+        moved = self._moved
+        if not moved.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(moved.wait(), delay)
+        was = moved.is_set()
+        moved.clear()
+        return was
+
+    def _lost(
+        self,
+        commands: list[Sequence[Any]],
+        waiters: list[tuple[int, Deferred[Any]]],
+        error: Exception,
+    ) -> None:
+        """
+        The connection died: keep the pipeline's commands, in order, ahead of
+        what came meanwhile, marked as sent once already, and ahead of them the
+        held writes (the server that has them may be gone).
+        """
+        self._requeue([_resent(args) for args in commands], waiters)
+        self._requeue_held()
+        if self.connected:
+            log.error("lost Redis: {error}; reconnecting", error=str(error))
+            self.connected = False
+            if self.outage is not None:
+                self.outage.began()
+        if self.outage is None or self.outage.expired:
+            self._fail_waiters(self._unreachable(None, error))
+
+    def _requeue(
+        self, commands: list[Sequence[Any]], waiters: list[tuple[int, Deferred[Any]]]
+    ) -> None:
+        """Put ``commands`` first in line; the waiters' places after them move up."""
+        sent = len(commands)
+        self._commands[:0] = commands
+        self._waiters = waiters + [(index + sent, waiter) for index, waiter in self._waiters]
+
+    def _requeue_held(self) -> None:
+        """Send the held writes again, marked as sent once, their waiters waiting on."""
+        commands, waiters = self.replicas.resend()
+        if commands:
+            log.warn(
+                "{count} writes Redis had not confirmed on the replicas are sent again"
+                " (the connection to the primary changed)",
+                count=len(commands),
+            )
+            self._requeue(commands, waiters)
+
+    async def _same_connection(self) -> None:
+        """
+        Before a ``WAIT`` that should confirm the held writes: connect (if the
+        connection was dropped), and send them again if it is not the one they went over.
+        """
+        pool = self.client.connection_pool
+        connection = await pool.get_connection()
+        await pool.release(connection)
+        if self.replicas.moved_on():
+            self._requeue_held()
+
+    async def _check_primary(self, replies: list[Any], wait: bool) -> None:
+        """
+        :raises ConnectionError: if the server answered as a replica (the
+            primary moved): the connection is dropped and the pipeline counts
+            as lost, to be sent again to the primary.
+        """
+        refused: ResponseError | None = next(
+            (reply for reply in replies if isinstance(reply, ReadOnlyError)), None
         )
+        if refused is None and wait and isinstance(replies[-1], ResponseError):
+            refused = replies[-1]
+        if refused is not None:
+            await self.client.connection_pool.disconnect()
+            raise ConnectionError(
+                f"the server answered as a replica ({refused}): the primary moved"
+            )
+
+    def _answer(
+        self,
+        commands: list[Sequence[Any]],
+        waiters: list[tuple[int, Deferred[Any]]],
+        replies: list[Any],
+        wait: bool,
+    ) -> None:
+        """Fire the pipeline's waiters, or hold those whose writes the replicas lack."""
+        replicas = self.replicas
+        if replicas.moved_on():
+            # The pipeline went over a new connection: it confirms nothing held.
+            self._requeue_held()
+        said = replicas.short(replies[-1]) if wait else None
+        short = None if said is None else NotReplicated("message not replicated", said)
+        outage = self.outage
+        if wait and short is None:
+            replicas.confirm()
+        holding = False
+        if short is not None and outage is not None:
+            outage.began()
+            holding = not outage.expired
+        if holding:
+            replicas.hold(commands, waiters, replies, _held)
+        for index, waiter in waiters:
+            reply = replies[index]
+            if waiter in replicas:
+                if short is not None and not isinstance(reply, Exception):
+                    if holding:
+                        continue
+                    replicas.discard(waiter)
+                    waiter.errback(short)
+                    continue
+                replicas.discard(waiter)
+            if isinstance(reply, Exception):
+                waiter.errback(RedisUnreachable("not stored", f"Redis refused: {reply}"))
+            else:
+                waiter.callback(shaped(self.client, commands[index], reply))
+        for reply in replies:
+            if isinstance(reply, ResponseError):
+                log.error("Redis refused a command: {error}", error=str(reply))
+        if (
+            outage is not None
+            and outage.away
+            and self.connected
+            and short is None
+            and not replicas.held
+        ):
+            outage.ended()
 
     def _gave_up(self, lasted: float) -> None:
         """The outage outlasted its hold: whoever waits hears of it now."""
         if not self.connected:
             self._fail_waiters(self._unreachable(lasted))
+        self.replicas.fail(
+            NotReplicated("message not replicated", expired_text(self.durability, lasted))
+        )
 
     @staticmethod
     def _unreachable(lasted: float | None, error: Exception | None = None) -> RedisUnreachable:
@@ -435,41 +481,67 @@ class Writer:
         """Fail every waiter now (their commands stay queued and will still be sent)."""
         waiters, self._waiters = self._waiters, []
         for _, waiter in waiters:
-            self._replicated.discard(waiter)
+            self.replicas.discard(waiter)
             waiter.errback(error)
 
-    async def _pipeline(self, commands: list[Sequence[Any]], wait: bool = False) -> list[Any]:
-        pipe = self.client.pipeline(transaction=False)
+    async def _pipeline(
+        self, commands: list[Sequence[Any]], wait: bool = False, probe: bool = False
+    ) -> list[Any]:
+        """
+        Send ``commands`` as one pipeline (:mod:`.wire`: packed at once, the
+        replies read in one loop under one timeout).
+
+        :param wait: end with ``WAIT`` for the replicas.
+        :param probe: it only confirms held writes: a short ``WAIT``
+            (:data:`PROBE_WAIT`), so that the writer does not stall what else
+            it sends while the replicas are behind.
+        :returns: their replies, an error reply as its exception.
+        """
         pack = self._pack
+        sent: list[Sequence[Any]] = []
         for args in commands:
             if args[0] is _BATCH:
                 assert pack is not None
-                pipe.execute_command("PUBLISH", args[1], pack(args[1], args[2]))
+                sent.append(("PUBLISH", args[1], pack(args[1], args[2])))
             else:
-                pipe.execute_command(*args)
+                sent.append(args)
+        timeout = REPLY_TIMEOUT
         if wait:
             durability = self.durability
-            pipe.execute_command("WAIT", durability.replicas, int(durability.timeout * 1000))
-        return await pipe.execute(raise_on_error=False)
+            waited = min(durability.timeout, PROBE_WAIT) if probe else durability.timeout
+            sent.append(("WAIT", durability.replicas, int(waited * 1000)))
+            timeout += waited
+        # Every command is a tuple: a batch's list was made one above.
+        packed = wire_pack(cast(list[tuple[Any, ...]], sent))
+        return await execute(self.client, packed, len(sent), timeout)
 
     async def drained(self) -> None:
         """Wait until everything queued has been sent (or the server is gone for good)."""
         await self._idle.wait()
 
-
-class _Resent(tuple):
-    """A command sent once already: marked once, however often it is sent again."""
-
-    __slots__ = ()
+    async def close(self) -> None:
+        """Close the client (the writer's own, from :func:`make_writer`)."""
+        await close_client(self.client)
 
 
-def _resent(args: Sequence[Any]) -> Sequence[Any]:
+def make_writer(
+    url: EngineURL,
+    loop: asyncio.AbstractEventLoop,
+    pack: Callable[[str, list[bytes]], bytes] | None = None,
+    outage: Outage | None = None,
+    back: Callable[[], None] | None = None,
+    durability: Durability = PRIMARY_ONLY,
+) -> Writer:
     """
-    :returns: a command to send again after its connection died: a message's
-        ``XADD`` with the message marked as redelivered, once; others as they are.
+    :returns: a :class:`Writer` on a client of its own for ``url``, which never
+        sends a command again by itself and counts its connections (the other
+        arguments are the writer's).
     """
-    if isinstance(args, _Resent) or not isinstance(args, tuple):
-        return args
-    if len(args) == 5 and args[0] == "XADD" and args[3] == "m":
-        return _Resent((*args[:4], mark_resent(args[4])))
-    return _Resent(args)
+    connects = Connects()
+    client = make_client(url, retries=0, connects=connects)
+    return Writer(client, loop, pack, outage, back, durability, connects)
+
+
+def _held(args: Sequence[Any]) -> bool:
+    """:returns: whether a short pipeline's command is held (topic messages are not)."""
+    return args[0] is not _BATCH and args[0] != "PUBLISH"

@@ -64,9 +64,9 @@ from stompbroker.broker.engine.redis.codec import Names
 from stompbroker.broker.engine.redis.connection import (
     PRIMARY_ONLY,
     Durability,
-    Writer,
     check_reactor,
     make_client,
+    make_writer,
     run,
 )
 from stompbroker.broker.engine.redis.control import ControlChannel
@@ -302,8 +302,8 @@ class RedisEngine:
         head = batch_head(self.ids.node)
         # A batch is one topic channel's: the channel names its destination.
         skip = len(self.names.topic(""))
-        self.writer = Writer(
-            self.unretried,
+        self.writer = make_writer(
+            self.url,
             self.loop,
             lambda channel, records: pack(head, channel[skip:], records),
             outage=self.outage,

@@ -28,6 +28,7 @@ from stompbroker.broker.engine.redis.connection import (
     close_client,
     make_client,
 )
+from stompbroker.broker.engine.redis.failover import FailoverWatch, follow_failovers
 from stompbroker.broker.engine.redis.figures import FIGURES_INTERVAL
 from stompbroker.broker.engine.redis.listener import Unreadable, listen, pushed
 from stompbroker.broker.engine.redis.queues import StreamQueue
@@ -61,6 +62,8 @@ class EngineLifecycle:
         self._engine = engine
         self._subscriber: Any = None
         self._listener: asyncio.Task[None] | None = None
+        #: Follows a Sentinel failover (``redis+sentinel://`` only; :meth:`start`).
+        self.failover: FailoverWatch | None = None
         self._loops: list[LoopingCall] = []
         self.pubsub_reconnects = 0
         self.gap_subscriptions = 0
@@ -90,6 +93,18 @@ class EngineLifecycle:
         engine = self._engine
         names = engine.names
         version = await check_server(engine.client, engine.url)
+        # With Sentinel: drop every connection to the old primary as soon as the
+        # Sentinels announce a new one (docs/cluster.md, "Replica and Sentinel").
+        writer = engine.writer
+        self.failover = follow_failovers(
+            engine.url,
+            engine.loop,
+            [engine.client, engine.unretried, self._subscriber, writer.client],
+            writer.primary_moved,
+            writer.pause,
+        )
+        if self.failover is not None:
+            self.failover.start(getattr(engine.client.connection_pool, "master_address", None))
         pubsub = self._subscriber.pubsub(push_handler_func=pushed)
         await pubsub.psubscribe(names.topics, names.streams)
         channels = [names.inbox(engine.ids.node), names.control]
@@ -173,6 +188,7 @@ class EngineLifecycle:
             await close_client(self._subscriber)
             await close_client(engine.client)
             await close_client(engine.unretried)
+            await engine.writer.close()
             return
         for call in self._loops:
             if call.running:
@@ -191,6 +207,9 @@ class EngineLifecycle:
             log.warn("left Redis without its last writes: {error}", error=str(error))
         if self._listener is not None:
             self._listener.cancel()
+        if self.failover is not None:
+            await self.failover.close()
         await close_client(self._subscriber)
         await close_client(engine.client)
         await close_client(engine.unretried)
+        await engine.writer.close()

@@ -24,7 +24,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
-from stompbroker.broker.engine.redis.codec import encode
+from stompbroker.broker.engine.redis.codec import encode, encode_entry
 from stompbroker.broker.engine.redis.connection import RedisUnreachable
 from stompbroker.broker.engine.redis.outage import unreachable_text
 from stompbroker.broker.engine.redis.shared_limits import SharedLimits
@@ -120,9 +120,9 @@ class ClusterPublishing:
             if limit is not None:
                 limit.stamp(message, self._clock.seconds())
                 return limit.add(
-                    self._engine, message, stream, encode(self._node, message), waited=False
+                    self._engine, message, stream, encode_entry(self._node, message), waited=False
                 )
-            payload = encode(self._node, message)
+            payload = encode_entry(self._node, message)
             writer.command("XADD", stream, "*", "m", payload)
         return None
 
@@ -174,7 +174,7 @@ class ClusterPublishing:
             limit.stamp(message, self._clock.seconds())
         if message.expires and message.expires <= self._clock.seconds():
             return None
-        payload = encode(self._node, message)
+        payload = encode_entry(self._node, message)
         for stream in streams[:-1]:
             writer.command("XADD", stream, "*", "m", payload)
         if limit is not None:

@@ -161,20 +161,22 @@ class QueueIntake:
             taken from a pending list (1 if missing); ``None`` for a read of new ones.
         :returns: how many went into the local queue.
         """
-        taken = 0
         settling = self._settling
-        local = self._queue.local
+        fresh = settling.fresh(entries, stream, self._cluster)
+        hold = settling.hold
+        key = settling.key
+        enqueue = self._queue.local.enqueue
+        cluster = self._cluster
         # A count an entry carries in field r is in its message already (fresh folds it).
-        for entry_id, fields, message in settling.fresh(entries, stream, self._cluster):
+        for entry_id, fields, message in fresh:
+            if len(fields) > 1 and b"o" in fields and cluster is not None:
+                # A group's owner the deciding node chose (dispatch_scripts.MOVE).
+                message = cluster.adopt(message, fields)
             if redelivered is not None:
                 message.redeliveries += redelivered.get(entry_id, 1)
-            if b"o" in fields and self._cluster is not None:
-                # A group's owner the deciding node chose (dispatch_scripts.MOVE).
-                message = self._cluster.adopt(message, fields)
-            settling.hold(message.message_id, settling.key(stream, entry_id))
-            local.enqueue(message)
-            taken += 1
-        return taken
+            hold(message.message_id, key(stream, entry_id))
+            enqueue(message)
+        return len(fresh)
 
     def _was_closed(self) -> bool:
         """

@@ -18,7 +18,7 @@ from typing import Any
 from attrs import define
 from redis.exceptions import ResponseError
 
-from stompbroker.broker.engine.redis.codec import decode, encode
+from stompbroker.broker.engine.redis.codec import decode, encode_entry
 from stompbroker.broker.engine.redis.lanes import LANE_ORDER, lane_stream, mode_key
 from stompbroker.broker.engine.redis.queue_sources import QueueSources, entry_order
 from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE, byte_counter
@@ -231,7 +231,7 @@ class QueueMoves:
                 continue
             new = new_message(message, *target, engine.books.ids.new_message_id())
             chosen.append((entry_id, new))
-            args += [entry_id, *self._target(new), encode(engine.ids.node, new)]
+            args += [entry_id, *self._target(new), encode_entry(engine.ids.node, new)]
         if chosen:
             keys = [stream, byte_counter(prefix, stream)]
             moved = set(await self._move(keys=keys, args=args, client=engine.client))

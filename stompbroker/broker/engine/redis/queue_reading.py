@@ -7,7 +7,9 @@ default priority is read as it always was, with one ``XREADGROUP ... BLOCK``;
 the read is pipelined with an ``HMGET`` of the queue's mode hash, which Redis
 answers after the read returns, so the reader learns in the same round trip
 that the queue has lanes (:mod:`~stompbroker.broker.engine.redis.lanes`) and
-reads them from then on, highest first, with one script.
+reads them from then on, highest first, with one script.  That read and its
+``HMGET`` go through :mod:`.wire` (one write, the raw replies read at once),
+not redis-py's pipeline and its parsing of each entry.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from redis.exceptions import ResponseError
 
 from stompbroker.broker.engine.redis.dispatch import DECIDE_READ
 from stompbroker.broker.engine.redis.lanes import lane_streams, mode_key, parse_read
+from stompbroker.broker.engine.redis.wire import REPLY_TIMEOUT, execute, pack
 
 __all__ = ["QueueReading"]
 
 #: Milliseconds a read waits on an empty queue before its reader looks at its consumers again.
 READ_BLOCK_MS = 1000
+READ_BLOCK_S = READ_BLOCK_MS / 1000
 
 #: What one read gives: ``(stream, [(entry id, {b"m": payload})...])`` runs, in order.
 Read = list[tuple[str, list[Any]]]
@@ -160,25 +164,23 @@ class QueueReading:
         if dispatch is not None and dispatch.active:
             await dispatch.lead()
             await dispatch.ready()
-        pipe = client.pipeline(transaction=False)
-        pipe.xreadgroup(
-            engine.names.group,
-            engine.ids.node,
-            dict.fromkeys(self._sources(), ">"),
-            count=room,
-            block=READ_BLOCK_MS,
+        sources = self._sources()
+        read = (
+            *("XREADGROUP", "GROUP", engine.names.group, engine.ids.node, "COUNT", room),
+            *("BLOCK", READ_BLOCK_MS, "STREAMS", *sources, *(">",) * len(sources)),
         )
-        pipe.hmget(self._mode, "p", "v", "g")
-        try:
-            reply, modes = await pipe.execute()
-        except ResponseError as error:
-            if dispatch is None or "UNBLOCKED" not in str(error):
-                raise
+        commands = [read, ("HMGET", self._mode, "p", "v", "g")]
+        reply, modes = await execute(client, pack(commands), 2, REPLY_TIMEOUT + READ_BLOCK_S)
+        if isinstance(reply, ResponseError):
+            if dispatch is None or "UNBLOCKED" not in str(reply):
+                raise reply
             # This node's own stream was handed back (it left) while read: make it again.
             dispatch.own_made = False
             return []
+        if isinstance(modes, ResponseError):
+            raise modes
         await self._modes(modes)
-        return [(_name(stream), entries) for stream, entries in reply or ()]
+        return runs_of(reply)
 
     async def _read_lanes(self, room: int) -> Read:
         """One :data:`READ_LANES` script; when it finds nothing, wait for a new entry."""
@@ -209,6 +211,29 @@ class QueueReading:
                 runs.append((lane, []))
             runs[-1][1].append((entry_id, fields))
         return runs
+
+
+def runs_of(reply: Any) -> Read:
+    """
+    :returns: the runs of an ``XREADGROUP`` reply as Redis gave it (a map of
+        streams in RESP3, pairs in RESP2; ``None`` when nothing came), each
+        entry ``(id, {field: value})`` as redis-py would give it.
+    """
+    if not reply:
+        return []
+    runs: Read = []
+    for stream, entries in reply.items() if isinstance(reply, dict) else reply:
+        runs.append((_name(stream), [(entry_id, _fields(fields)) for entry_id, fields in entries]))
+    return runs
+
+
+def _fields(fields: Any) -> dict[bytes, Any]:
+    """:returns: an entry's field list as a dict; ``{}`` for an entry deleted meanwhile."""
+    if not fields:
+        return {}
+    if len(fields) == 2:
+        return {fields[0]: fields[1]}
+    return dict(zip(fields[::2], fields[1::2], strict=True))
 
 
 def _name(stream: Any) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from stompbroker.broker.engine.redis.codec import decode, encode
+from stompbroker.broker.engine.redis.codec import decode, encode_entry
 from stompbroker.broker.engine.redis.connection import RedisUnreachable
 from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.lapse import Aside
@@ -21,6 +21,7 @@ from stompbroker.broker.engine.redis.redelivery_records import fold, record_key
 from stompbroker.broker.engine.redis.settled import RecentlySettled
 from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE, byte_counter
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX
+from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
 
 __all__ = [
@@ -128,10 +129,13 @@ def _unsure(failure: Any) -> None:
     """
     failure.trap(RedisUnreachable)
 
+log = logger("stompbroker.broker.engine.redis")
+
 
 class SettlingQueue(Protocol):
     """What :class:`QueueSettling` needs of the queue that holds it."""
 
+    #: Its destination, whose counters count what it drops.
     destination: str
 
     @property
@@ -345,7 +349,7 @@ class QueueSettling:
         by_source: dict[str, list[Any]] = {}
         for message in messages:
             entry = self._entries.pop(message.message_id, None)
-            payload = encode(engine.ids.node, message)
+            payload = encode_entry(engine.ids.node, message)
             target = lane(message)
             if entry is None:
                 engine.writer.command("XADD", target, "*", "m", payload)
@@ -385,7 +389,7 @@ class QueueSettling:
         flat: list[Any] = []
         for message in messages:
             entry = self._entries.pop(message.message_id, None)
-            payload = encode(engine.ids.node, message)
+            payload = encode_entry(engine.ids.node, message)
             if entry is None:
                 flat += ["", "", payload, 0]
                 continue
@@ -454,6 +458,22 @@ class QueueSettling:
         for stream, ids in streams.items():
             self._end_owned(stream, ids)
 
+    def _unreadable(self, stream: str, entry_id: bytes, error: Exception) -> None:
+        """
+        An entry no node can make a message of (damaged, or added by something
+        else than a node): logged, counted as dropped for the queue, and ended
+        with the stale.
+        """
+        engine = self._engine
+        engine.counters.discarded += 1
+        engine.traffic.of(self._queue.destination).messages_dropped += 1
+        log.error(
+            "discarded entry {entry} of {stream}: it holds no message a node can read ({error})",
+            entry=entry_id.decode(errors="replace"),
+            stream=stream,
+            error=str(error) if not isinstance(error, KeyError) else "no field m",
+        )
+
     def fresh(
         self, entries: list[Any], stream: str | None, cluster: ClusterDispatch | None
     ) -> list[tuple[bytes, Any, Message]]:
@@ -461,23 +481,35 @@ class QueueSettling:
         Sort entries read, claimed or found in a pending list: those this node
         holds already, or holds back for no consumer accepting them
         (:mod:`.dispatch`), are left as they are; deleted ones, second copies of a
-        message held here, and those ended or settled here lately are ended again.
+        message held here, and those ended or settled here lately are ended again;
+        one that holds no message a node can read is ended too, and counted
+        as dropped.
 
         :returns: the others, ``(entry id, fields, message)``.
         """
         held = self._entries
         recent = self._recent
-        waiting = {(s, e) for s, e, _ in cluster.held} if cluster is not None else set()
+        name = stream or self._stream
+        own = name == self._stream
+        waiting = None
+        if cluster is not None and cluster.held:
+            waiting = {(s, e) for s, e, _ in cluster.held}
         stale: list[Any] = []
         fresh: list[tuple[bytes, Any, Message]] = []
         seen: set[str] = set()
         for entry_id, fields in entries:
-            key = self.key(stream, entry_id)
+            key = entry_id if own else (name, entry_id)
             if not fields:
                 # Deleted (XDEL) while pending: its XACK was lost.
                 stale.append(key)
                 continue
-            if (stream or self._stream, entry_id) in waiting:
+            if waiting is not None and (name, entry_id) in waiting:
+                continue
+            try:
+                _, message = decode(fields[b"m"])
+            except (KeyError, ValueError) as error:
+                self._unreadable(name, entry_id, error)
+                stale.append(key)
                 continue
             if b"r" in fields:
                 # Handed back by a node that had delivered it (dispatch_scripts.RETURN_NODE):

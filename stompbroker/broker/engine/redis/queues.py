@@ -38,7 +38,7 @@ from typing import Any
 from zope.interface import implementer
 
 from stompbroker.broker.engine.base import IQueue
-from stompbroker.broker.engine.redis.codec import decode, encode
+from stompbroker.broker.engine.redis.codec import decode, encode_entry
 from stompbroker.broker.engine.redis.dispatch import ClusterDispatch, local_options
 from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.lapse import Aside
@@ -244,7 +244,7 @@ class StreamQueue:
         (:meth:`.SharedLimit.enqueue`), counted in its byte count.
         """
         engine = self._engine
-        payload = encode(engine.ids.node, message)
+        payload = encode_entry(engine.ids.node, message)
         limit = None if self.key is not None else engine.limits.of(self.destination)
         if limit is not None:
             limit.enqueue(engine, message, self.lane(message), payload)

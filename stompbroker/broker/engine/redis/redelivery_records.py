@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stompbroker.broker.engine.redis.codec import decode, encode
+from stompbroker.broker.engine.redis.codec import decode, encode_entry
 
 __all__ = ["fold", "record_key"]
 
@@ -53,5 +53,5 @@ def fold(fields: dict[bytes, Any], delivered: int = 0, floor: int = 0) -> dict[b
     count = message.redeliveries + int(fields.get(b"r", 0)) + delivered
     message.redeliveries = max(count, floor)
     folded = {name: value for name, value in fields.items() if name != b"r"}
-    folded[b"m"] = encode(origin, message)
+    folded[b"m"] = encode_entry(origin, message)
     return folded

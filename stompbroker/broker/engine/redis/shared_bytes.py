@@ -28,19 +28,28 @@ have read and not settled, as the stream's length counts them for
   per stream (the key ``PREFIX:qb:q:/queue/X:recounted``, ``PX 1000``).
 
 A body's size is read from the payload (:mod:`.codec`): what follows the first
-newline, or the second for an entry moved to a dead-letter stream.
+newline, or the second for an entry moved to a dead-letter stream; in a
+queue entry's binary form (``M``), the last length of its fixed header.
 """
 
 from __future__ import annotations
 
+from stompbroker.broker.engine.redis.codec import ENTRY_BODY_LENGTH
+
 __all__ = ["ADD_SIZED", "BODY_SIZE", "byte_counter", "recount_mark"]
 
 #: Lua: the body size of an entry's payload, and of an entry's fields.
-BODY_SIZE = """
+BODY_SIZE = (
+    """
 local function body_size(payload)
   local from = 1
   if string.sub(payload, 1, 1) == 'D' then
     from = string.find(payload, '\\n', 1, true) + 1
+  end
+  if string.sub(payload, from, from) == 'M' then
+    return (struct.unpack('>I4', payload, from + """
+    + str(ENTRY_BODY_LENGTH)
+    + """))
   end
   local newline = string.find(payload, '\\n', from, true)
   if newline == nil then return 0 end
@@ -53,6 +62,7 @@ local function entry_size(fields)
   return 0
 end
 """
+)
 
 #: KEYS: the stream, its counter, its recount mark, the dead-letter queue's
 #: stream (or the stream itself when there is none), the dead-letter stream's

@@ -1,0 +1,77 @@
+"""
+What ends a shared queue's entries (stompbroker.broker.engine.redis.queue_settling),
+with a recording writer: here, entries read that hold no message a node can read.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from twisted.internet.defer import Deferred, succeed
+
+from stompbroker.broker.engine.redis.codec import Names, encode_entry
+from stompbroker.broker.engine.redis.queue_settling import SETTLE, QueueSettling
+from stompbroker.broker.engine.redis.redelivery_records import record_key
+from stompbroker.broker.engine.redis.shared_bytes import byte_counter
+from stompbroker.broker.flow.traffic import Traffic
+from stompbroker.broker.queueing.delivery import DeliveryCounters
+from stompbroker.protocol.message import Message
+
+STREAM = "test:q:/queue/a"
+
+
+class Engine:
+    """What the settling uses of the engine; its writer records the commands."""
+
+    def __init__(self) -> None:
+        self.commands: list[tuple[Any, ...]] = []
+        self.writer = SimpleNamespace(
+            command=lambda *args: self.commands.append(args), command_waited=self._waited
+        )
+        self.names = Names("test")
+        self.ids = SimpleNamespace(node="n2")
+        self.liveness = SimpleNamespace(key="test:alive:n2", epoch="7")
+        self.limits = SimpleNamespace(of=lambda destination: None)
+        self.counters = DeliveryCounters()
+        self.traffic = Traffic()
+
+    def _waited(self, *args: Any) -> Deferred[Any]:
+        self.commands.append(args)
+        return succeed([])
+
+
+class Queue:
+    destination = "/queue/a"
+    aside = None
+
+    def lane(self, message: Message) -> str:
+        return STREAM
+
+
+def entry(message_id: str) -> dict[bytes, bytes]:
+    return {b"m": encode_entry("n1", Message("/queue/a", message_id, b"k:v", b"body"))}
+
+
+def test_an_unreadable_entry_is_ended_and_counted_and_the_others_are_taken() -> None:
+    """Damaged bytes or a missing field never stop the read: the rest of it goes on."""
+    engine = Engine()
+    settling = QueueSettling(engine, STREAM, Queue())
+    entries = [
+        (b"1-0", entry("n1-1")),
+        (b"2-0", {b"m": b"M\x00garbage"}),
+        (b"3-0", {b"other": b"x"}),
+        (b"4-0", {b"m": b"[not json"}),
+        (b"5-0", entry("n1-2")),
+    ]
+    fresh = settling.fresh(entries, None, None)
+    assert [(entry_id, message.message_id) for entry_id, _, message in fresh] == [
+        (b"1-0", "n1-1"),
+        (b"5-0", "n1-2"),
+    ]
+    assert engine.counters.discarded == 3
+    assert engine.traffic.of("/queue/a").messages_dropped == 3
+    keys = (STREAM, record_key("test", "n2", STREAM), "test:alive:n2", byte_counter("test", STREAM))
+    assert engine.commands == [
+        ("EVAL", SETTLE, 4, *keys, "nodes", "n2", 0, "7", b"2-0", b"3-0", b"4-0"),
+    ]
