@@ -14,9 +14,11 @@ from typing import Any
 
 import redis
 
+from stompbroker.broker.engine.redis.codec import encode, encode_entry
 from stompbroker.broker.engine.redis.consumer_registry import REGISTER, UNREGISTER
-from stompbroker.broker.engine.redis.dispatch_scripts import MOVE
+from stompbroker.broker.engine.redis.dispatch_scripts import MOVE, REDELIVERIES_OF
 from stompbroker.broker.engine.redis.lanes import lane_streams
+from stompbroker.protocol.message import Message
 from tests.support.redis import redis_client, redis_server  # noqa: F401
 
 QUEUE = "/queue/q"
@@ -148,3 +150,16 @@ def test_a_group_stays_with_its_owner_while_it_is_registered(
     redis_client.hset(GROUPS, "g", "b/2")
     consumers = [(field, field[0], 0, orders[field]) for field in ("a/1", "b/2")]
     assert move(redis_client, "a", ["g", "g"], consumers) == [("b", "b/2"), ("b", "b/2")]
+
+
+def test_the_scripts_read_a_payloads_redelivery_count_in_either_form(
+    redis_client: redis.Redis,  # noqa: F811
+) -> None:
+    """The binary entry form and the JSON one both tell the count; anything else none."""
+    message = Message("/queue/a", "n1-1", (("k", "v"),), b"body")
+    message.redeliveries = 70000
+    script = REDELIVERIES_OF + "return redeliveries_of(ARGV[1])"
+    assert redis_client.eval(script, 0, encode_entry("n1", message)) == 70000
+    assert redis_client.eval(script, 0, encode("n1", message)) == 70000
+    assert redis_client.eval(script, 0, b"M\x00") is None
+    assert redis_client.eval(script, 0, b"garbage") is None

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE
 
-__all__ = ["FORGET_RETURNING", "LEAD", "MOVE", "RESIGN", "RETURN_GROUPED", "RETURN_NODE"]
+__all__ = [
+    "FORGET_RETURNING",
+    "LEAD",
+    "MOVE",
+    "REDELIVERIES_OF",
+    "RESIGN",
+    "RETURN_GROUPED",
+    "RETURN_NODE",
+]
 
 #: Lua (after ``root``, the keys' prefix with its colon, is set): takes an
 #: entry's bytes off its stream's byte counter, if the stream has one.
@@ -181,6 +189,25 @@ return answers
 """
 )
 
+#: Lua: the redelivery count a queue entry's payload carries, in either form
+#: (:func:`~.codec.encode_entry`'s binary one: a big-endian count after the
+#: marker, the flags and the priority; or the JSON one: the sixth field of its
+#: first line); ``nil`` for anything else.
+REDELIVERIES_OF = """
+local function redeliveries_of(payload)
+  local kind = string.sub(payload, 1, 1)
+  if kind == 'M' then
+    local a, b, c, d = string.byte(payload, 4, 7)
+    if not d then return nil end
+    return ((a * 256 + b) * 256 + c) * 256 + d
+  elseif kind == '[' then
+    local meta = cjson.decode(string.sub(payload, 1, string.find(payload, '\\n', 1, true) - 1))
+    return meta[6]
+  end
+  return nil
+end
+"""
+
 #: KEYS: a node's own stream of a queue, the queue's stream, its byte counter,
 #: and (optional) the node's redelivery records of its own stream
 #: (:mod:`.redelivery_records`).  ARGV: group.  Hands everything the node's
@@ -189,6 +216,7 @@ return answers
 #: more, counting it in if the counter exists (:mod:`.shared_bytes`).
 RETURN_NODE = (
     BODY_SIZE
+    + REDELIVERIES_OF
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local counted = redis.call('EXISTS', KEYS[3]) == 1
@@ -214,10 +242,10 @@ for _, entry in ipairs(entries) do
     if counted then redis.call('INCRBY', KEYS[3], body_size(payload)) end
     local times = delivered[entry[1]]
     local record = recorded[entry[1]]
-    if record and string.sub(payload, 1, 1) == '[' then
+    local own = record and redeliveries_of(payload)
+    if own then
       -- the record is the whole count; r is what adds to the payload's own
-      local meta = cjson.decode(string.sub(payload, 1, string.find(payload, '\\n', 1, true) - 1))
-      times = math.max(times or 0, record + 1 - meta[6])
+      times = math.max(times or 0, record + 1 - own)
     end
     if times then
       redis.call('XADD', KEYS[2], '*', 'm', payload, 'r', times)
@@ -270,10 +298,10 @@ local function records_of(node, stream)
   return recorded
 end
 local function times_of(payload, times, record)
-  if record and string.sub(payload, 1, 1) == '[' then
+  local own = record and redeliveries_of(payload)
+  if own then
     -- the record is the whole count; r is what adds to the payload's own
-    local meta = cjson.decode(string.sub(payload, 1, string.find(payload, '\\n', 1, true) - 1))
-    return math.max(times or 0, record + 1 - meta[6])
+    return math.max(times or 0, record + 1 - own)
   end
   return times
 end
@@ -344,6 +372,7 @@ end
 #: entries left to other nodes.
 RETURN_GROUPED = (
     BODY_SIZE
+    + REDELIVERIES_OF
     + """
 local group, root, me = ARGV[1], ARGV[2], ARGV[3]
 local leaving = ARGV[4] == '1'
@@ -418,6 +447,7 @@ return foreign
 #: many entries went back, or -1 when the node is alive again.
 FORGET_RETURNING = (
     BODY_SIZE
+    + REDELIVERIES_OF
     + """
 local group, root, node = ARGV[1], ARGV[2], ARGV[3]
 local returned = KEYS[4]
