@@ -342,13 +342,17 @@ class ClusterDispatch:
         version, grouped = modes
         if grouped:
             self.grouped = self.active = True
-        if version != self._version:
-            self.changed = True
-            return True
-        return False
+        return bool(version != self._version)
 
     async def refresh(self) -> None:
-        """Read the registry and which of its nodes live; forget the dead ones'."""
+        """
+        Read the registry and which of its nodes live; forget the dead ones'.
+
+        A registry newer than the one last read marks the held entries for
+        deciding again (:attr:`changed`), whoever refreshes: the reader after
+        its read, or the claim of dead nodes' entries, which may see a new
+        consumer first and leave the reader's next look at ``v`` nothing new.
+        """
         engine = self._engine
         client = engine.client
         pipe = client.pipeline(transaction=False)
@@ -362,6 +366,8 @@ class ClusterDispatch:
                 alive.add(node)
             else:
                 await self.forget(node)
+        if version != self._version:
+            self.changed = True
         self._version = version
         self.roster = Roster.read(entries, alive, single == b"1")
         self.active = self.active or self.roster.needs_features or self.grouped
@@ -453,11 +459,14 @@ class ClusterDispatch:
             return kept
         return kept + await self._move([(s, i, f[b"m"], f) for s, i, f in batch if f])
 
-    async def retry_held(self) -> list[tuple[str, list[Any]]]:
-        """Decide again the entries nobody took, after the registry changed."""
+    def take_held(self) -> list[tuple[str, list[Any]]]:
+        """
+        :returns: the entries nobody took, as runs to decide again (after the
+            registry changed) ahead of newer ones, in the same :meth:`decide`,
+            so that this node's room counts once for both.
+        """
         held, self.held = self.held, []
-        async with self.lock:
-            return await self._move([(s, i, p, {b"m": p}) for s, i, p in held])
+        return [(stream, [(entry_id, {b"m": payload})]) for stream, entry_id, payload in held]
 
     async def _move(self, batch: list[tuple[str, Any, bytes, Any]]) -> list[tuple[str, list[Any]]]:
         engine = self._engine

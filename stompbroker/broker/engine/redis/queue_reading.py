@@ -137,7 +137,7 @@ class QueueReading:
             runs = [(stream, screen(stream, entries)) for stream, entries in runs]
         if dispatch.held and dispatch.changed:
             dispatch.changed = False
-            runs = runs + await dispatch.retry_held()
+            runs = dispatch.take_held() + runs
         decided: Read = await dispatch.decide(runs)
         return decided
 

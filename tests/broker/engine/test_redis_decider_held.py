@@ -1,0 +1,103 @@
+"""
+The deciding node's entries that no consumer took
+(:class:`~stompbroker.broker.engine.redis.dispatch.ClusterDispatch`, read by
+:class:`~stompbroker.broker.engine.redis.queue_reading.QueueReading`), on a real
+``redis-server``: decided again once a consumer that selects them registers,
+whichever of the node's refreshes reads the new registry first (docs/cluster.md,
+"Selectors, consumer priorities, exclusive consumers and message groups").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import redis.asyncio
+
+from stompbroker.broker.engine.redis.codec import Names, encode
+from stompbroker.broker.engine.redis.consumer_registry import REGISTER
+from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
+from stompbroker.broker.engine.redis.lanes import lane_streams
+from stompbroker.broker.engine.redis.queue_reading import QueueReading
+from stompbroker.protocol.message import Message
+from tests.support.redis import RedisServer, redis_server  # noqa: F401
+
+QUEUE = "/queue/held"
+NAMES = Names("h")
+STREAM = NAMES.queue(QUEUE)
+
+
+class Engine:
+    """What a queue's dispatch and reading use of the engine: names, ids, a client, a clock."""
+
+    def __init__(self, port: int) -> None:
+        self.names = NAMES
+        self.ids = type("Ids", (), {"node": "c"})()
+        self.client = redis.asyncio.Redis(port=port)
+        self.unretried = self.client
+        self.clock = type("Clock", (), {"seconds": staticmethod(time.monotonic)})()
+        self.node_timeout = 2.0
+
+
+class Local:
+    """A local queue that never was single-active (all :func:`declare_single_active` reads)."""
+
+    _features = None
+
+
+async def register(client: Any, field: str, selector: str) -> None:
+    """Register a consumer as its node's SUBSCRIBE does, its node alive."""
+    node = field.partition("/")[0]
+    await client.set(NAMES.alive(node), 1)
+    lanes = lane_streams(NAMES.prefix, STREAM, QUEUE)
+    keys = [f"h:qc:{QUEUE}", f"h:qm:{QUEUE}", *lanes]
+    args = [field, node, selector, 0, 0, "", 1, NAMES.alive("")]
+    await client.eval(REGISTER, len(keys), *keys, *args)
+
+
+def run(server: RedisServer, job: Callable[[Engine], Awaitable[Any]]) -> Any:
+    async def main() -> Any:
+        engine = Engine(server.port)
+        try:
+            await engine.client.flushall()
+            return await job(engine)
+        finally:
+            await engine.client.aclose()
+
+    return asyncio.run(main())
+
+
+def test_a_held_entry_goes_to_a_new_consumer_the_claims_refresh_saw_first(
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    """
+    Node C decides for its blue consumer and holds a red message nobody
+    selects; node B's red consumer registers, and C's periodic claim of dead
+    nodes' entries reads the registry before C's reader looks at ``v`` again:
+    C's next read still moves the red message to B's own stream.
+    """
+
+    async def job(engine: Engine) -> tuple[list[Any], int, int]:
+        client = engine.client
+        dispatch = ClusterDispatch(engine, QUEUE, STREAM, lambda: 1, Local())
+        reading = QueueReading(engine, QUEUE, STREAM, dispatch)
+        await client.xgroup_create(STREAM, NAMES.group, id="0", mkstream=True)
+        await register(client, "c/1", "color = 'blue'")
+        dispatch.active = True
+        await dispatch.refresh()
+        red = Message(QUEUE, "id-red", (("color", "red"),), b"job")
+        await client.xadd(STREAM, {"m": encode("a", red)})
+        first = await reading.read(1)
+        held = len(dispatch.held)
+        await register(client, "b/1", "color = 'red'")
+        await dispatch.refresh()  # what QueueRecovery.claim_from_dead does, every so often
+        second = await reading.read(1)
+        moved: int = await client.xlen(dispatch.node_stream("b"))
+        return first + second, held, moved
+
+    kept, held, moved = run(redis_server, job)
+    assert kept == []
+    assert held == 1
+    assert moved == 1
