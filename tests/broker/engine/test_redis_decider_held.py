@@ -3,7 +3,9 @@ The deciding node's entries that no consumer took
 (:class:`~stompbroker.broker.engine.redis.dispatch.ClusterDispatch`, read by
 :class:`~stompbroker.broker.engine.redis.queue_reading.QueueReading`), on a real
 ``redis-server``: decided again once a consumer that selects them registers,
-whichever of the node's refreshes reads the new registry first (docs/cluster.md,
+whichever of the node's refreshes reads the new registry first; and what the
+decider keeps for its own consumers counted against their room in the batch
+(:data:`~stompbroker.broker.engine.redis.dispatch_scripts.MOVE`; docs/cluster.md,
 "Selectors, consumer priorities, exclusive consumers and message groups").
 """
 
@@ -19,10 +21,11 @@ import redis.asyncio
 from stompbroker.broker.engine.redis.codec import Names, encode
 from stompbroker.broker.engine.redis.consumer_registry import REGISTER
 from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
+from stompbroker.broker.engine.redis.dispatch_scripts import MOVE
 from stompbroker.broker.engine.redis.lanes import lane_streams
 from stompbroker.broker.engine.redis.queue_reading import QueueReading
 from stompbroker.protocol.message import Message
-from tests.support.redis import RedisServer, redis_server  # noqa: F401
+from tests.support.redis import RedisServer, redis_client, redis_server  # noqa: F401
 
 QUEUE = "/queue/held"
 NAMES = Names("h")
@@ -101,3 +104,29 @@ def test_a_held_entry_goes_to_a_new_consumer_the_claims_refresh_saw_first(
     assert kept == []
     assert held == 1
     assert moved == 1
+
+
+def test_the_decider_keeps_no_more_than_its_consumers_room_while_another_node_has_some(
+    redis_client: Any,  # noqa: F811
+) -> None:
+    """
+    Node C decides four entries for its consumer and B's, each with room for
+    one (C's room is 1, B's window 1): they alternate, C, B, C, B (the last two
+    in turn, neither having room), rather than C keeping what B could take.
+    """
+    client = redis_client
+    mode, registry, groups = f"h:qm:{QUEUE}", f"h:qc:{QUEUE}", f"h:qg:{QUEUE}"
+    client.xgroup_create(STREAM, NAMES.group, id="0", mkstream=True)
+    for order, field in enumerate(("c/1", "b/1"), 1):
+        client.hset(registry, field, "[]")
+        client.hset(mode, "s", order)
+    for n in range(4):
+        client.xadd(STREAM, {"m": encode("a", Message(QUEUE, f"id-{n}", (), b"job"))})
+    read = client.xreadgroup(NAMES.group, "c", {STREAM: ">"}, count=4)
+    args: list[Any] = [NAMES.group, "h:qn:", QUEUE, "c", 1]
+    for entry_id, fields in read[0][1]:
+        args += [STREAM, entry_id, fields[b"m"], "", 0, "", 2, 2, "c", 1, "b", 1]
+        args += ["c/1", "c", 0, 1, "b/1", "b", 0, 2]
+    answers = client.eval(MOVE, 3, registry, groups, mode, *args)
+    assert answers[::2] == [b"c", b"b", b"c", b"b"]
+    assert client.xlen(f"h:qn:b:{QUEUE}") == 2
