@@ -125,7 +125,7 @@ def test_the_decider_keeps_no_more_than_its_consumers_room_while_another_node_ha
     read = client.xreadgroup(NAMES.group, "c", {STREAM: ">"}, count=4)
     args: list[Any] = [NAMES.group, "h:qn:", QUEUE, "c", 1]
     for entry_id, fields in read[0][1]:
-        args += [STREAM, entry_id, fields[b"m"], "", 0, "", 2, 2, "c", 1, "b", 1]
+        args += [STREAM, entry_id, fields[b"m"], "", 0, "", "", 2, 2, "c", 1, "b", 1]
         args += ["c/1", "c", 0, 1, "b/1", "b", 0, 2]
     answers = client.eval(MOVE, 3, registry, groups, mode, *args)
     assert answers[::2] == [b"c", b"b", b"c", b"b"]

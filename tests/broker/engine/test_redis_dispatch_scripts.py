@@ -18,6 +18,7 @@ from stompbroker.broker.engine.redis.codec import encode, encode_entry
 from stompbroker.broker.engine.redis.consumer_registry import REGISTER, UNREGISTER
 from stompbroker.broker.engine.redis.dispatch_scripts import MOVE, REDELIVERIES_OF
 from stompbroker.broker.engine.redis.lanes import lane_streams
+from stompbroker.broker.engine.redis.queue_sources import entry_order
 from stompbroker.protocol.message import Message
 from tests.support.redis import redis_client, redis_server  # noqa: F401
 
@@ -113,7 +114,8 @@ def move(client: redis.Redis, me: str, groups: list[str], consumers: list[Any]) 
     nodes = sorted({node for _, node, _, _ in consumers})
     args: list[Any] = ["nodes", "t:qn:", QUEUE, me, 10]
     for (entry_id, fields), group in zip(entries, groups, strict=True):
-        args += [STREAM, entry_id, fields[b"m"], group, 0, "", len(nodes), len(consumers)]
+        args += [STREAM, entry_id, fields[b"m"], group, 0, "", ""]
+        args += [len(nodes), len(consumers)]
         for node in nodes:
             args += [node, 10]
         for consumer in consumers:
@@ -139,7 +141,11 @@ def test_groups_of_a_departed_owner_go_round_robin_among_the_nodes_consumers(
     ]
     assert redis_client.hgetall(GROUPS) == {b"g1": b"a/2", b"g2": b"b/3", b"g3": b"a/2"}
     [(_, fields)] = redis_client.xrange(f"t:qn:b:{QUEUE}")
+    # The entry keeps the id it had in the queue's stream (field i), for the queue's order:
+    # the second of the three added there.
+    newest, original = redis_client.xinfo_stream(STREAM)["last-generated-id"], fields.pop(b"i")
     assert fields == {b"m": b"g2", b"o": b"b/3"}
+    assert entry_order(original) < entry_order(newest)
 
 
 def test_a_group_stays_with_its_owner_while_it_is_registered(

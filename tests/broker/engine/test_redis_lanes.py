@@ -53,11 +53,11 @@ def test_the_first_message_of_another_priority_marks_the_queue_once() -> None:
 def test_a_read_reply_gives_entries_with_their_lanes_in_order() -> None:
     """Entries come back as (lane, id, fields), in the order the script read them."""
     lanes = lane_streams("p", STREAM, "/queue/a")
-    reply = [1, [1, b"1-0", b"nine", b"", 6, b"2-0", b"four", b"n1/3"]]
+    reply = [1, [1, b"1-0", b"nine", b"", b"", 6, b"2-0", b"four", b"n1/3", b"0-5"]]
     assert parse_read(reply, lanes) == (
         [
             ("p:qp:9:/queue/a", b"1-0", {b"m": b"nine"}),
-            (STREAM, b"2-0", {b"m": b"four", b"o": b"n1/3"}),
+            (STREAM, b"2-0", {b"m": b"four", b"o": b"n1/3", b"i": b"0-5"}),
         ],
         [],
     )

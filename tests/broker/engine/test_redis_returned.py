@@ -61,7 +61,8 @@ def move(
     nodes = sorted({node for _, node, _, _ in consumers})
     args: list[Any] = ["nodes", "t:qn:", QUEUE, me, 10]
     for (entry_id, fields), group in zip(entries, groups, strict=True):
-        args += [stream, entry_id, fields[b"m"], group, 0, "", len(nodes), len(consumers)]
+        args += [stream, entry_id, fields[b"m"], group, 0, "", ""]
+        args += [len(nodes), len(consumers)]
         for node in nodes:
             args += [node, 10]
         for consumer in consumers:

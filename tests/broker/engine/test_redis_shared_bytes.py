@@ -205,9 +205,9 @@ def test_an_entry_a_deciding_node_moves_to_a_node_is_counted_out_and_back_in(
     client.xgroup_create(STREAM, "nodes", id="0")
     client.xreadgroup("nodes", "n1", {STREAM: ">"})
     client.hset("p:qc:/queue/b", "n2/1", "[]")
-    args = ["nodes", "p:qn:", "/queue/b", "n1", 1, STREAM, entry, fields[b"m"], "", 0, "", 1, 1]
+    args = ["nodes", "p:qn:", "/queue/b", "n1", 1, STREAM, entry, fields[b"m"], "", 0, "", ""]
     keys = ["p:qc:/queue/b", "p:qg:/queue/b", "p:qm:/queue/b"]
-    answers = client.eval(MOVE, 3, *keys, *args, "n2", 10, "n2/1", "n2", 0, 1)
+    answers = client.eval(MOVE, 3, *keys, *args, 1, 1, "n2", 10, "n2/1", "n2", 0, 1)
     assert answers == [b"n2", b""]
     assert count(client) == 0
     own = "p:qn:n2:/queue/b"

@@ -23,8 +23,10 @@ only that node does.  So the node that answers a browse:
 3. reads each stream's pending list (``XPENDING ... - +``) and entries
    (``XRANGE``, in pages of :data:`PAGE`), keeps the entries nobody holds,
    those dead nodes hold, and those read ahead, and orders them as one node
-   hands them out: highest priority first; within one, the nodes' own
-   streams' (decided earlier) before the lane's, each in stream order.
+   hands them out: highest priority first; within one, in the queue's order,
+   wherever they wait (by the id each first had in its lane: field ``i`` of an
+   entry moved to a node's own stream or given back to a lane's tail,
+   :func:`~.queue_sources.original_order`).
 
 No node is asked when no live node other than the answering one holds an
 entry or has a consumer: the common case of a queue nobody consumes from costs
@@ -42,7 +44,7 @@ from attrs import frozen
 from redis.exceptions import ResponseError
 
 from stompbroker.broker.engine.redis.codec import decode
-from stompbroker.broker.engine.redis.queue_sources import entry_order, find_sources
+from stompbroker.broker.engine.redis.queue_sources import find_sources, original_order
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.logs import logger
@@ -277,18 +279,16 @@ class ControlChannel:
             else set()
         )
         dead = set(found.dead)
-        kept: list[tuple[tuple[int, int, int, int], str, bytes, Message]] = []
+        kept: list[tuple[tuple[int, int, int], str, bytes, Message]] = []
         for source in found.own:
-            for entry_id, message in await self._waiting_in(source.stream, answers, dead):
-                key = (-message.priority, 0, *entry_order(entry_id))
-                kept.append((key, source.stream, entry_id, message))
+            for entry_id, message, order in await self._waiting_in(source.stream, answers, dead):
+                kept.append(((-message.priority, *order), source.stream, entry_id, message))
         for source in found.lanes:
             priority = source.priority or 0
             if limit is not None and sum(1 for k in kept if -k[0][0] >= priority) >= limit:
                 break
-            for entry_id, message in await self._waiting_in(source.stream, answers, dead):
-                key = (-priority, 1, *entry_order(entry_id))
-                kept.append((key, source.stream, entry_id, message))
+            for entry_id, message, order in await self._waiting_in(source.stream, answers, dead):
+                kept.append(((-priority, *order), source.stream, entry_id, message))
         kept.sort(key=lambda item: item[0])
         missing = tuple(sorted(found.others - set(answers)))
         waiting = Waiting(tuple(item[3] for item in kept), me, missing)
@@ -296,21 +296,27 @@ class ControlChannel:
 
     async def _waiting_in(
         self, stream: str, answers: dict[str, set[str]], dead: set[str]
-    ) -> list[tuple[bytes, Message]]:
-        """:returns: the entries of one stream that wait (:func:`pick_waiting`), in order."""
+    ) -> list[tuple[bytes, Message, tuple[int, int]]]:
+        """
+        :returns: the entries of one stream that wait (:func:`pick_waiting`), in
+            stream order, each with its place in the queue's order.
+        """
         client = self._engine.client
         holders = await self._holders(stream)
         entries = []
+        orders = {}
         start = "-"
         while True:
             page = await client.xrange(stream, min=start, max="+", count=PAGE)
             for entry_id, fields in page:
                 if fields and b"m" in fields:
                     entries.append((entry_id, decode(fields[b"m"])[1]))
+                    orders[entry_id] = original_order(entry_id, fields)
             if len(page) < PAGE:
                 break
             start = "(" + _text(page[-1][0])
-        return pick_waiting(entries, holders, answers, dead)
+        waiting = pick_waiting(entries, holders, answers, dead)
+        return [(entry_id, message, orders[entry_id]) for entry_id, message in waiting]
 
     async def _holders(self, stream: str) -> dict[bytes, str]:
         """:returns: entry id -> the node whose pending list has it, for the whole group."""

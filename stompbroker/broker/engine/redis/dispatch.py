@@ -482,14 +482,15 @@ class ClusterDispatch:
             here,
             max(room_here, 0),
         ]
-        for stream, entry_id, payload, _ in batch:
+        for stream, entry_id, payload, fields in batch:
             _, message = decode(payload)
             properties = message_properties(message) if selecting else None
             takers = roster.takers(properties)
             nodes = candidate_nodes(takers, here, room_here > 0)
             group, closes = _group_of(message)
             consumers = candidate_consumers(takers)
-            args += [stream, entry_id, payload, group or "", int(closes), active]
+            original = fields.get(b"i", "")
+            args += [stream, entry_id, payload, group or "", int(closes), active, original]
             args += [len(nodes) // 2, len(consumers) // 4, *nodes, *consumers]
         answers = await engine.client.eval(MOVE, 3, self.registry, self.groups, self.mode, *args)
         kept: list[tuple[str, list[Any]]] = []

@@ -33,13 +33,17 @@ end
 #: KEYS: registry, groups hash, mode hash.  ARGV: group, node-stream prefix,
 #: destination, this node, how many entries this node's consumers have room
 #: for, then per entry: source stream, entry id, payload, message group (''
-#: none), closes group (0/1), the active consumer's field ('' none), n, m, then
+#: none), closes group (0/1), the active consumer's field ('' none), its
+#: original entry id ('' for the entry id: field ``i`` of an entry given back
+#: or handed back, :data:`ORIGINAL`), n, m, then
 #: n candidate nodes each with the windows of its consumers there, then m
 #: candidate consumers, best first, each as field, node, priority, order.
 #: Answers per entry the node it went to ('' when none may take it; the
 #: returned stream's name when it went there) and the consumer that owns its
-#: group there ('' none).  A message goes to the consumer one node's
-#: round-robin picks, a grouped one to its group's owner (or picks it).  A
+#: group there ('' none).  An entry moved to a node's own stream keeps its
+#: original id in field ``i``, so that a browse or a move shows it in the
+#: queue's order among the lane's entries of its priority.  A message goes to
+#: the consumer one node's round-robin picks, a grouped one to its group's owner (or picks it).  A
 #: grouped entry of the queue's stream or lanes, while the returned stream
 #: (``PREFIX:qret:/queue/NAME``) holds entries nobody has read, goes to the
 #: returned stream's tail instead, behind them: so what an owner gave back is
@@ -126,9 +130,11 @@ local i = 6
 while i <= #ARGV do
   local source, id, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local message_group, closes, active = ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
-  local n, m = tonumber(ARGV[i + 6]), tonumber(ARGV[i + 7])
+  local original = ARGV[i + 6]
+  if original == '' then original = id end
+  local n, m = tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8])
   local windows, target, owner = {}, nil, nil
-  local nodes = i + 8
+  local nodes = i + 9
   local consumers = nodes + 2 * n
   for c = 0, n - 1 do windows[ARGV[nodes + 2 * c]] = tonumber(ARGV[nodes + 2 * c + 1]) end
   if message_group ~= '' and source ~= returned and returned_waiting() then
@@ -172,9 +178,9 @@ while i <= #ARGV do
         redis.call('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
       end
       if owner then
-        redis.call('XADD', stream, '*', 'm', payload, 'o', owner)
+        redis.call('XADD', stream, '*', 'm', payload, 'o', owner, 'i', original)
       else
-        redis.call('XADD', stream, '*', 'm', payload)
+        redis.call('XADD', stream, '*', 'm', payload, 'i', original)
       end
       redis.call('XACK', source, group, id)
       redis.call('XDEL', source, id)
@@ -213,7 +219,8 @@ end
 #: (:mod:`.redelivery_records`).  ARGV: group.  Hands everything the node's
 #: stream holds back to the queue's stream, in order, a delivered entry with
 #: its delivery count (field ``r``), or one more than its record when that says
-#: more, counting it in if the counter exists (:mod:`.shared_bytes`).
+#: more, and its original id (field ``i``: :data:`MOVE`), counting it in if
+#: the counter exists (:mod:`.shared_bytes`).
 RETURN_NODE = (
     BODY_SIZE
     + REDELIVERIES_OF
@@ -234,9 +241,10 @@ end
 local entries = redis.call('XRANGE', KEYS[1], '-', '+')
 for _, entry in ipairs(entries) do
   local fields = entry[2]
-  local payload = nil
+  local payload, original = nil, entry[1]
   for f = 1, #fields, 2 do
     if fields[f] == 'm' then payload = fields[f + 1] end
+    if fields[f] == 'i' then original = fields[f + 1] end
   end
   if payload then
     if counted then redis.call('INCRBY', KEYS[3], body_size(payload)) end
@@ -248,9 +256,9 @@ for _, entry in ipairs(entries) do
       times = math.max(times or 0, record + 1 - own)
     end
     if times then
-      redis.call('XADD', KEYS[2], '*', 'm', payload, 'r', times)
+      redis.call('XADD', KEYS[2], '*', 'm', payload, 'r', times, 'i', original)
     else
-      redis.call('XADD', KEYS[2], '*', 'm', payload)
+      redis.call('XADD', KEYS[2], '*', 'm', payload, 'i', original)
     end
   end
 end

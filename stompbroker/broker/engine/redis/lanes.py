@@ -33,7 +33,7 @@ LANE_ORDER = tuple(range(HIGHEST_PRIORITY, -1, -1))
 #: Reads up to ``count`` new entries, highest lane first, making the group of a
 #: lane that has none yet.  Answers ``{1, {lane index, id, payload, group
 #: owner ('' none: field ``o`` of an entry a node's own stream got from
-#: :data:`~.dispatch_scripts.MOVE`)}...}``; or,
+#: :data:`~.dispatch_scripts.MOVE`), original id ('' none: field ``i``)}...}``; or,
 #: with nothing to read, ``{0, newest id of each lane}`` for the wait.
 READ_LANES = """
 local group, consumer, left = ARGV[1], ARGV[2], tonumber(ARGV[3])
@@ -51,16 +51,18 @@ for index, lane in ipairs(KEYS) do
     if reply then
       for _, entry in ipairs(reply[1][2]) do
         local fields = entry[2]
-        local payload, owner = nil, ''
+        local payload, owner, original = nil, '', ''
         for i = 1, #fields, 2 do
           if fields[i] == 'm' then payload = fields[i + 1] end
           if fields[i] == 'o' then owner = fields[i + 1] end
+          if fields[i] == 'i' then original = fields[i + 1] end
         end
         if payload then
           found[#found + 1] = index
           found[#found + 1] = entry[1]
           found[#found + 1] = payload
           found[#found + 1] = owner
+          found[#found + 1] = original
         end
         left = left - 1
       end
@@ -105,17 +107,20 @@ def parse_read(
     :param lanes: the keys it was given.
     :returns: ``(entries, newest)``: the entries read as ``(lane, id, fields)``
         in the order read (``fields`` as a stream entry's: ``m``, the payload,
-        and ``o``, its group's owner, when it has one), and (when none) each
+        ``o``, its group's owner, and ``i``, its original id, when it has
+        them), and (when none) each
         lane's newest id for the wait.
     """
     if int(reply[0]) == 0:
         return [], list(reply[1])
     flat = reply[1]
     entries = []
-    for i in range(0, len(flat), 4):
+    for i in range(0, len(flat), 5):
         fields = {b"m": flat[i + 2]}
         if flat[i + 3]:
             fields[b"o"] = flat[i + 3]
+        if flat[i + 4]:
+            fields[b"i"] = flat[i + 4]
         entries.append((lanes[int(flat[i]) - 1], flat[i + 1], fields))
     return entries, []
 

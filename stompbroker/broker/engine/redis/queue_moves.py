@@ -3,8 +3,12 @@ The management's move and dead-letter retry of a shared ``/queue/``'s waiting
 messages (:mod:`.queue_actions` runs them once the nodes have given back what
 they read ahead): from every stream they wait in (:mod:`.queue_sources`), in
 the order one node hands them out, each into the target's lane of its priority.
+Within one priority that is the queue's order, whether an entry waits in the
+lane, came back to its tail, or waits in a node's own stream
+(:func:`~.queue_sources.original_order`), so each priority's lane and the
+entries of that priority in the own streams are read whole and merged.
 
-The node reads a page of a stream (``XRANGE``, and ``XPENDING`` of its range),
+The node reads a stream in pages (``XRANGE``, and ``XPENDING`` of each range),
 makes each chosen message anew (:func:`new_message`: a new ``message-id``; a
 retry's without the dead-letter headers) and runs :data:`MOVE`, one script per
 page, which checks each entry again and moves it in one step.
@@ -20,7 +24,7 @@ from redis.exceptions import ResponseError
 
 from stompbroker.broker.engine.redis.codec import decode, encode_entry
 from stompbroker.broker.engine.redis.lanes import LANE_ORDER, lane_stream, mode_key
-from stompbroker.broker.engine.redis.queue_sources import QueueSources, entry_order
+from stompbroker.broker.engine.redis.queue_sources import QueueSources, original_order
 from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE, byte_counter
 from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
 from stompbroker.broker.routing.destinations import TOPIC_PREFIX
@@ -33,6 +37,8 @@ __all__ = ["FREE", "MOVE", "PAGE", "UNCOUNT", "QueueMoves", "Route", "new_messag
 PAGE = 500
 
 Route = Callable[[Message], "tuple[str, Headers] | None"]
+#: A free entry: its id, its message, and its place in the queue's order.
+Free = tuple[bytes, Message, tuple[int, int]]
 
 #: Whether nobody but a dead node (ARGV names them after their count) holds an
 #: entry of the stream KEYS[1] in group ARGV[1]: the scripts' shared check.
@@ -148,30 +154,34 @@ class QueueMoves:
     async def move(self, found: QueueSources, count: int, route: Route) -> tuple[int, int]:
         """
         Move the first ``count`` free entries in the order one node hands them
-        out: by priority, and within one, what the nodes' own streams hold
-        (decided earlier) before what waits in the lane.
+        out: by priority, and within one, in the queue's order, whether an
+        entry waits in the lane or in a node's own stream (by its original id:
+        :func:`original_order`).
         """
-        own: dict[int, list[tuple[tuple[int, int], str, bytes, Message]]] = {}
+        by_priority: dict[int, list[tuple[tuple[int, int], str, bytes, Message]]] = {}
         for source in found.own:
-            for entry_id, message in await self._free(source.stream, found.dead):
-                order = entry_order(entry_id)
-                own.setdefault(message.priority, []).append(
+            for entry_id, message, order in await self._free(source.stream, found.dead):
+                by_priority.setdefault(message.priority, []).append(
                     (order, source.stream, entry_id, message)
                 )
         lanes = {source.priority: source.stream for source in found.lanes}
         done = _Done(count)
         for priority in LANE_ORDER:
-            for stream, entries in _runs(sorted(own.get(priority, ()))):
-                await self._move_entries(stream, entries, found.dead, done, route)
+            entries = by_priority.get(priority, [])
             lane = lanes.get(priority)
             if lane is not None:
-                await self._move_stream(lane, found.dead, done, route)
+                entries += [
+                    (order, lane, entry_id, message)
+                    for entry_id, message, order in await self._free(lane, found.dead)
+                ]
+            for stream, run in _runs(sorted(entries, key=lambda entry: entry[0])):
+                await self._move_entries(stream, run, found.dead, done, route)
             if done.full:
                 break
         return done.moved, done.left
 
-    async def _free(self, stream: str, dead: tuple[str, ...]) -> list[tuple[bytes, Message]]:
-        """:returns: every entry of ``stream`` no live node holds, in order."""
+    async def _free(self, stream: str, dead: tuple[str, ...]) -> list[Free]:
+        """:returns: every entry of ``stream`` no live node holds, in stream order."""
         free = []
         start = "-"
         while True:
@@ -182,31 +192,16 @@ class QueueMoves:
             start = "(" + _text(page[-1][0])
 
     @staticmethod
-    def _free_in(
-        page: list[Any], holders: dict[bytes, str], dead: tuple[str, ...]
-    ) -> list[tuple[bytes, Message]]:
+    def _free_in(page: list[Any], holders: dict[bytes, str], dead: tuple[str, ...]) -> list[Free]:
         free = []
         for entry_id, fields in page:
             if not fields or b"m" not in fields:
                 continue
             holder = holders.get(entry_id)
             if holder is None or holder in dead:
-                free.append((entry_id, decode(fields[b"m"])[1]))
+                message = decode(fields[b"m"])[1]
+                free.append((entry_id, message, original_order(entry_id, fields)))
         return free
-
-    async def _move_stream(
-        self, stream: str, dead: tuple[str, ...], done: _Done, route: Route
-    ) -> None:
-        """Move free entries of a lane until ``done`` is full, a page (one script) at a time."""
-        client = self._engine.client
-        start = "-"
-        while not done.full:
-            page = await client.xrange(stream, min=start, max="+", count=PAGE)
-            free = self._free_in(page, await self._pending(stream, page), dead)
-            await self._move_entries(stream, free, dead, done, route)
-            if len(page) < PAGE:
-                break
-            start = "(" + _text(page[-1][0])
 
     async def _move_entries(
         self,

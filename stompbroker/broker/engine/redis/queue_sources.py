@@ -26,7 +26,14 @@ from attrs import frozen
 from stompbroker.broker.engine.redis.consumer_registry import registry_key
 from stompbroker.broker.engine.redis.lanes import LANE_ORDER, lane_stream
 
-__all__ = ["QueueSources", "Source", "entry_order", "find_sources", "node_stream"]
+__all__ = [
+    "QueueSources",
+    "Source",
+    "entry_order",
+    "find_sources",
+    "node_stream",
+    "original_order",
+]
 
 
 @frozen
@@ -83,6 +90,16 @@ def entry_order(entry_id: Any) -> tuple[int, int]:
     text = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
     millis, _, sequence = text.partition("-")
     return int(millis), int(sequence or 0)
+
+
+def original_order(entry_id: Any, fields: Any) -> tuple[int, int]:
+    """
+    :returns: where an entry stands in its queue's order: by the id its
+        message first had in a lane (field ``i`` of an entry a deciding node
+        moved to a node's own stream, or that came back to a lane's tail), else
+        by its own id; entries of one priority sort so in the order sent.
+    """
+    return entry_order(fields.get(b"i", entry_id) if fields else entry_id)
 
 
 def _text(value: Any) -> str:
