@@ -153,6 +153,8 @@ class ControlChannel:
         self.answers = f"{prefix}:ctl:{engine.ids.node}"
         #: request id -> (nodes still to answer, answers so far, the future to set).
         self._asked: dict[str, tuple[set[str], dict[str, set[str]], asyncio.Future[None]]] = {}
+        #: The give-backs waiting for a read under way, kept until done.
+        self._giving: set[asyncio.Task[None]] = set()
 
     # -- the other nodes' requests -----------------------------------------------------
 
@@ -181,10 +183,23 @@ class ControlChannel:
             if queue is not None:
                 self.ended(queue, deleted=kind == DELETED)
             return
-        ahead: list[str] = []
-        if queue is not None:
-            held = queue.give_back_for(HOLD) if kind == GIVE_BACK else waiting_here(queue)
-            ahead = [message.message_id for message in held]
+        if queue is not None and kind == GIVE_BACK:
+            # Once the read under way has taken or held what it claimed.
+            task = engine.loop.create_task(self._give_back(queue, asker, request_id))
+            self._giving.add(task)
+            task.add_done_callback(self._giving.discard)
+            return
+        held = waiting_here(queue) if queue is not None else []
+        self._answer(asker, request_id, held)
+
+    async def _give_back(self, queue: StreamQueue, asker: str, request_id: str) -> None:
+        """Give back what this node holds of ``queue`` for ``asker``, then answer."""
+        self._answer(asker, request_id, await queue.give_back_quietly(HOLD))
+
+    def _answer(self, asker: str, request_id: str, held: list[Message]) -> None:
+        """Tell ``asker`` the message-ids this node read ahead (or gave back)."""
+        engine = self._engine
+        ahead = [message.message_id for message in held]
         answer = json.dumps({"id": request_id, "node": engine.ids.node, "ahead": ahead})
         # Through the writer, after the give-back's writes: once the asker has
         # the answer, Redis has what was given back.

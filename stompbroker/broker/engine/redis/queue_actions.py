@@ -221,7 +221,7 @@ class ClusterQueueActions:
         asked = await find_sources(engine, destination)
         mine = engine.queues.get(destination)
         if isinstance(mine, StreamQueue):
-            mine.give_back_for(HOLD)
+            await mine.give_back_quietly(HOLD)
         finish = RESUME
         try:
             answers = await engine.control.ask(GIVE_BACK, destination, set(asked.others))

@@ -37,6 +37,11 @@ __all__ = ["MAX_READ", "IntakeQueue", "QueueIntake"]
 
 log = logger("stompbroker.broker.engine.redis")
 
+#: Seconds a give-back for another node's purge or move waits for the read
+#: under way (:meth:`QueueIntake.quiet`): a blocking read's wait and a little
+#: more, within the asker's wait for the answer (:data:`~.control.ANSWER_TIMEOUT`).
+QUIET_WAIT = 1.5
+
 #: Most entries one read takes; an ``auto`` consumer counts for this much room.
 MAX_READ = 500
 
@@ -84,6 +89,7 @@ class QueueIntake:
         "_wake",
         "_reader",
         "_held_until",
+        "_quiet",
     )
 
     def __init__(
@@ -110,6 +116,10 @@ class QueueIntake:
         #: Until when (the clock's seconds) the reader reads nothing: another node
         #: acts on the stream (:meth:`hold`).
         self._held_until = 0.0
+        #: Set while no read is under way: none claims entries that its
+        #: taking (or, deciding, holding for no consumer) has yet to show.
+        self._quiet = asyncio.Event()
+        self._quiet.set()
 
     def start(self) -> None:
         """A consumer came: read (start the reader unless it runs)."""
@@ -129,14 +139,33 @@ class QueueIntake:
         self._held_until = clock.seconds() + seconds
         clock.callLater(seconds, self._wake.set)
 
+    async def quiet(self, timeout: float) -> None:
+        """
+        Wait (``timeout`` seconds at most) until the read under way, if any,
+        has put what it claimed in the local queue or held it, undecided: a
+        give-back for another node's purge or move (:meth:`hold` first, so
+        that no new read starts) then gives that back too.
+        """
+        try:
+            await asyncio.wait_for(self._quiet.wait(), timeout)
+        except TimeoutError:
+            log.warn(
+                "gave back what {queue} holds while a read of it was still under way",
+                queue=self._queue.destination,
+            )
+
     def resume(self) -> None:
         """The other node is done with the stream: read on."""
         self._held_until = 0.0
         self._wake.set()
 
+    def holding(self) -> bool:
+        """Whether the reader reads nothing now: another node acts on the stream (:meth:`hold`)."""
+        return bool(self._held_until) and self._held_until > self._engine.clock.seconds()
+
     def room(self) -> int:
         """:returns: how many more messages the local consumers can take now."""
-        if self._held_until and self._held_until > self._engine.clock.seconds():
+        if self.holding():
             return 0
         queue = self._queue
         room = -len(queue.pending)
@@ -209,41 +238,49 @@ class QueueIntake:
                 if self._was_closed():
                     self._give_back_read()
                     break
-                room = self._reading.room(self.room())
+                # A deciding node reads for every node, whatever its own room,
+                # but not while another node acts on the stream.
+                room = 0 if self.holding() else self._reading.room(self.room())
                 if room <= 0:
                     await self._wake.wait()
                     continue
+                # Until what the read claims is taken or held, a give-back
+                # for another node's purge or move waits (quiet()).
+                self._quiet.clear()
                 try:
-                    reply = await self._reading.read(room)
-                except ResponseError as error:
-                    if "NOGROUP" not in str(error):
-                        raise
-                    await self._make_group()
-                    if self._cluster is not None:
-                        self._cluster.unmade()
-                    continue
-                except CONNECTION_ERRORS:
-                    # The read may have reached Redis and its reply died: what it
-                    # claimed waits in this node's pending list.
-                    recovery.read_lost()
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, BACKOFF_CAP)
-                    continue
-                delay = BACKOFF_BASE
-                if liveness.lapsing():
-                    # Read before the node was stopped, or cut off: another node
-                    # may have claimed these meanwhile.
-                    await liveness.recovered()
-                    reply = await recovery.owned_only(reply)
-                if self._was_closed():
-                    # Read after the handle was dropped: back for the others.
-                    for stream, entries in reply:
-                        self.take(entries, stream=stream)
-                    self._give_back_read()
-                    break
-                # Each consumer's share of the read leaves in one write, as a
-                # batch of topic messages from Redis does.
-                engine.deliver_together(self._take_read, reply)
+                    try:
+                        reply = await self._reading.read(room)
+                    except ResponseError as error:
+                        if "NOGROUP" not in str(error):
+                            raise
+                        await self._make_group()
+                        if self._cluster is not None:
+                            self._cluster.unmade()
+                        continue
+                    except CONNECTION_ERRORS:
+                        # The read may have reached Redis and its reply died: what it
+                        # claimed waits in this node's pending list.
+                        recovery.read_lost()
+                        await asyncio.sleep(delay)
+                        delay = min(delay * 2, BACKOFF_CAP)
+                        continue
+                    delay = BACKOFF_BASE
+                    if liveness.lapsing():
+                        # Read before the node was stopped, or cut off: another node
+                        # may have claimed these meanwhile.
+                        await liveness.recovered()
+                        reply = await recovery.owned_only(reply)
+                    if self._was_closed():
+                        # Read after the handle was dropped: back for the others.
+                        for stream, entries in reply:
+                            self.take(entries, stream=stream)
+                        self._give_back_read()
+                        break
+                    # Each consumer's share of the read leaves in one write, as a
+                    # batch of topic messages from Redis does.
+                    engine.deliver_together(self._take_read, reply)
+                finally:
+                    self._quiet.set()
         except Exception:
             log.failure("reading {queue} from Redis failed", queue=queue.destination)
         finally:

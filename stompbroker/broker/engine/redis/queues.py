@@ -42,7 +42,7 @@ from stompbroker.broker.engine.redis.codec import decode, encode_entry
 from stompbroker.broker.engine.redis.dispatch import ClusterDispatch, local_options
 from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.lapse import Aside
-from stompbroker.broker.engine.redis.queue_intake import MAX_READ, QueueIntake
+from stompbroker.broker.engine.redis.queue_intake import MAX_READ, QUIET_WAIT, QueueIntake
 from stompbroker.broker.engine.redis.queue_reading import QueueReading
 from stompbroker.broker.engine.redis.queue_recovery import QueueRecovery
 from stompbroker.broker.engine.redis.queue_settling import QueueSettling
@@ -434,6 +434,18 @@ class StreamQueue:
             self._settling.give_back_held(self._cluster)
         self._intake.hold(seconds)
         return given
+
+    async def give_back_quietly(self, seconds: float) -> list[Message]:
+        """
+        As :meth:`give_back_for`, once the read under way (if any) has taken or
+        held what it claimed (:meth:`.QueueIntake.quiet`, at most
+        :data:`~.queue_intake.QUIET_WAIT`): else what it claims after the
+        give-back, read ahead or (deciding) held for no consumer, would stay
+        with this node, unseen by the purge or move.
+        """
+        self._intake.hold(seconds)
+        await self._intake.quiet(QUIET_WAIT)
+        return self.give_back_for(seconds)
 
     def resume(self) -> None:
         """The other node is done with the stream: read on."""
