@@ -8,6 +8,7 @@ scripts and the round trips are the integration tests'
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -69,6 +70,7 @@ class FakeEngine:
         self.policies = Policies()
         self.limits = SharedLimits(self.policies, "DLQ.")
         self.deleted: list[Any] = []
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     def delete_queue(self, queue: Any) -> None:
         del self.queues[queue.destination]
@@ -124,13 +126,25 @@ def test_giving_back_puts_the_read_ahead_at_the_tail_and_holds_the_reading() -> 
     assert queue.room() == 5
 
 
+def give_back_requested(engine: FakeEngine, control: ControlChannel, request: Any) -> None:
+    """Take a give-back request, which answers from a task (it waits for a read under way)."""
+
+    async def main() -> None:
+        engine.loop = asyncio.get_running_loop()
+        control.requested(json.dumps(request).encode())
+        current = asyncio.current_task()
+        await asyncio.gather(*(task for task in asyncio.all_tasks() if task is not current))
+
+    asyncio.run(main())
+
+
 def test_a_give_back_request_is_answered_after_the_give_back() -> None:
     """The answer names what was given back and comes after its writes; a resume needs none."""
     engine = FakeEngine()
     queue = read_ahead(engine, "/queue/q", 1)
     control = ControlChannel(engine)
     request = {"id": "r1", "from": "asker", "op": GIVE_BACK, "destination": "/queue/q"}
-    control.requested(json.dumps(request).encode())
+    give_back_requested(engine, control, request)
     *writes, (command, channel, answer) = engine.writer.commands
     assert [write[:2] for write in writes] == [("EVAL", GIVE_BACK_SCRIPT)]
     assert (command, channel) == ("PUBLISH", "p:ctl:asker")
@@ -239,7 +253,7 @@ def test_what_a_deciding_node_holds_for_no_consumer_waits_and_goes_back_to_its_l
     control.requested(json.dumps(request).encode())
     assert json.loads(engine.writer.commands[-1][2])["ahead"] == ["h-9"]
     engine.writer.commands.clear()
-    control.requested(json.dumps({**request, "op": GIVE_BACK}).encode())
+    give_back_requested(engine, control, {**request, "op": GIVE_BACK})
     *writes, (_, _, answer) = engine.writer.commands
     assert json.loads(answer)["ahead"] == ["h-9"]
     # The lane's mark, then one script that adds it to lane 9 again and ends its entry.

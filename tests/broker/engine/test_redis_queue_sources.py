@@ -66,8 +66,14 @@ def payload(body: str, priority: int = 4, node: str = "n1") -> bytes:
     return encode(node, Message(QUEUE, f"id-{body}", headers, body.encode(), priority=priority))
 
 
-def add(client: redis.Redis, stream: str, body: str, priority: int = 4) -> bytes:
-    entry: bytes = client.xadd(stream, {"m": payload(body, priority)})
+def add(
+    client: redis.Redis, stream: str, body: str, priority: int = 4, original: bytes = b""
+) -> bytes:
+    """Add an entry; ``original``: the id it first had in its lane (field ``i``), if moved."""
+    fields = {"m": payload(body, priority)}
+    if original:
+        fields["i"] = original
+    entry: bytes = client.xadd(stream, fields)  # type: ignore[arg-type]
     return entry
 
 
@@ -93,9 +99,11 @@ def spread(client: redis.Redis) -> Iterator[redis.Redis]:
     add(client, lane(9), "a-9")
     add(client, lane(9), "b-9")
     add(client, lane(4), "c-4")
-    add(client, lane(0), "d-0")
-    add(client, own("ghost"), "own-9", 9)
-    add(client, own("ghost"), "own-0", 0)
+    last = add(client, lane(0), "d-0")
+    # Moved there by a deciding node: own-9 from before a-9 in lane 9, own-0 from after d-0.
+    add(client, own("ghost"), "own-9", 9, b"0-1")
+    millis, _, sequence = last.partition(b"-")
+    add(client, own("ghost"), "own-0", 0, millis + b"-" + str(int(sequence) + 1).encode())
     client.hset(f"p:qc:{QUEUE}", "ghost/1", "[]")
     client.set(NAMES.alive("live"), "1")
     yield client
@@ -119,8 +127,9 @@ def test_a_snapshot_is_in_one_node_order_and_names_a_node_that_did_not_answer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """
-    Highest priority first; within one, what a node's own stream holds (decided
-    earlier) before the lane's; ``live`` does not answer, so what it read is
+    Highest priority first; within one, in the queue's order, the entries a
+    node's own stream holds among the lane's by the id each first had there
+    (field ``i``); ``live`` does not answer, so what it read is
     not shown and it is named.
     """
     monkeypatch.setattr(control, "ANSWER_TIMEOUT", 0.1)
@@ -130,15 +139,15 @@ def test_a_snapshot_is_in_one_node_order_and_names_a_node_that_did_not_answer(
 
     taken = run_with_engine(redis_server, snapshot)
     bodies = [message.body.decode() for message in taken.waiting.messages]
-    assert bodies == ["own-9", "a-9", "b-9", "c-4", "own-0", "d-0"]
+    assert bodies == ["own-9", "a-9", "b-9", "c-4", "d-0", "own-0"]
     assert taken.waiting.missing == ("live",)
     assert [stream for stream, _ in taken.entries] == [
         own("ghost"),
         lane(9),
         lane(9),
         lane(4),
-        own("ghost"),
         lane(0),
+        own("ghost"),
     ]
 
     async def first_two(engine: Engine) -> Any:
