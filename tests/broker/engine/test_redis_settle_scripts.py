@@ -231,3 +231,20 @@ def test_settling_under_a_byte_limit_counts_out_only_what_it_ends(client: redis.
     # Each body is one byte (b"x"): one ended, one left to A.
     assert client.get(counter) == b"9"
     assert owners(client) == {ids[1]: "A"}
+
+
+def test_what_is_given_back_keeps_its_original_id(client: redis.Redis) -> None:
+    """
+    An entry added again at the lane's tail carries the id it first had there
+    (field ``i``): its own, or the ``i`` it carried from a node's own stream.
+    """
+    ids = read_by(client, "B", 1)
+    own = "t:qn:B:/queue/a"
+    client.xgroup_create(own, GROUP, id="0", mkstream=True)
+    client.xadd(own, {"m": payload(1), "i": b"1-1"})
+    [(_, [(moved, _)])] = client.xreadgroup(GROUP, "B", {own: ">"})
+    keys = [STREAM, record_key("t", "B", STREAM), "t:alive:B"]
+    client.eval(GIVE_BACK, 3, *keys, GROUP, "B", 0, "1", ids[0], STREAM, payload(0), "", 0)
+    keys[0] = own
+    client.eval(GIVE_BACK, 3, *keys, GROUP, "B", 0, "1", moved, STREAM, payload(1), "", 0)
+    assert [fields[b"i"] for _, fields in client.xrange(STREAM)] == [ids[0], b"1-1"]
