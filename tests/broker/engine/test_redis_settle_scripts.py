@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from stompbroker.broker.engine.redis.codec import decode, encode
+from stompbroker.broker.engine.redis.codec import decode, encode, encode_entry
 from stompbroker.broker.engine.redis.dispatch_scripts import RETURN_NODE
 from stompbroker.broker.engine.redis.lapse import CLAIM_DEAD, claimed_entries, claimed_records
 from stompbroker.broker.engine.redis.liveness import BEAT
@@ -184,6 +184,31 @@ def test_handing_back_a_nodes_own_stream_keeps_the_counts_it_recorded(
     assert back[1][b"r"] == b"1"
     assert b"r" not in back[2]
     assert client.exists(own) == 0 and client.exists(records) == 0
+
+
+def test_handing_back_a_nodes_own_stream_puts_each_message_in_its_prioritys_lane(
+    client: redis.Redis,
+) -> None:
+    """
+    RETURN_NODE with the lanes: a priority 8 message goes back to lane 8 (and its
+    byte counter, which exists), a priority 4 one to the queue's stream.
+    """
+    own = "t:qn:B:/queue/a"
+    lanes = [STREAM if p == 4 else f"t:qp:{p}:/queue/a" for p in range(10)]
+    counters = [f"t:qb:{lane.partition(':')[2]}" for lane in lanes]
+    client.set(counters[8], 0)
+    high = Message("/queue/a", "n1-8", (("priority", "8"),), b"high")
+    high.priority = 8
+    client.xadd(own, {"m": encode_entry("n1", high)})
+    client.xadd(own, {"m": encode_entry("n1", Message("/queue/a", "n1-4", (), b"plain"))})
+    keys = (own, STREAM, counters[4], record_key("t", "B", own))
+    assert client.eval(RETURN_NODE, 4, *keys, GROUP, *lanes, *counters) == 2
+    [(_, eight)] = client.xrange(lanes[8])
+    assert decode(eight[b"m"])[1].message_id == "n1-8"
+    [(_, four)] = client.xrange(STREAM)
+    assert decode(four[b"m"])[1].message_id == "n1-4"
+    assert client.get(counters[8]) == b"4"
+    assert not client.exists(counters[4])
 
 
 def test_folding_puts_the_whole_count_in_the_payload() -> None:

@@ -77,7 +77,7 @@ from stompbroker.broker.engine.redis.dispatch_scripts import (
     RETURN_GROUPED,
     RETURN_NODE,
 )
-from stompbroker.broker.engine.redis.lanes import lane_streams, mode_key
+from stompbroker.broker.engine.redis.lanes import lane_stream, lane_streams, mode_key
 from stompbroker.broker.engine.redis.redelivery_records import record_key
 from stompbroker.broker.engine.redis.shared_bytes import byte_counter
 from stompbroker.broker.features.selectors import message_properties
@@ -174,6 +174,12 @@ class ClusterDispatch:
     def node_stream(self, node: str) -> str:
         """:returns: a node's own stream of this queue."""
         return f"{self.node_prefix}{node}:{self.destination}"
+
+    def _lanes_by_priority(self) -> list[str]:
+        """:returns: the queue's lanes for priorities 0 to 9, then their byte counters."""
+        prefix = self._engine.names.prefix
+        lanes = [lane_stream(prefix, self.stream, self.destination, p) for p in range(10)]
+        return [*lanes, *(byte_counter(prefix, lane) for lane in lanes)]
 
     def _records(self, node: str) -> str:
         """:returns: a node's redelivery records of its own stream (:mod:`.redelivery_records`)."""
@@ -331,6 +337,7 @@ class ClusterDispatch:
             counter,
             self._records(engine.ids.node),
             engine.names.group,
+            *self._lanes_by_priority(),
         )
 
     def observe(self, modes: Any) -> bool:
@@ -421,7 +428,14 @@ class ClusterDispatch:
             await client.eval(FORGET_NODE, 3, self.registry, self.mode, self.groups, node)
             counter = byte_counter(engine.names.prefix, self.stream)
             returned = await client.eval(
-                RETURN_NODE, 4, own, self.stream, counter, self._records(node), engine.names.group
+                RETURN_NODE,
+                4,
+                own,
+                self.stream,
+                counter,
+                self._records(node),
+                engine.names.group,
+                *self._lanes_by_priority(),
             )
         if returned > 0:
             log.info(
