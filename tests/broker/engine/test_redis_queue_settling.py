@@ -11,8 +11,9 @@ from typing import Any
 from twisted.internet.defer import Deferred, succeed
 
 from stompbroker.broker.engine.redis.codec import Names, encode_entry
-from stompbroker.broker.engine.redis.queue_settling import SETTLE, QueueSettling
+from stompbroker.broker.engine.redis.queue_settling import QueueSettling
 from stompbroker.broker.engine.redis.redelivery_records import record_key
+from stompbroker.broker.engine.redis.settle_scripts import SETTLE
 from stompbroker.broker.engine.redis.shared_bytes import byte_counter
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import DeliveryCounters

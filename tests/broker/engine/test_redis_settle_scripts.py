@@ -16,8 +16,8 @@ from stompbroker.broker.engine.redis.codec import decode, encode, encode_entry
 from stompbroker.broker.engine.redis.dispatch_scripts import RETURN_NODE
 from stompbroker.broker.engine.redis.lapse import CLAIM_DEAD, claimed_entries, claimed_records
 from stompbroker.broker.engine.redis.liveness import BEAT
-from stompbroker.broker.engine.redis.queue_settling import GIVE_BACK, SETTLE, SETTLE_SIZED
 from stompbroker.broker.engine.redis.redelivery_records import fold, record_key
+from stompbroker.broker.engine.redis.settle_scripts import GIVE_BACK, SETTLE, SETTLE_SIZED
 from stompbroker.protocol.message import Message
 from tests.support.redis import RedisServer, redis_server  # noqa: F401
 

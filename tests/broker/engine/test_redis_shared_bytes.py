@@ -11,8 +11,8 @@ import redis
 
 from stompbroker.broker.engine.redis.codec import decode, encode, encode_entry
 from stompbroker.broker.engine.redis.dispatch_scripts import MOVE, RETURN_NODE
-from stompbroker.broker.engine.redis.queue_settling import SETTLE_SIZED
 from stompbroker.broker.engine.redis.redelivery_records import record_key
+from stompbroker.broker.engine.redis.settle_scripts import SETTLE_SIZED
 from stompbroker.broker.engine.redis.shared_bytes import (
     ADD_SIZED,
     BODY_SIZE,
