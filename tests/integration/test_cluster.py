@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 
 from tests.support.clients import connect, flush_deliveries, is_marker, through
 from tests.support.process import BrokerProcess, run_python
-from tests.support.redis import NODE_TIMEOUT, RedisServer, redis_server, started_nodes  # noqa: F401
+from tests.support.redis import NODE_TIMEOUT, RedisServer, redis_server, started_nodes, unique  # noqa: F401
 
 
 @pytest.fixture(scope="module")
@@ -28,10 +27,6 @@ def nodes(
     """Three nodes, A, B and C, on one Redis server."""
     with started_nodes(tmp_path_factory, redis_server, "abc") as started:
         yield started
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}{uuid.uuid4().hex[:8]}"
 
 
 def test_topic_send_reaches_subscribers_on_other_nodes_once_in_order(

@@ -14,8 +14,7 @@ outcome compared with what one node gives.
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,9 +25,11 @@ from tests.support.process import BrokerProcess
 from tests.support.redis import (  # noqa: F401
     NODE_TIMEOUT,
     RedisServer,
+    one_node,
     redis_server,
     started_nodes,
     two_nodes,
+    unique,
 )
 
 pytestmark = pytest.mark.integration
@@ -37,17 +38,6 @@ SINGLE_ACTIVE = "x-single-active-consumer"
 
 #: Seconds a test waits for what the nodes owe it: generous, for a loaded machine.
 WAIT = 15.0
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture(scope="module")
-def one_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A broker of the local engine: what the cluster must match."""
-    with BrokerProcess(tmp_path_factory.mktemp("one"), http=None) as broker:
-        yield broker
 
 
 def registry_barrier(server: RedisServer, queue: str) -> Callable[[int], None]:
@@ -81,7 +71,7 @@ def subscribe(
 
 def test_a_later_true_declaration_on_another_node_is_ignored_as_on_one_node(
     nodes: list[BrokerProcess],
-    one_node: BrokerProcess,
+    one_node: BrokerProcess,  # noqa: F811
     redis_server: RedisServer,  # noqa: F811
 ) -> None:
     """
@@ -132,9 +122,7 @@ def test_the_shared_declaration_holds_on_every_node_and_survives_the_active_node
     wait = registry_barrier(redis_server, queue)
     with started_nodes(tmp_path_factory, redis_server, "ab") as (a, b):
         active, active_got = connect(a.address)
-        active.subscribe(
-            queue, id="a", ack="client-individual", headers={SINGLE_ACTIVE: "true"}
-        )
+        active.subscribe(queue, id="a", ack="client-individual", headers={SINGLE_ACTIVE: "true"})
         wait(1)
         conflicting, conflicting_got = subscribe(b.address, queue, "c", **{SINGLE_ACTIVE: "false"})
         wait(2)
@@ -238,7 +226,7 @@ def regroup(
 
 def test_groups_whose_owner_left_go_where_one_nodes_round_robin_sends_them(
     nodes: list[BrokerProcess],
-    one_node: BrokerProcess,
+    one_node: BrokerProcess,  # noqa: F811
     redis_server: RedisServer,  # noqa: F811
 ) -> None:
     """

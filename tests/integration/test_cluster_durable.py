@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +15,7 @@ import pytest
 
 from tests.support.clients import connect, through
 from tests.support.process import BrokerProcess, run_python
-from tests.support.redis import NODE_TIMEOUT, RedisServer, redis_server  # noqa: F401
+from tests.support.redis import NODE_TIMEOUT, RedisServer, redis_server, unique  # noqa: F401
 
 #: Seconds a durable subscription's notice may take to reach every node (one
 #: pub/sub hop; docs/cluster.md says a subscription is live cluster-wide then).
@@ -43,10 +42,6 @@ def nodes(
     yield started
     for process in started:
         process.stop()
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}{uuid.uuid4().hex[:8]}"
 
 
 def durable_subscriber(process: BrokerProcess, client_id: str, topic: str, name: str) -> Any:
@@ -159,9 +154,7 @@ def test_unsubscribe_with_the_durable_header_deletes_it_for_every_node(
     made_and_left(nodes, client_id, topic, "gone")
     send_all(a, topic, [b"backlog"])
     connection, inbox = connect(b.address, headers={"client-id": client_id})
-    connection.unsubscribe(
-        "d", headers={"activemq.subscriptionName": "gone"}, receipt="deleted"
-    )
+    connection.unsubscribe("d", headers={"activemq.subscriptionName": "gone"}, receipt="deleted")
     assert inbox.wait_for(lambda: "deleted" in inbox.receipts)
     assert not inbox.errors
     connection.disconnect()

@@ -8,21 +8,16 @@ consumer on another, with the headers of docs/destinations.md
 from __future__ import annotations
 
 import time
-import uuid
 from pathlib import Path
 
 import redis
 
 from tests.support.clients import connect, through
 from tests.support.process import BrokerProcess
-from tests.support.redis import RedisServer, node, redis_server, two_nodes  # noqa: F401
+from tests.support.redis import RedisServer, node, redis_server, two_nodes, unique  # noqa: F401
 
 #: Seconds a test waits for what its nodes owe it.
 WAIT = 10.0
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}{uuid.uuid4().hex[:8]}"
 
 
 def jobs_left(server: RedisServer) -> int:
@@ -58,7 +53,9 @@ def test_scheduled_message_sent_on_one_node_is_delivered_on_the_other_once_when_
     producer, sent = connect(a.address)
     started = time.time()
     producer.send(
-        queue, b"later", headers={"AMQ_SCHEDULED_DELAY": "1500", "persistent": "true"},
+        queue,
+        b"later",
+        headers={"AMQ_SCHEDULED_DELAY": "1500", "persistent": "true"},
         receipt="scheduled",
     )
     assert sent.wait_for(lambda: "scheduled" in sent.receipts)
@@ -94,8 +91,11 @@ def test_a_repeat_and_an_x_delay_to_a_topic_fire_on_another_node(
     producer.send(
         queue,
         b"tick",
-        headers={"AMQ_SCHEDULED_DELAY": "100", "AMQ_SCHEDULED_PERIOD": "200",
-                 "AMQ_SCHEDULED_REPEAT": "2"},
+        headers={
+            "AMQ_SCHEDULED_DELAY": "100",
+            "AMQ_SCHEDULED_PERIOD": "200",
+            "AMQ_SCHEDULED_REPEAT": "2",
+        },
     )
     producer.send(topic, b"delayed", headers={"x-delay": "300"}, receipt="scheduled")
     assert sent.wait_for(lambda: "scheduled" in sent.receipts)
@@ -129,7 +129,9 @@ def test_a_scheduled_message_outlives_the_node_that_took_it(
     producer, sent = connect(doomed.address)
     started = time.time()
     producer.send(
-        queue, b"orphan", headers={"AMQ_SCHEDULED_DELAY": "2000", "persistent": "true"},
+        queue,
+        b"orphan",
+        headers={"AMQ_SCHEDULED_DELAY": "2000", "persistent": "true"},
         receipt="scheduled",
     )
     assert sent.wait_for(lambda: "scheduled" in sent.receipts)
@@ -232,7 +234,10 @@ def test_a_browser_on_one_node_sees_what_waits_cluster_wide(
     bodies = [f"m{n}".encode() for n in range(10)]
     consumer, inbox = connect(a.address)
     consumer.subscribe(
-        queue, id="c", ack="client-individual", headers={"activemq.prefetchSize": "2"},
+        queue,
+        id="c",
+        ack="client-individual",
+        headers={"activemq.prefetchSize": "2"},
         receipt="subscribed",
     )
     assert inbox.wait_for(lambda: "subscribed" in inbox.receipts)

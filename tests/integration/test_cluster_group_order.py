@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,26 +22,17 @@ from tests.support.process import BrokerProcess
 from tests.support.redis import (  # noqa: F401
     NODE_TIMEOUT,
     RedisServer,
+    one_node,
     redis_server,
     started_nodes,
     two_nodes,
+    unique,
 )
 
 pytestmark = pytest.mark.integration
 
 #: Seconds a test waits for what the nodes owe it: generous, for a loaded machine.
 WAIT = 15.0
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture(scope="module")
-def one_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A broker of the local engine: what the cluster must match."""
-    with BrokerProcess(tmp_path_factory.mktemp("one"), http=None) as broker:
-        yield broker
 
 
 #: The consumers' priority: the same for all, so round-robin as plain ones,
@@ -151,7 +142,7 @@ def owner_leaves(
 @pytest.mark.parametrize("how", ["unsubscribe", "disconnect"])
 def test_a_leaving_owners_messages_reach_the_groups_next_owner_first(
     nodes: list[BrokerProcess],
-    one_node: BrokerProcess,
+    one_node: BrokerProcess,  # noqa: F811
     redis_server: RedisServer,  # noqa: F811
     how: str,
 ) -> None:
@@ -229,7 +220,7 @@ def spread(
 
 def test_ungrouped_messages_spread_over_every_nodes_consumers_as_on_one_node(
     nodes: list[BrokerProcess],
-    one_node: BrokerProcess,
+    one_node: BrokerProcess,  # noqa: F811
     redis_server: RedisServer,  # noqa: F811
 ) -> None:
     """

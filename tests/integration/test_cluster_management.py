@@ -15,7 +15,6 @@ import signal
 import time
 import urllib.error
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,7 +22,7 @@ import pytest
 
 from tests.support.clients import connect
 from tests.support.process import BrokerProcess
-from tests.support.redis import RedisServer, redis_server  # noqa: F401
+from tests.support.redis import RedisServer, redis_server, unique  # noqa: F401
 
 #: Seconds a test waits for what its nodes owe it.
 WAIT = 10.0
@@ -44,7 +43,10 @@ def nodes(
     started = [
         BrokerProcess(
             tmp_path_factory.mktemp(name),
-            "--engine", redis_server.url, "--node-timeout", "20",
+            "--engine",
+            redis_server.url,
+            "--node-timeout",
+            "20",
             reactor="uvloop",
         )
         for name in "ab"
@@ -60,7 +62,9 @@ def call(process: BrokerProcess, method: str, path: str, body: Any = None) -> tu
     """:returns: the status, JSON answer and headers of an API call on ``process``."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(
-        f"http://127.0.0.1:{process.http_port}/api/{path}", data=data, method=method,
+        f"http://127.0.0.1:{process.http_port}/api/{path}",
+        data=data,
+        method=method,
         headers={"Content-Type": "application/json"},
     )
     try:
@@ -106,8 +110,11 @@ def read_ahead_on_b(nodes: list[BrokerProcess], queue: str, headers: Any = None)
     staying, inbox = connect(b.address)
     for connection, name in ((leaving, "leaving"), (staying, "staying")):
         connection.subscribe(
-            queue, id=name, ack="client-individual",
-            headers={"activemq.prefetchSize": "3"}, receipt=name,
+            queue,
+            id=name,
+            ack="client-individual",
+            headers={"activemq.prefetchSize": "3"},
+            receipt=name,
         )
     publisher, sent = connect(a.address)
     for index in range(10):
@@ -127,10 +134,6 @@ def read_ahead_on_b(nodes: list[BrokerProcess], queue: str, headers: Any = None)
     return staying, inbox, waiting
 
 
-def unique(prefix: str) -> str:
-    return f"{prefix}{uuid.uuid4().hex[:8]}"
-
-
 def test_browse_and_purge_through_one_node_reach_another_nodes_read_ahead(
     nodes: list[BrokerProcess],
 ) -> None:
@@ -148,7 +151,11 @@ def test_browse_and_purge_through_one_node_reach_another_nodes_read_ahead(
     status, answer, _ = call(a, "DELETE", f"destinations/{segment(queue)}/messages")
     assert status == 200, answer
     assert answer == {
-        "destination": queue, "vhost": "/", "purged": 7, "node": node_name(a), "complete": True
+        "destination": queue,
+        "vhost": "/",
+        "purged": 7,
+        "node": node_name(a),
+        "complete": True,
     }
     assert browse(a, queue) == []
     assert browse(b, queue) == []
@@ -227,8 +234,12 @@ def test_a_node_that_does_not_answer_makes_the_answer_incomplete(
         os.kill(b.pid, signal.SIGCONT)
     assert status == 200, answer
     assert answer == {
-        "destination": queue, "vhost": "/", "purged": 4, "node": node_name(a),
-        "complete": False, "missing": [b_name],
+        "destination": queue,
+        "vhost": "/",
+        "purged": 4,
+        "node": node_name(a),
+        "complete": False,
+        "missing": [b_name],
     }
     until_waiting(a, queue, waiting[:3])
     staying.disconnect()

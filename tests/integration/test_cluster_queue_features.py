@@ -7,7 +7,6 @@ consumers on the other, each feature behaving as on one node.
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
 import redis
@@ -21,6 +20,7 @@ from tests.support.redis import (  # noqa: F401
     redis_server,
     started_nodes,
     two_nodes,
+    unique,
 )
 
 pytestmark = pytest.mark.integration
@@ -30,10 +30,6 @@ SENT_PRIORITIES = [5, 2, 6, 0, 1, 8, 1, 5, 9, 0, 8, 3, 0, 1, 6, 6, 1, 3, 1, 8]
 
 #: Seconds a test waits for what the nodes owe it: generous, for a loaded machine.
 SLOW = 15.0
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}{uuid.uuid4().hex[:8]}"
 
 
 def take_one_at_a_time(address: tuple[str, int], queue: str, count: int) -> list[object]:

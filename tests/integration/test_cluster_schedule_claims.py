@@ -8,7 +8,6 @@ node once its lease runs out, and the repeats after it stay armed.
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ from tests.support.redis import (  # noqa: F401
     RedisServer,
     redis_server,
     started_nodes,
+    unique,
 )
 
 pytestmark = pytest.mark.integration
@@ -29,10 +29,6 @@ DUE, JOBS, FLYING = "stompbroker:sched", "stompbroker:sched:jobs", "stompbroker:
 
 #: Seconds a test waits for what its nodes owe it (past a lease of --node-timeout).
 WAIT = 3 * float(NODE_TIMEOUT) + 10
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}{uuid.uuid4().hex[:8]}"
 
 
 def schedule(

@@ -164,8 +164,7 @@ class ClusterStatsTests(unittest.TestCase):
         while True:
             body = yield self.fetch(a, "/metrics")
             families = {
-                family.name: family
-                for family in text_string_to_metric_families(body.decode())
+                family.name: family for family in text_string_to_metric_families(body.decode())
             }
             nodes = {
                 sample.labels["node"] for sample in families["stompbroker_node_connections"].samples

@@ -489,3 +489,15 @@ def api_nodes(
     """Nodes A and B on one Redis server, each with the management API."""
     with started_nodes(tmp_path_factory, redis_server, "ab", http=LOOPBACK_HTTP) as started:
         yield started
+
+
+def unique(prefix: str) -> str:
+    """:returns: ``prefix`` and a random suffix: a destination no other test uses."""
+    return f"{prefix}{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def one_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker of the local engine: what the cluster must match."""
+    with BrokerProcess(tmp_path_factory.mktemp("one"), http=None) as broker:
+        yield broker

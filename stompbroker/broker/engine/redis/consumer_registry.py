@@ -35,6 +35,7 @@ from stompbroker.broker.features.selectors import Selector, compile_selector
 
 __all__ = [
     "FORGET_NODE",
+    "FORGET_NODE_FUNCTION",
     "REGISTER",
     "UNREGISTER",
     "Registered",
@@ -90,26 +91,32 @@ end
 return 0
 """
 
-#: KEYS: registry, mode hash, groups hash.  ARGV: node.  Forgets a node's
-#: consumers and the groups its consumers owned.
-FORGET_NODE = """
-local prefix = ARGV[1] .. '/'
-local gone = 0
-for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
-  if string.sub(field, 1, #prefix) == prefix then
-    redis.call('HDEL', KEYS[1], field)
-    gone = gone + 1
+#: Lua: ``forget_node(registry, mode, groups, node)`` forgets a node's consumers
+#: and the groups its consumers owned, bumping the registry's version if it had
+#: any; returns how many consumers went.
+FORGET_NODE_FUNCTION = """
+local function forget_node(registry, mode, groups, node)
+  local prefix = node .. '/'
+  local gone = 0
+  for _, field in ipairs(redis.call('HKEYS', registry)) do
+    if string.sub(field, 1, #prefix) == prefix then
+      redis.call('HDEL', registry, field)
+      gone = gone + 1
+    end
   end
-end
-local owners = redis.call('HGETALL', KEYS[3])
-for i = 1, #owners, 2 do
-  if string.sub(owners[i + 1], 1, #prefix) == prefix then
-    redis.call('HDEL', KEYS[3], owners[i])
+  local owners = redis.call('HGETALL', groups)
+  for i = 1, #owners, 2 do
+    if string.sub(owners[i + 1], 1, #prefix) == prefix then
+      redis.call('HDEL', groups, owners[i])
+    end
   end
+  if gone > 0 then redis.call('HINCRBY', mode, 'v', 1) end
+  return gone
 end
-if gone > 0 then redis.call('HINCRBY', KEYS[2], 'v', 1) end
-return gone
 """
+
+#: KEYS: registry, mode hash, groups hash.  ARGV: node.  :data:`FORGET_NODE_FUNCTION`.
+FORGET_NODE = FORGET_NODE_FUNCTION + "return forget_node(KEYS[1], KEYS[2], KEYS[3], ARGV[1])"
 
 
 def registry_key(prefix: str, destination: str) -> str:

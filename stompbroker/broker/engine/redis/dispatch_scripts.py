@@ -7,6 +7,7 @@ the decider's lease.
 
 from __future__ import annotations
 
+from stompbroker.broker.engine.redis.consumer_registry import FORGET_NODE_FUNCTION
 from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE
 
 __all__ = [
@@ -470,6 +471,7 @@ return foreign
 FORGET_RETURNING = (
     BODY_SIZE
     + REDELIVERIES_OF
+    + FORGET_NODE_FUNCTION
     + """
 local group, root, node = ARGV[1], ARGV[2], ARGV[3]
 local returned = KEYS[4]
@@ -484,21 +486,7 @@ if deciding then moved = moved + return_all(KEYS[5], node) end
 moved = moved + sweep(returned, node)
 for i = 8, #KEYS do moved = moved + sweep(KEYS[i], node) end
 if not deciding then moved = moved + return_all(KEYS[5], node) end
-local prefix = node .. '/'
-local gone = 0
-for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
-  if string.sub(field, 1, #prefix) == prefix then
-    redis.call('HDEL', KEYS[1], field)
-    gone = gone + 1
-  end
-end
-local owners = redis.call('HGETALL', KEYS[3])
-for i = 1, #owners, 2 do
-  if string.sub(owners[i + 1], 1, #prefix) == prefix then
-    redis.call('HDEL', KEYS[3], owners[i])
-  end
-end
-if gone > 0 then redis.call('HINCRBY', KEYS[2], 'v', 1) end
+forget_node(KEYS[1], KEYS[2], KEYS[3], node)
 if deciding then redis.call('DEL', KEYS[7]) end
 return moved
 """
