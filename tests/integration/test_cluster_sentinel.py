@@ -52,6 +52,11 @@ def _run(
                 assert group.wait_for_new_primary(second) == first
                 assert flowing(inbox)
             after = publisher.receipted()
+            # Barrier: messages sent and receipted on the new primary (the inbox may
+            # still be taking older ones while the publisher waits for receipts).
+            assert publisher.events.wait_for(
+                lambda: len(publisher.receipted() - after) >= 50, timeout=30
+            )
             assert flowing(inbox)
             receipted = drain(publisher, inbox, wait=10)
         return publisher, inbox, receipted - after
