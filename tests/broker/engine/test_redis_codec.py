@@ -152,7 +152,15 @@ def test_plain_headers_travel_as_the_lines_a_send_carries(headers: Any) -> None:
 
 @pytest.mark.parametrize(
     "headers",
-    [(("a", "1:2"),), (("a", "x\ny"),), (("a:b", "1"),), (("a", "\\"),), (("a", "1"), ("a", "2"))],
+    [
+        (("a", "1:2"),),
+        (("a", "x\ny"),),
+        (("a", "x\ry"),),
+        (("a\nb", "1"),),
+        (("a:b", "1"),),
+        (("a", "\\"),),
+        (("a", "1"), ("a", "2")),
+    ],
 )
 def test_headers_that_need_escaping_travel_as_pairs(headers: Any) -> None:
     """Colons, line ends and backslashes (or a name twice) keep the pairs' form."""

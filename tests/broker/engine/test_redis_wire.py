@@ -8,15 +8,18 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import hiredis
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis import asyncio as aioredis
 from redis._parsers import _AsyncRESP2Parser
-from redis.exceptions import DataError, ResponseError
+from redis._parsers.base import BaseParser
+from redis._parsers.hiredis import NOT_ENOUGH_DATA
+from redis.exceptions import BusyLoadingError, DataError, ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeout
 
-from stompbroker.broker.engine.redis.wire import execute, pack, shaped
+from stompbroker.broker.engine.redis.wire import _read, errors, execute, pack, shaped
 from tests.support.redis import RedisServer, redis_server  # noqa: F401
 
 
@@ -185,3 +188,50 @@ def test_replies_that_keep_coming_are_waited_for_and_silence_times_out(
     assert replies == [None] * 5
     assert raised is RedisTimeout
     assert after == [b"again"]
+
+
+def test_the_error_replies_are_told_apart_in_order() -> None:
+    """:func:`errors` lists a pipeline's error replies, and only those, in order."""
+    refused, readonly = ResponseError("WRONGTYPE"), ReadOnlyError("READONLY")
+    assert errors([]) == []
+    assert errors([b"1-1", 2, None, [b"a"], True]) == []
+    assert errors([b"1-1", refused, 3, readonly]) == [refused, readonly]
+
+
+class _Parser:
+    """A hiredis reader as redis-py sets one up, fed ``data`` at the first socket read."""
+
+    def __init__(self, data: bytes) -> None:
+        self._reader = hiredis.Reader(
+            replyError=BaseParser.parse_error, notEnoughData=NOT_ENOUGH_DATA
+        )
+        self._data = [data]
+
+    async def read_from_socket(self) -> None:
+        self._reader.feed(self._data.pop(0))
+
+
+class _Connection:
+    def __init__(self, data: bytes) -> None:
+        self._parser = _Parser(data)
+
+
+class _Patience:
+    def renew(self) -> None:
+        pass
+
+
+def test_a_loading_server_fails_the_pipeline_and_a_refusal_is_a_reply() -> None:
+    """
+    ``LOADING`` among the replies raises (redis-py's connection error: the
+    writer sends the pipeline again); any other error is that command's reply.
+    """
+
+    async def main(data: bytes, count: int) -> list[Any]:
+        return await _read(_Connection(data), count, _Patience())  # type: ignore[arg-type]
+
+    replies = asyncio.run(main(b"$3\r\n1-1\r\n-READONLY You can't write\r\n:7\r\n", 3))
+    assert replies[0] == b"1-1" and replies[2] == 7
+    assert isinstance(replies[1], ReadOnlyError)
+    with pytest.raises(BusyLoadingError):
+        asyncio.run(main(b"$3\r\n1-1\r\n-LOADING Redis is loading\r\n:7\r\n", 3))

@@ -143,6 +143,13 @@ def _plain_lines(headers: Any) -> bytes | None:
         if a name or value needs escaping, or a name comes twice (or there are none).
     """
     count = len(headers)
+    if count == 1:
+        # The commonest case, without counting (a count parses its arguments).
+        name, value = headers[0]
+        text = f"{name}:{value}"
+        if ":" in name or ":" in value or "\n" in text or "\\" in text or "\r" in text:
+            return None
+        return text.encode()
     if not count:
         return None
     text = "\n".join(map(":".join, headers))

@@ -59,7 +59,7 @@ from stompbroker.broker.engine.redis.replicas import (
 )
 from stompbroker.broker.engine.redis.replicas import resent as _resent
 from stompbroker.broker.engine.redis.url import EngineURL
-from stompbroker.broker.engine.redis.wire import REPLY_TIMEOUT, execute, shaped
+from stompbroker.broker.engine.redis.wire import REPLY_TIMEOUT, errors, execute, shaped
 from stompbroker.broker.engine.redis.wire import pack as wire_pack
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import ProtocolError
@@ -309,7 +309,8 @@ class Writer:
                     fresh = self.replicas.asked(waiters)
                     wait = fresh or bool(self.replicas.held)
                     replies = await self._pipeline(commands, wait, probe=not fresh)
-                    await self._check_primary(replies, wait)
+                    failed = errors(replies)
+                    await self._check_primary(replies, failed, wait)
                 except CONNECTION_ERRORS as error:
                     self._lost(commands, waiters, error)
                     delay = (
@@ -323,7 +324,7 @@ class Writer:
                         self._back()
                 delay = BACKOFF_BASE
                 self._moved.clear()
-                self._answer(commands, waiters, replies, wait)
+                self._answer(commands, waiters, replies, failed, wait)
         finally:
             self._running = None
             self._idle.set()
@@ -393,14 +394,15 @@ class Writer:
         if self.replicas.moved_on():
             self._requeue_held()
 
-    async def _check_primary(self, replies: list[Any], wait: bool) -> None:
+    async def _check_primary(self, replies: list[Any], failed: list[Exception], wait: bool) -> None:
         """
+        :param failed: the error replies among ``replies``.
         :raises ConnectionError: if the server answered as a replica (the
             primary moved): the connection is dropped and the pipeline counts
             as lost, to be sent again to the primary.
         """
-        refused: ResponseError | None = next(
-            (reply for reply in replies if isinstance(reply, ReadOnlyError)), None
+        refused: Exception | None = next(
+            (reply for reply in failed if isinstance(reply, ReadOnlyError)), None
         )
         if refused is None and wait and isinstance(replies[-1], ResponseError):
             refused = replies[-1]
@@ -415,9 +417,14 @@ class Writer:
         commands: list[Sequence[Any]],
         waiters: list[tuple[int, Deferred[Any]]],
         replies: list[Any],
+        failed: list[Exception],
         wait: bool,
     ) -> None:
-        """Fire the pipeline's waiters, or hold those whose writes the replicas lack."""
+        """
+        Fire the pipeline's waiters, or hold those whose writes the replicas lack.
+
+        :param failed: the error replies among ``replies``.
+        """
         replicas = self.replicas
         if replicas.moved_on():
             # The pipeline went over a new connection: it confirms nothing held.
@@ -447,7 +454,7 @@ class Writer:
                 waiter.errback(RedisUnreachable("not stored", f"Redis refused: {reply}"))
             else:
                 waiter.callback(shaped(self.client, commands[index], reply))
-        for reply in replies:
+        for reply in failed:
             if isinstance(reply, ResponseError):
                 log.error("Redis refused a command: {error}", error=str(reply))
         if (
@@ -498,13 +505,18 @@ class Writer:
         :returns: their replies, an error reply as its exception.
         """
         pack = self._pack
-        sent: list[Sequence[Any]] = []
-        for args in commands:
-            if args[0] is _BATCH:
-                assert pack is not None
-                sent.append(("PUBLISH", args[1], pack(args[1], args[2])))
-            else:
-                sent.append(args)
+        sent: list[Sequence[Any]]
+        if list in set(map(type, commands)):
+            # A batch of topic messages (a list) goes as one PUBLISH.
+            sent = []
+            for args in commands:
+                if args[0] is _BATCH:
+                    assert pack is not None
+                    sent.append(("PUBLISH", args[1], pack(args[1], args[2])))
+                else:
+                    sent.append(args)
+        else:
+            sent = commands.copy()
         timeout = REPLY_TIMEOUT
         if wait:
             durability = self.durability

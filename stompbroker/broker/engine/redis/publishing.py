@@ -27,7 +27,7 @@ from twisted.internet.defer import Deferred
 from stompbroker.broker.engine.redis.codec import encode, encode_entry
 from stompbroker.broker.engine.redis.connection import RedisUnreachable
 from stompbroker.broker.engine.redis.outage import unreachable_text
-from stompbroker.broker.engine.redis.shared_limits import SharedLimits
+from stompbroker.broker.engine.redis.shared_limits import SharedLimit, SharedLimits
 from stompbroker.broker.engine.redis.streams import RedisStreams
 from stompbroker.broker.engine.redis.topic_batches import encode_message
 from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
@@ -35,6 +35,11 @@ from stompbroker.broker.routing.destinations import QUEUE_PREFIX, REPLY_QUEUE_PR
 from stompbroker.protocol.message import Message
 
 __all__ = ["ClusterPublishing"]
+
+
+#: Most queues whose stream and limit are kept (``ClusterPublishing._streams``):
+#: a node that sends to more looks them up again now and then.
+MAX_STREAMS = 4096
 
 
 def _nothing(result: Any) -> None:
@@ -65,6 +70,11 @@ class ClusterPublishing:
         self._queues = engine.queues
         self._table = engine.table
         self._redis_streams: RedisStreams = engine.redis_streams
+        #: Each queue's stream name and limit, by destination: made once (the
+        #: name's hash computed once), as its name was added to the cluster's
+        #: set; forgotten when the policies (and so the limits) change.
+        self._streams: dict[str, tuple[str, SharedLimit | None]] = {}
+        engine.policies.watch(self._streams.clear)
 
     def check_connected(self) -> None:
         """
@@ -109,14 +119,14 @@ class ClusterPublishing:
         self._traffic.published(message)
         if not message.persistent:
             destination = message.destination
-            if destination not in self._named:
-                self._queue_names.met(destination)
-            stream = self._names.queue(destination)
+            known = self._streams.get(destination)
+            if known is None:
+                known = self._stream(destination)
+            stream, limit = known
             if message.priority != DEFAULT_PRIORITY:
                 stream = self._lanes.stream(writer, destination, stream, message.priority)
             if message.group is not None:
                 self._lanes.grouped(writer, destination)
-            limit = self._limits.of(destination)
             if limit is not None:
                 limit.stamp(message, self._clock.seconds())
                 return limit.add(
@@ -125,6 +135,22 @@ class ClusterPublishing:
             payload = encode_entry(self._node, message)
             writer.command("XADD", stream, "*", "m", payload)
         return None
+
+    def _stream(self, destination: str) -> tuple[str, SharedLimit | None]:
+        """
+        :returns: the stream and the limit of a queue this node has not sent
+            to lately, its name added to the cluster's set the first time.
+        """
+        if destination not in self._named:
+            self._queue_names.met(destination)
+        streams = self._streams
+        if len(streams) >= MAX_STREAMS:
+            streams.clear()
+        known = streams[destination] = (
+            self._names.queue(destination),
+            self._limits.of(destination),
+        )
+        return known
 
     def publish_reply(self, message: Message) -> None:
         """Put a reply on its temporary queue, here or on the node that owns it."""

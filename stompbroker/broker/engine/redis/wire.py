@@ -31,7 +31,7 @@ try:
 except ImportError:  # an older redis-py: each reply through redis-py
     NOT_ENOUGH_DATA = None
 
-__all__ = ["execute", "pack", "shaped"]
+__all__ = ["errors", "execute", "pack", "shaped"]
 
 #: Seconds a pipeline's replies may take, beyond any ``WAIT`` it carries (as
 #: redis-py's default socket timeout).
@@ -42,6 +42,9 @@ REPLY_TIMEOUT = 5.0
 #: ``XADD stream * m`` before each message, say (bounded by :data:`MAX_HEADS`).
 _heads: dict[tuple[Any, ...], bytes] = {}
 MAX_HEADS = 1024
+#: The length lines of the last arguments of those commands, by size (most
+#: messages of a publisher are of a few sizes; bounded by :data:`MAX_HEADS`).
+_lengths: dict[int, bytes] = {}
 
 
 def pack(commands: Iterable[tuple[Any, ...]]) -> bytes:
@@ -58,6 +61,7 @@ def pack(commands: Iterable[tuple[Any, ...]]) -> bytes:
     out: list[bytes] = []
     append = out.append
     heads = _heads
+    lengths = _lengths
     for args in commands:
         last = args[-1]
         if type(last) is bytes:
@@ -65,13 +69,26 @@ def pack(commands: Iterable[tuple[Any, ...]]) -> bytes:
             if head is None:
                 head = _head(args)
             append(head)
-            append(b"$%d\r\n" % len(last))
+            size = len(last)
+            length = lengths.get(size)
+            if length is None:
+                length = _length(size)
+            append(length)
             append(last)
             append(b"\r\n")
             continue
         append(b"*%d\r\n" % len(args))
         _pack_args(args, append)
     return b"".join(out)
+
+
+def _length(size: int) -> bytes:
+    """:returns: a bulk string's length line (``$117\\r\\n``), kept for the next of that size."""
+    length = b"$%d\r\n" % size
+    if len(_lengths) >= MAX_HEADS:
+        _lengths.clear()
+    _lengths[size] = length
+    return length
 
 
 def _head(args: tuple[Any, ...]) -> bytes:
@@ -157,7 +174,7 @@ async def execute(
         except OSError as error:
             raise ConnectionError(f"Error while reading from Redis: {error}") from None
         if getattr(pool, "is_master", False):
-            for reply in replies:
+            for reply in errors(replies):
                 if isinstance(reply, ReadOnlyError):
                     raise ConnectionError("The previous master is now a replica")
     except BaseException:
@@ -194,15 +211,28 @@ async def _read(connection: Any, count: int, patience: _Patience) -> list[Any]:
     while True:
         reply = gets()
         while reply is not NOT_ENOUGH_DATA:
-            if isinstance(reply, ConnectionError):
-                # LOADING and the like: the server cannot serve now.
-                raise reply
             append(reply)
             if len(replies) == count:
+                for error in errors(replies):
+                    if isinstance(error, ConnectionError):
+                        # LOADING and the like: the server cannot serve now.
+                        raise error
                 return replies
             reply = gets()
         await parser.read_from_socket()
         patience.renew()
+
+
+def errors(replies: list[Any]) -> list[Exception]:
+    """
+    :returns: the error replies among ``replies``, in order: most often none,
+        which one pass over their types in C tells (a pipeline of queue
+        messages has one reply each).
+    """
+    for kind in set(map(type, replies)):
+        if issubclass(kind, Exception):
+            return [reply for reply in replies if isinstance(reply, Exception)]
+    return []
 
 
 async def _read_each(connection: Any, count: int, patience: _Patience) -> list[Any]:
