@@ -9,8 +9,8 @@ import pytest
 from twisted.internet.task import Clock
 
 from stompbroker.broker.engine.redis.codec import decode, encode, mark_resent
-from stompbroker.broker.engine.redis.connection import _resent
 from stompbroker.broker.engine.redis.outage import OUTAGE, Outage, unreachable_text
+from stompbroker.broker.engine.redis.replicas import resent as _resent
 from stompbroker.protocol.message import Message
 
 

@@ -1,5 +1,5 @@
 """
-``--engine-wait-replicas`` through a failover (stompbroker.broker.engine.redis.connection,
+``--engine-wait-replicas`` through a failover (stompbroker.broker.engine.redis.writer,
 ``replicas``): a write whose ``WAIT`` came back short is held with its RECEIPT, confirmed by a
 later ``WAIT`` over the same connection, sent again (marked redelivered) over a new one, and
 answered ERROR ``message not replicated`` only past ``--engine-outage-hold``; a server that
@@ -18,7 +18,7 @@ pytest.importorskip("redis")
 
 from redis.exceptions import ResponseError  # noqa: E402
 
-from stompbroker.broker.engine.redis import connection  # noqa: E402
+from stompbroker.broker.engine.redis import writer as writer_module  # noqa: E402
 from stompbroker.broker.engine.redis.clients import Connects  # noqa: E402
 from stompbroker.broker.engine.redis.codec import decode, encode  # noqa: E402
 from stompbroker.broker.engine.redis.connection import (  # noqa: E402
@@ -114,8 +114,8 @@ async def _execute(client: Client, commands: Any, count: int, timeout: float) ->
 @pytest.fixture(autouse=True)
 def _fake_wire(monkeypatch: pytest.MonkeyPatch) -> None:
     """The writer's pipelines go to :class:`Client` as their commands, unpacked."""
-    monkeypatch.setattr(connection, "wire_pack", lambda commands: commands)
-    monkeypatch.setattr(connection, "execute", _execute)
+    monkeypatch.setattr(writer_module, "wire_pack", lambda commands: commands)
+    monkeypatch.setattr(writer_module, "execute", _execute)
 
 
 def _payload(body: bytes) -> bytes:

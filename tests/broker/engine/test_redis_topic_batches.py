@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis import asyncio as aioredis
 
-from stompbroker.broker.engine.redis import connection
+from stompbroker.broker.engine.redis import writer as writer_module
 from stompbroker.broker.engine.redis.connection import Writer
 from stompbroker.broker.engine.redis.topic_batches import (
     VERSION,
@@ -155,7 +155,7 @@ def test_a_writer_publishes_each_channels_run_of_messages_as_one_batch() -> None
         await writer.drained()
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(connection, "execute", client.execute)
+        patch.setattr(writer_module, "execute", client.execute)
         asyncio.run(main())
     assert [args[:2] for args in client.sent] == [
         ("PUBLISH", "p:t:/topic/0"),

@@ -15,7 +15,7 @@ pytest.importorskip("redis")
 import hiredis  # noqa: E402
 from redis import asyncio as aioredis  # noqa: E402
 
-from stompbroker.broker.engine.redis import connection  # noqa: E402
+from stompbroker.broker.engine.redis import writer as writer_module  # noqa: E402
 from stompbroker.broker.engine.redis.connection import (  # noqa: E402
     Durability,
     NotReplicated,
@@ -56,7 +56,7 @@ def _send(durability: Durability, replicas: int) -> tuple[_Client, list[Any]]:
         await writer.drained()
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(connection, "execute", client.execute)
+        patch.setattr(writer_module, "execute", client.execute)
         asyncio.run(main())
     return client, outcomes
 

@@ -127,7 +127,7 @@ class RedisEngine:
         primary (``--engine-wait-replicas``).
 
     :ivar names: the Redis key and channel names.
-    :ivar writer: the :class:`~stompbroker.broker.engine.redis.connection.Writer`
+    :ivar writer: the :class:`~stompbroker.broker.engine.redis.writer.Writer`
         every write goes through (set by :meth:`open`).
     """
 

@@ -5,7 +5,7 @@ on each Sentinel of its ``redis+sentinel://`` URL (as ioredis's
 node's master name, the node drops every connection it has to the old one
 (the writer's, the queues' reads, the pub/sub one).  They connect again to the
 primary the Sentinels name now, and the node goes through what a Redis restart
-costs it (:meth:`~stompbroker.broker.engine.redis.connection.Writer.primary_moved`):
+costs it (:meth:`~stompbroker.broker.engine.redis.writer.Writer.primary_moved`):
 publishers and receipts held, the writes not yet confirmed sent again, each
 queue's pending list reconciled.
 

@@ -19,7 +19,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-__all__ = ["DEFAULT_OUTAGE_HOLD", "OUTAGE", "Outage", "PublisherAlarm", "unreachable_text"]
+from stompbroker.protocol.errors import ProtocolError
+
+__all__ = [
+    "DEFAULT_OUTAGE_HOLD",
+    "OUTAGE",
+    "Outage",
+    "PublisherAlarm",
+    "RedisUnreachable",
+    "unreachable_text",
+]
 
 #: Seconds a node holds publishers and receipts while Redis is away: longer
 #: than a Redis restart (about a second with a small AOF) or a Sentinel
@@ -124,3 +133,10 @@ class Outage:
         lasted = self.lasted()
         for callback in self._expiry:
             callback(lasted)
+
+
+class RedisUnreachable(ProtocolError):
+    """
+    A frame needs the Redis server, and it is away: the client gets an ERROR
+    (the node reconnects by itself; the client may try again).
+    """

@@ -175,7 +175,7 @@ class ClusterPublishing:
         :returns: a Deferred that fires once Redis has it (and, with
             ``--engine-wait-replicas``, its replicas; see docs/cluster.md for
             what ``appendfsync`` then promises), or fails with
-            :class:`~stompbroker.broker.engine.redis.connection.RedisUnreachable`;
+            :class:`~stompbroker.broker.engine.redis.outage.RedisUnreachable`;
             ``None`` for a topic message no durable subscription takes.
         """
         writer = self._engine.writer

@@ -16,7 +16,7 @@ Two things can happen to a held write:
 
 Past ``--engine-outage-hold`` the RECEIPTs become ERROR ``message not replicated``.
 
-Pure bookkeeping: the :class:`~stompbroker.broker.engine.redis.connection.Writer` sends.
+Pure bookkeeping: the :class:`~stompbroker.broker.engine.redis.writer.Writer` sends.
 """
 
 from __future__ import annotations
@@ -27,12 +27,14 @@ from typing import Any
 from attrs import frozen
 
 from stompbroker.broker.engine.redis.codec import mark_resent
+from stompbroker.broker.engine.redis.outage import RedisUnreachable
 
 __all__ = [
     "PRIMARY_ONLY",
     "Durability",
     "HeldWrite",
     "HeldWrites",
+    "NotReplicated",
     "ReplicaWait",
     "expired_text",
     "resent",
@@ -248,3 +250,11 @@ def resent(args: Sequence[Any]) -> Sequence[Any]:
     if len(args) == 5 and args[0] == "XADD" and args[3] == "m":
         return _Resent((*args[:4], mark_resent(args[4])))
     return _Resent(args)
+
+
+class NotReplicated(RedisUnreachable):
+    """
+    A receipted write reached the primary, but fewer replicas than
+    ``--engine-wait-replicas`` confirmed it within ``--engine-wait-timeout``:
+    the client gets an ERROR (the message is stored, and may be lost on failover).
+    """

@@ -283,7 +283,7 @@ class ClusterScheduling:
 
         :returns: for a persistent message, a Deferred that fires once Redis has
             it (the SEND's RECEIPT waits on it), or fails with
-            :class:`~stompbroker.broker.engine.redis.connection.RedisUnreachable`;
+            :class:`~stompbroker.broker.engine.redis.outage.RedisUnreachable`;
             otherwise ``None``.
         """
         engine = self._engine

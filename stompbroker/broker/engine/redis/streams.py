@@ -112,7 +112,7 @@ class RedisStreamBackend:
     """
     Reads a node's stream mirrors from Redis; appends and trims are :data:`APPEND`'s.
 
-    :param writer: the engine's :class:`~stompbroker.broker.engine.redis.connection.Writer`,
+    :param writer: the engine's :class:`~stompbroker.broker.engine.redis.writer.Writer`,
         so that a read is sent after the writes before it.
     :param names: the engine's key names.
     """

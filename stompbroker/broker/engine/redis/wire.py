@@ -1,7 +1,7 @@
 """
 A pipeline of commands to Redis in one write, and its replies in one read loop.
 
-The :class:`~stompbroker.broker.engine.redis.connection.Writer` sends every
+The :class:`~stompbroker.broker.engine.redis.writer.Writer` sends every
 write a message causes (an ``XADD`` per queue message, ``XACK``/``XDEL`` per
 batch settled) as one pipeline per turn of the loop.  redis-py's pipeline costs
 a few microseconds per command on top of Redis's own work: it packs each
