@@ -95,9 +95,7 @@ def on_send(session: StompSession, frame: Frame) -> None:
     if raw is not None and headers:
         given = frame.headers
         left_out = len(given) - len(headers)
-        if given[0][0] == "destination" and (
-            left_out == 1 or (left_out == 2 and "content-length" in (given[-1][0], given[1][0]))
-        ):
+        if given[0][0] == "destination" and left_out <= 2:
             # The first line is "destination:VALUE" (an ASCII value is as many
             # bytes as characters), the last or second, if left out,
             # "content-length:DIGITS".
@@ -106,8 +104,12 @@ def on_send(session: StompSession, frame: Frame) -> None:
             if left_out == 2:
                 if given[-1][0] == "content-length":
                     end -= 16 + len(given[-1][1])
-                else:
+                elif given[1][0] == "content-length":
                     start += 16 + len(given[1][1])
+                else:
+                    # Another hop header among the lines: no lines (none
+                    # have as many colons as there are headers).
+                    end = start
             lines = raw[start:end]
             if lines.count(b":") != len(headers):
                 lines = None
