@@ -11,6 +11,7 @@ entry Redis hands out again is ended, not delivered.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from stompbroker.broker.engine.redis.codec import decode, encode_entry
@@ -117,8 +118,15 @@ class QueueSettling:
         """Remember the entry of a message this node has read and put in its local queue."""
         self._entries[message_id] = key
 
+    def other(self, stream: str | None) -> str | None:
+        """:returns: ``stream`` as :meth:`key` keys with it; ``None`` for the queue's own."""
+        return None if stream is None or stream == self._stream else stream
+
     def held(self) -> dict[str, Any]:
-        """:returns: message-id -> entry key of what this node holds (not to be written)."""
+        """
+        :returns: message-id -> entry key of what this node holds: only the
+            intake adds to it (:meth:`.QueueIntake.take`, as :meth:`hold` does).
+        """
         return self._entries
 
     def forget(self, message_id: str) -> None:
@@ -131,17 +139,34 @@ class QueueSettling:
 
     def settle(self, message: Message) -> None:
         """End a message's entry, with the others settled in this turn of the loop."""
-        entry = self._entries.pop(message.message_id, None)
-        if entry is not None:
-            recent = self._recent
-            recent.ended(entry)
-            recent.acknowledged(message.message_id)
-            if not self._settled and not self._settled_elsewhere:
+        self.settle_all((message,))
+
+    def settle_all(self, messages: Iterable[Message]) -> bool:
+        """
+        End the entries of messages (an ACK's), with the others settled in this
+        turn of the loop.  Each is remembered by its message-id only: a copy
+        of its entry that Redis hands out again decodes to that id
+        (:meth:`fresh`), as a copy of the message under another entry does.
+
+        :returns: whether any of them is persistent.
+        """
+        held = self._entries
+        acknowledged = self._recent.acknowledged
+        settled = self._settled
+        persistent = False
+        for message in messages:
+            persistent = persistent or message.persistent
+            entry = held.pop(message.message_id, None)
+            if entry is None:
+                continue
+            acknowledged(message.message_id)
+            if not settled and not self._settled_elsewhere:
                 self._engine.loop.call_soon(self.end_settled)
             if type(entry) is bytes:
-                self._settled.append(entry)
+                settled.append(entry)
             else:
                 self._settled_elsewhere.append(entry)
+        return persistent
 
     def end_settled(self) -> None:
         """
@@ -435,7 +460,7 @@ class QueueSettling:
                 # Handed back by a node that had delivered it (dispatch_scripts.RETURN_NODE):
                 # its count goes into the payload, which is all a move carries.
                 fields = fold(fields)
-            _, message = decode(fields[b"m"])
+                _, message = decode(fields[b"m"])
             message_id = message.message_id
             holding = held.get(message_id)
             if holding is not None:

@@ -357,12 +357,8 @@ class StreamQueue:
         self._recovery.check_lapse()
         self.local.acknowledge(consumer, messages)
         self._wake.set()
-        persistent = False
         settling = self._settling
-        for message in messages:
-            settling.settle(message)
-            persistent = persistent or message.persistent
-        if persistent:
+        if settling.settle_all(messages):
             # The RECEIPT waits for the XACK: end the entries before the PING.
             settling.end_settled()
             return [self._recovery.stored().addCallbacks(_stored, _not_stored)]
