@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from stompbroker.broker.engine.redis.codec import decode, encode_entry
+from stompbroker.broker.engine.redis.codec import decode, decode_message, encode_entry
 from stompbroker.broker.engine.redis.connection import RedisUnreachable
 from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.lapse import Aside
@@ -442,16 +442,17 @@ class QueueSettling:
         stale: list[Any] = []
         fresh: list[tuple[bytes, Any, Message]] = []
         seen: set[str] = set()
+        known = recent.knows
         for entry_id, fields in entries:
-            key = entry_id if own else (name, entry_id)
             if not fields:
                 # Deleted (XDEL) while pending: its XACK was lost.
-                stale.append(key)
+                stale.append(entry_id if own else (name, entry_id))
                 continue
             if waiting is not None and (name, entry_id) in waiting:
                 continue
+            key = entry_id if own else (name, entry_id)
             try:
-                _, message = decode(fields[b"m"])
+                message = decode_message(fields[b"m"])
             except (KeyError, ValueError) as error:
                 self._unreadable(name, entry_id, error)
                 stale.append(key)
@@ -460,14 +461,14 @@ class QueueSettling:
                 # Handed back by a node that had delivered it (dispatch_scripts.RETURN_NODE):
                 # its count goes into the payload, which is all a move carries.
                 fields = fold(fields)
-                _, message = decode(fields[b"m"])
+                message = decode_message(fields[b"m"])
             message_id = message.message_id
             holding = held.get(message_id)
             if holding is not None:
                 if holding != key:
                     stale.append(key)
                 continue
-            if message_id in seen or recent.knows(key, message_id):
+            if message_id in seen or known(key, message_id):
                 stale.append(key)
                 continue
             seen.add(message_id)
