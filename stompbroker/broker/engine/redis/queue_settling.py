@@ -150,20 +150,19 @@ class QueueSettling:
 
         :returns: whether any of them is persistent.
         """
-        held = self._entries
-        acknowledged = self._recent.acknowledged
-        settled = self._settled
+        # Mostly one message (an ACK in client-individual mode): nothing bound ahead.
         persistent = False
         for message in messages:
-            persistent = persistent or message.persistent
-            entry = held.pop(message.message_id, None)
+            if message.persistent:
+                persistent = True
+            entry = self._entries.pop(message.message_id, None)
             if entry is None:
                 continue
-            acknowledged(message.message_id)
-            if not settled and not self._settled_elsewhere:
+            self._recent.acknowledged(message.message_id)
+            if not self._settled and not self._settled_elsewhere:
                 self._engine.loop.call_soon(self.end_settled)
             if type(entry) is bytes:
-                settled.append(entry)
+                self._settled.append(entry)
             else:
                 self._settled_elsewhere.append(entry)
         return persistent
