@@ -67,12 +67,11 @@ class QueueLeaving:
             # Redelivered here: their counts are kept in Redis too.
             settling.record(returned)
         cluster = self._cluster
-        pending = queue.pending
         if cluster is not None and cluster.grouped:
             # What it held is decided again, ahead of its groups' newer messages.
             leaving = not queue.consumers
-            given = [*pending, *(self.delayed() if leaving else ())]
-            pending.clear()
+            given = [*queue.pending, *(self.delayed() if leaving else ())]
+            queue.pending.clear()
             settling.give_back_grouped(
                 cluster, given, cluster.release([consumer]), leaving=leaving, held=leaving
             )
@@ -81,11 +80,11 @@ class QueueLeaving:
             cluster.unregister(consumer)
             if cluster.active and queue.consumers:
                 # What it held may be for other nodes' consumers now: decided again.
-                settling.give_back(list(pending))
-                pending.clear()
+                settling.give_back(list(queue.pending))
+                queue.pending.clear()
         if not queue.consumers:
-            settling.give_back([*pending, *self.delayed()])
-            pending.clear()
+            settling.give_back([*queue.pending, *self.delayed()])
+            queue.pending.clear()
             if cluster is not None:
                 settling.give_back_held(cluster)
                 cluster.leave()
