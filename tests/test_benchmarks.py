@@ -14,6 +14,8 @@ import os
 import resource
 import socketserver
 import struct
+import subprocess
+import sys
 import threading
 import time
 from array import array
@@ -30,6 +32,7 @@ from benchmarks.cases import Case, Settings, Target
 from benchmarks.cli import build_parser, cases_from, main, settings_from
 from benchmarks.connection import Endpoint
 from benchmarks.idle import fd_headroom
+from benchmarks.launcher import ROOT, subprocess_env
 from benchmarks.measure import merge_seen, percentiles
 from benchmarks.scenarios import _flow_shape, run_case
 from benchmarks.websocket import FrameDecoder, client_frame, unmask
@@ -657,3 +660,17 @@ def test_resume_cluster_resumes_on_both_nodes_with_every_message(
         ("resume of 50 missed messages, other node", "CPU ms, nodes + Redis"),
     ]
     assert all(line["value"] > 0 for line in lines)
+
+
+@pytest.mark.parametrize("part", ("send", "route"))
+def test_cluster_publish_parts_stores_every_message_sent(part: str) -> None:
+    """benchmarks.cluster_publish_parts (its own reactor: a process of its own) exits 0."""
+    redis_server_binary()
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.cluster_publish_parts", part, "800"],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")

@@ -86,30 +86,20 @@ def on_send(session: StompSession, frame: Frame) -> None:
     # to hold (one bytes object instead of a tuple of pairs while it waits in
     # a queue) and to copy into its MESSAGE frames.  Plain: the lines are
     # what the pairs above say, in order: only ``destination`` (first) and
-    # ``content-length`` (last or second, if any) were left out, with nothing
-    # repeated or carrying a second colon (the parser keeps no lines with an
-    # escape).  The redis engine stores such lines as they are, where pairs
-    # cost it their encoding.
+    # ``content-length`` (last, if any) were left out, with nothing repeated
+    # or carrying a second colon (the parser keeps no lines with an escape).
     lines = None
     raw = frame.raw
     if raw is not None and headers:
         given = frame.headers
         left_out = len(given) - len(headers)
-        if given[0][0] == "destination" and left_out <= 2:
+        if given[0][0] == "destination" and (
+            left_out == 1 or (left_out == 2 and given[-1][0] == "content-length")
+        ):
             # The first line is "destination:VALUE" (an ASCII value is as many
-            # bytes as characters), the last or second, if left out,
-            # "content-length:DIGITS".
+            # bytes as characters), the last, if left out, "content-length:DIGITS".
             start = 13 + len(destination) if destination.isascii() else raw.find(b"\n") + 1
-            end = len(raw)
-            if left_out == 2:
-                if given[-1][0] == "content-length":
-                    end -= 16 + len(given[-1][1])
-                elif given[1][0] == "content-length":
-                    start += 16 + len(given[1][1])
-                else:
-                    # Another hop header among the lines: no lines (none
-                    # have as many colons as there are headers).
-                    end = start
+            end = len(raw) - 16 - len(given[-1][1]) if left_out == 2 else len(raw)
             lines = raw[start:end]
             if lines.count(b":") != len(headers):
                 lines = None

@@ -151,21 +151,7 @@ def test_repeated_headers_are_forwarded_once_the_first_winning() -> None:
         ),
         (b"SEND\ndestination:/queue/a\nx:1\nx:2\n\n\0", None, (("x", "1"),)),
         (b"SEND\nseq:1\ndestination:/queue/a\n\n\0", None, (("seq", "1"),)),
-        (
-            b"SEND\ndestination:/queue/a\ncontent-length:3\nseq:1\nts:2\n\nabc\0",
-            b"seq:1\nts:2",
-            (("seq", "1"), ("ts", "2")),
-        ),
-        (
-            "SEND\ndestination:/queue/\u00e9\ncontent-length:12\nseq:1\n\n123456789012\0".encode(),
-            b"seq:1",
-            (("seq", "1"),),
-        ),
-        (
-            b"SEND\ndestination:/queue/a\nseq:1\ncontent-length:0\nts:2\n\n\0",
-            None,
-            (("seq", "1"), ("ts", "2")),
-        ),
+        (b"SEND\ndestination:/queue/a\ncontent-length:0\nseq:1\n\n\0", None, (("seq", "1"),)),
         (b"SEND\ndestination:/queue/a\nx:a:b\n\n\0", None, (("x", "a:b"),)),
         (b"SEND\ndestination:/queue/a\nx:a\\cb\n\n\0", None, (("x", "a:b"),)),
         (b"SEND\r\ndestination:/queue/a\r\nseq:1\r\n\r\n\0", None, (("seq", "1"),)),
@@ -179,9 +165,7 @@ def test_repeated_headers_are_forwarded_once_the_first_winning() -> None:
         "receipt",
         "repeated header",
         "destination not first",
-        "content-length second",
-        "content-length second, utf-8 destination",
-        "content-length in the middle",
+        "content-length not last",
         "colon in a value",
         "escape",
         "crlf",
@@ -191,10 +175,9 @@ def test_a_plain_send_hands_its_header_lines_over_as_they_came(
     data: bytes, lines: bytes | None, headers: tuple[tuple[str, str], ...]
 ) -> None:
     """
-    A SEND whose user headers are plain lines after destination (first), with content-length
-    (last or second, if any) left out, hands them to the broker as bytes, with the pairs;
-    anything else (repeats, escapes, a second colon, CRLF, a hop header among them) as pairs
-    only.  Either way the
+    A SEND whose user headers are plain lines between destination (first) and content-length
+    (last, if any) hands them to the broker as bytes, with the pairs; anything else (repeats,
+    escapes, a second colon, CRLF, a hop header among them) as pairs only.  Either way the
     message reads as the same pairs, and a subscriber gets the same MESSAGE.
     """
     session, transport, _, broker = connected()

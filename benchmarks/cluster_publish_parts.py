@@ -1,0 +1,148 @@
+"""
+The publishing cluster node's work per queue message, run N times in process:
+for counting its instructions.
+
+Usage: ``python -m benchmarks.cluster_publish_parts PART N``
+
+A node with the redis engine, on a ``redis-server`` of its own
+(:class:`benchmarks.cluster.RedisServer`) and the ``uvloop`` reactor, takes N
+non-persistent SENDs to one queue the way node A takes them in a 4x4
+cross-node queue (``benchmarks.cluster_cpu --kind queue``): the frames of
+:class:`benchmarks.wire.SendTemplate` (``destination``, ``content-length``,
+``seq``; a receipt every 100), a read of 100 from each of four producers in
+turn, then a turn of the loop in which the writer sends them all as one
+pipeline and reads the replies.
+
+- ``send``: all of it: parsed, routed, encoded, ``XADD`` ed and replied to;
+  it checks that the queue's stream holds every message;
+- ``route``: the same with the engine's ``publish_queue`` doing nothing: what
+  one process pays too (less its own queue), to take off ``send``'s count.
+
+As :mod:`benchmarks.queue_parts`, run it under ``valgrind --tool=callgrind`` at
+two values of N, the difference of the counts over the difference of the Ns
+(with ``PYTHONHASHSEED`` fixed, the counts repeat within a few hundred
+instructions a message):
+
+    for n in 4000 16000; do
+        PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
+            python -m benchmarks.cluster_publish_parts send $n 2>&1 | grep Collected
+    done
+
+A whole node under callgrind in a cluster run does not give a steady count:
+how many messages go in one pipeline depends on how fast the other processes
+run beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+PARTS = ("send", "route")
+#: SENDs per read of one producer, the last asking for a receipt.
+BATCH = 100
+PRODUCERS = 4
+DESTINATION = "/queue/bench.publish"
+
+
+def run_part(part: str, messages: int) -> int:
+    """
+    Run one part over ``messages`` messages (rounded down to whole reads), on
+    the ``uvloop`` reactor, which it installs (run it in a process of its own).
+
+    :returns: how many messages went through.
+    :raises RuntimeError: if ``send`` left a message out of the stream.
+    """
+    import uvloop
+    from twisted.internet import asyncioreactor
+
+    loop = uvloop.new_event_loop()
+    asyncio.set_event_loop(loop)
+    asyncioreactor.install(loop)
+    from twisted.internet import reactor
+    from twisted.internet.defer import ensureDeferred
+
+    from benchmarks.cluster import RedisServer
+
+    sent = messages // BATCH * BATCH
+    outcome: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="stompbench-") as workdir:
+        redis = RedisServer(Path(workdir))
+        try:
+            done = ensureDeferred(_run(reactor, redis.url, part, sent, outcome))
+            done.addErrback(lambda failure: outcome.setdefault("error", failure.value))
+            done.addBoth(lambda _: reactor.stop())
+            reactor.run()
+        finally:
+            redis.stop()
+    if "error" in outcome:
+        raise RuntimeError(f"{part}: {outcome['error']}")
+    if part == "send" and outcome["stored"] != sent:
+        raise RuntimeError(f"send: {outcome['stored']} of {sent} messages in the stream")
+    return sent
+
+
+async def _run(reactor: Any, url: str, part: str, sent: int, outcome: dict[str, Any]) -> None:
+    from twisted.internet.defer import Deferred
+
+    from benchmarks.in_process import connect
+    from benchmarks.wire import SendTemplate
+    from stompbroker.app.gc_tuning import DEFAULT_THRESHOLD, CollectorTuning
+    from stompbroker.broker.engine.factory import build_engine
+    from stompbroker.broker.engine.redis.url import parse_engine
+    from stompbroker.broker.service import Broker
+    from stompbroker.transport.tcp import stomp_server_factory
+
+    def waited(coroutine: Any) -> Deferred[Any]:
+        return Deferred.fromFuture(asyncio.ensure_future(coroutine))
+
+    engine = build_engine(reactor, url=parse_engine(url))
+    broker = Broker(reactor, engine=engine)
+    broker.startService()
+    await broker.when_ready()
+    if part == "route":
+        broker.router._publish_queue = lambda message: None
+    factory = stomp_server_factory(broker, reactor)
+    producers = [connect(factory) for _ in range(PRODUCERS)]
+    template = SendTemplate(DESTINATION, b"x" * 117)
+    reads = [
+        b"".join(template.frames(range(start, start + BATCH), True))
+        for start in range(0, sent, BATCH)
+    ]
+    # As the broker runs (stompbroker.app's collector settings).
+    tuning = CollectorTuning(DEFAULT_THRESHOLD)
+    gc.collect()
+    tuning.startService()
+    try:
+        for first in range(0, len(reads), PRODUCERS):
+            turn = reads[first : first + PRODUCERS]
+            for (protocol, transport), data in zip(producers, turn, strict=False):
+                protocol.dataReceived(data)
+                transport.clear()
+            # The turn of the loop: the writer sends what the reads queued.
+            await waited(engine.writer.drained())
+    finally:
+        tuning.stopService()
+    outcome["stored"] = await waited(engine.client.xlen(engine.names.queue(DESTINATION)))
+    await waited(engine.client.flushall())
+
+
+def main(argv: list[str]) -> int:
+    """:returns: the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.cluster_publish_parts")
+    parser.add_argument("part", choices=PARTS)
+    parser.add_argument("messages", type=int)
+    options = parser.parse_args(argv)
+    if options.messages < BATCH:
+        parser.error(f"at least {BATCH} messages")
+    run_part(options.part, options.messages)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
