@@ -93,7 +93,7 @@ return 0
 
 #: Lua: ``forget_node(registry, mode, groups, node)`` forgets a node's consumers
 #: and the groups its consumers owned, bumping the registry's version if it had
-#: any; returns how many consumers went.
+#: any, and its plain reading (:mod:`.group_switch`); returns how many consumers went.
 FORGET_NODE_FUNCTION = """
 local function forget_node(registry, mode, groups, node)
   local prefix = node .. '/'
@@ -111,6 +111,7 @@ local function forget_node(registry, mode, groups, node)
     end
   end
   if gone > 0 then redis.call('HINCRBY', mode, 'v', 1) end
+  redis.call('HDEL', mode, 'r:' .. node)
   return gone
 end
 """

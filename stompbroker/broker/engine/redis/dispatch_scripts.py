@@ -357,17 +357,29 @@ local function return_all(stream, node)
   redis.call('DEL', stream)
   return #entries
 end
-local function sweep(stream, node)
+local function id_order(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq)
+end
+-- above: a switch point; the entries after it were never delivered (group_switch)
+local function sweep(stream, node, above)
   if redis.call('EXISTS', stream) == 0 then return 0 end
   local ok, rows = pcall(redis.call, 'XPENDING', stream, group, '-', '+', 1000000, node)
   if not ok then return 0 end
   local recorded = records_of(node, stream)
+  local above_ms, above_seq = nil, nil
+  if above then above_ms, above_seq = id_order(above) end
   for _, row in ipairs(rows) do
     local found = redis.call('XRANGE', stream, row[1], row[1])[1]
     if found then
       local payload = payload_of(found[2])
+      local times = row[4]
+      if above_ms then
+        local ms, seq = id_order(row[1])
+        if ms > above_ms or (ms == above_ms and seq > above_seq) then times = nil end
+      end
       if payload then
-        add(payload, times_of(payload, row[4], recorded[row[1]]))
+        add(payload, times_of(payload, times, recorded[row[1]]))
         uncount(stream, payload)
       end
     end
@@ -461,12 +473,14 @@ return foreign
 #: KEYS: registry, mode hash, groups hash, the queue's returned stream, the
 #: dead node's own stream of it, its liveness key, the decider's lease, then
 #: the queue's stream and lanes.  ARGV: group, the keys' prefix with its colon,
-#: the dead node.  A grouped queue's dead node, at once and only while its
+#: the dead node, the queue's stream.  A grouped queue's dead node, at once and only while its
 #: liveness key is gone: what it held goes to the tail of the returned stream
 #: in the order it got it (its own stream first if it was the decider, which
 #: never moves entries to itself, so that its stream holds the older ones;
 #: else last), with how often each was delivered, and its consumers and groups
-#: are forgotten (as :data:`~.consumer_registry.FORGET_NODE`).  Answers how
+#: are forgotten (as :data:`~.consumer_registry.FORGET_NODE`); what it left
+#: pending above the switch point when it switched (:mod:`.group_switch`)
+#: goes as never delivered.  Answers how
 #: many entries went back, or -1 when the node is alive again.
 FORGET_RETURNING = (
     BODY_SIZE
@@ -484,7 +498,14 @@ local moved = 0
 local deciding = redis.call('GET', KEYS[7]) == node
 if deciding then moved = moved + return_all(KEYS[5], node) end
 moved = moved + sweep(returned, node)
-for i = 8, #KEYS do moved = moved + sweep(KEYS[i], node) end
+-- what the node's switching read left pending for the decider (group_switch)
+local above = nil
+if redis.call('HEXISTS', KEYS[2], 'r:' .. node) == 1 then
+  above = redis.call('HGET', KEYS[2], 'gs')
+end
+for i = 8, #KEYS do
+  moved = moved + sweep(KEYS[i], node, KEYS[i] == ARGV[4] and above or nil)
+end
 if not deciding then moved = moved + return_all(KEYS[5], node) end
 forget_node(KEYS[1], KEYS[2], KEYS[3], node)
 if deciding then redis.call('DEL', KEYS[7]) end

@@ -1,0 +1,257 @@
+"""
+The switch of a shared queue from plain reading to deciding when its first
+grouped message comes, with no moment in which a group's first messages could
+reach their owner out of order.
+
+While every consumer of a queue is plain and it never had a grouped message,
+each node reads its stream for its own consumers.  The first grouped SEND (or
+management move) marks the queue (:data:`MARK_GROUPED`, through the ordered
+writer before the message's ``XADD``): field ``g`` of its mode hash, and with
+it, once, field ``gs``, the *switch point*: the id of the stream's newest entry
+then.  Every entry above it came after ``g``, so a node whose plain read gets
+one learns of ``g`` in the ``HMGET`` pipelined after that read
+(:mod:`.queue_reading`).
+
+- A node says that it reads a queue the plain way, field ``r:NODE`` of the mode
+  hash (``r``), before its first plain read (:meth:`GroupSwitch.enter`).
+- The read in which a node first sees ``g`` hands out nothing above the switch
+  point (:meth:`GroupSwitch.switched`): those entries stay pending for it in
+  Redis, the node forgets them (and its reconciling leaves them alone:
+  :attr:`GroupSwitch.left`), and its field becomes ``l`` (left), or goes when it
+  left nothing.  A plain read of a queue with lanes is a script that reads
+  nothing once ``g`` is set (:data:`~.lanes.READ_LANES`), so it leaves nothing.
+- The deciding node, after each of its reads while any field ``r:`` remains,
+  runs :data:`CLAIM_SWITCHED` (:meth:`GroupSwitch.claim`): it takes every entry
+  above the switch point pending for a node with a field (``XCLAIM ...
+  JUSTID``, which keeps the entry's delivery count: nobody delivered it) and
+  removes the ``l`` fields, and decides those entries with what it read, in
+  the stream's order.  An entry another node read before the decider's read is
+  pending by then; one read after it has a higher id than anything decided so
+  far, and the next batch takes it.  So each group's messages are decided in
+  the order sent, as on one node.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "CLAIM_SWITCHED",
+    "LEAVE_PLAIN",
+    "MARK_GROUPED",
+    "MARK_GROUPED_FUNCTION",
+    "GroupSwitch",
+    "entry_order",
+]
+
+#: Lua: ``mark_grouped(mode, stream)`` sets field ``g`` of a queue's mode hash
+#: and, the first time, ``gs``: the id of the newest entry of the queue's stream.
+MARK_GROUPED_FUNCTION = """
+local function mark_grouped(mode, stream)
+  if redis.call('HSETNX', mode, 'g', '1') == 1 then
+    local newest = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
+    redis.call('HSET', mode, 'gs', newest and newest[1] or '0-0')
+  end
+end
+"""
+
+#: KEYS: the queue's mode hash, its stream.  Marks the queue grouped.
+MARK_GROUPED = (
+    MARK_GROUPED_FUNCTION
+    + """
+mark_grouped(KEYS[1], KEYS[2])
+return 0
+"""
+)
+
+#: KEYS: the queue's mode hash.  ARGV: this node's field (``r:NODE``), and
+#: ``l`` if it left entries above the switch point pending, else ''.  This
+#: node reads the queue the plain way no more: its field says so (``l``), or
+#: goes unless it says ``l`` already (left by an earlier handle, for the
+#: decider to take).
+LEAVE_PLAIN = """
+if ARGV[2] == 'l' then
+  redis.call('HSET', KEYS[1], ARGV[1], 'l')
+elseif redis.call('HGET', KEYS[1], ARGV[1]) == 'r' then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+end
+return 0
+"""
+
+#: KEYS: the queue's mode hash, the decider's lease, the queue's stream.
+#: ARGV: group, this node.  Only while this node holds the lease: for every
+#: field ``r:NODE`` of the mode hash, the entries above the switch point
+#: (``gs``) pending for that node are this node's now (``XCLAIM ... JUSTID``,
+#: their delivery count kept; this node's own are listed as they are), and a
+#: field ``l`` goes.  Answers ``{plain readers left (-1 without the lease),
+#: {id, fields, ...}}``.
+CLAIM_SWITCHED = """
+local mode, stream, group, me = KEYS[1], KEYS[3], ARGV[1], ARGV[2]
+if redis.call('GET', KEYS[2]) ~= me then return {-1, {}} end
+local since = redis.call('HGET', mode, 'gs')
+if not since then return {0, {}} end
+local readers = {}
+local flat = redis.call('HGETALL', mode)
+for f = 1, #flat, 2 do
+  if string.sub(flat[f], 1, 2) == 'r:' then
+    readers[#readers + 1] = flat[f]
+    readers[#readers + 1] = flat[f + 1]
+  end
+end
+local found, plain = {}, 0
+for r = 1, #readers, 2 do
+  local field, state = readers[r], readers[r + 1]
+  local node = string.sub(field, 3)
+  local ok, rows = pcall(redis.call, 'XPENDING', stream, group, '(' .. since, '+', 1000000, node)
+  if ok then
+    for _, row in ipairs(rows) do
+      local id = row[1]
+      local entry = redis.call('XRANGE', stream, id, id)[1]
+      if entry then
+        if node ~= me then redis.call('XCLAIM', stream, group, me, 0, id, 'JUSTID') end
+        found[#found + 1] = id
+        found[#found + 1] = entry[2]
+      elseif node ~= me then
+        redis.call('XACK', stream, group, id)
+      end
+    end
+  end
+  if state == 'l' then redis.call('HDEL', mode, field) else plain = plain + 1 end
+end
+return {plain, found}
+"""
+
+
+def entry_order(entry_id: Any) -> tuple[int, int]:
+    """:returns: a stream entry id (``b"MS-SEQ"``) as what orders it."""
+    text = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+    ms, _, seq = text.partition("-")
+    return int(ms), int(seq or 0)
+
+
+class GroupSwitch:
+    """
+    One queue's switch to deciding on this node: its plain reads' field, what
+    its switching read left, and the decider's claims.
+
+    :param engine: the :class:`~stompbroker.broker.engine.redis.engine.RedisEngine`.
+    :param mode: the queue's mode hash.
+    :param stream: the queue's stream.
+    :param lease: the queue's decider lease.
+
+    :ivar entered: whether this node's field says it reads the plain way.
+    :ivar claiming: whether, deciding, this node still looks for what plain
+        readers left (until none is left: after ``g`` no node reads plain again).
+    :ivar left: the ids of the entries this node's switching read left pending
+        for the decider: its reconciling does not take them.
+    """
+
+    __slots__ = ("_engine", "_mode", "_stream", "_lease", "_field", "entered", "claiming", "left")
+
+    def __init__(self, engine: Any, mode: str, stream: str, lease: str) -> None:
+        self._engine = engine
+        self._mode = mode
+        self._stream = stream
+        self._lease = lease
+        self._field = f"r:{engine.ids.node}"
+        self.entered = False
+        self.claiming = True
+        self.left: set[bytes] = set()
+
+    async def enter(self) -> Any:
+        """
+        Before this node's first plain read: its field says it reads the plain way.
+
+        :returns: the queue's modes read after it (``HMGET`` of ``p``, ``v``, ``g``).
+        """
+        pipe = self._engine.unretried.pipeline(transaction=False)
+        pipe.hsetnx(self._mode, self._field, "r")
+        pipe.hmget(self._mode, "p", "v", "g")
+        _, modes = await pipe.execute()
+        self.entered = True
+        return modes
+
+    def leave(self, left: bool = False) -> None:
+        """This node reads the plain way no more (through the ordered writer)."""
+        self.entered = False
+        writer = self._engine.writer
+        writer.command("EVAL", LEAVE_PLAIN, 1, self._mode, self._field, "l" if left else "")
+
+    async def switched(self, runs: list[tuple[str, list[Any]]], grouped: bool) -> Any:
+        """
+        A plain read after which the queue is decided: of a grouped queue, the
+        entries above the switch point stay pending for the decider.
+
+        :returns: the rest of the read, to decide as any other.
+        """
+        left: list[bytes] = []
+        if grouped:
+            since = await self._engine.unretried.hget(self._mode, "gs")
+            if since is not None:
+                runs, left = split(runs, self._stream, entry_order(since))
+        self.left.update(left)
+        self.leave(bool(left))
+        return runs
+
+    async def claim(self, runs: list[tuple[str, list[Any]]]) -> list[tuple[str, list[Any]]]:
+        """
+        Deciding: take what plain readers left above the switch point
+        (:data:`CLAIM_SWITCHED`), after this node's read.
+
+        :returns: the read with those entries in the queue stream's run, in id order.
+        """
+        engine = self._engine
+        plain, found = await engine.unretried.eval(
+            CLAIM_SWITCHED,
+            3,
+            self._mode,
+            self._lease,
+            self._stream,
+            engine.names.group,
+            engine.ids.node,
+        )
+        if int(plain) == 0:
+            self.claiming = False
+        claimed = {found[i]: _fields(found[i + 1]) for i in range(0, len(found), 2)}
+        if not claimed:
+            return runs
+        self.left.difference_update(claimed)
+        return merge(runs, self._stream, claimed)
+
+
+def split(
+    runs: list[tuple[str, list[Any]]], stream: str, since: tuple[int, int]
+) -> tuple[list[tuple[str, list[Any]]], list[bytes]]:
+    """
+    :returns: the runs without ``stream``'s entries above ``since``, and those
+        entries' ids.
+    """
+    kept: list[tuple[str, list[Any]]] = []
+    left: list[bytes] = []
+    for name, entries in runs:
+        if name == stream:
+            left += [entry[0] for entry in entries if entry_order(entry[0]) > since]
+            entries = [entry for entry in entries if entry_order(entry[0]) <= since]
+        kept.append((name, entries))
+    return kept, left
+
+
+def merge(
+    runs: list[tuple[str, list[Any]]], stream: str, claimed: dict[Any, dict[bytes, Any]]
+) -> list[tuple[str, list[Any]]]:
+    """
+    :returns: the runs with the ``claimed`` entries of ``stream`` among its read
+        ones (an entry read and claimed once), in id order; a run of their own
+        at the end when the read had none of ``stream``.
+    """
+    for index, (name, entries) in enumerate(runs):
+        if name == stream:
+            both = {**claimed, **dict(entries)}
+            merged = sorted(both.items(), key=lambda entry: entry_order(entry[0]))
+            return [*runs[:index], (name, merged), *runs[index + 1 :]]
+    return [*runs, (stream, sorted(claimed.items(), key=lambda entry: entry_order(entry[0])))]
+
+
+def _fields(flat: Any) -> dict[bytes, Any]:
+    """:returns: a stream entry's flat field list as a dict."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))
