@@ -211,6 +211,7 @@ def forget(client: redis.Redis, node: str) -> int:
         "nodes",
         "t:",
         node,
+        STREAM,
     )
     return moved
 

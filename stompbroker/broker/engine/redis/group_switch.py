@@ -5,10 +5,10 @@ reach their owner out of order.
 
 While every consumer of a queue is plain and it never had a grouped message,
 each node reads its stream for its own consumers.  The first grouped SEND (or
-management move) marks the queue (:data:`MARK_GROUPED`, through the ordered
-writer before the message's ``XADD``): field ``g`` of its mode hash, and with
-it, once, field ``gs``, the *switch point*: the id of the stream's newest entry
-then.  Every entry above it came after ``g``, so a node whose plain read gets
+management move) marks the queue (:data:`~.lanes.MARK_GROUPED`, through the
+ordered writer before the message's ``XADD``): field ``g`` of its mode hash,
+and with it, once, field ``gs``, the *switch point*: the id of the stream's
+newest entry then.  Every entry above it came after ``g``, so a node whose plain read gets
 one learns of ``g`` in the ``HMGET`` pipelined after that read
 (:mod:`.queue_reading`).
 
@@ -35,34 +35,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from stompbroker.broker.engine.redis.queue_sources import entry_order
+
 __all__ = [
     "CLAIM_SWITCHED",
     "LEAVE_PLAIN",
-    "MARK_GROUPED",
-    "MARK_GROUPED_FUNCTION",
     "GroupSwitch",
-    "entry_order",
+    "merge",
+    "split",
 ]
-
-#: Lua: ``mark_grouped(mode, stream)`` sets field ``g`` of a queue's mode hash
-#: and, the first time, ``gs``: the id of the newest entry of the queue's stream.
-MARK_GROUPED_FUNCTION = """
-local function mark_grouped(mode, stream)
-  if redis.call('HSETNX', mode, 'g', '1') == 1 then
-    local newest = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
-    redis.call('HSET', mode, 'gs', newest and newest[1] or '0-0')
-  end
-end
-"""
-
-#: KEYS: the queue's mode hash, its stream.  Marks the queue grouped.
-MARK_GROUPED = (
-    MARK_GROUPED_FUNCTION
-    + """
-mark_grouped(KEYS[1], KEYS[2])
-return 0
-"""
-)
 
 #: KEYS: the queue's mode hash.  ARGV: this node's field (``r:NODE``), and
 #: ``l`` if it left entries above the switch point pending, else ''.  This
@@ -120,13 +101,6 @@ for r = 1, #readers, 2 do
 end
 return {plain, found}
 """
-
-
-def entry_order(entry_id: Any) -> tuple[int, int]:
-    """:returns: a stream entry id (``b"MS-SEQ"``) as what orders it."""
-    text = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-    ms, _, seq = text.partition("-")
-    return int(ms), int(seq or 0)
 
 
 class GroupSwitch:

@@ -22,10 +22,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from stompbroker.broker.engine.redis.group_switch import MARK_GROUPED
 from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY, HIGHEST_PRIORITY
 
-__all__ = ["LANE_ORDER", "READ_LANES", "lane_stream", "lane_streams", "mode_key"]
+__all__ = [
+    "LANE_ORDER",
+    "MARK_GROUPED",
+    "MARK_GROUPED_FUNCTION",
+    "READ_LANES",
+    "lane_stream",
+    "lane_streams",
+    "mode_key",
+]
 
 #: The lanes, highest priority first.
 LANE_ORDER = tuple(range(HIGHEST_PRIORITY, -1, -1))
@@ -88,6 +95,28 @@ for index = 1, lanes do
 end
 return {0, newest}
 """
+
+
+#: Lua: ``mark_grouped(mode, stream)`` sets field ``g`` of a queue's mode hash
+#: and, the first time, ``gs``, the switch point (:mod:`.group_switch`): the id
+#: of the newest entry of the queue's stream.
+MARK_GROUPED_FUNCTION = """
+local function mark_grouped(mode, stream)
+  if redis.call('HSETNX', mode, 'g', '1') == 1 then
+    local newest = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
+    redis.call('HSET', mode, 'gs', newest and newest[1] or '0-0')
+  end
+end
+"""
+
+#: KEYS: the queue's mode hash, its stream.  Marks the queue grouped.
+MARK_GROUPED = (
+    MARK_GROUPED_FUNCTION
+    + """
+mark_grouped(KEYS[1], KEYS[2])
+return 0
+"""
+)
 
 
 def mode_key(prefix: str, destination: str) -> str:
@@ -171,7 +200,7 @@ class LaneMarks:
     def grouped(self, writer: Any, destination: str) -> None:
         """
         Mark a queue as having had a grouped message (field ``g`` of its mode
-        hash, and the switch point: :data:`~.group_switch.MARK_GROUPED`), once
+        hash, and the switch point: :data:`MARK_GROUPED`), once
         per node, before the message's entry: from then on its readers decide
         who gets each entry (:mod:`.dispatch`).
         """

@@ -23,8 +23,12 @@ from attrs import define
 from redis.exceptions import ResponseError
 
 from stompbroker.broker.engine.redis.codec import decode, encode_entry
-from stompbroker.broker.engine.redis.group_switch import MARK_GROUPED_FUNCTION
-from stompbroker.broker.engine.redis.lanes import LANE_ORDER, lane_stream, mode_key
+from stompbroker.broker.engine.redis.lanes import (
+    LANE_ORDER,
+    MARK_GROUPED_FUNCTION,
+    lane_stream,
+    mode_key,
+)
 from stompbroker.broker.engine.redis.queue_sources import QueueSources, original_order
 from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE, byte_counter
 from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
