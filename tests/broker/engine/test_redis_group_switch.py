@@ -7,12 +7,21 @@ with a plain redis-py client.
 
 from __future__ import annotations
 
+import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 import redis
 
 from stompbroker.broker.engine.redis.dispatch_scripts import FORGET_RETURNING
-from stompbroker.broker.engine.redis.group_switch import CLAIM_SWITCHED, LEAVE_PLAIN, merge, split
+from stompbroker.broker.engine.redis.group_switch import (
+    CLAIM_SWITCHED,
+    ENTER_PLAIN,
+    LEAVE_PLAIN,
+    GroupSwitch,
+    merge,
+    split,
+)
 from stompbroker.broker.engine.redis.lanes import MARK_GROUPED, READ_LANES, lane_streams, parse_read
 from tests.support.redis import redis_client, redis_server  # noqa: F401
 
@@ -148,12 +157,19 @@ def test_only_the_lease_holder_claims(redis_client: redis.Redis) -> None:  # noq
 def test_a_node_that_reads_plain_no_more_leaves_a_field_for_the_decider(
     redis_client: redis.Redis,  # noqa: F811
 ) -> None:
-    """``r`` goes; ``l`` stays until the decider took what it left."""
-    redis_client.hset(MODE, "r:p", "r")
-    redis_client.eval(LEAVE_PLAIN, 1, MODE, "r:p", "")
+    """
+    Its field goes with its token (a later reading's stays); ``l`` stays until
+    the decider took what it left, and a new reading does not overwrite it.
+    """
+    assert redis_client.eval(ENTER_PLAIN, 1, MODE, "r:p", "r1") == [None, None, None]
+    redis_client.eval(ENTER_PLAIN, 1, MODE, "r:p", "r2")
+    redis_client.eval(LEAVE_PLAIN, 1, MODE, "r:p", "r1")
+    assert redis_client.hget(MODE, "r:p") == b"r2"
+    redis_client.eval(LEAVE_PLAIN, 1, MODE, "r:p", "r2")
     assert not redis_client.hexists(MODE, "r:p")
     redis_client.eval(LEAVE_PLAIN, 1, MODE, "r:p", "l")
-    redis_client.eval(LEAVE_PLAIN, 1, MODE, "r:p", "")
+    redis_client.eval(ENTER_PLAIN, 1, MODE, "r:p", "r3")
+    redis_client.eval(LEAVE_PLAIN, 1, MODE, "r:p", "r3")
     assert redis_client.hget(MODE, "r:p") == b"l"
 
 
@@ -186,3 +202,82 @@ def test_what_a_dead_switching_node_left_comes_back_as_never_delivered(
     returned = [fields for _, fields in redis_client.xrange(RETURNED)]
     assert returned == [{b"m": b"plain", b"r": b"1"}, {b"m": b"g1"}]
     assert not redis_client.hexists(MODE, "r:p")
+
+
+class FakeRedis:
+    """What :class:`GroupSwitch` asks of the engine's unretried client, answered from a dict."""
+
+    def __init__(self, modes: list[Any], since: bytes | None = None) -> None:
+        self.modes = modes
+        self.since = since
+        self.calls: list[tuple[Any, ...]] = []
+
+    async def eval(self, script: str, *args: Any) -> Any:
+        self.calls.append((script, *args))
+        return self.modes
+
+    async def hget(self, key: str, field: str) -> Any:
+        return self.since
+
+
+class FakeWriter:
+    def __init__(self) -> None:
+        self.commands: list[tuple[Any, ...]] = []
+
+    def command(self, *args: Any) -> None:
+        self.commands.append(args)
+
+
+class FakeDispatch:
+    """The queue's dispatch as :class:`GroupSwitch` sees it: taking in modes may make it decided."""
+
+    def __init__(self) -> None:
+        self.mode, self.stream, self.lease = MODE, STREAM, LEASE
+        self.active = self.grouped = self.leading = False
+
+    async def take_modes(self, modes: list[Any]) -> None:
+        if modes[2]:
+            self.active = self.grouped = True
+
+
+def switch_of(modes: list[Any], since: bytes | None = None) -> tuple[GroupSwitch, Any, Any]:
+    engine = SimpleNamespace(
+        unretried=FakeRedis(modes, since), writer=FakeWriter(), ids=SimpleNamespace(node="n")
+    )
+    dispatch = FakeDispatch()
+    return GroupSwitch(engine, dispatch), dispatch, engine
+
+
+def test_a_plain_reading_says_so_once_and_leaves_after_the_read_under_way() -> None:
+    """The field is set before the first plain read only; the last consumer's leaving waits."""
+    switch, dispatch, engine = switch_of([None, None, None])
+    assert asyncio.run(switch.before_read(dispatch.take_modes))
+    assert asyncio.run(switch.before_read(dispatch.take_modes))
+    [(script, _, _, field, token)] = engine.unretried.calls
+    assert (script, field) == (ENTER_PLAIN, "r:n")
+    switch.leave_soon()
+    assert engine.writer.commands == []
+    assert asyncio.run(switch.after_read([(STREAM, [(b"1-0", {})])], True)) == [
+        (STREAM, [(b"1-0", {})])
+    ]
+    assert engine.writer.commands == [("EVAL", LEAVE_PLAIN, 1, MODE, "r:n", token)]
+    assert not switch.entered
+
+
+def test_a_reading_that_finds_the_queue_grouped_first_reads_decided() -> None:
+    """``g`` in the modes read with the field: no plain read, and the field goes."""
+    switch, dispatch, engine = switch_of([None, b"3", b"1"])
+    assert not asyncio.run(switch.before_read(dispatch.take_modes))
+    [(_, _, _, _, token)] = engine.unretried.calls
+    assert engine.writer.commands == [("EVAL", LEAVE_PLAIN, 1, MODE, "r:n", token)]
+
+
+def test_the_switching_read_leaves_what_came_after_the_switch_point() -> None:
+    """Its entries above ``gs`` are left (and remembered); the field says ``l``."""
+    switch, dispatch, engine = switch_of([None, None, None], since=b"5-0")
+    assert asyncio.run(switch.before_read(dispatch.take_modes))
+    dispatch.active = dispatch.grouped = True
+    runs = [(STREAM, [(b"4-0", {}), (b"6-0", {})])]
+    assert asyncio.run(switch.after_read(runs, True)) == [(STREAM, [(b"4-0", {})])]
+    assert switch.left == {b"6-0"}
+    assert engine.writer.commands == [("EVAL", LEAVE_PLAIN, 1, MODE, "r:n", "l")]

@@ -155,7 +155,7 @@ class ClusterDispatch:
         self.own_made = False
         self.lease = f"{prefix}:ql:{destination}"
         #: The switch from plain reading to deciding (:mod:`.group_switch`).
-        self.switch = GroupSwitch(engine, self.mode, stream, self.lease)
+        self.switch = GroupSwitch(engine, self)
         #: Whether this node holds the lease, the one node that reads the
         #: queue's stream and decides, so that each consumer sees its messages
         #: in the queue's order; and when it last took or renewed it.
@@ -329,7 +329,7 @@ class ClusterDispatch:
         plain reader reads no more).
         """
         if not self.active:
-            self.switch.leave()
+            self.switch.leave_soon()
         self.own_made = False
         if self.leading:
             self.leading = False
@@ -347,34 +347,6 @@ class ClusterDispatch:
             engine.names.group,
             *self._lanes_by_priority(),
         )
-
-    async def before_read(self, take_modes: Any) -> bool:
-        """
-        :param take_modes: takes in the queue's modes read with the field
-            that says this node reads the plain way (:meth:`.GroupSwitch.enter`),
-            before its first plain read.
-        :returns: whether this node's next read is plain.
-        """
-        if not self.active and not self.switch.entered:
-            await take_modes(await self.switch.enter())
-        if not self.active:
-            return True
-        if self.switch.entered:
-            # Decided from its first read: it reads the plain way no more.
-            self.switch.leave()
-        return False
-
-    async def after_read(self, runs: Any, plain: bool) -> Any:
-        """
-        :param plain: whether the read was plain (the queue is decided since).
-        :returns: the read, less what a plain read left for the decider, or
-            with what the decider took of what plain reads left (:mod:`.group_switch`).
-        """
-        if plain:
-            return await self.switch.switched(runs, self.grouped)
-        if self.grouped and self.leading and self.switch.claiming:
-            return await self.switch.claim(runs)
-        return runs
 
     def observe(self, modes: Any) -> bool:
         """

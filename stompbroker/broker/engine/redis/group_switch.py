@@ -13,7 +13,8 @@ one learns of ``g`` in the ``HMGET`` pipelined after that read
 (:mod:`.queue_reading`).
 
 - A node says that it reads a queue the plain way, field ``r:NODE`` of the mode
-  hash (``r``), before its first plain read (:meth:`GroupSwitch.enter`).
+  hash (a token new for each plain reading), before its first plain read
+  (:meth:`GroupSwitch.before_read`), until it reads the plain way no more.
 - The read in which a node first sees ``g`` hands out nothing above the switch
   point (:meth:`GroupSwitch.switched`): those entries stay pending for it in
   Redis, the node forgets them (and its reconciling leaves them alone:
@@ -33,27 +34,40 @@ one learns of ``g`` in the ``HMGET`` pipelined after that read
 
 from __future__ import annotations
 
+from itertools import count
 from typing import Any
 
 from stompbroker.broker.engine.redis.queue_sources import entry_order
 
 __all__ = [
     "CLAIM_SWITCHED",
+    "ENTER_PLAIN",
     "LEAVE_PLAIN",
     "GroupSwitch",
     "merge",
     "split",
 ]
 
-#: KEYS: the queue's mode hash.  ARGV: this node's field (``r:NODE``), and
-#: ``l`` if it left entries above the switch point pending, else ''.  This
-#: node reads the queue the plain way no more: its field says so (``l``), or
-#: goes unless it says ``l`` already (left by an earlier handle, for the
-#: decider to take).
+#: KEYS: the queue's mode hash.  ARGV: this node's field (``r:NODE``), a
+#: token (``r`` and a number) new for each plain reading of the queue by this
+#: node.  The field says that the node reads the plain way, unless it says
+#: ``l`` (left for the decider); answers the queue's modes (``p``, ``v``, ``g``).
+ENTER_PLAIN = """
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= 'l' then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+end
+return redis.call('HMGET', KEYS[1], 'p', 'v', 'g')
+"""
+
+#: KEYS: the queue's mode hash.  ARGV: this node's field, and ``l`` if it left
+#: entries above the switch point pending, else the token of its plain reading
+#: (:data:`ENTER_PLAIN`).  This node reads the queue the plain way no more: its
+#: field says so (``l``), or goes if it still holds that token (not a later
+#: reading's, nor ``l``: left by an earlier one, for the decider to take).
 LEAVE_PLAIN = """
 if ARGV[2] == 'l' then
   redis.call('HSET', KEYS[1], ARGV[1], 'l')
-elseif redis.call('HGET', KEYS[1], ARGV[1]) == 'r' then
+elseif redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
   redis.call('HDEL', KEYS[1], ARGV[1])
 end
 return 0
@@ -109,9 +123,7 @@ class GroupSwitch:
     its switching read left, and the decider's claims.
 
     :param engine: the :class:`~stompbroker.broker.engine.redis.engine.RedisEngine`.
-    :param mode: the queue's mode hash.
-    :param stream: the queue's stream.
-    :param lease: the queue's decider lease.
+    :param dispatch: the queue's :class:`~.dispatch.ClusterDispatch`.
 
     :ivar entered: whether this node's field says it reads the plain way.
     :ivar claiming: whether, deciding, this node still looks for what plain
@@ -120,36 +132,87 @@ class GroupSwitch:
         for the decider: its reconciling does not take them.
     """
 
-    __slots__ = ("_engine", "_mode", "_stream", "_lease", "_field", "entered", "claiming", "left")
+    __slots__ = (
+        "_engine",
+        "_token",
+        "_dispatch",
+        "_field",
+        "_reading",
+        "_leaving",
+        "entered",
+        "claiming",
+        "left",
+    )
 
-    def __init__(self, engine: Any, mode: str, stream: str, lease: str) -> None:
+    def __init__(self, engine: Any, dispatch: Any) -> None:
         self._engine = engine
-        self._mode = mode
-        self._stream = stream
-        self._lease = lease
+        self._dispatch = dispatch
         self._field = f"r:{engine.ids.node}"
+        #: The token of this node's plain reading (:data:`ENTER_PLAIN`).
+        self._token = ""
+        #: Whether a plain read is under way: the field stays until it is done.
+        self._reading = False
+        #: Whether the field goes once the plain read under way is done.
+        self._leaving = False
         self.entered = False
         self.claiming = True
         self.left: set[bytes] = set()
 
-    async def enter(self) -> Any:
+    async def before_read(self, take_modes: Any) -> bool:
         """
-        Before this node's first plain read: its field says it reads the plain way.
+        :param take_modes: takes in the queue's modes, read with the field that
+            says this node reads the plain way before its first plain read.
+        :returns: whether this node's next read is plain.
+        """
+        dispatch = self._dispatch
+        self._reading = not dispatch.active
+        if self._reading and not self.entered:
+            self._token = f"r{next(_TOKENS)}"
+            modes = await self._engine.unretried.eval(
+                ENTER_PLAIN, 1, dispatch.mode, self._field, self._token
+            )
+            self.entered = True
+            await take_modes(modes)
+        if not dispatch.active:
+            return True
+        self._reading = False
+        if self.entered:
+            # Decided from its first read: it reads the plain way no more.
+            self.leave()
+        return False
 
-        :returns: the queue's modes read after it (``HMGET`` of ``p``, ``v``, ``g``).
+    async def after_read(self, runs: list[tuple[str, list[Any]]], plain: bool) -> Any:
         """
-        pipe = self._engine.unretried.pipeline(transaction=False)
-        pipe.hsetnx(self._mode, self._field, "r")
-        pipe.hmget(self._mode, "p", "v", "g")
-        _, modes = await pipe.execute()
-        self.entered = True
-        return modes
+        :param plain: whether the read was plain.
+        :returns: the read; of a plain read after which the queue is decided,
+            less what it left for the decider (:meth:`switched`); of the
+            decider's, with what it took of what plain reads left (:meth:`claim`).
+        """
+        dispatch = self._dispatch
+        if plain:
+            self._reading = False
+            if dispatch.active:
+                return await self.switched(runs, dispatch.grouped)
+            if self._leaving:
+                self.leave()
+            return runs
+        if dispatch.grouped and dispatch.leading and self.claiming:
+            return await self.claim(runs)
+        return runs
+
+    def leave_soon(self) -> None:
+        """This node's last consumer left: it reads no more, once the read under way is done."""
+        if self._reading:
+            self._leaving = True
+        else:
+            self.leave()
 
     def leave(self, left: bool = False) -> None:
         """This node reads the plain way no more (through the ordered writer)."""
-        self.entered = False
-        writer = self._engine.writer
-        writer.command("EVAL", LEAVE_PLAIN, 1, self._mode, self._field, "l" if left else "")
+        self.entered = self._leaving = False
+        mode = self._dispatch.mode
+        state = "l" if left else self._token
+        self._engine.writer.command("EVAL", LEAVE_PLAIN, 1, mode, self._field, state)
 
     async def switched(self, runs: list[tuple[str, list[Any]]], grouped: bool) -> Any:
         """
@@ -158,11 +221,12 @@ class GroupSwitch:
 
         :returns: the rest of the read, to decide as any other.
         """
+        dispatch = self._dispatch
         left: list[bytes] = []
         if grouped:
-            since = await self._engine.unretried.hget(self._mode, "gs")
+            since = await self._engine.unretried.hget(dispatch.mode, "gs")
             if since is not None:
-                runs, left = split(runs, self._stream, entry_order(since))
+                runs, left = split(runs, dispatch.stream, entry_order(since))
         self.left.update(left)
         self.leave(bool(left))
         return runs
@@ -174,13 +238,14 @@ class GroupSwitch:
 
         :returns: the read with those entries in the queue stream's run, in id order.
         """
+        dispatch = self._dispatch
         engine = self._engine
         plain, found = await engine.unretried.eval(
             CLAIM_SWITCHED,
             3,
-            self._mode,
-            self._lease,
-            self._stream,
+            dispatch.mode,
+            dispatch.lease,
+            dispatch.stream,
             engine.names.group,
             engine.ids.node,
         )
@@ -190,7 +255,11 @@ class GroupSwitch:
         if not claimed:
             return runs
         self.left.difference_update(claimed)
-        return merge(runs, self._stream, claimed)
+        return merge(runs, dispatch.stream, claimed)
+
+
+#: Numbers the tokens of this node's plain readings, across its queues.
+_TOKENS = count(1)
 
 
 def split(

@@ -129,12 +129,14 @@ class QueueReading:
             caller makes it again and reads again).
         """
         dispatch = self.dispatch
-        plain = dispatch is not None and await dispatch.before_read(self._modes)
-        runs = await self._read(room)
-        if dispatch is None or not dispatch.active:
-            return runs
+        if dispatch is None:
+            return await self._read(room)
         # The switch from plain reading to deciding (:mod:`.group_switch`).
-        runs = await dispatch.after_read(runs, plain)
+        switch = dispatch.switch
+        plain = await switch.before_read(self._modes)
+        runs: Read = await switch.after_read(await self._read(room), plain)
+        if not dispatch.active:
+            return runs
         screen = self._screen
         if screen is not None:
             runs = [(stream, screen(stream, entries)) for stream, entries in runs]
