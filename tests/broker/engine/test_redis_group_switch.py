@@ -13,7 +13,6 @@ from typing import Any
 
 import redis
 
-from stompbroker.broker.engine.redis.dispatch_scripts import FORGET_RETURNING
 from stompbroker.broker.engine.redis.group_switch import (
     CLAIM_SWITCHED,
     ENTER_PLAIN,
@@ -22,6 +21,7 @@ from stompbroker.broker.engine.redis.group_switch import (
     merge,
     split,
 )
+from stompbroker.broker.engine.redis.grouped_returns import FORGET_RETURNING
 from stompbroker.broker.engine.redis.lanes import MARK_GROUPED, READ_LANES, lane_streams, parse_read
 from tests.support.redis import redis_client, redis_server  # noqa: F401
 

@@ -13,7 +13,8 @@ import redis
 
 from stompbroker.broker.engine.redis.codec import encode
 from stompbroker.broker.engine.redis.consumer_registry import REGISTER
-from stompbroker.broker.engine.redis.dispatch_scripts import FORGET_RETURNING, MOVE, RETURN_GROUPED
+from stompbroker.broker.engine.redis.dispatch_scripts import MOVE
+from stompbroker.broker.engine.redis.grouped_returns import FORGET_RETURNING, RETURN_GROUPED
 from stompbroker.broker.engine.redis.lanes import lane_streams
 from stompbroker.protocol.message import Message
 from tests.support.redis import redis_client, redis_server  # noqa: F401
