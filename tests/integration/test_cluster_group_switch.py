@@ -41,7 +41,7 @@ def owners_and_orders(inboxes: list[Collector]) -> dict[str, int]:
     for index, inbox in enumerate(inboxes):
         seen: dict[str, list[int]] = {}
         for body in inbox.bodies():
-            if body == b"end":
+            if body in (b"end", b"first"):
                 continue
             group, number = body.decode().split(":")
             assert owners.setdefault(group, index) == index, f"{group} went to two consumers"
@@ -51,14 +51,18 @@ def owners_and_orders(inboxes: list[Collector]) -> dict[str, int]:
     return owners
 
 
+@pytest.mark.parametrize("lanes", [False, True])
 def test_a_plain_queues_first_groups_keep_their_order_across_nodes(
     nodes: list[BrokerProcess],
     redis_server: RedisServer,  # noqa: F811
+    lanes: bool,
 ) -> None:
     """
-    Four plain consumers on two nodes read a queue the plain way; 60 grouped
-    messages of 6 groups come while they read: each group goes to one consumer,
-    in the order sent, also its first messages, read by both nodes at the switch.
+    Four plain consumers on two nodes read a queue the plain way (with
+    ``lanes``, its priority lanes: a message of priority 9 came first); 60
+    grouped messages of 6 groups come while they read: each group goes to one
+    consumer, in the order sent, also its first messages, read by both nodes at
+    the switch.
     """
     a, b = nodes
     queue = unique("/queue/groups.plain.")
@@ -74,15 +78,21 @@ def test_a_plain_queues_first_groups_keep_their_order_across_nodes(
         connections.append(connection)
     registered(redis_server, queue, 4)
     sender, sent = connect(a.address)
+    first = 0
+    if lanes:
+        sender.send(queue, b"first", headers={"priority": "9"}, receipt="first")
+        assert sent.wait_for(lambda: "first" in sent.receipts, WAIT)
+        assert inboxes[0].wait_for(lambda: any(i.messages for i in inboxes), WAIT)
+        first = 1
     groups = [f"g{n}" for n in range(6)]
     for n in range(60):
         group = groups[n % len(groups)]
         sender.send(queue, f"{group}:{n}".encode(), headers={"JMSXGroupID": group})
     sender.send(queue, b"end", receipt="done")
     assert sent.wait_for(lambda: "done" in sent.receipts, WAIT)
-    assert inboxes[0].wait_for(lambda: sum(len(inbox.messages) for inbox in inboxes) == 61, WAIT), [
-        inbox.bodies() for inbox in inboxes
-    ]
+    assert inboxes[0].wait_for(
+        lambda: sum(len(inbox.messages) for inbox in inboxes) == 61 + first, WAIT
+    ), [inbox.bodies() for inbox in inboxes]
     assert set(owners_and_orders(inboxes)) == set(groups)
     for connection in (*connections, sender):
         connection.disconnect()
