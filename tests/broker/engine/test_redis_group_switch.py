@@ -112,8 +112,8 @@ def switching(client: redis.Redis, state: str) -> None:
     client.set(LEASE, "d")
 
 
-def claim(client: redis.Redis, me: str = "d") -> Any:
-    return client.eval(CLAIM_SWITCHED, 3, MODE, LEASE, STREAM, "nodes", me)
+def claim(client: redis.Redis, me: str = "d", *left: str) -> Any:
+    return client.eval(CLAIM_SWITCHED, 3, MODE, LEASE, STREAM, "nodes", me, *left)
 
 
 def holders(client: redis.Redis) -> dict[bytes, tuple[str, int]]:
@@ -147,6 +147,24 @@ def test_a_node_still_reading_the_plain_way_keeps_its_field(
     assert redis_client.hget(MODE, "r:p") == b"r"
 
 
+def test_the_deciders_own_switching_read_is_taken_by_its_ids_only(
+    redis_client: redis.Redis,  # noqa: F811
+) -> None:
+    """
+    The decider's own left entry comes back by its id; what it read decided
+    since (4-0), or what another decider took meanwhile, does not.
+    """
+    switching(redis_client, "l")
+    redis_client.hset(MODE, "r:d", "l")
+    redis_client.hdel(MODE, "r:p")
+    redis_client.xclaim(STREAM, "nodes", "d", 0, ["3-0"])
+    redis_client.xadd(STREAM, {"m": b"g3"}, id="5-0")
+    redis_client.xreadgroup("nodes", "e", {STREAM: ">"})
+    plain, found = claim(redis_client, "d", "3-0", "5-0")
+    assert (plain, found) == (0, [b"3-0", [b"m", b"g1"]])
+    assert not redis_client.hexists(MODE, "r:d")
+
+
 def test_only_the_lease_holder_claims(redis_client: redis.Redis) -> None:  # noqa: F811
     """Another node's claim takes nothing."""
     switching(redis_client, "l")
@@ -170,7 +188,11 @@ def test_a_node_that_reads_plain_no_more_leaves_a_field_for_the_decider(
     redis_client.eval(LEAVE_PLAIN, 1, MODE, "r:p", "l")
     redis_client.eval(ENTER_PLAIN, 1, MODE, "r:p", "r3")
     redis_client.eval(LEAVE_PLAIN, 1, MODE, "r:p", "r3")
+    redis_client.eval(LEAVE_PLAIN, 1, MODE, "r:p", "*")
     assert redis_client.hget(MODE, "r:p") == b"l"
+    redis_client.hset(MODE, "r:q", "r7")
+    redis_client.eval(LEAVE_PLAIN, 1, MODE, "r:q", "*")
+    assert not redis_client.hexists(MODE, "r:q")
 
 
 def test_what_a_dead_switching_node_left_comes_back_as_never_delivered(

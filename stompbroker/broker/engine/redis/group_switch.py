@@ -60,26 +60,30 @@ return redis.call('HMGET', KEYS[1], 'p', 'v', 'g')
 """
 
 #: KEYS: the queue's mode hash.  ARGV: this node's field, and ``l`` if it left
-#: entries above the switch point pending, else the token of its plain reading
-#: (:data:`ENTER_PLAIN`).  This node reads the queue the plain way no more: its
-#: field says so (``l``), or goes if it still holds that token (not a later
-#: reading's, nor ``l``: left by an earlier one, for the decider to take).
+#: entries above the switch point pending, ``*`` for any plain reading of it,
+#: else the token of its plain reading (:data:`ENTER_PLAIN`).  This node reads
+#: the queue the plain way no more: its field says so (``l``), or goes if it
+#: still holds that token (not a later reading's, nor ``l``: left by an earlier
+#: one, for the decider to take).
 LEAVE_PLAIN = """
+local held = redis.call('HGET', KEYS[1], ARGV[1])
 if ARGV[2] == 'l' then
   redis.call('HSET', KEYS[1], ARGV[1], 'l')
-elseif redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+elseif held == ARGV[2] or (ARGV[2] == '*' and held and held ~= 'l') then
   redis.call('HDEL', KEYS[1], ARGV[1])
 end
 return 0
 """
 
 #: KEYS: the queue's mode hash, the decider's lease, the queue's stream.
-#: ARGV: group, this node.  Only while this node holds the lease: for every
-#: field ``r:NODE`` of the mode hash, the entries above the switch point
-#: (``gs``) pending for that node are this node's now (``XCLAIM ... JUSTID``,
-#: their delivery count kept; this node's own are listed as they are), and a
-#: field ``l`` goes.  Answers ``{plain readers left (-1 without the lease),
-#: {id, fields, ...}}``.
+#: ARGV: group, this node, then the ids of the entries this node's own
+#: switching read left.  Only while this node holds the lease: for every field
+#: ``r:NODE`` of another node in the mode hash, the entries above the switch
+#: point (``gs``) pending for that node are this node's now (``XCLAIM ...
+#: JUSTID``, their delivery count kept); this node's own are those it names
+#: and still holds (what else it holds above the switch point it decided); and
+#: a field ``l`` goes.  Answers ``{plain readers left (-1 without the lease), {id, fields,
+#: ...}}``.
 CLAIM_SWITCHED = """
 local mode, stream, group, me = KEYS[1], KEYS[3], ARGV[1], ARGV[2]
 if redis.call('GET', KEYS[2]) ~= me then return {-1, {}} end
@@ -94,20 +98,30 @@ for f = 1, #flat, 2 do
   end
 end
 local found, plain = {}, 0
+local function take(id)
+  local entry = redis.call('XRANGE', stream, id, id)[1]
+  if entry then
+    found[#found + 1] = id
+    found[#found + 1] = entry[2]
+  end
+  return entry
+end
+for i = 3, #ARGV do
+  -- still this node's: another decider may have taken it meanwhile
+  if #redis.call('XPENDING', stream, group, ARGV[i], ARGV[i], 1, me) > 0 then take(ARGV[i]) end
+end
 for r = 1, #readers, 2 do
   local field, state = readers[r], readers[r + 1]
   local node = string.sub(field, 3)
-  local ok, rows = pcall(redis.call, 'XPENDING', stream, group, '(' .. since, '+', 1000000, node)
-  if ok then
-    for _, row in ipairs(rows) do
-      local id = row[1]
-      local entry = redis.call('XRANGE', stream, id, id)[1]
-      if entry then
-        if node ~= me then redis.call('XCLAIM', stream, group, me, 0, id, 'JUSTID') end
-        found[#found + 1] = id
-        found[#found + 1] = entry[2]
-      elseif node ~= me then
-        redis.call('XACK', stream, group, id)
+  if node ~= me then
+    local ok, rows = pcall(redis.call, 'XPENDING', stream, group, '(' .. since, '+', 1000000, node)
+    if ok then
+      for _, row in ipairs(rows) do
+        if take(row[1]) then
+          redis.call('XCLAIM', stream, group, me, 0, row[1], 'JUSTID')
+        else
+          redis.call('XACK', stream, group, row[1])
+        end
       end
     end
   end
@@ -135,6 +149,7 @@ class GroupSwitch:
     __slots__ = (
         "_engine",
         "_token",
+        "_cleared",
         "_dispatch",
         "_field",
         "_reading",
@@ -150,6 +165,8 @@ class GroupSwitch:
         self._field = f"r:{engine.ids.node}"
         #: The token of this node's plain reading (:data:`ENTER_PLAIN`).
         self._token = ""
+        #: Whether this handle, decided, made sure no plain reading of its node lingers.
+        self._cleared = False
         #: Whether a plain read is under way: the field stays until it is done.
         self._reading = False
         #: Whether the field goes once the plain read under way is done.
@@ -179,6 +196,10 @@ class GroupSwitch:
         if self.entered:
             # Decided from its first read: it reads the plain way no more.
             self.leave()
+        elif not self._cleared:
+            # Decided from the start: no plain reading of this node's lingers.
+            self._engine.writer.command("EVAL", LEAVE_PLAIN, 1, dispatch.mode, self._field, "*")
+        self._cleared = True
         return False
 
     async def after_read(self, runs: list[tuple[str, list[Any]]], plain: bool) -> Any:
@@ -248,6 +269,7 @@ class GroupSwitch:
             dispatch.stream,
             engine.names.group,
             engine.ids.node,
+            *self.left,
         )
         if int(plain) == 0:
             self.claiming = False
