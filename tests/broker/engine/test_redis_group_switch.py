@@ -23,6 +23,7 @@ from stompbroker.broker.engine.redis.group_switch import (
 )
 from stompbroker.broker.engine.redis.grouped_returns import FORGET_RETURNING
 from stompbroker.broker.engine.redis.lanes import MARK_GROUPED, READ_LANES, lane_streams, parse_read
+from tests.broker.engine.test_redis_lanes import RecordingWriter
 from tests.support.redis import redis_client, redis_server  # noqa: F401
 
 QUEUE = "/queue/q"
@@ -242,14 +243,6 @@ class FakeRedis:
         return self.since
 
 
-class FakeWriter:
-    def __init__(self) -> None:
-        self.commands: list[tuple[Any, ...]] = []
-
-    def command(self, *args: Any) -> None:
-        self.commands.append(args)
-
-
 class FakeDispatch:
     """The queue's dispatch as :class:`GroupSwitch` sees it: taking in modes may make it decided."""
 
@@ -264,7 +257,7 @@ class FakeDispatch:
 
 def switch_of(modes: list[Any], since: bytes | None = None) -> tuple[GroupSwitch, Any, Any]:
     engine = SimpleNamespace(
-        unretried=FakeRedis(modes, since), writer=FakeWriter(), ids=SimpleNamespace(node="n")
+        unretried=FakeRedis(modes, since), writer=RecordingWriter(), ids=SimpleNamespace(node="n")
     )
     dispatch = FakeDispatch()
     return GroupSwitch(engine, dispatch), dispatch, engine
