@@ -82,8 +82,8 @@ return 0
 #: point (``gs``) pending for that node are this node's now (``XCLAIM ...
 #: JUSTID``, their delivery count kept); this node's own are those it names
 #: and still holds (what else it holds above the switch point it decided); and
-#: a field ``l`` goes.  Answers ``{plain readers left (-1 without the lease), {id, fields,
-#: ...}}``.
+#: a field ``l`` goes.  Answers ``{plain readers left (-1 without the lease),
+#: {id, fields, ...}}``.
 CLAIM_SWITCHED = """
 local mode, stream, group, me = KEYS[1], KEYS[3], ARGV[1], ARGV[2]
 if redis.call('GET', KEYS[2]) ~= me then return {-1, {}} end
