@@ -51,6 +51,7 @@ def nodes_document(nodes: tuple[NodeFigures, ...]) -> list[dict[str, Any]]:
             "rss_bytes": figures.rss_bytes,
             "messages_in": figures.total(_MESSAGES_IN),
             "messages_delivered": figures.total(_MESSAGES_DELIVERED),
+            "foreign_acks": figures.foreign_acks,
         }
         for index, figures in enumerate(nodes)
     ]

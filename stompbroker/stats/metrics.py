@@ -31,6 +31,9 @@ hosts also ``vhost``, and ``destination`` is the name its clients know):
 - with the redis engine (docs/cluster.md): ``stompbroker_topic_gaps_total``,
   ``stompbroker_topic_gap_subscriptions_total`` and
   ``stompbroker_topic_unreadable_batches_total``;
+- per node (label ``node``): ``stompbroker_node_connections``,
+  ``stompbroker_node_messages_in_total``, ``stompbroker_node_messages_delivered_total``,
+  ``stompbroker_node_resident_memory_bytes`` and ``stompbroker_node_foreign_acks_total``;
 - the memory watermark (``--memory-high``, docs/monitoring.md): gauges
   ``stompbroker_memory_alarm`` (1 while publishers are paused for memory),
   ``stompbroker_memory_in_use_bytes`` (the latest sample),
@@ -291,6 +294,12 @@ def _node_metrics(snapshot: Any) -> Iterator[Metric]:
         "rss_bytes": GaugeMetricFamily(
             f"{PREFIX}_node_resident_memory_bytes",
             "Resident set size of the node's process",
+            labels=["node"],
+        ),
+        "foreign_acks": CounterMetricFamily(
+            f"{PREFIX}_node_foreign_acks",
+            "Acknowledgements the node dropped: another node had taken over their messages"
+            " while the node's liveness had lapsed, and redelivers them (redis engine)",
             labels=["node"],
         ),
     }

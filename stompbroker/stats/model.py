@@ -271,8 +271,9 @@ class StatsModel:
         return str(self._engine.ids.node)
 
     def _figures(self, own: Snapshot) -> NodeFigures:
+        books = self._engine.bookkeeping()
         return NodeFigures(
-            self._engine.bookkeeping().ids.node,
+            books.ids.node,
             own.seconds,
             own.uptime_s,
             own.connections,
@@ -283,6 +284,7 @@ class StatsModel:
                 name: DestinationFigures(*attrs.astuple(state, recurse=False))
                 for name, state in own.destinations.items()
             },
+            books.counters.foreign_acks,
         )
 
     def _shared(self) -> bytes:

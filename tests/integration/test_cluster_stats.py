@@ -114,6 +114,8 @@ class ClusterStatsTests(unittest.TestCase):
         self.assertEqual(len(stats["nodes"]), 2)
         self.assertEqual([node["here"] for node in stats["nodes"]], [True, False])
         self.assertEqual(stats["nodes"][0]["node"], stats["node"])
+        # Nothing lapsed: no node dropped an acknowledgement, and B's count reached A.
+        self.assertEqual([node["foreign_acks"] for node in stats["nodes"]], [0, 0])
         self.assertGreaterEqual(stats["broker"]["connections"], 2)
         listed = yield self.until(
             a,
@@ -174,3 +176,6 @@ class ClusterStatsTests(unittest.TestCase):
             yield task.deferLater(reactor, 0.2, lambda: None)
         self.assertEqual(len(nodes), 2)
         self.assertIn("stompbroker_node_messages_in", families)
+        dropped = families["stompbroker_node_foreign_acks"].samples
+        self.assertEqual({sample.labels["node"] for sample in dropped}, nodes)
+        self.assertEqual([sample.value for sample in dropped], [0.0, 0.0])

@@ -73,3 +73,11 @@ def test_nodes_document_marks_this_node() -> None:
         ("a", True, 3),
         ("b", False, 0),
     ]
+
+
+def test_nodes_document_gives_each_nodes_foreign_acks() -> None:
+    """Each node's dropped acknowledgements are its own, not summed into the cluster's."""
+    here = node("a", {})
+    peer = NodeFigures("b", 100.0, 10.0, 1, 1, 0, 1000, {}, foreign_acks=4)
+    _, nodes = ClusterSums().merge(here, ClusterView((peer,)))
+    assert [entry["foreign_acks"] for entry in nodes_document(nodes)] == [0, 4]

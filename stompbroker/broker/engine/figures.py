@@ -56,6 +56,9 @@ class NodeFigures:
     :ivar connections_closed: admitted connections closed since.
     :ivar rss_bytes: its resident set size.
     :ivar destinations: destination -> its :class:`DestinationFigures` there.
+    :ivar foreign_acks: acknowledgements it dropped because another node had
+        taken over their messages while its liveness had lapsed (redis engine:
+        :meth:`~stompbroker.broker.engine.redis.liveness.Liveness.foreign_settled`).
     """
 
     node: str
@@ -66,6 +69,7 @@ class NodeFigures:
     connections_closed: int
     rss_bytes: int
     destinations: Mapping[str, DestinationFigures]
+    foreign_acks: int = 0
 
     def total(self, index: int) -> int:
         """:returns: the flow counter at ``index`` summed over its destinations."""
@@ -86,6 +90,7 @@ class NodeFigures:
                     name: [list(f.totals), f.depth, f.in_flight, f.consumers]
                     for name, f in self.destinations.items()
                 },
+                self.foreign_acks,
             ],
             separators=(",", ":"),
         ).encode()
@@ -93,13 +98,16 @@ class NodeFigures:
     @classmethod
     def decode(cls, payload: bytes) -> NodeFigures:
         """
-        :returns: the figures :meth:`encode` made.
+        :returns: the figures :meth:`encode` made (without ``foreign_acks``, as
+            a node of an older version makes them: 0).
         :raises ValueError: for anything else.
         """
         try:
-            node, seconds, uptime, connections, opened, closed, rss, destinations = json.loads(
-                payload
-            )
+            fields = json.loads(payload)
+            if not isinstance(fields, list) or len(fields) not in (8, 9):
+                raise ValueError("not a node's figures")
+            node, seconds, uptime, connections, opened, closed, rss, destinations = fields[:8]
+            foreign_acks = int(fields[8]) if len(fields) == 9 else 0
             return cls(
                 str(node),
                 float(seconds),
@@ -114,6 +122,7 @@ class NodeFigures:
                     )
                     for name, (totals, depth, in_flight, consumers) in destinations.items()
                 },
+                foreign_acks,
             )
         except (TypeError, AttributeError) as error:
             raise ValueError(f"not a node's figures: {error}") from None

@@ -89,6 +89,9 @@ class DeliveryCounters:
         by the ``drop-oldest`` policy, or discarded with a subscriber disconnected
         by the ``disconnect`` policy.
     :ivar slow_disconnects: subscribers disconnected for being too slow.
+    :ivar foreign_acks: acknowledgements that ended nothing because another node
+        had taken over their messages (redis engine, after this node's liveness
+        lapsed); that node redelivers them.
     """
 
     enqueued: int = 0
@@ -100,6 +103,7 @@ class DeliveryCounters:
     discarded: int = 0
     dropped: int = 0
     slow_disconnects: int = 0
+    foreign_acks: int = 0
 
 
 class Consumer:

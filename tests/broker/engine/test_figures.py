@@ -13,9 +13,27 @@ def test_figures_survive_encoding() -> None:
         "n1", 1.5, 2.0, 3, 4, 1, 1000, {"/queue/q": DestinationFigures((1, 2), 3, 4, 5)}
     )
     assert NodeFigures.decode(figures.encode()) == figures
+    counted = NodeFigures("n1", 1.5, 2.0, 3, 4, 1, 1000, {}, foreign_acks=7)
+    assert NodeFigures.decode(counted.encode()) == counted
 
 
-@pytest.mark.parametrize("payload", [b"not json", b"[]", b'["n", 1, 2, 3, 4, 5, 6, 7]', b"{}"])
+def test_figures_of_a_node_that_counts_no_foreign_acks_read_as_zero() -> None:
+    """A node of an older version sends eight fields: its foreign_acks read as 0."""
+    figures = NodeFigures.decode(b'["n1", 1.5, 2.0, 3, 4, 1, 1000, {}]')
+    assert (figures.node, figures.rss_bytes, figures.foreign_acks) == ("n1", 1000, 0)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"not json",
+        b"[]",
+        b'["n", 1, 2, 3, 4, 5, 6, 7]',
+        b'["n", 1, 2, 3, 4, 5, 6, {}, 0, 9]',
+        b'["n", 1, 2, 3, 4, 5, 6, {}, "many"]',
+        b"{}",
+    ],
+)
 def test_anything_else_is_refused(payload: bytes) -> None:
     """Bytes that are not a node's figures raise ValueError (the reader skips them)."""
     with pytest.raises(ValueError):

@@ -10,45 +10,25 @@ exclusive consumers and message groups").
 
 from __future__ import annotations
 
-from typing import Any
-
 import redis
 
 from stompbroker.broker.engine.redis.codec import encode, encode_entry
-from stompbroker.broker.engine.redis.consumer_registry import REGISTER, UNREGISTER
-from stompbroker.broker.engine.redis.dispatch_scripts import MOVE, REDELIVERIES_OF
-from stompbroker.broker.engine.redis.lanes import lane_streams
+from stompbroker.broker.engine.redis.consumer_registry import UNREGISTER
+from stompbroker.broker.engine.redis.dispatch_scripts import REDELIVERIES_OF
 from stompbroker.broker.engine.redis.queue_sources import entry_order
 from stompbroker.protocol.message import Message
+from tests.support.queue_scripts import (
+    ALIVE,
+    GROUPS,
+    LANES,
+    MODE,
+    QUEUE,
+    REGISTRY,
+    STREAM,
+    move,
+    register,
+)
 from tests.support.redis import redis_client, redis_server  # noqa: F401
-
-QUEUE = "/queue/q"
-REGISTRY, MODE, GROUPS = f"t:qc:{QUEUE}", f"t:qm:{QUEUE}", f"t:qg:{QUEUE}"
-STREAM = f"t:q:{QUEUE}"
-LANES = lane_streams("t", STREAM, QUEUE)
-ALIVE = "t:alive:"
-
-
-def register(client: redis.Redis, field: str, single: str = "", priority: int = 0) -> int:
-    """Register a consumer as a node's SUBSCRIBE does; :returns: its order."""
-    node = field.partition("/")[0]
-    client.set(ALIVE + node, 1)
-    order: int = client.eval(
-        REGISTER,
-        2 + len(LANES),
-        REGISTRY,
-        MODE,
-        *LANES,
-        field,
-        node,
-        "",
-        priority,
-        0,
-        single,
-        10,
-        ALIVE,
-    )
-    return order
 
 
 def unregister(client: redis.Redis, field: str) -> None:
@@ -103,25 +83,6 @@ def test_a_dead_nodes_consumer_does_not_keep_the_first_subscribe_from_declaring(
     redis_client.delete(ALIVE + "dead")
     register(redis_client, "b/2", "1")
     assert declared(redis_client) == b"1"
-
-
-def move(client: redis.Redis, me: str, groups: list[str], consumers: list[Any]) -> list[Any]:
-    """Decide one entry per group, read from the queue's stream, as the deciding node."""
-    client.xgroup_create(STREAM, "nodes", id="0", mkstream=True)
-    for group in groups:
-        client.xadd(STREAM, {"m": group.encode()})
-    [(_, entries)] = client.xreadgroup("nodes", me, {STREAM: ">"})
-    nodes = sorted({node for _, node, _, _ in consumers})
-    args: list[Any] = ["nodes", "t:qn:", QUEUE, me, 10]
-    for (entry_id, fields), group in zip(entries, groups, strict=True):
-        args += [STREAM, entry_id, fields[b"m"], group, 0, "", ""]
-        args += [len(nodes), len(consumers)]
-        for node in nodes:
-            args += [node, 10]
-        for consumer in consumers:
-            args += list(consumer)
-    answers: list[Any] = client.eval(MOVE, 3, REGISTRY, GROUPS, MODE, *args)
-    return [(answers[i].decode(), answers[i + 1].decode()) for i in range(0, len(answers), 2)]
 
 
 def test_groups_of_a_departed_owner_go_round_robin_among_the_nodes_consumers(

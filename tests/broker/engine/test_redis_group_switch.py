@@ -22,16 +22,13 @@ from stompbroker.broker.engine.redis.group_switch import (
     split,
 )
 from stompbroker.broker.engine.redis.grouped_returns import FORGET_RETURNING
-from stompbroker.broker.engine.redis.lanes import MARK_GROUPED, READ_LANES, lane_streams, parse_read
+from stompbroker.broker.engine.redis.lanes import MARK_GROUPED, READ_LANES, parse_read
 from tests.broker.engine.test_redis_lanes import RecordingWriter
+from tests.support.queue_scripts import GROUPS, LANES, MODE, QUEUE, REGISTRY, STREAM
 from tests.support.redis import redis_client, redis_server  # noqa: F401
 
-QUEUE = "/queue/q"
-REGISTRY, MODE, GROUPS = f"t:qc:{QUEUE}", f"t:qm:{QUEUE}", f"t:qg:{QUEUE}"
-STREAM = f"t:q:{QUEUE}"
 RETURNED = f"t:qret:{QUEUE}"
 LEASE = f"t:ql:{QUEUE}"
-LANES = lane_streams("t", STREAM, QUEUE)
 OWN = "t:qn:other:/queue/q"
 
 

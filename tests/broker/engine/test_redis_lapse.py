@@ -6,6 +6,8 @@ sorted by what its pending lists still hold.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from twisted.internet.task import Clock
 
@@ -15,6 +17,8 @@ from stompbroker.broker.engine.redis.lapse import (
     claimed_entries,
     sort_after_lapse,
 )
+from stompbroker.broker.engine.redis.liveness import Liveness
+from stompbroker.broker.queueing.delivery import DeliveryCounters
 from stompbroker.protocol.message import Message
 
 STREAM = "sb:q:/queue/a"
@@ -132,3 +136,13 @@ def test_claimed_entries_reads_the_scripts_reply_as_redis_py_reads_xclaim() -> N
     reply = [[b"1-0", [b"m", b"payload", b"r", b"2"]], [b"2-0", None], None]
     assert claimed_entries(reply) == [(b"1-0", {b"m": b"payload", b"r": b"2"}), (b"2-0", None)]
     assert claimed_entries([]) == []
+
+
+def test_dropped_acknowledgements_count_in_the_nodes_delivery_counters() -> None:
+    """What Liveness.foreign_settled counts is what /stats and /metrics show per node."""
+    counters = DeliveryCounters()
+    engine = SimpleNamespace(clock=Clock(), node_timeout=2.0, counters=counters)
+    liveness = Liveness(engine)
+    liveness.foreign_settled(2, "/queue/a")
+    liveness.foreign_settled(1, "/queue/b")
+    assert counters.foreign_acks == 3

@@ -12,64 +12,27 @@ from typing import Any
 import redis
 
 from stompbroker.broker.engine.redis.codec import encode
-from stompbroker.broker.engine.redis.consumer_registry import REGISTER
-from stompbroker.broker.engine.redis.dispatch_scripts import MOVE
 from stompbroker.broker.engine.redis.grouped_returns import FORGET_RETURNING, RETURN_GROUPED
-from stompbroker.broker.engine.redis.lanes import lane_streams
 from stompbroker.protocol.message import Message
+from tests.support.queue_scripts import (
+    ALIVE,
+    GROUPS,
+    LANES,
+    MODE,
+    QUEUE,
+    REGISTRY,
+    STREAM,
+    move,
+    register,
+)
 from tests.support.redis import redis_client, redis_server  # noqa: F401
 
-QUEUE = "/queue/q"
-REGISTRY, MODE, GROUPS = f"t:qc:{QUEUE}", f"t:qm:{QUEUE}", f"t:qg:{QUEUE}"
-STREAM = f"t:q:{QUEUE}"
 RETURNED = f"t:qret:{QUEUE}"
 LEASE = f"t:ql:{QUEUE}"
-LANES = lane_streams("t", STREAM, QUEUE)
-ALIVE = "t:alive:"
 
 
 def own(node: str) -> str:
     return f"t:qn:{node}:{QUEUE}"
-
-
-def register(client: redis.Redis, field: str) -> int:
-    """Register a plain consumer as a node's SUBSCRIBE does; :returns: its order."""
-    node = field.partition("/")[0]
-    client.set(ALIVE + node, 1)
-    order: int = client.eval(
-        REGISTER, 2 + len(LANES), REGISTRY, MODE, *LANES, field, node, "", 0, 0, "", 10, ALIVE
-    )
-    return order
-
-
-def move(
-    client: redis.Redis,
-    me: str,
-    stream: str,
-    groups: list[str],
-    consumers: list[Any],
-    add: bool = True,
-) -> list[tuple[str, str]]:
-    """
-    Read one entry per group ('' none) from ``stream`` and decide them as node
-    ``me``; with ``add``, first add them (the group's name as payload).
-    """
-    if add:
-        client.xgroup_create(stream, "nodes", id="0", mkstream=True)
-        for group in groups:
-            client.xadd(stream, {"m": group.encode() or b"-"})
-    [(_, entries)] = client.xreadgroup("nodes", me, {stream: ">"})
-    nodes = sorted({node for _, node, _, _ in consumers})
-    args: list[Any] = ["nodes", "t:qn:", QUEUE, me, 10]
-    for (entry_id, fields), group in zip(entries, groups, strict=True):
-        args += [stream, entry_id, fields[b"m"], group, 0, "", ""]
-        args += [len(nodes), len(consumers)]
-        for node in nodes:
-            args += [node, 10]
-        for consumer in consumers:
-            args += list(consumer)
-    answers: list[Any] = client.eval(MOVE, 3, REGISTRY, GROUPS, MODE, *args)
-    return [(answers[i].decode(), answers[i + 1].decode()) for i in range(0, len(answers), 2)]
 
 
 def payloads(client: redis.Redis, stream: str) -> list[bytes]:
@@ -82,7 +45,7 @@ def test_ungrouped_messages_go_round_robin_over_every_nodes_consumers(
     """As one node spreads them: each consumer in turn, whatever node it is on."""
     orders = {field: register(redis_client, field) for field in ("a/1", "a/2", "b/3")}
     consumers = [(field, field[0], 0, orders[field]) for field in orders]
-    assert move(redis_client, "a", STREAM, [""] * 6, consumers) == [
+    assert move(redis_client, "a", [""] * 6, consumers) == [
         ("a", ""),
         ("a", ""),
         ("b", ""),
@@ -102,7 +65,7 @@ def test_a_consumer_whose_node_is_full_is_passed_over(
     redis_client.xgroup_create(own("b"), "nodes", id="0", mkstream=True)
     for _ in range(10):
         redis_client.xadd(own("b"), {"m": b"old"})
-    assert move(redis_client, "a", STREAM, ["", ""], consumers) == [("a", ""), ("a", "")]
+    assert move(redis_client, "a", ["", ""], consumers) == [("a", ""), ("a", "")]
 
 
 def test_a_grouped_message_waits_behind_what_was_given_back(
@@ -116,12 +79,12 @@ def test_a_grouped_message_waits_behind_what_was_given_back(
     consumers = [(field, field[0], 0, orders[field]) for field in orders]
     redis_client.xgroup_create(RETURNED, "nodes", id="0", mkstream=True)
     redis_client.xadd(RETURNED, {"m": b"g1"})
-    assert move(redis_client, "a", STREAM, ["g", ""], consumers) == [(RETURNED, ""), ("a", "")]
+    assert move(redis_client, "a", ["g", ""], consumers) == [(RETURNED, ""), ("a", "")]
     assert payloads(redis_client, RETURNED) == [b"g1", b"g"]
     assert redis_client.xlen(STREAM) == 1  # the ungrouped one, kept here
     # Read from the returned stream, they are decided at once, in order: the
     # group's new owner is the next in turn after the ungrouped one's (a/1).
-    assert move(redis_client, "a", RETURNED, ["g", "g"], consumers, add=False) == [
+    assert move(redis_client, "a", ["g", "g"], consumers, RETURNED, add=False) == [
         ("b", "b/2"),
         ("b", "b/2"),
     ]

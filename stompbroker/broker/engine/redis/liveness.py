@@ -66,8 +66,6 @@ class Liveness:
         self.watch = LapseWatch(engine.clock, engine.node_timeout)
         #: While the node recovers from a lapse: done once it has.
         self._fence: asyncio.Future[None] | None = None
-        #: Acknowledgements that ended nothing: their entries had gone to another node.
-        self.foreign_acks = 0
         #: The value of this node's liveness key, new at each :meth:`announce`: while
         #: the key holds it, it has not expired since (beats never make it again),
         #: so no other node has claimed anything from this one meanwhile.
@@ -134,16 +132,18 @@ class Liveness:
         """
         ``count`` entries this node asked to end were held by another node (which
         claimed them while this one's liveness had lapsed, and redelivered them):
-        their acknowledgements are dropped, and counted.
+        their acknowledgements are dropped, and counted in the node's
+        ``foreign_acks`` (``/stats``, ``/metrics``).
         """
-        self.foreign_acks += count
+        counters = self._engine.counters
+        counters.foreign_acks += count
         log.warn(
             "{count} acknowledgements of {queue} ended nothing: another node took over"
             " those messages while this node's liveness had lapsed, and redelivers them"
             " ({total} so far)",
             count=count,
             queue=destination,
-            total=self.foreign_acks,
+            total=counters.foreign_acks,
         )
 
     # -- a lapse -------------------------------------------------------------------------
