@@ -11,7 +11,6 @@ import time
 import pytest
 import redis
 
-from stompbroker.broker.engine.redis.queue_reading import READ_BLOCK_MS
 from tests.support.clients import connect, publish, through
 from tests.support.process import BrokerProcess
 from tests.support.redis import (  # noqa: F401
@@ -184,9 +183,8 @@ def test_a_message_group_stays_with_one_consumer_across_nodes(
 ) -> None:
     """
     Every message of a group goes to one consumer, in order, whichever node reads
-    it.  The consumers have a priority (the same), so that the nodes decide from
-    the registry from the start: the first grouped messages sent to a queue read
-    the plain way may be out of order (docs/cluster.md, "Not built yet").
+    it: also the first ones, sent to a queue whose plain consumers both nodes
+    read the plain way until then (docs/cluster.md, "The switch to deciding").
     """
     a, b = nodes
     queue = unique("/queue/groups.")
@@ -194,12 +192,10 @@ def test_a_message_group_stays_with_one_consumer_across_nodes(
     connections = []
     for process in (a, b):
         connection, inbox = connect(process.address)
-        connection.subscribe(queue, id="g", ack="auto", headers={"x-priority": "1"})
+        connection.subscribe(queue, id="g", ack="auto")
         inboxes.append(inbox)
         connections.append(connection)
     registered(redis_server, queue, 2)
-    # Every node's read ends within READ_BLOCK_MS and reads the registry after it.
-    time.sleep(2 * READ_BLOCK_MS / 1000)
     sender, sent = connect(a.address)
     groups = [f"g{n}" for n in range(6)]
     for n in range(60):

@@ -135,6 +135,7 @@ return {1, moved}
 """
 )
 
+
 def byte_counter(prefix: str, stream: str) -> str:
     """
     :param stream: a queue's stream or lane (it starts with ``PREFIX:``).
