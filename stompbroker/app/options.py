@@ -21,7 +21,7 @@ from twisted.cred.credentials import IAnonymous, IUsernamePassword
 from twisted.python import usage
 
 from stompbroker import __version__
-from stompbroker.app.config_file import ConfigFileOptions
+from stompbroker.app.config_options import ConfigFileOptions
 from stompbroker.app.edge_options import EdgeOptions
 from stompbroker.app.engine_options import EngineOptions
 from stompbroker.app.gc_tuning import DEFAULT_THRESHOLD
