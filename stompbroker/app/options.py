@@ -35,7 +35,7 @@ from stompbroker.broker.queueing.delivery import EXPIRED_ACTIONS
 from stompbroker.broker.store.sqlite import SYNC_MODES
 from stompbroker.logs import LEVELS
 from stompbroker.protocol.session import SLOW_CONSUMER_POLICIES
-from stompbroker.security.access import AccessControl, AccessFileError
+from stompbroker.security.access_file import AccessControl, AccessFileError
 from stompbroker.security.credentials import IBearerToken, ICertificate
 
 __all__ = [
