@@ -595,6 +595,15 @@ def test_queue_parts_runs_each_part_over_the_messages_asked_for(part: str, frame
     assert queue_parts.main([part, "300", "--frames", frames]) == 0
 
 
+@pytest.mark.parametrize("part", ("read", "entries"))
+def test_cluster_read_parts_takes_and_settles_every_message_read(part: str) -> None:
+    """benchmarks.cluster_read_parts: every message read is settled, one script per read."""
+    from benchmarks import cluster_read_parts
+
+    assert cluster_read_parts.run_part(part, 1200) == 1000
+    assert cluster_read_parts.main([part, "500"]) == 0
+
+
 @pytest.mark.parametrize("ack", queue_cost.ACK_MODES)
 def test_queue_cost_with_the_go_generators_frames_moves_every_message_once(ack: str) -> None:
     """queue_cost --frames stompbench: three user headers per SEND, ACKs naming three headers."""

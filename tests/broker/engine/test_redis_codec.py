@@ -13,6 +13,7 @@ from stompbroker.broker.engine.redis.codec import (
     ENTRY,
     Names,
     decode,
+    decode_message,
     encode,
     encode_entry,
     mark_resent,
@@ -118,7 +119,10 @@ def test_a_queue_entry_comes_back_as_it_went(
     closes_group: bool,
     origin: str,
 ) -> None:
-    """decode(encode_entry(m)) gives back every field, plain header lines as plain lines."""
+    """
+    decode(encode_entry(m)) gives back every field, plain header lines as plain
+    lines; decode_message the same message without its origin.
+    """
     message = Message(
         destination, message_id, headers, body, expires, redeliveries, persistent, priority
     )
@@ -137,6 +141,8 @@ def test_a_queue_entry_comes_back_as_it_went(
         priority,
     )
     assert (back.group, back.closes_group) == (group, closes_group and group is not None)
+    # Messages compare by identity: the same message encodes the same.
+    assert encode_entry(origin, decode_message(payload)) == encode_entry(origin, back)
 
 
 @pytest.mark.parametrize(
@@ -177,12 +183,18 @@ def test_a_resent_queue_entry_stays_in_its_form_with_one_more_redelivery() -> No
     )
 )
 def test_bytes_that_are_no_message_raise_value_error_only(payload: bytes) -> None:
-    """Whatever is in an entry, decode makes a message of it or raises ValueError."""
+    """
+    Whatever is in an entry, decode makes a message of it or raises ValueError;
+    decode_message makes the same message, or raises ValueError too.
+    """
     try:
         origin, message = decode(payload)
     except ValueError:
+        with pytest.raises(ValueError):
+            decode_message(payload)
         return
     assert isinstance(origin, str) and isinstance(message, Message)
+    assert encode_entry(origin, decode_message(payload)) == encode_entry(origin, message)
 
 
 def test_a_header_no_send_could_carry_makes_the_entry_unreadable() -> None:

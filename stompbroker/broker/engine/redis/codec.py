@@ -49,6 +49,7 @@ __all__ = [
     "ENTRY_BODY_LENGTH",
     "Names",
     "decode",
+    "decode_message",
     "encode",
     "encode_entry",
     "mark_resent",
@@ -159,6 +160,12 @@ def _plain_lines(headers: Any) -> bytes | None:
 
 def _decode_entry(payload: bytes) -> tuple[str, Message]:
     """:returns: the node and the message of :func:`encode_entry`'s bytes."""
+    message, origin = _entry_message(payload)
+    return payload[_START:origin].decode(), message
+
+
+def _entry_message(payload: bytes) -> tuple[Message, int]:
+    """:returns: the message of :func:`encode_entry`'s bytes, and where its origin ends."""
     try:
         (
             flags,
@@ -200,7 +207,7 @@ def _decode_entry(payload: bytes) -> tuple[str, Message]:
     if flags & _GROUP:
         message.group = payload[message_id:group].decode()
         message.closes_group = bool(flags & _CLOSES)
-    return payload[_START:origin].decode(), message
+    return message, origin
 
 
 def decode(payload: bytes) -> tuple[str, Message]:
@@ -218,6 +225,20 @@ def decode(payload: bytes) -> tuple[str, Message]:
         return _decode_json(payload)
     except (TypeError, IndexError, KeyError, MalformedFrame) as error:
         # MalformedFrame: a priority or group header no SEND could have carried.
+        raise ValueError(f"not a message: {error}") from None
+
+
+def decode_message(payload: bytes) -> Message:
+    """
+    :returns: the message alone, as :func:`decode` reads it: a queue's reader
+        has no use for the node that added it, and skips decoding its name.
+    :raises ValueError: as :func:`decode` does.
+    """
+    if payload[:1] != ENTRY:
+        return decode(payload)[1]
+    try:
+        return _entry_message(payload)[0]
+    except (TypeError, IndexError, KeyError, MalformedFrame) as error:
         raise ValueError(f"not a message: {error}") from None
 
 

@@ -191,11 +191,12 @@ class QueueIntake:
         :returns: how many went into the local queue.
         """
         settling = self._settling
-        fresh = settling.fresh(entries, stream, self._cluster)
-        hold = settling.hold
-        key = settling.key
-        enqueue = self._queue.local.enqueue
         cluster = self._cluster
+        fresh = settling.fresh(entries, stream, cluster)
+        held = settling.held()
+        # Keyed as QueueSettling.key keys them: by id alone in the queue's stream.
+        other = settling.other(stream)
+        enqueue = self._queue.local.enqueue
         # A count an entry carries in field r is in its message already (fresh folds it).
         for entry_id, fields, message in fresh:
             if len(fields) > 1 and b"o" in fields and cluster is not None:
@@ -203,7 +204,7 @@ class QueueIntake:
                 message = cluster.adopt(message, fields)
             if redelivered is not None:
                 message.redeliveries += redelivered.get(entry_id, 1)
-            hold(message.message_id, key(stream, entry_id))
+            held[message.message_id] = entry_id if other is None else (other, entry_id)
             enqueue(message)
         return len(fresh)
 

@@ -223,7 +223,12 @@ def runs_of(reply: Any) -> Read:
         return []
     runs: Read = []
     for stream, entries in reply.items() if isinstance(reply, dict) else reply:
-        runs.append((_name(stream), [(entry_id, _fields(fields)) for entry_id, fields in entries]))
+        # An entry of one field (m, a queue's) made here, without a call per entry.
+        taken = [
+            (entry_id, {fields[0]: fields[1]} if fields and len(fields) == 2 else _fields(fields))
+            for entry_id, fields in entries
+        ]
+        runs.append((_name(stream), taken))
     return runs
 
 

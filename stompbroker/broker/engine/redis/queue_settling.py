@@ -11,9 +11,10 @@ entry Redis hands out again is ended, not delivered.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Protocol
 
-from stompbroker.broker.engine.redis.codec import decode, encode_entry
+from stompbroker.broker.engine.redis.codec import decode, decode_message, encode_entry
 from stompbroker.broker.engine.redis.connection import RedisUnreachable
 from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.lapse import Aside
@@ -117,8 +118,15 @@ class QueueSettling:
         """Remember the entry of a message this node has read and put in its local queue."""
         self._entries[message_id] = key
 
+    def other(self, stream: str | None) -> str | None:
+        """:returns: ``stream`` as :meth:`key` keys with it; ``None`` for the queue's own."""
+        return None if stream is None or stream == self._stream else stream
+
     def held(self) -> dict[str, Any]:
-        """:returns: message-id -> entry key of what this node holds (not to be written)."""
+        """
+        :returns: message-id -> entry key of what this node holds: only the
+            intake adds to it (:meth:`.QueueIntake.take`, as :meth:`hold` does).
+        """
         return self._entries
 
     def forget(self, message_id: str) -> None:
@@ -131,17 +139,33 @@ class QueueSettling:
 
     def settle(self, message: Message) -> None:
         """End a message's entry, with the others settled in this turn of the loop."""
-        entry = self._entries.pop(message.message_id, None)
-        if entry is not None:
-            recent = self._recent
-            recent.ended(entry)
-            recent.acknowledged(message.message_id)
+        self.settle_all((message,))
+
+    def settle_all(self, messages: Iterable[Message]) -> bool:
+        """
+        End the entries of messages (an ACK's), with the others settled in this
+        turn of the loop.  Each is remembered by its message-id only: a copy
+        of its entry that Redis hands out again decodes to that id
+        (:meth:`fresh`), as a copy of the message under another entry does.
+
+        :returns: whether any of them is persistent.
+        """
+        # Mostly one message (an ACK in client-individual mode): nothing bound ahead.
+        persistent = False
+        for message in messages:
+            if message.persistent:
+                persistent = True
+            entry = self._entries.pop(message.message_id, None)
+            if entry is None:
+                continue
+            self._recent.acknowledged(message.message_id)
             if not self._settled and not self._settled_elsewhere:
                 self._engine.loop.call_soon(self.end_settled)
             if type(entry) is bytes:
                 self._settled.append(entry)
             else:
                 self._settled_elsewhere.append(entry)
+        return persistent
 
     def end_settled(self) -> None:
         """
@@ -417,16 +441,17 @@ class QueueSettling:
         stale: list[Any] = []
         fresh: list[tuple[bytes, Any, Message]] = []
         seen: set[str] = set()
+        known = recent.knows
         for entry_id, fields in entries:
-            key = entry_id if own else (name, entry_id)
             if not fields:
                 # Deleted (XDEL) while pending: its XACK was lost.
-                stale.append(key)
+                stale.append(entry_id if own else (name, entry_id))
                 continue
             if waiting is not None and (name, entry_id) in waiting:
                 continue
+            key = entry_id if own else (name, entry_id)
             try:
-                _, message = decode(fields[b"m"])
+                message = decode_message(fields[b"m"])
             except (KeyError, ValueError) as error:
                 self._unreadable(name, entry_id, error)
                 stale.append(key)
@@ -435,14 +460,14 @@ class QueueSettling:
                 # Handed back by a node that had delivered it (dispatch_scripts.RETURN_NODE):
                 # its count goes into the payload, which is all a move carries.
                 fields = fold(fields)
-            _, message = decode(fields[b"m"])
+                message = decode_message(fields[b"m"])
             message_id = message.message_id
             holding = held.get(message_id)
             if holding is not None:
                 if holding != key:
                     stale.append(key)
                 continue
-            if message_id in seen or recent.knows(key, message_id):
+            if message_id in seen or known(key, message_id):
                 stale.append(key)
                 continue
             seen.add(message_id)

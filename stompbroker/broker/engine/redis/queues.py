@@ -24,9 +24,10 @@ ends entries (and remembers what it ended lately, so that Redis handing an
 entry out again costs no second delivery), :class:`~.queue_reading.QueueReading`
 reads the stream or its lanes, :class:`~.queue_intake.QueueIntake` runs the
 reading task (how much room, when, and what a read gives into the local
-queue), and :class:`~.queue_recovery.QueueRecovery` reconciles the node's own
-pending lists after reconnects, claims from dead nodes (``XCLAIM``) and fences
-the queue after a liveness lapse.
+queue), :class:`~.queue_leaving.QueueLeaving` gives back what consumers that
+leave held, and :class:`~.queue_recovery.QueueRecovery` reconciles the node's
+own pending lists after reconnects, claims from dead nodes (``XCLAIM``) and
+fences the queue after a liveness lapse.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from stompbroker.broker.engine.redis.dispatch import ClusterDispatch, local_opti
 from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.lapse import Aside
 from stompbroker.broker.engine.redis.queue_intake import MAX_READ, QUIET_WAIT, QueueIntake
+from stompbroker.broker.engine.redis.queue_leaving import QueueLeaving
 from stompbroker.broker.engine.redis.queue_reading import QueueReading
 from stompbroker.broker.engine.redis.queue_recovery import QueueRecovery
 from stompbroker.broker.engine.redis.queue_settling import QueueSettling
@@ -101,6 +103,7 @@ class StreamQueue:
         "_cluster",
         "_recovery",
         "_intake",
+        "_leaving",
     )
 
     _intake: QueueIntake
@@ -170,6 +173,8 @@ class StreamQueue:
             self._cluster,
             self._wake,
         )
+        #: What goes back to the stream when consumers leave (:mod:`.queue_leaving`).
+        self._leaving = QueueLeaving(self, self._settling, self._cluster)
 
     def __repr__(self) -> str:
         if self.key is not None:
@@ -313,31 +318,7 @@ class StreamQueue:
         returned = list(consumer.unacked.values())
         self.local.remove_consumer(consumer)
         self._wake.set()
-        if self.consumers:
-            # Redelivered here: their counts are kept in Redis too.
-            self._settling.record(returned)
-        cluster = self._cluster
-        if cluster is not None and cluster.grouped:
-            # What it held is decided again, ahead of its groups' newer messages.
-            leaving = not self.consumers
-            given = [*self.pending, *(self._delayed() if leaving else ())]
-            self.pending.clear()
-            self._settling.give_back_grouped(
-                cluster, given, cluster.release([consumer]), leaving=leaving, held=leaving
-            )
-            return
-        if cluster is not None:
-            cluster.unregister(consumer)
-            if cluster.active and self.consumers:
-                # What it held may be for other nodes' consumers now: decided again.
-                self._settling.give_back(list(self.pending))
-                self.pending.clear()
-        if not self.consumers:
-            self._settling.give_back([*self.pending, *self._delayed()])
-            self.pending.clear()
-            if cluster is not None:
-                self._settling.give_back_held(cluster)
-                cluster.leave()
+        self._leaving.consumer_left(consumer, returned)
 
     def dispatch(self) -> None:
         """Hand out what was read, and let the reader read more if there is room."""
@@ -357,12 +338,8 @@ class StreamQueue:
         self._recovery.check_lapse()
         self.local.acknowledge(consumer, messages)
         self._wake.set()
-        persistent = False
         settling = self._settling
-        for message in messages:
-            settling.settle(message)
-            persistent = persistent or message.persistent
-        if persistent:
+        if settling.settle_all(messages):
             # The RECEIPT waits for the XACK: end the entries before the PING.
             settling.end_settled()
             return [self._recovery.stored().addCallbacks(_stored, _not_stored)]
@@ -383,32 +360,12 @@ class StreamQueue:
         self._wake.set()
         return written
 
-    def _delayed(self) -> list[Message]:
-        """:returns: the NACKed messages waiting here for their redelivery, taken."""
-        delayed = self.local.delayed
-        return [] if delayed is None else delayed.take_all()
-
     def close(self) -> None:
         """
         Drop this node's handle: what it has read and holds goes back to the stream
         (the queue itself lives on in Redis), and its reading stops.
         """
-        held: list[Message] = []
-        for consumer in self.consumers:
-            held.extend(consumer.take_all())
-        held.extend(self.pending)
-        held.extend(self._delayed())
-        cluster = self._cluster
-        if cluster is not None and cluster.grouped:
-            leavers = cluster.release(self.consumers)
-            self._settling.give_back_grouped(cluster, held, leavers, leaving=True, held=True)
-        else:
-            self._settling.give_back(held)
-            if cluster is not None:
-                for consumer in self.consumers:
-                    cluster.unregister(consumer)
-                self._settling.give_back_held(cluster)
-                cluster.leave()
+        self._leaving.give_back_all()
         self.consumers.clear()
         self.pending.clear()
         self._traffic.queues.discard(self.local)

@@ -10,11 +10,14 @@ entries already read, and the node's own pending list (read when it reconciles,
 entries whose ``XACK`` was lost, or is still queued in the writer.  Two records,
 each of at least the last :data:`SETTLED_MEMORY` ids (oldest forgotten first):
 
-- the **entries** the node ended (acknowledged, given back to the stream,
-  dead-lettered, expired): Redis's id of the entry, with its stream for an
-  entry of another of the queue's streams (a priority lane, the node's own);
-- the **messages** consumers acknowledged: the broker's message id, so that a
-  second copy of one (a re-sent ``XADD``, under another entry id) is ended too.
+- the **entries** the node ended without settling their message (given back
+  to the stream, copies it would not deliver): Redis's id of the entry, with
+  its stream for an entry of another of the queue's streams (a priority lane,
+  the node's own);
+- the **messages** it settled (acknowledged, dead-lettered, expired): the
+  broker's message id, which their entries decode to, so that the entry
+  handed out again, or a second copy of the message (a re-sent ``XADD``,
+  under another entry id), is ended too.
 
 Each record is two generations of a plain dict: ids go into the newer, and
 when it holds :data:`SETTLED_MEMORY` it becomes the older and the one older
