@@ -11,10 +11,15 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_cluster_queue_features import registered
 from tests.support.clients import Collector, connect
 from tests.support.process import BrokerProcess
-from tests.support.redis import RedisServer, redis_server, two_nodes, unique  # noqa: F401
+from tests.support.redis import (  # noqa: F401
+    RedisServer,
+    redis_server,
+    registered,
+    two_nodes,
+    unique,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -6,10 +6,7 @@ consumers on the other, each feature behaving as on one node.
 
 from __future__ import annotations
 
-import time
-
 import pytest
-import redis
 
 from tests.support.clients import connect, publish, through
 from tests.support.process import BrokerProcess
@@ -17,6 +14,7 @@ from tests.support.redis import (  # noqa: F401
     NODE_TIMEOUT,
     RedisServer,
     redis_server,
+    registered,
     started_nodes,
     two_nodes,
     unique,
@@ -83,24 +81,6 @@ def test_priority_messages_a_dead_node_held_come_back(nodes: list[BrokerProcess]
     got = take_one_at_a_time(a.address, queue, 1)
     assert got[0].body == b"high"
     assert got[0].headers.get("redelivered") == "true"
-
-
-def registered(server: RedisServer, queue: str, count: int, exactly: bool = False) -> None:  # noqa: F811
-    """
-    The barrier before sending: wait until ``count`` consumers of ``queue`` (at
-    least, or ``exactly``) are in the registry every node decides from (docs/cluster.md).
-    """
-    client = redis.Redis(port=server.port)
-    deadline = time.monotonic() + SLOW
-    try:
-        while True:
-            found = client.hlen(f"stompbroker:qc:{queue}")
-            if found == count or (found > count and not exactly):
-                return
-            assert time.monotonic() < deadline, "the registry never had the consumers"
-            time.sleep(0.02)
-    finally:
-        client.close()
 
 
 def test_selectors_on_a_queue_pick_consumers_on_other_nodes(

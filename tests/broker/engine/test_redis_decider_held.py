@@ -25,7 +25,7 @@ from stompbroker.broker.engine.redis.dispatch_scripts import MOVE
 from stompbroker.broker.engine.redis.lanes import lane_streams
 from stompbroker.broker.engine.redis.queue_reading import QueueReading
 from stompbroker.protocol.message import Message
-from tests.broker.engine.test_redis_lanes import RecordingWriter
+from tests.support.queue_scripts import RecordingWriter
 from tests.support.redis import RedisServer, redis_client, redis_server  # noqa: F401
 
 QUEUE = "/queue/held"

@@ -23,8 +23,15 @@ from stompbroker.broker.engine.redis.group_switch import (
 )
 from stompbroker.broker.engine.redis.grouped_returns import FORGET_RETURNING
 from stompbroker.broker.engine.redis.lanes import MARK_GROUPED, READ_LANES, parse_read
-from tests.broker.engine.test_redis_lanes import RecordingWriter
-from tests.support.queue_scripts import GROUPS, LANES, MODE, QUEUE, REGISTRY, STREAM
+from tests.support.queue_scripts import (
+    GROUPS,
+    LANES,
+    MODE,
+    QUEUE,
+    REGISTRY,
+    STREAM,
+    RecordingWriter,
+)
 from tests.support.redis import redis_client, redis_server  # noqa: F401
 
 RETURNED = f"t:qret:{QUEUE}"
