@@ -26,7 +26,7 @@ from stompbroker.broker.engine.base import EngineUnavailable
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.base import StoreError
 from stompbroker.logs import logger
-from stompbroker.security.access import AccessControl, AccessFileError
+from stompbroker.security.access_file import AccessControl, AccessFileError
 from stompbroker.stats.export import ExportDirectoryError
 
 __all__ = ["BrokerService", "ReloadOnHangup", "exit_with_error"]
@@ -147,7 +147,7 @@ class ReloadOnHangup(Service):
     Reloads the access file on SIGHUP; a file that became invalid is logged and
     the rules in force stay.
 
-    :param access: the :class:`~stompbroker.security.access.AccessControl` sessions check.
+    :param access: the :class:`~stompbroker.security.access_file.AccessControl` sessions check.
     :param reactor: runs the reload in the reactor thread, not in the signal handler.
     """
 

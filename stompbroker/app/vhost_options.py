@@ -18,7 +18,7 @@ from twisted.python import usage
 
 from stompbroker.app.option_values import named
 from stompbroker.broker.routing.virtual_hosts import VirtualHost, VirtualHosts
-from stompbroker.security.access import AccessControl, AccessFileError
+from stompbroker.security.access_file import AccessControl, AccessFileError
 
 __all__ = ["UNKNOWN_HOSTS", "VhostOptions", "parse_vhost"]
 

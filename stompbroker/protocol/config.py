@@ -70,7 +70,7 @@ class SessionConfig:
         client in without an identity.
     :ivar access: checks rights, ``check(identity, right, destination)`` raising
         :class:`~stompbroker.protocol.errors.AccessDenied`
-        (:class:`stompbroker.security.access.AccessControl`); ``None`` allows everything.
+        (:class:`stompbroker.security.access_file.AccessControl`); ``None`` allows everything.
         It needs an ``authenticator``, which gives the identities it checks.
     :ivar max_subscriptions: most subscriptions one connection may have; 0 means
         no limit.

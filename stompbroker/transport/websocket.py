@@ -23,7 +23,8 @@ Wire-level behaviour:
   keeps the incomplete frame as it does for TCP.
 - **Messages out.** One WebSocket message per session write (one frame, or one
   heart-beat EOL), of the kind of the client's first message (text until the
-  client has sent one), framed by :func:`server_frame` and written to the
+  client has sent one), framed by
+  :func:`~stompbroker.transport.ws_frames.server_frame` and written to the
   transport: this is the delivery hot path.  As on TCP, the messages written
   while the broker handles a read are gathered and go to the transport in one
   write when it ends (:mod:`stompbroker.transport.coalesce`); the close frame
@@ -70,7 +71,6 @@ Wire-level behaviour:
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -92,6 +92,7 @@ from stompbroker.transport.credentials import PeerCredentials, bearer_token
 from stompbroker.transport.forwarded import TrustedProxies, client_address
 from stompbroker.transport.tcp import SessionFlowControl, rate_gate
 from stompbroker.transport.ws_compression import Compression, Deflater
+from stompbroker.transport.ws_frames import OPCODE_BINARY, OPCODE_TEXT, server_frame
 
 log = logger("stompbroker.transport.websocket")
 
@@ -126,43 +127,6 @@ class WebSocketConfig:
     ping_timeout: float = 10.0
     compression: Compression = Compression()
     trusted_proxies: TrustedProxies = TrustedProxies()
-
-
-OPCODE_TEXT = 0x1
-OPCODE_BINARY = 0x2
-_FIN = 0x80
-#: The two header bytes of every short unfragmented server frame, by opcode and length.
-_SHORT_HEADERS = {
-    opcode: [bytes((_FIN | opcode, length)) for length in range(126)]
-    for opcode in (OPCODE_TEXT, OPCODE_BINARY)
-}
-_pack_medium_header = struct.Struct("!BBH").pack
-_pack_long_header = struct.Struct("!BBQ").pack
-
-
-def server_frame(payload: bytes, opcode: int) -> bytes:
-    """
-    One unfragmented, unmasked server-to-client data frame (RFC 6455 section 5.2).
-
-    The adapter frames its messages itself rather than through Autobahn's
-    ``sendMessage``, which costs ten times as much per message (it formats
-    a debug log line on every call, logged or not).  Autobahn still does
-    everything else: the handshake, reading, control frames and closing.  This
-    is safe because the only extension a connection may negotiate,
-    permessage-deflate, is framed by :mod:`stompbroker.transport.ws_compression`
-    in its place, and because Autobahn only queues its own writes when asked
-    to chop or sync them, which nothing here does, so order is kept.
-
-    :param payload: the message.
-    :param opcode: :data:`OPCODE_TEXT` or :data:`OPCODE_BINARY`.
-    :returns: the frame's bytes.
-    """
-    length = len(payload)
-    if length < 126:
-        return _SHORT_HEADERS[opcode][length] + payload
-    if length < 0x10000:
-        return _pack_medium_header(_FIN | opcode, 126, length) + payload
-    return _pack_long_header(_FIN | opcode, 127, length) + payload
 
 
 def _is_utf8(data: bytes) -> bool:

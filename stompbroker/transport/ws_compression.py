@@ -5,7 +5,7 @@ of a client's offer, and how it compresses the messages it frames itself.
 Autobahn negotiates the extension and decompresses what clients send; its
 ``PerMessageDeflateOfferAccept`` says what the server agrees to, and its
 ``PerMessageDeflate`` holds the zlib streams.  The adapter frames its own
-messages (:func:`stompbroker.transport.websocket.server_frame`, for speed), so
+messages (:func:`stompbroker.transport.ws_frames.server_frame`, for speed), so
 a connection that agreed to compress swaps its ``write`` for
 :meth:`Deflater.frame`, which compresses through Autobahn's object and sets the
 frame's RSV1 bit; a connection without compression keeps the plain ``write``

@@ -42,16 +42,12 @@ import binascii
 import json
 from typing import Any
 
-import attrs
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.python.failure import Failure
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request
 
 from stompbroker import __version__
-from stompbroker.broker.clients.hosted import client_copy
-from stompbroker.broker.engine.shared_queues import Acted
-from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.features.policies import BadPolicy, parse_policy
 from stompbroker.broker.management.detached_sessions import UnknownSession
 from stompbroker.broker.management.operations import (
@@ -65,10 +61,20 @@ from stompbroker.broker.management.queue_operations import MAX_COUNT, check_targ
 from stompbroker.broker.routing.virtual_hosts import DEFAULT_HOST
 from stompbroker.logs import logger
 from stompbroker.stats.documents import memory_document, stats_document
-from stompbroker.stats.schema import format_timestamp, to_timestamp
 from stompbroker.stats.services import LiveStats
 from stompbroker.stats.setup import RunningSetup
-from stompbroker.web.api_bodies import MAX_BODY, count_of, json_body, message_document, query
+from stompbroker.web.api_bodies import (
+    MAX_BODY,
+    action_answer,
+    browse_answer,
+    count_of,
+    delete_answer,
+    json_body,
+    message_document,
+    query,
+    record_document,
+    record_documents,
+)
 from stompbroker.web.api_guard import ADMIN, EVERYTHING, READ, WRITE, ApiError, ApiGuard
 from stompbroker.web.api_hosts import ApiHosts
 
@@ -78,8 +84,6 @@ log = logger("stompbroker.web.api")
 
 #: How many messages a browse shows without ``?count=``.
 DEFAULT_BROWSE = 10
-#: The response header of a browse that names the node that answered.
-NODE_HEADER = b"stompbroker-node"
 
 #: The status and error of each refusal of the operations.
 _STATUS: dict[type[BaseException], tuple[int, str]] = {
@@ -91,28 +95,10 @@ _STATUS: dict[type[BaseException], tuple[int, str]] = {
 }
 
 
-def _records(records: Any) -> list[Any]:
-    """:returns: each record as JSON."""
-    return [_record(record) for record in records]
-
-
 def _operator(identity: Any, request: Request) -> str:
     """:returns: who calls, as the broker's log names them: ``alice at 10.0.0.5``."""
     address = request.getClientAddress()
     return f"{identity.name or 'anonymous'} at {getattr(address, 'host', address)}"
-
-
-def _record(value: Any) -> Any:
-    """:returns: an attrs record as JSON, times in ISO-8601."""
-    document = attrs.asdict(value)
-    for name in _TIMES:
-        if name in document:
-            document[name] = format_timestamp(to_timestamp(document[name]))
-    return document
-
-
-#: The fields of records that are times, in clock seconds.
-_TIMES = ("connected_since", "detached_since", "expires_at", "since")
 
 
 class ManagementApi(Resource):
@@ -202,32 +188,32 @@ class ManagementApi(Resource):
             if top == "overview":
                 return self._overview()
             if top == "nodes":
-                return maybeDeferred(self.management.nodes).addCallback(_records)
+                return maybeDeferred(self.management.nodes).addCallback(record_documents)
             if len(path) == 1:
                 vhost = self._vhost_filter(request)
                 return [
-                    _record(info)
+                    record_document(info)
                     for info in self.management.connections()
                     if vhost is None or info.vhost == vhost
                 ]
             if len(path) == 2:
                 if method == "DELETE":
                     reason = query(request, "reason") or ""
-                    return _record(
+                    return record_document(
                         self.management.close_connection(
                             path[1], reason, operator=_operator(identity, request)
                         )
                     )
-                return _record(self.management.connection(path[1]))
+                return record_document(self.management.connection(path[1]))
         if top == "detached-sessions" and len(path) in (1, 2):
             self._allow(method, ("DELETE", "GET") if len(path) == 2 else ("GET",))
             self.guard.require(identity, ADMIN if method == "DELETE" else READ)
             detached = self.management.detached
             if len(path) == 1:
-                return _records(detached.list())
+                return record_documents(detached.list())
             if method == "DELETE":
-                return _record(detached.end(path[1], operator=_operator(identity, request)))
-            return _record(detached.get(path[1]))
+                return record_document(detached.end(path[1], operator=_operator(identity, request)))
+            return record_document(detached.get(path[1]))
         if top == "policies" and len(path) in (1, 2):
             self._allow(method, ("GET", "PUT", "DELETE") if len(path) == 2 else ("GET",))
             self.guard.require(identity, READ if method == "GET" else ADMIN)
@@ -296,7 +282,7 @@ class ManagementApi(Resource):
 
     def _outward(self, info: Any) -> dict[str, Any]:
         """:returns: a destination record as JSON, named as its virtual host's clients name it."""
-        row: dict[str, Any] = _record(info)
+        row: dict[str, Any] = record_document(info)
         row["vhost"], row["destination"] = self.hosts.outward(info.destination)
         if info.pattern is not None:
             row["pattern"] = self.hosts.outward(info.pattern)[1]
@@ -352,16 +338,18 @@ class ManagementApi(Resource):
                 document["policy"] = self._policy_name(internal)
                 return document
             deleted: Deferred[Any] = maybeDeferred(queues.delete, internal, operator=operator)
-            return deleted.addCallback(_deleted, {"destination": name, "vhost": vhost})
+            return deleted.addCallback(delete_answer, {"destination": name, "vhost": vhost})
         if action == "subscribers":
-            return [_record(entry) for entry in management.subscribers(internal)]
+            return [record_document(entry) for entry in management.subscribers(internal)]
         if action == "messages":
             if method == "GET":
                 count = count_of(query(request, "count"), DEFAULT_BROWSE)
                 browsed: Deferred[Any] = maybeDeferred(queues.browse, internal, count)
-                return browsed.addCallback(_browsed, request)
+                return browsed.addCallback(browse_answer, request)
             purged: Deferred[Any] = maybeDeferred(queues.purge, internal, operator=operator)
-            return purged.addCallback(_acted, {"destination": name, "vhost": vhost}, "purged")
+            return purged.addCallback(
+                action_answer, {"destination": name, "vhost": vhost}, "purged"
+            )
         body = json_body(request, {"to", "count", "copy"} if action == "move" else {"count"})
         count = count_of(body.get("count"), MAX_COUNT)
         if action == "move":
@@ -377,7 +365,7 @@ class ManagementApi(Resource):
                 queues.move, internal, self.hosts.inward(host, to), count, copy, operator=operator
             )
             shown = {"destination": name, "vhost": vhost, "to": to, "copy": copy}
-            return moved.addCallback(_acted, shown, "moved")
+            return moved.addCallback(action_answer, shown, "moved")
 
         def retry(targets: set[str]) -> Any:
             # A dead letter goes back to where it was sent, in its own virtual host.
@@ -394,7 +382,7 @@ class ManagementApi(Resource):
 
         targets: Deferred[Any] = maybeDeferred(queues.retry_targets, internal, count)
         retried = targets.addCallback(retry)
-        return retried.addCallback(_acted, {"destination": name, "vhost": vhost}, "retried")
+        return retried.addCallback(action_answer, {"destination": name, "vhost": vhost}, "retried")
 
     def _named(self, vhost: str) -> str | None:
         """:returns: the virtual host to name in a refusal: none without virtual hosts."""
@@ -475,60 +463,6 @@ class ManagementApi(Resource):
             raise ApiError(400, "bad request", '"body" is not valid base64') from None
         message = self.management.publish(internal, payload, tuple(headers.items()))
         return {"destination": name, "vhost": vhost, "message_id": message.message_id}
-
-
-def _browsed(waiting: Waiting, request: Request) -> list[dict[str, Any]]:
-    """
-    A browse's answer: the messages, the node that answered in a header; a 503
-    when a node holding messages of the queue did not answer (a list that
-    misses some would read as the whole).
-    """
-    request.setHeader(NODE_HEADER, waiting.node.encode("utf-8"))
-    if not waiting.complete:
-        raise Incomplete(waiting.node, waiting.missing)
-    return [message_document(client_copy(message)) for message in waiting.messages]
-
-
-def _acted(acted: Acted, document: dict[str, Any], field: str) -> dict[str, Any]:
-    """:returns: a purge's, move's or retry's answer: its count, and who answered."""
-    document[field] = acted.count
-    if field == "retried":
-        document["left"] = acted.left
-    document["node"] = acted.node
-    document["complete"] = acted.complete
-    if not acted.complete:
-        document["missing"] = list(acted.missing)
-    return document
-
-
-def _deleted(discarded: int | Acted, document: dict[str, Any]) -> dict[str, Any]:
-    """
-    A delete's answer; for a queue several nodes share, also who answered, and
-    ``deleted`` false when a node holding its messages did not answer.
-    """
-    if isinstance(discarded, int):
-        return {**document, "deleted": True, "discarded": discarded}
-    document = _acted(discarded, document, "discarded")
-    document["deleted"] = discarded.complete
-    return document
-
-
-class Incomplete(ApiError):
-    """A browse some node holding messages of the queue did not answer: 503."""
-
-    def __init__(self, node: str, missing: tuple[str, ...]) -> None:
-        super().__init__(
-            503,
-            "cluster incomplete",
-            f"nodes {', '.join(missing)} hold messages of this queue and did not answer"
-            " in time; try again",
-        )
-        self.node = node
-        self.missing = missing
-
-    def document(self) -> dict[str, Any]:
-        """:returns: the JSON body, with the node that answered and those that did not."""
-        return {**super().document(), "node": self.node, "missing": list(self.missing)}
 
 
 _NO_RATES = {"producers": 0, "messages_in_per_second": 0.0, "messages_delivered_per_second": 0.0}

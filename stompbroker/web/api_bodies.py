@@ -1,6 +1,7 @@
 """
 The bodies of the management API (:mod:`stompbroker.web.api`): the JSON a
-request carries in (a body, a query, a count) and the JSON of a message out.
+request carries in (a body, a query, a count) and the JSON it answers with (a
+record, a message, what a browse, purge, move, retry or delete of a queue did).
 """
 
 from __future__ import annotations
@@ -9,13 +10,31 @@ import base64
 import json
 from typing import Any
 
+import attrs
 from twisted.web.server import Request
 
+from stompbroker.broker.clients.hosted import client_copy
+from stompbroker.broker.engine.shared_queues import Acted
+from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.management.queue_operations import MAX_COUNT
 from stompbroker.protocol.message import Message
+from stompbroker.stats.schema import format_timestamp, to_timestamp
 from stompbroker.web.api_guard import ApiError
 
-__all__ = ["MAX_BODY", "count_of", "json_body", "message_document", "query"]
+__all__ = [
+    "MAX_BODY",
+    "NODE_HEADER",
+    "Incomplete",
+    "action_answer",
+    "browse_answer",
+    "count_of",
+    "delete_answer",
+    "json_body",
+    "message_document",
+    "query",
+    "record_document",
+    "record_documents",
+]
 
 #: Largest request body accepted, in bytes.
 MAX_BODY = 1024 * 1024
@@ -83,3 +102,79 @@ def json_body(request: Request, known: set[str]) -> dict[str, Any]:
             400, "bad request", f"unknown field {unknown[0]!r}; expected {', '.join(sorted(known))}"
         )
     return document
+
+
+#: The response header of a browse that names the node that answered.
+NODE_HEADER = b"stompbroker-node"
+
+
+def record_documents(records: Any) -> list[Any]:
+    """:returns: each record as JSON."""
+    return [record_document(record) for record in records]
+
+
+def record_document(value: Any) -> Any:
+    """:returns: an attrs record as JSON, times in ISO-8601."""
+    document = attrs.asdict(value)
+    for name in _TIMES:
+        if name in document:
+            document[name] = format_timestamp(to_timestamp(document[name]))
+    return document
+
+
+#: The fields of records that are times, in clock seconds.
+_TIMES = ("connected_since", "detached_since", "expires_at", "since")
+
+
+def browse_answer(waiting: Waiting, request: Request) -> list[dict[str, Any]]:
+    """
+    A browse's answer: the messages, the node that answered in a header; a 503
+    when a node holding messages of the queue did not answer (a list that
+    misses some would read as the whole).
+    """
+    request.setHeader(NODE_HEADER, waiting.node.encode("utf-8"))
+    if not waiting.complete:
+        raise Incomplete(waiting.node, waiting.missing)
+    return [message_document(client_copy(message)) for message in waiting.messages]
+
+
+def action_answer(acted: Acted, document: dict[str, Any], field: str) -> dict[str, Any]:
+    """:returns: a purge's, move's or retry's answer: its count, and who answered."""
+    document[field] = acted.count
+    if field == "retried":
+        document["left"] = acted.left
+    document["node"] = acted.node
+    document["complete"] = acted.complete
+    if not acted.complete:
+        document["missing"] = list(acted.missing)
+    return document
+
+
+def delete_answer(discarded: int | Acted, document: dict[str, Any]) -> dict[str, Any]:
+    """
+    A delete's answer; for a queue several nodes share, also who answered, and
+    ``deleted`` false when a node holding its messages did not answer.
+    """
+    if isinstance(discarded, int):
+        return {**document, "deleted": True, "discarded": discarded}
+    document = action_answer(discarded, document, "discarded")
+    document["deleted"] = discarded.complete
+    return document
+
+
+class Incomplete(ApiError):
+    """A browse some node holding messages of the queue did not answer: 503."""
+
+    def __init__(self, node: str, missing: tuple[str, ...]) -> None:
+        super().__init__(
+            503,
+            "cluster incomplete",
+            f"nodes {', '.join(missing)} hold messages of this queue and did not answer"
+            " in time; try again",
+        )
+        self.node = node
+        self.missing = missing
+
+    def document(self) -> dict[str, Any]:
+        """:returns: the JSON body, with the node that answered and those that did not."""
+        return {**super().document(), "node": self.node, "missing": list(self.missing)}

@@ -43,7 +43,8 @@ from twisted.web.http import Request
 
 from stompbroker.protocol.errors import LoginFailed
 from stompbroker.protocol.login import LoginRefused
-from stompbroker.security.access import ADMIN, READ, WRITE, AccessControl
+from stompbroker.security.access import ADMIN, READ, WRITE
+from stompbroker.security.access_file import AccessControl
 from stompbroker.security.credentials import IBearerToken
 from stompbroker.security.identity import Identity
 from stompbroker.security.portal import FAILED_LOGIN_DELAY, authenticate

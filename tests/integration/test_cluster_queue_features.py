@@ -6,18 +6,15 @@ consumers on the other, each feature behaving as on one node.
 
 from __future__ import annotations
 
-import time
-
 import pytest
-import redis
 
-from stompbroker.broker.engine.redis.queue_reading import READ_BLOCK_MS
 from tests.support.clients import connect, publish, through
 from tests.support.process import BrokerProcess
 from tests.support.redis import (  # noqa: F401
     NODE_TIMEOUT,
     RedisServer,
     redis_server,
+    registered,
     started_nodes,
     two_nodes,
     unique,
@@ -84,24 +81,6 @@ def test_priority_messages_a_dead_node_held_come_back(nodes: list[BrokerProcess]
     got = take_one_at_a_time(a.address, queue, 1)
     assert got[0].body == b"high"
     assert got[0].headers.get("redelivered") == "true"
-
-
-def registered(server: RedisServer, queue: str, count: int, exactly: bool = False) -> None:  # noqa: F811
-    """
-    The barrier before sending: wait until ``count`` consumers of ``queue`` (at
-    least, or ``exactly``) are in the registry every node decides from (docs/cluster.md).
-    """
-    client = redis.Redis(port=server.port)
-    deadline = time.monotonic() + SLOW
-    try:
-        while True:
-            found = client.hlen(f"stompbroker:qc:{queue}")
-            if found == count or (found > count and not exactly):
-                return
-            assert time.monotonic() < deadline, "the registry never had the consumers"
-            time.sleep(0.02)
-    finally:
-        client.close()
 
 
 def test_selectors_on_a_queue_pick_consumers_on_other_nodes(
@@ -184,9 +163,8 @@ def test_a_message_group_stays_with_one_consumer_across_nodes(
 ) -> None:
     """
     Every message of a group goes to one consumer, in order, whichever node reads
-    it.  The consumers have a priority (the same), so that the nodes decide from
-    the registry from the start: the first grouped messages sent to a queue read
-    the plain way may be out of order (docs/cluster.md, "Not built yet").
+    it: also the first ones, sent to a queue whose plain consumers both nodes
+    read the plain way until then (docs/cluster.md, "The switch to deciding").
     """
     a, b = nodes
     queue = unique("/queue/groups.")
@@ -194,12 +172,10 @@ def test_a_message_group_stays_with_one_consumer_across_nodes(
     connections = []
     for process in (a, b):
         connection, inbox = connect(process.address)
-        connection.subscribe(queue, id="g", ack="auto", headers={"x-priority": "1"})
+        connection.subscribe(queue, id="g", ack="auto")
         inboxes.append(inbox)
         connections.append(connection)
     registered(redis_server, queue, 2)
-    # Every node's read ends within READ_BLOCK_MS and reads the registry after it.
-    time.sleep(2 * READ_BLOCK_MS / 1000)
     sender, sent = connect(a.address)
     groups = [f"g{n}" for n in range(6)]
     for n in range(60):

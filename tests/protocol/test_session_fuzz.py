@@ -32,7 +32,7 @@ from stompbroker.protocol.config import SLOW_CONSUMER_POLICIES
 from stompbroker.protocol.frames import CLIENT_COMMANDS, Frame
 from stompbroker.protocol.parser import FrameParser
 from stompbroker.protocol.session import SessionConfig, State, StompSession
-from stompbroker.security.access import AccessControl, parse_policy
+from stompbroker.security.access_file import AccessControl, parse_policy
 from stompbroker.security.portal import Authenticator, make_portal
 from tests.support.session import FakeTransport, RecordingBroker
 

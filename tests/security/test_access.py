@@ -19,13 +19,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stompbroker.protocol.errors import AccessDenied, InvalidDestination, ProtocolError
-from stompbroker.security.access import (
-    ADMIN,
-    READ,
-    WRITE,
+from stompbroker.security.access import ADMIN, READ, WRITE, AccessPolicy
+from stompbroker.security.access_file import (
     AccessControl,
     AccessFileError,
-    AccessPolicy,
     load_policy,
     parse_policy,
 )

@@ -18,7 +18,7 @@ from twisted.web.server import Request as WebRequest
 from stompbroker.broker.routing.virtual_hosts import VirtualHost, VirtualHosts
 from stompbroker.broker.service import Broker
 from stompbroker.protocol.session import SessionConfig
-from stompbroker.security.access import AccessControl
+from stompbroker.security.access_file import AccessControl
 from stompbroker.security.http_auth import HttpChecker, make_checker
 from stompbroker.security.http_endpoint import EndpointOptions, parse_options
 from stompbroker.security.portal import FAILED_LOGIN_DELAY, Authenticator, make_portal

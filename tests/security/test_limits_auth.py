@@ -4,7 +4,7 @@ Tests of authentication and authorization as the broker applies them, without so
 Logins go through the real portal (:func:`stompbroker.security.portal.make_portal` over
 strcred's ``memory`` checker) and :class:`stompbroker.security.portal.Authenticator`;
 the failure delay runs on a ``task.Clock``; rights come from a real access file
-(:class:`stompbroker.security.access.AccessControl`).  Connections are the real TCP
+(:class:`stompbroker.security.access_file.AccessControl`).  Connections are the real TCP
 adapter, session and broker on string transports (:class:`tests.support.tcp.Client`).
 """
 
@@ -26,7 +26,7 @@ from stompbroker.app.services import ReloadOnHangup
 from stompbroker.app.tap import makeService
 from stompbroker.broker.service import Broker
 from stompbroker.protocol.session import SessionConfig, State
-from stompbroker.security.access import AccessControl
+from stompbroker.security.access_file import AccessControl
 from stompbroker.security.identity import Identity
 from stompbroker.security.portal import FAILED_LOGIN_DELAY, Authenticator, make_portal
 from stompbroker.transport.tcp import StompServerFactory, stomp_server_factory

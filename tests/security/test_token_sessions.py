@@ -20,7 +20,7 @@ from twisted.internet.testing import MemoryReactorClock
 from stompbroker.app.tap import makeService
 from stompbroker.broker.service import Broker
 from stompbroker.protocol.session import SessionConfig
-from stompbroker.security.access import AccessControl
+from stompbroker.security.access_file import AccessControl
 from stompbroker.security.portal import FAILED_LOGIN_DELAY, Authenticator, make_portal
 from stompbroker.security.tokens import make_checker
 from stompbroker.transport.tcp import stomp_server_factory

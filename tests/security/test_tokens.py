@@ -20,7 +20,8 @@ from twisted.internet.task import Clock
 
 from stompbroker.protocol.errors import AccessDenied, LoginFailed
 from stompbroker.protocol.login import LoginRefused
-from stompbroker.security.access import AccessControl, Grants, parse_policy
+from stompbroker.security.access import Grants
+from stompbroker.security.access_file import AccessControl, parse_policy
 from stompbroker.security.credentials import BearerToken, InvalidCredentials
 from stompbroker.security.identity import Identity, IIdentity
 from stompbroker.security.portal import authenticate, make_portal

@@ -17,7 +17,7 @@ from twisted.internet.task import Clock
 
 from stompbroker.broker.management.operations import Management
 from stompbroker.broker.service import Broker
-from stompbroker.security.access import AccessControl, parse_policy
+from stompbroker.security.access_file import AccessControl, parse_policy
 from stompbroker.security.portal import make_portal
 from stompbroker.security.tokens import make_checker
 from stompbroker.web.api import ManagementApi

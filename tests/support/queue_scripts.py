@@ -24,6 +24,18 @@ LANES = lane_streams("t", STREAM, QUEUE)
 ALIVE = "t:alive:"
 
 
+class RecordingWriter:
+    """Records the commands the node's ordered writer would send, for fakes of an engine."""
+
+    connected = True
+
+    def __init__(self) -> None:
+        self.commands: list[tuple[Any, ...]] = []
+
+    def command(self, *args: Any) -> None:
+        self.commands.append(args)
+
+
 def register(client: redis.Redis, field: str, single: str = "", priority: int = 0) -> int:
     """
     Register consumer ``field`` (``NODE/N``) as its node's SUBSCRIBE does, with

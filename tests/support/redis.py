@@ -491,6 +491,28 @@ def api_nodes(
         yield started
 
 
+def registered(
+    server: RedisServer, queue: str, count: int, exactly: bool = False, timeout: float = 15.0
+) -> None:
+    """
+    The barrier before sending: wait until ``count`` consumers of ``queue`` (at
+    least, or ``exactly``) are in the registry every node decides from (docs/cluster.md).
+    """
+    import redis
+
+    client = redis.Redis(port=server.port)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            found = client.hlen(f"stompbroker:qc:{queue}")
+            if found == count or (found > count and not exactly):
+                return
+            assert time.monotonic() < deadline, "the registry never had the consumers"
+            time.sleep(0.02)
+    finally:
+        client.close()
+
+
 def unique(prefix: str) -> str:
     """:returns: ``prefix`` and a random suffix: a destination no other test uses."""
     return f"{prefix}{uuid.uuid4().hex[:8]}"

@@ -168,7 +168,7 @@ class RecordingBroker:
 class RecordingAccess:
     """
     Access rules that record each check and refuse one destination
-    (``SessionConfig.access``, as :class:`stompbroker.security.access.AccessControl`).
+    (``SessionConfig.access``, as :class:`stompbroker.security.access_file.AccessControl`).
 
     :param refused: the destination every right is refused on.
     """

@@ -16,10 +16,8 @@ from twisted.internet.task import Clock
 
 from stompbroker.broker.service import Broker, Limits
 from stompbroker.protocol.session import SessionConfig
-from stompbroker.transport.websocket import (
-    WebSocketConfig,
-    server_frame,
-)
+from stompbroker.transport.websocket import WebSocketConfig
+from stompbroker.transport.ws_frames import server_frame
 from tests.support.websocket import (
     CONNECT,
     OPCODE_BINARY,

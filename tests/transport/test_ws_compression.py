@@ -23,13 +23,9 @@ from twisted.test import iosim
 
 from stompbroker.broker.service import Broker
 from stompbroker.protocol.session import SessionConfig
-from stompbroker.transport.websocket import (
-    OPCODE_TEXT,
-    StompWebSocketFactory,
-    WebSocketConfig,
-    server_frame,
-)
+from stompbroker.transport.websocket import StompWebSocketFactory, WebSocketConfig
 from stompbroker.transport.ws_compression import Compression, Deflater
+from stompbroker.transport.ws_frames import OPCODE_TEXT, server_frame
 from tests.support.tcp import NO_WATERMARK
 
 ON = Compression(enabled=True, min_size=64, window_bits=10, mem_level=4)

@@ -18,7 +18,7 @@ from stompbroker.broker.management.operations import Management
 from stompbroker.broker.routing.virtual_hosts import HOST_MARKER, VirtualHost, VirtualHosts
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.journal import durable_key
-from stompbroker.security.access import AccessControl, parse_policy
+from stompbroker.security.access_file import AccessControl, parse_policy
 from stompbroker.security.portal import make_portal
 from stompbroker.web.api import ManagementApi
 from stompbroker.web.api_guard import ApiGuard

@@ -21,7 +21,7 @@ from twisted.web.test.requesthelper import DummyRequest
 from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.management.operations import Management
 from stompbroker.broker.service import Broker
-from stompbroker.security.access import AccessControl, parse_policy
+from stompbroker.security.access_file import AccessControl, parse_policy
 from stompbroker.security.portal import make_portal
 from stompbroker.stats.model import StatsModel
 from stompbroker.stats.services import LiveStats

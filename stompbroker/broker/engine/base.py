@@ -1,7 +1,8 @@
 """
 What the broker asks of an engine (:class:`IEngine`), and of the queues an engine
 hands out (:class:`IQueue`, in :mod:`stompbroker.broker.engine.queue_interface`
-and re-exported here).
+and re-exported here); what an engine does for the other processes sharing its
+state is :mod:`stompbroker.broker.engine.cluster_interface`'s.
 
 The broker's router, consumers and connection registry reach destinations only
 through these; :class:`~stompbroker.broker.engine.local.LocalEngine` implements
@@ -32,8 +33,8 @@ that the session holds the RECEIPT on.
 from __future__ import annotations
 
 from attrs import frozen
-from zope.interface import Interface
 
+from stompbroker.broker.engine.cluster_interface import ISharedEngine
 from stompbroker.broker.engine.queue_interface import IQueue
 from stompbroker.broker.store.base import StoreError
 
@@ -65,14 +66,18 @@ class Node:
     engine: str
 
 
-class IEngine(Interface):
+class IEngine(ISharedEngine):
     """
     Where destinations' state lives: topic subscriptions, queues, durable
     subscriptions and persistent messages.
 
     The broker builds one engine per process and calls it from the reactor
     thread only.  Queues are :class:`IQueue`; subscribers are
-    :class:`~stompbroker.interfaces.ISubscriber` objects of this process.
+    :class:`~stompbroker.interfaces.ISubscriber` objects of this process.  What
+    an engine does for the other processes that share its state (the nodes,
+    their figures, resumption, presence, the server's outages) is
+    :class:`~stompbroker.broker.engine.cluster_interface.ISharedEngine`'s,
+    which this extends.
     """
 
     # -- what it is
@@ -443,83 +448,6 @@ class IEngine(Interface):
         :returns: the retained messages a new subscription to ``pattern`` gets
             first (only what ``selector`` selects, if given); none without
             ``capabilities().retain``.
-        """
-
-    def nodes():  # type: ignore[no-untyped-def]
-        """
-        The broker processes that share this engine's state, for ``GET /api/nodes``.
-
-        Local: this one.  Redis: every node whose liveness key is in the server.
-
-        :returns: a list of :class:`Node` (or a Deferred firing with one).
-        """
-
-    def share(figures):  # type: ignore[no-untyped-def]
-        """
-        Share this node's figures with the other nodes of the cluster, for
-        statistics that show the whole cluster (:mod:`stompbroker.broker.engine.figures`).
-
-        Local: nothing (one process is the whole broker).  Redis: call
-        ``figures`` about once a second and keep what it returns in a key that
-        expires with the node.
-
-        :param figures: returns this node's
-            :class:`~stompbroker.broker.engine.figures.NodeFigures`, encoded.
-        """
-
-    def share_resumption(book):  # type: ignore[no-untyped-def]
-        """
-        Let a client of a resumable session resume on any process sharing this
-        engine's state (docs/resume.md).
-
-        Local: nothing (sessions resume on this process).  Redis: set ``book``'s
-        ``directory`` to an :class:`~stompbroker.interfaces.IResumeDirectory`
-        that files its sessions' records in the server and hands sessions over
-        between nodes.
-
-        :param book: the broker's :class:`~stompbroker.protocol.resume.registry.ResumeBook`.
-        """
-
-    def share_presence(presence):  # type: ignore[no-untyped-def]
-        """
-        Share who subscribes to what with every process sharing this engine's
-        state (docs/destinations.md, "Presence").  Called once, before the
-        engine opens.
-
-        Local: nothing.  Redis: set ``presence.share`` to a part that files this
-        node's subscriptions in the server and tells the other nodes of each
-        join and leave, and apply theirs to ``presence``.
-
-        :param presence: the broker's :class:`~stompbroker.broker.features.presence.Presence`.
-        """
-
-    def report_outages(alarm):  # type: ignore[no-untyped-def]
-        """
-        Pause publishers while the engine's server is away, rather than refuse
-        their messages (called once, before the engine opens).
-
-        Local: nothing (its store is in this process).  Redis: ``alarm_on`` while
-        Redis is away, up to ``--engine-outage-hold``, ``alarm_off`` once it is
-        back or the hold has run out; and what its writer holds meanwhile is
-        counted in the memory in use (``count_held``).
-
-        :param alarm: the broker's :class:`~stompbroker.broker.flow.backpressure.BackPressure`.
-        """
-
-    def topic_gaps():  # type: ignore[no-untyped-def]
-        """
-        :returns: a :class:`~stompbroker.broker.engine.figures.TopicGaps`: how
-            often this node missed other nodes' topic messages and how many
-            subscriptions it told; ``None`` for an engine of one process, which
-            misses none.
-        """
-
-    def cluster():  # type: ignore[no-untyped-def]
-        """
-        :returns: the latest :class:`~stompbroker.broker.engine.figures.ClusterView`
-            (the other live nodes' figures, and what waits in the server
-            unread), read about once a second; ``None`` for an engine of one
-            process.  Never waits.
         """
 
     def remove_durable(durable):  # type: ignore[no-untyped-def]

@@ -5,9 +5,9 @@ shared by several nodes gives back.
 
 The statistics (:mod:`stompbroker.stats.model`) make a node's figures from its
 own counters and queues, and hand the engine a callable that returns them
-encoded (:meth:`~stompbroker.broker.engine.base.IEngine.share`); the engine
+encoded (:meth:`~stompbroker.broker.engine.cluster_interface.ISharedEngine.share`); the engine
 puts them where the other nodes read them, and reads theirs, with what waits in
-the server unread (:meth:`~stompbroker.broker.engine.base.IEngine.cluster`).
+the server unread (:meth:`~stompbroker.broker.engine.cluster_interface.ISharedEngine.cluster`).
 The statistics and the management API add them up.  An engine of one process
 (the local engine) has no view: everything is this process's own.
 

@@ -27,7 +27,6 @@ from twisted.internet.defer import Deferred
 from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
-from stompbroker.broker.queueing.queues import EXPIRED
 from stompbroker.broker.routing.destinations import dead_letter_destination, is_dead_letter_queue
 from stompbroker.broker.routing.ids import Ids
 from stompbroker.broker.routing.virtual_hosts import in_host_of
@@ -36,6 +35,16 @@ from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
 
 log = logger("stompbroker.broker")
+
+#: Why a message was dead-lettered, as sent in the ``dead-letter-reason`` header.
+REJECTED = "rejected"
+DELIVERY_LIMIT = "delivery-limit"
+EXPIRED = "expired"
+
+#: ``(message, reason, store_key)``: ``store_key`` is the key of the queue the
+#: message leaves when the store keeps it there, and ``None`` otherwise.  It
+#: returns the store write it made (a Deferred), or ``None``.
+DeadLetter = Callable[[Message, str, str | None], Any]
 
 #: Headers a dead-lettered message gets, saying where it came from and why.
 DEAD_LETTER_HEADERS = ("original-destination", "original-message-id", "dead-letter-reason")

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from stompbroker.broker.features.policies import PolicySettings
+from stompbroker.broker.queueing import discards
 from stompbroker.protocol.errors import LimitExceeded
 from stompbroker.protocol.message import Message
 
@@ -73,7 +74,7 @@ class QueueLimits:
             if dead_letter:
                 queue.dead_letter(message, MAX_LENGTH)
             else:
-                queue.drop(message)
+                discards.drop(queue, message)
 
     def _over(self, pending: Any, adding: int, after: bool = False) -> str | None:
         """

@@ -31,7 +31,9 @@ found by a sweep (:mod:`stompbroker.broker.queueing.expiry_sweep`, an object the
 Every change of a message's state is one method (:meth:`~WorkerQueue.enqueue`,
 :meth:`~WorkerQueue.dispatch`, :meth:`~WorkerQueue.acknowledge`,
 :meth:`~WorkerQueue.requeue`, :meth:`~WorkerQueue.dead_letter`,
-:meth:`~WorkerQueue.expire`), which is where a message store hooks in.
+:meth:`~WorkerQueue.expire`), which is where a message store hooks in.  What
+comes back (a NACK, a consumer that leaves) is :mod:`~stompbroker.broker.queueing.returns`'s,
+what the queue discards :mod:`~stompbroker.broker.queueing.discards`'s.
 
 What a queue does not decide: where dead letters go.  It hands them, with a
 reason and its store key, to the ``dead_letter`` callable it was made with.
@@ -63,12 +65,13 @@ from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import Any
 
-from attrs import evolve
 from zope.interface import implementer
 
 from stompbroker.broker.engine.base import IQueue
 from stompbroker.broker.features.selectors import Selector
 from stompbroker.broker.flow.traffic import Traffic
+from stompbroker.broker.queueing import discards, returns
+from stompbroker.broker.queueing.dead_letters import EXPIRED, DeadLetter
 from stompbroker.broker.queueing.delayed import DelayedMessages
 from stompbroker.broker.queueing.delivery import Consumer, DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.queueing.dispatch import FeatureDispatch, consumer_added, grouped
@@ -77,16 +80,6 @@ from stompbroker.broker.queueing.limits import QueueLimits
 from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY, PendingMessages
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
-
-#: Why a message was dead-lettered, as sent in the ``dead-letter-reason`` header.
-REJECTED = "rejected"
-DELIVERY_LIMIT = "delivery-limit"
-EXPIRED = "expired"
-
-#: ``(message, reason, store_key)``: ``store_key`` is the key of the queue the
-#: message leaves when the store keeps it there, and ``None`` otherwise.  It
-#: returns the store write it made (a Deferred), or ``None``.
-DeadLetter = Callable[[Message, str, str | None], Any]
 
 
 @implementer(IQueue)
@@ -211,21 +204,11 @@ class WorkerQueue:
 
     def purge(self) -> int:
         """
-        Discard every pending message, counted discarded; persistent ones leave the store.
+        Discard every pending message (:func:`~stompbroker.broker.queueing.discards.purge`).
 
         :returns: how many were discarded.
         """
-        purged = list(self.pending)
-        self.pending.clear()
-        if self.delayed is not None:
-            purged.extend(self.delayed.take_all())
-        self._counters.discarded += len(purged)
-        self._traffic.count(purged, "messages_dropped")
-        if self.journal is not None:
-            for message in purged:
-                if message.persistent:
-                    self.journal.remove(self.store_key, message.message_id)
-        return len(purged)
+        return discards.purge(self)
 
     # -- consumers ------------------------------------------------------------
 
@@ -277,7 +260,7 @@ class WorkerQueue:
         if self._features is not None:
             self._features = self._features.removed(consumer)
         # At once: a consumer that leaves says nothing against the messages it held.
-        self._return(consumer, consumer.take_all(), None)
+        returns.put_back(self, consumer, consumer.take_all(), None)
 
     # -- the state changes of a message ------------------------------------------
 
@@ -435,73 +418,16 @@ class WorkerQueue:
 
     def requeue(self, consumer: Consumer, messages: list[Message]) -> list[Any]:
         """
-        Return messages a consumer NACKed, in the order given, for redelivery.
+        Return messages a consumer NACKed, in the order given, for redelivery
+        after its back-off (:func:`~stompbroker.broker.queueing.returns.put_back`).
 
-        Each comes back as a copy with ``redeliveries`` one higher, except one that
-        has been redelivered as often as ``consumer`` allows: that one is
-        dead-lettered.  The copies go to the head of the queue, or, when the
-        consumer has a :class:`~stompbroker.broker.queueing.backoff.Backoff`
-        that makes them wait, aside until their time comes (:meth:`hold`).
-
-        :param consumer: the consumer that held them; its limit and back-off apply.
-        :param messages: in delivery order.
         :returns: the store writes that dead-lettering made (Deferreds).
         """
-        return self._return(consumer, messages, consumer.backoff)
-
-    def _return(self, consumer: Consumer, messages: list[Message], backoff: Any) -> list[Any]:
-        """Return messages for redelivery, after ``backoff``'s delay unless ``None``."""
-        limit = consumer.max_redeliveries
-        returning = []
-        written = []
-        for message in messages:
-            if 0 <= limit <= message.redeliveries:
-                moved = self.dead_letter(message, DELIVERY_LIMIT)
-                if moved is not None:
-                    written.append(moved)
-            else:
-                returning.append(evolve(message, redeliveries=message.redeliveries + 1))
-        if returning:
-            self._counters.redelivered += len(returning)
-            if backoff is not None and backoff.delay_ms:
-                returning = self._hold_back(returning, backoff)
-            self.pending.extendleft(reversed(returning))
-        # Even when every message was dead-lettered, the consumer has room again.
-        self.dispatch()
-        return written
-
-    def _hold_back(self, messages: list[Message], backoff: Any) -> list[Message]:
-        """
-        Put returning messages aside for their back-off, but for those of a
-        message group: they go back at once, for a group's later messages must not
-        overtake them (:mod:`stompbroker.broker.queueing.groups`).
-
-        :returns: the messages that go back at once.
-        """
-        now = self._clock.seconds()
-        at_once = []
-        for message in messages:
-            if message.group is None:
-                self.hold(message, now + backoff.delay(message.redeliveries))
-            else:
-                at_once.append(message)
-        return at_once
+        return returns.put_back(self, consumer, messages, consumer.backoff)
 
     def hold(self, message: Message, due: float, *, stored: bool = False) -> None:
-        """
-        Keep a message aside until ``due`` (the clock's seconds), then give it
-        back to the head of the queue; the store keeps the due time of a
-        persistent one, so that its wait outlives a restart.
-
-        :param message: a message returned for redelivery, or recovered from the store.
-        :param due: when it may be delivered again.
-        :param stored: the store has this due time already (recovery).
-        """
-        if self.delayed is None:
-            self.delayed = DelayedMessages(self._clock, self._release)
-        self.delayed.hold(message, due)
-        if message.persistent and self.journal is not None and not stored:
-            self.journal.delay(self.store_key, message.message_id, due)
+        """Keep a message aside until ``due``: :func:`~stompbroker.broker.queueing.returns.hold`."""
+        returns.hold(self, message, due, stored=stored)
 
     def _release(self, messages: list[Message]) -> None:
         """Delayed messages whose time has come: at the head, in due order."""
@@ -512,23 +438,16 @@ class WorkerQueue:
         """
         Dead-letter messages a consumer refused for good (NACK ``requeue:false``).
 
-        :param messages: what the NACK settled.
         :returns: the store writes that dead-lettering made (Deferreds).
         """
-        written = []
-        for message in messages:
-            moved = self.dead_letter(message, REJECTED)
-            if moved is not None:
-                written.append(moved)
-        self.dispatch()
-        return written
+        return returns.reject(self, messages)
 
     def dead_letter(self, message: Message, reason: str) -> Any:
         """
         Take a message out of circulation for good, through the ``dead_letter`` callable.
 
         :param message: the message.
-        :param reason: :data:`REJECTED`, :data:`DELIVERY_LIMIT` or :data:`EXPIRED`.
+        :param reason: one of :mod:`~stompbroker.broker.queueing.dead_letters`' reasons.
         :returns: what the callable returns: the store write, or ``None``.
         """
         if self._left is not None:
@@ -551,43 +470,9 @@ class WorkerQueue:
         if self._left is not None:
             self._left(message)
 
-    def drop(self, message: Message) -> None:
-        """
-        Discard a message taken from the queue (overflow's ``drop-head``), counted
-        dropped; a persistent one leaves the store.
-        """
-        self._counters.discarded += 1
-        self._traffic.count((message,), "messages_dropped")
-        if message.persistent and self.journal is not None:
-            self.journal.remove(self.store_key, message.message_id)
-        if self._left is not None:
-            self._left(message)
-
     def close(self) -> None:
         """
-        Delete the queue: discard what it holds, drop its consumers, stop its sweep.
-
-        Used for queues that end with their owner: a topic subscription's own queue,
-        a temporary queue, a durable subscription that is removed (whose backlog
-        the broker drops from the store with the subscription), an idle queue
-        (which holds nothing).
+        Delete the queue: discard what it holds, drop its consumers, stop its sweep
+        (:func:`~stompbroker.broker.queueing.discards.close`).
         """
-        # A wildcard consumer's member holds only its own of what it shares.
-        held = [
-            list(consumer.unacked.values()) if consumer.own is None else consumer.take_all()
-            for consumer in self.consumers
-        ]
-        self._counters.discarded += len(self.pending) + sum(map(len, held))
-        self._traffic.count(self.pending, "messages_dropped")
-        for messages in held:
-            self._traffic.count(messages, "messages_dropped")
-        self._traffic.queues.discard(self)
-        for consumer in self.consumers:
-            consumer.take_all()
-        self.consumers.clear()
-        self.pending.clear()
-        self.expiry.cancel()
-        if self.delayed is not None:
-            delayed = self.delayed.take_all()
-            self._counters.discarded += len(delayed)
-            self._traffic.count(delayed, "messages_dropped")
+        discards.close(self)

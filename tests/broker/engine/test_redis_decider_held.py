@@ -25,6 +25,7 @@ from stompbroker.broker.engine.redis.dispatch_scripts import MOVE
 from stompbroker.broker.engine.redis.lanes import lane_streams
 from stompbroker.broker.engine.redis.queue_reading import QueueReading
 from stompbroker.protocol.message import Message
+from tests.support.queue_scripts import RecordingWriter
 from tests.support.redis import RedisServer, redis_client, redis_server  # noqa: F401
 
 QUEUE = "/queue/held"
@@ -40,6 +41,7 @@ class Engine:
         self.ids = type("Ids", (), {"node": "c"})()
         self.client = redis.asyncio.Redis(port=port)
         self.unretried = self.client
+        self.writer = RecordingWriter()
         self.clock = type("Clock", (), {"seconds": staticmethod(time.monotonic)})()
         self.node_timeout = 2.0
 

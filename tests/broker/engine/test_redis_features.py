@@ -25,6 +25,7 @@ from stompbroker.broker.engine.redis.scheduling import (
 )
 from stompbroker.broker.features.scheduled_messages import Schedule
 from stompbroker.protocol.message import Message
+from tests.support.queue_scripts import RecordingWriter
 
 
 class FakeEngine:
@@ -187,16 +188,6 @@ def test_a_node_answers_a_request_with_what_it_read_ahead() -> None:
     control.requested(b"not json")
     control.requested(json.dumps({**request, "from": "me"}).encode())
     assert len(engine.writer.commands) == 1
-
-
-class RecordingWriter:
-    connected = True
-
-    def __init__(self) -> None:
-        self.commands: list[tuple[Any, ...]] = []
-
-    def command(self, *args: Any) -> None:
-        self.commands.append(args)
 
 
 def claimed_once(pause: float) -> tuple[list[Any], list[tuple[Any, ...]]]:

@@ -10,18 +10,9 @@ from stompbroker.broker.engine.redis.lanes import (
     mode_key,
     parse_read,
 )
+from tests.support.queue_scripts import RecordingWriter
 
 STREAM = "p:q:/queue/a"
-
-
-class RecordingWriter:
-    """Records the commands the ordered writer would send."""
-
-    def __init__(self) -> None:
-        self.commands: list[tuple[object, ...]] = []
-
-    def command(self, *args: object) -> None:
-        self.commands.append(args)
 
 
 def test_the_default_priority_lane_is_the_queues_own_stream() -> None:

@@ -236,7 +236,6 @@ def test_a_give_back_from_the_nodes_own_stream_counts_the_bytes_in_again() -> No
     assert sorted(counted) == [("p:q:/queue/b.q", [""], [1]), (own, ["p:qb:q:/queue/b.q"], [1])]
 
 
-
 def test_what_a_deciding_node_holds_for_no_consumer_waits_and_goes_back_to_its_lane() -> None:
     """
     An entry of lane 9 the deciding node read and no consumer accepts is

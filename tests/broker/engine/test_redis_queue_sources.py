@@ -168,6 +168,18 @@ def move_args(dead: list[str], entries: list[tuple[bytes, str, str, str]]) -> li
     return args
 
 
+def test_a_grouped_message_moved_to_a_queue_marks_it_with_its_switch_point(
+    client: redis.Redis,
+) -> None:
+    """Field ``g`` and, the first time, ``gs``: the id of the target stream's newest entry."""
+    source = lane(9)
+    client.xadd(lane(4, "/queue/t"), {"m": b"waiting"}, id="5-0")
+    entry_id = client.xadd(source, {"m": payload("g", 9)})
+    args = move_args([], [(entry_id, "0", "pg", "g1")])
+    assert client.eval(MOVE, 2, source, byte_counter("p", source), *args) == [entry_id]
+    assert client.hmget("p:qm:/queue/t", "p", "g", "gs") == [b"1", b"1", b"5-0"]
+
+
 def test_move_skips_a_live_nodes_entry_and_keeps_the_priority_and_the_bytes(
     spread: redis.Redis,
 ) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import redis
 
 from stompbroker.broker.engine.redis.codec import encode
-from stompbroker.broker.engine.redis.dispatch_scripts import FORGET_RETURNING, RETURN_GROUPED
+from stompbroker.broker.engine.redis.grouped_returns import FORGET_RETURNING, RETURN_GROUPED
 from stompbroker.protocol.message import Message
 from tests.support.queue_scripts import (
     ALIVE,
@@ -175,6 +175,7 @@ def forget(client: redis.Redis, node: str) -> int:
         "nodes",
         "t:",
         node,
+        STREAM,
     )
     return moved
 

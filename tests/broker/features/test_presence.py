@@ -15,7 +15,7 @@ from twisted.internet.task import Clock
 from stompbroker.broker.features.presence import Presence, Present, event_message
 from stompbroker.protocol.config import SessionConfig
 from stompbroker.protocol.errors import InvalidDestination, MalformedFrame
-from stompbroker.security.access import AccessControl
+from stompbroker.security.access_file import AccessControl
 from stompbroker.security.identity import Identity
 from tests.support.broker import Client, FakeConnection, Inbox, World
 

@@ -19,7 +19,7 @@ from stompbroker.broker.features.user_destinations import (
 )
 from stompbroker.protocol.config import SessionConfig
 from stompbroker.protocol.errors import AccessDenied, InvalidDestination
-from stompbroker.security.access import AccessControl, parse_policy
+from stompbroker.security.access_file import AccessControl, parse_policy
 from stompbroker.security.identity import ANONYMOUS_IDENTITY, Identity
 from tests.support.broker import Client, World
 

@@ -11,9 +11,10 @@ from attrs import evolve
 from twisted.internet.task import Clock
 
 from stompbroker.broker.queueing.backoff import Backoff, parse_backoff
+from stompbroker.broker.queueing.dead_letters import DELIVERY_LIMIT
 from stompbroker.broker.queueing.delayed import DelayedMessages
 from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
-from stompbroker.broker.queueing.queues import DELIVERY_LIMIT, WorkerQueue
+from stompbroker.broker.queueing.queues import WorkerQueue
 from stompbroker.protocol.errors import MalformedFrame
 from stompbroker.protocol.message import Message
 from tests.support.broker import Inbox, message

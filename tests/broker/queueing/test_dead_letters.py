@@ -8,9 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from stompbroker.broker.flow.traffic import Traffic
-from stompbroker.broker.queueing.dead_letters import DeadLetters
+from stompbroker.broker.queueing.dead_letters import EXPIRED, REJECTED, DeadLetters
 from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
-from stompbroker.broker.queueing.queues import EXPIRED, REJECTED
 from stompbroker.broker.routing.ids import Ids
 from stompbroker.protocol.message import Message
 

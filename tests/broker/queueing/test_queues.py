@@ -11,8 +11,9 @@ import pytest
 from twisted.internet.task import Clock
 
 from stompbroker.broker.flow.traffic import Traffic
+from stompbroker.broker.queueing.dead_letters import DELIVERY_LIMIT, EXPIRED, REJECTED
 from stompbroker.broker.queueing.delivery import Consumer, DeliveryCounters, DeliveryPolicy
-from stompbroker.broker.queueing.queues import DELIVERY_LIMIT, EXPIRED, REJECTED, WorkerQueue
+from stompbroker.broker.queueing.queues import WorkerQueue
 from stompbroker.protocol.message import Message
 from tests.support.broker import Inbox, message
 

@@ -29,9 +29,10 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from stompbroker.broker.features.selectors import Selector, compile_selector
+from stompbroker.broker.queueing.consumer_choice import ConsumerOptions
 
 __all__ = [
     "FORGET_NODE",
@@ -42,6 +43,7 @@ __all__ = [
     "Roster",
     "candidate_consumers",
     "candidate_nodes",
+    "local_options",
     "registry_key",
 ]
 
@@ -93,7 +95,7 @@ return 0
 
 #: Lua: ``forget_node(registry, mode, groups, node)`` forgets a node's consumers
 #: and the groups its consumers owned, bumping the registry's version if it had
-#: any; returns how many consumers went.
+#: any, and its plain reading (:mod:`.group_switch`); returns how many consumers went.
 FORGET_NODE_FUNCTION = """
 local function forget_node(registry, mode, groups, node)
   local prefix = node .. '/'
@@ -111,12 +113,26 @@ local function forget_node(registry, mode, groups, node)
     end
   end
   if gone > 0 then redis.call('HINCRBY', mode, 'v', 1) end
+  redis.call('HDEL', mode, 'r:' .. node)
   return gone
 end
 """
 
 #: KEYS: registry, mode hash, groups hash.  ARGV: node.  :data:`FORGET_NODE_FUNCTION`.
 FORGET_NODE = FORGET_NODE_FUNCTION + "return forget_node(KEYS[1], KEYS[2], KEYS[3], ARGV[1])"
+
+
+def local_options(options: ConsumerOptions | None) -> ConsumerOptions | None:
+    """
+    :returns: a consumer's options for its node's local queue: without
+        ``x-single-active-consumer``, which is the queue's shared declaration
+        (:meth:`.ClusterDispatch.refresh` gives it to the local queue), or ``None``
+        when nothing else is left.
+    """
+    if options is None or options.single_active is None:
+        return options
+    stripped = evolve(options, single_active=None)
+    return None if stripped.is_plain else stripped
 
 
 def registry_key(prefix: str, destination: str) -> str:

@@ -29,16 +29,16 @@ get it (:meth:`ClusterDispatch.decide`):
 - once the queue has had a grouped message, what a node gives back goes to its
   returned stream (``PREFIX:qret:/queue/NAME``), which the deciding node reads
   first, with the leaving consumer's unregistering in one script
-  (:data:`~.dispatch_scripts.RETURN_GROUPED`), and a grouped entry of the queue's
+  (:data:`~.grouped_returns.RETURN_GROUPED`), and a grouped entry of the queue's
   stream waits behind what the returned stream holds unread: so a group's
   next owner gets its given-back messages before its newer ones, as on one
-  node (a dead node's go the same way, :data:`~.dispatch_scripts.FORGET_RETURNING`);
+  node (a dead node's go the same way, :data:`~.grouped_returns.FORGET_RETURNING`);
 - an entry no consumer accepts stays pending on this node, outside its local
   queue, and is decided again when the registry changes.
 
 ``x-single-active-consumer`` is the queue's one shared declaration (field
 ``sa`` of the mode hash, :mod:`.consumer_registry`): a node's local queue never
-declares it from its own first SUBSCRIBE (:func:`local_options`) but takes it
+declares it from its own first SUBSCRIBE (:func:`~.consumer_registry.local_options`) but takes it
 from each read of the registry (:meth:`ClusterDispatch.refresh`).
 
 Each node reads its own stream with its queue's stream in one ``XREADGROUP``.
@@ -56,7 +56,6 @@ import asyncio
 from itertools import count
 from typing import Any
 
-from attrs import evolve
 from redis.exceptions import ResponseError
 
 from stompbroker.broker.engine.redis.codec import decode
@@ -67,21 +66,16 @@ from stompbroker.broker.engine.redis.consumer_registry import (
     Roster,
     candidate_consumers,
     candidate_nodes,
+    local_options,
     registry_key,
 )
-from stompbroker.broker.engine.redis.dispatch_scripts import (
-    FORGET_RETURNING,
-    LEAD,
-    MOVE,
-    RESIGN,
-    RETURN_GROUPED,
-    RETURN_NODE,
-)
+from stompbroker.broker.engine.redis.dispatch_scripts import LEAD, MOVE, RESIGN, RETURN_NODE
+from stompbroker.broker.engine.redis.group_switch import GroupSwitch
+from stompbroker.broker.engine.redis.grouped_returns import forget_returning, give_back_grouped
 from stompbroker.broker.engine.redis.lanes import lane_stream, lane_streams, mode_key
 from stompbroker.broker.engine.redis.redelivery_records import record_key
 from stompbroker.broker.engine.redis.shared_bytes import byte_counter
 from stompbroker.broker.features.selectors import message_properties
-from stompbroker.broker.queueing.consumer_choice import ConsumerOptions
 from stompbroker.broker.queueing.dispatch import assign_owner, declare_single_active
 from stompbroker.broker.queueing.groups import first_for_consumer
 from stompbroker.logs import logger
@@ -91,7 +85,6 @@ __all__ = [
     "ClusterDispatch",
     "candidate_consumers",
     "candidate_nodes",
-    "local_options",
 ]
 
 log = logger("stompbroker.broker.engine.redis")
@@ -101,19 +94,6 @@ DECIDE_READ = 200
 
 #: Numbers this node's registry fields, across all its queues and their handles.
 _FIELD_NUMBERS = count(1)
-
-
-def local_options(options: ConsumerOptions | None) -> ConsumerOptions | None:
-    """
-    :returns: a consumer's options for its node's local queue: without
-        ``x-single-active-consumer``, which is the queue's shared declaration
-        (:meth:`ClusterDispatch.refresh` gives it to the local queue), or ``None``
-        when nothing else is left.
-    """
-    if options is None or options.single_active is None:
-        return options
-    stripped = evolve(options, single_active=None)
-    return None if stripped.is_plain else stripped
 
 
 class ClusterDispatch:
@@ -144,7 +124,7 @@ class ClusterDispatch:
         self.node_prefix = f"{prefix}:qn:"
         self.own = self.node_stream(engine.ids.node)
         #: Where a grouped queue's messages come back to, decided before the
-        #: queue's stream and lanes (:data:`~.dispatch_scripts.RETURN_GROUPED`).
+        #: queue's stream and lanes (:data:`~.grouped_returns.RETURN_GROUPED`).
         self.returned = f"{prefix}:qret:{destination}"
         #: Whether the returned stream and its group were made (:meth:`ready`).
         self.returned_made = False
@@ -153,6 +133,8 @@ class ClusterDispatch:
         #: Whether this node's own stream and its group were made (:meth:`make_own`).
         self.own_made = False
         self.lease = f"{prefix}:ql:{destination}"
+        #: The switch from plain reading to deciding (:mod:`.group_switch`).
+        self.switch = GroupSwitch(engine, self)
         #: Whether this node holds the lease, the one node that reads the
         #: queue's stream and decides, so that each consumer sees its messages
         #: in the queue's order; and when it last took or renewed it.
@@ -239,7 +221,7 @@ class ClusterDispatch:
 
     def give_back(self, messages: list[Any], fields: list[str], leaving: bool) -> Any:
         """
-        A grouped queue's give-back (:data:`~.dispatch_scripts.RETURN_GROUPED`, one
+        A grouped queue's give-back (:data:`~.grouped_returns.RETURN_GROUPED`, one
         script through the ordered writer): messages to the returned stream,
         decided before any newer one, and the consumers that leave unregistered
         in the same step.
@@ -252,28 +234,9 @@ class ClusterDispatch:
         :returns: a Deferred firing with the ids of the entries left to the
             nodes that hold them now.
         """
-        engine = self._engine
         if leaving:
             self.own_made = self.returned_made = self.leading = False
-        return engine.writer.command_waited(
-            "EVAL",
-            RETURN_GROUPED,
-            6,
-            self.registry,
-            self.mode,
-            self.returned,
-            self.own,
-            self.lease,
-            engine.liveness.key,
-            engine.names.group,
-            f"{engine.names.prefix}:",
-            engine.ids.node,
-            int(leaving),
-            engine.liveness.epoch,
-            len(fields),
-            *fields,
-            *messages,
-        )
+        return give_back_grouped(self._engine, self, messages, fields, leaving)
 
     async def ready(self) -> None:
         """Make this node's own stream, and a grouped queue's returned stream, unless made."""
@@ -321,7 +284,12 @@ class ClusterDispatch:
             self._led_at = now
 
     def leave(self) -> None:
-        """This node's last consumer left: hand back what its own stream holds."""
+        """
+        This node's last consumer left: hand back what its own stream holds (a
+        plain reader reads no more).
+        """
+        if not self.active:
+            self.switch.leave_soon()
         self.own_made = False
         if self.leading:
             self.leading = False
@@ -402,28 +370,13 @@ class ClusterDispatch:
         """
         A node is dead: forget its consumers and groups, and hand back its own
         stream; of a grouped queue, with what it held pending, to the returned
-        stream, in one script (:data:`~.dispatch_scripts.FORGET_RETURNING`).
+        stream, in one script (:data:`~.grouped_returns.FORGET_RETURNING`).
         """
         engine = self._engine
         client = engine.client
         own = self.node_stream(node)
         if self.grouped:
-            lanes = lane_streams(engine.names.prefix, self.stream, self.destination)
-            returned = await client.eval(
-                FORGET_RETURNING,
-                7 + len(lanes),
-                self.registry,
-                self.mode,
-                self.groups,
-                self.returned,
-                own,
-                engine.names.alive(node),
-                self.lease,
-                *lanes,
-                engine.names.group,
-                f"{engine.names.prefix}:",
-                node,
-            )
+            returned = await forget_returning(engine, self, node)
         else:
             await client.eval(FORGET_NODE, 3, self.registry, self.mode, self.groups, node)
             counter = byte_counter(engine.names.prefix, self.stream)
@@ -501,7 +454,7 @@ class ClusterDispatch:
             properties = message_properties(message) if selecting else None
             takers = roster.takers(properties)
             nodes = candidate_nodes(takers, here, room_here > 0)
-            group, closes = _group_of(message)
+            group, closes = message.group, message.closes_group
             consumers = candidate_consumers(takers)
             original = fields.get(b"i", "")
             args += [stream, entry_id, payload, group or "", int(closes), active, original]
@@ -527,8 +480,3 @@ def _text(value: Any) -> str:
 def _node_of(field: Any) -> str:
     name: str = field.decode() if isinstance(field, bytes) else field
     return name.rpartition("/")[0]
-
-
-def _group_of(message: Message) -> tuple[str | None, bool]:
-    """:returns: the message's group and whether it closes it."""
-    return message.group, message.closes_group

@@ -24,21 +24,39 @@ from typing import Any
 
 from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY, HIGHEST_PRIORITY
 
-__all__ = ["LANE_ORDER", "READ_LANES", "lane_stream", "lane_streams", "mode_key"]
+__all__ = [
+    "LANE_ORDER",
+    "MARK_GROUPED",
+    "MARK_GROUPED_FUNCTION",
+    "READ_LANES",
+    "lane_stream",
+    "lane_streams",
+    "mode_key",
+]
 
 #: The lanes, highest priority first.
 LANE_ORDER = tuple(range(HIGHEST_PRIORITY, -1, -1))
 
-#: KEYS: the lanes' streams, highest first.  ARGV: group, consumer, count.
+#: KEYS: the lanes' streams, highest first (then, for a plain read, the queue's
+#: mode hash).  ARGV: group, consumer, count (then, for a plain read, ``1``).
 #: Reads up to ``count`` new entries, highest lane first, making the group of a
-#: lane that has none yet.  Answers ``{1, {lane index, id, payload, group
-#: owner ('' none: field ``o`` of an entry a node's own stream got from
-#: :data:`~.dispatch_scripts.MOVE`), original id ('' none: field ``i``)}...}``; or,
+#: lane that has none yet; a plain read reads nothing once the queue had a
+#: grouped message (field ``g`` of its mode hash: :mod:`.group_switch`) and
+#: answers ``{2}``, so that the node's reads are decided from then on.
+#: Answers ``{1, {lane index, id, payload, group owner ('' none: field ``o``
+#: of an entry a node's own stream got from :data:`~.dispatch_scripts.MOVE`),
+#: original id ('' none: field ``i``)}...}``; or,
 #: with nothing to read, ``{0, newest id of each lane}`` for the wait.
 READ_LANES = """
 local group, consumer, left = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local lanes = #KEYS
+if ARGV[4] then
+  lanes = lanes - 1
+  if redis.call('HEXISTS', KEYS[#KEYS], 'g') == 1 then return {2} end
+end
 local found = {}
-for index, lane in ipairs(KEYS) do
+for index = 1, lanes do
+  local lane = KEYS[index]
   if left <= 0 then break end
   if redis.call('EXISTS', lane) == 1 then
     local ok, reply = pcall(redis.call, 'XREADGROUP', 'GROUP', group, consumer,
@@ -71,12 +89,34 @@ for index, lane in ipairs(KEYS) do
 end
 if #found > 0 then return {1, found} end
 local newest = {}
-for index, lane in ipairs(KEYS) do
-  local last = redis.call('XREVRANGE', lane, '+', '-', 'COUNT', 1)
+for index = 1, lanes do
+  local last = redis.call('XREVRANGE', KEYS[index], '+', '-', 'COUNT', 1)
   newest[index] = last[1] and last[1][1] or '0-0'
 end
 return {0, newest}
 """
+
+
+#: Lua: ``mark_grouped(mode, stream)`` sets field ``g`` of a queue's mode hash
+#: and, the first time, ``gs``, the switch point (:mod:`.group_switch`): the id
+#: of the newest entry of the queue's stream.
+MARK_GROUPED_FUNCTION = """
+local function mark_grouped(mode, stream)
+  if redis.call('HSETNX', mode, 'g', '1') == 1 then
+    local newest = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
+    redis.call('HSET', mode, 'gs', newest and newest[1] or '0-0')
+  end
+end
+"""
+
+#: KEYS: the queue's mode hash, its stream.  Marks the queue grouped.
+MARK_GROUPED = (
+    MARK_GROUPED_FUNCTION
+    + """
+mark_grouped(KEYS[1], KEYS[2])
+return 0
+"""
+)
 
 
 def mode_key(prefix: str, destination: str) -> str:
@@ -109,8 +149,11 @@ def parse_read(
         in the order read (``fields`` as a stream entry's: ``m``, the payload,
         ``o``, its group's owner, and ``i``, its original id, when it has
         them), and (when none) each
-        lane's newest id for the wait.
+        lane's newest id for the wait; both empty when a plain read found the
+        queue grouped.
     """
+    if int(reply[0]) == 2:
+        return [], []
     if int(reply[0]) == 0:
         return [], list(reply[1])
     flat = reply[1]
@@ -157,10 +200,14 @@ class LaneMarks:
     def grouped(self, writer: Any, destination: str) -> None:
         """
         Mark a queue as having had a grouped message (field ``g`` of its mode
-        hash), once per node, before the message's entry: from then on its
-        readers decide who gets each entry (:mod:`.dispatch`).
+        hash, and the switch point: :data:`MARK_GROUPED`), once
+        per node, before the message's entry: from then on its readers decide
+        who gets each entry (:mod:`.dispatch`).
         """
         key = "g" + destination
         if key not in self._marked:
             self._marked.add(key)
-            writer.command("HSET", mode_key(self._prefix, destination), "g", "1")
+            # The queue's stream, as Names.queue names it.
+            stream = f"{self._prefix}:q:{destination}"
+            mode = mode_key(self._prefix, destination)
+            writer.command("EVAL", MARK_GROUPED, 2, mode, stream)

@@ -23,7 +23,12 @@ from attrs import define
 from redis.exceptions import ResponseError
 
 from stompbroker.broker.engine.redis.codec import decode, encode_entry
-from stompbroker.broker.engine.redis.lanes import LANE_ORDER, lane_stream, mode_key
+from stompbroker.broker.engine.redis.lanes import (
+    LANE_ORDER,
+    MARK_GROUPED_FUNCTION,
+    lane_stream,
+    mode_key,
+)
 from stompbroker.broker.engine.redis.queue_sources import QueueSources, original_order
 from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE, byte_counter
 from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
@@ -67,10 +72,12 @@ end
 #: counter and whether a byte limit applies to it ('1': the counter is made if
 #: need be, as :data:`~.shared_bytes.ADD_SIZED` makes it; else it is kept only
 #: if it exists), its mode hash and the fields to set there ('p' for a lane,
-#: 'g' for a grouped message: :mod:`.lanes`), and the new message.  Returns the
+#: 'g' for a grouped message, with its switch point: :mod:`.group_switch`),
+#: and the new message.  Returns the
 #: ids moved.
 MOVE = (
     FREE
+    + MARK_GROUPED_FUNCTION
     + BODY_SIZE
     + UNCOUNT
     + """
@@ -87,7 +94,14 @@ for i = 3 + ndead, #ARGV, 7 do
     if ok then
       local size = body_size(payload)
       if target ~= '' then
-        for mark in string.gmatch(marks, '.') do redis.call('HSET', mode, mark, '1') end
+        for mark in string.gmatch(marks, '.') do
+          if mark == 'g' then
+            -- the queue's stream, beside its mode hash (group_switch)
+            mark_grouped(mode, (string.gsub(mode, ':qm:/', ':q:/', 1)))
+          else
+            redis.call('HSET', mode, mark, '1')
+          end
+        end
         if sized == '1' or redis.call('EXISTS', counter) == 1 then
           if redis.call('XLEN', target) == 0 then redis.call('SET', counter, 0) end
           redis.call('INCRBY', counter, size)

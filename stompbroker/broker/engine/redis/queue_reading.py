@@ -128,9 +128,14 @@ class QueueReading:
         :raises ResponseError: ``NOGROUP`` for a stream whose group is gone (the
             caller makes it again and reads again).
         """
-        runs = await self._read(room)
         dispatch = self.dispatch
-        if dispatch is None or not dispatch.active:
+        if dispatch is None:
+            return await self._read(room)
+        # The switch from plain reading to deciding (:mod:`.group_switch`).
+        switch = dispatch.switch
+        plain = await switch.before_read(self._modes)
+        runs: Read = await switch.after_read(await self._read(room), plain)
+        if not dispatch.active:
             return runs
         screen = self._screen
         if screen is not None:
@@ -193,10 +198,15 @@ class QueueReading:
             await dispatch.ready()
             own = dispatch.lead_streams()
             lanes = [*own, *lanes] if dispatch.leading else own
-        reply = await script(
-            keys=lanes, args=[engine.names.group, engine.ids.node, room], client=engine.unretried
-        )
+        args = [engine.names.group, engine.ids.node, room]
+        # A plain read reads nothing once the queue had a grouped message.
+        plain = dispatch is not None and not dispatch.active
+        keys = [*lanes, self._mode] if plain else lanes
+        reply = await script(keys=keys, args=[*args, 1] if plain else args, client=engine.unretried)
         entries, newest = parse_read(reply, lanes)
+        if not newest and not entries:
+            await self._modes(await engine.unretried.hmget(self._mode, "p", "v", "g"))
+            return []
         if not entries:
             # Takes nothing: only waits until any lane has an entry newer than its newest.
             pipe = engine.unretried.pipeline(transaction=False)

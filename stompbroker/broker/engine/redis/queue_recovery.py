@@ -224,7 +224,7 @@ class QueueRecovery:
     def _accounted(self) -> int:
         """:returns: how many entries of its pending lists this node knows of."""
         cluster = self._cluster
-        waiting = 0 if cluster is None else len(cluster.held)
+        waiting = 0 if cluster is None else len(cluster.held) + len(cluster.switch.left)
         return self._settling.accounted() + waiting
 
     async def reconcile(self) -> int:
@@ -239,9 +239,17 @@ class QueueRecovery:
         :returns: how many entries went into the local queue.
         """
         taken = 0
+        cluster = self._cluster
         for stream in self._reading.own_streams():
+            pending: set[bytes] = set()
             async for page in pending_pages(self._engine, stream):
+                if cluster is not None and stream == self._stream and cluster.switch.left:
+                    # Left for the deciding node when the queue switched (:mod:`.group_switch`).
+                    pending.update(entry[0] for entry in page)
+                    page = [entry for entry in page if entry[0] not in cluster.switch.left]
                 taken += await self._reconciled(stream, page)
+            if cluster is not None and stream == self._stream:
+                cluster.switch.left &= pending
         if taken:
             log.info(
                 "took {count} messages of {queue} from this node's pending list in Redis"
