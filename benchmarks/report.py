@@ -132,9 +132,7 @@ def _print_rows(rows: list[tuple[str, ...]], out: TextIO) -> None:
         print("  ".join(cells).rstrip(), file=out)
 
 
-def print_results(
-    results: list[dict[str, Any]], columns: tuple[tuple[str, str, str], ...]
-) -> None:
+def print_results(results: list[dict[str, Any]], columns: tuple[tuple[str, str, str], ...]) -> None:
     """
     Print a micro-benchmark's results on stdout as a table, then each as a JSON line.
 

@@ -187,7 +187,6 @@ def run_page(block: Block, code: str, workdir: Path) -> None:
         serving.join(timeout=STOP_TIMEOUT)
 
 
-
 def run_block(block: Block, workdir: Path, ports: dict[int, int]) -> None:
     """
     Run one block with its documented ports replaced by ``ports`` (more free ones

@@ -186,9 +186,7 @@ def test_the_broker_delivers_to_subscribers_only_through_their_interface() -> No
 
 #: The engines and the queues they hand out, which only broker/engine/ may name
 #: (and broker/queueing/, where the local queue and its parts live).
-CONCRETE_ENGINE_CLASSES = frozenset(
-    {"LocalEngine", "RedisEngine", "WorkerQueue", "StreamQueue"}
-)
+CONCRETE_ENGINE_CLASSES = frozenset({"LocalEngine", "RedisEngine", "WorkerQueue", "StreamQueue"})
 #: Where the engine classes may be named: the engines' room, whose one
 #: ``factory.py`` builds them from ``--engine``, and the local queue's room.
 ENGINE_ROOMS = ("broker/engine/", "broker/queueing/")

@@ -25,6 +25,8 @@ from tests.support.tcp import NO_WATERMARK, Client
 
 #: A session configuration without heart-beats, so that only the limit under test acts.
 QUIET = SessionConfig(heartbeat=(0, 0))
+
+
 def broker_and_factory(
     clock: Clock, limits: Limits = NO_WATERMARK, config: SessionConfig = QUIET
 ) -> tuple[Broker, Any]:

@@ -561,9 +561,7 @@ def test_temp_queue_is_deleted_when_its_connection_closes() -> None:
     world = World()
     requester = world.connection("requester")
     worker = world.subscribe("/queue/rpc", "auto", on="worker")
-    world.send(
-        "/queue/rpc", b"ask", headers=[("reply-to", "/temp-queue/r")], connection=requester
-    )
+    world.send("/queue/rpc", b"ask", headers=[("reply-to", "/temp-queue/r")], connection=requester)
     reply_to = dict(worker.received[0].headers)["reply-to"]
     world.broker.close_connection(requester)
     assert reply_to not in world.broker.engine.queues

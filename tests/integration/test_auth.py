@@ -24,9 +24,7 @@ read = ["/topic/#"]
 
 
 #: alice (password "wonderland") and bob, an auditor ("builder").
-secured = secured_module(
-    ACCESS, ("alice", "wonderland", ()), ("bob", "builder", ("auditors",))
-)
+secured = secured_module(ACCESS, ("alice", "wonderland", ()), ("bob", "builder", ("auditors",)))
 
 
 def login(broker: BrokerProcess, user: str, password: str) -> tuple[Any, Collector]:

@@ -179,9 +179,7 @@ def test_browsing_needs_the_read_right(secured: BrokerProcess) -> None:
     stranger, refused = connect(secured.address, login="stranger", passcode="s")
     stranger.subscribe(queue, id="b", headers={"browser": "true"})
     assert refused.wait_for(lambda: bool(refused.errors))
-    assert refused.errors[0].headers["message"] == (
-        f"access denied: no read right on '{queue}'"
-    )
+    assert refused.errors[0].headers["message"] == (f"access denied: no read right on '{queue}'")
     assert refused.messages == []
     reader.subscribe(queue, id="again", headers={"browser": "true"})
     assert seen.wait_for(lambda: len(seen.messages) == 4), seen.bodies()
@@ -189,9 +187,7 @@ def test_browsing_needs_the_read_right(secured: BrokerProcess) -> None:
     writer.disconnect()
 
 
-def test_groups_survive_a_sigkill(
-    tmp_path: Path, start: BrokerStarter
-) -> None:
+def test_groups_survive_a_sigkill(tmp_path: Path, start: BrokerStarter) -> None:
     """
     Persistent grouped messages come back after SIGKILL with their group and priority
     headers, and the groups are assigned again: each to one consumer, in order, marked first.

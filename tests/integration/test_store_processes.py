@@ -206,4 +206,3 @@ def test_every_acknowledged_write_survives_sigkill(sync: str, tmp_path: Path) ->
     for queue, messages in recovered.items():
         order = [tuple(map(int, message.message_id.split("-"))) for message in messages]
         assert order == sorted(order), f"{queue} out of order {context}"
-

@@ -114,9 +114,7 @@ def test_stomp_1_0_subscription_with_an_id_names_it(destination: str) -> None:
 def test_invalid_ack_mode_is_an_error() -> None:
     """SUBSCRIBE with an ack mode STOMP does not define is an error."""
     session, transport, _, _ = connected()
-    session.receive_data(
-        frame("SUBSCRIBE", ("id", "1"), ("destination", "/topic/a"), ("ack", "x"))
-    )
+    session.receive_data(frame("SUBSCRIBE", ("id", "1"), ("destination", "/topic/a"), ("ack", "x")))
     assert error_of(transport).get("message") == "invalid ack mode"
 
 
@@ -684,8 +682,7 @@ def test_ack_1_2_settles_what_reading_its_headers_one_at_a_time_names(
     )
     # Ack ids of the subscription itself, so that every id names a message it may hold.
     headers = tuple(
-        (name, f"{subscription.number}.{value}" if name == "id" else value)
-        for name, value in pairs
+        (name, f"{subscription.number}.{value}" if name == "id" else value) for name, value in pairs
     )
     ack = Frame("ACK", headers)
     session.receive_data(encode(ack, "1.2"))

@@ -331,9 +331,7 @@ def test_message_tail_escapes_each_header_as_escape_does(headers: tuple) -> None
     message = Message(destination="/queue/q", message_id="m-2", headers=headers, body=b"x")
     expected = "".join(f"{escape(name)}:{escape(value)}\n" for name, value in headers)
     assert message_tail(message, "1.2") == (
-        b"message-id:m-2\ndestination:/queue/q\n"
-        + expected.encode()
-        + b"content-length:1\n\nx\0"
+        b"message-id:m-2\ndestination:/queue/q\n" + expected.encode() + b"content-length:1\n\nx\0"
     )
     [frame] = FrameParser().receive_data(message_prefix("s", "1.2") + message_tail(message, "1.2"))
     assert frame.headers[3:-1] == tuple(headers)

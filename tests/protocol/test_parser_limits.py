@@ -77,9 +77,7 @@ LIMITS = [
         HeaderTooLong,
         id="crlf-header-line-over-limit",
     ),
-    pytest.param(
-        b"UNSUBSCRIBE\n\n\0", {"max_header_length": 11}, None, id="command-at-limit"
-    ),
+    pytest.param(b"UNSUBSCRIBE\n\n\0", {"max_header_length": 11}, None, id="command-at-limit"),
     pytest.param(
         b"C" * 21 + b"\n\n\0",
         {"max_header_length": 20},

@@ -252,4 +252,3 @@ class World:
 
     def queue_bodies(self, destination: str) -> list[bytes]:
         return [message.body for message in self.broker.engine.queues[destination].pending]
-

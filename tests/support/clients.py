@@ -155,9 +155,7 @@ def flush_deliveries(
     assert inbox.wait_for(lambda: token in inbox.markers, timeout), "the marker never arrived"
 
 
-def through(
-    inbox: Collector, *paths: tuple[Any, str], timeout: float = WAIT
-) -> None:
+def through(inbox: Collector, *paths: tuple[Any, str], timeout: float = WAIT) -> None:
     """
     Send a marker along each path and wait until ``inbox`` has every one: the
     barrier before counting exactly what arrived, in place of a quiet period.

@@ -98,9 +98,9 @@ def test_fan_out_of_one_read_is_one_write_per_subscriber() -> None:
     )
     for _, transport in subscribers:
         assert transport.writes == 1
-        assert [frame.body for frame in frames(transport)] == [
-            b"%d" % n for n in range(50)
-        ] + [b"end"]
+        assert [frame.body for frame in frames(transport)] == [b"%d" % n for n in range(50)] + [
+            b"end"
+        ]
     assert publisher_transport.writes == 1
     assert [frame.command for frame in frames(publisher_transport)] == ["RECEIPT"]
 

@@ -395,7 +395,6 @@ def test_server_heart_beats_are_one_byte_messages(clock: Clock) -> None:
     assert client.received() == [(OPCODE_BINARY, b"\n")]
 
 
-
 # -- writes gathered per read ------------------------------------------------------
 
 

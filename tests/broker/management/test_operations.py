@@ -259,6 +259,8 @@ def test_a_connection_counts_the_messages_it_sent_and_was_sent() -> None:
         producer.session.session_id: (3, 0, 4),
         consumer.session.session_id: (0, 3, 3),
     }
+
+
 def test_streams_are_listed_as_destinations_of_kind_stream() -> None:
     """A stream shows what it keeps, its readers and what they hold; an unknown one is refused."""
     broker = Broker(Clock())

@@ -47,11 +47,17 @@ def test_an_exclusive_consumer_gets_everything_and_the_next_takes_over() -> None
     world = World()
     first, second, producer = world.client(), world.client(), world.client()
     first.send_frame(
-        "SUBSCRIBE", id="a", destination="/queue/q", ack="client-individual",
+        "SUBSCRIBE",
+        id="a",
+        destination="/queue/q",
+        ack="client-individual",
         exact=EXCLUSIVE,
     )
     second.send_frame(
-        "SUBSCRIBE", id="b", destination="/queue/q", ack="client-individual",
+        "SUBSCRIBE",
+        id="b",
+        destination="/queue/q",
+        ack="client-individual",
         exact=EXCLUSIVE,
     )
     send(producer, "/queue/q", "1", "2", "3")
@@ -69,8 +75,12 @@ def test_a_full_exclusive_consumer_holds_the_queue_back() -> None:
     world = World()
     active, standby, producer = world.client(), world.client(), world.client()
     active.send_frame(
-        "SUBSCRIBE", id="a", destination="/queue/q", ack="client-individual",
-        prefetch_count="1", exact=EXCLUSIVE,
+        "SUBSCRIBE",
+        id="a",
+        destination="/queue/q",
+        ack="client-individual",
+        prefetch_count="1",
+        exact=EXCLUSIVE,
     )
     standby.send_frame("SUBSCRIBE", id="b", destination="/queue/q", ack="client-individual")
     send(producer, "/queue/q", "1", "2")
@@ -84,9 +94,7 @@ def test_single_active_consumer_is_declared_by_the_first_subscribe() -> None:
     """x-single-active-consumer on the queue's first SUBSCRIBE makes every consumer exclusive."""
     world = World()
     first, second, producer = world.client(), world.client(), world.client()
-    first.send_frame(
-        "SUBSCRIBE", id="a", destination="/queue/q", x_single_active_consumer="true"
-    )
+    first.send_frame("SUBSCRIBE", id="a", destination="/queue/q", x_single_active_consumer="true")
     second.send_frame("SUBSCRIBE", id="b", destination="/queue/q")
     send(producer, "/queue/q", "1", "2")
     assert bodies(first.messages()) == [b"1", b"2"] and second.messages() == []
@@ -100,9 +108,7 @@ def test_a_later_single_active_declaration_changes_nothing() -> None:
     world = World()
     first, second, producer = world.client(), world.client(), world.client()
     first.send_frame("SUBSCRIBE", id="a", destination="/queue/q")
-    second.send_frame(
-        "SUBSCRIBE", id="b", destination="/queue/q", x_single_active_consumer="true"
-    )
+    second.send_frame("SUBSCRIBE", id="b", destination="/queue/q", x_single_active_consumer="true")
     send(producer, "/queue/q", "1", "2")
     assert bodies(first.messages()) == [b"1"] and bodies(second.messages()) == [b"2"]
 
@@ -113,8 +119,12 @@ def test_higher_priority_consumers_with_room_are_served_first() -> None:
     low, high, producer = world.client(), world.client(), world.client()
     low.send_frame("SUBSCRIBE", id="l", destination="/queue/q", ack="client-individual")
     high.send_frame(
-        "SUBSCRIBE", id="h", destination="/queue/q", ack="client-individual",
-        prefetch_count="2", x_priority="10",
+        "SUBSCRIBE",
+        id="h",
+        destination="/queue/q",
+        ack="client-individual",
+        prefetch_count="2",
+        x_priority="10",
     )
     send(producer, "/queue/q", "1", "2", "3")
     assert bodies(high.messages()) == [b"1", b"2"]
@@ -376,8 +386,12 @@ def test_waiting_lines_move_to_an_exclusive_consumer_that_takes_over() -> None:
     world = World()
     old, new, producer = world.client(), world.client(), world.client()
     old.send_frame(
-        "SUBSCRIBE", id="o", destination="/queue/q", ack="client-individual",
-        prefetch_count="1", exact=EXCLUSIVE,
+        "SUBSCRIBE",
+        id="o",
+        destination="/queue/q",
+        ack="client-individual",
+        prefetch_count="1",
+        exact=EXCLUSIVE,
     )
     send_grouped(producer, "/queue/q", "x:1", "x:2", "x:3")
     assert bodies(old.messages()) == [b"1"]

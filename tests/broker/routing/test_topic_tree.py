@@ -111,9 +111,7 @@ def test_all_subscribers_of_one_pattern_are_returned_in_registration_order() -> 
 
 def test_match_orders_subscribers_by_registration_across_patterns() -> None:
     """Exact and wildcard matches are merged in the order they were added."""
-    tree = tree_with(
-        ("/topic/a.#", 1), ("/topic/a.b", 2), ("/topic/*.b", 3), ("/topic/a.b", 4)
-    )
+    tree = tree_with(("/topic/a.#", 1), ("/topic/a.b", 2), ("/topic/*.b", 3), ("/topic/a.b", 4))
     assert tree.match("/topic/a.b") == (1, 2, 3, 4)
 
 
@@ -250,9 +248,7 @@ def test_validate_destination_accepts_plain_destinations() -> None:
         ("/topic/a*", False),
     ],
 )
-def test_is_wildcard_recognises_whole_segment_wildcards(
-    destination: str, expected: bool
-) -> None:
+def test_is_wildcard_recognises_whole_segment_wildcards(destination: str, expected: bool) -> None:
     """Only a whole ``*``, ``#`` or ``>`` segment makes a destination a wildcard."""
     assert is_wildcard(destination) is expected
 
@@ -445,9 +441,7 @@ def test_match_agrees_with_brute_force_reference(
             pattern = respelled(pattern)
         key = (reference_segments(pattern), subscriber)
         known = [
-            entry
-            for entry in registrations
-            if (reference_segments(entry[0]), entry[1]) == key
+            entry for entry in registrations if (reference_segments(entry[0]), entry[1]) == key
         ]
         if operation == "add":
             tree.add(pattern, subscriber)

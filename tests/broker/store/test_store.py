@@ -222,9 +222,7 @@ def test_move_onto_a_key_that_holds_the_id_fails_and_changes_nothing(harness: Ha
     harness.add("/queue/DLQ.orders", DEAD_LETTER)
     before = harness.recover()
     with pytest.raises(DuplicateMessage):
-        harness.settle(
-            harness.store.move("/queue/orders", "m-1", "/queue/DLQ.orders", DEAD_LETTER)
-        )
+        harness.settle(harness.store.move("/queue/orders", "m-1", "/queue/DLQ.orders", DEAD_LETTER))
     with pytest.raises(DuplicateMessage):
         harness.settle(harness.store.move("/queue/orders", "m-1", "/queue/orders", sent("m-1")))
     assert harness.recover() == before
