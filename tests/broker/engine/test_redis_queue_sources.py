@@ -21,8 +21,13 @@ from stompbroker.broker.engine.redis import control
 from stompbroker.broker.engine.redis.codec import Names, decode, encode
 from stompbroker.broker.engine.redis.control import ControlChannel
 from stompbroker.broker.engine.redis.figures import _destination
+from stompbroker.broker.engine.redis.queue_actions import ClusterQueueActions
 from stompbroker.broker.engine.redis.queue_moves import MOVE
-from stompbroker.broker.engine.redis.queue_sources import entry_order, find_sources
+from stompbroker.broker.engine.redis.queue_sources import (
+    entry_order,
+    find_sources,
+    returned_stream,
+)
 from stompbroker.broker.engine.redis.shared_bytes import ADD_SIZED, byte_counter, recount_mark
 from stompbroker.broker.engine.redis.shared_limits import ADD_DEAD_LETTERING
 from stompbroker.protocol.message import Message
@@ -83,6 +88,9 @@ def lane(priority: int, queue: str = QUEUE) -> str:
 
 def own(node: str) -> str:
     return f"p:qn:{node}:{QUEUE}"
+
+
+RETURNED = returned_stream("p", QUEUE)
 
 
 @pytest.fixture
@@ -272,3 +280,87 @@ def test_the_figures_count_a_lane_and_a_nodes_own_stream_under_their_queue() -> 
     assert _destination(NAMES, "p:qp:7:/queue/x") == "/queue/x"
     assert _destination(NAMES, "p:qn:ab12cd34:/queue/a:b") == "/queue/a:b"
     assert _destination(NAMES, "p:q:/queue/x") == "/queue/x"
+    assert _destination(NAMES, "p:qret:/queue/a:b") == "/queue/a:b"
+
+
+@pytest.fixture
+def returned(client: redis.Redis) -> Iterator[redis.Redis]:
+    """
+    A grouped ``/queue/x``: lane 9 and lane 4 hold one entry each, added before
+    what consumers that left gave back to its returned stream: a 0, a 9 and a
+    4, the first read by the deciding node ``decider`` (live, and answering
+    that it holds nothing read ahead: it handed it out).
+    """
+    for stream in (lane(9), lane(4), RETURNED):
+        client.xgroup_create(stream, GROUP, id="0", mkstream=True)
+    add(client, lane(9), "lane-9", 9)
+    add(client, lane(4), "lane-4")
+    add(client, RETURNED, "held-0", 0)
+    client.xreadgroup(GROUP, "decider", {RETURNED: ">"}, count=1)
+    add(client, RETURNED, "back-0", 0)
+    add(client, RETURNED, "back-9", 9)
+    add(client, RETURNED, "back-4")
+    client.set(NAMES.alive("decider"), "1")
+    yield client
+
+
+def test_a_grouped_queues_returned_stream_is_one_of_its_sources(
+    returned: redis.Redis,
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    """Not a lane, not a node's own; the node holding entries of it is one to ask."""
+    found = run_with_engine(redis_server, lambda engine: find_sources(engine, QUEUE))
+    assert [source.stream for source in found.lanes] == [lane(9), lane(4)]
+    assert [(source.stream, source.priority) for source in found.returned] == [(RETURNED, None)]
+    assert found.own == ()
+    assert found.others == frozenset({"decider"})
+
+
+def answering(monkeypatch: pytest.MonkeyPatch, held: set[str]) -> None:
+    """Every node asked answers that it read ahead ``held``."""
+
+    async def ask(self: Any, kind: str, destination: str, nodes: set[str]) -> Any:
+        return {node: set(held) for node in nodes}
+
+    monkeypatch.setattr(ControlChannel, "ask", ask)
+
+
+def test_a_snapshot_shows_what_was_given_back_first_in_its_order(
+    returned: redis.Redis,
+    redis_server: RedisServer,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """
+    The deciding node reads the returned stream before any lane: its unread
+    entries, of any priority, come first, in the order given back; what the
+    decider handed out is not shown, what it read ahead is.
+    """
+    answering(monkeypatch, set())
+
+    async def snapshot(engine: Engine) -> Any:
+        return await ControlChannel(engine).snapshot(QUEUE)
+
+    bodies = [m.body.decode() for m in run_with_engine(redis_server, snapshot).waiting.messages]
+    assert bodies == ["back-0", "back-9", "back-4", "lane-9", "lane-4"]
+
+    async def first_two(engine: Engine) -> Any:
+        return await ControlChannel(engine).snapshot(QUEUE, 2)
+
+    bodies = [m.body.decode() for m in run_with_engine(redis_server, first_two).waiting.messages]
+    assert bodies[:2] == ["back-0", "back-9"]
+    answering(monkeypatch, {"id-held-0"})
+    bodies = [m.body.decode() for m in run_with_engine(redis_server, snapshot).waiting.messages]
+    assert bodies == ["held-0", "back-0", "back-9", "back-4", "lane-9", "lane-4"]
+
+
+def test_a_purge_ends_the_returned_streams_entries_but_what_a_live_node_holds(
+    returned: redis.Redis,
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    async def purge(engine: Engine) -> int:
+        found = await find_sources(engine, QUEUE)
+        return await ClusterQueueActions(engine)._purge_all(found)
+
+    assert run_with_engine(redis_server, purge) == 5
+    assert [f[b"m"] for _, f in returned.xrange(RETURNED)] == [payload("held-0", 0)]
+    assert returned.xlen(lane(9)) == returned.xlen(lane(4)) == 0

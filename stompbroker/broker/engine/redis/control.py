@@ -1,7 +1,7 @@
 """
 What waits in a queue shared by every node, seen from any node: the messages
-of its streams (its priority lanes and the nodes' own streams of it:
-:mod:`.queue_sources`) that no live node has handed to a consumer.
+of its streams (its priority lanes, its returned stream and the nodes' own
+streams of it: :mod:`.queue_sources`) that no live node has handed to a consumer.
 
 A queue's streams hold every message not yet settled: those no node has read,
 those a node has read ahead for its consumers and not handed out yet, and those
@@ -26,7 +26,9 @@ only that node does.  So the node that answers a browse:
    hands them out: highest priority first; within one, in the queue's order,
    wherever they wait (by the id each first had in its lane: field ``i`` of an
    entry moved to a node's own stream or given back to a lane's tail,
-   :func:`~.queue_sources.original_order`).
+   :func:`~.queue_sources.original_order`); what waits in a grouped queue's
+   returned stream first of all, in its order (the deciding node reads it
+   before any lane).
 
 No node is asked when no live node other than the answering one holds an
 entry or has a consumer: the common case of a queue nobody consumes from costs
@@ -44,7 +46,11 @@ from attrs import frozen
 from redis.exceptions import ResponseError
 
 from stompbroker.broker.engine.redis.codec import decode
-from stompbroker.broker.engine.redis.queue_sources import find_sources, original_order
+from stompbroker.broker.engine.redis.queue_sources import (
+    RETURNED_FIRST,
+    find_sources,
+    original_order,
+)
 from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.logs import logger
@@ -298,6 +304,9 @@ class ControlChannel:
         for source in found.own:
             for entry_id, message, order in await self._waiting_in(source.stream, answers, dead):
                 kept.append(((-message.priority, *order), source.stream, entry_id, message))
+        for source in found.returned:
+            for entry_id, message, order in await self._waiting_in(source.stream, answers, dead):
+                kept.append(((RETURNED_FIRST, *order), source.stream, entry_id, message))
         for source in found.lanes:
             priority = source.priority or 0
             if limit is not None and sum(1 for k in kept if -k[0][0] >= priority) >= limit:

@@ -10,9 +10,10 @@ Every :data:`FIGURES_INTERVAL` seconds a node (:class:`FiguresExchange`):
   within seconds (a node that stops deletes it);
 - reads every node's figures (``SCAN`` then one ``MGET``);
 - reads, in one pipeline, ``XLEN`` and ``XINFO GROUPS`` of every queue's and
-  durable subscription's stream, every queue's priority lanes and the nodes'
-  own streams of queues (``SCAN PREFIX:q:*``, ``PREFIX:d:*``, ``PREFIX:qp:*``,
-  ``PREFIX:qn:*``): what no node has read is the length less the group's
+  durable subscription's stream, every queue's priority lanes, the nodes'
+  own streams of queues and grouped queues' returned streams (``SCAN
+  PREFIX:q:*``, ``PREFIX:d:*``, ``PREFIX:qp:*``, ``PREFIX:qn:*``,
+  ``PREFIX:qret:*``): what no node has read is the length less the group's
   pending entries (every settled entry is deleted, so a stream holds only what
   is unread or held by a node), summed over a queue's streams.
 
@@ -47,10 +48,11 @@ def _text(value: Any) -> str:
 def _destination(names: Any, stream: str) -> str:
     """
     :returns: the destination of a queue's stream, of one of its priority lanes
-        (``PREFIX:qp:P:/queue/X``) or of a node's own stream of it
-        (``PREFIX:qn:NODE:/queue/X``), or the key of a durable subscription's.
+        (``PREFIX:qp:P:/queue/X``), of a node's own stream of it
+        (``PREFIX:qn:NODE:/queue/X``) or of its returned stream
+        (``PREFIX:qret:/queue/X``), or the key of a durable subscription's.
     """
-    for kind in ("qp", "qn"):
+    for kind in ("qp", "qn", "qret"):
         if stream.startswith(f"{names.prefix}:{kind}:"):
             cut = stream.find(":/", len(names.prefix) + 4)
             return stream if cut < 0 else stream[cut + 1 :]
@@ -116,6 +118,7 @@ class FiguresExchange:
                 names.durable("*"),
                 f"{prefix}:qp:*",
                 f"{prefix}:qn:*",
+                f"{prefix}:qret:*",
             )
             async for key in client.scan_iter(match=match, count=500)
         ]

@@ -1,7 +1,7 @@
 """
 The management's purge, move, copy and dead-letter retry of a ``/queue/``
 shared by every node: they act on every message that waits, in any of its
-streams (its priority lanes, the nodes' own streams of it:
+streams (its priority lanes, its returned stream, the nodes' own streams of it:
 :mod:`.queue_sources`) or read ahead (not yet handed out) by any node
 (docs/cluster.md, "Management across nodes").
 
@@ -183,7 +183,7 @@ class ClusterQueueActions:
             prefix = engine.names.prefix
             keys = [registry]
             streams = lane_streams(prefix, engine.names.queue(destination), destination)
-            streams += [source.stream for source in found.own]
+            streams += [source.stream for source in (*found.returned, *found.own)]
             for stream in streams:
                 keys += [stream, byte_counter(prefix, stream)]
             held = int(await self._delete(keys=keys, args=[], client=engine.client))

@@ -6,7 +6,9 @@ the order one node hands them out, each into the target's lane of its priority.
 Within one priority that is the queue's order, whether an entry waits in the
 lane, came back to its tail, or waits in a node's own stream
 (:func:`~.queue_sources.original_order`), so each priority's lane and the
-entries of that priority in the own streams are read whole and merged.
+entries of that priority in the own streams are read whole and merged; a
+grouped queue's returned stream goes first, in its order, as the deciding node
+reads it before any lane.
 
 The node reads a stream in pages (``XRANGE``, and ``XPENDING`` of each range),
 makes each chosen message anew (:func:`new_message`: a new ``message-id``; a
@@ -180,6 +182,12 @@ class QueueMoves:
                 )
         lanes = {source.priority: source.stream for source in found.lanes}
         done = _Done(count)
+        for source in found.returned:
+            free = await self._free(source.stream, found.dead)
+            run = [(entry_id, message) for entry_id, message, _ in free]
+            await self._move_entries(source.stream, run, found.dead, done, route)
+            if done.full:
+                return done.moved, done.left
         for priority in LANE_ORDER:
             entries = by_priority.get(priority, [])
             lane = lanes.get(priority)

@@ -7,12 +7,16 @@ A queue's messages wait in up to ten lanes, one per priority (its stream is
 the lane of priority 4, the others ``PREFIX:qp:P:/queue/X``: :mod:`.lanes`),
 and, once its consumers or messages ask for a deciding node (:mod:`.dispatch`),
 in the nodes' own streams ``PREFIX:qn:NODE:/queue/X``, which hold entries of
-every priority.  A node has an own stream of a queue while it has consumers of
-it, so the nodes whose own streams are looked at are those of the queue's
-consumer registry (``PREFIX:qc:/queue/X``) and this one.
+every priority; and, once it had a grouped message, in its returned stream
+``PREFIX:qret:/queue/X`` (:mod:`.grouped_returns`), which holds what consumers
+that left or dead nodes gave back, of every priority, read by the deciding
+node before anything else (:data:`RETURNED_FIRST`).  A node has an own stream
+of a queue while it has consumers of it, so the nodes whose own streams are
+looked at are those of the queue's consumer registry (``PREFIX:qc:/queue/X``)
+and this one.
 
 :func:`find_sources` costs two pipelined round trips (``EXISTS`` of the ten
-lanes and ``HKEYS`` of the registry; ``XPENDING`` of each stream found and
+lanes and the returned stream, ``HKEYS`` of the registry; ``XPENDING`` of each stream found and
 ``EXISTS`` of each own stream) and one more of ``EXISTS`` of each node's
 liveness key.
 """
@@ -27,13 +31,20 @@ from stompbroker.broker.engine.redis.consumer_registry import registry_key
 from stompbroker.broker.engine.redis.lanes import LANE_ORDER, lane_stream
 
 __all__ = [
+    "RETURNED_FIRST",
     "QueueSources",
     "Source",
     "entry_order",
     "find_sources",
     "node_stream",
     "original_order",
+    "returned_stream",
 ]
+
+#: Where a returned stream's entries stand, as the negated priority of a sort
+#: key ``(-priority, *order)``: ahead of every lane's, of any priority, since
+#: the deciding node reads the returned stream first (:mod:`.dispatch`).
+RETURNED_FIRST = -10
 
 
 @frozen
@@ -45,11 +56,14 @@ class Source:
     :ivar priority: the priority of the lane it is, or ``None`` for a node's
         own stream (whose entries have any priority).
     :ivar owner: the node whose own stream it is, or ``None`` for a lane.
+    :ivar returned: whether it is the queue's returned stream (no priority,
+        no owner).
     """
 
     stream: str
     priority: int | None
     owner: str | None = None
+    returned: bool = False
 
 
 @frozen
@@ -58,7 +72,7 @@ class QueueSources:
     The streams a queue's messages wait in now, and who holds entries of them.
 
     :ivar sources: the lanes that exist, highest priority first, then the
-        nodes' own streams that exist.
+        returned stream if it exists, then the nodes' own streams that exist.
     :ivar others: the live nodes other than this one that hold entries of a
         source or have consumers of the queue: those to ask.
     :ivar dead: the nodes that hold entries or have consumers registered and
@@ -72,7 +86,12 @@ class QueueSources:
     @property
     def lanes(self) -> tuple[Source, ...]:
         """The lanes among the sources, highest priority first."""
-        return tuple(source for source in self.sources if source.owner is None)
+        return tuple(source for source in self.sources if source.priority is not None)
+
+    @property
+    def returned(self) -> tuple[Source, ...]:
+        """The returned stream among the sources, if it exists."""
+        return tuple(source for source in self.sources if source.returned)
 
     @property
     def own(self) -> tuple[Source, ...]:
@@ -83,6 +102,11 @@ class QueueSources:
 def node_stream(prefix: str, node: str, destination: str) -> str:
     """:returns: a node's own stream of a queue (:mod:`.dispatch`)."""
     return f"{prefix}:qn:{node}:{destination}"
+
+
+def returned_stream(prefix: str, destination: str) -> str:
+    """:returns: a grouped queue's returned stream (:mod:`.grouped_returns`)."""
+    return f"{prefix}:qret:{destination}"
 
 
 def entry_order(entry_id: Any) -> tuple[int, int]:
@@ -117,6 +141,7 @@ async def find_sources(engine: Any, destination: str) -> QueueSources:
         Source(lane_stream(prefix, stream, destination, priority), priority)
         for priority in LANE_ORDER
     ]
+    lanes.append(Source(returned_stream(prefix, destination), None, returned=True))
     pipe = client.pipeline(transaction=False)
     for lane in lanes:
         pipe.exists(lane.stream)
