@@ -261,3 +261,30 @@ def test_what_a_deciding_node_holds_for_no_consumer_waits_and_goes_back_to_its_l
     assert (kind, script, stream) == ("EVAL", GIVE_BACK_SCRIPT, "p:qp:9:/queue/h")
     assert rest[6:8] == [b"1-0", "p:qp:9:/queue/h"]
     assert queue.undecided == []
+
+
+def test_what_a_node_read_of_the_returned_stream_goes_back_to_its_tail_not_to_a_lane() -> None:
+    """
+    A grouped queue's returned stream is read before any lane: an entry of it
+    read ahead, or held for no consumer, goes back there (uncounted in any byte
+    count), so it still comes before its group's newer messages.
+    """
+    engine = FakeEngine()
+    engine.lanes = LaneMarks("p")
+    policy = parse_policy("g", {"pattern": "g.>", "max-length-bytes": 100})
+    engine.policies.set(policy, announce=False)
+    queue = StreamQueue("/queue/g.q", engine)
+    engine.queues["/queue/g.q"] = queue
+    returned = "p:qret:/queue/g.q"
+    queue.take([(b"1-0", {b"m": _payload("/queue/g.q", 0)})], stream=returned)
+    message = Message("/queue/g.q", "g-9", (("priority", "9"),), b"x", priority=9)
+    queue._cluster.held.append((returned, b"2-0", encode("other", message)))
+    given = queue.give_back_for(HOLD)
+    assert [message.message_id for message in given] == ["n-0", "g-9"]
+    scripts = [command for command in engine.writer.commands if command[1] == GIVE_BACK_SCRIPT]
+    # Per script: the stream it ends entries of, then per entry its id, target and counter.
+    backs = [(s[3], list(s[10:][0::5]), list(s[10:][1::5]), list(s[10:][3::5])) for s in scripts]
+    assert backs == [
+        (returned, [b"1-0"], [returned], [""]),
+        (returned, [b"2-0"], [returned], [""]),
+    ]

@@ -351,6 +351,11 @@ def test_a_snapshot_shows_what_was_given_back_first_in_its_order(
     answering(monkeypatch, {"id-held-0"})
     bodies = [m.body.decode() for m in run_with_engine(redis_server, snapshot).waiting.messages]
     assert bodies == ["held-0", "back-0", "back-9", "back-4", "lane-9", "lane-4"]
+    # Given back to its tail by a management hold: shown as the decider reads it, after.
+    add(returned, RETURNED, "given-9", 9, b"0-1")
+    answering(monkeypatch, set())
+    bodies = [m.body.decode() for m in run_with_engine(redis_server, snapshot).waiting.messages]
+    assert bodies == ["back-0", "back-9", "back-4", "given-9", "lane-9", "lane-4"]
 
 
 def test_a_purge_ends_the_returned_streams_entries_but_what_a_live_node_holds(

@@ -48,6 +48,7 @@ from redis.exceptions import ResponseError
 from stompbroker.broker.engine.redis.codec import decode
 from stompbroker.broker.engine.redis.queue_sources import (
     RETURNED_FIRST,
+    entry_order,
     find_sources,
     original_order,
 )
@@ -305,7 +306,10 @@ class ControlChannel:
             for entry_id, message, order in await self._waiting_in(source.stream, answers, dead):
                 kept.append(((-message.priority, *order), source.stream, entry_id, message))
         for source in found.returned:
-            for entry_id, message, order in await self._waiting_in(source.stream, answers, dead):
+            # In stream order, as the deciding node reads it: what it gave back
+            # to the tail (field i) comes after what it had not read.
+            for entry_id, message, _ in await self._waiting_in(source.stream, answers, dead):
+                order = entry_order(entry_id)
                 kept.append(((RETURNED_FIRST, *order), source.stream, entry_id, message))
         for source in found.lanes:
             priority = source.priority or 0

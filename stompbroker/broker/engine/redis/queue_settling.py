@@ -282,7 +282,8 @@ class QueueSettling:
     def give_back(self, messages: list[Message]) -> None:
         """
         Put messages this node read back at the tail of the stream for the other
-        nodes (:data:`GIVE_BACK`: but those whose entries another node holds now).
+        nodes (:data:`GIVE_BACK`: but those whose entries another node holds now;
+        :meth:`_back_to`).
         """
         engine = self._engine
         lane = self._queue.lane
@@ -294,12 +295,12 @@ class QueueSettling:
         for message in messages:
             entry = self._entries.pop(message.message_id, None)
             payload = encode_entry(engine.ids.node, message)
-            target = lane(message)
             if entry is None:
-                engine.writer.command("XADD", target, "*", "m", payload)
+                engine.writer.command("XADD", lane(message), "*", "m", payload)
                 continue
             self._recent.ended(entry)
             stream, entry_id = (self._stream, entry) if type(entry) is bytes else entry
+            target = self._back_to(stream, message)
             counted = own is not None and stream.startswith(own)
             counter = byte_counter(prefix, target) if counted else ""
             given = (entry_id, target, payload, counter, len(message.body))
@@ -349,16 +350,26 @@ class QueueSettling:
         reply.addCallbacks(self._ended, _unsure)
 
     def give_back_held(self, cluster: ClusterDispatch) -> None:
-        """Put back the entries no consumer took at the tail of their lane, for the others."""
-        lane = self._queue.lane
+        """Put back the entries no consumer took at the tail of their lane (:meth:`_back_to`)."""
         held, cluster.held = cluster.held, []
         by_source: dict[str, list[Any]] = {}
         for stream, entry, payload in held:
             self._recent.ended(self.key(stream, entry))
-            target = lane(decode(payload)[1])
+            target = self._back_to(stream, decode(payload)[1])
             by_source.setdefault(stream, []).append((entry, target, payload, "", 0))
         for stream, given in by_source.items():
             self._give_back_owned(stream, given)
+
+    def _back_to(self, stream: str, message: Message) -> str:
+        """
+        :returns: where a message read from ``stream`` goes back: the tail of
+            its lane; one read from a grouped queue's returned stream, to that
+            stream's tail, which the deciding node reads before any lane, so
+            that it still comes before its group's newer messages.
+        """
+        if stream.startswith(f"{self._engine.names.prefix}:qret:"):
+            return stream
+        return self._queue.lane(message)
 
     def _give_back_owned(self, stream: str, given: list[tuple[Any, ...]]) -> None:
         """
