@@ -16,24 +16,13 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from benchmarks.launcher import LOOPBACK_HTTP
 from tests.support.clients import connect
 from tests.support.policy_calls import WAIT, call, eventually
 from tests.support.process import BrokerProcess
-from tests.support.redis import RedisServer, redis_server, started_nodes, unique  # noqa: F401
+from tests.support.redis import RedisServer, api_nodes, redis_server, unique  # noqa: F401
 
 PREFIX = "stompbroker"
 BODIES = ["g1-a", "g2-a", "g1-b", "g2-b"]
-
-
-@pytest.fixture(scope="module")
-def nodes(
-    redis_server: RedisServer,  # noqa: F811
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[list[BrokerProcess]]:
-    """Nodes A and B on one Redis, each with the management API."""
-    with started_nodes(tmp_path_factory, redis_server, "ab", http=LOOPBACK_HTTP) as started:
-        yield started
 
 
 @pytest.fixture
@@ -84,7 +73,7 @@ def depth(process: BrokerProcess, queue: str) -> int:
 
 
 def test_what_a_consumer_that_left_gave_back_is_browsed_counted_and_purged(
-    nodes: list[BrokerProcess],
+    api_nodes: list[BrokerProcess],  # noqa: F811
     store: redis.Redis,
 ) -> None:
     """
@@ -92,9 +81,9 @@ def test_what_a_consumer_that_left_gave_back_is_browsed_counted_and_purged(
     a purge removes them, and a consumer that comes later gets only what is
     sent after.
     """
-    a, b = nodes
+    a, b = api_nodes
     queue = unique("/queue/returned.")
-    given_back(nodes, store, queue)
+    given_back(api_nodes, store, queue)
     assert browse(a, queue) == BODIES
     assert browse(b, queue) == BODIES
     eventually(lambda: depth(a, queue) == len(BODIES))
@@ -118,12 +107,12 @@ def test_what_a_consumer_that_left_gave_back_is_browsed_counted_and_purged(
 
 
 def test_what_a_consumer_that_left_gave_back_is_moved_in_order(
-    nodes: list[BrokerProcess],
+    api_nodes: list[BrokerProcess],  # noqa: F811
     store: redis.Redis,
 ) -> None:
-    a, b = nodes
+    a, b = api_nodes
     queue, target = unique("/queue/returned."), unique("/queue/target.")
-    given_back(nodes, store, queue)
+    given_back(api_nodes, store, queue)
     status, answer = call(a, "POST", f"destinations/{segment(queue)}/move", {"to": target})
     assert status == 200, answer
     assert (answer["moved"], answer["complete"]) == (len(BODIES), True), answer
