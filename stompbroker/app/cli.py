@@ -33,6 +33,7 @@ from typing import TextIO
 
 from twisted.python import usage
 
+from stompbroker import __version__
 from stompbroker.app import admin
 from stompbroker.app.command_errors import CommandFailed
 from stompbroker.security.passwords import (
@@ -52,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="stompbroker",
         description="Manage the files of a stompbroker installation, and a running broker.",
     )
+    parser.add_argument("--version", action="version", version=f"stompbroker {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     passwd = commands.add_parser(
         "passwd",

@@ -68,7 +68,8 @@ def _require_redis() -> None:
         import redis  # noqa: F401
     except ImportError:
         raise usage.UsageError(
-            "--engine redis://... needs the redis package: pip install 'stompbroker[redis]'"
+            "--engine redis://... needs the redis package: pip install redis "
+            "(or 'stompbroker[redis]' from PyPI, '.[redis]' in a checkout)"
         ) from None
 
 

@@ -17,6 +17,7 @@ import pytest
 from twisted.cred.credentials import UsernamePassword
 from twisted.internet.defer import maybeDeferred
 
+import stompbroker
 from stompbroker.app import admin, cli
 from stompbroker.security.checkers import PasswordFileChecker
 from stompbroker.security.passwords import read_password_file
@@ -182,6 +183,14 @@ def test_bad_arguments_exit_with_usage() -> None:
     with pytest.raises(SystemExit) as caught:
         run("passwd")
     assert caught.value.code == 2
+
+
+def test_version_is_printed_not_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """``stompbroker --version`` answers with the version and status 0, as ``twistd --version``."""
+    with pytest.raises(SystemExit) as caught:
+        run("--version")
+    assert caught.value.code == 0
+    assert capsys.readouterr().out == f"stompbroker {stompbroker.__version__}\n"
 
 
 def test_command_reads_the_password_from_a_pipe(tmp_path: Path) -> None:

@@ -72,7 +72,7 @@ def test_the_redis_engine_without_redis_says_what_to_install(tmp_path: Path) -> 
     assert completed.returncode == 1
     assert one_line(completed) == (
         "twistd stompbroker: --engine redis://... needs the redis package:"
-        " pip install 'stompbroker[redis]'"
+        " pip install redis (or 'stompbroker[redis]' from PyPI, '.[redis]' in a checkout)"
     )
 
 
