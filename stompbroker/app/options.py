@@ -14,8 +14,10 @@ plain options, their defaults and their help are a table of their own,
 
 from __future__ import annotations
 
+import re
 import sys
 
+from OpenSSL import SSL
 from twisted.cred import strcred
 from twisted.cred.credentials import IAnonymous, IUsernamePassword
 from twisted.python import usage
@@ -37,6 +39,7 @@ from stompbroker.logs import LEVELS
 from stompbroker.protocol.session import SLOW_CONSUMER_POLICIES
 from stompbroker.security.access_file import AccessControl, AccessFileError
 from stompbroker.security.credentials import IBearerToken, ICertificate
+from stompbroker.transport.proxy_header import listening_endpoint
 
 __all__ = [
     "DEFAULT_HTTP",
@@ -51,6 +54,42 @@ DEFAULT_PORT = 61613
 DEFAULT_LISTEN = f"tcp:{DEFAULT_PORT}:interface=127.0.0.1"
 #: The web port (WebSocket, health, demo page): RabbitMQ Web-STOMP's, which its users know.
 DEFAULT_HTTP = "tcp:15674:interface=127.0.0.1"
+
+
+def check_endpoint(option: str, description: str) -> None:
+    """
+    Build the endpoint ``description`` names, as the start will, without listening:
+    Twisted's parsers raise for an unknown type, a port that is no number or an
+    argument they do not take, and the TLS ones read the key and certificate files
+    there and then, so ``config check`` and a start both find those mistakes here,
+    in one line, rather than as a traceback from the listener.  No reactor is
+    needed: an endpoint only keeps the one it is given until it listens.
+
+    :raises usage.UsageError: naming the option, the description and the reason.
+    """
+    try:
+        listening_endpoint(None, description)
+    except (ValueError, TypeError, KeyError, OSError, SSL.Error) as error:
+        raise usage.UsageError(f"--{option} {description}: {_endpoint_reason(error)}") from None
+
+
+def _endpoint_reason(error: Exception) -> str:
+    """:returns: why Twisted's endpoint parser refused a description, in a user's words."""
+    if isinstance(error, OSError) and error.strerror:
+        return f"{error.strerror} ({error.filename})" if error.filename else error.strerror
+    text = str(error)
+    if found := _UNKNOWN_ARGUMENT.search(text):
+        return f"no such argument {found[1]!r}"
+    if found := _NOT_A_NUMBER.search(text):
+        return f"{found[1]} is not a number"
+    return text
+
+
+#: Twisted's parsers are functions: a wrong ``key=value`` is a wrong keyword argument.
+_UNKNOWN_ARGUMENT = re.compile(r"unexpected keyword argument '([^']*)'")
+_NOT_A_NUMBER = re.compile(r"invalid literal for int\(\) with base 10: ('.*')")
+#: Below this, a --memory-high or --memory-low without a unit is a unit forgotten.
+LEAST_MEMORY_MARK = 1024 * 1024
 
 
 class Options(
@@ -140,6 +179,12 @@ class Options(
         self["memory-high"] = parse_size(self["memory-high"], "memory-high")
         low = self["memory-low"]
         self["memory-low"] = 0 if low is None else parse_size(low, "memory-low")
+        for mark in ("memory-high", "memory-low"):
+            if 0 < self[mark] < LEAST_MEMORY_MARK:
+                raise usage.UsageError(
+                    f"--{mark} {self[mark]} is {self[mark]} bytes, below 1M: give a unit"
+                    " (K, M, G) or a share of memory such as 40%, or 0 to turn it off"
+                )
         if self["memory-low"] and self["memory-low"] >= self["memory-high"]:
             raise usage.UsageError("--memory-low must be below --memory-high")
 
@@ -214,3 +259,6 @@ class Options(
                 )
             self["http"] = []
         self.check_workers([*self["listen"], *self["http"]])
+        for option in ("listen", "http"):
+            for description in self[option]:
+                check_endpoint(option, description)

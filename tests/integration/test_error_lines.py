@@ -107,6 +107,33 @@ def test_workers_with_redis_unreachable_stop_without_a_traceback(tmp_path: Path)
             " No such file or directory",
             id="auth-missing-file",
         ),
+        pytest.param(
+            ["--listen", "tcp:abc"],
+            "twistd stompbroker: --listen tcp:abc: 'abc' is not a number",
+            id="listen-port-not-a-number",
+        ),
+        pytest.param(
+            ["--listen", "foo:1"],
+            "twistd stompbroker: --listen foo:1: Unknown endpoint type: 'foo'",
+            id="listen-unknown-type",
+        ),
+        pytest.param(
+            ["--listen", "tcp:0:backlg=5"],
+            "twistd stompbroker: --listen tcp:0:backlg=5: no such argument 'backlg'",
+            id="listen-unknown-argument",
+        ),
+        pytest.param(
+            ["--policy", "o:pattern=x,apply-to=queues,max-length=5,overflow=bogus"],
+            "twistd stompbroker: --policy policy o: overflow must be one of drop-head,"
+            " reject-publish, dead-letter, got 'bogus'",
+            id="policy-overflow",
+        ),
+        pytest.param(
+            ["--memory-high", "40"],
+            "twistd stompbroker: --memory-high 40 is 40 bytes, below 1M: give a unit (K, M, G)"
+            " or a share of memory such as 40%, or 0 to turn it off",
+            id="memory-high-without-unit",
+        ),
     ],
 )
 def test_a_bad_option_is_one_line_not_the_help(tmp_path: Path, args: list[str], line: str) -> None:
@@ -115,6 +142,37 @@ def test_a_bad_option_is_one_line_not_the_help(tmp_path: Path, args: list[str], 
     assert completed.returncode == 1
     assert one_line(completed) == line
     assert completed.stdout == ""
+
+
+def test_a_tls_listener_without_its_files_is_one_line(tmp_path: Path) -> None:
+    """An ssl: endpoint whose certificate is missing: the file named, no traceback."""
+    listen = "ssl:0:privateKey=key.pem:certKey=cert.pem"
+    completed = twistd(tmp_path, "--listen", listen)
+    assert completed.returncode == 1
+    assert one_line(completed) == (
+        f"twistd stompbroker: --listen {listen}:"
+        f" No such file or directory ({tmp_path / 'cert.pem'})"
+    )
+
+
+def test_config_check_builds_the_listeners_as_the_start_does(tmp_path: Path) -> None:
+    """config check refuses the endpoint the start would refuse, not "would start"."""
+    config = tmp_path / "tls.toml"
+    config.write_text("[listeners]\nlisten = ['ssl:61612:privateKey=k.pem:certKey=c.pem']\n")
+    refused = subprocess.run(
+        [sys.executable, "-m", "stompbroker.app.cli", "config", "check", str(config)],
+        cwd=tmp_path,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+    )
+    assert refused.returncode == 1
+    assert one_line(refused) == (
+        f"stompbroker config: {config}:2: [listeners] listen"
+        " ssl:61612:privateKey=k.pem:certKey=c.pem:"
+        f" No such file or directory ({tmp_path / 'c.pem'})"
+    )
 
 
 def test_a_stats_directory_that_cannot_be_written_stops_the_start(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ on the default host's.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
@@ -241,8 +242,24 @@ def parse_policy(name: str, values: Mapping[str, Any]) -> Policy:
         if policy.vhost != DEFAULT_VHOST:
             VirtualHost(policy.vhost)
     except (ValueError, InvalidDestination) as error:
-        raise BadPolicy(f"policy {name}: {error}") from None
+        raise BadPolicy(f"policy {name}: {_reason(error)}") from None
     return policy
+
+
+#: How attrs' number validators name a field: "'max_length' must be >= 0: -1".
+_QUOTED_FIELD = re.compile(r"^'([a-z_]+)'")
+
+
+def _reason(error: Exception) -> str:
+    """
+    :returns: what is wrong, in the words of a key: attrs' ``in_`` validator puts the
+        field, its choices and the value in the error's arguments, whose ``str`` is a repr.
+    """
+    if len(error.args) == 4 and isinstance(error.args[1], Attribute):
+        field, choices, value = error.args[1:]
+        key = field.name.replace("_", "-")
+        return f"{key} must be one of {', '.join(choices)}, got {value!r}"
+    return _QUOTED_FIELD.sub(lambda found: found[1].replace("_", "-"), str(error))
 
 
 def _whole(name: str, key: str, value: Any) -> int:
