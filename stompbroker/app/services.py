@@ -76,21 +76,22 @@ class BrokerService(MultiService):
         self.broker.privilegedStartService()
 
     def startService(self) -> None:
-        """Start the broker; start the others once it is ready."""
+        """
+        Start the broker; start the others once it is ready.  A start that cannot go
+        on ends twistd with ``SystemExit``, whose message twistd writes (to the log
+        too, once daemonized) and whose status is 1: said once, so not logged here.
+        """
         Service.startService(self)
         try:
             for check in self._checks:
                 check()
         except ExportDirectoryError as error:
-            log.critical("{error}", error=str(error))
             raise SystemExit(f"stompbroker: {error}") from error
         try:
             self.broker.startService()
         except EngineUnavailable as error:
-            log.critical("cannot start the engine: {error}", error=str(error))
             raise SystemExit(f"stompbroker: {error}") from error
         except StoreError as error:
-            log.critical("cannot use the message store: {error}", error=str(error))
             raise SystemExit(f"stompbroker: {error}") from error
         ready: Deferred[None] = self.broker.when_ready()
         ready.addCallback(self._start_the_others).addErrback(self._on_failure)

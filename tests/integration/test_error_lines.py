@@ -94,6 +94,23 @@ def test_workers_with_redis_unreachable_stop_without_a_traceback(tmp_path: Path)
 
 
 @pytest.mark.parametrize(
+    ("reactor", "said"),
+    [
+        pytest.param(None, "start twistd with -r uvloop", id="not-asyncio"),
+        pytest.param("uvloop", "cannot reach Redis", id="redis-unreachable"),
+    ],
+)
+def test_a_redis_engine_that_cannot_start_says_so_once(
+    tmp_path: Path, reactor: str | None, said: str
+) -> None:
+    """The reason a node cannot start is in its output once, with exit status 1."""
+    completed = twistd(tmp_path, "--engine", f"redis://127.0.0.1:{free_port()}/0", reactor=reactor)
+    assert completed.returncode == 1
+    assert "Traceback" not in completed.stdout + completed.stderr
+    assert (completed.stdout + completed.stderr).count(said) == 1
+
+
+@pytest.mark.parametrize(
     "args, line",
     [
         pytest.param(

@@ -94,7 +94,8 @@ class Readiness:
 
         :param outcome: a Failure if it failed; anything else means it succeeded.
         """
-        if isinstance(outcome, Failure):
+        if isinstance(outcome, Failure) and not self._waiters:
+            # Nobody to hand it to yet: said here; a waiter (twistd's start) says it itself.
             if outcome.check(EngineUnavailable):
                 log.critical("cannot start the engine: {error}", error=str(outcome.value))
             else:
@@ -102,9 +103,7 @@ class Readiness:
                     "cannot recover persistent messages from the message store: {error}",
                     error=str(outcome.value),
                 )
-            self.outcome = outcome
-        else:
-            self.outcome = True
+        self.outcome = outcome if isinstance(outcome, Failure) else True
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             if isinstance(outcome, Failure):
