@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.docblocks import Block, MarkerError, read_blocks, substitute
+from tests.support.docblocks import Block, MarkerError, own_web_port, read_blocks, substitute
 from tests.support.process import ROOT, BrokerProcess, free_port, subprocess_env, wait_for_port
 
 #: The pages a user reads: the README and docs/.
@@ -198,6 +198,8 @@ def run_block(block: Block, workdir: Path, ports: dict[int, int]) -> None:
     for port in block.serves():
         ports[port] = free_port()
     code = substitute(block.code, ports)
+    if block.kind == "shell":
+        code = own_web_port(code, free_port())
     if block.kind == "html":
         run_page(block, code, workdir)
     elif block.serves() or "until" in block.options:
@@ -278,6 +280,20 @@ def test_a_marker_that_marks_nothing_runnable_is_an_error(
     """A marker the runner cannot honour is reported with the page and line, never skipped."""
     with pytest.raises(MarkerError, match=message):
         list(read_blocks(tmp_path / "page.md", text))
+
+
+def test_a_broker_a_block_starts_leaves_the_default_web_port_alone() -> None:
+    """A block's twistd serves the web on a free port: a running broker's 15674 is no bar."""
+    code = (
+        "twistd -n stompbroker --port 40001 --stats-stream /stream/s\n"
+        "twistd -n stompbroker --http none\n"
+        "twistd -n -r uvloop stompbroker --port 1 \\\n       --http tcp:2\n"
+    )
+    assert own_web_port(code, 40002) == (
+        "twistd -n stompbroker --http tcp:40002:interface=127.0.0.1 --port 40001 --stats-stream"
+        " /stream/s\ntwistd -n stompbroker --http none\n"
+        "twistd -n -r uvloop stompbroker --port 1 \\\n       --http tcp:2\n"
+    )
 
 
 def test_documented_ports_are_replaced_as_whole_numbers() -> None:

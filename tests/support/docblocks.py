@@ -128,3 +128,31 @@ def substitute(code: str, ports: dict[int, int]) -> str:
     for documented, actual in ports.items():
         code = re.sub(rf"(?<![\d.]){documented}(?!\d)", str(actual), code)
     return code
+
+
+#: A shell command that starts the broker with twistd.
+_TWISTD_BROKER = re.compile(r"^(?P<start>.*?\btwistd\b.*?\bstompbroker\b)(?P<rest>.*)$", re.DOTALL)
+
+
+def own_web_port(code: str, port: int) -> str:
+    """
+    :returns: shell ``code`` whose ``twistd ... stompbroker`` commands that leave the
+        web port at its default (15674, which a broker the developer runs may hold)
+        serve it on ``port`` instead; commands that name ``--http`` (on any of their
+        continued lines) keep theirs.
+    """
+    commands, command = [], ""
+    for line in code.splitlines(keepends=True):
+        command += line
+        if not line.rstrip("\n").endswith("\\"):
+            commands.append(command)
+            command = ""
+    commands.append(command)
+    return "".join(_with_web_port(text, port) for text in commands)
+
+
+def _with_web_port(command: str, port: int) -> str:
+    found = _TWISTD_BROKER.match(command)
+    if not found or "--http" in command:
+        return command
+    return f"{found['start']} --http tcp:{port}:interface=127.0.0.1{found['rest']}"
