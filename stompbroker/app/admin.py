@@ -30,6 +30,7 @@ import base64
 import http.client
 import json
 import os
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -47,7 +48,7 @@ from stompbroker.app.admin_tables import (
     print_table,
     with_vhost,
 )
-from stompbroker.app.command_errors import Refused, Unreachable
+from stompbroker.app.command_errors import BadUsage, Refused, Unreachable
 from stompbroker.broker.features.policies import APPLY_TO, SETTING_KEYS
 
 __all__ = ["DEFAULT_URL", "add_commands", "run"]
@@ -55,6 +56,44 @@ __all__ = ["DEFAULT_URL", "add_commands", "run"]
 DEFAULT_URL = "http://127.0.0.1:15674"
 #: Seconds to wait for the broker.
 TIMEOUT = 30.0
+#: Seconds a TLS handshake may take: a plain-HTTP port given as https:// never answers one.
+HANDSHAKE_TIMEOUT = 5.0
+
+
+class _QuickHandshake(http.client.HTTPSConnection):
+    """HTTPS whose TLS handshake gets :data:`HANDSHAKE_TIMEOUT`; the rest, ``TIMEOUT``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._connected = False
+        self._create_connection = self._connect_then_hurry
+
+    def _connect_then_hurry(self, *args: Any) -> socket.socket:
+        connection = socket.create_connection(*args)
+        connection.settimeout(HANDSHAKE_TIMEOUT)
+        self._connected = True
+        return connection
+
+    def connect(self) -> None:
+        try:
+            super().connect()
+        except TimeoutError:
+            if self._connected:
+                raise NoHandshake() from None
+            raise
+        self.sock.settimeout(self.timeout)
+
+
+class NoHandshake(OSError):
+    """The server took the connection but never answered the TLS handshake."""
+
+
+class _QuickHandshakes(urllib.request.HTTPSHandler):
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_QuickHandshake, req)
+
+
+_OPENER = urllib.request.build_opener(_QuickHandshakes())
 
 
 def _common() -> argparse.ArgumentParser:
@@ -195,7 +234,7 @@ class Client:
         if self._authorization is not None:
             request.add_header("Authorization", self._authorization)
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+            with _OPENER.open(request, timeout=TIMEOUT) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as error:
             try:
@@ -206,6 +245,11 @@ class Client:
             raise Refused(f"{error.code} {message}") from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
+            if isinstance(reason, NoHandshake):
+                raise Unreachable(
+                    f"{self.url} does not answer TLS within {HANDSHAKE_TIMEOUT:g} s:"
+                    " is it a plain http:// port?"
+                ) from None
             raise Unreachable(f"cannot reach {self.url}: {reason}") from None
         except http.client.HTTPException as error:
             raise Unreachable(
@@ -219,13 +263,13 @@ def base_url(url: str) -> str:
     :param url: ``--url`` as given: ``http://HOST:PORT`` or ``https://...``, or
         ``HOST:PORT`` alone, which means ``http://HOST:PORT``.
     :returns: the URL without a trailing ``/``.
-    :raises Refused: for a scheme other than ``http`` or ``https``.
+    :raises BadUsage: for a scheme other than ``http`` or ``https``.
     """
     scheme, separator, _ = url.partition("://")
     if not separator:
         return f"http://{url}".rstrip("/")
     if scheme.lower() not in ("http", "https"):
-        raise Refused(f"--url takes http://HOST:PORT or https://HOST:PORT, got {url!r}")
+        raise BadUsage(f"--url takes http://HOST:PORT or https://HOST:PORT, got {url!r}")
     return url.rstrip("/")
 
 

@@ -9,7 +9,7 @@ ends in a traceback.
 
 from __future__ import annotations
 
-__all__ = ["CommandFailed", "Refused", "Unreachable"]
+__all__ = ["BadUsage", "CommandFailed", "Refused", "Unreachable"]
 
 
 class CommandFailed(Exception):
@@ -20,6 +20,12 @@ class CommandFailed(Exception):
 
 class Refused(CommandFailed):
     """The broker's API answered with an error; the message says what it was: exit status 1."""
+
+
+class BadUsage(CommandFailed):
+    """An argument the command cannot use (a URL's scheme) that argparse let by: exit status 2."""
+
+    exit_status = 2
 
 
 class Unreachable(CommandFailed):

@@ -223,9 +223,9 @@ def test_url_without_a_scheme_means_http(given: str, expected: str) -> None:
 
 
 def test_url_of_another_scheme_is_refused_in_one_line() -> None:
-    """--url ftp://... is refused with exit status 1 and one line, before any connection."""
+    """--url ftp://... is a usage error: exit status 2 and one line, before any connection."""
     status, _, err = run("queues", "--url", "ftp://127.0.0.1:15674")
-    assert status == 1
+    assert status == 2
     assert err == (
         "stompbroker queues: --url takes http://HOST:PORT or https://HOST:PORT,"
         " got 'ftp://127.0.0.1:15674'\n"

@@ -148,8 +148,26 @@ class QueueOperations:
         check_count(count)
         shared = self._shared(name)
         if shared is not None:
-            return self._found(shared, name).addCallback(lambda _: shared.browse(name, count))
-        return Waiting(tuple(self.find(name).browse(count)), self._node())
+            return self._found(shared, name, reading=True).addCallback(
+                lambda exists: shared.browse(name, count) if exists else self._nothing_waits()
+            )
+        queue = self._find_dead_letters(name)
+        if queue is None:
+            return self._nothing_waits()
+        return Waiting(tuple(queue.browse(count)), self._node())
+
+    def _nothing_waits(self) -> Waiting:
+        return Waiting((), self._node())
+
+    def _find_dead_letters(self, name: str) -> Any:
+        """
+        :returns: :meth:`find`'s queue, or ``None`` for a dead-letter queue that does
+            not exist now: no message was dead-lettered there yet, or all were taken,
+            which an operator reads as an empty queue, not as a mistake.
+        """
+        if self._is_dead_letter_queue(name) and self._engine.find_queue(name) is None:
+            return None
+        return self.find(name)
 
     def _node(self) -> str:
         node: str = self._engine.bookkeeping().ids.node
@@ -161,14 +179,20 @@ class QueueOperations:
             return None
         return self._engine.shared_queues()
 
-    def _found(self, shared: Any, name: str) -> Deferred[None]:
-        """:returns: a Deferred that fails with :class:`UnknownDestination` for a queue nowhere."""
+    def _found(self, shared: Any, name: str, *, reading: bool = False) -> Deferred[bool]:
+        """
+        :param reading: a browse or a retry, for which a dead-letter queue that is
+            nowhere reads as empty (see :meth:`_find_dead_letters`).
+        :returns: a Deferred of whether the queue exists on some node; it fails with
+            :class:`UnknownDestination` for a queue nowhere, but in that case.
+        """
 
-        def check(exists: bool) -> None:
-            if not exists:
+        def check(exists: bool) -> bool:
+            if not exists and not (reading and self._is_dead_letter_queue(name)):
                 raise UnknownDestination(f"no queue {name!r} now (it holds no messages anywhere)")
+            return exists
 
-        found: Deferred[None] = shared.exists(name).addCallback(check)
+        found: Deferred[bool] = shared.exists(name).addCallback(check)
         return found
 
     def purge(self, name: str, *, operator: str = OPERATOR) -> Acted | Deferred[Acted]:
@@ -336,11 +360,15 @@ class QueueOperations:
         route = _back_to_origin if targets is None else _back_to(frozenset(targets))
         shared = self._shared(name)
         if shared is not None:
-            done = self._found(shared, name).addCallback(
-                lambda _: shared.transfer(name, count, route, False)
+            done = self._found(shared, name, reading=True).addCallback(
+                lambda exists: (
+                    shared.transfer(name, count, route, False) if exists else Acted(0, self._node())
+                )
             )
             return done.addCallback(self._log_retry, operator, name)
-        queue = self.find(name)
+        queue = self._find_dead_letters(name)
+        if queue is None:
+            return self._log_retry(Acted(0, self._node()), operator, name)
         considered = min(count, len(queue.pending))
         moved: int = self._engine.transfer(queue, count, route, False)
         acted = Acted(moved, self._node(), left=considered - moved)
@@ -358,9 +386,12 @@ class QueueOperations:
         )
         return acted
 
+    def _is_dead_letter_queue(self, name: str) -> bool:
+        return is_dead_letter_queue(name, self._policy.dead_letter_prefix)
+
     def _check_dead_letter_queue(self, name: str) -> None:
         prefix = self._policy.dead_letter_prefix
-        if not is_dead_letter_queue(name, prefix):
+        if not self._is_dead_letter_queue(name):
             raise InvalidRequest(
                 f"{name!r} is not a dead-letter queue (those are /queue/{prefix}NAME)"
             )

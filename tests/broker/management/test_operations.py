@@ -220,6 +220,19 @@ def test_retry_leaves_dead_letters_without_an_origin() -> None:
     assert waiting(broker, "/queue/DLQ.x") == [b"orphan"]
 
 
+def test_a_dead_letter_queue_not_made_yet_browses_and_retries_as_empty() -> None:
+    """No message was dead-lettered yet: 0 messages, not an unknown destination."""
+    management = Management(Broker(Clock()))
+    assert management.queues.browse("/queue/DLQ.orders", 10).messages == ()
+    assert management.queues.retry_targets("/queue/DLQ.orders", 10) == set()
+    retried = management.queues.retry("/queue/DLQ.orders", 10)
+    assert (retried.count, retried.left) == (0, 0)
+    with pytest.raises(UnknownDestination):
+        management.queues.browse("/queue/orders", 10)
+    with pytest.raises(UnknownDestination):
+        management.queues.purge("/queue/DLQ.orders")
+
+
 def test_publish_routes_as_a_send_and_nodes_name_this_process() -> None:
     """publish reaches a queue; nodes lists this broker alone, with the local engine."""
     broker = Broker(Clock())
