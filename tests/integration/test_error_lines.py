@@ -215,6 +215,16 @@ def test_a_url_without_a_scheme_means_http(web_broker: BrokerProcess) -> None:
     assert "local" in completed.stdout
 
 
+def test_https_on_a_plain_http_port_says_so(web_broker: BrokerProcess) -> None:
+    """--url https:// on the plain web port: no TLS answer, said in one line, status 3."""
+    url = f"https://127.0.0.1:{web_broker.http_port}"
+    completed = command("nodes", "--url", url)
+    assert completed.returncode == 3
+    assert one_line(completed) == (
+        f"stompbroker nodes: {url} does not answer TLS within 5 s: is it a plain http:// port?"
+    )
+
+
 def test_passwd_without_a_terminal_reads_standard_input(tmp_path: Path) -> None:
     """passwd with nothing on standard input says so in one line; a piped password is taken."""
     users = str(tmp_path / "users.txt")
