@@ -18,6 +18,7 @@ negotiated: a reader waits as long as its own timeout allows.
 
 from __future__ import annotations
 
+import select
 import socket
 import ssl
 from collections import deque
@@ -175,7 +176,17 @@ class Transport(Protocol):
 
     def send(self, data: bytes) -> None: ...
     def receive(self, timeout: float) -> bytes: ...
+    def readable(self) -> bool: ...
     def close(self) -> None: ...
+
+
+def _readable(sock: socket.socket) -> bool:
+    """Whether ``sock`` has bytes (or its end) to read now, without waiting."""
+    try:
+        ready, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(ready)
 
 
 @define
@@ -190,6 +201,11 @@ class SocketTransport:
     def receive(self, timeout: float) -> bytes:
         self.sock.settimeout(timeout)
         return self.sock.recv(1 << 18)
+
+    def readable(self) -> bool:
+        if isinstance(self.sock, ssl.SSLSocket) and self.sock.pending():
+            return True
+        return _readable(self.sock)
 
     def close(self) -> None:
         self.sock.close()
@@ -215,6 +231,14 @@ class WebSocketTransport:
         except websocket.WebSocketTimeoutException:
             raise TimeoutError from None
         return data.encode("utf-8") if isinstance(data, str) else bytes(data)
+
+    def readable(self) -> bool:
+        sock = self.ws.sock
+        if sock is None:
+            return True
+        if isinstance(sock, ssl.SSLSocket) and sock.pending():
+            return True
+        return _readable(sock)
 
     def close(self) -> None:
         self.ws.close()
@@ -329,6 +353,14 @@ class StompClient:
                 frame.body.decode("utf-8", "replace").strip(),
             )
         return frame
+
+    def has_news(self) -> bool:
+        """
+        Whether a frame (or the connection's end) waits to be read now: a writer
+        reads what the broker said before it sends more, so that an ERROR the
+        broker sent before closing is read before a SEND meets the closed socket.
+        """
+        return bool(self._frames) or self._transport.readable()
 
     def close(self) -> None:
         """Close without DISCONNECT: nothing this client sends needs the broker's last word."""

@@ -73,7 +73,7 @@ class ReadOptions:
 class WriteOptions:
     """
     :ivar connect: how to reach the broker.
-    :ivar destination: where rows without a ``destination`` column go.
+    :ivar destination: where every row goes; without it, each row's ``destination`` column.
     :ivar window: SENDs in flight awaiting their RECEIPT.
     :ivar fail_on_refused: whether a refused row fails the write (after every
         other row was sent) or is only counted and logged.
@@ -83,6 +83,7 @@ class WriteOptions:
     destination: str | None
     window: int
     fail_on_refused: bool
+    header_columns: tuple[str, ...] = ()
 
 
 def _number(options: Mapping[str, str], name: str, default: float, *, whole: bool) -> float:
@@ -218,4 +219,7 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
         destination=names[0] if names else None,
         window=int(_number(options, "window", 100, whole=True)),
         fail_on_refused=refused == "fail",
+        header_columns=tuple(
+            name.strip() for name in options.get("headerColumns", "").split(",") if name.strip()
+        ),
     )

@@ -197,6 +197,28 @@ def test_a_dataframe_written_to_a_queue_is_consumed_by_stomp_py(
     connection.disconnect()
 
 
+def test_rows_read_from_a_stream_and_written_back_go_where_the_option_says(
+    broker: BrokerProcess, stompbroker_format: SparkSession
+) -> None:
+    """Read, change the body, write with option destination: the copy gets every row once."""
+    bodies = [f"entry {index}".encode() for index in range(40)]
+    publish(broker.address, "/stream/w.source", bodies, kind="audit")
+    source = stompbroker_format.read.format("stompbroker").option("url", url(broker))
+    source = source.option("destination", "/stream/w.source").option("timeout", "20").load()
+    changed = source.withColumn("body", F.concat(F.col("body"), F.lit(b" (copied)")))
+    (
+        changed.write.format("stompbroker")
+        .option("url", url(broker))
+        .option("destination", "/stream/w.copy")
+        .mode("append")
+        .save()
+    )
+    assert len(read(stompbroker_format, url(broker), "/stream/w.source")) == 40
+    copied = read(stompbroker_format, url(broker), "/stream/w.copy")
+    assert sorted(row.body for row in copied) == sorted(body + b" (copied)" for body in bodies)
+    assert {row.headers["kind"] for row in copied} == {"audit"}
+
+
 ACCESS = """
 [users.reader]
 read = ["/stream/open"]
