@@ -7,6 +7,7 @@ with a message naming the option, rather than a task with a stack trace.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 
@@ -21,6 +22,69 @@ _TIMESTAMP = re.compile(r"timestamp=(\d+(?:\.\d*)?)")
 
 class DataSourceOptionError(ValueError):
     """An option is missing or has a value the data source cannot use."""
+
+
+#: Options both directions take: how to reach the broker.
+CONNECT_OPTIONS = (
+    "url",
+    "login",
+    "passcode",
+    "token",
+    "tlsCaFile",
+    "tlsCertFile",
+    "tlsKeyFile",
+    "timeout",
+)
+#: Every option a read takes.
+READ_OPTIONS = (
+    *CONNECT_OPTIONS,
+    "destination",
+    "startingOffsets",
+    "endingOffsets",
+    "partitionsPerStream",
+    "headerColumns",
+    "prefetch",
+    "probeTimeout",
+    "maxMessagesPerTrigger",
+)
+#: Every option a write takes.
+WRITE_OPTIONS = (*CONNECT_OPTIONS, "destination", "window", "onRefused", "headerColumns")
+#: Spark's Kafka source's names of options that mean the same here.
+KAFKA_ALIASES = {"maxOffsetsPerTrigger": "maxMessagesPerTrigger"}
+#: Spark's own options, which a streaming query's writer or reader may be handed too.
+SPARK_OPTIONS = ("checkpointLocation",)
+#: The columns every read row has, which a header column may not be named.
+READ_COLUMNS = ("offset", "timestamp", "destination", "headers", "body")
+
+
+def known_options(options: Mapping[str, str], known: tuple[str, ...], doing: str) -> dict[str, str]:
+    """
+    :param options: as Spark gives them (its map ignores case, and may give keys in lower case).
+    :param doing: ``reading`` or ``writing``, for the message.
+    :returns: the options under their own names, Kafka's aliases under ours.
+    :raises DataSourceOptionError: for an option neither direction knows: a typo
+        would otherwise be ignored, and a Kafka option that means something else
+        here silently do nothing.
+    """
+    names = {name.lower(): name for name in known}
+    names.update({alias.lower(): ours for alias, ours in KAFKA_ALIASES.items() if ours in known})
+    given: dict[str, str] = {}
+    spark_own = {name.lower() for name in SPARK_OPTIONS}
+    for key, value in options.items():
+        if key.lower() in spark_own:
+            continue
+        name = names.get(key.lower())
+        if name is None:
+            close = difflib.get_close_matches(key.lower(), list(names), n=1)
+            hint = f" (did you mean {names[close[0]]}?)" if close else ""
+            raise DataSourceOptionError(
+                f"option {key} is not an option of the stompbroker source when {doing}{hint};"
+                f" the options are {', '.join(known)}"
+            )
+        if name in given:
+            raise DataSourceOptionError(f"option {name} is given twice (once as {key})")
+        given[name] = value
+    return given
 
 
 @frozen
@@ -159,24 +223,32 @@ def _destinations(options: Mapping[str, str], *, streams: bool) -> tuple[str, ..
 
 
 def _header_columns(text: str) -> tuple[tuple[str, str], ...]:
-    columns = []
+    columns: list[tuple[str, str]] = []
     for item in filter(None, (part.strip() for part in text.split(","))):
         name, _, kind = item.partition(":")
-        kind = kind.strip().lower() or "string"
-        if not name.strip() or kind not in HEADER_TYPES:
+        name, kind = name.strip(), kind.strip().lower() or "string"
+        if not name or kind not in HEADER_TYPES:
             raise DataSourceOptionError(
                 f"option headerColumns: {item!r} must be NAME or NAME:TYPE, TYPE one of "
                 f"{', '.join(HEADER_TYPES)}"
             )
-        columns.append((name.strip(), kind))
+        if name.lower() in READ_COLUMNS:
+            raise DataSourceOptionError(
+                f"option headerColumns: {name!r} is a column every row has"
+                f" ({', '.join(READ_COLUMNS)}); its header is in the headers map"
+            )
+        if any(name.lower() == other.lower() for other, _ in columns):
+            raise DataSourceOptionError(f"option headerColumns names {name!r} twice")
+        columns.append((name, kind))
     return tuple(columns)
 
 
 def read_options(options: Mapping[str, str]) -> ReadOptions:
     """
     :returns: the reader's options.
-    :raises DataSourceOptionError: for a missing or bad option.
+    :raises DataSourceOptionError: for a missing, unknown or bad option.
     """
+    options = known_options(options, READ_OPTIONS, "reading")
     ending_text = options.get("endingOffsets", "latest")
     if ending_text == "latest":
         ending = None
@@ -186,10 +258,16 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
         raise DataSourceOptionError(
             f"option endingOffsets must be latest or an offset N, got {ending_text!r}"
         )
+    starting = parse_start(options.get("startingOffsets", "first"))
+    if ending is not None and starting.kind == "offset" and starting.value > ending:
+        raise DataSourceOptionError(
+            f"option startingOffsets ({int(starting.value)}) is after endingOffsets ({ending}):"
+            " the range would be empty"
+        )
     return ReadOptions(
         connect=connect_settings(options),
         destinations=_destinations(options, streams=True),
-        starting=parse_start(options.get("startingOffsets", "first")),
+        starting=starting,
         ending=ending,
         partitions=int(_number(options, "partitionsPerStream", 1, whole=True)),
         header_columns=_header_columns(options.get("headerColumns", "")),
@@ -206,8 +284,9 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
 def write_options(options: Mapping[str, str]) -> WriteOptions:
     """
     :returns: the writer's options.
-    :raises DataSourceOptionError: for a missing or bad option.
+    :raises DataSourceOptionError: for a missing, unknown or bad option.
     """
+    options = known_options(options, WRITE_OPTIONS, "writing")
     names = _destinations(options, streams=False)
     if len(names) > 1:
         raise DataSourceOptionError("option destination names one destination when writing")

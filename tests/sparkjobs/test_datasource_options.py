@@ -40,6 +40,19 @@ def test_defaults_and_given_values() -> None:
         ({**BASE, "maxMessagesPerTrigger": "many"}, "option maxMessagesPerTrigger must be a"),
         ({**BASE, "headerColumns": "n:float"}, "option headerColumns: 'n:float'"),
         ({**BASE, "passcode": "p", "token": "t"}, "not both"),
+        (
+            {**BASE, "maxMesagesPerTrigger": "5"},
+            "option maxMesagesPerTrigger is not an option of the stompbroker source when reading"
+            r" \(did you mean maxMessagesPerTrigger\?\)",
+        ),
+        ({**BASE, "failOnDataLoss": "false"}, "option failOnDataLoss is not an option"),
+        ({**BASE, "maxOffsetsPerTrigger": "5", "maxMessagesPerTrigger": "5"}, "given twice"),
+        (
+            {**BASE, "startingOffsets": "50", "endingOffsets": "40"},
+            r"\(50\) is after endingOffsets",
+        ),
+        ({**BASE, "headerColumns": "offset,body"}, "'offset' is a column every row has"),
+        ({**BASE, "headerColumns": "region,Region:int"}, "names 'Region' twice"),
     ],
 )
 def test_a_bad_read_option_is_named(options: dict[str, str], message: str) -> None:
@@ -47,11 +60,25 @@ def test_a_bad_read_option_is_named(options: dict[str, str], message: str) -> No
         read_options(options)
 
 
+def test_kafka_names_and_any_case_are_taken() -> None:
+    """Spark hands options in lower case; Kafka's maxOffsetsPerTrigger means ours."""
+    given = read_options(
+        {"url": BASE["url"], "destination": "/stream/a", "maxoffsetspertrigger": "7"}
+    )
+    assert given.max_per_trigger == 7
+    written = write_options({"URL": BASE["url"], "checkpointLocation": "/tmp/c", "window": "3"})
+    assert written.window == 3
+
+
 def test_a_bad_write_option_is_named() -> None:
     with pytest.raises(DataSourceOptionError, match="one destination when writing"):
         write_options(BASE)
     with pytest.raises(DataSourceOptionError, match="option onRefused must be fail or log"):
         write_options({"url": BASE["url"], "onRefused": "ignore"})
+    with pytest.raises(
+        DataSourceOptionError, match="not an option of the stompbroker source when writing"
+    ):
+        write_options({"url": BASE["url"], "startingOffsets": "first"})
 
 
 def test_a_range_splits_into_equal_ranges_that_cover_it() -> None:
