@@ -46,7 +46,12 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
 from sparkjobs.datasource.client import StompClient
@@ -128,7 +133,7 @@ class BatchReader(DataSourceReader):
         return _read(self.options, partition)
 
 
-class StreamReader(DataSourceStreamReader):
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """
     Follows the streams: Spark's offset is, per stream, the offset read next.
 
@@ -139,10 +144,26 @@ class StreamReader(DataSourceStreamReader):
     its end, without loss or duplicate.  With ``maxMessagesPerTrigger`` the
     range ends earlier, after that many messages (Kafka's ``maxOffsetsPerTrigger``),
     so that a query starting on a long stream reads it in bounded batches.
+
+    Under ``Trigger.AvailableNow`` the newest offsets when the query starts are
+    its target: batches end there at the latest, each still bounded by
+    ``maxMessagesPerTrigger``, and the query ends once it has read up to them.
     """
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
+        self._target: dict[str, int] | None = None
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 (Spark's name)
+        """Take each stream's newest offset now (plus one) as where the query stops."""
+        client = StompClient.connect(self.options.connect)
+        try:
+            self._target = {
+                destination: tail(client, destination, self.options.probe_timeout) or 0
+                for destination in self.options.destinations
+            }
+        finally:
+            client.close()
 
     def _ends(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         options = self.options
@@ -155,7 +176,10 @@ class StreamReader(DataSourceStreamReader):
             ends = {}
             for destination in options.destinations:
                 begun = start.get(destination, 0)
-                newest = tail(client, destination, options.probe_timeout)
+                if self._target is None:
+                    newest = tail(client, destination, options.probe_timeout)
+                else:
+                    newest = self._target.get(destination, begun)
                 end = begun if newest is None else max(begun, newest)
                 if budget is not None:
                     end = limited_end(

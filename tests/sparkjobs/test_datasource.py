@@ -173,6 +173,35 @@ def test_a_streaming_query_restarted_from_its_checkpoint_loses_and_repeats_nothi
     assert [row.offset for row in rows] == list(range(len(expected)))
 
 
+def test_available_now_reads_what_was_there_in_batches_of_the_limit(
+    broker: BrokerProcess, stompbroker_format: SparkSession
+) -> None:
+    """Trigger.AvailableNow with maxMessagesPerTrigger: bounded batches, then the query ends."""
+    destination = "/stream/available-now"
+    publish(broker.address, destination, [str(number).encode() for number in range(120)])
+    frame = (
+        stompbroker_format.readStream.format("stompbroker")
+        .option("url", url(broker))
+        .option("destination", destination)
+        .option("maxMessagesPerTrigger", "50")
+        .load()
+        .select("offset")
+    )
+    query = (
+        frame.writeStream.format("memory")
+        .queryName("available_now")
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120)
+    batches = [progress["numInputRows"] for progress in query.recentProgress]
+    assert [rows for rows in batches if rows] == [50, 50, 20]
+    offsets = [
+        row.offset for row in stompbroker_format.sql("SELECT offset FROM available_now").collect()
+    ]
+    assert sorted(offsets) == list(range(120))
+
+
 def test_a_dataframe_written_to_a_queue_is_consumed_by_stomp_py(
     broker: BrokerProcess, stompbroker_format: SparkSession
 ) -> None:
