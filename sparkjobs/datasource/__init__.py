@@ -63,7 +63,9 @@ from sparkjobs.datasource.options import (
     write_options,
 )
 from sparkjobs.datasource.reading import (
+    DataLost,
     OffsetRange,
+    check_retention,
     limited_end,
     plan_batch,
     read_range,
@@ -74,7 +76,7 @@ from sparkjobs.datasource.reading import (
 )
 from sparkjobs.datasource.writing import RowsRefused, summarize, write_rows
 
-__all__ = ["DataSourceOptionError", "RowsRefused", "StompbrokerDataSource", "register"]
+__all__ = ["DataLost", "DataSourceOptionError", "RowsRefused", "StompbrokerDataSource", "register"]
 
 log = logging.getLogger("sparkjobs.datasource")
 
@@ -181,6 +183,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 else:
                     newest = self._target.get(destination, begun)
                 end = begun if newest is None else max(begun, newest)
+                if end > begun:
+                    check_retention(
+                        client,
+                        destination,
+                        begun,
+                        options.probe_timeout,
+                        options.fail_on_data_loss,
+                    )
                 if budget is not None:
                     end = limited_end(
                         client, destination, begun, end, budget, options.probe_timeout

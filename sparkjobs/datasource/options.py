@@ -46,6 +46,7 @@ READ_OPTIONS = (
     "prefetch",
     "probeTimeout",
     "maxMessagesPerTrigger",
+    "failOnDataLoss",
 )
 #: Every option a write takes.
 WRITE_OPTIONS = (*CONNECT_OPTIONS, "destination", "window", "onRefused", "headerColumns")
@@ -120,6 +121,8 @@ class ReadOptions:
         first or last message; a stream that shows none is taken as empty.
     :ivar max_per_trigger: streaming: at most this many messages of all the
         streams per micro-batch (``None``: all there are).
+    :ivar fail_on_data_loss: whether offsets the read needed that retention had
+        removed fail it (Kafka's ``failOnDataLoss``), or only log a warning.
     """
 
     connect: ConnectSettings
@@ -131,6 +134,7 @@ class ReadOptions:
     prefetch: int
     probe_timeout: float
     max_per_trigger: int | None = None
+    fail_on_data_loss: bool = True
 
 
 @frozen
@@ -258,6 +262,9 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
         raise DataSourceOptionError(
             f"option endingOffsets must be latest or an offset N, got {ending_text!r}"
         )
+    loss = options.get("failOnDataLoss", "true").strip().lower()
+    if loss not in ("true", "false"):
+        raise DataSourceOptionError(f"option failOnDataLoss must be true or false, got {loss!r}")
     starting = parse_start(options.get("startingOffsets", "first"))
     if ending is not None and starting.kind == "offset" and starting.value > ending:
         raise DataSourceOptionError(
@@ -278,6 +285,7 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
             if "maxMessagesPerTrigger" in options
             else None
         ),
+        fail_on_data_loss=loss == "true",
     )
 
 

@@ -18,6 +18,7 @@ within ``probeTimeout`` means an empty stream.
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -54,10 +55,39 @@ _SPARK_TYPES: dict[str, DataType] = {
     "timestamp": TimestampType(),
 }
 _probe_ids = itertools.count(1)
+log = logging.getLogger("sparkjobs.datasource")
 
 
 class StreamReadError(Exception):
     """A range could not be read to its end (the broker went quiet, or dropped it)."""
+
+
+class DataLost(StreamReadError):
+    """Offsets a read needed were removed by the stream's retention before it read them."""
+
+
+def check_retention(
+    client: StompClient, destination: str, start: int, timeout: float, fail: bool
+) -> None:
+    """
+    Compare where a read starts with the oldest offset the stream still keeps.
+
+    Called on the driver when a batch or micro-batch is planned, only for a
+    stream known to hold messages, so the probe answers at once.
+
+    :raises DataLost: when ``start`` lies before the oldest kept offset and ``fail``;
+        otherwise that is logged and the read goes on from the oldest kept.
+    """
+    oldest = probe(client, destination, "first", timeout)
+    if oldest is None or oldest <= start:
+        return
+    said = (
+        f"{destination}: offsets {start} to {oldest - 1} were removed by the stream's"
+        f" retention before they were read (the oldest kept is {oldest})"
+    )
+    if fail:
+        raise DataLost(f"{said}; set option failOnDataLoss to false to read on from {oldest}")
+    log.warning("%s; reading on from there (failOnDataLoss is false)", said)
 
 
 class OffsetRange(InputPartition):
@@ -208,8 +238,13 @@ def plan_batch(options: ReadOptions) -> list[OffsetRange]:
             if options.ending is not None:
                 stop = min(stop, options.ending)
             start = resolve_start(client, destination, options.starting, options.probe_timeout)
-            if start is not None:
-                ranges += split(destination, start, stop, options.partitions)
+            if start is None:
+                continue
+            if options.starting.kind == "offset" and start < stop:
+                check_retention(
+                    client, destination, start, options.probe_timeout, options.fail_on_data_loss
+                )
+            ranges += split(destination, start, stop, options.partitions)
     finally:
         client.close()
     return ranges

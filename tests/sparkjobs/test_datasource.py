@@ -36,6 +36,8 @@ broker = module_broker(
     "broker", "--stats-stream", STATS, "--stats-interval", "0.5", "--data-dir", "none"
 )
 
+retaining = module_broker("retaining", "--stream-max-bytes", "16K", "--data-dir", "none")
+
 
 @pytest.fixture(scope="module")
 def stompbroker_format(spark: SparkSession) -> SparkSession:
@@ -200,6 +202,24 @@ def test_available_now_reads_what_was_there_in_batches_of_the_limit(
         row.offset for row in stompbroker_format.sql("SELECT offset FROM available_now").collect()
     ]
     assert sorted(offsets) == list(range(120))
+
+
+def test_offsets_removed_by_retention_fail_the_read_unless_told(
+    retaining: BrokerProcess, stompbroker_format: SparkSession
+) -> None:
+    """Kafka's failOnDataLoss: a read from offset 0 of a trimmed stream fails, naming the gap."""
+    publish(retaining.address, "/stream/trimmed", [bytes(1024)] * 100)
+    with pytest.raises(Exception, match=r"offsets 0 to \d+ were removed by the stream's retention"):
+        read(stompbroker_format, url(retaining), "/stream/trimmed", startingOffsets="0")
+    rows = read(
+        stompbroker_format,
+        url(retaining),
+        "/stream/trimmed",
+        startingOffsets="0",
+        failOnDataLoss="false",
+    )
+    offsets = sorted(row.offset for row in rows)
+    assert 0 < offsets[0] and offsets == list(range(offsets[0], 100))
 
 
 def test_a_dataframe_written_to_a_queue_is_consumed_by_stomp_py(

@@ -45,7 +45,8 @@ def test_defaults_and_given_values() -> None:
             "option maxMesagesPerTrigger is not an option of the stompbroker source when reading"
             r" \(did you mean maxMessagesPerTrigger\?\)",
         ),
-        ({**BASE, "failOnDataLoss": "false"}, "option failOnDataLoss is not an option"),
+        ({**BASE, "minPartitions": "4"}, "option minPartitions is not an option"),
+        ({**BASE, "failOnDataLoss": "no"}, "option failOnDataLoss must be true or false"),
         ({**BASE, "maxOffsetsPerTrigger": "5", "maxMessagesPerTrigger": "5"}, "given twice"),
         (
             {**BASE, "startingOffsets": "50", "endingOffsets": "40"},
@@ -65,7 +66,8 @@ def test_kafka_names_and_any_case_are_taken() -> None:
     given = read_options(
         {"url": BASE["url"], "destination": "/stream/a", "maxoffsetspertrigger": "7"}
     )
-    assert given.max_per_trigger == 7
+    assert (given.max_per_trigger, given.fail_on_data_loss) == (7, True)
+    assert not read_options({**BASE, "failondataloss": "False"}).fail_on_data_loss
     written = write_options({"URL": BASE["url"], "checkpointLocation": "/tmp/c", "window": "3"})
     assert written.window == 3
 
