@@ -62,6 +62,10 @@ class StreamReadError(Exception):
     """A range could not be read to its end (the broker went quiet, or dropped it)."""
 
 
+class NothingToRead(StreamReadError):
+    """A batch read names a stream that shows no message: empty, or misspelled."""
+
+
 class DataLost(StreamReadError):
     """Offsets a read needed were removed by the stream's retention before it read them."""
 
@@ -227,6 +231,8 @@ def plan_batch(options: ReadOptions) -> list[OffsetRange]:
     """
     :returns: the ranges of a batch read: each stream from its start to its
         ``endingOffsets`` (at most its newest message), split per ``partitionsPerStream``.
+    :raises NothingToRead: for a stream that shows no message: a batch read of
+        nothing is a misspelt name far more often than a wish for no rows.
     """
     ranges: list[OffsetRange] = []
     client = StompClient.connect(options.connect)
@@ -234,7 +240,11 @@ def plan_batch(options: ReadOptions) -> list[OffsetRange]:
         for destination in options.destinations:
             stop = tail(client, destination, options.probe_timeout)
             if stop is None:
-                continue
+                raise NothingToRead(
+                    f"{destination} showed no message within probeTimeout"
+                    f" ({options.probe_timeout:g} s): it is empty, or no stream of that name"
+                    " exists (a stream exists once something is sent to it); check the name"
+                )
             if options.ending is not None:
                 stop = min(stop, options.ending)
             start = resolve_start(client, destination, options.starting, options.probe_timeout)

@@ -98,7 +98,8 @@ def test_a_range_is_read_over_websocket(
         endingOffsets="9",
     )
     assert [row.body for row in rows] == [b"5", b"6", b"7", b"8"]
-    assert read(stompbroker_format, url(broker), "/stream/empty", probeTimeout="0.5") == []
+    with pytest.raises(Exception, match="/stream/empty showed no message within probeTimeout"):
+        read(stompbroker_format, url(broker), "/stream/empty", probeTimeout="0.5")
 
 
 def test_two_streams_are_read_at_once_in_parallel_partitions(
