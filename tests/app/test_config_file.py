@@ -13,6 +13,7 @@ import pytest
 
 from stompbroker.app.config_file import LOGIN_SECTIONS, SECTIONS, ConfigError
 from stompbroker.app.options import Options
+from stompbroker.broker.flow.disk_alarm import DiskFreeLimit
 from stompbroker.broker.flow.rates import Rate, Rates
 from tests.support.options import parse
 
@@ -51,6 +52,9 @@ persistent-queues = true
 
 [flow]
 memory-high = "1G"
+
+[store]
+disk-free-limit = "10%"
 """,
     )
     options = parse("--config", path)
@@ -60,6 +64,7 @@ memory-high = "1G"
     assert options["heartbeat"] == (0, 0)
     assert options["persistent-queues"]
     assert options["memory-high"] == 1024**3
+    assert options["disk-free-limit"] == DiskFreeLimit(share=0.1)
 
 
 def test_the_command_line_overrides_the_file(tmp_path: Path) -> None:

@@ -61,7 +61,13 @@ class DiskFreeLimit:
         return self.size
 
     def __str__(self) -> str:
-        return f"{self.share:.0%}" if self.share else str(self.size)
+        """:returns: the limit as an option would give it: ``5%``, ``50M``, ``1234``."""
+        if self.share:
+            return f"{self.share:.0%}"
+        for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+            if self.size and not self.size % (1 << shift):
+                return f"{self.size >> shift}{unit}"
+        return str(self.size)
 
 
 #: RabbitMQ's default: 50 MB.

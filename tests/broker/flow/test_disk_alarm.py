@@ -108,7 +108,12 @@ def test_stop_cancels_the_timer() -> None:
 
 
 @pytest.mark.parametrize(
-    ("limit", "shown"), [(DiskFreeLimit(size=1234), "1234"), (DiskFreeLimit(share=0.05), "5%")]
+    ("limit", "shown"),
+    [
+        (DiskFreeLimit(size=1234), "1234"),
+        (DiskFreeLimit(size=50 << 20), "50M"),
+        (DiskFreeLimit(share=0.05), "5%"),
+    ],
 )
 def test_a_limit_says_what_it_is(limit: DiskFreeLimit, shown: str) -> None:
     """The banner and the log show a limit as it was given."""
