@@ -144,10 +144,15 @@ def _disconnect(connection: Any) -> None:
 
 
 class Producer(stomp.ConnectionListener):
-    """Sends numbered messages with a receipt each, ``window`` outstanding."""
+    """
+    Sends numbered messages with a receipt each, ``window`` outstanding.
 
-    def __init__(self, address: tuple[str, int], shape: Shape) -> None:
+    :param first: the number of its first message (``seq`` header and receipt).
+    """
+
+    def __init__(self, address: tuple[str, int], shape: Shape, first: int = 0) -> None:
         self.shape = shape
+        self.first = first
         self.outstanding: set[int] = set()
         self.receipted: set[int] = set()
         self.sent = 0
@@ -197,7 +202,7 @@ class Producer(stomp.ConnectionListener):
                     if time.monotonic() - self.last_receipt > shape.stall:
                         return True
                     self.changed.wait(0.1)
-                seq = self.sent
+                seq = self.first + self.sent
                 self.outstanding.add(seq)
                 self.sent += 1
             try:

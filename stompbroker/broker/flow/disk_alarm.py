@@ -32,7 +32,7 @@ __all__ = ["DEFAULT_DISK_FREE_LIMIT", "DISK", "DiskAlarm", "DiskFreeLimit", "Dis
 #: The reason persistent publishers are held for while the disk alarm is on.
 DISK = "disk"
 #: Seconds between samples of the disk.
-DISK_SAMPLE_INTERVAL = 1.0
+DISK_SAMPLE_INTERVAL = 0.25
 #: The share of the limit the room left must be back over before the alarm ends.
 RESUME_SHARE = 0.1
 

@@ -31,7 +31,7 @@ from typing import Any
 from twisted.internet.defer import Deferred, FirstError, gatherResults
 from twisted.python.failure import Failure
 
-from stompbroker.broker.store.base import StoreNotOpen
+from stompbroker.broker.store.base import StoreFull, StoreNotOpen
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import ProtocolError
 
@@ -185,14 +185,16 @@ class Journal:
         return self._written(self.store.unretain(topic), "forget retained message", topic)
 
     def _not_stored(self, failure: Failure, message: Any) -> Failure:
-        if not self.failing:
-            log.error(
-                "persistent message {message_id} to {destination} not stored: {error}",
-                message_id=message.message_id,
-                destination=message.destination,
-                error=str(failure.value),
-            )
-        self.failing += 1
+        if not failure.check(StoreFull):
+            # The store logs a full disk itself, once when it fills and once when it has room.
+            if not self.failing:
+                log.error(
+                    "persistent message {message_id} to {destination} not stored: {error}",
+                    message_id=message.message_id,
+                    destination=message.destination,
+                    error=str(failure.value),
+                )
+            self.failing += 1
         return Failure(
             MessageNotStored(
                 "message not stored",
@@ -277,10 +279,15 @@ class Journal:
     def _succeeded(self, result: Any) -> bool:
         if self.failing:
             self._episode_over()
+        elif self._unremoved:
+            self._retry_removals()
         return True
 
     def _failed(self, failure: Failure, operation: str, key: str) -> bool:
         if self.stopping and failure.check(StoreNotOpen):
+            return False
+        if failure.check(StoreFull):
+            # Logged by the store, once each way; a removal it refused is retried below.
             return False
         if not self.failing:
             log.error(
@@ -299,6 +306,9 @@ class Journal:
             failed=self.failing,
         )
         self.failing = 0
+        self._retry_removals()
+
+    def _retry_removals(self) -> None:
         unremoved, self._unremoved = self._unremoved, []
         for key, message_id in unremoved:
             self.remove(key, message_id, lazy=True)
