@@ -160,6 +160,8 @@ class Producer(stomp.ConnectionListener):
         self.last_receipt = time.monotonic()
         self.changed = threading.Condition()
         self.closed = False
+        #: Set once the producer counts as held: nothing more is sent.
+        self.stopping = False
         self.connection = _connect(address, self)
 
     def on_receipt(self, frame: Any) -> None:
@@ -186,8 +188,23 @@ class Producer(stomp.ConnectionListener):
         """
         Send until ``total`` bytes are receipted or the broker holds the producer.
 
+        The sends run on a thread of their own: a held producer of large messages
+        blocks in a send, its socket full, until the broker reads again (its
+        last SENDs then go through, and nothing more is sent).
+
         :returns: whether the producer was held (no receipt for ``stall`` seconds).
         """
+        sender = threading.Thread(target=self._send_all, name="producer", daemon=True)
+        sender.start()
+        while sender.is_alive():
+            sender.join(0.1)
+            with self.changed:
+                if self.outstanding and time.monotonic() - self.last_receipt > self.shape.stall:
+                    self.stopping = True
+                    return True
+        return self.stopping
+
+    def _send_all(self) -> None:
         shape = self.shape
         body = b"x" * shape.size
         wanted = -(-shape.total // shape.size)
@@ -195,12 +212,15 @@ class Producer(stomp.ConnectionListener):
         while True:
             with self.changed:
                 while True:
-                    if self.closed or self.errors or len(self.receipted) >= wanted:
-                        return False
+                    if self.stopping or self.closed or self.errors:
+                        return
+                    if len(self.receipted) >= wanted:
+                        return
                     if self.sent < wanted and len(self.outstanding) < shape.window:
                         break
                     if time.monotonic() - self.last_receipt > shape.stall:
-                        return True
+                        self.stopping = True
+                        return
                     self.changed.wait(0.1)
                 seq = self.first + self.sent
                 self.outstanding.add(seq)
@@ -211,7 +231,7 @@ class Producer(stomp.ConnectionListener):
                 )
             except (StompException, OSError) as error:
                 self.errors.append(str(error))
-                return False
+                return
 
 
 class Consumer(stomp.ConnectionListener):
@@ -308,7 +328,8 @@ def run(start: BrokerStarter, data_dir: Path, shape: Shape, drain_timeout: float
         report.produce_s = round(producer.last_receipt - began, 2)
         receipted = set(producer.receipted)
         report.producer_errors = producer.errors[:3]
-        _disconnect(producer.connection)
+        # A held producer's socket may be full: its DISCONNECT must not hold the run.
+        threading.Thread(target=_disconnect, args=(producer.connection,), daemon=True).start()
         sampler.stop()
         report.receipted = len(receipted)
         report.receipted_mb = _mb(len(receipted) * shape.size)
