@@ -232,14 +232,16 @@ class Journal:
             it for a commit that others start (see ``IMessageStore.remove``).
         :returns: see :meth:`_written`.
         """
-        removed = self.store.remove(key, message_id, lazy=lazy)
-        written = self._written(removed, f"remove {message_id}", key)
-        return written.addCallback(self._retry_later, key, message_id)
+        removed: Deferred[Any] = self.store.remove(key, message_id, lazy=lazy)
+        return removed.addCallbacks(
+            self._succeeded, self._not_removed, errbackArgs=(key, message_id)
+        )
 
-    def _retry_later(self, written: bool, key: str, message_id: str) -> bool:
-        if not written and not self.stopping:
+    def _not_removed(self, failure: Failure, key: str, message_id: str) -> bool:
+        """A removal failed: log it as any write, and ask for it again once writes succeed."""
+        if not self.stopping:
             self._unremoved.append((key, message_id))
-        return written
+        return self._failed(failure, f"remove {message_id}", key)
 
     def move(self, key: str, message_id: str, to_key: str, copy: Any) -> Deferred[bool]:
         """
