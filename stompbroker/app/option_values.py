@@ -160,18 +160,22 @@ def parse_disk_free_limit(text: str) -> DiskFreeLimit:
         disk alarm off.
     :raises usage.UsageError: for anything else.
     """
+    refusal = usage.UsageError(
+        "--disk-free-limit takes bytes (with K, M, G or T) or a share of the data"
+        f" directory's filesystem below 100%, such as 5%, got {text!r}"
+    )
     cleaned = text.strip()
     if not cleaned.endswith("%"):
-        return DiskFreeLimit(size=parse_size(cleaned, "disk-free-limit"))
+        try:
+            return DiskFreeLimit(size=parse_size(cleaned, "disk-free-limit"))
+        except usage.UsageError:
+            raise refusal from None
     try:
         share = float(cleaned[:-1]) / 100
     except ValueError:
-        share = -1.0
+        raise refusal from None
     if not 0 <= share < 1:
-        raise usage.UsageError(
-            "--disk-free-limit takes bytes (with K, M, G or T) or a share of the data"
-            f" directory's filesystem below 100%, such as 5%, got {text!r}"
-        )
+        raise refusal
     return DiskFreeLimit(share=share)
 
 

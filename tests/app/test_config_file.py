@@ -124,6 +124,12 @@ def test_a_false_flag_sets_nothing(tmp_path: Path) -> None:
             id="checked-after-parsing",
         ),
         pytest.param(
+            "[store]\ndisk-free-limit = '100%'\n",
+            ":2: [store] disk-free-limit takes bytes (with K, M, G or T) or a share of the data"
+            " directory's filesystem below 100%, such as 5%, got '100%'",
+            id="disk-free-limit",
+        ),
+        pytest.param(
             "[connections]\nmax-connections = true\n",
             ":2: [connections] max-connections takes a string or a number, got True",
             id="bool-for-a-value",
