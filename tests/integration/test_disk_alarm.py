@@ -42,7 +42,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         text=True,
     )
     if made.returncode:
-        pytest.skip(f"cannot mount a 100 MB tmpfs here (needs root): {made.stderr.strip()}")
+        pytest.skip(f"issue 42: mounting a 100 MB tmpfs needs root: {made.stderr.strip()}")
     try:
         yield mount
     finally:
