@@ -674,3 +674,19 @@ def test_cluster_publish_parts_stores_every_message_sent(part: str) -> None:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr.decode(errors="replace")
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("flags", [["--kill"], ["--non-persistent"]])
+def test_backlog_fills_kills_restarts_and_drains_exactly_once_in_order(
+    flags: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """benchmarks.backlog prints one JSON line with its figures, and checks the drain."""
+    from benchmarks import backlog
+
+    assert backlog.main(["--total", "300K", "--window", "20", *flags]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["receipted"] == 300 and report["delivered"] == 300
+    assert (report["lost"], report["duplicated"], report["out_of_order"]) == (0, 0, 0)
+    assert report["held"] is False and report["peak_rss_mb"] > 0
+    assert (report["restart_listen_s"] is not None) == ("--kill" in flags)

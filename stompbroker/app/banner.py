@@ -110,7 +110,9 @@ def _store(options: Any) -> str:
         return "in Redis, shared by the cluster's nodes"
     if options["data-dir"] == "none":
         return "none: every message is in memory only (--data-dir none)"
-    return f"{Path(options['data-dir']).absolute()} (SQLite, sync {options['sync']})"
+    limit = options["disk-free-limit"]
+    alarm = f"disk alarm under {limit}" if limit.enabled else "no disk alarm"
+    return f"{Path(options['data-dir']).absolute()} (SQLite, sync {options['sync']}, {alarm})"
 
 
 def log_banner(lines: list[str]) -> None:

@@ -224,7 +224,9 @@ SECTIONS: dict[str, OptionSection] = {
         }
     ),
     "store": OptionSection(
-        dict.fromkeys(["data-dir", "sync", "stream-max-age", "stream-max-bytes"], VALUE)
+        dict.fromkeys(
+            ["data-dir", "sync", "disk-free-limit", "stream-max-age", "stream-max-bytes"], VALUE
+        )
     ),
     "cluster": OptionSection(
         dict.fromkeys(

@@ -261,6 +261,14 @@ PARAMETERS: list[Any] = named(
             "or off (acknowledge before writing; a crash can lose the last moments).",
         ],
         [
+            "disk-free-limit",
+            None,
+            "50M",
+            "Room the message store's disk keeps free: below it, connections that publish "
+            "persistent messages are held until there is room again: bytes (K, M, G "
+            "allowed) or a share of the data directory's filesystem such as 5% (0 = off).",
+        ],
+        [
             "stats-dir",
             None,
             None,

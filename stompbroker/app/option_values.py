@@ -18,12 +18,14 @@ from typing import Any
 
 from twisted.python import usage
 
+from stompbroker.broker.flow.disk_alarm import DiskFreeLimit
 from stompbroker.broker.flow.throttle import physical_memory
 
 __all__ = [
     "named",
     "non_negative",
     "non_negative_seconds",
+    "parse_disk_free_limit",
     "parse_heartbeat",
     "parse_size",
     "positive",
@@ -149,6 +151,32 @@ def parse_size(text: str, option: str) -> int:
             f"--{option} takes bytes (with K, M, G or T) or a share of memory such as 40%,"
             f" got {text!r}"
         ) from None
+
+
+def parse_disk_free_limit(text: str) -> DiskFreeLimit:
+    """
+    :param text: bytes, with an optional unit ``K``, ``M``, ``G`` or ``T``, or a
+        percentage of the data directory's filesystem such as ``5%``; 0 turns the
+        disk alarm off.
+    :raises usage.UsageError: for anything else.
+    """
+    refusal = usage.UsageError(
+        "--disk-free-limit takes bytes (with K, M, G or T) or a share of the data"
+        f" directory's filesystem below 100%, such as 5%, got {text!r}"
+    )
+    cleaned = text.strip()
+    if not cleaned.endswith("%"):
+        try:
+            return DiskFreeLimit(size=parse_size(cleaned, "disk-free-limit"))
+        except usage.UsageError:
+            raise refusal from None
+    try:
+        share = float(cleaned[:-1]) / 100
+    except ValueError:
+        raise refusal from None
+    if not 0 <= share < 1:
+        raise refusal
+    return DiskFreeLimit(share=share)
 
 
 def parse_heartbeat(text: str, option: str = "heartbeat") -> tuple[int, int]:

@@ -27,7 +27,7 @@ from stompbroker.app.config_options import ConfigFileOptions
 from stompbroker.app.edge_options import EdgeOptions
 from stompbroker.app.engine_options import EngineOptions
 from stompbroker.app.option_table import FLAGS, PARAMETERS
-from stompbroker.app.option_values import parse_heartbeat, parse_size
+from stompbroker.app.option_values import parse_disk_free_limit, parse_heartbeat, parse_size
 from stompbroker.app.policy_options import PolicyOptions
 from stompbroker.app.redelivery_options import RedeliveryOptions
 from stompbroker.app.stream_options import StreamOptions
@@ -187,6 +187,7 @@ class Options(
                 )
         if self["memory-low"] and self["memory-low"] >= self["memory-high"]:
             raise usage.UsageError("--memory-low must be below --memory-high")
+        self["disk-free-limit"] = parse_disk_free_limit(str(self["disk-free-limit"]))
 
     def opt_version(self) -> None:
         """Print the version and exit."""

@@ -107,6 +107,7 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
             max_transaction_frames=options["max-transaction-frames"],
             memory_high=options["memory-high"],
             memory_low=options["memory-low"],
+            disk_free_limit=options["disk-free-limit"],
             shutdown_timeout=options["shutdown-timeout"],
         ),
         policy=policy,

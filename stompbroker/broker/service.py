@@ -15,7 +15,8 @@ of it.  It never sees bytes or transports, and holds no destination itself:
   connections within their limits and keeps what belongs to each;
 - **transactions** (:mod:`stompbroker.broker.clients.transactions`) hold frames until COMMIT;
 - **back-pressure** (:mod:`stompbroker.broker.flow.backpressure`) pauses publishers
-  while memory is high or a slow subscriber blocks them;
+  while memory is high or a slow subscriber blocks them, and persistent publishers
+  while the disk alarm is on;
 - **recovery** (:mod:`stompbroker.broker.store.recovery`) says when the engine has
   rebuilt what its store holds, and dead letters
   (:mod:`stompbroker.broker.queueing.dead_letters`) go where the policy says.
@@ -53,6 +54,7 @@ from stompbroker.broker.engine.factory import build_engine
 from stompbroker.broker.features.policies import Policies, Policy
 from stompbroker.broker.features.presence import Presence
 from stompbroker.broker.flow.backpressure import BackPressure, MemoryAlarm
+from stompbroker.broker.flow.disk_alarm import DiskAlarm
 from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.flow.rate_limiter import RateLimiter
 from stompbroker.broker.flow.rates import RateLimits
@@ -156,7 +158,13 @@ class Broker(Service):
             admit=self.rates.admit if rate_limits.connection_rate is not None else None,
         )
         self.connections = self.registry.connections
-        self.backpressure = BackPressure(clock, limits, books.counters, self.connections)
+        self.backpressure = BackPressure(
+            clock,
+            limits,
+            books.counters,
+            self.connections,
+            disk_space=store.disk_space if store is not None else None,
+        )
         engine.report_outages(self.backpressure)
         #: The :class:`~stompbroker.protocol.resume.registry.ResumeBook` of the
         #: listeners' resumable sessions, if any (:meth:`keep_resumable_sessions`).
@@ -247,6 +255,10 @@ class Broker(Service):
     def memory_alarm(self) -> MemoryAlarm:
         """:returns: the memory watermark's state now: whether publishers are paused for memory."""
         return self.backpressure.memory_alarm()
+
+    def disk_alarm(self) -> DiskAlarm:
+        """:returns: the disk alarm's state now: whether persistent publishers are held."""
+        return self.backpressure.disk_alarm()
 
     def keep_resumable_sessions(self, book: Any) -> None:
         """

@@ -30,7 +30,7 @@ from stompbroker.stats.schema import (
     to_timestamp,
 )
 
-__all__ = ["live_document", "memory_document", "monitor_text", "stats_document"]
+__all__ = ["disk_document", "live_document", "memory_document", "monitor_text", "stats_document"]
 
 _MESSAGES_IN = FLOW_COUNTERS.index("messages_in")
 _MESSAGES_DELIVERED = FLOW_COUNTERS.index("messages_delivered")
@@ -103,6 +103,7 @@ def stats_document(
         "resumable_sessions": figures.to_dict() if figures is not None else None,
         "topic_gaps": attrs.asdict(gaps) if gaps is not None else None,
         "memory": memory_document(model.broker.memory_alarm()),
+        "disk": disk_document(model.broker.disk_alarm()),
         "http_auth": [figures.to_dict() for figures in model.authorization] or None,
         "rate_limits": rates.to_dict() if rates is not None else None,
         "destinations": destinations,
@@ -127,6 +128,24 @@ def memory_document(alarm: Any) -> dict[str, Any]:
         "low_bytes": alarm.low,
         "since": None if alarm.since is None else format_timestamp(to_timestamp(alarm.since)),
         "paused_publishers": alarm.paused_publishers,
+    }
+
+
+def disk_document(alarm: Any) -> dict[str, Any]:
+    """
+    :param alarm: the broker's :class:`~stompbroker.broker.flow.disk_alarm.DiskAlarm`.
+    :returns: the disk alarm as JSON: ``enabled``, ``alarm``, ``free_bytes`` (the
+        room left for the store), ``total_bytes`` (its filesystem), ``limit_bytes``,
+        ``since`` (ISO-8601, or ``null`` without an alarm) and ``held_publishers``.
+    """
+    return {
+        "enabled": alarm.enabled,
+        "alarm": alarm.alarm,
+        "free_bytes": alarm.free,
+        "total_bytes": alarm.total,
+        "limit_bytes": alarm.limit,
+        "since": None if alarm.since is None else format_timestamp(to_timestamp(alarm.since)),
+        "held_publishers": alarm.held_publishers,
     }
 
 

@@ -39,6 +39,9 @@ hosts also ``vhost``, and ``destination`` is the name its clients know):
   ``stompbroker_memory_in_use_bytes`` (the latest sample),
   ``stompbroker_memory_high_watermark_bytes``, ``stompbroker_memory_low_watermark_bytes``
   and ``stompbroker_publishers_paused``;
+- the disk alarm (``--disk-free-limit``), while it runs: ``stompbroker_disk_alarm``
+  (1 while persistent publishers are held), ``stompbroker_disk_free_bytes``,
+  ``stompbroker_disk_free_limit_bytes`` and ``stompbroker_disk_held_publishers``;
 - given the broker's :class:`~stompbroker.stats.setup.RunningSetup`:
   ``stompbroker_listener_info`` (one per listener, labels ``kind``, ``endpoint``
   and ``url``) and ``stompbroker_configuration_info`` (one label per setting);
@@ -223,6 +226,7 @@ class StatsCollector(Collector):
         if rates is not None:
             yield from _rate_limit_metrics(rates)
         yield from _memory_metrics(self._live.model.broker.memory_alarm())
+        yield from _disk_metrics(self._live.model.broker.disk_alarm())
         if self._setup is not None:
             yield from _setup_metrics(self._setup)
 
@@ -242,6 +246,32 @@ def _memory_metrics(alarm: Any) -> Iterator[Metric]:
             "publishers_paused",
             "Connections not read from now, for memory or for a slow subscriber (block policy)",
             alarm.paused_publishers,
+        ),
+    ):
+        yield GaugeMetricFamily(f"{PREFIX}_{name}", text, value=value)
+
+
+def _disk_metrics(alarm: Any) -> Iterator[Metric]:
+    """The disk alarm, when it runs: whether it is on, and what it compares."""
+    if not alarm.enabled:
+        return
+    for name, text, value in (
+        (
+            "disk_alarm",
+            "1 while the store's disk has less room than --disk-free-limit and"
+            " persistent publishers are held",
+            int(alarm.alarm),
+        ),
+        (
+            "disk_free_bytes",
+            "Room left for the message store (free disk plus free database pages)",
+            alarm.free,
+        ),
+        ("disk_free_limit_bytes", "--disk-free-limit, in bytes", alarm.limit),
+        (
+            "disk_held_publishers",
+            "Connections held now because the disk alarm is on",
+            alarm.held_publishers,
         ),
     ):
         yield GaugeMetricFamily(f"{PREFIX}_{name}", text, value=value)

@@ -60,7 +60,7 @@ from stompbroker.broker.management.operations import (
 from stompbroker.broker.management.queue_operations import MAX_COUNT, check_target
 from stompbroker.broker.routing.virtual_hosts import DEFAULT_HOST
 from stompbroker.logs import logger
-from stompbroker.stats.documents import memory_document, stats_document
+from stompbroker.stats.documents import disk_document, memory_document, stats_document
 from stompbroker.stats.services import LiveStats
 from stompbroker.stats.setup import RunningSetup
 from stompbroker.web.api_bodies import (
@@ -252,6 +252,7 @@ class ManagementApi(Resource):
         else:
             document = stats_document(self.live.model, self.live.latest, server)
         document["memory"] = memory_document(self.management.memory_alarm())
+        document["disk"] = disk_document(self.management.disk_alarm())
         if self.setup is not None:
             document.update(self.setup.to_dict())
         return document

@@ -59,3 +59,18 @@ def test_the_banner_masks_the_redis_password() -> None:
     text = "\n".join(banner_lines(options, MemoryReactorClock()))
     assert "hunter2" not in text
     assert "  store      in Redis" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        ((), "(SQLite, sync batch, disk alarm under 50M)"),
+        (("--disk-free-limit", "5%"), "(SQLite, sync batch, disk alarm under 5%)"),
+        (("--disk-free-limit", "0"), "(SQLite, sync batch, no disk alarm)"),
+    ],
+)
+def test_the_banner_says_where_the_disk_alarm_starts(argv: tuple[str, ...], shown: str) -> None:
+    """The store's line says the --disk-free-limit the alarm watches, or that it is off."""
+    options = parse("--data-dir", "/srv/stomp", *argv)
+    (store,) = [line for line in banner_lines(options, MemoryReactorClock()) if "store" in line]
+    assert store.endswith(f"/srv/stomp {shown}")

@@ -13,6 +13,7 @@ import pytest
 
 from stompbroker.app.config_file import LOGIN_SECTIONS, SECTIONS, ConfigError
 from stompbroker.app.options import Options
+from stompbroker.broker.flow.disk_alarm import DiskFreeLimit
 from stompbroker.broker.flow.rates import Rate, Rates
 from tests.support.options import parse
 
@@ -51,6 +52,9 @@ persistent-queues = true
 
 [flow]
 memory-high = "1G"
+
+[store]
+disk-free-limit = "10%"
 """,
     )
     options = parse("--config", path)
@@ -60,6 +64,7 @@ memory-high = "1G"
     assert options["heartbeat"] == (0, 0)
     assert options["persistent-queues"]
     assert options["memory-high"] == 1024**3
+    assert options["disk-free-limit"] == DiskFreeLimit(share=0.1)
 
 
 def test_the_command_line_overrides_the_file(tmp_path: Path) -> None:
@@ -117,6 +122,12 @@ def test_a_false_flag_sets_nothing(tmp_path: Path) -> None:
             "[flow]\nslow-consumer = 'pause'\n",
             ":2: [flow] slow-consumer must be one of block, drop-oldest, disconnect, got 'pause'",
             id="checked-after-parsing",
+        ),
+        pytest.param(
+            "[store]\ndisk-free-limit = '100%'\n",
+            ":2: [store] disk-free-limit takes bytes (with K, M, G or T) or a share of the data"
+            " directory's filesystem below 100%, such as 5%, got '100%'",
+            id="disk-free-limit",
         ),
         pytest.param(
             "[connections]\nmax-connections = true\n",

@@ -9,6 +9,7 @@ import pytest
 from twisted.python import usage
 
 from stompbroker.app.options import DEFAULT_LISTEN
+from stompbroker.broker.flow.disk_alarm import DiskFreeLimit
 from tests.support.options import parse
 
 
@@ -44,6 +45,10 @@ def test_port_is_shorthand_for_loopback_tcp_endpoint() -> None:
         ["--resume-buffer", "lots"],
         ["--stats-stream", "/queue/stats"],
         ["--stats-stream", "/stream/"],
+        ["--disk-free-limit", "lots"],
+        ["--disk-free-limit", "100%"],
+        ["--disk-free-limit", "-5%"],
+        ["--disk-free-limit", "-1M"],
     ],
 )
 def test_bad_option_values_are_usage_errors(argv: list[str]) -> None:
@@ -57,3 +62,20 @@ def test_the_stats_stream_is_off_unless_named() -> None:
     assert parse()["stats-stream"] is None
     assert parse("--stats-stream", "none")["stats-stream"] is None
     assert parse("--stats-stream", "/stream/s")["stats-stream"] == "/stream/s"
+
+
+@pytest.mark.parametrize(
+    ("value", "limit"),
+    [
+        (None, DiskFreeLimit(size=50 << 20)),
+        ("2G", DiskFreeLimit(size=2 << 30)),
+        ("5%", DiskFreeLimit(share=0.05)),
+        ("0", DiskFreeLimit()),
+    ],
+)
+def test_the_disk_free_limit_is_bytes_or_a_share_of_the_filesystem(
+    value: str | None, limit: DiskFreeLimit
+) -> None:
+    """--disk-free-limit takes bytes with a unit or a percentage; 0 turns the alarm off."""
+    argv = [] if value is None else ["--disk-free-limit", value]
+    assert parse(*argv)["disk-free-limit"] == limit

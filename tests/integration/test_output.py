@@ -22,7 +22,10 @@ def test_the_banner_lists_the_listeners_as_urls_and_how_the_broker_runs(tmp_path
     assert f"  console    http://127.0.0.1:{broker.http_port}/console\n" in log
     assert "  engine     memory\n" in log
     assert "  auth       memory; clients without a login refused\n" in log
-    assert f"  store      {tmp_path / 'stompbroker-data'} (SQLite, sync batch)\n" in log
+    assert (
+        f"  store      {tmp_path / 'stompbroker-data'} (SQLite, sync batch, disk alarm under 50M)\n"
+        in log
+    )
     assert "  reactor    epoll (uvloop not running" in log
     assert "secret" not in log
     assert "object at 0x" not in log

@@ -287,8 +287,8 @@ class Consumers:
         :param transaction: take effect when this transaction commits.
         :returns: ``None``; or, when it settles persistent messages, a Deferred
             that fires once their removal is durable (so that they cannot come
-            back after a crash), or fails with
-            :class:`~stompbroker.broker.store.journal.MessageNotStored`.
+            back after a crash), or has failed (see
+            :func:`~stompbroker.broker.store.journal.settled`).
         :raises UnknownAck: if the message is not awaiting acknowledgement there.
         :raises UnknownTransaction: if ``transaction`` is not open.
         """

@@ -17,7 +17,12 @@ Three things pause a publisher (the mechanisms are in :mod:`stompbroker.broker.f
 - an alarm the engine raises (:meth:`BackPressure.alarm_on`): the redis engine's
   while its server is away, up to ``--engine-outage-hold``
   (:mod:`stompbroker.broker.engine.redis.outage`): every connection that
-  publishes is paused after its SEND until the alarm is off, as for memory.
+  publishes is paused after its SEND until the alarm is off, as for memory;
+- the disk alarm (:mod:`~stompbroker.broker.flow.disk_alarm`, sampled on a
+  timer): while the message store's disk has less room than
+  ``--disk-free-limit``, a connection is paused after a SEND of a *persistent*
+  message (:meth:`BackPressure.hold_persistent_sender`, which the router calls
+  while :attr:`BackPressure.disk_full` is set), until there is room again.
 
 Theory of operation
 -------------------
@@ -50,6 +55,7 @@ from typing import Any
 
 from attrs import frozen
 
+from stompbroker.broker.flow.disk_alarm import DISK, DiskAlarm, DiskWatch
 from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.flow.throttle import (
     MEMORY,
@@ -121,6 +127,8 @@ class BackPressure:
     :param counters: the broker-wide counters, for drops and slow disconnects.
     :param connections: the connections open now; a sender or a blocking
         subscriber that is not among them is closing already, and holds nobody.
+    :param disk_space: the message store's ``disk_space``, which the disk alarm
+        samples; ``None`` for a broker whose store keeps nothing on disk here.
 
     :ivar pending: ``None``, or what the message being routed calls for (see
         the module notes).
@@ -128,6 +136,10 @@ class BackPressure:
     :ivar memory_gauge: measures the memory in use for the watermark; ``None``
         where it cannot be measured.  Tests replace it before the broker starts.
     :ivar memory_gauge_kind: what the gauge measures, for the log.
+    :ivar disk_space: what the disk alarm samples (the ``disk_space`` parameter);
+        tests replace it before the broker starts.
+    :ivar disk_full: the disk alarm is on: the router holds each connection
+        that sends a persistent message.
     """
 
     def __init__(
@@ -136,6 +148,7 @@ class BackPressure:
         limits: Limits,
         counters: DeliveryCounters,
         connections: Container[Any],
+        disk_space: Callable[[], Any] | None = None,
     ) -> None:
         self.pending: Pressure | None = None
         self.throttle = Throttle()
@@ -164,11 +177,20 @@ class BackPressure:
         self._alarm_since: float | None = None
         #: The engine's alarms that are on (an outage of its server).
         self._alarms: frozenset[str] = frozenset()
+        self.disk_full = False
+        self.disk_space = disk_space
+        self._disk_watch: DiskWatch | None = None
+        #: When the disk alarm went off, while it is on.
+        self._disk_since: float | None = None
 
     # -- the memory watermark ------------------------------------------------------
 
     def start(self) -> None:
-        """Start the memory watermark, unless it is off or memory cannot be measured here."""
+        """Start the memory watermark and the disk alarm, those that are on and can measure."""
+        self._start_memory_watch()
+        self._start_disk_watch()
+
+    def _start_memory_watch(self) -> None:
         high = self._limits.memory_high
         if not high or self._watch is not None:
             return
@@ -226,10 +248,13 @@ class BackPressure:
         return freed
 
     def stop(self) -> None:
-        """Stop sampling memory."""
+        """Stop sampling memory and disk."""
         if self._watch is not None:
             self._watch.stop()
             self._watch = None
+        if self._disk_watch is not None:
+            self._disk_watch.stop()
+            self._disk_watch = None
 
     def memory_alarm(self) -> MemoryAlarm:
         """:returns: the watermark's state now, for operators."""
@@ -270,6 +295,60 @@ class BackPressure:
             Pressure(False, blocked_by, self._alarms) if blocked_by or self._alarms else None
         )
         self.throttle.release(MEMORY)
+
+    # -- the disk alarm ---------------------------------------------------------------
+
+    def _start_disk_watch(self) -> None:
+        limit = self._limits.disk_free_limit
+        if self.disk_space is None or not limit.enabled or self._disk_watch is not None:
+            return
+        self._disk_watch = DiskWatch(
+            self._clock, self.disk_space, limit, self._disk_low, self._disk_ok
+        )
+        self._disk_watch.start()
+
+    def disk_alarm(self) -> DiskAlarm:
+        """:returns: the disk alarm's state now, for operators."""
+        watch = self._disk_watch
+        space = watch.last if watch is not None else None
+        return DiskAlarm(
+            enabled=watch is not None,
+            alarm=self.disk_full,
+            free=space.free if space is not None else 0,
+            total=space.total if space is not None else 0,
+            limit=watch.limit_bytes() if watch is not None else 0,
+            since=self._disk_since if self.disk_full else None,
+            held_publishers=self.throttle.held_for(DISK),
+        )
+
+    def _disk_low(self, space: Any, limit: int) -> None:
+        self.disk_full = True
+        self._disk_since = self._clock.seconds()
+        log.warn(
+            "disk alarm: {free} bytes left for the message store, under --disk-free-limit"
+            " {limit}: holding connections that publish persistent messages",
+            free=space.free,
+            limit=limit,
+        )
+
+    def _disk_ok(self, space: Any, limit: int) -> None:
+        self.disk_full = False
+        self._disk_since = None
+        log.info(
+            "disk alarm over: {free} bytes left for the message store: resuming {count} publishers",
+            free=space.free,
+            count=self.throttle.held_for(DISK),
+        )
+        self.throttle.release(DISK)
+
+    def hold_persistent_sender(self, connection: Any) -> None:
+        """
+        Pause the connection that just sent a persistent message, while the disk alarm is on.
+
+        :param connection: the sender; ``None`` for Python code publishing.
+        """
+        if connection is not None and connection in self._connections:
+            self.throttle.hold(connection, DISK)
 
     # -- the engine's alarms ------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """
-The broker-wide limits: connections, transactions, memory, and the time a stop may take.
+The broker-wide limits: connections, transactions, memory, disk, and the time a stop may take.
 
 Each is a twistd option (see :mod:`stompbroker.app.tap`); the defaults protect
 a small machine.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from attrs import field, frozen
 
+from stompbroker.broker.flow.disk_alarm import DEFAULT_DISK_FREE_LIMIT, DiskFreeLimit
 from stompbroker.broker.flow.throttle import physical_memory
 
 #: The default high memory mark, as a share of the machine's memory.
@@ -38,6 +39,9 @@ class Limits:
         turns the watermark off.  Defaults to 40% of the machine's memory.
     :ivar memory_low: bytes below which it reads from them again; 0 means 80% of
         ``memory_high``.
+    :ivar disk_free_limit: room the message store's disk keeps free: under it,
+        connections that publish persistent messages are held (see
+        :mod:`stompbroker.broker.flow.disk_alarm`); 0 bytes turns the alarm off.
     :ivar shutdown_timeout: most seconds a graceful stop waits for clients to
         take their last frames before it drops them.
     """
@@ -48,6 +52,7 @@ class Limits:
     max_transaction_frames: int = 10000
     memory_high: int = field(factory=_default_memory_high)
     memory_low: int = 0
+    disk_free_limit: DiskFreeLimit = DEFAULT_DISK_FREE_LIMIT
     shutdown_timeout: float = 10.0
 
     @property

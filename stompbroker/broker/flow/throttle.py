@@ -168,6 +168,10 @@ class Throttle:
     def __contains__(self, connection: Any) -> bool:
         return connection in self._reasons
 
+    def held_for(self, reason: Any) -> int:
+        """:returns: how many connections ``reason`` holds now."""
+        return len(self._held.get(reason, ()))
+
     def hold(self, connection: Any, reason: Any) -> None:
         """
         Pause reading from ``connection`` (if it is not already) for ``reason``.

@@ -348,6 +348,10 @@ class Management:
         """:returns: the watermark's :class:`~stompbroker.broker.flow.backpressure.MemoryAlarm`."""
         return self.broker.memory_alarm()
 
+    def disk_alarm(self) -> Any:
+        """:returns: the :class:`~stompbroker.broker.flow.disk_alarm.DiskAlarm`."""
+        return self.broker.disk_alarm()
+
     def nodes(self) -> Any:
         """
         :returns: the broker processes sharing the engine, a list of

@@ -332,6 +332,8 @@ class Router:
                 waiting = route(message)
             if self._backpressure.pending is not None:
                 self._backpressure.pause_sender(connection)
+        if persistent and self._backpressure.disk_full:
+            self._backpressure.hold_persistent_sender(connection)
         traffic = self._traffic
         if traffic.sampling:
             counted = traffic.destinations.get(destination) or traffic.of(destination)

@@ -75,6 +75,16 @@ class StoreWriteFailed(StoreError):
     """A group of writes could not be committed (disk full, I/O error); none of it is durable."""
 
 
+class StoreFull(StoreWriteFailed):
+    """
+    The data directory's disk is full: a write that needs more space was refused.
+
+    Writes that free space (removals, delivery marks) are still made; the store
+    takes writes that need space again once there is room (see
+    :mod:`stompbroker.broker.store.disk_space`).
+    """
+
+
 class StoreNotOpen(StoreError):
     """An operation was asked of a store that has not been opened, or has been closed."""
 
@@ -421,6 +431,15 @@ class IMessageStore(Interface):
         Forget a topic's retained message, if it has one.
 
         :returns: a Deferred firing with ``None`` once the removal is durable.
+        """
+
+    def disk_space():  # type: ignore[no-untyped-def]
+        """
+        What the disk alarm (``--disk-free-limit``) watches; called on a timer.
+
+        :returns: a :class:`~stompbroker.broker.store.disk_space.DiskSpace`, the
+            room left for the store, or ``None`` for a store on no disk (or one
+            not open now).
         """
 
 

@@ -13,6 +13,14 @@ returns that Deferred, failing with :class:`MessageNotStored`, which the session
 turns into an ERROR.  Every other write (a delivery mark, a removal after an ACK,
 a dead-letter move, a durable subscription) is fire-and-forget: the broker's
 memory has already changed, nobody can be told of a failure, so it is logged.
+
+Failures come in episodes (a full disk fails every write that needs space until
+there is room again): the log gets the first failure of an episode and, with the
+next write that succeeds, how many failed in between, never one line per write.
+A removal that failed is asked for again then, so that an acknowledged message
+does not come back after a restart.  An ACK is answered whether or not its
+removal could be written: the consumer goes on, and at worst the message is
+delivered again, marked ``redelivered``, after a restart.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from typing import Any
 from twisted.internet.defer import Deferred, FirstError, gatherResults
 from twisted.python.failure import Failure
 
-from stompbroker.broker.store.base import StoreNotOpen
+from stompbroker.broker.store.base import StoreFull, StoreNotOpen
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import ProtocolError
 
@@ -108,6 +116,10 @@ class Journal:
     def __init__(self, store: Any) -> None:
         self.store: Any = store
         self.stopping = False
+        #: Writes failed since the last that succeeded: 0 outside a failure episode.
+        self.failing = 0
+        #: Removals that failed, asked for again when writes succeed again.
+        self._unremoved: list[tuple[str, str]] = []
 
     def add(self, keys: list[str], message: Any) -> Deferred[None] | None:
         """
@@ -173,12 +185,16 @@ class Journal:
         return self._written(self.store.unretain(topic), "forget retained message", topic)
 
     def _not_stored(self, failure: Failure, message: Any) -> Failure:
-        log.error(
-            "persistent message {message_id} to {destination} not stored: {error}",
-            message_id=message.message_id,
-            destination=message.destination,
-            error=str(failure.value),
-        )
+        if not failure.check(StoreFull):
+            # The store logs a full disk itself, once when it fills and once when it has room.
+            if not self.failing:
+                log.error(
+                    "persistent message {message_id} to {destination} not stored: {error}",
+                    message_id=message.message_id,
+                    destination=message.destination,
+                    error=str(failure.value),
+                )
+            self.failing += 1
         return Failure(
             MessageNotStored(
                 "message not stored",
@@ -216,8 +232,16 @@ class Journal:
             it for a commit that others start (see ``IMessageStore.remove``).
         :returns: see :meth:`_written`.
         """
-        removed = self.store.remove(key, message_id, lazy=lazy)
-        return self._written(removed, f"remove {message_id}", key)
+        removed: Deferred[Any] = self.store.remove(key, message_id, lazy=lazy)
+        return removed.addCallbacks(
+            self._succeeded, self._not_removed, errbackArgs=(key, message_id)
+        )
+
+    def _not_removed(self, failure: Failure, key: str, message_id: str) -> bool:
+        """A removal failed: log it as any write, and ask for it again once writes succeed."""
+        if not self.stopping:
+            self._unremoved.append((key, message_id))
+        return self._failed(failure, f"remove {message_id}", key)
 
     def move(self, key: str, message_id: str, to_key: str, copy: Any) -> Deferred[bool]:
         """
@@ -252,21 +276,44 @@ class Journal:
             write is durable, ``False`` if it failed (which is logged here, as
             most writes have nobody else to tell).
         """
-        return written.addCallbacks(_true, self._failed, errbackArgs=(operation, key))
+        return written.addCallbacks(self._succeeded, self._failed, errbackArgs=(operation, key))
+
+    def _succeeded(self, result: Any) -> bool:
+        if self.failing:
+            self._episode_over()
+        elif self._unremoved:
+            self._retry_removals()
+        return True
 
     def _failed(self, failure: Failure, operation: str, key: str) -> bool:
-        if not (self.stopping and failure.check(StoreNotOpen)):
+        if self.stopping and failure.check(StoreNotOpen):
+            return False
+        if failure.check(StoreFull):
+            # Logged by the store, once each way; a removal it refused is retried below.
+            return False
+        if not self.failing:
             log.error(
                 "message store could not {operation} in {key}: {error}",
                 operation=operation,
                 key=key,
                 error=str(failure.value),
             )
+        self.failing += 1
         return False
 
+    def _episode_over(self) -> None:
+        """A write succeeded after some failed: say how many, and retry the removals."""
+        log.info(
+            "message store writes succeed again; {failed} failed since the first logged",
+            failed=self.failing,
+        )
+        self.failing = 0
+        self._retry_removals()
 
-def _true(result: Any) -> bool:
-    return True
+    def _retry_removals(self) -> None:
+        unremoved, self._unremoved = self._unremoved, []
+        for key, message_id in unremoved:
+            self.remove(key, message_id, lazy=True)
 
 
 def settled(written: list[Deferred[bool]]) -> Deferred[None] | None:
@@ -275,19 +322,10 @@ def settled(written: list[Deferred[bool]]) -> Deferred[None] | None:
 
     :param written: Deferreds from :class:`Journal`'s methods, which never fail.
     :returns: ``None`` if there is nothing to wait for; otherwise a Deferred
-        that fires with ``None`` once all are durable, or fails with
-        :class:`MessageNotStored` if one of them could not be written (the
-        message would then come back after a restart).
+        that fires with ``None`` once all are written or have failed: an ACK is
+        answered either way (the journal logs and retries what failed), since
+        refusing it would stop a consumer that can do nothing about the disk.
     """
     if not written:
         return None
-    return gatherResults(written).addCallback(_all_written)
-
-
-def _all_written(outcomes: list[bool]) -> None:
-    if not all(outcomes):
-        raise MessageNotStored(
-            "acknowledgement not stored",
-            "the broker could not store this acknowledgement, so the messages it"
-            " settles may be delivered again after a restart",
-        )
+    return gatherResults(written).addCallback(_nothing)

@@ -185,3 +185,7 @@ class MemoryStore:
             return _not_open()
         self._retained.pop(topic, None)
         return succeed(None)
+
+    def disk_space(self) -> None:
+        """:returns: ``None``: this store keeps nothing on disk, so no disk alarm watches it."""
+        return None

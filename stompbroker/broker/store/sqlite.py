@@ -34,8 +34,10 @@ the disk after :meth:`SQLiteStore.open`.
     can lose more, or damage the database.
 
 The data directory holds ``messages.sqlite3`` (with SQLite's ``-wal`` and
-``-shm`` files) and ``lock``, which the store holds with ``flock`` for as long
-as it is open, so two brokers can never share a directory
+``-shm`` files), ``reserve``, room kept for removals on a full disk
+(:mod:`~stompbroker.broker.store.disk_space`), and ``lock``, which the store
+holds with ``flock`` for as long as it is open, so two brokers can never share
+a directory
 (:mod:`~stompbroker.broker.store.sqlite_files`).  The tables are
 :mod:`~stompbroker.broker.store.sqlite_schema`; what the writer runs for each
 operation, and the read at recovery, :mod:`~stompbroker.broker.store.sqlite_records`.
@@ -67,6 +69,7 @@ from stompbroker.broker.store.base import (
     StoreUnavailable,
     stored_message,
 )
+from stompbroker.broker.store.disk_space import DiskSpace, Reserve, disk_space, free_page_bytes
 from stompbroker.broker.store.sqlite_files import (
     DATABASE_NAME,
     lock_data_dir,
@@ -146,6 +149,10 @@ class SQLiteStore:
         #: Commits the writes while the store is open.
         self._writer: GroupCommit | None = None
         self._closed: list[Deferred[None]] = []
+        self._reserve = Reserve(self.data_dir)
+        #: The database's free pages in bytes, as last read (see :meth:`disk_space`).
+        self._free_pages = 0
+        self._reading_free_pages = False
 
     # -- life cycle ----------------------------------------------------------
 
@@ -179,6 +186,12 @@ class SQLiteStore:
             os.close(self._lock_fd)
             self._lock_fd = None
             raise
+        if not self._reserve.make():
+            log.warn(
+                "no room on the disk of {path} for the reserve that keeps acknowledgements"
+                " possible when it fills up",
+                path=str(self.data_dir),
+            )
         executor = self._executor
         if executor is None:
             self._pool = ThreadPool(minthreads=1, maxthreads=1, name="stompbroker-store")
@@ -200,6 +213,7 @@ class SQLiteStore:
             self._max_batch,
             self.stats,
             self.data_dir,
+            self._reserve,
         )
         self._state = "open"
         log.info("message store {path} open, sync {sync}", path=str(self.path), sync=self.sync)
@@ -259,6 +273,11 @@ class SQLiteStore:
                 )
             synchronous = "OFF" if self.sync == "off" else "FULL"
             connection.execute(f"PRAGMA synchronous = {synchronous}")
+            # Some builds (Debian's) zero every freed page, which writes each
+            # removed message to the write-ahead log once more: an ACK would then
+            # need as much new room as the SEND did, and a full disk could never
+            # be drained.  FAST zeroes only what is written anyway.
+            connection.execute("PRAGMA secure_delete = FAST")
             prepare_schema(connection, self.path)
             self._next_sequence = sqlite_records.next_sequence(connection)
         except sqlite3.Error as error:
@@ -288,7 +307,13 @@ class SQLiteStore:
     # -- writes --------------------------------------------------------------
 
     def _write(
-        self, apply: Apply, early: Any, *, advance: bool = False, lazy: bool = False
+        self,
+        apply: Apply,
+        early: Any,
+        *,
+        advance: bool = False,
+        lazy: bool = False,
+        settling: bool = False,
     ) -> Deferred:
         """
         Queue a write; in ``off`` mode, acknowledge it at once.
@@ -296,8 +321,9 @@ class SQLiteStore:
         :param early: what the Deferred fires with in ``off`` mode.
         :param advance: whether the write used up :attr:`_next_sequence`.
         :param lazy: see :meth:`GroupCommit.submit`.
+        :param settling: see :meth:`GroupCommit.submit`.
         """
-        done = self._submit(apply, lazy)
+        done = self._submit(apply, lazy, settling)
         if self._state == "open" and advance:
             self._next_sequence += 1
         if self.sync != "off" or self._state != "open":
@@ -305,7 +331,7 @@ class SQLiteStore:
         done.addErrback(self._lost)
         return succeed(early)
 
-    def _submit(self, apply: Apply, lazy: bool = False) -> Deferred:
+    def _submit(self, apply: Apply, lazy: bool = False, settling: bool = False) -> Deferred:
         """
         Hand an operation to the writer, if the store is open.
 
@@ -314,7 +340,7 @@ class SQLiteStore:
         if self._state != "open":
             return fail(StoreNotOpen(f"the message store {self.path} is not open"))
         assert self._writer is not None
-        return self._writer.submit(apply, lazy)
+        return self._writer.submit(apply, lazy, settling)
 
     def _lost(self, failure: Failure) -> None:
         """In ``off`` mode, nobody waits for a write: report its failure here."""
@@ -340,19 +366,26 @@ class SQLiteStore:
     def remove(self, queue: str, message_id: str, *, lazy: bool = False) -> Deferred[None]:
         """:returns: see :meth:`IMessageStore.remove`."""
         return self._write(
-            functools.partial(sqlite_records.delete_message, queue, message_id), None, lazy=lazy
+            functools.partial(sqlite_records.delete_message, queue, message_id),
+            None,
+            lazy=lazy,
+            settling=True,
         )
 
     def mark_delivered(self, queue: str, message_id: str) -> Deferred[None]:
         """:returns: see :meth:`IMessageStore.mark_delivered`."""
         return self._write(
-            functools.partial(sqlite_records.mark_delivered, queue, message_id), None
+            functools.partial(sqlite_records.mark_delivered, queue, message_id),
+            None,
+            settling=True,
         )
 
     def delay(self, queue: str, message_id: str, due: float) -> Deferred[None]:
         """:returns: see :meth:`IMessageStore.delay`."""
         return self._write(
-            functools.partial(sqlite_records.delay_message, queue, message_id, due), None
+            functools.partial(sqlite_records.delay_message, queue, message_id, due),
+            None,
+            settling=True,
         )
 
     def move(
@@ -377,7 +410,9 @@ class SQLiteStore:
 
     def remove_subscription(self, name: str) -> Deferred[None]:
         """:returns: see :meth:`IMessageStore.remove_subscription`."""
-        return self._write(functools.partial(sqlite_records.remove_subscription, name), None)
+        return self._write(
+            functools.partial(sqlite_records.remove_subscription, name), None, settling=True
+        )
 
     def schedule(self, record: ScheduledRecord) -> Deferred[None]:
         """:returns: see :meth:`IMessageStore.schedule`."""
@@ -388,7 +423,9 @@ class SQLiteStore:
 
     def unschedule(self, message_id: str) -> Deferred[None]:
         """:returns: see :meth:`IMessageStore.unschedule`."""
-        return self._write(functools.partial(sqlite_records.delete_scheduled, message_id), None)
+        return self._write(
+            functools.partial(sqlite_records.delete_scheduled, message_id), None, settling=True
+        )
 
     def retain(self, topic: str, message: MessageFields) -> Deferred[None]:
         """:returns: see :meth:`IMessageStore.retain`."""
@@ -403,7 +440,32 @@ class SQLiteStore:
 
     def unretain(self, topic: str) -> Deferred[None]:
         """:returns: see :meth:`IMessageStore.unretain`."""
-        return self._write(functools.partial(sqlite_records.delete_retained, topic), None)
+        return self._write(
+            functools.partial(sqlite_records.delete_retained, topic), None, settling=True
+        )
+
+    def disk_space(self) -> DiskSpace | None:
+        """
+        :returns: the room left for the store: the disk's free space and the
+            database's free pages as last read (each call has the writer read
+            them again for the next); ``None`` if the store is not open or its
+            directory cannot be examined.
+        """
+        if self._state != "open":
+            return None
+        if not self._reading_free_pages:
+            self._reading_free_pages = True
+            assert self._writer is not None
+            self._writer.submit(free_page_bytes, lazy=True).addBoth(self._read_free_pages)
+        try:
+            return disk_space(self.data_dir, self._free_pages)
+        except OSError:
+            return None
+
+    def _read_free_pages(self, result: Any) -> None:
+        self._reading_free_pages = False
+        if isinstance(result, int):
+            self._free_pages = result
 
     def submit(self, apply: Apply, *, write: bool = True) -> Deferred:
         """

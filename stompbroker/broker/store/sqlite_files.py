@@ -21,6 +21,7 @@ from pathlib import Path
 from stompbroker.broker.store.base import (
     StoreDamaged,
     StoreError,
+    StoreFull,
     StoreLocked,
     StoreUnavailable,
     StoreWriteFailed,
@@ -31,6 +32,7 @@ __all__ = [
     "LOCK_NAME",
     "lock_data_dir",
     "store_damaged",
+    "store_full",
     "store_unavailable",
     "translate_error",
 ]
@@ -85,12 +87,25 @@ def translate_error(error: sqlite3.Error, fallback: type[StoreError], data_dir: 
         return StoreLocked(f"{path} is locked by another program ({error}); stop it and try again")
     if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")):
         return store_unavailable(data_dir, str(error))
+    if name.startswith("SQLITE_FULL"):
+        return store_full(data_dir)
     if fallback is StoreWriteFailed:
         return StoreWriteFailed(
             f"cannot write to the message store {path}: {error}; nothing of this"
             " group is stored (is the disk full?)"
         )
     return store_unavailable(data_dir, str(error))
+
+
+def store_full(data_dir: Path) -> StoreFull:
+    """
+    :param data_dir: the data directory.
+    :returns: the error for a write refused because the disk is full.
+    """
+    return StoreFull(
+        f"the disk of the message store {data_dir} is full; nothing that needs more"
+        " space is stored until there is room again (free some, or drain queues)"
+    )
 
 
 def store_damaged(path: Path, reason: str) -> StoreDamaged:

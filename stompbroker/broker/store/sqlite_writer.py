@@ -17,6 +17,14 @@ store keeps its life cycle (the directory's lock, the writer's thread) and its
 operations, and hands each write here; this part times the writes (the ``sync``
 modes and ``batch_delay`` of :mod:`stompbroker.broker.store.sqlite`) and hands
 them between threads.
+
+A full disk (``SQLITE_FULL``) fails the adds and nothing else: the writer
+releases the data directory's reserve, writes the group again without what
+needs new space (operations submitted as ``settling``: removals, delivery
+marks), and refuses such operations with
+:class:`~stompbroker.broker.store.base.StoreFull` until there is room again
+(:mod:`stompbroker.broker.store.disk_space`), so that consumers can always drain
+a queue.
 """
 
 from __future__ import annotations
@@ -32,9 +40,13 @@ from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from stompbroker.broker.store.base import StoreError, StoreWriteFailed
-from stompbroker.broker.store.sqlite_files import translate_error
+from stompbroker.broker.store.disk_space import RESUME_BYTES, Reserve, disk_space, free_page_bytes
+from stompbroker.broker.store.sqlite_files import store_full, translate_error
+from stompbroker.logs import logger
 
 __all__ = ["Apply", "Executor", "GroupCommit", "StoreStats"]
+
+log = logger("stompbroker.store")
 
 #: Runs a function on the writer and returns a Deferred of its result.
 Executor = Callable[[Callable[[], Any]], Deferred]
@@ -61,6 +73,7 @@ class _Operation:
 
     apply: Apply
     deferred: Deferred
+    settling: bool
 
 
 class GroupCommit:
@@ -75,6 +88,11 @@ class GroupCommit:
     :param max_batch: most operations in one transaction.
     :param stats: counts the commits.
     :param data_dir: the store's directory, named in its errors.
+    :param reserve: the data directory's reserve, released when the disk is
+        full; ``None`` for none.
+
+    :ivar full: the disk filled up and has not had room since: operations that
+        are not ``settling`` are refused.  Set by the writer thread.
     """
 
     def __init__(
@@ -86,6 +104,7 @@ class GroupCommit:
         max_batch: int,
         stats: StoreStats,
         data_dir: Path,
+        reserve: Reserve | None = None,
     ) -> None:
         self._connection = connection
         self._executor = executor
@@ -94,6 +113,12 @@ class GroupCommit:
         self._max_batch = max_batch
         self._stats = stats
         self._data_dir = data_dir
+        self._reserve = reserve
+        self.full = False
+        #: What the log last said of :attr:`full`: one line when it starts, one when it ends.
+        self._full_logged = False
+        #: Operations refused for a full disk since it filled, for the line when it ends.
+        self.refused = 0
         self._pending: list[_Operation] = []
         self._timer: Any = None
         self._writing = False
@@ -106,18 +131,20 @@ class GroupCommit:
         #: Fires once the connection is closed, after what was pending; see :meth:`close`.
         self._closed: Deferred[None] | None = None
 
-    def submit(self, apply: Apply, lazy: bool = False) -> Deferred:
+    def submit(self, apply: Apply, lazy: bool = False, settling: bool = False) -> Deferred:
         """
         Append an operation to the pending group and see that it gets written.
 
         :param lazy: nobody waits for it: in ``batch`` mode it starts no commit
             of its own before ``batch_delay`` has passed, and rides with the next
             operation that does.
+        :param settling: it needs no new space in the database (a removal, a
+            delivery mark): it is written even when the disk is full.
         :returns: a Deferred that fires with ``apply``'s result once its group is committed.
         """
         done: Deferred = Deferred()
         pending = self._pending
-        pending.append(_Operation(apply, done))
+        pending.append(_Operation(apply, done, settling))
         if self._writing:
             # Group commit: gather for the next group while this one commits.
             if not (lazy or self._urgent):
@@ -167,17 +194,76 @@ class GroupCommit:
         self._gathering_since = self._reactor.seconds()
         self._writing = True
         self._commit_started = self._reactor.seconds()
-        written = self._executor(functools.partial(self._commit, [op.apply for op in group]))
+        written = self._executor(
+            functools.partial(
+                self._commit, [op.apply for op in group], [op.settling for op in group]
+            )
+        )
         written.addBoth(self._group_done, group)
 
-    def _commit(self, work: list[Apply]) -> list[tuple[bool, Any]]:
+    def _commit(self, work: list[Apply], settling: list[bool]) -> list[tuple[bool, Any]]:
         """
         In the writer thread: apply a group in one transaction and commit it.
 
         An operation that fails with a :class:`StoreError` fails alone (it wrote
-        nothing); an SQLite error fails the whole group, which is rolled back.
+        nothing); an SQLite error fails the whole group, which is rolled back,
+        except a full disk: then the group is written again without what needs
+        space (see the module notes).
 
         :returns: ``(succeeded, result or error)`` per operation.
+        """
+        if self.full and not self._room_again():
+            return self._commit_settling(work, settling)
+        try:
+            return self._apply(work)
+        except sqlite3.Error as error:
+            if not getattr(error, "sqlite_errorname", "").startswith("SQLITE_FULL"):
+                raise translate_error(error, StoreWriteFailed, self._data_dir) from error
+        self.full = True
+        if self._reserve is not None:
+            self._reserve.release()
+        return self._commit_settling(work, settling)
+
+    def _commit_settling(self, work: list[Apply], settling: list[bool]) -> list[tuple[bool, Any]]:
+        """
+        In the writer thread, the disk full: apply a group's settling operations
+        alone, and refuse the others.
+
+        :raises StoreFull: if even those cannot be written.
+        """
+        kept = [apply for apply, settles in zip(work, settling, strict=True) if settles]
+        refused = len(work) - len(kept)
+        self.refused += refused
+        try:
+            done = iter(self._apply(kept)) if kept else iter(())
+        except sqlite3.Error as error:
+            self.refused += len(kept)
+            raise store_full(self._data_dir) from error
+        full = store_full(self._data_dir)
+        return [next(done) if settles else (False, full) for settles in settling]
+
+    def _room_again(self) -> bool:
+        """
+        In the writer thread, the disk full: whether there is room again, in
+        which case the store takes every write and its reserve is made again.
+        """
+        try:
+            room = disk_space(self._data_dir, free_page_bytes(self._connection)).free
+        except (OSError, sqlite3.Error):
+            return False
+        if room < RESUME_BYTES:
+            return False
+        self.full = False
+        if self._reserve is not None:
+            self._reserve.make()
+        return True
+
+    def _apply(self, work: list[Apply]) -> list[tuple[bool, Any]]:
+        """
+        In the writer thread: apply operations in one transaction and commit it.
+
+        :raises sqlite3.Error: as SQLite failed, the transaction rolled back.
+        :raises StoreWriteFailed: if rolling back failed too.
         """
         connection = self._connection
         outcomes: list[tuple[bool, Any]] = []
@@ -190,18 +276,19 @@ class GroupCommit:
                     outcomes.append((False, error))
             connection.execute("COMMIT")
         except sqlite3.Error as error:
-            failure = translate_error(error, StoreWriteFailed, self._data_dir)
             try:
                 if connection.in_transaction:
                     connection.execute("ROLLBACK")
             except sqlite3.Error as rollback_error:
                 raise translate_error(rollback_error, StoreWriteFailed, self._data_dir) from error
-            raise failure from error
+            raise
         return outcomes
 
     def _group_done(self, outcomes: Any, group: list[_Operation]) -> None:
         """In the reactor thread: fire the group's Deferreds, then start the next group."""
         self._writing = False
+        if self.full != self._full_logged:
+            self._log_full()
         if isinstance(outcomes, Failure):
             for operation in group:
                 operation.deferred.errback(outcomes)
@@ -227,6 +314,24 @@ class GroupCommit:
                 self._timer = self._reactor.callLater(wait, self._write_group)
             else:
                 self._write_group()
+
+    def _log_full(self) -> None:
+        """Say once that the disk is full, and once that it has room again."""
+        self._full_logged = self.full
+        if self.full:
+            log.error(
+                "the disk of the message store {path} is full: persistent messages are"
+                " refused until there is room again; acknowledgements are still stored",
+                path=str(self._data_dir),
+            )
+        else:
+            log.info(
+                "the disk of the message store {path} has room again: {refused} writes"
+                " were refused meanwhile",
+                path=str(self._data_dir),
+                refused=self.refused,
+            )
+            self.refused = 0
 
     def _finish_closing(self) -> None:
         """Close the connection on the writer, and say so."""

@@ -291,12 +291,24 @@ function renderOverview(overview) {
     figures.push(["memory in use", `${mebibytes(memory.in_use_bytes)} of ${mebibytes(memory.high_bytes)}`],
                  ["publishers paused", memory.paused_publishers]);
   }
+  const disk = overview.disk;
+  if (disk && disk.enabled) {
+    figures.push(["store disk free", `${mebibytes(disk.free_bytes)} (limit ${mebibytes(disk.limit_bytes)})`]);
+  }
   const resumable = overview.resumable_sessions;
   if (resumable) {
     figures.push(["detached sessions", resumable.detached],
                  ["resume buffers", `${resumable.connected_bytes + resumable.detached_bytes} B`]);
   }
   fillList($("figures"), figures);
+  const diskAlarm = $("disk-alarm");
+  diskAlarm.hidden = !(disk && disk.alarm);
+  if (disk && disk.alarm) {
+    diskAlarm.textContent = `Disk alarm since ${time(disk.since)}: ${mebibytes(disk.free_bytes)}` +
+      ` left for the message store is under --disk-free-limit (${mebibytes(disk.limit_bytes)});` +
+      ` connections publishing persistent messages are held until there is room again` +
+      ` (${disk.held_publishers} held now).`;
+  }
   const alarm = $("memory-alarm");
   alarm.hidden = !(memory && memory.alarm);
   if (memory && memory.alarm) {

@@ -280,7 +280,10 @@ def test_off_logs_a_write_that_failed_after_it_was_acknowledged(
 
 
 def test_failed_commit_fails_its_whole_group_and_the_store_goes_on(tmp_path: Path) -> None:
-    """A commit SQLite refuses (here: a full database) fails every add of its group, and only it."""
+    """
+    A commit SQLite refuses for want of room (here: a full database) fails every
+    add of its group, and the store takes adds again once there is room.
+    """
     clock = task.Clock()
     store = open_sqlite(tmp_path, clock)
     # The store's own connection, because max_page_count is per connection: it
@@ -293,7 +296,7 @@ def test_failed_commit_fails_its_whole_group_and_the_store_goes_on(tmp_path: Pat
     large = store.add("/queue/orders", sent("m-2", body=b"x" * 100_000))
     clock.advance(0.002)
     for adding in (small, large):
-        with pytest.raises(StoreWriteFailed, match="nothing of this group is stored"):
+        with pytest.raises(StoreWriteFailed, match="is full"):
             result_of(adding)
     connection.execute("PRAGMA max_page_count = 1073741823")
     later = store.add("/queue/orders", sent("m-3"))
