@@ -57,3 +57,18 @@ def test_the_stats_stream_is_off_unless_named() -> None:
     assert parse()["stats-stream"] is None
     assert parse("--stats-stream", "none")["stats-stream"] is None
     assert parse("--stats-stream", "/stream/s")["stats-stream"] == "/stream/s"
+
+
+def test_the_engine_ping_timeout_defaults_to_5_seconds_and_takes_a_number() -> None:
+    """--engine-ping-timeout: how long a PING may take before Redis counts as away."""
+    assert parse()["engine-ping-timeout"] == 5.0
+    assert parse("--engine-ping-timeout", "2.5")["engine-ping-timeout"] == 2.5
+
+
+@pytest.mark.parametrize("value", ["0", "0.05", "-1", "soon", "inf"])
+def test_an_engine_ping_timeout_under_a_tenth_of_a_second_or_not_a_number_is_refused(
+    value: str,
+) -> None:
+    """A PING timeout so short that any pause of Redis would be an outage is a mistake."""
+    with pytest.raises(usage.UsageError, match="engine-ping-timeout"):
+        parse("--engine-ping-timeout", value)
