@@ -8,6 +8,7 @@ clear ERROR.
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -18,6 +19,8 @@ pytest.importorskip("redis")
 
 import redis  # noqa: E402
 
+from benchmarks.connection import Endpoint, Link  # noqa: E402
+from benchmarks.wire import encode_frame  # noqa: E402
 from tests.support.clients import connect  # noqa: E402
 from tests.support.process import subprocess_env, twistd_command  # noqa: E402
 from tests.support.redis import RedisServer, node  # noqa: E402
@@ -52,6 +55,49 @@ def test_a_redis_slower_than_the_reply_timeout_of_old_holds_the_receipt_and_send
         assert "unreachable" not in a.log()
         publisher.disconnect()
         consumer.disconnect()
+    finally:
+        control.close()
+        a.stop()
+        server.stop()
+
+
+def test_a_paused_redis_pauses_publishers_past_the_writers_bound_and_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    """
+    Redis applies no write for 6 s while a publisher sends 100 000 plain queue messages
+    (about 18 MB): the node stops reading it once its writer holds 8 MB, says so, and reads
+    it again once Redis catches up; every message reaches the queue and nobody gets an ERROR.
+    """
+    server = RedisServer(tmp_path)
+    (tmp_path / "a").mkdir()
+    a = node(tmp_path / "a", server, "--engine-outage-hold", "1", "--engine-ping-timeout", "1")
+    queue = f"/queue/flood.{uuid.uuid4().hex[:8]}"
+    control = redis.Redis(port=server.port)
+    count = 100_000
+    frame = encode_frame("SEND", [("destination", queue)], b"x" * 117)
+    try:
+        link = Link(Endpoint(*a.address), timeout=10)
+        control.execute_command("CLIENT", "PAUSE", 6000, "WRITE")
+        sender = threading.Thread(target=link.sock.sendall, args=(frame * count,), daemon=True)
+        sender.start()
+        deadline = time.monotonic() + 5
+        while "Redis lags behind the publishers" not in a.log() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "Redis lags behind the publishers" in a.log()
+        # Paused: the node reads no more of it until Redis catches up.
+        assert sender.is_alive()
+        sender.join(timeout=60)
+        assert not sender.is_alive()
+        stream = f"stompbroker:q:{queue}"
+        deadline = time.monotonic() + 30
+        while control.xlen(stream) < count and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert control.xlen(stream) == count
+        link.sock.sendall(encode_frame("DISCONNECT", [("receipt", "bye")]))
+        assert b"ERROR" not in link.sock.recv(65536)
+        assert "unreachable" not in a.log()
+        link.close()
     finally:
         control.close()
         a.stop()
