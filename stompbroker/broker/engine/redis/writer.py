@@ -185,8 +185,15 @@ class Writer:
             self._tell_busy()
 
     def _tell_busy(self) -> None:
-        if self.busy is not None:
-            self.busy.held(self._queued + self._in_flight)
+        busy = self.busy
+        if busy is None:
+            return
+        outage = self.outage
+        if outage is not None and outage.expired:
+            # Past the hold publishers are read again and told (ERROR), not held.
+            busy.held(0)
+        else:
+            busy.held(self._queued + self._in_flight)
 
     def publish(self, channel: str, payload: bytes) -> None:
         """
@@ -503,6 +510,7 @@ class Writer:
         """The outage outlasted its hold: whoever waits hears of it now."""
         if not self.connected:
             self._fail_waiters(self._unreachable(lasted))
+        self._tell_busy()
         self.replicas.fail(
             NotReplicated("message not replicated", expired_text(self.durability, lasted))
         )
