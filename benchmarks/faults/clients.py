@@ -410,7 +410,9 @@ class FloodConsumer(_Client):
 class MemorySampler(threading.Thread):
     """
     Samples a process's resident memory (``VmRSS``) every ``every`` seconds
-    until :meth:`stop`; :attr:`peak_kb` is the largest seen, :attr:`first_kb` the first.
+    until :meth:`stop`, or that of the largest of its children if it has any
+    (the workers of a ``--workers`` supervisor); :attr:`peak_kb` is the largest
+    seen, :attr:`first_kb` the first.
     """
 
     def __init__(self, pid: int, every: float = 1.0) -> None:
@@ -426,9 +428,19 @@ class MemorySampler(threading.Thread):
 
     def run(self) -> None:
         while not self.stopping.is_set():
-            rss = process_rss_kb(self.pid)
+            sizes = [process_rss_kb(pid) for pid in _children(self.pid) or [self.pid]]
+            rss = max((size for size in sizes if size is not None), default=None)
             if rss is not None:
                 if self.first_kb is None:
                     self.first_kb = rss
                 self.peak_kb = max(self.peak_kb, rss)
             self.stopping.wait(self.every)
+
+
+def _children(pid: int) -> list[int]:
+    """:returns: the process ids of ``pid``'s children (none if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as children:
+            return [int(child) for child in children.read().split()]
+    except OSError:
+        return []

@@ -267,6 +267,11 @@ FAULTS: dict[str, Fault] = {
             "overload",
             "a minute of pipelining producers past what the cluster carries",
         ),
+        Overload(
+            "overload-workers",
+            "the same on one twistd of --workers 2",
+            layout="workers",
+        ),
     )
 }
 
