@@ -27,9 +27,18 @@ from attrs import define, field, frozen
 
 from benchmarks.connection import Endpoint, Link
 from benchmarks.errors import BenchmarkError
+from benchmarks.measure import process_rss_kb
 from benchmarks.wire import command_of, encode_frame, error_text, header_of, split_frames
 
-__all__ = ["Consumer", "Event", "History", "Publisher"]
+__all__ = [
+    "Consumer",
+    "Event",
+    "Flood",
+    "FloodConsumer",
+    "History",
+    "MemorySampler",
+    "Publisher",
+]
 
 #: Seconds a CONNECT may take before the client tries the next node.
 CONNECT_TIMEOUT = 2.0
@@ -297,3 +306,141 @@ class Consumer(_Client):
                     self.on_error(frame)
             if acks:
                 link.sock.sendall(b"".join(acks))
+
+
+class Flood(_Client):
+    """
+    Non-persistent SENDs as fast as the node reads them, the load of a
+    pipelining producer: a receipt every ``every`` SENDs, at most ``window``
+    unanswered.  Its messages are not in the history (they are too many, and
+    promised nothing one by one); its ERRORs and disconnects are.
+
+    :ivar sent: SENDs written so far.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        history: History,
+        addresses: Addresses,
+        destination: str,
+        size: int = 117,
+        every: int = 100,
+        window: int = 4,
+    ) -> None:
+        super().__init__(name, history, addresses, destination)
+        send = encode_frame(
+            "SEND",
+            [("destination", destination), ("content-length", str(size))],
+            b"x" * size,
+        )
+        self._batch = send * (every - 1)
+        self._last = [("destination", destination), ("content-length", str(size))]
+        self._body = b"x" * size
+        self.every = every
+        self.window = window
+        self.sent = 0
+        self._outstanding = 0
+        self._lock = threading.Condition()
+
+    def session(self, link: Link) -> None:
+        reader = threading.Thread(target=self._read, args=(link,), daemon=True)
+        reader.start()
+        batches = 0
+        try:
+            while not self.stopping.is_set() and reader.is_alive():
+                with self._lock:
+                    if self._outstanding >= self.window:
+                        self._lock.wait(POLL)
+                        continue
+                    self._outstanding += 1
+                batches += 1
+                last = encode_frame(
+                    "SEND", [*self._last, ("receipt", f"{self.name}-{batches}")], self._body
+                )
+                link.sock.sendall(self._batch + last)
+                self.sent += self.every
+        finally:
+            with contextlib.suppress(OSError):
+                link.sock.shutdown(socket.SHUT_RDWR)
+            reader.join(timeout=5)
+            with self._lock:
+                self._outstanding = 0
+
+    def _read(self, link: Link) -> None:
+        while not self.stopping.is_set() and (frames := self.frames(link)) is not None:
+            for frame in frames:
+                command = command_of(frame)
+                if command == b"RECEIPT":
+                    with self._lock:
+                        self._outstanding -= 1
+                        self._lock.notify_all()
+                elif command == b"ERROR":
+                    self.on_error(frame)
+
+
+class FloodConsumer(_Client):
+    """
+    An ``auto`` subscription to the flood's queue that counts what it gets,
+    second by second (:attr:`per_second`, by ``int(time.monotonic())``).
+    """
+
+    def __init__(self, name: str, history: History, addresses: Addresses, destination: str) -> None:
+        super().__init__(name, history, addresses, destination)
+        self.per_second: dict[int, int] = {}
+
+    def session(self, link: Link) -> None:
+        link.sock.sendall(
+            encode_frame("SUBSCRIBE", [("destination", self.destination), ("id", "f")])
+        )
+        link.sock.settimeout(POLL)
+        counts = self.per_second
+        while not self.stopping.is_set():
+            try:
+                data = link.sock.recv(262144)
+            except TimeoutError:
+                continue
+            if not data:
+                return
+            # Every frame ends in a NUL, and the flood's bodies hold none.
+            second = int(time.monotonic())
+            counts[second] = counts.get(second, 0) + data.count(b"\x00")
+
+
+class MemorySampler(threading.Thread):
+    """
+    Samples a process's resident memory (``VmRSS``) every ``every`` seconds
+    until :meth:`stop`, or that of the largest of its children if it has any
+    (the workers of a ``--workers`` supervisor); :attr:`peak_kb` is the largest
+    seen, :attr:`first_kb` the first.
+    """
+
+    def __init__(self, pid: int, every: float = 1.0) -> None:
+        super().__init__(name=f"rss-{pid}", daemon=True)
+        self.pid = pid
+        self.every = every
+        self.first_kb: int | None = None
+        self.peak_kb = 0
+        self.stopping = threading.Event()
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            sizes = [process_rss_kb(pid) for pid in _children(self.pid) or [self.pid]]
+            rss = max((size for size in sizes if size is not None), default=None)
+            if rss is not None:
+                if self.first_kb is None:
+                    self.first_kb = rss
+                self.peak_kb = max(self.peak_kb, rss)
+            self.stopping.wait(self.every)
+
+
+def _children(pid: int) -> list[int]:
+    """:returns: the process ids of ``pid``'s children (none if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as children:
+            return [int(child) for child in children.read().split()]
+    except OSError:
+        return []

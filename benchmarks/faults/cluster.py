@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 from attrs import define, field
@@ -26,9 +27,11 @@ from benchmarks.launcher import BrokerProcess
 __all__ = ["LAYOUTS", "ClusterOptions", "FaultCluster"]
 
 #: The layouts a fault may ask for: both nodes straight on Redis, node B
-#: through the harness's proxy, or both nodes on a primary and a replica
-#: through three Sentinels (``redis+sentinel://``).
-LAYOUTS = ("direct", "proxied", "sentinel")
+#: through the harness's proxy, both nodes on a primary and a replica
+#: through three Sentinels (``redis+sentinel://``), or one twistd of
+#: ``--workers 2`` on Redis that is both ``a`` and ``b`` (its port is shared:
+#: the kernel gives each connection to either worker).
+LAYOUTS = ("direct", "proxied", "sentinel", "workers")
 
 
 @define(frozen=True)
@@ -82,6 +85,10 @@ class FaultCluster:
             self.redis = PersistentRedis(self.workdir / "redis", self.options.fsync)
             if self.layout == "proxied":
                 self.proxy = Proxy(self.redis.port)
+        if self.layout == "workers":
+            supervisor = self.nodes["a"] = self.nodes["b"] = self._node("a", "--workers", "2")
+            _wait_for_workers(supervisor, 2)
+            return
         for name in ("a", "b"):
             self.nodes[name] = self._node(name)
 
@@ -98,7 +105,7 @@ class FaultCluster:
             return self.proxy.url
         return self.redis.url
 
-    def _node(self, name: str) -> BrokerProcess:
+    def _node(self, name: str, *more: str) -> BrokerProcess:
         self.starts += 1
         options = self.options
         return BrokerProcess(
@@ -108,6 +115,7 @@ class FaultCluster:
             "--engine-outage-hold", f"{options.outage_hold:g}",
             "--engine-wait-replicas", str(options.wait_replicas),
             *options.node_args,
+            *more,
             http=None,
             reactor=options.reactor,
         )  # fmt: skip
@@ -139,7 +147,7 @@ class FaultCluster:
 
     def stop(self) -> None:
         """Stop the nodes (waking a stopped one first), the proxy, and Redis or the Sentinels."""
-        for node in self.nodes.values():
+        for node in {id(node): node for node in self.nodes.values()}.values():
             if node.process.poll() is None:
                 os.kill(node.pid, signal.SIGCONT)
             node.stop()
@@ -149,3 +157,22 @@ class FaultCluster:
             self.redis.stop()
         if self.sentinels is not None:
             self.sentinels.stop()
+
+
+#: Seconds a supervisor's workers may take to start (each logs that it is ready).
+WORKERS_START = 30.0
+
+
+def _wait_for_workers(supervisor: BrokerProcess, count: int) -> None:
+    """
+    Wait until ``count`` workers of ``supervisor`` said they are ready: the
+    supervisor listens at once, its workers take a moment to start.
+
+    :raises BenchmarkError: if they do not within :data:`WORKERS_START`.
+    """
+    deadline = time.monotonic() + WORKERS_START
+    while time.monotonic() < deadline:
+        if supervisor.log_path.read_text(errors="replace").count(" ready") >= count:
+            return
+        time.sleep(0.2)
+    raise BenchmarkError(f"the {count} workers did not start within {WORKERS_START:g} s")

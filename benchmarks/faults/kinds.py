@@ -11,11 +11,14 @@ nodes (``--engine-wait-replicas``), so that each setting is a row of the table.
 from __future__ import annotations
 
 import signal
+import statistics
+from typing import Any
 
 import attrs
 from attrs import frozen
 
 from benchmarks.errors import BenchmarkError
+from benchmarks.faults.clients import Flood, FloodConsumer, History, MemorySampler
 from benchmarks.faults.cluster import ClusterOptions, FaultCluster
 
 __all__ = ["FAULTS", "Fault", "fault_named"]
@@ -54,6 +57,17 @@ class Fault:
         if self.wait_replicas is not None:
             run = attrs.evolve(run, wait_replicas=self.wait_replicas)
         return run
+
+    def load(self, cluster: FaultCluster, history: History) -> list[Any]:
+        """
+        :returns: threads (each with ``stop()``) that the run starts as the fault
+            is injected and stops as it heals: the fault's own load, if it is one.
+        """
+        return []
+
+    def figures(self, threads: list[Any], started: float, healed: float) -> dict[str, Any]:
+        """:returns: the run's figures of :meth:`load`'s ``threads``, once they stopped."""
+        return {}
 
     def inject(self, cluster: FaultCluster) -> None:
         """Break something."""
@@ -150,6 +164,65 @@ class SentinelFailover(Fault):
         cluster.sentinels.recover()
 
 
+@frozen
+class Overload(Fault):
+    """
+    More load than the cluster carries, for ``seconds`` (a minute): besides the
+    run's steady receipted load, ``producers`` on node A send non-persistent
+    117-byte messages as fast as the node reads them (a receipt every 100, at
+    most 4 unanswered: a pipelining producer) to a queue of their own, whose
+    ``consumers`` (``auto``) are on node B.  Nothing breaks: the promise is
+    that load is back-pressure, never an ERROR, with the steady load's messages
+    all delivered and node A's memory bounded.
+    """
+
+    seconds: float = 60.0
+    producers: int = 4
+    consumers: int = 4
+
+    def hold(self, down: float, node_timeout: float) -> float:
+        return self.seconds
+
+    def load(self, cluster: FaultCluster, history: History) -> list[Any]:
+        queue = "/queue/faults.overload.flood"
+
+        def on(name: str) -> Any:
+            return lambda: [cluster.address(name)]
+
+        threads: list[Any] = [
+            FloodConsumer(f"cf{i}", history, on("b"), queue) for i in range(self.consumers)
+        ]
+        threads += [Flood(f"pf{i}", history, on("a"), queue) for i in range(self.producers)]
+        threads.append(MemorySampler(cluster.pid("a")))
+        return threads
+
+    def figures(self, threads: list[Any], started: float, healed: float) -> dict[str, Any]:
+        sent = sum(thread.sent for thread in threads if isinstance(thread, Flood))
+        per_second: dict[int, int] = {}
+        for thread in threads:
+            if isinstance(thread, FloodConsumer):
+                for second, count in thread.per_second.items():
+                    per_second[second] = per_second.get(second, 0) + count
+        # The steady part: from 5 s into the flood to its last whole second.
+        steady = [per_second.get(second, 0) for second in range(int(started) + 5, int(healed))]
+        [memory] = [thread for thread in threads if isinstance(thread, MemorySampler)]
+        return {
+            "flood_sent": sent,
+            "flood_sent_per_s": round(sent / max(healed - started, 1e-9)),
+            "flood_delivered": sum(per_second.values()),
+            "flood_delivered_per_s_min": min(steady, default=0),
+            "flood_delivered_per_s_median": round(statistics.median(steady)) if steady else 0,
+            "node_a_rss_kb_first": memory.first_kb,
+            "node_a_rss_kb_peak": memory.peak_kb,
+        }
+
+    def inject(self, cluster: FaultCluster) -> None:
+        """The load is the fault (:meth:`load`)."""
+
+    def heal(self, cluster: FaultCluster) -> None:
+        """It ends when the load stops."""
+
+
 def _sentinel_faults() -> list[Fault]:
     """Each Sentinel fault with and without the replica wait."""
     faults: list[Fault] = []
@@ -190,6 +263,15 @@ FAULTS: dict[str, Fault] = {
             long=True,
         ),
         *_sentinel_faults(),
+        Overload(
+            "overload",
+            "a minute of pipelining producers past what the cluster carries",
+        ),
+        Overload(
+            "overload-workers",
+            "the same on one twistd of --workers 2",
+            layout="workers",
+        ),
     )
 }
 

@@ -82,7 +82,8 @@ def run_fault(
     """
     options = fault.options(options)
     cluster = FaultCluster(workdir, options, fault.layout)
-    clients: list[Consumer | Publisher] = []
+    clients: list[Any] = []
+    extra: list[Any] = []
     try:
         cluster.start()
         queue = f"/queue/faults.{fault.name}"
@@ -114,8 +115,14 @@ def run_fault(
         time.sleep(load.warmup)
         hold = fault.hold(load.down, options.node_timeout)
         started = time.monotonic()
+        extra = fault.load(cluster, history)
+        clients += extra
+        for thread in extra:
+            thread.start()
         fault.inject(cluster)
         time.sleep(max(0.0, started + hold - time.monotonic()))
+        for thread in extra:
+            thread.stop()
         fault.heal(cluster)
         healed = time.monotonic()
         time.sleep(load.after)
@@ -142,6 +149,7 @@ def run_fault(
         "rate": load.rate,
     }
     result.update(judge(history.snapshot(), Timeline(started, healed, quiet)))
+    result.update(fault.figures(extra, started, healed))
     return result
 
 

@@ -235,6 +235,7 @@ SECTIONS: dict[str, OptionSection] = {
                 "engine-password-file",
                 "engine-sentinel-password-file",
                 "engine-outage-hold",
+                "engine-ping-timeout",
                 "engine-wait-replicas",
                 "engine-wait-timeout",
                 "node-timeout",

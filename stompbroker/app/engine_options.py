@@ -1,7 +1,8 @@
 """
 The options that choose where destinations' state lives: ``--engine``,
 ``--engine-password-file``, ``--engine-sentinel-password-file``,
-``--engine-outage-hold``, ``--engine-wait-replicas``, ``--engine-wait-timeout``,
+``--engine-outage-hold``, ``--engine-ping-timeout``, ``--engine-wait-replicas``,
+``--engine-wait-timeout``,
 ``--node-timeout`` and ``--workers``.
 
 :class:`EngineOptions` is a mixin of :class:`stompbroker.app.options.Options`
@@ -23,6 +24,8 @@ __all__ = ["DEFAULT_NODE_TIMEOUT", "EngineOptions"]
 DEFAULT_NODE_TIMEOUT = 10.0
 #: Seconds; the redis engine's :data:`~stompbroker.broker.engine.redis.outage.DEFAULT_OUTAGE_HOLD`.
 DEFAULT_OUTAGE_HOLD = 30.0
+#: Seconds; the redis engine's :data:`~stompbroker.broker.engine.redis.ping.DEFAULT_PING_TIMEOUT`.
+DEFAULT_PING_TIMEOUT = 5.0
 
 
 def _node_timeout(text: str) -> float:
@@ -36,6 +39,13 @@ def _outage_hold(text: str) -> float:
     value = number(text)
     if not 0 <= value < float("inf"):
         raise ValueError(f"must be 0 seconds or more, got {text!r}")
+    return value
+
+
+def _ping_timeout(text: str) -> float:
+    value = number(text)
+    if not 0.1 <= value < float("inf"):
+        raise ValueError(f"must be 0.1 seconds or more, got {text!r}")
     return value
 
 
@@ -109,6 +119,16 @@ class EngineOptions(usage.Options):
             " acknowledgements' receipts waiting) while Redis is away; past it they get an"
             " ERROR that says Redis is unreachable. 0: the ERROR at once.",
             _outage_hold,
+        ],
+        [
+            "engine-ping-timeout",
+            None,
+            DEFAULT_PING_TIMEOUT,
+            "With --engine redis: seconds Redis may take to answer a PING, sent on a"
+            " connection of its own while a pipeline's replies are slow, before it counts as"
+            " away (--engine-outage-hold). A Redis that answers, however slowly, is load:"
+            " publishers are slowed, never sent an ERROR.",
+            _ping_timeout,
         ],
         [
             "engine-wait-replicas",

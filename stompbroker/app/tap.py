@@ -203,6 +203,7 @@ def _engine(options: Options, reactor: Any, policy: DeliveryPolicy) -> Any:
         policy=policy,
         node_timeout=options["node-timeout"],
         outage_hold=options["engine-outage-hold"],
+        ping_timeout=options["engine-ping-timeout"],
         wait_replicas=(options["engine-wait-replicas"], options["engine-wait-timeout"]),
         stream_limits=options["stream-limits"],
     )

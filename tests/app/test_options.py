@@ -79,3 +79,18 @@ def test_the_disk_free_limit_is_bytes_or_a_share_of_the_filesystem(
     """--disk-free-limit takes bytes with a unit or a percentage; 0 turns the alarm off."""
     argv = [] if value is None else ["--disk-free-limit", value]
     assert parse(*argv)["disk-free-limit"] == limit
+
+
+def test_the_engine_ping_timeout_defaults_to_5_seconds_and_takes_a_number() -> None:
+    """--engine-ping-timeout: how long a PING may take before Redis counts as away."""
+    assert parse()["engine-ping-timeout"] == 5.0
+    assert parse("--engine-ping-timeout", "2.5")["engine-ping-timeout"] == 2.5
+
+
+@pytest.mark.parametrize("value", ["0", "0.05", "-1", "soon", "inf"])
+def test_an_engine_ping_timeout_under_a_tenth_of_a_second_or_not_a_number_is_refused(
+    value: str,
+) -> None:
+    """A PING timeout so short that any pause of Redis would be an outage is a mistake."""
+    with pytest.raises(usage.UsageError, match="engine-ping-timeout"):
+        parse("--engine-ping-timeout", value)

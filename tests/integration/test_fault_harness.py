@@ -1,15 +1,16 @@
 """
 The fault harness (``python -m benchmarks faults``, docs/cluster.md "What a fault
 costs") in a short form: a node SIGKILLed, a node SIGSTOPped past
-``--node-timeout``, and Redis SIGKILLed on an AOF written ``always``, under a
-light steady load, and the guarantees the table shows checked on the clients'
-history.
+``--node-timeout``, Redis SIGKILLed on an AOF written ``always``, and ten
+seconds of overload, under a light steady load, and the guarantees the table
+shows checked on the clients' history.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import pytest
 
 from benchmarks.faults.clients import History
@@ -86,4 +87,24 @@ def test_a_node_stopped_past_its_timeout_delivers_no_copy_without_redelivered(
     assert result["duplicates_silent"] == 0, result["silent_examples"]
     assert result["consumer_errors"] == result["consumer_disconnects"] == 0, result
     assert result["publisher_errors"] == result["publisher_disconnects"] == 0, result
+    assert result["ok"]
+
+
+def test_overload_is_back_pressure_never_an_error(tmp_path: Path) -> None:
+    """
+    Ten seconds of pipelining producers past what the cluster carries (the harness's
+    ``overload`` runs a minute): nobody gets an ERROR or is cut off, every receipted
+    message of the steady load arrives, the flood's messages flow, and node A's memory
+    stays bounded.
+    """
+    history = History()
+    fault = attrs.evolve(FAULTS["overload"], seconds=10.0)
+    result = run_fault(fault, SHORT, ClusterOptions(node_timeout=2.0), tmp_path, history)
+    assert result["receipted"] > 100, result
+    assert result["lost"] == 0, result["lost_examples"]
+    assert result["duplicates_silent"] == 0, result["silent_examples"]
+    assert result["consumer_errors"] == result["consumer_disconnects"] == 0, result
+    assert result["publisher_errors"] == result["publisher_disconnects"] == 0, result
+    assert result["flood_sent"] > 0 and result["flood_delivered"] > 0, result
+    assert result["node_a_rss_kb_peak"] < result["node_a_rss_kb_first"] + 200_000, result
     assert result["ok"]

@@ -25,6 +25,7 @@ def build_engine(
     stream_limits: Any = None,
     node_timeout: float | None = None,
     outage_hold: float | None = None,
+    ping_timeout: float | None = None,
     wait_replicas: tuple[int, float] | None = None,
 ) -> Any:
     """
@@ -34,6 +35,7 @@ def build_engine(
     :param store: the in-process engine's message store (not yet open), or ``None``.
     :param node_timeout: the redis engine's ``--node-timeout``; its default if ``None``.
     :param outage_hold: the redis engine's ``--engine-outage-hold``; its default if ``None``.
+    :param ping_timeout: the redis engine's ``--engine-ping-timeout``; its default if ``None``.
     :param wait_replicas: the redis engine's ``--engine-wait-replicas`` and
         ``--engine-wait-timeout``; none waited for if ``None``.
     :returns: the :class:`~stompbroker.broker.engine.base.IEngine`; redis-py is
@@ -47,6 +49,7 @@ def build_engine(
     from stompbroker.broker.engine.redis.connection import Durability
     from stompbroker.broker.engine.redis.engine import DEFAULT_NODE_TIMEOUT, RedisEngine
     from stompbroker.broker.engine.redis.outage import DEFAULT_OUTAGE_HOLD
+    from stompbroker.broker.engine.redis.ping import DEFAULT_PING_TIMEOUT
 
     return RedisEngine(
         clock,
@@ -55,5 +58,6 @@ def build_engine(
         node_timeout=DEFAULT_NODE_TIMEOUT if node_timeout is None else node_timeout,
         stream_limits=stream_limits,
         outage_hold=DEFAULT_OUTAGE_HOLD if outage_hold is None else outage_hold,
+        ping_timeout=DEFAULT_PING_TIMEOUT if ping_timeout is None else ping_timeout,
         durability=Durability() if wait_replicas is None else Durability(*wait_replicas),
     )

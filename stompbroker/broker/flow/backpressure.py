@@ -16,7 +16,9 @@ Three things pause a publisher (the mechanisms are in :mod:`stompbroker.broker.f
   connection catches up (:meth:`BackPressure.resume`) or closes;
 - an alarm the engine raises (:meth:`BackPressure.alarm_on`): the redis engine's
   while its server is away, up to ``--engine-outage-hold``
-  (:mod:`stompbroker.broker.engine.redis.outage`): every connection that
+  (:mod:`stompbroker.broker.engine.redis.outage`), and while its writer holds
+  more than its bound for a Redis that answers slowly
+  (:mod:`stompbroker.broker.engine.redis.busy`): every connection that
   publishes is paused after its SEND until the alarm is off, as for memory;
 - the disk alarm (:mod:`~stompbroker.broker.flow.disk_alarm`, sampled on a
   timer): while the message store's disk has less room than
@@ -182,6 +184,8 @@ class BackPressure:
         self._disk_watch: DiskWatch | None = None
         #: When the disk alarm went off, while it is on.
         self._disk_since: float | None = None
+        #: Those of them that log nothing here (``alarm_on(loud=False)``).
+        self._quiet: frozenset[str] = frozenset()
 
     # -- the memory watermark ------------------------------------------------------
 
@@ -352,16 +356,22 @@ class BackPressure:
 
     # -- the engine's alarms ------------------------------------------------------------
 
-    def alarm_on(self, reason: str) -> None:
+    def alarm_on(self, reason: str, loud: bool = True) -> None:
         """
         Pause every publisher after its next SEND (or COMMIT) until :meth:`alarm_off`.
 
         :param reason: what the alarm is (the redis engine's
             :data:`~stompbroker.broker.engine.redis.outage.OUTAGE`), logged.
+        :param loud: log it (and its end); an alarm that comes and goes many
+            times a second under steady load (the redis engine's
+            :data:`~stompbroker.broker.engine.redis.busy.BUSY`) says so itself.
         """
         if reason in self._alarms:
             return
-        log.warn("pausing publishers: {reason}", reason=reason)
+        if loud:
+            log.warn("pausing publishers: {reason}", reason=reason)
+        else:
+            self._quiet = self._quiet | {reason}
         self._alarms = self._alarms | {reason}
         pending = self.pending
         self.pending = Pressure(
@@ -374,9 +384,14 @@ class BackPressure:
         """Read again the publishers paused for ``reason`` alone."""
         if reason not in self._alarms:
             return
-        log.info(
-            "resuming {count} publishers: {reason} no more", count=len(self.throttle), reason=reason
-        )
+        if reason in self._quiet:
+            self._quiet = self._quiet - {reason}
+        else:
+            log.info(
+                "resuming {count} publishers: {reason} no more",
+                count=len(self.throttle),
+                reason=reason,
+            )
         self._alarms = self._alarms - {reason}
         pending = self.pending
         if pending is not None:

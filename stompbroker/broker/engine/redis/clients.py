@@ -47,6 +47,7 @@ __all__ = [
     "check_reactor",
     "check_server",
     "close_client",
+    "evicting",
     "make_client",
     "run",
 ]
@@ -223,11 +224,12 @@ async def close_client(client: aioredis.Redis) -> None:
 
 async def check_server(client: aioredis.Redis, url: EngineURL) -> str:
     """
-    Connect, log in, and check the server's version.
+    Connect, log in, and check the server's version, and that it evicts no keys.
 
     :returns: the server's version, as it says it.
     :raises EngineUnavailable: with what to do about it, if the server cannot be
-        reached, refuses the password, or is older than :data:`MINIMUM_VERSION`.
+        reached, refuses the password, is older than :data:`MINIMUM_VERSION`,
+        or would evict keys when full (:func:`evicting`).
     """
     try:
         info: dict[Any, Any] = await client.info("server")
@@ -251,4 +253,34 @@ async def check_server(client: aioredis.Redis, url: EngineURL) -> str:
             f"Redis at {url.masked} is version {version}; the redis engine needs"
             f" {'.'.join(map(str, MINIMUM_VERSION))} or later (Redis 7 or Valkey 7/8)"
         )
+    try:
+        memory: dict[Any, Any] = await client.info("memory")
+    except RedisError as error:
+        raise EngineUnavailable(f"Redis at {url.masked}: {error}") from None
+    refusal = evicting(memory)
+    if refusal is not None:
+        raise EngineUnavailable(f"Redis at {url.masked} {refusal}")
     return version
+
+
+def evicting(memory: dict[Any, Any]) -> str | None:
+    """
+    :param memory: what ``INFO memory`` says (``maxmemory``, ``maxmemory_policy``).
+    :returns: why the engine refuses a server that would evict keys when full
+        (an evicted stream entry is a message lost, without a word to anyone),
+        or ``None`` when it would not: no ``maxmemory``, or ``noeviction``
+        (then a full Redis refuses writes, and the engine says so: docs/cluster.md).
+    """
+
+    def field(name: str) -> str:
+        value = memory.get(name, memory.get(name.encode(), ""))
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    limit = field("maxmemory") or "0"
+    policy = field("maxmemory_policy") or "noeviction"
+    if limit == "0" or policy == "noeviction":
+        return None
+    return (
+        f"evicts keys when full (maxmemory {limit} bytes, maxmemory-policy {policy}):"
+        " an evicted message is lost; set maxmemory-policy noeviction (or no maxmemory)"
+    )

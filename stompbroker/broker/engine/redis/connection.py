@@ -20,6 +20,7 @@ import asyncio
 from collections.abc import Callable
 
 from stompbroker.broker.engine.base import EngineUnavailable
+from stompbroker.broker.engine.redis.busy import Busy
 from stompbroker.broker.engine.redis.clients import (
     BACKOFF_BASE,
     BACKOFF_CAP,
@@ -33,6 +34,7 @@ from stompbroker.broker.engine.redis.clients import (
     run,
 )
 from stompbroker.broker.engine.redis.outage import Outage, RedisUnreachable
+from stompbroker.broker.engine.redis.ping import DEFAULT_PING_TIMEOUT
 from stompbroker.broker.engine.redis.replicas import PRIMARY_ONLY, Durability, NotReplicated
 from stompbroker.broker.engine.redis.url import EngineURL
 from stompbroker.broker.engine.redis.writer import Writer
@@ -68,12 +70,15 @@ def make_writer(
     outage: Outage | None = None,
     back: Callable[[], None] | None = None,
     durability: Durability = PRIMARY_ONLY,
+    ping_timeout: float = DEFAULT_PING_TIMEOUT,
+    busy: Busy | None = None,
 ) -> Writer:
     """
     :returns: a :class:`Writer` on a client of its own for ``url``, which never
-        sends a command again by itself and counts its connections (the other
-        arguments are the writer's).
+        sends a command again by itself and counts its connections, and a
+        second one for its ``PING`` s (the other arguments are the writer's).
     """
     connects = Connects()
     client = make_client(url, retries=0, connects=connects)
-    return Writer(client, loop, pack, outage, back, durability, connects)
+    side = make_client(url, retries=0)
+    return Writer(client, loop, pack, outage, back, durability, connects, side, ping_timeout, busy)

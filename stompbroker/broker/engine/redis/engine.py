@@ -60,6 +60,7 @@ from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout
 from stompbroker.broker.engine.figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.local import DEFAULT_POLICY
 from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
+from stompbroker.broker.engine.redis.busy import Busy
 from stompbroker.broker.engine.redis.codec import Names
 from stompbroker.broker.engine.redis.connection import (
     PRIMARY_ONLY,
@@ -77,6 +78,7 @@ from stompbroker.broker.engine.redis.lifecycle import EngineLifecycle
 from stompbroker.broker.engine.redis.listener import alone
 from stompbroker.broker.engine.redis.liveness import Liveness
 from stompbroker.broker.engine.redis.outage import DEFAULT_OUTAGE_HOLD, Outage
+from stompbroker.broker.engine.redis.ping import DEFAULT_PING_TIMEOUT
 from stompbroker.broker.engine.redis.presence import ClusterPresence
 from stompbroker.broker.engine.redis.publishing import ClusterPublishing
 from stompbroker.broker.engine.redis.queue_actions import ClusterQueueActions
@@ -123,6 +125,8 @@ class RedisEngine:
     :param ids: the broker's ids; their node token names this node in Redis.
     :param outage_hold: seconds publishers and receipts are held while Redis is
         away, before they get an ERROR (``--engine-outage-hold``; :mod:`.outage`).
+    :param ping_timeout: seconds Redis may take to answer a ``PING`` before it
+        counts as away (``--engine-ping-timeout``; :mod:`.ping`).
     :param durability: what a persistent SEND's RECEIPT waits for besides the
         primary (``--engine-wait-replicas``).
 
@@ -172,9 +176,15 @@ class RedisEngine:
         counters: DeliveryCounters | None = None,
         stream_limits: StreamLimits | None = None,
         outage_hold: float = DEFAULT_OUTAGE_HOLD,
+        ping_timeout: float = DEFAULT_PING_TIMEOUT,
         durability: Durability = PRIMARY_ONLY,
     ) -> None:
+        if ping_timeout <= 0:
+            raise ValueError(f"--engine-ping-timeout must be more than 0 s, got {ping_timeout}")
         self.clock = clock
+        self.ping_timeout = ping_timeout
+        #: The bound on what the writer holds for a slow Redis, and its alarm.
+        self.busy = Busy(clock)
         self.durability = durability
         #: Whether Redis is away, and the hold of publishers and receipts meanwhile.
         self.outage = Outage(clock, outage_hold)
@@ -309,9 +319,12 @@ class RedisEngine:
             outage=self.outage,
             back=self.life.reconnected,
             durability=self.durability,
+            ping_timeout=self.ping_timeout,
+            busy=self.busy,
         )
         if self._alarm is not None:
             self.outage.watch(self._alarm)
+            self.busy.watch(self._alarm)
             self._alarm.count_held(self.writer)
 
     def report_outages(self, alarm: Any) -> None:

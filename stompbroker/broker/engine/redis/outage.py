@@ -41,8 +41,8 @@ OUTAGE = "redis unreachable"
 class PublisherAlarm(Protocol):
     """What pauses publishers (the broker's back-pressure): an alarm per reason."""
 
-    def alarm_on(self, reason: str) -> None:
-        """Pause every publisher after its next SEND, until the alarm is off."""
+    def alarm_on(self, reason: str, loud: bool = True) -> None:
+        """Pause every publisher after its next SEND, until it is off (logged if ``loud``)."""
 
     def alarm_off(self, reason: str) -> None:
         """Read again the publishers paused for ``reason``."""

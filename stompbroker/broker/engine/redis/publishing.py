@@ -24,6 +24,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
+from stompbroker.broker.engine.redis.busy import FULL_TEXT, RedisFull
 from stompbroker.broker.engine.redis.codec import encode, encode_entry
 from stompbroker.broker.engine.redis.connection import RedisUnreachable
 from stompbroker.broker.engine.redis.outage import unreachable_text
@@ -80,9 +81,13 @@ class ClusterPublishing:
         """
         :raises RedisUnreachable: once Redis has been away longer than the hold;
             within it, messages are queued in the writer (publishers are paused).
+        :raises RedisFull: while Redis refuses writes as full (:meth:`.Writer.full`).
         """
-        if not self._engine.writer.connected and self._outage.expired:
+        writer = self._engine.writer
+        if not writer.connected and self._outage.expired:
             raise RedisUnreachable("broker unavailable", unreachable_text(self._outage.lasted()))
+        if writer.full_until and writer.full():
+            raise RedisFull("broker full", FULL_TEXT)
 
     def publish_topic(self, message: Message) -> None:
         """
@@ -114,7 +119,7 @@ class ClusterPublishing:
             (:mod:`.shared_limits`).
         """
         writer = self._engine.writer
-        if not writer.connected:
+        if not writer.connected or writer.full_until:
             self.check_connected()
         self._traffic.published(message)
         if not message.persistent:

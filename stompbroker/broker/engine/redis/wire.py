@@ -146,14 +146,16 @@ def shaped(client: aioredis.Redis, args: Sequence[Any], reply: Any) -> Any:
 
 
 async def execute(
-    client: aioredis.Redis, packed: bytes, count: int, timeout: float = REPLY_TIMEOUT
+    client: aioredis.Redis, packed: bytes, count: int, timeout: float | None = REPLY_TIMEOUT
 ) -> list[Any]:
     """
     Send a packed pipeline on one of ``client``'s connections and read its replies.
 
     :param packed: what :func:`pack` made of ``count`` commands.
     :param timeout: seconds the first reply may take, and each read of more
-        after it (so that a long pipeline, after an outage, is not cut short).
+        after it (so that a long pipeline, after an outage, is not cut short);
+        ``None``: as long as they take (the writer's pipelines, whose caller
+        asks on the side whether Redis answers: :mod:`.ping`).
     :returns: the replies in order, as Redis gave them (:func:`shaped` makes
         one what redis-py's pipeline gives), an error reply as its
         ``ResponseError`` (as redis-py's ``execute(raise_on_error=False)``).
@@ -190,13 +192,14 @@ class _Patience:
 
     __slots__ = ("_deadline", "_seconds", "_loop")
 
-    def __init__(self, deadline: asyncio.Timeout, seconds: float) -> None:
+    def __init__(self, deadline: asyncio.Timeout, seconds: float | None) -> None:
         self._deadline = deadline
         self._seconds = seconds
         self._loop = asyncio.get_running_loop()
 
     def renew(self) -> None:
-        self._deadline.reschedule(self._loop.time() + self._seconds)
+        if self._seconds is not None:
+            self._deadline.reschedule(self._loop.time() + self._seconds)
 
 
 async def _read(connection: Any, count: int, patience: _Patience) -> list[Any]:

@@ -7,6 +7,12 @@ pipeline per turn of the loop, one pipeline at a time, so Redis applies them in
 the order the broker asked for them (per publisher order) and a busy node pays
 one round trip for many messages.
 
+A slow Redis is load, not an outage: a pipeline's replies are awaited as long
+as they take, while Redis answers a ``PING`` on the side within
+``--engine-ping-timeout`` (:mod:`.ping`), and what waits here meanwhile is
+bounded: past :class:`~stompbroker.broker.engine.redis.busy.Busy`'s mark the
+node stops reading its publishers until the pipelines catch up.
+
 When a pipeline's connection dies, the writer keeps its commands, in order,
 and sends them again once Redis answers (redis-py is told not to re-send by
 itself: :func:`make_client` ``retries=0``), so that it knows which writes go
@@ -28,9 +34,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from redis import asyncio as aioredis
-from redis.exceptions import ConnectionError, ReadOnlyError, ResponseError
+from redis.exceptions import ConnectionError, OutOfMemoryError, ReadOnlyError, ResponseError
 from twisted.internet.defer import Deferred
 
+from stompbroker.broker.engine.redis.busy import FULL_TEXT, Busy, RedisFull
 from stompbroker.broker.engine.redis.clients import (
     BACKOFF_BASE,
     BACKOFF_CAP,
@@ -39,6 +46,7 @@ from stompbroker.broker.engine.redis.clients import (
     close_client,
 )
 from stompbroker.broker.engine.redis.outage import Outage, RedisUnreachable, unreachable_text
+from stompbroker.broker.engine.redis.ping import DEFAULT_PING_TIMEOUT, watched
 from stompbroker.broker.engine.redis.replicas import (
     PRIMARY_ONLY,
     Durability,
@@ -47,7 +55,7 @@ from stompbroker.broker.engine.redis.replicas import (
     expired_text,
 )
 from stompbroker.broker.engine.redis.replicas import resent as _resent
-from stompbroker.broker.engine.redis.wire import REPLY_TIMEOUT, errors, execute, shaped
+from stompbroker.broker.engine.redis.wire import errors, execute, shaped
 from stompbroker.broker.engine.redis.wire import pack as wire_pack
 from stompbroker.logs import logger
 
@@ -63,6 +71,12 @@ MAX_BATCH = 128
 #: Seconds a ``WAIT`` that only confirms held writes waits for the replicas:
 #: short, since nothing fails if it comes back short (the writes stay held).
 PROBE_WAIT = 0.1
+#: Seconds new messages are refused after Redis refused a write as full
+#: (``OOM``): then they are tried again, in case consumers made room.
+FULL_HOLD = 1.0
+#: Bytes a queued command counts for beyond its last argument (its name, its
+#: key, the list that holds it): what :meth:`Writer.held_bytes` adds per command.
+COMMAND_BYTES = 64
 
 
 class Writer:
@@ -84,6 +98,13 @@ class Writer:
         hold runs out (then ERROR ``message not replicated``).
     :param connects: counts ``client``'s connections: a held write is confirmed
         only by a ``WAIT`` over the connection it went over, else sent again.
+    :param side: a client of its own on which the writer asks whether Redis
+        answers while a pipeline's replies are slow (:func:`.ping.watched`);
+        without one, a pipeline's replies are awaited as long as they take.
+    :param ping_timeout: seconds that ``PING`` may take before Redis counts
+        as away (``--engine-ping-timeout``).
+    :param busy: told how many bytes wait here (queued, or in the pipeline in
+        flight), so that it holds publishers while Redis lags behind them.
 
     :ivar connected: whether the last pipeline reached the server.  While it is
         ``False``, what was accepted stays queued here and is sent once the
@@ -101,8 +122,23 @@ class Writer:
         back: Callable[[], None] | None = None,
         durability: Durability = PRIMARY_ONLY,
         connects: Connects | None = None,
+        side: aioredis.Redis | None = None,
+        ping_timeout: float = DEFAULT_PING_TIMEOUT,
+        busy: Busy | None = None,
     ) -> None:
+        if ping_timeout <= 0:
+            raise ValueError(f"--engine-ping-timeout must be more than 0 s, got {ping_timeout}")
         self.client = client
+        self.side = side
+        self.ping_timeout = ping_timeout
+        self.busy = busy
+        #: Over this many bytes queued, :attr:`busy` is told at once (else at each pipeline).
+        self._bound = busy.high if busy is not None else None
+        #: About the bytes of the commands in :attr:`_commands`, and of the pipeline in flight.
+        self._queued = 0
+        self._in_flight = 0
+        #: Until when (loop time) messages are refused: Redis said it was full (:meth:`full`).
+        self.full_until = 0.0
         self.durability = durability
         #: The waiters whose writes must reach the replicas before they fire.
         self.replicas = ReplicaWait(durability, connects)
@@ -133,8 +169,31 @@ class Writer:
     def command(self, *args: Any) -> None:
         """Queue a command; nothing waits for it."""
         self._commands.append(args)
+        self._count(args)
         if self._running is None:
             self._start()
+
+    def _count(self, args: Sequence[Any]) -> None:
+        """Count a queued command's bytes (its last argument: a message's, mostly)."""
+        last = args[-1]
+        self._add(len(last) if type(last) is bytes else 0)
+
+    def _add(self, size: int) -> None:
+        self._queued += size + COMMAND_BYTES
+        bound = self._bound
+        if bound is not None and self._queued > bound:
+            self._tell_busy()
+
+    def _tell_busy(self) -> None:
+        busy = self.busy
+        if busy is None:
+            return
+        outage = self.outage
+        if outage is not None and outage.expired:
+            # Past the hold publishers are read again and told (ERROR), not held.
+            busy.held(0)
+        else:
+            busy.held(self._queued + self._in_flight)
 
     def publish(self, channel: str, payload: bytes) -> None:
         """
@@ -154,9 +213,11 @@ class Writer:
             and len(batch[2]) < MAX_BATCH
         ):
             batch[2].append(payload)
+            self._add(len(payload))
             return
         batch = self._batch = [_BATCH, channel, [payload]]
         commands.append(batch)
+        self._add(len(payload))
         if self._running is None:
             self._start()
 
@@ -174,6 +235,7 @@ class Writer:
         if replicated and self.durability.replicas:
             self.replicas.add(waiter)
         self._commands.append(args)
+        self._count(args)
         outage = self.outage
         if not self.connected and (outage is None or outage.expired):
             # Away past the hold: the command is sent when Redis is back; nobody waits.
@@ -186,20 +248,10 @@ class Writer:
 
     def held_bytes(self) -> int:
         """
-        :returns: about how many bytes the commands queued or held here take:
-            counted in the memory in use (``--memory-high``) while Redis is
-            away or short of replicas; what is queued while it is there leaves
-            within a turn of the loop.
+        :returns: about how many bytes the commands queued, in flight or held
+            here take: counted in the memory in use (``--memory-high``).
         """
-        total = self.replicas.held.held_bytes()
-        if self.connected:
-            return total
-        for args in self._commands:
-            for arg in args[2] if args[0] is _BATCH else args:
-                if isinstance(arg, bytes):
-                    total += len(arg)
-            total += 64
-        return total
+        return self.replicas.held.held_bytes() + self._queued + self._in_flight
 
     def shed(self) -> int:
         """Nothing queued here can be dropped (it was accepted): :returns: 0."""
@@ -258,6 +310,7 @@ class Writer:
                         await self._same_connection()
                     commands, self._commands = self._commands, []
                     waiters, self._waiters = self._waiters, []
+                    self._in_flight, self._queued = self._queued, 0
                     fresh = self.replicas.asked(waiters)
                     wait = fresh or bool(self.replicas.held)
                     replies = await self._pipeline(commands, wait, probe=not fresh)
@@ -276,6 +329,8 @@ class Writer:
                         self._back()
                 delay = BACKOFF_BASE
                 self._moved.clear()
+                self._in_flight = 0
+                self._tell_busy()
                 self._answer(commands, waiters, replies, failed, wait)
         finally:
             self._running = None
@@ -307,6 +362,8 @@ class Writer:
         held writes (the server that has them may be gone).
         """
         self._requeue([_resent(args) for args in commands], waiters)
+        self._queued += self._in_flight
+        self._in_flight = 0
         self._requeue_held()
         if self.connected:
             log.error("lost Redis: {error}; reconnecting", error=str(error))
@@ -334,6 +391,8 @@ class Writer:
                 count=len(commands),
             )
             self._requeue(commands, waiters)
+            for args in commands:
+                self._count(args)
 
     async def _same_connection(self) -> None:
         """
@@ -402,12 +461,17 @@ class Writer:
                     waiter.errback(short)
                     continue
                 replicas.discard(waiter)
-            if isinstance(reply, Exception):
+            if isinstance(reply, OutOfMemoryError):
+                waiter.errback(RedisFull("broker full", FULL_TEXT))
+            elif isinstance(reply, Exception):
                 waiter.errback(RedisUnreachable("not stored", f"Redis refused: {reply}"))
             else:
                 waiter.callback(shaped(self.client, commands[index], reply))
+        full = [reply for reply in failed if isinstance(reply, OutOfMemoryError)]
+        if full:
+            self._full(len(full), str(full[0]))
         for reply in failed:
-            if isinstance(reply, ResponseError):
+            if isinstance(reply, ResponseError) and not isinstance(reply, OutOfMemoryError):
                 log.error("Redis refused a command: {error}", error=str(reply))
         if (
             outage is not None
@@ -418,10 +482,35 @@ class Writer:
         ):
             outage.ended()
 
+    def _full(self, refused: int, error: str) -> None:
+        """
+        Redis is full (``maxmemory`` with ``noeviction``) and refused ``refused``
+        writes: new messages are refused for :data:`FULL_HOLD` s (:meth:`full`).
+        """
+        if not self.full():
+            log.error(
+                "Redis is full and refused {refused} writes ({error}); refusing messages"
+                " until it has room",
+                refused=refused,
+                error=error,
+            )
+        self.full_until = self._loop.time() + FULL_HOLD
+
+    def full(self) -> bool:
+        """
+        :returns: whether Redis refused a write as full (``OOM``) within the last
+            :data:`FULL_HOLD` s: each new message then gets an ERROR (:class:`RedisFull`)
+            rather than be accepted and refused by Redis.
+        """
+        if self.full_until and self.full_until <= self._loop.time():
+            self.full_until = 0.0
+        return bool(self.full_until)
+
     def _gave_up(self, lasted: float) -> None:
         """The outage outlasted its hold: whoever waits hears of it now."""
         if not self.connected:
             self._fail_waiters(self._unreachable(lasted))
+        self._tell_busy()
         self.replicas.fail(
             NotReplicated("message not replicated", expired_text(self.durability, lasted))
         )
@@ -469,23 +558,26 @@ class Writer:
                     sent.append(args)
         else:
             sent = commands.copy()
-        timeout = REPLY_TIMEOUT
         if wait:
             durability = self.durability
             waited = min(durability.timeout, PROBE_WAIT) if probe else durability.timeout
             sent.append(("WAIT", durability.replicas, int(waited * 1000)))
-            timeout += waited
         # Every command is a tuple: a batch's list was made one above.
         packed = wire_pack(cast(list[tuple[Any, ...]], sent))
-        return await execute(self.client, packed, len(sent), timeout)
+        replies = self._loop.create_task(execute(self.client, packed, len(sent), None))
+        if self.side is None:
+            return await replies
+        return await watched(replies, self.side, self.ping_timeout)
 
     async def drained(self) -> None:
         """Wait until everything queued has been sent (or the server is gone for good)."""
         await self._idle.wait()
 
     async def close(self) -> None:
-        """Close the client (the writer's own, from :func:`make_writer`)."""
+        """Close the clients (the writer's own, from :func:`make_writer`)."""
         await close_client(self.client)
+        if self.side is not None:
+            await close_client(self.side)
 
 
 def _held(args: Sequence[Any]) -> bool:
