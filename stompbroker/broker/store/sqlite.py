@@ -74,7 +74,14 @@ from stompbroker.broker.store.sqlite_files import (
     translate_error,
 )
 from stompbroker.broker.store.sqlite_schema import prepare_schema
-from stompbroker.broker.store.sqlite_writer import Apply, Executor, GroupCommit, StoreStats
+from stompbroker.broker.store.sqlite_writer import (
+    Apply,
+    Executor,
+    GroupCommit,
+    StoreStats,
+    Together,
+    alone,
+)
 from stompbroker.logs import logger
 from stompbroker.protocol.frames import Headers
 
@@ -108,6 +115,9 @@ class SQLiteStore:
     :param close_at_shutdown: with the default executor, close the store before
         the reactor shuts down, in case nobody else does.  twistd's broker closes
         it itself, after its clients have been shut down, and turns this off.
+    :param settle_together: runs the firing of each committed group's
+        Deferreds; twistd passes the transports' write coalescer (see
+        :class:`~stompbroker.broker.store.sqlite_writer.GroupCommit`).
     :raises ValueError: for an unknown ``sync`` or a limit below its minimum.
     """
 
@@ -121,6 +131,7 @@ class SQLiteStore:
         max_batch: int = 1000,
         executor: Executor | None = None,
         close_at_shutdown: bool = True,
+        settle_together: Together = alone,
     ) -> None:
         if sync not in SYNC_MODES:
             raise ValueError(f"sync must be one of {', '.join(SYNC_MODES)}, not {sync!r}")
@@ -139,12 +150,16 @@ class SQLiteStore:
         self._pool: ThreadPool | None = None
         self._shutdown_trigger: Any = None
         self.close_at_shutdown = close_at_shutdown
+        self._settle_together = settle_together
         self._lock_fd: int | None = None
         self._connection: sqlite3.Connection | None = None
         self._state = "new"
         self._next_sequence = 1
         #: Commits the writes while the store is open.
         self._writer: GroupCommit | None = None
+        #: The inserts of the group that is gathering, by key and message-id:
+        #: what a delivery mark or a removal of that message joins.
+        self._unwritten: dict[tuple[str, str], sqlite_records.PendingInsert] = {}
         self._closed: list[Deferred[None]] = []
 
     # -- life cycle ----------------------------------------------------------
@@ -200,6 +215,8 @@ class SQLiteStore:
             self._max_batch,
             self.stats,
             self.data_dir,
+            self._unwritten.clear,
+            self._settle_together,
         )
         self._state = "open"
         log.info("message store {path} open, sync {sync}", path=str(self.path), sync=self.sync)
@@ -333,24 +350,36 @@ class SQLiteStore:
     def add(self, queue: str, message: MessageFields) -> Deferred[StoredMessage]:
         """:returns: see :meth:`IMessageStore.add`."""
         record = stored_message(queue, self._next_sequence, message)
-        return self._write(
-            functools.partial(sqlite_records.insert_message, record), record, advance=True
-        )
+        insert = sqlite_records.PendingInsert(record)
+        if self._state == "open":
+            # A second add of one id under one key fails as a duplicate: joins go to the first.
+            self._unwritten.setdefault((queue, record.message_id), insert)
+        return self._write(insert, record, advance=True)
 
     def remove(self, queue: str, message_id: str, *, lazy: bool = False) -> Deferred[None]:
         """:returns: see :meth:`IMessageStore.remove`."""
+        insert = self._unwritten.pop((queue, message_id), None)
+        if insert is not None:
+            insert.dropped = True
+            return self._write(sqlite_records.nothing, None, lazy=lazy)
         return self._write(
             functools.partial(sqlite_records.delete_message, queue, message_id), None, lazy=lazy
         )
 
     def mark_delivered(self, queue: str, message_id: str) -> Deferred[None]:
         """:returns: see :meth:`IMessageStore.mark_delivered`."""
+        insert = self._unwritten.get((queue, message_id))
+        if insert is not None:
+            insert.marks += 1
+            return self._write(sqlite_records.nothing, None)
         return self._write(
             functools.partial(sqlite_records.mark_delivered, queue, message_id), None
         )
 
     def delay(self, queue: str, message_id: str, due: float) -> Deferred[None]:
         """:returns: see :meth:`IMessageStore.delay`."""
+        # A later mark must not join the insert: it would land before this update.
+        self._unwritten.pop((queue, message_id), None)
         return self._write(
             functools.partial(sqlite_records.delay_message, queue, message_id, due), None
         )
@@ -359,6 +388,7 @@ class SQLiteStore:
         self, from_queue: str, message_id: str, to_queue: str, message: MessageFields
     ) -> Deferred[StoredMessage]:
         """:returns: see :meth:`IMessageStore.move`."""
+        self._unwritten.pop((from_queue, message_id), None)
         record = stored_message(to_queue, self._next_sequence, message)
         work = functools.partial(sqlite_records.move_message, from_queue, message_id, record)
         return self._write(work, record, advance=True)
@@ -377,6 +407,7 @@ class SQLiteStore:
 
     def remove_subscription(self, name: str) -> Deferred[None]:
         """:returns: see :meth:`IMessageStore.remove_subscription`."""
+        self._unwritten.clear()
         return self._write(functools.partial(sqlite_records.remove_subscription, name), None)
 
     def schedule(self, record: ScheduledRecord) -> Deferred[None]:

@@ -34,12 +34,20 @@ from twisted.python.failure import Failure
 from stompbroker.broker.store.base import StoreError, StoreWriteFailed
 from stompbroker.broker.store.sqlite_files import translate_error
 
-__all__ = ["Apply", "Executor", "GroupCommit", "StoreStats"]
+__all__ = ["Apply", "Executor", "GroupCommit", "StoreStats", "Together", "alone"]
 
 #: Runs a function on the writer and returns a Deferred of its result.
 Executor = Callable[[Callable[[], Any]], Deferred]
 #: One operation, as the writer applies it.
 Apply = Callable[[sqlite3.Connection], Any]
+#: ``(settle, outcome)``: runs ``settle(outcome)``, the firing of a committed
+#: group's Deferreds; see :class:`GroupCommit`'s ``settle_together``.
+Together = Callable[[Callable[[Any], object], Any], None]
+
+
+def alone(settle: Callable[[Any], object], outcome: Any) -> None:
+    """Fire a group's Deferreds with nothing around them (no coalescer: tests, embedding)."""
+    settle(outcome)
 
 
 @define
@@ -75,6 +83,15 @@ class GroupCommit:
     :param max_batch: most operations in one transaction.
     :param stats: counts the commits.
     :param data_dir: the store's directory, named in its errors.
+    :param sealed: called in the reactor thread as each group is handed to the
+        writer, after which nothing may change its operations (the store's
+        :class:`~stompbroker.broker.store.sqlite_records.PendingInsert` stop
+        taking what joins them).
+    :param settle_together: runs the firing of each committed group's
+        Deferreds (see :data:`Together`): twistd passes the transports' write
+        coalescer, so that every RECEIPT and MESSAGE a commit releases to one
+        connection leaves in one write, as a read's do, instead of one system
+        call each.
     """
 
     def __init__(
@@ -86,8 +103,12 @@ class GroupCommit:
         max_batch: int,
         stats: StoreStats,
         data_dir: Path,
+        sealed: Callable[[], object] = lambda: None,
+        settle_together: Together = alone,
     ) -> None:
         self._connection = connection
+        self._sealed = sealed
+        self._together = settle_together
         self._executor = executor
         self._reactor = reactor
         self._delay = delay
@@ -167,6 +188,7 @@ class GroupCommit:
         self._gathering_since = self._reactor.seconds()
         self._writing = True
         self._commit_started = self._reactor.seconds()
+        self._sealed()
         written = self._executor(functools.partial(self._commit, [op.apply for op in group]))
         written.addBoth(self._group_done, group)
 
@@ -202,6 +224,12 @@ class GroupCommit:
     def _group_done(self, outcomes: Any, group: list[_Operation]) -> None:
         """In the reactor thread: fire the group's Deferreds, then start the next group."""
         self._writing = False
+        self._together(self._settle, (outcomes, group))
+        self._next_group()
+
+    def _settle(self, done: tuple[Any, list[_Operation]]) -> None:
+        """Fire a group's Deferreds, with its results or its failure."""
+        outcomes, group = done
         if isinstance(outcomes, Failure):
             for operation in group:
                 operation.deferred.errback(outcomes)
@@ -213,6 +241,9 @@ class GroupCommit:
                     operation.deferred.callback(result)
                 else:
                     operation.deferred.errback(Failure(result))
+
+    def _next_group(self) -> None:
+        """After a commit: start the next group now, or when it has gathered enough."""
         if self._writing or self._timer is not None:
             return
         if self._closed is not None or len(self._pending) >= self._max_batch:
