@@ -26,7 +26,13 @@ from stompbroker.broker.store.base import (
     StoreUnavailable,
     StoreWriteFailed,
 )
-from stompbroker.broker.store.sqlite import DATABASE_NAME, SQLiteStore
+from stompbroker.broker.store.sqlite import (
+    CACHE_KIB,
+    DATABASE_NAME,
+    WAL_CHECKPOINT_PAGES,
+    WAL_SIZE_LIMIT,
+    SQLiteStore,
+)
 from tests.support.store import ids_by_queue, open_sqlite, recover_from, result_of, sent
 
 
@@ -534,3 +540,17 @@ def test_a_duplicate_add_fails_and_what_joined_it_applies_to_the_stored_message(
     result_of(store.close())
     expected = [("m-1", True, 0, 0.0)] if then == "mark" else []
     assert recovered(tmp_path) == expected
+
+
+def test_the_log_is_checkpointed_rarely_and_the_cache_is_large(tmp_path: Path) -> None:
+    """The writer's connection runs with the log size and page cache the module documents."""
+    clock = task.Clock()
+    store = open_sqlite(tmp_path, clock)
+
+    def settings(connection: sqlite3.Connection) -> list[int]:
+        names = ("wal_autocheckpoint", "journal_size_limit", "cache_size")
+        return [connection.execute(f"PRAGMA {name}").fetchone()[0] for name in names]
+
+    reading = store.submit(settings, write=False)
+    clock.advance(0)
+    assert result_of(reading) == [WAL_CHECKPOINT_PAGES, WAL_SIZE_LIMIT, -CACHE_KIB]
