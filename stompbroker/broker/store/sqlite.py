@@ -381,8 +381,9 @@ class SQLiteStore:
         """:returns: see :meth:`IMessageStore.remove`."""
         insert = self._unwritten.pop((queue, message_id), None)
         if insert is not None:
+            # The message is never written: nothing can bring it back.
             insert.dropped = True
-            return self._write(sqlite_records.nothing, None, lazy=lazy)
+            return succeed(None)
         return self._write(
             functools.partial(sqlite_records.delete_message, queue, message_id), None, lazy=lazy
         )
@@ -391,8 +392,9 @@ class SQLiteStore:
         """:returns: see :meth:`IMessageStore.mark_delivered`."""
         insert = self._unwritten.get((queue, message_id))
         if insert is not None:
+            # The message and its mark become durable together, or neither does.
             insert.marks += 1
-            return self._write(sqlite_records.nothing, None)
+            return succeed(None)
         return self._write(
             functools.partial(sqlite_records.mark_delivered, queue, message_id), None
         )

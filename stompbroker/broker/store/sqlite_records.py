@@ -40,7 +40,6 @@ __all__ = [
     "mark_delivered",
     "move_message",
     "next_sequence",
-    "nothing",
     "read_all",
     "remove_subscription",
     "save_retained",
@@ -127,10 +126,14 @@ class PendingInsert:
     (``delivered`` and ``redelivery_count`` set in the row it writes) leaves the
     database as the insert followed by the marks' updates would, and an insert
     dropped by its removal leaves it as the insert followed by the delete: the
-    row is never written.  A flowing queue's message then costs one row write
-    before its consumer gets it (instead of two), and one for ``auto``
-    consumers, whose delivery removes it, none at all (as RabbitMQ's message
-    store confirms a message consumed before it was written without writing it).
+    row is never written.  Nor need anyone wait for what joined: the message and
+    its marks become durable together, or neither does, and a message removed
+    before it was written cannot come back.  So a flowing queue's consumer gets
+    a message without waiting for a commit, and a message acknowledged (or
+    handed to an ``auto`` consumer) before its group was written costs no row
+    write at all, as RabbitMQ's message store confirms a message consumed before
+    it was written without writing it.  Its producer's RECEIPT still waits for
+    the group's commit.
 
     :ivar record: the message, as :func:`insert_message` files it.
     :ivar marks: the delivery marks joined (see ``IMessageStore.mark_delivered``).
@@ -165,10 +168,6 @@ class PendingInsert:
                 connection.execute(_MARK_DELIVERED, key)
             raise duplicate_error(*key)
         return record
-
-
-def nothing(connection: sqlite3.Connection) -> None:
-    """Write nothing: an operation joined to a :class:`PendingInsert` fires with its group."""
 
 
 def delete_message(queue: str, message_id: str, connection: sqlite3.Connection) -> None:
