@@ -33,6 +33,10 @@ the disk after :meth:`SQLiteStore.open`.
     committed (at most a group or so); an operating-system crash or power loss
     can lose more, or damage the database.
 
+A delivery mark or a removal of a message whose add still waits for its group
+joins the add (:class:`~stompbroker.broker.store.sqlite_records.PendingInsert`)
+and answers at once: the add writes the message marked, or not at all.
+
 The data directory holds ``messages.sqlite3`` (with SQLite's ``-wal`` and
 ``-shm`` files) and ``lock``, which the store holds with ``flock`` for as long
 as it is open, so two brokers can never share a directory
