@@ -95,8 +95,14 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
     if engine is None and options["data-dir"] != "none":
         data_dir = Path(options["data-dir"]).absolute()
         # The broker closes the store when twistd stops it, after its clients.
+        # What a commit releases (RECEIPTs, deliveries) reaches no connection's
+        # read: gather each connection's frames of it into one write, as a read's are.
         store = SQLiteStore(
-            data_dir, reactor=reactor, sync=options["sync"], close_at_shutdown=False
+            data_dir,
+            reactor=reactor,
+            sync=options["sync"],
+            close_at_shutdown=False,
+            settle_together=COALESCER.handle,
         )
     broker = Broker(
         reactor,

@@ -343,7 +343,9 @@ class IMessageStore(Interface):
         :param lazy: nobody needs the removal soon (an ACK's): the store may
             hold it for a commit that others start, within its own latency
             bound (``batch_delay`` for the SQLite store).
-        :returns: a Deferred firing with ``None`` once the removal is durable.
+        :returns: a Deferred firing with ``None`` once the removal is durable:
+            at once if the message's own add is not written yet (the SQLite
+            store then never writes it, and nothing can bring it back).
         """
 
     def mark_delivered(queue, message_id):  # type: ignore[no-untyped-def]
@@ -353,7 +355,9 @@ class IMessageStore(Interface):
         The first delivery sets :attr:`StoredMessage.delivered`; each later one
         adds one to :attr:`StoredMessage.redelivery_count`.
 
-        :returns: a Deferred firing with ``None`` once the mark is durable.
+        :returns: a Deferred firing with ``None`` once the mark is durable: at
+            once if the message's own add is not written yet (the SQLite store
+            then writes the mark with it: both become durable, or neither).
         """
 
     def delay(queue, message_id, due):  # type: ignore[no-untyped-def]

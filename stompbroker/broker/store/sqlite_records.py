@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import sqlite3
 
+from attrs import define
+
 from stompbroker.broker.store.base import (
     DurableSubscription,
     RecoveredState,
@@ -27,6 +29,7 @@ from stompbroker.broker.store.base import (
 from stompbroker.protocol.frames import Headers
 
 __all__ = [
+    "PendingInsert",
     "decode_headers",
     "delete_message",
     "delete_retained",
@@ -48,6 +51,11 @@ _INSERT = (
     "INSERT OR IGNORE INTO messages (sequence, queue, message_id, destination, headers,"
     " body, expires) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
+_INSERT_DELIVERED = (
+    "INSERT OR IGNORE INTO messages (sequence, queue, message_id, destination, headers,"
+    " body, expires, delivered, redelivery_count) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?)"
+)
+_HOLDS = "SELECT 1 FROM messages WHERE queue = ? AND message_id = ?"
 _DELETE = "DELETE FROM messages WHERE queue = ? AND message_id = ?"
 # SQLite evaluates every right-hand side with the row's old values.
 _MARK_DELIVERED = (
@@ -83,26 +91,83 @@ def decode_headers(text: str) -> Headers:
     return tuple((name, value) for name, value in json.loads(text))
 
 
+def _row(record: StoredMessage) -> tuple[object, ...]:
+    """:returns: the values :data:`_INSERT` files for a message."""
+    return (
+        record.sequence,
+        record.queue,
+        record.message_id,
+        record.destination,
+        encode_headers(record.headers),
+        record.body,
+        record.expires,
+    )
+
+
 def insert_message(record: StoredMessage, connection: sqlite3.Connection) -> StoredMessage:
     """
     :returns: ``record``, once inserted.
     :raises DuplicateMessage: if its key holds its id already; nothing is written.
     """
-    cursor = connection.execute(
-        _INSERT,
-        (
-            record.sequence,
-            record.queue,
-            record.message_id,
-            record.destination,
-            encode_headers(record.headers),
-            record.body,
-            record.expires,
-        ),
-    )
+    cursor = connection.execute(_INSERT, _row(record))
     if cursor.rowcount == 0:
         raise duplicate_error(record.queue, record.message_id)
     return record
+
+
+@define
+class PendingInsert:
+    """
+    A message's insert, which its delivery marks and its removal may still join
+    while it waits for its group (in the reactor thread, before the writer takes
+    the group; :class:`~stompbroker.broker.store.sqlite.SQLiteStore` says when).
+
+    A group is one transaction, so an insert that carries its delivery marks
+    (``delivered`` and ``redelivery_count`` set in the row it writes) leaves the
+    database as the insert followed by the marks' updates would, and an insert
+    dropped by its removal leaves it as the insert followed by the delete: the
+    row is never written.  Nor need anyone wait for what joined: the message and
+    its marks become durable together, or neither does, and a message removed
+    before it was written cannot come back.  So a flowing queue's consumer gets
+    a message without waiting for a commit, and a message acknowledged (or
+    handed to an ``auto`` consumer) before its group was written costs no row
+    write at all, as RabbitMQ's message store confirms a message consumed before
+    it was written without writing it.  Its producer's RECEIPT still waits for
+    the group's commit.
+
+    :ivar record: the message, as :func:`insert_message` files it.
+    :ivar marks: the delivery marks joined (see ``IMessageStore.mark_delivered``).
+    :ivar dropped: whether its removal joined it.
+    """
+
+    record: StoredMessage
+    marks: int = 0
+    dropped: bool = False
+
+    def __call__(self, connection: sqlite3.Connection) -> StoredMessage:
+        """
+        In the writer thread: write what the insert and what joined it leave.
+
+        :returns: the record, as :func:`insert_message` does.
+        :raises DuplicateMessage: as :func:`insert_message`, after the joined
+            marks or removal are applied to the message its key holds already, as
+            they would have been applied on their own.
+        """
+        record = self.record
+        key = (record.queue, record.message_id)
+        if self.dropped:
+            if connection.execute(_HOLDS, key).fetchone() is None:
+                return record
+            connection.execute(_DELETE, key)
+            raise duplicate_error(*key)
+        if not self.marks:
+            return insert_message(record, connection)
+        cursor = connection.execute(_INSERT_DELIVERED, (*_row(record), self.marks - 1))
+        if cursor.rowcount == 0:
+            for _ in range(self.marks):
+                connection.execute(_MARK_DELIVERED, key)
+            raise duplicate_error(*key)
+        return record
 
 
 def delete_message(queue: str, message_id: str, connection: sqlite3.Connection) -> None:

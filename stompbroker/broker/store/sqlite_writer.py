@@ -44,7 +44,7 @@ from stompbroker.broker.store.disk_space import RESUME_BYTES, Reserve, disk_spac
 from stompbroker.broker.store.sqlite_files import store_full, translate_error
 from stompbroker.logs import logger
 
-__all__ = ["Apply", "Executor", "GroupCommit", "StoreStats"]
+__all__ = ["Apply", "Executor", "GroupCommit", "StoreStats", "Together", "alone"]
 
 log = logger("stompbroker.store")
 
@@ -52,6 +52,14 @@ log = logger("stompbroker.store")
 Executor = Callable[[Callable[[], Any]], Deferred]
 #: One operation, as the writer applies it.
 Apply = Callable[[sqlite3.Connection], Any]
+#: ``(settle, outcome)``: runs ``settle(outcome)``, the firing of a committed
+#: group's Deferreds; see :class:`GroupCommit`'s ``settle_together``.
+Together = Callable[[Callable[[Any], object], Any], None]
+
+
+def alone(settle: Callable[[Any], object], outcome: Any) -> None:
+    """Fire a group's Deferreds with nothing around them (no coalescer: tests, embedding)."""
+    settle(outcome)
 
 
 @define
@@ -90,6 +98,15 @@ class GroupCommit:
     :param data_dir: the store's directory, named in its errors.
     :param reserve: the data directory's reserve, released when the disk is
         full; ``None`` for none.
+    :param sealed: called in the reactor thread as each group is handed to the
+        writer, after which nothing may change its operations (the store's
+        :class:`~stompbroker.broker.store.sqlite_records.PendingInsert` stop
+        taking what joins them).
+    :param settle_together: runs the firing of each committed group's
+        Deferreds (see :data:`Together`): twistd passes the transports' write
+        coalescer, so that every RECEIPT and MESSAGE a commit releases to one
+        connection leaves in one write, as a read's do, instead of one system
+        call each.
 
     :ivar full: the disk filled up and has not had room since: operations that
         are not ``settling`` are refused.  Set by the writer thread.
@@ -105,8 +122,12 @@ class GroupCommit:
         stats: StoreStats,
         data_dir: Path,
         reserve: Reserve | None = None,
+        sealed: Callable[[], object] = lambda: None,
+        settle_together: Together = alone,
     ) -> None:
         self._connection = connection
+        self._sealed = sealed
+        self._together = settle_together
         self._executor = executor
         self._reactor = reactor
         self._delay = delay
@@ -194,6 +215,7 @@ class GroupCommit:
         self._gathering_since = self._reactor.seconds()
         self._writing = True
         self._commit_started = self._reactor.seconds()
+        self._sealed()
         written = self._executor(
             functools.partial(
                 self._commit, [op.apply for op in group], [op.settling for op in group]
@@ -289,6 +311,12 @@ class GroupCommit:
         self._writing = False
         if self.full != self._full_logged:
             self._log_full()
+        self._together(self._settle, (outcomes, group))
+        self._next_group()
+
+    def _settle(self, done: tuple[Any, list[_Operation]]) -> None:
+        """Fire a group's Deferreds, with its results or its failure."""
+        outcomes, group = done
         if isinstance(outcomes, Failure):
             for operation in group:
                 operation.deferred.errback(outcomes)
@@ -300,6 +328,9 @@ class GroupCommit:
                     operation.deferred.callback(result)
                 else:
                     operation.deferred.errback(Failure(result))
+
+    def _next_group(self) -> None:
+        """After a commit: start the next group now, or when it has gathered enough."""
         if self._writing or self._timer is not None:
             return
         if self._closed is not None or len(self._pending) >= self._max_batch:

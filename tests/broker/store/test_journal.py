@@ -179,20 +179,36 @@ def test_a_send_the_store_refuses_fails_with_message_not_stored(setup: Setup) ->
 # -- what happens to a stored message ------------------------------------------------------
 
 
-def test_a_persistent_message_is_written_to_its_consumer_once_its_delivery_is_recorded(
+def test_a_stored_message_is_written_to_its_consumer_once_its_delivery_is_recorded(
     setup: Setup,
 ) -> None:
     """
-    The delivery mark is durable before the client sees the message, so a crash redelivers it
-    marked.
+    The delivery mark of a message already written is durable before the client
+    sees it, so a crash redelivers it marked.
     """
     broker = setup.broker()
-    inbox = setup.subscribe(broker)
     send(broker, "/queue/q", b"1", b"2")
+    setup.settle()
+    inbox = setup.subscribe(broker)
     if setup.kind == "sqlite":
         assert inbox.received == []
     setup.settle()
     assert inbox.bodies() == [b"1", b"2"]
+    state = setup.stored()
+    assert [(m.delivered, m.redeliveries) for m in state.queues["/queue/q"]] == [(True, 1)] * 2
+
+
+def test_a_message_delivered_before_it_is_written_is_written_marked(setup: Setup) -> None:
+    """
+    A message that a consumer takes before its add is written goes out at once:
+    the add writes it marked, so the message and its mark are durable together
+    (and a crash brings it back marked), or neither is (and it never comes back).
+    """
+    broker = setup.broker()
+    inbox = setup.subscribe(broker)
+    send(broker, "/queue/q", b"1", b"2")
+    assert inbox.bodies() == [b"1", b"2"]
+    setup.settle()
     state = setup.stored()
     assert [(m.delivered, m.redeliveries) for m in state.queues["/queue/q"]] == [(True, 1)] * 2
 

@@ -26,7 +26,13 @@ from stompbroker.broker.store.base import (
     StoreUnavailable,
     StoreWriteFailed,
 )
-from stompbroker.broker.store.sqlite import DATABASE_NAME, SQLiteStore
+from stompbroker.broker.store.sqlite import (
+    CACHE_KIB,
+    DATABASE_NAME,
+    WAL_CHECKPOINT_PAGES,
+    WAL_SIZE_LIMIT,
+    SQLiteStore,
+)
 from tests.support.store import ids_by_queue, open_sqlite, recover_from, result_of, sent
 
 
@@ -413,3 +419,147 @@ def test_bad_options_are_refused(tmp_path: Path) -> None:
     for options in ({"sync": "sometimes"}, {"batch_delay": -1.0}, {"max_batch": 0}):
         with pytest.raises(ValueError):
             SQLiteStore(tmp_path, reactor=task.Clock(), **options)
+
+
+# -- what joins an insert that has not been written ------------------------------
+
+
+def wal_size(data_dir: Path) -> int:
+    """:returns: the bytes in the store's write-ahead log: what its commits wrote."""
+    return (data_dir / f"{DATABASE_NAME}-wal").stat().st_size
+
+
+def recovered(data_dir: Path, queue: str = "/queue/orders") -> list[tuple[str, bool, int, float]]:
+    """:returns: each message of ``queue`` after a reopen: its id and delivery record."""
+    state = recover_from(data_dir)
+    return [
+        (m.message_id, m.delivered, m.redelivery_count, m.due) for m in state.queues.get(queue, ())
+    ]
+
+
+@pytest.mark.parametrize("marks", [1, 2, 3])
+def test_delivery_marks_of_a_message_not_yet_written_join_its_insert(
+    marks: int, tmp_path: Path
+) -> None:
+    """
+    A message delivered before its group was handed to the writer is inserted
+    delivered, by one row write: its consumer waits for no commit (the message
+    and its marks are durable together, or neither is).
+    """
+    clock = task.Clock()
+    store = open_sqlite(tmp_path, clock)
+    adding = store.add("/queue/orders", sent("m-1"))
+    marking = [store.mark_delivered("/queue/orders", "m-1") for _ in range(marks)]
+    assert (fired([adding]), fired(marking)) == (0, marks)
+    clock.advance(0)
+    assert (fired([adding]), store.stats.commits, store.stats.operations) == (1, 1, 1)
+    result_of(store.close())
+    assert recovered(tmp_path) == [("m-1", True, marks - 1, 0.0)]
+
+
+def test_a_removal_of_a_message_not_yet_written_means_it_is_never_written(
+    tmp_path: Path,
+) -> None:
+    """
+    An add and its removal in one group (an ``auto`` delivery, or an ACK that came
+    before the group was written) write no row at all; the removal waits for nothing.
+    """
+    clock = task.Clock()
+    store = open_sqlite(tmp_path, clock)
+    store.add("/queue/orders", sent("m-0"))
+    clock.advance(0)
+    before = wal_size(tmp_path)
+    adding = store.add("/queue/orders", sent("m-1"))
+    marking = store.mark_delivered("/queue/orders", "m-1")
+    removing = store.remove("/queue/orders", "m-1")
+    assert (fired([adding]), fired([marking, removing])) == (0, 2)
+    clock.advance(0)
+    assert result_of(adding).message_id == "m-1"
+    assert store.stats.commits == 2
+    assert wal_size(tmp_path) == before
+    result_of(store.close())
+    assert recovered(tmp_path) == [("m-0", False, 0, 0.0)]
+
+
+def test_a_mark_after_the_group_is_handed_to_the_writer_is_its_own_update(
+    tmp_path: Path,
+) -> None:
+    """Once the writer has the insert, nothing changes it: the mark goes in the next group."""
+    clock, writer, store = manual_store(tmp_path)
+    adding = store.add("/queue/orders", sent("m-1"))
+    clock.advance(0)
+    marking = store.mark_delivered("/queue/orders", "m-1")
+    removing_other = store.remove("/queue/orders", "m-2")
+    writer.run_one()
+    assert (adding.called, marking.called) == (True, False)
+    clock.advance(0.002)
+    writer.run_one()
+    assert (marking.called, removing_other.called, store.stats.commits) == (True, True, 2)
+    close = store.close()
+    writer.run_one()
+    result_of(close)
+    assert recovered(tmp_path) == [("m-1", True, 0, 0.0)]
+
+
+def test_a_mark_after_a_delay_is_applied_after_it(tmp_path: Path) -> None:
+    """A NACK's due time between the insert and a mark: the mark still clears it."""
+    clock = task.Clock()
+    store = open_sqlite(tmp_path, clock)
+    store.add("/queue/orders", sent("m-1"))
+    store.mark_delivered("/queue/orders", "m-1")
+    store.delay("/queue/orders", "m-1", 50.0)
+    store.mark_delivered("/queue/orders", "m-1")
+    clock.advance(0)
+    result_of(store.close())
+    assert recovered(tmp_path) == [("m-1", True, 1, 0.0)]
+
+
+def test_a_dead_letter_move_of_a_message_not_yet_written_keeps_the_copy_alone(
+    tmp_path: Path,
+) -> None:
+    """A removal after a move does not drop the insert the move deleted already."""
+    clock = task.Clock()
+    store = open_sqlite(tmp_path, clock)
+    store.add("/queue/orders", sent("m-1"))
+    store.move("/queue/orders", "m-1", "/queue/dlq", sent("dlq-1", "/queue/dlq"))
+    store.remove("/queue/orders", "m-1")
+    clock.advance(0)
+    result_of(store.close())
+    state = recover_from(tmp_path)
+    assert ids_by_queue(state) == {"/queue/dlq": ["dlq-1"]}
+
+
+@pytest.mark.parametrize("then", ["mark", "remove"])
+def test_a_duplicate_add_fails_and_what_joined_it_applies_to_the_stored_message(
+    then: str, tmp_path: Path
+) -> None:
+    """The key holds the id already: the add fails; the mark or removal acts on the stored one."""
+    clock = task.Clock()
+    store = open_sqlite(tmp_path, clock)
+    store.add("/queue/orders", sent("m-1"))
+    clock.advance(0)
+    again = store.add("/queue/orders", sent("m-1"))
+    if then == "mark":
+        store.mark_delivered("/queue/orders", "m-1")
+    else:
+        store.remove("/queue/orders", "m-1")
+    clock.advance(0)
+    with pytest.raises(DuplicateMessage):
+        result_of(again)
+    result_of(store.close())
+    expected = [("m-1", True, 0, 0.0)] if then == "mark" else []
+    assert recovered(tmp_path) == expected
+
+
+def test_the_log_is_checkpointed_rarely_and_the_cache_is_large(tmp_path: Path) -> None:
+    """The writer's connection runs with the log size and page cache the module documents."""
+    clock = task.Clock()
+    store = open_sqlite(tmp_path, clock)
+
+    def settings(connection: sqlite3.Connection) -> list[int]:
+        names = ("wal_autocheckpoint", "journal_size_limit", "cache_size")
+        return [connection.execute(f"PRAGMA {name}").fetchone()[0] for name in names]
+
+    reading = store.submit(settings, write=False)
+    clock.advance(0)
+    assert result_of(reading) == [WAL_CHECKPOINT_PAGES, WAL_SIZE_LIMIT, -CACHE_KIB]

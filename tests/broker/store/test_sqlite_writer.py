@@ -69,3 +69,36 @@ def test_close_commits_what_is_pending_then_closes_the_connection(tmp_path: Path
     assert (result_of(pending), result_of(closed), stats.commits) == (7, None, 1)
     with pytest.raises(sqlite3.ProgrammingError):
         connection.execute("SELECT 1")
+
+
+def test_a_committed_group_is_settled_inside_settle_together(tmp_path: Path) -> None:
+    """
+    Every Deferred of a group fires within one call of ``settle_together`` (the
+    transports' write coalescer, in twistd), and what is sealed is sealed before
+    the writer runs it.
+    """
+    clock = task.Clock()
+    connection = sqlite3.connect(tmp_path / "w.sqlite3", isolation_level=None)
+    connection.execute("CREATE TABLE t (v INTEGER PRIMARY KEY)")
+    seen: list[str] = []
+
+    def together(settle: Callable[[object], object], outcome: object) -> None:
+        seen.append("settling")
+        settle(outcome)
+        seen.append("settled")
+
+    group = GroupCommit(
+        connection,
+        run_now,
+        clock,
+        0.0,
+        100,
+        StoreStats(),
+        tmp_path,
+        sealed=lambda: seen.append("sealed"),
+        settle_together=together,
+    )
+    for value in range(3):
+        group.submit(insert(value)).addCallback(lambda value: seen.append(f"fired {value}"))
+    clock.advance(0)
+    assert seen == ["sealed", "settling", "fired 0", "fired 1", "fired 2", "settled"]
