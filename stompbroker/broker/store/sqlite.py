@@ -108,10 +108,27 @@ SYNC_MODES: tuple[str, ...] = ("always", "batch", "off")
 #: the database, for a message its consumer had already acknowledged; with 64 MB,
 #: the pages of a flowing queue are freed and reused many times in between, and
 #: each commit takes half the time with 64 KiB bodies, a quarter less with 1 KiB.
-WAL_CHECKPOINT_PAGES = 16384
-#: The log is truncated back to this after a checkpoint that leaves it larger
-#: (``journal_size_limit``): the disk it keeps is what removals write into.
+#: The log is truncated back to the same size after a checkpoint that leaves it
+#: larger (``journal_size_limit``): the disk it keeps is what removals write into.
 WAL_SIZE_LIMIT = 64 * 1024 * 1024
+#: On a small filesystem the log takes at most this share of it: 64 MB of a
+#: 100 MB disk would leave the disk alarm nothing to guard.
+WAL_SHARE_OF_DISK = 1 / 16
+#: SQLite's page, which ``wal_autocheckpoint`` counts in.
+PAGE_BYTES = 4096
+
+
+def wal_bytes(filesystem_bytes: int) -> int:
+    """
+    :param filesystem_bytes: the size of the data directory's filesystem.
+    :returns: how large the write-ahead log may grow between checkpoints:
+        :data:`WAL_SIZE_LIMIT`, or :data:`WAL_SHARE_OF_DISK` of a smaller
+        filesystem, but never under SQLite's own default of 1 000 pages.
+    """
+    share = int(filesystem_bytes * WAL_SHARE_OF_DISK)
+    return max(1000 * PAGE_BYTES, min(WAL_SIZE_LIMIT, share))
+
+
 #: The writer's page cache, in KiB (``cache_size``; SQLite's default is 2 MiB).
 #: A removal reads the chain of a large body's pages to free them, and an insert
 #: finds free pages through the free list: kept in memory, not read back.
@@ -317,8 +334,9 @@ class SQLiteStore:
             # need as much new room as the SEND did, and a full disk could never
             # be drained.  FAST zeroes only what is written anyway.
             connection.execute("PRAGMA secure_delete = FAST")
-            connection.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
-            connection.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
+            log_bytes = wal_bytes(_filesystem_bytes(self.data_dir))
+            connection.execute(f"PRAGMA wal_autocheckpoint = {log_bytes // PAGE_BYTES}")
+            connection.execute(f"PRAGMA journal_size_limit = {log_bytes}")
             connection.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
             prepare_schema(connection, self.path)
             self._next_sequence = sqlite_records.next_sequence(connection)
@@ -535,3 +553,12 @@ class SQLiteStore:
         :returns: a Deferred of ``apply``'s result.
         """
         return self._write(apply, None) if write else self._submit(apply)
+
+
+def _filesystem_bytes(path: Path) -> int:
+    """:returns: the size of the filesystem ``path`` is on (as large as can be when unknown)."""
+    try:
+        found = os.statvfs(path)
+    except OSError:
+        return WAL_SIZE_LIMIT * 16
+    return found.f_blocks * found.f_frsize

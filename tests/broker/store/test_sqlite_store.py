@@ -11,6 +11,7 @@ against, stop or kill, is tested in ``tests/integration/test_store_processes.py`
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -29,9 +30,10 @@ from stompbroker.broker.store.base import (
 from stompbroker.broker.store.sqlite import (
     CACHE_KIB,
     DATABASE_NAME,
-    WAL_CHECKPOINT_PAGES,
+    PAGE_BYTES,
     WAL_SIZE_LIMIT,
     SQLiteStore,
+    wal_bytes,
 )
 from tests.support.store import ids_by_queue, open_sqlite, recover_from, result_of, sent
 
@@ -562,4 +564,19 @@ def test_the_log_is_checkpointed_rarely_and_the_cache_is_large(tmp_path: Path) -
 
     reading = store.submit(settings, write=False)
     clock.advance(0)
-    assert result_of(reading) == [WAL_CHECKPOINT_PAGES, WAL_SIZE_LIMIT, -CACHE_KIB]
+    filesystem = os.statvfs(tmp_path)
+    log = wal_bytes(filesystem.f_blocks * filesystem.f_frsize)
+    assert result_of(reading) == [log // PAGE_BYTES, log, -CACHE_KIB]
+
+
+@pytest.mark.parametrize(
+    ("filesystem", "log"),
+    [
+        (100 << 30, WAL_SIZE_LIMIT),
+        (100 << 20, (100 << 20) // 16),
+        (10 << 20, 1000 * PAGE_BYTES),
+    ],
+)
+def test_the_log_is_a_sixteenth_of_a_small_filesystem_at_most(filesystem: int, log: int) -> None:
+    """64 MB of log on a 100 MB disk would leave the disk alarm nothing to guard."""
+    assert wal_bytes(filesystem) == log
