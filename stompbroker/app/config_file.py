@@ -224,7 +224,17 @@ SECTIONS: dict[str, OptionSection] = {
         }
     ),
     "store": OptionSection(
-        dict.fromkeys(["data-dir", "sync", "stream-max-age", "stream-max-bytes"], VALUE)
+        dict.fromkeys(
+            [
+                "data-dir",
+                "sync",
+                "queue-memory",
+                "read-ahead",
+                "stream-max-age",
+                "stream-max-bytes",
+            ],
+            VALUE,
+        )
     ),
     "cluster": OptionSection(
         dict.fromkeys(

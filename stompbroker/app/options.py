@@ -142,6 +142,8 @@ class Options(
         self["memory-low"] = 0 if low is None else parse_size(low, "memory-low")
         if self["memory-low"] and self["memory-low"] >= self["memory-high"]:
             raise usage.UsageError("--memory-low must be below --memory-high")
+        memory = self["queue-memory"]
+        self["queue-memory"] = None if memory is None else parse_size(memory, "queue-memory")
 
     def opt_version(self) -> None:
         """Print the version and exit."""

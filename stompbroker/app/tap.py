@@ -108,6 +108,8 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
             memory_high=options["memory-high"],
             memory_low=options["memory-low"],
             shutdown_timeout=options["shutdown-timeout"],
+            queue_memory=options["queue-memory"],
+            read_ahead=options["read-ahead"],
         ),
         policy=policy,
         store=store,

@@ -26,12 +26,15 @@ def build_engine(
     node_timeout: float | None = None,
     outage_hold: float | None = None,
     wait_replicas: tuple[int, float] | None = None,
+    paging: Any = None,
 ) -> Any:
     """
     :param url: the redis engine's parsed
         :class:`~stompbroker.broker.engine.redis.url.EngineURL`, or ``None`` for
         the in-process engine.
     :param store: the in-process engine's message store (not yet open), or ``None``.
+    :param paging: the in-process engine's
+        :class:`~stompbroker.broker.queueing.paging.PagingBudget`, or ``None``.
     :param node_timeout: the redis engine's ``--node-timeout``; its default if ``None``.
     :param outage_hold: the redis engine's ``--engine-outage-hold``; its default if ``None``.
     :param wait_replicas: the redis engine's ``--engine-wait-replicas`` and
@@ -41,7 +44,9 @@ def build_engine(
     :raises ValueError: for a store with the redis engine, which keeps its own.
     """
     if url is None:
-        return LocalEngine(clock, policy=policy, store=store, stream_limits=stream_limits)
+        return LocalEngine(
+            clock, policy=policy, store=store, stream_limits=stream_limits, paging=paging
+        )
     if store is not None:
         raise ValueError("the redis engine keeps messages in Redis: give it no store")
     from stompbroker.broker.engine.redis.connection import Durability

@@ -149,7 +149,12 @@ class QueueOperations:
         shared = self._shared(name)
         if shared is not None:
             return self._found(shared, name).addCallback(lambda _: shared.browse(name, count))
-        return Waiting(tuple(self.find(name).browse(count)), self._node())
+        found = self.find(name).browse(count)
+        node = self._node()
+        if isinstance(found, Deferred):
+            # A paged queue reads what memory does not hold from the store.
+            return found.addCallback(lambda messages: Waiting(tuple(messages), node))
+        return Waiting(tuple(found), node)
 
     def _node(self) -> str:
         node: str = self._engine.bookkeeping().ids.node
@@ -225,7 +230,7 @@ class QueueOperations:
             )
         durable = parse_durable_key(name)
         if durable is not None:
-            discarded = len(queue.pending)
+            discarded = int(queue.depth())
             self._engine.remove_durable(durable)
         else:
             discarded = queue.purge()
