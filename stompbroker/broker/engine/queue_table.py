@@ -257,6 +257,9 @@ class QueueTable:
             if written is not None:
                 # The journal has logged a failure; nobody waits to hear of it.
                 written.addErrback(_ignore)
+        if not copy and chosen and queue.paged is not None:
+            # Memory gave up messages: a paged queue reads its next page.
+            queue.dispatch()
         return len(chosen)
 
 

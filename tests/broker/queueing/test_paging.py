@@ -13,6 +13,7 @@ import pytest
 
 from stompbroker.broker.features.policies import parse_policy
 from stompbroker.broker.flow.limits import Limits
+from stompbroker.broker.management.operations import Management
 from stompbroker.broker.queueing.paging import PagedPart, PagingBudget
 from stompbroker.broker.queueing.queues import SCAN_PAGES
 from stompbroker.broker.service import Broker
@@ -308,3 +309,24 @@ def test_without_a_store_nothing_pages() -> None:
 
     broker = Broker(Clock(), limits=PAGING)
     assert broker.engine.paging is None
+
+
+def test_the_management_api_browses_moves_and_purges_a_paged_queue(setup: Setup) -> None:
+    """Browse reads past memory; move takes what memory holds, again and again; depth counts all."""
+    broker = paging_broker(setup)
+    send(broker, "/queue/a", *bodies(10))
+    settle(setup)
+    queues = Management(broker).queues
+    browsed = queues.browse("/queue/a", 8)
+    settle(setup)
+    assert [m.body for m in result_of(browsed).messages] == bodies(8)
+    assert Management(broker).destination("/queue/a").depth == 10
+    moved = 0
+    for _ in range(10):
+        moved += queues.move("/queue/a", "/queue/b", 10).count
+        settle(setup)
+    assert moved == 10
+    inbox = setup.subscribe(broker, "/queue/b", prefetch=3)
+    ack_all(broker, inbox, setup)
+    assert inbox.bodies() == bodies(10)
+    assert setup.stored_ids().get("/queue/a", []) == []
