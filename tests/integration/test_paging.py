@@ -39,7 +39,8 @@ def test_a_paged_backlog_survives_sigkill_and_drains_once_in_order(
         )
         acked = 0
         while acked < BACKLOG:
-            assert collector.wait_for(lambda: len(collector.messages) > acked), acked
+            seen = acked
+            assert collector.wait_for(lambda seen=seen: len(collector.messages) > seen), seen
             for message in collector.messages[acked:]:
                 connection.ack(message.headers["ack"])
                 acked += 1
