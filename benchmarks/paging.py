@@ -21,6 +21,8 @@ What it measures, on one ``twistd -n stompbroker`` on a fresh data directory:
    queues' memory budget holds whole, on another fresh directory (no restart):
    the drain rate of a queue that never paged, for comparison.
 
+``--page-cost STORED`` times one page instead, in process (:func:`page_cost`).
+
 The broker runs with ``--memory-high`` (and the ``--queue-memory`` it derives,
 unless given);
 the figures go to ``benchmarks/JOURNAL.md`` and docs/persistence.md.
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+import sqlite3
 import sys
 import tempfile
 import threading
@@ -235,6 +238,52 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+def page_cost(stored: int, read_ahead: int, size: int) -> dict[str, float]:
+    """
+    What one page costs, in process: the range read in the store's thread (which
+    holds up that group's commit), and making its records messages again in the
+    reactor thread (which holds up everything else).
+
+    :returns: milliseconds per page, the median of 20 pages from the middle of
+        a store of ``stored`` messages.
+    """
+    from stompbroker.broker.queueing.paging import message_from_record
+    from stompbroker.broker.store.base import stored_message
+    from stompbroker.broker.store.sqlite_records import insert_message, read_page
+    from stompbroker.broker.store.sqlite_schema import prepare_schema
+    from stompbroker.protocol.message import Message
+
+    with tempfile.TemporaryDirectory(prefix="paging-cost-") as place:
+        path = Path(place) / "messages.sqlite3"
+        connection = sqlite3.connect(path, isolation_level=None)
+        connection.execute("PRAGMA journal_mode = WAL")
+        prepare_schema(connection, path)
+        body = b"x" * size
+        connection.execute("BEGIN")
+        for n in range(1, stored + 1):
+            message = Message(QUEUE, f"m-{n}", (("persistent", "true"),), body)
+            insert_message(stored_message(QUEUE, n, message), connection)
+            if n % 2 == 0:
+                # A second key between, as a broker with two queues files them.
+                other = Message("/queue/other", f"o-{n}", (), body)
+                insert_message(stored_message("/queue/other", stored + n, other), connection)
+        connection.execute("COMMIT")
+        reads, makes = [], []
+        for page in range(20):
+            after = stored // 2 + page * read_ahead
+            began = time.perf_counter()
+            records = read_page(QUEUE, after, None, read_ahead, connection)
+            read = time.perf_counter()
+            [message_from_record(record) for record in records]
+            made = time.perf_counter()
+            reads.append((read - began) * 1000)
+            makes.append((made - read) * 1000)
+        connection.close()
+    reads.sort()
+    makes.sort()
+    return {"read_ms": reads[len(reads) // 2], "make_ms": makes[len(makes) // 2]}
+
+
 def build_parser() -> argparse.ArgumentParser:
     """:returns: the command line's parser."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -245,12 +294,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--window", type=int, default=200)
     parser.add_argument("--fit-megabytes", type=int, default=32)
     parser.add_argument("--json-out")
+    parser.add_argument(
+        "--page-cost",
+        type=int,
+        metavar="STORED",
+        help="only time one page of --read-ahead messages from a store of STORED messages",
+    )
+    parser.add_argument("--read-ahead", type=int, default=1000)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    report = run(args)
+    if args.page_cost:
+        report = page_cost(args.page_cost, args.read_ahead, args.size)
+    else:
+        report = run(args)
     text = json.dumps(report, indent=2)
     print(text)
     if args.json_out:

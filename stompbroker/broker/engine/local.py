@@ -239,7 +239,8 @@ class LocalEngine:
         stored = self.journal is not None
         what, why = ("non-persistent ", "") if stored else ("", " (there is no message store)")
         for destination, queue in held:
-            dropped = sum(1 for message in queue.pending if not self._kept(message))
+            waiting = [*queue.pending, *(queue.paged.tail if queue.paged is not None else ())]
+            dropped = sum(1 for message in waiting if not self._kept(message))
             if dropped:
                 log.warn(
                     "dropped {count} {what}{noun} waiting in {destination} at shutdown{why}",
