@@ -418,7 +418,7 @@ class WorkerQueue:
         """
         if self._features is not None:
             self._features.dispatch()
-            if self.paging is not None:
+            if self.paging is not None and (self._resident or self.paged is not None):
                 self._dispatched()
             return
         if self._dispatching:
@@ -465,7 +465,7 @@ class WorkerQueue:
                     consumer.deliver(message)
         finally:
             self._dispatching = False
-            if self.paging is not None:
+            if self.paging is not None and (self._resident or self.paged is not None):
                 self._dispatched()
 
     # -- paging (see stompbroker.broker.queueing.paging) -----------------------------
