@@ -561,6 +561,9 @@ class WorkerQueue:
 
     def _page_failed(self, failure: Any, paged: PagedPart) -> None:
         paged.reading = False
+        if self.journal is not None and self.journal.stopping:
+            # The store closes with the broker: nobody waits for the page.
+            return
         log.error(
             "queue {destination} could not read its next page from the store: {error};"
             " trying again in {retry} s",

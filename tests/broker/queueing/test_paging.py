@@ -9,15 +9,18 @@ and a read-ahead of 4 messages, so that every queue pages past its fourth messag
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from twisted.internet.defer import fail
 
 from stompbroker.broker.features.policies import parse_policy
 from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.management.operations import Management
 from stompbroker.broker.queueing.paging import PagedPart, PagingBudget
-from stompbroker.broker.queueing.queues import SCAN_PAGES
+from stompbroker.broker.queueing.queues import PAGE_RETRY, SCAN_PAGES
 from stompbroker.broker.service import Broker
-from stompbroker.broker.store.base import StoredMessage
+from stompbroker.broker.store.base import StoredMessage, StoreError
 from stompbroker.protocol.message import Message
 from tests.support.broker import Inbox
 from tests.support.persistence import PERSISTENT, Setup, send
@@ -330,3 +333,26 @@ def test_the_management_api_browses_moves_and_purges_a_paged_queue(setup: Setup)
     ack_all(broker, inbox, setup)
     assert inbox.bodies() == bodies(10)
     assert setup.stored_ids().get("/queue/a", []) == []
+
+
+def test_a_page_the_store_cannot_read_is_asked_for_again(setup: Setup) -> None:
+    """A failed read is logged and asked for again (at the next dispatch, or after PAGE_RETRY)."""
+    broker = paging_broker(setup)
+    send(broker, "/queue/q", *bodies(8))
+    settle(setup)
+    store = setup.store
+    real = store.page
+    failures = []
+
+    def failing(*args: Any) -> Any:
+        store.page = real
+        failures.append(args)
+        return fail(StoreError("disk on fire"))
+
+    store.page = failing
+    inbox = setup.subscribe(broker, prefetch=20)
+    settle(setup)
+    assert len(failures) == 1 and inbox.bodies() == bodies(READ_AHEAD)
+    setup.clock.advance(PAGE_RETRY)
+    ack_all(broker, inbox, setup)
+    assert inbox.bodies() == bodies(8)
