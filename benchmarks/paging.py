@@ -245,7 +245,8 @@ def page_cost(stored: int, read_ahead: int, size: int) -> dict[str, float]:
     reactor thread (which holds up everything else).
 
     :returns: milliseconds per page, the median of 20 pages from the middle of
-        a store of ``stored`` messages.
+        a store of ``stored`` messages; and the bytes each message takes in the
+        database file, index entries included.
     """
     from stompbroker.broker.queueing.paging import message_from_record
     from stompbroker.broker.store.base import stored_message
@@ -268,6 +269,8 @@ def page_cost(stored: int, read_ahead: int, size: int) -> dict[str, float]:
                 other = Message("/queue/other", f"o-{n}", (), body)
                 insert_message(stored_message("/queue/other", stored + n, other), connection)
         connection.execute("COMMIT")
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        on_disk = path.stat().st_size / (stored + stored // 2)
         reads, makes = [], []
         for page in range(20):
             after = stored // 2 + page * read_ahead
@@ -281,7 +284,11 @@ def page_cost(stored: int, read_ahead: int, size: int) -> dict[str, float]:
         connection.close()
     reads.sort()
     makes.sort()
-    return {"read_ms": reads[len(reads) // 2], "make_ms": makes[len(makes) // 2]}
+    return {
+        "read_ms": reads[len(reads) // 2],
+        "make_ms": makes[len(makes) // 2],
+        "disk_bytes_per_message": on_disk,
+    }
 
 
 def build_parser() -> argparse.ArgumentParser:
