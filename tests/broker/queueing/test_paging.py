@@ -356,3 +356,17 @@ def test_a_page_the_store_cannot_read_is_asked_for_again(setup: Setup) -> None:
     setup.clock.advance(PAGE_RETRY)
     ack_all(broker, inbox, setup)
     assert inbox.bodies() == bodies(8)
+
+
+def test_a_durable_backlog_is_paged_after_a_restart(setup: Setup) -> None:
+    """Recovery reads a durable subscription's head too, and counts the rest."""
+    broker = paging_broker(setup)
+    inbox = setup.subscribe(broker, "/topic/t", durable=("c", "d"), prefetch=2)
+    broker.unsubscribe(inbox)
+    send(broker, "/topic/t", *bodies(12))
+    broker = setup.restart(limits=PAGING)
+    queue = broker.engine.durable[("c", "d")]
+    assert len(queue.pending) == READ_AHEAD and queue.depth() == 12
+    again = setup.subscribe(broker, "/topic/t", durable=("c", "d"), prefetch=2)
+    ack_all(broker, again, setup)
+    assert again.bodies() == bodies(12)
