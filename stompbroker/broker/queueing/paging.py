@@ -19,6 +19,10 @@ thread), in order, and hands what comes back out as if it had just arrived.
 When a read gives fewer messages than it asked for while nothing was paged out
 meanwhile, the part on disk is empty and the queue stops paging.
 
+A persistent message of a higher priority than any the part on disk holds
+does not wait behind it: it stays in memory (up to a few read-aheads), where
+the queue's priority order puts it before the paged part.
+
 What arrives at a paging queue that the store does not keep (a non-persistent
 message) cannot go to disk: it waits in memory behind the paged part
 (:attr:`PagedPart.tail`), and so does every message after it, so that the
@@ -105,6 +109,9 @@ class PagedPart:
         page then does not mean that the part is empty.
     :ivar tail: what arrived after the part but cannot be paged (non-persistent
         messages, and everything after the first of them), in order.
+    :ivar top: the highest priority the part may hold: a message of a higher
+        one can go before it, in memory (the highest, 9, for a part recovery
+        counted without reading it).
     """
 
     count: int = 0
@@ -114,9 +121,12 @@ class PagedPart:
     reading: bool = False
     paged_since: int = 0
     tail: deque[Message] = field(factory=deque)
+    top: int = -1
 
     def page_out(self, message: Message) -> None:
         """Count in a message that the store keeps and memory does not."""
+        if message.priority > self.top:
+            self.top = message.priority
         self.count += 1
         self.size += len(message.body)
         self.paged_since += 1

@@ -85,7 +85,11 @@ from stompbroker.broker.queueing.paging import (
     message_from_record,
     resident_size,
 )
-from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY, PendingMessages
+from stompbroker.broker.queueing.priorities import (
+    DEFAULT_PRIORITY,
+    HIGHEST_PRIORITY,
+    PendingMessages,
+)
 from stompbroker.logs import logger
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
@@ -478,13 +482,11 @@ class WorkerQueue:
         :returns: whether the message stays out of ``pending``.
         """
         paged = self.paged
+        paging = self.paging
+        assert paging is not None
         if paged is None:
-            paging = self.paging
-            assert paging is not None
             if not paging.full(len(self.pending)):
-                size = resident_size(message)
-                paging.used += size
-                self._resident += size
+                self._count_in(message)
                 return False
             self.paged = paged = PagedPart(first_id=message.message_id)
             log.info(
@@ -492,11 +494,25 @@ class WorkerQueue:
                 destination=self.destination,
                 count=len(self.pending),
             )
+            paged.page_out(message)
+            return True
         if paged.tail or not message.persistent:
             paged.tail.append(message)
+        elif message.priority > paged.top and len(self.pending) < paging.read_ahead * SCAN_PAGES:
+            # Above every priority on disk: memory's priority order is the
+            # queue's, and the message goes before the paged part.
+            self._count_in(message)
+            return False
         else:
             paged.page_out(message)
         return True
+
+    def _count_in(self, message: Message) -> None:
+        """A persistent message stays in memory: count it in the budget."""
+        assert self.paging is not None
+        size = resident_size(message)
+        self.paging.used += size
+        self._resident += size
 
     def _handed_out(self, message: Message) -> None:
         """A counted message has left memory: take it out of the budget."""
@@ -608,9 +624,7 @@ class WorkerQueue:
             self._features = grouped(self)
         self.pending.append(message)
         if message.persistent and self.paging is not None:
-            size = resident_size(message)
-            self.paging.used += size
-            self._resident += size
+            self._count_in(message)
         if message.expires:
             self.expiry.watch(message.expires)
 
@@ -623,7 +637,7 @@ class WorkerQueue:
         :param after: the store sequence of the last message recovery read for this queue.
         """
         if count and self.paging is not None:
-            self.paged = PagedPart(count=count, size=size, after=after)
+            self.paged = PagedPart(count=count, size=size, after=after, top=HIGHEST_PRIORITY)
 
     def acknowledge(self, consumer: Consumer, messages: list[Message]) -> list[Any]:
         """

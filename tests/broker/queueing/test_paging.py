@@ -257,18 +257,34 @@ def test_a_selector_scans_no_further_than_a_few_read_aheads(setup: Setup) -> Non
     assert inbox.bodies() == [b"wanted"]
 
 
-def test_priorities_order_what_memory_holds_of_a_paged_queue(setup: Setup) -> None:
-    """Paged messages keep their priority: the high one read with a page goes first of it."""
+def test_a_priority_above_the_paged_part_goes_before_it(setup: Setup) -> None:
+    """A message of a higher priority than any on disk stays in memory and goes first."""
     broker = paging_broker(setup)
-    send(broker, "/queue/q", *bodies(6))
+    send(broker, "/queue/q", *bodies(8))
     send(broker, "/queue/q", b"urgent", headers=(*PERSISTENT, ("priority", "9")))
     settle(setup)
     queue = broker.engine.queues["/queue/q"]
-    assert queue.depth() == 7
+    assert queue.depth() == 9 and len(queue.pending) == READ_AHEAD + 1
     inbox = setup.subscribe(broker, prefetch=1)
     ack_all(broker, inbox, setup)
-    assert sorted(inbox.bodies()) == sorted([*bodies(6), b"urgent"])
-    assert inbox.bodies().index(b"urgent") < inbox.bodies().index(b"m005")
+    assert inbox.bodies() == [b"urgent", *bodies(8)]
+
+
+def test_a_priority_the_paged_part_holds_waits_for_its_page(setup: Setup) -> None:
+    """A high-priority message paged out keeps its level's order: the next one waits behind it."""
+    broker = paging_broker(setup)
+    send(broker, "/queue/q", *bodies(6))
+    high = (*PERSISTENT, ("priority", "7"))
+    send(broker, "/queue/q", b"high-1", headers=high)
+    send(broker, "/queue/q", b"m-more")
+    send(broker, "/queue/q", b"high-2", headers=high)
+    settle(setup)
+    assert broker.engine.queues["/queue/q"].depth() == 9
+    inbox = setup.subscribe(broker, prefetch=1)
+    ack_all(broker, inbox, setup)
+    got = inbox.bodies()
+    assert sorted(got) == sorted([*bodies(6), b"high-1", b"m-more", b"high-2"])
+    assert got.index(b"high-1") < got.index(b"high-2")
 
 
 def test_a_durable_subscription_backlog_pages(setup: Setup) -> None:
