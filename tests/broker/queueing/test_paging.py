@@ -44,15 +44,19 @@ def bodies(count: int, start: int = 0) -> list[bytes]:
     return [b"m%03d" % n for n in range(start, start + count)]
 
 
-def ack_all(broker: Broker, inbox: Inbox, setup: Setup) -> None:
-    """Acknowledge whatever the inbox got and has not acknowledged, until it gets no more."""
+def ack_all(broker: Broker, inbox: Inbox, setup: Setup, acked: int = 0) -> int:
+    """
+    Acknowledge what the inbox got from index ``acked`` on, until it gets no more.
+
+    :returns: how many it has got (and settled) now.
+    """
     settle(setup)
-    acked = 0
     while acked < len(inbox.received):
         for message in inbox.received[acked:]:
             broker.ack(inbox.connection, message.message_id, subscriber=inbox)
             acked += 1
         settle(setup)
+    return acked
 
 
 # -- the parts, without a broker --------------------------------------------------------
@@ -386,3 +390,27 @@ def test_a_durable_backlog_is_paged_after_a_restart(setup: Setup) -> None:
     again = setup.subscribe(broker, "/topic/t", durable=("c", "d"), prefetch=2)
     ack_all(broker, again, setup)
     assert again.bodies() == bodies(12)
+
+
+def test_nacked_messages_of_a_paged_queue_come_back_or_go_to_the_dead_letters(
+    setup: Setup,
+) -> None:
+    """A NACK puts the message back for a redelivery; requeue:false dead-letters it."""
+    broker = paging_broker(setup)
+    send(broker, "/queue/q", *bodies(8))
+    settle(setup)
+    inbox = setup.subscribe(broker, prefetch=1)
+    settle(setup)
+    broker.nack(inbox.connection, inbox.received[0].message_id, subscriber=inbox, requeue=False)
+    settle(setup)
+    assert inbox.received[1].body == b"m001"
+    broker.nack(inbox.connection, inbox.received[1].message_id, subscriber=inbox)
+    settled = 2
+    for _ in range(20):
+        setup.clock.advance(5)
+        settled = ack_all(broker, inbox, setup, settled)
+    got = inbox.bodies()
+    assert sorted(got[2:]) == bodies(7, start=1)
+    assert [m.redeliveries for m in inbox.received[2:] if m.body == b"m001"] == [1]
+    stored = setup.stored_ids()
+    assert stored.get("/queue/q", []) == [] and len(stored["/queue/DLQ.q"]) == 1
