@@ -19,6 +19,11 @@ the tables schema 2 added, and a schema 2 one to schema 3 by adding the
 column (nothing else changed), each step in one transaction, when a newer
 stompbroker first opens it.
 
+The index ``messages_by_queue`` on ``(queue, sequence)`` (each key's messages in
+order, for a paged queue's reads and a recovery's counts) is no part of the
+format: any version reads a database with it or without it, and keeps it up to
+date; the store makes it when it opens a database that lacks it.
+
 What goes in and out of the rows is :mod:`stompbroker.broker.store.sqlite_records`.
 """
 
