@@ -27,7 +27,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchmarks import fanout_cost, queue_cost
+from benchmarks import fanout_cost, paging, queue_cost
 from benchmarks.cases import Case, Settings, Target
 from benchmarks.cli import build_parser, cases_from, main, settings_from
 from benchmarks.connection import Endpoint
@@ -690,3 +690,12 @@ def test_backlog_fills_kills_restarts_and_drains_exactly_once_in_order(
     assert (report["lost"], report["duplicated"], report["out_of_order"]) == (0, 0, 0)
     assert report["held"] is False and report["peak_rss_mb"] > 0
     assert (report["restart_listen_s"] is not None) == ("--kill" in flags)
+
+
+def test_the_paging_benchmark_builds_restarts_and_drains_a_paged_backlog() -> None:
+    """benchmarks.paging, tiny: the backlog pages, comes back after SIGKILL, drains in order."""
+    tiny = ["--megabytes", "1", "--fit-megabytes", "1", "--queue-memory", "64K", "--window", "50"]
+    report = paging.run(paging.build_parser().parse_args(tiny))
+    assert report["messages"] == 1024 and report["fit_messages"] == 1024
+    for key in ("first_listen_s", "restart_listen_s", "restart_rss_mb", "drain_msgs_per_s"):
+        assert report[key] > 0

@@ -225,7 +225,16 @@ SECTIONS: dict[str, OptionSection] = {
     ),
     "store": OptionSection(
         dict.fromkeys(
-            ["data-dir", "sync", "disk-free-limit", "stream-max-age", "stream-max-bytes"], VALUE
+            [
+                "data-dir",
+                "sync",
+                "disk-free-limit",
+                "queue-memory",
+                "read-ahead",
+                "stream-max-age",
+                "stream-max-bytes",
+            ],
+            VALUE,
         )
     ),
     "cluster": OptionSection(

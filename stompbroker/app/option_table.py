@@ -269,6 +269,21 @@ PARAMETERS: list[Any] = named(
             "allowed) or a share of the data directory's filesystem such as 5% (0 = off).",
         ],
         [
+            "queue-memory",
+            None,
+            None,
+            "Memory the queues may hold their persistent messages in, together; past it "
+            "a queue keeps what arrives on disk only and reads it back as it drains "
+            "(K, M, G allowed; default: 25% of --memory-high).",
+        ],
+        [
+            "read-ahead",
+            None,
+            LIMITS.read_ahead,
+            "Messages a queue that pages keeps in memory, and reads from the store at once.",
+            positive,
+        ],
+        [
             "stats-dir",
             None,
             None,

@@ -188,6 +188,8 @@ class Options(
         if self["memory-low"] and self["memory-low"] >= self["memory-high"]:
             raise usage.UsageError("--memory-low must be below --memory-high")
         self["disk-free-limit"] = parse_disk_free_limit(str(self["disk-free-limit"]))
+        memory = self["queue-memory"]
+        self["queue-memory"] = None if memory is None else parse_size(memory, "queue-memory")
 
     def opt_version(self) -> None:
         """Print the version and exit."""

@@ -115,6 +115,8 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
             memory_low=options["memory-low"],
             disk_free_limit=options["disk-free-limit"],
             shutdown_timeout=options["shutdown-timeout"],
+            queue_memory=options["queue-memory"],
+            read_ahead=options["read-ahead"],
         ),
         policy=policy,
         store=store,

@@ -59,6 +59,7 @@ from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.flow.rate_limiter import RateLimiter
 from stompbroker.broker.flow.rates import RateLimits
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
+from stompbroker.broker.queueing.paging import PagingBudget
 from stompbroker.broker.routing.router import Router
 from stompbroker.broker.routing.virtual_hosts import VirtualHosts
 from stompbroker.broker.store.recovery import Readiness
@@ -139,7 +140,14 @@ class Broker(Service):
         policies: tuple[Policy, ...] = (),
     ) -> None:
         if engine is None:
-            engine = build_engine(clock, policy=policy, store=store, stream_limits=stream_limits)
+            paging = (
+                PagingBudget(limits.queue_memory_budget, limits.read_ahead)
+                if store is not None
+                else None
+            )
+            engine = build_engine(
+                clock, policy=policy, store=store, stream_limits=stream_limits, paging=paging
+            )
         elif store is not None:
             raise ValueError("an engine keeps its own store: give the store to the engine")
         self.clock = clock

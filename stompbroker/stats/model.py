@@ -307,7 +307,7 @@ class StatsModel:
             gauge = gauges.get(name)
             if gauge is None:
                 gauge = gauges[name] = [0, 0, 0]
-            gauge[0] += len(queue.pending)
+            gauge[0] += queue.depth()
             gauge[1] += sum(held_unacked(consumer) for consumer in queue.consumers)
             if not name.startswith(TOPIC_PREFIX) or is_wildcard(name):
                 gauge[2] += len(queue.consumers)

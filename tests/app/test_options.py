@@ -10,6 +10,7 @@ from twisted.python import usage
 
 from stompbroker.app.options import DEFAULT_LISTEN
 from stompbroker.broker.flow.disk_alarm import DiskFreeLimit
+from stompbroker.broker.flow.limits import QUEUE_MEMORY_SHARE, Limits
 from tests.support.options import parse
 
 
@@ -49,12 +50,25 @@ def test_port_is_shorthand_for_loopback_tcp_endpoint() -> None:
         ["--disk-free-limit", "100%"],
         ["--disk-free-limit", "-5%"],
         ["--disk-free-limit", "-1M"],
+        ["--queue-memory", "lots"],
+        ["--read-ahead", "0"],
+        ["--read-ahead", "many"],
     ],
 )
 def test_bad_option_values_are_usage_errors(argv: list[str]) -> None:
     """Each option refuses values it cannot use, with a usage error rather than a traceback."""
     with pytest.raises(usage.UsageError):
         parse(*argv)
+
+
+def test_the_queue_memory_budget_defaults_to_a_share_of_memory_high() -> None:
+    """--queue-memory takes a size; without it the tap's Limits derive it from --memory-high."""
+    options = parse("--queue-memory", "64M", "--read-ahead", "200")
+    assert (options["queue-memory"], options["read-ahead"]) == (64 * 1024 * 1024, 200)
+    assert parse()["queue-memory"] is None
+    derived = Limits(memory_high=parse("--memory-high", "256M")["memory-high"])
+    assert derived.queue_memory_budget == int(256 * 1024 * 1024 * QUEUE_MEMORY_SHARE)
+    assert Limits(memory_high=0).queue_memory_budget > 0
 
 
 def test_the_stats_stream_is_off_unless_named() -> None:

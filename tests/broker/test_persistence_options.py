@@ -93,7 +93,7 @@ class Recorder(Service):
 class UnreadableStore(MemoryStore):
     """A store that opens, but whose contents cannot be read back."""
 
-    def recover(self) -> Deferred[Any]:
+    def recover(self, read_ahead: int = 0) -> Deferred[Any]:
         return fail(StoreDamaged("the store cannot be read"))
 
 

@@ -27,12 +27,15 @@ def build_engine(
     outage_hold: float | None = None,
     ping_timeout: float | None = None,
     wait_replicas: tuple[int, float] | None = None,
+    paging: Any = None,
 ) -> Any:
     """
     :param url: the redis engine's parsed
         :class:`~stompbroker.broker.engine.redis.url.EngineURL`, or ``None`` for
         the in-process engine.
     :param store: the in-process engine's message store (not yet open), or ``None``.
+    :param paging: the in-process engine's
+        :class:`~stompbroker.broker.queueing.paging.PagingBudget`, or ``None``.
     :param node_timeout: the redis engine's ``--node-timeout``; its default if ``None``.
     :param outage_hold: the redis engine's ``--engine-outage-hold``; its default if ``None``.
     :param ping_timeout: the redis engine's ``--engine-ping-timeout``; its default if ``None``.
@@ -43,7 +46,9 @@ def build_engine(
     :raises ValueError: for a store with the redis engine, which keeps its own.
     """
     if url is None:
-        return LocalEngine(clock, policy=policy, store=store, stream_limits=stream_limits)
+        return LocalEngine(
+            clock, policy=policy, store=store, stream_limits=stream_limits, paging=paging
+        )
     if store is not None:
         raise ValueError("the redis engine keeps messages in Redis: give it no store")
     from stompbroker.broker.engine.redis.connection import Durability

@@ -49,6 +49,7 @@ from stompbroker.broker.features.scheduled_messages import ScheduledEntry, Sched
 from stompbroker.broker.features.scheduler import Scheduling
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
+from stompbroker.broker.queueing.paging import PagingBudget
 from stompbroker.broker.queueing.queues import WorkerQueue
 from stompbroker.broker.routing.destinations import TOPIC_PREFIX
 from stompbroker.broker.routing.ids import Ids
@@ -86,6 +87,9 @@ class LocalEngine:
     :param ids: the broker's :class:`~stompbroker.broker.routing.ids.Ids`; new ones by default.
     :param traffic: the per-destination counters; new ones by default.
     :param counters: the broker-wide counters; new ones by default.
+    :param paging: the memory budget past which the store's queues keep their
+        persistent messages on disk only (:mod:`~stompbroker.broker.queueing.paging`);
+        ``None`` keeps them all in memory.
 
     Its topic subscriptions, reply queues and look-ups are its parts' own
     methods (:func:`~stompbroker.broker.engine.queue_table.bind_local_parts`).
@@ -132,6 +136,7 @@ class LocalEngine:
         traffic: Traffic | None = None,
         counters: DeliveryCounters | None = None,
         stream_limits: StreamLimits | None = None,
+        paging: PagingBudget | None = None,
     ) -> None:
         self.clock = clock
         self.policy = policy
@@ -144,7 +149,10 @@ class LocalEngine:
         self.counters = self.books.counters
         #: The per-destination policies (:mod:`stompbroker.broker.features.policies`).
         self.policies = Policies(policy)
-        self.table = QueueTable(clock, policy, self.books, self.journal, policies=self.policies)
+        self.paging = paging if store is not None else None
+        self.table = QueueTable(
+            clock, policy, self.books, self.journal, policies=self.policies, paging=self.paging
+        )
         self.queues: dict[str, WorkerQueue] = self.table.queues
         self.durable: dict[tuple[str, str], WorkerQueue] = self.table.durable
         self.dead_letters = self.table.dead_letters
@@ -189,7 +197,8 @@ class LocalEngine:
         """
         if self.store is None:
             return succeed(None)
-        recovered: Deferred[RecoveredState] = self.store.recover()
+        read_ahead = self.paging.read_ahead if self.paging is not None else 0
+        recovered: Deferred[RecoveredState] = self.store.recover(read_ahead)
         # Both reads go to the store at once, in one group of its writer.
         streams = self.streams.recover()
 
@@ -230,7 +239,8 @@ class LocalEngine:
         stored = self.journal is not None
         what, why = ("non-persistent ", "") if stored else ("", " (there is no message store)")
         for destination, queue in held:
-            dropped = sum(1 for message in queue.pending if not self._kept(message))
+            waiting = [*queue.pending, *(queue.paged.tail if queue.paged is not None else ())]
+            dropped = sum(1 for message in waiting if not self._kept(message))
             if dropped:
                 log.warn(
                     "dropped {count} {what}{noun} waiting in {destination} at shutdown{why}",
@@ -339,9 +349,16 @@ class LocalEngine:
         """
         self.table.release(queue)
 
-    def waiting(self, queue: WorkerQueue) -> Waiting:
-        """:returns: the messages waiting in ``queue``, in the order it hands them out."""
-        return Waiting(tuple(queue.pending), self.ids.node)
+    def waiting(self, queue: WorkerQueue) -> Waiting | Deferred[Waiting]:
+        """
+        :returns: the messages waiting in ``queue``, in the order it hands them
+            out; a Deferred of them for a paged queue, whose part on disk is read.
+        """
+        found = queue.browse(queue.depth())
+        node = self.ids.node
+        if isinstance(found, Deferred):
+            return found.addCallback(lambda messages: Waiting(tuple(messages), node))
+        return Waiting(tuple(found), node)
 
     def depth(self, destination: str) -> int:
         """:returns: how many messages wait in the queue of ``destination`` (0 for none)."""

@@ -82,7 +82,7 @@ class PolicyBinding:
         log.info(
             "queue {destination} expired unused: deleted with {count} messages",
             destination=queue.destination,
-            count=len(queue.pending),
+            count=queue.depth(),
         )
         queue.purge()
         self._delete(queue)

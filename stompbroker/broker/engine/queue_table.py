@@ -48,6 +48,8 @@ class QueueTable:
     :param shared: makes the queue of a ``/queue/`` destination; by default a
         local queue whose persistent messages the journal keeps.
     :param policies: the per-destination policies, or ``None`` for none ever.
+    :param paging: the :class:`~stompbroker.broker.queueing.paging.PagingBudget`
+        the store's queues page by, or ``None``.
 
     :ivar queues: destination -> queue.
     :ivar durable: ``(client-id, name)`` -> the queue of that durable subscription.
@@ -64,8 +66,10 @@ class QueueTable:
         journal: Any = None,
         shared: Callable[[str], Any] | None = None,
         policies: Policies | None = None,
+        paging: Any = None,
     ) -> None:
         self._clock = clock
+        self._paging = paging
         self._policy = policy
         self._books = books
         self.journal = journal
@@ -98,6 +102,7 @@ class QueueTable:
             journal=journal,
             store_key=store_key,
             traffic=self._books.traffic,
+            paging=self._paging,
         )
 
     def _local(self, destination: str) -> WorkerQueue:
@@ -190,7 +195,7 @@ class QueueTable:
     def depth(self, destination: str) -> int:
         """:returns: how many messages wait in the queue of ``destination`` (0 for none)."""
         queue = self.queues.get(destination)
-        return 0 if queue is None else len(queue.pending)
+        return 0 if queue is None else int(queue.depth())
 
     def transfer(
         self,
@@ -252,6 +257,9 @@ class QueueTable:
             if written is not None:
                 # The journal has logged a failure; nobody waits to hear of it.
                 written.addErrback(_ignore)
+        if not copy and chosen and queue.paged is not None:
+            # Memory gave up messages: a paged queue reads its next page.
+            queue.dispatch()
         return len(chosen)
 
 

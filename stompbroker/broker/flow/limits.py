@@ -16,6 +16,8 @@ from stompbroker.broker.flow.throttle import physical_memory
 MEMORY_HIGH_SHARE = 0.4
 #: The default low memory mark, as a share of the high one.
 MEMORY_LOW_SHARE = 0.8
+#: The default memory budget of queued persistent messages, as a share of the high mark.
+QUEUE_MEMORY_SHARE = 0.25
 
 
 def _default_memory_high() -> int:
@@ -44,6 +46,11 @@ class Limits:
         :mod:`stompbroker.broker.flow.disk_alarm`); 0 bytes turns the alarm off.
     :ivar shutdown_timeout: most seconds a graceful stop waits for clients to
         take their last frames before it drops them.
+    :ivar queue_memory: bytes of persistent messages the queues hold in memory
+        together, past which a queue keeps what arrives on disk only
+        (:mod:`stompbroker.broker.queueing.paging`); ``None`` means
+        :data:`QUEUE_MEMORY_SHARE` of ``memory_high`` (of its default if it is off).
+    :ivar read_ahead: messages a paged queue keeps in memory, and reads per page.
     """
 
     max_connections: int = 10000
@@ -54,8 +61,17 @@ class Limits:
     memory_low: int = 0
     disk_free_limit: DiskFreeLimit = DEFAULT_DISK_FREE_LIMIT
     shutdown_timeout: float = 10.0
+    queue_memory: int | None = None
+    read_ahead: int = 1000
 
     @property
     def memory_low_mark(self) -> int:
         """:returns: the low memory mark in bytes, the default applied."""
         return self.memory_low or int(self.memory_high * MEMORY_LOW_SHARE)
+
+    @property
+    def queue_memory_budget(self) -> int:
+        """:returns: the queues' memory budget in bytes, the default applied."""
+        if self.queue_memory is not None:
+            return self.queue_memory
+        return int((self.memory_high or _default_memory_high()) * QUEUE_MEMORY_SHARE)

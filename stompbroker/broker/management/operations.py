@@ -243,7 +243,7 @@ class Management:
             kind = "queue"
         else:
             kind = "temp-queue"
-        depth = len(queue.pending)
+        depth = queue.depth()
         in_flight = sum(held_unacked(consumer) for consumer in queue.consumers)
         consumers = len(queue.consumers)
         view = self._engine.cluster()

@@ -154,7 +154,12 @@ class QueueOperations:
         queue = self._find_dead_letters(name)
         if queue is None:
             return self._nothing_waits()
-        return Waiting(tuple(queue.browse(count)), self._node())
+        found = queue.browse(count)
+        node = self._node()
+        if isinstance(found, Deferred):
+            # A paged queue reads what memory does not hold from the store.
+            return found.addCallback(lambda messages: Waiting(tuple(messages), node))
+        return Waiting(tuple(found), node)
 
     def _nothing_waits(self) -> Waiting:
         return Waiting((), self._node())
@@ -249,7 +254,7 @@ class QueueOperations:
             )
         durable = parse_durable_key(name)
         if durable is not None:
-            discarded = len(queue.pending)
+            discarded = int(queue.depth())
             self._engine.remove_durable(durable)
         else:
             discarded = queue.purge()

@@ -34,13 +34,32 @@ def purge(queue: WorkerQueue) -> int:
     queue.pending.clear()
     if queue.delayed is not None:
         purged.extend(queue.delayed.take_all())
-    queue._counters.discarded += len(purged)
+    on_disk = _drop_paged(queue, purged)
+    queue.forget_resident()
+    queue._counters.discarded += len(purged) + on_disk
     queue._traffic.count(purged, "messages_dropped")
     if queue.journal is not None:
         for message in purged:
             if message.persistent:
                 queue.journal.remove(queue.store_key, message.message_id)
-    return len(purged)
+    return len(purged) + on_disk
+
+
+def _drop_paged(queue: WorkerQueue, dropped: list[Message]) -> int:
+    """
+    Forget the queue's part on disk (:mod:`~stompbroker.broker.queueing.paging`),
+    in the store too, and add what waited behind it in memory to ``dropped``.
+
+    :returns: how many messages the store held only.
+    """
+    paged = queue.paged
+    if paged is None:
+        return 0
+    queue.paged = None
+    dropped.extend(paged.tail)
+    if queue.journal is not None and queue.store_key is not None:
+        queue.journal.remove_paged(queue.store_key, paged.after, paged.first_id)
+    return paged.count
 
 
 def drop(queue: WorkerQueue, message: Message) -> None:
@@ -70,7 +89,10 @@ def close(queue: WorkerQueue) -> None:
         list(consumer.unacked.values()) if consumer.own is None else consumer.take_all()
         for consumer in queue.consumers
     ]
-    queue._counters.discarded += len(queue.pending) + sum(map(len, held))
+    behind: list[Message] = []
+    on_disk = _drop_paged(queue, behind)
+    queue.pending.extend(behind)
+    queue._counters.discarded += len(queue.pending) + sum(map(len, held)) + on_disk
     queue._traffic.count(queue.pending, "messages_dropped")
     for messages in held:
         queue._traffic.count(messages, "messages_dropped")
@@ -79,6 +101,7 @@ def close(queue: WorkerQueue) -> None:
         consumer.take_all()
     queue.consumers.clear()
     queue.pending.clear()
+    queue.forget_resident()
     queue.expiry.cancel()
     if queue.delayed is not None:
         delayed = queue.delayed.take_all()

@@ -49,7 +49,7 @@ class QueueLimits:
         """
         settings = self.settings
         if settings.overflow == "reject-publish":
-            over = self._over(queue.pending, len(message.body))
+            over = self._over(queue, len(message.body))
             if over is not None:
                 raise LimitExceeded(
                     f"queue {queue.destination} is full",
@@ -69,21 +69,28 @@ class QueueLimits:
         if len(added.body) > self._largest:
             self._largest = len(added.body)
         dead_letter = self.settings.overflow == "dead-letter"
-        while pending and self._over(pending, 0, after=True) is not None:
+        while pending and self._over(queue, 0, after=True) is not None:
             message = pending.popleft()
             if dead_letter:
                 queue.dead_letter(message, MAX_LENGTH)
             else:
                 discards.drop(queue, message)
 
-    def _over(self, pending: Any, adding: int, after: bool = False) -> str | None:
+    def _over(self, queue: Any, adding: int, after: bool = False) -> str | None:
         """
+        :param queue: the queue, whose messages paged out to the store count too
+            (:mod:`~stompbroker.broker.queueing.paging`): memory holds the oldest,
+            so the head pushed out is always in memory.
         :param adding: the body size of a message about to be added (0 if none).
-        :param after: the message is in ``pending`` already.
+        :param after: the message is in the queue already.
         :returns: the limit that adding would exceed (or that is exceeded), or ``None``.
         """
         settings = self.settings
+        pending = queue.pending
+        paged = queue.paged
         count = len(pending) + (0 if after else 1)
+        if paged is not None:
+            count += paged.waiting()
         if settings.max_length is not None and count > settings.max_length:
             return f"max-length {settings.max_length}"
         limit = settings.max_length_bytes
@@ -93,7 +100,7 @@ class QueueLimits:
             self._largest = adding
         if count * self._largest <= limit:
             return None
-        total = adding
+        total = adding + (paged.waiting_bytes() if paged is not None else 0)
         for message in pending:
             size = len(message.body)
             total += size

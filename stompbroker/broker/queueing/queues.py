@@ -65,6 +65,7 @@ from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import Any
 
+from twisted.internet.defer import Deferred
 from zope.interface import implementer
 
 from stompbroker.broker.engine.base import IQueue
@@ -77,9 +78,29 @@ from stompbroker.broker.queueing.delivery import Consumer, DeliveryCounters, Del
 from stompbroker.broker.queueing.dispatch import FeatureDispatch, consumer_added, grouped
 from stompbroker.broker.queueing.expiry_sweep import ExpirySweep
 from stompbroker.broker.queueing.limits import QueueLimits
-from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY, PendingMessages
+from stompbroker.broker.queueing.paging import (
+    MESSAGE_OVERHEAD,
+    PagedPart,
+    PagingBudget,
+    message_from_record,
+    resident_size,
+)
+from stompbroker.broker.queueing.priorities import (
+    DEFAULT_PRIORITY,
+    HIGHEST_PRIORITY,
+    PendingMessages,
+)
+from stompbroker.logs import logger
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
+
+log = logger("stompbroker.broker")
+
+#: Seconds before a queue asks again for a page the store could not read.
+PAGE_RETRY = 1.0
+#: Read-aheads a paged queue holds at most in memory for consumers that can
+#: take none of what memory holds (selectors, message groups).
+SCAN_PAGES = 4
 
 
 @implementer(IQueue)
@@ -109,6 +130,10 @@ class WorkerQueue:
     :param left: called with each message that leaves for good other than by an
         acknowledgement (expired, dead-lettered), for an owner that must settle
         it elsewhere too; ``None`` for none.
+    :param paging: the :class:`~stompbroker.broker.queueing.paging.PagingBudget`
+        its persistent messages share with the other queues of the store, past
+        which it keeps them on disk only (:mod:`~stompbroker.broker.queueing.paging`);
+        ``None`` (or no ``journal``) keeps them all in memory.
     """
 
     __slots__ = (
@@ -131,6 +156,9 @@ class WorkerQueue:
         "_left",
         "delayed",
         "limits",
+        "paging",
+        "paged",
+        "_resident",
     )
 
     #: Its messages are all here: an offer of room needs no reading first.
@@ -149,6 +177,7 @@ class WorkerQueue:
         traffic: Traffic | None = None,
         owner: Any = None,
         left: Callable[[Message], None] | None = None,
+        paging: PagingBudget | None = None,
     ) -> None:
         if journal is not None and store_key is None:
             raise ValueError("a queue with a journal needs a store_key")
@@ -182,6 +211,12 @@ class WorkerQueue:
         #: The :class:`~stompbroker.broker.queueing.limits.QueueLimits` of the
         #: policy in force, while one limits this queue.
         self.limits: QueueLimits | None = None
+        #: The memory budget it pages by, if it pages.
+        self.paging = paging if journal is not None else None
+        #: Its part on disk only, while it has one.
+        self.paged: PagedPart | None = None
+        #: Bytes it counts in ``paging.used`` now.
+        self._resident = 0
 
     def __repr__(self) -> str:
         return (
@@ -194,13 +229,39 @@ class WorkerQueue:
 
     def is_idle(self) -> bool:
         """:returns: whether the queue holds nothing and nobody consumes from it."""
-        return not self.pending and not self.consumers and not self.delayed
+        return not self.pending and not self.consumers and not self.delayed and self.paged is None
+
+    def depth(self) -> int:
+        """:returns: how many messages wait: in memory, and paged out to the store."""
+        paged = self.paged
+        return len(self.pending) + (paged.waiting() if paged is not None else 0)
 
     # -- management -----------------------------------------------------------
 
-    def browse(self, count: int) -> list[Message]:
-        """:returns: the first ``count`` pending messages, left in place."""
-        return list(islice(self.pending, count))
+    def browse(self, count: int) -> list[Message] | Deferred[list[Message]]:
+        """
+        :returns: the first ``count`` pending messages, left in place; a Deferred
+            of them if some must be read from the store (a paged queue: one range
+            read of what memory does not hold, copies the queue does not keep).
+        """
+        in_memory = list(islice(self.pending, count))
+        paged = self.paged
+        if paged is None or len(in_memory) >= count or self.journal is None:
+            return in_memory
+        assert self.store_key is not None
+        behind = list(paged.tail)
+        wanted = min(count - len(in_memory), paged.count)
+        if not wanted:
+            return (in_memory + behind)[:count]
+        read = self.journal.page(self.store_key, paged.after, paged.first_id, wanted)
+
+        def browsed(records: list[Any]) -> list[Message]:
+            ids = {message.message_id for message in behind}
+            stored = [message_from_record(r) for r in records if r.message_id not in ids]
+            return (in_memory + stored + behind)[:count]
+
+        browsing: Deferred[list[Message]] = read.addCallback(browsed)
+        return browsing
 
     def purge(self) -> int:
         """
@@ -271,6 +332,14 @@ class WorkerQueue:
         :param message: a routed message.
         """
         self._counters.enqueued += 1
+        if (
+            self.paging is not None
+            and (message.persistent or self.paged is not None)
+            and self._page_out(message)
+        ):
+            if self.limits is not None:
+                self.limits.trim(self, message)
+            return
         if message.priority != DEFAULT_PRIORITY and type(self.pending) is deque:
             # The first message of another priority: ten levels from now on.
             self.pending = PendingMessages(items=self.pending)
@@ -353,6 +422,8 @@ class WorkerQueue:
         """
         if self._features is not None:
             self._features.dispatch()
+            if self.paging is not None and (self._resident or self.paged is not None):
+                self._dispatched()
             return
         if self._dispatching:
             return
@@ -387,6 +458,8 @@ class WorkerQueue:
                 self._counters.delivered += 1
                 self._traffic.delivered(message, consumer.auto)
                 if message.persistent and self.journal is not None:
+                    if self._resident:
+                        self._handed_out(message)
                     if consumer.auto:
                         recorded = self.journal.remove(self.store_key, message.message_id)
                     else:
@@ -396,6 +469,175 @@ class WorkerQueue:
                     consumer.deliver(message)
         finally:
             self._dispatching = False
+            if self.paging is not None and (self._resident or self.paged is not None):
+                self._dispatched()
+
+    # -- paging (see stompbroker.broker.queueing.paging) -----------------------------
+
+    def _page_out(self, message: Message) -> bool:
+        """
+        Count a persistent message in memory, or keep it on disk only if the
+        budget is spent or the queue pages already.
+
+        :returns: whether the message stays out of ``pending``.
+        """
+        paged = self.paged
+        paging = self.paging
+        assert paging is not None
+        if paged is None:
+            if not paging.full(len(self.pending)):
+                self._count_in(message)
+                return False
+            self.paged = paged = PagedPart(first_id=message.message_id)
+            log.info(
+                "queue {destination} pages: {count} messages in memory, the next on disk",
+                destination=self.destination,
+                count=len(self.pending),
+            )
+            paged.page_out(message)
+            return True
+        if paged.tail or not message.persistent:
+            paged.tail.append(message)
+        elif message.priority > paged.top and len(self.pending) < paging.read_ahead * SCAN_PAGES:
+            # Above every priority on disk: memory's priority order is the
+            # queue's, and the message goes before the paged part.
+            self._count_in(message)
+            return False
+        else:
+            paged.page_out(message)
+        return True
+
+    def _count_in(self, message: Message) -> None:
+        """A persistent message stays in memory: count it in the budget."""
+        assert self.paging is not None
+        size = resident_size(message)
+        self.paging.used += size
+        self._resident += size
+
+    def _handed_out(self, message: Message) -> None:
+        """A counted message has left memory: take it out of the budget."""
+        size = min(len(message.body) + MESSAGE_OVERHEAD, self._resident)
+        self._resident -= size
+        assert self.paging is not None
+        self.paging.used -= size
+
+    def forget_resident(self) -> None:
+        """Memory has been emptied at once (a purge, a close): give the budget back its share."""
+        if self.paging is not None:
+            self.paging.used -= self._resident
+        self._resident = 0
+
+    def _dispatched(self) -> None:
+        """
+        After a dispatch: give the budget back what an empty memory no longer
+        holds, and ask for the next page once the read-ahead runs low, or while
+        a consumer with room finds nothing it can take in memory (a selector, a
+        group another consumer owns), up to :data:`SCAN_PAGES` read-aheads.
+        """
+        paging = self.paging
+        assert paging is not None
+        if not self.pending and self._resident:
+            paging.used -= self._resident
+            self._resident = 0
+        paged = self.paged
+        if paged is None or paged.reading:
+            return
+        if paged.count <= 0:
+            self._unpage(paged)
+            self.dispatch()
+            return
+        held = len(self.pending)
+        if held > paging.read_ahead // 2:
+            # Enough in memory, unless a consumer with room can take none of it
+            # (a selector, groups others own): it scans forward a few pages.
+            if held >= paging.read_ahead * SCAN_PAGES or not (
+                self._features is not None and self._stalled_with_room()
+            ):
+                return
+        assert self.journal is not None and self.store_key is not None
+        asked = min(paging.read_ahead, paged.count)
+        paged.asked()
+        page = self.journal.page(self.store_key, paged.after, paged.first_id, asked)
+        page.addCallbacks(self._page_came, self._page_failed, (paged, asked), None, (paged,))
+
+    def _unpage(self, paged: PagedPart) -> None:
+        """The part on disk is empty: what waited behind it joins memory, and paging ends."""
+        self.paged = None
+        for message in paged.tail:
+            self._take(message)
+        log.info("queue {destination} holds all it has in memory", destination=self.destination)
+
+    def _stalled_with_room(self) -> bool:
+        """:returns: whether a consumer has room that what memory holds cannot fill."""
+        return any(consumer.has_room() for consumer in self.consumers)
+
+    def _page_came(self, records: list[Any], paged: PagedPart, asked: int) -> None:
+        """A page has come: in a later turn, so that a store that answers at once recurses not."""
+        self._clock.callLater(0, self._take_page, records, paged, asked)
+
+    def _page_failed(self, failure: Any, paged: PagedPart) -> None:
+        paged.reading = False
+        if self.journal is not None and self.journal.stopping:
+            # The store closes with the broker: nobody waits for the page.
+            return
+        log.error(
+            "queue {destination} could not read its next page from the store: {error};"
+            " trying again in {retry} s",
+            destination=self.destination,
+            error=str(failure.value),
+            retry=PAGE_RETRY,
+        )
+        self._clock.callLater(PAGE_RETRY, self.dispatch)
+
+    def _take_page(self, records: list[Any], paged: PagedPart, asked: int) -> None:
+        """
+        Put a page's messages in memory as if they had just arrived (they were
+        counted in when they did), then the tail if the part is now empty.
+        """
+        if self.paged is not paged:
+            # Purged, or closed, while the page was read.
+            return
+        empty = paged.came(records, asked)
+        if paged.tail:
+            # A count that erred high (an add that failed) must not read the
+            # tail's persistent messages twice.
+            behind = {message.message_id for message in paged.tail}
+            records = [record for record in records if record.message_id not in behind]
+        now = self._clock.seconds()
+        for record in records:
+            message = message_from_record(record)
+            if message.expires and message.expires <= now:
+                self.expire(message)
+            elif record.due > now:
+                self.hold(message, record.due, stored=True)
+            else:
+                self._take(message)
+        if empty:
+            self._unpage(paged)
+        self.dispatch()
+
+    def _take(self, message: Message) -> None:
+        """Put a message that was counted in already at the tail of memory."""
+        if message.priority != DEFAULT_PRIORITY and type(self.pending) is deque:
+            self.pending = PendingMessages(items=self.pending)
+        if message.group is not None:
+            self._features = grouped(self)
+        self.pending.append(message)
+        if message.persistent and self.paging is not None:
+            self._count_in(message)
+        if message.expires:
+            self.expiry.watch(message.expires)
+
+    def restore_paged(self, count: int, size: int, after: int) -> None:
+        """
+        Recovery left messages on disk: page them in as the queue drains.
+
+        :param count: how many there are.
+        :param size: their body bytes (an estimate is fine: it is corrected as they come).
+        :param after: the store sequence of the last message recovery read for this queue.
+        """
+        if count and self.paging is not None:
+            self.paged = PagedPart(count=count, size=size, after=after, top=HIGHEST_PRIORITY)
 
     def acknowledge(self, consumer: Consumer, messages: list[Message]) -> list[Any]:
         """

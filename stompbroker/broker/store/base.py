@@ -25,7 +25,12 @@ few well-defined moments:
   (:mod:`stompbroker.broker.features.retained_values`);
 - :meth:`IMessageStore.recover` once at start, to rebuild every queue and
   durable subscription in its original order, the schedule and the retained
-  messages.
+  messages: with a read-ahead, only the head of each key and the size of the
+  rest (:class:`PagedRange`);
+- :meth:`IMessageStore.page` when a paged queue (one whose messages beyond its
+  read-ahead the store alone holds, :mod:`stompbroker.broker.queueing.paging`)
+  needs its next messages, and :meth:`IMessageStore.remove_after` when it is
+  purged.
 
 Messages are filed under a *key*: a queue's destination (``/queue/orders``) or a
 durable subscription's name.  Both share one namespace, so the broker must name
@@ -44,7 +49,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from attrs import frozen
+from attrs import field, frozen
 from twisted.internet.defer import Deferred, fail
 from zope.interface import Interface
 
@@ -209,6 +214,23 @@ class ScheduledRecord:
 
 
 @frozen
+class PagedRange:
+    """
+    What recovery left on disk of one key: the messages past those it read.
+
+    :ivar count: how many.
+    :ivar size: their body bytes, estimated from the messages read (the
+        count comes from an index; the sizes would need every row read).
+    :ivar after: the sequence of the last message read: the range is the key's
+        messages past it.
+    """
+
+    count: int
+    size: int
+    after: int
+
+
+@frozen
 class RecoveredState:
     """
     Everything a store holds, as :meth:`IMessageStore.recover` returns it.
@@ -222,6 +244,8 @@ class RecoveredState:
     :ivar scheduled: the persistent scheduled messages, in the order scheduled.
     :ivar retained: the persistent retained messages, in the order retained;
         each one's ``queue`` is the topic that retains it.
+    :ivar paged: for a recovery with a read-ahead, each key that holds more
+        messages than it mapped to what it left on disk.
     """
 
     queues: Mapping[str, tuple[StoredMessage, ...]]
@@ -229,6 +253,7 @@ class RecoveredState:
     backlogs: Mapping[str, tuple[StoredMessage, ...]]
     scheduled: tuple[ScheduledRecord, ...] = ()
     retained: tuple[StoredMessage, ...] = ()
+    paged: Mapping[str, PagedRange] = field(factory=dict)
 
     @classmethod
     def from_records(
@@ -237,6 +262,8 @@ class RecoveredState:
         subscriptions: Iterable[DurableSubscription],
         scheduled: Iterable[ScheduledRecord] = (),
         retained: Iterable[StoredMessage] = (),
+        paged: Mapping[str, PagedRange] | None = None,
+        read_ahead: int = 0,
     ) -> RecoveredState:
         """
         Sort a store's contents into queues and backlogs.
@@ -245,6 +272,9 @@ class RecoveredState:
         :param subscriptions: every durable subscription, in creation order.
         :param scheduled: every scheduled message, in the order scheduled.
         :param retained: every retained message, in the order retained.
+        :param paged: what a recovery with a read-ahead left on disk, by key.
+        :param read_ahead: keep at most this many messages of each key, and
+            count the rest in :attr:`paged` (0 keeps them all).
         :returns: the state, with each key's messages in the order given.
         """
         subscriptions = tuple(subscriptions)
@@ -255,12 +285,22 @@ class RecoveredState:
             if backlog is None:
                 backlog = queues.setdefault(message.queue, [])
             backlog.append(message)
+        ranges = dict(paged or {})
+        if read_ahead:
+            for found in (*queues.values(), *backlogs.values()):
+                if len(found) > read_ahead:
+                    rest = found[read_ahead:]
+                    del found[read_ahead:]
+                    ranges[rest[0].queue] = PagedRange(
+                        len(rest), sum(len(m.body) for m in rest), found[-1].sequence
+                    )
         return cls(
             queues={key: tuple(found) for key, found in queues.items()},
             subscriptions=subscriptions,
             backlogs={key: tuple(found) for key, found in backlogs.items()},
             scheduled=tuple(scheduled),
             retained=tuple(retained),
+            paged=ranges,
         )
 
 
@@ -315,12 +355,33 @@ class IMessageStore(Interface):
             :class:`StoreNotOpen`.
         """
 
-    def recover():  # type: ignore[no-untyped-def]
+    def recover(read_ahead=0):  # type: ignore[no-untyped-def]
         """
-        Read back everything the store holds, after every operation called before.
+        Read back what the store holds, after every operation called before.
 
+        :param read_ahead: read at most this many messages of each key, and only
+            count the rest (:attr:`RecoveredState.paged`); 0 reads every message.
         :returns: a Deferred firing with a :class:`RecoveredState`, or failing
             with a :class:`StoreError` if the store cannot be read.
+        """
+
+    def page(queue, after, first_id, limit):  # type: ignore[no-untyped-def]
+        """
+        Read the next messages of a key, after every operation called before.
+
+        :param after: read past this sequence...
+        :param first_id: ...or, if not ``None``, from the message with this id on
+            (past ``after`` if the key no longer holds it).
+        :param limit: most messages to read.
+        :returns: a Deferred firing with a list of :class:`StoredMessage`, in
+            sequence order.
+        """
+
+    def remove_after(queue, after, first_id):  # type: ignore[no-untyped-def]
+        """
+        Forget every message of a key from where :meth:`page` would read on.
+
+        :returns: a Deferred firing with ``None`` once the removal is durable.
         """
 
     def add(queue, message):  # type: ignore[no-untyped-def]

@@ -253,6 +253,25 @@ class Journal:
         written = self.store.move(key, message_id, to_key, copy)
         return self._written(written, f"dead-letter {message_id}", key)
 
+    def page(self, key: str, after: int, first_id: str | None, limit: int) -> Deferred[list[Any]]:
+        """
+        Read the next messages of a paged queue (``IMessageStore.page``), for the
+        queue that asked: it logs a failure and asks again.
+
+        :returns: a Deferred firing with the records, in order.
+        """
+        records: Deferred[list[Any]] = self.store.page(key, after, first_id, limit)
+        return records
+
+    def remove_paged(self, key: str, after: int, first_id: str | None) -> Deferred[bool]:
+        """
+        Forget the part of a queue that was on disk only (a purge).
+
+        :returns: see :meth:`_written`.
+        """
+        written = self.store.remove_after(key, after, first_id)
+        return self._written(written, "remove paged messages", key)
+
     def add_subscription(self, key: str, pattern: str) -> Deferred[bool]:
         """
         Record a durable subscription, so that it is rebuilt at the next start.

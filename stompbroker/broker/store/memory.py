@@ -6,6 +6,7 @@ but surviving the process, for tests and for a broker run without a data directo
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 
 from attrs import evolve
 from twisted.internet.defer import Deferred, fail, succeed
@@ -64,8 +65,8 @@ class MemoryStore:
         self._retained.clear()
         return succeed(None)
 
-    def recover(self) -> Deferred[RecoveredState]:
-        """:returns: a fired Deferred with the store's contents."""
+    def recover(self, read_ahead: int = 0) -> Deferred[RecoveredState]:
+        """:returns: a fired Deferred with the store's contents (:meth:`IMessageStore.recover`)."""
         if not self._open:
             return _not_open()
         messages = sorted(
@@ -78,8 +79,36 @@ class MemoryStore:
                 self._subscriptions.values(),
                 self._scheduled.values(),
                 self._retained.values(),
+                read_ahead=read_ahead,
             )
         )
+
+    def page(
+        self, queue: str, after: int, first_id: str | None, limit: int
+    ) -> Deferred[list[StoredMessage]]:
+        """:returns: a fired Deferred with the records; see :meth:`IMessageStore.page`."""
+        if not self._open:
+            return _not_open()
+        return succeed(list(itertools.islice(self._from(queue, after, first_id), limit)))
+
+    def remove_after(self, queue: str, after: int, first_id: str | None) -> Deferred[None]:
+        """:returns: a fired Deferred; see :meth:`IMessageStore.remove_after`."""
+        if not self._open:
+            return _not_open()
+        messages = self._queues.get(queue, {})
+        for record in list(self._from(queue, after, first_id)):
+            del messages[record.message_id]
+        if not messages:
+            self._queues.pop(queue, None)
+        return succeed(None)
+
+    def _from(self, queue: str, after: int, first_id: str | None) -> Iterator[StoredMessage]:
+        """:returns: the key's records from where :meth:`page` reads, in sequence order."""
+        messages = self._queues.get(queue, {})
+        first = messages.get(first_id) if first_id is not None else None
+        start = first.sequence - 1 if first is not None else after
+        # A key's records are in the order added, which is their sequence order.
+        return (record for record in messages.values() if record.sequence > start)
 
     def add(self, queue: str, message: MessageFields) -> Deferred[StoredMessage]:
         """:returns: a fired Deferred with the stored record; see :meth:`IMessageStore.add`."""

@@ -2,12 +2,17 @@
 Recovery at start: rebuilding queues and durable subscriptions from the message
 store, and telling whoever waits when that is done.
 
-The broker opens its store in ``startService`` and asks it for everything it
-holds (:meth:`~stompbroker.broker.store.base.IMessageStore.recover`, which reads
-in the store's writer thread).  :func:`rebuild` puts it back where it was: each
-durable subscription's queue in the topic tree with its backlog, each
-``/queue/`` with its messages, in their original order and without writing them
-again.  A message that had been delivered comes back with its delivery count,
+The broker opens its store in ``startService`` and asks it what it holds
+(:meth:`~stompbroker.broker.store.base.IMessageStore.recover`, which reads in
+the store's writer thread).  A broker whose queues page
+(:mod:`stompbroker.broker.queueing.paging`) asks for an index, not the messages:
+each key's first read-ahead of messages, and how many follow, counted from the
+store's ``(queue, sequence)`` index without reading their rows; so a restart
+takes seconds and little memory whatever the backlog.  :func:`rebuild` puts it
+back where it was: each durable subscription's queue in the topic tree with its
+backlog, each ``/queue/`` with its messages, in their original order and
+without writing them again, and what is left on disk as the queue's paged part,
+which it reads as it drains.  A message that had been delivered comes back with its delivery count,
 so that its next delivery says ``redelivered:true``, and a NACKed message that
 waited for its redelivery (:mod:`stompbroker.broker.queueing.backoff`) waits
 until its stored due time, aside; messages that expired while
@@ -31,10 +36,15 @@ from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from stompbroker.broker.engine.base import EngineUnavailable
-from stompbroker.broker.queueing.groups import stored_group
+from stompbroker.broker.queueing.paging import message_from_record
 from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY, parse_priority, stored_priority
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX
-from stompbroker.broker.store.base import RecoveredState, ScheduledRecord, StoredMessage
+from stompbroker.broker.store.base import (
+    PagedRange,
+    RecoveredState,
+    ScheduledRecord,
+    StoredMessage,
+)
 from stompbroker.broker.store.journal import parse_durable_key
 from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
@@ -136,6 +146,7 @@ def rebuild(engine: Rebuilt, state: RecoveredState) -> None:
         engine.topics.add(subscription.destination, queue)
         backlog = state.backlogs.get(subscription.name, ())
         restored += _refill(queue, backlog, now, expired)
+        restored += _left_on_disk(queue, state.paged.get(subscription.name))
     for key, records in state.queues.items():
         if not key.startswith(QUEUE_PREFIX):
             log.warn(
@@ -145,7 +156,9 @@ def rebuild(engine: Rebuilt, state: RecoveredState) -> None:
                 key=key,
             )
             continue
-        restored += _refill(engine.queue(key), records, now, expired)
+        queue = engine.queue(key)
+        restored += _refill(queue, records, now, expired)
+        restored += _left_on_disk(queue, state.paged.get(key))
     for queue, message in expired:
         queue.expire(message)
     scheduled = _reschedule(engine, state.scheduled)
@@ -239,18 +252,7 @@ def _refill(
     count = 0
     for record in records:
         count += 1
-        message = Message(
-            record.destination,
-            record.message_id,
-            record.headers,
-            record.body,
-            record.expires,
-            record.redeliveries,
-            True,
-            # Derived from the stored headers, as the router derived it from the SEND's.
-            parse_priority(stored_priority(record.headers)),
-        )
-        message.group, message.closes_group = stored_group(record.headers)
+        message = message_from_record(record)
         if message.expires and message.expires <= now:
             expired.append((queue, message))
         elif record.due > now:
@@ -259,3 +261,15 @@ def _refill(
         else:
             queue.enqueue(message)
     return count
+
+
+def _left_on_disk(queue: Any, left: PagedRange | None) -> int:
+    """
+    Tell a queue what recovery left on disk past its head, to page in as it drains.
+
+    :returns: how many messages that is.
+    """
+    if left is None:
+        return 0
+    queue.restore_paged(left.count, left.size, left.after)
+    return left.count

@@ -412,9 +412,25 @@ class SQLiteStore:
 
     # -- operations ----------------------------------------------------------
 
-    def recover(self) -> Deferred[RecoveredState]:
+    def recover(self, read_ahead: int = 0) -> Deferred[RecoveredState]:
         """:returns: see :meth:`IMessageStore.recover`; read after every write called before."""
+        if read_ahead:
+            return self._submit(functools.partial(sqlite_records.read_index, read_ahead))
         return self._submit(sqlite_records.read_all)
+
+    def page(
+        self, queue: str, after: int, first_id: str | None, limit: int
+    ) -> Deferred[list[StoredMessage]]:
+        """:returns: see :meth:`IMessageStore.page`; read in the writer thread, in store order."""
+        return self._submit(
+            functools.partial(sqlite_records.read_page, queue, after, first_id, limit)
+        )
+
+    def remove_after(self, queue: str, after: int, first_id: str | None) -> Deferred[None]:
+        """:returns: see :meth:`IMessageStore.remove_after`."""
+        return self._write(
+            functools.partial(sqlite_records.delete_after, queue, after, first_id), None
+        )
 
     def add(self, queue: str, message: MessageFields) -> Deferred[StoredMessage]:
         """:returns: see :meth:`IMessageStore.add`."""

@@ -1,6 +1,7 @@
 """
 Rows in and out of the SQLite store: what its writer thread runs for each operation,
-and the one read of everything at recovery.
+the reads of a paged queue's next messages, and the read at recovery (of
+everything, or of each key's head and the size of the rest).
 
 Each function takes the connection last, so that
 :class:`~stompbroker.broker.store.sqlite.SQLiteStore` binds the rest with
@@ -16,11 +17,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable
+from typing import Any
 
 from attrs import define
 
 from stompbroker.broker.store.base import (
     DurableSubscription,
+    PagedRange,
     RecoveredState,
     ScheduledRecord,
     StoredMessage,
@@ -31,6 +35,7 @@ from stompbroker.protocol.frames import Headers
 __all__ = [
     "PendingInsert",
     "decode_headers",
+    "delete_after",
     "delete_message",
     "delete_retained",
     "delete_scheduled",
@@ -41,6 +46,8 @@ __all__ = [
     "move_message",
     "next_sequence",
     "read_all",
+    "read_index",
+    "read_page",
     "remove_subscription",
     "save_retained",
     "save_scheduled",
@@ -275,37 +282,107 @@ def next_sequence(connection: sqlite3.Connection) -> int:
     return (last or 0) + 1
 
 
+_COLUMNS = (
+    "sequence, queue, message_id, destination, headers, body, expires,"
+    " delivered, redelivery_count, due"
+)
+_PAGE = (
+    f"SELECT {_COLUMNS} FROM messages WHERE queue = ? AND sequence > coalesce("
+    "(SELECT sequence - 1 FROM messages WHERE queue = ? AND message_id = ?), ?)"
+    " ORDER BY sequence LIMIT ?"
+)
+_DELETE_AFTER = (
+    "DELETE FROM messages WHERE queue = ? AND sequence > coalesce("
+    "(SELECT sequence - 1 FROM messages WHERE queue = ? AND message_id = ?), ?)"
+)
+
+
+def _record(row: tuple[Any, ...]) -> StoredMessage:
+    """:returns: the message a row of :data:`_COLUMNS` holds."""
+    (
+        sequence,
+        queue,
+        message_id,
+        destination,
+        headers,
+        body,
+        expires,
+        delivered,
+        redelivery_count,
+        due,
+    ) = row
+    return StoredMessage(
+        queue=queue,
+        sequence=sequence,
+        message_id=message_id,
+        destination=destination,
+        headers=decode_headers(headers),
+        body=body,
+        expires=expires,
+        delivered=bool(delivered),
+        redelivery_count=redelivery_count,
+        due=due,
+    )
+
+
+def read_page(
+    queue: str, after: int, first_id: str | None, limit: int, connection: sqlite3.Connection
+) -> list[StoredMessage]:
+    """
+    :returns: up to ``limit`` messages of a key past ``after`` (or from
+        ``first_id`` on, if the key holds it), in sequence order: a range of the
+        ``(queue, sequence)`` index.
+    """
+    rows = connection.execute(_PAGE, (queue, queue, first_id, after, limit))
+    return [_record(row) for row in rows]
+
+
+def delete_after(
+    queue: str, after: int, first_id: str | None, connection: sqlite3.Connection
+) -> None:
+    """Delete every message of a key from where :func:`read_page` reads on."""
+    connection.execute(_DELETE_AFTER, (queue, queue, first_id, after))
+
+
+def read_index(read_ahead: int, connection: sqlite3.Connection) -> RecoveredState:
+    """
+    Recovery that reads each key's head only: its first ``read_ahead`` messages,
+    and how many follow (from the ``(queue, sequence)`` index, without reading
+    their rows), with their bytes estimated from the head's.
+
+    :returns: the state, with :attr:`RecoveredState.paged` for the keys that hold more.
+    """
+    keys = connection.execute(
+        "SELECT queue, count(*), min(sequence) FROM messages GROUP BY queue ORDER BY 3"
+    ).fetchall()
+    heads: list[StoredMessage] = []
+    paged: dict[str, PagedRange] = {}
+    for key, count, _ in keys:
+        head = read_page(key, 0, None, read_ahead, connection)
+        heads.extend(head)
+        if count > len(head):
+            rest = count - len(head)
+            mean = sum(len(record.body) for record in head) // len(head)
+            paged[key] = PagedRange(rest, rest * mean, head[-1].sequence)
+    # Keys in the order of their oldest message, each key's head in order.
+    return _rest_of_state(heads, connection, paged)
+
+
 def read_all(connection: sqlite3.Connection) -> RecoveredState:
     """:returns: every message in sequence order and every subscription in creation order."""
     messages = (
-        StoredMessage(
-            queue=queue,
-            sequence=sequence,
-            message_id=message_id,
-            destination=destination,
-            headers=decode_headers(headers),
-            body=body,
-            expires=expires,
-            delivered=bool(delivered),
-            redelivery_count=redelivery_count,
-            due=due,
-        )
-        for (
-            sequence,
-            queue,
-            message_id,
-            destination,
-            headers,
-            body,
-            expires,
-            delivered,
-            redelivery_count,
-            due,
-        ) in connection.execute(
-            "SELECT sequence, queue, message_id, destination, headers, body, expires,"
-            " delivered, redelivery_count, due FROM messages ORDER BY sequence"
-        )
+        _record(row)
+        for row in connection.execute(f"SELECT {_COLUMNS} FROM messages ORDER BY sequence")
     )
+    return _rest_of_state(messages, connection, {})
+
+
+def _rest_of_state(
+    messages: Iterable[StoredMessage],
+    connection: sqlite3.Connection,
+    paged: dict[str, PagedRange],
+) -> RecoveredState:
+    """:returns: the state of ``messages`` and what else the store holds."""
     subscriptions = (
         DurableSubscription(name, destination, decode_headers(headers))
         for name, destination, headers in connection.execute(
@@ -335,4 +412,6 @@ def read_all(connection: sqlite3.Connection) -> RecoveredState:
             start=1,
         )
     ]
-    return RecoveredState.from_records(messages, list(subscriptions), scheduled, retained)
+    return RecoveredState.from_records(
+        messages, list(subscriptions), scheduled, retained, paged=paged
+    )

@@ -19,6 +19,11 @@ the tables schema 2 added, and a schema 2 one to schema 3 by adding the
 column (nothing else changed), each step in one transaction, when a newer
 stompbroker first opens it.
 
+The index ``messages_by_queue`` on ``(queue, sequence)`` (each key's messages in
+order, for a paged queue's reads and a recovery's counts) is no part of the
+format: any version reads a database with it or without it, and keeps it up to
+date; the store makes it when it opens a database that lacks it.
+
 What goes in and out of the rows is :mod:`stompbroker.broker.store.sqlite_records`.
 """
 
@@ -105,6 +110,10 @@ _SCHEMA = (
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 
+#: The index a paged queue's reads and a recovery's counts use: each key's
+#: messages in sequence order (:mod:`stompbroker.broker.queueing.paging`).
+_QUEUE_ORDER_INDEX = "CREATE INDEX IF NOT EXISTS messages_by_queue ON messages (queue, sequence)"
+
 #: Schema version -> the statements that bring it to the next one.
 _MIGRATIONS = {
     1: (*_SCHEMA_2_TABLES, "PRAGMA user_version = 2"),
@@ -142,6 +151,9 @@ def prepare_schema(connection: sqlite3.Connection, path: Path) -> None:
     while version in _MIGRATIONS:
         _run(connection, _MIGRATIONS[version])
         version += 1
+    # Not part of the format (an older stompbroker reads and keeps it up): made
+    # on first open, a minute or so for a store of millions of messages.
+    connection.execute(_QUEUE_ORDER_INDEX)
 
 
 def _run(connection: sqlite3.Connection, statements: tuple[str, ...]) -> None:

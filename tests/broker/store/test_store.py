@@ -396,3 +396,47 @@ def test_any_headers_and_body_come_back_as_they_went_in(harness: Harness) -> Non
         assert (stored.destination, stored.headers, stored.body) == (destination, headers, body)
 
     round_trip()
+
+
+# -- the reads of paged queues ---------------------------------------------------------
+
+
+def test_a_page_reads_a_key_in_order_past_a_sequence_or_from_an_id(harness: Harness) -> None:
+    """page() reads one key's messages, others' left out, from an id on or past a sequence."""
+    for n in range(6):
+        harness.add("/queue/orders", sent(f"m-{n}"))
+        harness.add("/queue/other", sent(f"o-{n}", "/queue/other"))
+    first = harness.settle(harness.store.page("/queue/orders", 0, "m-2", 3))
+    assert [m.message_id for m in first] == ["m-2", "m-3", "m-4"]
+    rest = harness.settle(harness.store.page("/queue/orders", first[-1].sequence, None, 10))
+    assert [m.message_id for m in rest] == ["m-5"]
+    # An id the key no longer holds: from the sequence given instead.
+    gone = harness.settle(harness.store.page("/queue/orders", first[0].sequence, "m-9", 2))
+    assert [m.message_id for m in gone] == ["m-3", "m-4"]
+
+
+def test_remove_after_forgets_where_a_page_would_read(harness: Harness) -> None:
+    """remove_after() drops a key's messages from the id (or past the sequence) on, no others."""
+    for n in range(5):
+        harness.add("/queue/orders", sent(f"m-{n}"))
+    harness.add("/queue/other", sent("o", "/queue/other"))
+    harness.settle(harness.store.remove_after("/queue/orders", 0, "m-2"))
+    state = harness.recover()
+    assert message_ids(state.queues["/queue/orders"]) == ["m-0", "m-1"]
+    assert message_ids(state.queues["/queue/other"]) == ["o"]
+
+
+def test_a_recovery_with_a_read_ahead_reads_heads_and_counts_the_rest(harness: Harness) -> None:
+    """recover(read_ahead) gives each key's first messages and a PagedRange for the rest."""
+    for n in range(7):
+        harness.add("/queue/orders", sent(f"m-{n}", body=b"12345"))
+    harness.add("/queue/small", sent("s", "/queue/small"))
+    harness.settle(harness.store.mark_delivered("/queue/orders", "m-0"))
+    state = harness.settle(harness.store.recover(3))
+    assert message_ids(state.queues["/queue/orders"]) == ["m-0", "m-1", "m-2"]
+    assert state.queues["/queue/orders"][0].redeliveries == 1
+    assert message_ids(state.queues["/queue/small"]) == ["s"]
+    left = state.paged["/queue/orders"]
+    last = state.queues["/queue/orders"][-1].sequence
+    assert (left.count, left.size, left.after) == (4, 20, last)
+    assert "/queue/small" not in state.paged

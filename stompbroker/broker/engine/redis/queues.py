@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from itertools import islice
 from typing import Any
 
 from zope.interface import implementer
@@ -194,6 +195,10 @@ class StreamQueue:
         """What this node has read and not handed out, in order."""
         return self.local.pending
 
+    def depth(self) -> int:
+        """:returns: what this node has read and not handed out (it pages nothing)."""
+        return len(self.local.pending)
+
     @property
     def consumers(self) -> list[Consumer]:
         """This node's consumers."""
@@ -222,7 +227,7 @@ class StreamQueue:
 
     def browse(self, count: int) -> list[Message]:
         """:returns: the first ``count`` messages this node has read and not handed out."""
-        return self.local.browse(count)
+        return list(islice(self.local.pending, count))
 
     def purge(self) -> int:
         """Discard what this node has read and not handed out (see the local queue's)."""
