@@ -112,9 +112,10 @@ class ProxyHeaderWrapper(HAProxyProtocolWrapper):
         for chunk in pending.received:
             # wrappedProtocol, not protocol: an upgrade may hand the connection
             # over between two chunks, and a refusal lose it (then it is None).
-            if self.wrappedProtocol is None:
+            current: Any = self.wrappedProtocol
+            if current is None:
                 break
-            self.wrappedProtocol.dataReceived(chunk)
+            current.dataReceived(chunk)
 
     def loseConnection(self) -> None:
         if self._pending is not None and self._proxyInfo is None:
