@@ -38,7 +38,7 @@ from stompbroker.logs import set_level
 from stompbroker.protocol.resume.registry import ResumeBook
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.security.credentials import IBearerToken, ICertificate
-from stompbroker.security.http_auth import HttpChecker
+from stompbroker.security.http_auth import HttpChecker, anonymous_checker
 from stompbroker.security.portal import Authenticator, make_portal
 from stompbroker.stats.export import StatsExporter
 from stompbroker.stats.model import StatsModel
@@ -223,9 +223,14 @@ def _authenticator(options: Options, reactor: Any) -> Authenticator | None:
         anonymously (the access file's ``[anonymous]`` rules then apply);
         ``None`` without either, so that CONNECT costs nothing more.
     """
-    checkers = options.get("credCheckers", [])
+    checkers = list(options.get("credCheckers", []))
     if not checkers and options["access-control"] is None:
         return None
+    if options["allow-anonymous"] and options["access"] is None:
+        # No [anonymous] rules: an --auth http application decides for them.
+        anonymous = anonymous_checker(checkers)
+        if anonymous is not None:
+            checkers.append(anonymous)
     return Authenticator(make_portal(checkers, options["allow-anonymous"]), reactor)
 
 
