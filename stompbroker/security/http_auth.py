@@ -43,7 +43,7 @@ from typing import Any
 from twisted.cred.checkers import ICredentialsChecker
 from twisted.cred.credentials import IAnonymous, IUsernamePassword
 from twisted.cred.error import UnauthorizedLogin
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred, fail, succeed
 from zope.interface import implementer
 
 from stompbroker.protocol.errors import (
@@ -168,6 +168,24 @@ class AppRights:
             raise outcome
         if right == WRITE:
             self._sent_to.add(destination)
+
+    def ask(self, identity: Identity, right: str, destination: str) -> Deferred[None]:
+        """
+        :meth:`check` for a caller that can wait (the management API's publish):
+        the application is asked, if its answer is not known yet.
+
+        :returns: a Deferred that fires once allowed, or fails with
+            :class:`~stompbroker.protocol.errors.AccessDenied` or
+            :class:`~stompbroker.protocol.errors.AuthorizationUnavailable`.
+        """
+        try:
+            self.check(identity, right, destination)
+        except AuthorizationPending as pending:
+            answer: Deferred[Any] = pending.answer  # type: ignore[assignment]
+            return answer.addCallback(lambda _: self.ask(identity, right, destination))
+        except AccessDenied as refusal:
+            return fail(refusal)
+        return succeed(None)
 
     def _answered(self, answer: ResourceAnswer, identity: Identity, key: tuple[str, str]) -> None:
         right, destination = key

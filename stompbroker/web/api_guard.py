@@ -25,7 +25,11 @@ Every request passes three checks before :mod:`stompbroker.web.api` acts on it:
    connection) need ``read``, or ``admin``, on every destination: a rule ``#``.
    The list of destinations shows those the caller may read.  A destination
    of a virtual host with its own access file is checked against that file,
-   on the name its clients know (:mod:`stompbroker.web.api_hosts`).
+   on the name its clients know (:mod:`stompbroker.web.api_hosts`).  A login
+   through ``--auth http:`` whose answer listed no ``rights`` has its
+   application asked about the destination of a publish (:meth:`ApiGuard.ask`),
+   as a STOMP SEND's is; the other calls, whose checks cannot wait, need the
+   listed rights.  Logins are told the caller's address (``ip``), as STOMP's are.
 
 A refused request gets a JSON error (:class:`ApiError`) and changes nothing.
 """
@@ -41,11 +45,12 @@ from twisted.cred.portal import Portal
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.web.http import Request
 
-from stompbroker.protocol.errors import LoginFailed
+from stompbroker.protocol.errors import AccessDenied, AuthorizationUnavailable, LoginFailed
 from stompbroker.protocol.login import LoginRefused
 from stompbroker.security.access import ADMIN, READ, WRITE
 from stompbroker.security.access_file import AccessControl
 from stompbroker.security.credentials import IBearerToken
+from stompbroker.security.http_auth import AppRights
 from stompbroker.security.identity import Identity
 from stompbroker.security.portal import FAILED_LOGIN_DELAY, authenticate
 
@@ -167,10 +172,7 @@ class ApiGuard:
             token = value.strip()
             if not token:
                 return fail(ApiError(401, "credentials required", "an empty bearer token"))
-            checked = authenticate(
-                self.portal, None, token, clock=self._clock, failure_delay=self._failure_delay
-            )
-            return checked.addErrback(_login_failed)
+            return self._log_in(self.portal, request, None, token)
         if scheme.lower() != "basic":
             detail = "the management API needs HTTP Basic credentials or a bearer token"
             return fail(ApiError(401, "credentials required", detail))
@@ -180,8 +182,19 @@ class ApiGuard:
             user, colon, password = "", "", ""
         if not colon or not user:
             return fail(ApiError(401, "credentials required", "malformed Basic credentials"))
+        return self._log_in(self.portal, request, user, password)
+
+    def _log_in(
+        self, portal: Portal, request: Request, login: str | None, passcode: str
+    ) -> Deferred[Identity]:
+        """Log in as a STOMP CONNECT would, telling the checkers the caller's address."""
         checked = authenticate(
-            self.portal, user, password, clock=self._clock, failure_delay=self._failure_delay
+            portal,
+            login,
+            passcode,
+            clock=self._clock,
+            failure_delay=self._failure_delay,
+            address=client_host(request),
         )
         return checked.addErrback(_login_failed)
 
@@ -221,11 +234,54 @@ class ApiGuard:
             f"user {identity.name!r} needs the {right} right on {where} for this",
         )
 
+    def ask(
+        self,
+        identity: Identity,
+        right: str,
+        destination: str,
+        access: Any = None,
+        vhost: str | None = None,
+    ) -> Deferred[None]:
+        """
+        :meth:`require` for a call that can wait: a login whose application
+        decides per destination (``--auth http:``, no ``rights`` listed) has it asked.
+
+        :returns: a Deferred that fires once allowed, or fails with an
+            :class:`ApiError`: 403 naming the missing right (and the
+            application's reason), 503 when the application gave no answer.
+        """
+        granted = identity.granted
+        if (
+            isinstance(granted, AppRights)
+            and granted.asks
+            and not self.allows(identity, right, destination, access)
+        ):
+            return granted.ask(identity, right, destination).addErrback(_app_refused)
+        try:
+            self.require(identity, right, destination, access, vhost)
+        except ApiError as refusal:
+            return fail(refusal)
+        return succeed(None)
+
     @staticmethod
     def challenge(request: Request) -> None:
         """Ask a client for Basic credentials, unless it is the console (no browser prompt)."""
         if request.getHeader(CONSOLE_HEADER) is None:
             request.setHeader(b"www-authenticate", b'Basic realm="stompbroker", charset="UTF-8"')
+
+
+def client_host(request: Request) -> str:
+    """:returns: the caller's address (a trusted proxy's client's), as logins are told it."""
+    address = request.getClientAddress()
+    return str(getattr(address, "host", ""))
+
+
+def _app_refused(failure: Any) -> None:
+    failure.trap(AccessDenied)
+    refusal = failure.value
+    if isinstance(refusal, AuthorizationUnavailable):
+        raise ApiError(503, "authorization unavailable", f"{refusal.message}: {refusal.detail}")
+    raise ApiError(403, refusal.message, refusal.detail)
 
 
 def _login_failed(failure: Any) -> Identity:

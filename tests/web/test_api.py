@@ -115,6 +115,8 @@ def test_bad_input_is_refused_with_a_json_error_naming_it() -> None:
         ("POST", f"destinations/{ORDERS}/move", {"to": "/queue/orders"}, 400, "itself"),
         ("POST", f"destinations/{ORDERS}/retry", {}, 400, "dead-letter"),
         ("POST", "destinations/%2Fqueue%2Fx/publish", {"headers": {"a:b": "c"}}, 400, "a:b"),
+        ("POST", "destinations/%2Ftemp-queue%2Fx/publish", {}, 400, "of one connection"),
+        ("POST", "destinations/%2Fqueue%2Fa%2C%2Fqueue%2Fb/publish", {}, 400, "parts"),
         ("DELETE", "destinations/%2Fqueue%2Fnone/messages", None, 404, "/queue/none"),
         ("DELETE", "destinations/%2Ftopic%2Ft/messages", None, 400, "topic"),
         ("DELETE", "connections/nobody", None, 404, "nobody"),
