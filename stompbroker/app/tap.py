@@ -171,11 +171,18 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
             ping_timeout=options["ws-ping-timeout"],
             compression=options["ws-compression-settings"],
             trusted_proxies=options["trusted-proxies"],
+            allowed_origins=options["allowed-origins"],
         )
         setup = running_setup(options)
+        guard = ApiGuard(
+            _api_portal(options),
+            options["access-control"],
+            reactor,
+            allowed_origins=options["allowed-origins"],
+        )
         api = ManagementApi(
             Management(broker),
-            ApiGuard(_api_portal(options), options["access-control"], reactor),
+            guard,
             live,
             setup,
         )

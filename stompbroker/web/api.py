@@ -137,6 +137,8 @@ class ManagementApi(Resource):
         request.setHeader(b"content-type", b"application/json")
         request.setHeader(b"cache-control", b"no-store")
         request.setHeader(b"x-content-type-options", b"nosniff")
+        if request.method == b"OPTIONS":
+            return self.guard.preflight(request)
         finished: list[bool] = []
         request.notifyFinish().addBoth(lambda _: finished.append(True))
         answer = maybeDeferred(self._answer, request)
