@@ -228,7 +228,10 @@ def _authenticator(options: Options, reactor: Any) -> Authenticator | None:
     :returns: what sessions log clients in with: a portal over the ``--auth``
         checkers, or with ``--access`` alone one that lets everyone in
         anonymously (the access file's ``[anonymous]`` rules then apply);
-        ``None`` without either, so that CONNECT costs nothing more.
+        ``None`` without either, so that CONNECT costs nothing more.  With
+        ``--allow-anonymous``, no ``--access`` and an ``--auth http:``
+        application, clients without a login get the rights that application
+        decides (:class:`~stompbroker.security.http_auth.HttpAnonymousChecker`).
     """
     checkers = list(options.get("credCheckers", []))
     if not checkers and options["access-control"] is None:
