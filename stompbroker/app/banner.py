@@ -85,7 +85,8 @@ def banner_lines(options: Any, reactor: Any) -> list[str]:
     url = options["engine-url"]
     rows.append(("engine", "memory" if url is None else url.masked))
     rows.append(("auth", _auth(options)))
-    rows.append(("access", options["access"] or "every client may use every destination"))
+    rows.append(("access", _access(options)))
+    rows += _warnings(options)
     rows.append(("store", _store(options)))
     name = reactor_name(reactor)
     if name != "uvloop":
@@ -103,6 +104,32 @@ def _auth(options: Any) -> str:
         return "none: every client is let in"
     anonymous = "let in" if options["allow-anonymous"] else "refused"
     return f"{', '.join(kinds)}; clients without a login {anonymous}"
+
+
+def _access(options: Any) -> str:
+    if options["access"]:
+        return str(options["access"])
+    kinds = options.get("auth-kinds", [])
+    if "http" not in kinds:
+        return "every client may use every destination"
+    if set(kinds) == {"http"}:
+        return "as the --auth http application decides"
+    return "as the --auth http application decides for its logins; others may use every one"
+
+
+def _warnings(options: Any) -> list[tuple[str, str]]:
+    """:returns: the banner's warnings: what an operator may not expect of the options."""
+    if options["allow-anonymous"] and not options["access"]:
+        if "http" in options.get("auth-kinds", []):
+            return [
+                (
+                    "WARNING",
+                    "clients without a login are let in, and the application is asked about"
+                    ' their SUBSCRIBEs and SENDs as user ""'
+                    " (--access gives them [anonymous] rules instead)",
+                )
+            ]
+    return []
 
 
 def _store(options: Any) -> str:

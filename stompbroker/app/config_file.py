@@ -149,6 +149,7 @@ SECTIONS: dict[str, OptionSection] = {
             "listen": LIST,
             "http": LIST,
             "trusted-proxy": LIST,
+            "allowed-origin": LIST,
             "ws-ping-interval": VALUE,
             "ws-ping-timeout": VALUE,
             "ws-compression": FLAG,

@@ -1,12 +1,14 @@
 """
 The options of the broker's edge: the clients' rate limits (``--rate-limit-...``,
-``--max-connection-rate``) and the proxies trusted to name the client on the web
-port (``--trusted-proxy``).
+``--max-connection-rate``) the proxies trusted to name the client on the web
+port (``--trusted-proxy``), and the web origins whose pages may use it
+(``--allowed-origin``).
 
 :class:`EdgeOptions` is a mixin of :class:`stompbroker.app.options.Options`
 (twistd gathers ``optParameters`` along the class hierarchy); it parses and
 checks into ``rate-limits`` (a :class:`~stompbroker.broker.flow.rates.RateLimits`)
-and ``trusted-proxies`` (a :class:`~stompbroker.transport.forwarded.TrustedProxies`),
+``trusted-proxies`` (a :class:`~stompbroker.transport.forwarded.TrustedProxies`)
+and ``allowed-origins`` (an :class:`~stompbroker.security.origins.AllowedOrigins`),
 which :func:`stompbroker.app.tap.makeService` hands to the broker and the web port.
 """
 
@@ -19,6 +21,7 @@ from twisted.python import usage
 
 from stompbroker.app.option_values import non_negative_seconds, parse_size
 from stompbroker.broker.flow.rates import Rate, RateLimits, Rates
+from stompbroker.security.origins import AllowedOrigins, parse_origin_pattern
 from stompbroker.transport.forwarded import TrustedProxies, parse_networks
 
 __all__ = ["LOGIN_KEYS", "EdgeOptions", "parse_login_rates", "parse_rate"]
@@ -177,9 +180,13 @@ class EdgeOptions(usage.Options):
         """Believe the Forwarded and X-Forwarded-For headers on the web port from proxies at this address or CIDR block (repeatable; none by default: the headers are ignored)."""  # noqa: E501
         self.setdefault("trusted-proxy", []).append(network)
 
+    def opt_allowed_origin(self, pattern: str) -> None:
+        """Let pages of this web origin open WebSockets and call the management API, as http(s)://HOST[:PORT], *. before HOST for its subdomains, or * (repeatable; without it any origin may open a WebSocket and the API answers the broker's own pages only)."""  # noqa: E501
+        self.setdefault("allowed-origin", []).append(pattern)
+
     def check_edge(self) -> None:
         """
-        Read the options into ``rate-limits`` and ``trusted-proxies``.
+        Read the options into ``rate-limits``, ``trusted-proxies`` and ``allowed-origins``.
 
         :raises usage.UsageError: with what is wrong.
         """
@@ -217,3 +224,9 @@ class EdgeOptions(usage.Options):
             self["trusted-proxies"] = TrustedProxies(parse_networks(networks))
         except ValueError as error:
             raise usage.UsageError(f"--trusted-proxy: {error}") from None
+        patterns = tuple(self.get("allowed-origin", ()))
+        self["allowed-origin"] = patterns
+        try:
+            self["allowed-origins"] = AllowedOrigins(tuple(map(parse_origin_pattern, patterns)))
+        except ValueError as error:
+            raise usage.UsageError(f"--allowed-origin: {error}") from None

@@ -38,7 +38,7 @@ from stompbroker.logs import set_level
 from stompbroker.protocol.resume.registry import ResumeBook
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.security.credentials import IBearerToken, ICertificate
-from stompbroker.security.http_auth import HttpChecker
+from stompbroker.security.http_auth import HttpChecker, anonymous_checker
 from stompbroker.security.portal import Authenticator, make_portal
 from stompbroker.stats.export import StatsExporter
 from stompbroker.stats.model import StatsModel
@@ -180,11 +180,18 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
             ping_timeout=options["ws-ping-timeout"],
             compression=options["ws-compression-settings"],
             trusted_proxies=options["trusted-proxies"],
+            allowed_origins=options["allowed-origins"],
         )
         setup = running_setup(options)
+        guard = ApiGuard(
+            _api_portal(options),
+            options["access-control"],
+            reactor,
+            allowed_origins=options["allowed-origins"],
+        )
         api = ManagementApi(
             Management(broker),
-            ApiGuard(_api_portal(options), options["access-control"], reactor),
+            guard,
             live,
             setup,
         )
@@ -231,11 +238,19 @@ def _authenticator(options: Options, reactor: Any) -> Authenticator | None:
     :returns: what sessions log clients in with: a portal over the ``--auth``
         checkers, or with ``--access`` alone one that lets everyone in
         anonymously (the access file's ``[anonymous]`` rules then apply);
-        ``None`` without either, so that CONNECT costs nothing more.
+        ``None`` without either, so that CONNECT costs nothing more.  With
+        ``--allow-anonymous``, no ``--access`` and an ``--auth http:``
+        application, clients without a login get the rights that application
+        decides (:class:`~stompbroker.security.http_auth.HttpAnonymousChecker`).
     """
-    checkers = options.get("credCheckers", [])
+    checkers = list(options.get("credCheckers", []))
     if not checkers and options["access-control"] is None:
         return None
+    if options["allow-anonymous"] and options["access"] is None:
+        # No [anonymous] rules: an --auth http application decides for them.
+        anonymous = anonymous_checker(checkers)
+        if anonymous is not None:
+            checkers.append(anonymous)
     return Authenticator(make_portal(checkers, options["allow-anonymous"]), reactor)
 
 

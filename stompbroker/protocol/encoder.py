@@ -16,6 +16,13 @@ be written raw is refused with :class:`ValueError`; 1.1 and 1.2 escape
 backslash, CR, LF and colon.  (1.1 defines no ``\\r``; we send it anyway, as our
 parser and every 1.2-era client accept it, so that a CR survives the round
 trip.)  CONNECT, STOMP and CONNECTED are never escaped, in any version.
+
+Before CONNECTED the client does not know the version, so a frame sent then (an
+ERROR: a refused login, a first frame that is no CONNECT) is not escaped either
+(:func:`encode_unnegotiated`): a client that has not read CONNECTED has no
+reason to undo 1.2's escapes, and stompjs does not (it would show
+``login failed\\c bad password``).  Line breaks in its values become spaces,
+as 1.0 has no way to send them.
 """
 
 from __future__ import annotations
@@ -26,7 +33,15 @@ from stompbroker.protocol.frames import SUPPORTED_VERSIONS, UNESCAPED_COMMANDS, 
 from stompbroker.protocol.header_decoding import unescape
 from stompbroker.protocol.message import NO_TAILS, Message
 
-__all__ = ["encode", "error_frame", "escape", "message_prefix", "message_tail", "unescape"]
+__all__ = [
+    "encode",
+    "encode_unnegotiated",
+    "error_frame",
+    "escape",
+    "message_prefix",
+    "message_tail",
+    "unescape",
+]
 
 
 def _escaped(text: str) -> str:
@@ -121,13 +136,29 @@ def encode(frame: Frame, version: str = "1.2") -> bytes:
         NUL without ``content-length``, or a ``content-length`` that is not the
         body's length; or an unknown version.
     """
+    escaping = _escaping(version)
+    if frame.command in UNESCAPED_COMMANDS:
+        escaping = _RAW
+    return _encoded(frame, escaping[1], escaping[2])
+
+
+def encode_unnegotiated(frame: Frame) -> bytes:
+    """
+    Serialize a frame sent before CONNECTED, when the client knows no version
+    yet (see the module notes): headers unescaped, line breaks in values as spaces.
+
+    :param frame: the frame (an ERROR).
+    :returns: the frame's bytes.
+    :raises ValueError: as :func:`encode` does for 1.0, except for line breaks in values.
+    """
+    return _encoded(frame, _raw_name, _flattened)
+
+
+def _encoded(frame: Frame, escape_name: _Escaper, escape_value: _Escaper) -> bytes:
     command = frame.command
     if not command or "\n" in command or "\r" in command:
         raise ValueError(f"invalid command {command!r}")
-    escaping = _escaping(version)
-    if command in UNESCAPED_COMMANDS:
-        escaping = _RAW
-    lines = _header_lines(frame.headers, escaping[1], escaping[2])
+    lines = _header_lines(frame.headers, escape_name, escape_value)
     body = frame.body
     content_length = frame.get("content-length")
     if content_length is None:

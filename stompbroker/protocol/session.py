@@ -53,7 +53,7 @@ from zope.interface import implementer
 from stompbroker.interfaces import ConnectionDescription, IBroker, IConnection, ISessionTransport
 from stompbroker.protocol import lifecycle
 from stompbroker.protocol.config import SLOW_CONSUMER_POLICIES, SessionConfig
-from stompbroker.protocol.encoder import encode
+from stompbroker.protocol.encoder import encode, encode_unnegotiated
 from stompbroker.protocol.errors import (
     AuthorizationPending,
     ProtocolError,
@@ -445,11 +445,15 @@ class StompSession:
 
     def send_frame(self, frame: Frame) -> None:
         """
-        Encode and send one frame in the negotiated version.
+        Encode and send one frame in the negotiated version; before CONNECTED
+        (an ERROR), unescaped, as the client does not know the version yet.
 
         :param frame: a server frame.
         """
-        self.output.write(encode(frame, self.version))
+        if self.session_id:
+            self.output.write(encode(frame, self.version))
+        else:
+            self.output.write(encode_unnegotiated(frame))
 
     # -- frames ----------------------------------------------------------------
 

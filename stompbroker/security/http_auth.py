@@ -24,6 +24,13 @@ the access rules consult in place of the access file:
   the connection's life (later SENDs there cost a dict lookup); a SUBSCRIBE's
   is used once, and the next SUBSCRIBE asks again (through the endpoint's cache).
 
+Clients that send no login (``--allow-anonymous``) are the application's to
+decide too, unless an access file gives them its ``[anonymous]`` rules: their
+identity carries an :class:`AppRights` of user ``""`` (:data:`ANONYMOUS_USER`),
+from :class:`HttpAnonymousChecker`, so that each of their SUBSCRIBEs and first
+SENDs is asked of ``resource_path``, and their virtual host of ``vhost_path``.
+Without it they would get every right, the application never asked.
+
 An endpoint that fails refuses the frame with
 :class:`~stompbroker.protocol.errors.AuthorizationUnavailable`, and a login with
 ``login failed: authorization unavailable``.
@@ -34,9 +41,9 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.cred.checkers import ICredentialsChecker
-from twisted.cred.credentials import IUsernamePassword
+from twisted.cred.credentials import IAnonymous, IUsernamePassword
 from twisted.cred.error import UnauthorizedLogin
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, fail, succeed
 from zope.interface import implementer
 
 from stompbroker.protocol.errors import (
@@ -54,9 +61,19 @@ from stompbroker.security.http_endpoint import (
     UserAnswer,
     parse_options,
 )
-from stompbroker.security.identity import Identity, IHostAdmission
+from stompbroker.security.identity import ANONYMOUS_IDENTITY, Identity, IHostAdmission
 
-__all__ = ["AppRights", "HttpChecker", "make_checker"]
+__all__ = [
+    "ANONYMOUS_USER",
+    "AppRights",
+    "HttpAnonymousChecker",
+    "HttpChecker",
+    "anonymous_checker",
+    "make_checker",
+]
+
+#: The ``user`` the application is told for a client that sent no login.
+ANONYMOUS_USER = ""
 
 #: What the client does, by the right it needs, as the application is told.
 _ACTIONS = {READ: "subscribe", WRITE: "send"}
@@ -152,6 +169,24 @@ class AppRights:
         if right == WRITE:
             self._sent_to.add(destination)
 
+    def ask(self, identity: Identity, right: str, destination: str) -> Deferred[None]:
+        """
+        :meth:`check` for a caller that can wait (the management API's publish):
+        the application is asked, if its answer is not known yet.
+
+        :returns: a Deferred that fires once allowed, or fails with
+            :class:`~stompbroker.protocol.errors.AccessDenied` or
+            :class:`~stompbroker.protocol.errors.AuthorizationUnavailable`.
+        """
+        try:
+            self.check(identity, right, destination)
+        except AuthorizationPending as pending:
+            answer: Deferred[Any] = pending.answer  # type: ignore[assignment]
+            return answer.addCallback(lambda _: self.ask(identity, right, destination))
+        except AccessDenied as refusal:
+            return fail(refusal)
+        return succeed(None)
+
     def _answered(self, answer: ResourceAnswer, identity: Identity, key: tuple[str, str]) -> None:
         right, destination = key
         if answer.allow:
@@ -214,6 +249,38 @@ class HttpChecker:
                 ) from None
         rights = AppRights(self.endpoint, answer.user, groups, grants)
         return Identity(answer.user, groups, granted=rights, expires=answer.expires_at)
+
+
+@implementer(ICredentialsChecker)
+class HttpAnonymousChecker:
+    """
+    Lets in clients that send no login, with rights the application decides
+    (see the module docstring).
+
+    :param endpoint: asks the application.
+    """
+
+    credentialInterfaces = (IAnonymous,)
+
+    def __init__(self, endpoint: HttpEndpoint) -> None:
+        self.endpoint = endpoint
+
+    def requestAvatarId(self, credentials: Any) -> Deferred[Identity]:  # type: ignore[override]
+        """:returns: a Deferred of the anonymous identity, its rights asked per destination."""
+        rights = AppRights(self.endpoint, ANONYMOUS_USER, frozenset())
+        return succeed(Identity(ANONYMOUS_IDENTITY.name, anonymous=True, granted=rights))
+
+
+def anonymous_checker(checkers: Any) -> HttpAnonymousChecker | None:
+    """
+    :param checkers: the ``--auth`` checkers.
+    :returns: the checker that lets anonymous clients in with the rights the
+        first ``--auth http:`` application decides; ``None`` without one.
+    """
+    for checker in checkers:
+        if isinstance(checker, HttpChecker):
+            return HttpAnonymousChecker(checker.endpoint)
+    return None
 
 
 def _text(value: str | bytes) -> str:

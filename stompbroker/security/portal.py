@@ -102,7 +102,8 @@ def make_portal(checkers: Sequence[ICredentialsChecker], allow_anonymous: bool =
     :param checkers: credentials checkers, usually ``--auth``'s (strcred's
         ``credCheckers``), tried in this order.  Each must check
         ``IUsernamePassword``, ``IAnonymous`` (``--auth anonymous``, which
-        allows anonymous access like ``allow_anonymous``), or the bearer tokens
+        allows anonymous access like ``allow_anonymous``; the last such checker
+        given makes the anonymous identity), or the bearer tokens
         and client certificates of :mod:`stompbroker.security.credentials`.
     :param allow_anonymous: let a client that sends no ``login`` in, as
         :data:`~stompbroker.security.identity.ANONYMOUS_IDENTITY`.
@@ -112,6 +113,7 @@ def make_portal(checkers: Sequence[ICredentialsChecker], allow_anonymous: bool =
         can present.
     """
     password_checkers = []
+    anonymous_checker: ICredentialsChecker = AllowAnonymousAccess()
     # Bearer tokens and client certificates, each with its own chain of checkers.
     other_checkers: dict[Any, list[ICredentialsChecker]] = {IBearerToken: [], ICertificate: []}
     for checker in checkers:
@@ -123,6 +125,7 @@ def make_portal(checkers: Sequence[ICredentialsChecker], allow_anonymous: bool =
             password_checkers.append(checker)
         elif IAnonymous in interfaces:
             allow_anonymous = True
+            anonymous_checker = checker
         elif ICertificate not in interfaces:
             raise ValueError(
                 f"{type(checker).__name__} checks neither user names and passwords"
@@ -138,7 +141,7 @@ def make_portal(checkers: Sequence[ICredentialsChecker], allow_anonymous: bool =
     if password_checkers:
         portal.registerChecker(FirstAcceptingChecker(password_checkers), IUsernamePassword)
     if allow_anonymous:
-        portal.registerChecker(AllowAnonymousAccess(), IAnonymous)
+        portal.registerChecker(anonymous_checker, IAnonymous)
     return portal
 
 

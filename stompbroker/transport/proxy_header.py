@@ -12,6 +12,12 @@ protocol only once the header is read, so that everything above it sees the
 client; a balancer that sends no header within :data:`HEADER_TIMEOUT` seconds,
 or a bad one, is dropped, and the wrapped protocol never hears of it.
 
+Once connected, every read goes to ``wrappedProtocol``, as in any Twisted
+``ProtocolWrapper``: Autobahn's ``WebSocketResource`` takes a connection over on
+its upgrade by replacing the wrapper's ``wrappedProtocol`` (the web port's HTTP
+channel) with its WebSocket protocol, so the wrapper must not keep a reference
+of its own to the protocol it first connected.
+
 A ``haproxy:`` listener believes whatever header its peer sends: expose it to
 the balancer only (bind it on an interface clients cannot reach, or filter).
 """
@@ -44,9 +50,14 @@ PREFIX = "haproxy:"
 
 
 class _Pending(Protocol):
-    """Stands in for the wrapped protocol while the header is read: keeps what follows it."""
+    """
+    Stands in for the wrapped protocol while the header is read: keeps what follows it.
 
-    def __init__(self) -> None:
+    :param protocol: the protocol to connect once the header is read.
+    """
+
+    def __init__(self, protocol: Any) -> None:
+        self.protocol = protocol
         self.received: list[bytes] = []
 
     def dataReceived(self, data: bytes) -> None:
@@ -63,8 +74,7 @@ class ProxyHeaderWrapper(HAProxyProtocolWrapper):
 
     def __init__(self, factory: Any, wrappedProtocol: Any) -> None:
         super().__init__(factory, wrappedProtocol)
-        self._protocol = wrappedProtocol
-        self._pending: _Pending | None = _Pending()
+        self._pending: _Pending | None = _Pending(wrappedProtocol)
         self.wrappedProtocol = self._pending
         self._timeout: Any = None
         #: What was read before the wrapper could tell the header's version.
@@ -79,7 +89,7 @@ class ProxyHeaderWrapper(HAProxyProtocolWrapper):
     def dataReceived(self, data: bytes) -> None:
         pending = self._pending
         if pending is None:
-            self._protocol.dataReceived(data)
+            self.wrappedProtocol.dataReceived(data)
             return
         head = self._head
         if head is not None:
@@ -97,10 +107,15 @@ class ProxyHeaderWrapper(HAProxyProtocolWrapper):
             return
         self._cancel_timeout()
         self._pending = None
-        self.wrappedProtocol = self._protocol
-        self._protocol.makeConnection(self)
+        self.wrappedProtocol = protocol = pending.protocol
+        protocol.makeConnection(self)
         for chunk in pending.received:
-            self._protocol.dataReceived(chunk)
+            # wrappedProtocol, not protocol: an upgrade may hand the connection
+            # over between two chunks, and a refusal lose it (then it is None).
+            current: Any = self.wrappedProtocol
+            if current is None:
+                break
+            current.dataReceived(chunk)
 
     def loseConnection(self) -> None:
         if self._pending is not None and self._proxyInfo is None:

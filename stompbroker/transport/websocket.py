@@ -59,6 +59,11 @@ Wire-level behaviour:
   permessage-deflate offer (RFC 7692) is accepted and messages of
   ``min_size`` bytes or more go compressed
   (:mod:`stompbroker.transport.ws_compression`); otherwise offers are declined.
+- **Origins.** With ``WebSocketConfig.allowed_origins`` set
+  (``--allowed-origin``), a handshake whose ``Origin`` is neither the
+  broker's own (its ``Host``) nor one the patterns match is refused with a 403;
+  one without ``Origin`` (not a browser) is not
+  (:mod:`stompbroker.security.origins`).
 - **Credentials.** An ``Authorization: Bearer TOKEN`` header in the handshake
   stands in for a CONNECT without ``passcode`` (non-browser clients; browsers
   cannot set it), and under TLS the client's certificate is offered for
@@ -87,6 +92,7 @@ from stompbroker.interfaces import ISessionTransport
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import FrameTooLarge
 from stompbroker.protocol.session import SessionConfig, StompSession
+from stompbroker.security.origins import AllowedOrigins, is_same_origin
 from stompbroker.transport.coalesce import COALESCER, CoalescedWrite, WriteCoalescer
 from stompbroker.transport.credentials import PeerCredentials, bearer_token
 from stompbroker.transport.forwarded import TrustedProxies, client_address
@@ -121,12 +127,15 @@ class WebSocketConfig:
         (:mod:`stompbroker.transport.ws_compression`).
     :ivar trusted_proxies: the proxies whose ``Forwarded`` or ``X-Forwarded-For``
         header in the handshake names the client (:mod:`stompbroker.transport.forwarded`).
+    :ivar allowed_origins: the web origins whose pages may connect, besides the
+        broker's own (:mod:`stompbroker.security.origins`); none set: every origin.
     """
 
     ping_interval: float = 10.0
     ping_timeout: float = 10.0
     compression: Compression = Compression()
     trusted_proxies: TrustedProxies = TrustedProxies()
+    allowed_origins: AllowedOrigins = AllowedOrigins()
 
 
 def _is_utf8(data: bytes) -> bool:
@@ -206,8 +215,21 @@ class StompWebSocketProtocol(  # type: ignore[misc]
 
         :param request: the client's opening handshake.
         :returns: the chosen subprotocol, or ``None`` when the client offered none.
-        :raises ConnectionDeny: when the client offers only subprotocols we do not speak.
+        :raises ConnectionDeny: when the client offers only subprotocols we do not
+            speak (400), or comes from a page of an origin ``--allowed-origin``
+            does not allow (403).
         """
+        origin = request.headers.get("origin")
+        allowed = self.factory.websocket.allowed_origins
+        if (
+            origin is not None
+            and allowed.configured
+            and not is_same_origin(origin, request.headers.get("host", ""))
+            and not allowed.matches(origin)
+        ):
+            raise ConnectionDeny(
+                ConnectionDeny.FORBIDDEN, f"origin {origin} is not allowed (--allowed-origin)"
+            )
         subprotocol, self._session_config = self.factory.choose_subprotocol(request.protocols)
         self.bearer_token = bearer_token(request.headers)
         trusted = self.factory.websocket.trusted_proxies

@@ -57,7 +57,11 @@ from stompbroker.broker.management.operations import (
     UnknownConnection,
     UnknownDestination,
 )
-from stompbroker.broker.management.queue_operations import MAX_COUNT, check_target
+from stompbroker.broker.management.queue_operations import (
+    MAX_COUNT,
+    check_publish_target,
+    check_target,
+)
 from stompbroker.broker.routing.virtual_hosts import DEFAULT_HOST
 from stompbroker.logs import logger
 from stompbroker.stats.documents import disk_document, memory_document, stats_document
@@ -133,6 +137,8 @@ class ManagementApi(Resource):
         request.setHeader(b"content-type", b"application/json")
         request.setHeader(b"cache-control", b"no-store")
         request.setHeader(b"x-content-type-options", b"nosniff")
+        if request.method == b"OPTIONS":
+            return self.guard.preflight(request)
         finished: list[bool] = []
         request.notifyFinish().addBoth(lambda _: finished.append(True))
         answer = maybeDeferred(self._answer, request)
@@ -435,11 +441,10 @@ class ManagementApi(Resource):
             return {"name": name, "cleared": True}
         return found.as_dict()
 
-    def _publish(self, identity: Any, request: Request, name: str, host: Any) -> dict[str, Any]:
+    def _publish(self, identity: Any, request: Request, name: str, host: Any) -> Deferred[Any]:
         body = json_body(request, {"body", "body_encoding", "headers"})
-        check_target(name)
+        check_publish_target(name)
         vhost = host.name if host is not None else DEFAULT_HOST
-        self.guard.require(identity, WRITE, name, self.hosts.access(vhost), self._named(vhost))
         internal = self.hosts.inward(host, name)
         headers = body.get("headers", {})
         if not isinstance(headers, dict) or not all(
@@ -462,7 +467,18 @@ class ManagementApi(Resource):
                 payload = text.encode("utf-8")
         except binascii.Error:
             raise ApiError(400, "bad request", '"body" is not valid base64') from None
-        message = self.management.publish(internal, payload, tuple(headers.items()))
+        # The application behind --auth http may have to be asked first, as for a SEND.
+        allowed = self.guard.ask(
+            identity, WRITE, name, self.hosts.access(vhost), self._named(vhost)
+        )
+        return allowed.addCallback(
+            self._published, internal, payload, tuple(headers.items()), name, vhost
+        )
+
+    def _published(
+        self, _: None, internal: str, payload: bytes, headers: Any, name: str, vhost: str
+    ) -> dict[str, Any]:
+        message = self.management.publish(internal, payload, headers)
         return {"destination": name, "vhost": vhost, "message_id": message.message_id}
 
 

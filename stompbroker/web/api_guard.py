@@ -4,13 +4,17 @@ Who may call the management API, from where, and with which right.
 Every request passes three checks before :mod:`stompbroker.web.api` acts on it:
 
 1. **Origin.**  A request whose ``Origin`` header is not the broker's own
-   origin (``http://`` or ``https://`` and the request's ``Host``) is refused,
-   and a ``POST`` must carry ``Content-Type: application/json``.  The API sets
-   no cookie and answers no CORS preflight, so a page of another site can make
-   a browser send neither a JSON ``POST`` nor a ``DELETE`` (they need a
-   preflight) and cannot read an answer; the origin check stops the rest, such
-   as a form or an image that would reuse Basic credentials the browser
-   remembers.  A reverse proxy must therefore pass the ``Host`` the browser used.
+   origin (``http://`` or ``https://`` and the request's ``Host``), nor one
+   that ``--allowed-origin`` allows (:mod:`stompbroker.security.origins`), is
+   refused, and a ``POST`` must carry ``Content-Type: application/json``.  The
+   API sets no cookie and answers the CORS preflight of allowed origins only,
+   so a page of another site can make a browser send neither a JSON ``POST``
+   nor a ``DELETE`` (they need a preflight) and cannot read an answer; the
+   origin check stops the rest, such as a form or an image that would reuse
+   Basic credentials the browser remembers.  An allowed origin's requests are
+   answered with ``Access-Control-Allow-Origin`` naming it (and no
+   ``Allow-Credentials``: its page sends the ``Authorization`` header itself).
+   A reverse proxy must therefore pass the ``Host`` the browser used.
 2. **Credentials.**  With ``--auth``, every request carries HTTP Basic
    credentials, checked through the same portal as STOMP logins
    (:func:`stompbroker.security.portal.authenticate`, with its delay on a
@@ -25,7 +29,11 @@ Every request passes three checks before :mod:`stompbroker.web.api` acts on it:
    connection) need ``read``, or ``admin``, on every destination: a rule ``#``.
    The list of destinations shows those the caller may read.  A destination
    of a virtual host with its own access file is checked against that file,
-   on the name its clients know (:mod:`stompbroker.web.api_hosts`).
+   on the name its clients know (:mod:`stompbroker.web.api_hosts`).  A login
+   through ``--auth http:`` whose answer listed no ``rights`` has its
+   application asked about the destination of a publish (:meth:`ApiGuard.ask`),
+   as a STOMP SEND's is; the other calls, whose checks cannot wait, need the
+   listed rights.  Logins are told the caller's address (``ip``), as STOMP's are.
 
 A refused request gets a JSON error (:class:`ApiError`) and changes nothing.
 """
@@ -35,18 +43,21 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
+import json
 from typing import Any
 
 from twisted.cred.portal import Portal
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.web.http import Request
 
-from stompbroker.protocol.errors import LoginFailed
+from stompbroker.protocol.errors import AccessDenied, AuthorizationUnavailable, LoginFailed
 from stompbroker.protocol.login import LoginRefused
 from stompbroker.security.access import ADMIN, READ, WRITE
 from stompbroker.security.access_file import AccessControl
 from stompbroker.security.credentials import IBearerToken
+from stompbroker.security.http_auth import AppRights
 from stompbroker.security.identity import Identity
+from stompbroker.security.origins import NO_OTHER_ORIGINS, AllowedOrigins
 from stompbroker.security.portal import FAILED_LOGIN_DELAY, authenticate
 
 __all__ = ["ADMIN", "EVERYTHING", "LOCAL_OPERATOR", "READ", "WRITE", "ApiError", "ApiGuard"]
@@ -55,6 +66,9 @@ __all__ = ["ADMIN", "EVERYTHING", "LOCAL_OPERATOR", "READ", "WRITE", "ApiError",
 EVERYTHING = "#"
 #: Who calls the API from this machine on a broker without ``--auth``.
 LOCAL_OPERATOR = Identity("local operator")
+#: What an allowed origin's preflight is told the API takes.
+PREFLIGHT_METHODS = b"GET, POST, PUT, DELETE"
+PREFLIGHT_HEADERS = b"Authorization, Content-Type, X-Requested-With"
 #: What a console sends so that a 401 does not make the browser ask for a password.
 CONSOLE_HEADER = b"x-requested-with"
 
@@ -106,6 +120,7 @@ class ApiGuard:
     :param access: the access rules, or ``None`` for every right to everyone let in.
     :param clock: times the answer to a refused login.
     :param failure_delay: seconds between a refused login and its answer.
+    :param allowed_origins: the other web origins whose pages may call the API.
     """
 
     def __init__(
@@ -114,25 +129,61 @@ class ApiGuard:
         access: AccessControl | None,
         clock: Any,
         failure_delay: float = FAILED_LOGIN_DELAY,
+        allowed_origins: AllowedOrigins = NO_OTHER_ORIGINS,
     ) -> None:
         self.portal = portal
         self.access = access
         self._clock = clock
         self._failure_delay = failure_delay
+        self.allowed_origins = allowed_origins
 
-    def check_origin(self, request: Request) -> None:
+    def _cross_origin(self, request: Request) -> str | None:
         """
-        :raises ApiError: 403 for a request from another origin, 415 for a
-            ``POST`` that is not JSON.
+        :returns: the request's ``Origin`` when it is another one than the broker's.
+        :raises ApiError: 403 when ``--allowed-origin`` does not allow it.
         """
-        origin = request.getHeader(b"origin")
-        if origin is not None and origin.decode("latin-1") != own_origin(request):
+        header = request.getHeader(b"origin")
+        if header is None:
+            return None
+        origin = header.decode("latin-1")
+        if origin == own_origin(request):
+            return None
+        if not self.allowed_origins.matches(origin):
+            others = " and of --allowed-origin" if self.allowed_origins.configured else ""
             raise ApiError(
                 403,
                 "cross-origin request refused",
-                f"the management API answers pages of {own_origin(request)} only,"
-                f" not of {origin.decode('latin-1')}",
+                f"the management API answers pages of {own_origin(request)}{others}"
+                f" only, not of {origin}",
             )
+        request.setHeader(b"access-control-allow-origin", header)
+        request.setHeader(b"vary", b"Origin")
+        return origin
+
+    def preflight(self, request: Request) -> bytes:
+        """
+        Answer a CORS preflight (``OPTIONS``): 204 with the methods and headers
+        the API takes for an allowed origin, 403 for any other.
+        """
+        try:
+            origin = self._cross_origin(request)
+        except ApiError as refusal:
+            request.setResponseCode(refusal.code)
+            return json.dumps(refusal.document()).encode("utf-8")
+        request.setResponseCode(204)
+        if origin is not None:
+            request.setHeader(b"access-control-allow-methods", PREFLIGHT_METHODS)
+            request.setHeader(b"access-control-allow-headers", PREFLIGHT_HEADERS)
+            request.setHeader(b"access-control-max-age", b"600")
+        return b""
+
+    def check_origin(self, request: Request) -> None:
+        """
+        :raises ApiError: 403 for a request from another origin that
+            ``--allowed-origin`` does not allow, 415 for a
+            ``POST`` that is not JSON.
+        """
+        self._cross_origin(request)
         if request.method == b"POST":
             content_type = (request.getHeader(b"content-type") or b"").decode("latin-1")
             if content_type.split(";")[0].strip().lower() != "application/json":
@@ -167,10 +218,7 @@ class ApiGuard:
             token = value.strip()
             if not token:
                 return fail(ApiError(401, "credentials required", "an empty bearer token"))
-            checked = authenticate(
-                self.portal, None, token, clock=self._clock, failure_delay=self._failure_delay
-            )
-            return checked.addErrback(_login_failed)
+            return self._log_in(self.portal, request, None, token)
         if scheme.lower() != "basic":
             detail = "the management API needs HTTP Basic credentials or a bearer token"
             return fail(ApiError(401, "credentials required", detail))
@@ -180,8 +228,19 @@ class ApiGuard:
             user, colon, password = "", "", ""
         if not colon or not user:
             return fail(ApiError(401, "credentials required", "malformed Basic credentials"))
+        return self._log_in(self.portal, request, user, password)
+
+    def _log_in(
+        self, portal: Portal, request: Request, login: str | None, passcode: str
+    ) -> Deferred[Identity]:
+        """Log in as a STOMP CONNECT would, telling the checkers the caller's address."""
         checked = authenticate(
-            self.portal, user, password, clock=self._clock, failure_delay=self._failure_delay
+            portal,
+            login,
+            passcode,
+            clock=self._clock,
+            failure_delay=self._failure_delay,
+            address=client_host(request),
         )
         return checked.addErrback(_login_failed)
 
@@ -221,11 +280,54 @@ class ApiGuard:
             f"user {identity.name!r} needs the {right} right on {where} for this",
         )
 
+    def ask(
+        self,
+        identity: Identity,
+        right: str,
+        destination: str,
+        access: Any = None,
+        vhost: str | None = None,
+    ) -> Deferred[None]:
+        """
+        :meth:`require` for a call that can wait: a login whose application
+        decides per destination (``--auth http:``, no ``rights`` listed) has it asked.
+
+        :returns: a Deferred that fires once allowed, or fails with an
+            :class:`ApiError`: 403 naming the missing right (and the
+            application's reason), 503 when the application gave no answer.
+        """
+        granted = identity.granted
+        if (
+            isinstance(granted, AppRights)
+            and granted.asks
+            and not self.allows(identity, right, destination, access)
+        ):
+            return granted.ask(identity, right, destination).addErrback(_app_refused)
+        try:
+            self.require(identity, right, destination, access, vhost)
+        except ApiError as refusal:
+            return fail(refusal)
+        return succeed(None)
+
     @staticmethod
     def challenge(request: Request) -> None:
         """Ask a client for Basic credentials, unless it is the console (no browser prompt)."""
         if request.getHeader(CONSOLE_HEADER) is None:
             request.setHeader(b"www-authenticate", b'Basic realm="stompbroker", charset="UTF-8"')
+
+
+def client_host(request: Request) -> str:
+    """:returns: the caller's address (a trusted proxy's client's), as logins are told it."""
+    address = request.getClientAddress()
+    return str(getattr(address, "host", ""))
+
+
+def _app_refused(failure: Any) -> None:
+    failure.trap(AccessDenied)
+    refusal = failure.value
+    if isinstance(refusal, AuthorizationUnavailable):
+        raise ApiError(503, "authorization unavailable", f"{refusal.message}: {refusal.detail}")
+    raise ApiError(403, refusal.message, refusal.detail)
 
 
 def _login_failed(failure: Any) -> Identity:

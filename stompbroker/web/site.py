@@ -66,13 +66,26 @@ STATIC = Path(__file__).parent / "static"
 WEBSOCKET_PATHS = (b"ws", b"stomp")
 
 
+#: Static files that pages of other origins load (an ES module needs CORS to be
+#: imported across origins): the resumable-session module for apps' own pages.
+SHARED_FILES = frozenset({"resumable.js"})
+
+
 class StaticFiles(File):
-    """Files under a folder of the package, with neither index pages nor directory listings."""
+    """
+    Files under a folder of the package, with neither index pages nor directory
+    listings; those of :data:`SHARED_FILES` may be loaded by any origin's pages.
+    """
 
     indexNames: list[str] = []
 
     def directoryListing(self) -> IResource:
         return notFound()
+
+    def render_GET(self, request: Request) -> Any:
+        if self.basename() in SHARED_FILES:
+            request.setHeader(b"access-control-allow-origin", b"*")
+        return super().render_GET(request)
 
 
 #: The pages' Content-Security-Policy: their scripts and styles come from this

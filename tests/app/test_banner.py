@@ -53,6 +53,22 @@ def test_the_banner_says_engine_auth_access_store_and_reactor() -> None:
     assert "secret" not in text
 
 
+def test_the_banner_warns_of_anonymous_clients_an_http_application_is_asked_about() -> None:
+    """
+    ``--auth http`` with ``--allow-anonymous`` and no access file: the application
+    decides, and the banner warns that it is asked about clients without a login.
+    """
+    options = parse(
+        "--auth", "http:http://127.0.0.1:9/stomp", "--allow-anonymous", "--data-dir", "none"
+    )  # fmt: skip
+    text = "\n".join(banner_lines(options, MemoryReactorClock()))
+    assert "  access     as the --auth http application decides" in text
+    assert "WARNING    clients without a login are let in" in text
+    assert 'as user ""' in text
+    quiet = parse("--auth", "http:http://127.0.0.1:9/stomp", "--data-dir", "none")
+    assert "WARNING" not in "\n".join(banner_lines(quiet, MemoryReactorClock()))
+
+
 def test_the_banner_masks_the_redis_password() -> None:
     """With the redis engine the banner shows its URL without the password."""
     options = parse("--engine", "redis://:hunter2@127.0.0.1:6379/0")

@@ -71,6 +71,24 @@ def test_a_bad_trusted_proxy_is_refused() -> None:
         parse("--trusted-proxy", "balancer.example")
 
 
+def test_allowed_origins_are_repeatable_patterns() -> None:
+    """--allowed-origin takes origins and *. subdomain patterns, repeatable."""
+    options = parse(
+        "--allowed-origin", "https://*.example.com", "--allowed-origin", "http://localhost:3000"
+    )  # fmt: skip
+    allowed = options["allowed-origins"]
+    assert allowed.matches("https://chat.example.com")
+    assert allowed.matches("http://localhost:3000")
+    assert not allowed.matches("https://evil.test")
+    assert not parse()["allowed-origins"].configured
+
+
+def test_a_bad_allowed_origin_is_refused() -> None:
+    """A host without a scheme is no origin: a usage error naming the option."""
+    with pytest.raises(usage.UsageError, match="--allowed-origin: 'example.com' is not an origin"):
+        parse("--allowed-origin", "example.com")
+
+
 def test_the_broker_gets_the_rate_limits() -> None:
     options = parse("--rate-limit-messages", "100", "--data-dir", "none")
     service = makeService(options, reactor=MemoryReactorClock())

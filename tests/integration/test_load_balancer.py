@@ -5,7 +5,9 @@ with ``option forwardfor`` to the web port for STOMP over WebSocket, which
 believes the header from ``--trusted-proxy 127.0.0.1`` only.  Clients connect
 from other loopback addresses (127.0.0.2 and up) while haproxy connects from
 127.0.0.1, so the management API's connections list and
-``--max-connections-per-address 1`` tell the client from the balancer.
+``--max-connections-per-address 1`` tell the client from the balancer.  The web
+port may sit behind ``send-proxy-v2`` too (``--http haproxy:tcp:PORT``): then a
+real WebSocket client (websocket-client) speaks STOMP through it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import websocket
 
+from stompbroker.protocol.parser import FrameParser
 from tests.support.clients import RawClient
 from tests.support.haproxy import HAProxy
 from tests.support.process import BrokerProcess, free_port
@@ -41,8 +45,9 @@ def balanced(tmp_path: Path) -> Iterator[tuple[BrokerProcess, HAProxy]]:
             yield broker, haproxy
 
 
-def connections(broker: BrokerProcess) -> list[dict[str, Any]]:
-    url = f"http://127.0.0.1:{broker.http_port}/api/connections"
+def connections(broker: BrokerProcess, port: int | None = None) -> list[dict[str, Any]]:
+    """:returns: the API's connections, asked on ``port`` (the broker's web port by default)."""
+    url = f"http://127.0.0.1:{port or broker.http_port}/api/connections"
     with urllib.request.urlopen(url, timeout=10) as page:
         listed: list[dict[str, Any]] = json.load(page)
     return listed
@@ -114,3 +119,53 @@ def test_the_header_from_an_untrusted_client_is_ignored(
     [listed] = connections(broker)
     assert listed["peer"] == f"127.0.0.6:{client.socket.getsockname()[1]}"
     client.socket.close()
+
+
+@pytest.fixture
+def web_behind_proxy_protocol(tmp_path: Path) -> Iterator[tuple[BrokerProcess, HAProxy]]:
+    """A broker whose web port reads PROXY v2 headers, and haproxy sending them in TCP mode."""
+    with BrokerProcess(
+        tmp_path / "broker",
+        "--data-dir", "none",
+        http="haproxy:tcp:{port}:interface=127.0.0.1",
+    ) as broker:  # fmt: skip
+        with HAProxy(tmp_path, free_port(), broker.http_port, web_send_proxy=True) as haproxy:
+            yield broker, haproxy
+
+
+def read_frame(client: websocket.WebSocket) -> Any:
+    """:returns: the STOMP frame of the next WebSocket message."""
+    message = client.recv()
+    [frame] = FrameParser().receive_data(
+        message if isinstance(message, bytes) else message.encode()
+    )
+    return frame
+
+
+def test_stomp_over_websocket_through_send_proxy_v2(
+    web_behind_proxy_protocol: tuple[BrokerProcess, HAProxy],
+) -> None:
+    """
+    After the PROXY header and the upgrade, the WebSocket protocol gets the
+    frames (not the HTTP channel that read the handshake): CONNECT, SUBSCRIBE,
+    SEND and the MESSAGE back, and the API names the client's address.
+    """
+    broker, haproxy = web_behind_proxy_protocol
+    client = websocket.create_connection(
+        f"ws://127.0.0.1:{haproxy.web_port}/ws", subprotocols=["v12.stomp"], timeout=10
+    )
+    try:
+        client.send(CONNECT.decode())
+        assert read_frame(client).command == "CONNECTED"
+        client.send("SUBSCRIBE\nid:0\ndestination:/topic/room\n\n\x00")
+        client.send("SEND\ndestination:/topic/room\nreceipt:r\n\nhello\x00")
+        received = [read_frame(client) for _ in range(2)]
+        message = next(frame for frame in received if frame.command == "MESSAGE")
+        assert message.body == b"hello"
+        [listed] = connections(broker, haproxy.web_port)
+        assert (listed["peer"], listed["transport"]) == (
+            f"127.0.0.1:{client.sock.getsockname()[1]}",
+            "ws",
+        )
+    finally:
+        client.close()

@@ -9,6 +9,7 @@ imports ``/static/examples/renewal.js`` into it (the module the documentation
 shows, word for word: :func:`test_the_documented_example_is_the_served_module`)
 and gives it a ``getToken()`` that signs HS256 tokens living three seconds.  A
 ``stomp.py`` client with a long-lived token publishes the prices it watches.
+On the same page, stompjs reads the ERROR of a login refused for an expired token.
 """
 
 from __future__ import annotations
@@ -190,3 +191,38 @@ def test_without_renewal_the_browser_gets_the_expiry_error_and_reconnects(
         assert len(example.tokens.expiries) == 2
         example.receives(prices, "1.10")
         example.stop()
+
+
+#: Connects with stompjs and a passcode; resolves with the ERROR's ``message`` as stompjs reads it.
+REFUSED_LOGIN = """
+async ({ brokerURL, passcode }) => {
+  const { Client } = await import('@stomp/stompjs');
+  return await new Promise((resolve) => {
+    const client = new Client({
+      brokerURL,
+      connectHeaders: { login: '', passcode },
+      reconnectDelay: 0,
+      onStompError: (frame) => {
+        client.deactivate();
+        resolve(frame.headers.message);
+      },
+    });
+    client.activate();
+  });
+}
+"""
+
+
+def test_stompjs_reads_a_refused_login_as_sent(broker: BrokerProcess) -> None:
+    """
+    The ERROR of a refused login comes before CONNECTED, so the broker does not
+    escape it: stompjs, which undoes escapes only once connected, shows
+    ``login failed: token expired``, not ``login failed\\c token expired``.
+    """
+    now = time.time()
+    expired = tokens.make_token(now, tokens.SECRET, algorithm="HS256", exp=int(now) - 60)
+    with chromium_page() as page:
+        page.goto(f"http://127.0.0.1:{broker.http_port}/static/examples/renewal.html")
+        message = page.evaluate(REFUSED_LOGIN, {"brokerURL": broker.ws_url, "passcode": expired})
+    assert message.startswith("login failed: "), message
+    assert "\\" not in message

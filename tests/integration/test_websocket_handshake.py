@@ -10,6 +10,7 @@ import http.client
 import json
 import socket
 import struct
+from collections.abc import Iterator
 
 import pytest
 
@@ -140,3 +141,43 @@ def test_demo_page_and_vendored_stompjs_are_served(web: tuple[str, int]) -> None
     assert status == 200 and headers["content-type"].startswith("text/javascript")
     assert script == (STATIC / "vendor/stompjs/stomp.umd.min.js").read_bytes()
     assert get(web, "/static/")[0] == 404
+
+
+APP_ORIGIN = "https://app.example.com"
+
+
+@pytest.fixture(scope="module")
+def origins_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker whose WebSocket endpoint takes pages of APP_ORIGIN and its own."""
+    workdir = tmp_path_factory.mktemp("origins")
+    with BrokerProcess(workdir, "--allowed-origin", APP_ORIGIN, "--data-dir", "none") as process:
+        yield process
+
+
+def handshake_status(broker: BrokerProcess, origin: str | None, host: str) -> int:
+    """:returns: the status of a handshake from a page of ``origin`` (none: not a browser)."""
+    headers = () if origin is None else (("Origin", origin),)
+    request = handshake_request(host=host, headers=headers)
+    client = RawWebSocket(("127.0.0.1", broker.http_port), request)
+    client.socket.close()
+    return int(client.status)
+
+
+def test_allowed_origins_own_pages_and_non_browsers_get_the_websocket(
+    origins_broker: BrokerProcess,
+) -> None:
+    """
+    --allowed-origin: a page of that origin, of the broker itself (its Host), or a
+    client that sends no Origin is upgraded; a page of any other origin gets 403.
+    """
+    host = f"127.0.0.1:{origins_broker.http_port}"
+    assert handshake_status(origins_broker, APP_ORIGIN, host) == 101
+    assert handshake_status(origins_broker, f"http://{host}", host) == 101
+    assert handshake_status(origins_broker, None, host) == 101
+    assert handshake_status(origins_broker, "https://evil.test", host) == 403
+
+
+def test_without_allowed_origins_any_page_gets_the_websocket(broker: BrokerProcess) -> None:
+    """No --allowed-origin: the handshake takes any origin, as RabbitMQ Web-STOMP does."""
+    host = f"127.0.0.1:{broker.http_port}"
+    assert handshake_status(broker, "https://evil.test", host) == 101

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from stompbroker.protocol.encoder import (
     encode,
+    encode_unnegotiated,
     error_frame,
     escape,
     message_prefix,
@@ -98,6 +99,14 @@ def test_encode_refuses_headers_that_cannot_be_sent_unescaped(frame: Frame, vers
     """
     with pytest.raises(ValueError):
         encode(frame, version)
+
+
+def test_encode_unnegotiated_writes_values_raw_and_lines_as_spaces() -> None:
+    """Before CONNECTED nothing is escaped: a colon stays, a line break becomes a space."""
+    error = Frame("ERROR", (("message", "login failed: bad\\word"), ("receipt-id", "a\nb")))
+    assert encode_unnegotiated(error) == (
+        b"ERROR\nmessage:login failed: bad\\word\nreceipt-id:a b\n\n\x00"
+    )
 
 
 @pytest.mark.parametrize("command", ["", "SE\nND", "SEND\r"])

@@ -14,6 +14,7 @@ from zope.interface.verify import verifyObject
 
 from stompbroker.interfaces import IConnection
 from stompbroker.protocol.errors import LoginFailed
+from stompbroker.protocol.login import LoginRefused
 from stompbroker.protocol.negotiation import (
     connected_frame,
     negotiate_heartbeat,
@@ -218,6 +219,28 @@ def test_refused_login_is_login_failed_and_nothing_more(refusal: Exception) -> N
     assert (error.get("message"), error.get("receipt-id")) == ("login failed", "c")
     assert b"checker" not in error.body
     assert session.state is State.CLOSING
+
+
+def test_a_login_refused_before_connected_is_not_escaped() -> None:
+    """
+    The ERROR of a refused login goes before CONNECTED, when the client knows no
+    version, so its ``message`` is sent as it reads (STOMP 1.2, "Value Encoding",
+    applies once 1.2 is negotiated): stompjs does not undo escapes there.
+    """
+    session, transport, _ = authenticating(fail(LoginRefused("bad password")))
+    session.receive_data(frame("CONNECT", ("accept-version", "1.2"), ("receipt", "a:b")))
+    written = transport.take()
+    assert b"\nmessage:login failed: bad password\n" in written
+    assert b"\nreceipt-id:a:b\n" in written
+
+
+def test_an_error_after_connected_is_escaped_in_1_2() -> None:
+    """Once CONNECTED is out the version is known: an ERROR's headers are escaped (1.2)."""
+    session, transport, _ = authenticating(succeed(Identity("alice")))
+    session.receive_data(frame("CONNECT", ("accept-version", "1.2")))
+    transport.take()
+    session.receive_data(frame("SEND", ("receipt", "r:1")))
+    assert b"\nreceipt-id:r\\c1\n" in transport.take()
 
 
 def test_a_client_gone_during_login_cancels_the_wait() -> None:

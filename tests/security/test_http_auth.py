@@ -19,7 +19,11 @@ from stompbroker.broker.routing.virtual_hosts import VirtualHost, VirtualHosts
 from stompbroker.broker.service import Broker
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.security.access_file import AccessControl
-from stompbroker.security.http_auth import HttpChecker, make_checker
+from stompbroker.security.http_auth import (
+    HttpChecker,
+    anonymous_checker,
+    make_checker,
+)
 from stompbroker.security.http_endpoint import EndpointOptions, parse_options
 from stompbroker.security.portal import FAILED_LOGIN_DELAY, Authenticator, make_portal
 from stompbroker.transport.tcp import stomp_server_factory
@@ -35,14 +39,23 @@ ALLOWED = {
 
 
 def stack(
-    clock: Clock, client: Any, options: str = "", hosts: VirtualHosts | None = None
+    clock: Clock,
+    client: Any,
+    options: str = "",
+    hosts: VirtualHosts | None = None,
+    allow_anonymous: bool = False,
 ) -> tuple[Any, HttpChecker]:
     """
     :param hosts: the broker's virtual hosts, if any.
+    :param allow_anonymous: let clients without a login in, as ``--allow-anonymous``
+        without ``--access`` does: the application decides what they may do.
     :returns: a TCP factory of a broker with ``--auth http:URL<options>``, and its checker.
     """
     checker = make_checker(URL + options, clock=clock, client=client)
-    authenticator = Authenticator(make_portal([checker]), clock)
+    checkers: list[Any] = [checker]
+    if allow_anonymous:
+        checkers.append(anonymous_checker(checkers))
+    authenticator = Authenticator(make_portal(checkers, allow_anonymous), clock)
     config = SessionConfig(heartbeat=(0, 0), authenticator=authenticator, access=AccessControl())
     broker = Broker(clock, limits=NO_WATERMARK, virtual_hosts=hosts)
     return stomp_server_factory(broker, clock, config), checker
@@ -122,6 +135,33 @@ def test_the_application_lets_a_user_in(factory: Any, app: AppClient) -> None:
         ("user", {"login": "alice", "passcode": "wonderland", "ip": "127.0.0.1"}),
         ("vhost", {"user": "alice", "groups": [], "vhost": "/", "ip": "127.0.0.1"}),
     ]
+
+
+def test_anonymous_clients_subscribes_and_sends_are_asked_as_user_nobody(clock: Clock) -> None:
+    """
+    With --allow-anonymous and no access file, a client without a login is let in,
+    and the application decides its SUBSCRIBEs and SENDs, asked with ``"user": ""``;
+    what it refuses is refused (a room, another user's notifications).
+    """
+    app = AppClient(rules(USERS, {("", "subscribe", "/topic/lobby")}))
+    factory, _ = stack(clock, app, allow_anonymous=True)
+    client = Client(factory)
+    assert client.connect().command == "CONNECTED"
+    subscribe(client, "/topic/lobby")
+    assert [frame.command for frame in client.frames()] == ["RECEIPT"]
+    client.send("SEND", ("destination", "/user/alice/queue/notify"), body=b"hi")
+    error = client.error()
+    assert error.get("message") == "access denied: no write right on '/user/alice/queue/notify'"
+    assert [(request.path, request.body.get("user")) for request in app.requests] == [
+        ("vhost", ""),
+        ("resource", ""),
+        ("resource", ""),
+    ]
+    assert app.requests[2].body["action"] == "send"
+    other = Client(factory, port=40001)
+    assert other.connect().command == "CONNECTED"
+    subscribe(other, "/topic/room.1")
+    assert other.error().get("message") == "access denied: no read right on '/topic/room.1'"
 
 
 def test_a_denial_with_a_reason_is_the_clients_error(factory: Any, clock: Clock) -> None:

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 from twisted.cred import strcred
+from twisted.cred.checkers import AllowAnonymousAccess
+from twisted.cred.credentials import IAnonymous
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.internet.testing import MemoryReactorClock
@@ -27,6 +29,7 @@ from stompbroker.app.tap import makeService
 from stompbroker.broker.service import Broker
 from stompbroker.protocol.session import SessionConfig, State
 from stompbroker.security.access_file import AccessControl
+from stompbroker.security.http_auth import HttpAnonymousChecker
 from stompbroker.security.identity import Identity
 from stompbroker.security.portal import FAILED_LOGIN_DELAY, Authenticator, make_portal
 from stompbroker.transport.tcp import StompServerFactory, stomp_server_factory
@@ -296,6 +299,29 @@ def test_security_options_are_wired_into_the_sessions(access_file: Path) -> None
     )
     config = stomp_config(plain)
     assert config.authenticator is None and config.access is None
+
+
+def anonymous_checker_of(*argv: str) -> Any:
+    """:returns: the checker the sessions' portal lets clients without a login in with."""
+    options = parse("--port", "7000", "--http", "none", "--data-dir", "none", *argv)
+    config = stomp_config(makeService(options, reactor=MemoryReactorClock()))
+    return config.authenticator.portal.checkers[IAnonymous]
+
+
+def test_anonymous_clients_of_an_http_application_get_its_rights(access_file: Path) -> None:
+    """
+    ``--auth http`` with ``--allow-anonymous`` and no ``--access``: the application
+    decides for clients without a login too; with ``--access`` its ``[anonymous]`` rules do.
+    """
+    http = ("--auth", "http:http://127.0.0.1:9/stomp", "--allow-anonymous")
+    assert isinstance(anonymous_checker_of(*http), HttpAnonymousChecker)
+    assert isinstance(
+        anonymous_checker_of(*http, "--access", str(access_file)), AllowAnonymousAccess
+    )
+    assert isinstance(
+        anonymous_checker_of("--auth", "memory:alice:secret", "--allow-anonymous"),
+        AllowAnonymousAccess,
+    )
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from twisted.internet.task import Clock
 from stompbroker.broker.management.operations import Management
 from stompbroker.broker.service import Broker
 from stompbroker.security.access_file import AccessControl, parse_policy
+from stompbroker.security.origins import AllowedOrigins
 from stompbroker.security.portal import make_portal
 from stompbroker.security.tokens import make_checker
 from stompbroker.web.api import ManagementApi
@@ -48,7 +49,12 @@ def basic(user: str, password: str = "secret") -> dict[str, str]:
 class Api:
     """A broker with a queue of three messages, its API behind StubTreq, and a clock to advance."""
 
-    def __init__(self, auth: bool = False, token_secret: Path | None = None) -> None:
+    def __init__(
+        self,
+        auth: bool = False,
+        token_secret: Path | None = None,
+        allowed_origins: tuple[str, ...] = (),
+    ) -> None:
         self.clock = Clock()
         if token_secret is not None:
             self.clock.advance(NOW)
@@ -65,7 +71,9 @@ class Api:
             portal = make_portal(checkers)
             access = AccessControl()
             access.policy = parse_policy(POLICY)
-        guard = ApiGuard(portal, access, self.clock)
+        guard = ApiGuard(
+            portal, access, self.clock, allowed_origins=AllowedOrigins(allowed_origins)
+        )
         api = ManagementApi(Management(self.broker), guard)
         self.treq = StubTreq(web_root(self.broker, api=api))
 

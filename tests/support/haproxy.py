@@ -37,14 +37,14 @@ backend broker_stomp
     server broker 127.0.0.1:{broker_proxy_port} send-proxy-v2
 
 frontend web
-    mode http
-    option forwardfor
+    mode {web_mode}
+    {forwardfor}
     bind 127.0.0.1:{web_port}
     default_backend broker_web
 
 backend broker_web
-    mode http
-    server broker 127.0.0.1:{broker_web_port}
+    mode {web_mode}
+    server broker 127.0.0.1:{broker_web_port}{web_send_proxy}
 """
 
 
@@ -70,11 +70,21 @@ class HAProxy(AbstractContextManager["HAProxy"]):
     ``broker_proxy_port``, and an HTTP frontend (``option forwardfor``) in front
     of the broker's web port; a context manager that stops it.
 
+    :param web_send_proxy: make the web frontend a TCP one that sends PROXY v2
+        headers too, for a broker whose web port is ``--http haproxy:tcp:PORT``.
+
     :ivar stomp_port: the TCP frontend's port.
     :ivar web_port: the HTTP frontend's port.
     """
 
-    def __init__(self, workdir: Path, broker_proxy_port: int, broker_web_port: int) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        broker_proxy_port: int,
+        broker_web_port: int,
+        *,
+        web_send_proxy: bool = False,
+    ) -> None:
         binary = haproxy_binary()
         self.stomp_port = free_port()
         self.web_port = free_port()
@@ -87,6 +97,9 @@ class HAProxy(AbstractContextManager["HAProxy"]):
                 web_port=self.web_port,
                 broker_proxy_port=broker_proxy_port,
                 broker_web_port=broker_web_port,
+                web_mode="tcp" if web_send_proxy else "http",
+                forwardfor="" if web_send_proxy else "option forwardfor",
+                web_send_proxy=" send-proxy-v2" if web_send_proxy else "",
             )
         )
         self.log_path = workdir / "haproxy.log"

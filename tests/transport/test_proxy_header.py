@@ -11,6 +11,7 @@ import struct
 
 import pytest
 from twisted.internet.address import IPv4Address
+from twisted.internet.protocol import Protocol
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransportWithDisconnection
 
@@ -44,7 +45,7 @@ class Balanced:
     def __init__(self, broker: Broker, clock: Clock) -> None:
         factory = ProxyHeaderFactory(stomp_server_factory(broker, clock, SessionConfig()), clock)
         self.wrapper = factory.buildProtocol(BALANCER)
-        self.stomp = self.wrapper._protocol
+        self.stomp = self.wrapper._pending.protocol
         self.transport = StringTransportWithDisconnection(peerAddress=BALANCER)
         self.transport.protocol = self.wrapper
         self.wrapper.makeConnection(self.transport)
@@ -124,6 +125,32 @@ def test_a_v1_header_works_too(broker: Broker, clock: Clock) -> None:
     connection.wrapper.dataReceived(b"PROXY TCP4 192.0.2.7 10.0.0.9 5555 61613\r\n")
     connection.wrapper.dataReceived(CONNECT)
     assert connection.stomp.session.peer == "192.0.2.7:5555"
+
+
+class Upgraded(Protocol):
+    """What takes a connection over (as Autobahn's WebSocket resource does): records its reads."""
+
+    def __init__(self) -> None:
+        self.received: list[bytes] = []
+
+    def dataReceived(self, data: bytes) -> None:
+        self.received.append(data)
+
+
+def test_a_protocol_that_takes_the_connection_over_gets_what_follows(
+    broker: Broker, clock: Clock
+) -> None:
+    """
+    Autobahn upgrades a web connection by replacing the wrapper's
+    ``wrappedProtocol``: later reads go to the new protocol, not the first one.
+    """
+    connection = Balanced(broker, clock)
+    connection.wrapper.dataReceived(v2_header("192.0.2.7", 5555))
+    upgraded = Upgraded()
+    connection.wrapper.wrappedProtocol = upgraded
+    connection.wrapper.dataReceived(CONNECT)
+    assert upgraded.received == [CONNECT]
+    assert connection.frames() == []
 
 
 def test_haproxy_descriptions_get_the_wrapper(clock: Clock) -> None:

@@ -17,7 +17,7 @@ from twisted.internet.task import Clock
 from twisted.web.test.requesthelper import DummyRequest
 
 from stompbroker.web.api_guard import ApiGuard
-from tests.support.api import ORDERS, Api, basic, bearer, refused
+from tests.support.api import ORDERS, Api, basic, bearer, call_api, refused
 from tests.support.broker import FakeConnection, Inbox
 from tests.support.tokens import NOW, SECRET, make_token
 
@@ -115,6 +115,8 @@ def test_bad_input_is_refused_with_a_json_error_naming_it() -> None:
         ("POST", f"destinations/{ORDERS}/move", {"to": "/queue/orders"}, 400, "itself"),
         ("POST", f"destinations/{ORDERS}/retry", {}, 400, "dead-letter"),
         ("POST", "destinations/%2Fqueue%2Fx/publish", {"headers": {"a:b": "c"}}, 400, "a:b"),
+        ("POST", "destinations/%2Ftemp-queue%2Fx/publish", {}, 400, "of one connection"),
+        ("POST", "destinations/%2Fqueue%2Fa%2C%2Fqueue%2Fb/publish", {}, 400, "parts"),
         ("DELETE", "destinations/%2Fqueue%2Fnone/messages", None, 404, "/queue/none"),
         ("DELETE", "destinations/%2Ftopic%2Ft/messages", None, 400, "topic"),
         ("DELETE", "connections/nobody", None, 404, "nobody"),
@@ -153,6 +155,41 @@ def test_another_origin_is_refused() -> None:
     assert code == 403 and "evil.test" in error["detail"]
     code, _, _ = api.call("GET", "destinations", headers={"Origin": "http://localhost"})
     assert code == 200
+
+
+APP = "https://app.example.com"
+
+
+def test_an_allowed_origin_may_call_and_read_the_answer() -> None:
+    """
+    With --allowed-origin, its pages' calls are answered with CORS headers naming
+    it; other origins are still refused, and the broker's own pages still work.
+    """
+    api = Api(allowed_origins=("https://*.example.com",))
+    code, _, response = api.call("GET", "destinations", headers={"Origin": APP})
+    assert code == 200
+    assert response.headers.getRawHeaders("access-control-allow-origin") == [APP]
+    assert response.headers.getRawHeaders("vary") == ["Origin"]
+    code, error = refused(api, "GET", "destinations", None, {"Origin": "https://evil.test"})
+    assert code == 403 and "--allowed-origin" in error["detail"]
+    code, _, response = api.call("GET", "destinations", headers={"Origin": "http://localhost"})
+    assert code == 200
+    assert response.headers.getRawHeaders("access-control-allow-origin") is None
+
+
+def test_the_preflight_of_an_allowed_origin_names_methods_and_headers() -> None:
+    """OPTIONS from an allowed origin: 204 with what the API takes; from another: 403."""
+    api = Api(allowed_origins=(APP,))
+    headers = {"Origin": APP, "Access-Control-Request-Method": "POST"}
+    code, body, response = call_api(api.treq, api.clock, "OPTIONS", "destinations", None, headers)
+    assert (code, body) == (204, b"")
+    assert response.headers.getRawHeaders("access-control-allow-origin") == [APP]
+    assert "POST" in response.headers.getRawHeaders("access-control-allow-methods")[0]
+    assert "Authorization" in response.headers.getRawHeaders("access-control-allow-headers")[0]
+    headers["Origin"] = "https://evil.test"
+    code, body, response = call_api(api.treq, api.clock, "OPTIONS", "destinations", None, headers)
+    assert code == 403
+    assert response.headers.getRawHeaders("access-control-allow-origin") is None
 
 
 def test_with_auth_every_call_needs_valid_credentials() -> None:

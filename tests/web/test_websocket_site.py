@@ -67,6 +67,16 @@ def test_demo_page_and_its_scripts_are_served_from_the_package(path: bytes, expe
     assert expected.is_file()
 
 
+@pytest.mark.parametrize(("name", "shared"), [(b"resumable.js", True), (b"demo.js", False)])
+def test_resumable_js_may_be_imported_by_other_origins_pages(name: bytes, shared: bool) -> None:
+    """/static/resumable.js carries Access-Control-Allow-Origin: *; the pages' scripts do not."""
+    root = web_root(Broker(Clock()))
+    request = DummyRequest([b"static", name])
+    getChildForRequest(root, request).render(request)
+    expected = [b"*"] if shared else None
+    assert request.responseHeaders.getRawHeaders(b"access-control-allow-origin") == expected
+
+
 @pytest.mark.parametrize("path", [b"/static/", b"/static/vendor/", b"/static/nothing.js"])
 def test_static_folders_list_nothing(path: bytes) -> None:
     """Folders under /static/ have no index or listing: they are not found."""

@@ -13,11 +13,22 @@ for the reason ``rate``: the transport's ``pauseProducing``, so the kernel's
 buffers fill and the client's sends block) until the debt is paid.  So a fast
 client is slowed to its rate, never refused what it sent.
 
+The burst is held per frame, not per read: a read (up to 64 KiB, a thousand
+small SENDs) that could hold more frames than the buckets have tokens left
+(more NUL bytes, each frame's end, than messages, or more bytes than bytes) is
+handed to the session one frame at a time, each charged as it is handled; at
+the first that puts a bucket in debt the gate keeps the rest of the read,
+unhandled, pauses reading, and hands it on once the debt is paid.  What
+arrives while reading is paused (a WebSocket adapter may have more messages of
+a read to hand over) is kept behind it.  A read within the tokens left is
+handed over whole, and charged once.
+
 A connection stays *over* its rate from the chunk that first put a bucket in
-debt until a chunk that leaves every bucket out of debt (the client slowed
-down by itself).  Over for ``over_time`` seconds (when set), it gets an ERROR
-naming the limit, and is closed: when a chunk comes then, or, if the client
-sent so much in one go that its debt outlasts ``over_time``, when that time is up.
+debt until a chunk that leaves every bucket out of debt (the client slowed down
+by itself; what the gate kept, read while it was over, does not count). Over
+for ``over_time`` seconds (when set), it gets an ERROR naming the limit, and is
+closed: when a chunk comes then, or, if the client sent so much in one go that
+its debt outlasts ``over_time``, when that time is up.
 
 Connections without limits have no gate: the transport hands their chunks to
 the session directly, and rate limiting costs them nothing.
@@ -176,6 +187,13 @@ class RateLimiter:
                 del self._users[login]
 
 
+#: Seconds of debt left that count as paid: the refill's rounding, which a timer
+#: that short would only meet again (and at once, on a clock that does not move).
+PAID = 1e-6
+
+#: The tokens left where there is no bucket.
+_UNLIMITED = float("inf")
+
 #: The login of a connection not yet looked up.
 _UNKNOWN = object()
 
@@ -200,6 +218,8 @@ class ConnectionGate:
         "_over_since",
         "_resume",
         "_paused",
+        "_kept",
+        "_draining",
     )
 
     def __init__(self, limiter: RateLimiter, connection: Any, clock: Any) -> None:
@@ -214,13 +234,57 @@ class ConnectionGate:
         self._resume: Any = None
         #: Whether the connection's reading is paused for its rates.
         self._paused = False
+        #: What was read and not yet handed to the session, while paused.
+        self._kept: list[bytes] = []
+        #: Whether what is handed over now was kept: it says nothing of the client's pace now.
+        self._draining = False
 
     def receive_data(self, data: bytes) -> None:
-        """Hand ``data`` to the session, then charge what it held."""
+        """
+        Hand ``data`` to the session, whole if the buckets have the tokens for
+        all the frames it may hold, else frame by frame (see the module notes).
+        """
+        if self._paused:
+            self._kept.append(data)
+            return
+        messages, size = self._tokens_left()
+        if data.count(b"\0") > messages or len(data) > size:
+            self._receive_by_frame(data)
+            return
         connection = self._connection
         before = connection.messages_received
         connection.receive_data(data)
         self.charge(len(data), connection.messages_received - before)
+
+    def _receive_by_frame(self, data: bytes) -> None:
+        """Hand ``data`` over up to each NUL; keep the rest once a bucket is in debt."""
+        connection = self._connection
+        start, size = 0, len(data)
+        while start < size:
+            end = data.find(b"\0", start) + 1 or size
+            before = connection.messages_received
+            connection.receive_data(data[start:end])
+            self.charge(end - start, connection.messages_received - before)
+            start = end
+            if self._paused and start < size:
+                self._kept.append(data[start:])
+                return
+
+    def _tokens_left(self) -> tuple[float, float]:
+        """
+        :returns: the fewest message tokens, and the fewest byte tokens, in the
+            connection's and its user's buckets now (infinite without a bucket).
+        """
+        now = self._clock.seconds()
+        messages = size = _UNLIMITED
+        for buckets in (self._own, self._user):
+            if buckets is None:
+                continue
+            if buckets.messages is not None:
+                messages = min(messages, buckets.messages.tokens(now))
+            if buckets.bytes is not None:
+                size = min(size, buckets.bytes.tokens(now))
+        return messages, size
 
     def charge(self, size: int, messages: int) -> None:
         """
@@ -248,7 +312,8 @@ class ConnectionGate:
                     wait, over = seconds, (bucket.rate, unit, option)
         if over is not None:
             self._slow(wait, over, now)
-        elif charged:
+        elif charged and not self._draining:
+            # A read within the rate: the client slowed down by itself.
             self._over_since = None
 
     def close(self) -> None:
@@ -257,6 +322,7 @@ class ConnectionGate:
             self._resume.cancel()
         self._resume = None
         self._paused = False
+        self._kept = []
         self._limiter.slowed.discard(self)
         if isinstance(self._login, str) and self._user is not None:
             self._limiter.release_user(self._login)
@@ -324,12 +390,20 @@ class ConnectionGate:
         self._resume = None
         now = self._clock.seconds()
         wait, over = self._debt(now)
-        if over is not None:
+        if over is not None and wait > PAID:
             self._slow(wait, over, now)
             return
         self._paused = False
         self._limiter.slowed.discard(self)
-        self._connection.resume_reading(RATE)
+        kept, self._kept = self._kept, []
+        self._draining = True
+        try:
+            for data in kept:
+                self.receive_data(data)
+        finally:
+            self._draining = False
+        if not self._paused:
+            self._connection.resume_reading(RATE)
 
     def _disconnect(self, over: tuple[Rate, str, str], limit: float) -> None:
         rate, unit, option = over

@@ -145,6 +145,10 @@ class TokenBucket:
         self.level = level
         return -level / self._per_second if level < 0 else 0.0
 
+    def tokens(self, now: float) -> float:
+        """:returns: the tokens in the bucket now; below 0, the debt."""
+        return self._fill(now)
+
     def admit(self, now: float) -> bool:
         """:returns: whether a whole token was there; it is taken if so, nothing is otherwise."""
         if self._fill(now) >= 1:

@@ -38,7 +38,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from stompbroker.broker.management.detached_sessions import DetachedSessions
-from stompbroker.broker.management.queue_operations import OPERATOR, QueueOperations, check_target
+from stompbroker.broker.management.queue_operations import (
+    OPERATOR,
+    QueueOperations,
+    check_publish_target,
+)
 from stompbroker.broker.management.records import (
     ConnectionInfo,
     ConsumerInfo,
@@ -325,10 +329,11 @@ class Management:
         Publish a message as a client's SEND would be published.
 
         :returns: the routed message.
-        :raises InvalidRequest: for a destination other than a ``/queue/`` or a
-            ``/topic/`` without wildcards, or a malformed ``expires`` header.
+        :raises InvalidRequest: for a destination a SEND may not name, one of a
+            single connection (:func:`check_publish_target`), or a malformed
+            ``expires`` header.
         """
-        check_target(destination)
+        check_publish_target(destination)
         try:
             routed: Message = self.broker.publish(destination, body, headers)
         except (InvalidDestination, MalformedFrame) as error:

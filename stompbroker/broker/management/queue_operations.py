@@ -35,12 +35,15 @@ from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.management.records import InUse, InvalidRequest, UnknownDestination
 from stompbroker.broker.queueing.dead_letters import DEAD_LETTER_HEADERS
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
+from stompbroker.broker.routing.composite import SEPARATOR
 from stompbroker.broker.routing.destinations import (
     QUEUE_PREFIX,
     REPLY_QUEUE_PREFIX,
     TOPIC_PREFIX,
+    Kind,
     is_dead_letter_queue,
     validate_queue,
+    validate_send_destination,
 )
 from stompbroker.broker.routing.syntax import is_wildcard, validate_destination
 from stompbroker.broker.store.journal import parse_durable_key
@@ -49,7 +52,7 @@ from stompbroker.protocol.errors import InvalidDestination
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
-__all__ = ["MAX_COUNT", "QueueOperations", "check_count", "check_target"]
+__all__ = ["MAX_COUNT", "QueueOperations", "check_count", "check_publish_target", "check_target"]
 
 # The operators' log keeps one namespace, whichever part of the management acts.
 log = logger("stompbroker.broker.management.operations")
@@ -95,6 +98,34 @@ def check_target(destination: str) -> str:
             )
     except InvalidDestination as error:
         raise InvalidRequest(error.detail) from None
+    return destination
+
+
+#: Destinations of one connection, which a message published from outside cannot reach.
+_CONNECTION_KINDS = (Kind.TEMP_QUEUE, Kind.REPLY_QUEUE)
+
+
+def check_publish_target(destination: str) -> str:
+    """
+    Check where a publish may send a message: wherever a client's SEND may go
+    (a ``/queue/``, a ``/topic/``, a ``/stream/``, a ``/user/`` destination),
+    except the destinations of one connection (``/temp-queue/``, ``/reply-queue/``,
+    which only that connection names) and composite ones (publish to each part).
+
+    :raises InvalidRequest: for anything else, saying why.
+    """
+    if SEPARATOR in destination:
+        raise InvalidRequest(
+            f"{destination!r} is a composite destination; publish to each of its parts"
+        )
+    try:
+        kind = validate_send_destination(destination)
+    except InvalidDestination as error:
+        raise InvalidRequest(error.detail) from None
+    if kind in _CONNECTION_KINDS:
+        raise InvalidRequest(
+            f"{destination!r} is a destination of one connection, which only it may send to"
+        )
     return destination
 
 

@@ -76,6 +76,64 @@ def test_a_fast_publisher_is_slowed_then_read_again(clock: Clock) -> None:
     assert not client.closed
 
 
+def numbered(first: int, count: int) -> bytes:
+    """:returns: ``count`` SENDs to /topic/t whose bodies number them from ``first``."""
+    return b"".join(
+        b"SEND\ndestination:/topic/t\n\n%d\x00" % number for number in range(first, first + count)
+    )
+
+
+def handled(client: Client) -> int:
+    """:returns: the SENDs the client's session has handled."""
+    return int(client.protocol.session.messages_received)
+
+
+def test_the_burst_is_held_per_send_within_one_read(clock: Clock) -> None:
+    """
+    496 SENDs in one read against a burst of 50: the session handles 50 and the
+    one that goes over, the rest is kept unread until the tokens come, in order.
+    """
+    broker, factory = broker_and_factory(clock, RateLimits(connection=Rates(messages=Rate(10, 50))))
+    watcher = Client(factory, port=40001)
+    watcher.connect()
+    watcher.send("SUBSCRIBE", ("id", "0"), ("destination", "/topic/t"))
+    client = Client(factory)
+    client.send_bytes(CONNECT + numbered(0, 496))
+    assert handled(client) == 51
+    assert paused(client)
+    clock.advance(1.0)
+    assert handled(client) == 61
+    clock.pump([0.1] * 450)
+    assert handled(client) == 496
+    bodies = [frame.body for frame in watcher.frames() if frame.command == "MESSAGE"]
+    assert bodies == [b"%d" % number for number in range(496)]
+
+
+def test_what_comes_while_paused_waits_behind_what_was_kept(clock: Clock) -> None:
+    """
+    Reads handed over while reading is paused (a WebSocket adapter's messages of
+    one socket read) are kept too, behind the rest: nothing handled before its turn.
+    """
+    broker, factory = broker_and_factory(clock, RateLimits(connection=Rates(messages=Rate(10, 5))))
+    client = Client(factory)
+    client.send_bytes(CONNECT + numbered(0, 10))
+    for number in range(10, 20):
+        client.send_bytes(numbered(number, 1))
+    assert handled(client) == 6
+    clock.pump([0.1] * 20)
+    assert handled(client) == 20
+    assert not paused(client)
+
+
+def test_a_read_within_the_tokens_is_handed_over_whole(clock: Clock) -> None:
+    """Below the burst nothing is split: the read is handled, charged once, and reading goes on."""
+    broker, factory = broker_and_factory(clock, RateLimits(connection=Rates(messages=Rate(10, 50))))
+    client = Client(factory)
+    client.send_bytes(CONNECT + numbered(0, 40))
+    assert handled(client) == 40
+    assert not paused(client)
+
+
 def test_the_byte_rate_counts_every_frame(clock: Clock) -> None:
     """The byte limit counts what was read, SEND or not."""
     broker, factory = broker_and_factory(clock, RateLimits(connection=Rates(bytes=Rate(100))))

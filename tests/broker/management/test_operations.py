@@ -243,6 +243,35 @@ def test_publish_routes_as_a_send_and_nodes_name_this_process() -> None:
     assert (node.name, node.here, node.engine) == (broker.engine.ids.node, True, "local")
 
 
+def test_publish_takes_user_and_stream_destinations_as_a_send_does() -> None:
+    """A SEND may name /user/LOGIN/... and /stream/...: so may a publish; the stream keeps it."""
+    broker = Broker(Clock())
+    management = Management(broker)
+    assert management.publish("/user/alice/queue/notify", b"hi").destination == (
+        "/user/alice/queue/notify"
+    )
+    management.publish("/stream/log", b"entry")
+    [stream] = [info for info in management.destinations() if info.destination == "/stream/log"]
+    assert stream.depth == 1
+
+
+@pytest.mark.parametrize(
+    ("destination", "named"),
+    [
+        ("/temp-queue/a", "of one connection"),
+        ("/reply-queue/a", "of one connection"),
+        ("/queue/a,/topic/b", "each of its parts"),
+        ("/topic/a.*", "wildcard"),
+        ("/elsewhere/a", "not a destination"),
+    ],
+)
+def test_publish_refuses_what_no_outside_send_can_reach(destination: str, named: str) -> None:
+    """A connection's own queues, composites, wildcards and unknown kinds: refused, saying why."""
+    management = Management(Broker(Clock()))
+    with pytest.raises(InvalidRequest, match=named):
+        management.publish(destination, b"x")
+
+
 def test_topic_detail_lists_direct_subscribers() -> None:
     """A topic's consumers are the subscriptions a message sent to it reaches now."""
     broker = Broker(Clock())
