@@ -60,14 +60,14 @@ class _Reply:
     :ivar done: whether what it waits for (storing a persistent message) is done.
     :ivar then: called once the RECEIPT is out (a subscription's first messages).
     :ivar size: the bytes it counts in the write window.
-    :ivar error: the ERROR that goes out in its place, ending the session.
+    :ivar fault: the ERROR that goes out in its place, ending the session.
     """
 
     receipt: str | None
     done: bool = False
     then: Callable[[], None] | None = None
     size: int = 0
-    error: ProtocolError | None = None
+    fault: ProtocolError | None = None
 
 
 class Receipts:
@@ -220,7 +220,7 @@ class Receipts:
             error = ProtocolError("message not stored", str(error))
         if error.receipt_id is None:
             error.receipt_id = frame.get("receipt")
-        reply.error = error
+        reply.fault = error
         self._halt()
         self._send_replies()
 
@@ -229,7 +229,7 @@ class Receipts:
         if not self._replies:
             self._fail(error)
             return
-        self._replies.append(_Reply(None, done=True, error=error))
+        self._replies.append(_Reply(None, done=True, fault=error))
         self._halt()
 
     def _halt(self) -> None:
@@ -243,8 +243,8 @@ class Receipts:
         replies = self._replies
         while replies and replies[0].done:
             done = replies.popleft()
-            if done.error is not None:
-                self._fail(done.error)
+            if done.fault is not None:
+                self._fail(done.fault)
                 return
             if done.receipt is not None:
                 self._send_frame(Frame("RECEIPT", (("receipt-id", done.receipt),)))
