@@ -293,17 +293,25 @@ def test_attribute_fishing_is_seen() -> None:
     assert attribute_fishing(source) == ["1: getattr", "2: setattr", "3: hasattr"]
 
 
+def imported_names(node: ast.AST) -> list[str]:
+    """
+    :returns: what an absolute import statement names: each module, and for
+        ``from M import a`` both ``M`` and ``M.a`` (``a`` may be a module);
+        nothing for any other node.
+    """
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom) and not node.level:
+        module = node.module or ""
+        return [module] + [f"{module}.{alias.name}" for alias in node.names]
+    return []
+
+
 def imported_test_modules(source: str) -> list[str]:
     """:returns: each test module (``tests.*.test_*``) that ``source`` imports, or imports from."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and not node.level:
-            module = node.module or ""
-            modules = [module] + [f"{module}.{alias.name}" for alias in node.names]
-        else:
-            continue
+        modules = imported_names(node)
         found.extend(
             module
             for module in modules
@@ -487,13 +495,7 @@ def session_imports(source: str, filename: str = "<source>") -> list[str]:
     """
     lines = set()
     for node in ast.walk(ast.parse(source, filename)):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and not node.level:
-            module = node.module or ""
-            names = [module] + [f"{module}.{alias.name}" for alias in node.names]
-        else:
-            continue
+        names = imported_names(node)
         if any(name == SESSION_MODULE or name.startswith(SESSION_MODULE + ".") for name in names):
             lines.add(node.lineno)
     return [f"{line}: {SESSION_MODULE}" for line in sorted(lines)]
