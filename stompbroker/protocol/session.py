@@ -53,6 +53,10 @@ Theory of operation:
   ``PYTHONHASHSEED=0``), and 147 850 against 149 700 per message fanned out
   to 10 (``benchmarks.fanout_cost``).  Subscriptions bind the output's write
   methods once, and ``_handle`` reads ``receipts`` once per batch of frames.
+  Giving the parts what they use instead of the session costs a call per SEND
+  (:func:`~stompbroker.protocol.publishing.read_send`) and a hop to the
+  state per frame: 143 970 against 142 880 on the queue path, 150 400
+  against 149 340 per message fanned out to 10 (under 0.8%).
 """
 
 from __future__ import annotations
