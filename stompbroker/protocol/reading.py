@@ -17,6 +17,10 @@ from typing import Protocol
 
 from stompbroker.protocol.parts import Clock
 
+#: No reason: one frozenset every session shares while it reads (``frozenset()``
+#: makes a new one, about 200 bytes, each time).
+_NO_REASONS: frozenset[str] = frozenset()
+
 
 class Pausable(Protocol):
     """The transport beneath (``ISessionTransport``'s reading side)."""
@@ -44,7 +48,7 @@ class ReadPauses:
         self._may_resume = may_resume
         #: Why reading is paused; empty while it is not.  A frozenset, replaced
         #: on change, so that idle sessions share the empty one.
-        self.reasons: frozenset[str] = frozenset()
+        self.reasons: frozenset[str] = _NO_REASONS
         #: When the client was last heard from (read by the heart-beat check).
         self.last_heard = clock.seconds()
 
@@ -70,7 +74,7 @@ class ReadPauses:
         """``reason`` is gone: read again if no other is left and the session may."""
         if reason not in self.reasons:
             return
-        self.reasons = self.reasons - {reason}
+        self.reasons = self.reasons - {reason} or _NO_REASONS
         if self.reasons or not self._may_resume():
             return
         # Silence while the session did not read is not the client's.

@@ -120,7 +120,9 @@ class Receipts:
         self._released = released
         self.window = window
         #: Replies waiting, in order, for a persistent message to be stored.
-        self._replies: deque[_Reply] = deque()
+        #: Made by the first reply that waits (a deque is about 700 bytes, and
+        #: most sessions never wait for the store).
+        self._replies: deque[_Reply] | None = None
         #: Frames received but not handled while the session waits for the
         #: store (or a login); ``None`` when it is not waiting.
         self.held: deque[Frame] | None = None
@@ -137,9 +139,10 @@ class Receipts:
         :param then: called right after the RECEIPT is written, which may be later
             when an earlier RECEIPT waits for the store.
         """
-        if self._replies:
+        replies = self._replies
+        if replies:
             # An earlier RECEIPT waits for the store: this one goes out after it.
-            self._replies.append(_Reply(receipt, done=True, then=then))
+            replies.append(_Reply(receipt, done=True, then=then))
             return
         self._send_frame(Frame("RECEIPT", (("receipt-id", receipt),)))
         if then is not None:
@@ -159,13 +162,20 @@ class Receipts:
             self.receipt(frame)
             return
         reply = _Reply(frame.get("receipt"), size=size)
-        self._replies.append(reply)
+        self._waiting().append(reply)
         self.window.started(size)
         if hold and reply.receipt is None and self.held is None:
             self.start_holding()
         waiting.addCallbacks(
             self._stored, self._not_stored, callbackArgs=(reply,), errbackArgs=(reply, frame)
         )
+
+    def _waiting(self) -> deque[_Reply]:
+        """:returns: the queue of replies, made the first time one waits."""
+        replies = self._replies
+        if replies is None:
+            replies = self._replies = deque()
+        return replies
 
     def after_replies(self, frame: Frame) -> bool:
         """
@@ -229,7 +239,7 @@ class Receipts:
         if not self._replies:
             self._fail(error)
             return
-        self._replies.append(_Reply(None, done=True, fault=error))
+        self._waiting().append(_Reply(None, done=True, fault=error))
         self._halt()
 
     def _halt(self) -> None:
