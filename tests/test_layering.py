@@ -293,17 +293,25 @@ def test_attribute_fishing_is_seen() -> None:
     assert attribute_fishing(source) == ["1: getattr", "2: setattr", "3: hasattr"]
 
 
+def imported_names(node: ast.AST) -> list[str]:
+    """
+    :returns: what an absolute import statement names: each module, and for
+        ``from M import a`` both ``M`` and ``M.a`` (``a`` may be a module);
+        nothing for any other node.
+    """
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom) and not node.level:
+        module = node.module or ""
+        return [module] + [f"{module}.{alias.name}" for alias in node.names]
+    return []
+
+
 def imported_test_modules(source: str) -> list[str]:
     """:returns: each test module (``tests.*.test_*``) that ``source`` imports, or imports from."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and not node.level:
-            module = node.module or ""
-            modules = [module] + [f"{module}.{alias.name}" for alias in node.names]
-        else:
-            continue
+        modules = imported_names(node)
         found.extend(
             module
             for module in modules
@@ -473,3 +481,160 @@ def test_writes_to_another_parts_state_are_seen() -> None:
         "        self.count = 0\n"
     )
     assert session_parts(session) == {"_session", "timers", "output"}
+
+
+#: The session's module, which alone holds and sequences its parts.
+SESSION_MODULE = "stompbroker.protocol.session"
+
+
+def session_imports(source: str, filename: str = "<source>") -> list[str]:
+    """
+    :returns: ``"LINE: MODULE"`` for each import of the session's module in
+        ``source``, in any form (``import``, ``from ... import``, the module
+        taken from its package), behind ``TYPE_CHECKING`` or not.
+    """
+    lines = set()
+    for node in ast.walk(ast.parse(source, filename)):
+        names = imported_names(node)
+        if any(name == SESSION_MODULE or name.startswith(SESSION_MODULE + ".") for name in names):
+            lines.add(node.lineno)
+    return [f"{line}: {SESSION_MODULE}" for line in sorted(lines)]
+
+
+def test_no_part_imports_the_session() -> None:
+    """
+    STYLE.md 14: a part does not know its owner.  No module of protocol/ but
+    session.py imports session.py, so no part can name the session, and the
+    session's modules form no circle.
+    """
+    protocol = PACKAGE / "protocol"
+    violations = {
+        str(path.relative_to(PACKAGE)): found
+        for path in sorted(protocol.rglob("*.py"))
+        if path != protocol / "session.py"
+        and (found := session_imports(path.read_text(encoding="utf-8"), str(path)))
+    }
+    assert violations == {}
+
+
+def test_imports_of_the_session_are_seen() -> None:
+    """The check sees the session imported whole, by name, from its package, or for typing."""
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "from stompbroker.protocol.session import StompSession\n"
+        "import stompbroker.protocol.session as session_module\n"
+        "if TYPE_CHECKING:\n"
+        "    from stompbroker.protocol import session\n"
+        "from stompbroker.protocol import states\n"
+        "from stompbroker.protocol.sessions_elsewhere import x\n"
+    )
+    assert session_imports(source) == [
+        "2: stompbroker.protocol.session",
+        "3: stompbroker.protocol.session",
+        "5: stompbroker.protocol.session",
+    ]
+
+
+def session_attributes(source: str) -> set[str]:
+    """:returns: every attribute a ``StompSession`` has: the names of its ``__slots__``."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef) and node.name == "StompSession":
+            for statement in node.body:
+                if (
+                    isinstance(statement, ast.Assign)
+                    and isinstance(statement.targets[0], ast.Name)
+                    and statement.targets[0].id == "__slots__"
+                ):
+                    return set(ast.literal_eval(statement.value))
+    raise AssertionError("StompSession declares no __slots__")
+
+
+def writes_of_session_attributes(source: str, attributes: set[str]) -> list[str]:
+    """
+    :returns: ``"LINE: TARGET"`` for each write, in ``source``, of an attribute
+        named as one of the session's, through anything but ``self``: a
+        parameter or local of any name (``session.version = v`` in a function
+        given the session, ``s.heartbeat += 1``), a chain
+        (``self._session.config = c``), or ``setattr`` with that name.  An
+        object writes its own attributes through ``self`` only, whatever they
+        are called.
+    """
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "setattr"
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value in attributes
+            and not (isinstance(node.args[0], ast.Name) and node.args[0].id == "self")
+        ):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+            continue
+        else:
+            continue
+        for target in targets:
+            for one in _assigned(target):
+                if (
+                    isinstance(one, ast.Attribute)
+                    and one.attr in attributes
+                    and not (isinstance(one.value, ast.Name) and one.value.id == "self")
+                ):
+                    found.append(f"{node.lineno}: {ast.unparse(one)}")
+    return found
+
+
+def test_nothing_outside_the_session_writes_its_attributes() -> None:
+    """
+    STYLE.md 14: only the session's own methods write its state.  Outside
+    protocol/session.py no function writes an attribute named as one of the
+    session's through any name but ``self`` (a function that takes the session
+    is a mixin in disguise).
+    """
+    session = PACKAGE / "protocol" / "session.py"
+    attributes = session_attributes(session.read_text(encoding="utf-8"))
+    assert {"version", "heartbeat", "client_id", "broker", "config", "_parser"} <= attributes
+    violations = {
+        str(path.relative_to(PACKAGE)): found
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != session
+        and (found := writes_of_session_attributes(path.read_text(encoding="utf-8"), attributes))
+    }
+    assert violations == {}
+
+
+def test_writes_of_session_attributes_are_seen() -> None:
+    """
+    The check sees a write through a parameter of any name, an augmented or
+    unpacked one, a chain and ``setattr``; not an object's write of its own.
+    """
+    source = (
+        "def on_connect(session, frame):\n"
+        "    session.version = frame.get('accept-version')\n"
+        "def beat(s):\n"
+        "    s.heartbeat, other = (0, 0), 1\n"
+        "    s.frames_received += 1\n"
+        "def name(connection):\n"
+        "    setattr(connection, 'client_id', 'x')\n"
+        "class Part:\n"
+        "    def __init__(self, session):\n"
+        "        self.version = '1.0'\n"
+        "        self._session = session\n"
+        "    def use(self, config):\n"
+        "        self._session.config = config\n"
+        "        setattr(self, 'broker', None)\n"
+        "        reply.fault = None\n"
+    )
+    attributes = {"version", "heartbeat", "frames_received", "client_id", "config", "broker"}
+    assert writes_of_session_attributes(source, attributes) == [
+        "2: session.version",
+        "4: s.heartbeat",
+        "5: s.frames_received",
+        "7: setattr(connection, 'client_id', 'x')",
+        "13: self._session.config",
+    ]

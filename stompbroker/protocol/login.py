@@ -34,8 +34,8 @@ such destination), a SEND to anything else under it is an ERROR, and a SEND to
 
 :class:`Login` is the session's part that holds this: who the client is (its
 identity), the authenticator's answer while it is awaited, and the expiry
-timer.  It uses the session's clock, transport, authenticator and reply queue
-(:class:`LoginOwner`), and imports no Twisted (the authenticator's answer is a
+timer.  It is given the session's clock, transport, settings, state, a way
+to end it, and a place among its replies, and imports no Twisted (the authenticator's answer is a
 Deferred this module never names).  Like the session, it reads
 the transport's optional ``bearer_token`` (a WebSocket's ``Authorization:
 Bearer``) and ``peer_certificate()`` (a TLS client certificate the listener
@@ -45,7 +45,8 @@ verified), so any transport works without them.
 from __future__ import annotations
 
 import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 from stompbroker.interfaces import ISessionTransport
 from stompbroker.protocol.config import SessionConfig
@@ -57,11 +58,8 @@ from stompbroker.protocol.errors import (
     ProtocolError,
 )
 from stompbroker.protocol.frames import Frame
-from stompbroker.protocol.parts import Clock, Failing, Timer
+from stompbroker.protocol.parts import Clock, Failing, StateView, Timer
 from stompbroker.protocol.states import Event, State
-
-if TYPE_CHECKING:
-    from stompbroker.protocol.receipts import Receipts
 
 __all__ = [
     "CONTROL_PREFIX",
@@ -116,41 +114,50 @@ def utc_text(seconds: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class LoginOwner(Failing, Protocol):
-    """What :class:`Login` needs of the session whose client it logs in."""
-
-    @property
-    def config(self) -> SessionConfig: ...
-
-    @property
-    def peer(self) -> str: ...
-
-    @property
-    def receipts(self) -> Receipts: ...
-
-
 class Login:
     """
     The session's part in logging in and staying logged in (see the module
     docstring).
 
-    :param session: whose client it logs in (:class:`LoginOwner`).
     :param transport: what a CONNECT may log in with besides its headers.
     :param clock: for the expiry.
+    :param peer: the client's address, told to the authenticator.
+    :param config: the listener's settings (``authenticator``).
+    :param life: the session's state, read: only a connected session renews.
+    :param fail: ends the session with an ERROR (credentials expired or refused).
+    :param when_stored: the session's reply queue's ``when_stored``, where a
+        renewal's answer takes its place among the receipts.
     """
 
     __slots__ = (
         "identity",
         "_answer",
         "_clock",
+        "_config",
         "_expiry_timer",
-        "_session",
+        "_fail",
+        "_life",
+        "_peer",
         "_transport",
         "_vhost",
+        "_when_stored",
     )
 
-    def __init__(self, session: LoginOwner, transport: ISessionTransport, clock: Clock) -> None:
-        self._session = session
+    def __init__(
+        self,
+        transport: ISessionTransport,
+        clock: Clock,
+        peer: str,
+        config: SessionConfig,
+        life: StateView,
+        fail: Failing,
+        when_stored: Callable[..., None],
+    ) -> None:
+        self._peer = peer
+        self._config = config
+        self._life = life
+        self._fail = fail
+        self._when_stored = when_stored
         self._transport = transport
         self._clock = clock
         #: Who the client logged in as (see ``SessionConfig.authenticator``).
@@ -207,9 +214,9 @@ class Login:
             certificate = peer_certificate() if peer_certificate is not None else None
             if certificate is not None:
                 return authenticator(
-                    login, passcode, self._session.peer, certificate=certificate, **self._host()
+                    login, passcode, self._peer, certificate=certificate, **self._host()
                 )
-        return authenticator(login, passcode, self._session.peer, **self._host())
+        return authenticator(login, passcode, self._peer, **self._host())
 
     def _host(self) -> dict[str, str]:
         """The authenticator's ``vhost``, given only for a virtual host other than the default."""
@@ -235,7 +242,7 @@ class Login:
 
     def _credentials_expired(self, expires: float) -> None:
         self._expiry_timer = None
-        self._session._fail(
+        self._fail(
             CredentialsExpired(
                 "credentials expired",
                 f"the token of {self.identity.name!r} expired at {utc_text(expires)}; a client"
@@ -268,7 +275,7 @@ class Login:
                 f"a new token sent to {CREDENTIALS_DESTINATION} applies at once: send it"
                 " outside transactions",
             )
-        authenticator = self._session.config.authenticator
+        authenticator = self._config.authenticator
         if authenticator is None or getattr(self.identity, "expires", None) is None:
             raise NotSupported(
                 "nothing to renew",
@@ -284,13 +291,13 @@ class Login:
                 "no token",
                 f"a SEND to {CREDENTIALS_DESTINATION} carries the new token as its body",
             )
-        answer = authenticator(None, token, self._session.peer, **self._host())
+        answer = authenticator(None, token, self._peer, **self._host())
         answer.addCallbacks(
             self._renewed, self._renewal_refused, callbackArgs=(frame,), errbackArgs=(frame,)
         )
-        if self._session.state is State.CONNECTED:
+        if self._life.state is State.CONNECTED:
             # Not refused at once: the answer takes its place among the receipts.
-            self._session.receipts.when_stored(answer, frame, hold=True)
+            self._when_stored(answer, frame, hold=True)
 
     def _renewed(self, identity: Any, frame: Frame) -> None:
         """
@@ -298,7 +305,7 @@ class Login:
         expiry apply.  Another user's token, or credentials that do not expire,
         end the connection.
         """
-        if self._session.state is not State.CONNECTED:
+        if self._life.state is not State.CONNECTED:
             return
         if getattr(identity, "expires", None) is None:
             self._refuse_renewal(
@@ -338,7 +345,7 @@ class Login:
 
     def _refuse_renewal(self, error: RenewalRefused, frame: Frame) -> None:
         """End the connection with the renewal's refusal, answering the SEND's receipt."""
-        if self._session.state is not State.CONNECTED:
+        if self._life.state is not State.CONNECTED:
             return
         error.receipt_id = frame.get("receipt")
-        self._session._fail(error, Event.CREDENTIALS_REFUSED)
+        self._fail(error, Event.CREDENTIALS_REFUSED)

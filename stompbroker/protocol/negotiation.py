@@ -6,7 +6,7 @@ the client's login.
   of CONNECT's headers and the listener's offer (STOMP 1.2, "Protocol
   Negotiation" and "Heart-beating"), tested on their own;
   :func:`connected_frame` is the answer.
-- :func:`on_connect` is the session's CONNECT handler.  Authentication,
+- The session's CONNECT handler sequences these and the login.  Authentication,
   when ``SessionConfig.authenticator`` is set: CONNECT's ``login`` and
   ``passcode`` go to the authenticator, which answers with an identity or fails
   with :class:`~stompbroker.protocol.errors.LoginFailed`, maybe later (a
@@ -19,14 +19,8 @@ the client's login.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from stompbroker.protocol.errors import LoginFailed, MalformedFrame, VersionMismatch
+from stompbroker.protocol.errors import MalformedFrame, VersionMismatch
 from stompbroker.protocol.frames import Frame
-from stompbroker.protocol.states import Event, State
-
-if TYPE_CHECKING:
-    from stompbroker.protocol.session import StompSession
 
 #: Why a session has stopped reading: it waits for the authenticator.
 BY_LOGIN = "login"
@@ -117,104 +111,3 @@ def connected_frame(
         sx, sy = heartbeat
         headers.append(("heart-beat", f"{sx},{sy}"))
     return Frame("CONNECTED", tuple(headers) + extra)
-
-
-# -- the session's CONNECT handler ------------------------------------------------
-
-
-def on_connect(session: StompSession, frame: Frame) -> None:
-    """CONNECT (or STOMP): the version, the heart-beats, then the login."""
-    config = session.config
-    version = negotiate_version(frame.get("accept-version"), config.versions)
-    session.version = version
-    session._parser.use(version)
-    if version != "1.0":
-        session.heartbeat = negotiate_heartbeat(
-            frame.get("heart-beat"), config.heartbeat, config.heartbeat_min
-        )
-    session.client_id = frame.get("client-id")
-    hosted = session.broker.select_host(session, frame.get("host"))
-    vhost = "/"
-    if hosted is not None:
-        vhost = hosted.vhost
-        # A virtual host: its view of the broker, and its access rules.
-        session.broker = hosted
-        session.subscriptions.use(hosted)
-        session.config = config = hosted.session_config(config)
-    if config.resumption is not None:
-        session.resume.read(frame)
-    authenticator = config.authenticator
-    if authenticator is None:
-        if not session.resume.wait_for_resumed():
-            open_session(session)
-        return
-    session._transition(Event.LOGIN_STARTED)
-    # Frames that came with the CONNECT wait for the answer.
-    session.receipts.start_holding()
-    login = session.login.authenticate(authenticator, frame, vhost)
-    login.addCallbacks(
-        _logged_in, _login_refused, callbackArgs=(session,), errbackArgs=(session, frame)
-    )
-    if session.state is State.AUTHENTICATING:
-        # No answer yet (a password is being checked): keep the wait, to
-        # cancel it if the client goes, and read nothing more meanwhile.
-        session.login.wait_on(login)
-        session._pause_reading(BY_LOGIN)
-
-
-def _logged_in(identity: Any, session: StompSession) -> None:
-    """The authenticator let the client in: answer CONNECTED, then handle what waited."""
-    session.login.wait_on(None)
-    if session.state is not State.AUTHENTICATING:
-        return
-    session.login.accept(identity)
-    if not session.resume.wait_for_resumed():
-        let_in(session)
-
-
-def let_in(session: StompSession) -> None:
-    """The client is in (its token looked up in the cluster): CONNECTED, then what waited."""
-    held = session.receipts.take_held()
-    session._resume_reading(BY_LOGIN)
-    open_session(session)
-    # A resumed session that cannot be made again has failed in open_session.
-    if not session._handling and session.error is None:
-        session._handle(held)
-
-
-def _login_refused(failure: Any, session: StompSession, frame: Frame) -> None:
-    """
-    The authenticator refused the client (after its delay), or the wait was cancelled.
-
-    The client gets "login failed" and nothing more (the authenticator has
-    logged why), then the connection closes.
-    """
-    session.login.wait_on(None)
-    if session.state is not State.AUTHENTICATING:
-        return
-    error = failure.value
-    if not isinstance(error, LoginFailed):
-        error = LoginFailed()
-    if error.receipt_id is None:
-        error.receipt_id = frame.get("receipt")
-    session._fail(error, Event.LOGIN_REFUSED)
-
-
-def open_session(session: StompSession) -> None:
-    """Answer a CONNECT whose client is let in: CONNECTED, heart-beats, no more timeout."""
-    session.session_id = session.broker.new_session_id()
-    session.timers.stop_connect_timer()
-    session._transition(Event.LOGIN_ACCEPTED)
-    extra, resumed = session.resume.headers()
-    session.send_frame(
-        connected_frame(
-            session.version,
-            session.session_id,
-            session.config.server_name,
-            session.heartbeat,
-            extra,
-        )
-    )
-    session.timers.start_heartbeats(session.heartbeat)
-    if resumed is not None:
-        session.resume.resume(resumed)

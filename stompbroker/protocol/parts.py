@@ -1,12 +1,15 @@
 """
-What the parts of :class:`~stompbroker.protocol.session.StompSession` share of
-what they need: the clock (and the timers it schedules), pausing and resuming
-the session's reading, and ending the session.
+What the parts of :class:`~stompbroker.protocol.session.StompSession` are given:
+the clock (and the timers it schedules), the session's state to read, the
+session's reading to pause and resume, and a way to end the session.
 
 Each part (``receipts``, ``timers``, ``slow_consumer``, ``subscriptions``,
-``login``, ``resume.part``) is an object the session holds, and states the rest
-of what it needs of the session in a ``typing.Protocol`` of its own module,
-built from these, so that it can be built and tested alone with a stand-in.
+``login``, ``resume.part``) is an object the session holds and is given, when
+made, only what it uses: values, callables, and these interfaces of one or
+two members.  None of them knows the session, so each is built and tested
+alone with the real objects these name (a ``task.Clock``, a
+:class:`~stompbroker.protocol.states.SessionState`, a
+:class:`~stompbroker.protocol.reading.ReadPauses`).
 """
 
 from __future__ import annotations
@@ -36,25 +39,32 @@ class Clock(Protocol):
     ) -> Timer: ...
 
 
-class Reading(Protocol):
-    """
-    What a part needs to stop and restart the session's reading from its
-    socket: each part pauses for reasons of its own, and the session reads
-    again once no reason is left.
-    """
-
-    @property
-    def _read_pauses(self) -> frozenset[str]: ...
-
-    def _pause_reading(self, reason: str) -> None: ...
-
-    def _resume_reading(self, reason: str) -> None: ...
-
-
-class Failing(Protocol):
-    """What a part needs to end the session: an ERROR, then the close."""
+class StateView(Protocol):
+    """Where the session is in its life, for a part to read (a ``SessionState``)."""
 
     @property
     def state(self) -> State: ...
 
-    def _fail(self, error: ProtocolError, event: Event = ...) -> None: ...
+
+class Reading(Protocol):
+    """
+    The session's reading from its socket, which a part pauses for reasons of
+    its own; the session reads again once no reason is left (a ``ReadPauses``).
+    """
+
+    def pause(self, reason: str) -> None: ...
+
+    def resume(self, reason: str) -> None: ...
+
+
+class Identified(Protocol):
+    """Who the client logged in as (the session's ``Login``)."""
+
+    @property
+    def identity(self) -> Any: ...
+
+
+class Failing(Protocol):
+    """Ends the session: an ERROR, then the close (the session's ``fail``)."""
+
+    def __call__(self, error: ProtocolError, event: Event = ..., /) -> None: ...

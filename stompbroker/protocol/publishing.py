@@ -1,6 +1,5 @@
 """
-What the client publishes: SEND, and the transactions (BEGIN, COMMIT, ABORT)
-that group SENDs and acknowledgements.
+What the client publishes: reading a SEND frame for the broker.
 
 Authorization (when ``SessionConfig.access`` is set): every SEND needs the
 ``write`` right on its destination (on each part of a composite destination,
@@ -10,24 +9,15 @@ broker's own: a SEND there never reaches the broker's routing
 (:mod:`stompbroker.protocol.login`).  A SEND with a ``reply-to``
 naming a temporary queue subscribes the sender to it, as RabbitMQ does.  What
 the broker stores is waited for as :mod:`stompbroker.protocol.receipts` says,
-within the window of :mod:`stompbroker.protocol.write_window`.
-
-The handlers are functions of the session, which its ``HANDLERS`` table
-names: SEND is the commonest frame, and a function costs no more than a
-method of the session did.
+within the window of :mod:`stompbroker.protocol.write_window`.  The session's
+SEND, BEGIN, COMMIT and ABORT handlers sequence those parts; this module is
+the pure reading of the frame (:func:`read_send`), which SEND, the commonest
+frame, needs in one pass.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from stompbroker.protocol.config import WRITE
 from stompbroker.protocol.frames import Frame
-from stompbroker.protocol.login import CONTROL_PREFIX
-from stompbroker.protocol.subscriptions import TEMP_QUEUE_PREFIX
-
-if TYPE_CHECKING:
-    from stompbroker.protocol.session import StompSession
 
 #: Headers of a SEND that concern the hop from client to broker, or that the
 #: broker writes itself; they are not forwarded to subscribers.
@@ -43,10 +33,22 @@ HOP_HEADERS: frozenset[str] = frozenset(
     }
 )
 
+#: What :func:`read_send` finds: destination, the user headers, ``transaction``,
+#: ``receipt``, ``reply-to``, and the user header lines as they came (or ``None``).
+SendFields = tuple[
+    str, tuple[tuple[str, str], ...], str | None, str | None, str | None, bytes | None
+]
 
-def on_send(session: StompSession, frame: Frame) -> None:
-    # One pass over the headers finds what the session acts on and keeps the
-    # first of each user header: a SEND is the commonest frame.
+
+def read_send(frame: Frame) -> SendFields:
+    """
+    Read a SEND: what the session acts on, and what the message keeps.
+
+    One pass over the headers finds what the session acts on and keeps the
+    first of each user header (STOMP 1.2, Repeated Header Entries).
+
+    :raises MissingHeader: for a SEND without ``destination``.
+    """
     destination = transaction = receipt = reply_to = None
     seen: set[str] = set()
     headers = []
@@ -68,20 +70,6 @@ def on_send(session: StompSession, frame: Frame) -> None:
         headers.append(pair)
     if destination is None:
         destination = frame.required("destination")
-    if destination.startswith(CONTROL_PREFIX):
-        session.login.on_control(frame, destination)
-        return
-    access = session.config.access
-    if access is not None:
-        if "," in destination:
-            # A composite destination: the right is needed on every part.
-            for part in destination.split(","):
-                access.check(session.identity, WRITE, part.strip(" \t"))
-        else:
-            access.check(session.identity, WRITE, destination)
-    if reply_to is not None and reply_to.startswith(TEMP_QUEUE_PREFIX):
-        session.subscriptions.subscribe_to_replies(reply_to)
-    session.messages_received += 1
     # A plain SEND keeps its user header lines as they came, for the message
     # to hold (one bytes object instead of a tuple of pairs while it waits in
     # a queue) and to copy into its MESSAGE frames.  Plain: the lines are
@@ -103,35 +91,4 @@ def on_send(session: StompSession, frame: Frame) -> None:
             lines = raw[start:end]
             if lines.count(b":") != len(headers):
                 lines = None
-    waiting = session.broker.send(
-        destination,
-        tuple(headers),
-        frame.body,
-        connection=session,
-        transaction=transaction,
-        lines=lines,
-    )
-    if waiting is not None:
-        session.receipts.when_stored(waiting, frame, len(frame.body))
-    elif receipt is not None:
-        session.receipts.send_receipt(receipt)
-
-
-def on_begin(session: StompSession, frame: Frame) -> None:
-    # A transaction starts, and is committed, once what came before is stored.
-    if session.receipts.after_replies(frame):
-        return
-    session.broker.begin(session, frame.required("transaction"))
-    session.receipts.receipt(frame)
-
-
-def on_commit(session: StompSession, frame: Frame) -> None:
-    if session.receipts.after_replies(frame):
-        return
-    waiting = session.broker.commit(session, frame.required("transaction"))
-    session.receipts.when_stored(waiting, frame)
-
-
-def on_abort(session: StompSession, frame: Frame) -> None:
-    session.broker.abort(session, frame.required("transaction"))
-    session.receipts.receipt(frame)
+    return destination, tuple(headers), transaction, receipt, reply_to, lines

@@ -30,14 +30,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from attrs import define
 
 from stompbroker.protocol.config import SessionConfig
 from stompbroker.protocol.errors import ProtocolError
 from stompbroker.protocol.frames import Frame
-from stompbroker.protocol.parts import Failing, Reading
+from stompbroker.protocol.parts import Failing, Reading, StateView
 from stompbroker.protocol.states import State
 from stompbroker.protocol.write_window import WriteWindow
 
@@ -47,6 +47,8 @@ BY_HELD = "held"
 
 #: ... or an ERROR waits behind earlier receipts, and the session is ending.
 BY_ERROR = "error"
+
+_CONNECTED = State.CONNECTED
 
 
 @define(slots=True)
@@ -58,28 +60,14 @@ class _Reply:
     :ivar done: whether what it waits for (storing a persistent message) is done.
     :ivar then: called once the RECEIPT is out (a subscription's first messages).
     :ivar size: the bytes it counts in the write window.
-    :ivar error: the ERROR that goes out in its place, ending the session.
+    :ivar fault: the ERROR that goes out in its place, ending the session.
     """
 
     receipt: str | None
     done: bool = False
     then: Callable[[], None] | None = None
     size: int = 0
-    error: ProtocolError | None = None
-
-
-class ReceiptsOwner(Reading, Failing, Protocol):
-    """What :class:`Receipts` needs of the session it answers for."""
-
-    @property
-    def config(self) -> SessionConfig: ...
-
-    @property
-    def _handling(self) -> bool: ...
-
-    def send_frame(self, frame: Frame) -> None: ...
-
-    def _handle(self, frames: list[Frame]) -> None: ...
+    fault: ProtocolError | None = None
 
 
 class Receipts:
@@ -87,20 +75,54 @@ class Receipts:
     The session's receipts and held frames, and its window of pending store
     writes (:class:`~stompbroker.protocol.write_window.WriteWindow`).
 
-    :param session: what it answers for (:class:`ReceiptsOwner`).
+    :param send_frame: writes a RECEIPT to the client.
+    :param fail: ends the session with an ERROR.
+    :param life: the session's state, read: replies go out only while connected.
+    :param reading: the session's reading, paused while too much is held or an
+        ERROR waits its turn.
     :param window: the session's write window.
+    :param config: the listener's settings (``max_held_bytes``).
+    :param released: given the frames held, once the replies they waited for
+        are out, for the session to handle.
 
     A SEND's RECEIPT passes here: one call from the session (what that costs
     per message, measured, is in :mod:`~stompbroker.protocol.session`).
     """
 
-    __slots__ = ("held", "window", "_held_bytes", "_replies", "_session")
+    __slots__ = (
+        "held",
+        "window",
+        "_config",
+        "_fail",
+        "_held_bytes",
+        "_life",
+        "_reading",
+        "_released",
+        "_replies",
+        "_send_frame",
+    )
 
-    def __init__(self, session: ReceiptsOwner, window: WriteWindow) -> None:
-        self._session = session
+    def __init__(
+        self,
+        send_frame: Callable[[Frame], None],
+        fail: Failing,
+        life: StateView,
+        reading: Reading,
+        window: WriteWindow,
+        config: SessionConfig,
+        released: Callable[[list[Frame]], None],
+    ) -> None:
+        self._send_frame = send_frame
+        self._fail = fail
+        self._life = life
+        self._reading = reading
+        self._config = config
+        self._released = released
         self.window = window
         #: Replies waiting, in order, for a persistent message to be stored.
-        self._replies: deque[_Reply] = deque()
+        #: Made by the first reply that waits (a deque is about 700 bytes, and
+        #: most sessions never wait for the store).
+        self._replies: deque[_Reply] | None = None
         #: Frames received but not handled while the session waits for the
         #: store (or a login); ``None`` when it is not waiting.
         self.held: deque[Frame] | None = None
@@ -117,11 +139,12 @@ class Receipts:
         :param then: called right after the RECEIPT is written, which may be later
             when an earlier RECEIPT waits for the store.
         """
-        if self._replies:
+        replies = self._replies
+        if replies:
             # An earlier RECEIPT waits for the store: this one goes out after it.
-            self._replies.append(_Reply(receipt, done=True, then=then))
+            replies.append(_Reply(receipt, done=True, then=then))
             return
-        self._session.send_frame(Frame("RECEIPT", (("receipt-id", receipt),)))
+        self._send_frame(Frame("RECEIPT", (("receipt-id", receipt),)))
         if then is not None:
             then()
 
@@ -139,13 +162,20 @@ class Receipts:
             self.receipt(frame)
             return
         reply = _Reply(frame.get("receipt"), size=size)
-        self._replies.append(reply)
+        self._waiting().append(reply)
         self.window.started(size)
         if hold and reply.receipt is None and self.held is None:
             self.start_holding()
         waiting.addCallbacks(
             self._stored, self._not_stored, callbackArgs=(reply,), errbackArgs=(reply, frame)
         )
+
+    def _waiting(self) -> deque[_Reply]:
+        """:returns: the queue of replies, made the first time one waits."""
+        replies = self._replies
+        if replies is None:
+            replies = self._replies = deque()
+        return replies
 
     def after_replies(self, frame: Frame) -> bool:
         """
@@ -159,33 +189,31 @@ class Receipts:
         self.start_holding((frame,))
         return True
 
-    def await_answer(self, answer: Any, frames: list[Frame]) -> None:
+    def await_answer(self, frames: list[Frame]) -> None:
         """
         An access check waits for the application's answer (``--auth http:URL``):
-        hold the frame that asked and those after it, and handle them again once
-        it comes, when the check finds the answer remembered.
-
-        :param answer: a Deferred that fires once the application has answered.
+        hold the frame that asked and those after it, to be handled again once
+        it comes (:meth:`take_answered`), when the check finds the answer remembered.
         """
         if self.held is None:
             self.start_holding()
         self.hold(frames)
-        answer.addCallback(self._authorization_answered)
 
-    def _authorization_answered(self, result: Any) -> None:
-        """The application answered: handle what was held, unless receipts still wait."""
-        session = self._session
-        if self.held is None or session._handling or self._replies:
-            # Taken already, or to be taken by whoever runs now or by the last receipt.
-            return
-        if session.state is State.CONNECTED:
-            session._handle(self.take_held())
+    def take_answered(self) -> list[Frame] | None:
+        """
+        The application answered an access check: :returns: the frames held, to
+        handle now, or ``None`` if they are taken already or wait for receipts
+        still (the last receipt hands them to the session).
+        """
+        if self.held is None or self._replies:
+            return None
+        return self.take_held()
 
     def _stored(self, result: Any, reply: _Reply) -> None:
         """A store write finished: send the replies it held up, and go on if they held frames."""
         reply.done = True
         self.window.ended(reply.size)
-        if self._session.state is State.CONNECTED:
+        if self._life.state is _CONNECTED:
             self._send_replies()
 
     def _not_stored(self, failure: Any, reply: _Reply, frame: Frame) -> None:
@@ -195,52 +223,47 @@ class Receipts:
         """
         reply.done = True
         self.window.ended(reply.size)
-        if self._session.state is not State.CONNECTED:
+        if self._life.state is not _CONNECTED:
             return
         error = failure.value
         if not isinstance(error, ProtocolError):
             error = ProtocolError("message not stored", str(error))
         if error.receipt_id is None:
             error.receipt_id = frame.get("receipt")
-        reply.error = error
+        reply.fault = error
         self._halt()
         self._send_replies()
 
     def fail_in_order(self, error: ProtocolError) -> None:
         """End the session with an ERROR, after the receipts that wait before it."""
         if not self._replies:
-            self._session._fail(error)
+            self._fail(error)
             return
-        self._replies.append(_Reply(None, done=True, error=error))
+        self._waiting().append(_Reply(None, done=True, fault=error))
         self._halt()
 
     def _halt(self) -> None:
         """An ERROR waits its turn: handle and read nothing more meanwhile."""
         if self.held is None:
             self.start_holding()
-        self._session._pause_reading(BY_ERROR)
+        self._reading.pause(BY_ERROR)
 
     def _send_replies(self) -> None:
         """Send the replies at the head of the queue that are done; then handle what was held."""
         replies = self._replies
-        session = self._session
         while replies and replies[0].done:
             done = replies.popleft()
-            if done.error is not None:
-                session._fail(done.error)
+            if done.fault is not None:
+                self._fail(done.fault)
                 return
             if done.receipt is not None:
-                session.send_frame(Frame("RECEIPT", (("receipt-id", done.receipt),)))
+                self._send_frame(Frame("RECEIPT", (("receipt-id", done.receipt),)))
             if done.then is not None:
                 done.then()
-                if session.state is not State.CONNECTED:
+                if self._life.state is not _CONNECTED:
                     return
         if not replies and self.held is not None:
-            held = self.take_held()
-            # Unless this runs inside the handler that asked (it was stored at
-            # once), whose loop goes on by itself, handle what was held.
-            if held or not session._handling:
-                session._handle(held)
+            self._released(self.take_held())
 
     def hold(self, frames: list[Frame]) -> None:
         """
@@ -255,9 +278,8 @@ class Receipts:
             self._held_bytes += len(frame.body) + len(frame.command)
             for name, value in frame.headers:
                 self._held_bytes += len(name) + len(value) + 2
-        session = self._session
-        if self._held_bytes > session.config.max_held_bytes and BY_HELD not in session._read_pauses:
-            session._pause_reading(BY_HELD)
+        if self._held_bytes > self._config.max_held_bytes:
+            self._reading.pause(BY_HELD)
 
     def start_holding(self, frames: tuple[Frame, ...] = ()) -> None:
         """Handle no more frames until :meth:`take_held`; keep them, ``frames`` first."""
@@ -272,7 +294,7 @@ class Receipts:
         """
         held, self.held = self.held, None
         self._held_bytes = 0
-        self._session._resume_reading(BY_HELD)
+        self._reading.resume(BY_HELD)
         return list(held or ())
 
     def drop_held(self) -> None:

@@ -31,10 +31,10 @@ that keeps up costs nothing more than the transport's own ``write``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
-from stompbroker.interfaces import IBroker, ISessionTransport
+from stompbroker.interfaces import IBroker, IConnection, ISessionTransport
 from stompbroker.protocol.advisory import (
     ADVISORY_SHARE,
     SLOW_CONSUMER_TOPIC,
@@ -45,7 +45,7 @@ from stompbroker.protocol.advisory import (
 from stompbroker.protocol.backlog import Backlog
 from stompbroker.protocol.config import BLOCK, DROP_OLDEST, SessionConfig
 from stompbroker.protocol.errors import LimitExceeded
-from stompbroker.protocol.parts import Clock, Failing, Reading
+from stompbroker.protocol.parts import Clock, Failing, Reading, StateView
 from stompbroker.protocol.states import State
 
 #: One heart-beat: an EOL, which every version's parser skips between frames.
@@ -55,34 +55,21 @@ HEARTBEAT = b"\n"
 BY_BACKLOG = "backlog"
 
 
-class SlowConsumerOwner(Reading, Failing, Protocol):
-    """
-    What :class:`SlowConsumer` needs of the session it writes for: the session
-    is also the connection it names to the broker.
-    """
-
-    @property
-    def session_id(self) -> str: ...
-
-    @property
-    def version(self) -> str: ...
-
-    @property
-    def peer(self) -> str: ...
-
-    def subscribers(self) -> Iterable[Any]:
-        """The connection's subscriptions, to find the one a message is for."""
-
-
 class SlowConsumer:
     """
     The session's writing to a client that may fall behind.
 
-    :param session: what it writes for (:class:`SlowConsumerOwner`).
+    :param connection: the connection it writes for, as the broker knows it
+        (:class:`~stompbroker.interfaces.IConnection`: its id, address and
+        subscriptions name it in the advisory and to the broker).
     :param broker: told when the client falls behind and catches up.
     :param transport: where frames go.
     :param clock: for the advisory and the close, a moment later.
     :param config: the listener's settings (grace, buffer, policy).
+    :param life: the session's state, read: a closed session's output waits for nothing.
+    :param reading: the session's reading, paused while frames the client does
+        not read fill the buffer.
+    :param fail: ends the session with an ERROR (a slow consumer disconnected).
     """
 
     __slots__ = (
@@ -95,8 +82,11 @@ class SlowConsumer:
         "_broker",
         "_clock",
         "_config",
+        "_connection",
+        "_fail",
+        "_life",
         "_limits",
-        "_session",
+        "_reading",
         "_transport",
         "_write",
         "_write_message",
@@ -104,13 +94,19 @@ class SlowConsumer:
 
     def __init__(
         self,
-        session: SlowConsumerOwner,
+        connection: IConnection,
         broker: IBroker,
         transport: ISessionTransport,
         clock: Clock,
         config: SessionConfig,
+        life: StateView,
+        reading: Reading,
+        fail: Failing,
     ) -> None:
-        self._session = session
+        self._connection = connection
+        self._life = life
+        self._reading = reading
+        self._fail = fail
         self._broker = broker
         self._transport = transport
         self._clock = clock
@@ -210,7 +206,7 @@ class SlowConsumer:
         if backlog.full:
             return
         backlog.full = True
-        if backlog.active or self._session.state is State.CLOSED:
+        if backlog.active or self._life.state is State.CLOSED:
             return
         backlog.grace = self._config.write_grace
         if not backlog.grace:
@@ -252,13 +248,13 @@ class SlowConsumer:
         backlog.active = True
         config = self._config
         self._limits = self._broker.slow_consumer(
-            [subscription.destination for subscription in self._session.subscribers()],
+            [subscription.destination for subscription in self._connection.subscribers()],
             config.slow_consumer_policy,
             config.slow_consumer_buffer,
         )
         self._write = self._keep
         self._write_message = self._keep_message
-        self._broker.pause_consumers(self._session)
+        self._broker.pause_consumers(self._connection)
 
     def resume_writing(self) -> None:
         """
@@ -282,18 +278,17 @@ class SlowConsumer:
         # Caught up: the episode is over, a new one warns again.
         backlog.advised = False
         self._write = self._write_message = write
-        if self._session.state is State.CLOSED or self._session.state is State.CLOSING:
+        state = self._life.state
+        if state is State.CLOSED or state is State.CLOSING:
             return
-        if BY_BACKLOG in self._session._read_pauses:
-            self._session._resume_reading(BY_BACKLOG)
-        self._broker.resume_consumers(self._session)
+        self._reading.resume(BY_BACKLOG)
+        self._broker.resume_consumers(self._connection)
 
     def _keep(self, data: bytes) -> None:
         """Write while behind: keep any frame but a topic message, which must not be lost."""
         if self._backlog.keep(data) > self._limits[1]:  # type: ignore[union-attr]
             # The client sends frames whose answers it does not read: read no more.
-            if BY_BACKLOG not in self._session._read_pauses:
-                self._session._pause_reading(BY_BACKLOG)
+            self._reading.pause(BY_BACKLOG)
 
     def _keep_message(self, data: bytes) -> None:
         """Write an auto-ack topic message while behind; past the buffer, the policy decides."""
@@ -305,10 +300,10 @@ class SlowConsumer:
         if waiting <= limit or backlog.message_count == 1:
             return
         if policy == BLOCK:
-            self._broker.block_sender(self._session)
+            self._broker.block_sender(self._connection)
         elif policy == DROP_OLDEST:
             dropped = backlog.drop_oldest(limit, keep=1)
-            self._broker.count_dropped(self._session, dropped)
+            self._broker.count_dropped(self._connection, dropped)
         else:
             self._disconnect_slow(backlog)
 
@@ -322,7 +317,8 @@ class SlowConsumer:
         policy, limit = self._limits
         headers = slow_consumer_headers(waiting, limit, policy)
         subscription = None
-        for candidate in self._session.subscribers():
+        connection = self._connection
+        for candidate in connection.subscribers():
             if data.startswith(candidate.prefix):
                 subscription = candidate
                 break
@@ -334,15 +330,15 @@ class SlowConsumer:
             slow_consumer_message(
                 subscription.headers.get("id"),
                 subscription.destination,
-                f"advisory-{self._session.session_id}-{self._advisories}",
+                f"advisory-{connection.session_id}-{self._advisories}",
                 headers,
                 body,
-                self._session.version,
+                connection.describe().version or "1.2",
             )
         )
         about = (
-            ("session", self._session.session_id),
-            ("address", self._session.peer),
+            ("session", connection.session_id),
+            ("address", connection.peer),
             ("subscription", subscription.subscription_id),
             ("subscription-destination", subscription.destination),
         )
@@ -359,11 +355,11 @@ class SlowConsumer:
         """
         dropped = backlog.drop_oldest(0)
         self._write_message = self._count_dropped
-        self._broker.count_dropped(self._session, dropped, disconnected=True)
+        self._broker.count_dropped(self._connection, dropped, disconnected=True)
         limit = self._limits[1]
         backlog.closing = self._clock.callLater(
             0,
-            self._session._fail,
+            self._fail,
             LimitExceeded(
                 "slow consumer",
                 f"the client did not read its messages fast enough: more than {limit}"
@@ -374,7 +370,7 @@ class SlowConsumer:
 
     def _count_dropped(self, data: bytes) -> None:
         """Stands in for writing topic messages to a client being disconnected for slowness."""
-        self._broker.count_dropped(self._session, 1)
+        self._broker.count_dropped(self._connection, 1)
 
     def behind(self) -> bool:
         """:returns: whether what the session writes waits in the backlog now."""

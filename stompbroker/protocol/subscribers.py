@@ -23,7 +23,7 @@ swaps back, so a delivery with no gap pending costs nothing more.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from zope.interface import implementer
 
@@ -31,28 +31,21 @@ from stompbroker.interfaces import ISubscriber
 from stompbroker.protocol.encoder import message_prefix, message_tail
 from stompbroker.protocol.resume.registry import STREAM_OFFSET_HEADER
 
-if TYPE_CHECKING:
-    from stompbroker.protocol.slow_consumer import SlowConsumer
-
 #: The header line of the first MESSAGE after a gap (docs/destinations.md).
 GAP_HEADER = b"cluster-gap:true\n"
 
 
-class SubscriberSession(Protocol):
-    """
-    What a subscription needs of the session it belongs to, which is also the
-    connection the broker knows it by.
-    """
+class MessageOutput(Protocol):
+    """Where a subscription writes its MESSAGE frames (the session's output)."""
 
-    @property
-    def version(self) -> str: ...
+    def write_message(self, data: bytes) -> None:
+        """An auto-ack topic message, which a slow client's buffer may drop."""
 
-    @property
-    def session_id(self) -> str: ...
+    def write_delivery(self, data: bytes) -> None:
+        """A message from a queue, counted as it is written."""
 
-    @property
-    def output(self) -> SlowConsumer:
-        """Where its MESSAGE frames are written."""
+    def count_messages(self, count: int, size: int) -> None:
+        """Count topic messages routed here, told in batches."""
 
 
 @implementer(ISubscriber)
@@ -79,6 +72,7 @@ class SessionSubscription:
         "prefetch",
         "max_redeliveries",
         "durable",
+        "_count",
         "_prefix",
         "_style",
         "_write",
@@ -98,7 +92,9 @@ class SessionSubscription:
 
     def __init__(
         self,
-        session: SubscriberSession,
+        connection: Any,
+        output: MessageOutput,
+        version: str,
         subscription_id: str,
         destination: str,
         ack_mode: str,
@@ -112,17 +108,19 @@ class SessionSubscription:
         self.subscription_id = subscription_id
         self.destination = destination
         self.ack_mode = ack_mode
-        self.connection = session
+        #: The connection the broker knows it by (an ``IConnection``).
+        self.connection = connection
         self.headers = headers
         self.number = number
         self.prefetch = prefetch
         self.max_redeliveries = max_redeliveries
         self.durable = durable
-        self._style = session.version
-        self._prefix = message_prefix(subscription_id if named else None, session.version)
+        self._style = version
+        self._prefix = message_prefix(subscription_id if named else None, version)
         # Only auto-ack topic subscriptions are this class; their messages are
         # the ones a slow client's buffer may drop (see SlowConsumer.write_message).
-        self._write: Callable[[bytes], None] = session.output.write_message
+        self._write: Callable[[bytes], None] = output.write_message
+        self._count = output.count_messages
         #: While a gap is pending, the write to go back to after the next frame.
         self._after_gap: Callable[[bytes], None] | None = None
 
@@ -198,9 +196,7 @@ class SessionSubscription:
         :param count: how many messages.
         :param tails: bytes of their encoded tails, by escaping style.
         """
-        self.connection.output.count_messages(
-            count, count * len(self._prefix) + tails.get(self._style, 0)
-        )
+        self._count(count, count * len(self._prefix) + tails.get(self._style, 0))
 
     def __repr__(self) -> str:
         return (
@@ -227,11 +223,13 @@ class TrackedSubscription(SessionSubscription):
     #: never come back.
     collects_while_detached = False
 
-    def __init__(self, session: SubscriberSession, *args: Any, **kwargs: Any) -> None:
-        super().__init__(session, *args, **kwargs)
+    def __init__(
+        self, connection: Any, output: MessageOutput, version: str, *args: Any, **kwargs: Any
+    ) -> None:
+        super().__init__(connection, output, version, *args, **kwargs)
         # Counted as a message as it is written (SlowConsumer.write_delivery).
-        self._write = session.output.write_delivery
-        acknowledged = self.ack_mode != "auto" and session.version == "1.2"
+        self._write = output.write_delivery
+        acknowledged = self.ack_mode != "auto" and version == "1.2"
         #: The prefix and the start of the ``ack`` line, to which each frame adds
         #: its message-id; empty when the frames carry no ``ack`` header.
         self._ack_head = (self._prefix + b"ack:%d." % self.number) if acknowledged else b""
@@ -266,8 +264,10 @@ class StreamSubscription(TrackedSubscription):
 
     __slots__ = ("last_stream_offset",)
 
-    def __init__(self, session: SubscriberSession, *args: Any, **kwargs: Any) -> None:
-        super().__init__(session, *args, **kwargs)
+    def __init__(
+        self, connection: Any, output: MessageOutput, version: str, *args: Any, **kwargs: Any
+    ) -> None:
+        super().__init__(connection, output, version, *args, **kwargs)
         self.last_stream_offset: int | None = None
 
     def stream_position(self, offset: int) -> None:

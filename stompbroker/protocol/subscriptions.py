@@ -19,18 +19,16 @@ subscriptions, is :mod:`stompbroker.broker.routing.topic_tree`.)
 - The SUBSCRIBE headers other brokers' clients rely on are read here: the
   window (``prefetch-count``, ``activemq.prefetchSize``), ``max-redeliveries``,
   and durable subscription names (ActiveMQ's, Artemis's and RabbitMQ's).
-- The session's SUBSCRIBE, UNSUBSCRIBE, ACK and NACK handlers are the
-  functions :func:`on_subscribe`, :func:`on_unsubscribe`, :func:`on_ack` and
-  :func:`on_nack`, which its ``HANDLERS`` table names.
+- The session's SUBSCRIBE, UNSUBSCRIBE, ACK and NACK handlers sequence this
+  part's methods with the broker and the receipts.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import ItemsView
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, ItemsView
 
-from stompbroker.interfaces import IBroker
+from stompbroker.interfaces import IBroker, IConnection
 from stompbroker.protocol.config import READ, SessionConfig
 from stompbroker.protocol.errors import (
     DuplicateSubscription,
@@ -41,17 +39,14 @@ from stompbroker.protocol.errors import (
     UnknownSubscription,
 )
 from stompbroker.protocol.frames import Frame
+from stompbroker.protocol.parts import Identified
 from stompbroker.protocol.resume.registry import STREAM_PREFIX
 from stompbroker.protocol.subscribers import (
+    MessageOutput,
     SessionSubscription,
     StreamSubscription,
     TrackedSubscription,
 )
-
-if TYPE_CHECKING:
-    from stompbroker.protocol.resume.part import Resume
-    from stompbroker.protocol.session import StompSession
-    from stompbroker.protocol.slow_consumer import SlowConsumer
 
 ACK_MODES: frozenset[str] = frozenset({"auto", "client", "client-individual"})
 
@@ -124,59 +119,72 @@ def unknown_subscription(subscription_id: str) -> UnknownSubscription:
     )
 
 
-class SubscriptionsOwner(Protocol):
-    """
-    What :class:`Subscriptions` needs of the session whose subscriptions it
-    keeps: the session is the connection its subscriptions write to.
-    """
-
-    @property
-    def config(self) -> SessionConfig: ...
-
-    @property
-    def version(self) -> str: ...
-
-    @property
-    def identity(self) -> Any: ...
-
-    @property
-    def client_id(self) -> str | None: ...
-
-    @property
-    def session_id(self) -> str: ...
-
-    @property
-    def output(self) -> SlowConsumer:
-        """Where its subscriptions write their MESSAGE frames."""
-
-    @property
-    def resume(self) -> Resume:
-        """Where a resumable session's auto-ack topic messages go (``recent_writer``)."""
-
-
 class Subscriptions:
     """
     The client's subscriptions: made from SUBSCRIBE frames, given to the
     broker, kept by ``id`` and by number for 1.2 ack ids.
 
-    :param session: whose subscriptions these are (:class:`SubscriptionsOwner`).
+    :param connection: the connection they belong to, as the broker knows it.
     :param broker: the broker they are given to.
+    :param output: where they write their MESSAGE frames.
+    :param login: who the client is, whose rights a SUBSCRIBE needs.
+    :param config: the listener's settings (``access``, ``max_subscriptions``).
     """
 
-    __slots__ = ("by_id", "_broker", "_numbered", "_numbers", "_session")
+    __slots__ = (
+        "by_id",
+        "_broker",
+        "_client_id",
+        "_config",
+        "_connection",
+        "_login",
+        "_numbered",
+        "_numbers",
+        "_output",
+        "_recent",
+        "_version",
+    )
 
-    def __init__(self, session: SubscriptionsOwner, broker: IBroker) -> None:
-        self._session = session
+    def __init__(
+        self,
+        connection: IConnection,
+        broker: IBroker,
+        output: MessageOutput,
+        login: Identified,
+        config: SessionConfig,
+    ) -> None:
+        self._connection = connection
         self._broker = broker
+        self._output = output
+        self._login = login
+        self._config = config
+        #: The version CONNECT negotiated, and its ``client-id``.
+        self._version = "1.2"
+        self._client_id: str | None = None
+        #: Where a resumable session's auto-ack topic messages go, or ``None``.
+        self._recent: Callable[[bytes], None] | None = None
         #: id -> subscription.
         self.by_id: dict[str, SessionSubscription] = {}
         #: str(subscription number) -> subscription, to resolve 1.2 ack ids.
         self._numbered: dict[str, SessionSubscription] = {}
         self._numbers = itertools.count(1)
 
-    def use(self, broker: IBroker) -> None:
-        """CONNECT chose a virtual host: subscribe through its view of the broker."""
+    def negotiated(self, version: str, client_id: str | None) -> None:
+        """CONNECT's version, and its ``client-id``, which scopes durable subscription names."""
+        self._version = version
+        self._client_id = client_id
+
+    def use(self, broker: IBroker, config: SessionConfig) -> None:
+        """CONNECT chose a virtual host: subscribe through its view of the broker, by its rules."""
         self._broker = broker
+        self._config = config
+
+    def keep_recent(self, write: Callable[[bytes], None] | None) -> None:
+        """
+        The session is resumable: its auto-ack topic subscriptions write with
+        ``write``, which keeps what they write a while (see resume/part.py).
+        """
+        self._recent = write
 
     def __len__(self) -> int:
         return len(self.by_id)
@@ -194,14 +202,14 @@ class Subscriptions:
         :returns: the subscription a SUBSCRIBE asks for, not yet given to the broker.
         :raises ProtocolError: for a SUBSCRIBE that cannot be.
         """
-        session = self._session
         destination = frame.required("destination")
-        access = session.config.access
+        access = self._config.access
         if access is not None:
-            access.check(session.identity, READ, destination)
+            access.check(self._login.identity, READ, destination)
         subscription_id = frame.get("id")
+        version = self._version
         if subscription_id is None:
-            if session.version != "1.0":
+            if version != "1.0":
                 frame.required("id")
             # STOMP 1.0 made the id optional: the destination is a stable stand-in,
             # and it is what a 1.0 UNSUBSCRIBE by destination names; the MESSAGE
@@ -227,14 +235,16 @@ class Subscriptions:
         max_redeliveries = frame.get("max-redeliveries")
         durable = None
         if destination.startswith(TOPIC_PREFIX):
-            durable = durable_name(frame, subscription_id, session.client_id)
+            durable = durable_name(frame, subscription_id, self._client_id)
         cls = SessionSubscription
         if destination.startswith(STREAM_PREFIX):
             cls = StreamSubscription
         elif ack_mode != "auto" or durable is not None or not destination.startswith(TOPIC_PREFIX):
             cls = TrackedSubscription
         subscription = cls(
-            session,
+            self._connection,
+            self._output,
+            version,
             subscription_id,
             destination,
             ack_mode,
@@ -247,16 +257,14 @@ class Subscriptions:
             durable,
             named=frame.get("id") is not None,
         )
-        if cls is SessionSubscription:
-            recent = session.resume.recent_writer()
-            if recent is not None:
-                # A resumable session keeps what it writes a while (see resume/part.py).
-                subscription.divert(recent)
+        if cls is SessionSubscription and self._recent is not None:
+            # A resumable session keeps what it writes a while (see resume/part.py).
+            subscription.divert(self._recent)
         return subscription
 
     def add(self, subscription: SessionSubscription) -> None:
         """Give a subscription to the broker, and keep it."""
-        limit = self._session.config.max_subscriptions
+        limit = self._config.max_subscriptions
         if limit and len(self.by_id) >= limit:
             raise LimitExceeded(
                 "too many subscriptions",
@@ -281,7 +289,9 @@ class Subscriptions:
                 return
         self.add(
             TrackedSubscription(
-                self._session,
+                self._connection,
+                self._output,
+                self._version,
                 temp_queue,
                 temp_queue,
                 "auto",
@@ -296,16 +306,15 @@ class Subscriptions:
 
         :raises UnknownSubscription: for one this connection does not have.
         """
-        session = self._session
         subscription_id = frame.get("id")
         if subscription_id is None:
             destination = frame.get("destination")
-            if session.version != "1.0" or destination is None:
+            if self._version != "1.0" or destination is None:
                 frame.required("id")
             subscription_id = self._by_destination(destination or "")
         # With a durable header, UNSUBSCRIBE also deletes the durable subscription,
         # which need not be active on this connection (ActiveMQ, RabbitMQ).
-        durable = durable_name(frame, subscription_id, session.client_id)
+        durable = durable_name(frame, subscription_id, self._client_id)
         subscription = self.by_id.pop(subscription_id, None)
         if subscription is None:
             if durable is None:
@@ -354,7 +363,7 @@ class Subscriptions:
         pass, the first of each kept (STOMP 1.2, Repeated Header Entries),
         rather than scanned once for each header read.
         """
-        if self._session.version == "1.2":
+        if self._version == "1.2":
             ack_id = transaction = receipt = None
             for name, value in frame.headers:
                 if name == "id":
@@ -405,7 +414,7 @@ class Subscriptions:
         :raises MissingHeader: if the frame names no message.
         :raises UnknownAck: for an ack id of a subscription this connection does not have.
         """
-        version = self._session.version
+        version = self._version
         ack_id = frame.get("id") if version == "1.2" else None
         if ack_id is not None:
             return self.by_ack_id(ack_id)
@@ -420,58 +429,3 @@ class Subscriptions:
         # destination, or a stale id) is no error: the message-id is looked for
         # through all of its subscriptions, as ActiveMQ and RabbitMQ do.
         return self.by_id.get(subscription_id), message_id
-
-
-# -- the session's handlers ------------------------------------------------------
-
-
-def on_subscribe(session: StompSession, frame: Frame) -> None:
-    """SUBSCRIBE: a subscription given to the broker, live once its RECEIPT is out."""
-    subscriptions = session.subscriptions
-    subscription = subscriptions.new(frame)
-    receipt = frame.get("receipt")
-    if receipt is None:
-        subscriptions.add(subscription)
-        return
-    # Clients treat a subscription as live once its RECEIPT is in, and some
-    # read frames in that order: what it is sent before then (messages
-    # waiting in its queue) waits for the RECEIPT.
-    release = subscription.hold_writes()
-    subscriptions.add(subscription)
-    session.receipts.send_receipt(receipt, release)
-
-
-def on_unsubscribe(session: StompSession, frame: Frame) -> None:
-    session.subscriptions.unsubscribe(frame)
-    session.receipts.receipt(frame)
-
-
-def on_ack(session: StompSession, frame: Frame) -> None:
-    subscription, message_id, transaction, receipt = session.subscriptions.ack_names(frame)
-    waiting = session.broker.ack(
-        session, message_id, subscriber=subscription, transaction=transaction
-    )
-    if waiting is None:
-        # Nothing to store, the common case: answer at once (as
-        # Receipts.when_stored would, in two calls and a third scan).
-        if receipt is not None:
-            session.receipts.send_receipt(receipt)
-        return
-    session.receipts.when_stored(waiting, frame)
-
-
-def on_nack(session: StompSession, frame: Frame) -> None:
-    requeue = frame.get("requeue", "true")
-    if requeue not in ("true", "false"):
-        raise MalformedFrame(
-            "invalid requeue header", f"requeue must be true or false, got {requeue!r}"
-        )
-    subscription, message_id = session.subscriptions.acknowledged(frame)
-    waiting = session.broker.nack(
-        session,
-        message_id,
-        subscriber=subscription,
-        requeue=requeue == "true",
-        transaction=frame.get("transaction"),
-    )
-    session.receipts.when_stored(waiting, frame)

@@ -13,56 +13,52 @@ are tested with ``twisted.internet.task.Clock`` and nothing here imports Twisted
   included) is closed; a frame begun must be complete within ``frame_timeout``.
   Each breach is a :class:`~stompbroker.protocol.errors.LimitExceeded` naming
   the limit.
-- While the session reads nothing from the client (see ``_read_pauses``), the
+- While the session reads nothing from the client (see :mod:`~stompbroker.protocol.reading`), the
   client's silence is not its fault: the checks wait, and the clocks start
   again when reading does.
 
-The session holds one :class:`Timers`; what it needs of the session is
-:class:`TimersOwner`.  The marks of activity the checks read (when the client
-was last heard from, whether anything was written since the last beat) are
-the session's and its output's, set on every read and write without a call
-to this part.
+The session holds one :class:`Timers`, given the clock, a way to write a
+heart-beat, what it reads of the session's reading (:class:`Hearing`) and two
+ways to end the session.  The marks of activity the checks read (when the
+client was last heard from, whether anything was written since the last beat)
+are the reading's and the output's, set on every read and write without a
+call to this part.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from stompbroker.protocol.config import SessionConfig
 from stompbroker.protocol.errors import LimitExceeded, ProtocolError
 from stompbroker.protocol.parts import Clock, Failing, Timer
 
-if TYPE_CHECKING:
-    from stompbroker.protocol.resume.part import Resume
-    from stompbroker.protocol.slow_consumer import SlowConsumer
 
-
-class TimersOwner(Failing, Protocol):
-    """What :class:`Timers` needs of the session it keeps time for."""
+class Hearing(Protocol):
+    """What the heart-beat check reads of the session's reading (a ``ReadPauses``)."""
 
     @property
-    def _last_received(self) -> float:
+    def paused(self) -> bool:
+        """Whether the session reads nothing now: the client's silence is not its fault."""
+
+    @property
+    def last_heard(self) -> float:
         """When the client was last heard from."""
-
-    @property
-    def _read_pauses(self) -> frozenset[str]: ...
-
-    @property
-    def output(self) -> SlowConsumer:
-        """Writes a heart-beat unless anything else was written since the last one (``beat``)."""
-
-    @property
-    def resume(self) -> Resume:
-        """Detached when the client is silent: the network is gone, not the client's wish."""
 
 
 class Timers:
     """
     The session's timers.
 
-    :param session: what it keeps time for (:class:`TimersOwner`).
     :param clock: where it reads the time and schedules its checks.
     :param config: the listener's settings (the timeouts, ``heartbeat_grace``).
+    :param hearing: when the client was last heard, and whether reading is paused.
+    :param beat: writes a heart-beat unless anything else was written since the
+        last call (the output's ``beat``).
+    :param fail: ends the session with an ERROR (a timeout).
+    :param dead: ends the session of a client silent past its heart-beats: the
+        network is gone, not the client's wish, so a resumable session waits.
     """
 
     __slots__ = (
@@ -74,11 +70,25 @@ class Timers:
         "_heartbeat",
         "_receive_timer",
         "_send_timer",
-        "_session",
+        "_beat",
+        "_dead",
+        "_fail",
+        "_hearing",
     )
 
-    def __init__(self, session: TimersOwner, clock: Clock, config: SessionConfig) -> None:
-        self._session = session
+    def __init__(
+        self,
+        clock: Clock,
+        config: SessionConfig,
+        hearing: Hearing,
+        beat: Callable[[], None],
+        fail: Failing,
+        dead: Callable[[ProtocolError], None],
+    ) -> None:
+        self._hearing = hearing
+        self._beat = beat
+        self._fail = fail
+        self._dead = dead
         self._clock = clock
         self._config = config
         #: When the frame now incomplete began, or ``None``.
@@ -133,22 +143,20 @@ class Timers:
             )
 
     def _send_beat(self) -> None:
-        self._session.output.beat()
+        self._beat()
         self._send_timer = self._clock.callLater(self._heartbeat[0] / 2000.0, self._send_beat)
 
     def _check_beat(self) -> None:
-        session = self._session
+        hearing = self._hearing
         allowed = self._heartbeat[1] * self._config.heartbeat_grace / 1000.0
-        silent = self._clock.seconds() - session._last_received
-        if session._read_pauses:
+        silent = self._clock.seconds() - hearing.last_heard
+        if hearing.paused:
             # We are not reading from the client: its silence is not its fault.
             self._receive_timer = self._clock.callLater(allowed, self._check_beat)
             return
         if silent >= allowed:
             self._receive_timer = None
-            # The network is gone, not the client's wish: a resumable session waits for it.
-            session.resume.detach()
-            session._fail(
+            self._dead(
                 ProtocolError(
                     "heart-beat timeout",
                     f"nothing received for {silent:.1f} s; the negotiated heart-beat is"
@@ -163,7 +171,7 @@ class Timers:
     def _connect_timed_out(self) -> None:
         self._connect_timer = None
         timeout = self._config.connect_timeout
-        self._session._fail(
+        self._fail(
             LimitExceeded(
                 "connect timeout",
                 f"no CONNECT frame was completed within {timeout:g} s of connecting"
@@ -189,14 +197,14 @@ class Timers:
             return
         timeout = self._config.frame_timeout
         waited = self._clock.seconds() - started
-        if self._session._read_pauses:
+        if self._hearing.paused:
             # We are not reading from the client: it cannot finish its frame.
             self._frame_timer = self._clock.callLater(timeout, self._check_frame)
             return
         if waited < timeout:
             self._frame_timer = self._clock.callLater(timeout - waited, self._check_frame)
             return
-        self._session._fail(
+        self._fail(
             LimitExceeded(
                 "frame timeout",
                 f"a frame was begun and not completed within {timeout:g} s (frame-timeout)",

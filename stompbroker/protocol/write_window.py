@@ -44,12 +44,12 @@ class WriteWindow:
     :class:`~stompbroker.protocol.receipts.Receipts`, which tells it when a
     write starts and ends.
 
-    :param reading: the session, whose reading it pauses at the bound.
+    :param reading: the session's reading, which it pauses at the bound.
     :param config: the listener's settings (``max_pending_writes`` and
         ``max_pending_write_bytes``).
     """
 
-    __slots__ = ("pending", "pending_bytes", "_config", "_reading")
+    __slots__ = ("pending", "pending_bytes", "_config", "_full", "_reading")
 
     def __init__(self, reading: Reading, config: SessionConfig) -> None:
         self._reading = reading
@@ -57,26 +57,30 @@ class WriteWindow:
         #: Store writes asked for and not done, and the bytes they count.
         self.pending = 0
         self.pending_bytes = 0
+        #: Whether the window is at its bound (and reading paused for it).
+        self._full = False
 
     def started(self, size: int) -> None:
         """A write is pending: at the bound, read nothing more until some are done."""
         self.pending += 1
         self.pending_bytes += size
         config = self._config
-        if (
+        if not self._full and (
             self.pending >= config.max_pending_writes
             or self.pending_bytes >= config.max_pending_write_bytes
-        ) and BY_WINDOW not in self._reading._read_pauses:
-            self._reading._pause_reading(BY_WINDOW)
+        ):
+            self._full = True
+            self._reading.pause(BY_WINDOW)
 
     def ended(self, size: int) -> None:
         """A write is done (or failed): below the bound again, read again."""
         self.pending -= 1
         self.pending_bytes -= size
-        if BY_WINDOW in self._reading._read_pauses:
+        if self._full:
             config = self._config
             if (
                 self.pending < config.max_pending_writes
                 and self.pending_bytes < config.max_pending_write_bytes
             ):
-                self._reading._resume_reading(BY_WINDOW)
+                self._full = False
+                self._reading.resume(BY_WINDOW)

@@ -408,8 +408,7 @@ def test_durable_subscription_names(connect_client_id: Any, headers: list, durab
     RabbitMQ's durable/persistent (named by id), ActiveMQ's and Artemis's name headers (with
     client-id).
     """
-    session, transport, _, _ = connected()
-    session.client_id = connect_client_id
+    session, transport, _, _ = connected(client_id=connect_client_id)
     subscription = subscribe(
         session, transport, ("id", "sub-1"), ("destination", "/topic/p"), *headers
     )
@@ -470,8 +469,7 @@ def test_inactive_durable_subscription_can_be_removed_by_name() -> None:
     ActiveMQ style: UNSUBSCRIBE naming a durable subscription this connection is not consuming
     removes it.
     """
-    session, transport, _, broker = connected()
-    session.client_id = "app"
+    session, transport, _, broker = connected(client_id="app")
     session.receive_data(frame("UNSUBSCRIBE", ("id", "x"), ("activemq.subscriptionName", "prices")))
     assert broker.named("remove_durable") == [("app", "prices")]
     assert not transport.closed

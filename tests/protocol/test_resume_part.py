@@ -1,94 +1,97 @@
 """
 The session's resume part (stompbroker.protocol.resume.part.Resume) built alone on
-a stand-in for the session (:class:`Owner`, which holds a real subscriptions part
-over a recording broker) and a real ``ResumeBook`` on a ``task.Clock``, without a
-session: CONNECT's token, CONNECTED's headers, detaching and taking up again.
+the real parts it is given (subscriptions and output over a recording broker and
+transport, the session's state) and a real ``ResumeBook`` on a ``task.Clock``,
+without a session or a stand-in for one: CONNECT's token, CONNECTED's headers,
+detaching and taking up again.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from attrs import define
 from twisted.internet.task import Clock
 
 from stompbroker.protocol.config import SessionConfig
-from stompbroker.protocol.errors import ProtocolError
 from stompbroker.protocol.frames import Frame
+from stompbroker.protocol.resume.cluster import Waiting
 from stompbroker.protocol.resume.part import Resume
 from stompbroker.protocol.resume.registry import ResumeBook
-from stompbroker.protocol.states import Event, State
+from stompbroker.protocol.slow_consumer import SlowConsumer
+from stompbroker.protocol.states import State
 from stompbroker.protocol.subscriptions import Subscriptions
-from tests.support.session import RecordingBroker
+from tests.support.broker import FakeConnection
+from tests.support.parts import Failures, reading
+from tests.support.session import FakeTransport, RecordingBroker
 
 
-class Owner:
-    """A stand-in for the session: the ``ResumeOwner`` a :class:`Resume` makes resumable."""
+@define
+class Who:
+    """Who the client is, as its login part says (``Identified``)."""
+
+    identity: Any = None
+
+
+class Made:
+    """A :class:`Resume` and what it was given, each real or recording."""
 
     def __init__(self, book: ResumeBook | None) -> None:
-        self.config = SessionConfig(resumption=book)
-        self.state = State.CONNECTED
-        self.version = "1.2"
-        self.identity: Any = None
-        self.client_id: str | None = None
-        self.session_id = "s1"
+        config = SessionConfig(resumption=book)
+        self.failures = Failures()
+        self.life = self.failures.life
         self.broker = RecordingBroker()
-        self.subscriptions = Subscriptions(self, self.broker)
-        self.resume = Resume(self)
-        self.written: list[tuple[bytes, int]] = []
-        self.failed: list[str] = []
-        self.waiting: Any = None
-
-    # What the subscriptions part needs of its session.
-    @property
-    def output(self) -> Owner:
-        """The output part stand-in is the owner itself: it records what is written."""
-        return self
-
-    def write_message(self, data: bytes) -> None:
-        self.written.append((data, 1))
-
-    def write_delivery(self, data: bytes) -> None:
-        self.written.append((data, 1))
-
-    # What the resume part needs.
-    def write_messages(self, data: bytes, count: int) -> None:
-        self.written.append((data, count))
-
-    def _fail(self, error: ProtocolError, event: Event = Event.ERROR) -> None:
-        self.failed.append(error.message)
-
-    @property
-    def login(self) -> Owner:
-        """The login part stand-in is the owner itself: it keeps the answer awaited."""
-        return self
-
-    def wait_on(self, answer: Any) -> None:
-        self.waiting = answer
-
-    def _transition(self, event: Event) -> None:
-        raise AssertionError(f"no state change expected here, got {event}")
-
-    def _close(self, event: Event) -> None:
-        self.state = State.CLOSING
+        self.transport = FakeTransport()
+        connection = FakeConnection("s1")
+        self.output = SlowConsumer(
+            connection,
+            self.broker,
+            self.transport,
+            Clock(),
+            config,
+            self.life,
+            reading()[0],
+            self.failures,
+        )
+        who = Who()
+        self.subscriptions = Subscriptions(connection, self.broker, self.output, who, config)
+        #: What the session was asked to do while waiting for the cluster (never, here).
+        self.waits: list[Any] = []
+        self.resume = Resume(
+            book,
+            self.life,
+            self.subscriptions,
+            who,
+            self.output,
+            self.failures,
+            self.life.move,
+            Waiting(
+                lambda: self.waits.append("start"),
+                self.waits.append,
+                lambda: self.waits.append("in"),
+            ),
+        )
 
 
 def connect(resume: Resume, token: str) -> tuple[tuple[tuple[str, str], ...], Any]:
-    resume.read(Frame("CONNECT", (("resume-token", token),)))
-    return resume.headers()
+    resume.read(Frame("CONNECT", (("resume-token", token),)), "1.2")
+    return resume.headers("s1")
 
 
 def test_a_session_that_does_not_ask_is_not_resumable() -> None:
-    owner = Owner(ResumeBook(Clock()))
+    owner = Made(ResumeBook(Clock()))
     resume = owner.resume
-    resume.read(Frame("CONNECT"))
-    assert resume.headers() == ((), None)
+    resume.read(Frame("CONNECT"), "1.2")
+    assert resume.headers("s1") == ((), None)
     assert resume.recent_writer() is None
     resume.detach()
     assert owner.broker.named("unsubscribe") == []
+    # Without a cluster's directory, nothing waits before CONNECTED.
+    assert owner.waits == []
 
 
 def test_an_empty_token_gets_a_fresh_resumable_session() -> None:
-    owner = Owner(ResumeBook(Clock()))
+    owner = Made(ResumeBook(Clock()))
     headers, resumed = connect(owner.resume, "")
     assert dict(headers)["resumed"] == "false"
     assert dict(headers)["resume-token"] == owner.resume.resume_token
@@ -98,7 +101,7 @@ def test_an_empty_token_gets_a_fresh_resumable_session() -> None:
 
 def test_a_detached_session_keeps_its_topics_and_is_taken_up_again() -> None:
     book = ResumeBook(Clock())
-    old = Owner(book)
+    old = Made(book)
     headers, _ = connect(old.resume, "")
     token = dict(headers)["resume-token"]
     topic = old.subscriptions.new(Frame("SUBSCRIBE", (("id", "t"), ("destination", "/topic/a"))))
@@ -109,33 +112,34 @@ def test_a_detached_session_keeps_its_topics_and_is_taken_up_again() -> None:
     assert old.broker.named("unsubscribe") == [queue]
     assert len(old.subscriptions) == 0
     topic._write(b"missed")
-    new = Owner(book)
+    new = Made(book)
     headers, resumed = connect(new.resume, token)
     assert dict(headers)["resumed"] == "true"
     new.resume.resume(resumed)
     assert [s.subscription_id for s in new.subscriptions.values()] == ["t", "q"]
-    assert new.written == [(b"missed", 1)]
+    assert new.transport.take() == b"missed"
+    assert new.output.frames_sent == 1
     assert old.broker.named("unsubscribe") == [queue, topic]
 
 
 def test_a_token_still_connected_is_taken_over() -> None:
     """The client noticed the drop before the broker: the old session detaches and closes."""
     book = ResumeBook(Clock())
-    old = Owner(book)
+    old = Made(book)
     headers, _ = connect(old.resume, "")
-    new = Owner(book)
+    new = Made(book)
     headers, resumed = connect(new.resume, dict(headers)["resume-token"])
-    assert old.state is State.CLOSING
+    assert old.life.state is State.CLOSING
     assert dict(headers)["resumed"] == "true"
 
 
 def test_ending_voids_the_token() -> None:
     book = ResumeBook(Clock())
-    owner = Owner(book)
+    owner = Made(book)
     headers, _ = connect(owner.resume, "")
     token = dict(headers)["resume-token"]
     owner.resume.end()
     assert owner.resume.resume_token is None
-    again = Owner(book)
+    again = Made(book)
     headers, resumed = connect(again.resume, token)
     assert (dict(headers)["resumed"], resumed) == ("false", None)

@@ -30,6 +30,7 @@ from stompbroker.protocol.session import (
     SessionStateError,
     State,
 )
+from stompbroker.protocol.states import SessionState
 from stompbroker.security.identity import ANONYMOUS_IDENTITY, Identity
 from tests.support.session import RecordingBroker, connected, error_of, frame, make_session
 
@@ -214,21 +215,21 @@ def test_an_event_the_state_does_not_allow_is_a_bug_not_a_client_error() -> None
     An undefined transition raises SessionStateError, which is no ProtocolError: the client is
     not blamed with an ERROR, and the state stays as it was.
     """
-    session, transport, _, _ = connected()
+    life = SessionState()
+    life.move(Event.LOGIN_ACCEPTED)
     with pytest.raises(SessionStateError, match="LOGIN_STARTED"):
-        session._transition(Event.LOGIN_STARTED)
+        life.move(Event.LOGIN_STARTED)
     assert not issubclass(SessionStateError, ProtocolError)
-    assert session.state is State.CONNECTED
-    assert transport.take() == b"" and not transport.closed
+    assert life.state is State.CONNECTED
 
 
 def test_only_the_transition_function_assigns_the_state() -> None:
     """
-    In the whole protocol package, ``.state`` is assigned in StompSession.__init__ (the first
-    state) and in _transition, nowhere else: TRANSITIONS is the only place the state changes.
+    In the whole protocol package, ``.state`` is assigned in SessionState.__init__ (the first
+    state) and in its move, nowhere else: TRANSITIONS is the only place the state changes.
     """
     assigning = set()
-    for path in sorted(Path(session_module.__file__).parent.glob("*.py")):
+    for path in sorted(Path(session_module.__file__).parent.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for function in ast.walk(tree):
             if not isinstance(function, ast.FunctionDef):
@@ -241,7 +242,7 @@ def test_only_the_transition_function_assigns_the_state() -> None:
                     targets = [node.target]
                 if any(isinstance(t, ast.Attribute) and t.attr == "state" for t in targets):
                     assigning.add((path.name, function.name))
-    assert assigning == {("session.py", "__init__"), ("session.py", "_transition")}
+    assert assigning == {("states.py", "__init__"), ("states.py", "move")}
 
 
 # -- what statistics see -----------------------------------------------------------------

@@ -1,60 +1,63 @@
 """
 The client's subscriptions part (stompbroker.protocol.subscriptions.Subscriptions)
-built alone on a recording broker and a stand-in for the session (:class:`Owner`),
-without a session: what SUBSCRIBE makes, the limit, UNSUBSCRIBE, ack ids, and
-giving every subscription back.
+built alone on a recording broker, the broker's view of a connection and a real
+output part over a recording transport, without a session or a stand-in for one:
+what SUBSCRIBE makes, the limit, UNSUBSCRIBE, ack ids, and giving every
+subscription back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
+from attrs import define
+from twisted.internet.task import Clock
 
 from stompbroker.protocol.config import SessionConfig
 from stompbroker.protocol.errors import DuplicateSubscription, LimitExceeded, UnknownAck
 from stompbroker.protocol.frames import Frame
+from stompbroker.protocol.slow_consumer import SlowConsumer
 from stompbroker.protocol.subscribers import SessionSubscription, TrackedSubscription
 from stompbroker.protocol.subscriptions import Subscriptions
-from tests.support.session import RecordingBroker
+from tests.support.broker import FakeConnection
+from tests.support.parts import Failures, reading
+from tests.support.session import FakeTransport, RecordingBroker
 
 
-class Owner:
-    """A stand-in for the session: the ``SubscriptionsOwner`` whose subscriptions they are."""
+@define
+class Who:
+    """Who the client is, as its login part says (``Identified``)."""
 
-    def __init__(self, config: SessionConfig | None = None, version: str = "1.2") -> None:
-        self.config = config or SessionConfig()
-        self.version = version
-        self.identity: Any = None
-        self.client_id: str | None = None
-        self.session_id = "s1"
-        self.written: list[bytes] = []
-        self.recent: Callable[[bytes], None] | None = None
-
-    @property
-    def output(self) -> Owner:
-        """The output part stand-in is the owner itself: it records what is written."""
-        return self
-
-    def write_message(self, data: bytes) -> None:
-        self.written.append(data)
-
-    def write_delivery(self, data: bytes) -> None:
-        self.written.append(data)
-
-    @property
-    def resume(self) -> Owner:
-        """The resume part stand-in is the owner itself: it says where topic messages go."""
-        return self
-
-    def recent_writer(self) -> Callable[[bytes], None] | None:
-        return self.recent
+    identity: Any = None
 
 
-def made(config: SessionConfig | None = None) -> tuple[Subscriptions, Owner, RecordingBroker]:
-    owner, broker = Owner(config), RecordingBroker()
-    return Subscriptions(owner, broker), owner, broker
+class Made:
+    """A :class:`Subscriptions` and what it was given, each real or recording."""
+
+    def __init__(self, config: SessionConfig | None = None) -> None:
+        config = config or SessionConfig()
+        failures = Failures()
+        self.transport = FakeTransport()
+        self.broker = RecordingBroker()
+        self.connection = FakeConnection("s1")
+        self.output = SlowConsumer(
+            self.connection,
+            self.broker,
+            self.transport,
+            Clock(),
+            config,
+            failures.life,
+            reading()[0],
+            failures,
+        )
+        self.subscriptions = Subscriptions(self.connection, self.broker, self.output, Who(), config)
+        self.subscriptions.negotiated("1.2", None)
+
+
+def made(config: SessionConfig | None = None) -> tuple[Subscriptions, Made, RecordingBroker]:
+    parts = Made(config)
+    return parts.subscriptions, parts, parts.broker
 
 
 def subscribe(subscription_id: str, destination: str, *headers: tuple[str, str]) -> Frame:
@@ -78,13 +81,14 @@ def test_a_subscribe_makes_the_class_its_destination_and_ack_mode_need() -> None
 
 
 def test_a_resumable_sessions_topic_messages_go_to_its_recent_writer() -> None:
-    subscriptions, owner, _ = made()
+    subscriptions, parts, _ = made()
     kept: list[bytes] = []
-    owner.recent = kept.append
+    subscriptions.keep_recent(kept.append)
     topic = subscriptions.new(subscribe("a", "/topic/t"))
     subscriptions.add(topic)
     topic._write(b"MESSAGE")
     assert kept == [b"MESSAGE"]
+    assert parts.transport.take() == b""
 
 
 def test_the_limit_refuses_one_more() -> None:

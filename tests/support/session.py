@@ -244,10 +244,16 @@ def connected(
     heart_beat: str = "0,0",
     config: SessionConfig = DEFAULT_CONFIG,
     broker: RecordingBroker | None = None,
+    client_id: str | None = None,
 ) -> tuple[StompSession, FakeTransport, Clock, RecordingBroker]:
-    """As :func:`make_session`, past a CONNECT of ``version`` (its CONNECTED taken)."""
+    """
+    As :func:`make_session`, past a CONNECT of ``version`` (its CONNECTED taken),
+    with ``client-id`` when given one.
+    """
     session, transport, clock, broker = make_session(broker, config=config)
     headers = [("host", "/"), ("heart-beat", heart_beat)]
+    if client_id is not None:
+        headers.append(("client-id", client_id))
     if version != "1.0":
         headers.insert(0, ("accept-version", version))
     session.receive_data(frame("CONNECT", *headers))

@@ -17,9 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from attrs import frozen
+
 from stompbroker.protocol.errors import ProtocolError
 from stompbroker.protocol.frames import Frame
-from stompbroker.protocol.negotiation import BY_LOGIN
+from stompbroker.protocol.parts import Failing, StateView
 from stompbroker.protocol.resume.records import (
     Elsewhere,
     Handover,
@@ -28,15 +30,34 @@ from stompbroker.protocol.resume.records import (
     subscription_id,
     token_key,
 )
-from stompbroker.protocol.states import Event, State
+from stompbroker.protocol.states import State
 
 if TYPE_CHECKING:
-    from stompbroker.protocol.resume.part import Resume, ResumeOwner
+    from stompbroker.protocol.resume.part import Resume
+    from stompbroker.protocol.resume.registry import ResumeBook
+    from stompbroker.protocol.subscriptions import Subscriptions
 
 #: What the directory said of a presented token: nothing is kept.
 NOWHERE = "nowhere"
 #: ... the session is this node's: claim it from the book as on one node.
 HERE = "here"
+
+
+@frozen
+class Waiting:
+    """
+    How a session waits for an answer before CONNECTED (the cluster's, as
+    for a login's): the session's own steps, which a lookup calls.
+
+    :ivar start: the wait begins: hold the client's frames, read nothing more.
+    :ivar keep: keep the answer awaited (``None``: it came), to cancel it if
+        the client goes.
+    :ivar let_in: the answer is in: CONNECTED, then the frames that waited.
+    """
+
+    start: Callable[[], None]
+    keep: Callable[[Any], None]
+    let_in: Callable[[], None]
 
 
 class DirectoryLookup:
@@ -46,14 +67,30 @@ class DirectoryLookup:
     :class:`~stompbroker.protocol.resume.part.Resume`.
 
     :param resume: the part it answers for (its token, and the frames written).
-    :param session: the session (:class:`~stompbroker.protocol.resume.part.ResumeOwner`).
+    :param book: the broker's resumable sessions, or ``None``.
+    :param life: the session's state, read.
+    :param subscriptions: the session's subscriptions, made for a handover.
+    :param fail: ends the session with an ERROR.
+    :param waiting: how the session waits for the directory's answer.
     """
 
-    __slots__ = ("found", "_resume", "_session")
+    __slots__ = ("found", "_book", "_fail", "_life", "_resume", "_subscriptions", "_waiting")
 
-    def __init__(self, resume: Resume, session: ResumeOwner) -> None:
+    def __init__(
+        self,
+        resume: Resume,
+        book: ResumeBook | None,
+        life: StateView,
+        subscriptions: Subscriptions,
+        fail: Failing,
+        waiting: Waiting,
+    ) -> None:
         self._resume = resume
-        self._session = session
+        self._book = book
+        self._life = life
+        self._subscriptions = subscriptions
+        self._fail = fail
+        self._waiting = waiting
         #: What the directory said of the presented token (``None``: not
         #: asked): :data:`NOWHERE`, :data:`HERE` or an :class:`Elsewhere`.
         self.found: Any = None
@@ -69,9 +106,9 @@ class DirectoryLookup:
 
         :returns: ``True`` when the session now waits for the answer (its
             client's frames held, its socket not read, as while a login is
-            checked); the session's ``_let_in`` follows the answer.
+            checked); ``waiting.let_in`` follows the answer.
         """
-        book = self._session.config.resumption
+        book = self._book
         resume = self._resume
         if (
             not resume.resume_token
@@ -81,34 +118,32 @@ class DirectoryLookup:
             or not book.directory.available()
         ):
             return False
-        if self._session.state is State.AWAITING_CONNECT:
-            self._session._transition(Event.LOGIN_STARTED)
-            self._session.receipts.start_holding()
-            self._session._pause_reading(BY_LOGIN)
+        if self._life.state is State.AWAITING_CONNECT:
+            self._waiting.start()
         taking = book.directory.take(
             token_key(resume.resume_token),
             resume.login_name(),
-            self._session.version,
+            resume.version,
         )
         self._await(taking, self._taken)
         return True
 
     def _await(self, answer: Any, then: Callable[[Any], None]) -> None:
         """Wait for the directory's ``answer`` (cancelled, as a login is, if the client goes)."""
-        self._session.login.wait_on(answer)
+        self._waiting.keep(answer)
         answer.addCallbacks(self._answered, self._not_answered, callbackArgs=(then,))
 
     def _answered(self, result: Any, then: Callable[[Any], None]) -> None:
-        self._session.login.wait_on(None)
-        if self._session.state is State.AUTHENTICATING:
+        self._waiting.keep(None)
+        if self._life.state is State.AUTHENTICATING:
             then(result)
 
     def _not_answered(self, failure: Any) -> None:
         """The directory could not answer (its server went): resume here if we can."""
-        self._session.login.wait_on(None)
-        if self._session.state is State.AUTHENTICATING:
+        self._waiting.keep(None)
+        if self._life.state is State.AUTHENTICATING:
             self.found = HERE
-            self._session._let_in()
+            self._waiting.let_in()
 
     def _taken(self, taken: Taken | None) -> None:
         if taken is None:
@@ -120,7 +155,7 @@ class DirectoryLookup:
         else:
             self._hand_over(taken)
             return
-        self._session._let_in()
+        self._waiting.let_in()
 
     def _hand_over(self, taken: Taken) -> None:
         """
@@ -130,18 +165,16 @@ class DirectoryLookup:
         goes after every message published here before them, so none falls
         between (docs/cluster.md).
         """
-        book: Any = self._session.config.resumption
+        book: Any = self._book
         made: dict[str, tuple[Any, list[bytes]]] = {}
         try:
             for headers in taken.record.subscriptions:
-                subscription = self._session.subscriptions.new(
-                    Frame("SUBSCRIBE", tuple(headers.items()))
-                )
+                subscription = self._subscriptions.new(Frame("SUBSCRIBE", tuple(headers.items())))
                 if not subscription.collects_while_detached:
                     continue
                 held: list[bytes] = []
                 subscription.divert(held.append)
-                self._session.subscriptions.add(subscription)
+                self._subscriptions.add(subscription)
                 made[subscription.subscription_id] = (subscription, held)
         except ProtocolError:
             # Refused here (access rights, say): CONNECTED answers as from the
@@ -151,7 +184,7 @@ class DirectoryLookup:
             # The keeping node lets go of its copy too: nobody can claim it now.
             book.directory.hand_over(taken.node, token_key(str(self._resume.resume_token)), None)
             self.found = Elsewhere(taken.record.subscriptions)
-            self._session._let_in()
+            self._waiting.let_in()
             return
         key = token_key(str(self._resume.resume_token))
         asked = book.directory.hand_over(taken.node, key, self._resume.last)
@@ -166,7 +199,7 @@ class DirectoryLookup:
             self.found = Elsewhere(taken.record.subscriptions, made=made)
         else:
             self.found = Elsewhere(handover.subscriptions, handover.frames, handover.gap, made)
-        self._session._let_in()
+        self._waiting.let_in()
 
     def resume_elsewhere(self, elsewhere: Elsewhere) -> None:
         """
@@ -183,13 +216,11 @@ class DirectoryLookup:
                 wanted.add(name)
                 if name in made:
                     continue
-                subscription = self._session.subscriptions.new(
-                    Frame("SUBSCRIBE", tuple(headers.items()))
-                )
+                subscription = self._subscriptions.new(Frame("SUBSCRIBE", tuple(headers.items())))
                 releases.append(subscription.hold_writes())
-                self._session.subscriptions.add(subscription)
+                self._subscriptions.add(subscription)
         except ProtocolError as error:
-            self._session._fail(error)
+            self._fail(error)
             return
         frames = list(elsewhere.frames)
         # Read the handover's frames for their ids only when something was held.
@@ -209,4 +240,4 @@ class DirectoryLookup:
 
     def _unmake(self, subscription: Any) -> None:
         """Give back a subscription made for a resume that did not need it."""
-        self._session.subscriptions.discard(subscription)
+        self._subscriptions.discard(subscription)

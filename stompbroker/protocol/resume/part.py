@@ -35,17 +35,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from stompbroker.interfaces import IBroker
-from stompbroker.protocol.config import SessionConfig
 from stompbroker.protocol.errors import ProtocolError
 from stompbroker.protocol.frames import Frame
-from stompbroker.protocol.parts import Failing
-from stompbroker.protocol.resume.cluster import HERE, NOWHERE, DirectoryLookup
+from stompbroker.protocol.parts import Failing, Identified, StateView
+from stompbroker.protocol.resume.cluster import HERE, NOWHERE, DirectoryLookup, Waiting
 from stompbroker.protocol.resume.records import (
     Elsewhere,
 )
 from stompbroker.protocol.resume.registry import (
     Detached,
+    ResumeBook,
     ResumeBuffer,
     missed,
     resubscribe_headers,
@@ -53,9 +52,6 @@ from stompbroker.protocol.resume.registry import (
 from stompbroker.protocol.states import Event, State
 
 if TYPE_CHECKING:
-    from stompbroker.protocol.login import Login
-    from stompbroker.protocol.receipts import Receipts
-    from stompbroker.protocol.slow_consumer import SlowConsumer
     from stompbroker.protocol.subscriptions import Subscriptions
 
 #: The CONNECT header that asks for a resumable session, and the CONNECTED one with its token.
@@ -69,63 +65,70 @@ LAST_MESSAGE_ID = "resume-last-message-id"
 Resumption = tuple[Detached | Elsewhere, list[bytes]]
 
 
-class ResumeOwner(Failing, Protocol):
-    """What :class:`Resume` needs of the session it makes resumable."""
+class Replaying(Protocol):
+    """Where a resumable session's topic messages are written (the session's output)."""
 
-    @property
-    def config(self) -> SessionConfig: ...
+    def write_message(self, data: bytes) -> None: ...
 
-    @property
-    def version(self) -> str: ...
-
-    @property
-    def identity(self) -> Any: ...
-
-    @property
-    def session_id(self) -> str: ...
-
-    @property
-    def broker(self) -> IBroker: ...
-
-    @property
-    def subscriptions(self) -> Subscriptions: ...
-
-    @property
-    def receipts(self) -> Receipts: ...
-
-    def _transition(self, event: Event) -> None: ...
-
-    def _pause_reading(self, reason: str) -> None: ...
-
-    def _let_in(self) -> None:
-        """The client is in: CONNECTED, then the frames that waited."""
-
-    @property
-    def login(self) -> Login:
-        """Keeps the cluster's answer awaited before CONNECTED, as a login's, to cancel it."""
-
-    def _close(self, event: Event) -> None:
-        """End the session without an ERROR (its client is back elsewhere)."""
-
-    @property
-    def output(self) -> SlowConsumer:
-        """Where what a resumed client missed is written."""
+    def write_messages(self, data: bytes, count: int) -> None: ...
 
 
 class Resume:
     """
     The session's resumption (see the module docstring).
 
-    :param session: what it makes resumable (:class:`ResumeOwner`).
+    :param book: the broker's resumable sessions (``SessionConfig.resumption``),
+        or ``None`` when it resumes none.
+    :param life: the session's state, read: only a connected session detaches.
+    :param subscriptions: the session's subscriptions, taken on detaching and
+        made again on resuming.
+    :param login: who the client is, whose sessions it may resume.
+    :param output: where what a resumed client missed is written.
+    :param fail: ends the session with an ERROR (a resume that cannot be made).
+    :param close: ends the session without an ERROR (its client is back elsewhere).
+    :param waiting: how the session waits for the cluster's answer before CONNECTED.
 
     A session that never asked pays this object, its four ``None``s, and
     one ``is None`` test per SUBSCRIBE and per connection loss.
     """
 
-    __slots__ = ("resume_token", "_directory", "_recent", "_resume_last", "_session")
+    __slots__ = (
+        "resume_token",
+        "_book",
+        "_close",
+        "_directory",
+        "_fail",
+        "_life",
+        "_login",
+        "_output",
+        "_recent",
+        "_resume_last",
+        "_session_id",
+        "_subscriptions",
+        "_version",
+    )
 
-    def __init__(self, session: ResumeOwner) -> None:
-        self._session = session
+    def __init__(
+        self,
+        book: ResumeBook | None,
+        life: StateView,
+        subscriptions: Subscriptions,
+        login: Identified,
+        output: Replaying,
+        fail: Failing,
+        close: Callable[[Event], None],
+        waiting: Waiting,
+    ) -> None:
+        self._book = book
+        self._life = life
+        self._subscriptions = subscriptions
+        self._login = login
+        self._output = output
+        self._fail = fail
+        self._close = close
+        #: The version CONNECT negotiated, and the id CONNECTED gave.
+        self._version = "1.2"
+        self._session_id = ""
         #: Before CONNECTED: the token CONNECT presented ("" to ask for a new
         #: session); after it: this session's own token.  ``None`` while the
         #: session is not resumable.
@@ -137,7 +140,7 @@ class Resume:
         #: lately; ``None`` while the session is not resumable.
         self._recent: ResumeBuffer | None = None
         #: Asks the cluster's directory about a presented token.
-        self._directory = DirectoryLookup(self, session)
+        self._directory = DirectoryLookup(self, book, life, subscriptions, fail, waiting)
 
     @property
     def last(self) -> tuple[str | None, str] | None:
@@ -153,8 +156,13 @@ class Resume:
         """
         return self._directory.wait()
 
-    def read(self, frame: Frame) -> None:
-        """Read CONNECT's resumption headers (only when the broker resumes sessions)."""
+    def read(self, frame: Frame, version: str) -> None:
+        """
+        Read CONNECT's resumption headers (only when the broker resumes sessions).
+
+        :param version: the version CONNECT negotiated.
+        """
+        self._version = version
         self.resume_token = frame.get(RESUME_TOKEN)
         last = frame.get(LAST_MESSAGE_ID)
         if last is not None:
@@ -172,24 +180,26 @@ class Resume:
         recent.size += len(data)
         if recent.size > recent.limit:
             recent.trim()
-        self._session.output.write_message(data)
+        self._output.write_message(data)
 
     def recent_writer(self) -> Callable[[bytes], None] | None:
         """:returns: where auto-ack topic messages go while resumable, or ``None``."""
         return None if self._recent is None else self.write_recent
 
     def login_name(self) -> str:
-        identity = self._session.identity
+        identity = self._login.identity
         return "" if identity is None else str(identity.name)
 
-    def headers(self) -> tuple[tuple[tuple[str, str], ...], Resumption | None]:
+    def headers(self, session_id: str) -> tuple[tuple[tuple[str, str], ...], Resumption | None]:
         """
         Issue this session's token, and claim the session CONNECT named, if any.
 
+        :param session_id: the id CONNECTED gives the session.
         :returns: CONNECTED's extra headers, and what to resume from.
         """
+        self._session_id = session_id
         presented = self.resume_token
-        book = self._session.config.resumption
+        book = self._book
         if presented is None or book is None:
             self.resume_token = None
             return (), None
@@ -197,7 +207,7 @@ class Resume:
         found = self._directory.take_found()
         record: Detached | Elsewhere | None = found if isinstance(found, Elsewhere) else None
         if presented and (found is None or found is HERE):
-            record = book.claim(presented, login, self._session.version)
+            record = book.claim(presented, login, self._version)
         elif found is NOWHERE:
             book.refused += 1
         elif record is not None:
@@ -238,14 +248,12 @@ class Resume:
         releases = []
         try:
             for headers in record.subscriptions:
-                subscription = self._session.subscriptions.new(
-                    Frame("SUBSCRIBE", tuple(headers.items()))
-                )
+                subscription = self._subscriptions.new(Frame("SUBSCRIBE", tuple(headers.items())))
                 releases.append(subscription.hold_writes())
-                self._session.subscriptions.add(subscription)
+                self._subscriptions.add(subscription)
         except ProtocolError as error:
             record.release()
-            self._session._fail(error)
+            self._fail(error)
             return
         # The new subscriptions are in place (and hold what they get) before the
         # old ones leave, so that no message falls between them.
@@ -265,7 +273,7 @@ class Resume:
         recent: Any = self._recent
         for data in frames:
             recent.append(data)
-        self._session.output.write_messages(b"".join(frames), len(frames))
+        self._output.write_messages(b"".join(frames), len(frames))
 
     def detach(self) -> None:
         """
@@ -274,16 +282,16 @@ class Resume:
         its subscriptions, which this takes.
         """
         token = self.resume_token
-        book = self._session.config.resumption
-        if token is None or book is None or self._session.state is not State.CONNECTED:
+        book = self._book
+        if token is None or book is None or self._life.state is not State.CONNECTED:
             return
         self.resume_token = None
         buffer = self._recent if self._recent is not None else book.new_buffer()
         self._recent = None
         kept = []
         again = []
-        broker = self._session.broker
-        for subscription in self._session.subscriptions.take_all():
+        subscriptions = self._subscriptions
+        for subscription in self._subscriptions.take_all():
             if subscription.headers:
                 again.append(
                     resubscribe_headers(subscription.headers, subscription.last_stream_offset)
@@ -292,22 +300,22 @@ class Resume:
                 subscription.divert(buffer.append)
                 kept.append(subscription)
             else:
-                broker.unsubscribe(subscription)
+                subscriptions.discard(subscription)
 
         def release() -> None:
             for subscription in kept:
-                broker.unsubscribe(subscription)
+                subscriptions.discard(subscription)
 
         book.detach(
             Detached(
                 token,
                 self.login_name(),
-                self._session.version,
+                self._version,
                 again,
                 buffer,
                 release,
                 buffer.appended,
-                session=self._session.session_id,
+                session=self._session_id,
             )
         )
 
@@ -316,12 +324,12 @@ class Resume:
     @property
     def version(self) -> str:
         """The session's protocol version, filed with its record."""
-        return self._session.version
+        return self._version
 
     @property
     def subscriptions(self) -> Subscriptions:
         """The session's subscriptions, whose change the book files again."""
-        return self._session.subscriptions
+        return self._subscriptions
 
     def take_over(self) -> None:
         """
@@ -329,24 +337,24 @@ class Resume:
         noticed the connection dead before the broker did): detach it now and
         close the old connection.
         """
-        if self._session.state is not State.CONNECTED:
+        if self._life.state is not State.CONNECTED:
             return
         self.detach()
-        self._session._close(Event.ERROR)
+        self._close(Event.ERROR)
 
     def resume_subscriptions(self) -> list[dict[str, str]]:
         """:returns: the headers that would make this session's subscriptions again now."""
         return [
             resubscribe_headers(subscription.headers, subscription.last_stream_offset)
-            for subscription in self._session.subscriptions.values()
+            for subscription in self._subscriptions.values()
             if subscription.headers
         ]
 
     def leave(self) -> None:
         """The broker stops: in a cluster the session may go on elsewhere (``ResumeBook.leave``)."""
         token, self.resume_token = self.resume_token, None
-        book = self._session.config.resumption
-        if token is not None and book is not None and self._session.state is State.CONNECTED:
+        book = self._book
+        if token is not None and book is not None and self._life.state is State.CONNECTED:
             book.leave(token, self)
         elif token is not None and book is not None:
             book.forget(token, self)
@@ -354,6 +362,6 @@ class Resume:
     def end(self) -> None:
         """The session ends for good (DISCONNECT, an ERROR): its token is void."""
         token, self.resume_token = self.resume_token, None
-        book = self._session.config.resumption
+        book = self._book
         if token is not None and book is not None:
             book.forget(token, self)
