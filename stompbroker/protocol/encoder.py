@@ -16,6 +16,13 @@ be written raw is refused with :class:`ValueError`; 1.1 and 1.2 escape
 backslash, CR, LF and colon.  (1.1 defines no ``\\r``; we send it anyway, as our
 parser and every 1.2-era client accept it, so that a CR survives the round
 trip.)  CONNECT, STOMP and CONNECTED are never escaped, in any version.
+
+Every frame ends with NUL and one LF (:data:`FRAME_END`), as RabbitMQ's and
+ActiveMQ's do.  The specification lets a frame end at its NUL, and lets EOLs
+follow it (a peer reads them as heart-beats), but some clients count on the LF:
+PHP's PECL extension, reading several frames from one read, drops the byte
+after each NUL, which would otherwise be the next frame's first.  The LF is
+part of the cached tails, so it costs no extra write or join.
 """
 
 from __future__ import annotations
@@ -26,7 +33,18 @@ from stompbroker.protocol.frames import SUPPORTED_VERSIONS, UNESCAPED_COMMANDS, 
 from stompbroker.protocol.header_decoding import unescape
 from stompbroker.protocol.message import NO_TAILS, Message
 
-__all__ = ["encode", "error_frame", "escape", "message_prefix", "message_tail", "unescape"]
+__all__ = [
+    "FRAME_END",
+    "encode",
+    "error_frame",
+    "escape",
+    "message_prefix",
+    "message_tail",
+    "unescape",
+]
+
+#: What ends every frame the broker writes: the NUL, and the LF some clients need (see above).
+FRAME_END = b"\0\n"
 
 
 def _escaped(text: str) -> str:
@@ -106,7 +124,7 @@ def _header_lines(headers: Headers, escape_name: _Escaper, escape_value: _Escape
 
 def encode(frame: Frame, version: str = "1.2") -> bytes:
     """
-    Serialize a frame: command, LF, ``name:value`` LF per header, LF, body, NUL.
+    Serialize a frame: command, LF, ``name:value`` LF per header, LF, body, NUL, LF.
 
     Headers are written in order, escaped for ``version`` (never for CONNECT,
     STOMP and CONNECTED), and nothing is added: a frame whose body may hold NUL
@@ -141,7 +159,7 @@ def encode(frame: Frame, version: str = "1.2") -> bytes:
         )
     lines.insert(0, command)
     lines.append("\n")
-    return "\n".join(lines).encode("utf-8") + body + b"\0"
+    return "\n".join(lines).encode("utf-8") + body + FRAME_END
 
 
 def message_tail(message: Message, version: str) -> bytes:
@@ -150,7 +168,7 @@ def message_tail(message: Message, version: str) -> bytes:
     after the ``subscription`` header (and any per-subscription headers).
 
     That is ``message-id``, ``destination``, the user headers, a
-    ``content-length`` of the body, the empty line, the body and the NUL,
+    ``content-length`` of the body, the empty line, the body, the NUL and its LF,
     escaped for ``version``.  The result is cached in ``message.wire[version]``,
     so that every delivery after the first is a dict lookup (callers may look
     there themselves first).  1.1 and 1.2 escape alike, so encoding for one
@@ -179,7 +197,7 @@ def message_tail(message: Message, version: str) -> bytes:
         lines.insert(0, "destination:" + escape_value(message.destination))
         lines.insert(0, "message-id:" + escape_value(message.message_id))
         lines.append(f"content-length:{len(body)}\n\n")
-        tail = "\n".join(lines).encode("utf-8") + body + b"\0"
+        tail = "\n".join(lines).encode("utf-8") + body + FRAME_END
         wire = message.wire
         if wire is NO_TAILS:
             wire = message.wire = {}
@@ -207,7 +225,7 @@ def _plain_tail(message: Message) -> bytes | None:
     if isinstance(headers, bytes):
         if text.count(":") != 2 or text.count("\n") != 1 or "\\" in text or "\r" in text:
             return None
-        tail = b"%b\n%b\ncontent-length:%d\n\n%b\0" % (text.encode(), headers, len(body), body)
+        tail = b"%b\n%b\ncontent-length:%d\n\n%b\0\n" % (text.encode(), headers, len(body), body)
     else:
         for name, value in headers:
             text += f"\n{name}:{value}"
@@ -219,7 +237,7 @@ def _plain_tail(message: Message) -> bytes | None:
             or "\r" in text
         ):
             return None
-        tail = b"%b\ncontent-length:%d\n\n%b\0" % (text.encode(), len(body), body)
+        tail = b"%b\ncontent-length:%d\n\n%b\0\n" % (text.encode(), len(body), body)
     wire = message.wire
     if wire is NO_TAILS:
         message.wire = {"1.1": tail, "1.2": tail}
