@@ -40,6 +40,10 @@ A SEND read with LF line ends and no backslash also keeps its header lines as
 bytes, unsplit (:attr:`~stompbroker.protocol.frames.Frame.raw`): one slice, so
 that a message can be held and forwarded in the form it came in.
 
+In a STOMP 1.0 session, header names and values are read with the blanks
+around them trimmed (``destination: /queue/a``), as RabbitMQ and ActiveMQ read
+them; 1.1 and 1.2 keep every byte, as they must.
+
 Header escaping (STOMP 1.2, "Value Encoding") depends on the negotiated version,
 which the session sets in :attr:`FrameParser.version`; CONNECT, STOMP and
 CONNECTED frames are never unescaped.  The decoding itself, and the two headers
@@ -66,7 +70,13 @@ from stompbroker.protocol.header_checks import (
     too_many_headers,
     unknown_command,
 )
-from stompbroker.protocol.header_decoding import negotiated_version, unescape
+from stompbroker.protocol.header_decoding import (
+    PADDED,
+    first_value,
+    negotiated_version,
+    trimmed,
+    unescape,
+)
 
 __all__ = ["FrameParser"]
 
@@ -380,18 +390,28 @@ class FrameParser:
                     raise unknown_command(command, headers)
                 elif escaped and self._unescaping:
                     headers = tuple([(unescape(name), unescape(value)) for name, value in headers])
-                # No escape yields a digit or a character of "content-length", so
-                # the raw text tells the first content-length header and its value.
-                content_length = text.find("\ncontent-length:")
-                if content_length < 0:
+                if self._unescaping or PADDED.search(text) is None:
+                    # No escape yields a digit or a character of "content-length", so
+                    # the raw text tells the first content-length header and its value.
+                    content_length = text.find("\ncontent-length:")
+                    if content_length < 0:
+                        value = None
+                    else:
+                        content_length += 16
+                        value_end = text.find("\n", content_length)
+                        if value_end < 0:
+                            value_end = len(text)
+                        value = text[content_length:value_end]
+                else:
+                    # STOMP 1.0, a name or value with blanks around it: read
+                    # trimmed (see header_decoding.trimmed), content-length too.
+                    headers = trimmed(headers)
+                    raw = None
+                    value = first_value(headers, "content-length")
+                if value is None:
                     state = _BODY_NUL
                     scan = body_start
                 else:
-                    content_length += 16
-                    value_end = text.find("\n", content_length)
-                    if value_end < 0:
-                        value_end = len(text)
-                    value = text[content_length:value_end]
                     if not (value.isdigit() and value.isascii()):
                         raise content_length_error(
                             f"invalid content-length: {shown_line(value)}", headers
