@@ -32,6 +32,10 @@ so a SEND without them pays nothing more.  What those headers make of the
 message is read by :class:`~stompbroker.broker.routing.send_headers.SendHeaders`, an
 object the router holds.
 
+A SEND with a duplicate-detection id (:mod:`stompbroker.broker.features.duplicate_ids`)
+that its destination saw within its window is not routed: the session answers
+it with its RECEIPT alone.  In a transaction the id counts at COMMIT.
+
 In a transaction the routing is held until COMMIT.  A persistent message is
 filed first (:meth:`~stompbroker.broker.engine.base.IEngine.keep`) and routed at once;
 ``send`` returns the Deferred of that write, on which the session holds the
@@ -52,6 +56,7 @@ from twisted.internet.defer import Deferred
 
 from stompbroker.broker.clients.connections import ConnectionRegistry
 from stompbroker.broker.clients.transactions import Transactions
+from stompbroker.broker.features.duplicate_ids import duplicate_id_of
 from stompbroker.broker.features.retained_values import RETAIN_HEADER, parse_retain
 from stompbroker.broker.features.retainer import Retaining
 from stompbroker.broker.features.scheduled_messages import ScheduledEntry, fired_headers
@@ -130,6 +135,7 @@ class Router:
         "_publish_reply",
         "_publish_stream",
         "_keep",
+        "_duplicates",
     )
 
     def __init__(
@@ -165,6 +171,7 @@ class Router:
         self._publish_reply: Callable[[Message], None] = engine.publish_reply
         self._publish_stream: Route = engine.publish_stream
         self._keep: Callable[[Message], Deferred[None] | None] = engine.keep
+        self._duplicates = engine.duplicate_detection()
         self.scheduling: Scheduling | None = None
         if capabilities.scheduling:
             self.scheduling = engine.scheduling(self.fire)
@@ -290,12 +297,14 @@ class Router:
         if transaction is not None:
             held = self._held_in(connection, transaction)
         acted_on = self._acted_on
+        duplicate_id = None
         for name, _ in headers:
             if name in acted_on:
                 lines = None
                 headers, expires, persistent, priority, group, timing = self.send_headers.prepare(
                     headers, connection, kind
                 )
+                duplicate_id = duplicate_id_of(headers)
                 break
         else:
             # The common SEND: no header the broker acts on.
@@ -319,7 +328,15 @@ class Router:
         if timing is not None:
             route, persistent = self.send_headers.timed(route, message, kind, timing, connection)
         waiting = None
-        if held is not None:
+        if duplicate_id is not None:
+            # Counted when routed: at COMMIT in a transaction.
+            if held is not None:
+                held.hold(self._route_once, duplicate_id, persistent, route, message)
+            else:
+                waiting = self._route_once(duplicate_id, persistent, route, message)
+                if self._backpressure.pending is not None:
+                    self._backpressure.pause_sender(connection)
+        elif held is not None:
             if persistent:
                 held.hold(self._keep_and_route, route, message)
             else:
@@ -369,6 +386,32 @@ class Router:
             if waiting is not None:
                 writes.append(waiting)
         return messages[0], all_done(writes)
+
+    def _route_once(
+        self, duplicate_id: str, persistent: bool, route: Route, message: Message
+    ) -> Deferred[None] | None:
+        """
+        Route a message that carries a duplicate-detection id, unless its
+        destination saw that id within its window: then it goes nowhere, and
+        the SEND's RECEIPT is all the client gets (:mod:`.duplicate_ids`).
+
+        A persistent message whose store write fails leaves the window again,
+        so that the client's retry is routed.
+        """
+        destination = message.destination
+        if not self._duplicates.first_time(destination, duplicate_id):
+            return None
+        if not persistent:
+            return route(message)
+        waiting = self._keep_and_route(route, message)
+        if waiting is not None:
+
+            def not_stored(failure: Any) -> Any:
+                self._duplicates.forget(destination, duplicate_id)
+                return failure
+
+            waiting.addErrback(not_stored)
+        return waiting
 
     def _keep_and_route(self, route: Route, message: Message) -> Deferred[None] | None:
         """

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
+from stompbroker.broker.features.duplicate_ids import duplicate_id_of
 from stompbroker.broker.store.base import (
     DurableSubscription,
     RecoveredState,
@@ -49,6 +50,10 @@ _INSERT = (
     " body, expires) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 _DELETE = "DELETE FROM messages WHERE queue = ? AND message_id = ?"
+#: A message's duplicate-detection id; a durable subscription's copies share one.
+_INSERT_DUPLICATE_ID = (
+    "INSERT OR REPLACE INTO duplicate_ids (destination, duplicate_id) VALUES (?, ?)"
+)
 # SQLite evaluates every right-hand side with the row's old values.
 _MARK_DELIVERED = (
     "UPDATE messages SET redelivery_count = redelivery_count + delivered, delivered = 1,"
@@ -102,7 +107,29 @@ def insert_message(record: StoredMessage, connection: sqlite3.Connection) -> Sto
     )
     if cursor.rowcount == 0:
         raise duplicate_error(record.queue, record.message_id)
+    # In the same transaction: a message kept across a restart keeps its
+    # duplicate-detection id too (the header scan runs in the writer thread).
+    duplicate_id = duplicate_id_of(record.headers)
+    if duplicate_id is not None:
+        connection.execute(_INSERT_DUPLICATE_ID, (record.destination, duplicate_id))
     return record
+
+
+def read_duplicate_ids(connection: sqlite3.Connection) -> list[tuple[str, str]]:
+    """:returns: every kept ``(destination, duplicate-detection id)``, oldest first."""
+    return connection.execute(
+        "SELECT destination, duplicate_id FROM duplicate_ids ORDER BY rowid"
+    ).fetchall()
+
+
+def delete_duplicate_ids(
+    destination: str, duplicate_ids: list[str], connection: sqlite3.Connection
+) -> None:
+    """Forget ids that left ``destination``'s window."""
+    connection.executemany(
+        "DELETE FROM duplicate_ids WHERE destination = ? AND duplicate_id = ?",
+        [(destination, each) for each in duplicate_ids],
+    )
 
 
 def delete_message(queue: str, message_id: str, connection: sqlite3.Connection) -> None:
