@@ -165,3 +165,20 @@ def test_ids_of_persistent_messages_survive_a_restart(tmp_path: Path) -> None:
     assert queued(broker) == []
     assert queued(broker, "/queue/m") == [b"memory again"]
     stop(broker, clock)
+
+
+def test_a_scheduled_message_fires_once_and_its_repeat_is_dropped() -> None:
+    """The id counts when the SEND is scheduled: the firing is delivered, a repeat is not."""
+    clock = Clock()
+    broker = started(clock)
+    client = Client(broker, clock, config=SessionConfig())
+    for body in (b"scheduled", b"repeat"):
+        client.send_frame(
+            "SEND",
+            body,
+            (("AMQ_SCHEDULED_DELAY", "1000"),),
+            destination="/queue/q",
+            **{"duplicate-id": "s-1"},
+        )
+    clock.advance(1.0)
+    assert queued(broker) == [b"scheduled"]

@@ -230,7 +230,10 @@ class Router:
         message = entry.item
         headers = fired_headers(message.headers, entry.key)
         message_id = entry.key if entry.fired == 1 else None
-        _, waiting = self._send(message.destination, headers, message.body, None, None, message_id)
+        # Its duplicate-detection id counted when it was sent: its firing is no repeat.
+        _, waiting = self._send(
+            message.destination, headers, message.body, None, None, message_id, fired=True
+        )
         if waiting is not None:
             # The journal has logged the failure; nobody else is there to hear of it.
             waiting.addErrback(lambda failure: None)
@@ -268,10 +271,13 @@ class Router:
         transaction: str | None,
         message_id: str | None = None,
         lines: bytes | None = None,
+        fired: bool = False,
     ) -> tuple[Message, Deferred[None] | None]:
         """
         :param message_id: the message's id; a new one if ``None``.
         :param lines: as for :meth:`send`.
+        :param fired: a scheduled message that is due, whose duplicate-detection
+            id was counted when it was sent.
         :returns: the routed message, and what :meth:`send` returns.
         """
         kind = self._checked.get(destination)
@@ -304,7 +310,8 @@ class Router:
                 headers, expires, persistent, priority, group, timing = self.send_headers.prepare(
                     headers, connection, kind
                 )
-                duplicate_id = duplicate_id_of(headers)
+                if not fired:
+                    duplicate_id = duplicate_id_of(headers)
                 break
         else:
             # The common SEND: no header the broker acts on.
