@@ -25,7 +25,7 @@ import re
 from stompbroker.protocol.errors import MalformedFrame
 from stompbroker.protocol.frames import SUPPORTED_VERSIONS, Headers
 
-__all__ = ["PADDED", "first_value", "negotiated_version", "receipt_of", "trimmed", "unescape"]
+__all__ = ["PADDED", "negotiated_version", "receipt_of", "trimmed", "unescape"]
 
 #: One backslash escape, with whatever follows it (nothing, for a trailing backslash).
 _ESCAPE_SEQUENCE = re.compile(r"\\(.?)", re.DOTALL)
@@ -77,17 +77,12 @@ def trimmed(headers: Headers) -> Headers:
     return tuple([(name.strip(_BLANKS), value.strip(_BLANKS)) for name, value in headers])
 
 
-def first_value(headers: Headers, wanted: str) -> str | None:
-    """:returns: the first value of header ``wanted``, or ``None`` without one."""
-    for name, value in headers:
-        if name == wanted:
-            return value
-    return None
-
-
 def receipt_of(headers: Headers) -> str | None:
     """:returns: the first ``receipt`` header's value, or ``None`` without one."""
-    return first_value(headers, "receipt")
+    for name, value in headers:
+        if name == "receipt":
+            return value
+    return None
 
 
 def negotiated_version(command: str, headers: Headers) -> str | None:

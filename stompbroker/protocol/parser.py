@@ -70,13 +70,7 @@ from stompbroker.protocol.header_checks import (
     too_many_headers,
     unknown_command,
 )
-from stompbroker.protocol.header_decoding import (
-    PADDED,
-    first_value,
-    negotiated_version,
-    trimmed,
-    unescape,
-)
+from stompbroker.protocol.header_decoding import PADDED, negotiated_version, trimmed, unescape
 
 __all__ = ["FrameParser"]
 
@@ -296,6 +290,7 @@ class FrameParser:
         search_from = scan - 2 if scan > 2 else 0
         next_cr = -1
         crlf_line_ends = False
+        unescaping = self._unescaping  # False in 1.0; a CONNECT may change it
         while True:
             if state == _IDLE:
                 if position == end:
@@ -385,33 +380,30 @@ class FrameParser:
                     raw = None
                 if command in UNESCAPED_COMMANDS:
                     self._adopt_version(command, headers)
+                    unescaping = self._unescaping
                 elif command not in COMMANDS:
                     # The second lookup of the same str reuses its cached hash.
                     raise unknown_command(command, headers)
-                elif escaped and self._unescaping:
+                elif escaped and unescaping:
                     headers = tuple([(unescape(name), unescape(value)) for name, value in headers])
-                if self._unescaping or PADDED.search(text) is None:
-                    # No escape yields a digit or a character of "content-length", so
-                    # the raw text tells the first content-length header and its value.
-                    content_length = text.find("\ncontent-length:")
-                    if content_length < 0:
-                        value = None
-                    else:
-                        content_length += 16
-                        value_end = text.find("\n", content_length)
-                        if value_end < 0:
-                            value_end = len(text)
-                        value = text[content_length:value_end]
-                else:
+                if not unescaping and PADDED.search(text) is not None:
                     # STOMP 1.0, a name or value with blanks around it: read
                     # trimmed (see header_decoding.trimmed), content-length too.
                     headers = trimmed(headers)
                     raw = None
-                    value = first_value(headers, "content-length")
-                if value is None:
+                    text = "\n".join([command, *[f"{name}:{value}" for name, value in headers]])
+                # No escape yields a digit or a character of "content-length", so
+                # the raw text tells the first content-length header and its value.
+                content_length = text.find("\ncontent-length:")
+                if content_length < 0:
                     state = _BODY_NUL
                     scan = body_start
                 else:
+                    content_length += 16
+                    value_end = text.find("\n", content_length)
+                    if value_end < 0:
+                        value_end = len(text)
+                    value = text[content_length:value_end]
                     if not (value.isdigit() and value.isascii()):
                         raise content_length_error(
                             f"invalid content-length: {shown_line(value)}", headers
