@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.integration.test_persistence import drain
-from tests.support.clients import Collector, RawClient, connect
+from tests.support.clients import Collector, RawClient, connect, drain
 from tests.support.process import BrokerProcess, BrokerStarter
 
 SEND = (
