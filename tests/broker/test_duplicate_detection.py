@@ -182,3 +182,32 @@ def test_a_scheduled_message_fires_once_and_its_repeat_is_dropped() -> None:
         )
     clock.advance(1.0)
     assert queued(broker) == [b"scheduled"]
+
+
+def test_a_repeat_sent_while_the_first_is_stored_gets_its_receipt_once_it_is(
+    tmp_path: Path,
+) -> None:
+    """
+    The RECEIPT of a repeat means what the first one's does: the message is stored. While
+    the first write is pending, the repeat's RECEIPT waits for it.
+    """
+    clock = Clock()
+    store = sqlite_store(tmp_path, clock)
+    broker = started(clock, store=store)
+    first = Client(broker, clock, config=SessionConfig())
+    repeat = Client(broker, clock, config=SessionConfig())
+    for client, receipt in ((first, "r1"), (repeat, "r2")):
+        client.send_frame(
+            "SEND",
+            b"kept",
+            destination="/queue/q",
+            persistent="true",
+            receipt=receipt,
+            **{"duplicate-id": "p-1"},
+        )
+    assert first.frames() == [] and repeat.frames() == []
+    clock.advance(0)
+    assert receipts(first.frames()) == ["r1"]
+    assert receipts(repeat.frames()) == ["r2"]
+    assert queued(broker) == [b"kept"]
+    stop(broker, clock)

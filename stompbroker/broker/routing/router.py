@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
 
 from stompbroker.broker.clients.connections import ConnectionRegistry
 from stompbroker.broker.clients.transactions import Transactions
@@ -136,6 +137,7 @@ class Router:
         "_publish_stream",
         "_keep",
         "_duplicates",
+        "_storing",
     )
 
     def __init__(
@@ -172,6 +174,9 @@ class Router:
         self._publish_stream: Route = engine.publish_stream
         self._keep: Callable[[Message], Deferred[None] | None] = engine.keep
         self._duplicates = engine.duplicate_detection()
+        #: Persistent messages with a duplicate-detection id being stored -> the
+        #: repeats whose RECEIPTs wait for that write.
+        self._storing: dict[tuple[str, str], list[Deferred[None]]] = {}
         self.scheduling: Scheduling | None = None
         if capabilities.scheduling:
             self.scheduling = engine.scheduling(self.fire)
@@ -400,24 +405,42 @@ class Router:
         """
         Route a message that carries a duplicate-detection id, unless its
         destination saw that id within its window: then it goes nowhere, and
-        the SEND's RECEIPT is all the client gets (:mod:`.duplicate_ids`).
+        the SEND's RECEIPT is all the client gets (:mod:`.duplicate_ids`); a
+        repeat of a persistent message still being stored waits for that write.
 
         A persistent message whose store write fails leaves the window again,
         so that the client's retry is routed.
         """
         destination = message.destination
+        key = (destination, duplicate_id)
         if not self._duplicates.first_time(destination, duplicate_id):
-            return None
+            followers = self._storing.get(key)
+            if followers is None:
+                return None
+            follower: Deferred[None] = Deferred()
+            followers.append(follower)
+            return follower
         if not persistent:
             return route(message)
         waiting = self._keep_and_route(route, message)
         if waiting is not None:
+            waiting_for: list[Deferred[None]] = []
+            self._storing[key] = waiting_for
 
-            def not_stored(failure: Any) -> Any:
-                self._duplicates.forget(destination, duplicate_id)
-                return failure
+            def stored(result: Any) -> Any:
+                if self._storing.get(key) is waiting_for:
+                    del self._storing[key]
+                failed = isinstance(result, Failure)
+                if failed:
+                    self._duplicates.forget(destination, duplicate_id)
+                for follower in waiting_for:
+                    if failed:
+                        follower.errback(result)
+                    else:
+                        follower.callback(None)
+                return result
 
-            waiting.addErrback(not_stored)
+            waiting.addBoth(stored)
         return waiting
 
     def _keep_and_route(self, route: Route, message: Message) -> Deferred[None] | None:
