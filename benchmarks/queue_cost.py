@@ -2,7 +2,7 @@
 What one queued message costs the broker's Python, with no sockets and no reactor.
 
 Usage: ``python -m benchmarks.queue_cost [--messages N] [--ack MODE,...] [--repeat R]
-[--frames suite|stompbench]``
+[--frames suite|stompbench|duplicate-id]``
 
 Four producers and four consumers are real sessions (the TCP adapter, the
 session, the broker and its worker queue) on ``StringTransport`` and a
@@ -20,7 +20,9 @@ and one user header (``seq``), an ACK with ``id`` alone.  ``stompbench`` is the
 Go generator's (``/work/shared/bench``), by which issue 14's targets are
 measured: a SEND with three user headers (``seq``, ``ts``, ``run``) and an ACK
 that names ``id``, ``message-id`` and ``subscription`` all three, as it does
-for every STOMP version.
+for every STOMP version.  ``duplicate-id`` is ``stompbench`` with a
+``duplicate-id`` header of its own on each SEND: what duplicate detection costs
+(:mod:`stompbroker.broker.features.duplicate_ids`).
 
 It prints a table, then one JSON line per ack mode: the median over the
 repeats of microseconds per message, and the throughput that would make on
@@ -48,7 +50,7 @@ from stompbroker.broker.service import Broker
 from stompbroker.transport.tcp import stomp_server_factory
 
 ACK_MODES = ("auto", "client", "client-individual")
-FRAMES = ("suite", "stompbench")
+FRAMES = ("suite", "stompbench", "duplicate-id")
 PRODUCERS = 4
 CONSUMERS = 4
 BATCH = 100
@@ -82,7 +84,7 @@ class Run:
                 % (number, ack.encode(), PREFETCH)
             )
             transport.clear()
-        batch = self._batch if frames == "suite" else self._stompbench_batch
+        batch = batch_maker(frames)
         self.batches = [batch(start) for start in range(0, messages - BATCH + 1, BATCH)]
         self.sent = len(self.batches) * BATCH
         self.seen: set[int] = set()
@@ -109,6 +111,12 @@ class Run:
         ]
         frames[-1] = frames[-1].replace(b"\ncontent-length:", b"\nreceipt:r\ncontent-length:", 1)
         return b"".join(frames)
+
+    @staticmethod
+    def _duplicate_id_batch(start: int) -> bytes:
+        return Run._stompbench_batch(start).replace(
+            b"\nrun:r1\n", b"\nrun:r1\nduplicate-id:r1-%d\n"
+        ) % tuple(range(start, start + BATCH))
 
     def _acks(self, data: bytes, number: int) -> bytes:
         """The ACK frames for the MESSAGE frames in ``data``, sent to consumer ``number``."""
@@ -165,6 +173,15 @@ class Run:
         while self._consume():
             pass
         return time.perf_counter() - started
+
+
+def batch_maker(frames: str) -> Any:
+    """:returns: the function that makes a read's worth of SENDs of the shape ``frames``."""
+    if frames == "suite":
+        return Run._batch
+    if frames == "stompbench":
+        return Run._stompbench_batch
+    return Run._duplicate_id_batch
 
 
 def measure(ack: str, messages: int, repeat: int, frames: str = "suite") -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """
 One part of the queue path, run N times in process: for counting its instructions.
 
-Usage: ``python -m benchmarks.queue_parts PART N [--frames suite|stompbench]``
+Usage: ``python -m benchmarks.queue_parts PART N [--frames suite|stompbench|duplicate-id]``
 
 The parts, each with :mod:`benchmarks.queue_cost`'s brokers, sessions and frames
 (client-individual acknowledgement):
@@ -35,7 +35,7 @@ import argparse
 import sys
 
 from benchmarks.in_process import timed
-from benchmarks.queue_cost import BATCH, FRAMES, Run
+from benchmarks.queue_cost import BATCH, FRAMES, Run, batch_maker
 from stompbroker.protocol.parser import FrameParser
 
 PARTS = ("path", "send", "parse-send", "parse-ack")
@@ -62,10 +62,8 @@ def run_part(part: str, messages: int, frames: str) -> int:
     if part in ("parse-send", "parse-ack"):
         if part == "parse-ack":
             batch = ack_batch(frames)
-        elif frames == "suite":
-            batch = Run._batch(0)
         else:
-            batch = Run._stompbench_batch(0)
+            batch = batch_maker(frames)(0)
         parser = FrameParser()
         for _ in range(messages // BATCH):
             parser.receive_data(batch)

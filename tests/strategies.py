@@ -53,12 +53,24 @@ def header_names(version: str = "1.2", raw: bool = False) -> st.SearchStrategy[s
     """
     forbidden = ":\n\r" if raw or version == "1.0" else ""
     names = text(forbidden) | st.sampled_from(["destination", "receipt", "foo", "ack"])
-    return names.filter(lambda name: name != "content-length")
+    names = names.filter(lambda name: name != "content-length")
+    return _untrimmed(names) if raw or version == "1.0" else names
 
 
 def header_values(version: str = "1.2", raw: bool = False) -> st.SearchStrategy[str]:
     """Header values a frame may carry in ``version``, or unescaped if ``raw``."""
-    return text("\n\r" if raw or version == "1.0" else "")
+    if raw or version == "1.0":
+        return _untrimmed(text("\n\r"))
+    return text("")
+
+
+def _untrimmed(texts: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    """
+    Only texts a 1.0 frame (or a CONNECT that settles on 1.0) reads back as
+    sent: its header names and values are read with the spaces and tabs
+    around them trimmed (:mod:`stompbroker.protocol.header_decoding`).
+    """
+    return texts.filter(lambda value: value == value.strip(" \t"))
 
 
 def commands() -> st.SearchStrategy[str]:

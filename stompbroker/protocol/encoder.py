@@ -23,6 +23,13 @@ ERROR: a refused login, a first frame that is no CONNECT) is not escaped either
 reason to undo 1.2's escapes, and stompjs does not (it would show
 ``login failed\\c bad password``).  Line breaks in its values become spaces,
 as 1.0 has no way to send them.
+
+Every frame ends with NUL and one LF (:data:`FRAME_END`), as RabbitMQ's and
+ActiveMQ's do.  The specification lets a frame end at its NUL, and lets EOLs
+follow it (a peer reads them as heart-beats), but some clients count on the LF:
+PHP's PECL extension, reading several frames from one read, drops the byte
+after each NUL, which would otherwise be the next frame's first.  The LF is
+part of the cached tails, so it costs no extra write or join.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from stompbroker.protocol.header_decoding import unescape
 from stompbroker.protocol.message import NO_TAILS, Message
 
 __all__ = [
+    "FRAME_END",
     "encode",
     "encode_unnegotiated",
     "error_frame",
@@ -42,6 +50,9 @@ __all__ = [
     "message_tail",
     "unescape",
 ]
+
+#: What ends every frame the broker writes: the NUL, and the LF some clients need (see above).
+FRAME_END = b"\0\n"
 
 
 def _escaped(text: str) -> str:
@@ -121,7 +132,7 @@ def _header_lines(headers: Headers, escape_name: _Escaper, escape_value: _Escape
 
 def encode(frame: Frame, version: str = "1.2") -> bytes:
     """
-    Serialize a frame: command, LF, ``name:value`` LF per header, LF, body, NUL.
+    Serialize a frame: command, LF, ``name:value`` LF per header, LF, body, NUL, LF.
 
     Headers are written in order, escaped for ``version`` (never for CONNECT,
     STOMP and CONNECTED), and nothing is added: a frame whose body may hold NUL
@@ -172,7 +183,7 @@ def _encoded(frame: Frame, escape_name: _Escaper, escape_value: _Escaper) -> byt
         )
     lines.insert(0, command)
     lines.append("\n")
-    return "\n".join(lines).encode("utf-8") + body + b"\0"
+    return "\n".join(lines).encode("utf-8") + body + FRAME_END
 
 
 def message_tail(message: Message, version: str) -> bytes:
@@ -181,7 +192,7 @@ def message_tail(message: Message, version: str) -> bytes:
     after the ``subscription`` header (and any per-subscription headers).
 
     That is ``message-id``, ``destination``, the user headers, a
-    ``content-length`` of the body, the empty line, the body and the NUL,
+    ``content-length`` of the body, the empty line, the body, the NUL and its LF,
     escaped for ``version``.  The result is cached in ``message.wire[version]``,
     so that every delivery after the first is a dict lookup (callers may look
     there themselves first).  1.1 and 1.2 escape alike, so encoding for one
@@ -210,7 +221,7 @@ def message_tail(message: Message, version: str) -> bytes:
         lines.insert(0, "destination:" + escape_value(message.destination))
         lines.insert(0, "message-id:" + escape_value(message.message_id))
         lines.append(f"content-length:{len(body)}\n\n")
-        tail = "\n".join(lines).encode("utf-8") + body + b"\0"
+        tail = "\n".join(lines).encode("utf-8") + body + FRAME_END
         wire = message.wire
         if wire is NO_TAILS:
             wire = message.wire = {}
@@ -238,7 +249,7 @@ def _plain_tail(message: Message) -> bytes | None:
     if isinstance(headers, bytes):
         if text.count(":") != 2 or text.count("\n") != 1 or "\\" in text or "\r" in text:
             return None
-        tail = b"%b\n%b\ncontent-length:%d\n\n%b\0" % (text.encode(), headers, len(body), body)
+        tail = b"%b\n%b\ncontent-length:%d\n\n%b\0\n" % (text.encode(), headers, len(body), body)
     else:
         for name, value in headers:
             text += f"\n{name}:{value}"
@@ -250,7 +261,7 @@ def _plain_tail(message: Message) -> bytes | None:
             or "\r" in text
         ):
             return None
-        tail = b"%b\ncontent-length:%d\n\n%b\0" % (text.encode(), len(body), body)
+        tail = b"%b\ncontent-length:%d\n\n%b\0\n" % (text.encode(), len(body), body)
     wire = message.wire
     if wire is NO_TAILS:
         message.wire = {"1.1": tail, "1.2": tail}

@@ -9,6 +9,13 @@ protocol error.  The parser (:mod:`stompbroker.protocol.parser`) calls
 headers before the session sees the frame: the version a CONNECT points to, so
 that frames pipelined behind it are unescaped right, and a frame's ``receipt``,
 so that the ERROR for a bad frame can carry its ``receipt-id``.
+
+STOMP 1.0 had no grammar for blanks around the colon, and clients of its time
+write ``destination: /queue/a`` (Perl's POE::Filter::Stomp, for one).  RabbitMQ
+strips the blanks before a 1.0 value (``rabbit_stomp_util:trim_headers``) and
+ActiveMQ trims 1.0 names and values at both ends (``StompWireFormat``), so a
+1.0 session here reads them as ActiveMQ does: :func:`trimmed`.  1.1 and 1.2
+keep every byte (STOMP 1.2: "no trimming of whitespace").
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import re
 from stompbroker.protocol.errors import MalformedFrame
 from stompbroker.protocol.frames import SUPPORTED_VERSIONS, Headers
 
-__all__ = ["negotiated_version", "receipt_of", "unescape"]
+__all__ = ["PADDED", "negotiated_version", "receipt_of", "trimmed", "unescape"]
 
 #: One backslash escape, with whatever follows it (nothing, for a trailing backslash).
 _ESCAPE_SEQUENCE = re.compile(r"\\(.?)", re.DOTALL)
@@ -52,6 +59,22 @@ def unescape(text: str, version: str = "1.2") -> str:
     if version == "1.0" or "\\" not in text:
         return text
     return _ESCAPE_SEQUENCE.sub(_replace_escape, text)
+
+
+#: Blanks that :func:`trimmed` would take off a header section's names or values:
+#: beside a colon, or at either end of a line.
+PADDED = re.compile(r"[ \t]:|:[ \t]|[ \t]\n|\n[ \t]|[ \t]\Z")
+_BLANKS = " \t"
+
+
+def trimmed(headers: Headers) -> Headers:
+    """
+    A STOMP 1.0 frame's headers as RabbitMQ and ActiveMQ read them.
+
+    :returns: ``headers`` with spaces and tabs taken off both ends of each name
+        and value.
+    """
+    return tuple([(name.strip(_BLANKS), value.strip(_BLANKS)) for name, value in headers])
 
 
 def receipt_of(headers: Headers) -> str | None:

@@ -40,6 +40,10 @@ A SEND read with LF line ends and no backslash also keeps its header lines as
 bytes, unsplit (:attr:`~stompbroker.protocol.frames.Frame.raw`): one slice, so
 that a message can be held and forwarded in the form it came in.
 
+In a STOMP 1.0 session, header names and values are read with the blanks
+around them trimmed (``destination: /queue/a``), as RabbitMQ and ActiveMQ read
+them; 1.1 and 1.2 keep every byte, as they must.
+
 Header escaping (STOMP 1.2, "Value Encoding") depends on the negotiated version,
 which the session sets in :attr:`FrameParser.version`; CONNECT, STOMP and
 CONNECTED frames are never unescaped.  The decoding itself, and the two headers
@@ -66,7 +70,7 @@ from stompbroker.protocol.header_checks import (
     too_many_headers,
     unknown_command,
 )
-from stompbroker.protocol.header_decoding import negotiated_version, unescape
+from stompbroker.protocol.header_decoding import PADDED, negotiated_version, trimmed, unescape
 
 __all__ = ["FrameParser"]
 
@@ -286,6 +290,7 @@ class FrameParser:
         search_from = scan - 2 if scan > 2 else 0
         next_cr = -1
         crlf_line_ends = False
+        unescaping = self._unescaping  # False in 1.0; a CONNECT may change it
         while True:
             if state == _IDLE:
                 if position == end:
@@ -375,11 +380,18 @@ class FrameParser:
                     raw = None
                 if command in UNESCAPED_COMMANDS:
                     self._adopt_version(command, headers)
+                    unescaping = self._unescaping
                 elif command not in COMMANDS:
                     # The second lookup of the same str reuses its cached hash.
                     raise unknown_command(command, headers)
-                elif escaped and self._unescaping:
+                elif escaped and unescaping:
                     headers = tuple([(unescape(name), unescape(value)) for name, value in headers])
+                if not unescaping and PADDED.search(text) is not None:
+                    # STOMP 1.0, a name or value with blanks around it: read
+                    # trimmed (see header_decoding.trimmed), content-length too.
+                    headers = trimmed(headers)
+                    raw = None
+                    text = "\n".join([command, *[f"{name}:{value}" for name, value in headers]])
                 # No escape yields a digit or a character of "content-length", so
                 # the raw text tells the first content-length header and its value.
                 content_length = text.find("\ncontent-length:")

@@ -9,24 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.support.clients import Collector, connect, flush_deliveries, publish
+from tests.support.clients import Collector, connect, drain, flush_deliveries, publish
 from tests.support.process import BrokerProcess, BrokerStarter, run_broker_to_its_end
 from tests.support.store import FILLING, damage_pages, write_garbage
 
 PERSISTENT = {"persistent": "true"}
-
-
-def drain(broker: BrokerProcess, destination: str, count: int, **headers: str) -> list[Any]:
-    """:returns: the first ``count`` messages of a queue, acknowledged, and no more."""
-    connection, collector = connect(broker.address)
-    connection.subscribe(destination, id="s", ack="client-individual", headers=headers)
-    assert collector.wait_for(lambda: len(collector.messages) >= count), collector.bodies()
-    for message in collector.messages:
-        connection.ack(message.headers["ack"])
-    flush_deliveries(connection, collector)
-    assert len(collector.messages) == count, collector.bodies()
-    connection.disconnect(receipt="bye")
-    return collector.messages
 
 
 def test_persistent_messages_survive_a_restart_and_others_do_not(

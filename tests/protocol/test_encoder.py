@@ -34,28 +34,28 @@ def parse(data: bytes, version: str = "1.2") -> list[Frame]:
 
 def test_encode_writes_command_headers_blank_line_body_and_nul() -> None:
     """
-    A frame is its command, its headers in order, an empty line, the body and NUL (STOMP 1.2,
+    A frame is its command, its headers in order, an empty line, the body, NUL and LF (STOMP 1.2,
     Augmented BNF).
     """
     frame = Frame("SEND", (("destination", "/queue/a"), ("foo", "1"), ("foo", "2")), b"hi")
-    assert encode(frame) == b"SEND\ndestination:/queue/a\nfoo:1\nfoo:2\n\nhi\0"
+    assert encode(frame) == b"SEND\ndestination:/queue/a\nfoo:1\nfoo:2\n\nhi\0\n"
 
 
 def test_encode_without_headers_or_body() -> None:
     """A frame with neither headers nor body is its command and two LFs, then NUL."""
-    assert encode(Frame("DISCONNECT")) == b"DISCONNECT\n\n\0"
+    assert encode(Frame("DISCONNECT")) == b"DISCONNECT\n\n\0\n"
 
 
 def test_encode_adds_no_headers() -> None:
     """encode() writes exactly the frame's headers: no content-length of its own."""
-    assert encode(Frame("SEND", (), b"body")) == b"SEND\n\nbody\0"
+    assert encode(Frame("SEND", (), b"body")) == b"SEND\n\nbody\0\n"
 
 
 @pytest.mark.parametrize(
     "version, expected",
     [
-        ("1.2", b"SEND\na\\cb\\\\:c\\nd\\re\\cf\n\n\0"),
-        ("1.1", b"SEND\na\\cb\\\\:c\\nd\\re\\cf\n\n\0"),
+        ("1.2", b"SEND\na\\cb\\\\:c\\nd\\re\\cf\n\n\0\n"),
+        ("1.1", b"SEND\na\\cb\\\\:c\\nd\\re\\cf\n\n\0\n"),
     ],
 )
 def test_encode_escapes_headers_in_1_1_and_1_2(version: str, expected: bytes) -> None:
@@ -67,7 +67,7 @@ def test_encode_escapes_headers_in_1_1_and_1_2(version: str, expected: bytes) ->
 def test_encode_does_not_escape_in_1_0() -> None:
     """STOMP 1.0 has no escaping: backslashes and colons in values go out as they are."""
     frame = Frame("SEND", (("a\\b", "c:d\\n"),))
-    assert encode(frame, "1.0") == b"SEND\na\\b:c:d\\n\n\n\0"
+    assert encode(frame, "1.0") == b"SEND\na\\b:c:d\\n\n\n\0\n"
 
 
 @pytest.mark.parametrize("command", ["CONNECT", "STOMP", "CONNECTED"])
@@ -77,7 +77,7 @@ def test_encode_never_escapes_connect_frames(command: str) -> None:
     Encoding).
     """
     frame = Frame(command, (("passcode", "a:b\\c"),))
-    assert encode(frame, "1.2") == command.encode() + b"\npasscode:a:b\\c\n\n\0"
+    assert encode(frame, "1.2") == command.encode() + b"\npasscode:a:b\\c\n\n\0\n"
 
 
 @pytest.mark.parametrize(
@@ -146,7 +146,7 @@ def test_encode_keeps_body_with_nul_when_content_length_given() -> None:
     Header content-length).
     """
     frame = Frame("SEND", (("content-length", "3"),), b"a\0b")
-    assert encode(frame) == b"SEND\ncontent-length:3\n\na\0b\0"
+    assert encode(frame) == b"SEND\ncontent-length:3\n\na\0b\0\n"
     assert parse(encode(frame)) == [frame]
 
 
@@ -196,11 +196,11 @@ def test_message_tail_holds_everything_after_subscription() -> None:
     """
     assert message_tail(sample_message(), "1.2") == (
         b"message-id:m-1\ndestination:/topic/prices.eur\ncontent-type:text/plain\n"
-        b"note:a\\cb\ncontent-length:7\n\n1.0825\0\0"
+        b"note:a\\cb\ncontent-length:7\n\n1.0825\0\0\n"
     )
     assert message_tail(sample_message(), "1.0") == (
         b"message-id:m-1\ndestination:/topic/prices.eur\ncontent-type:text/plain\n"
-        b"note:a:b\ncontent-length:7\n\n1.0825\0\0"
+        b"note:a:b\ncontent-length:7\n\n1.0825\0\0\n"
     )
 
 
@@ -227,7 +227,7 @@ def test_message_tail_leaves_out_unrepresentable_headers_in_1_0() -> None:
         "/topic/a\nb", "m-1", (("note", "two\nlines"), ("a:b", "c"), ("ok", "yes")), b""
     )
     tail = message_tail(message, "1.0")
-    assert tail == b"message-id:m-1\ndestination:/topic/a b\nok:yes\ncontent-length:0\n\n\x00"
+    assert tail == b"message-id:m-1\ndestination:/topic/a b\nok:yes\ncontent-length:0\n\n\x00\n"
 
 
 def test_message_prefix_holds_command_subscription_and_extra_headers() -> None:
@@ -340,7 +340,7 @@ def test_message_tail_escapes_each_header_as_escape_does(headers: tuple) -> None
     message = Message(destination="/queue/q", message_id="m-2", headers=headers, body=b"x")
     expected = "".join(f"{escape(name)}:{escape(value)}\n" for name, value in headers)
     assert message_tail(message, "1.2") == (
-        b"message-id:m-2\ndestination:/queue/q\n" + expected.encode() + b"content-length:1\n\nx\0"
+        b"message-id:m-2\ndestination:/queue/q\n" + expected.encode() + b"content-length:1\n\nx\0\n"
     )
     [frame] = FrameParser().receive_data(message_prefix("s", "1.2") + message_tail(message, "1.2"))
     assert frame.headers[3:-1] == tuple(headers)

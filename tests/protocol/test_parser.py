@@ -142,6 +142,48 @@ WELL_FORMED = [
         {"version": "1.0"},
         id="cr-inside-a-line-is-kept",
     ),
+    pytest.param(
+        b"SEND\ndestination: /queue/a\nx : 1 \n\thelp\t:\tme\n\nhello\0",
+        [Frame("SEND", (("destination", "/queue/a"), ("x", "1"), ("help", "me")), b"hello")],
+        {"version": "1.0"},
+        id="blanks-trimmed-1.0",
+    ),
+    pytest.param(
+        b"SEND\r\ndestination: /queue/a \r\n\r\nhello\0",
+        [SEND],
+        {"version": "1.0"},
+        id="blanks-trimmed-1.0-crlf",
+    ),
+    pytest.param(
+        b"SEND\ndestination: /queue/a\ncontent-length: 3 \n\na\0b\0",
+        [Frame("SEND", (("destination", "/queue/a"), ("content-length", "3")), b"a\0b")],
+        {"version": "1.0"},
+        id="content-length-trimmed-1.0",
+    ),
+    pytest.param(
+        b"SEND\ncontent-length :3\n\na\0b\0",
+        [Frame("SEND", (("content-length", "3"),), b"a\0b")],
+        {"version": "1.0"},
+        id="content-length-name-trimmed-1.0",
+    ),
+    pytest.param(
+        b"CONNECT\nlogin: guest\npasscode: secret\n\n\0",
+        [Frame("CONNECT", (("login", "guest"), ("passcode", "secret")))],
+        {"version": "1.2"},
+        id="blanks-trimmed-connect-that-settles-on-1.0",
+    ),
+    pytest.param(
+        b"SEND\ndestination: /queue/a\nx :1 \n\n\0",
+        [Frame("SEND", (("destination", " /queue/a"), ("x ", "1 ")))],
+        {"version": "1.1"},
+        id="blanks-kept-1.1",
+    ),
+    pytest.param(
+        b"CONNECT\naccept-version:1.0,1.2\nlogin: guest\n\n\0",
+        [Frame("CONNECT", (("accept-version", "1.0,1.2"), ("login", " guest")))],
+        {"version": "1.2"},
+        id="blanks-kept-connect-that-settles-on-1.2",
+    ),
 ]
 
 

@@ -60,7 +60,7 @@ def test_the_next_message_after_a_gap_says_so_and_the_one_after_does_not() -> No
     assert headers[1]["subscription"] == "sub-1"
     assert headers[1]["message-id"] == "m-2"
     assert headers[1]["n"] == "2"
-    assert output.written[1].endswith(b"\n\nbody 2\x00")
+    assert output.written[1].endswith(b"\n\nbody 2\x00\n")
 
 
 def test_a_second_mark_before_a_message_tells_nothing_more() -> None:

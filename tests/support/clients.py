@@ -206,6 +206,22 @@ class Bystander(AbstractContextManager["Bystander"]):
         self.connection.disconnect()
 
 
+def drain(broker: Any, destination: str, count: int, **headers: str) -> list[Any]:
+    """
+    :param broker: a running broker (its ``address``).
+    :returns: the first ``count`` messages of a queue, acknowledged, and no more.
+    """
+    connection, collector = connect(broker.address)
+    connection.subscribe(destination, id="s", ack="client-individual", headers=headers)
+    assert collector.wait_for(lambda: len(collector.messages) >= count), collector.bodies()
+    for message in collector.messages:
+        connection.ack(message.headers["ack"])
+    flush_deliveries(connection, collector)
+    assert len(collector.messages) == count, collector.bodies()
+    connection.disconnect(receipt="bye")
+    return collector.messages
+
+
 class RawClient:
     """A plain socket that speaks bytes, for input no real client would send."""
 

@@ -26,7 +26,7 @@ def topic_subscriber(**settings: Any) -> tuple[Any, Any, Any, Any, Any]:
 
 
 #: Bytes of each MESSAGE frame :func:`deliver` makes.
-MESSAGE_SIZE = 179
+MESSAGE_SIZE = 180
 
 
 def deliver(subscription: Any, *numbers: int) -> None:

@@ -81,3 +81,28 @@ def test_lost_connection_releases_everything(clock: Clock, broker: Broker) -> No
     assert len(broker.engine.topics) == 0
     assert broker.connections == set()
     assert clock.getDelayedCalls() == []
+
+
+def test_a_1_0_client_writing_blanks_after_the_colon_is_understood(
+    clock: Clock, broker: Broker
+) -> None:
+    """
+    STOMP 1.0 headers written ``name: value`` (Perl's POE::Filter::Stomp) are read trimmed, as
+    RabbitMQ and ActiveMQ read them: the SEND reaches the queue, its user header arrives trimmed.
+    """
+    consumer, producer = connection(broker, clock, 1), connection(broker, clock, 2)
+    consumer.send_bytes(b"CONNECT\nlogin: guest\n\n\x00SUBSCRIBE\ndestination: /queue/a\n\n\x00")
+    producer.send_bytes(
+        b"CONNECT\n\n\x00SEND\ndestination: /queue/a\nreceipt: r1\nnote : hello \n\nhi\x00"
+    )
+    assert [(f.command, f.get("receipt-id")) for f in producer.frames()] == [
+        ("CONNECTED", None),
+        ("RECEIPT", "r1"),
+    ]
+    frames = consumer.frames()
+    assert [f.command for f in frames] == ["CONNECTED", "MESSAGE"]
+    assert (frames[1].get("destination"), frames[1].get("note"), frames[1].body) == (
+        "/queue/a",
+        "hello",
+        b"hi",
+    )

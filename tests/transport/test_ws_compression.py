@@ -151,7 +151,7 @@ def exchange(compression: Compression, offer: bool = True) -> tuple[Recorder, An
 
 def publish_and_read(client: Recorder, pump: Any, body: bytes) -> bytes:
     client.sendMessage(b"SUBSCRIBE\nid:0\ndestination:/topic/t\n\n\x00")
-    client.sendMessage(b"SEND\ndestination:/topic/t\n\n" + body + b"\x00")
+    client.sendMessage(b"SEND\ndestination:/topic/t\n\n" + body + b"\x00\n")
     pump.flush()
     [message] = [m for m in client.messages if m.startswith(b"MESSAGE")]
     return message
@@ -163,7 +163,7 @@ def test_autobahns_client_negotiates_deflate_and_reads_compressed_messages() -> 
     assert [type(e).__name__ for e in client.websocket_extensions_in_use] == ["PerMessageDeflate"]
     body = b'{"symbol":"EUR","bid":1.08,"ask":1.09}' * 40
     message = publish_and_read(client, pump, body)
-    assert message.endswith(body + b"\x00")
+    assert message.endswith(body + b"\x00\n")
     stats = client.trafficStats
     assert stats.incomingOctetsWireLevel < stats.incomingOctetsAppLevel / 4
 
@@ -173,4 +173,4 @@ def test_without_compression_the_offer_is_declined() -> None:
     client, pump = exchange(Compression())
     assert client.websocket_extensions_in_use == []
     body = b'{"a":1}' * 100
-    assert publish_and_read(client, pump, body).endswith(body + b"\x00")
+    assert publish_and_read(client, pump, body).endswith(body + b"\x00\n")

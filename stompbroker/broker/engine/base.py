@@ -101,6 +101,14 @@ class IEngine(ISharedEngine):
             counts what passes through this process.
         """
 
+    def duplicate_detection():  # type: ignore[no-untyped-def]
+        """
+        :returns: the
+            :class:`~stompbroker.broker.engine.duplicate_detection.DuplicateDetection`
+            that tells a SEND's duplicate-detection id new or a repeat, per
+            destination (the redis engine's is its node's own).
+        """
+
     # -- life cycle
 
     def open():  # type: ignore[no-untyped-def]

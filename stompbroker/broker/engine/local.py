@@ -37,6 +37,7 @@ from zope.interface import implementer
 
 from stompbroker.broker.engine.base import IEngine, Node
 from stompbroker.broker.engine.capabilities import LOCAL, Capabilities
+from stompbroker.broker.engine.duplicate_detection import DuplicateDetection
 from stompbroker.broker.engine.durable_rules import reusable_durable, unknown_durable
 from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout, TopicSubscriptions
 from stompbroker.broker.engine.figures import ClusterView, TopicGaps
@@ -165,6 +166,8 @@ class LocalEngine:
         self.retained = RetainedMessages()
         #: The ``/stream/`` destinations, kept where the store keeps messages.
         self.streams = Streams(clock, stream_limits or StreamLimits(), backend_for(store))
+        #: Each destination's recent duplicate-detection ids, kept with persistent messages.
+        self.duplicates = DuplicateDetection(clock, self.policies, store)
 
     # -- what it is --------------------------------------------------------------------
 
@@ -175,6 +178,10 @@ class LocalEngine:
     def bookkeeping(self) -> Bookkeeping:
         """:returns: this process's ids and counters."""
         return self.books
+
+    def duplicate_detection(self) -> DuplicateDetection:
+        """:returns: the destinations' windows of duplicate-detection ids."""
+        return self.duplicates
 
     # -- life cycle ----------------------------------------------------------------
 
@@ -201,12 +208,18 @@ class LocalEngine:
         recovered: Deferred[RecoveredState] = self.store.recover(read_ahead)
         # Both reads go to the store at once, in one group of its writer.
         streams = self.streams.recover()
+        duplicates = self.duplicates.recover()
 
         def failed(failure: Any) -> Any:
             streams.addErrback(lambda _: None)
+            duplicates.addErrback(lambda _: None)
             return failure
 
-        return recovered.addCallbacks(self._rebuild, failed).addCallback(lambda _: streams)
+        return (
+            recovered.addCallbacks(self._rebuild, failed)
+            .addCallback(lambda _: streams)
+            .addCallback(lambda _: duplicates)
+        )
 
     def _rebuild(self, state: RecoveredState) -> None:
         rebuild(self, state)

@@ -98,6 +98,9 @@ class PolicySettings:
         gets (``block``, ``drop-oldest``, ``disconnect``), instead of ``--slow-consumer``.
     :ivar slow_consumer_buffer: bytes of topic messages kept for it, instead of
         ``--slow-consumer-buffer``.
+    :ivar duplicate_window: ms a destination remembers a SEND's duplicate-detection
+        id (:mod:`stompbroker.broker.features.duplicate_ids`).
+    :ivar duplicate_window_ids: the most such ids it remembers; 0 turns detection off.
     """
 
     max_length: int | None = field(default=None, validator=_COUNT)
@@ -111,6 +114,8 @@ class PolicySettings:
     prefetch: int | None = field(default=None, validator=_POSITIVE)
     slow_consumer: str | None = field(default=None, validator=optional(in_(SLOW_CONSUMER_POLICIES)))
     slow_consumer_buffer: int | None = field(default=None, validator=_POSITIVE)
+    duplicate_window: int | None = field(default=None, validator=_POSITIVE)
+    duplicate_window_ids: int | None = field(default=None, validator=_COUNT)
 
     @property
     def limits_queue(self) -> bool:
@@ -192,6 +197,8 @@ _WHOLE_KEYS = {
     "redelivery-delay",
     "prefetch",
     "slow-consumer-buffer",
+    "duplicate-window",
+    "duplicate-window-ids",
 }
 _TEXT_KEYS = {"overflow", "dead-letter", "slow-consumer"}
 #: Every key a policy's definition may hold.

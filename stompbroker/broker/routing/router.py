@@ -32,6 +32,10 @@ so a SEND without them pays nothing more.  What those headers make of the
 message is read by :class:`~stompbroker.broker.routing.send_headers.SendHeaders`, an
 object the router holds.
 
+A SEND with a duplicate-detection id (:mod:`stompbroker.broker.features.duplicate_ids`)
+that its destination saw within its window is not routed: the session answers
+it with its RECEIPT alone.  In a transaction the id counts at COMMIT.
+
 In a transaction the routing is held until COMMIT.  A persistent message is
 filed first (:meth:`~stompbroker.broker.engine.base.IEngine.keep`) and routed at once;
 ``send`` returns the Deferred of that write, on which the session holds the
@@ -49,9 +53,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
 
 from stompbroker.broker.clients.connections import ConnectionRegistry
 from stompbroker.broker.clients.transactions import Transactions
+from stompbroker.broker.features.duplicate_ids import duplicate_id_of
 from stompbroker.broker.features.retained_values import RETAIN_HEADER, parse_retain
 from stompbroker.broker.features.retainer import Retaining
 from stompbroker.broker.features.scheduled_messages import ScheduledEntry, fired_headers
@@ -130,6 +136,8 @@ class Router:
         "_publish_reply",
         "_publish_stream",
         "_keep",
+        "_duplicates",
+        "_storing",
     )
 
     def __init__(
@@ -165,6 +173,10 @@ class Router:
         self._publish_reply: Callable[[Message], None] = engine.publish_reply
         self._publish_stream: Route = engine.publish_stream
         self._keep: Callable[[Message], Deferred[None] | None] = engine.keep
+        self._duplicates = engine.duplicate_detection()
+        #: Persistent messages with a duplicate-detection id being stored -> the
+        #: repeats whose RECEIPTs wait for that write.
+        self._storing: dict[tuple[str, str], list[Deferred[None]]] = {}
         self.scheduling: Scheduling | None = None
         if capabilities.scheduling:
             self.scheduling = engine.scheduling(self.fire)
@@ -223,7 +235,10 @@ class Router:
         message = entry.item
         headers = fired_headers(message.headers, entry.key)
         message_id = entry.key if entry.fired == 1 else None
-        _, waiting = self._send(message.destination, headers, message.body, None, None, message_id)
+        # Its duplicate-detection id counted when it was sent: its firing is no repeat.
+        _, waiting = self._send(
+            message.destination, headers, message.body, None, None, message_id, fired=True
+        )
         if waiting is not None:
             # The journal has logged the failure; nobody else is there to hear of it.
             waiting.addErrback(lambda failure: None)
@@ -261,10 +276,13 @@ class Router:
         transaction: str | None,
         message_id: str | None = None,
         lines: bytes | None = None,
+        fired: bool = False,
     ) -> tuple[Message, Deferred[None] | None]:
         """
         :param message_id: the message's id; a new one if ``None``.
         :param lines: as for :meth:`send`.
+        :param fired: a scheduled message that is due, whose duplicate-detection
+            id was counted when it was sent.
         :returns: the routed message, and what :meth:`send` returns.
         """
         kind = self._checked.get(destination)
@@ -290,12 +308,15 @@ class Router:
         if transaction is not None:
             held = self._held_in(connection, transaction)
         acted_on = self._acted_on
+        duplicate_id = None
         for name, _ in headers:
             if name in acted_on:
                 lines = None
                 headers, expires, persistent, priority, group, timing = self.send_headers.prepare(
                     headers, connection, kind
                 )
+                if not fired:
+                    duplicate_id = duplicate_id_of(headers)
                 break
         else:
             # The common SEND: no header the broker acts on.
@@ -319,7 +340,15 @@ class Router:
         if timing is not None:
             route, persistent = self.send_headers.timed(route, message, kind, timing, connection)
         waiting = None
-        if held is not None:
+        if duplicate_id is not None:
+            # Counted when routed: at COMMIT in a transaction.
+            if held is not None:
+                held.hold(self._route_once, duplicate_id, persistent, route, message)
+            else:
+                waiting = self._route_once(duplicate_id, persistent, route, message)
+                if self._backpressure.pending is not None:
+                    self._backpressure.pause_sender(connection)
+        elif held is not None:
             if persistent:
                 held.hold(self._keep_and_route, route, message)
             else:
@@ -371,6 +400,50 @@ class Router:
             if waiting is not None:
                 writes.append(waiting)
         return messages[0], all_done(writes)
+
+    def _route_once(
+        self, duplicate_id: str, persistent: bool, route: Route, message: Message
+    ) -> Deferred[None] | None:
+        """
+        Route a message that carries a duplicate-detection id, unless its
+        destination saw that id within its window: then it goes nowhere, and
+        the SEND's RECEIPT is all the client gets (:mod:`.duplicate_ids`); a
+        repeat of a persistent message still being stored waits for that write.
+
+        A persistent message whose store write fails leaves the window again,
+        so that the client's retry is routed.
+        """
+        destination = message.destination
+        key = (destination, duplicate_id)
+        if not self._duplicates.first_time(destination, duplicate_id):
+            followers = self._storing.get(key)
+            if followers is None:
+                return None
+            follower: Deferred[None] = Deferred()
+            followers.append(follower)
+            return follower
+        if not persistent:
+            return route(message)
+        waiting = self._keep_and_route(route, message)
+        if waiting is not None:
+            waiting_for: list[Deferred[None]] = []
+            self._storing[key] = waiting_for
+
+            def stored(result: Any) -> Any:
+                if self._storing.get(key) is waiting_for:
+                    del self._storing[key]
+                failed = isinstance(result, Failure)
+                if failed:
+                    self._duplicates.forget(destination, duplicate_id)
+                for follower in waiting_for:
+                    if failed:
+                        follower.errback(result)
+                    else:
+                        follower.callback(None)
+                return result
+
+            waiting.addBoth(stored)
+        return waiting
 
     def _keep_and_route(self, route: Route, message: Message) -> Deferred[None] | None:
         """

@@ -4,7 +4,9 @@ What a SEND's headers make of its message, before the router routes it.
 The headers the broker acts on (expiry, ``persistent``, ``priority``, the
 message group's, a temporary ``reply-to``, and the scheduling and ``retain``
 headers) are read here, by :class:`SendHeaders`, an object the
-:class:`~stompbroker.broker.routing.router.Router` holds.  A SEND without any of
+:class:`~stompbroker.broker.routing.router.Router` holds.  (A duplicate-detection
+id is among them, so that a SEND without one pays nothing for it; the router
+reads it itself.)  A SEND without any of
 them (the common case) never comes here: ``Router._send``'s scan of its header
 names finds none of :data:`ACTED_ON` (or :data:`ACTED_ON_WHEN_PERSISTENT`), and
 it makes the message at once.
@@ -29,6 +31,7 @@ from twisted.internet.defer import Deferred
 
 from stompbroker.broker.clients.connections import ConnectionRegistry
 from stompbroker.broker.engine.capabilities import Capabilities, require
+from stompbroker.broker.features.duplicate_ids import DUPLICATE_ID_HEADERS
 from stompbroker.broker.features.retained_values import RETAIN_HEADER, parse_retain
 from stompbroker.broker.features.retainer import Retaining
 from stompbroker.broker.features.scheduled_messages import SCHEDULE_HEADERS, parse_schedule
@@ -45,7 +48,10 @@ from stompbroker.protocol.message import Message
 TIMING: frozenset[str] = SCHEDULE_HEADERS | {RETAIN_HEADER}
 #: SEND headers the broker acts on; a SEND without any of them skips that work.
 ACTED_ON: frozenset[str] = (
-    EXPIRY_HEADERS | {"reply-to", PRIORITY_HEADER, GROUP_HEADER, SEQUENCE_HEADER} | TIMING
+    EXPIRY_HEADERS
+    | {"reply-to", PRIORITY_HEADER, GROUP_HEADER, SEQUENCE_HEADER}
+    | TIMING
+    | DUPLICATE_ID_HEADERS
 )
 #: ... and with an engine that keeps persistent messages, ``persistent`` too.
 ACTED_ON_WHEN_PERSISTENT: frozenset[str] = ACTED_ON | {"persistent"}

@@ -22,6 +22,7 @@ from typing import Any
 
 from attrs import define
 
+from stompbroker.broker.features.duplicate_ids import duplicate_id_of
 from stompbroker.broker.store.base import (
     DurableSubscription,
     PagedRange,
@@ -64,6 +65,10 @@ _INSERT_DELIVERED = (
 )
 _HOLDS = "SELECT 1 FROM messages WHERE queue = ? AND message_id = ?"
 _DELETE = "DELETE FROM messages WHERE queue = ? AND message_id = ?"
+#: A message's duplicate-detection id; a durable subscription's copies share one.
+_INSERT_DUPLICATE_ID = (
+    "INSERT OR REPLACE INTO duplicate_ids (destination, duplicate_id) VALUES (?, ?)"
+)
 # SQLite evaluates every right-hand side with the row's old values.
 _MARK_DELIVERED = (
     "UPDATE messages SET redelivery_count = redelivery_count + delivered, delivered = 1,"
@@ -119,7 +124,19 @@ def insert_message(record: StoredMessage, connection: sqlite3.Connection) -> Sto
     cursor = connection.execute(_INSERT, _row(record))
     if cursor.rowcount == 0:
         raise duplicate_error(record.queue, record.message_id)
+    keep_duplicate_id(record, connection)
     return record
+
+
+def keep_duplicate_id(record: StoredMessage, connection: sqlite3.Connection) -> None:
+    """
+    In the transaction that files a message: keep its duplicate-detection id, so
+    that a message receipted before a crash keeps it across the restart, even one
+    consumed before it was written (the header scan runs in the writer thread).
+    """
+    duplicate_id = duplicate_id_of(record.headers)
+    if duplicate_id is not None:
+        connection.execute(_INSERT_DUPLICATE_ID, (record.destination, duplicate_id))
 
 
 @define
@@ -164,6 +181,7 @@ class PendingInsert:
         key = (record.queue, record.message_id)
         if self.dropped:
             if connection.execute(_HOLDS, key).fetchone() is None:
+                keep_duplicate_id(record, connection)
                 return record
             connection.execute(_DELETE, key)
             raise duplicate_error(*key)
@@ -174,7 +192,25 @@ class PendingInsert:
             for _ in range(self.marks):
                 connection.execute(_MARK_DELIVERED, key)
             raise duplicate_error(*key)
+        keep_duplicate_id(record, connection)
         return record
+
+
+def read_duplicate_ids(connection: sqlite3.Connection) -> list[tuple[str, str]]:
+    """:returns: every kept ``(destination, duplicate-detection id)``, oldest first."""
+    return connection.execute(
+        "SELECT destination, duplicate_id FROM duplicate_ids ORDER BY rowid"
+    ).fetchall()
+
+
+def delete_duplicate_ids(
+    destination: str, duplicate_ids: list[str], connection: sqlite3.Connection
+) -> None:
+    """Forget ids that left ``destination``'s window."""
+    connection.executemany(
+        "DELETE FROM duplicate_ids WHERE destination = ? AND duplicate_id = ?",
+        [(destination, each) for each in duplicate_ids],
+    )
 
 
 def delete_message(queue: str, message_id: str, connection: sqlite3.Connection) -> None:

@@ -9,15 +9,18 @@ each stream's next offset (so that offsets keep growing when retention has empti
 it) and ``stream_entries`` its messages by ``(stream, position)``
 (:mod:`stompbroker.broker.streams.sqlite_backend`).  The last four came with
 schema 2, and ``messages.due`` (when a NACKed message may be delivered again)
-with schema 3; an older database is migrated when it is opened.  ``PRAGMA user_version`` records
+with schema 3, and ``duplicate_ids`` (the duplicate-detection ids of persistent
+messages, :mod:`stompbroker.broker.features.duplicate_ids`, written in the
+transaction that inserts their message) with schema 4; an older database is
+migrated when it is opened.  ``PRAGMA user_version`` records
 :data:`SCHEMA_VERSION`, so that a store written by a newer stompbroker is refused
 rather than misread, and a database that is not a stompbroker store at all is
 never written to.  A change to these tables is a change of the format every
 existing data directory holds: it needs a new version and a way to read the
 old: :func:`prepare_schema` brings a schema 1 database to schema 2 by adding
-the tables schema 2 added, and a schema 2 one to schema 3 by adding the
-column (nothing else changed), each step in one transaction, when a newer
-stompbroker first opens it.
+the tables schema 2 added, a schema 2 one to schema 3 by adding the
+column (nothing else changed), and a schema 3 one to schema 4 by adding its
+table, each step in one transaction, when a newer stompbroker first opens it.
 
 The index ``messages_by_queue`` on ``(queue, sequence)`` (each key's messages in
 order, for a paged queue's reads and a recovery's counts) is no part of the
@@ -38,7 +41,18 @@ from stompbroker.broker.store.sqlite_files import store_damaged
 __all__ = ["SCHEMA_VERSION", "prepare_schema"]
 
 #: The schema this code writes, kept in ``PRAGMA user_version``.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+
+#: What schema 4 added: the duplicate-detection ids of persistent messages.
+_SCHEMA_4_TABLES = (
+    """
+    CREATE TABLE duplicate_ids (
+        destination TEXT NOT NULL,
+        duplicate_id TEXT NOT NULL,
+        PRIMARY KEY (destination, duplicate_id)
+    )
+    """,
+)
 
 #: What schema 2 added to schema 1: scheduled and retained messages, and streams.
 _SCHEMA_2_TABLES = (
@@ -107,6 +121,7 @@ _SCHEMA = (
     )
     """,
     *_SCHEMA_2_TABLES,
+    *_SCHEMA_4_TABLES,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 
@@ -121,13 +136,14 @@ _MIGRATIONS = {
         "ALTER TABLE messages ADD COLUMN due REAL NOT NULL DEFAULT 0",
         "PRAGMA user_version = 3",
     ),
+    3: (*_SCHEMA_4_TABLES, "PRAGMA user_version = 4"),
 }
 
 
 def prepare_schema(connection: sqlite3.Connection, path: Path) -> None:
     """
     Create the tables of a new (empty) database, or check that an existing one is
-    a stompbroker store this code can read, bringing an older one to schema 3.
+    a stompbroker store this code can read, bringing an older one to schema 4.
 
     :param connection: the store's connection, outside any transaction.
     :param path: the database file, for the error messages.

@@ -18,7 +18,9 @@ from twisted.internet.task import Clock
 from stompbroker.broker.clients.connections import ConnectionRegistry
 from stompbroker.broker.clients.transactions import Transactions
 from stompbroker.broker.engine.capabilities import Capabilities
+from stompbroker.broker.engine.duplicate_detection import DuplicateDetection
 from stompbroker.broker.engine.fanout import Bookkeeping
+from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.flow.backpressure import BackPressure
 from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.flow.traffic import Traffic
@@ -62,6 +64,9 @@ class RecordingEngine:
 
     def bookkeeping(self) -> Bookkeeping:
         return Bookkeeping(self.ids, self.traffic, DeliveryCounters())
+
+    def duplicate_detection(self) -> DuplicateDetection:
+        return DuplicateDetection(Clock(), Policies())
 
     def publish_topic(self, message: Message) -> None:
         self.calls.append(("topic", message))

@@ -91,6 +91,16 @@ ALTER TABLE messages ADD COLUMN due REAL NOT NULL DEFAULT 0;
 PRAGMA user_version = 3;
 """
 
+#: What schema 4 added: the duplicate-detection ids of persistent messages.
+SCHEMA_4_ADDED = """
+CREATE TABLE duplicate_ids (
+    destination TEXT NOT NULL,
+    duplicate_id TEXT NOT NULL,
+    PRIMARY KEY (destination, duplicate_id)
+);
+PRAGMA user_version = 4;
+"""
+
 
 def table_layout(path: Path) -> dict[str, list[tuple[object, ...]]]:
     """:returns: each table's columns (name, type, not null, default, key) and the version."""
@@ -104,26 +114,27 @@ def table_layout(path: Path) -> dict[str, list[tuple[object, ...]]]:
                 "retained",
                 "streams",
                 "stream_entries",
+                "duplicate_ids",
             )
         }
         layout["user_version"] = database.execute("PRAGMA user_version").fetchall()
     return layout
 
 
-def test_a_new_store_makes_the_tables_of_schema_3(tmp_path: Path) -> None:
-    """A new data directory gets exactly schema 3's tables, columns and version."""
+def test_a_new_store_makes_the_tables_of_schema_4(tmp_path: Path) -> None:
+    """A new data directory gets exactly schema 4's tables, columns and version."""
     result_of(open_sqlite(tmp_path / "new", task.Clock()).close())
     (tmp_path / "by-hand").mkdir()
     with sqlite3.connect(tmp_path / "by-hand" / DATABASE_NAME) as database:
-        database.executescript(SCHEMA_1 + SCHEMA_2_ADDED + SCHEMA_3_ADDED)
+        database.executescript(SCHEMA_1 + SCHEMA_2_ADDED + SCHEMA_3_ADDED + SCHEMA_4_ADDED)
     made = table_layout(tmp_path / "new" / DATABASE_NAME)
     assert made == table_layout(tmp_path / "by-hand" / DATABASE_NAME)
-    assert made["user_version"] == [(3,)]
+    assert made["user_version"] == [(4,)]
 
 
-def test_a_schema_1_store_is_brought_to_schema_3(tmp_path: Path) -> None:
+def test_a_schema_1_store_is_brought_to_schema_4(tmp_path: Path) -> None:
     """
-    A schema 1 data directory gets schema 2's and 3's additions and version when opened,
+    A schema 1 data directory gets schema 2's, 3's and 4's additions and version when opened,
     keeps its messages and durable subscriptions, and then keeps scheduled and
     retained messages across a reopen.
     """
@@ -138,7 +149,7 @@ def test_a_schema_1_store_is_brought_to_schema_3(tmp_path: Path) -> None:
         )
     (tmp_path / "by-hand").mkdir()
     with sqlite3.connect(tmp_path / "by-hand" / DATABASE_NAME) as database:
-        database.executescript(SCHEMA_1 + SCHEMA_2_ADDED + SCHEMA_3_ADDED)
+        database.executescript(SCHEMA_1 + SCHEMA_2_ADDED + SCHEMA_3_ADDED + SCHEMA_4_ADDED)
     clock = task.Clock()
     store = open_sqlite(tmp_path, clock)
     assert table_layout(tmp_path / DATABASE_NAME) == table_layout(
@@ -166,7 +177,35 @@ def test_a_schema_1_store_is_brought_to_schema_3(tmp_path: Path) -> None:
     result_of(reopened.close())
 
 
-def test_a_schema_2_store_is_brought_to_schema_3_and_keeps_due_times(tmp_path: Path) -> None:
+def test_a_schema_3_store_is_brought_to_schema_4_and_keeps_its_messages(
+    tmp_path: Path,
+) -> None:
+    """
+    A schema 3 data directory gets the ``duplicate_ids`` table when opened, keeps its
+    messages, and a persistent message's duplicate-detection id is then stored with it.
+    """
+    with sqlite3.connect(tmp_path / DATABASE_NAME) as database:
+        database.executescript(SCHEMA_1 + SCHEMA_2_ADDED + SCHEMA_3_ADDED)
+        database.execute(
+            "INSERT INTO messages (sequence, queue, message_id, destination, headers, body,"
+            " expires) VALUES (1, '/queue/a', 'm-1', '/queue/a', '[]', x'', 0)"
+        )
+    clock = task.Clock()
+    store = open_sqlite(tmp_path, clock)
+    assert table_layout(tmp_path / DATABASE_NAME)["user_version"] == [(4,)]
+    adding = store.add("/queue/a", sent("m-2", "/queue/a", headers=(("duplicate-id", "d-2"),)))
+    clock.advance(1)
+    result_of(adding)
+    result_of(store.close())
+    with sqlite3.connect(tmp_path / DATABASE_NAME) as database:
+        assert database.execute("SELECT message_id FROM messages ORDER BY sequence").fetchall() == [
+            ("m-1",),
+            ("m-2",),
+        ]
+        assert database.execute("SELECT * FROM duplicate_ids").fetchall() == [("/queue/a", "d-2")]
+
+
+def test_a_schema_2_store_is_brought_to_schema_4_and_keeps_due_times(tmp_path: Path) -> None:
     """
     A schema 2 data directory gets the ``due`` column when opened (its messages
     due at once), and a NACKed message's due time then survives a reopen.
@@ -179,7 +218,7 @@ def test_a_schema_2_store_is_brought_to_schema_3_and_keeps_due_times(tmp_path: P
         )
     clock = task.Clock()
     store = open_sqlite(tmp_path, clock)
-    assert table_layout(tmp_path / DATABASE_NAME)["user_version"] == [(3,)]
+    assert table_layout(tmp_path / DATABASE_NAME)["user_version"] == [(4,)]
     delaying = store.delay("/queue/a", "m-1", 1234.5)
     clock.advance(1)
     result_of(delaying)

@@ -56,6 +56,7 @@ from zope.interface import implementer
 
 from stompbroker.broker.engine.base import IEngine, Node
 from stompbroker.broker.engine.capabilities import REDIS, Capabilities
+from stompbroker.broker.engine.duplicate_detection import DuplicateDetection
 from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout
 from stompbroker.broker.engine.figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.local import DEFAULT_POLICY
@@ -200,6 +201,8 @@ class RedisEngine:
         #: The per-destination policies: the configuration's, this node's own, and
         #: those set at run time on any node (:mod:`.shared_policies`, docs/cluster.md).
         self.policies = Policies(policy)
+        #: Duplicate detection, this node's own: its windows are not shared yet.
+        self.duplicates = DuplicateDetection(clock, self.policies)
         #: This node's handles on the shared queues (:mod:`.queue_handles`).
         self.handles = QueueHandles(self)
         self.waiting = self.handles.waiting
@@ -294,6 +297,10 @@ class RedisEngine:
     def bookkeeping(self) -> Bookkeeping:
         """:returns: this node's ids and counters."""
         return self.books
+
+    def duplicate_detection(self) -> DuplicateDetection:
+        """:returns: this node's windows of duplicate-detection ids."""
+        return self.duplicates
 
     # -- life cycle ----------------------------------------------------------------------
 
