@@ -105,7 +105,7 @@ def test_encode_unnegotiated_writes_values_raw_and_lines_as_spaces() -> None:
     """Before CONNECTED nothing is escaped: a colon stays, a line break becomes a space."""
     error = Frame("ERROR", (("message", "login failed: bad\\word"), ("receipt-id", "a\nb")))
     assert encode_unnegotiated(error) == (
-        b"ERROR\nmessage:login failed: bad\\word\nreceipt-id:a b\n\n\x00"
+        b"ERROR\nmessage:login failed: bad\\word\nreceipt-id:a b\n\n\x00\n"
     )
 
 
