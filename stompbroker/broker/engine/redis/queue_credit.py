@@ -22,10 +22,13 @@ the stream is back within ``low`` of the floor.  Publishers of other
 destinations go on; publishers on nodes without consumers of the queue are not
 paused by it (their loops are not the ones that starve).
 
-Only reads measure: a queue whose consumers stop reading (their windows full,
-or gone) says nothing more, and its hold ends ``stale`` seconds after the last
-read, so that a connection that publishes to a queue and also consumes from it
-(whose ACKs the pause stops reading) waits that long at most.
+A queue whose consumers here take nothing out (their windows full, or gone,
+or its reads finding nothing for them) is not one whose consumers starve for
+this node's loop: its hold ends ``stale`` seconds after a read last took
+entries, and a read after that begins a new floor.  So a connection that
+publishes to a queue and also consumes from it (whose ACKs the pause stops
+reading) waits that long at most, and a queue that delivers nothing for a
+reason of its own does not hold its publishers for as long as that lasts.
 
 Pure but for the clock it is given (``seconds()``, ``callLater``): tested on
 ``task.Clock``.
@@ -74,8 +77,8 @@ class _Reading:
     """One queue's measure while this node reads it."""
 
     floor: int
-    #: When the latest read was.
-    read_at: float
+    #: When a read last took entries out.
+    took_at: float
     #: The reason its publishers are held for, while they are.
     reason: str | None = None
     #: The check that ends a hold once reads stop.
@@ -92,7 +95,7 @@ class QueueCredit:
     :param low: entries past the floor under which they are read again
         (half ``bound`` by default, so that a steady overload does not pause and
         resume on each read).
-    :param stale: seconds after a queue's last read that its hold ends.
+    :param stale: seconds after a read of the queue last took entries that its hold ends.
     :raises ValueError: for a ``bound`` that is not positive, or a ``low`` not under it.
 
     :ivar count: holds so far.
@@ -137,18 +140,19 @@ class QueueCredit:
             for hold in self._holds:
                 hold.hold_sender(reason)
 
-    def measured(self, destination: str, length: int) -> None:
+    def measured(self, destination: str, length: int, taken: int) -> None:
         """
-        A read of ``destination`` for this node's consumers found its stream
-        ``length`` entries long: hold its publishers past the bound, release
-        them within the low mark.
+        A read of ``destination`` for this node's consumers took ``taken``
+        entries and found its stream ``length`` entries long: hold its
+        publishers past the bound, release them within the low mark.
         """
         now = self._clock.seconds()
         reading = self._readings.get(destination)
         if reading is None:
             self._readings[destination] = _Reading(length, now)
             return
-        reading.read_at = now
+        if taken:
+            reading.took_at = now
         if length < reading.floor:
             reading.floor = length
         over = length - reading.floor
@@ -194,14 +198,14 @@ class QueueCredit:
                 hold.release_held(reason)
 
     def _check(self, destination: str) -> None:
-        """End a hold whose queue was not read for :attr:`stale` seconds; else look again then."""
+        """End a hold whose reads took nothing for :attr:`stale` seconds; else look again then."""
         reading = self._readings.get(destination)
         if reading is None or reading.reason is None:
             return
         reading.check = None
-        due = reading.read_at + self.stale
+        due = reading.took_at + self.stale
         if self._clock.seconds() >= due:
-            # Nobody reads it: its consumers are full or gone, not starved.  A
+            # Nothing taken out: its consumers are full or gone, not starved.  A
             # read after this begins a new floor: what grew meanwhile waited
             # for them, not for this node's loop.
             self._release(destination, reading)

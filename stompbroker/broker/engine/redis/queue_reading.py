@@ -199,10 +199,11 @@ class QueueReading:
             return []
         if isinstance(modes, ResponseError):
             raise modes
+        runs = runs_of(reply)
         if isinstance(length, int) and self._destination is not None:
-            engine.credit.measured(self._destination, length)
+            engine.credit.measured(self._destination, length, sum(len(got) for _, got in runs))
         await self._modes(modes)
-        return runs_of(reply)
+        return runs
 
     async def _read_lanes(self, room: int) -> Read:
         """One :data:`READ_LANES` script; when it finds nothing, wait for a new entry."""
