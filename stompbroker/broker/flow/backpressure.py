@@ -24,7 +24,12 @@ Three things pause a publisher (the mechanisms are in :mod:`stompbroker.broker.f
   timer): while the message store's disk has less room than
   ``--disk-free-limit``, a connection is paused after a SEND of a *persistent*
   message (:meth:`BackPressure.hold_persistent_sender`, which the router calls
-  while :attr:`BackPressure.disk_full` is set), until there is room again.
+  while :attr:`BackPressure.disk_full` is set), until there is room again;
+- a hold the engine asks for the sender of the message being routed
+  (:meth:`BackPressure.hold_sender`): the redis engine's while the queue sent
+  to grows faster than this node's consumers of it take out
+  (:mod:`stompbroker.broker.engine.redis.queue_credit`): that publisher is
+  paused until the engine releases the reason (:meth:`BackPressure.release_held`).
 
 Theory of operation
 -------------------
@@ -81,11 +86,14 @@ class Pressure:
     :ivar blocked_by: the connections of slow subscribers under the ``block``
         policy that the message reached; the sender waits for each of them.
     :ivar alarms: the engine's alarms that are on (:meth:`BackPressure.alarm_on`).
+    :ivar held_for: what the engine holds this sender for alone
+        (:meth:`BackPressure.hold_sender`): a queue whose consumers are behind.
     """
 
     memory: bool = False
     blocked_by: tuple[Any, ...] = ()
     alarms: frozenset[str] = frozenset()
+    held_for: tuple[str, ...] = ()
 
 
 @frozen
@@ -378,6 +386,7 @@ class BackPressure:
             pending.memory if pending else False,
             pending.blocked_by if pending else (),
             self._alarms,
+            pending.held_for if pending else (),
         )
 
     def alarm_off(self, reason: str) -> None:
@@ -396,8 +405,8 @@ class BackPressure:
         pending = self.pending
         if pending is not None:
             self.pending = (
-                Pressure(pending.memory, pending.blocked_by, self._alarms)
-                if pending.memory or pending.blocked_by or self._alarms
+                Pressure(pending.memory, pending.blocked_by, self._alarms, pending.held_for)
+                if pending.memory or pending.blocked_by or self._alarms or pending.held_for
                 else None
             )
         self.throttle.release(reason)
@@ -418,8 +427,28 @@ class BackPressure:
             self.pending = Pressure(False, (subscriber,))
         else:
             self.pending = Pressure(
-                pending.memory, pending.blocked_by + (subscriber,), pending.alarms
+                pending.memory, pending.blocked_by + (subscriber,), pending.alarms, pending.held_for
             )
+
+    def hold_sender(self, reason: str) -> None:
+        """
+        Pause the publisher of the message being routed until :meth:`release_held`
+        is called with ``reason``; the others go on.
+
+        :param reason: what it waits for (the redis engine's
+            :func:`~stompbroker.broker.engine.redis.queue_credit.behind_reason`).
+        """
+        pending = self.pending
+        if pending is None:
+            self.pending = Pressure(held_for=(reason,))
+        elif reason not in pending.held_for:
+            self.pending = Pressure(
+                pending.memory, pending.blocked_by, pending.alarms, pending.held_for + (reason,)
+            )
+
+    def release_held(self, reason: str) -> None:
+        """Read again the publishers :meth:`hold_sender` paused for ``reason`` alone."""
+        self.throttle.release(reason)
 
     def pause_sender(self, connection: Any) -> None:
         """
@@ -447,6 +476,8 @@ class BackPressure:
             self.throttle.hold(connection, MEMORY)
         for alarm in alarms:
             self.throttle.hold(connection, alarm)
+        for reason in pressure.held_for:
+            self.throttle.hold(connection, reason)
 
     # -- slow subscribers ---------------------------------------------------------------
 

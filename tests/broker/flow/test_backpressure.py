@@ -220,3 +220,36 @@ def test_an_alarm_and_the_memory_mark_each_hold_a_sender() -> None:
     harness.clock.advance(1)
     assert sender.paused == 0
     assert harness.pressure.pending is None
+
+
+def test_a_held_sender_alone_is_paused_until_its_reason_is_released() -> None:
+    """
+    hold_sender pauses the sender of the message being routed, not the next
+    sender (a queue behind holds its own publishers only), until release_held.
+    """
+    harness = Harness()
+    held, other = harness.reader(), harness.reader()
+    harness.pressure.hold_sender("consumers behind on /queue/a")
+    harness.pressure.hold_sender("consumers behind on /queue/a")
+    assert harness.pressure.pending == Pressure(held_for=("consumers behind on /queue/a",))
+    harness.pressure.pause_sender(held)
+    assert harness.pressure.pending is None
+    harness.pressure.pause_sender(other)
+    assert (held.paused, other.paused) == (1, 0)
+    harness.pressure.release_held("consumers behind on /queue/b")
+    assert held.paused == 1
+    harness.pressure.release_held("consumers behind on /queue/a")
+    assert held.paused == 0
+
+
+def test_an_alarm_raised_while_a_message_is_routed_keeps_its_hold() -> None:
+    """An alarm that goes on and off in the middle of routing does not drop the sender's hold."""
+    harness = Harness()
+    sender = harness.reader()
+    harness.pressure.hold_sender("consumers behind on /queue/a")
+    harness.pressure.alarm_on("redis busy", loud=False)
+    harness.pressure.alarm_off("redis busy")
+    harness.pressure.pause_sender(sender)
+    assert sender.paused == 1
+    harness.pressure.release_held("consumers behind on /queue/a")
+    assert sender.paused == 0

@@ -28,7 +28,7 @@ from stompbroker.broker.engine.redis.outage import PublisherAlarm
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import ProtocolError
 
-__all__ = ["BUSY", "DEFAULT_HIGH", "FULL_TEXT", "Busy", "RedisFull"]
+__all__ = ["BUSY", "DEFAULT_HIGH", "FULL_TEXT", "Busy", "RedisFull", "low_mark"]
 
 #: The reason publishers are paused for while Redis is busy.
 BUSY = "redis busy"
@@ -44,6 +44,21 @@ FULL_TEXT = (
 LOG_EVERY = 60.0
 
 log = logger("stompbroker.broker.engine.redis")
+
+
+def low_mark(what: str, high: int, low: int | None) -> int:
+    """
+    :returns: the mark under which what a high mark paused goes on: ``low``, or
+        half ``high`` by default, so that a steady load does not pause and
+        resume at each step.
+    :raises ValueError: for a ``high`` that is not positive, or a ``low`` not under it.
+    """
+    if high <= 0:
+        raise ValueError(f"{what} must be positive, got {high}")
+    low = high // 2 if low is None else low
+    if not 0 <= low < high:
+        raise ValueError(f"the low mark must be 0 or more and under {high}, got {low}")
+    return low
 
 
 class Busy:
@@ -63,13 +78,8 @@ class Busy:
     __slots__ = ("high", "low", "on", "count", "_alarms", "_clock", "_logged_at", "_logged")
 
     def __init__(self, clock: Any, high: int = DEFAULT_HIGH, low: int | None = None) -> None:
-        if high <= 0:
-            raise ValueError(f"the writer's bound must be positive, got {high}")
-        low = high // 2 if low is None else low
-        if not 0 <= low < high:
-            raise ValueError(f"the low mark must be 0 or more and under {high}, got {low}")
+        self.low = low_mark("the writer's bound", high, low)
         self.high = high
-        self.low = low
         self.on = False
         self.count = 0
         self._alarms: list[PublisherAlarm] = []

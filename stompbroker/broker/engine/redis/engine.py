@@ -83,6 +83,7 @@ from stompbroker.broker.engine.redis.ping import DEFAULT_PING_TIMEOUT
 from stompbroker.broker.engine.redis.presence import ClusterPresence
 from stompbroker.broker.engine.redis.publishing import ClusterPublishing
 from stompbroker.broker.engine.redis.queue_actions import ClusterQueueActions
+from stompbroker.broker.engine.redis.queue_credit import QueueCredit
 from stompbroker.broker.engine.redis.queue_handles import QueueHandles
 from stompbroker.broker.engine.redis.queue_names import QueueNames
 from stompbroker.broker.engine.redis.resumes import RedisResumeDirectory
@@ -186,6 +187,9 @@ class RedisEngine:
         self.ping_timeout = ping_timeout
         #: The bound on what the writer holds for a slow Redis, and its alarm.
         self.busy = Busy(clock)
+        #: Which queues take in faster than this node's consumers take out, and the hold of
+        #: their publishers here.
+        self.credit = QueueCredit(clock)
         self.durability = durability
         #: Whether Redis is away, and the hold of publishers and receipts meanwhile.
         self.outage = Outage(clock, outage_hold)
@@ -332,6 +336,7 @@ class RedisEngine:
         if self._alarm is not None:
             self.outage.watch(self._alarm)
             self.busy.watch(self._alarm)
+            self.credit.watch(self._alarm)
             self._alarm.count_held(self.writer)
 
     def report_outages(self, alarm: Any) -> None:

@@ -28,6 +28,7 @@ from stompbroker.broker.engine.redis.busy import FULL_TEXT, RedisFull
 from stompbroker.broker.engine.redis.codec import encode, encode_entry
 from stompbroker.broker.engine.redis.connection import RedisUnreachable
 from stompbroker.broker.engine.redis.outage import unreachable_text
+from stompbroker.broker.engine.redis.queue_credit import QueueCredit
 from stompbroker.broker.engine.redis.shared_limits import SharedLimit, SharedLimits
 from stompbroker.broker.engine.redis.streams import RedisStreams
 from stompbroker.broker.engine.redis.topic_batches import encode_message
@@ -71,6 +72,10 @@ class ClusterPublishing:
         self._queues = engine.queues
         self._table = engine.table
         self._redis_streams: RedisStreams = engine.redis_streams
+        #: The queues whose consumers here are behind (:mod:`.queue_credit`):
+        #: empty nearly always, so a SEND's test is a dict's truth.
+        self._credit: QueueCredit = engine.credit
+        self._behind = engine.credit.behind
         #: Each queue's stream name and limit, by destination: made once (the
         #: name's hash computed once), as its name was added to the cluster's
         #: set; forgotten when the policies (and so the limits) change.
@@ -122,6 +127,8 @@ class ClusterPublishing:
         if not writer.connected or writer.full_until:
             self.check_connected()
         self._traffic.published(message)
+        if self._behind:
+            self._credit.sent(message.destination)
         if not message.persistent:
             destination = message.destination
             known = self._streams.get(destination)

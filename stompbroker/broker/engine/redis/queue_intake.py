@@ -288,6 +288,8 @@ class QueueIntake:
             self._reader = None
             if queue.consumers and not self.closed:
                 self._reader = engine.loop.create_task(self._read())
+            else:
+                engine.credit.ended(queue.destination)
 
     def _take_read(self, reply: Any) -> None:
         """Put what one read gave, ``(stream, entries)`` runs, in the local queue."""

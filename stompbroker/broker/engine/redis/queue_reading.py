@@ -46,7 +46,17 @@ class QueueReading:
         hash never forgets them).
     """
 
-    __slots__ = ("_engine", "_stream", "_mode", "_lanes", "lanes", "_known", "dispatch", "_screen")
+    __slots__ = (
+        "_engine",
+        "_destination",
+        "_stream",
+        "_mode",
+        "_lanes",
+        "lanes",
+        "_known",
+        "dispatch",
+        "_screen",
+    )
 
     def __init__(
         self,
@@ -63,6 +73,7 @@ class QueueReading:
         #: lately (Redis handing them out again after a restart).
         self._screen = screen
         self._stream = stream
+        self._destination = destination
         prefix = engine.names.prefix
         self._mode = None if destination is None else mode_key(prefix, destination)
         self._lanes = [] if destination is None else lane_streams(prefix, stream, destination)
@@ -174,8 +185,12 @@ class QueueReading:
             *("XREADGROUP", "GROUP", engine.names.group, engine.ids.node, "COUNT", room),
             *("BLOCK", READ_BLOCK_MS, "STREAMS", *sources, *(">",) * len(sources)),
         )
-        commands = [read, ("HMGET", self._mode, "p", "v", "g")]
-        reply, modes = await execute(client, pack(commands), 2, REPLY_TIMEOUT + READ_BLOCK_S)
+        # The stream's length, answered after the read, tells whether the queue
+        # takes in faster than its consumers take out (:mod:`.queue_credit`).
+        commands = [read, ("HMGET", self._mode, "p", "v", "g"), ("XLEN", self._stream)]
+        reply, modes, length = await execute(
+            client, pack(commands), 3, REPLY_TIMEOUT + READ_BLOCK_S
+        )
         if isinstance(reply, ResponseError):
             if dispatch is None or "UNBLOCKED" not in str(reply):
                 raise reply
@@ -184,8 +199,11 @@ class QueueReading:
             return []
         if isinstance(modes, ResponseError):
             raise modes
+        runs = runs_of(reply)
+        if isinstance(length, int) and self._destination is not None:
+            engine.credit.measured(self._destination, length, sum(len(got) for _, got in runs))
         await self._modes(modes)
-        return runs_of(reply)
+        return runs
 
     async def _read_lanes(self, room: int) -> Read:
         """One :data:`READ_LANES` script; when it finds nothing, wait for a new entry."""
