@@ -17,12 +17,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import redis.asyncio
+from twisted.internet import task
 
 from stompbroker.broker.engine.redis.codec import Names, encode
 from stompbroker.broker.engine.redis.consumer_registry import REGISTER
 from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.dispatch_scripts import MOVE
 from stompbroker.broker.engine.redis.lanes import lane_streams
+from stompbroker.broker.engine.redis.queue_credit import QueueCredit
 from stompbroker.broker.engine.redis.queue_reading import QueueReading
 from stompbroker.protocol.message import Message
 from tests.support.queue_scripts import RecordingWriter
@@ -34,7 +36,10 @@ STREAM = NAMES.queue(QUEUE)
 
 
 class Engine:
-    """What a queue's dispatch and reading use of the engine: names, ids, a client, a clock."""
+    """
+    What a queue's dispatch and reading use of the engine: names, ids, a client, a
+    clock, and the credit its reads measure (whose holds this test does not watch).
+    """
 
     def __init__(self, port: int) -> None:
         self.names = NAMES
@@ -44,6 +49,7 @@ class Engine:
         self.writer = RecordingWriter()
         self.clock = type("Clock", (), {"seconds": staticmethod(time.monotonic)})()
         self.node_timeout = 2.0
+        self.credit = QueueCredit(task.Clock())
 
 
 class Local:
