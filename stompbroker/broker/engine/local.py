@@ -156,7 +156,9 @@ class LocalEngine:
         self.scheduled: Scheduler[Message] = Scheduler()
         self.retained = RetainedMessages()
         #: The ``/stream/`` destinations, kept where the store keeps messages.
-        self.streams = Streams(clock, stream_limits or StreamLimits(), backend_for(store))
+        self.streams = Streams(
+            clock, stream_limits or StreamLimits(), backend_for(store), traffic=self.traffic
+        )
 
     # -- what it is --------------------------------------------------------------------
 
@@ -262,6 +264,7 @@ class LocalEngine:
         :returns: ``None`` without a store, else a Deferred that fires once the
             store has it.
         """
+        self.traffic.published(message)
         return self.streams.append(message)
 
     def stream_reader(self, destination: str, start: StreamStart) -> StreamReader:
