@@ -8,7 +8,9 @@ offsets that keep growing, messages kept, across a SIGKILL.
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +159,54 @@ def test_offsets_keep_growing_and_messages_survive_a_sigkill(
         connection.disconnect()
     finally:
         second.stop()
+
+
+def get_json(broker: BrokerProcess, path: str) -> Any:
+    """:returns: the JSON answer of the broker's web port at ``path``."""
+    url = f"http://127.0.0.1:{broker.http_port}{path}"
+    with urllib.request.urlopen(url, timeout=10) as page:
+        return json.load(page)
+
+
+def test_stats_and_the_api_count_a_streams_appends_reads_and_retained_range(
+    tmp_path: Path,
+) -> None:
+    """
+    stomp.py appends 40 messages to a stream and a reader reads them all: /stats counts 40 in and
+    40 delivered with their bytes and the range kept, /api/destinations the same with rates above
+    zero over the latest interval.
+    """
+    bodies = [f"entry-{number:02d}".encode() for number in range(40)]
+    with BrokerProcess(tmp_path, "--monitor-interval", "0.5") as process:
+        publish(process.address, "/stream/audit", bodies[:30])
+        connection, inbox = subscribe(process.address, "/stream/audit", "first")
+        publish(process.address, "/stream/audit", bodies[30:])
+        assert inbox.wait_for(lambda: len(inbox.messages) == 40)
+        assert inbox.bodies() == bodies
+        size = sum(len(body) for body in bodies)
+
+        def counted() -> Any:
+            rows = get_json(process, "/api/destinations")
+            [row] = [row for row in rows if row["destination"] == "/stream/audit"]
+            return row if row["messages_delivered_per_second"] > 0 else None
+
+        deadline = time.monotonic() + 20
+        row = counted()
+        while row is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            row = counted()
+        assert row is not None
+        assert row["messages_in_per_second"] > 0
+        kept = row["stream"]
+        assert (kept["first_offset"], kept["last_offset"], kept["messages"]) == (0, 39, 40)
+        assert kept["bytes"] > size
+        audit = get_json(process, "/stats")["destinations"]["/stream/audit"]
+        assert (audit["messages_in"], audit["bytes_in"]) == (40, size)
+        assert (audit["messages_delivered"], audit["bytes_out"]) == (40, size)
+        assert (audit["consumers"], audit["stream"]) == (1, kept)
+        detail = get_json(process, "/api/destinations/%2Fstream%2Faudit")
+        assert detail["stream"] == kept
+        connection.disconnect()
 
 
 def test_a_stream_published_on_one_redis_node_is_replayed_and_followed_on_another(
