@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.launcher import LOOPBACK_HTTP
 from tests.support.clients import Collector, connect, publish, through
 from tests.support.process import BrokerProcess, BrokerStarter, module_broker
 from tests.support.redis import RedisServer, node, redis_server  # noqa: F401
@@ -234,6 +235,39 @@ def test_a_stream_published_on_one_redis_node_is_replayed_and_followed_on_anothe
         assert inbox.bodies() == [b"2", b"3", b"4", b"5"]
         for connection in (replaying, following, again):
             connection.disconnect()
+
+
+def test_each_redis_node_counts_what_it_appended_and_delivered_and_stats_add_them_up(
+    redis_server: RedisServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """
+    Node A appends 10 to a stream and node B's reader gets them: each node counts its own (A's
+    appends, B's deliveries), and /stats on either node shows the cluster's 10 in, 10 delivered.
+    """
+    bodies = [str(number).encode() for number in range(10)]
+    with (
+        node(tmp_path / "a", redis_server, http=LOOPBACK_HTTP) as node_a,
+        node(tmp_path / "b", redis_server, http=LOOPBACK_HTTP) as node_b,
+    ):
+        connection, inbox = subscribe(node_b.address, "/stream/counted", "first")
+        publish(node_a.address, "/stream/counted", bodies)
+        assert inbox.wait_for(lambda: inbox.bodies() == bodies)
+        for process in (node_a, node_b):
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                stats = get_json(process, "/stats")
+                counted = stats["destinations"].get("/stream/counted", {})
+                if counted.get("messages_delivered") == 10:
+                    break
+                time.sleep(0.2)
+            assert (counted["messages_in"], counted["messages_delivered"]) == (10, 10)
+            assert (counted["bytes_in"], counted["bytes_out"], counted["consumers"]) == (10, 10, 1)
+        [a_node] = [figures for figures in get_json(node_a, "/stats")["nodes"] if figures["here"]]
+        assert (a_node["messages_in"], a_node["messages_delivered"]) == (10, 0)
+        [b_node] = [figures for figures in get_json(node_b, "/stats")["nodes"] if figures["here"]]
+        assert (b_node["messages_in"], b_node["messages_delivered"]) == (0, 10)
+        connection.disconnect()
 
 
 def test_a_client_ack_reader_on_a_redis_node_reads_in_windows(
