@@ -209,7 +209,11 @@ class StreamReader:
         ):
             self.position = entry.offset + 1
             if entry.timestamp >= self._since:
-                self._deliver(consumer, entry.message)
+                # The live tail's hot path: counted inline, no hop through _deliver.
+                traffic = self._traffic
+                if traffic is not None:
+                    traffic.delivered(entry.message, consumer.auto)
+                consumer.deliver(entry.message)
             return
         self.stream.readers.discard(self)
 
