@@ -474,8 +474,16 @@ class Sampler:
             counted = traffic.destinations.get(name)
             producers = counted.producers_since(self.since) if counted is not None else 0
             messages_in += deltas[_MESSAGES_IN]
-            if not (any(deltas) or producers or state.depth or state.in_flight or state.consumers):
+            if not (
+                any(deltas)
+                or producers
+                or state.depth
+                or state.in_flight
+                or state.consumers
+                or (state.stream is not None and state.stream.messages)
+            ):
                 continue
+            kept = state.stream
             records.append(
                 DestinationRecord(
                     ts=end.seconds,
@@ -485,6 +493,8 @@ class Sampler:
                     in_flight=state.in_flight,
                     consumers=state.consumers,
                     producers=producers,
+                    retained_messages=kept.messages if kept is not None else 0,
+                    retained_bytes=kept.bytes if kept is not None else 0,
                     **dict(zip(FLOW_COUNTERS, deltas, strict=True)),
                 )
             )
