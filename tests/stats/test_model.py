@@ -293,7 +293,8 @@ def test_stream_counts_appends_reads_and_acks_and_its_readers_gauges() -> None:
 def test_stream_state_carries_its_retained_range_as_retention_moves_it() -> None:
     """
     A stream's state holds what its log keeps: first and last offset, entries, bytes; retention
-    by age moves the range, and a stream trimmed empty keeps its place and is not forgotten.
+    by age moves the range, and a stream trimmed empty keeps its place and is not forgotten. Its
+    records carry the entries and bytes kept, and an idle empty stream has none.
     """
     world = World(stream_limits=StreamLimits(max_age=80))
     world.send_from("/stream/audit", b"one", b"two")
@@ -306,11 +307,14 @@ def test_stream_state_carries_its_retained_range_as_retention_moves_it() -> None
     world.clock.advance(70)
     kept = world.model.snapshot().destinations["/stream/audit"].stream
     assert kept == StreamRange(first_offset=2, last_offset=2, messages=1, bytes=log.size)
+    audit = record(world.interval(0), "/stream/audit")
+    assert (audit.retained_messages, audit.retained_bytes) == (1, log.size)
     world.interval(FORGET_AFTER * 2)
     world.interval(FORGET_AFTER * 2)
     state = world.model.snapshot().destinations["/stream/audit"]
     assert state.stream == StreamRange(first_offset=3, last_offset=None, messages=0, bytes=0)
     assert state.totals[FLOW_COUNTERS.index("messages_in")] == 3
+    assert "/stream/audit" not in world.interval().by_destination()
 
 
 def test_idle_destinations_without_gauges_have_no_record() -> None:
