@@ -259,7 +259,8 @@ class LocalEngine:
 
     def publish_stream(self, message: Message) -> Deferred[None] | None:
         """
-        Append a message to its stream, and hand it to the readers at its tail.
+        Append a message to its stream, counting it in (as a queue counts what it
+        takes), and hand it to the readers at its tail.
 
         :returns: ``None`` without a store, else a Deferred that fires once the
             store has it.
