@@ -25,6 +25,7 @@ from sparkjobs.stats_io import CORRUPT_COLUMN, SOURCE_COLUMN
 from stompbroker.stats.schema import (
     FLOW_COUNTERS,
     SCHEMA_VERSION,
+    added_columns,
     column_types,
     columns_by_kind,
 )
@@ -97,8 +98,13 @@ def bad_record_counts(bad: DataFrame) -> DataFrame:
 
 
 def of_kind(good: DataFrame, kind: str) -> DataFrame:
-    """:returns: the good records of one ``kind`` with the columns that kind carries."""
-    return good.where(F.col("kind") == kind).select(*columns_by_kind()[kind])
+    """
+    :returns: the good records of one ``kind`` with the columns that kind
+        carries, those added within the schema's version 0 where a record (an
+        older broker's) lacks them.
+    """
+    added = [F.coalesce(F.col(name), F.lit(0)).alias(name) for name in added_columns()[kind]]
+    return good.where(F.col("kind") == kind).select(*columns_by_kind()[kind], *added)
 
 
 def _per_second(count: str, seconds: str = "seconds") -> Column:
@@ -191,7 +197,9 @@ def destination_summary(destinations: DataFrame) -> DataFrame:
         ``depth_peak``, ``depth_p95``, ``depth_avg``, ``in_flight_peak``,
         ``consumers_peak``, ``producers_peak``, ``redelivery_ratio``
         (redelivered over delivered), ``dead_letter_ratio`` (dead-lettered over
-        messages in) and ``lag_seconds``; a ratio is null when its divisor is 0.
+        messages in), ``lag_seconds``, and for a stream what it kept at
+        ``last_ts`` (``retained_messages``, ``retained_bytes``; 0 for other
+        destinations); a ratio is null when its divisor is 0.
     """
     aggregated = destinations.groupBy("destination").agg(
         F.min("ts").alias("first_ts"),
@@ -204,6 +212,8 @@ def destination_summary(destinations: DataFrame) -> DataFrame:
         F.max("in_flight").alias("in_flight_peak"),
         F.max("consumers").alias("consumers_peak"),
         F.max("producers").alias("producers_peak"),
+        F.max_by("retained_messages", "ts").alias("retained_messages"),
+        F.max_by("retained_bytes", "ts").alias("retained_bytes"),
     )
     return aggregated.select(
         "destination",
@@ -225,6 +235,8 @@ def destination_summary(destinations: DataFrame) -> DataFrame:
             "dead_letter_ratio"
         ),
         _lag_seconds("depth_avg", "messages_acked").alias("lag_seconds"),
+        "retained_messages",
+        "retained_bytes",
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from stompbroker.broker.routing.destinations import QUEUE_PREFIX
+from stompbroker.broker.routing.destinations import QUEUE_PREFIX, STREAM_PREFIX
 from stompbroker.broker.routing.virtual_hosts import (
     DEFAULT_HOST,
     HOST_MARKER,
@@ -74,6 +74,8 @@ def stats_document(
         entry["messages_delivered_per_second"] = (
             _rate(record.messages_delivered, seconds) if record is not None else 0.0
         )
+        if name.startswith(STREAM_PREFIX) or state.stream is not None:
+            entry["stream"] = state.stream.to_dict() if state.stream is not None else None
         destinations[shown_key(name)] = entry
     counters = model.broker.counters
     figures = resume_figures(model.broker)

@@ -16,6 +16,11 @@ hosts also ``vhost``, and ``destination`` is the name its clients know):
   over the latest live interval), and ``..._subscribers`` (the occupancy:
   subscriptions by the destination their SUBSCRIBE named, on every node, for
   destinations with any);
+- for each stream this process keeps (the local engine), gauges of its retained
+  range: ``stompbroker_stream_retained_messages``,
+  ``stompbroker_stream_retained_bytes``, ``stompbroker_stream_first_offset`` and
+  ``stompbroker_stream_last_offset`` (absent while it keeps nothing); its appends
+  and reads are the ``messages_in`` and ``messages_delivered`` counters above;
 - ``stompbroker_connections`` (gauge, by ``transport``),
   ``stompbroker_connections_opened_total``, ``stompbroker_connections_closed_total``,
   ``stompbroker_uptime_seconds``, ``stompbroker_resident_memory_bytes``,
@@ -55,7 +60,7 @@ tests) do not share metrics.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -135,6 +140,7 @@ class StatsCollector(Collector):
             gauges["in_flight"].add_metric(values, state.in_flight)
             gauges["consumers"].add_metric(values, state.consumers)
         yield from gauges.values()
+        yield from _stream_metrics(destinations, labels, label)
         latest = self._live.latest
         producers = GaugeMetricFamily(
             f"{PREFIX}_destination_producers",
@@ -290,6 +296,39 @@ def _setup_metrics(setup: RunningSetup) -> Iterator[Metric]:
         "The settings in force, one label per option",
         value={name.replace("-", "_"): value for name, value in setup.settings},
     )
+
+
+def _stream_metrics(
+    destinations: Any, labels: list[str], label: Callable[[str], list[str]]
+) -> Iterator[Metric]:
+    """The retained range of each stream this process keeps, labelled as the destinations are."""
+    families = {
+        "messages": GaugeMetricFamily(
+            f"{PREFIX}_stream_retained_messages", "Entries the stream keeps", labels=labels
+        ),
+        "bytes": GaugeMetricFamily(
+            f"{PREFIX}_stream_retained_bytes",
+            "Bytes of the entries the stream keeps, headers and bodies",
+            labels=labels,
+        ),
+        "first_offset": GaugeMetricFamily(
+            f"{PREFIX}_stream_first_offset", "Offset of the oldest entry kept", labels=labels
+        ),
+        "last_offset": GaugeMetricFamily(
+            f"{PREFIX}_stream_last_offset", "Offset of the newest entry kept", labels=labels
+        ),
+    }
+    for destination, state in destinations.items():
+        kept = state.stream
+        if kept is None:
+            continue
+        values = label(destination)
+        families["messages"].add_metric(values, kept.messages)
+        families["bytes"].add_metric(values, kept.bytes)
+        if kept.last_offset is not None:
+            families["first_offset"].add_metric(values, kept.first_offset)
+            families["last_offset"].add_metric(values, kept.last_offset)
+    yield from families.values()
 
 
 def _plain_labels(destination: str) -> list[str]:

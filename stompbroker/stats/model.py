@@ -22,6 +22,13 @@ The surfaces are views of these: :mod:`stompbroker.stats.documents`
 :mod:`stompbroker.stats.metrics` (``/metrics``), and the JSON Lines export
 (:mod:`stompbroker.stats.services`).  docs/monitoring.md defines every figure.
 
+Streams: a ``/stream/`` destination's ``messages_in`` and ``bytes_in`` are its
+appends, its ``messages_delivered`` and ``bytes_out`` what its readers were
+handed (the engine and the readers count them, as queues count theirs); its
+consumers and in-flight are its readers', and its :class:`StreamRange` the
+entries it keeps now, read off its log.  A stream is never forgotten while its
+log is there.
+
 Gauges and names: a destination's flow counters are those of the messages sent
 to it.  Its depth and in-flight come from the queues of that name; a topic
 subscription with client acknowledgements or a durable name has a queue of its
@@ -48,7 +55,12 @@ from typing import Any
 import attrs
 from attrs import frozen
 
-from stompbroker.broker.engine.figures import DestinationFigures, NodeFigures, TopicGaps
+from stompbroker.broker.engine.figures import (
+    DestinationFigures,
+    NodeFigures,
+    StreamRange,
+    TopicGaps,
+)
 from stompbroker.broker.flow.throttle import resident_bytes
 from stompbroker.broker.flow.traffic import DestinationTraffic
 from stompbroker.broker.queueing.wildcard import in_flight as held_unacked
@@ -93,12 +105,14 @@ class DestinationState:
     :ivar depth: messages waiting to be delivered.
     :ivar in_flight: messages delivered and not yet acknowledged.
     :ivar consumers: subscriptions consuming (see the module notes).
+    :ivar stream: for a stream kept in this process, what it keeps; else ``None``.
     """
 
     totals: tuple[int, ...] = _NO_TRAFFIC
     depth: int = 0
     in_flight: int = 0
     consumers: int = 0
+    stream: StreamRange | None = None
 
     def counters(self) -> dict[str, int]:
         """:returns: the flow counters by name."""
@@ -281,7 +295,9 @@ class StatsModel:
             own.connections_closed,
             own.rss_bytes,
             {
-                name: DestinationFigures(*attrs.astuple(state, recurse=False))
+                name: DestinationFigures(
+                    state.totals, state.depth, state.in_flight, state.consumers
+                )
                 for name, state in own.destinations.items()
             },
             books.counters.foreign_acks,
@@ -311,6 +327,14 @@ class StatsModel:
             gauge[1] += sum(held_unacked(consumer) for consumer in queue.consumers)
             if not name.startswith(TOPIC_PREFIX) or is_wildcard(name):
                 gauge[2] += len(queue.consumers)
+        streams = self._engine.stream_logs()
+        for name, log in streams.items():
+            readers = [reader.consumer for reader in log.attached if reader.consumer is not None]
+            gauges[name] = [
+                0,
+                sum(held_unacked(consumer) for consumer in readers),
+                len(readers),
+            ]
         self._forget_idle(now, gauges)
         destinations: dict[str, DestinationState] = {}
         for name in sorted(set(traffic.destinations) | set(gauges)):
@@ -318,11 +342,13 @@ class StatsModel:
             depth, in_flight, consumers = gauges.get(name, (0, 0, 0))
             if name.startswith(TOPIC_PREFIX) and not is_wildcard(name):
                 consumers = self._topic_consumers(name)
+            log = streams.get(name)
             destinations[name] = DestinationState(
                 counted.totals() if counted is not None else _NO_TRAFFIC,
                 depth,
                 in_flight,
                 consumers,
+                StreamRange.of(log) if log is not None else None,
             )
         return Snapshot(
             seconds=now,
@@ -448,8 +474,16 @@ class Sampler:
             counted = traffic.destinations.get(name)
             producers = counted.producers_since(self.since) if counted is not None else 0
             messages_in += deltas[_MESSAGES_IN]
-            if not (any(deltas) or producers or state.depth or state.in_flight or state.consumers):
+            if not (
+                any(deltas)
+                or producers
+                or state.depth
+                or state.in_flight
+                or state.consumers
+                or (state.stream is not None and state.stream.messages)
+            ):
                 continue
+            kept = state.stream
             records.append(
                 DestinationRecord(
                     ts=end.seconds,
@@ -459,6 +493,8 @@ class Sampler:
                     in_flight=state.in_flight,
                     consumers=state.consumers,
                     producers=producers,
+                    retained_messages=kept.messages if kept is not None else 0,
+                    retained_bytes=kept.bytes if kept is not None else 0,
                     **dict(zip(FLOW_COUNTERS, deltas, strict=True)),
                 )
             )

@@ -22,7 +22,11 @@ Choices that readers rely on:
   gives the total for that period; gauges (``depth``, ``in_flight``,
   ``consumers``, ``connections``, ``rss_bytes``, ``uptime_s``) are the value
   at ``ts``.
-- :data:`SCHEMA_VERSION` changes with any change to the fields.  Readers take
+- Fields added within a version (:func:`added_columns`: the streams' gauges
+  ``retained_messages`` and ``retained_bytes``) have a default, and a line
+  without them (written by an older broker of the same version) reads with it,
+  so that files written before and after an upgrade read alike.
+- :data:`SCHEMA_VERSION` changes with any other change to the fields.  Readers take
   the records of their own version only and count the others as bad records,
   so that a directory that mixes versions after an upgrade shows up in the
   report instead of being misread.  Keys a reader does not know are ignored.
@@ -135,6 +139,14 @@ def _count(doc: str) -> Any:
     return field(default=0, validator=_check_count, metadata={"doc": doc})
 
 
+def _added(doc: str) -> Any:
+    """
+    A non-negative integer gauge added within this schema version: 0 by default,
+    and 0 when a line (an older broker's) lacks it (see the module notes).
+    """
+    return field(default=0, validator=_check_count, metadata={"doc": doc, "added": True})
+
+
 def _amount(doc: str, **options: Any) -> Any:
     """A finite non-negative float field; integers become floats so the JSON type is stable."""
     return field(converter=_float, validator=_check_amount, metadata={"doc": doc}, **options)
@@ -183,11 +195,11 @@ class _RecordMethods:
             raise StatsRecordError(f"schema_version must be {SCHEMA_VERSION}, got {version!r}")
         if data.get("kind") != cls.kind:
             raise StatsRecordError(f"kind must be {cls.kind!r}, got {data.get('kind')!r}")
-        names = [attribute.name for attribute in attrs.fields(cls)]  # type: ignore[arg-type]
-        missing = [name for name in names if name not in data]
+        fields = attrs.fields(cls)  # type: ignore[arg-type]
+        missing = [f.name for f in fields if f.name not in data and not f.metadata.get("added")]
         if missing:
             raise StatsRecordError(f"{cls.kind} record lacks {', '.join(missing)}")
-        values = {name: data[name] for name in names}
+        values = {f.name: data[f.name] for f in fields if f.name in data}
         if not isinstance(values["ts"], str):
             raise StatsRecordError(f"ts must be text, got {values['ts']!r}")
         values["ts"] = parse_timestamp(values["ts"])
@@ -226,6 +238,12 @@ class DestinationRecord(_RecordMethods):
     in_flight: int = _count("messages delivered and not yet acknowledged (gauge)")
     consumers: int = _count("subscriptions on the destination (gauge)")
     producers: int = _count("distinct connections that published during the interval")
+    retained_messages: int = _added(
+        "entries a stream keeps (gauge; 0 for other kinds, and for a stream on the redis engine)"
+    )
+    retained_bytes: int = _added(
+        "bytes of the entries a stream keeps, headers and bodies (gauge; 0 as retained_messages)"
+    )
 
 
 @frozen
@@ -310,7 +328,26 @@ def columns_by_kind() -> dict[str, tuple[str, ...]]:
         ``schema_version`` and ``kind``); a record lacking one is not valid.
     """
     return {
-        record_type.kind: tuple(attribute.name for attribute in attrs.fields(record_type))
+        record_type.kind: tuple(
+            attribute.name
+            for attribute in attrs.fields(record_type)
+            if not attribute.metadata.get("added")
+        )
+        for record_type in RECORD_TYPES
+    }
+
+
+def added_columns() -> dict[str, tuple[str, ...]]:
+    """
+    :returns: for each ``kind``, the columns added within this version, which a
+        record may lack (an older broker's), and which then read as 0.
+    """
+    return {
+        record_type.kind: tuple(
+            attribute.name
+            for attribute in attrs.fields(record_type)
+            if attribute.metadata.get("added")
+        )
         for record_type in RECORD_TYPES
     }
 

@@ -8,12 +8,15 @@ offsets that keep growing, messages kept, across a SIGKILL.
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from benchmarks.launcher import LOOPBACK_HTTP
 from tests.support.clients import Collector, connect, publish, through
 from tests.support.process import BrokerProcess, BrokerStarter, module_broker
 from tests.support.redis import RedisServer, node, redis_server  # noqa: F401
@@ -159,6 +162,54 @@ def test_offsets_keep_growing_and_messages_survive_a_sigkill(
         second.stop()
 
 
+def get_json(broker: BrokerProcess, path: str) -> Any:
+    """:returns: the JSON answer of the broker's web port at ``path``."""
+    url = f"http://127.0.0.1:{broker.http_port}{path}"
+    with urllib.request.urlopen(url, timeout=10) as page:
+        return json.load(page)
+
+
+def test_stats_and_the_api_count_a_streams_appends_reads_and_retained_range(
+    tmp_path: Path,
+) -> None:
+    """
+    stomp.py appends 40 messages to a stream and a reader reads them all: /stats counts 40 in and
+    40 delivered with their bytes and the range kept, /api/destinations the same with rates above
+    zero over the latest interval.
+    """
+    bodies = [f"entry-{number:02d}".encode() for number in range(40)]
+    with BrokerProcess(tmp_path, "--monitor-interval", "0.5") as process:
+        publish(process.address, "/stream/audit", bodies[:30])
+        connection, inbox = subscribe(process.address, "/stream/audit", "first")
+        publish(process.address, "/stream/audit", bodies[30:])
+        assert inbox.wait_for(lambda: len(inbox.messages) == 40)
+        assert inbox.bodies() == bodies
+        size = sum(len(body) for body in bodies)
+
+        def counted() -> Any:
+            rows = get_json(process, "/api/destinations")
+            [row] = [row for row in rows if row["destination"] == "/stream/audit"]
+            return row if row["messages_delivered_per_second"] > 0 else None
+
+        deadline = time.monotonic() + 20
+        row = counted()
+        while row is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            row = counted()
+        assert row is not None
+        assert row["messages_in_per_second"] > 0
+        kept = row["stream"]
+        assert (kept["first_offset"], kept["last_offset"], kept["messages"]) == (0, 39, 40)
+        assert kept["bytes"] > size
+        audit = get_json(process, "/stats")["destinations"]["/stream/audit"]
+        assert (audit["messages_in"], audit["bytes_in"]) == (40, size)
+        assert (audit["messages_delivered"], audit["bytes_out"]) == (40, size)
+        assert (audit["consumers"], audit["stream"]) == (1, kept)
+        detail = get_json(process, "/api/destinations/%2Fstream%2Faudit")
+        assert detail["stream"] == kept
+        connection.disconnect()
+
+
 def test_a_stream_published_on_one_redis_node_is_replayed_and_followed_on_another(
     redis_server: RedisServer,  # noqa: F811
     tmp_path: Path,
@@ -184,6 +235,39 @@ def test_a_stream_published_on_one_redis_node_is_replayed_and_followed_on_anothe
         assert inbox.bodies() == [b"2", b"3", b"4", b"5"]
         for connection in (replaying, following, again):
             connection.disconnect()
+
+
+def test_each_redis_node_counts_what_it_appended_and_delivered_and_stats_add_them_up(
+    redis_server: RedisServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """
+    Node A appends 10 to a stream and node B's reader gets them: each node counts its own (A's
+    appends, B's deliveries), and /stats on either node shows the cluster's 10 in, 10 delivered.
+    """
+    bodies = [str(number).encode() for number in range(10)]
+    with (
+        node(tmp_path / "a", redis_server, http=LOOPBACK_HTTP) as node_a,
+        node(tmp_path / "b", redis_server, http=LOOPBACK_HTTP) as node_b,
+    ):
+        connection, inbox = subscribe(node_b.address, "/stream/counted", "first")
+        publish(node_a.address, "/stream/counted", bodies)
+        assert inbox.wait_for(lambda: inbox.bodies() == bodies)
+        for process in (node_a, node_b):
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                stats = get_json(process, "/stats")
+                counted = stats["destinations"].get("/stream/counted", {})
+                if counted.get("messages_delivered") == 10:
+                    break
+                time.sleep(0.2)
+            assert (counted["messages_in"], counted["messages_delivered"]) == (10, 10)
+            assert (counted["bytes_in"], counted["bytes_out"], counted["consumers"]) == (10, 10, 1)
+        [a_node] = [figures for figures in get_json(node_a, "/stats")["nodes"] if figures["here"]]
+        assert (a_node["messages_in"], a_node["messages_delivered"]) == (10, 0)
+        [b_node] = [figures for figures in get_json(node_b, "/stats")["nodes"] if figures["here"]]
+        assert (b_node["messages_in"], b_node["messages_delivered"]) == (0, 10)
+        connection.disconnect()
 
 
 def test_a_client_ack_reader_on_a_redis_node_reads_in_windows(

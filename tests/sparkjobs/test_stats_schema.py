@@ -24,6 +24,7 @@ from stompbroker.stats.schema import (
     BrokerRecord,
     DestinationRecord,
     StatsRecordError,
+    added_columns,
     column_types,
     columns_by_kind,
     record_from_dict,
@@ -136,6 +137,20 @@ def test_from_dict_names_missing_fields() -> None:
         record_from_dict(data)
 
 
+def test_a_line_without_the_fields_added_within_the_version_reads_them_as_0() -> None:
+    """
+    An older broker's line lacks the streams' gauges added within version 1: it still reads,
+    with retained_messages and retained_bytes 0; a kept stream's line carries them.
+    """
+    data = destination().to_dict()
+    for name in added_columns()["destination"]:
+        del data[name]
+    assert added_columns()["destination"] == ("retained_messages", "retained_bytes")
+    assert record_from_dict(data) == destination()
+    kept = destination(destination="/stream/audit", retained_messages=5, retained_bytes=290)
+    assert record_from_json_line(kept.to_json_line()) == kept
+
+
 def test_from_dict_ignores_keys_it_does_not_know() -> None:
     """Extra keys do not make a record invalid."""
     data = {**destination().to_dict(), "comment": "added by hand"}
@@ -162,9 +177,13 @@ def test_spark_schema_has_one_column_per_field_with_the_matching_type() -> None:
     assert {f.name: f.dataType for f in schema.fields} == {
         name: expected[kind] for name, kind in column_types().items()
     }
-    assert set(columns_by_kind()["destination"]) | set(columns_by_kind()["broker"]) == (
-        set(column_types()) - {"schema_version", "kind"}
-    )
+    carried = {
+        name
+        for by_kind in (columns_by_kind(), added_columns())
+        for names in by_kind.values()
+        for name in names
+    }
+    assert carried == set(column_types()) - {"schema_version", "kind"}
 
 
 def test_importing_the_schema_does_not_import_pyspark() -> None:

@@ -272,6 +272,48 @@ def test_destination_summary_gives_peak_and_p95_depth_and_ratios(
     )
 
 
+def test_destination_summary_has_what_a_stream_kept_last_and_older_lines_read_as_0(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """
+    A stream's summary has its appends and reads, and the range it kept at its last record; a
+    line of an older broker, without the streams' gauges, reads with 0 for them.
+    """
+    older = dest(10, "/queue/old", messages_in=2).to_dict()
+    del older["retained_messages"], older["retained_bytes"]
+    lines = [
+        dest(10, "/stream/audit", messages_in=5, messages_delivered=10, retained_messages=5),
+        dest(20, "/stream/audit", messages_in=3, retained_messages=6, retained_bytes=480),
+        json.dumps(older),
+    ]
+    summary = transforms.destination_summary(good(load(spark, tmp_path, lines), "destination"))
+    assert_rows(
+        summary.select(
+            "destination",
+            "messages_in",
+            "messages_delivered",
+            "retained_messages",
+            "retained_bytes",
+        ),
+        [
+            Row(
+                destination="/queue/old",
+                messages_in=2,
+                messages_delivered=0,
+                retained_messages=0,
+                retained_bytes=0,
+            ),
+            Row(
+                destination="/stream/audit",
+                messages_in=8,
+                messages_delivered=10,
+                retained_messages=6,
+                retained_bytes=480,
+            ),
+        ],
+    )
+
+
 def test_top_destinations_ranks_by_traffic_then_bytes_then_name(
     spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -14,11 +14,13 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
 import stompbroker
+from stompbroker.broker.engine.figures import StreamRange
 from stompbroker.broker.flow.traffic import UNREAD_LIMIT, TopicTree, Traffic
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.queueing.queues import WorkerQueue
 from stompbroker.broker.routing.virtual_hosts import VirtualHost
 from stompbroker.broker.service import Broker
+from stompbroker.broker.streams.offsets import StreamLimits
 from stompbroker.protocol.message import Message
 from stompbroker.protocol.session import SessionConfig, StompSession
 from stompbroker.stats.documents import live_document, monitor_text, stats_document
@@ -35,8 +37,8 @@ DEFAULT_POLICY = DeliveryPolicy()
 class World(BrokerWorld):
     """The shared broker world on a clock, with a stats model whose sampler starts at once."""
 
-    def __init__(self, policy: DeliveryPolicy = DEFAULT_POLICY) -> None:
-        super().__init__(policy)
+    def __init__(self, policy: DeliveryPolicy = DEFAULT_POLICY, **options: Any) -> None:
+        super().__init__(policy, **options)
         self.model = StatsModel(self.broker, rss=lambda: RSS)
         self.sampler = self.model.sampler()
         assert self.sampler.sample() is None
@@ -258,6 +260,61 @@ def test_intervals_carry_deltas_real_seconds_and_the_broker_record() -> None:
     )
     assert (first.broker.connections_opened, first.broker.connections_closed) == (2, 1)
     assert record(second, "/topic/a").ts == second.broker.ts
+
+
+def test_stream_counts_appends_reads_and_acks_and_its_readers_gauges() -> None:
+    """
+    A stream counts each append in, each entry handed to a reader as delivered (an auto reader's
+    as acknowledged too, a client reader's on its ACK), and its readers as consumers and in-flight.
+    """
+    world = World()
+    world.send_from("/stream/audit", b"one", b"two", b"three")
+    first = {"x-stream-offset": "first"}
+    replaying = world.subscribe("/stream/audit", "client-individual", prefetch=2, headers=first)
+    assert replaying.bodies() == [b"one", b"two"]
+    world.ack(replaying, 0)
+    tailing = world.subscribe("/stream/audit", "auto", on="c2", subscription_id="t")
+    world.send_from("/stream/audit", b"four")
+    assert replaying.bodies() == [b"one", b"two", b"three"]
+    assert tailing.bodies() == [b"four"]
+    interval = world.interval()
+    assert flows(interval, "/stream/audit") == {
+        "messages_in": 4,
+        "messages_delivered": 4,
+        "messages_acked": 2,
+        "bytes_in": 15,
+        "bytes_out": 15,
+    }
+    audit = record(interval, "/stream/audit")
+    assert (audit.depth, audit.in_flight, audit.consumers, audit.producers) == (0, 2, 2, 1)
+    assert interval.broker.messages_per_second == pytest.approx(0.4)
+
+
+def test_stream_state_carries_its_retained_range_as_retention_moves_it() -> None:
+    """
+    A stream's state holds what its log keeps: first and last offset, entries, bytes; retention
+    by age moves the range, and a stream trimmed empty keeps its place and is not forgotten. Its
+    records carry the entries and bytes kept, and an idle empty stream has none.
+    """
+    world = World(stream_limits=StreamLimits(max_age=80))
+    world.send_from("/stream/audit", b"one", b"two")
+    world.clock.advance(20)
+    world.send_from("/stream/audit", b"three")
+    log = world.broker.engine.stream_logs()["/stream/audit"]
+    kept = world.model.snapshot().destinations["/stream/audit"].stream
+    assert kept == StreamRange(first_offset=0, last_offset=2, messages=3, bytes=log.size)
+    assert kept.bytes > len(b"onetwothree")
+    world.clock.advance(70)
+    kept = world.model.snapshot().destinations["/stream/audit"].stream
+    assert kept == StreamRange(first_offset=2, last_offset=2, messages=1, bytes=log.size)
+    audit = record(world.interval(0), "/stream/audit")
+    assert (audit.retained_messages, audit.retained_bytes) == (1, log.size)
+    world.interval(FORGET_AFTER * 2)
+    world.interval(FORGET_AFTER * 2)
+    state = world.model.snapshot().destinations["/stream/audit"]
+    assert state.stream == StreamRange(first_offset=3, last_offset=None, messages=0, bytes=0)
+    assert state.totals[FLOW_COUNTERS.index("messages_in")] == 3
+    assert "/stream/audit" not in world.interval().by_destination()
 
 
 def test_idle_destinations_without_gauges_have_no_record() -> None:

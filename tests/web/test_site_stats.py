@@ -18,10 +18,13 @@ from twisted.web.resource import getChildForRequest
 from twisted.web.test.requesthelper import DummyRequest
 
 from stompbroker.app.tap import makeService
+from stompbroker.broker.management.operations import Management
 from stompbroker.broker.routing.virtual_hosts import VirtualHost, VirtualHosts
 from stompbroker.broker.service import Broker
 from stompbroker.stats.model import StatsModel
 from stompbroker.stats.services import LiveStats, StatsExport
+from stompbroker.web.api import ManagementApi
+from stompbroker.web.api_guard import ApiGuard
 from stompbroker.web.site import STATIC, MetricsPage, web_root
 from tests.support.broker import FakeConnection, Inbox
 from tests.support.options import parse
@@ -101,6 +104,78 @@ def test_metrics_page_is_prometheus_text_read_from_the_model() -> None:
     assert samples["stompbroker_resident_memory_bytes", ()] == 1234
     assert samples["stompbroker_messages_per_second", ()] == pytest.approx(0.8)
     assert any(name == "python_info" for name, _ in samples)
+
+
+class StreamSite:
+    """
+    A broker whose stream had four appends and a reader that was handed them, its live stats
+    sampled over 5 s, and its web root (stats, metrics and the management API) behind StubTreq.
+    """
+
+    def __init__(self) -> None:
+        self.clock = Clock()
+        self.clock.advance(1_700_000_000)
+        self.broker = Broker(self.clock)
+        self.live = LiveStats(StatsModel(self.broker, rss=lambda: 1234), interval=5.0)
+        self.live.startService()
+        connection = FakeConnection()
+        self.broker.open_connection(connection)
+        for body in (b"one", b"two", b"three"):
+            self.broker.send("/stream/audit", (), body, connection=connection)
+        reader = Inbox("/stream/audit", "auto", headers={"x-stream-offset": "first"})
+        self.broker.subscribe(reader)
+        self.broker.send("/stream/audit", (), b"four", connection=connection)
+        assert reader.bodies() == [b"one", b"two", b"three", b"four"]
+        self.kept = self.broker.engine.stream_logs()["/stream/audit"].size
+        self.clock.advance(5.0)
+        api = ManagementApi(Management(self.broker), ApiGuard(None, None, self.clock), self.live)
+        self.treq = StubTreq(web_root(self.broker, stats=self.live, api=api))
+
+
+def test_stats_page_counts_a_streams_appends_reads_and_retained_range() -> None:
+    """/stats counts a stream's appends and reads, their rates, and the range it keeps."""
+    site = StreamSite()
+    _, body = get(site.treq, "http://localhost/stats")
+    audit = json.loads(body)["destinations"]["/stream/audit"]
+    assert (audit["messages_in"], audit["bytes_in"]) == (4, 15)
+    assert (audit["messages_delivered"], audit["bytes_out"], audit["consumers"]) == (4, 15, 1)
+    assert audit["messages_in_per_second"] == pytest.approx(0.8)
+    assert audit["messages_delivered_per_second"] == pytest.approx(0.8)
+    assert audit["stream"] == {
+        "first_offset": 0,
+        "last_offset": 3,
+        "messages": 4,
+        "bytes": site.kept,
+    }
+
+
+def test_metrics_page_has_a_streams_counters_and_retained_range() -> None:
+    """/metrics has a stream's appends and reads as destination counters, its range as gauges."""
+    site = StreamSite()
+    _, body = get(site.treq, "http://localhost/metrics")
+    samples = metric_samples(body)
+    audit = (("destination", "/stream/audit"),)
+    assert samples["stompbroker_destination_messages_in_total", audit] == 4
+    assert samples["stompbroker_destination_messages_delivered_total", audit] == 4
+    assert samples["stompbroker_destination_bytes_out_total", audit] == 15
+    assert samples["stompbroker_stream_retained_messages", audit] == 4
+    assert samples["stompbroker_stream_retained_bytes", audit] == site.kept
+    assert samples["stompbroker_stream_first_offset", audit] == 0
+    assert samples["stompbroker_stream_last_offset", audit] == 3
+
+
+def test_api_destinations_show_a_streams_rates_and_retained_range() -> None:
+    """/api/destinations and a stream's detail carry its rates and the range it keeps."""
+    site = StreamSite()
+    _, body = get(site.treq, "http://localhost/api/destinations")
+    [audit] = json.loads(body)
+    assert (audit["kind"], audit["depth"], audit["consumers"]) == ("stream", 4, 1)
+    assert audit["messages_in_per_second"] == pytest.approx(0.8)
+    assert audit["messages_delivered_per_second"] == pytest.approx(0.8)
+    kept = {"first_offset": 0, "last_offset": 3, "messages": 4, "bytes": site.kept}
+    assert audit["stream"] == kept
+    _, body = get(site.treq, "http://localhost/api/destinations/%2Fstream%2Faudit")
+    assert json.loads(body)["stream"] == kept
 
 
 def test_with_vhosts_stats_name_destinations_as_clients_do() -> None:

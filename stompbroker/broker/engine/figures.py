@@ -8,7 +8,8 @@ own counters and queues, and hand the engine a callable that returns them
 encoded (:meth:`~stompbroker.broker.engine.cluster_interface.ISharedEngine.share`); the engine
 puts them where the other nodes read them, and reads theirs, with what waits in
 the server unread (:meth:`~stompbroker.broker.engine.cluster_interface.ISharedEngine.cluster`).
-The statistics and the management API add them up.  An engine of one process
+The statistics and the management API add them up, and both show a stream's
+:class:`StreamRange`, the entries it keeps.  An engine of one process
 (the local engine) has no view: everything is this process's own.
 
 Pure data and JSON: no Twisted, nothing of an engine's.
@@ -18,10 +19,46 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
+import attrs
 from attrs import frozen
 
-__all__ = ["ClusterView", "DestinationFigures", "NodeFigures", "TopicGaps"]
+__all__ = ["ClusterView", "DestinationFigures", "NodeFigures", "StreamRange", "TopicGaps"]
+
+
+@frozen
+class StreamRange:
+    """
+    What a stream keeps now: the range retention has left.
+
+    :ivar first_offset: the offset of the oldest entry kept (the next offset
+        when it keeps none).
+    :ivar last_offset: the offset of the newest entry, ``None`` when it keeps none.
+    :ivar messages: the entries kept.
+    :ivar bytes: their bytes, headers and bodies, as retention counts them.
+    """
+
+    first_offset: int
+    last_offset: int | None
+    messages: int
+    bytes: int
+
+    @classmethod
+    def of(cls, log: Any) -> StreamRange | None:
+        """
+        :param log: a :class:`~stompbroker.broker.streams.log.StreamLog`.
+        :returns: its range, or ``None`` for a log that mirrors a stream kept
+            elsewhere (the redis engine's), which knows only what it has seen.
+        """
+        kept = log.kept
+        if kept is None:
+            return None
+        return cls(log.first_offset, log.last_offset, kept, log.size)
+
+    def to_dict(self) -> dict[str, Any]:
+        """:returns: the range as JSON."""
+        return attrs.asdict(self)
 
 
 @frozen

@@ -165,7 +165,9 @@ class LocalEngine:
         self.scheduled: Scheduler[Message] = Scheduler()
         self.retained = RetainedMessages()
         #: The ``/stream/`` destinations, kept where the store keeps messages.
-        self.streams = Streams(clock, stream_limits or StreamLimits(), backend_for(store))
+        self.streams = Streams(
+            clock, stream_limits or StreamLimits(), backend_for(store), traffic=self.traffic
+        )
         #: Each destination's recent duplicate-detection ids, kept with persistent messages.
         self.duplicates = DuplicateDetection(clock, self.policies, store)
 
@@ -280,11 +282,13 @@ class LocalEngine:
 
     def publish_stream(self, message: Message) -> Deferred[None] | None:
         """
-        Append a message to its stream, and hand it to the readers at its tail.
+        Append a message to its stream, counting it in (as a queue counts what it
+        takes), and hand it to the readers at its tail.
 
         :returns: ``None`` without a store, else a Deferred that fires once the
             store has it.
         """
+        self.traffic.published(message)
         return self.streams.append(message)
 
     def stream_reader(self, destination: str, start: StreamStart) -> StreamReader:

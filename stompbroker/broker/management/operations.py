@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from stompbroker.broker.engine.figures import StreamRange
 from stompbroker.broker.management.detached_sessions import DetachedSessions
 from stompbroker.broker.management.queue_operations import (
     OPERATOR,
@@ -307,6 +308,7 @@ class Management:
             in_flight=sum(len(consumer.unacked) for consumer in consumers),
             consumers=len(consumers),
             subscribers=tuple(self._consumers(consumers)) if detail else (),
+            stream=StreamRange.of(stream),
         )
 
     @staticmethod

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from attrs import frozen
 
+from stompbroker.broker.engine.figures import StreamRange
+
 __all__ = [
     "ConnectionInfo",
     "ConsumerInfo",
@@ -124,6 +126,8 @@ class DestinationInfo:
     :ivar pattern: a durable subscription's topic pattern; ``None`` otherwise.
     :ivar subscribers: the consumers, in a description of one destination;
         empty in a list.
+    :ivar stream: a stream's retained range, when this process keeps the stream
+        (the local engine); ``None`` otherwise.
     """
 
     destination: str
@@ -133,3 +137,4 @@ class DestinationInfo:
     consumers: int
     pattern: str | None = None
     subscribers: tuple[ConsumerInfo, ...] = ()
+    stream: StreamRange | None = None

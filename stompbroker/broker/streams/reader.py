@@ -18,18 +18,26 @@ settles what the consumer holds and makes room (a stream is not consumed, so a
 NACK redelivers nothing: a client reads again from an offset), and
 ``dispatch`` is called when the socket catches up.  An ``auto`` subscription
 is handed a window's worth per reactor turn, so that its socket can push back.
+
+Counting: a reader given the broker's
+:class:`~stompbroker.broker.flow.traffic.Traffic` counts each entry it hands
+out as a delivery of the stream (and an ACK's messages as acknowledged), as a
+queue counts its own: one call per delivery, nothing more.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stompbroker.broker.queueing.delivery import Consumer
 from stompbroker.broker.streams.entries import StreamEntry
 from stompbroker.broker.streams.log import StreamLog
 from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
+
+if TYPE_CHECKING:
+    from stompbroker.broker.flow.traffic import Traffic
 
 log = logger("stompbroker.broker")
 
@@ -42,6 +50,8 @@ class StreamReader:
     :param clock: ``callLater``, to go on with an ``auto`` replay next turn.
     :param position: the first offset to read.
     :param since: deliver only entries appended at this POSIX time or later.
+    :param traffic: the counters its deliveries and acknowledgements count in;
+        ``None`` counts nothing.
 
     :ivar position: the offset it reads next.
     """
@@ -58,9 +68,17 @@ class StreamReader:
         "_page",
         "_reading",
         "_later",
+        "_traffic",
     )
 
-    def __init__(self, stream: StreamLog, clock: Any, position: int, since: float = 0.0) -> None:
+    def __init__(
+        self,
+        stream: StreamLog,
+        clock: Any,
+        position: int,
+        since: float = 0.0,
+        traffic: Traffic | None = None,
+    ) -> None:
         self.destination = stream.destination
         self.stream = stream
         self.position = position
@@ -74,6 +92,7 @@ class StreamReader:
         self._page: deque[StreamEntry] = deque()
         self._reading = False
         self._later: Any = None
+        self._traffic = traffic
 
     def __repr__(self) -> str:
         return f"<StreamReader {self.destination!r} at {self.position}>"
@@ -118,6 +137,8 @@ class StreamReader:
 
     def acknowledge(self, consumer: Consumer, messages: list[Message]) -> list[Any]:
         """Settled messages make room: read on."""
+        if self._traffic is not None:
+            self._traffic.acked(messages)
         self.pump()
         return []
 
@@ -166,7 +187,7 @@ class StreamReader:
             entry = page.popleft()
             self.position = entry.offset + 1
             if entry.timestamp >= self._since:
-                consumer.deliver(entry.message)
+                self._deliver(consumer, entry.message)
                 handed += 1
                 if consumer.auto and handed >= batch:
                     self._go_on_later()
@@ -188,9 +209,20 @@ class StreamReader:
         ):
             self.position = entry.offset + 1
             if entry.timestamp >= self._since:
+                # The live tail's hot path: counted inline, no hop through _deliver.
+                traffic = self._traffic
+                if traffic is not None:
+                    traffic.delivered(entry.message, consumer.auto)
                 consumer.deliver(entry.message)
             return
         self.stream.readers.discard(self)
+
+    def _deliver(self, consumer: Consumer, message: Message) -> None:
+        """Hand one entry's message to the consumer, counting it."""
+        traffic = self._traffic
+        if traffic is not None:
+            traffic.delivered(message, consumer.auto)
+        consumer.deliver(message)
 
     def _page_read(self, entries: list[StreamEntry]) -> None:
         self._reading = False

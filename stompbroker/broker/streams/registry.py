@@ -16,7 +16,7 @@ whose logs hold every entry; the redis engine finds positions in its server).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred, maybeDeferred, succeed
 
@@ -26,6 +26,9 @@ from stompbroker.broker.streams.log import StreamLog
 from stompbroker.broker.streams.offsets import StreamLimits, StreamStart
 from stompbroker.broker.streams.reader import StreamReader
 from stompbroker.protocol.message import Message
+
+if TYPE_CHECKING:
+    from stompbroker.broker.flow.traffic import Traffic
 
 #: Most seconds between two sweeps for age.
 MAX_SWEEP_INTERVAL = 60.0
@@ -40,14 +43,22 @@ class Streams:
     :param backend: an :class:`~stompbroker.broker.streams.backends.IStreamBackend`.
     :param complete: whether its logs hold their streams' every entry (else they
         mirror streams the backend keeps, and the backend trims them).
+    :param traffic: the counters its readers count deliveries in (the engine
+        counts appends, as it counts a queue's SENDs); ``None`` counts nothing.
 
     :ivar logs: destination -> its log.
     """
 
     def __init__(
-        self, clock: Any, limits: StreamLimits, backend: Any, complete: bool = True
+        self,
+        clock: Any,
+        limits: StreamLimits,
+        backend: Any,
+        complete: bool = True,
+        traffic: Traffic | None = None,
     ) -> None:
         self.clock = clock
+        self.traffic = traffic
         self.limits = limits
         self.backend = backend
         self.complete = complete
@@ -80,7 +91,7 @@ class Streams:
         """
         stream = self.log(destination)
         position, since = stream.start(start)
-        return StreamReader(stream, self.clock, position, since)
+        return StreamReader(stream, self.clock, position, since, self.traffic)
 
     def read(self, destination: str, offset: int, limit: int) -> Deferred[list[StreamEntry]]:
         """

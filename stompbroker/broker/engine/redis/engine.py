@@ -242,7 +242,11 @@ class RedisEngine:
         # Streams live in Redis; this node keeps mirrors of those it reads.
         limits = stream_limits or StreamLimits()
         self.streams = Streams(
-            clock, limits, RedisStreamBackend(self._writer, self.names), complete=False
+            clock,
+            limits,
+            RedisStreamBackend(self._writer, self.names),
+            complete=False,
+            traffic=self.traffic,
         )
         self.redis_streams = RedisStreams(
             self.streams, self._writer, self.names, self.ids.node, limits

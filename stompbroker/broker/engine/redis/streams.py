@@ -207,15 +207,16 @@ class RedisStreams:
 
     def reader(self, destination: str, start: StreamStart) -> StreamReader:
         """:returns: a cursor at ``start``; for ``last`` and ``next`` once Redis said where."""
-        stream = self.streams.log(destination)
+        streams = self.streams
+        stream = streams.log(destination)
+        clock, traffic = streams.clock, streams.traffic
         kind = start.kind
         if kind == "timestamp":
-            return StreamReader(
-                stream, self.streams.clock, int(start.value * 1000) << SEQUENCE_BITS, start.value
-            )
+            position = int(start.value * 1000) << SEQUENCE_BITS
+            return StreamReader(stream, clock, position, start.value, traffic)
         if kind in ("first", "offset"):
-            return StreamReader(stream, self.streams.clock, int(start.value))
-        reader = StreamReader(stream, self.streams.clock, 0)
+            return StreamReader(stream, clock, int(start.value), traffic=traffic)
+        reader = StreamReader(stream, clock, 0, traffic=traffic)
         reader.wait()
         newest: Deferred[list[Any]] = self._writer().command_waited(
             "XREVRANGE", self._names.stream(destination), "+", "-", "COUNT", 1
