@@ -344,3 +344,22 @@ def test_relative_links_lead_somewhere(page: Path) -> None:
         elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
             broken.append(target)
     assert broken == []
+
+
+#: The contributor's map, the one page of docs/ written for developers (the
+#: README's "Contributing" section is the other place developers start from).
+DEVELOPER_PAGES = {"architecture.md", "README.md"}
+#: Headings of sections that belong to developers, not to a user's page.
+DEVELOPER_HEADINGS = re.compile(r"^#+ (Tests|Proof|Measured|Prior art)\b", re.MULTILINE)
+
+
+@pytest.mark.parametrize(
+    "page",
+    [page for page in PAGES if page.name not in DEVELOPER_PAGES],
+    ids=lambda page: page.name,
+)
+def test_a_user_page_names_no_test_and_keeps_no_lab_journal(page: Path) -> None:
+    """Test files, proofs and measurements go to tests/README.md and benchmarks/JOURNAL.md."""
+    text = page.read_text()
+    assert re.findall(r"\btests/[\w/]+\.py", text) == []
+    assert DEVELOPER_HEADINGS.findall(text) == []
