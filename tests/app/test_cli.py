@@ -184,6 +184,7 @@ def test_bad_arguments_exit_with_usage() -> None:
     assert caught.value.code == 2
 
 
+@pytest.mark.integration
 def test_command_reads_the_password_from_a_pipe(tmp_path: Path) -> None:
     """As a real process, ``stompbroker passwd --stdin`` reads the password from a pipe."""
     path = tmp_path / "users.txt"
