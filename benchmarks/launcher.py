@@ -19,12 +19,16 @@ and every scenario), so the dependency goes one way only.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import os
+import secrets
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -41,6 +45,9 @@ DEFAULT_REACTOR = "uvloop"
 START_TIMEOUT = 20.0
 #: How long a stopping broker may take to exit before it is killed, in seconds.
 STOP_TIMEOUT = 10.0
+#: The ports :func:`free_port` hands out: below Linux's default ephemeral range
+#: (32768-60999), from which the kernel picks the local ports of connections.
+PORTS = range(20000, 32768)
 #: The ``--http`` endpoint of a broker with a web port; ``{port}`` stands for a free port.
 LOOPBACK_HTTP = "tcp:{port}:interface=127.0.0.1"
 
@@ -53,11 +60,53 @@ def twistd_command() -> list[str]:
     return [sys.executable, "-c", "from twisted.scripts.twistd import run; run()"]
 
 
+def port_block(worker: str | None, workers: int) -> range:
+    """
+    The share of :data:`PORTS` of one pytest-xdist worker.
+
+    A port picked is free only until the broker binds it, a moment later: two
+    workers picking from the kernel's ephemeral ports could both pick the same
+    one in between, and a client's connection could take it as its local port.
+    Disjoint blocks below the ephemeral range make both impossible.
+
+    :param worker: the worker's id (``gw0``, ``gw1``, ...), ``None`` outside xdist.
+    :param workers: how many workers the run has.
+    :returns: the ports that worker picks from (all of :data:`PORTS` outside xdist).
+    """
+    if worker is None:
+        return PORTS
+    size = len(PORTS) // max(workers, 1)
+    index = int(worker.removeprefix("gw"))
+    return PORTS[index * size : (index + 1) * size]
+
+
+@functools.cache
+def _candidates() -> Iterator[int]:
+    """
+    :returns: this process's block, endlessly, from a random place (another test
+        run on the machine may use the same block), one iterator per process.
+    """
+    block = port_block(
+        os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    )
+    start = secrets.randbelow(len(block))
+    return (block[(start + step) % len(block)] for step in itertools.count())
+
+
 def free_port() -> int:
-    """:returns: a TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """
+    :returns: a TCP port on 127.0.0.1 that nothing listens on right now, from this
+        process's :func:`port_block`, never the one handed out just before.
+    :raises BrokerStartFailed: when every port of the block is taken.
+    """
+    for port in itertools.islice(_candidates(), len(PORTS)):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise BrokerStartFailed("no free port on 127.0.0.1 in this process's block")
 
 
 def wait_for_port(

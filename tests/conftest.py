@@ -3,7 +3,10 @@ Test configuration shared by the whole suite: the Hypothesis profile, ``clock``
 (a ``task.Clock`` at :data:`~tests.support.broker.EPOCH`) and ``broker`` (a real
 broker on it, without sockets; the integration tests' ``broker`` is a process),
 and the fixtures of :mod:`tests.support` that tests in more than one package use
-(``spark``, ``page``, ``log_events``, and ``setup``: a broker on a store of each kind).
+(``spark``, ``page``, ``log_events``, and ``setup``: a broker on a store of each kind),
+and the plugins that sort the tests into the quick and the integration tier
+(:mod:`tests.support.tiers`) and spread them over pytest-xdist's workers
+(:mod:`tests.support.distribution`).
 
 Hypothesis runs derandomized, so that a failure on CI is a failure on every
 machine, and without deadlines or the slow-generation health check, which only
@@ -22,6 +25,8 @@ pytest_plugins = [
     "tests.support.browser",
     "tests.support.logs",
     "tests.support.persistence",
+    "tests.support.tiers",
+    "tests.support.distribution",
 ]
 
 # Data generation is judged slow by wall-clock time, which on a shared two-core

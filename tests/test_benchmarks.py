@@ -32,7 +32,7 @@ from benchmarks.cases import Case, Settings, Target
 from benchmarks.cli import build_parser, cases_from, main, settings_from
 from benchmarks.connection import Endpoint
 from benchmarks.idle import fd_headroom
-from benchmarks.launcher import ROOT, subprocess_env
+from benchmarks.launcher import PORTS, ROOT, port_block, subprocess_env
 from benchmarks.measure import merge_seen, percentiles
 from benchmarks.scenarios import _flow_shape, run_case
 from benchmarks.websocket import FrameDecoder, client_frame, unmask
@@ -537,6 +537,7 @@ def test_unknown_scenario_is_refused() -> None:
     assert exit_info.value.code == 2
 
 
+@pytest.mark.integration
 def test_unreachable_broker_is_reported_not_raised() -> None:
     """A broker nobody listens for gives a result with an error, quickly."""
     target = Target("nobody", Endpoint("127.0.0.1", free_port()))
@@ -662,6 +663,7 @@ def test_resume_cluster_resumes_on_both_nodes_with_every_message(
     assert all(line["value"] > 0 for line in lines)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("part", ("send", "route"))
 def test_cluster_publish_parts_stores_every_message_sent(part: str) -> None:
     """benchmarks.cluster_publish_parts (its own reactor: a process of its own) exits 0."""
@@ -692,6 +694,7 @@ def test_backlog_fills_kills_restarts_and_drains_exactly_once_in_order(
     assert (report["restart_listen_s"] is not None) == ("--kill" in flags)
 
 
+@pytest.mark.integration
 def test_the_paging_benchmark_builds_restarts_and_drains_a_paged_backlog() -> None:
     """benchmarks.paging, tiny: the backlog pages, comes back after SIGKILL, drains in order."""
     tiny = ["--megabytes", "1", "--fit-megabytes", "1", "--queue-memory", "64K", "--window", "50"]
@@ -699,3 +702,11 @@ def test_the_paging_benchmark_builds_restarts_and_drains_a_paged_backlog() -> No
     assert report["messages"] == 1024 and report["fit_messages"] == 1024
     for key in ("first_listen_s", "restart_listen_s", "restart_rss_mb", "drain_msgs_per_s"):
         assert report[key] > 0
+
+
+def test_each_test_worker_picks_ports_of_its_own_below_the_ephemeral_range() -> None:
+    """Two pytest-xdist workers never hand out the same port, nor one a connection could take."""
+    blocks = [set(port_block(f"gw{index}", 3)) for index in range(3)]
+    assert all(blocks) and sum(map(len, blocks)) == len(set().union(*blocks))
+    assert max(PORTS) < 32768 and set().union(*blocks) <= set(PORTS)
+    assert port_block(None, 1) == PORTS

@@ -241,6 +241,7 @@ def test_runnable_block(block: Block, request: pytest.FixtureRequest, tmp_path: 
     run_block(block, tmp_path, ports)
 
 
+@pytest.mark.integration
 def test_a_failing_block_fails(tmp_path: Path) -> None:
     """The runner reports a block that exits with an error, with its output."""
     text = '<!-- runnable -->\n```python\nprint("partial")\nraise SystemExit(3)\n```\n'
@@ -249,6 +250,7 @@ def test_a_failing_block_fails(tmp_path: Path) -> None:
         run_block(block, tmp_path, {})
 
 
+@pytest.mark.integration
 def test_a_block_without_its_expected_output_fails(tmp_path: Path) -> None:
     """A block that exits 0 but does not print its ``expect`` text fails."""
     text = '<!-- runnable: expect="all done" -->\n```sh\necho half done\n```\n'
@@ -257,6 +259,7 @@ def test_a_block_without_its_expected_output_fails(tmp_path: Path) -> None:
         run_block(block, tmp_path, {})
 
 
+@pytest.mark.integration
 def test_a_serving_block_that_never_listens_fails(tmp_path: Path) -> None:
     """A block marked ``serves`` that exits before it listens fails."""
     text = "<!-- runnable: serves=61613 -->\n```python\nprint('no listener on 61613')\n```\n"

@@ -241,6 +241,7 @@ def test_concrete_names_are_seen() -> None:
     assert concrete_names(source) == ["2: LocalEngine", "3: WorkerQueue", "4: RedisEngine"]
 
 
+@pytest.mark.integration
 def test_the_stats_schema_loads_without_twisted() -> None:
     """
     sparkjobs import stompbroker.stats.schema on a Spark driver: it loads no Twisted

@@ -193,6 +193,7 @@ def test_version_is_printed_not_refused(capsys: pytest.CaptureFixture[str]) -> N
     assert capsys.readouterr().out == f"stompbroker {stompbroker.__version__}\n"
 
 
+@pytest.mark.integration
 def test_command_reads_the_password_from_a_pipe(tmp_path: Path) -> None:
     """As a real process, ``stompbroker passwd --stdin`` reads the password from a pipe."""
     path = tmp_path / "users.txt"

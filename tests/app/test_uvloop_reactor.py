@@ -18,6 +18,7 @@ def test_twistd_knows_the_uvloop_reactor() -> None:
     assert found["uvloop"].moduleName == "stompbroker.app.uvloop_reactor"
 
 
+@pytest.mark.integration
 def test_install_runs_the_asyncio_reactor_on_a_uvloop_loop() -> None:
     """
     Installing the uvloop reactor gives Twisted's asyncio reactor, running on a uvloop event loop.
@@ -36,6 +37,7 @@ def test_install_runs_the_asyncio_reactor_on_a_uvloop_loop() -> None:
     assert child.stdout.split() == ["AsyncioSelectorReactor", "uvloop"]
 
 
+@pytest.mark.integration
 def test_without_uvloop_install_says_how_to_get_it() -> None:
     """Without uvloop, installing the reactor fails with a message that says how to install it."""
     child = run_python(

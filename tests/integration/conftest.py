@@ -1,7 +1,7 @@
 """
-Every test here is marked ``integration``, and may share ``broker``: one real
-broker on defaults (bar a short heart-beat offer) per test module; and ``start``,
-which starts brokers of a test's own on a data directory.
+Every test here is marked ``integration`` (:mod:`tests.support.tiers`), and may
+share ``broker``: one real broker on defaults (bar a short heart-beat offer) per
+test module; and ``start``, which starts brokers of a test's own on a data directory.
 """
 
 from __future__ import annotations
@@ -19,9 +19,3 @@ broker = module_broker("broker", "--heartbeat", "500,500")
 def start(tmp_path: Path) -> BrokerStarter:
     """Starts brokers on a data directory, each start logging in a directory of its own."""
     return BrokerStarter(tmp_path)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "tests/integration" in str(item.fspath):
-            item.add_marker(pytest.mark.integration)

@@ -12,6 +12,9 @@ import pytest
 
 from sparkjobs.charts import chart_bucket, connections_chart, destination_chart, traffic_chart
 
+#: matplotlib's first drawing on a machine runs fc-list to find the fonts: a process.
+pytestmark = pytest.mark.integration
+
 NOON = datetime(2024, 5, 1, 12, tzinfo=UTC)
 
 

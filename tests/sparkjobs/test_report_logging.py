@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import shlex
 
+import pytest
+
 from sparkjobs.report import QUIET_LOGGING, quiet_local_spark
 from tests.support.process import run_python
 
@@ -40,6 +42,7 @@ def test_submit_arguments_of_ones_own_are_left_alone() -> None:
     assert environ == {"PYSPARK_SUBMIT_ARGS": "--driver-memory 2g pyspark-shell"}
 
 
+@pytest.mark.integration
 def test_a_quiet_local_session_prints_no_spark_warnings() -> None:
     """A real local session started so logs no WARN line and no log-level notice."""
     completed = run_python("-c", SESSION, timeout=180)

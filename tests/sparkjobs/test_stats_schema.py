@@ -186,6 +186,7 @@ def test_spark_schema_has_one_column_per_field_with_the_matching_type() -> None:
     assert carried == set(column_types()) - {"schema_version", "kind"}
 
 
+@pytest.mark.integration
 def test_importing_the_schema_does_not_import_pyspark() -> None:
     """The broker imports the schema module, and must not need PySpark for it."""
     code = (

@@ -588,6 +588,7 @@ def test_topic_deliveries_reach_each_connections_counters_exactly() -> None:
     assert by_address[wild.peer].frames_out == 1 + 7
 
 
+@pytest.mark.integration
 def test_the_schema_module_loads_no_twisted() -> None:
     """
     Importing stompbroker.stats.schema (as the Spark drivers do) loads neither Twisted nor the
