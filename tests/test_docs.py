@@ -330,8 +330,14 @@ def anchors(page: Path) -> set[str]:
     return found
 
 
+#: Developers' documents: no runnable blocks, but their links are checked too.
+DESIGN_PAGES = sorted((ROOT / "docs" / "design").glob("*.md"))
+
+
 @pytest.mark.parametrize(
-    "page", [*PAGES, ROOT / "benchmarks" / "JOURNAL.md"], ids=lambda page: page.name
+    "page",
+    [*PAGES, *DESIGN_PAGES, ROOT / "benchmarks" / "JOURNAL.md"],
+    ids=lambda page: str(page.relative_to(ROOT)),
 )
 def test_relative_links_lead_somewhere(page: Path) -> None:
     """Every relative link of a page names a file that exists, and a heading that it has."""
