@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from attrs import frozen
+from twisted.internet.task import LoopingCall
 
 from stompbroker.broker.store.disk_space import DiskSpace
 
@@ -107,7 +108,8 @@ class DiskWatch:
     """
     Samples the room left for the store on a timer and reports crossing the limit.
 
-    :param clock: ``callLater``; the reactor or a ``task.Clock``.
+    :param clock: ``seconds`` and ``callLater``; the reactor or a ``task.Clock``
+        (Twisted's ``LoopingCall`` keeps the time).
     :param probe: returns the room left (the store's ``disk_space``), or ``None``
         when it cannot be told now (the sample is skipped).
     :param limit: the limit.
@@ -129,33 +131,31 @@ class DiskWatch:
         on_ok: Callable[[DiskSpace, int], None],
         interval: float = DISK_SAMPLE_INTERVAL,
     ) -> None:
-        self._clock = clock
         self._probe = probe
         self.limit = limit
         self._on_low = on_low
         self._on_ok = on_ok
         self._interval = interval
-        self._call: Any = None
+        self._loop = LoopingCall(self._sample)
+        self._loop.clock = clock
         self.low = False
         self.last: DiskSpace | None = None
 
     def start(self) -> None:
         """Sample now, and every ``interval`` seconds until :meth:`stop`."""
-        if self._call is None:
-            self._sample()
+        if not self._loop.running:
+            self._loop.start(self._interval, now=True)
 
     def stop(self) -> None:
         """Stop sampling."""
-        if self._call is not None and self._call.active():
-            self._call.cancel()
-        self._call = None
+        if self._loop.running:
+            self._loop.stop()
 
     def limit_bytes(self) -> int:
         """:returns: the limit in bytes, on the filesystem of the last sample."""
         return self.limit.of(self.last.total if self.last is not None else 0)
 
     def _sample(self) -> None:
-        self._call = self._clock.callLater(self._interval, self._sample)
         space = self._probe()
         if space is None:
             return
