@@ -24,7 +24,6 @@ from collections.abc import Callable
 from typing import Any
 
 from attrs import frozen
-from twisted.internet.task import LoopingCall
 
 from stompbroker.broker.store.disk_space import DiskSpace
 
@@ -32,8 +31,15 @@ __all__ = ["DEFAULT_DISK_FREE_LIMIT", "DISK", "DiskAlarm", "DiskFreeLimit", "Dis
 
 #: The reason persistent publishers are held for while the disk alarm is on.
 DISK = "disk"
-#: Seconds between samples of the disk.
+#: Most seconds between samples of the disk.
 DISK_SAMPLE_INTERVAL = 0.25
+#: Fewest seconds between samples, however close the room left is to the limit.
+DISK_SAMPLE_LEAST = 0.01
+#: The fastest the store is taken to fill the disk, in bytes a second: the next
+#: sample comes before the room left could have fallen under the limit at this
+#: rate (RabbitMQ's disk monitor spaces its checks the same way), so a producer
+#: of large messages cannot fill what is left between two samples.
+FASTEST_FILL = 1 << 30
 #: The share of the limit the room left must be back over before the alarm ends.
 RESUME_SHARE = 0.1
 
@@ -108,15 +114,14 @@ class DiskWatch:
     """
     Samples the room left for the store on a timer and reports crossing the limit.
 
-    :param clock: ``seconds`` and ``callLater``; the reactor or a ``task.Clock``
-        (Twisted's ``LoopingCall`` keeps the time).
+    :param clock: ``callLater``; the reactor or a ``task.Clock``.
     :param probe: returns the room left (the store's ``disk_space``), or ``None``
         when it cannot be told now (the sample is skipped).
     :param limit: the limit.
     :param on_low: called with the sample and the limit in bytes when the room
         goes under the limit.
     :param on_ok: called likewise when it is back over :func:`resume_mark`.
-    :param interval: seconds between samples.
+    :param interval: most seconds between samples (fewer near the limit).
 
     :ivar low: whether the room went under the limit and has not come back since.
     :ivar last: the last sample, ``None`` before the first.
@@ -136,29 +141,47 @@ class DiskWatch:
         self._on_low = on_low
         self._on_ok = on_ok
         self._interval = interval
-        self._loop = LoopingCall(self._sample)
-        self._loop.clock = clock
+        self._clock = clock
+        self._call: Any = None
         self.low = False
         self.last: DiskSpace | None = None
 
     def start(self) -> None:
-        """Sample now, and every ``interval`` seconds until :meth:`stop`."""
-        if not self._loop.running:
-            self._loop.start(self._interval, now=True)
+        """Sample now, and then as :meth:`_next_sample` says until :meth:`stop`."""
+        if self._call is None:
+            self._sample()
 
     def stop(self) -> None:
         """Stop sampling."""
-        if self._loop.running:
-            self._loop.stop()
+        if self._call is not None and self._call.active():
+            self._call.cancel()
+        self._call = None
 
     def limit_bytes(self) -> int:
         """:returns: the limit in bytes, on the filesystem of the last sample."""
         return self.limit.of(self.last.total if self.last is not None else 0)
 
+    def _next_sample(self, space: DiskSpace | None) -> float:
+        """
+        :returns: the seconds until the next sample: ``interval``, or less as the
+            room left nears the limit, so that it is sampled again before it
+            could have reached the limit at :data:`FASTEST_FILL`.  (Not Twisted's
+            ``LoopingCall``: its interval is fixed.)
+        """
+        if space is None or self.low:
+            return self._interval
+        margin = space.free - self.limit.of(space.total)
+        return min(self._interval, max(DISK_SAMPLE_LEAST, margin / FASTEST_FILL))
+
     def _sample(self) -> None:
         space = self._probe()
-        if space is None:
-            return
+        try:
+            if space is not None:
+                self._judge(space)
+        finally:
+            self._call = self._clock.callLater(self._next_sample(space), self._sample)
+
+    def _judge(self, space: DiskSpace) -> None:
         self.last = space
         limit = self.limit.of(space.total)
         if not self.low and space.free < limit:

@@ -13,6 +13,8 @@ from twisted.internet.task import Clock
 
 from stompbroker.broker.flow.disk_alarm import (
     DISK_SAMPLE_INTERVAL,
+    DISK_SAMPLE_LEAST,
+    FASTEST_FILL,
     DiskAlarm,
     DiskFreeLimit,
     DiskWatch,
@@ -98,6 +100,32 @@ def test_a_sample_that_cannot_be_taken_changes_nothing() -> None:
     clock.advance(DISK_SAMPLE_INTERVAL)
     assert watching.low
     assert len(crossings.seen) == 1
+
+
+def test_samples_come_sooner_as_the_room_nears_the_limit() -> None:
+    """
+    A producer of large messages fills a disk fast: the next sample comes before
+    the room left could reach the limit at FASTEST_FILL, never later than the
+    interval, and at the interval again while the alarm is on.
+    """
+    disk = Disk(free=250 * MIB)
+    clock, watching, crossings = watch(disk, DiskFreeLimit(size=50 * MIB))
+    [call] = clock.getDelayedCalls()
+    assert call.getTime() == pytest.approx(200 * MIB / FASTEST_FILL)
+    assert call.getTime() < DISK_SAMPLE_INTERVAL
+    disk.free = 50 * MIB + 1000
+    clock.advance(call.getTime())
+    [call] = clock.getDelayedCalls()
+    assert call.getTime() - clock.seconds() == pytest.approx(DISK_SAMPLE_LEAST)
+    disk.free = 40 * MIB
+    clock.advance(DISK_SAMPLE_LEAST)
+    assert crossings.seen == [("low", 40 * MIB, 50 * MIB)]
+    [call] = clock.getDelayedCalls()
+    assert call.getTime() - clock.seconds() == pytest.approx(DISK_SAMPLE_INTERVAL)
+    assert watching.low
+    far_clock, _, _ = watch(Disk(free=900 * MIB), DiskFreeLimit(size=MIB))
+    [call] = far_clock.getDelayedCalls()
+    assert call.getTime() == pytest.approx(DISK_SAMPLE_INTERVAL)
 
 
 def test_stop_cancels_the_timer() -> None:
