@@ -62,7 +62,7 @@ def test_a_topic_message_crosses_nodes_with_every_header_and_its_bytes(
     """
     Headers with ':', a line break and non-ASCII text, a priority, a message
     group and a binary body reach a subscriber on another node as sent (the
-    binary topic batch, docs/cluster.md "The form of a topic batch").
+    binary topic batch, docs/design/cluster.md "The form of a topic batch").
     """
     a, b, _ = nodes
     topic = unique("/topic/wire.")

@@ -1,6 +1,6 @@
 """
 The state that decides a shared queue's consumer is the cluster's, not a node's
-(docs/cluster.md, "Selectors, consumer priorities, exclusive consumers and
+(docs/design/cluster.md, "Selectors, consumer priorities, exclusive consumers and
 message groups"): a real ``redis-server`` and two ``twistd`` nodes, each
 outcome compared with what one node gives.
 

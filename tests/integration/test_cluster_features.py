@@ -2,7 +2,7 @@
 Scheduled delivery and retained messages on the redis engine, across nodes: a
 real ``redis-server`` and ``twistd`` nodes, the producer on one node and the
 consumer on another, with the headers of docs/destinations.md
-(docs/cluster.md, "Scheduled delivery" and "Retained messages").
+(docs/design/cluster.md, "Scheduled delivery" and "Retained messages").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """
 A group's order when its owner leaves, and ungrouped messages spread, across
-nodes as on one node (docs/cluster.md, "Selectors, consumer priorities,
+nodes as on one node (docs/design/cluster.md, "Selectors, consumer priorities,
 exclusive consumers and message groups"): a real ``redis-server``, two
 ``twistd`` nodes, and a broker of the local engine whose outcome the cluster
 must match.

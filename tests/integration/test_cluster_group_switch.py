@@ -1,6 +1,6 @@
 """
 The switch of a queue read the plain way to deciding, when its first grouped
-message comes (docs/cluster.md, "The switch to deciding"): a real
+message comes (docs/design/cluster.md, "The switch to deciding"): a real
 ``redis-server`` and two ``twistd`` nodes, every consumer plain, and a group's
 messages must reach its one owner in the order they were sent.
 """

@@ -164,7 +164,7 @@ def test_a_message_group_stays_with_one_consumer_across_nodes(
     """
     Every message of a group goes to one consumer, in order, whichever node reads
     it: also the first ones, sent to a queue whose plain consumers both nodes
-    read the plain way until then (docs/cluster.md, "The switch to deciding").
+    read the plain way until then (docs/design/cluster.md, "The switch to deciding").
     """
     a, b = nodes
     queue = unique("/queue/groups.")

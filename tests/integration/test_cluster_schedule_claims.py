@@ -1,5 +1,5 @@
 """
-Scheduled repeats survive the node that claims them (docs/cluster.md,
+Scheduled repeats survive the node that claims them (docs/design/cluster.md,
 "Scheduled delivery"): a real ``redis-server`` and ``twistd`` nodes; a
 delivery claimed by a node that dies before routing it is routed by another
 node once its lease runs out, and the repeats after it stay armed.

@@ -1,5 +1,5 @@
 """
-Settling and redelivery counts across nodes, for real (docs/cluster.md, "A node
+Settling and redelivery counts across nodes, for real (docs/design/cluster.md, "A node
 that was stopped, not killed", "Liveness and dead nodes"): a node cut from Redis
 past ``--node-timeout`` whose late acknowledgements must end nothing that another
 node claimed meanwhile, and a message whose ``redelivery-count`` survives two

@@ -5,7 +5,7 @@ The deciding node's entries that no consumer took
 ``redis-server``: decided again once a consumer that selects them registers,
 whichever of the node's refreshes reads the new registry first; and what the
 decider keeps for its own consumers counted against their room in the batch
-(:data:`~stompbroker.broker.engine.redis.dispatch_scripts.MOVE`; docs/cluster.md,
+(:data:`~stompbroker.broker.engine.redis.dispatch_scripts.MOVE`; docs/design/cluster.md,
 "Selectors, consumer priorities, exclusive consumers and message groups").
 """
 

@@ -2,7 +2,7 @@
 The redis engine's scheduled and retained messages, without Redis: the job
 and value formats the scripts read and write, when a node looks for due jobs,
 and how a node's copy of the retained messages follows the notices
-(docs/cluster.md, "Scheduled delivery" and "Retained messages").
+(docs/design/cluster.md, "Scheduled delivery" and "Retained messages").
 """
 
 from __future__ import annotations

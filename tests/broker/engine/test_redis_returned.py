@@ -1,7 +1,7 @@
 """
 A grouped shared queue's returned stream and one node's round-robin across nodes
 (:mod:`stompbroker.broker.engine.redis.dispatch_scripts`), run on a real
-``redis-server`` with a plain redis-py client (docs/cluster.md, "Selectors,
+``redis-server`` with a plain redis-py client (docs/design/cluster.md, "Selectors,
 consumer priorities, exclusive consumers and message groups").
 """
 

@@ -5,7 +5,7 @@ The scheduled-delivery scripts of the redis engine
 and leases the due delivery in one script; a lease that runs out (its claimer
 died before routing) is claimed again, with its own delivery number; a settle
 ends the leases and removes a job once its last delivery is routed
-(docs/cluster.md, "Scheduled delivery").
+(docs/design/cluster.md, "Scheduled delivery").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """
 The scripts that end, give back and claim a shared queue's entries, run on a real
-``redis-server`` with a plain redis-py client (docs/cluster.md, "A node that was
+``redis-server`` with a plain redis-py client (docs/design/cluster.md, "A node that was
 stopped, not killed", "Liveness and dead nodes"): an entry another node holds is
 never ended by this one, and a message's redelivery count goes with its entry.
 """
