@@ -45,7 +45,9 @@ import stomp
 from attrs import Factory, asdict, define, frozen
 from stomp.exception import StompException
 
+from benchmarks.crash import disconnect_quietly, stomp_connection
 from benchmarks.launcher import DEFAULT_REACTOR, BrokerProcess, BrokerStarter
+from benchmarks.measure import RssSampler, resident_bytes
 
 #: How long to wait for a client to connect.
 CONNECT_TIMEOUT = 10.0
@@ -90,59 +92,6 @@ class Shape:
     kill: bool = False
 
 
-def resident_bytes(pid: int) -> int:
-    """:returns: the resident set size of process ``pid``, 0 once it has gone."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as status:
-            for line in status:
-                if line.startswith(b"VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return 0
-    return 0
-
-
-class RssSampler:
-    """Samples a process's RSS on a thread, keeping the peak, until stopped."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.peak = 0
-        self.last = 0
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="rss", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stopping.is_set():
-            self.last = resident_bytes(self.pid) or self.last
-            self.peak = max(self.peak, self.last)
-            self._stopping.wait(SAMPLE_INTERVAL)
-
-    def stop(self) -> None:
-        """Take a last sample and stop."""
-        self._stopping.set()
-        self._thread.join()
-        self.last = resident_bytes(self.pid) or self.last
-        self.peak = max(self.peak, self.last)
-
-
-def _connect(address: tuple[str, int], listener: Any) -> Any:
-    connection = stomp.Connection12(
-        [address], auto_decode=False, reconnect_attempts_max=1, timeout=CONNECT_TIMEOUT
-    )
-    connection.set_listener("backlog", listener)
-    connection.connect(wait=True)
-    return connection
-
-
-def _disconnect(connection: Any) -> None:
-    try:
-        connection.disconnect()
-    except (StompException, OSError):
-        return
-
-
 class Producer(stomp.ConnectionListener):
     """
     Sends numbered messages with a receipt each, ``window`` outstanding.
@@ -162,7 +111,7 @@ class Producer(stomp.ConnectionListener):
         self.closed = False
         #: Set once the producer counts as held: nothing more is sent.
         self.stopping = False
-        self.connection = _connect(address, self)
+        self.connection = stomp_connection(address, self)
 
     def on_receipt(self, frame: Any) -> None:
         receipt = frame.headers["receipt-id"]
@@ -241,7 +190,7 @@ class Consumer(stomp.ConnectionListener):
         self.seqs: list[int] = []
         self.lock = threading.Lock()
         self.last_message = time.monotonic()
-        self.connection = _connect(address, self)
+        self.connection = stomp_connection(address, self)
         self.connection.subscribe(
             DESTINATION, id="drain", ack="client-individual", headers={"prefetch-count": "1000"}
         )
@@ -320,7 +269,7 @@ def run(start: BrokerStarter, data_dir: Path, shape: Shape, drain_timeout: float
     report = Report(shape.size, shape.persistent, shape.window)
     broker: BrokerProcess = start(data_dir)
     try:
-        sampler = RssSampler(broker.pid)
+        sampler = RssSampler(broker.pid, SAMPLE_INTERVAL)
         producer = Producer(broker.address, shape)
         began = time.monotonic()
         report.held = producer.run()
@@ -329,7 +278,9 @@ def run(start: BrokerStarter, data_dir: Path, shape: Shape, drain_timeout: float
         receipted = set(producer.receipted)
         report.producer_errors = producer.errors[:3]
         # A held producer's socket may be full: its DISCONNECT must not hold the run.
-        threading.Thread(target=_disconnect, args=(producer.connection,), daemon=True).start()
+        threading.Thread(
+            target=disconnect_quietly, args=(producer.connection,), daemon=True
+        ).start()
         sampler.stop()
         report.receipted = len(receipted)
         report.receipted_mb = _mb(len(receipted) * shape.size)
@@ -342,12 +293,12 @@ def run(start: BrokerStarter, data_dir: Path, shape: Shape, drain_timeout: float
             broker = start(data_dir)
             report.restart_listen_s = round(time.monotonic() - began, 2)
             report.rss_after_restart_mb = _mb(resident_bytes(broker.pid))
-        sampler = RssSampler(broker.pid)
+        sampler = RssSampler(broker.pid, SAMPLE_INTERVAL)
         began = time.monotonic()
         consumer = Consumer(broker.address)
         consumer.drain(receipted, drain_timeout)
         report.drain_s = round(time.monotonic() - began - DRAIN_QUIET, 2)
-        _disconnect(consumer.connection)
+        disconnect_quietly(consumer.connection)
         sampler.stop()
         report.peak_rss_drain_mb = _mb(sampler.peak)
         with consumer.lock:

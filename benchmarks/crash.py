@@ -126,7 +126,7 @@ class _Producer(stomp.ConnectionListener):
         self.stopping = threading.Event()
         self.outstanding: set[str] = set()
         self.changed = threading.Condition()
-        self.connection = _connect(address, self)
+        self.connection = stomp_connection(address, self)
         self.thread = threading.Thread(target=self._run, name=f"producer {name}", daemon=True)
 
     def on_receipt(self, frame: Any) -> None:
@@ -183,7 +183,7 @@ class _Consumer(stomp.ConnectionListener):
     ) -> None:
         self.ledger = ledger
         self.after_restart = after_restart
-        self.connection = _connect(address, self)
+        self.connection = stomp_connection(address, self)
         self.connection.subscribe(destination, id=name, ack="client-individual")
 
     def on_message(self, frame: Any) -> None:
@@ -208,16 +208,18 @@ class _Consumer(stomp.ConnectionListener):
             self.ledger.acked.add(seq)
 
 
-def _connect(address: tuple[str, int], listener: Any) -> Any:
+def stomp_connection(address: tuple[str, int], listener: Any) -> Any:
+    """:returns: a stomp.py 1.2 connection to ``address``, connected, with ``listener``."""
     connection = stomp.Connection12(
         [address], auto_decode=False, reconnect_attempts_max=1, timeout=CONNECT_TIMEOUT
     )
-    connection.set_listener("crash", listener)
+    connection.set_listener("benchmark", listener)
     connection.connect(wait=True)
     return connection
 
 
-def _disconnect(connection: Any) -> None:
+def disconnect_quietly(connection: Any) -> None:
+    """DISCONNECT, whatever state the connection is in (the broker may be gone)."""
     try:
         connection.disconnect()
     except (StompException, OSError):
@@ -348,7 +350,7 @@ def run_round(start: StartBroker, data_dir: Path, shape: Shape, seed: int) -> Re
     with ledger.lock:
         acked_before = set(ledger.acked)
     for client in [*consumers, *producers]:
-        _disconnect(client.connection)
+        disconnect_quietly(client.connection)
     broker = start(data_dir)
     try:
         _drain(broker, destination, shape, ledger)
@@ -384,7 +386,7 @@ def _drain(broker: Broker, destination: str, shape: Shape, ledger: Ledger) -> No
         elif complete and now - quiet_since >= DRAIN_QUIET:
             break
     for consumer in consumers:
-        _disconnect(consumer.connection)
+        disconnect_quietly(consumer.connection)
 
 
 @contextmanager

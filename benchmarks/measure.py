@@ -10,6 +10,7 @@ machine), as ``top`` shows them.
 from __future__ import annotations
 
 import os
+import threading
 from array import array
 from collections.abc import Iterable
 
@@ -48,6 +49,46 @@ def process_rss_kb(pid: int) -> int | None:
     except OSError:
         return None
     return None
+
+
+def resident_bytes(pid: int) -> int:
+    """:returns: the process's resident set in bytes, 0 once it has gone."""
+    return (process_rss_kb(pid) or 0) * 1024
+
+
+class RssSampler:
+    """
+    Samples a process's resident set on a thread of its own, from when it is made
+    until :meth:`stop`, keeping the peak and the last sample.
+
+    :param pid: the process.
+    :param every: seconds between samples.
+    """
+
+    def __init__(self, pid: int, every: float = 0.5) -> None:
+        self.pid = pid
+        self.peak = 0
+        self.last = 0
+        self._every = every
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss", daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        self.last = resident_bytes(self.pid) or self.last
+        self.peak = max(self.peak, self.last)
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self._sample()
+            self._stopping.wait(self._every)
+
+    def stop(self) -> int:
+        """Take a last sample and stop. :returns: the peak, in bytes."""
+        self._stopping.set()
+        self._thread.join()
+        self._sample()
+        return self.peak
 
 
 def process_fd_count(pid: int) -> int | None:

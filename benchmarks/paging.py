@@ -36,12 +36,12 @@ import socket
 import sqlite3
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.launcher import BrokerStarter
+from benchmarks.measure import RssSampler, resident_bytes
 from benchmarks.wire import command_of, connect_frame, encode_frame, header_of, split_frames
 
 #: The queue the backlog builds in.
@@ -52,36 +52,6 @@ SAMPLE_EVERY = 0.2
 READ_TIMEOUT = 120.0
 #: ACK every this many messages (ack:client acknowledges all before too).
 ACK_EVERY = 500
-
-
-def rss_bytes(pid: int) -> int:
-    """:returns: a process's resident set size, from /proc."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
-class RssSampler(threading.Thread):
-    """Samples a process's RSS until stopped; keeps the peak."""
-
-    def __init__(self, pid: int) -> None:
-        super().__init__(daemon=True)
-        self.pid = pid
-        self.peak = 0
-        self._stop_event = threading.Event()
-
-    def run(self) -> None:
-        while not self._stop_event.wait(SAMPLE_EVERY):
-            try:
-                self.peak = max(self.peak, rss_bytes(self.pid))
-            except OSError:
-                return
-
-    def stop(self) -> int:
-        self._stop_event.set()
-        self.join()
-        return self.peak
 
 
 class Client:
@@ -206,9 +176,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         broker, first = start_timed(starter, root / "data", options)
         report["first_listen_s"] = first
         try:
-            idle = rss_bytes(broker.pid)
-            sampler = RssSampler(broker.pid)
-            sampler.start()
+            idle = resident_bytes(broker.pid)
+            sampler = RssSampler(broker.pid, SAMPLE_EVERY)
             tenths = build(broker.address, count, args.size, args.window)
             report["idle_rss_mb"] = idle / 1e6
             report["build_peak_rss_mb"] = sampler.stop() / 1e6
@@ -219,9 +188,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             broker, listen = start_timed(starter, root / "data", options)
             report["restart_listen_s"] = listen
             time.sleep(1.0)
-            report["restart_rss_mb"] = rss_bytes(broker.pid) / 1e6
-            sampler = RssSampler(broker.pid)
-            sampler.start()
+            report["restart_rss_mb"] = resident_bytes(broker.pid) / 1e6
+            sampler = RssSampler(broker.pid, SAMPLE_EVERY)
             seconds = drain(broker.address, count)
             report["drain_peak_rss_mb"] = sampler.stop() / 1e6
             report["drain_msgs_per_s"] = count / seconds

@@ -7,7 +7,6 @@ clear ERROR.
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 import uuid
@@ -22,7 +21,7 @@ import redis  # noqa: E402
 from benchmarks.connection import Endpoint, Link  # noqa: E402
 from benchmarks.wire import encode_frame  # noqa: E402
 from tests.support.clients import connect  # noqa: E402
-from tests.support.process import subprocess_env, twistd_command  # noqa: E402
+from tests.support.process import broker_arguments, free_port, run_twistd  # noqa: E402
 from tests.support.redis import RedisServer, node  # noqa: E402
 
 
@@ -111,28 +110,10 @@ def test_a_redis_that_evicts_keys_stops_the_node_at_start(tmp_path: Path) -> Non
     try:
         control.config_set("maxmemory", "100mb")
         control.config_set("maxmemory-policy", "allkeys-lru")
-        result = subprocess.run(
-            [
-                *twistd_command(),
-                "--nodaemon",
-                "--pidfile=",
-                "--logfile=-",
-                "-r",
-                "uvloop",
-                "stompbroker",
-                "--port",
-                "0",
-                "--http",
-                "none",
-                "--engine",
-                server.url,
-            ],
-            cwd=tmp_path,
-            env=subprocess_env(),
-            capture_output=True,
-            timeout=30,
+        result = run_twistd(
+            *broker_arguments(free_port(), None, "uvloop", "--engine", server.url), cwd=tmp_path
         )
-        output = (result.stdout + result.stderr).decode(errors="replace")
+        output = result.stdout
         assert result.returncode == 1, output
         assert "maxmemory-policy allkeys-lru" in output
         assert "set maxmemory-policy noeviction" in output
