@@ -23,7 +23,8 @@ Choices that readers rely on:
   ``consumers``, ``connections``, ``rss_bytes``, ``uptime_s``) are the value
   at ``ts``.
 - Fields added within a version (:func:`added_columns`: the streams' gauges
-  ``retained_messages`` and ``retained_bytes``) have a default, and a line
+  ``retained_messages`` and ``retained_bytes``, and the count
+  ``messages_duplicate``) have a default, and a line
   without them (written by an older broker of the same version) reads with it,
   so that files written before and after an upgrade read alike.
 - :data:`SCHEMA_VERSION` changes with any other change to the fields.  Readers take
@@ -141,7 +142,7 @@ def _count(doc: str) -> Any:
 
 def _added(doc: str) -> Any:
     """
-    A non-negative integer gauge added within this schema version: 0 by default,
+    A non-negative integer (a gauge or a count) added within this schema version: 0 by default,
     and 0 when a line (an older broker's) lacks it (see the module notes).
     """
     return field(default=0, validator=_check_count, metadata={"doc": doc, "added": True})
@@ -234,6 +235,9 @@ class DestinationRecord(_RecordMethods):
     messages_dropped: int = _count("messages discarded for another reason, e.g. a full queue")
     bytes_in: int = _count("body bytes published")
     bytes_out: int = _count("body bytes delivered")
+    messages_duplicate: int = _added(
+        "SENDs not routed: their duplicate-detection id was in the destination's window"
+    )
     depth: int = _count("messages waiting, not yet delivered (gauge)")
     in_flight: int = _count("messages delivered and not yet acknowledged (gauge)")
     consumers: int = _count("subscriptions on the destination (gauge)")

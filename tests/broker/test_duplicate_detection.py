@@ -54,6 +54,8 @@ def test_a_repeated_send_gets_its_receipt_and_is_not_queued_again() -> None:
         )
     assert receipts(client.frames()) == ["r1", "r2"]
     assert queued(broker) == [b"once"]
+    counted = broker.engine.bookkeeping().traffic.destinations["/queue/q"]
+    assert (counted.messages_in, counted.messages_duplicate) == (1, 1)
 
 
 def test_artemis_header_and_other_destinations_and_ids() -> None:

@@ -139,13 +139,17 @@ def test_from_dict_names_missing_fields() -> None:
 
 def test_a_line_without_the_fields_added_within_the_version_reads_them_as_0() -> None:
     """
-    An older broker's line lacks the streams' gauges added within version 1: it still reads,
-    with retained_messages and retained_bytes 0; a kept stream's line carries them.
+    An older broker's line lacks the fields added within version 1 (the streams' gauges, the
+    count of duplicates): it still reads, with them 0; a kept stream's line carries them.
     """
     data = destination().to_dict()
     for name in added_columns()["destination"]:
         del data[name]
-    assert added_columns()["destination"] == ("retained_messages", "retained_bytes")
+    assert added_columns()["destination"] == (
+        "messages_duplicate",
+        "retained_messages",
+        "retained_bytes",
+    )
     assert record_from_dict(data) == destination()
     kept = destination(destination="/stream/audit", retained_messages=5, retained_bytes=290)
     assert record_from_json_line(kept.to_json_line()) == kept

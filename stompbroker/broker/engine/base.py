@@ -104,9 +104,11 @@ class IEngine(ISharedEngine):
     def duplicate_detection():  # type: ignore[no-untyped-def]
         """
         :returns: the
-            :class:`~stompbroker.broker.engine.duplicate_detection.DuplicateDetection`
-            that tells a SEND's duplicate-detection id new or a repeat, per
-            destination (the redis engine's is its node's own).
+            :class:`~stompbroker.broker.engine.duplicate_detection.RoutesOnce`
+            that routes a SEND with a duplicate-detection id unless its
+            destination saw the id within its window (the local engine's
+            windows are in the process; the redis engine's in Redis, shared by
+            every node).
         """
 
     # -- life cycle

@@ -24,6 +24,8 @@ from typing import Any
 import attrs
 from attrs import frozen
 
+from stompbroker.broker.flow.counter_names import FLOW_COUNTERS
+
 __all__ = ["ClusterView", "DestinationFigures", "NodeFigures", "StreamRange", "TopicGaps"]
 
 
@@ -135,8 +137,8 @@ class NodeFigures:
     @classmethod
     def decode(cls, payload: bytes) -> NodeFigures:
         """
-        :returns: the figures :meth:`encode` made (without ``foreign_acks``, as
-            a node of an older version makes them: 0).
+        :returns: the figures :meth:`encode` made (without ``foreign_acks``, or
+            with fewer flow counters, as a node of an older version makes them: 0).
         :raises ValueError: for anything else.
         """
         try:
@@ -155,7 +157,7 @@ class NodeFigures:
                 int(rss),
                 {
                     str(name): DestinationFigures(
-                        tuple(int(n) for n in totals), int(depth), int(in_flight), int(consumers)
+                        _counters(totals), int(depth), int(in_flight), int(consumers)
                     )
                     for name, (totals, depth, in_flight, consumers) in destinations.items()
                 },
@@ -163,6 +165,12 @@ class NodeFigures:
             )
         except (TypeError, AttributeError) as error:
             raise ValueError(f"not a node's figures: {error}") from None
+
+
+def _counters(totals: list[Any]) -> tuple[int, ...]:
+    """:returns: a node's flow counters, those its version did not count yet as 0."""
+    counted = tuple(int(n) for n in totals[: len(FLOW_COUNTERS)])
+    return counted + (0,) * (len(FLOW_COUNTERS) - len(counted))
 
 
 @frozen

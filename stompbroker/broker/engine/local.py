@@ -169,7 +169,7 @@ class LocalEngine:
             clock, stream_limits or StreamLimits(), backend_for(store), traffic=self.traffic
         )
         #: Each destination's recent duplicate-detection ids, kept with persistent messages.
-        self.duplicates = DuplicateDetection(clock, self.policies, store)
+        self.duplicates = DuplicateDetection(clock, self.policies, store, self.traffic)
 
     # -- what it is --------------------------------------------------------------------
 

@@ -23,4 +23,5 @@ FLOW_COUNTERS: tuple[str, ...] = (
     "messages_dropped",
     "bytes_in",
     "bytes_out",
+    "messages_duplicate",
 )

@@ -81,6 +81,7 @@ class DestinationTraffic:
         self.messages_dropped = 0
         self.bytes_in = 0
         self.bytes_out = 0
+        self.messages_duplicate = 0
         self.producers: dict[Any, int] = {}
         self.unreported_messages = 0
         self.unreported_tails: dict[str, int] = {}
@@ -98,6 +99,7 @@ class DestinationTraffic:
             self.messages_dropped,
             self.bytes_in,
             self.bytes_out,
+            self.messages_duplicate,
         )
 
     def producers_since(self, generation: int) -> int:

@@ -49,14 +49,15 @@ message, and one call of the engine's; the route methods are bound once.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from twisted.internet.defer import Deferred
-from twisted.python.failure import Failure
 
 from stompbroker.broker.clients.connections import ConnectionRegistry
 from stompbroker.broker.clients.transactions import Transactions
+from stompbroker.broker.engine.duplicate_detection import RoutesOnce
 from stompbroker.broker.features.duplicate_ids import duplicate_id_of
 from stompbroker.broker.features.retained_values import RETAIN_HEADER, parse_retain
 from stompbroker.broker.features.retainer import Retaining
@@ -83,6 +84,8 @@ from stompbroker.protocol.message import Message
 # it compares with are read once, here.
 _TOPIC = Kind.TOPIC
 _QUEUE = Kind.QUEUE
+#: The kinds whose route is the engine's own ``publish_topic`` or ``publish_queue``.
+_PLAIN = frozenset({_TOPIC, _QUEUE, Kind.USER})
 
 #: Where a message goes: the engine's ``publish_*``; ``None``, or for a stream
 #: the Deferred of its append.
@@ -137,7 +140,6 @@ class Router:
         "_publish_stream",
         "_keep",
         "_duplicates",
-        "_storing",
     )
 
     def __init__(
@@ -173,10 +175,7 @@ class Router:
         self._publish_reply: Callable[[Message], None] = engine.publish_reply
         self._publish_stream: Route = engine.publish_stream
         self._keep: Callable[[Message], Deferred[None] | None] = engine.keep
-        self._duplicates = engine.duplicate_detection()
-        #: Persistent messages with a duplicate-detection id being stored -> the
-        #: repeats whose RECEIPTs wait for that write.
-        self._storing: dict[tuple[str, str], list[Deferred[None]]] = {}
+        self._duplicates: RoutesOnce = engine.duplicate_detection()
         self.scheduling: Scheduling | None = None
         if capabilities.scheduling:
             self.scheduling = engine.scheduling(self.fire)
@@ -342,10 +341,14 @@ class Router:
         waiting = None
         if duplicate_id is not None:
             # Counted when routed: at COMMIT in a transaction.
+            plain = timing is None and kind in _PLAIN
+            if persistent:
+                route = functools.partial(self._keep_and_route, route)
+            route_once = self._duplicates.route_once
             if held is not None:
-                held.hold(self._route_once, duplicate_id, persistent, route, message)
+                held.hold(route_once, duplicate_id, message, persistent, route, plain)
             else:
-                waiting = self._route_once(duplicate_id, persistent, route, message)
+                waiting = route_once(duplicate_id, message, persistent, route, plain)
                 if self._backpressure.pending is not None:
                     self._backpressure.pause_sender(connection)
         elif held is not None:
@@ -400,50 +403,6 @@ class Router:
             if waiting is not None:
                 writes.append(waiting)
         return messages[0], all_done(writes)
-
-    def _route_once(
-        self, duplicate_id: str, persistent: bool, route: Route, message: Message
-    ) -> Deferred[None] | None:
-        """
-        Route a message that carries a duplicate-detection id, unless its
-        destination saw that id within its window: then it goes nowhere, and
-        the SEND's RECEIPT is all the client gets (:mod:`.duplicate_ids`); a
-        repeat of a persistent message still being stored waits for that write.
-
-        A persistent message whose store write fails leaves the window again,
-        so that the client's retry is routed.
-        """
-        destination = message.destination
-        key = (destination, duplicate_id)
-        if not self._duplicates.first_time(destination, duplicate_id):
-            followers = self._storing.get(key)
-            if followers is None:
-                return None
-            follower: Deferred[None] = Deferred()
-            followers.append(follower)
-            return follower
-        if not persistent:
-            return route(message)
-        waiting = self._keep_and_route(route, message)
-        if waiting is not None:
-            waiting_for: list[Deferred[None]] = []
-            self._storing[key] = waiting_for
-
-            def stored(result: Any) -> Any:
-                if self._storing.get(key) is waiting_for:
-                    del self._storing[key]
-                failed = isinstance(result, Failure)
-                if failed:
-                    self._duplicates.forget(destination, duplicate_id)
-                for follower in waiting_for:
-                    if failed:
-                        follower.errback(result)
-                    else:
-                        follower.callback(None)
-                return result
-
-            waiting.addBoth(stored)
-        return waiting
 
     def _keep_and_route(self, route: Route, message: Message) -> Deferred[None] | None:
         """

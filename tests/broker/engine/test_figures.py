@@ -5,12 +5,16 @@ from __future__ import annotations
 import pytest
 
 from stompbroker.broker.engine.figures import ClusterView, DestinationFigures, NodeFigures
+from stompbroker.broker.flow.counter_names import FLOW_COUNTERS
+
+#: A destination's flow counters on a node: one of each.
+TOTALS = tuple(range(1, len(FLOW_COUNTERS) + 1))
 
 
 def test_figures_survive_encoding() -> None:
     """What a node encodes, another decodes to the same figures."""
     figures = NodeFigures(
-        "n1", 1.5, 2.0, 3, 4, 1, 1000, {"/queue/q": DestinationFigures((1, 2), 3, 4, 5)}
+        "n1", 1.5, 2.0, 3, 4, 1, 1000, {"/queue/q": DestinationFigures(TOTALS, 3, 4, 5)}
     )
     assert NodeFigures.decode(figures.encode()) == figures
     counted = NodeFigures("n1", 1.5, 2.0, 3, 4, 1, 1000, {}, foreign_acks=7)
@@ -21,6 +25,14 @@ def test_figures_of_a_node_that_counts_no_foreign_acks_read_as_zero() -> None:
     """A node of an older version sends eight fields: its foreign_acks read as 0."""
     figures = NodeFigures.decode(b'["n1", 1.5, 2.0, 3, 4, 1, 1000, {}]')
     assert (figures.node, figures.rss_bytes, figures.foreign_acks) == ("n1", 1000, 0)
+
+
+def test_counters_a_node_of_an_older_version_does_not_count_read_as_zero() -> None:
+    """Its destinations carry fewer flow counters (no messages_duplicate): the rest are 0."""
+    older = list(TOTALS[: FLOW_COUNTERS.index("messages_duplicate")])
+    payload = b'["n1", 1.5, 2.0, 3, 4, 1, 1000, {"/queue/q": [%s, 3, 4, 5]}]' % str(older).encode()
+    [figures] = NodeFigures.decode(payload).destinations.values()
+    assert figures.totals == (*older, 0)
 
 
 @pytest.mark.parametrize(

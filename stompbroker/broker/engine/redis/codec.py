@@ -351,6 +351,10 @@ class Names:
         """:returns: the stream of a ``/queue/`` destination."""
         return self._queue + destination
 
+    def duplicates(self, destination: str) -> str:
+        """:returns: the sorted set of a destination's recent duplicate-detection ids."""
+        return f"{self.prefix}:dd:{destination}"
+
     def stream(self, destination: str) -> str:
         """:returns: the Redis stream of a ``/stream/`` destination."""
         return f"{self.prefix}:s:{destination}"

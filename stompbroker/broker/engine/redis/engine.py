@@ -56,7 +56,6 @@ from zope.interface import implementer
 
 from stompbroker.broker.engine.base import IEngine, Node
 from stompbroker.broker.engine.capabilities import REDIS, Capabilities
-from stompbroker.broker.engine.duplicate_detection import DuplicateDetection
 from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout
 from stompbroker.broker.engine.figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.local import DEFAULT_POLICY
@@ -72,6 +71,7 @@ from stompbroker.broker.engine.redis.connection import (
     run,
 )
 from stompbroker.broker.engine.redis.control import ControlChannel
+from stompbroker.broker.engine.redis.duplicates import ClusterDuplicates
 from stompbroker.broker.engine.redis.durables import Durables
 from stompbroker.broker.engine.redis.figures import FiguresExchange
 from stompbroker.broker.engine.redis.lanes import LaneMarks
@@ -205,8 +205,6 @@ class RedisEngine:
         #: The per-destination policies: the configuration's, this node's own, and
         #: those set at run time on any node (:mod:`.shared_policies`, docs/cluster.md).
         self.policies = Policies(policy)
-        #: Duplicate detection, this node's own: its windows are not shared yet.
-        self.duplicates = DuplicateDetection(clock, self.policies)
         #: This node's handles on the shared queues (:mod:`.queue_handles`).
         self.handles = QueueHandles(self)
         self.waiting = self.handles.waiting
@@ -295,6 +293,10 @@ class RedisEngine:
         self.publish_stream = self.publishing.publish_stream
         self.keep = self.publishing.keep
         self._check_connected = self.publishing.check_connected
+        #: Duplicate detection, its windows in Redis, shared by every node (:mod:`.duplicates`).
+        self.duplicates = ClusterDuplicates(
+            self._writer, self.publishing, self.names, self.policies, self.traffic
+        )
 
     # -- what it is --------------------------------------------------------------------
 
@@ -306,8 +308,8 @@ class RedisEngine:
         """:returns: this node's ids and counters."""
         return self.books
 
-    def duplicate_detection(self) -> DuplicateDetection:
-        """:returns: this node's windows of duplicate-detection ids."""
+    def duplicate_detection(self) -> ClusterDuplicates:
+        """:returns: the cluster's windows of duplicate-detection ids."""
         return self.duplicates
 
     # -- life cycle ----------------------------------------------------------------------

@@ -31,7 +31,7 @@ from stompbroker.broker.engine.redis.outage import unreachable_text
 from stompbroker.broker.engine.redis.queue_credit import QueueCredit
 from stompbroker.broker.engine.redis.shared_limits import SharedLimit, SharedLimits
 from stompbroker.broker.engine.redis.streams import RedisStreams
-from stompbroker.broker.engine.redis.topic_batches import encode_message
+from stompbroker.broker.engine.redis.topic_batches import batch_head, encode_message, pack
 from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX, REPLY_QUEUE_PREFIX
 from stompbroker.protocol.message import Message
@@ -81,6 +81,7 @@ class ClusterPublishing:
         #: set; forgotten when the policies (and so the limits) change.
         self._streams: dict[str, tuple[str, SharedLimit | None]] = {}
         engine.policies.watch(self._streams.clear)
+        self._batch_head = batch_head(self._node)
 
     def check_connected(self) -> None:
         """
@@ -147,6 +148,52 @@ class ClusterPublishing:
             payload = encode_entry(self._node, message)
             writer.command("XADD", stream, "*", "m", payload)
         return None
+
+    def appends_once(self, message: Message) -> tuple[list[str], str, bytes, bytes] | None:
+        """
+        What publishing ``message`` writes to Redis, for a script that does it
+        together with the check of its duplicate-detection id (:mod:`.duplicates`).
+
+        :returns: the streams to add its entry to, the channel to publish it
+            on (``""`` for a queue message) and what to publish, and the entry;
+            ``None`` for a queue whose policy limits it (a script of its own
+            adds it): then it is routed as any SEND once its id is found new.
+        :raises RedisUnreachable: as :meth:`check_connected`.
+        """
+        self.check_connected()
+        writer = self._engine.writer
+        destination = message.destination
+        if destination.startswith(QUEUE_PREFIX):
+            if self._limits.of(destination) is not None:
+                return None
+            if destination not in self._named:
+                self._queue_names.met(destination)
+            if message.group is not None:
+                self._lanes.grouped(writer, destination)
+            stream = self._lanes.stream(
+                writer, destination, self._names.queue(destination), message.priority
+            )
+            return [stream], "", b"", encode_entry(self._node, message)
+        streams = [durable.stream for durable in self._durables.streams(destination)]
+        entry = encode_entry(self._node, message) if streams else b""
+        return streams, self._names.topic(destination), self._batch_of(message), entry
+
+    def published_once(self, message: Message) -> None:
+        """
+        ``message``'s id was new and the script added and published it: count
+        it as :meth:`publish_queue` does, or fan it out here (the other nodes
+        have it from the channel).
+        """
+        if message.destination.startswith(QUEUE_PREFIX):
+            self._traffic.published(message)
+            if self._behind:
+                self._credit.sent(message.destination)
+        else:
+            self._fanout.publish(message)
+
+    def _batch_of(self, message: Message) -> bytes:
+        """:returns: a topic batch of ``message`` alone, as the writer would publish it."""
+        return pack(self._batch_head, message.destination, [encode_message(message)])
 
     def _stream(self, destination: str) -> tuple[str, SharedLimit | None]:
         """
