@@ -2,7 +2,7 @@
 The publishing cluster node's work per queue message, run N times in process:
 for counting its instructions.
 
-Usage: ``python -m benchmarks.cluster_publish_parts PART N``
+Usage: ``python -m benchmarks.cluster_publish_parts PART N [--duplicate-id] [--persistent]``
 
 A node with the redis engine, on a ``redis-server`` of its own
 (:class:`benchmarks.cluster.RedisServer`) and the ``uvloop`` reactor, takes N
@@ -17,6 +17,14 @@ pipeline and reads the replies.
   it checks that the queue's stream holds every message;
 - ``route``: the same with the engine's ``publish_queue`` doing nothing: what
   one process pays too (less its own queue), to take off ``send``'s count.
+
+With ``--duplicate-id`` every SEND carries a ``duplicate-id`` of its own, so
+each is one script (``lua/dedup_check_add.lua``) rather than one ``XADD``;
+with ``--persistent`` every SEND carries ``persistent:true``, and its RECEIPT
+waits for Redis as a SEND with a ``duplicate-id`` does.
+It prints the messages per second of the run (a short figure: the loop, the
+pipelines and Redis on one machine) and the Redis commands per SEND, from
+``INFO commandstats`` (a script's commands are counted inside it).
 
 As :mod:`benchmarks.queue_parts`, run it under ``valgrind --tool=callgrind`` at
 two values of N, the difference of the counts over the difference of the Ns
@@ -40,6 +48,7 @@ import asyncio
 import gc
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +59,9 @@ PRODUCERS = 4
 DESTINATION = "/queue/bench.publish"
 
 
-def run_part(part: str, messages: int) -> int:
+def run_part(
+    part: str, messages: int, duplicate_ids: bool = False, persistent: bool = False
+) -> int:
     """
     Run one part over ``messages`` messages (rounded down to whole reads), on
     the ``uvloop`` reactor, which it installs (run it in a process of its own).
@@ -74,7 +85,8 @@ def run_part(part: str, messages: int) -> int:
     with tempfile.TemporaryDirectory(prefix="stompbench-") as workdir:
         redis = RedisServer(Path(workdir))
         try:
-            done = ensureDeferred(_run(reactor, redis.url, part, sent, outcome))
+            running = _run(reactor, redis.url, part, sent, outcome, duplicate_ids, persistent)
+            done = ensureDeferred(running)
             done.addErrback(lambda failure: outcome.setdefault("error", failure.value))
             done.addBoth(lambda _: reactor.stop())
             reactor.run()
@@ -84,10 +96,27 @@ def run_part(part: str, messages: int) -> int:
         raise RuntimeError(f"{part}: {outcome['error']}")
     if part == "send" and outcome["stored"] != sent:
         raise RuntimeError(f"send: {outcome['stored']} of {sent} messages in the stream")
+    per_send = ", ".join(
+        f"{name} {calls / sent:.2f}"
+        for name, calls in sorted(outcome["commands"].items())
+        if calls >= sent / 100
+    )
+    print(
+        f"{sent} SENDs, {sent / outcome['seconds']:.0f}/s; Redis commands per SEND: {per_send};"
+        f" Redis's time per SEND in them: {outcome['usec'] / sent:.1f} us"
+    )
     return sent
 
 
-async def _run(reactor: Any, url: str, part: str, sent: int, outcome: dict[str, Any]) -> None:
+async def _run(
+    reactor: Any,
+    url: str,
+    part: str,
+    sent: int,
+    outcome: dict[str, Any],
+    duplicate_ids: bool,
+    persistent: bool,
+) -> None:
     from twisted.internet.defer import Deferred
 
     from benchmarks.in_process import connect
@@ -109,7 +138,9 @@ async def _run(reactor: Any, url: str, part: str, sent: int, outcome: dict[str, 
         broker.router._publish_queue = lambda message: None
     factory = stomp_server_factory(broker, reactor)
     producers = [connect(factory) for _ in range(PRODUCERS)]
-    template = SendTemplate(DESTINATION, b"x" * 117)
+    varying = ("duplicate-id", "m", 1 << 62) if duplicate_ids else None
+    extra = [("persistent", "true")] if persistent else []
+    template = SendTemplate(DESTINATION, b"x" * 117, extra, varying=varying)
     reads = [
         b"".join(template.frames(range(start, start + BATCH), True))
         for start in range(0, sent, BATCH)
@@ -117,7 +148,9 @@ async def _run(reactor: Any, url: str, part: str, sent: int, outcome: dict[str, 
     # As the broker runs (stompbroker.app's collector settings).
     tuning = CollectorTuning(DEFAULT_THRESHOLD)
     gc.collect()
+    await waited(engine.client.config_resetstat())
     tuning.startService()
+    started = time.perf_counter()
     try:
         for first in range(0, len(reads), PRODUCERS):
             turn = reads[first : first + PRODUCERS]
@@ -128,6 +161,18 @@ async def _run(reactor: Any, url: str, part: str, sent: int, outcome: dict[str, 
             await waited(engine.writer.drained())
     finally:
         tuning.stopService()
+    outcome["seconds"] = time.perf_counter() - started
+    stats = await waited(engine.client.info("commandstats"))
+    counted = {
+        name[len("cmdstat_") :]: figures
+        for name, figures in stats.items()
+        if name not in ("cmdstat_info", "cmdstat_config|resetstat")
+    }
+    outcome["commands"] = {name: figures["calls"] for name, figures in counted.items()}
+    # A script's time includes its commands': count the top-level ones alone.
+    outcome["usec"] = sum(
+        figures["usec"] for name, figures in counted.items() if name in ("xadd", "evalsha", "eval")
+    )
     outcome["stored"] = await waited(engine.client.xlen(engine.names.queue(DESTINATION)))
     await waited(engine.client.flushall())
 
@@ -137,10 +182,12 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.cluster_publish_parts")
     parser.add_argument("part", choices=PARTS)
     parser.add_argument("messages", type=int)
+    parser.add_argument("--duplicate-id", action="store_true", help="a duplicate-id per SEND")
+    parser.add_argument("--persistent", action="store_true", help="persistent:true SENDs")
     options = parser.parse_args(argv)
     if options.messages < BATCH:
         parser.error(f"at least {BATCH} messages")
-    run_part(options.part, options.messages)
+    run_part(options.part, options.messages, options.duplicate_id, options.persistent)
     return 0
 
 

@@ -14,6 +14,7 @@ import time
 import urllib.request
 
 import pytest
+import redis
 
 from tests.support.clients import connect, drain, flush_deliveries
 from tests.support.policy_calls import WAIT, call, eventually, names
@@ -109,6 +110,21 @@ def test_an_id_past_its_window_is_routed_again(
     time.sleep(0.6)
     send(b, "/queue/brief.jobs", "after", "job-1")
     assert [m.body for m in drain(a, "/queue/brief.jobs", 2)] == [b"first", b"after"]
+
+
+def test_redis_that_forgot_the_script_is_sent_it_again(
+    api_nodes: list[BrokerProcess],  # noqa: F811
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    """As after a restart of Redis, or a replica promoted: the id still counts once."""
+    a, b = api_nodes
+    send(a, "/queue/flushed", "first", "f-1")
+    client = redis.Redis(port=redis_server.port)
+    client.script_flush()
+    client.close()
+    send(b, "/queue/flushed", "again", "f-1")
+    send(b, "/queue/flushed", "second", "f-2")
+    assert [m.body for m in drain(a, "/queue/flushed", 2)] == [b"first", b"second"]
 
 
 def test_a_node_killed_after_the_receipt_leaves_the_id_with_the_cluster(

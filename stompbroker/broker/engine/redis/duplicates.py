@@ -6,7 +6,8 @@ and published by one script (:data:`DEDUP_CHECK_ADD`, ``lua/dedup_check_add.lua`
 on whichever node it arrives.
 
 So two nodes that race on one id route it once: Redis runs the scripts one
-after the other, and the second finds the id.  The script goes through the
+after the other, and the second finds the id.  The script goes (``EVALSHA``;
+the whole script again when Redis answers ``NOSCRIPT``) through the
 writer like every other write a message causes, so it keeps its place among
 the publisher's other SENDs, and the SEND's RECEIPT waits for its reply (with
 ``--engine-wait-replicas``, for the replicas too when the message is
@@ -27,26 +28,40 @@ between the two leaves the id recorded without its message.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from importlib.resources import files
-from typing import Any
+from typing import Any, Protocol
 
+from redis.exceptions import NoScriptError
 from twisted.internet.defer import Deferred
 
 from stompbroker.broker.engine.duplicate_detection import Route, window_bounds
 from stompbroker.broker.engine.redis.codec import Names
-from stompbroker.broker.engine.redis.publishing import ClusterPublishing
 from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.protocol.message import Message
 
-__all__ = ["DEDUP_CHECK_ADD", "ClusterDuplicates"]
+__all__ = ["DEDUP_CHECK_ADD", "DEDUP_CHECK_ADD_SHA", "ClusterDuplicates"]
 
 #: Checks an id in its destination's window and, if new, records it and adds
 #: and publishes the message (``lua/dedup_check_add.lua``, which says how).
 DEDUP_CHECK_ADD = (
     files("stompbroker.broker.engine.redis").joinpath("lua/dedup_check_add.lua").read_text()
 )
+#: Its SHA-1, for ``EVALSHA``: a SEND sends 40 bytes rather than the script.
+DEDUP_CHECK_ADD_SHA = hashlib.sha1(DEDUP_CHECK_ADD.encode()).hexdigest()
+
+
+class Appends(Protocol):
+    """What the script writes for a message, and what the node does after it
+    (:class:`~stompbroker.broker.engine.redis.publishing.ClusterPublishing`)."""
+
+    def appends_once(self, message: Message) -> tuple[list[str], str, bytes, bytes] | None:
+        """:returns: the streams, the channel and its batch, the entry; ``None``: routed apart."""
+
+    def published_once(self, message: Message) -> None:
+        """The script added and published ``message``: what this node does then."""
 
 
 class ClusterDuplicates:
@@ -62,7 +77,7 @@ class ClusterDuplicates:
     def __init__(
         self,
         writer: Callable[[], Any],
-        publishing: ClusterPublishing,
+        publishing: Appends,
         names: Names,
         policies: Policies,
         traffic: Traffic,
@@ -94,9 +109,7 @@ class ClusterDuplicates:
             channel, batch, entry = "", b"", b""
         else:
             streams, channel, batch, entry = appends
-        decided: Deferred[Any] = self._writer().command_waited(
-            "EVAL",
-            DEDUP_CHECK_ADD,
+        rest = (
             1 + len(streams),
             window,
             *streams,
@@ -106,11 +119,26 @@ class ClusterDuplicates:
             entry,
             channel,
             batch,
-            replicated=persistent,
         )
+        decided: Deferred[Any] = self._writer().command_waited(
+            "EVALSHA", DEDUP_CHECK_ADD_SHA, *rest, replicated=persistent
+        )
+        decided.addErrback(self._unless_unloaded, rest, persistent)
         if appends is None:
             return decided.addCallback(self._route_if_new, message, route, window, duplicate_id)
         return decided.addCallback(self._published_if_new, message)
+
+    def _unless_unloaded(self, failure: Any, rest: tuple[Any, ...], persistent: bool) -> Any:
+        """
+        Redis did not have the script (it restarted, or a replica took over):
+        send it whole, once more (this SEND's place among the publisher's
+        writes moves behind those already queued).
+        """
+        if failure.check(NoScriptError):
+            return self._writer().command_waited(
+                "EVAL", DEDUP_CHECK_ADD, *rest, replicated=persistent
+            )
+        return failure
 
     def _published_if_new(self, new: int, message: Message) -> None:
         if new:

@@ -34,7 +34,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from redis import asyncio as aioredis
-from redis.exceptions import ConnectionError, OutOfMemoryError, ReadOnlyError, ResponseError
+from redis.exceptions import (
+    ConnectionError,
+    NoScriptError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    ResponseError,
+)
 from twisted.internet.defer import Deferred
 
 from stompbroker.broker.engine.redis.busy import FULL_TEXT, Busy, RedisFull
@@ -463,6 +469,9 @@ class Writer:
                 replicas.discard(waiter)
             if isinstance(reply, OutOfMemoryError):
                 waiter.errback(RedisFull("broker full", FULL_TEXT))
+            elif isinstance(reply, NoScriptError):
+                # An EVALSHA of a script Redis lacks: its caller sends it whole.
+                waiter.errback(reply)
             elif isinstance(reply, Exception):
                 waiter.errback(RedisUnreachable("not stored", f"Redis refused: {reply}"))
             else:
@@ -471,7 +480,9 @@ class Writer:
         if full:
             self._full(len(full), str(full[0]))
         for reply in failed:
-            if isinstance(reply, ResponseError) and not isinstance(reply, OutOfMemoryError):
+            if isinstance(reply, ResponseError) and not isinstance(
+                reply, (OutOfMemoryError, NoScriptError)
+            ):
                 log.error("Redis refused a command: {error}", error=str(reply))
         if (
             outage is not None
