@@ -664,18 +664,31 @@ def test_resume_cluster_resumes_on_both_nodes_with_every_message(
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("part", ("send", "route"))
-def test_cluster_publish_parts_stores_every_message_sent(part: str) -> None:
-    """benchmarks.cluster_publish_parts (its own reactor: a process of its own) exits 0."""
+@pytest.mark.parametrize(
+    ("part", "flags", "command"),
+    [
+        ("send", [], "xadd 1.00"),
+        ("route", [], ""),
+        ("send", ["--persistent", "--duplicate-id"], "evalsha 1.00"),
+    ],
+)
+def test_cluster_publish_parts_stores_every_message_sent(
+    part: str, flags: list[str], command: str
+) -> None:
+    """
+    benchmarks.cluster_publish_parts (its own reactor: a process of its own) exits 0, and
+    prints the Redis commands per SEND (one script each with a duplicate-id).
+    """
     redis_server_binary()
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.cluster_publish_parts", part, "800"],
+        [sys.executable, "-m", "benchmarks.cluster_publish_parts", part, "800", *flags],
         cwd=ROOT,
         env=subprocess_env(),
         capture_output=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr.decode(errors="replace")
+    assert "800 SENDs" in done.stdout.decode() and command in done.stdout.decode()
 
 
 @pytest.mark.integration
