@@ -3,7 +3,8 @@ Duplicate detection shared by every node of a cluster (docs/destinations.md,
 "Exactly once into a queue"; docs/design/cluster.md, "Duplicate detection"): a
 real ``redis-server`` and two ``twistd`` nodes, driven by ``stomp.py``.  A SEND
 retried on the other node with the same ``duplicate-id`` is routed once, to a
-queue and to a topic's subscribers on both nodes; an id whose window ran out
+queue and to a topic's subscribers on both nodes, and counted at COMMIT in a
+transaction; an id whose window ran out
 goes through again; a node SIGKILLed right after the RECEIPT leaves the id
 with the cluster.
 """
@@ -72,6 +73,22 @@ def test_duplicates_count_per_destination_summed_over_the_nodes(
         in metrics
     )
     drain(a, "/queue/counted", 2)
+
+
+def test_in_a_transaction_the_id_counts_at_commit(
+    api_nodes: list[BrokerProcess],  # noqa: F811
+) -> None:
+    """An aborted SEND leaves no id behind; a committed one's id stops a retry on the other node."""
+    a, b = api_nodes
+    connection, events = connect(a.address)
+    for ending, body in (("abort", "aborted"), ("commit", "committed")):
+        connection.begin(transaction=ending)
+        connection.send("/queue/held", body, headers={"duplicate-id": "h-1"}, transaction=ending)
+        getattr(connection, ending)(transaction=ending, receipt=ending)
+        assert events.wait_for(lambda ending=ending: ending in events.receipts, WAIT)
+    connection.disconnect()
+    send(b, "/queue/held", "retried", "h-1")
+    assert [m.body for m in drain(a, "/queue/held", 1)] == [b"committed"]
 
 
 def test_a_topic_message_sent_to_both_nodes_reaches_each_subscriber_once(
