@@ -4,9 +4,9 @@ Duplicate detection shared by every node of a cluster (docs/destinations.md,
 real ``redis-server`` and two ``twistd`` nodes, driven by ``stomp.py``.  A SEND
 retried on the other node with the same ``duplicate-id`` is routed once, to a
 queue and to a topic's subscribers on both nodes, and counted at COMMIT in a
-transaction; an id whose window ran out
-goes through again; a node SIGKILLed right after the RECEIPT leaves the id
-with the cluster.
+transaction; an id whose window ran out goes through again; a node SIGKILLed
+right after the RECEIPT leaves the id with the cluster; a Redis that forgot
+the script is sent it again.
 """
 
 from __future__ import annotations
