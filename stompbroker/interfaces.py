@@ -16,6 +16,8 @@ What the broker asks of the engine that holds its destinations' state is in
 
 from __future__ import annotations
 
+from typing import Any
+
 from attrs import frozen
 from zope.interface import Attribute, Interface
 
@@ -48,6 +50,8 @@ class ConnectionDescription:
     :ivar messages_out: messages delivered to it (MESSAGE frames).
     :ivar subscriptions: subscriptions open now.
     :ivar connected_since: when the connection was made, in clock seconds.
+    :ivar info: what its login says of the user for presence (a JSON object),
+        or ``None``.
     """
 
     session: str = ""
@@ -63,6 +67,7 @@ class ConnectionDescription:
     messages_out: int = 0
     subscriptions: int = 0
     connected_since: float = 0.0
+    info: dict[str, Any] | None = None
 
 
 class ISubscriber(Interface):
@@ -271,6 +276,13 @@ class IBroker(Interface):
         """
         Stop delivering to a subscriber; unknown subscribers are ignored.  What it
         holds unacknowledged returns to its queue for redelivery.
+        """
+
+    def away(subscriber):  # type: ignore[no-untyped-def]
+        """
+        A subscription is held for a detached resumable session, whose client
+        may come back: its member shows as away in presence.  Unknown
+        subscribers are ignored.
         """
 
     def remove_durable(durable):  # type: ignore[no-untyped-def]

@@ -284,6 +284,7 @@ class StompSession:
             messages_out=output.messages_sent,
             subscriptions=len(self.subscriptions),
             connected_since=self.connected_at,
+            info=None if identity is None else identity.info,
         )
 
     def subscribers(self) -> tuple[Any, ...]:

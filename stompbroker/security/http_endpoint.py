@@ -50,6 +50,7 @@ from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.python.failure import Failure
 
 from stompbroker.logs import logger
+from stompbroker.security.identity import member_info
 
 __all__ = [
     "EndpointError",
@@ -166,6 +167,8 @@ class UserAnswer:
         by the broker itself; ``None`` to ask ``resource_path`` per destination.
     :ivar expires_at: POSIX seconds when the login must be renewed, or ``None``.
     :ivar reason: a denial's reason, for the client, or ``None``.
+    :ivar info: the user's presence data (an object), or ``None``
+        (:func:`~stompbroker.security.identity.member_info`).
     """
 
     allow: bool
@@ -174,6 +177,7 @@ class UserAnswer:
     rights: dict[str, tuple[str, ...]] | None = None
     expires_at: float | None = None
     reason: str | None = None
+    info: dict[str, Any] | None = None
 
 
 @frozen
@@ -473,7 +477,8 @@ def _user_answer(login: str) -> Callable[[dict[str, Any]], UserAnswer]:
         ):
             raise ValueError("expires_at must be POSIX seconds")
         groups = _strings(document.get("groups", []), "groups")
-        return UserAnswer(True, user, groups, rights, expires_at)
+        info = member_info(document.get("info"))
+        return UserAnswer(True, user, groups, rights, expires_at, info=info)
 
     return read
 
