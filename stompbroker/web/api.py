@@ -17,6 +17,7 @@ path                                                   method  what
 ``/api/destinations/{destination}``                    DELETE  delete a queue or durable
 ``/api/destinations/{destination}/messages?count=N``   GET     browse the first N waiting
 ``/api/destinations/{destination}/subscribers``        GET     who subscribes (presence)
+``/api/destinations/{destination}/members``            GET     its members: users (presence)
 ``/api/destinations/{destination}/messages``           DELETE  purge what waits
 ``/api/destinations/{destination}/move``               POST    ``{"to", "count", "copy"}``
 ``/api/destinations/{destination}/retry``              POST    ``{"count"}``: DLQ back home
@@ -317,6 +318,7 @@ class ManagementApi(Resource):
             "": ("GET", "DELETE"),
             "messages": ("GET", "DELETE"),
             "subscribers": ("GET",),
+            "members": ("GET",),
             "move": ("POST",),
             "retry": ("POST",),
             "publish": ("POST",),
@@ -348,6 +350,8 @@ class ManagementApi(Resource):
             return deleted.addCallback(delete_answer, {"destination": name, "vhost": vhost})
         if action == "subscribers":
             return [record_document(entry) for entry in management.subscribers(internal)]
+        if action == "members":
+            return [record_document(member) for member in management.members(internal)]
         if action == "messages":
             if method == "GET":
                 count = count_of(query(request, "count"), DEFAULT_BROWSE)

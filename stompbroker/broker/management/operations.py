@@ -351,6 +351,15 @@ class Management:
         found: list[Any] = self.broker.presence.subscribers(name)
         return found
 
+    def members(self, name: str) -> list[Any]:
+        """
+        :returns: the members of ``name`` (users, and anonymous connections),
+            on every node, oldest first
+            (:class:`~stompbroker.broker.features.presence.Member` records).
+        """
+        found: list[Any] = self.broker.presence.members(name)
+        return found
+
     def memory_alarm(self) -> Any:
         """:returns: the watermark's :class:`~stompbroker.broker.flow.backpressure.MemoryAlarm`."""
         return self.broker.memory_alarm()
