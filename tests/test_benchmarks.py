@@ -644,6 +644,26 @@ def test_fanout_cost_refuses_a_run_that_lost_a_delivery(monkeypatch: pytest.Monk
 
 
 @pytest.mark.integration
+def test_presence_latency_reads_each_join_and_leave_on_both_nodes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """benchmarks.presence_latency times a member's join and leave, each event checked."""
+    from benchmarks import presence_latency
+
+    redis_server_binary()
+    assert presence_latency.main(["--repeat", "2"]) == 0
+    output = capsys.readouterr().out
+    lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    assert [line["figure"] for line in lines] == [
+        "member join, same node",
+        "member leave, same node",
+        "member join, other node",
+        "member leave, other node",
+    ]
+    assert all(line["value"] > 0 for line in lines)
+
+
+@pytest.mark.integration
 def test_resume_cluster_resumes_on_both_nodes_with_every_message(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
