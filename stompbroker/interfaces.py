@@ -185,6 +185,17 @@ class IConnection(Interface):
             for the management API; a connection that makes none returns ``()``.
         """
 
+    def end_subscription(subscription_id, reason):  # type: ignore[no-untyped-def]
+        """
+        End one of the connection's subscriptions for the application (the
+        management API's unsubscribe of a user): as an UNSUBSCRIBE would, then
+        a last MESSAGE on it with the header ``stompbroker-unsubscribed``
+        (``reason``), so that the client knows.  A connection that makes no
+        subscriptions, or has none of that id, ignores it.
+
+        :returns: whether the subscription was there.
+        """
+
     def fail(error):  # type: ignore[no-untyped-def]
         """
         End the connection with an ERROR: the management API's close, with a

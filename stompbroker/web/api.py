@@ -23,6 +23,8 @@ path                                                   method  what
 ``/api/destinations/{destination}/retry``              POST    ``{"count"}``: DLQ back home
 ``/api/destinations/{destination}/publish``            POST    ``{"body", "headers"}``
 ``/api/nodes``                                         GET     the broker processes
+``/api/publish``, ``/api/users/{login}/...``           ...     an application's backend's
+                                                               calls (:mod:`.api_backend`)
 =====================================================  ======  =============================
 
 The destination is one path segment, percent-encoded (``%2Fqueue%2Forders``).
@@ -38,8 +40,6 @@ documents every call with a ``curl`` line.  Errors are JSON objects with
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from typing import Any
 
@@ -68,6 +68,7 @@ from stompbroker.logs import logger
 from stompbroker.stats.documents import disk_document, memory_document, stats_document
 from stompbroker.stats.services import LiveStats
 from stompbroker.stats.setup import RunningSetup
+from stompbroker.web.api_backend import BackendCalls
 from stompbroker.web.api_bodies import (
     MAX_BODY,
     action_answer,
@@ -76,6 +77,7 @@ from stompbroker.web.api_bodies import (
     delete_answer,
     json_body,
     message_document,
+    publish_fields,
     query,
     record_document,
     record_documents,
@@ -133,6 +135,7 @@ class ManagementApi(Resource):
         self.live = live
         self.setup = setup
         self.hosts = ApiHosts(getattr(management.broker, "virtual_hosts", None))
+        self.backend = BackendCalls(management, guard, self.hosts)
 
     def render(self, request: Request) -> Any:
         request.setHeader(b"content-type", b"application/json")
@@ -225,6 +228,12 @@ class ManagementApi(Resource):
             self._allow(method, ("GET", "PUT", "DELETE") if len(path) == 2 else ("GET",))
             self.guard.require(identity, READ if method == "GET" else ADMIN)
             return self._policy_call(identity, request, method, path[1:])
+        if top == "publish" and len(path) == 1:
+            self._allow(method, ("POST",))
+            return self.backend.publish_batch(identity, request, _operator(identity, request))
+        if top == "users" and len(path) == 3:
+            operator = _operator(identity, request)
+            return self.backend.user(identity, request, method, path[1], path[2], operator)
         if top == "destinations":
             if len(path) == 1:
                 self._allow(method, ("GET",))
@@ -450,34 +459,12 @@ class ManagementApi(Resource):
         check_publish_target(name)
         vhost = host.name if host is not None else DEFAULT_HOST
         internal = self.hosts.inward(host, name)
-        headers = body.get("headers", {})
-        if not isinstance(headers, dict) or not all(
-            isinstance(key, str) and isinstance(value, str) for key, value in headers.items()
-        ):
-            raise ApiError(400, "bad request", '"headers" must be an object of strings')
-        for key in headers:
-            if not key or any(character in key for character in ":\r\n"):
-                raise ApiError(400, "bad request", f"invalid header name {key!r}")
-        text = body.get("body", "")
-        encoding = body.get("body_encoding", "utf-8")
-        if not isinstance(text, str) or encoding not in ("utf-8", "base64"):
-            raise ApiError(
-                400, "bad request", '"body" must be a string, "body_encoding" utf-8 or base64'
-            )
-        try:
-            if encoding == "base64":
-                payload = base64.b64decode(text, validate=True)
-            else:
-                payload = text.encode("utf-8")
-        except binascii.Error:
-            raise ApiError(400, "bad request", '"body" is not valid base64') from None
+        payload, headers = publish_fields(body)
         # The application behind --auth http may have to be asked first, as for a SEND.
         allowed = self.guard.ask(
             identity, WRITE, name, self.hosts.access(vhost), self._named(vhost)
         )
-        return allowed.addCallback(
-            self._published, internal, payload, tuple(headers.items()), name, vhost
-        )
+        return allowed.addCallback(self._published, internal, payload, headers, name, vhost)
 
     def _published(
         self, _: None, internal: str, payload: bytes, headers: Any, name: str, vhost: str
