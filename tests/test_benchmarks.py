@@ -644,6 +644,19 @@ def test_fanout_cost_refuses_a_run_that_lost_a_delivery(monkeypatch: pytest.Monk
 
 
 @pytest.mark.integration
+def test_api_publish_checks_the_depth_after_each_batch_size(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """benchmarks.api_publish publishes one by one and in batches, the queue's depth checked."""
+    from benchmarks import api_publish
+
+    assert api_publish.main(["--messages", "30", "--batches", "1,7"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line[:1] == "{"]
+    assert [line["figure"] for line in lines] == ["batches of 1", "batches of 7"]
+    assert all(line["value"] > 0 for line in lines)
+
+
+@pytest.mark.integration
 def test_presence_latency_reads_each_join_and_leave_on_both_nodes(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
