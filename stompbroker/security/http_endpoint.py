@@ -54,6 +54,7 @@ from stompbroker.security.identity import member_info
 
 __all__ = [
     "EndpointError",
+    "pooled_client",
     "EndpointFigures",
     "EndpointOptions",
     "HttpEndpoint",
@@ -235,7 +236,7 @@ class EndpointFigures:
         }
 
 
-def _default_client(reactor: Any) -> Any:
+def pooled_client(reactor: Any) -> Any:
     """treq's client on a persistent connection pool of ``reactor``."""
     from treq.client import HTTPClient
     from twisted.web.client import Agent, HTTPConnectionPool
@@ -371,7 +372,7 @@ class HttpEndpoint:
     ) -> Any:
         client = self._client
         if client is None:
-            client = self._client = _default_client(self.clock)
+            client = self._client = pooled_client(self.clock)
         response = await client.post(self.options.address(path), json=body)
         content = await response.content()
         if response.code != 200:

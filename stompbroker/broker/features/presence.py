@@ -246,6 +246,9 @@ class Presence:
         self._clock = clock
         self._new_id = new_id
         self.share: PresenceShare | None = None
+        #: The broker's :class:`~stompbroker.broker.features.webhooks.Webhooks`,
+        #: told what this node's subscriptions change; ``None`` without them.
+        self.webhooks: Any = None
         #: destination -> field -> entry: every node's.
         self._present: dict[str, dict[str, Present]] = {}
         #: this node's subscriptions -> their entries.
@@ -314,7 +317,9 @@ class Presence:
             info=described.info,
         )
         self._here[subscriber] = entry
+        reported = self._before(entry)
         self.apply_join(entry)
+        self._report(entry, reported)
         if watch == MEMBERS:
             subscriber.deliver(
                 members_message(destination, self.members(destination), self._new_id())
@@ -336,7 +341,9 @@ class Presence:
                 watchers.remove(subscriber)
                 if not watchers:
                     del watching[entry.destination]
+        reported = self._before(entry)
         self.apply_leave(entry)
+        self._report(entry, reported)
         if self.share is not None:
             self.share.left(entry)
 
@@ -412,6 +419,29 @@ class Presence:
         present = self._present.get(entry.destination, {})
         key = entry.member
         return member_of([other for other in present.values() if other.member == key])
+
+    def _before(self, entry: Present) -> tuple[int, Member | None] | None:
+        """:returns: what the webhooks compare a change of this node with, if there are any."""
+        if self.webhooks is None:
+            return None
+        return len(self._present.get(entry.destination, ())), self._member(entry)
+
+    def _report(self, entry: Present, before: tuple[int, Member | None] | None) -> None:
+        """Tell the webhooks what a change of this node's subscriptions did."""
+        if before is None:
+            return
+        count, member = before
+        hooks, destination = self.webhooks, entry.destination
+        now = len(self._present.get(destination, ()))
+        after = self._member(entry)
+        if count == 0 and now:
+            hooks.occupied(destination)
+        if member is None and after is not None:
+            hooks.member_added(destination, after.document())
+        elif member is not None and after is None:
+            hooks.member_removed(destination, member.document())
+        if count and not now:
+            hooks.vacated(destination)
 
     def _tell_members(self, entry: Present, before: Member | None) -> None:
         watchers = self._member_watchers.get(entry.destination)
