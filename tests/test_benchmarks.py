@@ -657,6 +657,22 @@ def test_api_publish_checks_the_depth_after_each_batch_size(
 
 
 @pytest.mark.integration
+def test_webhook_latency_hears_each_member_and_the_one_sent_while_down(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """benchmarks.webhook_latency times member_added and a delivery after the app was down."""
+    from benchmarks import webhook_latency
+
+    assert webhook_latency.main(["--repeat", "2", "--down", "0.5"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line[:1] == "{"]
+    assert [line["figure"].split(" (")[0] for line in lines] == [
+        "member_added, SUBSCRIBE to the app",
+        "after 0.5 s down",
+    ]
+    assert all(line["value"] > 0 for line in lines)
+
+
+@pytest.mark.integration
 def test_presence_latency_reads_each_join_and_leave_on_both_nodes(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
