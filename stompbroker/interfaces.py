@@ -16,6 +16,8 @@ What the broker asks of the engine that holds its destinations' state is in
 
 from __future__ import annotations
 
+from typing import Any
+
 from attrs import frozen
 from zope.interface import Attribute, Interface
 
@@ -48,6 +50,8 @@ class ConnectionDescription:
     :ivar messages_out: messages delivered to it (MESSAGE frames).
     :ivar subscriptions: subscriptions open now.
     :ivar connected_since: when the connection was made, in clock seconds.
+    :ivar info: what its login says of the user for presence (a JSON object),
+        or ``None``.
     """
 
     session: str = ""
@@ -63,6 +67,7 @@ class ConnectionDescription:
     messages_out: int = 0
     subscriptions: int = 0
     connected_since: float = 0.0
+    info: dict[str, Any] | None = None
 
 
 class ISubscriber(Interface):
@@ -180,6 +185,17 @@ class IConnection(Interface):
             for the management API; a connection that makes none returns ``()``.
         """
 
+    def end_subscription(subscription_id, reason):  # type: ignore[no-untyped-def]
+        """
+        End one of the connection's subscriptions for the application (the
+        management API's unsubscribe of a user): as an UNSUBSCRIBE would, then
+        a last MESSAGE on it with the header ``stompbroker-unsubscribed``
+        (``reason``), so that the client knows.  A connection that makes no
+        subscriptions, or has none of that id, ignores it.
+
+        :returns: whether the subscription was there.
+        """
+
     def fail(error):  # type: ignore[no-untyped-def]
         """
         End the connection with an ERROR: the management API's close, with a
@@ -271,6 +287,13 @@ class IBroker(Interface):
         """
         Stop delivering to a subscriber; unknown subscribers are ignored.  What it
         holds unacknowledged returns to its queue for redelivery.
+        """
+
+    def away(subscriber):  # type: ignore[no-untyped-def]
+        """
+        A subscription is held for a detached resumable session, whose client
+        may come back: its member shows as away in presence.  Unknown
+        subscribers are ignored.
         """
 
     def remove_durable(durable):  # type: ignore[no-untyped-def]

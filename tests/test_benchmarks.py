@@ -644,6 +644,55 @@ def test_fanout_cost_refuses_a_run_that_lost_a_delivery(monkeypatch: pytest.Monk
 
 
 @pytest.mark.integration
+def test_api_publish_checks_the_depth_after_each_batch_size(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """benchmarks.api_publish publishes one by one and in batches, the queue's depth checked."""
+    from benchmarks import api_publish
+
+    assert api_publish.main(["--messages", "30", "--batches", "1,7"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line[:1] == "{"]
+    assert [line["figure"] for line in lines] == ["batches of 1", "batches of 7"]
+    assert all(line["value"] > 0 for line in lines)
+
+
+@pytest.mark.integration
+def test_webhook_latency_hears_each_member_and_the_one_sent_while_down(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """benchmarks.webhook_latency times member_added and a delivery after the app was down."""
+    from benchmarks import webhook_latency
+
+    assert webhook_latency.main(["--repeat", "2", "--down", "0.5"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line[:1] == "{"]
+    assert [line["figure"].split(" (")[0] for line in lines] == [
+        "member_added, SUBSCRIBE to the app",
+        "after 0.5 s down",
+    ]
+    assert all(line["value"] > 0 for line in lines)
+
+
+@pytest.mark.integration
+def test_presence_latency_reads_each_join_and_leave_on_both_nodes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """benchmarks.presence_latency times a member's join and leave, each event checked."""
+    from benchmarks import presence_latency
+
+    redis_server_binary()
+    assert presence_latency.main(["--repeat", "2"]) == 0
+    output = capsys.readouterr().out
+    lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    assert [line["figure"] for line in lines] == [
+        "member join, same node",
+        "member leave, same node",
+        "member join, other node",
+        "member leave, other node",
+    ]
+    assert all(line["value"] > 0 for line in lines)
+
+
+@pytest.mark.integration
 def test_resume_cluster_resumes_on_both_nodes_with_every_message(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -258,6 +258,7 @@ SECTIONS: dict[str, OptionSection] = {
         dict.fromkeys(["stats-dir", "stats-stream", "stats-interval", "monitor-interval"], VALUE)
     ),
     "process": OptionSection(dict.fromkeys(["log-level", "gc-threshold"], VALUE)),
+    "webhooks": OptionSection({"webhook": VALUE, "webhook-secret-file": VALUE}),
 }
 
 

@@ -32,6 +32,7 @@ from stompbroker.app.policy_options import PolicyOptions
 from stompbroker.app.redelivery_options import RedeliveryOptions
 from stompbroker.app.stream_options import StreamOptions
 from stompbroker.app.vhost_options import VhostOptions
+from stompbroker.app.webhook_options import WebhookOptions
 from stompbroker.app.websocket_options import WebSocketOptions
 from stompbroker.broker.queueing.delivery import EXPIRED_ACTIONS
 from stompbroker.broker.store.sqlite import SYNC_MODES
@@ -100,6 +101,7 @@ class Options(
     PolicyOptions,
     WebSocketOptions,
     EdgeOptions,
+    WebhookOptions,
     ConfigFileOptions,
     strcred.AuthOptionMixin,
 ):
@@ -228,6 +230,7 @@ class Options(
         self.check_policies()
         self.check_websocket()
         self.check_edge()
+        self.check_webhook()
         if self["log-level"] not in LEVELS:
             raise usage.UsageError(
                 f"--log-level must be one of {', '.join(LEVELS)}, got {self['log-level']!r}"

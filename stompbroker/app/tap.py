@@ -29,6 +29,7 @@ from stompbroker.app.options import Options
 from stompbroker.app.services import BrokerService, ReloadOnHangup, exit_with_error
 from stompbroker.app.workers import AdoptedPort, WorkerSupervisor, adopted_ports
 from stompbroker.broker.engine.factory import build_engine
+from stompbroker.broker.features.webhooks import Webhooks
 from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.management.operations import Management
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
@@ -52,6 +53,7 @@ from stompbroker.transport.websocket import WebSocketConfig
 from stompbroker.web.api import ManagementApi
 from stompbroker.web.api_guard import ApiGuard
 from stompbroker.web.site import WebSite, web_root
+from stompbroker.web.webhook_sender import WebhookSender
 
 __all__ = ["Options", "makeService"]
 
@@ -158,6 +160,10 @@ def makeService(options: Options, reactor: Any | None = None) -> MultiService:
         slow_consumer_buffer=options["slow-consumer-buffer"],
         resumption=resumption,
     )
+    if options["webhook"] is not None:
+        broker.presence.webhooks = Webhooks(
+            WebhookSender(options["webhook"], reactor), options["webhook-secret"], reactor
+        )
     if resumption is not None:
         # With a shared engine, a client may resume on any of its nodes.
         broker.engine.share_resumption(resumption)

@@ -407,6 +407,10 @@ class Broker(Service):
         self.presence.leave(subscriber)
         self.consumers.unsubscribe(subscriber)
 
+    def away(self, subscriber: Any) -> None:
+        """:meth:`stompbroker.interfaces.IBroker.away`: tell presence."""
+        self.presence.away(subscriber)
+
     def remove_durable(self, durable: tuple[str, str]) -> None:
         """
         Delete a durable subscription and the messages it has collected.

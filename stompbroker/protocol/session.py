@@ -115,7 +115,11 @@ __all__ = [
     "SessionStateError",
     "State",
     "StompSession",
+    "UNSUBSCRIBED_HEADER",
 ]
+
+#: The header of the last MESSAGE of a subscription the application ended.
+UNSUBSCRIBED_HEADER = "stompbroker-unsubscribed"
 
 #: The settings of a session made without any.
 _DEFAULT_CONFIG = SessionConfig()
@@ -284,6 +288,7 @@ class StompSession:
             messages_out=output.messages_sent,
             subscriptions=len(self.subscriptions),
             connected_since=self.connected_at,
+            info=None if identity is None else identity.info,
         )
 
     def subscribers(self) -> tuple[Any, ...]:
@@ -337,6 +342,26 @@ class StompSession:
         self.fail(
             ShuttingDown("broker shutting down", "the broker is stopping; connect again later")
         )
+
+    def end_subscription(self, subscription_id: str, reason: str) -> bool:
+        """:meth:`~stompbroker.interfaces.IConnection.end_subscription`."""
+        subscription = self.subscriptions.by_id.get(subscription_id)
+        if subscription is None or self._life.ending():
+            return False
+        self.subscriptions.unsubscribe(Frame("UNSUBSCRIBE", (("id", subscription_id),)))
+        self.send_frame(
+            Frame(
+                "MESSAGE",
+                (
+                    ("subscription", subscription_id),
+                    ("message-id", f"unsubscribed-{self.session_id}-{subscription_id}"),
+                    ("destination", subscription.destination),
+                    (UNSUBSCRIBED_HEADER, reason or "by the application"),
+                ),
+            )
+        )
+        self.output.flush()
+        return True
 
     def fail(self, error: ProtocolError) -> None:
         """End the session with an ERROR for a fault the transport found itself."""

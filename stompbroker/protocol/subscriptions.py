@@ -352,6 +352,10 @@ class Subscriptions:
             self._numbered.pop(str(subscription.number), None)
         self._broker.unsubscribe(subscription)
 
+    def hold_away(self, subscription: SessionSubscription) -> None:
+        """One subscription is held for the client of a detached session: presence shows it away."""
+        self._broker.away(subscription)
+
     def ack_names(
         self, frame: Frame
     ) -> tuple[SessionSubscription | None, str, str | None, str | None]:

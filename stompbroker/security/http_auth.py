@@ -248,7 +248,9 @@ class HttpChecker:
                     "authorization unavailable", f"the application's rights are invalid: {error}"
                 ) from None
         rights = AppRights(self.endpoint, answer.user, groups, grants)
-        return Identity(answer.user, groups, granted=rights, expires=answer.expires_at)
+        return Identity(
+            answer.user, groups, granted=rights, expires=answer.expires_at, info=answer.info
+        )
 
 
 @implementer(ICredentialsChecker)

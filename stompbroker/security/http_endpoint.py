@@ -50,9 +50,11 @@ from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.python.failure import Failure
 
 from stompbroker.logs import logger
+from stompbroker.security.identity import member_info
 
 __all__ = [
     "EndpointError",
+    "pooled_client",
     "EndpointFigures",
     "EndpointOptions",
     "HttpEndpoint",
@@ -166,6 +168,8 @@ class UserAnswer:
         by the broker itself; ``None`` to ask ``resource_path`` per destination.
     :ivar expires_at: POSIX seconds when the login must be renewed, or ``None``.
     :ivar reason: a denial's reason, for the client, or ``None``.
+    :ivar info: the user's presence data (an object), or ``None``
+        (:func:`~stompbroker.security.identity.member_info`).
     """
 
     allow: bool
@@ -174,6 +178,7 @@ class UserAnswer:
     rights: dict[str, tuple[str, ...]] | None = None
     expires_at: float | None = None
     reason: str | None = None
+    info: dict[str, Any] | None = None
 
 
 @frozen
@@ -231,7 +236,7 @@ class EndpointFigures:
         }
 
 
-def _default_client(reactor: Any) -> Any:
+def pooled_client(reactor: Any) -> Any:
     """treq's client on a persistent connection pool of ``reactor``."""
     from treq.client import HTTPClient
     from twisted.web.client import Agent, HTTPConnectionPool
@@ -367,7 +372,7 @@ class HttpEndpoint:
     ) -> Any:
         client = self._client
         if client is None:
-            client = self._client = _default_client(self.clock)
+            client = self._client = pooled_client(self.clock)
         response = await client.post(self.options.address(path), json=body)
         content = await response.content()
         if response.code != 200:
@@ -473,7 +478,8 @@ def _user_answer(login: str) -> Callable[[dict[str, Any]], UserAnswer]:
         ):
             raise ValueError("expires_at must be POSIX seconds")
         groups = _strings(document.get("groups", []), "groups")
-        return UserAnswer(True, user, groups, rights, expires_at)
+        info = member_info(document.get("info"))
+        return UserAnswer(True, user, groups, rights, expires_at, info=info)
 
     return read
 

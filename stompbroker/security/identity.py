@@ -8,12 +8,25 @@ them out, and :mod:`stompbroker.security.access` decides by them.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from attrs import field, frozen
 from zope.interface import Attribute, Interface, implementer
 
-__all__ = ["ANONYMOUS_IDENTITY", "IHostAdmission", "IIdentity", "Identity", "avatar_name"]
+__all__ = [
+    "ANONYMOUS_IDENTITY",
+    "INFO_BYTES",
+    "IHostAdmission",
+    "IIdentity",
+    "Identity",
+    "avatar_name",
+    "member_info",
+]
+
+#: The most a login's ``info`` may hold, as JSON: it travels with every
+#: presence event of the user, to every watcher, and into the cluster's Redis.
+INFO_BYTES = 4096
 
 
 class IIdentity(Interface):
@@ -54,6 +67,10 @@ class Identity:
         consult instead of the access file; ``None`` for the others.
     :ivar expires: when the credentials stop being valid (a token's ``exp``,
         POSIX seconds); the session ends the connection then.  ``None``: never.
+    :ivar info: what the login says of the user for presence (the application's
+        ``info``, a token's ``info`` claim: a name, an avatar), shown to the
+        other members of the destinations the user subscribes to; ``None``:
+        nothing (see :func:`member_info`).
     """
 
     name: str
@@ -61,6 +78,26 @@ class Identity:
     anonymous: bool = False
     granted: Any = field(default=None, repr=False)
     expires: float | None = None
+    info: dict[str, Any] | None = field(default=None, repr=False)
+
+
+def member_info(value: Any) -> dict[str, Any] | None:
+    """
+    Check what a login gives as the user's presence ``info``, as Pusher's
+    ``user_info`` and Centrifugo's ``info``: a JSON object of at most
+    :data:`INFO_BYTES`, so that every member of a destination can be sent it.
+
+    :returns: the object, or ``None`` for ``None``.
+    :raises ValueError: saying what is wrong with it.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError("info must be a JSON object")
+    size = len(json.dumps(value, separators=(",", ":")).encode())
+    if size > INFO_BYTES:
+        raise ValueError(f"info holds {size} bytes as JSON, more than {INFO_BYTES}")
+    return value
 
 
 #: The identity of every client that did not log in.

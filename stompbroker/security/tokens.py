@@ -54,6 +54,10 @@ a scope of ours with an invalid pattern refuses the token, so that a typo in
 the identity provider is seen at once.  A token's rights replace the access
 file's for its holder.
 
+An ``info`` claim (a JSON object of at most 4 KiB, as Centrifugo's) is the
+user's presence data, shown to the other members of the destinations the user
+subscribes to.
+
 Every refusal that reaches the client names its reason (``login failed: token
 expired``), which says nothing a guesser could use: the signature is checked
 before any claim, and no secret is involved in the rest.
@@ -77,7 +81,7 @@ from stompbroker.protocol.errors import InvalidDestination
 from stompbroker.protocol.login import utc_text
 from stompbroker.security.access import ADMIN, RIGHTS, Grants
 from stompbroker.security.credentials import IBearerToken, InvalidCredentials
-from stompbroker.security.identity import Identity
+from stompbroker.security.identity import Identity, member_info
 from stompbroker.security.token_keys import KEY_KINDS, KeyFile
 
 __all__ = [
@@ -274,7 +278,11 @@ class TokenChecker:
         if not isinstance(subject, str) or not subject:
             raise InvalidCredentials("invalid sub claim", "sub must be a non-empty string")
         grants = grants_from_scopes(_scopes(claims), self.prefix)
-        return Identity(subject, granted=grants, expires=expires)
+        try:
+            info = member_info(claims.get("info"))
+        except ValueError as error:
+            raise InvalidCredentials("invalid info claim", str(error)) from None
+        return Identity(subject, granted=grants, expires=expires, info=info)
 
     def _decode(self, token: str, key: Any, algorithms: tuple[str, ...]) -> dict[str, Any]:
         """

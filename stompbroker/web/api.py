@@ -17,11 +17,14 @@ path                                                   method  what
 ``/api/destinations/{destination}``                    DELETE  delete a queue or durable
 ``/api/destinations/{destination}/messages?count=N``   GET     browse the first N waiting
 ``/api/destinations/{destination}/subscribers``        GET     who subscribes (presence)
+``/api/destinations/{destination}/members``            GET     its members: users (presence)
 ``/api/destinations/{destination}/messages``           DELETE  purge what waits
 ``/api/destinations/{destination}/move``               POST    ``{"to", "count", "copy"}``
 ``/api/destinations/{destination}/retry``              POST    ``{"count"}``: DLQ back home
 ``/api/destinations/{destination}/publish``            POST    ``{"body", "headers"}``
 ``/api/nodes``                                         GET     the broker processes
+``/api/publish``, ``/api/users/{login}/...``           ...     an application's backend's
+                                                               calls (:mod:`.api_backend`)
 =====================================================  ======  =============================
 
 The destination is one path segment, percent-encoded (``%2Fqueue%2Forders``).
@@ -37,8 +40,6 @@ documents every call with a ``curl`` line.  Errors are JSON objects with
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from typing import Any
 
@@ -67,6 +68,7 @@ from stompbroker.logs import logger
 from stompbroker.stats.documents import disk_document, memory_document, stats_document
 from stompbroker.stats.services import LiveStats
 from stompbroker.stats.setup import RunningSetup
+from stompbroker.web.api_backend import BackendCalls
 from stompbroker.web.api_bodies import (
     MAX_BODY,
     action_answer,
@@ -75,6 +77,7 @@ from stompbroker.web.api_bodies import (
     delete_answer,
     json_body,
     message_document,
+    publish_fields,
     query,
     record_document,
     record_documents,
@@ -132,6 +135,7 @@ class ManagementApi(Resource):
         self.live = live
         self.setup = setup
         self.hosts = ApiHosts(getattr(management.broker, "virtual_hosts", None))
+        self.backend = BackendCalls(management, guard, self.hosts)
 
     def render(self, request: Request) -> Any:
         request.setHeader(b"content-type", b"application/json")
@@ -224,6 +228,12 @@ class ManagementApi(Resource):
             self._allow(method, ("GET", "PUT", "DELETE") if len(path) == 2 else ("GET",))
             self.guard.require(identity, READ if method == "GET" else ADMIN)
             return self._policy_call(identity, request, method, path[1:])
+        if top == "publish" and len(path) == 1:
+            self._allow(method, ("POST",))
+            return self.backend.publish_batch(identity, request, _operator(identity, request))
+        if top == "users" and len(path) == 3:
+            operator = _operator(identity, request)
+            return self.backend.user(identity, request, method, path[1], path[2], operator)
         if top == "destinations":
             if len(path) == 1:
                 self._allow(method, ("GET",))
@@ -317,6 +327,7 @@ class ManagementApi(Resource):
             "": ("GET", "DELETE"),
             "messages": ("GET", "DELETE"),
             "subscribers": ("GET",),
+            "members": ("GET",),
             "move": ("POST",),
             "retry": ("POST",),
             "publish": ("POST",),
@@ -348,6 +359,8 @@ class ManagementApi(Resource):
             return deleted.addCallback(delete_answer, {"destination": name, "vhost": vhost})
         if action == "subscribers":
             return [record_document(entry) for entry in management.subscribers(internal)]
+        if action == "members":
+            return [record_document(member) for member in management.members(internal)]
         if action == "messages":
             if method == "GET":
                 count = count_of(query(request, "count"), DEFAULT_BROWSE)
@@ -446,34 +459,12 @@ class ManagementApi(Resource):
         check_publish_target(name)
         vhost = host.name if host is not None else DEFAULT_HOST
         internal = self.hosts.inward(host, name)
-        headers = body.get("headers", {})
-        if not isinstance(headers, dict) or not all(
-            isinstance(key, str) and isinstance(value, str) for key, value in headers.items()
-        ):
-            raise ApiError(400, "bad request", '"headers" must be an object of strings')
-        for key in headers:
-            if not key or any(character in key for character in ":\r\n"):
-                raise ApiError(400, "bad request", f"invalid header name {key!r}")
-        text = body.get("body", "")
-        encoding = body.get("body_encoding", "utf-8")
-        if not isinstance(text, str) or encoding not in ("utf-8", "base64"):
-            raise ApiError(
-                400, "bad request", '"body" must be a string, "body_encoding" utf-8 or base64'
-            )
-        try:
-            if encoding == "base64":
-                payload = base64.b64decode(text, validate=True)
-            else:
-                payload = text.encode("utf-8")
-        except binascii.Error:
-            raise ApiError(400, "bad request", '"body" is not valid base64') from None
+        payload, headers = publish_fields(body)
         # The application behind --auth http may have to be asked first, as for a SEND.
         allowed = self.guard.ask(
             identity, WRITE, name, self.hosts.access(vhost), self._named(vhost)
         )
-        return allowed.addCallback(
-            self._published, internal, payload, tuple(headers.items()), name, vhost
-        )
+        return allowed.addCallback(self._published, internal, payload, headers, name, vhost)
 
     def _published(
         self, _: None, internal: str, payload: bytes, headers: Any, name: str, vhost: str

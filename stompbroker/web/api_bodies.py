@@ -7,6 +7,7 @@ record, a message, what a browse, purge, move, retry or delete of a queue did).
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 from typing import Any
 
@@ -81,15 +82,16 @@ def count_of(value: Any, default: int) -> int:
     return value
 
 
-def json_body(request: Request, known: set[str]) -> dict[str, Any]:
+def json_body(request: Request, known: set[str], limit: int = MAX_BODY) -> dict[str, Any]:
     """
+    :param limit: the most bytes the body may have.
     :returns: the request's JSON object.
-    :raises ApiError: 413 for a body over :data:`MAX_BODY`, 400 for one that is
+    :raises ApiError: 413 for a body over ``limit``, 400 for one that is
         not a JSON object or has a key not in ``known``.
     """
-    content = request.content.read(MAX_BODY + 1) if request.content is not None else b""
-    if len(content) > MAX_BODY:
-        raise ApiError(413, "body too large", f"the API takes at most {MAX_BODY} bytes")
+    content = request.content.read(limit + 1) if request.content is not None else b""
+    if len(content) > limit:
+        raise ApiError(413, "body too large", f"this call takes at most {limit} bytes")
     try:
         document = json.loads(content or b"{}")
     except ValueError as error:
@@ -178,3 +180,35 @@ class Incomplete(ApiError):
     def document(self) -> dict[str, Any]:
         """:returns: the JSON body, with the node that answered and those that did not."""
         return {**super().document(), "node": self.node, "missing": list(self.missing)}
+
+
+def publish_fields(document: dict[str, Any]) -> tuple[bytes, tuple[tuple[str, str], ...]]:
+    """
+    Read what a publish gives (``body``, ``body_encoding``, ``headers``), in one
+    call or in each message of a batch.
+
+    :returns: the body's bytes and the headers.
+    :raises ApiError: 400 naming what is wrong.
+    """
+    headers = document.get("headers", {})
+    if not isinstance(headers, dict) or not all(
+        isinstance(key, str) and isinstance(value, str) for key, value in headers.items()
+    ):
+        raise ApiError(400, "bad request", '"headers" must be an object of strings')
+    for key in headers:
+        if not key or any(character in key for character in ":\r\n"):
+            raise ApiError(400, "bad request", f"invalid header name {key!r}")
+    text = document.get("body", "")
+    encoding = document.get("body_encoding", "utf-8")
+    if not isinstance(text, str) or encoding not in ("utf-8", "base64"):
+        raise ApiError(
+            400, "bad request", '"body" must be a string, "body_encoding" utf-8 or base64'
+        )
+    try:
+        if encoding == "base64":
+            payload = base64.b64decode(text, validate=True)
+        else:
+            payload = text.encode("utf-8")
+    except binascii.Error:
+        raise ApiError(400, "bad request", '"body" is not valid base64') from None
+    return payload, tuple(headers.items())

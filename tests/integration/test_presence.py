@@ -24,6 +24,7 @@ from tests.support.clients import Collector, connect
 from tests.support.passwords import write_users
 from tests.support.process import BrokerProcess
 from tests.support.redis import NODE_TIMEOUT, RedisServer, redis_server  # noqa: F401
+from tests.support.resume import Session, cut
 
 pytestmark = pytest.mark.integration
 
@@ -252,3 +253,65 @@ def test_a_node_stopping_cleanly_takes_its_subscribers_out_at_once(
     # Long before a's liveness key could expire: the stop told it, not the others' look.
     assert watcher.wait_for(lambda: events(watcher)[-1:] == [("leave", "bob")], 10)
     assert [entry["login"] for entry in subscribers(b, destination)[1]] == ["alice"]
+
+
+def member_events(inbox: Collector) -> list[tuple[str, str]]:
+    """:returns: (kind, member) of each member event ``inbox`` got, the member list first."""
+    return [
+        (m.headers["stompbroker-presence"], m.headers.get("presence-member", ""))
+        for m in inbox.messages
+        if "stompbroker-presence" in m.headers
+    ]
+
+
+def test_members_across_nodes_one_per_user_away_while_detached_and_back(
+    two_nodes: list[BrokerProcess],
+) -> None:
+    """
+    ``presence:members`` on node A: bob with a tab on each node is one member;
+    his resumable session on B cut makes him away, its resume brings him back.
+    """
+    a, b = two_nodes
+    destination = room()
+    alice, watcher = subscribed(a.address, "alice", destination, presence="members")
+    assert watcher.wait_for(lambda: member_events(watcher) == [("members", "")])
+    assert json.loads(watcher.messages[0].body)["members"][0]["id"] == "alice"
+    phone_inbox = Session()
+    phone, _ = connect(
+        b.address, collector=phone_inbox, login="bob", passcode="pw", headers={"resume-token": ""}
+    )
+    phone.subscribe(destination, id="p", ack="auto", receipt="p")
+    assert phone_inbox.wait_for(lambda: "p" in phone_inbox.receipts)
+    laptop, _ = subscribed(a.address, "bob", destination)
+    assert watcher.wait_for(lambda: member_events(watcher)[1:] == [("join", "bob")], 10)
+    assert eventually(lambda: len(subscribers(a, destination)[1]) == 3)
+    laptop.disconnect()
+    assert eventually(lambda: len(subscribers(a, destination)[1]) == 2)
+    cut(phone)
+    assert watcher.wait_for(lambda: member_events(watcher)[-1:] == [("away", "bob")], 10)
+    assert json.loads(watcher.messages[-1].body)["state"] == "away"
+    status, members = api(
+        a, f"/api/destinations/{urllib.parse.quote(destination, safe='')}/members"
+    )
+    assert status == 200 and [(m["id"], m["state"]) for m in members] == [
+        ("alice", "online"),
+        ("bob", "away"),
+    ]
+    again, _ = connect(
+        b.address,
+        login="bob",
+        passcode="pw",
+        headers={"resume-token": phone_inbox.connected["resume-token"]},
+    )
+    assert watcher.wait_for(lambda: member_events(watcher)[-1:] == [("back", "bob")], 10)
+    again.disconnect()
+    assert watcher.wait_for(lambda: member_events(watcher)[-1:] == [("leave", "bob")], 10)
+    assert watcher.messages[-1].headers["presence-members"] == "1"
+    assert [kind for kind, _ in member_events(watcher)] == [
+        "members",
+        "join",
+        "away",
+        "back",
+        "leave",
+    ]
+    alice.disconnect()

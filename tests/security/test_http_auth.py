@@ -186,6 +186,8 @@ def answering(code: int, document: Any) -> Decide:
         (200, {"allow": "yes"}, "not a JSON object with allow true or false", "errors"),
         (200, {"allow": True, "groups": "g"}, "groups must be a list of strings", "errors"),
         (200, {"allow": True, "rights": {"fly": ["#"]}}, "rights are invalid", "allowed"),
+        (200, {"allow": True, "info": "Alice"}, "info must be a JSON object", "errors"),
+        (200, {"allow": True, "info": {"a": "x" * 5000}}, "more than 4096", "errors"),
     ],
 )
 def test_a_failing_endpoint_refuses_the_login_and_is_counted(
@@ -441,6 +443,15 @@ def test_rights_in_the_login_answer_are_checked_without_asking(clock: Clock) -> 
     error = client.error()
     assert b"user 'svc' may not subscribe to '/topic/prices'" in error.body
     assert b"the application's answer gives no read right" in error.body
+
+
+def test_the_answers_info_is_the_users_presence_data(clock: Clock) -> None:
+    """``info`` in the login answer travels with the user's presence (a JSON object)."""
+    answer = {"allow": True, "user": "alice", "info": {"name": "Alice", "avatar": "a.png"}}
+    factory, _ = stack(clock, AppClient(answering(200, answer)))
+    client = logged_in(factory)
+    assert client.session.identity.info == {"name": "Alice", "avatar": "a.png"}
+    assert client.session.describe().info == {"name": "Alice", "avatar": "a.png"}
 
 
 def test_the_application_is_asked_again_on_renewal(clock: Clock) -> None:

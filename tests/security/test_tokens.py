@@ -78,6 +78,12 @@ def test_valid_token_gives_the_subject_its_scopes_and_expiry(checker: TokenCheck
     }
 
 
+def test_the_info_claim_is_the_users_presence_data(checker: TokenChecker) -> None:
+    """An ``info`` claim (Centrifugo's) is what presence shows of the user; none: ``None``."""
+    assert checker.verify(make_token(NOW, info={"name": "Alice"})).info == {"name": "Alice"}
+    assert checker.verify(make_token(NOW)).info is None
+
+
 def test_ec_key_from_a_key_set_chosen_by_kid(tmp_path: Path, clock: Clock) -> None:
     """With jwks=, the token's kid chooses the key: RS256 and ES256 tokens both verify."""
     keys = write_jwks(tmp_path / "jwks.json", jwk(rsa_key(), "r1"), jwk(ec_key(), "e1", "ES256"))
@@ -130,6 +136,7 @@ def test_audience_may_be_one_of_several(checker: TokenChecker) -> None:
         (lambda: make_token(NOW, scope="stompbroker.read:/topic/a*"), "invalid scope", "a*"),
         (lambda: make_token(NOW, ec_key(), "ES256"), "algorithm not allowed", "'ES256'"),
         (lambda: "eyJub3QiOiJqc29u.eyJhIjoxfQ.c2ln", "malformed token", "cannot be read"),
+        (lambda: make_token(NOW, info=["alice"]), "invalid info claim", "JSON object"),
     ],
 )
 def test_bad_token_is_refused_with_its_reason(

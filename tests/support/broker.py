@@ -54,6 +54,10 @@ class FakeConnection:
         """:returns: the subscribers a test put in :attr:`subscriptions`."""
         return tuple(self.subscriptions.values())
 
+    def end_subscription(self, subscription_id: str, reason: str) -> bool:
+        """Forget the subscription a test put in :attr:`subscriptions` under that id."""
+        return self.subscriptions.pop(subscription_id, None) is not None
+
     def describe(self) -> ConnectionDescription:
         """It counts nothing: the default description (see IConnection.describe)."""
         return ConnectionDescription(session=self.session_id, address=self.peer)

@@ -92,6 +92,9 @@ class RecordingBroker:
         self.calls.append(("unsubscribe", subscriber))
         self.subscribers.remove(subscriber)
 
+    def away(self, subscriber: Any) -> None:
+        self.calls.append(("away", subscriber))
+
     def remove_durable(self, durable: tuple[str, str]) -> None:
         self.calls.append(("remove_durable", durable))
 

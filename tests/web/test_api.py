@@ -16,6 +16,7 @@ from twisted.internet.address import IPv4Address
 from twisted.internet.task import Clock
 from twisted.web.test.requesthelper import DummyRequest
 
+from stompbroker.interfaces import ConnectionDescription
 from stompbroker.web.api_guard import ApiGuard
 from tests.support.api import ORDERS, Api, basic, bearer, call_api, refused
 from tests.support.broker import FakeConnection, Inbox
@@ -317,3 +318,29 @@ def test_every_bad_bearer_token_is_refused_naming_why_and_changes_nothing(
     assert error["detail"].startswith(f"{reason}: ")
     malformed = refused(api, "DELETE", f"destinations/{ORDERS}", None, bearer("not.a.jwt"))
     assert malformed[0] == 401 and malformed[1]["detail"].startswith("malformed token: ")
+
+
+def test_members_are_read_by_anyone_with_read_on_the_destination() -> None:
+    """GET .../members: the users subscribed (a second subscription is not a second member)."""
+    api = Api(auth=True)
+    for name in ("c1", "c2"):
+        connection = FakeConnection(name)
+        connection.describe = lambda: ConnectionDescription(  # type: ignore[method-assign]
+            session="x", address="a", user="carol", info={"name": "Carol"}
+        )
+        api.broker.open_connection(connection)
+        api.broker.subscribe(Inbox("/queue/orders", "auto", connection=connection))
+    code, members, _ = api.call("GET", f"destinations/{ORDERS}/members", headers=basic("orders"))
+    assert code == 200
+    [member] = members
+    assert (member["id"], member["info"], member["state"], member["subscriptions"]) == (
+        "carol",
+        {"name": "Carol"},
+        "online",
+        2,
+    )
+    assert member["since"].endswith("Z")  # a time, as every time the API shows
+    code, error = refused(
+        api, "GET", "destinations/%2Fqueue%2Fother/members", None, basic("orders")
+    )
+    assert code == 403 and "read" in error["detail"]

@@ -224,6 +224,10 @@ class HostedBroker:
         """:meth:`stompbroker.interfaces.IBroker.unsubscribe`."""
         self._broker.unsubscribe(self._subscribers.pop(subscriber, subscriber))
 
+    def away(self, subscriber: Any) -> None:
+        """:meth:`stompbroker.interfaces.IBroker.away`."""
+        self._broker.away(self._subscribers.get(subscriber, subscriber))
+
     def remove_durable(self, durable: tuple[str, str]) -> None:
         """:meth:`stompbroker.interfaces.IBroker.remove_durable`, of this host's."""
         refuse_marker(durable[1])

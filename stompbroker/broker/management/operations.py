@@ -53,6 +53,7 @@ from stompbroker.broker.management.records import (
     SubscriptionInfo,
     UnknownConnection,
     UnknownDestination,
+    UserSessions,
 )
 from stompbroker.broker.queueing.wildcard import in_flight as held_unacked
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX, STREAM_PREFIX, TOPIC_PREFIX
@@ -74,6 +75,7 @@ __all__ = [
     "SubscriptionInfo",
     "UnknownConnection",
     "UnknownDestination",
+    "UserSessions",
 ]
 
 log = logger("stompbroker.broker.management.operations")
@@ -147,6 +149,67 @@ class Management:
         )
         connection.fail(ClosedByOperator(reason))
         return info
+
+    # -- a user's sessions (what an application's backend asks) -------------------------
+
+    def user_sessions(self, login: str) -> UserSessions:
+        """:returns: the connections of ``login`` on this node, and its detached sessions."""
+        connections = tuple(info for info in self.connections() if info.login == login)
+        detached = tuple(info for info in self.detached.list() if info.login == login)
+        return UserSessions(login, connections, detached)
+
+    def disconnect_user(
+        self, login: str, reason: str = "", *, operator: str = OPERATOR
+    ) -> UserSessions:
+        """
+        Close every connection of ``login`` on this node (each gets an ERROR
+        "closed by an operator" with ``reason``) and end its detached sessions,
+        whose tokens no longer resume: a user banned, or logged out everywhere.
+
+        :returns: what was closed and ended.
+        """
+        sessions = self.user_sessions(login)
+        for info in sessions.connections:
+            self.close_connection(info.id, reason, operator=operator)
+        for detached in sessions.detached:
+            self.detached.end(detached.id, operator=operator)
+        return sessions
+
+    def unsubscribe_user(
+        self, login: str, destination: str, reason: str = "", *, operator: str = OPERATOR
+    ) -> list[SubscriptionInfo]:
+        """
+        End every subscription of ``login``'s connections on this node to
+        ``destination`` (as its SUBSCRIBE named it): each client gets a last
+        MESSAGE saying so (:meth:`~stompbroker.interfaces.IConnection.end_subscription`).
+
+        :returns: the subscriptions ended.
+        """
+        ended = []
+        for connection in list(self.broker.connections):
+            if connection.describe().user != login:
+                continue
+            for subscription in connection.subscribers():
+                if subscription.destination != destination:
+                    continue
+                info = SubscriptionInfo(
+                    id=subscription.subscription_id,
+                    destination=destination,
+                    ack=subscription.ack_mode,
+                    in_flight=0,
+                    durable=None,
+                )
+                if connection.end_subscription(subscription.subscription_id, reason):
+                    ended.append(info)
+        if ended:
+            log.info(
+                "{operator} ended {count} subscriptions of {login!r} to {destination}",
+                operator=operator,
+                count=len(ended),
+                login=login,
+                destination=destination,
+            )
+        return ended
 
     def _find(self, ident: str) -> Any:
         for connection in self.broker.connections:
@@ -349,6 +412,15 @@ class Management:
             (:class:`~stompbroker.broker.features.presence.Present` records).
         """
         found: list[Any] = self.broker.presence.subscribers(name)
+        return found
+
+    def members(self, name: str) -> list[Any]:
+        """
+        :returns: the members of ``name`` (users, and anonymous connections),
+            on every node, oldest first
+            (:class:`~stompbroker.broker.features.presence.Member` records).
+        """
+        found: list[Any] = self.broker.presence.members(name)
         return found
 
     def memory_alarm(self) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from attrs import frozen
 
 from stompbroker.broker.engine.figures import StreamRange
+from stompbroker.broker.management.detached_sessions import DetachedSessionInfo
 
 __all__ = [
     "ConnectionInfo",
@@ -19,6 +20,7 @@ __all__ = [
     "SubscriptionInfo",
     "UnknownConnection",
     "UnknownDestination",
+    "UserSessions",
 ]
 
 
@@ -138,3 +140,19 @@ class DestinationInfo:
     pattern: str | None = None
     subscribers: tuple[ConsumerInfo, ...] = ()
     stream: StreamRange | None = None
+
+
+@frozen
+class UserSessions:
+    """
+    One user's sessions on this node: what an application's backend lists,
+    or closes to log the user out everywhere.
+
+    :ivar login: the user.
+    :ivar connections: its open connections.
+    :ivar detached: its resumable sessions waiting for their client.
+    """
+
+    login: str
+    connections: tuple[ConnectionInfo, ...]
+    detached: tuple[DetachedSessionInfo, ...]

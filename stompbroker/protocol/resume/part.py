@@ -298,6 +298,7 @@ class Resume:
                 )
             if subscription.collects_while_detached:
                 subscription.divert(buffer.append)
+                subscriptions.hold_away(subscription)
                 kept.append(subscription)
             else:
                 subscriptions.discard(subscription)

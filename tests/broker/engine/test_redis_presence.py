@@ -20,7 +20,7 @@ from stompbroker.broker.engine.redis.presence import (
     decode_entry,
     encode_entry,
 )
-from stompbroker.broker.features.presence import Presence, Present
+from stompbroker.broker.features.presence import SUBSCRIPTIONS, Presence, Present
 from tests.support.broker import FakeConnection, Inbox
 
 
@@ -78,7 +78,7 @@ def test_this_nodes_joins_and_leaves_are_scripts_on_its_hash_and_channel() -> No
 def test_notices_of_other_nodes_are_applied_and_its_own_ignored() -> None:
     presence, shared, _ = node()
     watcher = Inbox("/topic/room", "auto", connection=FakeConnection("c1"))
-    presence.join(watcher, True)
+    presence.join(watcher, SUBSCRIPTIONS)
     other = Present("/topic/room", "there", "c9", "s", "bob", 1.0)
     mine = Present("/topic/room", "here", "c2", "s", "me", 1.0)
     shared.notice(b"j" + encode_entry(other))

@@ -10,7 +10,8 @@ so the management API, ``/stats`` and the events read it without asking Redis.
 Keys (``PREFIX`` is the URL's prefix):
 
 - ``PREFIX:presence:DESTINATION`` (hash): ``node:connection:subscription`` ->
-  the entry as JSON;
+  the entry as JSON (filed again, with the same script, when it goes away or
+  comes back);
 - ``PREFIX:presence`` (channel): every join and leave, ``j`` or ``l`` then the
   entry as JSON.  A channel of its own, not the topics' fan-out, so that
   presence never shows as a destination in ``/stats``.
@@ -72,6 +73,8 @@ def encode_entry(entry: Present) -> bytes:
             entry.subscription,
             entry.login,
             entry.since,
+            entry.info,
+            entry.away,
         ]
     ).encode()
 
@@ -82,14 +85,22 @@ def decode_entry(data: bytes) -> Present:
     :raises ValueError: for anything else.
     """
     try:
-        destination, node, connection, subscription, login, since = json.loads(data)
+        fields = json.loads(data)
+        # A node of the release before filed six fields: no info, not away.
+        destination, node, connection, subscription, login, since, info, away = (
+            fields + [None, False] if len(fields) == 6 else fields
+        )
     except (TypeError, ValueError) as error:
         raise ValueError(f"not a presence entry: {data[:80]!r}") from error
     if not all(isinstance(value, str) for value in (destination, node, connection, subscription)):
         raise ValueError(f"not a presence entry: {data[:80]!r}")
     if login is not None and not isinstance(login, str):
         raise ValueError(f"not a presence entry: {data[:80]!r}")
-    return Present(destination, node, connection, subscription, login, float(since))
+    if (info is not None and not isinstance(info, dict)) or not isinstance(away, bool):
+        raise ValueError(f"not a presence entry: {data[:80]!r}")
+    return Present(
+        destination, node, connection, subscription, login, float(since), info=info, away=away
+    )
 
 
 class ClusterPresence:
