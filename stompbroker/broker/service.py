@@ -50,6 +50,7 @@ from stompbroker.broker.clients.connections import ConnectionRegistry
 from stompbroker.broker.clients.consumers import Consumers
 from stompbroker.broker.clients.hosted import HostedBroker
 from stompbroker.broker.clients.transactions import Transactions
+from stompbroker.broker.clients.user_actions import UserActions
 from stompbroker.broker.engine.factory import build_engine
 from stompbroker.broker.features.policies import Policies, Policy
 from stompbroker.broker.features.presence import Presence
@@ -197,6 +198,9 @@ class Broker(Service):
         #: engine (:mod:`stompbroker.broker.features.presence`).
         self.presence = Presence(books.ids.node, clock, books.ids.new_message_id)
         engine.share_presence(self.presence)
+        #: A backend's actions on a user's sessions, here and on every other node.
+        self.user_actions = UserActions(lambda: self.connections, lambda: self.resumption)
+        self.user_actions.tell = engine.share_user_actions(self.user_actions.apply)
         self._readiness = Readiness()
         # The methods a session calls per message, bound once: its SEND, ACK and
         # NACK, and a slow subscriber's signals, reach the part that does the work

@@ -145,11 +145,7 @@ class BackendCalls:
                 raise ApiError(400, "bad request", '"destination" and "reason" must be strings')
             self._guard.require(identity, ADMIN, destination)
             ended = self._management.unsubscribe_user(login, destination, reason, operator=operator)
-            return {
-                "login": login,
-                "destination": destination,
-                "unsubscribed": len(ended),
-            }
+            return {"login": login, "destination": destination, "unsubscribed": ended}
         raise ApiError(404, "no such call", f"users have no /{action}")
 
     def _named(self, vhost: str) -> str | None:

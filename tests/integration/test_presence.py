@@ -315,3 +315,41 @@ def test_members_across_nodes_one_per_user_away_while_detached_and_back(
         "leave",
     ]
     alice.disconnect()
+
+
+def call(broker: BrokerProcess, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    """One management API call as alice (every right: the nodes have no access file)."""
+    token = base64.b64encode(b"alice:pw").decode()
+    headers = {"Authorization": f"Basic {token}", "Content-Type": "application/json"}
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{broker.http_port}{path}", data=data, method=method, headers=headers
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as page:
+            return page.status, json.loads(page.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_a_backend_acts_on_a_users_sessions_on_every_node(two_nodes: list[BrokerProcess]) -> None:
+    """Asked on node A, bob's subscription on B ends with a notice, then his connection closes."""
+    a, b = two_nodes
+    destination = room()
+    _, inbox = subscribed(b.address, "bob", destination)
+    status, answer = call(
+        a, "POST", "/api/users/bob/unsubscribe", {"destination": destination, "reason": "kicked"}
+    )
+    assert (status, answer["unsubscribed"]) == (200, 0)  # none on A: B ends its own
+    assert inbox.wait_for(
+        lambda: any("stompbroker-unsubscribed" in m.headers for m in inbox.messages), 10
+    )
+    [notice] = inbox.messages
+    assert notice.headers["stompbroker-unsubscribed"] == "kicked"
+    assert notice.headers["subscription"] == "s"
+    assert eventually(lambda: subscribers(a, destination)[1] == [])
+    status, answer = call(a, "DELETE", "/api/users/bob/sessions?reason=banned")
+    assert status == 200 and answer["connections"] == []
+    assert inbox.wait_for(lambda: bool(inbox.errors), 10)
+    assert inbox.errors[0].headers["message"] == "closed by an operator"
+    assert b"banned" in inbox.errors[0].body

@@ -71,6 +71,19 @@ class ISharedEngine(Interface):
         :param presence: the broker's :class:`~stompbroker.broker.features.presence.Presence`.
         """
 
+    def share_user_actions(apply):  # type: ignore[no-untyped-def]
+        """
+        Let a backend's action on a user (close its sessions, end its
+        subscriptions to a destination) reach every process sharing this
+        engine's state (docs/backend.md).  Called once, before the engine opens.
+
+        Local: nothing to tell.  Redis: apply the other nodes' actions with
+        ``apply(action, login, argument)``, and tell them this node's.
+
+        :returns: ``tell(action, login, argument)``, which hands this node's
+            action to the others.
+        """
+
     def report_outages(alarm):  # type: ignore[no-untyped-def]
         """
         Pause publishers while the engine's server is away, rather than refuse

@@ -414,6 +414,10 @@ class LocalEngine:
     def share_presence(self, presence: Any) -> None:
         """Nothing to share: this process's subscribers are all there are."""
 
+    def share_user_actions(self, apply: Any) -> Any:
+        """:returns: a ``tell`` that tells nobody: this process's connections are all there are."""
+        return _tell_nobody
+
     def report_outages(self, alarm: Any) -> None:
         """Nothing to report: the store is in this process."""
 
@@ -471,3 +475,7 @@ class LocalEngine:
             pattern=queue.destination,
         )
         return removed
+
+
+def _tell_nobody(action: str, login: str, argument: str) -> None:
+    """No other process shares this engine's state."""

@@ -162,54 +162,42 @@ class Management:
         self, login: str, reason: str = "", *, operator: str = OPERATOR
     ) -> UserSessions:
         """
-        Close every connection of ``login`` on this node (each gets an ERROR
-        "closed by an operator" with ``reason``) and end its detached sessions,
-        whose tokens no longer resume: a user banned, or logged out everywhere.
+        Close every connection of ``login`` (each gets an ERROR "closed by an
+        operator" with ``reason``) and end its detached sessions, whose tokens
+        no longer resume: a user banned, or logged out everywhere.  Every node
+        sharing the engine does the same with its own.
 
-        :returns: what was closed and ended.
+        :returns: what was closed and ended on this node.
         """
         sessions = self.user_sessions(login)
-        for info in sessions.connections:
-            self.close_connection(info.id, reason, operator=operator)
-        for detached in sessions.detached:
-            self.detached.end(detached.id, operator=operator)
+        self.broker.user_actions.disconnect(login, reason)
+        log.info(
+            "{operator} disconnected {login!r} ({count} connections here)",
+            operator=operator,
+            login=login,
+            count=len(sessions.connections),
+        )
         return sessions
 
     def unsubscribe_user(
         self, login: str, destination: str, reason: str = "", *, operator: str = OPERATOR
-    ) -> list[SubscriptionInfo]:
+    ) -> int:
         """
-        End every subscription of ``login``'s connections on this node to
-        ``destination`` (as its SUBSCRIBE named it): each client gets a last
+        End every subscription of ``login``'s connections to ``destination``
+        (as its SUBSCRIBE named it), on every node: each client gets a last
         MESSAGE saying so (:meth:`~stompbroker.interfaces.IConnection.end_subscription`).
 
-        :returns: the subscriptions ended.
+        :returns: how many subscriptions it ended on this node.
         """
-        ended = []
-        for connection in list(self.broker.connections):
-            if connection.describe().user != login:
-                continue
-            for subscription in connection.subscribers():
-                if subscription.destination != destination:
-                    continue
-                info = SubscriptionInfo(
-                    id=subscription.subscription_id,
-                    destination=destination,
-                    ack=subscription.ack_mode,
-                    in_flight=0,
-                    durable=None,
-                )
-                if connection.end_subscription(subscription.subscription_id, reason):
-                    ended.append(info)
-        if ended:
-            log.info(
-                "{operator} ended {count} subscriptions of {login!r} to {destination}",
-                operator=operator,
-                count=len(ended),
-                login=login,
-                destination=destination,
-            )
-        return ended
+        done = self.broker.user_actions.unsubscribe(login, destination, reason)
+        log.info(
+            "{operator} unsubscribed {login!r} from {destination} ({count} here)",
+            operator=operator,
+            login=login,
+            destination=destination,
+            count=len(done.subscriptions),
+        )
+        return len(done.subscriptions)
 
     def _find(self, ident: str) -> Any:
         for connection in self.broker.connections:

@@ -96,6 +96,7 @@ from stompbroker.broker.engine.redis.shared_policies import SharedPolicies
 from stompbroker.broker.engine.redis.streams import RedisStreamBackend, RedisStreams
 from stompbroker.broker.engine.redis.topic_batches import batch_head, pack
 from stompbroker.broker.engine.redis.url import EngineURL
+from stompbroker.broker.engine.redis.user_actions import ClusterUserActions
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.flow.traffic import Traffic
@@ -397,6 +398,12 @@ class RedisEngine:
         """Share who subscribes to what with every node (:mod:`.presence`), before opening."""
         self.presence = ClusterPresence(self, presence)
         self.channels[self.presence.channel.encode()] = self.presence.notice
+
+    def share_user_actions(self, apply: Any) -> Any:
+        """Apply other nodes' actions on users, tell them this node's (:mod:`.user_actions`)."""
+        actions = ClusterUserActions(self, apply)
+        self.channels[actions.channel.encode()] = actions.notice
+        return actions.tell
 
     def cluster(self) -> ClusterView:
         """:returns: the latest view of the other nodes and of what waits unread in Redis."""
