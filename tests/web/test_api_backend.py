@@ -6,12 +6,14 @@ anything is sent, and a user's sessions listed, closed and unsubscribed.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from stompbroker.interfaces import ConnectionDescription
 from stompbroker.protocol.errors import ClosedByOperator
-from tests.support.api import Api, basic, refused
+from tests.support.api import ORDERS, Api, basic, bearer, refused
 from tests.support.broker import FakeConnection, Inbox
+from tests.support.tokens import NOW, SECRET, make_token
 
 
 def carol(api: Api, name: str, *destinations: str) -> FakeConnection:
@@ -107,3 +109,32 @@ def test_a_user_is_unsubscribed_from_one_destination() -> None:
     assert code == 405
     code, error = refused(api, "GET", "users/carol/friends", None, basic("admin"))
     assert code == 404
+
+
+def test_a_service_token_publishes_anywhere_and_acts_on_users_but_purges_nothing(
+    tmp_path: Path,
+) -> None:
+    """
+    The backend's credential is a token whose scopes are what it may do: write
+    on every destination (/user/ and /stream/ included) and admin on users.
+    """
+    secret = tmp_path / "secret"
+    secret.write_bytes(SECRET)
+    api = Api(auth=True, token_secret=secret)
+    service = make_token(
+        NOW, SECRET, "HS256", sub="backend", scope="stompbroker.write:# stompbroker.admin:/user/#"
+    )
+    batch = {
+        "messages": [
+            {"destination": "/user/carol/queue/notify", "body": "hi"},
+            {"destination": "/stream/audit", "body": "logged"},
+            {"destination": "/queue/orders", "body": "four"},
+        ]
+    }
+    code, answer, _ = api.call("POST", "publish", batch, headers=bearer(service))
+    assert (code, answer["published"]) == (200, 3)
+    connection = carol(api, "c1", "/topic/room")
+    code, _, _ = api.call("DELETE", "users/carol/sessions", headers=bearer(service))
+    assert code == 200 and len(connection.failed) == 1
+    code, error = refused(api, "DELETE", f"destinations/{ORDERS}/messages", None, bearer(service))
+    assert code == 403 and api.depth() == 4
