@@ -196,8 +196,11 @@ class ConnectionStats(ConnectionDescription):
         return cls(**attrs.asdict(connection.describe(), recurse=False))
 
     def to_dict(self) -> dict[str, Any]:
-        """:returns: the JSON object, ``connected_since`` as ISO-8601 text."""
-        values = attrs.asdict(self)
+        """
+        :returns: the JSON object, ``connected_since`` as ISO-8601 text; without
+            ``info``, the login's presence data, which is the user's, not a figure.
+        """
+        values = attrs.asdict(self, filter=lambda field, _: field.name != "info")
         values["connected_since"] = format_timestamp(to_timestamp(self.connected_since))
         return values
 
