@@ -6,6 +6,8 @@ path                                                   method  what
 =====================================================  ======  =============================
 ``/api/whoami``                                        GET     who the credentials sign in as
 ``/api/overview``                                      GET     ``/stats``, listeners, settings
+``/api/history?since=TS``                              GET     the last hour's figures
+``/api/vhosts``                                        GET     the virtual hosts, with counts
 ``/api/connections``                                   GET     every client connection
 ``/api/connections/{id}``                              GET     one, with its subscriptions
 ``/api/connections/{id}?reason=...``                   DELETE  close it (an operator ERROR)
@@ -24,6 +26,10 @@ path                                                   method  what
 ``/api/nodes``                                         GET     the broker processes
 =====================================================  ======  =============================
 
+The lists (connections, detached sessions, destinations, policies) sort,
+filter and page as RabbitMQ's do: ``?page=&page_size=&name=&sort=&sort_reverse=``
+(:mod:`stompbroker.web.api_paging`).  ``/api/overview?brief=true`` leaves out
+the lists of destinations and connections, and counts them instead.
 The destination is one path segment, percent-encoded (``%2Fqueue%2Forders``).
 With virtual hosts, ``?vhost=NAME`` names the virtual host of the destination
 calls (the default host without it) and filters the lists; every destination
@@ -81,6 +87,7 @@ from stompbroker.web.api_bodies import (
 )
 from stompbroker.web.api_guard import ADMIN, EVERYTHING, READ, WRITE, ApiError, ApiGuard
 from stompbroker.web.api_hosts import ApiHosts
+from stompbroker.web.api_paging import ListQuery, list_answer
 
 __all__ = ["MAX_BODY", "ManagementApi", "message_document"]
 
@@ -186,22 +193,28 @@ class ManagementApi(Resource):
         if top == "whoami" and len(path) == 1:
             self._allow(method, ("GET",))
             return self._whoami(identity)
-        if top in ("overview", "nodes", "connections"):
+        if top in ("overview", "nodes", "connections", "history", "vhosts"):
             need = ADMIN if method == "DELETE" else READ
             one_connection = top == "connections" and len(path) == 2
             self._allow(method, ("DELETE", "GET") if one_connection else ("GET",))
             self.guard.require(identity, need)
             if top == "overview":
-                return self._overview()
+                return self._overview(query(request, "brief") == "true")
+            if top == "history":
+                return self._history(query(request, "since"))
+            if top == "vhosts":
+                return self._vhosts()
             if top == "nodes":
                 return maybeDeferred(self.management.nodes).addCallback(record_documents)
             if len(path) == 1:
+                wanted = self._list_query(request)
                 vhost = self._vhost_filter(request)
-                return [
+                rows = [
                     record_document(info)
                     for info in self.management.connections()
                     if vhost is None or info.vhost == vhost
                 ]
+                return list_answer(rows, wanted, "id")
             if len(path) == 2:
                 if method == "DELETE":
                     reason = query(request, "reason") or ""
@@ -216,7 +229,8 @@ class ManagementApi(Resource):
             self.guard.require(identity, ADMIN if method == "DELETE" else READ)
             detached = self.management.detached
             if len(path) == 1:
-                return record_documents(detached.list())
+                wanted = self._list_query(request)
+                return list_answer(record_documents(detached.list()), wanted, "id")
             if method == "DELETE":
                 return record_document(detached.end(path[1], operator=_operator(identity, request)))
             return record_document(detached.get(path[1]))
@@ -227,7 +241,9 @@ class ManagementApi(Resource):
         if top == "destinations":
             if len(path) == 1:
                 self._allow(method, ("GET",))
-                return self._destinations(identity, self._vhost_filter(request))
+                wanted = self._list_query(request)
+                rows = self._destinations(identity, self._vhost_filter(request))
+                return list_answer(rows, wanted, "destination")
             if len(path) in (2, 3):
                 return self._destination(identity, request, method, path[1], path[2:])
         raise ApiError(404, "no such call", f"the management API has no /api/{'/'.join(path)}")
@@ -251,17 +267,75 @@ class ManagementApi(Resource):
             },
         }
 
-    def _overview(self) -> dict[str, Any]:
+    @staticmethod
+    def _list_query(request: Request) -> ListQuery:
+        return ListQuery.parse(lambda name: query(request, name))
+
+    def _overview(self, brief: bool = False) -> dict[str, Any]:
+        """
+        ``/stats`` with the memory and disk alarms and the setup; ``brief`` leaves
+        out the lists of destinations and connections (counted in ``object_totals``),
+        which a broker of 10 000 of each would make megabytes long.
+        """
         server = f"stompbroker/{__version__}"
+        document: dict[str, Any]
         if self.live is None:
             document = {"server": server, "connections": len(self.management.connections())}
         else:
             document = stats_document(self.live.model, self.live.latest, server)
+            if brief:
+                document["object_totals"] = {
+                    "connections": len(document.pop("connections")),
+                    "destinations": len(document.pop("destinations")),
+                }
+                document.pop("occupancy", None)
         document["memory"] = memory_document(self.management.memory_alarm())
         document["disk"] = disk_document(self.management.disk_alarm())
         if self.setup is not None:
             document.update(self.setup.to_dict())
         return document
+
+    def _history(self, since: str | None) -> dict[str, Any]:
+        """The last hour's figures (:mod:`stompbroker.stats.history`), after ``since`` if given."""
+        if self.live is None:
+            raise ApiError(404, "no history", "this broker keeps no statistics")
+        try:
+            after = None if since is None else float(since)
+        except ValueError:
+            raise ApiError(
+                400, "bad request", f"since must be epoch seconds, not {since!r}"
+            ) from None
+        return self.live.history.to_dict(after)
+
+    def _vhosts(self) -> list[dict[str, Any]]:
+        """
+        Every virtual host, the default one (``/``) first, with its connections,
+        destinations and messages waiting, as RabbitMQ's ``/api/vhosts`` counts them.
+        """
+        aliases: dict[str, list[str]] = {DEFAULT_HOST: []}
+        if self.hosts.hosts is not None:
+            for host in self.hosts.hosts.hosts.values():
+                aliases[host.name] = list(host.aliases)
+        rows: dict[str, dict[str, Any]] = {
+            name: {
+                "name": name,
+                "aliases": names,
+                "connections": 0,
+                "destinations": 0,
+                "messages": 0,
+            }
+            for name, names in aliases.items()
+        }
+        for connection in self.management.connections():
+            row = rows.get(connection.vhost or DEFAULT_HOST)
+            if row is not None:
+                row["connections"] += 1
+        for info in self.management.destinations():
+            row = rows.get(self.hosts.outward(info.destination)[0])
+            if row is not None:
+                row["destinations"] += 1
+                row["messages"] += info.depth or 0
+        return list(rows.values())
 
     def _vhost_filter(self, request: Request) -> str | None:
         """:returns: the virtual host ``?vhost=`` names (``/``: the default), ``None`` for all."""
@@ -406,11 +480,12 @@ class ManagementApi(Resource):
         # ?vhost= filters the list, and names the virtual host of one policy.
         vhost = self._vhost_filter(request)
         if not rest:
-            return [
+            rows = [
                 policy.as_dict()
                 for policy in policies.listed()
                 if vhost is None or policy.vhost == vhost
             ]
+            return list_answer(rows, self._list_query(request), "name")
         name = rest[0]
         operator = _operator(identity, request)
         if method == "PUT":

@@ -317,3 +317,17 @@ def test_every_bad_bearer_token_is_refused_naming_why_and_changes_nothing(
     assert error["detail"].startswith(f"{reason}: ")
     malformed = refused(api, "DELETE", f"destinations/{ORDERS}", None, bearer("not.a.jwt"))
     assert malformed[0] == 401 and malformed[1]["detail"].startswith("malformed token: ")
+
+
+def test_the_brief_overview_counts_the_lists_it_leaves_out_and_vhosts_count_their_own() -> None:
+    """?brief=true: no destinations or connections lists, their counts; /api/vhosts the default."""
+    api = Api(live_interval=5.0)
+    api.broker.open_connection(FakeConnection("c1"))
+    code, overview, _ = api.call("GET", "overview?brief=true")
+    assert code == 200
+    assert "destinations" not in overview and "connections" not in overview
+    assert overview["object_totals"] == {"connections": 1, "destinations": 1}
+    code, hosts, _ = api.call("GET", "vhosts")
+    assert hosts == [
+        {"name": "/", "aliases": [], "connections": 1, "destinations": 1, "messages": 3}
+    ]
