@@ -417,6 +417,7 @@ class ManagementApi(Resource):
             if method == "GET":
                 document = self._outward(management.destination(internal))
                 document["policy"] = self._policy_name(internal)
+                document.update(self._rates().get(internal, _NO_RATES))
                 return document
             deleted: Deferred[Any] = maybeDeferred(queues.delete, internal, operator=operator)
             return deleted.addCallback(delete_answer, {"destination": name, "vhost": vhost})
