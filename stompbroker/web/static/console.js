@@ -193,7 +193,7 @@ function route() {
 function setListQuery(list, changes) {
   const query = new URLSearchParams(shownView && shownView.view === list ? shownView.query : "");
   for (const [key, value] of Object.entries(changes)) {
-    if (value === null || value === "") query.delete(key);
+    if (value === null || value === "" || (key === "page" && value === 1)) query.delete(key);
     else query.set(key, String(value));
   }
   const search = query.toString();
