@@ -48,6 +48,7 @@ import binascii
 import json
 from typing import Any
 
+import attrs
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.python.failure import Failure
 from twisted.web.resource import Resource
@@ -68,6 +69,7 @@ from stompbroker.broker.management.queue_operations import (
     check_publish_target,
     check_target,
 )
+from stompbroker.broker.management.records import ConnectionInfo, DestinationInfo
 from stompbroker.broker.routing.virtual_hosts import DEFAULT_HOST
 from stompbroker.logs import logger
 from stompbroker.stats.documents import disk_document, memory_document, stats_document
@@ -209,12 +211,19 @@ class ManagementApi(Resource):
             if len(path) == 1:
                 wanted = self._list_query(request)
                 vhost = self._vhost_filter(request)
-                rows = [
-                    record_document(info)
+                infos = [
+                    info
                     for info in self.management.connections()
                     if vhost is None or info.vhost == vhost
                 ]
-                return list_answer(rows, wanted, "id")
+                return list_answer(
+                    infos,
+                    wanted,
+                    "id",
+                    _CONNECTION_FIELDS,
+                    _record_value,
+                    record_document,
+                )
             if len(path) == 2:
                 if method == "DELETE":
                     reason = query(request, "reason") or ""
@@ -241,9 +250,9 @@ class ManagementApi(Resource):
         if top == "destinations":
             if len(path) == 1:
                 self._allow(method, ("GET",))
-                wanted = self._list_query(request)
-                rows = self._destinations(identity, self._vhost_filter(request))
-                return list_answer(rows, wanted, "destination")
+                return self._destinations(
+                    identity, self._vhost_filter(request), self._list_query(request)
+                )
             if len(path) in (2, 3):
                 return self._destination(identity, request, method, path[1], path[2:])
         raise ApiError(404, "no such call", f"the management API has no /api/{'/'.join(path)}")
@@ -282,13 +291,7 @@ class ManagementApi(Resource):
         if self.live is None:
             document = {"server": server, "connections": len(self.management.connections())}
         else:
-            document = stats_document(self.live.model, self.live.latest, server)
-            if brief:
-                document["object_totals"] = {
-                    "connections": len(document.pop("connections")),
-                    "destinations": len(document.pop("destinations")),
-                }
-                document.pop("occupancy", None)
+            document = stats_document(self.live.model, self.live.latest, server, lists=not brief)
         document["memory"] = memory_document(self.management.memory_alarm())
         document["disk"] = disk_document(self.management.disk_alarm())
         if self.setup is not None:
@@ -326,8 +329,9 @@ class ManagementApi(Resource):
             }
             for name, names in aliases.items()
         }
-        for connection in self.management.connections():
-            row = rows.get(connection.vhost or DEFAULT_HOST)
+        broker = self.management.broker
+        for connection in broker.connections:
+            row = rows.get(broker.host_name(connection) or DEFAULT_HOST)
             if row is not None:
                 row["connections"] += 1
         for info in self.management.destinations():
@@ -345,21 +349,45 @@ class ManagementApi(Resource):
         host = self.hosts.named(name)
         return host.name if host is not None else DEFAULT_HOST
 
-    def _destinations(self, identity: Any, vhost: str | None) -> list[dict[str, Any]]:
+    def _destinations(self, identity: Any, vhost: str | None, wanted: ListQuery) -> Any:
+        """
+        The destinations ``identity`` may read, filtered, sorted and paged on light
+        rows (the record, its virtual host and name): only the rows answered become
+        JSON, so a page of 10 000 destinations costs a page.
+        """
         rates = self._rates()
+        hosts = self.hosts
         rows = []
         for info in self.management.destinations():
-            row = self._outward(info)
-            if vhost is not None and row["vhost"] != vhost:
+            host, name = hosts.outward(info.destination)
+            if vhost is not None and host != vhost:
                 continue
-            access = self.hosts.access(row["vhost"])
-            if not self.guard.allows(identity, READ, row["pattern"] or row["destination"], access):
+            pattern = hosts.outward(info.pattern)[1] if info.pattern is not None else None
+            if not self.guard.allows(identity, READ, pattern or name, hosts.access(host)):
                 continue
-            del row["subscribers"]
-            row["policy"] = self._policy_name(info.destination)
-            row.update(rates.get(info.destination, _NO_RATES))
-            rows.append(row)
-        return rows
+            rows.append((info, host, name))
+
+        def value(row: tuple[Any, str, str], field: str) -> Any:
+            info, host, name = row
+            if field == "destination":
+                return name
+            if field == "vhost":
+                return host
+            if field == "policy":
+                return self._policy_name(info.destination)
+            if field in _NO_RATES:
+                return rates.get(info.destination, _NO_RATES)[field]
+            return getattr(info, field, None)
+
+        def document(row: tuple[Any, str, str]) -> dict[str, Any]:
+            info = row[0]
+            answered = self._outward(info)
+            del answered["subscribers"]
+            answered["policy"] = self._policy_name(info.destination)
+            answered.update(rates.get(info.destination, _NO_RATES))
+            return answered
+
+        return list_answer(rows, wanted, "destination", _DESTINATION_FIELDS, value, document)
 
     def _outward(self, info: Any) -> dict[str, Any]:
         """:returns: a destination record as JSON, named as its virtual host's clients name it."""
@@ -559,3 +587,12 @@ class ManagementApi(Resource):
 
 
 _NO_RATES = {"producers": 0, "messages_in_per_second": 0.0, "messages_delivered_per_second": 0.0}
+#: The fields a list of connections or destinations sorts on.
+_CONNECTION_FIELDS = frozenset(attrs.fields_dict(ConnectionInfo))
+_DESTINATION_FIELDS = frozenset(
+    {*attrs.fields_dict(DestinationInfo), "vhost", "policy", *_NO_RATES} - {"subscribers"}
+)
+
+
+def _record_value(record: Any, field: str) -> Any:
+    return getattr(record, field, None)

@@ -147,7 +147,7 @@ async function act(where, question, call, done) {
   } catch (error) {
     notice(where, error.message, true);
   }
-  await refresh();
+  await refresh(true);
 }
 
 const rate = (value) => number(value, 1);
@@ -226,7 +226,7 @@ function showRoute() {
   if (view === "destination") openDestination(shownView.args[1], shownView.args[0]);
   if (view === "connection") openConnection(shownView.args[0]);
   showSort();
-  refresh();
+  refresh(true);
 }
 
 // -- lists: sort, filter, page ------------------------------------------------------
@@ -766,37 +766,47 @@ async function showOverview() {
 
 // -- refresh ------------------------------------------------------------------------
 
-async function refreshView(view) {
+// Fetch what a view shows; resolve to the function that shows it.
+async function loadView(view) {
   const query = view.query;
+  const show = (render, path) => api("GET", path).then((answer) => () => render(answer));
   switch (view.view) {
     case "overview":
-      return showOverview();
+      return showOverview().then(() => () => undefined);
     case "connections":
-      return renderConnections(await api("GET", `connections?${listQuery(query)}`));
+      return show(renderConnections, `connections?${listQuery(query)}`);
     case "connection":
-      return showConnection();
+      return showConnection().then(() => () => undefined);
     case "destinations":
-      return renderDestinations(await api("GET", `destinations?${listQuery(query)}`));
+      return show(renderDestinations, `destinations?${listQuery(query)}`);
     case "destination":
-      return showDestination();
+      return showDestination().then(() => () => undefined);
     case "policies":
-      return renderPolicies(await api("GET", "policies"));
+      return show(renderPolicies, "policies");
     case "vhosts":
-      return renderVhosts(await api("GET", "vhosts"));
+      return show(renderVhosts, "vhosts");
     case "nodes":
-      return renderNodes(await api("GET", "nodes"));
+      return show(renderNodes, "nodes");
     case "detached":
-      return renderDetached(await api("GET", "detached-sessions"));
+      return show(renderDetached, "detached-sessions");
     default:
-      return undefined;
+      return () => undefined;
   }
 }
 
-async function refresh() {
-  if (refreshing || shownView === null || $("console").hidden) return;
+let generation = 0; // the latest refresh: an older one's answer is not shown
+
+// Show the open view as the broker has it now.  The timer's refresh is skipped while
+// one is running; a new view (routeChanged) is fetched at once, and a refresh of the
+// view before it shows nothing when it ends.
+async function refresh(routeChanged = false) {
+  if ((refreshing && !routeChanged) || shownView === null || $("console").hidden) return;
+  const mine = ++generation;
   refreshing = true;
   try {
-    await refreshView(shownView);
+    const render = await loadView(shownView);
+    if (mine !== generation) return;
+    render();
     setStatus("live", "live");
   } catch (error) {
     if (error.code === 401) {
@@ -809,7 +819,7 @@ async function refresh() {
       setStatus("error", error.message);
     }
   } finally {
-    refreshing = false;
+    if (mine === generation) refreshing = false;
   }
 }
 
