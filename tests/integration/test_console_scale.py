@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import resource
 import socket
 import time
 import urllib.request
@@ -58,9 +59,23 @@ def api_get(broker: BrokerProcess, path: str) -> Any:
         return json.loads(response.read())
 
 
+def ensure_descriptors(needed: int) -> None:
+    """
+    Raise this process's open-file limit (which the broker inherits) to ``needed``,
+    or skip the module where the hard limit is lower, saying so.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= needed:
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        pytest.skip(f"10 000 connections need {needed} open files; the hard limit is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+
+
 @pytest.fixture(scope="module")
 def crowded_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """A broker of 10 000 queues of one message (the last has two) and 10 000 clients."""
+    ensure_descriptors(COUNT + 1000)
     process = managed_broker(
         tmp_path_factory.mktemp("console-scale"),
         "--max-connections",
