@@ -9,16 +9,13 @@ real host, Java, a certificate, a password typed in) stays unmarked.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -153,9 +150,9 @@ def stop(process: subprocess.Popen[bytes], how: signal.Signals) -> None:
 
 def run_page(block: Block, code: str, workdir: Path) -> None:
     """
-    Open an HTML block in headless Chromium, served from a loopback web server as a
-    user's page would be (Chromium keeps a ``file:`` page from reaching loopback),
-    and wait for its ``expect`` text.
+    Open an HTML block in headless Chromium as a ``file:`` URL, as a reader who saved
+    it opens it (its WebSocket then sends ``Origin: null``), and wait for its
+    ``expect`` text.
 
     :raises BlockFailed: when the text never appears; JavaScript errors fail the test too.
     """
@@ -164,27 +161,17 @@ def run_page(block: Block, code: str, workdir: Path) -> None:
     require_chromium()
     page_path = workdir / "app.html"
     page_path.write_text(code)
-    (workdir / "favicon.ico").write_bytes(b"")  # or the browser's request for it is a 404 error
     expected = block.options.get("expect")
     if expected is None:
         raise MarkerError(f"{block.name}: a browser block needs expect=TEXT")
-    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(workdir))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    serving = threading.Thread(target=server.serve_forever, daemon=True)
-    serving.start()
-    try:
-        with chromium_page() as page:
-            page.goto(f"http://127.0.0.1:{server.server_port}/{page_path.name}")
-            try:
-                page.wait_for_function(
-                    "text => document.body.innerText.includes(text)", arg=expected, timeout=15_000
-                )
-            except Exception as failure:
-                raise BlockFailed(f"{block.name}: {expected!r} never appeared") from failure
-    finally:
-        server.shutdown()
-        server.server_close()
-        serving.join(timeout=STOP_TIMEOUT)
+    with chromium_page() as page:
+        page.goto(page_path.as_uri())
+        try:
+            page.wait_for_function(
+                "text => document.body.innerText.includes(text)", arg=expected, timeout=15_000
+            )
+        except Exception as failure:
+            raise BlockFailed(f"{block.name}: {expected!r} never appeared") from failure
 
 
 def run_block(block: Block, workdir: Path, ports: dict[int, int]) -> None:

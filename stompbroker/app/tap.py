@@ -265,6 +265,39 @@ def _authenticator(options: Options, reactor: Any) -> Authenticator | None:
 _NOT_SETTINGS = frozenset(
     ("credCheckers", "credInterfaces", "access-control", "listen", "http", "stream-limits")
 )
+#: The unit of each setting that has one, for the pages that show them.
+_SETTING_UNITS = {
+    **dict.fromkeys(
+        (
+            "max-frame-size",
+            "memory-high",
+            "memory-low",
+            "queue-memory",
+            "resume-buffer",
+            "slow-consumer-buffer",
+            "ws-compression-min-size",
+        ),
+        "bytes",
+    ),
+    **dict.fromkeys(
+        (
+            "connect-timeout",
+            "engine-outage-hold",
+            "engine-ping-timeout",
+            "engine-wait-timeout",
+            "frame-timeout",
+            "monitor-interval",
+            "node-timeout",
+            "resume-window",
+            "shutdown-timeout",
+            "stats-interval",
+            "ws-ping-interval",
+            "ws-ping-timeout",
+        ),
+        "s",
+    ),
+    **dict.fromkeys(("redelivery-delay", "redelivery-max-delay", "ttl"), "ms"),
+}
 #: The kind of login each credential interface of ``--auth`` takes.
 _LOGINS = ((IUsernamePassword, "password"), (IBearerToken, "token"), (ICertificate, "certificate"))
 
@@ -279,13 +312,16 @@ def running_setup(options: Options) -> RunningSetup:
     for name, value in options.items():
         if name in _NOT_SETTINGS or not isinstance(value, (str, int, float, tuple, type(None))):
             continue
+        if name == "policies" and isinstance(value, tuple):
+            # Named only: each is on the policies page and /api/policies in full.
+            value = tuple(policy.name for policy in value)
         settings.append((name, redact_url(value) if isinstance(value, str) else value))
     interfaces = options.get("credInterfaces", {})
     logins = tuple(kind for interface, kind in _LOGINS if interface in interfaces)
     settings.append(("auth", logins or None))
     listeners = [("stomp", description) for description in options["listen"]]
     listeners += [("http", description) for description in options["http"]]
-    return RunningSetup.of(listeners, settings)
+    return RunningSetup.of(listeners, settings, _SETTING_UNITS)
 
 
 def _api_portal(options: Options) -> Portal | None:

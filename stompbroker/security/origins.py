@@ -4,7 +4,8 @@ The web origins whose pages may use the broker: ``--allowed-origin PATTERN``.
 A browser names the page that opens a WebSocket or calls the management API
 in the ``Origin`` header (``https://app.example.com``); other clients send
 none.  Without ``--allowed-origin`` the WebSocket endpoint takes any origin
-(as RabbitMQ Web-STOMP does) and the API answers the broker's own pages only.
+(as RabbitMQ Web-STOMP does), ``null`` too (a page opened as a file), and the
+API answers the broker's own pages only.
 With it, both take the broker's own pages and the origins the patterns match,
 and refuse the others: the WebSocket handshake with a 403, the API with a 403
 JSON error; the API answers the allowed origins' CORS preflights.  A request

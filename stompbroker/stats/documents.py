@@ -43,7 +43,7 @@ def _rate(count: int, seconds: float) -> float:
 
 
 def stats_document(
-    model: StatsModel, latest: Interval | None, server: str = "stompbroker"
+    model: StatsModel, latest: Interval | None, server: str = "stompbroker", lists: bool = True
 ) -> dict[str, Any]:
     """
     The ``/stats`` JSON: counters since the start, gauges now, rates over the
@@ -53,6 +53,8 @@ def stats_document(
     :param latest: the latest live interval, for rates and producers; ``None``
         before there is one (they are then 0).
     :param server: the server's name and version.
+    :param lists: whether to list every destination and connection; without,
+        ``object_totals`` counts them (the console's overview, with 10 000 of each).
     :returns: a JSON-ready dict (see docs/monitoring.md).
     """
     snapshot = model.snapshot()
@@ -60,7 +62,7 @@ def stats_document(
     seconds = latest.broker.interval_s if latest is not None else 0.0
     destinations = {}
     hosted = model.broker.has_virtual_hosts()
-    for name, state in snapshot.destinations.items():
+    for name, state in snapshot.destinations.items() if lists else ():
         record = recent.get(name)
         entry: dict[str, Any] = {}
         if hosted:
@@ -81,7 +83,7 @@ def stats_document(
     figures = resume_figures(model.broker)
     gaps = model.topic_gaps()
     rates = model.broker.rates.figures()
-    return {
+    document = {
         "schema_version": SCHEMA_VERSION,
         "ts": format_timestamp(to_timestamp(snapshot.seconds)),
         "server": server,
@@ -108,11 +110,18 @@ def stats_document(
         "disk": disk_document(model.broker.disk_alarm()),
         "http_auth": [figures.to_dict() for figures in model.authorization] or None,
         "rate_limits": rates.to_dict() if rates is not None else None,
-        "destinations": destinations,
-        "occupancy": model.broker.presence.occupancy(),
         "nodes": nodes_document(snapshot.nodes),
-        "connections": [connection.to_dict() for connection in model.connections()],
     }
+    if not lists:
+        document["object_totals"] = {
+            "connections": snapshot.connections,
+            "destinations": len(snapshot.destinations),
+        }
+        return document
+    document["destinations"] = destinations
+    document["occupancy"] = model.broker.presence.occupancy()
+    document["connections"] = [connection.to_dict() for connection in model.connections()]
+    return document
 
 
 def memory_document(alarm: Any) -> dict[str, Any]:

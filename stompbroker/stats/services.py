@@ -30,6 +30,7 @@ from twisted.application.internet import TimerService
 from stompbroker.logs import logger
 from stompbroker.stats.documents import exported_records, live_document, monitor_text
 from stompbroker.stats.export import StatsExporter
+from stompbroker.stats.history import History
 from stompbroker.stats.model import Interval, Sampler, StatsModel
 
 log = logger("stompbroker.stats")
@@ -53,6 +54,7 @@ class LiveStats(TimerService):
     :param interval: seconds between samples.
     :ivar latest: the latest :class:`~stompbroker.stats.model.Interval`, or ``None``
         before the second sample.
+    :ivar history: the last hour of intervals, for the console's charts.
     """
 
     name = "live stats"
@@ -62,6 +64,7 @@ class LiveStats(TimerService):
         self.clock = model.clock
         self.model = model
         self.latest: Interval | None = None
+        self.history = History(interval)
         self._sampler: Sampler = model.sampler()
         node = secrets.token_hex(4)
         self._monitor_ids = (f"monitor-{node}-{number}" for number in itertools.count(1))
@@ -72,6 +75,7 @@ class LiveStats(TimerService):
         if interval is None:
             return
         self.latest = interval
+        self.history.record(interval)
         broker = self.model.broker
         engine = broker.engine
         if engine.topic_subscriptions(STATS_TOPIC):

@@ -12,7 +12,7 @@ URL, and the caller leaves out what holds credentials (``--auth``'s checkers).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -93,35 +93,49 @@ class RunningSetup:
     :ivar listeners: every port the broker listens on.
     :ivar settings: ``(name, value)`` pairs, named as the options are
         (``max-connections``), values as text, nothing secret.
+    :ivar units: ``(name, unit)`` pairs of the settings that have one: ``bytes``,
+        ``s`` or ``ms``, so that a page can show ``1.0 MiB`` or ``2 min``.
     """
 
     listeners: tuple[Listener, ...] = ()
     settings: tuple[tuple[str, str], ...] = ()
+    units: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of(
-        cls, listeners: Iterable[tuple[str, str]], settings: Iterable[tuple[str, Any]]
+        cls,
+        listeners: Iterable[tuple[str, str]],
+        settings: Iterable[tuple[str, Any]],
+        units: Mapping[str, str] | None = None,
     ) -> RunningSetup:
         """
         :param listeners: ``(kind, endpoint description)`` pairs.
         :param settings: ``(name, value)`` pairs; a value is shown as text, a
-            tuple as its items joined by commas, ``None`` as ``none``.
+            tuple as its items joined by commas, ``None`` or nothing as ``none``.
+        :param units: the unit of each setting that has one.
         """
+        shown = tuple(sorted((name, _text(value)) for name, value in settings))
+        names = {name for name, _ in shown}
         return cls(
             tuple(listener(kind, endpoint) for kind, endpoint in listeners),
-            tuple(sorted((name, _text(value)) for name, value in settings)),
+            shown,
+            tuple(sorted((name, unit) for name, unit in (units or {}).items() if name in names)),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """:returns: ``listeners`` (a list) and ``configuration`` (an object), as JSON."""
+        """
+        :returns: ``listeners`` (a list), ``configuration`` (an object) and
+            ``configuration_units`` (the unit of each setting that has one), as JSON.
+        """
         return {
             "listeners": [entry.to_dict() for entry in self.listeners],
             "configuration": dict(self.settings),
+            "configuration_units": dict(self.units),
         }
 
 
 def _text(value: Any) -> str:
-    if value is None:
+    if value is None or value == ():
         return "none"
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -63,7 +63,8 @@ Wire-level behaviour:
   (``--allowed-origin``), a handshake whose ``Origin`` is neither the
   broker's own (its ``Host``) nor one the patterns match is refused with a 403;
   one without ``Origin`` (not a browser) is not
-  (:mod:`stompbroker.security.origins`).
+  (:mod:`stompbroker.security.origins`).  Without it every origin is taken,
+  ``null`` too (a page opened as a file), which Autobahn alone would refuse.
 - **Credentials.** An ``Authorization: Bearer TOKEN`` header in the handshake
   stands in for a CONNECT without ``passcode`` (non-browser clients; browsers
   cannot set it), and under TLS the client's certificate is offered for
@@ -444,6 +445,9 @@ class StompWebSocketFactory(WebSocketServerFactory):
             autoPingTimeout=websocket.ping_timeout,
             autoPingRestartOnAnyTraffic=True,
             perMessageCompressionAccept=self._accept_compression,
+            # A page opened as a file sends ``Origin: null``, which Autobahn refuses
+            # on its own; the origin check in ``onConnect`` decides instead.
+            allowNullOrigin=True,
         )
         self._batched_timer = _ClockTimer(clock)
 

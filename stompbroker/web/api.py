@@ -6,6 +6,8 @@ path                                                   method  what
 =====================================================  ======  =============================
 ``/api/whoami``                                        GET     who the credentials sign in as
 ``/api/overview``                                      GET     ``/stats``, listeners, settings
+``/api/history?since=TS``                              GET     the last hour's figures
+``/api/vhosts``                                        GET     the virtual hosts, with counts
 ``/api/connections``                                   GET     every client connection
 ``/api/connections/{id}``                              GET     one, with its subscriptions
 ``/api/connections/{id}?reason=...``                   DELETE  close it (an operator ERROR)
@@ -27,6 +29,10 @@ path                                                   method  what
                                                                calls (:mod:`.api_backend`)
 =====================================================  ======  =============================
 
+The lists (connections, detached sessions, destinations, policies) sort,
+filter and page as RabbitMQ's do: ``?page=&page_size=&name=&sort=&sort_reverse=``
+(:mod:`stompbroker.web.api_paging`).  ``/api/overview?brief=true`` leaves out
+the lists of destinations and connections, and counts them instead.
 The destination is one path segment, percent-encoded (``%2Fqueue%2Forders``).
 With virtual hosts, ``?vhost=NAME`` names the virtual host of the destination
 calls (the default host without it) and filters the lists; every destination
@@ -43,6 +49,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.python.failure import Failure
 from twisted.web.resource import Resource
@@ -63,6 +70,7 @@ from stompbroker.broker.management.queue_operations import (
     check_publish_target,
     check_target,
 )
+from stompbroker.broker.management.records import ConnectionInfo, DestinationInfo
 from stompbroker.broker.routing.virtual_hosts import DEFAULT_HOST
 from stompbroker.logs import logger
 from stompbroker.stats.documents import disk_document, memory_document, stats_document
@@ -84,6 +92,7 @@ from stompbroker.web.api_bodies import (
 )
 from stompbroker.web.api_guard import ADMIN, EVERYTHING, READ, WRITE, ApiError, ApiGuard
 from stompbroker.web.api_hosts import ApiHosts
+from stompbroker.web.api_paging import ListQuery, list_answer
 
 __all__ = ["MAX_BODY", "ManagementApi", "message_document"]
 
@@ -190,22 +199,35 @@ class ManagementApi(Resource):
         if top == "whoami" and len(path) == 1:
             self._allow(method, ("GET",))
             return self._whoami(identity)
-        if top in ("overview", "nodes", "connections"):
+        if top in ("overview", "nodes", "connections", "history", "vhosts"):
             need = ADMIN if method == "DELETE" else READ
             one_connection = top == "connections" and len(path) == 2
             self._allow(method, ("DELETE", "GET") if one_connection else ("GET",))
             self.guard.require(identity, need)
             if top == "overview":
-                return self._overview()
+                return self._overview(query(request, "brief") == "true")
+            if top == "history":
+                return self._history(query(request, "since"))
+            if top == "vhosts":
+                return self._vhosts()
             if top == "nodes":
                 return maybeDeferred(self.management.nodes).addCallback(record_documents)
             if len(path) == 1:
+                wanted = self._list_query(request)
                 vhost = self._vhost_filter(request)
-                return [
-                    record_document(info)
+                infos = [
+                    info
                     for info in self.management.connections()
                     if vhost is None or info.vhost == vhost
                 ]
+                return list_answer(
+                    infos,
+                    wanted,
+                    "id",
+                    _CONNECTION_FIELDS,
+                    _record_value,
+                    record_document,
+                )
             if len(path) == 2:
                 if method == "DELETE":
                     reason = query(request, "reason") or ""
@@ -220,7 +242,8 @@ class ManagementApi(Resource):
             self.guard.require(identity, ADMIN if method == "DELETE" else READ)
             detached = self.management.detached
             if len(path) == 1:
-                return record_documents(detached.list())
+                wanted = self._list_query(request)
+                return list_answer(record_documents(detached.list()), wanted, "id")
             if method == "DELETE":
                 return record_document(detached.end(path[1], operator=_operator(identity, request)))
             return record_document(detached.get(path[1]))
@@ -237,7 +260,9 @@ class ManagementApi(Resource):
         if top == "destinations":
             if len(path) == 1:
                 self._allow(method, ("GET",))
-                return self._destinations(identity, self._vhost_filter(request))
+                return self._destinations(
+                    identity, self._vhost_filter(request), self._list_query(request)
+                )
             if len(path) in (2, 3):
                 return self._destination(identity, request, method, path[1], path[2:])
         raise ApiError(404, "no such call", f"the management API has no /api/{'/'.join(path)}")
@@ -261,17 +286,70 @@ class ManagementApi(Resource):
             },
         }
 
-    def _overview(self) -> dict[str, Any]:
+    @staticmethod
+    def _list_query(request: Request) -> ListQuery:
+        return ListQuery.parse(lambda name: query(request, name))
+
+    def _overview(self, brief: bool = False) -> dict[str, Any]:
+        """
+        ``/stats`` with the memory and disk alarms and the setup; ``brief`` leaves
+        out the lists of destinations and connections (counted in ``object_totals``),
+        which a broker of 10 000 of each would make megabytes long.
+        """
         server = f"stompbroker/{__version__}"
+        document: dict[str, Any]
         if self.live is None:
             document = {"server": server, "connections": len(self.management.connections())}
         else:
-            document = stats_document(self.live.model, self.live.latest, server)
+            document = stats_document(self.live.model, self.live.latest, server, lists=not brief)
         document["memory"] = memory_document(self.management.memory_alarm())
         document["disk"] = disk_document(self.management.disk_alarm())
         if self.setup is not None:
             document.update(self.setup.to_dict())
         return document
+
+    def _history(self, since: str | None) -> dict[str, Any]:
+        """The last hour's figures (:mod:`stompbroker.stats.history`), after ``since`` if given."""
+        if self.live is None:
+            raise ApiError(404, "no history", "this broker keeps no statistics")
+        try:
+            after = None if since is None else float(since)
+        except ValueError:
+            raise ApiError(
+                400, "bad request", f"since must be epoch seconds, not {since!r}"
+            ) from None
+        return self.live.history.to_dict(after)
+
+    def _vhosts(self) -> list[dict[str, Any]]:
+        """
+        Every virtual host, the default one (``/``) first, with its connections,
+        destinations and messages waiting, as RabbitMQ's ``/api/vhosts`` counts them.
+        """
+        aliases: dict[str, list[str]] = {DEFAULT_HOST: []}
+        if self.hosts.hosts is not None:
+            for host in self.hosts.hosts.hosts.values():
+                aliases[host.name] = list(host.aliases)
+        rows: dict[str, dict[str, Any]] = {
+            name: {
+                "name": name,
+                "aliases": names,
+                "connections": 0,
+                "destinations": 0,
+                "messages": 0,
+            }
+            for name, names in aliases.items()
+        }
+        broker = self.management.broker
+        for connection in broker.connections:
+            row = rows.get(broker.host_name(connection) or DEFAULT_HOST)
+            if row is not None:
+                row["connections"] += 1
+        for info in self.management.destinations():
+            row = rows.get(self.hosts.outward(info.destination)[0])
+            if row is not None:
+                row["destinations"] += 1
+                row["messages"] += info.depth or 0
+        return list(rows.values())
 
     def _vhost_filter(self, request: Request) -> str | None:
         """:returns: the virtual host ``?vhost=`` names (``/``: the default), ``None`` for all."""
@@ -281,21 +359,45 @@ class ManagementApi(Resource):
         host = self.hosts.named(name)
         return host.name if host is not None else DEFAULT_HOST
 
-    def _destinations(self, identity: Any, vhost: str | None) -> list[dict[str, Any]]:
+    def _destinations(self, identity: Any, vhost: str | None, wanted: ListQuery) -> Any:
+        """
+        The destinations ``identity`` may read, filtered, sorted and paged on light
+        rows (the record, its virtual host and name): only the rows answered become
+        JSON, so a page of 10 000 destinations costs a page.
+        """
         rates = self._rates()
+        hosts = self.hosts
         rows = []
         for info in self.management.destinations():
-            row = self._outward(info)
-            if vhost is not None and row["vhost"] != vhost:
+            host, name = hosts.outward(info.destination)
+            if vhost is not None and host != vhost:
                 continue
-            access = self.hosts.access(row["vhost"])
-            if not self.guard.allows(identity, READ, row["pattern"] or row["destination"], access):
+            pattern = hosts.outward(info.pattern)[1] if info.pattern is not None else None
+            if not self.guard.allows(identity, READ, pattern or name, hosts.access(host)):
                 continue
-            del row["subscribers"]
-            row["policy"] = self._policy_name(info.destination)
-            row.update(rates.get(info.destination, _NO_RATES))
-            rows.append(row)
-        return rows
+            rows.append((info, host, name))
+
+        def value(row: tuple[Any, str, str], field: str) -> Any:
+            info, host, name = row
+            if field == "destination":
+                return name
+            if field == "vhost":
+                return host
+            if field == "policy":
+                return self._policy_name(info.destination)
+            if field in _NO_RATES:
+                return rates.get(info.destination, _NO_RATES)[field]
+            return getattr(info, field, None)
+
+        def document(row: tuple[Any, str, str]) -> dict[str, Any]:
+            info = row[0]
+            answered = self._outward(info)
+            del answered["subscribers"]
+            answered["policy"] = self._policy_name(info.destination)
+            answered.update(rates.get(info.destination, _NO_RATES))
+            return answered
+
+        return list_answer(rows, wanted, "destination", _DESTINATION_FIELDS, value, document)
 
     def _outward(self, info: Any) -> dict[str, Any]:
         """:returns: a destination record as JSON, named as its virtual host's clients name it."""
@@ -354,6 +456,7 @@ class ManagementApi(Resource):
             if method == "GET":
                 document = self._outward(management.destination(internal))
                 document["policy"] = self._policy_name(internal)
+                document.update(self._rates().get(internal, _NO_RATES))
                 return document
             deleted: Deferred[Any] = maybeDeferred(queues.delete, internal, operator=operator)
             return deleted.addCallback(delete_answer, {"destination": name, "vhost": vhost})
@@ -419,11 +522,12 @@ class ManagementApi(Resource):
         # ?vhost= filters the list, and names the virtual host of one policy.
         vhost = self._vhost_filter(request)
         if not rest:
-            return [
+            rows = [
                 policy.as_dict()
                 for policy in policies.listed()
                 if vhost is None or policy.vhost == vhost
             ]
+            return list_answer(rows, self._list_query(request), "name")
         name = rest[0]
         operator = _operator(identity, request)
         if method == "PUT":
@@ -474,3 +578,12 @@ class ManagementApi(Resource):
 
 
 _NO_RATES = {"producers": 0, "messages_in_per_second": 0.0, "messages_delivered_per_second": 0.0}
+#: The fields a list of connections or destinations sorts on.
+_CONNECTION_FIELDS = frozenset(attrs.fields_dict(ConnectionInfo))
+_DESTINATION_FIELDS = frozenset(
+    {*attrs.fields_dict(DestinationInfo), "vhost", "policy", *_NO_RATES} - {"subscribers"}
+)
+
+
+def _record_value(record: Any, field: str) -> Any:
+    return getattr(record, field, None)

@@ -53,6 +53,12 @@ def sign_in(page: Page, broker: BrokerProcess) -> None:
     expect(page.locator("#status")).to_have_attribute("data-state", "live")
 
 
+def show(page: Page, view: str) -> None:
+    """Open one of the console's views from its menu."""
+    page.click(f'#views a[data-view="{view}"]')
+    expect(page.locator(f"#view-{view}")).to_be_visible()
+
+
 def confirm(page: Page, text: str) -> None:
     """Accept the console's confirmation dialog, which must say ``text``."""
     expect(page.locator("#confirm-text")).to_contain_text(text)
@@ -82,14 +88,17 @@ def test_sign_in_watch_a_queue_fill_browse_purge_and_close(
     try:
         for body in ("first", "<b id=injected>bold</b>", "third"):
             connection.send("/queue/console", body, headers={"persistent": "true"})
-        row = page.locator('#destinations tr[data-destination="/queue/console"]')
-        expect(row.locator("td.depth")).to_have_text("3")
+        show(page, "connections")
         client_rows = page.locator('#connections tr[data-connection^="session-"]')
         expect(client_rows.locator("td.messages-in")).to_have_text("3")
         expect(client_rows.locator("td.messages-out")).to_have_text("0")
         expect(client_rows.locator("td.since")).to_contain_text(" UTC")
-        assert int(client_rows.locator("td.bytes-in").inner_text()) > 3 * len("third")
+        bytes_in = client_rows.locator("td.bytes-in").inner_text()
+        assert bytes_in.endswith(" B") and int(bytes_in.split()[0]) > 3 * len("third")
 
+        show(page, "destinations")
+        row = page.locator('#destinations tr[data-destination="/queue/console"]')
+        expect(row.locator("td.depth")).to_have_text("3")
         row.get_by_role("button", name="Browse").click()
         messages = page.locator("#messages li.message")
         expect(messages).to_have_count(3)
@@ -99,6 +108,7 @@ def test_sign_in_watch_a_queue_fill_browse_purge_and_close(
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "console.png"), full_page=True)
 
+        page.go_back()
         row.get_by_role("button", name="Purge").click()
         page.click("#confirm-cancel")
         expect(row.locator("td.depth")).to_have_text("3")
@@ -107,6 +117,7 @@ def test_sign_in_watch_a_queue_fill_browse_purge_and_close(
         expect(page.locator("#destinations-notice")).to_contain_text("purged 3 messages")
         expect(row.locator("td.depth")).to_have_text("0")
 
+        show(page, "connections")
         expect(client_rows).to_have_count(1)
         client_rows.get_by_role("button", name="Close").click()
         confirm(page, "The client gets an ERROR")
@@ -126,6 +137,7 @@ def test_a_detached_session_is_listed_and_ended_with_confirmation(
     first, inbox = subscribed(console_broker, "/topic/console-detached", "d")
     cut(first)
     publish(console_broker.address, "/topic/console-detached", ["missed"])
+    show(page, "detached")
     row = page.locator(f'#detached tr[data-session="{inbox.connected["session"]}"]')
     expect(row.locator("td.missed")).to_have_text("1")
     expect(row.locator("td.subscriptions")).to_have_text("1")
@@ -146,6 +158,7 @@ def test_move_with_confirmation_and_see_a_queues_consumers(
     try:
         for body in ("a", "b"):
             connection.send("/queue/moving", body)
+        show(page, "destinations")
         row = page.locator('#destinations tr[data-destination="/queue/moving"]')
         expect(row.locator("td.depth")).to_have_text("2")
         row.get_by_role("button", name="Move").click()
@@ -189,6 +202,7 @@ def test_sign_in_with_a_bearer_token_whose_scopes_decide(
     page.fill("#token", reader)
     page.click("#sign-in")
     expect(page.locator("#status")).to_have_attribute("data-state", "live")
+    show(page, "destinations")
     row = page.locator('#destinations tr[data-destination="/queue/scoped"]')
     expect(row.locator("td.depth")).to_have_text("1")
     row.get_by_role("button", name="Purge").click()

@@ -87,6 +87,12 @@ def sign_in(page: Page, broker: BrokerProcess) -> None:
     expect(page.locator("#status")).to_have_attribute("data-state", "live")
 
 
+def show(page: Page, view: str) -> None:
+    """Open one of the console's views from its menu."""
+    page.click(f'#views a[data-view="{view}"]')
+    expect(page.locator(f"#view-{view}")).to_be_visible()
+
+
 def test_the_destination_panel_counts_what_it_shows_and_empties_after_a_purge(
     console_broker: BrokerProcess, page: Page
 ) -> None:
@@ -101,6 +107,7 @@ def test_the_destination_panel_counts_what_it_shows_and_empties_after_a_purge(
     finally:
         connection.disconnect()
     sign_in(page, console_broker)
+    show(page, "destinations")
     row = page.locator('#destinations tr[data-destination="/queue/panel"]')
     expect(row.locator("td.depth")).to_have_text("25")
     # Without virtual hosts, no vhost column (docs/virtual-hosts.md).
@@ -124,6 +131,7 @@ def test_the_destination_panel_counts_what_it_shows_and_empties_after_a_purge(
     expect(page.locator("#browser-notice")).to_have_text("purged 25 messages from /queue/panel")
     expect(page.locator("#messages li.message")).to_have_count(0)
     expect(page.locator("#browse-count")).to_have_text("none")
+    show(page, "destinations")
     expect(row.locator("td.depth")).to_have_text("0")
     expect(page.locator("#destinations-notice")).to_have_text("")
 
@@ -142,19 +150,21 @@ def test_the_console_shows_the_policy_in_force_on_each_destination(
     finally:
         connection.disconnect()
     sign_in(page, console_broker)
+    show(page, "destinations")
     limited = page.locator('#destinations tr[data-destination="/queue/limited.orders"]')
     unlimited = page.locator('#destinations tr[data-destination="/queue/unlimited"]')
     expect(limited.locator("td.policy")).to_have_text("limited")
     expect(unlimited.locator("td.policy")).to_have_text("none")
-    limited.locator("td button.name").click()
+    limited.locator("td a.name").click()
     expect(page.locator("#browsed")).to_have_text("/queue/limited.orders")
     expect(page.locator("#browsed-policy")).to_have_text("limited")
 
     answer = cli(console_broker, "set-policy", "everything", "unlimited", "--max-length", "5")
     assert answer.returncode == 0, answer.stderr
     try:
+        show(page, "destinations")
         expect(unlimited.locator("td.policy")).to_have_text("everything")
-        unlimited.locator("td button.name").click()
+        unlimited.locator("td a.name").click()
         expect(page.locator("#browsed")).to_have_text("/queue/unlimited")
         expect(page.locator("#browsed-policy")).to_have_text("everything")
     finally:
@@ -171,10 +181,11 @@ def test_a_connections_panel_lists_its_subscriptions(
         connection.subscribe("/topic/news.#", id="news", receipt="subscribed")
         assert inbox.wait_for(lambda: "subscribed" in inbox.receipts)
         sign_in(page, console_broker)
+        show(page, "connections")
         client_row = page.locator('#connections tr:has(td.subscriptions:text-is("2"))')
         expect(client_row).to_have_count(1)
-        client_row.locator("td.id button").click()
-        panel = page.locator("#connection")
+        client_row.locator("td.id a").click()
+        panel = page.locator("#view-connection")
         expect(panel).to_be_visible()
         expect(page.locator('#connection-figures [data-figure="login"] dd')).to_have_text("admin")
         rows = page.locator("#connection-subscriptions tbody tr")
@@ -203,12 +214,14 @@ def test_the_overview_shows_the_memory_alarm_listeners_and_configuration(
     sign_in(page, console_broker)
     expect(page.locator("#memory-alarm")).to_be_visible()
     expect(page.locator("#memory-alarm")).to_contain_text("publishers are paused")
-    page.click("#setup summary")
     listeners = page.locator("#listeners tbody")
     expect(listeners).to_contain_text(f"stomp://127.0.0.1:{console_broker.port}")
     expect(listeners).to_contain_text(f":{console_broker.http_port}/")
     setting = page.locator('#configuration tr:has(td:text-is("max-connections")) td').nth(1)
     expect(setting).to_have_text("500")
+    # The memory marks in force are the alarm's, in the units used everywhere.
+    memory_low = page.locator('#configuration tr[data-setting="memory-low"] td.value')
+    expect(memory_low).to_have_text(re.compile(r"^\d+(\.\d)? (KiB|MiB)$"))
     url = f"http://127.0.0.1:{console_broker.http_port}/metrics"
     with urllib.request.urlopen(url, timeout=10) as response:
         samples = metric_samples(response.read())
@@ -247,10 +260,12 @@ def test_actions_on_a_row_act_in_its_virtual_host(hosts_broker: BrokerProcess, p
     try:
         send_all(default, default_events, queue, 3)
         sign_in(page, hosts_broker)
+        show(page, "connections")
+        # The shop's connection is open: the connections table shows it in its host.
+        expect(page.locator('#connections tr[data-vhost="shop"] td.vhost')).to_have_text("shop")
+        show(page, "destinations")
         home_row = page.locator(f'#destinations tr[data-vhost="/"][data-destination="{queue}"]')
         expect(home_row.locator("td.depth")).to_have_text("3")
-        # The shop's connection is open: the connections table shows the column already.
-        expect(page.locator('#connections tr[data-vhost="shop"] td.vhost')).to_have_text("shop")
         expect(page.locator("#destinations th.vhost")).to_be_visible()
 
         send_all(shop, shop_events, queue, 2)
@@ -265,6 +280,7 @@ def test_actions_on_a_row_act_in_its_virtual_host(hosts_broker: BrokerProcess, p
         expect(page.locator("#messages li.message")).to_have_count(2)
         expect(page.locator("#browse-count")).to_have_text("2 of 2")
 
+        page.go_back()
         shop_row.get_by_role("button", name="Purge").click()
         expect(page.locator("#confirm-text")).to_contain_text(f"{queue} (vhost shop)")
         page.click("#confirm-ok")
@@ -272,7 +288,9 @@ def test_actions_on_a_row_act_in_its_virtual_host(hosts_broker: BrokerProcess, p
             f"purged 2 messages from {queue} (vhost shop)"
         )
         expect(shop_row.locator("td.depth")).to_have_text("0")
+        page.go_forward()
         expect(page.locator("#messages li.message")).to_have_count(0)
+        page.go_back()
         expect(home_row.locator("td.depth")).to_have_text("3")
 
         page.fill("#publish-vhost", "shop")

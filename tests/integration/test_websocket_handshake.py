@@ -168,16 +168,22 @@ def test_allowed_origins_own_pages_and_non_browsers_get_the_websocket(
 ) -> None:
     """
     --allowed-origin: a page of that origin, of the broker itself (its Host), or a
-    client that sends no Origin is upgraded; a page of any other origin gets 403.
+    client that sends no Origin is upgraded; a page of any other origin, or a page
+    opened as a file (Origin ``null``), gets 403.
     """
     host = f"127.0.0.1:{origins_broker.http_port}"
     assert handshake_status(origins_broker, APP_ORIGIN, host) == 101
     assert handshake_status(origins_broker, f"http://{host}", host) == 101
     assert handshake_status(origins_broker, None, host) == 101
     assert handshake_status(origins_broker, "https://evil.test", host) == 403
+    assert handshake_status(origins_broker, "null", host) == 403
 
 
 def test_without_allowed_origins_any_page_gets_the_websocket(broker: BrokerProcess) -> None:
-    """No --allowed-origin: the handshake takes any origin, as RabbitMQ Web-STOMP does."""
+    """
+    No --allowed-origin: the handshake takes any origin, as RabbitMQ Web-STOMP does,
+    and ``null``, the origin of a page opened as a file.
+    """
     host = f"127.0.0.1:{broker.http_port}"
     assert handshake_status(broker, "https://evil.test", host) == 101
+    assert handshake_status(broker, "null", host) == 101

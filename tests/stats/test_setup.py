@@ -48,7 +48,24 @@ def test_settings_are_text_sorted_by_name() -> None:
     assert setup.to_dict() == {
         "listeners": [{"kind": "stomp", "endpoint": "tcp:1", "url": "stomp://0.0.0.0:1"}],
         "configuration": {"a": "none", "b": "1,2", "c": "true", "d": "2.5"},
+        "configuration_units": {},
     }
+
+
+def test_policies_show_by_name_nothing_as_none_and_units_are_given() -> None:
+    """
+    The configuration is a table of names and values, never a Python repr: policies by
+    name, an empty list as none; the byte and time settings carry their units.
+    """
+    options = Options()
+    options.parseOptions(["--policy", "limited:pattern=limited.>,max-length=100"])
+    document = running_setup(options).to_dict()
+    configuration = document["configuration"]
+    assert configuration["policies"] == "limited"
+    assert configuration["allowed-origin"] == "none"
+    assert not any("(" in value for value in configuration.values())
+    units = document["configuration_units"]
+    assert (units["memory-high"], units["connect-timeout"], units["ttl"]) == ("bytes", "s", "ms")
 
 
 def test_the_running_setup_of_twistd_options_shows_no_secret() -> None:

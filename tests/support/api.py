@@ -21,6 +21,8 @@ from stompbroker.security.access_file import AccessControl, parse_policy
 from stompbroker.security.origins import AllowedOrigins
 from stompbroker.security.portal import make_portal
 from stompbroker.security.tokens import make_checker
+from stompbroker.stats.model import StatsModel
+from stompbroker.stats.services import LiveStats
 from stompbroker.web.api import ManagementApi
 from stompbroker.web.api_guard import ApiGuard
 from stompbroker.web.site import web_root
@@ -54,6 +56,7 @@ class Api:
         auth: bool = False,
         token_secret: Path | None = None,
         allowed_origins: tuple[str, ...] = (),
+        live_interval: float | None = None,
     ) -> None:
         self.clock = Clock()
         if token_secret is not None:
@@ -74,7 +77,11 @@ class Api:
         guard = ApiGuard(
             portal, access, self.clock, allowed_origins=AllowedOrigins(allowed_origins)
         )
-        api = ManagementApi(Management(self.broker), guard)
+        #: With ``live_interval``: the live statistics, not started (call ``tick`` yourself).
+        self.live = (
+            None if live_interval is None else LiveStats(StatsModel(self.broker), live_interval)
+        )
+        api = ManagementApi(Management(self.broker), guard, live=self.live)
         self.treq = StubTreq(web_root(self.broker, api=api))
 
     def call(

@@ -344,3 +344,17 @@ def test_members_are_read_by_anyone_with_read_on_the_destination() -> None:
         api, "GET", "destinations/%2Fqueue%2Fother/members", None, basic("orders")
     )
     assert code == 403 and "read" in error["detail"]
+
+
+def test_the_brief_overview_counts_the_lists_it_leaves_out_and_vhosts_count_their_own() -> None:
+    """?brief=true: no destinations or connections lists, their counts; /api/vhosts the default."""
+    api = Api(live_interval=5.0)
+    api.broker.open_connection(FakeConnection("c1"))
+    code, overview, _ = api.call("GET", "overview?brief=true")
+    assert code == 200
+    assert "destinations" not in overview and "connections" not in overview
+    assert overview["object_totals"] == {"connections": 1, "destinations": 1}
+    code, hosts, _ = api.call("GET", "vhosts")
+    assert hosts == [
+        {"name": "/", "aliases": [], "connections": 1, "destinations": 1, "messages": 3}
+    ]

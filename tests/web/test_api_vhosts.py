@@ -261,3 +261,32 @@ def test_a_policys_vhost_must_be_served_and_agree_with_the_query() -> None:
     code, error, _ = api.call("GET", "policies?vhost=nowhere")
     assert code == 404
     assert api.call("GET", "policies")[1] == []
+
+
+def test_the_virtual_hosts_are_listed_with_what_each_holds() -> None:
+    """/api/vhosts: the default host first, then each host, with its connections and queues."""
+    api = HostedApi()
+    shop_client = FakeConnection("c-shop")
+    api.broker.open_connection(shop_client)
+    api.broker.select_host(shop_client, "shop")
+    code, hosts, _ = api.call("GET", "vhosts")
+    assert code == 200
+    assert [
+        (host["name"], host["connections"], host["destinations"], host["messages"])
+        for host in hosts
+    ] == [("/", 0, 1, 1), ("shop", 1, 1, 2), ("lab", 0, 0, 0)]
+
+
+def test_a_hosts_destinations_page_and_sort_on_the_names_its_clients_know() -> None:
+    """?vhost= with paging: the shop's rows only; the sort and filter use the names shown."""
+    api = HostedApi()
+    api.broker.publish(api.shop.internal("/queue/archive"), "old")
+    code, answer, _ = api.call("GET", "destinations?vhost=shop&page=1&sort=destination")
+    assert code == 200
+    assert [row["destination"] for row in answer["items"]] == ["/queue/archive", "/queue/orders"]
+    assert answer["total_count"] == 2
+    _, answer, _ = api.call("GET", "destinations?page=1&name=orders&sort=vhost&sort_reverse=true")
+    assert [(row["vhost"], row["destination"]) for row in answer["items"]] == [
+        ("shop", "/queue/orders"),
+        ("/", "/queue/orders"),
+    ]

@@ -5,6 +5,7 @@
 // The STOMP connection logs in with the pages' shared sign-in (signin.js); a broker that
 // refuses it (--auth without --allow-anonymous, or wrong credentials) opens the sign-in.
 import { apiHeaders, connectHeaders, isLoginRefused, mountSignIn, signIn } from "./signin.js";
+import { bytes, duration, number } from "./format.js";
 
 (function () {
   const STATS_TOPIC = "/topic/stompbroker.stats";
@@ -26,29 +27,6 @@ import { apiHeaders, connectHeaders, isLoginRefused, mountSignIn, signIn } from 
   function setStatus(state, text) {
     $("status").dataset.state = state;
     $("status").textContent = text;
-  }
-
-  function number(value, digits) {
-    return Number(value).toLocaleString("en", { maximumFractionDigits: digits || 0 });
-  }
-
-  function bytes(value) {
-    const units = ["B", "KiB", "MiB", "GiB"];
-    let index = 0;
-    while (value >= 1024 && index < units.length - 1) {
-      value /= 1024;
-      index += 1;
-    }
-    return number(value, 1) + " " + units[index];
-  }
-
-  function duration(seconds) {
-    const days = Math.floor(seconds / 86400);
-    const hours = Math.floor((seconds % 86400) / 3600);
-    const minutes = Math.floor((seconds % 3600) / 60);
-    if (days) return days + " d " + hours + " h";
-    if (hours) return hours + " h " + minutes + " min";
-    return minutes + " min " + Math.floor(seconds % 60) + " s";
   }
 
   function showFigures(broker, destinations, deliveriesPerSecond) {

@@ -1,8 +1,7 @@
 // A destination's rates and depth over time, for the console's destination
-// panel: every refresh of the console's destination list is one point per
-// destination (its in/s and out/s over the broker's latest live interval, and
-// its depth then), kept for the last MAX_POINTS refreshes; the open
-// destination's are drawn with the vendored uPlot (loaded first as uPlot).
+// page: every refresh of the page is one point (its in/s and out/s over the
+// broker's latest live interval, and its depth then), kept for the last
+// MAX_POINTS refreshes, drawn with the vendored uPlot (loaded first as uPlot).
 // A destination is its virtual host and name: the same name in two virtual
 // hosts is two destinations (docs/virtual-hosts.md).
 "use strict";
