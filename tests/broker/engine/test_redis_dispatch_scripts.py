@@ -101,7 +101,7 @@ def test_groups_of_a_departed_owner_go_round_robin_among_the_nodes_consumers(
         ("a", "a/2"),
     ]
     assert redis_client.hgetall(GROUPS) == {b"g1": b"a/2", b"g2": b"b/3", b"g3": b"a/2"}
-    [(_, fields)] = redis_client.xrange(f"t:qn:b:{QUEUE}")
+    [(_, fields)] = redis_client.xrange(f"t:{{q:{QUEUE}}}:node:b")
     # The entry keeps the id it had in the queue's stream (field i), for the queue's order:
     # the second of the three added there.
     newest, original = redis_client.xinfo_stream(STREAM)["last-generated-id"], fields.pop(b"i")

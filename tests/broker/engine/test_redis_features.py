@@ -13,8 +13,9 @@ from typing import Any
 
 from twisted.internet.task import Clock
 
-from stompbroker.broker.engine.redis.codec import Names, encode
+from stompbroker.broker.engine.redis.codec import encode
 from stompbroker.broker.engine.redis.control import ControlChannel, pick_waiting
+from stompbroker.broker.engine.redis.keys import Keys
 from stompbroker.broker.engine.redis.retained import ClusterRetained, order_loaded
 from stompbroker.broker.engine.redis.scheduling import (
     POLL_INTERVAL,
@@ -32,7 +33,7 @@ class FakeEngine:
     """What the two parts read of the engine: names, clock, node, writer state."""
 
     def __init__(self) -> None:
-        self.names = Names("p")
+        self.names = Keys("p")
         self.clock = Clock()
         self.node_timeout = 2.0
 
@@ -213,7 +214,7 @@ def test_a_claimed_delivery_is_routed_then_its_lease_ended_in_the_same_pipeline(
     """The claimer routes what it claimed, then ends the leases with one SETTLE script."""
     fired, commands = claimed_once(0.0)
     assert [(entry.key, entry.fired, entry.finished) for entry in fired] == [("n-1", 1, True)]
-    assert commands == [("EVAL", SETTLE, 2, "p:sched:flying", "p:sched:jobs", b"n-1", 1)]
+    assert commands == [("EVAL", SETTLE, 2, "p:{sched}:flying", "p:{sched}:jobs", b"n-1", 1)]
 
 
 def test_a_claim_answered_past_the_lease_routes_nothing() -> None:

@@ -34,9 +34,9 @@ from tests.support.queue_scripts import (
 )
 from tests.support.redis import redis_client, redis_server  # noqa: F401
 
-RETURNED = f"t:qret:{QUEUE}"
-LEASE = f"t:ql:{QUEUE}"
-OWN = "t:qn:other:/queue/q"
+RETURNED = f"t:{{q:{QUEUE}}}:returned"
+LEASE = f"t:{{q:{QUEUE}}}:lease"
+OWN = "t:{q:/queue/q}:node:other"
 
 
 def test_a_switching_read_keeps_only_what_came_before_the_switch_point() -> None:
@@ -216,12 +216,11 @@ def test_what_a_dead_switching_node_left_comes_back_as_never_delivered(
         MODE,
         GROUPS,
         RETURNED,
-        "t:qn:p:/queue/q",
+        "t:{q:/queue/q}:node:p",
         "t:alive:p",
         LEASE,
         *LANES,
         "nodes",
-        "t:",
         "p",
         STREAM,
     )

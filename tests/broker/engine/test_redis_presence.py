@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from twisted.internet.task import Clock
 
-from stompbroker.broker.engine.redis.codec import Names
+from stompbroker.broker.engine.redis.keys import Keys
 from stompbroker.broker.engine.redis.presence import (
     JOIN,
     LEAVE,
@@ -36,7 +36,7 @@ class Writer:
 
 class FakeEngine:
     def __init__(self) -> None:
-        self.names = Names("p")
+        self.names = Keys("p")
         self.writer = Writer()
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from stompbroker.broker.engine.redis.codec import Names
+from stompbroker.broker.engine.redis.keys import Keys
 from stompbroker.broker.engine.redis.queue_names import ADD_NAME, QueueNames, matching
 
 
@@ -47,7 +47,7 @@ class Engine:
     """What :class:`QueueNames` uses of the engine; ``queue`` returns the destination."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.names = Names("p")
+        self.names = Keys("p")
         self.writer = Writer()
         self.table = Table()
         self.loop = loop

@@ -27,7 +27,7 @@ from stompbroker.broker.features.scheduled_messages import Schedule
 from stompbroker.protocol.message import Message
 from tests.support.redis import redis_client, redis_server  # noqa: F401
 
-DUE, JOBS, FLYING, CHANNEL = "t:sched", "t:sched:jobs", "t:sched:flying", "t:sched:due"
+DUE, JOBS, FLYING, CHANNEL = "t:{sched}", "t:{sched}:jobs", "t:{sched}:flying", "t:sched:due"
 
 
 @pytest.fixture

@@ -2,12 +2,12 @@
 Every node's consumers of a shared queue, registered in Redis, so that whichever
 node reads a message can tell which consumer, on which node, should get it.
 
-- ``PREFIX:qc:/queue/NAME``: a hash, ``NODE/N`` (the node's N-th registered
+- ``PREFIX:{q:/queue/NAME}:consumers``: a hash, ``NODE/N`` (the node's N-th registered
   consumer, counted over the node's life, so a field is never reused) ->
   ``[node, selector, priority, exclusive, order, window]``, where ``order``
   is the registration's rank in the queue (a counter in the mode hash), so
   that "earliest among equals" means the same on every node.
-- ``PREFIX:qm:/queue/NAME`` (the mode hash, :mod:`.lanes`): ``v``, a version
+- ``PREFIX:{q:/queue/NAME}:mode`` (the mode hash, :mod:`.lanes`): ``v``, a version
   bumped by every change of the registry; ``s``, the order counter; ``sa``,
   ``1`` while the queue is declared ``x-single-active-consumer``: one
   declaration for every node, made as one node makes it (the SUBSCRIBE that
@@ -44,7 +44,6 @@ __all__ = [
     "candidate_consumers",
     "candidate_nodes",
     "local_options",
-    "registry_key",
 ]
 
 #: KEYS: registry, mode hash, then the queue's lanes (its stream among them).
@@ -133,11 +132,6 @@ def local_options(options: ConsumerOptions | None) -> ConsumerOptions | None:
         return options
     stripped = evolve(options, single_active=None)
     return None if stripped.is_plain else stripped
-
-
-def registry_key(prefix: str, destination: str) -> str:
-    """:returns: the hash of a queue's registered consumers."""
-    return f"{prefix}:qc:{destination}"
 
 
 @frozen

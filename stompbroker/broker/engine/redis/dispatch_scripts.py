@@ -19,11 +19,11 @@ __all__ = [
     "UNCOUNT",
 ]
 
-#: Lua (after ``root``, the keys' prefix with its colon, is set): takes an
-#: entry's bytes off its stream's byte counter, if the stream has one.
+#: Lua: takes an entry's bytes off its stream's byte counter, if the stream
+#: has one (:func:`~.keys.byte_counter`).
 UNCOUNT = """
 local function uncount(source, payload)
-  local counter = root .. 'qb:' .. string.sub(source, #root + 1)
+  local counter = source .. ':bytes'
   if redis.call('EXISTS', counter) == 1 then
     if redis.call('DECRBY', counter, body_size(payload)) < 0 then redis.call('SET', counter, 0) end
   end
@@ -50,13 +50,13 @@ local function last_delivered(stream, group)
 end
 """
 
-#: KEYS: registry, groups hash, mode hash.  ARGV: group, node-stream prefix,
-#: destination, this node, how many entries this node's consumers have room
-#: for, then per entry: source stream, entry id, payload, message group (''
-#: none), closes group (0/1), the active consumer's field ('' none), its
-#: original entry id ('' for the entry id: field ``i`` of an entry given back
-#: or handed back, :data:`ORIGINAL`), n, m, then
-#: n candidate nodes each with the windows of its consumers there, then m
+#: KEYS: registry, groups hash, mode hash.  ARGV: group, node-stream prefix
+#: (:func:`~.keys.node_stream_prefix`), the returned stream, this node, how
+#: many entries this node's consumers have room for, then per entry: source
+#: stream, entry id, payload, message group ('' none), closes group (0/1), the
+#: active consumer's field ('' none), its original entry id ('' for the entry
+#: id: field ``i`` of an entry given back or handed back, :data:`ORIGINAL`), n,
+#: m, then n candidate nodes each with the windows of its consumers there, then m
 #: candidate consumers, best first, each as field, node, priority, order.
 #: Answers per entry the node it went to ('' when none may take it; the
 #: returned stream's name when it went there) and the consumer that owns its
@@ -65,19 +65,16 @@ end
 #: queue's order among the lane's entries of its priority.  A message goes to
 #: the consumer one node's round-robin picks, a grouped one to its group's owner (or picks it).  A
 #: grouped entry of the queue's stream or lanes, while the returned stream
-#: (``PREFIX:qret:/queue/NAME``) holds entries nobody has read, goes to the
+#: (:func:`~.keys.returned_stream`) holds entries nobody has read, goes to the
 #: returned stream's tail instead, behind them: so what an owner gave back is
 #: decided before any newer message of its groups (one ``XLEN`` per batch
 #: with a grouped entry tells while the returned stream is empty).  An entry moved out of a
-#: stream with a byte counter is counted out of it (:mod:`.shared_bytes`; the
-#: counter is named from the node-stream prefix).
+#: stream with a byte counter is counted out of it (:mod:`.shared_bytes`).
 MOVE = (
     BODY_SIZE
     + """
-local group, prefix, destination, me = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local group, prefix, returned, me = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local room_here = tonumber(ARGV[5])
-local root = string.sub(prefix, 1, #prefix - 3)
-local returned = root .. 'qret:' .. destination
 """
     + UNCOUNT
     + LAST_DELIVERED
@@ -100,7 +97,7 @@ local kept = 0
 local function room(node, window)
   if node == me then return kept < room_here end
   if not window then return false end
-  local stream = prefix .. node .. ':' .. destination
+  local stream = prefix .. node
   return redis.call('XLEN', stream) < window
 end
 -- The consumer for a message, or a group's new owner, as one node's
@@ -183,7 +180,7 @@ while i <= #ARGV do
     if owner and closes == '1' then redis.call('HDEL', KEYS[2], message_group) end
     if target == me then kept = kept + 1 end
     if target and target ~= me then
-      local stream = prefix .. target .. ':' .. destination
+      local stream = prefix .. target
       if redis.call('EXISTS', stream) == 0 then
         redis.call('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
       end

@@ -62,7 +62,6 @@ from stompbroker.broker.engine.figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.local import DEFAULT_POLICY
 from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
 from stompbroker.broker.engine.redis.busy import Busy
-from stompbroker.broker.engine.redis.codec import Names
 from stompbroker.broker.engine.redis.connection import (
     PRIMARY_ONLY,
     Durability,
@@ -74,6 +73,7 @@ from stompbroker.broker.engine.redis.connection import (
 from stompbroker.broker.engine.redis.control import ControlChannel
 from stompbroker.broker.engine.redis.durables import Durables
 from stompbroker.broker.engine.redis.figures import FiguresExchange
+from stompbroker.broker.engine.redis.keys import Keys
 from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.lifecycle import EngineLifecycle
 from stompbroker.broker.engine.redis.listener import alone
@@ -223,7 +223,7 @@ class RedisEngine:
         bind_local_parts(self, self.fanout, self.table)
         self.url = url
         self.node_timeout = node_timeout
-        self.names = Names(url.prefix)
+        self.names = Keys(url.prefix)
         self.loop: Any = None
         self.client: Any = None
         #: A client that never sends a command again by itself: the writer's

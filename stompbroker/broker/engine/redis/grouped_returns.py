@@ -2,7 +2,7 @@
 A grouped shared queue's give-backs, decided again before any newer message
 (docs/cluster.md, "A group's order when its owner leaves"): what a leaving
 consumer or node gives back, and what a dead node held, goes to the queue's
-returned stream, ``PREFIX:qret:/queue/NAME``, in one script each, so that no
+returned stream, ``PREFIX:{q:/queue/NAME}:returned``, in one script each, so that no
 decision comes between a consumer's leaving and its messages' return.
 """
 
@@ -16,12 +16,12 @@ from stompbroker.broker.engine.redis.dispatch_scripts import (
     REDELIVERIES_OF,
     UNCOUNT,
 )
-from stompbroker.broker.engine.redis.lanes import lane_streams
+from stompbroker.broker.engine.redis.keys import lane_streams
 from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE
 
 __all__ = ["FORGET_RETURNING", "RETURN_GROUPED", "forget_returning", "give_back_grouped"]
 
-#: Lua (after ``root``, ``group`` and ``returned`` are set): what a node gives
+#: Lua (after ``group`` and ``returned`` are set): what a node gives
 #: back to a grouped queue goes to the tail of its returned stream, with how
 #: often it was delivered (field ``r``) when known, or as the node's
 #: redelivery record of it says (:mod:`.redelivery_records`, which goes);
@@ -29,7 +29,7 @@ __all__ = ["FORGET_RETURNING", "RETURN_GROUPED", "forget_returning", "give_back_
 #: and deletes it; ``sweep`` hands back a dead node's pending entries of a stream.
 _RETURNING = """
 local function records_of(node, stream)
-  local key = root .. 'qr:' .. node .. ':' .. stream
+  local key = stream .. ':redeliveries:' .. node
   local recorded = {}
   local flat = redis.call('HGETALL', key)
   for f = 1, #flat, 2 do recorded[flat[f]] = tonumber(flat[f + 1]) end
@@ -108,7 +108,7 @@ end
 
 #: KEYS: registry, mode hash, the queue's returned stream, this node's own
 #: stream of it, the decider's lease, this node's liveness key.  ARGV: group,
-#: the keys' prefix with its colon, this node, whether it leaves the queue
+#: this node, whether it leaves the queue
 #: (0/1), the node's epoch (as :data:`~.queue_settling.GIVE_BACK`'s), k, k
 #: registry fields of its consumers that leave, then per message: the stream
 #: of its entry ('' none), the entry id, the payload, whether the node keeps a
@@ -125,10 +125,10 @@ RETURN_GROUPED = (
     BODY_SIZE
     + REDELIVERIES_OF
     + """
-local group, root, me = ARGV[1], ARGV[2], ARGV[3]
-local leaving = ARGV[4] == '1'
-local checked = redis.call('GET', KEYS[6]) ~= ARGV[5]
-local k = tonumber(ARGV[6])
+local group, me = ARGV[1], ARGV[2]
+local leaving = ARGV[3] == '1'
+local checked = redis.call('GET', KEYS[6]) ~= ARGV[4]
+local k = tonumber(ARGV[5])
 local returned = KEYS[3]
 """
     + UNCOUNT
@@ -136,7 +136,7 @@ local returned = KEYS[3]
     + _RETURNING
     + """
 local foreign = {}
-local i = 7 + k
+local i = 6 + k
 while i <= #ARGV do
   local source, id, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local row = checked and id ~= '' and redis.pcall('XPENDING', source, group, id, id, 1)
@@ -148,7 +148,7 @@ while i <= #ARGV do
       redis.call('XACK', source, group, id)
       redis.call('XDEL', source, id)
       uncount(source, payload)
-      if ARGV[i + 3] == '1' then redis.call('HDEL', root .. 'qr:' .. me .. ':' .. source, id) end
+      if ARGV[i + 3] == '1' then redis.call('HDEL', source .. ':redeliveries:' .. me, id) end
     end
   end
   i = i + 4
@@ -158,7 +158,7 @@ if leaving then
   if redis.call('GET', KEYS[5]) == me then redis.call('DEL', KEYS[5]) end
 elseif k > 0 and redis.call('EXISTS', KEYS[4]) == 1 then
   local leavers = {}
-  for f = 7, 6 + k do leavers[ARGV[f]] = true end
+  for f = 6, 5 + k do leavers[ARGV[f]] = true end
   local last = last_delivered(KEYS[4], group)
   for _, entry in ipairs(redis.call('XRANGE', KEYS[4], '(' .. last, '+')) do
     local payload, owner = nil, nil
@@ -173,7 +173,7 @@ elseif k > 0 and redis.call('EXISTS', KEYS[4]) == 1 then
   end
 end
 local gone = 0
-for f = 7, 6 + k do gone = gone + redis.call('HDEL', KEYS[1], ARGV[f]) end
+for f = 6, 5 + k do gone = gone + redis.call('HDEL', KEYS[1], ARGV[f]) end
 if gone > 0 then redis.call('HINCRBY', KEYS[2], 'v', 1) end
 return foreign
 """
@@ -181,7 +181,7 @@ return foreign
 
 #: KEYS: registry, mode hash, groups hash, the queue's returned stream, the
 #: dead node's own stream of it, its liveness key, the decider's lease, then
-#: the queue's stream and lanes.  ARGV: group, the keys' prefix with its colon,
+#: the queue's stream and lanes.  ARGV: group,
 #: the dead node, the queue's stream.  A grouped queue's dead node, at once and only while its
 #: liveness key is gone: what it held goes to the tail of the returned stream
 #: in the order it got it (its own stream first if it was the decider, which
@@ -196,7 +196,7 @@ FORGET_RETURNING = (
     + REDELIVERIES_OF
     + FORGET_NODE_FUNCTION
     + """
-local group, root, node = ARGV[1], ARGV[2], ARGV[3]
+local group, node = ARGV[1], ARGV[2]
 local returned = KEYS[4]
 if redis.call('EXISTS', KEYS[6]) == 1 then return -1 end
 """
@@ -213,7 +213,7 @@ if redis.call('HEXISTS', KEYS[2], 'r:' .. node) == 1 then
   above = redis.call('HGET', KEYS[2], 'gs')
 end
 for i = 8, #KEYS do
-  moved = moved + sweep(KEYS[i], node, KEYS[i] == ARGV[4] and above or nil)
+  moved = moved + sweep(KEYS[i], node, KEYS[i] == ARGV[3] and above or nil)
 end
 if not deciding then moved = moved + return_all(KEYS[5], node) end
 forget_node(KEYS[1], KEYS[2], KEYS[3], node)
@@ -244,7 +244,6 @@ def give_back_grouped(
         dispatch.lease,
         engine.liveness.key,
         engine.names.group,
-        f"{engine.names.prefix}:",
         engine.ids.node,
         int(leaving),
         engine.liveness.epoch,
@@ -260,7 +259,7 @@ async def forget_returning(engine: Any, dispatch: Any, node: str) -> int:
 
     :returns: how many entries went back, or -1 when the node is alive again.
     """
-    lanes = lane_streams(engine.names.prefix, dispatch.stream, dispatch.destination)
+    lanes = lane_streams(engine.names.prefix, dispatch.destination)
     returned: int = await engine.client.eval(
         FORGET_RETURNING,
         7 + len(lanes),
@@ -273,7 +272,6 @@ async def forget_returning(engine: Any, dispatch: Any, node: str) -> int:
         dispatch.lease,
         *lanes,
         engine.names.group,
-        f"{engine.names.prefix}:",
         node,
         dispatch.stream,
     )

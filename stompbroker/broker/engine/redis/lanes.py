@@ -1,10 +1,10 @@
 """
 Message priority on a shared queue: waiting messages in ten lanes, read highest first.
 
-A queue's stream (``PREFIX:q:/queue/NAME``) is the lane of the default priority
+A queue's stream (``PREFIX:{q:/queue/NAME}``) is the lane of the default priority
 (4, JMS's); a message of another priority is ``XADD``\\ ed to the stream of its
-lane, ``PREFIX:qp:P:/queue/NAME``, and the queue's mode hash
-(``PREFIX:qm:/queue/NAME``, field ``p``) is set once, so that every node's
+lane, ``PREFIX:{q:/queue/NAME}:lane:P``, and the queue's mode hash
+(``PREFIX:{q:/queue/NAME}:mode``, field ``p``) is set once, so that every node's
 reader knows the queue has lanes.  A queue that never had a message of another
 priority has no lanes: its readers read its one stream as before.
 
@@ -22,20 +22,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY, HIGHEST_PRIORITY
+from stompbroker.broker.engine.redis.keys import LANE_ORDER, lane_stream, mode_key, queue_stream
+from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
 
 __all__ = [
     "LANE_ORDER",
     "MARK_GROUPED",
     "MARK_GROUPED_FUNCTION",
     "READ_LANES",
-    "lane_stream",
-    "lane_streams",
-    "mode_key",
 ]
 
-#: The lanes, highest priority first.
-LANE_ORDER = tuple(range(HIGHEST_PRIORITY, -1, -1))
 
 #: KEYS: the lanes' streams, highest first (then, for a plain read, the queue's
 #: mode hash).  ARGV: group, consumer, count (then, for a plain read, ``1``).
@@ -119,26 +115,6 @@ return 0
 )
 
 
-def mode_key(prefix: str, destination: str) -> str:
-    """:returns: the hash of a queue's modes (lanes used, registry version, groups used)."""
-    return f"{prefix}:qm:{destination}"
-
-
-def lane_stream(prefix: str, stream: str, destination: str, priority: int) -> str:
-    """
-    :param stream: the queue's own stream, the default priority's lane.
-    :returns: the stream of the lane of ``priority`` (0 to 9).
-    """
-    if priority == DEFAULT_PRIORITY:
-        return stream
-    return f"{prefix}:qp:{priority}:{destination}"
-
-
-def lane_streams(prefix: str, stream: str, destination: str) -> list[str]:
-    """:returns: every lane's stream, highest priority first."""
-    return [lane_stream(prefix, stream, destination, priority) for priority in LANE_ORDER]
-
-
 def parse_read(
     reply: Sequence[Any], lanes: Sequence[str]
 ) -> tuple[list[tuple[str, bytes, dict[bytes, bytes]]], list[Any]]:
@@ -195,7 +171,7 @@ class LaneMarks:
         if destination not in self._marked:
             self._marked.add(destination)
             writer.command("HSET", mode_key(self._prefix, destination), "p", "1")
-        return lane_stream(self._prefix, stream, destination, priority)
+        return lane_stream(self._prefix, destination, priority)
 
     def grouped(self, writer: Any, destination: str) -> None:
         """
@@ -207,7 +183,6 @@ class LaneMarks:
         key = "g" + destination
         if key not in self._marked:
             self._marked.add(key)
-            # The queue's stream, as Names.queue names it.
-            stream = f"{self._prefix}:q:{destination}"
+            stream = queue_stream(self._prefix, destination)
             mode = mode_key(self._prefix, destination)
             writer.command("EVAL", MARK_GROUPED, 2, mode, stream)

@@ -104,9 +104,8 @@ class ClusterPresence:
     def __init__(self, engine: Any, presence: Presence) -> None:
         self._engine = engine
         self.presence = presence
-        prefix = engine.names.prefix
-        self._prefix = f"{prefix}:presence:"
-        self.channel = f"{prefix}:presence"
+        self._prefix: str = engine.names.presence("")
+        self.channel = engine.names.presence_channel
         #: Grows with every notice applied, so that a reading of the hashes
         #: that one crossed is read again.
         self._changes = 0

@@ -46,9 +46,8 @@ from typing import Any
 from twisted.internet.defer import Deferred, gatherResults, succeed
 
 from stompbroker.broker.engine.redis.connection import RedisUnreachable, run
-from stompbroker.broker.engine.redis.consumer_registry import registry_key
 from stompbroker.broker.engine.redis.control import DELETED, GIVE_BACK, HOLD, RESUME
-from stompbroker.broker.engine.redis.lanes import lane_streams
+from stompbroker.broker.engine.redis.keys import byte_counter, lane_streams, registry_key
 from stompbroker.broker.engine.redis.queue_moves import (
     FREE,
     MOVE,
@@ -60,7 +59,7 @@ from stompbroker.broker.engine.redis.queue_moves import (
 )
 from stompbroker.broker.engine.redis.queue_sources import QueueSources, find_sources
 from stompbroker.broker.engine.redis.queues import StreamQueue
-from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE, byte_counter
+from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE
 from stompbroker.broker.engine.shared_queues import Acted, QueueConsumed
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.routing.destinations import TOPIC_PREFIX
@@ -136,7 +135,7 @@ class ClusterQueueActions:
         if destination in engine.queues:
             return True
         prefix = engine.names.prefix
-        keys = lane_streams(prefix, engine.names.queue(destination), destination)
+        keys = lane_streams(prefix, destination)
         keys.append(registry_key(prefix, destination))
         return bool(await engine.client.exists(*keys))
 
@@ -182,10 +181,10 @@ class ClusterQueueActions:
                 return purged, 0
             prefix = engine.names.prefix
             keys = [registry]
-            streams = lane_streams(prefix, engine.names.queue(destination), destination)
+            streams = lane_streams(prefix, destination)
             streams += [source.stream for source in (*found.returned, *found.own)]
             for stream in streams:
-                keys += [stream, byte_counter(prefix, stream)]
+                keys += [stream, byte_counter(stream)]
             held = int(await self._delete(keys=keys, args=[], client=engine.client))
             if held < 0:
                 raise QueueConsumed(destination, int(await engine.client.hlen(registry)))
@@ -253,7 +252,7 @@ class ClusterQueueActions:
         start, purged = "-", 0
         while True:
             reply = await self._purge(
-                keys=[stream, byte_counter(engine.names.prefix, stream)],
+                keys=[stream, byte_counter(stream)],
                 args=[engine.names.group, start, PAGE, *dead],
                 client=engine.client,
             )

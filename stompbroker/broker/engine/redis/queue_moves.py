@@ -25,14 +25,10 @@ from attrs import define
 from redis.exceptions import ResponseError
 
 from stompbroker.broker.engine.redis.codec import decode, encode_entry
-from stompbroker.broker.engine.redis.lanes import (
-    LANE_ORDER,
-    MARK_GROUPED_FUNCTION,
-    lane_stream,
-    mode_key,
-)
+from stompbroker.broker.engine.redis.keys import byte_counter, lane_stream, mode_key
+from stompbroker.broker.engine.redis.lanes import LANE_ORDER, MARK_GROUPED_FUNCTION
 from stompbroker.broker.engine.redis.queue_sources import QueueSources, original_order
-from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE, byte_counter
+from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE
 from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
 from stompbroker.broker.routing.destinations import TOPIC_PREFIX
 from stompbroker.protocol.frames import Headers
@@ -98,8 +94,8 @@ for i = 3 + ndead, #ARGV, 7 do
       if target ~= '' then
         for mark in string.gmatch(marks, '.') do
           if mark == 'g' then
-            -- the queue's stream, beside its mode hash (group_switch)
-            mark_grouped(mode, (string.gsub(mode, ':qm:/', ':q:/', 1)))
+            -- the queue's stream: its mode hash's name less ':mode' (keys.mode_key)
+            mark_grouped(mode, string.sub(mode, 1, #mode - 5))
           else
             redis.call('HSET', mode, mark, '1')
           end
@@ -236,7 +232,6 @@ class QueueMoves:
         """Move entries of one stream, in order, until ``done`` is full: one script."""
         engine = self._engine
         names = engine.names
-        prefix = names.prefix
         chosen: list[tuple[bytes, Message]] = []
         args: list[Any] = [names.group, len(dead), *dead]
         for entry_id, message in entries:
@@ -250,7 +245,7 @@ class QueueMoves:
             chosen.append((entry_id, new))
             args += [entry_id, *self._target(new), encode_entry(engine.ids.node, new)]
         if chosen:
-            keys = [stream, byte_counter(prefix, stream)]
+            keys = [stream, byte_counter(stream)]
             moved = set(await self._move(keys=keys, args=args, client=engine.client))
             for entry_id, new in chosen:
                 if entry_id in moved:
@@ -266,13 +261,13 @@ class QueueMoves:
         prefix = engine.names.prefix
         if destination not in engine.queue_names.known:
             engine.queue_names.met(destination)
-        stream = lane_stream(prefix, engine.names.queue(destination), destination, new.priority)
+        stream = lane_stream(prefix, destination, new.priority)
         marks = ("p" if new.priority != DEFAULT_PRIORITY else "") + (
             "g" if new.group is not None else ""
         )
         limit = engine.limits.of(destination)
         sized = "1" if limit is not None and limit.max_bytes is not None else "0"
-        return [stream, byte_counter(prefix, stream), sized, mode_key(prefix, destination), marks]
+        return [stream, byte_counter(stream), sized, mode_key(prefix, destination), marks]
 
     async def _pending(self, stream: str, page: list[Any]) -> dict[bytes, str]:
         """:returns: entry id -> its holder, for the entries of ``page`` some node holds."""

@@ -71,9 +71,8 @@ class QueueNames:
 
     def __init__(self, engine: Any) -> None:
         self._engine = engine
-        prefix = engine.names.prefix
-        self.key = f"{prefix}:queues"
-        self.channel = f"{prefix}:queues:new"
+        self.key = engine.names.queue_names
+        self.channel = engine.names.queue_names_channel
         #: The names this node has added to the set, or read from it.
         self.known: set[str] = set()
 

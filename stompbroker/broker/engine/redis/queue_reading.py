@@ -20,7 +20,8 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from stompbroker.broker.engine.redis.dispatch import DECIDE_READ
-from stompbroker.broker.engine.redis.lanes import lane_streams, mode_key, parse_read
+from stompbroker.broker.engine.redis.keys import lane_streams, mode_key
+from stompbroker.broker.engine.redis.lanes import parse_read
 from stompbroker.broker.engine.redis.wire import REPLY_TIMEOUT, execute, pack
 
 __all__ = ["QueueReading"]
@@ -76,7 +77,7 @@ class QueueReading:
         self._destination = destination
         prefix = engine.names.prefix
         self._mode = None if destination is None else mode_key(prefix, destination)
-        self._lanes = [] if destination is None else lane_streams(prefix, stream, destination)
+        self._lanes = [] if destination is None else lane_streams(prefix, destination)
         self.lanes = False
         #: Whether the mode hash was read since this reading began.
         self._known = self._mode is None

@@ -31,6 +31,7 @@ from twisted.internet.defer import Deferred
 
 from stompbroker.broker.engine.redis.connection import run
 from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
+from stompbroker.broker.engine.redis.keys import record_key
 from stompbroker.broker.engine.redis.lapse import (
     Aside,
     claimed_entries,
@@ -40,7 +41,7 @@ from stompbroker.broker.engine.redis.lapse import (
 from stompbroker.broker.engine.redis.own_pending import owned_entries, pending_count, pending_pages
 from stompbroker.broker.engine.redis.queue_reading import QueueReading
 from stompbroker.broker.engine.redis.queue_settling import QueueSettling
-from stompbroker.broker.engine.redis.redelivery_records import fold, record_key
+from stompbroker.broker.engine.redis.redelivery_records import fold
 from stompbroker.broker.queueing.queues import WorkerQueue
 from stompbroker.logs import logger
 
@@ -381,7 +382,7 @@ class QueueRecovery:
             # Only while its key is still gone: a node back from a lapse keeps its own.
             ids = list(counts)
             claimed_reply, records_reply = await engine.scripts.claim_dead(
-                keys=[stream, names.alive(name), record_key(names.prefix, name, stream)],
+                keys=[stream, names.alive(name), record_key(name, stream)],
                 args=[names.group, me, *ids],
             ) or ([], [])
             entries = claimed_entries(claimed_reply)

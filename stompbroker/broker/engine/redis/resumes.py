@@ -139,14 +139,14 @@ class RedisResumeDirectory:
     def __init__(self, engine: Any, book: Any) -> None:
         self._engine = engine
         self._book = book
-        prefix = engine.names.prefix
+        names = engine.names
         self._node: str = engine.ids.node
-        self._hashes = f"{prefix}:resume:nodes"
-        self._hash_prefix = f"{prefix}:resume:"
+        self._hashes = names.resume_nodes
+        self._hash_prefix = names.sessions("")
         self._hash = self._hash_prefix + self._node
-        self._channel_prefix = f"{prefix}:resume:to:"
-        self._handover_prefix = f"{prefix}:resume:handover:"
-        self._alive_prefix = engine.names.alive("")
+        self._channel_prefix: str = names.resume_channel("")
+        self._handover_prefix = names.handover("")
+        self._alive_prefix = names.alive("")
         self._ttl_ms = int(book.window * 1000) + 1000
         self.timeout = min(HANDOVER_TIMEOUT, engine.node_timeout)
         self._requests = itertools.count(1)

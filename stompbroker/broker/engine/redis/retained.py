@@ -94,9 +94,8 @@ class ClusterRetained:
 
     def __init__(self, engine: Any) -> None:
         self._engine = engine
-        prefix = engine.names.prefix
-        self.hash = f"{prefix}:retained"
-        self.channel = f"{prefix}:retained:changes"
+        self.hash = engine.names.retained
+        self.channel = engine.names.retained_channel
         #: This node's copy.
         self.retained = RetainedMessages()
         #: Grows with every notice applied, so that a reading of the hash sent

@@ -10,11 +10,11 @@ The rules (which headers, what a fired message carries) are the one node's
 
 Keys (``PREFIX`` is the URL's prefix):
 
-- ``PREFIX:sched`` (sorted set): job id (the SEND's message-id) -> when it is
+- ``PREFIX:{sched}`` (sorted set): job id (the SEND's message-id) -> when it is
   next due, in ms since the epoch by Redis's ``TIME``;
-- ``PREFIX:sched:jobs`` (hash): job id -> its state, ``PERIOD REMAINING FIRED
+- ``PREFIX:{sched}:jobs`` (hash): job id -> its state, ``PERIOD REMAINING FIRED
   DONE FLYING``, a newline, then the message as the codec encodes it;
-- ``PREFIX:sched:flying`` (sorted set): ``FIRED JOB``, one delivery claimed
+- ``PREFIX:{sched}:flying`` (sorted set): ``FIRED JOB``, one delivery claimed
   and not yet routed -> when its lease runs out, in ms by Redis's ``TIME``;
 - ``PREFIX:sched:due`` (channel): "a job is due in N ms", published by the
   script that adds one, so that every node sets its timer for it.
@@ -257,11 +257,11 @@ class ClusterScheduling:
     def __init__(self, engine: Any, fire: Callable[[ScheduledEntry[Message]], None]) -> None:
         self._engine = engine
         self._fire = fire
-        prefix = engine.names.prefix
-        self.due_set = f"{prefix}:sched"
-        self.jobs = f"{prefix}:sched:jobs"
-        self.flying = f"{prefix}:sched:flying"
-        self.channel = f"{prefix}:sched:due"
+        names = engine.names
+        self.due_set = names.schedule_due
+        self.jobs = names.schedule_jobs
+        self.flying = names.schedule_flying
+        self.channel = names.schedule_channel
         self._claim_script: Any = None
         self._timer: Any = None
         #: When the timer goes off, in this node's clock seconds.

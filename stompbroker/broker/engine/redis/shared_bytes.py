@@ -2,7 +2,7 @@
 A policy's ``max-length-bytes`` on the shared ``/queue/`` streams of the redis
 engine (docs/policies.md, docs/cluster.md): a stream keeps no byte count, so
 each stream a byte limit applies to has a counter beside it,
-``PREFIX:qb:q:/queue/X`` (``PREFIX:qb:qp:P:/queue/X`` for a priority lane):
+``PREFIX:{q:/queue/X}:bytes`` (``PREFIX:{q:/queue/X}:lane:P:bytes`` for a priority lane):
 the bytes of the message bodies of its entries, those waiting and those nodes
 have read and not settled, as the stream's length counts them for
 ``max-length``.
@@ -25,7 +25,7 @@ have read and not settled, as the stream's length counts them for
   policy, copies a node puts back after an outage): it is 0 when
   the stream is empty, never below 0, and when it says a SEND would go over a
   limit it is recounted from the stream's entries first, at most once a second
-  per stream (the key ``PREFIX:qb:q:/queue/X:recounted``, ``PX 1000``).
+  per stream (the key ``PREFIX:{q:/queue/X}:bytes:recounted``, ``PX 1000``).
 
 A body's size is read from the payload (:mod:`.codec`): what follows the first
 newline, or the second for an entry moved to a dead-letter stream; in a
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from stompbroker.broker.engine.redis.codec import ENTRY_BODY_LENGTH
 
-__all__ = ["ADD_SIZED", "BODY_SIZE", "byte_counter", "recount_mark"]
+__all__ = ["ADD_SIZED", "BODY_SIZE"]
 
 #: Lua: the body size of an entry's payload, and of an entry's fields.
 BODY_SIZE = (
@@ -134,16 +134,3 @@ redis.call('SET', counter, bytes)
 return {1, moved}
 """
 )
-
-
-def byte_counter(prefix: str, stream: str) -> str:
-    """
-    :param stream: a queue's stream or lane (it starts with ``PREFIX:``).
-    :returns: the key of its byte counter.
-    """
-    return f"{prefix}:qb:{stream[len(prefix) + 1 :]}"
-
-
-def recount_mark(prefix: str, stream: str) -> str:
-    """:returns: the key that says the stream's count was recounted within the second."""
-    return byte_counter(prefix, stream) + ":recounted"

@@ -7,15 +7,15 @@ last consumer's leaving, whichever node it was on.  SENDs do not count as use.
 
 Nothing is written per message or per SUBSCRIBE: the consumer registries
 (:mod:`.consumer_registry`) say already whether a queue has consumers, and the
-version of each (field ``v`` of the mode hash ``PREFIX:qm:/queue/X``) changes
+version of each (field ``v`` of the mode hash ``PREFIX:{q:/queue/X}:mode``) changes
 with every SUBSCRIBE and UNSUBSCRIBE.  Once a second, one node, the holder of
-the lease ``PREFIX:qexp:lease`` (:data:`LEASE`), sweeps: it reads the
+the lease ``PREFIX:{expiry}:lease`` (:data:`LEASE`), sweeps: it reads the
 cluster's queue names (``SMEMBERS PREFIX:queues``), keeps those a policy with
 ``expires`` is in force on, and runs :data:`SWEEP` for them, 100 at a time.
 For each queue the script keeps a mark in two hashes:
 
-- ``PREFIX:qused``: queue -> since when (Redis's ``TIME``, ms) it is unused;
-- ``PREFIX:qused:tag``: queue -> the policy, its ``expires`` and the registry's
+- ``PREFIX:{expiry}:used``: queue -> since when (Redis's ``TIME``, ms) it is unused;
+- ``PREFIX:{expiry}:tags``: queue -> the policy, its ``expires`` and the registry's
   version the mark was taken under;
 
 and sets the mark to now while the queue has consumers, when the registry's
@@ -34,8 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 from stompbroker.broker.engine.redis.connection import run
-from stompbroker.broker.engine.redis.consumer_registry import registry_key
-from stompbroker.broker.engine.redis.lanes import lane_streams, mode_key
+from stompbroker.broker.engine.redis.keys import lane_streams, mode_key, registry_key
 from stompbroker.broker.engine.shared_queues import QueueConsumed
 from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX
@@ -130,10 +129,10 @@ class SharedExpiry:
     def __init__(self, engine: Any, policies: Policies) -> None:
         self._engine = engine
         self._policies = policies
-        prefix = engine.names.prefix
-        self.lease = f"{prefix}:qexp:lease"
-        self.used = f"{prefix}:qused"
-        self.tags = f"{prefix}:qused:tag"
+        names = engine.names
+        self.lease = names.expiry_lease
+        self.used = names.expiry_used
+        self.tags = names.expiry_tags
         self._sweeping = False
 
     def _in_force(self) -> bool:
@@ -175,7 +174,7 @@ class SharedExpiry:
         args: list[Any] = [CLAIM]
         for queue, expires, policy in batch:
             keys += [registry_key(prefix, queue), mode_key(prefix, queue)]
-            keys += lane_streams(prefix, engine.names.queue(queue), queue)
+            keys += lane_streams(prefix, queue)
             args += [queue, expires, policy]
         reply = await engine.client.eval(SWEEP, len(keys), *keys, *args)
         return [name.decode() if isinstance(name, bytes) else str(name) for name in reply]

@@ -35,12 +35,8 @@ from typing import Any
 from attrs import frozen
 from twisted.internet.defer import Deferred
 
-from stompbroker.broker.engine.redis.shared_bytes import (
-    ADD_SIZED,
-    BODY_SIZE,
-    byte_counter,
-    recount_mark,
-)
+from stompbroker.broker.engine.redis.keys import byte_counter, recount_mark
+from stompbroker.broker.engine.redis.shared_bytes import ADD_SIZED, BODY_SIZE
 from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.queueing.limits import MAX_LENGTH
 from stompbroker.broker.routing.destinations import dead_letter_destination, is_dead_letter_queue
@@ -181,7 +177,7 @@ class SharedLimit:
             3,
             stream,
             engine.names.queue(target),
-            byte_counter(engine.names.prefix, engine.names.queue(target)),
+            byte_counter(engine.names.queue(target)),
             self.max_length,
             payload,
             target,
@@ -206,7 +202,6 @@ class SharedLimit:
 
         :param overflow: what to do over the limit, if not the policy's.
         """
-        prefix = engine.names.prefix
         overflow = overflow or self.overflow
         target = self.dead_letter if overflow == "dead-letter" else None
         dead_stream = stream
@@ -218,10 +213,10 @@ class SharedLimit:
             ADD_SIZED,
             5,
             stream,
-            byte_counter(prefix, stream),
-            recount_mark(prefix, stream),
+            byte_counter(stream),
+            recount_mark(stream),
             dead_stream,
-            byte_counter(prefix, dead_stream),
+            byte_counter(dead_stream),
             self.max_bytes,
             -1 if self.max_length is None else self.max_length,
             overflow,

@@ -52,9 +52,8 @@ class SharedPolicies:
     def __init__(self, engine: Any, policies: Policies) -> None:
         self._engine = engine
         self._policies = policies
-        prefix = engine.names.prefix
-        self.hash = f"{prefix}:policies"
-        self.channel = f"{prefix}:policies:changes"
+        self.hash = engine.names.policies
+        self.channel = engine.names.policies_channel
 
     def policy_set(self, policy: Policy) -> None:
         """An operator set ``policy`` here: store it and tell every node."""

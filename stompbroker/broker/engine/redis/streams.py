@@ -29,7 +29,8 @@ from typing import Any
 from twisted.internet.defer import Deferred, succeed
 from zope.interface import implementer
 
-from stompbroker.broker.engine.redis.codec import Names, decode, encode
+from stompbroker.broker.engine.redis.codec import decode, encode
+from stompbroker.broker.engine.redis.keys import Keys
 from stompbroker.broker.streams.backends import IStreamBackend, RecoveredStream
 from stompbroker.broker.streams.entries import StreamEntry, entry_size, stamped
 from stompbroker.broker.streams.offsets import StreamLimits, StreamStart
@@ -117,7 +118,7 @@ class RedisStreamBackend:
     :param names: the engine's key names.
     """
 
-    def __init__(self, writer: Any, names: Names) -> None:
+    def __init__(self, writer: Any, names: Keys) -> None:
         self._writer = writer
         self._names = names
 
@@ -157,7 +158,7 @@ class RedisStreams:
     """
 
     def __init__(
-        self, streams: Streams, writer: Any, names: Names, node: str, limits: StreamLimits
+        self, streams: Streams, writer: Any, names: Keys, node: str, limits: StreamLimits
     ) -> None:
         self.streams = streams
         self._writer = writer
