@@ -115,7 +115,13 @@ def test_giving_back_puts_the_read_ahead_at_the_tail_and_holds_the_reading() -> 
     assert not queue.pending
     # One script adds each again and ends its old entry, if it is still this node's.
     [(kind, script, _, stream, _, _, group, node, _, _, *given)] = engine.writer.commands
-    assert (kind, script, stream, group, node) == ("EVAL", GIVE_BACK_SCRIPT, STREAM, "nodes", "me")
+    assert (kind, script, stream, group, node) == (
+        "EVALSHA",
+        GIVE_BACK_SCRIPT,
+        STREAM,
+        "nodes",
+        "me",
+    )
     assert given[0::5] == [b"1-0", b"1-1"] and given[1::5] == [STREAM, STREAM]
     assert given[3::5] == ["", ""]  # no byte count to count them into
     queue.local.add_consumer(Subscriber(), 5, 0)
@@ -147,7 +153,7 @@ def test_a_give_back_request_is_answered_after_the_give_back() -> None:
     request = {"id": "r1", "from": "asker", "op": GIVE_BACK, "destination": "/queue/q"}
     give_back_requested(engine, control, request)
     *writes, (command, channel, answer) = engine.writer.commands
-    assert [write[:2] for write in writes] == [("EVAL", GIVE_BACK_SCRIPT)]
+    assert [write[:2] for write in writes] == [("EVALSHA", GIVE_BACK_SCRIPT)]
     assert (command, channel) == ("PUBLISH", "p:ctl:asker")
     assert json.loads(answer) == {"id": "r1", "node": "me", "ahead": ["n-0"]}
     assert queue.room() == 0
@@ -262,7 +268,7 @@ def test_what_a_deciding_node_holds_for_no_consumer_waits_and_goes_back_to_its_l
     # The lane's mark, then one script that adds it to lane 9 again and ends its entry.
     [mark, (kind, script, _, stream, *rest)] = writes
     assert mark[:2] == ("HSET", "p:{q:/queue/h}:mode")
-    assert (kind, script, stream) == ("EVAL", GIVE_BACK_SCRIPT, "p:{q:/queue/h}:lane:9")
+    assert (kind, script, stream) == ("EVALSHA", GIVE_BACK_SCRIPT, "p:{q:/queue/h}:lane:9")
     assert rest[6:8] == [b"1-0", "p:{q:/queue/h}:lane:9"]
     assert queue.undecided == []
 

@@ -86,8 +86,8 @@ def test_a_queue_is_named_in_redis_once_per_node(loop: asyncio.AbstractEventLoop
     names.met("/queue/a")
     names.met("/queue/b")
     assert engine.writer.commands == [
-        ("EVAL", ADD_NAME, 1, "p:queues", "/queue/a", "p:queues:new"),
-        ("EVAL", ADD_NAME, 1, "p:queues", "/queue/b", "p:queues:new"),
+        ("EVALSHA", ADD_NAME, 1, "p:queues", "/queue/a", "p:queues:new"),
+        ("EVALSHA", ADD_NAME, 1, "p:queues", "/queue/b", "p:queues:new"),
     ]
 
 

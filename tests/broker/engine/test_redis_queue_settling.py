@@ -12,7 +12,7 @@ from typing import Any
 from twisted.internet.defer import Deferred, succeed
 
 from stompbroker.broker.engine.redis.codec import encode_entry
-from stompbroker.broker.engine.redis.keys import Keys, byte_counter, record_key
+from stompbroker.broker.engine.redis.keys import Keys, record_key
 from stompbroker.broker.engine.redis.queue_settling import QueueSettling
 from stompbroker.broker.engine.redis.settle_scripts import SETTLE
 from stompbroker.broker.flow.traffic import Traffic
@@ -88,9 +88,9 @@ def test_an_unreadable_entry_is_ended_and_counted_and_the_others_are_taken() -> 
     ]
     assert engine.counters.discarded == 3
     assert engine.traffic.of("/queue/a").messages_dropped == 3
-    keys = (STREAM, record_key("n2", STREAM), "test:alive:n2", byte_counter(STREAM))
+    keys = (STREAM, record_key("n2", STREAM), "test:alive:n2")
     assert engine.commands == [
-        ("EVAL", SETTLE, 4, *keys, "nodes", "n2", 0, "7", b"2-0", b"3-0", b"4-0"),
+        ("EVALSHA", SETTLE, 3, *keys, "nodes", "n2", 0, "7", b"2-0", b"3-0", b"4-0"),
     ]
 
 
@@ -113,8 +113,8 @@ def test_an_acks_entries_end_together_and_are_not_delivered_again() -> None:
     assert settling.settle_all([second, first]) is False
     assert settling.settle_all([third]) is True
     engine.loop.turn()
-    keys = (STREAM, record_key("n2", STREAM), "test:alive:n2", byte_counter(STREAM))
-    settled = ("EVAL", SETTLE, 4, *keys, "nodes", "n2", 0, "7")
+    keys = (STREAM, record_key("n2", STREAM), "test:alive:n2")
+    settled = ("EVALSHA", SETTLE, 3, *keys, "nodes", "n2", 0, "7")
     assert engine.commands == [(*settled, b"1-0", b"2-0", b"3-0")]
     assert settling.held() == {}
     engine.commands.clear()

@@ -18,7 +18,7 @@ from stompbroker.broker.engine.redis.keys import record_key
 from stompbroker.broker.engine.redis.lapse import CLAIM_DEAD, claimed_entries, claimed_records
 from stompbroker.broker.engine.redis.liveness import BEAT
 from stompbroker.broker.engine.redis.redelivery_records import fold
-from stompbroker.broker.engine.redis.settle_scripts import GIVE_BACK, SETTLE, SETTLE_SIZED
+from stompbroker.broker.engine.redis.settle_scripts import GIVE_BACK, SETTLE
 from stompbroker.protocol.message import Message
 from tests.support.redis import RedisServer, redis_server  # noqa: F401
 
@@ -247,13 +247,13 @@ def test_a_late_beat_of_an_older_epoch_leaves_the_new_one(client: redis.Redis) -
 
 
 def test_settling_under_a_byte_limit_counts_out_only_what_it_ends(client: redis.Redis) -> None:
-    """SETTLE_SIZED takes the bodies of the entries it ends off the counter, not those it leaves."""
+    """SETTLE takes the bodies of the entries it ends off the counter, not those it leaves."""
     ids = read_by(client, "B", 2)
     counter = "t:{q:/queue/a}:bytes"
     client.set(counter, 10)
     client.xclaim(STREAM, GROUP, "A", 0, [ids[1]])
     keys = [STREAM, record_key("B", STREAM), "t:alive:B", counter]
-    assert client.eval(SETTLE_SIZED, 4, *keys, GROUP, "B", 0, "1", *ids) == [ids[1]]
+    assert client.eval(SETTLE, 4, *keys, GROUP, "B", 0, "1", *ids) == [ids[1]]
     # Each body is one byte (b"x"): one ended, one left to A.
     assert client.get(counter) == b"9"
     assert owners(client) == {ids[1]: "A"}

@@ -12,8 +12,9 @@ import redis
 from stompbroker.broker.engine.redis.codec import decode, encode, encode_entry
 from stompbroker.broker.engine.redis.dispatch_scripts import MOVE, RETURN_NODE
 from stompbroker.broker.engine.redis.keys import byte_counter, record_key, recount_mark
-from stompbroker.broker.engine.redis.settle_scripts import SETTLE_SIZED
-from stompbroker.broker.engine.redis.shared_bytes import ADD_SIZED, BODY_SIZE
+from stompbroker.broker.engine.redis.scripts import splice
+from stompbroker.broker.engine.redis.settle_scripts import SETTLE
+from stompbroker.broker.engine.redis.shared_bytes import ADD_SIZED
 from stompbroker.protocol.message import Message
 from tests.support.redis import redis_client, redis_server  # noqa: F401
 
@@ -114,12 +115,12 @@ def test_dead_letter_moves_the_oldest_to_the_dead_letter_stream(client: redis.Re
 
 
 def end(client: redis.Redis, stream: str, *ids: bytes) -> list[bytes]:
-    """Read ``stream`` as node B and settle ``ids`` as the engine does (SETTLE_SIZED)."""
+    """Read ``stream`` as node B and settle ``ids`` as the engine does (SETTLE)."""
     client.xgroup_create(stream, "nodes", id="0", mkstream=True)
     client.xreadgroup("nodes", "B", {stream: ">"})
     client.set("p:alive:B", "1")
     keys = [stream, record_key("B", stream), "p:alive:B", byte_counter(stream)]
-    return list(client.eval(SETTLE_SIZED, 4, *keys, "nodes", "B", 0, "1", *ids))
+    return list(client.eval(SETTLE, 4, *keys, "nodes", "B", 0, "1", *ids))
 
 
 def test_ending_entries_takes_their_bytes_off_once(client: redis.Redis) -> None:
@@ -130,7 +131,7 @@ def test_ending_entries_takes_their_bytes_off_once(client: redis.Redis) -> None:
     assert end(client, STREAM, first) == []
     assert count(client) == 2
     client.eval(
-        SETTLE_SIZED,
+        SETTLE,
         4,
         STREAM,
         record_key("B", STREAM),
@@ -230,5 +231,5 @@ def test_a_bodys_size_is_read_from_every_form_of_entry(client: redis.Redis, body
     message = Message("/queue/b", "m-1", (("k", "v:w"),), body)
     forms = [encode("n1", message), encode_entry("n1", message)]
     forms += [b'D["/queue/dlq","m-9","x"]\n' + form for form in forms]
-    script = BODY_SIZE + "return body_size(ARGV[1])"
+    script = splice('--- @include "body_size"\nreturn body_size(ARGV[1])')
     assert [client.eval(script, 0, form) for form in forms] == [len(body)] * 4

@@ -105,7 +105,7 @@ def test_dead_letter_overflow_moves_the_head_in_one_script(waited: bool) -> None
     [(args, replicated)] = engine.writer.waited
     assert replicated == waited
     assert args == (
-        "EVAL",
+        "EVALSHA",
         ADD_DEAD_LETTERING,
         3,
         "s",
@@ -177,7 +177,7 @@ def test_reject_publish_checks_and_adds_in_one_script(waited: bool) -> None:
     assert added is not None
     added.addCallback(results.append)
     assert results == [None]
-    assert writer.waited == [(("EVAL", ADD_UNLESS_FULL, 1, "s", 2, b"p"), waited)]
+    assert writer.waited == [(("EVALSHA", ADD_UNLESS_FULL, 1, "s", 2, b"p"), waited)]
 
 
 def test_a_full_queue_refuses_with_the_limit_and_the_policy() -> None:
@@ -216,7 +216,7 @@ def test_a_dead_letter_into_a_rejecting_queue_is_added_over_the_limit_and_counte
     stream = "p:{q:/queue/cap.a}"
     sized.enqueue(Engine(writer), message(), stream, b"p")
     [(args, replicated)] = writer.waited
-    assert args[:5] == ("EVAL", ADD_SIZED, 5, stream, byte_counter(stream))
+    assert args[:5] == ("EVALSHA", ADD_SIZED, 5, stream, byte_counter(stream))
     assert args[10] == "keep"
     assert not replicated
     counted = limits(**{"max-length": 2, "overflow": "reject-publish"}).of("/queue/cap.a")

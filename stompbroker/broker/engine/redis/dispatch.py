@@ -83,6 +83,7 @@ from stompbroker.broker.engine.redis.keys import (
     registry_key,
     returned_stream,
 )
+from stompbroker.broker.engine.redis.scripts import run_script
 from stompbroker.broker.features.selectors import message_properties
 from stompbroker.broker.queueing.dispatch import assign_owner, declare_single_active
 from stompbroker.broker.queueing.groups import first_for_consumer
@@ -188,7 +189,7 @@ class ClusterDispatch:
         single = "" if options is None or options.single_active is None else options.single_active
         lanes = lane_streams(engine.names.prefix, self.destination)
         engine.writer.command(
-            "EVAL",
+            "EVALSHA",
             REGISTER,
             2 + len(lanes),
             self.registry,
@@ -211,7 +212,7 @@ class ClusterDispatch:
     def unregister(self, consumer: Any) -> None:
         """Remove a local consumer from the registry."""
         for field in self.release([consumer]):
-            self._engine.writer.command("EVAL", UNREGISTER, 2, self.registry, self.mode, field)
+            self._engine.writer.command("EVALSHA", UNREGISTER, 2, self.registry, self.mode, field)
 
     def release(self, consumers: Any) -> list[str]:
         """
@@ -286,7 +287,7 @@ class ClusterDispatch:
             return
         lease_ms = int(engine.node_timeout * 1000)
         self.leading = bool(
-            await engine.client.eval(LEAD, 1, self.lease, engine.ids.node, lease_ms)
+            await run_script(engine.client, LEAD, 1, self.lease, engine.ids.node, lease_ms)
         )
         if self.leading:
             self._led_at = now
@@ -301,11 +302,11 @@ class ClusterDispatch:
         self.own_made = False
         if self.leading:
             self.leading = False
-            self._engine.writer.command("EVAL", RESIGN, 1, self.lease, self._engine.ids.node)
+            self._engine.writer.command("EVALSHA", RESIGN, 1, self.lease, self._engine.ids.node)
         engine = self._engine
         counter = byte_counter(self.stream)
         engine.writer.command(
-            "EVAL",
+            "EVALSHA",
             RETURN_NODE,
             4,
             self.own,
@@ -386,9 +387,10 @@ class ClusterDispatch:
         if self.grouped:
             returned = await forget_returning(engine, self, node)
         else:
-            await client.eval(FORGET_NODE, 3, self.registry, self.mode, self.groups, node)
+            await run_script(client, FORGET_NODE, 3, self.registry, self.mode, self.groups, node)
             counter = byte_counter(self.stream)
-            returned = await client.eval(
+            returned = await run_script(
+                client,
                 RETURN_NODE,
                 4,
                 own,
@@ -467,7 +469,9 @@ class ClusterDispatch:
             original = fields.get(b"i", "")
             args += [stream, entry_id, payload, group or "", int(closes), active, original]
             args += [len(nodes) // 2, len(consumers) // 4, *nodes, *consumers]
-        answers = await engine.client.eval(MOVE, 3, self.registry, self.groups, self.mode, *args)
+        answers = await run_script(
+            engine.client, MOVE, 3, self.registry, self.groups, self.mode, *args
+        )
         kept: list[tuple[str, list[Any]]] = []
         for index, (stream, entry_id, payload, fields) in enumerate(batch):
             target, owner = _text(answers[2 * index]), answers[2 * index + 1]

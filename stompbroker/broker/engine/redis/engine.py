@@ -89,7 +89,6 @@ from stompbroker.broker.engine.redis.queue_names import QueueNames
 from stompbroker.broker.engine.redis.resumes import RedisResumeDirectory
 from stompbroker.broker.engine.redis.retained import ClusterRetained
 from stompbroker.broker.engine.redis.scheduling import ClusterScheduling
-from stompbroker.broker.engine.redis.scripts import Scripts
 from stompbroker.broker.engine.redis.shared_expiry import SharedExpiry
 from stompbroker.broker.engine.redis.shared_limits import SharedLimits
 from stompbroker.broker.engine.redis.shared_policies import SharedPolicies
@@ -230,8 +229,6 @@ class RedisEngine:
         #: and the queues' reads (a lost reply must be seen as one).
         self.unretried: Any = None
         self.writer: Any = None
-        #: The queues' scripts (made when the engine opens).
-        self.scripts: Any = None
         #: Where a message of a priority goes: its queue's stream or lane (:mod:`.lanes`).
         self.lanes = LaneMarks(url.prefix)
         #: ``(deliver, payload)``: runs the fan-out of a batch other nodes
@@ -322,7 +319,6 @@ class RedisEngine:
         self.loop = check_reactor(self.clock)
         self.client = make_client(self.url)
         self.unretried = make_client(self.url, retries=0)
-        self.scripts = Scripts(self.client)
         self.life.open()
         head = batch_head(self.ids.node)
         # A batch is one topic channel's: the channel names its destination.

@@ -23,96 +23,22 @@ from collections.abc import Sequence
 from typing import Any
 
 from stompbroker.broker.engine.redis.keys import LANE_ORDER, lane_stream, mode_key, queue_stream
+from stompbroker.broker.engine.redis.scripts import load
 from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
 
 __all__ = [
     "LANE_ORDER",
     "MARK_GROUPED",
-    "MARK_GROUPED_FUNCTION",
     "READ_LANES",
 ]
 
 
-#: KEYS: the lanes' streams, highest first (then, for a plain read, the queue's
-#: mode hash).  ARGV: group, consumer, count (then, for a plain read, ``1``).
-#: Reads up to ``count`` new entries, highest lane first, making the group of a
-#: lane that has none yet; a plain read reads nothing once the queue had a
-#: grouped message (field ``g`` of its mode hash: :mod:`.group_switch`) and
-#: answers ``{2}``, so that the node's reads are decided from then on.
-#: Answers ``{1, {lane index, id, payload, group owner ('' none: field ``o``
-#: of an entry a node's own stream got from :data:`~.dispatch_scripts.MOVE`),
-#: original id ('' none: field ``i``)}...}``; or,
-#: with nothing to read, ``{0, newest id of each lane}`` for the wait.
-READ_LANES = """
-local group, consumer, left = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local lanes = #KEYS
-if ARGV[4] then
-  lanes = lanes - 1
-  if redis.call('HEXISTS', KEYS[#KEYS], 'g') == 1 then return {2} end
-end
-local found = {}
-for index = 1, lanes do
-  local lane = KEYS[index]
-  if left <= 0 then break end
-  if redis.call('EXISTS', lane) == 1 then
-    local ok, reply = pcall(redis.call, 'XREADGROUP', 'GROUP', group, consumer,
-      'COUNT', left, 'STREAMS', lane, '>')
-    if not ok then
-      redis.call('XGROUP', 'CREATE', lane, group, '0')
-      reply = redis.call('XREADGROUP', 'GROUP', group, consumer,
-        'COUNT', left, 'STREAMS', lane, '>')
-    end
-    if reply then
-      for _, entry in ipairs(reply[1][2]) do
-        local fields = entry[2]
-        local payload, owner, original = nil, '', ''
-        for i = 1, #fields, 2 do
-          if fields[i] == 'm' then payload = fields[i + 1] end
-          if fields[i] == 'o' then owner = fields[i + 1] end
-          if fields[i] == 'i' then original = fields[i + 1] end
-        end
-        if payload then
-          found[#found + 1] = index
-          found[#found + 1] = entry[1]
-          found[#found + 1] = payload
-          found[#found + 1] = owner
-          found[#found + 1] = original
-        end
-        left = left - 1
-      end
-    end
-  end
-end
-if #found > 0 then return {1, found} end
-local newest = {}
-for index = 1, lanes do
-  local last = redis.call('XREVRANGE', KEYS[index], '+', '-', 'COUNT', 1)
-  newest[index] = last[1] and last[1][1] or '0-0'
-end
-return {0, newest}
-"""
+#: lua/read_lanes.lua (what it takes and answers is said there).
+READ_LANES = load("read_lanes")
 
 
-#: Lua: ``mark_grouped(mode, stream)`` sets field ``g`` of a queue's mode hash
-#: and, the first time, ``gs``, the switch point (:mod:`.group_switch`): the id
-#: of the newest entry of the queue's stream.
-MARK_GROUPED_FUNCTION = """
-local function mark_grouped(mode, stream)
-  if redis.call('HSETNX', mode, 'g', '1') == 1 then
-    local newest = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
-    redis.call('HSET', mode, 'gs', newest and newest[1] or '0-0')
-  end
-end
-"""
-
-#: KEYS: the queue's mode hash, its stream.  Marks the queue grouped.
-MARK_GROUPED = (
-    MARK_GROUPED_FUNCTION
-    + """
-mark_grouped(KEYS[1], KEYS[2])
-return 0
-"""
-)
+#: lua/mark_grouped.lua (what it takes and answers is said there).
+MARK_GROUPED = load("mark_grouped")
 
 
 def parse_read(
@@ -185,4 +111,4 @@ class LaneMarks:
             self._marked.add(key)
             stream = queue_stream(self._prefix, destination)
             mode = mode_key(self._prefix, destination)
-            writer.command("EVAL", MARK_GROUPED, 2, mode, stream)
+            writer.command("EVALSHA", MARK_GROUPED, 2, mode, stream)

@@ -29,7 +29,6 @@ from stompbroker.broker.engine.redis.settle_scripts import (
     GIVE_BACK,
     SETTLE,
     SETTLE_BATCH,
-    SETTLE_SIZED,
 )
 from stompbroker.broker.engine.redis.settled import RecentlySettled
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX
@@ -200,16 +199,16 @@ class QueueSettling:
         """
         engine = self._engine
         records = self._unrecord(stream, ids)
-        script = SETTLE_SIZED if self._sized() else SETTLE
+        keys = [stream, record_key(engine.ids.node, stream), engine.liveness.key]
+        if self._sized():
+            # The byte counter too: the script takes the bodies' bytes off it.
+            keys.append(byte_counter(stream))
         for start in range(0, len(ids), SETTLE_BATCH):
             reply = engine.writer.command_waited(
-                "EVAL",
-                script,
-                4,
-                stream,
-                record_key(engine.ids.node, stream),
-                engine.liveness.key,
-                byte_counter(stream),
+                "EVALSHA",
+                SETTLE,
+                len(keys),
+                *keys,
                 engine.names.group,
                 engine.ids.node,
                 records,
@@ -387,7 +386,7 @@ class QueueSettling:
             for entry in given[start : start + SETTLE_BATCH]:
                 args += entry
             reply = engine.writer.command_waited(
-                "EVAL",
+                "EVALSHA",
                 GIVE_BACK,
                 3,
                 stream,
