@@ -116,3 +116,78 @@ def test_an_eval_refused_leaves_the_script_to_be_sent_again() -> None:
     loaded.commands([("EVALSHA", script, 0, "a")])
     loaded.answered([redis.ResponseError("OOM command not allowed")])
     assert loaded.commands([("EVALSHA", script, 0, "a")])[0][0] == "EVAL"
+
+
+@pytest.mark.integration
+def test_a_lease_is_taken_renewed_kept_from_others_and_let_go_by_its_holder_only(
+    client: redis.Redis,
+) -> None:
+    take, resign = load("take_lease"), load("resign_lease")
+    assert client.eval(take, 1, "sb:lease", "a", 10_000) == 1
+    assert client.eval(take, 1, "sb:lease", "b", 10_000) == 0
+    assert client.eval(take, 1, "sb:lease", "a", 20_000) == 1
+    assert client.pttl("sb:lease") > 10_000
+    client.eval(resign, 1, "sb:lease", "b")
+    assert client.get("sb:lease") == b"a"
+    client.eval(resign, 1, "sb:lease", "a")
+    assert client.get("sb:lease") is None
+
+
+@pytest.mark.integration
+def test_a_policy_change_is_stored_and_announced_on_the_channel_given_in_argv(
+    client: redis.Redis,
+) -> None:
+    """A channel is no key: it comes in ARGV (Redis Cluster routes a script by its KEYS)."""
+    pubsub = client.pubsub()
+    pubsub.subscribe("sb:policies:changes")
+    pubsub.get_message(timeout=1)
+    client.eval(load("change_policy"), 1, "sb:policies", "sb:policies:changes", "p", "{}", "n")
+    assert client.hget("sb:policies", "p") == b"{}"
+    assert pubsub.get_message(timeout=1)["data"] == b"n"
+    pubsub.close()
+
+
+@pytest.mark.integration
+def test_a_retained_message_is_numbered_stored_and_removed(client: redis.Redis) -> None:
+    retain, unretain = load("retain"), load("unretain")
+    assert client.eval(retain, 1, "sb:retained", "sb:retained:changes", "/topic/a", "m1") == 1
+    assert client.eval(retain, 1, "sb:retained", "sb:retained:changes", "/topic/a", "m2") == 2
+    assert client.hget("sb:retained", "/topic/a") == b"2\nm2"
+    client.eval(unretain, 1, "sb:retained", "sb:retained:changes", "/topic/a", "")
+    assert client.hkeys("sb:retained") == [b"#seq"]
+
+
+@pytest.mark.integration
+def test_a_dead_nodes_consumers_and_groups_are_forgotten_and_the_version_moves(
+    client: redis.Redis,
+) -> None:
+    registry, mode, groups = (
+        "sb:{q:/queue/a}:consumers",
+        "sb:{q:/queue/a}:mode",
+        "sb:{q:/queue/a}:groups",
+    )
+    client.hset(registry, mapping={"dead/1": "[]", "dead/2": "[]", "live/1": "[]"})
+    client.hset(groups, mapping={"g1": "dead/1", "g2": "live/1"})
+    client.hset(mode, mapping={"v": 3, "r:dead": "x"})
+    assert client.eval(load("forget_node_consumers"), 3, registry, mode, groups, "dead") == 2
+    assert client.hkeys(registry) == [b"live/1"]
+    assert client.hgetall(groups) == {b"g2": b"live/1"}
+    assert client.hgetall(mode) == {b"v": b"4"}
+
+
+@pytest.mark.integration
+def test_a_session_record_is_taken_once_by_login_and_version_and_dead_hashes_forgotten(
+    client: redis.Redis,
+) -> None:
+    take = load("take_session")
+    record = '{"login": "u", "version": "1.2"}'
+    client.sadd("sb:resume:nodes", "n1", "gone")
+    client.hset("sb:resume:n1", "token", record)
+    client.set("sb:alive:n1", "1")
+    args = ("sb:resume:", "sb:alive:")
+    assert client.eval(take, 1, "sb:resume:nodes", "token", "other", "1.2", *args) is None
+    assert client.hexists("sb:resume:n1", "token"), "another login takes nothing"
+    taken = client.eval(take, 1, "sb:resume:nodes", "token", "u", "1.2", *args)
+    assert taken == [b"n1", record.encode(), 1]
+    assert client.eval(take, 1, "sb:resume:nodes", "token", "u", "1.2", *args) is None
+    assert client.smembers("sb:resume:nodes") == {b"n1"}

@@ -118,7 +118,7 @@ class ClusterPresence:
         if writer is None:
             return
         writer.command(
-            "EVALSHA", script, 2, self._hash(entry.destination), self.channel,
+            "EVALSHA", script, 1, self._hash(entry.destination), self.channel,
             entry.field, encode_entry(entry),
         )  # fmt: skip
 

@@ -115,7 +115,7 @@ class ClusterRetained:
         args = (
             "EVALSHA",
             script,
-            2,
+            1,
             self.hash,
             self.channel,
             normalise(message.destination),

@@ -188,7 +188,7 @@ class ClusterScheduling:
         args = (
             "EVALSHA",
             ADD,
-            3,
+            2,
             self.due_set,
             self.jobs,
             self.channel,

@@ -64,7 +64,7 @@ class SharedPolicies:
 
     def _write(self, name: str, value: bytes, notice: bytes) -> None:
         self._engine.writer.command(
-            "EVALSHA", CHANGE, 2, self.hash, self.channel, name, value, notice
+            "EVALSHA", CHANGE, 1, self.hash, self.channel, name, value, notice
         )
 
     def notice(self, payload: bytes) -> None:

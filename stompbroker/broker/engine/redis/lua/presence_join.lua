@@ -1,4 +1,4 @@
--- KEYS: the destination's hash, the channel. ARGV: the field, the entry.
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('PUBLISH', KEYS[2], 'j' .. ARGV[2])
+-- KEYS: the destination's hash. ARGV: the channel, the field, the entry.
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
+redis.call('PUBLISH', ARGV[1], 'j' .. ARGV[3])
 return 1

@@ -1,4 +1,4 @@
--- KEYS: the hash, the channel. ARGV: the topic's field, the message.
-redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('PUBLISH', KEYS[2], 'r' .. ARGV[2])
+-- KEYS: the hash. ARGV: the channel, the topic's field, the message.
+redis.call('HDEL', KEYS[1], ARGV[2])
+redis.call('PUBLISH', ARGV[1], 'r' .. ARGV[3])
 return 1
