@@ -45,7 +45,8 @@ from typing import Any
 
 from twisted.internet.defer import Deferred, succeed
 
-from stompbroker.broker.engine.redis.codec import Names, encode_entry
+from stompbroker.broker.engine.redis.codec import encode_entry
+from stompbroker.broker.engine.redis.keys import Keys
 from stompbroker.broker.engine.redis.queue_intake import QueueIntake
 from stompbroker.broker.engine.redis.queue_settling import QueueSettling
 from stompbroker.broker.flow.traffic import Traffic
@@ -55,7 +56,7 @@ from stompbroker.protocol.message import Message
 PARTS = ("read", "entries")
 #: Entries one read gives (:data:`~stompbroker.broker.engine.redis.queue_intake.MAX_READ`).
 READ = 500
-STREAM = "bench:q:/queue/bench"
+STREAM = "bench:{q:/queue/bench}"
 #: The user headers of the benchmark's SENDs, as their plain lines travel.
 HEADERS = b"persistent:false\ncontent-length:117"
 
@@ -76,7 +77,7 @@ def _engine(soon: list[Any], scripts: list[int]) -> Any:
 
     return SimpleNamespace(
         writer=SimpleNamespace(command=command, command_waited=command_waited),
-        names=Names("bench"),
+        names=Keys("bench"),
         ids=SimpleNamespace(node="b"),
         liveness=SimpleNamespace(key="bench:alive:b", epoch="1", lapsing=lambda: False),
         limits=SimpleNamespace(of=lambda destination: None),

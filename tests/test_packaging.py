@@ -157,9 +157,10 @@ def workdir(tmp_path: Path) -> Path:
 
 def test_wheel_carries_the_plugins_and_the_static_files(wheel: Path) -> None:
     """
-    The wheel holds the three twistd plugins, py.typed and every static file of the web
-    port, and no ``__init__.py`` in ``twisted/`` or ``twisted/plugins/``, which would
-    replace Twisted's own package when installed.
+    The wheel holds the three twistd plugins, py.typed, every static file of the web
+    port and every Lua script of the redis engine, and no ``__init__.py`` in
+    ``twisted/`` or ``twisted/plugins/``, which would replace Twisted's own package
+    when installed.
     """
     names = set(zipfile.ZipFile(wheel).namelist())
     static = {
@@ -168,7 +169,12 @@ def test_wheel_carries_the_plugins_and_the_static_files(wheel: Path) -> None:
         if path.is_file()
     }
     assert static, "no static files found in the checkout"
-    expected = {f"twisted/plugins/{plugin}" for plugin in PLUGINS} | static
+    scripts = {
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "stompbroker" / "broker" / "engine" / "redis" / "lua").rglob("*.lua")
+    }
+    assert scripts, "no Lua scripts found in the checkout"
+    expected = {f"twisted/plugins/{plugin}" for plugin in PLUGINS} | static | scripts
     assert expected | {"stompbroker/py.typed"} <= names, sorted(expected - names)
     assert not {"twisted/__init__.py", "twisted/plugins/__init__.py"} & names
 
@@ -184,6 +190,9 @@ def test_installed_wheel_puts_the_plugin_where_twistd_looks(
     assert package.is_relative_to(installed)
     assert str(installed / "twisted" / "plugins") in plugin_dirs
     assert "stompbroker" in twistd_commands(python, workdir)
+    # The redis engine's scripts are files of the package: the installed one reads them.
+    loads = "from stompbroker.broker.engine.redis.scripts import load; print(load('settle').sha)"
+    assert len(run([str(python), "-c", loads], workdir).stdout.strip()) == 40
 
 
 def test_editable_install_puts_the_checkout_s_plugin_where_twistd_looks(

@@ -47,7 +47,7 @@ def registry_barrier(server: RedisServer, queue: str) -> Callable[[int], None]:
         client = redis.Redis(port=server.port)
         deadline = time.monotonic() + WAIT
         try:
-            while client.hlen(f"stompbroker:qc:{queue}") != count:
+            while client.hlen(f"stompbroker:{{q:{queue}}}:consumers") != count:
                 assert time.monotonic() < deadline, "the registry never had the consumers"
                 time.sleep(0.02)
         finally:

@@ -24,7 +24,7 @@ def jobs_left(server: RedisServer) -> int:
     """:returns: how many scheduled jobs Redis holds (of the default prefix)."""
     client = redis.Redis(port=server.port)
     try:
-        return int(client.zcard("stompbroker:sched"))
+        return int(client.zcard("stompbroker:{sched}"))
     finally:
         client.close()
 

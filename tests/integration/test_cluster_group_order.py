@@ -54,7 +54,7 @@ def registry_barrier(server: RedisServer | None, queue: str) -> Callable[[int], 
         client = redis.Redis(port=server.port)
         deadline = time.monotonic() + WAIT
         try:
-            while client.hlen(f"stompbroker:qc:{queue}") != count:
+            while client.hlen(f"stompbroker:{{q:{queue}}}:consumers") != count:
                 assert time.monotonic() < deadline, "the registry never had the consumers"
                 time.sleep(0.02)
         finally:

@@ -106,7 +106,11 @@ def lane_lengths(store: redis.Redis, queue: str) -> dict[int, int]:
     """:returns: priority -> entries in that lane of ``queue``, for the lanes that hold any."""
     lengths = {}
     for priority in range(10):
-        key = f"{PREFIX}:q:{queue}" if priority == 4 else f"{PREFIX}:qp:{priority}:{queue}"
+        key = (
+            f"{PREFIX}:{{q:{queue}}}"
+            if priority == 4
+            else f"{PREFIX}:{{q:{queue}}}:lane:{priority}"
+        )
         length = int(store.xlen(key)) if store.exists(key) else 0
         if length:
             lengths[priority] = length
@@ -115,7 +119,9 @@ def lane_lengths(store: redis.Redis, queue: str) -> dict[int, int]:
 
 def counted_bytes(store: redis.Redis, queue: str) -> int:
     """:returns: the sum of the byte counters of ``queue``'s stream and lanes."""
-    keys = [f"{PREFIX}:qb:q:{queue}"] + [f"{PREFIX}:qb:qp:{p}:{queue}" for p in range(10)]
+    keys = [f"{PREFIX}:{{q:{queue}}}:bytes"] + [
+        f"{PREFIX}:{{q:{queue}}}:lane:{p}:bytes" for p in range(10)
+    ]
     return sum(int(value or 0) for value in store.mget(keys))
 
 
@@ -215,7 +221,7 @@ def test_move_through_another_node_keeps_every_priority(
     for text in expected:
         counts[int(text.rpartition("p")[2])] = counts.get(int(text.rpartition("p")[2]), 0) + 1
     assert lane_lengths(store, target) == counts
-    assert store.hget(f"{PREFIX}:qm:{target}", "p") == b"1"
+    assert store.hget(f"{PREFIX}:{{q:{target}}}:mode", "p") == b"1"
     assert browse(a, target) == expected
     reader, got = connect(a.address)
     reader.subscribe(target, id="1")
@@ -334,7 +340,7 @@ def test_browse_purge_and_move_of_a_decided_queue_reach_the_nodes_own_streams(
     held = [inbox.messages[0].body.decode() for _, inbox in consumers]
     waiting = [text for text in sent_bodies() if text not in held]
     assert browse(b, queue) == in_one_node_order(waiting)
-    own = [key.decode() for key in store.scan_iter(match=f"{PREFIX}:qn:*:{queue}")]
+    own = [key.decode() for key in store.scan_iter(match=f"{PREFIX}:{{q:{queue}}}:node:*")]
     assert sum(int(store.xlen(key)) for key in own) > 0
     status, answer = call(
         b, "POST", f"destinations/{segment(queue)}/move", {"to": target, "count": 8}

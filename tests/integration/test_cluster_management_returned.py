@@ -2,7 +2,7 @@
 The management API on the redis engine acts on a grouped ``/queue/``'s
 returned stream: a real ``redis-server`` and two ``twistd`` nodes; a consumer
 on node B takes grouped messages, acknowledges none and leaves, so they wait
-in the returned stream ``PREFIX:qret:/queue/X`` with nobody to read them; node
+in the returned stream ``PREFIX:{q:/queue/X}:returned`` with nobody to read them; node
 A's browse shows them, its move and purge take them (docs/cluster.md,
 "Management across nodes").
 """
@@ -61,7 +61,7 @@ def given_back(nodes: list[BrokerProcess], store: redis.Redis, queue: str) -> No
     publisher.disconnect()
     assert inbox.wait_for(lambda: len(inbox.messages) == len(BODIES), WAIT)
     consumer.disconnect()
-    returned = f"{PREFIX}:qret:{queue}"
+    returned = f"{PREFIX}:{{q:{queue}}}:returned"
     eventually(lambda: store.xlen(returned) == len(BODIES))
 
 
@@ -91,7 +91,7 @@ def test_what_a_consumer_that_left_gave_back_is_browsed_counted_and_purged(
     assert status == 200, answer
     assert (answer["purged"], answer["complete"]) == (len(BODIES), True), answer
     assert browse(a, queue) == []
-    assert store.xlen(f"{PREFIX}:qret:{queue}") == 0
+    assert store.xlen(f"{PREFIX}:{{q:{queue}}}:returned") == 0
     eventually(lambda: depth(a, queue) == 0)
     later, inbox = connect(b.address)
     later.subscribe(queue, id="1", ack="auto", receipt="r")

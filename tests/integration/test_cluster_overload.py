@@ -88,7 +88,7 @@ def test_a_paused_redis_pauses_publishers_past_the_writers_bound_and_loses_nothi
         assert sender.is_alive()
         sender.join(timeout=60)
         assert not sender.is_alive()
-        stream = f"stompbroker:q:{queue}"
+        stream = f"stompbroker:{{q:{queue}}}"
         deadline = time.monotonic() + 30
         while control.xlen(stream) < count and time.monotonic() < deadline:
             time.sleep(0.2)

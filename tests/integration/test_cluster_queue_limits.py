@@ -166,7 +166,7 @@ def test_max_length_bytes_counts_down_as_a_consumer_on_another_node_acknowledges
     set_policy(a, b, "bytedown", {"max-length-bytes": 10, "overflow": "reject-publish"})
     publish(b.address, "/queue/bytedown.jobs", ["abcd", "efghij"], persistent="true")
     counter = redis.Redis(port=redis_server.port)
-    key = "stompbroker:qb:q:/queue/bytedown.jobs"
+    key = "stompbroker:{q:/queue/bytedown.jobs}:bytes"
     assert int(counter.get(key) or 0) == 10
     reader, got = connect(a.address)
     reader.subscribe(

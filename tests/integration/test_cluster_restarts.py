@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from stompbroker.broker.engine.redis.codec import Names, encode
+from stompbroker.broker.engine.redis.codec import encode
+from stompbroker.broker.engine.redis.keys import Keys
 from stompbroker.protocol.message import Message
 from tests.support.clients import connect
 from tests.support.redis import RedisServer, drain, flowing, node, steady_load
@@ -67,7 +68,7 @@ def test_an_entry_a_nodes_read_claimed_but_never_received_is_delivered(tmp_path:
     b = node(tmp_path, server)
     queue = f"/queue/stranded.{uuid.uuid4().hex[:8]}"
     client = redis.Redis(host="127.0.0.1", port=server.port)
-    names = Names("stompbroker")
+    names = Keys("stompbroker")
     try:
         consumer, inbox = connect(b.address)
         consumer.subscribe(

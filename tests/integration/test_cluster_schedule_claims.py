@@ -25,7 +25,7 @@ from tests.support.redis import (  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
-DUE, JOBS, FLYING = "stompbroker:sched", "stompbroker:sched:jobs", "stompbroker:sched:flying"
+DUE, JOBS, FLYING = "stompbroker:{sched}", "stompbroker:{sched}:jobs", "stompbroker:{sched}:flying"
 
 #: Seconds a test waits for what its nodes owe it (past a lease of --node-timeout).
 WAIT = 3 * float(NODE_TIMEOUT) + 10

@@ -94,7 +94,7 @@ def test_nodes_write_to_the_new_primary_as_soon_as_the_sentinels_switch(tmp_path
     try:
         with steady_load(a, b) as (publisher, inbox):
             assert flowing(inbox)
-            key = f"stompbroker:q:{publisher.queue}"
+            key = f"stompbroker:{{q:{publisher.queue}}}"
             old = group.primary_port()
             new = group.failover()
             promoted = time.monotonic()

@@ -53,7 +53,7 @@ def recorded(server: RedisServer, count: int) -> None:
     try:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            for key in connection.scan_iter(match="*:qr:*"):
+            for key in connection.scan_iter(match="*:redeliveries:*"):
                 if str(count).encode() in connection.hvals(key):
                     return
             time.sleep(0.02)
@@ -81,7 +81,7 @@ def test_a_cut_off_nodes_late_acknowledgements_end_nothing_another_node_claimed(
         tmp_path / "b", "--engine", proxy.url, "--node-timeout", NODE_TIMEOUT, reactor="uvloop"
     )
     queue = f"/queue/settle.{uuid.uuid4().hex[:8]}"
-    stream = f"stompbroker:q:{queue}"
+    stream = f"stompbroker:{{q:{queue}}}"
     try:
         holder, held = subscribed(b, queue, **{"prefetch-count": "3"})
         publish(a.address, queue, [b"m0", b"m1", b"m2"])

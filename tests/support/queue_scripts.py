@@ -15,12 +15,16 @@ import redis
 
 from stompbroker.broker.engine.redis.consumer_registry import REGISTER
 from stompbroker.broker.engine.redis.dispatch_scripts import MOVE
-from stompbroker.broker.engine.redis.lanes import lane_streams
+from stompbroker.broker.engine.redis.keys import lane_streams
 
 QUEUE = "/queue/q"
-REGISTRY, MODE, GROUPS = f"t:qc:{QUEUE}", f"t:qm:{QUEUE}", f"t:qg:{QUEUE}"
-STREAM = f"t:q:{QUEUE}"
-LANES = lane_streams("t", STREAM, QUEUE)
+REGISTRY, MODE, GROUPS = (
+    f"t:{{q:{QUEUE}}}:consumers",
+    f"t:{{q:{QUEUE}}}:mode",
+    f"t:{{q:{QUEUE}}}:groups",
+)
+STREAM = f"t:{{q:{QUEUE}}}"
+LANES = lane_streams("t", QUEUE)
 ALIVE = "t:alive:"
 
 
@@ -88,7 +92,7 @@ def move(
     read: Any = client.xreadgroup("nodes", me, {stream: ">"})
     [(_, entries)] = read
     nodes = sorted({node for _, node, _, _ in consumers})
-    args: list[Any] = ["nodes", "t:qn:", QUEUE, me, 10]
+    args: list[Any] = ["nodes", f"t:{{q:{QUEUE}}}:node:", f"t:{{q:{QUEUE}}}:returned", me, 10]
     for (entry_id, fields), group in zip(entries, groups, strict=True):
         args += [stream, entry_id, fields[b"m"], group, 0, "", ""]
         args += [len(nodes), len(consumers)]

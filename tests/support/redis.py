@@ -504,7 +504,7 @@ def registered(
     deadline = time.monotonic() + timeout
     try:
         while True:
-            found = client.hlen(f"stompbroker:qc:{queue}")
+            found = client.hlen(f"stompbroker:{{q:{queue}}}:consumers")
             if found == count or (found > count and not exactly):
                 return
             assert time.monotonic() < deadline, "the registry never had the consumers"

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from stompbroker.broker.engine.redis.codec import (
     DEAD_LETTER,
     ENTRY,
-    Names,
     decode,
     decode_message,
     encode,
@@ -63,15 +62,6 @@ def test_a_message_comes_back_as_it_went(
 def test_a_node_recognises_its_own_messages_by_their_first_bytes() -> None:
     """The payload starts with the sending node, which lets a node skip its own echo undecoded."""
     assert encode("abcd", Message("/topic/a", "abcd-1", (), b"x")).startswith(b'["abcd"')
-
-
-def test_names_keep_brokers_with_different_prefixes_apart() -> None:
-    """Every key and channel starts with the prefix; all topics match the nodes' one pattern."""
-    names = Names("blue")
-    assert names.topic("/topic/a.b") == "blue:t:/topic/a.b"
-    assert names.queue("/queue/jobs") == "blue:q:/queue/jobs"
-    assert names.topics == "blue:t:*"
-    assert names.alive("n1") == "blue:alive:n1"
 
 
 def test_a_message_keeps_its_priority_through_redis() -> None:

@@ -19,11 +19,11 @@ from typing import Any
 import redis.asyncio
 from twisted.internet import task
 
-from stompbroker.broker.engine.redis.codec import Names, encode
+from stompbroker.broker.engine.redis.codec import encode
 from stompbroker.broker.engine.redis.consumer_registry import REGISTER
 from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.dispatch_scripts import MOVE
-from stompbroker.broker.engine.redis.lanes import lane_streams
+from stompbroker.broker.engine.redis.keys import Keys, lane_streams
 from stompbroker.broker.engine.redis.queue_credit import QueueCredit
 from stompbroker.broker.engine.redis.queue_reading import QueueReading
 from stompbroker.protocol.message import Message
@@ -31,7 +31,7 @@ from tests.support.queue_scripts import RecordingWriter
 from tests.support.redis import RedisServer, redis_client, redis_server  # noqa: F401
 
 QUEUE = "/queue/held"
-NAMES = Names("h")
+NAMES = Keys("h")
 STREAM = NAMES.queue(QUEUE)
 
 
@@ -62,8 +62,8 @@ async def register(client: Any, field: str, selector: str) -> None:
     """Register a consumer as its node's SUBSCRIBE does, its node alive."""
     node = field.partition("/")[0]
     await client.set(NAMES.alive(node), 1)
-    lanes = lane_streams(NAMES.prefix, STREAM, QUEUE)
-    keys = [f"h:qc:{QUEUE}", f"h:qm:{QUEUE}", *lanes]
+    lanes = lane_streams(NAMES.prefix, QUEUE)
+    keys = [f"h:{{q:{QUEUE}}}:consumers", f"h:{{q:{QUEUE}}}:mode", *lanes]
     args = [field, node, selector, 0, 0, "", 1, NAMES.alive("")]
     await client.eval(REGISTER, len(keys), *keys, *args)
 
@@ -123,7 +123,11 @@ def test_the_decider_keeps_no_more_than_its_consumers_room_while_another_node_ha
     in turn, neither having room), rather than C keeping what B could take.
     """
     client = redis_client
-    mode, registry, groups = f"h:qm:{QUEUE}", f"h:qc:{QUEUE}", f"h:qg:{QUEUE}"
+    mode, registry, groups = (
+        f"h:{{q:{QUEUE}}}:mode",
+        f"h:{{q:{QUEUE}}}:consumers",
+        f"h:{{q:{QUEUE}}}:groups",
+    )
     client.xgroup_create(STREAM, NAMES.group, id="0", mkstream=True)
     for order, field in enumerate(("c/1", "b/1"), 1):
         client.hset(registry, field, "[]")
@@ -131,10 +135,10 @@ def test_the_decider_keeps_no_more_than_its_consumers_room_while_another_node_ha
     for n in range(4):
         client.xadd(STREAM, {"m": encode("a", Message(QUEUE, f"id-{n}", (), b"job"))})
     read = client.xreadgroup(NAMES.group, "c", {STREAM: ">"}, count=4)
-    args: list[Any] = [NAMES.group, "h:qn:", QUEUE, "c", 1]
+    args: list[Any] = [NAMES.group, f"h:{{q:{QUEUE}}}:node:", f"h:{{q:{QUEUE}}}:returned", "c", 1]
     for entry_id, fields in read[0][1]:
         args += [STREAM, entry_id, fields[b"m"], "", 0, "", "", 2, 2, "c", 1, "b", 1]
         args += ["c/1", "c", 0, 1, "b/1", "b", 0, 2]
     answers = client.eval(MOVE, 3, registry, groups, mode, *args)
     assert answers[::2] == [b"c", b"b", b"c", b"b"]
-    assert client.xlen(f"h:qn:b:{QUEUE}") == 2
+    assert client.xlen(f"h:{{q:{QUEUE}}}:node:b") == 2

@@ -14,8 +14,8 @@ import redis
 
 from stompbroker.broker.engine.redis.codec import encode, encode_entry
 from stompbroker.broker.engine.redis.consumer_registry import UNREGISTER
-from stompbroker.broker.engine.redis.dispatch_scripts import REDELIVERIES_OF
 from stompbroker.broker.engine.redis.queue_sources import entry_order
+from stompbroker.broker.engine.redis.scripts import splice
 from stompbroker.protocol.message import Message
 from tests.support.queue_scripts import (
     ALIVE,
@@ -101,7 +101,7 @@ def test_groups_of_a_departed_owner_go_round_robin_among_the_nodes_consumers(
         ("a", "a/2"),
     ]
     assert redis_client.hgetall(GROUPS) == {b"g1": b"a/2", b"g2": b"b/3", b"g3": b"a/2"}
-    [(_, fields)] = redis_client.xrange(f"t:qn:b:{QUEUE}")
+    [(_, fields)] = redis_client.xrange(f"t:{{q:{QUEUE}}}:node:b")
     # The entry keeps the id it had in the queue's stream (field i), for the queue's order:
     # the second of the three added there.
     newest, original = redis_client.xinfo_stream(STREAM)["last-generated-id"], fields.pop(b"i")
@@ -125,7 +125,7 @@ def test_the_scripts_read_a_payloads_redelivery_count_in_either_form(
     """The binary entry form and the JSON one both tell the count; anything else none."""
     message = Message("/queue/a", "n1-1", (("k", "v"),), b"body")
     message.redeliveries = 70000
-    script = REDELIVERIES_OF + "return redeliveries_of(ARGV[1])"
+    script = splice('--- @include "redeliveries_of"\nreturn redeliveries_of(ARGV[1])')
     assert redis_client.eval(script, 0, encode_entry("n1", message)) == 70000
     assert redis_client.eval(script, 0, encode("n1", message)) == 70000
     assert redis_client.eval(script, 0, b"M\x00") is None

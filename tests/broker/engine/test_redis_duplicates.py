@@ -13,19 +13,19 @@ from typing import Any
 from redis.exceptions import NoScriptError
 from twisted.internet.defer import Deferred, fail, succeed
 
-from stompbroker.broker.engine.redis.codec import Names
 from stompbroker.broker.engine.redis.duplicates import (
     DEDUP_CHECK_ADD,
     DEDUP_CHECK_ADD_SHA,
     ClusterDuplicates,
 )
+from stompbroker.broker.engine.redis.keys import Keys
 from stompbroker.broker.features.duplicate_ids import DEFAULT_WINDOW_IDS, DEFAULT_WINDOW_MS
 from stompbroker.broker.features.policies import Policies, parse_policy
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.protocol.errors import LimitExceeded
 from stompbroker.protocol.message import Message
 
-NAMES = Names("p")
+NAMES = Keys("p")
 WINDOW = NAMES.duplicates("/queue/q")
 
 
@@ -102,7 +102,8 @@ def test_a_new_id_is_one_script_that_adds_the_message_then_the_node_counts_it() 
     sent = message()
     decided = made.route_once("order-1", sent, True, route, True)
     assert decided is not None
-    assert writer.waited == [(("EVALSHA", DEDUP_CHECK_ADD_SHA, *ARGS, "", b""), True)]
+    assert writer.waited == [(("EVALSHA", DEDUP_CHECK_ADD, *ARGS, "", b""), True)]
+    assert writer.waited[0][0][1].sha == DEDUP_CHECK_ADD_SHA  # the writer sends the SHA
     assert publishing.published == [sent]
     assert route.routed == []
     assert "/queue/q" not in traffic.destinations
@@ -123,8 +124,8 @@ def test_a_script_redis_lacks_is_sent_whole() -> None:
     sent = message()
     made.route_once("order-1", sent, True, Routes(), True)
     assert [args[:2] for args, _ in writer.waited] == [
-        ("EVALSHA", DEDUP_CHECK_ADD_SHA),
-        ("EVAL", DEDUP_CHECK_ADD),
+        ("EVALSHA", DEDUP_CHECK_ADD),
+        ("EVAL", str(DEDUP_CHECK_ADD)),
     ]
     assert writer.waited[0][0][2:] == writer.waited[1][0][2:]
     assert writer.waited[1][1] is True

@@ -13,8 +13,9 @@ from typing import Any
 
 from twisted.internet.task import Clock
 
-from stompbroker.broker.engine.redis.codec import Names, encode
+from stompbroker.broker.engine.redis.codec import encode
 from stompbroker.broker.engine.redis.control import ControlChannel, pick_waiting
+from stompbroker.broker.engine.redis.keys import Keys
 from stompbroker.broker.engine.redis.retained import ClusterRetained, order_loaded
 from stompbroker.broker.engine.redis.scheduling import (
     POLL_INTERVAL,
@@ -32,7 +33,7 @@ class FakeEngine:
     """What the two parts read of the engine: names, clock, node, writer state."""
 
     def __init__(self) -> None:
-        self.names = Names("p")
+        self.names = Keys("p")
         self.clock = Clock()
         self.node_timeout = 2.0
 
@@ -194,17 +195,19 @@ def claimed_once(pause: float) -> tuple[list[Any], list[tuple[Any, ...]]]:
     """Run one claim that gives one delivery, its answer coming ``pause`` s after it was asked."""
     engine: Any = FakeEngine()
     engine.writer = RecordingWriter()
-    engine.client = None
     fired: list[Any] = []
     scheduling = ClusterScheduling(engine, fired.append)
 
-    async def claim(keys: list[str], args: list[Any], client: Any) -> list[Any]:
-        engine.clock.advance(pause)
-        # As CLAIM leaves a job with no repeat: fired once, done, one in flight.
-        job = b"0 0 1 1 1\n" + encode("node", message("/queue/q"))
-        return [0, -1, b"n-1", 1, job]
+    class Claiming:
+        """A client whose one script is CLAIM, answered ``pause`` s later."""
 
-    scheduling._claim_script = claim
+        async def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> list[Any]:
+            engine.clock.advance(pause)
+            # As CLAIM leaves a job with no repeat: fired once, done, one in flight.
+            job = b"0 0 1 1 1\n" + encode("node", message("/queue/q"))
+            return [0, -1, b"n-1", 1, job]
+
+    engine.client = Claiming()
     asyncio.run(scheduling._claim())
     return fired, engine.writer.commands
 
@@ -213,7 +216,7 @@ def test_a_claimed_delivery_is_routed_then_its_lease_ended_in_the_same_pipeline(
     """The claimer routes what it claimed, then ends the leases with one SETTLE script."""
     fired, commands = claimed_once(0.0)
     assert [(entry.key, entry.fired, entry.finished) for entry in fired] == [("n-1", 1, True)]
-    assert commands == [("EVAL", SETTLE, 2, "p:sched:flying", "p:sched:jobs", b"n-1", 1)]
+    assert commands == [("EVALSHA", SETTLE, 2, "p:{sched}:flying", "p:{sched}:jobs", b"n-1", 1)]
 
 
 def test_a_claim_answered_past_the_lease_routes_nothing() -> None:

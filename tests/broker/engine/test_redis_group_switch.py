@@ -34,9 +34,9 @@ from tests.support.queue_scripts import (
 )
 from tests.support.redis import redis_client, redis_server  # noqa: F401
 
-RETURNED = f"t:qret:{QUEUE}"
-LEASE = f"t:ql:{QUEUE}"
-OWN = "t:qn:other:/queue/q"
+RETURNED = f"t:{{q:{QUEUE}}}:returned"
+LEASE = f"t:{{q:{QUEUE}}}:lease"
+OWN = "t:{q:/queue/q}:node:other"
 
 
 def test_a_switching_read_keeps_only_what_came_before_the_switch_point() -> None:
@@ -216,12 +216,11 @@ def test_what_a_dead_switching_node_left_comes_back_as_never_delivered(
         MODE,
         GROUPS,
         RETURNED,
-        "t:qn:p:/queue/q",
+        "t:{q:/queue/q}:node:p",
         "t:alive:p",
         LEASE,
         *LANES,
         "nodes",
-        "t:",
         "p",
         STREAM,
     )
@@ -239,8 +238,8 @@ class FakeRedis:
         self.since = since
         self.calls: list[tuple[Any, ...]] = []
 
-    async def eval(self, script: str, *args: Any) -> Any:
-        self.calls.append((script, *args))
+    async def evalsha(self, sha: str, *args: Any) -> Any:
+        self.calls.append((sha, *args))
         return self.modes
 
     async def hget(self, key: str, field: str) -> Any:
@@ -273,13 +272,13 @@ def test_a_plain_reading_says_so_once_and_leaves_after_the_read_under_way() -> N
     assert asyncio.run(switch.before_read(dispatch.take_modes))
     assert asyncio.run(switch.before_read(dispatch.take_modes))
     [(script, _, _, field, token)] = engine.unretried.calls
-    assert (script, field) == (ENTER_PLAIN, "r:n")
+    assert (script, field) == (ENTER_PLAIN.sha, "r:n")
     switch.leave_soon()
     assert engine.writer.commands == []
     assert asyncio.run(switch.after_read([(STREAM, [(b"1-0", {})])], True)) == [
         (STREAM, [(b"1-0", {})])
     ]
-    assert engine.writer.commands == [("EVAL", LEAVE_PLAIN, 1, MODE, "r:n", token)]
+    assert engine.writer.commands == [("EVALSHA", LEAVE_PLAIN, 1, MODE, "r:n", token)]
     assert not switch.entered
 
 
@@ -288,7 +287,7 @@ def test_a_reading_that_finds_the_queue_grouped_first_reads_decided() -> None:
     switch, dispatch, engine = switch_of([None, b"3", b"1"])
     assert not asyncio.run(switch.before_read(dispatch.take_modes))
     [(_, _, _, _, token)] = engine.unretried.calls
-    assert engine.writer.commands == [("EVAL", LEAVE_PLAIN, 1, MODE, "r:n", token)]
+    assert engine.writer.commands == [("EVALSHA", LEAVE_PLAIN, 1, MODE, "r:n", token)]
 
 
 def test_the_switching_read_leaves_what_came_after_the_switch_point() -> None:
@@ -299,4 +298,4 @@ def test_the_switching_read_leaves_what_came_after_the_switch_point() -> None:
     runs = [(STREAM, [(b"4-0", {}), (b"6-0", {})])]
     assert asyncio.run(switch.after_read(runs, True)) == [(STREAM, [(b"4-0", {})])]
     assert switch.left == {b"6-0"}
-    assert engine.writer.commands == [("EVAL", LEAVE_PLAIN, 1, MODE, "r:n", "l")]
+    assert engine.writer.commands == [("EVALSHA", LEAVE_PLAIN, 1, MODE, "r:n", "l")]

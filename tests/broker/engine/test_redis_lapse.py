@@ -21,8 +21,8 @@ from stompbroker.broker.engine.redis.liveness import Liveness
 from stompbroker.broker.queueing.delivery import DeliveryCounters
 from stompbroker.protocol.message import Message
 
-STREAM = "sb:q:/queue/a"
-LANE = "sb:qp:7:/queue/a"
+STREAM = "sb:{q:/queue/a}"
+LANE = "sb:{q:/queue/a}:lane:7"
 
 
 def watch(timeout: float = 2.0) -> tuple[Clock, LapseWatch]:

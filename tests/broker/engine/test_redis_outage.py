@@ -88,11 +88,11 @@ def test_the_error_says_for_how_long_redis_has_been_unreachable() -> None:
 def test_a_resent_message_carries_one_more_redelivery_once() -> None:
     """An XADD sent again is marked redelivered once, however often it is sent again."""
     message = Message("/queue/a", "n-1", (("k", "v"),), b"body", 0.0, 2, True)
-    command = ("XADD", "p:q:/queue/a", "*", "m", encode("node", message))
+    command = ("XADD", "p:{q:/queue/a}", "*", "m", encode("node", message))
     again = _resent(command)
     assert decode(again[4])[1].redeliveries == 3
     assert decode(again[4])[0] == "node"
     assert _resent(again) is again
-    other = ("XACK", "p:q:/queue/a", "nodes", b"1-0")
+    other = ("XACK", "p:{q:/queue/a}", "nodes", b"1-0")
     assert tuple(_resent(other)) == other
     assert decode(mark_resent(encode("n", message)))[1].body == b"body"

@@ -7,7 +7,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from stompbroker.broker.engine.redis.codec import Names
+from stompbroker.broker.engine.redis.keys import Keys
 from stompbroker.broker.engine.redis.own_pending import (
     RECONCILE_PAGE,
     pending_count,
@@ -56,7 +56,7 @@ class FakeEngine:
     def __init__(self, client: FakeClient) -> None:
         self.client = client
         self.unretried = client
-        self.names = Names("sb")
+        self.names = Keys("sb")
         self.ids = FakeIds()
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from twisted.internet.task import Clock
 
-from stompbroker.broker.engine.redis.codec import Names
+from stompbroker.broker.engine.redis.keys import Keys
 from stompbroker.broker.engine.redis.presence import (
     JOIN,
     LEAVE,
@@ -36,7 +36,7 @@ class Writer:
 
 class FakeEngine:
     def __init__(self) -> None:
-        self.names = Names("p")
+        self.names = Keys("p")
         self.writer = Writer()
 
 
@@ -70,7 +70,7 @@ def test_this_nodes_joins_and_leaves_are_scripts_on_its_hash_and_channel() -> No
     [(_, join, *join_args), (_, leave, *leave_args)] = engine.writer.commands
     entry = decode_entry(join_args[-1])
     assert (join, leave) == (JOIN, LEAVE)
-    assert join_args[:4] == [2, "p:presence:/topic/room", "p:presence", "here:c1:s"]
+    assert join_args[:4] == [1, "p:presence:/topic/room", "p:presence", "here:c1:s"]
     assert leave_args == join_args
     assert entry.node == "here" and entry.destination == "/topic/room"
 

@@ -15,7 +15,7 @@ from typing import Any
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.task import Clock
 
-from stompbroker.broker.engine.redis.codec import Names, encode
+from stompbroker.broker.engine.redis.codec import encode
 from stompbroker.broker.engine.redis.control import (
     DELETED,
     GIVE_BACK,
@@ -24,6 +24,7 @@ from stompbroker.broker.engine.redis.control import (
     RESUME,
     ControlChannel,
 )
+from stompbroker.broker.engine.redis.keys import Keys
 from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.queue_actions import new_message
 from stompbroker.broker.engine.redis.queues import StreamQueue
@@ -57,7 +58,7 @@ class FakeEngine:
     """What a queue handle and the control channel read of the engine."""
 
     def __init__(self) -> None:
-        self.names = Names("p")
+        self.names = Keys("p")
         self.clock = Clock()
         self.policy = DeliveryPolicy()
         self.counters = DeliveryCounters()
@@ -95,7 +96,7 @@ def read_ahead(engine: FakeEngine, destination: str, count: int) -> StreamQueue:
     return queue
 
 
-STREAM = "p:q:/queue/r"
+STREAM = "p:{q:/queue/r}"
 
 
 def _payload(destination: str, index: int) -> bytes:
@@ -114,7 +115,13 @@ def test_giving_back_puts_the_read_ahead_at_the_tail_and_holds_the_reading() -> 
     assert not queue.pending
     # One script adds each again and ends its old entry, if it is still this node's.
     [(kind, script, _, stream, _, _, group, node, _, _, *given)] = engine.writer.commands
-    assert (kind, script, stream, group, node) == ("EVAL", GIVE_BACK_SCRIPT, STREAM, "nodes", "me")
+    assert (kind, script, stream, group, node) == (
+        "EVALSHA",
+        GIVE_BACK_SCRIPT,
+        STREAM,
+        "nodes",
+        "me",
+    )
     assert given[0::5] == [b"1-0", b"1-1"] and given[1::5] == [STREAM, STREAM]
     assert given[3::5] == ["", ""]  # no byte count to count them into
     queue.local.add_consumer(Subscriber(), 5, 0)
@@ -146,7 +153,7 @@ def test_a_give_back_request_is_answered_after_the_give_back() -> None:
     request = {"id": "r1", "from": "asker", "op": GIVE_BACK, "destination": "/queue/q"}
     give_back_requested(engine, control, request)
     *writes, (command, channel, answer) = engine.writer.commands
-    assert [write[:2] for write in writes] == [("EVAL", GIVE_BACK_SCRIPT)]
+    assert [write[:2] for write in writes] == [("EVALSHA", GIVE_BACK_SCRIPT)]
     assert (command, channel) == ("PUBLISH", "p:ctl:asker")
     assert json.loads(answer) == {"id": "r1", "node": "me", "ahead": ["n-0"]}
     assert queue.room() == 0
@@ -226,14 +233,17 @@ def test_a_give_back_from_the_nodes_own_stream_counts_the_bytes_in_again() -> No
     engine.policies.set(policy, announce=False)
     queue = StreamQueue("/queue/b.q", engine)
     engine.queues["/queue/b.q"] = queue
-    own = "p:qn:me:/queue/b.q"
+    own = "p:{q:/queue/b.q}:node:me"
     queue.take([(b"1-0", {b"m": _payload("/queue/b.q", 0)})], stream=own)
     queue.take([(b"2-0", {b"m": _payload("/queue/b.q", 1)})])
     queue.give_back_for(HOLD)
     # In the give-back script of each stream: the counter each entry counts into, and its size.
     scripts = [command for command in engine.writer.commands if command[1] == GIVE_BACK_SCRIPT]
     counted = [(script[3], list(script[10:][3::5]), list(script[10:][4::5])) for script in scripts]
-    assert sorted(counted) == [("p:q:/queue/b.q", [""], [1]), (own, ["p:qb:q:/queue/b.q"], [1])]
+    assert sorted(counted) == [
+        ("p:{q:/queue/b.q}", [""], [1]),
+        (own, ["p:{q:/queue/b.q}:bytes"], [1]),
+    ]
 
 
 def test_what_a_deciding_node_holds_for_no_consumer_waits_and_goes_back_to_its_lane() -> None:
@@ -246,7 +256,7 @@ def test_what_a_deciding_node_holds_for_no_consumer_waits_and_goes_back_to_its_l
     queue = StreamQueue("/queue/h", engine)
     engine.queues["/queue/h"] = queue
     message = Message("/queue/h", "h-9", (("priority", "9"),), b"x", priority=9)
-    queue._cluster.held.append(("p:qp:9:/queue/h", b"1-0", encode("other", message)))
+    queue._cluster.held.append(("p:{q:/queue/h}:lane:9", b"1-0", encode("other", message)))
     control = ControlChannel(engine)
     request = {"id": "r1", "from": "asker", "op": HELD, "destination": "/queue/h"}
     control.requested(json.dumps(request).encode())
@@ -257,9 +267,9 @@ def test_what_a_deciding_node_holds_for_no_consumer_waits_and_goes_back_to_its_l
     assert json.loads(answer)["ahead"] == ["h-9"]
     # The lane's mark, then one script that adds it to lane 9 again and ends its entry.
     [mark, (kind, script, _, stream, *rest)] = writes
-    assert mark[:2] == ("HSET", "p:qm:/queue/h")
-    assert (kind, script, stream) == ("EVAL", GIVE_BACK_SCRIPT, "p:qp:9:/queue/h")
-    assert rest[6:8] == [b"1-0", "p:qp:9:/queue/h"]
+    assert mark[:2] == ("HSET", "p:{q:/queue/h}:mode")
+    assert (kind, script, stream) == ("EVALSHA", GIVE_BACK_SCRIPT, "p:{q:/queue/h}:lane:9")
+    assert rest[6:8] == [b"1-0", "p:{q:/queue/h}:lane:9"]
     assert queue.undecided == []
 
 
@@ -275,7 +285,7 @@ def test_what_a_node_read_of_the_returned_stream_goes_back_to_its_tail_not_to_a_
     engine.policies.set(policy, announce=False)
     queue = StreamQueue("/queue/g.q", engine)
     engine.queues["/queue/g.q"] = queue
-    returned = "p:qret:/queue/g.q"
+    returned = "p:{q:/queue/g.q}:returned"
     queue.take([(b"1-0", {b"m": _payload("/queue/g.q", 0)})], stream=returned)
     message = Message("/queue/g.q", "g-9", (("priority", "9"),), b"x", priority=9)
     queue._cluster.held.append((returned, b"2-0", encode("other", message)))

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from stompbroker.broker.engine.redis.codec import Names
+from stompbroker.broker.engine.redis.keys import Keys
 from stompbroker.broker.engine.redis.queue_names import ADD_NAME, QueueNames, matching
 
 
@@ -47,7 +47,7 @@ class Engine:
     """What :class:`QueueNames` uses of the engine; ``queue`` returns the destination."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.names = Names("p")
+        self.names = Keys("p")
         self.writer = Writer()
         self.table = Table()
         self.loop = loop
@@ -86,8 +86,8 @@ def test_a_queue_is_named_in_redis_once_per_node(loop: asyncio.AbstractEventLoop
     names.met("/queue/a")
     names.met("/queue/b")
     assert engine.writer.commands == [
-        ("EVAL", ADD_NAME, 1, "p:queues", "/queue/a", "p:queues:new"),
-        ("EVAL", ADD_NAME, 1, "p:queues", "/queue/b", "p:queues:new"),
+        ("EVALSHA", ADD_NAME, 1, "p:queues", "/queue/a", "p:queues:new"),
+        ("EVALSHA", ADD_NAME, 1, "p:queues", "/queue/b", "p:queues:new"),
     ]
 
 

@@ -11,16 +11,15 @@ from typing import Any
 
 from twisted.internet.defer import Deferred, succeed
 
-from stompbroker.broker.engine.redis.codec import Names, encode_entry
+from stompbroker.broker.engine.redis.codec import encode_entry
+from stompbroker.broker.engine.redis.keys import Keys, record_key
 from stompbroker.broker.engine.redis.queue_settling import QueueSettling
-from stompbroker.broker.engine.redis.redelivery_records import record_key
 from stompbroker.broker.engine.redis.settle_scripts import SETTLE
-from stompbroker.broker.engine.redis.shared_bytes import byte_counter
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import DeliveryCounters
 from stompbroker.protocol.message import Message
 
-STREAM = "test:q:/queue/a"
+STREAM = "test:{q:/queue/a}"
 
 
 class Loop:
@@ -46,7 +45,7 @@ class Engine:
         self.writer = SimpleNamespace(
             command=lambda *args: self.commands.append(args), command_waited=self._waited
         )
-        self.names = Names("test")
+        self.names = Keys("test")
         self.ids = SimpleNamespace(node="n2")
         self.liveness = SimpleNamespace(key="test:alive:n2", epoch="7", lapsing=lambda: False)
         self.limits = SimpleNamespace(of=lambda destination: None)
@@ -89,9 +88,9 @@ def test_an_unreadable_entry_is_ended_and_counted_and_the_others_are_taken() -> 
     ]
     assert engine.counters.discarded == 3
     assert engine.traffic.of("/queue/a").messages_dropped == 3
-    keys = (STREAM, record_key("test", "n2", STREAM), "test:alive:n2", byte_counter("test", STREAM))
+    keys = (STREAM, record_key("n2", STREAM), "test:alive:n2")
     assert engine.commands == [
-        ("EVAL", SETTLE, 4, *keys, "nodes", "n2", 0, "7", b"2-0", b"3-0", b"4-0"),
+        ("EVALSHA", SETTLE, 3, *keys, "nodes", "n2", 0, "7", b"2-0", b"3-0", b"4-0"),
     ]
 
 
@@ -114,8 +113,8 @@ def test_an_acks_entries_end_together_and_are_not_delivered_again() -> None:
     assert settling.settle_all([second, first]) is False
     assert settling.settle_all([third]) is True
     engine.loop.turn()
-    keys = (STREAM, record_key("test", "n2", STREAM), "test:alive:n2", byte_counter("test", STREAM))
-    settled = ("EVAL", SETTLE, 4, *keys, "nodes", "n2", 0, "7")
+    keys = (STREAM, record_key("n2", STREAM), "test:alive:n2")
+    settled = ("EVALSHA", SETTLE, 3, *keys, "nodes", "n2", 0, "7")
     assert engine.commands == [(*settled, b"1-0", b"2-0", b"3-0")]
     assert settling.held() == {}
     engine.commands.clear()

@@ -18,23 +18,19 @@ import redis
 import redis.asyncio
 
 from stompbroker.broker.engine.redis import control
-from stompbroker.broker.engine.redis.codec import Names, decode, encode
+from stompbroker.broker.engine.redis.codec import decode, encode
 from stompbroker.broker.engine.redis.control import ControlChannel
-from stompbroker.broker.engine.redis.figures import _destination
+from stompbroker.broker.engine.redis.keys import Keys, byte_counter, recount_mark, returned_stream
 from stompbroker.broker.engine.redis.queue_actions import ClusterQueueActions
 from stompbroker.broker.engine.redis.queue_moves import MOVE
-from stompbroker.broker.engine.redis.queue_sources import (
-    entry_order,
-    find_sources,
-    returned_stream,
-)
-from stompbroker.broker.engine.redis.shared_bytes import ADD_SIZED, byte_counter, recount_mark
+from stompbroker.broker.engine.redis.queue_sources import entry_order, find_sources
+from stompbroker.broker.engine.redis.shared_bytes import ADD_SIZED
 from stompbroker.broker.engine.redis.shared_limits import ADD_DEAD_LETTERING
 from stompbroker.protocol.message import Message
 from tests.support.redis import RedisServer, redis_client, redis_server  # noqa: F401
 
 QUEUE = "/queue/x"
-NAMES = Names("p")
+NAMES = Keys("p")
 GROUP = NAMES.group
 
 
@@ -83,11 +79,11 @@ def add(
 
 
 def lane(priority: int, queue: str = QUEUE) -> str:
-    return NAMES.queue(queue) if priority == 4 else f"p:qp:{priority}:{queue}"
+    return NAMES.queue(queue) if priority == 4 else f"p:{{q:{queue}}}:lane:{priority}"
 
 
 def own(node: str) -> str:
-    return f"p:qn:{node}:{QUEUE}"
+    return f"p:{{q:{QUEUE}}}:node:{node}"
 
 
 RETURNED = returned_stream("p", QUEUE)
@@ -112,7 +108,7 @@ def spread(client: redis.Redis) -> Iterator[redis.Redis]:
     add(client, own("ghost"), "own-9", 9, b"0-1")
     millis, _, sequence = last.partition(b"-")
     add(client, own("ghost"), "own-0", 0, millis + b"-" + str(int(sequence) + 1).encode())
-    client.hset(f"p:qc:{QUEUE}", "ghost/1", "[]")
+    client.hset(f"p:{{q:{QUEUE}}}:consumers", "ghost/1", "[]")
     client.set(NAMES.alive("live"), "1")
     yield client
 
@@ -171,7 +167,7 @@ def move_args(dead: list[str], entries: list[tuple[bytes, str, str, str]]) -> li
     args: list[Any] = [GROUP, len(dead), *dead]
     target = lane(9, "/queue/t")
     for entry_id, sized, marks, body in entries:
-        args += [entry_id, target, byte_counter("p", target), sized, "p:qm:/queue/t", marks]
+        args += [entry_id, target, byte_counter(target), sized, "p:{q:/queue/t}:mode", marks]
         args.append(payload(body, 9))
     return args
 
@@ -184,8 +180,8 @@ def test_a_grouped_message_moved_to_a_queue_marks_it_with_its_switch_point(
     client.xadd(lane(4, "/queue/t"), {"m": b"waiting"}, id="5-0")
     entry_id = client.xadd(source, {"m": payload("g", 9)})
     args = move_args([], [(entry_id, "0", "pg", "g1")])
-    assert client.eval(MOVE, 2, source, byte_counter("p", source), *args) == [entry_id]
-    assert client.hmget("p:qm:/queue/t", "p", "g", "gs") == [b"1", b"1", b"5-0"]
+    assert client.eval(MOVE, 2, source, byte_counter(source), *args) == [entry_id]
+    assert client.hmget("p:{q:/queue/t}:mode", "p", "g", "gs") == [b"1", b"1", b"5-0"]
 
 
 def test_move_skips_a_live_nodes_entry_and_keeps_the_priority_and_the_bytes(
@@ -193,22 +189,22 @@ def test_move_skips_a_live_nodes_entry_and_keeps_the_priority_and_the_bytes(
 ) -> None:
     client = spread
     entries = [entry_id for entry_id, _ in client.xrange(lane(9))]
-    source_counter = byte_counter("p", lane(9))
+    source_counter = byte_counter(lane(9))
     client.set(source_counter, 16)
     args = move_args([], [(entry_id, "1", "p", f"t{i}") for i, entry_id in enumerate(entries)])
     moved = client.eval(MOVE, 2, lane(9), source_counter, *args)
     assert moved == entries[1:]
     target = lane(9, "/queue/t")
     assert [decode(f[b"m"])[1].body for _, f in client.xrange(target)] == [b"t1", b"t2"]
-    assert int(client.get(byte_counter("p", target)) or 0) == 4
-    assert client.hget("p:qm:/queue/t", "p") == b"1"
+    assert int(client.get(byte_counter(target)) or 0) == 4
+    assert client.hget("p:{q:/queue/t}:mode", "p") == b"1"
     assert int(client.get(source_counter) or 0) == 12
     # Held by a dead node: moved, and its pending entry acknowledged.
     args = move_args(["live"], [(entries[0], "0", "p", "t0")])
     assert client.eval(MOVE, 2, lane(9), source_counter, *args) == [entries[0]]
     assert client.xlen(lane(9)) == 0
     assert int(client.xpending(lane(9), GROUP)["pending"]) == 0
-    assert int(client.get(byte_counter("p", target)) or 0) == 6
+    assert int(client.get(byte_counter(target)) or 0) == 6
 
 
 def test_move_into_an_empty_byte_limited_lane_starts_its_count_afresh(
@@ -217,11 +213,11 @@ def test_move_into_an_empty_byte_limited_lane_starts_its_count_afresh(
     """A stale count of an empty target is not added to: it becomes the moved body's size."""
     add(client, lane(9), "abc", 9)
     target = lane(9, "/queue/t")
-    client.set(byte_counter("p", target), 1000)
+    client.set(byte_counter(target), 1000)
     [(entry_id, _)] = client.xrange(lane(9))
     args = move_args([], [(entry_id, "1", "", "abcd")])
-    client.eval(MOVE, 2, lane(9), byte_counter("p", lane(9)), *args)
-    assert int(client.get(byte_counter("p", target)) or 0) == 4
+    client.eval(MOVE, 2, lane(9), byte_counter(lane(9)), *args)
+    assert int(client.get(byte_counter(target)) or 0) == 4
 
 
 def test_add_sized_keep_adds_over_the_limit_and_counts_it(client: redis.Redis) -> None:
@@ -232,10 +228,10 @@ def test_add_sized_keep_adds_over_the_limit_and_counts_it(client: redis.Redis) -
             ADD_SIZED,
             5,
             stream,
-            byte_counter("p", stream),
-            recount_mark("p", stream),
+            byte_counter(stream),
+            recount_mark(stream),
             stream,
-            byte_counter("p", stream),
+            byte_counter(stream),
             10,
             -1,
             "keep",
@@ -247,21 +243,21 @@ def test_add_sized_keep_adds_over_the_limit_and_counts_it(client: redis.Redis) -
         )
         assert reply == [1, 0]
     assert client.xlen(stream) == 2
-    assert int(client.get(byte_counter("p", stream)) or 0) == 12
+    assert int(client.get(byte_counter(stream)) or 0) == 12
 
 
 def test_max_length_dead_lettering_counts_into_the_dead_letter_queues_bytes(
     client: redis.Redis,
 ) -> None:
     stream, dead = lane(4), NAMES.queue("/queue/DLQ.x")
-    client.set(byte_counter("p", dead), 0)
+    client.set(byte_counter(dead), 0)
     for body in ("aa", "bbb", "cccc"):
         client.eval(
             ADD_DEAD_LETTERING,
             3,
             stream,
             dead,
-            byte_counter("p", dead),
+            byte_counter(dead),
             2,
             payload(body),
             "/queue/DLQ.x",
@@ -269,18 +265,11 @@ def test_max_length_dead_lettering_counts_into_the_dead_letter_queues_bytes(
             "maxlen",
         )
     assert client.xlen(dead) == 1
-    assert int(client.get(byte_counter("p", dead)) or 0) == 2
+    assert int(client.get(byte_counter(dead)) or 0) == 2
 
 
 def test_entry_order_sorts_as_redis_does() -> None:
     assert sorted([b"10-0", b"9-5", b"9-10"], key=entry_order) == [b"9-5", b"9-10", b"10-0"]
-
-
-def test_the_figures_count_a_lane_and_a_nodes_own_stream_under_their_queue() -> None:
-    assert _destination(NAMES, "p:qp:7:/queue/x") == "/queue/x"
-    assert _destination(NAMES, "p:qn:ab12cd34:/queue/a:b") == "/queue/a:b"
-    assert _destination(NAMES, "p:q:/queue/x") == "/queue/x"
-    assert _destination(NAMES, "p:qret:/queue/a:b") == "/queue/a:b"
 
 
 @pytest.fixture

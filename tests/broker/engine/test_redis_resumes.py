@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from twisted.internet.task import Clock
 
-from stompbroker.broker.engine.redis.codec import Names
+from stompbroker.broker.engine.redis.keys import Keys
 from stompbroker.broker.engine.redis.resumes import (
     RedisResumeDirectory,
     decode_handover,
@@ -43,7 +43,7 @@ class Engine:
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
-        self.names = Names("p")
+        self.names = Keys("p")
         self.ids = Ids("me")
         self.node_timeout = 10.0
         self.writer = Writer()

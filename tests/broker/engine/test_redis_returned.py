@@ -27,12 +27,12 @@ from tests.support.queue_scripts import (
 )
 from tests.support.redis import redis_client, redis_server  # noqa: F401
 
-RETURNED = f"t:qret:{QUEUE}"
-LEASE = f"t:ql:{QUEUE}"
+RETURNED = f"t:{{q:{QUEUE}}}:returned"
+LEASE = f"t:{{q:{QUEUE}}}:lease"
 
 
 def own(node: str) -> str:
-    return f"t:qn:{node}:{QUEUE}"
+    return f"t:{{q:{QUEUE}}}:node:{node}"
 
 
 def payloads(client: redis.Redis, stream: str) -> list[bytes]:
@@ -105,7 +105,6 @@ def give_back(
         LEASE,
         ALIVE + me,
         "nodes",
-        "t:",
         me,
         int(leaving),
         1,
@@ -173,7 +172,6 @@ def forget(client: redis.Redis, node: str) -> int:
         LEASE,
         *LANES,
         "nodes",
-        "t:",
         node,
         STREAM,
     )
@@ -240,7 +238,7 @@ def test_an_entry_another_node_took_over_is_left_to_it(
     client.set(ALIVE + "b", 2)
     foreign = client.eval(
         RETURN_GROUPED, 6, REGISTRY, MODE, RETURNED, own("b"), LEASE, ALIVE + "b",
-        "nodes", "t:", "b", 0, 1, 1, "b/1", STREAM, taken, b"g1", 0,
+        "nodes", "b", 0, 1, 1, "b/1", STREAM, taken, b"g1", 0,
     )  # fmt: skip
     assert foreign == [taken]
     assert not redis_client.exists(RETURNED)
@@ -258,8 +256,8 @@ def test_a_redelivery_record_counts_in_what_a_dead_node_held(
     redis_client.xgroup_create(STREAM, "nodes", id="0", mkstream=True)
     entry = redis_client.xadd(STREAM, {"m": payload})
     redis_client.xreadgroup("nodes", "d", {STREAM: ">"})
-    redis_client.hset(f"t:qr:d:{STREAM}", entry, 4)
+    redis_client.hset(f"{STREAM}:redeliveries:d", entry, 4)
     assert forget(redis_client, "d") == 2
     [(_, fields), _] = redis_client.xrange(RETURNED)
     assert fields == {b"m": payload, b"r": b"5"}
-    assert not redis_client.exists(f"t:qr:d:{STREAM}")
+    assert not redis_client.exists(f"{STREAM}:redeliveries:d")

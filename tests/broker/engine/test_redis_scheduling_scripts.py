@@ -27,7 +27,7 @@ from stompbroker.broker.features.scheduled_messages import Schedule
 from stompbroker.protocol.message import Message
 from tests.support.redis import redis_client, redis_server  # noqa: F401
 
-DUE, JOBS, FLYING, CHANNEL = "t:sched", "t:sched:jobs", "t:sched:flying", "t:sched:due"
+DUE, JOBS, FLYING, CHANNEL = "t:{sched}", "t:{sched}:jobs", "t:{sched}:flying", "t:sched:due"
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ def add(client: redis.Redis, job: str, period: int, repeat: int) -> None:
     """File a job due at once, as a SEND with a period and a repeat count would."""
     message = Message("/queue/q", job, (), b"tick")
     packed = pack_job("n1", message, Schedule(0, period, repeat))
-    client.eval(ADD, 3, DUE, JOBS, CHANNEL, job, 0, packed)
+    client.eval(ADD, 2, DUE, JOBS, CHANNEL, job, 0, packed)
 
 
 def claim(client: redis.Redis, lease_ms: int = 60_000) -> list[tuple[str, int, bool]]:

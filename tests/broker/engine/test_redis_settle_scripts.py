@@ -14,14 +14,15 @@ import redis
 
 from stompbroker.broker.engine.redis.codec import decode, encode, encode_entry
 from stompbroker.broker.engine.redis.dispatch_scripts import RETURN_NODE
+from stompbroker.broker.engine.redis.keys import record_key
 from stompbroker.broker.engine.redis.lapse import CLAIM_DEAD, claimed_entries, claimed_records
 from stompbroker.broker.engine.redis.liveness import BEAT
-from stompbroker.broker.engine.redis.redelivery_records import fold, record_key
-from stompbroker.broker.engine.redis.settle_scripts import GIVE_BACK, SETTLE, SETTLE_SIZED
+from stompbroker.broker.engine.redis.redelivery_records import fold
+from stompbroker.broker.engine.redis.settle_scripts import GIVE_BACK, SETTLE
 from stompbroker.protocol.message import Message
 from tests.support.redis import RedisServer, redis_server  # noqa: F401
 
-STREAM = "t:q:/queue/a"
+STREAM = "t:{q:/queue/a}"
 GROUP = "nodes"
 
 
@@ -56,7 +57,7 @@ def settle(
     client: redis.Redis, node: str, ids: list[bytes], records: int = 0, epoch: str = "1"
 ) -> list[bytes]:
     """Run SETTLE as ``node``, which settled ``ids`` under ``epoch``."""
-    keys = [STREAM, record_key("t", node, STREAM), f"t:alive:{node}", "t:qb:q:/queue/a"]
+    keys = [STREAM, record_key(node, STREAM), f"t:alive:{node}", "t:{q:/queue/a}:bytes"]
     reply = client.eval(SETTLE, 4, *keys, GROUP, node, records, epoch, *ids)
     return list(reply)
 
@@ -109,7 +110,7 @@ def test_settling_a_stream_that_is_gone_is_no_error(client: redis.Redis) -> None
 def test_settling_removes_the_records_of_the_entries_it_ends(client: redis.Redis) -> None:
     """The redelivery records of ended entries go with them; another node's stay with it."""
     ids = read_by(client, "B", 2)
-    hash_key = record_key("t", "B", STREAM)
+    hash_key = record_key("B", STREAM)
     client.hset(hash_key, mapping={ids[0]: 2, ids[1]: 5})
     client.xclaim(STREAM, GROUP, "A", 0, [ids[1]])
     assert settle(client, "B", ids, records=1) == [ids[1]]
@@ -120,7 +121,7 @@ def test_giving_back_adds_again_only_what_this_node_still_holds(client: redis.Re
     """A message another node claimed is not added again: that node delivers it."""
     ids = read_by(client, "B", 2)
     client.xclaim(STREAM, GROUP, "A", 0, [ids[0]])
-    keys = [STREAM, record_key("t", "B", STREAM), "t:alive:B"]
+    keys = [STREAM, record_key("B", STREAM), "t:alive:B"]
     args = [ids[0], STREAM, payload(0, 1), "", 0, ids[1], STREAM, payload(1, 1), "", 0]
     assert client.eval(GIVE_BACK, 3, *keys, GROUP, "B", 0, "1", *args) == [ids[0]]
     entries = client.xrange(STREAM)
@@ -130,7 +131,7 @@ def test_giving_back_adds_again_only_what_this_node_still_holds(client: redis.Re
 
 
 def claim(client: redis.Redis, dead: str, ids: list[bytes]) -> tuple[list, dict]:
-    keys = [STREAM, f"t:alive:{dead}", record_key("t", dead, STREAM)]
+    keys = [STREAM, f"t:alive:{dead}", record_key(dead, STREAM)]
     claimed, records = client.eval(CLAIM_DEAD, 3, *keys, GROUP, "C", *ids)
     return claimed_entries(claimed), claimed_records(ids, records)
 
@@ -138,11 +139,11 @@ def claim(client: redis.Redis, dead: str, ids: list[bytes]) -> tuple[list, dict]
 def test_a_claim_takes_a_dead_nodes_records_with_its_entries(client: redis.Redis) -> None:
     """The counts the dead node kept come back in the claim's one round trip, and leave Redis."""
     ids = read_by(client, "B", 2)
-    client.hset(record_key("t", "B", STREAM), ids[1], 3)
+    client.hset(record_key("B", STREAM), ids[1], 3)
     entries, records = claim(client, "B", ids)
     assert [entry_id for entry_id, _ in entries] == ids
     assert records == {ids[1]: 3}
-    assert client.exists(record_key("t", "B", STREAM)) == 0
+    assert client.exists(record_key("B", STREAM)) == 0
     assert set(owners(client).values()) == {"C"}
 
 
@@ -150,10 +151,10 @@ def test_no_claim_while_the_nodes_key_lives(client: redis.Redis) -> None:
     """A node back from a lapse keeps its entries and its records."""
     ids = read_by(client, "B", 1)
     client.set("t:alive:B", 1)
-    client.hset(record_key("t", "B", STREAM), ids[0], 2)
+    client.hset(record_key("B", STREAM), ids[0], 2)
     assert claim(client, "B", ids) == ([], {})
     assert owners(client) == {ids[0]: "B"}
-    assert client.hget(record_key("t", "B", STREAM), ids[0]) == b"2"
+    assert client.hget(record_key("B", STREAM), ids[0]) == b"2"
 
 
 def test_a_claim_of_a_node_that_recorded_nothing_has_no_records(client: redis.Redis) -> None:
@@ -169,15 +170,15 @@ def test_handing_back_a_nodes_own_stream_keeps_the_counts_it_recorded(
     RETURN_NODE: a delivered entry goes back with its delivery count, or with one
     more than the node's record (the whole count, less what its payload says).
     """
-    own = "t:qn:B:/queue/a"
+    own = "t:{q:/queue/a}:node:B"
     client.xgroup_create(own, GROUP, id="0", mkstream=True)
     first = client.xadd(own, {"m": payload(0, redeliveries=1)})
     client.xadd(own, {"m": payload(1)})
     client.xadd(own, {"m": payload(2)})
     client.xreadgroup(GROUP, "B", {own: ">"}, count=2)
-    records = record_key("t", "B", own)
+    records = record_key("B", own)
     client.hset(records, first, 4)
-    assert client.eval(RETURN_NODE, 4, own, STREAM, "t:qb:q:/queue/a", records, GROUP) == 3
+    assert client.eval(RETURN_NODE, 4, own, STREAM, "t:{q:/queue/a}:bytes", records, GROUP) == 3
     back = [fields for _, fields in client.xrange(STREAM)]
     # 4 recorded, +1 for coming back, less the 1 the payload carries.
     assert back[0][b"r"] == b"4"
@@ -193,15 +194,15 @@ def test_handing_back_a_nodes_own_stream_puts_each_message_in_its_prioritys_lane
     RETURN_NODE with the lanes: a priority 8 message goes back to lane 8 (and its
     byte counter, which exists), a priority 4 one to the queue's stream.
     """
-    own = "t:qn:B:/queue/a"
-    lanes = [STREAM if p == 4 else f"t:qp:{p}:/queue/a" for p in range(10)]
-    counters = [f"t:qb:{lane.partition(':')[2]}" for lane in lanes]
+    own = "t:{q:/queue/a}:node:B"
+    lanes = [STREAM if p == 4 else f"t:{{q:/queue/a}}:lane:{p}" for p in range(10)]
+    counters = [f"{lane}:bytes" for lane in lanes]
     client.set(counters[8], 0)
     high = Message("/queue/a", "n1-8", (("priority", "8"),), b"high")
     high.priority = 8
     client.xadd(own, {"m": encode_entry("n1", high)})
     client.xadd(own, {"m": encode_entry("n1", Message("/queue/a", "n1-4", (), b"plain"))})
-    keys = (own, STREAM, counters[4], record_key("t", "B", own))
+    keys = (own, STREAM, counters[4], record_key("B", own))
     assert client.eval(RETURN_NODE, 4, *keys, GROUP, *lanes, *counters) == 2
     [(_, eight)] = client.xrange(lanes[8])
     assert decode(eight[b"m"])[1].message_id == "n1-8"
@@ -246,13 +247,13 @@ def test_a_late_beat_of_an_older_epoch_leaves_the_new_one(client: redis.Redis) -
 
 
 def test_settling_under_a_byte_limit_counts_out_only_what_it_ends(client: redis.Redis) -> None:
-    """SETTLE_SIZED takes the bodies of the entries it ends off the counter, not those it leaves."""
+    """SETTLE takes the bodies of the entries it ends off the counter, not those it leaves."""
     ids = read_by(client, "B", 2)
-    counter = "t:qb:q:/queue/a"
+    counter = "t:{q:/queue/a}:bytes"
     client.set(counter, 10)
     client.xclaim(STREAM, GROUP, "A", 0, [ids[1]])
-    keys = [STREAM, record_key("t", "B", STREAM), "t:alive:B", counter]
-    assert client.eval(SETTLE_SIZED, 4, *keys, GROUP, "B", 0, "1", *ids) == [ids[1]]
+    keys = [STREAM, record_key("B", STREAM), "t:alive:B", counter]
+    assert client.eval(SETTLE, 4, *keys, GROUP, "B", 0, "1", *ids) == [ids[1]]
     # Each body is one byte (b"x"): one ended, one left to A.
     assert client.get(counter) == b"9"
     assert owners(client) == {ids[1]: "A"}
@@ -264,11 +265,11 @@ def test_what_is_given_back_keeps_its_original_id(client: redis.Redis) -> None:
     (field ``i``): its own, or the ``i`` it carried from a node's own stream.
     """
     ids = read_by(client, "B", 1)
-    own = "t:qn:B:/queue/a"
+    own = "t:{q:/queue/a}:node:B"
     client.xgroup_create(own, GROUP, id="0", mkstream=True)
     client.xadd(own, {"m": payload(1), "i": b"1-1"})
     [(_, [(moved, _)])] = client.xreadgroup(GROUP, "B", {own: ">"})
-    keys = [STREAM, record_key("t", "B", STREAM), "t:alive:B"]
+    keys = [STREAM, record_key("B", STREAM), "t:alive:B"]
     client.eval(GIVE_BACK, 3, *keys, GROUP, "B", 0, "1", ids[0], STREAM, payload(0), "", 0)
     keys[0] = own
     client.eval(GIVE_BACK, 3, *keys, GROUP, "B", 0, "1", moved, STREAM, payload(1), "", 0)

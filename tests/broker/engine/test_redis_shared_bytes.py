@@ -11,20 +11,16 @@ import redis
 
 from stompbroker.broker.engine.redis.codec import decode, encode, encode_entry
 from stompbroker.broker.engine.redis.dispatch_scripts import MOVE, RETURN_NODE
-from stompbroker.broker.engine.redis.redelivery_records import record_key
-from stompbroker.broker.engine.redis.settle_scripts import SETTLE_SIZED
-from stompbroker.broker.engine.redis.shared_bytes import (
-    ADD_SIZED,
-    BODY_SIZE,
-    byte_counter,
-    recount_mark,
-)
+from stompbroker.broker.engine.redis.keys import byte_counter, record_key, recount_mark
+from stompbroker.broker.engine.redis.scripts import splice
+from stompbroker.broker.engine.redis.settle_scripts import SETTLE
+from stompbroker.broker.engine.redis.shared_bytes import ADD_SIZED
 from stompbroker.protocol.message import Message
 from tests.support.redis import redis_client, redis_server  # noqa: F401
 
-STREAM = "p:q:/queue/b"
-COUNTER = byte_counter("p", STREAM)
-DLQ = "p:q:/queue/DLQ.b"
+STREAM = "p:{q:/queue/b}"
+COUNTER = byte_counter(STREAM)
+DLQ = "p:{q:/queue/DLQ.b}"
 
 
 @pytest.fixture
@@ -52,9 +48,9 @@ def add(
         5,
         STREAM,
         COUNTER,
-        recount_mark("p", STREAM),
+        recount_mark(STREAM),
         dead,
-        byte_counter("p", dead),
+        byte_counter(dead),
         max_bytes,
         max_length,
         overflow,
@@ -106,7 +102,7 @@ def test_max_length_beside_the_bytes_is_named_when_it_is_the_one_reached(
 
 def test_dead_letter_moves_the_oldest_to_the_dead_letter_stream(client: redis.Redis) -> None:
     """The pushed-out entry goes to the DLQ's stream behind its marking, and its counter."""
-    client.set(byte_counter("p", DLQ), 0)
+    client.set(byte_counter(DLQ), 0)
     for index in range(2):
         add(client, b"abcdef", overflow="dead-letter", index=index)
     assert bodies(client) == [b"abcdef"]
@@ -115,16 +111,16 @@ def test_dead_letter_moves_the_oldest_to_the_dead_letter_stream(client: redis.Re
     _, dead = decode(fields[b"m"])
     assert dead.body == b"abcdef"
     assert dict(dead.headers)["dead-letter-reason"] == "maxlen"
-    assert int(client.get(byte_counter("p", DLQ)) or 0) == 6
+    assert int(client.get(byte_counter(DLQ)) or 0) == 6
 
 
 def end(client: redis.Redis, stream: str, *ids: bytes) -> list[bytes]:
-    """Read ``stream`` as node B and settle ``ids`` as the engine does (SETTLE_SIZED)."""
+    """Read ``stream`` as node B and settle ``ids`` as the engine does (SETTLE)."""
     client.xgroup_create(stream, "nodes", id="0", mkstream=True)
     client.xreadgroup("nodes", "B", {stream: ">"})
     client.set("p:alive:B", "1")
-    keys = [stream, record_key("p", "B", stream), "p:alive:B", byte_counter("p", stream)]
-    return list(client.eval(SETTLE_SIZED, 4, *keys, "nodes", "B", 0, "1", *ids))
+    keys = [stream, record_key("B", stream), "p:alive:B", byte_counter(stream)]
+    return list(client.eval(SETTLE, 4, *keys, "nodes", "B", 0, "1", *ids))
 
 
 def test_ending_entries_takes_their_bytes_off_once(client: redis.Redis) -> None:
@@ -135,10 +131,10 @@ def test_ending_entries_takes_their_bytes_off_once(client: redis.Redis) -> None:
     assert end(client, STREAM, first) == []
     assert count(client) == 2
     client.eval(
-        SETTLE_SIZED,
+        SETTLE,
         4,
         STREAM,
-        record_key("p", "B", STREAM),
+        record_key("B", STREAM),
         "p:alive:B",
         COUNTER,
         "nodes",
@@ -170,7 +166,7 @@ def test_a_count_that_drifted_up_is_recounted_before_it_refuses(client: redis.Re
 def test_a_count_that_drifted_is_recounted_at_most_once_a_second(client: redis.Redis) -> None:
     """Within the second after a recount the count is taken as it is."""
     add(client, b"abcd", overflow="reject-publish")
-    client.set(recount_mark("p", STREAM), 1, px=1000)
+    client.set(recount_mark(STREAM), 1, px=1000)
     client.set(COUNTER, 1000)
     assert add(client, b"abcd", overflow="reject-publish", index=1) == [0, b"max-length-bytes"]
 
@@ -178,19 +174,19 @@ def test_a_count_that_drifted_is_recounted_at_most_once_a_second(client: redis.R
 def test_an_empty_stream_counts_zero_whatever_the_counter_says(client: redis.Redis) -> None:
     """A count left over (the stream emptied by a node that did not count) is reset."""
     client.set(COUNTER, 1000)
-    client.set(recount_mark("p", STREAM), 1, px=1000)
+    client.set(recount_mark(STREAM), 1, px=1000)
     assert add(client, b"abcd", overflow="reject-publish") == [1, 0]
     assert count(client) == 4
 
 
 def test_a_dead_letter_marked_entry_counts_its_body_only(client: redis.Redis) -> None:
     """An entry moved to a dead-letter stream counts the body behind its marking."""
-    client.set(byte_counter("p", DLQ), 0)
+    client.set(byte_counter(DLQ), 0)
     add(client, b"abcdefgh", overflow="dead-letter", index=0)
     add(client, b"abcdefgh", overflow="dead-letter", index=1)
     [(entry, _)] = client.xrange(DLQ)
     assert end(client, DLQ, entry) == []
-    assert int(client.get(byte_counter("p", DLQ)) or 0) == 0
+    assert int(client.get(byte_counter(DLQ)) or 0) == 0
 
 
 def test_an_entry_a_deciding_node_moves_to_a_node_is_counted_out_and_back_in(
@@ -204,13 +200,26 @@ def test_an_entry_a_deciding_node_moves_to_a_node_is_counted_out_and_back_in(
     [(entry, fields)] = client.xrange(STREAM)
     client.xgroup_create(STREAM, "nodes", id="0")
     client.xreadgroup("nodes", "n1", {STREAM: ">"})
-    client.hset("p:qc:/queue/b", "n2/1", "[]")
-    args = ["nodes", "p:qn:", "/queue/b", "n1", 1, STREAM, entry, fields[b"m"], "", 0, "", ""]
-    keys = ["p:qc:/queue/b", "p:qg:/queue/b", "p:qm:/queue/b"]
+    client.hset("p:{q:/queue/b}:consumers", "n2/1", "[]")
+    args = [
+        "nodes",
+        "p:{q:/queue/b}:node:",
+        "p:{q:/queue/b}:returned",
+        "n1",
+        1,
+        STREAM,
+        entry,
+        fields[b"m"],
+        "",
+        0,
+        "",
+        "",
+    ]
+    keys = ["p:{q:/queue/b}:consumers", "p:{q:/queue/b}:groups", "p:{q:/queue/b}:mode"]
     answers = client.eval(MOVE, 3, *keys, *args, 1, 1, "n2", 10, "n2/1", "n2", 0, 1)
     assert answers == [b"n2", b""]
     assert count(client) == 0
-    own = "p:qn:n2:/queue/b"
+    own = "p:{q:/queue/b}:node:n2"
     assert client.eval(RETURN_NODE, 3, own, STREAM, COUNTER, "nodes") == 1
     assert count(client) == 4
     assert bodies(client) == [b"abcd"]
@@ -222,5 +231,5 @@ def test_a_bodys_size_is_read_from_every_form_of_entry(client: redis.Redis, body
     message = Message("/queue/b", "m-1", (("k", "v:w"),), body)
     forms = [encode("n1", message), encode_entry("n1", message)]
     forms += [b'D["/queue/dlq","m-9","x"]\n' + form for form in forms]
-    script = BODY_SIZE + "return body_size(ARGV[1])"
+    script = splice('--- @include "body_size"\nreturn body_size(ARGV[1])')
     assert [client.eval(script, 0, form) for form in forms] == [len(body)] * 4

@@ -12,14 +12,13 @@ import time
 import pytest
 import redis
 
-from stompbroker.broker.engine.redis.consumer_registry import registry_key
-from stompbroker.broker.engine.redis.lanes import lane_streams, mode_key
+from stompbroker.broker.engine.redis.keys import lane_streams, mode_key, registry_key
 from stompbroker.broker.engine.redis.shared_expiry import CLAIM, LEASE, SWEEP, candidates
 from stompbroker.broker.features.policies import Policies, parse_policy
 from tests.support.redis import redis_client, redis_server  # noqa: F401
 
 QUEUE = "/queue/ttl.a"
-STREAM = f"p:q:{QUEUE}"
+STREAM = f"p:{{q:{QUEUE}}}"
 
 
 @pytest.fixture
@@ -29,8 +28,8 @@ def client(redis_client: redis.Redis) -> redis.Redis:  # noqa: F811
 
 def sweep(client: redis.Redis, expires: int = 50, policy: str = "ttl") -> list[bytes]:
     """Run :data:`SWEEP` for :data:`QUEUE`, as the sweeping node does."""
-    keys = ["p:qused", "p:qused:tag", registry_key("p", QUEUE), mode_key("p", QUEUE)]
-    keys += lane_streams("p", STREAM, QUEUE)
+    keys = ["p:{expiry}:used", "p:{expiry}:tags", registry_key("p", QUEUE), mode_key("p", QUEUE)]
+    keys += lane_streams("p", QUEUE)
     reply = client.eval(SWEEP, len(keys), *keys, CLAIM, QUEUE, expires, policy)
     assert isinstance(reply, list)
     return reply
@@ -98,13 +97,13 @@ def test_a_queue_whose_streams_are_gone_loses_its_mark(client: redis.Redis) -> N
     assert sweep(client) == []
     client.delete(STREAM)
     assert sweep(client) == []
-    assert not client.hexists("p:qused", QUEUE)
-    assert not client.hexists("p:qused:tag", QUEUE)
+    assert not client.hexists("p:{expiry}:used", QUEUE)
+    assert not client.hexists("p:{expiry}:tags", QUEUE)
 
 
 def test_a_queue_with_only_a_priority_lane_counts_as_made(client: redis.Redis) -> None:
     """Its lanes are its streams too."""
-    client.xadd(f"p:qp:7:{QUEUE}", {"m": b"x"})
+    client.xadd(f"p:{{q:{QUEUE}}}:lane:7", {"m": b"x"})
     assert sweep(client) == []
     time.sleep(0.08)
     assert sweep(client) == [QUEUE.encode()]
@@ -112,8 +111,8 @@ def test_a_queue_with_only_a_priority_lane_counts_as_made(client: redis.Redis) -
 
 def test_one_node_at_a_time_holds_the_sweeping_lease(client: redis.Redis) -> None:
     """The holder renews it; another node gets it only once it has run out."""
-    assert client.eval(LEASE, 1, "p:qexp:lease", "n1", 100) == 1
-    assert client.eval(LEASE, 1, "p:qexp:lease", "n2", 100) == 0
-    assert client.eval(LEASE, 1, "p:qexp:lease", "n1", 100) == 1
+    assert client.eval(LEASE, 1, "p:{expiry}:lease", "n1", 100) == 1
+    assert client.eval(LEASE, 1, "p:{expiry}:lease", "n2", 100) == 0
+    assert client.eval(LEASE, 1, "p:{expiry}:lease", "n1", 100) == 1
     time.sleep(0.15)
-    assert client.eval(LEASE, 1, "p:qexp:lease", "n2", 100) == 1
+    assert client.eval(LEASE, 1, "p:{expiry}:lease", "n2", 100) == 1

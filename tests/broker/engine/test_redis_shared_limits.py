@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from twisted.internet.defer import Deferred, succeed
 
-from stompbroker.broker.engine.redis.codec import Names, decode, encode
-from stompbroker.broker.engine.redis.shared_bytes import ADD_SIZED, byte_counter
+from stompbroker.broker.engine.redis.codec import decode, encode
+from stompbroker.broker.engine.redis.keys import Keys, byte_counter
+from stompbroker.broker.engine.redis.shared_bytes import ADD_SIZED
 from stompbroker.broker.engine.redis.shared_limits import (
     ADD_DEAD_LETTERING,
     ADD_UNLESS_FULL,
@@ -57,7 +58,7 @@ class Engine:
 
     def __init__(self, writer: Writer) -> None:
         self.writer = writer
-        self.names = Names("p")
+        self.names = Keys("p")
         self.ids = Ids("n1")
         self.counters = DeliveryCounters()
         self.traffic = Traffic()
@@ -104,12 +105,12 @@ def test_dead_letter_overflow_moves_the_head_in_one_script(waited: bool) -> None
     [(args, replicated)] = engine.writer.waited
     assert replicated == waited
     assert args == (
-        "EVAL",
+        "EVALSHA",
         ADD_DEAD_LETTERING,
         3,
         "s",
         engine.names.queue("/queue/DLQ.cap.a"),
-        byte_counter("p", engine.names.queue("/queue/DLQ.cap.a")),
+        byte_counter(engine.names.queue("/queue/DLQ.cap.a")),
         2,
         b"p",
         "/queue/DLQ.cap.a",
@@ -176,7 +177,7 @@ def test_reject_publish_checks_and_adds_in_one_script(waited: bool) -> None:
     assert added is not None
     added.addCallback(results.append)
     assert results == [None]
-    assert writer.waited == [(("EVAL", ADD_UNLESS_FULL, 1, "s", 2, b"p"), waited)]
+    assert writer.waited == [(("EVALSHA", ADD_UNLESS_FULL, 1, "s", 2, b"p"), waited)]
 
 
 def test_a_full_queue_refuses_with_the_limit_and_the_policy() -> None:
@@ -212,10 +213,10 @@ def test_a_dead_letter_into_a_rejecting_queue_is_added_over_the_limit_and_counte
     sized = limits(**{"max-length-bytes": 10, "overflow": "reject-publish"}).of("/queue/cap.a")
     assert sized is not None
     writer = Writer(reply=[1, 0])
-    stream = "p:q:/queue/cap.a"
+    stream = "p:{q:/queue/cap.a}"
     sized.enqueue(Engine(writer), message(), stream, b"p")
     [(args, replicated)] = writer.waited
-    assert args[:5] == ("EVAL", ADD_SIZED, 5, stream, byte_counter("p", stream))
+    assert args[:5] == ("EVALSHA", ADD_SIZED, 5, stream, byte_counter(stream))
     assert args[10] == "keep"
     assert not replicated
     counted = limits(**{"max-length": 2, "overflow": "reject-publish"}).of("/queue/cap.a")

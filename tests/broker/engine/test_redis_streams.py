@@ -11,7 +11,8 @@ import time
 import pytest
 import redis
 
-from stompbroker.broker.engine.redis.codec import Names, encode
+from stompbroker.broker.engine.redis.codec import encode
+from stompbroker.broker.engine.redis.keys import Keys
 from stompbroker.broker.engine.redis.streams import (
     APPEND,
     entry_id_of,
@@ -22,7 +23,7 @@ from stompbroker.broker.streams.offsets import OFFSET_HEADER
 from stompbroker.protocol.message import Message
 from tests.support.redis import redis_client, redis_server  # noqa: F401
 
-NAMES = Names("test")
+NAMES = Keys("test")
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from stompbroker.broker.engine.redis.codec import Names
+from stompbroker.broker.engine.redis.keys import Keys
 from stompbroker.broker.engine.redis.user_actions import ClusterUserActions
 
 
@@ -25,7 +25,7 @@ class Writer:
 
 class FakeEngine:
     def __init__(self, node: str) -> None:
-        self.names = Names("sb")
+        self.names = Keys("sb")
         self.writer = Writer()
         self.ids = type("Ids", (), {"node": node})()
 

@@ -47,7 +47,6 @@ __all__ = [
     "DEAD_LETTER",
     "ENTRY",
     "ENTRY_BODY_LENGTH",
-    "Names",
     "decode",
     "decode_message",
     "encode",
@@ -306,93 +305,3 @@ def mark_resent(payload: bytes) -> bytes:
     origin, message = decode(payload)
     message.redeliveries += 1
     return (encode_entry if payload[:1] == ENTRY else encode)(origin, message)
-
-
-class Names:
-    """
-    The Redis names of one broker (one prefix): every key and channel starts with it.
-
-    :param prefix: the URL's ``prefix`` (``stompbroker`` by default).
-    """
-
-    __slots__ = (
-        "prefix",
-        "topics",
-        "streams",
-        "group",
-        "durables",
-        "control",
-        "_topic",
-        "_queue",
-        "_durable",
-    )
-
-    def __init__(self, prefix: str) -> None:
-        self.prefix = prefix
-        self._topic = f"{prefix}:t:"
-        self._queue = f"{prefix}:q:"
-        self._durable = f"{prefix}:d:"
-        #: The hash of every durable subscription: its key -> its topic pattern.
-        self.durables = f"{prefix}:durables"
-        #: The channel on which nodes tell each other of durable subscriptions.
-        self.control = f"{prefix}:c"
-        #: The pattern every node subscribes to: all topics (see docs/cluster.md).
-        self.topics = f"{prefix}:t:*"
-        #: The pattern every node subscribes to for the streams' new entries.
-        self.streams = f"{prefix}:sc:*"
-        #: The one consumer group of every queue's stream: the nodes.
-        self.group = "nodes"
-
-    def topic(self, destination: str) -> str:
-        """:returns: the pub/sub channel of a ``/topic/`` destination."""
-        return self._topic + destination
-
-    def queue(self, destination: str) -> str:
-        """:returns: the stream of a ``/queue/`` destination."""
-        return self._queue + destination
-
-    def duplicates(self, destination: str) -> str:
-        """:returns: the sorted set of a destination's recent duplicate-detection ids."""
-        return f"{self.prefix}:dd:{destination}"
-
-    def stream(self, destination: str) -> str:
-        """:returns: the Redis stream of a ``/stream/`` destination."""
-        return f"{self.prefix}:s:{destination}"
-
-    def stream_size(self, destination: str) -> str:
-        """:returns: the key that counts the bytes a ``/stream/``'s entries hold."""
-        return f"{self.prefix}:sb:{destination}"
-
-    def stream_channel(self, destination: str) -> str:
-        """:returns: the channel on which a ``/stream/``'s new entries go to every node."""
-        return f"{self.prefix}:sc:{destination}"
-
-    def durable(self, key: str) -> str:
-        """:returns: the stream of a durable subscription, by its key (``durable:[...]``)."""
-        return self._durable + key
-
-    def figures(self, node: str) -> str:
-        """:returns: the key of a node's figures, for cluster-wide statistics."""
-        return f"{self.prefix}:figures:{node}"
-
-    def destination_of(self, stream: str) -> str:
-        """
-        :returns: the ``/queue/`` destination of a queue's stream, or the key
-            (``durable:[...]``) of a durable subscription's.
-        """
-        for prefix in (self._queue, self._durable):
-            if stream.startswith(prefix):
-                return stream[len(prefix) :]
-        return stream
-
-    def inbox(self, node: str) -> str:
-        """:returns: the channel on which a node takes messages for its reply queues."""
-        return f"{self.prefix}:n:{node}"
-
-    def alive(self, node: str) -> str:
-        """:returns: the key that exists while a node lives (it expires with --node-timeout)."""
-        return f"{self.prefix}:alive:{node}"
-
-    def nodes(self) -> str:
-        """:returns: the pattern of every live node's key."""
-        return f"{self.prefix}:alive:*"

@@ -2,12 +2,12 @@
 Every node's consumers of a shared queue, registered in Redis, so that whichever
 node reads a message can tell which consumer, on which node, should get it.
 
-- ``PREFIX:qc:/queue/NAME``: a hash, ``NODE/N`` (the node's N-th registered
+- ``PREFIX:{q:/queue/NAME}:consumers``: a hash, ``NODE/N`` (the node's N-th registered
   consumer, counted over the node's life, so a field is never reused) ->
   ``[node, selector, priority, exclusive, order, window]``, where ``order``
   is the registration's rank in the queue (a counter in the mode hash), so
   that "earliest among equals" means the same on every node.
-- ``PREFIX:qm:/queue/NAME`` (the mode hash, :mod:`.lanes`): ``v``, a version
+- ``PREFIX:{q:/queue/NAME}:mode`` (the mode hash, :mod:`.lanes`): ``v``, a version
   bumped by every change of the registry; ``s``, the order counter; ``sa``,
   ``1`` while the queue is declared ``x-single-active-consumer``: one
   declaration for every node, made as one node makes it (the SUBSCRIBE that
@@ -31,12 +31,12 @@ from typing import Any
 
 from attrs import evolve, frozen
 
+from stompbroker.broker.engine.redis.scripts import load
 from stompbroker.broker.features.selectors import Selector, compile_selector
 from stompbroker.broker.queueing.consumer_choice import ConsumerOptions
 
 __all__ = [
     "FORGET_NODE",
-    "FORGET_NODE_FUNCTION",
     "REGISTER",
     "UNREGISTER",
     "Registered",
@@ -44,82 +44,17 @@ __all__ = [
     "candidate_consumers",
     "candidate_nodes",
     "local_options",
-    "registry_key",
 ]
 
-#: KEYS: registry, mode hash, then the queue's lanes (its stream among them).
-#: ARGV: field, node, selector ('' for none), priority, exclusive (0/1),
-#: single-active ('' absent, 0, 1), window, the liveness keys' prefix.
-#: A registration that finds no live node's consumer declares the queue
-#: single-active with ``x-single-active-consumer:true``; without it, it declares
-#: it not single-active only if the queue holds nothing (a queue that lives on
-#: keeps its declaration, as on one node).
-REGISTER = """
-local live = false
-for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
-  local node = string.match(field, '^(.*)/[^/]*$')
-  if node == ARGV[2] or redis.call('EXISTS', ARGV[8] .. node) == 1 then
-    live = true
-    break
-  end
-end
-if not live then
-  if ARGV[6] == '1' then
-    redis.call('HSET', KEYS[2], 'sa', '1')
-  else
-    local empty = true
-    for i = 3, #KEYS do
-      if redis.call('XLEN', KEYS[i]) > 0 then
-        empty = false
-        break
-      end
-    end
-    if empty then redis.call('HSET', KEYS[2], 'sa', '0') end
-  end
-end
-local order = redis.call('HINCRBY', KEYS[2], 's', 1)
-local selector = ARGV[3] ~= '' and ARGV[3] or cjson.null
-redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(
-  {ARGV[2], selector, tonumber(ARGV[4]), tonumber(ARGV[5]), order, tonumber(ARGV[7])}))
-redis.call('HINCRBY', KEYS[2], 'v', 1)
-return order
-"""
+#: lua/register_consumer.lua (what it takes and answers is said there).
+REGISTER = load("register_consumer")
 
-#: KEYS: registry, mode hash.  ARGV: field.
-UNREGISTER = """
-if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then
-  redis.call('HINCRBY', KEYS[2], 'v', 1)
-end
-return 0
-"""
+#: lua/unregister_consumer.lua (what it takes and answers is said there).
+UNREGISTER = load("unregister_consumer")
 
-#: Lua: ``forget_node(registry, mode, groups, node)`` forgets a node's consumers
-#: and the groups its consumers owned, bumping the registry's version if it had
-#: any, and its plain reading (:mod:`.group_switch`); returns how many consumers went.
-FORGET_NODE_FUNCTION = """
-local function forget_node(registry, mode, groups, node)
-  local prefix = node .. '/'
-  local gone = 0
-  for _, field in ipairs(redis.call('HKEYS', registry)) do
-    if string.sub(field, 1, #prefix) == prefix then
-      redis.call('HDEL', registry, field)
-      gone = gone + 1
-    end
-  end
-  local owners = redis.call('HGETALL', groups)
-  for i = 1, #owners, 2 do
-    if string.sub(owners[i + 1], 1, #prefix) == prefix then
-      redis.call('HDEL', groups, owners[i])
-    end
-  end
-  if gone > 0 then redis.call('HINCRBY', mode, 'v', 1) end
-  redis.call('HDEL', mode, 'r:' .. node)
-  return gone
-end
-"""
 
-#: KEYS: registry, mode hash, groups hash.  ARGV: node.  :data:`FORGET_NODE_FUNCTION`.
-FORGET_NODE = FORGET_NODE_FUNCTION + "return forget_node(KEYS[1], KEYS[2], KEYS[3], ARGV[1])"
+#: lua/forget_node_consumers.lua (what it takes and answers is said there).
+FORGET_NODE = load("forget_node_consumers")
 
 
 def local_options(options: ConsumerOptions | None) -> ConsumerOptions | None:
@@ -133,11 +68,6 @@ def local_options(options: ConsumerOptions | None) -> ConsumerOptions | None:
         return options
     stripped = evolve(options, single_active=None)
     return None if stripped.is_plain else stripped
-
-
-def registry_key(prefix: str, destination: str) -> str:
-    """:returns: the hash of a queue's registered consumers."""
-    return f"{prefix}:qc:{destination}"
 
 
 @frozen

@@ -154,10 +154,9 @@ class ControlChannel:
 
     def __init__(self, engine: Any) -> None:
         self._engine = engine
-        prefix = engine.names.prefix
-        self._prefix = prefix
-        self.requests = f"{prefix}:ctl"
-        self.answers = f"{prefix}:ctl:{engine.ids.node}"
+        self._names = engine.names
+        self.requests = engine.names.requests
+        self.answers = engine.names.answers(engine.ids.node)
         #: request id -> (nodes still to answer, answers so far, the future to set).
         self._asked: dict[str, tuple[set[str], dict[str, set[str]], asyncio.Future[None]]] = {}
         #: The give-backs waiting for a read under way, kept until done.
@@ -210,7 +209,7 @@ class ControlChannel:
         answer = json.dumps({"id": request_id, "node": engine.ids.node, "ahead": ahead})
         # Through the writer, after the give-back's writes: once the asker has
         # the answer, Redis has what was given back.
-        engine.writer.command("PUBLISH", f"{self._prefix}:ctl:{asker}", answer)
+        engine.writer.command("PUBLISH", self._names.answers(asker), answer)
 
     def ended(self, queue: StreamQueue, *, deleted: bool) -> None:
         """

@@ -14,12 +14,12 @@ get it (:meth:`ClusterDispatch.decide`):
 - one script (:data:`~.dispatch_scripts.MOVE`), for the whole batch read,
   gives each entry to the consumer one node's round-robin picks, whatever its
   node: in the highest priority with room (a node's own stream
-  ``PREFIX:qn:NODE:/queue/NAME`` below its candidates' windows), the next
+  ``PREFIX:{q:/queue/NAME}:node:NODE`` below its candidates' windows), the next
   after the last one picked there (field ``t:PRIORITY`` of the mode hash);
   this node keeps what it picks for its own consumers, and the rest moves to
   the consumers' nodes (``XADD`` there, ``XACK`` and ``XDEL`` of the entry
   read); a message of a group goes to the node of its group's owner, a
-  consumer (the hash ``PREFIX:qg:/queue/NAME``, group -> ``NODE/N``), while
+  consumer (the hash ``PREFIX:{q:/queue/NAME}:groups``, group -> ``NODE/N``), while
   that consumer is registered; a group without one (new, or its owner left or
   died, or an exclusive consumer took over) gets the consumer the same
   round-robin picks, set atomically by the same script.  The entry carries
@@ -27,7 +27,7 @@ get it (:meth:`ClusterDispatch.decide`):
   group to that consumer (:meth:`ClusterDispatch.adopt`), first-for-consumer
   as on one node;
 - once the queue has had a grouped message, what a node gives back goes to its
-  returned stream (``PREFIX:qret:/queue/NAME``), which the deciding node reads
+  returned stream (``PREFIX:{q:/queue/NAME}:returned``), which the deciding node reads
   first, with the leaving consumer's unregistering in one script
   (:data:`~.grouped_returns.RETURN_GROUPED`), and a grouped entry of the queue's
   stream waits behind what the returned stream holds unread: so a group's
@@ -67,14 +67,23 @@ from stompbroker.broker.engine.redis.consumer_registry import (
     candidate_consumers,
     candidate_nodes,
     local_options,
-    registry_key,
 )
 from stompbroker.broker.engine.redis.dispatch_scripts import LEAD, MOVE, RESIGN, RETURN_NODE
 from stompbroker.broker.engine.redis.group_switch import GroupSwitch
 from stompbroker.broker.engine.redis.grouped_returns import forget_returning, give_back_grouped
-from stompbroker.broker.engine.redis.lanes import lane_stream, lane_streams, mode_key
-from stompbroker.broker.engine.redis.redelivery_records import record_key
-from stompbroker.broker.engine.redis.shared_bytes import byte_counter
+from stompbroker.broker.engine.redis.keys import (
+    byte_counter,
+    groups_key,
+    lane_stream,
+    lane_streams,
+    lease_key,
+    mode_key,
+    node_stream_prefix,
+    record_key,
+    registry_key,
+    returned_stream,
+)
+from stompbroker.broker.engine.redis.scripts import run_script
 from stompbroker.broker.features.selectors import message_properties
 from stompbroker.broker.queueing.dispatch import assign_owner, declare_single_active
 from stompbroker.broker.queueing.groups import first_for_consumer
@@ -120,19 +129,19 @@ class ClusterDispatch:
         self._room = room
         self.registry = registry_key(prefix, destination)
         self.mode = mode_key(prefix, destination)
-        self.groups = f"{prefix}:qg:{destination}"
-        self.node_prefix = f"{prefix}:qn:"
+        self.groups = groups_key(prefix, destination)
+        self.node_prefix = node_stream_prefix(prefix, destination)
         self.own = self.node_stream(engine.ids.node)
         #: Where a grouped queue's messages come back to, decided before the
         #: queue's stream and lanes (:data:`~.grouped_returns.RETURN_GROUPED`).
-        self.returned = f"{prefix}:qret:{destination}"
+        self.returned = returned_stream(prefix, destination)
         #: Whether the returned stream and its group were made (:meth:`ready`).
         self.returned_made = False
         self.active = False
         self.grouped = False
         #: Whether this node's own stream and its group were made (:meth:`make_own`).
         self.own_made = False
-        self.lease = f"{prefix}:ql:{destination}"
+        self.lease = lease_key(prefix, destination)
         #: The switch from plain reading to deciding (:mod:`.group_switch`).
         self.switch = GroupSwitch(engine, self)
         #: Whether this node holds the lease, the one node that reads the
@@ -155,17 +164,17 @@ class ClusterDispatch:
 
     def node_stream(self, node: str) -> str:
         """:returns: a node's own stream of this queue."""
-        return f"{self.node_prefix}{node}:{self.destination}"
+        return self.node_prefix + node
 
     def _lanes_by_priority(self) -> list[str]:
         """:returns: the queue's lanes for priorities 0 to 9, then their byte counters."""
         prefix = self._engine.names.prefix
-        lanes = [lane_stream(prefix, self.stream, self.destination, p) for p in range(10)]
-        return [*lanes, *(byte_counter(prefix, lane) for lane in lanes)]
+        lanes = [lane_stream(prefix, self.destination, p) for p in range(10)]
+        return [*lanes, *(byte_counter(lane) for lane in lanes)]
 
     def _records(self, node: str) -> str:
         """:returns: a node's redelivery records of its own stream (:mod:`.redelivery_records`)."""
-        return record_key(self._engine.names.prefix, node, self.node_stream(node))
+        return record_key(node, self.node_stream(node))
 
     # -- the registry ------------------------------------------------------------------
 
@@ -178,9 +187,9 @@ class ClusterDispatch:
         self._fields[consumer] = field
         self._consumers[field] = consumer
         single = "" if options is None or options.single_active is None else options.single_active
-        lanes = lane_streams(engine.names.prefix, self.stream, self.destination)
+        lanes = lane_streams(engine.names.prefix, self.destination)
         engine.writer.command(
-            "EVAL",
+            "EVALSHA",
             REGISTER,
             2 + len(lanes),
             self.registry,
@@ -203,7 +212,7 @@ class ClusterDispatch:
     def unregister(self, consumer: Any) -> None:
         """Remove a local consumer from the registry."""
         for field in self.release([consumer]):
-            self._engine.writer.command("EVAL", UNREGISTER, 2, self.registry, self.mode, field)
+            self._engine.writer.command("EVALSHA", UNREGISTER, 2, self.registry, self.mode, field)
 
     def release(self, consumers: Any) -> list[str]:
         """
@@ -278,7 +287,7 @@ class ClusterDispatch:
             return
         lease_ms = int(engine.node_timeout * 1000)
         self.leading = bool(
-            await engine.client.eval(LEAD, 1, self.lease, engine.ids.node, lease_ms)
+            await run_script(engine.client, LEAD, 1, self.lease, engine.ids.node, lease_ms)
         )
         if self.leading:
             self._led_at = now
@@ -293,11 +302,11 @@ class ClusterDispatch:
         self.own_made = False
         if self.leading:
             self.leading = False
-            self._engine.writer.command("EVAL", RESIGN, 1, self.lease, self._engine.ids.node)
+            self._engine.writer.command("EVALSHA", RESIGN, 1, self.lease, self._engine.ids.node)
         engine = self._engine
-        counter = byte_counter(engine.names.prefix, self.stream)
+        counter = byte_counter(self.stream)
         engine.writer.command(
-            "EVAL",
+            "EVALSHA",
             RETURN_NODE,
             4,
             self.own,
@@ -378,9 +387,10 @@ class ClusterDispatch:
         if self.grouped:
             returned = await forget_returning(engine, self, node)
         else:
-            await client.eval(FORGET_NODE, 3, self.registry, self.mode, self.groups, node)
-            counter = byte_counter(engine.names.prefix, self.stream)
-            returned = await client.eval(
+            await run_script(client, FORGET_NODE, 3, self.registry, self.mode, self.groups, node)
+            counter = byte_counter(self.stream)
+            returned = await run_script(
+                client,
                 RETURN_NODE,
                 4,
                 own,
@@ -445,7 +455,7 @@ class ClusterDispatch:
         args: list[Any] = [
             engine.names.group,
             self.node_prefix,
-            self.destination,
+            self.returned,
             here,
             max(room_here, 0),
         ]
@@ -459,7 +469,9 @@ class ClusterDispatch:
             original = fields.get(b"i", "")
             args += [stream, entry_id, payload, group or "", int(closes), active, original]
             args += [len(nodes) // 2, len(consumers) // 4, *nodes, *consumers]
-        answers = await engine.client.eval(MOVE, 3, self.registry, self.groups, self.mode, *args)
+        answers = await run_script(
+            engine.client, MOVE, 3, self.registry, self.groups, self.mode, *args
+        )
         kept: list[tuple[str, list[Any]]] = []
         for index, (stream, entry_id, payload, fields) in enumerate(batch):
             target, owner = _text(answers[2 * index]), answers[2 * index + 1]

@@ -28,16 +28,15 @@ between the two leaves the id recorded without its message.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
-from importlib.resources import files
 from typing import Any, Protocol
 
 from redis.exceptions import NoScriptError
 from twisted.internet.defer import Deferred
 
 from stompbroker.broker.engine.duplicate_detection import Route, window_bounds
-from stompbroker.broker.engine.redis.codec import Names
+from stompbroker.broker.engine.redis.keys import Keys
+from stompbroker.broker.engine.redis.scripts import load
 from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.protocol.message import Message
@@ -46,11 +45,9 @@ __all__ = ["DEDUP_CHECK_ADD", "DEDUP_CHECK_ADD_SHA", "ClusterDuplicates"]
 
 #: Checks an id in its destination's window and, if new, records it and adds
 #: and publishes the message (``lua/dedup_check_add.lua``, which says how).
-DEDUP_CHECK_ADD = (
-    files("stompbroker.broker.engine.redis").joinpath("lua/dedup_check_add.lua").read_text()
-)
+DEDUP_CHECK_ADD = load("dedup_check_add")
 #: Its SHA-1, for ``EVALSHA``: a SEND sends 40 bytes rather than the script.
-DEDUP_CHECK_ADD_SHA = hashlib.sha1(DEDUP_CHECK_ADD.encode()).hexdigest()
+DEDUP_CHECK_ADD_SHA = DEDUP_CHECK_ADD.sha
 
 
 class Appends(Protocol):
@@ -78,7 +75,7 @@ class ClusterDuplicates:
         self,
         writer: Callable[[], Any],
         publishing: Appends,
-        names: Names,
+        names: Keys,
         policies: Policies,
         traffic: Traffic,
     ) -> None:
@@ -121,7 +118,7 @@ class ClusterDuplicates:
             batch,
         )
         decided: Deferred[Any] = self._writer().command_waited(
-            "EVALSHA", DEDUP_CHECK_ADD_SHA, *rest, replicated=persistent
+            "EVALSHA", DEDUP_CHECK_ADD, *rest, replicated=persistent
         )
         decided.addErrback(self._unless_unloaded, rest, persistent)
         if appends is None:
@@ -136,7 +133,7 @@ class ClusterDuplicates:
         """
         if failure.check(NoScriptError):
             return self._writer().command_waited(
-                "EVAL", DEDUP_CHECK_ADD, *rest, replicated=persistent
+                "EVAL", str(DEDUP_CHECK_ADD), *rest, replicated=persistent
             )
         return failure
 

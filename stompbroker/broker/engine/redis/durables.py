@@ -9,7 +9,7 @@ every node mirrors.
   read again every half ``--node-timeout`` in case a notice was missed (the
   pub/sub connection was away).
 - **The backlog** of each durable subscription is the stream
-  ``PREFIX:d:KEY`` with the one consumer group of every stream, so the client
+  ``PREFIX:{d:KEY}`` with the one consumer group of every stream, so the client
   may come back on any node: that node's
   :class:`~stompbroker.broker.engine.redis.queues.StreamQueue` (made with the
   subscription's name) reads it as a queue's.

@@ -61,7 +61,6 @@ from stompbroker.broker.engine.figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.local import DEFAULT_POLICY
 from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
 from stompbroker.broker.engine.redis.busy import Busy
-from stompbroker.broker.engine.redis.codec import Names
 from stompbroker.broker.engine.redis.connection import (
     PRIMARY_ONLY,
     Durability,
@@ -74,6 +73,7 @@ from stompbroker.broker.engine.redis.control import ControlChannel
 from stompbroker.broker.engine.redis.duplicates import ClusterDuplicates
 from stompbroker.broker.engine.redis.durables import Durables
 from stompbroker.broker.engine.redis.figures import FiguresExchange
+from stompbroker.broker.engine.redis.keys import Keys
 from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.lifecycle import EngineLifecycle
 from stompbroker.broker.engine.redis.listener import alone
@@ -89,7 +89,6 @@ from stompbroker.broker.engine.redis.queue_names import QueueNames
 from stompbroker.broker.engine.redis.resumes import RedisResumeDirectory
 from stompbroker.broker.engine.redis.retained import ClusterRetained
 from stompbroker.broker.engine.redis.scheduling import ClusterScheduling
-from stompbroker.broker.engine.redis.scripts import Scripts
 from stompbroker.broker.engine.redis.shared_expiry import SharedExpiry
 from stompbroker.broker.engine.redis.shared_limits import SharedLimits
 from stompbroker.broker.engine.redis.shared_policies import SharedPolicies
@@ -222,15 +221,13 @@ class RedisEngine:
         bind_local_parts(self, self.fanout, self.table)
         self.url = url
         self.node_timeout = node_timeout
-        self.names = Names(url.prefix)
+        self.names = Keys(url.prefix)
         self.loop: Any = None
         self.client: Any = None
         #: A client that never sends a command again by itself: the writer's
         #: and the queues' reads (a lost reply must be seen as one).
         self.unretried: Any = None
         self.writer: Any = None
-        #: The queues' scripts (made when the engine opens).
-        self.scripts: Any = None
         #: Where a message of a priority goes: its queue's stream or lane (:mod:`.lanes`).
         self.lanes = LaneMarks(url.prefix)
         #: ``(deliver, payload)``: runs the fan-out of a batch other nodes
@@ -325,7 +322,6 @@ class RedisEngine:
         self.loop = check_reactor(self.clock)
         self.client = make_client(self.url)
         self.unretried = make_client(self.url, retries=0)
-        self.scripts = Scripts(self.client)
         self.life.open()
         head = batch_head(self.ids.node)
         # A batch is one topic channel's: the channel names its destination.

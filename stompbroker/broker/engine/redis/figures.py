@@ -11,9 +11,8 @@ Every :data:`FIGURES_INTERVAL` seconds a node (:class:`FiguresExchange`):
 - reads every node's figures (``SCAN`` then one ``MGET``);
 - reads, in one pipeline, ``XLEN`` and ``XINFO GROUPS`` of every queue's and
   durable subscription's stream, every queue's priority lanes, the nodes'
-  own streams of queues and grouped queues' returned streams (``SCAN
-  PREFIX:q:*``, ``PREFIX:d:*``, ``PREFIX:qp:*``, ``PREFIX:qn:*``,
-  ``PREFIX:qret:*``): what no node has read is the length less the group's
+  own streams of queues and grouped queues' returned streams (``SCAN`` of
+  :func:`~.keys.stream_patterns`): what no node has read is the length less the group's
   pending entries (every settled entry is deleted, so a stream holds only what
   is unread or held by a node), summed over a queue's streams.
 
@@ -29,6 +28,7 @@ from typing import Any
 
 from stompbroker.broker.engine.figures import ClusterView, NodeFigures
 from stompbroker.broker.engine.redis.connection import CONNECTION_ERRORS, run
+from stompbroker.broker.engine.redis.keys import stream_patterns
 from stompbroker.logs import logger
 
 __all__ = ["FIGURES_INTERVAL", "FiguresExchange"]
@@ -43,20 +43,6 @@ FIGURES_TTL = 3000
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _destination(names: Any, stream: str) -> str:
-    """
-    :returns: the destination of a queue's stream, of one of its priority lanes
-        (``PREFIX:qp:P:/queue/X``), of a node's own stream of it
-        (``PREFIX:qn:NODE:/queue/X``) or of its returned stream
-        (``PREFIX:qret:/queue/X``), or the key of a durable subscription's.
-    """
-    for kind in ("qp", "qn", "qret"):
-        if stream.startswith(f"{names.prefix}:{kind}:"):
-            cut = stream.find(":/", len(names.prefix) + 4)
-            return stream if cut < 0 else stream[cut + 1 :]
-    return str(names.destination_of(stream))
 
 
 class FiguresExchange:
@@ -110,16 +96,9 @@ class FiguresExchange:
             if figures.node != me:
                 peers.append(figures)
         peers.sort(key=lambda figures: figures.node)
-        prefix = names.prefix
         streams = [
             key
-            for match in (
-                names.queue("*"),
-                names.durable("*"),
-                f"{prefix}:qp:*",
-                f"{prefix}:qn:*",
-                f"{prefix}:qret:*",
-            )
+            for match in stream_patterns(names.prefix)
             async for key in client.scan_iter(match=match, count=500)
         ]
         unread: dict[str, int] = {}
@@ -136,7 +115,7 @@ class FiguresExchange:
                 pending = 0
                 if not isinstance(groups, Exception):
                     pending = sum(int(group.get("pending", 0)) for group in groups)
-                destination = _destination(names, _text(stream))
+                destination = names.destination_of(_text(stream))
                 unread[destination] = unread.get(destination, 0) + max(int(length) - pending, 0)
         patterns = {queue.key: queue.destination for queue in engine.durables.queues.values()}
         self.view = ClusterView(tuple(peers), unread, patterns)

@@ -38,6 +38,7 @@ from itertools import count
 from typing import Any
 
 from stompbroker.broker.engine.redis.queue_sources import entry_order
+from stompbroker.broker.engine.redis.scripts import load, run_script
 
 __all__ = [
     "CLAIM_SWITCHED",
@@ -48,87 +49,14 @@ __all__ = [
     "split",
 ]
 
-#: KEYS: the queue's mode hash.  ARGV: this node's field (``r:NODE``), a
-#: token (``r`` and a number) new for each plain reading of the queue by this
-#: node.  The field says that the node reads the plain way, unless it says
-#: ``l`` (left for the decider); answers the queue's modes (``p``, ``v``, ``g``).
-ENTER_PLAIN = """
-if redis.call('HGET', KEYS[1], ARGV[1]) ~= 'l' then
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-end
-return redis.call('HMGET', KEYS[1], 'p', 'v', 'g')
-"""
+#: lua/enter_plain.lua (what it takes and answers is said there).
+ENTER_PLAIN = load("enter_plain")
 
-#: KEYS: the queue's mode hash.  ARGV: this node's field, and ``l`` if it left
-#: entries above the switch point pending, ``*`` for any plain reading of it,
-#: else the token of its plain reading (:data:`ENTER_PLAIN`).  This node reads
-#: the queue the plain way no more: its field says so (``l``), or goes if it
-#: still holds that token (not a later reading's, nor ``l``: left by an earlier
-#: one, for the decider to take).
-LEAVE_PLAIN = """
-local held = redis.call('HGET', KEYS[1], ARGV[1])
-if ARGV[2] == 'l' then
-  redis.call('HSET', KEYS[1], ARGV[1], 'l')
-elseif held == ARGV[2] or (ARGV[2] == '*' and held and held ~= 'l') then
-  redis.call('HDEL', KEYS[1], ARGV[1])
-end
-return 0
-"""
+#: lua/leave_plain.lua (what it takes and answers is said there).
+LEAVE_PLAIN = load("leave_plain")
 
-#: KEYS: the queue's mode hash, the decider's lease, the queue's stream.
-#: ARGV: group, this node, then the ids of the entries this node's own
-#: switching read left.  Only while this node holds the lease: for every field
-#: ``r:NODE`` of another node in the mode hash, the entries above the switch
-#: point (``gs``) pending for that node are this node's now (``XCLAIM ...
-#: JUSTID``, their delivery count kept); this node's own are those it names
-#: and still holds (what else it holds above the switch point it decided); and
-#: a field ``l`` goes.  Answers ``{plain readers left (-1 without the lease),
-#: {id, fields, ...}}``.
-CLAIM_SWITCHED = """
-local mode, stream, group, me = KEYS[1], KEYS[3], ARGV[1], ARGV[2]
-if redis.call('GET', KEYS[2]) ~= me then return {-1, {}} end
-local since = redis.call('HGET', mode, 'gs')
-if not since then return {0, {}} end
-local readers = {}
-local flat = redis.call('HGETALL', mode)
-for f = 1, #flat, 2 do
-  if string.sub(flat[f], 1, 2) == 'r:' then
-    readers[#readers + 1] = flat[f]
-    readers[#readers + 1] = flat[f + 1]
-  end
-end
-local found, plain = {}, 0
-local function take(id)
-  local entry = redis.call('XRANGE', stream, id, id)[1]
-  if entry then
-    found[#found + 1] = id
-    found[#found + 1] = entry[2]
-  end
-  return entry
-end
-for i = 3, #ARGV do
-  -- still this node's: another decider may have taken it meanwhile
-  if #redis.call('XPENDING', stream, group, ARGV[i], ARGV[i], 1, me) > 0 then take(ARGV[i]) end
-end
-for r = 1, #readers, 2 do
-  local field, state = readers[r], readers[r + 1]
-  local node = string.sub(field, 3)
-  if node ~= me then
-    local ok, rows = pcall(redis.call, 'XPENDING', stream, group, '(' .. since, '+', 1000000, node)
-    if ok then
-      for _, row in ipairs(rows) do
-        if take(row[1]) then
-          redis.call('XCLAIM', stream, group, me, 0, row[1], 'JUSTID')
-        else
-          redis.call('XACK', stream, group, row[1])
-        end
-      end
-    end
-  end
-  if state == 'l' then redis.call('HDEL', mode, field) else plain = plain + 1 end
-end
-return {plain, found}
-"""
+#: lua/claim_switched.lua (what it takes and answers is said there).
+CLAIM_SWITCHED = load("claim_switched")
 
 
 class GroupSwitch:
@@ -185,8 +113,8 @@ class GroupSwitch:
         self._reading = not dispatch.active
         if self._reading and not self.entered:
             self._token = f"r{next(_TOKENS)}"
-            modes = await self._engine.unretried.eval(
-                ENTER_PLAIN, 1, dispatch.mode, self._field, self._token
+            modes = await run_script(
+                self._engine.unretried, ENTER_PLAIN, 1, dispatch.mode, self._field, self._token
             )
             self.entered = True
             await take_modes(modes)
@@ -198,7 +126,7 @@ class GroupSwitch:
             self.leave()
         elif not self._cleared:
             # Decided from the start: no plain reading of this node's lingers.
-            self._engine.writer.command("EVAL", LEAVE_PLAIN, 1, dispatch.mode, self._field, "*")
+            self._engine.writer.command("EVALSHA", LEAVE_PLAIN, 1, dispatch.mode, self._field, "*")
         self._cleared = True
         return False
 
@@ -233,7 +161,7 @@ class GroupSwitch:
         self.entered = self._leaving = False
         mode = self._dispatch.mode
         state = "l" if left else self._token
-        self._engine.writer.command("EVAL", LEAVE_PLAIN, 1, mode, self._field, state)
+        self._engine.writer.command("EVALSHA", LEAVE_PLAIN, 1, mode, self._field, state)
 
     async def switched(self, runs: list[tuple[str, list[Any]]], grouped: bool) -> Any:
         """
@@ -261,7 +189,8 @@ class GroupSwitch:
         """
         dispatch = self._dispatch
         engine = self._engine
-        plain, found = await engine.unretried.eval(
+        plain, found = await run_script(
+            engine.unretried,
             CLAIM_SWITCHED,
             3,
             dispatch.mode,

@@ -1,10 +1,10 @@
 """
 Message priority on a shared queue: waiting messages in ten lanes, read highest first.
 
-A queue's stream (``PREFIX:q:/queue/NAME``) is the lane of the default priority
+A queue's stream (``PREFIX:{q:/queue/NAME}``) is the lane of the default priority
 (4, JMS's); a message of another priority is ``XADD``\\ ed to the stream of its
-lane, ``PREFIX:qp:P:/queue/NAME``, and the queue's mode hash
-(``PREFIX:qm:/queue/NAME``, field ``p``) is set once, so that every node's
+lane, ``PREFIX:{q:/queue/NAME}:lane:P``, and the queue's mode hash
+(``PREFIX:{q:/queue/NAME}:mode``, field ``p``) is set once, so that every node's
 reader knows the queue has lanes.  A queue that never had a message of another
 priority has no lanes: its readers read its one stream as before.
 
@@ -22,121 +22,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY, HIGHEST_PRIORITY
+from stompbroker.broker.engine.redis.keys import LANE_ORDER, lane_stream, mode_key, queue_stream
+from stompbroker.broker.engine.redis.scripts import load
+from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
 
 __all__ = [
     "LANE_ORDER",
     "MARK_GROUPED",
-    "MARK_GROUPED_FUNCTION",
     "READ_LANES",
-    "lane_stream",
-    "lane_streams",
-    "mode_key",
 ]
 
-#: The lanes, highest priority first.
-LANE_ORDER = tuple(range(HIGHEST_PRIORITY, -1, -1))
 
-#: KEYS: the lanes' streams, highest first (then, for a plain read, the queue's
-#: mode hash).  ARGV: group, consumer, count (then, for a plain read, ``1``).
-#: Reads up to ``count`` new entries, highest lane first, making the group of a
-#: lane that has none yet; a plain read reads nothing once the queue had a
-#: grouped message (field ``g`` of its mode hash: :mod:`.group_switch`) and
-#: answers ``{2}``, so that the node's reads are decided from then on.
-#: Answers ``{1, {lane index, id, payload, group owner ('' none: field ``o``
-#: of an entry a node's own stream got from :data:`~.dispatch_scripts.MOVE`),
-#: original id ('' none: field ``i``)}...}``; or,
-#: with nothing to read, ``{0, newest id of each lane}`` for the wait.
-READ_LANES = """
-local group, consumer, left = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local lanes = #KEYS
-if ARGV[4] then
-  lanes = lanes - 1
-  if redis.call('HEXISTS', KEYS[#KEYS], 'g') == 1 then return {2} end
-end
-local found = {}
-for index = 1, lanes do
-  local lane = KEYS[index]
-  if left <= 0 then break end
-  if redis.call('EXISTS', lane) == 1 then
-    local ok, reply = pcall(redis.call, 'XREADGROUP', 'GROUP', group, consumer,
-      'COUNT', left, 'STREAMS', lane, '>')
-    if not ok then
-      redis.call('XGROUP', 'CREATE', lane, group, '0')
-      reply = redis.call('XREADGROUP', 'GROUP', group, consumer,
-        'COUNT', left, 'STREAMS', lane, '>')
-    end
-    if reply then
-      for _, entry in ipairs(reply[1][2]) do
-        local fields = entry[2]
-        local payload, owner, original = nil, '', ''
-        for i = 1, #fields, 2 do
-          if fields[i] == 'm' then payload = fields[i + 1] end
-          if fields[i] == 'o' then owner = fields[i + 1] end
-          if fields[i] == 'i' then original = fields[i + 1] end
-        end
-        if payload then
-          found[#found + 1] = index
-          found[#found + 1] = entry[1]
-          found[#found + 1] = payload
-          found[#found + 1] = owner
-          found[#found + 1] = original
-        end
-        left = left - 1
-      end
-    end
-  end
-end
-if #found > 0 then return {1, found} end
-local newest = {}
-for index = 1, lanes do
-  local last = redis.call('XREVRANGE', KEYS[index], '+', '-', 'COUNT', 1)
-  newest[index] = last[1] and last[1][1] or '0-0'
-end
-return {0, newest}
-"""
+#: lua/read_lanes.lua (what it takes and answers is said there).
+READ_LANES = load("read_lanes")
 
 
-#: Lua: ``mark_grouped(mode, stream)`` sets field ``g`` of a queue's mode hash
-#: and, the first time, ``gs``, the switch point (:mod:`.group_switch`): the id
-#: of the newest entry of the queue's stream.
-MARK_GROUPED_FUNCTION = """
-local function mark_grouped(mode, stream)
-  if redis.call('HSETNX', mode, 'g', '1') == 1 then
-    local newest = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
-    redis.call('HSET', mode, 'gs', newest and newest[1] or '0-0')
-  end
-end
-"""
-
-#: KEYS: the queue's mode hash, its stream.  Marks the queue grouped.
-MARK_GROUPED = (
-    MARK_GROUPED_FUNCTION
-    + """
-mark_grouped(KEYS[1], KEYS[2])
-return 0
-"""
-)
-
-
-def mode_key(prefix: str, destination: str) -> str:
-    """:returns: the hash of a queue's modes (lanes used, registry version, groups used)."""
-    return f"{prefix}:qm:{destination}"
-
-
-def lane_stream(prefix: str, stream: str, destination: str, priority: int) -> str:
-    """
-    :param stream: the queue's own stream, the default priority's lane.
-    :returns: the stream of the lane of ``priority`` (0 to 9).
-    """
-    if priority == DEFAULT_PRIORITY:
-        return stream
-    return f"{prefix}:qp:{priority}:{destination}"
-
-
-def lane_streams(prefix: str, stream: str, destination: str) -> list[str]:
-    """:returns: every lane's stream, highest priority first."""
-    return [lane_stream(prefix, stream, destination, priority) for priority in LANE_ORDER]
+#: lua/mark_grouped.lua (what it takes and answers is said there).
+MARK_GROUPED = load("mark_grouped")
 
 
 def parse_read(
@@ -195,7 +97,7 @@ class LaneMarks:
         if destination not in self._marked:
             self._marked.add(destination)
             writer.command("HSET", mode_key(self._prefix, destination), "p", "1")
-        return lane_stream(self._prefix, stream, destination, priority)
+        return lane_stream(self._prefix, destination, priority)
 
     def grouped(self, writer: Any, destination: str) -> None:
         """
@@ -207,7 +109,6 @@ class LaneMarks:
         key = "g" + destination
         if key not in self._marked:
             self._marked.add(key)
-            # The queue's stream, as Names.queue names it.
-            stream = f"{self._prefix}:q:{destination}"
+            stream = queue_stream(self._prefix, destination)
             mode = mode_key(self._prefix, destination)
-            writer.command("EVAL", MARK_GROUPED, 2, mode, stream)
+            writer.command("EVALSHA", MARK_GROUPED, 2, mode, stream)

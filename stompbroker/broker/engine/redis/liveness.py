@@ -38,17 +38,13 @@ from stompbroker.broker.engine.redis.connection import (
 )
 from stompbroker.broker.engine.redis.lapse import LapseWatch
 from stompbroker.broker.engine.redis.queues import StreamQueue
+from stompbroker.broker.engine.redis.scripts import load
 from stompbroker.logs import logger
 
 __all__ = ["BEAT", "Liveness"]
 
-#: KEYS: this node's liveness key.  ARGV: the node's epoch, milliseconds.
-#: Renews the key only while it holds that epoch; answers what it held.
-BEAT = """
-local held = redis.call('GET', KEYS[1])
-if held == ARGV[1] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
-return held
-"""
+#: lua/beat.lua (what it takes and answers is said there).
+BEAT = load("beat")
 
 log = logger("stompbroker.broker.engine.redis")
 
@@ -110,7 +106,7 @@ class Liveness:
         sent = self.watch.sending()
         ms = int(engine.node_timeout * 1000)
         epoch = self.epoch
-        beat = engine.writer.command_waited("EVAL", BEAT, 1, self._key(), epoch, ms)
+        beat = engine.writer.command_waited("EVALSHA", BEAT, 1, self._key(), epoch, ms)
         beat.addCallbacks(self._beaten, self._beat_failed, callbackArgs=(sent, epoch))
 
     def _beaten(self, previous: Any, sent: float, epoch: str) -> None:

@@ -36,6 +36,7 @@ from typing import Any
 from twisted.internet.defer import Deferred
 
 from stompbroker.broker.engine.redis.connection import CONNECTION_ERRORS, RedisUnreachable, run
+from stompbroker.broker.engine.redis.scripts import load
 from stompbroker.broker.features.presence import Presence, Present
 from stompbroker.logs import logger
 
@@ -43,21 +44,11 @@ __all__ = ["JOIN", "LEAVE", "ClusterPresence", "decode_entry", "encode_entry"]
 
 log = logger("stompbroker.broker.engine.redis")
 
-#: KEYS: the destination's hash, the channel.  ARGV: the field, the entry.
-JOIN = """
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('PUBLISH', KEYS[2], 'j' .. ARGV[2])
-return 1
-"""
+#: lua/presence_join.lua (what it takes and answers is said there).
+JOIN = load("presence_join")
 
-#: KEYS: the destination's hash, the channel.  ARGV: the field, the entry.
-LEAVE = """
-if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then
-  redis.call('PUBLISH', KEYS[2], 'l' .. ARGV[2])
-  return 1
-end
-return 0
-"""
+#: lua/presence_leave.lua (what it takes and answers is said there).
+LEAVE = load("presence_leave")
 
 #: How often a start-up read of the hashes is tried again when notices came meanwhile.
 LOAD_ATTEMPTS = 3
@@ -115,9 +106,8 @@ class ClusterPresence:
     def __init__(self, engine: Any, presence: Presence) -> None:
         self._engine = engine
         self.presence = presence
-        prefix = engine.names.prefix
-        self._prefix = f"{prefix}:presence:"
-        self.channel = f"{prefix}:presence"
+        self._prefix: str = engine.names.presence("")
+        self.channel = engine.names.presence_channel
         #: Grows with every notice applied, so that a reading of the hashes
         #: that one crossed is read again.
         self._changes = 0
@@ -139,7 +129,7 @@ class ClusterPresence:
         if writer is None:
             return
         writer.command(
-            "EVAL", script, 2, self._hash(entry.destination), self.channel,
+            "EVALSHA", script, 1, self._hash(entry.destination), self.channel,
             entry.field, encode_entry(entry),
         )  # fmt: skip
 

@@ -46,21 +46,18 @@ from typing import Any
 from twisted.internet.defer import Deferred, gatherResults, succeed
 
 from stompbroker.broker.engine.redis.connection import RedisUnreachable, run
-from stompbroker.broker.engine.redis.consumer_registry import registry_key
 from stompbroker.broker.engine.redis.control import DELETED, GIVE_BACK, HOLD, RESUME
-from stompbroker.broker.engine.redis.lanes import lane_streams
+from stompbroker.broker.engine.redis.keys import byte_counter, lane_streams, registry_key
 from stompbroker.broker.engine.redis.queue_moves import (
-    FREE,
     MOVE,
     PAGE,
-    UNCOUNT,
     QueueMoves,
     Route,
     new_message,
 )
 from stompbroker.broker.engine.redis.queue_sources import QueueSources, find_sources
 from stompbroker.broker.engine.redis.queues import StreamQueue
-from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE, byte_counter
+from stompbroker.broker.engine.redis.scripts import load, run_script
 from stompbroker.broker.engine.shared_queues import Acted, QueueConsumed
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.routing.destinations import TOPIC_PREFIX
@@ -68,46 +65,10 @@ from stompbroker.protocol.errors import LimitExceeded
 
 __all__ = ["DELETE", "MOVE", "PAGE", "PURGE", "ClusterQueueActions", "new_message"]
 
-#: Purge one page: KEYS[1] the stream, KEYS[2] its byte counter; ARGV: group,
-#: start, count, dead nodes.  Returns {purged, last id looked at, entries looked at}.
-PURGE = (
-    FREE
-    + BODY_SIZE
-    + UNCOUNT
-    + """
-local dead = {}
-for i = 4, #ARGV do dead[ARGV[i]] = true end
-local page = redis.call('XRANGE', KEYS[1], ARGV[2], '+', 'COUNT', ARGV[3])
-local purged, last, gone = 0, '', 0
-for _, entry in ipairs(page) do
-  last = entry[1]
-  local ok, pending = free(KEYS[1], ARGV[1], last, dead)
-  if ok then
-    if pending then redis.call('XACK', KEYS[1], ARGV[1], last) end
-    redis.call('XDEL', KEYS[1], last)
-    gone = gone + entry_size(entry[2])
-    purged = purged + 1
-  end
-end
-uncount(KEYS[2], gone)
-return {purged, last, #page}
-"""
-)
-#: Delete a queue's streams: KEYS[1] its consumer registry, then each of its
-#: streams (the queue's and its lanes') followed by its byte counter.  Returns
-#: -1 (and deletes nothing) when a consumer registered meanwhile, else how many
-#: entries the streams held.
-DELETE = """
-if redis.call('HLEN', KEYS[1]) > 0 then return -1 end
-local held = 0
-for i = 2, #KEYS, 2 do
-  if redis.call('EXISTS', KEYS[i]) == 1 then
-    held = held + redis.call('XLEN', KEYS[i])
-  end
-  redis.call('DEL', KEYS[i], KEYS[i + 1])
-end
-return held
-"""
+#: lua/purge_page.lua (what it takes and answers is said there).
+PURGE = load("purge_page")
+#: lua/delete_queue.lua (what it takes and answers is said there).
+DELETE = load("delete_queue")
 
 
 def _text(value: Any) -> str:
@@ -123,9 +84,7 @@ class ClusterQueueActions:
 
     def __init__(self, engine: Any) -> None:
         self._engine = engine
-        self._purge = engine.client.register_script(PURGE)
         self._moves = QueueMoves(engine)
-        self._delete = engine.client.register_script(DELETE)
 
     def exists(self, destination: str) -> Deferred[bool]:
         """:returns: whether ``destination`` has messages in Redis, consumers, or a handle here."""
@@ -136,7 +95,7 @@ class ClusterQueueActions:
         if destination in engine.queues:
             return True
         prefix = engine.names.prefix
-        keys = lane_streams(prefix, engine.names.queue(destination), destination)
+        keys = lane_streams(prefix, destination)
         keys.append(registry_key(prefix, destination))
         return bool(await engine.client.exists(*keys))
 
@@ -182,11 +141,11 @@ class ClusterQueueActions:
                 return purged, 0
             prefix = engine.names.prefix
             keys = [registry]
-            streams = lane_streams(prefix, engine.names.queue(destination), destination)
+            streams = lane_streams(prefix, destination)
             streams += [source.stream for source in (*found.returned, *found.own)]
             for stream in streams:
-                keys += [stream, byte_counter(prefix, stream)]
-            held = int(await self._delete(keys=keys, args=[], client=engine.client))
+                keys += [stream, byte_counter(stream)]
+            held = int(await run_script(engine.client, DELETE, len(keys), *keys))
             if held < 0:
                 raise QueueConsumed(destination, int(await engine.client.hlen(registry)))
             return purged + held, 0
@@ -252,10 +211,16 @@ class ClusterQueueActions:
         engine = self._engine
         start, purged = "-", 0
         while True:
-            reply = await self._purge(
-                keys=[stream, byte_counter(engine.names.prefix, stream)],
-                args=[engine.names.group, start, PAGE, *dead],
-                client=engine.client,
+            reply = await run_script(
+                engine.client,
+                PURGE,
+                2,
+                stream,
+                byte_counter(stream),
+                engine.names.group,
+                start,
+                PAGE,
+                *dead,
             )
             purged += int(reply[0])
             if int(reply[2]) < PAGE:

@@ -25,20 +25,16 @@ from attrs import define
 from redis.exceptions import ResponseError
 
 from stompbroker.broker.engine.redis.codec import decode, encode_entry
-from stompbroker.broker.engine.redis.lanes import (
-    LANE_ORDER,
-    MARK_GROUPED_FUNCTION,
-    lane_stream,
-    mode_key,
-)
+from stompbroker.broker.engine.redis.keys import byte_counter, lane_stream, mode_key
+from stompbroker.broker.engine.redis.lanes import LANE_ORDER
 from stompbroker.broker.engine.redis.queue_sources import QueueSources, original_order
-from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE, byte_counter
+from stompbroker.broker.engine.redis.scripts import load, run_script
 from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY
 from stompbroker.broker.routing.destinations import TOPIC_PREFIX
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
-__all__ = ["FREE", "MOVE", "PAGE", "UNCOUNT", "QueueMoves", "Route", "new_message"]
+__all__ = ["MOVE", "PAGE", "QueueMoves", "Route", "new_message"]
 
 #: Entries one script looks at.
 PAGE = 500
@@ -47,80 +43,9 @@ Route = Callable[[Message], "tuple[str, Headers] | None"]
 #: A free entry: its id, its message, and its place in the queue's order.
 Free = tuple[bytes, Message, tuple[int, int]]
 
-#: Whether nobody but a dead node (ARGV names them after their count) holds an
-#: entry of the stream KEYS[1] in group ARGV[1]: the scripts' shared check.
-FREE = """
-local function free(stream, group, id, dead)
-  local held = redis.pcall('XPENDING', stream, group, id, id, 1)
-  if type(held) ~= 'table' or held.err or #held == 0 then
-    return true, false
-  end
-  return dead[held[1][2]] == true, true
-end
-"""
 
-#: Take bytes off a stream's byte counter (:mod:`.shared_bytes`), if it has one.
-UNCOUNT = """
-local function uncount(counter, gone)
-  if gone > 0 and redis.call('EXISTS', counter) == 1 then
-    if redis.call('DECRBY', counter, gone) < 0 then redis.call('SET', counter, 0) end
-  end
-end
-"""
-
-#: Move chosen entries: KEYS[1] the stream, KEYS[2] its byte counter; ARGV:
-#: group, the number of dead nodes and their names, then per entry its id, the
-#: target stream ('' for a topic: the node publishes it), the target's byte
-#: counter and whether a byte limit applies to it ('1': the counter is made if
-#: need be, as :data:`~.shared_bytes.ADD_SIZED` makes it; else it is kept only
-#: if it exists), its mode hash and the fields to set there ('p' for a lane,
-#: 'g' for a grouped message, with its switch point: :mod:`.group_switch`),
-#: and the new message.  Returns the
-#: ids moved.
-MOVE = (
-    FREE
-    + MARK_GROUPED_FUNCTION
-    + BODY_SIZE
-    + UNCOUNT
-    + """
-local dead = {}
-local ndead = tonumber(ARGV[2])
-for i = 3, 2 + ndead do dead[ARGV[i]] = true end
-local done = {}
-local gone = 0
-for i = 3 + ndead, #ARGV, 7 do
-  local id, target, counter, sized, mode, marks, payload =
-    ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
-  if #redis.call('XRANGE', KEYS[1], id, id) > 0 then
-    local ok, pending = free(KEYS[1], ARGV[1], id, dead)
-    if ok then
-      local size = body_size(payload)
-      if target ~= '' then
-        for mark in string.gmatch(marks, '.') do
-          if mark == 'g' then
-            -- the queue's stream, beside its mode hash (group_switch)
-            mark_grouped(mode, (string.gsub(mode, ':qm:/', ':q:/', 1)))
-          else
-            redis.call('HSET', mode, mark, '1')
-          end
-        end
-        if sized == '1' or redis.call('EXISTS', counter) == 1 then
-          if redis.call('XLEN', target) == 0 then redis.call('SET', counter, 0) end
-          redis.call('INCRBY', counter, size)
-        end
-        redis.call('XADD', target, '*', 'm', payload)
-      end
-      if pending then redis.call('XACK', KEYS[1], ARGV[1], id) end
-      redis.call('XDEL', KEYS[1], id)
-      gone = gone + size
-      done[#done + 1] = id
-    end
-  end
-end
-uncount(KEYS[2], gone)
-return done
-"""
-)
+#: lua/move_entries.lua (what it takes and answers is said there).
+MOVE = load("move_entries")
 
 
 def new_message(message: Message, destination: str, headers: Headers, message_id: str) -> Message:
@@ -165,7 +90,6 @@ class QueueMoves:
 
     def __init__(self, engine: Any) -> None:
         self._engine = engine
-        self._move = engine.client.register_script(MOVE)
 
     async def move(self, found: QueueSources, count: int, route: Route) -> tuple[int, int]:
         """
@@ -236,7 +160,6 @@ class QueueMoves:
         """Move entries of one stream, in order, until ``done`` is full: one script."""
         engine = self._engine
         names = engine.names
-        prefix = names.prefix
         chosen: list[tuple[bytes, Message]] = []
         args: list[Any] = [names.group, len(dead), *dead]
         for entry_id, message in entries:
@@ -250,8 +173,8 @@ class QueueMoves:
             chosen.append((entry_id, new))
             args += [entry_id, *self._target(new), encode_entry(engine.ids.node, new)]
         if chosen:
-            keys = [stream, byte_counter(prefix, stream)]
-            moved = set(await self._move(keys=keys, args=args, client=engine.client))
+            keys = [stream, byte_counter(stream)]
+            moved = set(await run_script(engine.client, MOVE, len(keys), *keys, *args))
             for entry_id, new in chosen:
                 if entry_id in moved:
                     done.moved += 1
@@ -266,13 +189,13 @@ class QueueMoves:
         prefix = engine.names.prefix
         if destination not in engine.queue_names.known:
             engine.queue_names.met(destination)
-        stream = lane_stream(prefix, engine.names.queue(destination), destination, new.priority)
+        stream = lane_stream(prefix, destination, new.priority)
         marks = ("p" if new.priority != DEFAULT_PRIORITY else "") + (
             "g" if new.group is not None else ""
         )
         limit = engine.limits.of(destination)
         sized = "1" if limit is not None and limit.max_bytes is not None else "0"
-        return [stream, byte_counter(prefix, stream), sized, mode_key(prefix, destination), marks]
+        return [stream, byte_counter(stream), sized, mode_key(prefix, destination), marks]
 
     async def _pending(self, stream: str, page: list[Any]) -> dict[bytes, str]:
         """:returns: entry id -> its holder, for the entries of ``page`` some node holds."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from stompbroker.broker.engine.redis.scripts import load
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX
 from stompbroker.broker.routing.syntax import matches
 from stompbroker.logs import logger
@@ -32,14 +33,8 @@ __all__ = ["ADD_NAME", "QueueNames", "matching"]
 
 log = logger("stompbroker.broker.engine.redis")
 
-#: KEYS: the set of names.  ARGV: the queue's destination, the notices' channel.
-#: Adds the name; publishes it when the set did not hold it.
-ADD_NAME = """
-if redis.call('SADD', KEYS[1], ARGV[1]) == 1 then
-  redis.call('PUBLISH', ARGV[2], ARGV[1])
-end
-return 0
-"""
+#: lua/add_queue_name.lua (what it takes and answers is said there).
+ADD_NAME = load("add_queue_name")
 
 
 def matching(pattern: str, names: Iterable[Any]) -> list[str]:
@@ -71,9 +66,8 @@ class QueueNames:
 
     def __init__(self, engine: Any) -> None:
         self._engine = engine
-        prefix = engine.names.prefix
-        self.key = f"{prefix}:queues"
-        self.channel = f"{prefix}:queues:new"
+        self.key = engine.names.queue_names
+        self.channel = engine.names.queue_names_channel
         #: The names this node has added to the set, or read from it.
         self.known: set[str] = set()
 
@@ -84,7 +78,7 @@ class QueueNames:
         """
         if destination not in self.known:
             self.known.add(destination)
-            self._engine.writer.command("EVAL", ADD_NAME, 1, self.key, destination, self.channel)
+            self._engine.writer.command("EVALSHA", ADD_NAME, 1, self.key, destination, self.channel)
 
     # -- wildcard consumers ------------------------------------------------------------
 

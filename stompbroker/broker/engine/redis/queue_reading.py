@@ -20,7 +20,9 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from stompbroker.broker.engine.redis.dispatch import DECIDE_READ
-from stompbroker.broker.engine.redis.lanes import lane_streams, mode_key, parse_read
+from stompbroker.broker.engine.redis.keys import lane_streams, mode_key
+from stompbroker.broker.engine.redis.lanes import READ_LANES, parse_read
+from stompbroker.broker.engine.redis.scripts import run_script
 from stompbroker.broker.engine.redis.wire import REPLY_TIMEOUT, execute, pack
 
 __all__ = ["QueueReading"]
@@ -76,7 +78,7 @@ class QueueReading:
         self._destination = destination
         prefix = engine.names.prefix
         self._mode = None if destination is None else mode_key(prefix, destination)
-        self._lanes = [] if destination is None else lane_streams(prefix, stream, destination)
+        self._lanes = [] if destination is None else lane_streams(prefix, destination)
         self.lanes = False
         #: Whether the mode hash was read since this reading began.
         self._known = self._mode is None
@@ -208,7 +210,6 @@ class QueueReading:
     async def _read_lanes(self, room: int) -> Read:
         """One :data:`READ_LANES` script; when it finds nothing, wait for a new entry."""
         engine = self._engine
-        script = engine.scripts.read_lanes
         lanes = self._lanes
         dispatch = self.dispatch
         if dispatch is not None and dispatch.active:
@@ -220,7 +221,9 @@ class QueueReading:
         # A plain read reads nothing once the queue had a grouped message.
         plain = dispatch is not None and not dispatch.active
         keys = [*lanes, self._mode] if plain else lanes
-        reply = await script(keys=keys, args=[*args, 1] if plain else args, client=engine.unretried)
+        reply = await run_script(
+            engine.unretried, READ_LANES, len(keys), *keys, *args, *([1] if plain else [])
+        )
         entries, newest = parse_read(reply, lanes)
         if not newest and not entries:
             await self._modes(await engine.unretried.hmget(self._mode, "p", "v", "g"))

@@ -31,7 +31,9 @@ from twisted.internet.defer import Deferred
 
 from stompbroker.broker.engine.redis.connection import run
 from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
+from stompbroker.broker.engine.redis.keys import record_key
 from stompbroker.broker.engine.redis.lapse import (
+    CLAIM_DEAD,
     Aside,
     claimed_entries,
     claimed_records,
@@ -40,7 +42,8 @@ from stompbroker.broker.engine.redis.lapse import (
 from stompbroker.broker.engine.redis.own_pending import owned_entries, pending_count, pending_pages
 from stompbroker.broker.engine.redis.queue_reading import QueueReading
 from stompbroker.broker.engine.redis.queue_settling import QueueSettling
-from stompbroker.broker.engine.redis.redelivery_records import fold, record_key
+from stompbroker.broker.engine.redis.redelivery_records import fold
+from stompbroker.broker.engine.redis.scripts import run_script
 from stompbroker.broker.queueing.queues import WorkerQueue
 from stompbroker.logs import logger
 
@@ -380,9 +383,9 @@ class QueueRecovery:
             counts = {row["message_id"]: row["times_delivered"] for row in rows}
             # Only while its key is still gone: a node back from a lapse keeps its own.
             ids = list(counts)
-            claimed_reply, records_reply = await engine.scripts.claim_dead(
-                keys=[stream, names.alive(name), record_key(names.prefix, name, stream)],
-                args=[names.group, me, *ids],
+            keys = [stream, names.alive(name), record_key(name, stream)]
+            claimed_reply, records_reply = await run_script(
+                client, CLAIM_DEAD, 3, *keys, names.group, me, *ids
             ) or ([], [])
             entries = claimed_entries(claimed_reply)
             await self._claimed(entries, counts, stream, claimed_records(ids, records_reply))

@@ -17,16 +17,20 @@ from typing import Any, Protocol
 from stompbroker.broker.engine.redis.codec import decode, decode_message, encode_entry
 from stompbroker.broker.engine.redis.connection import RedisUnreachable
 from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
+from stompbroker.broker.engine.redis.keys import (
+    byte_counter,
+    is_node_stream,
+    is_returned_stream,
+    record_key,
+)
 from stompbroker.broker.engine.redis.lapse import Aside
-from stompbroker.broker.engine.redis.redelivery_records import fold, record_key
+from stompbroker.broker.engine.redis.redelivery_records import fold
 from stompbroker.broker.engine.redis.settle_scripts import (
     GIVE_BACK,
     SETTLE,
     SETTLE_BATCH,
-    SETTLE_SIZED,
 )
 from stompbroker.broker.engine.redis.settled import RecentlySettled
-from stompbroker.broker.engine.redis.shared_bytes import byte_counter
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX
 from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
@@ -195,17 +199,16 @@ class QueueSettling:
         """
         engine = self._engine
         records = self._unrecord(stream, ids)
-        prefix = engine.names.prefix
-        script = SETTLE_SIZED if self._sized() else SETTLE
+        keys = [stream, record_key(engine.ids.node, stream), engine.liveness.key]
+        if self._sized():
+            # The byte counter too: the script takes the bodies' bytes off it.
+            keys.append(byte_counter(stream))
         for start in range(0, len(ids), SETTLE_BATCH):
             reply = engine.writer.command_waited(
-                "EVAL",
-                script,
-                4,
-                stream,
-                record_key(prefix, engine.ids.node, stream),
-                engine.liveness.key,
-                byte_counter(prefix, stream),
+                "EVALSHA",
+                SETTLE,
+                len(keys),
+                *keys,
                 engine.names.group,
                 engine.ids.node,
                 records,
@@ -258,7 +261,7 @@ class QueueSettling:
             if key is None:
                 continue  # dead-lettered, or not this node's any more
             stream, entry_id = (self._stream, key) if type(key) is bytes else key
-            hash_key = record_key(engine.names.prefix, engine.ids.node, stream)
+            hash_key = record_key(engine.ids.node, stream)
             engine.writer.command("HSET", hash_key, entry_id, message.redeliveries + 1)
             self._recorded.add(key)
 
@@ -271,7 +274,7 @@ class QueueSettling:
         :param entries: ``(entry id, fields)`` as taken, the count in the payload.
         """
         engine = self._engine
-        hash_key = record_key(engine.names.prefix, engine.ids.node, stream)
+        hash_key = record_key(engine.ids.node, stream)
         for entry_id, fields in entries:
             _, message = decode(fields[b"m"])
             key = self.key(stream, entry_id)
@@ -290,7 +293,7 @@ class QueueSettling:
         prefix = engine.names.prefix
         # What comes back from this node's own stream (a decided queue's) was
         # counted out of its lane's byte count when it was moved there.
-        own = f"{prefix}:qn:" if messages and self._sized() else None
+        sized = bool(messages) and self._sized()
         by_source: dict[str, list[Any]] = {}
         for message in messages:
             entry = self._entries.pop(message.message_id, None)
@@ -301,8 +304,8 @@ class QueueSettling:
             self._recent.ended(entry)
             stream, entry_id = (self._stream, entry) if type(entry) is bytes else entry
             target = self._back_to(stream, message)
-            counted = own is not None and stream.startswith(own)
-            counter = byte_counter(prefix, target) if counted else ""
+            counted = sized and is_node_stream(prefix, stream)
+            counter = byte_counter(target) if counted else ""
             given = (entry_id, target, payload, counter, len(message.body))
             by_source.setdefault(stream, []).append(given)
         for stream, given_back in by_source.items():
@@ -367,7 +370,7 @@ class QueueSettling:
             stream's tail, which the deciding node reads before any lane, so
             that it still comes before its group's newer messages.
         """
-        if stream.startswith(f"{self._engine.names.prefix}:qret:"):
+        if is_returned_stream(self._engine.names.prefix, stream):
             return stream
         return self._queue.lane(message)
 
@@ -383,11 +386,11 @@ class QueueSettling:
             for entry in given[start : start + SETTLE_BATCH]:
                 args += entry
             reply = engine.writer.command_waited(
-                "EVAL",
+                "EVALSHA",
                 GIVE_BACK,
                 3,
                 stream,
-                record_key(engine.names.prefix, engine.ids.node, stream),
+                record_key(engine.ids.node, stream),
                 engine.liveness.key,
                 engine.names.group,
                 engine.ids.node,

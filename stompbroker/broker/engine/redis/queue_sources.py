@@ -4,15 +4,15 @@ some: what the management's browse, purge, move, copy and retry
 (:mod:`.control`, :mod:`.queue_actions`) act on.
 
 A queue's messages wait in up to ten lanes, one per priority (its stream is
-the lane of priority 4, the others ``PREFIX:qp:P:/queue/X``: :mod:`.lanes`),
+the lane of priority 4, the others ``PREFIX:{q:/queue/X}:lane:P``: :mod:`.lanes`),
 and, once its consumers or messages ask for a deciding node (:mod:`.dispatch`),
-in the nodes' own streams ``PREFIX:qn:NODE:/queue/X``, which hold entries of
+in the nodes' own streams ``PREFIX:{q:/queue/X}:node:NODE``, which hold entries of
 every priority; and, once it had a grouped message, in its returned stream
-``PREFIX:qret:/queue/X`` (:mod:`.grouped_returns`), which holds what consumers
+``PREFIX:{q:/queue/X}:returned`` (:mod:`.grouped_returns`), which holds what consumers
 that left or dead nodes gave back, of every priority, read by the deciding
 node before anything else (:data:`RETURNED_FIRST`).  A node has an own stream
 of a queue while it has consumers of it, so the nodes whose own streams are
-looked at are those of the queue's consumer registry (``PREFIX:qc:/queue/X``)
+looked at are those of the queue's consumer registry (``PREFIX:{q:/queue/X}:consumers``)
 and this one.
 
 :func:`find_sources` costs two pipelined round trips (``EXISTS`` of the ten
@@ -27,8 +27,13 @@ from typing import Any
 
 from attrs import frozen
 
-from stompbroker.broker.engine.redis.consumer_registry import registry_key
-from stompbroker.broker.engine.redis.lanes import LANE_ORDER, lane_stream
+from stompbroker.broker.engine.redis.keys import (
+    lane_stream,
+    node_stream,
+    registry_key,
+    returned_stream,
+)
+from stompbroker.broker.engine.redis.lanes import LANE_ORDER
 
 __all__ = [
     "RETURNED_FIRST",
@@ -36,9 +41,7 @@ __all__ = [
     "Source",
     "entry_order",
     "find_sources",
-    "node_stream",
     "original_order",
-    "returned_stream",
 ]
 
 #: Where a returned stream's entries stand, as the negated priority of a sort
@@ -99,16 +102,6 @@ class QueueSources:
         return tuple(source for source in self.sources if source.owner is not None)
 
 
-def node_stream(prefix: str, node: str, destination: str) -> str:
-    """:returns: a node's own stream of a queue (:mod:`.dispatch`)."""
-    return f"{prefix}:qn:{node}:{destination}"
-
-
-def returned_stream(prefix: str, destination: str) -> str:
-    """:returns: a grouped queue's returned stream (:mod:`.grouped_returns`)."""
-    return f"{prefix}:qret:{destination}"
-
-
 def entry_order(entry_id: Any) -> tuple[int, int]:
     """:returns: a stream entry id as a key that sorts as Redis orders ids."""
     text = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
@@ -136,10 +129,8 @@ async def find_sources(engine: Any, destination: str) -> QueueSources:
     names = engine.names
     prefix = names.prefix
     me = engine.ids.node
-    stream = names.queue(destination)
     lanes = [
-        Source(lane_stream(prefix, stream, destination, priority), priority)
-        for priority in LANE_ORDER
+        Source(lane_stream(prefix, destination, priority), priority) for priority in LANE_ORDER
     ]
     lanes.append(Source(returned_stream(prefix, destination), None, returned=True))
     pipe = client.pipeline(transaction=False)

@@ -28,17 +28,7 @@ from typing import Any
 
 from stompbroker.broker.engine.redis.codec import decode, encode_entry
 
-__all__ = ["fold", "record_key"]
-
-
-def record_key(prefix: str, node: str, stream: str) -> str:
-    """
-    :param prefix: the broker's prefix.
-    :param node: the node that redelivered the entries.
-    :param stream: the stream that holds them (its full key).
-    :returns: the hash of the counts that node keeps of that stream's entries.
-    """
-    return f"{prefix}:qr:{node}:{stream}"
+__all__ = ["fold"]
 
 
 def fold(fields: dict[bytes, Any], delivered: int = 0, floor: int = 0) -> dict[bytes, Any]:

@@ -33,6 +33,7 @@ from twisted.internet.defer import Deferred
 from zope.interface import implementer
 
 from stompbroker.broker.engine.redis.connection import run
+from stompbroker.broker.engine.redis.scripts import load, run_script
 from stompbroker.interfaces import IResumeDirectory
 from stompbroker.logs import logger
 from stompbroker.protocol.resume.records import Handover, Last, SessionRecord, Taken
@@ -44,26 +45,8 @@ HANDOVER_TIMEOUT = 2.0
 #: How long a handover waits in Redis for the node that asked.
 HANDOVER_TTL_MS = 30_000
 
-#: Finds a record, checks it, takes it.  KEYS[1]: the set of hashes.  ARGV: the
-#: token's key, the login, the version, the hashes' prefix, the liveness keys' prefix.
-TAKE = """
-local nodes = redis.call('SMEMBERS', KEYS[1])
-for _, node in ipairs(nodes) do
-  local hash = ARGV[4] .. node
-  local record = redis.call('HGET', hash, ARGV[1])
-  if record then
-    local decoded = cjson.decode(record)
-    if decoded['login'] ~= ARGV[2] or decoded['version'] ~= ARGV[3] then
-      return false
-    end
-    redis.call('HDEL', hash, ARGV[1])
-    return {node, record, redis.call('EXISTS', ARGV[5] .. node)}
-  elseif redis.call('EXISTS', hash) == 0 and redis.call('EXISTS', ARGV[5] .. node) == 0 then
-    redis.call('SREM', KEYS[1], node)
-  end
-end
-return false
-"""
+#: lua/take_session.lua (what it takes and answers is said there).
+TAKE = load("take_session")
 
 #: The first byte of a message on a node's resume channel.
 _REQUEST = b"?"
@@ -139,20 +122,19 @@ class RedisResumeDirectory:
     def __init__(self, engine: Any, book: Any) -> None:
         self._engine = engine
         self._book = book
-        prefix = engine.names.prefix
+        names = engine.names
         self._node: str = engine.ids.node
-        self._hashes = f"{prefix}:resume:nodes"
-        self._hash_prefix = f"{prefix}:resume:"
+        self._hashes = names.resume_nodes
+        self._hash_prefix = names.sessions("")
         self._hash = self._hash_prefix + self._node
-        self._channel_prefix = f"{prefix}:resume:to:"
-        self._handover_prefix = f"{prefix}:resume:handover:"
-        self._alive_prefix = engine.names.alive("")
+        self._channel_prefix: str = names.resume_channel("")
+        self._handover_prefix = names.handover("")
+        self._alive_prefix = names.alive("")
         self._ttl_ms = int(book.window * 1000) + 1000
         self.timeout = min(HANDOVER_TIMEOUT, engine.node_timeout)
         self._requests = itertools.count(1)
         #: request id -> (the Deferred of its handover, its timeout).
         self._waiting: dict[str, tuple[Deferred[Handover | None], Any]] = {}
-        self._take: Any = None
         book.directory = self
 
     @property
@@ -191,11 +173,16 @@ class RedisResumeDirectory:
         return run(self._engine.loop, self._taken(key, login, version))
 
     async def _taken(self, key: str, login: str, version: str) -> Taken | None:
-        if self._take is None:
-            self._take = self._engine.client.register_script(TAKE)
-        reply = await self._take(
-            keys=[self._hashes],
-            args=[key, login, version, self._hash_prefix, self._alive_prefix],
+        reply = await run_script(
+            self._engine.client,
+            TAKE,
+            1,
+            self._hashes,
+            key,
+            login,
+            version,
+            self._hash_prefix,
+            self._alive_prefix,
         )
         if not reply:
             return None

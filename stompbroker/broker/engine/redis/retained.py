@@ -36,6 +36,7 @@ from typing import Any
 from twisted.internet.defer import Deferred
 
 from stompbroker.broker.engine.redis.codec import decode, encode
+from stompbroker.broker.engine.redis.scripts import load
 from stompbroker.broker.features.retained_values import SET, RetainedMessages
 from stompbroker.broker.features.retainer import retained_copies
 from stompbroker.broker.features.selectors import Selector
@@ -51,20 +52,11 @@ log = logger("stompbroker.broker.engine.redis")
 #: The hash field that counts the sets (no topic is spelt so).
 SEQUENCE = b"#seq"
 
-#: KEYS: the hash, the channel.  ARGV: the topic's field, the message.
-SET_SCRIPT = """
-local seq = redis.call('HINCRBY', KEYS[1], '#seq', 1)
-redis.call('HSET', KEYS[1], ARGV[1], seq .. '\\n' .. ARGV[2])
-redis.call('PUBLISH', KEYS[2], 's' .. ARGV[2])
-return seq
-"""
+#: lua/retain.lua (what it takes and answers is said there).
+SET_SCRIPT = load("retain")
 
-#: KEYS: the hash, the channel.  ARGV: the topic's field, the message.
-REMOVE = """
-redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('PUBLISH', KEYS[2], 'r' .. ARGV[2])
-return 1
-"""
+#: lua/unretain.lua (what it takes and answers is said there).
+REMOVE = load("unretain")
 
 
 def order_loaded(fields: dict[bytes, bytes]) -> list[Message]:
@@ -94,9 +86,8 @@ class ClusterRetained:
 
     def __init__(self, engine: Any) -> None:
         self._engine = engine
-        prefix = engine.names.prefix
-        self.hash = f"{prefix}:retained"
-        self.channel = f"{prefix}:retained:changes"
+        self.hash = engine.names.retained
+        self.channel = engine.names.retained_channel
         #: This node's copy.
         self.retained = RetainedMessages()
         #: Grows with every notice applied, so that a reading of the hash sent
@@ -122,9 +113,9 @@ class ClusterRetained:
             self.retained.remove(message.destination)
             script = REMOVE
         args = (
-            "EVAL",
+            "EVALSHA",
             script,
-            2,
+            1,
             self.hash,
             self.channel,
             normalise(message.destination),

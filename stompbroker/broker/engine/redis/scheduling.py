@@ -10,11 +10,11 @@ The rules (which headers, what a fired message carries) are the one node's
 
 Keys (``PREFIX`` is the URL's prefix):
 
-- ``PREFIX:sched`` (sorted set): job id (the SEND's message-id) -> when it is
+- ``PREFIX:{sched}`` (sorted set): job id (the SEND's message-id) -> when it is
   next due, in ms since the epoch by Redis's ``TIME``;
-- ``PREFIX:sched:jobs`` (hash): job id -> its state, ``PERIOD REMAINING FIRED
+- ``PREFIX:{sched}:jobs`` (hash): job id -> its state, ``PERIOD REMAINING FIRED
   DONE FLYING``, a newline, then the message as the codec encodes it;
-- ``PREFIX:sched:flying`` (sorted set): ``FIRED JOB``, one delivery claimed
+- ``PREFIX:{sched}:flying`` (sorted set): ``FIRED JOB``, one delivery claimed
   and not yet routed -> when its lease runs out, in ms by Redis's ``TIME``;
 - ``PREFIX:sched:due`` (channel): "a job is due in N ms", published by the
   script that adds one, so that every node sets its timer for it.
@@ -61,6 +61,7 @@ from twisted.internet.defer import Deferred
 
 from stompbroker.broker.engine.redis.codec import decode, encode
 from stompbroker.broker.engine.redis.connection import CONNECTION_ERRORS, run
+from stompbroker.broker.engine.redis.scripts import load, run_script
 from stompbroker.broker.features.scheduled_messages import Schedule, ScheduledEntry
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import ProtocolError
@@ -75,120 +76,15 @@ POLL_INTERVAL = 1.0
 #: Most jobs one claim takes; a claim that takes this many is followed by another at once.
 MOST_PER_CLAIM = 100
 
-#: KEYS: the due set, the jobs hash, the due channel.  ARGV: job id, delay ms, state+message.
-ADD = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
-redis.call('PUBLISH', KEYS[3], ARGV[2])
-return now
-"""
+#: lua/schedule_add.lua (what it takes and answers is said there).
+ADD = load("schedule_add")
 
-#: Lua: reads a job's state line: the newline's index, then period, deliveries
-#: left, fired, done ('0'/'1'), flying; ``nil`` for a line CLAIM did not write.
-_STATE = """
-local function state(value)
-  local nl = string.find(value, '\\n', 1, true)
-  if not nl then return nil end
-  local period, remaining, fired, done, flying =
-    string.match(string.sub(value, 1, nl - 1), '^(%d+) (%-?%d+) (%d+) ([01]) ?(%d*)$')
-  if not period then return nil end
-  return nl, tonumber(period), tonumber(remaining), tonumber(fired), done, tonumber(flying) or 0
-end
-"""
 
-#: KEYS: the due set, the jobs hash, the flying set.  ARGV: most jobs, lease ms.
-#: Returns {now, next due or -1, job, fired, state+message, ...}; fired is -1
-#: for a job whose state could not be read (removed).
-CLAIM = (
-    _STATE
-    + """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local most, lease = tonumber(ARGV[1]), tonumber(ARGV[2])
-local out = {now, -1}
-local lost = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, most)
-for _, member in ipairs(lost) do
-  local fired, job = string.match(member, '^(%d+) (.*)$')
-  local value = job and redis.call('HGET', KEYS[2], job)
-  if not value then
-    redis.call('ZREM', KEYS[3], member)
-  else
-    redis.call('ZADD', KEYS[3], now + lease, member)
-    out[#out + 1] = job
-    out[#out + 1] = fired
-    out[#out + 1] = value
-  end
-end
-local jobs = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, most)
-for _, job in ipairs(jobs) do
-  local value = redis.call('HGET', KEYS[2], job)
-  local nl, period, remaining, fired, done, flying
-  if value then nl, period, remaining, fired, done, flying = state(value) end
-  if not nl then
-    redis.call('ZREM', KEYS[1], job)
-    if value then
-      redis.call('HDEL', KEYS[2], job)
-      out[#out + 1] = job
-      out[#out + 1] = -1
-      out[#out + 1] = value
-    end
-  else
-    if done == '0' then fired = fired + 1 end
-    if done == '1' or remaining == 0 then
-      done = '1'
-      redis.call('ZREM', KEYS[1], job)
-    else
-      if remaining > 0 then remaining = remaining - 1 end
-      redis.call('ZADD', KEYS[1], now + period, job)
-    end
-    value = string.format('%d %d %d %s %d', period, remaining, fired, done, flying + 1)
-      .. string.sub(value, nl)
-    redis.call('HSET', KEYS[2], job, value)
-    redis.call('ZADD', KEYS[3], now + lease, string.format('%d %s', fired, job))
-    out[#out + 1] = job
-    out[#out + 1] = fired
-    out[#out + 1] = value
-  end
-end
-for _, key in ipairs({KEYS[1], KEYS[3]}) do
-  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  if first[2] and (out[2] < 0 or tonumber(first[2]) < out[2]) then
-    out[2] = tonumber(first[2])
-  end
-end
-return out
-"""
-)
+#: lua/schedule_claim.lua (what it takes and answers is said there).
+CLAIM = load("schedule_claim")
 
-#: KEYS: the flying set, the jobs hash.  ARGV: job, fired, job, fired, ...: the
-#: deliveries of one claim, routed.  Ends their leases; a job whose last
-#: delivery is routed, and no other in flight, is removed.
-SETTLE = (
-    _STATE
-    + """
-for i = 1, #ARGV, 2 do
-  local job = ARGV[i]
-  if redis.call('ZREM', KEYS[1], ARGV[i + 1] .. ' ' .. job) == 1 then
-    local value = redis.call('HGET', KEYS[2], job)
-    local nl, period, remaining, fired, done, flying
-    if value then nl, period, remaining, fired, done, flying = state(value) end
-    if nl then
-      flying = math.max(flying - 1, 0)
-      if done == '1' and flying == 0 then
-        redis.call('HDEL', KEYS[2], job)
-      else
-        redis.call('HSET', KEYS[2], job,
-          string.format('%d %d %d %s %d', period, remaining, fired, done, flying)
-          .. string.sub(value, nl))
-      end
-    end
-  end
-end
-return 0
-"""
-)
+#: lua/schedule_settle.lua (what it takes and answers is said there).
+SETTLE = load("schedule_settle")
 
 
 def pack_job(origin: str, message: Message, schedule: Schedule) -> bytes:
@@ -257,12 +153,11 @@ class ClusterScheduling:
     def __init__(self, engine: Any, fire: Callable[[ScheduledEntry[Message]], None]) -> None:
         self._engine = engine
         self._fire = fire
-        prefix = engine.names.prefix
-        self.due_set = f"{prefix}:sched"
-        self.jobs = f"{prefix}:sched:jobs"
-        self.flying = f"{prefix}:sched:flying"
-        self.channel = f"{prefix}:sched:due"
-        self._claim_script: Any = None
+        names = engine.names
+        self.due_set = names.schedule_due
+        self.jobs = names.schedule_jobs
+        self.flying = names.schedule_flying
+        self.channel = names.schedule_channel
         self._timer: Any = None
         #: When the timer goes off, in this node's clock seconds.
         self._timer_at = 0.0
@@ -291,9 +186,9 @@ class ClusterScheduling:
             engine._check_connected()
         delay = max(0, schedule.due - self.now_ms())
         args = (
-            "EVAL",
+            "EVALSHA",
             ADD,
-            3,
+            2,
             self.due_set,
             self.jobs,
             self.channel,
@@ -310,7 +205,6 @@ class ClusterScheduling:
     def arm(self) -> None:
         """Start looking for due jobs (the engine is connected)."""
         self._running = True
-        self._claim_script = self._engine.client.register_script(CLAIM)
         self._claim_now()
 
     def stop(self) -> None:
@@ -363,10 +257,15 @@ class ClusterScheduling:
         engine = self._engine
         lease = int(engine.node_timeout * 1000)
         asked = engine.clock.seconds()
-        reply = await self._claim_script(
-            keys=[self.due_set, self.jobs, self.flying],
-            args=[MOST_PER_CLAIM, lease],
-            client=engine.client,
+        reply = await run_script(
+            engine.client,
+            CLAIM,
+            3,
+            self.due_set,
+            self.jobs,
+            self.flying,
+            MOST_PER_CLAIM,
+            lease,
         )
         self._claiming = False
         now, next_due = int(reply[0]), int(reply[1])
@@ -389,7 +288,7 @@ class ClusterScheduling:
                 routed += [job, fired]
         if routed:
             # After the writes that routed them, in the same ordered pipeline.
-            engine.writer.command("EVAL", SETTLE, 2, self.flying, self.jobs, *routed)
+            engine.writer.command("EVALSHA", SETTLE, 2, self.flying, self.jobs, *routed)
         if len(claimed) >= 3 * MOST_PER_CLAIM or self._again:
             self._again = False
             self._look_in(0)

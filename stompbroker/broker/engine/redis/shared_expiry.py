@@ -7,15 +7,15 @@ last consumer's leaving, whichever node it was on.  SENDs do not count as use.
 
 Nothing is written per message or per SUBSCRIBE: the consumer registries
 (:mod:`.consumer_registry`) say already whether a queue has consumers, and the
-version of each (field ``v`` of the mode hash ``PREFIX:qm:/queue/X``) changes
+version of each (field ``v`` of the mode hash ``PREFIX:{q:/queue/X}:mode``) changes
 with every SUBSCRIBE and UNSUBSCRIBE.  Once a second, one node, the holder of
-the lease ``PREFIX:qexp:lease`` (:data:`LEASE`), sweeps: it reads the
+the lease ``PREFIX:{expiry}:lease`` (:data:`LEASE`), sweeps: it reads the
 cluster's queue names (``SMEMBERS PREFIX:queues``), keeps those a policy with
 ``expires`` is in force on, and runs :data:`SWEEP` for them, 100 at a time.
 For each queue the script keeps a mark in two hashes:
 
-- ``PREFIX:qused``: queue -> since when (Redis's ``TIME``, ms) it is unused;
-- ``PREFIX:qused:tag``: queue -> the policy, its ``expires`` and the registry's
+- ``PREFIX:{expiry}:used``: queue -> since when (Redis's ``TIME``, ms) it is unused;
+- ``PREFIX:{expiry}:tags``: queue -> the policy, its ``expires`` and the registry's
   version the mark was taken under;
 
 and sets the mark to now while the queue has consumers, when the registry's
@@ -34,8 +34,8 @@ from __future__ import annotations
 from typing import Any
 
 from stompbroker.broker.engine.redis.connection import run
-from stompbroker.broker.engine.redis.consumer_registry import registry_key
-from stompbroker.broker.engine.redis.lanes import lane_streams, mode_key
+from stompbroker.broker.engine.redis.keys import lane_streams, mode_key, registry_key
+from stompbroker.broker.engine.redis.scripts import load, run_script
 from stompbroker.broker.engine.shared_queues import QueueConsumed
 from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX
@@ -53,51 +53,11 @@ CLAIM = 30_000
 #: Queues one script looks at.
 BATCH = 100
 
-#: KEYS[1] the lease.  ARGV: this node, the lease's ms.  Returns 1 when this
-#: node holds the lease (takes or renews it), else 0.
-LEASE = """
-local holder = redis.call('GET', KEYS[1])
-if holder and holder ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return 1
-"""
+#: lua/take_lease.lua (what it takes and answers is said there).
+LEASE = load("take_lease")
 
-#: KEYS: the marks' hash, the tags' hash, then per queue its registry, its
-#: mode hash and its ten streams (the queue's and its lanes').  ARGV: the claim
-#: (ms), then per queue its name, its ``expires`` (ms) and its policy.
-#: Returns the queues unused for longer than their ``expires``, each claimed.
-SWEEP = """
-local used, tags = KEYS[1], KEYS[2]
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local expired = {}
-local count = (#KEYS - 2) / 12
-for c = 0, count - 1 do
-  local k = 2 + c * 12
-  local queue, expires, policy = ARGV[2 + c * 3], tonumber(ARGV[3 + c * 3]), ARGV[4 + c * 3]
-  local exists = false
-  for i = k + 3, k + 12 do
-    if redis.call('EXISTS', KEYS[i]) == 1 then exists = true; break end
-  end
-  if not exists then
-    redis.call('HDEL', used, queue)
-    redis.call('HDEL', tags, queue)
-  else
-    local version = redis.call('HGET', KEYS[k + 2], 'v') or ''
-    local tag = policy .. ' ' .. ARGV[3 + c * 3] .. ' ' .. version
-    local since = tonumber(redis.call('HGET', used, queue) or '')
-    if since == nil or redis.call('HLEN', KEYS[k + 1]) > 0
-        or redis.call('HGET', tags, queue) ~= tag then
-      redis.call('HSET', used, queue, now)
-      redis.call('HSET', tags, queue, tag)
-    elseif now - since >= expires then
-      redis.call('HSET', used, queue, now + tonumber(ARGV[1]))
-      expired[#expired + 1] = queue
-    end
-  end
-end
-return expired
-"""
+#: lua/expiry_sweep.lua (what it takes and answers is said there).
+SWEEP = load("expiry_sweep")
 
 
 def candidates(policies: Policies, names: Any) -> list[tuple[str, int, str]]:
@@ -130,10 +90,10 @@ class SharedExpiry:
     def __init__(self, engine: Any, policies: Policies) -> None:
         self._engine = engine
         self._policies = policies
-        prefix = engine.names.prefix
-        self.lease = f"{prefix}:qexp:lease"
-        self.used = f"{prefix}:qused"
-        self.tags = f"{prefix}:qused:tag"
+        names = engine.names
+        self.lease = names.expiry_lease
+        self.used = names.expiry_used
+        self.tags = names.expiry_tags
         self._sweeping = False
 
     def _in_force(self) -> bool:
@@ -158,7 +118,7 @@ class SharedExpiry:
         """
         engine = self._engine
         client = engine.client
-        if not int(await client.eval(LEASE, 1, self.lease, engine.ids.node, LEASE_MS)):
+        if not int(await run_script(client, LEASE, 1, self.lease, engine.ids.node, LEASE_MS)):
             return []
         found = candidates(self._policies, await client.smembers(engine.queue_names.key))
         deleted = []
@@ -175,9 +135,9 @@ class SharedExpiry:
         args: list[Any] = [CLAIM]
         for queue, expires, policy in batch:
             keys += [registry_key(prefix, queue), mode_key(prefix, queue)]
-            keys += lane_streams(prefix, engine.names.queue(queue), queue)
+            keys += lane_streams(prefix, queue)
             args += [queue, expires, policy]
-        reply = await engine.client.eval(SWEEP, len(keys), *keys, *args)
+        reply = await run_script(engine.client, SWEEP, len(keys), *keys, *args)
         return [name.decode() if isinstance(name, bytes) else str(name) for name in reply]
 
     async def _delete(self, queue: str) -> bool:

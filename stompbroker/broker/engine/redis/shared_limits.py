@@ -35,12 +35,9 @@ from typing import Any
 from attrs import frozen
 from twisted.internet.defer import Deferred
 
-from stompbroker.broker.engine.redis.shared_bytes import (
-    ADD_SIZED,
-    BODY_SIZE,
-    byte_counter,
-    recount_mark,
-)
+from stompbroker.broker.engine.redis.keys import byte_counter, recount_mark
+from stompbroker.broker.engine.redis.scripts import load
+from stompbroker.broker.engine.redis.shared_bytes import ADD_SIZED
 from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.queueing.limits import MAX_LENGTH
 from stompbroker.broker.routing.destinations import dead_letter_destination, is_dead_letter_queue
@@ -49,47 +46,11 @@ from stompbroker.protocol.message import Message
 
 __all__ = ["ADD_DEAD_LETTERING", "ADD_UNLESS_FULL", "SharedLimit", "SharedLimits"]
 
-#: KEYS: the stream.  ARGV: the limit, the entry's payload.
-#: Returns the new entry's id, or 0 when the stream holds the limit already.
-ADD_UNLESS_FULL = """
-if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
-return redis.call('XADD', KEYS[1], '*', 'm', ARGV[2])
-"""
+#: lua/add_unless_full.lua (what it takes and answers is said there).
+ADD_UNLESS_FULL = load("add_unless_full")
 
-#: KEYS: the stream, the dead-letter queue's stream, its byte counter
-#: (:mod:`.shared_bytes`).  ARGV: the limit, the entry's payload, the
-#: dead-letter queue, a fresh message-id, the reason.
-#: Moves the oldest entries to the dead-letter stream, each behind its marking
-#: (:data:`~stompbroker.broker.engine.redis.codec.DEAD_LETTER`, then the JSON of
-#: the queue, a message-id and the reason, then a newline), counting its body
-#: in the dead-letter stream's byte count if it has one, until adding one
-#: keeps the stream within the limit; adds it; returns how many it moved.
-ADD_DEAD_LETTERING = (
-    BODY_SIZE
-    + """
-local over = redis.call('XLEN', KEYS[1]) - tonumber(ARGV[1]) + 1
-local moved = 0
-local counted = redis.call('EXISTS', KEYS[3]) == 1
-if over > 0 then
-  local heads = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', over)
-  for _, entry in ipairs(heads) do
-    local fields = entry[2]
-    for i = 1, #fields, 2 do
-      if fields[i] == 'm' then
-        local id = moved == 0 and ARGV[4] or ARGV[4] .. '-' .. moved
-        local marking = 'D' .. cjson.encode({ARGV[3], id, ARGV[5]}) .. '\\n'
-        redis.call('XADD', KEYS[2], '*', 'm', marking .. fields[i + 1])
-        if counted then redis.call('INCRBY', KEYS[3], body_size(fields[i + 1])) end
-      end
-    end
-    redis.call('XDEL', KEYS[1], entry[1])
-    moved = moved + 1
-  end
-end
-redis.call('XADD', KEYS[1], '*', 'm', ARGV[2])
-return moved
-"""
-)
+#: lua/add_dead_lettering.lua (what it takes and answers is said there).
+ADD_DEAD_LETTERING = load("add_dead_lettering")
 
 
 @frozen
@@ -145,7 +106,7 @@ class SharedLimit:
             return self._dead_lettering(engine, message, stream, payload, waited)
         else:
             added: Deferred[Any] = writer.command_waited(
-                "EVAL", ADD_UNLESS_FULL, 1, stream, self.max_length, payload, replicated=waited
+                "EVALSHA", ADD_UNLESS_FULL, 1, stream, self.max_length, payload, replicated=waited
             )
             return added.addCallback(self._added, message.destination)
         if not waited:
@@ -176,12 +137,12 @@ class SharedLimit:
         assert target is not None
         engine.queue_names.met(target)
         added: Deferred[Any] = engine.writer.command_waited(
-            "EVAL",
+            "EVALSHA",
             ADD_DEAD_LETTERING,
             3,
             stream,
             engine.names.queue(target),
-            byte_counter(engine.names.prefix, engine.names.queue(target)),
+            byte_counter(engine.names.queue(target)),
             self.max_length,
             payload,
             target,
@@ -206,7 +167,6 @@ class SharedLimit:
 
         :param overflow: what to do over the limit, if not the policy's.
         """
-        prefix = engine.names.prefix
         overflow = overflow or self.overflow
         target = self.dead_letter if overflow == "dead-letter" else None
         dead_stream = stream
@@ -214,14 +174,14 @@ class SharedLimit:
             engine.queue_names.met(target)
             dead_stream = engine.names.queue(target)
         added: Deferred[Any] = engine.writer.command_waited(
-            "EVAL",
+            "EVALSHA",
             ADD_SIZED,
             5,
             stream,
-            byte_counter(prefix, stream),
-            recount_mark(prefix, stream),
+            byte_counter(stream),
+            recount_mark(stream),
             dead_stream,
-            byte_counter(prefix, dead_stream),
+            byte_counter(dead_stream),
             self.max_bytes,
             -1 if self.max_length is None else self.max_length,
             overflow,

@@ -22,6 +22,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
+from stompbroker.broker.engine.redis.scripts import load
 from stompbroker.broker.features.policies import BadPolicy, Policies, Policy, parse_policy
 from stompbroker.logs import logger
 
@@ -32,11 +33,8 @@ log = logger("stompbroker.broker.engine.redis")
 #: The value of a cleared policy's field.
 CLEARED = b"-"
 
-#: KEYS: the hash, the channel.  ARGV: the name, the field's value, the notice.
-CHANGE = """
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('PUBLISH', KEYS[2], ARGV[3])
-"""
+#: lua/change_policy.lua (what it takes and answers is said there).
+CHANGE = load("change_policy")
 
 
 class SharedPolicies:
@@ -52,9 +50,8 @@ class SharedPolicies:
     def __init__(self, engine: Any, policies: Policies) -> None:
         self._engine = engine
         self._policies = policies
-        prefix = engine.names.prefix
-        self.hash = f"{prefix}:policies"
-        self.channel = f"{prefix}:policies:changes"
+        self.hash = engine.names.policies
+        self.channel = engine.names.policies_channel
 
     def policy_set(self, policy: Policy) -> None:
         """An operator set ``policy`` here: store it and tell every node."""
@@ -66,7 +63,9 @@ class SharedPolicies:
         self._write(name, CLEARED, b"c" + name.encode())
 
     def _write(self, name: str, value: bytes, notice: bytes) -> None:
-        self._engine.writer.command("EVAL", CHANGE, 2, self.hash, self.channel, name, value, notice)
+        self._engine.writer.command(
+            "EVALSHA", CHANGE, 1, self.hash, self.channel, name, value, notice
+        )
 
     def notice(self, payload: bytes) -> None:
         """Apply a set or clear of any node (this one's again, which changes nothing)."""

@@ -29,7 +29,9 @@ from typing import Any
 from twisted.internet.defer import Deferred, succeed
 from zope.interface import implementer
 
-from stompbroker.broker.engine.redis.codec import Names, decode, encode
+from stompbroker.broker.engine.redis.codec import decode, encode
+from stompbroker.broker.engine.redis.keys import Keys
+from stompbroker.broker.engine.redis.scripts import load
 from stompbroker.broker.streams.backends import IStreamBackend, RecoveredStream
 from stompbroker.broker.streams.entries import StreamEntry, entry_size, stamped
 from stompbroker.broker.streams.offsets import StreamLimits, StreamStart
@@ -44,41 +46,8 @@ log = logger("stompbroker.broker.engine.redis")
 SEQUENCE_BITS = 20
 _SEQUENCE_MASK = (1 << SEQUENCE_BITS) - 1
 
-#: KEYS: the stream, its byte counter.  ARGV: the channel, the most bytes, the
-#: most age in ms (0 for none), the message ("" to trim only).  Returns the new
-#: entry's id, or false.
-APPEND = """
-local total = tonumber(redis.call('GET', KEYS[2]) or '0')
-local id = false
-if ARGV[4] ~= '' then
-  id = redis.call('XADD', KEYS[1], '*', 'm', ARGV[4])
-  total = total + string.len(ARGV[4])
-  redis.call('PUBLISH', ARGV[1], id .. '\\n' .. ARGV[4])
-end
-local maxbytes = tonumber(ARGV[2])
-local cutoff = -1
-if tonumber(ARGV[3]) > 0 then
-  local now = redis.call('TIME')
-  cutoff = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) - tonumber(ARGV[3])
-end
-local going = true
-while going do
-  local oldest = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 100)
-  if #oldest == 0 then break end
-  for _, entry in ipairs(oldest) do
-    local ms = tonumber(string.match(entry[1], '^(%d+)'))
-    if entry[1] ~= id and (total > maxbytes or ms < cutoff) then
-      redis.call('XDEL', KEYS[1], entry[1])
-      total = total - string.len(entry[2][2])
-    else
-      going = false
-      break
-    end
-  end
-end
-redis.call('SET', KEYS[2], total)
-return id
-"""
+#: lua/stream_append.lua (what it takes and answers is said there).
+APPEND = load("stream_append")
 
 
 def offset_of(entry_id: bytes | str) -> int:
@@ -117,7 +86,7 @@ class RedisStreamBackend:
     :param names: the engine's key names.
     """
 
-    def __init__(self, writer: Any, names: Names) -> None:
+    def __init__(self, writer: Any, names: Keys) -> None:
         self._writer = writer
         self._names = names
 
@@ -157,7 +126,7 @@ class RedisStreams:
     """
 
     def __init__(
-        self, streams: Streams, writer: Any, names: Names, node: str, limits: StreamLimits
+        self, streams: Streams, writer: Any, names: Keys, node: str, limits: StreamLimits
     ) -> None:
         self.streams = streams
         self._writer = writer
@@ -179,7 +148,7 @@ class RedisStreams:
     def _run(self, destination: str, payload: bytes) -> Deferred[Any]:
         names = self._names
         written: Deferred[Any] = self._writer().command_waited(
-            "EVAL",
+            "EVALSHA",
             APPEND,
             2,
             names.stream(destination),

@@ -32,7 +32,7 @@ class ClusterUserActions:
     def __init__(self, engine: Any, apply: Callable[[str, str, str], None]) -> None:
         self._engine = engine
         self._apply = apply
-        self.channel = f"{engine.names.prefix}:users"
+        self.channel = engine.names.users_channel
 
     def tell(self, action: str, login: str, argument: str) -> None:
         """Hand an action to the other nodes (through the writer, in order)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from redis import asyncio as aioredis
@@ -146,12 +146,16 @@ def shaped(client: aioredis.Redis, args: Sequence[Any], reply: Any) -> Any:
 
 
 async def execute(
-    client: aioredis.Redis, packed: bytes, count: int, timeout: float | None = REPLY_TIMEOUT
+    client: aioredis.Redis,
+    packed: bytes | Callable[[Any], bytes],
+    count: int,
+    timeout: float | None = REPLY_TIMEOUT,
 ) -> list[Any]:
     """
     Send a packed pipeline on one of ``client``'s connections and read its replies.
 
-    :param packed: what :func:`pack` made of ``count`` commands.
+    :param packed: what :func:`pack` made of ``count`` commands, or what
+        makes it for the connection they go over (:class:`.scripts.LoadedScripts`).
     :param timeout: seconds the first reply may take, and each read of more
         after it (so that a long pipeline, after an outage, is not cut short);
         ``None``: as long as they take (the writer's pipelines, whose caller
@@ -167,6 +171,8 @@ async def execute(
     pool = client.connection_pool
     connection = await pool.get_connection()
     try:
+        if not isinstance(packed, bytes):
+            packed = packed(connection)
         await connection.send_packed_command(packed, check_health=False)
         try:
             async with asyncio.timeout(timeout) as deadline:

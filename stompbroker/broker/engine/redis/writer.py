@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -61,6 +63,7 @@ from stompbroker.broker.engine.redis.replicas import (
     expired_text,
 )
 from stompbroker.broker.engine.redis.replicas import resent as _resent
+from stompbroker.broker.engine.redis.scripts import LoadedScripts
 from stompbroker.broker.engine.redis.wire import errors, execute, shaped
 from stompbroker.broker.engine.redis.wire import pack as wire_pack
 from stompbroker.logs import logger
@@ -171,6 +174,9 @@ class Writer:
         #: Set unless writes are held while the primary is being replaced (:meth:`pause`).
         self._unpaused: asyncio.Event = asyncio.Event()
         self._unpaused.set()
+        #: Per connection, the scripts its server holds (``EVALSHA`` or ``EVAL``).
+        self._scripts: weakref.WeakKeyDictionary[Any, LoadedScripts] = weakref.WeakKeyDictionary()
+        self._loaded: LoadedScripts | None = None
 
     def command(self, *args: Any) -> None:
         """Queue a command; nothing waits for it."""
@@ -573,12 +579,34 @@ class Writer:
             durability = self.durability
             waited = min(durability.timeout, PROBE_WAIT) if probe else durability.timeout
             sent.append(("WAIT", durability.replicas, int(waited * 1000)))
-        # Every command is a tuple: a batch's list was made one above.
-        packed = wire_pack(cast(list[tuple[Any, ...]], sent))
+        packed: bytes | Callable[[Any], bytes]
+        if any(args[0] == "EVALSHA" for args in sent):
+            packed = functools.partial(self._packed, sent=sent)
+        else:
+            # Every command is a tuple: a batch's list was made one above.
+            packed = wire_pack(cast(list[tuple[Any, ...]], sent))
         replies = self._loop.create_task(execute(self.client, packed, len(sent), None))
         if self.side is None:
-            return await replies
-        return await watched(replies, self.side, self.ping_timeout)
+            answered = await replies
+        else:
+            answered = await watched(replies, self.side, self.ping_timeout)
+        loaded, self._loaded = self._loaded, None
+        if loaded is not None:
+            loaded.answered(answered)
+        return answered
+
+    def _packed(self, connection: Any, sent: list[Sequence[Any]]) -> bytes:
+        """
+        :returns: the pipeline packed for ``connection``: a script as ``EVALSHA``
+            where its server holds it, else as ``EVAL`` (:class:`.LoadedScripts`).
+        """
+        loaded = self._scripts.get(connection)
+        if loaded is None:
+            loaded = self._scripts[connection] = LoadedScripts()
+            connection.register_connect_callback(loaded.forget)
+        self._loaded = loaded
+        # Every command is a tuple: a batch's list was made one above.
+        return wire_pack(cast(list[tuple[Any, ...]], loaded.commands(sent)))
 
     async def drained(self) -> None:
         """Wait until everything queued has been sent (or the server is gone for good)."""
