@@ -36,25 +36,9 @@ def test_a_paged_backlog_survives_sigkill_and_drains_once_in_order(
     assert "queue /queue/backlog pages" in first_log
     broker = start(data, *paging)
     try:
-        connection, collector = connect(broker.address)
-        connection.subscribe(
-            "/queue/backlog",
-            id="s",
-            ack="client-individual",
-            headers={"prefetch-count": "20"},
-        )
-        acked = 0
-        while acked < BACKLOG:
-            seen = acked
-            assert collector.wait_for(lambda seen=seen: len(collector.messages) > seen), seen
-            for message in collector.messages[acked:]:
-                connection.ack(message.headers["ack"])
-                acked += 1
-        flush_deliveries(connection, collector)
-        got = [m.body.decode()[:5] for m in collector.messages]
-        assert got == [f"{n:05d}" for n in range(BACKLOG)]
-        assert all("redelivered" not in m.headers for m in collector.messages)
-        connection.disconnect(receipt="bye")
+        got = drain_in_order(broker.address, BACKLOG)
+        assert [m.body.decode()[:5] for m in got] == [f"{n:05d}" for n in range(BACKLOG)]
+        assert all("redelivered" not in m.headers for m in got)
         log = broker.log_path.read_text(encoding="utf-8", errors="replace")
         # Recovery counted the backlog, and read only the head of it.
         assert f"recovered {BACKLOG} persistent messages" in log
