@@ -482,8 +482,12 @@ class WorkerQueue:
         paging = self.paging
         assert paging is not None
         if paged is None:
-            if not paging.full(len(self.pending)):
-                self._count_in(message)
+            if paging.used <= paging.limit or len(self.pending) < paging.read_ahead:
+                # PagingBudget.full and _count_in, inlined: this runs for each
+                # message a queue of the store takes while it fits in memory.
+                size = len(message.body) + MESSAGE_OVERHEAD
+                paging.used += size
+                self._resident += size
                 return False
             self.paged = paged = PagedPart(first_id=message.message_id)
             log.info(
