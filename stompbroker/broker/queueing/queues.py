@@ -332,10 +332,20 @@ class WorkerQueue:
         :param message: a routed message.
         """
         self._counters.enqueued += 1
-        if self.paging is not None and self._page_out(message):
-            if self.limits is not None:
-                self.limits.trim(self, message)
-            return
+        paging = self.paging
+        if paging is not None:
+            if self.paged is None and (
+                paging.used <= paging.limit or len(self.pending) < paging.read_ahead
+            ):
+                # Room in memory (PagingBudget.full and _count_in, inlined: this
+                # runs for each message a queue of the store takes).
+                size = len(message.body) + MESSAGE_OVERHEAD
+                paging.used += size
+                self._resident += size
+            elif self._page_out(message):
+                if self.limits is not None:
+                    self.limits.trim(self, message)
+                return
         if message.priority != DEFAULT_PRIORITY and type(self.pending) is deque:
             # The first message of another priority: ten levels from now on.
             self.pending = PendingMessages(items=self.pending)
@@ -428,6 +438,7 @@ class WorkerQueue:
         try:
             pending = self.pending
             consumers = self.consumers
+            paging = self.paging
             while pending and consumers:
                 count = len(consumers)
                 index = self._next
@@ -453,8 +464,14 @@ class WorkerQueue:
                 self._next = index + 1 if index + 1 < count else 0
                 self._counters.delivered += 1
                 self._traffic.delivered(message, consumer.auto)
-                if self._resident:
-                    self._handed_out(message)
+                resident = self._resident
+                if resident and paging is not None:
+                    # It leaves memory: out of the budget (inline: this loop runs per delivery).
+                    size = len(message.body) + MESSAGE_OVERHEAD
+                    if size > resident:
+                        size = resident
+                    self._resident = resident - size
+                    paging.used -= size
                 if message.persistent and self.journal is not None:
                     if consumer.auto:
                         recorded = self.journal.remove(self.store_key, message.message_id)
@@ -472,9 +489,10 @@ class WorkerQueue:
 
     def _page_out(self, message: Message) -> bool:
         """
-        Count a message in memory, or keep it on disk only if the budget is
-        spent or the queue pages already: a persistent one is in the store
-        already, a non-persistent one is filed there now, transient.
+        A message comes to a queue whose budget is spent, or that pages already:
+        keep it on disk only (a persistent one is in the store already, a
+        non-persistent one is filed there now, transient), unless its priority
+        puts it before the paged part.
 
         :returns: whether the message stays out of ``pending``.
         """
@@ -482,13 +500,6 @@ class WorkerQueue:
         paging = self.paging
         assert paging is not None
         if paged is None:
-            if paging.used <= paging.limit or len(self.pending) < paging.read_ahead:
-                # PagingBudget.full and _count_in, inlined: this runs for each
-                # message a queue of the store takes while it fits in memory.
-                size = len(message.body) + MESSAGE_OVERHEAD
-                paging.used += size
-                self._resident += size
-                return False
             self.paged = paged = PagedPart(first_id=message.message_id)
             log.info(
                 "queue {destination} pages: {count} messages in memory, the next on disk",
@@ -513,13 +524,6 @@ class WorkerQueue:
         size = resident_size(message)
         self.paging.used += size
         self._resident += size
-
-    def _handed_out(self, message: Message) -> None:
-        """A counted message has left memory: take it out of the budget."""
-        size = min(len(message.body) + MESSAGE_OVERHEAD, self._resident)
-        self._resident -= size
-        assert self.paging is not None
-        self.paging.used -= size
 
     def forget_resident(self) -> None:
         """Memory has been emptied at once (a purge, a close): give the budget back its share."""
