@@ -183,6 +183,22 @@ def test_non_persistent_messages_page_out_too(setup: Setup) -> None:
     ]
 
 
+def test_a_paged_non_persistent_send_waits_for_no_write(setup: Setup) -> None:
+    """
+    Its RECEIPT never waited for the disk, and paging keeps it so: the SEND
+    gives nothing to wait for while its transient row is not yet written.
+    """
+    broker = paging_broker(setup)
+    send(broker, "/queue/q", *bodies(READ_AHEAD))
+    settle(setup)
+    sent = send(broker, "/queue/q", *bodies(6, start=READ_AHEAD), headers=())
+    assert sent == [None] * 6
+    queue = broker.engine.queues["/queue/q"]
+    assert queue.paged is not None and queue.paged.transient == 6
+    settle(setup)
+    assert [m.transient for m in stored_page(setup)] == [False] * READ_AHEAD + [True] * 6
+
+
 def test_a_mixed_backlog_drains_once_in_order_and_leaves_no_transient_row(setup: Setup) -> None:
     """Pages bring both kinds back in order; a page's transient rows then leave the store."""
     broker = paging_broker(setup)
