@@ -47,6 +47,7 @@ from benchmarks.in_process import connect, timed
 from benchmarks.report import print_results
 from benchmarks.wire import SEQ_PATTERN
 from stompbroker.broker.service import Broker
+from stompbroker.broker.store.memory import MemoryStore
 from stompbroker.transport.tcp import stomp_server_factory
 
 ACK_MODES = ("auto", "client", "client-individual")
@@ -67,13 +68,16 @@ class Run:
     :param ack: the consumers' ack mode.
     :param messages: how many messages to send (rounded down to whole batches).
     :param frames: the shape of the frames, one of :data:`FRAMES`.
+    :param store: give the broker a (memory) message store, as twistd's default
+        data directory does: its ``/queue/`` destinations then count their
+        messages in the paging budget.
     """
 
-    def __init__(self, ack: str, messages: int, frames: str = "suite") -> None:
+    def __init__(self, ack: str, messages: int, frames: str = "suite", store: bool = False) -> None:
         self.ack = ack
         self.frames = frames
         clock = Clock()
-        self.broker = Broker(clock)
+        self.broker = Broker(clock, store=MemoryStore() if store else None)
         self.broker.startService()
         self._factory = stomp_server_factory(self.broker, clock)
         self.producers = [self._connect() for _ in range(PRODUCERS)]

@@ -1,7 +1,8 @@
 """
 One part of the queue path, run N times in process: for counting its instructions.
 
-Usage: ``python -m benchmarks.queue_parts PART N [--frames suite|stompbench|duplicate-id]``
+Usage: ``python -m benchmarks.queue_parts PART N [--frames suite|stompbench|duplicate-id]
+[--store]``
 
 The parts, each with :mod:`benchmarks.queue_cost`'s brokers, sessions and frames
 (client-individual acknowledgement):
@@ -12,6 +13,10 @@ The parts, each with :mod:`benchmarks.queue_cost`'s brokers, sessions and frames
   queued only;
 - ``parse-send``, ``parse-ack``: the frame parser alone, fed the SEND frames, or
   ACK frames of the shape the consumers send.
+
+``--store`` gives the broker a message store (in memory), as twistd's default
+data directory does: the non-persistent messages of its ``/queue/`` then count
+in the paging budget on their way.
 
 It prints nothing: it is meant to run under ``valgrind --tool=callgrind`` (or
 ``perf stat -e instructions``) twice, at two values of N, so that the
@@ -52,7 +57,7 @@ def ack_batch(frames: str) -> bytes:
     )
 
 
-def run_part(part: str, messages: int, frames: str) -> int:
+def run_part(part: str, messages: int, frames: str, store: bool = False) -> int:
     """
     Run one part over ``messages`` messages (rounded down to whole batches).
 
@@ -68,7 +73,7 @@ def run_part(part: str, messages: int, frames: str) -> int:
         for _ in range(messages // BATCH):
             parser.receive_data(batch)
         return messages // BATCH * BATCH
-    run = Run("client-individual", messages, frames)
+    run = Run("client-individual", messages, frames, store)
     if part == "send":
         for number, (protocol, _) in enumerate(run.consumers):
             protocol.dataReceived(b"UNSUBSCRIBE\nid:s%d\n\n\0" % number)
@@ -86,10 +91,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("part", choices=PARTS)
     parser.add_argument("messages", type=int)
     parser.add_argument("--frames", choices=FRAMES, default="suite")
+    parser.add_argument("--store", action="store_true", help="a broker with a message store")
     options = parser.parse_args(argv)
     if options.messages < BATCH:
         parser.error(f"at least {BATCH} messages")
-    run_part(options.part, options.messages, options.frames)
+    run_part(options.part, options.messages, options.frames, options.store)
     return 0
 
 

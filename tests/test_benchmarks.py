@@ -766,6 +766,16 @@ def test_the_paging_benchmark_builds_restarts_and_drains_a_paged_backlog() -> No
         assert report[key] > 0
 
 
+@pytest.mark.integration
+def test_the_paging_benchmark_drains_a_paged_non_persistent_backlog() -> None:
+    """benchmarks.paging --non-persistent, tiny: built and drained in order, no restart."""
+    tiny = ["--megabytes", "1", "--fit-megabytes", "1", "--queue-memory", "64K", "--window", "50"]
+    report = paging.run(paging.build_parser().parse_args([*tiny, "--non-persistent"]))
+    assert report["persistent"] is False and report["messages"] == 1024
+    assert report["drain_msgs_per_s"] > 0 and report["fit_drain_msgs_per_s"] > 0
+    assert "restart_listen_s" not in report and report["build_slowest_tenth_share"] > 0
+
+
 def test_each_test_worker_picks_ports_of_its_own_below_the_ephemeral_range() -> None:
     """Two pytest-xdist workers never hand out the same port, nor one a connection could take."""
     blocks = [set(port_block(f"gw{index}", 3)) for index in range(3)]

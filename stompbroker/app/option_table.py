@@ -272,8 +272,9 @@ PARAMETERS: list[Any] = named(
             "queue-memory",
             None,
             None,
-            "Memory the queues may hold their persistent messages in, together; past it "
-            "a queue keeps what arrives on disk only and reads it back as it drains "
+            "Memory the queues of the message store may hold their messages in, together; "
+            "past it a queue keeps what arrives (persistent or not) on disk only and reads "
+            "it back as it drains "
             "(K, M, G allowed; default: 25% of --memory-high).",
         ],
         [

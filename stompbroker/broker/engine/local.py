@@ -254,8 +254,10 @@ class LocalEngine:
         stored = self.journal is not None
         what, why = ("non-persistent ", "") if stored else ("", " (there is no message store)")
         for destination, queue in held:
-            waiting = [*queue.pending, *(queue.paged.tail if queue.paged is not None else ())]
-            dropped = sum(1 for message in waiting if not self._kept(message))
+            dropped = sum(1 for message in queue.pending if not self._kept(message))
+            if queue.paged is not None:
+                # On disk, but a restart drops them (transient rows).
+                dropped += queue.paged.transient
             if dropped:
                 log.warn(
                     "dropped {count} {what}{noun} waiting in {destination} at shutdown{why}",

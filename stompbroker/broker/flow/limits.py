@@ -46,7 +46,7 @@ class Limits:
         :mod:`stompbroker.broker.flow.disk_alarm`); 0 bytes turns the alarm off.
     :ivar shutdown_timeout: most seconds a graceful stop waits for clients to
         take their last frames before it drops them.
-    :ivar queue_memory: bytes of persistent messages the queues hold in memory
+    :ivar queue_memory: bytes of messages the store's queues hold in memory
         together, past which a queue keeps what arrives on disk only
         (:mod:`stompbroker.broker.queueing.paging`); ``None`` means
         :data:`QUEUE_MEMORY_SHARE` of ``memory_high`` (of its default if it is off).

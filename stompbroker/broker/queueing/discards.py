@@ -34,7 +34,7 @@ def purge(queue: WorkerQueue) -> int:
     queue.pending.clear()
     if queue.delayed is not None:
         purged.extend(queue.delayed.take_all())
-    on_disk = _drop_paged(queue, purged)
+    on_disk = _drop_paged(queue)
     queue.forget_resident()
     queue._counters.discarded += len(purged) + on_disk
     queue._traffic.count(purged, "messages_dropped")
@@ -45,10 +45,10 @@ def purge(queue: WorkerQueue) -> int:
     return len(purged) + on_disk
 
 
-def _drop_paged(queue: WorkerQueue, dropped: list[Message]) -> int:
+def _drop_paged(queue: WorkerQueue) -> int:
     """
     Forget the queue's part on disk (:mod:`~stompbroker.broker.queueing.paging`),
-    in the store too, and add what waited behind it in memory to ``dropped``.
+    in the store too (its transient rows with the rest).
 
     :returns: how many messages the store held only.
     """
@@ -56,7 +56,6 @@ def _drop_paged(queue: WorkerQueue, dropped: list[Message]) -> int:
     if paged is None:
         return 0
     queue.paged = None
-    dropped.extend(paged.tail)
     if queue.journal is not None and queue.store_key is not None:
         queue.journal.remove_paged(queue.store_key, paged.after, paged.first_id)
     return paged.count
@@ -89,9 +88,7 @@ def close(queue: WorkerQueue) -> None:
         list(consumer.unacked.values()) if consumer.own is None else consumer.take_all()
         for consumer in queue.consumers
     ]
-    behind: list[Message] = []
-    on_disk = _drop_paged(queue, behind)
-    queue.pending.extend(behind)
+    on_disk = _drop_paged(queue)
     queue._counters.discarded += len(queue.pending) + sum(map(len, held)) + on_disk
     queue._traffic.count(queue.pending, "messages_dropped")
     for messages in held:

@@ -90,7 +90,7 @@ class QueueLimits:
         paged = queue.paged
         count = len(pending) + (0 if after else 1)
         if paged is not None:
-            count += paged.waiting()
+            count += paged.count
         if settings.max_length is not None and count > settings.max_length:
             return f"max-length {settings.max_length}"
         limit = settings.max_length_bytes
@@ -100,7 +100,7 @@ class QueueLimits:
             self._largest = adding
         if count * self._largest <= limit:
             return None
-        total = adding + (paged.waiting_bytes() if paged is not None else 0)
+        total = adding + (paged.size if paged is not None else 0)
         for message in pending:
             size = len(message.body)
             total += size

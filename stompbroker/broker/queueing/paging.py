@@ -1,42 +1,44 @@
 """
-Paged queues: the store holds a queue's persistent messages, memory a window of them.
+Paged queues: the store holds a queue's messages, memory a window of them.
 
 A queue whose persistent messages a store keeps (a ``/queue/`` destination, a
 durable topic subscription) holds its messages in memory only while the
 broker's queues together stay within a memory budget (:class:`PagingBudget`,
 ``--queue-memory``).  Past it, a queue that already holds its read-ahead
-(``--read-ahead`` messages) in memory stops taking persistent messages into
-memory: it *pages*.  From then on each persistent message that arrives is
-already in the store (the broker files it before it enqueues it) and stays there
-only, counted in the queue's :class:`PagedPart`: how many, how many body bytes,
-and where in the store the part starts (the first paged-out message's id until
-the first read, then the store sequence read up to).  No per-message index: a
-paged message costs memory nothing.
+(``--read-ahead`` messages) in memory stops taking messages into memory: it
+*pages*.  From then on each message that arrives stays in the store only,
+counted in the queue's :class:`PagedPart`: how many, how many body bytes, and
+where in the store the part starts (the first paged-out message's id until the
+first read, then the store sequence read up to).  No per-message index: a paged
+message costs memory nothing.
+
+A persistent message is in the store already (the broker files it before it
+enqueues it).  A non-persistent one the queue files itself, marked *transient*
+(``IMessageStore.add_transient``): nobody waits for that write, its RECEIPT
+never did, and a restart drops it, as RabbitMQ drops transient messages it paged
+out.  Both kinds share the store's one sequence, so the paged part is one run
+of the queue's key in the order messages came, whatever their kinds.
 
 As consumers drain the queue's memory, the queue asks the store for the next
 page (an indexed range read by ``(key, sequence)``, in the store's writer
-thread), in order, and hands what comes back out as if it had just arrived.
-When a read gives fewer messages than it asked for while nothing was paged out
-meanwhile, the part on disk is empty and the queue stops paging.
+thread), in order, and hands what comes back out as if it had just arrived; the
+page's transient rows then leave the store (one range delete), since memory is
+where a non-persistent message lives.  When a read gives fewer messages than it
+asked for while nothing was paged out meanwhile, the part on disk is empty and
+the queue stops paging.
 
-A persistent message of a higher priority than any the part on disk holds
-does not wait behind it: it stays in memory (up to a few read-aheads), where
-the queue's priority order puts it before the paged part.
-
-What arrives at a paging queue that the store does not keep (a non-persistent
-message) cannot go to disk: it waits in memory behind the paged part
-(:attr:`PagedPart.tail`), and so does every message after it, so that the
-queue's order is the order messages came in.
+A message of a higher priority than any the part on disk holds does not wait
+behind it: it stays in memory (up to a few read-aheads), where the queue's
+priority order puts it before the paged part.
 
 Pure logic: no I/O, no reactor; the queue sequences the read and its result.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
-from attrs import define, field
+from attrs import define
 
 from stompbroker.broker.queueing.groups import stored_group
 from stompbroker.broker.queueing.priorities import parse_priority, stored_priority
@@ -64,9 +66,9 @@ def resident_size(message: Message) -> int:
 @define
 class PagingBudget:
     """
-    The memory the store's queues may hold their persistent messages in, shared by them.
+    The memory the store's queues may hold their messages in, shared by them.
 
-    :ivar limit: bytes (:func:`resident_size`) of persistent messages the queues
+    :ivar limit: bytes (:func:`resident_size`) of messages the queues
         hold in memory together before one that holds ``read_ahead`` messages pages.
     :ivar read_ahead: messages a queue keeps in memory at least, and reads per page.
     :ivar used: bytes counted in now: each queue adds what it takes into memory and
@@ -107,8 +109,8 @@ class PagedPart:
     :ivar reading: whether a page has been asked for and not yet come.
     :ivar paged_since: messages paged out since that page was asked for: a short
         page then does not mean that the part is empty.
-    :ivar tail: what arrived after the part but cannot be paged (non-persistent
-        messages, and everything after the first of them), in order.
+    :ivar transient: how many of ``count`` are non-persistent (transient rows,
+        which a restart drops).
     :ivar top: the highest priority the part may hold: a message of a higher
         one can go before it, in memory (the highest, 9, for a part recovery
         counted without reading it).
@@ -120,13 +122,15 @@ class PagedPart:
     first_id: str | None = None
     reading: bool = False
     paged_since: int = 0
-    tail: deque[Message] = field(factory=deque)
+    transient: int = 0
     top: int = -1
 
     def page_out(self, message: Message) -> None:
         """Count in a message that the store keeps and memory does not."""
         if message.priority > self.top:
             self.top = message.priority
+        if not message.persistent:
+            self.transient += 1
         self.count += 1
         self.size += len(message.body)
         self.paged_since += 1
@@ -149,23 +153,17 @@ class PagedPart:
         for record in records:
             self.count -= 1
             self.size -= len(record.body)
+            self.transient -= record.transient
         if records:
             self.after = records[-1].sequence
             self.first_id = None
         if self.count <= 0 or (len(records) < asked and not self.paged_since):
             # Read to the end: a count that erred high (an add that failed) is put right.
-            self.count = self.size = 0
+            self.count = self.size = self.transient = 0
             return True
         self.size = max(self.size, 0)
+        self.transient = max(self.transient, 0)
         return False
-
-    def waiting(self) -> int:
-        """:returns: how many messages wait here: on disk, and behind it in memory."""
-        return self.count + len(self.tail)
-
-    def waiting_bytes(self) -> int:
-        """:returns: their body bytes."""
-        return self.size + sum(len(message.body) for message in self.tail)
 
 
 def message_from_record(record: Any) -> Message:
@@ -173,8 +171,9 @@ def message_from_record(record: Any) -> Message:
     Make the message a stored record holds again, as the router made it from its SEND.
 
     :param record: a :class:`~stompbroker.broker.store.base.StoredMessage`.
-    :returns: a persistent message whose redelivery count counts a delivery the
-        store recorded, so that its next delivery says ``redelivered:true``.
+    :returns: the message (persistent unless the record is transient), whose
+        redelivery count counts a delivery the store recorded, so that its next
+        delivery says ``redelivered:true``.
     """
     message = Message(
         record.destination,
@@ -183,7 +182,7 @@ def message_from_record(record: Any) -> Message:
         record.body,
         record.expires,
         record.redeliveries,
-        True,
+        not record.transient,
         # Derived from the stored headers, as the router derived it from the SEND's.
         parse_priority(stored_priority(record.headers)),
     )

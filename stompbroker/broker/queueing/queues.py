@@ -48,7 +48,10 @@ journal what becomes of it: handed to a consumer (``mark_delivered``, or
 or expired (``remove``), dead-lettered (``move``, which the ``dead_letter``
 callable does).  A message going back to the queue needs no write: its delivery
 mark already says that its next delivery is a redelivery.  Non-persistent
-messages, and queues without a journal, skip all of this with one test.
+messages, and queues without a journal, skip all of this with one test; a
+paged queue files a non-persistent message itself, as a transient row the
+store keeps only until the message's page is read back
+(:mod:`~stompbroker.broker.queueing.paging`).
 
 The consumer writes a persistent message to its client only once the store has
 recorded the delivery (see :meth:`Consumer.deliver`), so that no client sees a
@@ -131,8 +134,8 @@ class WorkerQueue:
         acknowledgement (expired, dead-lettered), for an owner that must settle
         it elsewhere too; ``None`` for none.
     :param paging: the :class:`~stompbroker.broker.queueing.paging.PagingBudget`
-        its persistent messages share with the other queues of the store, past
-        which it keeps them on disk only (:mod:`~stompbroker.broker.queueing.paging`);
+        its messages share with the other queues of the store, past which it
+        keeps them on disk only (:mod:`~stompbroker.broker.queueing.paging`);
         ``None`` (or no ``journal``) keeps them all in memory.
     """
 
@@ -234,7 +237,7 @@ class WorkerQueue:
     def depth(self) -> int:
         """:returns: how many messages wait: in memory, and paged out to the store."""
         paged = self.paged
-        return len(self.pending) + (paged.waiting() if paged is not None else 0)
+        return len(self.pending) + (paged.count if paged is not None else 0)
 
     # -- management -----------------------------------------------------------
 
@@ -249,16 +252,13 @@ class WorkerQueue:
         if paged is None or len(in_memory) >= count or self.journal is None:
             return in_memory
         assert self.store_key is not None
-        behind = list(paged.tail)
         wanted = min(count - len(in_memory), paged.count)
         if not wanted:
-            return (in_memory + behind)[:count]
+            return in_memory
         read = self.journal.page(self.store_key, paged.after, paged.first_id, wanted)
 
         def browsed(records: list[Any]) -> list[Message]:
-            ids = {message.message_id for message in behind}
-            stored = [message_from_record(r) for r in records if r.message_id not in ids]
-            return (in_memory + stored + behind)[:count]
+            return in_memory + [message_from_record(record) for record in records]
 
         browsing: Deferred[list[Message]] = read.addCallback(browsed)
         return browsing
@@ -332,14 +332,20 @@ class WorkerQueue:
         :param message: a routed message.
         """
         self._counters.enqueued += 1
-        if (
-            self.paging is not None
-            and (message.persistent or self.paged is not None)
-            and self._page_out(message)
-        ):
-            if self.limits is not None:
-                self.limits.trim(self, message)
-            return
+        paging = self.paging
+        if paging is not None:
+            if self.paged is None and (
+                paging.used <= paging.limit or len(self.pending) < paging.read_ahead
+            ):
+                # Room in memory (PagingBudget.full and _count_in, inlined: this
+                # runs for each message a queue of the store takes).
+                size = len(message.body) + MESSAGE_OVERHEAD
+                paging.used += size
+                self._resident += size
+            elif self._page_out(message):
+                if self.limits is not None:
+                    self.limits.trim(self, message)
+                return
         if message.priority != DEFAULT_PRIORITY and type(self.pending) is deque:
             # The first message of another priority: ten levels from now on.
             self.pending = PendingMessages(items=self.pending)
@@ -432,6 +438,7 @@ class WorkerQueue:
         try:
             pending = self.pending
             consumers = self.consumers
+            paging = self.paging
             while pending and consumers:
                 count = len(consumers)
                 index = self._next
@@ -457,9 +464,15 @@ class WorkerQueue:
                 self._next = index + 1 if index + 1 < count else 0
                 self._counters.delivered += 1
                 self._traffic.delivered(message, consumer.auto)
+                resident = self._resident
+                if resident and paging is not None:
+                    # It leaves memory: out of the budget (inline: this loop runs per delivery).
+                    size = len(message.body) + MESSAGE_OVERHEAD
+                    if size > resident:
+                        size = resident
+                    self._resident = resident - size
+                    paging.used -= size
                 if message.persistent and self.journal is not None:
-                    if self._resident:
-                        self._handed_out(message)
                     if consumer.auto:
                         recorded = self.journal.remove(self.store_key, message.message_id)
                     else:
@@ -476,8 +489,10 @@ class WorkerQueue:
 
     def _page_out(self, message: Message) -> bool:
         """
-        Count a persistent message in memory, or keep it on disk only if the
-        budget is spent or the queue pages already.
+        A message comes to a queue whose budget is spent, or that pages already:
+        keep it on disk only (a persistent one is in the store already, a
+        non-persistent one is filed there now, transient), unless its priority
+        puts it before the paged part.
 
         :returns: whether the message stays out of ``pending``.
         """
@@ -485,41 +500,30 @@ class WorkerQueue:
         paging = self.paging
         assert paging is not None
         if paged is None:
-            if not paging.full(len(self.pending)):
-                self._count_in(message)
-                return False
             self.paged = paged = PagedPart(first_id=message.message_id)
             log.info(
                 "queue {destination} pages: {count} messages in memory, the next on disk",
                 destination=self.destination,
                 count=len(self.pending),
             )
-            paged.page_out(message)
-            return True
-        if paged.tail or not message.persistent:
-            paged.tail.append(message)
         elif message.priority > paged.top and len(self.pending) < paging.read_ahead * SCAN_PAGES:
             # Above every priority on disk: memory's priority order is the
             # queue's, and the message goes before the paged part.
             self._count_in(message)
             return False
-        else:
-            paged.page_out(message)
+        if not message.persistent:
+            # Nobody waits for this write: a non-persistent SEND's RECEIPT never did.
+            assert self.journal is not None and self.store_key is not None
+            self.journal.add_transient(self.store_key, message)
+        paged.page_out(message)
         return True
 
     def _count_in(self, message: Message) -> None:
-        """A persistent message stays in memory: count it in the budget."""
+        """A message stays in memory: count it in the budget."""
         assert self.paging is not None
         size = resident_size(message)
         self.paging.used += size
         self._resident += size
-
-    def _handed_out(self, message: Message) -> None:
-        """A counted message has left memory: take it out of the budget."""
-        size = min(len(message.body) + MESSAGE_OVERHEAD, self._resident)
-        self._resident -= size
-        assert self.paging is not None
-        self.paging.used -= size
 
     def forget_resident(self) -> None:
         """Memory has been emptied at once (a purge, a close): give the budget back its share."""
@@ -543,7 +547,7 @@ class WorkerQueue:
         if paged is None or paged.reading:
             return
         if paged.count <= 0:
-            self._unpage(paged)
+            self._unpage()
             self.dispatch()
             return
         held = len(self.pending)
@@ -560,11 +564,9 @@ class WorkerQueue:
         page = self.journal.page(self.store_key, paged.after, paged.first_id, asked)
         page.addCallbacks(self._page_came, self._page_failed, (paged, asked), None, (paged,))
 
-    def _unpage(self, paged: PagedPart) -> None:
-        """The part on disk is empty: what waited behind it joins memory, and paging ends."""
+    def _unpage(self) -> None:
+        """The part on disk is empty: paging ends."""
         self.paged = None
-        for message in paged.tail:
-            self._take(message)
         log.info("queue {destination} holds all it has in memory", destination=self.destination)
 
     def _stalled_with_room(self) -> bool:
@@ -592,19 +594,18 @@ class WorkerQueue:
     def _take_page(self, records: list[Any], paged: PagedPart, asked: int) -> None:
         """
         Put a page's messages in memory as if they had just arrived (they were
-        counted in when they did), then the tail if the part is now empty.
+        counted in when they did); its transient rows leave the store, since a
+        non-persistent message lives in memory.
         """
         if self.paged is not paged:
             # Purged, or closed, while the page was read.
             return
         empty = paged.came(records, asked)
-        if paged.tail:
-            # A count that erred high (an add that failed) must not read the
-            # tail's persistent messages twice.
-            behind = {message.message_id for message in paged.tail}
-            records = [record for record in records if record.message_id not in behind]
         now = self._clock.seconds()
+        transient_through = 0
         for record in records:
+            if record.transient:
+                transient_through = record.sequence
             message = message_from_record(record)
             if message.expires and message.expires <= now:
                 self.expire(message)
@@ -612,8 +613,11 @@ class WorkerQueue:
                 self.hold(message, record.due, stored=True)
             else:
                 self._take(message)
+        if transient_through:
+            assert self.journal is not None and self.store_key is not None
+            self.journal.remove_transient(self.store_key, transient_through)
         if empty:
-            self._unpage(paged)
+            self._unpage()
         self.dispatch()
 
     def _take(self, message: Message) -> None:
@@ -623,7 +627,7 @@ class WorkerQueue:
         if message.group is not None:
             self._features = grouped(self)
         self.pending.append(message)
-        if message.persistent and self.paging is not None:
+        if self.paging is not None:
             self._count_in(message)
         if message.expires:
             self.expiry.watch(message.expires)

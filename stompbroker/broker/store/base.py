@@ -30,7 +30,12 @@ few well-defined moments:
 - :meth:`IMessageStore.page` when a paged queue (one whose messages beyond its
   read-ahead the store alone holds, :mod:`stompbroker.broker.queueing.paging`)
   needs its next messages, and :meth:`IMessageStore.remove_after` when it is
-  purged.
+  purged;
+- :meth:`IMessageStore.add_transient` when a paged queue keeps a
+  non-persistent message on disk instead of in memory, and
+  :meth:`IMessageStore.remove_transient` once a page has brought such messages
+  back into memory.  Transient messages never outlive the broker:
+  :meth:`IMessageStore.recover` drops them first.
 
 Messages are filed under a *key*: a queue's destination (``/queue/orders``) or a
 durable subscription's name.  Both share one namespace, so the broker must name
@@ -146,6 +151,9 @@ class StoredMessage:
     :ivar due: when a NACKed message may be delivered again, in the broker
         clock's seconds (:meth:`IMessageStore.delay`); ``0.0`` once delivered
         again, or if it never waited.
+    :ivar transient: a non-persistent message a paged queue keeps on disk
+        for want of memory (:meth:`IMessageStore.add_transient`): it does not
+        survive a restart.
     """
 
     queue: str
@@ -158,6 +166,7 @@ class StoredMessage:
     delivered: bool = False
     redelivery_count: int = 0
     due: float = 0.0
+    transient: bool = False
 
     @property
     def redeliveries(self) -> int:
@@ -304,9 +313,11 @@ class RecoveredState:
         )
 
 
-def stored_message(queue: str, sequence: int, message: MessageFields) -> StoredMessage:
+def stored_message(
+    queue: str, sequence: int, message: MessageFields, *, transient: bool = False
+) -> StoredMessage:
     """
-    Make the record :meth:`IMessageStore.add` files.
+    Make the record :meth:`IMessageStore.add` (or ``add_transient``) files.
 
     :returns: an undelivered :class:`StoredMessage` with ``message``'s fields.
     """
@@ -318,6 +329,7 @@ def stored_message(queue: str, sequence: int, message: MessageFields) -> StoredM
         headers=tuple((name, value) for name, value in message.headers),
         body=bytes(message.body),
         expires=message.expires,
+        transient=transient,
     )
 
 
@@ -357,7 +369,9 @@ class IMessageStore(Interface):
 
     def recover(read_ahead=0):  # type: ignore[no-untyped-def]
         """
-        Read back what the store holds, after every operation called before.
+        Read back what the store holds, after every operation called before,
+        having first dropped every transient message (:meth:`add_transient`),
+        unread: a non-persistent message does not survive a restart.
 
         :param read_ahead: read at most this many messages of each key, and only
             count the rest (:attr:`RecoveredState.paged`); 0 reads every message.
@@ -382,6 +396,28 @@ class IMessageStore(Interface):
         Forget every message of a key from where :meth:`page` would read on.
 
         :returns: a Deferred firing with ``None`` once the removal is durable.
+        """
+
+    def add_transient(queue, message):  # type: ignore[no-untyped-def]
+        """
+        File a non-persistent message under a key, marked transient: a paged
+        queue keeps it on disk rather than in memory, in its place in the key's
+        order, until :meth:`page` reads it back.
+
+        Nobody waits for it (a non-persistent message's RECEIPT never waits for
+        the disk), so it starts no commit of its own and is never fsynced for
+        itself: it rides with the next commit, as a lazy :meth:`remove` does.
+
+        :returns: a Deferred firing with ``None`` once it is written.
+        """
+
+    def remove_transient(queue, through):  # type: ignore[no-untyped-def]
+        """
+        Forget a key's transient messages up to the sequence ``through``: a page
+        that read them back has put them in memory, where a non-persistent
+        message lives.  One statement, lazy as an ACK's removal.
+
+        :returns: a Deferred firing with ``None`` once the removal is written.
         """
 
     def add(queue, message):  # type: ignore[no-untyped-def]

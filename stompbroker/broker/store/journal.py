@@ -263,6 +263,27 @@ class Journal:
         records: Deferred[list[Any]] = self.store.page(key, after, first_id, limit)
         return records
 
+    def add_transient(self, key: str, message: Any) -> Deferred[bool]:
+        """
+        Keep a non-persistent message of a paged queue on disk instead of in memory
+        (``IMessageStore.add_transient``): nobody waits for it.
+
+        :returns: see :meth:`_written`; a message the store could not take is
+            lost, as the log says (once per episode).
+        """
+        written = self.store.add_transient(key, message)
+        return self._written(written, f"page out non-persistent {message.message_id}", key)
+
+    def remove_transient(self, key: str, through: int) -> Deferred[bool]:
+        """
+        Forget a paged queue's non-persistent messages that a page has read back
+        into memory, up to the store sequence ``through``.
+
+        :returns: see :meth:`_written`.
+        """
+        written = self.store.remove_transient(key, through)
+        return self._written(written, "remove paged non-persistent messages", key)
+
     def remove_paged(self, key: str, after: int, first_id: str | None) -> Deferred[bool]:
         """
         Forget the part of a queue that was on disk only (a purge).

@@ -6,7 +6,7 @@ but surviving the process, for tests and for a broker run without a data directo
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from attrs import evolve
 from twisted.internet.defer import Deferred, fail, succeed
@@ -69,6 +69,8 @@ class MemoryStore:
         """:returns: a fired Deferred with the store's contents (:meth:`IMessageStore.recover`)."""
         if not self._open:
             return _not_open()
+        for key in list(self._queues):
+            self._forget_transient(key, lambda record: True)
         messages = sorted(
             (message for queue in self._queues.values() for message in queue.values()),
             key=lambda message: message.sequence,
@@ -120,6 +122,31 @@ class MemoryStore:
         record = stored_message(queue, next(self._sequence), message)
         messages[record.message_id] = record
         return succeed(record)
+
+    def add_transient(self, queue: str, message: MessageFields) -> Deferred[None]:
+        """:returns: a fired Deferred; see :meth:`IMessageStore.add_transient`."""
+        if not self._open:
+            return _not_open()
+        messages = self._queues.setdefault(queue, {})
+        if message.message_id not in messages:
+            record = stored_message(queue, next(self._sequence), message, transient=True)
+            messages[record.message_id] = record
+        return succeed(None)
+
+    def remove_transient(self, queue: str, through: int) -> Deferred[None]:
+        """:returns: a fired Deferred; see :meth:`IMessageStore.remove_transient`."""
+        if not self._open:
+            return _not_open()
+        self._forget_transient(queue, lambda record: record.sequence <= through)
+        return succeed(None)
+
+    def _forget_transient(self, queue: str, chosen: Callable[[StoredMessage], bool]) -> None:
+        """Drop the key's transient records that ``chosen`` picks, and the key if it empties."""
+        messages = self._queues.get(queue, {})
+        for record in [r for r in messages.values() if r.transient and chosen(r)]:
+            del messages[record.message_id]
+        if not messages:
+            self._queues.pop(queue, None)
 
     def remove(self, queue: str, message_id: str, *, lazy: bool = False) -> Deferred[None]:
         """:returns: a fired Deferred; see :meth:`IMessageStore.remove`."""

@@ -414,9 +414,7 @@ class SQLiteStore:
 
     def recover(self, read_ahead: int = 0) -> Deferred[RecoveredState]:
         """:returns: see :meth:`IMessageStore.recover`; read after every write called before."""
-        if read_ahead:
-            return self._submit(functools.partial(sqlite_records.read_index, read_ahead))
-        return self._submit(sqlite_records.read_all)
+        return self._submit(functools.partial(sqlite_records.recover, read_ahead))
 
     def page(
         self, queue: str, after: int, first_id: str | None, limit: int
@@ -440,6 +438,17 @@ class SQLiteStore:
             # A second add of one id under one key fails as a duplicate: joins go to the first.
             self._unwritten.setdefault((queue, record.message_id), insert)
         return self._write(insert, record, advance=True)
+
+    def add_transient(self, queue: str, message: MessageFields) -> Deferred[None]:
+        """:returns: see :meth:`IMessageStore.add_transient`: lazy, it starts no commit."""
+        record = stored_message(queue, self._next_sequence, message, transient=True)
+        work = functools.partial(sqlite_records.insert_transient, record)
+        return self._write(work, None, advance=True, lazy=True)
+
+    def remove_transient(self, queue: str, through: int) -> Deferred[None]:
+        """:returns: see :meth:`IMessageStore.remove_transient`."""
+        work = functools.partial(sqlite_records.delete_transient, queue, through)
+        return self._write(work, None, lazy=True, settling=True)
 
     def remove(self, queue: str, message_id: str, *, lazy: bool = False) -> Deferred[None]:
         """:returns: see :meth:`IMessageStore.remove`."""

@@ -40,15 +40,18 @@ __all__ = [
     "delete_message",
     "delete_retained",
     "delete_scheduled",
+    "delete_transient",
     "delay_message",
     "encode_headers",
     "insert_message",
+    "insert_transient",
     "mark_delivered",
     "move_message",
     "next_sequence",
     "read_all",
     "read_index",
     "read_page",
+    "recover",
     "remove_subscription",
     "save_retained",
     "save_scheduled",
@@ -63,6 +66,15 @@ _INSERT_DELIVERED = (
     "INSERT OR IGNORE INTO messages (sequence, queue, message_id, destination, headers,"
     " body, expires, delivered, redelivery_count) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?)"
 )
+_INSERT_TRANSIENT = (
+    "INSERT OR IGNORE INTO messages (sequence, queue, message_id, destination, headers,"
+    " body, expires, transient) VALUES (?, ?, ?, ?, ?, ?, ?, 1)"
+)
+#: A page of a key's transient messages, read back into memory; the partial
+#: index ``messages_transient`` finds them without the persistent rows.
+_DELETE_TRANSIENT = "DELETE FROM messages WHERE transient AND queue = ? AND sequence <= ?"
+#: Every transient message, at a restart: one statement on that index.
+_DROP_TRANSIENT = "DELETE FROM messages WHERE transient"
 _HOLDS = "SELECT 1 FROM messages WHERE queue = ? AND message_id = ?"
 _DELETE = "DELETE FROM messages WHERE queue = ? AND message_id = ?"
 #: A message's duplicate-detection id; a durable subscription's copies share one.
@@ -137,6 +149,21 @@ def keep_duplicate_id(record: StoredMessage, connection: sqlite3.Connection) -> 
     duplicate_id = duplicate_id_of(record.headers)
     if duplicate_id is not None:
         connection.execute(_INSERT_DUPLICATE_ID, (record.destination, duplicate_id))
+
+
+def insert_transient(record: StoredMessage, connection: sqlite3.Connection) -> None:
+    """
+    File a non-persistent message a paged queue keeps on disk, marked transient.
+
+    No duplicate-detection id: those are kept for persistent messages only.
+    An id its key holds already is left as it is (the message is already there).
+    """
+    connection.execute(_INSERT_TRANSIENT, _row(record))
+
+
+def delete_transient(queue: str, through: int, connection: sqlite3.Connection) -> None:
+    """Forget a key's transient messages up to sequence ``through`` (read back into memory)."""
+    connection.execute(_DELETE_TRANSIENT, (queue, through))
 
 
 @define
@@ -320,7 +347,7 @@ def next_sequence(connection: sqlite3.Connection) -> int:
 
 _COLUMNS = (
     "sequence, queue, message_id, destination, headers, body, expires,"
-    " delivered, redelivery_count, due"
+    " delivered, redelivery_count, due, transient"
 )
 _PAGE = (
     f"SELECT {_COLUMNS} FROM messages WHERE queue = ? AND sequence > coalesce("
@@ -346,6 +373,7 @@ def _record(row: tuple[Any, ...]) -> StoredMessage:
         delivered,
         redelivery_count,
         due,
+        transient,
     ) = row
     return StoredMessage(
         queue=queue,
@@ -358,6 +386,7 @@ def _record(row: tuple[Any, ...]) -> StoredMessage:
         delivered=bool(delivered),
         redelivery_count=redelivery_count,
         due=due,
+        transient=bool(transient),
     )
 
 
@@ -378,6 +407,20 @@ def delete_after(
 ) -> None:
     """Delete every message of a key from where :func:`read_page` reads on."""
     connection.execute(_DELETE_AFTER, (queue, queue, first_id, after))
+
+
+def recover(read_ahead: int, connection: sqlite3.Connection) -> RecoveredState:
+    """
+    Drop every transient message (a non-persistent message does not survive a
+    restart: one statement, on the index of transient rows, that reads none of
+    them), then read the rest back.
+
+    :param read_ahead: see :func:`read_index`; 0 reads every message (:func:`read_all`).
+    """
+    connection.execute(_DROP_TRANSIENT)
+    if read_ahead:
+        return read_index(read_ahead, connection)
+    return read_all(connection)
 
 
 def read_index(read_ahead: int, connection: sqlite3.Connection) -> RecoveredState:

@@ -11,16 +11,21 @@ it) and ``stream_entries`` its messages by ``(stream, position)``
 schema 2, and ``messages.due`` (when a NACKed message may be delivered again)
 with schema 3, and ``duplicate_ids`` (the duplicate-detection ids of persistent
 messages, :mod:`stompbroker.broker.features.duplicate_ids`, written in the
-transaction that inserts their message) with schema 4; an older database is
-migrated when it is opened.  ``PRAGMA user_version`` records
+transaction that inserts their message) with schema 4, and ``messages.transient``
+(a non-persistent message a paged queue keeps on disk, dropped at the next
+start) with its partial index ``messages_transient`` (which finds them without
+reading the persistent rows: a restart drops them in one statement however
+large the backlog) with schema 5; an older database is migrated when it is
+opened.  ``PRAGMA user_version`` records
 :data:`SCHEMA_VERSION`, so that a store written by a newer stompbroker is refused
 rather than misread, and a database that is not a stompbroker store at all is
 never written to.  A change to these tables is a change of the format every
 existing data directory holds: it needs a new version and a way to read the
 old: :func:`prepare_schema` brings a schema 1 database to schema 2 by adding
 the tables schema 2 added, a schema 2 one to schema 3 by adding the
-column (nothing else changed), and a schema 3 one to schema 4 by adding its
-table, each step in one transaction, when a newer stompbroker first opens it.
+column (nothing else changed), a schema 3 one to schema 4 by adding its
+table, and a schema 4 one to schema 5 by adding its column and index, each step
+in one transaction, when a newer stompbroker first opens it.
 
 The index ``messages_by_queue`` on ``(queue, sequence)`` (each key's messages in
 order, for a paged queue's reads and a recovery's counts) is no part of the
@@ -41,7 +46,13 @@ from stompbroker.broker.store.sqlite_files import store_damaged
 __all__ = ["SCHEMA_VERSION", "prepare_schema"]
 
 #: The schema this code writes, kept in ``PRAGMA user_version``.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
+
+#: What schema 5 added: transient rows, and the index that finds them alone.
+_SCHEMA_5_CHANGES = (
+    "ALTER TABLE messages ADD COLUMN transient INTEGER NOT NULL DEFAULT 0",
+    "CREATE INDEX messages_transient ON messages (queue, sequence) WHERE transient",
+)
 
 #: What schema 4 added: the duplicate-detection ids of persistent messages.
 _SCHEMA_4_TABLES = (
@@ -122,6 +133,7 @@ _SCHEMA = (
     """,
     *_SCHEMA_2_TABLES,
     *_SCHEMA_4_TABLES,
+    *_SCHEMA_5_CHANGES,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 
@@ -137,13 +149,14 @@ _MIGRATIONS = {
         "PRAGMA user_version = 3",
     ),
     3: (*_SCHEMA_4_TABLES, "PRAGMA user_version = 4"),
+    4: (*_SCHEMA_5_CHANGES, "PRAGMA user_version = 5"),
 }
 
 
 def prepare_schema(connection: sqlite3.Connection, path: Path) -> None:
     """
     Create the tables of a new (empty) database, or check that an existing one is
-    a stompbroker store this code can read, bringing an older one to schema 4.
+    a stompbroker store this code can read, bringing an older one to schema 5.
 
     :param connection: the store's connection, outside any transaction.
     :param path: the database file, for the error messages.

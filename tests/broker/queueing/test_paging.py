@@ -145,18 +145,141 @@ def test_messages_sent_while_a_queue_drains_keep_their_place(setup: Setup) -> No
     assert inbox.bodies() == bodies(20)
 
 
-def test_non_persistent_messages_wait_behind_the_paged_part(setup: Setup) -> None:
-    """A message the store does not keep waits in memory after the part, as does what follows."""
+def stored_page(setup: Setup, key: str = "/queue/q") -> list[StoredMessage]:
+    """:returns: what the store holds under a key now, transient rows too (recover() drops them)."""
+    reading = setup.store.page(key, 0, None, 10_000)
+    setup.settle()
+    found: list[StoredMessage] = result_of(reading)
+    return found
+
+
+def mixed(count: int) -> list[tuple[bytes, tuple[tuple[str, str], ...]]]:
+    """:returns: bodies and headers, every third message persistent, the others not."""
+    return [(b"m%03d" % n, PERSISTENT if n % 3 == 0 else ()) for n in range(count)]
+
+
+def send_mixed(broker: Broker, count: int) -> None:
+    for body, headers in mixed(count):
+        send(broker, "/queue/q", body, headers=headers)
+
+
+def test_non_persistent_messages_page_out_too(setup: Setup) -> None:
+    """
+    Past the budget a non-persistent message goes to disk as a persistent one
+    does, marked transient, in the one paged part, in the order of arrival.
+    """
     broker = paging_broker(setup)
-    send(broker, "/queue/q", *bodies(8))
-    send(broker, "/queue/q", b"transient", headers=())
-    send(broker, "/queue/q", b"after")
+    send_mixed(broker, 20)
     settle(setup)
     queue = broker.engine.queues["/queue/q"]
-    assert queue.depth() == 10
+    assert len(queue.pending) == READ_AHEAD
+    assert queue.paged is not None
+    assert (queue.paged.count, queue.paged.transient) == (16, 11)
+    assert queue.depth() == 20
+    on_disk = [(m.body, m.transient) for m in stored_page(setup)]
+    # The persistent ones memory holds are in the store too; the others are not.
+    assert on_disk == [(b"m000", False), (b"m003", False)] + [
+        (body, not headers) for body, headers in mixed(20)[READ_AHEAD:]
+    ]
+
+
+def test_a_paged_non_persistent_send_waits_for_no_write(setup: Setup) -> None:
+    """
+    Its RECEIPT never waited for the disk, and paging keeps it so: the SEND
+    gives nothing to wait for while its transient row is not yet written.
+    """
+    broker = paging_broker(setup)
+    send(broker, "/queue/q", *bodies(READ_AHEAD))
+    settle(setup)
+    sent = send(broker, "/queue/q", *bodies(6, start=READ_AHEAD), headers=())
+    assert sent == [None] * 6
+    queue = broker.engine.queues["/queue/q"]
+    assert queue.paged is not None and queue.paged.transient == 6
+    settle(setup)
+    assert [m.transient for m in stored_page(setup)] == [False] * READ_AHEAD + [True] * 6
+
+
+def test_a_mixed_backlog_drains_once_in_order_and_leaves_no_transient_row(setup: Setup) -> None:
+    """Pages bring both kinds back in order; a page's transient rows then leave the store."""
+    broker = paging_broker(setup)
+    send_mixed(broker, 30)
+    send(broker, "/queue/q", b"late", headers=())
+    settle(setup)
     inbox = setup.subscribe(broker, prefetch=3)
     ack_all(broker, inbox, setup)
-    assert inbox.bodies() == [*bodies(8), b"transient", b"after"]
+    assert inbox.bodies() == [body for body, _ in mixed(30)] + [b"late"]
+    assert [m.persistent for m in inbox.received] == [bool(h) for _, h in mixed(30)] + [False]
+    assert stored_page(setup) == []
+    assert broker.engine.paging.used == 0
+
+
+def test_only_non_persistent_messages_page_past_the_budget(setup: Setup) -> None:
+    """A queue of non-persistent messages alone pages: the budget counts every kind."""
+    broker = paging_broker(setup)
+    send(broker, "/queue/q", *bodies(12), headers=())
+    settle(setup)
+    queue = broker.engine.queues["/queue/q"]
+    assert len(queue.pending) == READ_AHEAD and queue.depth() == 12
+    assert [m.transient for m in stored_page(setup)] == [True] * 8
+    inbox = setup.subscribe(broker, prefetch=5)
+    ack_all(broker, inbox, setup)
+    assert inbox.bodies() == bodies(12)
+    assert stored_page(setup) == []
+
+
+def test_a_restart_drops_the_paged_non_persistent_messages_and_keeps_the_rest(
+    setup: Setup,
+) -> None:
+    """Transient rows do not survive a restart; the persistent ones come back in order."""
+    broker = paging_broker(setup)
+    send_mixed(broker, 30)
+    settle(setup)
+    broker = setup.restart(limits=PAGING)
+    kept = [body for body, headers in mixed(30) if headers]
+    queue = broker.engine.queues["/queue/q"]
+    assert queue.depth() == len(kept)
+    assert all(not m.transient for m in stored_page(setup))
+    inbox = setup.subscribe(broker, prefetch=4)
+    ack_all(broker, inbox, setup)
+    assert inbox.bodies() == kept
+
+
+def test_a_purge_drops_the_transient_rows_too(setup: Setup) -> None:
+    """Purging a paged queue forgets its part on disk, whatever its kinds."""
+    broker = paging_broker(setup)
+    send_mixed(broker, 12)
+    settle(setup)
+    assert broker.engine.queues["/queue/q"].purge() == 12
+    settle(setup)
+    assert stored_page(setup) == []
+
+
+def test_a_browser_sees_paged_non_persistent_messages_as_they_were_sent(setup: Setup) -> None:
+    """Browsing reads the transient rows as non-persistent messages, and leaves them."""
+    broker = paging_broker(setup)
+    send_mixed(broker, 9)
+    settle(setup)
+    browsing = broker.engine.queues["/queue/q"].browse(9)
+    settle(setup)
+    browsed = result_of(browsing)
+    assert [(m.body, m.persistent) for m in browsed] == [(b, bool(h)) for b, h in mixed(9)]
+    assert len(stored_page(setup)) == 2 + 5
+
+
+def test_a_durable_backlog_of_non_persistent_messages_pages(setup: Setup) -> None:
+    """A durable subscription's queue pages non-persistent topic messages as a /queue/ does."""
+    broker = paging_broker(setup)
+    inbox = setup.subscribe(broker, "/topic/t", durable=("c", "d"), prefetch=2)
+    broker.unsubscribe(inbox)
+    settle(setup)
+    send(broker, "/topic/t", *bodies(15), headers=())
+    settle(setup)
+    queue = broker.engine.durable[("c", "d")]
+    assert len(queue.pending) == READ_AHEAD and queue.paged.transient == 11
+    again = setup.subscribe(broker, "/topic/t", durable=("c", "d"), prefetch=2)
+    ack_all(broker, again, setup)
+    assert again.bodies() == bodies(15)
+    assert stored_page(setup, queue.store_key) == []
 
 
 def test_a_restart_reads_the_head_and_counts_the_rest(setup: Setup) -> None:

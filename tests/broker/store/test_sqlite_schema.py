@@ -101,6 +101,16 @@ CREATE TABLE duplicate_ids (
 PRAGMA user_version = 4;
 """
 
+#: What schema 5 added: transient rows (non-persistent messages a paged queue keeps on disk).
+SCHEMA_5_ADDED = """
+ALTER TABLE messages ADD COLUMN transient INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX messages_transient ON messages (queue, sequence) WHERE transient;
+PRAGMA user_version = 5;
+"""
+
+#: Every schema's statements, from the first.
+SCHEMA_5 = SCHEMA_1 + SCHEMA_2_ADDED + SCHEMA_3_ADDED + SCHEMA_4_ADDED + SCHEMA_5_ADDED
+
 
 def table_layout(path: Path) -> dict[str, list[tuple[object, ...]]]:
     """:returns: each table's columns (name, type, not null, default, key) and the version."""
@@ -121,20 +131,20 @@ def table_layout(path: Path) -> dict[str, list[tuple[object, ...]]]:
     return layout
 
 
-def test_a_new_store_makes_the_tables_of_schema_4(tmp_path: Path) -> None:
-    """A new data directory gets exactly schema 4's tables, columns and version."""
+def test_a_new_store_makes_the_tables_of_schema_5(tmp_path: Path) -> None:
+    """A new data directory gets exactly schema 5's tables, columns and version."""
     result_of(open_sqlite(tmp_path / "new", task.Clock()).close())
     (tmp_path / "by-hand").mkdir()
     with sqlite3.connect(tmp_path / "by-hand" / DATABASE_NAME) as database:
-        database.executescript(SCHEMA_1 + SCHEMA_2_ADDED + SCHEMA_3_ADDED + SCHEMA_4_ADDED)
+        database.executescript(SCHEMA_5)
     made = table_layout(tmp_path / "new" / DATABASE_NAME)
     assert made == table_layout(tmp_path / "by-hand" / DATABASE_NAME)
-    assert made["user_version"] == [(4,)]
+    assert made["user_version"] == [(5,)]
 
 
-def test_a_schema_1_store_is_brought_to_schema_4(tmp_path: Path) -> None:
+def test_a_schema_1_store_is_brought_to_schema_5(tmp_path: Path) -> None:
     """
-    A schema 1 data directory gets schema 2's, 3's and 4's additions and version when opened,
+    A schema 1 data directory gets schema 2's to 5's additions and version when opened,
     keeps its messages and durable subscriptions, and then keeps scheduled and
     retained messages across a reopen.
     """
@@ -149,7 +159,7 @@ def test_a_schema_1_store_is_brought_to_schema_4(tmp_path: Path) -> None:
         )
     (tmp_path / "by-hand").mkdir()
     with sqlite3.connect(tmp_path / "by-hand" / DATABASE_NAME) as database:
-        database.executescript(SCHEMA_1 + SCHEMA_2_ADDED + SCHEMA_3_ADDED + SCHEMA_4_ADDED)
+        database.executescript(SCHEMA_5)
     clock = task.Clock()
     store = open_sqlite(tmp_path, clock)
     assert table_layout(tmp_path / DATABASE_NAME) == table_layout(
@@ -177,22 +187,31 @@ def test_a_schema_1_store_is_brought_to_schema_4(tmp_path: Path) -> None:
     result_of(reopened.close())
 
 
-def test_a_schema_3_store_is_brought_to_schema_4_and_keeps_its_messages(
+def old_store_with_a_message(path: Path, script: str) -> task.Clock:
+    """
+    Write a database of an older schema holding one message, ``m-1`` in ``/queue/a``.
+
+    :returns: a clock for the store the test opens on it.
+    """
+    with sqlite3.connect(path / DATABASE_NAME) as database:
+        database.executescript(script)
+        database.execute(
+            "INSERT INTO messages (sequence, queue, message_id, destination, headers, body,"
+            " expires) VALUES (1, '/queue/a', 'm-1', '/queue/a', '[]', x'', 0)"
+        )
+    return task.Clock()
+
+
+def test_a_schema_3_store_is_brought_to_schema_5_and_keeps_its_messages(
     tmp_path: Path,
 ) -> None:
     """
     A schema 3 data directory gets the ``duplicate_ids`` table when opened, keeps its
     messages, and a persistent message's duplicate-detection id is then stored with it.
     """
-    with sqlite3.connect(tmp_path / DATABASE_NAME) as database:
-        database.executescript(SCHEMA_1 + SCHEMA_2_ADDED + SCHEMA_3_ADDED)
-        database.execute(
-            "INSERT INTO messages (sequence, queue, message_id, destination, headers, body,"
-            " expires) VALUES (1, '/queue/a', 'm-1', '/queue/a', '[]', x'', 0)"
-        )
-    clock = task.Clock()
+    clock = old_store_with_a_message(tmp_path, SCHEMA_1 + SCHEMA_2_ADDED + SCHEMA_3_ADDED)
     store = open_sqlite(tmp_path, clock)
-    assert table_layout(tmp_path / DATABASE_NAME)["user_version"] == [(4,)]
+    assert table_layout(tmp_path / DATABASE_NAME)["user_version"] == [(5,)]
     adding = store.add("/queue/a", sent("m-2", "/queue/a", headers=(("duplicate-id", "d-2"),)))
     clock.advance(1)
     result_of(adding)
@@ -205,7 +224,34 @@ def test_a_schema_3_store_is_brought_to_schema_4_and_keeps_its_messages(
         assert database.execute("SELECT * FROM duplicate_ids").fetchall() == [("/queue/a", "d-2")]
 
 
-def test_a_schema_2_store_is_brought_to_schema_4_and_keeps_due_times(tmp_path: Path) -> None:
+def test_a_schema_4_store_is_brought_to_schema_5_and_keeps_its_messages_persistent(
+    tmp_path: Path,
+) -> None:
+    """
+    A schema 4 data directory gets the ``transient`` column and its partial index
+    when opened; the messages it held are persistent (not transient), so a
+    restart keeps them, and finding the transient rows reads only the index.
+    """
+    clock = old_store_with_a_message(
+        tmp_path, SCHEMA_1 + SCHEMA_2_ADDED + SCHEMA_3_ADDED + SCHEMA_4_ADDED
+    )
+    store = open_sqlite(tmp_path, clock)
+    assert table_layout(tmp_path / DATABASE_NAME)["user_version"] == [(5,)]
+    result_of(store.close())
+    reopened = open_sqlite(tmp_path, clock)
+    recovering = reopened.recover()
+    clock.advance(1)
+    (record,) = result_of(recovering).queues["/queue/a"]
+    assert (record.message_id, record.transient) == ("m-1", False)
+    result_of(reopened.close())
+    with sqlite3.connect(tmp_path / DATABASE_NAME) as database:
+        plan = database.execute(
+            "EXPLAIN QUERY PLAN DELETE FROM messages WHERE transient"
+        ).fetchall()
+    assert "messages_transient" in " ".join(str(step[-1]) for step in plan)
+
+
+def test_a_schema_2_store_is_brought_to_schema_5_and_keeps_due_times(tmp_path: Path) -> None:
     """
     A schema 2 data directory gets the ``due`` column when opened (its messages
     due at once), and a NACKed message's due time then survives a reopen.
@@ -218,7 +264,7 @@ def test_a_schema_2_store_is_brought_to_schema_4_and_keeps_due_times(tmp_path: P
         )
     clock = task.Clock()
     store = open_sqlite(tmp_path, clock)
-    assert table_layout(tmp_path / DATABASE_NAME)["user_version"] == [(4,)]
+    assert table_layout(tmp_path / DATABASE_NAME)["user_version"] == [(5,)]
     delaying = store.delay("/queue/a", "m-1", 1234.5)
     clock.advance(1)
     result_of(delaying)

@@ -206,6 +206,34 @@ def test_a_lazy_removal_waits_for_company_up_to_batch_delay(tmp_path: Path) -> N
     assert ids_by_queue(result_of(recovering)) == {}
 
 
+def test_a_transient_message_rides_with_the_next_commit(tmp_path: Path) -> None:
+    """
+    A paged non-persistent message starts no commit (no fsync) of its own before
+    batch_delay: a persistent add that comes meanwhile writes it in its group,
+    in call order; and its removal after a page is lazy too.
+    """
+    clock = task.Clock()
+    store = open_sqlite(tmp_path, clock, "batch", batch_delay=0.002)
+    commits = store.stats.commits
+    paged_out = store.add_transient("/queue/orders", sent("t-1"))
+    clock.advance(0.001)
+    assert (paged_out.called, store.stats.commits) == (False, commits)
+    added = store.add("/queue/orders", sent("p-2"))
+    clock.advance(0)
+    assert (paged_out.called, added.called, store.stats.commits) == (True, True, commits + 1)
+    page = store.page("/queue/orders", 0, None, 10)
+    clock.advance(0)
+    (transient, persistent) = result_of(page)
+    assert (transient.message_id, transient.transient) == ("t-1", True)
+    assert persistent.sequence > transient.sequence
+    commits = store.stats.commits
+    removed = store.remove_transient("/queue/orders", transient.sequence)
+    clock.advance(0.001)
+    assert (removed.called, store.stats.commits) == (False, commits)
+    clock.advance(0.0015)
+    assert removed.called
+
+
 def test_a_lazy_removal_behind_a_commit_does_not_hurry_the_next(tmp_path: Path) -> None:
     """Only lazy removals gathered behind a commit: they wait batch_delay, not the commit's time."""
     clock, writer, store = manual_store(tmp_path)

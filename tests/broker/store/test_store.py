@@ -426,6 +426,52 @@ def test_remove_after_forgets_where_a_page_would_read(harness: Harness) -> None:
     assert message_ids(state.queues["/queue/other"]) == ["o"]
 
 
+def test_transient_messages_are_paged_in_order_among_persistent_ones(harness: Harness) -> None:
+    """
+    add_transient() files a non-persistent message in the key's one order, marked
+    transient; remove_transient() forgets those up to a sequence, and only those.
+    """
+    harness.add("/queue/orders", sent("p-0"))
+    harness.settle(harness.store.add_transient("/queue/orders", sent("t-1")))
+    harness.add("/queue/orders", sent("p-2"))
+    harness.settle(harness.store.add_transient("/queue/orders", sent("t-3")))
+    harness.settle(harness.store.add_transient("/queue/other", sent("t-o", "/queue/other")))
+    page = harness.settle(harness.store.page("/queue/orders", 0, None, 10))
+    assert [(m.message_id, m.transient) for m in page] == [
+        ("p-0", False),
+        ("t-1", True),
+        ("p-2", False),
+        ("t-3", True),
+    ]
+    assert page[1].body == b"t-1" and page[1].redeliveries == 0
+    harness.settle(harness.store.remove_transient("/queue/orders", page[2].sequence))
+    left = harness.settle(harness.store.page("/queue/orders", 0, None, 10))
+    assert message_ids(left) == ["p-0", "p-2", "t-3"]
+    assert message_ids(harness.settle(harness.store.page("/queue/other", 0, None, 10))) == ["t-o"]
+
+
+@pytest.mark.parametrize("read_ahead", [0, 2])
+def test_recovery_drops_every_transient_message(harness: Harness, read_ahead: int) -> None:
+    """
+    A non-persistent message does not survive a restart: recover() drops the
+    transient ones (a key that held only those is gone), with or without a
+    read-ahead, and counts only the persistent ones left on disk.
+    """
+    for n in range(4):
+        harness.add("/queue/orders", sent(f"p-{n}"))
+        harness.settle(harness.store.add_transient("/queue/orders", sent(f"t-{n}")))
+    harness.settle(harness.store.add_transient("/queue/gone", sent("t-g", "/queue/gone")))
+    state = harness.settle(harness.store.recover(read_ahead))
+    assert "/queue/gone" not in state.queues
+    kept = message_ids(state.queues["/queue/orders"])
+    if read_ahead:
+        assert kept == ["p-0", "p-1"] and state.paged["/queue/orders"].count == 2
+    else:
+        assert kept == ["p-0", "p-1", "p-2", "p-3"]
+    rest = harness.settle(harness.store.page("/queue/orders", 0, None, 10))
+    assert message_ids(rest) == ["p-0", "p-1", "p-2", "p-3"]
+
+
 def test_a_recovery_with_a_read_ahead_reads_heads_and_counts_the_rest(harness: Harness) -> None:
     """recover(read_ahead) gives each key's first messages and a PagedRange for the rest."""
     for n in range(7):
