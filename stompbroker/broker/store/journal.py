@@ -131,6 +131,10 @@ class Journal:
             ``None`` once every add is durable, or fails with
             :class:`MessageNotStored`.
         """
+        if len(keys) == 1:
+            # One queue, the usual case: one link on the store's Deferred, not two.
+            added: Deferred[None] = self.store.add(keys[0], message)
+            return added.addCallbacks(_nothing, self._not_stored, errbackArgs=(message,))
         done = all_done([self.store.add(key, message) for key in keys])
         if done is None:
             return None
@@ -347,4 +351,7 @@ def settled(written: list[Deferred[bool]]) -> Deferred[None] | None:
     """
     if not written:
         return None
+    if len(written) == 1:
+        # An ACK of one message: gathering one result would cost a DeferredList.
+        return written[0].addCallback(_nothing)
     return gatherResults(written).addCallback(_nothing)
