@@ -3,7 +3,7 @@ The persistent queue path, run N times in process with a real SQLite store: for
 counting its instructions.
 
 Usage: ``python -m benchmarks.persistent_parts N [--body BYTES] [--window W]
-[--writer inline|thread] [--dir DIR]``
+[--writer inline|thread|none] [--dir DIR]``
 
 Four producers and four consumers are real sessions on ``StringTransport`` and
 a ``task.Clock``, as in :mod:`benchmarks.queue_cost`, on a broker with an
@@ -24,7 +24,9 @@ a removal.
 ``--writer inline`` (the default) runs the writer's work in the caller's thread:
 instruction counts are then repeatable.  ``--writer thread`` hands each group to
 a second thread and waits for it, which adds the cost of handing the GIL over
-and back (not the reactor's wake-up, which needs a real reactor).
+and back (not the reactor's wake-up, which needs a real reactor).  ``--writer
+none`` runs the same frames through a broker without a store (which ignores
+``persistent:true``): the difference to ``inline`` is what persistence costs.
 
 It prints nothing; as :mod:`benchmarks.queue_parts`, run it under
 ``valgrind --tool=callgrind`` at two values of N and divide the difference of
@@ -59,7 +61,7 @@ from stompbroker.broker.service import Broker
 from stompbroker.broker.store.sqlite import SQLiteStore
 from stompbroker.transport.tcp import stomp_server_factory
 
-WRITERS = ("inline", "thread")
+WRITERS = ("inline", "thread", "none")
 _ACK = b"\nack:"
 _MESSAGE_ID = b"\nmessage-id:"
 
@@ -108,8 +110,12 @@ class PersistentRun:
         self.clock = Clock()
         self._pool = ThreadPoolExecutor(1) if writer == "thread" else None
         executor = _inline if self._pool is None else _on_thread(self._pool)
-        self.store = SQLiteStore(
-            data_dir, reactor=self.clock, executor=executor, close_at_shutdown=False
+        self.store = (
+            None
+            if writer == "none"
+            else SQLiteStore(
+                data_dir, reactor=self.clock, executor=executor, close_at_shutdown=False
+            )
         )
         self.broker = Broker(self.clock, store=self.store)
         self.broker.startService()
@@ -192,7 +198,8 @@ class PersistentRun:
     def close(self) -> None:
         """Stop the broker and close its store."""
         self.broker.stopService()
-        self.store.close()
+        if self.store is not None:
+            self.store.close()
         self.clock.advance(1)
         if self._pool is not None:
             self._pool.shutdown()
@@ -215,7 +222,7 @@ def run_path(
     with tempfile.TemporaryDirectory(dir=where) as data_dir:
         run = PersistentRun(messages, Path(data_dir), body, window, writer)
         timed(run.run)
-        commits = run.store.stats.commits
+        commits = 1 if run.store is None else run.store.stats.commits
         run.close()
     if len(run.seen) != run.sent or run.duplicated or run.receipts != run.sent:
         raise RuntimeError(

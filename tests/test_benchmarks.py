@@ -609,8 +609,9 @@ def test_persistent_parts_stores_receipts_delivers_and_removes_every_message(
     run = persistent_parts.run_path(160, body=100, writer=writer, where=str(tmp_path))
     assert (run.sent, run.receipts, len(run.seen)) == (160, 160, 160)
     # Ten rounds of sixteen SENDs, each its commit; the ACKs' deletes ride the next.
-    assert run.store.stats.operations >= 320
+    assert run.store is not None and run.store.stats.operations >= 320
     assert persistent_parts.main(["64", "--dir", str(tmp_path)]) == 0
+    assert persistent_parts.main(["64", "--writer", "none"]) == 0
 
 
 @pytest.mark.parametrize("part", ("read", "entries"))
