@@ -341,8 +341,8 @@ class Removal:
     message_id: str
 
     def __call__(self, connection: sqlite3.Connection) -> None:
-        """In the writer thread: delete the message, if its key holds it."""
-        connection.execute(_DELETE, (self.queue, self.message_id))
+        """In the writer thread: :func:`delete_message`."""
+        delete_message(self.queue, self.message_id, connection)
 
     @staticmethod
     def write_run(
