@@ -599,6 +599,21 @@ def test_queue_parts_runs_each_part_over_the_messages_asked_for(part: str, frame
     assert queue_parts.main([part, "300", "--frames", frames]) == 0
 
 
+@pytest.mark.parametrize("writer", ("inline", "thread"))
+def test_persistent_parts_stores_receipts_delivers_and_removes_every_message(
+    writer: str, tmp_path: Path
+) -> None:
+    """benchmarks.persistent_parts: a RECEIPT and one delivery per message, and the store empty."""
+    from benchmarks import persistent_parts
+
+    run = persistent_parts.run_path(160, body=100, writer=writer, where=str(tmp_path))
+    assert (run.sent, run.receipts, len(run.seen)) == (160, 160, 160)
+    # Ten rounds of sixteen SENDs, each its commit; the ACKs' deletes ride the next.
+    assert run.store is not None and run.store.stats.operations >= 320
+    assert persistent_parts.main(["64", "--dir", str(tmp_path)]) == 0
+    assert persistent_parts.main(["64", "--writer", "none"]) == 0
+
+
 @pytest.mark.parametrize("part", ("read", "entries"))
 def test_cluster_read_parts_takes_and_settles_every_message_read(part: str) -> None:
     """benchmarks.cluster_read_parts: every message read is settled, one script per read."""

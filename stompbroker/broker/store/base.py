@@ -321,14 +321,17 @@ def stored_message(
 
     :returns: an undelivered :class:`StoredMessage` with ``message``'s fields.
     """
+    headers = message.headers
     return StoredMessage(
-        queue=queue,
-        sequence=sequence,
-        message_id=message.message_id,
-        destination=message.destination,
-        headers=tuple((name, value) for name, value in message.headers),
-        body=bytes(message.body),
-        expires=message.expires,
+        queue,
+        sequence,
+        message.message_id,
+        message.destination,
+        # A message's pairs are a tuple already (and immutable): copied, they
+        # cost a generator per persistent SEND.
+        headers if type(headers) is tuple else tuple((name, value) for name, value in headers),
+        bytes(message.body),
+        message.expires,
         transient=transient,
     )
 

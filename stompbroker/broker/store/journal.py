@@ -131,6 +131,10 @@ class Journal:
             ``None`` once every add is durable, or fails with
             :class:`MessageNotStored`.
         """
+        if len(keys) == 1:
+            # One queue, the usual case: one link on the store's Deferred, not two.
+            added: Deferred[None] = self.store.add(keys[0], message)
+            return added.addCallbacks(_nothing, self._not_stored, errbackArgs=(message,))
         done = all_done([self.store.add(key, message) for key in keys])
         if done is None:
             return None
@@ -204,15 +208,22 @@ class Journal:
             )
         )
 
-    def delivered(self, key: str, message_id: str) -> Deferred[bool]:
+    def delivered(self, key: str, message_id: str) -> Deferred[bool] | None:
         """
         Record that a message is being handed to a consumer, so that after a crash
         it comes back with ``redelivered:true``.
 
-        :returns: see :meth:`_written`; the message is written to its consumer
-            once this fires.
+        :returns: ``None`` if the mark is recorded already (the SQLite store's
+            mark of a message whose insert it joins: a flowing queue's every
+            delivery), so that the message is written to its consumer at once,
+            with no Deferred to wait for; otherwise see :meth:`_written`: the
+            message is written to its consumer once this fires.
         """
-        return self._written(self.store.mark_delivered(key, message_id), "mark delivered", key)
+        written = self.store.mark_delivered(key, message_id)
+        if written.called and not isinstance(written.result, Failure):
+            self._succeeded(None)
+            return None
+        return self._written(written, "mark delivered", key)
 
     def delay(self, key: str, message_id: str, due: float) -> Deferred[bool]:
         """
@@ -368,4 +379,7 @@ def settled(written: list[Deferred[bool]]) -> Deferred[None] | None:
     """
     if not written:
         return None
+    if len(written) == 1:
+        # An ACK of one message: gathering one result would cost a DeferredList.
+        return written[0].addCallback(_nothing)
     return gatherResults(written).addCallback(_nothing)

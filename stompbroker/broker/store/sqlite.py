@@ -458,10 +458,7 @@ class SQLiteStore:
             insert.dropped = True
             return succeed(None)
         return self._write(
-            functools.partial(sqlite_records.delete_message, queue, message_id),
-            None,
-            lazy=lazy,
-            settling=True,
+            sqlite_records.Removal(queue, message_id), None, lazy=lazy, settling=True
         )
 
     def mark_delivered(self, queue: str, message_id: str) -> Deferred[None]:

@@ -11,13 +11,22 @@ the connection, inside the transaction of a group.  They raise a
 own operation, which then wrote nothing; an ``sqlite3.Error`` fails the whole
 group.  A message's headers are kept as a JSON list of pairs, which keeps their
 order and repeats (the tables are :mod:`stompbroker.broker.store.sqlite_schema`).
+
+A message's insert (:class:`PendingInsert`) and its delete (:class:`Removal`)
+are objects with a ``write_run``
+(:data:`~stompbroker.broker.store.sqlite_writer.RunWriter`): the writer hands it
+each run of them that is consecutive in a group, and it writes the run as one
+statement of up to :data:`MOST_ROWS` rows (``INSERT ... VALUES (...), (...)``,
+``DELETE ... WHERE queue = ? AND message_id IN (...)``), in as few sizes of
+statement as SQLite's statement cache can keep (powers of two).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from attrs import define
@@ -29,12 +38,15 @@ from stompbroker.broker.store.base import (
     RecoveredState,
     ScheduledRecord,
     StoredMessage,
+    StoreError,
     duplicate_error,
 )
 from stompbroker.protocol.frames import Headers
 
 __all__ = [
+    "MOST_ROWS",
     "PendingInsert",
+    "Removal",
     "decode_headers",
     "delete_after",
     "delete_message",
@@ -105,9 +117,14 @@ _REPLACE_RETAINED = (
 )
 
 
+#: Encodes the headers' pairs as JSON lists (a tuple is written as a list), with
+#: :func:`json.dumps`'s defaults and without its per-call set-up.
+_encode_json = json.JSONEncoder().encode
+
+
 def encode_headers(headers: Headers) -> str:
     """:returns: the headers as a JSON list of pairs, which keeps order and repeats."""
-    return json.dumps([[name, value] for name, value in headers])
+    return _encode_json(headers if type(headers) is tuple else tuple(headers))
 
 
 def decode_headers(text: str) -> Headers:
@@ -221,6 +238,158 @@ class PendingInsert:
             raise duplicate_error(*key)
         keep_duplicate_id(record, connection)
         return record
+
+    @staticmethod
+    def write_run(
+        connection: sqlite3.Connection, inserts: list[PendingInsert]
+    ) -> list[tuple[bool, Any]]:
+        """Write a run of inserts together: :func:`write_inserts`."""
+        return write_inserts(connection, inserts)
+
+
+#: Most rows one statement of a run writes; a run's statements have
+#: power-of-two sizes up to it (see :func:`_sizes`).
+MOST_ROWS = 64
+_INSERT_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+def _sizes(count: int) -> Iterator[int]:
+    """:returns: the sizes of the statements that write ``count`` rows, largest first."""
+    while count:
+        size = min(MOST_ROWS, 1 << (count.bit_length() - 1))
+        yield size
+        count -= size
+
+
+@functools.cache
+def _insert_rows(count: int) -> str:
+    """:returns: the insert of ``count`` messages with their delivery marks."""
+    return (
+        "INSERT OR IGNORE INTO messages (sequence, queue, message_id, destination, headers,"
+        " body, expires, delivered, redelivery_count) VALUES " + ", ".join([_INSERT_ROW] * count)
+    )
+
+
+@functools.cache
+def _delete_rows(count: int) -> str:
+    """:returns: the delete of ``count`` messages of one key."""
+    marks = ", ".join("?" * count)
+    return f"DELETE FROM messages WHERE queue = ? AND message_id IN ({marks})"
+
+
+def _one(apply: Any, connection: sqlite3.Connection) -> tuple[bool, Any]:
+    """:returns: the outcome of one operation, as the writer records it."""
+    try:
+        return (True, apply(connection))
+    except StoreError as error:
+        return (False, error)
+
+
+def write_inserts(
+    connection: sqlite3.Connection, inserts: list[PendingInsert]
+) -> list[tuple[bool, Any]]:
+    """
+    Write a run of inserts: those not dropped in multi-row statements, a dropped
+    one (which writes nothing, or deletes a duplicate's row) on its own, in order.
+
+    :returns: an outcome per insert, as :meth:`PendingInsert.__call__` gives it.
+    """
+    outcomes: list[tuple[bool, Any]] = []
+    rows: list[PendingInsert] = []
+    for insert in inserts:
+        if insert.dropped:
+            outcomes.extend(_insert_together(connection, rows))
+            rows = []
+            outcomes.append(_one(insert, connection))
+        else:
+            rows.append(insert)
+    outcomes.extend(_insert_together(connection, rows))
+    return outcomes
+
+
+def _insert_together(
+    connection: sqlite3.Connection, inserts: list[PendingInsert]
+) -> list[tuple[bool, Any]]:
+    """
+    Insert messages (none dropped) in as few statements as :func:`_sizes` gives.
+
+    Every sequence is new, so a row is missing only where its key held its id
+    already (or an earlier row of the run took it): those few are found by their
+    sequence afterwards, and answered as :meth:`PendingInsert.__call__` answers
+    a duplicate.
+    """
+    if len(inserts) < 2:
+        return [_one(insert, connection) for insert in inserts]
+    values: list[object] = []
+    for insert in inserts:
+        marks = insert.marks
+        values.extend(_row(insert.record))
+        values.append(1 if marks else 0)
+        values.append(marks - 1 if marks else 0)
+    written = 0
+    start = 0
+    for size in _sizes(len(inserts)):
+        end = start + size * 9
+        written += connection.execute(_insert_rows(size), values[start:end]).rowcount
+        start = end
+    if written == len(inserts):
+        for insert in inserts:
+            keep_duplicate_id(insert.record, connection)
+        return [(True, insert.record) for insert in inserts]
+    return [_inserted_or_duplicate(insert, connection) for insert in inserts]
+
+
+def _inserted_or_duplicate(
+    insert: PendingInsert, connection: sqlite3.Connection
+) -> tuple[bool, Any]:
+    """After a run's insert that left some rows out: the outcome of one of its inserts."""
+    record = insert.record
+    found = connection.execute("SELECT 1 FROM messages WHERE sequence = ?", (record.sequence,))
+    if found.fetchone() is not None:
+        keep_duplicate_id(record, connection)
+        return (True, record)
+    key = (record.queue, record.message_id)
+    for _ in range(insert.marks):
+        connection.execute(_MARK_DELIVERED, key)
+    return (False, duplicate_error(*key))
+
+
+@define
+class Removal:
+    """
+    A message's delete (:meth:`~stompbroker.broker.store.sqlite.SQLiteStore.remove`):
+    the message, if its key holds it, is deleted.
+
+    :ivar queue: its key.
+    :ivar message_id: its id.
+    """
+
+    queue: str
+    message_id: str
+
+    def __call__(self, connection: sqlite3.Connection) -> None:
+        """In the writer thread: :func:`delete_message`."""
+        delete_message(self.queue, self.message_id, connection)
+
+    @staticmethod
+    def write_run(
+        connection: sqlite3.Connection, removals: list[Removal]
+    ) -> list[tuple[bool, Any]]:
+        """Delete a run of messages, those of one key together (see :data:`RunWriter`)."""
+        start = 0
+        count = len(removals)
+        while start < count:
+            queue = removals[start].queue
+            end = start + 1
+            while end < count and removals[end].queue == queue:
+                end += 1
+            ids = [removal.message_id for removal in removals[start:end]]
+            done = 0
+            for size in _sizes(len(ids)):
+                connection.execute(_delete_rows(size), (queue, *ids[done : done + size]))
+                done += size
+            start = end
+        return [(True, None)] * count
 
 
 def read_duplicate_ids(connection: sqlite3.Connection) -> list[tuple[str, str]]:

@@ -11,6 +11,12 @@ While the writer works, new operations gather into the next group, so the busier
 the broker, the more messages share each fsync.  The reactor thread never touches
 the disk after :meth:`~stompbroker.broker.store.sqlite.SQLiteStore.open`.
 
+Consecutive operations of one kind (the inserts of a producer's SENDs, the
+deletes of a consumer's ACKs) are written as one statement where their kind
+says how (a ``write_run``, see :data:`RunWriter`): one SQLite statement, and one
+release of the GIL to the reactor thread and back, rather than one per message.
+Only neighbours are joined, so the group is still applied in call order.
+
 :class:`GroupCommit` is an object
 :class:`~stompbroker.broker.store.sqlite.SQLiteStore` makes when it opens: the
 store keeps its life cycle (the directory's lock, the writer's thread) and its
@@ -35,7 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from attrs import define, frozen
+from attrs import define
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
@@ -44,7 +50,7 @@ from stompbroker.broker.store.disk_space import RESUME_BYTES, Reserve, disk_spac
 from stompbroker.broker.store.sqlite_files import store_full, translate_error
 from stompbroker.logs import logger
 
-__all__ = ["Apply", "Executor", "GroupCommit", "StoreStats", "Together", "alone"]
+__all__ = ["Apply", "Executor", "GroupCommit", "RunWriter", "StoreStats", "Together", "alone"]
 
 log = logger("stompbroker.store")
 
@@ -52,6 +58,14 @@ log = logger("stompbroker.store")
 Executor = Callable[[Callable[[], Any]], Deferred]
 #: One operation, as the writer applies it.
 Apply = Callable[[sqlite3.Connection], Any]
+#: Applies a run of operations of one kind, consecutive in a group, together:
+#: ``write_run(connection, operations)`` returns ``(succeeded, result or
+#: error)`` for each, as the operations called one by one would have, failing
+#: one with a :class:`StoreError` of its own and the group with an
+#: ``sqlite3.Error``.  An operation offers it as its ``write_run`` attribute
+#: (one function for the whole kind: the writer joins operations whose
+#: ``write_run`` is the same object).
+RunWriter = Callable[[sqlite3.Connection, list[Any]], list[tuple[bool, Any]]]
 #: ``(settle, outcome)``: runs ``settle(outcome)``, the firing of a committed
 #: group's Deferreds; see :class:`GroupCommit`'s ``settle_together``.
 Together = Callable[[Callable[[Any], object], Any], None]
@@ -73,15 +87,6 @@ class StoreStats:
 
     commits: int = 0
     operations: int = 0
-
-
-@frozen
-class _Operation:
-    """One pending operation: what the writer does, and whom to tell."""
-
-    apply: Apply
-    deferred: Deferred
-    settling: bool
 
 
 class GroupCommit:
@@ -140,7 +145,11 @@ class GroupCommit:
         self._full_logged = False
         #: Operations refused for a full disk since it filled, for the line when it ends.
         self.refused = 0
-        self._pending: list[_Operation] = []
+        #: The pending operations, their Deferreds and whether each is
+        #: settling (see :meth:`submit`): three lists, not an object each.
+        self._pending: list[Apply] = []
+        self._deferreds: list[Deferred] = []
+        self._settling: list[bool] = []
         self._timer: Any = None
         self._writing = False
         #: When the first operation pending for the next group arrived during a commit.
@@ -165,7 +174,9 @@ class GroupCommit:
         """
         done: Deferred = Deferred()
         pending = self._pending
-        pending.append(_Operation(apply, done, settling))
+        pending.append(apply)
+        self._deferreds.append(done)
+        self._settling.append(settling)
         if self._writing:
             # Group commit: gather for the next group while this one commits.
             if not (lazy or self._urgent):
@@ -208,20 +219,21 @@ class GroupCommit:
             if self._closed is not None:
                 self._finish_closing()
             return
-        group = self._pending[: self._max_batch]
-        del self._pending[: self._max_batch]
+        most = self._max_batch
+        work, deferreds, settling = (
+            self._pending[:most],
+            self._deferreds[:most],
+            self._settling[:most],
+        )
+        del self._pending[:most], self._deferreds[:most], self._settling[:most]
         # What is left of a group over max_batch goes next, as if urgent.
         self._urgent = bool(self._pending)
         self._gathering_since = self._reactor.seconds()
         self._writing = True
         self._commit_started = self._reactor.seconds()
         self._sealed()
-        written = self._executor(
-            functools.partial(
-                self._commit, [op.apply for op in group], [op.settling for op in group]
-            )
-        )
-        written.addBoth(self._group_done, group)
+        written = self._executor(functools.partial(self._commit, work, settling))
+        written.addBoth(self._group_done, deferreds)
 
     def _commit(self, work: list[Apply], settling: list[bool]) -> list[tuple[bool, Any]]:
         """
@@ -289,13 +301,25 @@ class GroupCommit:
         """
         connection = self._connection
         outcomes: list[tuple[bool, Any]] = []
+        count = len(work)
         try:
             connection.execute("BEGIN IMMEDIATE")
-            for apply in work:
-                try:
-                    outcomes.append((True, apply(connection)))
-                except StoreError as error:
-                    outcomes.append((False, error))
+            start = 0
+            while start < count:
+                apply = work[start]
+                write_run = getattr(apply, "write_run", None)
+                end = start + 1
+                if write_run is not None:
+                    while end < count and getattr(work[end], "write_run", None) is write_run:
+                        end += 1
+                if end - start > 1:
+                    outcomes.extend(write_run(connection, work[start:end]))  # type: ignore[misc]
+                else:
+                    try:
+                        outcomes.append((True, apply(connection)))
+                    except StoreError as error:
+                        outcomes.append((False, error))
+                start = end
             connection.execute("COMMIT")
         except sqlite3.Error as error:
             try:
@@ -306,7 +330,7 @@ class GroupCommit:
             raise
         return outcomes
 
-    def _group_done(self, outcomes: Any, group: list[_Operation]) -> None:
+    def _group_done(self, outcomes: Any, group: list[Deferred]) -> None:
         """In the reactor thread: fire the group's Deferreds, then start the next group."""
         self._writing = False
         if self.full != self._full_logged:
@@ -314,20 +338,20 @@ class GroupCommit:
         self._together(self._settle, (outcomes, group))
         self._next_group()
 
-    def _settle(self, done: tuple[Any, list[_Operation]]) -> None:
+    def _settle(self, done: tuple[Any, list[Deferred]]) -> None:
         """Fire a group's Deferreds, with its results or its failure."""
         outcomes, group = done
         if isinstance(outcomes, Failure):
-            for operation in group:
-                operation.deferred.errback(outcomes)
+            for deferred in group:
+                deferred.errback(outcomes)
         else:
             self._stats.commits += 1
             self._stats.operations += len(group)
-            for operation, (succeeded, result) in zip(group, outcomes, strict=True):
+            for deferred, (succeeded, result) in zip(group, outcomes, strict=True):
                 if succeeded:
-                    operation.deferred.callback(result)
+                    deferred.callback(result)
                 else:
-                    operation.deferred.errback(Failure(result))
+                    deferred.errback(Failure(result))
 
     def _next_group(self) -> None:
         """After a commit: start the next group now, or when it has gathered enough."""

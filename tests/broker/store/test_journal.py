@@ -24,6 +24,7 @@ from stompbroker.broker.service import Broker
 from stompbroker.broker.store.base import StoreDamaged, StoreLocked
 from stompbroker.broker.store.journal import (
     DURABLE_KEY_PREFIX,
+    Journal,
     MessageNotStored,
     durable_key,
     parse_durable_key,
@@ -511,3 +512,27 @@ def test_a_broker_without_a_store_is_ready_at_once_and_ignores_persistent() -> N
     assert result_of(broker.when_ready()) is None
     assert send(broker, "/queue/q", b"1") == [None]
     assert not broker.engine.queues["/queue/q"].pending[0].persistent
+
+
+def test_a_delivery_mark_joined_to_its_add_gives_the_queue_nothing_to_wait_for(
+    tmp_path: Path,
+) -> None:
+    """
+    A message delivered before its add is written needs no wait (its mark rides
+    in the insert): the journal says so with ``None``, and the queue writes the
+    MESSAGE at once; once the add is written, a mark is an update to wait for.
+    """
+    clock = Clock()
+    store = sqlite_store(tmp_path, clock)
+    store.open()
+    journal = Journal(store)
+    message = Message("/queue/orders", "m-1", (), b"1", persistent=True)
+    added = journal.add(["/queue/orders"], message)
+    assert journal.delivered("/queue/orders", "m-1") is None
+    clock.advance(0)
+    assert result_of(added) is None
+    again = journal.delivered("/queue/orders", "m-1")
+    assert isinstance(again, Deferred) and not again.called
+    clock.advance(0)
+    assert result_of(again) is True
+    result_of(store.close())

@@ -608,3 +608,114 @@ def test_the_log_is_checkpointed_rarely_and_the_cache_is_large(tmp_path: Path) -
 def test_the_log_is_a_sixteenth_of_a_small_filesystem_at_most(filesystem: int, log: int) -> None:
     """64 MB of log on a 100 MB disk would leave the disk alarm nothing to guard."""
     assert wal_bytes(filesystem) == log
+
+
+# -- runs of inserts and deletes ---------------------------------------------------
+
+
+def traced(store: SQLiteStore) -> list[str]:
+    """:returns: the list the writer's statements (their first two words) are appended to."""
+    statements: list[str] = []
+    assert store._connection is not None
+    store._connection.set_trace_callback(lambda sql: statements.append(" ".join(sql.split()[:2])))
+    return statements
+
+
+def test_a_group_writes_its_run_of_inserts_and_its_run_of_deletes_as_one_statement_each(
+    tmp_path: Path,
+) -> None:
+    """
+    Sixteen SENDs then sixteen ACKs, as one round of four producers and four
+    consumers with four each outstanding: one INSERT for the group's messages, one
+    DELETE (riding the next commit) for their removals.
+    """
+    clock = task.Clock()
+    store = open_sqlite(tmp_path, clock)
+    statements = traced(store)
+    adds = [store.add("/queue/orders", sent(f"m-{n}")) for n in range(16)]
+    clock.advance(0)
+    assert [result_of(add).message_id for add in adds] == [f"m-{n}" for n in range(16)]
+    removals = [store.remove("/queue/orders", f"m-{n}", lazy=True) for n in range(16)]
+    store.add("/queue/orders", sent("m-16"))
+    clock.advance(0)
+    assert [result_of(removal) for removal in removals] == [None] * 16
+    assert statements == [
+        "BEGIN IMMEDIATE",
+        "INSERT OR",
+        "COMMIT",
+        "BEGIN IMMEDIATE",
+        "DELETE FROM",
+        "INSERT OR",
+        "COMMIT",
+    ]
+    result_of(store.close())
+    assert recovered(tmp_path) == [("m-16", False, 0, 0.0)]
+
+
+@pytest.mark.parametrize("count", [2, 3, 7, 64, 65, 200])
+def test_runs_of_any_length_write_every_message_with_its_marks(count: int, tmp_path: Path) -> None:
+    """Statements of power-of-two sizes cover a run of any length, marks kept row by row."""
+    clock = task.Clock()
+    store = open_sqlite(tmp_path, clock)
+    for n in range(count):
+        store.add("/queue/orders", sent(f"m-{n}"))
+        for _ in range(n % 3):
+            store.mark_delivered("/queue/orders", f"m-{n}")
+    clock.advance(0)
+    result_of(store.close())
+    assert recovered(tmp_path) == [
+        (f"m-{n}", n % 3 > 0, max(n % 3 - 1, 0), 0.0) for n in range(count)
+    ]
+
+
+def test_a_duplicate_in_a_run_of_inserts_fails_alone_and_its_marks_apply_to_the_stored_one(
+    tmp_path: Path,
+) -> None:
+    """The rest of the run is written; the duplicate is answered as one add on its own is."""
+    clock = task.Clock()
+    store = open_sqlite(tmp_path, clock)
+    store.add("/queue/orders", sent("m-1"))
+    clock.advance(0)
+    before = store.add("/queue/orders", sent("m-0"))
+    again = store.add("/queue/orders", sent("m-1"))
+    store.mark_delivered("/queue/orders", "m-1")
+    after = store.add("/queue/orders", sent("m-2"))
+    twice = store.add("/queue/orders", sent("m-2"))
+    clock.advance(0)
+    assert (result_of(before).message_id, result_of(after).message_id) == ("m-0", "m-2")
+    for duplicate in (again, twice):
+        with pytest.raises(DuplicateMessage):
+            result_of(duplicate)
+    result_of(store.close())
+    assert recovered(tmp_path) == [
+        ("m-1", True, 0, 0.0),
+        ("m-0", False, 0, 0.0),
+        ("m-2", False, 0, 0.0),
+    ]
+
+
+def test_a_run_of_inserts_with_a_dropped_one_writes_the_others_in_order(tmp_path: Path) -> None:
+    """A message acknowledged before its group was written is left out of its run."""
+    clock = task.Clock()
+    store = open_sqlite(tmp_path, clock)
+    for n in range(5):
+        store.add("/queue/orders", sent(f"m-{n}"))
+    store.remove("/queue/orders", "m-2")
+    clock.advance(0)
+    result_of(store.close())
+    assert [m for m, *_ in recovered(tmp_path)] == ["m-0", "m-1", "m-3", "m-4"]
+
+
+def test_a_run_of_removals_of_several_keys_deletes_each_from_its_own(tmp_path: Path) -> None:
+    """Removals are joined per key: an id removed from one queue stays in another."""
+    clock = task.Clock()
+    store = open_sqlite(tmp_path, clock)
+    for queue in ("/queue/a", "/queue/b"):
+        for n in range(3):
+            store.add(queue, sent(f"m-{n}", queue))
+    clock.advance(0)
+    for queue, n in (("/queue/a", 0), ("/queue/a", 1), ("/queue/b", 2), ("/queue/a", 2)):
+        store.remove(queue, f"m-{n}")
+    clock.advance(0)
+    result_of(store.close())
+    assert ids_by_queue(recover_from(tmp_path)) == {"/queue/b": ["m-0", "m-1"]}

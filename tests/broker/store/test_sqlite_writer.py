@@ -102,3 +102,57 @@ def test_a_committed_group_is_settled_inside_settle_together(tmp_path: Path) -> 
         group.submit(insert(value)).addCallback(lambda value: seen.append(f"fired {value}"))
     clock.advance(0)
     assert seen == ["sealed", "settling", "fired 0", "fired 1", "fired 2", "settled"]
+
+
+class Counted:
+    """
+    An operation of a kind that the writer may write in runs: each run is
+    recorded, and a run refuses (writes nothing of) a multiple of five.
+    """
+
+    runs: list[list[int]] = []
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __call__(self, connection: sqlite3.Connection) -> int:
+        Counted.runs.append([self.value])
+        connection.execute("INSERT INTO t VALUES (?)", (self.value,))
+        return self.value
+
+    @staticmethod
+    def write_run(
+        connection: sqlite3.Connection, operations: list[Counted]
+    ) -> list[tuple[bool, object]]:
+        values = [operation.value for operation in operations]
+        Counted.runs.append(values)
+        kept = [(value,) for value in values if value % 5]
+        connection.executemany("INSERT INTO t VALUES (?)", kept)
+        return [
+            (True, value) if value % 5 else (False, DuplicateMessage("five")) for value in values
+        ]
+
+
+def test_neighbours_of_one_kind_are_written_as_a_run_in_call_order(tmp_path: Path) -> None:
+    """
+    Consecutive operations whose ``write_run`` is the same go to it together; an
+    operation of another kind ends the run, and a run of one is called alone.
+    Each keeps its own outcome, a failure of its own included.
+    """
+    clock, connection, stats, group = writer(tmp_path)
+    Counted.runs = []
+    done = [group.submit(Counted(value)) for value in (1, 2, 3)]
+    done.append(group.submit(insert(4)))
+    done.append(group.submit(Counted(5)))
+    done.append(group.submit(insert(7)))
+    done += [group.submit(Counted(value)) for value in (6, 10, 11)]
+    clock.advance(0)
+    assert Counted.runs == [[1, 2, 3], [5], [6, 10, 11]]
+    outcomes: list[object] = []
+    for deferred in done:
+        deferred.addErrback(lambda failure: type(failure.value).__name__).addCallback(
+            outcomes.append
+        )
+    assert outcomes == [1, 2, 3, 4, 5, 7, 6, "DuplicateMessage", 11]
+    assert (stats.commits, stats.operations) == (1, 9)
+    assert connection.execute("SELECT count(*) FROM t").fetchone() == (8,)
