@@ -5,10 +5,13 @@ Paged queues on the real broker: a backlog many times ``--queue-memory``, sent b
 
 from __future__ import annotations
 
+import json
+import time
+import urllib.request
 from pathlib import Path
 
 from tests.support.clients import connect, flush_deliveries, publish
-from tests.support.process import BrokerStarter
+from tests.support.process import BrokerProcess, BrokerStarter
 
 PERSISTENT = {"persistent": "true"}
 #: Far more than the budget holds: ~600 bytes of bookkeeping and 1 KiB per message.
@@ -54,3 +57,35 @@ def test_a_paged_backlog_survives_sigkill_and_drains_once_in_order(
         assert f"recovered {BACKLOG} persistent messages" in log
     finally:
         broker.stop()
+
+
+def stats_depth(broker: BrokerProcess, destination: str) -> int:
+    """:returns: the depth ``/stats`` gives for a destination."""
+    url = f"http://127.0.0.1:{broker.http_port}/stats"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        stats = json.load(response)
+    return int(stats["destinations"][destination]["depth"])
+
+
+def test_paged_messages_expire_on_disk_without_a_consumer(tmp_path: Path) -> None:
+    """Issue 42: the sweep of the store drops expired paged messages; /stats' depth follows."""
+    with BrokerProcess(
+        tmp_path / "broker",
+        *("--data-dir", str(tmp_path / "data"), "--queue-memory", "64K", "--read-ahead", "50"),
+    ) as broker:
+        kept = [f"kept {n:04d} {BODY}" for n in range(300)]
+        publish(broker.address, "/queue/expiring", kept, **PERSISTENT)
+        expires = str(int((time.time() + 2) * 1000))
+        short = [f"short {n:04d} {BODY}" for n in range(400)]
+        publish(broker.address, "/queue/expiring", short, expires=expires, **PERSISTENT)
+        assert stats_depth(broker, "/queue/expiring") == 700
+        deadline = time.monotonic() + 15
+        while stats_depth(broker, "/queue/expiring") != 300:
+            assert time.monotonic() < deadline, stats_depth(broker, "/queue/expiring")
+            time.sleep(0.2)
+        connection, collector = connect(broker.address)
+        connection.subscribe("/queue/expiring", id="s", ack="auto")
+        assert collector.wait_for(lambda: len(collector.messages) >= 300)
+        flush_deliveries(connection, collector)
+        assert [m.body.decode()[:9] for m in collector.messages] == [b[:9] for b in kept]
+        connection.disconnect()

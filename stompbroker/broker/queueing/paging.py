@@ -19,6 +19,11 @@ thread), in order, and hands what comes back out as if it had just arrived.
 When a read gives fewer messages than it asked for while nothing was paged out
 meanwhile, the part on disk is empty and the queue stops paging.
 
+Messages of the part that expire while it waits are found by a sweep of the
+store's expiry index (:mod:`~stompbroker.broker.queueing.paged_expiry`), not
+when their page is read: the part is counted down, and they are dropped or
+dead-lettered as any expired message.
+
 A persistent message of a higher priority than any the part on disk holds
 does not wait behind it: it stays in memory (up to a few read-aheads), where
 the queue's priority order puts it before the paged part.
@@ -158,6 +163,20 @@ class PagedPart:
             return True
         self.size = max(self.size, 0)
         return False
+
+    def expired(self, records: list[Any], start: int) -> None:
+        """
+        Count out messages of the part that the sweep found expired (and the
+        queue expires): the part now starts past ``start``, where the store
+        found the first paged-out message, which may be among them.
+        """
+        for record in records:
+            self.count -= 1
+            self.size -= len(record.body)
+        self.count = max(self.count, 0)
+        self.size = max(self.size, 0)
+        if self.first_id is not None:
+            self.after, self.first_id = start, None
 
     def waiting(self) -> int:
         """:returns: how many messages wait here: on disk, and behind it in memory."""

@@ -26,7 +26,9 @@ head when its time comes; what a consumer held when it left comes back at once.
 
 Expiry is checked when a message reaches the head of the queue, so an expired
 message is never delivered.  Messages that expire while nobody consumes are
-found by a sweep (:mod:`stompbroker.broker.queueing.expiry_sweep`, an object the queue holds).
+found by a sweep (:mod:`stompbroker.broker.queueing.expiry_sweep`, an object the queue holds),
+and those paged out to the store by a sweep of the store
+(:mod:`stompbroker.broker.queueing.paged_expiry`, another).
 
 Every change of a message's state is one method (:meth:`~WorkerQueue.enqueue`,
 :meth:`~WorkerQueue.dispatch`, :meth:`~WorkerQueue.acknowledge`,
@@ -60,6 +62,7 @@ client's RECEIPT to wait on.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Callable, Iterator
 from itertools import islice
@@ -78,6 +81,7 @@ from stompbroker.broker.queueing.delivery import Consumer, DeliveryCounters, Del
 from stompbroker.broker.queueing.dispatch import FeatureDispatch, consumer_added, grouped
 from stompbroker.broker.queueing.expiry_sweep import ExpirySweep
 from stompbroker.broker.queueing.limits import QueueLimits
+from stompbroker.broker.queueing.paged_expiry import PagedExpiry
 from stompbroker.broker.queueing.paging import (
     MESSAGE_OVERHEAD,
     PagedPart,
@@ -159,6 +163,7 @@ class WorkerQueue:
         "paging",
         "paged",
         "_resident",
+        "paged_expiry",
     )
 
     #: Its messages are all here: an offer of room needs no reading first.
@@ -217,6 +222,20 @@ class WorkerQueue:
         self.paged: PagedPart | None = None
         #: Bytes it counts in ``paging.used`` now.
         self._resident = 0
+        #: Finds the messages that expire on disk while it pages.
+        self.paged_expiry = (
+            PagedExpiry(
+                clock,
+                self._paged_part,
+                functools.partial(journal.expired, store_key),
+                self._in_memory,
+                self.expire,
+                self.dispatch,
+                sweep_interval,
+            )
+            if self.paging is not None
+            else None
+        )
 
     def __repr__(self) -> str:
         return (
@@ -226,6 +245,17 @@ class WorkerQueue:
 
     def _pending(self) -> Any:
         return self.pending
+
+    def _paged_part(self) -> PagedPart | None:
+        return self.paged
+
+    def _in_memory(self) -> Iterator[Message]:
+        """:returns: every message memory holds: pending, held by consumers, delayed."""
+        yield from self.pending
+        for consumer in self.consumers:
+            yield from consumer.unacked.values()
+        if self.delayed is not None:
+            yield from self.delayed
 
     def is_idle(self) -> bool:
         """:returns: whether the queue holds nothing and nobody consumes from it."""
@@ -495,6 +525,8 @@ class WorkerQueue:
                 count=len(self.pending),
             )
             paged.page_out(message)
+            if message.expires:
+                self._watch_paged(message.expires)
             return True
         if paged.tail or not message.persistent:
             paged.tail.append(message)
@@ -505,7 +537,14 @@ class WorkerQueue:
             return False
         else:
             paged.page_out(message)
+            if message.expires:
+                self._watch_paged(message.expires)
         return True
+
+    def _watch_paged(self, expires: float) -> None:
+        """A paged-out message expires: have the part swept for it."""
+        assert self.paged_expiry is not None
+        self.paged_expiry.watch(expires)
 
     def _count_in(self, message: Message) -> None:
         """A persistent message stays in memory: count it in the budget."""
@@ -638,6 +677,8 @@ class WorkerQueue:
         """
         if count and self.paging is not None:
             self.paged = PagedPart(count=count, size=size, after=after, top=HIGHEST_PRIORITY)
+            # What expired while the broker was down goes without waiting for a consumer.
+            self._watch_paged(self._clock.seconds())
 
     def acknowledge(self, consumer: Consumer, messages: list[Message]) -> list[Any]:
         """

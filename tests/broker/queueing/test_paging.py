@@ -12,15 +12,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from twisted.internet.defer import fail
+from twisted.internet.defer import Deferred, fail
+from twisted.internet.task import Clock
 
 from stompbroker.broker.features.policies import parse_policy
 from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.management.operations import Management
+from stompbroker.broker.queueing.delivery import DeliveryPolicy
+from stompbroker.broker.queueing.paged_expiry import SWEEP_BATCH, PagedExpiry
 from stompbroker.broker.queueing.paging import PagedPart, PagingBudget
 from stompbroker.broker.queueing.queues import PAGE_RETRY, SCAN_PAGES
 from stompbroker.broker.service import Broker
-from stompbroker.broker.store.base import StoredMessage, StoreError
+from stompbroker.broker.store.base import ExpiredPage, StoredMessage, StoreError
 from stompbroker.protocol.message import Message
 from tests.support.broker import Inbox
 from tests.support.persistence import PERSISTENT, Setup, send
@@ -328,8 +331,6 @@ def test_the_budget_comes_back_as_queues_drain(setup: Setup) -> None:
 
 def test_without_a_store_nothing_pages() -> None:
     """A broker without a store has no budget: memory holds everything."""
-    from twisted.internet.task import Clock
-
     broker = Broker(Clock(), limits=PAGING)
     assert broker.engine.paging is None
 
@@ -414,3 +415,143 @@ def test_nacked_messages_of_a_paged_queue_come_back_or_go_to_the_dead_letters(
     assert [m.redeliveries for m in inbox.received[2:] if m.body == b"m001"] == [1]
     stored = setup.stored_ids()
     assert stored.get("/queue/q", []) == [] and len(stored["/queue/DLQ.q"]) == 1
+
+
+# -- expiry on disk (stompbroker.broker.queueing.paged_expiry) ----------------------------------
+
+
+def expiring(setup: Setup, seconds: float) -> tuple[tuple[str, str], ...]:
+    """:returns: the headers of a persistent message that expires ``seconds`` from now."""
+    at_ms = int((setup.clock.seconds() + seconds) * 1000)
+    return (*PERSISTENT, ("expires", str(at_ms)))
+
+
+def test_paged_messages_expire_without_a_consumer(setup: Setup) -> None:
+    """The sweep finds expired messages on disk: the depth drops, the store forgets them."""
+    broker = paging_broker(setup)
+    send(broker, "/queue/q", *bodies(6))
+    send(broker, "/queue/q", *bodies(10, start=100), headers=expiring(setup, 1))
+    send(broker, "/queue/q", b"last")
+    settle(setup)
+    queue = broker.engine.queues["/queue/q"]
+    assert queue.depth() == 17 and queue.paged is not None
+    setup.clock.advance(2)
+    settle(setup)
+    assert queue.depth() == 7
+    assert broker.engine.depth("/queue/q") == 7
+    assert len(setup.stored_ids()["/queue/q"]) == 7
+    assert broker.counters.expired == 10
+    inbox = setup.subscribe(broker, prefetch=2)
+    ack_all(broker, inbox, setup)
+    assert inbox.bodies() == [*bodies(6), b"last"]
+
+
+def test_expired_paged_messages_go_to_the_dead_letter_queue_in_order(setup: Setup) -> None:
+    """Under --expired dead-letter, they are moved there in the store, oldest first."""
+    broker = setup.broker(limits=PAGING, policy=DeliveryPolicy(expired="dead-letter"))
+    send(broker, "/queue/q", *bodies(4))
+    send(broker, "/queue/q", *bodies(9, start=100), headers=expiring(setup, 1))
+    settle(setup)
+    setup.clock.advance(2)
+    settle(setup)
+    assert broker.engine.queues["/queue/q"].depth() == 4
+    stored = setup.stored_ids()
+    assert len(stored["/queue/q"]) == 4 and len(stored["/queue/DLQ.q"]) == 9
+    inbox = setup.subscribe(broker, "/queue/DLQ.q", prefetch=2)
+    ack_all(broker, inbox, setup)
+    assert inbox.bodies() == bodies(9, start=100)
+    assert {dict(m.headers)["dead-letter-reason"] for m in inbox.received} == {"expired"}
+
+
+def test_the_sweep_ends_paging_when_all_on_disk_expired(setup: Setup) -> None:
+    """A part whose every message expired is empty: what waited behind it joins memory."""
+    broker = paging_broker(setup)
+    send(broker, "/queue/q", *bodies(4))
+    send(broker, "/queue/q", *bodies(5, start=100), headers=expiring(setup, 1))
+    send(broker, "/queue/q", b"transient", headers=())
+    settle(setup)
+    queue = broker.engine.queues["/queue/q"]
+    setup.clock.advance(2)
+    settle(setup)
+    assert queue.paged is None and queue.depth() == 5
+    inbox = setup.subscribe(broker, prefetch=9)
+    ack_all(broker, inbox, setup)
+    assert inbox.bodies() == [*bodies(4), b"transient"]
+
+
+def test_a_restart_sweeps_what_expired_while_the_broker_was_down(setup: Setup) -> None:
+    """Recovery counts the part from an index; the sweep then drops what expired meanwhile."""
+    broker = paging_broker(setup)
+    send(broker, "/queue/q", *bodies(4))
+    send(broker, "/queue/q", *bodies(8, start=100), headers=expiring(setup, 1))
+    send(broker, "/queue/q", b"last")
+    broker = setup.restart(down=5, limits=PAGING)
+    queue = broker.engine.queues["/queue/q"]
+    setup.clock.advance(1)
+    settle(setup)
+    assert queue.depth() == 5
+    inbox = setup.subscribe(broker, prefetch=3)
+    ack_all(broker, inbox, setup)
+    assert inbox.bodies() == [*bodies(4), b"last"]
+
+
+def test_the_sweep_takes_bounded_batches_in_later_turns(setup: Setup) -> None:
+    """More expired than a batch: one batch per turn, until none is left, in order."""
+    broker = setup.broker(limits=PAGING, policy=DeliveryPolicy(expired="dead-letter"))
+    send(broker, "/queue/q", *bodies(4))
+    send(broker, "/queue/q", *bodies(SWEEP_BATCH + 5, start=100), headers=expiring(setup, 1))
+    settle(setup)
+    queue = broker.engine.queues["/queue/q"]
+    store = setup.store
+    real = store.expired
+    batches: list[int] = []
+
+    def counted(*args: Any) -> Any:
+        return real(*args).addCallback(lambda page: batches.append(len(page.records)) or page)
+
+    store.expired = counted
+    setup.clock.advance(2)
+    settle(setup)
+    assert queue.depth() == 4
+    assert batches[:2] == [SWEEP_BATCH, 5]
+    dead = broker.engine.queues["/queue/DLQ.q"]
+    browsed = dead.browse(SWEEP_BATCH + 5)
+    settle(setup)
+    assert [m.body for m in result_of(browsed)] == bodies(SWEEP_BATCH + 5, start=100)
+
+
+def test_messages_in_memory_are_left_to_the_memory_sweep(setup: Setup) -> None:
+    """A high-priority message stored past the part's start but held in memory expires once."""
+    broker = setup.broker(limits=PAGING, policy=DeliveryPolicy(expired="dead-letter"))
+    send(broker, "/queue/q", *bodies(6))
+    urgent = (*expiring(setup, 1), ("priority", "9"))
+    send(broker, "/queue/q", b"urgent", headers=urgent)
+    settle(setup)
+    setup.clock.advance(2)
+    settle(setup)
+    assert broker.counters.expired == 1
+    assert len(setup.stored_ids()["/queue/DLQ.q"]) == 1
+
+
+def test_a_sweep_waits_for_a_page_in_flight() -> None:
+    """One read of a part at a time: a sweep that finds a page being read tries again later."""
+    clock = Clock()
+    part = PagedPart(count=3, size=3, after=10)
+    reads: list[Deferred[ExpiredPage]] = []
+    expired: list[Message] = []
+
+    def read(after: int, first_id: str | None, now: float, limit: int) -> Deferred[ExpiredPage]:
+        reads.append(Deferred())
+        return reads[-1]
+
+    sweep = PagedExpiry(clock, lambda: part, read, list, expired.append, lambda: None, 1.0)
+    part.reading = True
+    sweep.watch(0)
+    clock.advance(0)
+    assert reads == []
+    part.reading = False
+    clock.advance(1)
+    assert len(reads) == 1 and part.reading
+    reads[0].callback(ExpiredPage(10, (record(11), record(12)), 0.0))
+    assert [m.message_id for m in expired] == ["id-11", "id-12"]
+    assert (part.count, part.reading) == (1, False)
