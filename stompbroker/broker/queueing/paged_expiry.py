@@ -130,7 +130,7 @@ class PagedExpiry:
             held = {message.message_id for message in paged.tail}
             held.update(message.message_id for message in self._held())
             records = [record for record in records if record.message_id not in held]
-        paged.expired(records, page.start)
+        paged.taken(records, page.start)
         for record in records:
             self._expire(message_from_record(record))
         if len(page.records) >= self._batch and records:

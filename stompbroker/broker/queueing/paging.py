@@ -109,7 +109,8 @@ class PagedPart:
         every message of the queue's key past it.
     :ivar first_id: until the first read, the id of the first message paged out:
         the part starts there (its sequence is the store's to know).
-    :ivar reading: whether a page has been asked for and not yet come.
+    :ivar reading: whether a read of the part is in flight (a page, the expiry
+        sweep's, a move's): one at a time, so that none reads what another takes.
     :ivar paged_since: messages paged out since that page was asked for: a short
         page then does not mean that the part is empty.
     :ivar tail: what arrived after the part but cannot be paged (non-persistent
@@ -164,18 +165,20 @@ class PagedPart:
         self.size = max(self.size, 0)
         return False
 
-    def expired(self, records: list[Any], start: int) -> None:
+    def taken(self, records: list[Any], start: int | None) -> None:
         """
-        Count out messages of the part that the sweep found expired (and the
-        queue expires): the part now starts past ``start``, where the store
-        found the first paged-out message, which may be among them.
+        Count out messages of the part that others took from disk: the expiry
+        sweep expired them, an operator's move moved them.
+
+        :param start: the sequence the part starts past, if the store found
+            where ``first_id`` is: the message it names may be among those taken.
         """
         for record in records:
             self.count -= 1
             self.size -= len(record.body)
         self.count = max(self.count, 0)
         self.size = max(self.size, 0)
-        if self.first_id is not None:
+        if self.first_id is not None and start is not None:
             self.after, self.first_id = start, None
 
     def waiting(self) -> int:

@@ -228,7 +228,7 @@ class WorkerQueue:
                 clock,
                 self._paged_part,
                 functools.partial(journal.expired, store_key),
-                self._in_memory,
+                self.in_memory,
                 self.expire,
                 self.dispatch,
                 sweep_interval,
@@ -249,7 +249,7 @@ class WorkerQueue:
     def _paged_part(self) -> PagedPart | None:
         return self.paged
 
-    def _in_memory(self) -> Iterator[Message]:
+    def in_memory(self) -> Iterator[Message]:
         """:returns: every message memory holds: pending, held by consumers, delayed."""
         yield from self.pending
         for consumer in self.consumers:

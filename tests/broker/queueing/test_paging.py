@@ -15,6 +15,7 @@ import pytest
 from twisted.internet.defer import Deferred, fail
 from twisted.internet.task import Clock
 
+from stompbroker.broker.engine import queue_transfer
 from stompbroker.broker.features.policies import parse_policy
 from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.management.operations import Management
@@ -336,7 +337,7 @@ def test_without_a_store_nothing_pages() -> None:
 
 
 def test_the_management_api_browses_moves_and_purges_a_paged_queue(setup: Setup) -> None:
-    """Browse reads past memory; move takes what memory holds, again and again; depth counts all."""
+    """Browse reads past memory; one move takes memory and the part on disk; depth counts all."""
     broker = paging_broker(setup)
     send(broker, "/queue/a", *bodies(10))
     settle(setup)
@@ -345,15 +346,131 @@ def test_the_management_api_browses_moves_and_purges_a_paged_queue(setup: Setup)
     settle(setup)
     assert [m.body for m in result_of(browsed).messages] == bodies(8)
     assert Management(broker).destination("/queue/a").depth == 10
-    moved = 0
-    for _ in range(10):
-        moved += queues.move("/queue/a", "/queue/b", 10).count
-        settle(setup)
-    assert moved == 10
+    moving = queues.move("/queue/a", "/queue/b", 10)
+    settle(setup)
+    assert result_of(moving).count == 10
+    source = broker.engine.queues["/queue/a"]
+    assert source.depth() == 0 and source.paged is None
     inbox = setup.subscribe(broker, "/queue/b", prefetch=3)
     ack_all(broker, inbox, setup)
     assert inbox.bodies() == bodies(10)
     assert setup.stored_ids().get("/queue/a", []) == []
+
+
+def transfer_batches(monkeypatch: pytest.MonkeyPatch, batch: int) -> None:
+    """Make a transfer's batches small, so that a test's few messages take several."""
+    monkeypatch.setattr(queue_transfer, "BATCH", batch)
+
+
+def test_a_move_takes_what_it_is_asked_for_in_batches_in_order_once(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past memory and a batch, a move reads the part a batch per turn; the rest stays, in order."""
+    transfer_batches(monkeypatch, 3)
+    broker = paging_broker(setup)
+    send(broker, "/queue/a", *bodies(25))
+    settle(setup)
+    pages = []
+    real = setup.store.page
+
+    def counted(*args: Any) -> Any:
+        pages.append(args[-1])
+        return real(*args)
+
+    setup.store.page = counted
+    moving = Management(broker).queues.move("/queue/a", "/queue/b", 17)
+    settle(setup, 100)
+    assert result_of(moving).count == 17
+    # Memory held 4; the other 13 came from disk, 3 a batch (the queue then reads its page).
+    assert pages[:5] == [3, 3, 3, 3, 1]
+    source = broker.engine.queues["/queue/a"]
+    assert source.depth() == 8
+    stored = setup.stored_ids()
+    assert len(stored["/queue/a"]) == 8 and len(stored["/queue/b"]) == 17
+    moved = setup.subscribe(broker, "/queue/b", prefetch=3)
+    ack_all(broker, moved, setup)
+    assert moved.bodies() == bodies(17)
+    rest = setup.subscribe(broker, "/queue/a", prefetch=3)
+    ack_all(broker, rest, setup)
+    assert rest.bodies() == bodies(8, start=17)
+    assert setup.stored_ids() == {}
+
+
+def test_a_copy_reads_through_the_part_and_leaves_it(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copy of a paged queue copies memory and disk, in order; the queue keeps everything."""
+    transfer_batches(monkeypatch, 4)
+    broker = paging_broker(setup)
+    send(broker, "/queue/a", *bodies(14))
+    settle(setup)
+    copying = Management(broker).queues.move("/queue/a", "/queue/b", 20, copy=True)
+    settle(setup, 100)
+    assert result_of(copying).count == 14
+    assert broker.engine.queues["/queue/a"].depth() == 14
+    for destination in ("/queue/a", "/queue/b"):
+        inbox = setup.subscribe(broker, destination, prefetch=3)
+        ack_all(broker, inbox, setup)
+        assert inbox.bodies() == bodies(14)
+
+
+def test_a_retry_of_a_paged_dead_letter_queue_sends_back_all_and_leaves_the_rest(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retry reads the DLQ's part on disk; what it cannot send back stays there, in order."""
+    transfer_batches(monkeypatch, 3)
+    broker = paging_broker(setup)
+    inbox = setup.subscribe(broker, "/queue/q", prefetch=50)
+    send(broker, "/queue/q", *bodies(12))
+    settle(setup)
+    for message in inbox.received:
+        broker.nack(inbox.connection, message.message_id, subscriber=inbox, requeue=False)
+    broker.unsubscribe(inbox)
+    settle(setup)
+    queues = Management(broker).queues
+    # Two with no original-destination, between the dead letters on disk.
+    send(broker, "/queue/r", b"r-1", b"r-2")
+    settle(setup)
+    assert queues.move("/queue/r", "/queue/DLQ.q", 2).count == 2
+    send(broker, "/queue/q", b"late")
+    assert queues.find("/queue/DLQ.q").depth() == 14
+    retrying = queues.retry("/queue/DLQ.q", 100, targets={"/queue/q"})
+    settle(setup, 100)
+    acted = result_of(retrying)
+    assert (acted.count, acted.left) == (12, 2)
+    again = setup.subscribe(broker, "/queue/q", prefetch=5)
+    ack_all(broker, again, setup)
+    assert again.bodies() == [b"late", *bodies(12)]
+    assert len(setup.stored_ids()["/queue/DLQ.q"]) == 2
+    left = setup.subscribe(broker, "/queue/DLQ.q", prefetch=5)
+    ack_all(broker, left, setup)
+    assert left.bodies() == [b"r-1", b"r-2"]
+
+
+def test_a_purge_during_a_move_ends_it(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The part a purge forgets is not moved: what was moved before stays moved, once."""
+    transfer_batches(monkeypatch, 2)
+    broker = paging_broker(setup)
+    send(broker, "/queue/a", *bodies(12))
+    settle(setup)
+    queues = Management(broker).queues
+    real = setup.store.page
+    reads = []
+
+    def purging(*args: Any) -> Any:
+        reads.append(args)
+        if len(reads) == 2:
+            # An operator purges while the move's second batch is read.
+            queues.purge("/queue/a")
+        return real(*args)
+
+    setup.store.page = purging
+    moving = queues.move("/queue/a", "/queue/b", 12)
+    settle(setup, 100)
+    moved = result_of(moving).count
+    assert moved == 4 + 2
+    stored = setup.stored_ids()
+    assert stored.get("/queue/a", []) == [] and len(stored["/queue/b"]) == moved
 
 
 def test_a_page_the_store_cannot_read_is_asked_for_again(setup: Setup) -> None:
