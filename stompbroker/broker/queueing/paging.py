@@ -39,6 +39,7 @@ Pure logic: no I/O, no reactor; the queue sequences the read and its result.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Collection
 from typing import Any
 
 from attrs import define, field
@@ -118,6 +119,8 @@ class PagedPart:
     :ivar top: the highest priority the part may hold: a message of a higher
         one can go before it, in memory (the highest, 9, for a part recovery
         counted without reading it).
+    :ivar jumped: messages of a priority above the part that stayed in memory
+        while it paged: stored in its range, so a page must leave them out.
     """
 
     count: int = 0
@@ -128,6 +131,7 @@ class PagedPart:
     paged_since: int = 0
     tail: deque[Message] = field(factory=deque)
     top: int = -1
+    jumped: int = 0
 
     def page_out(self, message: Message) -> None:
         """Count in a message that the store keeps and memory does not."""
@@ -142,17 +146,21 @@ class PagedPart:
         self.reading = True
         self.paged_since = 0
 
-    def came(self, records: list[Any], asked: int) -> bool:
+    def came(self, records: list[Any], asked: int, others: Collection[str] = ()) -> bool:
         """
         A page has come: count it out and move past it.
 
         :param records: the :class:`~stompbroker.broker.store.base.StoredMessage`
             records read, in sequence order.
         :param asked: how many were asked for.
+        :param others: ids of records that memory holds (the tail, messages of
+            a priority above the part): stored in the part's range, not counted in it.
         :returns: whether the part is now empty (the queue stops paging).
         """
         self.reading = False
         for record in records:
+            if record.message_id in others:
+                continue
             self.count -= 1
             self.size -= len(record.body)
         if records:

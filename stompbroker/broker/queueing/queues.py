@@ -286,7 +286,7 @@ class WorkerQueue:
         read = self.journal.page(self.store_key, paged.after, paged.first_id, wanted)
 
         def browsed(records: list[Any]) -> list[Message]:
-            ids = {message.message_id for message in behind}
+            ids = self._held_past_the_part(paged)
             stored = [message_from_record(r) for r in records if r.message_id not in ids]
             return (in_memory + stored + behind)[:count]
 
@@ -533,6 +533,7 @@ class WorkerQueue:
         elif message.priority > paged.top and len(self.pending) < paging.read_ahead * SCAN_PAGES:
             # Above every priority on disk: memory's priority order is the
             # queue's, and the message goes before the paged part.
+            paged.jumped += 1
             self._count_in(message)
             return False
         else:
@@ -636,12 +637,12 @@ class WorkerQueue:
         if self.paged is not paged:
             # Purged, or closed, while the page was read.
             return
-        empty = paged.came(records, asked)
-        if paged.tail:
-            # A count that erred high (an add that failed) must not read the
-            # tail's persistent messages twice.
-            behind = {message.message_id for message in paged.tail}
-            records = [record for record in records if record.message_id not in behind]
+        held = self._held_past_the_part(paged)
+        empty = paged.came(records, asked, held)
+        if held:
+            # The tail's persistent messages (a count that erred high reads on
+            # into them), and those of a priority above the part, are in memory.
+            records = [record for record in records if record.message_id not in held]
         now = self._clock.seconds()
         for record in records:
             message = message_from_record(record)
@@ -654,6 +655,13 @@ class WorkerQueue:
         if empty:
             self._unpage(paged)
         self.dispatch()
+
+    def _held_past_the_part(self, paged: PagedPart) -> set[str]:
+        """:returns: the ids of what memory holds that is stored in the part's range."""
+        held = {message.message_id for message in paged.tail}
+        if paged.jumped:
+            held.update(message.message_id for message in self.in_memory())
+        return held
 
     def _take(self, message: Message) -> None:
         """Put a message that was counted in already at the tail of memory."""

@@ -672,3 +672,22 @@ def test_a_sweep_waits_for_a_page_in_flight() -> None:
     reads[0].callback(ExpiredPage(10, (record(11), record(12)), 0.0))
     assert [m.message_id for m in expired] == ["id-11", "id-12"]
     assert (part.count, part.reading) == (1, False)
+
+
+def test_a_high_priority_message_held_in_memory_is_not_read_again_from_disk(
+    setup: Setup,
+) -> None:
+    """
+    A message of a priority above the part stays in memory, though stored in
+    the part's range: a page leaves it out (it was delivered twice, and the
+    part's count ran out before its last message).
+    """
+    broker = paging_broker(setup)
+    send(broker, "/queue/q", *bodies(8))
+    send(broker, "/queue/q", b"urgent", headers=(*PERSISTENT, ("priority", "9")))
+    send(broker, "/queue/q", *bodies(2, start=100))
+    settle(setup)
+    inbox = setup.subscribe(broker, prefetch=50)
+    ack_all(broker, inbox, setup)
+    assert inbox.bodies() == [b"urgent", *bodies(8), *bodies(2, start=100)]
+    assert setup.stored_ids().get("/queue/q", []) == []
