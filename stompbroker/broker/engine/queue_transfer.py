@@ -44,7 +44,7 @@ __all__ = ["BATCH", "WAIT", "QueueTransfer", "Transferred"]
 log = logger("stompbroker.broker")
 
 #: Most messages one reactor turn of a transfer takes.
-BATCH = 1000
+BATCH = 250
 #: Seconds a transfer waits while a page of its queue is being read.
 WAIT = 0.01
 

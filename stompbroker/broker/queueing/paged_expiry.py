@@ -45,7 +45,7 @@ __all__ = ["SWEEP_BATCH", "PagedExpiry"]
 log = logger("stompbroker.broker")
 
 #: Most expired messages one sweep of a part reads and expires in one reactor turn.
-SWEEP_BATCH = 1000
+SWEEP_BATCH = 250
 
 #: ``(after, first_id, now, limit) -> Deferred[ExpiredPage]``: the store's
 #: ``expired`` for the queue's key.
