@@ -141,6 +141,11 @@ class QueueTransfer:
             self._end()
         elif paged.reading:
             self._clock.callLater(WAIT, self._step)
+        elif paged.count <= 0:
+            # All on disk has gone: the queue ends paging, and what waited
+            # behind the part (the tail) joins memory, to be taken next.
+            queue.dispatch()
+            self._clock.callLater(0, self._step)
         else:
             after, first_id = self._start_of(paged)
             from_start = (after, first_id) == (paged.after, paged.first_id)

@@ -691,3 +691,22 @@ def test_a_high_priority_message_held_in_memory_is_not_read_again_from_disk(
     ack_all(broker, inbox, setup)
     assert inbox.bodies() == [b"urgent", *bodies(8), *bodies(2, start=100)]
     assert setup.stored_ids().get("/queue/q", []) == []
+
+
+def test_a_move_takes_what_waits_behind_the_part_too(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Non-persistent messages wait behind the part in memory: a move of all takes them after it."""
+    transfer_batches(monkeypatch, 3)
+    broker = paging_broker(setup)
+    send(broker, "/queue/a", *bodies(9))
+    send(broker, "/queue/a", b"transient", headers=())
+    send(broker, "/queue/a", b"after")
+    settle(setup)
+    moving = Management(broker).queues.move("/queue/a", "/queue/b", 100)
+    settle(setup, 100)
+    assert result_of(moving).count == 11
+    assert broker.engine.queues["/queue/a"].depth() == 0
+    inbox = setup.subscribe(broker, "/queue/b", prefetch=3)
+    ack_all(broker, inbox, setup)
+    assert inbox.bodies() == [*bodies(9), b"transient", b"after"]
