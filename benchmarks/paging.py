@@ -2,7 +2,8 @@
 A backlog larger than memory: build it, kill the broker, restart it, drain it.
 
 Usage: ``python -m benchmarks.paging [--megabytes MB] [--size BYTES] [--memory-high SIZE]
-[--queue-memory SIZE] [--window W] [--fit-megabytes MB] [--non-persistent] [--json-out FILE]``
+[--queue-memory SIZE] [--window W] [--fit-megabytes MB] [--non-persistent] [--json-out FILE]
+[--page-cost STORED | --move COUNT]``
 
 What it measures, on one ``twistd -n stompbroker`` on a fresh data directory:
 
@@ -27,7 +28,9 @@ With ``--non-persistent`` every message is sent without ``persistent:true``
 rows, which a restart drops, so step 2 is left out and the drain follows the
 build on the same broker.
 
-``--page-cost STORED`` times one page instead, in process (:func:`page_cost`).
+``--page-cost STORED`` times one page instead, in process (:func:`page_cost`);
+``--move COUNT`` one management API move of a paged queue of COUNT messages,
+and how long a client waits meanwhile (:func:`move_cost`).
 
 The broker runs with ``--memory-high`` (and the ``--queue-memory`` it derives,
 unless given);
@@ -37,16 +40,20 @@ the figures go to ``benchmarks/JOURNAL.md`` and docs/persistence.md.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
+import shutil
 import socket
 import sqlite3
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
-from benchmarks.launcher import BrokerStarter
+from benchmarks.launcher import BrokerProcess, BrokerStarter
 from benchmarks.measure import RssSampler, resident_bytes
 from benchmarks.wire import command_of, connect_frame, encode_frame, header_of, split_frames
 
@@ -272,6 +279,95 @@ def page_cost(stored: int, read_ahead: int, size: int) -> dict[str, float]:
     }
 
 
+#: The access file of the broker --move runs: ``admin`` may move, anonymous
+#: clients send and probe.
+MOVE_ACCESS = """
+[anonymous]
+read = ["#"]
+write = ["#"]
+
+[users.admin]
+read = ["#"]
+write = ["#"]
+admin = ["#"]
+"""
+
+
+def probe(address: tuple[str, int], stop: threading.Event, times: list[float]) -> None:
+    """
+    Until ``stop``: a SEND to a topic with a receipt every 5 ms, each round
+    trip's seconds appended to ``times``: how long the reactor keeps a client waiting.
+    """
+    client = Client(address)
+    number = 0
+    while not stop.is_set():
+        number += 1
+        began = time.perf_counter()
+        client.socket.sendall(
+            encode_frame("SEND", (("destination", "/topic/probe"), ("receipt", str(number))), b".")
+        )
+        client.frames()
+        times.append(time.perf_counter() - began)
+        time.sleep(0.005)
+    client.close()
+
+
+def move_cost(count: int, size: int, read_ahead: int, queue_memory: str) -> dict[str, Any]:
+    """
+    Build a paged queue of ``count`` persistent messages, then move it whole to
+    another queue with one management API call, while :func:`probe` times a
+    client's round trips.
+
+    :returns: the move's seconds, how many it moved, and the probe's round trips
+        (median, 99th percentile, most) before and during the move, in ms.
+    """
+    work = Path(tempfile.mkdtemp(prefix="stompbroker-move-"))
+    access = work / "access.toml"
+    access.write_text(MOVE_ACCESS)
+    options = ("--data-dir", str(work / "data"), "--queue-memory", queue_memory)
+    with BrokerProcess(
+        work / "broker",
+        *options,
+        *("--read-ahead", str(read_ahead), "--auth", "memory:admin:secret"),
+        *("--allow-anonymous", "--access", str(access)),
+    ) as broker:
+        build(broker.address, count, size, 200)
+        stop = threading.Event()
+        times: list[float] = []
+        prober = threading.Thread(target=probe, args=(broker.address, stop, times))
+        prober.start()
+        time.sleep(1.0)
+        before = sorted(times)
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{broker.http_port}/api/destinations/%2Fqueue%2Fbacklog/move",
+            data=json.dumps({"to": "/queue/moved"}).encode(),
+            headers={
+                "Content-Type": "application/json",
+                "Authorization": "Basic " + base64.b64encode(b"admin:secret").decode(),
+            },
+            method="POST",
+        )
+        began = time.perf_counter()
+        with urllib.request.urlopen(request, timeout=3600) as response:
+            moved = json.load(response)["moved"]
+        took = time.perf_counter() - began
+        stop.set()
+        prober.join()
+    shutil.rmtree(work, ignore_errors=True)
+    during = sorted(times[len(before) :])
+
+    def ms(found: list[float], share: float) -> float:
+        return round(found[min(len(found) - 1, int(len(found) * share))] * 1000, 1)
+
+    return {
+        "messages": count,
+        "moved": moved,
+        "move_s": round(took, 2),
+        "probe_ms_before": [ms(before, 0.5), ms(before, 0.99), ms(before, 1.0)],
+        "probe_ms_during": [ms(during, 0.5), ms(during, 0.99), ms(during, 1.0)],
+    }
+
+
 def build_parser() -> argparse.ArgumentParser:
     """:returns: the command line's parser."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -294,6 +390,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="only time one page of --read-ahead messages from a store of STORED messages",
     )
     parser.add_argument("--read-ahead", type=int, default=1000)
+    parser.add_argument(
+        "--move",
+        type=int,
+        metavar="COUNT",
+        help="only time one management API move of a paged queue of COUNT messages",
+    )
     return parser
 
 
@@ -301,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.page_cost:
         report = page_cost(args.page_cost, args.read_ahead, args.size)
+    elif args.move:
+        report = move_cost(args.move, args.size, args.read_ahead, args.queue_memory or "1M")
     else:
         report = run(args)
     text = json.dumps(report, indent=2)

@@ -791,6 +791,14 @@ def test_the_paging_benchmark_drains_a_paged_non_persistent_backlog() -> None:
     assert "restart_listen_s" not in report and report["build_slowest_tenth_share"] > 0
 
 
+@pytest.mark.integration
+def test_the_paging_benchmark_times_a_move_of_a_paged_queue() -> None:
+    """benchmarks.paging --move, tiny: one API call moves the whole paged queue."""
+    report = paging.move_cost(600, 100, 50, "16K")
+    assert (report["messages"], report["moved"]) == (600, 600)
+    assert report["move_s"] > 0 and len(report["probe_ms_during"]) == 3
+
+
 def test_each_test_worker_picks_ports_of_its_own_below_the_ephemeral_range() -> None:
     """Two pytest-xdist workers never hand out the same port, nor one a connection could take."""
     blocks = [set(port_block(f"gw{index}", 3)) for index in range(3)]

@@ -134,7 +134,8 @@ def _warnings(options: Any) -> list[tuple[str, str]]:
 
 def _store(options: Any) -> str:
     if options["engine-url"] is not None:
-        return "in Redis, shared by the cluster's nodes"
+        # No data directory, so no disk of this node's for --disk-free-limit to watch.
+        return "in Redis, shared by the cluster's nodes (no disk alarm: none on this node's disk)"
     if options["data-dir"] == "none":
         return "none: every message is in memory only (--data-dir none)"
     limit = options["disk-free-limit"]

@@ -66,7 +66,7 @@ from stompbroker.broker.management.operations import (
     UnknownDestination,
 )
 from stompbroker.broker.management.queue_operations import (
-    MAX_COUNT,
+    MAX_MOVE,
     check_publish_target,
     check_target,
 )
@@ -474,7 +474,8 @@ class ManagementApi(Resource):
                 action_answer, {"destination": name, "vhost": vhost}, "purged"
             )
         body = json_body(request, {"to", "count", "copy"} if action == "move" else {"count"})
-        count = count_of(body.get("count"), MAX_COUNT)
+        # Without a count, all that waits.
+        count = count_of(body.get("count"), MAX_MOVE, MAX_MOVE)
         if action == "move":
             to = body.get("to")
             if not isinstance(to, str):

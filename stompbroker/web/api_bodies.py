@@ -71,14 +71,14 @@ def query(request: Request, name: str) -> str | None:
     return values[0].decode("utf-8", "replace") if values else None
 
 
-def count_of(value: Any, default: int) -> int:
-    """:raises ApiError: for a count that is not a whole number from 1 to MAX_COUNT."""
+def count_of(value: Any, default: int, limit: int = MAX_COUNT) -> int:
+    """:raises ApiError: for a count that is not a whole number from 1 to ``limit``."""
     if value is None:
         return default
     if isinstance(value, str) and value.isdigit():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
-        raise ApiError(400, "bad request", f"count must be a whole number from 1 to {MAX_COUNT}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+        raise ApiError(400, "bad request", f"count must be a whole number from 1 to {limit}")
     return value
 
 

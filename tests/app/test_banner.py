@@ -77,6 +77,13 @@ def test_the_banner_masks_the_redis_password() -> None:
     assert "  store      in Redis" in text
 
 
+def test_with_the_redis_engine_the_banner_says_there_is_no_disk_alarm() -> None:
+    """A node (a worker) keeps no messages on its disk: --disk-free-limit has nothing to watch."""
+    options = parse("--engine", "redis://127.0.0.1:6379/0", "--disk-free-limit", "10%")
+    text = "\n".join(banner_lines(options, MemoryReactorClock()))
+    assert "(no disk alarm: none on this node's disk)" in text
+
+
 @pytest.mark.parametrize(
     ("argv", "shown"),
     [

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,9 +31,15 @@ def supervisor(
     redis_server: RedisServer,  # noqa: F811
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[BrokerProcess]:
-    """A broker of two workers behind one STOMP port and one web port."""
+    """
+    A broker of two workers behind one STOMP port and one web port, given a data
+    directory and a disk alarm that a store on it would be in at once: workers
+    keep no messages on their disk (Redis does), so neither applies.
+    """
+    workdir = tmp_path_factory.mktemp("workers")
     process = BrokerProcess(
-        tmp_path_factory.mktemp("workers"),
+        workdir,
+        *("--data-dir", str(workdir / "data"), "--disk-free-limit", "99%"),
         "--engine",
         f"{redis_server.url}?prefix=workers",
         "--node-timeout",
@@ -132,6 +139,27 @@ def test_a_worker_killed_is_started_again(supervisor: BrokerProcess) -> None:
         for connection, _ in found.values():
             connection.disconnect()
     assert len(found) == 2
+
+
+def test_workers_keep_no_store_and_hold_no_persistent_publisher(
+    supervisor: BrokerProcess,
+) -> None:
+    """
+    --data-dir and --disk-free-limit do nothing on the workers: persistent SENDs
+    on either are receipted (the helper waits for each RECEIPT), no data
+    directory is made, and /stats has no disk alarm.
+    """
+    for attempt in range(4):
+        publish(
+            supervisor.address,
+            "/queue/workers.disk",
+            [f"m{attempt}-{n}" for n in range(20)],
+            persistent="true",
+        )
+    assert not (supervisor.workdir / "data").exists()
+    url = f"http://127.0.0.1:{supervisor.http_port}/stats"
+    with urllib.request.urlopen(url, timeout=WAIT) as response:
+        assert json.load(response)["disk"]["enabled"] is False
 
 
 def test_workers_that_cannot_start_stop_the_supervisor(tmp_path: Path) -> None:

@@ -374,14 +374,17 @@ class IEngine(ISharedEngine):
 
         Redis: ``XRANGE`` the unread entries, then per message ``XADD`` to the
         target stream (or ``PUBLISH``) and, for a move, ``XDEL`` from the source,
-        in one ``MULTI``.
+        in one ``MULTI``.  Local: what memory holds, then a paged queue's part
+        on disk, read and moved a batch per reactor turn
+        (:mod:`~stompbroker.broker.engine.queue_transfer`).
 
         :param queue: an :class:`IQueue` of this engine.
         :param count: most messages to take from its head.
         :param route: ``message -> (destination, headers)`` or ``None``; the
             destination is a ``/queue/`` or ``/topic/`` one, checked by the caller.
         :param copy: leave the originals in place.
-        :returns: how many messages went (locally), or a Deferred firing with it.
+        :returns: a :class:`~stompbroker.broker.engine.queue_transfer.Transferred`
+            (how many went, how many it looked at), or a Deferred firing with one.
         """
 
     def shared_queues():  # type: ignore[no-untyped-def]

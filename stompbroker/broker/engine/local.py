@@ -42,6 +42,7 @@ from stompbroker.broker.engine.durable_rules import reusable_durable, unknown_du
 from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout, TopicSubscriptions
 from stompbroker.broker.engine.figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
+from stompbroker.broker.engine.queue_transfer import Transferred
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.features.retained_values import RetainedMessages
@@ -389,13 +390,14 @@ class LocalEngine:
         count: int,
         route: Callable[[Message], tuple[str, Headers] | None],
         copy: bool = False,
-    ) -> int:
+    ) -> Transferred | Deferred[Transferred]:
         """
         Move (or copy) the first ``count`` pending messages of ``queue`` where
         ``route`` says, as new messages (see
         :meth:`IEngine.transfer <stompbroker.broker.engine.base.IEngine.transfer>`).
 
-        :returns: how many went.
+        :returns: what went (how many, how many looked at), or a Deferred of it
+            for a queue whose part on disk is read.
         """
         return self.table.transfer(queue, count, route, copy, self.keep, self.publish_topic)
 

@@ -14,13 +14,13 @@ waits in this process.
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import islice
 from typing import Any
 
 from twisted.internet.defer import Deferred
 
 from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout
 from stompbroker.broker.engine.policy_binding import PolicyBinding
+from stompbroker.broker.engine.queue_transfer import QueueTransfer, Transferred
 from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.queueing.dead_letters import DeadLetters
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
@@ -205,62 +205,72 @@ class QueueTable:
         copy: bool,
         keep: Callable[[Message], Deferred[None] | None],
         publish_topic: Callable[[Message], None],
-    ) -> int:
+    ) -> Transferred | Deferred[Transferred]:
         """
         Move (or copy) the first ``count`` pending messages of ``queue`` where
         ``route`` says, as new messages (see
-        :meth:`IEngine.transfer <stompbroker.broker.engine.base.IEngine.transfer>`).
+        :meth:`IEngine.transfer <stompbroker.broker.engine.base.IEngine.transfer>`):
+        what memory holds, then a paged queue's part on disk, a batch per
+        reactor turn (:class:`~stompbroker.broker.engine.queue_transfer.QueueTransfer`).
 
         :param keep: the engine's ``keep``, for a persistent message moved to a topic.
         :param publish_topic: the engine's ``publish_topic``.
-        :returns: how many went.
+        :returns: what went, at once if memory held it all (in one batch); else
+            a Deferred of it.
         """
-        chosen = []
-        for message in islice(queue.pending, count):
-            target = route(message)
-            if target is not None:
-                chosen.append((message, *target))
-        if not copy and chosen:
-            gone = {id(message) for message, _, _ in chosen}
-            remaining = [message for message in queue.pending if id(message) not in gone]
-            queue.pending.clear()
-            queue.pending.extend(remaining)
+
+        def send(message: Message, destination: str, headers: Headers, copy: bool) -> None:
+            self._send_copy(queue, message, destination, headers, copy, keep, publish_topic)
+
+        return QueueTransfer(self._clock, queue, count, route, copy, send).start()
+
+    def _send_copy(
+        self,
+        queue: Any,
+        message: Message,
+        destination: str,
+        headers: Headers,
+        copy: bool,
+        keep: Callable[[Message], Deferred[None] | None],
+        publish_topic: Callable[[Message], None],
+    ) -> None:
+        """
+        Send one message of ``queue`` to ``destination`` as a new message; a
+        persistent one moved to a queue leaves its key for the target's in one
+        store step, one moved to a topic is kept for its durable subscriptions
+        and then removed (two steps: a crash between them keeps both).
+        """
         journal = self.journal
-        for message, destination, headers in chosen:
-            persistent = message.persistent and journal is not None
-            new = Message(
-                destination,
-                self._books.ids.new_message_id(),
-                headers,
-                message.body,
-                message.expires,
-                0,
-                persistent,
-                message.priority,
-                message.group,
-                message.closes_group,
-            )
-            source_key = None if copy or not persistent else queue.store_key
-            written = None
-            if destination.startswith(TOPIC_PREFIX):
-                if persistent:
-                    written = keep(new)
-                    if source_key is not None:
-                        journal.remove(source_key, message.message_id)
-                publish_topic(new)
-            else:
+        persistent = message.persistent and journal is not None
+        new = Message(
+            destination,
+            self._books.ids.new_message_id(),
+            headers,
+            message.body,
+            message.expires,
+            0,
+            persistent,
+            message.priority,
+            message.group,
+            message.closes_group,
+        )
+        source_key = None if copy or not persistent else queue.store_key
+        written = None
+        if destination.startswith(TOPIC_PREFIX):
+            if persistent:
+                written = keep(new)
                 if source_key is not None:
-                    journal.move(source_key, message.message_id, destination, new)
-                elif persistent:
-                    written = journal.add([destination], new)
-                self.queue(destination).publish(new)
-            if written is not None:
-                # The journal has logged a failure; nobody waits to hear of it.
-                written.addErrback(_ignore)
-        if not copy and chosen and queue.paged is not None:
-            # Memory gave up messages: a paged queue reads its next page.
-            queue.dispatch()
-        return len(chosen)
+                    journal.remove(source_key, message.message_id)
+            publish_topic(new)
+        else:
+            if source_key is not None:
+                journal.move(source_key, message.message_id, destination, new)
+            elif persistent:
+                written = journal.add([destination], new)
+            self.queue(destination).publish(new)
+        if written is not None:
+            # The journal has logged a failure; nobody waits to hear of it.
+            written.addErrback(_ignore)
 
 
 def bind_local_parts(engine: Any, fanout: TopicFanout, table: QueueTable) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
+from stompbroker.broker.engine.queue_transfer import Transferred
 from stompbroker.broker.engine.shared_queues import Acted, QueueConsumed
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.management.records import InUse, InvalidRequest, UnknownDestination
@@ -52,7 +53,14 @@ from stompbroker.protocol.errors import InvalidDestination
 from stompbroker.protocol.frames import Headers
 from stompbroker.protocol.message import Message
 
-__all__ = ["MAX_COUNT", "QueueOperations", "check_count", "check_publish_target", "check_target"]
+__all__ = [
+    "MAX_COUNT",
+    "MAX_MOVE",
+    "QueueOperations",
+    "check_count",
+    "check_publish_target",
+    "check_target",
+]
 
 # The operators' log keeps one namespace, whichever part of the management acts.
 log = logger("stompbroker.broker.management.operations")
@@ -66,17 +74,20 @@ def messages(count: int) -> str:
     return f"{count} message" if count == 1 else f"{count} messages"
 
 
-#: Most messages one browse, move or retry may take.
+#: Most messages one browse may list (and a retry reads for its destinations).
 MAX_COUNT = 10_000
+#: Most messages one move, copy or retry may take: all a queue holds, in practice
+#: (a paged queue's are read from the store a batch at a time).
+MAX_MOVE = 1_000_000_000
 
 
-def check_count(count: int) -> int:
+def check_count(count: int, limit: int = MAX_COUNT) -> int:
     """
-    :returns: ``count``, if it is between 1 and :data:`MAX_COUNT`.
+    :returns: ``count``, if it is between 1 and ``limit``.
     :raises InvalidRequest: otherwise.
     """
-    if not 1 <= count <= MAX_COUNT:
-        raise InvalidRequest(f"count must be between 1 and {MAX_COUNT}, got {count}")
+    if not 1 <= count <= limit:
+        raise InvalidRequest(f"count must be between 1 and {limit}, got {count}")
     return count
 
 
@@ -323,7 +334,7 @@ class QueueOperations:
         :raises UnknownDestination: if there is no such queue now.
         :raises InvalidRequest: for a bad target or count, or a queue moved to itself.
         """
-        check_count(count)
+        check_count(count, MAX_MOVE)
         check_target(to)
         if to == name:
             raise InvalidRequest(f"{name!r} cannot be moved to itself")
@@ -339,8 +350,15 @@ class QueueOperations:
             )
             return done.addCallback(self._log_move, operator, action, name, to)
         queue = self.find(name)
-        moved: int = self._engine.transfer(queue, count, route, copy)
-        return self._log_move(Acted(moved, self._node()), operator, action, name, to)
+        transferred = self._engine.transfer(queue, count, route, copy)
+        if isinstance(transferred, Deferred):
+            # A paged queue: read from the store a batch at a time.
+            return transferred.addCallback(
+                lambda done: self._log_move(
+                    Acted(done.moved, self._node()), operator, action, name, to
+                )
+            )
+        return self._log_move(Acted(transferred.moved, self._node()), operator, action, name, to)
 
     @staticmethod
     def _log_move(acted: Acted, operator: str, action: str, name: str, to: str) -> Acted:
@@ -364,7 +382,9 @@ class QueueOperations:
         :raises InvalidRequest: if it is not a dead-letter queue.
         """
         self._check_dead_letter_queue(name)
-        browsed = self.browse(name, count)
+        # The first MAX_COUNT say where a retry may send: one with another
+        # origin further on stays (a retry's ``targets``), counted in ``left``.
+        browsed = self.browse(name, min(count, MAX_COUNT))
         if isinstance(browsed, Deferred):
             return browsed.addCallback(_origins)
         return _origins(browsed)
@@ -391,7 +411,7 @@ class QueueOperations:
         :raises UnknownDestination: if there is no such queue now.
         :raises InvalidRequest: if it is not a dead-letter queue, or for a bad count.
         """
-        check_count(count)
+        check_count(count, MAX_MOVE)
         self._check_dead_letter_queue(name)
         route = _back_to_origin if targets is None else _back_to(frozenset(targets))
         shared = self._shared(name)
@@ -405,9 +425,13 @@ class QueueOperations:
         queue = self._find_dead_letters(name)
         if queue is None:
             return self._log_retry(Acted(0, self._node()), operator, name)
-        considered = min(count, len(queue.pending))
-        moved: int = self._engine.transfer(queue, count, route, False)
-        acted = Acted(moved, self._node(), left=considered - moved)
+        transferred = self._engine.transfer(queue, count, route, False)
+        if isinstance(transferred, Deferred):
+            return transferred.addCallback(self._retried, operator, name)
+        return self._retried(transferred, operator, name)
+
+    def _retried(self, done: Transferred, operator: str, name: str) -> Acted:
+        acted = Acted(done.moved, self._node(), left=done.considered - done.moved)
         return self._log_retry(acted, operator, name)
 
     @staticmethod

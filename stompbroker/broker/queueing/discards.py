@@ -100,6 +100,8 @@ def close(queue: WorkerQueue) -> None:
     queue.pending.clear()
     queue.forget_resident()
     queue.expiry.cancel()
+    if queue.paged_expiry is not None:
+        queue.paged_expiry.cancel()
     if queue.delayed is not None:
         delayed = queue.delayed.take_all()
         queue._counters.discarded += len(delayed)

@@ -27,6 +27,11 @@ where a non-persistent message lives.  When a read gives fewer messages than it
 asked for while nothing was paged out meanwhile, the part on disk is empty and
 the queue stops paging.
 
+Messages of the part that expire while it waits are found by a sweep of the
+store's expiry index (:mod:`~stompbroker.broker.queueing.paged_expiry`), not
+when their page is read: the part is counted down, and they are dropped or
+dead-lettered as any expired message.
+
 A message of a higher priority than any the part on disk holds does not wait
 behind it: it stays in memory (up to a few read-aheads), where the queue's
 priority order puts it before the paged part.
@@ -36,6 +41,7 @@ Pure logic: no I/O, no reactor; the queue sequences the read and its result.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from attrs import define
@@ -106,7 +112,8 @@ class PagedPart:
         every message of the queue's key past it.
     :ivar first_id: until the first read, the id of the first message paged out:
         the part starts there (its sequence is the store's to know).
-    :ivar reading: whether a page has been asked for and not yet come.
+    :ivar reading: whether a read of the part is in flight (a page, the expiry
+        sweep's, a move's): one at a time, so that none reads what another takes.
     :ivar paged_since: messages paged out since that page was asked for: a short
         page then does not mean that the part is empty.
     :ivar transient: how many of ``count`` are non-persistent (transient rows,
@@ -114,6 +121,8 @@ class PagedPart:
     :ivar top: the highest priority the part may hold: a message of a higher
         one can go before it, in memory (the highest, 9, for a part recovery
         counted without reading it).
+    :ivar jumped: messages of a priority above the part that stayed in memory
+        while it paged: stored in its range, so a page must leave them out.
     """
 
     count: int = 0
@@ -124,6 +133,7 @@ class PagedPart:
     paged_since: int = 0
     transient: int = 0
     top: int = -1
+    jumped: int = 0
 
     def page_out(self, message: Message) -> None:
         """Count in a message that the store keeps and memory does not."""
@@ -140,17 +150,21 @@ class PagedPart:
         self.reading = True
         self.paged_since = 0
 
-    def came(self, records: list[Any], asked: int) -> bool:
+    def came(self, records: list[Any], asked: int, others: Collection[str] = ()) -> bool:
         """
         A page has come: count it out and move past it.
 
         :param records: the :class:`~stompbroker.broker.store.base.StoredMessage`
             records read, in sequence order.
         :param asked: how many were asked for.
+        :param others: ids of records that memory holds (the tail, messages of
+            a priority above the part): stored in the part's range, not counted in it.
         :returns: whether the part is now empty (the queue stops paging).
         """
         self.reading = False
         for record in records:
+            if record.message_id in others:
+                continue
             self.count -= 1
             self.size -= len(record.body)
             self.transient -= record.transient
@@ -164,6 +178,32 @@ class PagedPart:
         self.size = max(self.size, 0)
         self.transient = max(self.transient, 0)
         return False
+
+    def taken(self, records: list[Any], start: int | None) -> None:
+        """
+        Count out messages of the part that others took from disk: the expiry
+        sweep expired them, an operator's move moved them.
+
+        :param start: the sequence the part starts past, if the store found
+            where ``first_id`` is: the message it names may be among those taken.
+        """
+        for record in records:
+            self.count -= 1
+            self.size -= len(record.body)
+            self.transient -= record.transient
+        self.count = max(self.count, 0)
+        self.size = max(self.size, 0)
+        self.transient = max(self.transient, 0)
+        if self.first_id is not None and start is not None:
+            self.after, self.first_id = start, None
+
+    def waiting(self) -> int:
+        """:returns: how many messages wait here, on disk."""
+        return self.count
+
+    def waiting_bytes(self) -> int:
+        """:returns: their body bytes."""
+        return self.size
 
 
 def message_from_record(record: Any) -> Message:

@@ -26,7 +26,9 @@ head when its time comes; what a consumer held when it left comes back at once.
 
 Expiry is checked when a message reaches the head of the queue, so an expired
 message is never delivered.  Messages that expire while nobody consumes are
-found by a sweep (:mod:`stompbroker.broker.queueing.expiry_sweep`, an object the queue holds).
+found by a sweep (:mod:`stompbroker.broker.queueing.expiry_sweep`, an object the queue holds),
+and those paged out to the store by a sweep of the store
+(:mod:`stompbroker.broker.queueing.paged_expiry`, another).
 
 Every change of a message's state is one method (:meth:`~WorkerQueue.enqueue`,
 :meth:`~WorkerQueue.dispatch`, :meth:`~WorkerQueue.acknowledge`,
@@ -63,6 +65,7 @@ client's RECEIPT to wait on.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Callable, Iterator
 from itertools import islice
@@ -81,6 +84,7 @@ from stompbroker.broker.queueing.delivery import Consumer, DeliveryCounters, Del
 from stompbroker.broker.queueing.dispatch import FeatureDispatch, consumer_added, grouped
 from stompbroker.broker.queueing.expiry_sweep import ExpirySweep
 from stompbroker.broker.queueing.limits import QueueLimits
+from stompbroker.broker.queueing.paged_expiry import PagedExpiry
 from stompbroker.broker.queueing.paging import (
     MESSAGE_OVERHEAD,
     PagedPart,
@@ -162,6 +166,7 @@ class WorkerQueue:
         "paging",
         "paged",
         "_resident",
+        "paged_expiry",
     )
 
     #: Its messages are all here: an offer of room needs no reading first.
@@ -220,6 +225,21 @@ class WorkerQueue:
         self.paged: PagedPart | None = None
         #: Bytes it counts in ``paging.used`` now.
         self._resident = 0
+        #: Finds the messages that expire on disk while it pages.
+        self.paged_expiry = (
+            PagedExpiry(
+                clock,
+                self._paged_part,
+                functools.partial(journal.expired, store_key),
+                self.in_memory,
+                self.expire,
+                self.dispatch,
+                functools.partial(journal.remove, store_key),
+                sweep_interval,
+            )
+            if self.paging is not None
+            else None
+        )
 
     def __repr__(self) -> str:
         return (
@@ -229,6 +249,17 @@ class WorkerQueue:
 
     def _pending(self) -> Any:
         return self.pending
+
+    def _paged_part(self) -> PagedPart | None:
+        return self.paged
+
+    def in_memory(self) -> Iterator[Message]:
+        """:returns: every message memory holds: pending, held by consumers, delayed."""
+        yield from self.pending
+        for consumer in self.consumers:
+            yield from consumer.unacked.values()
+        if self.delayed is not None:
+            yield from self.delayed
 
     def is_idle(self) -> bool:
         """:returns: whether the queue holds nothing and nobody consumes from it."""
@@ -258,7 +289,9 @@ class WorkerQueue:
         read = self.journal.page(self.store_key, paged.after, paged.first_id, wanted)
 
         def browsed(records: list[Any]) -> list[Message]:
-            return in_memory + [message_from_record(record) for record in records]
+            ids = self._held_past_the_part(paged)
+            stored = [message_from_record(r) for r in records if r.message_id not in ids]
+            return (in_memory + stored)[:count]
 
         browsing: Deferred[list[Message]] = read.addCallback(browsed)
         return browsing
@@ -509,6 +542,7 @@ class WorkerQueue:
         elif message.priority > paged.top and len(self.pending) < paging.read_ahead * SCAN_PAGES:
             # Above every priority on disk: memory's priority order is the
             # queue's, and the message goes before the paged part.
+            paged.jumped += 1
             self._count_in(message)
             return False
         if not message.persistent:
@@ -516,7 +550,14 @@ class WorkerQueue:
             assert self.journal is not None and self.store_key is not None
             self.journal.add_transient(self.store_key, message)
         paged.page_out(message)
+        if message.expires:
+            self._watch_paged(message.expires)
         return True
+
+    def _watch_paged(self, expires: float) -> None:
+        """A paged-out message expires: have the part swept for it."""
+        assert self.paged_expiry is not None
+        self.paged_expiry.watch(expires)
 
     def _count_in(self, message: Message) -> None:
         """A message stays in memory: count it in the budget."""
@@ -600,7 +641,12 @@ class WorkerQueue:
         if self.paged is not paged:
             # Purged, or closed, while the page was read.
             return
-        empty = paged.came(records, asked)
+        held = self._held_past_the_part(paged)
+        empty = paged.came(records, asked, held)
+        if held:
+            # Those of a priority above the part (and a count that erred high
+            # reads on into them) are in memory.
+            records = [record for record in records if record.message_id not in held]
         now = self._clock.seconds()
         transient_through = 0
         for record in records:
@@ -619,6 +665,12 @@ class WorkerQueue:
         if empty:
             self._unpage()
         self.dispatch()
+
+    def _held_past_the_part(self, paged: PagedPart) -> set[str]:
+        """:returns: the ids of what memory holds that is stored in the part's range."""
+        if not paged.jumped:
+            return set()
+        return {message.message_id for message in self.in_memory()}
 
     def _take(self, message: Message) -> None:
         """Put a message that was counted in already at the tail of memory."""
@@ -642,6 +694,8 @@ class WorkerQueue:
         """
         if count and self.paging is not None:
             self.paged = PagedPart(count=count, size=size, after=after, top=HIGHEST_PRIORITY)
+            # What expired while the broker was down goes without waiting for a consumer.
+            self._watch_paged(self._clock.seconds())
 
     def acknowledge(self, consumer: Consumer, messages: list[Message]) -> list[Any]:
         """

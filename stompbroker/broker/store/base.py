@@ -29,8 +29,8 @@ few well-defined moments:
   rest (:class:`PagedRange`);
 - :meth:`IMessageStore.page` when a paged queue (one whose messages beyond its
   read-ahead the store alone holds, :mod:`stompbroker.broker.queueing.paging`)
-  needs its next messages, and :meth:`IMessageStore.remove_after` when it is
-  purged;
+  needs its next messages, :meth:`IMessageStore.expired` when it sweeps them
+  for expired ones, and :meth:`IMessageStore.remove_after` when it is purged;
 - :meth:`IMessageStore.add_transient` when a paged queue keeps a
   non-persistent message on disk instead of in memory, and
   :meth:`IMessageStore.remove_transient` once a page has brought such messages
@@ -240,6 +240,24 @@ class PagedRange:
 
 
 @frozen
+class ExpiredPage:
+    """
+    What :meth:`IMessageStore.expired` found of a key's paged range.
+
+    :ivar start: the sequence the range starts past, ``first_id`` resolved: a
+        reader that asked from ``first_id`` reads past this from now on (the
+        message ``first_id`` names may be among those expired).
+    :ivar records: the expired messages, oldest first.
+    :ivar next_expiry: the earliest expiry of the key's messages past ``start``
+        that have not expired, or ``0.0`` if none has one.
+    """
+
+    start: int
+    records: tuple[StoredMessage, ...]
+    next_expiry: float = 0.0
+
+
+@frozen
 class RecoveredState:
     """
     Everything a store holds, as :meth:`IMessageStore.recover` returns it.
@@ -392,6 +410,17 @@ class IMessageStore(Interface):
         :param limit: most messages to read.
         :returns: a Deferred firing with a list of :class:`StoredMessage`, in
             sequence order.
+        """
+
+    def expired(queue, after, first_id, now, limit):  # type: ignore[no-untyped-def]
+        """
+        Find the messages of a key's paged range (where :meth:`page` would read
+        on) that have expired by ``now``, after every operation called before; the
+        broker expires them (:meth:`remove` or :meth:`move` each, as it expires
+        any message), so this leaves them in place.
+
+        :param limit: most messages to return: the oldest that have expired.
+        :returns: a Deferred firing with an :class:`ExpiredPage`.
         """
 
     def remove_after(queue, after, first_id):  # type: ignore[no-untyped-def]

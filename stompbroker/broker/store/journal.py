@@ -295,6 +295,20 @@ class Journal:
         written = self.store.remove_transient(key, through)
         return self._written(written, "remove paged non-persistent messages", key)
 
+    def expired(
+        self, key: str, after: int, first_id: str | None, now: float, limit: int
+    ) -> Deferred[Any]:
+        """
+        Find the expired messages of a paged queue's part on disk
+        (``IMessageStore.expired``), for its sweep, which logs a failure and
+        sweeps again later.
+
+        :returns: a Deferred firing with an
+            :class:`~stompbroker.broker.store.base.ExpiredPage`.
+        """
+        found: Deferred[Any] = self.store.expired(key, after, first_id, now, limit)
+        return found
+
     def remove_paged(self, key: str, after: int, first_id: str | None) -> Deferred[bool]:
         """
         Forget the part of a queue that was on disk only (a purge).

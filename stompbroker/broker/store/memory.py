@@ -14,6 +14,7 @@ from zope.interface import implementer
 
 from stompbroker.broker.store.base import (
     DurableSubscription,
+    ExpiredPage,
     IMessageStore,
     MessageFields,
     RecoveredState,
@@ -104,13 +105,28 @@ class MemoryStore:
             self._queues.pop(queue, None)
         return succeed(None)
 
+    def expired(
+        self, queue: str, after: int, first_id: str | None, now: float, limit: int
+    ) -> Deferred[ExpiredPage]:
+        """:returns: a fired Deferred with what has expired; see :meth:`IMessageStore.expired`."""
+        if not self._open:
+            return _not_open()
+        start = self._start(queue, after, first_id)
+        found = [r for r in self._from(queue, after, first_id) if r.expires]
+        expired = [record for record in found if record.expires <= now]
+        later = [record.expires for record in found if record.expires > now]
+        return succeed(ExpiredPage(start, tuple(expired[:limit]), min(later, default=0.0)))
+
+    def _start(self, queue: str, after: int, first_id: str | None) -> int:
+        """:returns: the sequence :meth:`page` reads past: ``first_id``'s, resolved."""
+        first = self._queues.get(queue, {}).get(first_id) if first_id is not None else None
+        return first.sequence - 1 if first is not None else after
+
     def _from(self, queue: str, after: int, first_id: str | None) -> Iterator[StoredMessage]:
         """:returns: the key's records from where :meth:`page` reads, in sequence order."""
-        messages = self._queues.get(queue, {})
-        first = messages.get(first_id) if first_id is not None else None
-        start = first.sequence - 1 if first is not None else after
+        start = self._start(queue, after, first_id)
         # A key's records are in the order added, which is their sequence order.
-        return (record for record in messages.values() if record.sequence > start)
+        return (r for r in self._queues.get(queue, {}).values() if r.sequence > start)
 
     def add(self, queue: str, message: MessageFields) -> Deferred[StoredMessage]:
         """:returns: a fired Deferred with the stored record; see :meth:`IMessageStore.add`."""

@@ -64,6 +64,7 @@ from zope.interface import implementer
 
 from stompbroker.broker.store import sqlite_records
 from stompbroker.broker.store.base import (
+    ExpiredPage,
     IMessageStore,
     MessageFields,
     RecoveredState,
@@ -422,6 +423,14 @@ class SQLiteStore:
         """:returns: see :meth:`IMessageStore.page`; read in the writer thread, in store order."""
         return self._submit(
             functools.partial(sqlite_records.read_page, queue, after, first_id, limit)
+        )
+
+    def expired(
+        self, queue: str, after: int, first_id: str | None, now: float, limit: int
+    ) -> Deferred[ExpiredPage]:
+        """:returns: see :meth:`IMessageStore.expired`; read in the writer thread, in order."""
+        return self._submit(
+            functools.partial(sqlite_records.read_expired, queue, after, first_id, now, limit)
         )
 
     def remove_after(self, queue: str, after: int, first_id: str | None) -> Deferred[None]:

@@ -34,6 +34,7 @@ from attrs import define
 from stompbroker.broker.features.duplicate_ids import duplicate_id_of
 from stompbroker.broker.store.base import (
     DurableSubscription,
+    ExpiredPage,
     PagedRange,
     RecoveredState,
     ScheduledRecord,
@@ -61,6 +62,7 @@ __all__ = [
     "move_message",
     "next_sequence",
     "read_all",
+    "read_expired",
     "read_index",
     "read_page",
     "recover",
@@ -569,6 +571,44 @@ def read_page(
     """
     rows = connection.execute(_PAGE, (queue, queue, first_id, after, limit))
     return [_record(row) for row in rows]
+
+
+_START = (
+    "SELECT coalesce((SELECT sequence - 1 FROM messages WHERE queue = ? AND message_id = ?), ?)"
+)
+# The sequences from the partial index messages_by_expiry alone (``expires > 0``
+# spelt out: it holds those rows only), then those rows: by ``(queue, sequence)``
+# SQLite would read every row of the key (and a large body's pages) to find the
+# few that expire.
+_EXPIRED = (
+    f"SELECT {_COLUMNS} FROM messages WHERE sequence IN (SELECT sequence FROM messages"
+    " INDEXED BY messages_by_expiry WHERE queue = ? AND expires > 0 AND expires <= ?"
+    " AND sequence > ? ORDER BY sequence LIMIT ?) ORDER BY sequence"
+)
+_NEXT_EXPIRY = (
+    "SELECT min(expires) FROM messages WHERE queue = ? AND expires > 0 AND expires > ?"
+    " AND sequence > ?"
+)
+
+
+def read_expired(
+    queue: str,
+    after: int,
+    first_id: str | None,
+    now: float,
+    limit: int,
+    connection: sqlite3.Connection,
+) -> ExpiredPage:
+    """
+    :returns: the oldest ``limit`` messages of a key past where :func:`read_page`
+        reads that have expired by ``now``, and the next expiry there: ranges of
+        the ``(queue, expires)`` index, whatever the messages that never expire.
+    """
+    ((start,),) = connection.execute(_START, (queue, first_id, after)).fetchall()
+    rows = connection.execute(_EXPIRED, (queue, now, start, limit))
+    records = tuple(_record(row) for row in rows)
+    ((soonest,),) = connection.execute(_NEXT_EXPIRY, (queue, now, start)).fetchall()
+    return ExpiredPage(start, records, soonest or 0.0)
 
 
 def delete_after(

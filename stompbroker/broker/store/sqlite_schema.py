@@ -30,7 +30,11 @@ in one transaction, when a newer stompbroker first opens it.
 The index ``messages_by_queue`` on ``(queue, sequence)`` (each key's messages in
 order, for a paged queue's reads and a recovery's counts) is no part of the
 format: any version reads a database with it or without it, and keeps it up to
-date; the store makes it when it opens a database that lacks it.
+date; the store makes it when it opens a database that lacks it.  So is the
+partial index ``messages_by_expiry`` on ``(queue, expires)`` of the messages
+that expire (``expires > 0``): a paged queue's sweep for expired messages
+(:mod:`stompbroker.broker.queueing.paged_expiry`) reads its ranges, and a message
+without an expiry costs it nothing, neither a write nor a byte.
 
 What goes in and out of the rows is :mod:`stompbroker.broker.store.sqlite_records`.
 """
@@ -141,6 +145,11 @@ _SCHEMA = (
 #: messages in sequence order (:mod:`stompbroker.broker.queueing.paging`).
 _QUEUE_ORDER_INDEX = "CREATE INDEX IF NOT EXISTS messages_by_queue ON messages (queue, sequence)"
 
+#: The index a paged queue's expiry sweep reads: each key's expiring messages by expiry.
+_EXPIRY_INDEX = (
+    "CREATE INDEX IF NOT EXISTS messages_by_expiry ON messages (queue, expires) WHERE expires > 0"
+)
+
 #: Schema version -> the statements that bring it to the next one.
 _MIGRATIONS = {
     1: (*_SCHEMA_2_TABLES, "PRAGMA user_version = 2"),
@@ -183,6 +192,7 @@ def prepare_schema(connection: sqlite3.Connection, path: Path) -> None:
     # Not part of the format (an older stompbroker reads and keeps it up): made
     # on first open, a minute or so for a store of millions of messages.
     connection.execute(_QUEUE_ORDER_INDEX)
+    connection.execute(_EXPIRY_INDEX)
 
 
 def _run(connection: sqlite3.Connection, statements: tuple[str, ...]) -> None:

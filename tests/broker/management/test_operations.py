@@ -16,6 +16,7 @@ from stompbroker.broker.management.operations import (
     UnknownConnection,
     UnknownDestination,
 )
+from stompbroker.broker.management.queue_operations import MAX_COUNT, MAX_MOVE
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.journal import durable_key
 from stompbroker.protocol.errors import ClosedByOperator
@@ -118,6 +119,9 @@ def test_refused_calls_change_nothing(setup: Setup) -> None:  # noqa: F811
         (UnknownDestination, lambda: management.queues.purge("/queue/none")),
         (InvalidRequest, lambda: management.queues.purge("/topic/t")),
         (InvalidRequest, lambda: management.queues.browse("/queue/q", 0)),
+        (InvalidRequest, lambda: management.queues.browse("/queue/q", MAX_COUNT + 1)),
+        (InvalidRequest, lambda: management.queues.move("/queue/q", "/queue/r", 0)),
+        (InvalidRequest, lambda: management.queues.move("/queue/q", "/queue/r", MAX_MOVE + 1)),
         (InvalidRequest, lambda: management.queues.move("/queue/q", "/queue/q", 5)),
         (InvalidRequest, lambda: management.queues.move("/queue/q", "/queue/*", 5)),
         (InvalidRequest, lambda: management.queues.move("/queue/q", "/temp-queue/x", 5)),
@@ -169,6 +173,10 @@ def test_move_takes_messages_to_another_queue_in_memory_and_in_the_store(
     assert management.queues.move("/queue/a", "/queue/b", 2).count == 2
     setup.settle()
     assert waiting(broker, "/queue/a") == [b"3"]
+    # A move is not bounded by what a browse may list.
+    assert management.queues.move("/queue/a", "/queue/c", MAX_COUNT + 1).count == 1
+    assert management.queues.move("/queue/c", "/queue/a", MAX_COUNT + 1).count == 1
+    setup.settle()
     assert waiting(broker, "/queue/b") == [b"0", b"1", b"2"]
     stored = setup.stored_ids()
     assert len(stored["/queue/a"]) == 1 and len(stored["/queue/b"]) == 3

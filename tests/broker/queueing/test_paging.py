@@ -12,15 +12,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from twisted.internet.defer import fail
+from twisted.internet.defer import Deferred, fail
+from twisted.internet.task import Clock
 
+from stompbroker.broker.engine import queue_transfer
 from stompbroker.broker.features.policies import parse_policy
 from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.management.operations import Management
+from stompbroker.broker.queueing.delivery import DeliveryPolicy
+from stompbroker.broker.queueing.paged_expiry import SWEEP_BATCH, PagedExpiry
 from stompbroker.broker.queueing.paging import PagedPart, PagingBudget
 from stompbroker.broker.queueing.queues import PAGE_RETRY, SCAN_PAGES
 from stompbroker.broker.service import Broker
-from stompbroker.broker.store.base import StoredMessage, StoreError
+from stompbroker.broker.store.base import ExpiredPage, StoredMessage, StoreError
 from stompbroker.protocol.message import Message
 from tests.support.broker import Inbox
 from tests.support.persistence import PERSISTENT, Setup, send
@@ -451,14 +455,12 @@ def test_the_budget_comes_back_as_queues_drain(setup: Setup) -> None:
 
 def test_without_a_store_nothing_pages() -> None:
     """A broker without a store has no budget: memory holds everything."""
-    from twisted.internet.task import Clock
-
     broker = Broker(Clock(), limits=PAGING)
     assert broker.engine.paging is None
 
 
 def test_the_management_api_browses_moves_and_purges_a_paged_queue(setup: Setup) -> None:
-    """Browse reads past memory; move takes what memory holds, again and again; depth counts all."""
+    """Browse reads past memory; one move takes memory and the part on disk; depth counts all."""
     broker = paging_broker(setup)
     send(broker, "/queue/a", *bodies(10))
     settle(setup)
@@ -467,15 +469,131 @@ def test_the_management_api_browses_moves_and_purges_a_paged_queue(setup: Setup)
     settle(setup)
     assert [m.body for m in result_of(browsed).messages] == bodies(8)
     assert Management(broker).destination("/queue/a").depth == 10
-    moved = 0
-    for _ in range(10):
-        moved += queues.move("/queue/a", "/queue/b", 10).count
-        settle(setup)
-    assert moved == 10
+    moving = queues.move("/queue/a", "/queue/b", 10)
+    settle(setup)
+    assert result_of(moving).count == 10
+    source = broker.engine.queues["/queue/a"]
+    assert source.depth() == 0 and source.paged is None
     inbox = setup.subscribe(broker, "/queue/b", prefetch=3)
     ack_all(broker, inbox, setup)
     assert inbox.bodies() == bodies(10)
     assert setup.stored_ids().get("/queue/a", []) == []
+
+
+def transfer_batches(monkeypatch: pytest.MonkeyPatch, batch: int) -> None:
+    """Make a transfer's batches small, so that a test's few messages take several."""
+    monkeypatch.setattr(queue_transfer, "BATCH", batch)
+
+
+def test_a_move_takes_what_it_is_asked_for_in_batches_in_order_once(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past memory and a batch, a move reads the part a batch per turn; the rest stays, in order."""
+    transfer_batches(monkeypatch, 3)
+    broker = paging_broker(setup)
+    send(broker, "/queue/a", *bodies(25))
+    settle(setup)
+    pages = []
+    real = setup.store.page
+
+    def counted(*args: Any) -> Any:
+        pages.append(args[-1])
+        return real(*args)
+
+    setup.store.page = counted
+    moving = Management(broker).queues.move("/queue/a", "/queue/b", 17)
+    settle(setup, 100)
+    assert result_of(moving).count == 17
+    # Memory held 4; the other 13 came from disk, 3 a batch (the queue then reads its page).
+    assert pages[:5] == [3, 3, 3, 3, 1]
+    source = broker.engine.queues["/queue/a"]
+    assert source.depth() == 8
+    stored = setup.stored_ids()
+    assert len(stored["/queue/a"]) == 8 and len(stored["/queue/b"]) == 17
+    moved = setup.subscribe(broker, "/queue/b", prefetch=3)
+    ack_all(broker, moved, setup)
+    assert moved.bodies() == bodies(17)
+    rest = setup.subscribe(broker, "/queue/a", prefetch=3)
+    ack_all(broker, rest, setup)
+    assert rest.bodies() == bodies(8, start=17)
+    assert setup.stored_ids() == {}
+
+
+def test_a_copy_reads_through_the_part_and_leaves_it(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copy of a paged queue copies memory and disk, in order; the queue keeps everything."""
+    transfer_batches(monkeypatch, 4)
+    broker = paging_broker(setup)
+    send(broker, "/queue/a", *bodies(14))
+    settle(setup)
+    copying = Management(broker).queues.move("/queue/a", "/queue/b", 20, copy=True)
+    settle(setup, 100)
+    assert result_of(copying).count == 14
+    assert broker.engine.queues["/queue/a"].depth() == 14
+    for destination in ("/queue/a", "/queue/b"):
+        inbox = setup.subscribe(broker, destination, prefetch=3)
+        ack_all(broker, inbox, setup)
+        assert inbox.bodies() == bodies(14)
+
+
+def test_a_retry_of_a_paged_dead_letter_queue_sends_back_all_and_leaves_the_rest(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retry reads the DLQ's part on disk; what it cannot send back stays there, in order."""
+    transfer_batches(monkeypatch, 3)
+    broker = paging_broker(setup)
+    inbox = setup.subscribe(broker, "/queue/q", prefetch=50)
+    send(broker, "/queue/q", *bodies(12))
+    settle(setup)
+    for message in inbox.received:
+        broker.nack(inbox.connection, message.message_id, subscriber=inbox, requeue=False)
+    broker.unsubscribe(inbox)
+    settle(setup)
+    queues = Management(broker).queues
+    # Two with no original-destination, between the dead letters on disk.
+    send(broker, "/queue/r", b"r-1", b"r-2")
+    settle(setup)
+    assert queues.move("/queue/r", "/queue/DLQ.q", 2).count == 2
+    send(broker, "/queue/q", b"late")
+    assert queues.find("/queue/DLQ.q").depth() == 14
+    retrying = queues.retry("/queue/DLQ.q", 100, targets={"/queue/q"})
+    settle(setup, 100)
+    acted = result_of(retrying)
+    assert (acted.count, acted.left) == (12, 2)
+    again = setup.subscribe(broker, "/queue/q", prefetch=5)
+    ack_all(broker, again, setup)
+    assert again.bodies() == [b"late", *bodies(12)]
+    assert len(setup.stored_ids()["/queue/DLQ.q"]) == 2
+    left = setup.subscribe(broker, "/queue/DLQ.q", prefetch=5)
+    ack_all(broker, left, setup)
+    assert left.bodies() == [b"r-1", b"r-2"]
+
+
+def test_a_purge_during_a_move_ends_it(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The part a purge forgets is not moved: what was moved before stays moved, once."""
+    transfer_batches(monkeypatch, 2)
+    broker = paging_broker(setup)
+    send(broker, "/queue/a", *bodies(12))
+    settle(setup)
+    queues = Management(broker).queues
+    real = setup.store.page
+    reads = []
+
+    def purging(*args: Any) -> Any:
+        reads.append(args)
+        if len(reads) == 2:
+            # An operator purges while the move's second batch is read.
+            queues.purge("/queue/a")
+        return real(*args)
+
+    setup.store.page = purging
+    moving = queues.move("/queue/a", "/queue/b", 12)
+    settle(setup, 100)
+    moved = result_of(moving).count
+    assert moved == 4 + 2
+    stored = setup.stored_ids()
+    assert stored.get("/queue/a", []) == [] and len(stored["/queue/b"]) == moved
 
 
 def test_a_page_the_store_cannot_read_is_asked_for_again(setup: Setup) -> None:
@@ -537,3 +655,183 @@ def test_nacked_messages_of_a_paged_queue_come_back_or_go_to_the_dead_letters(
     assert [m.redeliveries for m in inbox.received[2:] if m.body == b"m001"] == [1]
     stored = setup.stored_ids()
     assert stored.get("/queue/q", []) == [] and len(stored["/queue/DLQ.q"]) == 1
+
+
+# -- expiry on disk (stompbroker.broker.queueing.paged_expiry) ----------------------------------
+
+
+def expiring(setup: Setup, seconds: float) -> tuple[tuple[str, str], ...]:
+    """:returns: the headers of a persistent message that expires ``seconds`` from now."""
+    at_ms = int((setup.clock.seconds() + seconds) * 1000)
+    return (*PERSISTENT, ("expires", str(at_ms)))
+
+
+def test_paged_messages_expire_without_a_consumer(setup: Setup) -> None:
+    """The sweep finds expired messages on disk: the depth drops, the store forgets them."""
+    broker = paging_broker(setup)
+    send(broker, "/queue/q", *bodies(6))
+    send(broker, "/queue/q", *bodies(10, start=100), headers=expiring(setup, 1))
+    send(broker, "/queue/q", b"last")
+    settle(setup)
+    queue = broker.engine.queues["/queue/q"]
+    assert queue.depth() == 17 and queue.paged is not None
+    setup.clock.advance(2)
+    settle(setup)
+    assert queue.depth() == 7
+    assert broker.engine.depth("/queue/q") == 7
+    assert len(setup.stored_ids()["/queue/q"]) == 7
+    assert broker.counters.expired == 10
+    inbox = setup.subscribe(broker, prefetch=2)
+    ack_all(broker, inbox, setup)
+    assert inbox.bodies() == [*bodies(6), b"last"]
+
+
+def test_expired_paged_messages_go_to_the_dead_letter_queue_in_order(setup: Setup) -> None:
+    """Under --expired dead-letter, they are moved there in the store, oldest first."""
+    broker = setup.broker(limits=PAGING, policy=DeliveryPolicy(expired="dead-letter"))
+    send(broker, "/queue/q", *bodies(4))
+    send(broker, "/queue/q", *bodies(9, start=100), headers=expiring(setup, 1))
+    settle(setup)
+    setup.clock.advance(2)
+    settle(setup)
+    assert broker.engine.queues["/queue/q"].depth() == 4
+    stored = setup.stored_ids()
+    assert len(stored["/queue/q"]) == 4 and len(stored["/queue/DLQ.q"]) == 9
+    inbox = setup.subscribe(broker, "/queue/DLQ.q", prefetch=2)
+    ack_all(broker, inbox, setup)
+    assert inbox.bodies() == bodies(9, start=100)
+    assert {dict(m.headers)["dead-letter-reason"] for m in inbox.received} == {"expired"}
+
+
+def test_the_sweep_ends_paging_when_all_on_disk_expired(setup: Setup) -> None:
+    """A part whose every message expired is empty: what waited behind it joins memory."""
+    broker = paging_broker(setup)
+    send(broker, "/queue/q", *bodies(4))
+    send(broker, "/queue/q", *bodies(5, start=100), headers=expiring(setup, 1))
+    send(broker, "/queue/q", b"transient", headers=())
+    settle(setup)
+    queue = broker.engine.queues["/queue/q"]
+    setup.clock.advance(2)
+    settle(setup)
+    assert queue.paged is None and queue.depth() == 5
+    inbox = setup.subscribe(broker, prefetch=9)
+    ack_all(broker, inbox, setup)
+    assert inbox.bodies() == [*bodies(4), b"transient"]
+
+
+def test_a_restart_sweeps_what_expired_while_the_broker_was_down(setup: Setup) -> None:
+    """Recovery counts the part from an index; the sweep then drops what expired meanwhile."""
+    broker = paging_broker(setup)
+    send(broker, "/queue/q", *bodies(4))
+    send(broker, "/queue/q", *bodies(8, start=100), headers=expiring(setup, 1))
+    send(broker, "/queue/q", b"last")
+    broker = setup.restart(down=5, limits=PAGING)
+    queue = broker.engine.queues["/queue/q"]
+    setup.clock.advance(1)
+    settle(setup)
+    assert queue.depth() == 5
+    inbox = setup.subscribe(broker, prefetch=3)
+    ack_all(broker, inbox, setup)
+    assert inbox.bodies() == [*bodies(4), b"last"]
+
+
+def test_the_sweep_takes_bounded_batches_in_later_turns(setup: Setup) -> None:
+    """More expired than a batch: one batch per turn, until none is left, in order."""
+    broker = setup.broker(limits=PAGING, policy=DeliveryPolicy(expired="dead-letter"))
+    send(broker, "/queue/q", *bodies(4))
+    send(broker, "/queue/q", *bodies(SWEEP_BATCH + 5, start=100), headers=expiring(setup, 1))
+    settle(setup)
+    queue = broker.engine.queues["/queue/q"]
+    store = setup.store
+    real = store.expired
+    batches: list[int] = []
+
+    def counted(*args: Any) -> Any:
+        return real(*args).addCallback(lambda page: batches.append(len(page.records)) or page)
+
+    store.expired = counted
+    setup.clock.advance(2)
+    settle(setup)
+    assert queue.depth() == 4
+    assert batches[:2] == [SWEEP_BATCH, 5]
+    dead = broker.engine.queues["/queue/DLQ.q"]
+    browsed = dead.browse(SWEEP_BATCH + 5)
+    settle(setup)
+    assert [m.body for m in result_of(browsed)] == bodies(SWEEP_BATCH + 5, start=100)
+
+
+def test_messages_in_memory_are_left_to_the_memory_sweep(setup: Setup) -> None:
+    """A high-priority message stored past the part's start but held in memory expires once."""
+    broker = setup.broker(limits=PAGING, policy=DeliveryPolicy(expired="dead-letter"))
+    send(broker, "/queue/q", *bodies(6))
+    urgent = (*expiring(setup, 1), ("priority", "9"))
+    send(broker, "/queue/q", b"urgent", headers=urgent)
+    settle(setup)
+    setup.clock.advance(2)
+    settle(setup)
+    assert broker.counters.expired == 1
+    assert len(setup.stored_ids()["/queue/DLQ.q"]) == 1
+
+
+def test_a_sweep_waits_for_a_page_in_flight() -> None:
+    """One read of a part at a time: a sweep that finds a page being read tries again later."""
+    clock = Clock()
+    part = PagedPart(count=3, size=3, after=10)
+    reads: list[Deferred[ExpiredPage]] = []
+    expired: list[Message] = []
+
+    def read(after: int, first_id: str | None, now: float, limit: int) -> Deferred[ExpiredPage]:
+        reads.append(Deferred())
+        return reads[-1]
+
+    sweep = PagedExpiry(
+        clock, lambda: part, read, list, expired.append, lambda: None, lambda message_id: None, 1.0
+    )
+    part.reading = True
+    sweep.watch(0)
+    clock.advance(0)
+    assert reads == []
+    part.reading = False
+    clock.advance(1)
+    assert len(reads) == 1 and part.reading
+    reads[0].callback(ExpiredPage(10, (record(11), record(12)), 0.0))
+    assert [m.message_id for m in expired] == ["id-11", "id-12"]
+    assert (part.count, part.reading) == (1, False)
+
+
+def test_a_high_priority_message_held_in_memory_is_not_read_again_from_disk(
+    setup: Setup,
+) -> None:
+    """
+    A message of a priority above the part stays in memory, though stored in
+    the part's range: a page leaves it out (it was delivered twice, and the
+    part's count ran out before its last message).
+    """
+    broker = paging_broker(setup)
+    send(broker, "/queue/q", *bodies(8))
+    send(broker, "/queue/q", b"urgent", headers=(*PERSISTENT, ("priority", "9")))
+    send(broker, "/queue/q", *bodies(2, start=100))
+    settle(setup)
+    inbox = setup.subscribe(broker, prefetch=50)
+    ack_all(broker, inbox, setup)
+    assert inbox.bodies() == [b"urgent", *bodies(8), *bodies(2, start=100)]
+    assert setup.stored_ids().get("/queue/q", []) == []
+
+
+def test_a_move_takes_what_waits_behind_the_part_too(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Non-persistent messages wait behind the part in memory: a move of all takes them after it."""
+    transfer_batches(monkeypatch, 3)
+    broker = paging_broker(setup)
+    send(broker, "/queue/a", *bodies(9))
+    send(broker, "/queue/a", b"transient", headers=())
+    send(broker, "/queue/a", b"after")
+    settle(setup)
+    moving = Management(broker).queues.move("/queue/a", "/queue/b", 100)
+    settle(setup, 100)
+    assert result_of(moving).count == 11
+    assert broker.engine.queues["/queue/a"].depth() == 0
+    inbox = setup.subscribe(broker, "/queue/b", prefetch=3)
+    ack_all(broker, inbox, setup)
+    assert inbox.bodies() == [*bodies(9), b"transient", b"after"]

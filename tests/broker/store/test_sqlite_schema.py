@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from twisted.internet import task
 
+from stompbroker.broker.store import sqlite_records
 from stompbroker.broker.store.base import (
     DurableSubscription,
     ScheduledRecord,
@@ -360,3 +361,39 @@ def test_a_newer_schema_is_incompatible(tmp_path: Path) -> None:
     store = sqlite_store(tmp_path)
     with pytest.raises(StoreIncompatible, match="newer stompbroker"):
         store.open()
+
+
+def test_a_store_without_the_expiry_index_gets_it_and_the_sweep_reads_it(tmp_path: Path) -> None:
+    """
+    A data directory made before paged queues' expiry sweep (schema 4 without
+    ``messages_by_expiry``) gets the index when opened, with the rows it holds; the
+    sweep's read then ranges over it instead of reading every message of the key.
+    """
+    with sqlite3.connect(tmp_path / DATABASE_NAME) as database:
+        database.executescript(SCHEMA_1 + SCHEMA_2_ADDED + SCHEMA_3_ADDED + SCHEMA_4_ADDED)
+        database.executemany(
+            "INSERT INTO messages (sequence, queue, message_id, destination, headers, body,"
+            " expires) VALUES (?, '/queue/a', ?, '/queue/a', '[]', x'', ?)",
+            [(n, f"m-{n}", 10.0 * (n % 2)) for n in range(1, 7)],
+        )
+    clock = task.Clock()
+    store = open_sqlite(tmp_path, clock)
+    found = store.expired("/queue/a", 0, None, 20.0, 10)
+    clock.advance(1)
+    assert [record.message_id for record in result_of(found).records] == ["m-1", "m-3", "m-5"]
+    result_of(store.close())
+    with sqlite3.connect(tmp_path / DATABASE_NAME) as database:
+        indexes = database.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'messages'"
+        ).fetchall()
+        assert ("messages_by_expiry",) in indexes
+        plan = database.execute(
+            "EXPLAIN QUERY PLAN " + sqlite_records._EXPIRED, ("/queue/a", 20.0, 0, 10)
+        ).fetchall()
+        assert any("messages_by_expiry" in row[-1] for row in plan)
+        # Messages that never expire are not in it.
+        (entries,) = database.execute(
+            "SELECT count(*) FROM messages INDEXED BY messages_by_expiry"
+            " WHERE queue = '/queue/a' AND expires > 0"
+        ).fetchone()
+        assert entries == 3

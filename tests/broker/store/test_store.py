@@ -472,6 +472,24 @@ def test_recovery_drops_every_transient_message(harness: Harness, read_ahead: in
     assert message_ids(rest) == ["p-0", "p-1", "p-2", "p-3"]
 
 
+def test_expired_finds_a_ranges_expired_messages_oldest_first(harness: Harness) -> None:
+    """expired() reads where page() would, only what has expired, and the next expiry after."""
+    for n, expires in enumerate([5.0, 0.0, 3.0, 50.0, 4.0, 9.0, 2.0]):
+        harness.add("/queue/orders", sent(f"m-{n}", expires=expires))
+    harness.add("/queue/other", sent("o", "/queue/other", expires=1.0))
+    page = harness.settle(harness.store.expired("/queue/orders", 0, "m-1", 6.0, 2))
+    first = harness.settle(harness.store.page("/queue/orders", 0, "m-1", 1))
+    assert page.start == first[0].sequence - 1
+    assert message_ids(page.records) == ["m-2", "m-4"]
+    assert page.next_expiry == 9.0
+    rest = harness.settle(harness.store.expired("/queue/orders", page.start, None, 6.0, 10))
+    assert message_ids(rest.records) == ["m-2", "m-4", "m-6"]
+    # It reads; the broker removes what it expires.
+    assert len(harness.recover().queues["/queue/orders"]) == 7
+    none = harness.settle(harness.store.expired("/queue/orders", 0, None, 100.0, 10))
+    assert none.next_expiry == 0.0 and len(none.records) == 6
+
+
 def test_a_recovery_with_a_read_ahead_reads_heads_and_counts_the_rest(harness: Harness) -> None:
     """recover(read_ahead) gives each key's first messages and a PagedRange for the rest."""
     for n in range(7):

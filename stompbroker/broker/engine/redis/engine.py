@@ -60,6 +60,7 @@ from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout
 from stompbroker.broker.engine.figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.local import DEFAULT_POLICY
 from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
+from stompbroker.broker.engine.queue_transfer import Transferred
 from stompbroker.broker.engine.redis.busy import Busy
 from stompbroker.broker.engine.redis.connection import (
     PRIMARY_ONLY,
@@ -430,7 +431,7 @@ class RedisEngine:
         count: int,
         route: Callable[[Message], tuple[str, Headers] | None],
         copy: bool = False,
-    ) -> int:
+    ) -> Transferred | Deferred[Transferred]:
         """Move (or copy) what this node has read of ``queue`` and not handed out."""
         return self.table.transfer(queue, count, route, copy, self.keep, self.publish_topic)
 
