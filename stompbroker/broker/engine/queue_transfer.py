@@ -142,8 +142,8 @@ class QueueTransfer:
         elif paged.reading:
             self._clock.callLater(WAIT, self._step)
         elif paged.count <= 0:
-            # All on disk has gone: the queue ends paging, and what waited
-            # behind the part (the tail) joins memory, to be taken next.
+            # All on disk has gone: the queue ends paging, and takes what
+            # memory holds next.
             queue.dispatch()
             self._clock.callLater(0, self._step)
         else:

@@ -704,16 +704,18 @@ def test_expired_paged_messages_go_to_the_dead_letter_queue_in_order(setup: Setu
 
 
 def test_the_sweep_ends_paging_when_all_on_disk_expired(setup: Setup) -> None:
-    """A part whose every message expired is empty: what waited behind it joins memory."""
+    """A part whose every message expired is empty: the queue stops paging."""
     broker = paging_broker(setup)
     send(broker, "/queue/q", *bodies(4))
     send(broker, "/queue/q", *bodies(5, start=100), headers=expiring(setup, 1))
-    send(broker, "/queue/q", b"transient", headers=())
     settle(setup)
     queue = broker.engine.queues["/queue/q"]
     setup.clock.advance(2)
     settle(setup)
-    assert queue.paged is None and queue.depth() == 5
+    assert queue.paged is None and queue.depth() == 4
+    send(broker, "/queue/q", b"transient", headers=())
+    settle(setup)
+    assert queue.depth() == 5
     inbox = setup.subscribe(broker, prefetch=9)
     ack_all(broker, inbox, setup)
     assert inbox.bodies() == [*bodies(4), b"transient"]
@@ -821,7 +823,7 @@ def test_a_high_priority_message_held_in_memory_is_not_read_again_from_disk(
 def test_a_move_takes_what_waits_behind_the_part_too(
     setup: Setup, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Non-persistent messages wait behind the part in memory: a move of all takes them after it."""
+    """A move of all takes the part in its order, non-persistent (transient) messages among it."""
     transfer_batches(monkeypatch, 3)
     broker = paging_broker(setup)
     send(broker, "/queue/a", *bodies(9))
@@ -835,3 +837,43 @@ def test_a_move_takes_what_waits_behind_the_part_too(
     inbox = setup.subscribe(broker, "/queue/b", prefetch=3)
     ack_all(broker, inbox, setup)
     assert inbox.bodies() == [*bodies(9), b"transient", b"after"]
+
+
+def test_paged_non_persistent_messages_that_expire_on_disk_leave_no_row(setup: Setup) -> None:
+    """The sweep expires transient rows too, and forgets them: no page brings them back."""
+    broker = paging_broker(setup)
+    send(broker, "/queue/q", *bodies(6))
+    at_ms = int((setup.clock.seconds() + 1) * 1000)
+    send(broker, "/queue/q", *bodies(10, start=100), headers=(("expires", str(at_ms)),))
+    send(broker, "/queue/q", b"last")
+    settle(setup)
+    queue = broker.engine.queues["/queue/q"]
+    assert queue.depth() == 17
+    assert sum(record.transient for record in stored_page(setup)) == 10
+    setup.clock.advance(2)
+    settle(setup)
+    assert queue.depth() == 7 and broker.counters.expired == 10
+    assert not any(record.transient for record in stored_page(setup))
+    inbox = setup.subscribe(broker, prefetch=2)
+    ack_all(broker, inbox, setup)
+    assert inbox.bodies() == [*bodies(6), b"last"]
+
+
+def test_a_move_of_paged_non_persistent_messages_leaves_no_row_behind(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Moved from disk, a transient row goes with its message: the source delivers none again."""
+    transfer_batches(monkeypatch, 3)
+    broker = paging_broker(setup)
+    send(broker, "/queue/a", *bodies(9), headers=())
+    settle(setup)
+    moving = Management(broker).queues.move("/queue/a", "/queue/b", 100)
+    settle(setup, 100)
+    assert result_of(moving).count == 9
+    assert stored_page(setup, "/queue/a") == []
+    source = setup.subscribe(broker, "/queue/a", prefetch=3)
+    settle(setup)
+    assert source.bodies() == []
+    moved = setup.subscribe(broker, "/queue/b", prefetch=3)
+    ack_all(broker, moved, setup)
+    assert moved.bodies() == bodies(9)
