@@ -733,7 +733,7 @@ def test_resume_cluster_resumes_on_both_nodes_with_every_message(
     [
         ("send", [], "xadd 1.00"),
         ("route", [], ""),
-        ("send", ["--persistent", "--duplicate-id"], "evalsha 1.00"),
+        ("send", ["--persistent", "--duplicate-id"], "zadd 1.00"),
     ],
 )
 def test_cluster_publish_parts_stores_every_message_sent(
@@ -741,7 +741,8 @@ def test_cluster_publish_parts_stores_every_message_sent(
 ) -> None:
     """
     benchmarks.cluster_publish_parts (its own reactor: a process of its own) exits 0, and
-    prints the Redis commands per SEND (one script each with a duplicate-id).
+    prints the Redis commands per SEND (one script each with a duplicate-id: one ZADD in it;
+    the script goes as EVAL until Redis holds it, then EVALSHA).
     """
     redis_server_binary()
     done = subprocess.run(
