@@ -369,11 +369,13 @@ class IBroker(Interface):
 class ISessionTransport(Interface):
     """
     All a session knows of the connection beneath it.
-
-    A transport may also offer a ``bearer_token`` attribute and a
-    ``peer_certificate()`` method, which the session reads on CONNECT (see
-    :mod:`stompbroker.transport.credentials`); a transport without them works.
     """
+
+    credentials = Attribute(
+        "What the connection tells of the client's credentials, read on CONNECT:"
+        " a ``bearer_token`` (or ``None``) and ``peer_certificate()`` (or ``None``);"
+        " see :mod:`stompbroker.transport.credentials`."
+    )
 
     def write(data):  # type: ignore[no-untyped-def]
         """Queue bytes for the peer.  Writes are buffered by the transport."""

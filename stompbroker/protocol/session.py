@@ -227,7 +227,9 @@ class StompSession:
         #: Heart-beats, the connect and frame timeouts.
         self.timers = Timers(clock, config, reading, self.output.beat, fail, self._dead)
         #: Who the client is, and its staying logged in.
-        self.login = Login(transport, clock, peer, config, life, fail, self.receipts.when_stored)
+        self.login = Login(
+            transport.credentials, clock, peer, config, life, fail, self.receipts.when_stored
+        )
         #: The client's subscriptions and ack ids.
         self.subscriptions = Subscriptions(self, broker, self.output, self.login, config)
         #: Resumable sessions: CONNECT's token, detaching, taking up again.

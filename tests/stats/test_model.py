@@ -29,6 +29,7 @@ from stompbroker.stats.schema import FLOW_COUNTERS, BrokerRecord, DestinationRec
 from tests.support.broker import EPOCH, FakeConnection, Inbox
 from tests.support.broker import World as BrokerWorld
 from tests.support.process import run_python
+from tests.support.session import PLAIN_TCP
 
 RSS = 50_000_000
 DEFAULT_POLICY = DeliveryPolicy()
@@ -501,6 +502,7 @@ class Wire:
     def __init__(self) -> None:
         self.written: list[bytes] = []
         self.transport = StringTransport()
+        self.credentials = PLAIN_TCP
 
     def write(self, data: bytes) -> None:
         self.written.append(data)
