@@ -27,6 +27,7 @@ from stompbroker.stats.schema import (
     DestinationRecord,
     StatsRecord,
     format_timestamp,
+    record_to_dict,
     to_timestamp,
 )
 
@@ -160,7 +161,7 @@ def live_document(interval: Interval) -> dict[str, Any]:
         broker record's fields) and ``destinations`` (a list of destination
         records' fields), as docs/monitoring.md describes.
     """
-    broker = interval.broker.to_dict()
+    broker = record_to_dict(interval.broker)
     return {
         "schema_version": SCHEMA_VERSION,
         "ts": broker["ts"],
@@ -168,7 +169,9 @@ def live_document(interval: Interval) -> dict[str, Any]:
         "node": interval.end.nodes[0].node if interval.end.nodes else None,
         "nodes": nodes_document(interval.end.nodes),
         "broker": _fields(broker),
-        "destinations": [_shown(_fields(record.to_dict())) for record in interval.destinations],
+        "destinations": [
+            _shown(_fields(record_to_dict(record))) for record in interval.destinations
+        ],
     }
 
 
