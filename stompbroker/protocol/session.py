@@ -212,7 +212,16 @@ class StompSession:
         fail = self._fail
         #: Where frames go: the transport, or the backlog of a slow consumer.
         self.output: SlowConsumer = SlowConsumer(
-            self, broker, transport, clock, config, life, reading, fail
+            self,
+            self.subscribers,
+            self.describe,
+            broker,
+            transport,
+            clock,
+            config,
+            life,
+            reading,
+            fail,
         )
         #: RECEIPTs in order, frames held meanwhile, and the write window.
         self.receipts = Receipts(

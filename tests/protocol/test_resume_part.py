@@ -45,6 +45,8 @@ class Made:
         connection = FakeConnection("s1")
         self.output = SlowConsumer(
             connection,
+            connection.subscribers,
+            connection.describe,
             self.broker,
             self.transport,
             Clock(),
