@@ -46,8 +46,8 @@ from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.features.retained_values import RetainedMessages
 from stompbroker.broker.features.retainer import Retaining, retained_copies
-from stompbroker.broker.features.scheduled_messages import ScheduledEntry, Scheduler
-from stompbroker.broker.features.scheduler import Scheduling
+from stompbroker.broker.features.schedule_rules import ScheduledEntry, Scheduler
+from stompbroker.broker.features.schedule_timer import Scheduling
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.queueing.paging import PagingBudget
@@ -105,7 +105,7 @@ class LocalEngine:
         ``store``, or ``None``.
     :ivar dead_letters: where the queues' failed messages go.
     :ivar scheduled: the messages held for later delivery (the broker's
-        :class:`~stompbroker.broker.features.scheduler.Scheduling` times them).
+        :class:`~stompbroker.broker.features.schedule_timer.Scheduling` times them).
     :ivar retained: each topic's retained message.
     """
 

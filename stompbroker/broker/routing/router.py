@@ -22,8 +22,8 @@ it by kind:
   (:meth:`~stompbroker.broker.engine.base.IEngine.publish_stream`), whose store
   write the RECEIPT waits for.
 
-A SEND with a scheduling header (:mod:`stompbroker.broker.features.scheduled_messages`) is held
-by the broker's :class:`~stompbroker.broker.features.scheduler.Scheduling` instead, and
+A SEND with a scheduling header (:mod:`stompbroker.broker.features.schedule_rules`) is held
+by the broker's :class:`~stompbroker.broker.features.schedule_timer.Scheduling` instead, and
 routed by :meth:`Router.fire` when due; one with ``retain`` on a topic changes
 the topic's retained message (:mod:`stompbroker.broker.features.retainer`) and is routed.
 An engine without them (``scheduled`` or ``retained`` ``None``) refuses those
@@ -60,8 +60,8 @@ from stompbroker.broker.clients.transactions import Transactions
 from stompbroker.broker.features.duplicate_ids import duplicate_id_of
 from stompbroker.broker.features.retained_values import RETAIN_HEADER, parse_retain
 from stompbroker.broker.features.retainer import Retaining
-from stompbroker.broker.features.scheduled_messages import ScheduledEntry, fired_headers
-from stompbroker.broker.features.scheduler import Scheduling
+from stompbroker.broker.features.schedule_rules import ScheduledEntry, fired_headers
+from stompbroker.broker.features.schedule_timer import Scheduling
 from stompbroker.broker.features.user_destinations import send_key
 from stompbroker.broker.flow.backpressure import BackPressure
 from stompbroker.broker.queueing.delivery import DeliveryPolicy

@@ -19,7 +19,7 @@ few well-defined moments:
   created or dropped;
 - :meth:`IMessageStore.schedule` and :meth:`IMessageStore.unschedule` when a
   persistent message is scheduled for later delivery, fires again later, or has
-  fired for the last time (:mod:`stompbroker.broker.features.scheduled_messages`);
+  fired for the last time (:mod:`stompbroker.broker.features.schedule_rules`);
 - :meth:`IMessageStore.retain` and :meth:`IMessageStore.unretain` when a topic
   keeps a persistent message as its last value, or forgets it
   (:mod:`stompbroker.broker.features.retained_values`);
