@@ -100,7 +100,7 @@ class Consumers:
             not one of its values.
 
         A new topic subscription receives the retained messages of the topics it
-        matches first (:mod:`stompbroker.broker.features.retainer`); a durable one when
+        matches first (:mod:`stompbroker.broker.features.retaining`); a durable one when
         it is created, not when it resumes.
         """
         engine = self._engine

@@ -447,7 +447,7 @@ class IEngine(ISharedEngine):
 
     def retaining():  # type: ignore[no-untyped-def]
         """
-        :returns: the :class:`~stompbroker.broker.features.retainer.Retaining`
+        :returns: the :class:`~stompbroker.broker.features.retaining.Retaining`
             that ``retain`` acts on (``capabilities().retain``).
         """
 

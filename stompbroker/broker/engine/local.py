@@ -44,8 +44,8 @@ from stompbroker.broker.engine.figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.features.policies import Policies
-from stompbroker.broker.features.retained_values import RetainedMessages
-from stompbroker.broker.features.retainer import Retaining, retained_copies
+from stompbroker.broker.features.retain_rules import RetainedMessages
+from stompbroker.broker.features.retaining import Retaining, retained_copies
 from stompbroker.broker.features.schedule_rules import ScheduledEntry, Scheduler
 from stompbroker.broker.features.schedule_timer import Scheduling
 from stompbroker.broker.flow.traffic import Traffic

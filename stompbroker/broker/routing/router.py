@@ -25,7 +25,7 @@ it by kind:
 A SEND with a scheduling header (:mod:`stompbroker.broker.features.schedule_rules`) is held
 by the broker's :class:`~stompbroker.broker.features.schedule_timer.Scheduling` instead, and
 routed by :meth:`Router.fire` when due; one with ``retain`` on a topic changes
-the topic's retained message (:mod:`stompbroker.broker.features.retainer`) and is routed.
+the topic's retained message (:mod:`stompbroker.broker.features.retaining`) and is routed.
 An engine without them (``scheduled`` or ``retained`` ``None``) refuses those
 headers.  Both headers are among those the one pass over the headers looks for,
 so a SEND without them pays nothing more.  What those headers make of the
@@ -58,8 +58,8 @@ from twisted.python.failure import Failure
 from stompbroker.broker.clients.connections import ConnectionRegistry
 from stompbroker.broker.clients.transactions import Transactions
 from stompbroker.broker.features.duplicate_ids import duplicate_id_of
-from stompbroker.broker.features.retained_values import RETAIN_HEADER, parse_retain
-from stompbroker.broker.features.retainer import Retaining
+from stompbroker.broker.features.retain_rules import RETAIN_HEADER, parse_retain
+from stompbroker.broker.features.retaining import Retaining
 from stompbroker.broker.features.schedule_rules import ScheduledEntry, fired_headers
 from stompbroker.broker.features.schedule_timer import Scheduling
 from stompbroker.broker.features.user_destinations import send_key
