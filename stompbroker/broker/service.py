@@ -56,8 +56,8 @@ from stompbroker.broker.features.presence import Presence
 from stompbroker.broker.flow.backpressure import BackPressure, MemoryAlarm
 from stompbroker.broker.flow.disk_alarm import DiskAlarm
 from stompbroker.broker.flow.limits import Limits
-from stompbroker.broker.flow.rate_limiter import RateLimiter
-from stompbroker.broker.flow.rates import RateLimits
+from stompbroker.broker.flow.rate_gates import RateLimiter
+from stompbroker.broker.flow.rate_limits import RateLimits
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.queueing.paging import PagingBudget
 from stompbroker.broker.routing.router import Router
@@ -93,7 +93,7 @@ class Broker(Service):
     :param stream_limits: how much each ``/stream/`` keeps
         (:class:`~stompbroker.broker.streams.offsets.StreamLimits`), for the
         default engine; an engine given here brings its own.
-    :param rate_limits: the clients' :class:`~stompbroker.broker.flow.rates.RateLimits`
+    :param rate_limits: the clients' :class:`~stompbroker.broker.flow.rate_limits.RateLimits`
         (none by default), applied by :attr:`rates`.
     :param virtual_hosts: the :class:`~stompbroker.broker.routing.virtual_hosts.VirtualHosts`
         CONNECT's ``host`` selects from (:meth:`select_host`); ``None`` for none.
@@ -112,7 +112,7 @@ class Broker(Service):
     :ivar block_sender: :meth:`stompbroker.broker.flow.backpressure.BackPressure.block_sender`.
     :ivar count_dropped: :meth:`stompbroker.broker.flow.backpressure.BackPressure.count_dropped`.
     :ivar new_session_id: :meth:`stompbroker.broker.routing.ids.Ids.new_session_id`.
-    :ivar rates: the :class:`~stompbroker.broker.flow.rate_limiter.RateLimiter`; the
+    :ivar rates: the :class:`~stompbroker.broker.flow.rate_gates.RateLimiter`; the
         transports read a metered connection through its gate.
     """
 

@@ -74,7 +74,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from stompbroker.broker.flow.rate_limiter import RateFigures
+from stompbroker.broker.flow.rate_gates import RateFigures
 from stompbroker.broker.routing.virtual_hosts import split_name
 from stompbroker.stats.cluster import nodes_document
 from stompbroker.stats.resumable import ResumeFigures, resume_figures

@@ -61,7 +61,7 @@ from stompbroker.broker.engine.figures import (
     StreamRange,
     TopicGaps,
 )
-from stompbroker.broker.flow.throttle import resident_bytes
+from stompbroker.broker.flow.publisher_pauses import resident_bytes
 from stompbroker.broker.flow.traffic import DestinationTraffic
 from stompbroker.broker.queueing.wildcard import in_flight as held_unacked
 from stompbroker.broker.routing.destinations import TOPIC_PREFIX

@@ -5,7 +5,7 @@ The client's address is the transport's peer, taken when the connection is
 made; behind a ``haproxy:`` listener that is the client's, from the PROXY
 header (:mod:`stompbroker.transport.proxy_header`).  With rate limits, what is
 read passes through the connection's gate
-(:mod:`stompbroker.broker.flow.rate_limiter`) on its way to the session.
+(:mod:`stompbroker.broker.flow.rate_gates`) on its way to the session.
 
 Wire-level behaviour: bytes read from the socket go to the session as they
 arrive, in whatever chunks the kernel hands over.  What the session writes
@@ -43,7 +43,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import Factory, Protocol, connectionDone
 from twisted.python.failure import Failure
 
-from stompbroker.broker.flow.rate_limiter import ConnectionGate
+from stompbroker.broker.flow.rate_gates import ConnectionGate
 from stompbroker.logs import logger
 from stompbroker.protocol.session import SessionConfig, StompSession
 from stompbroker.transport.coalesce import COALESCER, CoalescedWrite, WriteCoalescer

@@ -49,7 +49,7 @@ Wire-level behaviour:
   and when the session asks to read no more (a login in progress, memory, a
   slow subscriber), the TCP transport is paused.
 - **Rate limits.** With rate limits, each message's bytes pass through the
-  connection's gate (:mod:`stompbroker.broker.flow.rate_limiter`), which
+  connection's gate (:mod:`stompbroker.broker.flow.rate_gates`), which
   pauses reading from the TCP transport while the client is over its rate.
 - **The client's address.** The transport's peer (the client's, from the
   PROXY header behind a ``haproxy:`` listener), or, when that peer is one of
@@ -86,7 +86,7 @@ from autobahn.websocket.protocol import WebSocketProtocol
 from autobahn.websocket.types import ConnectionDeny, ConnectionRequest
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 
-from stompbroker.broker.flow.rate_limiter import ConnectionGate
+from stompbroker.broker.flow.rate_gates import ConnectionGate
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import FrameTooLarge
 from stompbroker.protocol.session import SessionConfig, StompSession

@@ -17,7 +17,7 @@ from twisted.internet.address import IPv4Address
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport, StringTransportWithDisconnection
 
-from stompbroker.broker.flow.throttle import (
+from stompbroker.broker.flow.publisher_pauses import (
     MEMORY,
     MemoryWatch,
     Throttle,

@@ -68,7 +68,7 @@ class ConnectionRegistry:
         deletes temporary queues.
     :param admit: asked with a new connection's host, once the limits above have
         let it in: raises :class:`LimitExceeded` to refuse it (the connection rate
-        of :class:`~stompbroker.broker.flow.rate_limiter.RateLimiter`).
+        of :class:`~stompbroker.broker.flow.rate_gates.RateLimiter`).
 
     :ivar connections: the connections open now.
     :ivar states: connection -> its :class:`ConnectionState`.

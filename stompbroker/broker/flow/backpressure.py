@@ -1,9 +1,10 @@
 """
 Back-pressure: when the broker stops reading from a publisher, and when it reads again.
 
-Three things pause a publisher (the mechanisms are in :mod:`stompbroker.broker.flow.throttle`):
+Three things pause a publisher (the mechanisms are in
+:mod:`stompbroker.broker.flow.publisher_pauses`):
 
-- memory in use over the high mark (:class:`~stompbroker.broker.flow.throttle.MemoryWatch`,
+- memory in use over the high mark (:class:`~stompbroker.broker.flow.publisher_pauses.MemoryWatch`,
   sampled on a timer): every connection that publishes is paused after its SEND,
   until memory falls under the low mark.  Memory in use is the allocator's
   figure plus what the *holders* (:meth:`BackPressure.count_held`: the resume
@@ -43,7 +44,7 @@ caused and keeps the memory mark's part while memory stays high.
 
 The sender's session learns that it must pause through
 :meth:`stompbroker.interfaces.IConnection.pause_reading`, which the
-:class:`~stompbroker.broker.flow.throttle.Throttle` calls once per connection, whatever
+:class:`~stompbroker.broker.flow.publisher_pauses.Throttle` calls once per connection, whatever
 the number of reasons, and :meth:`~stompbroker.interfaces.IConnection.resume_reading`
 once no reason is left; the transport turns those into ``pauseProducing`` and
 ``resumeProducing``.  Subscribers are never paused for memory: their ACKs and
@@ -64,7 +65,7 @@ from attrs import frozen
 
 from stompbroker.broker.flow.disk_alarm import DISK, DiskAlarm, DiskWatch
 from stompbroker.broker.flow.limits import Limits
-from stompbroker.broker.flow.throttle import (
+from stompbroker.broker.flow.publisher_pauses import (
     MEMORY,
     MemoryWatch,
     Throttle,
