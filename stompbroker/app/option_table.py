@@ -25,7 +25,7 @@ from stompbroker.app.option_values import (
     redelivery_limit,
     stream_destination,
 )
-from stompbroker.broker.flow.limits import MEMORY_HIGH_SHARE, Limits
+from stompbroker.broker.flow.broker_limits import MEMORY_HIGH_SHARE, Limits
 from stompbroker.broker.queueing.delivery import EXPIRED_ACTIONS, DeliveryPolicy
 from stompbroker.logs import LEVELS
 from stompbroker.protocol.resume.registry import DEFAULT_BUFFER, DEFAULT_WINDOW

@@ -24,12 +24,12 @@ from twisted.cred.portal import Portal
 from stompbroker import __version__
 from stompbroker.app.banner import banner_lines, log_banner, reactor_name
 from stompbroker.app.gc_tuning import CollectorTuning
-from stompbroker.app.limits import raise_descriptor_limit
 from stompbroker.app.options import Options
+from stompbroker.app.process_limits import raise_descriptor_limit
 from stompbroker.app.services import BrokerService, ReloadOnHangup, exit_with_error
 from stompbroker.app.workers import AdoptedPort, WorkerSupervisor, adopted_ports
 from stompbroker.broker.engine.factory import build_engine
-from stompbroker.broker.flow.limits import Limits
+from stompbroker.broker.flow.broker_limits import Limits
 from stompbroker.broker.management.operations import Management
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.service import Broker

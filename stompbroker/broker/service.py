@@ -54,8 +54,8 @@ from stompbroker.broker.engine.factory import build_engine
 from stompbroker.broker.features.policies import Policies, Policy
 from stompbroker.broker.features.presence import Presence
 from stompbroker.broker.flow.backpressure import BackPressure, MemoryAlarm
+from stompbroker.broker.flow.broker_limits import Limits
 from stompbroker.broker.flow.disk_alarm import DiskAlarm
-from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.flow.rate_gates import RateLimiter
 from stompbroker.broker.flow.rate_limits import RateLimits
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
@@ -77,7 +77,7 @@ class Broker(Service):
     A STOMP broker, as a Twisted service.
 
     :param clock: the reactor (or a ``task.Clock``) that times the broker's work.
-    :param limits: broker-wide :class:`~stompbroker.broker.flow.limits.Limits`.
+    :param limits: broker-wide :class:`~stompbroker.broker.flow.broker_limits.Limits`.
     :param policy: how messages are delivered, redelivered, dead-lettered and expired.
     :param store: an :class:`~stompbroker.broker.store.base.IMessageStore`, not
         yet open, that keeps persistent messages and durable subscriptions, and

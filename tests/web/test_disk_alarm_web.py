@@ -11,8 +11,8 @@ from typing import Any
 from treq.testing import StubTreq
 from twisted.internet.task import Clock
 
+from stompbroker.broker.flow.broker_limits import Limits
 from stompbroker.broker.flow.disk_alarm import DISK_SAMPLE_INTERVAL, DiskFreeLimit
-from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.management.operations import Management
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.disk_space import DiskSpace

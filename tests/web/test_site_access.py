@@ -18,7 +18,7 @@ from twisted.internet.task import Clock
 from twisted.web.resource import getChildForRequest
 from twisted.web.test.requesthelper import DummyRequest
 
-from stompbroker.broker.flow.limits import Limits
+from stompbroker.broker.flow.broker_limits import Limits
 from stompbroker.broker.management.operations import Management
 from stompbroker.broker.service import Broker
 from stompbroker.security.access_file import AccessControl, parse_policy

@@ -63,8 +63,8 @@ from typing import Any
 
 from attrs import frozen
 
+from stompbroker.broker.flow.broker_limits import Limits
 from stompbroker.broker.flow.disk_alarm import DISK, DiskAlarm, DiskWatch
-from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.flow.publisher_pauses import (
     MEMORY,
     MemoryWatch,
@@ -134,7 +134,8 @@ class BackPressure:
     The publishers the broker does not read from, and why.
 
     :param clock: ``callLater`` for the memory samples; the reactor or a ``task.Clock``.
-    :param limits: the broker's :class:`~stompbroker.broker.flow.limits.Limits`: the memory marks.
+    :param limits: the broker's :class:`~stompbroker.broker.flow.broker_limits.Limits`: the
+        memory marks.
     :param counters: the broker-wide counters, for drops and slow disconnects.
     :param connections: the connections open now; a sender or a blocking
         subscriber that is not among them is closing already, and holds nobody.

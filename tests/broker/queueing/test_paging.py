@@ -15,7 +15,7 @@ import pytest
 from twisted.internet.defer import fail
 
 from stompbroker.broker.features.policies import parse_policy
-from stompbroker.broker.flow.limits import Limits
+from stompbroker.broker.flow.broker_limits import Limits
 from stompbroker.broker.management.operations import Management
 from stompbroker.broker.queueing.paging import PagedPart, PagingBudget
 from stompbroker.broker.queueing.queues import PAGE_RETRY, SCAN_PAGES
