@@ -11,7 +11,7 @@ statistics read it through :meth:`IConnection.describe` and need know nothing
 of sessions or transports.
 
 What the broker asks of the engine that holds its destinations' state is in
-:mod:`stompbroker.broker.engine.base` (``IEngine``, ``IQueue``).
+:mod:`stompbroker.broker.engine.engine_interface` (``IEngine``, ``IQueue``).
 """
 
 from __future__ import annotations

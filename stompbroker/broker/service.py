@@ -5,7 +5,7 @@ The broker: the one service every listener of a process feeds.
 and answers :class:`stompbroker.interfaces.IBroker`, which is all a session asks
 of it.  It never sees bytes or transports, and holds no destination itself:
 
-- the **engine** (:class:`~stompbroker.broker.engine.base.IEngine`; by default the
+- the **engine** (:class:`~stompbroker.broker.engine.engine_interface.IEngine`; by default the
   in-process engine, :mod:`stompbroker.broker.engine.local`) holds the
   topic subscriptions, queues, durable subscriptions and the message store;
 - the **router** (:mod:`stompbroker.broker.routing.router`) routes each SEND to them;
@@ -86,7 +86,7 @@ class Broker(Service):
     :param persistent_queues: with a store, treat every SEND to a ``/queue/`` as
         persistent, whatever its ``persistent`` header says.
     :param engine: where destinations' state lives, an
-        :class:`~stompbroker.broker.engine.base.IEngine`; by default a
+        :class:`~stompbroker.broker.engine.engine_interface.IEngine`; by default a
         in-process engine (:func:`~stompbroker.broker.engine.factory.build_engine`) on ``clock``,
         ``policy`` and ``store``.  An engine given here brings its own store:
         ``store`` must then be ``None``.

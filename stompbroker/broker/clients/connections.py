@@ -64,7 +64,7 @@ class ConnectionRegistry:
     :param limits: the broker's limits on connections.
     :param traffic: counts connections opened and closed.
     :param ids: gives session ids.
-    :param engine: the :class:`~stompbroker.broker.engine.base.IEngine` that makes and
+    :param engine: the :class:`~stompbroker.broker.engine.engine_interface.IEngine` that makes and
         deletes temporary queues.
     :param admit: asked with a new connection's host, once the limits above have
         let it in: raises :class:`LimitExceeded` to refuse it (the connection rate

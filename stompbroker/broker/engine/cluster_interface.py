@@ -4,7 +4,7 @@ What an engine does for the other broker processes (nodes) that share its state
 statistics of the whole cluster, resumption and presence across nodes, the
 server's outages, and the topic messages a node missed.
 
-:class:`~stompbroker.broker.engine.base.IEngine` extends it, so every engine
+:class:`~stompbroker.broker.engine.engine_interface.IEngine` extends it, so every engine
 provides it; an engine of one process (the local one) answers each call with
 itself alone, or nothing.
 """
@@ -28,7 +28,7 @@ class ISharedEngine(Interface):
 
         Local: this one.  Redis: every node whose liveness key is in the server.
 
-        :returns: a list of :class:`~stompbroker.broker.engine.base.Node` (or a
+        :returns: a list of :class:`~stompbroker.broker.engine.engine_interface.Node` (or a
             Deferred firing with one).
         """
 

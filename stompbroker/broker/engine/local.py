@@ -35,10 +35,10 @@ from typing import Any
 from twisted.internet.defer import Deferred, succeed
 from zope.interface import implementer
 
-from stompbroker.broker.engine.base import IEngine, Node
 from stompbroker.broker.engine.capabilities import LOCAL, Capabilities
 from stompbroker.broker.engine.duplicate_detection import DuplicateDetection
 from stompbroker.broker.engine.durable_rules import reusable_durable, unknown_durable
+from stompbroker.broker.engine.engine_interface import IEngine, Node
 from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout, TopicSubscriptions
 from stompbroker.broker.engine.figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
@@ -95,7 +95,7 @@ class LocalEngine:
     Its topic subscriptions, reply queues and look-ups are its parts' own
     methods (:func:`~stompbroker.broker.engine.queue_table.bind_local_parts`).
     Attributes for its parts (recovery, tests); the broker reads through
-    :class:`~stompbroker.broker.engine.base.IEngine`'s methods only:
+    :class:`~stompbroker.broker.engine.engine_interface.IEngine`'s methods only:
 
     :ivar topics: the topic subscriptions: direct subscribers, and the queues of
         the others.
@@ -391,7 +391,7 @@ class LocalEngine:
         """
         Move (or copy) the first ``count`` pending messages of ``queue`` where
         ``route`` says, as new messages (see
-        :meth:`IEngine.transfer <stompbroker.broker.engine.base.IEngine.transfer>`).
+        :meth:`IEngine.transfer <stompbroker.broker.engine.engine_interface.IEngine.transfer>`).
 
         :returns: how many went.
         """

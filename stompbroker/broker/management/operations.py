@@ -362,7 +362,7 @@ class Management:
     def nodes(self) -> Any:
         """
         :returns: the broker processes sharing the engine, a list of
-            :class:`~stompbroker.broker.engine.base.Node` (this one alone, locally),
+            :class:`~stompbroker.broker.engine.engine_interface.Node` (this one alone, locally),
             or a Deferred firing with one (the redis engine asks its server).
         """
         return self._engine.nodes()

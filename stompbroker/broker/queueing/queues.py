@@ -68,7 +68,7 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from zope.interface import implementer
 
-from stompbroker.broker.engine.base import IQueue
+from stompbroker.broker.engine.engine_interface import IQueue
 from stompbroker.broker.features.selectors import Selector
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing import discards, returns

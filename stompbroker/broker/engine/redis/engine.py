@@ -54,9 +54,9 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from zope.interface import implementer
 
-from stompbroker.broker.engine.base import IEngine, Node
 from stompbroker.broker.engine.capabilities import REDIS, Capabilities
 from stompbroker.broker.engine.duplicate_detection import DuplicateDetection
+from stompbroker.broker.engine.engine_interface import IEngine, Node
 from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout
 from stompbroker.broker.engine.figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.local import DEFAULT_POLICY

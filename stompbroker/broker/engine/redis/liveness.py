@@ -28,7 +28,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
-from stompbroker.broker.engine.base import Node
+from stompbroker.broker.engine.engine_interface import Node
 from stompbroker.broker.engine.redis.connection import (
     BACKOFF_BASE,
     BACKOFF_CAP,

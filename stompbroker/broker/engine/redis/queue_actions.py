@@ -197,7 +197,7 @@ class ClusterQueueActions:
         """
         Move (or copy) the first ``count`` waiting messages, highest priority
         first, where ``route`` says (see
-        :meth:`IEngine.transfer <stompbroker.broker.engine.base.IEngine.transfer>`).
+        :meth:`IEngine.transfer <stompbroker.broker.engine.engine_interface.IEngine.transfer>`).
 
         :returns: what was done; ``left`` counts the messages ``route`` left.
         """

@@ -39,7 +39,7 @@ from typing import Any
 
 from zope.interface import implementer
 
-from stompbroker.broker.engine.base import IQueue
+from stompbroker.broker.engine.engine_interface import IQueue
 from stompbroker.broker.engine.redis.codec import decode, encode_entry
 from stompbroker.broker.engine.redis.dispatch import ClusterDispatch, local_options
 from stompbroker.broker.engine.redis.lanes import LaneMarks
