@@ -92,7 +92,7 @@ from stompbroker.protocol.parts import Clock
 from stompbroker.protocol.publishing import read_send
 from stompbroker.protocol.reading import ReadPauses
 from stompbroker.protocol.receipts import Receipts
-from stompbroker.protocol.resume.cluster import Waiting
+from stompbroker.protocol.resume.directory_lookup import Waiting
 from stompbroker.protocol.resume.part import Resume
 from stompbroker.protocol.slow_consumer import SlowConsumer
 from stompbroker.protocol.states import (

@@ -18,7 +18,7 @@ from stompbroker.broker.routing.virtual_hosts import (
     shown_key,
     split_name,
 )
-from stompbroker.stats.cluster import nodes_document
+from stompbroker.stats.cluster_sums import nodes_document
 from stompbroker.stats.model import Interval, Snapshot, StatsModel
 from stompbroker.stats.resumable import resume_figures
 from stompbroker.stats.schema import (

@@ -76,7 +76,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from stompbroker.broker.flow.rate_gates import RateFigures
 from stompbroker.broker.routing.virtual_hosts import split_name
-from stompbroker.stats.cluster import nodes_document
+from stompbroker.stats.cluster_sums import nodes_document
 from stompbroker.stats.resumable import ResumeFigures, resume_figures
 from stompbroker.stats.schema import FLOW_COUNTERS, DestinationRecord
 from stompbroker.stats.services import LiveStats

@@ -67,7 +67,7 @@ from stompbroker.broker.queueing.wildcard import in_flight as held_unacked
 from stompbroker.broker.routing.destinations import TOPIC_PREFIX
 from stompbroker.broker.routing.syntax import is_wildcard
 from stompbroker.interfaces import ConnectionDescription
-from stompbroker.stats.cluster import ClusterSums
+from stompbroker.stats.cluster_sums import ClusterSums
 from stompbroker.stats.schema import (
     FLOW_COUNTERS,
     BrokerRecord,
@@ -133,7 +133,7 @@ class Snapshot:
     :ivar rss_bytes: the process's resident set size.
     :ivar nodes: every node's own figures, this one's first (one, for an
         engine of one process); the other fields are the whole cluster's
-        (:mod:`stompbroker.stats.cluster`).
+        (:mod:`stompbroker.stats.cluster_sums`).
     """
 
     seconds: float

@@ -15,7 +15,7 @@ from twisted.internet.task import Clock
 
 from stompbroker.protocol.config import SessionConfig
 from stompbroker.protocol.frames import Frame
-from stompbroker.protocol.resume.cluster import Waiting
+from stompbroker.protocol.resume.directory_lookup import Waiting
 from stompbroker.protocol.resume.part import Resume
 from stompbroker.protocol.resume.registry import ResumeBook
 from stompbroker.protocol.slow_consumer import SlowConsumer

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from stompbroker.protocol.errors import ProtocolError
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.parts import Failing, Identified, StateView
-from stompbroker.protocol.resume.cluster import HERE, NOWHERE, DirectoryLookup, Waiting
+from stompbroker.protocol.resume.directory_lookup import HERE, NOWHERE, DirectoryLookup, Waiting
 from stompbroker.protocol.resume.records import (
     Elsewhere,
 )
