@@ -409,13 +409,13 @@ class IClock(Interface):
 class IResumeDirectory(Interface):
     """
     Where a cluster's nodes find each other's resumable sessions
-    (:mod:`~stompbroker.protocol.resume.records`), so that a client may resume
+    (:mod:`~stompbroker.protocol.resume.session_records`), so that a client may resume
     on any node.  An engine shared by several processes makes one
     (``IEngine.share_resumption``) and sets it as the
-    :class:`~stompbroker.protocol.resume.registry.ResumeBook`'s ``directory``;
+    :class:`~stompbroker.protocol.resume.resume_book.ResumeBook`'s ``directory``;
     without one (one process), sessions resume on their own node only.
 
-    A session's key is :func:`~stompbroker.protocol.resume.records.token_key`
+    A session's key is :func:`~stompbroker.protocol.resume.session_records.token_key`
     of its token: the token itself never leaves its node.
     """
 
@@ -427,7 +427,7 @@ class IResumeDirectory(Interface):
         Keep (or replace) the record of one of this node's sessions, for as long
         as this node lives and a resume window after.  Nothing waits for it.
 
-        :param record: a :class:`~stompbroker.protocol.resume.records.SessionRecord`.
+        :param record: a :class:`~stompbroker.protocol.resume.session_records.SessionRecord`.
         """
 
     def drop(key):  # type: ignore[no-untyped-def]
@@ -439,7 +439,7 @@ class IResumeDirectory(Interface):
         if it belongs to ``login`` and ``version`` (another login's is left alone).
 
         :returns: a Deferred firing with a
-            :class:`~stompbroker.protocol.resume.records.Taken`, or ``None``
+            :class:`~stompbroker.protocol.resume.session_records.Taken`, or ``None``
             when there is no such record; it fails when the directory cannot answer.
         """
 
@@ -450,6 +450,6 @@ class IResumeDirectory(Interface):
         :param last: ``(subscription, message-id)`` of the last message the
             client says it got, or ``None``.
         :returns: a Deferred firing with a
-            :class:`~stompbroker.protocol.resume.records.Handover`, or ``None``
+            :class:`~stompbroker.protocol.resume.session_records.Handover`, or ``None``
             when the node no longer has the session or did not answer in time.
         """

@@ -28,7 +28,7 @@ from stompbroker.app.option_values import (
 from stompbroker.broker.flow.broker_limits import MEMORY_HIGH_SHARE, Limits
 from stompbroker.broker.queueing.delivery import EXPIRED_ACTIONS, DeliveryPolicy
 from stompbroker.logs import LEVELS
-from stompbroker.protocol.resume.registry import DEFAULT_BUFFER, DEFAULT_WINDOW
+from stompbroker.protocol.resume.resume_book import DEFAULT_BUFFER, DEFAULT_WINDOW
 from stompbroker.protocol.session import SLOW_CONSUMER_POLICIES, SessionConfig
 from stompbroker.stats.services import DEFAULT_MONITOR_INTERVAL, DEFAULT_STATS_INTERVAL
 from stompbroker.transport.websocket import WebSocketConfig

@@ -35,7 +35,7 @@ from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.sqlite import SQLiteStore
 from stompbroker.logs import set_level
-from stompbroker.protocol.resume.registry import ResumeBook
+from stompbroker.protocol.resume.resume_book import ResumeBook
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.security.credentials import IBearerToken, ICertificate
 from stompbroker.security.http_auth import HttpChecker, anonymous_checker

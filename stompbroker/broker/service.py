@@ -174,7 +174,7 @@ class Broker(Service):
             disk_space=store.disk_space if store is not None else None,
         )
         engine.report_outages(self.backpressure)
-        #: The :class:`~stompbroker.protocol.resume.registry.ResumeBook` of the
+        #: The :class:`~stompbroker.protocol.resume.resume_book.ResumeBook` of the
         #: listeners' resumable sessions, if any (:meth:`keep_resumable_sessions`).
         self.resumption: Any = None
         self.transactions = Transactions(self.registry, limits, self.backpressure)
@@ -271,7 +271,7 @@ class Broker(Service):
     def keep_resumable_sessions(self, book: Any) -> None:
         """
         The listeners keep their resumable sessions in ``book`` (the
-        :class:`~stompbroker.protocol.resume.registry.ResumeBook` of their
+        :class:`~stompbroker.protocol.resume.resume_book.ResumeBook` of their
         ``SessionConfig``): show them to operators (stats, management) and
         count their buffers in the memory watermark, which sheds them before
         it pauses publishers.  Call before the broker starts.

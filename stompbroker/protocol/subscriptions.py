@@ -40,7 +40,7 @@ from stompbroker.protocol.errors import (
 )
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.parts import Identified
-from stompbroker.protocol.resume.registry import STREAM_PREFIX
+from stompbroker.protocol.resume.resume_book import STREAM_PREFIX
 from stompbroker.protocol.subscribers import (
     MessageOutput,
     SessionSubscription,

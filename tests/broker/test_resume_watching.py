@@ -11,7 +11,7 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 
 from stompbroker.broker.flow.broker_limits import Limits
-from stompbroker.protocol.resume.registry import ResumeBook
+from stompbroker.protocol.resume.resume_book import ResumeBook
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.stats.documents import stats_document
 from stompbroker.stats.metrics import metrics_registry

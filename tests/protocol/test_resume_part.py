@@ -17,7 +17,7 @@ from stompbroker.protocol.config import SessionConfig
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.resume.directory_lookup import Waiting
 from stompbroker.protocol.resume.part import Resume
-from stompbroker.protocol.resume.registry import ResumeBook
+from stompbroker.protocol.resume.resume_book import ResumeBook
 from stompbroker.protocol.slow_consumer import SlowConsumer
 from stompbroker.protocol.states import State
 from stompbroker.protocol.subscriptions import Subscriptions

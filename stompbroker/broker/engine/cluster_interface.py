@@ -55,7 +55,7 @@ class ISharedEngine(Interface):
         that files its sessions' records in the server and hands sessions over
         between nodes.
 
-        :param book: the broker's :class:`~stompbroker.protocol.resume.registry.ResumeBook`.
+        :param book: the broker's :class:`~stompbroker.protocol.resume.resume_book.ResumeBook`.
         """
 
     def share_presence(presence):  # type: ignore[no-untyped-def]

@@ -242,7 +242,7 @@ class BackPressure:
             (counted in full on top of the allocator's figure, which sees small
             objects at an estimate: the figure errs high, never low), and
             ``shed() -> int``, which drops some of them and returns how many:
-            the :class:`~stompbroker.protocol.resume.registry.ResumeBook`.
+            the :class:`~stompbroker.protocol.resume.resume_book.ResumeBook`.
         """
         self._holders.append(holder)
 
