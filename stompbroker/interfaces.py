@@ -374,7 +374,7 @@ class ISessionTransport(Interface):
     credentials = Attribute(
         "What the connection tells of the client's credentials, read on CONNECT:"
         " a ``bearer_token`` (or ``None``) and ``peer_certificate()`` (or ``None``);"
-        " see :mod:`stompbroker.transport.credentials`."
+        " see :mod:`stompbroker.transport.peer_credentials`."
     )
 
     def write(data):  # type: ignore[no-untyped-def]

@@ -42,7 +42,7 @@ class Clock(Protocol):
 class Credentials(Protocol):
     """
     What a connection tells of the client's credentials below STOMP
-    (:class:`~stompbroker.transport.credentials.PeerCredentials`).
+    (:class:`~stompbroker.transport.peer_credentials.PeerCredentials`).
     """
 
     @property

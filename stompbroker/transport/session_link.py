@@ -25,7 +25,7 @@ from twisted.internet.interfaces import IPushProducer, ISSLTransport
 from zope.interface import implementer
 
 from stompbroker.interfaces import ISessionTransport
-from stompbroker.transport.credentials import PeerCredentials
+from stompbroker.transport.peer_credentials import PeerCredentials
 
 __all__ = ["SessionLink", "WriteProducer", "carried_by", "link_over"]
 

@@ -67,7 +67,7 @@ Wire-level behaviour:
 - **Credentials.** An ``Authorization: Bearer TOKEN`` header in the handshake
   stands in for a CONNECT without ``passcode`` (non-browser clients; browsers
   cannot set it), and under TLS the client's certificate is offered for
-  ``--auth cert`` (:mod:`stompbroker.transport.credentials`).
+  ``--auth cert`` (:mod:`stompbroker.transport.peer_credentials`).
 - **Close.** When the session closes (after DISCONNECT's RECEIPT, or an
   ERROR), a close frame follows everything written: code 1000, or 1009 after a
   frame too large.  The TCP connection ends at the client's close reply, or
@@ -92,8 +92,8 @@ from stompbroker.protocol.errors import FrameTooLarge
 from stompbroker.protocol.session import SessionConfig, StompSession
 from stompbroker.security.origins import AllowedOrigins, is_same_origin
 from stompbroker.transport.coalesce import COALESCER, CoalescedWrite, WriteCoalescer
-from stompbroker.transport.credentials import bearer_token
 from stompbroker.transport.forwarded import TrustedProxies, client_address
+from stompbroker.transport.peer_credentials import bearer_token
 from stompbroker.transport.session_link import WriteProducer, link_over
 from stompbroker.transport.tcp import rate_gate
 from stompbroker.transport.ws_compression import Compression, Deflater

@@ -19,7 +19,7 @@ from twisted.internet.task import Clock
 
 from stompbroker.protocol.login import CREDENTIALS_DESTINATION, LoginRefused
 from stompbroker.protocol.session import TRANSITIONS, Event, SessionConfig, State
-from stompbroker.transport.credentials import PeerCredentials
+from stompbroker.transport.peer_credentials import PeerCredentials
 from tests.support.session import FakeTransport, RecordingAccess, error_of, frame, make_session
 
 #: When the first token expires, on the test clock.

@@ -26,8 +26,8 @@ from stompbroker.security.certificates import CertificateChecker, make_checker, 
 from stompbroker.security.credentials import InvalidCredentials
 from stompbroker.security.identity import Identity
 from stompbroker.security.portal import authenticate, make_portal
-from stompbroker.transport.credentials import PeerCredentials, bearer_token
 from stompbroker.transport.mtls import read_certificates
+from stompbroker.transport.peer_credentials import PeerCredentials, bearer_token
 from tests.support.certificates import Authority, name, write_certificate, write_pair
 from tests.support.options import parse
 

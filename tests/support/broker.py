@@ -28,7 +28,7 @@ from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.message import Message
 from stompbroker.protocol.parser import FrameParser
 from stompbroker.protocol.session import SessionConfig, StompSession
-from stompbroker.transport.credentials import PeerCredentials
+from stompbroker.transport.peer_credentials import PeerCredentials
 
 #: Where a :class:`World`'s clock starts: a plausible Unix time, for expiry headers.
 EPOCH = 1_700_000_000.0

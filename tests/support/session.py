@@ -32,7 +32,7 @@ from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.message import Message
 from stompbroker.protocol.parser import FrameParser
 from stompbroker.protocol.session import SessionConfig, StompSession
-from stompbroker.transport.credentials import PeerCredentials
+from stompbroker.transport.peer_credentials import PeerCredentials
 
 #: The settings a session gets unless a test says otherwise.
 DEFAULT_CONFIG = SessionConfig()

@@ -8,7 +8,7 @@ from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.routing.syntax import HOST_MARKER
 from stompbroker.broker.routing.virtual_hosts import VirtualHost, VirtualHosts
 from stompbroker.protocol.session import SessionConfig, StompSession
-from stompbroker.transport.credentials import PeerCredentials
+from stompbroker.transport.peer_credentials import PeerCredentials
 from tests.support.broker import Client, World
 
 HOSTS = VirtualHosts([VirtualHost("shop", aliases=("shop.example.com",)), VirtualHost("lab")])
