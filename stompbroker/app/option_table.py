@@ -30,7 +30,7 @@ from stompbroker.broker.queueing.delivery import EXPIRED_ACTIONS, DeliveryPolicy
 from stompbroker.logs import LEVELS
 from stompbroker.protocol.resume.resume_book import DEFAULT_BUFFER, DEFAULT_WINDOW
 from stompbroker.protocol.session import SLOW_CONSUMER_POLICIES, SessionConfig
-from stompbroker.stats.services import DEFAULT_MONITOR_INTERVAL, DEFAULT_STATS_INTERVAL
+from stompbroker.stats.sampling_services import DEFAULT_MONITOR_INTERVAL, DEFAULT_STATS_INTERVAL
 from stompbroker.transport.websocket import WebSocketConfig
 
 __all__ = ["DEFAULT_DATA_DIR", "DEFAULT_SYNC", "FLAGS", "PARAMETERS"]

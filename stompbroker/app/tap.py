@@ -42,7 +42,7 @@ from stompbroker.security.http_auth import HttpChecker, anonymous_checker
 from stompbroker.security.portal import Authenticator, make_portal
 from stompbroker.stats.export import StatsExporter
 from stompbroker.stats.model import StatsModel
-from stompbroker.stats.services import LiveStats, StatsExport
+from stompbroker.stats.sampling_services import LiveStats, StatsExport
 from stompbroker.stats.setup import RunningSetup, redact_url
 from stompbroker.stats.stream import StatsStream
 from stompbroker.transport.coalesce import COALESCER

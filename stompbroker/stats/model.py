@@ -20,7 +20,7 @@ queues and connections themselves, when someone asks:
 The surfaces are views of these: :mod:`stompbroker.stats.documents`
 (``/stats``, ``/topic/stompbroker.stats``, ``/queue/monitor``),
 :mod:`stompbroker.stats.metrics` (``/metrics``), and the JSON Lines export
-(:mod:`stompbroker.stats.services`).  docs/monitoring.md defines every figure.
+(:mod:`stompbroker.stats.sampling_services`).  docs/monitoring.md defines every figure.
 
 Streams: a ``/stream/`` destination's ``messages_in`` and ``bytes_in`` are its
 appends, its ``messages_delivered`` and ``bytes_out`` what its readers were

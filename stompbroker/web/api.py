@@ -65,7 +65,7 @@ from stompbroker.broker.management.queue_operations import (
 from stompbroker.broker.routing.virtual_hosts import DEFAULT_HOST
 from stompbroker.logs import logger
 from stompbroker.stats.documents import disk_document, memory_document, stats_document
-from stompbroker.stats.services import LiveStats
+from stompbroker.stats.sampling_services import LiveStats
 from stompbroker.stats.setup import RunningSetup
 from stompbroker.web.api_bodies import (
     MAX_BODY,

@@ -16,7 +16,7 @@ from stompbroker.protocol.session import SessionConfig
 from stompbroker.stats.documents import stats_document
 from stompbroker.stats.metrics import metrics_registry
 from stompbroker.stats.model import StatsModel
-from stompbroker.stats.services import LiveStats
+from stompbroker.stats.sampling_services import LiveStats
 from tests.support.broker import Client, World
 
 

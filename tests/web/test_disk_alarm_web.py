@@ -18,7 +18,7 @@ from stompbroker.broker.service import Broker
 from stompbroker.broker.store.disk_space import DiskSpace
 from stompbroker.broker.store.memory import MemoryStore
 from stompbroker.stats.model import StatsModel
-from stompbroker.stats.services import LiveStats
+from stompbroker.stats.sampling_services import LiveStats
 from stompbroker.web.api import ManagementApi
 from stompbroker.web.api_guard import ApiGuard
 from stompbroker.web.site import web_root

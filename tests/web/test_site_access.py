@@ -24,7 +24,7 @@ from stompbroker.broker.service import Broker
 from stompbroker.security.access_file import AccessControl, parse_policy
 from stompbroker.security.portal import make_portal
 from stompbroker.stats.model import StatsModel
-from stompbroker.stats.services import LiveStats
+from stompbroker.stats.sampling_services import LiveStats
 from stompbroker.stats.setup import RunningSetup
 from stompbroker.web.api import ManagementApi
 from stompbroker.web.api_guard import ApiGuard
