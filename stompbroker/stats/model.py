@@ -55,7 +55,7 @@ from typing import Any
 import attrs
 from attrs import frozen
 
-from stompbroker.broker.engine.figures import (
+from stompbroker.broker.engine.node_figures import (
     DestinationFigures,
     NodeFigures,
     StreamRange,

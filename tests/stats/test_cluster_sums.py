@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stompbroker.broker.engine.figures import ClusterView, DestinationFigures, NodeFigures
+from stompbroker.broker.engine.node_figures import ClusterView, DestinationFigures, NodeFigures
 from stompbroker.stats.cluster_sums import ClusterSums, nodes_document
 from stompbroker.stats.schema import FLOW_COUNTERS
 

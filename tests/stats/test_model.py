@@ -14,7 +14,7 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
 import stompbroker
-from stompbroker.broker.engine.figures import StreamRange
+from stompbroker.broker.engine.node_figures import StreamRange
 from stompbroker.broker.flow.traffic import UNREAD_LIMIT, TopicTree, Traffic
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.queueing.queues import WorkerQueue

@@ -35,14 +35,14 @@ class ISharedEngine(Interface):
     def share(figures):  # type: ignore[no-untyped-def]
         """
         Share this node's figures with the other nodes of the cluster, for
-        statistics that show the whole cluster (:mod:`stompbroker.broker.engine.figures`).
+        statistics that show the whole cluster (:mod:`stompbroker.broker.engine.node_figures`).
 
         Local: nothing (one process is the whole broker).  Redis: call
         ``figures`` about once a second and keep what it returns in a key that
         expires with the node.
 
         :param figures: returns this node's
-            :class:`~stompbroker.broker.engine.figures.NodeFigures`, encoded.
+            :class:`~stompbroker.broker.engine.node_figures.NodeFigures`, encoded.
         """
 
     def share_resumption(book):  # type: ignore[no-untyped-def]
@@ -86,7 +86,7 @@ class ISharedEngine(Interface):
 
     def topic_gaps():  # type: ignore[no-untyped-def]
         """
-        :returns: a :class:`~stompbroker.broker.engine.figures.TopicGaps`: how
+        :returns: a :class:`~stompbroker.broker.engine.node_figures.TopicGaps`: how
             often this node missed other nodes' topic messages and how many
             subscriptions it told; ``None`` for an engine of one process, which
             misses none.
@@ -94,7 +94,7 @@ class ISharedEngine(Interface):
 
     def cluster():  # type: ignore[no-untyped-def]
         """
-        :returns: the latest :class:`~stompbroker.broker.engine.figures.ClusterView`
+        :returns: the latest :class:`~stompbroker.broker.engine.node_figures.ClusterView`
             (the other live nodes' figures, and what waits in the server
             unread), read about once a second; ``None`` for an engine of one
             process.  Never waits.

@@ -40,7 +40,7 @@ from stompbroker.broker.engine.duplicate_detection import DuplicateDetection
 from stompbroker.broker.engine.durable_rules import reusable_durable, unknown_durable
 from stompbroker.broker.engine.engine_interface import IEngine, Node
 from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout, TopicSubscriptions
-from stompbroker.broker.engine.figures import ClusterView, TopicGaps
+from stompbroker.broker.engine.node_figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.features.policies import Policies

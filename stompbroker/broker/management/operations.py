@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from stompbroker.broker.engine.figures import StreamRange
+from stompbroker.broker.engine.node_figures import StreamRange
 from stompbroker.broker.management.detached_sessions import DetachedSessions
 from stompbroker.broker.management.queue_operations import (
     OPERATOR,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from attrs import frozen
 
-from stompbroker.broker.engine.figures import StreamRange
+from stompbroker.broker.engine.node_figures import StreamRange
 
 __all__ = [
     "ConnectionInfo",

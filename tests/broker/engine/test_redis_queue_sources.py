@@ -20,7 +20,7 @@ import redis.asyncio
 from stompbroker.broker.engine.redis import control
 from stompbroker.broker.engine.redis.codec import Names, decode, encode
 from stompbroker.broker.engine.redis.control import ControlChannel
-from stompbroker.broker.engine.redis.figures import _destination
+from stompbroker.broker.engine.redis.figures_exchange import _destination
 from stompbroker.broker.engine.redis.queue_actions import ClusterQueueActions
 from stompbroker.broker.engine.redis.queue_moves import MOVE
 from stompbroker.broker.engine.redis.queue_sources import (

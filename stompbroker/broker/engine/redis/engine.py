@@ -42,7 +42,7 @@ a SEND goes (:mod:`.publishing`), and its handles on the shared queues
 Statistics: a topic message counts in on the node it was sent to, and as
 delivered on each node that delivers it, so that the nodes' counts add up; each
 node shares its figures and reads the others' and what waits unread in Redis
-(:mod:`stompbroker.broker.engine.redis.figures`), for statistics of the whole
+(:mod:`stompbroker.broker.engine.redis.figures_exchange`), for statistics of the whole
 cluster.
 """
 
@@ -58,8 +58,8 @@ from stompbroker.broker.engine.capabilities import REDIS, Capabilities
 from stompbroker.broker.engine.duplicate_detection import DuplicateDetection
 from stompbroker.broker.engine.engine_interface import IEngine, Node
 from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout
-from stompbroker.broker.engine.figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.local import DEFAULT_POLICY
+from stompbroker.broker.engine.node_figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
 from stompbroker.broker.engine.redis.busy import Busy
 from stompbroker.broker.engine.redis.cluster_publishing import ClusterPublishing
@@ -74,7 +74,7 @@ from stompbroker.broker.engine.redis.connection import (
 )
 from stompbroker.broker.engine.redis.control import ControlChannel
 from stompbroker.broker.engine.redis.durables import Durables
-from stompbroker.broker.engine.redis.figures import FiguresExchange
+from stompbroker.broker.engine.redis.figures_exchange import FiguresExchange
 from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.lifecycle import EngineLifecycle
 from stompbroker.broker.engine.redis.listener import alone
