@@ -12,7 +12,7 @@ the headers of :func:`event_message`.
 
 Pure: subscriptions in, events out to subscribers, no socket and no timer.  An
 engine shared by several nodes (the redis engine,
-:mod:`stompbroker.broker.engine.redis.presence`) is this node's
+:mod:`stompbroker.broker.engine.redis.cluster_presence`) is this node's
 :class:`PresenceShare`: it is told of each join and leave here, and tells this
 object of the other nodes' (:meth:`Presence.apply_join`,
 :meth:`Presence.apply_leave`), so that every node knows the whole cluster's.

@@ -62,6 +62,7 @@ from stompbroker.broker.engine.local import DEFAULT_POLICY
 from stompbroker.broker.engine.node_figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
 from stompbroker.broker.engine.redis.busy import Busy
+from stompbroker.broker.engine.redis.cluster_presence import ClusterPresence
 from stompbroker.broker.engine.redis.cluster_publishing import ClusterPublishing
 from stompbroker.broker.engine.redis.codec import Names
 from stompbroker.broker.engine.redis.connection import (
@@ -81,7 +82,6 @@ from stompbroker.broker.engine.redis.listener import alone
 from stompbroker.broker.engine.redis.liveness import Liveness
 from stompbroker.broker.engine.redis.outage import DEFAULT_OUTAGE_HOLD, Outage
 from stompbroker.broker.engine.redis.ping import DEFAULT_PING_TIMEOUT
-from stompbroker.broker.engine.redis.presence import ClusterPresence
 from stompbroker.broker.engine.redis.queue_actions import ClusterQueueActions
 from stompbroker.broker.engine.redis.queue_credit import QueueCredit
 from stompbroker.broker.engine.redis.queue_handles import QueueHandles

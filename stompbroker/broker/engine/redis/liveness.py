@@ -9,7 +9,7 @@ and has each queue compare the length of its own pending list with what it
 holds (:meth:`~stompbroker.broker.engine.redis.queues.StreamQueue.check_pending`);
 the same look trims the streams it knows for age, reads the registry of
 durable subscriptions again, and removes dead nodes' subscribers from presence
-(:mod:`~stompbroker.broker.engine.redis.presence`).  ``GET /api/nodes`` lists the live keys.
+(:mod:`~stompbroker.broker.engine.redis.cluster_presence`).  ``GET /api/nodes`` lists the live keys.
 
 A node that was stopped or cut off past ``--node-timeout`` finds out
 (:class:`~stompbroker.broker.engine.redis.lapse.LapseWatch`: per beat, per
