@@ -135,7 +135,7 @@ def declare_single_active(queue: WorkerQueue, single_active: bool) -> None:
 def assign_owner(queue: WorkerQueue, group: str, consumer: Consumer) -> bool:
     """
     Make ``consumer`` the owner of ``group`` in ``queue``, as a cluster decided
-    (:mod:`stompbroker.broker.engine.redis.dispatch`), unless the group has an
+    (:mod:`stompbroker.broker.engine.redis.cluster_dispatch`), unless the group has an
     owner here already or the consumer left.
 
     :returns: whether it became the owner now (its next message of the group is

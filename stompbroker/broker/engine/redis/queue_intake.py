@@ -20,12 +20,12 @@ from typing import Any, Protocol
 
 from redis.exceptions import ResponseError
 
+from stompbroker.broker.engine.redis.cluster_dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.connection import (
     BACKOFF_BASE,
     BACKOFF_CAP,
     CONNECTION_ERRORS,
 )
-from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.queue_reading import QueueReading
 from stompbroker.broker.engine.redis.queue_recovery import QueueRecovery
 from stompbroker.broker.engine.redis.queue_settling import QueueSettling

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
+from stompbroker.broker.engine.redis.cluster_dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.queue_settling import QueueSettling
 from stompbroker.broker.queueing.delivery import Consumer
 from stompbroker.broker.queueing.queues import WorkerQueue

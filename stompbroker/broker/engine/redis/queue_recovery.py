@@ -29,8 +29,8 @@ from typing import Any, Protocol
 from redis.exceptions import ResponseError
 from twisted.internet.defer import Deferred
 
+from stompbroker.broker.engine.redis.cluster_dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.connection import run
-from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.lapse import (
     Aside,
     claimed_entries,

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from stompbroker.broker.engine.redis.cluster_dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.codec import decode, decode_message, encode_entry
 from stompbroker.broker.engine.redis.connection import RedisUnreachable
-from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.lapse import Aside
 from stompbroker.broker.engine.redis.redelivery_records import fold, record_key
 from stompbroker.broker.engine.redis.settle_scripts import (
