@@ -18,7 +18,7 @@ plus Redis for what the nodes share:
   order each publisher sent (docs/cluster.md says why this beats one
   subscription per pattern).
 - **queues**: a Redis stream each, shared through one consumer group
-  (:mod:`stompbroker.broker.engine.redis.queues`).
+  (:mod:`stompbroker.broker.engine.redis.stream_queue`).
 - **streams**: a Redis stream each, appended by a script that also publishes
   the entry to every node (:mod:`stompbroker.broker.engine.redis.streams`);
 - **reply queues**: a reply to another node's temporary queue goes to that

@@ -31,8 +31,8 @@ from stompbroker.broker.engine.redis.connection import (
 from stompbroker.broker.engine.redis.failover import FailoverWatch, follow_failovers
 from stompbroker.broker.engine.redis.figures_exchange import FIGURES_INTERVAL
 from stompbroker.broker.engine.redis.listener import Unreadable, listen, pushed
-from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.shared_expiry import INTERVAL as EXPIRY_INTERVAL
+from stompbroker.broker.engine.redis.stream_queue import StreamQueue
 from stompbroker.logs import logger
 
 __all__ = ["PUBSUB_BACKOFF_CAP", "STOP_TIMEOUT", "EngineLifecycle"]

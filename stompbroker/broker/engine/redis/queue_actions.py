@@ -59,8 +59,8 @@ from stompbroker.broker.engine.redis.queue_moves import (
     new_message,
 )
 from stompbroker.broker.engine.redis.queue_sources import QueueSources, find_sources
-from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.shared_bytes import BODY_SIZE, byte_counter
+from stompbroker.broker.engine.redis.stream_queue import StreamQueue
 from stompbroker.broker.engine.shared_queues import Acted, QueueConsumed
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.routing.destinations import TOPIC_PREFIX

@@ -4,7 +4,7 @@ for this node's consumers while there are any, how much room they have, the
 hold while another node acts on the whole stream, and the entries a read or a
 claim gives put in the local queue.
 
-A :class:`~stompbroker.broker.engine.redis.queues.StreamQueue` holds one
+A :class:`~stompbroker.broker.engine.redis.stream_queue.StreamQueue` holds one
 :class:`QueueIntake`.  The handle answers the IQueue methods (consumers,
 settling, closing) and tells its intake when to start or stop; the intake reads
 (through the handle's :class:`~.queue_reading.QueueReading`) only as many

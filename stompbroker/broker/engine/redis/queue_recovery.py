@@ -1,7 +1,7 @@
 """
 How a shared queue's handle recovers what Redis, or a lapse, left unsure.
 
-A :class:`~stompbroker.broker.engine.redis.queues.StreamQueue` holds one
+A :class:`~stompbroker.broker.engine.redis.stream_queue.StreamQueue` holds one
 :class:`QueueRecovery`, which:
 
 - reconciles the node's own pending lists (:meth:`QueueRecovery.reconcile`):
