@@ -17,7 +17,7 @@ from typing import Any
 from zope.interface.interface import InterfaceClass
 
 import stompbroker
-from tests.test_layering import LAYERS
+from tests.support.layers import LAYERS
 
 PACKAGE = Path(stompbroker.__file__).parent
 MAP = PACKAGE.parent / "docs" / "architecture.md"
