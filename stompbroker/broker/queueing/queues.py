@@ -31,9 +31,10 @@ found by a sweep (:mod:`stompbroker.broker.queueing.expiry_sweep`, an object the
 Every change of a message's state is one method (:meth:`~WorkerQueue.enqueue`,
 :meth:`~WorkerQueue.dispatch`, :meth:`~WorkerQueue.acknowledge`,
 :meth:`~WorkerQueue.requeue`, :meth:`~WorkerQueue.dead_letter`,
-:meth:`~WorkerQueue.expire`), which is where a message store hooks in.  What
-comes back (a NACK, a consumer that leaves) is :mod:`~stompbroker.broker.queueing.returns`'s,
-what the queue discards :mod:`~stompbroker.broker.queueing.discards`'s.
+:meth:`~WorkerQueue.expire`), which is where a message store hooks in; so is
+what comes back (:meth:`~WorkerQueue.requeue`, :meth:`~WorkerQueue.reject`,
+:meth:`~WorkerQueue.hold`, a consumer that leaves) and what the queue discards
+(:meth:`~WorkerQueue.purge`, :meth:`~WorkerQueue.drop`, :meth:`~WorkerQueue.close`).
 
 What a queue does not decide: where dead letters go.  It hands them, with a
 reason and its store key, to the ``dead_letter`` callable it was made with.
@@ -65,14 +66,14 @@ from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import Any
 
+from attrs import evolve
 from twisted.internet.defer import Deferred
 from zope.interface import implementer
 
 from stompbroker.broker.engine.engine_interface import IQueue
 from stompbroker.broker.features.selectors import Selector
 from stompbroker.broker.flow.traffic import Traffic
-from stompbroker.broker.queueing import discards, returns
-from stompbroker.broker.queueing.dead_letters import EXPIRED, DeadLetter
+from stompbroker.broker.queueing.dead_letters import DELIVERY_LIMIT, EXPIRED, REJECTED, DeadLetter
 from stompbroker.broker.queueing.delayed import DelayedMessages
 from stompbroker.broker.queueing.delivery import Consumer, DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.queueing.dispatch import FeatureDispatch, consumer_added, grouped
@@ -265,11 +266,52 @@ class WorkerQueue:
 
     def purge(self) -> int:
         """
-        Discard every pending message (:func:`~stompbroker.broker.queueing.discards.purge`).
+        Discard every pending message (and every one waiting for a redelivery
+        back-off), counted discarded; persistent ones leave the store.
 
         :returns: how many were discarded.
         """
-        return discards.purge(self)
+        purged = list(self.pending)
+        self.pending.clear()
+        if self.delayed is not None:
+            purged.extend(self.delayed.take_all())
+        on_disk = self._drop_paged(purged)
+        self.forget_resident()
+        self._counters.discarded += len(purged) + on_disk
+        self._traffic.count(purged, "messages_dropped")
+        if self.journal is not None:
+            for message in purged:
+                if message.persistent:
+                    self.journal.remove(self.store_key, message.message_id)
+        return len(purged) + on_disk
+
+    def _drop_paged(self, dropped: list[Message]) -> int:
+        """
+        Forget the queue's part on disk (:mod:`~stompbroker.broker.queueing.paging`),
+        in the store too, and add what waited behind it in memory to ``dropped``.
+
+        :returns: how many messages the store held only.
+        """
+        paged = self.paged
+        if paged is None:
+            return 0
+        self.paged = None
+        dropped.extend(paged.tail)
+        if self.journal is not None and self.store_key is not None:
+            self.journal.remove_paged(self.store_key, paged.after, paged.first_id)
+        return paged.count
+
+    def drop(self, message: Message) -> None:
+        """
+        Discard a message taken from the queue (overflow's ``drop-head``), counted
+        dropped; a persistent one leaves the store.
+        """
+        self._counters.discarded += 1
+        self._traffic.count((message,), "messages_dropped")
+        if message.persistent and self.journal is not None:
+            self.journal.remove(self.store_key, message.message_id)
+        if self._left is not None:
+            self._left(message)
 
     # -- consumers ------------------------------------------------------------
 
@@ -321,7 +363,7 @@ class WorkerQueue:
         if self._features is not None:
             self._features = self._features.removed(consumer)
         # At once: a consumer that leaves says nothing against the messages it held.
-        returns.put_back(self, consumer, consumer.take_all(), None)
+        self._put_back(consumer, consumer.take_all(), None)
 
     # -- the state changes of a message ------------------------------------------
 
@@ -661,15 +703,78 @@ class WorkerQueue:
     def requeue(self, consumer: Consumer, messages: list[Message]) -> list[Any]:
         """
         Return messages a consumer NACKed, in the order given, for redelivery
-        after its back-off (:func:`~stompbroker.broker.queueing.returns.put_back`).
+        after its back-off (:meth:`_put_back`).
 
         :returns: the store writes that dead-lettering made (Deferreds).
         """
-        return returns.put_back(self, consumer, messages, consumer.backoff)
+        return self._put_back(consumer, messages, consumer.backoff)
+
+    def _put_back(self, consumer: Consumer, messages: list[Message], backoff: Any) -> list[Any]:
+        """
+        Return messages for redelivery, in the order given, after ``backoff``'s
+        delay unless ``None``.
+
+        Each comes back as a copy with ``redeliveries`` one higher, except one that
+        has been redelivered as often as ``consumer`` allows: that one is
+        dead-lettered.  The copies go to the head of the queue, or, when ``backoff``
+        (a :class:`~stompbroker.broker.queueing.backoff.Backoff`) makes them wait,
+        aside until their time comes (:meth:`hold`).
+
+        :param consumer: the consumer that held them; its limit applies.
+        :param messages: in delivery order.
+        :returns: the store writes that dead-lettering made (Deferreds).
+        """
+        limit = consumer.max_redeliveries
+        returning = []
+        written = []
+        for message in messages:
+            if 0 <= limit <= message.redeliveries:
+                moved = self.dead_letter(message, DELIVERY_LIMIT)
+                if moved is not None:
+                    written.append(moved)
+            else:
+                returning.append(evolve(message, redeliveries=message.redeliveries + 1))
+        if returning:
+            self._counters.redelivered += len(returning)
+            if backoff is not None and backoff.delay_ms:
+                returning = self._hold_back(returning, backoff)
+            self.pending.extendleft(reversed(returning))
+        # Even when every message was dead-lettered, the consumer has room again.
+        self.dispatch()
+        return written
+
+    def _hold_back(self, messages: list[Message], backoff: Any) -> list[Message]:
+        """
+        Put returning messages aside for their back-off, but for those of a
+        message group: they go back at once, for a group's later messages must not
+        overtake them (:mod:`stompbroker.broker.queueing.groups`).
+
+        :returns: the messages that go back at once.
+        """
+        now = self._clock.seconds()
+        at_once = []
+        for message in messages:
+            if message.group is None:
+                self.hold(message, now + backoff.delay(message.redeliveries))
+            else:
+                at_once.append(message)
+        return at_once
 
     def hold(self, message: Message, due: float, *, stored: bool = False) -> None:
-        """Keep a message aside until ``due``: :func:`~stompbroker.broker.queueing.returns.hold`."""
-        returns.hold(self, message, due, stored=stored)
+        """
+        Keep a message aside until ``due`` (the clock's seconds), then give it
+        back to the head of the queue; the store keeps the due time of a
+        persistent one, so that its wait outlives a restart.
+
+        :param message: a message returned for redelivery, or recovered from the store.
+        :param due: when it may be delivered again.
+        :param stored: the store has this due time already (recovery).
+        """
+        if self.delayed is None:
+            self.delayed = DelayedMessages(self._clock, self._release)
+        self.delayed.hold(message, due)
+        if message.persistent and self.journal is not None and not stored:
+            self.journal.delay(self.store_key, message.message_id, due)
 
     def _release(self, messages: list[Message]) -> None:
         """Delayed messages whose time has come: at the head, in due order."""
@@ -680,9 +785,16 @@ class WorkerQueue:
         """
         Dead-letter messages a consumer refused for good (NACK ``requeue:false``).
 
+        :param messages: what the NACK settled.
         :returns: the store writes that dead-lettering made (Deferreds).
         """
-        return returns.reject(self, messages)
+        written = []
+        for message in messages:
+            moved = self.dead_letter(message, REJECTED)
+            if moved is not None:
+                written.append(moved)
+        self.dispatch()
+        return written
 
     def dead_letter(self, message: Message, reason: str) -> Any:
         """
@@ -714,7 +826,33 @@ class WorkerQueue:
 
     def close(self) -> None:
         """
-        Delete the queue: discard what it holds, drop its consumers, stop its sweep
-        (:func:`~stompbroker.broker.queueing.discards.close`).
+        Delete the queue: discard what it holds, drop its consumers, stop its sweep.
+
+        Used for queues that end with their owner: a topic subscription's own queue,
+        a temporary queue, a durable subscription that is removed (whose backlog
+        the broker drops from the store with the subscription), an idle queue
+        (which holds nothing).
         """
-        discards.close(self)
+        # A wildcard consumer's member holds only its own of what it shares.
+        held = [
+            list(consumer.unacked.values()) if consumer.own is None else consumer.take_all()
+            for consumer in self.consumers
+        ]
+        behind: list[Message] = []
+        on_disk = self._drop_paged(behind)
+        self.pending.extend(behind)
+        self._counters.discarded += len(self.pending) + sum(map(len, held)) + on_disk
+        self._traffic.count(self.pending, "messages_dropped")
+        for messages in held:
+            self._traffic.count(messages, "messages_dropped")
+        self._traffic.queues.discard(self)
+        for consumer in self.consumers:
+            consumer.take_all()
+        self.consumers.clear()
+        self.pending.clear()
+        self.forget_resident()
+        self.expiry.cancel()
+        if self.delayed is not None:
+            delayed = self.delayed.take_all()
+            self._counters.discarded += len(delayed)
+            self._traffic.count(delayed, "messages_dropped")
