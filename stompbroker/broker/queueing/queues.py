@@ -76,8 +76,9 @@ from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.dead_letters import DELIVERY_LIMIT, EXPIRED, REJECTED, DeadLetter
 from stompbroker.broker.queueing.delayed import DelayedMessages
 from stompbroker.broker.queueing.delivery import Consumer, DeliveryCounters, DeliveryPolicy
-from stompbroker.broker.queueing.dispatch import FeatureDispatch, consumer_added, grouped
+from stompbroker.broker.queueing.dispatch import PLAIN_OPTIONS, FeatureDispatch
 from stompbroker.broker.queueing.expiry_sweep import ExpirySweep
+from stompbroker.broker.queueing.groups import GroupAssignments, GroupedPending
 from stompbroker.broker.queueing.limits import QueueLimits
 from stompbroker.broker.queueing.paging import (
     MESSAGE_OVERHEAD,
@@ -342,7 +343,7 @@ class WorkerQueue:
         consumer = Consumer(subscriber, self._owner, window, max_redeliveries, held)
         consumer.selector, consumer.options = selector, options
         self.consumers.append(consumer)
-        self._features = consumer_added(self, consumer)
+        self._features = self._consumer_added(consumer)
         self.dispatch()
         return consumer
 
@@ -365,6 +366,90 @@ class WorkerQueue:
         # At once: a consumer that leaves says nothing against the messages it held.
         self._put_back(consumer, consumer.take_all(), None)
 
+    def needs_features(self) -> bool:
+        """
+        :returns: whether the queue must dispatch through a :class:`FeatureDispatch`:
+            a consumer has a selector or options, or the queue's feature dispatch
+            holds what must outlast its consumers.
+        """
+        features = self._features
+        if features is not None and (features.choice.single_active or features.groups is not None):
+            return True
+        return any(
+            consumer.selector is not None or consumer.options is not None
+            for consumer in self.consumers
+        )
+
+    def _consumer_added(self, consumer: Consumer) -> FeatureDispatch | None:
+        """
+        Account for a consumer that the queue has just appended to its consumers.
+
+        The SUBSCRIBE that finds the queue without consumers declares it
+        single-active (``x-single-active-consumer``) or not; later ones cannot
+        change that (see :mod:`stompbroker.broker.queueing.consumer_choice`).
+
+        :returns: the queue's feature dispatch from now on, or ``None`` for the plain loop.
+        """
+        features = self._features
+        options = consumer.options
+        if features is None:
+            if not self.needs_features():
+                return None
+            features = FeatureDispatch(self, exclude=consumer)
+        if options is not None and options.single_active and len(self.consumers) == 1:
+            features.choice.single_active = True
+        features.choice.add(consumer, options or PLAIN_OPTIONS)
+        features.selecting = features.selecting or consumer.selector is not None
+        return features
+
+    def _grouped(self) -> FeatureDispatch:
+        """
+        Make the queue dispatch by message groups from now on: it takes a grouped message.
+
+        Its ``pending`` becomes a :class:`~stompbroker.broker.queueing.groups.GroupedPending`.
+
+        :returns: the queue's feature dispatch.
+        """
+        features = self._features
+        if features is None:
+            features = FeatureDispatch(self)
+        if features.groups is None:
+            features.groups = GroupAssignments()
+            self.pending = GroupedPending(self.pending)
+        return features
+
+    def declare_single_active(self, single_active: bool) -> None:
+        """
+        Make the queue single-active or not as declared elsewhere: a cluster's one
+        shared declaration (:mod:`stompbroker.broker.engine.redis.consumer_registry`),
+        which replaces what the local first SUBSCRIBE would declare.  Dispatches
+        again when that changes who may take messages.
+        """
+        features = self._features
+        if features is None:
+            if not single_active:
+                return
+            features = self._features = FeatureDispatch(self)
+        if features.choice.single_active != single_active:
+            features.choice.declare(single_active)
+            self.dispatch()
+
+    def assign_owner(self, group: str, consumer: Consumer) -> bool:
+        """
+        Make ``consumer`` the owner of ``group`` in the queue, as a cluster decided
+        (:mod:`stompbroker.broker.engine.redis.cluster_dispatch`), unless the group has an
+        owner here already or the consumer left.
+
+        :returns: whether it became the owner now (its next message of the group is
+            the first for it).
+        """
+        features = self._features = self._grouped()
+        groups: GroupAssignments[Consumer] = features.groups  # type: ignore[assignment]
+        if groups.owner(group) is not None or consumer not in features.choice:
+            return False
+        groups.assign(group, consumer)
+        return True
+
     # -- the state changes of a message ------------------------------------------
 
     def enqueue(self, message: Message) -> None:
@@ -386,7 +471,7 @@ class WorkerQueue:
             # The first message of another priority: ten levels from now on.
             self.pending = PendingMessages(items=self.pending)
         if message.group is not None:
-            self._features = grouped(self)
+            self._features = self._grouped()
         self.pending.append(message)
         if self.limits is not None:
             self.limits.trim(self, message)
@@ -663,7 +748,7 @@ class WorkerQueue:
         if message.priority != DEFAULT_PRIORITY and type(self.pending) is deque:
             self.pending = PendingMessages(items=self.pending)
         if message.group is not None:
-            self._features = grouped(self)
+            self._features = self._grouped()
         self.pending.append(message)
         if message.persistent and self.paging is not None:
             self._count_in(message)

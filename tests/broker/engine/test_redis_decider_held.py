@@ -53,9 +53,11 @@ class Engine:
 
 
 class Local:
-    """A local queue that never was single-active (all :func:`declare_single_active` reads)."""
+    """A local queue that never was single-active, as the decider declares it."""
 
-    _features = None
+    def declare_single_active(self, single_active: bool) -> None:
+        """The roster of these tests never declares the queue single-active."""
+        assert not single_active
 
 
 async def register(client: Any, field: str, selector: str) -> None:
