@@ -36,7 +36,7 @@ from benchmarks.in_process import timed
 from benchmarks.report import print_results
 from benchmarks.wire import SEQ_PATTERN
 from stompbroker.broker.service import Broker
-from stompbroker.protocol.resume.registry import DEFAULT_BUFFER, ResumeBook
+from stompbroker.protocol.resume.resume_book import DEFAULT_BUFFER, ResumeBook
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.transport.tcp import stomp_server_factory
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from stompbroker.broker.flow.limits import Limits
+    from stompbroker.broker.flow.broker_limits import Limits
     from stompbroker.broker.queueing.delivery import DeliveryPolicy
     from stompbroker.broker.service import Broker
     from stompbroker.protocol.session import SessionConfig
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "Broker": "stompbroker.broker.service",
     "DeliveryPolicy": "stompbroker.broker.queueing.delivery",
-    "Limits": "stompbroker.broker.flow.limits",
+    "Limits": "stompbroker.broker.flow.broker_limits",
     "SessionConfig": "stompbroker.protocol.session",
     "WebSocketConfig": "stompbroker.transport.websocket",
     "stomp_server_factory": "stompbroker.transport.tcp",

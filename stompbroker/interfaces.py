@@ -11,7 +11,7 @@ statistics read it through :meth:`IConnection.describe` and need know nothing
 of sessions or transports.
 
 What the broker asks of the engine that holds its destinations' state is in
-:mod:`stompbroker.broker.engine.base` (``IEngine``, ``IQueue``).
+:mod:`stompbroker.broker.engine.engine_interface` (``IEngine``, ``IQueue``).
 """
 
 from __future__ import annotations
@@ -392,11 +392,13 @@ class IBroker(Interface):
 class ISessionTransport(Interface):
     """
     All a session knows of the connection beneath it.
-
-    A transport may also offer a ``bearer_token`` attribute and a
-    ``peer_certificate()`` method, which the session reads on CONNECT (see
-    :mod:`stompbroker.transport.credentials`); a transport without them works.
     """
+
+    credentials = Attribute(
+        "What the connection tells of the client's credentials, read on CONNECT:"
+        " a ``bearer_token`` (or ``None``) and ``peer_certificate()`` (or ``None``);"
+        " see :mod:`stompbroker.transport.peer_credentials`."
+    )
 
     def write(data):  # type: ignore[no-untyped-def]
         """Queue bytes for the peer.  Writes are buffered by the transport."""
@@ -430,13 +432,13 @@ class IClock(Interface):
 class IResumeDirectory(Interface):
     """
     Where a cluster's nodes find each other's resumable sessions
-    (:mod:`~stompbroker.protocol.resume.records`), so that a client may resume
+    (:mod:`~stompbroker.protocol.resume.session_records`), so that a client may resume
     on any node.  An engine shared by several processes makes one
     (``IEngine.share_resumption``) and sets it as the
-    :class:`~stompbroker.protocol.resume.registry.ResumeBook`'s ``directory``;
+    :class:`~stompbroker.protocol.resume.resume_book.ResumeBook`'s ``directory``;
     without one (one process), sessions resume on their own node only.
 
-    A session's key is :func:`~stompbroker.protocol.resume.records.token_key`
+    A session's key is :func:`~stompbroker.protocol.resume.session_records.token_key`
     of its token: the token itself never leaves its node.
     """
 
@@ -448,7 +450,7 @@ class IResumeDirectory(Interface):
         Keep (or replace) the record of one of this node's sessions, for as long
         as this node lives and a resume window after.  Nothing waits for it.
 
-        :param record: a :class:`~stompbroker.protocol.resume.records.SessionRecord`.
+        :param record: a :class:`~stompbroker.protocol.resume.session_records.SessionRecord`.
         """
 
     def drop(key):  # type: ignore[no-untyped-def]
@@ -460,7 +462,7 @@ class IResumeDirectory(Interface):
         if it belongs to ``login`` and ``version`` (another login's is left alone).
 
         :returns: a Deferred firing with a
-            :class:`~stompbroker.protocol.resume.records.Taken`, or ``None``
+            :class:`~stompbroker.protocol.resume.session_records.Taken`, or ``None``
             when there is no such record; it fails when the directory cannot answer.
         """
 
@@ -471,6 +473,6 @@ class IResumeDirectory(Interface):
         :param last: ``(subscription, message-id)`` of the last message the
             client says it got, or ``None``.
         :returns: a Deferred firing with a
-            :class:`~stompbroker.protocol.resume.records.Handover`, or ``None``
+            :class:`~stompbroker.protocol.resume.session_records.Handover`, or ``None``
             when the node no longer has the session or did not answer in time.
         """

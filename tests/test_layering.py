@@ -23,12 +23,11 @@ from pathlib import Path
 import pytest
 
 import stompbroker
+from tests.support.layers import LAYERS
 
 PACKAGE = Path(stompbroker.__file__).parent
 ROOT = PACKAGE.parent
 
-#: The layers, lowest first.
-LAYERS = ("protocol", "broker", "security", "transport", "stats", "web", "app")
 
 #: Modules at the top of the package that every layer may import.
 SHARED = ("interfaces", "logs")

@@ -6,7 +6,7 @@ port (``--trusted-proxy``), and the web origins whose pages may use it
 
 :class:`EdgeOptions` is a mixin of :class:`stompbroker.app.options.Options`
 (twistd gathers ``optParameters`` along the class hierarchy); it parses and
-checks into ``rate-limits`` (a :class:`~stompbroker.broker.flow.rates.RateLimits`)
+checks into ``rate-limits`` (a :class:`~stompbroker.broker.flow.rate_limits.RateLimits`)
 ``trusted-proxies`` (a :class:`~stompbroker.transport.forwarded.TrustedProxies`)
 and ``allowed-origins`` (an :class:`~stompbroker.security.origins.AllowedOrigins`),
 which :func:`stompbroker.app.tap.makeService` hands to the broker and the web port.
@@ -20,7 +20,7 @@ from typing import Any
 from twisted.python import usage
 
 from stompbroker.app.option_values import non_negative_seconds, parse_size
-from stompbroker.broker.flow.rates import Rate, RateLimits, Rates
+from stompbroker.broker.flow.rate_limits import Rate, RateLimits, Rates
 from stompbroker.security.origins import AllowedOrigins, parse_origin_pattern
 from stompbroker.transport.forwarded import TrustedProxies, parse_networks
 

@@ -25,12 +25,12 @@ from stompbroker.app.option_values import (
     redelivery_limit,
     stream_destination,
 )
-from stompbroker.broker.flow.limits import MEMORY_HIGH_SHARE, Limits
+from stompbroker.broker.flow.broker_limits import MEMORY_HIGH_SHARE, Limits
 from stompbroker.broker.queueing.delivery import EXPIRED_ACTIONS, DeliveryPolicy
 from stompbroker.logs import LEVELS
-from stompbroker.protocol.resume.registry import DEFAULT_BUFFER, DEFAULT_WINDOW
+from stompbroker.protocol.resume.resume_book import DEFAULT_BUFFER, DEFAULT_WINDOW
 from stompbroker.protocol.session import SLOW_CONSUMER_POLICIES, SessionConfig
-from stompbroker.stats.services import DEFAULT_MONITOR_INTERVAL, DEFAULT_STATS_INTERVAL
+from stompbroker.stats.sampling_services import DEFAULT_MONITOR_INTERVAL, DEFAULT_STATS_INTERVAL
 from stompbroker.transport.websocket import WebSocketConfig
 
 __all__ = ["DEFAULT_DATA_DIR", "DEFAULT_SYNC", "FLAGS", "PARAMETERS"]

@@ -19,7 +19,7 @@ from typing import Any
 from twisted.python import usage
 
 from stompbroker.broker.flow.disk_alarm import DiskFreeLimit
-from stompbroker.broker.flow.throttle import physical_memory
+from stompbroker.broker.flow.publisher_pauses import physical_memory
 
 __all__ = [
     "named",

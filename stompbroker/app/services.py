@@ -22,7 +22,7 @@ from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
 from twisted.internet.error import ReactorNotRunning
 from twisted.python.failure import Failure
 
-from stompbroker.broker.engine.base import EngineUnavailable
+from stompbroker.broker.engine.engine_interface import EngineUnavailable
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.base import StoreError
 from stompbroker.logs import logger

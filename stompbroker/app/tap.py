@@ -24,26 +24,26 @@ from twisted.cred.portal import Portal
 from stompbroker import __version__
 from stompbroker.app.banner import banner_lines, log_banner, reactor_name
 from stompbroker.app.gc_tuning import CollectorTuning
-from stompbroker.app.limits import raise_descriptor_limit
 from stompbroker.app.options import Options
+from stompbroker.app.process_limits import raise_descriptor_limit
 from stompbroker.app.services import BrokerService, ReloadOnHangup, exit_with_error
 from stompbroker.app.workers import AdoptedPort, WorkerSupervisor, adopted_ports
 from stompbroker.broker.engine.factory import build_engine
 from stompbroker.broker.features.webhooks import Webhooks
-from stompbroker.broker.flow.limits import Limits
+from stompbroker.broker.flow.broker_limits import Limits
 from stompbroker.broker.management.operations import Management
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.sqlite import SQLiteStore
 from stompbroker.logs import set_level
-from stompbroker.protocol.resume.registry import ResumeBook
+from stompbroker.protocol.resume.resume_book import ResumeBook
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.security.credentials import IBearerToken, ICertificate
 from stompbroker.security.http_auth import HttpChecker, anonymous_checker
 from stompbroker.security.portal import Authenticator, make_portal
 from stompbroker.stats.export import StatsExporter
 from stompbroker.stats.model import StatsModel
-from stompbroker.stats.services import LiveStats, StatsExport
+from stompbroker.stats.sampling_services import LiveStats, StatsExport
 from stompbroker.stats.setup import RunningSetup, redact_url
 from stompbroker.stats.stream import StatsStream
 from stompbroker.transport.coalesce import COALESCER

@@ -5,7 +5,7 @@ The broker: the one service every listener of a process feeds.
 and answers :class:`stompbroker.interfaces.IBroker`, which is all a session asks
 of it.  It never sees bytes or transports, and holds no destination itself:
 
-- the **engine** (:class:`~stompbroker.broker.engine.base.IEngine`; by default the
+- the **engine** (:class:`~stompbroker.broker.engine.engine_interface.IEngine`; by default the
   in-process engine, :mod:`stompbroker.broker.engine.local`) holds the
   topic subscriptions, queues, durable subscriptions and the message store;
 - the **router** (:mod:`stompbroker.broker.routing.router`) routes each SEND to them;
@@ -55,10 +55,10 @@ from stompbroker.broker.engine.factory import build_engine
 from stompbroker.broker.features.policies import Policies, Policy
 from stompbroker.broker.features.presence import Presence
 from stompbroker.broker.flow.backpressure import BackPressure, MemoryAlarm
+from stompbroker.broker.flow.broker_limits import Limits
 from stompbroker.broker.flow.disk_alarm import DiskAlarm
-from stompbroker.broker.flow.limits import Limits
-from stompbroker.broker.flow.rate_limiter import RateLimiter
-from stompbroker.broker.flow.rates import RateLimits
+from stompbroker.broker.flow.rate_gates import RateLimiter
+from stompbroker.broker.flow.rate_limits import RateLimits
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.queueing.paging import PagingBudget
 from stompbroker.broker.routing.router import Router
@@ -78,7 +78,7 @@ class Broker(Service):
     A STOMP broker, as a Twisted service.
 
     :param clock: the reactor (or a ``task.Clock``) that times the broker's work.
-    :param limits: broker-wide :class:`~stompbroker.broker.flow.limits.Limits`.
+    :param limits: broker-wide :class:`~stompbroker.broker.flow.broker_limits.Limits`.
     :param policy: how messages are delivered, redelivered, dead-lettered and expired.
     :param store: an :class:`~stompbroker.broker.store.base.IMessageStore`, not
         yet open, that keeps persistent messages and durable subscriptions, and
@@ -87,14 +87,14 @@ class Broker(Service):
     :param persistent_queues: with a store, treat every SEND to a ``/queue/`` as
         persistent, whatever its ``persistent`` header says.
     :param engine: where destinations' state lives, an
-        :class:`~stompbroker.broker.engine.base.IEngine`; by default a
+        :class:`~stompbroker.broker.engine.engine_interface.IEngine`; by default a
         in-process engine (:func:`~stompbroker.broker.engine.factory.build_engine`) on ``clock``,
         ``policy`` and ``store``.  An engine given here brings its own store:
         ``store`` must then be ``None``.
     :param stream_limits: how much each ``/stream/`` keeps
         (:class:`~stompbroker.broker.streams.offsets.StreamLimits`), for the
         default engine; an engine given here brings its own.
-    :param rate_limits: the clients' :class:`~stompbroker.broker.flow.rates.RateLimits`
+    :param rate_limits: the clients' :class:`~stompbroker.broker.flow.rate_limits.RateLimits`
         (none by default), applied by :attr:`rates`.
     :param virtual_hosts: the :class:`~stompbroker.broker.routing.virtual_hosts.VirtualHosts`
         CONNECT's ``host`` selects from (:meth:`select_host`); ``None`` for none.
@@ -113,7 +113,7 @@ class Broker(Service):
     :ivar block_sender: :meth:`stompbroker.broker.flow.backpressure.BackPressure.block_sender`.
     :ivar count_dropped: :meth:`stompbroker.broker.flow.backpressure.BackPressure.count_dropped`.
     :ivar new_session_id: :meth:`stompbroker.broker.routing.ids.Ids.new_session_id`.
-    :ivar rates: the :class:`~stompbroker.broker.flow.rate_limiter.RateLimiter`; the
+    :ivar rates: the :class:`~stompbroker.broker.flow.rate_gates.RateLimiter`; the
         transports read a metered connection through its gate.
     """
 
@@ -175,7 +175,7 @@ class Broker(Service):
             disk_space=store.disk_space if store is not None else None,
         )
         engine.report_outages(self.backpressure)
-        #: The :class:`~stompbroker.protocol.resume.registry.ResumeBook` of the
+        #: The :class:`~stompbroker.protocol.resume.resume_book.ResumeBook` of the
         #: listeners' resumable sessions, if any (:meth:`keep_resumable_sessions`).
         self.resumption: Any = None
         self.transactions = Transactions(self.registry, limits, self.backpressure)
@@ -275,7 +275,7 @@ class Broker(Service):
     def keep_resumable_sessions(self, book: Any) -> None:
         """
         The listeners keep their resumable sessions in ``book`` (the
-        :class:`~stompbroker.protocol.resume.registry.ResumeBook` of their
+        :class:`~stompbroker.protocol.resume.resume_book.ResumeBook` of their
         ``SessionConfig``): show them to operators (stats, management) and
         count their buffers in the memory watermark, which sheds them before
         it pauses publishers.  Call before the broker starts.

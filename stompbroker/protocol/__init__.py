@@ -8,7 +8,7 @@ each, each given only what it uses (values, callables, the small interfaces of
 ``login``, ``reading`` and the ``resume`` subpackage (the session's part, the
 registry of detached sessions, the buffer and the cluster's records).  Its frame
 handlers are its own methods, which sequence the parts and the pure readings of
-CONNECT (``negotiation``) and SEND (``publishing``); its settings are ``config``.
+CONNECT (``negotiation``) and SEND (``send_reading``); its settings are ``config``.
 
 May import: the standard library, attrs, zope.interface and
 :mod:`stompbroker.interfaces`; nothing else of the package.

@@ -91,7 +91,7 @@ class SessionConfig:
         mark; without a grace, a third of the deliveries of a busy fan-out took
         the slow path, for clients that kept up (measured).
     :ivar resumption: the broker's
-        :class:`~stompbroker.protocol.resume.registry.ResumeBook`, shared by every
+        :class:`~stompbroker.protocol.resume.resume_book.ResumeBook`, shared by every
         listener, which makes sessions resumable for clients that ask
         (:mod:`~stompbroker.protocol.resume.part`); ``None`` turns resumption off.
     """

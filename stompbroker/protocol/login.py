@@ -34,12 +34,12 @@ such destination), a SEND to anything else under it is an ERROR, and a SEND to
 
 :class:`Login` is the session's part that holds this: who the client is (its
 identity), the authenticator's answer while it is awaited, and the expiry
-timer.  It is given the session's clock, transport, settings, state, a way
-to end it, and a place among its replies, and imports no Twisted (the authenticator's answer is a
-Deferred this module never names).  Like the session, it reads
-the transport's optional ``bearer_token`` (a WebSocket's ``Authorization:
-Bearer``) and ``peer_certificate()`` (a TLS client certificate the listener
-verified), so any transport works without them.
+timer.  It is given the session's clock, the connection's credentials,
+settings, state, a way to end it, and a place among its replies, and imports no
+Twisted (the authenticator's answer is a Deferred this module never names).
+The credentials are the connection's ``bearer_token`` (a WebSocket's
+``Authorization: Bearer``) and ``peer_certificate()`` (a TLS client certificate
+the listener verified); either may be ``None``.
 """
 
 from __future__ import annotations
@@ -48,7 +48,6 @@ import datetime
 from collections.abc import Callable
 from typing import Any
 
-from stompbroker.interfaces import ISessionTransport
 from stompbroker.protocol.config import SessionConfig
 from stompbroker.protocol.errors import (
     InvalidDestination,
@@ -58,7 +57,7 @@ from stompbroker.protocol.errors import (
     ProtocolError,
 )
 from stompbroker.protocol.frames import Frame
-from stompbroker.protocol.parts import Clock, Failing, StateView, Timer
+from stompbroker.protocol.parts import Clock, Credentials, Failing, StateView, Timer
 from stompbroker.protocol.states import Event, State
 
 __all__ = [
@@ -119,7 +118,7 @@ class Login:
     The session's part in logging in and staying logged in (see the module
     docstring).
 
-    :param transport: what a CONNECT may log in with besides its headers.
+    :param credentials: what a CONNECT may log in with besides its headers.
     :param clock: for the expiry.
     :param peer: the client's address, told to the authenticator.
     :param config: the listener's settings (``authenticator``).
@@ -134,18 +133,18 @@ class Login:
         "_answer",
         "_clock",
         "_config",
+        "_credentials",
         "_expiry_timer",
         "_fail",
         "_life",
         "_peer",
-        "_transport",
         "_vhost",
         "_when_stored",
     )
 
     def __init__(
         self,
-        transport: ISessionTransport,
+        credentials: Credentials,
         clock: Clock,
         peer: str,
         config: SessionConfig,
@@ -158,7 +157,7 @@ class Login:
         self._life = life
         self._fail = fail
         self._when_stored = when_stored
-        self._transport = transport
+        self._credentials = credentials
         self._clock = clock
         #: Who the client logged in as (see ``SessionConfig.authenticator``).
         self.identity: Any = None
@@ -206,12 +205,11 @@ class Login:
         self._vhost = vhost
         login = frame.get("login")
         passcode = frame.get("passcode")
-        transport = self._transport
+        credentials = self._credentials
         if not passcode:
-            passcode = getattr(transport, "bearer_token", None) or passcode
+            passcode = credentials.bearer_token or passcode
         if not login and not passcode:
-            peer_certificate = getattr(transport, "peer_certificate", None)
-            certificate = peer_certificate() if peer_certificate is not None else None
+            certificate = credentials.peer_certificate()
             if certificate is not None:
                 return authenticator(
                     login, passcode, self._peer, certificate=certificate, **self._host()

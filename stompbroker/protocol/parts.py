@@ -39,6 +39,18 @@ class Clock(Protocol):
     ) -> Timer: ...
 
 
+class Credentials(Protocol):
+    """
+    What a connection tells of the client's credentials below STOMP
+    (:class:`~stompbroker.transport.peer_credentials.PeerCredentials`).
+    """
+
+    @property
+    def bearer_token(self) -> str | None: ...
+
+    def peer_certificate(self) -> Any: ...
+
+
 class StateView(Protocol):
     """Where the session is in its life, for a part to read (a ``SessionState``)."""
 

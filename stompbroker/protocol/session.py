@@ -37,7 +37,7 @@ Theory of operation:
   handlers (the methods :data:`HANDLERS` names) and in how it begins and ends
   (admitted by the broker, ended by an ERROR, a DISCONNECT, a shutdown or the
   loss of the connection).  What a handler reads of a frame is the pure
-  functions of ``negotiation`` and ``publishing`` and the parts' methods.
+  functions of ``negotiation`` and ``send_reading`` and the parts' methods.
 - How a session ends: one that ends itself (an ERROR, a DISCONNECT's RECEIPT)
   moves to CLOSING, lets go of what it holds, flushes its backlog and asks the
   transport to close; the transport's report that the connection is gone then
@@ -54,7 +54,7 @@ Theory of operation:
   to 10 (``benchmarks.fanout_cost``).  Subscriptions bind the output's write
   methods once, and ``_handle`` reads ``receipts`` once per batch of frames.
   Giving the parts what they use instead of the session costs a call per SEND
-  (:func:`~stompbroker.protocol.publishing.read_send`) and a hop to the
+  (:func:`~stompbroker.protocol.send_reading.read_send`) and a hop to the
   state per frame: 143 890 against 142 880 on the queue path, 150 380
   against 149 340 per message fanned out to 10 (under 0.8%).
 """
@@ -89,11 +89,11 @@ from stompbroker.protocol.negotiation import (
 )
 from stompbroker.protocol.parser import FrameParser
 from stompbroker.protocol.parts import Clock
-from stompbroker.protocol.publishing import read_send
 from stompbroker.protocol.reading import ReadPauses
 from stompbroker.protocol.receipts import Receipts
-from stompbroker.protocol.resume.cluster import Waiting
+from stompbroker.protocol.resume.directory_lookup import Waiting
 from stompbroker.protocol.resume.part import Resume
+from stompbroker.protocol.send_reading import read_send
 from stompbroker.protocol.slow_consumer import SlowConsumer
 from stompbroker.protocol.states import (
     TRANSITIONS,
@@ -216,7 +216,16 @@ class StompSession:
         fail = self._fail
         #: Where frames go: the transport, or the backlog of a slow consumer.
         self.output: SlowConsumer = SlowConsumer(
-            self, broker, transport, clock, config, life, reading, fail
+            self,
+            self.subscribers,
+            self.describe,
+            broker,
+            transport,
+            clock,
+            config,
+            life,
+            reading,
+            fail,
         )
         #: RECEIPTs in order, frames held meanwhile, and the write window.
         self.receipts = Receipts(
@@ -231,7 +240,9 @@ class StompSession:
         #: Heart-beats, the connect and frame timeouts.
         self.timers = Timers(clock, config, reading, self.output.beat, fail, self._dead)
         #: Who the client is, and its staying logged in.
-        self.login = Login(transport, clock, peer, config, life, fail, self.receipts.when_stored)
+        self.login = Login(
+            transport.credentials, clock, peer, config, life, fail, self.receipts.when_stored
+        )
         #: The client's subscriptions and ack ids.
         self.subscriptions = Subscriptions(self, broker, self.output, self.login, config)
         #: Resumable sessions: CONNECT's token, detaching, taking up again.

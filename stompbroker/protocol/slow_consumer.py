@@ -31,10 +31,10 @@ that keeps up costs nothing more than the transport's own ``write``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from stompbroker.interfaces import IBroker, IConnection, ISessionTransport
+from stompbroker.interfaces import ConnectionDescription, IBroker, ISessionTransport
 from stompbroker.protocol.advisory import (
     ADVISORY_SHARE,
     SLOW_CONSUMER_TOPIC,
@@ -59,9 +59,12 @@ class SlowConsumer:
     """
     The session's writing to a client that may fall behind.
 
-    :param connection: the connection it writes for, as the broker knows it
-        (:class:`~stompbroker.interfaces.IConnection`: its id, address and
-        subscriptions name it in the advisory and to the broker).
+    :param connection: what the broker knows the connection by, when told it
+        fell behind or caught up; the part only passes it on.
+    :param subscribers: the connection's subscriptions now, whose policies
+        apply and one of which the advisory is sent on.
+    :param describe: the connection now, whose session id, address and version
+        the advisory names.
     :param broker: told when the client falls behind and catches up.
     :param transport: where frames go.
     :param clock: for the advisory and the close, a moment later.
@@ -83,10 +86,12 @@ class SlowConsumer:
         "_clock",
         "_config",
         "_connection",
+        "_describe",
         "_fail",
         "_life",
         "_limits",
         "_reading",
+        "_subscribers",
         "_transport",
         "_write",
         "_write_message",
@@ -94,7 +99,9 @@ class SlowConsumer:
 
     def __init__(
         self,
-        connection: IConnection,
+        connection: object,
+        subscribers: Callable[[], Iterable[Any]],
+        describe: Callable[[], ConnectionDescription],
         broker: IBroker,
         transport: ISessionTransport,
         clock: Clock,
@@ -104,6 +111,8 @@ class SlowConsumer:
         fail: Failing,
     ) -> None:
         self._connection = connection
+        self._subscribers = subscribers
+        self._describe = describe
         self._life = life
         self._reading = reading
         self._fail = fail
@@ -248,7 +257,7 @@ class SlowConsumer:
         backlog.active = True
         config = self._config
         self._limits = self._broker.slow_consumer(
-            [subscription.destination for subscription in self._connection.subscribers()],
+            [subscription.destination for subscription in self._subscribers()],
             config.slow_consumer_policy,
             config.slow_consumer_buffer,
         )
@@ -317,28 +326,28 @@ class SlowConsumer:
         policy, limit = self._limits
         headers = slow_consumer_headers(waiting, limit, policy)
         subscription = None
-        connection = self._connection
-        for candidate in connection.subscribers():
+        for candidate in self._subscribers():
             if data.startswith(candidate.prefix):
                 subscription = candidate
                 break
         if subscription is None:
             return
+        connection = self._describe()
         body = slow_consumer_text(waiting, policy)
         self._advisories += 1
         backlog.keep_first(
             slow_consumer_message(
                 subscription.headers.get("id"),
                 subscription.destination,
-                f"advisory-{connection.session_id}-{self._advisories}",
+                f"advisory-{connection.session}-{self._advisories}",
                 headers,
                 body,
-                connection.describe().version or "1.2",
+                connection.version or "1.2",
             )
         )
         about = (
-            ("session", connection.session_id),
-            ("address", connection.peer),
+            ("session", connection.session),
+            ("address", connection.address),
             ("subscription", subscription.subscription_id),
             ("subscription-destination", subscription.destination),
         )

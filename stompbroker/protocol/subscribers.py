@@ -29,7 +29,7 @@ from zope.interface import implementer
 
 from stompbroker.interfaces import ISubscriber
 from stompbroker.protocol.encoder import message_prefix, message_tail
-from stompbroker.protocol.resume.registry import STREAM_OFFSET_HEADER
+from stompbroker.protocol.resume.resume_book import STREAM_OFFSET_HEADER
 
 #: The header line of the first MESSAGE after a gap (docs/destinations.md).
 GAP_HEADER = b"cluster-gap:true\n"
@@ -258,7 +258,7 @@ class StreamSubscription(TrackedSubscription):
     A subscription to a stream (``/stream/NAME``), which remembers the
     ``x-stream-offset`` of the last message it delivered: a resumed session
     subscribes again from the one after it
-    (:func:`~stompbroker.protocol.resume.registry.resubscribe_headers`).  Its own
+    (:func:`~stompbroker.protocol.resume.resume_book.resubscribe_headers`).  Its own
     class, so that queues and topics pay nothing for it.
     """
 

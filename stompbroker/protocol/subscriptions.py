@@ -28,7 +28,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, ItemsView
 
-from stompbroker.interfaces import IBroker, IConnection
+from stompbroker.interfaces import IBroker
 from stompbroker.protocol.config import READ, SessionConfig
 from stompbroker.protocol.errors import (
     DuplicateSubscription,
@@ -40,7 +40,7 @@ from stompbroker.protocol.errors import (
 )
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.parts import Identified
-from stompbroker.protocol.resume.registry import STREAM_PREFIX
+from stompbroker.protocol.resume.resume_book import STREAM_PREFIX
 from stompbroker.protocol.subscribers import (
     MessageOutput,
     SessionSubscription,
@@ -124,7 +124,8 @@ class Subscriptions:
     The client's subscriptions: made from SUBSCRIBE frames, given to the
     broker, kept by ``id`` and by number for 1.2 ack ids.
 
-    :param connection: the connection they belong to, as the broker knows it.
+    :param connection: what the broker knows the connection by, which each
+        subscription carries to it; the part only passes it on.
     :param broker: the broker they are given to.
     :param output: where they write their MESSAGE frames.
     :param login: who the client is, whose rights a SUBSCRIBE needs.
@@ -147,7 +148,7 @@ class Subscriptions:
 
     def __init__(
         self,
-        connection: IConnection,
+        connection: object,
         broker: IBroker,
         output: MessageOutput,
         login: Identified,

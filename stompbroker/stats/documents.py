@@ -18,7 +18,7 @@ from stompbroker.broker.routing.virtual_hosts import (
     shown_key,
     split_name,
 )
-from stompbroker.stats.cluster import nodes_document
+from stompbroker.stats.cluster_sums import nodes_document
 from stompbroker.stats.model import Interval, Snapshot, StatsModel
 from stompbroker.stats.resumable import resume_figures
 from stompbroker.stats.schema import (
@@ -27,6 +27,7 @@ from stompbroker.stats.schema import (
     DestinationRecord,
     StatsRecord,
     format_timestamp,
+    record_to_dict,
     to_timestamp,
 )
 
@@ -169,7 +170,7 @@ def live_document(interval: Interval) -> dict[str, Any]:
         broker record's fields) and ``destinations`` (a list of destination
         records' fields), as docs/monitoring.md describes.
     """
-    broker = interval.broker.to_dict()
+    broker = record_to_dict(interval.broker)
     return {
         "schema_version": SCHEMA_VERSION,
         "ts": broker["ts"],
@@ -177,7 +178,9 @@ def live_document(interval: Interval) -> dict[str, Any]:
         "node": interval.end.nodes[0].node if interval.end.nodes else None,
         "nodes": nodes_document(interval.end.nodes),
         "broker": _fields(broker),
-        "destinations": [_shown(_fields(record.to_dict())) for record in interval.destinations],
+        "destinations": [
+            _shown(_fields(record_to_dict(record))) for record in interval.destinations
+        ],
     }
 
 

@@ -42,7 +42,7 @@ from typing import BinaryIO
 
 from attrs import define, field
 
-from stompbroker.stats.schema import FILE_PREFIX, FILE_SUFFIX, StatsRecord
+from stompbroker.stats.schema import FILE_PREFIX, FILE_SUFFIX, StatsRecord, record_to_json_line
 
 IN_PROGRESS_PREFIX = "."
 IN_PROGRESS_SUFFIX = ".inprogress"
@@ -122,7 +122,7 @@ class StatsExporter:
         :returns: how many records were written.
         :raises OSError: when the directory or file cannot be written.
         """
-        lines = [record.to_json_line().encode("utf-8") + b"\n" for record in records]
+        lines = [record_to_json_line(record).encode("utf-8") + b"\n" for record in records]
         if not lines:
             return 0
         output = self._open(hour_stamp(self.clock()))

@@ -7,7 +7,7 @@ that forgets the oldest point as each new one comes.
 The console draws its charts from it (``GET /api/history``), so they show the
 hour before the page was opened rather than starting empty on every load, as
 RabbitMQ's management UI does from the samples its nodes keep.  Sans-I/O:
-:class:`~stompbroker.stats.services.LiveStats` feeds it each interval.
+:class:`~stompbroker.stats.sampling_services.LiveStats` feeds it each interval.
 """
 
 from __future__ import annotations

@@ -74,12 +74,12 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from stompbroker.broker.flow.rate_limiter import RateFigures
+from stompbroker.broker.flow.rate_gates import RateFigures
 from stompbroker.broker.routing.virtual_hosts import split_name
-from stompbroker.stats.cluster import nodes_document
+from stompbroker.stats.cluster_sums import nodes_document
 from stompbroker.stats.resumable import ResumeFigures, resume_figures
+from stompbroker.stats.sampling_services import LiveStats
 from stompbroker.stats.schema import FLOW_COUNTERS, DestinationRecord
-from stompbroker.stats.services import LiveStats
 from stompbroker.stats.setup import RunningSetup
 
 PREFIX = "stompbroker"
@@ -94,7 +94,7 @@ class StatsCollector(Collector):
     """
     Reads the stats model at scrape time.
 
-    :param live: the :class:`~stompbroker.stats.services.LiveStats` service, whose
+    :param live: the :class:`~stompbroker.stats.sampling_services.LiveStats` service, whose
         model is read and whose latest interval gives rates and producers.
     :param setup: the listeners and settings in force; ``None`` leaves their families out.
     """
@@ -470,7 +470,7 @@ def _rate_limit_metrics(figures: RateFigures) -> Iterator[Metric]:
 
 def metrics_registry(live: LiveStats, setup: RunningSetup | None = None) -> CollectorRegistry:
     """
-    :param live: the broker's :class:`~stompbroker.stats.services.LiveStats`.
+    :param live: the broker's :class:`~stompbroker.stats.sampling_services.LiveStats`.
     :param setup: the listeners and settings in force, if known.
     :returns: a registry of the broker's metrics and the process's.
     """

@@ -20,7 +20,7 @@ queues and connections themselves, when someone asks:
 The surfaces are views of these: :mod:`stompbroker.stats.documents`
 (``/stats``, ``/topic/stompbroker.stats``, ``/queue/monitor``),
 :mod:`stompbroker.stats.metrics` (``/metrics``), and the JSON Lines export
-(:mod:`stompbroker.stats.services`).  docs/monitoring.md defines every figure.
+(:mod:`stompbroker.stats.sampling_services`).  docs/monitoring.md defines every figure.
 
 Streams: a ``/stream/`` destination's ``messages_in`` and ``bytes_in`` are its
 appends, its ``messages_delivered`` and ``bytes_out`` what its readers were
@@ -55,19 +55,19 @@ from typing import Any
 import attrs
 from attrs import frozen
 
-from stompbroker.broker.engine.figures import (
+from stompbroker.broker.engine.node_figures import (
     DestinationFigures,
     NodeFigures,
     StreamRange,
     TopicGaps,
 )
-from stompbroker.broker.flow.throttle import resident_bytes
+from stompbroker.broker.flow.publisher_pauses import resident_bytes
 from stompbroker.broker.flow.traffic import DestinationTraffic
 from stompbroker.broker.queueing.wildcard import in_flight as held_unacked
 from stompbroker.broker.routing.destinations import TOPIC_PREFIX
 from stompbroker.broker.routing.syntax import is_wildcard
 from stompbroker.interfaces import ConnectionDescription
-from stompbroker.stats.cluster import ClusterSums
+from stompbroker.stats.cluster_sums import ClusterSums
 from stompbroker.stats.schema import (
     FLOW_COUNTERS,
     BrokerRecord,
@@ -133,7 +133,7 @@ class Snapshot:
     :ivar rss_bytes: the process's resident set size.
     :ivar nodes: every node's own figures, this one's first (one, for an
         engine of one process); the other fields are the whole cluster's
-        (:mod:`stompbroker.stats.cluster`).
+        (:mod:`stompbroker.stats.cluster_sums`).
     """
 
     seconds: float

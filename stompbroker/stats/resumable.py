@@ -5,7 +5,7 @@ back or did not (docs/resume.md, "Watching them").
 
 The figures are this process's: a session is kept by the node its client was
 connected to.  They are read from the broker's
-:class:`~stompbroker.protocol.resume.registry.ResumeBook` when asked, so the
+:class:`~stompbroker.protocol.resume.resume_book.ResumeBook` when asked, so the
 delivery path pays nothing for them beyond the byte count its buffer keeps anyway.
 """
 
@@ -51,7 +51,10 @@ class ResumeFigures:
 
     @classmethod
     def of(cls, book: Any) -> ResumeFigures:
-        """:param book: the broker's :class:`~stompbroker.protocol.resume.registry.ResumeBook`."""
+        """
+        :param book: the broker's
+            :class:`~stompbroker.protocol.resume.resume_book.ResumeBook`.
+        """
         return cls(
             connected=book.connected,
             detached=book.detached,

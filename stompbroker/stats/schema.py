@@ -163,55 +163,8 @@ _TS_DOC = "end of the interval the record covers (UTC)"
 _INTERVAL_DOC = "length of the interval the flow counters cover, in seconds"
 
 
-class _RecordMethods:
-    """The JSON conversions both record kinds share."""
-
-    __slots__ = ()
-
-    kind: ClassVar[str]
-
-    def to_dict(self) -> dict[str, Any]:
-        """
-        :returns: the record as the JSON object it is exported as: ``schema_version``,
-            ``kind``, then the fields, with ``ts`` as text.
-        """
-        values = attrs.asdict(self)  # type: ignore[arg-type]
-        values["ts"] = format_timestamp(values["ts"])
-        return {"schema_version": SCHEMA_VERSION, "kind": self.kind, **values}
-
-    def to_json_line(self) -> str:
-        """:returns: one line of JSON, without the line end."""
-        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Any:
-        """
-        Rebuild a record from its JSON object; unknown keys are ignored (see the module notes).
-
-        :raises StatsRecordError: for another schema version or kind, a missing
-            field, or a value of the wrong type.
-        """
-        version = data.get("schema_version")
-        if type(version) is not int or version != SCHEMA_VERSION:
-            raise StatsRecordError(f"schema_version must be {SCHEMA_VERSION}, got {version!r}")
-        if data.get("kind") != cls.kind:
-            raise StatsRecordError(f"kind must be {cls.kind!r}, got {data.get('kind')!r}")
-        fields = attrs.fields(cls)  # type: ignore[arg-type]
-        missing = [f.name for f in fields if f.name not in data and not f.metadata.get("added")]
-        if missing:
-            raise StatsRecordError(f"{cls.kind} record lacks {', '.join(missing)}")
-        values = {f.name: data[f.name] for f in fields if f.name in data}
-        if not isinstance(values["ts"], str):
-            raise StatsRecordError(f"ts must be text, got {values['ts']!r}")
-        values["ts"] = parse_timestamp(values["ts"])
-        try:
-            return cls(**values)
-        except (TypeError, ValueError) as error:
-            raise StatsRecordError(str(error)) from None
-
-
 @frozen
-class DestinationRecord(_RecordMethods):
+class DestinationRecord:
     """
     What one destination did during one interval.
 
@@ -251,7 +204,7 @@ class DestinationRecord(_RecordMethods):
 
 
 @frozen
-class BrokerRecord(_RecordMethods):
+class BrokerRecord:
     """
     What the whole broker did during one interval.
 
@@ -279,16 +232,49 @@ RECORD_TYPES: tuple[type[DestinationRecord], type[BrokerRecord]] = (DestinationR
 _BY_KIND = {record_type.kind: record_type for record_type in RECORD_TYPES}
 
 
+def record_to_dict(record: StatsRecord) -> dict[str, Any]:
+    """
+    :param record: a record of either kind.
+    :returns: the record as the JSON object it is exported as: ``schema_version``,
+        ``kind``, then the fields, with ``ts`` as text.
+    """
+    values = attrs.asdict(record)
+    values["ts"] = format_timestamp(values["ts"])
+    return {"schema_version": SCHEMA_VERSION, "kind": record.kind, **values}
+
+
+def record_to_json_line(record: StatsRecord) -> str:
+    """:returns: ``record`` as one line of JSON, without the line end."""
+    return json.dumps(record_to_dict(record), separators=(",", ":"), ensure_ascii=False)
+
+
 def record_from_dict(data: Mapping[str, Any]) -> StatsRecord:
     """
+    Rebuild a record from its JSON object; unknown keys are ignored (see the module notes).
+
     :param data: a decoded JSON object of either kind.
     :returns: the :class:`DestinationRecord` or :class:`BrokerRecord` it describes.
-    :raises StatsRecordError: when it is neither, or not valid.
+    :raises StatsRecordError: for another schema version, a kind that is
+        neither, a missing field, or a value of the wrong type.
     """
+    version = data.get("schema_version")
+    if type(version) is not int or version != SCHEMA_VERSION:
+        raise StatsRecordError(f"schema_version must be {SCHEMA_VERSION}, got {version!r}")
     record_type = _BY_KIND.get(data.get("kind"))  # type: ignore[arg-type]
     if record_type is None:
         raise StatsRecordError(f"kind must be one of {sorted(_BY_KIND)}, got {data.get('kind')!r}")
-    return record_type.from_dict(data)  # type: ignore[no-any-return]
+    fields = attrs.fields(record_type)
+    missing = [f.name for f in fields if f.name not in data and not f.metadata.get("added")]
+    if missing:
+        raise StatsRecordError(f"{record_type.kind} record lacks {', '.join(missing)}")
+    values = {f.name: data[f.name] for f in fields if f.name in data}
+    if not isinstance(values["ts"], str):
+        raise StatsRecordError(f"ts must be text, got {values['ts']!r}")
+    values["ts"] = parse_timestamp(values["ts"])
+    try:
+        return record_type(**values)
+    except (TypeError, ValueError) as error:
+        raise StatsRecordError(str(error)) from None
 
 
 def record_from_json_line(line: str) -> StatsRecord:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from twisted.application.internet import TimerService
 
 from stompbroker.stats.model import Sampler, StatsModel
+from stompbroker.stats.schema import record_to_json_line
 
 #: A sensible name for the stream; the option has no default (off).
 DEFAULT_STATS_STREAM = "/stream/stompbroker.stats"
@@ -57,5 +58,5 @@ class StatsStream(TimerService):
         )
         for record in interval.records():
             self._model.broker.publish(
-                self.destination, record.to_json_line().encode("utf-8"), headers
+                self.destination, record_to_json_line(record).encode("utf-8"), headers
             )

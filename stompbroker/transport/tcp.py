@@ -5,7 +5,7 @@ The client's address is the transport's peer, taken when the connection is
 made; behind a ``haproxy:`` listener that is the client's, from the PROXY
 header (:mod:`stompbroker.transport.proxy_header`).  With rate limits, what is
 read passes through the connection's gate
-(:mod:`stompbroker.broker.flow.rate_limiter`) on its way to the session.
+(:mod:`stompbroker.broker.flow.rate_gates`) on its way to the session.
 
 Wire-level behaviour: bytes read from the socket go to the session as they
 arrive, in whatever chunks the kernel hands over.  What the session writes
@@ -22,34 +22,33 @@ the client has not taken it within :data:`CLOSE_TIMEOUT` seconds.
 
 Back-pressure, both ways, with Twisted's producer/consumer API:
 
-- The protocol registers itself with the transport as a streaming producer.
-  When the transport's buffer passes its mark (64 KiB), the transport calls
+- The protocol registers a streaming producer with the transport
+  (:class:`~stompbroker.transport.session_link.WriteProducer`).  When the
+  transport's buffer passes its mark (64 KiB), the transport calls
   ``pauseProducing``; the session writes on for a grace that absorbs bursts of
   fan-out, then stops writing to it (its backlog and slow-consumer policy take
   over); ``resumeProducing``, once the buffer has drained, lets it write again.
 - When the session (for a login in progress, or the broker, for memory, a
-  slow subscriber or a rate limit) asks to read no more, the protocol pauses the transport
+  slow subscriber or a rate limit) asks to read no more, its link pauses the transport
   (``transport.pauseProducing``): the kernel's buffers fill and the client's
   sends block, until it resumes.
 """
 
 from __future__ import annotations
 
-from functools import partial
+from collections.abc import Callable
 from typing import Any
 
-from twisted.internet.interfaces import IPushProducer, IReactorTime, ISSLTransport
+from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import Factory, Protocol, connectionDone
 from twisted.python.failure import Failure
-from zope.interface import implementer
 
-from stompbroker.broker.flow.rate_limiter import ConnectionGate
-from stompbroker.interfaces import ISessionTransport
+from stompbroker.broker.flow.rate_gates import ConnectionGate
 from stompbroker.logs import logger
 from stompbroker.protocol.session import SessionConfig, StompSession
 from stompbroker.transport.coalesce import COALESCER, CoalescedWrite, WriteCoalescer
-from stompbroker.transport.credentials import PeerCredentials
 from stompbroker.transport.direct import direct_writer
+from stompbroker.transport.session_link import WriteProducer, link_over
 
 log = logger("stompbroker.transport.tcp")
 
@@ -57,63 +56,23 @@ log = logger("stompbroker.transport.tcp")
 CLOSE_TIMEOUT = 10.0
 
 
-@implementer(IPushProducer)
-class SessionFlowControl:
-    """
-    What both adapters are to the session besides ``write`` and ``close``
-    (mixed into each): back-pressure, and the kind of connection.  Each adapter
-    declares :class:`~stompbroker.interfaces.ISessionTransport`, since only
-    with its own ``write`` and ``close`` does it provide all of it.
-
-    To the Twisted transport, the adapter is the streaming producer of what
-    the session writes: ``pauseProducing`` when the transport's buffer is full,
-    ``resumeProducing`` when it has drained.  To the session, it pauses and
-    resumes reading from the transport.
-    """
-
-    session: StompSession | None
-    transport: Any
-    #: What :meth:`kind` says over a plain connection, and over TLS.
-    kinds: tuple[str, str] = ("tcp", "tls")
-
-    def kind(self) -> str:
-        """:returns: what carries the connection, for statistics: TLS or not, beneath."""
-        return self.kinds[ISSLTransport.providedBy(self.transport)]
-
-    def pause_reading(self) -> None:
-        """Read nothing more from the client until :meth:`resume_reading`."""
-        self.transport.pauseProducing()
-
-    def resume_reading(self) -> None:
-        """Read from the client again."""
-        self.transport.resumeProducing()
-
-    def pauseProducing(self) -> None:
-        """The transport's buffer is full: the session writes to it no more for now."""
-        if self.session is not None:
-            self.session.pause_writing()
-
-    def resumeProducing(self) -> None:
-        """The transport has flushed its buffer: the session may write again."""
-        if self.session is not None:
-            self.session.resume_writing()
-
-    def stopProducing(self) -> None:
-        """The connection is going; the adapter's connection-lost hook releases the session."""
-
-
-@implementer(ISessionTransport)
-class StompProtocol(SessionFlowControl, PeerCredentials, Protocol):
+class StompProtocol(Protocol):
     """
     One STOMP connection over a stream transport.
 
-    It is the session's transport (``write``, ``close``, ``pause_reading``,
-    ``resume_reading``) and, to the Twisted transport, the producer of what
-    the session writes; nothing else.
+    It holds the session, the :class:`~stompbroker.transport.session_link.SessionLink`
+    the session writes through, and the
+    :class:`~stompbroker.transport.session_link.WriteProducer` registered with
+    the Twisted transport; it passes what it reads to the session, through the
+    rate limits' gate when there is one.
     """
 
+    #: Any stream transport (TCP, TLS, a PROXY header's wrapper).
+    transport: Any
     #: Gathers writes while a read is handled; the process's one by default.
     coalescer: WriteCoalescer = COALESCER
+    #: What the connection is called over a plain transport, and over TLS.
+    kinds: tuple[str, str] = ("tcp", "tls")
 
     def __init__(self, broker: Any, clock: IReactorTime, config: SessionConfig) -> None:
         self._broker = broker
@@ -123,32 +82,32 @@ class StompProtocol(SessionFlowControl, PeerCredentials, Protocol):
         self._abort: Any = None
         self._writer: CoalescedWrite | None = None
         self._gate: ConnectionGate | None = None
+        #: What takes the bytes read: the session's, or its gate's, ``receive_data``.
+        self._receive: Callable[[bytes], None] | None = None
 
     def connectionMade(self) -> None:
-        _set_nodelay(self.transport)
-        peer = self.transport.getPeer()
+        transport = self.transport
+        _set_nodelay(transport)
+        peer = transport.getPeer()
         address = f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
-        self._writer = CoalescedWrite(
-            direct_writer(self.transport) or self.transport.write, self.coalescer
+        self._writer = writer = CoalescedWrite(
+            direct_writer(transport) or transport.write, self.coalescer
         )
-        self.write = self._writer.write  # type: ignore[method-assign]
+        link = link_over(transport, writer.write, self.close, self.kinds)
         self.session = session = StompSession(
-            self._broker, self, self._clock, self._config, address
+            self._broker, link, self._clock, self._config, address
         )
         self._gate = gate = rate_gate(self._broker, session)
-        self.dataReceived = partial(  # type: ignore[method-assign]
-            self.coalescer.handle,
-            session.receive_data if gate is None else gate.receive_data,
-            reader=self._writer,
+        self._receive = session.receive_data if gate is None else gate.receive_data
+        transport.registerProducer(
+            WriteProducer(session.pause_writing, session.resume_writing), True
         )
-        self.transport.registerProducer(self, True)
-        self.session.connection_made()
+        session.connection_made()
 
     def dataReceived(self, data: bytes) -> None:
-        """Replaced per instance in ``connectionMade``: ``session.receive_data``, coalesced."""
-
-    def write(self, data: bytes) -> None:
-        """Replaced per instance in ``connectionMade`` by a :class:`CoalescedWrite`'s ``write``."""
+        """Pass what was read to the session, with this read's writes gathered (see above)."""
+        if self._receive is not None:
+            self.coalescer.handle(self._receive, data, self._writer)
 
     def close(self) -> None:
         """Close once what was written is flushed; drop it after :data:`CLOSE_TIMEOUT` seconds."""

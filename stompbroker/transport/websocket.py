@@ -42,14 +42,14 @@ Wire-level behaviour:
   any other traffic from the client, counts as hearing from it, for the STOMP
   heart-beat check too: browsers throttle timers in background tabs, so a
   tab's heart-beats can come late while the browser still answers pings.
-- **Back-pressure.** As on TCP: the protocol is the TCP transport's streaming
-  producer, so when the socket's buffer passes its mark the session, after a
+- **Back-pressure.** As on TCP: the protocol registers a streaming producer
+  with the TCP transport, so when the socket's buffer passes its mark the session, after a
   grace for bursts, stops writing (its backlog and slow-consumer policy take
   over) until it drains;
   and when the session asks to read no more (a login in progress, memory, a
   slow subscriber), the TCP transport is paused.
 - **Rate limits.** With rate limits, each message's bytes pass through the
-  connection's gate (:mod:`stompbroker.broker.flow.rate_limiter`), which
+  connection's gate (:mod:`stompbroker.broker.flow.rate_gates`), which
   pauses reading from the TCP transport while the client is over its rate.
 - **The client's address.** The transport's peer (the client's, from the
   PROXY header behind a ``haproxy:`` listener), or, when that peer is one of
@@ -68,7 +68,7 @@ Wire-level behaviour:
 - **Credentials.** An ``Authorization: Bearer TOKEN`` header in the handshake
   stands in for a CONNECT without ``passcode`` (non-browser clients; browsers
   cannot set it), and under TLS the client's certificate is offered for
-  ``--auth cert`` (:mod:`stompbroker.transport.credentials`).
+  ``--auth cert`` (:mod:`stompbroker.transport.peer_credentials`).
 - **Close.** When the session closes (after DISCONNECT's RECEIPT, or an
   ERROR), a close frame follows everything written: code 1000, or 1009 after a
   frame too large.  The TCP connection ends at the client's close reply, or
@@ -86,18 +86,17 @@ from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerPr
 from autobahn.websocket.protocol import WebSocketProtocol
 from autobahn.websocket.types import ConnectionDeny, ConnectionRequest
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
-from zope.interface import implementer
 
-from stompbroker.broker.flow.rate_limiter import ConnectionGate
-from stompbroker.interfaces import ISessionTransport
+from stompbroker.broker.flow.rate_gates import ConnectionGate
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import FrameTooLarge
 from stompbroker.protocol.session import SessionConfig, StompSession
 from stompbroker.security.origins import AllowedOrigins, is_same_origin
 from stompbroker.transport.coalesce import COALESCER, CoalescedWrite, WriteCoalescer
-from stompbroker.transport.credentials import PeerCredentials, bearer_token
 from stompbroker.transport.forwarded import TrustedProxies, client_address
-from stompbroker.transport.tcp import SessionFlowControl, rate_gate
+from stompbroker.transport.peer_credentials import bearer_token
+from stompbroker.transport.session_link import WriteProducer, link_over
+from stompbroker.transport.tcp import rate_gate
 from stompbroker.transport.ws_compression import Compression, Deflater
 from stompbroker.transport.ws_frames import OPCODE_BINARY, OPCODE_TEXT, server_frame
 
@@ -162,27 +161,30 @@ def _forwarded_client(peer: Any, headers: dict[str, str], trusted: TrustedProxie
 
 
 def _ignore(data: bytes) -> None:
-    """Stands in for the session's ``receive_data`` once a connection is being refused."""
+    """Stands in for the session's ``receive_data`` until it opens, and once it is being refused."""
 
 
-# The ignore: Autobahn's Twisted and generic base classes annotate ``peer``
-# (``str | None`` against ``str``) and ``_transport_details`` incompatibly, which
-# mypy reports on any class that inherits both, as this one must.
-@implementer(ISessionTransport)
-class StompWebSocketProtocol(  # type: ignore[misc]
-    SessionFlowControl, PeerCredentials, WebSocketServerProtocol
-):
+class StompWebSocketProtocol(WebSocketServerProtocol):
     """
     One STOMP connection over WebSocket.
 
-    It is the session's transport (``write``, ``close``, ``pause_reading``,
-    ``resume_reading``) and, to the TCP transport, the producer of what the
-    session writes; nothing else.  Its factory is a :class:`StompWebSocketFactory`.
+    It holds the session, the :class:`~stompbroker.transport.session_link.SessionLink`
+    the session writes through (its ``write`` and ``close`` are this protocol's),
+    and the :class:`~stompbroker.transport.session_link.WriteProducer` registered
+    with the TCP transport.  Its factory is a :class:`StompWebSocketFactory`.
     """
 
     factory: StompWebSocketFactory
+    #: The TCP (or TLS) transport beneath.
+    transport: Any
     session: StompSession | None = None
+    #: What the connection is called over a plain transport, and over TLS.
     kinds = ("ws", "wss")
+    #: The handshake's ``Authorization: Bearer`` token, if it had one.
+    _bearer_token: str | None = None
+    #: What takes the bytes of messages: the session's (or its gate's)
+    #: ``receive_data`` once open, nothing before and once refused.
+    _receive: Callable[[bytes], None] = staticmethod(_ignore)
     #: The kind of the client's first message; ``None`` (text) until it sends one.
     _binary: bool | None = None
     _session_config: SessionConfig
@@ -232,7 +234,7 @@ class StompWebSocketProtocol(  # type: ignore[misc]
                 ConnectionDeny.FORBIDDEN, f"origin {origin} is not allowed (--allowed-origin)"
             )
         subprotocol, self._session_config = self.factory.choose_subprotocol(request.protocols)
-        self.bearer_token = bearer_token(request.headers)
+        self._bearer_token = bearer_token(request.headers)
         trusted = self.factory.websocket.trusted_proxies
         if trusted:
             self._client = _forwarded_client(self.transport.getPeer(), request.headers, trusted)
@@ -256,20 +258,18 @@ class StompWebSocketProtocol(  # type: ignore[misc]
             else Deflater(deflate, factory.websocket.compression.min_size, server_frame).frame
         )
         self._max_message_size = factory.max_message_size
-        self.session = StompSession(
-            factory.broker, self, factory.clock, self._session_config, address
+        link = link_over(transport, self.write, self.close, self.kinds, self._bearer_token)
+        self.session = session = StompSession(
+            factory.broker, link, factory.clock, self._session_config, address
         )
-        self._gate = gate = rate_gate(factory.broker, self.session)
-        receive: Callable[[bytes], None] = (
-            self.session.receive_data if gate is None else gate.receive_data
-        )
-        self.onMessageFrameData = receive  # type: ignore[method-assign,assignment]
+        self._gate = gate = rate_gate(factory.broker, session)
+        self._receive = session.receive_data if gate is None else gate.receive_data
         # Behind twisted.web, the HTTPChannel that served the upgrade is still the
         # transport's producer after Autobahn took the connection over: it goes.
         # Autobahn's dropConnection unregisters ours, so closing is not held up.
         self.unregisterProducer()
-        self.registerProducer(self, True)
-        self.session.connection_made()
+        self.registerProducer(WriteProducer(session.pause_writing, session.resume_writing), True)
+        session.connection_made()
 
     # -- the session's transport ---------------------------------------------
 
@@ -312,7 +312,8 @@ class StompWebSocketProtocol(  # type: ignore[misc]
             self._refuse_message(self._message_size)
 
     def onMessageFrameData(self, payload: bytes) -> None:
-        """Replaced per instance in ``onOpen`` by the session's ``receive_data``."""
+        """The fragment's bytes go to the session as they arrive."""
+        self._receive(payload)
 
     def onMessageFrameEnd(self) -> None:
         """Nothing to do: the fragment's bytes went to the session as they arrived."""
@@ -325,7 +326,7 @@ class StompWebSocketProtocol(  # type: ignore[misc]
         session = self.session
         if session is None or self.state != _OPEN:
             return
-        self.onMessageFrameData = _ignore  # type: ignore[method-assign,assignment]
+        self._receive = _ignore
         limit = self._max_message_size - 1
         # The same ERROR the parser's FrameTooLarge gives, so that clients see
         # one message for one limit whichever way they broke it; the session's

@@ -74,7 +74,7 @@ from stompbroker.broker.management.records import ConnectionInfo, DestinationInf
 from stompbroker.broker.routing.virtual_hosts import DEFAULT_HOST
 from stompbroker.logs import logger
 from stompbroker.stats.documents import disk_document, memory_document, stats_document
-from stompbroker.stats.services import LiveStats
+from stompbroker.stats.sampling_services import LiveStats
 from stompbroker.stats.setup import RunningSetup
 from stompbroker.web.api_backend import BackendCalls
 from stompbroker.web.api_bodies import (

@@ -22,7 +22,7 @@ path            what it serves
 application embedding the broker can hang its own resources on it with
 ``putChild``; :class:`WebSite` serves any such tree.  The statistics pages are
 there when :func:`web_root` is given the broker's
-:class:`~stompbroker.stats.services.LiveStats`.
+:class:`~stompbroker.stats.sampling_services.LiveStats`.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from stompbroker.protocol.session import SessionConfig
 from stompbroker.security.identity import Identity
 from stompbroker.stats.documents import stats_document
 from stompbroker.stats.metrics import metrics_registry
-from stompbroker.stats.services import LiveStats
+from stompbroker.stats.sampling_services import LiveStats
 from stompbroker.stats.setup import RunningSetup
 from stompbroker.transport.forwarded import TrustedProxies, client_address
 from stompbroker.transport.websocket import WebSocketConfig, stomp_websocket_resource
@@ -149,7 +149,7 @@ class StatsPage(Resource):
     ``connections_withheld`` saying why.  Totals and destinations stay public,
     for health checks and the dashboard.  Credentials that fail get 401.
 
-    :param live: the broker's :class:`~stompbroker.stats.services.LiveStats`.
+    :param live: the broker's :class:`~stompbroker.stats.sampling_services.LiveStats`.
     :param guard: the management API's :class:`~stompbroker.web.api_guard.ApiGuard`;
         ``None`` shows everything to everyone (an embedding without one).
     """
@@ -214,7 +214,7 @@ class MetricsPage(Resource):
     reactor that changes them.  This page renders on the reactor thread; a
     scrape is one pass over the destinations.
 
-    :param live: the broker's :class:`~stompbroker.stats.services.LiveStats`.
+    :param live: the broker's :class:`~stompbroker.stats.sampling_services.LiveStats`.
     :param setup: the listeners and settings in force, for their info metrics.
     """
 
@@ -249,7 +249,7 @@ def web_root(
     :param reactor: times heart-beats and pings; the broker's clock by default.
     :param config: per-connection STOMP settings for WebSocket clients.
     :param websocket: ping settings of the WebSocket endpoint.
-    :param stats: the broker's :class:`~stompbroker.stats.services.LiveStats`,
+    :param stats: the broker's :class:`~stompbroker.stats.sampling_services.LiveStats`,
         for ``/stats``, ``/metrics`` and ``/dashboard``; ``None`` leaves them out.
     :param api: the management API (a :class:`~stompbroker.web.api.ManagementApi`),
         served at ``/api/`` with the console at ``/console``; ``None`` leaves both out.

@@ -14,7 +14,7 @@ import pytest
 from stompbroker.app.config_file import LOGIN_SECTIONS, SECTIONS, ConfigError
 from stompbroker.app.options import Options
 from stompbroker.broker.flow.disk_alarm import DiskFreeLimit
-from stompbroker.broker.flow.rates import Rate, Rates
+from stompbroker.broker.flow.rate_limits import Rate, Rates
 from tests.support.options import parse
 
 DOCS = Path(__file__).parents[2] / "docs" / "configuration.md"

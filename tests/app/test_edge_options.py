@@ -12,7 +12,7 @@ from twisted.internet.testing import MemoryReactorClock
 from twisted.python import usage
 
 from stompbroker.app.tap import makeService
-from stompbroker.broker.flow.rates import Rate, RateLimits, Rates
+from stompbroker.broker.flow.rate_limits import Rate, RateLimits, Rates
 from tests.support.options import parse
 
 

@@ -9,8 +9,8 @@ import pytest
 from twisted.python import usage
 
 from stompbroker.app.options import DEFAULT_LISTEN
+from stompbroker.broker.flow.broker_limits import QUEUE_MEMORY_SHARE, Limits
 from stompbroker.broker.flow.disk_alarm import DiskFreeLimit
-from stompbroker.broker.flow.limits import QUEUE_MEMORY_SHARE, Limits
 from tests.support.options import parse
 
 

@@ -1,12 +1,12 @@
 """
 Resumable sessions on a real in-process broker, without sockets
-(stompbroker.protocol.resume.part over stompbroker.protocol.resume.registry): a session
+(stompbroker.protocol.resume.part over stompbroker.protocol.resume.resume_book): a session
 that drops comes back with its subscriptions and what it missed.
 """
 
 from __future__ import annotations
 
-from stompbroker.protocol.resume.registry import ResumeBook
+from stompbroker.protocol.resume.resume_book import ResumeBook
 from stompbroker.protocol.session import SessionConfig
 from tests.support.broker import Client, World
 

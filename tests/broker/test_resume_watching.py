@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from prometheus_client import generate_latest
 
-from stompbroker.broker.flow.limits import Limits
-from stompbroker.protocol.resume.registry import ResumeBook
+from stompbroker.broker.flow.broker_limits import Limits
+from stompbroker.protocol.resume.resume_book import ResumeBook
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.stats.documents import stats_document
 from stompbroker.stats.metrics import metrics_registry
 from stompbroker.stats.model import StatsModel
-from stompbroker.stats.services import LiveStats
+from stompbroker.stats.sampling_services import LiveStats
 from tests.support.broker import Client, World
 
 

@@ -7,7 +7,7 @@ from twisted.internet.task import Clock
 from zope.interface.verify import verifyObject
 
 from stompbroker.broker.engine.local import LocalEngine
-from stompbroker.broker.flow.limits import Limits
+from stompbroker.broker.flow.broker_limits import Limits
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.memory import MemoryStore
 from stompbroker.interfaces import IBroker

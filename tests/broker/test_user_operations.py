@@ -12,7 +12,7 @@ from twisted.internet.defer import succeed
 
 from stompbroker.broker.management.operations import Management
 from stompbroker.protocol.config import SessionConfig
-from stompbroker.protocol.resume.registry import ResumeBook
+from stompbroker.protocol.resume.resume_book import ResumeBook
 from stompbroker.security.identity import Identity
 from tests.support.broker import World
 

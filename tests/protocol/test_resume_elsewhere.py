@@ -15,8 +15,8 @@ from twisted.internet.task import Clock
 
 from stompbroker.protocol.encoder import message_prefix
 from stompbroker.protocol.message import Message
-from stompbroker.protocol.resume.records import Handover, SessionRecord, Taken, token_key
-from stompbroker.protocol.resume.registry import ResumeBook
+from stompbroker.protocol.resume.resume_book import ResumeBook
+from stompbroker.protocol.resume.session_records import Handover, SessionRecord, Taken, token_key
 from stompbroker.protocol.session import SessionConfig
 from tests.support.session import RecordingBroker, frame, make_session
 

@@ -1,6 +1,6 @@
 """
 What the resume book tells operators and lets them do
-(stompbroker.protocol.resume.registry): counts of connected and detached sessions,
+(stompbroker.protocol.resume.resume_book): counts of connected and detached sessions,
 the bytes their buffers hold, what became of tokens and windows, the listing,
 an operator's end, and shedding for memory, on a ``task.Clock``.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from twisted.internet.task import Clock
 
-from stompbroker.protocol.resume.registry import Detached, ResumeBook
+from stompbroker.protocol.resume.resume_book import Detached, ResumeBook
 
 
 class Session:

@@ -15,9 +15,9 @@ from twisted.internet.task import Clock
 
 from stompbroker.protocol.config import SessionConfig
 from stompbroker.protocol.frames import Frame
-from stompbroker.protocol.resume.cluster import Waiting
+from stompbroker.protocol.resume.directory_lookup import Waiting
 from stompbroker.protocol.resume.part import Resume
-from stompbroker.protocol.resume.registry import ResumeBook
+from stompbroker.protocol.resume.resume_book import ResumeBook
 from stompbroker.protocol.slow_consumer import SlowConsumer
 from stompbroker.protocol.states import State
 from stompbroker.protocol.subscriptions import Subscriptions
@@ -45,6 +45,8 @@ class Made:
         connection = FakeConnection("s1")
         self.output = SlowConsumer(
             connection,
+            connection.subscribers,
+            connection.describe,
             self.broker,
             self.transport,
             Clock(),

@@ -1,6 +1,6 @@
 """
 The cluster's part in resumable sessions, the pure bookkeeping
-(stompbroker.protocol.resume.records, and ResumeBook with a directory): what a
+(stompbroker.protocol.resume.session_records, and ResumeBook with a directory): what a
 node files, when, under what key, and what it hands over, on ``task.Clock``
 against a recording directory.
 """
@@ -13,14 +13,14 @@ from typing import Any
 from twisted.internet.task import Clock
 
 from stompbroker.protocol.encoder import message_prefix
-from stompbroker.protocol.resume.records import (
+from stompbroker.protocol.resume.resume_book import Detached, ResumeBook
+from stompbroker.protocol.resume.session_records import (
     SessionRecord,
     frame_identity,
     signature,
     subscription_id,
     token_key,
 )
-from stompbroker.protocol.resume.registry import Detached, ResumeBook
 
 
 class Directory:

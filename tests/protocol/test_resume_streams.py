@@ -2,7 +2,7 @@
 The stream hook of resumable sessions: a stream subscription remembers the
 offset of the last message it delivered, and a resumed session subscribes
 again from the next one (stompbroker.protocol.subscriptions.StreamSubscription,
-stompbroker.protocol.resume.registry.resubscribe_headers), against the recording broker.
+stompbroker.protocol.resume.resume_book.resubscribe_headers), against the recording broker.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from twisted.internet.task import Clock
 
 from stompbroker.protocol.message import Message
-from stompbroker.protocol.resume.registry import ResumeBook
+from stompbroker.protocol.resume.resume_book import ResumeBook
 from stompbroker.protocol.session import SessionConfig
 from tests.support.session import RecordingBroker, frame, make_session, subscribe
 

@@ -1,5 +1,5 @@
 """
-The bookkeeping of resumable sessions (stompbroker.protocol.resume.registry): tokens,
+The bookkeeping of resumable sessions (stompbroker.protocol.resume.resume_book): tokens,
 the bounded buffer, the window, claims, on a ``task.Clock``.
 """
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from twisted.internet.task import Clock
 
-from stompbroker.protocol.resume.registry import (
+from stompbroker.protocol.resume.resume_book import (
     Detached,
     ResumeBook,
     ResumeBuffer,

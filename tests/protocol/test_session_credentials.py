@@ -19,6 +19,7 @@ from twisted.internet.task import Clock
 
 from stompbroker.protocol.login import CREDENTIALS_DESTINATION, LoginRefused
 from stompbroker.protocol.session import TRANSITIONS, Event, SessionConfig, State
+from stompbroker.transport.peer_credentials import PeerCredentials
 from tests.support.session import FakeTransport, RecordingAccess, error_of, frame, make_session
 
 #: When the first token expires, on the test clock.
@@ -255,12 +256,23 @@ def test_control_destinations_are_reserved_without_authentication() -> None:
 # -- what the transport adds to CONNECT ----------------------------------------------------
 
 
+@frozen
+class _TLSTransport:
+    """A Twisted TLS transport, as far as a client certificate goes."""
+
+    certificate: Any
+
+    def getPeerCertificate(self) -> Any:  # noqa: N802 - Twisted's name
+        return self.certificate
+
+
 def test_transport_bearer_token_stands_in_for_a_missing_passcode() -> None:
     """A WebSocket's Authorization: Bearer token is the passcode of a CONNECT without one."""
     authenticator = ScriptedAuthenticator(ws=Who("alice", EXPIRES))
     config = SessionConfig(heartbeat=(0, 0), authenticator=authenticator)
-    session, transport, _, _ = make_session(config=config)
-    transport.bearer_token = "ws"  # type: ignore[attr-defined]
+    session, transport, _, _ = make_session(
+        config=config, credentials=PeerCredentials(None, bearer_token="ws")
+    )
     session.receive_data(frame("CONNECT", ("accept-version", "1.2"), ("login", "x")))
     assert transport.frames()[0].command == "CONNECTED"
     assert authenticator.calls == [("x", "ws", "127.0.0.1:5000", None)]
@@ -271,8 +283,9 @@ def test_client_certificate_is_offered_only_without_login_and_passcode() -> None
     authenticator = ScriptedAuthenticator(**{"": Who("CN"), "pw": Who("bob")})
     config = SessionConfig(heartbeat=(0, 0), authenticator=authenticator)
     for headers, certificate in (((), "the certificate"), ((("passcode", "pw"),), None)):
-        session, transport, _, _ = make_session(config=config)
-        transport.peer_certificate = lambda: "the certificate"  # type: ignore[attr-defined]
+        session, transport, _, _ = make_session(
+            config=config, credentials=PeerCredentials(_TLSTransport("the certificate"))
+        )
         session.receive_data(frame("CONNECT", ("accept-version", "1.2"), *headers))
         assert transport.frames()[0].command == "CONNECTED"
         assert authenticator.calls[-1][3] == certificate

@@ -30,6 +30,8 @@ class Made:
         self.reading, self.socket = reading(self.clock)
         self.output = SlowConsumer(
             self.connection,
+            self.connection.subscribers,
+            self.connection.describe,
             self.broker,
             self.transport,
             self.clock,

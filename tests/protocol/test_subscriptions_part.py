@@ -43,6 +43,8 @@ class Made:
         self.connection = FakeConnection("s1")
         self.output = SlowConsumer(
             self.connection,
+            self.connection.subscribers,
+            self.connection.describe,
             self.broker,
             self.transport,
             Clock(),

@@ -26,8 +26,8 @@ from stompbroker.security.certificates import CertificateChecker, make_checker, 
 from stompbroker.security.credentials import InvalidCredentials
 from stompbroker.security.identity import Identity
 from stompbroker.security.portal import authenticate, make_portal
-from stompbroker.transport.credentials import PeerCredentials, bearer_token
 from stompbroker.transport.mtls import read_certificates
+from stompbroker.transport.peer_credentials import PeerCredentials, bearer_token
 from tests.support.certificates import Authority, name, write_certificate, write_pair
 from tests.support.options import parse
 
@@ -203,11 +203,6 @@ def test_authorities_from_a_directory(tmp_path: Path) -> None:
 # -- what the adapters tell the session ---------------------------------------------------
 
 
-class _Adapter(PeerCredentials):
-    def __init__(self, transport: Any) -> None:
-        self.transport = transport
-
-
 def test_peer_certificate_only_under_tls(alice: Any) -> None:
     """An adapter gives the TLS transport's peer certificate, and None on plain TCP."""
 
@@ -215,8 +210,8 @@ def test_peer_certificate_only_under_tls(alice: Any) -> None:
         def getPeerCertificate(self) -> Any:  # noqa: N802 - Twisted's name
             return alice
 
-    assert _Adapter(TLSTransport()).peer_certificate() is alice
-    assert _Adapter(object()).peer_certificate() is None
+    assert PeerCredentials(TLSTransport()).peer_certificate() is alice
+    assert PeerCredentials(object()).peer_certificate() is None
 
 
 @pytest.mark.parametrize(

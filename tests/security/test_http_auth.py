@@ -542,7 +542,7 @@ def test_every_endpoints_counts_are_in_stats_and_metrics(clock: Clock, app: AppC
     from stompbroker.stats.documents import stats_document
     from stompbroker.stats.metrics import metrics_registry
     from stompbroker.stats.model import StatsModel
-    from stompbroker.stats.services import LiveStats
+    from stompbroker.stats.sampling_services import LiveStats
 
     factory, checker = stack(clock, app)
     client = logged_in(factory)

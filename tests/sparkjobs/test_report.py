@@ -22,7 +22,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from sparkjobs import report, transforms
 from sparkjobs.dashboard import DashboardData, render_dashboard
-from stompbroker.stats.schema import BrokerRecord, DestinationRecord
+from stompbroker.stats.schema import BrokerRecord, DestinationRecord, record_to_dict
 from tests.sparkjobs.traffic import DESTINATIONS, Interval, export, make_traffic, records
 
 DAMAGED_FILE = "stats-2024050112-1.jsonl"
@@ -44,7 +44,7 @@ class ReportRun:
 
 def damaged_lines(intervals: list[Interval]) -> list[str]:
     """Lines as a broken writer or a crash would leave them: one of each problem."""
-    sample = intervals[0].records[0].to_dict()
+    sample = record_to_dict(intervals[0].records[0])
     return [
         json.dumps(sample)[:60],
         json.dumps({**sample, "messages_in": "many"}),

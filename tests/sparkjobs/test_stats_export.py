@@ -10,7 +10,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from stompbroker.stats.export import StatsExporter, final_name, hour_stamp, in_progress_name
-from stompbroker.stats.schema import FILE_GLOB, DestinationRecord, record_from_json_line
+from stompbroker.stats.schema import (
+    FILE_GLOB,
+    DestinationRecord,
+    record_from_json_line,
+    record_to_json_line,
+)
 from tests.sparkjobs.traffic import ManualClock
 
 NOON = datetime(2024, 5, 1, 12, tzinfo=UTC).timestamp()
@@ -103,7 +108,9 @@ def test_a_restart_within_the_hour_never_reuses_a_final_name(tmp_path: Path) -> 
 
 def test_a_dead_exporters_past_hour_is_published_by_the_next(tmp_path: Path) -> None:
     """An in-progress file a crashed broker left for an hour that is over gets published."""
-    (tmp_path / in_progress_name("2024050111")).write_text(record(NOON - 10).to_json_line() + "\n")
+    (tmp_path / in_progress_name("2024050111")).write_text(
+        record_to_json_line(record(NOON - 10)) + "\n"
+    )
     exporter = StatsExporter(tmp_path, ManualClock(NOON + 10))
     exporter.write([record(NOON + 10)])
     assert published(tmp_path) == ["stats-2024050111.jsonl"]
@@ -112,14 +119,14 @@ def test_a_dead_exporters_past_hour_is_published_by_the_next(tmp_path: Path) -> 
 
 def test_a_dead_exporters_current_hour_is_continued_after_its_cut_line(tmp_path: Path) -> None:
     """Appending resumes on a new line, so a line cut by a crash spoils only itself."""
-    cut = record(NOON + 5).to_json_line()[:30]
-    whole = record(NOON + 1).to_json_line()
+    cut = record_to_json_line(record(NOON + 5))[:30]
+    whole = record_to_json_line(record(NOON + 1))
     (tmp_path / in_progress_name("2024050112")).write_text(f"{whole}\n{cut}")
     exporter = StatsExporter(tmp_path, ManualClock(NOON + 10))
     exporter.write([record(NOON + 10)])
     path = exporter.close()
     assert path is not None
-    assert path.read_text().splitlines() == [whole, cut, record(NOON + 10).to_json_line()]
+    assert path.read_text().splitlines() == [whole, cut, record_to_json_line(record(NOON + 10))]
 
 
 def test_an_empty_leftover_is_removed_rather_than_published(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from twisted.internet.task import Clock
 
 from stompbroker.broker.service import Broker
 from stompbroker.stats.model import StatsModel
-from stompbroker.stats.services import LiveStats
+from stompbroker.stats.sampling_services import LiveStats
 from tests.support.api import Api
 from tests.support.broker import FakeConnection
 

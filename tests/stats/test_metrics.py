@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from stompbroker.stats.documents import stats_document
 from stompbroker.stats.metrics import metrics_registry
 from stompbroker.stats.model import StatsModel
-from stompbroker.stats.services import LiveStats
+from stompbroker.stats.sampling_services import LiveStats
 from tests.support.broker import World
 
 

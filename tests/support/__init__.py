@@ -13,6 +13,7 @@ Helpers that more than one test module uses, so that none of them keeps a copy.
   connections and recording subscribers, and a real session on it driven frame
   by frame;
 - :mod:`tests.support.tcp`: a client of the TCP adapter over a string transport;
+- :mod:`tests.support.layers`: the package's layers in their order;
 - :mod:`tests.support.websocket`: RFC 6455 by hand (frames, handshakes), a
   client of the WebSocket adapter over a string transport, and a blocking one
   on a real socket;

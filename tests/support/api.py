@@ -22,7 +22,7 @@ from stompbroker.security.origins import AllowedOrigins
 from stompbroker.security.portal import make_portal
 from stompbroker.security.tokens import make_checker
 from stompbroker.stats.model import StatsModel
-from stompbroker.stats.services import LiveStats
+from stompbroker.stats.sampling_services import LiveStats
 from stompbroker.web.api import ManagementApi
 from stompbroker.web.api_guard import ApiGuard
 from stompbroker.web.site import web_root

@@ -28,6 +28,7 @@ from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.message import Message
 from stompbroker.protocol.parser import FrameParser
 from stompbroker.protocol.session import SessionConfig, StompSession
+from stompbroker.transport.peer_credentials import PeerCredentials
 
 #: Where a :class:`World`'s clock starts: a plausible Unix time, for expiry headers.
 EPOCH = 1_700_000_000.0
@@ -138,6 +139,8 @@ class Client:
         self.version = version
         self.output = bytearray()
         self.closed = False
+        #: What the connection tells of the client: nothing, as on plain TCP.
+        self.credentials = PeerCredentials(None)
         self.session = StompSession(broker, self, clock, config or SessionConfig())
         self.session.connection_made()
         headers = dict(connect)

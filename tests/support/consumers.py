@@ -14,7 +14,7 @@ from stompbroker.broker.clients.consumers import Consumers
 from stompbroker.broker.clients.transactions import Transactions
 from stompbroker.broker.engine.local import LocalEngine
 from stompbroker.broker.flow.backpressure import BackPressure
-from stompbroker.broker.flow.limits import Limits
+from stompbroker.broker.flow.broker_limits import Limits
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.protocol.message import Message
 from tests.support.broker import FakeConnection, Inbox

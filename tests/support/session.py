@@ -32,6 +32,7 @@ from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.message import Message
 from stompbroker.protocol.parser import FrameParser
 from stompbroker.protocol.session import SessionConfig, StompSession
+from stompbroker.transport.peer_credentials import PeerCredentials
 
 #: The settings a session gets unless a test says otherwise.
 DEFAULT_CONFIG = SessionConfig()
@@ -187,11 +188,21 @@ class RecordingAccess:
             raise AccessDenied(right, destination)
 
 
+#: What a plain TCP connection tells of its client: no token, no certificate.
+PLAIN_TCP = PeerCredentials(None)
+
+
 @implementer(ISessionTransport)
 class FakeTransport:
-    """Collects what a session writes, and whether it closed or stopped reading."""
+    """
+    Collects what a session writes, and whether it closed or stopped reading.
 
-    def __init__(self) -> None:
+    :param credentials: what the connection tells of the client; by default
+        those of a plain TCP connection: no token, no certificate.
+    """
+
+    def __init__(self, credentials: PeerCredentials = PLAIN_TCP) -> None:
+        self.credentials = credentials
         self.data = bytearray()
         self.closed = False
         self.reading = True
@@ -224,11 +235,16 @@ class FakeTransport:
 
 
 def make_session(
-    broker: RecordingBroker | None = None, config: SessionConfig = DEFAULT_CONFIG
+    broker: RecordingBroker | None = None,
+    config: SessionConfig = DEFAULT_CONFIG,
+    credentials: PeerCredentials = PLAIN_TCP,
 ) -> tuple[StompSession, FakeTransport, Clock, RecordingBroker]:
-    """:returns: a session whose connection was just made, its transport, clock and broker."""
+    """
+    :param credentials: what the connection tells of the client below STOMP.
+    :returns: a session whose connection was just made, its transport, clock and broker.
+    """
     broker = broker or RecordingBroker()
-    transport = FakeTransport()
+    transport = FakeTransport(credentials)
     clock = Clock()
     session = StompSession(broker, transport, clock, config, peer="127.0.0.1:5000")
     session.connection_made()

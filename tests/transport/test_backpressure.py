@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from twisted.internet.address import IPv4Address
 from twisted.internet.task import Clock
-from twisted.internet.testing import StringTransport
+from twisted.internet.testing import StringTransport, StringTransportWithDisconnection
 
-from stompbroker.broker.flow.throttle import (
+from stompbroker.broker.flow.publisher_pauses import (
     MEMORY,
     MemoryWatch,
     Throttle,
@@ -30,6 +30,7 @@ from stompbroker.broker.service import Broker, Limits
 from stompbroker.protocol.advisory import ADVISORY_HEADER
 from stompbroker.protocol.backlog import Backlog
 from stompbroker.protocol.session import SessionConfig
+from stompbroker.transport.session_link import WriteProducer
 from stompbroker.transport.tcp import stomp_server_factory
 from stompbroker.transport.websocket import StompWebSocketProtocol
 from stompbroker.web.site import WebSite, web_root
@@ -54,9 +55,13 @@ def world(
 
 
 def subscribed(
-    factory: Any, destination: str = "/topic/a", port: int = 1, **headers: str
+    factory: Any,
+    destination: str = "/topic/a",
+    port: int = 1,
+    transport_type: type[StringTransportWithDisconnection] = StringTransportWithDisconnection,
+    **headers: str,
 ) -> Client:
-    client = Client(factory, port=port)
+    client = Client(factory, port=port, transport_type=transport_type)
     client.connect()
     client.send("SUBSCRIBE", ("id", "0"), ("destination", destination), *headers.items())
     return client
@@ -219,24 +224,34 @@ def test_paused_consumer_has_no_room() -> None:
 
 
 def slow_and_quick(
-    policy: str = "disconnect", buffer: int = SMALL_BUFFER
+    policy: str = "disconnect",
+    buffer: int = SMALL_BUFFER,
+    transport_type: type[StringTransportWithDisconnection] = StringTransportWithDisconnection,
 ) -> tuple[Clock, Broker, Client, Client, Client]:
-    """Two subscribers to /topic/a, the first behind from now on, and a publisher."""
+    """
+    Two subscribers to /topic/a, the first behind from now on, and a publisher.
+
+    :param transport_type: the string transport of the first subscriber.
+    """
     clock, broker, factory = world(policy, buffer)
-    slow = subscribed(factory, port=1)
+    slow = subscribed(factory, port=1, transport_type=transport_type)
     quick = subscribed(factory, port=2)
     publisher = Client(factory, port=3)
     publisher.connect()
     slow.frames(), quick.frames()
-    slow.protocol.pauseProducing()
+    slow.transport.producer.pauseProducing()
     return clock, broker, slow, quick, publisher
 
 
-def test_protocol_is_its_transports_streaming_producer() -> None:
-    """The TCP adapter registers itself with its transport as a push producer."""
+def test_session_is_its_transports_streaming_producer() -> None:
+    """The TCP adapter registers a push producer of its session's writes with its transport."""
     _, _, factory = world()
     client = Client(factory)
-    assert client.transport.producer is client.protocol and client.transport.streaming
+    producer = client.transport.producer
+    assert producer == WriteProducer(
+        client.protocol.session.pause_writing, client.protocol.session.resume_writing
+    )
+    assert client.transport.streaming
 
 
 def test_topic_messages_wait_while_the_socket_is_full_and_follow_in_order() -> None:
@@ -245,7 +260,7 @@ def test_topic_messages_wait_while_the_socket_is_full_and_follow_in_order() -> N
     publish(publisher, 50)
     subscriber.send("SUBSCRIBE", ("id", "1"), ("destination", "/topic/b"), ("receipt", "r"))
     assert subscriber.transport.value() == b""
-    subscriber.protocol.resumeProducing()
+    subscriber.transport.producer.resumeProducing()
     frames = subscriber.frames()
     assert [int(frame.body[:6]) for frame in frames[:-1]] == list(range(50))
     assert frames[-1].command == "RECEIPT"
@@ -261,7 +276,7 @@ def test_a_burst_within_the_grace_goes_straight_to_the_transport() -> None:
     publisher = Client(factory, port=2)
     publisher.connect()
     subscriber.frames()
-    subscriber.protocol.pauseProducing()
+    subscriber.transport.producer.pauseProducing()
     publish(publisher, 10)
     assert len(bodies(subscriber)) == 10
     assert (
@@ -271,25 +286,34 @@ def test_a_burst_within_the_grace_goes_straight_to_the_transport() -> None:
     publish(publisher, 20, start=10)
     assert subscriber.session.output.backlog.active
     written = bodies(subscriber)
-    subscriber.protocol.resumeProducing()
+    subscriber.transport.producer.resumeProducing()
     assert written + bodies(subscriber) == list(range(10, 30))
+
+
+class FillingTransport(StringTransportWithDisconnection):
+    """A transport that fills (pauses its producer) at the third write once it is watched."""
+
+    #: What was written since it was watched; ``None``: not watched.
+    written: list[bytes] | None = None
+
+    def write(self, data: bytes) -> None:
+        super().write(data)
+        written = self.written
+        if written is not None:
+            written.append(data)
+            if len(written) == 3:
+                self.producer.pauseProducing()
 
 
 def test_flush_stops_when_the_transport_fills_again() -> None:
     """A transport that fills while the backlog is sent stops the flush; the rest waits its turn."""
-    _, _, subscriber, _, publisher = slow_and_quick(buffer=1 << 20)
+    _, _, subscriber, _, publisher = slow_and_quick(buffer=1 << 20, transport_type=FillingTransport)
     publish(publisher, 10)
     written: list[bytes] = []
-
-    def write_then_fill(data: bytes) -> None:
-        written.append(data)
-        if len(written) == 3:
-            subscriber.protocol.pauseProducing()
-
-    subscriber.protocol.write = write_then_fill  # type: ignore[method-assign]
-    subscriber.protocol.resumeProducing()
+    subscriber.transport.written = written  # type: ignore[attr-defined]
+    subscriber.transport.producer.resumeProducing()
     assert len(written) == 3
-    subscriber.protocol.resumeProducing()
+    subscriber.transport.producer.resumeProducing()
     assert len(written) == 10
 
 
@@ -301,14 +325,14 @@ def test_queue_messages_wait_in_the_queue_for_a_slow_consumer() -> None:
     publisher = Client(factory, port=3)
     publisher.connect()
     slow.frames(), quick.frames()
-    slow.protocol.pauseProducing()
+    slow.transport.producer.pauseProducing()
     publish(publisher, 10, "/queue/jobs")
     assert bodies(quick) == list(range(10))
-    quick.protocol.pauseProducing()
+    quick.transport.producer.pauseProducing()
     publish(publisher, 5, "/queue/jobs", start=10)
     assert len(broker.engine.queues["/queue/jobs"].pending) == 5
     assert slow.transport.value() == b""
-    slow.protocol.resumeProducing()
+    slow.transport.producer.resumeProducing()
     assert bodies(slow) == list(range(10, 15))
 
 
@@ -317,7 +341,7 @@ def test_drop_oldest_keeps_the_newest_and_counts_the_rest() -> None:
     _, broker, slow, quick, publisher = slow_and_quick("drop-oldest")
     publish(publisher, 100)
     assert bodies(quick) == list(range(100))
-    slow.protocol.resumeProducing()
+    slow.transport.producer.resumeProducing()
     kept = bodies(slow)
     assert kept == list(range(100 - len(kept), 100)) and 0 < len(kept) < 100
     assert broker.counters.dropped == 100 - len(kept)
@@ -349,12 +373,12 @@ def test_block_pauses_the_publisher_until_the_subscriber_catches_up() -> None:
     bystander = Client(factory, port=3)
     bystander.connect()
     slow.frames()
-    slow.protocol.pauseProducing()
+    slow.transport.producer.pauseProducing()
     publish(publisher, 20)
     assert publisher.transport.producerState == "paused"
     bystander.send("SEND", ("destination", "/topic/elsewhere"))
     assert bystander.transport.producerState == "producing"
-    slow.protocol.resumeProducing()
+    slow.transport.producer.resumeProducing()
     assert bodies(slow) == list(range(20))
     assert publisher.transport.producerState == "producing"
     assert broker.counters.dropped == 0
@@ -365,11 +389,11 @@ def test_client_that_does_not_read_its_receipts_is_not_read_from() -> None:
     _, _, factory = world(buffer=200)
     client = Client(factory)
     client.connect()
-    client.protocol.pauseProducing()
+    client.transport.producer.pauseProducing()
     for number in range(20):
         client.send("SEND", ("destination", "/queue/q"), ("receipt", str(number)))
     assert client.transport.producerState == "paused"
-    client.protocol.resumeProducing()
+    client.transport.producer.resumeProducing()
     assert [frame.get("receipt-id") for frame in client.frames()] == [str(n) for n in range(20)]
     assert client.transport.producerState == "producing"
 
@@ -379,7 +403,7 @@ def test_error_to_a_slow_client_follows_what_waited() -> None:
     _, _, factory = world(buffer=1 << 20)
     client = subscribed(factory)
     client.frames()
-    client.protocol.pauseProducing()
+    client.transport.producer.pauseProducing()
     client.send("SEND", ("destination", "/topic/a"), body=b"000001")
     client.send("NOPE")
     frames = client.frames()
@@ -429,12 +453,14 @@ def test_websocket_clients_get_the_same_back_pressure(policy: str) -> None:
     subscriber = ws.Client(factory)
     subscriber.connect()
     subscriber.send(b"SUBSCRIBE\nid:0\ndestination:/topic/a\n\n\x00")
-    assert subscriber.transport.producer is subscriber.protocol
-    subscriber.protocol.pauseProducing()
+    assert subscriber.transport.producer == WriteProducer(
+        subscriber.protocol.session.pause_writing, subscriber.protocol.session.resume_writing
+    )
+    subscriber.transport.producer.pauseProducing()
     broker.publish("/topic/a", "one")
     broker.publish("/topic/a", "two")
     assert subscriber.received() == []
-    subscriber.protocol.resumeProducing()
+    subscriber.transport.producer.resumeProducing()
     assert [frame.body for frame in subscriber.stomp(subscriber.received())] == [b"one", b"two"]
 
 
@@ -449,7 +475,10 @@ def test_websocket_behind_the_web_site_takes_over_back_pressure() -> None:
     channel.makeConnection(transport)
     assert transport.producer is not None  # twisted.web's HTTPChannel
     channel.dataReceived(ws.handshake_request())
-    protocol = transport.producer
+    protocol = transport.protocol
     assert isinstance(protocol, StompWebSocketProtocol)
     assert protocol.session in broker.connections
+    assert transport.producer == WriteProducer(
+        protocol.session.pause_writing, protocol.session.resume_writing
+    )
     assert ws.split_response(transport.value())[0] == 101

@@ -15,7 +15,7 @@ from twisted.internet.protocol import Protocol
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransportWithDisconnection
 
-from stompbroker.broker.flow.limits import Limits
+from stompbroker.broker.flow.broker_limits import Limits
 from stompbroker.broker.service import Broker
 from stompbroker.protocol.parser import FrameParser
 from stompbroker.protocol.session import SessionConfig

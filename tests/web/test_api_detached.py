@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stompbroker.protocol.resume.registry import ResumeBook
+from stompbroker.protocol.resume.resume_book import ResumeBook
 from stompbroker.protocol.session import SessionConfig
 from tests.support.api import Api, basic, bearer, refused
 from tests.support.broker import Client

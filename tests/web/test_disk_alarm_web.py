@@ -11,14 +11,14 @@ from typing import Any
 from treq.testing import StubTreq
 from twisted.internet.task import Clock
 
+from stompbroker.broker.flow.broker_limits import Limits
 from stompbroker.broker.flow.disk_alarm import DISK_SAMPLE_INTERVAL, DiskFreeLimit
-from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.management.operations import Management
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.disk_space import DiskSpace
 from stompbroker.broker.store.memory import MemoryStore
 from stompbroker.stats.model import StatsModel
-from stompbroker.stats.services import LiveStats
+from stompbroker.stats.sampling_services import LiveStats
 from stompbroker.web.api import ManagementApi
 from stompbroker.web.api_guard import ApiGuard
 from stompbroker.web.site import web_root

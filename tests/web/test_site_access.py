@@ -18,13 +18,13 @@ from twisted.internet.task import Clock
 from twisted.web.resource import getChildForRequest
 from twisted.web.test.requesthelper import DummyRequest
 
-from stompbroker.broker.flow.limits import Limits
+from stompbroker.broker.flow.broker_limits import Limits
 from stompbroker.broker.management.operations import Management
 from stompbroker.broker.service import Broker
 from stompbroker.security.access_file import AccessControl, parse_policy
 from stompbroker.security.portal import make_portal
 from stompbroker.stats.model import StatsModel
-from stompbroker.stats.services import LiveStats
+from stompbroker.stats.sampling_services import LiveStats
 from stompbroker.stats.setup import RunningSetup
 from stompbroker.web.api import ManagementApi
 from stompbroker.web.api_guard import ApiGuard

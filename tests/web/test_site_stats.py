@@ -22,7 +22,7 @@ from stompbroker.broker.management.operations import Management
 from stompbroker.broker.routing.virtual_hosts import VirtualHost, VirtualHosts
 from stompbroker.broker.service import Broker
 from stompbroker.stats.model import StatsModel
-from stompbroker.stats.services import LiveStats, StatsExport
+from stompbroker.stats.sampling_services import LiveStats, StatsExport
 from stompbroker.web.api import ManagementApi
 from stompbroker.web.api_guard import ApiGuard
 from stompbroker.web.site import STATIC, MetricsPage, web_root

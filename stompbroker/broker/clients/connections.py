@@ -4,7 +4,7 @@ what the broker keeps for each of them.
 
 A connection is an :class:`~stompbroker.interfaces.IConnection` (a session);
 the registry admits it within ``max_connections`` and
-``max_connections_per_address`` (:class:`~stompbroker.broker.flow.limits.Limits`),
+``max_connections_per_address`` (:class:`~stompbroker.broker.flow.broker_limits.Limits`),
 gives it a broker-unique session id, and keeps a :class:`ConnectionState` for
 it: the consumers of its subscriptions, its open transactions, and its
 temporary queues, which end with it.  When the broker stops, the registry turns
@@ -20,7 +20,7 @@ from attrs import Factory, define
 from twisted.internet.defer import Deferred, succeed
 
 from stompbroker.broker.clients.transactions import TransactionTable
-from stompbroker.broker.flow.limits import Limits
+from stompbroker.broker.flow.broker_limits import Limits
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import Consumer
 from stompbroker.broker.queueing.wildcard import WildcardConsumer
@@ -64,11 +64,11 @@ class ConnectionRegistry:
     :param limits: the broker's limits on connections.
     :param traffic: counts connections opened and closed.
     :param ids: gives session ids.
-    :param engine: the :class:`~stompbroker.broker.engine.base.IEngine` that makes and
+    :param engine: the :class:`~stompbroker.broker.engine.engine_interface.IEngine` that makes and
         deletes temporary queues.
     :param admit: asked with a new connection's host, once the limits above have
         let it in: raises :class:`LimitExceeded` to refuse it (the connection rate
-        of :class:`~stompbroker.broker.flow.rate_limiter.RateLimiter`).
+        of :class:`~stompbroker.broker.flow.rate_gates.RateLimiter`).
 
     :ivar connections: the connections open now.
     :ivar states: connection -> its :class:`ConnectionState`.

@@ -55,7 +55,7 @@ class Consumers:
     """
     Attaches subscribers to the engine's destinations, and settles their messages.
 
-    :param engine: the :class:`~stompbroker.broker.engine.base.IEngine`.
+    :param engine: the :class:`~stompbroker.broker.engine.engine_interface.IEngine`.
     :param registry: the connections, whose states keep their consumers.
     :param transactions: holds a transaction's ACKs and NACKs until COMMIT.
     :param policy: the default window and redelivery limit.
@@ -100,7 +100,7 @@ class Consumers:
             not one of its values.
 
         A new topic subscription receives the retained messages of the topics it
-        matches first (:mod:`stompbroker.broker.features.retainer`); a durable one when
+        matches first (:mod:`stompbroker.broker.features.retaining`); a durable one when
         it is created, not when it resumes.
         """
         engine = self._engine

@@ -30,7 +30,7 @@ from stompbroker.protocol.errors import DuplicateTransaction, LimitExceeded, Unk
 if TYPE_CHECKING:
     from stompbroker.broker.clients.connections import ConnectionRegistry
     from stompbroker.broker.flow.backpressure import BackPressure
-    from stompbroker.broker.flow.limits import Limits
+    from stompbroker.broker.flow.broker_limits import Limits
 
 
 class Transaction:

@@ -61,7 +61,7 @@ class UserActions:
     :param connections: returns this node's open connections
         (:class:`~stompbroker.interfaces.IConnection`).
     :param resumption: returns the broker's
-        :class:`~stompbroker.protocol.resume.registry.ResumeBook`, or ``None``.
+        :class:`~stompbroker.protocol.resume.resume_book.ResumeBook`, or ``None``.
     """
 
     def __init__(

@@ -6,7 +6,7 @@ queues (shared, temporary, and topic subscriptions' own), the durable
 subscriptions, and the persistent messages.  The broker's other parts (the
 router, the connection registry, acknowledgements, transactions, back-pressure)
 keep only what belongs to this process and its connections, and reach
-destinations through :class:`stompbroker.broker.engine.base.IEngine` (and the
+destinations through :class:`stompbroker.broker.engine.engine_interface.IEngine` (and the
 queues it hands out, :class:`~stompbroker.broker.engine.queue_interface.IQueue`).
 
 - :mod:`stompbroker.broker.engine.local`: in this process's memory, with

@@ -1,6 +1,6 @@
 """
 What an engine supports: one :class:`Capabilities` value each engine states
-(:meth:`IEngine.capabilities <stompbroker.broker.engine.base.IEngine.capabilities>`),
+(:meth:`IEngine.capabilities <stompbroker.broker.engine.engine_interface.IEngine.capabilities>`),
 and the one function, :func:`require`, that turns a feature an engine lacks
 into the ERROR a client gets.
 

@@ -4,7 +4,7 @@ What an engine does for the other broker processes (nodes) that share its state
 statistics of the whole cluster, resumption and presence across nodes, the
 server's outages, and the topic messages a node missed.
 
-:class:`~stompbroker.broker.engine.base.IEngine` extends it, so every engine
+:class:`~stompbroker.broker.engine.engine_interface.IEngine` extends it, so every engine
 provides it; an engine of one process (the local one) answers each call with
 itself alone, or nothing.
 """
@@ -28,21 +28,21 @@ class ISharedEngine(Interface):
 
         Local: this one.  Redis: every node whose liveness key is in the server.
 
-        :returns: a list of :class:`~stompbroker.broker.engine.base.Node` (or a
+        :returns: a list of :class:`~stompbroker.broker.engine.engine_interface.Node` (or a
             Deferred firing with one).
         """
 
     def share(figures):  # type: ignore[no-untyped-def]
         """
         Share this node's figures with the other nodes of the cluster, for
-        statistics that show the whole cluster (:mod:`stompbroker.broker.engine.figures`).
+        statistics that show the whole cluster (:mod:`stompbroker.broker.engine.node_figures`).
 
         Local: nothing (one process is the whole broker).  Redis: call
         ``figures`` about once a second and keep what it returns in a key that
         expires with the node.
 
         :param figures: returns this node's
-            :class:`~stompbroker.broker.engine.figures.NodeFigures`, encoded.
+            :class:`~stompbroker.broker.engine.node_figures.NodeFigures`, encoded.
         """
 
     def share_resumption(book):  # type: ignore[no-untyped-def]
@@ -55,7 +55,7 @@ class ISharedEngine(Interface):
         that files its sessions' records in the server and hands sessions over
         between nodes.
 
-        :param book: the broker's :class:`~stompbroker.protocol.resume.registry.ResumeBook`.
+        :param book: the broker's :class:`~stompbroker.protocol.resume.resume_book.ResumeBook`.
         """
 
     def share_presence(presence):  # type: ignore[no-untyped-def]
@@ -99,7 +99,7 @@ class ISharedEngine(Interface):
 
     def topic_gaps():  # type: ignore[no-untyped-def]
         """
-        :returns: a :class:`~stompbroker.broker.engine.figures.TopicGaps`: how
+        :returns: a :class:`~stompbroker.broker.engine.node_figures.TopicGaps`: how
             often this node missed other nodes' topic messages and how many
             subscriptions it told; ``None`` for an engine of one process, which
             misses none.
@@ -107,7 +107,7 @@ class ISharedEngine(Interface):
 
     def cluster():  # type: ignore[no-untyped-def]
         """
-        :returns: the latest :class:`~stompbroker.broker.engine.figures.ClusterView`
+        :returns: the latest :class:`~stompbroker.broker.engine.node_figures.ClusterView`
             (the other live nodes' figures, and what waits in the server
             unread), read about once a second; ``None`` for an engine of one
             process.  Never waits.

@@ -2,7 +2,7 @@
 The one place that names the concrete engines: :func:`build_engine` makes the
 engine ``--engine`` chose (or the broker's default), so that the rest of the
 broker reaches engines through
-:class:`~stompbroker.broker.engine.base.IEngine` only
+:class:`~stompbroker.broker.engine.engine_interface.IEngine` only
 (``tests/test_layering.py`` keeps it so).
 """
 
@@ -41,7 +41,7 @@ def build_engine(
     :param ping_timeout: the redis engine's ``--engine-ping-timeout``; its default if ``None``.
     :param wait_replicas: the redis engine's ``--engine-wait-replicas`` and
         ``--engine-wait-timeout``; none waited for if ``None``.
-    :returns: the :class:`~stompbroker.broker.engine.base.IEngine`; redis-py is
+    :returns: the :class:`~stompbroker.broker.engine.engine_interface.IEngine`; redis-py is
         imported only for the redis engine.
     :raises ValueError: for a store with the redis engine, which keeps its own.
     """

@@ -9,7 +9,7 @@ same one, so a subscriber sees one behaviour whichever engine runs.
 
 The fan-out's :meth:`TopicFanout.publish` is the per-message path of a topic
 SEND.  An engine hands the router that bound method itself
-(:meth:`IEngine.publish_topic <stompbroker.broker.engine.base.IEngine.publish_topic>`
+(:meth:`IEngine.publish_topic <stompbroker.broker.engine.engine_interface.IEngine.publish_topic>`
 is the fan-out's on the local engine), so holding the tree in a part of its own
 costs a topic SEND no call; the redis engine's own ``publish_topic`` calls it
 once, where it called the local engine's method before.
@@ -70,7 +70,7 @@ class TopicSubscriptions:
 
     :ivar members: ``(queue, subscription)`` in the order the tree matches them:
         ``queue`` is true for the queue
-        (:class:`~stompbroker.broker.engine.base.IQueue`) of a subscription with
+        (:class:`~stompbroker.broker.engine.engine_interface.IQueue`) of a subscription with
         client acknowledgement or a durable name, false for a direct
         (``ack:auto``) subscriber, as the tree holds it.
     """

@@ -35,20 +35,20 @@ from typing import Any
 from twisted.internet.defer import Deferred, succeed
 from zope.interface import implementer
 
-from stompbroker.broker.engine.base import IEngine, Node
 from stompbroker.broker.engine.capabilities import LOCAL, Capabilities
 from stompbroker.broker.engine.duplicate_detection import DuplicateDetection
 from stompbroker.broker.engine.durable_rules import reusable_durable, unknown_durable
+from stompbroker.broker.engine.engine_interface import IEngine, Node
 from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout, TopicSubscriptions
-from stompbroker.broker.engine.figures import ClusterView, TopicGaps
+from stompbroker.broker.engine.node_figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
 from stompbroker.broker.engine.queue_transfer import Transferred
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.features.policies import Policies
-from stompbroker.broker.features.retained_values import RetainedMessages
-from stompbroker.broker.features.retainer import Retaining, retained_copies
-from stompbroker.broker.features.scheduled_messages import ScheduledEntry, Scheduler
-from stompbroker.broker.features.scheduler import Scheduling
+from stompbroker.broker.features.retain_rules import RetainedMessages
+from stompbroker.broker.features.retaining import Retaining, retained_copies
+from stompbroker.broker.features.schedule_rules import ScheduledEntry, Scheduler
+from stompbroker.broker.features.schedule_timer import Scheduling
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.queueing.paging import PagingBudget
@@ -96,7 +96,7 @@ class LocalEngine:
     Its topic subscriptions, reply queues and look-ups are its parts' own
     methods (:func:`~stompbroker.broker.engine.queue_table.bind_local_parts`).
     Attributes for its parts (recovery, tests); the broker reads through
-    :class:`~stompbroker.broker.engine.base.IEngine`'s methods only:
+    :class:`~stompbroker.broker.engine.engine_interface.IEngine`'s methods only:
 
     :ivar topics: the topic subscriptions: direct subscribers, and the queues of
         the others.
@@ -106,7 +106,7 @@ class LocalEngine:
         ``store``, or ``None``.
     :ivar dead_letters: where the queues' failed messages go.
     :ivar scheduled: the messages held for later delivery (the broker's
-        :class:`~stompbroker.broker.features.scheduler.Scheduling` times them).
+        :class:`~stompbroker.broker.features.schedule_timer.Scheduling` times them).
     :ivar retained: each topic's retained message.
     """
 
@@ -394,7 +394,7 @@ class LocalEngine:
         """
         Move (or copy) the first ``count`` pending messages of ``queue`` where
         ``route`` says, as new messages (see
-        :meth:`IEngine.transfer <stompbroker.broker.engine.base.IEngine.transfer>`).
+        :meth:`IEngine.transfer <stompbroker.broker.engine.engine_interface.IEngine.transfer>`).
 
         :returns: what went (how many, how many looked at), or a Deferred of it
             for a queue whose part on disk is read.

@@ -3,11 +3,11 @@ What the broker asks of the queues an engine hands out (:class:`IQueue`): one
 queue's consumers, what goes in, what is settled, and what an operator may see
 and take from it.
 
-Apart from :class:`~stompbroker.broker.engine.base.IEngine` (which re-exports
+Apart from :class:`~stompbroker.broker.engine.engine_interface.IEngine` (which re-exports
 it) because the queue is a contract of its own: the local
 :class:`~stompbroker.broker.queueing.queues.WorkerQueue` implements it without being an
 engine, and a remote engine's queue is a handle on a stream.  As in
-:mod:`stompbroker.broker.engine.base`, each method says how an engine that keeps
+:mod:`stompbroker.broker.engine.engine_interface`, each method says how an engine that keeps
 its state in a shared Redis server would do it.
 """
 

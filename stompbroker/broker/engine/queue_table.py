@@ -209,7 +209,7 @@ class QueueTable:
         """
         Move (or copy) the first ``count`` pending messages of ``queue`` where
         ``route`` says, as new messages (see
-        :meth:`IEngine.transfer <stompbroker.broker.engine.base.IEngine.transfer>`):
+        :meth:`IEngine.transfer <stompbroker.broker.engine.engine_interface.IEngine.transfer>`):
         what memory holds, then a paged queue's part on disk, a batch per
         reactor turn (:class:`~stompbroker.broker.engine.queue_transfer.QueueTransfer`).
 
@@ -275,7 +275,7 @@ class QueueTable:
 
 def bind_local_parts(engine: Any, fanout: TopicFanout, table: QueueTable) -> None:
     """
-    Give ``engine`` the :class:`~stompbroker.broker.engine.base.IEngine` methods
+    Give ``engine`` the :class:`~stompbroker.broker.engine.engine_interface.IEngine` methods
     that are its local parts' own, bound once: the same code on both engines,
     and no call through the engine on the way (a topic subscription, a reply
     queue, the management API's look-ups).

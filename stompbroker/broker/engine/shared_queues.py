@@ -1,7 +1,7 @@
 """
 What the management's purge, move, copy and dead-letter retry of a ``/queue/``
 answer when the queue is shared by several nodes
-(:meth:`IEngine.shared_queues <stompbroker.broker.engine.base.IEngine.shared_queues>`):
+(:meth:`IEngine.shared_queues <stompbroker.broker.engine.engine_interface.IEngine.shared_queues>`):
 how many messages they took, which node answered, and which nodes holding
 messages of the queue did not answer in time.
 

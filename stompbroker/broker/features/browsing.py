@@ -52,7 +52,7 @@ BROWSABLE = (QUEUE_PREFIX, TEMP_QUEUE_PREFIX)
 class Waiting:
     """
     What waits in a queue for a consumer, as an engine sees it
-    (:meth:`~stompbroker.broker.engine.base.IEngine.waiting`).
+    (:meth:`~stompbroker.broker.engine.engine_interface.IEngine.waiting`).
 
     :ivar messages: the waiting messages, in the order the queue hands them out.
     :ivar node: the node that answered (its node token).
@@ -92,7 +92,7 @@ def check_browser(engine: Any, subscriber: Any) -> None:
     """
     Refuse a browser that cannot be served, before any queue is looked up.
 
-    :param engine: the :class:`~stompbroker.broker.engine.base.IEngine`.
+    :param engine: the :class:`~stompbroker.broker.engine.engine_interface.IEngine`.
     :param subscriber: the browser.
     :raises InvalidDestination: for a destination that is not a queue.
     :raises MalformedFrame: for a browser that is not ``ack:auto``.
@@ -120,7 +120,7 @@ def browse(engine: Any, queue: Any, subscriber: Any) -> Deferred[int] | int:
     Send ``subscriber`` a copy of every message waiting in ``queue``, then the end marker.
 
     :param engine: the engine, which says what waits
-        (:meth:`~stompbroker.broker.engine.base.IEngine.waiting`) and whose ids
+        (:meth:`~stompbroker.broker.engine.engine_interface.IEngine.waiting`) and whose ids
         give the end marker its ``message-id``.
     :param queue: the queue.
     :param subscriber: the browser, checked by :func:`check_browser`.

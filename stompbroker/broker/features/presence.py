@@ -22,7 +22,7 @@ what its login said of it (the application's answer, a token's claim).
 
 Pure: subscriptions in, events out to subscribers, no socket and no timer.  An
 engine shared by several nodes (the redis engine,
-:mod:`stompbroker.broker.engine.redis.presence`) is this node's
+:mod:`stompbroker.broker.engine.redis.cluster_presence`) is this node's
 :class:`PresenceShare`: it is told of each join and leave here, and tells this
 object of the other nodes' (:meth:`Presence.apply_join`,
 :meth:`Presence.apply_leave`), so that every node knows the whole cluster's.

@@ -165,7 +165,7 @@ class UserDestinations:
     This process's subscriptions to user destinations: a queue each, behind
     the :class:`UserInbox` of its key in the engine's topic tree.
 
-    :param engine: the :class:`~stompbroker.broker.engine.base.IEngine`: its
+    :param engine: the :class:`~stompbroker.broker.engine.engine_interface.IEngine`: its
         topic tree (``add_subscriber``, ``remove_subscriber``) and its local queues
         (``local_queue``).
     """

@@ -2,7 +2,8 @@
 Flow: when the broker stops reading from a publisher, and what it counts.
 
 Back-pressure (``backpressure``) over the memory watermark and the reasons a
-publisher is paused (``throttle``); the broker-wide limits (``limits``); the
+publisher is paused (``publisher_pauses``); rate limits, what they are
+(``rate_limits``) and applied (``rate_gates``); the broker-wide limits (``broker_limits``); the
 per-destination traffic counters (``traffic``) and their names
 (``counter_names``, which loads without Twisted: the stats schema reads it).
 

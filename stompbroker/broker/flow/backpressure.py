@@ -1,9 +1,10 @@
 """
 Back-pressure: when the broker stops reading from a publisher, and when it reads again.
 
-Three things pause a publisher (the mechanisms are in :mod:`stompbroker.broker.flow.throttle`):
+Three things pause a publisher (the mechanisms are in
+:mod:`stompbroker.broker.flow.publisher_pauses`):
 
-- memory in use over the high mark (:class:`~stompbroker.broker.flow.throttle.MemoryWatch`,
+- memory in use over the high mark (:class:`~stompbroker.broker.flow.publisher_pauses.MemoryWatch`,
   sampled on a timer): every connection that publishes is paused after its SEND,
   until memory falls under the low mark.  Memory in use is the allocator's
   figure plus what the *holders* (:meth:`BackPressure.count_held`: the resume
@@ -43,7 +44,7 @@ caused and keeps the memory mark's part while memory stays high.
 
 The sender's session learns that it must pause through
 :meth:`stompbroker.interfaces.IConnection.pause_reading`, which the
-:class:`~stompbroker.broker.flow.throttle.Throttle` calls once per connection, whatever
+:class:`~stompbroker.broker.flow.publisher_pauses.Throttle` calls once per connection, whatever
 the number of reasons, and :meth:`~stompbroker.interfaces.IConnection.resume_reading`
 once no reason is left; the transport turns those into ``pauseProducing`` and
 ``resumeProducing``.  Subscribers are never paused for memory: their ACKs and
@@ -62,9 +63,9 @@ from typing import Any
 
 from attrs import frozen
 
+from stompbroker.broker.flow.broker_limits import Limits
 from stompbroker.broker.flow.disk_alarm import DISK, DiskAlarm, DiskWatch
-from stompbroker.broker.flow.limits import Limits
-from stompbroker.broker.flow.throttle import (
+from stompbroker.broker.flow.publisher_pauses import (
     MEMORY,
     MemoryWatch,
     Throttle,
@@ -133,7 +134,8 @@ class BackPressure:
     The publishers the broker does not read from, and why.
 
     :param clock: ``callLater`` for the memory samples; the reactor or a ``task.Clock``.
-    :param limits: the broker's :class:`~stompbroker.broker.flow.limits.Limits`: the memory marks.
+    :param limits: the broker's :class:`~stompbroker.broker.flow.broker_limits.Limits`: the
+        memory marks.
     :param counters: the broker-wide counters, for drops and slow disconnects.
     :param connections: the connections open now; a sender or a blocking
         subscriber that is not among them is closing already, and holds nobody.
@@ -240,7 +242,7 @@ class BackPressure:
             (counted in full on top of the allocator's figure, which sees small
             objects at an estimate: the figure errs high, never low), and
             ``shed() -> int``, which drops some of them and returns how many:
-            the :class:`~stompbroker.protocol.resume.registry.ResumeBook`.
+            the :class:`~stompbroker.protocol.resume.resume_book.ResumeBook`.
         """
         self._holders.append(holder)
 

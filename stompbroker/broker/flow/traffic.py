@@ -47,7 +47,7 @@ from stompbroker.broker.routing.topic_tree import SubscriptionTree
 from stompbroker.protocol.message import Message
 
 if TYPE_CHECKING:
-    from stompbroker.broker.engine.base import IQueue
+    from stompbroker.broker.engine.engine_interface import IQueue
 
 #: Destinations counted while nobody samples, before the counters start afresh.
 UNREAD_LIMIT = 10000

@@ -59,7 +59,7 @@ class DetachedSessionInfo:
 
     @classmethod
     def of(cls, record: Any) -> DetachedSessionInfo:
-        """:param record: a :class:`~stompbroker.protocol.resume.registry.Detached` record."""
+        """:param record: a :class:`~stompbroker.protocol.resume.resume_book.Detached` record."""
         buffer = record.buffer
         return cls(
             id=record.session,

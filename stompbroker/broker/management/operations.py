@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from stompbroker.broker.engine.figures import StreamRange
+from stompbroker.broker.engine.node_figures import StreamRange
 from stompbroker.broker.management.detached_sessions import DetachedSessions
 from stompbroker.broker.management.queue_operations import (
     OPERATOR,
@@ -422,7 +422,7 @@ class Management:
     def nodes(self) -> Any:
         """
         :returns: the broker processes sharing the engine, a list of
-            :class:`~stompbroker.broker.engine.base.Node` (this one alone, locally),
+            :class:`~stompbroker.broker.engine.engine_interface.Node` (this one alone, locally),
             or a Deferred firing with one (the redis engine asks its server).
         """
         return self._engine.nodes()

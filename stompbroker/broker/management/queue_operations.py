@@ -15,7 +15,7 @@ a consumer are browsed, purged or moved: those delivered and not yet
 acknowledged belong to their consumers until settled, as in RabbitMQ.
 
 On an engine whose queues several nodes share
-(:meth:`IEngine.shared_queues <stompbroker.broker.engine.base.IEngine.shared_queues>`),
+(:meth:`IEngine.shared_queues <stompbroker.broker.engine.engine_interface.IEngine.shared_queues>`),
 browse, purge, move, copy, retry and delete of a ``/queue/`` ask the other
 nodes and answer with a Deferred; on one process they answer at once.  Either way they
 answer with a :class:`~stompbroker.broker.features.browsing.Waiting` (browse)
@@ -144,7 +144,7 @@ class QueueOperations:
     """
     What an operator may do to what waits in a queue.
 
-    :param engine: the broker's :class:`~stompbroker.broker.engine.base.IEngine`,
+    :param engine: the broker's :class:`~stompbroker.broker.engine.engine_interface.IEngine`,
         whose queues these are.
     :param policy: the broker's :class:`~stompbroker.broker.queueing.delivery.DeliveryPolicy`,
         which names its dead-letter queues.

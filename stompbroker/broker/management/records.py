@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from attrs import frozen
 
-from stompbroker.broker.engine.figures import StreamRange
+from stompbroker.broker.engine.node_figures import StreamRange
 from stompbroker.broker.management.detached_sessions import DetachedSessionInfo
 
 __all__ = [

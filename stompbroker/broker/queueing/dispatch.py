@@ -54,99 +54,11 @@ if TYPE_CHECKING:
 #: Most messages one dispatch puts aside because no consumer with room takes them.
 SCAN_LIMIT = 1000
 
-_PLAIN = ConsumerOptions()
+#: The options of a consumer that asked for none.
+PLAIN_OPTIONS = ConsumerOptions()
 #: What :meth:`FeatureDispatch._pick_grouped` says of a message it put in its group's line.
 _HELD: Final = "held"
 _has_room = Consumer.has_room
-
-
-def needs_features(queue: WorkerQueue) -> bool:
-    """
-    :returns: whether ``queue`` must dispatch through a :class:`FeatureDispatch`:
-        a consumer has a selector or options, or the queue's feature dispatch
-        holds what must outlast its consumers.
-    """
-    features = queue._features
-    if features is not None and (features.choice.single_active or features.groups is not None):
-        return True
-    return any(
-        consumer.selector is not None or consumer.options is not None
-        for consumer in queue.consumers
-    )
-
-
-def consumer_added(queue: WorkerQueue, consumer: Consumer) -> FeatureDispatch | None:
-    """
-    Account for a consumer that ``queue`` has just appended to its consumers.
-
-    The SUBSCRIBE that finds the queue without consumers declares it
-    single-active (``x-single-active-consumer``) or not; later ones cannot
-    change that (see :mod:`stompbroker.broker.queueing.consumer_choice`).
-
-    :returns: the queue's feature dispatch from now on, or ``None`` for the plain loop.
-    """
-    features = queue._features
-    options = consumer.options
-    if features is None:
-        if not needs_features(queue):
-            return None
-        features = FeatureDispatch(queue, exclude=consumer)
-    if options is not None and options.single_active and len(queue.consumers) == 1:
-        features.choice.single_active = True
-    features.choice.add(consumer, options or _PLAIN)
-    features.selecting = features.selecting or consumer.selector is not None
-    return features
-
-
-def grouped(queue: WorkerQueue) -> FeatureDispatch:
-    """
-    Make ``queue`` dispatch by message groups from now on: it takes a grouped message.
-
-    Its ``pending`` becomes a :class:`~stompbroker.broker.queueing.groups.GroupedPending`.
-
-    :returns: the queue's feature dispatch.
-    """
-    features = queue._features
-    if features is None:
-        features = FeatureDispatch(queue)
-    if features.groups is None:
-        features.groups = GroupAssignments()
-        queue.pending = GroupedPending(queue.pending)
-    return features
-
-
-def declare_single_active(queue: WorkerQueue, single_active: bool) -> None:
-    """
-    Make ``queue`` single-active or not as declared elsewhere: a cluster's one
-    shared declaration (:mod:`stompbroker.broker.engine.redis.consumer_registry`),
-    which replaces what the local first SUBSCRIBE would declare.  Dispatches
-    again when that changes who may take messages.
-    """
-    features = queue._features
-    if features is None:
-        if not single_active:
-            return
-        features = queue._features = FeatureDispatch(queue)
-    if features.choice.single_active != single_active:
-        features.choice.declare(single_active)
-        queue.dispatch()
-
-
-def assign_owner(queue: WorkerQueue, group: str, consumer: Consumer) -> bool:
-    """
-    Make ``consumer`` the owner of ``group`` in ``queue``, as a cluster decided
-    (:mod:`stompbroker.broker.engine.redis.dispatch`), unless the group has an
-    owner here already or the consumer left.
-
-    :returns: whether it became the owner now (its next message of the group is
-        the first for it).
-    """
-    features = queue._features = grouped(queue)
-    groups: GroupAssignments[Consumer] = features.groups  # type: ignore[assignment]
-    if groups.owner(group) is not None or consumer not in features.choice:
-        return False
-    groups.assign(group, consumer)
-    return True
 
 
 class FeatureDispatch:
@@ -172,7 +84,7 @@ class FeatureDispatch:
         self.selecting = False
         for consumer in queue.consumers:
             if consumer is not exclude:
-                self.choice.add(consumer, consumer.options or _PLAIN)
+                self.choice.add(consumer, consumer.options or PLAIN_OPTIONS)
                 self.selecting = self.selecting or consumer.selector is not None
 
     def removed(self, consumer: Consumer) -> FeatureDispatch | None:
@@ -187,7 +99,7 @@ class FeatureDispatch:
             for group in self.groups.release(consumer):
                 self.queue.pending.release(group)
         self.selecting = any(c.selector is not None for c in self.queue.consumers)
-        return self if needs_features(self.queue) else None
+        return self if self.queue.needs_features() else None
 
     def dispatch(self) -> None:
         """

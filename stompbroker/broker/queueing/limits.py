@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Any
 
 from stompbroker.broker.features.policies import PolicySettings
-from stompbroker.broker.queueing import discards
 from stompbroker.protocol.errors import LimitExceeded
 from stompbroker.protocol.message import Message
 
@@ -74,7 +73,7 @@ class QueueLimits:
             if dead_letter:
                 queue.dead_letter(message, MAX_LENGTH)
             else:
-                discards.drop(queue, message)
+                queue.drop(message)
 
     def _over(self, queue: Any, adding: int, after: bool = False) -> str | None:
         """

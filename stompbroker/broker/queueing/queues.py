@@ -33,9 +33,10 @@ and those paged out to the store by a sweep of the store
 Every change of a message's state is one method (:meth:`~WorkerQueue.enqueue`,
 :meth:`~WorkerQueue.dispatch`, :meth:`~WorkerQueue.acknowledge`,
 :meth:`~WorkerQueue.requeue`, :meth:`~WorkerQueue.dead_letter`,
-:meth:`~WorkerQueue.expire`), which is where a message store hooks in.  What
-comes back (a NACK, a consumer that leaves) is :mod:`~stompbroker.broker.queueing.returns`'s,
-what the queue discards :mod:`~stompbroker.broker.queueing.discards`'s.
+:meth:`~WorkerQueue.expire`), which is where a message store hooks in; so is
+what comes back (:meth:`~WorkerQueue.requeue`, :meth:`~WorkerQueue.reject`,
+:meth:`~WorkerQueue.hold`, a consumer that leaves) and what the queue discards
+(:meth:`~WorkerQueue.purge`, :meth:`~WorkerQueue.drop`, :meth:`~WorkerQueue.close`).
 
 What a queue does not decide: where dead letters go.  It hands them, with a
 reason and its store key, to the ``dead_letter`` callable it was made with.
@@ -71,18 +72,19 @@ from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import Any
 
+from attrs import evolve
 from twisted.internet.defer import Deferred
 from zope.interface import implementer
 
-from stompbroker.broker.engine.base import IQueue
+from stompbroker.broker.engine.engine_interface import IQueue
 from stompbroker.broker.features.selectors import Selector
 from stompbroker.broker.flow.traffic import Traffic
-from stompbroker.broker.queueing import discards, returns
-from stompbroker.broker.queueing.dead_letters import EXPIRED, DeadLetter
+from stompbroker.broker.queueing.dead_letters import DELIVERY_LIMIT, EXPIRED, REJECTED, DeadLetter
 from stompbroker.broker.queueing.delayed import DelayedMessages
 from stompbroker.broker.queueing.delivery import Consumer, DeliveryCounters, DeliveryPolicy
-from stompbroker.broker.queueing.dispatch import FeatureDispatch, consumer_added, grouped
+from stompbroker.broker.queueing.dispatch import PLAIN_OPTIONS, FeatureDispatch
 from stompbroker.broker.queueing.expiry_sweep import ExpirySweep
+from stompbroker.broker.queueing.groups import GroupAssignments, GroupedPending
 from stompbroker.broker.queueing.limits import QueueLimits
 from stompbroker.broker.queueing.paged_expiry import PagedExpiry
 from stompbroker.broker.queueing.paging import (
@@ -298,11 +300,51 @@ class WorkerQueue:
 
     def purge(self) -> int:
         """
-        Discard every pending message (:func:`~stompbroker.broker.queueing.discards.purge`).
+        Discard every pending message (and every one waiting for a redelivery
+        back-off), counted discarded; persistent ones leave the store.
 
         :returns: how many were discarded.
         """
-        return discards.purge(self)
+        purged = list(self.pending)
+        self.pending.clear()
+        if self.delayed is not None:
+            purged.extend(self.delayed.take_all())
+        on_disk = self._drop_paged()
+        self.forget_resident()
+        self._counters.discarded += len(purged) + on_disk
+        self._traffic.count(purged, "messages_dropped")
+        if self.journal is not None:
+            for message in purged:
+                if message.persistent:
+                    self.journal.remove(self.store_key, message.message_id)
+        return len(purged) + on_disk
+
+    def _drop_paged(self) -> int:
+        """
+        Forget the queue's part on disk (:mod:`~stompbroker.broker.queueing.paging`),
+        in the store too (its transient rows with the rest).
+
+        :returns: how many messages the store held only.
+        """
+        paged = self.paged
+        if paged is None:
+            return 0
+        self.paged = None
+        if self.journal is not None and self.store_key is not None:
+            self.journal.remove_paged(self.store_key, paged.after, paged.first_id)
+        return paged.count
+
+    def drop(self, message: Message) -> None:
+        """
+        Discard a message taken from the queue (overflow's ``drop-head``), counted
+        dropped; a persistent one leaves the store.
+        """
+        self._counters.discarded += 1
+        self._traffic.count((message,), "messages_dropped")
+        if message.persistent and self.journal is not None:
+            self.journal.remove(self.store_key, message.message_id)
+        if self._left is not None:
+            self._left(message)
 
     # -- consumers ------------------------------------------------------------
 
@@ -333,7 +375,7 @@ class WorkerQueue:
         consumer = Consumer(subscriber, self._owner, window, max_redeliveries, held)
         consumer.selector, consumer.options = selector, options
         self.consumers.append(consumer)
-        self._features = consumer_added(self, consumer)
+        self._features = self._consumer_added(consumer)
         self.dispatch()
         return consumer
 
@@ -354,7 +396,91 @@ class WorkerQueue:
         if self._features is not None:
             self._features = self._features.removed(consumer)
         # At once: a consumer that leaves says nothing against the messages it held.
-        returns.put_back(self, consumer, consumer.take_all(), None)
+        self._put_back(consumer, consumer.take_all(), None)
+
+    def needs_features(self) -> bool:
+        """
+        :returns: whether the queue must dispatch through a :class:`FeatureDispatch`:
+            a consumer has a selector or options, or the queue's feature dispatch
+            holds what must outlast its consumers.
+        """
+        features = self._features
+        if features is not None and (features.choice.single_active or features.groups is not None):
+            return True
+        return any(
+            consumer.selector is not None or consumer.options is not None
+            for consumer in self.consumers
+        )
+
+    def _consumer_added(self, consumer: Consumer) -> FeatureDispatch | None:
+        """
+        Account for a consumer that the queue has just appended to its consumers.
+
+        The SUBSCRIBE that finds the queue without consumers declares it
+        single-active (``x-single-active-consumer``) or not; later ones cannot
+        change that (see :mod:`stompbroker.broker.queueing.consumer_choice`).
+
+        :returns: the queue's feature dispatch from now on, or ``None`` for the plain loop.
+        """
+        features = self._features
+        options = consumer.options
+        if features is None:
+            if not self.needs_features():
+                return None
+            features = FeatureDispatch(self, exclude=consumer)
+        if options is not None and options.single_active and len(self.consumers) == 1:
+            features.choice.single_active = True
+        features.choice.add(consumer, options or PLAIN_OPTIONS)
+        features.selecting = features.selecting or consumer.selector is not None
+        return features
+
+    def _grouped(self) -> FeatureDispatch:
+        """
+        Make the queue dispatch by message groups from now on: it takes a grouped message.
+
+        Its ``pending`` becomes a :class:`~stompbroker.broker.queueing.groups.GroupedPending`.
+
+        :returns: the queue's feature dispatch.
+        """
+        features = self._features
+        if features is None:
+            features = FeatureDispatch(self)
+        if features.groups is None:
+            features.groups = GroupAssignments()
+            self.pending = GroupedPending(self.pending)
+        return features
+
+    def declare_single_active(self, single_active: bool) -> None:
+        """
+        Make the queue single-active or not as declared elsewhere: a cluster's one
+        shared declaration (:mod:`stompbroker.broker.engine.redis.consumer_registry`),
+        which replaces what the local first SUBSCRIBE would declare.  Dispatches
+        again when that changes who may take messages.
+        """
+        features = self._features
+        if features is None:
+            if not single_active:
+                return
+            features = self._features = FeatureDispatch(self)
+        if features.choice.single_active != single_active:
+            features.choice.declare(single_active)
+            self.dispatch()
+
+    def assign_owner(self, group: str, consumer: Consumer) -> bool:
+        """
+        Make ``consumer`` the owner of ``group`` in the queue, as a cluster decided
+        (:mod:`stompbroker.broker.engine.redis.cluster_dispatch`), unless the group has an
+        owner here already or the consumer left.
+
+        :returns: whether it became the owner now (its next message of the group is
+            the first for it).
+        """
+        features = self._features = self._grouped()
+        groups: GroupAssignments[Consumer] = features.groups  # type: ignore[assignment]
+        if groups.owner(group) is not None or consumer not in features.choice:
+            return False
+        groups.assign(group, consumer)
+        return True
 
     # -- the state changes of a message ------------------------------------------
 
@@ -383,7 +509,7 @@ class WorkerQueue:
             # The first message of another priority: ten levels from now on.
             self.pending = PendingMessages(items=self.pending)
         if message.group is not None:
-            self._features = grouped(self)
+            self._features = self._grouped()
         self.pending.append(message)
         if self.limits is not None:
             self.limits.trim(self, message)
@@ -677,7 +803,7 @@ class WorkerQueue:
         if message.priority != DEFAULT_PRIORITY and type(self.pending) is deque:
             self.pending = PendingMessages(items=self.pending)
         if message.group is not None:
-            self._features = grouped(self)
+            self._features = self._grouped()
         self.pending.append(message)
         if self.paging is not None:
             self._count_in(message)
@@ -719,15 +845,78 @@ class WorkerQueue:
     def requeue(self, consumer: Consumer, messages: list[Message]) -> list[Any]:
         """
         Return messages a consumer NACKed, in the order given, for redelivery
-        after its back-off (:func:`~stompbroker.broker.queueing.returns.put_back`).
+        after its back-off (:meth:`_put_back`).
 
         :returns: the store writes that dead-lettering made (Deferreds).
         """
-        return returns.put_back(self, consumer, messages, consumer.backoff)
+        return self._put_back(consumer, messages, consumer.backoff)
+
+    def _put_back(self, consumer: Consumer, messages: list[Message], backoff: Any) -> list[Any]:
+        """
+        Return messages for redelivery, in the order given, after ``backoff``'s
+        delay unless ``None``.
+
+        Each comes back as a copy with ``redeliveries`` one higher, except one that
+        has been redelivered as often as ``consumer`` allows: that one is
+        dead-lettered.  The copies go to the head of the queue, or, when ``backoff``
+        (a :class:`~stompbroker.broker.queueing.backoff.Backoff`) makes them wait,
+        aside until their time comes (:meth:`hold`).
+
+        :param consumer: the consumer that held them; its limit applies.
+        :param messages: in delivery order.
+        :returns: the store writes that dead-lettering made (Deferreds).
+        """
+        limit = consumer.max_redeliveries
+        returning = []
+        written = []
+        for message in messages:
+            if 0 <= limit <= message.redeliveries:
+                moved = self.dead_letter(message, DELIVERY_LIMIT)
+                if moved is not None:
+                    written.append(moved)
+            else:
+                returning.append(evolve(message, redeliveries=message.redeliveries + 1))
+        if returning:
+            self._counters.redelivered += len(returning)
+            if backoff is not None and backoff.delay_ms:
+                returning = self._hold_back(returning, backoff)
+            self.pending.extendleft(reversed(returning))
+        # Even when every message was dead-lettered, the consumer has room again.
+        self.dispatch()
+        return written
+
+    def _hold_back(self, messages: list[Message], backoff: Any) -> list[Message]:
+        """
+        Put returning messages aside for their back-off, but for those of a
+        message group: they go back at once, for a group's later messages must not
+        overtake them (:mod:`stompbroker.broker.queueing.groups`).
+
+        :returns: the messages that go back at once.
+        """
+        now = self._clock.seconds()
+        at_once = []
+        for message in messages:
+            if message.group is None:
+                self.hold(message, now + backoff.delay(message.redeliveries))
+            else:
+                at_once.append(message)
+        return at_once
 
     def hold(self, message: Message, due: float, *, stored: bool = False) -> None:
-        """Keep a message aside until ``due``: :func:`~stompbroker.broker.queueing.returns.hold`."""
-        returns.hold(self, message, due, stored=stored)
+        """
+        Keep a message aside until ``due`` (the clock's seconds), then give it
+        back to the head of the queue; the store keeps the due time of a
+        persistent one, so that its wait outlives a restart.
+
+        :param message: a message returned for redelivery, or recovered from the store.
+        :param due: when it may be delivered again.
+        :param stored: the store has this due time already (recovery).
+        """
+        if self.delayed is None:
+            self.delayed = DelayedMessages(self._clock, self._release)
+        self.delayed.hold(message, due)
+        if message.persistent and self.journal is not None and not stored:
+            self.journal.delay(self.store_key, message.message_id, due)
 
     def _release(self, messages: list[Message]) -> None:
         """Delayed messages whose time has come: at the head, in due order."""
@@ -738,9 +927,16 @@ class WorkerQueue:
         """
         Dead-letter messages a consumer refused for good (NACK ``requeue:false``).
 
+        :param messages: what the NACK settled.
         :returns: the store writes that dead-lettering made (Deferreds).
         """
-        return returns.reject(self, messages)
+        written = []
+        for message in messages:
+            moved = self.dead_letter(message, REJECTED)
+            if moved is not None:
+                written.append(moved)
+        self.dispatch()
+        return written
 
     def dead_letter(self, message: Message, reason: str) -> Any:
         """
@@ -772,7 +968,33 @@ class WorkerQueue:
 
     def close(self) -> None:
         """
-        Delete the queue: discard what it holds, drop its consumers, stop its sweep
-        (:func:`~stompbroker.broker.queueing.discards.close`).
+        Delete the queue: discard what it holds, drop its consumers, stop its sweep.
+
+        Used for queues that end with their owner: a topic subscription's own queue,
+        a temporary queue, a durable subscription that is removed (whose backlog
+        the broker drops from the store with the subscription), an idle queue
+        (which holds nothing).
         """
-        discards.close(self)
+        # A wildcard consumer's member holds only its own of what it shares.
+        held = [
+            list(consumer.unacked.values()) if consumer.own is None else consumer.take_all()
+            for consumer in self.consumers
+        ]
+        on_disk = self._drop_paged()
+        self._counters.discarded += len(self.pending) + sum(map(len, held)) + on_disk
+        self._traffic.count(self.pending, "messages_dropped")
+        for messages in held:
+            self._traffic.count(messages, "messages_dropped")
+        self._traffic.queues.discard(self)
+        for consumer in self.consumers:
+            consumer.take_all()
+        self.consumers.clear()
+        self.pending.clear()
+        self.forget_resident()
+        self.expiry.cancel()
+        if self.paged_expiry is not None:
+            self.paged_expiry.cancel()
+        if self.delayed is not None:
+            delayed = self.delayed.take_all()
+            self._counters.discarded += len(delayed)
+            self._traffic.count(delayed, "messages_dropped")

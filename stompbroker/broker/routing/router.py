@@ -9,23 +9,24 @@ rewritten to the broker-unique name other connections reach it by), and routes
 it by kind:
 
 - ``/topic/`` to the engine's fan-out
-  (:meth:`~stompbroker.broker.engine.base.IEngine.publish_topic`), which expires
+  (:meth:`~stompbroker.broker.engine.engine_interface.IEngine.publish_topic`), which expires
   it there if its time has passed;
-- ``/queue/`` onto that queue (:meth:`~stompbroker.broker.engine.base.IEngine.publish_queue`);
+- ``/queue/`` onto that queue
+  (:meth:`~stompbroker.broker.engine.engine_interface.IEngine.publish_queue`);
 - ``/temp-queue/NAME`` onto the sender's own temporary queue of that name;
 - ``/reply-queue/`` onto the temporary queue of another connection, if it is
-  still there (:meth:`~stompbroker.broker.engine.base.IEngine.publish_reply`);
+  still there (:meth:`~stompbroker.broker.engine.engine_interface.IEngine.publish_reply`);
 - ``/user/LOGIN/...`` to the engine's fan-out, under the user's key
   (:mod:`stompbroker.broker.features.user_destinations`): every session of
   that user subscribed to it, on every node;
 - ``/stream/`` onto the end of that stream's log
-  (:meth:`~stompbroker.broker.engine.base.IEngine.publish_stream`), whose store
+  (:meth:`~stompbroker.broker.engine.engine_interface.IEngine.publish_stream`), whose store
   write the RECEIPT waits for.
 
-A SEND with a scheduling header (:mod:`stompbroker.broker.features.scheduled_messages`) is held
-by the broker's :class:`~stompbroker.broker.features.scheduler.Scheduling` instead, and
+A SEND with a scheduling header (:mod:`stompbroker.broker.features.schedule_rules`) is held
+by the broker's :class:`~stompbroker.broker.features.schedule_timer.Scheduling` instead, and
 routed by :meth:`Router.fire` when due; one with ``retain`` on a topic changes
-the topic's retained message (:mod:`stompbroker.broker.features.retainer`) and is routed.
+the topic's retained message (:mod:`stompbroker.broker.features.retaining`) and is routed.
 An engine without them (``scheduled`` or ``retained`` ``None``) refuses those
 headers.  Both headers are among those the one pass over the headers looks for,
 so a SEND without them pays nothing more.  What those headers make of the
@@ -37,7 +38,7 @@ that its destination saw within its window is not routed: the session answers
 it with its RECEIPT alone.  In a transaction the id counts at COMMIT.
 
 In a transaction the routing is held until COMMIT.  A persistent message is
-filed first (:meth:`~stompbroker.broker.engine.base.IEngine.keep`) and routed at once;
+filed first (:meth:`~stompbroker.broker.engine.engine_interface.IEngine.keep`) and routed at once;
 ``send`` returns the Deferred of that write, on which the session holds the
 RECEIPT.  After routing, the router pauses the sender if back-pressure calls for
 it (:mod:`stompbroker.broker.flow.backpressure`).
@@ -59,10 +60,10 @@ from stompbroker.broker.clients.connections import ConnectionRegistry
 from stompbroker.broker.clients.transactions import Transactions
 from stompbroker.broker.engine.duplicate_detection import RoutesOnce
 from stompbroker.broker.features.duplicate_ids import duplicate_id_of
-from stompbroker.broker.features.retained_values import RETAIN_HEADER, parse_retain
-from stompbroker.broker.features.retainer import Retaining
-from stompbroker.broker.features.scheduled_messages import ScheduledEntry, fired_headers
-from stompbroker.broker.features.scheduler import Scheduling
+from stompbroker.broker.features.retain_rules import RETAIN_HEADER, parse_retain
+from stompbroker.broker.features.retaining import Retaining
+from stompbroker.broker.features.schedule_rules import ScheduledEntry, fired_headers
+from stompbroker.broker.features.schedule_timer import Scheduling
 from stompbroker.broker.features.user_destinations import send_key
 from stompbroker.broker.flow.backpressure import BackPressure
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
@@ -104,7 +105,7 @@ class Router:
     Routes SENDs, and messages from Python code, to the engine's destinations.
 
     :param clock: ``seconds()``, for expiry.
-    :param engine: the :class:`~stompbroker.broker.engine.base.IEngine`.
+    :param engine: the :class:`~stompbroker.broker.engine.engine_interface.IEngine`.
     :param registry: the connections, which own their temporary queues.
     :param backpressure: what routing may call for.
     :param transactions: holds a transaction's SENDs until COMMIT.

@@ -32,10 +32,10 @@ from twisted.internet.defer import Deferred
 from stompbroker.broker.clients.connections import ConnectionRegistry
 from stompbroker.broker.engine.capabilities import Capabilities, require
 from stompbroker.broker.features.duplicate_ids import DUPLICATE_ID_HEADERS
-from stompbroker.broker.features.retained_values import RETAIN_HEADER, parse_retain
-from stompbroker.broker.features.retainer import Retaining
-from stompbroker.broker.features.scheduled_messages import SCHEDULE_HEADERS, parse_schedule
-from stompbroker.broker.features.scheduler import Scheduling
+from stompbroker.broker.features.retain_rules import RETAIN_HEADER, parse_retain
+from stompbroker.broker.features.retaining import Retaining
+from stompbroker.broker.features.schedule_rules import SCHEDULE_HEADERS, parse_schedule
+from stompbroker.broker.features.schedule_timer import Scheduling
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.queueing.groups import GROUP_HEADER, SEQUENCE_HEADER, parse_group
 from stompbroker.broker.queueing.priorities import PRIORITY_HEADER, parse_priority

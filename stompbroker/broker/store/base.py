@@ -19,10 +19,10 @@ few well-defined moments:
   created or dropped;
 - :meth:`IMessageStore.schedule` and :meth:`IMessageStore.unschedule` when a
   persistent message is scheduled for later delivery, fires again later, or has
-  fired for the last time (:mod:`stompbroker.broker.features.scheduled_messages`);
+  fired for the last time (:mod:`stompbroker.broker.features.schedule_rules`);
 - :meth:`IMessageStore.retain` and :meth:`IMessageStore.unretain` when a topic
   keeps a persistent message as its last value, or forgets it
-  (:mod:`stompbroker.broker.features.retained_values`);
+  (:mod:`stompbroker.broker.features.retain_rules`);
 - :meth:`IMessageStore.recover` once at start, to rebuild every queue and
   durable subscription in its original order, the schedule and the retained
   messages: with a read-ahead, only the head of each key and the size of the

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
-from stompbroker.broker.engine.base import EngineUnavailable
+from stompbroker.broker.engine.engine_interface import EngineUnavailable
 from stompbroker.broker.queueing.paging import message_from_record
 from stompbroker.broker.queueing.priorities import DEFAULT_PRIORITY, parse_priority, stored_priority
 from stompbroker.broker.routing.destinations import QUEUE_PREFIX
@@ -56,7 +56,7 @@ class Rebuilt(Protocol):
     """
     What :func:`rebuild` fills: the in-process engine's queues, durable
     subscriptions, scheduled and retained messages (its parts, not the
-    :class:`~stompbroker.broker.engine.base.IEngine` the broker sees).
+    :class:`~stompbroker.broker.engine.engine_interface.IEngine` the broker sees).
     """
 
     clock: Any

@@ -7,7 +7,7 @@ again, on this node or another, without losing the topic messages it missed.
 - :mod:`.cluster`: asking the cluster's directory where a presented token's
   session is, and taking up a session another node kept.
 - :mod:`.registry`: the bookkeeping every listener shares: tokens, the resume
-  window, the :class:`~stompbroker.protocol.resume.registry.ResumeBook`.
+  window, the :class:`~stompbroker.protocol.resume.resume_book.ResumeBook`.
 - :mod:`.buffer`: the bounded buffer of a session's latest and missed frames.
 - :mod:`.records`: what the nodes of a cluster tell each other to resume a
   session on any node: the record filed under a token's hash, the handover.

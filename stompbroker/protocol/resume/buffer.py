@@ -1,7 +1,7 @@
 """
 The bounded buffer of a resumable session's latest MESSAGE frames: what a dead
 network swallowed before the broker noticed, and what an absent client missed
-(see :mod:`stompbroker.protocol.resume.registry`).  Pure: bytes in, bytes out.
+(see :mod:`stompbroker.protocol.resume.resume_book`).  Pure: bytes in, bytes out.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 The session's part in resumable sessions: what CONNECT asks, what CONNECTED
 answers, what a session leaves behind when its connection goes, and how a
 resumed one picks it up.  The bookkeeping itself (tokens, the window, the
-buffer) is :mod:`~stompbroker.protocol.resume.registry`.
+buffer) is :mod:`~stompbroker.protocol.resume.resume_book`.
 
 - CONNECT with ``resume-token`` (any value, empty included) asks for a
   resumable session; CONNECTED then carries ``resume-token`` (a new one every
@@ -38,16 +38,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 from stompbroker.protocol.errors import ProtocolError
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.parts import Failing, Identified, StateView
-from stompbroker.protocol.resume.cluster import HERE, NOWHERE, DirectoryLookup, Waiting
-from stompbroker.protocol.resume.records import (
-    Elsewhere,
-)
-from stompbroker.protocol.resume.registry import (
+from stompbroker.protocol.resume.directory_lookup import HERE, NOWHERE, DirectoryLookup, Waiting
+from stompbroker.protocol.resume.resume_book import (
     Detached,
     ResumeBook,
     ResumeBuffer,
     missed,
     resubscribe_headers,
+)
+from stompbroker.protocol.resume.session_records import (
+    Elsewhere,
 )
 from stompbroker.protocol.states import Event, State
 

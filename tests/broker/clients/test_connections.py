@@ -13,7 +13,7 @@ from twisted.internet.task import Clock
 
 from stompbroker.broker.clients.connections import ConnectionRegistry, host_of
 from stompbroker.broker.engine.local import LocalEngine
-from stompbroker.broker.flow.limits import Limits
+from stompbroker.broker.flow.broker_limits import Limits
 from stompbroker.protocol.errors import InvalidDestination, LimitExceeded, ShuttingDown
 from stompbroker.protocol.message import Message
 from tests.support.broker import FakeConnection, Inbox

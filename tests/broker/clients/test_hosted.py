@@ -8,6 +8,7 @@ from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.routing.syntax import HOST_MARKER
 from stompbroker.broker.routing.virtual_hosts import VirtualHost, VirtualHosts
 from stompbroker.protocol.session import SessionConfig, StompSession
+from stompbroker.transport.peer_credentials import PeerCredentials
 from tests.support.broker import Client, World
 
 HOSTS = VirtualHosts([VirtualHost("shop", aliases=("shop.example.com",)), VirtualHost("lab")])
@@ -79,6 +80,7 @@ def test_unknown_hosts_may_be_refused() -> None:
     assert client.connected.command == "CONNECTED"
     refused = Client.__new__(Client)
     refused.version, refused.output, refused.closed = "1.2", bytearray(), False
+    refused.credentials = PeerCredentials(None)
     refused.session = StompSession(world.broker, refused, world.clock, SessionConfig())
     refused.session.connection_made()
     refused.send_frame("CONNECT", accept_version="1.2", host="nowhere")

@@ -12,7 +12,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from zope.interface.verify import verifyObject
 
-from stompbroker.broker.engine.base import IEngine, IQueue
+from stompbroker.broker.engine.engine_interface import IEngine, IQueue
 from stompbroker.broker.engine.local import LocalEngine
 from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.queueing.queues import WorkerQueue

@@ -1,6 +1,6 @@
 """
 The deciding node's entries that no consumer took
-(:class:`~stompbroker.broker.engine.redis.dispatch.ClusterDispatch`, read by
+(:class:`~stompbroker.broker.engine.redis.cluster_dispatch.ClusterDispatch`, read by
 :class:`~stompbroker.broker.engine.redis.queue_reading.QueueReading`), on a real
 ``redis-server``: decided again once a consumer that selects them registers,
 whichever of the node's refreshes reads the new registry first; and what the
@@ -19,9 +19,9 @@ from typing import Any
 import redis.asyncio
 from twisted.internet import task
 
+from stompbroker.broker.engine.redis.cluster_dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.codec import encode
 from stompbroker.broker.engine.redis.consumer_registry import REGISTER
-from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.dispatch_scripts import MOVE
 from stompbroker.broker.engine.redis.keys import Keys, lane_streams
 from stompbroker.broker.engine.redis.queue_credit import QueueCredit
@@ -53,9 +53,11 @@ class Engine:
 
 
 class Local:
-    """A local queue that never was single-active (all :func:`declare_single_active` reads)."""
+    """A local queue that never was single-active, as the decider declares it."""
 
-    _features = None
+    def declare_single_active(self, single_active: bool) -> None:
+        """The roster of these tests never declares the queue single-active."""
+        assert not single_active
 
 
 async def register(client: Any, field: str, selector: str) -> None:

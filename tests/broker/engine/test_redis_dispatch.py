@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from stompbroker.broker.engine.redis.consumer_registry import Registered, Roster, parse_entry
-from stompbroker.broker.engine.redis.dispatch import (
+from stompbroker.broker.engine.redis.cluster_dispatch import (
     candidate_consumers,
     candidate_nodes,
     local_options,
 )
+from stompbroker.broker.engine.redis.consumer_registry import Registered, Roster, parse_entry
 from stompbroker.broker.features.selectors import compile_selector
 from stompbroker.broker.queueing.consumer_choice import ConsumerOptions
 

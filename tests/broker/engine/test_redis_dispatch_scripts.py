@@ -1,7 +1,7 @@
 """
 The scripts that decide a shared queue's consumers
 (:mod:`stompbroker.broker.engine.redis.consumer_registry`,
-:mod:`stompbroker.broker.engine.redis.dispatch`), run on a real
+:mod:`stompbroker.broker.engine.redis.cluster_dispatch`), run on a real
 ``redis-server`` with a plain redis-py client: the one shared
 ``x-single-active-consumer`` declaration, and a group's new owner picked by
 one node's round-robin (docs/design/cluster.md, "Selectors, consumer priorities,

@@ -24,7 +24,7 @@ from stompbroker.broker.engine.redis.scheduling import (
     pack_job,
     unpack_job,
 )
-from stompbroker.broker.features.scheduled_messages import Schedule
+from stompbroker.broker.features.schedule_rules import Schedule
 from stompbroker.protocol.message import Message
 from tests.support.queue_scripts import RecordingWriter
 

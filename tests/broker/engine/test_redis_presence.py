@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from twisted.internet.task import Clock
 
-from stompbroker.broker.engine.redis.keys import Keys
-from stompbroker.broker.engine.redis.presence import (
+from stompbroker.broker.engine.redis.cluster_presence import (
     JOIN,
     LEAVE,
     ClusterPresence,
     decode_entry,
     encode_entry,
 )
+from stompbroker.broker.engine.redis.keys import Keys
 from stompbroker.broker.features.presence import SUBSCRIPTIONS, Presence, Present
 from tests.support.broker import FakeConnection, Inbox
 

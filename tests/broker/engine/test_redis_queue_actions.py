@@ -27,9 +27,9 @@ from stompbroker.broker.engine.redis.control import (
 from stompbroker.broker.engine.redis.keys import Keys
 from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.queue_actions import new_message
-from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.settle_scripts import GIVE_BACK as GIVE_BACK_SCRIPT
 from stompbroker.broker.engine.redis.shared_limits import SharedLimits
+from stompbroker.broker.engine.redis.stream_queue import StreamQueue
 from stompbroker.broker.engine.shared_queues import Acted
 from stompbroker.broker.features.policies import Policies, parse_policy
 from stompbroker.broker.flow.traffic import Traffic

@@ -24,8 +24,8 @@ from stompbroker.broker.engine.redis.resumes import (
     encode_record,
 )
 from stompbroker.broker.routing.ids import Ids
-from stompbroker.protocol.resume.records import Handover, SessionRecord, token_key
-from stompbroker.protocol.resume.registry import Detached, ResumeBook
+from stompbroker.protocol.resume.resume_book import Detached, ResumeBook
+from stompbroker.protocol.resume.session_records import Handover, SessionRecord, token_key
 
 
 class Writer:

@@ -26,7 +26,7 @@ from stompbroker.broker.features.presence import (
 from stompbroker.interfaces import ConnectionDescription
 from stompbroker.protocol.config import SessionConfig
 from stompbroker.protocol.errors import InvalidDestination, MalformedFrame
-from stompbroker.protocol.resume.registry import ResumeBook
+from stompbroker.protocol.resume.resume_book import ResumeBook
 from stompbroker.security.access_file import AccessControl
 from stompbroker.security.identity import Identity
 from tests.support.broker import Client, FakeConnection, Inbox, World

@@ -15,7 +15,7 @@ from stompbroker.broker.flow.backpressure import (
     MemoryAlarm,
     Pressure,
 )
-from stompbroker.broker.flow.limits import Limits
+from stompbroker.broker.flow.broker_limits import Limits
 from stompbroker.broker.queueing.delivery import DeliveryCounters
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from twisted.internet.task import Clock
 
+from stompbroker.broker.flow.broker_limits import Limits
 from stompbroker.broker.flow.disk_alarm import (
     DISK_SAMPLE_INTERVAL,
     DISK_SAMPLE_LEAST,
@@ -20,7 +21,6 @@ from stompbroker.broker.flow.disk_alarm import (
     DiskWatch,
     resume_mark,
 )
-from stompbroker.broker.flow.limits import Limits
 from stompbroker.broker.service import Broker
 from stompbroker.broker.store.disk_space import DiskSpace
 from stompbroker.broker.store.memory import MemoryStore

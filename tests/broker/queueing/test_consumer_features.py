@@ -6,11 +6,7 @@ through real sessions on an in-process broker (``activemq.exclusive``,
 
 from __future__ import annotations
 
-from stompbroker.broker.queueing.dispatch import (
-    FeatureDispatch,
-    assign_owner,
-    declare_single_active,
-)
+from stompbroker.broker.queueing.dispatch import FeatureDispatch
 from tests.support.broker import Client, World
 
 EXCLUSIVE = (("activemq.exclusive", "true"),)
@@ -404,29 +400,29 @@ def test_waiting_lines_move_to_an_exclusive_consumer_that_takes_over() -> None:
 
 
 def test_a_single_active_declaration_made_elsewhere_is_followed() -> None:
-    """declare_single_active (a cluster's one declaration): the queue's consumers follow it."""
+    """A single-active declaration (a cluster's one): the queue's consumers follow it."""
     world = World()
     first, second, producer = world.client(), world.client(), world.client()
     first.send_frame("SUBSCRIBE", id="a", destination="/queue/q")
     second.send_frame("SUBSCRIBE", id="b", destination="/queue/q")
     queue = queue_of(world, "/queue/q")
-    declare_single_active(queue, True)
+    queue.declare_single_active(True)
     send(producer, "/queue/q", "1", "2")
     assert bodies(first.messages()) == [b"1", b"2"] and second.messages() == []
-    declare_single_active(queue, False)
+    queue.declare_single_active(False)
     send(producer, "/queue/q", "3", "4")
     assert len(first.messages()) == 1 and len(second.messages()) == 1
 
 
 def test_a_group_owner_decided_elsewhere_takes_the_group() -> None:
-    """assign_owner (a cluster's decision): the group goes to that consumer, not the next one."""
+    """A group owner a cluster decided: the group goes to that consumer, not the next one."""
     world = World()
     first, second, producer = world.client(), world.client(), world.client()
     first.send_frame("SUBSCRIBE", id="a", destination="/queue/q")
     second.send_frame("SUBSCRIBE", id="b", destination="/queue/q")
     queue = queue_of(world, "/queue/q")
     chosen = queue.consumers[1]
-    assert assign_owner(queue, "x", chosen)
-    assert not assign_owner(queue, "x", queue.consumers[0])
+    assert queue.assign_owner("x", chosen)
+    assert not queue.assign_owner("x", queue.consumers[0])
     send_grouped(producer, "/queue/q", "x:1", "x:2", "x:3")
     assert bodies(second.messages()) == [b"1", b"2", b"3"] and first.messages() == []

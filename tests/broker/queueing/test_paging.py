@@ -17,7 +17,7 @@ from twisted.internet.task import Clock
 
 from stompbroker.broker.engine import queue_transfer
 from stompbroker.broker.features.policies import parse_policy
-from stompbroker.broker.flow.limits import Limits
+from stompbroker.broker.flow.broker_limits import Limits
 from stompbroker.broker.management.operations import Management
 from stompbroker.broker.queueing.delivery import DeliveryPolicy
 from stompbroker.broker.queueing.paged_expiry import SWEEP_BATCH, PagedExpiry

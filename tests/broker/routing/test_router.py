@@ -22,7 +22,7 @@ from stompbroker.broker.engine.duplicate_detection import DuplicateDetection
 from stompbroker.broker.engine.fanout import Bookkeeping
 from stompbroker.broker.features.policies import Policies
 from stompbroker.broker.flow.backpressure import BackPressure
-from stompbroker.broker.flow.limits import Limits
+from stompbroker.broker.flow.broker_limits import Limits
 from stompbroker.broker.flow.traffic import Traffic
 from stompbroker.broker.queueing.delivery import DeliveryCounters, DeliveryPolicy
 from stompbroker.broker.routing.destinations import Kind

@@ -34,7 +34,7 @@ from redis.exceptions import (
 from redis.exceptions import TimeoutError as RedisTimeout
 from twisted.internet.defer import Deferred
 
-from stompbroker.broker.engine.base import EngineUnavailable
+from stompbroker.broker.engine.engine_interface import EngineUnavailable
 from stompbroker.broker.engine.redis.url import EngineURL
 
 __all__ = [

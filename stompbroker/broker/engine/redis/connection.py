@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from stompbroker.broker.engine.base import EngineUnavailable
+from stompbroker.broker.engine.engine_interface import EngineUnavailable
 from stompbroker.broker.engine.redis.busy import Busy
 from stompbroker.broker.engine.redis.clients import (
     BACKOFF_BASE,

@@ -52,7 +52,7 @@ from stompbroker.broker.engine.redis.queue_sources import (
     find_sources,
     original_order,
 )
-from stompbroker.broker.engine.redis.queues import StreamQueue
+from stompbroker.broker.engine.redis.stream_queue import StreamQueue
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.logs import logger
 from stompbroker.protocol.message import Message

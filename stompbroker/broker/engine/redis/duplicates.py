@@ -52,7 +52,7 @@ DEDUP_CHECK_ADD_SHA = DEDUP_CHECK_ADD.sha
 
 class Appends(Protocol):
     """What the script writes for a message, and what the node does after it
-    (:class:`~stompbroker.broker.engine.redis.publishing.ClusterPublishing`)."""
+    (:class:`~stompbroker.broker.engine.redis.cluster_publishing.ClusterPublishing`)."""
 
     def appends_once(self, message: Message) -> tuple[list[str], str, bytes, bytes] | None:
         """:returns: the streams, the channel and its batch, the entry; ``None``: routed apart."""

@@ -11,7 +11,7 @@ every node mirrors.
 - **The backlog** of each durable subscription is the stream
   ``PREFIX:{d:KEY}`` with the one consumer group of every stream, so the client
   may come back on any node: that node's
-  :class:`~stompbroker.broker.engine.redis.queues.StreamQueue` (made with the
+  :class:`~stompbroker.broker.engine.redis.stream_queue.StreamQueue` (made with the
   subscription's name) reads it as a queue's.
 - **Writing**: the node a topic message is SENT to ``XADD``\\ s it to the stream
   of every durable subscription its copy of the registry matches, once, in the
@@ -33,7 +33,7 @@ from typing import Any
 from twisted.internet.defer import Deferred
 
 from stompbroker.broker.engine.durable_rules import reusable_durable, unknown_durable
-from stompbroker.broker.engine.redis.queues import StreamQueue
+from stompbroker.broker.engine.redis.stream_queue import StreamQueue
 from stompbroker.broker.routing.topic_tree import SubscriptionTree
 from stompbroker.broker.store.journal import parse_durable_key
 from stompbroker.logs import logger

@@ -18,7 +18,7 @@ plus Redis for what the nodes share:
   order each publisher sent (docs/cluster.md says why this beats one
   subscription per pattern).
 - **queues**: a Redis stream each, shared through one consumer group
-  (:mod:`stompbroker.broker.engine.redis.queues`).
+  (:mod:`stompbroker.broker.engine.redis.stream_queue`).
 - **streams**: a Redis stream each, appended by a script that also publishes
   the entry to every node (:mod:`stompbroker.broker.engine.redis.streams`);
 - **reply queues**: a reply to another node's temporary queue goes to that
@@ -42,7 +42,7 @@ a SEND goes (:mod:`.publishing`), and its handles on the shared queues
 Statistics: a topic message counts in on the node it was sent to, and as
 delivered on each node that delivers it, so that the nodes' counts add up; each
 node shares its figures and reads the others' and what waits unread in Redis
-(:mod:`stompbroker.broker.engine.redis.figures`), for statistics of the whole
+(:mod:`stompbroker.broker.engine.redis.figures_exchange`), for statistics of the whole
 cluster.
 """
 
@@ -54,14 +54,16 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from zope.interface import implementer
 
-from stompbroker.broker.engine.base import IEngine, Node
 from stompbroker.broker.engine.capabilities import REDIS, Capabilities
+from stompbroker.broker.engine.engine_interface import IEngine, Node
 from stompbroker.broker.engine.fanout import Bookkeeping, TopicFanout
-from stompbroker.broker.engine.figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.local import DEFAULT_POLICY
+from stompbroker.broker.engine.node_figures import ClusterView, TopicGaps
 from stompbroker.broker.engine.queue_table import QueueTable, bind_local_parts
 from stompbroker.broker.engine.queue_transfer import Transferred
 from stompbroker.broker.engine.redis.busy import Busy
+from stompbroker.broker.engine.redis.cluster_presence import ClusterPresence
+from stompbroker.broker.engine.redis.cluster_publishing import ClusterPublishing
 from stompbroker.broker.engine.redis.connection import (
     PRIMARY_ONLY,
     Durability,
@@ -73,7 +75,7 @@ from stompbroker.broker.engine.redis.connection import (
 from stompbroker.broker.engine.redis.control import ControlChannel
 from stompbroker.broker.engine.redis.duplicates import ClusterDuplicates
 from stompbroker.broker.engine.redis.durables import Durables
-from stompbroker.broker.engine.redis.figures import FiguresExchange
+from stompbroker.broker.engine.redis.figures_exchange import FiguresExchange
 from stompbroker.broker.engine.redis.keys import Keys
 from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.lifecycle import EngineLifecycle
@@ -81,8 +83,6 @@ from stompbroker.broker.engine.redis.listener import alone
 from stompbroker.broker.engine.redis.liveness import Liveness
 from stompbroker.broker.engine.redis.outage import DEFAULT_OUTAGE_HOLD, Outage
 from stompbroker.broker.engine.redis.ping import DEFAULT_PING_TIMEOUT
-from stompbroker.broker.engine.redis.presence import ClusterPresence
-from stompbroker.broker.engine.redis.publishing import ClusterPublishing
 from stompbroker.broker.engine.redis.queue_actions import ClusterQueueActions
 from stompbroker.broker.engine.redis.queue_credit import QueueCredit
 from stompbroker.broker.engine.redis.queue_handles import QueueHandles

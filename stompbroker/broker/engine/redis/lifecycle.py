@@ -21,7 +21,7 @@ from typing import Any
 
 from twisted.internet.task import LoopingCall
 
-from stompbroker.broker.engine.figures import TopicGaps
+from stompbroker.broker.engine.node_figures import TopicGaps
 from stompbroker.broker.engine.redis.connection import (
     CONNECTION_ERRORS,
     check_server,
@@ -29,10 +29,10 @@ from stompbroker.broker.engine.redis.connection import (
     make_client,
 )
 from stompbroker.broker.engine.redis.failover import FailoverWatch, follow_failovers
-from stompbroker.broker.engine.redis.figures import FIGURES_INTERVAL
+from stompbroker.broker.engine.redis.figures_exchange import FIGURES_INTERVAL
 from stompbroker.broker.engine.redis.listener import Unreadable, listen, pushed
-from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.shared_expiry import INTERVAL as EXPIRY_INTERVAL
+from stompbroker.broker.engine.redis.stream_queue import StreamQueue
 from stompbroker.logs import logger
 
 __all__ = ["PUBSUB_BACKOFF_CAP", "STOP_TIMEOUT", "EngineLifecycle"]

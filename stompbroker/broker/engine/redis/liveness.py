@@ -4,12 +4,12 @@ A node's liveness in Redis, and what happens when another node's ends.
 Each node keeps a key alive (``SET ... PX --node-timeout``, every third of it)
 and looks, every half ``--node-timeout``, for queue entries held by nodes whose
 key has expired, and takes them over for its own consumers
-(:meth:`~stompbroker.broker.engine.redis.queues.StreamQueue.claim_from_dead`),
+(:meth:`~stompbroker.broker.engine.redis.stream_queue.StreamQueue.claim_from_dead`),
 and has each queue compare the length of its own pending list with what it
-holds (:meth:`~stompbroker.broker.engine.redis.queues.StreamQueue.check_pending`);
+holds (:meth:`~stompbroker.broker.engine.redis.stream_queue.StreamQueue.check_pending`);
 the same look trims the streams it knows for age, reads the registry of
 durable subscriptions again, and removes dead nodes' subscribers from presence
-(:mod:`~stompbroker.broker.engine.redis.presence`).  ``GET /api/nodes`` lists the live keys.
+(:mod:`~stompbroker.broker.engine.redis.cluster_presence`).  ``GET /api/nodes`` lists the live keys.
 
 A node that was stopped or cut off past ``--node-timeout`` finds out
 (:class:`~stompbroker.broker.engine.redis.lapse.LapseWatch`: per beat, per
@@ -28,7 +28,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
-from stompbroker.broker.engine.base import Node
+from stompbroker.broker.engine.engine_interface import Node
 from stompbroker.broker.engine.redis.connection import (
     BACKOFF_BASE,
     BACKOFF_CAP,
@@ -37,8 +37,8 @@ from stompbroker.broker.engine.redis.connection import (
     run,
 )
 from stompbroker.broker.engine.redis.lapse import LapseWatch
-from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.scripts import load
+from stompbroker.broker.engine.redis.stream_queue import StreamQueue
 from stompbroker.logs import logger
 
 __all__ = ["BEAT", "Liveness"]

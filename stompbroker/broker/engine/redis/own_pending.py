@@ -1,6 +1,6 @@
 """
 This node's pending lists in a shared queue's streams, read back when it
-reconciles (:meth:`~stompbroker.broker.engine.redis.queues.StreamQueue.reconcile`).
+reconciles (:meth:`~stompbroker.broker.engine.redis.stream_queue.StreamQueue.reconcile`).
 
 A queue's entries may wait in several streams a node reads: the queue's own,
 its priority lanes (:mod:`.lanes`) and the node's own stream of the queue

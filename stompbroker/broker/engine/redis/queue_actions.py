@@ -56,8 +56,8 @@ from stompbroker.broker.engine.redis.queue_moves import (
     new_message,
 )
 from stompbroker.broker.engine.redis.queue_sources import QueueSources, find_sources
-from stompbroker.broker.engine.redis.queues import StreamQueue
 from stompbroker.broker.engine.redis.scripts import load, run_script
+from stompbroker.broker.engine.redis.stream_queue import StreamQueue
 from stompbroker.broker.engine.shared_queues import Acted, QueueConsumed
 from stompbroker.broker.features.browsing import Waiting
 from stompbroker.broker.routing.destinations import TOPIC_PREFIX
@@ -156,7 +156,7 @@ class ClusterQueueActions:
         """
         Move (or copy) the first ``count`` waiting messages, highest priority
         first, where ``route`` says (see
-        :meth:`IEngine.transfer <stompbroker.broker.engine.base.IEngine.transfer>`).
+        :meth:`IEngine.transfer <stompbroker.broker.engine.engine_interface.IEngine.transfer>`).
 
         :returns: what was done; ``left`` counts the messages ``route`` left.
         """

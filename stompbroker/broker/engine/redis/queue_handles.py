@@ -20,7 +20,7 @@ from twisted.internet.defer import Deferred
 from stompbroker.broker.engine.redis.connection import run
 from stompbroker.broker.engine.redis.control import Snapshot
 from stompbroker.broker.engine.redis.queue_actions import ClusterQueueActions
-from stompbroker.broker.engine.redis.queues import StreamQueue
+from stompbroker.broker.engine.redis.stream_queue import StreamQueue
 from stompbroker.broker.features.browsing import Waiting
 
 __all__ = ["QueueHandles"]

@@ -4,7 +4,7 @@ for this node's consumers while there are any, how much room they have, the
 hold while another node acts on the whole stream, and the entries a read or a
 claim gives put in the local queue.
 
-A :class:`~stompbroker.broker.engine.redis.queues.StreamQueue` holds one
+A :class:`~stompbroker.broker.engine.redis.stream_queue.StreamQueue` holds one
 :class:`QueueIntake`.  The handle answers the IQueue methods (consumers,
 settling, closing) and tells its intake when to start or stop; the intake reads
 (through the handle's :class:`~.queue_reading.QueueReading`) only as many
@@ -20,12 +20,12 @@ from typing import Any, Protocol
 
 from redis.exceptions import ResponseError
 
+from stompbroker.broker.engine.redis.cluster_dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.connection import (
     BACKOFF_BASE,
     BACKOFF_CAP,
     CONNECTION_ERRORS,
 )
-from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.queue_reading import QueueReading
 from stompbroker.broker.engine.redis.queue_recovery import QueueRecovery
 from stompbroker.broker.engine.redis.queue_settling import QueueSettling

@@ -3,7 +3,7 @@ What a shared queue's handle gives back to its stream when its node's consumers
 leave: a consumer's unacknowledged messages, and, once the last has gone or the
 handle is dropped, all the node read and holds.
 
-A :class:`~stompbroker.broker.engine.redis.queues.StreamQueue` holds one
+A :class:`~stompbroker.broker.engine.redis.stream_queue.StreamQueue` holds one
 :class:`QueueLeaving`.  While other local consumers remain, what a consumer that
 left held is redelivered here (its counts kept in Redis too); a decided queue's
 (:mod:`.dispatch`) is decided again among the nodes; the last consumer's
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
+from stompbroker.broker.engine.redis.cluster_dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.queue_settling import QueueSettling
 from stompbroker.broker.queueing.delivery import Consumer
 from stompbroker.broker.queueing.queues import WorkerQueue

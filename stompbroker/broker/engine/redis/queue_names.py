@@ -12,7 +12,7 @@ A node that holds a wildcard consumer
 (:class:`~stompbroker.broker.queueing.wildcard.WildcardConsumer`) reads the set
 once at its SUBSCRIBE (``SMEMBERS``) and takes each notice: for every name its
 pattern matches, it opens this node's handle on that queue's stream
-(:class:`~stompbroker.broker.engine.redis.queues.StreamQueue`), which the
+(:class:`~stompbroker.broker.engine.redis.stream_queue.StreamQueue`), which the
 queue table attaches the wildcard consumer to.  The node is subscribed to the
 channel from its start, so a name added after the ``SMEMBERS`` comes as a
 notice, and one added before is in its reply.  Notices lost while the pub/sub

@@ -19,7 +19,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from stompbroker.broker.engine.redis.dispatch import DECIDE_READ
+from stompbroker.broker.engine.redis.cluster_dispatch import DECIDE_READ
 from stompbroker.broker.engine.redis.keys import lane_streams, mode_key
 from stompbroker.broker.engine.redis.lanes import READ_LANES, parse_read
 from stompbroker.broker.engine.redis.scripts import run_script

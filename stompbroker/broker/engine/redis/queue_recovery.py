@@ -1,7 +1,7 @@
 """
 How a shared queue's handle recovers what Redis, or a lapse, left unsure.
 
-A :class:`~stompbroker.broker.engine.redis.queues.StreamQueue` holds one
+A :class:`~stompbroker.broker.engine.redis.stream_queue.StreamQueue` holds one
 :class:`QueueRecovery`, which:
 
 - reconciles the node's own pending lists (:meth:`QueueRecovery.reconcile`):
@@ -29,8 +29,8 @@ from typing import Any, Protocol
 from redis.exceptions import ResponseError
 from twisted.internet.defer import Deferred
 
+from stompbroker.broker.engine.redis.cluster_dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.connection import run
-from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.keys import record_key
 from stompbroker.broker.engine.redis.lapse import (
     CLAIM_DEAD,

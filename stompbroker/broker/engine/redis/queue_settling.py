@@ -1,7 +1,7 @@
 """
 What ends a shared queue's stream entries: settling, putting back, and ending copies.
 
-A :class:`~stompbroker.broker.engine.redis.queues.StreamQueue` holds one
+A :class:`~stompbroker.broker.engine.redis.stream_queue.StreamQueue` holds one
 :class:`QueueSettling`: the entries its node has read and not settled, what it
 settled this turn of the loop (ended together, ``XACK`` and ``XDEL`` in one
 pipeline with the writes around them), and what it ended lately
@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from stompbroker.broker.engine.redis.cluster_dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.codec import decode, decode_message, encode_entry
 from stompbroker.broker.engine.redis.connection import RedisUnreachable
-from stompbroker.broker.engine.redis.dispatch import ClusterDispatch
 from stompbroker.broker.engine.redis.keys import (
     byte_counter,
     is_node_stream,

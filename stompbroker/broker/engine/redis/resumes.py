@@ -4,7 +4,7 @@ Resumable sessions across the nodes of a Redis cluster: the
 (docs/cluster.md, "Resuming a session on another node").
 
 - **Records**: each node keeps the
-  :class:`~stompbroker.protocol.resume.records.SessionRecord` of its resumable
+  :class:`~stompbroker.protocol.resume.session_records.SessionRecord` of its resumable
   sessions in the hash ``PREFIX:resume:NODE``, a field per session named by
   the SHA-256 of its token, its value JSON.  The node refreshes the hash's
   expiry once a second to the resume window, so that the records of a node
@@ -36,7 +36,7 @@ from stompbroker.broker.engine.redis.connection import run
 from stompbroker.broker.engine.redis.scripts import load, run_script
 from stompbroker.interfaces import IResumeDirectory
 from stompbroker.logs import logger
-from stompbroker.protocol.resume.records import Handover, Last, SessionRecord, Taken
+from stompbroker.protocol.resume.session_records import Handover, Last, SessionRecord, Taken
 
 log = logger("stompbroker.broker.engine.redis.resumes")
 
@@ -116,7 +116,7 @@ class RedisResumeDirectory:
     This node's resumable sessions in Redis, and the other nodes' as it needs them.
 
     :param engine: the :class:`~stompbroker.broker.engine.redis.engine.RedisEngine`.
-    :param book: this node's :class:`~stompbroker.protocol.resume.registry.ResumeBook`.
+    :param book: this node's :class:`~stompbroker.protocol.resume.resume_book.ResumeBook`.
     """
 
     def __init__(self, engine: Any, book: Any) -> None:

@@ -4,8 +4,8 @@ hash, and a copy of it on every node that new subscriptions read from.
 
 The rules (the headers, the ``retained:true`` copy, wildcard matching, oldest
 retained first) are the one node's
-(:mod:`stompbroker.broker.features.retained_values`): every node keeps a
-:class:`~stompbroker.broker.features.retained_values.RetainedMessages` of its
+(:mod:`stompbroker.broker.features.retain_rules`): every node keeps a
+:class:`~stompbroker.broker.features.retain_rules.RetainedMessages` of its
 own, so a SUBSCRIBE on any node gets its retained copies at once, before
 anything published after it, exactly as on one node.
 
@@ -37,8 +37,8 @@ from twisted.internet.defer import Deferred
 
 from stompbroker.broker.engine.redis.codec import decode, encode
 from stompbroker.broker.engine.redis.scripts import load
-from stompbroker.broker.features.retained_values import SET, RetainedMessages
-from stompbroker.broker.features.retainer import retained_copies
+from stompbroker.broker.features.retain_rules import SET, RetainedMessages
+from stompbroker.broker.features.retaining import retained_copies
 from stompbroker.broker.features.selectors import Selector
 from stompbroker.broker.routing.syntax import normalise
 from stompbroker.logs import logger

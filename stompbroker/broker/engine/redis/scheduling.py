@@ -3,9 +3,9 @@ Scheduled delivery shared by every node: due times in a Redis sorted set, by
 Redis's clock, each due message claimed by one node in one script.
 
 The rules (which headers, what a fired message carries) are the one node's
-(:mod:`stompbroker.broker.features.scheduled_messages`); the router calls
+(:mod:`stompbroker.broker.features.schedule_rules`); the router calls
 :class:`ClusterScheduling` exactly as it calls the local engine's
-:class:`~stompbroker.broker.features.scheduler.Scheduling` (``now_ms``,
+:class:`~stompbroker.broker.features.schedule_timer.Scheduling` (``now_ms``,
 ``add``, ``arm``, ``stop``), and routes what it fires with its ``fire``.
 
 Keys (``PREFIX`` is the URL's prefix):
@@ -62,7 +62,7 @@ from twisted.internet.defer import Deferred
 from stompbroker.broker.engine.redis.codec import decode, encode
 from stompbroker.broker.engine.redis.connection import CONNECTION_ERRORS, run
 from stompbroker.broker.engine.redis.scripts import load, run_script
-from stompbroker.broker.features.scheduled_messages import Schedule, ScheduledEntry
+from stompbroker.broker.features.schedule_rules import Schedule, ScheduledEntry
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import ProtocolError
 from stompbroker.protocol.message import Message
@@ -143,7 +143,7 @@ def unpack_job(value: bytes) -> JobState:
 class ClusterScheduling:
     """
     The scheduled messages of every node, in Redis; the interface the router's
-    :class:`~stompbroker.broker.features.scheduler.Scheduling` has.
+    :class:`~stompbroker.broker.features.schedule_timer.Scheduling` has.
 
     :param engine: the :class:`~stompbroker.broker.engine.redis.engine.RedisEngine`.
     :param fire: routes one due entry (the router's ``fire``); a

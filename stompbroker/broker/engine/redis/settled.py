@@ -6,7 +6,7 @@ Redis can hand a node an entry it has finished with: after a restart from an
 AOF written ``everysec``, the group's last-delivered id and pending list may be
 those of up to a second earlier, so a read (``XREADGROUP ... >``) returns
 entries already read, and the node's own pending list (read when it reconciles,
-:meth:`~stompbroker.broker.engine.redis.queues.StreamQueue.reconcile`) holds
+:meth:`~stompbroker.broker.engine.redis.stream_queue.StreamQueue.reconcile`) holds
 entries whose ``XACK`` was lost, or is still queued in the writer.  Two records,
 each of at least the last :data:`SETTLED_MEMORY` ids (oldest forgotten first):
 

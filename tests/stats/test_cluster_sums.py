@@ -1,9 +1,9 @@
-"""The cluster's sums (stompbroker.stats.cluster): pure, no engine, no reactor."""
+"""The cluster's sums (stompbroker.stats.cluster_sums): pure, no engine, no reactor."""
 
 from __future__ import annotations
 
-from stompbroker.broker.engine.figures import ClusterView, DestinationFigures, NodeFigures
-from stompbroker.stats.cluster import ClusterSums, nodes_document
+from stompbroker.broker.engine.node_figures import ClusterView, DestinationFigures, NodeFigures
+from stompbroker.stats.cluster_sums import ClusterSums, nodes_document
 from stompbroker.stats.schema import FLOW_COUNTERS
 
 IN = FLOW_COUNTERS.index("messages_in")

@@ -17,7 +17,7 @@ Every :data:`FIGURES_INTERVAL` seconds a node (:class:`FiguresExchange`):
   is unread or held by a node), summed over a queue's streams.
 
 That is one small pipeline and a few scans a second per node, whatever the
-traffic; the statistics read the latest :class:`~stompbroker.broker.engine.figures.ClusterView`
+traffic; the statistics read the latest :class:`~stompbroker.broker.engine.node_figures.ClusterView`
 without waiting.
 """
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from stompbroker.broker.engine.figures import ClusterView, NodeFigures
+from stompbroker.broker.engine.node_figures import ClusterView, NodeFigures
 from stompbroker.broker.engine.redis.connection import CONNECTION_ERRORS, run
 from stompbroker.broker.engine.redis.keys import stream_patterns
 from stompbroker.logs import logger
@@ -52,7 +52,7 @@ class FiguresExchange:
     :param engine: the :class:`~stompbroker.broker.engine.redis.engine.RedisEngine`.
     :ivar source: returns this node's figures, encoded; ``None`` until the
         statistics give one.
-    :ivar view: the latest :class:`~stompbroker.broker.engine.figures.ClusterView`.
+    :ivar view: the latest :class:`~stompbroker.broker.engine.node_figures.ClusterView`.
     """
 
     def __init__(self, engine: Any) -> None:

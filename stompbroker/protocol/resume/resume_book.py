@@ -32,7 +32,7 @@ Theory of operation:
 - In a cluster, the book files a small record of each of its sessions with
   the engine's :class:`~stompbroker.interfaces.IResumeDirectory` (its
   ``directory``), and hands a session over to the node its client resumes on
-  (:meth:`ResumeBook.hand_over`); see :mod:`~stompbroker.protocol.resume.records`.
+  (:meth:`ResumeBook.hand_over`); see :mod:`~stompbroker.protocol.resume.session_records`.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from attrs import define, field
 
 from stompbroker.protocol.encoder import message_prefix
 from stompbroker.protocol.resume.buffer import ResumeBuffer
-from stompbroker.protocol.resume.records import (
+from stompbroker.protocol.resume.session_records import (
     Handover,
     Last,
     SessionRecord,

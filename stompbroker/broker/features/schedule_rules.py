@@ -30,7 +30,7 @@ stays), as ActiveMQ moves the expiry of a fired message.
 
 How it plugs in
 ---------------
-(:mod:`stompbroker.broker.features.scheduler` is the adapter, and the router's
+(:mod:`stompbroker.broker.features.schedule_timer` is the adapter, and the router's
 ``fire`` routes a due message.)  The router, on a SEND (at COMMIT for a
 transacted one, as ActiveMQ schedules after commit), calls
 :func:`parse_schedule` with the clock's time in ms; for ``None`` it routes as

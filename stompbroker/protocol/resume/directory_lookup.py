@@ -22,7 +22,7 @@ from attrs import frozen
 from stompbroker.protocol.errors import ProtocolError
 from stompbroker.protocol.frames import Frame
 from stompbroker.protocol.parts import Failing, StateView
-from stompbroker.protocol.resume.records import (
+from stompbroker.protocol.resume.session_records import (
     Elsewhere,
     Handover,
     Taken,
@@ -34,7 +34,7 @@ from stompbroker.protocol.states import State
 
 if TYPE_CHECKING:
     from stompbroker.protocol.resume.part import Resume
-    from stompbroker.protocol.resume.registry import ResumeBook
+    from stompbroker.protocol.resume.resume_book import ResumeBook
     from stompbroker.protocol.subscriptions import Subscriptions
 
 #: What the directory said of a presented token: nothing is kept.

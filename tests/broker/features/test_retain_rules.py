@@ -1,5 +1,5 @@
 """
-Tests for :mod:`stompbroker.broker.features.retained_values`: a topic's last value (Apollo's
+Tests for :mod:`stompbroker.broker.features.retain_rules`: a topic's last value (Apollo's
 ``retain:set``
 and ``retain:remove``), matched with the subscription tree's own wildcard rules.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from stompbroker.broker.features.retained_values import (
+from stompbroker.broker.features.retain_rules import (
     REMOVE,
     SET,
     RetainedMessages,

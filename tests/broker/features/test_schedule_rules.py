@@ -1,5 +1,5 @@
 """
-Tests for :mod:`stompbroker.broker.features.scheduled_messages`: ActiveMQ's ``AMQ_SCHEDULED_*``
+Tests for :mod:`stompbroker.broker.features.schedule_rules`: ActiveMQ's ``AMQ_SCHEDULED_*``
 headers,
 Artemis's ``AMQ_SCHEDULED_TIME``, RabbitMQ's ``x-delay``, and the sans-I/O scheduler.
 """
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stompbroker.broker.features.scheduled_messages import (
+from stompbroker.broker.features.schedule_rules import (
     JOB_ID_HEADER,
     Schedule,
     Scheduler,

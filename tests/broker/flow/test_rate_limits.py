@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from stompbroker.broker.flow.rates import Rate, RateLimits, Rates, TokenBucket
+from stompbroker.broker.flow.rate_limits import Rate, RateLimits, Rates, TokenBucket
 
 
 def test_a_bucket_starts_full_and_takes_without_debt() -> None:

@@ -3,7 +3,7 @@ Rate limits applied: each metered connection's :class:`ConnectionGate`, the
 users' shared buckets, new connections per address, and their counts.
 
 A connection whose rates are limited (:attr:`RateLimits.metered
-<stompbroker.broker.flow.rates.RateLimits.metered>`) reads through a gate: the
+<stompbroker.broker.flow.rate_limits.RateLimits.metered>`) reads through a gate: the
 transport hands each chunk it read to :meth:`ConnectionGate.receive_data`,
 which passes it to the session and then takes, from the connection's buckets
 and its user's, the bytes read and the SEND frames the session counted in
@@ -40,7 +40,7 @@ from typing import Any
 
 from attrs import frozen
 
-from stompbroker.broker.flow.rates import Rate, RateLimits, Rates, TokenBucket
+from stompbroker.broker.flow.rate_limits import Rate, RateLimits, Rates, TokenBucket
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import LimitExceeded
 

@@ -8,7 +8,7 @@ second.  What a client sends is *taken* after it arrived, and may take the
 bucket below zero: the debt is how far over its rate the client went, and
 ``-level / per_second`` is how long it must wait (be read no more) to be back
 at its rate.  So a client is never refused what it already sent; it is slowed
-(:mod:`stompbroker.broker.flow.rate_limiter` pauses its reading).
+(:mod:`stompbroker.broker.flow.rate_gates` pauses its reading).
 
 For new connections a bucket is asked first (:meth:`TokenBucket.admit`): a
 connection comes in only while a whole token is there.

@@ -1,10 +1,10 @@
-"""A node's figures as it shares them (stompbroker.broker.engine.figures): pure."""
+"""A node's figures as it shares them (stompbroker.broker.engine.node_figures): pure."""
 
 from __future__ import annotations
 
 import pytest
 
-from stompbroker.broker.engine.figures import ClusterView, DestinationFigures, NodeFigures
+from stompbroker.broker.engine.node_figures import ClusterView, DestinationFigures, NodeFigures
 from stompbroker.broker.flow.counter_names import FLOW_COUNTERS
 
 #: A destination's flow counters on a node: one of each.

@@ -1,5 +1,5 @@
 """
-What the client publishes (stompbroker.protocol.publishing): SEND and the
+What the client publishes (stompbroker.protocol.send_reading): SEND and the
 headers it forwards, the write right it needs, and the transaction frames,
 against the recording fake broker.
 """

@@ -16,7 +16,7 @@ Headers:
 A SUBSCRIBE with a wildcard gets the retained message of every topic it matches,
 oldest retained first.  Retained messages live in memory; a persistent one is
 also kept in the message store and comes back after a restart
-(:mod:`stompbroker.broker.features.retainer`).  An expired one is dropped when next
+(:mod:`stompbroker.broker.features.retaining`).  An expired one is dropped when next
 looked at.
 
 How it plugs in

@@ -14,7 +14,7 @@ import pytest
 from twisted.cred import strcred
 from twisted.internet.task import Clock
 
-from stompbroker.broker.flow.rates import Rate, RateLimits, Rates
+from stompbroker.broker.flow.rate_limits import Rate, RateLimits, Rates
 from stompbroker.broker.service import Broker
 from stompbroker.protocol.session import SessionConfig
 from stompbroker.security.portal import Authenticator, make_portal

@@ -3,8 +3,8 @@ Retained messages wired in: a SEND's ``retain`` applied, its persistent copy in
 the message store, and the copies a new topic subscription receives first.
 
 The rules (the headers, what the copy carries, wildcard matching) are
-:mod:`stompbroker.broker.features.retained_values`; the engine holds the
-:class:`~stompbroker.broker.features.retained_values.RetainedMessages`.  The router calls
+:mod:`stompbroker.broker.features.retain_rules`; the engine holds the
+:class:`~stompbroker.broker.features.retain_rules.RetainedMessages`.  The router calls
 :meth:`Retaining.apply` before it routes a SEND with ``retain`` (so a refusal,
 such as too many retained topics, loses nothing and routes nothing); the
 consumers call :func:`retained_copies` when a topic subscription starts, and
@@ -22,7 +22,7 @@ from typing import Any
 from attrs import evolve
 from twisted.internet.defer import Deferred
 
-from stompbroker.broker.features.retained_values import SET, RetainedMessages, as_retained
+from stompbroker.broker.features.retain_rules import SET, RetainedMessages, as_retained
 from stompbroker.broker.features.selectors import Selector, message_properties
 from stompbroker.protocol.message import Message
 
@@ -34,7 +34,7 @@ class Retaining:
     What a ``retain`` SEND does to the engine's retained messages and the store.
 
     :param retained: the engine's
-        :class:`~stompbroker.broker.features.retained_values.RetainedMessages`.
+        :class:`~stompbroker.broker.features.retain_rules.RetainedMessages`.
     :param journal: the engine's :class:`~stompbroker.broker.store.journal.Journal`,
         or ``None`` if nothing keeps persistent messages.
     """
@@ -48,8 +48,8 @@ class Retaining:
     def apply(self, action: str, message: Message) -> Deferred[None] | None:
         """
         Keep ``message`` as its topic's last value
-        (:data:`~stompbroker.broker.features.retained_values.SET`),
-        or forget the topic's (:data:`~stompbroker.broker.features.retained_values.REMOVE`).
+        (:data:`~stompbroker.broker.features.retain_rules.SET`),
+        or forget the topic's (:data:`~stompbroker.broker.features.retain_rules.REMOVE`).
 
         :returns: for a persistent message kept in the store, the Deferred of
             that write, which the SEND's RECEIPT waits on; otherwise ``None``.

@@ -39,9 +39,9 @@ from typing import Any
 
 from zope.interface import implementer
 
-from stompbroker.broker.engine.base import IQueue
+from stompbroker.broker.engine.engine_interface import IQueue
+from stompbroker.broker.engine.redis.cluster_dispatch import ClusterDispatch, local_options
 from stompbroker.broker.engine.redis.codec import decode, encode_entry
-from stompbroker.broker.engine.redis.dispatch import ClusterDispatch, local_options
 from stompbroker.broker.engine.redis.lanes import LaneMarks
 from stompbroker.broker.engine.redis.lapse import Aside
 from stompbroker.broker.engine.redis.queue_intake import MAX_READ, QUIET_WAIT, QueueIntake
@@ -293,7 +293,7 @@ class StreamQueue:
 
         A ``/queue/``'s consumer is registered in Redis with its selector and
         options, so that every node's reads give it what it should get
-        (:mod:`~stompbroker.broker.engine.redis.dispatch`); among this node's
+        (:mod:`~stompbroker.broker.engine.redis.cluster_dispatch`); among this node's
         consumers, the local queue chooses by the one-node rules.  Counted in the
         statistics again after a consumerless spell.
         """

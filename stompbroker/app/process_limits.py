@@ -11,7 +11,7 @@ from stompbroker.logs import logger
 
 __all__ = ["SPARE_DESCRIPTORS", "raise_descriptor_limit"]
 
-log = logger("stompbroker.app.limits")
+log = logger("stompbroker.app.process_limits")
 
 #: Files the broker may need open besides its client connections.
 SPARE_DESCRIPTORS = 256

@@ -1,5 +1,5 @@
 """
-Scheduled delivery wired into the broker (:mod:`stompbroker.broker.features.scheduler` and the
+Scheduled delivery wired into the broker (:mod:`stompbroker.broker.features.schedule_timer` and the
 router): held until due on the broker's clock, then routed as if just sent; persistent
 ones kept in the store and due at the same time after a restart.  All on ``task.Clock``.
 """

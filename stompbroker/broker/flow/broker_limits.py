@@ -10,7 +10,7 @@ from __future__ import annotations
 from attrs import field, frozen
 
 from stompbroker.broker.flow.disk_alarm import DEFAULT_DISK_FREE_LIMIT, DiskFreeLimit
-from stompbroker.broker.flow.throttle import physical_memory
+from stompbroker.broker.flow.publisher_pauses import physical_memory
 
 #: The default high memory mark, as a share of the machine's memory.
 MEMORY_HIGH_SHARE = 0.4
@@ -36,7 +36,7 @@ class Limits:
         means no limit.
     :ivar max_transaction_frames: most SEND, ACK and NACK frames one transaction
         may hold; 0 means no limit.
-    :ivar memory_high: bytes of memory in use (see :mod:`stompbroker.broker.flow.throttle`)
+    :ivar memory_high: bytes of memory in use (see :mod:`stompbroker.broker.flow.publisher_pauses`)
         above which the broker stops reading from connections that publish; 0
         turns the watermark off.  Defaults to 40% of the machine's memory.
     :ivar memory_low: bytes below which it reads from them again; 0 means 80% of

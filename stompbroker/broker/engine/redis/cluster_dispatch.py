@@ -85,7 +85,6 @@ from stompbroker.broker.engine.redis.keys import (
 )
 from stompbroker.broker.engine.redis.scripts import run_script
 from stompbroker.broker.features.selectors import message_properties
-from stompbroker.broker.queueing.dispatch import assign_owner, declare_single_active
 from stompbroker.broker.queueing.groups import first_for_consumer
 from stompbroker.logs import logger
 from stompbroker.protocol.message import Message
@@ -355,7 +354,7 @@ class ClusterDispatch:
         self._version = version
         self.roster = Roster.read(entries, alive, single == b"1")
         self.active = self.active or self.roster.needs_features or self.grouped
-        declare_single_active(self._local, self.roster.single_active)
+        self._local.declare_single_active(self.roster.single_active)
 
     def adopt(self, message: Message, fields: Any) -> Message:
         """
@@ -371,7 +370,7 @@ class ClusterDispatch:
         if owner is None or group is None:
             return message
         consumer = self._consumers.get(_text(owner))
-        if consumer is not None and assign_owner(self._local, group, consumer):
+        if consumer is not None and self._local.assign_owner(group, consumer):
             return first_for_consumer(message)
         return message
 

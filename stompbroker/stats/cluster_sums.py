@@ -1,6 +1,6 @@
 """
 The whole cluster's statistics, from this node's snapshot and the other nodes'
-figures (:class:`~stompbroker.broker.engine.figures.ClusterView`, which an engine
+figures (:class:`~stompbroker.broker.engine.node_figures.ClusterView`, which an engine
 shared by several nodes reads about once a second).
 
 :class:`ClusterSums` adds them up: a destination's flow counters are the sum
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from stompbroker.broker.engine.figures import ClusterView, DestinationFigures, NodeFigures
+from stompbroker.broker.engine.node_figures import ClusterView, DestinationFigures, NodeFigures
 from stompbroker.stats.schema import FLOW_COUNTERS
 
 __all__ = ["ClusterSums", "nodes_document"]

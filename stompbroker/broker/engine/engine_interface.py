@@ -446,13 +446,13 @@ class IEngine(ISharedEngine):
     def scheduling(fire):  # type: ignore[no-untyped-def]
         """
         :param fire: called with each scheduled message when it is due.
-        :returns: the :class:`~stompbroker.broker.features.scheduler.Scheduling`
+        :returns: the :class:`~stompbroker.broker.features.schedule_timer.Scheduling`
             of the messages held for later delivery (``capabilities().scheduling``).
         """
 
     def retaining():  # type: ignore[no-untyped-def]
         """
-        :returns: the :class:`~stompbroker.broker.features.retainer.Retaining`
+        :returns: the :class:`~stompbroker.broker.features.retaining.Retaining`
             that ``retain`` acts on (``capabilities().retain``).
         """
 

@@ -3,8 +3,8 @@ Scheduled delivery wired in: the broker's one timer for its scheduled messages,
 their copies in the message store, and firing them through the router.
 
 The rules (which headers, what a fired message carries) are
-:mod:`stompbroker.broker.features.scheduled_messages`; this module is what runs them.
-:class:`Scheduling` keeps the :class:`~stompbroker.broker.features.scheduled_messages.Scheduler` of
+:mod:`stompbroker.broker.features.schedule_rules`; this module is what runs them.
+:class:`Scheduling` keeps the :class:`~stompbroker.broker.features.schedule_rules.Scheduler` of
 the engine, and one ``callLater`` on the broker's clock for its earliest entry,
 re-armed after each change.  When it fires, each due message is handed to the
 router's ``fire`` (which routes it as if just sent, see
@@ -26,7 +26,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
-from stompbroker.broker.features.scheduled_messages import Schedule, ScheduledEntry, Scheduler
+from stompbroker.broker.features.schedule_rules import Schedule, ScheduledEntry, Scheduler
 from stompbroker.broker.store.base import ScheduledRecord
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import ProtocolError
@@ -58,7 +58,7 @@ class Scheduling:
 
     :param clock: ``seconds()`` and ``callLater``, the broker's ``IReactorTime``.
     :param scheduler: the engine's
-        :class:`~stompbroker.broker.features.scheduled_messages.Scheduler`.
+        :class:`~stompbroker.broker.features.schedule_rules.Scheduler`.
     :param journal: the engine's :class:`~stompbroker.broker.store.journal.Journal`,
         or ``None`` if nothing keeps persistent messages.
     :param fire: routes one due entry (the router's ``fire``); a

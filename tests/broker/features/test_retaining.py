@@ -1,5 +1,5 @@
 """
-Retained messages wired into the broker (:mod:`stompbroker.broker.features.retainer`, the router
+Retained messages wired into the broker (:mod:`stompbroker.broker.features.retaining`, the router
 and the consumers): ``retain:set`` keeps a topic's last value, a new subscription gets it
 first with ``retained:true``, ``retain:remove`` forgets it; persistent ones are stored.
 """
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from stompbroker.broker.features.retained_values import RetainedMessages
-from stompbroker.broker.features.retainer import Retaining
+from stompbroker.broker.features.retain_rules import RetainedMessages
+from stompbroker.broker.features.retaining import Retaining
 from tests.support.broker import World
 from tests.support.persistence import PERSISTENT, Setup, send
 

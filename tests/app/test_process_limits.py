@@ -1,5 +1,5 @@
 """
-Tests of :func:`stompbroker.app.limits.raise_descriptor_limit`, on a stand-in for the
+Tests of :func:`stompbroker.app.process_limits.raise_descriptor_limit`, on a stand-in for the
 process's ``RLIMIT_NOFILE`` so that the test process keeps its own limits.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from stompbroker.app.limits import SPARE_DESCRIPTORS, raise_descriptor_limit
+from stompbroker.app.process_limits import SPARE_DESCRIPTORS, raise_descriptor_limit
 
 
 class FakeLimit:

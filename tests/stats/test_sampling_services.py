@@ -17,8 +17,8 @@ from stompbroker.broker.routing.virtual_hosts import VirtualHost
 from stompbroker.broker.service import Broker
 from stompbroker.stats.export import StatsExporter
 from stompbroker.stats.model import StatsModel
+from stompbroker.stats.sampling_services import MONITOR_QUEUE, STATS_TOPIC, LiveStats, StatsExport
 from stompbroker.stats.schema import FILE_GLOB, DestinationRecord, record_from_json_line
-from stompbroker.stats.services import MONITOR_QUEUE, STATS_TOPIC, LiveStats, StatsExport
 from stompbroker.stats.stream import NODE_HEADER, StatsStream
 from tests.support.broker import FakeConnection, Inbox
 

@@ -2,8 +2,9 @@
 What a connection tells about its client's credentials, below STOMP: a TLS
 client certificate, and a WebSocket's ``Authorization: Bearer`` token.
 
-Both adapters mix :class:`PeerCredentials` in, and the session reads it when it
-handles CONNECT (:mod:`stompbroker.protocol.login`): the bearer token
+Each adapter holds a :class:`PeerCredentials` and hands it to the session with
+the connection (:class:`~stompbroker.transport.session_link.SessionLink`), which
+reads it when it handles CONNECT (:mod:`stompbroker.protocol.login`): the bearer token
 stands in for a missing ``passcode``, and the certificate is offered when the
 CONNECT has neither ``login`` nor ``passcode``.
 """
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from attrs import frozen
 
 __all__ = ["PeerCredentials", "bearer_token"]
 
@@ -29,10 +32,14 @@ def bearer_token(headers: Mapping[str, str]) -> str | None:
     return token
 
 
+@frozen
 class PeerCredentials:
     """
-    An adapter's answers to the session about the client's credentials.
+    What a connection tells the session about the client's credentials.
 
+    :ivar transport: the Twisted transport, asked for the TLS client certificate
+        when the session wants it (the handshake may not be over when the
+        connection is made).
     :ivar bearer_token: the token of the WebSocket handshake's ``Authorization:
         Bearer`` header; ``None`` on TCP, and for handshakes without one.
     """

@@ -3,7 +3,7 @@ Resuming a session on another node of a cluster: what the nodes tell each
 other, and the pure helpers both ends use.  Sans I/O: the
 :class:`~stompbroker.interfaces.IResumeDirectory` of the engine moves these
 records between nodes; :mod:`~stompbroker.protocol.resume.part` and
-:class:`~stompbroker.protocol.resume.registry.ResumeBook` use them.
+:class:`~stompbroker.protocol.resume.resume_book.ResumeBook` use them.
 
 Theory of operation (docs/cluster.md, "Resuming a session on another node"):
 
