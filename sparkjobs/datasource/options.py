@@ -18,6 +18,9 @@ from sparkjobs.datasource.client import ConnectSettings, parse_url
 #: The types a header column may have (``headerColumns``), as Spark DDL names.
 HEADER_TYPES = ("string", "int", "bigint", "double", "boolean", "timestamp")
 _TIMESTAMP = re.compile(r"timestamp=(\d+(?:\.\d*)?)")
+#: Spark's time strings (``JavaUtils.timeStringAsMs``): a whole number and a unit, ms without one.
+_DURATION = re.compile(r"(\d+)\s*(us|ms|s|m|min|h|d)?")
+_UNIT_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
 
 
 class DataSourceOptionError(ValueError):
@@ -46,12 +49,17 @@ READ_OPTIONS = (
     "prefetch",
     "probeTimeout",
     "maxMessagesPerTrigger",
+    "minMessagesPerTrigger",
+    "maxTriggerDelay",
     "failOnDataLoss",
 )
 #: Every option a write takes.
 WRITE_OPTIONS = (*CONNECT_OPTIONS, "destination", "window", "onRefused", "headerColumns")
 #: Spark's Kafka source's names of options that mean the same here.
-KAFKA_ALIASES = {"maxOffsetsPerTrigger": "maxMessagesPerTrigger"}
+KAFKA_ALIASES = {
+    "maxOffsetsPerTrigger": "maxMessagesPerTrigger",
+    "minOffsetsPerTrigger": "minMessagesPerTrigger",
+}
 #: Spark's own options, which a streaming query's writer or reader may be handed too.
 SPARK_OPTIONS = ("checkpointLocation",)
 #: The columns every read row has, which a header column may not be named.
@@ -123,6 +131,10 @@ class ReadOptions:
         streams per micro-batch (``None``: all there are).
     :ivar fail_on_data_loss: whether offsets the read needed that retention had
         removed fail it (Kafka's ``failOnDataLoss``), or only log a warning.
+    :ivar min_per_trigger: streaming: a trigger that finds fewer new messages
+        than this runs no batch, unless ``max_trigger_delay`` seconds have passed
+        since the last batch (``None``: every trigger with news runs one).
+    :ivar max_trigger_delay: see ``min_per_trigger``; Kafka's default, 15 minutes.
     """
 
     connect: ConnectSettings
@@ -135,6 +147,8 @@ class ReadOptions:
     probe_timeout: float
     max_per_trigger: int | None = None
     fail_on_data_loss: bool = True
+    min_per_trigger: int | None = None
+    max_trigger_delay: float = 900.0
 
 
 @frozen
@@ -165,6 +179,21 @@ def _number(options: Mapping[str, str], name: str, default: float, *, whole: boo
     if value <= 0:
         raise DataSourceOptionError(f"option {name} must be more than 0, got {text!r}")
     return value
+
+
+def parse_duration(name: str, text: str) -> float:
+    """
+    :param text: as Spark's time options take it: ``15m``, ``30s``, ``500ms``, ``2h``
+        (``us``, ``ms``, ``s``, ``m`` or ``min``, ``h``, ``d``; a bare number is milliseconds).
+    :returns: seconds.
+    :raises DataSourceOptionError: for anything else, naming option ``name``.
+    """
+    matched = _DURATION.fullmatch(text.strip().lower())
+    if matched is None:
+        raise DataSourceOptionError(
+            f"option {name} must be a duration such as 15m, 30s or 500ms, got {text!r}"
+        )
+    return int(matched.group(1)) * _UNIT_SECONDS[matched.group(2) or "ms"]
 
 
 def connect_settings(options: Mapping[str, str]) -> ConnectSettings:
@@ -271,6 +300,18 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
             f"option startingOffsets ({int(starting.value)}) is after endingOffsets ({ending}):"
             " the range would be empty"
         )
+    least = _optional_count(options, "minMessagesPerTrigger")
+    most = _optional_count(options, "maxMessagesPerTrigger")
+    if least is not None and most is not None and least > most:
+        raise DataSourceOptionError(
+            f"option minMessagesPerTrigger ({least}) is more than maxMessagesPerTrigger ({most})"
+        )
+    delay = options.get("maxTriggerDelay")
+    if delay is not None and least is None:
+        raise DataSourceOptionError(
+            "option maxTriggerDelay only applies with minMessagesPerTrigger"
+            " (how long a trigger may wait for that many messages)"
+        )
     return ReadOptions(
         connect=connect_settings(options),
         destinations=_destinations(options, streams=True),
@@ -280,13 +321,15 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
         header_columns=_header_columns(options.get("headerColumns", "")),
         prefetch=int(_number(options, "prefetch", 1000, whole=True)),
         probe_timeout=_number(options, "probeTimeout", 2.0, whole=False),
-        max_per_trigger=(
-            int(_number(options, "maxMessagesPerTrigger", 1, whole=True))
-            if "maxMessagesPerTrigger" in options
-            else None
-        ),
+        max_per_trigger=most,
         fail_on_data_loss=loss == "true",
+        min_per_trigger=least,
+        max_trigger_delay=900.0 if delay is None else parse_duration("maxTriggerDelay", delay),
     )
+
+
+def _optional_count(options: Mapping[str, str], name: str) -> int | None:
+    return int(_number(options, name, 1, whole=True)) if name in options else None
 
 
 def write_options(options: Mapping[str, str]) -> WriteOptions:

@@ -184,12 +184,35 @@ def limited_end(
     last = first + count - 1
     if probe(client, destination, f"offset={last}", timeout) == last:
         return last + 1
-    return _count_to(client, destination, first, stop, count, timeout)
+    return _walk(client, destination, first, stop, count, timeout)[1]
 
 
-def _count_to(
-    client: StompClient, destination: str, first: int, stop: int, count: int, timeout: float
+def count_messages(
+    client: StompClient, destination: str, start: int, stop: int, count: int, timeout: float
 ) -> int:
+    """
+    :returns: how many messages ``[start, stop)`` holds, counting no further than ``count``.
+
+    As :func:`limited_end`: two probes where the offsets are dense, else the
+    messages are read on the driver, ``count`` of them at most.
+    """
+    if stop <= start:
+        return 0
+    first = probe(client, destination, f"offset={start}", timeout)
+    if first is None or first >= stop:
+        return 0
+    span = min(count, stop - first)
+    last = first + span - 1
+    if probe(client, destination, f"offset={last}", timeout) == last:
+        return span
+    return _walk(client, destination, first, stop, count, timeout)[0]
+
+
+def _walk(
+    client: StompClient, destination: str, first: int, stop: int, count: int, timeout: float
+) -> tuple[int, int]:
+    """:returns: how many messages from ``first`` were read before ``stop`` or the
+    ``count``-th, and the offset just past the last of them (``stop`` if none came)."""
     subscription = f"count-{next(_probe_ids)}"
     client.send(
         "SUBSCRIBE",
@@ -206,13 +229,15 @@ def _count_to(
         while True:
             frame = client.receive(timeout)
             if frame is None:
-                return stop
+                return seen, stop
             if frame.command != "MESSAGE" or frame.headers.get("subscription") != subscription:
                 continue
             offset = int(frame.headers[OFFSET_HEADER])
+            if offset >= stop:
+                return seen, stop
             seen += 1
-            if offset >= stop - 1 or seen == count:
-                return min(offset + 1, stop)
+            if offset == stop - 1 or seen == count:
+                return seen, offset + 1
     finally:
         client.send("UNSUBSCRIBE", [("id", subscription)])
 

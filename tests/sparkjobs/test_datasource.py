@@ -205,6 +205,44 @@ def test_available_now_reads_what_was_there_in_batches_of_the_limit(
     assert sorted(offsets) == list(range(120))
 
 
+def test_a_batch_waits_for_min_messages_per_trigger(
+    broker: BrokerProcess, stompbroker_format: SparkSession
+) -> None:
+    """Kafka's minOffsetsPerTrigger: the first trigger runs, then none until five messages wait."""
+    destination = "/stream/paced"
+    publish(broker.address, destination, [b"0", b"1", b"2"])
+    query = (
+        stompbroker_format.readStream.format("stompbroker")
+        .option("url", url(broker))
+        .option("destination", destination)
+        .option("minOffsetsPerTrigger", "5")
+        .option("maxTriggerDelay", "10m")
+        .load()
+        .select("offset")
+        .writeStream.format("memory")
+        .queryName("paced")
+        .start()
+    )
+
+    def offsets() -> list[int]:
+        rows = stompbroker_format.sql("SELECT offset FROM paced").collect()
+        return sorted(row.offset for row in rows)
+
+    try:
+        query.processAllAvailable()
+        assert offsets() == [0, 1, 2]
+        publish(broker.address, destination, [b"3", b"4", b"5", b"6"])
+        query.processAllAvailable()
+        assert offsets() == [0, 1, 2]
+        publish(broker.address, destination, [b"7"])
+        query.processAllAvailable()
+        assert offsets() == list(range(8))
+    finally:
+        query.stop()
+    batches = [progress["numInputRows"] for progress in query.recentProgress]
+    assert [rows for rows in batches if rows] == [3, 5]
+
+
 def test_offsets_removed_by_retention_fail_the_read_unless_told(
     retaining: BrokerProcess, stompbroker_format: SparkSession
 ) -> None:

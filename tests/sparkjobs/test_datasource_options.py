@@ -54,6 +54,15 @@ def test_defaults_and_given_values() -> None:
         ),
         ({**BASE, "headerColumns": "offset,body"}, "'offset' is a column every row has"),
         ({**BASE, "headerColumns": "region,Region:int"}, "names 'Region' twice"),
+        (
+            {**BASE, "minMessagesPerTrigger": "9", "maxMessagesPerTrigger": "5"},
+            r"minMessagesPerTrigger \(9\) is more than maxMessagesPerTrigger \(5\)",
+        ),
+        ({**BASE, "maxTriggerDelay": "1m"}, "maxTriggerDelay only applies with minMessages"),
+        (
+            {**BASE, "minMessagesPerTrigger": "9", "maxTriggerDelay": "soon"},
+            "option maxTriggerDelay must be a duration such as 15m",
+        ),
     ],
 )
 def test_a_bad_read_option_is_named(options: dict[str, str], message: str) -> None:
@@ -67,6 +76,15 @@ def test_kafka_names_and_any_case_are_taken() -> None:
         {"url": BASE["url"], "destination": "/stream/a", "maxoffsetspertrigger": "7"}
     )
     assert (given.max_per_trigger, given.fail_on_data_loss) == (7, True)
+    paced = read_options({**BASE, "minoffsetspertrigger": "100", "maxtriggerdelay": "30s"})
+    assert (paced.min_per_trigger, paced.max_trigger_delay) == (100, 30.0)
+    assert read_options({**BASE, "minMessagesPerTrigger": "1"}).max_trigger_delay == 15 * 60
+    assert (
+        read_options(
+            {**BASE, "minMessagesPerTrigger": "1", "maxTriggerDelay": "250"}
+        ).max_trigger_delay
+        == 0.25
+    )
     assert not read_options({**BASE, "failondataloss": "False"}).fail_on_data_loss
     written = write_options({"URL": BASE["url"], "checkpointLocation": "/tmp/c", "window": "3"})
     assert written.window == 3
