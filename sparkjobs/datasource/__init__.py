@@ -24,6 +24,7 @@ management API has no stream read and needs the ``admin`` right.
 
 - :mod:`sparkjobs.datasource.client`: a blocking STOMP client.
 - :mod:`sparkjobs.datasource.options`: the options, checked.
+- :mod:`sparkjobs.datasource.positions`: where reads start and end, in either vocabulary.
 - :mod:`sparkjobs.datasource.reading`: offsets, ranges, rows.
 - :mod:`sparkjobs.datasource.pacing`: when a micro-batch runs (``minMessagesPerTrigger``).
 - :mod:`sparkjobs.datasource.writing`: rows to SENDs, receipts, refusals.
@@ -61,6 +62,8 @@ from sparkjobs.datasource.options import (
     DataSourceOptionError,
     ReadOptions,
     WriteOptions,
+    for_batch,
+    for_stream,
     read_options,
     write_options,
 )
@@ -96,10 +99,10 @@ class StompbrokerDataSource(DataSource):
         return schema(read_options(self.options).header_columns)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return BatchReader(read_options(self.options))
+        return BatchReader(for_batch(read_options(self.options)))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 (Spark's)
-        return StreamReader(read_options(self.options))
+        return StreamReader(for_stream(read_options(self.options)))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return BatchWriter(write_options(self.options))
@@ -264,7 +267,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         try:
             offsets = {}
             for destination in options.destinations:
-                start = resolve_start(client, destination, options.starting, options.probe_timeout)
+                start = resolve_start(
+                    client, destination, options.starting[destination], options.probe_timeout
+                )
                 if start is None:
                     # Nothing at or after the start yet: begin at the tail.
                     start = tail(client, destination, options.probe_timeout) or 0

@@ -14,10 +14,19 @@ from collections.abc import Mapping
 from attrs import frozen
 
 from sparkjobs.datasource.client import ConnectSettings, parse_url
+from sparkjobs.datasource.positions import (
+    ENDING_OPTIONS,
+    STARTING_OPTIONS,
+    End,
+    PositionError,
+    Start,
+    check_range,
+    ends,
+    starts,
+)
 
 #: The types a header column may have (``headerColumns``), as Spark DDL names.
 HEADER_TYPES = ("string", "int", "bigint", "double", "boolean", "timestamp")
-_TIMESTAMP = re.compile(r"timestamp=(\d+(?:\.\d*)?)")
 #: Spark's time strings (``JavaUtils.timeStringAsMs``): a whole number and a unit, ms without one.
 _DURATION = re.compile(r"(\d+)\s*(us|ms|s|m|min|h|d)?")
 _UNIT_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
@@ -42,8 +51,8 @@ CONNECT_OPTIONS = (
 READ_OPTIONS = (
     *CONNECT_OPTIONS,
     "destination",
-    "startingOffsets",
-    "endingOffsets",
+    *STARTING_OPTIONS,
+    *ENDING_OPTIONS,
     "partitionsPerStream",
     "headerColumns",
     "prefetch",
@@ -97,31 +106,12 @@ def known_options(options: Mapping[str, str], known: tuple[str, ...], doing: str
 
 
 @frozen
-class Start:
-    """
-    Where reading starts: ``first``, ``last``, ``offset`` (with ``value``) or
-    ``timestamp`` (``value`` in POSIX seconds).
-    """
-
-    kind: str
-    value: float = 0
-
-    def header(self) -> str:
-        """:returns: the ``x-stream-offset`` value that asks the broker for this start."""
-        if self.kind == "offset":
-            return f"offset={int(self.value)}"
-        if self.kind == "timestamp":
-            return f"timestamp={self.value}"
-        return self.kind
-
-
-@frozen
 class ReadOptions:
     """
     :ivar connect: how to reach the broker.
     :ivar destinations: the streams read, in the order given.
-    :ivar starting: :class:`Start` of every stream.
-    :ivar ending: ``None`` for ``latest``, else the offset reading stops before.
+    :ivar starting: each stream's :class:`Start`.
+    :ivar ending: each stream's :class:`End` (a batch read's; a streaming query has none).
     :ivar partitions: offset ranges each stream is split into, per batch.
     :ivar header_columns: (header name, Spark type) of each typed header column.
     :ivar prefetch: the subscription's window (``prefetch-count``).
@@ -139,8 +129,8 @@ class ReadOptions:
 
     connect: ConnectSettings
     destinations: tuple[str, ...]
-    starting: Start
-    ending: int | None
+    starting: Mapping[str, Start]
+    ending: Mapping[str, End]
     partitions: int
     header_columns: tuple[tuple[str, str], ...]
     prefetch: int
@@ -222,24 +212,6 @@ def connect_settings(options: Mapping[str, str]) -> ConnectSettings:
     )
 
 
-def parse_start(text: str) -> Start:
-    """
-    :param text: ``first``, ``last``, an offset ``N`` or ``timestamp=SECONDS``.
-    :raises DataSourceOptionError: for anything else.
-    """
-    if text in ("first", "last"):
-        return Start(text)
-    if text.isdigit():
-        return Start("offset", int(text))
-    matched = _TIMESTAMP.fullmatch(text)
-    if matched:
-        return Start("timestamp", float(matched.group(1)))
-    raise DataSourceOptionError(
-        f"option startingOffsets must be first, last, an offset N or timestamp=SECONDS, "
-        f"got {text!r}"
-    )
-
-
 def _destinations(options: Mapping[str, str], *, streams: bool) -> tuple[str, ...]:
     names = tuple(
         name.strip() for name in options.get("destination", "").split(",") if name.strip()
@@ -282,24 +254,16 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
     :raises DataSourceOptionError: for a missing, unknown or bad option.
     """
     options = known_options(options, READ_OPTIONS, "reading")
-    ending_text = options.get("endingOffsets", "latest")
-    if ending_text == "latest":
-        ending = None
-    elif ending_text.isdigit():
-        ending = int(ending_text)
-    else:
-        raise DataSourceOptionError(
-            f"option endingOffsets must be latest or an offset N, got {ending_text!r}"
-        )
     loss = options.get("failOnDataLoss", "true").strip().lower()
     if loss not in ("true", "false"):
         raise DataSourceOptionError(f"option failOnDataLoss must be true or false, got {loss!r}")
-    starting = parse_start(options.get("startingOffsets", "first"))
-    if ending is not None and starting.kind == "offset" and starting.value > ending:
-        raise DataSourceOptionError(
-            f"option startingOffsets ({int(starting.value)}) is after endingOffsets ({ending}):"
-            " the range would be empty"
-        )
+    destinations = _destinations(options, streams=True)
+    try:
+        starting = starts(options, destinations)
+        ending = ends(options, destinations)
+        check_range(starting, ending)
+    except PositionError as error:
+        raise DataSourceOptionError(str(error)) from None
     least = _optional_count(options, "minMessagesPerTrigger")
     most = _optional_count(options, "maxMessagesPerTrigger")
     if least is not None and most is not None and least > most:
@@ -314,7 +278,7 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
         )
     return ReadOptions(
         connect=connect_settings(options),
-        destinations=_destinations(options, streams=True),
+        destinations=destinations,
         starting=starting,
         ending=ending,
         partitions=int(_number(options, "partitionsPerStream", 1, whole=True)),
@@ -326,6 +290,35 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
         min_per_trigger=least,
         max_trigger_delay=900.0 if delay is None else parse_duration("maxTriggerDelay", delay),
     )
+
+
+def for_batch(options: ReadOptions) -> ReadOptions:
+    """
+    :returns: ``options``, for a batch read.
+    :raises DataSourceOptionError: for a start after the newest message (Kafka's
+        ``latest``, ``-1``): a batch read from there reads nothing, as Kafka's refuses.
+    """
+    after = [stream for stream, start in options.starting.items() if start.kind == "next"]
+    if after:
+        raise DataSourceOptionError(
+            f"a batch read cannot start at latest (after the newest message) in {', '.join(after)}:"
+            " it would read nothing; use last for the newest message"
+        )
+    return options
+
+
+def for_stream(options: ReadOptions) -> ReadOptions:
+    """
+    :returns: ``options``, for a streaming query.
+    :raises DataSourceOptionError: for an end: a streaming query follows its
+        streams, and would ignore it (Kafka's source refuses it too).
+    """
+    if any(end.kind != "latest" for end in options.ending.values()):
+        raise DataSourceOptionError(
+            f"options {', '.join(ENDING_OPTIONS)} are for batch reads: a streaming query"
+            " follows its streams (stop it, or use Trigger.AvailableNow)"
+        )
+    return options
 
 
 def _optional_count(options: Mapping[str, str], name: str) -> int | None:

@@ -39,7 +39,8 @@ from pyspark.sql.types import (
 )
 
 from sparkjobs.datasource.client import ConnectSettings, StompClient
-from sparkjobs.datasource.options import ReadOptions, Start
+from sparkjobs.datasource.options import ReadOptions
+from sparkjobs.datasource.positions import End, Start
 
 OFFSET_HEADER = "x-stream-offset"
 TIMESTAMP_HEADER = "x-stream-timestamp"
@@ -159,7 +160,24 @@ def resolve_start(
     """:returns: the first offset to read from ``start``; ``None`` if the stream has none."""
     if start.kind == "offset":
         return int(start.value)
+    if start.kind == "next":
+        return tail(client, destination, timeout) or 0
     return probe(client, destination, start.header(), timeout)
+
+
+def resolve_end(
+    client: StompClient, destination: str, end: End, newest: int, timeout: float
+) -> int:
+    """
+    :param newest: the stream's newest offset plus one.
+    :returns: the offset a batch read stops before: ``newest`` at the latest.
+    """
+    if end.kind == "offset":
+        return min(newest, int(end.value))
+    if end.kind == "timestamp":
+        found = probe(client, destination, f"timestamp={end.value}", timeout)
+        return newest if found is None else min(newest, found)
+    return newest
 
 
 def limited_end(
@@ -255,7 +273,7 @@ def split(destination: str, start: int, stop: int, parts: int) -> list[OffsetRan
 def plan_batch(options: ReadOptions) -> list[OffsetRange]:
     """
     :returns: the ranges of a batch read: each stream from its start to its
-        ``endingOffsets`` (at most its newest message), split per ``partitionsPerStream``.
+        end (at most its newest message), split per ``partitionsPerStream``.
     :raises NothingToRead: for a stream that shows no message: a batch read of
         nothing is a misspelt name far more often than a wish for no rows.
     """
@@ -270,12 +288,14 @@ def plan_batch(options: ReadOptions) -> list[OffsetRange]:
                     f" ({options.probe_timeout:g} s): it is empty, or no stream of that name"
                     " exists (a stream exists once something is sent to it); check the name"
                 )
-            if options.ending is not None:
-                stop = min(stop, options.ending)
-            start = resolve_start(client, destination, options.starting, options.probe_timeout)
+            stop = resolve_end(
+                client, destination, options.ending[destination], stop, options.probe_timeout
+            )
+            starting = options.starting[destination]
+            start = resolve_start(client, destination, starting, options.probe_timeout)
             if start is None:
                 continue
-            if options.starting.kind == "offset" and start < stop:
+            if starting.kind == "offset" and start < stop:
                 check_retention(
                     client, destination, start, options.probe_timeout, options.fail_on_data_loss
                 )

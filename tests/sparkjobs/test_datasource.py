@@ -102,6 +102,39 @@ def test_a_range_is_read_over_websocket(
         read(stompbroker_format, url(broker), "/stream/empty", probeTimeout="0.5")
 
 
+def test_kafka_positions_place_each_stream_by_offset_and_by_timestamp(
+    broker: BrokerProcess, stompbroker_format: SparkSession
+) -> None:
+    """startingOffsets/endingOffsets as Kafka's JSON, and startingOffsetsByTimestamp in ms."""
+    publish(broker.address, "/stream/placed-a", [f"a{n}".encode() for n in range(10)])
+    publish(broker.address, "/stream/placed-b", [f"b{n}".encode() for n in range(4)])
+    time.sleep(0.05)
+    cut = int(time.time() * 1000)
+    time.sleep(0.05)
+    publish(broker.address, "/stream/placed-b", [f"b{n}".encode() for n in range(4, 6)])
+    streams = "/stream/placed-a,/stream/placed-b"
+    rows = read(
+        stompbroker_format,
+        url(broker),
+        streams,
+        startingOffsets='{"/stream/placed-a": {"0": 3}, "/stream/placed-b": -2}',
+        endingOffsets='{"/stream/placed-a": 6, "/stream/placed-b": -1}',
+    )
+    assert sorted(row.body for row in rows) == [b"a3", b"a4", b"a5"] + [
+        f"b{n}".encode() for n in range(6)
+    ]
+    rows = read(
+        stompbroker_format,
+        url(broker),
+        streams,
+        startingOffsetsByTimestamp=json.dumps({"/stream/placed-a": 0, "/stream/placed-b": cut}),
+    )
+    assert sorted(row.body for row in rows if row.destination.endswith("b")) == [b"b4", b"b5"]
+    assert len([row for row in rows if row.destination.endswith("a")]) == 10
+    with pytest.raises(Exception, match="names /stream/nowhere, which is not read"):
+        read(stompbroker_format, url(broker), streams, startingOffsets='{"/stream/nowhere": 1}')
+
+
 def test_two_streams_are_read_at_once_in_parallel_partitions(
     broker: BrokerProcess, stompbroker_format: SparkSession
 ) -> None:
