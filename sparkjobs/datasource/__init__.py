@@ -27,6 +27,7 @@ management API has no stream read and needs the ``admin`` right.
 - :mod:`sparkjobs.datasource.positions`: where reads start and end, in either vocabulary.
 - :mod:`sparkjobs.datasource.reading`: offsets, ranges, rows.
 - :mod:`sparkjobs.datasource.pacing`: when a micro-batch runs (``minMessagesPerTrigger``).
+- :mod:`sparkjobs.datasource.listing`: the streams a login may read, named in errors.
 - :mod:`sparkjobs.datasource.writing`: rows to SENDs, receipts, refusals.
 """
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from attrs import frozen
 
 from sparkjobs.datasource.client import ConnectSettings, parse_url
+from sparkjobs.datasource.listing import api_url
 from sparkjobs.datasource.positions import (
     ENDING_OPTIONS,
     STARTING_OPTIONS,
@@ -57,6 +59,7 @@ READ_OPTIONS = (
     "headerColumns",
     "prefetch",
     "probeTimeout",
+    "apiUrl",
     "maxMessagesPerTrigger",
     "minMessagesPerTrigger",
     "maxTriggerDelay",
@@ -125,6 +128,8 @@ class ReadOptions:
         than this runs no batch, unless ``max_trigger_delay`` seconds have passed
         since the last batch (``None``: every trigger with news runs one).
     :ivar max_trigger_delay: see ``min_per_trigger``; Kafka's default, 15 minutes.
+    :ivar api_url: the broker's web port, where the streams the login may read are listed.
+    :ivar bearer: whether the passcode is a token (option ``token``).
     """
 
     connect: ConnectSettings
@@ -139,6 +144,8 @@ class ReadOptions:
     fail_on_data_loss: bool = True
     min_per_trigger: int | None = None
     max_trigger_delay: float = 900.0
+    api_url: str | None = None
+    bearer: bool = False
 
 
 @frozen
@@ -276,8 +283,14 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
             "option maxTriggerDelay only applies with minMessagesPerTrigger"
             " (how long a trigger may wait for that many messages)"
         )
+    connect = connect_settings(options)
+    api = options.get("apiUrl")
+    if api is not None and urlsplit(api).scheme not in ("http", "https"):
+        raise DataSourceOptionError(
+            f"option apiUrl must be the web port's http:// or https:// URL, got {api!r}"
+        )
     return ReadOptions(
-        connect=connect_settings(options),
+        connect=connect,
         destinations=destinations,
         starting=starting,
         ending=ending,
@@ -289,6 +302,8 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
         fail_on_data_loss=loss == "true",
         min_per_trigger=least,
         max_trigger_delay=900.0 if delay is None else parse_duration("maxTriggerDelay", delay),
+        api_url=api_url(connect, api),
+        bearer=options.get("token") is not None,
     )
 
 

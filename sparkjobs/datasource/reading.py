@@ -38,7 +38,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from sparkjobs.datasource.client import ConnectSettings, StompClient
+from sparkjobs.datasource.client import ConnectSettings, StompBrokerError, StompClient
+from sparkjobs.datasource.listing import readable_streams
 from sparkjobs.datasource.options import ReadOptions
 from sparkjobs.datasource.positions import End, Start
 
@@ -281,12 +282,20 @@ def plan_batch(options: ReadOptions) -> list[OffsetRange]:
     client = StompClient.connect(options.connect)
     try:
         for destination in options.destinations:
-            stop = tail(client, destination, options.probe_timeout)
+            try:
+                stop = tail(client, destination, options.probe_timeout)
+            except StompBrokerError as error:
+                # Most often the access rules' answer to a misspelt name.
+                listing = readable_streams(options.connect, options.api_url, options.bearer)
+                raise StompBrokerError(
+                    error.message, error.receipt_id, f"{error.detail}; {listing.describe()}"
+                ) from None
             if stop is None:
                 raise NothingToRead(
                     f"{destination} showed no message within probeTimeout"
                     f" ({options.probe_timeout:g} s): it is empty, or no stream of that name"
-                    " exists (a stream exists once something is sent to it); check the name"
+                    " exists (a stream exists once something is sent to it); check the name: "
+                    + readable_streams(options.connect, options.api_url, options.bearer).describe()
                 )
             stop = resolve_end(
                 client, destination, options.ending[destination], stop, options.probe_timeout

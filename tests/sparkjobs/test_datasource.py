@@ -342,15 +342,22 @@ def test_rows_read_from_a_stream_and_written_back_go_where_the_option_says(
 
 ACCESS = """
 [users.reader]
-read = ["/stream/open"]
+read = ["/stream/open", "/stream/open.#"]
 write = ["/queue/allowed"]
+
+[users.owner]
+write = ["/stream/#"]
 """
 
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     with secured_broker(
-        tmp_path_factory.mktemp("secured"), ACCESS, ("reader", "secret", ())
+        tmp_path_factory.mktemp("secured"),
+        ACCESS,
+        ("reader", "secret", ()),
+        ("owner", "secret", ()),
+        web=True,
     ) as process:
         yield process
 
@@ -369,6 +376,34 @@ def test_reading_without_the_read_right_is_refused(
             startingOffsets="0",
             endingOffsets="5",
         )
+
+
+def test_a_stream_that_shows_nothing_is_refused_naming_those_the_login_may_read(
+    secured: BrokerProcess, stompbroker_format: SparkSession
+) -> None:
+    """The error lists the streams the management API shows this login: not /stream/closed."""
+    owner, inbox = connect(secured.address, login="owner", passcode="secret")
+    for destination, count in (("/stream/open", 2), ("/stream/closed", 1)):
+        for number in range(count):
+            owner.send(destination, str(number), receipt=f"{destination}{number}")
+    assert inbox.wait_for(lambda: len(inbox.receipts) == 3), inbox.errors
+    owner.disconnect()
+    for name, said in (
+        ("/stream/open.typo", "/stream/open.typo showed no message"),
+        ("/stream/opne", "no read right on '/stream/opne'"),
+    ):
+        with pytest.raises(Exception, match=said) as refused:
+            read(
+                stompbroker_format,
+                url(secured),
+                name,
+                login="reader",
+                passcode="secret",
+                probeTimeout="0.5",
+                apiUrl=f"http://127.0.0.1:{secured.http_port}",
+            )
+        assert "the streams this login may read: /stream/open (2 kept)" in str(refused.value)
+        assert "/stream/closed" not in str(refused.value)
 
 
 def test_rows_refused_by_the_broker_are_reported(
