@@ -70,12 +70,14 @@ from sparkjobs.datasource.options import (
 )
 from sparkjobs.datasource.pacing import TriggerPacing
 from sparkjobs.datasource.reading import (
+    POOL,
     DataLost,
     OffsetRange,
     check_retention,
     count_messages,
     limited_end,
     plan_batch,
+    pooled,
     read_range,
     resolve_start,
     schema,
@@ -177,19 +179,15 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 (Spark's name)
         """Take each stream's newest offset now (plus one) as where the query stops."""
-        client = StompClient.connect(self.options.connect)
-        try:
+        with pooled(self.options.connect) as client:
             self._target = {
                 destination: tail(client, destination, self.options.probe_timeout) or 0
                 for destination in self.options.destinations
             }
-        finally:
-            client.close()
 
     def _ends(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         options = self.options
-        client = StompClient.connect(options.connect)
-        try:
+        with pooled(options.connect) as client:
             newest = self._newest(client, start)
             free = self._target is not None or isinstance(limit, ReadAllAvailable)
             pacing = None if free else self._pacing
@@ -212,8 +210,6 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 )
                 for destination, end in newest.items()
             }
-        finally:
-            client.close()
 
     def _newest(self, client: StompClient, start: dict[str, int]) -> dict[str, int]:
         """:returns: per stream, its newest offset plus one (or the AvailableNow target),
@@ -264,8 +260,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict[str, int]:  # noqa: N802 (Spark's name)
         options = self.options
-        client = StompClient.connect(options.connect)
-        try:
+        with pooled(options.connect) as client:
             offsets = {}
             for destination in options.destinations:
                 start = resolve_start(
@@ -276,8 +271,6 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     start = tail(client, destination, options.probe_timeout) or 0
                 offsets[destination] = start
             return offsets
-        finally:
-            client.close()
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:  # noqa: N802
         return self._ends(start, limit)
@@ -292,6 +285,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         return _read(self.options, partition)
+
+    def stop(self) -> None:
+        """The query ends: close the connections its planning kept open."""
+        POOL.close()
 
 
 def _write(options: WriteOptions, iterator: Iterator[Any]) -> WriterCommitMessage:

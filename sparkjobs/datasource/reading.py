@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,7 +39,12 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from sparkjobs.datasource.client import ConnectSettings, StompBrokerError, StompClient
+from sparkjobs.datasource.client import (
+    ClientPool,
+    ConnectSettings,
+    StompBrokerError,
+    StompClient,
+)
 from sparkjobs.datasource.listing import readable_streams
 from sparkjobs.datasource.options import ReadOptions
 from sparkjobs.datasource.positions import End, Start
@@ -332,57 +338,91 @@ def _typed(text: str | None, kind: str) -> Any:
         return None
 
 
+#: The connections of this process (an executor's Python worker, or the driver's
+#: stream reader), kept between the micro-batches of a streaming query.
+POOL = ClientPool()
+
+
+@contextmanager
+def pooled(settings: ConnectSettings, pool: ClientPool = POOL) -> Iterator[StompClient]:
+    """
+    A connection from ``pool`` for the block, given back when the block ends
+    with no subscription open; closed instead when it raises (or a generator
+    using it is closed early), since a subscription may then be left open.
+    """
+    client = pool.take(settings)
+    try:
+        yield client
+    except BaseException:
+        client.close()
+        raise
+    pool.give(settings, client)
+
+
 def read_range(
     settings: ConnectSettings,
     part: OffsetRange,
     prefetch: int,
     header_columns: tuple[tuple[str, str], ...],
+    pool: ClientPool = POOL,
 ) -> Iterator[tuple[Any, ...]]:
     """
     Yield one row per message of ``part``, in offset order.
+
+    The connection comes from ``pool`` and goes back to it once the range is
+    read to its end; one left mid-range (an error, or Spark stopping early) is closed.
 
     :raises StreamReadError: when no message comes for ``settings.timeout`` seconds
         before the range's end.
     :raises StompBrokerError: when the broker refuses the SUBSCRIBE (no ``read`` right, say).
     """
-    client = StompClient.connect(settings)
-    try:
+    subscription = f"range-{next(_probe_ids)}"
+    with pooled(settings, pool) as client:
         client.send(
             "SUBSCRIBE",
             [
                 ("destination", part.destination),
-                ("id", "range"),
+                ("id", subscription),
                 ("ack", "auto"),
                 ("prefetch-count", str(prefetch)),
                 (OFFSET_HEADER, f"offset={part.start}"),
             ],
         )
-        while True:
-            frame = client.receive()
-            if frame is None:
-                raise StreamReadError(
-                    f"{part.destination}: no message at or after offset {part.start} "
-                    f"(reading up to {part.stop}) within {settings.timeout} s"
-                )
-            if frame.command != "MESSAGE":
-                continue
-            headers = frame.headers
-            offset = int(headers[OFFSET_HEADER])
-            if offset >= part.stop:
-                return
-            if offset < part.start:
-                continue
-            stamp = _typed(headers.get(TIMESTAMP_HEADER), "timestamp")
-            kept = {name: value for name, value in headers.items() if name not in DELIVERY_HEADERS}
-            yield (
-                offset,
-                stamp,
-                part.destination,
-                kept,
-                frame.body,
-                *(_typed(headers.get(name), kind) for name, kind in header_columns),
+        yield from _rows(client, settings, part, subscription, header_columns)
+        client.send("UNSUBSCRIBE", [("id", subscription)])
+
+
+def _rows(
+    client: StompClient,
+    settings: ConnectSettings,
+    part: OffsetRange,
+    subscription: str,
+    header_columns: tuple[tuple[str, str], ...],
+) -> Iterator[tuple[Any, ...]]:
+    while True:
+        frame = client.receive()
+        if frame is None:
+            raise StreamReadError(
+                f"{part.destination}: no message at or after offset {part.start} "
+                f"(reading up to {part.stop}) within {settings.timeout} s"
             )
-            if offset == part.stop - 1:
-                return
-    finally:
-        client.close()
+        headers = frame.headers
+        if frame.command != "MESSAGE" or headers.get("subscription") != subscription:
+            continue
+        offset = int(headers[OFFSET_HEADER])
+        if offset >= part.stop:
+            return
+        if offset < part.start:
+            continue
+        stamp = _typed(headers.get(TIMESTAMP_HEADER), "timestamp")
+        kept = {name: value for name, value in headers.items() if name not in DELIVERY_HEADERS}
+        yield (
+            offset,
+            stamp,
+            part.destination,
+            kept,
+            frame.body,
+            *(_typed(headers.get(name), kind) for name, kind in header_columns),
+        )
+        if offset == part.stop - 1:
+            return

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -236,6 +237,57 @@ def test_available_now_reads_what_was_there_in_batches_of_the_limit(
         row.offset for row in stompbroker_format.sql("SELECT offset FROM available_now").collect()
     ]
     assert sorted(offsets) == list(range(120))
+
+
+def connection_ids(process: BrokerProcess) -> set[str]:
+    """:returns: the ids of the broker's client connections, from its management API."""
+    address = f"http://127.0.0.1:{process.http_port}/api/connections"
+    with urllib.request.urlopen(address, timeout=10) as answer:
+        return {row["id"] for row in json.load(answer)}
+
+
+def test_a_streaming_query_keeps_its_connections_from_batch_to_batch(
+    broker: BrokerProcess, stompbroker_format: SparkSession
+) -> None:
+    """Planning keeps one connection and each reading worker one: no new one in six batches."""
+    destination = "/stream/kept"
+    publish(broker.address, destination, [b"first"])
+    stop = threading.Event()
+    _, publisher = keep_publishing(broker.address, destination, stop)
+    others = connection_ids(broker)
+    query = (
+        stompbroker_format.readStream.format("stompbroker")
+        .option("url", url(broker))
+        .option("destination", destination)
+        .load()
+        .select("offset")
+        .writeStream.format("memory")
+        .queryName("kept")
+        .trigger(processingTime="0.3 seconds")
+        .start()
+    )
+    try:
+
+        def batches() -> int:
+            return sum(1 for progress in query.recentProgress if progress["numInputRows"])
+
+        deadline = time.monotonic() + 60
+        while batches() < 2:
+            assert time.monotonic() < deadline, query.recentProgress
+            time.sleep(0.2)
+        seen: list[set[str]] = []
+        settled = batches()
+        while batches() < settled + 6:
+            assert time.monotonic() < deadline + 60, query.recentProgress
+            seen.append(connection_ids(broker) - others)
+            time.sleep(0.1)
+    finally:
+        query.stop()
+        stop.set()
+        publisher.join(10)
+    # Planning's and the reading worker's (Spark may keep a second Python worker).
+    assert 2 <= len(seen[0]) <= 3, seen[0]
+    assert set().union(*seen) == seen[0], "a batch opened a connection of its own"
 
 
 def test_a_batch_waits_for_min_messages_per_trigger(
