@@ -125,11 +125,18 @@ def register(spark: SparkSession) -> None:
             raise
 
 
-def _read(options: ReadOptions, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+def _read(options: ReadOptions, partition: InputPartition, keep: bool) -> Iterator[tuple[Any, ...]]:
+    """:param keep: keep the connection for the next micro-batch (streaming), or close it."""
     # With no range planned Spark still runs one task, with a partition of its own.
     if not isinstance(partition, OffsetRange):
         return iter(())
-    return read_range(options.connect, partition, options.prefetch, options.header_columns)
+    return read_range(
+        options.connect,
+        partition,
+        options.prefetch,
+        options.header_columns,
+        POOL if keep else None,
+    )
 
 
 class BatchReader(DataSourceReader):
@@ -142,7 +149,7 @@ class BatchReader(DataSourceReader):
         return plan_batch(self.options)
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        return _read(self.options, partition)
+        return _read(self.options, partition, keep=False)
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -284,7 +291,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ranges
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        return _read(self.options, partition)
+        return _read(self.options, partition, keep=True)
 
     def stop(self) -> None:
         """The query ends: close the connections its planning kept open."""

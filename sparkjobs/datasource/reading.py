@@ -364,32 +364,39 @@ def read_range(
     part: OffsetRange,
     prefetch: int,
     header_columns: tuple[tuple[str, str], ...],
-    pool: ClientPool = POOL,
+    pool: ClientPool | None = POOL,
 ) -> Iterator[tuple[Any, ...]]:
     """
     Yield one row per message of ``part``, in offset order.
 
-    The connection comes from ``pool`` and goes back to it once the range is
-    read to its end; one left mid-range (an error, or Spark stopping early) is closed.
+    :param pool: where the connection comes from and goes back to once the
+        range is read to its end (one left mid-range, by an error or Spark
+        stopping early, is closed); ``None``: a connection of its own, closed
+        at the end (a batch read, which has no next batch to keep it for).
 
     :raises StreamReadError: when no message comes for ``settings.timeout`` seconds
         before the range's end.
     :raises StompBrokerError: when the broker refuses the SUBSCRIBE (no ``read`` right, say).
     """
     subscription = f"range-{next(_probe_ids)}"
-    with pooled(settings, pool) as client:
-        client.send(
-            "SUBSCRIBE",
-            [
-                ("destination", part.destination),
-                ("id", subscription),
-                ("ack", "auto"),
-                ("prefetch-count", str(prefetch)),
-                (OFFSET_HEADER, f"offset={part.start}"),
-            ],
-        )
-        yield from _rows(client, settings, part, subscription, header_columns)
-        client.send("UNSUBSCRIBE", [("id", subscription)])
+    keeping = ClientPool() if pool is None else pool
+    try:
+        with pooled(settings, keeping) as client:
+            client.send(
+                "SUBSCRIBE",
+                [
+                    ("destination", part.destination),
+                    ("id", subscription),
+                    ("ack", "auto"),
+                    ("prefetch-count", str(prefetch)),
+                    (OFFSET_HEADER, f"offset={part.start}"),
+                ],
+            )
+            yield from _rows(client, settings, part, subscription, header_columns)
+            client.send("UNSUBSCRIBE", [("id", subscription)])
+    finally:
+        if pool is None:
+            keeping.close()
 
 
 def _rows(
