@@ -1,13 +1,16 @@
 """
 The ``stompbroker`` data source's figures: rows/s read into Spark from a stream
-(batch, 1 and 4 partitions), rows/s written from Spark to a queue, and the
-latency from a SEND to its row in a streaming query with a 1 s trigger.
+(batch, 1 and 4 partitions), rows/s written from Spark to a queue, the
+latency from a SEND to its row in a streaming query with a 1 s trigger, and
+with ``--live-minutes N`` the lag of ``sparkjobs.live --broker``: how long
+after a minute ends its row is in ``destination_per_minute``.
 
 Usage::
 
     python -m benchmarks.spark_source --count 1000000
+    python -m benchmarks.spark_source --count 0 --live-minutes 4
 
-Starts its own broker (``--data-dir none``) and a ``local[4]`` SparkSession.
+Starts its own brokers (``--data-dir none``) and a ``local[4]`` SparkSession.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=1_000_000)
     parser.add_argument("--write-count", type=int, default=100_000)
     parser.add_argument("--latency-samples", type=int, default=20)
+    parser.add_argument("--live-minutes", type=float, default=0)
+    parser.add_argument("--stats-interval", type=float, default=10)
     args = parser.parse_args(argv)
 
     from pyspark.sql import SparkSession
@@ -68,6 +73,16 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     workdir = Path(tempfile.mkdtemp(prefix="spark-source-"))
+    if args.live_minutes:
+        lags = measure_live_lag(spark, workdir, args.live_minutes, args.stats_interval)
+        print(
+            f"live job, --stats-interval {args.stats_interval:g}: a minute's row written"
+            f" {statistics.median(lags):.1f} s after the minute ends (median),"
+            f" {max(lags):.1f} s at most, over {len(lags)} minutes"
+        )
+    if not args.count:
+        spark.stop()
+        return 0
     with BrokerProcess(
         workdir / "broker", "--data-dir", "none", "--stream-max-bytes", "2G", http=None
     ) as broker:
@@ -115,6 +130,65 @@ def main(argv: list[str] | None = None) -> int:
         )
     spark.stop()
     return 0
+
+
+def measure_live_lag(
+    spark: SparkSession, workdir: Path, minutes: float, interval: float
+) -> list[float]:
+    """
+    Run the live job's queries on a broker's ``--stats-stream`` with their
+    ``--broker`` defaults, and note when each minute first appears in the
+    ``destination_per_minute`` table's files.
+
+    :returns: per minute, the seconds from its end to its row's file.
+    """
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    from sparkjobs import live
+
+    stream = "/stream/stompbroker.stats"
+    first_seen: dict[float, float] = {}
+    with BrokerProcess(
+        workdir / "stats-broker",
+        "--data-dir",
+        "none",
+        "--stats-stream",
+        stream,
+        "--stats-interval",
+        str(interval),
+        http=None,
+    ) as broker:
+        queries = live.start_queries(
+            spark,
+            None,
+            str(workdir / "live"),
+            str(workdir / "live-checkpoint"),
+            trigger_seconds=live.BROKER_TRIGGER_SECONDS,
+            watermark=live.BROKER_WATERMARK,
+            state_partitions=1,
+            broker={"url": f"stomp://127.0.0.1:{broker.port}", "destination": stream},
+        )
+        table = workdir / "live" / "destination_per_minute"
+        read: set[Path] = set()
+        deadline = time.monotonic() + minutes * 60
+        try:
+            while time.monotonic() < deadline:
+                for part in sorted(table.glob("*.parquet")) if table.exists() else ():
+                    if part in read:
+                        continue
+                    now = time.time()
+                    try:
+                        written = pq.read_table(part, columns=["minute"]).column(0).to_pylist()
+                    except (OSError, ValueError):
+                        continue  # still being written
+                    read.add(part)
+                    for minute in written:
+                        first_seen.setdefault(minute.timestamp(), now)
+                time.sleep(0.5)
+        finally:
+            for query in queries:
+                live.stop_between_batches(query)
+    return [seen - (minute + 60) for minute, seen in sorted(first_seen.items())]
 
 
 def measure_latency(

@@ -13,8 +13,8 @@ three Parquet tables in ``OUT_DIR``, appending as data arrives:
 - ``destination_per_minute`` and ``broker_per_minute``: the same aggregates,
   by the same code, as the batch report's tables of those names.  A minute is
   written once, when the watermark (``--watermark``, default 2 minutes of
-  event time) has passed its end; records older than the watermark by then
-  are dropped by Spark, as late data.
+  event time, 10 seconds with ``--broker``) has passed its end; records older
+  than the watermark by then are dropped by Spark, as late data.
 - ``bad_records``: every record that is malformed or invalid, with its file.
 
 Read the tables with Spark (``spark.read.parquet``), which honours the
@@ -27,7 +27,8 @@ The broker publishes a stats file when its hour is over (see
 hour plus ``--trigger-seconds``.  With ``--broker URL`` instead of ``--input``
 the job reads the broker's ``--stats-stream`` through the ``stompbroker`` data
 source (:mod:`sparkjobs.datasource`), each record as the broker appends it, so
-the tables trail the broker by the watermark and ``--trigger-seconds``; no
+the tables trail the broker by the watermark and ``--trigger-seconds``, which
+default then to 10 seconds and 2 (a minute is written seconds after it ends); no
 directory is shared, and with the redis engine one stream holds every node's
 records.  ``bad_records`` then names ``NODE STREAM#OFFSET`` instead of a file.
 """
@@ -59,6 +60,13 @@ from sparkjobs.stats_io import (
 
 DEFAULT_WATERMARK = "2 minutes"
 DEFAULT_TRIGGER_SECONDS = 10
+#: With ``--broker`` each record arrives as the broker appends it, every
+#: ``--stats-interval``: a watermark of that interval lets a minute close a
+#: record or two after its end, and a short trigger picks that record up.
+BROKER_WATERMARK = "10 seconds"
+BROKER_TRIGGER_SECONDS = 2
+#: How long a stop waits for the running micro-batch to finish before interrupting it.
+STOP_TIMEOUT = 60.0
 DEFAULT_STATE_PARTITIONS = 4
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: A streaming query's status while it makes its sources.
@@ -230,6 +238,23 @@ def wait_until_stopped(streams: StreamingQueryManager, poll_seconds: int = 1) ->
             signal.signal(number, handler)
 
 
+def stop_between_batches(
+    query: StreamingQuery, timeout: float = STOP_TIMEOUT, poll_seconds: float = 0.1
+) -> None:
+    """
+    Stop ``query`` once its running micro-batch, if any, has committed.
+
+    ``StreamingQuery.stop`` interrupts a running batch: its job is aborted and
+    Spark logs the abort with a stack, for what is an ordinary stop.  Waiting
+    for the trigger to end first stops the query while it only waits for its
+    next trigger; a batch still running after ``timeout`` seconds is interrupted.
+    """
+    deadline = time.monotonic() + timeout
+    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+        time.sleep(poll_seconds)
+    query.stop()
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """:returns: the parsed command line; exits with status 2 on a usage error."""
     parser = job_parser(
@@ -244,13 +269,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--trigger-seconds",
         type=float,
-        default=DEFAULT_TRIGGER_SECONDS,
-        help="how often to look for new files",
+        help=f"how often to look for new records (default {DEFAULT_TRIGGER_SECONDS},"
+        f" with --broker {BROKER_TRIGGER_SECONDS})",
     )
     parser.add_argument(
         "--watermark",
-        default=DEFAULT_WATERMARK,
-        help="how late a record may arrive, e.g. '5 minutes'",
+        help=f"how late a record may arrive, e.g. '5 minutes' (default {DEFAULT_WATERMARK!r},"
+        f" with --broker {BROKER_WATERMARK!r})",
     )
     parser.add_argument(
         "--max-files-per-trigger", type=int, help="read at most this many new files per batch"
@@ -263,6 +288,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     check_source(parser, args)
+    if args.trigger_seconds is None:
+        args.trigger_seconds = BROKER_TRIGGER_SECONDS if args.broker else DEFAULT_TRIGGER_SECONDS
+    if args.watermark is None:
+        args.watermark = BROKER_WATERMARK if args.broker else DEFAULT_WATERMARK
     if args.state_partitions < 1:
         parser.error("--state-partitions must be 1 or more")
     if args.trigger_seconds <= 0:
@@ -304,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             wait_until_stopped(spark.streams)
     finally:
         for query in queries:
-            query.stop()
+            stop_between_batches(query)
         if owns_session:
             spark.stop()
     return 0

@@ -24,7 +24,10 @@ management API has no stream read and needs the ``admin`` right.
 
 - :mod:`sparkjobs.datasource.client`: a blocking STOMP client.
 - :mod:`sparkjobs.datasource.options`: the options, checked.
+- :mod:`sparkjobs.datasource.positions`: where reads start and end, in either vocabulary.
 - :mod:`sparkjobs.datasource.reading`: offsets, ranges, rows.
+- :mod:`sparkjobs.datasource.pacing`: when a micro-batch runs (``minMessagesPerTrigger``).
+- :mod:`sparkjobs.datasource.listing`: the streams a login may read, named in errors.
 - :mod:`sparkjobs.datasource.writing`: rows to SENDs, receipts, refusals.
 """
 
@@ -50,6 +53,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
@@ -59,15 +63,21 @@ from sparkjobs.datasource.options import (
     DataSourceOptionError,
     ReadOptions,
     WriteOptions,
+    for_batch,
+    for_stream,
     read_options,
     write_options,
 )
+from sparkjobs.datasource.pacing import TriggerPacing
 from sparkjobs.datasource.reading import (
+    POOL,
     DataLost,
     OffsetRange,
     check_retention,
+    count_messages,
     limited_end,
     plan_batch,
+    pooled,
     read_range,
     resolve_start,
     schema,
@@ -92,10 +102,10 @@ class StompbrokerDataSource(DataSource):
         return schema(read_options(self.options).header_columns)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return BatchReader(read_options(self.options))
+        return BatchReader(for_batch(read_options(self.options)))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 (Spark's)
-        return StreamReader(read_options(self.options))
+        return StreamReader(for_stream(read_options(self.options)))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return BatchWriter(write_options(self.options))
@@ -115,11 +125,18 @@ def register(spark: SparkSession) -> None:
             raise
 
 
-def _read(options: ReadOptions, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+def _read(options: ReadOptions, partition: InputPartition, keep: bool) -> Iterator[tuple[Any, ...]]:
+    """:param keep: keep the connection for the next micro-batch (streaming), or close it."""
     # With no range planned Spark still runs one task, with a partition of its own.
     if not isinstance(partition, OffsetRange):
         return iter(())
-    return read_range(options.connect, partition, options.prefetch, options.header_columns)
+    return read_range(
+        options.connect,
+        partition,
+        options.prefetch,
+        options.header_columns,
+        POOL if keep else None,
+    )
 
 
 class BatchReader(DataSourceReader):
@@ -132,7 +149,7 @@ class BatchReader(DataSourceReader):
         return plan_batch(self.options)
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        return _read(self.options, partition)
+        return _read(self.options, partition, keep=False)
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -147,79 +164,120 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     range ends earlier, after that many messages (Kafka's ``maxOffsetsPerTrigger``),
     so that a query starting on a long stream reads it in bounded batches.
 
+    With ``minMessagesPerTrigger`` a trigger that finds fewer new messages in
+    all the streams runs no batch, until ``maxTriggerDelay`` has passed since
+    the last one (:class:`TriggerPacing`, the Kafka source's rule).
+
     Under ``Trigger.AvailableNow`` the newest offsets when the query starts are
     its target: batches end there at the latest, each still bounded by
-    ``maxMessagesPerTrigger``, and the query ends once it has read up to them.
+    ``maxMessagesPerTrigger``, and the query ends once it has read up to them
+    (``minMessagesPerTrigger`` does not hold it back: it would wait for
+    messages the query is not to read).
     """
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
         self._target: dict[str, int] | None = None
+        self._pacing = (
+            None
+            if options.min_per_trigger is None
+            else TriggerPacing(options.min_per_trigger, options.max_trigger_delay)
+        )
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 (Spark's name)
         """Take each stream's newest offset now (plus one) as where the query stops."""
-        client = StompClient.connect(self.options.connect)
-        try:
+        with pooled(self.options.connect) as client:
             self._target = {
                 destination: tail(client, destination, self.options.probe_timeout) or 0
                 for destination in self.options.destinations
             }
-        finally:
-            client.close()
 
     def _ends(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         options = self.options
-        budget = None
-        if isinstance(limit, ReadMaxRows):
+        with pooled(options.connect) as client:
+            newest = self._newest(client, start)
+            free = self._target is not None or isinstance(limit, ReadAllAvailable)
+            pacing = None if free else self._pacing
+            if pacing is not None and not pacing.admit(
+                lambda: self._count_new(client, start, newest)
+            ):
+                return {destination: start.get(destination, 0) for destination in newest}
+            if not isinstance(limit, ReadMaxRows):
+                return newest
             # Shared out evenly: a stream's share is not lent to another.
             budget = max(1, limit.max_rows // len(options.destinations))
-        client = StompClient.connect(options.connect)
-        try:
-            ends = {}
-            for destination in options.destinations:
-                begun = start.get(destination, 0)
-                if self._target is None:
-                    newest = tail(client, destination, options.probe_timeout)
-                else:
-                    newest = self._target.get(destination, begun)
-                end = begun if newest is None else max(begun, newest)
-                if end > begun:
-                    check_retention(
-                        client,
-                        destination,
-                        begun,
-                        options.probe_timeout,
-                        options.fail_on_data_loss,
-                    )
-                if budget is not None:
-                    end = limited_end(
-                        client, destination, begun, end, budget, options.probe_timeout
-                    )
-                ends[destination] = end
-            return ends
-        finally:
-            client.close()
+            return {
+                destination: limited_end(
+                    client,
+                    destination,
+                    start.get(destination, 0),
+                    end,
+                    budget,
+                    options.probe_timeout,
+                )
+                for destination, end in newest.items()
+            }
+
+    def _newest(self, client: StompClient, start: dict[str, int]) -> dict[str, int]:
+        """:returns: per stream, its newest offset plus one (or the AvailableNow target),
+        after checking that retention kept what the next batch reads."""
+        options = self.options
+        ends = {}
+        for destination in options.destinations:
+            begun = start.get(destination, 0)
+            if self._target is None:
+                newest = tail(client, destination, options.probe_timeout)
+            else:
+                newest = self._target.get(destination, begun)
+            end = begun if newest is None else max(begun, newest)
+            if end > begun:
+                check_retention(
+                    client, destination, begun, options.probe_timeout, options.fail_on_data_loss
+                )
+            ends[destination] = end
+        return ends
+
+    def _count_new(self, client: StompClient, start: dict[str, int], ends: dict[str, int]) -> int:
+        """:returns: the streams' new messages, counted up to ``minMessagesPerTrigger``."""
+        wanted = self.options.min_per_trigger or 0
+        seen = 0
+        for destination, end in ends.items():
+            if seen >= wanted:
+                break
+            seen += count_messages(
+                client,
+                destination,
+                start.get(destination, 0),
+                end,
+                wanted - seen,
+                self.options.probe_timeout,
+            )
+        return seen
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 (Spark's name)
-        """``maxMessagesPerTrigger`` as Spark's read limit; Spark may still ask for all."""
-        if self.options.max_per_trigger is None:
-            return ReadAllAvailable()
-        return ReadMaxRows(self.options.max_per_trigger)
+        """
+        ``maxMessagesPerTrigger`` (or else ``minMessagesPerTrigger``) as Spark's read
+        limit; Spark may still ask for all, and then neither holds.
+        """
+        if self.options.max_per_trigger is not None:
+            return ReadMaxRows(self.options.max_per_trigger)
+        if self.options.min_per_trigger is not None:
+            return ReadMinRows(self.options.min_per_trigger)
+        return ReadAllAvailable()
 
     def initialOffset(self) -> dict[str, int]:  # noqa: N802 (Spark's name)
         options = self.options
-        client = StompClient.connect(options.connect)
-        try:
+        with pooled(options.connect) as client:
             offsets = {}
             for destination in options.destinations:
-                start = resolve_start(client, destination, options.starting, options.probe_timeout)
+                start = resolve_start(
+                    client, destination, options.starting[destination], options.probe_timeout
+                )
                 if start is None:
                     # Nothing at or after the start yet: begin at the tail.
                     start = tail(client, destination, options.probe_timeout) or 0
                 offsets[destination] = start
             return offsets
-        finally:
-            client.close()
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:  # noqa: N802
         return self._ends(start, limit)
@@ -233,7 +291,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ranges
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        return _read(self.options, partition)
+        return _read(self.options, partition, keep=True)
+
+    def stop(self) -> None:
+        """The query ends: close the connections its planning kept open."""
+        POOL.close()
 
 
 def _write(options: WriteOptions, iterator: Iterator[Any]) -> WriterCommitMessage:

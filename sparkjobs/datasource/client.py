@@ -21,6 +21,7 @@ from __future__ import annotations
 import select
 import socket
 import ssl
+import threading
 from collections import deque
 from collections.abc import Iterable
 from typing import Any, Protocol
@@ -362,9 +363,70 @@ class StompClient:
         """
         return bool(self._frames) or self._transport.readable()
 
+    def discard_news(self) -> None:
+        """
+        Read and drop what waits now (late messages of a closed subscription),
+        without waiting for more.
+
+        :raises StompConnectionError: when the broker closed the connection meanwhile.
+        :raises StompBrokerError: when it sent an ERROR meanwhile.
+        """
+        self._frames.clear()
+        while self._transport.readable():
+            self.receive(self.timeout)
+            self._frames.clear()
+
     def close(self) -> None:
         """Close without DISCONNECT: nothing this client sends needs the broker's last word."""
         try:
             self._transport.close()
         except OSError:
             pass
+
+
+class ClientPool:
+    """
+    Connections kept open between uses, per :class:`ConnectSettings`.
+
+    Spark runs a streaming query's tasks in Python workers it keeps between
+    micro-batches: a task that gives its connection back here lets the next
+    batch's task in the same worker read on it, instead of a connection (and a
+    login, and a line in the broker's connection list) per partition per batch.
+    A connection is checked when taken: one the broker closed meanwhile is
+    dropped and another opened.
+    """
+
+    def __init__(self) -> None:
+        self._idle: dict[ConnectSettings, list[StompClient]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, settings: ConnectSettings) -> StompClient:
+        """
+        :returns: an idle connection of ``settings`` that still works, else a new one.
+        :raises StompConnectionError, StompBrokerError: as :meth:`StompClient.connect`.
+        """
+        while True:
+            with self._lock:
+                idle = self._idle.get(settings)
+                client = idle.pop() if idle else None
+            if client is None:
+                return StompClient.connect(settings)
+            try:
+                client.discard_news()
+            except (StompConnectionError, StompBrokerError):
+                client.close()
+                continue
+            return client
+
+    def give(self, settings: ConnectSettings, client: StompClient) -> None:
+        """Keep ``client``, which has no subscription left open, for the next :meth:`take`."""
+        with self._lock:
+            self._idle.setdefault(settings, []).append(client)
+
+    def close(self) -> None:
+        """Close every idle connection."""
+        with self._lock:
+            idle, self._idle = self._idle, {}
+        for clients in idle.values():
+            for client in clients:
+                client.close()

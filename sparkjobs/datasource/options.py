@@ -10,14 +10,28 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from attrs import frozen
 
 from sparkjobs.datasource.client import ConnectSettings, parse_url
+from sparkjobs.datasource.listing import api_url
+from sparkjobs.datasource.positions import (
+    ENDING_OPTIONS,
+    STARTING_OPTIONS,
+    End,
+    PositionError,
+    Start,
+    check_range,
+    ends,
+    starts,
+)
 
 #: The types a header column may have (``headerColumns``), as Spark DDL names.
 HEADER_TYPES = ("string", "int", "bigint", "double", "boolean", "timestamp")
-_TIMESTAMP = re.compile(r"timestamp=(\d+(?:\.\d*)?)")
+#: Spark's time strings (``JavaUtils.timeStringAsMs``): a whole number and a unit, ms without one.
+_DURATION = re.compile(r"(\d+)\s*(us|ms|s|m|min|h|d)?")
+_UNIT_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
 
 
 class DataSourceOptionError(ValueError):
@@ -39,19 +53,25 @@ CONNECT_OPTIONS = (
 READ_OPTIONS = (
     *CONNECT_OPTIONS,
     "destination",
-    "startingOffsets",
-    "endingOffsets",
+    *STARTING_OPTIONS,
+    *ENDING_OPTIONS,
     "partitionsPerStream",
     "headerColumns",
     "prefetch",
     "probeTimeout",
+    "apiUrl",
     "maxMessagesPerTrigger",
+    "minMessagesPerTrigger",
+    "maxTriggerDelay",
     "failOnDataLoss",
 )
 #: Every option a write takes.
 WRITE_OPTIONS = (*CONNECT_OPTIONS, "destination", "window", "onRefused", "headerColumns")
 #: Spark's Kafka source's names of options that mean the same here.
-KAFKA_ALIASES = {"maxOffsetsPerTrigger": "maxMessagesPerTrigger"}
+KAFKA_ALIASES = {
+    "maxOffsetsPerTrigger": "maxMessagesPerTrigger",
+    "minOffsetsPerTrigger": "minMessagesPerTrigger",
+}
 #: Spark's own options, which a streaming query's writer or reader may be handed too.
 SPARK_OPTIONS = ("checkpointLocation",)
 #: The columns every read row has, which a header column may not be named.
@@ -89,31 +109,12 @@ def known_options(options: Mapping[str, str], known: tuple[str, ...], doing: str
 
 
 @frozen
-class Start:
-    """
-    Where reading starts: ``first``, ``last``, ``offset`` (with ``value``) or
-    ``timestamp`` (``value`` in POSIX seconds).
-    """
-
-    kind: str
-    value: float = 0
-
-    def header(self) -> str:
-        """:returns: the ``x-stream-offset`` value that asks the broker for this start."""
-        if self.kind == "offset":
-            return f"offset={int(self.value)}"
-        if self.kind == "timestamp":
-            return f"timestamp={self.value}"
-        return self.kind
-
-
-@frozen
 class ReadOptions:
     """
     :ivar connect: how to reach the broker.
     :ivar destinations: the streams read, in the order given.
-    :ivar starting: :class:`Start` of every stream.
-    :ivar ending: ``None`` for ``latest``, else the offset reading stops before.
+    :ivar starting: each stream's :class:`Start`.
+    :ivar ending: each stream's :class:`End` (a batch read's; a streaming query has none).
     :ivar partitions: offset ranges each stream is split into, per batch.
     :ivar header_columns: (header name, Spark type) of each typed header column.
     :ivar prefetch: the subscription's window (``prefetch-count``).
@@ -123,18 +124,28 @@ class ReadOptions:
         streams per micro-batch (``None``: all there are).
     :ivar fail_on_data_loss: whether offsets the read needed that retention had
         removed fail it (Kafka's ``failOnDataLoss``), or only log a warning.
+    :ivar min_per_trigger: streaming: a trigger that finds fewer new messages
+        than this runs no batch, unless ``max_trigger_delay`` seconds have passed
+        since the last batch (``None``: every trigger with news runs one).
+    :ivar max_trigger_delay: see ``min_per_trigger``; Kafka's default, 15 minutes.
+    :ivar api_url: the broker's web port, where the streams the login may read are listed.
+    :ivar bearer: whether the passcode is a token (option ``token``).
     """
 
     connect: ConnectSettings
     destinations: tuple[str, ...]
-    starting: Start
-    ending: int | None
+    starting: Mapping[str, Start]
+    ending: Mapping[str, End]
     partitions: int
     header_columns: tuple[tuple[str, str], ...]
     prefetch: int
     probe_timeout: float
     max_per_trigger: int | None = None
     fail_on_data_loss: bool = True
+    min_per_trigger: int | None = None
+    max_trigger_delay: float = 900.0
+    api_url: str | None = None
+    bearer: bool = False
 
 
 @frozen
@@ -167,6 +178,21 @@ def _number(options: Mapping[str, str], name: str, default: float, *, whole: boo
     return value
 
 
+def parse_duration(name: str, text: str) -> float:
+    """
+    :param text: as Spark's time options take it: ``15m``, ``30s``, ``500ms``, ``2h``
+        (``us``, ``ms``, ``s``, ``m`` or ``min``, ``h``, ``d``; a bare number is milliseconds).
+    :returns: seconds.
+    :raises DataSourceOptionError: for anything else, naming option ``name``.
+    """
+    matched = _DURATION.fullmatch(text.strip().lower())
+    if matched is None:
+        raise DataSourceOptionError(
+            f"option {name} must be a duration such as 15m, 30s or 500ms, got {text!r}"
+        )
+    return int(matched.group(1)) * _UNIT_SECONDS[matched.group(2) or "ms"]
+
+
 def connect_settings(options: Mapping[str, str]) -> ConnectSettings:
     """
     :returns: the options ``url``, ``login``, ``passcode`` (or ``token``),
@@ -190,24 +216,6 @@ def connect_settings(options: Mapping[str, str]) -> ConnectSettings:
         cert_file=options.get("tlsCertFile"),
         key_file=options.get("tlsKeyFile"),
         timeout=_number(options, "timeout", 30.0, whole=False),
-    )
-
-
-def parse_start(text: str) -> Start:
-    """
-    :param text: ``first``, ``last``, an offset ``N`` or ``timestamp=SECONDS``.
-    :raises DataSourceOptionError: for anything else.
-    """
-    if text in ("first", "last"):
-        return Start(text)
-    if text.isdigit():
-        return Start("offset", int(text))
-    matched = _TIMESTAMP.fullmatch(text)
-    if matched:
-        return Start("timestamp", float(matched.group(1)))
-    raise DataSourceOptionError(
-        f"option startingOffsets must be first, last, an offset N or timestamp=SECONDS, "
-        f"got {text!r}"
     )
 
 
@@ -253,40 +261,83 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
     :raises DataSourceOptionError: for a missing, unknown or bad option.
     """
     options = known_options(options, READ_OPTIONS, "reading")
-    ending_text = options.get("endingOffsets", "latest")
-    if ending_text == "latest":
-        ending = None
-    elif ending_text.isdigit():
-        ending = int(ending_text)
-    else:
-        raise DataSourceOptionError(
-            f"option endingOffsets must be latest or an offset N, got {ending_text!r}"
-        )
     loss = options.get("failOnDataLoss", "true").strip().lower()
     if loss not in ("true", "false"):
         raise DataSourceOptionError(f"option failOnDataLoss must be true or false, got {loss!r}")
-    starting = parse_start(options.get("startingOffsets", "first"))
-    if ending is not None and starting.kind == "offset" and starting.value > ending:
+    destinations = _destinations(options, streams=True)
+    try:
+        starting = starts(options, destinations)
+        ending = ends(options, destinations)
+        check_range(starting, ending)
+    except PositionError as error:
+        raise DataSourceOptionError(str(error)) from None
+    least = _optional_count(options, "minMessagesPerTrigger")
+    most = _optional_count(options, "maxMessagesPerTrigger")
+    if least is not None and most is not None and least > most:
         raise DataSourceOptionError(
-            f"option startingOffsets ({int(starting.value)}) is after endingOffsets ({ending}):"
-            " the range would be empty"
+            f"option minMessagesPerTrigger ({least}) is more than maxMessagesPerTrigger ({most})"
+        )
+    delay = options.get("maxTriggerDelay")
+    if delay is not None and least is None:
+        raise DataSourceOptionError(
+            "option maxTriggerDelay only applies with minMessagesPerTrigger"
+            " (how long a trigger may wait for that many messages)"
+        )
+    connect = connect_settings(options)
+    api = options.get("apiUrl")
+    if api is not None and urlsplit(api).scheme not in ("http", "https"):
+        raise DataSourceOptionError(
+            f"option apiUrl must be the web port's http:// or https:// URL, got {api!r}"
         )
     return ReadOptions(
-        connect=connect_settings(options),
-        destinations=_destinations(options, streams=True),
+        connect=connect,
+        destinations=destinations,
         starting=starting,
         ending=ending,
         partitions=int(_number(options, "partitionsPerStream", 1, whole=True)),
         header_columns=_header_columns(options.get("headerColumns", "")),
         prefetch=int(_number(options, "prefetch", 1000, whole=True)),
         probe_timeout=_number(options, "probeTimeout", 2.0, whole=False),
-        max_per_trigger=(
-            int(_number(options, "maxMessagesPerTrigger", 1, whole=True))
-            if "maxMessagesPerTrigger" in options
-            else None
-        ),
+        max_per_trigger=most,
         fail_on_data_loss=loss == "true",
+        min_per_trigger=least,
+        max_trigger_delay=900.0 if delay is None else parse_duration("maxTriggerDelay", delay),
+        api_url=api_url(connect, api),
+        bearer=options.get("token") is not None,
     )
+
+
+def for_batch(options: ReadOptions) -> ReadOptions:
+    """
+    :returns: ``options``, for a batch read.
+    :raises DataSourceOptionError: for a start after the newest message (Kafka's
+        ``latest``, ``-1``): a batch read from there reads nothing, as Kafka's refuses.
+    """
+    after = [stream for stream, start in options.starting.items() if start.kind == "next"]
+    if after:
+        raise DataSourceOptionError(
+            f"a batch read cannot start at latest (after the newest message) in {', '.join(after)}:"
+            " it would read nothing; use last for the newest message"
+        )
+    return options
+
+
+def for_stream(options: ReadOptions) -> ReadOptions:
+    """
+    :returns: ``options``, for a streaming query.
+    :raises DataSourceOptionError: for an end: a streaming query follows its
+        streams, and would ignore it (Kafka's source refuses it too).
+    """
+    if any(end.kind != "latest" for end in options.ending.values()):
+        raise DataSourceOptionError(
+            f"options {', '.join(ENDING_OPTIONS)} are for batch reads: a streaming query"
+            " follows its streams (stop it, or use Trigger.AvailableNow)"
+        )
+    return options
+
+
+def _optional_count(options: Mapping[str, str], name: str) -> int | None:
+    return int(_number(options, name, 1, whole=True)) if name in options else None
 
 
 def write_options(options: Mapping[str, str]) -> WriteOptions:

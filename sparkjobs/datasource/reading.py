@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,8 +39,15 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from sparkjobs.datasource.client import ConnectSettings, StompClient
-from sparkjobs.datasource.options import ReadOptions, Start
+from sparkjobs.datasource.client import (
+    ClientPool,
+    ConnectSettings,
+    StompBrokerError,
+    StompClient,
+)
+from sparkjobs.datasource.listing import readable_streams
+from sparkjobs.datasource.options import ReadOptions
+from sparkjobs.datasource.positions import End, Start
 
 OFFSET_HEADER = "x-stream-offset"
 TIMESTAMP_HEADER = "x-stream-timestamp"
@@ -159,7 +167,24 @@ def resolve_start(
     """:returns: the first offset to read from ``start``; ``None`` if the stream has none."""
     if start.kind == "offset":
         return int(start.value)
+    if start.kind == "next":
+        return tail(client, destination, timeout) or 0
     return probe(client, destination, start.header(), timeout)
+
+
+def resolve_end(
+    client: StompClient, destination: str, end: End, newest: int, timeout: float
+) -> int:
+    """
+    :param newest: the stream's newest offset plus one.
+    :returns: the offset a batch read stops before: ``newest`` at the latest.
+    """
+    if end.kind == "offset":
+        return min(newest, int(end.value))
+    if end.kind == "timestamp":
+        found = probe(client, destination, f"timestamp={end.value}", timeout)
+        return newest if found is None else min(newest, found)
+    return newest
 
 
 def limited_end(
@@ -184,12 +209,35 @@ def limited_end(
     last = first + count - 1
     if probe(client, destination, f"offset={last}", timeout) == last:
         return last + 1
-    return _count_to(client, destination, first, stop, count, timeout)
+    return _walk(client, destination, first, stop, count, timeout)[1]
 
 
-def _count_to(
-    client: StompClient, destination: str, first: int, stop: int, count: int, timeout: float
+def count_messages(
+    client: StompClient, destination: str, start: int, stop: int, count: int, timeout: float
 ) -> int:
+    """
+    :returns: how many messages ``[start, stop)`` holds, counting no further than ``count``.
+
+    As :func:`limited_end`: two probes where the offsets are dense, else the
+    messages are read on the driver, ``count`` of them at most.
+    """
+    if stop <= start:
+        return 0
+    first = probe(client, destination, f"offset={start}", timeout)
+    if first is None or first >= stop:
+        return 0
+    span = min(count, stop - first)
+    last = first + span - 1
+    if probe(client, destination, f"offset={last}", timeout) == last:
+        return span
+    return _walk(client, destination, first, stop, count, timeout)[0]
+
+
+def _walk(
+    client: StompClient, destination: str, first: int, stop: int, count: int, timeout: float
+) -> tuple[int, int]:
+    """:returns: how many messages from ``first`` were read before ``stop`` or the
+    ``count``-th, and the offset just past the last of them (``stop`` if none came)."""
     subscription = f"count-{next(_probe_ids)}"
     client.send(
         "SUBSCRIBE",
@@ -206,13 +254,15 @@ def _count_to(
         while True:
             frame = client.receive(timeout)
             if frame is None:
-                return stop
+                return seen, stop
             if frame.command != "MESSAGE" or frame.headers.get("subscription") != subscription:
                 continue
             offset = int(frame.headers[OFFSET_HEADER])
+            if offset >= stop:
+                return seen, stop
             seen += 1
-            if offset >= stop - 1 or seen == count:
-                return min(offset + 1, stop)
+            if offset == stop - 1 or seen == count:
+                return seen, offset + 1
     finally:
         client.send("UNSUBSCRIBE", [("id", subscription)])
 
@@ -230,7 +280,7 @@ def split(destination: str, start: int, stop: int, parts: int) -> list[OffsetRan
 def plan_batch(options: ReadOptions) -> list[OffsetRange]:
     """
     :returns: the ranges of a batch read: each stream from its start to its
-        ``endingOffsets`` (at most its newest message), split per ``partitionsPerStream``.
+        end (at most its newest message), split per ``partitionsPerStream``.
     :raises NothingToRead: for a stream that shows no message: a batch read of
         nothing is a misspelt name far more often than a wish for no rows.
     """
@@ -238,19 +288,29 @@ def plan_batch(options: ReadOptions) -> list[OffsetRange]:
     client = StompClient.connect(options.connect)
     try:
         for destination in options.destinations:
-            stop = tail(client, destination, options.probe_timeout)
+            try:
+                stop = tail(client, destination, options.probe_timeout)
+            except StompBrokerError as error:
+                # Most often the access rules' answer to a misspelt name.
+                listing = readable_streams(options.connect, options.api_url, options.bearer)
+                raise StompBrokerError(
+                    error.message, error.receipt_id, f"{error.detail}; {listing.describe()}"
+                ) from None
             if stop is None:
                 raise NothingToRead(
                     f"{destination} showed no message within probeTimeout"
                     f" ({options.probe_timeout:g} s): it is empty, or no stream of that name"
-                    " exists (a stream exists once something is sent to it); check the name"
+                    " exists (a stream exists once something is sent to it); check the name: "
+                    + readable_streams(options.connect, options.api_url, options.bearer).describe()
                 )
-            if options.ending is not None:
-                stop = min(stop, options.ending)
-            start = resolve_start(client, destination, options.starting, options.probe_timeout)
+            stop = resolve_end(
+                client, destination, options.ending[destination], stop, options.probe_timeout
+            )
+            starting = options.starting[destination]
+            start = resolve_start(client, destination, starting, options.probe_timeout)
             if start is None:
                 continue
-            if options.starting.kind == "offset" and start < stop:
+            if starting.kind == "offset" and start < stop:
                 check_retention(
                     client, destination, start, options.probe_timeout, options.fail_on_data_loss
                 )
@@ -278,57 +338,98 @@ def _typed(text: str | None, kind: str) -> Any:
         return None
 
 
+#: The connections of this process (an executor's Python worker, or the driver's
+#: stream reader), kept between the micro-batches of a streaming query.
+POOL = ClientPool()
+
+
+@contextmanager
+def pooled(settings: ConnectSettings, pool: ClientPool = POOL) -> Iterator[StompClient]:
+    """
+    A connection from ``pool`` for the block, given back when the block ends
+    with no subscription open; closed instead when it raises (or a generator
+    using it is closed early), since a subscription may then be left open.
+    """
+    client = pool.take(settings)
+    try:
+        yield client
+    except BaseException:
+        client.close()
+        raise
+    pool.give(settings, client)
+
+
 def read_range(
     settings: ConnectSettings,
     part: OffsetRange,
     prefetch: int,
     header_columns: tuple[tuple[str, str], ...],
+    pool: ClientPool | None = POOL,
 ) -> Iterator[tuple[Any, ...]]:
     """
     Yield one row per message of ``part``, in offset order.
+
+    :param pool: where the connection comes from and goes back to once the
+        range is read to its end (one left mid-range, by an error or Spark
+        stopping early, is closed); ``None``: a connection of its own, closed
+        at the end (a batch read, which has no next batch to keep it for).
 
     :raises StreamReadError: when no message comes for ``settings.timeout`` seconds
         before the range's end.
     :raises StompBrokerError: when the broker refuses the SUBSCRIBE (no ``read`` right, say).
     """
-    client = StompClient.connect(settings)
+    subscription = f"range-{next(_probe_ids)}"
+    keeping = ClientPool() if pool is None else pool
     try:
-        client.send(
-            "SUBSCRIBE",
-            [
-                ("destination", part.destination),
-                ("id", "range"),
-                ("ack", "auto"),
-                ("prefetch-count", str(prefetch)),
-                (OFFSET_HEADER, f"offset={part.start}"),
-            ],
-        )
-        while True:
-            frame = client.receive()
-            if frame is None:
-                raise StreamReadError(
-                    f"{part.destination}: no message at or after offset {part.start} "
-                    f"(reading up to {part.stop}) within {settings.timeout} s"
-                )
-            if frame.command != "MESSAGE":
-                continue
-            headers = frame.headers
-            offset = int(headers[OFFSET_HEADER])
-            if offset >= part.stop:
-                return
-            if offset < part.start:
-                continue
-            stamp = _typed(headers.get(TIMESTAMP_HEADER), "timestamp")
-            kept = {name: value for name, value in headers.items() if name not in DELIVERY_HEADERS}
-            yield (
-                offset,
-                stamp,
-                part.destination,
-                kept,
-                frame.body,
-                *(_typed(headers.get(name), kind) for name, kind in header_columns),
+        with pooled(settings, keeping) as client:
+            client.send(
+                "SUBSCRIBE",
+                [
+                    ("destination", part.destination),
+                    ("id", subscription),
+                    ("ack", "auto"),
+                    ("prefetch-count", str(prefetch)),
+                    (OFFSET_HEADER, f"offset={part.start}"),
+                ],
             )
-            if offset == part.stop - 1:
-                return
+            yield from _rows(client, settings, part, subscription, header_columns)
+            client.send("UNSUBSCRIBE", [("id", subscription)])
     finally:
-        client.close()
+        if pool is None:
+            keeping.close()
+
+
+def _rows(
+    client: StompClient,
+    settings: ConnectSettings,
+    part: OffsetRange,
+    subscription: str,
+    header_columns: tuple[tuple[str, str], ...],
+) -> Iterator[tuple[Any, ...]]:
+    while True:
+        frame = client.receive()
+        if frame is None:
+            raise StreamReadError(
+                f"{part.destination}: no message at or after offset {part.start} "
+                f"(reading up to {part.stop}) within {settings.timeout} s"
+            )
+        headers = frame.headers
+        if frame.command != "MESSAGE" or headers.get("subscription") != subscription:
+            continue
+        offset = int(headers[OFFSET_HEADER])
+        if offset >= part.stop:
+            return
+        if offset < part.start:
+            continue
+        stamp = _typed(headers.get(TIMESTAMP_HEADER), "timestamp")
+        kept = {name: value for name, value in headers.items() if name not in DELIVERY_HEADERS}
+        yield (
+            offset,
+            stamp,
+            part.destination,
+            kept,
+            frame.body,
+            *(_typed(headers.get(name), kind) for name, kind in header_columns),
+        )
+        if offset == part.stop - 1:
+            return

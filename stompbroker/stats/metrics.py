@@ -16,8 +16,8 @@ hosts also ``vhost``, and ``destination`` is the name its clients know):
   over the latest live interval), and ``..._subscribers`` (the occupancy:
   subscriptions by the destination their SUBSCRIBE named, on every node, for
   destinations with any);
-- for each stream this process keeps (the local engine), gauges of its retained
-  range: ``stompbroker_stream_retained_messages``,
+- for each stream whose range is known (kept here, or in the redis server),
+  gauges of its retained range: ``stompbroker_stream_retained_messages``,
   ``stompbroker_stream_retained_bytes``, ``stompbroker_stream_first_offset`` and
   ``stompbroker_stream_last_offset`` (absent while it keeps nothing); its appends
   and reads are the ``messages_in`` and ``messages_delivered`` counters above;

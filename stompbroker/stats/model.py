@@ -272,7 +272,9 @@ class StatsModel:
         return attrs.evolve(
             own,
             destinations={
-                name: DestinationState(f.totals, f.depth, f.in_flight, f.consumers)
+                name: DestinationState(
+                    f.totals, f.depth, f.in_flight, f.consumers, view.streams.get(name)
+                )
                 for name, f in cluster.destinations.items()
             },
             connections=cluster.connections,
@@ -339,6 +341,9 @@ class StatsModel:
                 len(readers),
             ]
         self._forget_idle(now, gauges)
+        view = self._engine.cluster()
+        # A stream kept in a server has its range there, the same from every node.
+        kept_elsewhere = view.streams if view is not None else {}
         destinations: dict[str, DestinationState] = {}
         for name in sorted(set(traffic.destinations) | set(gauges)):
             counted = traffic.destinations.get(name)
@@ -351,7 +356,7 @@ class StatsModel:
                 depth,
                 in_flight,
                 consumers,
-                StreamRange.of(log) if log is not None else None,
+                (StreamRange.of(log) if log is not None else None) or kept_elsewhere.get(name),
             )
         return Snapshot(
             seconds=now,

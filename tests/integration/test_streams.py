@@ -243,7 +243,9 @@ def test_each_redis_node_counts_what_it_appended_and_delivered_and_stats_add_the
 ) -> None:
     """
     Node A appends 10 to a stream and node B's reader gets them: each node counts its own (A's
-    appends, B's deliveries), and /stats on either node shows the cluster's 10 in, 10 delivered.
+    appends, B's deliveries), and /stats on either node shows the cluster's 10 in, 10 delivered,
+    and the range the server keeps, once (not once per node), as /api/destinations on B (whose
+    reader made the stream known there) does.
     """
     bodies = [str(number).encode() for number in range(10)]
     with (
@@ -258,11 +260,20 @@ def test_each_redis_node_counts_what_it_appended_and_delivered_and_stats_add_the
             while time.monotonic() < deadline:
                 stats = get_json(process, "/stats")
                 counted = stats["destinations"].get("/stream/counted", {})
-                if counted.get("messages_delivered") == 10:
+                if counted.get("messages_delivered") == 10 and counted.get("stream"):
                     break
                 time.sleep(0.2)
             assert (counted["messages_in"], counted["messages_delivered"]) == (10, 10)
             assert (counted["bytes_in"], counted["bytes_out"], counted["consumers"]) == (10, 10, 1)
+            kept = counted["stream"]
+            assert (kept["messages"], kept["bytes"] > 10) == (10, True)
+            assert kept["first_offset"] < kept["last_offset"]
+        [row] = [
+            row
+            for row in get_json(node_b, "/api/destinations")
+            if row["destination"] == "/stream/counted"
+        ]
+        assert (row["depth"], row["stream"]) == (10, kept)
         [a_node] = [figures for figures in get_json(node_a, "/stats")["nodes"] if figures["here"]]
         assert (a_node["messages_in"], a_node["messages_delivered"]) == (10, 0)
         [b_node] = [figures for figures in get_json(node_b, "/stats")["nodes"] if figures["here"]]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -100,6 +101,39 @@ def test_a_range_is_read_over_websocket(
     assert [row.body for row in rows] == [b"5", b"6", b"7", b"8"]
     with pytest.raises(Exception, match="/stream/empty showed no message within probeTimeout"):
         read(stompbroker_format, url(broker), "/stream/empty", probeTimeout="0.5")
+
+
+def test_kafka_positions_place_each_stream_by_offset_and_by_timestamp(
+    broker: BrokerProcess, stompbroker_format: SparkSession
+) -> None:
+    """startingOffsets/endingOffsets as Kafka's JSON, and startingOffsetsByTimestamp in ms."""
+    publish(broker.address, "/stream/placed-a", [f"a{n}".encode() for n in range(10)])
+    publish(broker.address, "/stream/placed-b", [f"b{n}".encode() for n in range(4)])
+    time.sleep(0.05)
+    cut = int(time.time() * 1000)
+    time.sleep(0.05)
+    publish(broker.address, "/stream/placed-b", [f"b{n}".encode() for n in range(4, 6)])
+    streams = "/stream/placed-a,/stream/placed-b"
+    rows = read(
+        stompbroker_format,
+        url(broker),
+        streams,
+        startingOffsets='{"/stream/placed-a": {"0": 3}, "/stream/placed-b": -2}',
+        endingOffsets='{"/stream/placed-a": 6, "/stream/placed-b": -1}',
+    )
+    assert sorted(row.body for row in rows) == [b"a3", b"a4", b"a5"] + [
+        f"b{n}".encode() for n in range(6)
+    ]
+    rows = read(
+        stompbroker_format,
+        url(broker),
+        streams,
+        startingOffsetsByTimestamp=json.dumps({"/stream/placed-a": 0, "/stream/placed-b": cut}),
+    )
+    assert sorted(row.body for row in rows if row.destination.endswith("b")) == [b"b4", b"b5"]
+    assert len([row for row in rows if row.destination.endswith("a")]) == 10
+    with pytest.raises(Exception, match="names /stream/nowhere, which is not read"):
+        read(stompbroker_format, url(broker), streams, startingOffsets='{"/stream/nowhere": 1}')
 
 
 def test_two_streams_are_read_at_once_in_parallel_partitions(
@@ -205,6 +239,95 @@ def test_available_now_reads_what_was_there_in_batches_of_the_limit(
     assert sorted(offsets) == list(range(120))
 
 
+def connection_ids(process: BrokerProcess) -> set[str]:
+    """:returns: the ids of the broker's client connections, from its management API."""
+    address = f"http://127.0.0.1:{process.http_port}/api/connections"
+    with urllib.request.urlopen(address, timeout=10) as answer:
+        return {row["id"] for row in json.load(answer)}
+
+
+def test_a_streaming_query_keeps_its_connections_from_batch_to_batch(
+    broker: BrokerProcess, stompbroker_format: SparkSession
+) -> None:
+    """Planning keeps one connection and each reading worker one: no new one in six batches."""
+    destination = "/stream/kept"
+    publish(broker.address, destination, [b"first"])
+    stop = threading.Event()
+    _, publisher = keep_publishing(broker.address, destination, stop)
+    others = connection_ids(broker)
+    query = (
+        stompbroker_format.readStream.format("stompbroker")
+        .option("url", url(broker))
+        .option("destination", destination)
+        .load()
+        .select("offset")
+        .writeStream.format("memory")
+        .queryName("kept")
+        .trigger(processingTime="0.3 seconds")
+        .start()
+    )
+    try:
+
+        def batches() -> int:
+            return sum(1 for progress in query.recentProgress if progress["numInputRows"])
+
+        deadline = time.monotonic() + 60
+        while batches() < 2:
+            assert time.monotonic() < deadline, query.recentProgress
+            time.sleep(0.2)
+        seen: list[set[str]] = []
+        settled = batches()
+        while batches() < settled + 6:
+            assert time.monotonic() < deadline + 60, query.recentProgress
+            seen.append(connection_ids(broker) - others)
+            time.sleep(0.1)
+    finally:
+        query.stop()
+        stop.set()
+        publisher.join(10)
+    # Planning's and the reading worker's (Spark may keep a second Python worker).
+    assert 2 <= len(seen[0]) <= 3, seen[0]
+    assert set().union(*seen) == seen[0], "a batch opened a connection of its own"
+
+
+def test_a_batch_waits_for_min_messages_per_trigger(
+    broker: BrokerProcess, stompbroker_format: SparkSession
+) -> None:
+    """Kafka's minOffsetsPerTrigger: the first trigger runs, then none until five messages wait."""
+    destination = "/stream/paced"
+    publish(broker.address, destination, [b"0", b"1", b"2"])
+    query = (
+        stompbroker_format.readStream.format("stompbroker")
+        .option("url", url(broker))
+        .option("destination", destination)
+        .option("minOffsetsPerTrigger", "5")
+        .option("maxTriggerDelay", "10m")
+        .load()
+        .select("offset")
+        .writeStream.format("memory")
+        .queryName("paced")
+        .start()
+    )
+
+    def offsets() -> list[int]:
+        rows = stompbroker_format.sql("SELECT offset FROM paced").collect()
+        return sorted(row.offset for row in rows)
+
+    try:
+        query.processAllAvailable()
+        assert offsets() == [0, 1, 2]
+        publish(broker.address, destination, [b"3", b"4", b"5", b"6"])
+        query.processAllAvailable()
+        assert offsets() == [0, 1, 2]
+        publish(broker.address, destination, [b"7"])
+        query.processAllAvailable()
+        assert offsets() == list(range(8))
+    finally:
+        query.stop()
+    batches = [progress["numInputRows"] for progress in query.recentProgress]
+    assert [rows for rows in batches if rows] == [3, 5]
+
+
 def test_offsets_removed_by_retention_fail_the_read_unless_told(
     retaining: BrokerProcess, stompbroker_format: SparkSession
 ) -> None:
@@ -271,15 +394,22 @@ def test_rows_read_from_a_stream_and_written_back_go_where_the_option_says(
 
 ACCESS = """
 [users.reader]
-read = ["/stream/open"]
+read = ["/stream/open", "/stream/open.#"]
 write = ["/queue/allowed"]
+
+[users.owner]
+write = ["/stream/#"]
 """
 
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     with secured_broker(
-        tmp_path_factory.mktemp("secured"), ACCESS, ("reader", "secret", ())
+        tmp_path_factory.mktemp("secured"),
+        ACCESS,
+        ("reader", "secret", ()),
+        ("owner", "secret", ()),
+        web=True,
     ) as process:
         yield process
 
@@ -298,6 +428,34 @@ def test_reading_without_the_read_right_is_refused(
             startingOffsets="0",
             endingOffsets="5",
         )
+
+
+def test_a_stream_that_shows_nothing_is_refused_naming_those_the_login_may_read(
+    secured: BrokerProcess, stompbroker_format: SparkSession
+) -> None:
+    """The error lists the streams the management API shows this login: not /stream/closed."""
+    owner, inbox = connect(secured.address, login="owner", passcode="secret")
+    for destination, count in (("/stream/open", 2), ("/stream/closed", 1)):
+        for number in range(count):
+            owner.send(destination, str(number), receipt=f"{destination}{number}")
+    assert inbox.wait_for(lambda: len(inbox.receipts) == 3), inbox.errors
+    owner.disconnect()
+    for name, said in (
+        ("/stream/open.typo", "/stream/open.typo showed no message"),
+        ("/stream/opne", "no read right on '/stream/opne'"),
+    ):
+        with pytest.raises(Exception, match=said) as refused:
+            read(
+                stompbroker_format,
+                url(secured),
+                name,
+                login="reader",
+                passcode="secret",
+                probeTimeout="0.5",
+                apiUrl=f"http://127.0.0.1:{secured.http_port}",
+            )
+        assert "the streams this login may read: /stream/open (2 kept)" in str(refused.value)
+        assert "/stream/closed" not in str(refused.value)
 
 
 def test_rows_refused_by_the_broker_are_reported(

@@ -24,7 +24,8 @@ from pyspark.sql import SparkSession
 
 from tests.sparkjobs.publishing import keep_publishing
 from tests.support.clients import publish
-from tests.support.process import BrokerProcess, module_broker, subprocess_env
+from tests.support.process import BrokerProcess, module_broker
+from tests.support.spark import child_env
 
 pytestmark = pytest.mark.integration
 
@@ -32,16 +33,6 @@ broker = module_broker("broker", "--data-dir", "none")
 
 #: Longest a child may take to start its JVM and run its first batches, in seconds.
 CHILD_DEADLINE = 60.0
-#: The child's JVM: the client compiler only and the serial collector start it
-#: in about 60% of the time, and its jobs are too small to miss the rest.
-QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-
-
-def child_env() -> dict[str, str]:
-    """:returns: the environment of a query child: this checkout's code, a JVM quick to start."""
-    env = subprocess_env()
-    env["JDK_JAVA_OPTIONS"] = " ".join(filter(None, [env.get("JDK_JAVA_OPTIONS"), QUICK_JVM]))
-    return env
 
 
 def start_query(broker: BrokerProcess, workdir: Path) -> subprocess.Popen[str]:

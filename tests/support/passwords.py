@@ -18,7 +18,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from stompbroker.security.checkers import PasswordFileChecker
 from stompbroker.security.passwords import PasswordEntry, ScryptParams
-from tests.support.process import BrokerProcess
+from tests.support.process import LOOPBACK_HTTP, BrokerProcess
 
 #: Cheap parameters: the tests are about behaviour, not cost.
 FAST = ScryptParams(n=16, r=1, p=1)
@@ -51,13 +51,14 @@ def checker_for(path: Path, calls: list[str] | None = None) -> PasswordFileCheck
 
 
 def secured_broker(
-    workdir: Path, access: str, *users: tuple[str, str, tuple[str, ...]]
+    workdir: Path, access: str, *users: tuple[str, str, tuple[str, ...]], web: bool = False
 ) -> BrokerProcess:
     """
     :param access: the access rules' TOML.
     :param users: ``(user, password, groups)`` for the password file.
-    :returns: a broker, without a store or a web port, that logs ``users`` in
-        with ``--auth passwd:`` and applies ``access`` (a context manager that stops it).
+    :param web: whether it has a web port (the management API, WebSocket).
+    :returns: a broker, without a store, that logs ``users`` in with ``--auth
+        passwd:`` and applies ``access`` (a context manager that stops it).
     """
     password_file = write_users(workdir / "users.txt", *users)
     (workdir / "access.toml").write_text(access)
@@ -69,7 +70,7 @@ def secured_broker(
         str(workdir / "access.toml"),
         "--data-dir",
         "none",
-        http=None,
+        http=LOOPBACK_HTTP if web else None,
     )
 
 

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import pytest
 
 from benchmarks.launcher import (
+    LOOPBACK_HTTP,
     ROOT,
     BrokerProcess,
     BrokerStarter,
@@ -34,6 +35,7 @@ from benchmarks.launcher import (
 
 __all__ = [
     "CHILD_TIMEOUT",
+    "LOOPBACK_HTTP",
     "ROOT",
     "BrokerProcess",
     "BrokerStarter",

@@ -203,11 +203,15 @@ class ClusterView:
         (``durable:[...]``); a node's figures count what it has read.
     :ivar patterns: a durable subscription's key -> its topic pattern (the
         statistics count a durable subscription's depth under its pattern).
+    :ivar streams: each ``/stream/``'s :class:`StreamRange` as the server keeps
+        it: one stream that every node appends to and reads, so it is the
+        cluster's once, never a sum over the nodes.
     """
 
     peers: tuple[NodeFigures, ...] = ()
     unread: Mapping[str, int] = {}
     patterns: Mapping[str, str] = {}
+    streams: Mapping[str, StreamRange] = {}
 
     def depth(self, destination: str) -> int:
         """:returns: what the other nodes have read from ``destination`` and not handed out."""

@@ -350,16 +350,21 @@ class Management:
         )
 
     def _stream_info(self, name: str, stream: Any, detail: bool = False) -> DestinationInfo:
-        """A stream: its depth is the messages it keeps (0 when a remote engine keeps them)."""
+        """
+        A stream: its depth is the messages it keeps, in this process or, with
+        the redis engine, in the server (as of the engine's latest reading).
+        """
         consumers = [reader.consumer for reader in stream.attached if reader.consumer is not None]
+        view = self._engine.cluster()
+        kept = StreamRange.of(stream) or (view.streams.get(name) if view is not None else None)
         return DestinationInfo(
             destination=name,
             kind="stream",
-            depth=stream.kept or 0,
+            depth=kept.messages if kept is not None else 0,
             in_flight=sum(len(consumer.unacked) for consumer in consumers),
             consumers=len(consumers),
             subscribers=tuple(self._consumers(consumers)) if detail else (),
-            stream=StreamRange.of(stream),
+            stream=kept,
         )
 
     @staticmethod

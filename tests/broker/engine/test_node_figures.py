@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from stompbroker.broker.engine.node_figures import ClusterView, DestinationFigures, NodeFigures
+from stompbroker.broker.engine.node_figures import (
+    ClusterView,
+    DestinationFigures,
+    NodeFigures,
+    StreamRange,
+)
+from stompbroker.broker.engine.redis.figures_exchange import stream_range
+from stompbroker.broker.engine.redis.streams import offset_of
 from stompbroker.broker.flow.counter_names import FLOW_COUNTERS
 
 #: A destination's flow counters on a node: one of each.
@@ -65,3 +72,18 @@ def test_the_view_adds_the_other_nodes() -> None:
         6,
     )
     assert view.depth("/queue/other") == 0
+
+
+def test_a_redis_streams_range_is_read_from_its_first_and_last_entry() -> None:
+    """XINFO STREAM's entries' ids become offsets; an emptied stream starts after its last id."""
+    info = {
+        "length": 3,
+        "first-entry": (b"1700000000000-0", {b"m": b"x"}),
+        "last-entry": (b"1700000000005-1", {b"m": b"y"}),
+        "last-generated-id": b"1700000000005-1",
+    }
+    assert stream_range(info, b"120") == StreamRange(
+        offset_of("1700000000000-0"), offset_of("1700000000005-1"), 3, 120
+    )
+    emptied = {"length": 0, "first-entry": None, "last-entry": None, "last-generated-id": b"9-2"}
+    assert stream_range(emptied, None) == StreamRange(offset_of("9-2") + 1, None, 0, 0)

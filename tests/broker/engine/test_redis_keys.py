@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stompbroker.broker.engine.redis import keys
-from stompbroker.broker.engine.redis.keys import Keys
+from stompbroker.broker.engine.redis.keys import Keys, stream_destination
 
 
 def hash_tag(key: str) -> str:
@@ -88,3 +88,10 @@ def test_a_durable_subscriptions_stream_names_its_key_and_other_keys_themselves(
     """A key that is no queue's is its own name (for statistics)."""
     assert keys.destination_of("sb", "sb:{d:durable:[x]}") == "durable:[x]"
     assert keys.destination_of("sb", "other:{q:/queue/a}") == "other:{q:/queue/a}"
+
+
+def test_a_streams_key_gives_its_destination_back_and_no_other_key_does() -> None:
+    key = Keys("p").stream("/stream/audit")
+    assert stream_destination("p", key) == "/stream/audit"
+    assert stream_destination("p", key + ":bytes") is None
+    assert stream_destination("p", Keys("p").queue("/queue/q")) is None

@@ -9,6 +9,9 @@ Every :data:`FIGURES_INTERVAL` seconds a node (:class:`FiguresExchange`):
   expiring after :data:`FIGURES_TTL` so that a node killed drops out of the sums
   within seconds (a node that stops deletes it);
 - reads every node's figures (``SCAN`` then one ``MGET``);
+- reads, in one pipeline, ``XINFO STREAM`` of every ``/stream/``'s stream and
+  the key counting its bytes (``SCAN PREFIX:{s:*}``): its retained range, the
+  first and last entry's ids as offsets;
 - reads, in one pipeline, ``XLEN`` and ``XINFO GROUPS`` of every queue's and
   durable subscription's stream, every queue's priority lanes, the nodes'
   own streams of queues and grouped queues' returned streams (``SCAN`` of
@@ -26,12 +29,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from stompbroker.broker.engine.node_figures import ClusterView, NodeFigures
+from stompbroker.broker.engine.node_figures import ClusterView, NodeFigures, StreamRange
 from stompbroker.broker.engine.redis.connection import CONNECTION_ERRORS, run
-from stompbroker.broker.engine.redis.keys import stream_patterns
+from stompbroker.broker.engine.redis.keys import stream_destination, stream_patterns
+from stompbroker.broker.engine.redis.streams import offset_of
 from stompbroker.logs import logger
 
-__all__ = ["FIGURES_INTERVAL", "FiguresExchange"]
+__all__ = ["FIGURES_INTERVAL", "FiguresExchange", "stream_range"]
 
 log = logger("stompbroker.broker.engine.redis")
 
@@ -43,6 +47,22 @@ FIGURES_TTL = 3000
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def stream_range(info: Any, size: Any) -> StreamRange:
+    """
+    :param info: redis-py's ``XINFO STREAM`` reply.
+    :param size: the stream's byte counter (``None`` when unset).
+    :returns: the range it keeps; when it keeps nothing, the next offset is
+        the one after its last id ever given.
+    """
+    first, last = info.get("first-entry"), info.get("last-entry")
+    last_offset = offset_of(last[0]) if last else None
+    if first:
+        first_offset = offset_of(first[0])
+    else:
+        first_offset = offset_of(info.get("last-generated-id") or b"0-0") + 1
+    return StreamRange(first_offset, last_offset, int(info.get("length", 0)), int(size or 0))
 
 
 class FiguresExchange:
@@ -118,7 +138,28 @@ class FiguresExchange:
                 destination = names.destination_of(_text(stream))
                 unread[destination] = unread.get(destination, 0) + max(int(length) - pending, 0)
         patterns = {queue.key: queue.destination for queue in engine.durables.queues.values()}
-        self.view = ClusterView(tuple(peers), unread, patterns)
+        self.view = ClusterView(tuple(peers), unread, patterns, await self._stream_ranges())
+
+    async def _stream_ranges(self) -> dict[str, StreamRange]:
+        """:returns: what each ``/stream/`` keeps in the server, by destination."""
+        client = self._engine.client
+        names = self._engine.names
+        found = [_text(key) async for key in client.scan_iter(match=names.stream("*"), count=500)]
+        keys = [key for key in found if stream_destination(names.prefix, key) is not None]
+        if not keys:
+            return {}
+        destinations = [str(stream_destination(names.prefix, key)) for key in keys]
+        pipe = client.pipeline(transaction=False)
+        for key, destination in zip(keys, destinations, strict=True):
+            pipe.xinfo_stream(key)
+            pipe.get(names.stream_size(destination))
+        replies = await pipe.execute(raise_on_error=False)
+        ranges = {}
+        for index, destination in enumerate(destinations):
+            info, size = replies[2 * index], replies[2 * index + 1]
+            if not isinstance(info, Exception):
+                ranges[destination] = stream_range(info, 0 if isinstance(size, Exception) else size)
+        return ranges
 
     async def leave(self) -> None:
         """Delete this node's figures (it is stopping)."""

@@ -37,6 +37,7 @@ __all__ = [
     "recount_mark",
     "record_key",
     "returned_stream",
+    "stream_destination",
     "stream_key",
     "stream_patterns",
 ]
@@ -58,6 +59,14 @@ def durable_stream(prefix: str, key: str) -> str:
 def stream_key(prefix: str, destination: str) -> str:
     """:returns: the Redis stream of a ``/stream/`` destination."""
     return f"{prefix}:{{s:{destination}}}"
+
+
+def stream_destination(prefix: str, key: str) -> str | None:
+    """:returns: the ``/stream/`` destination whose Redis stream ``key`` is, or ``None``."""
+    head = stream_key(prefix, "")[:-1]
+    if key.startswith(head) and key.endswith("}"):
+        return key[len(head) : -1]
+    return None
 
 
 def lane_stream(prefix: str, destination: str, priority: int) -> str:
