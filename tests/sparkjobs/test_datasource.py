@@ -285,9 +285,12 @@ def test_a_streaming_query_keeps_its_connections_from_batch_to_batch(
         query.stop()
         stop.set()
         publisher.join(10)
-    # Planning's and the reading worker's (Spark may keep a second Python worker).
-    assert 2 <= len(seen[0]) <= 3, seen[0]
-    assert set().union(*seen) == seen[0], "a batch opened a connection of its own"
+    # Planning's and the reading worker's (Spark may keep a second Python worker,
+    # and the worker's may not be open yet at the first look): over six batches,
+    # a connection per batch would make six or more.
+    opened = set().union(*seen)
+    assert 1 <= len(opened) <= 3, f"a batch opened a connection of its own: {seen}"
+    assert seen[-1], "the query read without a connection"
 
 
 def test_a_batch_waits_for_min_messages_per_trigger(

@@ -19,6 +19,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from sparkjobs import live, transforms
 from sparkjobs.stats_io import read_stats
+from stompbroker.stats.schema import record_to_json_line
 from tests.sparkjobs.traffic import START, export, make_traffic
 
 
@@ -63,7 +64,7 @@ def test_streaming_job_matches_the_batch_aggregates_and_resumes(
     """A bounded run writes the watermark-closed minutes the batch job computes, then resumes."""
     stats = tmp_path / "stats"
     export(stats, make_traffic(intervals=30))  # 11:58:10 .. 12:03:00
-    cut = make_traffic(intervals=1)[0].records[0].to_json_line()[:40]
+    cut = record_to_json_line(make_traffic(intervals=1)[0].records[0])[:40]
     (stats / "stats-2024050110.jsonl").write_text(cut + "\n")
 
     assert run_once(tmp_path) == 0

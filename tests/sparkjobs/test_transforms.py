@@ -18,7 +18,13 @@ from pyspark.testing import assertDataFrameEqual
 
 from sparkjobs import transforms
 from sparkjobs.stats_io import read_stats
-from stompbroker.stats.schema import BrokerRecord, DestinationRecord, StatsRecord
+from stompbroker.stats.schema import (
+    BrokerRecord,
+    DestinationRecord,
+    StatsRecord,
+    record_to_dict,
+    record_to_json_line,
+)
 
 NOON = datetime(2024, 5, 1, 12, tzinfo=UTC)
 _directories = itertools.count()
@@ -41,7 +47,7 @@ def load(spark: SparkSession, tmp_path: Path, lines: Sequence[StatsRecord | str]
     directory = tmp_path / f"stats{next(_directories)}"
     directory.mkdir()
     text = "".join(
-        (line if isinstance(line, str) else line.to_json_line()) + "\n" for line in lines
+        (line if isinstance(line, str) else record_to_json_line(line)) + "\n" for line in lines
     )
     (directory / "stats-2024050112.jsonl").write_text(text)
     return transforms.with_problem(read_stats(spark, str(directory)))
@@ -61,7 +67,7 @@ def assert_rows(actual: DataFrame, rows: list[Row], **options: bool) -> None:
 
 
 def with_changes(record: StatsRecord, **changes: object) -> str:
-    return json.dumps({**record.to_dict(), **changes})
+    return json.dumps({**record_to_dict(record), **changes})
 
 
 def test_each_kind_of_bad_record_is_named(spark: SparkSession, tmp_path: Path) -> None:
@@ -70,15 +76,15 @@ def test_each_kind_of_bad_record_is_named(spark: SparkSession, tmp_path: Path) -
     lines = [
         sample,
         broker(10, connections=1),
-        sample.to_json_line()[:50],
+        record_to_json_line(sample)[:50],
         "not json at all",
         with_changes(sample, messages_in="seven"),
         with_changes(sample, ts="2024-05-01 12:00:10"),
         with_changes(broker(10), rss_bytes=1.5),
         with_changes(sample, schema_version=2),
         with_changes(sample, kind="queue"),
-        json.dumps({k: v for k, v in sample.to_dict().items() if k != "kind"}),
-        json.dumps({k: v for k, v in sample.to_dict().items() if k != "producers"}),
+        json.dumps({k: v for k, v in record_to_dict(sample).items() if k != "kind"}),
+        json.dumps({k: v for k, v in record_to_dict(sample).items() if k != "producers"}),
     ]
     checked = load(spark, tmp_path, lines)
     expected = (
@@ -96,7 +102,7 @@ def test_each_kind_of_bad_record_is_named(spark: SparkSession, tmp_path: Path) -
 
 def test_bad_records_keep_the_raw_line_and_its_file(spark: SparkSession, tmp_path: Path) -> None:
     """A bad record is reported with its text, so someone can find and fix the writer."""
-    cut = dest(10).to_json_line()[:50]
+    cut = record_to_json_line(dest(10))[:50]
     checked = load(spark, tmp_path, [dest(10), cut])
     assert_rows(
         transforms.bad_records(checked),
@@ -279,7 +285,7 @@ def test_destination_summary_has_what_a_stream_kept_last_and_older_lines_read_as
     A stream's summary has its appends and reads, and the range it kept at its last record; a
     line of an older broker, without the streams' gauges, reads with 0 for them.
     """
-    older = dest(10, "/queue/old", messages_in=2).to_dict()
+    older = record_to_dict(dest(10, "/queue/old", messages_in=2))
     del older["retained_messages"], older["retained_bytes"]
     lines = [
         dest(10, "/stream/audit", messages_in=5, messages_delivered=10, retained_messages=5),
