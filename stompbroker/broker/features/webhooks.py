@@ -204,9 +204,3 @@ class Webhooks:
     def _drop(self, why: str) -> None:
         self.figures.dropped += 1
         log.warn("dropped a batch of webhook events: {why}", why=why)
-
-    def stop(self) -> None:
-        """The broker stops: events not yet gathered into a batch are posted no more."""
-        if self._gathering is not None and self._gathering.active():
-            self._gathering.cancel()
-        self._gathering = None
