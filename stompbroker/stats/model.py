@@ -83,6 +83,10 @@ FORGET_AFTER = 600.0
 _NO_TRAFFIC = (0,) * len(FLOW_COUNTERS)
 _MESSAGES_IN = FLOW_COUNTERS.index("messages_in")
 
+#: The topic the live statistics go to (``LiveStats``): the dashboard's own
+#: feed, which is not the traffic it shows, so no statistic counts it.
+STATS_TOPIC = "/topic/stompbroker.stats"
+
 
 def rss_bytes() -> int:
     """
@@ -346,6 +350,8 @@ class StatsModel:
         kept_elsewhere = view.streams if view is not None else {}
         destinations: dict[str, DestinationState] = {}
         for name in sorted(set(traffic.destinations) | set(gauges)):
+            if name == STATS_TOPIC:
+                continue
             counted = traffic.destinations.get(name)
             depth, in_flight, consumers = gauges.get(name, (0, 0, 0))
             if name.startswith(TOPIC_PREFIX) and not is_wildcard(name):

@@ -31,12 +31,10 @@ from stompbroker.logs import logger
 from stompbroker.stats.documents import exported_records, live_document, monitor_text
 from stompbroker.stats.export import StatsExporter
 from stompbroker.stats.history import History
-from stompbroker.stats.model import Interval, Sampler, StatsModel
+from stompbroker.stats.model import STATS_TOPIC, Interval, Sampler, StatsModel
 
 log = logger("stompbroker.stats")
 
-#: Where :class:`LiveStats` publishes each interval as JSON.
-STATS_TOPIC = "/topic/stompbroker.stats"
 #: The queue whose subscribers get stompserver's status messages.
 MONITOR_QUEUE = "/queue/monitor"
 #: Seconds between live samples: stompserver's monitor period.

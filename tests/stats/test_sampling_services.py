@@ -56,6 +56,22 @@ def test_live_stats_publish_on_the_topic_only_while_someone_listens(
     assert len(inbox.received) == 1
 
 
+def test_the_live_feed_is_not_counted_as_the_traffic_it_shows(clock: Clock, broker: Broker) -> None:
+    """The dashboard's own subscription to /topic/stompbroker.stats is in no statistic."""
+    live = LiveStats(StatsModel(broker), interval=2.0)
+    live.startService()
+    inbox = subscriber(broker, STATS_TOPIC)
+    for _ in range(3):
+        clock.advance(2.0)
+    assert len(inbox.received) >= 2
+    assert live.latest is not None
+    assert list(live.latest.by_destination()) == []
+    assert live.latest.broker.messages_per_second == 0.0
+    assert STATS_TOPIC not in live.latest.end.destinations
+    assert live.latest.end.total("messages_delivered") == 0
+    live.stopService()
+
+
 def test_every_monitor_queue_subscriber_gets_the_status(clock: Clock, broker: Broker) -> None:
     """
     Each subscriber of /queue/monitor gets every status message in stompserver's format, as
