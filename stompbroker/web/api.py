@@ -439,7 +439,7 @@ class ManagementApi(Resource):
         self._allow(method, allowed)
         host = self.hosts.named(query(request, "vhost"))
         vhost = host.name if host is not None else DEFAULT_HOST
-        access, named = self.hosts.access(vhost), self._named(vhost)
+        access, named = self.hosts.access(vhost), self.hosts.refused_in(vhost)
         management = self.management
         queues = management.queues
         if action == "publish":
@@ -500,17 +500,13 @@ class ManagementApi(Resource):
                     WRITE,
                     target_name,
                     self.hosts.access(target_host),
-                    self._named(target_host),
+                    self.hosts.refused_in(target_host),
                 )
             return queues.retry(internal, count, operator=operator, targets=targets)
 
         targets: Deferred[Any] = maybeDeferred(queues.retry_targets, internal, count)
         retried = targets.addCallback(retry)
         return retried.addCallback(action_answer, {"destination": name, "vhost": vhost}, "retried")
-
-    def _named(self, vhost: str) -> str | None:
-        """:returns: the virtual host to name in a refusal: none without virtual hosts."""
-        return vhost if self.hosts.configured else None
 
     def _policy_name(self, destination: str) -> str | None:
         """:returns: the name of the policy in force on ``destination``, or ``None``."""
@@ -567,7 +563,7 @@ class ManagementApi(Resource):
         payload, headers = publish_fields(body)
         # The application behind --auth http may have to be asked first, as for a SEND.
         allowed = self.guard.ask(
-            identity, WRITE, name, self.hosts.access(vhost), self._named(vhost)
+            identity, WRITE, name, self.hosts.access(vhost), self.hosts.refused_in(vhost)
         )
         return allowed.addCallback(self._published, internal, payload, headers, name, vhost)
 

@@ -85,7 +85,9 @@ class BackendCalls:
                     error.code, error.error, f"message {number}: {error.detail}"
                 ) from None
         asked = [
-            self._guard.ask(identity, WRITE, name, self._hosts.access(vhost), self._named(vhost))
+            self._guard.ask(
+                identity, WRITE, name, self._hosts.access(vhost), self._hosts.refused_in(vhost)
+            )
             for name, vhost, _, _, _ in batch
         ]
         allowed: Deferred[Any] = gatherResults(asked, consumeErrors=True)
@@ -147,9 +149,6 @@ class BackendCalls:
             ended = self._management.unsubscribe_user(login, destination, reason, operator=operator)
             return {"login": login, "destination": destination, "unsubscribed": ended}
         raise ApiError(404, "no such call", f"users have no /{action}")
-
-    def _named(self, vhost: str) -> str | None:
-        return vhost if self._hosts.configured else None
 
 
 def _first_refusal(failure: Failure) -> Failure:

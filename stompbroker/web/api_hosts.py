@@ -56,6 +56,10 @@ class ApiHosts:
         """Whether the broker has virtual hosts."""
         return self.hosts is not None
 
+    def refused_in(self, vhost: str) -> str | None:
+        """:returns: the virtual host a refusal names: none without virtual hosts."""
+        return vhost if self.hosts is not None else None
+
     def named(self, name: str | None) -> VirtualHost | None:
         """
         :param name: ``?vhost=``'s value, ``None`` when absent.

@@ -16,12 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from attrs import frozen
-
 from stompbroker.logs import logger
 from stompbroker.protocol.errors import ClosedByOperator
 
-__all__ = ["DISCONNECT", "UNSUBSCRIBE", "UserActions", "UserActionResult"]
+__all__ = ["DISCONNECT", "UNSUBSCRIBE", "UserActions"]
 
 log = logger("stompbroker.broker.clients.user_actions")
 
@@ -32,22 +30,6 @@ UNSUBSCRIBE = "unsubscribe"
 
 #: ``tell(action, login, argument)``: hands an action to the other nodes.
 Tell = Callable[[str, str, str], None]
-
-
-@frozen
-class UserActionResult:
-    """
-    What one action did on this node.
-
-    :ivar connections: the session ids of the connections it closed, or whose
-        subscriptions it ended.
-    :ivar subscriptions: the ids of the subscriptions it ended.
-    :ivar detached: the session ids of the detached sessions it ended.
-    """
-
-    connections: tuple[str, ...] = ()
-    subscriptions: tuple[str, ...] = ()
-    detached: tuple[str, ...] = ()
 
 
 def _nothing(action: str, login: str, argument: str) -> None:
@@ -72,13 +54,17 @@ class UserActions:
         #: Hands an action to the other nodes: the engine's, once shared.
         self.tell: Tell = _nothing
 
-    def disconnect(self, login: str, reason: str) -> UserActionResult:
+    def disconnect(self, login: str, reason: str) -> None:
         """Close ``login``'s connections and end its detached sessions, on every node."""
         self.tell(DISCONNECT, login, reason)
-        return self._disconnect(login, reason)
+        self._disconnect(login, reason)
 
-    def unsubscribe(self, login: str, destination: str, reason: str) -> UserActionResult:
-        """End ``login``'s subscriptions to ``destination``, on every node."""
+    def unsubscribe(self, login: str, destination: str, reason: str) -> int:
+        """
+        End ``login``'s subscriptions to ``destination``, on every node.
+
+        :returns: how many this node ended.
+        """
         self.tell(UNSUBSCRIBE, login, f"{destination}\n{reason}")
         return self._unsubscribe(login, destination, reason)
 
@@ -99,26 +85,21 @@ class UserActions:
             if connection.describe().user == login
         ]
 
-    def _disconnect(self, login: str, reason: str) -> UserActionResult:
-        closed = []
+    def _disconnect(self, login: str, reason: str) -> None:
         for connection in self._mine(login):
-            closed.append(str(connection.session_id))
             connection.fail(ClosedByOperator(reason))
-        ended = []
         book = self._resumption()
         if book is not None:
             for record in list(book.sessions()):
-                if record.login == login and book.end(record.session) is not None:
-                    ended.append(record.session)
-        return UserActionResult(connections=tuple(closed), detached=tuple(ended))
+                if record.login == login:
+                    book.end(record.session)
 
-    def _unsubscribe(self, login: str, destination: str, reason: str) -> UserActionResult:
-        connections, subscriptions = [], []
+    def _unsubscribe(self, login: str, destination: str, reason: str) -> int:
+        ended = 0
         for connection in self._mine(login):
             for subscription in list(connection.subscribers()):
-                if subscription.destination != destination:
-                    continue
-                if connection.end_subscription(subscription.subscription_id, reason):
-                    connections.append(str(connection.session_id))
-                    subscriptions.append(subscription.subscription_id)
-        return UserActionResult(connections=tuple(connections), subscriptions=tuple(subscriptions))
+                if subscription.destination == destination and connection.end_subscription(
+                    subscription.subscription_id, reason
+                ):
+                    ended += 1
+        return ended

@@ -189,15 +189,15 @@ class Management:
 
         :returns: how many subscriptions it ended on this node.
         """
-        done = self.broker.user_actions.unsubscribe(login, destination, reason)
+        ended: int = self.broker.user_actions.unsubscribe(login, destination, reason)
         log.info(
             "{operator} unsubscribed {login!r} from {destination} ({count} here)",
             operator=operator,
             login=login,
             destination=destination,
-            count=len(done.subscriptions),
+            count=ended,
         )
-        return len(done.subscriptions)
+        return ended
 
     def _find(self, ident: str) -> Any:
         for connection in self.broker.connections:
